@@ -1,0 +1,85 @@
+"""Entry points: :func:`run` for typed results, :func:`simulate_pipeline` for the chapter's dict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from pipesim.config import PipelineConfig, Scenario, check_int, check_time
+from pipesim.durations import check_durations
+from pipesim.engine import Pipeline
+from pipesim.policies import CountThrottle, Drain, PartialRollout
+from pipesim.results import RunResult
+
+
+def draw_pool(scenario: Scenario) -> torch.Tensor:
+    """The scenario's duration pool, drawn from a generator seeded with ``scenario.seed``."""
+    n = scenario.pool_size or scenario.default_pool_size
+    return scenario.durations.sample(n, torch.Generator().manual_seed(scenario.seed))
+
+
+def run(scenario: Scenario, durations: torch.Tensor | Sequence[float] | None = None) -> RunResult:
+    """Simulate ``scenario`` and return a :class:`RunResult`.
+
+    ``durations`` overrides the scenario's duration model with an explicit pool, consumed in
+    order (the chapter's convention, so every design sees the same episodes).
+    """
+    if not isinstance(scenario, Scenario):
+        raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
+    pool = draw_pool(scenario) if durations is None else durations
+    check_durations(pool)
+    values = pool.tolist() if isinstance(pool, torch.Tensor) else [float(x) for x in pool]
+    p = Pipeline(scenario, values)
+    p.run()
+    return RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+
+
+def simulate_pipeline(
+    durations: torch.Tensor | Sequence[float],
+    n_slots: int,
+    batch_size: int,
+    train_time: float,
+    sync_time: float,
+    max_staleness: int = 0,
+    interrupt: bool = True,
+    steps: int = 10,
+) -> dict[str, Any]:
+    """The chapter's signature and dict, computed by the SimPy engine.
+
+    Returns ``events`` (tuples ``(kind, lane, start, end, version)``), ``time``, ``throughput``
+    (episodes trained per hour), ``gen_util``, ``staleness_mean``, ``staleness_max`` and
+    ``trained_duration``.
+    """
+    check_int("n_slots", n_slots, 1)
+    check_int("batch_size", batch_size, 1)
+    check_time("train_time", train_time)
+    check_time("sync_time", sync_time)
+    check_int("max_staleness", max_staleness, 0)
+    check_int("steps", steps, 1)
+    if not isinstance(interrupt, bool):
+        raise ValueError(f"interrupt must be a bool, got {interrupt!r}")
+    cfg = PipelineConfig(n_slots, batch_size, float(train_time), float(sync_time), max_staleness, steps)
+    scenario = Scenario(
+        pipeline=cfg,
+        admission=CountThrottle(),
+        weight_update=PartialRollout() if interrupt else Drain(),
+        name="simulate_pipeline",
+    )
+    r = run(scenario, durations)
+    s = r.summary()
+    events: list[tuple[str, int, float, float, int]] = [
+        ("gen", e.slot, e.start_s, e.end_s, e.version) for e in r.episodes if e.end_s is not None
+    ]
+    events += [("train", 0, a, b, v) for _, a, b, v in r.train_log]
+    events += [("sync", 0, a, b, v - 1) for a, b, v in r.sync_log]
+    return dict(
+        events=events,
+        time=r.sim_time_s,
+        throughput=steps * batch_size / r.sim_time_s * 3600,
+        gen_util=s["gen_util"],
+        staleness_mean=s["staleness_mean"],
+        staleness_max=int(s["staleness_max"]),
+        trained_duration=s["trained_duration_mean"],
+    )

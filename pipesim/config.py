@@ -1,0 +1,111 @@
+"""Configuration: frozen dataclasses with units in the field names, validated at construction.
+
+A :class:`Scenario` composes a :class:`PipelineConfig` (sizes and times), a duration model and the
+policy objects that make the scheduling decisions. Everything is immutable, so a scenario can be
+hashed, pickled to a sweep worker and printed into a report without surprises. ``with_`` returns
+a copy with some fields replaced, routing ``pipeline`` fields automatically, which is what sweeps
+and the CLI's ``--set key=value`` use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipesim.durations import AgentDurations, DurationModel
+from pipesim.policies import (
+    Admission,
+    BatchPolicy,
+    CountThrottle,
+    OldestFinishedFirst,
+    PartialRollout,
+    WeightUpdate,
+)
+
+
+def check_int(name: str, value: Any, minimum: int) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_time(name: str, value: Any) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a finite number of seconds >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Sizes and times of one rollout pipeline (the chapter's ``simulate_pipeline`` arguments)."""
+
+    n_slots: int = 64
+    """Concurrent episodes the inference engine can run (generation slots)."""
+    batch_size: int = 64
+    """Episodes the trainer consumes per step (B)."""
+    train_time_s: float = 60.0
+    """Seconds one training step takes."""
+    sync_time_s: float = 10.0
+    """Seconds one weight sync takes; generation is paused or drained around it."""
+    max_staleness: int = 0
+    """Staleness bound eta: the throttle lets generation run at most eta batches ahead."""
+    steps: int = 20
+    """Training steps to simulate; the run ends when the last step's sync finishes."""
+
+    def __post_init__(self) -> None:
+        check_int("n_slots", self.n_slots, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_time("train_time_s", self.train_time_s)
+        check_time("sync_time_s", self.sync_time_s)
+        check_int("max_staleness", self.max_staleness, 0)
+        check_int("steps", self.steps, 1)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A complete, runnable description of one pipeline design.
+
+    ``pool_size`` is the number of durations drawn up front (default: enough for the count
+    throttle, ``(steps + max_staleness + 1) * batch_size + n_slots``). Policies that relaunch
+    work (restarts, retries, over-sampling) may need a larger pool; the run says so if it runs dry.
+    """
+
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    durations: DurationModel = field(default_factory=AgentDurations)
+    admission: Admission = field(default_factory=CountThrottle)
+    weight_update: WeightUpdate = field(default_factory=PartialRollout)
+    batching: BatchPolicy = field(default_factory=OldestFinishedFirst)
+    seed: int = 0
+    pool_size: int | None = None
+    name: str = "scenario"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pipeline, PipelineConfig):
+            raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
+        check_int("seed", self.seed, 0)
+        if self.pool_size is not None:
+            check_int("pool_size", self.pool_size, 1)
+        for name in ("durations", "admission", "weight_update", "batching"):
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} must not be None")
+
+    @property
+    def default_pool_size(self) -> int:
+        p = self.pipeline
+        return (p.steps + p.max_staleness + 1) * p.batch_size + p.n_slots
+
+    def with_(self, **changes: Any) -> Scenario:
+        """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``."""
+        pipe_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+        own_fields = {f.name for f in dataclasses.fields(Scenario)}
+        pipe = {k: v for k, v in changes.items() if k in pipe_fields}
+        own = {k: v for k, v in changes.items() if k in own_fields}
+        unknown = set(changes) - pipe_fields - own_fields
+        if unknown:
+            valid = sorted(pipe_fields | own_fields)
+            raise ValueError(f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}")
+        if pipe:
+            own["pipeline"] = dataclasses.replace(self.pipeline, **pipe)
+        return dataclasses.replace(self, **own)

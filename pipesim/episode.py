@@ -1,0 +1,90 @@
+"""The unit of work: one agent episode and the policy versions it ran under.
+
+An :class:`Episode` is created when a slot starts it and is finalised when it finishes. The
+versions it ran under are not stored per event: the engine keeps one log of weight updates, and
+each episode remembers the index range of updates that happened while it was in flight
+(``update_from`` to ``update_to``). :meth:`Episode.segments` rebuilds the (version, start, end)
+intervals from that log, so a sync costs nothing per episode in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Episode status values.
+RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """One weight update seen by the engine: generation paused over [start_s, end_s)."""
+
+    start_s: float
+    end_s: float
+    version_after: int
+    paused: bool
+
+
+class Episode:
+    """One launched episode. Slots keep the per-episode cost to a few attribute writes."""
+
+    __slots__ = (
+        "id",
+        "task_id",
+        "duration_s",
+        "slot",
+        "replica",
+        "start_s",
+        "end_s",
+        "version",
+        "update_from",
+        "update_to",
+        "vend",
+        "status",
+        "trained_step",
+        "trained_version",
+        "truncated",
+    )
+
+    def __init__(self, id: int, task_id: int, duration_s: float, version: int) -> None:
+        self.id = id
+        self.task_id = task_id
+        self.duration_s = duration_s
+        self.version = version  # the version that started it (the chapter's label)
+        self.slot = -1
+        self.replica = 0
+        self.start_s = 0.0
+        self.end_s: float | None = None
+        self.update_from = 0  # index into the update log at start
+        self.update_to = 0  # index into the update log at finish (exclusive)
+        self.vend = 0.0  # finishing time on the engine's paused-time-free clock
+        self.status = RUNNING
+        self.trained_step = -1
+        self.trained_version = -1
+        self.truncated = False
+
+    def segments(self, updates: list[UpdateRecord], until_s: float | None = None) -> list[tuple[int, float, float]]:
+        """(version, start, end) intervals the episode generated under; pauses fall between them."""
+        end = self.end_s if self.end_s is not None else until_s
+        if end is None:
+            raise ValueError(f"episode {self.id} is still running; pass until_s")
+        hi = self.update_to if self.end_s is not None else len(updates)
+        out, version, seg_start = [], self.version, self.start_s
+        for u in updates[self.update_from : hi]:
+            if u.start_s > end:
+                break
+            # generation under `version` up to the update; a paused update leaves a gap to end_s
+            out.append((version, seg_start, u.start_s))
+            seg_start, version = u.end_s, u.version_after
+        out.append((version, seg_start, end))
+        return out
+
+    def newest_version(self, updates: list[UpdateRecord]) -> int:
+        """The newest version the episode generated under (its last segment's)."""
+        return updates[self.update_to - 1].version_after if self.update_to > self.update_from else self.version
+
+    def __repr__(self) -> str:
+        return (
+            f"Episode(id={self.id}, v={self.version}, d={self.duration_s:.3g}s, "
+            f"start={self.start_s:.6g}, end={self.end_s}, status={self.status})"
+        )

@@ -1,0 +1,115 @@
+"""Scheduling decisions as small policy objects behind Protocols.
+
+The SimPy processes in :mod:`pipesim.engine` never decide anything themselves; at each decision
+point they ask a policy:
+
+* :class:`Admission` -- may a free generation slot start one more episode now? Asked by the
+  controller at the end of every simulated instant in which something changed.
+* :class:`WeightUpdate` -- what a weight sync does to episodes in flight. ``sync`` is a SimPy
+  generator run by the weight-sync process, written with the pipeline's primitives
+  (``begin_sync``, ``end_sync``, ``engine.drained()``); ``blocks_admission`` says when the
+  controller must not start episodes.
+* :class:`BatchPolicy` -- which finished episodes the trainer takes (and which it discards).
+
+The chapter's design space is three objects: :class:`CountThrottle`, :class:`PartialRollout` /
+:class:`Drain`, and :class:`OldestFinishedFirst`. A new policy is a new class of a few lines;
+nothing in the engine changes. ``pipesim.testing.check_invariants`` checks what every policy
+must keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pipesim.engine import Pipeline
+    from pipesim.episode import Episode
+
+
+@runtime_checkable
+class Admission(Protocol):
+    """Decides whether one more episode may start now (a slot is known to be free)."""
+
+    def admits(self, p: Pipeline) -> bool: ...
+
+
+@runtime_checkable
+class WeightUpdate(Protocol):
+    """What happens around a weight sync: ``sync(p)`` runs inside the weight-sync process."""
+
+    def blocks_admission(self, p: Pipeline) -> bool: ...
+
+    def sync(self, p: Pipeline) -> Generator[Any, Any, None]: ...
+
+
+@runtime_checkable
+class BatchPolicy(Protocol):
+    """Chooses the trainer's batch from the buffer of finished episodes.
+
+    ``select`` returns ``(batch, discarded)`` and removes both from ``buffer`` in place, or
+    returns ``(None, discarded)`` when no full batch can be formed yet. The trainer's version
+    is ``p.version`` (it cannot change while the trainer waits for a batch).
+    """
+
+    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]: ...
+
+
+@dataclass(frozen=True)
+class CountThrottle:
+    """The chapter's (and AReaL's) count-based bound: start only while started < (v + 1 + eta) * B.
+
+    It counts episodes *started*, so it bounds how far generation runs ahead in batches, but a
+    straggler that started long ago can still be trained many versions later.
+    """
+
+    def admits(self, p: Pipeline) -> bool:
+        return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
+
+
+@dataclass(frozen=True)
+class PartialRollout:
+    """Interrupt in-flight episodes: they pause during the sync and resume under the new weights.
+
+    The sync starts the moment the trainer asks for it. Pausing is lazy (a clock offset in the
+    engine), so a sync costs O(1) however many episodes are in flight.
+    """
+
+    def blocks_admission(self, p: Pipeline) -> bool:
+        return p.syncing
+
+    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=True)
+        yield p.env.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Drain before syncing: stop starting episodes, wait for the in-flight ones, then sync.
+
+    No episode ever spans two versions, at the price of waiting for the slowest one in flight.
+    """
+
+    def blocks_admission(self, p: Pipeline) -> bool:
+        return p.syncing or p.sync_pending
+
+    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+        yield p.engine.drained()
+        p.begin_sync(pause=False)
+        yield p.env.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class OldestFinishedFirst:
+    """The chapter's trainer: the B episodes that finished earliest, in finishing order."""
+
+    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+        b = p.batch_size
+        if len(buffer) < b:
+            return None, []
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, []
