@@ -11,7 +11,9 @@ from __future__ import annotations
 import torch
 
 
-def logprob_health(logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+def logprob_health(
+    logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor
+) -> dict[str, float]:
     """Mean, p99 and max of |logp_trainer - logp_sampler| over masked tokens -> dict.
 
     Shapes: all three tensors are [B, T] (or any equal shape); ``mask`` is 0/1 or bool.

@@ -77,7 +77,7 @@ def simulate_pipeline(
     return dict(
         events=events,
         time=r.sim_time_s,
-        throughput=steps * batch_size / r.sim_time_s * 3600,
+        throughput=steps * batch_size / r.sim_time_s * 3600 if r.sim_time_s > 0 else float("nan"),
         gen_util=s["gen_util"],
         staleness_mean=s["staleness_mean"],
         staleness_max=int(s["staleness_max"]),

@@ -2,9 +2,14 @@
 
 Finished episodes travel from the generation slots to the trainer through an
 :class:`EpisodeBuffer`, a SimPy resource in the template-method style of ``simpy.Store``:
-``put(episodes)`` always succeeds (the buffer is unbounded), and ``get()`` succeeds with a full
+``put(episodes)`` applies at once (the buffer is unbounded, so a put never waits), and ``get()`` succeeds with a full
 batch as soon as the :class:`~pipesim.policies.BatchPolicy` can form one. A put carries every
-episode that finished at one instant, so the cost is one SimPy event per instant, not per episode.
+episode that finished at one instant and costs no SimPy event.
+
+Gets are served only at the end of an instant (the controller calls :meth:`EpisodeBuffer.serve`
+after admitting episodes), never the moment a put lands. That is the chapter's order -- start
+episodes, then start training, then process what happens next -- and it matters when training
+or episodes take zero time.
 """
 
 from __future__ import annotations
@@ -21,12 +26,6 @@ if TYPE_CHECKING:
     from pipesim.engine import Pipeline
 
 
-class EpisodesPut(Put):
-    def __init__(self, resource: EpisodeBuffer, episodes: list[Episode]) -> None:
-        self.episodes = episodes
-        super().__init__(resource)
-
-
 class BatchGet(Get):
     """Succeeds with a list of episodes: the trainer's next batch."""
 
@@ -40,18 +39,28 @@ class EpisodeBuffer(BaseResource):
         self._pipeline = pipeline
         self._on_discard = on_discard
 
-    def put(self, episodes: list[Episode]) -> EpisodesPut:  # type: ignore[override]
-        return EpisodesPut(self, episodes)
+    def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
+        """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
+        at once, rather than through a SimPy Put event, saves a heap push and pop per instant."""
+        for ep in episodes:
+            ep.status = BUFFERED
+        self.items.extend(episodes)
+        self._pipeline.poke()
 
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)
 
-    def _do_put(self, event: EpisodesPut) -> bool:  # type: ignore[override]
-        for ep in event.episodes:
-            ep.status = BUFFERED
-        self.items.extend(event.episodes)
-        event.succeed()
-        return True
+    def _do_put(self, event: Put) -> bool:  # pragma: no cover - puts bypass the queue (see put)
+        raise NotImplementedError("EpisodeBuffer.put is immediate")
+
+    def _trigger_get(self, put_event: Put | None) -> None:  # type: ignore[override]
+        """Defer: a new put or get only asks the controller to serve at the end of the instant."""
+        self._pipeline.poke()
+
+    def serve(self) -> None:
+        """Serve pending gets now (called by the controller at the end of an instant)."""
+        if self.get_queue:
+            BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
         batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipesim.durations import AgentDurations, DurationModel
+from pipesim.faults import FailurePolicy, Timeout
 from pipesim.policies import (
     Admission,
     BatchPolicy,
@@ -23,6 +24,7 @@ from pipesim.policies import (
     PartialRollout,
     WeightUpdate,
 )
+from pipesim.replicas import Replicas
 
 
 def check_int(name: str, value: Any, minimum: int) -> None:
@@ -53,6 +55,8 @@ class PipelineConfig:
     """Staleness bound eta: the throttle lets generation run at most eta batches ahead."""
     steps: int = 20
     """Training steps to simulate; the run ends when the last step's sync finishes."""
+    colocated: bool = False
+    """Engine and trainer share accelerators: generation pauses while the trainer trains."""
 
     def __post_init__(self) -> None:
         check_int("n_slots", self.n_slots, 1)
@@ -61,6 +65,8 @@ class PipelineConfig:
         check_time("sync_time_s", self.sync_time_s)
         check_int("max_staleness", self.max_staleness, 0)
         check_int("steps", self.steps, 1)
+        if not isinstance(self.colocated, bool):
+            raise ValueError(f"colocated must be a bool, got {self.colocated!r}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,12 @@ class Scenario:
     seed: int = 0
     pool_size: int | None = None
     name: str = "scenario"
+    timeout: Timeout | None = None
+    """A cap on each episode's generation time (``pipesim.faults.Timeout``), or None."""
+    failures: FailurePolicy | None = None
+    """Environment-worker failures (``DropFailed`` / ``RetryFailed`` / ``RequeueFailed``), or None."""
+    replicas: Replicas | None = None
+    """Several engine replicas sharing ``n_slots`` and a routing rule, or None for one engine."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, PipelineConfig):
@@ -90,6 +102,19 @@ class Scenario:
         for name in ("durations", "admission", "weight_update", "batching"):
             if getattr(self, name) is None:
                 raise ValueError(f"{name} must not be None")
+        if self.timeout is not None and not isinstance(self.timeout, Timeout):
+            raise ValueError(f"timeout must be a pipesim.faults.Timeout or None, got {self.timeout!r}")
+        if self.failures is not None and not isinstance(self.failures, FailurePolicy):
+            raise ValueError(f"failures must be a failure policy or None, got {self.failures!r}")
+        if self.replicas is not None:
+            if not isinstance(self.replicas, Replicas):
+                raise ValueError(f"replicas must be a pipesim.replicas.Replicas or None, got {self.replicas!r}")
+            self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
+
+    @property
+    def needs_lifecycle(self) -> bool:
+        """Whether launches need per-episode draws (timeouts or failures)."""
+        return self.timeout is not None or self.failures is not None
 
     @property
     def default_pool_size(self) -> int:

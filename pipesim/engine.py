@@ -3,8 +3,8 @@
 Processes
 ---------
 * **controller** -- at the end of every simulated instant in which something changed, asks the
-  admission policy whether free slots may start episodes, and starts them with the current
-  version. "End of instant" is a SimPy event of a priority below NORMAL, so every completion,
+  admission policy whether free slots may start episodes, starts them with the current version,
+  and then lets the buffer serve the trainer's pending request for a batch. "End of instant" is a SimPy event of a priority below NORMAL, so every completion,
   training step and sync that happens at the same time has already been processed. This is the
   ordering the chapter's loop has, and it is what makes ties (integer traces, zero durations)
   come out the same as the chapter's.
@@ -25,7 +25,9 @@ that started it and the index range of weight updates it lived through.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Generator
+import math
+from collections import deque
+from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
@@ -34,6 +36,7 @@ from simpy.events import NORMAL, EventPriority
 from pipesim.buffer import EpisodeBuffer
 from pipesim.config import Scenario
 from pipesim.episode import TRAINED, Episode, UpdateRecord
+from pipesim.faults import EpisodeLifecycle
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
 
@@ -51,11 +54,30 @@ class _EndOfInstant(simpy.Event):
         self.env.schedule(self, END_OF_INSTANT, 0)
 
 
+def delay_until(now: float, at: float) -> float:
+    """A delay ``d`` with ``now + d == at`` in floating point, so SimPy fires exactly at ``at``.
+
+    ``at - now`` alone can land an ulp off, which would split one simulated instant in two.
+    """
+    if at <= now:
+        return 0.0
+    d = at - now
+    for _ in range(8):
+        total = now + d
+        if total == at:
+            break
+        d = math.nextafter(d, math.inf if total < at else 0.0)
+    return d
+
+
 class Slots:
     """The generation slots of one engine replica: one SimPy process, a heap of running episodes.
 
-    Invariants: ``len(free) + len(running) == n_slots``; each running episode's real end time is
-    ``vend + offset`` while the replica is not paused; ``offset`` only grows.
+    Invariants: ``len(free) + len(running) == n_slots``. Paused time is accounted lazily: the
+    heap is keyed by finishing time on a virtual clock that stops while paused
+    (``vend = start - offset_at_start + duration``), and an episode's real end is
+    ``start + duration + (offset_now - offset_at_start)``. For an episode that no pause touched,
+    that is exactly ``start + duration``, the same float the chapter's loop computes.
     """
 
     def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
@@ -65,9 +87,10 @@ class Slots:
         self.n_slots = n_slots
         self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
         self.running: list[tuple[float, int, Episode]] = []  # heap of (vend, episode id, episode)
-        self.offset = 0.0  # total paused seconds: real time = virtual time + offset
+        self.offset = 0.0  # total paused seconds so far
+        self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
-        self._target_vend: float | None = None  # the heap top we are sleeping until
+        self._target: Episode | None = None  # the heap top we are sleeping until
         self._target_time = 0.0
         self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
@@ -79,26 +102,28 @@ class Slots:
         while True:
             self._sleeping = True
             try:
-                if self._target_vend is None:
+                if self._target is None:
                     yield never
                 else:
-                    yield self.env.timeout(self._target_time - self.env.now)
+                    yield self.env.timeout(delay_until(self.env.now, self._target_time))
                     self._sleeping = False
-                    self._finish_due(self._target_vend)
+                    self._finish_due()
             except simpy.Interrupt:
                 pass
             self._sleeping = False
             self._retarget()
 
+    def due(self, ep: Episode) -> float:
+        """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
+        return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
+
     def _retarget(self) -> None:
         if self.running and self.paused_since is None:
-            vend = self.running[0][0]
-            self._target_vend = vend
-            now = self.env.now
-            delay = max(vend + self.offset - now, 0.0)
-            self._target_time = now + delay  # the float SimPy will schedule at
+            ep = self.running[0][2]
+            self._target = ep
+            self._target_time = max(self.due(ep), self.env.now)
         else:
-            self._target_vend = None
+            self._target = None
 
     def _wake(self) -> None:
         if self._sleeping:
@@ -110,30 +135,73 @@ class Slots:
     def n_running(self) -> int:
         return len(self.running)
 
-    def start(self, ep: Episode) -> None:
+    @property
+    def vnow(self) -> float:
+        """The virtual clock now (it stands still while the replica is paused)."""
+        return (self.paused_since if self.paused_since is not None else self.env.now) - self.offset
+
+    def generated_s(self, ep: Episode) -> float:
+        """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
+        return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
+
+    def start(self, ep: Episode, work_s: float | None = None) -> None:
+        """Start ``ep`` on the lowest free slot; it generates for ``work_s`` (default its duration)."""
         now = self.env.now
         ep.slot = heapq.heappop(self.free)
         ep.replica = self.index
         ep.start_s = now
         ep.update_from = len(self.p.updates)
-        vend = (now - self.offset) + ep.duration_s
-        ep.vend = vend
-        heapq.heappush(self.running, (vend, ep.id, ep))
+        ep.offset_start = self.offset
+        if work_s is not None:
+            ep.work_s = work_s
+        ep.vend = (now - self.offset) + ep.work_s
+        heapq.heappush(self.running, (ep.vend, ep.id, ep))
+
+    def abort_all(self) -> list[tuple[Episode, float]]:
+        """Take every running episode off its slot now; return each with the seconds it generated.
+
+        O(in-flight), as aborts are. The caller decides the episodes' fate (status, relaunch).
+        """
+        now, n_upd = self.env.now, len(self.p.updates)
+        out = []
+        for _, _, ep in sorted(self.running):
+            heapq.heappush(self.free, ep.slot)
+            ep.end_s = now
+            ep.update_to = n_upd
+            out.append((ep, self.generated_s(ep)))
+        self.running = []
+        self._target = None
+        self._wake()
+        if self._drained is not None:
+            ev, self._drained = self._drained, None
+            ev.succeed()
+        return out
+
+    def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None:
+        """Delay each running episode by ``extra_s(ep, generated_s)`` seconds (re-prefill). O(in-flight)."""
+        running = []
+        for vend, eid, ep in self.running:
+            extra = extra_s(ep, self.generated_s(ep))
+            ep.work_s += extra
+            ep.vend = vend + extra
+            running.append((ep.vend, eid, ep))
+        heapq.heapify(running)
+        self.running = running
+        self._target = None
+        self._wake()
 
     def kick(self) -> None:
         """Re-arm the timer if a newly started episode finishes before the current target."""
         if self.paused_since is None and self.running:
-            if self._target_vend is None or self.running[0][0] < self._target_vend:
+            if self._target is None or self.running[0][0] < self._target.vend:
                 self._wake()
 
     def pause(self) -> None:
         """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
         if self.paused_since is not None:
             return
-        if self._target_vend is not None and self._target_time <= self.env.now:
-            self._finish_due(self._target_vend)
+        self._finish_due()
         self.paused_since = self.env.now
-        self._target_vend = None
         self._wake()
 
     def resume(self) -> None:
@@ -157,28 +225,46 @@ class Slots:
         self.running = [r for r in self.running if r[2] is not ep]
         heapq.heapify(self.running)
         heapq.heappush(self.free, ep.slot)
-        self._target_vend = None
+        self._target = None
         self._wake()
 
-    def _finish_due(self, vend: float) -> None:
-        running, free, now, n_upd = self.running, self.free, self.env.now, len(self.p.updates)
+    def _finish_due(self) -> None:
+        """Finish every episode due by now; ties go to the buffer in start order, as in the chapter."""
+        running, free, now = self.running, self.free, self.env.now
         done = []
-        while running and running[0][0] <= vend:
+        while running and self.due(running[0][2]) <= now:
             ep = heapq.heappop(running)[2]
             heapq.heappush(free, ep.slot)
+            done.append(ep)
+        self._target = None
+        if not done:
+            return
+        if len(done) > 1:
+            done.sort(key=lambda e: e.id)
+        n_upd = len(self.p.updates)
+        for ep in done:
             ep.end_s = now
             ep.update_to = n_upd
-            done.append(ep)
-        self._target_vend = None
-        if done:
-            self.p.on_finished(done)
+        self.p.on_finished(done)
         if not running and self._drained is not None:
             ev, self._drained = self._drained, None
             ev.succeed()
 
 
 class Pipeline:
-    """One simulated run: builds the processes, runs them, and keeps the raw records."""
+    """One simulated run: builds the processes, runs them, and keeps the raw records.
+
+    Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
+    the sync moved weights or was skipped); each replica's ``Slots.version`` is the version of the
+    weights it generates with, and an episode is labelled with its replica's version at start.
+    With the chapter's policies the two are always equal.
+
+    Tasks: the duration pool is a list of tasks consumed in order; ``requeued`` holds task ids
+    put back (infrastructure failures, drop-at-consumption with requeue, restarts), launched
+    before any new task. ``n_dropped`` counts launched episodes that will never be trained and no
+    longer occupy a slot or the buffer (discarded, aborted, failed); admission rules that do not
+    count dropped work subtract it from ``started``.
+    """
 
     def __init__(self, scenario: Scenario, durations: list[float]) -> None:
         self.scenario = scenario
@@ -192,6 +278,11 @@ class Pipeline:
         self._durations = durations
         self.version = 0
         self.started = 0
+        self.started_at_version = [0]  # episodes launched when each trainer version was published
+        self.next_task = 0
+        self.n_dropped = 0
+        self.batches_taken = 0
+        self.requeued: deque[tuple[int, int]] = deque()  # (task id, id of the episode it replaces)
         self.syncing = False
         self.sync_pending = False
         self.finished = False
@@ -200,9 +291,18 @@ class Pipeline:
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
         self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
         self.discarded: list[Episode] = []
-        self.buffer = EpisodeBuffer(self.env, self, self.discarded.extend)
-        self.engine = Slots(self, self.config.n_slots)
+        self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
+        replicas = scenario.replicas
+        sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
+        self.engines = [Slots(self, n, i) for i, n in enumerate(sizes)]
+        self.engine = self.engines[0]
+        self._router = None if replicas is None else replicas.fresh_routing()
+        self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         self._sync_start = 0.0
+        self._pause_start: float | None = None
+        self._instant = -1.0
+        self._instant_launches = 0
+        self._launch_limit = 2 * len(durations) + 100 * (self.config.n_slots + self.batch_size)
         self._wakeup = _EndOfInstant(self.env)
         self._sync_request: simpy.Event = self.env.event()
         self._sync_done: simpy.Event = self.env.event()
@@ -218,25 +318,108 @@ class Pipeline:
             self._wakeup.fire()
 
     def on_finished(self, episodes: list[Episode]) -> None:
-        self.buffer.put(episodes)
+        if self.lifecycle is not None:
+            episodes = self.lifecycle.on_finished(self, episodes)
+        if episodes:
+            self.buffer.put(episodes)
         self.poke()
+
+    def _on_discard(self, episodes: list[Episode]) -> None:
+        self.discarded.extend(episodes)
+        self.n_dropped += len(episodes)
+
+    def drop(self, episodes: list[Episode], status: str) -> None:
+        """Record launched episodes that will never be trained (aborted, failed)."""
+        for ep in episodes:
+            ep.status = status
+        self.n_dropped += len(episodes)
+
+    @property
+    def n_running(self) -> int:
+        return sum(e.n_running for e in self.engines)
 
     def begin_sync(self, pause: bool) -> None:
         self.sync_pending = False
         self.syncing = True
         self._sync_start = self.env.now
+        self._pause_start = None
         if pause:
-            self.engine.pause()
+            self.pause_engines()
 
-    def end_sync(self) -> None:
+    def pause_engines(self) -> None:
+        """Stop generation on every replica (during a sync that started without pausing, too)."""
+        self._pause_start = self.env.now
+        for e in self.engines:
+            e.pause()
+
+    def end_sync(self, engines: bool = True) -> None:
+        """Publish the next version; with ``engines`` the replicas switch to it now, and resume.
+
+        The update record spans the pause (from ``pause_engines``), or is an instant swap if
+        generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
+        """
         now = self.env.now
         self.version += 1
-        paused = self.engine.paused_since is not None
-        self.updates.append(UpdateRecord(self._sync_start, now, self.version, paused))
+        self.started_at_version.append(self.started)
+        if engines:
+            start = self._pause_start if self._pause_start is not None else now
+            self.updates.append(UpdateRecord(start, now, self.version, self._pause_start is not None))
+            for e in self.engines:
+                e.version = self.version
+                e.resume()
         self.sync_log.append((self._sync_start, now, self.version))
-        self.engine.resume()
+        self._pause_start = None
         self.syncing = False
         self.poke()
+
+    def skip_sync(self) -> None:
+        """The trainer's version advances but no weights move (sync every k steps)."""
+        self.sync_pending = False
+        self.version += 1
+        self.started_at_version.append(self.started)
+        self.poke()
+
+    # -- launching -----------------------------------------------------------------------------
+    def _route(self) -> Slots | None:
+        if self._router is not None:
+            return self._router.choose(self.engines)
+        e = self.engine
+        return e if e.free and e.paused_since is None else None
+
+    def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
+        """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
+        now = self.env.now
+        if now != self._instant:
+            self._instant, self._instant_launches = now, 0
+        self._instant_launches += 1
+        if self._instant_launches > self._launch_limit:
+            raise PipelineError(
+                f"no progress: {self._instant_launches} episodes launched at t={now:.6g} s without "
+                f"time advancing (version {self.version} of {self.config.steps}); the policies "
+                f"{type(self.admission).__name__} / {type(self.weight_update).__name__} / "
+                f"{type(self.batching).__name__} relaunch work in a zero-time loop"
+            )
+        if task is None:
+            if self.requeued:
+                task, parent = self.requeued.popleft()
+            else:
+                task = self.next_task
+                if task >= len(self._durations):
+                    raise PipelineError(
+                        f"durations pool exhausted: the run needed more than {len(self._durations)} "
+                        f"episodes (at t={now:.6g} s, version {self.version} of {self.config.steps}); "
+                        f"pass at least {self.scenario.default_pool_size} durations or set pool_size"
+                    )
+                self.next_task = task + 1
+        ep = Episode(self.started, task, self._durations[task], engine.version)
+        ep.parent = parent
+        self.started += 1
+        self.episodes.append(ep)
+        if self.lifecycle is None:
+            engine.start(ep)
+        else:
+            engine.start(ep, self.lifecycle.work_s(ep))
+        return ep
 
     # -- processes -----------------------------------------------------------------------------
     def _controller(self) -> Generator[simpy.Event, Any, None]:
@@ -247,32 +430,36 @@ class Pipeline:
                 self.finished = True
                 self.done.succeed()
                 return
-            if self.weight_update.blocks_admission(self):
-                continue
-            engine, admission, pool = self.engine, self.admission, self._durations
-            while engine.free and admission.admits(self):
-                n = self.started
-                if n >= len(pool):
-                    raise PipelineError(
-                        f"durations pool exhausted: the run needed more than {len(pool)} episodes "
-                        f"(at t={self.env.now:.6g} s, version {self.version} of {self.config.steps}); "
-                        f"pass at least {self.scenario.default_pool_size} durations or set pool_size"
-                    )
-                ep = Episode(n, n, pool[n], self.version)
-                self.started = n + 1
-                self.episodes.append(ep)
-                engine.start(ep)
-            engine.kick()
+            if not self.weight_update.blocks_admission(self):
+                self._admit()
+            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+
+    def _admit(self) -> None:
+        admission, route = self.admission, self._route
+        while (engine := route()) is not None and admission.admits(self):
+            self.launch(engine)
+        for e in self.engines:
+            e.kick()
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
+        colocated = self.config.colocated
         for step in range(self.config.steps):
             batch = yield self.buffer.get()
+            self.batches_taken += 1
+            self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version
             for ep in batch:
                 ep.status = TRAINED
                 ep.trained_step = step
                 ep.trained_version = version
+            if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
+                for e in self.engines:
+                    e.pause()
             yield self.env.timeout(self.config.train_time_s)
+            if colocated:
+                for e in self.engines:
+                    self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
+                    e.resume()
             self.train_log.append((step, start, self.env.now, version))
             self.sync_pending = True
             self._sync_done = self.env.event()
@@ -297,7 +484,8 @@ class Pipeline:
                 raise
             raise PipelineError(
                 f"the pipeline stalled at t={self.env.now:.6g} s, version {self.version} of "
-                f"{self.config.steps}: nothing is running, {len(self.buffer.items)} episodes buffered "
-                f"(batch_size {self.batch_size}), {self.started} started; the admission policy "
-                f"{type(self.admission).__name__} admits no further episode"
+                f"{self.config.steps}: {self.n_running} running, {len(self.buffer.items)} episodes "
+                f"buffered (batch_size {self.batch_size}), {self.started} started, {self.n_dropped} "
+                f"dropped; the admission policy {type(self.admission).__name__} admits no further "
+                f"episode (with {type(self.weight_update).__name__} and {type(self.batching).__name__})"
             ) from None

@@ -5,6 +5,12 @@ versions it ran under are not stored per event: the engine keeps one log of weig
 each episode remembers the index range of updates that happened while it was in flight
 (``update_from`` to ``update_to``). :meth:`Episode.segments` rebuilds the (version, start, end)
 intervals from that log, so a sync costs nothing per episode in flight.
+
+Relaunched work is honest: an episode that is aborted and restarted from scratch, or that fails
+and is retried or re-queued, ends as its own record (status ``aborted`` or ``failed``, with the
+generation seconds it lost in ``lost_s``), and the relaunch is a *new* :class:`Episode` with the
+same ``task_id`` and ``parent`` set to the lost one's id. An episode that is only paused or
+re-prefilled keeps its record; its re-prefill tokens are counted in ``reprefill_tokens``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
+FAILED = "failed"  # an infrastructure (environment worker) failure; never trained, never scored
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,13 @@ class UpdateRecord:
     end_s: float
     version_after: int
     paused: bool
+    replica: int = -1
+    """The engine replica it applies to; -1 means every replica."""
+    kind: str = "sync"
+    """"sync" (weights change) or "train" (a colocated engine pauses while the trainer trains)."""
+
+    def applies_to(self, replica: int) -> bool:
+        return self.replica < 0 or self.replica == replica
 
 
 class Episode:
@@ -40,10 +54,17 @@ class Episode:
         "update_from",
         "update_to",
         "vend",
+        "offset_start",
         "status",
         "trained_step",
         "trained_version",
         "truncated",
+        "work_s",
+        "parent",
+        "lost_s",
+        "fail_at_s",
+        "reprefill_tokens",
+        "reprefill_s",
     )
 
     def __init__(self, id: int, task_id: int, duration_s: float, version: int) -> None:
@@ -58,10 +79,17 @@ class Episode:
         self.update_from = 0  # index into the update log at start
         self.update_to = 0  # index into the update log at finish (exclusive)
         self.vend = 0.0  # finishing time on the engine's paused-time-free clock
+        self.offset_start = 0.0  # the engine's paused-time total when the episode started
         self.status = RUNNING
         self.trained_step = -1
         self.trained_version = -1
         self.truncated = False
+        self.work_s = duration_s  # generation seconds it will take (capped, cut by a failure, + re-prefill)
+        self.parent = -1  # the id of the lost episode this one relaunches, or -1
+        self.lost_s = 0.0  # generation seconds thrown away (aborted or failed)
+        self.fail_at_s: float | None = None  # generation seconds after which its worker fails
+        self.reprefill_tokens = 0.0
+        self.reprefill_s = 0.0
 
     def segments(self, updates: list[UpdateRecord], until_s: float | None = None) -> list[tuple[int, float, float]]:
         """(version, start, end) intervals the episode generated under; pauses fall between them."""
@@ -73,6 +101,8 @@ class Episode:
         for u in updates[self.update_from : hi]:
             if u.start_s > end:
                 break
+            if u.replica >= 0 and u.replica != self.replica:
+                continue
             # generation under `version` up to the update; a paused update leaves a gap to end_s
             out.append((version, seg_start, u.start_s))
             seg_start, version = u.end_s, u.version_after
@@ -81,7 +111,10 @@ class Episode:
 
     def newest_version(self, updates: list[UpdateRecord]) -> int:
         """The newest version the episode generated under (its last segment's)."""
-        return updates[self.update_to - 1].version_after if self.update_to > self.update_from else self.version
+        for i in range(self.update_to - 1, self.update_from - 1, -1):
+            if updates[i].applies_to(self.replica):
+                return updates[i].version_after
+        return self.version
 
     def __repr__(self) -> str:
         return (

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pipesim.config import Scenario
     from pipesim.engine import Pipeline
     from pipesim.episode import Episode
 
@@ -95,9 +96,13 @@ class Drain:
     def blocks_admission(self, p: Pipeline) -> bool:
         return p.syncing or p.sync_pending
 
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        """With the count throttle, draining bounds staleness by eta: no episode outlives a sync."""
+        return scenario.pipeline.max_staleness if isinstance(scenario.admission, CountThrottle) else None
+
     def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
         yield p.engine.drained()
-        p.begin_sync(pause=False)
+        p.begin_sync(pause=True)  # the engine is empty; pausing records that nothing generates
         yield p.env.timeout(p.config.sync_time_s)
         p.end_sync()
 

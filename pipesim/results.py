@@ -7,6 +7,14 @@ the event table.
 Utilisation follows the chapter: ``gen_util`` is the slot time of *finished* episodes, pauses
 included, over ``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses, and
 ``gen_util_total`` also counts the episodes still in flight when the run ends.
+
+Metrics users of real systems ask for: staleness by the oldest version an episode ran under
+(``staleness_*``) and by the newest (``staleness_newest_*``); length bias (``trained_duration_mean``
+against ``launched_duration_mean``, their ratio ``length_bias``, and ``never_trained_share``);
+idle ratios under verl's names (``trainer/idle_ratio``, ``rollouter/idle_ratio``, the latter
+counting aborted work as busy); counts of discarded, aborted, restarted (relaunched after an abort
+or failure), failed (infrastructure) and truncated episodes, the generation seconds lost
+(``lost_work_s``) and the re-prefill tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from pipesim.config import Scenario
-from pipesim.episode import ABORTED, BUFFERED, DISCARDED, RUNNING, TRAINED, Episode, UpdateRecord
+from pipesim.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode, UpdateRecord
 
 EVENT_COLUMNS = ["kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id", "complete"]
 
@@ -103,7 +111,8 @@ class RunResult:
     def _paused_within(self, ep: Episode, until: float) -> float:
         end = ep.end_s if ep.end_s is not None else until
         hi = ep.update_to if ep.end_s is not None else len(self.updates)
-        return sum(min(u.end_s, end) - u.start_s for u in self.updates[ep.update_from : hi] if u.start_s < end)
+        ups = self.updates[ep.update_from : hi]
+        return sum(min(u.end_s, end) - u.start_s for u in ups if u.start_s < end and u.applies_to(ep.replica))
 
     def summary(self) -> dict[str, float]:
         """A flat dict of the run's headline numbers (see the module docstring for definitions)."""
@@ -120,6 +129,11 @@ class RunResult:
         stale_new = [e.trained_version - e.newest_version(self.updates) for e in trained]
         train_busy = sum(b - a for _, a, b, _ in self.train_log)
         denom = n_slots * T if T > 0 else float("nan")
+        aborted_busy = sum(e.end_s - e.start_s for e in eps if e.status == ABORTED and e.end_s is not None)
+        launched_mean = sum(e.duration_s for e in eps) / len(eps) if eps else 0.0
+        trained_mean = sum(e.duration_s for e in trained) / len(trained) if trained else 0.0
+        rollout_idle = 1 - (busy + busy_inflight + aborted_busy) / denom
+        trainer_idle = 1 - train_busy / T if T > 0 else float("nan")
         out = {
             "throughput_per_hour": len(trained) / T * 3600 if T > 0 else float("nan"),
             "gen_util": busy / denom,
@@ -129,18 +143,27 @@ class RunResult:
             "staleness_max": float(max(stale, default=0)),
             "staleness_newest_mean": sum(stale_new) / len(stale_new) if stale_new else 0.0,
             "staleness_newest_max": float(max(stale_new, default=0)),
-            "trained_duration_mean": sum(e.duration_s for e in trained) / len(trained) if trained else 0.0,
-            "launched_duration_mean": sum(e.duration_s for e in eps) / len(eps) if eps else 0.0,
+            "trained_duration_mean": trained_mean,
+            "launched_duration_mean": launched_mean,
+            "length_bias": trained_mean / launched_mean if launched_mean > 0 else float("nan"),
             "episodes_launched": float(len(eps)),
             "episodes_trained": float(len(trained)),
             "episodes_in_flight": float(len(inflight)),
             "episodes_buffered": float(sum(e.status == BUFFERED for e in eps)),
             "episodes_discarded": float(sum(e.status == DISCARDED for e in eps)),
             "episodes_aborted": float(sum(e.status == ABORTED for e in eps)),
+            "episodes_failed": float(sum(e.status == FAILED for e in eps)),
+            "episodes_restarted": float(sum(e.parent >= 0 for e in eps)),
+            "episodes_truncated": float(sum(e.truncated for e in eps)),
+            "truncated_share": sum(e.truncated for e in trained) / len(trained) if trained else 0.0,
+            "lost_work_s": sum(e.lost_s for e in eps),
+            "reprefill_tokens": sum(e.reprefill_tokens for e in eps),
             "never_trained_share": 1 - len(trained) / len(eps) if eps else 0.0,
             "sim_time_s": T,
-            "trainer_idle_ratio": 1 - train_busy / T if T > 0 else float("nan"),
-            "rollout_idle_ratio": 1 - (busy + busy_inflight) / denom,
+            "trainer_idle_ratio": trainer_idle,
+            "rollout_idle_ratio": rollout_idle,
+            "trainer/idle_ratio": trainer_idle,
+            "rollouter/idle_ratio": rollout_idle,
         }
         out.update(self.extra)
         return out

@@ -1,0 +1,95 @@
+"""Throughput of the SimPy engine against a straightforward loop and against raw SimPy.
+
+For each size (n_slots = B in 64, 1,024, 4,096, 16,384) and each design (eta = 0, and eta = 2 with
+partial rollouts) it measures, in one process and one run so the ratios share the machine's load:
+
+* ``engine``: episodes simulated per second by ``pipesim.run`` (results are built lazily, so this
+  is the simulation itself);
+* ``loop``: the same workload through the plain-Python oracle of ``tests/oracle.py``, which scans
+  the slots and the running episodes at every event, as the chapter's loop does (run for fewer
+  steps at large sizes, since its cost per event grows with n_slots);
+* ``raw``: events per second of a bare SimPy loop at the same concurrency (n_slots processes,
+  each ``yield env.timeout(d)``) -- the ceiling for any SimPy design.
+
+Goals: engine >= 2x loop at 64 slots and >= 50x at 4,096; engine >= 20% of raw at every size.
+Usage: ``python benchmarks/bench_pipeline.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import simpy
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipesim import Drain, PartialRollout, PipelineConfig, Scenario, TraceDurations, run  # noqa: E402
+from pipesim.durations import agent_episode_durations  # noqa: E402
+from tests.oracle import oracle_pipeline  # noqa: E402
+
+
+def best_of(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def raw_simpy_rate(n: int, pool: list[float], n_events: int) -> float:
+    env = simpy.Environment()
+    per = max(1, n_events // n)
+
+    def proc(i: int):  # type: ignore[no-untyped-def]
+        k = i
+        for _ in range(per):
+            yield env.timeout(pool[k % len(pool)])
+            k += n
+
+    for i in range(n):
+        env.process(proc(i))
+    t0 = time.perf_counter()
+    env.run()
+    return per * n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smaller workloads (for a smoke run)")
+    args = ap.parse_args()
+    sizes = [64, 1024] if args.quick else [64, 1024, 4096, 16384]
+    print(f"{'slots':>6} {'design':<12} | {'engine ep/s':>11} | {'loop ep/s':>9} | {'raw ev/s':>9} |"
+          f" {'engine/loop':>11} | {'engine/raw':>10}")
+    for n in sizes:
+        steps = max(4, 20 * 64 // n) if not args.quick else 4
+        pool_t = agent_episode_durations((steps + 4) * n + n, torch.Generator().manual_seed(0))
+        pool = pool_t.tolist()
+        raw = raw_simpy_rate(n, pool, n_events=max(200_000, 4 * n))
+        for eta, label in [(0, "sync eta=0"), (2, "eta=2 part")]:
+            cfg = PipelineConfig(n_slots=n, batch_size=n, train_time_s=60, sync_time_s=10, max_staleness=eta,
+                                 steps=steps)
+            sc = Scenario(pipeline=cfg, durations=TraceDurations.from_values(pool), pool_size=len(pool),
+                          weight_update=PartialRollout() if eta else Drain())
+            holder = {}
+
+            def go() -> None:
+                holder["r"] = run(sc, pool_t)
+
+            t_engine = best_of(go, 3 if n <= 1024 else 1)
+            launched = len(holder["r"].episodes)
+            loop_steps = steps if n <= 1024 else 1
+            t0 = time.perf_counter()
+            o = oracle_pipeline(pool, n, n, 60.0, 10.0, eta, bool(eta), loop_steps)
+            t_loop = time.perf_counter() - t0
+            engine_rate, loop_rate = launched / t_engine, o.started / t_loop
+            print(f"{n:>6} {label:<12} | {engine_rate:>11,.0f} | {loop_rate:>9,.0f} | {raw:>9,.0f} |"
+                  f" {engine_rate / loop_rate:>10.1f}x | {engine_rate / raw:>9.0%}")
+
+
+if __name__ == "__main__":
+    main()

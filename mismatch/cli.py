@@ -1,0 +1,89 @@
+"""``python -m mismatch``: run the probe, print every table, write JSON (and optionally the figure).
+
+Exactly one model source: ``--model PATH`` (a local checkpoint or an HF-cache id, never downloaded),
+``--tiny`` (the default) or ``--random-0.6b``. ``--from-json FILE`` re-prints the tables of a saved
+run (and renders ``--html``) without running anything, e.g. for results brought back from a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mismatch", description=__doc__.splitlines()[0])
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="PATH", help="local checkpoint dir or cached hub id (no download)")
+    src.add_argument("--tiny", action="store_true", help="tiny random Qwen3 (default)")
+    src.add_argument(
+        "--random-0.6b", dest="random_06b", action="store_true", help="Qwen3-0.6B config, random"
+    )
+    src.add_argument("--from-json", metavar="FILE", help="print tables (and --html) of a saved run")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--prompts", type=int, default=30, help="number of prompts (default 30)")
+    p.add_argument("--new-tokens", type=int, default=32, help="tokens sampled per prompt (default 32)")
+    p.add_argument("--batch", type=int, default=None, help="batch N for trainer/engine (default: --prompts)")
+    p.add_argument("--seed", type=int, default=0, help="weights and sampling seed (default 0)")
+    p.add_argument(
+        "--attn", default="sdpa", choices=("sdpa", "eager"), help="baseline attention (default sdpa)"
+    )
+    p.add_argument("--no-knobs", action="store_true", help="skip the knob variants")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    p.add_argument("--html", metavar="FILE", help="write the CDF figure as HTML (needs plotly)")
+    return p
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Build the source and run the probe (no printing of tables)."""
+    from mismatch.models import ModelSource
+    from mismatch.probe import ProbeConfig, run_probe
+
+    cfg = ProbeConfig(
+        n_prompts=args.prompts,
+        new_tokens=args.new_tokens,
+        seed=args.seed,
+        batch_n=args.batch,
+        knobs=not args.no_knobs,
+    )
+    if args.model:
+        source = ModelSource.real(args.model, args.device, args.attn)
+    elif args.random_06b:
+        source = ModelSource.random_0_6b(args.seed, args.device, args.attn)
+    else:
+        source = ModelSource.tiny(args.seed, args.device, args.attn)
+    return run_probe(source, cfg, log=lambda s: print(f"[mismatch] {s}", file=sys.stderr, flush=True))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from mismatch.report import format_report
+
+    try:
+        if args.from_json:
+            with open(args.from_json) as fh:
+                result = json.load(fh)
+        else:
+            result = run(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_report(result))
+    if args.json and not args.from_json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh)
+        print(f"wrote {args.json}")
+    if args.html:
+        from mismatch.figure import write_html
+
+        write_html(result, args.html)
+        print(f"wrote {args.html}")
+    return 0

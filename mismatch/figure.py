@@ -1,0 +1,55 @@
+"""Figure 13.3-style plot: CDFs of |d| per comparison, and mean |d| by engine probability.
+
+Plotly is imported inside the functions only, so ``import mismatch`` never needs it. The figure is
+built from the result dict (``samples.d`` holds every per-token difference), so JSON written on a
+GPU machine without Plotly can be rendered later. Exact zeros cannot sit on a log axis; their
+share is written in the legend instead. The HTML embeds plotly.js, so it renders offline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def mismatch_figure(result: dict[str, Any]) -> Any:
+    """Two-panel Plotly figure from a probe result -> plotly.graph_objects.Figure."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = {c["key"]: c["name"] for c in result["comparisons"]}
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("CDF of |log pi_trainer - log mu| per token", "mean |d| by engine probability"),
+    )
+    for key, rows in result["samples"]["d"].items():
+        gaps = sorted(abs(x) for row in rows for x in row)
+        total = len(gaps)
+        nonzero = [g for g in gaps if g > 0]
+        zeros = total - len(nonzero)
+        cdf = [(zeros + i + 1) / total for i in range(len(nonzero))]
+        label = f"{names[key]} ({zeros / total:.0%} exactly 0)" if zeros else names[key]
+        fig.add_trace(go.Scatter(x=nonzero, y=cdf, mode="lines", name=label, legendgroup=key), row=1, col=1)
+    bins = result["bins"]
+    ticks = [f"[{b['lo']:.1f}, {b['hi']:.1f}{']' if b['hi'] >= 1 else ')'} n={b['n_tokens']}" for b in bins]
+    for key in names:
+        vals = [b["mean_abs_d"][key] for b in bins]
+        fig.add_trace(
+            go.Bar(x=ticks, y=vals, name=names[key], legendgroup=key, showlegend=False), row=1, col=2
+        )
+    fig.update_xaxes(type="log", title_text="|d| (nats)", row=1, col=1)
+    fig.update_yaxes(title_text="fraction of tokens", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(type="log", title_text="mean |d| (nats)", row=1, col=2)
+    fig.update_layout(
+        title=f"Training-inference mismatch: {result['model']['label']}",
+        barmode="group",
+        height=520,
+        width=1250,
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+
+
+def write_html(result: dict[str, Any], path: str) -> None:
+    """Write the figure as a self-contained HTML file (plotly.js embedded)."""
+    mismatch_figure(result).write_html(path, include_plotlyjs=True, full_html=True)

@@ -1,0 +1,139 @@
+"""The RL base: a supervised warm start on demonstrations that reads but mostly answers wrong.
+
+Design
+------
+Demonstrations are ``read`` then ``fix <n>`` on ``BaseConfig.n_demo_tasks`` extra tasks drawn
+by ``make_demo_tasks`` (never a gym task, so the held-out split stays unseen). They come from a
+sloppy annotator: the line-number target is the mixture ``p_correct * onehot(bug) +
+(1 - p_correct) * onehot(line above the bug)`` (the line below when the bug is on line 1), an
+off-by-one habit. Cross-entropy is taken on the agent's tokens only.
+
+Why this and not a plain undertrained model: both targets depend on where the defect is, so the
+network builds the full lookup (find the defect, copy its line number) within a few hundred
+steps, and then answers "one line too high" most of the time. The base reads, its pass rate is
+about ``p_correct`` (0.2 by default, a blind guess's rate), and RL has a clear, learnable way
+up: move mass from the off-by-one answer to the right one. A flat "uniform over lines" target
+was tried first: it erased most of the lookup and RL climbed slowly and unreliably.
+
+The base is deterministic for a given ``BaseConfig`` and tokenizer. ``make_rl_base`` caches it
+on disk (atomic write, keyed by a hash of config and vocabulary) and rebuilds when the cached
+file is missing, corrupt, or from another architecture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from offpolicy.gym import Tokenizer, make_demo_tasks, observation_ids, prompt_ids
+from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
+
+DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "offpolicy"
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """Supervised warm start.
+
+    Attributes:
+        n_demo_tasks: demonstration tasks (extra tasks, disjoint from the gym).
+        steps: optimizer steps.
+        p_correct: weight of the correct line in the answer's target (the rest goes to the
+            off-by-one line).
+        batch_size: demonstrations per step.
+        lr: AdamW learning rate.
+        seed: seed for weight init and batch order.
+    """
+
+    n_demo_tasks: int = 2000
+    steps: int = 400
+    p_correct: float = 0.2
+    batch_size: int = 32
+    lr: float = 3e-3
+    seed: int = 0
+
+
+def demo_batch(
+    tok: Tokenizer, cfg: BaseConfig
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Demonstrations -> ids [N, T], action mask [N, T-1], answer position [N], off-by-one id [N].
+
+    Every demonstration has the same length (prompt, ``read <eoa>``, observation,
+    ``fix <n> <eoa>``), so no padding is needed.
+    """
+    rows, answer_pos, off_by_one = [], [], []
+    for task in make_demo_tasks(cfg.n_demo_tasks):
+        read = [tok.read_id, tok.eoa_id]
+        fix = [tok.fix_id, tok.ids[str(task.bug_line)], tok.eoa_id]
+        head = prompt_ids(task, tok) + read + observation_ids(task, tok)
+        rows.append(head + fix)
+        answer_pos.append(len(head) + 1)  # index of the line-number token (after 'fix')
+        off_by_one.append(tok.ids[str(task.bug_line - 1 if task.bug_line > 1 else 2)])
+    ids = torch.tensor(rows)  # [N, T]
+    n_prompt = len(prompt_ids(make_demo_tasks(1)[0], tok))
+    n_head = answer_pos[0] - 1
+    mask = torch.zeros(ids.shape[0], ids.shape[1] - 1)  # [N, T-1]; index t predicts token t+1
+    mask[:, n_prompt - 1 : n_prompt + 1] = 1.0  # read, <eoa>
+    mask[:, n_head - 1 :] = 1.0  # fix, <n>, <eoa>
+    return ids, mask, torch.tensor(answer_pos), torch.tensor(off_by_one)
+
+
+def train_base(tok: Tokenizer, cfg: BaseConfig, model_cfg: ModelConfig | None = None) -> TinyAgent:
+    """Build the RL base from scratch (deterministic for fixed cfg and tokenizer)."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model = TinyAgent(model_cfg or ModelConfig(vocab_size=len(tok)), generator=gen)
+    ids, mask, answer_pos, off_by_one = demo_batch(tok, cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    for _ in range(cfg.steps):
+        rows = torch.randint(len(ids), (cfg.batch_size,), generator=gen)  # [b]
+        x, m = ids[rows], mask[rows]  # [b, T], [b, T-1]
+        logits = model(x)[:, :-1]  # [b, T-1, V]
+        target = F.one_hot(x[:, 1:], len(tok)).float()  # [b, T-1, V]
+        b_idx, at = torch.arange(len(rows)), answer_pos[rows] - 1  # [b]; index predicting the line
+        target[b_idx, at] *= cfg.p_correct
+        target[b_idx, at, off_by_one[rows]] += 1.0 - cfg.p_correct
+        nll = -(target * torch.log_softmax(logits, -1)).sum(-1)  # [b, T-1]
+        loss = (nll * m).sum() / m.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return model
+
+
+def _cache_key(tok: Tokenizer, cfg: BaseConfig, model_cfg: ModelConfig) -> str:
+    blob = json.dumps([dataclasses.asdict(cfg), dataclasses.asdict(model_cfg), tok.vocab], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def make_rl_base(
+    tok: Tokenizer,
+    cfg: BaseConfig | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE_DIR,
+    model_cfg: ModelConfig | None = None,
+) -> TinyAgent:
+    """The RL base model, from the disk cache when a valid one exists, else trained and cached.
+
+    ``cache_dir=None`` disables caching. A corrupt or mismatched cache file is rebuilt and
+    overwritten atomically.
+    """
+    cfg = cfg or BaseConfig()
+    model_cfg = model_cfg or ModelConfig(vocab_size=len(tok))
+    if cache_dir is None:
+        return train_base(tok, cfg, model_cfg)
+    path = Path(cache_dir) / f"rl_base_{_cache_key(tok, cfg, model_cfg)}.pt"
+    if path.exists():
+        try:
+            model, _, _ = load_checkpoint(path, expected_cfg=model_cfg, expected_vocab=tok.vocab)
+            return model
+        except CheckpointError:
+            pass  # fall through: rebuild and overwrite
+    model = train_base(tok, cfg, model_cfg)
+    save_checkpoint(model, tok.vocab, path, meta={"base_config": dataclasses.asdict(cfg)})
+    return model

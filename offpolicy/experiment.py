@@ -1,0 +1,189 @@
+"""Shared machinery of the experiment scripts: one run, seed aggregation, tables, JSON, figures.
+
+A *run* is: copy the RL base, ``train_offpolicy`` for ``steps`` steps with one (lag,
+correction, lr, sampler) setting and one seed, then evaluate on the held-out tasks with
+``eval_episodes`` episodes per task from a generator seeded ``EVAL_SEED + seed``. Runs are
+stored as plain dicts (config, per-step history, held-out stats), and every cell of a table is
+the mean over seeds with a 95% Student-t interval. Results files are rewritten after every run,
+so a long grid can be resumed (``--resume``) after an interruption.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from offpolicy.base import make_rl_base
+from offpolicy.gym import Tokenizer, build_tokenizer, make_tasks
+from offpolicy.rl import RLConfig, evaluate
+from offpolicy.update import Sampler, train_offpolicy
+
+EVAL_SEED = 1000
+# two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..10
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of the 95% t-interval (0 for a single value)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("values: need at least one value")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
+    return mean, t * sd / math.sqrt(n)
+
+
+def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
+    """'mean±half' with ``digits`` decimals."""
+    m, h = mean_ci(values)
+    return f"{m:.{digits}f}±{h:.{digits}f}"
+
+
+def run_one(
+    base: torch.nn.Module,
+    tok: Tokenizer,
+    lag: int,
+    correction: str,
+    seed: int,
+    steps: int,
+    lr: float | None = None,
+    sampler: Sampler | None = None,
+    eval_episodes: int = 8,
+) -> dict[str, Any]:
+    """Train a copy of ``base`` with stale sampling and evaluate it -> run record."""
+    cfg = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
+    model = copy.deepcopy(base)
+    start = time.perf_counter()
+    history = train_offpolicy(model, make_tasks("train"), tok, cfg, steps, lag, correction, sampler=sampler)
+    seconds = time.perf_counter() - start
+    held = evaluate(
+        model, make_tasks("heldout"), tok, eval_episodes, torch.Generator().manual_seed(EVAL_SEED + seed)
+    )
+    return {
+        "lag": lag,
+        "correction": correction,
+        "seed": seed,
+        "lr": cfg.lr,
+        "steps": steps,
+        "sampler": getattr(sampler, "__name__", None),
+        "train_seconds": seconds,
+        "history": history,
+        "heldout": held,
+    }
+
+
+def load_base() -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:
+    """The tokenizer, the cached RL base and its held-out stats (seed EVAL_SEED, 8 per task)."""
+    tok = build_tokenizer()
+    base = make_rl_base(tok)
+    held = evaluate(base, make_tasks("heldout"), tok, 8, torch.Generator().manual_seed(EVAL_SEED))
+    return base, tok, held
+
+
+def group_runs(
+    runs: Sequence[dict[str, Any]], keys: Sequence[str]
+) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Runs grouped by the values of ``keys``, in first-seen order."""
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for run in runs:
+        out.setdefault(tuple(run[k] for k in keys), []).append(run)
+    return out
+
+
+def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = None) -> float:
+    """Mean of ``key`` over steps [lo, hi) of a run's history."""
+    rows = run["history"][lo:hi]
+    return sum(float(r[key]) for r in rows) / len(rows)
+
+
+def summary_table(
+    runs: Sequence[dict[str, Any]], keys: Sequence[str] = ("lag", "correction"), window: int = 10
+) -> str:
+    """The chapter's staleness table, every cell a mean±95% half-width over seeds."""
+    groups = group_runs(runs, keys)
+    steps = min(r["steps"] for r in runs)
+    windows = [(lo, min(lo + window, steps)) for lo in range(0, steps, window)]
+    head = (
+        " ".join(f"{k:>10}" for k in keys)
+        + " | n | reward by window "
+        + " ".join(f"[{lo}-{hi})" for lo, hi in windows)
+    )
+    head += " | mismatch | over cap | clip frac | held-out | reads"
+    lines = [head]
+    for key, group in groups.items():
+        cells = [fmt_ci([history_mean(r, "reward", lo, hi) for r in group]) for lo, hi in windows]
+        cols = [
+            fmt_ci([history_mean(r, "mismatch") for r in group], 3),
+            fmt_ci([history_mean(r, "over_cap") for r in group], 3),
+            fmt_ci([history_mean(r, "clip_frac") for r in group], 4),
+            fmt_ci([r["heldout"]["pass_rate"] for r in group], 2),
+            fmt_ci([r["heldout"]["reads"] for r in group], 2),
+        ]
+        label = " ".join(f"{str(v):>10}" for v in key)
+        lines.append(f"{label} | {len(group)} | " + " ".join(cells) + " | " + " | ".join(cols))
+    return "\n".join(lines)
+
+
+def write_json(path: str | Path, payload: dict[str, Any]) -> None:
+    """Atomic JSON write (temporary file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(payload, fh, indent=1)
+    os.replace(tmp, path)
+
+
+def read_runs(path: str | Path) -> list[dict[str, Any]]:
+    """Runs stored in a results JSON (empty when the file does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path) as fh:
+        return list(json.load(fh).get("runs", []))
+
+
+def write_reward_figure(
+    runs: Sequence[dict[str, Any]], path: str | Path, keys: Sequence[str], title: str
+) -> None:
+    """Plotly HTML: mean training reward per step for each group with a 95% band over seeds."""
+    import plotly.graph_objects as go  # lazy: the package itself needs only torch
+
+    fig = go.Figure()
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+    for i, (key, group) in enumerate(group_runs(runs, keys).items()):
+        steps = min(len(r["history"]) for r in group)
+        stats = [mean_ci([r["history"][s]["reward"] for r in group]) for s in range(steps)]
+        mean = [m for m, _ in stats]
+        lo, hi = [m - h for m, h in stats], [m + h for m, h in stats]
+        color, name = palette[i % len(palette)], ", ".join(f"{k}={v}" for k, v in zip(keys, key))
+        xs = list(range(steps))
+        fig.add_trace(
+            go.Scatter(
+                x=xs + xs[::-1],
+                y=hi + lo[::-1],
+                fill="toself",
+                line={"width": 0},
+                fillcolor=color,
+                opacity=0.15,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(go.Scatter(x=xs, y=mean, name=f"{name} (n={len(group)})", line={"color": color}))
+    fig.update_layout(
+        title=title, xaxis_title="training step", yaxis_title="mean episode reward", template="plotly_white"
+    )
+    fig.write_html(str(path), include_plotlyjs="cdn")

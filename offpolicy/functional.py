@@ -1,0 +1,130 @@
+"""Pure tensor math of policy-gradient training: tensor in, tensor out, no module state.
+
+Every function here is small enough to check against a slow python-loop reference
+(``tests/test_offpolicy_functional.py``). Keeping the math apart from the loops means the
+training code (``rl.py``, ``update.py``) is only plumbing, and the correctness of the estimator
+lives in functions whose contract fits in a docstring.
+
+Shapes use B = episodes, T = sequence length, V = vocabulary. ``mask`` tensors are float 0/1 of
+the same shape as the log-probabilities they select.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "selected_log_probs",
+    "group_advantages",
+    "ppo_policy_loss",
+    "tis_weights",
+    "mis_weights",
+    "seq_tis_weights",
+    "masked_mean",
+]
+
+
+def selected_log_probs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each target token under softmax(logits): [B, T, V], [B, T] -> [B, T].
+
+    The log-softmax is taken in float32 whatever the logits' dtype, so sampler and trainer
+    normalise the same way.
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
+    return logp.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)  # [B, T]
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = False) -> torch.Tensor:
+    """Group-baseline advantages: reward minus the mean reward of its group, [B] -> [B].
+
+    Episodes ``[g * group_size, (g + 1) * group_size)`` share a task, so the group mean is a
+    baseline that depends on the task but not on the episode's own action (leave-in mean, as in
+    GRPO / Dr. GRPO). With ``normalize_std`` the centred reward is divided by the group's
+    standard deviation (+1e-6); the default leaves it out, which avoids up-weighting groups whose
+    rewards barely differ.
+    """
+    if group_size <= 0:
+        raise ValueError(f"group_size must be positive, got {group_size}")
+    if rewards.ndim != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"rewards must be 1-D with a length divisible by group_size={group_size}")
+    grouped = rewards.float().view(-1, group_size)  # [G, K]
+    centred = grouped - grouped.mean(dim=1, keepdim=True)  # [G, K]
+    if normalize_std:
+        centred = centred / (grouped.std(dim=1, unbiased=False, keepdim=True) + 1e-6)
+    return centred.reshape(-1)  # [B]
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` over positions where ``mask`` is 1 (0 when the mask is empty): [..] -> []."""
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def ppo_policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clipped surrogate, token-level mean over the action mask -> (loss [], stats).
+
+    ``logp`` (with grad), ``old_logp`` and ``advantages`` are all [B, T]: advantages are per
+    token so that behaviour weights can be folded in (``w * A``, valid because w >= 0). The
+    ratio rho = exp(logp - old_logp) is clipped to [1 - clip_low, 1 + clip_high] (asymmetric
+    "clip-higher"). Stats: ``clip_frac`` (share of policy tokens where the clipped branch is the
+    active one) and ``approx_kl`` (mean of old_logp - logp).
+    """
+    ratio = torch.exp(logp - old_logp.detach())  # [B, T]
+    adv = advantages.detach()  # [B, T]
+    unclipped = ratio * adv  # [B, T]
+    clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv  # [B, T]
+    loss = -masked_mean(torch.minimum(unclipped, clipped), mask)
+    with torch.no_grad():
+        is_clipped = (clipped < unclipped).float()  # [B, T]
+        stats = {
+            "clip_frac": masked_mean(is_clipped, mask).item(),
+            "approx_kl": masked_mean(old_logp.detach() - logp.detach(), mask).item(),
+        }
+    return loss, stats
+
+
+def tis_weights(
+    logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, cap: float = 2.0
+) -> torch.Tensor:
+    """Truncated IS weights min(pi/mu, cap), detached: [B, T] -> [B, T], 0 where mask is 0."""
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    log_ratio = (logp_trainer - logp_sampler).detach()  # [B, T]
+    return log_ratio.clamp(max=math.log(cap)).exp() * mask
+
+
+def mis_weights(
+    logp_trainer: torch.Tensor,
+    logp_sampler: torch.Tensor,
+    mask: torch.Tensor,
+    low: float = 0.5,
+    high: float = 5.0,
+) -> torch.Tensor:
+    """Masked IS weights (IcePop): pi/mu where low <= pi/mu <= high, else 0; detached [B, T] -> [B, T]."""
+    if low > high:
+        raise ValueError(f"band: low={low} must not exceed high={high}")
+    ratio = (logp_trainer - logp_sampler).detach().exp()  # [B, T]
+    inside = ((ratio >= low) & (ratio <= high)).to(ratio.dtype)  # [B, T]
+    return ratio * inside * mask
+
+
+def seq_tis_weights(
+    logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, cap: float = 2.0
+) -> torch.Tensor:
+    """Sequence-level TIS: one weight min(exp(sum_t mask * (pi - mu)), cap) per row, broadcast.
+
+    [B, T] -> [B, T], detached, 0 where mask is 0. The sum of log-ratios is taken over the
+    policy tokens only (observation tokens were not sampled, so they carry no ratio).
+    """
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    seq_log_ratio = ((logp_trainer - logp_sampler).detach() * mask).sum(dim=-1, keepdim=True)  # [B, 1]
+    return seq_log_ratio.clamp(max=math.log(cap)).exp() * mask  # [B, T]

@@ -1,0 +1,215 @@
+"""The bug-fix gym: 30 deterministic tasks, a word tokenizer, and a multi-turn environment.
+
+Design
+------
+A task is an issue ("issue : <var> is <adjective>") and a file of ``N_LINES`` numbered
+assignment lines ``<n> <var> = <a> <op> <b>``. Exactly one line assigns the variable the issue
+names, and that line is the bug: it shows its defect, ``<n> <var> = <a> / 0`` (a division by
+zero no other line has). Variables are assigned once per file, in a random order, so:
+
+* without reading, the issue says nothing about the line: a blind ``fix`` succeeds 1 time in
+  ``N_LINES`` = 5;
+* after ``read`` the observation shows the file, and the answer is the number of the line that
+  assigns the issue's variable, which is also the line that divides by zero. Right-hand sides
+  use a separate pool of input names, so "assigns" is never confused with "uses".
+
+Why the visible defect: without it, the answer needs the two-hop lookup "issue variable ->
+matching left-hand side -> that line's number". Our TinyAgent, supervised on demonstrations
+for 500-1,250 CPU steps (with and without ALiBi), stayed at the blind loss floor; with the
+defect, the circuit (a steep ALiBi head ties the defect to its line number, a global head
+copies it) forms in about 300 steps, so the warm start is built in seconds.
+
+An episode is a sequence of agent actions, each a short run of tokens closed by ``<eoa>``:
+``read <eoa>`` (observation: the file between ``<obs>`` and ``</obs>``) or ``fix <n> <eoa>``
+(ends the episode, reward 1 if ``n`` is the buggy line). Anything else, or an action longer
+than ``MAX_ACTION_TOKENS``, is *invalid*: the episode ends with reward 0 and ``invalid=True``,
+so invalid actions are counted apart from wrong fixes. After ``max_turns`` actions without a
+fix the episode is *truncated* with reward 0.
+
+Task generation uses its own ``torch.Generator`` seeded with ``TASK_SEED``; tasks 0-19 are the
+training split and 20-29 the held-out split (different files and different issue/variable
+pairings). ``make_demo_tasks`` draws further tasks from another seed for the supervised warm
+start, excluding any that coincide with a gym task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+N_LINES = 5
+N_TASKS, N_TRAIN = 30, 20
+TASK_SEED = 1234
+MAX_ACTION_TOKENS = 3
+
+VARIABLES = ("total", "count", "rate", "size", "offset", "limit", "score", "delta", "index", "width", "depth")
+INPUTS = ("a", "b", "c", "x", "y", "k")
+OPS = ("+", "-", "*")
+BUG_RHS = "/ 0"  # the defect the buggy line shows: a division by zero
+ADJECTIVES = ("wrong", "off", "broken", "negative", "zero")
+PAD, BOS, EOA, OBS, END_OBS = "<pad>", "<bos>", "<eoa>", "<obs>", "</obs>"
+SPECIALS = (PAD, BOS, EOA, OBS, END_OBS)
+ACTION_WORDS = ("read", "fix")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One bug-fix task.
+
+    Attributes:
+        task_id: position in the gym (0-29), or -1-based ids for demonstration tasks.
+        issue: issue text, whitespace-separated words.
+        lines: the file's lines, each "<n> <var> = <a> <op> <b>" with n = 1..N_LINES.
+        bug_line: 1-based number of the buggy line.
+    """
+
+    task_id: int
+    issue: str
+    lines: tuple[str, ...]
+    bug_line: int
+
+    @property
+    def source(self) -> str:
+        """The file as text, one numbered line per row."""
+        return "\n".join(self.lines) + "\n"
+
+
+def _draw_task(task_id: int, gen: torch.Generator) -> Task:
+    """Draw one task from ``gen`` (fixed draw order: variables, bug line, inputs, ops, adjective)."""
+    var_idx = torch.randperm(len(VARIABLES), generator=gen)[:N_LINES].tolist()
+    bug = int(torch.randint(N_LINES, (1,), generator=gen).item())
+    inputs = torch.randint(len(INPUTS), (N_LINES, 2), generator=gen).tolist()
+    ops = torch.randint(len(OPS), (N_LINES,), generator=gen).tolist()
+    adjective = ADJECTIVES[int(torch.randint(len(ADJECTIVES), (1,), generator=gen).item())]
+    lines = tuple(
+        f"{n + 1} {VARIABLES[v]} = {INPUTS[i[0]]} " + (BUG_RHS if n == bug else f"{OPS[o]} {INPUTS[i[1]]}")
+        for n, (v, i, o) in enumerate(zip(var_idx, inputs, ops))
+    )
+    issue = f"issue : {VARIABLES[var_idx[bug]]} is {adjective}"
+    return Task(task_id=task_id, issue=issue, lines=lines, bug_line=bug + 1)
+
+
+def make_tasks(split: str = "all") -> list[Task]:
+    """The gym's tasks: ``'train'`` (20), ``'heldout'`` (10) or ``'all'`` (30), deterministic."""
+    gen = torch.Generator().manual_seed(TASK_SEED)
+    tasks = [_draw_task(i, gen) for i in range(N_TASKS)]
+    if split == "all":
+        return tasks
+    if split == "train":
+        return tasks[:N_TRAIN]
+    if split == "heldout":
+        return tasks[N_TRAIN:]
+    raise ValueError(f"split must be 'train', 'heldout' or 'all', got {split!r}")
+
+
+def make_demo_tasks(n: int, seed: int = 99) -> list[Task]:
+    """``n`` extra tasks for demonstrations, never identical (issue and file) to a gym task."""
+    gen = torch.Generator().manual_seed(seed)
+    gym = {(t.issue, t.lines) for t in make_tasks("all")}
+    out: list[Task] = []
+    while len(out) < n:
+        task = _draw_task(-1 - len(out), gen)
+        if (task.issue, task.lines) not in gym:
+            out.append(task)
+    return out
+
+
+class Tokenizer:
+    """Word-level tokenizer whose vocabulary is built from the tasks plus the action grammar.
+
+    Ids are assigned in a fixed order (specials, action words, line numbers, then the sorted
+    remaining words), so the same task list always gives the same ids.
+    """
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        numbers = [str(n) for n in range(1, N_LINES + 1)]
+        words: set[str] = set()
+        for task in tasks:
+            words.update(task.issue.split())
+            for line in task.lines:
+                words.update(line.split())
+        fixed = [*SPECIALS, *ACTION_WORDS, *numbers]
+        rest = sorted(words - set(fixed))
+        self.vocab: list[str] = fixed + rest
+        self.ids: dict[str, int] = {w: i for i, w in enumerate(self.vocab)}
+        self.pad_id, self.bos_id, self.eoa_id = self.ids[PAD], self.ids[BOS], self.ids[EOA]
+        self.obs_id, self.end_obs_id = self.ids[OBS], self.ids[END_OBS]
+        self.read_id, self.fix_id = self.ids["read"], self.ids["fix"]
+        self.line_ids: dict[int, int] = {self.ids[s]: int(s) for s in numbers}  # token id -> line number
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str) -> list[int]:
+        """Words -> ids; an unknown word raises ValueError."""
+        try:
+            return [self.ids[w] for w in text.split()]
+        except KeyError as err:
+            raise ValueError(f"text: unknown word {err.args[0]!r}") from None
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids -> space-joined words."""
+        return " ".join(self.vocab[i] for i in ids)
+
+
+def build_tokenizer(tasks: Sequence[Task] | None = None) -> Tokenizer:
+    """Tokenizer over ``tasks`` (default: all 30 gym tasks, whose words cover every pool)."""
+    return Tokenizer(make_tasks("all") if tasks is None else tasks)
+
+
+def prompt_ids(task: Task, tok: Tokenizer) -> list[int]:
+    """The episode's opening tokens: ``<bos>`` and the issue."""
+    return [tok.bos_id, *tok.encode(task.issue)]
+
+
+def observation_ids(task: Task, tok: Tokenizer) -> list[int]:
+    """The ``read`` tool's observation: the numbered file between ``<obs>`` and ``</obs>``."""
+    body = [i for line in task.lines for i in tok.encode(line)]
+    return [tok.obs_id, *body, tok.end_obs_id]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What the environment answers to one complete action.
+
+    Attributes:
+        kind: 'read', 'fix' or 'invalid'.
+        done: whether the episode ends here.
+        reward: 1.0 for a correct fix, else 0.0.
+        observation: tokens appended to the context (empty unless a read continues the episode).
+    """
+
+    kind: str
+    done: bool
+    reward: float
+    observation: tuple[int, ...]
+
+
+def parse_action(action: Sequence[int], tok: Tokenizer) -> tuple[str, int]:
+    """Action tokens (ending in ``<eoa>``) -> ('read', 0), ('fix', line) or ('invalid', 0)."""
+    if list(action) == [tok.read_id, tok.eoa_id]:
+        return "read", 0
+    if len(action) == 3 and action[0] == tok.fix_id and action[2] == tok.eoa_id and action[1] in tok.line_ids:
+        return "fix", tok.line_ids[action[1]]
+    return "invalid", 0
+
+
+def env_step(task: Task, tok: Tokenizer, action: Sequence[int], turn: int, max_turns: int) -> StepResult:
+    """Apply one complete action at 0-based ``turn``; the episode is truncated after ``max_turns``."""
+    kind, line = parse_action(action, tok)
+    if kind == "fix":
+        return StepResult("fix", True, float(line == task.bug_line), ())
+    if kind == "invalid":
+        return StepResult("invalid", True, 0.0, ())
+    if turn + 1 >= max_turns:  # a read that uses the last turn: truncated, no observation needed
+        return StepResult("read", True, 0.0, ())
+    return StepResult("read", False, 0.0, tuple(observation_ids(task, tok)))
+
+
+def max_episode_len(max_turns: int) -> int:
+    """Upper bound on an episode's token count, for sizing the model's context."""
+    prompt = 1 + 5
+    obs = 2 + N_LINES * 6
+    return prompt + max_turns * MAX_ACTION_TOKENS + (max_turns - 1) * obs

@@ -1,0 +1,163 @@
+"""On-policy RL for TinyAgent: config, advantages, the PPO update, ``train_rl`` and ``evaluate``.
+
+Design
+------
+One step of :func:`train_rl` draws ``episodes_per_step / group_size`` training tasks, samples
+``group_size`` episodes of each with the current weights (recording ``sample_logp``), computes
+group-baseline advantages, and runs :func:`rl_update`: the trainer recomputes pi_old with one
+no-grad forward, then takes one PPO-clipped gradient step per minibatch over a random
+permutation of the episodes.
+
+All randomness flows through one ``torch.Generator`` seeded from ``RLConfig.seed``, in a fixed
+order per step (task draw, sampling, minibatch permutation). ``train_offpolicy`` consumes the
+same stream in the same order, which is what makes the lag-0 identity test exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
+from offpolicy.gym import Task, Tokenizer
+from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Hyper-parameters of RL on TinyAgent.
+
+    Attributes:
+        episodes_per_step: episodes sampled per training step (a multiple of group_size).
+        group_size: episodes per task in a step; they share the group baseline.
+        lr: Adam learning rate.
+        temperature: sampling temperature; the trainer divides logits by the same value.
+        minibatches: gradient steps per training step (one epoch over the batch).
+        clip_low: PPO clip, lower side: ratio >= 1 - clip_low.
+        clip_high: PPO clip, upper side: ratio <= 1 + clip_high ("clip-higher").
+        max_grad_norm: gradient-norm clip per minibatch step.
+        max_turns: actions per episode before truncation.
+        normalize_std: divide advantages by the group's reward std (off by default).
+        seed: seed of the generator that drives task draws, sampling and minibatch order.
+    """
+
+    episodes_per_step: int = 64
+    group_size: int = 8
+    lr: float = 1e-3
+    temperature: float = 1.0
+    minibatches: int = 4
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    max_grad_norm: float = 1.0
+    max_turns: int = 3
+    normalize_std: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group_size <= 0 or self.episodes_per_step % self.group_size != 0:
+            raise ValueError(
+                f"episodes_per_step={self.episodes_per_step} must be a positive multiple of "
+                f"group_size={self.group_size}"
+            )
+        if self.minibatches <= 0 or self.minibatches > self.episodes_per_step:
+            raise ValueError(f"minibatches must be in [1, episodes_per_step], got {self.minibatches}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+def compute_advantages(batch: dict[str, torch.Tensor], cfg: RLConfig) -> torch.Tensor:
+    """Per-episode group-baseline advantages of a collated batch: -> [B]."""
+    return group_advantages(batch["rewards"], cfg.group_size, cfg.normalize_std)
+
+
+def policy_log_probs(model: torch.nn.Module, ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Trainer log-probs of each next token at ``temperature``: ids [B, T] -> [B, T-1]."""
+    return selected_log_probs(model(ids)[:, :-1] / temperature, ids[:, 1:])
+
+
+def minibatch_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    ids: torch.Tensor,
+    old_logp: torch.Tensor,
+    token_adv: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: RLConfig,
+) -> dict[str, float]:
+    """One PPO gradient step on a minibatch: ids [b, T]; old_logp, token_adv, mask [b, T-1]."""
+    logp = policy_log_probs(model, ids, cfg.temperature)  # [b, T-1]
+    loss, stats = ppo_policy_loss(logp, old_logp, token_adv, mask, cfg.clip_low, cfg.clip_high)
+    optimizer.zero_grad()
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    optimizer.step()
+    return dict(stats, loss=loss.item(), grad_norm=float(grad_norm))
+
+
+def mean_stats(logs: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Key-wise mean of a list of stat dicts."""
+    return {k: sum(s[k] for s in logs) / len(logs) for k in logs[0]}
+
+
+def rl_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, torch.Tensor],
+    advantages: torch.Tensor,
+    cfg: RLConfig,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """On-policy PPO update: recompute pi_old, one epoch of clipped minibatch steps -> mean stats."""
+    ids, mask = batch["ids"], batch["action_mask"]  # [B, T], [B, T-1]
+    with torch.no_grad():
+        old_logp = policy_log_probs(model, ids, cfg.temperature)  # [B, T-1]
+    token_adv = advantages[:, None].expand_as(mask)  # [B, T-1]
+    logs = [
+        minibatch_step(model, optimizer, ids[rows], old_logp[rows], token_adv[rows], mask[rows], cfg)
+        for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches)
+    ]
+    return mean_stats(logs)
+
+
+def sample_step(
+    model: torch.nn.Module, tasks: Sequence[Task], tok: Tokenizer, cfg: RLConfig, generator: torch.Generator
+) -> list[Episode]:
+    """One step's episodes: draw tasks, then ``group_size`` episodes of each (grouped)."""
+    chosen = pick_tasks(tasks, cfg.episodes_per_step // cfg.group_size, generator)
+    return sample_episodes(model, chosen, tok, generator, cfg.group_size, cfg.temperature, cfg.max_turns)
+
+
+def train_rl(
+    model: torch.nn.Module, tasks: Sequence[Task], tok: Tokenizer, cfg: RLConfig, steps: int
+) -> list[dict[str, Any]]:
+    """On-policy RL for ``steps`` steps, updating ``model`` in place -> one stats dict per step."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    history: list[dict[str, Any]] = []
+    for step in range(steps):
+        episodes = sample_step(model, tasks, tok, cfg, gen)
+        batch = collate(episodes, tok.pad_id)
+        record: dict[str, Any] = dict(step=step, **behavior_stats(episodes))
+        record.update(rl_update(model, optimizer, batch, compute_advantages(batch, cfg), cfg, gen))
+        history.append(record)
+    return history
+
+
+def evaluate(
+    model: torch.nn.Module,
+    tasks: Sequence[Task],
+    tok: Tokenizer,
+    episodes_per_task: int,
+    generator: torch.Generator,
+    cfg: RLConfig | None = None,
+) -> dict[str, float]:
+    """Sample ``episodes_per_task`` episodes per task -> pass rate, reads per episode, invalid share."""
+    cfg = cfg or RLConfig()
+    eps = sample_episodes(model, tasks, tok, generator, episodes_per_task, cfg.temperature, cfg.max_turns)
+    stats = behavior_stats(eps)
+    return {"pass_rate": stats["reward"], "reads": stats["reads"], "invalid": stats["invalid"]}

@@ -1,0 +1,10 @@
+"""``python -m pipesim`` runs the command line (see :mod:`pipesim.cli`)."""
+
+from __future__ import annotations
+
+import sys
+
+from pipesim.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Every pipeline table of chapter 13, rebuilt with pipesim's policies; ``python -m scenarios.chapter13``.
+
+Each function returns plain data (so tests can compare it with the chapter) and :func:`main`
+prints it in the chapter's layout. All runs share the chapter's pool,
+``agent_episode_durations(65_536, torch.Generator().manual_seed(0))``, consumed in order, so every
+design sees the same episodes. The timeout row uses the :class:`~pipesim.faults.Timeout` policy
+rather than clamping the pool, and reproduces the chapter's numbers; exercise 2 uses
+:class:`~pipesim.batching.DropStale` with AReaL's throttle (the chapter's count throttle counts
+dropped episodes and would stop admitting).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any
+
+import torch
+
+from pipesim import PipelineConfig, Scenario, agent_episode_durations, run
+from pipesim.admission import AReaLThrottle
+from pipesim.batching import DropStale
+from pipesim.durations import ExponentialDurations, straggler_ratios
+from pipesim.faults import DropFailed, RequeueFailed, Timeout
+from pipesim.policies import Drain, PartialRollout
+from pipesim.synccost import sync_time_table
+
+DESIGNS: dict[str, dict[str, Any]] = {
+    "synchronous": dict(max_staleness=0),
+    "one step ahead, drain": dict(max_staleness=1, interrupt=False),
+    "async eta=1, partial": dict(max_staleness=1),
+    "async eta=2, partial": dict(max_staleness=2),
+    "async eta=4, drain": dict(max_staleness=4, interrupt=False),
+}
+HAZARD_PER_S = 1 / 2000
+
+
+@cache
+def chapter_pool() -> torch.Tensor:
+    """The chapter's 65,536 durations (seed 0), drawn once per process."""
+    return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
+
+
+def chapter_scenario(max_staleness: int = 0, interrupt: bool = True, sync_time_s: float = 10.0, **kw: Any) -> Scenario:
+    """64 slots, 64 episodes per step, 60 s training, 20 steps: the chapter's pipeline."""
+    cfg = PipelineConfig(64, 64, 60.0, sync_time_s, max_staleness, 20)
+    return Scenario(pipeline=cfg, weight_update=PartialRollout() if interrupt else Drain(), name="chapter13", **kw)
+
+
+def _row(scenario: Scenario) -> dict[str, float]:
+    s = run(scenario, chapter_pool()).summary()
+    keys = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "trained_duration_mean")
+    out = {k: s[k] for k in keys}
+    out.update(truncated_share=s["truncated_share"], discarded_share=s["episodes_discarded"] / s["episodes_launched"])
+    return out
+
+
+def weight_sync_table() -> list[tuple[str, float, list[float]]]:
+    """Section 13.1: GB in bf16 and sync seconds at 100, 10 and 1 GB/s."""
+    return sync_time_table()
+
+
+def duration_stats() -> dict[str, float]:
+    """Section 13.2: the pool's mean, quantiles, and the straggler ratios at B = 8, 64, 512."""
+    d = chapter_pool()
+    q = d.quantile(torch.tensor([0.5, 0.9, 0.99]))
+    out = {"mean": d.mean().item(), "median": q[0].item(), "p90": q[1].item(), "p99": q[2].item()}
+    out["max"] = d.max().item()
+    out.update({f"straggler_{b}": r for b, r in straggler_ratios(d).items()})
+    return out
+
+
+def designs() -> dict[str, dict[str, float]]:
+    """Section 13.3: the five designs."""
+    return {name: _row(chapter_scenario(**kw)) for name, kw in DESIGNS.items()}
+
+
+def staleness_sweep(etas: range = range(9)) -> dict[int, dict[str, dict[str, float]]]:
+    """Figure 13.2: throughput and staleness against eta, partial rollouts against draining."""
+    return {eta: {m: _row(chapter_scenario(eta, m == "partial")) for m in ("partial", "drain")} for eta in etas}
+
+
+def timeout_p95() -> dict[str, Any]:
+    """Section 13.7: a synchronous pipeline with and without a timeout at the pool's 95th percentile."""
+    cap = chapter_pool().quantile(0.95).item()
+    return {
+        "cap_s": cap,
+        "no_timeout": _row(chapter_scenario(0)),
+        "timeout": _row(chapter_scenario(0, timeout=Timeout(cap))),
+        "truncated_share_of_pool": (chapter_pool() > cap).float().mean().item(),
+    }
+
+
+def sync_sweep(sync_times_s: tuple[float, ...] = (1.0, 10.0, 60.0)) -> dict[float, dict[str, float]]:
+    """Section 13.7: throughput of the synchronous and the eta=2 partial designs against sync time."""
+    return {
+        t: {name: _row(chapter_scenario(eta, sync_time_s=t))["throughput_per_hour"] for name, eta in _SWEPT.items()}
+        for t in sync_times_s
+    }
+
+
+_SWEPT = {"synchronous": 0, "async eta=2, partial": 2}
+
+
+def failure_bias() -> dict[str, float]:
+    """Section 13.7: a constant hazard of one failure per 2,000 s, drawn as the chapter does (seed 1)."""
+    d = chapter_pool()
+    fail = torch.rand(len(d), generator=torch.Generator().manual_seed(1)) < 1 - torch.exp(-d * HAZARD_PER_S)
+    long = d > d.quantile(0.9)
+    return {
+        "fail_share": fail.float().mean().item(),
+        "fail_share_longest10": fail[long].float().mean().item(),
+        "mean_all": d.mean().item(),
+        "mean_survivors": d[~fail].mean().item(),
+    }
+
+
+def failure_policies() -> dict[str, dict[str, float]]:
+    """Beyond the chapter: the same hazard in the eta=2 pipeline, dropping failures or requeueing their tasks."""
+    out = {}
+    for name, pol in {"drop": DropFailed(HAZARD_PER_S), "requeue": RequeueFailed(HAZARD_PER_S)}.items():
+        s = run(chapter_scenario(2, admission=AReaLThrottle(), failures=pol), chapter_pool()).summary()
+        out[name] = {k: s[k] for k in ("throughput_per_hour", "trained_duration_mean", "episodes_failed")}
+    return out
+
+
+def exercise1(batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0, steps: int = 30) -> dict[int, dict[str, float]]:
+    """Exercise 1: synchronous step time with exponential durations against m * H_B + train + sync."""
+    out = {}
+    for b in batch_sizes:
+        cfg = PipelineConfig(b, b, 60.0, 10.0, 0, steps)
+        sc = Scenario(pipeline=cfg, durations=ExponentialDurations(mean_s), seed=0)
+        harmonic = sum(1 / k for k in range(1, b + 1))
+        out[b] = {
+            "predicted_step_s": mean_s * harmonic + 70.0,
+            "simulated_step_s": run(sc).sim_time_s / steps,
+            "m_ln_B_plus_gamma_s": mean_s * (math.log(b) + 0.5772156649) + 70.0,
+        }
+    return out
+
+
+def exercise2(etas: range = range(9)) -> dict[int, dict[str, float]]:
+    """Exercise 2: drop episodes older than eta at consumption; throughput and discarded share against eta."""
+    return {
+        eta: _row(chapter_scenario(eta, admission=AReaLThrottle(), batching=DropStale())) | {
+            "plain_throughput_per_hour": _row(chapter_scenario(eta))["throughput_per_hour"]
+        }
+        for eta in etas
+    }
+
+
+def main() -> None:
+    print("13.1 weight sync (bf16)")
+    for name, gb, times in weight_sync_table():
+        cols = ", ".join(f"{t:6.2f} s at {bw:>3.0f} GB/s" for t, bw in zip(times, (100, 10, 1)))
+        print(f"  {name:<11} {gb:5.1f} GB | {cols}")
+    st = duration_stats()
+    print("\n13.2 durations and stragglers")
+    print(f"  mean {st['mean']:.0f} s | median {st['median']:.0f} s | p90 {st['p90']:.0f} s | p99 {st['p99']:.0f} s")
+    for b in (8, 64, 512):
+        print(f"  B = {b:3d}: slowest of the batch = {st[f'straggler_{b}']:.1f} x the mean")
+    print("\n13.3 designs: episodes/hour | slot util | staleness mean, max | trained episode mean (s)")
+    for name, r in designs().items():
+        print(f"  {name:<22} | {r['throughput_per_hour']:6.0f} | {r['gen_util']:4.2f} | "
+              f"{r['staleness_mean']:4.2f}, {r['staleness_max']:2.0f} | {r['trained_duration_mean']:5.1f}")
+    print("\nFigure 13.2: eta | partial: episodes/hour, staleness mean, max | drain: episodes/hour")
+    for eta, r in staleness_sweep().items():
+        p, d = r["partial"], r["drain"]
+        print(f"  {eta} | {p['throughput_per_hour']:6.0f} {p['staleness_mean']:5.2f} {p['staleness_max']:2.0f} | "
+              f"{d['throughput_per_hour']:6.0f}")
+    t = timeout_p95()
+    print(f"\n13.7 timeout at p95 ({t['cap_s']:.0f} s), synchronous")
+    print(f"  no timeout {t['no_timeout']['throughput_per_hour']:5.0f} episodes/hour | util {t['no_timeout']['gen_util']:.2f}")
+    print(f"  timeout    {t['timeout']['throughput_per_hour']:5.0f} episodes/hour | util {t['timeout']['gen_util']:.2f}")
+    print(f"  truncated: {t['truncated_share_of_pool']:.1%} of the pool, {t['timeout']['truncated_share']:.1%} of trained")
+    print("\n13.7 sync time (s) | synchronous | async eta=2, partial (episodes/hour)")
+    for s_t, r in sync_sweep().items():
+        print(f"  {s_t:5.0f} | {r['synchronous']:6.0f} | {r['async eta=2, partial']:6.0f}")
+    f = failure_bias()
+    print("\n13.7 failures, hazard 1 per 2,000 s")
+    print(f"  failing: {f['fail_share']:.1%} | among the longest 10%: {f['fail_share_longest10']:.1%}")
+    print(f"  mean duration: all {f['mean_all']:.0f} s | survivors {f['mean_survivors']:.0f} s")
+    for name, r in failure_policies().items():
+        print(f"  simulated eta=2, {name:<7}: {r['throughput_per_hour']:5.0f} episodes/hour, trained mean "
+              f"{r['trained_duration_mean']:.1f} s, {r['episodes_failed']:.0f} failed")
+    print("\nExercise 1: exponential durations (m = 96 s), synchronous step time")
+    for b, r in exercise1().items():
+        print(f"  B = {b:3d}: m*H_B + 70 = {r['predicted_step_s']:6.1f} s | simulated {r['simulated_step_s']:6.1f} s")
+    print("\nExercise 2: drop stale at consumption | eta | episodes/hour | discarded | plain throttle")
+    for eta, r in exercise2().items():
+        print(f"  {eta} | {r['throughput_per_hour']:6.0f} | {r['discarded_share']:6.1%} | "
+              f"{r['plain_throughput_per_hour']:6.0f}")
+
+
+if __name__ == "__main__":
+    main()

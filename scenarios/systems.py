@@ -1,0 +1,156 @@
+"""Presets: one function per real system, returning a :class:`~pipesim.Scenario` with its policies.
+
+Each preset maps the system's documented configuration keys onto pipesim policies; the docstring
+names the keys. They model the *scheduling* decisions only, as the systems' documentation
+describes them, not their code. Every preset takes the pipeline's sizes and times as keyword
+overrides (``n_slots``, ``batch_size``, ``train_time_s``, ``sync_time_s``, ``steps``, ...); the
+defaults are the chapter's pipeline (64 slots, 64 episodes per step, 60 s training, 10 s sync,
+20 steps).
+
+=====================  ===============================  ===================================
+system                 admission                        weight update
+=====================  ===============================  ===================================
+verl one-step off      CountThrottle, eta=1             Drain
+verl fully async       StaleFraction                    PartialRollout / Drain, every k
+AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
+slime, drain           CountThrottle, eta=1             Drain
+slime, fully async     AReaLThrottle                    AbortRestart (restart from scratch)
+OpenRLHF async         QueueAhead                       Drain
+ROLL                   AsyncRatio                       PartialRollout
+PipelineRL             LagBound                         InFlightUpdate
+APRIL                  OverSample, eta=0                PartialRollout (carry over) / abort
+=====================  ===============================  ===================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pipesim import PipelineConfig, Scenario
+from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead, StaleFraction
+from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
+from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
+
+CHAPTER = PipelineConfig(n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20)
+
+
+def _scenario(name: str, pipeline: dict[str, Any], max_staleness: int = 0, **policies: Any) -> Scenario:
+    pool_size = pipeline.pop("pool_size", None)
+    seed = pipeline.pop("seed", 0)
+    cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
+    if pool_size is None:  # relaunching policies need more than the throttle's default pool
+        pool_size = 4 * ((cfg.steps + cfg.max_staleness + 2) * cfg.batch_size + cfg.n_slots)
+    return Scenario(pipeline=cfg, name=name, pool_size=pool_size, seed=seed, **policies)
+
+
+def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
+    """verl one-step off-policy: batch n+1 is generated with weights v_n while batch n trains.
+
+    Models verl's one-step-off-policy recipe (rollout and actor on separate GPUs, NCCL weight
+    sync after every step): generation runs one batch ahead (eta = 1) and drains before each sync,
+    so every episode is exactly one version stale and none spans two versions.
+    """
+    return _scenario("verl one-step off-policy", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
+
+
+def verl_fully_async(
+    staleness_threshold: float = 0.5,
+    trigger_parameter_sync_step: int = 1,
+    partial_rollout: bool = True,
+    **pipeline: Any,
+) -> Scenario:
+    """verl fully async (``recipe/fully_async_policy``).
+
+    Keys: ``async_training.staleness_threshold`` (the share of stale samples tolerated: at most
+    (1 + threshold) * B * k episodes start per weight version), ``trigger_parameter_sync_step``
+    (k: weights move every k trainer steps) and ``partial_rollout`` (in-flight episodes pause
+    for the sync and resume, instead of draining).
+    """
+    inner: WeightUpdate = PartialRollout() if partial_rollout else Drain()
+    wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
+    adm = StaleFraction(staleness_threshold, trigger_parameter_sync_step)
+    return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu)
+
+
+def areal(max_head_offpolicyness: int = 2, max_concurrent_rollouts: int | None = None, **pipeline: Any) -> Scenario:
+    """AReaL: interruptible rollouts under a staleness-aware throttle.
+
+    Keys: ``max_head_offpolicyness`` (eta in capacity = min(max_concurrent - running,
+    (eta + v + 1) * B - (accepted + running))) and ``max_concurrent_rollouts``. At a weight update
+    in-flight generations are interrupted, their KV cache is discarded and recomputed (re-prefilled)
+    under the new weights, and they continue.
+    """
+    adm = AReaLThrottle(max_concurrent_rollouts)
+    return _scenario("AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill())
+
+
+def slime(mode: str = "drain", **pipeline: Any) -> Scenario:
+    """slime: ``mode="drain"`` or ``mode="fully_async"``.
+
+    ``drain`` models ``train_async.py`` without ``--partial-rollout``: the next rollout is generated
+    one step ahead and in-flight requests finish before the weight update. ``fully_async`` models
+    the fully asynchronous example: in-flight requests are aborted at the update and their tasks
+    restart from scratch under the new weights; the aborted work is counted as lost
+    (``--partial-rollout`` would keep the partial samples instead; see :func:`april`).
+    """
+    if mode == "drain":
+        return _scenario("slime drain", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
+    if mode == "fully_async":
+        eta = pipeline.pop("max_staleness", 1)
+        return _scenario("slime fully async", pipeline, eta, admission=AReaLThrottle(), weight_update=AbortRestart())
+    raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
+
+
+def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
+    """OpenRLHF ``--async_train``: a queue of ``async_queue_size`` batches between vLLM and the trainer.
+
+    Generation stops when the batches in flight or waiting reach the queue size (back-pressure,
+    not a version count); weights are broadcast to vLLM after each step once in-flight requests
+    have finished.
+    """
+    return _scenario("OpenRLHF async", pipeline, 0, admission=QueueAhead(async_queue_size), weight_update=Drain())
+
+
+def roll(async_generation_ratio: float = 1.0, **pipeline: Any) -> Scenario:
+    """ROLL (Flash) asynchronous training: ``async_generation_ratio`` batches of generation ahead.
+
+    The ratio may be fractional; in-flight episodes pause for the sync and continue.
+    """
+    adm = AsyncRatio(async_generation_ratio)
+    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout())
+
+
+def pipelinerl(max_lag: int | None = None, load_time_s: float = 1.0, **pipeline: Any) -> Scenario:
+    """PipelineRL: in-flight weight updates under a lag bound in samples.
+
+    Keys: ``max_lag`` (samples generated beyond those the trainer has consumed; default 3 batches)
+    and the per-replica weight load time. The broadcast overlaps generation; each replica stops only
+    for ``load_time_s`` and its sequences continue under the new weights.
+    """
+    lag = max_lag if max_lag is not None else 3 * pipeline.get("batch_size", CHAPTER.batch_size)
+    return _scenario("PipelineRL", pipeline, 0, admission=LagBound(lag), weight_update=InFlightUpdate(load_time_s))
+
+
+def april(oversample_factor: float = 1.5, carry_over: bool = True, **pipeline: Any) -> Scenario:
+    """APRIL (active partial rollouts, in slime): over-sample, train on the first B to finish.
+
+    ``oversample_factor`` times B episodes are in flight per round (``--over-sampling-batch-size``);
+    at the sync the unfinished ones are either carried over, paused and resumed first in the next
+    round (``carry_over=True``, ``--partial-rollout``), or aborted and dropped.
+    """
+    wu: WeightUpdate = PartialRollout() if carry_over else AbortRestart(restart=False)
+    return _scenario("APRIL", pipeline, 0, admission=OverSample(oversample_factor), weight_update=wu)
+
+
+PRESETS = {
+    "verl_one_step_off_policy": verl_one_step_off_policy,
+    "verl_fully_async": verl_fully_async,
+    "areal": areal,
+    "slime_drain": lambda **kw: slime("drain", **kw),
+    "slime_fully_async": lambda **kw: slime("fully_async", **kw),
+    "openrlhf_async": openrlhf_async,
+    "roll": roll,
+    "pipelinerl": pipelinerl,
+    "april": april,
+}

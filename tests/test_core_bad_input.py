@@ -1,0 +1,116 @@
+"""Bad input gives a clear error naming the offending field, never a hang or a SimPy traceback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pipesim import PipelineConfig, PipelineError, Scenario, TraceDurations, run, simulate_pipeline
+from pipesim.durations import AgentDurations, ExponentialDurations
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(n_slots=0), "n_slots"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(train_time_s=-1.0), "train_time_s"),
+        (dict(train_time_s=math.nan), "train_time_s"),
+        (dict(sync_time_s=math.inf), "sync_time_s"),
+        (dict(sync_time_s=-0.5), "sync_time_s"),
+        (dict(max_staleness=-1), "max_staleness"),
+        (dict(steps=0), "steps"),
+        (dict(n_slots=2.5), "n_slots"),
+    ],
+)
+def test_config_names_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        PipelineConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        ((0, 4, 1.0, 1.0), "n_slots"),
+        ((4, 0, 1.0, 1.0), "batch_size"),
+        ((4, 4, math.nan, 1.0), "train_time"),
+        ((4, 4, 1.0, -2.0), "sync_time"),
+    ],
+)
+def test_facade_names_the_field(args: tuple, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        simulate_pipeline([1.0] * 100, *args)
+    with pytest.raises(ValueError, match="max_staleness"):
+        simulate_pipeline([1.0] * 100, 4, 4, 1.0, 1.0, max_staleness=-1)
+    with pytest.raises(ValueError, match="steps"):
+        simulate_pipeline([1.0] * 100, 4, 4, 1.0, 1.0, steps=0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
+def test_bad_durations_are_named_with_their_index(bad: float) -> None:
+    pool = [1.0] * 50
+    pool[7] = bad
+    with pytest.raises(ValueError, match=r"durations\[7\]"):
+        simulate_pipeline(pool, 4, 4, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"values\[7\]"):
+        TraceDurations.from_values(pool)
+
+
+def test_exhausted_pool_says_how_many_were_needed() -> None:
+    with pytest.raises(PipelineError, match=r"needed more than 10 episodes.*at least 80") as info:
+        simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, max_staleness=0, steps=8)
+    assert "simpy" not in str(info.value).lower()
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_exhausted_pool_with_scenario_model() -> None:
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=5), pool_size=6)
+    with pytest.raises(PipelineError, match="durations pool exhausted"):
+        run(sc)
+
+
+def test_scenario_rejects_unknown_fields_listing_valid_ones() -> None:
+    sc = Scenario()
+    with pytest.raises(ValueError, match=r"unknown scenario field.*'n_slotz'.*valid fields.*n_slots"):
+        sc.with_(n_slotz=3)
+    assert sc.with_(n_slots=3).pipeline.n_slots == 3
+    with pytest.raises(ValueError, match="pool_size"):
+        Scenario(pool_size=0)
+
+
+def test_duration_models_validate() -> None:
+    with pytest.raises(ValueError, match="mean_s"):
+        ExponentialDurations(mean_s=0)
+    with pytest.raises(ValueError, match="decode_rate_tok_s"):
+        AgentDurations(decode_rate_tok_s=-1)
+    with pytest.raises(ValueError, match="n must be"):
+        ExponentialDurations().sample(-1, torch.Generator())
+    with pytest.raises(ValueError, match="cycle"):
+        TraceDurations.from_values([1.0, 2.0]).sample(3, torch.Generator())
+    assert TraceDurations.from_values([1.0, 2.0], cycle=True).sample(5, torch.Generator()).tolist() == [
+        1.0,
+        2.0,
+        1.0,
+        2.0,
+        1.0,
+    ]
+
+
+def test_csv_trace(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text("episode,seconds\n0,3.5\n1,7\n")
+    assert TraceDurations.from_csv(path, "seconds").values == (3.5, 7.0)
+    with pytest.raises(ValueError, match="column 'secs'"):
+        TraceDurations.from_csv(path, "secs")
+    path.write_text("seconds\n1\noops\n")
+    with pytest.raises(ValueError, match="row 2"):
+        TraceDurations.from_csv(path, "seconds")
+
+
+def test_exponential_closed_form() -> None:
+    """Limit case: E[max of B exponentials] = m * H_B (checked on a large pool)."""
+    d = ExponentialDurations(mean_s=10.0).sample(64 * 4000, torch.Generator().manual_seed(3))
+    h = sum(1 / k for k in range(1, 65))
+    assert math.isclose(d.view(-1, 64).max(-1).values.mean().item(), 10.0 * h, rel_tol=0.02)

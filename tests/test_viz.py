@@ -1,0 +1,152 @@
+"""Timelines and sweep figures: structure that a reader relies on (every segment, sync, mark)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from pipesim import run
+from pipesim.registry import FIG13_1, get_scenario
+from pipesim.viz import (
+    design_comparison_figure,
+    figures_to_html,
+    lines_figure,
+    segments_frame,
+    staleness_throughput_figure,
+    timeline,
+    timelines,
+)
+
+
+@pytest.fixture(scope="module")
+def fig13_1() -> dict:
+    return {"synchronous": run(get_scenario("fig13.1-sync")), "async": run(get_scenario("fig13.1-async"))}
+
+
+def _version_bars(fig: go.Figure, axis: str = "y") -> list[go.Bar]:
+    return [t for t in fig.data if t.type == "bar" and str(t.name).startswith("v") and t.yaxis == axis]
+
+
+def test_side_by_side_shares_time_axis_and_draws_every_segment(fig13_1: dict) -> None:
+    fig = timelines(fig13_1)
+    assert fig.layout.xaxis.matches == "x2" or fig.layout.xaxis2.matches == "x"  # shared time axis
+    for axis, res in zip(("y", "y2"), fig13_1.values()):
+        bars = _version_bars(fig, axis)
+        n_bars = sum(len(b.base) for b in bars)
+        assert n_bars == len(res.events.query("kind == 'gen'"))
+        # one colour per version: every bar of a trace has the trace's version
+        for b in bars:
+            assert all(row[3] == int(b.name[1:]) for row in b.customdata)
+    # sync bands across the slots: one rectangle per sync in each run
+    assert len(fig.layout.shapes) == sum(len(r.sync_log) for r in fig13_1.values())
+    title = fig.layout.annotations[0].text
+    assert f"{fig13_1['synchronous'].sim_time_s:,.0f} s" in title
+
+
+def test_partial_rollout_shows_segments_of_two_versions_and_a_pause(fig13_1: dict) -> None:
+    res = fig13_1["async"]
+    seg = segments_frame(res)
+    multi = seg.groupby("episode_id")["version"].nunique()
+    assert (multi > 1).any(), "async eta=1 with partial rollouts must have an episode spanning two versions"
+    fig = timeline(res)
+    pause = [t for t in fig.data if t.name == "paused (sync)"]
+    assert pause and len(pause[0].base) == len(res.events.query("kind == 'pause'")) > 0
+    # the synchronous run never pauses an episode
+    assert not [t for t in timeline(fig13_1["synchronous"]).data if t.name == "paused (sync)"]
+
+
+def test_hover_carries_episode_task_duration_versions_and_staleness(fig13_1: dict) -> None:
+    res = fig13_1["async"]
+    fig = timeline(res)
+    tr = res.trained.set_index("episode_id")
+    bar = _version_bars(fig)[0]
+    assert "episode %{customdata[0]}" in bar.hovertemplate and "staleness at training" in bar.hovertemplate
+    for row in bar.customdata:
+        ep = int(row[0])
+        if ep in tr.index:
+            assert row[6] == str(int(tr.loc[ep, "staleness"]))
+        else:
+            assert row[6] == "not trained"
+
+
+def test_dropped_and_timed_out_episodes_are_marked() -> None:
+    res = run(get_scenario("fig13.1-async"))
+    eps = [e for e in res.episodes if e.end_s is not None]
+    eps[0].status, eps[1].truncated = "discarded", True  # before the cached tables are built
+    fig = timeline(res)
+    names = {t.name: t for t in fig.data}
+    assert list(names["dropped"].x) == [eps[0].end_s]
+    assert list(names["timed out"].x) == [eps[1].end_s]
+    over = names.get("staleness > eta")
+    eta = res.scenario.pipeline.max_staleness
+    assert over is not None and len(over.x) == int((res.trained["staleness"] > eta).sum())
+
+
+def test_webgl_at_scale() -> None:
+    # 1,024 slots x 20 steps: segments must be WebGL traces, a bounded number of them
+    scen = get_scenario("async-eta1").with_(n_slots=1024, batch_size=1024, pool_size=None)
+    res = run(scen)
+    fig = timeline(res)
+    kinds = {t.type for t in fig.data if str(t.name).startswith("v")}
+    assert kinds == {"scattergl"}
+    assert len(fig.data) <= res.scenario.pipeline.steps + 10
+    html = figures_to_html([fig])
+    assert len(html) < 20e6
+
+
+def test_forced_webgl_matches_svg_segments(fig13_1: dict) -> None:
+    fig = timeline(fig13_1["async"], webgl=True)
+    hover = [t for t in fig.data if t.name == "segment (hover)"][0]
+    assert len(hover.x) == len(fig13_1["async"].events.query("kind == 'gen'"))
+
+
+def test_timelines_rejects_non_results() -> None:
+    with pytest.raises(ValueError, match="'bad' is a dict"):
+        timelines({"bad": {}})  # type: ignore[dict-item]
+
+
+def _agg(n_seeds: int) -> pd.DataFrame:
+    rows = []
+    for wu in ("PartialRollout", "Drain"):
+        for eta in range(3):
+            row = {"weight_update": wu, "max_staleness": eta, "design": wu, "n_seeds": n_seeds}
+            for m in ("throughput_per_hour", "staleness_mean", "staleness_max", "gen_util", "length_bias"):
+                v = 100.0 * (eta + 1) if wu == "PartialRollout" else 50.0
+                half = 5.0 if n_seeds > 1 else 0.0
+                row.update({f"{m}_mean": v, f"{m}_lo": v - half, f"{m}_hi": v + half})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_sweep_figures_draw_bands_only_over_several_seeds() -> None:
+    fig = staleness_throughput_figure(_agg(3))
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(bands) == 4  # partial + drain throughput, mean + max staleness
+    assert not [t for t in staleness_throughput_figure(_agg(1)).data if t.fill == "toself"]
+    lines = lines_figure(_agg(3), "max_staleness", "throughput_per_hour", by="weight_update")
+    assert {t.name for t in lines.data if t.mode == "lines+markers"} == {"PartialRollout", "Drain"}
+    comp = design_comparison_figure(_agg(2).drop_duplicates("design"))
+    assert len([t for t in comp.data if t.type == "bar"]) == 4
+
+
+def test_sweep_figure_names_missing_columns() -> None:
+    with pytest.raises(ValueError, match="throughput_per_hour_lo"):
+        lines_figure(_agg(2).drop(columns=["throughput_per_hour_lo"]), "max_staleness", "throughput_per_hour")
+
+
+def test_html_embeds_plotlyjs_once_and_loads_nothing(fig13_1: dict) -> None:
+    from pipesim.report import external_urls
+
+    html = figures_to_html([timeline(r) for r in fig13_1.values()])
+    assert html.count('<script type="text/javascript">/**') <= 1
+    assert html.count("Plotly.newPlot") == 2
+    assert external_urls(html) == []
+    assert "cdn.plot.ly/plotly" not in html.split("</head>")[1]
+
+
+def test_fig13_1_config_is_the_chapters() -> None:
+    p = get_scenario("fig13.1-async").pipeline
+    assert dataclasses.asdict(p) | FIG13_1 == dataclasses.asdict(p)
