@@ -15,7 +15,7 @@ zero no other line has). Variables are assigned once per file, in a random order
 
 Why the visible defect: without it, the answer needs the two-hop lookup "issue variable ->
 matching left-hand side -> that line's number". Our TinyAgent, supervised on demonstrations
-for 500-1,250 CPU steps (with and without ALiBi), stayed at the blind loss floor; with the
+for 500 CPU steps (with and without ALiBi), stayed at the blind loss floor; with the
 defect, the circuit (a steep ALiBi head ties the defect to its line number, a global head
 copies it) forms in about 300 steps, so the warm start is built in seconds.
 

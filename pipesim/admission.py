@@ -80,7 +80,7 @@ class QueueAhead:
 
 @dataclass(frozen=True)
 class AsyncRatio:
-    """Generation runs at most ``ratio`` batches ahead of the trainer's version (ROLL ``async_generation_ratio``).
+    """At most ``ratio`` batches ahead of the trainer's version (ROLL ``async_generation_ratio``).
 
     started - dropped < (v + 1 + ratio) * B, with a fractional ratio allowed: the chapter's
     throttle with a real-valued eta that does not count dropped episodes.

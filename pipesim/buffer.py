@@ -2,9 +2,9 @@
 
 Finished episodes travel from the generation slots to the trainer through an
 :class:`EpisodeBuffer`, a SimPy resource in the template-method style of ``simpy.Store``:
-``put(episodes)`` applies at once (the buffer is unbounded, so a put never waits), and ``get()`` succeeds with a full
-batch as soon as the :class:`~pipesim.policies.BatchPolicy` can form one. A put carries every
-episode that finished at one instant and costs no SimPy event.
+``put(episodes)`` applies at once (the buffer is unbounded, so a put never waits), and ``get()``
+succeeds with a full batch as soon as the :class:`~pipesim.policies.BatchPolicy` can form one.
+A put carries every episode that finished at one instant and costs no SimPy event.
 
 Gets are served only at the end of an instant (the controller calls :meth:`EpisodeBuffer.serve`
 after admitting episodes), never the moment a put lands. That is the chapter's order -- start
@@ -33,7 +33,9 @@ class BatchGet(Get):
 class EpisodeBuffer(BaseResource):
     """Unbounded buffer of finished episodes; gets are served by the pipeline's batch policy."""
 
-    def __init__(self, env: simpy.Environment, pipeline: Pipeline, on_discard: Callable[[list[Episode]], None]):
+    def __init__(
+        self, env: simpy.Environment, pipeline: Pipeline, on_discard: Callable[[list[Episode]], None]
+    ) -> None:
         super().__init__(env, capacity=float("inf"))
         self.items: list[Episode] = []
         self._pipeline = pipeline
@@ -44,8 +46,7 @@ class EpisodeBuffer(BaseResource):
         at once, rather than through a SimPy Put event, saves a heap push and pop per instant."""
         for ep in episodes:
             ep.status = BUFFERED
-        self.items.extend(episodes)
-        self._pipeline.poke()
+        self.items.extend(episodes)  # the caller decides whether the controller must look again
 
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)

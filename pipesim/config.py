@@ -108,7 +108,9 @@ class Scenario:
             raise ValueError(f"failures must be a failure policy or None, got {self.failures!r}")
         if self.replicas is not None:
             if not isinstance(self.replicas, Replicas):
-                raise ValueError(f"replicas must be a pipesim.replicas.Replicas or None, got {self.replicas!r}")
+                raise ValueError(
+                    f"replicas must be a pipesim.replicas.Replicas or None, got {self.replicas!r}"
+                )
             self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
 
     @property

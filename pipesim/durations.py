@@ -88,7 +88,9 @@ class AgentDurations:
             raise ValueError(f"max_turns must be an integer >= 1, got {self.max_turns!r}")
         lo, hi = self.tokens_per_turn
         if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
-            raise ValueError(f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}")
+            raise ValueError(
+                f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}"
+            )
         _check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
         _check_positive("tool_median_s", self.tool_median_s)
         if not (math.isfinite(self.tool_sigma) and self.tool_sigma >= 0):
@@ -180,7 +182,9 @@ class TraceDurations:
                 try:
                     rows.append(float(row[column]))
                 except (TypeError, ValueError):
-                    raise ValueError(f"{path}: row {i + 1} column {column!r} is not a number: {row[column]!r}")
+                    raise ValueError(  # noqa: B904 - the row and column say more than float()'s message
+                        f"{path}: row {i + 1} column {column!r} is not a number: {row[column]!r}"
+                    )
         return cls.from_values(rows, cycle=cycle)
 
     def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:

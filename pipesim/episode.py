@@ -91,7 +91,9 @@ class Episode:
         self.reprefill_tokens = 0.0
         self.reprefill_s = 0.0
 
-    def segments(self, updates: list[UpdateRecord], until_s: float | None = None) -> list[tuple[int, float, float]]:
+    def segments(
+        self, updates: list[UpdateRecord], until_s: float | None = None
+    ) -> list[tuple[int, float, float]]:
         """(version, start, end) intervals the episode generated under; pauses fall between them."""
         end = self.end_s if self.end_s is not None else until_s
         if end is None:

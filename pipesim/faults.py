@@ -9,7 +9,7 @@
   (Section 13.7). Three policies decide what happens next:
 
   - :class:`DropFailed` -- the episode is lost and nothing replaces it (biased toward short tasks);
-  - :class:`RetryFailed` -- the same task restarts at once on a fresh worker in the same slot,
+  - :class:`RetryFailed` -- the same task restarts at once on a fresh worker on the same replica,
     bypassing admission; the failed attempt's seconds are counted as lost work;
   - :class:`RequeueFailed` (the chapter's default) -- the episode is marked an infrastructure
     failure, gets no gradient, and its task goes back to the queue, launched before new tasks
@@ -81,7 +81,7 @@ class DropFailed:
 
 @dataclass(frozen=True)
 class RetryFailed:
-    """Retry the same task at once on a fresh worker (same slot); the lost seconds are counted."""
+    """Retry the same task at once on a fresh worker (same replica); the lost seconds are counted."""
 
     hazard_per_s: float
 
@@ -108,7 +108,9 @@ class RequeueFailed:
 class EpisodeLifecycle:
     """Applies the scenario's timeout and failure draws at launch, and sorts out failures at finish."""
 
-    def __init__(self, timeout: Timeout | None, failures: FailurePolicy | None, rng: np.random.Generator) -> None:
+    def __init__(
+        self, timeout: Timeout | None, failures: FailurePolicy | None, rng: np.random.Generator
+    ) -> None:
         self.cap_s = timeout.cap_s if timeout is not None else math.inf
         self.failures = failures
         self.mean_life_s = 1.0 / failures.hazard_per_s if failures is not None else math.inf

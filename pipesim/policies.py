@@ -12,9 +12,14 @@ point they ask a policy:
 * :class:`BatchPolicy` -- which finished episodes the trainer takes (and which it discards).
 
 The chapter's design space is three objects: :class:`CountThrottle`, :class:`PartialRollout` /
-:class:`Drain`, and :class:`OldestFinishedFirst`. A new policy is a new class of a few lines;
-nothing in the engine changes. ``pipesim.testing.check_invariants`` checks what every policy
-must keep.
+:class:`Drain`, and :class:`OldestFinishedFirst`. The policies of real systems live beside them:
+:mod:`pipesim.admission` (AReaL, OpenRLHF, ROLL, PipelineRL, verl, over-sampling),
+:mod:`pipesim.updates` (abort and re-prefill, abort and restart, in-flight update, overlapped
+swap, sync every k), :mod:`pipesim.batching` (lowest version first, windowed FIFO, drop stale,
+evict stalest), :mod:`pipesim.faults` (timeouts, worker failures) and :mod:`pipesim.replicas`
+(routing, per-replica syncs); ``docs/policies.md`` maps them to the systems. A new policy is a new
+class of a few lines; nothing in the engine changes. ``pipesim.testing.check_invariants`` checks
+what every policy must keep, and what a policy promises (``staleness_bound``, ``max_pause_s``).
 """
 
 from __future__ import annotations
@@ -110,6 +115,10 @@ class Drain:
 @dataclass(frozen=True)
 class OldestFinishedFirst:
     """The chapter's trainer: the B episodes that finished earliest, in finishing order."""
+
+    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+        """Cheap test the engine uses to skip controller passes that could not form a batch."""
+        return len(buffer) >= p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

@@ -116,7 +116,9 @@ class PerReplicaSync:
         if self.sync_times_s is None:
             return [p.config.sync_time_s] * len(p.engines)
         if len(self.sync_times_s) != len(p.engines):
-            raise ValueError(f"sync_times_s has {len(self.sync_times_s)} entries for {len(p.engines)} replicas")
+            raise ValueError(
+                f"sync_times_s has {len(self.sync_times_s)} entries for {len(p.engines)} replicas"
+            )
         return [float(t) for t in self.sync_times_s]
 
     def blocks_admission(self, p: Pipeline) -> bool:

@@ -60,7 +60,7 @@ class RunResult:
                     rows.append(("gen", lane, ep.slot, ep.replica, a, b, v, ep.id, complete))
                 if i + 1 < len(segs) and segs[i + 1][1] > b:
                     rows.append(("pause", lane, ep.slot, ep.replica, b, segs[i + 1][1], v, ep.id, complete))
-        for step, a, b, v in self.train_log:
+        for _step, a, b, v in self.train_log:
             rows.append(("train", "trainer", -1, -1, a, b, v, -1, True))
         for a, b, v in self.sync_log:
             rows.append(("sync", "sync", -1, -1, a, b, v, -1, True))
@@ -120,7 +120,7 @@ class RunResult:
         n_slots = self.scenario.pipeline.n_slots
         eps = self.episodes
         done = [e for e in eps if e.end_s is not None and e.status != ABORTED]
-        busy = sum(e.end_s - e.start_s for e in done)  # type: ignore[operator]
+        busy = sum((e.end_s or 0.0) - e.start_s for e in done)
         paused = sum(self._paused_within(e, T) for e in done if e.update_to > e.update_from)
         inflight = [e for e in eps if e.status == RUNNING]
         busy_inflight = sum(T - e.start_s for e in inflight)

@@ -80,7 +80,9 @@ def failure_policies() -> SearchStrategy[Any]:
     from pipesim.faults import DropFailed, RequeueFailed, RetryFailed
 
     hazard = st.floats(1e-4, 2e-3)  # mean life >= 500 s: most episodes survive
-    return st.one_of(st.builds(DropFailed, hazard), st.builds(RetryFailed, hazard), st.builds(RequeueFailed, hazard))
+    return st.one_of(
+        st.builds(DropFailed, hazard), st.builds(RetryFailed, hazard), st.builds(RequeueFailed, hazard)
+    )
 
 
 def timeouts() -> SearchStrategy[Any]:

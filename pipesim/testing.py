@@ -58,7 +58,7 @@ def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None
 
 
 def check_invariants(result: RunResult, scenario: Scenario | None = None) -> None:
-    """Assert every pipeline invariant on ``result``; raise :class:`InvariantError` naming the first broken one.
+    """Assert every pipeline invariant on ``result``; raise :class:`InvariantError` naming the first broken.
 
     ``scenario`` defaults to ``result.scenario`` (the issue's spelling passes it explicitly).
     """
@@ -91,7 +91,10 @@ def _check_slots(ev: Any, T: float, n_slots: int) -> None:
         starts, ends = g["start_s"].to_numpy(), g["end_s"].to_numpy()
         if len(starts) > 1 and (starts[1:] < ends[:-1] - 1e-7 * max(1.0, T)).any():
             i = int((starts[1:] < ends[:-1] - 1e-7 * max(1.0, T)).argmax())
-            _fail("no overlap per slot", f"lane {lane}: [{starts[i]}, {ends[i]}) overlaps the next from {starts[i + 1]}")
+            _fail(
+                "no overlap per slot",
+                f"lane {lane}: [{starts[i]}, {ends[i]}) overlaps the next from {starts[i + 1]}",
+            )
         busy = float((ends - starts).sum())
         idle = T - busy
         if idle < -1e-6 * max(1.0, T):
@@ -203,7 +206,9 @@ def duration_lists(size: int, integer: bool | None = None) -> SearchStrategy[lis
     return ints if integer else floats
 
 
-def scenarios(weight_updates: Any = None, batchings: Any = None, admissions: Any = None) -> SearchStrategy[Any]:
+def scenarios(
+    weight_updates: Any = None, batchings: Any = None, admissions: Any = None
+) -> SearchStrategy[Any]:
     """Random :class:`~pipesim.config.Scenario` values with trace durations of a sufficient pool.
 
     Pass strategies (or lists of policy objects) to vary the policies; defaults are the chapter's.

@@ -6,7 +6,7 @@ prints it in the chapter's layout. All runs share the chapter's pool,
 design sees the same episodes. The timeout row uses the :class:`~pipesim.faults.Timeout` policy
 rather than clamping the pool, and reproduces the chapter's numbers; exercise 2 uses
 :class:`~pipesim.batching.DropStale` with AReaL's throttle (the chapter's count throttle counts
-dropped episodes and would stop admitting).
+dropped episodes, so each drop would permanently spend its headroom of eta batches).
 """
 
 from __future__ import annotations
@@ -41,17 +41,23 @@ def chapter_pool() -> torch.Tensor:
     return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
 
 
-def chapter_scenario(max_staleness: int = 0, interrupt: bool = True, sync_time_s: float = 10.0, **kw: Any) -> Scenario:
+def chapter_scenario(
+    max_staleness: int = 0, interrupt: bool = True, sync_time_s: float = 10.0, **kw: Any
+) -> Scenario:
     """64 slots, 64 episodes per step, 60 s training, 20 steps: the chapter's pipeline."""
     cfg = PipelineConfig(64, 64, 60.0, sync_time_s, max_staleness, 20)
-    return Scenario(pipeline=cfg, weight_update=PartialRollout() if interrupt else Drain(), name="chapter13", **kw)
+    return Scenario(
+        pipeline=cfg, weight_update=PartialRollout() if interrupt else Drain(), name="chapter13", **kw
+    )
 
 
 def _row(scenario: Scenario) -> dict[str, float]:
     s = run(scenario, chapter_pool()).summary()
     keys = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "trained_duration_mean")
     out = {k: s[k] for k in keys}
-    out.update(truncated_share=s["truncated_share"], discarded_share=s["episodes_discarded"] / s["episodes_launched"])
+    out.update(
+        truncated_share=s["truncated_share"], discarded_share=s["episodes_discarded"] / s["episodes_launched"]
+    )
     return out
 
 
@@ -77,7 +83,9 @@ def designs() -> dict[str, dict[str, float]]:
 
 def staleness_sweep(etas: range = range(9)) -> dict[int, dict[str, dict[str, float]]]:
     """Figure 13.2: throughput and staleness against eta, partial rollouts against draining."""
-    return {eta: {m: _row(chapter_scenario(eta, m == "partial")) for m in ("partial", "drain")} for eta in etas}
+    return {
+        eta: {m: _row(chapter_scenario(eta, m == "partial")) for m in ("partial", "drain")} for eta in etas
+    }
 
 
 def timeout_p95() -> dict[str, Any]:
@@ -94,7 +102,10 @@ def timeout_p95() -> dict[str, Any]:
 def sync_sweep(sync_times_s: tuple[float, ...] = (1.0, 10.0, 60.0)) -> dict[float, dict[str, float]]:
     """Section 13.7: throughput of the synchronous and the eta=2 partial designs against sync time."""
     return {
-        t: {name: _row(chapter_scenario(eta, sync_time_s=t))["throughput_per_hour"] for name, eta in _SWEPT.items()}
+        t: {
+            name: _row(chapter_scenario(eta, sync_time_s=t))["throughput_per_hour"]
+            for name, eta in _SWEPT.items()
+        }
         for t in sync_times_s
     }
 
@@ -116,7 +127,7 @@ def failure_bias() -> dict[str, float]:
 
 
 def failure_policies() -> dict[str, dict[str, float]]:
-    """Beyond the chapter: the same hazard in the eta=2 pipeline, dropping failures or requeueing their tasks."""
+    """Beyond the chapter: the same hazard at eta=2, dropping failures or requeueing their tasks."""
     out = {}
     for name, pol in {"drop": DropFailed(HAZARD_PER_S), "requeue": RequeueFailed(HAZARD_PER_S)}.items():
         s = run(chapter_scenario(2, admission=AReaLThrottle(), failures=pol), chapter_pool()).summary()
@@ -124,7 +135,9 @@ def failure_policies() -> dict[str, dict[str, float]]:
     return out
 
 
-def exercise1(batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0, steps: int = 30) -> dict[int, dict[str, float]]:
+def exercise1(
+    batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0, steps: int = 30
+) -> dict[int, dict[str, float]]:
     """Exercise 1: synchronous step time with exponential durations against m * H_B + train + sync."""
     out = {}
     for b in batch_sizes:
@@ -142,11 +155,21 @@ def exercise1(batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0,
 def exercise2(etas: range = range(9)) -> dict[int, dict[str, float]]:
     """Exercise 2: drop episodes older than eta at consumption; throughput and discarded share against eta."""
     return {
-        eta: _row(chapter_scenario(eta, admission=AReaLThrottle(), batching=DropStale())) | {
-            "plain_throughput_per_hour": _row(chapter_scenario(eta))["throughput_per_hour"]
-        }
+        eta: _row(chapter_scenario(eta, admission=AReaLThrottle(), batching=DropStale()))
+        | {"plain_throughput_per_hour": _row(chapter_scenario(eta))["throughput_per_hour"]}
         for eta in etas
     }
+
+
+def free_from(ex2: dict[int, dict[str, float]], tol: float = 1e-3) -> int:
+    """The smallest eta from which dropping stale episodes costs no throughput (within ``tol``)."""
+    out = max(ex2)
+    for eta in sorted(ex2, reverse=True):
+        r = ex2[eta]
+        if r["throughput_per_hour"] < (1 - tol) * r["plain_throughput_per_hour"]:
+            break
+        out = eta
+    return out
 
 
 def main() -> None:
@@ -156,23 +179,27 @@ def main() -> None:
         print(f"  {name:<11} {gb:5.1f} GB | {cols}")
     st = duration_stats()
     print("\n13.2 durations and stragglers")
-    print(f"  mean {st['mean']:.0f} s | median {st['median']:.0f} s | p90 {st['p90']:.0f} s | p99 {st['p99']:.0f} s")
+    print("  " + " | ".join(f"{k} {st[k]:.0f} s" for k in ("mean", "median", "p90", "p99")))
     for b in (8, 64, 512):
         print(f"  B = {b:3d}: slowest of the batch = {st[f'straggler_{b}']:.1f} x the mean")
     print("\n13.3 designs: episodes/hour | slot util | staleness mean, max | trained episode mean (s)")
     for name, r in designs().items():
-        print(f"  {name:<22} | {r['throughput_per_hour']:6.0f} | {r['gen_util']:4.2f} | "
-              f"{r['staleness_mean']:4.2f}, {r['staleness_max']:2.0f} | {r['trained_duration_mean']:5.1f}")
+        print(
+            f"  {name:<22} | {r['throughput_per_hour']:6.0f} | {r['gen_util']:4.2f} | "
+            f"{r['staleness_mean']:4.2f}, {r['staleness_max']:2.0f} | {r['trained_duration_mean']:5.1f}"
+        )
     print("\nFigure 13.2: eta | partial: episodes/hour, staleness mean, max | drain: episodes/hour")
-    for eta, r in staleness_sweep().items():
-        p, d = r["partial"], r["drain"]
-        print(f"  {eta} | {p['throughput_per_hour']:6.0f} {p['staleness_mean']:5.2f} {p['staleness_max']:2.0f} | "
-              f"{d['throughput_per_hour']:6.0f}")
+    for eta, pair in staleness_sweep().items():
+        p, d = pair["partial"], pair["drain"]
+        stale = f"{p['staleness_mean']:5.2f} {p['staleness_max']:2.0f}"
+        print(f"  {eta} | {p['throughput_per_hour']:6.0f} {stale} | {d['throughput_per_hour']:6.0f}")
     t = timeout_p95()
     print(f"\n13.7 timeout at p95 ({t['cap_s']:.0f} s), synchronous")
-    print(f"  no timeout {t['no_timeout']['throughput_per_hour']:5.0f} episodes/hour | util {t['no_timeout']['gen_util']:.2f}")
-    print(f"  timeout    {t['timeout']['throughput_per_hour']:5.0f} episodes/hour | util {t['timeout']['gen_util']:.2f}")
-    print(f"  truncated: {t['truncated_share_of_pool']:.1%} of the pool, {t['timeout']['truncated_share']:.1%} of trained")
+    for key in ("no_timeout", "timeout"):
+        row = t[key]
+        print(f"  {key:<10} {row['throughput_per_hour']:5.0f} episodes/hour | util {row['gen_util']:.2f}")
+    pool_share, trained_share = t["truncated_share_of_pool"], t["timeout"]["truncated_share"]
+    print(f"  truncated: {pool_share:.1%} of the pool, {trained_share:.1%} of trained")
     print("\n13.7 sync time (s) | synchronous | async eta=2, partial (episodes/hour)")
     for s_t, r in sync_sweep().items():
         print(f"  {s_t:5.0f} | {r['synchronous']:6.0f} | {r['async eta=2, partial']:6.0f}")
@@ -181,15 +208,23 @@ def main() -> None:
     print(f"  failing: {f['fail_share']:.1%} | among the longest 10%: {f['fail_share_longest10']:.1%}")
     print(f"  mean duration: all {f['mean_all']:.0f} s | survivors {f['mean_survivors']:.0f} s")
     for name, r in failure_policies().items():
-        print(f"  simulated eta=2, {name:<7}: {r['throughput_per_hour']:5.0f} episodes/hour, trained mean "
-              f"{r['trained_duration_mean']:.1f} s, {r['episodes_failed']:.0f} failed")
+        print(
+            f"  simulated eta=2, {name:<7}: {r['throughput_per_hour']:5.0f} episodes/hour, trained mean "
+            f"{r['trained_duration_mean']:.1f} s, {r['episodes_failed']:.0f} failed"
+        )
     print("\nExercise 1: exponential durations (m = 96 s), synchronous step time")
     for b, r in exercise1().items():
-        print(f"  B = {b:3d}: m*H_B + 70 = {r['predicted_step_s']:6.1f} s | simulated {r['simulated_step_s']:6.1f} s")
+        pred, sim = r["predicted_step_s"], r["simulated_step_s"]
+        print(f"  B = {b:3d}: m*H_B + 70 = {pred:6.1f} s | simulated {sim:6.1f} s")
     print("\nExercise 2: drop stale at consumption | eta | episodes/hour | discarded | plain throttle")
-    for eta, r in exercise2().items():
-        print(f"  {eta} | {r['throughput_per_hour']:6.0f} | {r['discarded_share']:6.1%} | "
-              f"{r['plain_throughput_per_hour']:6.0f}")
+    ex2 = exercise2()
+    for eta, r in ex2.items():
+        print(
+            f"  {eta} | {r['throughput_per_hour']:6.0f} | {r['discarded_share']:6.1%} | "
+            f"{r['plain_throughput_per_hour']:6.0f}"
+        )
+
+    print(f"  discarding stops costing throughput at eta = {free_from(ex2)}")
 
 
 if __name__ == "__main__":

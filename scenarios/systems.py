@@ -32,7 +32,9 @@ from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, Q
 from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
 from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
 
-CHAPTER = PipelineConfig(n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20)
+CHAPTER = PipelineConfig(
+    n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20
+)
 
 
 def _scenario(name: str, pipeline: dict[str, Any], max_staleness: int = 0, **policies: Any) -> Scenario:
@@ -51,7 +53,9 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     sync after every step): generation runs one batch ahead (eta = 1) and drains before each sync,
     so every episode is exactly one version stale and none spans two versions.
     """
-    return _scenario("verl one-step off-policy", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
+    return _scenario(
+        "verl one-step off-policy", pipeline, 1, admission=CountThrottle(), weight_update=Drain()
+    )
 
 
 def verl_fully_async(
@@ -73,7 +77,9 @@ def verl_fully_async(
     return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu)
 
 
-def areal(max_head_offpolicyness: int = 2, max_concurrent_rollouts: int | None = None, **pipeline: Any) -> Scenario:
+def areal(
+    max_head_offpolicyness: int = 2, max_concurrent_rollouts: int | None = None, **pipeline: Any
+) -> Scenario:
     """AReaL: interruptible rollouts under a staleness-aware throttle.
 
     Keys: ``max_head_offpolicyness`` (eta in capacity = min(max_concurrent - running,
@@ -98,7 +104,9 @@ def slime(mode: str = "drain", **pipeline: Any) -> Scenario:
         return _scenario("slime drain", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
     if mode == "fully_async":
         eta = pipeline.pop("max_staleness", 1)
-        return _scenario("slime fully async", pipeline, eta, admission=AReaLThrottle(), weight_update=AbortRestart())
+        return _scenario(
+            "slime fully async", pipeline, eta, admission=AReaLThrottle(), weight_update=AbortRestart()
+        )
     raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
 
 
@@ -109,13 +117,17 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     not a version count); weights are broadcast to vLLM after each step once in-flight requests
     have finished.
     """
-    return _scenario("OpenRLHF async", pipeline, 0, admission=QueueAhead(async_queue_size), weight_update=Drain())
+    return _scenario(
+        "OpenRLHF async", pipeline, 0, admission=QueueAhead(async_queue_size), weight_update=Drain()
+    )
 
 
 def roll(async_generation_ratio: float = 1.0, **pipeline: Any) -> Scenario:
-    """ROLL (Flash) asynchronous training: ``async_generation_ratio`` batches of generation ahead.
+    """ROLL asynchronous training: ``async_generation_ratio`` batches of generation ahead.
 
-    The ratio may be fractional; in-flight episodes pause for the sync and continue.
+    ROLL's documentation: 0 means a synchronous pipeline, and only integers are supported at present
+    (:class:`~pipesim.admission.AsyncRatio` also accepts fractions). In-flight episodes pause for
+    the sync and continue.
     """
     adm = AsyncRatio(async_generation_ratio)
     return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout())
@@ -129,7 +141,9 @@ def pipelinerl(max_lag: int | None = None, load_time_s: float = 1.0, **pipeline:
     for ``load_time_s`` and its sequences continue under the new weights.
     """
     lag = max_lag if max_lag is not None else 3 * pipeline.get("batch_size", CHAPTER.batch_size)
-    return _scenario("PipelineRL", pipeline, 0, admission=LagBound(lag), weight_update=InFlightUpdate(load_time_s))
+    return _scenario(
+        "PipelineRL", pipeline, 0, admission=LagBound(lag), weight_update=InFlightUpdate(load_time_s)
+    )
 
 
 def april(oversample_factor: float = 1.5, carry_over: bool = True, **pipeline: Any) -> Scenario:

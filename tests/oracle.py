@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 @dataclass
 class OracleResult:
     time: float
-    trained: list[tuple[int, int, float]] = field(default_factory=list)  # (train version, ep version, duration)
+    trained: list[tuple[int, int, float]] = field(
+        default_factory=list
+    )  # (train version, ep version, duration)
     gen: list[tuple[int, float, float, int]] = field(default_factory=list)  # (slot, start, end, version)
     train: list[tuple[float, float, int]] = field(default_factory=list)
     sync: list[tuple[float, float, int]] = field(default_factory=list)

@@ -53,7 +53,13 @@ def test_straggler_ratios(durations: torch.Tensor, expected: dict) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["synchronous", "one step ahead, drain", "async eta=1, partial", "async eta=2, partial", "async eta=4, drain"],
+    [
+        "synchronous",
+        "one step ahead, drain",
+        "async eta=1, partial",
+        "async eta=2, partial",
+        "async eta=4, drain",
+    ],
 )
 def test_designs(name: str, durations: torch.Tensor, expected: dict) -> None:
     design = expected["designs"][name]

@@ -19,7 +19,9 @@ def pool_size(cfg: PipelineConfig) -> int:
 
 
 @st.composite
-def configs_and_pools(draw: st.DrawFn, integer: bool | None = None) -> tuple[PipelineConfig, list[float], bool]:
+def configs_and_pools(
+    draw: st.DrawFn, integer: bool | None = None
+) -> tuple[PipelineConfig, list[float], bool]:
     cfg = draw(pipeline_configs())
     pool = draw(duration_lists(pool_size(cfg), integer=integer))
     return cfg, pool, draw(st.booleans())
@@ -58,7 +60,15 @@ def test_drain_never_exceeds_eta(case: tuple[PipelineConfig, list[float], bool])
 
 def _compare_with_oracle(cfg: PipelineConfig, pool: list[float], interrupt: bool, exact: bool = True) -> None:
     """Discrete outcomes must agree exactly; times exactly under exact arithmetic, else to 1e-9."""
-    args = (cfg.n_slots, cfg.batch_size, cfg.train_time_s, cfg.sync_time_s, cfg.max_staleness, interrupt, cfg.steps)
+    args = (
+        cfg.n_slots,
+        cfg.batch_size,
+        cfg.train_time_s,
+        cfg.sync_time_s,
+        cfg.max_staleness,
+        interrupt,
+        cfg.steps,
+    )
     want = oracle_pipeline(pool, *args)
     r = run(scenario_for(cfg, pool, interrupt))
 
@@ -66,7 +76,9 @@ def _compare_with_oracle(cfg: PipelineConfig, pool: list[float], interrupt: bool
         return a == b if exact else math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
     assert same(r.sim_time_s, want.time)
-    trained = sorted((e.trained_version, e.version, e.duration_s) for e in r.episodes if e.status == "trained")
+    trained = sorted(
+        (e.trained_version, e.version, e.duration_s) for e in r.episodes if e.status == "trained"
+    )
     assert trained == sorted(want.trained)
     got_gen = sorted((e.slot, e.start_s, e.end_s, e.version) for e in r.episodes if e.end_s is not None)
     want_gen = sorted(want.gen)
@@ -106,7 +118,9 @@ def test_engine_agrees_with_oracle_exactly(case: tuple[PipelineConfig, list[floa
 
 
 @given(configs_and_pools(), st.integers(0, 2**32 - 1))
-def test_engine_agrees_with_oracle_on_generic_floats(case: tuple[PipelineConfig, list[float], bool], seed: int) -> None:
+def test_engine_agrees_with_oracle_on_generic_floats(
+    case: tuple[PipelineConfig, list[float], bool], seed: int
+) -> None:
     """Generic real-valued times (no coincidences beyond those the semantics create)."""
     import random
 
@@ -137,7 +151,9 @@ def test_partial_rollout_records_every_version_segment() -> None:
     """A straggler that crosses syncs generates under several versions, pausing at each sync."""
     pool = [12.0] + [1.0] * 60
     sc = Scenario(
-        pipeline=PipelineConfig(n_slots=2, batch_size=2, train_time_s=3, sync_time_s=2, max_staleness=3, steps=6),
+        pipeline=PipelineConfig(
+            n_slots=2, batch_size=2, train_time_s=3, sync_time_s=2, max_staleness=3, steps=6
+        ),
         durations=TraceDurations.from_values(pool),
         pool_size=len(pool),
     )

@@ -62,7 +62,11 @@ def test_queue_ahead_bounds_untaken_work() -> None:
     cap = math.ceil(k * CFG.batch_size)
     for e in r.episodes:
         t = e.start_s
-        untaken = sum(1 for f in r.episodes if f.start_s <= t and not (f.trained_step >= 0 and taken[f.trained_step] <= t))
+        untaken = sum(
+            1
+            for f in r.episodes
+            if f.start_s <= t and not (f.trained_step >= 0 and taken[f.trained_step] <= t)
+        )
         assert untaken <= cap + CFG.batch_size  # in flight + buffered <= cap, plus the batch taken at t
     assert max_concurrency(r) <= cap
 
@@ -112,7 +116,9 @@ def test_lowest_version_first_and_windowed_fifo() -> None:
 def test_windowed_fifo_interpolates() -> None:
     fifo = trace(run(small(batching=OldestFinishedFirst())))
     assert trace(run(small(batching=WindowedFIFO(window=CFG.batch_size)))) == fifo
-    assert trace(run(small(batching=WindowedFIFO(window=10**6)))) == trace(run(small(batching=LowestVersionFirst())))
+    assert trace(run(small(batching=WindowedFIFO(window=10**6)))) == trace(
+        run(small(batching=LowestVersionFirst()))
+    )
 
 
 def test_drop_stale_unit() -> None:

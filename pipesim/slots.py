@@ -1,0 +1,224 @@
+"""The generation slots of one inference-engine replica, as one SimPy process.
+
+Running episodes sit in a heap keyed by their end on a *virtual clock* that stops while
+generation is paused, so pausing every episode in flight for a sync costs O(1): the clock offset
+grows, and each episode's real end time is derived when it is needed. Free slots are a heap, so
+starting an episode costs O(log n_slots) and no event ever scans the slots. The process sleeps
+until the heap top is due; it is interrupted only when that target changes (an earlier episode
+starts, or the replica pauses or resumes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+from pipesim.episode import Episode
+
+if TYPE_CHECKING:
+    from pipesim.engine import Pipeline
+
+
+def delay_until(now: float, at: float) -> float:
+    """A delay ``d`` with ``now + d == at`` in floating point, so SimPy fires exactly at ``at``.
+
+    ``at - now`` alone can land an ulp off, which would split one simulated instant in two.
+    """
+    if at <= now:
+        return 0.0
+    d = at - now
+    for _ in range(8):
+        total = now + d
+        if total == at:
+            break
+        d = math.nextafter(d, math.inf if total < at else 0.0)
+    return d
+
+
+class Slots:
+    """The generation slots of one engine replica: one SimPy process, a heap of running episodes.
+
+    Invariants: ``len(free) + len(running) == n_slots``. Paused time is accounted lazily: the
+    heap is keyed by finishing time on a virtual clock that stops while paused
+    (``vend = start - offset_at_start + duration``), and an episode's real end is
+    ``start + duration + (offset_now - offset_at_start)``. For an episode that no pause touched,
+    that is exactly ``start + duration``, the same float the chapter's loop computes.
+    """
+
+    def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
+        self.p = pipeline
+        self.env = pipeline.env
+        self.index = index
+        self.n_slots = n_slots
+        self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
+        self.running: list[tuple[float, int, Episode]] = []  # heap of (vend, episode id, episode)
+        self.offset = 0.0  # total paused seconds so far
+        self.version = 0  # the weights this replica generates with
+        self.paused_since: float | None = None
+        self._target: Episode | None = None  # the heap top we are sleeping until
+        self._target_time = 0.0
+        self._sleeping = False  # waiting on a timer or idle (interruptible)
+        self._drained: simpy.Event | None = None
+        self.process = self.env.process(self._run())
+
+    # -- the process ---------------------------------------------------------------------------
+    def _run(self) -> Generator[simpy.Event, Any, None]:
+        never = self.env.event()  # idle: woken only by an interrupt
+        while True:
+            self._sleeping = True
+            try:
+                if self._target is None:
+                    yield never
+                else:
+                    yield self.env.timeout(delay_until(self.env.now, self._target_time))
+                    self._sleeping = False
+                    self._finish_due()
+            except simpy.Interrupt:
+                pass
+            self._sleeping = False
+            self._retarget()
+
+    def due(self, ep: Episode) -> float:
+        """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
+        return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
+
+    def _retarget(self) -> None:
+        if self.running and self.paused_since is None:
+            ep = self.running[0][2]
+            self._target = ep
+            self._target_time = max(self.due(ep), self.env.now)
+        else:
+            self._target = None
+
+    def _wake(self) -> None:
+        if self._sleeping:
+            self._sleeping = False
+            self.process.interrupt()
+
+    # -- primitives used by the controller and the weight-update policies ----------------------
+    @property
+    def n_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def vnow(self) -> float:
+        """The virtual clock now (it stands still while the replica is paused)."""
+        return (self.paused_since if self.paused_since is not None else self.env.now) - self.offset
+
+    def generated_s(self, ep: Episode) -> float:
+        """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
+        return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
+
+    def start(self, ep: Episode, work_s: float | None = None) -> None:
+        """Start ``ep`` on the lowest free slot; it generates for ``work_s`` (default its duration)."""
+        now = self.env.now
+        ep.slot = heapq.heappop(self.free)
+        ep.replica = self.index
+        ep.start_s = now
+        ep.update_from = len(self.p.updates)
+        ep.offset_start = self.offset
+        if work_s is not None:
+            ep.work_s = work_s
+        ep.vend = (now - self.offset) + ep.work_s
+        heapq.heappush(self.running, (ep.vend, ep.id, ep))
+
+    def abort_all(self) -> list[tuple[Episode, float]]:
+        """Take every running episode off its slot now; return each with the seconds it generated.
+
+        O(in-flight), as aborts are. The caller decides the episodes' fate (status, relaunch).
+        """
+        now, n_upd = self.env.now, len(self.p.updates)
+        out = []
+        for _, _, ep in sorted(self.running):
+            heapq.heappush(self.free, ep.slot)
+            ep.end_s = now
+            ep.update_to = n_upd
+            out.append((ep, self.generated_s(ep)))
+        self.running = []
+        self._target = None
+        self._wake()
+        if self._drained is not None:
+            ev, self._drained = self._drained, None
+            ev.succeed()
+        return out
+
+    def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None:
+        """Delay each running episode by ``extra_s(ep, generated_s)`` seconds (re-prefill). O(in-flight)."""
+        running = []
+        for vend, eid, ep in self.running:
+            extra = extra_s(ep, self.generated_s(ep))
+            ep.work_s += extra
+            ep.vend = vend + extra
+            running.append((ep.vend, eid, ep))
+        heapq.heapify(running)
+        self.running = running
+        self._target = None
+        self._wake()
+
+    def kick(self) -> None:
+        """Re-arm the timer if a newly started episode finishes before the current target."""
+        if (
+            self.paused_since is None
+            and self.running
+            and (self._target is None or self.running[0][0] < self._target.vend)
+        ):
+            self._wake()
+
+    def pause(self) -> None:
+        """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
+        if self.paused_since is not None:
+            return
+        self._finish_due()
+        self.paused_since = self.env.now
+        self._wake()
+
+    def resume(self) -> None:
+        if self.paused_since is None:
+            return
+        self.offset += self.env.now - self.paused_since
+        self.paused_since = None
+        self._wake()
+
+    def drained(self) -> simpy.Event:
+        """An event that succeeds when no episode is running on this replica (now, if none is)."""
+        ev = self.env.event()
+        if not self.running:
+            ev.succeed()
+        else:
+            self._drained = ev
+        return ev
+
+    def remove(self, ep: Episode) -> None:
+        """Take a running episode off its slot (aborts); O(n) in the running heap, as aborts are."""
+        self.running = [r for r in self.running if r[2] is not ep]
+        heapq.heapify(self.running)
+        heapq.heappush(self.free, ep.slot)
+        self._target = None
+        self._wake()
+
+    def _finish_due(self) -> None:
+        """Finish every episode due by now; ties go to the buffer in start order, as in the chapter."""
+        running, free, now, offset = self.running, self.free, self.env.now, self.offset
+        done = []
+        # inlined self.due(ep): (start + work) + (offset - offset_at_start)
+        while running and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= now:
+            ep = heapq.heappop(running)[2]
+            heapq.heappush(free, ep.slot)
+            done.append(ep)
+        self._target = None
+        if not done:
+            return
+        if len(done) > 1:
+            done.sort(key=lambda e: e.id)
+        n_upd = len(self.p.updates)
+        for ep in done:
+            ep.end_s = now
+            ep.update_to = n_upd
+        self.p.on_finished(done)
+        if not running and self._drained is not None:
+            ev, self._drained = self._drained, None
+            ev.succeed()

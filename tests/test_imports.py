@@ -1,0 +1,30 @@
+"""Each package imports without the others' heavy dependencies (checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CHECK = """
+import sys
+import {package}
+heavy = [m for m in {forbidden} if m in sys.modules]
+assert not heavy, f"importing {package} pulled in {{heavy}}"
+"""
+
+
+@pytest.mark.parametrize(
+    "package, forbidden",
+    [
+        ("pipesim", ["transformers", "plotly", "dask", "distributed"]),
+        ("scenarios", ["transformers", "plotly", "dask"]),
+        ("offpolicy", ["transformers", "simpy", "plotly"]),
+        ("mismatch", ["simpy", "plotly", "transformers"]),
+    ],
+)
+def test_light_imports(package: str, forbidden: list[str]) -> None:
+    code = CHECK.format(package=package, forbidden=forbidden)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

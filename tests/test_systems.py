@@ -1,0 +1,121 @@
+"""System presets: each runs, keeps every invariant, and shows the behaviour that sets it apart."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from pipesim import run
+from pipesim.results import RunResult
+from pipesim.testing import check_invariants
+from scenarios import systems
+
+SMALL: dict[str, Any] = dict(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=8.0, steps=8)
+
+
+def checked(sc: Any) -> RunResult:
+    r = run(sc)
+    check_invariants(r, sc)
+    return r
+
+
+@pytest.mark.parametrize("name", sorted(systems.PRESETS))
+def test_every_preset_runs_and_keeps_the_invariants(name: str) -> None:
+    sc = systems.PRESETS[name](**SMALL)
+    assert sc.pipeline.n_slots == 16
+    checked(sc)
+
+
+def test_presets_document_their_keys() -> None:
+    keys = {
+        systems.areal: "max_head_offpolicyness",
+        systems.verl_fully_async: "trigger_parameter_sync_step",
+        systems.slime: "--partial-rollout",
+        systems.openrlhf_async: "async_queue_size",
+        systems.roll: "async_generation_ratio",
+        systems.pipelinerl: "max_lag",
+        systems.april: "over-sampling",
+    }
+    for fn, key in keys.items():
+        assert key in (fn.__doc__ or ""), fn.__name__
+
+
+def test_verl_one_step_off_policy_is_exactly_one_version_behind() -> None:
+    r = checked(systems.verl_one_step_off_policy(**SMALL))
+    tr = r.trained
+    assert tr["staleness"].max() == 1 and (tr["versions_spanned"] == 1).all()
+    assert tr.loc[tr["step"] >= 2, "staleness"].mean() > 0.5
+
+
+def test_verl_fully_async_caps_samples_per_version_and_syncs_every_k() -> None:
+    r = checked(systems.verl_fully_async(staleness_threshold=0.25, **SMALL))
+    assert r.episode_table["version"].value_counts().max() <= math.ceil(1.25 * 8)
+    k2 = checked(systems.verl_fully_async(trigger_parameter_sync_step=2, **SMALL))
+    assert [u.version_after for u in k2.updates] == [2, 4, 6, 8]
+    drain = checked(systems.verl_fully_async(partial_rollout=False, **SMALL))
+    assert (drain.trained["versions_spanned"] == 1).all() and r.trained["versions_spanned"].max() > 1
+
+
+def test_areal_reprefills_interrupted_rollouts_and_caps_concurrency() -> None:
+    r = checked(systems.areal(max_head_offpolicyness=2, max_concurrent_rollouts=10, **SMALL))
+    assert r.summary()["reprefill_tokens"] > 0
+    assert (
+        max(
+            sum(e.start_s <= t < (e.end_s or math.inf) for e in r.episodes)
+            for t in [e.start_s for e in r.episodes]
+        )
+        <= 10
+    )
+
+
+def test_slime_drain_never_mixes_versions_and_fully_async_restarts() -> None:
+    drain = checked(systems.slime("drain", **SMALL))
+    assert (drain.trained["versions_spanned"] == 1).all() and drain.summary()["episodes_aborted"] == 0
+    fa = checked(systems.slime("fully_async", **SMALL))
+    s = fa.summary()
+    aborted = [e for e in fa.episodes if e.status == "aborted"]
+    assert s["episodes_aborted"] == len(aborted) > 0 and s["episodes_restarted"] > 0
+    assert math.isclose(s["lost_work_s"], sum(e.lost_s for e in aborted)) and s["lost_work_s"] > 0
+    assert (fa.trained["versions_spanned"] == 1).all()  # restarted from scratch, never resumed
+    with pytest.raises(ValueError, match="mode"):
+        systems.slime("sometimes")
+
+
+def test_openrlhf_queue_is_back_pressure() -> None:
+    r = checked(systems.openrlhf_async(async_queue_size=1, **SMALL))
+    taken = {step: a for step, a, _, _ in r.train_log}
+    for e in r.episodes:  # at any start, episodes launched but not yet taken by the trainer <= one batch
+        live = sum(
+            f.start_s <= e.start_s and not (f.trained_step >= 0 and taken[f.trained_step] <= e.start_s)
+            for f in r.episodes
+        )
+        assert live <= 8
+    assert r.trained["staleness"].max() >= 1  # generation overlaps training
+
+
+def test_roll_ratio_bounds_episodes_per_version_and_zero_is_synchronous() -> None:
+    r = checked(systems.roll(async_generation_ratio=1, **SMALL))
+    for v in range(8):
+        assert sum(e.version <= v for e in r.episodes) <= (v + 2) * 8
+    assert r.trained["staleness"].max() > 0
+    sync = checked(systems.roll(async_generation_ratio=0, **SMALL))
+    assert sync.trained["staleness"].max() == 0
+
+
+def test_pipelinerl_never_pauses_beyond_its_load() -> None:
+    r = checked(systems.pipelinerl(load_time_s=0.5, **SMALL))
+    assert all(u.end_s - u.start_s <= 0.5 + 1e-9 for u in r.updates if u.paused)
+    paused = sum(u.end_s - u.start_s for u in r.updates if u.paused)
+    assert math.isclose(paused, 0.5 * 8)
+    assert r.trained["versions_spanned"].max() > 1  # in-flight sequences mix versions
+
+
+def test_april_carries_over_or_aborts_the_extra_episodes() -> None:
+    carry = checked(systems.april(oversample_factor=1.5, carry_over=True, **SMALL))
+    abort = checked(systems.april(oversample_factor=1.5, carry_over=False, **SMALL))
+    assert carry.summary()["episodes_aborted"] == 0 and carry.trained["staleness"].max() > 0
+    sa = abort.summary()
+    assert sa["episodes_aborted"] > 0 and sa["lost_work_s"] > 0
+    assert sa["trained_duration_mean"] < sa["launched_duration_mean"]  # the first B to finish are short ones
