@@ -4,7 +4,8 @@ A *run* is: copy the RL base, ``train_offpolicy`` for ``steps`` steps with one (
 correction, lr, sampler) setting and one seed, then evaluate on the held-out tasks with
 ``eval_episodes`` episodes per task from a generator seeded ``EVAL_SEED + seed``. Runs are
 stored as plain dicts (config, per-step history, held-out stats), and every cell of a table is
-the mean over seeds with a 95% Student-t interval. Results files are rewritten after every run,
+the mean over seeds with a 95% Student-t interval; ``collapsed`` counts runs that end below a
+held-out pass rate of 0.05 (a quarter of a blind guess). Results files are rewritten after every run,
 so a long grid can be resumed (``--resume``) after an interruption.
 """
 
@@ -28,6 +29,7 @@ from offpolicy.rl import RLConfig, evaluate
 from offpolicy.update import Sampler, train_offpolicy
 
 EVAL_SEED = 1000
+COLLAPSED = 0.05  # a run whose held-out pass rate ends below this has lost the skill
 # two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..10
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
@@ -120,7 +122,7 @@ def summary_table(
         + " | n | reward by window "
         + " ".join(f"[{lo}-{hi})" for lo, hi in windows)
     )
-    head += " | mismatch | over cap | clip frac | held-out | reads"
+    head += " | mismatch | over cap | clip frac | held-out | reads | collapsed"
     lines = [head]
     for key, group in groups.items():
         cells = [fmt_ci([history_mean(r, "reward", lo, hi) for r in group]) for lo, hi in windows]
@@ -131,6 +133,7 @@ def summary_table(
             fmt_ci([r["heldout"]["pass_rate"] for r in group], 2),
             fmt_ci([r["heldout"]["reads"] for r in group], 2),
         ]
+        cols.append(f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}")
         label = " ".join(f"{str(v):>10}" for v in key)
         lines.append(f"{label} | {len(group)} | " + " ".join(cells) + " | " + " | ".join(cols))
     return "\n".join(lines)

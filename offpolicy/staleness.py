@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -51,8 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", default="results/offpolicy/staleness.json")
     parser.add_argument("--html", default=None, help="figure path (default: JSON path with .html)")
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
+    parser.add_argument("--table-only", action="store_true", help="re-render table and figure from the JSON")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.table_only:
+        report(read_runs(args.json), args.json, args.html)
+        return
 
     pairs = build_grid(args.lags, args.corrections, args.grid)
     base, tok, base_held = load_base()
@@ -75,13 +80,16 @@ def main(argv: list[str] | None = None) -> None:
                 f"({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')})",
                 flush=True,
             )
+    report(runs, args.json, args.html)
+
+
+def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None:
+    """Print the table, write it next to the JSON (.txt) and the reward figure (.html)."""
     table = summary_table(runs)
     print(table)
-    html = args.html or str(Path(args.json).with_suffix(".html"))
-    write_reward_figure(
-        runs, html, ("lag", "correction"), "TinyAgent reward under stale sampling (95% band over seeds)"
-    )
-    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+    title = "TinyAgent reward under stale sampling (95% band over seeds)"
+    write_reward_figure(runs, html or str(Path(json_path).with_suffix(".html")), ("lag", "correction"), title)
+    Path(json_path).with_suffix(".txt").write_text(table + "\n")
 
 
 if __name__ == "__main__":

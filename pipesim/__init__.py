@@ -1,4 +1,29 @@
-"""pipesim: discrete-event simulation of RL rollout pipelines, on SimPy."""
+"""pipesim: discrete-event simulation of RL rollout pipelines, on SimPy.
+
+Concepts
+    Scenario        a frozen description of one design: a :class:`PipelineConfig` (slots, batch
+                    size B, train and sync seconds, staleness bound eta, steps), a duration model,
+                    and the policy objects that decide (admission, weight update, batching, and
+                    optionally timeouts, failures and engine replicas). ``Scenario.with_`` copies
+                    with fields replaced.
+    Episode         one launched agent episode: its task, duration, the version that started it,
+                    and the range of weight updates it lived through, from which its
+                    (version, start, end) segments are rebuilt.
+    Pipeline        one run: four kinds of SimPy process -- the controller (admits episodes at the
+                    end of each simulated instant), the generation slots of each engine replica
+                    (a heap on a pausable virtual clock), the trainer (takes batches from a SimPy
+                    resource), and the weight sync (runs the weight-update policy).
+    RunResult       typed output: ``events`` (one row per gen / pause / train / sync interval),
+                    ``trained`` (staleness by oldest and newest version, duration, spans),
+                    ``episode_table`` and a flat ``summary()``.
+
+Entry points
+    ``run(scenario)`` -> RunResult; ``simulate_pipeline(...)`` -> the chapter's dict, computed by
+    the same engine; ``pipesim.testing`` for property tests of your own policies; and, imported
+    lazily so that ``import pipesim`` stays light: ``sweep`` (grids over seeds on any
+    Executor, Dask included), ``timeline`` / ``timelines`` (Plotly), ``build_report``, and
+    ``write_trace`` (Chrome / Perfetto trace events). The ``pipesim`` command wraps them.
+"""
 
 from pipesim.api import draw_pool, run, simulate_pipeline
 from pipesim.config import PipelineConfig, Scenario
@@ -69,3 +94,22 @@ __all__ += [
     "WeightSyncCost",
     "WindowedFIFO",
 ]
+
+# -- heavy helpers, imported on first use (plotly, dask, tqdm stay out of `import pipesim`) ------
+_LAZY = {
+    "sweep": "pipesim.sweeps",
+    "SweepResult": "pipesim.sweeps",
+    "timeline": "pipesim.viz",
+    "timelines": "pipesim.viz",
+    "build_report": "pipesim.report",
+    "run_to_trace": "pipesim.trace",
+    "write_trace": "pipesim.trace",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pipesim' has no attribute {name!r}")

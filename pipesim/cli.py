@@ -133,14 +133,14 @@ def _parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from pipesim.sweep import sweep
+    from pipesim.sweeps import sweep
 
     scen, _ = _scenario(args.scenario, args.set, None)
     over = _parse_over(scen, args.over)
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
     try:
-        from pipesim.sweep import grid
+        from pipesim.sweeps import grid
 
         grid(scen, over, args.seeds)  # validates every cell before any worker starts
     except ValueError as exc:

@@ -109,7 +109,12 @@ def pool_tables(d: torch.Tensor) -> tuple[pd.DataFrame, pd.DataFrame]:
     mean = d.mean().item()
     strag = pd.DataFrame(
         [
-            {"B": b, "expected slowest (s)": r * mean, "x mean": r, "chapter x mean": CHAPTER["straggler"][b]}
+            {
+                "B": b,
+                "expected slowest (s)": r * mean,
+                "x mean": f"{r:.3f}",  # three decimals: 2.615 vs 2.6147 must not print as 2.62 vs 2.61
+                "chapter x mean": f"{CHAPTER['straggler'][b]:.3f}",
+            }
             for b, r in ratios.items()
         ]
     )
@@ -181,10 +186,10 @@ def build_report(
     """Compute every table and figure and write the self-contained page to ``out``; returns its path.
 
     ``seeds`` pools per point for the banded figures; ``executor``/``workers`` as in
-    :func:`pipesim.sweep.sweep` (one pool is created for all sweeps when none is given).
+    :func:`pipesim.sweeps.sweep` (one pool is created for all sweeps when none is given).
     """
     from pipesim import viz
-    from pipesim.sweep import default_executor, sweep
+    from pipesim.sweeps import default_executor, sweep
 
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")

@@ -1,6 +1,6 @@
 """Sweep figures: lines with 95% bands over seeds, and a design comparison.
 
-All functions take the aggregate table of :class:`pipesim.sweep.SweepResult` (columns
+All functions take the aggregate table of :class:`pipesim.sweeps.SweepResult` (columns
 ``<metric>_mean``, ``_lo``, ``_hi``), so they draw whatever a sweep produced, on one seed (no band)
 or many. Bands are filled polygons under each line, in the line's colour.
 """

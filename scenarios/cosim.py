@@ -125,8 +125,12 @@ class CosimConfig:
     def scenario(self) -> Scenario:
         """The pipesim scenario of this design: sync = eta 0; one-step = eta 1 + Drain; else partial."""
         eta, partial = DESIGNS[self.design]
-        cfg = PipelineConfig(self.n_slots, self.batch_size, self.train_time_s, self.sync_time_s, eta, self.steps)
-        return Scenario(pipeline=cfg, weight_update=PartialRollout() if partial else Drain(), name=self.design)
+        cfg = PipelineConfig(
+            self.n_slots, self.batch_size, self.train_time_s, self.sync_time_s, eta, self.steps
+        )
+        return Scenario(
+            pipeline=cfg, weight_update=PartialRollout() if partial else Drain(), name=self.design
+        )
 
 
 @dataclass
@@ -307,6 +311,8 @@ class CosimResult:
     evals: list[dict[str, float]]
     cpu_s: float
     counts: dict[str, int]
+    real: dict[int, RealEpisode]
+    """The real episode behind each launched simulated episode (by simulated episode id)."""
 
     def time_to_target_h(self, target: float | None = None) -> float:
         """Simulated hours at the first evaluation reaching ``target`` (NaN if none did)."""
@@ -347,7 +353,8 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
     cpu = time.process_time() - t0
     run = RunResult(p.scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
     counts = dict(presampled=p.n_presampled, continued=p.n_continued, sample_calls=p.sample_calls)
-    return CosimResult(cfg, run, p.step_log, p.eval_log, cpu, counts)
+    real = {i: live.episode for i, live in p.live.items()}
+    return CosimResult(cfg, run, p.step_log, p.eval_log, cpu, counts, real)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,7 +77,9 @@ class CosimDurations:
 
     def tool_latencies(self, n: int, max_turns: int, generator: torch.Generator) -> torch.Tensor:
         """Tool seconds per turn index for ``n`` episodes -> [n, max_turns] (one randn draw)."""
-        return self.tool_median_s * torch.exp(self.tool_sigma * torch.randn(n, max_turns, generator=generator))
+        return self.tool_median_s * torch.exp(
+            self.tool_sigma * torch.randn(n, max_turns, generator=generator)
+        )
 
 
 def sampled(ep: Episode) -> list[tuple[int, float, int]]:
@@ -99,7 +101,9 @@ def actions(ep: Episode) -> list[list[int]]:
     return out
 
 
-def token_end_times(ep: Episode, tools_s: Sequence[float], durations: CosimDurations, tok: Tokenizer) -> list[float]:
+def token_end_times(
+    ep: Episode, tools_s: Sequence[float], durations: CosimDurations, tok: Tokenizer
+) -> list[float]:
     """Generation second at which each sampled token is complete (pending tokens included)."""
     out: list[float] = []
     t = 0.0
@@ -115,7 +119,9 @@ def token_end_times(ep: Episode, tools_s: Sequence[float], durations: CosimDurat
     return out
 
 
-def episode_seconds(ep: Episode, tools_s: Sequence[float], durations: CosimDurations, tok: Tokenizer) -> float:
+def episode_seconds(
+    ep: Episode, tools_s: Sequence[float], durations: CosimDurations, tok: Tokenizer
+) -> float:
     """Total generation seconds of a finished episode: all its decode and tool time."""
     t = 0.0
     for turn, action in enumerate(actions(ep)):

@@ -28,3 +28,12 @@ def test_light_imports(package: str, forbidden: list[str]) -> None:
     code = CHECK.format(package=package, forbidden=forbidden)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_lazy_exports_are_the_functions() -> None:
+    import pipesim
+    import pipesim.cli  # noqa: F401 - imports the sweep module first, as the CLI does
+
+    assert callable(pipesim.sweep) and pipesim.sweep.__name__ == "sweep"
+    assert pipesim.timelines.__name__ == "timelines"
+    assert pipesim.build_report.__name__ == "build_report"

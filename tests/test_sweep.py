@@ -11,7 +11,7 @@ import pytest
 from pipesim.config import Scenario
 from pipesim.policies import Drain, PartialRollout
 from pipesim.registry import get_scenario
-from pipesim.sweep import SweepResult, grid, run_summary, sweep, t975
+from pipesim.sweeps import SweepResult, grid, run_summary, sweep, t975
 
 METRICS = ["throughput_per_hour", "staleness_mean", "staleness_max", "gen_util"]
 

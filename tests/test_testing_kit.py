@@ -14,7 +14,7 @@ import pytest
 import pipesim
 from pipesim.testing import InvariantError, check_invariants
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "policies.md"
+DOC = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def readme_example() -> str:

@@ -1,0 +1,254 @@
+"""The co-simulation experiment: designs x corrections x seeds -> a table, a JSON file and a figure.
+
+``python -m scenarios.cosim --designs sync,one-step,async-eta1,async-eta2,async-eta4
+--corrections none,tis --seeds 3 --steps 40 --json FILE --html FILE`` runs every combination
+one after another (the machine is shared; each run uses one thread) and prints, per design and
+correction, the simulated hours to reach the target held-out pass rate (mean over the seeds that
+reached it, and how many did), the final pass rate, mean and max staleness, the share of
+mixed-version episodes and the mismatch mean |log pi_old - log mu|. ``--perf`` instead measures
+the CPU time of one co-simulated run against a plain ``train_rl`` run of the same length.
+
+The figure plots held-out pass rate against simulated hours and against trained episodes: per
+design, the mean over seeds at each evaluation (seeds evaluate at the same step, at slightly
+different simulated times, so the x of a point is the seeds' mean time) and a band from the
+lowest to the highest seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
+from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
+
+TABLE_KEYS = (
+    "time_to_target_h",
+    "final_pass_rate",
+    "staleness_mean",
+    "staleness_max",
+    "mixed_share",
+    "mismatch",
+)
+
+
+def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in valid]
+    if bad or not names:
+        raise ValueError(f"{field}: unknown name(s) {bad or [text]}; valid: {', '.join(valid)}")
+    return names
+
+
+def run_grid(
+    designs: Sequence[str], corrections: Sequence[str], seeds: int, base: CosimConfig, log: bool = True
+) -> list[CosimResult]:
+    """Every design x correction x seed 0..seeds-1, sequentially, in that order."""
+    out = []
+    for design in designs:
+        for corr in corrections:
+            for seed in range(seeds):
+                rl = dataclasses.replace(base.rl, seed=seed)
+                r = run_cosim(dataclasses.replace(base, design=design, correction=corr, rl=rl))
+                out.append(r)
+                if log:
+                    s = r.summary()
+                    print(
+                        f"{design:11s} {corr:5s} seed {seed}: final {s['final_pass_rate']:.3f}, "
+                        f"target at {s['time_to_target_h']:.3f} h, {s['sim_hours']:.2f} h simulated, "
+                        f"{r.cpu_s:.0f} s CPU",
+                        flush=True,
+                    )
+    return out
+
+
+def aggregate(results: Sequence[CosimResult]) -> list[dict[str, Any]]:
+    """One row per (design, correction): means over seeds; time to target over the seeds reaching it."""
+    rows: list[dict[str, Any]] = []
+    keys: list[tuple[str, str]] = []
+    for r in results:
+        k = (r.config.design, r.config.correction)
+        if k not in keys:
+            keys.append(k)
+    for design, corr in keys:
+        runs = [r.summary() for r in results if (r.config.design, r.config.correction) == (design, corr)]
+        reached = [s["time_to_target_h"] for s in runs if not math.isnan(s["time_to_target_h"])]
+        row: dict[str, Any] = dict(design=design, correction=corr, seeds=len(runs), reached=len(reached))
+        row["time_to_target_h"] = statistics.fmean(reached) if reached else math.nan
+        for key in (
+            "final_pass_rate",
+            "staleness_mean",
+            "mixed_share",
+            "mismatch",
+            "sim_hours",
+            "lone_share",
+        ):
+            row[key] = statistics.fmean(s[key] for s in runs)
+        row["final_pass_rate_sd"] = statistics.pstdev(s["final_pass_rate"] for s in runs)
+        row["staleness_max"] = max(s["staleness_max"] for s in runs)
+        row["token_staleness_mean"] = statistics.fmean(s["token_staleness_mean"] for s in runs)
+        row["length_bias"] = statistics.fmean(
+            s["trained_duration_s"] / s["launched_duration_s"] for s in runs
+        )
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
+    head = (
+        f"{'design':11s} {'corr':5s} {'h to ' + format(target, '.2f'):>9s} {'reached':>7s} {'final':>12s} "
+        f"{'stale':>6s} {'max':>4s} {'mixed':>6s} {'mismatch':>8s} {'sim h':>6s}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['design']:11s} {r['correction']:5s} {r['time_to_target_h']:9.3f} "
+            f"{r['reached']:>3d}/{r['seeds']:<3d} {r['final_pass_rate']:6.3f}±{r['final_pass_rate_sd']:.3f} "
+            f"{r['staleness_mean']:6.2f} {r['staleness_max']:4.0f} {r['mixed_share']:6.3f} "
+            f"{r['mismatch']:8.4f} {r['sim_hours']:6.2f}"
+        )
+    return "\n".join(lines)
+
+
+def curves(results: Sequence[CosimResult]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass rate."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in results:
+        out.setdefault((r.config.design, r.config.correction), {})
+    for key in out:
+        runs = [r for r in results if (r.config.design, r.config.correction) == key]
+        n = min(len(r.evals) for r in runs)
+        b = runs[0].config.batch_size
+        at = [[r.evals[i] for r in runs] for i in range(n)]
+        out[key] = dict(
+            sim_h=[statistics.fmean(e["sim_h"] for e in es) for es in at],
+            episodes=[es[0]["step"] * b for es in at],
+            mean=[statistics.fmean(e["pass_rate"] for e in es) for es in at],
+            lo=[min(e["pass_rate"] for e in es) for es in at],
+            hi=[max(e["pass_rate"] for e in es) for es in at],
+        )
+    return out
+
+
+def write_html(results: Sequence[CosimResult], path: str | Path, target: float) -> None:
+    """Held-out pass rate vs simulated hours (top) and trained episodes (bottom); a column per correction."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    cv = curves(results)
+    corrs = list(dict.fromkeys(c for _, c in cv))
+    designs = list(dict.fromkeys(d for d, _ in cv))
+    fig = make_subplots(
+        rows=2, cols=len(corrs), subplot_titles=[f"correction: {c}" for c in corrs], vertical_spacing=0.12
+    )
+    palette = qualitative.Plotly
+    for (design, corr), c in cv.items():
+        col, color = corrs.index(corr) + 1, palette[designs.index(design) % len(palette)]
+        for row, xkey in ((1, "sim_h"), (2, "episodes")):
+            x = c[xkey]
+            fig.add_trace(
+                go.Scatter(
+                    x=x + x[::-1], y=c["hi"] + c["lo"][::-1], fill="toself", fillcolor=color, opacity=0.15,
+                    line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=design,
+                ),
+                row=row, col=col,
+            )  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=c["mean"], mode="lines+markers", name=design, line=dict(color=color),
+                    legendgroup=design, showlegend=row == 1 and col == 1,
+                ),
+                row=row, col=col,
+            )  # fmt: skip
+    for col in range(1, len(corrs) + 1):
+        fig.update_xaxes(title_text="simulated hours", row=1, col=col)
+        fig.update_xaxes(title_text="trained episodes", row=2, col=col)
+        fig.update_yaxes(title_text="held-out pass rate", range=[0, 1], row=1, col=col)
+        fig.update_yaxes(title_text="held-out pass rate", range=[0, 1], row=2, col=col)
+        for row in (1, 2):
+            fig.add_hline(y=target, line_dash="dot", line_color="grey", row=row, col=col)  # type: ignore[arg-type]
+    seeds = max(sum(1 for r in results if (r.config.design, r.config.correction) == k) for k in cv)
+    fig.update_layout(
+        title=f"TinyAgent co-simulated in the pipeline: mean of {seeds} seeds, band = min..max",
+        height=850, width=600 * len(corrs) + 200,
+    )  # fmt: skip
+    fig.write_html(str(path), include_plotlyjs="cdn")
+
+
+def to_json(results: Sequence[CosimResult], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def clean(x: Any) -> Any:
+        return None if isinstance(x, float) and math.isnan(x) else x
+
+    return dict(
+        table=[{k: clean(v) for k, v in r.items()} for r in rows],
+        runs=[
+            dict(
+                design=r.config.design,
+                correction=r.config.correction,
+                seed=r.config.seed,
+                summary={k: clean(v) for k, v in r.summary().items()},
+                counts=r.counts,
+                evals=r.evals,
+                steps=[{k: clean(v) for k, v in s.items()} for s in r.steps],
+            )
+            for r in results
+        ],
+    )
+
+
+def perf_ratio(design: str = "async-eta4", steps: int = 40, seed: int = 0) -> dict[str, float]:
+    """CPU seconds of a co-simulated run (no evaluation) over a plain ``train_rl`` run of ``steps``."""
+    torch.set_num_threads(1)
+    tok = build_tokenizer()
+    base = make_rl_base(tok)
+    rl = RLConfig(seed=seed)
+    t0 = time.process_time()
+    train_rl(copy.deepcopy(base), make_tasks("train"), tok, rl, steps)
+    plain = time.process_time() - t0
+    r = run_cosim(CosimConfig(design=design, steps=steps, eval_every_steps=0, rl=rl), copy.deepcopy(base))
+    return dict(train_rl_cpu_s=plain, cosim_cpu_s=r.cpu_s, ratio=r.cpu_s / plain, **r.counts)
+
+
+def cli(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scenarios.cosim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma list of: {', '.join(DESIGNS)}")
+    ap.add_argument("--corrections", default="none,tis", help=f"comma list of: {', '.join(CORRECTIONS)}")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--target", type=float, default=0.5, help="target held-out pass rate")
+    ap.add_argument("--eval-every", type=int, default=5, help="evaluate every k steps")
+    ap.add_argument("--json", help="write the table, per-run summaries and curves here")
+    ap.add_argument("--html", help="write the figure here")
+    ap.add_argument("--perf", metavar="DESIGN", help="only measure CPU time against train_rl")
+    args = ap.parse_args(list(argv))
+    try:
+        if args.perf is not None:
+            _names(args.perf, list(DESIGNS), "--perf")
+            print(json.dumps(perf_ratio(args.perf, args.steps), indent=1))
+            return 0
+        designs = _names(args.designs, list(DESIGNS), "--designs")
+        corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        base = CosimConfig(steps=args.steps, target_pass_rate=args.target, eval_every_steps=args.eval_every)
+    except ValueError as exc:
+        ap.error(str(exc))
+    results = run_grid(designs, corrections, args.seeds, base)
+    rows = aggregate(results)
+    print(format_table(rows, args.target))
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(results, rows), indent=1))
+    if args.html:
+        write_html(results, args.html, args.target)
+    return 0
