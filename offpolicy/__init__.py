@@ -10,7 +10,7 @@ The pieces
     gym         30 deterministic bug-fix tasks (20 train, 10 held out). An episode is multi-turn:
                 ``read`` shows the numbered file, ``fix <n>`` ends it with reward 1 on the buggy
                 line; invalid actions end it with 0 and are counted apart. Blind guess = 1/5.
-    model       TinyAgent, a ~159k-parameter decoder-only transformer, and checkpoints that
+    model       TinyAgent, a ~162k-parameter decoder-only transformer, and checkpoints that
                 refuse corrupt files or other architectures with a clear ``CheckpointError``.
     base        the RL base: a supervised warm start that reads but mostly answers wrong.
     rollout     batched sampling (one forward per decode step for the whole batch) that records

@@ -146,6 +146,7 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         json.dump(payload, fh, indent=1)
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
     os.replace(tmp, path)
 
 
@@ -189,4 +190,4 @@ def write_reward_figure(
     fig.update_layout(
         title=title, xaxis_title="training step", yaxis_title="mean episode reward", template="plotly_white"
     )
-    fig.write_html(str(path), include_plotlyjs="cdn")
+    fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline

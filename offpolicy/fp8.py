@@ -10,6 +10,7 @@ the last-10-step reward and the held-out pass rate, each as mean ± 95% interval
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
@@ -37,7 +38,11 @@ def main(argv: list[str] | None = None) -> None:
             run["sampler"] = name
             runs.append(run)
             write_json(
-                args.json, {"command": "python -m offpolicy.fp8 " + " ".join(argv or []), "runs": runs}
+                args.json,
+                {
+                    "command": "python -m offpolicy.fp8 " + " ".join(sys.argv[1:] if argv is None else argv),
+                    "runs": runs,
+                },
             )
     lines = [
         "sampler correction | n | mismatch | health p99 | health max | over cap | last-10 reward | held-out"

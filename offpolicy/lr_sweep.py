@@ -12,6 +12,7 @@ the sampler has drifted from the trainer.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     base, tok, _ = load_base()
     runs = read_runs(args.json) if args.resume else []
     done = {(r["lr"], r["lag"], r["correction"], r["seed"]) for r in runs}
-    meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(argv or [])}
+    meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
     for lr in args.lrs:
         for lag in args.lags:
             for correction in args.corrections:

@@ -12,6 +12,7 @@ runs only the chapter's seven configurations; corrections at lag 0 are skipped u
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     runs = read_runs(args.json) if args.resume else []
     done = {(r["lag"], r["correction"], r["seed"], r["lr"]) for r in runs}
-    meta = {"command": "python -m offpolicy.staleness " + " ".join(argv or []), "base_heldout": base_held}
+    meta = {
+        "command": "python -m offpolicy.staleness " + " ".join(sys.argv[1:] if argv is None else argv),
+        "base_heldout": base_held,
+    }
     for lag, correction in pairs:
         for seed in range(args.seeds):
             if (lag, correction, seed, args.lr or RLConfig().lr) in done:

@@ -157,9 +157,11 @@ def test_evaluations_are_logged_against_simulated_time_and_steps() -> None:
 
 def test_report_table_aggregates_seeds() -> None:
     runs = [run_small(small("sync", steps=2, eval_every_steps=1, target_pass_rate=0.0))]
-    rows = aggregate(runs)
+    rows = aggregate(runs, also_target=1.01)
     assert rows[0]["design"] == "sync" and rows[0]["reached"] == 1
-    assert "sync" in format_table(rows, 0.0)
+    assert rows[0]["reached_also"] == 0 and math.isnan(rows[0]["time_to_also_h"])
+    table = format_table(rows, 0.0)
+    assert "sync" in table and "h to 1.01" in table
 
 
 @pytest.mark.parametrize(

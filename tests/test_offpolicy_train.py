@@ -24,7 +24,7 @@ from offpolicy.model import (
 from offpolicy.rl import RLConfig, evaluate, policy_log_probs, train_rl
 from offpolicy.rollout import collate, sample_episodes
 from offpolicy.staleness import build_grid
-from offpolicy.update import behavior_weights, fp8_copy, offpolicy_update, train_offpolicy
+from offpolicy.update import behavior_weights, fp8_copy, offpolicy_update, take_snapshot, train_offpolicy
 
 torch.set_num_threads(1)
 TOK = build_tokenizer()
@@ -228,3 +228,17 @@ def test_package_imports_only_torch() -> None:
     code = "import sys, offpolicy; print([m for m in ('plotly', 'pandas', 'simpy') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_snapshot_is_a_frozen_copy_usable_by_a_sampler() -> None:
+    model = fresh_model(9)
+    snap = take_snapshot(model, version=7)
+    with torch.no_grad():
+        model.tok_emb.weight.add_(1.0)
+    assert not torch.equal(snap.state["tok_emb.weight"], model.tok_emb.weight)
+    behaviour = fresh_model(0)
+    behaviour.load_state_dict(snap.state)
+    eps = sample_episodes(
+        behaviour, make_tasks("train")[:2], TOK, torch.Generator().manual_seed(0), 2, version=7
+    )
+    assert all(v == 7 for e in eps for v, m in zip(e.versions, e.action_mask) if m)
