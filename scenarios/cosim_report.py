@@ -1,17 +1,20 @@
 """The co-simulation experiment: designs x corrections x seeds -> a table, a JSON file and a figure.
 
-``python -m scenarios.cosim --designs sync,one-step,async-eta1,async-eta2,async-eta4
---corrections none,tis --seeds 3 --steps 40 --json FILE --html FILE`` runs every combination
-one after another (the machine is shared; each run uses one thread) and prints, per design and
-correction, the simulated hours to reach the target held-out pass rate (mean over the seeds that
-reached it, and how many did), the final pass rate, mean and max staleness, the share of
-mixed-version episodes and the mismatch mean |log pi_old - log mu|. ``--perf`` instead measures
-the CPU time of one co-simulated run against a plain ``train_rl`` run of the same length.
+``python -m scenarios.cosim --designs sync,one-step,async-eta1,async-eta2,async-eta4 --corrections
+none,tis --seeds 3 --steps 40 --json FILE --html FILE`` runs every combination one after another
+(the machine is shared; each run uses one thread) and prints, per design and correction, the
+simulated hours to reach the target held-out pass rate (the median over seeds, a seed that never
+reached it counting as slowest, and how many reached it), the final pass rate, mean and max
+staleness, the share of mixed-version episodes and the mismatch mean |log pi_old - log mu|.
+``--retable JSON`` re-prints the table of stored runs (and with ``--json`` / ``--html`` rewrites
+the table / the figure). ``--perf``
+instead measures the CPU time of one co-simulated run against a plain ``train_rl`` run of the same
+length.
 
 The figure plots held-out pass rate against simulated hours and against trained episodes: per
 design, the mean over seeds at each evaluation (seeds evaluate at the same step, at slightly
-different simulated times, so the x of a point is the seeds' mean time) and a band from the
-lowest to the highest seed.
+different simulated times, so the x of a point is the seeds' mean time) and a band from the lowest
+to the highest seed.
 """
 
 from __future__ import annotations
@@ -72,44 +75,65 @@ def run_grid(
     return out
 
 
-def aggregate(results: Sequence[CosimResult], also_target: float | None = None) -> list[dict[str, Any]]:
-    """One row per (design, correction): means over seeds; time to target over the seeds reaching it.
+def run_record(r: CosimResult) -> dict[str, Any]:
+    """One run as JSON-ready plain data (NaN -> None): what the table and a re-table need."""
 
-    ``also_target`` adds ``time_to_also_h`` / ``reached_also``: the same for a second pass rate.
+    def clean(x: Any) -> Any:
+        return None if isinstance(x, float) and math.isnan(x) else x
+
+    return dict(
+        design=r.config.design,
+        correction=r.config.correction,
+        seed=r.config.seed,
+        batch_size=r.config.batch_size,
+        summary={k: clean(v) for k, v in r.summary().items()},
+        counts=r.counts,
+        evals=r.evals,
+        steps=[{k: clean(v) for k, v in s.items()} for s in r.steps],
+    )
+
+
+def time_to(evals: Sequence[dict[str, Any]], target: float) -> float:
+    """Simulated hours at the first evaluation reaching ``target``; inf if none did."""
+    return next((float(e["sim_h"]) for e in evals if e["pass_rate"] >= target), math.inf)
+
+
+def aggregate(
+    records: Sequence[dict[str, Any]], target: float, also_target: float | None = None
+) -> list[dict[str, Any]]:
+    """One row per (design, correction) over its seeds (``records`` from :func:`run_record`).
+
+    Time to target is the **median** over seeds with a seed that never reached it counted as
+    slowest (inf, printed "never"): a mean over only the seeds that made it would reward a design
+    for losing its slow seeds. ``also_target`` adds the same for a second pass rate.
     """
     rows: list[dict[str, Any]] = []
-    keys: list[tuple[str, str]] = []
-    for r in results:
-        k = (r.config.design, r.config.correction)
-        if k not in keys:
-            keys.append(k)
+    keys = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
     for design, corr in keys:
-        runs = [r.summary() for r in results if (r.config.design, r.config.correction) == (design, corr)]
-        reached = [s["time_to_target_h"] for s in runs if not math.isnan(s["time_to_target_h"])]
-        row: dict[str, Any] = dict(design=design, correction=corr, seeds=len(runs), reached=len(reached))
-        row["time_to_target_h"] = statistics.fmean(reached) if reached else math.nan
+        runs = [r for r in records if (r["design"], r["correction"]) == (design, corr)]
+        sums = [r["summary"] for r in runs]
+        times = [time_to(r["evals"], target) for r in runs]
+        row: dict[str, Any] = dict(design=design, correction=corr, seeds=len(runs), target=target)
+        row.update(time_to_target_h=statistics.median(times), reached=sum(math.isfinite(t) for t in times))
         if also_target is not None:
-            runs_ = [r for r in results if (r.config.design, r.config.correction) == (design, corr)]
-            times = [t for r in runs_ if not math.isnan(t := r.time_to_target_h(also_target))]
-            row.update(also_target=also_target, reached_also=len(times))
-            row["time_to_also_h"] = statistics.fmean(times) if times else math.nan
-        for key in (
-            "final_pass_rate",
-            "staleness_mean",
-            "mixed_share",
-            "mismatch",
-            "sim_hours",
-            "lone_share",
-        ):
-            row[key] = statistics.fmean(s[key] for s in runs)
-        row["final_pass_rate_sd"] = statistics.pstdev(s["final_pass_rate"] for s in runs)
-        row["staleness_max"] = max(s["staleness_max"] for s in runs)
-        row["token_staleness_mean"] = statistics.fmean(s["token_staleness_mean"] for s in runs)
+            also = [time_to(r["evals"], also_target) for r in runs]
+            row.update(also_target=also_target, time_to_also_h=statistics.median(also))
+            row["reached_also"] = sum(math.isfinite(t) for t in also)
+        means = ("final_pass_rate", "staleness_mean", "mixed_share", "mismatch", "sim_hours", "lone_share")
+        for key in means:
+            row[key] = statistics.fmean(s[key] for s in sums)
+        row["final_pass_rate_sd"] = statistics.pstdev(s["final_pass_rate"] for s in sums)
+        row["staleness_max"] = max(s["staleness_max"] for s in sums)
+        row["token_staleness_mean"] = statistics.fmean(s["token_staleness_mean"] for s in sums)
         row["length_bias"] = statistics.fmean(
-            s["trained_duration_s"] / s["launched_duration_s"] for s in runs
+            s["trained_duration_s"] / s["launched_duration_s"] for s in sums
         )
         rows.append(row)
     return rows
+
+
+def _hours(x: float) -> str:
+    return f"{x:9.3f}" if math.isfinite(x) else f"{'never':>9s}"
 
 
 def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
@@ -123,12 +147,12 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['design']:11s} {r['correction']:5s} {r['time_to_target_h']:9.3f} "
+            f"{r['design']:11s} {r['correction']:5s} {_hours(r['time_to_target_h'])} "
             f"{r['reached']:>3d}/{r['seeds']:<3d} {r['final_pass_rate']:6.3f}±{r['final_pass_rate_sd']:.3f} "
             f"{r['staleness_mean']:6.2f} {r['staleness_max']:4.0f} {r['mixed_share']:6.3f} "
             f"{r['mismatch']:8.4f} {r['sim_hours']:6.2f}"
             + (
-                f" {r['time_to_also_h']:9.3f} {r['reached_also']:>3d}/{r['seeds']:<3d}"
+                f" {_hours(r['time_to_also_h'])} {r['reached_also']:>3d}/{r['seeds']:<3d}"
                 if also is not None
                 else ""
             )
@@ -136,16 +160,14 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
     return "\n".join(lines)
 
 
-def curves(results: Sequence[CosimResult]) -> dict[tuple[str, str], dict[str, list[float]]]:
+def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass rate."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for r in results:
-        out.setdefault((r.config.design, r.config.correction), {})
-    for key in out:
-        runs = [r for r in results if (r.config.design, r.config.correction) == key]
-        n = min(len(r.evals) for r in runs)
-        b = runs[0].config.batch_size
-        at = [[r.evals[i] for r in runs] for i in range(n)]
+    for key in dict.fromkeys((r["design"], r["correction"]) for r in records):
+        runs = [r for r in records if (r["design"], r["correction"]) == key]
+        n = min(len(r["evals"]) for r in runs)
+        b = runs[0]["batch_size"]
+        at = [[r["evals"][i] for r in runs] for i in range(n)]
         out[key] = dict(
             sim_h=[statistics.fmean(e["sim_h"] for e in es) for es in at],
             episodes=[es[0]["step"] * b for es in at],
@@ -156,13 +178,13 @@ def curves(results: Sequence[CosimResult]) -> dict[tuple[str, str], dict[str, li
     return out
 
 
-def write_html(results: Sequence[CosimResult], path: str | Path, target: float) -> None:
+def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: float) -> None:
     """Held-out pass rate vs simulated hours (top) and trained episodes (bottom); a column per correction."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
-    cv = curves(results)
+    cv = curves(records)
     corrs = list(dict.fromkeys(c for _, c in cv))
     designs = list(dict.fromkeys(d for d, _ in cv))
     fig = make_subplots(
@@ -194,33 +216,19 @@ def write_html(results: Sequence[CosimResult], path: str | Path, target: float) 
         fig.update_yaxes(title_text="held-out pass rate", range=[0, 1], row=2, col=col)
         for row in (1, 2):
             fig.add_hline(y=target, line_dash="dot", line_color="grey", row=row, col=col)  # type: ignore[arg-type]
-    seeds = max(sum(1 for r in results if (r.config.design, r.config.correction) == k) for k in cv)
+    seeds = max(sum(1 for r in records if (r["design"], r["correction"]) == k) for k in cv)
     fig.update_layout(
         title=f"TinyAgent co-simulated in the pipeline: mean of {seeds} seeds, band = min..max",
         height=850, width=600 * len(corrs) + 200,
     )  # fmt: skip
-    fig.write_html(str(path), include_plotlyjs="cdn")
+    fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline
 
 
-def to_json(results: Sequence[CosimResult], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def clean(x: Any) -> Any:
-        return None if isinstance(x, float) and math.isnan(x) else x
+        return None if isinstance(x, float) and not math.isfinite(x) else x
 
-    return dict(
-        table=[{k: clean(v) for k, v in r.items()} for r in rows],
-        runs=[
-            dict(
-                design=r.config.design,
-                correction=r.config.correction,
-                seed=r.config.seed,
-                summary={k: clean(v) for k, v in r.summary().items()},
-                counts=r.counts,
-                evals=r.evals,
-                steps=[{k: clean(v) for k, v in s.items()} for s in r.steps],
-            )
-            for r in results
-        ],
-    )
+    return dict(table=[{k: clean(v) for k, v in r.items()} for r in rows], runs=list(records))
 
 
 def perf_ratio(design: str = "async-eta4", steps: int = 40, seed: int = 0) -> dict[str, float]:
@@ -248,8 +256,18 @@ def cli(argv: Sequence[str]) -> int:
     ap.add_argument("--json", help="write the table, per-run summaries and curves here")
     ap.add_argument("--html", help="write the figure here")
     ap.add_argument("--perf", metavar="DESIGN", help="only measure CPU time against train_rl")
+    ap.add_argument("--retable", metavar="JSON", help="only re-print the table of a stored --json file")
     args = ap.parse_args(list(argv))
     try:
+        if args.retable is not None:
+            records = json.loads(Path(args.retable).read_text())["runs"]
+            rows = aggregate(records, args.target, args.also_target)
+            print(format_table(rows, args.target))
+            if args.json:  # rewrite the stored table with this aggregation
+                Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
+            if args.html:
+                write_html(records, args.html, args.target)
+            return 0
         if args.perf is not None:
             _names(args.perf, list(DESIGNS), "--perf")
             print(json.dumps(perf_ratio(args.perf, args.steps), indent=1))
@@ -262,10 +280,11 @@ def cli(argv: Sequence[str]) -> int:
     except ValueError as exc:
         ap.error(str(exc))
     results = run_grid(designs, corrections, args.seeds, base)
-    rows = aggregate(results, args.also_target)
+    records = [run_record(r) for r in results]
+    rows = aggregate(records, args.target, args.also_target)
     print(format_table(rows, args.target))
     if args.json:
-        Path(args.json).write_text(json.dumps(to_json(results, rows), indent=1))
+        Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
     if args.html:
-        write_html(results, args.html, args.target)
+        write_html(records, args.html, args.target)
     return 0

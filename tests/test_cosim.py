@@ -7,8 +7,10 @@ on-policy identity and the mixed-version property do not depend on size.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from functools import cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +28,7 @@ from scenarios.cosim_episodes import (
     token_end_times,
     truncate,
 )
-from scenarios.cosim_report import aggregate, cli, format_table
+from scenarios.cosim_report import aggregate, cli, curves, format_table, run_record, to_json, write_html
 
 torch.set_num_threads(1)
 RL = RLConfig(episodes_per_step=8, group_size=4, minibatches=2)
@@ -124,6 +126,8 @@ def test_mixed_versions_only_under_partial_rollouts() -> None:
     partial = run_small(small("async-eta2", steps=5))
     assert sum(s["mixed_share"] for s in partial.steps) > 0  # it does happen, so the check below can fail
     assert partial.counts["continued"] > 0
+    presample_calls = partial.counts["presampled"] // RL.episodes_per_step
+    assert partial.counts["sample_calls"] - presample_calls <= 5  # one batched continuation per sync
     for design in ("sync", "one-step"):
         r = run_small(small(design, steps=5))
         assert all(s["mixed_share"] == 0 for s in r.steps), design
@@ -155,13 +159,20 @@ def test_evaluations_are_logged_against_simulated_time_and_steps() -> None:
     assert t == 0.0 and math.isnan(r.time_to_target_h(1.01))
 
 
-def test_report_table_aggregates_seeds() -> None:
-    runs = [run_small(small("sync", steps=2, eval_every_steps=1, target_pass_rate=0.0))]
-    rows = aggregate(runs, also_target=1.01)
-    assert rows[0]["design"] == "sync" and rows[0]["reached"] == 1
-    assert rows[0]["reached_also"] == 0 and math.isnan(rows[0]["time_to_also_h"])
-    table = format_table(rows, 0.0)
-    assert "sync" in table and "h to 1.01" in table
+def test_report_table_aggregates_seeds(tmp_path: Path) -> None:
+    runs = [run_record(run_small(small("sync", steps=2, eval_every_steps=1, rl=RL)))]
+    runs.append(dict(runs[0], evals=[dict(e, pass_rate=0.0) for e in runs[0]["evals"]]))  # a seed never there
+    runs.append(dict(runs[0], evals=[dict(e, sim_h=e["sim_h"] + 1) for e in runs[0]["evals"]]))
+    rows = aggregate(runs, 0.01, also_target=1.01)
+    assert rows[0]["design"] == "sync" and rows[0]["reached"] == 2 and rows[0]["seeds"] == 3
+    assert rows[0]["time_to_target_h"] == 1.0  # median of (0, 1, never): never counts as slowest
+    assert rows[0]["reached_also"] == 0 and math.isinf(rows[0]["time_to_also_h"])
+    table = format_table(rows, 0.01)
+    assert "sync" in table and "h to 1.01" in table and "never" in table
+    assert json.loads(json.dumps(to_json(runs, rows)))["table"][0]["time_to_also_h"] is None
+    assert curves(runs)[("sync", "none")]["episodes"] == [0, 8, 16]
+    write_html(runs, tmp_path / "f.html", 0.5)
+    assert "held-out pass rate" in (tmp_path / "f.html").read_text()
 
 
 @pytest.mark.parametrize(
