@@ -237,7 +237,7 @@ class Pipeline:
                         f"pass at least {self.scenario.default_pool_size} durations or set pool_size"
                     )
                 self.next_task = task + 1
-        ep = Episode(self.started, task, self._durations[task], engine.version)
+        ep = Episode(self.started, task, self.episode_duration_s(task, engine), engine.version)
         ep.parent = parent
         self.started += 1
         self.episodes.append(ep)
@@ -246,6 +246,20 @@ class Pipeline:
         else:
             engine.start(ep, self.lifecycle.work_s(ep))
         return ep
+
+    # -- extension hooks (co-simulation overrides them) -----------------------------------------
+    def episode_duration_s(self, task: int, engine: Slots) -> float:
+        """Seconds of generation a new episode of ``task`` needs: by default the pool's entry.
+
+        A co-simulation overrides this to charge what a real sampled episode did.
+        """
+        return self._durations[task]
+
+    def on_batch(self, step: int, batch: list[Episode]) -> None:
+        """Called when the trainer takes its batch for ``step``, before the simulated training time.
+
+        The default does nothing; a co-simulation runs a real update on the batch here.
+        """
 
     # -- processes -----------------------------------------------------------------------------
     def _controller(self) -> Generator[simpy.Event, Any, None]:
@@ -284,6 +298,7 @@ class Pipeline:
                 ep.status = TRAINED
                 ep.trained_step = step
                 ep.trained_version = version
+            self.on_batch(step, batch)
             if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
                 for e in self.engines:
                     e.pause()

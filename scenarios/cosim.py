@@ -34,7 +34,6 @@ import copy
 import math
 import sys
 import time
-from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +55,6 @@ from offpolicy import (
     take_snapshot,
 )
 from offpolicy.rollout import Episode as RealEpisode
-from pipesim.buffer import BatchGet
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.engine import Pipeline, Slots
 from pipesim.episode import Episode
@@ -190,16 +188,17 @@ class CosimPipeline(Pipeline):
             self.sample_calls += 1
         return pool.pop()
 
+    def episode_duration_s(self, task: int, engine: Slots) -> float:
+        """The simulated seconds of the real episode this launch hands out (the per-turn model)."""
+        live = self._next_episode(engine.version)
+        self._launching = live
+        return episode_seconds(live.episode, live.tools_s, self.cfg.durations, self.tok)
+
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         if task is not None or self.requeued:
             raise ValueError("co-simulation does not support relaunched tasks (failures, restarts)")
-        live = self._next_episode(engine.version)
-        if self.next_task < len(self._durations):
-            self._durations[self.next_task] = episode_seconds(
-                live.episode, live.tools_s, self.cfg.durations, self.tok
-            )
         ep = super().launch(engine, task, parent)
-        self.live[ep.id] = live
+        self.live[ep.id] = self._launching
         return ep
 
     # -- weight sync: new weights reach the engine; interrupted episodes continue under them -----
@@ -242,19 +241,8 @@ class CosimPipeline(Pipeline):
             engine.stretch_all(lambda ep, _g: new_s[ep.id] - ep.work_s if ep.id in new_s else 0.0)
 
     # -- the trainer: a real update on the batch it takes -----------------------------------------
-    def _trainer(self) -> Generator[Any, Any, None]:
-        inner = super()._trainer()
-        step = 0
-        try:
-            event = next(inner)
-            while True:
-                value = yield event
-                if isinstance(event, BatchGet):
-                    self._train(step, value)
-                    step += 1
-                event = inner.send(value)
-        except StopIteration:
-            return
+    def on_batch(self, step: int, batch: list[Episode]) -> None:
+        self._train(step, batch)
 
     def _train(self, step: int, batch: list[Episode]) -> None:
         rl, now = self.cfg.rl, self.env.now
