@@ -148,7 +148,10 @@ class Pipeline:
                 return True
         if self.weight_update.blocks_admission(self):
             return False
-        return any(e.free and e.paused_since is None for e in self.engines) and self.admission.admits(self)
+        for e in self.engines:  # a plain loop: this runs once per completion instant
+            if e.free and e.paused_since is None:
+                return self.admission.admits(self)
+        return False
 
     def _on_discard(self, episodes: list[Episode]) -> None:
         self.discarded.extend(episodes)
