@@ -72,8 +72,12 @@ def new_episode(task: Task, tok: Tokenizer) -> Episode:
     return Episode(task, list(ids), [0] * len(ids), [0.0] * len(ids), [-1] * len(ids))
 
 
-def _close_action(ep: Episode, tok: Tokenizer, max_turns: int) -> None:
-    """Hand the pending action to the environment and update the episode."""
+def close_action(ep: Episode, tok: Tokenizer, max_turns: int) -> None:
+    """Hand the pending action to the environment and update the episode.
+
+    Public so that code which replays or cuts episodes (co-simulation) closes actions exactly as
+    the sampler does.
+    """
     result = env_step(ep.task, tok, ep.pending, ep.n_turns, max_turns)
     ep.turn_tokens.append(len(ep.pending))
     ep.pending = []
@@ -133,7 +137,7 @@ def continue_episodes(
                 ep.versions.append(version)
                 ep.pending.append(token)
                 if token == tok.eoa_id or len(ep.pending) >= MAX_ACTION_TOKENS:
-                    _close_action(ep, tok, max_turns)
+                    close_action(ep, tok, max_turns)
                     closed[i] += 1
                 if not ep.done and (max_new_actions is None or closed[i] < max_new_actions):
                     still.append(i)

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import torch
 
 from offpolicy.functional import group_advantages
-from offpolicy.gym import MAX_ACTION_TOKENS, Tokenizer, env_step, parse_action
-from offpolicy.rollout import Episode, new_episode
+from offpolicy.gym import MAX_ACTION_TOKENS, Tokenizer, parse_action
+from offpolicy.rollout import Episode, close_action, new_episode
 
 TOOL_KINDS = ("read", "fix")
 
@@ -134,7 +134,7 @@ def episode_seconds(
 def truncate(ep: Episode, n_tokens: int, tok: Tokenizer, max_turns: int) -> Episode:
     """A new episode holding only the first ``n_tokens`` sampled tokens of ``ep``, replayed.
 
-    Replaying through :func:`offpolicy.gym.env_step` with the sampler's closing rule (``<eoa>`` or
+    Replaying through :func:`offpolicy.rollout.close_action` with the sampler's closing rule (``<eoa>`` or
     ``MAX_ACTION_TOKENS``) rebuilds every field exactly as the sampler had it at that point, so
     ``truncate(ep, all)`` equals ``ep`` (a test checks this).
     """
@@ -149,18 +149,7 @@ def truncate(ep: Episode, n_tokens: int, tok: Tokenizer, max_turns: int) -> Epis
         out.versions.append(version)
         out.pending.append(token)
         if token == tok.eoa_id or len(out.pending) >= MAX_ACTION_TOKENS:
-            result = env_step(out.task, tok, out.pending, out.n_turns, max_turns)
-            out.turn_tokens.append(len(out.pending))
-            out.pending = []
-            out.n_turns += 1
-            out.n_reads += result.kind == "read"
-            out.invalid = result.kind == "invalid"
-            out.done, out.reward = result.done, result.reward
-            n = len(result.observation)
-            out.tokens += result.observation
-            out.action_mask += [0] * n
-            out.sample_logp += [0.0] * n
-            out.versions += [-1] * n
+            close_action(out, tok, max_turns)
     return out
 
 
