@@ -7,8 +7,10 @@ Processes
   and then lets the buffer serve the trainer's pending request for a batch. "End of instant" is a
   SimPy event of a priority below NORMAL, so every completion, training step and sync that happens
   at the same time has already been processed. This is the ordering the chapter's loop has, and it
-  is what makes ties (integer traces, zero durations) come out the same as the chapter's.
-* **slots** (:class:`Slots`, one process per engine replica) -- the generation slots of an
+  is what makes ties (integer traces, zero durations) come out the same as the chapter's. When a
+  completion is provably the last thing happening at its instant (nothing else is scheduled at
+  it), the pass runs inline instead of through the event: the same decisions, one event fewer.
+* **slots** (:class:`~pipesim.slots.Slots`, one process per engine replica) -- the generation slots of an
   inference engine. Running episodes sit in a heap keyed by their finishing time on a *virtual
   clock* that stops while generation is paused. Pausing for a sync therefore costs O(1) however
   many episodes are in flight: the clock offset grows, and each episode's real end time is
