@@ -40,6 +40,10 @@ class EpisodeBuffer(BaseResource):
         self.items: list[Episode] = []
         self._pipeline = pipeline
         self._on_discard = on_discard
+        # optional cheap necessary condition for the batch policy to form a batch (see serve)
+        self.ready: Callable[[list[Episode], Pipeline], bool] | None = getattr(
+            pipeline.batching, "ready", None
+        )
 
     def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
         """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
@@ -59,8 +63,11 @@ class EpisodeBuffer(BaseResource):
         self._pipeline.poke()
 
     def serve(self) -> None:
-        """Serve pending gets now (called by the controller at the end of an instant)."""
-        if self.get_queue:
+        """Serve pending gets now (called by the controller at the end of an instant).
+
+        A batch policy's ``ready`` hint lets most instants skip the policy call altogether.
+        """
+        if self.get_queue and (self.ready is None or self.ready(self.items, self._pipeline)):
             BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]

@@ -144,10 +144,8 @@ class Pipeline:
         cheap necessary condition for ``select`` to form a batch; without it we always serve.
         """
         buf = self.buffer
-        if buf.get_queue:
-            ready = getattr(self.batching, "ready", None)
-            if ready is None or ready(buf.items, self):
-                return True
+        if buf.get_queue and (buf.ready is None or buf.ready(buf.items, self)):
+            return True
         if self.weight_update.blocks_admission(self):
             return False
         for e in self.engines:  # a plain loop: this runs once per completion instant
