@@ -114,3 +114,14 @@ def test_exponential_closed_form() -> None:
     d = ExponentialDurations(mean_s=10.0).sample(64 * 4000, torch.Generator().manual_seed(3))
     h = sum(1 / k for k in range(1, 65))
     assert math.isclose(d.view(-1, 64).max(-1).values.mean().item(), 10.0 * h, rel_tol=0.02)
+
+
+def test_run_restores_the_garbage_collector() -> None:
+    import gc
+
+    assert gc.isenabled()
+    simulate_pipeline([1.0] * 100, 4, 4, 1.0, 1.0, steps=2)
+    assert gc.isenabled()
+    with pytest.raises(PipelineError):
+        simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, steps=8)
+    assert gc.isenabled()
