@@ -20,6 +20,7 @@ import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -206,6 +207,15 @@ def check_durations(values: Sequence[float] | torch.Tensor, name: str = "duratio
     if bool(bad.any()):
         i = int(bad.nonzero()[0, 0])
         raise ValueError(f"{name}[{i}] = {t[i].item()!r}: durations must be finite and >= 0")
+
+
+@cache
+def chapter_pool() -> torch.Tensor:
+    """The chapter's pool: ``agent_episode_durations(65_536, Generator().manual_seed(0))``.
+
+    Drawn once per process and shared, so callers must not modify it in place.
+    """
+    return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
 
 
 def straggler_ratios(durations: torch.Tensor, batch_sizes: Sequence[int] = (8, 64, 512)) -> dict[int, float]:

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from pipesim.api import run, simulate_pipeline
-from pipesim.durations import agent_episode_durations, straggler_ratios
+from pipesim.durations import chapter_pool, straggler_ratios
 from pipesim.policies import Drain, PartialRollout
 from pipesim.registry import CHAPTER_DESIGNS, chapter_design, get_scenario
 
@@ -48,11 +48,6 @@ CHAPTER: dict[str, Any] = {
     "timeout": {"cap": 279.457, "no timeout": (450.56, 0.1911), "timeout": (661.29, 0.2653), "share": 0.05},
     "fig13_1": (1130.0, 493.0),
 }
-
-
-def chapter_pool() -> torch.Tensor:
-    """The chapter's pool: ``agent_episode_durations(65_536, Generator().manual_seed(0))``."""
-    return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
 
 
 def design_table(durations: torch.Tensor) -> pd.DataFrame:

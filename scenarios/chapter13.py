@@ -12,33 +12,23 @@ dropped episodes, so each drop would permanently spend its headroom of eta batch
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any
 
 import torch
 
-from pipesim import PipelineConfig, Scenario, agent_episode_durations, run
+from pipesim import PipelineConfig, Scenario, run
 from pipesim.admission import AReaLThrottle
 from pipesim.batching import DropStale
-from pipesim.durations import ExponentialDurations, straggler_ratios
+from pipesim.durations import ExponentialDurations, chapter_pool, straggler_ratios
 from pipesim.faults import DropFailed, RequeueFailed, Timeout
 from pipesim.policies import Drain, PartialRollout
+from pipesim.registry import CHAPTER_DESIGNS
 from pipesim.synccost import sync_time_table
 
 DESIGNS: dict[str, dict[str, Any]] = {
-    "synchronous": dict(max_staleness=0),
-    "one step ahead, drain": dict(max_staleness=1, interrupt=False),
-    "async eta=1, partial": dict(max_staleness=1),
-    "async eta=2, partial": dict(max_staleness=2),
-    "async eta=4, drain": dict(max_staleness=4, interrupt=False),
+    name: dict(max_staleness=eta, interrupt=not drain) for name, (eta, drain) in CHAPTER_DESIGNS.items()
 }
 HAZARD_PER_S = 1 / 2000
-
-
-@cache
-def chapter_pool() -> torch.Tensor:
-    """The chapter's 65,536 durations (seed 0), drawn once per process."""
-    return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
 
 
 def chapter_scenario(
