@@ -33,7 +33,9 @@ def run(scenario: Scenario, durations: torch.Tensor | Sequence[float] | None = N
     values = pool.tolist() if isinstance(pool, torch.Tensor) else [float(x) for x in pool]
     p = Pipeline(scenario, values)
     p.run()
-    return RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+    result = RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+    p.release()
+    return result
 
 
 def simulate_pipeline(

@@ -49,6 +49,9 @@ def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Ep
 class LowestVersionFirst:
     """The B episodes with the lowest starting version (finishing order breaks ties)."""
 
+    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+        return len(buffer) >= p.batch_size
+
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         if len(buffer) < p.batch_size:
             return None, []
@@ -63,6 +66,9 @@ class WindowedFIFO:
 
     def __post_init__(self) -> None:
         _check_int("window", self.window, 1)
+
+    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+        return len(buffer) >= p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

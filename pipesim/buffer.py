@@ -70,6 +70,10 @@ class EpisodeBuffer(BaseResource):
         if self.get_queue and (self.ready is None or self.ready(self.items, self._pipeline)):
             BaseResource._trigger_get(self, None)
 
+    def serve_now(self) -> None:
+        """Serve pending gets without the readiness hint (the caller has checked it)."""
+        BaseResource._trigger_get(self, None)
+
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
         batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)
         if discarded:

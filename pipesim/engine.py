@@ -79,6 +79,7 @@ class Pipeline:
         self.batching = scenario.batching
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
+        self._steps = self.config.steps
         self.env = simpy.Environment()
         self._durations = durations
         self.version = 0
@@ -106,9 +107,10 @@ class Pipeline:
         self._sync_start = 0.0
         self._pause_start: float | None = None
         self._instant = -1.0
-        self._instant_launches = 0
+        self._instant_first = 0  # episodes started before the current instant
         self._launch_limit = 2 * len(durations) + 100 * (self.config.n_slots + self.batch_size)
         self._wakeup = _EndOfInstant(self.env)
+        self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
         self._sync_request: simpy.Event = self.env.event()
         self._sync_done: simpy.Event = self.env.event()
         self.done = self.env.event()
@@ -119,7 +121,8 @@ class Pipeline:
     # -- state changes other processes report --------------------------------------------------
     def poke(self) -> None:
         """Ask the controller to look again at the end of this instant (idempotent)."""
-        if not self._wakeup.triggered:
+        if not self._pass_due:
+            self._pass_due = True
             self._wakeup.fire()
 
     def on_finished(self, episodes: list[Episode]) -> None:
@@ -127,14 +130,16 @@ class Pipeline:
             episodes = self.lifecycle.on_finished(self, episodes)
         if episodes:
             self.buffer.put(episodes)
-        if self.lifecycle is not None or self._controller_has_work():
-            if not self._wakeup.triggered and self.env.peek() > self.env.now:
-                # Fast path: nothing else is scheduled at this instant and the slots process that
-                # called us schedules nothing at it either, so the end of the instant is now. Running
-                # the pass here is exactly what the END_OF_INSTANT event would do, one event sooner.
-                self._controller_pass()
-            else:
-                self.poke()
+        if self._pass_due:
+            return  # a pass is already due at the end of this instant
+        env = self.env
+        if env.peek() > env.now:
+            # Nothing else is scheduled at this instant and the slots process that called us
+            # schedules nothing at it either, so the end of the instant is now: running the pass
+            # here is exactly what the END_OF_INSTANT event would do, one event sooner.
+            self._controller_pass()
+        elif self.lifecycle is not None or self._controller_has_work():
+            self.poke()
 
     def _controller_has_work(self) -> bool:
         """Would a controller pass at the end of this instant do anything?
@@ -219,13 +224,13 @@ class Pipeline:
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
+        started = self.started
         if now != self._instant:
-            self._instant, self._instant_launches = now, 0
-        self._instant_launches += 1
-        if self._instant_launches > self._launch_limit:
+            self._instant, self._instant_first = now, started
+        elif started - self._instant_first >= self._launch_limit:
             raise PipelineError(
-                f"no progress: {self._instant_launches} episodes launched at t={now:.6g} s without "
-                f"time advancing (version {self.version} of {self.config.steps}); the policies "
+                f"no progress: {started - self._instant_first} episodes launched at t={now:.6g} s "
+                f"without time advancing (version {self.version} of {self.config.steps}); the policies "
                 f"{type(self.admission).__name__} / {type(self.weight_update).__name__} / "
                 f"{type(self.batching).__name__} relaunch work in a zero-time loop"
             )
@@ -241,14 +246,10 @@ class Pipeline:
                         f"pass at least {self.scenario.default_pool_size} durations or set pool_size"
                     )
                 self.next_task = task + 1
-        ep = Episode(self.started, task, self.episode_duration_s(task, engine), engine.version)
-        ep.parent = parent
-        self.started += 1
+        ep = Episode(started, task, self.episode_duration_s(task, engine), engine.version, parent)
+        self.started = started + 1
         self.episodes.append(ep)
-        if self.lifecycle is None:
-            engine.start(ep)
-        else:
-            engine.start(ep, self.lifecycle.work_s(ep))
+        engine.start(ep, None if self.lifecycle is None else self.lifecycle.work_s(ep))
         return ep
 
     # -- extension hooks (co-simulation overrides them) -----------------------------------------
@@ -270,26 +271,37 @@ class Pipeline:
         while not self.finished:
             yield self._wakeup
             self._wakeup = _EndOfInstant(self.env)
+            self._pass_due = False
             self._controller_pass()
 
     def _controller_pass(self) -> None:
-        """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions."""
+        """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions.
+
+        This runs once per completion instant, so the common case (one engine, no router) is
+        written out flat: the same decisions as :meth:`_route` and :meth:`EpisodeBuffer.serve`.
+        """
         if self.finished:
             return
-        if self.version >= self.config.steps:
+        if self.version >= self._steps:
             self.finished = True
             self.done.succeed()
             return
         if not self.weight_update.blocks_admission(self):
-            self._admit()
-        self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
-
-    def _admit(self) -> None:
-        admission, route = self.admission, self._route
-        while (engine := route()) is not None and admission.admits(self):
-            self.launch(engine)
-        for e in self.engines:
-            e.kick()
+            admits = self.admission.admits
+            if self._router is None:
+                e = self.engine
+                while e.free and e.paused_since is None and admits(self):
+                    self.launch(e)
+                if e._sleeping:
+                    e.kick()
+            else:
+                while (engine := self._route()) is not None and admits(self):
+                    self.launch(engine)
+                for e in self.engines:
+                    e.kick()
+        buf = self.buffer  # the trainer takes its batch after admission, as in the chapter
+        if buf.get_queue and (buf.ready is None or buf.ready(buf.items, self)):
+            buf.serve_now()
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated
@@ -323,6 +335,19 @@ class Pipeline:
             self._sync_request = self.env.event()
             yield from self.weight_update.sync(self)
             self._sync_done.succeed()
+
+    def release(self) -> None:
+        """Hand the run's records over to their new owner (a RunResult) and drop them here.
+
+        The processes, the environment and the engines refer to each other, so a finished
+        pipeline is garbage only the cyclic collector can free, and everything it refers to waits
+        with it. Dropping the records (every Episode) lets them be freed by reference counting as
+        soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
+        """
+        self.episodes, self.updates, self.discarded = [], [], []
+        self.buffer.items = []
+        for e in self.engines:
+            e.running, e._updates, e._target = [], [], None
 
     def run(self) -> None:
         """Run to the end of the last step's sync; raise :class:`PipelineError` if that cannot happen.

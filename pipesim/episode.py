@@ -67,7 +67,7 @@ class Episode:
         "reprefill_s",
     )
 
-    def __init__(self, id: int, task_id: int, duration_s: float, version: int) -> None:
+    def __init__(self, id: int, task_id: int, duration_s: float, version: int, parent: int = -1) -> None:
         self.id = id
         self.task_id = task_id
         self.duration_s = duration_s
@@ -85,7 +85,7 @@ class Episode:
         self.trained_version = -1
         self.truncated = False
         self.work_s = duration_s  # generation seconds it will take (capped, cut by a failure, + re-prefill)
-        self.parent = -1  # the id of the lost episode this one relaunches, or -1
+        self.parent = parent  # the id of the lost episode this one relaunches, or -1
         self.lost_s = 0.0  # generation seconds thrown away (aborted or failed)
         self.fail_at_s: float | None = None  # generation seconds after which its worker fails
         self.reprefill_tokens = 0.0

@@ -60,39 +60,51 @@ class Slots:
         self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
         self._target: Episode | None = None  # the heap top we are sleeping until
-        self._target_time = 0.0
         self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
+        self._updates = pipeline.updates  # the pipeline's update log (appended to, never replaced)
         self.process = self.env.process(self._run())
 
     # -- the process ---------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, Any, None]:
-        never = self.env.event()  # idle: woken only by an interrupt
+        """Sleep until the heap top is due, finish what is due, re-arm; repeat.
+
+        This loop runs once per completion instant, so it is written flat: the re-arm (the new
+        target and an exact delay to it) is inline rather than in helper calls.
+        """
+        env = self.env
+        never = env.event()  # idle: woken only by an interrupt
+        delay = 0.0
+        finish_due, timeout = self._finish_due, env.timeout
         while True:
             self._sleeping = True
             try:
                 if self._target is None:
                     yield never
                 else:
-                    yield self.env.timeout(delay_until(self.env.now, self._target_time))
+                    yield timeout(delay)
                     self._sleeping = False
-                    self._finish_due()
+                    finish_due()
             except simpy.Interrupt:
-                pass
-            self._sleeping = False
-            self._retarget()
+                self._sleeping = False
+            # re-arm: sleep until the episode at the heap top is due (real time, offset included)
+            running = self.running
+            if running and self.paused_since is None:
+                ep = self._target = running[0][2]
+                now = env.now
+                at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                if at <= now:
+                    delay = 0.0
+                else:
+                    delay = at - now
+                    if now + delay != at:
+                        delay = delay_until(now, at)
+            else:
+                self._target = None
 
     def due(self, ep: Episode) -> float:
         """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
         return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
-
-    def _retarget(self) -> None:
-        if self.running and self.paused_since is None:
-            ep = self.running[0][2]
-            self._target = ep
-            self._target_time = max(self.due(ep), self.env.now)
-        else:
-            self._target = None
 
     def _wake(self) -> None:
         if self._sleeping:
@@ -114,17 +126,17 @@ class Slots:
         return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
 
     def start(self, ep: Episode, work_s: float | None = None) -> None:
-        """Start ``ep`` on the lowest free slot; it generates for ``work_s`` (default its duration)."""
+        """Start ``ep`` now on the lowest free slot; it generates for ``work_s`` (default its duration)."""
         now = self.env.now
         ep.slot = heapq.heappop(self.free)
         ep.replica = self.index
         ep.start_s = now
-        ep.update_from = len(self.p.updates)
-        ep.offset_start = self.offset
+        ep.update_from = len(self._updates)
+        ep.offset_start = offset = self.offset
         if work_s is not None:
             ep.work_s = work_s
-        ep.vend = (now - self.offset) + ep.work_s
-        heapq.heappush(self.running, (ep.vend, ep.id, ep))
+        ep.vend = vend = (now - offset) + ep.work_s
+        heapq.heappush(self.running, (vend, ep.id, ep))
 
     def abort_all(self) -> list[tuple[Episode, float]]:
         """Take every running episode off its slot now; return each with the seconds it generated.
@@ -203,22 +215,25 @@ class Slots:
     def _finish_due(self) -> None:
         """Finish every episode due by now; ties go to the buffer in start order, as in the chapter."""
         running, free, now, offset = self.running, self.free, self.env.now, self.offset
+        n_upd = len(self._updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
         while running and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= now:
-            ep = heapq.heappop(running)[2]
-            heapq.heappush(free, ep.slot)
-            done.append(ep)
+            heapq.heappop(running)
+            heapq.heappush(free, e.slot)
+            e.end_s = now
+            e.update_to = n_upd
+            done.append(e)
         self._target = None
         if not done:
             return
         if len(done) > 1:
-            done.sort(key=lambda e: e.id)
-        n_upd = len(self.p.updates)
-        for ep in done:
-            ep.end_s = now
-            ep.update_to = n_upd
+            done.sort(key=_episode_id)
         self.p.on_finished(done)
         if not running and self._drained is not None:
             ev, self._drained = self._drained, None
             ev.succeed()
+
+
+def _episode_id(ep: Episode) -> int:
+    return ep.id

@@ -210,3 +210,29 @@ def test_synchronous_step_is_max_plus_train_plus_sync(n_slots: int) -> None:
     r = simulate_pipeline(pool, n_slots, b, 4.0, 2.0, max_staleness=0, steps=3)
     expect = sum(max(pool[i * b : (i + 1) * b]) + 6.0 for i in range(3))
     assert r["time"] == expect
+
+
+def test_dropping_a_result_frees_its_episodes_without_the_cycle_collector() -> None:
+    """A finished pipeline is a reference cycle (processes, environment, engines); the episodes
+    must not hang off it, or every run of a sweep leaves them for the cyclic collector."""
+    import gc
+
+    from pipesim.episode import Episode
+
+    sc = Scenario(pipeline=PipelineConfig(n_slots=8, batch_size=8, max_staleness=2, steps=4))
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()  # no automatic collection may free the finished pipeline before the result goes
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds unreachable stays in gc.garbage
+    try:
+        result = run(sc)
+        assert len(result.episodes) > 0
+        del result
+        gc.collect()
+        stranded = [o for o in gc.garbage if isinstance(o, Episode)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert stranded == []
