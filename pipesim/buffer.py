@@ -62,17 +62,18 @@ class EpisodeBuffer(BaseResource):
         """Defer: a new put or get only asks the controller to serve at the end of the instant."""
         self._pipeline.poke()
 
-    def serve(self) -> None:
-        """Serve pending gets now (called by the controller at the end of an instant).
+    def request_ready(self) -> bool:
+        """Whether the trainer waits for a batch that the batch policy may be able to form now.
 
-        A batch policy's ``ready`` hint lets most instants skip the policy call altogether.
+        A batch policy's ``ready`` hint (a cheap necessary condition for ``select``) lets most
+        instants skip the policy call altogether; without the hint every waiting request is tried.
         """
-        if self.get_queue and (self.ready is None or self.ready(self.items, self._pipeline)):
-            BaseResource._trigger_get(self, None)
+        return bool(self.get_queue) and (self.ready is None or self.ready(self.items, self._pipeline))
 
-    def serve_now(self) -> None:
-        """Serve pending gets without the readiness hint (the caller has checked it)."""
-        BaseResource._trigger_get(self, None)
+    def serve(self) -> None:
+        """Serve pending gets now (called by the controller at the end of an instant)."""
+        if self.request_ready():
+            BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
         batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)

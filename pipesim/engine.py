@@ -146,16 +146,14 @@ class Pipeline:
 
         Skipping a pass that would do nothing is exact, because every other event that can make
         admission or batch assembly possible (a sync ending, the trainer taking a batch, a
-        discard) pokes the controller itself. A batch policy may offer ``ready(buffer, p)``, a
-        cheap necessary condition for ``select`` to form a batch; without it we always serve.
+        discard) pokes the controller itself.
         """
-        buf = self.buffer
-        if buf.get_queue and (buf.ready is None or buf.ready(buf.items, self)):
+        if self.buffer.request_ready():
             return True
         if self.weight_update.blocks_admission(self):
             return False
         for e in self.engines:  # a plain loop: this runs once per completion instant
-            if e.free and e.paused_since is None:
+            if e.accepting:
                 return self.admission.admits(self)
         return False
 
@@ -215,12 +213,6 @@ class Pipeline:
         self.poke()
 
     # -- launching -----------------------------------------------------------------------------
-    def _route(self) -> Slots | None:
-        if self._router is not None:
-            return self._router.choose(self.engines)
-        e = self.engine
-        return e if e.free and e.paused_since is None else None
-
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
@@ -275,11 +267,7 @@ class Pipeline:
             self._controller_pass()
 
     def _controller_pass(self) -> None:
-        """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions.
-
-        This runs once per completion instant, so the common case (one engine, no router) is
-        written out flat: the same decisions as :meth:`_route` and :meth:`EpisodeBuffer.serve`.
-        """
+        """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions."""
         if self.finished:
             return
         if self.version >= self._steps:
@@ -290,18 +278,16 @@ class Pipeline:
             admits = self.admission.admits
             if self._router is None:
                 e = self.engine
-                while e.free and e.paused_since is None and admits(self):
+                while e.accepting and admits(self):
                     self.launch(e)
-                if e._sleeping:
-                    e.kick()
+                e.kick()
             else:
-                while (engine := self._route()) is not None and admits(self):
+                choose, engines = self._router.choose, self.engines
+                while (engine := choose(engines)) is not None and admits(self):
                     self.launch(engine)
-                for e in self.engines:
+                for e in engines:
                     e.kick()
-        buf = self.buffer  # the trainer takes its batch after admission, as in the chapter
-        if buf.get_queue and (buf.ready is None or buf.ready(buf.items, self)):
-            buf.serve_now()
+        self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated

@@ -52,7 +52,7 @@ class RoundRobin:
         n = len(engines)
         for k in range(n):
             e = engines[(self._next + k) % n]
-            if e.free and e.paused_since is None:
+            if e.accepting:
                 self._next = (self._next + k + 1) % n
                 return e
         return None
@@ -65,7 +65,7 @@ class LeastLoaded:
     def choose(self, engines: list[Slots]) -> Slots | None:
         best: Slots | None = None
         for e in engines:
-            if e.free and e.paused_since is None and (best is None or e.n_running < best.n_running):
+            if e.accepting and (best is None or e.n_running < best.n_running):
                 best = e
         return best
 

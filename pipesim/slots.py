@@ -117,6 +117,11 @@ class Slots:
         return len(self.running)
 
     @property
+    def accepting(self) -> bool:
+        """Whether an episode may start here now: a slot is free and generation is not paused."""
+        return bool(self.free) and self.paused_since is None
+
+    @property
     def vnow(self) -> float:
         """The virtual clock now (it stands still while the replica is paused)."""
         return (self.paused_since if self.paused_since is not None else self.env.now) - self.offset
@@ -172,9 +177,12 @@ class Slots:
         self._wake()
 
     def kick(self) -> None:
-        """Re-arm the timer if a newly started episode finishes before the current target."""
+        """Re-arm the timer if a newly started episode finishes before the current target.
+
+        Only a sleeping process needs it: one that is running re-arms when it next yields."""
         if (
-            self.paused_since is None
+            self._sleeping
+            and self.paused_since is None
             and self.running
             and (self._target is None or self.running[0][0] < self._target.vend)
         ):
