@@ -79,7 +79,6 @@ class Pipeline:
         self.batching = scenario.batching
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
-        self._steps = self.config.steps
         self.env = simpy.Environment()
         self._durations = durations
         self.version = 0
@@ -102,7 +101,8 @@ class Pipeline:
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
         self.engines = [Slots(self, n, i) for i, n in enumerate(sizes)]
         self.engine = self.engines[0]
-        self._router = None if replicas is None else replicas.fresh_routing()
+        # the routing rule: which replica starts the next episode (None when none accepts)
+        self._choose = self._only_engine if replicas is None else replicas.fresh_routing().choose
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         self._sync_start = 0.0
         self._pause_start: float | None = None
@@ -213,6 +213,11 @@ class Pipeline:
         self.poke()
 
     # -- launching -----------------------------------------------------------------------------
+    def _only_engine(self, engines: list[Slots]) -> Slots | None:
+        """The routing rule of a single engine: it, while it accepts episodes."""
+        e = engines[0]
+        return e if e.accepting else None
+
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
@@ -270,23 +275,16 @@ class Pipeline:
         """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions."""
         if self.finished:
             return
-        if self.version >= self._steps:
+        if self.version >= self.config.steps:
             self.finished = True
             self.done.succeed()
             return
         if not self.weight_update.blocks_admission(self):
-            admits = self.admission.admits
-            if self._router is None:
-                e = self.engine
-                while e.accepting and admits(self):
-                    self.launch(e)
+            admits, choose, engines = self.admission.admits, self._choose, self.engines
+            while (engine := choose(engines)) is not None and admits(self):
+                self.launch(engine)
+            for e in engines:
                 e.kick()
-            else:
-                choose, engines = self._router.choose, self.engines
-                while (engine := choose(engines)) is not None and admits(self):
-                    self.launch(engine)
-                for e in engines:
-                    e.kick()
         self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
@@ -333,7 +331,7 @@ class Pipeline:
         self.episodes, self.updates, self.discarded = [], [], []
         self.buffer.items = []
         for e in self.engines:
-            e.running, e._updates, e._target = [], [], None
+            e.release()
 
     def run(self) -> None:
         """Run to the end of the last step's sync; raise :class:`PipelineError` if that cannot happen.

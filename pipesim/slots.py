@@ -62,7 +62,6 @@ class Slots:
         self._target: Episode | None = None  # the heap top we are sleeping until
         self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
-        self._updates = pipeline.updates  # the pipeline's update log (appended to, never replaced)
         self.process = self.env.process(self._run())
 
     # -- the process ---------------------------------------------------------------------------
@@ -136,7 +135,7 @@ class Slots:
         ep.slot = heapq.heappop(self.free)
         ep.replica = self.index
         ep.start_s = now
-        ep.update_from = len(self._updates)
+        ep.update_from = len(self.p.updates)
         ep.offset_start = offset = self.offset
         if work_s is not None:
             ep.work_s = work_s
@@ -203,6 +202,10 @@ class Slots:
         self.paused_since = None
         self._wake()
 
+    def release(self) -> None:
+        """Drop the episodes still on the slots once the run is over (see ``Pipeline.release``)."""
+        self.running, self._target = [], None
+
     def drained(self) -> simpy.Event:
         """An event that succeeds when no episode is running on this replica (now, if none is)."""
         ev = self.env.event()
@@ -223,7 +226,7 @@ class Slots:
     def _finish_due(self) -> None:
         """Finish every episode due by now; ties go to the buffer in start order, as in the chapter."""
         running, free, now, offset = self.running, self.free, self.env.now, self.offset
-        n_upd = len(self._updates)
+        n_upd = len(self.p.updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
         while running and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= now:
