@@ -71,9 +71,9 @@ class EpisodeBuffer(BaseResource):
         return bool(self.get_queue) and (self.ready is None or self.ready(self.items, self._pipeline))
 
     def serve(self) -> None:
-        """Serve pending gets now (called by the controller at the end of an instant)."""
-        if self.request_ready():
-            BaseResource._trigger_get(self, None)
+        """Serve pending gets now (the controller calls it at the end of an instant, when
+        :meth:`request_ready` says a batch may be formed; serving when none can is harmless)."""
+        BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
         batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)

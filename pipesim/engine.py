@@ -104,6 +104,12 @@ class Pipeline:
         # the routing rule: which replica starts the next episode (None when none accepts)
         self._choose = self._only_engine if replicas is None else replicas.fresh_routing().choose
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
+        # whether the controller pass may start new tasks inline, not through launch() (see there)
+        self._inline_launch = (
+            self.lifecycle is None
+            and type(self).launch is Pipeline.launch
+            and type(self).episode_duration_s is Pipeline.episode_duration_s
+        )
         self._sync_start = 0.0
         self._pause_start: float | None = None
         self._instant = -1.0
@@ -125,19 +131,19 @@ class Pipeline:
             self._pass_due = True
             self._wakeup.fire()
 
-    def on_finished(self, episodes: list[Episode]) -> None:
+    def on_finished(self, episodes: list[Episode], now: float) -> None:
+        """A replica finished ``episodes`` at ``now`` (the current time)."""
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)
         if episodes:
             self.buffer.put(episodes)
         if self._pass_due:
             return  # a pass is already due at the end of this instant
-        env = self.env
-        if env.peek() > env.now:
+        if self.env.peek() > now:
             # Nothing else is scheduled at this instant and the slots process that called us
             # schedules nothing at it either, so the end of the instant is now: running the pass
             # here is exactly what the END_OF_INSTANT event would do, one event sooner.
-            self._controller_pass()
+            self._controller_pass(now)
         elif self.lifecycle is not None or self._controller_has_work():
             self.poke()
 
@@ -216,7 +222,7 @@ class Pipeline:
     def _only_engine(self, engines: list[Slots]) -> Slots | None:
         """The routing rule of a single engine: it, while it accepts episodes."""
         e = engines[0]
-        return e if e.accepting else None
+        return e if e.free and e.paused_since is None else None  # e.accepting, without the call
 
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
@@ -246,7 +252,7 @@ class Pipeline:
         ep = Episode(started, task, self.episode_duration_s(task, engine), engine.version, parent)
         self.started = started + 1
         self.episodes.append(ep)
-        engine.start(ep, None if self.lifecycle is None else self.lifecycle.work_s(ep))
+        engine.start(ep, now, None if self.lifecycle is None else self.lifecycle.work_s(ep))
         return ep
 
     # -- extension hooks (co-simulation overrides them) -----------------------------------------
@@ -269,10 +275,19 @@ class Pipeline:
             yield self._wakeup
             self._wakeup = _EndOfInstant(self.env)
             self._pass_due = False
-            self._controller_pass()
+            self._controller_pass(self.env.now)
 
-    def _controller_pass(self) -> None:
-        """Admit episodes, then serve the trainer's batch request: the end-of-instant decisions."""
+    def _controller_pass(self, now: float) -> None:
+        """The end-of-instant decisions at ``now``: admit episodes, then serve the trainer's batch.
+
+        The admission loop is the one loop for one engine or several (the routing rule picks the
+        replica), and it starts nearly every episode of a run, so it starts a new task inline:
+        the same steps as :meth:`launch`, without a call per episode. Anything unusual -- a
+        requeued task, an exhausted pool, a zero-time relaunch loop, a lifecycle that shapes the
+        work, or a subclass that overrides ``launch`` or ``episode_duration_s`` -- goes through
+        :meth:`launch`, which handles it (or raises). ``tests/test_engine_paths.py`` checks that
+        both ways give the same trace.
+        """
         if self.finished:
             return
         if self.version >= self.config.steps:
@@ -281,11 +296,26 @@ class Pipeline:
             return
         if not self.weight_update.blocks_admission(self):
             admits, choose, engines = self.admission.admits, self._choose, self.engines
+            if now != self._instant:
+                self._instant, self._instant_first = now, self.started
+            limit = self._instant_first + self._launch_limit
+            durations, requeued, started_before = self._durations, self.requeued, self.started
+            n_pool = len(durations) if self._inline_launch else -1  # -1: always through launch()
             while (engine := choose(engines)) is not None and admits(self):
-                self.launch(engine)
-            for e in engines:
-                e.kick()
-        self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+                started, task = self.started, self.next_task
+                if task >= n_pool or started >= limit or requeued:
+                    self.launch(engine)
+                    continue
+                self.next_task = task + 1
+                ep = Episode(started, task, durations[task], engine.version)
+                self.started = started + 1
+                self.episodes.append(ep)
+                engine.start(ep, now)
+            if self.started != started_before:
+                for e in engines:  # a new episode may finish before a sleeping replica's target
+                    e.kick()
+        if self.buffer.request_ready():
+            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated

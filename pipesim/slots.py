@@ -83,14 +83,14 @@ class Slots:
                 else:
                     yield timeout(delay)
                     self._sleeping = False
-                    finish_due()
+                    finish_due(now := env.now)
             except simpy.Interrupt:
                 self._sleeping = False
+                now = env.now
             # re-arm: sleep until the episode at the heap top is due (real time, offset included)
             running = self.running
             if running and self.paused_since is None:
                 ep = self._target = running[0][2]
-                now = env.now
                 at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
                 if at <= now:
                     delay = 0.0
@@ -129,9 +129,9 @@ class Slots:
         """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
         return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
 
-    def start(self, ep: Episode, work_s: float | None = None) -> None:
-        """Start ``ep`` now on the lowest free slot; it generates for ``work_s`` (default its duration)."""
-        now = self.env.now
+    def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
+        """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
+        ``work_s`` seconds (default its duration)."""
         ep.slot = heapq.heappop(self.free)
         ep.replica = self.index
         ep.start_s = now
@@ -191,7 +191,7 @@ class Slots:
         """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
         if self.paused_since is not None:
             return
-        self._finish_due()
+        self._finish_due(self.env.now)
         self.paused_since = self.env.now
         self._wake()
 
@@ -223,9 +223,10 @@ class Slots:
         self._target = None
         self._wake()
 
-    def _finish_due(self) -> None:
-        """Finish every episode due by now; ties go to the buffer in start order, as in the chapter."""
-        running, free, now, offset = self.running, self.free, self.env.now, self.offset
+    def _finish_due(self, now: float) -> None:
+        """Finish every episode due by ``now`` (the current time); ties go to the buffer in start
+        order, as in the chapter."""
+        running, free, offset = self.running, self.free, self.offset
         n_upd = len(self.p.updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
@@ -240,7 +241,7 @@ class Slots:
             return
         if len(done) > 1:
             done.sort(key=_episode_id)
-        self.p.on_finished(done)
+        self.p.on_finished(done, now)
         if not running and self._drained is not None:
             ev, self._drained = self._drained, None
             ev.succeed()
