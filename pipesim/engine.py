@@ -71,6 +71,12 @@ class Pipeline:
     count dropped work subtract it from ``started``.
     """
 
+    lazy_completions = True
+    """Skip the wake-ups of quiet completions when the policies allow it (see ``Slots.catch_up``)."""
+    admission_refused = False
+    """Whether the last admission loop ended because the policy said no (and not for want of a
+    free slot). Only a hint of when to look for quiet completions: ``quiet_completions`` checks."""
+
     def __init__(self, scenario: Scenario, durations: list[float]) -> None:
         self.scenario = scenario
         self.config = scenario.pipeline
@@ -110,6 +116,15 @@ class Pipeline:
             and type(self).launch is Pipeline.launch
             and type(self).episode_duration_s is Pipeline.episode_duration_s
         )
+        # quiet completions (see Slots.catch_up) need the policies' promises; one replica only
+        self._min_items = getattr(self.batching, "min_items", None)
+        self.lazy_completions = (
+            self.lazy_completions
+            and self._inline_launch
+            and replicas is None
+            and callable(getattr(self.admission, "closed", None))
+            and not getattr(self.weight_update, "acts_on_episodes", True)
+        )
         self._sync_start = 0.0
         self._pause_start: float | None = None
         self._instant = -1.0
@@ -131,14 +146,17 @@ class Pipeline:
             self._pass_due = True
             self._wakeup.fire()
 
-    def on_finished(self, episodes: list[Episode], now: float) -> None:
-        """A replica finished ``episodes`` at ``now`` (the current time)."""
+    def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
+        """A replica finished ``episodes`` by ``now`` (the current time).
+
+        ``in_pass``: quiet completions caught up by a pass or a drain, which need no pass.
+        """
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)
         if episodes:
             self.buffer.put(episodes)
-        if self._pass_due:
-            return  # a pass is already due at the end of this instant
+        if in_pass or self._pass_due:
+            return  # a pass is running, or already due at the end of this instant
         if self.env.peek() > now:
             # Nothing else is scheduled at this instant and the slots process that called us
             # schedules nothing at it either, so the end of the instant is now: running the pass
@@ -146,6 +164,26 @@ class Pipeline:
             self._controller_pass(now)
         elif self.lifecycle is not None or self._controller_has_work():
             self.poke()
+
+    def quiet_completions(self, n_running: int) -> int:
+        """How many of the next completions on the (only) replica, with ``n_running`` episodes in
+        flight, cannot change a decision, so that the replica may account for them lazily.
+
+        Finishing an episode changes the buffer and frees a slot, nothing else. So it is quiet
+        while the admission policy promises it stays closed whatever finishes (``closed(p)``),
+        and, if the trainer waits for a batch, while the buffer stays short of the size the batch
+        policy needs (``min_items(p)``). The last episode in flight is never quiet: a drain, or
+        the report of a stalled run, waits for it.
+        """
+        if not self.admission.closed(self):  # type: ignore[attr-defined]  # lazy_completions checked it
+            return 0
+        k = n_running - 1
+        buffer = self.buffer
+        if buffer.get_queue:
+            if self._min_items is None:
+                return 0
+            k = min(k, self._min_items(self) - len(buffer.items) - 1)
+        return k if k > 0 else 0
 
     def _controller_has_work(self) -> bool:
         """Would a controller pass at the end of this instant do anything?
@@ -290,6 +328,8 @@ class Pipeline:
         """
         if self.finished:
             return
+        if self.lazy_completions and self.engine.behind:
+            self.engine.catch_up(now)  # policies and the results see every completion due by now
         if self.version >= self.config.steps:
             self.finished = True
             self.done.succeed()
@@ -311,11 +351,16 @@ class Pipeline:
                 self.started = started + 1
                 self.episodes.append(ep)
                 engine.start(ep, now)
+            self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
                 for e in engines:  # a new episode may finish before a sleeping replica's target
-                    e.kick()
-        if self.buffer.request_ready():
-            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+                    if e.sleeping:  # (the replica whose completion runs this pass is awake)
+                        e.kick()
+        buffer = self.buffer
+        if buffer.get_queue and buffer.request_ready():
+            buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+        if self.lazy_completions and self.engine.behind:
+            self.engine.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated

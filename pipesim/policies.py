@@ -73,6 +73,11 @@ class CountThrottle:
     def admits(self, p: Pipeline) -> bool:
         return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
 
+    def closed(self, p: Pipeline) -> bool:
+        """A promise the engine uses to skip quiet completions: the rule is closed now and no
+        finishing episode can open it (only a new version can)."""
+        return p.started >= (p.version + 1 + p.max_staleness) * p.batch_size  # not admits(p)
+
 
 @dataclass(frozen=True)
 class PartialRollout:
@@ -81,6 +86,9 @@ class PartialRollout:
     The sync starts the moment the trainer asks for it. Pausing is lazy (a clock offset in the
     engine), so a sync costs O(1) however many episodes are in flight.
     """
+
+    acts_on_episodes = False
+    """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
 
     def blocks_admission(self, p: Pipeline) -> bool:
         return p.syncing
@@ -97,6 +105,9 @@ class Drain:
 
     No episode ever spans two versions, at the price of waiting for the slowest one in flight.
     """
+
+    acts_on_episodes = False
+    """Its sync waits for the drain, then pauses an empty engine (a promise to the engine)."""
 
     def blocks_admission(self, p: Pipeline) -> bool:
         return p.syncing or p.sync_pending
@@ -119,6 +130,10 @@ class OldestFinishedFirst:
     def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
         """Cheap test the engine uses to skip controller passes that could not form a batch."""
         return len(buffer) >= p.batch_size
+
+    def min_items(self, p: Pipeline) -> int:
+        """No batch can be formed from fewer finished episodes (lets the engine skip quiet ones)."""
+        return p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

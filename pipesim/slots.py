@@ -59,8 +59,9 @@ class Slots:
         self.offset = 0.0  # total paused seconds so far
         self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
-        self._target: Episode | None = None  # the heap top we are sleeping until
-        self._sleeping = False  # waiting on a timer or idle (interruptible)
+        self._target: Episode | None = None  # the episode whose completion we sleep until
+        self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
+        self.sleeping = False  # waiting on a timer or idle (interruptible); read-only outside
         self._drained: simpy.Event | None = None
         self.process = self.env.process(self._run())
 
@@ -75,22 +76,32 @@ class Slots:
         never = env.event()  # idle: woken only by an interrupt
         delay = 0.0
         finish_due, timeout = self._finish_due, env.timeout
+        p = self.p
+        lazy, quiet = p.lazy_completions, p.quiet_completions
         while True:
-            self._sleeping = True
+            self.sleeping = True
             try:
                 if self._target is None:
                     yield never
                 else:
                     yield timeout(delay)
-                    self._sleeping = False
+                    self.sleeping = False
                     finish_due(now := env.now)
             except simpy.Interrupt:
-                self._sleeping = False
+                self.sleeping = False
                 now = env.now
+                if self.behind:  # whoever woke us has caught up; if not, do it (with a pass)
+                    finish_due(now)
             # re-arm: sleep until the episode at the heap top is due (real time, offset included)
             running = self.running
             if running and self.paused_since is None:
-                ep = self._target = running[0][2]
+                # quiet completions are possible only once the admission policy has said no
+                k = quiet(len(running)) if lazy and p.admission_refused else 0
+                if k == 0:
+                    ep = self._target = running[0][2]
+                else:  # wake at the first completion that matters; the k before it are quiet
+                    ep = self._target = heapq.nsmallest(k + 1, running)[-1][2]
+                self.behind = k > 0
                 at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
                 if at <= now:
                     delay = 0.0
@@ -99,15 +110,15 @@ class Slots:
                     if now + delay != at:
                         delay = delay_until(now, at)
             else:
-                self._target = None
+                self._target, self.behind = None, False  # paused (pause() caught up) or empty
 
     def due(self, ep: Episode) -> float:
         """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
         return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
 
     def _wake(self) -> None:
-        if self._sleeping:
-            self._sleeping = False
+        if self.sleeping:
+            self.sleeping = False
             self.process.interrupt()
 
     # -- primitives used by the controller and the weight-update policies ----------------------
@@ -176,16 +187,32 @@ class Slots:
         self._wake()
 
     def kick(self) -> None:
-        """Re-arm the timer if a newly started episode finishes before the current target.
+        """Re-arm the timer if a newly started episode finishes before the current target, or if
+        the process sleeps past quiet completions (what is quiet may have changed).
 
         Only a sleeping process needs it: one that is running re-arms when it next yields."""
         if (
-            self._sleeping
+            self.sleeping
             and self.paused_since is None
             and self.running
-            and (self._target is None or self.running[0][0] < self._target.vend)
+            and (self._target is None or self.behind or self.running[0][0] < self._target.vend)
         ):
             self._wake()
+
+    def catch_up(self, now: float) -> None:
+        """Finish the quiet completions due by ``now`` that the process slept past.
+
+        A completion is *quiet* when it cannot change a decision: the admission policy is closed
+        whatever finishes, the trainer is not waiting for a batch it could complete, and nobody
+        waits for the replica to drain (``Pipeline.quiet_completions`` decides). The process then
+        sleeps until the first completion that matters, and the quiet ones are finished later,
+        each with its own end time, by that wake-up or by whoever looks first: the controller
+        pass, a pause, a drain. Nothing can observe the difference, and a run with many
+        completions per decision (eta = 0 above all) needs one wake-up per decision instead of one
+        per episode.
+        """
+        if self.behind:  # the caller may test it first: this runs at every controller pass
+            self._finish_due(now, in_pass=True)
 
     def pause(self) -> None:
         """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
@@ -209,6 +236,7 @@ class Slots:
     def drained(self) -> simpy.Event:
         """An event that succeeds when no episode is running on this replica (now, if none is)."""
         ev = self.env.event()
+        self.catch_up(self.env.now)
         if not self.running:
             ev.succeed()
         else:
@@ -223,29 +251,30 @@ class Slots:
         self._target = None
         self._wake()
 
-    def _finish_due(self, now: float) -> None:
-        """Finish every episode due by ``now`` (the current time); ties go to the buffer in start
-        order, as in the chapter."""
-        running, free, offset = self.running, self.free, self.offset
+    def _finish_due(self, now: float, in_pass: bool = False) -> None:
+        """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
+        the buffer in start order, as in the chapter. Quiet completions the process slept past
+        end at their own due time (no weight update can have happened since: see catch_up)."""
+        running, free, offset, behind = self.running, self.free, self.offset, self.behind
         n_upd = len(self.p.updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
-        while running and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= now:
+        while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
             heapq.heappop(running)
             heapq.heappush(free, e.slot)
-            e.end_s = now
+            e.end_s = due if behind else now
             e.update_to = n_upd
             done.append(e)
         self._target = None
         if not done:
             return
         if len(done) > 1:
-            done.sort(key=_episode_id)
-        self.p.on_finished(done, now)
+            done.sort(key=_finishing_order)
+        self.p.on_finished(done, now, in_pass)
         if not running and self._drained is not None:
             ev, self._drained = self._drained, None
             ev.succeed()
 
 
-def _episode_id(ep: Episode) -> int:
-    return ep.id
+def _finishing_order(ep: Episode) -> tuple[float, int]:
+    return ep.end_s, ep.id  # type: ignore[return-value]  # end_s is set: the episode finished

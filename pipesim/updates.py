@@ -152,6 +152,11 @@ class SyncEveryK:
         if not isinstance(self.inner, WeightUpdate):
             raise ValueError(f"inner must be a weight-update policy, got {self.inner!r}")
 
+    @property
+    def acts_on_episodes(self) -> bool:
+        """The skipped syncs touch nothing; the real ones are the inner policy's."""
+        return bool(getattr(self.inner, "acts_on_episodes", True))
+
     def blocks_admission(self, p: Pipeline) -> bool:
         return self.inner.blocks_admission(p)
 

@@ -1,9 +1,11 @@
-"""The controller pass starts new tasks inline; :meth:`Pipeline.launch` is the general way.
+"""The engine's two shortcuts must be invisible: each is checked against the plain way.
 
-The inline start is an optimisation of the one admission loop (see ``Pipeline._controller_pass``),
-so it must be invisible: for every scenario, forcing every start through ``launch`` gives the same
-episodes, with the same slots, times, versions and fates, the same training steps and syncs, or
-the same error.
+* The controller pass starts new tasks inline; :meth:`Pipeline.launch` is the general way.
+* Quiet completions (``Slots.catch_up``) are accounted lazily instead of waking the slots process
+  for each; ``Pipeline.lazy_completions = False`` wakes it for every completion.
+
+For every scenario, the plain way gives the same episodes, with the same slots, times, versions
+and fates, the same training steps and syncs, or the same error.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineError, Scenario
+from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineError, Scenario, TraceDurations
 from pipesim.api import draw_pool
 from pipesim.engine import Pipeline
 from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas
@@ -32,6 +34,12 @@ class ThroughLaunch(Pipeline):
         return super().launch(engine, task, parent)
 
 
+class Eager(Pipeline):
+    """A pipeline that wakes the slots process for every completion."""
+
+    lazy_completions = False
+
+
 def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
     p = cls(sc, draw_pool(sc).tolist())
     try:
@@ -48,10 +56,12 @@ def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
 
 @settings(max_examples=60)
 @given(policy_scenarios())
-def test_inline_starts_equal_starts_through_launch(sc: Scenario) -> None:
+def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) -> None:
     fast, a = trace(Pipeline, sc)
     slow, b = trace(ThroughLaunch, sc)
+    eager, c = trace(Eager, sc)
     assert a == b
+    assert a == c
     if fast is not None and slow is not None:
         assert isinstance(slow, ThroughLaunch) and not slow._inline_launch
         assert slow.launches == len(slow.episodes)  # really every start went through launch
@@ -67,16 +77,59 @@ CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.
         Scenario(pipeline=CFG, weight_update=Drain()),
         # the trainer's version runs ahead of the engine's between real syncs
         Scenario(pipeline=CFG, weight_update=SyncEveryK(2, PartialRollout())),
+        # long steps close the throttle: quiet completions pile up, then a skipped sync reopens it
+        Scenario(pipeline=CFG, weight_update=SyncEveryK(2)).with_(
+            n_slots=16, max_staleness=1, train_time_s=100.0
+        ),
         # replicas on different versions, routed by load
         Scenario(pipeline=CFG, weight_update=PerReplicaSync(), replicas=Replicas(3, LeastLoaded())),
     ],
-    ids=["partial", "drain", "sync-every-2", "per-replica-sync"],
+    ids=["partial", "drain", "sync-every-2", "quiet-then-skipped-sync", "per-replica-sync"],
 )
-def test_inline_starts_equal_starts_through_launch_on_fixed_designs(sc: Scenario) -> None:
+def test_shortcuts_equal_the_plain_way_on_fixed_designs(sc: Scenario) -> None:
     fast, a = trace(Pipeline, sc)
     slow, b = trace(ThroughLaunch, sc)
+    eager, c = trace(Eager, sc)
     assert fast is not None and fast._inline_launch
     assert a == b
+    assert a == c
+
+
+@pytest.mark.parametrize("eta", [0, 1, 3])
+@pytest.mark.parametrize("drain", [False, True])
+def test_lazy_completions_equal_eager_ones_with_tied_integer_durations(eta: int, drain: bool) -> None:
+    """Integer durations and times make completions tie with each other, with training steps and
+    with syncs: the order of same-time events must not matter either way."""
+    cfg = PipelineConfig(
+        n_slots=6, batch_size=4, train_time_s=3.0, sync_time_s=1.0, max_staleness=eta, steps=5
+    )
+    pool = TraceDurations(tuple(float(1 + (7 * i) % 5) for i in range(60)))
+    sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain() if drain else PartialRollout())
+    (fast, a), (eager, c) = trace(Pipeline, sc), trace(Eager, sc)
+    assert fast is not None and fast.lazy_completions and eager is not None and not eager.lazy_completions
+    assert a == c
+
+
+def count_events(p: Pipeline) -> int:
+    n, step = 0, p.env.step
+
+    def counted() -> None:
+        nonlocal n
+        n += 1
+        step()
+
+    p.env.step = counted  # type: ignore[method-assign]
+    p.run()
+    return n
+
+
+def test_lazy_completions_save_the_wake_ups_of_a_synchronous_step() -> None:
+    """With eta = 0 nothing can happen until the last episode of a step finishes: one wake-up."""
+    sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=0, steps=4))
+    pool = draw_pool(sc).tolist()
+    lazy, eager = count_events(Pipeline(sc, pool)), count_events(Eager(sc, pool))
+    assert eager > 4 * 32  # at least one event per completion
+    assert eager - lazy >= 4 * 30  # two wake-ups a step (the first and the last completion), not 32
 
 
 def test_a_plain_scenario_starts_its_episodes_inline() -> None:
