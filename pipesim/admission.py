@@ -38,6 +38,20 @@ def _check_number(name: str, value: object, minimum: float, strict: bool = False
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
 
 
+class CountsOnly:
+    """A rule that reads only counters no finishing episode changes: ``p.started``,
+    ``p.n_dropped``, the version, and running + buffered (a completion moves an episode from one
+    to the other). Once it says no, only a start, a drop or a new version can change its mind, so
+    it is *closed*: the promise that lets the engine skip quiet completions (``Slots.catch_up``).
+    """
+
+    def admits(self, p: Pipeline) -> bool:
+        raise NotImplementedError
+
+    def closed(self, p: Pipeline) -> bool:
+        return not self.admits(p)
+
+
 @dataclass(frozen=True)
 class AReaLThrottle:
     """AReaL's rule: capacity = min(max_concurrent - running, (eta + v + 1) * B - (accepted + running)).
@@ -57,11 +71,16 @@ class AReaLThrottle:
     def admits(self, p: Pipeline) -> bool:
         if self.max_concurrent is not None and p.n_running >= self.max_concurrent:
             return False
-        return p.started - p.n_dropped < (p.version + 1 + p.max_staleness) * p.batch_size
+        return not self.closed(p)
+
+    def closed(self, p: Pipeline) -> bool:
+        """The staleness bound says no: only a start, a drop or a new version changes that (a
+        finishing episode can lift the concurrency cap, so that part never closes the rule)."""
+        return p.started - p.n_dropped >= (p.version + 1 + p.max_staleness) * p.batch_size
 
 
 @dataclass(frozen=True)
-class QueueAhead:
+class QueueAhead(CountsOnly):
     """A bounded queue between generation and training (OpenRLHF ``async_queue_size``).
 
     Generation may hold at most ``batches_ahead`` batches in flight or finished-but-untaken:
@@ -79,7 +98,7 @@ class QueueAhead:
 
 
 @dataclass(frozen=True)
-class AsyncRatio:
+class AsyncRatio(CountsOnly):
     """At most ``ratio`` batches ahead of the trainer's version (ROLL ``async_generation_ratio``).
 
     started - dropped < (v + 1 + ratio) * B, with a fractional ratio allowed: the chapter's
@@ -96,7 +115,7 @@ class AsyncRatio:
 
 
 @dataclass(frozen=True)
-class LagBound:
+class LagBound(CountsOnly):
     """A lag bound counted in samples (PipelineRL ``max_lag``).
 
     started - dropped - v * B < max_lag_samples: the samples generated beyond what the trainer has
@@ -114,7 +133,7 @@ class LagBound:
 
 
 @dataclass(frozen=True)
-class StaleFraction:
+class StaleFraction(CountsOnly):
     """verl fully-async ``staleness_threshold``: a cap on samples generated per weight version.
 
     Between two syncs the rollouter may start at most (1 + staleness_threshold) * B * sync_every
@@ -137,7 +156,7 @@ class StaleFraction:
 
 
 @dataclass(frozen=True)
-class OverSample:
+class OverSample(CountsOnly):
     """Launch more than B per round and train the first B to finish (APRIL over-sampling).
 
     started - dropped < (v + 1 + eta) * B + ceil((factor - 1) * B): the count throttle plus

@@ -52,6 +52,9 @@ class LowestVersionFirst:
     def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
         return len(buffer) >= p.batch_size
 
+    def min_items(self, p: Pipeline) -> int:
+        return p.batch_size
+
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         if len(buffer) < p.batch_size:
             return None, []
@@ -69,6 +72,9 @@ class WindowedFIFO:
 
     def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
         return len(buffer) >= p.batch_size
+
+    def min_items(self, p: Pipeline) -> int:
+        return p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

@@ -15,6 +15,10 @@ Processes
   clock* that stops while generation is paused. Pausing for a sync therefore costs O(1) however
   many episodes are in flight: the clock offset grows, and each episode's real end time is
   derived when it is needed. Free slots are a heap, so starting an episode costs O(log n_slots).
+  Completions that cannot change a decision (admission closed for good, no batch they could
+  complete) are *quiet*: the process sleeps past them and accounts for them lazily, when it
+  wakes or when anyone looks (:meth:`~pipesim.slots.Slots.catch_up`), if the policies promise
+  what makes that invisible (``docs/policies.md``, "Hints").
 * **trainer** -- takes a batch from the :class:`~pipesim.buffer.EpisodeBuffer` (a SimPy
   resource fed by the slots), trains for ``train_time_s``, then requests a weight sync and waits.
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
@@ -34,17 +38,15 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, EventPriority
 
+from pipesim import errors
 from pipesim.buffer import EpisodeBuffer
 from pipesim.config import Scenario
 from pipesim.episode import TRAINED, Episode, UpdateRecord
+from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
 from pipesim.slots import Slots
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
-
-
-class PipelineError(RuntimeError):
-    """The configuration cannot complete its steps (pool exhausted, or no progress possible)."""
 
 
 class _EndOfInstant(simpy.Event):
@@ -129,6 +131,7 @@ class Pipeline:
         self._pause_start: float | None = None
         self._instant = -1.0
         self._instant_first = 0  # episodes started before the current instant
+        self._started_at_batch = 0  # episodes started when the trainer last took a batch
         self._launch_limit = 2 * len(durations) + 100 * (self.config.n_slots + self.batch_size)
         self._wakeup = _EndOfInstant(self.env)
         self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
@@ -269,23 +272,16 @@ class Pipeline:
         if now != self._instant:
             self._instant, self._instant_first = now, started
         elif started - self._instant_first >= self._launch_limit:
-            raise PipelineError(
-                f"no progress: {started - self._instant_first} episodes launched at t={now:.6g} s "
-                f"without time advancing (version {self.version} of {self.config.steps}); the policies "
-                f"{type(self.admission).__name__} / {type(self.weight_update).__name__} / "
-                f"{type(self.batching).__name__} relaunch work in a zero-time loop"
-            )
+            raise errors.zero_time_loop(self, started - self._instant_first)
+        if started - self._started_at_batch >= self._launch_limit:
+            raise errors.no_batch(self, started - self._started_at_batch)
         if task is None:
             if self.requeued:
                 task, parent = self.requeued.popleft()
             else:
                 task = self.next_task
                 if task >= len(self._durations):
-                    raise PipelineError(
-                        f"durations pool exhausted: the run needed more than {len(self._durations)} "
-                        f"episodes (at t={now:.6g} s, version {self.version} of {self.config.steps}); "
-                        f"pass at least {self.scenario.default_pool_size} durations or set pool_size"
-                    )
+                    raise errors.pool_exhausted(self, len(self._durations))
                 self.next_task = task + 1
         ep = Episode(started, task, self.episode_duration_s(task, engine), engine.version, parent)
         self.started = started + 1
@@ -338,7 +334,8 @@ class Pipeline:
             admits, choose, engines = self.admission.admits, self._choose, self.engines
             if now != self._instant:
                 self._instant, self._instant_first = now, self.started
-            limit = self._instant_first + self._launch_limit
+            # past this, launch() raises: a zero-time loop, or no batch for too long
+            limit = min(self._instant_first, self._started_at_batch) + self._launch_limit
             durations, requeued, started_before = self._durations, self.requeued, self.started
             n_pool = len(durations) if self._inline_launch else -1  # -1: always through launch()
             while (engine := choose(engines)) is not None and admits(self):
@@ -367,6 +364,7 @@ class Pipeline:
         for step in range(self.config.steps):
             batch = yield self.buffer.get()
             self.batches_taken += 1
+            self._started_at_batch = self.started
             self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version
             for ep in batch:
@@ -427,13 +425,7 @@ class Pipeline:
         except RuntimeError as exc:
             if self.done.triggered or "until" not in str(exc):
                 raise
-            raise PipelineError(
-                f"the pipeline stalled at t={self.env.now:.6g} s, version {self.version} of "
-                f"{self.config.steps}: {self.n_running} running, {len(self.buffer.items)} episodes "
-                f"buffered (batch_size {self.batch_size}), {self.started} started, {self.n_dropped} "
-                f"dropped; the admission policy {type(self.admission).__name__} admits no further "
-                f"episode (with {type(self.weight_update).__name__} and {type(self.batching).__name__})"
-            ) from None
+            raise errors.stalled(self) from None
         finally:
             if gc_was_enabled:
                 gc.enable()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineError, Scenario, TraceDurations
 from pipesim.api import draw_pool
@@ -65,6 +66,29 @@ def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) ->
     if fast is not None and slow is not None:
         assert isinstance(slow, ThroughLaunch) and not slow._inline_launch
         assert slow.launches == len(slow.episodes)  # really every start went through launch
+
+
+@st.composite
+def lazy_eligible(draw: st.DrawFn) -> Scenario:
+    """Scenarios whose policies allow quiet completions (most drawn above do not: replicas,
+    failures, timeouts and per-episode weight updates turn them off)."""
+    inner = draw(st.sampled_from([PartialRollout(), Drain()]))
+    update = draw(st.sampled_from([inner, SyncEveryK(2, inner), SyncEveryK(3, inner)]))
+    sc = draw(
+        policy_scenarios(
+            weight_updates_=[update], failures=st.none(), with_timeouts=False, with_replicas=False
+        )
+    )
+    return sc.with_(pool_size=4 * sc.default_pool_size)
+
+
+@settings(max_examples=60)
+@given(lazy_eligible())
+def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
+    fast, a = trace(Pipeline, sc)
+    eager, c = trace(Eager, sc)
+    assert fast is None or fast.lazy_completions
+    assert a == c
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)

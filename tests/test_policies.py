@@ -13,8 +13,9 @@ from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, Q
 from pipesim.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO
 from pipesim.durations import LogNormalDurations
 from pipesim.faults import DropFailed
-from pipesim.policies import CountThrottle, OldestFinishedFirst, PartialRollout
+from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
 from pipesim.testing import admissions, batchings, check_invariants, policy_scenarios
+from pipesim.updates import SyncEveryK
 
 CFG = PipelineConfig(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=5.0, max_staleness=1, steps=8)
 
@@ -184,6 +185,19 @@ def test_zero_time_relaunch_loop_is_detected() -> None:
     sc = Scenario(pipeline=CFG, durations=TraceDurations.from_values([0.0] * 50), pool_size=50)
     with pytest.raises(PipelineError, match="no progress"):
         run(sc.with_(admission=AReaLThrottle(), batching=RequeueEverything()))
+
+
+def test_dropping_everything_forever_is_detected_not_simulated_forever() -> None:
+    """A skipped sync leaves the engine on version 0 while the trainer is on 1, and DropStale with
+    eta = 0 then drops (and requeues) every episode: time advances, but no batch ever forms."""
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=2, batch_size=6, train_time_s=35.0, sync_time_s=40.0, steps=4),
+        admission=AReaLThrottle(),
+        weight_update=SyncEveryK(2, Drain()),
+        batching=DropStale(requeue=True),
+    )
+    with pytest.raises(PipelineError, match="since the trainer last took a batch"):
+        run(sc)
 
 
 @pytest.mark.parametrize(
