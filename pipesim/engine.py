@@ -152,7 +152,7 @@ class Pipeline:
     def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
         """A replica finished ``episodes`` by ``now`` (the current time).
 
-        ``in_pass``: quiet completions caught up by a pass or a drain, which need no pass.
+        ``in_pass``: quiet completions caught up by the controller pass, which needs no other.
         """
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)

@@ -199,7 +199,7 @@ class Slots:
         ):
             self._wake()
 
-    def catch_up(self, now: float) -> None:
+    def catch_up(self, now: float, in_pass: bool = True) -> None:
         """Finish the quiet completions due by ``now`` that the process slept past.
 
         A completion is *quiet* when it cannot change a decision: the admission policy is closed
@@ -209,10 +209,10 @@ class Slots:
         each with its own end time, by that wake-up or by whoever looks first: the controller
         pass, a pause, a drain. Nothing can observe the difference, and a run with many
         completions per decision (eta = 0 above all) needs one wake-up per decision instead of one
-        per episode.
+        per episode. ``in_pass``: the caller is the controller pass, which needs no other.
         """
         if self.behind:  # the caller may test it first: this runs at every controller pass
-            self._finish_due(now, in_pass=True)
+            self._finish_due(now, in_pass)
 
     def pause(self) -> None:
         """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
@@ -236,7 +236,7 @@ class Slots:
     def drained(self) -> simpy.Event:
         """An event that succeeds when no episode is running on this replica (now, if none is)."""
         ev = self.env.event()
-        self.catch_up(self.env.now)
+        self.catch_up(self.env.now, in_pass=False)
         if not self.running:
             ev.succeed()
         else:
