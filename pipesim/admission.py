@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipesim.policies import CountsOnly
+
 if TYPE_CHECKING:
     from pipesim.engine import Pipeline
 
@@ -36,20 +38,6 @@ def _check_number(name: str, value: object, minimum: float, strict: bool = False
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
-
-
-class CountsOnly:
-    """A rule that reads only counters no finishing episode changes: ``p.started``,
-    ``p.n_dropped``, the version, and running + buffered (a completion moves an episode from one
-    to the other). Once it says no, only a start, a drop or a new version can change its mind, so
-    it is *closed*: the promise that lets the engine skip quiet completions (``Slots.catch_up``).
-    """
-
-    def admits(self, p: Pipeline) -> bool:
-        raise NotImplementedError
-
-    def closed(self, p: Pipeline) -> bool:
-        return not self.admits(p)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.engine import PipelineError
+from pipesim.policies import FullBatch
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
@@ -46,14 +47,8 @@ def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Ep
 
 
 @dataclass(frozen=True)
-class LowestVersionFirst:
+class LowestVersionFirst(FullBatch):
     """The B episodes with the lowest starting version (finishing order breaks ties)."""
-
-    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
-        return len(buffer) >= p.batch_size
-
-    def min_items(self, p: Pipeline) -> int:
-        return p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         if len(buffer) < p.batch_size:
@@ -62,19 +57,13 @@ class LowestVersionFirst:
 
 
 @dataclass(frozen=True)
-class WindowedFIFO:
+class WindowedFIFO(FullBatch):
     """Lowest version first among the first ``window`` finished episodes (at least B of them)."""
 
     window: int = 128
 
     def __post_init__(self) -> None:
         _check_int("window", self.window, 1)
-
-    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
-        return len(buffer) >= p.batch_size
-
-    def min_items(self, p: Pipeline) -> int:
-        return p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

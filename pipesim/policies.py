@@ -62,8 +62,36 @@ class BatchPolicy(Protocol):
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]: ...
 
 
+class CountsOnly:
+    """An admission rule that reads only counters no finishing episode changes: ``p.started``,
+    ``p.n_dropped``, the version, and running + buffered (a completion moves an episode from one
+    to the other). Once it says no, only a start, a drop or a new version can change its mind, so
+    it is *closed*: the promise that lets the engine skip quiet completions (``Slots.catch_up``).
+    """
+
+    def admits(self, p: Pipeline) -> bool:
+        raise NotImplementedError
+
+    def closed(self, p: Pipeline) -> bool:
+        return not self.admits(p)
+
+
+class FullBatch:
+    """A batch policy that needs ``batch_size`` finished episodes before it can form a batch.
+
+    Both hints follow: ``ready`` (the engine skips passes that could not form one) and
+    ``min_items`` (completions that leave the buffer short of it are quiet).
+    """
+
+    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+        return len(buffer) >= p.batch_size
+
+    def min_items(self, p: Pipeline) -> int:
+        return p.batch_size
+
+
 @dataclass(frozen=True)
-class CountThrottle:
+class CountThrottle(CountsOnly):
     """The chapter's (and AReaL's) count-based bound: start only while started < (v + 1 + eta) * B.
 
     It counts episodes *started*, so it bounds how far generation runs ahead in batches, but a
@@ -72,11 +100,6 @@ class CountThrottle:
 
     def admits(self, p: Pipeline) -> bool:
         return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
-
-    def closed(self, p: Pipeline) -> bool:
-        """A promise the engine uses to skip quiet completions: the rule is closed now and no
-        finishing episode can open it (only a new version can)."""
-        return p.started >= (p.version + 1 + p.max_staleness) * p.batch_size  # not admits(p)
 
 
 @dataclass(frozen=True)
@@ -124,16 +147,8 @@ class Drain:
 
 
 @dataclass(frozen=True)
-class OldestFinishedFirst:
+class OldestFinishedFirst(FullBatch):
     """The chapter's trainer: the B episodes that finished earliest, in finishing order."""
-
-    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
-        """Cheap test the engine uses to skip controller passes that could not form a batch."""
-        return len(buffer) >= p.batch_size
-
-    def min_items(self, p: Pipeline) -> int:
-        """No batch can be formed from fewer finished episodes (lets the engine skip quiet ones)."""
-        return p.batch_size
 
     def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

@@ -61,7 +61,7 @@ class Slots:
         self.paused_since: float | None = None
         self._target: Episode | None = None  # the episode whose completion we sleep until
         self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
-        self.sleeping = False  # waiting on a timer or idle (interruptible); read-only outside
+        self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
         self.process = self.env.process(self._run())
 
@@ -79,19 +79,18 @@ class Slots:
         p = self.p
         lazy, quiet = p.lazy_completions, p.quiet_completions
         while True:
-            self.sleeping = True
+            self._sleeping = True
             try:
                 if self._target is None:
                     yield never
                 else:
                     yield timeout(delay)
-                    self.sleeping = False
+                    self._sleeping = False
                     finish_due(now := env.now)
             except simpy.Interrupt:
-                self.sleeping = False
+                self._sleeping = False
                 now = env.now
-                if self.behind:  # whoever woke us has caught up; if not, do it (with a pass)
-                    finish_due(now)
+                self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
             # re-arm: sleep until the episode at the heap top is due (real time, offset included)
             running = self.running
             if running and self.paused_since is None:
@@ -117,8 +116,8 @@ class Slots:
         return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
 
     def _wake(self) -> None:
-        if self.sleeping:
-            self.sleeping = False
+        if self._sleeping:
+            self._sleeping = False
             self.process.interrupt()
 
     # -- primitives used by the controller and the weight-update policies ----------------------
@@ -192,7 +191,7 @@ class Slots:
 
         Only a sleeping process needs it: one that is running re-arms when it next yields."""
         if (
-            self.sleeping
+            self._sleeping
             and self.paused_since is None
             and self.running
             and (self._target is None or self.behind or self.running[0][0] < self._target.vend)
@@ -211,7 +210,7 @@ class Slots:
         completions per decision (eta = 0 above all) needs one wake-up per decision instead of one
         per episode. ``in_pass``: the caller is the controller pass, which needs no other.
         """
-        if self.behind:  # the caller may test it first: this runs at every controller pass
+        if self.behind:
             self._finish_due(now, in_pass)
 
     def pause(self) -> None:
