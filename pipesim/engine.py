@@ -75,6 +75,9 @@ class Pipeline:
 
     lazy_completions = True
     """Skip the wake-ups of quiet completions when the policies allow it (see ``Slots.catch_up``)."""
+    handover = True
+    """Let the slots process do the commonest instant (one completion, one start) in one step
+    where the configuration allows it (see :mod:`pipesim.handover`)."""
     admission_refused = False
     """Whether the last admission loop ended because the policy said no (and not for want of a
     free slot). Only a hint of when to look for quiet completions: ``quiet_completions`` checks."""
@@ -87,6 +90,7 @@ class Pipeline:
         self.batching = scenario.batching
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
+        self._steps = self.config.steps
         self.env = simpy.Environment()
         self._durations = durations
         self.version = 0
@@ -118,6 +122,7 @@ class Pipeline:
             and type(self).launch is Pipeline.launch
             and type(self).episode_duration_s is Pipeline.episode_duration_s
         )
+        self.handover = self.handover and self._inline_launch and replicas is None
         # quiet completions (see Slots.catch_up) need the policies' promises; one replica only
         self._min_items = getattr(self.batching, "min_items", None)
         self.lazy_completions = (
@@ -263,7 +268,7 @@ class Pipeline:
     def _only_engine(self, engines: list[Slots]) -> Slots | None:
         """The routing rule of a single engine: it, while it accepts episodes."""
         e = engines[0]
-        return e if e.accepting else None
+        return e if e.free and e.paused_since is None else None  # e.accepting, without a call
 
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
@@ -324,9 +329,9 @@ class Pipeline:
         """
         if self.finished:
             return
-        if self.lazy_completions:
+        if self.lazy_completions and self.engine.behind:
             self.engine.catch_up(now)  # policies and the results see every completion due by now
-        if self.version >= self.config.steps:
+        if self.version >= self._steps:
             self.finished = True
             self.done.succeed()
             return
@@ -352,8 +357,9 @@ class Pipeline:
             if self.started != started_before:
                 for e in engines:  # a new episode may finish before a sleeping replica's target
                     e.kick()
-        if self.buffer.request_ready():
-            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+        buffer = self.buffer
+        if buffer.get_queue and buffer.request_ready():
+            buffer.serve()  # the trainer takes its batch after admission, as in the chapter
         if self.lazy_completions and self.engine.behind:
             self.engine.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 

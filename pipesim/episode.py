@@ -40,7 +40,14 @@ class UpdateRecord:
 
 
 class Episode:
-    """One launched episode. Slots keep the per-episode cost to a few attribute writes."""
+    """One launched episode. Slots keep the per-episode cost to a few attribute writes.
+
+    A run keeps every episode until its result is dropped, so creating one and letting the
+    garbage collector walk it are per-episode costs. The fields every episode sets are slots; the
+    ones only faults and re-prefills set (``truncated``, ``parent``, ``lost_s``, ``fail_at_s``,
+    ``reprefill_tokens``, ``reprefill_s``) are class-level defaults that an instance overrides
+    in its own ``__dict__``, which exists only for the episodes that need it.
+    """
 
     __slots__ = (
         "id",
@@ -53,19 +60,24 @@ class Episode:
         "version",
         "update_from",
         "update_to",
-        "vend",
         "offset_start",
         "status",
         "trained_step",
         "trained_version",
-        "truncated",
         "work_s",
-        "parent",
-        "lost_s",
-        "fail_at_s",
-        "reprefill_tokens",
-        "reprefill_s",
+        "__dict__",
     )
+
+    truncated: bool = False
+    """Cut at the episode timeout (``pipesim.faults``)."""
+    parent: int = -1
+    """The id of the lost episode this one relaunches, or -1."""
+    lost_s: float = 0.0
+    """Generation seconds thrown away (aborted or failed)."""
+    fail_at_s: float | None = None
+    """Generation seconds after which its environment worker fails."""
+    reprefill_tokens: float = 0.0
+    reprefill_s: float = 0.0
 
     def __init__(self, id: int, task_id: int, duration_s: float, version: int, parent: int = -1) -> None:
         self.id = id
@@ -78,18 +90,13 @@ class Episode:
         self.end_s: float | None = None
         self.update_from = 0  # index into the update log at start
         self.update_to = 0  # index into the update log at finish (exclusive)
-        self.vend = 0.0  # finishing time on the engine's paused-time-free clock
         self.offset_start = 0.0  # the engine's paused-time total when the episode started
         self.status = RUNNING
         self.trained_step = -1
         self.trained_version = -1
-        self.truncated = False
         self.work_s = duration_s  # generation seconds it will take (capped, cut by a failure, + re-prefill)
-        self.parent = parent  # the id of the lost episode this one relaunches, or -1
-        self.lost_s = 0.0  # generation seconds thrown away (aborted or failed)
-        self.fail_at_s: float | None = None  # generation seconds after which its worker fails
-        self.reprefill_tokens = 0.0
-        self.reprefill_s = 0.0
+        if parent != -1:
+            self.parent = parent
 
     def segments(
         self, updates: list[UpdateRecord], until_s: float | None = None

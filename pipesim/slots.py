@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from pipesim.episode import Episode
+from pipesim.handover import make_handover
 
 if TYPE_CHECKING:
     from pipesim.engine import Pipeline
@@ -59,7 +60,7 @@ class Slots:
         self.offset = 0.0  # total paused seconds so far
         self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
-        self._target: Episode | None = None  # the episode whose completion we sleep until
+        self._target: tuple[float, int, Episode] | None = None  # the heap entry we sleep until
         self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
         self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
@@ -78,6 +79,7 @@ class Slots:
         finish_due, timeout = self._finish_due, env.timeout
         p = self.p
         lazy, quiet = p.lazy_completions, p.quiet_completions
+        handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
         while True:
             self._sleeping = True
             try:
@@ -86,7 +88,9 @@ class Slots:
                 else:
                     yield timeout(delay)
                     self._sleeping = False
-                    finish_due(now := env.now)
+                    now = env.now
+                    if handover is None or not handover(now):
+                        finish_due(now)
             except simpy.Interrupt:
                 self._sleeping = False
                 now = env.now
@@ -97,9 +101,10 @@ class Slots:
                 # quiet completions are possible only once the admission policy has said no
                 k = quiet(len(running)) if lazy and p.admission_refused else 0
                 if k == 0:
-                    ep = self._target = running[0][2]
+                    ep = (target := running[0])[2]
                 else:  # wake at the first completion that matters; the k before it are quiet
-                    ep = self._target = heapq.nsmallest(k + 1, running)[-1][2]
+                    ep = (target := heapq.nsmallest(k + 1, running)[-1])[2]
+                self._target = target
                 self.behind = k > 0
                 at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
                 if at <= now:
@@ -149,8 +154,7 @@ class Slots:
         ep.offset_start = offset = self.offset
         if work_s is not None:
             ep.work_s = work_s
-        ep.vend = vend = (now - offset) + ep.work_s
-        heapq.heappush(self.running, (vend, ep.id, ep))
+        heapq.heappush(self.running, ((now - offset) + ep.work_s, ep.id, ep))
 
     def abort_all(self) -> list[tuple[Episode, float]]:
         """Take every running episode off its slot now; return each with the seconds it generated.
@@ -167,9 +171,7 @@ class Slots:
         self.running = []
         self._target = None
         self._wake()
-        if self._drained is not None:
-            ev, self._drained = self._drained, None
-            ev.succeed()
+        self.signal_drained()
         return out
 
     def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None:
@@ -178,8 +180,7 @@ class Slots:
         for vend, eid, ep in self.running:
             extra = extra_s(ep, self.generated_s(ep))
             ep.work_s += extra
-            ep.vend = vend + extra
-            running.append((ep.vend, eid, ep))
+            running.append((vend + extra, eid, ep))
         heapq.heapify(running)
         self.running = running
         self._target = None
@@ -194,7 +195,7 @@ class Slots:
             self._sleeping
             and self.paused_since is None
             and self.running
-            and (self._target is None or self.behind or self.running[0][0] < self._target.vend)
+            and (self._target is None or self.behind or self.running[0] < self._target)
         ):
             self._wake()
 
@@ -270,7 +271,12 @@ class Slots:
         if len(done) > 1:
             done.sort(key=_finishing_order)
         self.p.on_finished(done, now, in_pass)
-        if not running and self._drained is not None:
+        if not running:
+            self.signal_drained()
+
+    def signal_drained(self) -> None:
+        """Succeed the pending ``drained()`` event, if any (the caller knows nothing is running)."""
+        if self._drained is not None:
             ev, self._drained = self._drained, None
             ev.succeed()
 

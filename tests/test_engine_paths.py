@@ -1,8 +1,11 @@
-"""The engine's two shortcuts must be invisible: each is checked against the plain way.
+"""The engine's shortcuts must be invisible: each is checked against the plain way.
 
 * The controller pass starts new tasks inline; :meth:`Pipeline.launch` is the general way.
 * Quiet completions (``Slots.catch_up``) are accounted lazily instead of waking the slots process
   for each; ``Pipeline.lazy_completions = False`` wakes it for every completion.
+* The slots process hands a freed slot straight to the next task when an instant is one
+  completion and nothing else (``pipesim.handover``); ``Pipeline.handover = False`` sends every
+  instant through ``Slots._finish_due`` and the controller pass.
 
 For every scenario, the plain way gives the same episodes, with the same slots, times, versions
 and fates, the same training steps and syncs, or the same error.
@@ -41,6 +44,12 @@ class Eager(Pipeline):
     lazy_completions = False
 
 
+class NoHandover(Pipeline):
+    """A pipeline whose completions all go through ``Slots._finish_due`` and the controller pass."""
+
+    handover = False
+
+
 def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
     p = cls(sc, draw_pool(sc).tolist())
     try:
@@ -61,8 +70,10 @@ def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) ->
     fast, a = trace(Pipeline, sc)
     slow, b = trace(ThroughLaunch, sc)
     eager, c = trace(Eager, sc)
+    general, d = trace(NoHandover, sc)
     assert a == b
     assert a == c
+    assert a == d
     if fast is not None and slow is not None:
         assert isinstance(slow, ThroughLaunch) and not slow._inline_launch
         assert slow.launches == len(slow.episodes)  # really every start went through launch
@@ -87,8 +98,10 @@ def lazy_eligible(draw: st.DrawFn) -> Scenario:
 def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
     fast, a = trace(Pipeline, sc)
     eager, c = trace(Eager, sc)
+    general, d = trace(NoHandover, sc)
     assert fast is None or fast.lazy_completions
     assert a == c
+    assert a == d
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
@@ -114,9 +127,12 @@ def test_shortcuts_equal_the_plain_way_on_fixed_designs(sc: Scenario) -> None:
     fast, a = trace(Pipeline, sc)
     slow, b = trace(ThroughLaunch, sc)
     eager, c = trace(Eager, sc)
+    general, d = trace(NoHandover, sc)
     assert fast is not None and fast._inline_launch
+    assert general is not None and not general.handover
     assert a == b
     assert a == c
+    assert a == d
 
 
 @pytest.mark.parametrize("eta", [0, 1, 3])
@@ -129,9 +145,11 @@ def test_lazy_completions_equal_eager_ones_with_tied_integer_durations(eta: int,
     )
     pool = TraceDurations(tuple(float(1 + (7 * i) % 5) for i in range(60)))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain() if drain else PartialRollout())
-    (fast, a), (eager, c) = trace(Pipeline, sc), trace(Eager, sc)
+    (fast, a), (eager, c), (general, d) = trace(Pipeline, sc), trace(Eager, sc), trace(NoHandover, sc)
     assert fast is not None and fast.lazy_completions and eager is not None and not eager.lazy_completions
+    assert general is not None and not general.handover
     assert a == c
+    assert a == d
 
 
 def count_events(p: Pipeline) -> int:
@@ -160,3 +178,40 @@ def test_a_plain_scenario_starts_its_episodes_inline() -> None:
     """The equivalence above compares something: plain scenarios do take the inline path."""
     p = Pipeline(Scenario(), draw_pool(Scenario()).tolist())
     assert p._inline_launch
+
+
+class CountingPasses(Pipeline):
+    passes = 0
+
+    def _controller_pass(self, now: float) -> None:
+        self.passes += 1
+        super()._controller_pass(now)
+
+
+class CountingPassesGeneral(CountingPasses):
+    handover = False
+
+
+def test_the_handover_takes_the_instants_of_an_asynchronous_run() -> None:
+    """The equivalence above compares something: with spare staleness budget nearly every
+    completion is handed over, and the controller pass runs only for the other instants."""
+    sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=2, steps=6))
+    pool = draw_pool(sc).tolist()
+    fast, general = CountingPasses(sc, pool), CountingPassesGeneral(sc, pool)
+    fast.run()
+    general.run()
+    n = len(general.episodes)
+    assert len(fast.episodes) == n
+    assert general.passes > n / 2  # the general way: a pass for (nearly) every completion
+    assert fast.passes < n / 4
+
+
+def test_a_drain_that_waits_for_a_handed_over_completion_still_ends() -> None:
+    """A completion that empties the engine while a drain waits for it must signal the drain."""
+    cfg = PipelineConfig(n_slots=1, batch_size=9, train_time_s=0.0, sync_time_s=0.0, max_staleness=1, steps=5)
+    pool = TraceDurations(tuple([0.0] * 9 + [1.0] + [0.0] * 60))
+    sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain(), pool_size=64)
+    (fast, a), (general, d) = trace(Pipeline, sc), trace(NoHandover, sc)
+    assert fast is not None and fast.handover and fast.version == 5
+    assert general is not None and general.version == 5
+    assert a == d
