@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
@@ -44,6 +44,7 @@ from pipesim.config import Scenario
 from pipesim.episode import TRAINED, Episode, UpdateRecord
 from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
+from pipesim.quiet import make_quiet
 from pipesim.slots import Slots
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
@@ -74,13 +75,14 @@ class Pipeline:
     """
 
     lazy_completions = True
-    """Skip the wake-ups of quiet completions when the policies allow it (see ``Slots.catch_up``)."""
+    """Skip the wake-ups of quiet completions where the policies allow it (see :mod:`pipesim.quiet`)."""
     handover = True
     """Let the slots process do the commonest instant (one completion, one start) in one step
     where the configuration allows it (see :mod:`pipesim.handover`)."""
     admission_refused = False
     """Whether the last admission loop ended because the policy said no (and not for want of a
     free slot). Only a hint of when to look for quiet completions: ``quiet_completions`` checks."""
+    quiet_completions: Callable[[int], int] | None
 
     def __init__(self, scenario: Scenario, durations: list[float]) -> None:
         self.scenario = scenario
@@ -123,15 +125,8 @@ class Pipeline:
             and type(self).episode_duration_s is Pipeline.episode_duration_s
         )
         self.handover = self.handover and self._inline_launch and replicas is None
-        # quiet completions (see Slots.catch_up) need the policies' promises; one replica only
-        self._min_items = getattr(self.batching, "min_items", None)
-        self.lazy_completions = (
-            self.lazy_completions
-            and self._inline_launch
-            and replicas is None
-            and callable(getattr(self.admission, "closed", None))
-            and not getattr(self.weight_update, "acts_on_episodes", True)
-        )
+        self.quiet_completions = make_quiet(self)  # None where the policies do not allow them
+        self.lazy_completions = self.quiet_completions is not None
         self._sync_start = 0.0
         self._pause_start: float | None = None
         self._instant = -1.0
@@ -172,26 +167,6 @@ class Pipeline:
             self._controller_pass(now)
         elif self.lifecycle is not None or self._controller_has_work():
             self.poke()
-
-    def quiet_completions(self, n_running: int) -> int:
-        """How many of the next completions on the (only) replica, with ``n_running`` episodes in
-        flight, cannot change a decision, so that the replica may account for them lazily.
-
-        Finishing an episode changes the buffer and frees a slot, nothing else. So it is quiet
-        while the admission policy promises it stays closed whatever finishes (``closed(p)``),
-        and, if the trainer waits for a batch, while the buffer stays short of the size the batch
-        policy needs (``min_items(p)``). The last episode in flight is never quiet: a drain, or
-        the report of a stalled run, waits for it.
-        """
-        if not self.admission.closed(self):  # type: ignore[attr-defined]  # lazy_completions checked it
-            return 0
-        k = n_running - 1
-        buffer = self.buffer
-        if buffer.get_queue:
-            if self._min_items is None:
-                return 0
-            k = min(k, self._min_items(self) - len(buffer.items) - 1)
-        return k if k > 0 else 0
 
     def _controller_has_work(self) -> bool:
         """Would a controller pass at the end of this instant do anything?

@@ -78,7 +78,7 @@ class Slots:
         delay = 0.0
         finish_due, timeout = self._finish_due, env.timeout
         p = self.p
-        lazy, quiet = p.lazy_completions, p.quiet_completions
+        quiet = p.quiet_completions  # None: no quiet completions (see pipesim.quiet)
         handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
         while True:
             self._sleeping = True
@@ -99,7 +99,7 @@ class Slots:
             running = self.running
             if running and self.paused_since is None:
                 # quiet completions are possible only once the admission policy has said no
-                k = quiet(len(running)) if lazy and p.admission_refused else 0
+                k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
                 if k == 0:
                     ep = (target := running[0])[2]
                 else:  # wake at the first completion that matters; the k before it are quiet
@@ -202,14 +202,11 @@ class Slots:
     def catch_up(self, now: float, in_pass: bool = True) -> None:
         """Finish the quiet completions due by ``now`` that the process slept past.
 
-        A completion is *quiet* when it cannot change a decision: the admission policy is closed
-        whatever finishes, the trainer is not waiting for a batch it could complete, and nobody
-        waits for the replica to drain (``Pipeline.quiet_completions`` decides). The process then
-        sleeps until the first completion that matters, and the quiet ones are finished later,
-        each with its own end time, by that wake-up or by whoever looks first: the controller
-        pass, a pause, a drain. Nothing can observe the difference, and a run with many
-        completions per decision (eta = 0 above all) needs one wake-up per decision instead of one
-        per episode. ``in_pass``: the caller is the controller pass, which needs no other.
+        A completion is *quiet* when it cannot change a decision (:mod:`pipesim.quiet` decides
+        which are). The process sleeps until the first completion that matters, and the quiet
+        ones are finished later, each with its own end time, by that wake-up or by whoever looks
+        first: the controller pass, a pause, a drain. ``in_pass``: the caller is the controller
+        pass, which needs no other.
         """
         if self.behind:
             self._finish_due(now, in_pass)

@@ -1,0 +1,56 @@
+"""Quiet completions: which completions the slots process may sleep past.
+
+A completion is *quiet* when it cannot change a decision. Finishing an episode changes the buffer
+and frees a slot, nothing else; so it is quiet while the admission policy promises to stay closed
+whatever finishes (``closed(p)``), and, if the trainer waits for a batch, while the buffer stays
+short of the size the batch policy needs (``min_items(p)``). The last episode in flight is never
+quiet: a drain, or the report of a stalled run, waits for it.
+
+The slots process then sleeps until the first completion that matters and finishes the quiet
+ones later, each with its own end time (``Slots.catch_up``). Nothing can observe the difference,
+and a run with many completions per decision (eta = 0 above all) needs one wake-up per decision
+instead of one per episode. ``docs/policies.md`` ("Hints") lists the promises a policy makes to
+allow it; ``tests/test_engine_paths.py`` checks the traces against ``lazy_completions = False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipesim.engine import Pipeline
+
+
+def make_quiet(p: Pipeline) -> Callable[[int], int] | None:
+    """The function that counts quiet completions for ``p``'s only replica, or None where the
+    configuration does not allow them.
+
+    They need the policies' promises (an admission policy with ``closed``, a weight update that
+    does not act on episodes in flight), one replica, and the inline start (no lifecycle, no
+    subclass hooks); ``Pipeline.lazy_completions = False`` turns them off.
+    """
+    closed: Callable[[Pipeline], bool] | None = getattr(p.admission, "closed", None)
+    if (
+        not p.lazy_completions
+        or not p._inline_launch
+        or len(p.engines) != 1
+        or not callable(closed)
+        or getattr(p.weight_update, "acts_on_episodes", True)
+    ):
+        return None
+    min_items: Callable[[Pipeline], int] | None = getattr(p.batching, "min_items", None)
+    buffer = p.buffer
+
+    def quiet(n_running: int) -> int:
+        """How many of the next completions, with ``n_running`` episodes in flight, are quiet."""
+        if not closed(p):
+            return 0
+        k = n_running - 1
+        if buffer.get_queue:
+            if min_items is None:
+                return 0
+            k = min(k, min_items(p) - len(buffer.items) - 1)
+        return k if k > 0 else 0
+
+    return quiet
