@@ -12,7 +12,7 @@ partial rollouts) it measures, in one process and one run so the ratios share th
   each ``yield env.timeout(d)``) -- the ceiling for any SimPy design.
 
 Goals: engine >= 2x loop at 64 slots and >= 50x at 4,096; engine >= 20% of raw at every size.
-Usage: ``python benchmarks/bench_pipeline.py [--quick]``.
+Usage: ``python benchmarks/bench_pipeline.py [--quick] [--sizes 64,1024]``.
 
 Timing is CPU time of this process (``time.process_time``), best of several repeats, with the
 three measurements interleaved: the machines this runs on are shared, and wall time there
@@ -74,8 +74,16 @@ def raw_simpy_rate(n: int, pool: list[float], n_events: int) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller workloads (for a smoke run)")
+    ap.add_argument("--sizes", default="64,1024,4096,16384", help="slot counts, comma-separated")
     args = ap.parse_args()
-    sizes = [64, 1024] if args.quick else [64, 1024, 4096, 16384]
+    try:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    except ValueError:
+        ap.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    if any(n < 1 for n in sizes):
+        ap.error(f"--sizes must be positive, got {args.sizes!r}")
+    if args.quick:
+        sizes = [n for n in sizes if n <= 1024] or [64]
     print(
         f"{'slots':>6} {'design':<12} | {'engine ep/s':>11} | {'loop ep/s':>9} | {'raw ev/s':>9} |"
         f" {'engine/loop':>11} | {'engine/raw':>10}"

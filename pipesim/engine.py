@@ -18,7 +18,10 @@ Processes
   Completions that cannot change a decision (admission closed for good, no batch they could
   complete) are *quiet*: the process sleeps past them and accounts for them lazily, when it
   wakes or when anyone looks (:meth:`~pipesim.slots.Slots.catch_up`), if the policies promise
-  what makes that invisible (``docs/policies.md``, "Hints").
+  what makes that invisible (``docs/policies.md``, "Hints"; :mod:`pipesim.quiet`). An instant
+  that is one completion and nothing else is handed over: the process finishes the episode and
+  starts the next task on the freed slot itself, in the general path's order
+  (:mod:`pipesim.handover`).
 * **trainer** -- takes a batch from the :class:`~pipesim.buffer.EpisodeBuffer` (a SimPy
   resource fed by the slots), trains for ``train_time_s``, then requests a weight sync and waits.
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
