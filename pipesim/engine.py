@@ -127,7 +127,12 @@ class Pipeline:
             and type(self).launch is Pipeline.launch
             and type(self).episode_duration_s is Pipeline.episode_duration_s
         )
-        self.handover = self.handover and self._inline_launch and replicas is None
+        self.handover = (
+            self.handover
+            and self._inline_launch
+            and replicas is None
+            and type(self).on_finished is Pipeline.on_finished  # it stands in for on_finished
+        )
         self.quiet_completions = make_quiet(self)  # None where the policies do not allow them
         self.lazy_completions = self.quiet_completions is not None
         self._sync_start = 0.0

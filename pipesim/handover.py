@@ -21,8 +21,8 @@ same moments as on the general path; ``tests/test_engine_paths.py`` checks that 
 equal on every policy family.
 
 It is used only where the general path would run the pass inline too: one replica (no routing),
-no episode lifecycle (timeouts, failures), no subclass overriding ``launch`` or
-``episode_duration_s``; ``Pipeline.handover = False`` turns it off.
+no episode lifecycle (timeouts, failures), no subclass overriding ``launch``,
+``episode_duration_s`` or ``on_finished``; ``Pipeline.handover = False`` turns it off.
 """
 
 from __future__ import annotations

@@ -215,3 +215,20 @@ def test_a_drain_that_waits_for_a_handed_over_completion_still_ends() -> None:
     assert fast is not None and fast.handover and fast.version == 5
     assert general is not None and general.version == 5
     assert a == d
+
+
+def test_a_subclass_that_watches_completions_sees_every_one() -> None:
+    """Overriding on_finished turns the hand-over off, so the override is called for every episode."""
+
+    class Watching(Pipeline):
+        seen = 0
+
+        def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
+            self.seen += len(episodes)
+            super().on_finished(episodes, now, in_pass)
+
+    sc = Scenario(pipeline=PipelineConfig(n_slots=16, batch_size=16, max_staleness=2, steps=4))
+    p = Watching(sc, draw_pool(sc).tolist())
+    p.run()
+    assert not p.handover
+    assert p.seen == sum(e.end_s is not None for e in p.episodes)
