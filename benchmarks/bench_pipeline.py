@@ -92,7 +92,7 @@ def main() -> None:
         steps = max(4, 100 * 64 // n) if not args.quick else 4
         pool_t = agent_episode_durations((steps + 4) * n + n, torch.Generator().manual_seed(0))
         pool = pool_t.tolist()
-        reps = {64: 15, 1024: 5, 4096: 3}.get(n, 2)
+        reps = {64: 30, 1024: 5, 4096: 3}.get(n, 2)  # small sizes: more rounds, since each is short
         raw_fn = partial(raw_simpy_rate, n, pool, max(200_000, 4 * n))
         for eta, label in [(0, "sync eta=0"), (2, "eta=2 part")]:
             cfg = PipelineConfig(

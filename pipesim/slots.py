@@ -75,7 +75,7 @@ class Slots:
         """
         env = self.env
         never = env.event()  # idle: woken only by an interrupt
-        delay = 0.0
+        now, delay = env.now, 0.0  # now: env.now, kept in step with it (read or computed)
         finish_due, timeout = self._finish_due, env.timeout
         p = self.p
         quiet = p.quiet_completions  # None: no quiet completions (see pipesim.quiet)
@@ -88,7 +88,7 @@ class Slots:
                 else:
                     yield timeout(delay)
                     self._sleeping = False
-                    now = env.now
+                    now += delay  # env.now: SimPy computed the same sum when it scheduled the timeout
                     if handover is None or not handover(now):
                         finish_due(now)
             except simpy.Interrupt:
