@@ -110,9 +110,11 @@ def main() -> None:
                 ],
                 reps,
             )
+            ratio = engine / loop
+            shown = f"{ratio:.2f}" if ratio < 10 else f"{ratio:.1f}"  # near a goal, two decimals
             print(
                 f"{n:>6} {label:<12} | {engine:>11,.0f} | {loop:>9,.0f} | {raw:>9,.0f} |"
-                f" {engine / loop:>10.1f}x | {engine / raw:>9.0%}"
+                f" {shown:>10}x | {engine / raw:>9.0%}"
             )
 
 
