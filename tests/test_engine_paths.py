@@ -64,16 +64,19 @@ def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
     return p, (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
 
 
+def same_traces(sc: Scenario, *ways: type[Pipeline]) -> list[Pipeline | None]:
+    """Run ``sc`` the default way and each of ``ways``; assert every trace (or error) equals the
+    default's. Returns the pipelines, default first (None where the run raised)."""
+    runs = [trace(cls, sc) for cls in (Pipeline, *ways)]
+    for cls, (_, other) in zip(ways, runs[1:], strict=True):
+        assert runs[0][1] == other, f"{cls.__name__} differs from the default"
+    return [p for p, _ in runs]
+
+
 @settings(max_examples=60)
 @given(policy_scenarios())
 def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) -> None:
-    fast, a = trace(Pipeline, sc)
-    slow, b = trace(ThroughLaunch, sc)
-    eager, c = trace(Eager, sc)
-    general, d = trace(NoHandover, sc)
-    assert a == b
-    assert a == c
-    assert a == d
+    fast, slow, _, _ = same_traces(sc, ThroughLaunch, Eager, NoHandover)
     if fast is not None and slow is not None:
         assert isinstance(slow, ThroughLaunch) and not slow._inline_launch
         assert slow.launches == len(slow.episodes)  # really every start went through launch
@@ -96,12 +99,8 @@ def lazy_eligible(draw: st.DrawFn) -> Scenario:
 @settings(max_examples=60)
 @given(lazy_eligible())
 def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
-    fast, a = trace(Pipeline, sc)
-    eager, c = trace(Eager, sc)
-    general, d = trace(NoHandover, sc)
+    fast, _, _ = same_traces(sc, Eager, NoHandover)
     assert fast is None or fast.lazy_completions
-    assert a == c
-    assert a == d
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
@@ -124,15 +123,9 @@ CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.
     ids=["partial", "drain", "sync-every-2", "quiet-then-skipped-sync", "per-replica-sync"],
 )
 def test_shortcuts_equal_the_plain_way_on_fixed_designs(sc: Scenario) -> None:
-    fast, a = trace(Pipeline, sc)
-    slow, b = trace(ThroughLaunch, sc)
-    eager, c = trace(Eager, sc)
-    general, d = trace(NoHandover, sc)
+    fast, _, _, general = same_traces(sc, ThroughLaunch, Eager, NoHandover)
     assert fast is not None and fast._inline_launch
     assert general is not None and not general.handover
-    assert a == b
-    assert a == c
-    assert a == d
 
 
 @pytest.mark.parametrize("eta", [0, 1, 3])
@@ -145,11 +138,9 @@ def test_lazy_completions_equal_eager_ones_with_tied_integer_durations(eta: int,
     )
     pool = TraceDurations(tuple(float(1 + (7 * i) % 5) for i in range(60)))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain() if drain else PartialRollout())
-    (fast, a), (eager, c), (general, d) = trace(Pipeline, sc), trace(Eager, sc), trace(NoHandover, sc)
+    fast, eager, general = same_traces(sc, Eager, NoHandover)
     assert fast is not None and fast.lazy_completions and eager is not None and not eager.lazy_completions
     assert general is not None and not general.handover
-    assert a == c
-    assert a == d
 
 
 def count_events(p: Pipeline) -> int:
@@ -211,10 +202,9 @@ def test_a_drain_that_waits_for_a_handed_over_completion_still_ends() -> None:
     cfg = PipelineConfig(n_slots=1, batch_size=9, train_time_s=0.0, sync_time_s=0.0, max_staleness=1, steps=5)
     pool = TraceDurations(tuple([0.0] * 9 + [1.0] + [0.0] * 60))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain(), pool_size=64)
-    (fast, a), (general, d) = trace(Pipeline, sc), trace(NoHandover, sc)
+    fast, general = same_traces(sc, NoHandover)
     assert fast is not None and fast.handover and fast.version == 5
     assert general is not None and general.version == 5
-    assert a == d
 
 
 def test_a_subclass_that_watches_completions_sees_every_one() -> None:
