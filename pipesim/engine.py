@@ -95,7 +95,6 @@ class Pipeline:
         self.batching = scenario.batching
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
-        self._steps = self.config.steps
         self.env = simpy.Environment()
         self._durations = durations
         self.version = 0
@@ -251,7 +250,7 @@ class Pipeline:
     def _only_engine(self, engines: list[Slots]) -> Slots | None:
         """The routing rule of a single engine: it, while it accepts episodes."""
         e = engines[0]
-        return e if e.free and e.paused_since is None else None  # e.accepting, without a call
+        return e if e.accepting else None
 
     def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
@@ -312,9 +311,9 @@ class Pipeline:
         """
         if self.finished:
             return
-        if self.lazy_completions and self.engine.behind:
+        if self.lazy_completions:
             self.engine.catch_up(now)  # policies and the results see every completion due by now
-        if self.version >= self._steps:
+        if self.version >= self.config.steps:
             self.finished = True
             self.done.succeed()
             return
@@ -340,9 +339,8 @@ class Pipeline:
             if self.started != started_before:
                 for e in engines:  # a new episode may finish before a sleeping replica's target
                     e.kick()
-        buffer = self.buffer
-        if buffer.get_queue and buffer.request_ready():
-            buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+        if self.buffer.request_ready():
+            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
         if self.lazy_completions and self.engine.behind:
             self.engine.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
