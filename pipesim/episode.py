@@ -79,18 +79,32 @@ class Episode:
     reprefill_tokens: float = 0.0
     reprefill_s: float = 0.0
 
-    def __init__(self, id: int, task_id: int, duration_s: float, version: int, parent: int = -1) -> None:
+    def __init__(
+        self,
+        id: int,
+        task_id: int,
+        duration_s: float,
+        version: int,
+        parent: int = -1,
+        slot: int = -1,
+        replica: int = 0,
+        start_s: float = 0.0,
+        update_from: int = 0,
+        offset_start: float = 0.0,
+    ) -> None:
+        """The arguments after ``parent`` are where and when it starts (``Slots.start`` sets them;
+        the hand-over passes them here, which saves a write each)."""
         self.id = id
         self.task_id = task_id
         self.duration_s = duration_s
         self.version = version  # the version that started it (the chapter's label)
-        self.slot = -1
-        self.replica = 0
-        self.start_s = 0.0
+        self.slot = slot
+        self.replica = replica
+        self.start_s = start_s
         self.end_s: float | None = None
-        self.update_from = 0  # index into the update log at start
+        self.update_from = update_from  # index into the update log at start
         self.update_to = 0  # index into the update log at finish (exclusive)
-        self.offset_start = 0.0  # the engine's paused-time total when the episode started
+        self.offset_start = offset_start  # the engine's paused-time total when the episode started
         self.status = RUNNING
         self.trained_step = -1
         self.trained_version = -1

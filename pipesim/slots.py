@@ -70,15 +70,13 @@ class Slots:
     def _run(self) -> Generator[simpy.Event, Any, None]:
         """Sleep until the heap top is due, finish what is due, re-arm; repeat.
 
-        This loop runs once per completion instant, so it is written flat: the re-arm (the new
-        target and an exact delay to it) is inline rather than in helper calls.
+        This loop runs once per completion instant. The hand-over (:mod:`pipesim.handover`)
+        handles the commonest instant whole, re-arm included; every other goes the general way.
         """
         env = self.env
         never = env.event()  # idle: woken only by an interrupt
         now, delay = env.now, 0.0  # now: env.now, kept in step with it (read or computed)
-        finish_due, timeout = self._finish_due, env.timeout
-        p = self.p
-        quiet = p.quiet_completions  # None: no quiet completions (see pipesim.quiet)
+        finish_due, timeout, rearm = self._finish_due, env.timeout, self.rearm
         handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
         while True:
             self._sleeping = True
@@ -89,32 +87,40 @@ class Slots:
                     yield timeout(delay)
                     self._sleeping = False
                     now += delay  # env.now: SimPy computed the same sum when it scheduled the timeout
-                    if handover is None or not handover(now):
-                        finish_due(now)
+                    if handover is not None and (delay := handover(now)) >= 0.0:
+                        continue  # handled and re-armed
+                    finish_due(now)
             except simpy.Interrupt:
                 self._sleeping = False
                 now = env.now
                 self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
-            # re-arm: sleep until the episode at the heap top is due (real time, offset included)
-            running = self.running
-            if running and self.paused_since is None:
-                # quiet completions are possible only once the admission policy has said no
-                k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
-                if k == 0:
-                    ep = (target := running[0])[2]
-                else:  # wake at the first completion that matters; the k before it are quiet
-                    ep = (target := heapq.nsmallest(k + 1, running)[-1])[2]
-                self._target = target
-                self.behind = k > 0
-                at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
-                if at <= now:
-                    delay = 0.0
-                else:
-                    delay = at - now
-                    if now + delay != at:
-                        delay = delay_until(now, at)
-            else:
-                self._target, self.behind = None, False  # paused (pause() caught up) or empty
+            delay = rearm(now)
+
+    def rearm(self, now: float) -> float:
+        """Aim the process at the episode at the heap top; return the exact delay to its end.
+
+        Sets ``_target`` (None while paused or empty: the process then sleeps until woken) and
+        ``behind`` (whether it sleeps past quiet completions, which are possible only once the
+        admission policy has said no).
+        """
+        running = self.running
+        if not running or self.paused_since is not None:
+            self._target, self.behind = None, False  # paused (pause() caught up) or empty
+            return 0.0
+        p = self.p
+        quiet = p.quiet_completions  # None: no quiet completions (see pipesim.quiet)
+        k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
+        if k == 0:
+            ep = (target := running[0])[2]
+        else:  # wake at the first completion that matters; the k before it are quiet
+            ep = (target := heapq.nsmallest(k + 1, running)[-1])[2]
+        self._target = target
+        self.behind = k > 0
+        at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+        if at <= now:
+            return 0.0
+        delay = at - now
+        return delay if now + delay == at else delay_until(now, at)
 
     def due(self, ep: Episode) -> float:
         """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
