@@ -103,6 +103,38 @@ def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
     assert fast is None or fast.lazy_completions
 
 
+@st.composite
+def tie_heavy(draw: st.DrawFn) -> Scenario:
+    """Any policy family, with small integer durations (a cycled trace), training and sync times:
+    completions tie with each other, with training steps and with syncs at nearly every instant,
+    which is where the shortcuts' order of work could differ from the plain way's."""
+    values = draw(st.lists(st.integers(0, 6).map(float), min_size=1, max_size=24))
+    trace = [TraceDurations(tuple(values), cycle=True)]
+    if draw(st.booleans()):  # any policy: replicas, timeouts and failures turn most shortcuts off
+        sc = draw(policy_scenarios(durations=trace))
+    else:  # so half the draws keep them on
+        sc = draw(
+            policy_scenarios(durations=trace, failures=st.none(), with_timeouts=False, with_replicas=False)
+        )
+    whole = st.integers(0, 8).map(float)
+    return sc.with_(train_time_s=draw(whole), sync_time_s=draw(whole))
+
+
+@settings(max_examples=40)
+@given(tie_heavy())
+def test_shortcuts_equal_the_plain_way_when_everything_ties(sc: Scenario) -> None:
+    same_traces(sc, ThroughLaunch, Eager, NoHandover)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000)
+@given(st.one_of(tie_heavy(), lazy_eligible(), policy_scenarios()))
+def test_shortcuts_equal_the_plain_way_stress(sc: Scenario) -> None:
+    """The long run of the three checks above (``pytest -m slow tests/test_engine_paths.py``,
+    about a minute): run it after changing the hand-over, the inline starts or quiet completions."""
+    same_traces(sc, ThroughLaunch, Eager, NoHandover)
+
+
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
 
 
