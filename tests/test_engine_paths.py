@@ -109,12 +109,12 @@ def tie_heavy(draw: st.DrawFn) -> Scenario:
     completions tie with each other, with training steps and with syncs at nearly every instant,
     which is where the shortcuts' order of work could differ from the plain way's."""
     values = draw(st.lists(st.integers(0, 6).map(float), min_size=1, max_size=24))
-    trace = [TraceDurations(tuple(values), cycle=True)]
+    replay = [TraceDurations(tuple(values), cycle=True)]
     if draw(st.booleans()):  # any policy: replicas, timeouts and failures turn most shortcuts off
-        sc = draw(policy_scenarios(durations=trace))
+        sc = draw(policy_scenarios(durations=replay))
     else:  # so half the draws keep them on
         sc = draw(
-            policy_scenarios(durations=trace, failures=st.none(), with_timeouts=False, with_replicas=False)
+            policy_scenarios(durations=replay, failures=st.none(), with_timeouts=False, with_replicas=False)
         )
     whole = st.integers(0, 8).map(float)
     return sc.with_(train_time_s=draw(whole), sync_time_s=draw(whole))
