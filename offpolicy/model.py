@@ -16,16 +16,20 @@ Sequences are right-padded. Causal attention means a position never sees anythin
 right, so padding never changes the logits of real tokens and no padding mask is needed; the
 sampler relies on this when it decodes a whole batch of different lengths in one forward.
 
-Checkpoints are a dict with a format tag, the ``ModelConfig`` as a dict, the vocabulary and
-the state dict. ``load_checkpoint`` checks each of these before touching torch's
-``load_state_dict``, so a corrupt file or one from another architecture raises
-``CheckpointError`` with a readable message instead of a shape mismatch from deep in torch.
-Writes are atomic (temporary file + ``os.replace``).
+Checkpoints are a dict with a format tag, the ``ModelConfig`` as a dict, the vocabulary, the
+state dict and ``sha256``, a SHA-256 digest of the tensor data (every tensor's name, dtype,
+shape and raw bytes, in sorted name order; see :func:`state_digest`). ``load_checkpoint``
+checks each of these before touching torch's ``load_state_dict``, so a corrupt file, one from
+another architecture, or one with a single flipped byte inside its tensor data (which torch's
+zip reader accepts silently) raises ``CheckpointError`` with a readable message instead of a
+shape mismatch from deep in torch or silently wrong weights. Writes are atomic (temporary
+file + ``os.replace``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -36,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-CHECKPOINT_FORMAT = "offpolicy.tinyagent.v1"
+CHECKPOINT_FORMAT = "offpolicy.tinyagent.v2"  # v2: adds the sha256 of the tensor data
 
 
 class CheckpointError(ValueError):
@@ -153,6 +157,17 @@ def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 (hex) of a state dict's tensor data: name, dtype, shape and raw bytes of each
+    tensor, in sorted name order. Any changed byte of any tensor changes the digest."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def save_checkpoint(
     model: TinyAgent, vocab: list[str], path: str | Path, meta: dict[str, Any] | None = None
 ) -> None:
@@ -164,6 +179,7 @@ def save_checkpoint(
         "config": dataclasses.asdict(model.cfg),
         "vocab": list(vocab),
         "state_dict": model.state_dict(),
+        "sha256": state_digest(model.state_dict()),
         "meta": dict(meta or {}),
     }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -218,7 +234,13 @@ def load_checkpoint(
             raise CheckpointError(
                 f"checkpoint {path}: {name} has shape {shape}, expected {tuple(tensor.shape)}"
             )
-        if not torch.isfinite(value).all():
+    digest = payload.get("sha256")
+    if not isinstance(digest, str) or digest != state_digest(state):
+        raise CheckpointError(
+            f"checkpoint {path}: tensor data checksum mismatch (sha256 missing or wrong): the file is corrupt"
+        )
+    for name in own:
+        if not torch.isfinite(state[name]).all():
             raise CheckpointError(f"checkpoint {path}: {name} contains non-finite values")
     model.load_state_dict(state)
     return model, vocab, dict(payload.get("meta", {}))

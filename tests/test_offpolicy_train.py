@@ -14,6 +14,7 @@ from offpolicy.base import BaseConfig, make_rl_base, train_base
 from offpolicy.experiment import mean_ci, summary_table, write_reward_figure
 from offpolicy.gym import build_tokenizer, make_tasks
 from offpolicy.model import (
+    CHECKPOINT_FORMAT,
     CheckpointError,
     ModelConfig,
     TinyAgent,
@@ -151,7 +152,7 @@ def test_checkpoint_round_trip_and_clear_errors(tmp_path: Path) -> None:
     other = fresh_model(0, d_model=32)
     torch.save(
         {
-            "format": "offpolicy.tinyagent.v1",
+            "format": CHECKPOINT_FORMAT,
             "config": model.cfg.__dict__,
             "vocab": TOK.vocab,
             "state_dict": other.state_dict(),
@@ -169,6 +170,39 @@ def test_rl_base_cache_is_rebuilt_when_corrupt(tmp_path: Path) -> None:
     again = make_rl_base(TOK, cfg, cache_dir=tmp_path)
     assert all(torch.equal(a, b) for a, b in zip(first.parameters(), again.parameters()))
     cached.write_bytes(b"not a checkpoint")
+    rebuilt = make_rl_base(TOK, cfg, cache_dir=tmp_path)
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), rebuilt.parameters()))
+    load_checkpoint(cached)  # the rebuilt cache is valid again
+
+
+def _flip_one_tensor_byte(path: Path, tensor: torch.Tensor, offset: int) -> None:
+    """Flip one bit of the byte at ``offset`` inside ``tensor``'s raw data as stored in ``path``."""
+    data, raw = bytearray(path.read_bytes()), tensor.detach().contiguous().numpy().tobytes()
+    start = data.find(raw)
+    assert start > 0 and data.find(raw, start + 1) == -1  # the tensor's bytes, stored once, located
+    data[start + offset] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_tensor_byte_is_rejected_and_the_cache_rebuilt(tmp_path: Path) -> None:
+    model, path = fresh_model(11), tmp_path / "agent.pt"
+    save_checkpoint(model, TOK.vocab, path)
+    _flip_one_tensor_byte(path, model.blocks[1].qkv.weight, 777)
+    payload = torch.load(path, weights_only=True)  # torch itself reads the damaged file silently
+    assert not torch.equal(payload["state_dict"]["blocks.1.qkv.weight"], model.blocks[1].qkv.weight)
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_checkpoint(path)
+    payload.pop("sha256")  # a file without a checksum (e.g. the v1 format's) is refused too
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_checkpoint(path)
+
+    cfg = BaseConfig(n_demo_tasks=32, steps=3, batch_size=8)
+    first = make_rl_base(TOK, cfg, cache_dir=tmp_path)
+    (cached,) = tmp_path.glob("rl_base_*.pt")
+    _flip_one_tensor_byte(cached, first.head.weight, 4 * 65 + 2)  # type: ignore[union-attr]
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_checkpoint(cached)
     rebuilt = make_rl_base(TOK, cfg, cache_dir=tmp_path)
     assert all(torch.equal(a, b) for a, b in zip(first.parameters(), rebuilt.parameters()))
     load_checkpoint(cached)  # the rebuilt cache is valid again
