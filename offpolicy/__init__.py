@@ -19,7 +19,9 @@ The pieces
                 any list of them into a training batch.
     functional  the math as pure tensor functions: ``selected_log_probs``, group advantages,
                 the PPO policy loss, ``tis_weights``, ``mis_weights``, ``seq_tis_weights``.
-    rl          ``RLConfig``, ``rl_update``, ``train_rl`` (on-policy) and ``evaluate``.
+    rl          ``RLConfig``, ``rl_update``, ``train_rl`` (on-policy) and ``evaluate``; an
+                ``EvalSpec`` makes the training loops report the *current* policy's held-out
+                pass rate and invalid share every k steps (own generator: training unchanged).
     update      ``offpolicy_update`` (the decoupled objective), ``train_offpolicy`` (sampling with
                 the version ``lag`` updates old, optionally through ``sampler`` such as
                 ``fp8_copy``). With ``lag=0, correction='none'`` it equals ``train_rl`` exactly.
@@ -57,7 +59,7 @@ from offpolicy.functional import (
 )
 from offpolicy.gym import Task, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
-from offpolicy.rl import RLConfig, compute_advantages, evaluate, rl_update, sample_step, train_rl
+from offpolicy.rl import EvalSpec, RLConfig, compute_advantages, evaluate, rl_update, sample_step, train_rl
 from offpolicy.rollout import (
     Episode,
     behavior_stats,
@@ -81,6 +83,7 @@ __all__ = [
     "BaseConfig",
     "CheckpointError",
     "Episode",
+    "EvalSpec",
     "ModelConfig",
     "RLConfig",
     "Snapshot",

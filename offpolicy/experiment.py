@@ -25,7 +25,7 @@ import torch
 
 from offpolicy.base import make_rl_base
 from offpolicy.gym import Tokenizer, build_tokenizer, make_tasks
-from offpolicy.rl import RLConfig, evaluate
+from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import Sampler, train_offpolicy
 
 EVAL_SEED = 1000
@@ -63,12 +63,22 @@ def run_one(
     lr: float | None = None,
     sampler: Sampler | None = None,
     eval_episodes: int = 8,
+    eval_every: int = 5,
+    eval_every_episodes: int = 4,
 ) -> dict[str, Any]:
-    """Train a copy of ``base`` with stale sampling and evaluate it -> run record."""
+    """Train a copy of ``base`` with stale sampling and evaluate it -> run record.
+
+    Every ``eval_every`` steps the *current* policy is also evaluated on the held-out tasks
+    (``eval_every_episodes`` per task, its own generator seeded ``EVAL_SEED + seed``), so the
+    history shows when a collapse happens; this never changes the training itself.
+    """
     cfg = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
     model = copy.deepcopy(base)
+    spec = EvalSpec(make_tasks("heldout"), eval_every, eval_every_episodes, EVAL_SEED + seed)
     start = time.perf_counter()
-    history = train_offpolicy(model, make_tasks("train"), tok, cfg, steps, lag, correction, sampler=sampler)
+    history = train_offpolicy(
+        model, make_tasks("train"), tok, cfg, steps, lag, correction, sampler=sampler, eval_spec=spec
+    )
     seconds = time.perf_counter() - start
     held = evaluate(
         model, make_tasks("heldout"), tok, eval_episodes, torch.Generator().manual_seed(EVAL_SEED + seed)
@@ -80,10 +90,30 @@ def run_one(
         "lr": cfg.lr,
         "steps": steps,
         "sampler": getattr(sampler, "__name__", None),
-        "train_seconds": seconds,
+        "train_seconds": seconds,  # includes the in-training evaluations
+        "eval_every": eval_every,
         "history": history,
         "heldout": held,
     }
+
+
+def eval_trace(run: dict[str, Any]) -> str:
+    """The current policy's held-out pass rate / invalid share at each in-training evaluation,
+    e.g. ``'5:0.45/0.00 10:0.10/0.85'`` (update count: pass rate / invalid share)."""
+    return " ".join(
+        f"{r['step'] + 1}:{r['eval_pass_rate']:.2f}/{r['eval_invalid']:.2f}"
+        for r in run["history"]
+        if "eval_pass_rate" in r
+    )
+
+
+def collapse_step(run: dict[str, Any], threshold: float = COLLAPSED) -> int | None:
+    """First update count at which the current policy's held-out pass rate fell below
+    ``threshold`` (from the in-training evaluations), or None."""
+    for r in run["history"]:
+        if "eval_pass_rate" in r and r["eval_pass_rate"] < threshold:
+            return int(r["step"]) + 1
+    return None
 
 
 def load_base() -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:

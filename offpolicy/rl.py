@@ -11,6 +11,15 @@ permutation of the episodes.
 All randomness flows through one ``torch.Generator`` seeded from ``RLConfig.seed``, in a fixed
 order per step (task draw, sampling, minibatch permutation). ``train_offpolicy`` consumes the
 same stream in the same order, which is what makes the lag-0 identity test exact.
+
+Monitoring the current policy: training reward is measured on episodes of the *behaviour*
+policy, which off-policy is ``lag`` updates old, so it can look healthy while the current
+weights have already collapsed. With ``eval_every=k`` (and ``eval_tasks``), every k-th step's
+record also carries ``eval_pass_rate``, ``eval_invalid`` and ``eval_reads`` of the weights
+right after that step's update, measured by :func:`evaluate` on ``eval_tasks`` with a
+generator of its own (seeded ``eval_seed`` afresh at each evaluation, so every evaluation of a
+run uses the same draws). It never touches the training generator, the optimizer or the
+weights, so a run with evaluation is step for step the run without it.
 """
 
 from __future__ import annotations
@@ -132,10 +141,56 @@ def sample_step(
     return sample_episodes(model, chosen, tok, generator, cfg.group_size, cfg.temperature, cfg.max_turns)
 
 
+@dataclass(frozen=True)
+class EvalSpec:
+    """What the training loops evaluate of the current policy, and how often.
+
+    Attributes:
+        tasks: the tasks to evaluate on (normally the held-out split).
+        every: evaluate after every ``every``-th update (0: never).
+        episodes_per_task: episodes sampled per task at each evaluation.
+        seed: seed of the evaluation's own generator (fresh at each evaluation).
+    """
+
+    tasks: Sequence[Task]
+    every: int = 5
+    episodes_per_task: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.every < 0:
+            raise ValueError(f"eval_every must be >= 0, got {self.every}")
+        if self.every and not self.tasks:
+            raise ValueError("eval_tasks: need at least one task to evaluate on")
+        if self.episodes_per_task <= 0:
+            raise ValueError(f"eval_episodes must be > 0, got {self.episodes_per_task}")
+
+
+def eval_record(
+    model: torch.nn.Module, step: int, spec: EvalSpec | None, tok: Tokenizer, cfg: RLConfig
+) -> dict[str, float]:
+    """``eval_*`` stats of the current weights after update ``step`` (0-based), or {} when not due."""
+    if spec is None or spec.every == 0 or (step + 1) % spec.every != 0:
+        return {}
+    held = evaluate(
+        model, spec.tasks, tok, spec.episodes_per_task, torch.Generator().manual_seed(spec.seed), cfg
+    )
+    return {"eval_pass_rate": held["pass_rate"], "eval_invalid": held["invalid"], "eval_reads": held["reads"]}
+
+
 def train_rl(
-    model: torch.nn.Module, tasks: Sequence[Task], tok: Tokenizer, cfg: RLConfig, steps: int
+    model: torch.nn.Module,
+    tasks: Sequence[Task],
+    tok: Tokenizer,
+    cfg: RLConfig,
+    steps: int,
+    eval_spec: EvalSpec | None = None,
 ) -> list[dict[str, Any]]:
-    """On-policy RL for ``steps`` steps, updating ``model`` in place -> one stats dict per step."""
+    """On-policy RL for ``steps`` steps, updating ``model`` in place -> one stats dict per step.
+
+    With ``eval_spec``, every ``eval_spec.every``-th record also has the current policy's
+    ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads`` (see the module docstring).
+    """
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     history: list[dict[str, Any]] = []
@@ -144,6 +199,7 @@ def train_rl(
         batch = collate(episodes, tok.pad_id)
         record: dict[str, Any] = dict(step=step, **behavior_stats(episodes))
         record.update(rl_update(model, optimizer, batch, compute_advantages(batch, cfg), cfg, gen))
+        record.update(eval_record(model, step, eval_spec, tok, cfg))
         history.append(record)
     return history
 

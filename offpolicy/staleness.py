@@ -19,7 +19,15 @@ from typing import Any
 
 import torch
 
-from offpolicy.experiment import load_base, read_runs, run_one, summary_table, write_json, write_reward_figure
+from offpolicy.experiment import (
+    eval_trace,
+    load_base,
+    read_runs,
+    run_one,
+    summary_table,
+    write_json,
+    write_reward_figure,
+)
 from offpolicy.rl import RLConfig
 from offpolicy.update import CORRECTIONS
 
@@ -81,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
             write_json(args.json, dict(meta, runs=runs))
             print(
                 f"lag {lag} {correction:<7} seed {seed}: held-out {run['heldout']['pass_rate']:.3f} "
-                f"({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')})",
+                f"({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')}); current policy by update "
+                f"(pass/invalid): {eval_trace(run)}",
                 flush=True,
             )
     report(runs, args.json, args.html)

@@ -33,8 +33,10 @@ from mismatch.health import logprob_health
 from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
+    EvalSpec,
     RLConfig,
     compute_advantages,
+    eval_record,
     mean_stats,
     minibatch_step,
     policy_log_probs,
@@ -166,11 +168,15 @@ def train_offpolicy(
     cap: float = 2.0,
     sampler: Sampler | None = None,
     band: tuple[float, float] = (0.5, 5.0),
+    eval_spec: EvalSpec | None = None,
 ) -> list[dict[str, Any]]:
     """``train_rl`` with a behaviour policy ``lag`` updates old (optionally ``sampler(behaviour)``).
 
     Updates ``model`` in place and returns one stats dict per step (behaviour stats of the
-    sampled episodes, the staleness actually used, and ``offpolicy_update``'s stats).
+    sampled episodes, the staleness actually used, and ``offpolicy_update``'s stats). With
+    ``eval_spec``, every ``eval_spec.every``-th record also has the *current* policy's
+    ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads``: the training reward comes from a
+    policy ``lag`` updates old and can hide a collapse that these show when it happens.
     """
     if lag < 0:
         raise ValueError(f"lag must be >= 0, got {lag}")
@@ -193,6 +199,7 @@ def train_offpolicy(
                 model, optimizer, batch, compute_advantages(batch, cfg), cfg, correction, cap, band, gen
             )
         )
+        record.update(eval_record(model, step, eval_spec, tok, cfg))
         versions = (versions + [take_snapshot(model, step + 1)])[-(lag + 1) :]
         history.append(record)
     return history

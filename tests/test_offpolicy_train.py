@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from offpolicy.base import BaseConfig, make_rl_base, train_base
-from offpolicy.experiment import mean_ci, summary_table, write_reward_figure
+from offpolicy.experiment import collapse_step, eval_trace, mean_ci, summary_table, write_reward_figure
 from offpolicy.gym import build_tokenizer, make_tasks
 from offpolicy.model import (
     CHECKPOINT_FORMAT,
@@ -22,7 +22,7 @@ from offpolicy.model import (
     n_params,
     save_checkpoint,
 )
-from offpolicy.rl import RLConfig, evaluate, policy_log_probs, train_rl
+from offpolicy.rl import EvalSpec, RLConfig, evaluate, policy_log_probs, train_rl
 from offpolicy.rollout import collate, sample_episodes
 from offpolicy.staleness import build_grid
 from offpolicy.update import behavior_weights, fp8_copy, offpolicy_update, take_snapshot, train_offpolicy
@@ -63,15 +63,44 @@ def test_sampling_is_reproducible_and_logp_matches_trainer() -> None:
     assert gap < 1e-4  # behaviour log-probs recorded by the batched sampler == trainer recomputation
 
 
+EVAL = EvalSpec(make_tasks("heldout"), every=2, episodes_per_task=2, seed=77)
+
+
 def test_lag0_none_equals_train_rl_step_for_step(warm: TinyAgent) -> None:
     base = warm
     ref = train_rl(copy.deepcopy(base), make_tasks("train"), TOK, SMALL, steps=5)
     off_model = copy.deepcopy(base)
-    same = train_offpolicy(off_model, make_tasks("train"), TOK, SMALL, steps=5)
+    same = train_offpolicy(off_model, make_tasks("train"), TOK, SMALL, steps=5, eval_spec=EVAL)
     assert [h["reward"] for h in ref] == [h["reward"] for h in same]
     assert len({h["reward"] for h in ref}) > 1  # rewards vary, so the comparison has teeth
-    assert [h["loss"] for h in ref] == [h["loss"] for h in same]
+    assert [h["loss"] for h in ref] == [h["loss"] for h in same]  # evaluating changes no training draw
     assert all(h["mismatch"] < 1e-4 and h["staleness"] == 0 for h in same)
+    with_eval = train_rl(copy.deepcopy(base), make_tasks("train"), TOK, SMALL, steps=5, eval_spec=EVAL)
+    assert [h["loss"] for h in with_eval] == [h["loss"] for h in ref]
+    keys = ("eval_pass_rate", "eval_invalid", "eval_reads")
+    assert [[h.get(k) for k in keys] for h in with_eval] == [[h.get(k) for k in keys] for h in same]
+    assert [h["step"] for h in same if "eval_pass_rate" in h] == [1, 3]  # after updates 2 and 4
+
+
+def test_current_policy_evaluation_reports_the_weights_after_the_update(warm: TinyAgent) -> None:
+    model = copy.deepcopy(warm)
+    spec = EvalSpec(make_tasks("heldout"), every=3, episodes_per_task=2, seed=5)
+    hist = train_rl(model, make_tasks("train"), TOK, SMALL, steps=3, eval_spec=spec)
+    direct = evaluate(model, spec.tasks, TOK, 2, torch.Generator().manual_seed(5))
+    assert hist[2]["eval_pass_rate"] == direct["pass_rate"] and hist[2]["eval_invalid"] == direct["invalid"]
+    assert "eval_pass_rate" not in hist[0] and "eval_pass_rate" not in hist[1]
+    with pytest.raises(ValueError, match="eval_every"):
+        EvalSpec(make_tasks("heldout"), every=-1)
+
+
+def test_eval_trace_and_collapse_step() -> None:
+    hist = [{"step": s, "reward": 0.5} for s in range(6)]
+    hist[1].update(eval_pass_rate=0.4, eval_invalid=0.0, eval_reads=1.0)
+    hist[3].update(eval_pass_rate=0.02, eval_invalid=0.9, eval_reads=0.1)
+    hist[5].update(eval_pass_rate=0.0, eval_invalid=1.0, eval_reads=0.0)
+    run = {"history": hist}
+    assert eval_trace(run) == "2:0.40/0.00 4:0.02/0.90 6:0.00/1.00"
+    assert collapse_step(run) == 4 and collapse_step({"history": hist[:2]}) is None
 
 
 def test_train_rl_changes_the_model_and_reports_stats(warm: TinyAgent) -> None:
