@@ -4,9 +4,12 @@ A *run* is: copy the RL base, ``train_offpolicy`` for ``steps`` steps with one (
 correction, lr, sampler) setting and one seed, then evaluate on the held-out tasks with
 ``eval_episodes`` episodes per task from a generator seeded ``EVAL_SEED + seed``. Runs are
 stored as plain dicts (config, per-step history, held-out stats), and every cell of a table is
-the mean over seeds with a 95% Student-t interval; ``collapsed`` counts runs that end below a
-held-out pass rate of 0.05 (a quarter of a blind guess). Results files are rewritten after every run,
-so a long grid can be resumed (``--resume``) after an interruption.
+the mean over seeds with a 95% percentile-bootstrap interval, ``mean [lo, hi]``
+(:mod:`offpolicy.stats`, drawn from a generator seeded ``TABLE_SEED`` afresh for each cell, so
+tables are reproducible); ``collapsed`` counts runs that end below a held-out pass rate of 0.05
+(a quarter of a blind guess), and :func:`paired_table` compares settings on the seeds they
+share. Figures keep a Student-t band (:func:`mean_ci`). Results files are rewritten after
+every run, so a long grid can be resumed (``--resume``) after an interruption.
 """
 
 from __future__ import annotations
@@ -21,15 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from offpolicy import stats
 from offpolicy.base import make_rl_base
 from offpolicy.gym import Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import Sampler, train_offpolicy
 
 EVAL_SEED = 1000
-COLLAPSED = 0.05  # a run whose held-out pass rate ends below this has lost the skill
+TABLE_SEED = 0  # seed of the bootstrap generator behind every table cell
+COLLAPSED = stats.COLLAPSED
+MIN_CLAIM_SEEDS = 10  # a paired difference over fewer seeds is printed but not claimed
 # two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..10
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
@@ -48,9 +55,49 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
-    """'mean±half' with ``digits`` decimals."""
-    m, h = mean_ci(values)
-    return f"{m:.{digits}f}±{h:.{digits}f}"
+    """'mean [lo, hi]': the mean over seeds and its 95% bootstrap interval, ``digits`` decimals."""
+    return stats.fmt_interval(stats.bootstrap_mean(values, np.random.default_rng(TABLE_SEED)), digits)
+
+
+def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:
+    """The seeds a CLI runs: ``--seed-list`` when given, else ``range(--seeds)``."""
+    if seed_list:
+        if len(set(seed_list)) != len(seed_list):
+            raise ValueError(f"seed-list: seeds must be distinct, got {list(seed_list)}")
+        return list(seed_list)
+    if seeds <= 0:
+        raise ValueError(f"seeds must be > 0, got {seeds}")
+    return list(range(seeds))
+
+
+def paired_table(
+    runs: Sequence[dict[str, Any]],
+    pairs: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]],
+    keys: Sequence[str] = ("lag", "correction"),
+    metric: str = "pass_rate",
+) -> str:
+    """For each (setting a, setting b): the held-out ``metric`` difference a - b over the seeds
+    both ran, its 95% bootstrap interval, and whether that interval excludes 0."""
+    groups = group_runs(runs, keys)
+    lines = [f"paired held-out {metric} difference, a - b over shared seeds (95% bootstrap interval)"]
+    for a, b in pairs:
+        if a not in groups or b not in groups:
+            continue
+        seeds, va, vb = stats.paired_by_seed(
+            {r["seed"]: r["heldout"][metric] for r in groups[a]},
+            {r["seed"]: r["heldout"][metric] for r in groups[b]},
+        )
+        if not seeds:
+            continue
+        iv = stats.paired_difference(va, vb, np.random.default_rng(TABLE_SEED))
+        verdict = "significant" if iv.excludes_zero else "not significant"
+        if iv.n < MIN_CLAIM_SEEDS:
+            verdict += f" (n < {MIN_CLAIM_SEEDS}: no claim)"
+        name_a, name_b = " ".join(map(str, a)), " ".join(map(str, b))
+        lines.append(
+            f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | {verdict}"
+        )
+    return "\n".join(lines)
 
 
 def run_one(
@@ -143,7 +190,7 @@ def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = No
 def summary_table(
     runs: Sequence[dict[str, Any]], keys: Sequence[str] = ("lag", "correction"), window: int = 10
 ) -> str:
-    """The chapter's staleness table, every cell a mean±95% half-width over seeds."""
+    """The chapter's staleness table, every cell a mean [95% bootstrap interval] over seeds."""
     groups = group_runs(runs, keys)
     steps = min(r["steps"] for r in runs)
     windows = [(lo, min(lo + window, steps)) for lo in range(0, steps, window)]

@@ -4,7 +4,9 @@
 lag 0 with ``sampler=fp8_copy`` (every weight of the behaviour copy rounded to float8 e4m3 and
 back) for each correction, plus an exact-sampler baseline, and prints the mismatch, its health
 distribution (mean / p99 / max of |log pi_old - log mu|), the share of tokens over the cap,
-the last-10-step reward and the held-out pass rate, each as mean ± 95% interval over seeds.
+the last-10-step reward and the held-out pass rate, each as mean [lo, hi] with a 95% bootstrap
+interval over seeds, the collapsed-run count, and the paired held-out difference of each fp8
+setting against the exact sampler. ``--seed-list`` runs exactly the given seeds.
 """
 
 from __future__ import annotations
@@ -15,25 +17,44 @@ from pathlib import Path
 
 import torch
 
-from offpolicy.experiment import fmt_ci, history_mean, load_base, run_one, write_json
+from offpolicy.experiment import (
+    COLLAPSED,
+    fmt_ci,
+    history_mean,
+    load_base,
+    paired_table,
+    run_one,
+    seeds_from_args,
+    write_json,
+)
 from offpolicy.update import fp8_copy
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis"])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
+    parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
+    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base()
     settings = [("exact", "none")] + [("fp8", c) for c in args.corrections]
     runs = []
     for name, correction in settings:
-        for seed in range(args.seeds):
+        for seed in seeds:
             run = run_one(
-                base, tok, 0, correction, seed, args.steps, sampler=fp8_copy if name == "fp8" else None
+                base,
+                tok,
+                0,
+                correction,
+                seed,
+                args.steps,
+                sampler=fp8_copy if name == "fp8" else None,
+                eval_every=args.eval_every,
             )
             run["sampler"] = name
             runs.append(run)
@@ -46,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             )
     lines = [
         "sampler correction | n | mismatch | health p99 | health max | over cap | last-10 reward | held-out"
+        " | collapsed"
     ]
     for name, correction in settings:
         group = [r for r in runs if r["sampler"] == name and r["correction"] == correction]
@@ -60,10 +82,12 @@ def main(argv: list[str] | None = None) -> None:
                     fmt_ci([history_mean(r, "over_cap") for r in group], 4),
                     fmt_ci([history_mean(r, "reward", steps - 10) for r in group], 3),
                     fmt_ci([r["heldout"]["pass_rate"] for r in group], 3),
+                    f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}",
                 ]
             )
         )
-    table = "\n".join(lines)
+    pairs = [(("fp8", c), ("exact", "none")) for c in args.corrections]
+    table = "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("sampler", "correction"))
     print(f"RL base held-out pass rate {base_held['pass_rate']:.3f}")
     print(table)
     Path(args.json).with_suffix(".txt").write_text(table + "\n")

@@ -14,10 +14,22 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from offpolicy.experiment import fmt_ci, group_runs, history_mean, load_base, read_runs, run_one, write_json
+from offpolicy.experiment import (
+    COLLAPSED,
+    fmt_ci,
+    group_runs,
+    history_mean,
+    load_base,
+    paired_table,
+    read_runs,
+    run_one,
+    seeds_from_args,
+    write_json,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,12 +37,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 8])
     parser.add_argument("--corrections", nargs="+", default=["none"])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
+    parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
+    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/lr_sweep.json")
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base()
     runs = read_runs(args.json) if args.resume else []
     done = {(r["lr"], r["lag"], r["correction"], r["seed"]) for r in runs}
@@ -38,15 +53,17 @@ def main(argv: list[str] | None = None) -> None:
     for lr in args.lrs:
         for lag in args.lags:
             for correction in args.corrections:
-                for seed in range(args.seeds):
+                for seed in seeds:
                     if (lr, lag, correction, seed) in done:
                         continue
-                    runs.append(run_one(base, tok, lag, correction, seed, args.steps, lr))
+                    runs.append(
+                        run_one(base, tok, lag, correction, seed, args.steps, lr, eval_every=args.eval_every)
+                    )
                     write_json(args.json, dict(meta, runs=runs))
                     print(f"lr {lr:g} lag {lag} {correction} seed {seed} done", flush=True)
     lines = [
         "      lr lag correction | n | reward [0-10) | reward last 10 | mismatch | over cap"
-        " | held-out | reads"
+        " | held-out | reads | collapsed"
     ]
     for (lr, lag, correction), group in group_runs(runs, ("lr", "lag", "correction")).items():
         steps = group[0]["steps"]
@@ -57,9 +74,14 @@ def main(argv: list[str] | None = None) -> None:
             fmt_ci([history_mean(r, "over_cap") for r in group], 3),
             fmt_ci([r["heldout"]["pass_rate"] for r in group]),
             fmt_ci([r["heldout"]["reads"] for r in group]),
+            f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}",
         ]
         lines.append(f"{lr:8.0e} {lag:3d} {correction:<10} | {len(group)} | " + " | ".join(cells))
-    table = "\n".join(lines)
+    settings = list(group_runs(runs, ("lr", "lag", "correction")))
+    pairs: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
+        (c, (c[0], 0, c[2])) for c in settings if c[1] != 0 and (c[0], 0, c[2]) in settings
+    ]
+    table = "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("lr", "lag", "correction"))
     print(table)
     Path(args.json).with_suffix(".txt").write_text(table + "\n")
 

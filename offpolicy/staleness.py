@@ -6,7 +6,11 @@ seed), prints the chapter's table with every cell a mean ± 95% interval over se
 runs to the JSON file (after each run, so ``--resume`` continues an interrupted grid) and a
 Plotly figure of reward curves with seed bands next to it (``--html``). ``--grid chapter``
 runs only the chapter's seven configurations; corrections at lag 0 are skipped unless
-``--grid full`` (at lag 0 there is nothing to correct).
+``--grid full`` (at lag 0 there is nothing to correct). ``--seed-list 101 202 ...`` runs exactly
+those seeds (instead of ``range(--seeds)``). Every cell is ``mean [lo, hi]`` with a 95% bootstrap
+interval, and a paired table follows: each correction minus ``none`` at the same lag, and each
+uncorrected lag minus lag 0, on the seeds both ran, marked significant only when the interval
+excludes 0.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import torch
 from offpolicy.experiment import (
     eval_trace,
     load_base,
+    paired_table,
     read_runs,
     run_one,
+    seeds_from_args,
     summary_table,
     write_json,
     write_reward_figure,
@@ -54,7 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 2, 4, 8])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis", "mis"])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
+    parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
+    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--grid", choices=["cross", "full", "chapter"], default="cross")
@@ -69,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     pairs = build_grid(args.lags, args.corrections, args.grid)
+    seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base()
     print(
         f"RL base held-out: pass rate {base_held['pass_rate']:.3f}, reads {base_held['reads']:.2f}",
@@ -81,10 +90,10 @@ def main(argv: list[str] | None = None) -> None:
         "base_heldout": base_held,
     }
     for lag, correction in pairs:
-        for seed in range(args.seeds):
+        for seed in seeds:
             if (lag, correction, seed, args.lr or RLConfig().lr) in done:
                 continue
-            run = run_one(base, tok, lag, correction, seed, args.steps, args.lr)
+            run = run_one(base, tok, lag, correction, seed, args.steps, args.lr, eval_every=args.eval_every)
             runs.append(run)
             write_json(args.json, dict(meta, runs=runs))
             print(
@@ -96,9 +105,21 @@ def main(argv: list[str] | None = None) -> None:
     report(runs, args.json, args.html)
 
 
+def comparison_pairs(runs: list[dict[str, Any]]) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """The "X beats Y" questions: each correction vs none at its lag, each stale none vs lag 0."""
+    cells = sorted({(r["lag"], r["correction"]) for r in runs})
+    out: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+    for lag, c in cells:
+        if c != "none" and (lag, "none") in cells:
+            out.append(((lag, c), (lag, "none")))
+        if c == "none" and lag > 0 and (0, "none") in cells:
+            out.append(((lag, "none"), (0, "none")))
+    return out
+
+
 def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None:
     """Print the table, write it next to the JSON (.txt) and the reward figure (.html)."""
-    table = summary_table(runs)
+    table = summary_table(runs) + "\n\n" + paired_table(runs, comparison_pairs(runs))
     print(table)
     title = "TinyAgent reward under stale sampling (95% band over seeds)"
     write_reward_figure(runs, html or str(Path(json_path).with_suffix(".html")), ("lag", "correction"), title)
