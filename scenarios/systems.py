@@ -11,7 +11,7 @@ defaults are the chapter's pipeline (64 slots, 64 episodes per step, 60 s traini
 system                 admission                        weight update
 =====================  ===============================  ===================================
 verl one-step off      CountThrottle, eta=1             Drain
-verl fully async       StaleFraction                    PartialRollout / Drain, every k
+verl fully async       VerlRollouter                    PartialRollout / Drain, every k
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
 slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     AReaLThrottle                    AbortRestart (restart from scratch)
@@ -28,8 +28,9 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead, StaleFraction
+from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead
 from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
+from pipesim.systems_policies import VerlRollouter
 from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
 
 CHAPTER = PipelineConfig(
@@ -62,18 +63,47 @@ def verl_fully_async(
     staleness_threshold: float = 0.5,
     trigger_parameter_sync_step: int = 1,
     partial_rollout: bool = True,
+    require_batches: int = 1,
+    ppo_mini_batch_size: int | None = None,
+    max_concurrent_samples: int | None = None,
     **pipeline: Any,
 ) -> Scenario:
-    """verl fully async (``recipe/fully_async_policy``).
+    """verl fully async (``recipe/fully_async_policy``), modelled on its code.
 
-    Keys: ``async_training.staleness_threshold`` (the share of stale samples tolerated: at most
-    (1 + threshold) * B * k episodes start per weight version), ``trigger_parameter_sync_step``
-    (k: weights move every k trainer steps) and ``partial_rollout`` (in-flight episodes pause
-    for the sync and resume, instead of draining).
+    Source: volcengine/verl ``recipe/fully_async_policy/fully_async_rollouter.py``
+    (``FullyAsyncRollouter.set_max_required_samples``, ``update_param_version``,
+    ``_processor_worker``, ``_should_pause_generation``, ``pause``) and ``message_queue.py``
+    (``MessageQueue.put_sample``); :class:`~pipesim.systems_policies.VerlRollouter` says how.
+
+    * The trainer takes ``require_batches * ppo_mini_batch_size`` samples per step (pipesim's B;
+      ``ppo_mini_batch_size`` defaults to ``batch_size``, and giving both is an error) and syncs
+      weights every ``trigger_parameter_sync_step`` (k) steps.
+    * The stale-sample counter counts new starts and is reset at each parameter update to the work
+      in flight and queued; no new sample starts while it reaches ``int((1 +
+      staleness_threshold) * k * B)`` or the queue holds that many; at most
+      ``min(max_concurrent_samples, that)`` run at once (``max_concurrent_samples`` None: the slots).
+    * ``partial_rollout``: the sync cancels the samples in flight, which resume after it
+      (:class:`~pipesim.policies.PartialRollout`); off, the sync waits for them (``pause`` gathers
+      the active tasks: :class:`~pipesim.policies.Drain`). verl's README: it acts only with a
+      threshold above 0 -- with threshold 0 every started sample is needed before the sync, so
+      none is in flight then, and both settings give the same run.
+    * verl's modes: on-policy (k = 1, threshold 0: synchronous), stream off-policy (k > 1,
+      threshold 0: exactly k * B samples per weight version, staleness up to k - 1 steps), and the
+      asynchronous modes (threshold > 0, partial rollout off or on).
+    * The message queue (``put_sample``) drops a sample finishing more than the threshold
+      versions behind the queue's version, and evicts the oldest when full. In pipesim the
+      rollouter's and the queue's versions move together and the queue can never outgrow the
+      counter's cap, so neither fires; they are not modelled.
     """
+    if ppo_mini_batch_size is not None:
+        if "batch_size" in pipeline:
+            raise ValueError("give batch_size or ppo_mini_batch_size (with require_batches), not both")
+        pipeline["batch_size"] = ppo_mini_batch_size * require_batches
+    elif require_batches != 1:
+        pipeline["batch_size"] = pipeline.get("batch_size", CHAPTER.batch_size) * require_batches
     inner: WeightUpdate = PartialRollout() if partial_rollout else Drain()
     wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
-    adm = StaleFraction(staleness_threshold, trigger_parameter_sync_step)
+    adm = VerlRollouter(staleness_threshold, trigger_parameter_sync_step, max_concurrent_samples)
     return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu)
 
 
