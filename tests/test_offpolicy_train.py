@@ -29,7 +29,9 @@ from offpolicy.update import behavior_weights, fp8_copy, offpolicy_update, take_
 
 torch.set_num_threads(1)
 TOK = build_tokenizer()
-SMALL = RLConfig(episodes_per_step=16, group_size=4, minibatches=2, seed=3)
+# Seeds used by tests (13, 21, 22, 31, 77, ...) are disjoint from the committed results' RL
+# seeds (0-4) and from the held-out re-run seeds (101, 202, ..., 1010).
+SMALL = RLConfig(episodes_per_step=16, group_size=4, minibatches=2, seed=13)
 
 
 def fresh_model(seed: int = 0, **kw: int) -> TinyAgent:
@@ -42,9 +44,17 @@ def warm() -> TinyAgent:
     return train_base(TOK, BaseConfig(n_demo_tasks=256, steps=40, batch_size=16))
 
 
-def test_warm_model_acts_validly(warm: TinyAgent) -> None:
-    stats = evaluate(warm, make_tasks("train"), TOK, 4, torch.Generator().manual_seed(0))
-    assert stats["invalid"] < 0.2 and 0.05 < stats["pass_rate"] < 0.6
+def test_warm_start_acts_validly_over_seeds(warm: TinyAgent) -> None:
+    """A training outcome depends on the CPU's float kernels, so it is checked as a property
+    of several seeds (the fixture's and two more), not as one seed's number."""
+    models = [warm] + [
+        train_base(TOK, BaseConfig(n_demo_tasks=256, steps=40, batch_size=16, seed=s)) for s in (21, 22)
+    ]
+    runs = [evaluate(m, make_tasks("train"), TOK, 4, torch.Generator().manual_seed(31)) for m in models]
+    assert all(r["invalid"] < 0.3 for r in runs)
+    assert (
+        0.05 < sorted(r["pass_rate"] for r in runs)[1] < 0.6
+    )  # the median: valid actions, near-blind answers
 
 
 def test_tinyagent_size_in_range() -> None:
