@@ -1,0 +1,201 @@
+"""Kernel times from a roofline: how long a layer's projections take on a GPU.
+
+One projection (a GEMM of ``n`` tokens through a ``k x m`` weight shard) does ``2*n*k*m`` FLOPs and
+moves at least its weight shard plus its input and output activations through HBM, all in bf16::
+
+    t_compute = flops / (flop_fraction * gpu.bf16_flops_per_s)
+    t_memory  = bytes / (bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)
+    t         = kernel_overhead_s + (t_compute**p + t_memory**p) ** (1/p),   p = combine_exponent
+
+The ``p``-norm is a smooth maximum: far from the ridge point it equals the larger term (decode is
+memory bound, large prefills are compute bound); at the ridge it is ``2**(1/p)`` times either, where
+a plain ``max`` is too optimistic because real kernels neither overlap loads and math perfectly nor
+fill every streaming multiprocessor with a few tiles. ``p = 1`` would be the sum, ``p -> inf`` the max.
+
+A layer's linear part is four kernels (the Megatron split, as vLLM and Vidur run it): the fused QKV
+projection and the fused gate/up projection are column parallel (each GPU holds ``1/tp`` of the
+heads and of the MLP width; KV heads are replicated when ``tp > n_kv_heads``), the attention output
+and the down projection are row parallel. The all-reduce after the row-parallel ones is
+communication, not modelled here.
+
+Mixture of experts (simple on purpose): a router GEMM (``hidden x n_experts``) is a fifth kernel;
+gate/up and down are grouped GEMMs over the ``n_tokens * n_active_experts`` token-expert pairs,
+every expert sharded ``1/tp`` (no expert parallelism), and they read the weights of the experts the
+batch touches -- under uniform routing ``n_experts * (1 - (1 - n_active/n_experts) ** n_tokens)`` of
+them, so one token reads only its active experts and a large batch reads them all. A shared expert
+is a dense MLP of its own width run as separate kernels.
+
+The constants (:class:`Efficiency`) are global: one set for every model and every GPU, the catalog's
+datasheet figures being all that differ between GPUs. They were chosen, as round numbers inside the
+physically plausible ranges (sustained GEMM throughput 60-80% of peak, streaming bandwidth 70-90%,
+a few microseconds per launch as CUDA events time it), by a grid search over those ranges against
+Vidur's H100 profile of Llama-2-7B (``shared/reference/vidur/h100_llama-2-7b_mlp.csv``: the sum of
+the four projections' median times, 1,044 rows, 1 to 4,096 tokens, TP 1/2/4/8), then rounded. With
+the defaults the median absolute relative error is 4.9% and 99.5% of the rows are within 25%
+(per TP, median / within 25%: TP1 4.3% / 100%, TP2 5.1% / 100%, TP4 5.2% / 99.2%, TP8 5.1% /
+98.9%); ``tests/test_compute_specs.py`` checks it and ``docs/compute.md`` says how to reproduce it.
+The remaining error is mostly GEMM tile quantisation (the measured times jump at tile boundaries).
+
+:func:`decode_attention_time_s` applies the same roofline to decode attention (reading the cached
+keys and values); it is not yet checked against measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipesim.compute.gpus import GPUSpec
+    from pipesim.compute.models import ModelSpec
+
+ACTIVATION_BYTES = 2
+"""Activations and weights are bf16 in every kernel modelled here."""
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """How close kernels get to the datasheet roofline; one set for all models and GPUs.
+
+    Defaults (chosen as the module docstring says, not fitted per model or GPU):
+
+    * ``flop_fraction = 0.75`` -- sustained bf16 GEMM throughput over peak dense;
+    * ``bandwidth_fraction = 0.80`` -- sustained HBM streaming bandwidth over peak;
+    * ``kernel_overhead_s = 5e-6`` -- fixed cost per kernel (launch, prologue/epilogue, a tail
+      wave), as CUDA-event timing of a single GEMM sees it;
+    * ``combine_exponent = 1.5`` -- the ``p`` of the smooth maximum of compute and memory time.
+    """
+
+    flop_fraction: float = 0.75
+    bandwidth_fraction: float = 0.80
+    kernel_overhead_s: float = 5e-6
+    combine_exponent: float = 1.5
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise ValueError(f"{f.name} must be a number, got {value!r}")
+        for name in ("flop_fraction", "bandwidth_fraction"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.kernel_overhead_s < math.inf:
+            raise ValueError(
+                f"kernel_overhead_s must be non-negative and finite, got {self.kernel_overhead_s}"
+            )
+        if not 1 <= self.combine_exponent < math.inf:
+            raise ValueError(f"combine_exponent must be at least 1 and finite, got {self.combine_exponent}")
+
+
+DEFAULT_EFFICIENCY = Efficiency()
+
+
+def kernel_time_s(
+    gpu: GPUSpec, flops: float, bytes_moved: float, efficiency: Efficiency | None = None
+) -> float:
+    """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
+    eff = efficiency or DEFAULT_EFFICIENCY
+    t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
+    t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)
+    p = eff.combine_exponent
+    return eff.kernel_overhead_s + (t_compute**p + t_memory**p) ** (1 / p)
+
+
+def gemm_time_s(
+    gpu: GPUSpec,
+    n_rows: float,
+    k: int,
+    m: int,
+    weight_elements: float | None = None,
+    efficiency: Efficiency | None = None,
+) -> float:
+    """Seconds for ``n_rows`` rows through a ``k x m`` bf16 weight (reading ``weight_elements`` of it,
+    all ``k*m`` by default)."""
+    weights = k * m if weight_elements is None else weight_elements
+    flops = 2.0 * n_rows * k * m
+    bytes_moved = ACTIVATION_BYTES * (weights + n_rows * (k + m))
+    return kernel_time_s(gpu, flops, bytes_moved, efficiency)
+
+
+def _check(n_tokens: int, tp: int) -> None:
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
+        raise ValueError(f"n_tokens must be a non-negative int, got {n_tokens!r}")
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp must be a positive int, got {tp!r}")
+
+
+def experts_touched(model: ModelSpec, n_tokens: int) -> float:
+    """Expected number of distinct routed experts ``n_tokens`` tokens use, under uniform routing."""
+    if not model.is_moe or n_tokens == 0:
+        return 0.0
+    e, k = model.n_experts, model.n_active_experts
+    return e * (1.0 - (1.0 - k / e) ** n_tokens)
+
+
+def linear_times_s(
+    model: ModelSpec, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+) -> dict[str, float]:
+    """Seconds of each projection kernel of one layer, by name (``qkv``, ``attn_out``, ``gate_up``,
+    ``down``; for a mixture of experts also ``router`` and, with a shared expert, ``shared_gate_up``
+    and ``shared_down``). All zero for ``n_tokens == 0``."""
+    _check(n_tokens, tp)
+    eff = efficiency or DEFAULT_EFFICIENCY
+    names = ["qkv", "attn_out", "gate_up", "down"]
+    if model.is_moe:
+        names.append("router")
+        if model.shared_expert_intermediate_size:
+            names += ["shared_gate_up", "shared_down"]
+    if n_tokens == 0:
+        return dict.fromkeys(names, 0.0)
+    h, n = model.hidden_size, n_tokens
+    q_heads = -(-model.n_heads // tp)
+    kv_heads = -(-model.n_kv_heads // tp)
+    up = 2 if model.gated_mlp else 1
+    out = {
+        "qkv": gemm_time_s(gpu, n, h, (q_heads + 2 * kv_heads) * model.head_dim, efficiency=eff),
+        "attn_out": gemm_time_s(gpu, n, q_heads * model.head_dim, h, efficiency=eff),
+    }
+    if not model.is_moe:
+        width = -(-model.intermediate_size // tp)
+        out["gate_up"] = gemm_time_s(gpu, n, h, up * width, efficiency=eff)
+        out["down"] = gemm_time_s(gpu, n, width, h, efficiency=eff)
+        return out
+    width = -(-model.expert_intermediate_size // tp)
+    pairs = n * model.n_active_experts
+    touched = experts_touched(model, n)
+    out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff)
+    out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff)
+    out["router"] = gemm_time_s(gpu, n, h, model.n_experts, efficiency=eff)
+    if model.shared_expert_intermediate_size:
+        shared = -(-model.shared_expert_intermediate_size // tp)
+        out["shared_gate_up"] = gemm_time_s(gpu, n, h, up * shared, efficiency=eff)
+        out["shared_down"] = gemm_time_s(gpu, n, shared, h, efficiency=eff)
+    return out
+
+
+def linear_time_s(
+    model: ModelSpec, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+) -> float:
+    """Seconds for one layer's linear part: the sum of :func:`linear_times_s`."""
+    return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency).values())
+
+
+def decode_attention_time_s(
+    model: ModelSpec, gpu: GPUSpec, kv_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+) -> float:
+    """Seconds for one layer's attention in a decode step (one new token per sequence) whose
+    sequences hold ``kv_tokens`` cached tokens in all, on each of ``tp`` GPUs.
+
+    Each cached token is read once (keys and values of this GPU's KV heads) and costs
+    ``4 * head_dim`` FLOPs per query head (scores and the weighted sum); one kernel. Not yet checked
+    against measurements; zero for ``kv_tokens == 0``.
+    """
+    _check(kv_tokens, tp)
+    if kv_tokens == 0:
+        return 0.0
+    q_heads = -(-model.n_heads // tp)
+    kv_heads = -(-model.n_kv_heads // tp)
+    flops = 4.0 * kv_tokens * q_heads * model.head_dim
+    bytes_moved = ACTIVATION_BYTES * 2 * kv_tokens * kv_heads * model.head_dim
+    return kernel_time_s(gpu, flops, bytes_moved, efficiency)
