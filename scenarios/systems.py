@@ -16,8 +16,8 @@ AReaL                  AReaLThrottle                    AbortReprefill (interrup
 slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     AReaLThrottle                    AbortRestart (restart from scratch)
 OpenRLHF async         QueueAhead                       Drain
-ROLL                   AsyncRatio                       PartialRollout
-PipelineRL             LagBound                         InFlightUpdate
+ROLL                   RollGroupAdmission + expiry      PartialRollout
+PipelineRL             PipelineRLLag                    InFlightUpdate
 APRIL                  OverSample, eta=0                PartialRollout (carry over) / abort
 =====================  ===============================  ===================================
 """
@@ -28,9 +28,9 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead
+from pipesim.admission import AReaLThrottle, OverSample, QueueAhead
 from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
-from pipesim.systems_policies import VerlRollouter
+from pipesim.systems_policies import PipelineRLLag, RollGroupAdmission, RollGroupExpiry, VerlRollouter
 from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
 
 CHAPTER = PipelineConfig(
@@ -152,27 +152,60 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     )
 
 
-def roll(async_generation_ratio: float = 1.0, **pipeline: Any) -> Scenario:
-    """ROLL asynchronous training: ``async_generation_ratio`` batches of generation ahead.
+def roll(async_generation_ratio: int = 1, **pipeline: Any) -> Scenario:
+    """ROLL asynchronous training (``async_generation_ratio``; 0 = synchronous), from its code.
 
-    ROLL's documentation: 0 means a synchronous pipeline, and only integers are supported at present
-    (:class:`~pipesim.admission.AsyncRatio` also accepts fractions). In-flight episodes pause for
-    the sync and continue.
+    Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
+    (``advance_step``, ``put``, ``get``). One pipesim episode is one group.
+
+    * Supply (:class:`~pipesim.systems_policies.RollGroupAdmission`): the first ``advance_step``
+      creates ``async_generation_ratio`` extra steps of groups, each later one a step's worth, so
+      by step v groups exist for ``(v + 1 + ratio) * B`` starts; expired groups are not replaced.
+    * Expiry (:class:`~pipesim.systems_policies.RollGroupExpiry`): ``advance_step(step)`` removes
+      every group with ``step - create_step > async_generation_ratio``; ``put`` ignores the
+      rollouts of a removed group. No trained episode is more than the ratio stale.
+    * In-flight episodes pause for the sync and continue (:class:`~pipesim.policies.PartialRollout`).
+
+    The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). With exactly
+    B groups per step, expired groups eat the headroom for good: after ``ratio * B`` expiries the
+    pipeline runs synchronously. ROLL's own slack -- ``max_traj_per_env`` rounded up, and
+    ``group_size_redundancy`` extra rollouts per group -- is not modelled.
     """
-    adm = AsyncRatio(async_generation_ratio)
-    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout())
-
-
-def pipelinerl(max_lag: int | None = None, load_time_s: float = 1.0, **pipeline: Any) -> Scenario:
-    """PipelineRL: in-flight weight updates under a lag bound in samples.
-
-    Keys: ``max_lag`` (samples generated beyond those the trainer has consumed; default 3 batches)
-    and the per-replica weight load time. The broadcast overlaps generation; each replica stops only
-    for ``load_time_s`` and its sequences continue under the new weights.
-    """
-    lag = max_lag if max_lag is not None else 3 * pipeline.get("batch_size", CHAPTER.batch_size)
+    ratio = async_generation_ratio
+    if isinstance(ratio, float) and ratio.is_integer():
+        ratio = int(ratio)
     return _scenario(
-        "PipelineRL", pipeline, 0, admission=LagBound(lag), weight_update=InFlightUpdate(load_time_s)
+        "ROLL",
+        pipeline,
+        0,
+        admission=RollGroupAdmission(ratio),
+        weight_update=PartialRollout(),
+        batching=RollGroupExpiry(ratio),
+    )
+
+
+def pipelinerl(
+    max_lag: int | None = None, load_time_s: float = 1.0, attempts: int = 1, **pipeline: Any
+) -> Scenario:
+    """PipelineRL: in-flight weight updates under its lag bound, from its code.
+
+    Source: ServiceNow/PipelineRL ``pipelinerl/actor.py``, ``ActorLoop.run``
+    (:class:`~pipesim.systems_policies.PipelineRLLag`): groups are submitted while fewer than
+    ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``, nothing subtracted for dropped
+    work. ``max_lag`` is in samples (``finetune.max_lag``), ``attempts`` samples form a group
+    (one pipesim episode), B is ``groups_per_update``; ``max_lag = 0`` is synchronous and each
+    ``max_lag = B * attempts`` lets one more update's groups run ahead. Default: ``2 * B`` (two
+    batches ahead, as this preset always allowed). The broadcast overlaps generation; each
+    replica stops only for ``load_time_s`` and its sequences continue under the new weights.
+    """
+    b = pipeline.get("batch_size", CHAPTER.batch_size)
+    lag = max_lag if max_lag is not None else 2 * b * attempts
+    return _scenario(
+        "PipelineRL",
+        pipeline,
+        0,
+        admission=PipelineRLLag(lag, attempts),
+        weight_update=InFlightUpdate(load_time_s),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 from pipesim import run
 from pipesim.durations import LogNormalDurations
 from pipesim.results import RunResult
+from pipesim.systems_policies import roll_create_step
 from pipesim.testing import check_invariants
 from scenarios import systems
 
@@ -169,12 +170,52 @@ def test_roll_ratio_bounds_episodes_per_version_and_zero_is_synchronous() -> Non
     assert sync.trained["staleness"].max() == 0
 
 
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_roll_expires_groups_older_than_the_ratio(ratio: int) -> None:
+    """GroupQueue.advance_step drops groups created more than the ratio steps ago: no trained
+    episode is staler than the ratio (main's preset never expired anything: 14-22% of its trained
+    episodes exceeded the ratio on these runs)."""
+    for seed in range(3):
+        r = checked(systems.roll(ratio, seed=seed, **SMALL))
+        assert (r.trained["staleness"] <= ratio).all()
+        assert r.summary()["episodes_discarded"] > 0  # the expired groups' rollouts were ignored
+        for e in r.episodes:  # groups are not replaced: every start counts against the supply
+            assert e.id < (e.version + 1 + ratio) * 8
+
+
+def test_roll_create_step_follows_advance_step() -> None:
+    # the first advance_step creates (1 + ratio) steps of groups at step 0, then one step each
+    assert [roll_create_step(i, 4, 2) for i in range(0, 24, 4)] == [0, 0, 0, 1, 2, 3]
+    assert [roll_create_step(i, 4, 0) for i in (0, 3, 4, 9)] == [0, 0, 1, 2]
+
+
 def test_pipelinerl_never_pauses_beyond_its_load() -> None:
     r = checked(systems.pipelinerl(load_time_s=0.5, **SMALL))
     assert all(u.end_s - u.start_s <= 0.5 + 1e-9 for u in r.updates if u.paused)
     paused = sum(u.end_s - u.start_s for u in r.updates if u.paused)
     assert math.isclose(paused, 0.5 * 8)
     assert r.trained["versions_spanned"].max() > 1  # in-flight sequences mix versions
+
+
+@pytest.mark.parametrize(("max_lag", "attempts"), [(0, 1), (8, 1), (12, 1), (16, 4), (5, 2)])
+def test_pipelinerl_admits_by_its_formula(max_lag: int, attempts: int) -> None:
+    """ActorLoop: submit while submitted groups < ceil(max_lag / attempts) + (v + 1) * B, and the
+    bound is reached (here B = 8 groups per update)."""
+    r = checked(systems.pipelinerl(max_lag=max_lag, attempts=attempts, **SMALL))
+    limit = math.ceil(max_lag / attempts)
+    for e in r.episodes:
+        assert e.id < limit + (e.version + 1) * 8
+    assert (r.episode_table["version"] == 0).sum() == limit + 8  # the bound is reached
+
+
+def test_pipelinerl_max_lag_zero_is_synchronous_and_one_batch_runs_one_ahead() -> None:
+    """max_lag = 0 is synchronous; max_lag = B lets one more batch run ahead (main's LagBound(B)
+    was synchronous: one batch off)."""
+    sync = checked(systems.pipelinerl(max_lag=0, **SMALL))
+    assert sync.trained["staleness"].max() == 0
+    one = checked(systems.pipelinerl(max_lag=8, **SMALL))
+    assert one.trained["staleness"].max() >= 1
+    assert (one.episode_table["version"] == 0).sum() == 16
 
 
 def test_april_carries_over_or_aborts_the_extra_episodes() -> None:
