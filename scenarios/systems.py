@@ -152,7 +152,7 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     )
 
 
-def roll(async_generation_ratio: int = 1, **pipeline: Any) -> Scenario:
+def roll(async_generation_ratio: int | float = 1, **pipeline: Any) -> Scenario:
     """ROLL asynchronous training (``async_generation_ratio``; 0 = synchronous), from its code.
 
     Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
@@ -171,7 +171,7 @@ def roll(async_generation_ratio: int = 1, **pipeline: Any) -> Scenario:
     pipeline runs synchronously. ROLL's own slack -- ``max_traj_per_env`` rounded up, and
     ``group_size_redundancy`` extra rollouts per group -- is not modelled.
     """
-    ratio = async_generation_ratio
+    ratio: Any = async_generation_ratio  # 1.0 is 1; 0.5 is refused by the policies
     if isinstance(ratio, float) and ratio.is_integer():
         ratio = int(ratio)
     return _scenario(

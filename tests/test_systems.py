@@ -136,6 +136,20 @@ def test_areal_reprefills_interrupted_rollouts_and_caps_concurrency() -> None:
     )
 
 
+@pytest.mark.parametrize(("eta", "max_concurrent"), [(0, None), (1, None), (2, 10), (3, 5)])
+def test_areal_admits_by_get_capacity(eta: int, max_concurrent: int | None) -> None:
+    """StalenessManager.get_capacity: a rollout is submitted only while
+    min(max_concurrent - running, (eta + v + 1) * B - (accepted + running)) > 0, and the bound is
+    reached when concurrency allows it (no drops here, so accepted + running = started)."""
+    r = checked(systems.areal(max_head_offpolicyness=eta, max_concurrent_rollouts=max_concurrent, **SMALL))
+    cap = max_concurrent if max_concurrent is not None else 16
+    for e in r.episodes:  # e.id = rollouts submitted before it; e.version = the version then
+        assert e.id < (eta + e.version + 1) * 8
+        assert sum(f.start_s <= e.start_s < (f.end_s or math.inf) for f in r.episodes) <= cap
+    if max_concurrent is None:
+        assert (r.episode_table["version"] == 0).sum() == min((eta + 1) * 8, len(r.episodes))
+
+
 def test_slime_drain_never_mixes_versions_and_fully_async_restarts() -> None:
     drain = checked(systems.slime("drain", **SMALL))
     assert (drain.trained["versions_spanned"] == 1).all() and drain.summary()["episodes_aborted"] == 0
@@ -168,6 +182,8 @@ def test_roll_ratio_bounds_episodes_per_version_and_zero_is_synchronous() -> Non
     assert r.trained["staleness"].max() > 0
     sync = checked(systems.roll(async_generation_ratio=0, **SMALL))
     assert sync.trained["staleness"].max() == 0
+    with pytest.raises(ValueError, match="ratio"):
+        systems.roll(0.5)  # ROLL's advance_step needs an integer (range(async_generation_ratio))
 
 
 @pytest.mark.parametrize("ratio", [1, 2])
