@@ -21,6 +21,7 @@ import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.episode import BUFFERED, DISCARDED, Episode
+from pipesim.port import ReadyHint
 
 if TYPE_CHECKING:
     from pipesim.engine import Pipeline
@@ -41,8 +42,9 @@ class EpisodeBuffer(BaseResource):
         self._pipeline = pipeline
         self._on_discard = on_discard
         # optional cheap necessary condition for the batch policy to form a batch (see serve)
-        self.ready: Callable[[list[Episode], Pipeline], bool] | None = getattr(
-            pipeline.batching, "ready", None
+        batching = pipeline.batching
+        self.ready: Callable[[list[Episode], Pipeline], bool] | None = (
+            batching.ready if isinstance(batching, ReadyHint) else None
         )
 
     def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]

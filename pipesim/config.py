@@ -39,6 +39,30 @@ def check_time(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
 
 
+def check_policy(name: str, value: Any, protocol: type, what: str) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an instance that fits ``protocol``.
+
+    Catches the two mistakes a user makes: a class where an instance belongs (``Drain``, not
+    ``Drain()``), and a policy in the wrong slot (``admission=Drain()``).
+    """
+    if value is None:
+        raise ValueError(f"{name} must be {what}, got None")
+    if isinstance(value, type):
+        raise ValueError(
+            f"{name} must be {what} instance, got the class {value.__name__}; call it: {value.__name__}()"
+        )
+    if not isinstance(value, protocol):
+        missing = [m for m in _protocol_members(protocol) if not callable(getattr(value, m, None))]
+        raise ValueError(
+            f"{name} must be {what} (with {', '.join(_protocol_members(protocol))}), got "
+            f"{type(value).__name__}, which lacks {', '.join(missing) or 'them'}"
+        )
+
+
+def _protocol_members(protocol: type) -> list[str]:
+    return sorted(n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v))
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """Sizes and times of one rollout pipeline (the chapter's ``simulate_pipeline`` arguments)."""
@@ -67,6 +91,14 @@ class PipelineConfig:
         check_int("steps", self.steps, 1)
         if not isinstance(self.colocated, bool):
             raise ValueError(f"colocated must be a bool, got {self.colocated!r}")
+
+
+_POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (
+    ("durations", DurationModel, "a duration model"),
+    ("admission", Admission, "an admission policy"),
+    ("weight_update", WeightUpdate, "a weight-update policy"),
+    ("batching", BatchPolicy, "a batch policy"),
+)
 
 
 @dataclass(frozen=True)
@@ -99,9 +131,15 @@ class Scenario:
         check_int("seed", self.seed, 0)
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1)
-        for name in ("durations", "admission", "weight_update", "batching"):
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} must not be None")
+        for name, protocol, what in _POLICY_SLOTS:
+            check_policy(name, getattr(self, name), protocol, what)
+        for name in ("timeout", "failures", "replicas"):
+            value = getattr(self, name)
+            if isinstance(value, type):
+                raise ValueError(
+                    f"{name} must be an instance or None, got the class {value.__name__}; "
+                    f"call it: {value.__name__}(...)"
+                )
         if self.timeout is not None and not isinstance(self.timeout, Timeout):
             raise ValueError(f"timeout must be a pipesim.faults.Timeout or None, got {self.timeout!r}")
         if self.failures is not None and not isinstance(self.failures, FailurePolicy):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import gc
 from collections import deque
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, cast
 
 import simpy
 from simpy.events import NORMAL, EventPriority
@@ -47,6 +47,7 @@ from pipesim.config import Scenario
 from pipesim.episode import TRAINED, Episode, UpdateRecord
 from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
+from pipesim.port_impl import PolicyPort
 from pipesim.quiet import make_quiet
 from pipesim.slots import Slots
 
@@ -62,7 +63,7 @@ class _EndOfInstant(simpy.Event):
         self.env.schedule(self, END_OF_INSTANT, 0)
 
 
-class Pipeline:
+class Pipeline(PolicyPort):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
     Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
@@ -116,9 +117,11 @@ class Pipeline:
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
         self.engines = [Slots(self, n, i) for i, n in enumerate(sizes)]
-        self.engine = self.engines[0]
         # the routing rule: which replica starts the next episode (None when none accepts)
-        self._choose = self._only_engine if replicas is None else replicas.fresh_routing().choose
+        # routing sees the replicas through the port and returns one of them: the engine's own
+        self._choose: Callable[[list[Slots]], Slots | None] = (
+            self._only_engine if replicas is None else cast(Any, replicas.fresh_routing().choose)
+        )
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         # whether the controller pass may start new tasks inline, not through launch() (see there)
         self._inline_launch = (
@@ -194,16 +197,7 @@ class Pipeline:
     def _on_discard(self, episodes: list[Episode]) -> None:
         self.discarded.extend(episodes)
         self.n_dropped += len(episodes)
-
-    def drop(self, episodes: list[Episode], status: str) -> None:
-        """Record launched episodes that will never be trained (aborted, failed)."""
-        for ep in episodes:
-            ep.status = status
-        self.n_dropped += len(episodes)
-
-    @property
-    def n_running(self) -> int:
-        return sum(e.n_running for e in self.engines)
+        self.poke()  # dropped work frees admission budget (QueueAhead, rules that subtract drops)
 
     def begin_sync(self, pause: bool) -> None:
         self.sync_pending = False
@@ -312,7 +306,7 @@ class Pipeline:
         if self.finished:
             return
         if self.lazy_completions:
-            self.engine.catch_up(now)  # policies and the results see every completion due by now
+            self.engines[0].catch_up(now)  # policies and the results see every completion due by now
         if self.version >= self.config.steps:
             self.finished = True
             self.done.succeed()
@@ -341,8 +335,8 @@ class Pipeline:
                     e.kick()
         if self.buffer.request_ready():
             self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
-        if self.lazy_completions and self.engine.behind:
-            self.engine.kick()  # what is quiet may have changed (a new version, a waiting trainer)
+        if self.lazy_completions and (only := self.engines[0]).behind:
+            only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated

@@ -35,7 +35,7 @@ from pipesim.episode import FAILED, Episode
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
-    from pipesim.engine import Pipeline
+    from pipesim.port import PipelineView
 
 FAILURE_SEED_SALT = 0xFA11
 
@@ -63,7 +63,7 @@ class FailurePolicy(Protocol):
 
     hazard_per_s: float
 
-    def on_failure(self, p: Pipeline, ep: Episode) -> None: ...
+    def on_failure(self, p: PipelineView, ep: Episode) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class DropFailed:
     def __post_init__(self) -> None:
         check_positive("hazard_per_s", self.hazard_per_s)
 
-    def on_failure(self, p: Pipeline, ep: Episode) -> None:
+    def on_failure(self, p: PipelineView, ep: Episode) -> None:
         return None
 
 
@@ -88,8 +88,8 @@ class RetryFailed:
     def __post_init__(self) -> None:
         check_positive("hazard_per_s", self.hazard_per_s)
 
-    def on_failure(self, p: Pipeline, ep: Episode) -> None:
-        p.launch(p.engines[ep.replica], task=ep.task_id, parent=ep.id)
+    def on_failure(self, p: PipelineView, ep: Episode) -> None:
+        p.relaunch(ep.replica, task=ep.task_id, parent=ep.id)
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ class RequeueFailed:
     def __post_init__(self) -> None:
         check_positive("hazard_per_s", self.hazard_per_s)
 
-    def on_failure(self, p: Pipeline, ep: Episode) -> None:
-        p.requeued.append((ep.task_id, ep.id))
+    def on_failure(self, p: PipelineView, ep: Episode) -> None:
+        p.requeue([(ep.task_id, ep.id)])
 
 
 class EpisodeLifecycle:
@@ -134,7 +134,7 @@ class EpisodeLifecycle:
                 work = life
         return work
 
-    def on_finished(self, p: Pipeline, episodes: list[Episode]) -> list[Episode]:
+    def on_finished(self, p: PipelineView, episodes: list[Episode]) -> list[Episode]:
         """Return the episodes that really finished; failed ones are dropped and handled."""
         if self.failures is None:
             return episodes

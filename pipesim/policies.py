@@ -1,13 +1,15 @@
 """Scheduling decisions as small policy objects behind Protocols.
 
 The SimPy processes in :mod:`pipesim.engine` never decide anything themselves; at each decision
-point they ask a policy:
+point they ask a policy. A policy sees the pipeline only through the port
+(:class:`pipesim.port.PipelineView`: read-only counters, versions and replicas, and a few named
+actions), never the engine class:
 
 * :class:`Admission` -- may a free generation slot start one more episode now? Asked by the
   controller at the end of every simulated instant in which something changed.
 * :class:`WeightUpdate` -- what a weight sync does to episodes in flight. ``sync`` is a SimPy
-  generator run by the weight-sync process, written with the pipeline's primitives
-  (``begin_sync``, ``end_sync``, ``engine.drained()``); ``blocks_admission`` says when the
+  generator run by the weight-sync process, written with the port's actions
+  (``begin_sync``, ``end_sync``, ``drained()``, ``timeout``); ``blocks_admission`` says when the
   controller must not start episodes.
 * :class:`BatchPolicy` -- which finished episodes the trainer takes (and which it discards).
 
@@ -19,35 +21,36 @@ swap, sync every k), :mod:`pipesim.batching` (lowest version first, windowed FIF
 evict stalest), :mod:`pipesim.faults` (timeouts, worker failures) and :mod:`pipesim.replicas`
 (routing, per-replica syncs); ``docs/policies.md`` maps them to the systems. A new policy is a new
 class of a few lines; nothing in the engine changes. ``pipesim.testing.check_invariants`` checks
-what every policy must keep, and what a policy promises (``staleness_bound``, ``max_pause_s``).
+what every policy must keep, and what a policy promises (the promise Protocols of
+:mod:`pipesim.port`: ``staleness_bound``, ``max_pause_s``, ``single_version``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
-    from pipesim.engine import Pipeline
     from pipesim.episode import Episode
+    from pipesim.port import PipelineView
 
 
 @runtime_checkable
 class Admission(Protocol):
     """Decides whether one more episode may start now (a slot is known to be free)."""
 
-    def admits(self, p: Pipeline) -> bool: ...
+    def admits(self, p: PipelineView) -> bool: ...
 
 
 @runtime_checkable
 class WeightUpdate(Protocol):
     """What happens around a weight sync: ``sync(p)`` runs inside the weight-sync process."""
 
-    def blocks_admission(self, p: Pipeline) -> bool: ...
+    def blocks_admission(self, p: PipelineView) -> bool: ...
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]: ...
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]: ...
 
 
 @runtime_checkable
@@ -59,7 +62,9 @@ class BatchPolicy(Protocol):
     is ``p.version`` (it cannot change while the trainer waits for a batch).
     """
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]: ...
+    def select(
+        self, buffer: list[Episode], p: PipelineView
+    ) -> tuple[list[Episode] | None, list[Episode]]: ...
 
 
 class CountsOnly:
@@ -69,10 +74,10 @@ class CountsOnly:
     it is *closed*: the promise that lets the engine skip quiet completions (``Slots.catch_up``).
     """
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         raise NotImplementedError
 
-    def closed(self, p: Pipeline) -> bool:
+    def closed(self, p: PipelineView) -> bool:
         return not self.admits(p)
 
 
@@ -83,10 +88,10 @@ class FullBatch:
     ``min_items`` (completions that leave the buffer short of it are quiet).
     """
 
-    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
         return len(buffer) >= p.batch_size
 
-    def min_items(self, p: Pipeline) -> int:
+    def min_items(self, p: PipelineView) -> int:
         return p.batch_size
 
 
@@ -98,7 +103,7 @@ class CountThrottle(CountsOnly):
     straggler that started long ago can still be trained many versions later.
     """
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
 
 
@@ -110,15 +115,16 @@ class PartialRollout:
     engine), so a sync costs O(1) however many episodes are in flight.
     """
 
-    acts_on_episodes = False
-    """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
+    def pauses_only(self) -> bool:
+        """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
+        return True
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=True)
-        yield p.env.timeout(p.config.sync_time_s)
+        yield p.timeout(p.config.sync_time_s)
         p.end_sync()
 
 
@@ -129,20 +135,25 @@ class Drain:
     No episode ever spans two versions, at the price of waiting for the slowest one in flight.
     """
 
-    acts_on_episodes = False
-    """Its sync waits for the drain, then pauses an empty engine (a promise to the engine)."""
+    def pauses_only(self) -> bool:
+        """Its sync waits for the drain, then pauses empty engines (a promise to the engine)."""
+        return True
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def single_version(self, scenario: Scenario) -> bool:
+        """No episode is in flight across a sync, so none runs under two versions."""
+        return True
+
+    def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing or p.sync_pending
 
     def staleness_bound(self, scenario: Scenario) -> int | None:
         """With the count throttle, draining bounds staleness by eta: no episode outlives a sync."""
         return scenario.pipeline.max_staleness if isinstance(scenario.admission, CountThrottle) else None
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
-        yield p.engine.drained()
-        p.begin_sync(pause=True)  # the engine is empty; pausing records that nothing generates
-        yield p.env.timeout(p.config.sync_time_s)
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        yield p.drained()  # every replica, not only the first
+        p.begin_sync(pause=True)  # the engines are empty; pausing records that nothing generates
+        yield p.timeout(p.config.sync_time_s)
         p.end_sync()
 
 
@@ -150,7 +161,7 @@ class Drain:
 class OldestFinishedFirst(FullBatch):
     """The chapter's trainer: the B episodes that finished earliest, in finishing order."""
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size
         if len(buffer) < b:
             return None, []

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pipesim.port import ClosedHint, MinItemsHint, pauses_only
+
 if TYPE_CHECKING:
     from pipesim.engine import Pipeline
 
@@ -26,20 +28,22 @@ def make_quiet(p: Pipeline) -> Callable[[int], int] | None:
     """The function that counts quiet completions for ``p``'s only replica, or None where the
     configuration does not allow them.
 
-    They need the policies' promises (an admission policy with ``closed``, a weight update that
-    does not act on episodes in flight), one replica, and the inline start (no lifecycle, no
+    They need the policies' promises (an admission policy that is a
+    :class:`~pipesim.port.ClosedHint`, a weight update that :class:`~pipesim.port.PausesOnly`),
+    one replica, and the inline start (no lifecycle, no
     subclass hooks); ``Pipeline.lazy_completions = False`` turns them off.
     """
-    closed: Callable[[Pipeline], bool] | None = getattr(p.admission, "closed", None)
+    admission = p.admission
     if (
         not p.lazy_completions
         or not p._inline_launch
         or len(p.engines) != 1
-        or not callable(closed)
-        or getattr(p.weight_update, "acts_on_episodes", True)
+        or not isinstance(admission, ClosedHint)
+        or not pauses_only(p.weight_update)
     ):
         return None
-    min_items: Callable[[Pipeline], int] | None = getattr(p.batching, "min_items", None)
+    closed = admission.closed
+    min_items = p.batching.min_items if isinstance(p.batching, MinItemsHint) else None
     buffer = p.buffer
 
     def quiet(n_running: int) -> int:

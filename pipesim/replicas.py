@@ -16,21 +16,18 @@ when the slowest replica is done. Routing costs O(n_replicas) per admitted episo
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pipesim.episode import UpdateRecord
-
-if TYPE_CHECKING:
-    from pipesim.engine import Pipeline, Slots
+from pipesim.port import PipelineView, ReplicaView
 
 
 @runtime_checkable
 class Routing(Protocol):
     """Chooses the replica for the next episode, or None if no replica can take one now."""
 
-    def choose(self, engines: list[Slots]) -> Slots | None: ...
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None: ...
 
 
 class RoundRobin:
@@ -48,7 +45,7 @@ class RoundRobin:
     def __repr__(self) -> str:
         return "RoundRobin()"
 
-    def choose(self, engines: list[Slots]) -> Slots | None:
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
         n = len(engines)
         for k in range(n):
             e = engines[(self._next + k) % n]
@@ -62,8 +59,8 @@ class RoundRobin:
 class LeastLoaded:
     """Each episode goes to the available replica with the fewest running episodes (lowest index on ties)."""
 
-    def choose(self, engines: list[Slots]) -> Slots | None:
-        best: Slots | None = None
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
+        best: ReplicaView | None = None
         for e in engines:
             if e.accepting and (best is None or e.n_running < best.n_running):
                 best = e
@@ -112,31 +109,27 @@ class PerReplicaSync:
                 if isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 or t == float("inf"):
                     raise ValueError(f"sync_times_s[{i}] must be a finite number of seconds >= 0, got {t!r}")
 
-    def times_for(self, p: Pipeline) -> list[float]:
+    def times_for(self, p: PipelineView) -> list[float]:
+        n = len(p.replicas)
         if self.sync_times_s is None:
-            return [p.config.sync_time_s] * len(p.engines)
-        if len(self.sync_times_s) != len(p.engines):
-            raise ValueError(
-                f"sync_times_s has {len(self.sync_times_s)} entries for {len(p.engines)} replicas"
-            )
+            return [p.config.sync_time_s] * n
+        if len(self.sync_times_s) != n:
+            raise ValueError(f"sync_times_s has {len(self.sync_times_s)} entries for {n} replicas")
         return [float(t) for t in self.sync_times_s]
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return False  # paused replicas are skipped by routing; the others keep admitting
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=False)
         target = p.version + 1
-        procs = [p.env.process(self._one(p, e, t, target)) for e, t in zip(p.engines, self.times_for(p))]
-        yield p.env.all_of(procs)
+        procs = [p.process(self._one(p, i, t, target)) for i, t in enumerate(self.times_for(p))]
+        yield p.all_of(procs)
         p.end_sync(engines=False)
 
     @staticmethod
-    def _one(p: Pipeline, e: Slots, sync_s: float, target: int) -> Generator[Any, Any, None]:
-        start = p.env.now
-        e.pause()
-        yield p.env.timeout(sync_s)
-        p.updates.append(UpdateRecord(start, p.env.now, target, True, e.index))
-        e.version = target
-        e.resume()
-        p.poke()
+    def _one(p: PipelineView, replica: int, sync_s: float, target: int) -> Generator[Any, Any, None]:
+        start = p.now
+        p.pause_replica(replica)
+        yield p.timeout(sync_s)
+        p.publish_replica(replica, target, since_s=start)

@@ -142,6 +142,10 @@ class Slots:
         return bool(self.free) and self.paused_since is None
 
     @property
+    def paused(self) -> bool:
+        return self.paused_since is not None
+
+    @property
     def vnow(self) -> float:
         """The virtual clock now (it stands still while the replica is paused)."""
         return (self.paused_since if self.paused_since is not None else self.env.now) - self.offset

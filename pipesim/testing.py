@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
+from pipesim.port import PausePromise, SingleVersionPromise, StalenessPromise
 from pipesim.results import RunResult
 
 if TYPE_CHECKING:
@@ -49,9 +50,8 @@ def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None
     sc = scenario if scenario is not None else result.scenario
     bounds = []
     for policy in (sc.admission, sc.weight_update, sc.batching):
-        fn = getattr(policy, "staleness_bound", None)
-        if fn is not None:
-            b = fn(sc)
+        if isinstance(policy, StalenessPromise):
+            b = policy.staleness_bound(sc)
             if b is not None:
                 bounds.append(int(b))
     return min(bounds) if bounds else None
@@ -73,6 +73,7 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     _check_conservation(result)
     _check_versions(result)
     _check_pause_promise(result)
+    _check_single_version(result)
     bound = promised_staleness_bound(result)
     tr = result.trained
     if len(tr) and tr["staleness"].min() < 0:
@@ -105,13 +106,32 @@ def _check_slots(ev: Any, T: float, n_slots: int) -> None:
 
 
 def _check_pause_promise(result: RunResult) -> None:
-    fn = getattr(result.scenario.weight_update, "max_pause_s", None)
-    if fn is None:
+    wu = result.scenario.weight_update
+    if not isinstance(wu, PausePromise):
         return
-    limit = float(fn())
+    limit = float(wu.max_pause_s())
     for u in result.updates:
         if u.kind == "sync" and u.paused and u.end_s - u.start_s > limit + 1e-9 * max(1.0, u.end_s):
             _fail("promised pause bound", f"sync paused [{u.start_s}, {u.end_s}) longer than {limit} s")
+
+
+def _check_single_version(result: RunResult) -> None:
+    sc = result.scenario
+    promised = [
+        type(pol).__name__
+        for pol in (sc.admission, sc.weight_update, sc.batching)
+        if isinstance(pol, SingleVersionPromise) and pol.single_version(sc)
+    ]
+    if not promised:
+        return
+    for ep in result.episodes:
+        versions = {v for v, *_ in ep.segments(result.updates, until_s=result.sim_time_s)}
+        if len(versions) > 1:
+            _fail(
+                "promised single version",
+                f"{promised[0]} promises no episode spans two versions; episode {ep.id} ran under "
+                f"{sorted(versions)}",
+            )
 
 
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> bool:

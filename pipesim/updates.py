@@ -1,9 +1,10 @@
 """Weight-update policies of real systems: what a sync does to the episodes in flight.
 
 Each policy is a ``sync(p)`` generator run by the weight-sync process, written with the
-pipeline's primitives: ``begin_sync(pause)``, ``pause_engines()``, ``end_sync()``,
-``skip_sync()``, and each replica's ``abort_all()`` / ``stretch_all()``. The chapter's two are in
-:mod:`pipesim.policies` (:class:`~pipesim.policies.PartialRollout`, :class:`~pipesim.policies.Drain`).
+actions of the port (:class:`pipesim.port.PipelineView`): ``begin_sync(pause)``,
+``pause_engines()``, ``end_sync()``, ``skip_sync()``, ``abort_running()``, ``stretch_running()``.
+The chapter's two are in :mod:`pipesim.policies` (:class:`~pipesim.policies.PartialRollout`,
+:class:`~pipesim.policies.Drain`).
 
 * :class:`AbortReprefill` -- the engine aborts in-flight requests and drops their KV cache; after
   the sync each resumes under the new weights by re-prefilling the tokens it already generated
@@ -27,14 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipesim.episode import ABORTED, Episode
+from pipesim.episode import Episode
 from pipesim.faults import check_positive
 from pipesim.policies import PartialRollout, WeightUpdate
-
-if TYPE_CHECKING:
-    from pipesim.engine import Pipeline
+from pipesim.port import PipelineView, pauses_only
 
 
 @dataclass(frozen=True)
@@ -48,22 +47,19 @@ class AbortReprefill:
         check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
         check_positive("prefill_rate_tok_s", self.prefill_rate_tok_s)
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
 
-    def reprefill_s(self, ep: Episode, generated_s: float) -> float:
-        """Seconds to re-prefill what ``ep`` generated so far (its earlier re-prefills excluded)."""
+    def reprefill(self, ep: Episode, generated_s: float) -> tuple[float, float]:
+        """(seconds, tokens) to re-prefill what ``ep`` generated so far. ``generated_s`` counts its
+        earlier re-prefills too (they ran on its slot), which generated no tokens: they are excluded."""
         tokens = max(generated_s - ep.reprefill_s, 0.0) * self.decode_rate_tok_s
-        extra = tokens / self.prefill_rate_tok_s
-        ep.reprefill_tokens += tokens
-        ep.reprefill_s += extra
-        return extra
+        return tokens / self.prefill_rate_tok_s, tokens
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=True)
-        for e in p.engines:
-            e.stretch_all(self.reprefill_s)
-        yield p.env.timeout(p.config.sync_time_s)
+        p.stretch_running(self.reprefill)
+        yield p.timeout(p.config.sync_time_s)
         p.end_sync()
 
 
@@ -82,18 +78,15 @@ class AbortRestart:
         if not isinstance(self.restart, bool):
             raise ValueError(f"restart must be a bool, got {self.restart!r}")
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=True)
-        aborted = [pair for e in p.engines for pair in e.abort_all()]
-        for ep, generated_s in aborted:
-            ep.lost_s = generated_s
-        p.drop([ep for ep, _ in aborted], ABORTED)
+        aborted = p.abort_running()  # in finishing order within each replica, replica by replica
         if self.restart:
-            p.requeued.extendleft(reversed([(ep.task_id, ep.id) for ep, _ in aborted]))
-        yield p.env.timeout(p.config.sync_time_s)
+            p.requeue([(ep.task_id, ep.id) for ep in aborted], first=True)
+        yield p.timeout(p.config.sync_time_s)
         p.end_sync()
 
 
@@ -108,18 +101,18 @@ class InFlightUpdate:
         if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < float("inf"):
             raise ValueError(f"load_time_s must be a finite number of seconds >= 0, got {t!r}")
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return False  # paused replicas take no episodes; routing skips them
 
     def max_pause_s(self) -> float:
         """The promise: no sync pauses generation for longer than this."""
         return float(self.load_time_s)
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=False)
-        yield p.env.timeout(p.config.sync_time_s)  # the broadcast overlaps generation
+        yield p.timeout(p.config.sync_time_s)  # the broadcast overlaps generation
         p.pause_engines()
-        yield p.env.timeout(self.load_time_s)
+        yield p.timeout(self.load_time_s)
         p.end_sync()
 
 
@@ -127,15 +120,15 @@ class InFlightUpdate:
 class OverlappedSwap:
     """Transfer into a second copy of the weights while generating; swap atomically at the end."""
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return False
 
     def max_pause_s(self) -> float:
         return 0.0
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         p.begin_sync(pause=False)
-        yield p.env.timeout(p.config.sync_time_s)
+        yield p.timeout(p.config.sync_time_s)
         p.end_sync()
 
 
@@ -152,15 +145,14 @@ class SyncEveryK:
         if not isinstance(self.inner, WeightUpdate):
             raise ValueError(f"inner must be a weight-update policy, got {self.inner!r}")
 
-    @property
-    def acts_on_episodes(self) -> bool:
+    def pauses_only(self) -> bool:
         """The skipped syncs touch nothing; the real ones are the inner policy's."""
-        return bool(getattr(self.inner, "acts_on_episodes", True))
+        return pauses_only(self.inner)
 
-    def blocks_admission(self, p: Pipeline) -> bool:
+    def blocks_admission(self, p: PipelineView) -> bool:
         return self.inner.blocks_admission(p)
 
-    def sync(self, p: Pipeline) -> Generator[Any, Any, None]:
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         if (p.version + 1) % self.k == 0:
             yield from self.inner.sync(p)
         else:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 
+import pipesim
 from pipesim import PipelineConfig, PipelineError, Scenario, TraceDurations, run, simulate_pipeline
 from pipesim.durations import AgentDurations, ExponentialDurations
 
@@ -125,3 +127,23 @@ def test_run_restores_the_garbage_collector() -> None:
     with pytest.raises(PipelineError):
         simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, steps=8)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    "kwargs, field, hint",
+    [
+        (dict(admission=pipesim.Drain()), "admission", "admits"),
+        (dict(weight_update=pipesim.CountThrottle()), "weight_update", "sync"),
+        (dict(batching=pipesim.PartialRollout()), "batching", "select"),
+        (dict(durations=pipesim.OldestFinishedFirst()), "durations", "sample"),
+        (dict(weight_update=pipesim.Drain), "weight_update", r"Drain\(\)"),
+        (dict(admission=pipesim.CountThrottle), "admission", r"CountThrottle\(\)"),
+        (dict(timeout=pipesim.Timeout), "timeout", "class Timeout"),
+        (dict(replicas=pipesim.Replicas), "replicas", "class Replicas"),
+        (dict(batching=None), "batching", "None"),
+    ],
+)
+def test_a_policy_in_the_wrong_slot_or_a_class_names_the_field(kwargs: dict, field: str, hint: str) -> None:
+    with pytest.raises(ValueError, match=field) as info:
+        Scenario(**kwargs)
+    assert re.search(hint, str(info.value)), str(info.value)

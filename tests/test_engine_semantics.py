@@ -1,0 +1,263 @@
+"""Semantics the engine and the policies must keep, each pinned by a trace of a small run.
+
+Every test here was written against a bug or a hand-made mutation that the rest of the suite
+let through (issue 16): which version replicas other than the first publish, ``started_at_version``,
+episodes due at the very instant a sync starts, the reset cadence of ``StaleFraction``, a
+fractional ``QueueAhead``, ``AbortReprefill``'s token accounting, the order ``AbortRestart``
+relaunches in, ``Drain`` with several replicas, and a discard that must wake the controller.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import pipesim
+from pipesim import (
+    AbortReprefill,
+    AbortRestart,
+    AReaLThrottle,
+    Drain,
+    DropStale,
+    PartialRollout,
+    PerReplicaSync,
+    PipelineConfig,
+    QueueAhead,
+    Replicas,
+    Scenario,
+    StaleFraction,
+    TraceDurations,
+)
+from pipesim.engine import Pipeline
+from pipesim.episode import ABORTED, TRAINED
+from pipesim.testing import InvariantError, check_invariants
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _scenario(values: list[float], **kw: Any) -> Scenario:
+    cfg = {k: kw.pop(k) for k in list(kw) if k in PipelineConfig.__dataclass_fields__}
+    return Scenario(
+        pipeline=PipelineConfig(**cfg),
+        durations=TraceDurations.from_values(values),
+        pool_size=len(values),
+        **kw,
+    )
+
+
+def _pipeline(sc: Scenario) -> Pipeline:
+    p = Pipeline(sc, pipesim.draw_pool(sc).tolist())
+    p.run()
+    return p
+
+
+# -- replicas ---------------------------------------------------------------------------------------
+def test_every_replica_publishes_the_new_version_with_per_replica_syncs() -> None:
+    sc = Scenario(
+        pipeline=PipelineConfig(
+            n_slots=6, batch_size=4, train_time_s=5, sync_time_s=3, max_staleness=1, steps=5
+        ),
+        durations=pipesim.ExponentialDurations(mean_s=10.0),
+        weight_update=PerReplicaSync(sync_times_s=(1.0, 2.0, 4.0)),
+        replicas=Replicas(3),
+        seed=3,
+    )
+    p = _pipeline(sc)
+    assert [e.version for e in p.engines] == [sc.pipeline.steps] * 3
+    syncs = [u for u in p.updates if u.kind == "sync"]
+    for r in range(3):
+        mine = [u for u in syncs if u.replica == r]
+        assert [u.version_after for u in mine] == list(range(1, sc.pipeline.steps + 1))
+    for ep in p.episodes:  # an episode carries its own replica's version at its start
+        published = [u for u in syncs if u.replica == ep.replica and u.end_s <= ep.start_s]
+        assert ep.version == len(published), (ep.id, ep.replica, ep.start_s)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_drain_with_replicas_never_trains_an_episode_under_two_versions(seed: int) -> None:
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=8, batch_size=8, max_staleness=1, steps=6),
+        weight_update=Drain(),
+        replicas=Replicas(2),
+        seed=seed,
+    )
+    r = pipesim.run(sc)
+    assert (r.trained["versions_spanned"] == 1).all()
+    check_invariants(r)
+
+
+class DrainThatDoesNotWait(Drain):
+    """A Drain that lies: it keeps Drain's promise but syncs without waiting for the engines."""
+
+    def sync(self, p: Any) -> Any:
+        p.begin_sync(pause=True)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+def test_the_kit_catches_a_drain_that_lets_episodes_span_versions() -> None:
+    caught = 0
+    for seed in range(10):
+        sc = Scenario(
+            pipeline=PipelineConfig(n_slots=8, batch_size=8, max_staleness=1, steps=6),
+            weight_update=DrainThatDoesNotWait(),
+            replicas=Replicas(2),
+            seed=seed,
+        )
+        try:
+            check_invariants(pipesim.run(sc))
+        except InvariantError as exc:
+            assert "single version" in str(exc)
+            caught += 1
+    assert caught >= 5
+
+
+# -- the controller wakes for every change that can open admission ------------------------------------
+@pytest.mark.parametrize("admission", [QueueAhead(1.0), AReaLThrottle(max_concurrent=1)])
+def test_a_discard_wakes_the_controller(admission: Any) -> None:
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=1, batch_size=1, steps=2),
+        admission=admission,
+        batching=DropStale(requeue=False),
+        seed=0,
+    )
+    r = pipesim.run(sc)  # used to stop with a false "stalled" error
+    assert len(r.train_log) == 2
+    check_invariants(r)
+
+
+# -- versions and counters ----------------------------------------------------------------------------
+def test_started_at_version_counts_the_episodes_launched_before_each_publication() -> None:
+    sc = Scenario(
+        pipeline=PipelineConfig(
+            n_slots=5, batch_size=3, train_time_s=4, sync_time_s=2, max_staleness=2, steps=6
+        ),
+        durations=pipesim.ExponentialDurations(mean_s=6.0),
+        seed=11,
+    )
+    p = _pipeline(sc)
+    assert len(p.started_at_version) == sc.pipeline.steps + 1
+    for v, (_, end_s, version) in enumerate(p.sync_log, start=1):
+        assert version == v
+        before = sum(1 for e in p.episodes if e.start_s < end_s or (e.start_s == end_s and e.version < v))
+        assert p.started_at_version[v] == before
+
+
+def test_an_episode_due_when_a_sync_starts_finishes_before_the_pause() -> None:
+    # B = 1, one slot: episode 0 ends at 5, training takes 5, the sync starts at 10 -- exactly when
+    # episode 1 (started at 5, 5 s long) is due. It finishes at 10 under version 0, unpaused.
+    sc = _scenario(
+        [5.0, 5.0, 5.0, 5.0, 5.0],
+        n_slots=1,
+        batch_size=1,
+        train_time_s=5,
+        sync_time_s=2,
+        max_staleness=1,
+        steps=2,
+    )
+    p = _pipeline(sc)
+    e1 = p.episodes[1]
+    assert (e1.start_s, e1.end_s, e1.version) == (5.0, 10.0, 0)
+    assert p.sync_log[0][0] == 10.0
+    assert e1.update_from == e1.update_to  # no update lived through
+    r = pipesim.run(sc)
+    assert r.trained.set_index("episode_id").loc[1, "versions_spanned"] == 1
+
+
+def test_stale_fraction_resets_its_counter_every_sync_every_versions() -> None:
+    rule = StaleFraction(staleness_threshold=0.5, sync_every=2)
+    b = 4  # cap = ceil(1.5 * 4 * 2) = 12 per window of two versions
+    marks = [0, 7, 12, 20, 31]
+
+    def view(version: int, started: int) -> SimpleNamespace:
+        return SimpleNamespace(batch_size=b, version=version, started=started, started_at_version=marks)
+
+    assert rule.admits(view(1, 11)) and not rule.admits(view(1, 12))  # window opened at version 0
+    assert rule.admits(view(2, 12 + 11)) and not rule.admits(view(2, 12 + 12))  # reset at version 2
+    assert not rule.admits(view(3, 12 + 12))  # version 3 still counts from version 2's mark
+
+
+def test_queue_ahead_rounds_a_fractional_queue_up() -> None:
+    rule = QueueAhead(batches_ahead=1.3)  # 1.3 * 4 = 5.2 -> 6 places
+    assert math.ceil(1.3 * 4) == 6
+    for running, buffered, ok in [(5, 0, True), (3, 2, True), (6, 0, False), (2, 4, False)]:
+        p = SimpleNamespace(
+            batch_size=4, n_running=running, n_buffered=buffered, buffer=SimpleNamespace(items=[0] * buffered)
+        )
+        assert rule.admits(p) is ok, (running, buffered)
+
+
+# -- what weight updates do to episodes in flight -------------------------------------------------------
+def test_abort_reprefill_charges_tokens_generated_since_the_last_reprefill() -> None:
+    # One slot, B = 1: episode 0 runs 10 s; training 2 s; syncs of 1 s. Episode 1 (40 s) starts
+    # at 10 and lives through the syncs after steps 1 (t = 12) and 2.
+    rates = AbortReprefill(decode_rate_tok_s=10.0, prefill_rate_tok_s=100.0)
+    sc = _scenario(
+        [10.0, 40.0, 1.0, 1.0, 1.0],
+        n_slots=1,
+        batch_size=1,
+        train_time_s=2,
+        sync_time_s=1,
+        max_staleness=3,
+        steps=2,
+        weight_update=rates,
+    )
+    p = _pipeline(sc)
+    e1 = p.episodes[1]
+    # first sync at 12: generated 2 s -> 20 tokens -> 0.2 s re-prefill
+    # the second sync: episode 2 starts? no: one slot is busy with episode 1, so step 2 waits.
+    assert e1.reprefill_tokens == pytest.approx(20.0)
+    assert e1.reprefill_s == pytest.approx(0.2)
+    assert e1.end_s == pytest.approx(10.0 + 40.0 + 1.0 + 0.2)
+
+
+def test_abort_reprefill_excludes_earlier_reprefill_seconds() -> None:
+    rule = AbortReprefill(decode_rate_tok_s=10.0, prefill_rate_tok_s=100.0)
+    ep = SimpleNamespace(reprefill_s=0.5)
+    seconds, tokens = rule.reprefill(ep, generated_s=3.5)  # type: ignore[arg-type]
+    assert tokens == pytest.approx(30.0) and seconds == pytest.approx(0.3)
+
+
+def test_abort_restart_relaunches_aborted_tasks_first_in_their_finishing_order() -> None:
+    # 3 slots, B = 1, a ratio rule that does not count dropped work. Episode 0 (1 s) is trained
+    # first; at the sync (t = 2) episodes 1 and 2 (30 s, 20 s) are in flight: both are aborted and
+    # relaunched before any new task, the one due sooner (episode 2) first.
+    sc = _scenario(
+        [1.0, 30.0, 20.0] + [1.0] * 12,
+        n_slots=3,
+        batch_size=1,
+        train_time_s=1,
+        sync_time_s=1,
+        steps=2,
+        admission=pipesim.AsyncRatio(2.0),
+        weight_update=AbortRestart(restart=True),
+    )
+    p = _pipeline(sc)
+    first_aborts = [e for e in p.episodes if e.status == ABORTED and e.end_s == 2.0]
+    assert sorted(e.id for e in first_aborts) == [1, 2]
+    assert all(e.lost_s == 2.0 for e in first_aborts)
+    after = [e for e in p.episodes if e.start_s == 3.0]  # the instant the sync ends
+    assert [(e.task_id, e.parent) for e in after[:2]] == [(2, 2), (1, 1)]
+    assert after[2].parent == -1 and after[2].task_id == 3  # then the next new task
+
+
+def test_partial_rollout_pauses_and_resumes_the_same_episode() -> None:
+    sc = _scenario(
+        [10.0, 30.0] + [5.0] * 10,
+        n_slots=2,
+        batch_size=1,
+        train_time_s=2,
+        sync_time_s=3,
+        max_staleness=1,
+        steps=4,
+        weight_update=PartialRollout(),
+    )
+    p = _pipeline(sc)
+    e1 = p.episodes[1]
+    assert e1.end_s is not None and e1.status == TRAINED
+    paused = sum(b - a for a, b, _ in p.sync_log if a < e1.end_s)
+    assert paused >= 6.0  # at least two syncs of 3 s fell inside it
+    assert e1.end_s == pytest.approx(e1.start_s + 30.0 + paused)
