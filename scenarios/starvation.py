@@ -1,0 +1,138 @@
+"""Discard and requeue starves long tasks; pacing admission trains them. ``python -m scenarios.starvation``.
+
+A design that drops episodes staler than eta when the trainer consumes them and puts their task
+back in the queue (the task is relaunched under fresh weights) looks harmless: the task mix is
+kept. But a task is the same problem every time it is relaunched, so it takes as long every
+time. A task whose rollout always takes longer than the time eta versions take to pass is
+dropped, requeued, regenerated and dropped again: it is never trained, and its slot time is lost
+over and over. Users of Tinker's asynchronous RL reported exactly this and moved to pacing the
+admission instead (start work only as far ahead as the staleness bound allows, and train what
+finishes).
+
+Here tasks have identity and their own length: the duration pool is indexed by task id, and a
+requeued task keeps its id, hence its duration (``Pipeline.launch``). Two designs at each eta:
+
+* ``drop+requeue`` -- the engine is kept busy (:class:`~pipesim.admission.QueueAhead`: in flight
+  + buffered below slots + B), in-flight work pauses for each sync, and the trainer discards
+  episodes staler than eta and requeues their tasks (:class:`~pipesim.batching.DropStale`).
+* ``pacing`` -- the count throttle admits at most eta batches ahead and the sync drains
+  (:class:`~pipesim.policies.CountThrottle` + :class:`~pipesim.policies.Drain`): the same
+  promise, staleness <= eta, kept by admission, and nothing is discarded.
+* ``pacing, partial`` -- AReaL's throttle with in-flight work paused across syncs
+  (:class:`~pipesim.admission.AReaLThrottle` + :class:`~pipesim.policies.PartialRollout`): faster,
+  nothing discarded, but a straggler may be trained staler than eta.
+
+The metric is the share of tasks never trained among those first launched in the first half of
+the run (later ones may simply not have had time), overall and among the *long* tasks: those
+longer than eta + 1 mean step periods of the drop+requeue run (the same bar for every design).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipesim import PipelineConfig, Scenario, run
+from pipesim.admission import AReaLThrottle, QueueAhead
+from pipesim.batching import DropStale
+from pipesim.policies import CountThrottle, Drain, PartialRollout
+from pipesim.results import RunResult
+
+DESIGNS = ("drop+requeue", "pacing", "pacing, partial")
+BASE: dict[str, Any] = dict(n_slots=64, batch_size=32, train_time_s=60.0, sync_time_s=10.0, steps=40)
+
+
+def task_durations(n_tasks: int, median_s: float = 60.0, sigma: float = 1.0, seed: int = 0) -> np.ndarray:
+    """One generation length per task id: log-normal, median ``median_s``, log-space spread ``sigma``."""
+    rng = np.random.default_rng(seed)
+    return median_s * np.exp(sigma * rng.standard_normal(n_tasks))
+
+
+def scenario(design: str, eta: int, **pipeline: Any) -> Scenario:
+    """The ``design`` ("drop+requeue" or "pacing") at staleness bound ``eta``."""
+    cfg = PipelineConfig(**{**BASE, **pipeline, "max_staleness": eta})
+    if design == "drop+requeue":
+        busy = (cfg.n_slots + cfg.batch_size) / cfg.batch_size  # every slot busy, one batch queued
+        return Scenario(
+            pipeline=cfg,
+            admission=QueueAhead(busy),
+            weight_update=PartialRollout(),
+            batching=DropStale(requeue=True),
+            name=f"drop+requeue eta={eta}",
+        )
+    if design == "pacing":
+        return Scenario(
+            pipeline=cfg, admission=CountThrottle(), weight_update=Drain(), name=f"pacing eta={eta}"
+        )
+    if design == "pacing, partial":
+        return Scenario(
+            pipeline=cfg,
+            admission=AReaLThrottle(),
+            weight_update=PartialRollout(),
+            name=f"pacing, partial eta={eta}",
+        )
+    raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+
+
+def never_trained(result: RunResult, durations: np.ndarray, long_s: float) -> dict[str, float]:
+    """Shares of tasks never trained, among tasks first launched in the first half of the run."""
+    eps = result.episode_table
+    first = eps.groupby("task_id")["start_s"].min()
+    eligible = first.index[first <= result.sim_time_s / 2].to_numpy()
+    trained = set(eps.loc[eps["status"] == "trained", "task_id"])
+    is_long = durations[eligible] > long_s
+    missed = np.array([t not in trained for t in eligible], dtype=bool)
+    relaunches = eps.groupby("task_id").size()
+    return {
+        "tasks": float(len(eligible)),
+        "long_tasks": float(is_long.sum()),
+        "never_trained_share": float(missed.mean()) if len(eligible) else 0.0,
+        "long_never_trained_share": float(missed[is_long].mean()) if is_long.any() else math.nan,
+        "max_launches_per_task": float(relaunches.max()),
+    }
+
+
+def starvation_table(
+    etas: tuple[int, ...] = (0, 1, 2, 4), seed: int = 0, sigma: float = 1.0, **pipeline: Any
+) -> pd.DataFrame:
+    """One row per (design, eta): shares of tasks never trained, throughput and discarded work."""
+    cfg = PipelineConfig(**{**BASE, **pipeline})
+    rows = []
+    for eta in etas:
+        # enough tasks for every launch; requeued tasks reuse their id, so only new tasks draw
+        n_tasks = 4 * ((cfg.steps + eta + 2) * cfg.batch_size + cfg.n_slots)
+        durations = task_durations(n_tasks, sigma=sigma, seed=seed)
+        results = {d: run(scenario(d, eta, **pipeline).with_(pool_size=n_tasks), durations) for d in DESIGNS}
+        # long: longer than eta + 1 of drop+requeue's mean step periods, the same bar for every design
+        long_s = (eta + 1) * results["drop+requeue"].sim_time_s / cfg.steps
+        for design, r in results.items():
+            s = r.summary()
+            row: dict[str, Any] = {"design": design, "eta": eta, "long_s": long_s}
+            row.update(never_trained(r, durations, long_s))
+            row.update(
+                throughput_per_hour=s["throughput_per_hour"],
+                staleness_max=s["staleness_max"],
+                discarded_share=s["episodes_discarded"] / s["episodes_launched"],
+            )
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m scenarios.starvation", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--etas", type=int, nargs="+", default=[0, 1, 2, 4])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sigma", type=float, default=1.0, help="log-space spread of task lengths")
+    ap.add_argument("--steps", type=int, default=BASE["steps"])
+    args = ap.parse_args(argv)
+    df = starvation_table(tuple(args.etas), seed=args.seed, sigma=args.sigma, steps=args.steps)
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
+        print(df.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""Discard and requeue starves long tasks; pacing admission trains them (scenarios.starvation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipesim import run
+from scenarios import starvation
+
+
+@pytest.fixture(scope="module")
+def table():  # type: ignore[no-untyped-def]
+    return starvation.starvation_table(etas=(0, 2), steps=30)
+
+
+def test_drop_and_requeue_never_trains_long_tasks_while_pacing_trains_them(table) -> None:  # type: ignore[no-untyped-def]
+    by = table.set_index(["design", "eta"])
+    for eta in (0, 2):
+        drop = by.loc[("drop+requeue", eta)]
+        assert drop["long_tasks"] > 0
+        assert drop["long_never_trained_share"] > 0.5  # most long tasks are regenerated forever
+        assert drop["never_trained_share"] > 0 and drop["max_launches_per_task"] > 3
+        for design in ("pacing", "pacing, partial"):
+            pace = by.loc[(design, eta)]
+            assert pace["never_trained_share"] == 0 and pace["long_never_trained_share"] == 0
+            assert pace["discarded_share"] == 0
+        assert by.loc[("pacing", eta), "staleness_max"] <= eta  # the same promise, kept by admission
+
+
+def test_a_requeued_task_keeps_its_id_and_its_length() -> None:
+    sc = starvation.scenario("drop+requeue", 1, steps=15)
+    durations = starvation.task_durations(4000)
+    r = run(sc.with_(pool_size=4000), durations)
+    eps = r.episode_table
+    done = eps[eps["status"].isin(["trained", "discarded"])]
+    assert (eps.groupby("task_id").size() > 1).any()  # some tasks were relaunched
+    assert np.allclose(done["duration_s"].to_numpy(), durations[done["task_id"].to_numpy()])
+
+
+def test_unknown_design_is_refused() -> None:
+    with pytest.raises(ValueError, match="design"):
+        starvation.scenario("sometimes", 1)
+
+
+def test_cli_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    starvation.main(["--etas", "1", "--steps", "8"])
+    out = capsys.readouterr().out
+    assert "drop+requeue" in out and "long_never_trained_share" in out
