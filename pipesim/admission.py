@@ -5,7 +5,7 @@ Each rule answers ``admits(p)`` from the pipeline's counters, in O(1):
 * ``p.started`` -- episodes launched; ``p.n_dropped`` -- launched ones that were discarded,
   aborted or failed (they will never be trained and hold no slot);
 * ``p.version`` -- the trainer's version v; ``p.batches_taken`` -- batches the trainer took;
-* ``p.n_running`` and ``len(p.buffer.items)`` -- episodes in flight and finished-but-untrained.
+* ``p.n_running`` and ``p.n_buffered`` -- episodes in flight and finished-but-untrained.
 
 The chapter's :class:`~pipesim.policies.CountThrottle` counts every episode started, dropped or
 not, so each dropped episode spends its headroom for good: with drop-at-consumption it degrades
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from pipesim.policies import CountsOnly
 
 if TYPE_CHECKING:
-    from pipesim.engine import Pipeline
+    from pipesim.port import PipelineView
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -56,12 +56,12 @@ class AReaLThrottle:
         if self.max_concurrent is not None:
             _check_int("max_concurrent", self.max_concurrent, 1)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         if self.max_concurrent is not None and p.n_running >= self.max_concurrent:
             return False
         return not self.closed(p)
 
-    def closed(self, p: Pipeline) -> bool:
+    def closed(self, p: PipelineView) -> bool:
         """The staleness bound says no: only a start, a drop or a new version changes that (a
         finishing episode can lift the concurrency cap, so that part never closes the rule)."""
         return p.started - p.n_dropped >= (p.version + 1 + p.max_staleness) * p.batch_size
@@ -81,8 +81,8 @@ class QueueAhead(CountsOnly):
     def __post_init__(self) -> None:
         _check_number("batches_ahead", self.batches_ahead, 1.0)
 
-    def admits(self, p: Pipeline) -> bool:
-        return p.n_running + len(p.buffer.items) < math.ceil(self.batches_ahead * p.batch_size)
+    def admits(self, p: PipelineView) -> bool:
+        return p.n_running + p.n_buffered < math.ceil(self.batches_ahead * p.batch_size)
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class AsyncRatio(CountsOnly):
     def __post_init__(self) -> None:
         _check_number("ratio", self.ratio, 0.0)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped < (p.version + 1 + self.ratio) * p.batch_size
 
 
@@ -116,7 +116,7 @@ class LagBound(CountsOnly):
     def __post_init__(self) -> None:
         _check_int("max_lag_samples", self.max_lag_samples, 1)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped - p.version * p.batch_size < self.max_lag_samples
 
 
@@ -137,7 +137,7 @@ class StaleFraction(CountsOnly):
         _check_number("staleness_threshold", self.staleness_threshold, 0.0)
         _check_int("sync_every", self.sync_every, 1)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         cap = math.ceil((1 + self.staleness_threshold) * p.batch_size * self.sync_every)
         since = p.started_at_version[(p.version // self.sync_every) * self.sync_every]
         return p.started - since < cap
@@ -159,6 +159,6 @@ class OverSample(CountsOnly):
     def __post_init__(self) -> None:
         _check_number("factor", self.factor, 1.0)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         extra = math.ceil((self.factor - 1) * p.batch_size)
         return p.started - p.n_dropped < (p.version + 1 + p.max_staleness) * p.batch_size + extra

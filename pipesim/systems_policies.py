@@ -1,8 +1,8 @@
 """Policies that model real systems' own code (``scenarios/systems.py`` builds the presets).
 
-Each class names the repository, file and function whose rule it models. They read only what the
-pipeline already exposes (``p.started``, ``p.n_dropped``, ``p.version``, ``p.n_running``, the
-buffer, ``p.batch_size``), so the engine does not change for them.
+Each class names the repository, file and function whose rule it models. They read only the
+port (:class:`pipesim.port.PipelineView`: ``started``, ``n_dropped``, ``version``, ``n_running``,
+``n_buffered``, ``batch_size``), so the engine does not change for them.
 
 * :class:`VerlRollouter` -- verl fully async (``recipe/fully_async_policy``): the rollouter's
   stale-sample counter, reset at each parameter update to the work in flight and queued.
@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pipesim.config import Scenario
-    from pipesim.engine import Pipeline
     from pipesim.episode import Episode
+    from pipesim.port import PipelineView
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -35,11 +37,6 @@ def _check_number(name: str, value: object, minimum: float) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum:  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
-
-
-def _n_buffered(p: Pipeline) -> int:
-    """Finished episodes not yet taken by the trainer (verl's message queue)."""
-    return len(p.buffer.items)
 
 
 @dataclass(frozen=True)
@@ -92,25 +89,25 @@ class VerlRollouter:
         """verl's ``max_required_samples``: int() truncates, as in ``set_max_required_samples``."""
         return int(batch_size * (self.staleness_threshold + 1) * self.trigger_parameter_sync_step)
 
-    def stale_samples(self, p: Pipeline) -> int:
+    def stale_samples(self, p: PipelineView) -> int:
         """verl's ``staleness_samples`` now: the reset value at the last update plus new starts."""
         k = self.trigger_parameter_sync_step
         param_version = (p.version // k) * k
         return p.started - p.n_dropped - param_version * p.batch_size
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         cap = self.max_required_samples(p.batch_size)
         concurrent = cap if self.max_concurrent is None else min(self.max_concurrent, cap)
         if p.n_running >= concurrent:
             return False
         return not self.closed(p)
 
-    def closed(self, p: Pipeline) -> bool:
+    def closed(self, p: PipelineView) -> bool:
         """The counter or the queue says no: a finishing episode only grows the queue, so only a
         start, a drop or a new version changes this (the concurrency cap is not part of it)."""
         cap = self.max_required_samples(p.batch_size)
         queue_cap = cap if self.max_queue_size is None else self.max_queue_size
-        return self.stale_samples(p) >= cap or _n_buffered(p) >= queue_cap
+        return self.stale_samples(p) >= cap or p.n_buffered >= queue_cap
 
 
 def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
@@ -139,10 +136,10 @@ class RollGroupAdmission:
     def __post_init__(self) -> None:
         _check_int("ratio", self.ratio, 0)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         return p.started < (p.version + 1 + self.ratio) * p.batch_size
 
-    def closed(self, p: Pipeline) -> bool:
+    def closed(self, p: PipelineView) -> bool:
         """Counts only starts and versions: no finishing episode changes its answer."""
         return not self.admits(p)
 
@@ -169,14 +166,14 @@ class RollGroupExpiry:
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return self.ratio
 
-    def ready(self, buffer: list[Episode], p: Pipeline) -> bool:
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
         """A cheap necessary condition for a batch: B finished episodes, expired or not."""
         return len(buffer) >= p.batch_size
 
-    def min_items(self, p: Pipeline) -> int:
+    def min_items(self, p: PipelineView) -> int:
         return p.batch_size
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b, oldest_ok = p.batch_size, p.version - self.ratio
         expired = [e for e in buffer if roll_create_step(e.id, b, self.ratio) < oldest_ok]
         if expired:
@@ -212,10 +209,10 @@ class PipelineRLLag:
     def lag_groups(self) -> int:
         return math.ceil(self.max_lag / self.attempts)
 
-    def admits(self, p: Pipeline) -> bool:
+    def admits(self, p: PipelineView) -> bool:
         return p.started < self.lag_groups + (p.version + 1) * p.batch_size
 
-    def closed(self, p: Pipeline) -> bool:
+    def closed(self, p: PipelineView) -> bool:
         """Counts only starts and versions: no finishing episode changes its answer."""
         return not self.admits(p)
 

@@ -53,15 +53,16 @@ def task_durations(n_tasks: int, median_s: float = 60.0, sigma: float = 1.0, see
 
 
 def scenario(design: str, eta: int, **pipeline: Any) -> Scenario:
-    """The ``design`` ("drop+requeue" or "pacing") at staleness bound ``eta``."""
+    """The ``design`` (one of :data:`DESIGNS`) at staleness bound ``eta``."""
     cfg = PipelineConfig(**{**BASE, **pipeline, "max_staleness": eta})
     if design == "drop+requeue":
         busy = (cfg.n_slots + cfg.batch_size) / cfg.batch_size  # every slot busy, one batch queued
+        drop: Any = DropStale(requeue=True)  # typed against the engine until batching is ported
         return Scenario(
             pipeline=cfg,
             admission=QueueAhead(busy),
             weight_update=PartialRollout(),
-            batching=DropStale(requeue=True),
+            batching=drop,
             name=f"drop+requeue eta={eta}",
         )
     if design == "pacing":
@@ -106,7 +107,8 @@ def starvation_table(
         # enough tasks for every launch; requeued tasks reuse their id, so only new tasks draw
         n_tasks = 4 * ((cfg.steps + eta + 2) * cfg.batch_size + cfg.n_slots)
         durations = task_durations(n_tasks, sigma=sigma, seed=seed)
-        results = {d: run(scenario(d, eta, **pipeline).with_(pool_size=n_tasks), durations) for d in DESIGNS}
+        pool = durations.tolist()
+        results = {d: run(scenario(d, eta, **pipeline).with_(pool_size=n_tasks), pool) for d in DESIGNS}
         # long: longer than eta + 1 of drop+requeue's mean step periods, the same bar for every design
         long_s = (eta + 1) * results["drop+requeue"].sim_time_s / cfg.steps
         for design, r in results.items():

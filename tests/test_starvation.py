@@ -31,7 +31,7 @@ def test_drop_and_requeue_never_trains_long_tasks_while_pacing_trains_them(table
 def test_a_requeued_task_keeps_its_id_and_its_length() -> None:
     sc = starvation.scenario("drop+requeue", 1, steps=15)
     durations = starvation.task_durations(4000)
-    r = run(sc.with_(pool_size=4000), durations)
+    r = run(sc.with_(pool_size=4000), durations.tolist())
     eps = r.episode_table
     done = eps[eps["status"].isin(["trained", "discarded"])]
     assert (eps.groupby("task_id").size() > 1).any()  # some tasks were relaunched
