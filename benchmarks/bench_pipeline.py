@@ -1,7 +1,26 @@
-"""Throughput of the SimPy engine against a straightforward loop and against raw SimPy.
+"""Throughput of pipesim against the chapter's own loop (and, ``--suite all``, the oracle loop and raw SimPy).
 
-For each size (n_slots = B in 64, 1,024, 4,096, 16,384) and each design (eta = 0, and eta = 2 with
-partial rollouts) it measures, in one process and one run so the ratios share the machine's load:
+``--suite chapter`` (the default) is the comparison of issue 16, "Performance": the chapter's
+``simulate_pipeline``, imported at run time from ``../shared/reference/chapter_loop.py`` (relative
+to the repository root) when that file is there -- nothing in the project copies it -- against
+
+* ``pipesim.simulate_pipeline``: the same signature and the same dict, end to end;
+* ``pipesim.run``: the engine alone, on the equivalent Scenario, without building the dict;
+
+called as the chapter calls it: one pool of 400,000 ``pipesim.agent_episode_durations`` (generator
+seed 7: the chapter's ``torch.Generator().manual_seed(7)`` where the function accepts one, else
+``numpy.random.default_rng(7)``), batch = slots, 60 s train, 10 s sync, 200 steps at 64 slots and 4
+at 4,096, for eta=0 and eta=2, both with ``interrupt=True``. Timing is CPU time
+(``time.process_time``), best of 5 rounds (2 with ``--quick``), the three sides interleaved in every
+round. Rates are episodes generated (the ``gen`` events of the output, the same on every side when
+they agree) per CPU second. The outputs are checked to agree (time, throughput, staleness_mean,
+staleness_max, trained_duration: equal or within 1e-9 relative; and the sorted events).
+Goals (issue 16): simulate_pipeline >= 2x the loop at 64 slots, >= 50x at 4,096; ``run`` alone keeps
+its ratio (about 2.0x at 64 slots, 70-90x at 4,096) within 10%.
+
+``--suite all`` adds the older table. For each size (n_slots = B in 64, 1,024, 4,096, 16,384) and
+each design (eta = 0, and eta = 2 with partial rollouts) it measures, in one process and one run so
+the ratios share the machine's load:
 
 * ``engine``: episodes simulated per second by ``pipesim.run`` (results are built lazily, so this
   is the simulation itself);
@@ -12,30 +31,177 @@ partial rollouts) it measures, in one process and one run so the ratios share th
   each ``yield env.timeout(d)``) -- the ceiling for any SimPy design.
 
 Goals: engine >= 2x loop at 64 slots and >= 50x at 4,096; engine >= 20% of raw at every size.
-Usage: ``python benchmarks/bench_pipeline.py [--quick] [--sizes 64,1024]``.
 
-Timing is CPU time of this process (``time.process_time``), best of several repeats, with the
-three measurements interleaved: the machines this runs on are shared, and wall time there
-mostly measures the neighbours. Small sizes run 100 steps so a run lasts long enough to time.
+Usage: ``python benchmarks/bench_pipeline.py [--suite chapter|all] [--quick] [--rounds N]
+[--sizes 64,1024]`` (``--sizes`` is for the older table; the chapter's sizes are fixed).
+
+Timing is CPU time of this process, best of several repeats, interleaved: the machines this runs
+on are shared, and wall time there mostly measures the neighbours. A full chapter suite takes a
+few minutes, almost all of it the chapter's loop at 4,096 slots (its cost per event grows with
+n_slots).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
+import math
 import sys
 import time
 from collections.abc import Callable, Generator
 from functools import partial
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import simpy
-import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from pipesim import Drain, PartialRollout, PipelineConfig, Scenario, run  # noqa: E402
-from pipesim.durations import agent_episode_durations  # noqa: E402
-from tests.oracle import oracle_pipeline  # noqa: E402
+import pipesim  # noqa: E402
+from pipesim import CountThrottle, Drain, PartialRollout, PipelineConfig, Scenario, run  # noqa: E402
+
+CHAPTER_LOOP = ROOT.parent / "shared" / "reference" / "chapter_loop.py"
+# (slots, steps) as issue 16 sets them; batch = slots, 60 s train, 10 s sync, interrupt=True.
+CHAPTER_SIZES = [(64, 200), (4096, 4)]
+CHAPTER_POOL, CHAPTER_SEED = 400_000, 7
+CHECKED = ("time", "throughput", "staleness_mean", "staleness_max", "trained_duration")
+REL_TOL = 1e-9
+
+
+def durations_pool(n: int, seed: int) -> tuple[Any, str]:
+    """``pipesim.agent_episode_durations(n, generator)`` with whichever generator it accepts.
+
+    The chapter's call first (``torch.Generator().manual_seed(seed)``, the chapter's numbers), else
+    ``numpy.random.default_rng(seed)``; returns the pool and a description of the generator used.
+    """
+    try:
+        import torch
+
+        return pipesim.agent_episode_durations(n, torch.Generator().manual_seed(seed)), (
+            f"torch.Generator().manual_seed({seed})"
+        )
+    except (ImportError, TypeError, ValueError):
+        import numpy as np
+
+        pool = pipesim.agent_episode_durations(n, np.random.default_rng(seed))
+        return pool, f"numpy.random.default_rng({seed})"
+
+
+def load_chapter_loop() -> ModuleType | None:
+    """The chapter's module from ../shared/reference/chapter_loop.py, imported at run time, or None."""
+    if not CHAPTER_LOOP.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("chapter_loop", CHAPTER_LOOP)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cpu_time(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """CPU seconds of one call of ``fn`` (collected garbage first, untimed) and its result."""
+    gc.collect()
+    t0 = time.process_time()
+    out = fn()
+    return time.process_time() - t0, out
+
+
+def rel_diff(a: float, b: float) -> float:
+    if a == b:
+        return 0.0
+    if math.isnan(a) and math.isnan(b):
+        return 0.0
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+def dict_fields(out: dict[str, Any]) -> dict[str, Any]:
+    """What the agreement check needs of a simulate_pipeline dict (so the dict itself can go)."""
+    fields: dict[str, Any] = {k: float(out[k]) for k in CHECKED}
+    fields["events"] = sorted(out["events"])
+    fields["n_gen"] = sum(1 for e in out["events"] if e[0] == "gen")
+    return fields
+
+
+def agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> tuple[bool, str]:
+    """Whether the two outputs agree (each checked field equal or within REL_TOL relative), and how."""
+    notes = []
+    ok = True
+    for k in CHECKED:
+        d = rel_diff(ours[k], theirs[k])
+        if d > REL_TOL:
+            ok = False
+            note = f"{k} differs by {d:.1e} rel ({ours[k]!r} vs chapter {theirs[k]!r})"
+            if k == "staleness_mean":
+                import numpy as np
+
+                if np.float32(ours[k]) == np.float32(theirs[k]):
+                    note += ": the chapter averages staleness in float32, equal once rounded to float32"
+            notes.append(note)
+    if ours["events"] != theirs["events"]:
+        ok = False
+        notes.append(f"events differ ({len(ours['events'])} vs chapter {len(theirs['events'])})")
+    return ok, "; ".join(notes) if notes else "all checked fields equal within 1e-9, events identical"
+
+
+def chapter_suite(rounds: int) -> None:
+    print(f"== pipesim against the chapter's loop ({CHAPTER_LOOP}) ==")
+    loop = load_chapter_loop()
+    pool, how = durations_pool(CHAPTER_POOL, CHAPTER_SEED)
+    print(
+        f"pool: {CHAPTER_POOL:,} pipesim.agent_episode_durations from {how}; CPU time, best of {rounds}"
+        " rounds, sides interleaved; ep/s = episodes generated per CPU second"
+    )
+    if loop is None:
+        print(f"chapter loop not found at {CHAPTER_LOOP}: the comparison is skipped (pipesim alone below)")
+    hdr = (
+        f"{'slots':>6} {'steps':>5} {'design':<16} | {'simulate_pipeline ep/s':>22} | {'run ep/s':>9} |"
+        f" {'chapter loop ep/s':>17} | {'sim/loop':>8} | {'run/loop':>8}"
+    )
+    print(hdr)
+    print("-" * len(hdr))
+    verdicts = []
+    for n, steps in CHAPTER_SIZES:
+        for eta in (0, 2):
+            label = f"eta={eta} interrupt"
+            kw: dict[str, Any] = dict(max_staleness=eta, interrupt=True, steps=steps)
+            sim_fn = partial(pipesim.simulate_pipeline, pool, n, n, 60.0, 10.0, **kw)
+            sc = Scenario(
+                pipeline=PipelineConfig(n, n, 60.0, 10.0, eta, steps),
+                admission=CountThrottle(),
+                weight_update=PartialRollout(),
+                name="simulate_pipeline",
+            )
+            run_fn = partial(run, sc, pool)
+            sides: dict[str, Callable[[], Any]] = {"sim": sim_fn, "run": run_fn}
+            if loop is not None:
+                sides["loop"] = partial(loop.simulate_pipeline, pool, n, n, 60.0, 10.0, **kw)
+            best = dict.fromkeys(sides, math.inf)
+            fields: dict[str, dict[str, Any]] = {}
+            for _ in range(rounds):
+                for side, fn in sides.items():
+                    dt, out = cpu_time(fn)
+                    best[side] = min(best[side], dt)
+                    if side != "run" and side not in fields:
+                        fields[side] = dict_fields(out)
+                    del out
+            units = fields["loop" if loop is not None else "sim"]["n_gen"]
+            sim_r, run_r = units / best["sim"], units / best["run"]
+            if loop is not None:
+                loop_r = units / best["loop"]
+                loop_s = f"{loop_r:>17,.0f}"
+                ratios = f" {sim_r / loop_r:>7.2f}x | {run_r / loop_r:>7.2f}x"
+                ok, how_ = agreement(fields["sim"], fields["loop"])
+                verdicts.append(f"  {n:>5} slots {label}: {'AGREE' if ok else 'DISAGREE'} -- {how_}")
+            else:
+                loop_s, ratios = f"{'n/a':>17}", f" {'n/a':>8} | {'n/a':>8}"
+            print(f"{n:>6} {steps:>5} {label:<16} | {sim_r:>22,.0f} | {run_r:>9,.0f} | {loop_s} |{ratios}")
+    if verdicts:
+        print("outputs, pipesim.simulate_pipeline vs the chapter's simulate_pipeline:")
+        print("\n".join(verdicts))
 
 
 def rate(fn: Callable[[], int]) -> float:
@@ -71,26 +237,17 @@ def raw_simpy_rate(n: int, pool: list[float], n_events: int) -> int:
     return per * n
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller workloads (for a smoke run)")
-    ap.add_argument("--sizes", default="64,1024,4096,16384", help="slot counts, comma-separated")
-    args = ap.parse_args()
-    try:
-        sizes = [int(x) for x in args.sizes.split(",")]
-    except ValueError:
-        ap.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
-    if any(n < 1 for n in sizes):
-        ap.error(f"--sizes must be positive, got {args.sizes!r}")
-    if args.quick:
+def oracle_suite(sizes: list[int], quick: bool) -> None:
+    print("== pipesim.run against the oracle loop (tests/oracle.py) and raw SimPy ==")
+    if quick:
         sizes = [n for n in sizes if n <= 1024] or [64]
     print(
         f"{'slots':>6} {'design':<12} | {'engine ep/s':>11} | {'loop ep/s':>9} | {'raw ev/s':>9} |"
         f" {'engine/loop':>11} | {'engine/raw':>10}"
     )
     for n in sizes:
-        steps = max(4, 100 * 64 // n) if not args.quick else 4
-        pool_t = agent_episode_durations((steps + 4) * n + n, torch.Generator().manual_seed(0))
+        steps = max(4, 100 * 64 // n) if not quick else 4
+        pool_t, _ = durations_pool((steps + 4) * n + n, 0)
         pool = pool_t.tolist()
         reps = {64: 30, 1024: 5, 4096: 3}.get(n, 2)  # small sizes: more rounds, since each is short
         raw_fn = partial(raw_simpy_rate, n, pool, max(200_000, 4 * n))
@@ -118,12 +275,43 @@ def main() -> None:
             )
 
 
-def engine_episodes(sc: Scenario, pool: torch.Tensor) -> int:
+def engine_episodes(sc: Scenario, pool: Any) -> int:
     return len(run(sc, pool).episodes)
 
 
 def loop_episodes(pool: list[float], n: int, eta: int, steps: int) -> int:
+    from tests.oracle import oracle_pipeline
+
     return oracle_pipeline(pool, n, n, 60.0, 10.0, eta, bool(eta), steps).started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument(
+        "--suite",
+        choices=["chapter", "all"],
+        default="chapter",
+        help="chapter: pipesim vs the chapter's loop (default); all: also the oracle-loop/raw-SimPy table",
+    )
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller workloads (a smoke run)")
+    ap.add_argument("--rounds", type=int, help="rounds of the chapter suite (default 5, 2 with --quick)")
+    ap.add_argument(
+        "--sizes", default="64,1024,4096,16384", help="slot counts of the oracle table (comma-separated)"
+    )
+    args = ap.parse_args()
+    try:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    except ValueError:
+        ap.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+    if any(n < 1 for n in sizes):
+        ap.error(f"--sizes must be positive, got {args.sizes!r}")
+    rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
+    if rounds < 1:
+        ap.error(f"--rounds must be >= 1, got {rounds}")
+    chapter_suite(rounds)
+    if args.suite == "all":
+        print()
+        oracle_suite(sizes, args.quick)
 
 
 if __name__ == "__main__":
