@@ -15,7 +15,12 @@ re-prefilled keeps its record; its re-prefill tokens are counted in ``reprefill_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
 
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
@@ -144,3 +149,13 @@ class Episode:
             f"Episode(id={self.id}, v={self.version}, d={self.duration_s:.3g}s, "
             f"start={self.start_s:.6g}, end={self.end_s}, status={self.status})"
         )
+
+
+def episode_column(episodes: Sequence[Episode], name: str, dtype: Any) -> np.ndarray:
+    """Attribute ``name`` of every episode as one numpy array of ``dtype``, in one pass.
+
+    The columnar results (``pipesim.columns``) read episodes through this: no tuple or list per
+    episode is built, and an attribute only some episodes set (``truncated``, ``parent``, ...)
+    reads its class default elsewhere.
+    """
+    return np.fromiter(map(attrgetter(name), episodes), dtype, count=len(episodes))

@@ -1,0 +1,164 @@
+"""What the results of a big run cost against the run itself: ``summary()``, ``events``, ``trained``.
+
+The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with partial rollouts
+(about 1.03M episodes, 3.07M event rows), a pool of ``agent_episode_durations`` (generator seed 0).
+``--steps`` scales it down. Each implementation runs in a fresh process, one after the other:
+
+* ``new``: ``pipesim.results`` of this checkout (columnar, vectorised);
+* ``old``: ``pipesim/results.py`` as of ``--rev`` (default ``b43b067``, the per-episode code),
+  read with ``git show`` and wrapped around the same engine records.
+
+Printed per implementation: CPU seconds (``time.process_time``) of ``run``, of ``summary()``, of
+the ``events`` and of the ``trained`` DataFrame, the ratio (the three together) / run, and memory.
+Memory is resident set size from ``/proc/self/status``: the peak (``VmHWM``, reset through
+``/proc/self/clear_refs`` just before ``run``) less the resident size just before ``run``, per
+episode; split into what the run's records hold (resident growth across ``run``: mostly the
+``Episode`` objects) and the two DataFrames' own bytes (``memory_usage(deep=True)``).
+
+Usage: ``python benchmarks/bench_results.py [--steps 1000] [--slots 1024] [--impl new,old]``.
+Goals (issue 16): (summary + events + trained) / run <= 30%; peak growth <= 250 bytes per episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _reset_peak() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _old_result_class(rev: str) -> Any:
+    src = subprocess.run(
+        ["git", "show", f"{rev}:pipesim/results.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "pipesim_results_old.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("pipesim_results_old", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses looks the module up
+    spec.loader.exec_module(mod)
+    return mod.RunResult
+
+
+def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
+    """Run the workload once in this process and measure; returns the row as a dict."""
+    import torch
+
+    from pipesim import PartialRollout, PipelineConfig, Scenario, run
+    from pipesim.durations import agent_episode_durations
+
+    cls = _old_result_class(rev) if impl == "old" else None
+    cfg = PipelineConfig(
+        n_slots=slots, batch_size=slots, train_time_s=60, sync_time_s=10, max_staleness=2, steps=steps
+    )
+    pool = agent_episode_durations((steps + 4) * slots + slots, torch.Generator().manual_seed(0))
+    sc = Scenario(pipeline=cfg, pool_size=len(pool), weight_update=PartialRollout())
+    gc.collect()
+    exact_peak = _reset_peak()
+    rss0 = _status_kb("VmRSS")
+    peak0 = _status_kb("VmHWM") if exact_peak else rss0
+    t = time.process_time()
+    r = run(sc, pool)
+    if cls is not None:
+        r = cls(r.scenario, r.sim_time_s, r.episodes, r.updates, r.train_log, r.sync_log, r.extra)
+    t_run = time.process_time() - t
+    rss_run = _status_kb("VmRSS")
+    times = {}
+    for name in ("summary", "events", "trained"):
+        t = time.process_time()
+        if name == "summary":
+            r.summary()
+        else:
+            getattr(r, name)
+        times[name] = time.process_time() - t
+    peak = _status_kb("VmHWM")
+    n = len(r.episodes)
+    df_bytes = int(r.events.memory_usage(deep=True).sum() + r.trained.memory_usage(deep=True).sum())
+    return {
+        "impl": impl,
+        "episodes": n,
+        "event_rows": len(r.events),
+        "run_s": t_run,
+        **{f"{k}_s": v for k, v in times.items()},
+        "ratio": sum(times.values()) / t_run,
+        "peak_growth_b_per_ep": (peak - min(peak0, rss0)) * 1024 / n,
+        "records_b_per_ep": (rss_run - rss0) * 1024 / n,
+        "frames_b_per_ep": df_bytes / n,
+        "exact_peak": exact_peak,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=1000, help="training steps (1,000: about 1.03M episodes)")
+    ap.add_argument("--slots", type=int, default=1024, help="slots = batch size")
+    ap.add_argument("--impl", default="new,old", help="comma-separated: new, old")
+    ap.add_argument("--rev", default="b43b067", help="the git revision whose results.py is 'old'")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.steps < 1 or args.slots < 1:
+        ap.error("--steps and --slots must be >= 1")
+    impls = [x.strip() for x in args.impl.split(",") if x.strip()]
+    if not impls or set(impls) - {"new", "old"}:
+        ap.error(f"--impl takes new and/or old, got {args.impl!r}")
+    if args.child:
+        print(json.dumps(child(impls[0], args.slots, args.steps, args.rev)))
+        return
+    rows = []
+    for impl in impls:
+        cmd = [sys.executable, __file__, "--child", "--impl", impl, "--steps", str(args.steps)]
+        cmd += ["--slots", str(args.slots), "--rev", args.rev]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
+        rows.append(json.loads(out.strip().splitlines()[-1]))
+    first = rows[0]
+    print(
+        f"{args.slots} slots, {args.steps} steps, eta=2: {first['episodes']:,} episodes, "
+        f"{first['event_rows']:,} event rows; CPU seconds (time.process_time)"
+    )
+    print(
+        f"{'impl':<5} | {'run':>6} | {'summary':>7} | {'events':>6} | {'trained':>7} | {'(s+e+t)/run':>11} |"
+        f" {'peak B/ep':>9} | {'records B/ep':>12} | {'frames B/ep':>11}"
+    )
+    for r in rows:
+        print(
+            f"{r['impl']:<5} | {r['run_s']:>6.2f} | {r['summary_s']:>7.2f} | {r['events_s']:>6.2f} |"
+            f" {r['trained_s']:>7.2f} | {r['ratio']:>10.0%} | {r['peak_growth_b_per_ep']:>9.0f} |"
+            f" {r['records_b_per_ep']:>12.0f} | {r['frames_b_per_ep']:>11.0f}"
+        )
+    if not all(r["exact_peak"] for r in rows):
+        print("(peak RSS could not be reset: peak growth is an upper bound from the process's own peak)")
+    print(
+        "peak B/ep: peak resident size (VmHWM) from just before run until both DataFrames exist, "
+        "less the resident size before run; records: resident growth across run; "
+        "frames: events + trained memory_usage(deep=True)"
+    )
+
+
+if __name__ == "__main__":
+    main()
