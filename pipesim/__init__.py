@@ -9,6 +9,9 @@ Concepts
     Episode         one launched agent episode: its task, duration, the version that started it,
                     and the range of weight updates it lived through, from which its
                     (version, start, end) segments are rebuilt.
+    PipelineView    the port: what a policy sees of a running pipeline (read-only counters,
+                    versions and replicas) and the few actions it may take (:mod:`pipesim.port`).
+                    Policies are typed against it, never against the engine.
     Pipeline        one run: four kinds of SimPy process -- the controller (admits episodes at the
                     end of each simulated instant), the generation slots of each engine replica
                     (a heap on a pausable virtual clock), the trainer (takes batches from a SimPy
@@ -37,9 +40,17 @@ from pipesim.durations import (
 from pipesim.engine import Pipeline, PipelineError
 from pipesim.episode import Episode
 from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+from pipesim.port import PipelineView, ReplicaView
 from pipesim.results import RunResult
+from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource
 
 __all__ = [
+    "BatchObserver",
+    "EngineOptions",
+    "EngineReplica",
+    "EpisodeSource",
+    "PipelineView",
+    "ReplicaView",
     "AgentDurations",
     "CountThrottle",
     "Drain",
@@ -94,6 +105,11 @@ __all__ += [
     "WeightSyncCost",
     "WindowedFIFO",
 ]
+
+# -- hardware and models, as data (issue 17) -----------------------------------------------------
+from pipesim.compute import GPUS, MODELS, Efficiency, GPUSpec, ModelSpec  # noqa: E402
+
+__all__ += ["GPUS", "MODELS", "Efficiency", "GPUSpec", "ModelSpec"]
 
 # -- heavy helpers, imported on first use (plotly, dask, tqdm stay out of `import pipesim`) ------
 _LAZY = {

@@ -49,9 +49,11 @@ from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
 from pipesim.port_impl import PolicyPort
 from pipesim.quiet import make_quiet
+from pipesim.seams import BatchObserver, EngineOptions, EpisodeSource
 from pipesim.slots import Slots
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
+DEFAULT_OPTIONS = EngineOptions()
 
 
 class _EndOfInstant(simpy.Event):
@@ -78,18 +80,31 @@ class Pipeline(PolicyPort):
     count dropped work subtract it from ``started``.
     """
 
-    lazy_completions = True
-    """Skip the wake-ups of quiet completions where the policies allow it (see :mod:`pipesim.quiet`)."""
-    handover = True
-    """Let the slots process do the commonest instant (one completion, one start) in one step
-    where the configuration allows it (see :mod:`pipesim.handover`)."""
     admission_refused = False
     """Whether the last admission loop ended because the policy said no (and not for want of a
     free slot). Only a hint of when to look for quiet completions: ``quiet_completions`` checks."""
     quiet_completions: Callable[[int], int] | None
 
-    def __init__(self, scenario: Scenario, durations: list[float]) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        durations: list[float],
+        *,
+        source: EpisodeSource | None = None,
+        observer: BatchObserver | None = None,
+        options: EngineOptions = DEFAULT_OPTIONS,
+        engine_factory: Callable[[Pipeline, int, int], Slots] | None = None,
+    ) -> None:
+        """``durations``: the pool, one entry per task, consumed in order. ``source`` supplies each
+        started episode's work instead (the pool then only bounds the number of tasks);
+        ``observer`` sees every batch; ``engine_factory(pipeline, n_slots, index)`` builds each
+        replica (default: the chapter's slots); ``options`` switches the shortcuts."""
+        if not isinstance(options, EngineOptions):
+            raise ValueError(f"options must be a pipesim.EngineOptions, got {options!r}")
         self.scenario = scenario
+        self.options = options
+        self.source = source
+        self.observer = observer
         self.config = scenario.pipeline
         self.admission = scenario.admission
         self.weight_update = scenario.weight_update
@@ -116,7 +131,8 @@ class Pipeline(PolicyPort):
         self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
-        self.engines = [Slots(self, n, i) for i, n in enumerate(sizes)]
+        build = Slots if engine_factory is None else engine_factory
+        self.engines = [build(self, n, i) for i, n in enumerate(sizes)]
         # the routing rule: which replica starts the next episode (None when none accepts)
         # routing sees the replicas through the port and returns one of them: the engine's own
         self._choose: Callable[[list[Slots]], Slots | None] = (
@@ -124,17 +140,9 @@ class Pipeline(PolicyPort):
         )
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         # whether the controller pass may start new tasks inline, not through launch() (see there)
-        self._inline_launch = (
-            self.lifecycle is None
-            and type(self).launch is Pipeline.launch
-            and type(self).episode_duration_s is Pipeline.episode_duration_s
-        )
-        self.handover = (
-            self.handover
-            and self._inline_launch
-            and replicas is None
-            and type(self).on_finished is Pipeline.on_finished  # it stands in for on_finished
-        )
+        self._inline_launch = options.inline_starts and self.lifecycle is None and source is None
+        self.handover = options.handover and self._inline_launch and replicas is None
+        self.lazy_completions = options.quiet_completions
         self.quiet_completions = make_quiet(self)  # None where the policies do not allow them
         self.lazy_completions = self.quiet_completions is not None
         self._sync_start = 0.0
@@ -220,6 +228,8 @@ class Pipeline(PolicyPort):
         generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
         """
         now = self.env.now
+        if self.source is not None:
+            self._publish_to_source(self.version + 1, engines)
         self.version += 1
         self.started_at_version.append(self.started)
         if engines:
@@ -232,6 +242,21 @@ class Pipeline(PolicyPort):
         self._pause_start = None
         self.syncing = False
         self.poke()
+
+    def _publish_to_source(self, version: int, engines: bool) -> None:
+        """Tell the episode source that ``version`` is published; re-cost what it says changed."""
+        assert self.source is not None
+        running = (
+            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()] if engines else []
+        )
+        new_work = self.source.publish(version, running)
+        if not new_work:
+            return
+        for ep, _ in running:
+            if ep.id in new_work:
+                ep.duration_s = new_work[ep.id]
+        for e in self.engines:
+            e.stretch_all(lambda ep, _g: new_work[ep.id] - ep.work_s if ep.id in new_work else 0.0)
 
     def skip_sync(self) -> None:
         """The trainer's version advances but no weights move (sync every k steps)."""
@@ -264,25 +289,13 @@ class Pipeline(PolicyPort):
                 if task >= len(self._durations):
                     raise errors.pool_exhausted(self, len(self._durations))
                 self.next_task = task + 1
-        ep = Episode(started, task, self.episode_duration_s(task, engine), engine.version, parent)
+        source, version = self.source, engine.version
+        work = self._durations[task] if source is None else source.work_s(started, task, version, parent)
+        ep = Episode(started, task, work, version, parent)
         self.started = started + 1
         self.episodes.append(ep)
         engine.start(ep, now, None if self.lifecycle is None else self.lifecycle.work_s(ep))
         return ep
-
-    # -- extension hooks (co-simulation overrides them) -----------------------------------------
-    def episode_duration_s(self, task: int, engine: Slots) -> float:
-        """Seconds of generation a new episode of ``task`` needs: by default the pool's entry.
-
-        A co-simulation overrides this to charge what a real sampled episode did.
-        """
-        return self._durations[task]
-
-    def on_batch(self, step: int, batch: list[Episode]) -> None:
-        """Called when the trainer takes its batch for ``step``, before the simulated training time.
-
-        The default does nothing; a co-simulation runs a real update on the batch here.
-        """
 
     # -- processes -----------------------------------------------------------------------------
     def _controller(self) -> Generator[simpy.Event, Any, None]:
@@ -350,7 +363,8 @@ class Pipeline(PolicyPort):
                 ep.status = TRAINED
                 ep.trained_step = step
                 ep.trained_version = version
-            self.on_batch(step, batch)
+            if self.observer is not None:
+                self.observer.on_batch(step, version, batch, start)
             if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
                 for e in self.engines:
                     e.pause()

@@ -25,8 +25,8 @@ the same moments as on the general path; ``tests/test_engine_paths.py`` checks t
 are equal on every policy family.
 
 It is used only where the general path would run the pass inline too: one replica (no routing),
-no episode lifecycle (timeouts, failures), no subclass overriding ``launch``,
-``episode_duration_s`` or ``on_finished``; ``Pipeline.handover = False`` turns it off.
+no episode lifecycle (timeouts, failures) and no episode source (:mod:`pipesim.seams`);
+``EngineOptions(handover=False)`` turns it off.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
                 return -1.0
         # the episode finishes (Slots._finish_due, EpisodeBuffer.put)
         free.append(e.slot)  # the free heap was empty: appending keeps it a heap
-        e.end_s = now
+        e.end_s = e.start_s + e.work_s + (offset - e.offset_start)  # its due time (<= now)
         e.update_to = n_upd = len(p.updates)
         e.status = BUFFERED
         (items := buffer.items).append(e)

@@ -10,7 +10,7 @@ The slots process then sleeps until the first completion that matters and finish
 ones later, each with its own end time (``Slots.catch_up``). Nothing can observe the difference,
 and a run with many completions per decision (eta = 0 above all) needs one wake-up per decision
 instead of one per episode. ``docs/policies.md`` ("Hints") lists the promises a policy makes to
-allow it; ``tests/test_engine_paths.py`` checks the traces against ``lazy_completions = False``.
+allow it; ``tests/test_engine_paths.py`` checks the traces against ``EngineOptions(quiet_completions=False)``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def make_quiet(p: Pipeline) -> Callable[[int], int] | None:
     They need the policies' promises (an admission policy that is a
     :class:`~pipesim.port.ClosedHint`, a weight update that :class:`~pipesim.port.PausesOnly`),
     one replica, and the inline start (no lifecycle, no
-    subclass hooks); ``Pipeline.lazy_completions = False`` turns them off.
+    episode source); ``EngineOptions(quiet_completions=False)`` turns them off.
     """
     admission = p.admission
     if (

@@ -28,6 +28,9 @@ def delay_until(now: float, at: float) -> float:
     """A delay ``d`` with ``now + d == at`` in floating point, so SimPy fires exactly at ``at``.
 
     ``at - now`` alone can land an ulp off, which would split one simulated instant in two.
+    Some ``at`` cannot be reached from ``now`` at all (when ``now``'s low bits make every sum a
+    tie, round-half-even lands on every other float); the delay then overshoots by an ulp, and
+    the episode still ends at its own due time (:meth:`Slots._finish_due`).
     """
     if at <= now:
         return 0.0
@@ -154,6 +157,10 @@ class Slots:
         """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
         return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
 
+    def running_episodes(self) -> list[Episode]:
+        """The episodes running now, in finishing order (O(in-flight log in-flight))."""
+        return [ep for _, _, ep in sorted(self.running)]
+
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
         """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
         ``work_s`` seconds (default its duration)."""
@@ -260,16 +267,18 @@ class Slots:
 
     def _finish_due(self, now: float, in_pass: bool = False) -> None:
         """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
-        the buffer in start order, as in the chapter. Quiet completions the process slept past
-        end at their own due time (no weight update can have happened since: see catch_up)."""
-        running, free, offset, behind = self.running, self.free, self.offset, self.behind
+        the buffer in start order, as in the chapter. Every episode ends at its own due time:
+        quiet completions the process slept past (no weight update can have happened since: see
+        catch_up), and also an episode whose wake-up landed an ulp late, which happens when no
+        float delay makes ``now + delay`` equal the due time (see :func:`delay_until`)."""
+        running, free, offset = self.running, self.free, self.offset
         n_upd = len(self.p.updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
         while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
             heapq.heappop(running)
             heapq.heappush(free, e.slot)
-            e.end_s = due if behind else now
+            e.end_s = due  # its own end, also when now is an ulp past it (see delay_until)
             e.update_to = n_upd
             done.append(e)
         self._target = None

@@ -10,7 +10,13 @@
 * staleness is never negative, and stays within any bound a policy promises. A policy promises a
   bound by defining ``staleness_bound(scenario) -> int | None``;
 * a weight update that promises ``max_pause_s()`` (PipelineRL's in-flight update, the overlapped
-  swap) never pauses generation longer than that per sync.
+  swap) never pauses generation longer than that per sync;
+* a policy that promises ``single_version(scenario)`` (``Drain``) never lets an episode run under
+  two versions.
+
+``check_promises(scenario)`` checks the promises that enable the engine's shortcuts
+(``closed``, ``min_items``, ``ready``, ``pauses_only``; :mod:`pipesim.port`): it runs the scenario
+with the shortcuts and without, and compares the event traces.
 
 Strategies for every policy family (``admissions``, ``weight_updates``, ``batchings``,
 ``failure_policies``, ``duration_models``) let a user property-test a policy of their own
@@ -196,6 +202,59 @@ def _check_versions(result: RunResult) -> None:
             _fail("versions only increase", f"episode {ep.id} segments {seg_versions}")
 
 
+def run_trace(scenario: Scenario, options: Any = None) -> tuple[Any, ...]:
+    """The event trace of ``scenario`` run with engine ``options`` (a :class:`~pipesim.seams.EngineOptions`):
+    every episode's task, slot, times, versions, fate and update range, the training steps, the
+    syncs and the update log -- or the error the run stopped with."""
+    from pipesim.api import draw_pool
+    from pipesim.engine import Pipeline
+    from pipesim.errors import PipelineError
+    from pipesim.seams import EngineOptions
+
+    p = Pipeline(scenario, draw_pool(scenario).tolist(), options=options or EngineOptions())
+    try:
+        p.run()
+    except PipelineError as exc:
+        return ("error", str(exc))
+    episodes = [
+        (e.id, e.task_id, e.parent, e.slot, e.replica, e.start_s, e.end_s, e.version, e.status, e.work_s)
+        + (e.update_from, e.update_to, e.trained_step, e.lost_s)
+        for e in p.episodes
+    ]
+    return (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
+
+
+def check_promises(scenario: Scenario) -> None:
+    """Assert that the shortcuts the policies' promises enable change nothing.
+
+    Runs ``scenario`` with the engine's shortcuts on (quiet completions rely on the admission
+    rule's ``closed``, the batch policy's ``min_items`` and the weight update's ``pauses_only``;
+    passes are skipped on the batch policy's ``ready``) and with every shortcut off, and compares
+    the event traces. A promise that lies -- a ``closed`` that says no while a completion could
+    make the rule admit -- shows up as a difference; :class:`InvariantError` names the first.
+    """
+    from pipesim.seams import EngineOptions
+
+    fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
+    if fast == plain:
+        return
+    if fast[0] == "error" or plain[0] == "error":
+        _fail("promises hold", f"with the shortcuts: {fast!r:.200}; without: {plain!r:.200}")
+    names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
+    for name, a, b in zip(names, fast, plain):
+        if a != b:
+            if name == "episodes":
+                i = (
+                    next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
+                    if len(a) == len(b)
+                    else min(len(a), len(b))
+                )
+                detail = f"episode {i}: {a[i] if i < len(a) else None} vs {b[i] if i < len(b) else None}"
+            else:
+                detail = f"{a!r:.200} vs {b!r:.200}"
+            _fail("promises hold", f"the shortcuts change the {name} (with vs without): {detail}")
+
+
 # -- Hypothesis strategies ----------------------------------------------------------------------
 def pipeline_configs(max_slots: int = 16, max_batch: int = 12, max_steps: int = 6) -> SearchStrategy[Any]:
     """Random valid :class:`~pipesim.config.PipelineConfig` values, small enough to run fast."""
@@ -279,6 +338,8 @@ from pipesim.strategies import (  # noqa: E402  (re-exported: the policy familie
 
 __all__ = [
     "InvariantError",
+    "check_promises",
+    "run_trace",
     "admissions",
     "batchings",
     "check_invariants",

@@ -2,10 +2,10 @@
 
 * The controller pass starts new tasks inline; :meth:`Pipeline.launch` is the general way.
 * Quiet completions (``Slots.catch_up``) are accounted lazily instead of waking the slots process
-  for each; ``Pipeline.lazy_completions = False`` wakes it for every completion.
+  for each; ``EngineOptions(quiet_completions=False)`` wakes it for every completion.
 * The slots process hands a freed slot straight to the next task when an instant is one
-  completion and nothing else (``pipesim.handover``); ``Pipeline.handover = False`` sends every
-  instant through ``Slots._finish_due`` and the controller pass.
+  completion and nothing else (``pipesim.handover``); ``EngineOptions(handover=False)`` sends
+  every instant through ``Slots._finish_due`` and the controller pass.
 
 For every scenario, the plain way gives the same episodes, with the same slots, times, versions
 and fates, the same training steps and syncs, or the same error.
@@ -23,13 +23,14 @@ from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineErro
 from pipesim.api import draw_pool
 from pipesim.engine import Pipeline
 from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas
+from pipesim.seams import EngineOptions
 from pipesim.slots import Slots
 from pipesim.strategies import policy_scenarios
 from pipesim.updates import SyncEveryK
 
 
-class ThroughLaunch(Pipeline):
-    """A pipeline that starts every episode through ``launch`` (overriding it turns the inline path off)."""
+class CountingLaunches(Pipeline):
+    """Counts the starts that go through ``launch`` (the general way)."""
 
     launches = 0
 
@@ -38,20 +39,14 @@ class ThroughLaunch(Pipeline):
         return super().launch(engine, task, parent)
 
 
-class Eager(Pipeline):
-    """A pipeline that wakes the slots process for every completion."""
-
-    lazy_completions = False
-
-
-class NoHandover(Pipeline):
-    """A pipeline whose completions all go through ``Slots._finish_due`` and the controller pass."""
-
-    handover = False
+THROUGH_LAUNCH = EngineOptions(inline_starts=False)  # every start through launch()
+EAGER = EngineOptions(quiet_completions=False)  # a wake-up for every completion
+NO_HANDOVER = EngineOptions(handover=False)  # every instant through _finish_due and the pass
+PLAIN = EngineOptions.plain()
 
 
-def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
-    p = cls(sc, draw_pool(sc).tolist())
+def trace(options: EngineOptions, sc: Scenario) -> tuple[Pipeline | None, Any]:
+    p = CountingLaunches(sc, draw_pool(sc).tolist(), options=options)
     try:
         p.run()
     except PipelineError as exc:
@@ -64,21 +59,21 @@ def trace(cls: type[Pipeline], sc: Scenario) -> tuple[Pipeline | None, Any]:
     return p, (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
 
 
-def same_traces(sc: Scenario, *ways: type[Pipeline]) -> list[Pipeline | None]:
+def same_traces(sc: Scenario, *ways: EngineOptions) -> list[Pipeline | None]:
     """Run ``sc`` the default way and each of ``ways``; assert every trace (or error) equals the
     default's. Returns the pipelines, default first (None where the run raised)."""
-    runs = [trace(cls, sc) for cls in (Pipeline, *ways)]
-    for cls, (_, other) in zip(ways, runs[1:], strict=True):
-        assert runs[0][1] == other, f"{cls.__name__} differs from the default"
+    runs = [trace(opts, sc) for opts in (EngineOptions(), *ways)]
+    for opts, (_, other) in zip(ways, runs[1:], strict=True):
+        assert runs[0][1] == other, f"{opts} differs from the default"
     return [p for p, _ in runs]
 
 
 @settings(max_examples=60)
 @given(policy_scenarios())
 def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) -> None:
-    fast, slow, _, _ = same_traces(sc, ThroughLaunch, Eager, NoHandover)
+    fast, slow, _, _, _ = same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER, PLAIN)
     if fast is not None and slow is not None:
-        assert isinstance(slow, ThroughLaunch) and not slow._inline_launch
+        assert isinstance(slow, CountingLaunches) and not slow._inline_launch
         assert slow.launches == len(slow.episodes)  # really every start went through launch
 
 
@@ -99,7 +94,7 @@ def lazy_eligible(draw: st.DrawFn) -> Scenario:
 @settings(max_examples=60)
 @given(lazy_eligible())
 def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
-    fast, _, _ = same_traces(sc, Eager, NoHandover)
+    fast, _, _ = same_traces(sc, EAGER, NO_HANDOVER)
     assert fast is None or fast.lazy_completions
 
 
@@ -123,7 +118,7 @@ def tie_heavy(draw: st.DrawFn) -> Scenario:
 @settings(max_examples=40)
 @given(tie_heavy())
 def test_shortcuts_equal_the_plain_way_when_everything_ties(sc: Scenario) -> None:
-    same_traces(sc, ThroughLaunch, Eager, NoHandover)
+    same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
 
 
 @pytest.mark.slow
@@ -132,7 +127,7 @@ def test_shortcuts_equal_the_plain_way_when_everything_ties(sc: Scenario) -> Non
 def test_shortcuts_equal_the_plain_way_stress(sc: Scenario) -> None:
     """The long run of the three checks above (``pytest -m slow tests/test_engine_paths.py``,
     about a minute): run it after changing the hand-over, the inline starts or quiet completions."""
-    same_traces(sc, ThroughLaunch, Eager, NoHandover)
+    same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
@@ -155,7 +150,7 @@ CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.
     ids=["partial", "drain", "sync-every-2", "quiet-then-skipped-sync", "per-replica-sync"],
 )
 def test_shortcuts_equal_the_plain_way_on_fixed_designs(sc: Scenario) -> None:
-    fast, _, _, general = same_traces(sc, ThroughLaunch, Eager, NoHandover)
+    fast, _, _, general = same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
     assert fast is not None and fast._inline_launch
     assert general is not None and not general.handover
 
@@ -170,7 +165,7 @@ def test_lazy_completions_equal_eager_ones_with_tied_integer_durations(eta: int,
     )
     pool = TraceDurations(tuple(float(1 + (7 * i) % 5) for i in range(60)))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain() if drain else PartialRollout())
-    fast, eager, general = same_traces(sc, Eager, NoHandover)
+    fast, eager, general = same_traces(sc, EAGER, NO_HANDOVER)
     assert fast is not None and fast.lazy_completions and eager is not None and not eager.lazy_completions
     assert general is not None and not general.handover
 
@@ -192,7 +187,7 @@ def test_lazy_completions_save_the_wake_ups_of_a_synchronous_step() -> None:
     """With eta = 0 nothing can happen until the last episode of a step finishes: one wake-up."""
     sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=0, steps=4))
     pool = draw_pool(sc).tolist()
-    lazy, eager = count_events(Pipeline(sc, pool)), count_events(Eager(sc, pool))
+    lazy, eager = count_events(Pipeline(sc, pool)), count_events(Pipeline(sc, pool, options=EAGER))
     assert eager > 4 * 32  # at least one event per completion
     assert eager - lazy >= 4 * 30  # two wake-ups a step (the first and the last completion), not 32
 
@@ -211,16 +206,12 @@ class CountingPasses(Pipeline):
         super()._controller_pass(now)
 
 
-class CountingPassesGeneral(CountingPasses):
-    handover = False
-
-
 def test_the_handover_takes_the_instants_of_an_asynchronous_run() -> None:
     """The equivalence above compares something: with spare staleness budget nearly every
     completion is handed over, and the controller pass runs only for the other instants."""
     sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=2, steps=6))
     pool = draw_pool(sc).tolist()
-    fast, general = CountingPasses(sc, pool), CountingPassesGeneral(sc, pool)
+    fast, general = CountingPasses(sc, pool), CountingPasses(sc, pool, options=NO_HANDOVER)
     fast.run()
     general.run()
     n = len(general.episodes)
@@ -234,23 +225,28 @@ def test_a_drain_that_waits_for_a_handed_over_completion_still_ends() -> None:
     cfg = PipelineConfig(n_slots=1, batch_size=9, train_time_s=0.0, sync_time_s=0.0, max_staleness=1, steps=5)
     pool = TraceDurations(tuple([0.0] * 9 + [1.0] + [0.0] * 60))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain(), pool_size=64)
-    fast, general = same_traces(sc, NoHandover)
+    fast, general = same_traces(sc, NO_HANDOVER)
     assert fast is not None and fast.handover and fast.version == 5
     assert general is not None and general.version == 5
 
 
-def test_a_subclass_that_watches_completions_sees_every_one() -> None:
-    """Overriding on_finished turns the hand-over off, so the override is called for every episode."""
+def test_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="handover"):
+        EngineOptions(handover=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="options"):
+        Pipeline(Scenario(), [1.0], options={"handover": False})  # type: ignore[arg-type]
 
-    class Watching(Pipeline):
-        seen = 0
 
-        def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
-            self.seen += len(episodes)
-            super().on_finished(episodes, now, in_pass)
+def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -> None:
+    """From now = 0.964..., no float delay makes now + delay equal 3.0328602909390034 (every sum
+    is a tie and rounds to even), so the wake-up lands an ulp late. The episode still ends at its
+    own due time, with quiet completions (which use it) and without."""
+    from pipesim.slots import delay_until
 
-    sc = Scenario(pipeline=PipelineConfig(n_slots=16, batch_size=16, max_staleness=2, steps=4))
-    p = Watching(sc, draw_pool(sc).tolist())
-    p.run()
-    assert not p.handover
-    assert p.seen == sum(e.end_s is not None for e in p.episodes)
+    now, at = 0.9641832992453796, 3.0328602909390034
+    assert now + delay_until(now, at) != at  # the case exists
+    vals = [at, 3.5452175430780524, 16.83223001458623, now, 9.16542078373175, 13.04016099311887] * 12
+    cfg = PipelineConfig(n_slots=8, batch_size=4, train_time_s=5.0, sync_time_s=1.0, steps=4)
+    sc = Scenario(pipeline=cfg, durations=TraceDurations.from_values(vals), pool_size=len(vals))
+    fast, *_ = same_traces(sc, EAGER, NO_HANDOVER, PLAIN)
+    assert fast is not None and fast.episodes[0].end_s == at

@@ -61,3 +61,49 @@ def test_the_kit_catches_a_broken_promise() -> None:
         check_invariants(r, sc)
     with pytest.raises(InvariantError, match="scenario matches"):
         check_invariants(r, sc.with_(seed=1))
+
+
+@dataclass(frozen=True)
+class LyingClosed:
+    """Admits while fewer than 3 episodes run -- which a completion changes -- yet claims to be closed."""
+
+    def admits(self, p: pipesim.PipelineView) -> bool:
+        return p.n_running < 3 and p.started < (p.version + 2) * p.batch_size
+
+    def closed(self, p: pipesim.PipelineView) -> bool:
+        return not self.admits(p)  # a lie: a completion can reopen it
+
+
+@dataclass(frozen=True)
+class HonestThrottle:
+    """The same rule without the false promise."""
+
+    def admits(self, p: pipesim.PipelineView) -> bool:
+        return p.n_running < 3 and p.started < (p.version + 2) * p.batch_size
+
+
+def _small(admission: Any) -> pipesim.Scenario:
+    cfg = pipesim.PipelineConfig(n_slots=8, batch_size=4, train_time_s=5, sync_time_s=1, steps=4)
+    return pipesim.Scenario(pipeline=cfg, admission=admission, durations=pipesim.ExponentialDurations(10.0))
+
+
+def test_check_promises_catches_a_closed_hint_that_lies() -> None:
+    from pipesim.testing import check_promises
+
+    check_promises(_small(HonestThrottle()))  # no promise, nothing to break
+    check_promises(_small(pipesim.CountThrottle()))  # an honest promise
+    with pytest.raises(InvariantError, match="promises hold"):
+        check_promises(_small(LyingClosed()))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_shipped_policy_family_keeps_its_promises(seed: int) -> None:
+    from pipesim.testing import check_promises
+
+    for sc in [
+        _small(pipesim.CountThrottle()).with_(seed=seed, max_staleness=1),
+        _small(pipesim.QueueAhead(1.5)).with_(seed=seed, batching=pipesim.DropStale()),
+        _small(pipesim.AReaLThrottle(max_concurrent=5)).with_(seed=seed, weight_update=pipesim.Drain()),
+        _small(pipesim.CountThrottle()).with_(seed=seed, weight_update=pipesim.SyncEveryK(2)),
+    ]:
+        check_promises(sc)
