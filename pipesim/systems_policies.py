@@ -218,3 +218,58 @@ class PipelineRLLag:
 
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return 0 if self.max_lag == 0 else None
+
+
+@dataclass(frozen=True)
+class SlimeAsyncWorker:
+    """slime's fully asynchronous rollout worker: a fixed pool of trajectories in flight.
+
+    THUDM/slime ``slime/rollout/fully_async_rollout.py``, ``AsyncRolloutWorker._loop``: the worker
+    tops up while ``len(active_tasks) < max_concurrent`` and ``output_queue.qsize() <
+    max_concurrent`` -- concurrency and the completed-but-unconsumed queue are its only bounds;
+    no version bound (``max_concurrent`` is ``sglang_server_concurrency * engines /
+    n_samples_per_prompt``; None here: the slot count).
+    """
+
+    max_concurrent: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent is not None:
+            _check_int("max_concurrent", self.max_concurrent, 1)
+
+    def _cap(self, p: PipelineView) -> int:
+        return self.max_concurrent if self.max_concurrent is not None else p.config.n_slots
+
+    def admits(self, p: PipelineView) -> bool:
+        return p.n_running < self._cap(p) and not self.closed(p)
+
+    def closed(self, p: PipelineView) -> bool:
+        """The queue is full: finishing episodes only fill it further."""
+        return p.n_buffered >= self._cap(p)
+
+
+@dataclass(frozen=True)
+class OpenRLHFBatches:
+    """OpenRLHF ``--async_train``: whole rollout batches, one at a time, behind a bounded queue.
+
+    OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py``, ``GenerateSamplesActor.fit``: for
+    each prompt batch it waits while the ray ``Queue`` (``maxsize`` = ``OPENRLHF_ASYNC_QUEUE_SIZE``,
+    default 1) is full, then generates the whole batch (``generate_samples``) and puts it on the
+    queue; the trainer (``TrainingActor.fit``) takes one batch per step. So a new batch of B
+    starts only when no episode of the previous one is running and fewer than ``queue_size``
+    finished batches wait; the episodes of a batch start as slots allow.
+    """
+
+    queue_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("queue_size", self.queue_size, 1)
+
+    def admits(self, p: PipelineView) -> bool:
+        if p.started % p.batch_size:
+            return True  # the rest of the batch being generated
+        return p.n_running == 0 and p.n_buffered < self.queue_size * p.batch_size
+
+    def closed(self, p: PipelineView) -> bool:
+        """Between batches with the queue full: finishing episodes only fill it further."""
+        return p.started % p.batch_size == 0 and p.n_buffered >= self.queue_size * p.batch_size

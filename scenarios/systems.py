@@ -1,25 +1,25 @@
 """Presets: one function per real system, returning a :class:`~pipesim.Scenario` with its policies.
 
-Each preset maps the system's documented configuration keys onto pipesim policies; the docstring
-names the keys. They model the *scheduling* decisions only, as the systems' documentation
-describes them, not their code. Every preset takes the pipeline's sizes and times as keyword
-overrides (``n_slots``, ``batch_size``, ``train_time_s``, ``sync_time_s``, ``steps``, ...); the
-defaults are the chapter's pipeline (64 slots, 64 episodes per step, 60 s training, 10 s sync,
-20 steps).
+Each preset models the rule that system's own code implements; its docstring names the
+repository, file and function it was read from, and the configuration keys it maps.
+``tests/test_systems.py`` checks the behaviour that sets each one apart. Every preset takes the
+pipeline's sizes and times as keyword overrides (``n_slots``, ``batch_size``, ``train_time_s``,
+``sync_time_s``, ``steps``, ...); the defaults are the chapter's pipeline (64 slots, 64 episodes
+per step, 60 s training, 10 s sync, 20 steps).
 
-=====================  ===============================  ===================================
-system                 admission                        weight update
-=====================  ===============================  ===================================
+=====================  ===============================  ======================================
+system                 admission                        weight update / batch
+=====================  ===============================  ======================================
 verl one-step off      CountThrottle, eta=1             Drain
 verl fully async       VerlRollouter                    PartialRollout / Drain, every k
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
 slime, drain           CountThrottle, eta=1             Drain
-slime, fully async     AReaLThrottle                    AbortRestart (restart from scratch)
-OpenRLHF async         QueueAhead                       Drain
-ROLL                   RollGroupAdmission + expiry      PartialRollout
+slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
+OpenRLHF async         OpenRLHFBatches                  Drain
+ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
 PipelineRL             PipelineRLLag                    InFlightUpdate
-APRIL                  OverSample, eta=0                PartialRollout (carry over) / abort
-=====================  ===============================  ===================================
+APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort
+=====================  ===============================  ======================================
 """
 
 from __future__ import annotations
@@ -28,9 +28,16 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.admission import AReaLThrottle, OverSample, QueueAhead
+from pipesim.admission import AReaLThrottle, OverSample
 from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
-from pipesim.systems_policies import PipelineRLLag, RollGroupAdmission, RollGroupExpiry, VerlRollouter
+from pipesim.systems_policies import (
+    OpenRLHFBatches,
+    PipelineRLLag,
+    RollGroupAdmission,
+    RollGroupExpiry,
+    SlimeAsyncWorker,
+    VerlRollouter,
+)
 from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
 
 CHAPTER = PipelineConfig(
@@ -121,34 +128,53 @@ def areal(
     return _scenario("AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill())
 
 
-def slime(mode: str = "drain", **pipeline: Any) -> Scenario:
-    """slime: ``mode="drain"`` or ``mode="fully_async"``.
+def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: Any) -> Scenario:
+    """slime: ``mode="drain"`` or ``mode="fully_async"``, from its code.
 
-    ``drain`` models ``train_async.py`` without ``--partial-rollout``: the next rollout is generated
-    one step ahead and in-flight requests finish before the weight update. ``fully_async`` models
-    the fully asynchronous example: in-flight requests are aborted at the update and their tasks
-    restart from scratch under the new weights; the aborted work is counted as lost
-    (``--partial-rollout`` would keep the partial samples instead; see :func:`april`).
+    ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
+    current one trains (``rollout_manager.generate.remote(rollout_id + 1)``) and is waited for
+    before ``update_weights`` ("sync generate before update weights"): one step ahead, drained
+    before each update (:class:`~pipesim.policies.CountThrottle` with eta = 1 and
+    :class:`~pipesim.policies.Drain`).
+
+    ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
+    at most ``max_concurrent`` groups in flight and stops topping up while as many completed
+    groups wait (:class:`~pipesim.systems_policies.SlimeAsyncWorker`; no version bound). A weight
+    update pauses the engines and aborts every request in flight; ``_make_done_cb`` puts the
+    aborted group back in the data buffer, and ``sglang_rollout.generate`` resends prompt plus
+    partial response (``sample.tokens``) with the remaining token budget. So the trajectory
+    continues under the new weights after re-prefilling its prefix: no work is lost, the prefix
+    is recomputed (:class:`~pipesim.updates.AbortReprefill`; the prompt's own prefill is not
+    modelled, pipesim has no prompt lengths). ``--partial-rollout`` only decides whether those
+    earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``).
     """
     if mode == "drain":
         return _scenario("slime drain", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
     if mode == "fully_async":
-        eta = pipeline.pop("max_staleness", 1)
+        eta = pipeline.pop("max_staleness", 0)  # recorded only: the worker has no version bound
         return _scenario(
-            "slime fully async", pipeline, eta, admission=AReaLThrottle(), weight_update=AbortRestart()
+            "slime fully async",
+            pipeline,
+            eta,
+            admission=SlimeAsyncWorker(max_concurrent),
+            weight_update=AbortReprefill(),
         )
     raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
 
 
 def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
-    """OpenRLHF ``--async_train``: a queue of ``async_queue_size`` batches between vLLM and the trainer.
+    """OpenRLHF ``--async_train``: whole batches behind a queue of ``async_queue_size`` batches.
 
-    Generation stops when the batches in flight or waiting reach the queue size (back-pressure,
-    not a version count); weights are broadcast to vLLM after each step once in-flight requests
-    have finished.
+    Source: OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py``. ``GenerateSamplesActor.fit``
+    waits while the ray ``Queue`` (``OPENRLHF_ASYNC_QUEUE_SIZE``, default 1) is full, generates a
+    whole prompt batch and puts it on the queue; ``TrainingActor._broadcast_to_vllm`` blocks new
+    generation and waits until the batch being generated is done before broadcasting. So
+    generation runs batch by batch, never two at once, at most ``async_queue_size`` finished
+    batches ahead (:class:`~pipesim.systems_policies.OpenRLHFBatches`), and drains before each
+    broadcast (:class:`~pipesim.policies.Drain`).
     """
     return _scenario(
-        "OpenRLHF async", pipeline, 0, admission=QueueAhead(async_queue_size), weight_update=Drain()
+        "OpenRLHF async", pipeline, 0, admission=OpenRLHFBatches(async_queue_size), weight_update=Drain()
     )
 
 
@@ -212,11 +238,23 @@ def pipelinerl(
 def april(oversample_factor: float = 1.5, carry_over: bool = True, **pipeline: Any) -> Scenario:
     """APRIL (active partial rollouts, in slime): over-sample, train on the first B to finish.
 
-    ``oversample_factor`` times B episodes are in flight per round (``--over-sampling-batch-size``);
-    at the sync the unfinished ones are either carried over, paused and resumed first in the next
-    round (``carry_over=True``, ``--partial-rollout``), or aborted and dropped.
+    Source: RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py`` (and THUDM/slime
+    ``slime/rollout/sglang_rollout.py``). ``generate_rollout_async`` submits
+    ``--over-sampling-batch-size`` groups (``oversample_factor`` x B here), stops once B are done
+    and calls ``abort``, which aborts every request still running. With ``--partial-rollout``
+    (``carry_over=True``) the partial samples go back to the data buffer and are fetched first by
+    the next rollout, where ``generate`` sends ``prompt + response`` as a new request: the
+    carried prefix is prefilled again under the new weights (:class:`~pipesim.updates.AbortReprefill`
+    charges it; the prompt's own prefill is not modelled). Without it they are dropped
+    (:class:`~pipesim.updates.AbortRestart` with ``restart=False``).
+
+    slime's loop (``train.py``: generate, train, update weights) generates nothing between one
+    rollout's abort and the next rollout, so the preset is ``colocated`` by default (generation
+    pauses while the trainer trains); pass ``colocated=False`` to let the carried-over requests
+    run on during training.
     """
-    wu: WeightUpdate = PartialRollout() if carry_over else AbortRestart(restart=False)
+    pipeline.setdefault("colocated", True)
+    wu: WeightUpdate = AbortReprefill() if carry_over else AbortRestart(restart=False)
     return _scenario("APRIL", pipeline, 0, admission=OverSample(oversample_factor), weight_update=wu)
 
 

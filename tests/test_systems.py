@@ -150,17 +150,33 @@ def test_areal_admits_by_get_capacity(eta: int, max_concurrent: int | None) -> N
         assert (r.episode_table["version"] == 0).sum() == min((eta + 1) * 8, len(r.episodes))
 
 
-def test_slime_drain_never_mixes_versions_and_fully_async_restarts() -> None:
+def test_slime_drain_never_mixes_versions_and_fully_async_resumes_with_a_reprefill() -> None:
     drain = checked(systems.slime("drain", **SMALL))
     assert (drain.trained["versions_spanned"] == 1).all() and drain.summary()["episodes_aborted"] == 0
     fa = checked(systems.slime("fully_async", **SMALL))
     s = fa.summary()
-    aborted = [e for e in fa.episodes if e.status == "aborted"]
-    assert s["episodes_aborted"] == len(aborted) > 0 and s["episodes_restarted"] > 0
-    assert math.isclose(s["lost_work_s"], sum(e.lost_s for e in aborted)) and s["lost_work_s"] > 0
-    assert (fa.trained["versions_spanned"] == 1).all()  # restarted from scratch, never resumed
+    # slime's fully async worker: aborted requests are resent with their partial response, so
+    # nothing is lost, trajectories span versions, and each resumption re-prefills its prefix
+    assert s["episodes_aborted"] == 0 and s["lost_work_s"] == 0 and s["reprefill_tokens"] > 0
+    assert fa.trained["versions_spanned"].max() > 1
     with pytest.raises(ValueError, match="mode"):
         systems.slime("sometimes")
+
+
+def test_slime_fully_async_bounds_concurrency_and_the_queue_not_versions() -> None:
+    """AsyncRolloutWorker._loop: top up while active < C and completed-but-unconsumed < C."""
+    fast = dict(SMALL, train_time_s=200.0)  # training is slow: the queue fills
+    r = checked(systems.slime("fully_async", max_concurrent=6, **fast))
+    taken = {step: a for step, a, _, _ in r.train_log}
+    for e in r.episodes:
+        t = e.start_s
+        running = sum(f.start_s < t < (f.end_s or math.inf) for f in r.episodes)
+        queued = sum(
+            (f.end_s or math.inf) <= t and not (f.trained_step >= 0 and taken[f.trained_step] <= t)
+            for f in r.episodes
+        )
+        assert running < 6 and queued < 6
+    assert r.trained["staleness"].max() >= 2  # no version bound
 
 
 def test_openrlhf_queue_is_back_pressure() -> None:
@@ -173,6 +189,20 @@ def test_openrlhf_queue_is_back_pressure() -> None:
         )
         assert live <= 8
     assert r.trained["staleness"].max() >= 1  # generation overlaps training
+
+
+@pytest.mark.parametrize("queue_size", [1, 2])
+def test_openrlhf_generates_whole_batches_one_at_a_time(queue_size: int) -> None:
+    """GenerateSamplesActor.fit generates a whole prompt batch per call: batch k + 1 starts only
+    once every episode of batch k has finished (main's QueueAhead streamed episode by episode)."""
+    r = checked(systems.openrlhf_async(async_queue_size=queue_size, **{**SMALL, "n_slots": 32}))
+    eps = r.episode_table
+    batch = eps["episode_id"] // 8
+    first_start = eps.groupby(batch)["start_s"].min()
+    last_end = eps.groupby(batch)["end_s"].max()
+    for k in range(1, int(batch.max()) + 1):
+        assert first_start[k] >= last_end[k - 1]
+    assert r.trained["versions_spanned"].max() == 1  # drained before each broadcast
 
 
 def test_roll_ratio_bounds_episodes_per_version_and_zero_is_synchronous() -> None:
@@ -241,3 +271,18 @@ def test_april_carries_over_or_aborts_the_extra_episodes() -> None:
     sa = abort.summary()
     assert sa["episodes_aborted"] > 0 and sa["lost_work_s"] > 0
     assert sa["trained_duration_mean"] < sa["launched_duration_mean"]  # the first B to finish are short ones
+
+
+def test_april_carried_rollouts_reprefill_their_prefix_and_wait_out_training() -> None:
+    """APRIL's abort + resend of prompt + response: every carried-over rollout re-prefills what it
+    had generated (main's preset paused and resumed it for free), and nothing generates while
+    the trainer trains (slime's generate / train / update loop)."""
+    r = checked(systems.april(oversample_factor=1.5, carry_over=True, **SMALL))
+    tr = r.trained
+    spanned = set(tr.loc[tr["versions_spanned"] > 1, "episode_id"])
+    assert spanned and all(r.episodes[i].reprefill_tokens > 0 for i in spanned)
+    assert all(r.episodes[i].reprefill_tokens == 0 for i in set(tr["episode_id"]) - spanned)
+    assert r.summary()["reprefill_tokens"] > 0
+    assert any(u.kind == "train" for u in r.updates)  # generation paused during training
+    apart = checked(systems.april(carry_over=True, **{**SMALL, "colocated": False}))
+    assert not any(u.kind == "train" for u in apart.updates)
