@@ -57,9 +57,13 @@ def _scenario(name: str, pipeline: dict[str, Any], max_staleness: int = 0, **pol
 def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     """verl one-step off-policy: batch n+1 is generated with weights v_n while batch n trains.
 
-    Models verl's one-step-off-policy recipe (rollout and actor on separate GPUs, NCCL weight
-    sync after every step): generation runs one batch ahead (eta = 1) and drains before each sync,
-    so every episode is exactly one version stale and none spans two versions.
+    Source: volcengine/verl ``recipe/one_step_off_policy/ray_trainer.py``, ``fit`` and
+    ``_async_gen_next_batch``: each step awaits the batch generated during the previous step,
+    syncs the weights to the rollout workers (``sync_rollout_weights``, then ``clear_kv_cache``),
+    starts generating the next whole batch, and trains on the awaited one. So generation runs one
+    batch ahead (eta = 1, :class:`~pipesim.policies.CountThrottle`) and the sync waits for it to
+    finish (:class:`~pipesim.policies.Drain`): every episode is exactly one version stale and none
+    spans two versions.
     """
     return _scenario(
         "verl one-step off-policy", pipeline, 1, admission=CountThrottle(), weight_update=Drain()
@@ -119,10 +123,14 @@ def areal(
 ) -> Scenario:
     """AReaL: interruptible rollouts under a staleness-aware throttle.
 
-    Keys: ``max_head_offpolicyness`` (eta in capacity = min(max_concurrent - running,
-    (eta + v + 1) * B - (accepted + running))) and ``max_concurrent_rollouts``. At a weight update
-    in-flight generations are interrupted, their KV cache is discarded and recomputed (re-prefilled)
-    under the new weights, and they continue.
+    Source: inclusionAI/AReaL ``areal/core/staleness_manager.py``, ``StalenessManager.get_capacity``:
+    capacity = min(max_concurrent_rollouts - running, (max_head_offpolicyness + v + 1) * B -
+    (accepted + running)), rejected rollouts leaving both counts
+    (:class:`~pipesim.admission.AReaLThrottle`). ``areal/engine/sglang_remote.py``:
+    ``update_weights`` pauses generation and aborts every request (``abort_all_requests``);
+    ``agenerate`` appends the tokens generated so far to ``input_ids`` and resubmits once
+    generation resumes, so each interrupted rollout re-prefills its prefix under the new weights
+    and continues (:class:`~pipesim.updates.AbortReprefill`).
     """
     adm = AReaLThrottle(max_concurrent_rollouts)
     return _scenario("AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill())

@@ -44,6 +44,22 @@ def test_presets_document_their_keys() -> None:
         assert key in (fn.__doc__ or ""), fn.__name__
 
 
+def test_presets_cite_their_source() -> None:
+    sources = {
+        systems.verl_one_step_off_policy: ("volcengine/verl", "recipe/one_step_off_policy/ray_trainer.py"),
+        systems.verl_fully_async: ("volcengine/verl", "fully_async_rollouter.py"),
+        systems.areal: ("inclusionAI/AReaL", "areal/core/staleness_manager.py"),
+        systems.slime: ("THUDM/slime", "slime/rollout/fully_async_rollout.py"),
+        systems.openrlhf_async: ("OpenRLHF/OpenRLHF", "openrlhf/trainer/ppo_trainer_async.py"),
+        systems.roll: ("alibaba/ROLL", "roll/distributed/scheduler/rollout_scheduler.py"),
+        systems.pipelinerl: ("ServiceNow/PipelineRL", "pipelinerl/actor.py"),
+        systems.april: ("RLsys-Foundation/APRIL", "slime/rollout/sglang_example.py"),
+    }
+    for fn, (repo, path) in sources.items():
+        doc = " ".join((fn.__doc__ or "").split())
+        assert repo in doc and path in doc, fn.__name__
+
+
 def test_verl_one_step_off_policy_is_exactly_one_version_behind() -> None:
     r = checked(systems.verl_one_step_off_policy(**SMALL))
     tr = r.trained
