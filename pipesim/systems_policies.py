@@ -12,6 +12,15 @@ port (:class:`pipesim.port.PipelineView`: ``started``, ``n_dropped``, ``version`
   step and one step of groups at each step after, expired ones not replaced.
 * :class:`PipelineRLLag` -- PipelineRL (``pipelinerl/actor.py``, ``ActorLoop``): groups submitted
   while fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``.
+* :class:`SlimeAsyncWorker` -- slime (``slime/rollout/fully_async_rollout.py``,
+  ``AsyncRolloutWorker._loop``): a pool of trajectories bounded by concurrency and by the queue
+  of completed groups, no version bound.
+* :class:`OpenRLHFBatches` -- OpenRLHF (``openrlhf/trainer/ppo_trainer_async.py``,
+  ``GenerateSamplesActor.fit``): whole batches, one at a time, behind a bounded queue.
+
+Every admission rule here says when it is *closed* (no finishing episode can make it admit), and
+the ROLL batch policy gives the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
+``pipesim.testing.check_promises`` confirms they change nothing on the presets.
 """
 
 from __future__ import annotations

@@ -10,7 +10,15 @@ import pytest
 from pipesim import run
 from pipesim.durations import LogNormalDurations
 from pipesim.results import RunResult
-from pipesim.systems_policies import roll_create_step
+from pipesim.systems_policies import (
+    OpenRLHFBatches,
+    PipelineRLLag,
+    RollGroupAdmission,
+    RollGroupExpiry,
+    SlimeAsyncWorker,
+    VerlRollouter,
+    roll_create_step,
+)
 from pipesim.testing import check_invariants
 from scenarios import systems
 
@@ -302,3 +310,27 @@ def test_april_carried_rollouts_reprefill_their_prefix_and_wait_out_training() -
     assert any(u.kind == "train" for u in r.updates)  # generation paused during training
     apart = checked(systems.april(carry_over=True, **{**SMALL, "colocated": False}))
     assert not any(u.kind == "train" for u in apart.updates)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: VerlRollouter(-0.1), "staleness_threshold"),
+        (lambda: VerlRollouter(0.5, 0), "trigger_parameter_sync_step"),
+        (lambda: VerlRollouter(0.5, 1, 0), "max_concurrent"),
+        (lambda: RollGroupAdmission(-1), "ratio"),
+        (lambda: RollGroupExpiry(1.5), "ratio"),  # type: ignore[arg-type]
+        (lambda: PipelineRLLag(-1), "max_lag"),
+        (lambda: PipelineRLLag(4, 0), "attempts"),
+        (lambda: SlimeAsyncWorker(0), "max_concurrent"),
+        (lambda: OpenRLHFBatches(0), "queue_size"),
+    ],
+)
+def test_system_policies_validate_their_parameters(make: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_verl_max_required_samples_truncates_like_verl() -> None:
+    assert VerlRollouter(0.5).max_required_samples(128) == 192
+    assert VerlRollouter(0.25).max_required_samples(10) == 12  # int(12.5): truncated, not rounded up
