@@ -42,7 +42,7 @@ from pipesim.episode import Episode
 from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
 from pipesim.port import PipelineView, ReplicaView
 from pipesim.results import RunResult
-from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource
+from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 
 __all__ = [
     "BatchObserver",
@@ -51,6 +51,7 @@ __all__ = [
     "EpisodeSource",
     "PipelineView",
     "ReplicaView",
+    "TrainerModel",
     "AgentDurations",
     "CountThrottle",
     "Drain",

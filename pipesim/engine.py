@@ -49,7 +49,7 @@ from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
 from pipesim.port_impl import PolicyPort
 from pipesim.quiet import make_quiet
-from pipesim.seams import BatchObserver, EngineOptions, EpisodeSource
+from pipesim.seams import BatchObserver, EngineOptions, EpisodeSource, TrainerModel
 from pipesim.slots import Slots
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
@@ -92,19 +92,22 @@ class Pipeline(PolicyPort):
         *,
         source: EpisodeSource | None = None,
         observer: BatchObserver | None = None,
+        trainer: TrainerModel | None = None,
         options: EngineOptions = DEFAULT_OPTIONS,
         engine_factory: Callable[[Pipeline, int, int], Slots] | None = None,
     ) -> None:
-        """``durations``: the pool, one entry per task, consumed in order. ``source`` supplies each
-        started episode's work instead (the pool then only bounds the number of tasks);
-        ``observer`` sees every batch; ``engine_factory(pipeline, n_slots, index)`` builds each
-        replica (default: the chapter's slots); ``options`` switches the shortcuts."""
+        """``durations``: the pool, one entry per task, consumed in order. The seams
+        (:mod:`pipesim.seams`): ``source`` supplies each started episode's work instead (the pool
+        then only bounds the number of tasks); ``observer`` sees every batch; ``trainer`` times
+        each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
+        chapter's slots). ``options`` switches the shortcuts."""
         if not isinstance(options, EngineOptions):
             raise ValueError(f"options must be a pipesim.EngineOptions, got {options!r}")
         self.scenario = scenario
         self.options = options
         self.source = source
         self.observer = observer
+        self.trainer = trainer
         self.config = scenario.pipeline
         self.admission = scenario.admission
         self.weight_update = scenario.weight_update
@@ -368,7 +371,14 @@ class Pipeline(PolicyPort):
             if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
                 for e in self.engines:
                     e.pause()
-            yield self.env.timeout(self.config.train_time_s)
+            train_s = (
+                self.config.train_time_s if self.trainer is None else self.trainer.train_time_s(step, batch)
+            )
+            if not train_s >= 0 or train_s == float("inf"):
+                raise PipelineError(
+                    f"the trainer model gave step {step} a time of {train_s!r} s (need finite, >= 0)"
+                )
+            yield self.env.timeout(train_s)
             if colocated:
                 for e in self.engines:
                     self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))

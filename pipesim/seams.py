@@ -14,6 +14,8 @@ outside object, each a small Protocol, and to nothing else:
   the episodes in flight (a co-simulation continues real episodes under the new weights).
 * :class:`BatchObserver` -- sees every batch the trainer takes, before the simulated training
   time (a co-simulation runs a real update on it).
+* :class:`TrainerModel` -- the seconds a training step takes for its batch (default: the fixed
+  ``train_time_s`` of the chapter).
 
 No one subclasses the engine: a run is configured by its scenario, these seams and the
 :class:`EngineOptions`, the declared switches of the engine's shortcuts.
@@ -76,6 +78,15 @@ class EpisodeSource(Protocol):
         """Weights ``version`` are published; ``running`` pairs each episode in flight on a replica
         switching to them with the seconds it generated. Return the new total work seconds of the
         episodes whose work changes (by episode id); the others keep theirs."""
+
+
+class TrainerModel(Protocol):
+    """How long the trainer takes for a batch (default: the pipeline's fixed ``train_time_s``).
+
+    A compute-grounded trainer derives it from the batch's tokens, the model and the trainer GPUs.
+    """
+
+    def train_time_s(self, step: int, batch: list[Episode]) -> float: ...
 
 
 class BatchObserver(Protocol):
