@@ -387,7 +387,7 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
         raise ValueError(f"{text!r} is not a policy: write Name or Name(arg, key=value)")
     if kind is not None and kind not in kinds_of(type(obj)):
         valid = ", ".join(policy_classes(kind) if kind != "durations" else duration_classes())
-        raise ValueError(f"{type(obj).__name__} is not a {kind} policy (valid: {valid})")
+        raise ValueError(f"{type(obj).__name__} does not fit {kind} (valid: {valid})")
     return obj
 
 

@@ -35,6 +35,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
@@ -345,7 +346,7 @@ def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> 
 def _coerce(key: str, text: str, hint: Any) -> Any:
     """Parse ``text`` as type ``hint`` (int, float, bool, str, tuple of floats, Literal, optional)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union or (args and type(None) in args and origin is not tuple):
+    if origin in (typing.Union, types.UnionType) or (args and type(None) in args and origin is not tuple):
         if text.lower() in ("none", "null", "") and type(None) in args:
             return None
         rest = [a for a in args if a is not type(None)]
