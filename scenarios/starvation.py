@@ -124,16 +124,52 @@ def starvation_table(
     return pd.DataFrame(rows)
 
 
+def starvation_figure(df: pd.DataFrame) -> Any:
+    """The share of long tasks never trained against eta, one line per design (a plotly figure)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for design, rows in df.groupby("design", sort=False):
+        rows = rows.sort_values("eta")
+        fig.add_trace(
+            go.Scatter(
+                x=rows["eta"],
+                y=rows["long_never_trained_share"],
+                mode="lines+markers",
+                name=str(design),
+                customdata=rows[["never_trained_share", "throughput_per_hour"]].to_numpy(),
+                hovertemplate="eta=%{x}<br>long tasks never trained: %{y:.0%}"
+                "<br>all tasks never trained: %{customdata[0]:.1%}"
+                "<br>episodes/hour: %{customdata[1]:.0f}<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.update_layout(
+        title="Discard and requeue starves long tasks",
+        xaxis_title="staleness bound eta",
+        yaxis_title="share of long tasks never trained",
+        yaxis_tickformat=".0%",
+        yaxis_range=[-0.05, 1.05],
+    )
+    return fig
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m scenarios.starvation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--etas", type=int, nargs="+", default=[0, 1, 2, 4])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sigma", type=float, default=1.0, help="log-space spread of task lengths")
     ap.add_argument("--steps", type=int, default=BASE["steps"])
+    ap.add_argument("--html", metavar="FILE", help="also write the figure to a self-contained HTML page")
     args = ap.parse_args(argv)
     df = starvation_table(tuple(args.etas), seed=args.seed, sigma=args.sigma, steps=args.steps)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
         print(df.to_string(index=False))
+    if args.html:
+        from pipesim.viz import figures_to_html
+
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(figures_to_html([starvation_figure(df)], title="starvation"))
+        print(f"figure written to {args.html}")
 
 
 if __name__ == "__main__":

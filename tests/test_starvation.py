@@ -47,3 +47,12 @@ def test_cli_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     starvation.main(["--etas", "1", "--steps", "8"])
     out = capsys.readouterr().out
     assert "drop+requeue" in out and "long_never_trained_share" in out
+
+
+def test_figure_has_one_line_per_design(table, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("plotly")
+    fig = starvation.starvation_figure(table)
+    assert [t.name for t in fig.data] == list(starvation.DESIGNS)
+    out = tmp_path / "starvation.html"
+    starvation.main(["--etas", "1", "--steps", "6", "--html", str(out)])
+    assert out.stat().st_size > 0
