@@ -23,8 +23,9 @@ requeued task keeps its id, hence its duration (``Pipeline.launch``). Two design
   nothing discarded, but a straggler may be trained staler than eta.
 
 The metric is the share of tasks never trained among those first launched in the first half of
-the run (later ones may simply not have had time), overall and among the *long* tasks: those
-longer than eta + 1 mean step periods of the drop+requeue run (the same bar for every design).
+the run whose rollout finished at least once (so a task is not charged for want of time), overall
+and among the *long* tasks: those longer than eta + 1 mean step periods of the drop+requeue run
+(the same bar for every design).
 """
 
 from __future__ import annotations
@@ -80,10 +81,15 @@ def scenario(design: str, eta: int, **pipeline: Any) -> Scenario:
 
 
 def never_trained(result: RunResult, durations: np.ndarray, long_s: float) -> dict[str, float]:
-    """Shares of tasks never trained, among tasks first launched in the first half of the run."""
+    """Shares of tasks never trained, among the tasks first launched in the first half of the run
+    whose rollout finished at least once (trained or discarded): the work was done, and the
+    question is whether the trainer ever learnt from it. A task still on its first rollout at the
+    end is not counted, so a long task is not charged to a design for want of time."""
     eps = result.episode_table
     first = eps.groupby("task_id")["start_s"].min()
-    eligible = first.index[first <= result.sim_time_s / 2].to_numpy()
+    finished = set(eps.loc[eps["status"].isin(["trained", "discarded"]), "task_id"])
+    early = first.index[first <= result.sim_time_s / 2].to_numpy()
+    eligible = np.array([t for t in early if t in finished], dtype=np.int64)
     trained = set(eps.loc[eps["status"] == "trained", "task_id"])
     is_long = durations[eligible] > long_s
     missed = np.array([t not in trained for t in eligible], dtype=bool)
