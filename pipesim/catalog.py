@@ -35,6 +35,7 @@ import dataclasses
 import difflib
 import importlib
 import inspect
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -370,14 +371,15 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
     text = text.strip()
     if not text:
         raise ValueError("empty policy: give a name such as Drain or AReaLThrottle(max_concurrent=48)")
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", text):  # a bare name, dashes allowed (partial-rollout)
+        obj: Any = construct(lookup(text, kind), [], {})
+        return _check_kind(obj, kind)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"cannot parse {text!r}: {exc.msg}") from None
     body = tree.body
-    if isinstance(body, ast.Name):
-        obj: Any = construct(lookup(body.id, kind), [], {})
-    elif isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
         lookup(body.func.id, kind)  # an unknown outer name lists the slot's policies
         try:
             obj = _literal(body, text)
@@ -385,6 +387,10 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
             raise ValueError(f"{text}: {exc}") from None
     else:
         raise ValueError(f"{text!r} is not a policy: write Name or Name(arg, key=value)")
+    return _check_kind(obj, kind)
+
+
+def _check_kind(obj: Any, kind: str | None) -> Any:
     if kind is not None and kind not in kinds_of(type(obj)):
         valid = ", ".join(policy_classes(kind) if kind != "durations" else duration_classes())
         raise ValueError(f"{type(obj).__name__} does not fit {kind} (valid: {valid})")

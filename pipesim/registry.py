@@ -93,7 +93,8 @@ class Entry:
         try:
             s = self.factory(**params)
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"scenario {self.name!r}: {exc}") from None
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith(self.name) else f"scenario {self.name!r}: {msg}") from None
         if not isinstance(s, Scenario):
             raise ValueError(f"scenario {self.name!r}: factory returned {type(s).__name__}, not a Scenario")
         return s

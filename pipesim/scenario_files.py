@@ -298,7 +298,8 @@ class _Reader:
                 close = difflib.get_close_matches(str(key), valid, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 path = f"{where}.{key}" if where else str(key)
-                raise self.error(path, f"unknown key{hint} (valid keys: {', '.join(valid)})")
+                listed = f"valid keys: {', '.join(valid)}" if valid else "this table takes no other keys"
+                raise self.error(path, f"unknown key{hint} ({listed})")
 
     def dataclass(self, cls: type, table: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
         if not isinstance(table, Mapping):
@@ -335,7 +336,7 @@ class _Reader:
             if kind is not None and kind not in catalog.kinds_of(cls):
                 raise self.error(f"{where}.type", f"{name} does not fit {kind}")
         if not dataclasses.is_dataclass(cls):
-            self.check_keys(table, ["type"], where)
+            self.check_keys({k: v for k, v in table.items() if k != "type"}, [], where)
             return cls()
         return self.dataclass(cls, table, where, skip=("type",))
 

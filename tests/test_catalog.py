@@ -1,0 +1,252 @@
+"""The policy catalog: discovery, the safe ``Name(args)`` parser, user modules, and the layering rule
+that no module of pipesim imports the scenarios package by name."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import importlib
+import inspect
+import sys
+import textwrap
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pipesim
+from pipesim import catalog
+from pipesim.admission import AReaLThrottle
+from pipesim.faults import RetryFailed, Timeout
+from pipesim.policies import Drain, PartialRollout
+from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.updates import InFlightUpdate, SyncEveryK
+
+PIPESIM_DIR = Path(pipesim.__file__).parent
+
+
+@pytest.fixture
+def clean_catalog() -> Iterator[None]:
+    saved = list(catalog._registered)
+    catalog._cache = None
+    yield
+    catalog._registered[:] = saved
+    catalog._cache = None
+
+
+def test_catalog_holds_every_policy_class_of_the_policy_modules() -> None:
+    classes = catalog.policy_classes()
+    # at least one class of each module and each slot, found by scanning (not a hand-kept list)
+    for name in (
+        "CountThrottle",
+        "Drain",
+        "PartialRollout",
+        "OldestFinishedFirst",
+        "AReaLThrottle",
+        "QueueAhead",
+        "LagBound",
+        "InFlightUpdate",
+        "AbortReprefill",
+        "SyncEveryK",
+        "DropStale",
+        "WindowedFIFO",
+        "DropFailed",
+        "RetryFailed",
+        "Timeout",
+        "Replicas",
+        "LeastLoaded",
+        "RoundRobin",
+        "PerReplicaSync",
+        "WeightSyncCost",
+        "VerlRollouter",
+        "PipelineRLLag",
+        "RollGroupExpiry",
+    ):
+        assert name in classes, name
+    assert "CountsOnly" not in classes and "FullBatch" not in classes  # mixins, not policies
+    assert "EpisodeLifecycle" not in classes
+    assert set(catalog.duration_classes()) >= {
+        "AgentDurations",
+        "ExponentialDurations",
+        "LogNormalDurations",
+        "TraceDurations",
+    }
+    # every public dataclass defined in a policy module that fits a slot is catalogued
+    for mod_name in catalog.POLICY_MODULES:
+        mod = importlib.import_module(mod_name)
+        for name, cls in inspect.getmembers(mod, inspect.isclass):
+            if cls.__module__ == mod_name and dataclasses.is_dataclass(cls) and catalog.kinds_of(cls):
+                assert name in classes, f"{mod_name}.{name}"
+    assert catalog.policy_classes("admission")["AReaLThrottle"] is AReaLThrottle
+    assert "Drain" not in catalog.policy_classes("admission")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("InFlightUpdate(load_time_s=2)", InFlightUpdate(load_time_s=2)),
+        ("AReaLThrottle(max_concurrent=48)", AReaLThrottle(max_concurrent=48)),
+        ("Replicas(2, LeastLoaded())", Replicas(2, LeastLoaded())),
+        ("Replicas(n_replicas=3)", Replicas(3, RoundRobin())),
+        ("SyncEveryK(k=2, inner=Drain())", SyncEveryK(k=2, inner=Drain())),
+        ("SyncEveryK(3, Drain)", SyncEveryK(3, Drain())),
+        ("Timeout(cap_s=600)", Timeout(cap_s=600)),
+        ("RetryFailed(hazard_per_s=1e-3)", RetryFailed(1e-3)),
+        ("PerReplicaSync(sync_times_s=[1, 2.5])", PerReplicaSync((1, 2.5))),
+        ("drain", Drain()),
+        ("partial-rollout", PartialRollout()),
+        ("  Drain()  ", Drain()),
+    ],
+)
+def test_parse_policy_builds_the_object(text: str, expected: object) -> None:
+    assert catalog.parse_policy(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("InFlightUpdat(load_time_s=2)", ["unknown policy 'InFlightUpdat'", "did you mean InFlightUpdate"]),
+        ("AReaLThrottle(max_concurrent=0)", ["AReaLThrottle(max_concurrent=0)", "max_concurrent must be"]),
+        ("AReaLThrottle(max_cuncurrent=4)", ["unexpected keyword argument", "takes max_concurrent"]),
+        ("Timeout(cap_s=-1)", ["Timeout(cap_s=-1): cap_s must be a finite number > 0"]),
+        ("Timeout()", ["missing a required argument: 'cap_s'"]),
+        ("Replicas(0)", ["n_replicas must be an integer >= 1"]),
+        ("__import__('os').system('true')", ["not a policy"]),
+        ("__import__('os')", ["unknown policy '__import__'"]),
+        ("eval('1')", ["unknown policy 'eval'"]),
+        ("Drain().sync", ["not a policy"]),
+        ("SyncEveryK(inner=os.system)", ["only literals and catalogued calls"]),
+        ("SyncEveryK(inner=lambda: 0)", ["only literals and catalogued calls"]),
+        ("SyncEveryK(**{'k': 2})", ["**kwargs are not accepted"]),
+        ("Drain(", ["cannot parse"]),
+        ("", ["empty policy"]),
+        ("1 + 2", ["not a policy"]),
+    ],
+)
+def test_parse_policy_errors_are_one_line_value_errors(text: str, needles: list[str]) -> None:
+    with pytest.raises(ValueError) as info:
+        catalog.parse_policy(text)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for needle in needles:
+        assert needle in msg, (needle, msg)
+
+
+def test_parse_policy_checks_the_slot_and_suggests_within_it() -> None:
+    with pytest.raises(ValueError, match="Drain does not fit admission"):
+        catalog.parse_policy("Drain()", kind="admission")
+    with pytest.raises(ValueError, match="valid policies: CountThrottle") as info:
+        catalog.parse_policy("AReaLThrotle", kind="admission")
+    assert "did you mean AReaLThrottle" in str(info.value) and "Drain" not in str(info.value)
+
+
+@given(st.text(max_size=40))
+def test_parse_policy_on_any_text_raises_only_value_error(text: str) -> None:
+    with contextlib.suppress(ValueError):
+        catalog.parse_policy(text)
+
+
+def test_to_text_round_trips_every_default_constructible_class() -> None:
+    for name, entry in catalog.catalog().items():
+        try:
+            obj = entry.cls()
+        except (TypeError, ValueError):
+            continue  # a required argument (Timeout, LagBound, ...)
+        assert catalog.parse_policy(catalog.to_text(obj)) == obj, name
+    nested = SyncEveryK(3, InFlightUpdate(0.5))
+    assert catalog.to_text(nested) == "SyncEveryK(k=3, inner=InFlightUpdate(load_time_s=0.5))"
+    assert catalog.parse_policy(catalog.to_text(nested)) == nested
+
+
+USER_MODULE = """
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class HeadroomThrottle:
+    '''Admit while fewer than ``headroom`` batches are ahead of the trainer.'''
+
+    headroom: int = 1
+
+    def __post_init__(self) -> None:
+        if self.headroom < 1:
+            raise ValueError(f"headroom must be >= 1, got {self.headroom}")
+
+    def admits(self, p) -> bool:
+        return p.started < (p.version + 1 + self.headroom) * p.batch_size
+"""
+
+
+def _user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(USER_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_register_module_adds_user_policies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_catalog: None
+) -> None:
+    _user_module(tmp_path, monkeypatch, "my_policies_a")
+    assert catalog.register_module("my_policies_a") == ["HeadroomThrottle"]
+    obj = catalog.parse_policy("HeadroomThrottle(headroom=2)", kind="admission")
+    assert type(obj).__name__ == "HeadroomThrottle" and obj.headroom == 2
+    with pytest.raises(ValueError, match=r"HeadroomThrottle\(headroom=0\): headroom must be >= 1"):
+        catalog.parse_policy("HeadroomThrottle(headroom=0)")
+    with pytest.raises(ValueError, match="cannot import policy module"):
+        catalog.register_module("no_such_module_xyz")
+
+
+def test_entry_point_group_adds_user_policies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_catalog: None
+) -> None:
+    _user_module(tmp_path, monkeypatch, "my_policies_b")
+    eps = [EntryPoint("mine", "my_policies_b", catalog.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(
+        catalog, "entry_points", lambda group: eps if group == catalog.ENTRY_POINT_GROUP else []
+    )
+    assert "HeadroomThrottle" in catalog.policy_classes("admission")
+    from pipesim.registry import get_scenario, parse_value
+
+    scen = get_scenario("synchronous")
+    assert type(parse_value(scen, "admission", "HeadroomThrottle(3)")).__name__ == "HeadroomThrottle"
+
+
+def _imported_modules(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+        ):
+            names.append(node.args[0].value)
+    return names
+
+
+def test_no_pipesim_module_imports_scenarios_by_name() -> None:
+    for path in sorted(PIPESIM_DIR.rglob("*.py")):
+        bad = [m for m in _imported_modules(path) if m == "scenarios" or m.startswith("scenarios.")]
+        assert not bad, f"{path.relative_to(PIPESIM_DIR.parent)} imports {bad}"
+
+
+def test_scenarios_register_through_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    from pipesim.registry import ENTRY_POINT_GROUP, registry
+
+    names = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    assert {"chapter13", "systems"} <= names
+    reg = registry()
+    for name in ("synchronous", "chapter13:chapter_scenario", "systems:areal", "systems:slime_drain"):
+        assert name in reg, name
+    assert reg["systems:slime_drain"].description != "(no description)"

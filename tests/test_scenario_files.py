@@ -1,0 +1,208 @@
+"""Scenario files: every registered scenario round-trips through TOML and YAML to an equal Scenario
+with equal results; loading never runs code; errors name the file, the key and the expected type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomllib
+import yaml
+
+from pipesim import PipelineConfig, Scenario, run
+from pipesim import scenario_files as sf
+from pipesim.admission import AReaLThrottle
+from pipesim.batching import DropStale
+from pipesim.durations import AgentDurations, ExponentialDurations, LogNormalDurations, TraceDurations
+from pipesim.faults import RetryFailed, Timeout
+from pipesim.policies import Drain
+from pipesim.registry import registry
+from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.updates import InFlightUpdate, SyncEveryK
+
+NAMES = list(registry())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_scenario_round_trips_with_equal_results(name: str, tmp_path: Path) -> None:
+    scen = registry()[name].build()
+    loaded = {}
+    for suffix in (".toml", ".yaml"):
+        path = sf.save_scenario(scen, tmp_path / f"s{suffix}")
+        loaded[suffix] = sf.load_scenario(path)
+        assert loaded[suffix] == scen, suffix
+        assert repr(loaded[suffix]) == repr(scen)
+    assert run(loaded[".toml"]).summary() == run(scen).summary()
+
+
+SMALL = PipelineConfig(n_slots=8, batch_size=8, steps=3, max_staleness=1)
+VARIANTS = {
+    "lognormal+timeout": Scenario(
+        pipeline=SMALL, durations=LogNormalDurations(60.0, 0.8), timeout=Timeout(300.0)
+    ),
+    "exponential+retry": Scenario(
+        pipeline=SMALL, durations=ExponentialDurations(50.0), failures=RetryFailed(1e-3), pool_size=500
+    ),
+    "trace": Scenario(
+        pipeline=SMALL, durations=TraceDurations.from_values([10.5, 20, 30, 45.25], cycle=True)
+    ),
+    "agent-numpy": Scenario(pipeline=SMALL, durations=AgentDurations(mean_turns=4, draws="numpy")),
+    "replicas-leastloaded": Scenario(
+        pipeline=SMALL, replicas=Replicas(2, LeastLoaded()), weight_update=InFlightUpdate(2)
+    ),
+    "replicas-roundrobin": Scenario(pipeline=SMALL, replicas=Replicas(4, RoundRobin())),
+    "per-replica-sync": Scenario(
+        pipeline=SMALL, replicas=Replicas(2), weight_update=PerReplicaSync(sync_times_s=(1.0, 5.0))
+    ),
+    "nested": Scenario(
+        pipeline=SMALL,
+        admission=AReaLThrottle(max_concurrent=6),
+        weight_update=SyncEveryK(2, Drain()),
+        batching=DropStale(requeue=True),
+        seed=12,
+        name="nested",
+    ),
+}
+
+
+@pytest.mark.parametrize("key", list(VARIANTS))
+def test_policies_and_duration_models_round_trip(key: str) -> None:
+    scen = VARIANTS[key]
+    for fmt in ("toml", "yaml"):
+        text = sf.dumps(scen, fmt)
+        assert sf.loads(text, fmt, f"{key}.{fmt}") == scen
+    assert run(sf.loads(sf.dumps(scen), "toml")).summary() == run(scen).summary()
+
+
+def test_file_layout_and_none_convention() -> None:
+    scen = VARIANTS["nested"]
+    data = tomllib.loads(sf.dumps(scen))
+    assert data["schema_version"] == sf.SCHEMA_VERSION == 1
+    assert data["weight_update"] == {"type": "SyncEveryK", "k": 2, "inner": {"type": "Drain"}}
+    assert data["admission"] == {"type": "AReaLThrottle", "max_concurrent": 6}
+    assert data["durations"]["type"] == "AgentDurations"
+    # None with a None default is written by omitting the key
+    for key in ("pool_size", "timeout", "failures", "replicas"):
+        assert key not in data
+    assert "max_concurrent" not in tomllib.loads(sf.dumps(Scenario()))["admission"]
+    # "none" is read as None where the field allows None
+    text = (
+        'schema_version = 1\npool_size = "none"\n'
+        '[admission]\ntype = "AReaLThrottle"\nmax_concurrent = "none"\n'
+    )
+    assert sf.loads(text) == Scenario(admission=AReaLThrottle(None))
+    assert "None" in (sf.__doc__ or "") and "omit" in (sf.__doc__ or "")
+    # a file with only the version is the default scenario
+    assert sf.loads("schema_version = 1\n") == Scenario()
+
+
+def test_yaml_loading_never_executes_code(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = tmp_path / "evil.yaml"
+    path.write_text(f'schema_version: 1\nname: !!python/object/apply:os.system ["touch {marker}"]\n')
+    with pytest.raises(sf.ScenarioFileError, match="evil.yaml: not valid YAML"):
+        sf.load_scenario(path)
+    assert not marker.exists()
+    toml = tmp_path / "evil.toml"
+    toml.write_text('schema_version = 1\n[admission]\ntype = "os.system"\n')
+    with pytest.raises(sf.ScenarioFileError, match="unknown policy 'os.system'"):
+        sf.load_scenario(toml)
+
+
+@pytest.mark.parametrize(
+    ("content", "needles"),
+    [
+        ("[pipeline]\nn_slots = 8\n", ["schema_version: missing"]),
+        ("schema_version = 2\n", ["schema_version: 2 is newer"]),
+        ("schema_version = 1\nbogus = 1\n", ["bogus: unknown key", "valid keys: schema_version, pipeline"]),
+        (
+            "schema_version = 1\n[pipeline]\nn_slot = 8\n",
+            ["pipeline.n_slot: unknown key", "did you mean 'n_slots'"],
+        ),
+        (
+            'schema_version = 1\n[pipeline]\nn_slots = "8"\n',
+            ["pipeline.n_slots: expected an integer, got '8'"],
+        ),
+        ("schema_version = 1\n[pipeline]\ncolocated = 1\n", ["pipeline.colocated: expected a bool"]),
+        ("schema_version = 1\n[pipeline]\nn_slots = 0\n", ["pipeline", "n_slots must be an integer >= 1"]),
+        ('schema_version = 1\nseed = "x"\n', ["seed: expected an integer"]),
+        ("schema_version = 1\ntimeout = 600\n", ["timeout: expected a table naming a Timeout"]),
+        ("schema_version = 1\n[timeout]\ncap_s = -1\n", ["timeout: Timeout(cap_s=-1): cap_s must be"]),
+        (
+            'schema_version = 1\n[admission]\ntype = "AReaLThrotle"\n',
+            ["admission.type: unknown", "AReaLThrottle"],
+        ),
+        (
+            'schema_version = 1\n[admission]\ntype = "Drain"\n',
+            ["admission.type: Drain does not fit admission"],
+        ),
+        ("schema_version = 1\n[admission]\nmax_concurrent = 4\n", ["admission.type: missing"]),
+        (
+            'schema_version = 1\n[admission]\ntype = "AReaLThrottle"\nmax_concurrent = 0\n',
+            ["admission: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"],
+        ),
+        (
+            'schema_version = 1\n[weight_update]\ntype = "SyncEveryK"\n'
+            '[weight_update.inner]\ntype = "Drain"\nx = 1\n',
+            ["weight_update.inner.x: unknown key"],
+        ),
+        (
+            'schema_version = 1\n[weight_update]\ntype = "SyncEveryK"\nk = 2.5\n',
+            ["weight_update.k: expected an integer, got 2.5"],
+        ),
+        (
+            'schema_version = 1\n[durations]\ntype = "TraceDurations"\nvalues = [1, "x"]\n',
+            ["durations.values[1]: expected a number"],
+        ),
+        (
+            'schema_version = 1\n[durations]\ntype = "AgentDurations"\ndraws = "torch"\n',
+            ["durations.draws: expected one of 'chapter', 'numpy'"],
+        ),
+        (
+            'schema_version = 1\n[durations]\ntype = "AgentDurations"\ntokens_per_turn = [1]\n',
+            ["durations.tokens_per_turn: expected 2 values"],
+        ),
+        ('schema_version = 1\n[failures]\ntype = "RetryFailed"\n', ["failures.hazard_per_s: missing"]),
+        ("schema_version = 1\n[pipeline\n", ["not valid TOML"]),
+    ],
+)
+def test_bad_files_name_the_file_the_key_and_the_expected_type(
+    content: str, needles: list[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(content)
+    with pytest.raises(sf.ScenarioFileError) as info:
+        sf.load_scenario(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: ") and "\n" not in msg
+    for needle in needles:
+        assert needle in msg, (needle, msg)
+
+
+def test_yaml_errors_and_top_level_shape(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(sf.ScenarioFileError, match="bad.yml: expected a table"):
+        sf.load_scenario(path)
+    path.write_text("schema_version: 1\nreplicas: {type: Replicas, n_replicas: 2, routing: {type: Nope}}\n")
+    with pytest.raises(sf.ScenarioFileError, match=r"replicas.routing.type: unknown policy 'Nope'"):
+        sf.load_scenario(path)
+    with pytest.raises(ValueError, match="ends in .toml, .yaml or .yml"):
+        sf.save_scenario(Scenario(), tmp_path / "x.json")
+
+
+def test_a_policy_outside_the_catalog_cannot_be_written() -> None:
+    class Mine:
+        def admits(self, p: object) -> bool:
+            return True
+
+    with pytest.raises(ValueError, match="admission: .*Mine is not in the policy catalog"):
+        sf.dumps(Scenario(admission=Mine()))  # type: ignore[arg-type]
+
+
+def test_yaml_text_is_plain_data() -> None:
+    text = sf.dumps(VARIANTS["replicas-leastloaded"], "yaml")
+    assert "!!" not in text
+    data = yaml.safe_load(text)
+    assert data["replicas"] == {"type": "Replicas", "n_replicas": 2, "routing": {"type": "LeastLoaded"}}
