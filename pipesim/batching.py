@@ -25,7 +25,7 @@ from pipesim.policies import FullBatch
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
-    from pipesim.engine import Pipeline
+    from pipesim.port import PipelineView
     from pipesim.episode import Episode
 
 Selection = tuple["list[Episode] | None", "list[Episode]"]
@@ -50,7 +50,7 @@ def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Ep
 class LowestVersionFirst(FullBatch):
     """The B episodes with the lowest starting version (finishing order breaks ties)."""
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         if len(buffer) < p.batch_size:
             return None, []
         return _take_lowest_versions(buffer, p.batch_size, len(buffer)), []
@@ -65,7 +65,7 @@ class WindowedFIFO(FullBatch):
     def __post_init__(self) -> None:
         _check_int("window", self.window, 1)
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size
         if len(buffer) < b:
             return None, []
@@ -90,14 +90,13 @@ class DropStale:
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return scenario.pipeline.max_staleness
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         oldest_ok = p.version - p.max_staleness
         stale = [e for e in buffer if e.version < oldest_ok]
         if stale:
             buffer[:] = [e for e in buffer if e.version >= oldest_ok]
             if self.requeue:
-                p.requeued.extend((e.task_id, e.id) for e in stale)
-                p.poke()
+                p.requeue([(e.task_id, e.id) for e in stale])
         b = p.batch_size
         if len(buffer) < b:
             return None, stale
@@ -119,7 +118,7 @@ class EvictStalest:
     def __post_init__(self) -> None:
         _check_int("capacity", self.capacity, 1)
 
-    def select(self, buffer: list[Episode], p: Pipeline) -> tuple[list[Episode] | None, list[Episode]]:
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size
         if self.capacity < b:
             raise PipelineError(f"EvictStalest capacity {self.capacity} < batch_size {b}: no batch can form")

@@ -58,12 +58,11 @@ def scenario(design: str, eta: int, **pipeline: Any) -> Scenario:
     cfg = PipelineConfig(**{**BASE, **pipeline, "max_staleness": eta})
     if design == "drop+requeue":
         busy = (cfg.n_slots + cfg.batch_size) / cfg.batch_size  # every slot busy, one batch queued
-        drop: Any = DropStale(requeue=True)  # typed against the engine until batching is ported
         return Scenario(
             pipeline=cfg,
             admission=QueueAhead(busy),
             weight_update=PartialRollout(),
-            batching=drop,
+            batching=DropStale(requeue=True),
             name=f"drop+requeue eta={eta}",
         )
     if design == "pacing":

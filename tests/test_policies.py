@@ -100,7 +100,14 @@ def test_oversample_launches_more_than_a_batch_per_round() -> None:
 # -- batch assembly --------------------------------------------------------------------------
 def fake(versions: list[int], b: int, v: int = 5, eta: int = 1) -> tuple[list[Episode], SimpleNamespace]:
     eps = [Episode(i, i, 1.0, ver) for i, ver in enumerate(versions)]
-    p = SimpleNamespace(batch_size=b, version=v, max_staleness=eta, requeued=[], poke=lambda: None)
+    requeued: list[tuple[int, int]] = []
+    p = SimpleNamespace(
+        batch_size=b,
+        version=v,
+        max_staleness=eta,
+        requeued=requeued,
+        requeue=lambda pairs: requeued.extend(pairs),
+    )
     return eps, p
 
 
@@ -178,8 +185,7 @@ def test_zero_time_relaunch_loop_is_detected() -> None:
         def select(self, buffer: list[Episode], p: object) -> tuple[None, list[Episode]]:
             out = list(buffer)
             buffer.clear()
-            p.requeued.extend((e.task_id, e.id) for e in out)  # type: ignore[attr-defined]
-            p.poke()  # type: ignore[attr-defined]
+            p.requeue([(e.task_id, e.id) for e in out])  # type: ignore[attr-defined]
             return None, out
 
     sc = Scenario(pipeline=CFG, durations=TraceDurations.from_values([0.0] * 50), pool_size=50)
