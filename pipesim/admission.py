@@ -104,7 +104,11 @@ class AsyncRatio(CountsOnly):
 
 @dataclass(frozen=True)
 class LagBound(CountsOnly):
-    """A lag bound counted in samples (PipelineRL ``max_lag``).
+    """A lag bound counted in samples, modelled on PipelineRL's ``max_lag``.
+
+    A generic rule, not PipelineRL's exact one: the faithful rule (counted in groups, dropped work
+    not subtracted, ``max_lag = 0`` synchronous) is :class:`pipesim.systems_policies.PipelineRLLag`,
+    which the ``pipelinerl`` preset uses.
 
     started - dropped - v * B < max_lag_samples: the samples generated beyond what the trainer has
     consumed and published. With max_lag_samples = (1 + eta) * B it is exactly the count throttle
@@ -122,7 +126,11 @@ class LagBound(CountsOnly):
 
 @dataclass(frozen=True)
 class StaleFraction(CountsOnly):
-    """verl fully-async ``staleness_threshold``: a cap on samples generated per weight version.
+    """A cap on samples generated per weight version, modelled on verl's ``staleness_threshold``.
+
+    A generic rule, not verl's exact one (verl resets its counter to the work in flight and
+    queued, not to zero): the faithful rule is :class:`pipesim.systems_policies.VerlRollouter`,
+    which the ``verl`` preset uses.
 
     Between two syncs the rollouter may start at most (1 + staleness_threshold) * B * sync_every
     episodes (verl: ``trigger_parameter_sync_step`` = ``sync_every``); the excess over what the
