@@ -151,7 +151,7 @@ DESIGN_PANELS = [
     ("throughput_per_hour", "episodes / hour"),
     ("gen_util", "slot utilisation"),
     ("staleness_mean", "staleness (mean, max as marker)"),
-    ("length_bias", "length bias (trained / launched - 1)"),
+    ("length_bias", "length bias (trained / launched mean duration)"),
 ]
 
 

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import math
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+from pipesim import InFlightUpdate
+from pipesim.api import run
 from pipesim.config import Scenario
 from pipesim.policies import Drain, PartialRollout
 from pipesim.registry import get_scenario
-from pipesim.sweeps import SweepResult, grid, run_summary, sweep, t975
+from pipesim.sweeps import SweepError, SweepResult, grid, run_summary, sweep, t975
+
+ROOT = Path(__file__).resolve().parents[1]
 
 METRICS = ["throughput_per_hour", "staleness_mean", "staleness_max", "gen_util"]
 
@@ -24,6 +35,31 @@ def die_on_eta2(scenario: Scenario) -> dict[str, float]:
     """Kills its worker process for eta=2 (a crash, not an exception)."""
     if scenario.pipeline.max_staleness == 2:
         os._exit(3)
+    return run_summary(scenario)
+
+
+def sleep_on_eta1(scenario: Scenario) -> dict[str, float]:
+    """Hangs for eta=1 (a cell that never finishes on its own)."""
+    if scenario.pipeline.max_staleness == 1:
+        time.sleep(60)
+    return run_summary(scenario)
+
+
+def deaf_on_eta1(scenario: Scenario) -> dict[str, float]:
+    """Hangs for eta=1 with SIGALRM blocked, so only killing its worker stops it."""
+    if scenario.pipeline.max_staleness == 1:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(60)
+    return run_summary(scenario)
+
+
+RELEASE = threading.Event()
+
+
+def wait_on_eta1(scenario: Scenario) -> dict[str, float]:
+    """Blocks its thread for eta=1 until the test releases it."""
+    if scenario.pipeline.max_staleness == 1:
+        RELEASE.wait(30)
     return run_summary(scenario)
 
 
@@ -41,7 +77,7 @@ def test_grid_validates_keys_and_expands_seeds() -> None:
     )
     assert len(cells) == 8
     assert sorted({c.scenario.seed for c in cells}) == [5, 6]
-    assert {c.labels["weight_update"] for c in cells} == {"PartialRollout", "Drain"}
+    assert {c.labels["weight_update"] for c in cells} == {"PartialRollout()", "Drain()"}
     assert all(c.scenario.pipeline.max_staleness == c.labels["max_staleness"] for c in cells)
 
 
@@ -98,3 +134,131 @@ def test_sweep_designs_mapping_labels_rows() -> None:
     assert list(res.runs["design"]) == ["sync", "async"]
     assert res.runs.loc[1, "throughput_per_hour"] > res.runs.loc[0, "throughput_per_hour"]
     assert "length_bias" in res.runs
+
+
+def test_policy_arguments_label_cells_apart() -> None:
+    """Item 7 of issue 16: two InFlightUpdate loads are two rows, not one row of 4 seeds."""
+    over = {"weight_update": [InFlightUpdate(0.5), InFlightUpdate(30.0)]}
+    res = sweep(small(), over, seeds=2, executor=ThreadPoolExecutor(2), progress=False)
+    agg = res.aggregate.set_index("weight_update")
+    assert list(agg.index) == ["InFlightUpdate(load_time_s=0.5)", "InFlightUpdate(load_time_s=30.0)"]
+    assert list(agg["n_seeds"]) == [2, 2]
+    # the long load really is slower: the rows hold different designs
+    assert agg["throughput_per_hour_mean"].iloc[0] > agg["throughput_per_hour_mean"].iloc[1]
+
+
+def test_a_value_twice_in_one_axis_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"over\['max_staleness'\] holds 1 twice"):
+        grid(small(), over={"max_staleness": [1, 1]})
+    with pytest.raises(ValueError, match=r"over\['max_staleness'\] holds 1 twice"):
+        grid(small(), over={"max_staleness": [1, 2, 1.0]})
+    with pytest.raises(
+        ValueError, match=r"over\['weight_update'\] holds 'InFlightUpdate\(load_time_s=0.5\)' twice"
+    ):
+        grid(small(), over={"weight_update": [InFlightUpdate(0.5), Drain(), InFlightUpdate(0.5)]})
+    with pytest.raises(ValueError, match="seeds holds 3 twice"):
+        grid(small(), seeds=[3, 4, 3])
+
+
+def test_length_bias_is_the_summary_ratio() -> None:
+    """One meaning: the sweep's length_bias is summary()["length_bias"] (trained / launched)."""
+    base = small().with_(max_staleness=2)
+    res = sweep(base, seeds=[0, 1], executor=ThreadPoolExecutor(1), progress=False)
+    want = sum(run(base.with_(seed=s)).summary()["length_bias"] for s in (0, 1)) / 2
+    row = res.aggregate.iloc[0]
+    assert row["length_bias_mean"] == pytest.approx(want, rel=1e-12)
+    assert row["length_bias_excess_mean"] == pytest.approx(want - 1, rel=1e-9)
+    assert 0.5 < want < 1.5
+
+
+def test_timeout_fails_the_slow_cell_only() -> None:
+    t0 = time.monotonic()
+    res = sweep(
+        small(), {"max_staleness": [0, 1, 2]}, workers=1, fn=sleep_on_eta1, timeout_s=2, progress=False
+    )
+    assert time.monotonic() - t0 < 40
+    assert list(res.runs["status"]) == ["ok", "failed", "ok"]
+    assert "timed out" in res.runs.loc[1, "error"] and "timeout_s=2" in res.runs.loc[1, "error"]
+
+
+def test_timeout_must_be_positive_seconds() -> None:
+    for bad in (0, -1.0, float("inf"), True, "5"):
+        with pytest.raises(ValueError, match="timeout_s"):
+            sweep(small(), executor=ThreadPoolExecutor(1), timeout_s=bad, progress=False)  # type: ignore[arg-type]
+
+
+def test_timeout_kills_a_worker_that_does_not_stop() -> None:
+    t0 = time.monotonic()
+    res = sweep(
+        small(), {"max_staleness": [0, 1, 2]}, workers=2, fn=deaf_on_eta1, timeout_s=1, progress=False
+    )
+    assert time.monotonic() - t0 < 40
+    assert list(res.runs["status"]) == ["ok", "failed", "ok"]
+    assert "timed out" in res.runs.loc[1, "error"] and "killed" in res.runs.loc[1, "error"]
+    ref = sweep(small(), {"max_staleness": [0, 1, 2]}, executor=ThreadPoolExecutor(1), progress=False)
+    assert res.runs.loc[[0, 2], METRICS].equals(ref.runs.loc[[0, 2], METRICS])
+
+
+def test_timeout_on_threads_abandons_the_late_cell() -> None:
+    RELEASE.clear()
+    ex = ThreadPoolExecutor(2)
+    try:
+        t0 = time.monotonic()
+        res = sweep(
+            small(), {"max_staleness": [0, 1, 2]}, executor=ex, fn=wait_on_eta1, timeout_s=1, progress=False
+        )
+        assert time.monotonic() - t0 < 20
+    finally:
+        RELEASE.set()
+        ex.shutdown(wait=True)
+    assert list(res.runs["status"]) == ["ok", "failed", "ok"]
+    assert "timed out" in res.runs.loc[1, "error"]
+
+
+def test_every_cell_failing_raises_and_lists_the_failures() -> None:
+    over = {"max_staleness": [0, 1]}  # pool_size=1 runs dry in every cell
+    with pytest.raises(SweepError, match=r"every cell of the sweep failed \(2 of 2\)") as info:
+        sweep(small().with_(pool_size=1), over, executor=ThreadPoolExecutor(1), progress=False)
+    msg = str(info.value)
+    assert "max_staleness=0" in msg and "max_staleness=1" in msg and "pool" in msg
+    res = info.value.result
+    assert res is not None and len(res.failures) == 2
+    assert len(res.aggregate) == 0 and "n_seeds" in res.aggregate.columns
+
+
+def test_unguarded_script_says_so_in_one_line(tmp_path: Path) -> None:
+    """A script without the __main__ guard: one clear error, not a 'worker process died' row per cell."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from pipesim.registry import get_scenario
+            from pipesim.sweeps import sweep
+
+            sc = get_scenario("synchronous").with_(pool_size=None, n_slots=4, batch_size=4, steps=2)
+            res = sweep(sc, {"max_staleness": [0, 1]}, workers=1, progress=False)
+            print(res.runs[["max_staleness", "status", "error"]].to_string())
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "died" not in out and "bootstrapping" not in out, out[-3000:]  # no worker ever started
+    lines = [ln for ln in out.splitlines() if '`if __name__ == "__main__":`' in ln]
+    assert len(lines) == 1 and lines[0].startswith("pipesim.sweeps.SweepError: "), out[-3000:]
+    assert f"{script}:6" in lines[0]
+    # the same script with the guard runs
+    guarded = tmp_path / "guarded.py"
+    body = script.read_text().strip().splitlines()
+    guarded.write_text(
+        "\n".join(body[:2] + ['if __name__ == "__main__":'] + ["    " + ln for ln in body[2:]]) + "\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(guarded)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count(" ok") == 2, proc.stdout + proc.stderr[-2000:]
