@@ -1,0 +1,238 @@
+"""What one engine replica costs: its KV-cache budget, a decode iteration, a prefill.
+
+:class:`EngineConfig` describes one replica (a model on ``tp`` GPUs of one type, vLLM-like
+settings) and validates it; :class:`ReplicaCost` turns it into the numbers the fluid engine
+(:mod:`pipesim.compute.engine`) needs, computed once and cached.
+
+Decode iteration (every running sequence produces one token) with ``b`` sequences whose KV caches
+hold ``K`` tokens in all::
+
+    t_iter(b, K) = A(b) + B * K
+    A(b) = n_layers * (linear_time_s(b) + attention_kernel_overhead + 2 * allreduce(b))
+           + lm_head(b) + iteration_overhead_s
+    B    = n_layers * (roofline seconds to read one cached token's keys and values)
+
+``linear_time_s`` is the roofline of :mod:`pipesim.compute.roofline` (checked against Vidur).
+Decode attention is :func:`~pipesim.compute.roofline.decode_attention_time_s`, which is exactly
+linear in ``K`` past its fixed kernel cost (both its FLOPs and its bytes are), hence ``B``. The
+all-reduce after the two row-parallel projections of each layer (``tp > 1``) is a ring:
+``allreduce_latency_s + 2 (tp-1)/tp * b * hidden * 2 bytes / NVLink one-way``. The LM head is a
+``hidden x vocab/tp`` GEMM of ``b`` rows. ``iteration_overhead_s`` is the engine's per-step
+CPU and launch cost (scheduling, sampling); its default is a round guess, not a measurement.
+
+Prefill of ``N`` new tokens (prompts, recomputed contexts) for sequences that already hold
+``P_i`` tokens: the linear part of ``N`` tokens per layer, causal attention of
+``4 * head_dim * q_heads * sum(n_i * (P_i + n_i / 2))`` FLOPs, the all-reduces, one iteration
+overhead.
+
+KV budget (vLLM's rule): ``gpu_memory_utilization * HBM`` per GPU, minus the weight shard
+(``weight_bytes / tp``), divided by the KV bytes one token takes on one GPU (its share of the KV
+heads; KV heads are replicated when ``tp > n_kv_heads``). Activation memory is not subtracted
+separately: lower ``gpu_memory_utilization`` to leave room for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pipesim.compute.gpus import GPUSpec
+from pipesim.compute.models import ModelSpec, dtype_bytes
+from pipesim.compute.roofline import DEFAULT_EFFICIENCY, Efficiency, gemm_time_s, kernel_time_s, linear_time_s
+
+KV_POLICIES = ("preempt", "reserve")
+"""``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
+admitted only if its prompt plus its ``max_tokens`` fit, so no sequence is ever preempted."""
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _non_negative(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """One inference-engine replica: ``model`` on ``tp`` GPUs of type ``gpu``, run vLLM-style."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    tp: int = 1
+    gpu_memory_utilization: float = 0.9
+    """Fraction of each GPU's HBM the engine may use for weights and KV cache (vLLM's name)."""
+    max_num_seqs: int = 256
+    """Most sequences decoded together (vLLM's ``max_num_seqs``)."""
+    max_model_len: int | None = None
+    """Longest sequence (prompt + response) served; default the model's context."""
+    kv_policy: str = "preempt"
+    """What gives way when the KV cache is full (see :data:`KV_POLICIES`)."""
+    watermark: float = 0.01
+    """Share of the KV budget kept free when admitting under ``preempt`` (vLLM's watermark)."""
+    iteration_overhead_s: float = 1e-3
+    """Fixed seconds per decode or prefill iteration (scheduler, sampling, launches)."""
+    allreduce_latency_s: float = 8e-6
+    """Fixed seconds per tensor-parallel all-reduce."""
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    efficiency: Efficiency = field(default=DEFAULT_EFFICIENCY)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, ModelSpec):
+            raise ValueError(f"model must be a pipesim.ModelSpec, got {self.model!r}")
+        if not isinstance(self.gpu, GPUSpec):
+            raise ValueError(
+                f"gpu must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {self.gpu!r}"
+            )
+        if not isinstance(self.efficiency, Efficiency):
+            raise ValueError(f"efficiency must be a pipesim.Efficiency, got {self.efficiency!r}")
+        _positive_int("tp", self.tp)
+        _positive_int("max_num_seqs", self.max_num_seqs)
+        m = self.model
+        if m.n_heads % self.tp:
+            raise ValueError(f"tp ({self.tp}) must divide the model's n_heads ({m.n_heads})")
+        if m.n_kv_heads % self.tp and self.tp % m.n_kv_heads:
+            raise ValueError(f"tp ({self.tp}) must divide n_kv_heads ({m.n_kv_heads}) or be a multiple of it")
+        u = self.gpu_memory_utilization
+        if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {u!r}")
+        if not isinstance(self.watermark, int | float) or not 0 <= self.watermark < 1:
+            raise ValueError(f"watermark must be in [0, 1), got {self.watermark!r}")
+        if self.kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
+        _non_negative("iteration_overhead_s", self.iteration_overhead_s)
+        _non_negative("allreduce_latency_s", self.allreduce_latency_s)
+        dtype_bytes(self.weight_dtype)
+        dtype_bytes(self.kv_dtype)
+        if self.max_model_len is not None:
+            _positive_int("max_model_len", self.max_model_len)
+            if self.max_model_len > m.max_context_len:
+                raise ValueError(
+                    f"max_model_len ({self.max_model_len}) exceeds the model's context "
+                    f"({m.max_context_len} tokens)"
+                )
+        usable = u * self.gpu.hbm_bytes
+        shard = self.weight_bytes_per_gpu
+        if shard >= usable:
+            raise ValueError(
+                f"model {m.name} does not fit: {shard / 2**30:.1f} GiB of weights per GPU at tp={self.tp} "
+                f"exceed gpu_memory_utilization * HBM = {usable / 2**30:.1f} GiB of a {self.gpu.name}; "
+                "raise tp or gpu_memory_utilization"
+            )
+        if self.kv_budget_tokens < self.context_len:
+            raise ValueError(
+                f"gpu_memory_utilization: the KV budget ({self.kv_budget_tokens} tokens) cannot hold one "
+                f"sequence of max_model_len={self.context_len} tokens; raise tp or "
+                "gpu_memory_utilization, or lower max_model_len"
+            )
+
+    @property
+    def context_len(self) -> int:
+        """The longest sequence served (``max_model_len`` or the model's context)."""
+        return self.max_model_len if self.max_model_len is not None else self.model.max_context_len
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.model.weight_bytes(self.weight_dtype) / self.tp
+
+    @property
+    def kv_heads_per_gpu(self) -> int:
+        return -(-self.model.n_kv_heads // self.tp)
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        m = self.model
+        return 2 * m.n_layers * self.kv_heads_per_gpu * m.head_dim * dtype_bytes(self.kv_dtype)
+
+    @property
+    def kv_budget_tokens(self) -> int:
+        """Tokens the KV cache holds (on each GPU of the replica: they hold the same tokens)."""
+        free = self.gpu_memory_utilization * self.gpu.hbm_bytes - self.weight_bytes_per_gpu
+        return max(int(free // self.kv_bytes_per_token_per_gpu), 0)
+
+
+class ReplicaCost:
+    """The cost model of one replica (see the module docstring), with per-batch-size caches."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = c = config
+        m, g, eff = c.model, c.gpu, c.efficiency
+        self.n_layers = m.n_layers
+        self.q_heads = m.n_heads // c.tp
+        self.kv_heads = c.kv_heads_per_gpu
+        self.budget = c.kv_budget_tokens
+        kv_elem = dtype_bytes(c.kv_dtype)
+        # decode attention per cached token per layer: 4*head_dim FLOPs per query head, K and V read
+        self._attn_flops_tok = 4.0 * self.q_heads * m.head_dim
+        self._attn_bytes_tok = 2.0 * kv_elem * self.kv_heads * m.head_dim
+        slope = kernel_time_s(g, self._attn_flops_tok, self._attn_bytes_tok, eff) - eff.kernel_overhead_s
+        self.kv_slope_s = self.n_layers * slope
+        """``B``: seconds a decode iteration spends per cached token it reads."""
+        self._a: list[float] = [0.0]
+        self._lin: dict[int, float] = {}
+        self._ring = (
+            2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
+        )
+        self._vocab = -(-m.vocab_size // c.tp)
+        flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
+        self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
+        self._peak = eff.flop_fraction * g.bf16_flops_per_s
+        self._bw = eff.bandwidth_fraction * g.hbm_bandwidth_bytes_per_s
+
+    def _allreduce_s(self, n_tokens: int) -> float:
+        if self.config.tp == 1:
+            return 0.0
+        return 2 * (self.config.allreduce_latency_s + n_tokens * self._ring)
+
+    def linear_s(self, n_tokens: int) -> float:
+        """Seconds of one layer's projections and all-reduces for ``n_tokens`` tokens (cached)."""
+        t = self._lin.get(n_tokens)
+        if t is None:
+            c = self.config
+            t = linear_time_s(c.model, c.gpu, n_tokens, c.tp, c.efficiency) + self._allreduce_s(n_tokens)
+            self._lin[n_tokens] = t
+        return t
+
+    def fixed_s(self, b: int) -> float:
+        """``A(b)``: seconds of a decode iteration of ``b`` sequences that do not depend on the KV."""
+        a = self._a
+        while len(a) <= b:
+            n = len(a)
+            c = self.config
+            lm_head = gemm_time_s(c.gpu, n, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
+            attn_fixed = c.efficiency.kernel_overhead_s
+            a.append(self.n_layers * (self.linear_s(n) + attn_fixed) + lm_head + c.iteration_overhead_s)
+        return a[b]
+
+    def iteration_s(self, b: int, kv_tokens: float) -> float:
+        """Seconds of one decode iteration of ``b`` sequences reading ``kv_tokens`` cached tokens."""
+        return 0.0 if b == 0 else self.fixed_s(b) + self.kv_slope_s * kv_tokens
+
+    def prefill_s(self, new_tokens: int, attn_token_pairs: float, n_seqs: int) -> float:
+        """Seconds to prefill ``new_tokens`` tokens of ``n_seqs`` sequences in one iteration;
+        ``attn_token_pairs`` is ``sum(n_i * (P_i + n_i / 2))`` (query-key pairs of causal attention)."""
+        if new_tokens <= 0:
+            return 0.0
+        c = self.config
+        attn = kernel_time_s(
+            c.gpu,
+            self._attn_flops_tok * attn_token_pairs,
+            self._attn_bytes_tok * 2 * new_tokens,
+            c.efficiency,
+        )
+        lm_head = gemm_time_s(c.gpu, n_seqs, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
+        return self.n_layers * (self.linear_s(new_tokens) + attn) + lm_head + c.iteration_overhead_s
+
+    def compute_bound(self, b: int, kv_tokens: float) -> bool:
+        """Whether a decode iteration is compute bound (FLOP time above HBM time, roofline terms)."""
+        flops = b * self._flops_per_seq + self.n_layers * self._attn_flops_tok * kv_tokens
+        weights = self.config.weight_bytes_per_gpu
+        mem = weights + self.n_layers * self._attn_bytes_tok * kv_tokens
+        return flops / self._peak > mem / self._bw
+
+    def tokens_per_s(self, b: int, kv_tokens: float) -> float:
+        """Decode tokens per second of the whole batch (``b`` per iteration)."""
+        return b / self.iteration_s(b, kv_tokens) if b else 0.0

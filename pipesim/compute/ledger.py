@@ -1,0 +1,85 @@
+"""The token ledger of a run: every generated token is trained, discarded, buffered or in flight.
+
+``generated`` is the engines' own count (decode tokens their fluid clocks integrated); the other
+terms sum the side table (:class:`~pipesim.compute.workload.TokenSource`, ``generated`` per
+episode) by the episode's status at the end of the run, so the closure
+
+    generated == trained + discarded + buffered + in_flight
+
+is a check, not an identity. ``discarded`` splits into ``discarded_stale`` (the batch policy
+dropped a finished episode: status ``discarded``), ``discarded_aborted`` (taken off an engine
+mid-generation: ``aborted``) and ``discarded_failed`` (``failed``). Recomputed tokens (a
+preemption's or a sync's re-prefill) are prefill, not generation, and are not in the ledger; the
+engines count them (``recompute_tokens``). ``truncated_trained`` (informational, inside
+``trained``) is the tokens of trained samples cut at ``max_response_tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipesim import Episode
+    from pipesim.compute.engine import ComputeReplica
+    from pipesim.compute.workload import TokenSource
+
+
+@dataclass(frozen=True)
+class TokenLedger:
+    generated: float
+    trained: float
+    discarded_stale: float
+    discarded_aborted: float
+    discarded_failed: float
+    buffered: float
+    in_flight: float
+    truncated_trained: float
+
+    @property
+    def discarded(self) -> float:
+        return self.discarded_stale + self.discarded_aborted + self.discarded_failed
+
+    @property
+    def accounted(self) -> float:
+        return self.trained + self.discarded + self.buffered + self.in_flight
+
+    def closes(self, rel_tol: float = 1e-9) -> bool:
+        """Whether generated equals the sum of the four terms (to float rounding)."""
+        return math.isclose(self.generated, self.accounted, rel_tol=rel_tol, abs_tol=1e-6)
+
+    def as_dict(self) -> dict[str, float]:
+        d = {f"tokens_{k}": v for k, v in asdict(self).items()}
+        d["tokens_discarded"] = self.discarded
+        return d
+
+
+_STATUS = {
+    "trained": "trained",
+    "discarded": "discarded_stale",
+    "aborted": "discarded_aborted",
+    "failed": "discarded_failed",
+    "buffered": "buffered",
+    "running": "in_flight",
+}
+
+
+def token_ledger(
+    episodes: Sequence[Episode], source: TokenSource, engines: Sequence[ComputeReplica]
+) -> TokenLedger:
+    """The ledger of a finished run (call the engines' ``flush`` first, as ``run_compute`` does)."""
+    sums = dict.fromkeys(_STATUS.values(), 0.0)
+    truncated = 0.0
+    gen, trunc = source.generated, source.truncated
+    for ep in episodes:
+        key = _STATUS.get(ep.status)
+        if key is None:
+            raise ValueError(f"episode {ep.id} has an unknown status {ep.status!r}")
+        tokens = gen[ep.id]
+        sums[key] += tokens
+        if key == "trained" and trunc[ep.id]:
+            truncated += tokens
+    generated = sum(e.tokens_generated for e in engines)
+    return TokenLedger(generated=generated, truncated_trained=truncated, **sums)

@@ -1,0 +1,245 @@
+"""A rollout workload in tokens, and the episode source that feeds it to the engine.
+
+A *task* of the kernel (one entry of its pool, one launched episode) is one **sample**; samples
+come in **prompt groups** of ``samples_per_prompt`` (GRPO's ``rollout.n``): kernel task ``t`` is
+sample ``t % n`` of group ``t // n``. A group has a prompt length and a *difficulty*, a
+multiplier on the response lengths of all its samples drawn once per group (log-normal with
+``difficulty_sigma``), so a requeued task -- the same kernel task id, relaunched -- draws its new
+sample from its own group's distribution: a hard task stays long. Response lengths are drawn
+from a :class:`LengthModel` (:class:`LogNormalLengths`, or :class:`EmpiricalLengths` from a trace
+such as Vidur's ``splitwise_code.csv``), scaled by the difficulty and by an optional drift with
+the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training),
+rounded, at least one token, and truncated at ``max_response_tokens`` (the sample is marked
+truncated).
+
+The seam (:class:`pipesim.EpisodeSource`) asks for ``work_s(episode_id, task, version, parent)``
+in seconds; in tokens there is no such number before the engine runs. :class:`TokenSource` keeps
+a **side table** by episode id (prompt tokens, response tokens, ``max_tokens``, truncated, and the
+tokens generated so far, filled in by the engine) and returns a nominal ``0.0``; the compute
+engine reads the table, and writes each episode's real generation seconds into its
+``duration_s`` / ``work_s`` when it finishes (so the kernel's results stay in seconds).
+
+Draws use the :class:`numpy.random.Generator` passed in, in blocks (one vectorised call per
+4,096 draws), in launch order: the same seed and the same run give the same lengths.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pipesim import Episode
+
+BLOCK = 4096
+
+
+@runtime_checkable
+class LengthModel(Protocol):
+    """Token counts (floats, before scaling and rounding), ``n`` at a time."""
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray: ...
+
+    @property
+    def mean_tokens(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class LogNormalLengths:
+    """Log-normal token counts with median ``median_tokens`` and log-space spread ``sigma``."""
+
+    median_tokens: float
+    sigma: float = 0.8
+
+    def __post_init__(self) -> None:
+        m, s = self.median_tokens, self.sigma
+        if isinstance(m, bool) or not isinstance(m, int | float) or not 0 < m < math.inf:
+            raise ValueError(f"median_tokens must be a positive finite number, got {m!r}")
+        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < math.inf:
+            raise ValueError(f"sigma must be a finite number >= 0, got {s!r}")
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.asarray(self.median_tokens * np.exp(self.sigma * rng.standard_normal(n)))
+
+    @property
+    def mean_tokens(self) -> float:
+        return float(self.median_tokens * math.exp(self.sigma**2 / 2))
+
+
+@dataclass(frozen=True)
+class EmpiricalLengths:
+    """Token counts resampled (with replacement) from observed ones: a trace or a histogram."""
+
+    tokens: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tokens, tuple) or not self.tokens:
+            raise ValueError("tokens must be a non-empty tuple of positive ints")
+        if any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in self.tokens):
+            raise ValueError("tokens must hold positive ints only")
+
+    @classmethod
+    def from_csv(cls, path: str | Path, column: str = "num_decode_tokens") -> EmpiricalLengths:
+        """The values of ``column`` in a CSV file (e.g. Vidur's ``splitwise_code.csv``)."""
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or column not in reader.fieldnames:
+                raise ValueError(f"column {column!r} not in {path} (columns: {reader.fieldnames})")
+            return cls(tuple(int(float(row[column])) for row in reader))
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        values = np.asarray(self.tokens, dtype=np.float64)
+        return np.asarray(values[rng.integers(0, len(values), n)])
+
+    @property
+    def mean_tokens(self) -> float:
+        return float(np.mean(self.tokens))
+
+
+def _length_model(name: str, value: object) -> None:
+    if not isinstance(value, LengthModel):
+        raise ValueError(f"{name} must be a length model (LogNormalLengths, EmpiricalLengths), got {value!r}")
+
+
+@dataclass(frozen=True)
+class TokenWorkload:
+    """Prompt groups of ``samples_per_prompt`` samples; lengths in tokens (see the module docstring)."""
+
+    response: LengthModel = field(default_factory=lambda: LogNormalLengths(2000.0, 0.8))
+    prompt: LengthModel | int = 512
+    """Prompt tokens of a group: a fixed count, or a length model (capped at ``max_prompt_tokens``)."""
+    samples_per_prompt: int = 1
+    max_response_tokens: int = 8192
+    """Samples are truncated here (their ``max_tokens``)."""
+    max_prompt_tokens: int = 4096
+    difficulty_sigma: float = 0.0
+    """Log-space spread of each group's length multiplier (0: every group alike)."""
+    drift_per_version: float = 0.0
+    """Response lengths scale by ``(1 + drift_per_version) ** version``."""
+
+    def __post_init__(self) -> None:
+        _length_model("response", self.response)
+        if isinstance(self.prompt, int) and not isinstance(self.prompt, bool):
+            if self.prompt < 1:
+                raise ValueError(f"prompt must be at least 1 token, got {self.prompt}")
+            if self.prompt > self.max_prompt_tokens:
+                raise ValueError(
+                    f"prompt ({self.prompt}) exceeds max_prompt_tokens ({self.max_prompt_tokens})"
+                )
+        else:
+            _length_model("prompt", self.prompt)
+        for name in ("samples_per_prompt", "max_response_tokens", "max_prompt_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.difficulty_sigma, int | float) or not 0 <= self.difficulty_sigma < math.inf:
+            raise ValueError(f"difficulty_sigma must be a finite number >= 0, got {self.difficulty_sigma!r}")
+        if not isinstance(self.drift_per_version, int | float) or not -1 < self.drift_per_version < math.inf:
+            raise ValueError(f"drift_per_version must be a number > -1, got {self.drift_per_version!r}")
+
+    @property
+    def max_sequence_tokens(self) -> int:
+        """The longest sequence a sample can become (largest prompt + ``max_response_tokens``)."""
+        prompt = self.prompt if isinstance(self.prompt, int) else self.max_prompt_tokens
+        return prompt + self.max_response_tokens
+
+    def check_context(self, context_tokens: int) -> None:
+        """``ValueError`` naming ``max_response_tokens`` when a sample can outgrow ``context_tokens``."""
+        if self.max_sequence_tokens > context_tokens:
+            raise ValueError(
+                f"max_response_tokens ({self.max_response_tokens}) plus the longest prompt "
+                f"({self.max_sequence_tokens - self.max_response_tokens}) exceeds the model context "
+                f"({context_tokens} tokens)"
+            )
+
+
+class _Blocks:
+    """Draws of one length model, a block at a time."""
+
+    def __init__(self, model: LengthModel, rng: np.random.Generator) -> None:
+        self.model, self.rng = model, rng
+        self.values: list[float] = []
+        self.i = 0
+
+    def next(self) -> float:
+        if self.i >= len(self.values):
+            self.values = self.model.draw(self.rng, BLOCK).tolist()
+            self.i = 0
+        v = self.values[self.i]
+        self.i += 1
+        return v
+
+
+class TokenSource:
+    """The :class:`pipesim.EpisodeSource` of a :class:`TokenWorkload`: the side table by episode id.
+
+    ``prompt[i]``, ``response[i]`` (tokens to generate, after truncation), ``max_tokens[i]``,
+    ``truncated[i]`` and ``generated[i]`` (tokens generated; the engine writes it when the episode
+    finishes or is aborted, and for those in flight when asked) for episode id ``i``.
+    """
+
+    def __init__(
+        self, workload: TokenWorkload, rng: np.random.Generator, context_tokens: int | None = None
+    ) -> None:
+        if not isinstance(workload, TokenWorkload):
+            raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a numpy.random.Generator, got {rng!r}")
+        if context_tokens is not None:
+            workload.check_context(context_tokens)
+        self.workload = workload
+        self.rng = rng
+        self.prompt: list[int] = []
+        self.response: list[int] = []
+        self.max_tokens: list[int] = []
+        self.truncated: list[bool] = []
+        self.generated: list[float] = []
+        self.group: list[int] = []
+        self._groups: dict[int, tuple[int, float]] = {}  # group -> (prompt tokens, difficulty)
+        self._response = _Blocks(workload.response, rng)
+        self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
+        self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
+
+    def _group(self, g: int) -> tuple[int, float]:
+        w = self.workload
+        if self._prompt is None:
+            prompt = int(w.prompt)  # type: ignore[arg-type]
+        else:
+            prompt = min(max(int(round(self._prompt.next())), 1), w.max_prompt_tokens)
+        difficulty = self._normal.next() ** w.difficulty_sigma if w.difficulty_sigma else 1.0
+        self._groups[g] = out = (prompt, difficulty)
+        return out
+
+    def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
+        """Draw episode ``episode_id``'s sample into the side table; return a nominal 0.0 seconds."""
+        if episode_id != len(self.response):
+            raise ValueError(
+                f"episode ids must arrive in order: expected {len(self.response)}, got {episode_id}"
+            )
+        w = self.workload
+        g = task // w.samples_per_prompt
+        prompt, difficulty = self._groups.get(g) or self._group(g)
+        scale = difficulty * (1.0 + w.drift_per_version) ** version if w.drift_per_version else difficulty
+        n = max(int(round(self._response.next() * scale)), 1)
+        cap = w.max_response_tokens
+        self.prompt.append(prompt)
+        self.response.append(min(n, cap))
+        self.max_tokens.append(cap)
+        self.truncated.append(n > cap)
+        self.generated.append(0.0)
+        self.group.append(g)
+        return 0.0
+
+    def publish(self, version: int, running: Sequence[tuple[Episode, float]]) -> dict[int, float]:
+        """New weights change no sample's length in this model: nothing to re-cost."""
+        return {}
+
+    def tokens_of(self, episode_id: int) -> tuple[int, int, int]:
+        """(prompt, response, max_tokens) of episode ``episode_id``."""
+        return self.prompt[episode_id], self.response[episode_id], self.max_tokens[episode_id]
