@@ -2,36 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import torch
+import numpy as np
+import numpy.typing as npt
 
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
-from pipesim.durations import check_durations
+from pipesim.durations import as_durations, draw
 from pipesim.engine import Pipeline
 from pipesim.policies import CountThrottle, Drain, PartialRollout
 from pipesim.results import RunResult
 
 
-def draw_pool(scenario: Scenario) -> torch.Tensor:
-    """The scenario's duration pool, drawn from a generator seeded with ``scenario.seed``."""
+def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
+    """The scenario's duration pool (float64), drawn from a generator seeded with ``scenario.seed``.
+
+    The generator is ``numpy.random.default_rng(scenario.seed)``, except for ``AgentDurations``
+    with ``draws="chapter"`` (the default), drawn from the chapter's torch generator for its
+    exact numbers (see :func:`pipesim.durations.draw`).
+    """
     n = scenario.pool_size or scenario.default_pool_size
-    return scenario.durations.sample(n, torch.Generator().manual_seed(scenario.seed))
+    return draw(scenario.durations, n, scenario.seed)
 
 
-def run(scenario: Scenario, durations: torch.Tensor | Sequence[float] | None = None) -> RunResult:
+def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult:
     """Simulate ``scenario`` and return a :class:`RunResult`.
 
     ``durations`` overrides the scenario's duration model with an explicit pool, consumed in
-    order (the chapter's convention, so every design sees the same episodes).
+    order (the chapter's convention, so every design sees the same episodes): a list, a numpy
+    array or a CPU torch tensor.
     """
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
-    pool = draw_pool(scenario) if durations is None else durations
-    check_durations(pool)
-    values = pool.tolist() if isinstance(pool, torch.Tensor) else [float(x) for x in pool]
-    p = Pipeline(scenario, values)
+    pool = draw_pool(scenario) if durations is None else as_durations(durations)
+    p = Pipeline(scenario, pool.tolist())
     p.run()
     result = RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
     p.release()
@@ -39,7 +43,7 @@ def run(scenario: Scenario, durations: torch.Tensor | Sequence[float] | None = N
 
 
 def simulate_pipeline(
-    durations: torch.Tensor | Sequence[float],
+    durations: npt.ArrayLike,
     n_slots: int,
     batch_size: int,
     train_time: float,

@@ -1,13 +1,19 @@
 """Episode-duration models: where the time of one agent episode comes from.
 
-Every model is a small frozen dataclass with one method, ``sample(n, generator) -> Tensor[n]`` of
-seconds, drawing only from the ``torch.Generator`` it is handed. The simulator consumes a pool of
-durations in order, so two designs run on the same pool see exactly the same episodes.
+Every model is a small frozen dataclass with one method, ``sample(n, generator) -> ndarray[n]`` of
+seconds (float64), drawing only from the numpy ``Generator`` it is handed
+(``numpy.random.default_rng(seed)``). That is the one kind of generator in the simulator. The
+simulator consumes a pool of durations in order, so two designs run on the same pool see exactly
+the same episodes; :func:`draw` gives the pool a scenario runs on (``draw_pool`` in the API).
 
 * :class:`AgentDurations` is the chapter's model of a coding agent: a geometric number of turns,
   uniform tokens per turn at a per-sequence decode rate, and a log-normal tool latency per turn.
-  Its draw order (turn counts, then decode lengths, then tool latencies) is fixed, so
-  ``agent_episode_durations(65_536, torch.Generator().manual_seed(0))`` gives the chapter's pool.
+  Its draw order (turn counts, then decode lengths, then tool latencies) is fixed. The chapter
+  drew it from torch: handed a ``torch.Generator`` ("the chapter's generator") it reproduces those
+  exact numbers, so ``agent_episode_durations(65_536, torch.Generator().manual_seed(0))`` gives the
+  chapter's pool, and a scenario with ``AgentDurations()`` (``draws="chapter"``, the default) runs
+  on the chapter's draws for its seed. That is the only place torch is needed, and it is imported
+  there, on first use; ``AgentDurations(draws="numpy")`` and every other model run without torch.
 * :class:`ExponentialDurations` has a closed form for the expected slowest of B (m * H_B), which
   makes it the limit case for testing synchronous step times.
 * :class:`LogNormalDurations` is a one-parameter heavy tail.
@@ -22,16 +28,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
-import torch
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import torch
+
+Array = npt.NDArray[np.float64]
 
 
 @runtime_checkable
 class DurationModel(Protocol):
-    """Anything that draws ``n`` episode durations in seconds from an explicit generator."""
+    """Anything that draws ``n`` episode durations in seconds from an explicit numpy generator."""
 
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor: ...
+    def sample(self, n: int, generator: np.random.Generator) -> Array: ...
 
 
 def _check_positive(name: str, value: float) -> None:
@@ -44,22 +56,73 @@ def _check_count(n: int) -> None:
         raise ValueError(f"n must be an integer >= 0, got {n!r}")
 
 
+def _numpy_generator(model: object, generator: object) -> np.random.Generator:
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(
+            f"{type(model).__name__}.sample draws from a numpy Generator "
+            f"(numpy.random.default_rng(seed)), got {type(generator).__module__}.{type(generator).__name__}"
+        )
+    return generator
+
+
+def _torch(why: str) -> Any:
+    """torch, imported on first use, or an ImportError that says what needed it."""
+    try:
+        import torch
+    except ImportError as exc:  # ModuleNotFoundError, or None in sys.modules
+        raise ImportError(
+            f"{why} needs torch, which is not installed (pip install torch); "
+            "AgentDurations(draws='numpy') and the other duration models run without it"
+        ) from exc
+    return torch
+
+
+def chapter_generator(seed: int) -> torch.Generator:
+    """The chapter's generator for ``seed``: ``torch.Generator().manual_seed(seed)`` (needs torch)."""
+    torch = _torch("the chapter's generator (AgentDurations with draws='chapter', the chapter's exact draws)")
+    return torch.Generator().manual_seed(seed)
+
+
+@overload
+def agent_episode_durations(
+    n: int,
+    generator: np.random.Generator,
+    mean_turns: float = ...,
+    max_turns: int = ...,
+    tokens_per_turn: tuple[float, float] = ...,
+    decode_rate: float = ...,
+    tool_median: float = ...,
+    tool_sigma: float = ...,
+) -> Array: ...
+@overload
 def agent_episode_durations(
     n: int,
     generator: torch.Generator,
+    mean_turns: float = ...,
+    max_turns: int = ...,
+    tokens_per_turn: tuple[float, float] = ...,
+    decode_rate: float = ...,
+    tool_median: float = ...,
+    tool_sigma: float = ...,
+) -> torch.Tensor: ...
+def agent_episode_durations(
+    n: int,
+    generator: np.random.Generator | torch.Generator,
     mean_turns: float = 8,
     max_turns: int = 40,
     tokens_per_turn: tuple[float, float] = (100, 600),
     decode_rate: float = 40.0,
     tool_median: float = 2.0,
     tool_sigma: float = 1.0,
-) -> torch.Tensor:
-    """Seconds of ``n`` simulated coding-agent episodes -> float32 tensor [n].
+) -> Array | torch.Tensor:
+    """Seconds of ``n`` simulated coding-agent episodes -> [n].
 
     Turns are geometric with mean ``mean_turns`` (drawn by inverting the CDF of one uniform per
     episode), capped at ``max_turns``. Each turn decodes U(lo, hi) tokens at ``decode_rate`` tokens
     per second and then waits for a tool whose latency is log-normal with median ``tool_median``.
     The three draws happen in that order; changing the order changes every number downstream.
+    With a ``torch.Generator`` (the chapter's call) the result is the chapter's float32 tensor;
+    with a numpy Generator, a float64 array.
     """
     return AgentDurations(
         mean_turns=mean_turns,
@@ -73,7 +136,13 @@ def agent_episode_durations(
 
 @dataclass(frozen=True)
 class AgentDurations:
-    """The chapter's coding-agent duration model (see :func:`agent_episode_durations`)."""
+    """The chapter's coding-agent duration model (see :func:`agent_episode_durations`).
+
+    ``draws`` says which generator a scenario draws its pool from: ``"chapter"`` (the default) is
+    the chapter's ``torch.Generator().manual_seed(seed)``, which gives the chapter's exact numbers
+    and needs torch; ``"numpy"`` is ``numpy.random.default_rng(seed)``, the same distribution
+    without torch. ``sample`` itself follows the generator it is handed.
+    """
 
     mean_turns: float = 8
     max_turns: int = 40
@@ -81,6 +150,7 @@ class AgentDurations:
     decode_rate_tok_s: float = 40.0
     tool_median_s: float = 2.0
     tool_sigma: float = 1.0
+    draws: Literal["chapter", "numpy"] = "chapter"
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_turns) and self.mean_turns > 1):
@@ -96,25 +166,53 @@ class AgentDurations:
         _check_positive("tool_median_s", self.tool_median_s)
         if not (math.isfinite(self.tool_sigma) and self.tool_sigma >= 0):
             raise ValueError(f"tool_sigma must be finite and >= 0, got {self.tool_sigma!r}")
+        if self.draws not in ("chapter", "numpy"):
+            raise ValueError(f"draws must be 'chapter' or 'numpy', got {self.draws!r}")
 
-    def sample_turns(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    @overload
+    def sample_turns(self, n: int, generator: np.random.Generator) -> tuple[Array, Array]: ...
+    @overload
+    def sample_turns(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def sample_turns(
+        self, n: int, generator: np.random.Generator | torch.Generator
+    ) -> tuple[Array, Array] | tuple[torch.Tensor, torch.Tensor]:
         """Per-turn decode and tool seconds -> ([n, max_turns], [n, max_turns]), zero past the last turn.
 
         Exposed so that co-simulation can charge a real episode per turn with the same model.
         """
         _check_count(n)
-        u = torch.rand(n, generator=generator)  # [n]
-        turns = (torch.log1p(-u) / math.log(1 - 1 / self.mean_turns)).ceil().clamp(1, self.max_turns)  # [n]
         lo, hi = self.tokens_per_turn
-        tokens = lo + (hi - lo) * torch.rand(n, self.max_turns, generator=generator)  # [n, max_turns]
-        decode = tokens / self.decode_rate_tok_s
-        tool = self.tool_median_s * torch.exp(
+        log_q = math.log(1 - 1 / self.mean_turns)
+        if isinstance(generator, np.random.Generator):
+            u = generator.random(n)  # [n]
+            turns = np.clip(np.ceil(np.log1p(-u) / log_q), 1, self.max_turns)  # [n]
+            tokens = lo + (hi - lo) * generator.random((n, self.max_turns))  # [n, max_turns]
+            z = generator.standard_normal((n, self.max_turns))  # [n, max_turns]
+            tool_np = self.tool_median_s * np.exp(self.tool_sigma * z)
+            used_np = np.arange(self.max_turns) < turns[:, None]  # [n, max_turns]
+            return tokens / self.decode_rate_tok_s * used_np, tool_np * used_np
+        torch = _torch("AgentDurations with the chapter's generator (a torch.Generator)")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(
+                "AgentDurations.sample draws from a numpy Generator (numpy.random.default_rng(seed)) or "
+                f"the chapter's torch.Generator, got {type(generator).__module__}.{type(generator).__name__}"
+            )
+        # the chapter's exact draws: this order and these torch calls are what its numbers come from
+        ut = torch.rand(n, generator=generator)  # [n]
+        turns_t = (torch.log1p(-ut) / log_q).ceil().clamp(1, self.max_turns)  # [n]
+        tokens_t = lo + (hi - lo) * torch.rand(n, self.max_turns, generator=generator)  # [n, max_turns]
+        decode_t = tokens_t / self.decode_rate_tok_s
+        tool_t = self.tool_median_s * torch.exp(
             self.tool_sigma * torch.randn(n, self.max_turns, generator=generator)
         )  # [n, max_turns]
-        used = torch.arange(self.max_turns) < turns[:, None]  # [n, max_turns]
-        return decode * used, tool * used
+        used_t = torch.arange(self.max_turns) < turns_t[:, None]  # [n, max_turns]
+        return decode_t * used_t, tool_t * used_t
 
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+    @overload
+    def sample(self, n: int, generator: np.random.Generator) -> Array: ...
+    @overload
+    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor: ...
+    def sample(self, n: int, generator: np.random.Generator | torch.Generator) -> Array | torch.Tensor:
         decode, tool = self.sample_turns(n, generator)
         return (decode + tool).sum(-1)  # [n]
 
@@ -128,10 +226,10 @@ class ExponentialDurations:
     def __post_init__(self) -> None:
         _check_positive("mean_s", self.mean_s)
 
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+    def sample(self, n: int, generator: np.random.Generator) -> Array:
         _check_count(n)
-        u = torch.rand(n, generator=generator, dtype=torch.float64)
-        return (-self.mean_s * torch.log1p(-u)).float()  # inverse CDF, [n]
+        u = _numpy_generator(self, generator).random(n)
+        return -self.mean_s * np.log1p(-u)  # inverse CDF, [n]
 
 
 @dataclass(frozen=True)
@@ -146,9 +244,10 @@ class LogNormalDurations:
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma!r}")
 
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+    def sample(self, n: int, generator: np.random.Generator) -> Array:
         _check_count(n)
-        return self.median_s * torch.exp(self.sigma * torch.randn(n, generator=generator))
+        z = _numpy_generator(self, generator).standard_normal(n)
+        return self.median_s * np.exp(self.sigma * z)  # [n]
 
 
 @dataclass(frozen=True)
@@ -168,9 +267,10 @@ class TraceDurations:
         check_durations(self.values, name="values")
 
     @classmethod
-    def from_values(cls, values: Sequence[float] | torch.Tensor, cycle: bool = False) -> TraceDurations:
-        seq = values.tolist() if isinstance(values, torch.Tensor) else list(values)
-        return cls(values=tuple(float(v) for v in seq), cycle=cycle)
+    def from_values(cls, values: Sequence[float] | npt.ArrayLike, cycle: bool = False) -> TraceDurations:
+        """From a list, a numpy array or anything array-like (a CPU torch tensor included)."""
+        seq = np.asarray(values, dtype=np.float64).ravel().tolist()
+        return cls(values=tuple(seq), cycle=cycle)
 
     @classmethod
     def from_csv(cls, path: str | Path, column: str, cycle: bool = False) -> TraceDurations:
@@ -188,42 +288,75 @@ class TraceDurations:
                     )
         return cls.from_values(rows, cycle=cycle)
 
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+    def sample(self, n: int, generator: object = None) -> Array:
         _check_count(n)
-        data = torch.tensor(self.values, dtype=torch.float64)
+        data = np.asarray(self.values, dtype=np.float64)
         if n > len(data):
             if not self.cycle:
                 raise ValueError(f"trace holds {len(data)} durations but {n} were requested (set cycle=True)")
-            data = data.repeat(math.ceil(n / len(data)))
+            data = np.tile(data, math.ceil(n / len(data)))
         return data[:n]
 
 
-def check_durations(values: Sequence[float] | torch.Tensor, name: str = "durations") -> None:
-    """Raise ValueError naming ``name`` and the first bad index if any value is NaN, inf or < 0."""
-    t = values if isinstance(values, torch.Tensor) else torch.tensor(list(values), dtype=torch.float64)
+def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
+    """``values`` as a checked one-dimensional float64 array (see :func:`check_durations`).
+
+    Takes lists, numpy arrays and CPU torch tensors alike (through ``numpy.asarray``; torch is not
+    imported). A float32 tensor's values convert exactly, so a pool gives the same run either way.
+    """
+    try:
+        t = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
     if t.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {tuple(t.shape)}")
-    bad = ~torch.isfinite(t) | (t < 0)
-    if bool(bad.any()):
-        i = int(bad.nonzero()[0, 0])
-        raise ValueError(f"{name}[{i}] = {t[i].item()!r}: durations must be finite and >= 0")
+    bad = ~np.isfinite(t) | (t < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {float(t[i])!r}: durations must be finite and >= 0")
+    return t
+
+
+def check_durations(values: npt.ArrayLike, name: str = "durations") -> None:
+    """Raise ValueError naming ``name`` and the first bad index if any value is NaN, inf or < 0."""
+    as_durations(values, name)
+
+
+def draw(model: DurationModel, n: int, seed: int) -> Array:
+    """The ``n`` durations a scenario with duration model ``model`` and ``seed`` runs on.
+
+    ``numpy.random.default_rng(seed)`` for every model, except :class:`AgentDurations` with
+    ``draws="chapter"``, which draws from the chapter's generator (torch) for its exact numbers.
+    """
+    if isinstance(model, AgentDurations) and model.draws == "chapter":
+        pool: Any = model.sample(n, chapter_generator(seed))
+        return as_durations(pool.numpy())
+    return as_durations(model.sample(n, np.random.default_rng(seed)))
 
 
 @cache
 def chapter_pool() -> torch.Tensor:
-    """The chapter's pool: ``agent_episode_durations(65_536, Generator().manual_seed(0))``.
+    """The chapter's pool: ``agent_episode_durations(65_536, Generator().manual_seed(0))`` (torch).
 
     Drawn once per process and shared, so callers must not modify it in place.
     """
-    return agent_episode_durations(65_536, torch.Generator().manual_seed(0))
+    return agent_episode_durations(65_536, chapter_generator(0))
 
 
-def straggler_ratios(durations: torch.Tensor, batch_sizes: Sequence[int] = (8, 64, 512)) -> dict[int, float]:
-    """E[slowest of B] / mean for each B, estimated by splitting the pool into batches of B."""
+def straggler_ratios(durations: Any, batch_sizes: Sequence[int] = (8, 64, 512)) -> dict[int, float]:
+    """E[slowest of B] / mean for each B, estimated by splitting the pool into batches of B.
+
+    ``durations``: a numpy array, or the chapter's torch tensor (computed in torch, as the chapter does).
+    """
+    if isinstance(durations, Sequence):
+        durations = np.asarray(durations, dtype=np.float64)
     out = {}
     for b in batch_sizes:
         usable = (len(durations) // b) * b
         if usable == 0:
             raise ValueError(f"pool of {len(durations)} durations is smaller than batch size {b}")
-        out[b] = (durations[:usable].view(-1, b).max(-1).values.mean() / durations.mean()).item()
+        if isinstance(durations, np.ndarray):
+            out[b] = float(durations[:usable].reshape(-1, b).max(-1).mean() / durations.mean())
+        else:
+            out[b] = (durations[:usable].view(-1, b).max(-1).values.mean() / durations.mean()).item()
     return out

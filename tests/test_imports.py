@@ -18,7 +18,7 @@ assert not heavy, f"importing {package} pulled in {{heavy}}"
 @pytest.mark.parametrize(
     "package, forbidden",
     [
-        ("pipesim", ["transformers", "plotly", "dask", "distributed"]),
+        ("pipesim", ["torch", "transformers", "plotly", "dask", "distributed"]),
         ("scenarios", ["transformers", "plotly", "dask"]),
         ("offpolicy", ["transformers", "simpy", "plotly"]),
         ("mismatch", ["simpy", "plotly", "transformers"]),

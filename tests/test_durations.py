@@ -1,0 +1,140 @@
+"""Duration models draw from one kind of generator (numpy); torch only for the chapter's exact draws."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipesim import (
+    AgentDurations,
+    ExponentialDurations,
+    LogNormalDurations,
+    PipelineConfig,
+    Scenario,
+    TraceDurations,
+    agent_episode_durations,
+    draw_pool,
+    run,
+)
+from pipesim.durations import draw, straggler_ratios
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = PipelineConfig(n_slots=4, batch_size=4, train_time_s=5.0, sync_time_s=1.0, max_staleness=1, steps=3)
+
+WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # an import of torch now raises ImportError, as if it were absent
+
+import numpy as np
+import pipesim
+import pipesim.sweeps  # the sweep and CLI modules too
+import pipesim.cli
+from pipesim import (
+    AgentDurations, ExponentialDurations, LogNormalDurations, PipelineConfig, Scenario,
+    TraceDurations, run, simulate_pipeline,
+)
+
+cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=5.0, sync_time_s=1.0, max_staleness=1, steps=3)
+for model in (
+    LogNormalDurations(40.0, 1.0),
+    ExponentialDurations(30.0),
+    TraceDurations.from_values([3.0, 1.0, 4.0, 1.0, 5.0], cycle=True),
+    AgentDurations(draws="numpy"),
+):
+    s = run(Scenario(pipeline=cfg, durations=model, pool_size=200, seed=1)).summary()
+    assert s["throughput_per_hour"] > 0, (model, s)
+assert simulate_pipeline(np.ones(100), 4, 4, 1.0, 1.0, steps=2)["time"] > 0
+assert len(AgentDurations().sample(10, np.random.default_rng(0))) == 10
+
+for call in (
+    lambda: run(Scenario(pipeline=cfg, pool_size=200)),  # AgentDurations(): the chapter's generator
+    lambda: pipesim.agent_episode_durations(10, object()),
+    lambda: pipesim.durations.chapter_pool(),
+):
+    try:
+        call()
+    except ImportError as exc:
+        msg = str(exc)
+        assert "needs torch" in msg and "chapter" in msg, msg
+    else:
+        raise AssertionError("the chapter's generator ran without torch")
+assert sys.modules["torch"] is None
+print("ok")
+"""
+
+
+def test_pipesim_imports_and_runs_without_torch() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(WITHOUT_TORCH)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        LogNormalDurations(40.0, 1.0),
+        ExponentialDurations(30.0),
+        AgentDurations(draws="numpy"),
+        TraceDurations.from_values([2.0, 7.0], cycle=True),
+    ],
+)
+def test_models_draw_float64_arrays_from_numpy_generators(model: object) -> None:
+    sc = Scenario(pipeline=CFG, durations=model, pool_size=500, seed=4)  # type: ignore[arg-type]
+    pool = draw_pool(sc)
+    assert isinstance(pool, np.ndarray) and pool.dtype == np.float64 and pool.shape == (500,)
+    assert np.array_equal(pool, draw_pool(sc))  # a pure function of the seed
+    assert np.array_equal(pool, model.sample(500, np.random.default_rng(4)))  # type: ignore[attr-defined]
+    if not isinstance(model, TraceDurations):
+        assert not np.array_equal(pool, draw_pool(sc.with_(seed=5)))
+
+
+def test_numpy_models_name_the_generator_they_need() -> None:
+    torch = pytest.importorskip("torch")
+    for model in (LogNormalDurations(), ExponentialDurations()):
+        with pytest.raises(TypeError, match=r"numpy Generator \(numpy.random.default_rng\(seed\)\)"):
+            model.sample(3, torch.Generator())
+    with pytest.raises(TypeError, match="numpy Generator"):
+        AgentDurations().sample(3, 7)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="draws must be"):
+        AgentDurations(draws="torch")  # type: ignore[arg-type]
+
+
+def test_chapter_draws_are_the_chapters_torch_numbers() -> None:
+    """The default AgentDurations scenario runs on exactly the chapter's pool for its seed."""
+    torch = pytest.importorskip("torch")
+    want = agent_episode_durations(20_000, torch.Generator().manual_seed(3))
+    assert isinstance(want, torch.Tensor) and want.dtype == torch.float32
+    got = draw_pool(Scenario(pipeline=CFG, pool_size=20_000, seed=3))
+    assert got.dtype == np.float64 and got.tolist() == want.tolist()
+    a = run(Scenario(pipeline=CFG, pool_size=20_000, seed=3))
+    b = run(Scenario(pipeline=CFG, pool_size=20_000, seed=0), want)
+    assert a.events.equals(b.events)
+
+
+def test_numpy_agent_draws_follow_the_chapter_distribution() -> None:
+    torch = pytest.importorskip("torch")
+    chapter = agent_episode_durations(40_000, torch.Generator().manual_seed(0)).numpy()
+    numpy_ = draw(AgentDurations(draws="numpy"), 40_000, 0)
+    assert numpy_.tolist() != chapter.tolist()
+    assert numpy_.mean() == pytest.approx(chapter.mean(), rel=0.03)
+    assert np.quantile(numpy_, 0.9) == pytest.approx(np.quantile(chapter, 0.9), rel=0.05)
+    decode, tool = AgentDurations().sample_turns(1000, np.random.default_rng(1))
+    assert decode.shape == tool.shape == (1000, 40)
+    assert ((decode > 0) == (tool > 0)).all()  # both zero past the last turn
+
+
+def test_straggler_ratios_on_arrays_and_tensors_agree() -> None:
+    torch = pytest.importorskip("torch")
+    t = agent_episode_durations(8 * 512, torch.Generator().manual_seed(0))
+    a, b = straggler_ratios(t), straggler_ratios(t.numpy().astype(np.float64))
+    assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in a)
