@@ -127,3 +127,250 @@ def test_entry_point_module_exit_code() -> None:
     )
     assert proc.returncode == 2
     assert "valid scenarios" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- issue 16 / 21: every policy from the command line, scenario sources, errors, output ----------
+def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [ln for ln in err.splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "fig13.1-sync", "--set", "pool_size=3"], "durations pool exhausted"),
+        (
+            ["run", "fig13.1-sync", "--seed", "100000000000000000000"],
+            "--seed must be an integer in [0, 2**64)",
+        ),
+        (["run", "fig13.1-sync", "--seed", "-1"], "--seed"),
+        (["run", "fig13.1-sync", "--json", "pyproject.toml/run.json"], "'pyproject.toml' is a file"),
+        (["run", "fig13.1-sync", "--html", "tests"], "--html: 'tests' is a directory"),
+        (["run", "fig13.1-sync", "--events", "no/such/dir/ev.csv"], "does not exist"),
+        (["sweep", "fig13.1-sync", "--workers", "-1"], "--workers must be >= 1"),
+        (["sweep", "fig13.1-sync", "--csv", "no/such/dir/x.csv"], "--csv: directory"),
+        (["report", "--seeds", "0"], "--seeds must be >= 1"),
+        (
+            ["run", "fig13.1-sync", "--set", "weight_update=InFlightUpdat(load_time_s=2)"],
+            "did you mean InFlightUpdate",
+        ),
+        (["run", "fig13.1-sync", "--set", "admission=Drain()"], "Drain does not fit admission"),
+        (
+            ["run", "fig13.1-sync", "--set", "admission=AReaLThrottle(max_concurrent=0)"],
+            "max_concurrent must be",
+        ),
+        (["run", "fig13.1-sync", "--set", "timeout=Timeout(cap_s=-1)"], "timeout: Timeout(cap_s=-1): cap_s"),
+        (
+            ["run", "systems:areal", "--set", "max_head_offpolicyness=x"],
+            "max_head_offpolicyness: expected int",
+        ),
+        (["run", "systems:areal", "--set", "bogus=1"], "parameters of systems:areal: max_head_offpolicyness"),
+        (["run", "no/such.toml"], "no such scenario file"),
+        (["run", "no_such_pkg.mod:make"], "cannot import module 'no_such_pkg.mod'"),
+        (["run", "tests/no_such.py:make"], "no such file"),
+        (["run", "scenarios.systems:nope"], "has no 'nope'"),
+        (["run", "fig13.1-sync", "--no-such-flag"], "unrecognized arguments"),
+        (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,2"], "set it with --set"),
+        (["export", "fig13.1-sync", "--out", "x.json"], "--out: file must end in"),
+    ],
+)
+def test_cli_errors_are_one_line_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        status = int(exc.code or 0)
+    assert status == 2
+    lines = _err_lines(capsys)
+    errors = [ln for ln in lines if ln.startswith(("pipesim: error:", "pipesim run: error:"))]
+    assert len(errors) == 1 and needle in errors[0], lines
+    assert len(lines) <= 2 and all(ln.startswith(("usage:", "pipesim")) for ln in lines)
+
+
+def test_sweep_whose_every_cell_fails_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sweep", "fig13.1-sync", "--set", "pool_size=3", "--workers", "1", "--quiet"]
+    assert main(argv) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and "every cell of the sweep failed (1 of 1)" in lines[0]
+    assert "durations pool exhausted" in lines[0]
+
+
+def test_output_paths_are_checked_before_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import pipesim.api
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("ran before checking the output paths")
+
+    monkeypatch.setattr(pipesim.api, "run", boom)
+    assert main(["run", "fig13.1-sync", "--html", str(tmp_path)]) == 2
+    assert main(["run", "fig13.1-sync", "--json", str(tmp_path / "f" / "x.json")]) == 2
+    (tmp_path / "f").write_text("")
+    assert main(["run", "fig13.1-sync", "--trace", str(tmp_path / "f" / "t.json")]) == 2
+
+
+def test_json_to_stdout_sends_tables_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "fig13.1-sync", "--json", "-"]) == 0
+    cap = capsys.readouterr()
+    payload = json.loads(cap.out)
+    assert payload["summary"]["episodes_trained"] == 32
+    assert "throughput_per_hour" in cap.err and payload["recipe"]["scenario"] == "fig13.1-sync"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("pipesim ")
+
+
+def test_help_of_every_subcommand_describes_each_argument_with_an_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import argparse
+
+    from pipesim.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) >= {"list", "run", "sweep", "report", "trace", "export"}
+    for name, sp in sub.choices.items():
+        for action in sp._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help and "e.g." in action.help, (name, action.dest)
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        assert "examples:" in out and f"pipesim {name}" in out, name
+
+
+def test_numbers_print_as_numbers_and_counts_as_integers(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipesim.cli import fmt_number
+
+    assert fmt_number(1850.0) == "1,850" and fmt_number(1850.3) == "1,850" and fmt_number(32.0) == "32"
+    assert fmt_number(0.000123) == "0.0001230" and fmt_number(101.95) == "102.0" and fmt_number(7) == "7"
+    assert main(["run", "systems:areal", "--set", "steps=3"]) == 0
+    out = capsys.readouterr().out
+    assert "e+" not in out and "e-" not in out
+    rows = dict(ln.split() for ln in out.splitlines()[1:])
+    assert rows["episodes_trained"] == "192" and "," in rows["throughput_per_hour"]
+
+
+def test_set_policies_with_arguments(tmp_path: Path) -> None:
+    j = tmp_path / "run.json"
+    sets = [
+        "weight_update=InFlightUpdate(load_time_s=2)",
+        "admission=AReaLThrottle(max_concurrent=6)",
+        "timeout=Timeout(cap_s=600)",
+        "replicas=Replicas(2, LeastLoaded())",
+        "durations=LogNormalDurations(median_s=60, sigma=0.5)",
+        "sync_time_s=WeightSyncCost(8.2, 10)",
+    ]
+    argv = ["run", "fig13.1-async", *[x for s in sets for x in ("--set", s)], "--json", str(j)]
+    assert main(argv) == 0
+    sc = json.loads(j.read_text())["scenario"]
+    assert sc["weight_update"] == "InFlightUpdate(load_time_s=2)"
+    assert sc["admission"] == "AReaLThrottle(max_concurrent=6)"
+    assert sc["timeout"] == "Timeout(cap_s=600)"
+    assert sc["replicas"] == "Replicas(n_replicas=2, routing=LeastLoaded())"
+    assert sc["durations"] == "LogNormalDurations(median_s=60, sigma=0.5)"
+    assert sc["pipeline"]["sync_time_s"] == pytest.approx(1.64)
+    # and back to none
+    assert main(["run", "fig13.1-async", "--set", "timeout=Timeout(cap_s=600)", "--set", "timeout=none"]) == 0
+
+
+def test_preset_parameters_go_to_the_factory(tmp_path: Path) -> None:
+    j = tmp_path / "run.json"
+    assert (
+        main(
+            [
+                "run",
+                "systems:areal",
+                "--set",
+                "max_head_offpolicyness=4",
+                "--set",
+                "steps=3",
+                "--json",
+                str(j),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(j.read_text())["scenario"]["pipeline"]["max_staleness"] == 4
+    assert (
+        main(["run", "systems:pipelinerl", "--set", "load_time_s=0.5", "--set", "steps=2", "--json", str(j)])
+        == 0
+    )
+    assert json.loads(j.read_text())["scenario"]["weight_update"] == "InFlightUpdate(load_time_s=0.5)"
+
+
+def test_over_takes_policies_with_arguments(tmp_path: Path) -> None:
+    from pipesim.cli import _parse_over, split_values
+    from pipesim.registry import get_scenario
+    from pipesim.replicas import LeastLoaded, Replicas
+    from pipesim.updates import InFlightUpdate
+
+    assert split_values("Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded()), none") == [
+        "Replicas(2, LeastLoaded())",
+        "Replicas(4, LeastLoaded())",
+        "none",
+    ]
+    over = _parse_over(get_scenario("fig13.1-async"), ["replicas=Replicas(2, LeastLoaded()),none"])
+    assert over == {"replicas": [Replicas(2, LeastLoaded()), None]}
+    csv = tmp_path / "runs.csv"
+    axis = "weight_update=InFlightUpdate(load_time_s=0.5),InFlightUpdate(load_time_s=30)"
+    assert (
+        main(["sweep", "fig13.1-async", "--over", axis, "--workers", "1", "--quiet", "--csv", str(csv)]) == 0
+    )
+    runs = pd.read_csv(csv)
+    assert list(runs["weight_update"]) == [repr(InFlightUpdate(0.5)), repr(InFlightUpdate(30))]
+    assert runs["throughput_per_hour"].nunique() == 2
+
+
+def test_scenario_sources_file_module_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def summary(argv: list[str]) -> dict[str, float]:
+        j = tmp_path / "s.json"
+        assert main([*argv, "--json", str(j)]) == 0
+        return dict(json.loads(j.read_text())["summary"])
+
+    by_name = summary(["run", "systems:areal", "--set", "steps=3"])
+    toml, yml = tmp_path / "areal.toml", tmp_path / "areal.yaml"
+    assert main(["export", "systems:areal", "--set", "steps=3", "--out", str(toml)]) == 0
+    assert main(["export", "systems:areal", "--set", "steps=3", "--out", str(yml)]) == 0
+    assert summary(["run", str(toml)]) == by_name
+    assert summary(["run", str(yml)]) == by_name
+    assert summary(["run", "scenarios.systems:areal", "--set", "steps=3"]) == by_name
+    user = tmp_path / "mine.py"
+    user.write_text(
+        "from pipesim import PipelineConfig, Scenario\n"
+        "def make(n: int = 8) -> Scenario:\n"
+        "    return Scenario(pipeline=PipelineConfig(n_slots=n, batch_size=n, steps=2), name='mine')\n"
+    )
+    small = summary(["run", f"{user}:make", "--set", "n=4"])
+    assert small["episodes_trained"] == 8
+    # export to stdout, list and trace take the same sources
+    capsys.readouterr()
+    assert main(["export", f"{user}:make", "--out", "-"]) == 0
+    assert 'name = "mine"' in capsys.readouterr().out
+    assert main(["list", str(toml)]) == 0
+    out = capsys.readouterr().out
+    assert "keys for --set" in out and 'type = "AReaLThrottle"' in out
+    assert main(["list", "systems:areal"]) == 0
+    assert "max_head_offpolicyness (default 2)" in capsys.readouterr().out
+    t1, t2 = tmp_path / "t1.json", tmp_path / "t2.json"
+    assert main(["trace", str(toml), "--out", str(t1)]) == 0
+    assert main(["trace", "systems:areal", "--set", "steps=3", "--out", str(t2)]) == 0
+    assert json.loads(t1.read_text()) == json.loads(t2.read_text())
+
+
+def test_run_file_recipe_of_a_scenario_file_rebuilds_the_trace(tmp_path: Path) -> None:
+    toml = tmp_path / "f.toml"
+    assert main(["export", "fig13.1-async", "--out", str(toml)]) == 0
+    j, t1, t2 = tmp_path / "r.json", tmp_path / "t1.json", tmp_path / "t2.json"
+    assert main(["run", str(toml), "--seed", "5", "--json", str(j), "--trace", str(t1)]) == 0
+    payload = json.loads(j.read_text())
+    assert payload["recipe"]["scenario"] == str(toml.resolve())
+    assert payload["scenario_file"]["schema_version"] == 1
+    assert main(["trace", str(j), "--out", str(t2)]) == 0
+    assert json.loads(t1.read_text()) == json.loads(t2.read_text())
