@@ -137,7 +137,7 @@ def _recipe_source(spec: str) -> str:
 
 # -- subcommands -----------------------------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
-    from pipesim.catalog import catalog
+    from pipesim.catalog import KINDS, catalog
     from pipesim.registry import build, registry, resolve, valid_keys
 
     if args.scenario is not None:
@@ -168,11 +168,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{name:<{w}}  {e.description}")
     if args.keys:
         print("\nkeys for --set / --over:", ", ".join(valid_keys(reg["synchronous"].build())))
-        print("\npolicies and duration models (--set FIELD='Name(arg=value)'):")
+        print("\npolicies and duration models, by field (--set FIELD='Name(arg=value)'):")
         cat = catalog()
-        w2 = max(len(e.signature()) for e in cat.values())
-        for c in cat.values():
-            print(f"  {c.signature():<{w2}}  {'/'.join(c.kinds)}")
+        for kind in KINDS:
+            sigs = [c.signature() for c in cat.values() if kind in c.kinds]
+            if sigs:
+                print(f"  {kind}:")
+                print("\n".join(f"    {sig}" for sig in sigs))
     return 0
 
 

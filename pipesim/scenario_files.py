@@ -56,22 +56,33 @@ explicitly, so a file keeps its meaning when a later version changes a default o
 (new fields take their defaults in old files).
 
 Errors name the file, the key (dotted: ``weight_update.inner.k``) and what was expected; an unknown
-key also lists the valid keys.
+key also lists the valid keys. The checks against the field types live in
+:mod:`pipesim.scenario_schema`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import sys
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pipesim import catalog
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
+
+__all__ = [
+    "NONE",
+    "SCHEMA_VERSION",
+    "ScenarioFileError",
+    "dumps",
+    "load_scenario",
+    "loads",
+    "save_scenario",
+    "scenario_from_dict",
+    "scenario_to_dict",
+]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,13 +96,6 @@ SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 
 POLICY_SLOTS = ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas")
 """Scenario fields written as a table with a ``type`` key."""
-
-NONE = "none"
-"""How None is written for a field whose default is not None (see the module docstring)."""
-
-
-class ScenarioFileError(ValueError):
-    """A scenario file that cannot be read: the message names the file, the key and the problem."""
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -108,7 +112,7 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
             if value is not None:
                 out[f.name] = policy_to_dict(value, f.name)
         elif value is None:
-            if _default(f) is not None:
+            if field_default(f) is not None:
                 out[f.name] = NONE
         else:
             out[f.name] = _data(value, f.name)
@@ -132,19 +136,11 @@ def policy_to_dict(obj: Any, where: str = "policy") -> dict[str, Any]:
             continue
         value = getattr(obj, f.name)
         if value is None:
-            if _default(f) is not None:
+            if field_default(f) is not None:
                 table[f.name] = NONE
             continue
         table[f.name] = _data(value, f"{where}.{f.name}")
     return table
-
-
-def _default(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
 
 
 def _data(value: Any, where: str) -> Any:
@@ -226,7 +222,7 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
 
 def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
     """Build a Scenario from a file's content (see the module docstring)."""
-    r = _Reader(source)
+    r = Reader(source)
     if not isinstance(data, Mapping):
         raise r.error("", f"expected a table of scenario keys at the top, got {type(data).__name__}")
     if "schema_version" not in data:
@@ -239,7 +235,7 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
             "schema_version",
             f"{version} is newer than this pipesim reads ({SCHEMA_VERSION}); upgrade pipesim",
         )
-    hints = _hints(Scenario)
+    hints = type_hints(Scenario)
     fields = {f.name: f for f in dataclasses.fields(Scenario)}
     r.check_keys(data, ["schema_version", *fields], "")
     kwargs: dict[str, Any] = {}
@@ -263,154 +259,3 @@ def _field_in(message: str, names: list[str]) -> str:
         if message.startswith(n):
             return n
     return ""
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - an annotation that cannot be resolved: checked by the class
-        return {}
-
-
-_PROTOCOL_KINDS: dict[str, str] = {
-    "Admission": "admission",
-    "WeightUpdate": "weight_update",
-    "BatchPolicy": "batching",
-    "FailurePolicy": "failures",
-    "Routing": "routing",
-    "DurationModel": "durations",
-    "Timeout": "timeout",
-    "Replicas": "replicas",
-    "WeightSyncCost": "sync_cost",
-}
-
-
-class _Reader:
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def error(self, where: str, message: str) -> ScenarioFileError:
-        return ScenarioFileError(f"{self.source}: {where + ': ' if where else ''}{message}")
-
-    def check_keys(self, table: Mapping[str, Any], valid: list[str], where: str) -> None:
-        for key in table:
-            if not isinstance(key, str) or key not in valid:
-                close = difflib.get_close_matches(str(key), valid, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                path = f"{where}.{key}" if where else str(key)
-                listed = f"valid keys: {', '.join(valid)}" if valid else "this table takes no other keys"
-                raise self.error(path, f"unknown key{hint} ({listed})")
-
-    def dataclass(self, cls: type, table: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
-        if not isinstance(table, Mapping):
-            raise self.error(where, f"expected a table of {cls.__name__} fields, got {table!r}")
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-        self.check_keys({k: v for k, v in table.items() if k not in skip}, list(fields), where)
-        missing = [n for n, f in fields.items() if _default(f) is dataclasses.MISSING and n not in table]
-        if missing:
-            raise self.error(f"{where}.{missing[0]}", f"missing (a required field of {cls.__name__})")
-        hints = _hints(cls)
-        kwargs = {
-            k: self.value(v, hints.get(k, Any), f"{where}.{k}", kind=k if k in catalog.KINDS else None)
-            for k, v in table.items()
-            if k not in skip
-        }
-        try:
-            return catalog.construct(cls, [], kwargs)
-        except ValueError as exc:
-            raise self.error(where, str(exc)) from None
-
-    def policy(self, table: Mapping[str, Any], hint: Any, where: str, kind: str | None) -> Any:
-        name = table.get("type")
-        if name is None:
-            cls = hint if isinstance(hint, type) and catalog.kinds_of(hint) else None
-            if cls is None:
-                raise self.error(f"{where}.type", 'missing: name the class (type = "Drain")')
-        elif not isinstance(name, str):
-            raise self.error(f"{where}.type", f"expected a class name (str), got {name!r}")
-        else:
-            try:
-                cls = catalog.lookup(name, kind)
-            except ValueError as exc:
-                raise self.error(f"{where}.type", str(exc)) from None
-            if kind is not None and kind not in catalog.kinds_of(cls):
-                raise self.error(f"{where}.type", f"{name} does not fit {kind}")
-        if not dataclasses.is_dataclass(cls):
-            self.check_keys({k: v for k, v in table.items() if k != "type"}, [], where)
-            return cls()
-        return self.dataclass(cls, table, where, skip=("type",))
-
-    def value(self, value: Any, hint: Any, where: str, kind: str | None = None) -> Any:
-        """``value`` checked against ``hint`` (lists become tuples, tables become objects)."""
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if isinstance(hint, str) or hint is Any:
-            if isinstance(value, Mapping):
-                return self.policy(value, None, where, kind)
-            return tuple(value) if isinstance(value, list) else value
-        if origin in (typing.Union, types.UnionType) or (args and type(None) in args and origin is not tuple):
-            if value == NONE and type(None) in args:
-                return None
-            options = [a for a in args if a is not type(None)]
-            errors: list[ScenarioFileError] = []
-            for a in options:
-                try:
-                    return self.value(value, a, where, kind)
-                except ScenarioFileError as exc:
-                    errors.append(exc)
-            if len(options) == 1:
-                raise errors[0]
-            raise self.error(where, f"expected {_describe(hint)}, got {value!r}")
-        if origin is typing.Literal:
-            if value in args:
-                return value
-            raise self.error(where, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
-        if origin is tuple:
-            if not isinstance(value, list | tuple):
-                raise self.error(where, f"expected an array ({_describe(hint)}), got {value!r}")
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(self.value(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-            if len(args) != len(value):
-                raise self.error(where, f"expected {len(args)} values ({_describe(hint)}), got {value!r}")
-            return tuple(self.value(v, a, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-        if hint is bool:
-            if isinstance(value, bool):
-                return value
-            raise self.error(where, f"expected a bool (true or false), got {value!r}")
-        if hint is int:
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            raise self.error(where, f"expected an integer, got {value!r}")
-        if hint is float:
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return value
-            raise self.error(where, f"expected a number, got {value!r}")
-        if hint is str:
-            if isinstance(value, str):
-                return value
-            raise self.error(where, f"expected a string, got {value!r}")
-        if isinstance(hint, type):
-            kind = kind or _PROTOCOL_KINDS.get(hint.__name__)
-            if isinstance(value, Mapping):
-                return self.policy(value, hint, where, kind)
-            if isinstance(value, str):
-                raise self.error(
-                    where, f'expected a table naming a {_describe(hint)} (type = "{value}"), got {value!r}'
-                )
-            raise self.error(where, f"expected a table naming a {_describe(hint)}, got {value!r}")
-        return value
-
-
-def _describe(hint: Any) -> str:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is type(None):
-        return '"none"'
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"array of {_describe(args[0])}"
-        return f"array of [{', '.join(_describe(a) for a in args)}]"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in args)
-    names = {int: "integer", float: "number", bool: "bool", str: "string"}
-    if hint in names:
-        return names[hint]
-    return getattr(hint, "__name__", str(hint))

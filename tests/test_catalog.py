@@ -250,3 +250,25 @@ def test_scenarios_register_through_entry_points() -> None:
     for name in ("synchronous", "chapter13:chapter_scenario", "systems:areal", "systems:slime_drain"):
         assert name in reg, name
     assert reg["systems:slime_drain"].description != "(no description)"
+
+
+def test_a_user_package_registers_scenarios_through_the_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipesim import registry as reg_mod
+
+    (tmp_path / "my_scenarios_c.py").write_text(
+        "from pipesim import PipelineConfig, Scenario\n"
+        "def small(n_slots: int = 4) -> Scenario:\n"
+        "    '''A tiny pipeline.'''\n"
+        "    return Scenario(pipeline=PipelineConfig(n_slots=n_slots, batch_size=n_slots, steps=2))\n"
+        "SCENARIOS = {'small': small}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = reg_mod.entry_points
+    mine = EntryPoint("mine", "my_scenarios_c:SCENARIOS", reg_mod.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(reg_mod, "entry_points", lambda group: [*real(group=group), mine])
+    entry = reg_mod.registry()["mine:small"]
+    assert entry.description == "A tiny pipeline." and "systems:areal" in reg_mod.registry()
+    scen, given = reg_mod.build(entry, ["n_slots=2", "steps=3"])
+    assert scen.pipeline.n_slots == 2 and scen.pipeline.steps == 3 and given == {"n_slots": "2", "steps": "3"}

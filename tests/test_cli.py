@@ -374,3 +374,11 @@ def test_run_file_recipe_of_a_scenario_file_rebuilds_the_trace(tmp_path: Path) -
     assert payload["scenario_file"]["schema_version"] == 1
     assert main(["trace", str(j), "--out", str(t2)]) == 0
     assert json.loads(t1.read_text()) == json.loads(t2.read_text())
+
+
+@pytest.mark.slow
+def test_dask_address_that_does_not_answer_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("distributed")
+    assert main(["sweep", "fig13.1-sync", "--dask", "tcp://127.0.0.1:1", "--quiet"]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and "--dask: cannot connect" in lines[0]
