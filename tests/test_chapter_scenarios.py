@@ -86,7 +86,8 @@ def test_staleness_sweep_shape() -> None:
 
 
 def test_exercise1_closed_form() -> None:
-    got = chapter13.exercise1(batch_sizes=(8, 64), steps=30)
+    # 120 steps: at B = 8 the mean step of 30 steps has a spread of about the band's width
+    got = chapter13.exercise1(batch_sizes=(8, 64), steps=120)
     for b, r in got.items():  # the simulated mean step time is within 6% of m * H_B + train + sync
         assert r["simulated_step_s"] == pytest.approx(r["predicted_step_s"], rel=0.06), b
     assert got[8]["predicted_step_s"] == pytest.approx(96 * sum(1 / k for k in range(1, 9)) + 70)
