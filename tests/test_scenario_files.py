@@ -206,3 +206,14 @@ def test_yaml_text_is_plain_data() -> None:
     assert "!!" not in text
     data = yaml.safe_load(text)
     assert data["replicas"] == {"type": "Replicas", "n_replicas": 2, "routing": {"type": "LeastLoaded"}}
+
+
+def test_the_documented_example_loads() -> None:
+    import textwrap
+
+    example = textwrap.dedent((sf.__doc__ or "").split("::", 1)[1].split("In YAML")[0])
+    scen = sf.loads(example, "toml", "docstring")
+    assert scen.admission == AReaLThrottle(max_concurrent=48)
+    assert scen.weight_update == SyncEveryK(2, Drain())
+    assert scen.replicas == Replicas(2, LeastLoaded()) and scen.timeout == Timeout(600.0)
+    assert scen.durations == LogNormalDurations(68.0, 0.9) and scen.pipeline.max_staleness == 2
