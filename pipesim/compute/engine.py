@@ -114,6 +114,9 @@ class ComputeReplica:
         self._timer: simpy.Event | None = None
         self._timer_at = math.inf
         self._target_v = math.inf
+        self._admit_v = math.inf  # the end of the iteration a fitting newcomer waits for
+        self._admit_t = math.inf  # the end of the prefill step newcomers wait for
+        self._vb = 0.0  # the token clock at the last iteration boundary the engine knows
         self._in_event = False
         self._settle_pending = False
         self._drained: simpy.Event | None = None
@@ -194,10 +197,14 @@ class ComputeReplica:
         v_next = heap[0][0] if heap else math.inf
         if self._preempt:
             v_next = min(v_next, (self._budget - self.kv_base) / self.n)
+        if self.waiting and self.v < self._admit_v < v_next:
+            v_next = self._admit_v
         dv = v_next - self.v
         if dv < 0.0:
             dv = 0.0
         at = max(self.t0, now) + dv * (self.a + self.c * dv)
+        if self.waiting and self._admit_t < at:  # the end of the prefill step in progress
+            at, v_next = self._admit_t, self.v
         self._target_v, self._timer_at = v_next, at
         ev = self.env.timeout(at - now if at > now else 0.0)
         ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
@@ -296,21 +303,38 @@ class ComputeReplica:
                 )
             self._rate()
 
+    def _fits(self, seq: _Seq) -> bool:
+        if self.n == 0:
+            return True
+        if self.n >= self._max_seqs:
+            return False
+        if self._preempt:
+            ctx = seq.prompt + seq.gen_before
+            return self.kv_base + self.n * (self.v + 1.0) + ctx + 1.0 <= self._admit_cap
+        return self.reserved + seq.prompt + seq.max_tokens <= self._budget
+
     def _admit(self, now: float) -> None:
+        """Admit waiting sequences FIFO while they fit; mid-iteration they wait for its end."""
         waiting = self.waiting
+        self._admit_v = self._admit_t = math.inf
         if not waiting:
             return
-        new_tokens, pairs, k = 0.0, 0.0, 0
         v = self.v
-        while waiting and self.n < self._max_seqs:
+        if self.n and now < self.t0:  # prefilling: newcomers form the next prefill step
+            if self._fits(waiting[0]):
+                self._admit_t = self.t0
+            return
+        if self.n:  # decoding: a newcomer joins at the end of this iteration
+            off = v - self._vb
+            whole = math.floor(off + 1e-6)
+            if off - whole > 1e-6:
+                if self._fits(waiting[0]):
+                    self._admit_v = self._vb + whole + 1.0
+                return
+        new_tokens, pairs, k = 0.0, 0.0, 0
+        while waiting and self._fits(waiting[0]):
             seq = waiting[0]
             ctx = seq.prompt + seq.gen_before
-            if self.n:
-                if self._preempt:
-                    if self.kv_base + self.n * (v + 1.0) + ctx + 1.0 > self._admit_cap:
-                        break
-                elif self.reserved + seq.prompt + seq.max_tokens > self._budget:
-                    break
             waiting.popleft()
             self._stamp += 1
             seq.stamp = stamp = self._stamp
@@ -328,6 +352,7 @@ class ComputeReplica:
             if seq.gen_before:
                 self.recompute_tokens += ctx
         if k:
+            self._vb = v  # iterations restart here
             self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))
             self.prefill_tokens += new_tokens
             self._rate()

@@ -1,0 +1,313 @@
+"""The compute-grounded engine (issue 17): agreement with a slow per-iteration reference, the
+token ledger, the KV budget, speed against batch size, and bad input."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pipesim
+from pipesim.compute import GPUS, MODELS
+from pipesim.compute.cluster import Cluster, run_compute
+from pipesim.compute.cost import EngineConfig, ReplicaCost
+from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.trainer import TrainerConfig
+from pipesim.compute.workload import EmpiricalLengths, LogNormalLengths, TokenSource, TokenWorkload
+
+SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
+
+
+def config_with_budget(tokens: int, **kw: Any) -> EngineConfig:
+    """An engine config of qwen3-0.6b whose KV budget is about ``tokens`` tokens."""
+    base = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024, **kw)
+    need = base.weight_bytes_per_gpu + (tokens + 0.5) * base.kv_bytes_per_token_per_gpu
+    return EngineConfig(
+        model=base.model,
+        gpu=base.gpu,
+        max_model_len=1024,
+        gpu_memory_utilization=need / base.gpu.hbm_bytes,
+        **kw,
+    )
+
+
+# -- a stand-alone replica, driven by hand --------------------------------------------------------
+@dataclass
+class FixedTokens:
+    prompt: list[int]
+    response: list[int]
+    generated: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.generated = [0.0] * len(self.prompt)
+
+    def tokens_of(self, i: int) -> tuple[int, int, int]:
+        return self.prompt[i], self.response[i], max(self.response)
+
+
+class StubPipeline:
+    """What a replica needs of the kernel: a clock, the update log, a completion callback."""
+
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self.updates: list[Any] = []
+        self.finished: list[pipesim.Episode] = []
+
+    def on_finished(self, episodes: list[pipesim.Episode], now: float, in_pass: bool = False) -> None:
+        self.finished.extend(episodes)
+
+
+def run_replica(
+    cfg: EngineConfig,
+    seqs: list[tuple[float, int, int]],
+    pause: tuple[float, float] | None = None,
+) -> tuple[list[float], ComputeReplica]:
+    """Completion times of ``(arrival_s, prompt, response)`` sequences on one replica."""
+    p = StubPipeline()
+    src = FixedTokens([s[1] for s in seqs], [s[2] for s in seqs])
+    rep = ComputeReplica(p, len(seqs), 0, ReplicaCost(cfg), src)  # type: ignore[arg-type]
+    eps = [pipesim.Episode(i, i, 0.0, 0) for i in range(len(seqs))]
+
+    def arrivals() -> Any:
+        for ep, (at, _, _) in sorted(zip(eps, seqs, strict=True), key=lambda x: x[1][0]):
+            if at > p.env.now:  # starts at one instant go together, as the kernel's pass does
+                yield p.env.timeout(at - p.env.now)
+            rep.start(ep, p.env.now)
+
+    def pauser() -> Any:
+        assert pause is not None
+        yield p.env.timeout(pause[0])
+        rep.pause()
+        yield p.env.timeout(pause[1] - pause[0])
+        rep.resume()
+
+    p.env.process(arrivals())
+    if pause is not None:
+        p.env.process(pauser())
+    p.env.run()
+    assert len(p.finished) == len(seqs)
+    return [float(ep.end_s) for ep in eps], rep  # type: ignore[arg-type]
+
+
+def reference(cfg: EngineConfig, seqs: list[tuple[float, int, int]]) -> list[float]:
+    """One engine step at a time (vLLM's prefill-first scheduler): at each step boundary the
+    arrivals join the queue; if some fit (FIFO, up to max_num_seqs) the step prefills them all,
+    else it is one decode iteration of every running sequence, reading the whole KV cache."""
+    cost = ReplicaCost(cfg)
+    order = sorted(range(len(seqs)), key=lambda i: seqs[i][0])
+    queue: list[int] = []
+    running: dict[int, int] = {}  # index -> tokens generated
+    end = [math.nan] * len(seqs)
+    t, nxt = 0.0, 0
+    while nxt < len(order) or queue or running:
+        while nxt < len(order) and seqs[order[nxt]][0] <= t:
+            queue.append(order[nxt])
+            nxt += 1
+        new = []
+        while queue and len(running) < cfg.max_num_seqs:
+            i = queue.pop(0)
+            running[i] = 0
+            new.append(seqs[i][1])
+        if new:  # a prefill step; the scheduler looks at the queue again before decoding
+            t += cost.prefill_s(sum(new), sum(0.5 * n * n for n in new), len(new))
+            continue
+        if not running:
+            t = seqs[order[nxt]][0]
+            continue
+        kv = sum(seqs[i][1] + g for i, g in running.items())
+        t += cost.iteration_s(len(running), kv)
+        for i in list(running):
+            running[i] += 1
+            if running[i] == seqs[i][2]:
+                end[i] = t
+                del running[i]
+    return end
+
+
+def max_rel_error(a: list[float], b: list[float]) -> float:
+    return max(abs(x / y - 1) for x, y in zip(a, b, strict=True))
+
+
+def test_reference_exact_when_all_start_together() -> None:
+    seqs = [(0.0, 100 + 37 * i, 40 + 61 * i) for i in range(8)]
+    fluid, _ = run_replica(SMALL, seqs)
+    assert max_rel_error(fluid, reference(SMALL, seqs)) < 1e-9
+
+
+def test_reference_queueing_beyond_max_num_seqs() -> None:
+    cfg = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=3)
+    seqs = [(0.0, 200, 30 + 17 * i) for i in range(9)]
+    fluid, _ = run_replica(cfg, seqs)
+    assert max_rel_error(fluid, reference(cfg, seqs)) < 1e-9
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 2.0), st.integers(1, 800), st.integers(20, 600)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([1, 2]),
+)
+def test_reference_within_two_percent(seqs: list[tuple[float, int, int]], tp: int) -> None:
+    cfg = EngineConfig(model=MODELS["qwen3-1.7b"], gpu=GPUS["h100-sxm"], tp=tp, max_model_len=4096)
+    fluid, _ = run_replica(cfg, seqs)
+    assert max_rel_error(fluid, reference(cfg, seqs)) < 0.02
+
+
+def test_pause_delays_by_the_pause() -> None:
+    seqs = [(0.0, 300, 100 * (i + 1)) for i in range(5)]
+    plain, _ = run_replica(SMALL, seqs)
+    paused, _ = run_replica(SMALL, seqs, pause=(0.2, 1.7))
+    for a, b in zip(plain, paused, strict=True):
+        assert b == pytest.approx(a + 1.5 if a > 0.2 else a, rel=1e-9)
+
+
+# -- properties -------------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 400), st.integers(0, 20_000), st.integers(1, 400), st.integers(0, 20_000))
+def test_per_sequence_speed_non_increasing_in_batch(b1: int, k1: int, db: int, dk: int) -> None:
+    cost = ReplicaCost(EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=2, max_num_seqs=1024))
+    assert cost.iteration_s(b1, k1) <= cost.iteration_s(b1 + db, k1 + dk)
+    per_seq = [1 / cost.iteration_s(b, 1000 * b) for b in (1, 2, 8, 64, 256, 1024)]
+    assert per_seq == sorted(per_seq, reverse=True)
+
+
+def test_preemption_keeps_kv_within_budget() -> None:
+    cfg = config_with_budget(3000, max_num_seqs=64)
+    seqs = [(0.01 * i, 200, 400 + 20 * i) for i in range(24)]
+    _, rep = run_replica(cfg, seqs)
+    assert rep.preemptions > 0 and rep.recompute_tokens > 0
+    assert rep.peak_kv_tokens <= rep.cost.budget + 1e-6
+    assert rep.tokens_generated == pytest.approx(sum(s[2] for s in seqs), rel=1e-9)
+
+
+def test_reserve_policy_never_preempts() -> None:
+    cfg = config_with_budget(3000, max_num_seqs=64, kv_policy="reserve")
+    seqs = [(0.01 * i, 200, 400 + 20 * i) for i in range(24)]
+    _, rep = run_replica(cfg, seqs)
+    assert rep.preemptions == 0
+    assert rep.peak_kv_tokens <= rep.cost.budget + 1e-6
+
+
+DESIGNS: dict[str, dict[str, Any]] = {
+    "sync": dict(max_staleness=0, weight_update=pipesim.Drain()),
+    "async1": dict(max_staleness=1, weight_update=pipesim.PartialRollout()),
+    "async2-restart": dict(max_staleness=2, weight_update=pipesim.AbortRestart()),
+    "async1-reprefill": dict(max_staleness=1, weight_update=pipesim.AbortReprefill()),
+    "stale-drop": dict(max_staleness=1, batching=pipesim.DropStale()),
+}
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(sorted(DESIGNS)), st.integers(0, 2**16), st.sampled_from([0, 2]), st.booleans())
+def test_ledger_closes_and_kv_within_budget(design: str, seed: int, trainer_gpus: int, tight: bool) -> None:
+    eng = config_with_budget(6000, max_num_seqs=32) if tight else SMALL
+    cluster = Cluster(engine=eng, n_gpus=4, trainer_gpus=trainer_gpus)
+    wl = TokenWorkload(
+        response=LogNormalLengths(300.0, 0.7),
+        prompt=LogNormalLengths(100.0, 0.5),
+        samples_per_prompt=4,
+        max_response_tokens=800,
+        max_prompt_tokens=200,
+        difficulty_sigma=0.5,
+    )
+    kw: dict[str, Any] = dict(DESIGNS[design])
+    eta = kw.pop("max_staleness")
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=32, steps=4, max_staleness=eta), **kw)
+    run = run_compute(sc, cluster, wl, seed=seed, slots_per_replica=24)
+    led = run.ledger
+    assert led.closes(), led
+    assert led.trained > 0
+    s = run.summary()
+    assert s["tokens_generated"] == pytest.approx(
+        s["tokens_trained"] + s["tokens_discarded"] + s["tokens_buffered"] + s["tokens_in_flight"]
+    )
+    for e in run.engines:
+        assert e["peak_kv_tokens"] <= e["kv_budget_tokens"] + 1e-6
+    if design == "async2-restart":
+        assert led.discarded_aborted > 0
+
+
+def test_requeued_task_keeps_its_difficulty() -> None:
+    wl = TokenWorkload(response=LogNormalLengths(1000.0, 0.05), samples_per_prompt=2, difficulty_sigma=1.5)
+    src = TokenSource(wl, np.random.default_rng(1))
+    for i in range(40):
+        src.work_s(i, i, 0, -1)
+    for t in range(40):  # each task requeued: a new episode of the same task
+        src.work_s(40 + t, t, 0, t)
+    first, again = src.response[:40], src.response[40:]
+    ratio = np.array(again, dtype=float) / np.array(first, dtype=float)
+    assert np.all(np.abs(np.log(ratio)) < 0.3)  # the spread is the sample's (0.05), not the task's (1.5)
+
+
+def test_empirical_lengths_from_trace() -> None:
+    path = "../shared/reference/vidur/splitwise_code.csv"
+    try:
+        lengths = EmpiricalLengths.from_csv(path)
+    except FileNotFoundError:
+        pytest.skip("the Vidur trace is not here")
+    wl = TokenWorkload(response=lengths, max_response_tokens=4096)
+    src = TokenSource(wl, np.random.default_rng(0))
+    for i in range(2000):
+        src.work_s(i, i, 0, -1)
+    assert set(src.response) <= set(lengths.tokens) | {4096}
+    assert np.mean(src.response) == pytest.approx(np.mean(np.minimum(lengths.tokens, 4096)), rel=0.2)
+
+
+def test_trainer_time_from_tokens() -> None:
+    m, g = MODELS["qwen3-8b"], GPUS["h100-sxm"]
+    t = TrainerConfig(model=m, gpu=g, n_gpus=8, mfu=0.5, recompute_old_logp=False)
+    assert t.step_time_s(1e6) == pytest.approx(6 * m.n_active_params * 1e6 / (8 * g.bf16_flops_per_s * 0.5))
+    with_logp = TrainerConfig(model=m, gpu=g, n_gpus=8, mfu=0.5)
+    assert with_logp.step_time_s(1e6) == pytest.approx(t.step_time_s(1e6) * 8 / 6)
+
+
+# -- bad input ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: EngineConfig(model=MODELS["qwen3-32b"], gpu=GPUS["l40s"]), "tp"),
+        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=3), "tp"),
+        (
+            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], gpu_memory_utilization=0.2),
+            "gpu_memory_utilization",
+        ),
+        (
+            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_model_len=10**6),
+            "max_model_len",
+        ),
+        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], kv_policy="lru"), "kv_policy"),
+        (
+            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_num_seqs=0),
+            "max_num_seqs",
+        ),
+        (
+            lambda: TokenSource(TokenWorkload(max_response_tokens=4000), np.random.default_rng(), 4096),
+            "max_response_tokens",
+        ),
+        (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
+        (lambda: LogNormalLengths(-1.0), "median_tokens"),
+        (lambda: Cluster(engine=SMALL, n_gpus=4, trainer_gpus=4), "trainer_gpus"),
+        (lambda: Cluster(engine=SMALL, n_gpus=0), "n_gpus"),
+        (lambda: TrainerConfig(model=MODELS["qwen3-32b"], gpu=GPUS["h100-sxm"], n_gpus=1), "n_gpus"),
+        (lambda: TrainerConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], n_gpus=8, mfu=1.5), "mfu"),
+    ],
+)
+def test_bad_input_names_the_field(build: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        build()
+
+
+def test_run_compute_rejects_a_response_above_the_context() -> None:
+    wl = TokenWorkload(max_response_tokens=4000, prompt=512)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))
+    with pytest.raises(ValueError, match="max_response_tokens"):
+        run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
