@@ -254,7 +254,7 @@ def split_values(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _parse_over(scen: Any, items: Sequence[str], params: Sequence[str] = ()) -> dict[str, list[Any]]:
+def _parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
     from pipesim.registry import parse_value
 
     over: dict[str, list[Any]] = {}
@@ -262,10 +262,6 @@ def _parse_over(scen: Any, items: Sequence[str], params: Sequence[str] = ()) -> 
         if "=" not in item:
             raise UsageError(f"--over {item!r} is not key=v1,v2,...")
         key, values = (s.strip() for s in item.split("=", 1))
-        if key in params:
-            raise UsageError(
-                f"--over {key}: a parameter of the scenario's factory; set it with --set {key}=V"
-            )
         if key.startswith("durations."):
             raise UsageError(
                 "--over does not take durations.FIELD keys; sweep durations=Model(...),Model(...)"
@@ -277,6 +273,36 @@ def _parse_over(scen: Any, items: Sequence[str], params: Sequence[str] = ()) -> 
         if not over[key]:
             raise UsageError(f"--over {key}: no values given")
     return over
+
+
+def _preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dict[str, Any]:
+    """``--over`` axes over the factory's parameters (``max_head_offpolicyness=1,2,4`` of
+    ``systems:areal``): one design per combination, built by the factory and labelled by it."""
+    import itertools
+
+    from pipesim.registry import build, parse_parameter
+
+    axes: dict[str, list[str]] = {}
+    for item in items:
+        key, values = (s.strip() for s in item.split("=", 1))
+        axes[key] = split_values(values)
+        if not axes[key]:
+            raise UsageError(f"--over {key}: no values given")
+        if len(set(axes[key])) != len(axes[key]):
+            raise UsageError(f"--over {key}: a value is given twice")
+        try:
+            for v in axes[key]:
+                parse_parameter(entry, key, v)
+        except ValueError as exc:
+            raise UsageError(_one_line(exc)) from None
+    designs: dict[str, Any] = {}
+    for combo in itertools.product(*axes.values()):
+        pairs = [f"{k}={v}" for k, v in zip(axes, combo)]
+        try:
+            designs[", ".join(pairs)], _ = build(entry, [*sets, *pairs])
+        except ValueError as exc:
+            raise UsageError(_one_line(exc)) from None
+    return designs
 
 
 def _table(df: Any) -> str:
@@ -298,12 +324,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_output("html", args.html)
     scen, _ = _scenario(args.scenario, args.set, None)
     try:
-        params = list(resolve(args.scenario).parameters())
-    except ValueError:
-        params = []
-    over = _parse_over(scen, args.over, params)
+        entry = resolve(args.scenario)
+    except ValueError as exc:
+        raise UsageError(_one_line(exc)) from None
+    params = entry.parameters()
+    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in params]
+    over = _parse_over(scen, [i for i in args.over if i not in preset_items])
+    designs = _preset_designs(entry, args.set, preset_items) if preset_items else scen
     try:
-        grid(scen, over, args.seeds)  # validates every cell before any worker starts
+        grid(designs, over, args.seeds)  # validates every cell before any worker starts
     except ValueError as exc:
         raise UsageError(_one_line(exc)) from None
     client = cluster = None
@@ -326,7 +355,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         executor = client.get_executor()
     try:
         res = sweep(
-            scen,
+            designs,
             over,
             args.seeds,
             executor=executor,

@@ -171,7 +171,7 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         (["run", "tests/no_such.py:make"], "no such file"),
         (["run", "scenarios.systems:nope"], "has no 'nope'"),
         (["run", "fig13.1-sync", "--no-such-flag"], "unrecognized arguments"),
-        (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,2"], "set it with --set"),
+        (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,1"], "a value is given twice"),
         (["export", "fig13.1-sync", "--out", "x.json"], "--out: file must end in"),
     ],
 )
@@ -326,6 +326,15 @@ def test_over_takes_policies_with_arguments(tmp_path: Path) -> None:
     runs = pd.read_csv(csv)
     assert list(runs["weight_update"]) == [repr(InFlightUpdate(0.5)), repr(InFlightUpdate(30))]
     assert runs["throughput_per_hour"].nunique() == 2
+
+
+def test_over_takes_preset_parameters(tmp_path: Path) -> None:
+    csv = tmp_path / "runs.csv"
+    argv = ["sweep", "systems:areal", "--set", "steps=3", "--over", "max_head_offpolicyness=0,2"]
+    assert main([*argv, "--workers", "1", "--quiet", "--csv", str(csv)]) == 0
+    runs = pd.read_csv(csv)
+    assert list(runs["design"]) == ["max_head_offpolicyness=0", "max_head_offpolicyness=2"]
+    assert runs["throughput_per_hour"].iloc[1] > runs["throughput_per_hour"].iloc[0]
 
 
 def test_scenario_sources_file_module_and_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
