@@ -1,0 +1,70 @@
+"""One replica under a closed loop: ``concurrency`` sequences, each completion replaced at once.
+
+The tokens/s a replica sustains against concurrency (``scenarios/compute.py``), and the raw speed
+of the engine model without the kernel around it (``benchmarks/bench_compute.py``). The loop is
+the smallest object the replica needs of a pipeline: a SimPy environment, the update log (empty:
+no weight syncs) and ``on_finished``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import simpy
+
+from pipesim import Episode
+from pipesim.compute.cost import EngineConfig, ReplicaCost
+from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.workload import TokenSource, TokenWorkload
+
+
+class ClosedLoop:
+    """``concurrency`` sequences of ``workload`` kept on one replica of ``config``."""
+
+    def __init__(
+        self, config: EngineConfig, workload: TokenWorkload, concurrency: int, seed: int = 0
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+        self.env = simpy.Environment()
+        self.updates: list[Any] = []
+        self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
+        self.replica = ComputeReplica(cast(Any, self), concurrency, 0, ReplicaCost(config), self.source)
+        self.concurrency = concurrency
+        self.started = self.finished = 0
+        self.limit = 0
+
+    def _start(self) -> None:
+        i = self.started
+        self.source.work_s(i, i, 0, -1)
+        self.replica.start(Episode(i, i, 0.0, 0), self.env.now)
+        self.started = i + 1
+
+    def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
+        self.finished += len(episodes)
+        for _ in episodes:
+            if self.started < self.limit:
+                self._start()
+
+    def run(self, samples: int) -> dict[str, float]:
+        """Run until ``samples`` sequences finished; the replica's figures over the run."""
+        self.limit = samples
+        for _ in range(min(self.concurrency, samples)):
+            self._start()
+        self.env.run()
+        T = self.env.now
+        s = self.replica.stats(T)
+        return {
+            "concurrency": float(self.concurrency),
+            "samples": float(self.finished),
+            "sim_time_s": T,
+            "tokens_per_s": s["tokens_generated"] / T if T > 0 else 0.0,
+            "tokens_per_s_per_seq": s["tokens_generated"] / T / s["mean_running"]
+            if T > 0 and s["mean_running"]
+            else 0.0,
+            "mean_running": s["mean_running"],
+            "preemptions": float(s["preemptions"]),
+            "compute_bound_share": s["compute_bound_share"],
+            "peak_kv_share": s["peak_kv_tokens"] / s["kv_budget_tokens"],
+        }

@@ -1,0 +1,192 @@
+"""Designs on GPUs: one model, one cluster, the compute engine. ``python -m scenarios.compute [--json FILE]``.
+
+Qwen3-8B served by vLLM-like replicas (TP 1, bf16, ``gpu_memory_utilization`` 0.9, up to 256
+sequences each) on 8 H100-SXM GPUs, trained at the default MFU with ``old_logp`` recomputed. The
+workload is GRPO-like: prompt groups of 8 samples, 512-token prompts, log-normal responses
+(median 1,500 tokens, sigma 0.8, a per-group difficulty of sigma 0.5), truncated at 8,192 tokens;
+a step trains 64 prompts (512 samples).
+
+It prints
+
+1. tokens/s of one replica against concurrency (a closed loop: each finished sequence replaced
+   at once), with the realised running batch, per-sequence speed and preemptions: throughput
+   rises with the batch until the KV cache is full, while each sequence slows down;
+2. per design, the step time, staleness, GPU busy share and realised concurrency: colocated sync
+   (every GPU generates, then trains; Drain), a disaggregated 4:4 split run synchronously (Drain,
+   eta 0), and the same split asynchronous with partial rollouts at eta 1, 2 and 4
+   (``CountThrottle`` + ``PartialRollout``);
+3. the token ledger of each design: generated = trained + discarded + buffered + in flight.
+
+``--json FILE`` writes a list of rows, one per design: ``{"design": name, "summary": {...}}``,
+the summary being :meth:`pipesim.compute.cluster.ComputeRun.summary` (the kernel's summary plus
+the ledger and the engine and trainer figures). ``--steps`` sets the steps per design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+import pipesim
+from pipesim.compute import GPUS, MODELS
+from pipesim.compute.closedloop import ClosedLoop
+from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
+from pipesim.compute.cost import EngineConfig
+from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+
+ENGINE = EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=1, max_model_len=16384)
+WORKLOAD = TokenWorkload(
+    response=LogNormalLengths(1500.0, 0.8),
+    prompt=512,
+    samples_per_prompt=8,
+    max_response_tokens=8192,
+    difficulty_sigma=0.5,
+)
+PROMPTS_PER_STEP = 64
+CONCURRENCY = (1, 4, 16, 64, 128, 256)
+
+
+def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster]]:
+    """The designs compared: name -> (scenario with its policies, cluster placement)."""
+    batch = PROMPTS_PER_STEP * WORKLOAD.samples_per_prompt
+
+    def sc(eta: int, update: Any) -> pipesim.Scenario:
+        cfg = pipesim.PipelineConfig(batch_size=batch, steps=steps, max_staleness=eta)
+        return pipesim.Scenario(pipeline=cfg, admission=pipesim.CountThrottle(), weight_update=update)
+
+    coloc = Cluster(engine=ENGINE, n_gpus=8, trainer_gpus=0)
+    split = Cluster(engine=ENGINE, n_gpus=8, trainer_gpus=4)
+    out = {
+        "colocated sync": (sc(0, pipesim.Drain()), coloc),
+        "split 4:4 sync": (sc(0, pipesim.Drain()), split),
+    }
+    for eta in (1, 2, 4):
+        out[f"split 4:4 async eta={eta}"] = (sc(eta, pipesim.PartialRollout()), split)
+    return out
+
+
+def replica_throughput(samples_per_level: int = 4) -> list[dict[str, float]]:
+    """Tokens/s of one replica against concurrency (closed loop)."""
+    return [ClosedLoop(ENGINE, WORKLOAD, c).run(max(samples_per_level * c, 32)) for c in CONCURRENCY]
+
+
+def run_designs(steps: int) -> dict[str, ComputeRun]:
+    return {name: run_compute(s, cl, WORKLOAD, seed=0) for name, (s, cl) in designs(steps).items()}
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(
+        c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+    )
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [_row(header, widths), _row(["-" * w for w in widths], widths)]
+    return "\n".join(lines + [_row(r, widths) for r in rows])
+
+
+def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> str:
+    e = ENGINE
+    out = [
+        f"{e.model.name} on {e.gpu.name}, tp={e.tp}: KV budget {e.kv_budget_tokens:,} tokens per replica",
+        "",
+        "1. one replica, closed loop",
+        _table(
+            ["concurrency", "mean running", "tokens/s", "tokens/s/seq", "preemptions", "peak KV"],
+            [
+                [
+                    f"{r['concurrency']:.0f}",
+                    f"{r['mean_running']:.1f}",
+                    f"{r['tokens_per_s']:,.0f}",
+                    f"{r['tokens_per_s_per_seq']:.1f}",
+                    f"{r['preemptions']:.0f}",
+                    f"{r['peak_kv_share']:.0%}",
+                ]
+                for r in throughput
+            ],
+        ),
+        "",
+        "2. designs (Qwen3-8B, 8 x H100, 64 prompts x 8 samples per step)",
+    ]
+    sums = {name: r.summary() for name, r in runs.items()}
+    out.append(
+        _table(
+            [
+                "design",
+                "step s",
+                "train s",
+                "staleness",
+                "GPU busy",
+                "engine busy",
+                "concurrency",
+                "decode tok/s",
+            ],
+            [
+                [
+                    name,
+                    f"{s['step_time_s_mean']:.1f}",
+                    f"{s['train_time_s_mean']:.1f}",
+                    f"{s['staleness_mean']:.2f}",
+                    f"{s['gpu_busy_share']:.0%}",
+                    f"{s['engine_busy_share']:.0%}",
+                    f"{s['concurrency_mean']:.0f}",
+                    f"{s['decode_tokens_per_s']:,.0f}",
+                ]
+                for name, s in sums.items()
+            ],
+        )
+    )
+    out += ["", "3. token ledger (millions): generated = trained + discarded + buffered + in flight"]
+    out.append(
+        _table(
+            ["design", "generated", "trained", "discarded", "buffered", "in flight", "closes"],
+            [
+                [name]
+                + [
+                    f"{s[k] / 1e6:.3f}"
+                    for k in (
+                        "tokens_generated",
+                        "tokens_trained",
+                        "tokens_discarded",
+                        "tokens_buffered",
+                        "tokens_in_flight",
+                    )
+                ]
+                + ["yes" if s["ledger_closes"] else "NO"]
+                for name, s in sums.items()
+            ],
+        )
+    )
+    return "\n".join(out)
+
+
+def rows(runs: dict[str, ComputeRun]) -> list[dict[str, Any]]:
+    """The JSON rows: one per design, its name and summary (NaN written as null)."""
+
+    def clean(v: float) -> float | None:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    return [{"design": n, "summary": {k: clean(v) for k, v in r.summary().items()}} for n, r in runs.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scenarios.compute", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="FILE", help="write one row per design (name and summary)")
+    ap.add_argument("--steps", type=int, default=8, help="training steps per design (default 8)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.steps < 1:
+        ap.error("--steps must be at least 1")
+    runs = run_designs(args.steps)
+    print(report(replica_throughput(), runs))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows(runs), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
