@@ -287,21 +287,46 @@ def resolve(spec: str) -> Entry:
     return get_entry(spec)
 
 
+def _import_file(path: Path) -> ModuleType:
+    """Import a user's ``.py`` file. Under its own name (``mine`` for ``dir/mine.py``, its folder
+    appended to ``sys.path``) when that name finds this very file, so that its classes pickle to
+    sweep workers; otherwise under a private name."""
+    path = path.resolve()
+    stem = path.stem
+    if stem.isidentifier():
+        existing = sys.modules.get(stem)
+        if existing is not None:
+            if Path(getattr(existing, "__file__", None) or "").resolve() == path:
+                return existing
+        else:
+            folder = str(path.parent)
+            if folder not in sys.path:
+                sys.path.append(folder)
+            found = importlib.util.find_spec(stem)
+            if found is not None and found.origin and Path(found.origin).resolve() == path:
+                return importlib.import_module(stem)
+    mod_name = f"_pipesim_user_{abs(hash(str(path)))}"
+    spec_obj = importlib.util.spec_from_file_location(mod_name, path)
+    if spec_obj is None or spec_obj.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec_obj)
+    sys.modules[mod_name] = mod  # dataclasses look their module up by name
+    try:
+        spec_obj.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return mod
+
+
 def _import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
             raise ValueError(f"{spec}: no such file {where!r}")
-        mod_name = f"_pipesim_user_{abs(hash(str(path.resolve())))}"
-        spec_obj = importlib.util.spec_from_file_location(mod_name, path)
-        if spec_obj is None or spec_obj.loader is None:
-            raise ValueError(f"{spec}: cannot import {where!r}")
-        mod = importlib.util.module_from_spec(spec_obj)
-        sys.modules[mod_name] = mod  # dataclasses and pickling look the module up by name
         try:
-            spec_obj.loader.exec_module(mod)
+            mod = _import_file(path)
         except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
-            sys.modules.pop(mod_name, None)
             raise ValueError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
     else:
         if not all(part.isidentifier() for part in where.split(".")):

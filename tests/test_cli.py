@@ -391,3 +391,40 @@ def test_dask_address_that_does_not_answer_is_one_line(capsys: pytest.CaptureFix
     assert main(["sweep", "fig13.1-sync", "--dask", "tcp://127.0.0.1:1", "--quiet"]) == 2
     lines = _err_lines(capsys)
     assert len(lines) == 1 and "--dask: cannot connect" in lines[0]
+
+
+USER_POLICY_FILE = '''
+from dataclasses import dataclass
+
+from pipesim import PipelineConfig, Scenario
+
+
+@dataclass(frozen=True)
+class HeadroomThrottle:
+    """Admit while fewer than ``headroom`` batches are ahead of the trainer."""
+
+    headroom: int = 1
+
+    def admits(self, p) -> bool:
+        return p.started < (p.version + 1 + self.headroom) * p.batch_size
+
+
+def make(headroom: int = 1) -> Scenario:
+    return Scenario(
+        pipeline=PipelineConfig(n_slots=8, batch_size=8, steps=3, max_staleness=1),
+        admission=HeadroomThrottle(headroom),
+        name="headroom",
+    )
+'''
+
+
+def test_a_users_file_with_its_own_policy_runs_and_sweeps(tmp_path: Path) -> None:
+    user = tmp_path / "headroom_user_mod.py"
+    user.write_text(USER_POLICY_FILE)
+    j, csv = tmp_path / "r.json", tmp_path / "s.csv"
+    assert main(["run", f"{user}:make", "--set", "headroom=2", "--json", str(j)]) == 0
+    assert "HeadroomThrottle(headroom=2)" in json.loads(j.read_text())["scenario"]["admission"]
+    argv = ["sweep", f"{user}:make", "--over", "headroom=1,2", "--workers", "1", "--quiet", "--csv", str(csv)]
+    assert main(argv) == 0
+    runs = pd.read_csv(csv)
+    assert list(runs["status"]) == ["ok", "ok"]
