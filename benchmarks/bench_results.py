@@ -6,7 +6,7 @@ The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with p
 
 * ``new``: ``pipesim.results`` of this checkout (columnar, vectorised);
 * ``old``: ``pipesim/results.py`` as of ``--rev`` (default ``b43b067``, the per-episode code),
-  read with ``git show`` and wrapped around the same engine records.
+  read with ``git show`` (or from the file ``--rev`` names) and wrapped around the same records.
 
 Printed per implementation: CPU seconds (``time.process_time``) of ``run``, of ``summary()``, of
 the ``events`` and of the ``trained`` DataFrame, the ratio (the three together) / run, and memory.
@@ -53,9 +53,11 @@ def _reset_peak() -> bool:
 
 
 def _old_result_class(rev: str) -> Any:
-    src = subprocess.run(
-        ["git", "show", f"{rev}:pipesim/results.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
+    if Path(rev).is_file():  # a copy of the old results.py
+        src = Path(rev).read_text()
+    else:
+        cmd = ["git", "show", f"{rev}:pipesim/results.py"]
+        src = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "pipesim_results_old.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("pipesim_results_old", path)
@@ -119,7 +121,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000, help="training steps (1,000: about 1.03M episodes)")
     ap.add_argument("--slots", type=int, default=1024, help="slots = batch size")
     ap.add_argument("--impl", default="new,old", help="comma-separated: new, old")
-    ap.add_argument("--rev", default="b43b067", help="the git revision whose results.py is 'old'")
+    ap.add_argument("--rev", default="b43b067", help="git revision (or file) of the 'old' results.py")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.steps < 1 or args.slots < 1:

@@ -7,14 +7,16 @@ update log as arrays with, per replica, the prefix counts of the updates that ap
 updates an episode ran under (``update_from`` to ``update_to``) are found by index arithmetic
 instead of a Python loop per episode.
 
-Sums are *sequential* (:func:`seq_sum`, :func:`segment_seq_sums`), in the order the per-episode
+Sums are *sequential* (:func:`seq_sum`, and per episode in ``RunResult``), in the order the per-episode
 code added them, so every summary value is bit-for-bit the one a plain Python ``sum`` gives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -46,24 +48,6 @@ def seq_sum(x: np.ndarray) -> float:
     if len(x) == 0:
         return 0
     return float(np.add.accumulate(x, dtype=np.float64)[-1])
-
-
-def segment_seq_sums(values: FloatArray, counts: IntArray) -> FloatArray:
-    """Per segment (``counts[i]`` consecutive values each), the left-to-right sum from 0.0."""
-    out = np.zeros(len(counts), dtype=np.float64)
-    if len(values) == 0:
-        return out
-    offsets = np.zeros(len(counts), dtype=np.int64)
-    np.cumsum(counts[:-1], out=offsets[1:])
-    order = np.argsort(-counts, kind="stable")  # the segments still adding at step j are a prefix
-    k_sorted, off_sorted = counts[order], offsets[order]
-    acc = np.zeros(len(counts), dtype=np.float64)
-    k_asc = k_sorted[::-1]
-    for j in range(int(k_sorted[0]) if len(k_sorted) else 0):
-        n_active = len(k_asc) - int(np.searchsorted(k_asc, j, side="right"))
-        acc[:n_active] += values[off_sorted[:n_active] + j]
-    out[order] = acc
-    return out
 
 
 def expand(counts: IntArray) -> tuple[IntArray, IntArray]:
@@ -129,16 +113,42 @@ class EpisodeColumns:
     def _read(self, name: str, dtype: Any) -> np.ndarray:
         return episode_column(self._episodes, name, dtype)
 
+    def _read_int(self, name: str) -> np.ndarray:
+        try:  # int32 halves the cached columns; values beyond it fall back to int64
+            return self._read(name, np.int32)
+        except OverflowError:
+            return self._read(name, np.int64)
+
+    def read_where(self, name: str, mask: BoolArray, dtype: Any) -> np.ndarray:
+        """Attribute ``name`` of the episodes where ``mask`` holds, in order (not kept)."""
+        if name in self.__dict__:
+            return self.__dict__[name][mask]  # type: ignore[no-any-return]
+        n = int(np.count_nonzero(mask))
+        if n == 0:
+            return np.zeros(0, dtype=dtype)
+        return np.fromiter(map(attrgetter(name), compress(self._episodes, mask.tolist())), dtype, count=n)
+
+    def total(self, name: str) -> float:
+        """``sum(getattr(e, name) for e in episodes)`` (left to right) without keeping the column."""
+        if name in self.__dict__:
+            return seq_sum(self.__dict__[name])
+        return seq_sum(self._read(name, np.float64))
+
+    def count_nonnegative(self, name: str) -> int:
+        """How many episodes have ``getattr(e, name) >= 0`` (without keeping the column)."""
+        col = self.__dict__[name] if name in self.__dict__ else self._read_int(name)
+        return int(np.count_nonzero(col >= 0))
+
     def __getattr__(self, name: str) -> np.ndarray:
         # only reached for columns not read yet (a read column lives in __dict__)
         if name in self.INT_COLUMNS:
-            arr = self._read(name, np.int64)
+            arr = self._read_int(name)
         elif name in self.FLOAT_COLUMNS:
             arr = self._read(name, np.float64)
         elif name == "truncated":
             arr = self._read(name, np.bool_)
         elif name == "end_s":
-            arr = self._read(name, object).astype(np.float64)  # None -> NaN
+            arr = self._read_end_s()
         elif name in ("status", "status_names"):
             self._read_status()
             return self.__dict__[name]  # type: ignore[no-any-return]
@@ -146,6 +156,28 @@ class EpisodeColumns:
             raise AttributeError(name)
         self.__dict__[name] = arr
         return arr
+
+    def _read_end_s(self) -> FloatArray:
+        """``end_s`` with NaN for None. Only running (and aborted) episodes can lack an end, so the
+        others are read as floats, which is much cheaper than reading objects; a None among them
+        makes it read every episode as an object instead."""
+        eps = self._episodes
+        maybe_none = (self.status == STATUSES.index(RUNNING)) | (self.status == STATUSES.index(ABORTED))
+        out = np.full(self.n, np.nan)
+        few = np.nonzero(maybe_none)[0]
+        if len(few):
+            out[few] = np.array([eps[i].end_s for i in few.tolist()], dtype=object).astype(np.float64)
+        rest = ~maybe_none
+        n_rest = self.n - len(few)
+        try:
+            if len(few) == 0:
+                out[:] = np.fromiter(map(attrgetter("end_s"), eps), np.float64, count=self.n)
+            elif n_rest:
+                it = map(attrgetter("end_s"), compress(eps, rest.tolist()))
+                out[rest] = np.fromiter(it, np.float64, count=n_rest)
+        except TypeError:  # an episode that is neither running nor aborted and has no end
+            out = self._read("end_s", object).astype(np.float64)
+        return out
 
     def _read_status(self) -> None:
         names = list(STATUSES)
@@ -186,16 +218,19 @@ class UpdateIndex:
     For replica row ``r`` (see :meth:`rows`), ``cum[r, i]`` counts the updates among the first
     ``i`` of the log that apply to it, and ``sub[base[r] + j]`` is the log index of its ``j``-th
     such update. The updates of ``[lo, hi)`` that apply to an episode on that replica are then
-    ``sub[base[r] + cum[r, lo] : base[r] + cum[r, hi]]``.
+    ``sub[base[r] + cum[r, lo] : base[r] + cum[r, hi]]``. When every update applies to every
+    replica (``shared``) there is one row, ``sub`` is the whole log, and ``rows`` is None.
     """
 
-    def __init__(self, updates: Sequence[UpdateRecord], replicas: IntArray) -> None:
+    def __init__(self, updates: Sequence[UpdateRecord], replicas: Callable[[], IntArray]) -> None:
         m = self.m = len(updates)
         self.start_s = np.fromiter((u.start_s for u in updates), np.float64, count=m)
         self.end_s = np.fromiter((u.end_s for u in updates), np.float64, count=m)
         self.version_after = np.fromiter((u.version_after for u in updates), np.int64, count=m)
         self.replica = np.fromiter((u.replica for u in updates), np.int64, count=m)
-        self.keys = _distinct(replicas)
+        self.shared = bool((self.replica < 0).all())
+        """Every update applies to every replica: the episodes' replicas do not matter."""
+        self.keys = np.zeros(1, dtype=np.int64) if self.shared else _distinct(replicas())
         n_keys = len(self.keys)
         applies = (self.replica[None, :] < 0) | (self.replica[None, :] == self.keys[:, None])
         self.cum = np.zeros((n_keys, m + 1), dtype=np.int64)
@@ -207,20 +242,48 @@ class UpdateIndex:
         self.sub = np.nonzero(applies)[1].astype(np.int64)  # row-major: replica rows in order
         self.monotonic = bool(m < 2 or (np.diff(self.start_s) >= 0).all())
 
-    def rows(self, replicas: IntArray) -> IntArray:
-        return np.searchsorted(self.keys, replicas)  # type: ignore[no-any-return]
+    @cached_property
+    def boundaries(self) -> tuple[FloatArray, IntArray]:
+        """The applying updates' start and end times interleaved, replica row by row, padded by one
+        slot at each end: ``times[2j + 1]``, ``times[2j + 2]`` are the start and end of ``sub[j]``.
+        ``versions`` beside it holds, at ``2j + 1``, the version before ``sub[j]`` (after
+        ``sub[j - 1]``) and at ``2j + 2`` the version after it: the version of an event row that
+        starts at that time."""
+        n = len(self.sub)
+        times = np.zeros(2 * n + 2, dtype=np.float64)
+        versions = np.zeros(2 * n + 2, dtype=np.int64)
+        times[1:-1:2], times[2:-1:2] = self.start_s[self.sub], self.end_s[self.sub]
+        after = self.version_after[self.sub]
+        versions[2:-1:2] = after
+        versions[3:-1:2] = after[:-1]
+        return times, versions
 
-    def applying(self, rows: IntArray, lo: IntArray, hi: IntArray) -> tuple[IntArray, IntArray]:
+    def rows(self, replicas: IntArray) -> IntArray | None:
+        """The row of each replica (None when the updates are shared: there is one row)."""
+        if self.shared:
+            return None
+        keys = self.keys
+        if keys[-1] - keys[0] == len(keys) - 1:  # contiguous replica ids
+            return replicas.astype(np.int64) - int(keys[0])  # type: ignore[no-any-return]
+        return np.searchsorted(keys, replicas)  # type: ignore[no-any-return]
+
+    def applying(self, rows: IntArray | None, lo: IntArray, hi: IntArray) -> tuple[IntArray, IntArray]:
         """Per episode: how many updates of ``[lo, hi)`` apply to it, and where they begin in ``sub``."""
+        if rows is None:  # shared: cum[0, i] == i and sub is the log itself
+            lo = lo.astype(np.int64)
+            return np.maximum(hi - lo, 0), lo
         flat = rows * (self.m + 1)
-        c_lo = self.cum.ravel()[flat + lo]
-        count = np.maximum(self.cum.ravel()[flat + np.maximum(hi, lo)] - c_lo, 0)
+        cum = self.cum.ravel()
+        c_lo = cum[flat + lo]
+        count = np.maximum(cum[flat + np.maximum(hi, lo)] - c_lo, 0)
         return count, self.base[rows] + c_lo
 
-    def newest_version(self, rows: IntArray, lo: IntArray, hi: IntArray, version: IntArray) -> IntArray:
+    def newest_version(
+        self, rows: IntArray | None, lo: IntArray, hi: IntArray, version: IntArray
+    ) -> IntArray:
         """The version after the last update of ``[lo, hi)`` that applies, else ``version``."""
         if len(self.sub) == 0:
-            return version.copy()
+            return version.astype(np.int64)
         count, pos = self.applying(rows, lo, hi)
         last = self.sub[np.clip(pos + count - 1, 0, len(self.sub) - 1)]
         return np.where(count > 0, self.version_after[last], version)
@@ -229,13 +292,21 @@ class UpdateIndex:
         """Per episode, the first index of ``[lo, hi)`` whose update starts after ``end`` (else ``hi``)."""
         hi = np.maximum(hi, lo)
         if self.monotonic:
-            first = np.searchsorted(self.start_s, end, side="right")
-            return np.maximum(np.minimum(first, hi), lo)  # type: ignore[no-any-return]
+            # starts rise along the log, so only an episode whose last update starts after its end
+            # stops early (the engine logs an update once it is over: that never happens there)
+            out = hi.astype(np.int64)
+            if self.m == 0:
+                return out
+            late = np.nonzero((hi > lo) & (self.start_s[np.maximum(hi - 1, 0)] > end))[0]
+            if len(late):
+                first = np.searchsorted(self.start_s, end[late], side="right")
+                out[late] = np.maximum(np.minimum(first, hi[late]), lo[late])
+            return out
         span = hi - lo
         seg, pos = expand(span)
         idx = lo[seg] + pos
         after = self.start_s[idx] > end[seg]
-        out = hi.copy()
+        out = hi.astype(np.int64)
         hit = np.nonzero(after)[0]
         # the first hit of each segment: hits are in segment order, so keep the first per segment
         first_of_seg = np.ones(len(hit), dtype=bool)

@@ -43,8 +43,6 @@ from pipesim.columns import (
     S_TRAINED,
     EpisodeColumns,
     UpdateIndex,
-    expand,
-    segment_seq_sums,
     seq_sum,
 )
 from pipesim.config import Scenario
@@ -101,7 +99,7 @@ class RunResult:
     @cached_property
     def update_index(self) -> UpdateIndex:
         """The update log as arrays, indexed by the replicas the episodes ran on."""
-        return UpdateIndex(self.updates, self.columns.replica)
+        return UpdateIndex(self.updates, lambda: self.columns.replica)
 
     @property
     def timeout_cap_s(self) -> float | None:
@@ -111,7 +109,22 @@ class RunResult:
     @cached_property
     def generated_s(self) -> np.ndarray:
         """Per episode, the seconds it generates: its duration, capped where it was truncated."""
+        if self.timeout_cap_s is None:
+            return self.columns.duration_s  # type: ignore[no-any-return]
         return self.columns.generated_s(self.timeout_cap_s)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """Per episode, whether a timeout cut it."""
+        return self.columns.truncated  # type: ignore[no-any-return]
+
+    def _rows(self, idx: np.ndarray | None) -> np.ndarray | None:
+        """The update-index rows of episodes ``idx`` (all when None); None when updates are shared."""
+        u = self.update_index
+        if u.shared:
+            return None
+        rep = self.columns.replica
+        return u.rows(rep if idx is None else rep[idx])
 
     @cached_property
     def newest_versions(self) -> np.ndarray:
@@ -120,7 +133,7 @@ class RunResult:
         if c.n == 0:
             return np.zeros(0, dtype=np.int64)
         u = self.update_index
-        return u.newest_version(u.rows(c.replica), c.update_from, c.update_to, c.version)
+        return u.newest_version(self._rows(None), c.update_from, c.update_to, c.version)
 
     # -- tables ----------------------------------------------------------------------------------
     @cached_property
@@ -128,12 +141,12 @@ class RunResult:
         """One row per interval: kind gen / pause / train / sync, its lane, times and version."""
         c, T = self.columns, self.sim_time_s
         n_train, n_sync = len(self.train_log), len(self.sync_log)
+        n_gen = 0
         if c.n:
-            keep_ep = ~(c.status_is(S_ABORTED) & ~c.ended)
-            ep_rows, odd, start, end, version = self._gen_pause_rows(np.nonzero(keep_ep)[0], T)
-        else:
-            ep_rows = np.zeros(0, dtype=np.int64)
-        n_gen = len(ep_rows)
+            inc = np.nonzero(~(c.status_is(S_ABORTED) & ~c.ended))[0]
+            if len(inc):
+                per_ep, parts = self._gen_pause_rows(inc, T)
+                n_gen = sum(len(p[1]) for p in parts)
         n = n_gen + n_train + n_sync
         if n == 0:
             return pd.DataFrame([], columns=EVENT_COLUMNS)
@@ -144,26 +157,30 @@ class RunResult:
         f_replica, f_id = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         complete = np.ones(n, dtype=np.bool_)
         lane_names: list[str] = []
-        lane_code = np.empty(n, dtype=np.int32)
+        lane_code = np.empty(n, dtype=np.int16)
         if n_gen:
-            kind[:n_gen] = odd
-            f_start[:n_gen], f_end[:n_gen], f_version[:n_gen] = start, end, version
-            del start, end, version, odd
-            f_slot[:n_gen] = c.slot[ep_rows]
-            f_replica[:n_gen] = c.replica[ep_rows]
-            f_id[:n_gen] = c.id[ep_rows]
-            complete[:n_gen] = c.ended[ep_rows]
-            used = np.zeros(c.n, dtype=np.bool_)
-            used[ep_rows] = True
-            lane_names, per_episode = _lanes(c.replica, c.slot, used)
-            lane_code[:n_gen] = per_episode[ep_rows]
-        del ep_rows
+            outs: tuple[np.ndarray, ...] = (kind, f_start, f_end, f_version)
+            for f, out in enumerate(outs):
+                np.concatenate([p[f] for p in parts], out=out[:n_gen])
+            del parts
+            f_id[:n_gen] = np.repeat(c.id[inc], per_ep)
+            has_rows = per_ep > 0
+            used = inc[has_rows]
+            lane_names, lane_of, lane_replica, lane_slot = _lanes(c.replica[used], c.slot[used])
+            if len(lane_names) + 2 > np.iinfo(np.int16).max:
+                lane_code = np.empty(n, dtype=np.int32)
+            codes = lane_code[:n_gen]
+            codes[:] = np.repeat(lane_of.astype(lane_code.dtype), per_ep[has_rows])
+            f_slot[:n_gen] = lane_slot[codes]
+            f_replica[:n_gen] = lane_replica[codes]
+            del codes
+            row_end = np.cumsum(per_ep)
+            for i in np.nonzero(~c.ended[inc] & has_rows)[0].tolist():  # the episodes still running
+                complete[row_end[i] - per_ep[i] : row_end[i]] = False
         tail = slice(n_gen, n)
         kind[n_gen : n_gen + n_train], kind[n_gen + n_train :] = 2, 3
-        lane_code[n_gen : n_gen + n_train], lane_code[n_gen + n_train :] = (
-            len(lane_names),
-            len(lane_names) + 1,
-        )
+        lane_code[n_gen : n_gen + n_train] = len(lane_names)
+        lane_code[n_gen + n_train :] = len(lane_names) + 1
         f_slot[tail], f_replica[tail], f_id[tail] = -1, -1, -1
         if n_train:
             tl = np.array([(a, b, v) for _, a, b, v in self.train_log], dtype=object)
@@ -176,7 +193,7 @@ class RunResult:
             f_end[n_gen + n_train :] = sl[:, 1].astype(np.float64)
             f_version[n_gen + n_train :] = sl[:, 2].astype(np.int64)
         lanes = pd.Categorical.from_codes(
-            lane_code if len(lane_names) + 2 > 32767 else lane_code.astype(np.int16),
+            lane_code,  # type: ignore[arg-type]
             categories=pd.Index([*lane_names, "trainer", "sync"]),
         )
         del lane_code
@@ -193,53 +210,59 @@ class RunResult:
         }
         return pd.DataFrame(cols, copy=False)
 
-    def _gen_pause_rows(
-        self, idx: np.ndarray, T: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The gen and pause rows of episodes ``idx``: episode index, is-pause, start, end, version.
+    def _gen_pause_rows(self, idx: np.ndarray, T: float) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
+        """The gen and pause rows of episodes ``idx``: rows per episode, and blocks of rows (kind
+        code 0 gen / 1 pause, start, end, version).
 
         Episode by episode, in order: its segments (version, start, end) interleaved with the pauses
         between them, as :meth:`Episode.segments` gives them; zero-length segments and pauses are
-        dropped (an episode's only segment is kept).
+        dropped (an episode's only segment is kept). An episode under ``k`` updates has ``2k + 1``
+        candidate rows whose times are its start, the updates' starts and ends interleaved (one
+        slice of :attr:`UpdateIndex.boundaries`), and its end.
         """
         c, u = self.columns, self.update_index
         complete = c.ended[idx]
         end = np.where(complete, c.end_s[idx], T)
-        lo = c.update_from[idx]
+        lo = c.update_from[idx].astype(np.int64)
         hi = np.where(complete, c.update_to[idx], u.m)
         stop = u.first_start_after(lo, hi, end)
-        k, pos = u.applying(u.rows(c.replica[idx]), lo, stop)
-        del hi, stop, complete
+        k, pos = u.applying(self._rows(idx), lo, stop)
+        del hi, stop, complete, lo
         start0, version0 = c.start_s[idx], c.version[idx]
-        sub, ustart, uend, uver = u.sub, u.start_s, u.end_s, u.version_after
-        last_sub = max(len(sub) - 1, 0)
-        out: list[tuple[np.ndarray, ...]] = []
+        times, versions = u.boundaries
+        times_next = times[1:]
+        counts = np.empty(len(idx), dtype=np.int64)
+        parts: list[tuple[np.ndarray, ...]] = []
         for c0 in range(0, len(idx), CHUNK_EPISODES):
             c1 = min(c0 + CHUNK_EPISODES, len(idx))
             kc = k[c0:c1]
-            seg, j = expand(2 * kc + 1)
-            i = j >> 1
-            is_pause = (j & 1).astype(np.bool_)
-            kk = kc[seg]
-            if len(sub):
-                p = pos[c0:c1][seg] + i
-                prev_u = sub[np.maximum(p - 1, 0)]
-                next_u = sub[np.minimum(p, last_sub)]
-                has_prev, has_next = i > 0, i < kk
-                a = np.where(has_prev, uend[prev_u], start0[c0:c1][seg])
-                b = np.where(has_next, ustart[next_u], end[c0:c1][seg])
-                v = np.where(has_prev, uver[prev_u], version0[c0:c1][seg])
-                rs = np.where(is_pause, b, a)
-                re = np.where(is_pause, uend[next_u], b)
+            n_rows = 2 * kc + 1
+            row_off = np.zeros(len(kc), dtype=np.int64)
+            np.cumsum(n_rows[:-1], out=row_off[1:])
+            total = int(row_off[-1] + n_rows[-1])
+            # gi = 2 * pos + (row within the episode): the boundary a row starts at
+            delta = 2 * pos[c0:c1] - row_off
+            step = np.ones(total, dtype=np.int64)
+            step[row_off[1:]] = 1 + np.diff(delta)
+            step[0] = delta[0]
+            gi = np.cumsum(step, out=step)
+            r_start, r_end, r_version = times[gi], times_next[gi], versions[gi]
+            r_kind = (gi & 1).astype(np.int8)  # odd rows are pauses
+            del gi
+            r_start[row_off] = start0[c0:c1]
+            r_end[row_off + 2 * kc] = end[c0:c1]
+            r_version[row_off] = version0[c0:c1]
+            spans = kc > 0
+            r_version[row_off[spans] + 1] = version0[c0:c1][spans]
+            keep = r_end > r_start
+            keep[row_off[~spans]] = True  # an episode's only segment is kept even if empty
+            if keep.all():
+                counts[c0:c1] = n_rows
+                parts.append((r_kind, r_start, r_end, r_version))
             else:
-                rs, re, v = start0[c0:c1][seg], end[c0:c1][seg], version0[c0:c1][seg]
-            keep = (re > rs) | (~is_pause & (kk == 0))
-            out.append((idx[c0:c1][seg[keep]], is_pause[keep], rs[keep], re[keep], v[keep]))
-        if not out:
-            z = np.zeros(0)
-            return z.astype(np.int64), z.astype(np.bool_), z, z, z.astype(np.int64)
-        parts = tuple(np.concatenate([o[f] for o in out]) for f in range(5))
-        return parts  # type: ignore[return-value]
+                counts[c0:c1] = np.add.reduceat(keep, row_off, dtype=np.int64)
+                parts.append((r_kind[keep], r_start[keep], r_end[keep], r_version[keep]))
+        return counts, parts
 
     @cached_property
     def episode_table(self) -> pd.DataFrame:
@@ -250,17 +273,17 @@ class RunResult:
         end: Any = c.end_s if c.ended.any() else [None] * c.n
         return pd.DataFrame(
             {
-                "episode_id": c.id,
-                "task_id": c.task_id,
+                "episode_id": c.id.astype(np.int64),
+                "task_id": c.task_id.astype(np.int64),
                 "duration_s": self.generated_s,
                 "status": np.array(c.status_names, dtype=object)[c.status],
-                "slot": c.slot,
-                "replica": c.replica,
+                "slot": c.slot.astype(np.int64),
+                "replica": c.replica.astype(np.int64),
                 "start_s": c.start_s,
                 "end_s": end,
-                "version": c.version,
+                "version": c.version.astype(np.int64),
                 "newest_version": self.newest_versions,
-                "truncated": c.truncated,
+                "truncated": self.truncated,
             }
         )
 
@@ -271,19 +294,26 @@ class RunResult:
         sel = np.nonzero(c.status_is(S_TRAINED))[0] if c.n else np.zeros(0, dtype=np.int64)
         if len(sel) == 0:
             return pd.DataFrame({name: [] for name in TRAINED_COLUMNS})
-        sel = sel[np.lexsort((c.id[sel], c.end_s[sel], c.trained_step[sel]))]
-        tv, v, newest = c.trained_version[sel], c.version[sel], self.newest_versions[sel]
+        ids = c.id[sel]
+        if len(ids) < 2 or (ids[1:] > ids[:-1]).all():  # ids rise along the list: ties keep id order
+            order = np.lexsort((c.end_s[sel], c.trained_step[sel]))
+        else:
+            order = np.lexsort((ids, c.end_s[sel], c.trained_step[sel]))
+        sel = sel[order]
+        tv = c.trained_version[sel].astype(np.int64)
+        v = c.version[sel].astype(np.int64)
+        newest = self.newest_versions[sel]
         return pd.DataFrame(
             {
-                "episode_id": c.id[sel],
-                "step": c.trained_step[sel],
+                "episode_id": c.id[sel].astype(np.int64),
+                "step": c.trained_step[sel].astype(np.int64),
                 "trained_version": tv,
                 "version": v,
                 "staleness": tv - v,
                 "staleness_newest": tv - newest,
                 "duration_s": self.generated_s[sel],
                 "versions_spanned": newest - v + 1,
-                "truncated": c.truncated[sel],
+                "truncated": self.truncated[sel],
             },
             copy=False,
         )
@@ -297,19 +327,31 @@ class RunResult:
         return sum(min(u.end_s, end) - u.start_s for u in ups if u.start_s < end and u.applies_to(ep.replica))
 
     def _paused_s(self, done: np.ndarray) -> float:
-        """Seconds the finished episodes that spanned updates spent inside them, summed in order."""
+        """Seconds the finished episodes that spanned updates spent inside them, summed in order:
+        per episode, its updates' overlaps left to right, then the episodes left to right."""
         c, u = self.columns, self.update_index
         sel = np.nonzero(done & (c.update_to > c.update_from))[0]
         if len(sel) == 0 or len(u.sub) == 0:
             return 0
-        k, pos = u.applying(u.rows(c.replica[sel]), c.update_from[sel], c.update_to[sel])
-        seg, j = expand(k)
-        upd = u.sub[pos[seg] + j]
-        end = c.end_s[sel][seg]
-        u_start = u.start_s[upd]
-        term = np.minimum(u.end_s[upd], end) - u_start
-        term[u_start >= end] = 0.0  # an update from the episode's end on is not counted
-        return seq_sum(segment_seq_sums(term, k))
+        left, at = u.applying(self._rows(sel), c.update_from[sel], c.update_to[sel])
+        per_episode = np.zeros(len(sel), dtype=np.float64)
+        active = np.nonzero(left > 0)[0]
+        at, left, end = at[active], left[active], c.end_s[sel][active]
+        acc = np.zeros(len(active), dtype=np.float64)
+        while len(active):
+            upd = at if u.shared else u.sub[at]
+            u_start = u.start_s[upd]
+            term = np.minimum(u.end_s[upd], end) - u_start
+            term[u_start >= end] = 0.0  # an update from the episode's end on is not counted
+            acc += term
+            left -= 1
+            at += 1
+            over = left == 0
+            if over.any():
+                per_episode[active[over]] = acc[over]
+                more = ~over
+                active, at, left, end, acc = active[more], at[more], left[more], end[more], acc[more]
+        return seq_sum(per_episode)
 
     def summary(self) -> dict[str, float]:
         """A flat dict of the run's headline numbers (see the module docstring for definitions)."""
@@ -336,17 +378,18 @@ class RunResult:
             gen = self.generated_s
             launched_mean = seq_sum(gen) / n_eps
             trained_mean = seq_sum(gen[trained]) / n_trained if n_trained else 0.0
-            truncated = c.truncated
+            truncated = self.truncated
             counts = {
                 "buffered": float((status == S_BUFFERED).sum()),
                 "discarded": float((status == S_DISCARDED).sum()),
                 "aborted": float(aborted.sum()),
                 "failed": float((status == S_FAILED).sum()),
-                "restarted": float((c.parent >= 0).sum()),
+                "restarted": float(c.count_nonnegative("parent")),
                 "truncated": float(truncated.sum()),
             }
             n_trunc_trained = int(truncated[trained].sum())
-            lost, reprefill = seq_sum(c.lost_s), seq_sum(c.reprefill_tokens)
+            lost = c.total("lost_s")
+            reprefill = c.total("reprefill_tokens")
         else:
             busy = paused = busy_inflight = aborted_busy = 0
             n_inflight = n_trained = n_trunc_trained = 0
@@ -395,23 +438,23 @@ class RunResult:
         return out
 
 
-def _lanes(replica: np.ndarray, slot: np.ndarray, used: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """Lane names ``r{replica}/slot{slot}`` of the episodes ``used``, ordered by (replica, slot),
-    and per episode the index of its lane (meaningful for ``used`` only)."""
-    r, s = replica[used], slot[used]
-    r_min, s_min = int(r.min()), int(s.min())
-    width = int(s.max()) - s_min + 1
+def _lanes(replica: np.ndarray, slot: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Lane names ``r{replica}/slot{slot}`` ordered by (replica, slot), each pair's lane index, and
+    each lane's replica and slot (with -1, -1 appended for the trainer and sync lanes)."""
+    replica, slot = replica.astype(np.int64), slot.astype(np.int64)
+    r_min, s_min = int(replica.min()), int(slot.min())
+    width = int(slot.max()) - s_min + 1
     key = (replica - r_min) * width + (slot - s_min)
-    n_keys = (int(r.max()) - r_min + 1) * width
-    if n_keys <= 4 * len(replica) + 1024:
+    n_keys = (int(replica.max()) - r_min + 1) * width
+    if n_keys <= 4 * len(key) + 1024:
         present = np.zeros(n_keys, dtype=np.bool_)
-        present[key[used]] = True
+        present[key] = True
         uniq = np.nonzero(present)[0]
         code_of = np.cumsum(present, dtype=np.int64) - 1
-        per_episode = code_of[np.clip(key, 0, n_keys - 1)]
+        lane_of = code_of[key]
     else:
-        uniq, inverse = np.unique(key[used], return_inverse=True)
-        per_episode = np.zeros(len(replica), dtype=np.int64)
-        per_episode[used] = inverse
-    names = [f"r{q // width + r_min}/slot{q % width + s_min}" for q in uniq.tolist()]
-    return names, per_episode
+        uniq, lane_of = np.unique(key, return_inverse=True)
+    lane_replica = np.append(uniq // width + r_min, [-1, -1])
+    lane_slot = np.append(uniq % width + s_min, [-1, -1])
+    names = [f"r{r}/slot{q}" for r, q in zip(lane_replica[:-2].tolist(), lane_slot[:-2].tolist())]
+    return names, lane_of, lane_replica, lane_slot

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim.columns import EpisodeColumns, UpdateIndex, segment_seq_sums, seq_sum
+from pipesim.columns import EpisodeColumns, UpdateIndex, seq_sum
 from pipesim.durations import LogNormalDurations, TraceDurations
 from pipesim.episode import ABORTED, RUNNING, TRAINED, Episode, UpdateRecord
 from pipesim.errors import PipelineError
@@ -216,16 +216,9 @@ def test_chapter_timeout_row_reports_the_chapter_trained_duration() -> None:
 
 # -- the sequential sums -----------------------------------------------------------------------------
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=60), st.data())
-def test_sums_add_left_to_right_like_python(values: list[float], data: st.DataObject) -> None:
-    arr = np.array(values, dtype=np.float64)
-    assert seq_sum(arr) == sum(values)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(values)), max_size=8)))
-    bounds = [0, *cuts, len(values)]
-    counts = np.diff(bounds).astype(np.int64)
-    got = segment_seq_sums(arr, counts)
-    want = [sum(values[a:b]) for a, b in zip(bounds, bounds[1:])]
-    assert got.tolist() == want
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=60))
+def test_sums_add_left_to_right_like_python(values: list[float]) -> None:
+    assert seq_sum(np.array(values, dtype=np.float64)) == sum(values)
 
 
 def test_columns_from_arrays_and_update_index() -> None:
@@ -233,11 +226,18 @@ def test_columns_from_arrays_and_update_index() -> None:
     assert cols.n == 2 and cols.status_names[2] == TRAINED and cols.start_s.tolist() == [0.0, 1.0]
     with pytest.raises(ValueError, match="differ in length"):
         EpisodeColumns.from_arrays({"a": [1], "b": [1, 2]})
-    u = UpdateIndex([UpdateRecord(0, 1, 1, True, replica=1), UpdateRecord(1, 2, 2, True)], np.array([0, 1]))
+    ups = [UpdateRecord(0, 1, 1, True, replica=1), UpdateRecord(1, 2, 2, True)]
+    u = UpdateIndex(ups, lambda: np.array([0, 1]))
+    assert not u.shared
     rows = u.rows(np.array([0, 1]))
     count, _ = u.applying(rows, np.array([0, 0]), np.array([2, 2]))
     assert count.tolist() == [1, 2]
     assert u.newest_version(rows, np.array([0, 0]), np.array([1, 1]), np.array([7, 7])).tolist() == [7, 1]
+    gapped = UpdateIndex(ups, lambda: np.array([0, 5, 5]))  # replica ids with a gap
+    gapped_rows = gapped.rows(np.array([5, 0]))
+    assert gapped_rows is not None and gapped_rows.tolist() == [1, 0]
+    shared = UpdateIndex([UpdateRecord(0, 1, 1, True)], lambda: np.array([0]))
+    assert shared.shared and shared.rows(np.array([3])) is None
 
 
 def test_partial_rollout_run_has_pauses_in_events() -> None:
