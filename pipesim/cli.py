@@ -547,13 +547,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--seed", type=int, help="the duration pool's seed, an integer in [0, 2**64); e.g. --seed 3"
     )
-    r.add_argument("--html", help="write an interactive timeline; e.g. --html timeline.html")
+    r.add_argument("--html", metavar="PATH", help="write an interactive timeline; e.g. --html timeline.html")
     r.add_argument(
         "--json",
+        metavar="PATH",
         help="write summary, scenario and recipe (for `pipesim trace`); - is stdout; e.g. --json run.json",
     )
-    r.add_argument("--events", help="write the event table (.parquet or .csv); e.g. --events events.parquet")
-    r.add_argument("--trace", help="write a Chrome/Perfetto trace-event JSON; e.g. --trace trace.json")
+    r.add_argument(
+        "--events",
+        metavar="PATH",
+        help="write the event table (.parquet or .csv); e.g. --events events.parquet",
+    )
+    r.add_argument(
+        "--trace", metavar="PATH", help="write a Chrome/Perfetto trace-event JSON; e.g. --trace trace.json"
+    )
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser(
@@ -576,10 +583,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="an axis of the grid; repeatable; e.g. --over max_staleness=0,1,2 or "
         "--over 'replicas=Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())'",
     )
-    s.add_argument("--seeds", type=int, default=1, help="seeds per grid point (>= 1); e.g. --seeds 5")
+    s.add_argument(
+        "--seeds", type=int, default=1, metavar="N", help="seeds per grid point (>= 1); e.g. --seeds 5"
+    )
     g = s.add_mutually_exclusive_group()
     g.add_argument(
-        "--workers", type=int, help="local process pool size (>= 1; default: CPUs); e.g. --workers 4"
+        "--workers",
+        type=int,
+        metavar="N",
+        help="local process pool size (>= 1; default: CPUs); e.g. --workers 4",
     )
     g.add_argument(
         "--dask",
@@ -589,10 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--timeout-s",
         type=float,
+        metavar="SECONDS",
         help="fail a cell that runs longer than this many seconds; e.g. --timeout-s 600",
     )
-    s.add_argument("--csv", help="write one row per run; e.g. --csv runs.csv")
-    s.add_argument("--html", help="write sweep figures; e.g. --html sweep.html")
+    s.add_argument("--csv", metavar="PATH", help="write one row per run; e.g. --csv runs.csv")
+    s.add_argument("--html", metavar="PATH", help="write sweep figures; e.g. --html sweep.html")
     s.add_argument("--quiet", action="store_true", help="no progress bar; e.g. --quiet")
     s.set_defaults(func=cmd_sweep)
 
@@ -603,9 +616,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_examples("pipesim report --out report.html --seeds 3"),
         formatter_class=fmt,
     )
-    rep.add_argument("--out", default="report.html", help="the page to write; e.g. --out report.html")
-    rep.add_argument("--seeds", type=int, default=3, help="seeds per banded point (>= 1); e.g. --seeds 3")
-    rep.add_argument("--workers", type=int, help="local process pool size (>= 1); e.g. --workers 2")
+    rep.add_argument(
+        "--out", default="report.html", metavar="PATH", help="the page to write; e.g. --out report.html"
+    )
+    rep.add_argument(
+        "--seeds", type=int, default=3, metavar="N", help="seeds per banded point (>= 1); e.g. --seeds 3"
+    )
+    rep.add_argument(
+        "--workers", type=int, metavar="N", help="local process pool size (>= 1); e.g. --workers 2"
+    )
     rep.add_argument("--quiet", action="store_true", help="no progress bar; e.g. --quiet")
     rep.set_defaults(func=cmd_report)
 
@@ -624,9 +643,11 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help=f"RUN.json from `pipesim run --json`, an events .parquet/.csv, or a scenario ({SCENARIO_HELP})",
     )
-    t.add_argument("--out", required=True, help="the trace file to write; e.g. --out trace.json")
+    t.add_argument(
+        "--out", required=True, metavar="PATH", help="the trace file to write; e.g. --out trace.json"
+    )
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
-    t.add_argument("--seed", type=int, help="the seed, in [0, 2**64); e.g. --seed 3")
+    t.add_argument("--seed", type=int, metavar="N", help="the seed, in [0, 2**64); e.g. --seed 3")
     t.set_defaults(func=cmd_trace)
 
     x = sub.add_parser(
@@ -645,7 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument("--format", choices=("toml", "yaml"), help="the format for --out -; e.g. --format yaml")
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
-    x.add_argument("--seed", type=int, help="the seed written into the file; e.g. --seed 3")
+    x.add_argument("--seed", type=int, metavar="N", help="the seed written into the file; e.g. --seed 3")
     x.set_defaults(func=cmd_export)
     return p
 
