@@ -173,12 +173,16 @@ class ReplicaCost:
         """``B``: seconds a decode iteration spends per cached token it reads."""
         self._a: list[float] = [0.0]
         self._lin: dict[int, float] = {}
+        self._prefill: dict[tuple[int, float, int], float] = {}
         self._ring = (
             2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
         )
         self._vocab = -(-m.vocab_size // c.tp)
         flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
         self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
+        self._weight_bytes = c.weight_bytes_per_gpu
+        self._attn_flops_all = self.n_layers * self._attn_flops_tok
+        self._attn_bytes_all = self.n_layers * self._attn_bytes_tok
         self._peak = eff.flop_fraction * g.bf16_flops_per_s
         self._bw = eff.bandwidth_fraction * g.hbm_bandwidth_bytes_per_s
 
@@ -216,6 +220,15 @@ class ReplicaCost:
         ``attn_token_pairs`` is ``sum(n_i * (P_i + n_i / 2))`` (query-key pairs of causal attention)."""
         if new_tokens <= 0:
             return 0.0
+        key = (new_tokens, attn_token_pairs, n_seqs)
+        t = self._prefill.get(key)
+        if t is None:
+            t = self._prefill_s(new_tokens, attn_token_pairs, n_seqs)
+            if len(self._prefill) < 1 << 16:
+                self._prefill[key] = t
+        return t
+
+    def _prefill_s(self, new_tokens: int, attn_token_pairs: float, n_seqs: int) -> float:
         c = self.config
         attn = kernel_time_s(
             c.gpu,
@@ -228,10 +241,9 @@ class ReplicaCost:
 
     def compute_bound(self, b: int, kv_tokens: float) -> bool:
         """Whether a decode iteration is compute bound (FLOP time above HBM time, roofline terms)."""
-        flops = b * self._flops_per_seq + self.n_layers * self._attn_flops_tok * kv_tokens
-        weights = self.config.weight_bytes_per_gpu
-        mem = weights + self.n_layers * self._attn_bytes_tok * kv_tokens
-        return flops / self._peak > mem / self._bw
+        flops = b * self._flops_per_seq + self._attn_flops_all * kv_tokens
+        mem = self._weight_bytes + self._attn_bytes_all * kv_tokens
+        return flops * self._bw > mem * self._peak
 
     def tokens_per_s(self, b: int, kv_tokens: float) -> float:
         """Decode tokens per second of the whole batch (``b`` per iteration)."""

@@ -121,6 +121,7 @@ class ComputeReplica:
         self._settle_pending = False
         self._drained: simpy.Event | None = None
         self._bound = False
+        self._dirty = False  # the batch changed since the coefficients were computed
         self._t_acc = 0.0
         self._since_finish = 0
         # statistics
@@ -159,13 +160,20 @@ class ComputeReplica:
                 self.compute_bound_s += span
         self._t_acc = now
         if now > self.t0:
+            if self._dirty:
+                self._rate()  # the batch changed at the anchor: its coefficients first
             v = self._v_at(now)
-            self.tokens_generated += n * (v - self.v)
+            dv = v - self.v
+            self.tokens_generated += n * dv
             self.v, self.t0 = v, now
-            self._rate()
+            self.a += 2.0 * self.c * dv  # the same curve, re-anchored: t'(v) = a + 2 c (v - v0)
+            kv = self.kv_base + n * v
+            if kv > self.peak_kv_tokens:
+                self.peak_kv_tokens = kv
 
     def _rate(self) -> None:
         """The coefficients of ``t(v)`` at the anchor ``(t0, v)`` for the current batch."""
+        self._dirty = False
         n = self.n
         if n == 0:
             self.a = self.c = 0.0
@@ -184,10 +192,12 @@ class ComputeReplica:
         if due and self.v < self._target_v < math.inf:
             self.tokens_generated += self.n * (self._target_v - self.v)
             self.v = self._target_v
-            self._rate()
+            self._dirty = True
 
     def _rearm(self, now: float) -> None:
         self._timer = None
+        if self._dirty:
+            self._rate()
         if self.paused_since is not None or self.n == 0:
             self._timer_at = math.inf
             return
@@ -275,7 +285,7 @@ class ComputeReplica:
         if done:
             self.completions += len(done)
             self._since_finish = 0
-            self._rate()
+            self._dirty = True
             if len(done) > 1:
                 done.sort(key=_episode_id)
         return done
@@ -301,7 +311,7 @@ class ComputeReplica:
                     f"replica {self.index} preempted {self._since_finish} sequences without finishing "
                     "one: the KV budget cannot make progress (lower max_num_seqs or use kv_policy='reserve')"
                 )
-            self._rate()
+            self._dirty = True
 
     def _fits(self, seq: _Seq) -> bool:
         if self.n == 0:
@@ -355,7 +365,7 @@ class ComputeReplica:
             self._vb = v  # iterations restart here
             self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))
             self.prefill_tokens += new_tokens
-            self._rate()
+            self._dirty = True
 
     def _stall(self, now: float, seconds: float) -> None:
         self.prefill_s += seconds
@@ -464,7 +474,7 @@ class ComputeReplica:
         self._stall_left = 0.0
         if self.paused_since is None:
             self.t0 = now
-        self._rate()
+        self._dirty = True
         self._rearm(now)
         if self._drained is not None:
             ev, self._drained = self._drained, None

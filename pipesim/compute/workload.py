@@ -205,6 +205,7 @@ class TokenSource:
         self._response = _Blocks(workload.response, rng)
         self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
         self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
+        self._cap = workload.max_response_tokens
 
     def _group(self, g: int) -> tuple[int, float]:
         w = self.workload
@@ -224,12 +225,20 @@ class TokenSource:
             )
         w = self.workload
         g = task // w.samples_per_prompt
-        prompt, difficulty = self._groups.get(g) or self._group(g)
-        scale = difficulty * (1.0 + w.drift_per_version) ** version if w.drift_per_version else difficulty
-        n = max(int(round(self._response.next() * scale)), 1)
-        cap = w.max_response_tokens
+        grp = self._groups.get(g)
+        prompt, difficulty = grp if grp is not None else self._group(g)
+        if w.drift_per_version:
+            difficulty *= (1.0 + w.drift_per_version) ** version
+        r = self._response
+        if r.i >= len(r.values):
+            r.values, r.i = r.model.draw(r.rng, BLOCK).tolist(), 0
+        n = int(r.values[r.i] * difficulty + 0.5)
+        r.i += 1
+        if n < 1:
+            n = 1
+        cap = self._cap
         self.prompt.append(prompt)
-        self.response.append(min(n, cap))
+        self.response.append(n if n <= cap else cap)
         self.max_tokens.append(cap)
         self.truncated.append(n > cap)
         self.generated.append(0.0)

@@ -1,0 +1,143 @@
+"""Speed of the compute engine (issue 17): samples simulated per second against raw SimPy.
+
+For each concurrency (64, 1,024 and 8,192 sequences in flight) it measures, in one process so the
+ratios share the machine's load:
+
+* ``raw``: timeouts per second of a bare SimPy loop with that many processes, each sleeping an
+  exponential time again and again (the floor of any SimPy model: one event per sample);
+* ``engine``: samples per second of one :class:`~pipesim.compute.engine.ComputeReplica` per 1,024
+  sequences under a closed loop (every finished sequence replaced at once), no kernel around it;
+* ``pipeline``: samples per second of a full run (:func:`~pipesim.compute.cluster.run_compute`:
+  controller, trainer, weight syncs, asynchronous eta 1 with partial rollouts, one batch =
+  the concurrency), samples = episodes launched.
+
+Model: Qwen3-0.6B on H100-SXM replicas (TP 1, up to 1,024 sequences each), 128-token prompts,
+log-normal responses (median 256, sigma 0.6) capped at 1,024 tokens: short sequences, so the KV
+cache holds the whole concurrency and the table measures the simulator, not preemptions.
+
+Then a verl-scale run: Qwen3-8B, 64 H100 (32 train, 32 replicas of 256 sequences), 512 prompts x
+16 samples per step (8,192 samples), eta 1 with partial rollouts, ``--steps`` steps (default 10;
+the issue's figure is 100 steps, 819,200 samples), with its wall time, summary and ledger.
+Wall time is ``time.perf_counter``; the machine may be shared, so treat the rates as lower bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import simpy
+
+import pipesim
+from pipesim.compute import GPUS, MODELS
+from pipesim.compute.closedloop import ClosedLoop
+from pipesim.compute.cluster import Cluster, run_compute
+from pipesim.compute.cost import EngineConfig
+from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+
+SMALL = TokenWorkload(
+    response=LogNormalLengths(256.0, 0.6), prompt=128, max_response_tokens=1024, max_prompt_tokens=128
+)
+
+
+def raw_simpy_rate(concurrency: int, events: int) -> float:
+    """Timeouts per second of ``concurrency`` SimPy processes sleeping exponential times."""
+    env = simpy.Environment()
+    rng = np.random.default_rng(0)
+    waits = rng.exponential(1.0, events + concurrency).tolist()
+    left = [events]
+
+    def proc(i: int):  # type: ignore[no-untyped-def]
+        k = i
+        while left[0] > 0:
+            left[0] -= 1
+            yield env.timeout(waits[k % len(waits)])
+            k += concurrency
+
+    for i in range(concurrency):
+        env.process(proc(i))
+    t = time.perf_counter()
+    env.run()
+    return events / (time.perf_counter() - t)
+
+
+def engine(per_replica: int) -> EngineConfig:
+    return EngineConfig(
+        model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=2048, max_num_seqs=per_replica
+    )
+
+
+def engine_rate(concurrency: int, samples: int) -> float:
+    per = min(concurrency, 1024)
+    loops = [ClosedLoop(engine(per), SMALL, per, seed=i) for i in range(concurrency // per)]
+    t = time.perf_counter()
+    done = sum(loop.run(samples // len(loops))["samples"] for loop in loops)
+    return done / (time.perf_counter() - t)
+
+
+def pipeline_rate(concurrency: int, samples: int) -> tuple[float, float]:
+    per = min(concurrency, 1024)
+    n_rep = concurrency // per
+    cluster = Cluster(engine=engine(per), n_gpus=2 * n_rep, trainer_gpus=n_rep)
+    steps = max(samples // concurrency, 2)
+    cfg = pipesim.PipelineConfig(batch_size=concurrency, steps=steps, max_staleness=1)
+    sc = pipesim.Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout())
+    t = time.perf_counter()
+    run = run_compute(sc, cluster, SMALL, slots_per_replica=per)
+    wall = time.perf_counter() - t
+    assert run.ledger.closes()
+    return len(run.result.episodes) / wall, wall
+
+
+def verl_scale(steps: int) -> None:
+    eng = EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_model_len=16384)
+    cluster = Cluster(engine=eng, n_gpus=64, trainer_gpus=32)
+    wl = TokenWorkload(
+        response=LogNormalLengths(1500.0, 0.8), prompt=512, samples_per_prompt=16, max_response_tokens=8192
+    )
+    cfg = pipesim.PipelineConfig(batch_size=512 * 16, steps=steps, max_staleness=1)
+    sc = pipesim.Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout())
+    t = time.perf_counter()
+    run = run_compute(sc, cluster, wl)
+    s = run.summary()
+    wall = time.perf_counter() - t
+    n = len(run.result.episodes)
+    print(
+        f"\nverl-scale: Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, {steps} steps, "
+        f"eta 1 partial\n  {n:,} samples launched ({s['episodes_trained']:,.0f} trained) in {wall:.1f} s wall "
+        f"({n / wall:,.0f} samples/s), summary included"
+    )
+    print(
+        f"  simulated {s['sim_time_s'] / 3600:.2f} h, step {s['step_time_s_mean']:.1f} s, "
+        f"staleness {s['staleness_mean']:.2f}, concurrency {s['concurrency_mean']:.0f}, "
+        f"decode {s['decode_tokens_per_s']:,.0f} tok/s"
+    )
+    print(
+        f"  ledger (M tokens): generated {s['tokens_generated'] / 1e6:.2f} = trained {s['tokens_trained'] / 1e6:.2f}"
+        f" + discarded {s['tokens_discarded'] / 1e6:.2f} + buffered {s['tokens_buffered'] / 1e6:.2f}"
+        f" + in flight {s['tokens_in_flight'] / 1e6:.2f} (closes: {bool(s['ledger_closes'])})"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samples", type=int, default=40_000, help="samples per measurement (default 40,000)")
+    ap.add_argument("--steps", type=int, default=10, help="steps of the verl-scale run (default 10)")
+    ap.add_argument("--no-verl", action="store_true", help="skip the verl-scale run")
+    args = ap.parse_args()
+    print("concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   engine/raw   pipeline/raw")
+    for c in (64, 1024, 8192):
+        n = max(args.samples, 4 * c)
+        raw = raw_simpy_rate(c, n)
+        eng = engine_rate(c, n)
+        pipe, _ = pipeline_rate(c, n)
+        print(
+            f"{c:>11,}   {raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}"
+        )
+    if not args.no_verl:
+        verl_scale(args.steps)
+
+
+if __name__ == "__main__":
+    main()
