@@ -104,9 +104,9 @@ def verl_scale(steps: int) -> None:
     wall = time.perf_counter() - t
     n = len(run.result.episodes)
     print(
-        f"\nverl-scale: Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, {steps} steps, "
-        f"eta 1 partial\n  {n:,} samples launched ({s['episodes_trained']:,.0f} trained) in {wall:.1f} s wall "
-        f"({n / wall:,.0f} samples/s), summary included"
+        "\nverl-scale: Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, "
+        f"{steps} steps, eta 1 partial\n  {n:,} samples launched ({s['episodes_trained']:,.0f} trained) "
+        f"in {wall:.1f} s wall ({n / wall:,.0f} samples/s), summary included"
     )
     print(
         f"  simulated {s['sim_time_s'] / 3600:.2f} h, step {s['step_time_s_mean']:.1f} s, "
@@ -114,7 +114,8 @@ def verl_scale(steps: int) -> None:
         f"decode {s['decode_tokens_per_s']:,.0f} tok/s"
     )
     print(
-        f"  ledger (M tokens): generated {s['tokens_generated'] / 1e6:.2f} = trained {s['tokens_trained'] / 1e6:.2f}"
+        f"  ledger (M tokens): generated {s['tokens_generated'] / 1e6:.2f}"
+        f" = trained {s['tokens_trained'] / 1e6:.2f}"
         f" + discarded {s['tokens_discarded'] / 1e6:.2f} + buffered {s['tokens_buffered'] / 1e6:.2f}"
         f" + in flight {s['tokens_in_flight'] / 1e6:.2f} (closes: {bool(s['ledger_closes'])})"
     )
@@ -132,9 +133,8 @@ def main() -> None:
         raw = raw_simpy_rate(c, n)
         eng = engine_rate(c, n)
         pipe, _ = pipeline_rate(c, n)
-        print(
-            f"{c:>11,}   {raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}"
-        )
+        rates = f"{raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}"
+        print(f"{c:>11,}   {rates}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}")
     if not args.no_verl:
         verl_scale(args.steps)
 
