@@ -243,15 +243,15 @@ class ComputeReplica:
         """Finish what is due, preempt if the cache is full, admit, report, re-arm."""
         self._in_event = True
         try:
-            while True:
-                done = self._finish_due(now)
-                if self._preempt:
-                    self._preempt_if_full()
-                if self.paused_since is None:
-                    self._admit(now)
-                if not done:
-                    break
+            done = self._finish_due(now)
+            if self._preempt:
+                self._preempt_if_full()
+            if self.paused_since is None:
+                self._admit(now)
+            if done:
                 self.p.on_finished(done, now)  # may start episodes here (queued): admit them
+                if self.waiting and self.paused_since is None:
+                    self._admit(now)
             if self._drained is not None and len(self.free) == self.n_slots:
                 ev, self._drained = self._drained, None
                 ev.succeed()
