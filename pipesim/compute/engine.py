@@ -206,7 +206,7 @@ class ComputeReplica:
             heapq.heappop(heap)
         v_next = heap[0][0] if heap else math.inf
         if self._preempt:
-            v_next = min(v_next, (self._budget - self.kv_base) / self.n)
+            v_next = min(v_next, self._full_v())
         if self.waiting and self.v < self._admit_v < v_next:
             v_next = self._admit_v
         dv = v_next - self.v
@@ -290,8 +290,19 @@ class ComputeReplica:
                 done.sort(key=_episode_id)
         return done
 
+    def _full_v(self) -> float:
+        """The first iteration boundary at which the next iteration's tokens would not fit."""
+        n, vb = self.n, self._vb
+        x = (self._budget - self.kv_base) / n - 1.0 - vb  # past this, KV + n > budget
+        k = math.floor(x + 1e-9) + 1.0
+        cur = self.v - vb
+        if k <= cur + 1e-9:
+            k = math.floor(cur + 1e-9) + 1.0
+        return vb + k
+
     def _preempt_if_full(self) -> None:
-        while self.n > 0 and self.kv_base + self.n * self.v >= self._budget - 1e-6:
+        """Before an iteration: while its tokens would overflow the cache, preempt the newest."""
+        while self.n > 0 and self.kv_base + self.n * (self.v + 1.0) > self._budget + 1e-6:
             if self.n == 1:
                 raise PipelineError(
                     f"replica {self.index}: one sequence fills the KV cache ({self._budget:.0f} tokens)"
