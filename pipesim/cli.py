@@ -502,6 +502,36 @@ def _version() -> str:
         return "unknown"
 
 
+POLICIES_HELP = (
+    "a module of your own policy classes, by dotted name or .py path, to name them in --set and "
+    "--over (repeatable); e.g. --policies headroom.py"
+)
+
+
+def register_policies(specs: Sequence[str]) -> None:
+    """Add the policy classes of each user module named on the command line to the catalog."""
+    from pathlib import Path
+
+    from pipesim import catalog
+    from pipesim.registry import _import_file
+
+    for spec in specs:
+        if spec.endswith(".py"):
+            path = Path(spec)
+            if not path.is_file():
+                raise UsageError(f"--policies: no such file {spec!r}")
+            try:
+                name = _import_file(path).__name__
+            except Exception as exc:  # noqa: BLE001 - the user's file: report it in one line
+                raise UsageError(f"--policies: cannot import {spec}: {_one_line(exc)}") from None
+        else:
+            name = spec
+        try:
+            catalog.register_module(name)
+        except ValueError as exc:
+            raise UsageError(f"--policies: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
@@ -544,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("scenario", help=SCENARIO_HELP)
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    r.add_argument("--policies", action="append", default=[], metavar="MODULE", help=POLICIES_HELP)
     r.add_argument(
         "--seed", type=int, help="the duration pool's seed, an integer in [0, 2**64); e.g. --seed 3"
     )
@@ -575,6 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("scenario", help=SCENARIO_HELP)
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    s.add_argument("--policies", action="append", default=[], metavar="MODULE", help=POLICIES_HELP)
     s.add_argument(
         "--over",
         action="append",
@@ -647,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", required=True, metavar="PATH", help="the trace file to write; e.g. --out trace.json"
     )
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    t.add_argument("--policies", action="append", default=[], metavar="MODULE", help=POLICIES_HELP)
     t.add_argument("--seed", type=int, metavar="N", help="the seed, in [0, 2**64); e.g. --seed 3")
     t.set_defaults(func=cmd_trace)
 
@@ -666,6 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     x.add_argument("--format", choices=("toml", "yaml"), help="the format for --out -; e.g. --format yaml")
     x.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    x.add_argument("--policies", action="append", default=[], metavar="MODULE", help=POLICIES_HELP)
     x.add_argument("--seed", type=int, metavar="N", help="the seed written into the file; e.g. --seed 3")
     x.set_defaults(func=cmd_export)
     return p
@@ -676,6 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        register_policies(getattr(args, "policies", None) or [])
         return int(args.func(args))
     except UsageError as exc:
         return _fail(str(exc))

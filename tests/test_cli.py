@@ -428,3 +428,27 @@ def test_a_users_file_with_its_own_policy_runs_and_sweeps(tmp_path: Path) -> Non
     assert main(argv) == 0
     runs = pd.read_csv(csv)
     assert list(runs["status"]) == ["ok", "ok"]
+
+
+EXAMPLE_POLICY = Path(__file__).resolve().parent.parent / "examples" / "headroom.py"
+
+
+def test_a_policy_file_of_your_own_is_named_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's example: a ~20-line admission policy in a file, run by name."""
+    assert len(EXAMPLE_POLICY.read_text().splitlines()) <= 30
+    out = tmp_path / "s.json"
+    args = ["run", "synchronous", "--policies", str(EXAMPLE_POLICY), "--json", str(out)]
+    assert main([*args, "--set", "admission=HeadroomThrottle(headroom=0)"]) == 0
+    tight = json.loads(out.read_text())["summary"]
+    assert main([*args, "--set", "admission=HeadroomThrottle(headroom=32)"]) == 0
+    loose = json.loads(out.read_text())["summary"]
+    assert tight["staleness_max"] == 0  # no headroom: a synchronous pipeline
+    assert loose["staleness_max"] >= 1 and loose["throughput_per_hour"] > tight["throughput_per_hour"]
+    capsys.readouterr()
+    assert main([*args[:-2], "--set", "admission=HeadroomThrottle(headroom=-1)"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "headroom must be an integer >= 0" in err[0] and "Traceback" not in err[0]
+    assert main(["run", "synchronous", "--policies", "no/such/file.py"]) == 2
+    assert "no such file" in capsys.readouterr().err
