@@ -1,4 +1,4 @@
-"""An admission policy of your own, in one file: run it with `pipesim run ... --policies examples/headroom.py`.
+"""An admission policy of your own, in one file, named from the command line with --policies.
 
     pipesim run synchronous --policies examples/headroom.py --set 'admission=HeadroomThrottle(headroom=8)'
 """
