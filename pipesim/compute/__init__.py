@@ -5,7 +5,14 @@
   ``from_hf_config``);
 * :mod:`pipesim.compute.catalog` -- :data:`MODELS`, the shipped specs;
 * :mod:`pipesim.compute.roofline` -- :class:`Efficiency` and kernel times from a roofline, checked
-  against Vidur's H100 measurements.
+  against Vidur's H100 measurements;
+* the compute engine (``docs/compute.md``): :mod:`~pipesim.compute.cost` (:class:`EngineConfig`,
+  :class:`ReplicaCost`), :mod:`~pipesim.compute.engine` (:class:`ComputeReplica`, continuous
+  batching on a fluid token clock), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`,
+  :class:`TokenSource`, length models), :mod:`~pipesim.compute.trainer`,
+  :mod:`~pipesim.compute.ledger`, :mod:`~pipesim.compute.cluster` (:class:`Cluster`,
+  :func:`run_compute`) and :mod:`~pipesim.compute.closedloop`. The modules that need the kernel
+  are imported on first use, so ``import pipesim`` does not load them.
 
 Nothing here imports ``torch`` or ``transformers``.
 """
@@ -13,7 +20,9 @@ Nothing here imports ``torch`` or ``transformers``.
 from __future__ import annotations
 
 from pipesim.compute.catalog import HF_CONFIGS, MODELS, model
+from pipesim.compute.cost import KV_POLICIES, EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUS, GPUSpec, gpu
+from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.models import DTYPE_BYTES, ModelSpec, dtype_bytes
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
@@ -25,9 +34,52 @@ from pipesim.compute.roofline import (
     linear_time_s,
     linear_times_s,
 )
+from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
+from pipesim.compute.workload import (
+    EmpiricalLengths,
+    LengthModel,
+    LogNormalLengths,
+    TokenSource,
+    TokenWorkload,
+)
+
+_LAZY = {
+    "ComputeReplica": "pipesim.compute.engine",
+    "Cluster": "pipesim.compute.cluster",
+    "ComputeRun": "pipesim.compute.cluster",
+    "run_compute": "pipesim.compute.cluster",
+    "ClosedLoop": "pipesim.compute.closedloop",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pipesim.compute' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
+    "DEFAULT_TRAINER_MFU",
+    "KV_POLICIES",
+    "ClosedLoop",
+    "Cluster",
+    "ComputeReplica",
+    "ComputeRun",
+    "ComputeTrainer",
+    "EmpiricalLengths",
+    "EngineConfig",
+    "LengthModel",
+    "LogNormalLengths",
+    "ReplicaCost",
+    "TokenLedger",
+    "TokenSource",
+    "TokenWorkload",
+    "TrainerConfig",
+    "run_compute",
+    "token_ledger",
     "DTYPE_BYTES",
     "GPUS",
     "HF_CONFIGS",
