@@ -141,28 +141,38 @@ class RunResult:
         """One row per interval: kind gen / pause / train / sync, its lane, times and version."""
         c, T = self.columns, self.sim_time_s
         n_train, n_sync = len(self.train_log), len(self.sync_log)
-        n_gen = 0
+        plan = None
         if c.n:
             inc = np.nonzero(~(c.status_is(S_ABORTED) & ~c.ended))[0]
             if len(inc):
-                per_ep, parts = self._gen_pause_rows(inc, T)
-                n_gen = sum(len(p[1]) for p in parts)
+                plan = self._row_plan(inc, T)
+        bound = int(2 * plan[0].sum() + len(plan[0])) if plan is not None else 0
+        # the rows of gen/pause are written in place; pause or empty rows dropped leave a gap
+        cap = bound + n_train + n_sync
+        kind = np.empty(cap, dtype=np.int8)
+        f_start, f_end = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+        f_version = np.empty(cap, dtype=np.int64)
+        n_gen = 0
+        if plan is not None:
+            per_ep, n_gen = self._fill_rows(plan, (kind, f_start, f_end, f_version))
+            del plan
         n = n_gen + n_train + n_sync
         if n == 0:
             return pd.DataFrame([], columns=EVENT_COLUMNS)
+        if n < cap:  # compact, one column at a time
+            kind, f_start, f_end, f_version = (
+                _shrunk(x, n_gen, n) for x in (kind, f_start, f_end, f_version)
+            )
 
-        kind = np.empty(n, dtype=np.int8)
-        f_start, f_end = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
-        f_version, f_slot = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        f_replica, f_id = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        f_slot, f_replica, f_id = (
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+        )
         complete = np.ones(n, dtype=np.bool_)
         lane_names: list[str] = []
         lane_code = np.empty(n, dtype=np.int16)
         if n_gen:
-            outs: tuple[np.ndarray, ...] = (kind, f_start, f_end, f_version)
-            for f, out in enumerate(outs):
-                np.concatenate([p[f] for p in parts], out=out[:n_gen])
-            del parts
             f_id[:n_gen] = np.repeat(c.id[inc], per_ep)
             has_rows = per_ep > 0
             used = inc[has_rows]
@@ -210,31 +220,39 @@ class RunResult:
         }
         return pd.DataFrame(cols, copy=False)
 
-    def _gen_pause_rows(self, idx: np.ndarray, T: float) -> tuple[np.ndarray, list[tuple[np.ndarray, ...]]]:
-        """The gen and pause rows of episodes ``idx``: rows per episode, and blocks of rows (kind
-        code 0 gen / 1 pause, start, end, version).
-
-        Episode by episode, in order: its segments (version, start, end) interleaved with the pauses
-        between them, as :meth:`Episode.segments` gives them; zero-length segments and pauses are
-        dropped (an episode's only segment is kept). An episode under ``k`` updates has ``2k + 1``
-        candidate rows whose times are its start, the updates' starts and ends interleaved (one
-        slice of :attr:`UpdateIndex.boundaries`), and its end.
-        """
+    def _row_plan(self, idx: np.ndarray, T: float) -> tuple[np.ndarray, ...]:
+        """For the episodes ``idx``: how many updates split each (``k``: ``2k + 1`` candidate
+        rows), where they begin among the update boundaries, and its start, end and version."""
         c, u = self.columns, self.update_index
         complete = c.ended[idx]
         end = np.where(complete, c.end_s[idx], T)
         lo = c.update_from[idx].astype(np.int64)
         hi = np.where(complete, c.update_to[idx], u.m)
+        del complete
         stop = u.first_start_after(lo, hi, end)
         k, pos = u.applying(self._rows(idx), lo, stop)
-        del hi, stop, complete, lo
-        start0, version0 = c.start_s[idx], c.version[idx]
-        times, versions = u.boundaries
+        return k, pos, c.start_s[idx], end, c.version[idx]
+
+    def _fill_rows(
+        self, plan: tuple[np.ndarray, ...], outs: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, int]:
+        """Write the gen and pause rows of the planned episodes into ``outs`` (kind code 0 gen /
+        1 pause, start, end, version) from row 0 on; return the rows kept per episode and in all.
+
+        Episode by episode, in order: its segments (version, start, end) interleaved with the
+        pauses between them, as :meth:`Episode.segments` gives them; zero-length segments and
+        pauses are dropped (an episode's only segment is kept). The ``2k + 1`` candidate rows of
+        an episode under ``k`` updates run over its start, the updates' starts and ends
+        interleaved (one slice of :attr:`UpdateIndex.boundaries`), and its end.
+        """
+        k, pos, start0, end, version0 = plan
+        times, versions = self.update_index.boundaries
         times_next = times[1:]
-        counts = np.empty(len(idx), dtype=np.int64)
-        parts: list[tuple[np.ndarray, ...]] = []
-        for c0 in range(0, len(idx), CHUNK_EPISODES):
-            c1 = min(c0 + CHUNK_EPISODES, len(idx))
+        o_kind, o_start, o_end, o_version = outs
+        counts = np.empty(len(k), dtype=np.int64)
+        w = 0
+        for c0 in range(0, len(k), CHUNK_EPISODES):
+            c1 = min(c0 + CHUNK_EPISODES, len(k))
             kc = k[c0:c1]
             n_rows = 2 * kc + 1
             row_off = np.zeros(len(kc), dtype=np.int64)
@@ -258,11 +276,15 @@ class RunResult:
             keep[row_off[~spans]] = True  # an episode's only segment is kept even if empty
             if keep.all():
                 counts[c0:c1] = n_rows
-                parts.append((r_kind, r_start, r_end, r_version))
+                kept = total
             else:
                 counts[c0:c1] = np.add.reduceat(keep, row_off, dtype=np.int64)
-                parts.append((r_kind[keep], r_start[keep], r_end[keep], r_version[keep]))
-        return counts, parts
+                r_kind, r_start, r_end, r_version = r_kind[keep], r_start[keep], r_end[keep], r_version[keep]
+                kept = len(r_start)
+            o_kind[w : w + kept], o_start[w : w + kept] = r_kind, r_start
+            o_end[w : w + kept], o_version[w : w + kept] = r_end, r_version
+            w += kept
+        return counts, w
 
     @cached_property
     def episode_table(self) -> pd.DataFrame:
@@ -294,12 +316,7 @@ class RunResult:
         sel = np.nonzero(c.status_is(S_TRAINED))[0] if c.n else np.zeros(0, dtype=np.int64)
         if len(sel) == 0:
             return pd.DataFrame({name: [] for name in TRAINED_COLUMNS})
-        ids = c.id[sel]
-        if len(ids) < 2 or (ids[1:] > ids[:-1]).all():  # ids rise along the list: ties keep id order
-            order = np.lexsort((c.end_s[sel], c.trained_step[sel]))
-        else:
-            order = np.lexsort((ids, c.end_s[sel], c.trained_step[sel]))
-        sel = sel[order]
+        sel = sel[_training_order(c.trained_step[sel], c.end_s[sel], c.id[sel])]
         tv = c.trained_version[sel].astype(np.int64)
         v = c.version[sel].astype(np.int64)
         newest = self.newest_versions[sel]
@@ -458,3 +475,35 @@ def _lanes(replica: np.ndarray, slot: np.ndarray) -> tuple[list[str], np.ndarray
     lane_slot = np.append(uniq % width + s_min, [-1, -1])
     names = [f"r{r}/slot{q}" for r, q in zip(lane_replica[:-2].tolist(), lane_slot[:-2].tolist())]
     return names, lane_of, lane_replica, lane_slot
+
+
+def _shrunk(x: np.ndarray, n_gen: int, n: int) -> np.ndarray:
+    """The first ``n_gen`` entries of ``x`` in a new array of length ``n`` (the rest unset)."""
+    out = np.empty(n, dtype=x.dtype)
+    out[:n_gen] = x[:n_gen]
+    return out
+
+
+def _training_order(step: np.ndarray, end: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The order that sorts episodes by (step, end, id), stable.
+
+    Ids rise along the episode list (launch order) in every run, so ties in (step, end) keep
+    list order and the id key is dropped; and when every step trained the same number of
+    episodes, the steps are sorted one by one as the rows of a matrix.
+    """
+    n = len(step)
+    if n < 2:
+        return np.arange(n)
+    if not (ids[1:] > ids[:-1]).all():
+        return np.lexsort((ids, end, step))
+    first = int(step.min())
+    rel = step - first
+    if int(rel.max()) < np.iinfo(np.int16).max:
+        rel = rel.astype(np.int16)  # a stable sort of 16-bit integers is a radix sort
+    by_step = np.argsort(rel, kind="stable")
+    sizes = np.bincount(rel)
+    if sizes.min() > 0 and (sizes == sizes[0]).all():
+        rows = by_step.reshape(len(sizes), int(sizes[0]))
+        within = np.argsort(end[rows], axis=1, kind="stable")
+        return np.take_along_axis(rows, within, axis=1).ravel()
+    return np.lexsort((end, step))

@@ -154,6 +154,9 @@ def test_hand_made_corners_match_the_reference() -> None:
     r = _result(eps, updates, 13.0)
     assert not r.update_index.monotonic
     assert_matches_reference(r)
+    assert_matches_reference(_result(eps[::-1], updates, 13.0))  # ids falling along the list
+    eps[6].trained_step = 1  # steps that trained different numbers of episodes
+    assert_matches_reference(_result(eps, updates, 13.0))
     assert r.episode_table.loc[0, "duration_s"] == 5.0  # truncated: the cap, not the drawn 10 s
     assert r.summary()["episodes_restarted"] == 1.0
 
