@@ -36,6 +36,9 @@ the prefill of its prompt and everything it generated (recompute). Under ``"rese
 sequence is admitted only if its prompt plus ``max_tokens`` fit beside the others' reservations;
 none is ever preempted. A replica that preempts without ever finishing stops with ``PipelineError``.
 
+The clock and the scheduler are :class:`~pipesim.compute.batch.BatchState`; this class adds the
+SimPy timer (one pending timeout, superseded ones ignored) and the kernel's calls.
+
 Interplay with the kernel: ``pause``/``resume`` freeze the token clock (a weight sync, or the
 trainer of a colocated design); ``abort_all`` records the tokens each sequence generated;
 ``stretch_all`` (re-prefill after dropping the KV at a sync, e.g. ``AbortReprefill``) calls the
@@ -54,7 +57,8 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from pipesim import Episode, PipelineError
+from pipesim import Episode
+from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
 from pipesim.compute.workload import TokenSource
 
@@ -62,21 +66,7 @@ if TYPE_CHECKING:
     from pipesim import Pipeline
 
 
-class _Seq:
-    """One sequence on a replica."""
-
-    __slots__ = ("ep", "prompt", "response", "max_tokens", "gen_before", "v_start", "kv_off", "stamp")
-
-    def __init__(self, ep: Episode, prompt: int, response: int, max_tokens: int) -> None:
-        self.ep = ep
-        self.prompt, self.response, self.max_tokens = prompt, response, max_tokens
-        self.gen_before = 0.0  # tokens generated before its current residency
-        self.v_start = 0.0
-        self.kv_off = 0.0  # its KV is kv_off + v
-        self.stamp = -1  # > 0 while resident: matches its heap entry
-
-
-class ComputeReplica:
+class ComputeReplica(BatchState):
     """One continuous-batching replica (see the module docstring)."""
 
     def __init__(
@@ -88,103 +78,22 @@ class ComputeReplica:
         source: TokenSource,
         record: bool = False,
     ) -> None:
+        super().__init__(cost, index)
         self.p, self.env = pipeline, pipeline.env
-        self.index, self.n_slots = index, n_slots
+        self.n_slots = n_slots
         self.version = 0
         self.behind = False  # no quiet completions here
-        self.cost, self.source = cost, source
-        cfg = cost.config
-        self._preempt = cfg.kv_policy == "preempt"
-        self._budget = float(cost.budget)
-        self._admit_cap = self._budget * (1.0 - cfg.watermark)
-        self._max_seqs = cfg.max_num_seqs
-        self._slope = cost.kv_slope_s
+        self.source = source
         self.free = list(range(n_slots))
-        self.heap: list[tuple[float, int, int, _Seq]] = []  # (v_finish, episode id, stamp, seq)
-        self.waiting: deque[_Seq] = deque()
-        self.admitted: list[tuple[int, _Seq]] = []  # admission order, for preemption (lazy)
-        self._stamp = 0
-        self.n = 0  # resident sequences
-        self.kv_base = 0.0  # KV tokens held = kv_base + n * v
-        self.reserved = 0.0
-        self.v, self.t0, self.a, self.c = 0.0, 0.0, 0.0, 0.0
-        self.paused_since: float | None = None
         self.offset = 0.0
-        self._stall_left = 0.0
         self._timer: simpy.Event | None = None
         self._timer_at = math.inf
         self._target_v = math.inf
-        self._admit_v = math.inf  # the end of the iteration a fitting newcomer waits for
-        self._admit_t = math.inf  # the end of the prefill step newcomers wait for
-        self._vb = 0.0  # the token clock at the last iteration boundary the engine knows
         self._in_event = False
         self._settle_pending = False
         self._drained: simpy.Event | None = None
-        self._bound = False
-        self._dirty = False  # the batch changed since the coefficients were computed
-        self._t_acc = 0.0
-        self._since_finish = 0
-        # statistics
-        self.tokens_generated = 0.0
-        self.prefill_tokens = 0.0
-        self.recompute_tokens = 0.0
-        self.prefill_s = 0.0
-        self.preemptions = 0
-        self.completions = 0
-        self.busy_s = 0.0
-        self.compute_bound_s = 0.0
-        self.peak_kv_tokens = 0.0
-        self.seq_time_integral = 0.0  # integral of resident sequences over time
         self.record = record
         self.timeline: list[tuple[float, int, int, float, float, bool]] = []
-        """With ``record``: (time, resident, waiting, KV tokens, batch tokens/s, compute bound)."""
-
-    # -- the fluid clock -------------------------------------------------------------------------
-    def _v_at(self, t: float) -> float:
-        dt = t - self.t0
-        if dt <= 0.0 or self.n == 0:
-            return self.v
-        a, c = self.a, self.c
-        return self.v + 2.0 * dt / (a + math.sqrt(a * a + 4.0 * c * dt))
-
-    def _advance(self, now: float) -> None:
-        """Bring the token clock and the statistics up to ``now`` (not while paused)."""
-        if self.paused_since is not None:
-            return
-        n = self.n
-        if n:
-            span = now - self._t_acc
-            self.busy_s += span
-            self.seq_time_integral += n * span
-            if self._bound:
-                self.compute_bound_s += span
-        self._t_acc = now
-        if now > self.t0:
-            if self._dirty:
-                self._rate()  # the batch changed at the anchor: its coefficients first
-            v = self._v_at(now)
-            dv = v - self.v
-            self.tokens_generated += n * dv
-            self.v, self.t0 = v, now
-            self.a += 2.0 * self.c * dv  # the same curve, re-anchored: t'(v) = a + 2 c (v - v0)
-            kv = self.kv_base + n * v
-            if kv > self.peak_kv_tokens:
-                self.peak_kv_tokens = kv
-
-    def _rate(self) -> None:
-        """The coefficients of ``t(v)`` at the anchor ``(t0, v)`` for the current batch."""
-        self._dirty = False
-        n = self.n
-        if n == 0:
-            self.a = self.c = 0.0
-            self._bound = False
-            return
-        kv = self.kv_base + n * self.v
-        if kv > self.peak_kv_tokens:
-            self.peak_kv_tokens = kv
-        self.a = self.cost.fixed_s(n) + self._slope * (kv - 0.5 * n)
-        self.c = 0.5 * self._slope * n
-        self._bound = self.cost.compute_bound(n, kv)
 
     def _snap(self, now: float, force: bool = False) -> None:
         """At the timer's instant, the clock is exactly at the target (no float shortfall)."""
@@ -290,107 +199,6 @@ class ComputeReplica:
                 done.sort(key=_episode_id)
         return done
 
-    def _full_v(self) -> float:
-        """The first iteration boundary at which the next iteration's tokens would not fit."""
-        n, vb = self.n, self._vb
-        x = (self._budget - self.kv_base) / n - 1.0 - vb  # past this, KV + n > budget
-        k = math.floor(x + 1e-9) + 1.0
-        cur = self.v - vb
-        if k <= cur + 1e-9:
-            k = math.floor(cur + 1e-9) + 1.0
-        return vb + k
-
-    def _preempt_if_full(self) -> None:
-        """Before an iteration: while its tokens would overflow the cache, preempt the newest."""
-        while self.n > 0 and self.kv_base + self.n * (self.v + 1.0) > self._budget + 1e-6:
-            if self.n == 1:
-                raise PipelineError(
-                    f"replica {self.index}: one sequence fills the KV cache ({self._budget:.0f} tokens)"
-                )
-            stamp, seq = self.admitted.pop()
-            if stamp != seq.stamp:
-                continue
-            seq.stamp = -1
-            seq.gen_before += self.v - seq.v_start
-            self.kv_base -= seq.kv_off
-            self.n -= 1
-            self.waiting.appendleft(seq)
-            self.preemptions += 1
-            self._since_finish += 1
-            if self._since_finish > 10_000 + 100 * self._max_seqs:
-                raise PipelineError(
-                    f"replica {self.index} preempted {self._since_finish} sequences without finishing "
-                    "one: the KV budget cannot make progress (lower max_num_seqs or use kv_policy='reserve')"
-                )
-            self._dirty = True
-
-    def _fits(self, seq: _Seq) -> bool:
-        if self.n == 0:
-            return True
-        if self.n >= self._max_seqs:
-            return False
-        if self._preempt:
-            ctx = seq.prompt + seq.gen_before
-            return self.kv_base + self.n * (self.v + 1.0) + ctx + 1.0 <= self._admit_cap
-        return self.reserved + seq.prompt + seq.max_tokens <= self._budget
-
-    def _admit(self, now: float) -> None:
-        """Admit waiting sequences FIFO while they fit; mid-iteration they wait for its end."""
-        waiting = self.waiting
-        self._admit_v = self._admit_t = math.inf
-        if not waiting:
-            return
-        v = self.v
-        if self.n and now < self.t0:  # prefilling: newcomers form the next prefill step
-            if self._fits(waiting[0]):
-                self._admit_t = self.t0
-            return
-        if self.n:  # decoding: a newcomer joins at the end of this iteration
-            off = v - self._vb
-            whole = math.floor(off + 1e-6)
-            if off - whole > 1e-6:
-                if self._fits(waiting[0]):
-                    self._admit_v = self._vb + whole + 1.0
-                return
-        new_tokens, pairs, k = 0.0, 0.0, 0
-        while waiting and self._fits(waiting[0]):
-            seq = waiting[0]
-            ctx = seq.prompt + seq.gen_before
-            waiting.popleft()
-            self._stamp += 1
-            seq.stamp = stamp = self._stamp
-            seq.v_start = v
-            seq.kv_off = ctx - v
-            self.kv_base += seq.kv_off
-            if not self._preempt:
-                self.reserved += seq.prompt + seq.max_tokens
-            self.n += 1
-            heapq.heappush(self.heap, (v + (seq.response - seq.gen_before), seq.ep.id, stamp, seq))
-            self.admitted.append((stamp, seq))
-            new_tokens += ctx
-            pairs += 0.5 * ctx * ctx
-            k += 1
-            if seq.gen_before:
-                self.recompute_tokens += ctx
-        if k:
-            self._vb = v  # iterations restart here
-            self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))
-            self.prefill_tokens += new_tokens
-            self._dirty = True
-
-    def _stall(self, now: float, seconds: float) -> None:
-        self.prefill_s += seconds
-        if self.paused_since is not None:
-            self._stall_left += seconds
-        else:
-            self.t0 = max(self.t0, now) + seconds
-
-    def _resident(self) -> list[_Seq]:
-        return [s for _, _, stamp, s in sorted(self.heap) if stamp == s.stamp]
-
-    def _generated_tokens(self, seq: _Seq) -> float:
-        return seq.gen_before + (self.v - seq.v_start if seq.stamp > 0 else 0.0)
-
     # -- the EngineReplica protocol ----------------------------------------------------------------
     @property
     def n_running(self) -> int:
@@ -413,7 +221,7 @@ class ComputeReplica:
         ep.update_from = len(self.p.updates)
         ep.offset_start = self.offset
         prompt, response, max_tokens = self.source.tokens_of(ep.id)
-        self.waiting.append(_Seq(ep, prompt, response, max_tokens))
+        self.waiting.append(Seq(ep, prompt, response, max_tokens))
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_pending = True
             ev = self.env.timeout(0.0)
