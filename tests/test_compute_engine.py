@@ -19,7 +19,13 @@ from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.trainer import TrainerConfig
-from pipesim.compute.workload import EmpiricalLengths, LogNormalLengths, TokenSource, TokenWorkload
+from pipesim.compute.workload import (
+    AgentTurns,
+    EmpiricalLengths,
+    LogNormalLengths,
+    TokenSource,
+    TokenWorkload,
+)
 
 SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
 
@@ -43,6 +49,7 @@ class FixedTokens:
     prompt: list[int]
     response: list[int]
     generated: list[float] = field(default_factory=list)
+    turns: dict[int, list[tuple[int, float, int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.generated = [0.0] * len(self.prompt)
@@ -67,10 +74,11 @@ def run_replica(
     cfg: EngineConfig,
     seqs: list[tuple[float, int, int]],
     pause: tuple[float, float] | None = None,
+    turns: dict[int, list[tuple[int, float, int]]] | None = None,
 ) -> tuple[list[float], ComputeReplica]:
     """Completion times of ``(arrival_s, prompt, response)`` sequences on one replica."""
     p = StubPipeline()
-    src = FixedTokens([s[1] for s in seqs], [s[2] for s in seqs])
+    src = FixedTokens([s[1] for s in seqs], [s[2] for s in seqs], turns=turns or {})
     rep = ComputeReplica(p, len(seqs), 0, ReplicaCost(cfg), src)  # type: ignore[arg-type]
     eps = [pipesim.Episode(i, i, 0.0, 0) for i in range(len(seqs))]
 
@@ -333,3 +341,71 @@ def test_run_compute_rejects_a_response_above_the_context() -> None:
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))
     with pytest.raises(ValueError, match="max_response_tokens"):
         run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
+
+
+# -- multi-turn ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tool_kv", ["keep", "drop"])
+def test_tool_call_leaves_the_gpu_and_prefills_its_observation(tool_kv: str) -> None:
+    cfg = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, tool_kv=tool_kv)
+    P, r1, tool, obs, r2 = 300, 120, 2.5, 200, 80
+    turns = {0: [(r1, tool, obs), (r2, 0.0, 0)]}
+    (end,), rep = run_replica(cfg, [(0.0, P, r1 + r2)], turns=turns)
+    cost = ReplicaCost(cfg)
+    t = cost.prefill_s(P, 0.5 * P * P, 1) + sum(cost.iteration_s(1, P + k) for k in range(r1)) + tool
+    ctx = P + r1
+    t += (
+        cost.prefill_s(obs, obs * (ctx + 0.5 * obs), 1)
+        if tool_kv == "keep"
+        else cost.prefill_s(ctx + obs, 0.5 * (ctx + obs) ** 2, 1)
+    )
+    t += sum(cost.iteration_s(1, ctx + obs + k) for k in range(r2))
+    assert end == pytest.approx(t, rel=1e-9)
+    assert rep.tool_calls == 1
+    assert rep.recompute_tokens == (0 if tool_kv == "keep" else ctx)
+
+
+def test_others_decode_while_one_is_in_a_tool_call() -> None:
+    P = 100
+    seqs = [(0.0, P, 50 + 400), (0.0, P, 400)]
+    turns = {0: [(50, 30.0, 10), (400, 0.0, 0)], 1: [(400, 0.0, 0)]}
+    ends, _ = run_replica(SMALL, seqs, turns=turns)
+    alone, _ = run_replica(SMALL, [(0.0, P, 400)])
+    # sequence 1 runs beside 0 for 50 tokens, then alone (0 is in its 30 s tool call): nearly as
+    # fast as alone, and long before 0 returns
+    assert alone[0] < ends[1] < alone[0] * 1.2 < 30.0 < ends[0]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    st.integers(0, 2**16), st.sampled_from([None, 1, 64]), st.sampled_from(["keep", "drop"]), st.booleans()
+)
+def test_multi_turn_ledger_closes(seed: int, workers: int | None, tool_kv: str, tight: bool) -> None:
+    eng = config_with_budget(8000, max_num_seqs=32, tool_kv=tool_kv) if tight else SMALL
+    wl = TokenWorkload(
+        response=LogNormalLengths(60.0, 0.7),
+        prompt=100,
+        samples_per_prompt=2,
+        max_response_tokens=150,
+        agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
+    )
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=1))
+    run = run_compute(sc, Cluster(engine=eng, n_gpus=4, trainer_gpus=2, env_workers=workers), wl, seed=seed)
+    assert run.ledger.closes(), run.ledger
+    s = run.summary()
+    assert s["tool_calls"] > 0
+    for e in run.engines:
+        assert e["peak_kv_tokens"] <= e["kv_budget_tokens"] + 1e-6
+
+
+def test_one_environment_worker_is_the_bottleneck() -> None:
+    wl = TokenWorkload(
+        response=LogNormalLengths(60.0, 0.3),
+        prompt=100,
+        max_response_tokens=150,
+        agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.0, observation_tokens=40),
+    )
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=2))
+    free = run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), wl)
+    one = run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1, env_workers=1), wl)
+    # 16 episodes x 2 tool calls of 2 s on one worker: at least 64 s per step
+    assert one.result.sim_time_s > 2 * 64.0 > free.result.sim_time_s

@@ -25,15 +25,43 @@ if TYPE_CHECKING:
 class Seq:
     """One sequence on a replica."""
 
-    __slots__ = ("ep", "prompt", "response", "max_tokens", "gen_before", "v_start", "kv_off", "stamp")
+    __slots__ = (
+        "ep",
+        "prompt",
+        "response",
+        "max_tokens",
+        "gen_before",
+        "v_start",
+        "kv_off",
+        "stamp",
+        "turns",
+        "turn",
+        "turn_end",
+        "obs",
+        "cached",
+        "fresh",
+    )
 
-    def __init__(self, ep: Episode, prompt: int, response: int, max_tokens: int) -> None:
+    def __init__(
+        self,
+        ep: Episode,
+        prompt: int,
+        response: int,
+        max_tokens: int,
+        turns: list[tuple[int, float, int]] | None = None,
+    ) -> None:
         self.ep = ep
         self.prompt, self.response, self.max_tokens = prompt, response, max_tokens
         self.gen_before = 0.0  # tokens generated before its current residency
         self.v_start = 0.0
         self.kv_off = 0.0  # its KV is kv_off + v
         self.stamp = -1  # > 0 while resident: matches its heap entry
+        self.turns = turns  # (response tokens, tool seconds, observation tokens) per turn, or None
+        self.turn = 0
+        self.turn_end = response if turns is None else turns[0][0]  # generated tokens at the turn's end
+        self.obs = 0  # observation tokens in its context
+        self.cached = 0.0  # KV tokens kept for it while it is off the GPU (a tool call)
+        self.fresh = prompt  # context tokens never prefilled yet (the rest of a prefill is recompute)
 
 
 class BatchState:
@@ -76,6 +104,8 @@ class BatchState:
         self.prefill_s = 0.0
         self.preemptions = 0
         self.peak_kv_tokens = 0.0
+        self.held: dict[Seq, float] = {}  # KV kept for sequences in a tool call, oldest first
+        self.held_total = 0.0
 
     # -- the fluid clock -------------------------------------------------------------------------
     def _v_at(self, t: float) -> float:
@@ -105,7 +135,7 @@ class BatchState:
             self.tokens_generated += n * dv
             self.v, self.t0 = v, now
             self.a += 2.0 * self.c * dv  # the same curve, re-anchored: t'(v) = a + 2 c (v - v0)
-            kv = self.kv_base + n * v
+            kv = self.kv_base + n * v + self.held_total
             if kv > self.peak_kv_tokens:
                 self.peak_kv_tokens = kv
 
@@ -117,9 +147,9 @@ class BatchState:
             self.a = self.c = 0.0
             self._bound = False
             return
-        kv = self.kv_base + n * self.v
-        if kv > self.peak_kv_tokens:
-            self.peak_kv_tokens = kv
+        kv = self.kv_base + n * self.v  # read by attention: resident sequences only
+        if kv + self.held_total > self.peak_kv_tokens:
+            self.peak_kv_tokens = kv + self.held_total
         self.a = self.cost.fixed_s(n) + self._slope * (kv - 0.5 * n)
         self.c = 0.5 * self._slope * n
         self._bound = self.cost.compute_bound(n, kv)
@@ -127,7 +157,7 @@ class BatchState:
     def _full_v(self) -> float:
         """The first iteration boundary at which the next iteration's tokens would not fit."""
         n, vb = self.n, self._vb
-        x = (self._budget - self.kv_base) / n - 1.0 - vb  # past this, KV + n > budget
+        x = (self._budget - self.held_total - self.kv_base) / n - 1.0 - vb  # past this, KV + n > budget
         k = math.floor(x + 1e-9) + 1.0
         cur = self.v - vb
         if k <= cur + 1e-9:
@@ -136,7 +166,10 @@ class BatchState:
 
     def _preempt_if_full(self) -> None:
         """Before an iteration: while its tokens would overflow the cache, preempt the newest."""
-        while self.n > 0 and self.kv_base + self.n * (self.v + 1.0) > self._budget + 1e-6:
+        while self.n > 0 and self.kv_base + self.n * (self.v + 1.0) + self.held_total > self._budget + 1e-6:
+            if self.held:  # cached prefixes of tool calls go first (recomputed on return)
+                self._evict_held()
+                continue
             if self.n == 1:
                 raise PipelineError(
                     f"replica {self.index}: one sequence fills the KV cache ({self._budget:.0f} tokens)"
@@ -158,14 +191,26 @@ class BatchState:
                 )
             self._dirty = True
 
+    def _evict_held(self) -> None:
+        """Drop the oldest cached prefix of a sequence in a tool call."""
+        seq = next(iter(self.held))
+        self.held_total -= self.held.pop(seq)
+        seq.cached = 0.0
+
     def _fits(self, seq: Seq) -> bool:
-        if self.n == 0:
-            return True
+        """Whether ``seq`` may join now (cached prefixes of tool calls are evicted to make room)."""
         if self.n >= self._max_seqs:
             return False
+        if self.n == 0 and not self.held:
+            return True
         if self._preempt:
-            ctx = seq.prompt + seq.gen_before
-            return self.kv_base + self.n * (self.v + 1.0) + ctx + 1.0 <= self._admit_cap
+            need = self.kv_base + self.n * (self.v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
+            need -= seq.cached  # its own cached prefix is already counted
+            while self.held and need + self.held_total > self._admit_cap and next(iter(self.held)) is not seq:
+                self._evict_held()
+            return self.n == 0 or need + self.held_total <= self._admit_cap
+        if self.n == 0:
+            return True
         return self.reserved + seq.prompt + seq.max_tokens <= self._budget
 
     def _admit(self, now: float) -> None:
@@ -189,7 +234,12 @@ class BatchState:
         new_tokens, pairs, k = 0.0, 0.0, 0
         while waiting and self._fits(waiting[0]):
             seq = waiting[0]
-            ctx = seq.prompt + seq.gen_before
+            ctx = seq.prompt + seq.gen_before + seq.obs
+            cached = seq.cached
+            if cached:
+                del self.held[seq]
+                self.held_total -= cached
+                seq.cached = 0.0
             waiting.popleft()
             self._stamp += 1
             seq.stamp = stamp = self._stamp
@@ -199,13 +249,14 @@ class BatchState:
             if not self._preempt:
                 self.reserved += seq.prompt + seq.max_tokens
             self.n += 1
-            heapq.heappush(self.heap, (v + (seq.response - seq.gen_before), seq.ep.id, stamp, seq))
+            heapq.heappush(self.heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
             self.admitted.append((stamp, seq))
-            new_tokens += ctx
-            pairs += 0.5 * ctx * ctx
+            new = ctx - cached
+            new_tokens += new
+            pairs += new * (cached + 0.5 * new)
             k += 1
-            if seq.gen_before:
-                self.recompute_tokens += ctx
+            self.recompute_tokens += new - seq.fresh
+            seq.fresh = 0
         if k:
             self._vb = v  # iterations restart here
             self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))

@@ -8,6 +8,10 @@ type, TP degree, vLLM settings). Slots are no longer a knob: each replica takes 
 ``slots_per_replica`` episodes (default ``max_num_seqs``) and the KV cache decides how many of
 them run; the pipeline's ``n_slots`` is set to the total.
 
+Multi-turn workloads (:class:`~pipesim.compute.workload.AgentTurns`): tool calls leave the GPU
+and queue for ``env_workers`` environment workers shared by every replica (a SimPy resource; a
+busy sandbox fleet can be the bottleneck), then the sequence queues for its replica again.
+
 Weight sync (default): the weights (bf16) cross the slowest link on the way, one direction of
 NVLink inside a node (at most 8 GPUs), the per-GPU network otherwise; colocated designs reshard in
 place over NVLink. Offload and reload of a colocated engine's KV cache and weights are not
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import simpy
 
 from pipesim import LeastLoaded, Pipeline, Replicas, RunResult, Scenario
 from pipesim.compute.cost import EngineConfig, ReplicaCost
@@ -41,6 +46,8 @@ class Cluster:
     engine: EngineConfig
     n_gpus: int
     trainer_gpus: int = 0
+    env_workers: int | None = None
+    """Environment workers (sandboxes) shared by all replicas' tool calls; None: unlimited."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine, EngineConfig):
@@ -52,6 +59,9 @@ class Cluster:
             raise ValueError(
                 f"trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), got {t!r}"
             )
+        w = self.env_workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"env_workers must be a positive int or None, got {w!r}")
         rollout = self.n_gpus - t
         if rollout % self.engine.tp:
             raise ValueError(
@@ -110,6 +120,7 @@ class ComputeRun:
             train_time_s_mean=train_s / steps,
             concurrency_mean=sum(e["mean_running"] * e["busy_share"] for e in self.engines),
             preemptions=float(sum(e["preemptions"] for e in self.engines)),
+            tool_calls=float(sum(e["tool_calls"] for e in self.engines)),
             recompute_tokens=sum(e["recompute_tokens"] for e in self.engines),
             prefill_tokens=sum(e["prefill_tokens"] for e in self.engines),
             compute_bound_share=sum(e["compute_bound_share"] for e in self.engines) / len(self.engines),
@@ -157,9 +168,12 @@ def run_compute(
     model_trainer = ComputeTrainer(tcfg, source)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []
+    pools: list[simpy.Resource] = []
 
     def factory(p: Pipeline, n_slots: int, index: int) -> ComputeReplica:
-        e = ComputeReplica(p, n_slots, index, cost, source, record)
+        if cluster.env_workers is not None and not pools:
+            pools.append(simpy.Resource(p.env, cluster.env_workers))
+        e = ComputeReplica(p, n_slots, index, cost, source, record, pools[0] if pools else None)
         engines.append(e)
         return e
 

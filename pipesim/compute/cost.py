@@ -45,6 +45,9 @@ KV_POLICIES = ("preempt", "reserve")
 admitted only if its prompt plus its ``max_tokens`` fit, so no sequence is ever preempted."""
 
 
+TOOL_KV = ("keep", "drop")
+
+
 def _positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
@@ -70,6 +73,10 @@ class EngineConfig:
     """Longest sequence (prompt + response) served; default the model's context."""
     kv_policy: str = "preempt"
     """What gives way when the KV cache is full (see :data:`KV_POLICIES`)."""
+    tool_kv: str = "keep"
+    """Multi-turn: a sequence's KV during a tool call is ``"keep"`` (a prefix cache, counted
+    against the budget and evicted oldest first when room is needed) or ``"drop"`` (recomputed on
+    return). Only ``kv_policy="preempt"`` keeps it."""
     watermark: float = 0.01
     """Share of the KV budget kept free when admitting under ``preempt`` (vLLM's watermark)."""
     iteration_overhead_s: float = 1e-3
@@ -99,6 +106,8 @@ class EngineConfig:
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {u!r}")
+        if self.tool_kv not in TOOL_KV:
+            raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {self.tool_kv!r}")
         if not isinstance(self.watermark, int | float) or not 0 <= self.watermark < 1:
             raise ValueError(f"watermark must be in [0, 1), got {self.watermark!r}")
         if self.kv_policy not in KV_POLICIES:

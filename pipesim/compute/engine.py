@@ -52,7 +52,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -77,7 +77,9 @@ class ComputeReplica(BatchState):
         cost: ReplicaCost,
         source: TokenSource,
         record: bool = False,
+        pool: simpy.Resource | None = None,
     ) -> None:
+        """``pool``: the environment workers tool calls queue for (None: unlimited)."""
         super().__init__(cost, index)
         self.p, self.env = pipeline, pipeline.env
         self.n_slots = n_slots
@@ -93,6 +95,10 @@ class ComputeReplica(BatchState):
         self._settle_pending = False
         self._drained: simpy.Event | None = None
         self.record = record
+        self.pool = pool
+        self._keep_kv = cost.config.tool_kv == "keep" and self._preempt
+        self.tooling: dict[Seq, None] = {}  # sequences in a tool call
+        self.tool_calls = 0
         self.timeline: list[tuple[float, int, int, float, float, bool]] = []
 
     def _snap(self, now: float, force: bool = False) -> None:
@@ -184,6 +190,10 @@ class ComputeReplica(BatchState):
             self.kv_base -= seq.kv_off
             if not self._preempt:
                 self.reserved -= seq.prompt + seq.max_tokens
+            self._dirty = True
+            if seq.turns is not None and seq.turn + 1 < len(seq.turns):
+                self._end_turn(seq)
+                continue
             ep = seq.ep
             heapq.heappush(self.free, ep.slot)
             ep.end_s = now
@@ -194,10 +204,55 @@ class ComputeReplica(BatchState):
         if done:
             self.completions += len(done)
             self._since_finish = 0
-            self._dirty = True
             if len(done) > 1:
                 done.sort(key=_episode_id)
         return done
+
+    # -- multi-turn episodes ----------------------------------------------------------------------
+    def _end_turn(self, seq: Seq) -> None:
+        """``seq`` ends a turn: it leaves the GPU for its tool call (its KV kept or dropped)."""
+        self._since_finish = 0
+        seq.gen_before = float(seq.turn_end)
+        turns = seq.turns
+        assert turns is not None
+        _, tool_s, obs = turns[seq.turn]
+        if self._keep_kv:
+            seq.cached = seq.prompt + seq.gen_before + seq.obs
+            self.held[seq] = seq.cached
+            self.held_total += seq.cached
+        seq.turn += 1
+        seq.obs += obs
+        seq.fresh = obs
+        seq.turn_end += turns[seq.turn][0]
+        self.tooling[seq] = None
+        self.tool_calls += 1
+        if self.pool is None:
+            ev = self.env.timeout(tool_s)
+            ev.callbacks.append(lambda _ev, s=seq: self._tool_return(s))  # type: ignore[misc, union-attr]
+        else:
+            self.env.process(self._pooled_tool(seq, tool_s))
+
+    def _pooled_tool(self, seq: Seq, tool_s: float) -> Generator[simpy.Event, Any, None]:
+        assert self.pool is not None
+        with self.pool.request() as req:
+            yield req
+            yield self.env.timeout(tool_s)
+        self._tool_return(seq)
+
+    def _tool_return(self, seq: Seq) -> None:
+        """The tool answered: ``seq`` queues for the GPU (its observation to prefill)."""
+        if seq not in self.tooling:
+            return  # taken off the replica (aborted) during the call
+        del self.tooling[seq]
+        self.waiting.append(seq)
+        if not self._in_event and self.paused_since is None and not self._settle_pending:
+            self._settle_pending = True
+            ev = self.env.timeout(0.0)
+            ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
+
+    def _off_gpu(self) -> list[Seq]:
+        """Sequences on this replica but not resident: waiting for the KV cache, or in a tool call."""
+        return list(self.waiting) + list(self.tooling)
 
     # -- the EngineReplica protocol ----------------------------------------------------------------
     @property
@@ -220,8 +275,11 @@ class ComputeReplica(BatchState):
         ep.start_s = now
         ep.update_from = len(self.p.updates)
         ep.offset_start = self.offset
-        prompt, response, max_tokens = self.source.tokens_of(ep.id)
-        self.waiting.append(Seq(ep, prompt, response, max_tokens))
+        src = self.source
+        prompt, response, max_tokens = src.tokens_of(ep.id)
+        self.waiting.append(
+            Seq(ep, prompt, response, max_tokens, src.turns.get(ep.id) if src.turns else None)
+        )
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_pending = True
             ev = self.env.timeout(0.0)
@@ -232,7 +290,7 @@ class ComputeReplica(BatchState):
         return max((now - self.offset) - (ep.start_s - ep.offset_start), 0.0)
 
     def running_episodes(self) -> list[Episode]:
-        return [s.ep for s in self._resident()] + [s.ep for s in self.waiting]
+        return [s.ep for s in self._resident() + self._off_gpu()]
 
     def pause(self) -> None:
         """Stop generating; sequences due exactly now finish first, as the chapter's slots do."""
@@ -275,11 +333,11 @@ class ComputeReplica(BatchState):
         return ev
 
     def abort_all(self) -> list[tuple[Episode, float]]:
-        """Take every episode off the replica (resident first, in finishing order, then waiting)."""
+        """Take every episode off the replica (resident first, in finishing order, then the others)."""
         now = self.env.now
         self._advance(now)
         n_upd, out = len(self.p.updates), []
-        for seq in self._resident() + list(self.waiting):
+        for seq in self._resident() + self._off_gpu():
             ep = seq.ep
             self.source.generated[ep.id] = self._generated_tokens(seq)
             seq.stamp = -1
@@ -289,6 +347,7 @@ class ComputeReplica(BatchState):
             ep.duration_s = ep.work_s = g = self.generated_s(ep)
             out.append((ep, g))
         self.heap, self.admitted, self.waiting = [], [], deque()
+        self.tooling, self.held, self.held_total = {}, {}, 0.0  # a tool call still out is ignored
         self.n, self.kv_base, self.reserved = 0, 0.0, 0.0
         self._stall_left = 0.0
         if self.paused_since is None:
@@ -308,11 +367,13 @@ class ComputeReplica(BatchState):
         tokens, pairs = 0.0, 0.0
         for seq in resident:
             extra_s(seq.ep, self.generated_s(seq.ep))  # the policy's own accounting
-            ctx = seq.prompt + self._generated_tokens(seq)
+            ctx = seq.prompt + seq.obs + self._generated_tokens(seq)
             tokens += ctx
             pairs += 0.5 * ctx * ctx
-        for seq in self.waiting:
+        for seq in self._off_gpu():
             extra_s(seq.ep, self.generated_s(seq.ep))
+            seq.cached = 0.0  # the cached prefixes of tool calls go too
+        self.held, self.held_total = {}, 0.0
         if resident:
             self.recompute_tokens += tokens
             self.prefill_tokens += tokens
@@ -328,13 +389,14 @@ class ComputeReplica(BatchState):
 
     def release(self) -> None:
         self.heap, self.admitted, self.waiting = [], [], deque()
+        self.tooling, self.held = {}, {}
         self._timer = None
 
     # -- results -----------------------------------------------------------------------------------
     def flush(self) -> None:
         """At the end of a run: write the tokens and seconds of the episodes still here."""
         self._advance(self.env.now)
-        for seq in self._resident() + list(self.waiting):
+        for seq in self._resident() + self._off_gpu():
             self.source.generated[seq.ep.id] = self._generated_tokens(seq)
             seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
 
@@ -348,6 +410,7 @@ class ComputeReplica(BatchState):
             "recompute_tokens": self.recompute_tokens,
             "prefill_s": self.prefill_s,
             "preemptions": self.preemptions,
+            "tool_calls": self.tool_calls,
             "completions": self.completions,
             "busy_share": busy / sim_time_s if sim_time_s > 0 else math.nan,
             "decode_tokens_per_s": self.tokens_generated / busy if busy > 0 else 0.0,

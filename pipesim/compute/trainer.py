@@ -1,7 +1,7 @@
 """A compute-grounded trainer: a step's seconds from the tokens in its batch.
 
 :class:`ComputeTrainer` implements :class:`pipesim.TrainerModel`. For a batch holding ``T`` tokens
-(prompt plus generated response of every sample, from the
+(prompt, generated response and tool observations of every sample, from the
 :class:`~pipesim.compute.workload.TokenSource` side table) of a model with ``N`` active
 parameters, on ``n_gpus`` GPUs::
 
@@ -99,8 +99,9 @@ class ComputeTrainer:
         self.log: list[tuple[int, float, float]] = []
 
     def batch_tokens(self, batch: list[Episode]) -> float:
-        prompt, response = self.source.prompt, self.source.response
-        return float(sum(prompt[ep.id] + response[ep.id] for ep in batch))
+        src = self.source
+        prompt, response, obs = src.prompt, src.response, src.observation
+        return float(sum(prompt[ep.id] + response[ep.id] + obs[ep.id] for ep in batch))
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
         tokens = self.batch_tokens(batch)

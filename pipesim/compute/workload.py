@@ -102,6 +102,30 @@ class EmpiricalLengths:
         return float(np.mean(self.tokens))
 
 
+@dataclass(frozen=True)
+class AgentTurns:
+    """Multi-turn episodes: ``turns`` turns of response tokens, each but the last followed by a
+    tool call (log-normal latency, median ``tool_latency_s``) whose ``observation_tokens`` join the
+    context and are prefilled when the sequence returns to the GPU. Each turn's response is drawn
+    from the workload's response model (with the group's difficulty) and capped at
+    ``max_response_tokens``."""
+
+    turns: int = 4
+    tool_latency_s: float = 5.0
+    tool_latency_sigma: float = 1.0
+    observation_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("turns", "observation_tokens"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "turns" else 0):
+                raise ValueError(f"{name} must be an int >= {1 if name == 'turns' else 0}, got {v!r}")
+        for name in ("tool_latency_s", "tool_latency_sigma"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+
+
 def _length_model(name: str, value: object) -> None:
     if not isinstance(value, LengthModel):
         raise ValueError(f"{name} must be a length model (LogNormalLengths, EmpiricalLengths), got {value!r}")
@@ -122,6 +146,8 @@ class TokenWorkload:
     """Log-space spread of each group's length multiplier (0: every group alike)."""
     drift_per_version: float = 0.0
     """Response lengths scale by ``(1 + drift_per_version) ** version``."""
+    agent: AgentTurns | None = None
+    """Multi-turn episodes (None: one turn, no tool calls)."""
 
     def __post_init__(self) -> None:
         _length_model("response", self.response)
@@ -140,6 +166,8 @@ class TokenWorkload:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if not isinstance(self.difficulty_sigma, int | float) or not 0 <= self.difficulty_sigma < math.inf:
             raise ValueError(f"difficulty_sigma must be a finite number >= 0, got {self.difficulty_sigma!r}")
+        if self.agent is not None and not isinstance(self.agent, AgentTurns):
+            raise ValueError(f"agent must be an AgentTurns or None, got {self.agent!r}")
         if not isinstance(self.drift_per_version, int | float) or not -1 < self.drift_per_version < math.inf:
             raise ValueError(f"drift_per_version must be a number > -1, got {self.drift_per_version!r}")
 
@@ -147,15 +175,18 @@ class TokenWorkload:
     def max_sequence_tokens(self) -> int:
         """The longest sequence a sample can become (largest prompt + ``max_response_tokens``)."""
         prompt = self.prompt if isinstance(self.prompt, int) else self.max_prompt_tokens
-        return prompt + self.max_response_tokens
+        if self.agent is None:
+            return prompt + self.max_response_tokens
+        a = self.agent
+        return prompt + a.turns * self.max_response_tokens + (a.turns - 1) * a.observation_tokens
 
     def check_context(self, context_tokens: int) -> None:
         """``ValueError`` naming ``max_response_tokens`` when a sample can outgrow ``context_tokens``."""
         if self.max_sequence_tokens > context_tokens:
             raise ValueError(
-                f"max_response_tokens ({self.max_response_tokens}) plus the longest prompt "
-                f"({self.max_sequence_tokens - self.max_response_tokens}) exceeds the model context "
-                f"({context_tokens} tokens)"
+                f"max_response_tokens ({self.max_response_tokens}): the longest sample "
+                f"({self.max_sequence_tokens} tokens: prompt, responses and observations) exceeds the "
+                f"model context ({context_tokens} tokens)"
             )
 
 
@@ -201,11 +232,20 @@ class TokenSource:
         self.truncated: list[bool] = []
         self.generated: list[float] = []
         self.group: list[int] = []
+        self.observation: list[int] = []
+        self.turns: dict[int, list[tuple[int, float, int]]] = {}
+        """Multi-turn episodes: (response tokens, tool seconds, observation tokens) per turn."""
         self._groups: dict[int, tuple[int, float]] = {}  # group -> (prompt tokens, difficulty)
         self._response = _Blocks(workload.response, rng)
         self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
         self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
         self._cap = workload.max_response_tokens
+        a = workload.agent
+        self._tool = (
+            None
+            if a is None
+            else _Blocks(LogNormalLengths(max(a.tool_latency_s, 1e-300), a.tool_latency_sigma), rng)
+        )
 
     def _group(self, g: int) -> tuple[int, float]:
         w = self.workload
@@ -238,12 +278,31 @@ class TokenSource:
             n = 1
         cap = self._cap
         self.prompt.append(prompt)
-        self.response.append(n if n <= cap else cap)
-        self.max_tokens.append(cap)
-        self.truncated.append(n > cap)
         self.generated.append(0.0)
         self.group.append(g)
+        if w.agent is None:
+            self.response.append(n if n <= cap else cap)
+            self.max_tokens.append(cap)
+            self.truncated.append(n > cap)
+            self.observation.append(0)
+        else:
+            self._agent_turns(episode_id, n, difficulty, w.agent)
         return 0.0
+
+    def _agent_turns(self, episode_id: int, first: int, difficulty: float, a: AgentTurns) -> None:
+        cap, tool = self._cap, self._tool
+        assert tool is not None
+        lengths = [first] + [
+            max(int(self._response.next() * difficulty + 0.5), 1) for _ in range(a.turns - 1)
+        ]
+        obs = a.observation_tokens
+        turns = [(min(n, cap), tool.next() if a.tool_latency_s else 0.0, obs) for n in lengths]
+        turns[-1] = (turns[-1][0], 0.0, 0)
+        self.turns[episode_id] = turns
+        self.response.append(sum(t[0] for t in turns))
+        self.max_tokens.append(a.turns * cap)
+        self.truncated.append(any(n > cap for n in lengths))
+        self.observation.append(obs * (a.turns - 1))
 
     def publish(self, version: int, running: Sequence[tuple[Episode, float]]) -> dict[int, float]:
         """New weights change no sample's length in this model: nothing to re-cost."""
