@@ -7,6 +7,8 @@ ratios share the machine's load:
   exponential time again and again (the floor of any SimPy model: one event per sample);
 * ``engine``: samples per second of one :class:`~pipesim.compute.engine.ComputeReplica` per 1,024
   sequences under a closed loop (every finished sequence replaced at once), no kernel around it;
+* ``multi-turn``: turns per second of the same full run with 4-turn agent episodes (2 s tool
+  calls, unlimited environment workers, 64 observation tokens);
 * ``pipeline``: samples per second of a full run (:func:`~pipesim.compute.cluster.run_compute`:
   controller, trainer, weight syncs, asynchronous eta 1 with partial rollouts, one batch =
   the concurrency), samples = episodes launched.
@@ -34,10 +36,16 @@ from pipesim.compute import GPUS, MODELS
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
-from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 
 SMALL = TokenWorkload(
     response=LogNormalLengths(256.0, 0.6), prompt=128, max_response_tokens=1024, max_prompt_tokens=128
+)
+AGENT = TokenWorkload(
+    response=LogNormalLengths(64.0, 0.6),
+    prompt=128,
+    max_response_tokens=256,
+    agent=AgentTurns(turns=4, tool_latency_s=2.0, tool_latency_sigma=1.0, observation_tokens=64),
 )
 
 
@@ -76,7 +84,8 @@ def engine_rate(concurrency: int, samples: int) -> float:
     return done / (time.perf_counter() - t)
 
 
-def pipeline_rate(concurrency: int, samples: int) -> tuple[float, float]:
+def pipeline_rate(concurrency: int, samples: int, workload: TokenWorkload = SMALL) -> tuple[float, float]:
+    """Samples per wall second of a full run, and turns per wall second (the same single-turn)."""
     per = min(concurrency, 1024)
     n_rep = concurrency // per
     cluster = Cluster(engine=engine(per), n_gpus=2 * n_rep, trainer_gpus=n_rep)
@@ -84,17 +93,23 @@ def pipeline_rate(concurrency: int, samples: int) -> tuple[float, float]:
     cfg = pipesim.PipelineConfig(batch_size=concurrency, steps=steps, max_staleness=1)
     sc = pipesim.Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout())
     t = time.perf_counter()
-    run = run_compute(sc, cluster, SMALL, slots_per_replica=per)
+    run = run_compute(sc, cluster, workload, slots_per_replica=per)
     wall = time.perf_counter() - t
     assert run.ledger.closes()
-    return len(run.result.episodes) / wall, wall
+    turns = sum(e["completions"] + e["tool_calls"] for e in run.engines)
+    return len(run.result.episodes) / wall, turns / wall
 
 
-def verl_scale(steps: int) -> None:
+def verl_scale(steps: int, multi_turn: bool = False) -> None:
     eng = EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_model_len=16384)
-    cluster = Cluster(engine=eng, n_gpus=64, trainer_gpus=32)
+    cluster = Cluster(engine=eng, n_gpus=64, trainer_gpus=32, env_workers=2048 if multi_turn else None)
+    agent = AgentTurns(turns=4, tool_latency_s=5.0, observation_tokens=256) if multi_turn else None
     wl = TokenWorkload(
-        response=LogNormalLengths(1500.0, 0.8), prompt=512, samples_per_prompt=16, max_response_tokens=8192
+        response=LogNormalLengths(400.0 if multi_turn else 1500.0, 0.8),
+        prompt=512,
+        samples_per_prompt=16,
+        max_response_tokens=2048 if multi_turn else 8192,
+        agent=agent,
     )
     cfg = pipesim.PipelineConfig(batch_size=512 * 16, steps=steps, max_staleness=1)
     sc = pipesim.Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout())
@@ -104,7 +119,8 @@ def verl_scale(steps: int) -> None:
     wall = time.perf_counter() - t
     n = len(run.result.episodes)
     print(
-        "\nverl-scale: Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, "
+        f"\nverl-scale{' multi-turn (4 turns, 5 s tools, 2,048 workers)' if multi_turn else ''}: "
+        "Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, "
         f"{steps} steps, eta 1 partial\n  {n:,} samples launched ({s['episodes_trained']:,.0f} trained) "
         f"in {wall:.1f} s wall ({n / wall:,.0f} samples/s), summary included"
     )
@@ -125,18 +141,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=40_000, help="samples per measurement (default 40,000)")
     ap.add_argument("--steps", type=int, default=10, help="steps of the verl-scale run (default 10)")
-    ap.add_argument("--no-verl", action="store_true", help="skip the verl-scale run")
+    ap.add_argument("--no-verl", action="store_true", help="skip the verl-scale runs")
     args = ap.parse_args()
-    print("concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   engine/raw   pipeline/raw")
+    head = "concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   multi-turn turns/s"
+    print(head + "   engine/raw   pipeline/raw   turns/raw")
     for c in (64, 1024, 8192):
         n = max(args.samples, 4 * c)
         raw = raw_simpy_rate(c, n)
         eng = engine_rate(c, n)
         pipe, _ = pipeline_rate(c, n)
-        rates = f"{raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}"
-        print(f"{c:>11,}   {rates}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}")
+        _, turns = pipeline_rate(c, n // 4, AGENT)
+        rates = f"{raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}   {turns:>18,.0f}"
+        print(f"{c:>11,}   {rates}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}   {turns / raw:>9.2f}")
     if not args.no_verl:
         verl_scale(args.steps)
+        verl_scale(args.steps, multi_turn=True)
 
 
 if __name__ == "__main__":

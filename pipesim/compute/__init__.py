@@ -36,6 +36,7 @@ from pipesim.compute.roofline import (
 )
 from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import (
+    AgentTurns,
     EmpiricalLengths,
     LengthModel,
     LogNormalLengths,
@@ -63,6 +64,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "DEFAULT_TRAINER_MFU",
+    "AgentTurns",
     "KV_POLICIES",
     "ClosedLoop",
     "Cluster",
