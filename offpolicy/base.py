@@ -15,6 +15,16 @@ about ``p_correct`` (0.2 by default, a blind guess's rate), and RL has a clear, 
 up: move mass from the off-by-one answer to the right one. A flat "uniform over lines" target
 was tried first: it erased most of the lookup and RL climbed slowly and unreliably.
 
+For the ``issue`` gym (``BaseConfig(gym="issue")``, see :data:`ISSUE_BASE`) the same
+off-by-one recipe did not form the lookup "issue variable -> the line assigning it" within
+2,000 steps of the answer loss alone (held-out accuracy of the *correct* answer stayed at the
+decoys' 0.25). What made it form is an auxiliary loss during the warm start only
+(``aux_weight``): a linear probe, not part of TinyAgent and dropped afterwards, reads the final
+residual at each line's left-hand-side variable and is trained (binary cross-entropy) to say
+whether that line is the bug. That teaches the per-line comparison with the issue; the answer
+head then copies the marked line's number, the circuit the defect gym already formed. The probe
+sees only demonstration tasks (the gym's generator, another seed, never a gym task).
+
 The base is deterministic for a given ``BaseConfig`` and tokenizer. ``make_rl_base`` caches it
 on disk (atomic write, keyed by a hash of config and vocabulary) and rebuilds when the cached
 file is missing, corrupt, or from another architecture.
@@ -31,7 +41,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from offpolicy.gym import Tokenizer, make_demo_tasks, observation_ids, prompt_ids
+from offpolicy.gym import BUG_RHS, N_LINES, Tokenizer, make_demo_tasks, observation_ids, prompt_ids
 from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "offpolicy"
@@ -49,7 +59,17 @@ class BaseConfig:
         batch_size: demonstrations per step.
         lr: AdamW learning rate.
         seed: seed for weight init and batch order.
+        gym: which gym's generator draws the demonstrations (``'defect'`` or ``'issue'``).
+        aux_weight: weight of the auxiliary "is this line the bug" probe loss at each line's
+            left-hand-side variable (0: no probe, and the random stream is the original one).
+        wrong: where the annotator's wrong mass goes: ``'off-by-one'`` (the line above the
+            bug) or ``'decoy'`` (spread evenly over the other lines that show the defect, an
+            annotator who fixes a visible defect without reading the issue).
     """
+
+    def __post_init__(self) -> None:
+        if self.wrong not in ("off-by-one", "decoy"):
+            raise ValueError(f"wrong must be 'off-by-one' or 'decoy', got {self.wrong!r}")
 
     n_demo_tasks: int = 2000
     steps: int = 400
@@ -57,6 +77,17 @@ class BaseConfig:
     batch_size: int = 32
     lr: float = 3e-3
     seed: int = 0
+    gym: str = "defect"
+    aux_weight: float = 0.0
+    wrong: str = "off-by-one"
+
+
+ISSUE_BASE = BaseConfig(n_demo_tasks=30000, steps=1500, batch_size=64, gym="issue", aux_weight=1.0)
+
+
+def base_config(gym: str) -> BaseConfig:
+    """The RL base recipe of ``gym``: the default off-by-one base, or :data:`ISSUE_BASE`."""
+    return ISSUE_BASE if gym == "issue" else BaseConfig()
 
 
 def demo_batch(
@@ -68,7 +99,7 @@ def demo_batch(
     ``fix <n> <eoa>``), so no padding is needed.
     """
     rows, answer_pos, off_by_one = [], [], []
-    for task in make_demo_tasks(cfg.n_demo_tasks):
+    for task in make_demo_tasks(cfg.n_demo_tasks, gym=cfg.gym):
         read = [tok.read_id, tok.eoa_id]
         fix = [tok.fix_id, tok.ids[str(task.bug_line)], tok.eoa_id]
         head = prompt_ids(task, tok) + read + observation_ids(task, tok)
@@ -76,7 +107,7 @@ def demo_batch(
         answer_pos.append(len(head) + 1)  # index of the line-number token (after 'fix')
         off_by_one.append(tok.ids[str(task.bug_line - 1 if task.bug_line > 1 else 2)])
     ids = torch.tensor(rows)  # [N, T]
-    n_prompt = len(prompt_ids(make_demo_tasks(1)[0], tok))
+    n_prompt = len(prompt_ids(make_demo_tasks(1, gym=cfg.gym)[0], tok))
     n_head = answer_pos[0] - 1
     mask = torch.zeros(ids.shape[0], ids.shape[1] - 1)  # [N, T-1]; index t predicts token t+1
     mask[:, n_prompt - 1 : n_prompt + 1] = 1.0  # read, <eoa>
@@ -84,25 +115,76 @@ def demo_batch(
     return ids, mask, torch.tensor(answer_pos), torch.tensor(off_by_one)
 
 
+def _lhs_positions(tok: Tokenizer, cfg: BaseConfig) -> torch.Tensor:
+    """Positions of each line's tokens from its left-hand-side variable to its end, in a
+    demonstration: -> [N_LINES, words per line - 1]."""
+    task = make_demo_tasks(1, gym=cfg.gym)[0]
+    obs = len(prompt_ids(task, tok)) + 2  # after the prompt and 'read <eoa>'
+    words_per_line = len(task.lines[0].split())
+    first = torch.tensor([obs + 2 + words_per_line * k for k in range(N_LINES)])  # [N_LINES]
+    return first[:, None] + torch.arange(words_per_line - 1)[None, :]  # [N_LINES, words - 1]
+
+
+def _decoy_target(tok: Tokenizer, cfg: BaseConfig) -> torch.Tensor:
+    """Each demonstration's decoy distribution over token ids (even over the other defect lines): [N, V]."""
+    tasks = make_demo_tasks(cfg.n_demo_tasks, gym=cfg.gym)
+    out = torch.zeros(len(tasks), len(tok))
+    for i, task in enumerate(tasks):
+        lines = [
+            int(x.split()[0])
+            for x in task.lines
+            if x.endswith(BUG_RHS) and int(x.split()[0]) != task.bug_line
+        ]
+        lines = lines or [n for n in range(1, N_LINES + 1) if n != task.bug_line]
+        for n in lines:
+            out[i, tok.ids[str(n)]] = 1.0 / len(lines)
+    return out
+
+
+def _bug_onehot(tok: Tokenizer, cfg: BaseConfig, ids: torch.Tensor) -> torch.Tensor:
+    """One-hot of each demonstration's bug line: -> [N, N_LINES]."""
+    bugs = torch.tensor([t.bug_line - 1 for t in make_demo_tasks(cfg.n_demo_tasks, gym=cfg.gym)])
+    assert len(bugs) == len(ids)
+    return F.one_hot(bugs, N_LINES).float()
+
+
 def train_base(tok: Tokenizer, cfg: BaseConfig, model_cfg: ModelConfig | None = None) -> TinyAgent:
     """Build the RL base from scratch (deterministic for fixed cfg and tokenizer)."""
     gen = torch.Generator().manual_seed(cfg.seed)
     model = TinyAgent(model_cfg or ModelConfig(vocab_size=len(tok)), generator=gen)
     ids, mask, answer_pos, off_by_one = demo_batch(tok, cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    decoys = _decoy_target(tok, cfg) if cfg.wrong == "decoy" else None  # [N, V] or None
+    params = list(model.parameters())
+    probe = None
+    if cfg.aux_weight > 0:
+        probe = torch.nn.Linear(model.cfg.d_model, 1)  # dropped after the warm start
+        with torch.no_grad():
+            probe.weight.copy_(torch.randn(probe.weight.shape, generator=gen) * 0.02)
+            probe.bias.zero_()
+        params += list(probe.parameters())
+        var_pos, bug_onehot = _lhs_positions(tok, cfg), _bug_onehot(tok, cfg, ids)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     for _ in range(cfg.steps):
         rows = torch.randint(len(ids), (cfg.batch_size,), generator=gen)  # [b]
         x, m = ids[rows], mask[rows]  # [b, T], [b, T-1]
-        logits = model(x)[:, :-1]  # [b, T-1, V]
+        h = model.hidden(x)  # [b, T, D]
+        logits = (h @ model.tok_emb.weight.T if model.head is None else model.head(h))[:, :-1]  # [b, T-1, V]
         target = F.one_hot(x[:, 1:], len(tok)).float()  # [b, T-1, V]
         b_idx, at = torch.arange(len(rows)), answer_pos[rows] - 1  # [b]; index predicting the line
         target[b_idx, at] *= cfg.p_correct
-        target[b_idx, at, off_by_one[rows]] += 1.0 - cfg.p_correct
+        if decoys is None:
+            target[b_idx, at, off_by_one[rows]] += 1.0 - cfg.p_correct
+        else:
+            target[b_idx, at] += (1.0 - cfg.p_correct) * decoys[rows]
         nll = -(target * torch.log_softmax(logits, -1)).sum(-1)  # [b, T-1]
         loss = (nll * m).sum() / m.sum()
+        if probe is not None:
+            marks = probe(h[:, var_pos]).squeeze(-1)  # [b, N_LINES, K]: every token from the variable on
+            target_marks = bug_onehot[rows][:, :, None].expand_as(marks)
+            loss = loss + cfg.aux_weight * F.binary_cross_entropy_with_logits(marks, target_marks)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
     return model
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from offpolicy import stats
-from offpolicy.base import make_rl_base
+from offpolicy.base import base_config, make_rl_base
 from offpolicy.gym import Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import Sampler, train_offpolicy
@@ -112,6 +112,7 @@ def run_one(
     eval_episodes: int = 8,
     eval_every: int = 5,
     eval_every_episodes: int = 4,
+    gym: str = "defect",
 ) -> dict[str, Any]:
     """Train a copy of ``base`` with stale sampling and evaluate it -> run record.
 
@@ -121,14 +122,14 @@ def run_one(
     """
     cfg = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
     model = copy.deepcopy(base)
-    spec = EvalSpec(make_tasks("heldout"), eval_every, eval_every_episodes, EVAL_SEED + seed)
+    spec = EvalSpec(make_tasks("heldout", gym), eval_every, eval_every_episodes, EVAL_SEED + seed)
     start = time.perf_counter()
     history = train_offpolicy(
-        model, make_tasks("train"), tok, cfg, steps, lag, correction, sampler=sampler, eval_spec=spec
+        model, make_tasks("train", gym), tok, cfg, steps, lag, correction, sampler=sampler, eval_spec=spec
     )
     seconds = time.perf_counter() - start
     held = evaluate(
-        model, make_tasks("heldout"), tok, eval_episodes, torch.Generator().manual_seed(EVAL_SEED + seed)
+        model, make_tasks("heldout", gym), tok, eval_episodes, torch.Generator().manual_seed(EVAL_SEED + seed)
     )
     return {
         "lag": lag,
@@ -137,6 +138,7 @@ def run_one(
         "lr": cfg.lr,
         "steps": steps,
         "sampler": getattr(sampler, "__name__", None),
+        "gym": gym,
         "train_seconds": seconds,  # includes the in-training evaluations
         "eval_every": eval_every,
         "history": history,
@@ -163,11 +165,11 @@ def collapse_step(run: dict[str, Any], threshold: float = COLLAPSED) -> int | No
     return None
 
 
-def load_base() -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:
-    """The tokenizer, the cached RL base and its held-out stats (seed EVAL_SEED, 8 per task)."""
+def load_base(gym: str = "defect") -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:
+    """The tokenizer, the cached RL base of ``gym`` and its held-out stats (seed EVAL_SEED, 8 per task)."""
     tok = build_tokenizer()
-    base = make_rl_base(tok)
-    held = evaluate(base, make_tasks("heldout"), tok, 8, torch.Generator().manual_seed(EVAL_SEED))
+    base = make_rl_base(tok, base_config(gym))
+    held = evaluate(base, make_tasks("heldout", gym), tok, 8, torch.Generator().manual_seed(EVAL_SEED))
     return base, tok, held
 
 

@@ -30,6 +30,25 @@ Task generation uses its own ``torch.Generator`` seeded with ``TASK_SEED``; task
 training split and 20-29 the held-out split (different files and different issue/variable
 pairings). ``make_demo_tasks`` draws further tasks from another seed for the supervised warm
 start, excluding any that coincide with a gym task.
+
+The ``issue`` gym (``make_tasks(split, gym="issue")``): the issue is needed
+----------------------------------------------------------------------------------------
+In the default (``"defect"``) gym a policy can ignore the issue: the only ``/ 0`` line is the
+bug. The ``issue`` gym gives ``N_DEFECT_LINES`` = 4 of the 5 lines the same defect, ``/ 0``:
+the bug and three decoys with the same surface features; one line is clean. The bug is the
+``/ 0`` line that assigns the variable the issue names. So:
+
+* a blind guess still scores 1/5, and without reading the issue says nothing about the line;
+* a rule that reads the file but ignores the issue can only pick among the four ``/ 0`` lines:
+  1/4 in expectation under the generator (the bug is uniform among them whatever the file
+  shows). The held-out split makes this exact for every rule that looks at positions: its
+  ``N_ISSUE_HELDOUT`` = 40 tasks enumerate each (bug line, clean line) pair twice, so for each
+  clean-line position the bug is on each of the four ``/ 0`` lines equally often;
+* only the issue's variable, matched against the left-hand sides, names the line.
+
+The issue gym has ``N_ISSUE_TRAIN`` = 60 random training tasks and the 40 balanced held-out
+tasks; its words are the default gym's pools, so the tokenizer (vocabulary) is the same.
+Demonstration tasks come from another seed and never equal a task of either gym.
 """
 
 from __future__ import annotations
@@ -52,6 +71,10 @@ ADJECTIVES = ("wrong", "off", "broken", "negative", "zero")
 PAD, BOS, EOA, OBS, END_OBS = "<pad>", "<bos>", "<eoa>", "<obs>", "</obs>"
 SPECIALS = (PAD, BOS, EOA, OBS, END_OBS)
 ACTION_WORDS = ("read", "fix")
+GYMS = ("defect", "issue")
+N_DEFECT_LINES = 4  # issue gym: lines showing BUG_RHS (the bug and three decoys)
+N_ISSUE_TRAIN, N_ISSUE_HELDOUT = 400, 40
+ISSUE_TASK_SEED = 4321
 
 
 @dataclass(frozen=True)
@@ -91,27 +114,77 @@ def _draw_task(task_id: int, gen: torch.Generator) -> Task:
     return Task(task_id=task_id, issue=issue, lines=lines, bug_line=bug + 1)
 
 
-def make_tasks(split: str = "all") -> list[Task]:
-    """The gym's tasks: ``'train'`` (20), ``'heldout'`` (10) or ``'all'`` (30), deterministic."""
-    gen = torch.Generator().manual_seed(TASK_SEED)
-    tasks = [_draw_task(i, gen) for i in range(N_TASKS)]
+def _draw_issue_task(
+    task_id: int, gen: torch.Generator, bug: int | None = None, clean: int | None = None
+) -> Task:
+    """An issue-gym task from ``gen``: four ``/ 0`` lines, the bug is the one assigning the issue's
+    variable. ``bug`` / ``clean`` (0-based lines, clean != bug) fix those positions; otherwise they
+    are drawn (bug uniform, clean uniform among the other lines). Draw order: variables, bug,
+    clean, inputs, ops, adjective."""
+    var_idx = torch.randperm(len(VARIABLES), generator=gen)[:N_LINES].tolist()
+    drawn_bug = int(torch.randint(N_LINES, (1,), generator=gen).item())
+    drawn_clean = int(torch.randint(N_LINES - 1, (1,), generator=gen).item())
+    bug = drawn_bug if bug is None else bug
+    if clean is None:
+        clean = [n for n in range(N_LINES) if n != bug][drawn_clean]
+    if not (0 <= bug < N_LINES and 0 <= clean < N_LINES and clean != bug):
+        raise ValueError(f"bug and clean must be distinct lines in [0, {N_LINES}), got {bug}, {clean}")
+    inputs = torch.randint(len(INPUTS), (N_LINES, 2), generator=gen).tolist()
+    ops = torch.randint(len(OPS), (N_LINES,), generator=gen).tolist()
+    adjective = ADJECTIVES[int(torch.randint(len(ADJECTIVES), (1,), generator=gen).item())]
+    lines = tuple(
+        f"{n + 1} {VARIABLES[v]} = {INPUTS[i[0]]} " + (f"{OPS[o]} {INPUTS[i[1]]}" if n == clean else BUG_RHS)
+        for n, (v, i, o) in enumerate(zip(var_idx, inputs, ops))
+    )
+    issue = f"issue : {VARIABLES[var_idx[bug]]} is {adjective}"
+    return Task(task_id=task_id, issue=issue, lines=lines, bug_line=bug + 1)
+
+
+def _issue_tasks() -> list[Task]:
+    """The issue gym: ``N_ISSUE_TRAIN`` random training tasks, then 40 held-out tasks (from a
+    stream of their own) that enumerate every (bug line, clean line) pair twice."""
+    gen = torch.Generator().manual_seed(ISSUE_TASK_SEED)
+    train = [_draw_issue_task(i, gen) for i in range(N_ISSUE_TRAIN)]
+    pairs = [(b, c) for b in range(N_LINES) for c in range(N_LINES) if c != b]
+    reps = N_ISSUE_HELDOUT // len(pairs)
+    gen = torch.Generator().manual_seed(ISSUE_TASK_SEED + 1)  # the held-out split's own stream
+    held = [_draw_issue_task(N_ISSUE_TRAIN + k, gen, b, c) for k, (b, c) in enumerate(pairs * reps)]
+    return train + held
+
+
+def _check_gym(gym: str) -> None:
+    if gym not in GYMS:
+        raise ValueError(f"gym must be one of {GYMS}, got {gym!r}")
+
+
+def make_tasks(split: str = "all", gym: str = "defect") -> list[Task]:
+    """The gym's tasks, deterministic. ``gym='defect'`` (default): ``'train'`` (20), ``'heldout'``
+    (10) or ``'all'`` (30); ``gym='issue'``: 60 train, 40 held-out, 100 in all."""
+    _check_gym(gym)
+    if gym == "issue":
+        tasks, n_train = _issue_tasks(), N_ISSUE_TRAIN
+    else:
+        gen = torch.Generator().manual_seed(TASK_SEED)
+        tasks, n_train = [_draw_task(i, gen) for i in range(N_TASKS)], N_TRAIN
     if split == "all":
         return tasks
     if split == "train":
-        return tasks[:N_TRAIN]
+        return tasks[:n_train]
     if split == "heldout":
-        return tasks[N_TRAIN:]
+        return tasks[n_train:]
     raise ValueError(f"split must be 'train', 'heldout' or 'all', got {split!r}")
 
 
-def make_demo_tasks(n: int, seed: int = 99) -> list[Task]:
-    """``n`` extra tasks for demonstrations, never identical (issue and file) to a gym task."""
+def make_demo_tasks(n: int, seed: int = 99, gym: str = "defect") -> list[Task]:
+    """``n`` extra tasks for demonstrations, never identical (issue and file) to a task of either gym."""
+    _check_gym(gym)
     gen = torch.Generator().manual_seed(seed)
-    gym = {(t.issue, t.lines) for t in make_tasks("all")}
+    taken = {(t.issue, t.lines) for g in GYMS for t in make_tasks("all", g)}
+    draw = _draw_issue_task if gym == "issue" else _draw_task
     out: list[Task] = []
     while len(out) < n:
-        task = _draw_task(-1 - len(out), gen)
-        if (task.issue, task.lines) not in gym:
+        task = draw(-1 - len(out), gen)
+        if (task.issue, task.lines) not in taken:
             out.append(task)
     return out
 

@@ -141,6 +141,11 @@ class TinyAgent(nn.Module):
                     p.zero_()
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.hidden(ids)  # [B, T, D]
+        return h @ self.tok_emb.weight.T if self.head is None else self.head(h)  # [B, T, V]
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """The final normalised residual stream: ids [B, T] -> [B, T, D] (what the head reads)."""
         length = ids.shape[1]
         if length > self.cfg.max_len:
             raise ValueError(f"ids: length {length} exceeds max_len={self.cfg.max_len}")
@@ -148,8 +153,7 @@ class TinyAgent(nn.Module):
         bias = self.alibi[:, :length, :length]  # [H, T, T]
         for block in self.blocks:
             x = block(x, bias)
-        h = self.ln_f(x)  # [B, T, D]
-        return h @ self.tok_emb.weight.T if self.head is None else self.head(h)  # [B, T, V]
+        return self.ln_f(x)  # [B, T, D]
 
 
 def n_params(model: nn.Module) -> int:

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
     parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument("--gym", choices=["defect", "issue"], default="defect", help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--grid", choices=["cross", "full", "chapter"], default="cross")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
 
     pairs = build_grid(args.lags, args.corrections, args.grid)
     seeds = seeds_from_args(args.seeds, args.seed_list)
-    base, tok, base_held = load_base()
+    base, tok, base_held = load_base(args.gym)
     print(
         f"RL base held-out: pass rate {base_held['pass_rate']:.3f}, reads {base_held['reads']:.2f}",
         flush=True,
@@ -88,12 +89,23 @@ def main(argv: list[str] | None = None) -> None:
     meta = {
         "command": "python -m offpolicy.staleness " + " ".join(sys.argv[1:] if argv is None else argv),
         "base_heldout": base_held,
+        "gym": args.gym,
     }
     for lag, correction in pairs:
         for seed in seeds:
             if (lag, correction, seed, args.lr or RLConfig().lr) in done:
                 continue
-            run = run_one(base, tok, lag, correction, seed, args.steps, args.lr, eval_every=args.eval_every)
+            run = run_one(
+                base,
+                tok,
+                lag,
+                correction,
+                seed,
+                args.steps,
+                args.lr,
+                eval_every=args.eval_every,
+                gym=args.gym,
+            )
             runs.append(run)
             write_json(args.json, dict(meta, runs=runs))
             print(
