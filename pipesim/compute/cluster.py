@@ -9,8 +9,9 @@ type, TP degree, vLLM settings). Slots are no longer a knob: each replica takes 
 them run; the pipeline's ``n_slots`` is set to the total.
 
 Multi-turn workloads (:class:`~pipesim.compute.workload.AgentTurns`): tool calls leave the GPU
-and queue for ``env_workers`` environment workers shared by every replica (a SimPy resource; a
-busy sandbox fleet can be the bottleneck), then the sequence queues for its replica again.
+and queue for ``env_workers`` environment workers shared by every replica
+(:class:`~pipesim.compute.engine.EnvWorkers`, a counting semaphore; a busy sandbox fleet can be
+the bottleneck), then the sequence queues for its replica again.
 
 Weight sync (default): the weights (bf16) cross the slowest link on the way, one direction of
 NVLink inside a node (at most 8 GPUs), the per-GPU network otherwise; colocated designs reshard in
@@ -29,11 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
-import simpy
 
 from pipesim import LeastLoaded, Pipeline, Replicas, RunResult, Scenario
 from pipesim.compute.cost import EngineConfig, ReplicaCost
-from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.engine import ComputeReplica, EnvWorkers
 from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
@@ -168,11 +168,11 @@ def run_compute(
     model_trainer = ComputeTrainer(tcfg, source)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []
-    pools: list[simpy.Resource] = []
+    pools: list[EnvWorkers] = []
 
     def factory(p: Pipeline, n_slots: int, index: int) -> ComputeReplica:
         if cluster.env_workers is not None and not pools:
-            pools.append(simpy.Resource(p.env, cluster.env_workers))
+            pools.append(EnvWorkers(p.env, cluster.env_workers))
         e = ComputeReplica(p, n_slots, index, cost, source, record, pools[0] if pools else None)
         engines.append(e)
         return e

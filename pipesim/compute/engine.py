@@ -52,7 +52,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -66,6 +66,40 @@ if TYPE_CHECKING:
     from pipesim import Pipeline
 
 
+class EnvWorkers:
+    """Environment workers (sandboxes) shared by replicas: at most ``n`` tool calls run at once,
+    the others wait FIFO. A counting semaphore on the SimPy clock (what a ``simpy.Resource`` of
+    capacity ``n`` does, without its O(n) release), one timeout per call."""
+
+    def __init__(self, env: simpy.Environment, n: int) -> None:
+        self.env, self.n = env, n
+        self.busy = 0
+        self.queue: deque[tuple[float, Callable[[], None]]] = deque()
+        self.calls = 0
+        self.busy_s = 0.0  # worker-seconds spent in tool calls
+
+    def call(self, seconds: float, then: Callable[[], None]) -> None:
+        """Run a tool call of ``seconds`` on a free worker (or when one frees), then ``then()``."""
+        self.calls += 1
+        if self.busy < self.n:
+            self.busy += 1
+            self._run(seconds, then)
+        else:
+            self.queue.append((seconds, then))
+
+    def _run(self, seconds: float, then: Callable[[], None]) -> None:
+        self.busy_s += seconds
+
+        def done(_ev: simpy.Event) -> None:
+            if self.queue:
+                self._run(*self.queue.popleft())
+            else:
+                self.busy -= 1
+            then()
+
+        self.env.timeout(seconds).callbacks.append(done)  # type: ignore[union-attr]
+
+
 class ComputeReplica(BatchState):
     """One continuous-batching replica (see the module docstring)."""
 
@@ -77,7 +111,7 @@ class ComputeReplica(BatchState):
         cost: ReplicaCost,
         source: TokenSource,
         record: bool = False,
-        pool: simpy.Resource | None = None,
+        pool: EnvWorkers | None = None,
     ) -> None:
         """``pool``: the environment workers tool calls queue for (None: unlimited)."""
         super().__init__(cost, index)
@@ -230,14 +264,7 @@ class ComputeReplica(BatchState):
             ev = self.env.timeout(tool_s)
             ev.callbacks.append(lambda _ev, s=seq: self._tool_return(s))  # type: ignore[misc, union-attr]
         else:
-            self.env.process(self._pooled_tool(seq, tool_s))
-
-    def _pooled_tool(self, seq: Seq, tool_s: float) -> Generator[simpy.Event, Any, None]:
-        assert self.pool is not None
-        with self.pool.request() as req:
-            yield req
-            yield self.env.timeout(tool_s)
-        self._tool_return(seq)
+            self.pool.call(tool_s, lambda s=seq: self._tool_return(s))  # type: ignore[misc]
 
     def _tool_return(self, seq: Seq) -> None:
         """The tool answered: ``seq`` queues for the GPU (its observation to prefill)."""
