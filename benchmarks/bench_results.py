@@ -9,7 +9,8 @@ The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with p
   read with ``git show`` (or from the file ``--rev`` names) and wrapped around the same records.
 
 Printed per implementation: CPU seconds (``time.process_time``) of ``run``, of ``summary()``, of
-the ``events`` and of the ``trained`` DataFrame, the ratio (the three together) / run, and memory.
+the ``events`` and of the ``trained`` DataFrame, the ratio (the three together) / run, for ``new``
+the part of that spent reading attributes off the ``Episode`` objects (``reads/run``), and memory.
 Memory is resident set size from ``/proc/self/status``: the peak (``VmHWM``, reset through
 ``/proc/self/clear_refs`` just before ``run``) less the resident size just before ``run``, per
 episode; split into what the run's records hold (resident growth across ``run``: mostly the
@@ -76,6 +77,22 @@ def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
     from pipesim.durations import agent_episode_durations
 
     cls = _old_result_class(rev) if impl == "old" else None
+    read_s = [0.0]
+    if cls is None:  # time the reads of episode attributes (the rest is the vectorised work)
+        from pipesim.columns import EpisodeColumns
+
+        def timed(fn: Any) -> Any:
+            def wrapper(*a: Any, **kw: Any) -> Any:
+                t0 = time.process_time()
+                try:
+                    return fn(*a, **kw)
+                finally:
+                    read_s[0] += time.process_time() - t0
+
+            return wrapper
+
+        for name in ("_read", "_read_end_s"):
+            setattr(EpisodeColumns, name, timed(getattr(EpisodeColumns, name)))
     cfg = PipelineConfig(
         n_slots=slots, batch_size=slots, train_time_s=60, sync_time_s=10, max_staleness=2, steps=steps
     )
@@ -109,6 +126,7 @@ def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
         "run_s": t_run,
         **{f"{k}_s": v for k, v in times.items()},
         "ratio": sum(times.values()) / t_run,
+        "reads_s": read_s[0] if cls is None else float("nan"),
         "peak_growth_b_per_ep": (peak - min(peak0, rss0)) * 1024 / n,
         "records_b_per_ep": (rss_run - rss0) * 1024 / n,
         "frames_b_per_ep": df_bytes / n,
@@ -145,16 +163,22 @@ def main() -> None:
     )
     print(
         f"{'impl':<5} | {'run':>6} | {'summary':>7} | {'events':>6} | {'trained':>7} | {'(s+e+t)/run':>11} |"
-        f" {'peak B/ep':>9} | {'records B/ep':>12} | {'frames B/ep':>11}"
+        f" {'reads/run':>9} | {'peak B/ep':>9} | {'records B/ep':>12} | {'frames B/ep':>11}"
     )
     for r in rows:
+        reads = "" if r["reads_s"] != r["reads_s"] else f"{r['reads_s'] / r['run_s']:.0%}"
         print(
             f"{r['impl']:<5} | {r['run_s']:>6.2f} | {r['summary_s']:>7.2f} | {r['events_s']:>6.2f} |"
-            f" {r['trained_s']:>7.2f} | {r['ratio']:>10.0%} | {r['peak_growth_b_per_ep']:>9.0f} |"
-            f" {r['records_b_per_ep']:>12.0f} | {r['frames_b_per_ep']:>11.0f}"
+            f" {r['trained_s']:>7.2f} | {r['ratio']:>10.0%} | {reads:>9} |"
+            f" {r['peak_growth_b_per_ep']:>9.0f} | {r['records_b_per_ep']:>12.0f} |"
+            f" {r['frames_b_per_ep']:>11.0f}"
         )
     if not all(r["exact_peak"] for r in rows):
         print("(peak RSS could not be reset: peak growth is an upper bound from the process's own peak)")
+    print(
+        "reads/run: the part of (s+e+t) spent reading attributes off the Episode objects, over run; "
+        "the rest is the vectorised work"
+    )
     print(
         "peak B/ep: peak resident size (VmHWM) from just before run until both DataFrames exist, "
         "less the resident size before run; records: resident growth across run; "
