@@ -8,8 +8,8 @@ updates an episode ran under (``update_from`` to ``update_to``) are found by ind
 instead of a Python loop per episode.
 
 Sums are *sequential* (:func:`seq_sum`, and per episode in ``RunResult``), in the order the
-per-episode code added them, so every summary value is bit-for-bit the one a plain Python ``sum``
-gives.
+per-episode code added them, so every summary value is bit-for-bit the one Python's ``sum`` gives
+(up to 3.11; 3.12 made ``sum`` of floats compensated, which can differ in the last bits).
 
 Reading the objects is most of the cost: about 60 ns per attribute and episode (16 attributes for
 the summary and both tables), which an engine that recorded these columns itself would not pay

@@ -14,6 +14,7 @@ because every value in it was a Python int (a run that never left t = 0) is floa
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -59,11 +60,18 @@ def assert_same_frame(new: pd.DataFrame, old: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(*_normalised(new, old))
 
 
+EXACT_SUMS = sys.version_info < (3, 12)
+"""Python 3.12 made ``sum`` of floats compensated; the columns add left to right as 3.10 and 3.11
+do, so on 3.12+ a sum may differ from the reference's in the last bits."""
+
+
 def assert_same_summary(new: dict[str, float], old: dict[str, float]) -> None:
     assert list(new) == list(old)
     for key, want in old.items():
         got = new[key]
         same = got == want or (isinstance(got, float) and math.isnan(got) and math.isnan(want))
+        if not same and not EXACT_SUMS:
+            same = math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-12)
         assert same, (key, got, want)
 
 
@@ -221,7 +229,12 @@ def test_chapter_timeout_row_reports_the_chapter_trained_duration() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=60))
 def test_sums_add_left_to_right_like_python(values: list[float]) -> None:
-    assert seq_sum(np.array(values, dtype=np.float64)) == sum(values)
+    want = 0.0
+    for x in values:
+        want += x
+    assert seq_sum(np.array(values, dtype=np.float64)) == (want if values else 0)
+    if EXACT_SUMS:
+        assert seq_sum(np.array(values, dtype=np.float64)) == sum(values)
 
 
 def test_columns_from_arrays_and_update_index() -> None:
