@@ -14,7 +14,8 @@ It prints
 2. per design, the step time, staleness, GPU busy share and realised concurrency: colocated sync
    (every GPU generates, then trains; Drain), a disaggregated 4:4 split run synchronously (Drain,
    eta 0), and the same split asynchronous with partial rollouts at eta 1, 2 and 4
-   (``CountThrottle`` + ``PartialRollout``);
+   (``CountThrottle`` + ``PartialRollout``), and eta 2 with the KV cache dropped at every sync
+   (``AbortReprefill``: each sequence in flight re-prefills everything it holds, a real cost here);
 3. the token ledger of each design: generated = trained + discarded + buffered + in flight.
 
 ``--json FILE`` writes a list of rows, one per design: ``{"design": name, "summary": {...}}``,
@@ -65,6 +66,8 @@ def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster]]:
     }
     for eta in (1, 2, 4):
         out[f"split 4:4 async eta={eta}"] = (sc(eta, pipesim.PartialRollout()), split)
+    # AReaL's interruptible rollout: the sync drops the KV cache, every sequence in flight re-prefills
+    out["split 4:4 async eta=2, KV dropped"] = (sc(2, pipesim.AbortReprefill()), split)
     return out
 
 
@@ -124,6 +127,7 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
                 "engine busy",
                 "concurrency",
                 "decode tok/s",
+                "recompute Mtok",
             ],
             [
                 [
@@ -135,6 +139,7 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
                     f"{s['engine_busy_share']:.0%}",
                     f"{s['concurrency_mean']:.0f}",
                     f"{s['decode_tokens_per_s']:,.0f}",
+                    f"{s['recompute_tokens'] / 1e6:.2f}",
                 ]
                 for name, s in sums.items()
             ],

@@ -375,11 +375,18 @@ def test_others_decode_while_one_is_in_a_tool_call() -> None:
     assert alone[0] < ends[1] < alone[0] * 1.2 < 30.0 < ends[0]
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
-    st.integers(0, 2**16), st.sampled_from([None, 1, 64]), st.sampled_from(["keep", "drop"]), st.booleans()
+    st.integers(0, 2**16),
+    st.sampled_from([None, 1, 64]),
+    st.sampled_from(["keep", "drop"]),
+    st.booleans(),
+    st.sampled_from(sorted(DESIGNS)),
+    st.sampled_from([0, 2]),
 )
-def test_multi_turn_ledger_closes(seed: int, workers: int | None, tool_kv: str, tight: bool) -> None:
+def test_multi_turn_ledger_closes(
+    seed: int, workers: int | None, tool_kv: str, tight: bool, design: str, trainer_gpus: int
+) -> None:
     eng = config_with_budget(8000, max_num_seqs=32, tool_kv=tool_kv) if tight else SMALL
     wl = TokenWorkload(
         response=LogNormalLengths(60.0, 0.7),
@@ -388,8 +395,11 @@ def test_multi_turn_ledger_closes(seed: int, workers: int | None, tool_kv: str, 
         max_response_tokens=150,
         agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
     )
-    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=1))
-    run = run_compute(sc, Cluster(engine=eng, n_gpus=4, trainer_gpus=2, env_workers=workers), wl, seed=seed)
+    kw: dict[str, Any] = dict(DESIGNS[design])
+    eta = kw.pop("max_staleness")
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=eta), **kw)
+    cluster = Cluster(engine=eng, n_gpus=4, trainer_gpus=trainer_gpus, env_workers=workers)
+    run = run_compute(sc, cluster, wl, seed=seed, slots_per_replica=12)
     assert run.ledger.closes(), run.ledger
     s = run.summary()
     assert s["tool_calls"] > 0
