@@ -38,13 +38,19 @@ from pipesim.durations import (
     agent_episode_durations,
 )
 from pipesim.engine import Pipeline, PipelineError
-from pipesim.episode import Episode
+from pipesim.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode
 from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
 from pipesim.port import PipelineView, ReplicaView
 from pipesim.results import RunResult
 from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 
 __all__ = [
+    "ABORTED",
+    "BUFFERED",
+    "DISCARDED",
+    "FAILED",
+    "RUNNING",
+    "TRAINED",
     "BatchObserver",
     "EngineOptions",
     "EngineReplica",

@@ -49,7 +49,7 @@ from pipesim.errors import PipelineError
 from pipesim.faults import EpisodeLifecycle
 from pipesim.port_impl import PolicyPort
 from pipesim.quiet import make_quiet
-from pipesim.seams import BatchObserver, EngineOptions, EpisodeSource, TrainerModel
+from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.slots import Slots
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
@@ -94,7 +94,7 @@ class Pipeline(PolicyPort):
         observer: BatchObserver | None = None,
         trainer: TrainerModel | None = None,
         options: EngineOptions = DEFAULT_OPTIONS,
-        engine_factory: Callable[[Pipeline, int, int], Slots] | None = None,
+        engine_factory: Callable[[Pipeline, int, int], EngineReplica] | None = None,
     ) -> None:
         """``durations``: the pool, one entry per task, consumed in order. The seams
         (:mod:`pipesim.seams`): ``source`` supplies each started episode's work instead (the pool
@@ -134,11 +134,13 @@ class Pipeline(PolicyPort):
         self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
-        build = Slots if engine_factory is None else engine_factory
-        self.engines = [build(self, n, i) for i, n in enumerate(sizes)]
+        build: Callable[[Pipeline, int, int], EngineReplica] = (
+            Slots if engine_factory is None else engine_factory
+        )
+        self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
         # the routing rule: which replica starts the next episode (None when none accepts)
         # routing sees the replicas through the port and returns one of them: the engine's own
-        self._choose: Callable[[list[Slots]], Slots | None] = (
+        self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = (
             self._only_engine if replicas is None else cast(Any, replicas.fresh_routing().choose)
         )
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
@@ -269,12 +271,12 @@ class Pipeline(PolicyPort):
         self.poke()
 
     # -- launching -----------------------------------------------------------------------------
-    def _only_engine(self, engines: list[Slots]) -> Slots | None:
+    def _only_engine(self, engines: list[EngineReplica]) -> EngineReplica | None:
         """The routing rule of a single engine: it, while it accepts episodes."""
         e = engines[0]
         return e if e.accepting else None
 
-    def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
+    def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
         started = self.started

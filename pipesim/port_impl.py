@@ -18,14 +18,14 @@ from pipesim.episode import ABORTED, Episode, UpdateRecord
 
 if TYPE_CHECKING:
     from pipesim.buffer import EpisodeBuffer
-    from pipesim.slots import Slots
+    from pipesim.seams import EngineReplica
 
 
 class PolicyPort:
     """What policies see and may do; every method here is part of :class:`~pipesim.port.PipelineView`."""
 
     env: simpy.Environment
-    engines: list[Slots]
+    engines: list[EngineReplica]
     buffer: EpisodeBuffer
     requeued: deque[tuple[int, int]]
     updates: list[UpdateRecord]
@@ -34,7 +34,7 @@ class PolicyPort:
     def poke(self) -> None:  # implemented by the pipeline
         raise NotImplementedError
 
-    def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
+    def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         raise NotImplementedError
 
     # -- reads ------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ class PolicyPort:
         return self.buffer.items
 
     @property
-    def replicas(self) -> Sequence[Slots]:
+    def replicas(self) -> Sequence[EngineReplica]:
         return self.engines
 
     # -- waiting ----------------------------------------------------------------------------------
