@@ -237,6 +237,12 @@ class UpdateIndex:
             np.cumsum(counts[:-1], out=self.base[1:])
         self.sub = np.nonzero(applies)[1].astype(np.int64)  # row-major: replica rows in order
         self.monotonic = bool(m < 2 or (np.diff(self.start_s) >= 0).all())
+        ends = self.end_s[self.sub]  # in sub order: per replica row, then across rows
+        rise = np.diff(ends) >= 0
+        row_starts = self.base[1:][(self.base[1:] > 0) & (self.base[1:] < len(ends))]
+        rise[row_starts - 1] = True  # a fall from one replica row to the next does not count
+        self.ends_rise = bool(rise.all())
+        """Within each replica row the applying updates end in log order (the engine's logs)."""
 
     @cached_property
     def boundaries(self) -> tuple[FloatArray, IntArray]:

@@ -169,6 +169,23 @@ def test_hand_made_corners_match_the_reference() -> None:
     assert r.summary()["episodes_restarted"] == 1.0
 
 
+def test_episodes_ending_inside_a_shared_update_match_the_reference() -> None:
+    updates = [
+        UpdateRecord(1.0, 2.0, 1, True),
+        UpdateRecord(3.0, 5.0, 2, True),
+        UpdateRecord(6.0, 9.0, 3, False),
+    ]
+    eps = [
+        _episode(0, 0.0, 4.0, TRAINED, 0, 2, trained_step=0, trained_version=2),  # ends inside [3, 5)
+        _episode(1, 0.0, 10.0, TRAINED, 0, 3, trained_step=0, trained_version=3),  # spans all three
+        _episode(2, 2.5, 3.0, TRAINED, 1, 2, trained_step=0, trained_version=2),  # ends at its start
+        _episode(3, 5.5, None, RUNNING, 2, 0),
+    ]
+    r = _result(eps, updates, 11.0)
+    assert r.update_index.shared and r.update_index.ends_rise
+    assert_matches_reference(r)
+
+
 def test_empty_and_single_episode_results_match_the_reference() -> None:
     assert_matches_reference(_result([], [], 0.0))
     assert_matches_reference(_result([], [], 3.0))
