@@ -1,0 +1,102 @@
+"""``pipesim plan``: the highest-throughput design for a cluster, a model and a workload under
+staleness and discard constraints, and the Pareto front around it (issue 19, ``docs/plan.md``).
+
+* :mod:`~pipesim.plan.space` -- :class:`PlanSpec`, :class:`Constraints`, :class:`Space`,
+  :class:`Design` and the candidates (placements at replica granularity, TP, eta, weight update,
+  sync interval, over-sampling);
+* :mod:`~pipesim.plan.evaluate` -- one design on the compute engine, cached and parallel;
+* :mod:`~pipesim.plan.search` -- grid or Optuna NSGA-II screening, successive halving, the front,
+  the infeasibility message and the sensitivity note;
+* :mod:`~pipesim.plan.report` -- text, JSON, HTML (Plotly) and the recommended design as code;
+* :mod:`~pipesim.plan.specfile` -- TOML / YAML specs.
+
+``plan(spec, seed=, workers=)`` returns a :class:`PlanResult`; ``main(argv)`` is the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipesim.plan.evaluate import Evaluated, nondominated, run_design
+from pipesim.plan.search import PlanInfeasible, PlanResult, plan, search, sensitivity
+from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space, candidates
+from pipesim.plan.specfile import from_dict, load
+
+__all__ = [
+    "Constraints",
+    "Design",
+    "Evaluated",
+    "PlanError",
+    "PlanInfeasible",
+    "PlanResult",
+    "PlanSpec",
+    "Space",
+    "candidates",
+    "from_dict",
+    "load",
+    "main",
+    "nondominated",
+    "plan",
+    "run_design",
+    "search",
+    "sensitivity",
+]
+
+
+def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=prog,
+        description="Search placements, TP, admission, weight-update policy and sync interval for the "
+        "highest-throughput design that meets the constraints; print the best designs, the Pareto "
+        "front and the recommended scenario.",
+    )
+    ap.add_argument("spec", metavar="SPEC", help="plan spec, TOML or YAML (see docs/plan.md)")
+    ap.add_argument("--json", metavar="FILE", help="write the front, every design run and the recommendation")
+    ap.add_argument("--html", metavar="FILE", help="write the report (Plotly, plotly.js embedded)")
+    ap.add_argument("--workers", metavar="N", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--seed", metavar="N", type=int, default=0, help="search and simulation seed (default 0)")
+    ap.add_argument(
+        "--trials", metavar="N", type=int, help="designs to screen with Optuna (overrides the spec)"
+    )
+    ap.add_argument("--method", choices=("auto", "grid", "optuna"), help="override the spec's search method")
+    ap.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity re-runs")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``pipesim plan SPEC [--json FILE] [--html FILE] [--workers N] [--seed N] [--trials N]``."""
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.workers < 1:
+        print("pipesim plan: --workers must be at least 1", file=sys.stderr)
+        return 2
+    from pipesim.plan import report
+
+    try:
+        spec = load(args.spec)
+        if args.trials is not None:
+            spec = spec.with_(trials=args.trials)
+        if args.method is not None:
+            spec = spec.with_(method=args.method)
+        result = plan(
+            spec,
+            seed=args.seed,
+            workers=args.workers,
+            progress=not args.quiet,
+            with_sensitivity=not args.no_sensitivity,
+        )
+    except PlanInfeasible as e:
+        print(f"pipesim plan: {e}", file=sys.stderr)
+        if args.json:
+            report.write_json(e.result, args.json)
+        return 3
+    except (PlanError, OSError) as e:
+        print(f"pipesim plan: {e}", file=sys.stderr)
+        return 2
+    print(report.text(result))
+    if args.json:
+        report.write_json(result, args.json)
+    if args.html:
+        report.write_html(result, args.html)
+    return 0

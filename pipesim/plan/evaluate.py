@@ -1,0 +1,185 @@
+"""One design run on the compute engine, its metrics, and a cached, ordered, parallel evaluator.
+
+:func:`run_design` is a pure function of (spec, design, steps, seed): a worker process gives the
+same numbers as the parent, so a pool's completion order never changes a result.
+:class:`Evaluator` keeps every result by that key and maps the missing ones over an executor
+(``Executor.map`` returns them in submission order), with a tqdm bar.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pipesim
+import pipesim.compute as _compute
+from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, scenario, trainer_config
+
+# two-sided 95% Student t quantiles by degrees of freedom
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, float]:
+    """The metrics of one run of ``d`` for ``steps`` steps (``failed`` = 1 when the run fails)."""
+    Cluster: Any = _compute.Cluster  # lazy attributes of pipesim.compute
+    run_compute: Any = _compute.run_compute
+    eng = engine_config(spec, d.tp)
+    cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
+    sync = base * spec.sync_scale
+    sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
+    try:
+        run = run_compute(
+            sc, cluster, spec.workload, seed=seed, trainer=trainer_config(spec, d), sync_time_s=sync
+        )
+    except (pipesim.PipelineError, ValueError) as e:
+        return {"failed": 1.0, "error": str(e)}  # type: ignore[dict-item]
+    s = run.summary()
+    T = s["sim_time_s"]
+    n_steps = max(len(run.result.train_log), 1)
+    gen, trained = s["tokens_generated"], s["tokens_trained"]
+    sync_busy = sum(b - a for a, b, _ in run.result.sync_log)
+    m = {
+        "failed": 0.0,
+        "throughput_per_hour": s["throughput_per_hour"],
+        "tokens_per_hour": trained / T * 3600 if T > 0 else 0.0,
+        "staleness_mean": s["staleness_mean"],
+        "staleness_max": s["staleness_max"],
+        "discarded_share": s["tokens_discarded"] / gen if gen > 0 else 0.0,
+        "gpu_hours_per_mtok": spec.n_gpus * T / 3600 / (trained / 1e6) if trained > 0 else math.inf,
+        "step_time_s": s["step_time_s_mean"],
+        "train_time_s": s["train_time_s_mean"],
+        "sync_time_s": sync_busy / n_steps,
+        "wait_time_s": max(s["step_time_s_mean"] - s["train_time_s_mean"] - sync_busy / n_steps, 0.0),
+        "trainer_idle_ratio": s["trainer_idle_ratio"],
+        "rollout_idle_ratio": s["rollout_idle_ratio"],
+        "gpu_busy_share": s["gpu_busy_share"],
+        "engine_busy_share": s["engine_busy_share"],
+        "concurrency_mean": s["concurrency_mean"],
+        "recompute_tokens": s["recompute_tokens"],
+        "preemptions": s["preemptions"],
+        "sim_time_s": T,
+        "ledger_closes": s["ledger_closes"],
+    }
+    for k in ("generated", "trained", "discarded", "buffered", "in_flight"):
+        m[f"tokens_{k}"] = s[f"tokens_{k}"]
+    return m
+
+
+def _task(args: tuple[PlanSpec, Design, int, int]) -> dict[str, float]:
+    return run_design(*args)
+
+
+@dataclass
+class Evaluated:
+    """A design at one rung: its runs (one per seed) and their aggregate."""
+
+    design: Design
+    steps: int
+    runs: list[dict[str, float]]
+    metrics: dict[str, float] = field(default_factory=dict)
+    feasible: bool = False
+
+    @property
+    def throughput(self) -> float:
+        return self.metrics.get("throughput_per_hour", 0.0)
+
+
+def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Means over seeds; the maximum staleness is the maximum; the throughput gets a 95% CI."""
+    if any(r.get("failed") for r in runs):
+        bad = next(r for r in runs if r.get("failed"))
+        return {
+            "failed": 1.0,
+            "error": bad.get("error", ""),  # type: ignore[dict-item,arg-type]
+            "throughput_per_hour": 0.0,
+            "tokens_per_hour": 0.0,
+            "staleness_mean": math.inf,
+            "staleness_max": math.inf,
+            "discarded_share": 1.0,
+            "gpu_hours_per_mtok": math.inf,
+        }
+    keys = [k for k, v in runs[0].items() if isinstance(v, int | float)]
+    out = {k: statistics.fmean(r[k] for r in runs) for k in keys}
+    out["staleness_max"] = max(r["staleness_max"] for r in runs)
+    thr = [r["throughput_per_hour"] for r in runs]
+    n = len(thr)
+    out["throughput_ci"] = _T95.get(n - 1, 1.96) * statistics.stdev(thr) / math.sqrt(n) if n > 1 else 0.0
+    out["seeds"] = float(n)
+    return out
+
+
+class Evaluator:
+    """Runs designs for a spec on an executor (None: in this process), caching every run."""
+
+    def __init__(
+        self, spec: PlanSpec, executor: Executor | None = None, progress: bool = False, seed: int = 0
+    ) -> None:
+        self.spec, self.executor, self.progress, self.seed = spec, executor, progress, seed
+        self.cache: dict[tuple[Design, int, int], dict[str, float]] = {}
+        self.runs = 0
+
+    def seeds(self, n: int) -> list[int]:
+        return [self.seed * 1000 + i for i in range(n)]
+
+    def evaluate(
+        self, designs: Iterable[Design], steps: int, n_seeds: int, desc: str = "runs"
+    ) -> list[Evaluated]:
+        designs = list(designs)
+        seeds = self.seeds(n_seeds)
+        todo = [(d, steps, s) for d in designs for s in seeds if (d, steps, s) not in self.cache]
+        todo = list(dict.fromkeys(todo))
+        args = [(self.spec, d, st, s) for d, st, s in todo]
+        results: Iterable[dict[str, float]]
+        if self.executor is None:
+            results = map(_task, args)
+        else:
+            results = self.executor.map(_task, args, chunksize=max(1, len(args) // 64))
+        if self.progress and todo:
+            from tqdm import tqdm
+
+            results = tqdm(results, total=len(todo), desc=desc, unit="run", leave=True)
+        for key, r in zip(todo, results, strict=True):
+            self.cache[key] = r
+        self.runs += len(todo)
+        return [self.result(d, steps, seeds) for d in designs]
+
+    def result(self, d: Design, steps: int, seeds: Sequence[int]) -> Evaluated:
+        runs = [self.cache[(d, steps, s)] for s in seeds]
+        m = aggregate(runs)
+        return Evaluated(d, steps, runs, m, self.spec.constraints.feasible(m))
+
+
+def violation(c: Constraints, m: dict[str, float]) -> float:
+    """The sum of relative excesses over the limits (0: feasible)."""
+    if m.get("failed"):
+        return math.inf
+    total = 0.0
+    for name, v in c.violations(m).items():
+        limit = float(getattr(c, name))
+        total += max(v, 0.0) / max(abs(limit), 0.05)
+    return total
+
+
+def objectives(m: dict[str, float]) -> tuple[float, float, float]:
+    """(throughput, mean staleness, discarded share), all to be minimised (throughput negated)."""
+    return (-m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"])
+
+
+def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+
+def nondominated(evals: Sequence[Evaluated]) -> list[Evaluated]:
+    """The evaluations no other one in ``evals`` dominates, by throughput descending."""
+    objs = [objectives(e.metrics) for e in evals]
+    keep = [
+        e
+        for i, e in enumerate(evals)
+        if not any(dominates(objs[j], objs[i]) for j in range(len(evals)) if j != i)
+    ]
+    return sorted(keep, key=lambda e: (-e.throughput, e.design))

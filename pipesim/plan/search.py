@@ -1,0 +1,288 @@
+"""The search: screen candidates with short runs, promote the promising ones by successive halving,
+and run the survivors in full over several seeds.
+
+* ``grid`` screens every candidate; ``optuna`` screens ``trials`` designs chosen by Optuna's
+  NSGA-II (three objectives: throughput, mean staleness, discarded share; the constraints as
+  Optuna constraints), asked and told in batches of ``spec.batch`` in ask order, so neither the
+  worker count nor the order in which runs finish changes what is asked next.
+* A rung keeps ``max(ceil(n / reduction), min_full)`` designs: two thirds by throughput among those
+  feasible at that rung, then the rung's Pareto front, then the least infeasible.
+* The front is the feasible full-run designs no other feasible full-run design dominates
+  (throughput up, mean staleness and discarded share down).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
+from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements, valid
+
+
+class PlanInfeasible(PlanError):
+    """No evaluated design meets the constraints; ``result`` holds what was evaluated."""
+
+    def __init__(self, message: str, result: PlanResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class PlanResult:
+    spec: PlanSpec
+    method: str
+    n_candidates: int
+    rungs: list[tuple[int, int]]
+    """(steps, designs run) per rung; the first is the screening, the last the full runs."""
+    full: list[Evaluated]
+    screened: list[Evaluated]
+    feasible: list[Evaluated]
+    front: list[Evaluated]
+    best: Evaluated | None
+    elapsed_s: float = 0.0
+    runs: int = 0
+    sensitivity: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_screened(self) -> int:
+        return self.rungs[0][1]
+
+    @property
+    def n_full(self) -> int:
+        return self.rungs[-1][1]
+
+
+def rung_steps(spec: PlanSpec) -> list[int]:
+    steps = [spec.screen_steps]
+    while steps[-1] * spec.reduction * 2 <= spec.steps:
+        steps.append(steps[-1] * spec.reduction)
+    if steps[-1] != spec.steps:
+        steps.append(spec.steps)
+    return steps
+
+
+def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
+    c = spec.constraints
+    ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
+    chosen = [e.design for e in ok[: math.ceil(2 * quota / 3)]]
+    rest = [e for e in evals if e.design not in chosen and not e.metrics.get("failed")]
+    for e in nondominated(rest):
+        if len(chosen) >= quota:
+            break
+        chosen.append(e.design)
+    rest = sorted(
+        (e for e in evals if e.design not in chosen),
+        key=lambda e: (violation(c, e.metrics), -e.throughput, e.design),
+    )
+    chosen += [e.design for e in rest[: max(quota - len(chosen), 0)]]
+    return sorted(chosen)
+
+
+def _optuna_screen(
+    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int
+) -> list[Evaluated]:
+    import optuna
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sp = spec.space
+    engines = check_fits(spec)
+    choices: dict[str, list[Any]] = {
+        "trainer_gpus": sorted({t for tp in engines for t in placements(spec, tp)}),
+        "tp": sorted(engines),
+        "eta": sorted(set(sp.eta)),
+        "update": list(dict.fromkeys(sp.update)),
+        "sync_every": sorted(set(sp.sync_every)),
+        "oversample": sorted({float(f) for f in sp.oversample}) if spec.has_groups else [1.0],
+    }
+    dists: dict[str, BaseDistribution] = {k: CategoricalDistribution(v) for k, v in choices.items()}
+    sampler = optuna.samplers.NSGAIISampler(
+        population_size=max(spec.batch, 2), seed=seed, constraints_func=lambda t: t.user_attrs["c"]
+    )
+    study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler)
+    target = min(spec.trials, len(pool))
+    seen: dict[Design, Evaluated] = {}
+    asks = 0
+    while len(seen) < target and asks < 20 * spec.trials:
+        trials = [study.ask(dists) for _ in range(spec.batch)]
+        asks += len(trials)
+        designs = [Design(**t.params) for t in trials]
+        new = [d for d in dict.fromkeys(designs) if d not in seen and valid(spec, d, engines)]
+        new = new[: target - len(seen)]
+        for e in ev.evaluate(new, steps, 1, desc=f"screen ({steps} steps)"):
+            seen[e.design] = e
+        for t, d in zip(trials, designs, strict=True):
+            got = seen.get(d)
+            if got is None or got.metrics.get("failed"):
+                t.set_user_attr("c", [1e9])
+                study.tell(t, [0.0, 1e9, 1.0])
+                continue
+            m = got.metrics
+            t.set_user_attr("c", [min(violation(spec.constraints, m), 1e9)])
+            study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
+    return [seen[d] for d in sorted(seen)]
+
+
+def search(
+    spec: PlanSpec, *, seed: int = 0, executor: Executor | None = None, progress: bool = False
+) -> PlanResult:
+    """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
+    meets the constraints, PlanError when the model does not fit or the space is empty."""
+    t0 = time.perf_counter()
+    pool = candidates(spec)
+    if not pool:
+        raise PlanError(
+            f"no candidate design: min_trainer_gpus={spec.constraints.min_trainer_gpus} and the space's "
+            f"placements leave no split of {spec.n_gpus} GPUs"
+        )
+    method = spec.method
+    if method == "auto":
+        method = "grid" if len(pool) <= spec.grid_limit else "optuna"
+    ev = Evaluator(spec, executor, progress, seed)
+    steps = rung_steps(spec)
+    if method == "grid":
+        current = ev.evaluate(
+            pool, steps[0], 1 if len(steps) > 1 else spec.seeds, desc=f"screen ({steps[0]} steps)"
+        )
+    else:
+        current = _optuna_screen(spec, ev, pool, seed, steps[0])
+        if len(steps) == 1:
+            current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
+    screened = current
+    rungs = [(steps[0], len(current))]
+    for i, st in enumerate(steps[1:], start=1):
+        quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
+        keep = promote(spec, current, quota)
+        last = i == len(steps) - 1
+        desc = "full" if last else f"rung {i} ({st} steps)"
+        current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
+        rungs.append((st, len(current)))
+    full = sorted(current, key=lambda e: (-e.throughput, e.design))
+    feasible = [e for e in full if e.feasible]
+    front = nondominated(feasible)
+    result = PlanResult(
+        spec, method, len(pool), rungs, full, screened, feasible, front, feasible[0] if feasible else None
+    )
+    result.runs = ev.runs
+    result.elapsed_s = time.perf_counter() - t0
+    if not feasible:
+        raise PlanInfeasible(infeasible_message(spec, full + list(screened)), result)
+    return result
+
+
+_NAMES = {
+    "mean_staleness": ("mean staleness", "staleness_mean", "{:.3g}"),
+    "max_staleness": ("max staleness", "staleness_max", "{:.3g}"),
+    "discarded_share": ("discarded-token share", "discarded_share", "{:.2%}"),
+}
+
+
+def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
+    """Which constraint is tightest (violated by the most designs; ties: the larger gap of the best
+    value reached) and the best value reached for it, by which design."""
+    c = spec.constraints
+    ok = [e for e in evals if not e.metrics.get("failed")]
+    if not ok:
+        errors = {str(e.metrics.get("error", "")) for e in evals}
+        return "no design could be run: " + "; ".join(sorted(errors))[:500]
+    rows = []
+    for name, (words, key, fmt) in _NAMES.items():
+        limit = getattr(c, name)
+        if limit is None:
+            continue
+        n_bad = sum(1 for e in ok if e.metrics[key] > limit + 1e-12)
+        best = min(ok, key=lambda e: (e.metrics[key], -e.throughput, e.design))
+        gap = (best.metrics[key] - limit) / max(abs(limit), 0.05)
+        rows.append((n_bad, gap, name, words, key, fmt, limit, best))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    n_bad, gap, name, words, key, fmt, limit, best = rows[0]
+    alone = (
+        "no design meets it even alone" if gap > 0 else "each limit is met by some design, not all together"
+    )
+    label = best.design.label(spec.n_gpus)
+    return (
+        f"no design meets the constraints ({len(ok)} evaluated). The tightest is {name} "
+        f"({words} <= {fmt.format(limit)}): {n_bad} of {len(ok)} designs violate it and {alone}; "
+        f"the best value reached is {fmt.format(best.metrics[key])} ({label}). "
+        f"Relax {name} or widen the space."
+    )
+
+
+def sensitivity(
+    result: PlanResult,
+    *,
+    seed: int = 0,
+    executor: Executor | None = None,
+    top: int = 3,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """The best few feasible designs re-run in full under three perturbations of the engine model."""
+    spec = result.spec
+    base = result.feasible[:top]
+    if not base:
+        return []
+    drift = 1.3 ** (1 / spec.steps) - 1
+    variants = {
+        "sync cost x2": spec.with_(sync_scale=spec.sync_scale * 2),
+        "responses 30% longer by the last step": spec.with_(
+            workload=_replace(spec.workload, drift_per_version=drift)
+        ),
+        "trainer MFU -20%": spec.with_(mfu=spec.mfu * 0.8),
+    }
+    out = []
+    rec = base[0]
+    for name, sp in variants.items():
+        ev = Evaluator(sp, executor, progress, seed)
+        evals = ev.evaluate([e.design for e in base], spec.steps, spec.seeds, desc=name)
+        result.runs += ev.runs
+        ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
+        now = evals[0]
+        out.append(
+            {
+                "variant": name,
+                "recommended": rec.design.label(spec.n_gpus),
+                "throughput_before": rec.throughput,
+                "throughput_after": now.throughput,
+                "change": now.throughput / rec.throughput - 1 if rec.throughput else math.nan,
+                "still_feasible": now.feasible,
+                "best_after": ok[0].design.label(spec.n_gpus) if ok else None,
+                "best_after_throughput": ok[0].throughput if ok else None,
+            }
+        )
+    return out
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def plan(
+    spec: PlanSpec,
+    *,
+    seed: int = 0,
+    workers: int = 1,
+    progress: bool = False,
+    with_sensitivity: bool = True,
+    executor: Executor | None = None,
+) -> PlanResult:
+    """Search ``spec``'s space (``workers`` processes; 1: in this process) and, optionally, the
+    sensitivity of the recommendation."""
+    own = executor is None and workers > 1
+    ex = ProcessPoolExecutor(max_workers=workers) if own else executor
+    try:
+        result = search(spec, seed=seed, executor=ex, progress=progress)
+        if with_sensitivity:
+            t0 = time.perf_counter()
+            result.sensitivity = sensitivity(result, seed=seed, executor=ex, progress=progress)
+            result.elapsed_s += time.perf_counter() - t0
+        return result
+    finally:
+        if own and ex is not None:
+            ex.shutdown()

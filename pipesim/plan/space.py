@@ -1,0 +1,290 @@
+"""What a plan searches: the cluster, model, workload and constraints, and the space of designs.
+
+A :class:`Design` is one point of the space: a placement (``trainer_gpus``, 0 = colocated), the
+engine replicas' TP degree, the admission bound ``eta`` (the count throttle) with an optional
+over-sampling ``factor`` (:class:`pipesim.OverSample`), the weight-update policy and the sync
+interval. :func:`build` turns a design into what :func:`pipesim.compute.run_compute` runs.
+
+Weight-update policies (``update``):
+
+* ``drain`` -- :class:`pipesim.Drain`: wait for the episodes in flight, then sync;
+* ``partial`` -- :class:`pipesim.PartialRollout`: pause, sync, resume with the KV cache kept;
+* ``abort_reprefill`` -- :class:`pipesim.AbortReprefill`: partial rollout with the KV cache dropped
+  (every sequence in flight re-prefills what it holds after the sync);
+* ``inflight`` -- :class:`pipesim.InFlightUpdate` (PipelineRL): weights stream while generating;
+* ``abort`` -- :class:`pipesim.AbortRestart` ``(restart=False)``: in-flight episodes are dropped at
+  the sync (with over-sampling: APRIL); their tokens count as discarded.
+
+``sync_every`` = k > 1 wraps the policy in :class:`pipesim.SyncEveryK`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pipesim
+from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+
+UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
+
+
+class PlanError(ValueError):
+    """A plan that cannot start (bad spec, a model that does not fit) or has no feasible design."""
+
+
+@dataclass(frozen=True, order=True)
+class Design:
+    """One candidate design (see the module docstring)."""
+
+    trainer_gpus: int
+    tp: int = 1
+    eta: int = 1
+    update: str = "partial"
+    sync_every: int = 1
+    oversample: float = 1.0
+
+    @property
+    def colocated(self) -> bool:
+        return self.trainer_gpus == 0
+
+    def label(self, n_gpus: int) -> str:
+        place = "colocated" if self.colocated else f"split {self.trainer_gpus}:{n_gpus - self.trainer_gpus}"
+        extra = f" k={self.sync_every}" if self.sync_every > 1 else ""
+        extra += f" os={self.oversample:g}" if self.oversample > 1 else ""
+        return f"{place} tp{self.tp} eta={self.eta} {self.update}{extra}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trainer_gpus": self.trainer_gpus,
+            "tp": self.tp,
+            "eta": self.eta,
+            "update": self.update,
+            "sync_every": self.sync_every,
+            "oversample": self.oversample,
+        }
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Limits a feasible design meets; None: no limit."""
+
+    mean_staleness: float | None = None
+    max_staleness: float | None = None
+    discarded_share: float | None = None
+    """Discarded generated tokens / generated tokens."""
+    min_trainer_gpus: int = 1
+
+    def violations(self, m: dict[str, float]) -> dict[str, float]:
+        """Constraint name -> how far metric ``m`` is past its limit (<= 0: met)."""
+        out = {}
+        for name, key in (
+            ("mean_staleness", "staleness_mean"),
+            ("max_staleness", "staleness_max"),
+            ("discarded_share", "discarded_share"),
+        ):
+            limit = getattr(self, name)
+            if limit is not None:
+                out[name] = float(m[key]) - float(limit)
+        return out
+
+    def feasible(self, m: dict[str, float]) -> bool:
+        return not m.get("failed") and all(v <= 1e-12 for v in self.violations(m).values())
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values searched. ``placement`` holds trainer-GPU counts (0: colocated); None: every
+    split the GPU count allows at replica granularity, and colocated."""
+
+    placement: tuple[int, ...] | None = None
+    tp: tuple[int, ...] = (1,)
+    eta: tuple[int, ...] = (0, 1, 2)
+    update: tuple[str, ...] = ("drain", "partial", "abort_reprefill", "inflight")
+    sync_every: tuple[int, ...] = (1,)
+    oversample: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        bad = [u for u in self.update if u not in UPDATES]
+        if bad:
+            raise PlanError(f"space.update: unknown {bad}; choose from {list(UPDATES)}")
+        for name in ("tp", "eta", "update", "sync_every", "oversample"):
+            if not getattr(self, name):
+                raise PlanError(f"space.{name} is empty")
+        if any(f < 1 for f in self.oversample):
+            raise PlanError(f"space.oversample: factors must be >= 1, got {list(self.oversample)}")
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """Everything a plan needs. ``batch_size`` counts samples per step (prompts x samples)."""
+
+    gpu: GPUSpec
+    n_gpus: int
+    model: ModelSpec
+    workload: TokenWorkload
+    batch_size: int
+    constraints: Constraints = field(default_factory=Constraints)
+    space: Space = field(default_factory=Space)
+    steps: int = 12
+    """Training steps of a full run."""
+    screen_steps: int = 3
+    """Training steps of a screening run (the first rung of successive halving)."""
+    seeds: int = 2
+    """Seeds per design in full runs (the confidence interval)."""
+    max_model_len: int | None = None
+    max_num_seqs: int = 256
+    gpu_memory_utilization: float = 0.9
+    mfu: float = 0.4
+    sync_time_s: float | None = None
+    """Seconds per weight sync; None: the cluster's default (weights over the slowest link)."""
+    sync_scale: float = 1.0
+    inflight_load_time_s: float = 1.0
+    method: str = "auto"
+    """``grid``, ``optuna`` or ``auto`` (the grid when the space has at most ``grid_limit`` designs)."""
+    trials: int = 200
+    """Optuna: designs to screen."""
+    grid_limit: int = 256
+    reduction: int = 3
+    """Successive halving: keep 1 / reduction of a rung's designs for the next."""
+    min_full: int = 6
+    """Designs run in full at least (when the space has that many)."""
+    batch: int = 16
+    """Optuna: trials asked and told together (independent of the worker count)."""
+
+    def __post_init__(self) -> None:
+        for name in ("n_gpus", "batch_size", "steps", "screen_steps", "seeds", "trials", "reduction"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise PlanError(f"{name} must be a positive int, got {v!r}")
+        if self.method not in ("auto", "grid", "optuna"):
+            raise PlanError(f"method must be auto, grid or optuna, got {self.method!r}")
+        if self.screen_steps > self.steps:
+            raise PlanError(f"screen_steps ({self.screen_steps}) exceeds steps ({self.steps})")
+
+    def with_(self, **changes: Any) -> PlanSpec:
+        return replace(self, **changes)
+
+    @property
+    def has_groups(self) -> bool:
+        return self.workload.samples_per_prompt > 1
+
+
+def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
+    return EngineConfig(
+        model=spec.model,
+        gpu=spec.gpu,
+        tp=tp,
+        max_model_len=spec.max_model_len,
+        max_num_seqs=spec.max_num_seqs,
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+    )
+
+
+def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
+    n = spec.n_gpus if design.colocated else design.trainer_gpus
+    return TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=n, mfu=spec.mfu)
+
+
+def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
+    """The engine of each TP degree the model fits at; PlanError before any search when none does."""
+    engines, reasons = {}, []
+    for tp in spec.space.tp:
+        try:
+            engines[tp] = engine_config(spec, tp)
+            spec.workload.check_context(engines[tp].context_len)
+        except ValueError as e:
+            engines.pop(tp, None)
+            reasons.append(f"tp={tp}: {e}")
+    if not engines:
+        raise PlanError(f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons))
+    try:
+        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
+    except ValueError as e:
+        raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
+    return engines
+
+
+def placements(spec: PlanSpec, tp: int) -> list[int]:
+    """Trainer-GPU counts allowed with replicas of ``tp`` GPUs (0: colocated)."""
+    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    allowed = [0] + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
+    if spec.space.placement is not None:
+        allowed = [t for t in allowed if t in spec.space.placement]
+    fits = []
+    for t in allowed:
+        try:
+            TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t or n, mfu=spec.mfu)
+        except ValueError:
+            continue
+        if t == 0 and n % tp:
+            continue
+        fits.append(t)
+    return fits
+
+
+def candidates(spec: PlanSpec) -> list[Design]:
+    """Every valid design of the space, sorted."""
+    engines = check_fits(spec)
+    sp = spec.space
+    factors = sp.oversample if spec.has_groups else (1.0,)
+    out = []
+    for tp in sorted(engines):
+        for t in placements(spec, tp):
+            for eta in sp.eta:
+                for u in sp.update:
+                    for k in sp.sync_every:
+                        for f in factors:
+                            out.append(Design(t, tp, eta, u, k, float(f)))
+    return sorted(set(out))
+
+
+def valid(spec: PlanSpec, d: Design, engines: dict[int, EngineConfig]) -> bool:
+    return d.tp in engines and d.trainer_gpus in placements(spec, d.tp)
+
+
+def update_policy(spec: PlanSpec, d: Design) -> Any:
+    inner: Any = {
+        "drain": pipesim.Drain,
+        "partial": pipesim.PartialRollout,
+        "abort_reprefill": pipesim.AbortReprefill,
+        "inflight": lambda: pipesim.InFlightUpdate(load_time_s=spec.inflight_load_time_s),
+        "abort": lambda: pipesim.AbortRestart(restart=False),
+    }[d.update]()
+    return pipesim.SyncEveryK(k=d.sync_every, inner=inner) if d.sync_every > 1 else inner
+
+
+def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int = 0) -> pipesim.Scenario:
+    """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``)."""
+    admission: Any = pipesim.OverSample(factor=d.oversample) if d.oversample > 1 else pipesim.CountThrottle()
+    cfg = pipesim.PipelineConfig(batch_size=spec.batch_size, steps=steps, max_staleness=d.eta)
+    pool = None
+    if d.oversample > 1 or d.update == "abort":
+        pool = math.ceil((steps + d.eta + 2) * spec.batch_size * d.oversample * 3) + 2 * n_slots
+    return pipesim.Scenario(
+        pipeline=cfg,
+        admission=admission,
+        weight_update=update_policy(spec, d),
+        seed=seed,
+        pool_size=pool,
+        name=d.label(spec.n_gpus),
+    )
+
+
+def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
+    if isinstance(name, GPUSpec):
+        return name
+    key = str(name).lower()
+    if key not in GPUS:
+        raise PlanError(f"cluster.gpu: unknown GPU {name!r}; choose from {sorted(GPUS)}")
+    return GPUS[key]
+
+
+def resolve_model(name: str | ModelSpec) -> ModelSpec:
+    if isinstance(name, ModelSpec):
+        return name
+    key = str(name).lower()
+    if key not in MODELS:
+        raise PlanError(f"model.name: unknown model {name!r}; choose from {sorted(MODELS)}")
+    return MODELS[key]
