@@ -16,7 +16,9 @@ Memory is resident set size from ``/proc/self/status``: the peak (``VmHWM``, res
 episode; split into what the run's records hold (resident growth across ``run``: mostly the
 ``Episode`` objects) and the two DataFrames' own bytes (``memory_usage(deep=True)``).
 
-Usage: ``python benchmarks/bench_results.py [--steps 1000] [--slots 1024] [--impl new,old]``.
+Usage: ``python benchmarks/bench_results.py [--steps 1000] [--slots 1024] [--impl new,old] [--rounds 3]``
+(rounds: fresh processes per implementation, interleaved, and the median ratio; the machines this
+runs on are shared, and the run's CPU time moves with the neighbours' load).
 Goals (issue 16): (summary + events + trained) / run <= 30%; peak growth <= 250 bytes per episode.
 """
 
@@ -140,6 +142,7 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=1024, help="slots = batch size")
     ap.add_argument("--impl", default="new,old", help="comma-separated: new, old")
     ap.add_argument("--rev", default="b43b067", help="git revision (or file) of the 'old' results.py")
+    ap.add_argument("--rounds", type=int, default=1, help="fresh processes per implementation, interleaved")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.steps < 1 or args.slots < 1:
@@ -150,8 +153,10 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(impls[0], args.slots, args.steps, args.rev)))
         return
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
     rows = []
-    for impl in impls:
+    for impl in [i for _ in range(args.rounds) for i in impls]:
         cmd = [sys.executable, __file__, "--child", "--impl", impl, "--steps", str(args.steps)]
         cmd += ["--slots", str(args.slots), "--rev", args.rev]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
@@ -173,6 +178,10 @@ def main() -> None:
             f" {r['peak_growth_b_per_ep']:>9.0f} | {r['records_b_per_ep']:>12.0f} |"
             f" {r['frames_b_per_ep']:>11.0f}"
         )
+    if args.rounds > 1:
+        for impl in impls:
+            ratios = sorted(r["ratio"] for r in rows if r["impl"] == impl)
+            print(f"{impl}: median (s+e+t)/run {ratios[len(ratios) // 2]:.0%} over {len(ratios)} rounds")
     if not all(r["exact_peak"] for r in rows):
         print("(peak RSS could not be reset: peak growth is an upper bound from the process's own peak)")
     print(
