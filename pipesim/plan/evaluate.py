@@ -15,6 +15,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 import pipesim
 import pipesim.compute as _compute
 from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, scenario, trainer_config
@@ -124,7 +126,7 @@ class Evaluator:
         self.runs = 0
 
     def seeds(self, n: int) -> list[int]:
-        return [self.seed * 1000 + i for i in range(n)]
+        return [self.spec.sim_seed + i for i in range(n)]
 
     def evaluate(
         self, designs: Iterable[Design], steps: int, n_seeds: int, desc: str = "runs"
@@ -176,10 +178,11 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 def nondominated(evals: Sequence[Evaluated]) -> list[Evaluated]:
     """The evaluations no other one in ``evals`` dominates, by throughput descending."""
-    objs = [objectives(e.metrics) for e in evals]
-    keep = [
-        e
-        for i, e in enumerate(evals)
-        if not any(dominates(objs[j], objs[i]) for j in range(len(evals)) if j != i)
-    ]
+    if not evals:
+        return []
+    o = np.array([objectives(e.metrics) for e in evals], dtype=float)
+    le = (o[:, None, :] <= o[None, :, :]).all(axis=2)  # le[j, i]: j no worse than i everywhere
+    lt = (o[:, None, :] < o[None, :, :]).any(axis=2)
+    dominated: np.ndarray = np.asarray((le & lt).any(axis=0))
+    keep = [e for e, d in zip(evals, dominated.tolist(), strict=True) if not d]
     return sorted(keep, key=lambda e: (-e.throughput, e.design))

@@ -67,19 +67,23 @@ def rung_steps(spec: PlanSpec) -> list[int]:
 
 
 def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
+    """Half the quota by throughput among the designs feasible at this rung, the rest by layers of
+    non-dominated sorting of those (a short run underestimates staleness, so the low-staleness end
+    of the trade-off must survive too), then the least infeasible."""
     c = spec.constraints
     ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
-    chosen = [e.design for e in ok[: math.ceil(2 * quota / 3)]]
-    rest = [e for e in evals if e.design not in chosen and not e.metrics.get("failed")]
-    for e in nondominated(rest):
-        if len(chosen) >= quota:
-            break
-        chosen.append(e.design)
-    rest = sorted(
+    chosen = [e.design for e in ok[: math.ceil(quota / 2)]]
+    rest = [e for e in ok if e.design not in chosen]
+    while rest and len(chosen) < quota:
+        layer = nondominated(rest)
+        chosen += [e.design for e in layer[: quota - len(chosen)]]
+        taken = {e.design for e in layer}
+        rest = [e for e in rest if e.design not in taken]
+    others = sorted(
         (e for e in evals if e.design not in chosen),
         key=lambda e: (violation(c, e.metrics), -e.throughput, e.design),
     )
-    chosen += [e.design for e in rest[: max(quota - len(chosen), 0)]]
+    chosen += [e.design for e in others[: max(quota - len(chosen), 0)]]
     return sorted(chosen)
 
 
@@ -101,8 +105,18 @@ def _optuna_screen(
         "oversample": sorted({float(f) for f in sp.oversample}) if spec.has_groups else [1.0],
     }
     dists: dict[str, BaseDistribution] = {k: CategoricalDistribution(v) for k, v in choices.items()}
+    modern = hasattr(optuna.trial.Trial, "set_constraint")  # Optuna >= 5
+
+    def constrain(t: Any, v: float) -> None:
+        if modern:
+            t.set_constraint("violation", v)
+        else:
+            t.set_user_attr("c", [v])
+
     sampler = optuna.samplers.NSGAIISampler(
-        population_size=max(spec.batch, 2), seed=seed, constraints_func=lambda t: t.user_attrs["c"]
+        population_size=max(spec.batch, 2),
+        seed=seed,
+        constraints_func=None if modern else (lambda t: t.user_attrs["c"]),
     )
     study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler)
     target = min(spec.trials, len(pool))
@@ -119,11 +133,11 @@ def _optuna_screen(
         for t, d in zip(trials, designs, strict=True):
             got = seen.get(d)
             if got is None or got.metrics.get("failed"):
-                t.set_user_attr("c", [1e9])
+                constrain(t, 1e9)
                 study.tell(t, [0.0, 1e9, 1.0])
                 continue
             m = got.metrics
-            t.set_user_attr("c", [min(violation(spec.constraints, m), 1e9)])
+            constrain(t, min(violation(spec.constraints, m), 1e9))
             study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
     return [seen[d] for d in sorted(seen)]
 

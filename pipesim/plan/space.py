@@ -133,6 +133,8 @@ class PlanSpec:
     """Training steps of a screening run (the first rung of successive halving)."""
     seeds: int = 2
     """Seeds per design in full runs (the confidence interval)."""
+    sim_seed: int = 0
+    """The simulations use seeds ``sim_seed, sim_seed + 1, ...``; the plan's seed drives Optuna."""
     max_model_len: int | None = None
     max_num_seqs: int = 256
     gpu_memory_utilization: float = 0.9

@@ -49,6 +49,7 @@ _TABLES = {
         "batch",
         "sync_time_s",
         "inflight_load_time_s",
+        "sim_seed",
     },
 }
 

@@ -1,0 +1,224 @@
+"""``pipesim plan`` (issue 19): the search against the exhaustive grid, a constructed case with a
+known best split, the front's feasibility and non-dominance, and bad input. Small clusters only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pipesim.plan as plan
+from pipesim.compute import GPUS, MODELS, ClosedLoop, LogNormalLengths, TokenWorkload, TrainerConfig
+from pipesim.plan.evaluate import dominates, objectives
+from pipesim.plan.space import engine_config
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = TokenWorkload(
+    response=LogNormalLengths(300.0, 0.8),
+    prompt=128,
+    samples_per_prompt=4,
+    max_response_tokens=2048,
+    difficulty_sigma=0.3,
+)
+
+
+def small_spec(**changes: object) -> plan.PlanSpec:
+    base = plan.PlanSpec(
+        gpu=GPUS["h100-sxm"],
+        n_gpus=8,
+        model=MODELS["qwen3-0.6b"],
+        workload=WORK,
+        batch_size=64,
+        constraints=plan.Constraints(mean_staleness=1.0, max_staleness=5),
+        space=plan.Space(
+            placement=(0, 2, 4, 6),
+            eta=(0, 1, 2),
+            update=("drain", "partial", "abort_reprefill"),
+            oversample=(1.0,),
+        ),
+        steps=6,
+        screen_steps=2,
+        seeds=2,
+        max_model_len=4096,
+        max_num_seqs=64,
+        min_full=6,
+        batch=8,
+    )
+    return base.with_(**changes)
+
+
+@pytest.fixture(scope="module")
+def grid() -> plan.PlanResult:
+    return plan.plan(small_spec(method="grid"), seed=0, with_sensitivity=False)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None:
+    """NSGA-II screening two thirds of a 36-design space finds the grid's best (which needs the
+    staleness constraints: the fastest designs violate them)."""
+    assert grid.method == "grid" and grid.n_screened == grid.n_candidates == 36
+    assert grid.best is not None and grid.best.throughput < max(e.throughput for e in grid.full)
+    opt = plan.plan(small_spec(method="optuna", trials=24), seed=seed, with_sensitivity=False)
+    assert opt.method == "optuna" and opt.n_screened == 24 < grid.n_candidates
+    assert opt.best is not None
+    assert opt.best.design == grid.best.design
+    assert opt.best.throughput == pytest.approx(grid.best.throughput)
+
+
+def test_optuna_is_reproducible_with_a_seed() -> None:
+    spec = small_spec(method="optuna", trials=12, steps=2, seeds=1)
+    a = plan.search(spec, seed=3)
+    b = plan.search(spec, seed=3)
+    assert [e.design for e in a.screened] == [e.design for e in b.screened]
+    assert [e.metrics for e in a.full] == [e.metrics for e in b.full]
+
+
+def test_parallel_workers_change_nothing() -> None:
+    spec = small_spec(method="optuna", trials=10, steps=2, seeds=1)
+    serial = plan.search(spec, seed=1)
+    parallel = plan.plan(spec, seed=1, workers=2, with_sensitivity=False)
+    assert [e.design for e in serial.screened] == [e.design for e in parallel.screened]
+    assert [e.metrics for e in serial.full] == [e.metrics for e in parallel.full]
+
+
+def test_front_is_feasible_and_not_dominated(grid: plan.PlanResult) -> None:
+    assert grid.front and grid.best is not None
+    assert grid.best in grid.front
+    assert grid.best.throughput == max(e.throughput for e in grid.feasible)
+    for e in grid.front:
+        assert e.feasible
+        assert grid.spec.constraints.feasible(e.metrics)
+        assert e.steps == grid.spec.steps and e.metrics["seeds"] == grid.spec.seeds
+        for other in grid.feasible:
+            assert not dominates(objectives(other.metrics), objectives(e.metrics))
+    # every feasible full design off the front is dominated by one on it
+    for e in grid.feasible:
+        if e not in grid.front:
+            assert any(dominates(objectives(f.metrics), objectives(e.metrics)) for f in grid.front)
+    # successive halving: fewer designs at each rung, the full runs a subset of the screened
+    counts = [n for _, n in grid.rungs]
+    assert counts == sorted(counts, reverse=True) and counts[-1] < counts[0]
+    assert {e.design for e in grid.full} <= {e.design for e in grid.screened}
+
+
+def test_best_split_equalises_rollout_and_training() -> None:
+    """Disaggregated only, constant lengths (no tail), no sync cost, every replica saturated: the
+    best split is where (n - x) replicas generate as fast as x GPUs train."""
+    work = TokenWorkload(response=LogNormalLengths(256.0, 0.0), prompt=64, max_response_tokens=512)
+    n = 16
+    spec = plan.PlanSpec(
+        gpu=GPUS["h100-sxm"],
+        n_gpus=n,
+        model=MODELS["qwen3-0.6b"],
+        workload=work,
+        batch_size=256,
+        space=plan.Space(placement=tuple(range(1, n)), eta=(2,), update=("partial",)),
+        steps=10,
+        screen_steps=3,
+        seeds=1,
+        max_model_len=2048,
+        max_num_seqs=32,
+        mfu=0.1,
+        sync_time_s=0.0,
+        method="grid",
+    )
+    closed_loop: Any = ClosedLoop  # a lazy attribute of pipesim.compute
+    per_replica = closed_loop(engine_config(spec, 1), work, 32).run(32 * 40)["tokens_per_s"] / 256
+    per_trainer_gpu = 1 / TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=1, mfu=0.1).step_time_s(320)
+    balance = n * per_replica / (per_replica + per_trainer_gpu)
+    assert 3 < balance < 13  # an interior optimum
+    result = plan.plan(spec, with_sensitivity=False)
+    assert result.best is not None and not result.best.design.colocated
+    assert abs(result.best.design.trainer_gpus - balance) <= 1
+
+
+def test_constraints_no_design_meets_name_the_tightest() -> None:
+    spec = small_spec(
+        constraints=plan.Constraints(mean_staleness=0.01, max_staleness=5),
+        space=plan.Space(placement=(2, 4), eta=(2,), update=("partial",)),
+        steps=4,
+        seeds=1,
+    )
+    with pytest.raises(plan.PlanInfeasible) as info:
+        plan.plan(spec, with_sensitivity=False)
+    msg = str(info.value)
+    assert "tightest is mean_staleness" in msg and "best value reached is" in msg
+    assert "no design meets it even alone" in msg
+    assert info.value.result.full and not info.value.result.feasible
+
+
+def test_model_that_does_not_fit_is_rejected_before_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipesim.plan.evaluate as ev
+
+    def boom(*a: object) -> None:
+        raise AssertionError("no design may run")
+
+    monkeypatch.setattr(ev, "run_design", boom)
+    spec = small_spec(gpu=GPUS["l40s"], model=MODELS["qwen3-32b"], max_model_len=None)
+    with pytest.raises(plan.PlanError, match="does not fit"):
+        plan.plan(spec, with_sensitivity=False)
+
+
+def test_min_trainer_gpus_leaving_no_split_is_an_error() -> None:
+    spec = small_spec(constraints=plan.Constraints(min_trainer_gpus=8), space=plan.Space(placement=(2, 4)))
+    with pytest.raises(plan.PlanError, match="no candidate design"):
+        plan.search(spec)
+
+
+def test_spec_file_and_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    example = plan.load(ROOT / "examples" / "plan_qwen3_8b.toml")
+    assert example.n_gpus == 64 and example.workload.samples_per_prompt == 16
+    assert len(plan.candidates(example)) > example.grid_limit  # Optuna territory
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(
+        """
+[cluster]
+gpu = "h100-sxm"
+n_gpus = 4
+[model]
+name = "qwen3-0.6b"
+max_model_len = 4096
+max_num_seqs = 32
+[workload]
+prompts_per_step = 8
+samples_per_prompt = 4
+prompt_tokens = 128
+response = { median_tokens = 200, sigma = 0.5 }
+max_response_tokens = 1024
+[constraints]
+max_staleness = 4
+[space]
+placement = ["colocated", 2]
+eta = [0, 1]
+update = ["drain", "partial"]
+[search]
+steps = 3
+screen_steps = 1
+seeds = 2
+"""
+    )
+    out_json, out_html = tmp_path / "plan.json", tmp_path / "plan.html"
+    rc = plan.main([str(spec), "--json", str(out_json), "--html", str(out_html), "--quiet"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "recommended:" in text and "pipesim.Scenario(" in text and "sensitivity" in text
+    data = json.loads(out_json.read_text())
+    assert data["recommended"]["feasible"] and data["front"]
+    assert {"sync cost x2", "trainer MFU -20%"} <= {s["variant"] for s in data["sensitivity"]}
+    page = out_html.read_text()
+    assert page.count('<script type="text/javascript">/**') <= 1 and 'src="https://cdn.plot.ly' not in page
+    assert "Pareto front" in page
+    # infeasible: exit code 3 and the message on stderr
+    spec.write_text(spec.read_text().replace("max_staleness = 4", "max_staleness = 4\nmean_staleness = -1"))
+    assert plan.main([str(spec), "--quiet"]) == 3
+    assert "tightest is mean_staleness" in capsys.readouterr().err
+
+
+def test_bad_spec_names_the_key(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.toml"
+    spec.write_text('[cluster]\ngpu = "h100-sxm"\nn_gpus = 4\nbogus = 1\n[model]\nname = "qwen3-0.6b"\n')
+    with pytest.raises(plan.PlanError, match="bogus"):
+        plan.load(spec)
+    assert plan.main([str(spec)]) == 2
