@@ -10,6 +10,8 @@ The pieces
     gym         30 deterministic bug-fix tasks (20 train, 10 held out). An episode is multi-turn:
                 ``read`` shows the numbered file, ``fix <n>`` ends it with reward 1 on the buggy
                 line; invalid actions end it with 0 and are counted apart. Blind guess = 1/5.
+                ``gym="issue"``: four lines show the defect and only the issue's variable
+                identifies the bug (a rule that ignores the issue scores 1/4).
     model       TinyAgent, a ~162k-parameter decoder-only transformer, and checkpoints that
                 refuse corrupt files or other architectures with a clear ``CheckpointError``.
     base        the RL base: a supervised warm start that reads but mostly answers wrong.
