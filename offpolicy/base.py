@@ -19,15 +19,15 @@ For the ``issue`` gym (``BaseConfig(gym="issue")``, see :data:`ISSUE_BASE`) the 
 variable -> the line assigning it" did not form on 4,000 demonstrations: with correct targets
 and the answer loss alone, accuracy stayed near the decoys' 0.25 for 2,000 steps while the
 training loss fell (memorised demonstrations). Two changes made it form: 30,000 demonstrations
-(the generator makes as many as asked, so each is seen about 3 times) and an auxiliary loss during
-the warm start only
-(``aux_weight``): a linear probe, not part of TinyAgent and dropped afterwards, reads the final
-residual at every token of each line from its left-hand-side variable on and is trained (binary
-cross-entropy) to say whether that line is the bug. That teaches the per-line comparison with the issue; the answer
-head then copies the marked line's number, the circuit the defect gym already formed. (With
-30,000 demonstrations and correct targets the probe run reached 0.97 held-out accuracy by step
-750; 30,000 demonstrations without the probe were not tried.) The probe
-sees only demonstration tasks (the gym's generator, another seed, never a gym task).
+(the generator makes as many as asked; each is seen about 3 times) and an auxiliary loss during
+the warm start only (``aux_weight``). A linear probe, not part of TinyAgent and dropped
+afterwards, reads the final residual at every token of each line from its left-hand-side
+variable on and is trained (binary cross-entropy) to say whether that line is the bug. That
+teaches the per-line comparison with the issue; the answer head then copies the marked line's
+number, the circuit the defect gym already formed. With 30,000 demonstrations and correct
+targets the probe run reached 0.97 held-out accuracy by step 750 (30,000 demonstrations without
+the probe were not tried). The probe sees only demonstration tasks (the gym's generator,
+another seed, never a gym task).
 
 The base is deterministic for a given ``BaseConfig`` and tokenizer. ``make_rl_base`` caches it
 on disk (atomic write, keyed by a hash of config and vocabulary) and rebuilds when the cached
