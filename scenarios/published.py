@@ -459,10 +459,13 @@ VERL_SRC = "volcengine/verl recipe/fully_async_policy/README.md"
 AREAL_SRC = "inclusionAI/AReaL blog/AReaL_v0_3.md; arXiv 2505.24298"
 
 
+def does_not_fall(values: list[float], tolerance: float = TREND_TOLERANCE) -> bool:
+    """Each value at least ``(1 - tolerance)`` times the one before it."""
+    return all(b >= a * (1 - tolerance) for a, b in zip(values, values[1:], strict=False))
+
+
 def _areal_trend() -> float:
-    tp = [areal_throughput(areal_run(eta)) for eta in AREAL_TREND_ETAS]
-    ok = all(b >= a * (1 - TREND_TOLERANCE) for a, b in zip(tp, tp[1:], strict=False))
-    return 1.0 if ok else 0.0
+    return 1.0 if does_not_fall([areal_throughput(areal_run(eta)) for eta in AREAL_TREND_ETAS]) else 0.0
 
 
 def _areal_trend_diag() -> str:
@@ -580,6 +583,10 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
+RUNS = (verl_colocate, verl_async, areal_run, april_run, roll_run)
+"""The cached experiments the claims share (``cache_clear`` each to rerun)."""
+
+
 def predict(claims: tuple[Claim, ...] = CLAIMS) -> list[dict[str, Any]]:
     """The rows: each claim's published and predicted value (and the diagnosis text)."""
     out = []
@@ -636,6 +643,11 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: r[k] for k in keys} for r in rows]
 
 
+def write_json(rows: list[dict[str, Any]], path: str) -> None:
+    with open(path, "w") as f:
+        json.dump(json_rows(rows), f, indent=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.published", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
@@ -646,8 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     n_ok = sum(within(r) for r in rows)
     print(f"\n{n_ok} of {len(rows)} rows within 25%; {time.perf_counter() - t0:.0f} s wall")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(json_rows(rows), f, indent=1)
+        write_json(rows, args.json)
     return 0
 
 
