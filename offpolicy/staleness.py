@@ -131,7 +131,8 @@ def comparison_pairs(runs: list[dict[str, Any]]) -> list[tuple[tuple[Any, ...], 
 
 def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None:
     """Print the table, write it next to the JSON (.txt) and the reward figure (.html)."""
-    table = summary_table(runs) + "\n\n" + paired_table(runs, comparison_pairs(runs))
+    pairs = comparison_pairs(runs)
+    table = summary_table(runs) + ("\n\n" + paired_table(runs, pairs) if pairs else "")
     print(table)
     title = "TinyAgent reward under stale sampling (95% band over seeds)"
     write_reward_figure(runs, html or str(Path(json_path).with_suffix(".html")), ("lag", "correction"), title)
