@@ -4,8 +4,9 @@ The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with p
 (about 1.03M episodes, 3.07M event rows), a pool of ``agent_episode_durations`` (generator seed 0).
 ``--steps`` scales it down. Each implementation runs in a fresh process, one after the other:
 
-* ``new``: ``pipesim.results`` of this checkout (columnar, vectorised);
-* ``old``: ``pipesim/results.py`` as of ``--rev`` (default ``b43b067``, the per-episode code),
+* ``new``: ``pipesim.results.run`` of this checkout (columnar, vectorised);
+* ``old``: ``pipesim/results.py`` (later ``pipesim/results/run.py``) as of ``--rev`` (default
+  ``b43b067``, the per-episode code),
   read with ``git show`` (or from the file ``--rev`` names) and wrapped around the same records.
 
 Printed per implementation: CPU seconds (``time.process_time``) of ``run``, of ``summary()``, of
@@ -59,8 +60,17 @@ def _old_result_class(rev: str) -> Any:
     if Path(rev).is_file():  # a copy of the old results.py
         src = Path(rev).read_text()
     else:
-        cmd = ["git", "show", f"{rev}:pipesim/results.py"]
-        src = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        for path in ("pipesim/results.py", "pipesim/results/run.py"):  # before and after the layers
+            cmd = ["git", "show", f"{rev}:{path}"]
+            got = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if got.returncode == 0:
+                src = got.stdout
+                break
+        else:
+            raise SystemExit(f"--rev {rev}: no pipesim/results.py or pipesim/results/run.py there")
+    for was, now in (("pipesim.episode", "pipesim.core.episode"), ("pipesim.config", "pipesim.core.config")):
+        if importlib.util.find_spec(was) is None and importlib.util.find_spec(now) is not None:
+            src = src.replace(f"from {was} import", f"from {now} import")  # a module that moved
     path = Path(tempfile.mkdtemp()) / "pipesim_results_old.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("pipesim_results_old", path)
@@ -76,12 +86,12 @@ def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
     import torch
 
     from pipesim import PartialRollout, PipelineConfig, Scenario, run
-    from pipesim.durations import agent_episode_durations
+    from pipesim.workload.durations import agent_episode_durations
 
     cls = _old_result_class(rev) if impl == "old" else None
     read_s = [0.0]
     if cls is None:  # time the reads of episode attributes (the rest is the vectorised work)
-        from pipesim.columns import EpisodeColumns
+        from pipesim.results.columns import EpisodeColumns
 
         def timed(fn: Any) -> Any:
             def wrapper(*a: Any, **kw: Any) -> Any:
