@@ -12,7 +12,7 @@ $(VENV_STAMP): pyproject.toml
 	touch $(VENV_STAMP)
 
 demo: $(VENV_STAMP)
-	$(PY) -m pipesim.demo
+	$(PY) -m pipesim.io.demo
 
 test: $(VENV_STAMP) lint typecheck pytest
 

@@ -1,6 +1,6 @@
 """An admission policy of your own, in one file, named from the command line with --policies.
 
-    pipesim run synchronous --policies examples/headroom.py --set 'admission=HeadroomThrottle(headroom=8)'
+pipesim run synchronous --policies examples/headroom.py --set 'admission=HeadroomThrottle(headroom=8)'
 """
 
 from __future__ import annotations

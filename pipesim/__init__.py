@@ -10,7 +10,7 @@ Concepts
                     and the range of weight updates it lived through, from which its
                     (version, start, end) segments are rebuilt.
     PipelineView    the port: what a policy sees of a running pipeline (read-only counters,
-                    versions and replicas) and the few actions it may take (:mod:`pipesim.port`).
+                    versions and replicas) and the few actions it may take (:mod:`pipesim.core.port`).
                     Policies are typed against it, never against the engine.
     Pipeline        one run: four kinds of SimPy process -- the controller (admits episodes at the
                     end of each simulated instant), the generation slots of each engine replica
@@ -28,21 +28,21 @@ Entry points
     ``write_trace`` (Chrome / Perfetto trace events). The ``pipesim`` command wraps them.
 """
 
-from pipesim.api import draw_pool, run, simulate_pipeline
 from pipesim.config import PipelineConfig, Scenario
-from pipesim.durations import (
+from pipesim.core.engine import Pipeline, PipelineError
+from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode
+from pipesim.core.port import PipelineView, ReplicaView
+from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
+from pipesim.io.api import draw_pool, run, simulate_pipeline
+from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+from pipesim.results.run import RunResult
+from pipesim.workload.durations import (
     AgentDurations,
     ExponentialDurations,
     LogNormalDurations,
     TraceDurations,
     agent_episode_durations,
 )
-from pipesim.engine import Pipeline, PipelineError
-from pipesim.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode
-from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
-from pipesim.port import PipelineView, ReplicaView
-from pipesim.results import RunResult
-from pipesim.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 
 __all__ = [
     "ABORTED",
@@ -79,12 +79,19 @@ __all__ = [
 ]
 
 # -- scheduling policies of real systems (issue 3) ------------------------------------------------
-from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead, StaleFraction  # noqa: E402
-from pipesim.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO  # noqa: E402
-from pipesim.faults import DropFailed, RequeueFailed, RetryFailed, Timeout  # noqa: E402
-from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
-from pipesim.synccost import WeightSyncCost  # noqa: E402
-from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK  # noqa: E402
+from pipesim.policies.admission import (  # noqa: E402
+    AReaLThrottle,
+    AsyncRatio,
+    LagBound,
+    OverSample,
+    QueueAhead,
+    StaleFraction,
+)
+from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO  # noqa: E402
+from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout  # noqa: E402
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
+from pipesim.policies.synccost import WeightSyncCost  # noqa: E402
+from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK  # noqa: E402
 
 __all__ += [
     "AReaLThrottle",
@@ -120,13 +127,13 @@ __all__ += ["GPUS", "MODELS", "Efficiency", "GPUSpec", "ModelSpec"]
 
 # -- heavy helpers, imported on first use (plotly, dask, tqdm stay out of `import pipesim`) ------
 _LAZY = {
-    "sweep": "pipesim.sweeps",
-    "SweepResult": "pipesim.sweeps",
-    "timeline": "pipesim.viz",
-    "timelines": "pipesim.viz",
-    "build_report": "pipesim.report",
-    "run_to_trace": "pipesim.trace",
-    "write_trace": "pipesim.trace",
+    "sweep": "pipesim.io.sweeps",
+    "SweepResult": "pipesim.io.sweeps",
+    "timeline": "pipesim.io.viz",
+    "timelines": "pipesim.io.viz",
+    "build_report": "pipesim.io.report",
+    "run_to_trace": "pipesim.io.trace",
+    "write_trace": "pipesim.io.trace",
 }
 
 

@@ -14,9 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.durations import AgentDurations, DurationModel
-from pipesim.faults import FailurePolicy, Timeout
-from pipesim.policies import (
+from pipesim.policies.base import (
     Admission,
     BatchPolicy,
     CountThrottle,
@@ -24,7 +22,9 @@ from pipesim.policies import (
     PartialRollout,
     WeightUpdate,
 )
-from pipesim.replicas import Replicas
+from pipesim.policies.faults import FailurePolicy, Timeout
+from pipesim.policies.replicas import Replicas
+from pipesim.workload.durations import AgentDurations, DurationModel
 
 
 def check_int(name: str, value: Any, minimum: int) -> None:
@@ -119,7 +119,7 @@ class Scenario:
     pool_size: int | None = None
     name: str = "scenario"
     timeout: Timeout | None = None
-    """A cap on each episode's generation time (``pipesim.faults.Timeout``), or None."""
+    """A cap on each episode's generation time (``pipesim.policies.faults.Timeout``), or None."""
     failures: FailurePolicy | None = None
     """Environment-worker failures (``DropFailed`` / ``RetryFailed`` / ``RequeueFailed``), or None."""
     replicas: Replicas | None = None
@@ -141,13 +141,15 @@ class Scenario:
                     f"call it: {value.__name__}(...)"
                 )
         if self.timeout is not None and not isinstance(self.timeout, Timeout):
-            raise ValueError(f"timeout must be a pipesim.faults.Timeout or None, got {self.timeout!r}")
+            raise ValueError(
+                f"timeout must be a pipesim.policies.faults.Timeout or None, got {self.timeout!r}"
+            )
         if self.failures is not None and not isinstance(self.failures, FailurePolicy):
             raise ValueError(f"failures must be a failure policy or None, got {self.failures!r}")
         if self.replicas is not None:
             if not isinstance(self.replicas, Replicas):
                 raise ValueError(
-                    f"replicas must be a pipesim.replicas.Replicas or None, got {self.replicas!r}"
+                    f"replicas must be a pipesim.policies.replicas.Replicas or None, got {self.replicas!r}"
                 )
             self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
 

@@ -3,9 +3,9 @@
 Each function returns plain data (so tests can compare it with the chapter) and :func:`main`
 prints it in the chapter's layout. All runs share the chapter's pool,
 ``agent_episode_durations(65_536, torch.Generator().manual_seed(0))``, consumed in order, so every
-design sees the same episodes. The timeout row uses the :class:`~pipesim.faults.Timeout` policy
+design sees the same episodes. The timeout row uses the :class:`~pipesim.policies.faults.Timeout` policy
 rather than clamping the pool, and reproduces the chapter's numbers; exercise 2 uses
-:class:`~pipesim.batching.DropStale` with AReaL's throttle (the chapter's count throttle counts
+:class:`~pipesim.policies.batching.DropStale` with AReaL's throttle (the chapter's count throttle counts
 dropped episodes, so each drop would permanently spend its headroom of eta batches).
 """
 
@@ -17,13 +17,13 @@ from typing import Any
 import torch
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim.admission import AReaLThrottle
-from pipesim.batching import DropStale
-from pipesim.durations import ExponentialDurations, chapter_pool, straggler_ratios
-from pipesim.faults import DropFailed, RequeueFailed, Timeout
-from pipesim.policies import Drain, PartialRollout
-from pipesim.registry import CHAPTER_DESIGNS
-from pipesim.synccost import sync_time_table
+from pipesim.io.registry import CHAPTER_DESIGNS
+from pipesim.policies.admission import AReaLThrottle
+from pipesim.policies.base import Drain, PartialRollout
+from pipesim.policies.batching import DropStale
+from pipesim.policies.faults import DropFailed, RequeueFailed, Timeout
+from pipesim.policies.synccost import sync_time_table
+from pipesim.workload.durations import ExponentialDurations, chapter_pool, straggler_ratios
 
 DESIGNS: dict[str, dict[str, Any]] = {
     name: dict(max_staleness=eta, interrupt=not drain) for name, (eta, drain) in CHAPTER_DESIGNS.items()

@@ -2,7 +2,7 @@
 
 The SimPy pipeline (:mod:`pipesim`) decides *when* things happen; :mod:`offpolicy` decides *what*
 the episodes and the updates are. :class:`CosimDriver` plugs into the engine's seams
-(:mod:`pipesim.seams`), three points only, and never subclasses or touches the engine:
+(:mod:`pipesim.core.seams`), three points only, and never subclasses or touches the engine:
 
 * **episode source, work_s** -- a slot that starts an episode takes the next pre-sampled real episode of the
   version its engine generates with, and runs for that episode's duration
@@ -57,10 +57,10 @@ from offpolicy import (
 )
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
-from pipesim.engine import Pipeline
-from pipesim.episode import Episode
-from pipesim.policies import Drain, PartialRollout
-from pipesim.results import RunResult
+from pipesim.core.engine import Pipeline
+from pipesim.core.episode import Episode
+from pipesim.policies.base import Drain, PartialRollout
+from pipesim.results.run import RunResult
 from scenarios.cosim_episodes import (
     CosimDurations,
     batch_advantages,
@@ -144,8 +144,8 @@ class _Live:
 class CosimDriver:
     """The episode source and batch observer that put TinyAgent inside the pipeline (see module doc).
 
-    It implements :class:`pipesim.seams.EpisodeSource` (each started episode is a real one, and
-    new weights continue the episodes in flight) and :class:`pipesim.seams.BatchObserver` (each
+    It implements :class:`pipesim.core.seams.EpisodeSource` (each started episode is a real one, and
+    new weights continue the episodes in flight) and :class:`pipesim.core.seams.BatchObserver` (each
     batch is a real update). It never touches the engine: the pipeline calls it.
     """
 

@@ -4,7 +4,7 @@ Duration model
 --------------
 TinyAgent's actions are two or three tokens (``read <eoa>``, ``fix <n> <eoa>``), far shorter than a
 coding agent's turns, so each sampled token stands for ``tokens_scale`` decoded tokens of a real
-agent. Per turn, the charge is the chapter's (:class:`pipesim.durations.AgentDurations`): decode
+agent. Per turn, the charge is the chapter's (:class:`pipesim.workload.durations.AgentDurations`): decode
 seconds ``tokens * tokens_scale / decode_rate_tok_s``, then, if the action is a tool call
 (``read`` returns the file, ``fix`` runs the tests; an invalid action is rejected at once and
 costs no tool time), a log-normal tool latency ``tool_median_s * exp(tool_sigma * z)``.

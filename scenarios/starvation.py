@@ -12,14 +12,15 @@ finishes).
 Here tasks have identity and their own length: the duration pool is indexed by task id, and a
 requeued task keeps its id, hence its duration (``Pipeline.launch``). Two designs at each eta:
 
-* ``drop+requeue`` -- the engine is kept busy (:class:`~pipesim.admission.QueueAhead`: in flight
+* ``drop+requeue`` -- the engine is kept busy (:class:`~pipesim.policies.admission.QueueAhead`: in flight
   + buffered below slots + B), in-flight work pauses for each sync, and the trainer discards
-  episodes staler than eta and requeues their tasks (:class:`~pipesim.batching.DropStale`).
+  episodes staler than eta and requeues their tasks (:class:`~pipesim.policies.batching.DropStale`).
 * ``pacing`` -- the count throttle admits at most eta batches ahead and the sync drains
-  (:class:`~pipesim.policies.CountThrottle` + :class:`~pipesim.policies.Drain`): the same
+  (:class:`~pipesim.policies.base.CountThrottle` + :class:`~pipesim.policies.base.Drain`): the same
   promise, staleness <= eta, kept by admission, and nothing is discarded.
 * ``pacing, partial`` -- AReaL's throttle with in-flight work paused across syncs
-  (:class:`~pipesim.admission.AReaLThrottle` + :class:`~pipesim.policies.PartialRollout`): faster,
+  (:class:`~pipesim.policies.admission.AReaLThrottle` +
+  :class:`~pipesim.policies.base.PartialRollout`): faster,
   nothing discarded, but a straggler may be trained staler than eta.
 
 The metric is the share of tasks never trained among those first launched in the first half of
@@ -38,10 +39,10 @@ import numpy as np
 import pandas as pd
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim.admission import AReaLThrottle, QueueAhead
-from pipesim.batching import DropStale
-from pipesim.policies import CountThrottle, Drain, PartialRollout
-from pipesim.results import RunResult
+from pipesim.policies.admission import AReaLThrottle, QueueAhead
+from pipesim.policies.base import CountThrottle, Drain, PartialRollout
+from pipesim.policies.batching import DropStale
+from pipesim.results.run import RunResult
 
 DESIGNS = ("drop+requeue", "pacing", "pacing, partial")
 BASE: dict[str, Any] = dict(n_slots=64, batch_size=32, train_time_s=60.0, sync_time_s=10.0, steps=40)
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
         print(df.to_string(index=False))
     if args.html:
-        from pipesim.viz import figures_to_html
+        from pipesim.io.viz import figures_to_html
 
         with open(args.html, "w", encoding="utf-8") as fh:
             fh.write(figures_to_html([starvation_figure(df)], title="starvation"))

@@ -28,9 +28,9 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.admission import AReaLThrottle, OverSample
-from pipesim.policies import CountThrottle, Drain, PartialRollout, WeightUpdate
-from pipesim.systems_policies import (
+from pipesim.policies.admission import AReaLThrottle, OverSample
+from pipesim.policies.base import CountThrottle, Drain, PartialRollout, WeightUpdate
+from pipesim.policies.systems import (
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
@@ -38,7 +38,7 @@ from pipesim.systems_policies import (
     SlimeAsyncWorker,
     VerlRollouter,
 )
-from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
 
 CHAPTER = PipelineConfig(
     n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20
@@ -61,8 +61,8 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     ``_async_gen_next_batch``: each step awaits the batch generated during the previous step,
     syncs the weights to the rollout workers (``sync_rollout_weights``, then ``clear_kv_cache``),
     starts generating the next whole batch, and trains on the awaited one. So generation runs one
-    batch ahead (eta = 1, :class:`~pipesim.policies.CountThrottle`) and the sync waits for it to
-    finish (:class:`~pipesim.policies.Drain`): every episode is exactly one version stale and none
+    batch ahead (eta = 1, :class:`~pipesim.policies.base.CountThrottle`) and the sync waits for it to
+    finish (:class:`~pipesim.policies.base.Drain`): every episode is exactly one version stale and none
     spans two versions.
     """
     return _scenario(
@@ -84,7 +84,7 @@ def verl_fully_async(
     Source: volcengine/verl ``recipe/fully_async_policy/fully_async_rollouter.py``
     (``FullyAsyncRollouter.set_max_required_samples``, ``update_param_version``,
     ``_processor_worker``, ``_should_pause_generation``, ``pause``) and ``message_queue.py``
-    (``MessageQueue.put_sample``); :class:`~pipesim.systems_policies.VerlRollouter` says how.
+    (``MessageQueue.put_sample``); :class:`~pipesim.policies.systems.VerlRollouter` says how.
 
     * The trainer takes ``require_batches * ppo_mini_batch_size`` samples per step (pipesim's B;
       ``ppo_mini_batch_size`` defaults to ``batch_size``, and giving both is an error) and syncs
@@ -94,8 +94,8 @@ def verl_fully_async(
       staleness_threshold) * k * B)`` or the queue holds that many; at most
       ``min(max_concurrent_samples, that)`` run at once (``max_concurrent_samples`` None: the slots).
     * ``partial_rollout``: the sync cancels the samples in flight, which resume after it
-      (:class:`~pipesim.policies.PartialRollout`); off, the sync waits for them (``pause`` gathers
-      the active tasks: :class:`~pipesim.policies.Drain`). verl's README: it acts only with a
+      (:class:`~pipesim.policies.base.PartialRollout`); off, the sync waits for them (``pause`` gathers
+      the active tasks: :class:`~pipesim.policies.base.Drain`). verl's README: it acts only with a
       threshold above 0 -- with threshold 0 every started sample is needed before the sync, so
       none is in flight then, and both settings give the same run.
     * verl's modes: on-policy (k = 1, threshold 0: synchronous), stream off-policy (k > 1,
@@ -126,11 +126,11 @@ def areal(
     Source: inclusionAI/AReaL ``areal/core/staleness_manager.py``, ``StalenessManager.get_capacity``:
     capacity = min(max_concurrent_rollouts - running, (max_head_offpolicyness + v + 1) * B -
     (accepted + running)), rejected rollouts leaving both counts
-    (:class:`~pipesim.admission.AReaLThrottle`). ``areal/engine/sglang_remote.py``:
+    (:class:`~pipesim.policies.admission.AReaLThrottle`). ``areal/engine/sglang_remote.py``:
     ``update_weights`` pauses generation and aborts every request (``abort_all_requests``);
     ``agenerate`` appends the tokens generated so far to ``input_ids`` and resubmits once
     generation resumes, so each interrupted rollout re-prefills its prefix under the new weights
-    and continues (:class:`~pipesim.updates.AbortReprefill`).
+    and continues (:class:`~pipesim.policies.updates.AbortReprefill`).
     """
     adm = AReaLThrottle(max_concurrent_rollouts)
     return _scenario("AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill())
@@ -142,17 +142,17 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
     current one trains (``rollout_manager.generate.remote(rollout_id + 1)``) and is waited for
     before ``update_weights`` ("sync generate before update weights"): one step ahead, drained
-    before each update (:class:`~pipesim.policies.CountThrottle` with eta = 1 and
-    :class:`~pipesim.policies.Drain`).
+    before each update (:class:`~pipesim.policies.base.CountThrottle` with eta = 1 and
+    :class:`~pipesim.policies.base.Drain`).
 
     ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
     at most ``max_concurrent`` groups in flight and stops topping up while as many completed
-    groups wait (:class:`~pipesim.systems_policies.SlimeAsyncWorker`; no version bound). A weight
+    groups wait (:class:`~pipesim.policies.systems.SlimeAsyncWorker`; no version bound). A weight
     update pauses the engines and aborts every request in flight; ``_make_done_cb`` puts the
     aborted group back in the data buffer, and ``sglang_rollout.generate`` resends prompt plus
     partial response (``sample.tokens``) with the remaining token budget. So the trajectory
     continues under the new weights after re-prefilling its prefix: no work is lost, the prefix
-    is recomputed (:class:`~pipesim.updates.AbortReprefill`; the prompt's own prefill is not
+    is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`; the prompt's own prefill is not
     modelled, pipesim has no prompt lengths). ``--partial-rollout`` only decides whether those
     earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``).
     """
@@ -178,8 +178,8 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     whole prompt batch and puts it on the queue; ``TrainingActor._broadcast_to_vllm`` blocks new
     generation and waits until the batch being generated is done before broadcasting. So
     generation runs batch by batch, never two at once, at most ``async_queue_size`` finished
-    batches ahead (:class:`~pipesim.systems_policies.OpenRLHFBatches`), and drains before each
-    broadcast (:class:`~pipesim.policies.Drain`).
+    batches ahead (:class:`~pipesim.policies.systems.OpenRLHFBatches`), and drains before each
+    broadcast (:class:`~pipesim.policies.base.Drain`).
     """
     return _scenario(
         "OpenRLHF async", pipeline, 0, admission=OpenRLHFBatches(async_queue_size), weight_update=Drain()
@@ -192,13 +192,13 @@ def roll(async_generation_ratio: int | float = 1, **pipeline: Any) -> Scenario:
     Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
     (``advance_step``, ``put``, ``get``). One pipesim episode is one group.
 
-    * Supply (:class:`~pipesim.systems_policies.RollGroupAdmission`): the first ``advance_step``
+    * Supply (:class:`~pipesim.policies.systems.RollGroupAdmission`): the first ``advance_step``
       creates ``async_generation_ratio`` extra steps of groups, each later one a step's worth, so
       by step v groups exist for ``(v + 1 + ratio) * B`` starts; expired groups are not replaced.
-    * Expiry (:class:`~pipesim.systems_policies.RollGroupExpiry`): ``advance_step(step)`` removes
+    * Expiry (:class:`~pipesim.policies.systems.RollGroupExpiry`): ``advance_step(step)`` removes
       every group with ``step - create_step > async_generation_ratio``; ``put`` ignores the
       rollouts of a removed group. No trained episode is more than the ratio stale.
-    * In-flight episodes pause for the sync and continue (:class:`~pipesim.policies.PartialRollout`).
+    * In-flight episodes pause for the sync and continue (:class:`~pipesim.policies.base.PartialRollout`).
 
     The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). With exactly
     B groups per step, expired groups eat the headroom for good: after ``ratio * B`` expiries the
@@ -224,7 +224,7 @@ def pipelinerl(
     """PipelineRL: in-flight weight updates under its lag bound, from its code.
 
     Source: ServiceNow/PipelineRL ``pipelinerl/actor.py``, ``ActorLoop.run``
-    (:class:`~pipesim.systems_policies.PipelineRLLag`): groups are submitted while fewer than
+    (:class:`~pipesim.policies.systems.PipelineRLLag`): groups are submitted while fewer than
     ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``, nothing subtracted for dropped
     work. ``max_lag`` is in samples (``finetune.max_lag``), ``attempts`` samples form a group
     (one pipesim episode), B is ``groups_per_update``; ``max_lag = 0`` is synchronous and each
@@ -252,9 +252,9 @@ def april(oversample_factor: float = 1.5, carry_over: bool = True, **pipeline: A
     and calls ``abort``, which aborts every request still running. With ``--partial-rollout``
     (``carry_over=True``) the partial samples go back to the data buffer and are fetched first by
     the next rollout, where ``generate`` sends ``prompt + response`` as a new request: the
-    carried prefix is prefilled again under the new weights (:class:`~pipesim.updates.AbortReprefill`
+    carried prefix is prefilled again under the new weights (:class:`~pipesim.policies.updates.AbortReprefill`
     charges it; the prompt's own prefill is not modelled). Without it they are dropped
-    (:class:`~pipesim.updates.AbortRestart` with ``restart=False``).
+    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``).
 
     slime's loop (``train.py``: generate, train, update weights) generates nothing between one
     rollout's abort and the next rollout, so the preset is ``colocated`` by default (generation

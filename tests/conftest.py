@@ -1,7 +1,8 @@
 """Shared test setup: Hypothesis profiles.
 
 ``ci`` (used by ``make test``) is derandomized with a bounded number of examples, no deadline and
-no example database, so a CI run is the same run on any machine, loaded or not. ``dev`` draws fresh random examples; run
+no example database, so a CI run is the same run on any machine, loaded or not. ``dev`` draws
+fresh random examples; run
 it locally with ``HYPOTHESIS_PROFILE=dev pytest``.
 """
 

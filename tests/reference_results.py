@@ -1,6 +1,6 @@
 """The per-episode implementation of ``RunResult``'s tables and summary, kept as a slow reference.
 
-This is ``pipesim/results.py`` as it was before the columnar rewrite (commit b43b067), with one
+This is ``pipesim/results/run.py`` as it was before the columnar rewrite (commit b43b067), with one
 change: durations are the seconds an episode generated (a truncated episode reports the timeout
 cap, the item 7 fix). ``tests/test_results_columns.py`` checks the vectorised tables and summary
 against it on many random scenarios.
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from pipesim.config import Scenario
-from pipesim.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED, Episode, UpdateRecord
 
 EVENT_COLUMNS = ["kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id", "complete"]
 

@@ -19,12 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pipesim
-from pipesim import catalog
-from pipesim.admission import AReaLThrottle
-from pipesim.faults import RetryFailed, Timeout
-from pipesim.policies import Drain, PartialRollout
-from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
-from pipesim.updates import InFlightUpdate, SyncEveryK
+from pipesim.policies import catalog
+from pipesim.policies.admission import AReaLThrottle
+from pipesim.policies.base import Drain, PartialRollout
+from pipesim.policies.faults import RetryFailed, Timeout
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.policies.updates import InFlightUpdate, SyncEveryK
 
 PIPESIM_DIR = Path(pipesim.__file__).parent
 
@@ -208,7 +208,7 @@ def test_entry_point_group_adds_user_policies(
         catalog, "entry_points", lambda group: eps if group == catalog.ENTRY_POINT_GROUP else []
     )
     assert "HeadroomThrottle" in catalog.policy_classes("admission")
-    from pipesim.registry import get_scenario, parse_value
+    from pipesim.io.registry import get_scenario, parse_value
 
     scen = get_scenario("synchronous")
     assert type(parse_value(scen, "admission", "HeadroomThrottle(3)")).__name__ == "HeadroomThrottle"
@@ -242,7 +242,7 @@ def test_no_pipesim_module_imports_scenarios_by_name() -> None:
 def test_scenarios_register_through_entry_points() -> None:
     from importlib.metadata import entry_points
 
-    from pipesim.registry import ENTRY_POINT_GROUP, registry
+    from pipesim.io.registry import ENTRY_POINT_GROUP, registry
 
     names = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
     assert {"chapter13", "systems"} <= names
@@ -255,7 +255,7 @@ def test_scenarios_register_through_entry_points() -> None:
 def test_a_user_package_registers_scenarios_through_the_entry_point_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipesim import registry as reg_mod
+    from pipesim.io import registry as reg_mod
 
     (tmp_path / "my_scenarios_c.py").write_text(
         "from pipesim import PipelineConfig, Scenario\n"

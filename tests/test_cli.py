@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipesim.cli import main
+from pipesim.io.cli import main
 
 SMALL = ["--set", "n_slots=8", "--set", "batch_size=8", "--set", "steps=3", "--set", "pool_size=none"]
 
@@ -198,12 +198,12 @@ def test_sweep_whose_every_cell_fails_is_one_line(capsys: pytest.CaptureFixture[
 
 
 def test_output_paths_are_checked_before_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import pipesim.api
+    import pipesim.io.api
 
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("ran before checking the output paths")
 
-    monkeypatch.setattr(pipesim.api, "run", boom)
+    monkeypatch.setattr(pipesim.io.api, "run", boom)
     assert main(["run", "fig13.1-sync", "--html", str(tmp_path)]) == 2
     assert main(["run", "fig13.1-sync", "--json", str(tmp_path / "f" / "x.json")]) == 2
     (tmp_path / "f").write_text("")
@@ -229,7 +229,7 @@ def test_help_of_every_subcommand_describes_each_argument_with_an_example(
 ) -> None:
     import argparse
 
-    from pipesim.cli import build_parser
+    from pipesim.io.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -246,7 +246,7 @@ def test_help_of_every_subcommand_describes_each_argument_with_an_example(
 
 
 def test_numbers_print_as_numbers_and_counts_as_integers(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipesim.cli import fmt_number
+    from pipesim.io.cli import fmt_number
 
     assert fmt_number(1850.0) == "1,850" and fmt_number(1850.3) == "1,850" and fmt_number(32.0) == "32"
     assert fmt_number(0.000123) == "0.0001230" and fmt_number(101.95) == "102.0" and fmt_number(7) == "7"
@@ -306,10 +306,10 @@ def test_preset_parameters_go_to_the_factory(tmp_path: Path) -> None:
 
 
 def test_over_takes_policies_with_arguments(tmp_path: Path) -> None:
-    from pipesim.cli import _parse_over, split_values
-    from pipesim.registry import get_scenario
-    from pipesim.replicas import LeastLoaded, Replicas
-    from pipesim.updates import InFlightUpdate
+    from pipesim.io.cli import _parse_over, split_values
+    from pipesim.io.registry import get_scenario
+    from pipesim.policies.replicas import LeastLoaded, Replicas
+    from pipesim.policies.updates import InFlightUpdate
 
     assert split_values("Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded()), none") == [
         "Replicas(2, LeastLoaded())",

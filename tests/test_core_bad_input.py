@@ -11,7 +11,7 @@ import torch
 
 import pipesim
 from pipesim import PipelineConfig, PipelineError, Scenario, TraceDurations, run, simulate_pipeline
-from pipesim.durations import AgentDurations, ExponentialDurations
+from pipesim.workload.durations import AgentDurations, ExponentialDurations
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pipesim import agent_episode_durations, simulate_pipeline
-from pipesim.durations import straggler_ratios
+from pipesim.workload.durations import straggler_ratios
 
 EXPECTED_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "chapter13_expected.json"
 FALLBACK = Path(__file__).with_name("data") / "chapter13_expected.json"

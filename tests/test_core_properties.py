@@ -217,7 +217,7 @@ def test_dropping_a_result_frees_its_episodes_without_the_cycle_collector() -> N
     must not hang off it, or every run of a sweep leaves them for the cyclic collector."""
     import gc
 
-    from pipesim.episode import Episode
+    from pipesim.core.episode import Episode
 
     sc = Scenario(pipeline=PipelineConfig(n_slots=8, batch_size=8, max_staleness=2, steps=4))
     gc.collect()

@@ -21,7 +21,7 @@ from pipesim import (
     draw_pool,
     run,
 )
-from pipesim.durations import draw, straggler_ratios
+from pipesim.workload.durations import draw, straggler_ratios
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = PipelineConfig(n_slots=4, batch_size=4, train_time_s=5.0, sync_time_s=1.0, max_staleness=1, steps=3)
@@ -32,8 +32,8 @@ sys.modules["torch"] = None  # an import of torch now raises ImportError, as if 
 
 import numpy as np
 import pipesim
-import pipesim.sweeps  # the sweep and CLI modules too
-import pipesim.cli
+import pipesim.io.sweeps  # the sweep and CLI modules too
+import pipesim.io.cli
 from pipesim import (
     AgentDurations, ExponentialDurations, LogNormalDurations, PipelineConfig, Scenario,
     TraceDurations, run, simulate_pipeline,
@@ -54,7 +54,7 @@ assert len(AgentDurations().sample(10, np.random.default_rng(0))) == 10
 for call in (
     lambda: run(Scenario(pipeline=cfg, pool_size=200)),  # AgentDurations(): the chapter's generator
     lambda: pipesim.agent_episode_durations(10, object()),
-    lambda: pipesim.durations.chapter_pool(),
+    lambda: pipesim.workload.durations.chapter_pool(),
 ):
     try:
         call()

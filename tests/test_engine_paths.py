@@ -4,7 +4,7 @@
 * Quiet completions (``Slots.catch_up``) are accounted lazily instead of waking the slots process
   for each; ``EngineOptions(quiet_completions=False)`` wakes it for every completion.
 * The slots process hands a freed slot straight to the next task when an instant is one
-  completion and nothing else (``pipesim.handover``); ``EngineOptions(handover=False)`` sends
+  completion and nothing else (``pipesim.core.handover``); ``EngineOptions(handover=False)`` sends
   every instant through ``Slots._finish_due`` and the controller pass.
 
 For every scenario, the plain way gives the same episodes, with the same slots, times, versions
@@ -20,13 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineError, Scenario, TraceDurations
-from pipesim.api import draw_pool
-from pipesim.engine import Pipeline
-from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas
-from pipesim.seams import EngineOptions
-from pipesim.slots import Slots
-from pipesim.strategies import policy_scenarios
-from pipesim.updates import SyncEveryK
+from pipesim.core.engine import Pipeline
+from pipesim.core.seams import EngineOptions
+from pipesim.core.slots import Slots
+from pipesim.io.api import draw_pool
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas
+from pipesim.policies.updates import SyncEveryK
+from pipesim.testing.strategies import policy_scenarios
 
 
 class CountingLaunches(Pipeline):
@@ -241,7 +241,7 @@ def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -
     """From now = 0.964..., no float delay makes now + delay equal 3.0328602909390034 (every sum
     is a tie and rounds to even), so the wake-up lands an ulp late. The episode still ends at its
     own due time, with quiet completions (which use it) and without."""
-    from pipesim.slots import delay_until
+    from pipesim.core.slots import delay_until
 
     now, at = 0.9641832992453796, 3.0328602909390034
     assert now + delay_until(now, at) != at  # the case exists

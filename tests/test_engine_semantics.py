@@ -31,8 +31,8 @@ from pipesim import (
     StaleFraction,
     TraceDurations,
 )
-from pipesim.engine import Pipeline
-from pipesim.episode import ABORTED, TRAINED
+from pipesim.core.engine import Pipeline
+from pipesim.core.episode import ABORTED, TRAINED
 from pipesim.testing import InvariantError, check_invariants
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,13 +9,20 @@ import pytest
 from hypothesis import given, settings
 
 from pipesim import Episode, PipelineConfig, PipelineError, Scenario, TraceDurations, run
-from pipesim.admission import AReaLThrottle, AsyncRatio, LagBound, OverSample, QueueAhead, StaleFraction
-from pipesim.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO
-from pipesim.durations import LogNormalDurations
-from pipesim.faults import DropFailed
-from pipesim.policies import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+from pipesim.policies.admission import (
+    AReaLThrottle,
+    AsyncRatio,
+    LagBound,
+    OverSample,
+    QueueAhead,
+    StaleFraction,
+)
+from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO
+from pipesim.policies.faults import DropFailed
+from pipesim.policies.updates import SyncEveryK
 from pipesim.testing import admissions, batchings, check_invariants, policy_scenarios
-from pipesim.updates import SyncEveryK
+from pipesim.workload.durations import LogNormalDurations
 
 CFG = PipelineConfig(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=5.0, max_staleness=1, steps=8)
 

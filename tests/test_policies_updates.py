@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 
 from pipesim import PipelineConfig, Scenario, TraceDurations, run
-from pipesim.admission import AReaLThrottle
-from pipesim.durations import LogNormalDurations
-from pipesim.faults import DropFailed, RequeueFailed, RetryFailed, Timeout
-from pipesim.policies import Drain, PartialRollout
-from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
-from pipesim.results import RunResult
-from pipesim.synccost import WeightSyncCost, sync_time_table
+from pipesim.policies.admission import AReaLThrottle
+from pipesim.policies.base import Drain, PartialRollout
+from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.policies.synccost import WeightSyncCost, sync_time_table
+from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK
+from pipesim.results.run import RunResult
 from pipesim.testing import InvariantError, check_invariants, policy_scenarios
-from pipesim.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK
+from pipesim.workload.durations import LogNormalDurations
 
 CFG = PipelineConfig(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=8.0, max_staleness=2, steps=8)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipesim.report import build_report, chapter_pool, design_table, external_urls
+from pipesim.io.report import build_report, chapter_pool, design_table, external_urls
 
 EXPECTED = json.loads((Path(__file__).parent / "data" / "chapter13_expected.json").read_text())
 

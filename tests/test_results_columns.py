@@ -24,15 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim.columns import EpisodeColumns, UpdateIndex, seq_sum
-from pipesim.durations import LogNormalDurations, TraceDurations
-from pipesim.episode import ABORTED, RUNNING, TRAINED, Episode, UpdateRecord
-from pipesim.errors import PipelineError
-from pipesim.faults import Timeout
-from pipesim.policies import PartialRollout
-from pipesim.replicas import PerReplicaSync, Replicas
-from pipesim.results import RunResult
+from pipesim.core.episode import ABORTED, RUNNING, TRAINED, Episode, UpdateRecord
+from pipesim.core.errors import PipelineError
+from pipesim.policies.base import PartialRollout
+from pipesim.policies.faults import Timeout
+from pipesim.policies.replicas import PerReplicaSync, Replicas
+from pipesim.results.columns import EpisodeColumns, UpdateIndex, seq_sum
+from pipesim.results.run import RunResult
 from pipesim.testing import policy_scenarios, scenarios
+from pipesim.workload.durations import LogNormalDurations, TraceDurations
 from tests.reference_results import ReferenceRunResult
 
 pytestmark = pytest.mark.timeout(300)

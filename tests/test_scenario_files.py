@@ -10,15 +10,20 @@ import tomllib
 import yaml
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim import scenario_files as sf
-from pipesim.admission import AReaLThrottle
-from pipesim.batching import DropStale
-from pipesim.durations import AgentDurations, ExponentialDurations, LogNormalDurations, TraceDurations
-from pipesim.faults import RetryFailed, Timeout
-from pipesim.policies import Drain
-from pipesim.registry import registry
-from pipesim.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
-from pipesim.updates import InFlightUpdate, SyncEveryK
+from pipesim.io import scenario_files as sf
+from pipesim.io.registry import registry
+from pipesim.policies.admission import AReaLThrottle
+from pipesim.policies.base import Drain
+from pipesim.policies.batching import DropStale
+from pipesim.policies.faults import RetryFailed, Timeout
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.policies.updates import InFlightUpdate, SyncEveryK
+from pipesim.workload.durations import (
+    AgentDurations,
+    ExponentialDurations,
+    LogNormalDurations,
+    TraceDurations,
+)
 
 NAMES = list(registry())
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from pipesim import InFlightUpdate
-from pipesim.api import run
 from pipesim.config import Scenario
-from pipesim.policies import Drain, PartialRollout
-from pipesim.registry import get_scenario
-from pipesim.sweeps import SweepError, SweepResult, grid, run_summary, sweep, t975
+from pipesim.io.api import run
+from pipesim.io.registry import get_scenario
+from pipesim.io.sweeps import SweepError, SweepResult, grid, run_summary, sweep, t975
+from pipesim.policies.base import Drain, PartialRollout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,8 +232,8 @@ def test_unguarded_script_says_so_in_one_line(tmp_path: Path) -> None:
     script.write_text(
         textwrap.dedent(
             """
-            from pipesim.registry import get_scenario
-            from pipesim.sweeps import sweep
+            from pipesim.io.registry import get_scenario
+            from pipesim.io.sweeps import sweep
 
             sc = get_scenario("synchronous").with_(pool_size=None, n_slots=4, batch_size=4, steps=2)
             res = sweep(sc, {"max_staleness": [0, 1]}, workers=1, progress=False)
@@ -249,7 +249,7 @@ def test_unguarded_script_says_so_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0, out[-3000:]
     assert "died" not in out and "bootstrapping" not in out, out[-3000:]  # no worker ever started
     lines = [ln for ln in out.splitlines() if '`if __name__ == "__main__":`' in ln]
-    assert len(lines) == 1 and lines[0].startswith("pipesim.sweeps.SweepError: "), out[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("pipesim.io.sweeps.SweepError: "), out[-3000:]
     assert f"{script}:6" in lines[0]
     # the same script with the guard runs
     guarded = tmp_path / "guarded.py"

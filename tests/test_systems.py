@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from pipesim import run
-from pipesim.durations import LogNormalDurations
-from pipesim.results import RunResult
-from pipesim.systems_policies import (
+from pipesim.policies.systems import (
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
@@ -19,7 +17,9 @@ from pipesim.systems_policies import (
     VerlRollouter,
     roll_create_step,
 )
+from pipesim.results.run import RunResult
 from pipesim.testing import check_invariants
+from pipesim.workload.durations import LogNormalDurations
 from scenarios import systems
 
 SMALL: dict[str, Any] = dict(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=8.0, steps=8)

@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from pipesim import run
-from pipesim.registry import FIG13_1, get_scenario
-from pipesim.viz import (
+from pipesim.io.registry import FIG13_1, get_scenario
+from pipesim.io.viz import (
     design_comparison_figure,
     figures_to_html,
     lines_figure,
@@ -138,7 +138,7 @@ def test_sweep_figure_names_missing_columns() -> None:
 
 
 def test_html_embeds_plotlyjs_once_and_loads_nothing(fig13_1: dict) -> None:
-    from pipesim.report import external_urls
+    from pipesim.io.report import external_urls
 
     html = figures_to_html([timeline(r) for r in fig13_1.values()])
     assert html.count('<script type="text/javascript">/**') <= 1

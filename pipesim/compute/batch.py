@@ -15,11 +15,11 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from pipesim import PipelineError
 from pipesim.compute.cost import ReplicaCost
+from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
-    from pipesim import Episode
+    from pipesim.core.episode import Episode
 
 
 class Seq:

@@ -13,10 +13,10 @@ from typing import Any, cast
 import numpy as np
 import simpy
 
-from pipesim import Episode
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.workload import TokenSource, TokenWorkload
+from pipesim.core.episode import Episode
 
 
 class ClosedLoop:

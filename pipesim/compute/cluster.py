@@ -31,12 +31,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from pipesim import LeastLoaded, Pipeline, Replicas, RunResult, Scenario
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica, EnvWorkers
 from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
+from pipesim.config import Scenario
+from pipesim.core.engine import Pipeline
+from pipesim.policies.replicas import LeastLoaded, Replicas
+from pipesim.results.run import RunResult
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -57,13 +57,13 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from pipesim import Episode
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
 from pipesim.compute.workload import TokenSource
+from pipesim.core.episode import Episode
 
 if TYPE_CHECKING:
-    from pipesim import Pipeline
+    from pipesim.core.engine import Pipeline
 
 
 class EnvWorkers:

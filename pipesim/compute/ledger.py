@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipesim import Episode
     from pipesim.compute.engine import ComputeReplica
     from pipesim.compute.workload import TokenSource
+    from pipesim.core.episode import Episode
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
 
 if TYPE_CHECKING:
-    from pipesim import Episode
     from pipesim.compute.workload import TokenSource
+    from pipesim.core.episode import Episode
 
 DEFAULT_TRAINER_MFU = 0.4
 """Model FLOP utilisation of a training step; a global default every config may override."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from pipesim import Episode
+    from pipesim.core.episode import Episode
 
 BLOCK = 4096
 

@@ -1,0 +1,88 @@
+"""The trainer's buffer as a SimPy resource.
+
+Finished episodes travel from the generation slots to the trainer through an
+:class:`EpisodeBuffer`, a SimPy resource in the template-method style of ``simpy.Store``:
+``put(episodes)`` applies at once (the buffer is unbounded, so a put never waits), and ``get()``
+succeeds with a full batch as soon as the :class:`~pipesim.policies.base.BatchPolicy` can form one.
+A put carries every episode that finished at one instant and costs no SimPy event.
+
+Gets are served only at the end of an instant (the controller calls :meth:`EpisodeBuffer.serve`
+after admitting episodes), never the moment a put lands. That is the chapter's order -- start
+episodes, then start training, then process what happens next -- and it matters when training
+or episodes take zero time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import simpy
+from simpy.resources.base import BaseResource, Get, Put
+
+from pipesim.core.episode import BUFFERED, DISCARDED, Episode
+from pipesim.core.port import ReadyHint
+
+if TYPE_CHECKING:
+    from pipesim.core.engine import Pipeline
+
+
+class BatchGet(Get):
+    """Succeeds with a list of episodes: the trainer's next batch."""
+
+
+class EpisodeBuffer(BaseResource):
+    """Unbounded buffer of finished episodes; gets are served by the pipeline's batch policy."""
+
+    def __init__(
+        self, env: simpy.Environment, pipeline: Pipeline, on_discard: Callable[[list[Episode]], None]
+    ) -> None:
+        super().__init__(env, capacity=float("inf"))
+        self.items: list[Episode] = []
+        self._pipeline = pipeline
+        self._on_discard = on_discard
+        # optional cheap necessary condition for the batch policy to form a batch (see serve)
+        batching = pipeline.batching
+        self.ready: Callable[[list[Episode], Pipeline], bool] | None = (
+            batching.ready if isinstance(batching, ReadyHint) else None
+        )
+
+    def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
+        """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
+        at once, rather than through a SimPy Put event, saves a heap push and pop per instant."""
+        for ep in episodes:
+            ep.status = BUFFERED
+        self.items.extend(episodes)  # the caller decides whether the controller must look again
+
+    def get(self) -> BatchGet:  # type: ignore[override]
+        return BatchGet(self)
+
+    def _do_put(self, event: Put) -> bool:  # pragma: no cover - puts bypass the queue (see put)
+        raise NotImplementedError("EpisodeBuffer.put is immediate")
+
+    def _trigger_get(self, put_event: Put | None) -> None:  # type: ignore[override]
+        """Defer: a new put or get only asks the controller to serve at the end of the instant."""
+        self._pipeline.poke()
+
+    def request_ready(self) -> bool:
+        """Whether the trainer waits for a batch that the batch policy may be able to form now.
+
+        A batch policy's ``ready`` hint (a cheap necessary condition for ``select``) lets most
+        instants skip the policy call altogether; without the hint every waiting request is tried.
+        """
+        return bool(self.get_queue) and (self.ready is None or self.ready(self.items, self._pipeline))
+
+    def serve(self) -> None:
+        """Serve pending gets now (the controller calls it at the end of an instant, when
+        :meth:`request_ready` says a batch may be formed; serving when none can is harmless)."""
+        BaseResource._trigger_get(self, None)
+
+    def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
+        batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)
+        if discarded:
+            for ep in discarded:
+                ep.status = DISCARDED
+            self._on_discard(discarded)
+        if batch is not None:
+            event.succeed(batch)
+        return True

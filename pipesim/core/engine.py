@@ -1,0 +1,438 @@
+"""The simulation kernel: a rollout pipeline as four kinds of SimPy process.
+
+Processes
+---------
+* **controller** -- at the end of every simulated instant in which something changed, asks the
+  admission policy whether free slots may start episodes, starts them with the current version,
+  and then lets the buffer serve the trainer's pending request for a batch. "End of instant" is a
+  SimPy event of a priority below NORMAL, so every completion, training step and sync that happens
+  at the same time has already been processed. This is the ordering the chapter's loop has, and it
+  is what makes ties (integer traces, zero durations) come out the same as the chapter's. When a
+  completion is provably the last thing happening at its instant (nothing else is scheduled at
+  it), the pass runs inline instead of through the event: the same decisions, one event fewer.
+* **slots** (:class:`~pipesim.core.slots.Slots`, one process per engine replica) -- the generation slots of an
+  inference engine. Running episodes sit in a heap keyed by their finishing time on a *virtual
+  clock* that stops while generation is paused. Pausing for a sync therefore costs O(1) however
+  many episodes are in flight: the clock offset grows, and each episode's real end time is
+  derived when it is needed. Free slots are a heap, so starting an episode costs O(log n_slots).
+  Completions that cannot change a decision (admission closed for good, no batch they could
+  complete) are *quiet*: the process sleeps past them and accounts for them lazily, when it
+  wakes or when anyone looks (:meth:`~pipesim.core.slots.Slots.catch_up`), if the policies promise
+  what makes that invisible (``docs/policies.md``, "Hints"; :mod:`pipesim.core.quiet`). An instant
+  that is one completion and nothing else is handed over: the process finishes the episode and
+  starts the next task on the freed slot itself, in the general path's order
+  (:mod:`pipesim.core.handover`).
+* **trainer** -- takes a batch from the :class:`~pipesim.core.buffer.EpisodeBuffer` (a SimPy
+  resource fed by the slots), trains for ``train_time_s``, then requests a weight sync and waits.
+* **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
+  publishes the new version.
+
+Finished episodes reach the trainer only through the buffer, and each episode records the version
+that started it and the index range of weight updates it lived through.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, cast
+
+import simpy
+from simpy.events import NORMAL, EventPriority
+
+from pipesim.core import errors
+from pipesim.core.buffer import EpisodeBuffer
+from pipesim.core.episode import TRAINED, Episode, UpdateRecord
+from pipesim.core.errors import PipelineError
+from pipesim.core.lifecycle import EpisodeLifecycle
+from pipesim.core.port_impl import PolicyPort
+from pipesim.core.quiet import make_quiet
+from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
+from pipesim.core.slots import Slots
+
+if TYPE_CHECKING:
+    from pipesim.config import Scenario
+
+END_OF_INSTANT = EventPriority(NORMAL + 1)
+DEFAULT_OPTIONS = EngineOptions()
+
+
+class _EndOfInstant(simpy.Event):
+    """An event processed after every NORMAL and URGENT event at the current time."""
+
+    def fire(self) -> None:
+        self._ok = True
+        self._value = None
+        self.env.schedule(self, END_OF_INSTANT, 0)
+
+
+class Pipeline(PolicyPort):
+    """One simulated run: builds the processes, runs them, and keeps the raw records.
+
+    Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
+    the sync moved weights or was skipped); each replica's ``Slots.version`` is the version of the
+    weights it generates with, and an episode is labelled with its replica's version at start.
+    With the chapter's policies the two are always equal.
+
+    Tasks: the duration pool is a list of tasks consumed in order; ``requeued`` holds task ids
+    put back (infrastructure failures, drop-at-consumption with requeue, restarts), launched
+    before any new task. ``n_dropped`` counts launched episodes that will never be trained and no
+    longer occupy a slot or the buffer (discarded, aborted, failed); admission rules that do not
+    count dropped work subtract it from ``started``.
+    """
+
+    admission_refused = False
+    """Whether the last admission loop ended because the policy said no (and not for want of a
+    free slot). Only a hint of when to look for quiet completions: ``quiet_completions`` checks."""
+    quiet_completions: Callable[[int], int] | None
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        durations: list[float],
+        *,
+        source: EpisodeSource | None = None,
+        observer: BatchObserver | None = None,
+        trainer: TrainerModel | None = None,
+        options: EngineOptions = DEFAULT_OPTIONS,
+        engine_factory: Callable[[Pipeline, int, int], EngineReplica] | None = None,
+    ) -> None:
+        """``durations``: the pool, one entry per task, consumed in order. The seams
+        (:mod:`pipesim.core.seams`): ``source`` supplies each started episode's work instead (the pool
+        then only bounds the number of tasks); ``observer`` sees every batch; ``trainer`` times
+        each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
+        chapter's slots). ``options`` switches the shortcuts."""
+        if not isinstance(options, EngineOptions):
+            raise ValueError(f"options must be a pipesim.EngineOptions, got {options!r}")
+        self.scenario = scenario
+        self.options = options
+        self.source = source
+        self.observer = observer
+        self.trainer = trainer
+        self.config = scenario.pipeline
+        self.admission = scenario.admission
+        self.weight_update = scenario.weight_update
+        self.batching = scenario.batching
+        self.batch_size = self.config.batch_size
+        self.max_staleness = self.config.max_staleness
+        self.env = simpy.Environment()
+        self._durations = durations
+        self.version = 0
+        self.started = 0
+        self.started_at_version = [0]  # episodes launched when each trainer version was published
+        self.next_task = 0
+        self.n_dropped = 0
+        self.batches_taken = 0
+        self.requeued: deque[tuple[int, int]] = deque()  # (task id, id of the episode it replaces)
+        self.syncing = False
+        self.sync_pending = False
+        self.finished = False
+        self.episodes: list[Episode] = []
+        self.updates: list[UpdateRecord] = []
+        self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
+        self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
+        self.discarded: list[Episode] = []
+        self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
+        replicas = scenario.replicas
+        sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
+        build: Callable[[Pipeline, int, int], EngineReplica] = (
+            Slots if engine_factory is None else engine_factory
+        )
+        self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
+        # the routing rule: which replica starts the next episode (None when none accepts)
+        # routing sees the replicas through the port and returns one of them: the engine's own
+        self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = (
+            self._only_engine if replicas is None else cast(Any, replicas.fresh_routing().choose)
+        )
+        self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
+        # whether the controller pass may start new tasks inline, not through launch() (see there)
+        self._inline_launch = options.inline_starts and self.lifecycle is None and source is None
+        self.handover = options.handover and self._inline_launch and replicas is None
+        self.lazy_completions = options.quiet_completions
+        self.quiet_completions = make_quiet(self)  # None where the policies do not allow them
+        self.lazy_completions = self.quiet_completions is not None
+        self._sync_start = 0.0
+        self._pause_start: float | None = None
+        self._instant = -1.0
+        self._instant_first = 0  # episodes started before the current instant
+        self._started_at_batch = 0  # episodes started when the trainer last took a batch
+        self._launch_limit = 2 * len(durations) + 100 * (self.config.n_slots + self.batch_size)
+        self._wakeup = _EndOfInstant(self.env)
+        self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
+        self._sync_request: simpy.Event = self.env.event()
+        self._sync_done: simpy.Event = self.env.event()
+        self.done = self.env.event()
+        self.env.process(self._controller())
+        self.env.process(self._trainer())
+        self.env.process(self._weight_sync())
+
+    # -- state changes other processes report --------------------------------------------------
+    def poke(self) -> None:
+        """Ask the controller to look again at the end of this instant (idempotent)."""
+        if not self._pass_due:
+            self._pass_due = True
+            self._wakeup.fire()
+
+    def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
+        """A replica finished ``episodes`` by ``now`` (the current time).
+
+        ``in_pass``: quiet completions caught up by the controller pass, which needs no other.
+        """
+        if self.lifecycle is not None:
+            episodes = self.lifecycle.on_finished(self, episodes)
+        if episodes:
+            self.buffer.put(episodes)
+        if in_pass or self._pass_due:
+            return  # a pass is running, or already due at the end of this instant
+        if self.env.peek() > now:
+            # Nothing else is scheduled at this instant and the slots process that called us
+            # schedules nothing at it either, so the end of the instant is now: running the pass
+            # here is exactly what the END_OF_INSTANT event would do, one event sooner.
+            self._controller_pass(now)
+        elif self.lifecycle is not None or self._controller_has_work():
+            self.poke()
+
+    def _controller_has_work(self) -> bool:
+        """Would a controller pass at the end of this instant do anything?
+
+        Skipping a pass that would do nothing is exact, because every other event that can make
+        admission or batch assembly possible (a sync ending, the trainer taking a batch, a
+        discard) pokes the controller itself.
+        """
+        if self.buffer.request_ready():
+            return True
+        if self.weight_update.blocks_admission(self):
+            return False
+        for e in self.engines:  # a plain loop: this runs once per completion instant
+            if e.accepting:
+                return self.admission.admits(self)
+        return False
+
+    def _on_discard(self, episodes: list[Episode]) -> None:
+        self.discarded.extend(episodes)
+        self.n_dropped += len(episodes)
+        self.poke()  # dropped work frees admission budget (QueueAhead, rules that subtract drops)
+
+    def begin_sync(self, pause: bool) -> None:
+        self.sync_pending = False
+        self.syncing = True
+        self._sync_start = self.env.now
+        self._pause_start = None
+        if pause:
+            self.pause_engines()
+
+    def pause_engines(self) -> None:
+        """Stop generation on every replica (during a sync that started without pausing, too)."""
+        self._pause_start = self.env.now
+        for e in self.engines:
+            e.pause()
+
+    def end_sync(self, engines: bool = True) -> None:
+        """Publish the next version; with ``engines`` the replicas switch to it now, and resume.
+
+        The update record spans the pause (from ``pause_engines``), or is an instant swap if
+        generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
+        """
+        now = self.env.now
+        if self.source is not None:
+            self._publish_to_source(self.version + 1, engines)
+        self.version += 1
+        self.started_at_version.append(self.started)
+        if engines:
+            start = self._pause_start if self._pause_start is not None else now
+            self.updates.append(UpdateRecord(start, now, self.version, self._pause_start is not None))
+            for e in self.engines:
+                e.version = self.version
+                e.resume()
+        self.sync_log.append((self._sync_start, now, self.version))
+        self._pause_start = None
+        self.syncing = False
+        self.poke()
+
+    def _publish_to_source(self, version: int, engines: bool) -> None:
+        """Tell the episode source that ``version`` is published; re-cost what it says changed."""
+        assert self.source is not None
+        running = (
+            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()] if engines else []
+        )
+        new_work = self.source.publish(version, running)
+        if not new_work:
+            return
+        for ep, _ in running:
+            if ep.id in new_work:
+                ep.duration_s = new_work[ep.id]
+        for e in self.engines:
+            e.stretch_all(lambda ep, _g: new_work[ep.id] - ep.work_s if ep.id in new_work else 0.0)
+
+    def skip_sync(self) -> None:
+        """The trainer's version advances but no weights move (sync every k steps)."""
+        self.sync_pending = False
+        self.version += 1
+        self.started_at_version.append(self.started)
+        self.poke()
+
+    # -- launching -----------------------------------------------------------------------------
+    def _only_engine(self, engines: list[EngineReplica]) -> EngineReplica | None:
+        """The routing rule of a single engine: it, while it accepts episodes."""
+        e = engines[0]
+        return e if e.accepting else None
+
+    def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
+        """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
+        now = self.env.now
+        started = self.started
+        if now != self._instant:
+            self._instant, self._instant_first = now, started
+        elif started - self._instant_first >= self._launch_limit:
+            raise errors.zero_time_loop(self, started - self._instant_first)
+        if started - self._started_at_batch >= self._launch_limit:
+            raise errors.no_batch(self, started - self._started_at_batch)
+        if task is None:
+            if self.requeued:
+                task, parent = self.requeued.popleft()
+            else:
+                task = self.next_task
+                if task >= len(self._durations):
+                    raise errors.pool_exhausted(self, len(self._durations))
+                self.next_task = task + 1
+        source, version = self.source, engine.version
+        work = self._durations[task] if source is None else source.work_s(started, task, version, parent)
+        ep = Episode(started, task, work, version, parent)
+        self.started = started + 1
+        self.episodes.append(ep)
+        engine.start(ep, now, None if self.lifecycle is None else self.lifecycle.work_s(ep))
+        return ep
+
+    # -- processes -----------------------------------------------------------------------------
+    def _controller(self) -> Generator[simpy.Event, Any, None]:
+        while not self.finished:
+            yield self._wakeup
+            self._wakeup = _EndOfInstant(self.env)
+            self._pass_due = False
+            self._controller_pass(self.env.now)
+
+    def _controller_pass(self, now: float) -> None:
+        """The end-of-instant decisions at ``now``: admit episodes, then serve the trainer's batch.
+
+        The admission loop is the one loop for one engine or several (the routing rule picks the
+        replica), and it starts nearly every episode of a run, so it starts a new task inline:
+        the same steps as :meth:`launch`, without a call per episode. Anything unusual -- a
+        requeued task, an exhausted pool, a zero-time relaunch loop, a lifecycle that shapes the
+        work, or a subclass that overrides ``launch`` or ``episode_duration_s`` -- goes through
+        :meth:`launch`, which handles it (or raises). ``tests/test_engine_paths.py`` checks that
+        both ways give the same trace.
+        """
+        if self.finished:
+            return
+        if self.lazy_completions:
+            self.engines[0].catch_up(now)  # policies and the results see every completion due by now
+        if self.version >= self.config.steps:
+            self.finished = True
+            self.done.succeed()
+            return
+        if not self.weight_update.blocks_admission(self):
+            admits, choose, engines = self.admission.admits, self._choose, self.engines
+            if now != self._instant:
+                self._instant, self._instant_first = now, self.started
+            # past this, launch() raises: a zero-time loop, or no batch for too long
+            limit = min(self._instant_first, self._started_at_batch) + self._launch_limit
+            durations, requeued, started_before = self._durations, self.requeued, self.started
+            n_pool = len(durations) if self._inline_launch else -1  # -1: always through launch()
+            while (engine := choose(engines)) is not None and admits(self):
+                started, task = self.started, self.next_task
+                if task >= n_pool or started >= limit or requeued:
+                    self.launch(engine)
+                    continue
+                self.next_task = task + 1
+                ep = Episode(started, task, durations[task], engine.version)
+                self.started = started + 1
+                self.episodes.append(ep)
+                engine.start(ep, now)
+            self.admission_refused = engine is not None  # the loop ended on the policy's no
+            if self.started != started_before:
+                for e in engines:  # a new episode may finish before a sleeping replica's target
+                    e.kick()
+        if self.buffer.request_ready():
+            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+        if self.lazy_completions and (only := self.engines[0]).behind:
+            only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
+
+    def _trainer(self) -> Generator[simpy.Event, Any, None]:
+        colocated = self.config.colocated
+        for step in range(self.config.steps):
+            batch = yield self.buffer.get()
+            self.batches_taken += 1
+            self._started_at_batch = self.started
+            self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
+            start, version = self.env.now, self.version
+            for ep in batch:
+                ep.status = TRAINED
+                ep.trained_step = step
+                ep.trained_version = version
+            if self.observer is not None:
+                self.observer.on_batch(step, version, batch, start)
+            if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
+                for e in self.engines:
+                    e.pause()
+            train_s = (
+                self.config.train_time_s if self.trainer is None else self.trainer.train_time_s(step, batch)
+            )
+            if not train_s >= 0 or train_s == float("inf"):
+                raise PipelineError(
+                    f"the trainer model gave step {step} a time of {train_s!r} s (need finite, >= 0)"
+                )
+            yield self.env.timeout(train_s)
+            if colocated:
+                for e in self.engines:
+                    self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
+                    e.resume()
+            self.train_log.append((step, start, self.env.now, version))
+            self.sync_pending = True
+            self._sync_done = self.env.event()
+            self._sync_request.succeed()
+            yield self._sync_done
+
+    def _weight_sync(self) -> Generator[simpy.Event, Any, None]:
+        while True:
+            yield self._sync_request
+            self._sync_request = self.env.event()
+            yield from self.weight_update.sync(self)
+            self._sync_done.succeed()
+
+    def release(self) -> None:
+        """Hand the run's records over to their new owner (a RunResult) and drop them here.
+
+        The processes, the environment and the engines refer to each other, so a finished
+        pipeline is garbage only the cyclic collector can free, and everything it refers to waits
+        with it. Dropping the records (every Episode) lets them be freed by reference counting as
+        soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
+        """
+        self.episodes, self.updates, self.discarded = [], [], []
+        self.buffer.items = []
+        for e in self.engines:
+            e.release()
+
+    def run(self) -> None:
+        """Run to the end of the last step's sync; raise :class:`PipelineError` if that cannot happen.
+
+        Python's cyclic garbage collector is paused for the run: a run allocates many small
+        long-lived objects (episodes, heap entries), and each full collection rescans all of them,
+        which made large runs markedly slower per episode. Nothing here needs the collector mid-run:
+        SimPy breaks each event's reference to its process once the event is processed, so the
+        garbage is freed by reference counting; the collector resumes when the run returns.
+        """
+        self.poke()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.env.run(until=self.done)
+        except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
+            raise PipelineError(str(exc)) from None
+        except RuntimeError as exc:
+            if self.done.triggered or "until" not in str(exc):
+                raise
+            raise errors.stalled(self) from None
+        finally:
+            if gc_was_enabled:
+                gc.enable()

@@ -1,0 +1,161 @@
+"""The unit of work: one agent episode and the policy versions it ran under.
+
+An :class:`Episode` is created when a slot starts it and is finalised when it finishes. The
+versions it ran under are not stored per event: the engine keeps one log of weight updates, and
+each episode remembers the index range of updates that happened while it was in flight
+(``update_from`` to ``update_to``). :meth:`Episode.segments` rebuilds the (version, start, end)
+intervals from that log, so a sync costs nothing per episode in flight.
+
+Relaunched work is honest: an episode that is aborted and restarted from scratch, or that fails
+and is retried or re-queued, ends as its own record (status ``aborted`` or ``failed``, with the
+generation seconds it lost in ``lost_s``), and the relaunch is a *new* :class:`Episode` with the
+same ``task_id`` and ``parent`` set to the lost one's id. An episode that is only paused or
+re-prefilled keeps its record; its re-prefill tokens are counted in ``reprefill_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+# Episode status values.
+RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
+FAILED = "failed"  # an infrastructure (environment worker) failure; never trained, never scored
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """One weight update seen by the engine: generation paused over [start_s, end_s)."""
+
+    start_s: float
+    end_s: float
+    version_after: int
+    paused: bool
+    replica: int = -1
+    """The engine replica it applies to; -1 means every replica."""
+    kind: str = "sync"
+    """"sync" (weights change) or "train" (a colocated engine pauses while the trainer trains)."""
+
+    def applies_to(self, replica: int) -> bool:
+        return self.replica < 0 or self.replica == replica
+
+
+class Episode:
+    """One launched episode. Slots keep the per-episode cost to a few attribute writes.
+
+    A run keeps every episode until its result is dropped, so creating one and letting the
+    garbage collector walk it are per-episode costs. The fields every episode sets are slots; the
+    ones only faults and re-prefills set (``truncated``, ``parent``, ``lost_s``, ``fail_at_s``,
+    ``reprefill_tokens``, ``reprefill_s``) are class-level defaults that an instance overrides
+    in its own ``__dict__``, which exists only for the episodes that need it.
+    """
+
+    __slots__ = (
+        "id",
+        "task_id",
+        "duration_s",
+        "slot",
+        "replica",
+        "start_s",
+        "end_s",
+        "version",
+        "update_from",
+        "update_to",
+        "offset_start",
+        "status",
+        "trained_step",
+        "trained_version",
+        "work_s",
+        "__dict__",
+    )
+
+    truncated: bool = False
+    """Cut at the episode timeout (``pipesim.policies.faults``)."""
+    parent: int = -1
+    """The id of the lost episode this one relaunches, or -1."""
+    lost_s: float = 0.0
+    """Generation seconds thrown away (aborted or failed)."""
+    fail_at_s: float | None = None
+    """Generation seconds after which its environment worker fails."""
+    reprefill_tokens: float = 0.0
+    reprefill_s: float = 0.0
+
+    def __init__(
+        self,
+        id: int,
+        task_id: int,
+        duration_s: float,
+        version: int,
+        parent: int = -1,
+        slot: int = -1,
+        replica: int = 0,
+        start_s: float = 0.0,
+        update_from: int = 0,
+        offset_start: float = 0.0,
+    ) -> None:
+        """The arguments after ``parent`` are where and when it starts (``Slots.start`` sets them;
+        the hand-over passes them here, which saves a write each)."""
+        self.id = id
+        self.task_id = task_id
+        self.duration_s = duration_s
+        self.version = version  # the version that started it (the chapter's label)
+        self.slot = slot
+        self.replica = replica
+        self.start_s = start_s
+        self.end_s: float | None = None
+        self.update_from = update_from  # index into the update log at start
+        self.update_to = 0  # index into the update log at finish (exclusive)
+        self.offset_start = offset_start  # the engine's paused-time total when the episode started
+        self.status = RUNNING
+        self.trained_step = -1
+        self.trained_version = -1
+        self.work_s = duration_s  # generation seconds it will take (capped, cut by a failure, + re-prefill)
+        if parent != -1:
+            self.parent = parent
+
+    def segments(
+        self, updates: list[UpdateRecord], until_s: float | None = None
+    ) -> list[tuple[int, float, float]]:
+        """(version, start, end) intervals the episode generated under; pauses fall between them."""
+        end = self.end_s if self.end_s is not None else until_s
+        if end is None:
+            raise ValueError(f"episode {self.id} is still running; pass until_s")
+        hi = self.update_to if self.end_s is not None else len(updates)
+        out, version, seg_start = [], self.version, self.start_s
+        for u in updates[self.update_from : hi]:
+            if u.start_s > end:
+                break
+            if u.replica >= 0 and u.replica != self.replica:
+                continue
+            # generation under `version` up to the update; a paused update leaves a gap to end_s
+            out.append((version, seg_start, u.start_s))
+            seg_start, version = u.end_s, u.version_after
+        out.append((version, seg_start, end))
+        return out
+
+    def newest_version(self, updates: list[UpdateRecord]) -> int:
+        """The newest version the episode generated under (its last segment's)."""
+        for i in range(self.update_to - 1, self.update_from - 1, -1):
+            if updates[i].applies_to(self.replica):
+                return updates[i].version_after
+        return self.version
+
+    def __repr__(self) -> str:
+        return (
+            f"Episode(id={self.id}, v={self.version}, d={self.duration_s:.3g}s, "
+            f"start={self.start_s:.6g}, end={self.end_s}, status={self.status})"
+        )
+
+
+def episode_column(episodes: Sequence[Episode], name: str, dtype: Any) -> np.ndarray:
+    """Attribute ``name`` of every episode as one numpy array of ``dtype``, in one pass.
+
+    The columnar results (``pipesim.results.columns``) read episodes through this: no tuple or list per
+    episode is built, and an attribute only some episodes set (``truncated``, ``parent``, ...)
+    reads its class default elsewhere.
+    """
+    return np.fromiter(map(attrgetter(name), episodes), dtype, count=len(episodes))

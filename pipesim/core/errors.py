@@ -1,0 +1,55 @@
+"""How a run that cannot finish says so: :class:`PipelineError` and its messages.
+
+Each message names where the run stood (time, version, counts) and the policies involved, since
+a run that cannot finish is nearly always a combination of policies that cannot work together.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipesim.core.engine import Pipeline
+
+
+class PipelineError(RuntimeError):
+    """The configuration cannot complete its steps (pool exhausted, or no progress possible)."""
+
+
+def _where(p: Pipeline) -> str:
+    return f"t={p.env.now:.6g} s, version {p.version} of {p.config.steps}"
+
+
+def _policies(p: Pipeline) -> str:
+    return f"{type(p.admission).__name__} / {type(p.weight_update).__name__} / {type(p.batching).__name__}"
+
+
+def zero_time_loop(p: Pipeline, launched: int) -> PipelineError:
+    return PipelineError(
+        f"no progress: {launched} episodes launched at {_where(p)} without time advancing; the "
+        f"policies {_policies(p)} relaunch work in a zero-time loop"
+    )
+
+
+def no_batch(p: Pipeline, launched: int) -> PipelineError:
+    return PipelineError(
+        f"no progress: {launched} episodes launched since the trainer last took a batch ({_where(p)}, "
+        f"{p.n_dropped} dropped in all); the policies {_policies(p)} drop or relaunch everything the "
+        f"engine generates, so no batch can ever be formed"
+    )
+
+
+def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
+    return PipelineError(
+        f"durations pool exhausted: the run needed more than {pool_size} episodes (at {_where(p)}); "
+        f"pass at least {p.scenario.default_pool_size} durations or set pool_size"
+    )
+
+
+def stalled(p: Pipeline) -> PipelineError:
+    return PipelineError(
+        f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "
+        f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; the "
+        f"admission policy {type(p.admission).__name__} admits no further episode (with "
+        f"{type(p.weight_update).__name__} and {type(p.batching).__name__})"
+    )

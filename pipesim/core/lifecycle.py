@@ -1,0 +1,68 @@
+"""The episode lifecycle: timeout and failure draws at launch, failures sorted out at finish.
+
+The scenario's :class:`~pipesim.policies.faults.Timeout` caps each episode's generation and its
+failure policy (:class:`~pipesim.policies.faults.FailurePolicy`) gives a constant hazard and what
+to do with a failed episode. Both are read through their fields alone, so the kernel needs no
+policy module. Draws come from a generator seeded with the scenario's seed and a salt of its own,
+so adding failures never changes the duration pool.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipesim.core.episode import FAILED, Episode
+
+if TYPE_CHECKING:
+    from pipesim.config import Scenario
+    from pipesim.core.port import PipelineView
+    from pipesim.policies.faults import FailurePolicy, Timeout
+
+FAILURE_SEED_SALT = 0xFA11
+
+
+class EpisodeLifecycle:
+    """Applies the scenario's timeout and failure draws at launch, and sorts out failures at finish."""
+
+    def __init__(
+        self, timeout: Timeout | None, failures: FailurePolicy | None, rng: np.random.Generator
+    ) -> None:
+        self.cap_s = timeout.cap_s if timeout is not None else math.inf
+        self.failures = failures
+        self.mean_life_s = 1.0 / failures.hazard_per_s if failures is not None else math.inf
+        self.rng = rng
+
+    @classmethod
+    def build(cls, scenario: Scenario) -> EpisodeLifecycle:
+        rng = np.random.default_rng([scenario.seed, FAILURE_SEED_SALT])
+        return cls(scenario.timeout, scenario.failures, rng)
+
+    def work_s(self, ep: Episode) -> float:
+        """Seconds the episode will generate: its duration, capped, cut short by a failure."""
+        work = ep.duration_s
+        if work > self.cap_s:
+            ep.truncated = True
+            work = self.cap_s
+        if self.failures is not None:
+            life = float(self.rng.exponential(self.mean_life_s))
+            if life < work:
+                ep.fail_at_s = life
+                work = life
+        return work
+
+    def on_finished(self, p: PipelineView, episodes: list[Episode]) -> list[Episode]:
+        """Return the episodes that really finished; failed ones are dropped and handled."""
+        if self.failures is None:
+            return episodes
+        ok = [ep for ep in episodes if ep.fail_at_s is None]
+        if len(ok) < len(episodes):
+            for ep in episodes:
+                if ep.fail_at_s is not None:
+                    ep.lost_s = ep.end_s - ep.start_s if ep.end_s is not None else 0.0
+                    ep.truncated = False
+                    p.drop([ep], FAILED)
+                    self.failures.on_failure(p, ep)
+        return ok

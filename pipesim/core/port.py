@@ -1,0 +1,215 @@
+"""The port: what a policy sees of a running pipeline, and the few things it may do to it.
+
+Policies never hold the engine. Every policy method receives a :class:`PipelineView`: read-only
+counters and versions, the running and buffered episodes by count, one :class:`ReplicaView` per
+engine replica, the clock, and a handful of named actions. The engine (``pipesim.core.engine``)
+implements the view itself, so a policy call costs a plain attribute read, but a policy is typed
+against the view alone and mypy rejects anything beyond it. What the actions may change is
+exactly what a real scheduler can change:
+
+* the task queue: :meth:`PipelineView.requeue` (put tasks back, at the front or the back) and
+  :meth:`PipelineView.relaunch` (start a task again at once on one replica);
+* the fate of launched episodes: :meth:`PipelineView.drop` (never to be trained),
+  :meth:`PipelineView.abort_running` (take every running episode off its slot, work lost);
+* the cost of running episodes: :meth:`PipelineView.stretch_running` (a re-prefill, say);
+* the weights: :meth:`PipelineView.begin_sync`, :meth:`PipelineView.pause_engines`,
+  :meth:`PipelineView.end_sync`, :meth:`PipelineView.skip_sync`, and per replica
+  :meth:`PipelineView.pause_replica` / :meth:`PipelineView.publish_replica`;
+* waiting: :meth:`PipelineView.timeout`, :meth:`PipelineView.all_of`,
+  :meth:`PipelineView.process`, :meth:`PipelineView.drained`.
+
+Every action that can open admission (a requeue, a drop, a published version) asks the
+controller to look again at the end of the instant; a policy never has to.
+
+Promises
+--------
+A policy may make promises that let the engine take a shortcut or let ``pipesim.testing`` check
+it. Each is a small runtime-checkable Protocol, found with ``isinstance``, never by attribute
+probing:
+
+* :class:`ClosedHint` (admission): ``closed(p)`` -- once true, no completion can make the rule
+  admit before a start, a drop or a new version. It enables quiet completions.
+* :class:`ReadyHint` / :class:`MinItemsHint` (batching): a cheap necessary condition for a batch,
+  and the fewest buffered episodes that can form one.
+* :class:`PausesOnly` (weight update): ``pauses_only()`` true means the sync touches episodes in
+  flight only by pausing all of them together (or not at all).
+* :class:`StalenessPromise`, :class:`PausePromise`, :class:`SingleVersionPromise`: bounds that
+  ``check_invariants`` holds the run to.
+
+``pipesim.testing.check_promises(scenario)`` runs a scenario with and without the shortcuts its
+promises enable and compares the event traces, so a promise that lies is caught.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import simpy
+
+    from pipesim.config import PipelineConfig, Scenario
+    from pipesim.core.episode import Episode
+
+
+class ReplicaView(Protocol):
+    """One engine replica as a policy sees it."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def n_slots(self) -> int: ...
+    @property
+    def version(self) -> int:
+        """The weights this replica generates with."""
+
+    @property
+    def n_running(self) -> int: ...
+    @property
+    def accepting(self) -> bool:
+        """Whether an episode may start here now (a slot is free and generation is not paused)."""
+
+    @property
+    def paused(self) -> bool: ...
+
+
+class PipelineView(Protocol):
+    """The read-only view of a running pipeline, plus the actions a policy may take."""
+
+    # -- what a policy reads --------------------------------------------------------------------
+    @property
+    def config(self) -> PipelineConfig: ...
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def now(self) -> float:
+        """The simulated time, seconds."""
+
+    @property
+    def version(self) -> int:
+        """The trainer's version: training steps handed to the weight sync so far."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def max_staleness(self) -> int: ...
+    @property
+    def started(self) -> int:
+        """Episodes launched so far (relaunches included)."""
+
+    @property
+    def n_dropped(self) -> int:
+        """Launched episodes that will never be trained and hold no slot or buffer place."""
+
+    @property
+    def n_running(self) -> int: ...
+    @property
+    def n_buffered(self) -> int:
+        """Finished episodes waiting for the trainer."""
+
+    @property
+    def buffered(self) -> Sequence[Episode]:
+        """The buffer, oldest finished first (read only: batch policies get it to edit)."""
+
+    @property
+    def batches_taken(self) -> int: ...
+    @property
+    def started_at_version(self) -> Sequence[int]:
+        """``started`` at the moment each trainer version was published (index = version)."""
+
+    @property
+    def syncing(self) -> bool: ...
+    @property
+    def sync_pending(self) -> bool:
+        """The trainer asked for a sync that has not begun (a drain is waiting, say)."""
+
+    @property
+    def replicas(self) -> Sequence[ReplicaView]: ...
+
+    # -- waiting ----------------------------------------------------------------------------------
+    def timeout(self, delay_s: float) -> simpy.Event: ...
+    def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event: ...
+    def process(self, generator: Generator[Any, Any, None]) -> simpy.Event: ...
+    def drained(self) -> simpy.Event:
+        """Succeeds once no replica runs an episode (at once if none does)."""
+
+    # -- tasks and episodes ---------------------------------------------------------------------
+    def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
+        """Put ``(task id, id of the episode it replaces)`` pairs back in the queue (``first``: ahead
+        of the queue, in the given order); they are launched before any new task."""
+
+    def relaunch(self, replica: int, task: int, parent: int) -> None:
+        """Start ``task`` again now on replica ``replica`` (a retry on a fresh worker)."""
+
+    def drop(self, episodes: list[Episode], status: str) -> None:
+        """Record launched episodes, no longer on a slot or in the buffer, that will never be trained."""
+
+    def abort_running(self) -> list[Episode]:
+        """Take every running episode off its slot now: aborted, its generated seconds lost."""
+
+    def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
+        """Charge each running episode ``extra(ep, generated_s) -> (seconds, re-prefill tokens)``."""
+
+    # -- weights ----------------------------------------------------------------------------------
+    def begin_sync(self, pause: bool) -> None: ...
+    def pause_engines(self) -> None: ...
+    def end_sync(self, engines: bool = True) -> None: ...
+    def skip_sync(self) -> None: ...
+    def pause_replica(self, replica: int) -> None: ...
+    def publish_replica(self, replica: int, version: int, since_s: float) -> None:
+        """Replica ``replica`` switches to ``version`` (its update began at ``since_s``) and resumes."""
+
+
+# -- promises -----------------------------------------------------------------------------------
+@runtime_checkable
+class ClosedHint(Protocol):
+    """Admission: ``closed(p)`` true means no completion alone can make the rule admit again."""
+
+    def closed(self, p: PipelineView) -> bool: ...
+
+
+@runtime_checkable
+class ReadyHint(Protocol):
+    """Batching: ``ready`` is a cheap necessary condition for ``select`` to form a batch."""
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool: ...
+
+
+@runtime_checkable
+class MinItemsHint(Protocol):
+    """Batching: no batch can be formed from fewer than ``min_items(p)`` buffered episodes."""
+
+    def min_items(self, p: PipelineView) -> int: ...
+
+
+@runtime_checkable
+class PausesOnly(Protocol):
+    """Weight update: ``pauses_only()`` true means episodes in flight are only paused, all together."""
+
+    def pauses_only(self) -> bool: ...
+
+
+@runtime_checkable
+class StalenessPromise(Protocol):
+    """No trained episode is staler than ``staleness_bound(scenario)`` (None: no promise)."""
+
+    def staleness_bound(self, scenario: Scenario) -> int | None: ...
+
+
+@runtime_checkable
+class PausePromise(Protocol):
+    """No sync pauses generation for longer than ``max_pause_s()`` seconds."""
+
+    def max_pause_s(self) -> float: ...
+
+
+@runtime_checkable
+class SingleVersionPromise(Protocol):
+    """``single_version(scenario)`` true: no episode runs under two versions of the weights."""
+
+    def single_version(self, scenario: Scenario) -> bool: ...
+
+
+def pauses_only(policy: object) -> bool:
+    """Whether a weight-update policy promises to touch episodes in flight only by pausing them."""
+    return isinstance(policy, PausesOnly) and bool(policy.pauses_only())

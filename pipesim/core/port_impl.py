@@ -1,0 +1,130 @@
+"""The engine's side of the port: the read-only properties and actions of
+:class:`~pipesim.core.port.PipelineView`.
+
+:class:`PolicyPort` is a mixin of :class:`~pipesim.core.engine.Pipeline`. It holds no state of its own:
+each property reads the pipeline's records, each action changes them the one way the engine
+knows to be consistent (slots freed, episodes marked, the update log extended, the controller
+asked to look again). Keeping the actions here keeps the kernel module about the processes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+from pipesim.core.episode import ABORTED, Episode, UpdateRecord
+
+if TYPE_CHECKING:
+    from pipesim.core.buffer import EpisodeBuffer
+    from pipesim.core.seams import EngineReplica
+
+
+class PolicyPort:
+    """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`."""
+
+    env: simpy.Environment
+    engines: list[EngineReplica]
+    buffer: EpisodeBuffer
+    requeued: deque[tuple[int, int]]
+    updates: list[UpdateRecord]
+    n_dropped: int
+
+    def poke(self) -> None:  # implemented by the pipeline
+        raise NotImplementedError
+
+    def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
+        raise NotImplementedError
+
+    # -- reads ------------------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    @property
+    def n_running(self) -> int:
+        return sum(e.n_running for e in self.engines)
+
+    @property
+    def n_buffered(self) -> int:
+        return len(self.buffer.items)
+
+    @property
+    def buffered(self) -> Sequence[Episode]:
+        return self.buffer.items
+
+    @property
+    def replicas(self) -> Sequence[EngineReplica]:
+        return self.engines
+
+    # -- waiting ----------------------------------------------------------------------------------
+    def timeout(self, delay_s: float) -> simpy.Event:
+        return self.env.timeout(delay_s)
+
+    def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event:
+        return self.env.all_of(list(events))
+
+    def process(self, generator: Generator[Any, Any, None]) -> simpy.Event:
+        return self.env.process(generator)
+
+    def drained(self) -> simpy.Event:
+        """An event that succeeds once no replica runs an episode (at once if none does)."""
+        events = [e.drained() for e in self.engines]
+        return events[0] if len(events) == 1 else self.env.all_of(events)
+
+    # -- tasks and episodes ---------------------------------------------------------------------
+    def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
+        pairs = list(tasks)
+        if not pairs:
+            return
+        if first:
+            self.requeued.extendleft(reversed(pairs))
+        else:
+            self.requeued.extend(pairs)
+        self.poke()
+
+    def relaunch(self, replica: int, task: int, parent: int) -> None:
+        if not 0 <= replica < len(self.engines):
+            raise ValueError(f"replica must be in [0, {len(self.engines)}), got {replica!r}")
+        self.launch(self.engines[replica], task=task, parent=parent)
+
+    def drop(self, episodes: list[Episode], status: str) -> None:
+        for ep in episodes:
+            ep.status = status
+        self.n_dropped += len(episodes)
+        if episodes:
+            self.poke()  # dropped work frees admission budget for rules that subtract it
+
+    def abort_running(self) -> list[Episode]:
+        aborted = []
+        for e in self.engines:
+            for ep, generated_s in e.abort_all():
+                ep.lost_s = generated_s
+                aborted.append(ep)
+        self.drop(aborted, ABORTED)
+        return aborted
+
+    def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
+        def charge(ep: Episode, generated_s: float) -> float:
+            seconds, tokens = extra(ep, generated_s)
+            if seconds < 0 or tokens < 0:
+                raise ValueError(f"a stretch must be >= 0 seconds and tokens, got {seconds!r}, {tokens!r}")
+            ep.reprefill_s += seconds
+            ep.reprefill_tokens += tokens
+            return seconds
+
+        for e in self.engines:
+            e.stretch_all(charge)
+
+    # -- weights, per replica ---------------------------------------------------------------------
+    def pause_replica(self, replica: int) -> None:
+        self.engines[replica].pause()
+
+    def publish_replica(self, replica: int, version: int, since_s: float) -> None:
+        e = self.engines[replica]
+        self.updates.append(UpdateRecord(since_s, self.env.now, version, True, e.index))
+        e.version = version
+        e.resume()
+        self.poke()

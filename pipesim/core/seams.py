@@ -1,0 +1,123 @@
+"""The engine's seams: where a second inference-engine model, a co-simulation or a probe plugs in.
+
+The controller, the trainer and the weight sync (:mod:`pipesim.core.engine`) talk to three kinds of
+outside object, each a small Protocol, and to nothing else:
+
+* :class:`EngineReplica` -- one inference-engine replica: what the controller needs to start
+  episodes on it, what the weight sync needs to pause, resume, abort or re-cost the episodes it
+  runs, and what the kernel needs to account for completions. The chapter's fixed-duration slots
+  (:class:`pipesim.core.slots.Slots`) are one implementation; a compute-grounded engine (continuous
+  batching, a KV-cache budget) is another, built by an ``engine_factory`` passed to the pipeline.
+  A replica reports finished episodes to its pipeline with ``on_finished``.
+* :class:`EpisodeSource` -- supplies the work of each started episode (default: the duration
+  pool, entry ``task``) and is told when new weights reach the engines, so that it can re-cost
+  the episodes in flight (a co-simulation continues real episodes under the new weights).
+* :class:`BatchObserver` -- sees every batch the trainer takes, before the simulated training
+  time (a co-simulation runs a real update on it).
+* :class:`TrainerModel` -- the seconds a training step takes for its batch (default: the fixed
+  ``train_time_s`` of the chapter).
+
+No one subclasses the engine: a run is configured by its scenario, these seams and the
+:class:`EngineOptions`, the declared switches of the engine's shortcuts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import simpy
+
+    from pipesim.core.episode import Episode
+
+
+class EngineReplica(Protocol):
+    """One engine replica as the kernel drives it (the chapter's slots implement it)."""
+
+    index: int
+    n_slots: int
+    version: int
+    behind: bool
+    """Whether the replica sleeps past quiet completions (see :mod:`pipesim.core.quiet`)."""
+
+    @property
+    def n_running(self) -> int: ...
+    @property
+    def accepting(self) -> bool: ...
+    @property
+    def paused(self) -> bool: ...
+    def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
+        """Start ``ep`` now; it needs ``work_s`` seconds of generation (default ``ep.work_s``)."""
+
+    def generated_s(self, ep: Episode) -> float:
+        """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
+
+    def running_episodes(self) -> list[Episode]:
+        """The episodes running now, in finishing order."""
+
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def drained(self) -> simpy.Event: ...
+    def abort_all(self) -> list[tuple[Episode, float]]: ...
+    def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None: ...
+    def catch_up(self, now: float, in_pass: bool = True) -> None: ...
+    def kick(self) -> None: ...
+    def release(self) -> None: ...
+
+
+class EpisodeSource(Protocol):
+    """The work of each started episode, and its re-costing when new weights arrive."""
+
+    def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
+        """Seconds of generation of episode ``episode_id`` (task ``task``, weights ``version``;
+        ``parent`` >= 0 for a relaunch of that episode)."""
+
+    def publish(self, version: int, running: Sequence[tuple[Episode, float]]) -> dict[int, float]:
+        """Weights ``version`` are published; ``running`` pairs each episode in flight on a replica
+        switching to them with the seconds it generated. Return the new total work seconds of the
+        episodes whose work changes (by episode id); the others keep theirs."""
+
+
+class TrainerModel(Protocol):
+    """How long the trainer takes for a batch (default: the pipeline's fixed ``train_time_s``).
+
+    A compute-grounded trainer derives it from the batch's tokens, the model and the trainer GPUs.
+    """
+
+    def train_time_s(self, step: int, batch: list[Episode]) -> float: ...
+
+
+class BatchObserver(Protocol):
+    """Sees each batch the trainer takes for ``step``, at ``now_s``, trained at ``version``."""
+
+    def on_batch(self, step: int, version: int, batch: list[Episode], now_s: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine's shortcuts, each invisible in the results (``tests/test_engine_paths.py`` and
+    ``pipesim.testing.check_promises`` compare traces with each off).
+
+    They apply only where the configuration allows: quiet completions need the policies' promises
+    (:mod:`pipesim.core.port`) and one replica; the hand-over and inline starts need one replica (the
+    hand-over) and no per-episode lifecycle or episode source.
+    """
+
+    quiet_completions: bool = True
+    """Sleep past completions that cannot change a decision (:mod:`pipesim.core.quiet`)."""
+    handover: bool = True
+    """Do an instant of one completion and one start in one step (:mod:`pipesim.core.handover`)."""
+    inline_starts: bool = True
+    """The controller pass starts new pool tasks itself instead of calling ``launch``."""
+
+    def __post_init__(self) -> None:
+        for name in ("quiet_completions", "handover", "inline_starts"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+
+    @classmethod
+    def plain(cls) -> EngineOptions:
+        """Every shortcut off: the general path for every instant."""
+        return cls(quiet_completions=False, handover=False, inline_starts=False)

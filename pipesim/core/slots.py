@@ -1,0 +1,301 @@
+"""The generation slots of one inference-engine replica, as one SimPy process.
+
+Running episodes sit in a heap keyed by their end on a *virtual clock* that stops while
+generation is paused, so pausing every episode in flight for a sync costs O(1): the clock offset
+grows, and each episode's real end time is derived when it is needed. Free slots are a heap, so
+starting an episode costs O(log n_slots) and no event ever scans the slots. The process sleeps
+until the heap top is due; it is interrupted only when that target changes (an earlier episode
+starts, or the replica pauses or resumes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+from pipesim.core.episode import Episode
+from pipesim.core.handover import make_handover
+
+if TYPE_CHECKING:
+    from pipesim.core.engine import Pipeline
+
+
+def delay_until(now: float, at: float) -> float:
+    """A delay ``d`` with ``now + d == at`` in floating point, so SimPy fires exactly at ``at``.
+
+    ``at - now`` alone can land an ulp off, which would split one simulated instant in two.
+    Some ``at`` cannot be reached from ``now`` at all (when ``now``'s low bits make every sum a
+    tie, round-half-even lands on every other float); the delay then overshoots by an ulp, and
+    the episode still ends at its own due time (:meth:`Slots._finish_due`).
+    """
+    if at <= now:
+        return 0.0
+    d = at - now
+    for _ in range(8):
+        total = now + d
+        if total == at:
+            break
+        d = math.nextafter(d, math.inf if total < at else 0.0)
+    return d
+
+
+class Slots:
+    """The generation slots of one engine replica: one SimPy process, a heap of running episodes.
+
+    Invariants: ``len(free) + len(running) == n_slots``. Paused time is accounted lazily: the
+    heap is keyed by finishing time on a virtual clock that stops while paused
+    (``vend = start - offset_at_start + duration``), and an episode's real end is
+    ``start + duration + (offset_now - offset_at_start)``. For an episode that no pause touched,
+    that is exactly ``start + duration``, the same float the chapter's loop computes.
+    """
+
+    def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
+        self.p = pipeline
+        self.env = pipeline.env
+        self.index = index
+        self.n_slots = n_slots
+        self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
+        self.running: list[tuple[float, int, Episode]] = []  # heap of (vend, episode id, episode)
+        self.offset = 0.0  # total paused seconds so far
+        self.version = 0  # the weights this replica generates with
+        self.paused_since: float | None = None
+        self._target: tuple[float, int, Episode] | None = None  # the heap entry we sleep until
+        self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
+        self._sleeping = False  # waiting on a timer or idle (interruptible)
+        self._drained: simpy.Event | None = None
+        self.process = self.env.process(self._run())
+
+    # -- the process ---------------------------------------------------------------------------
+    def _run(self) -> Generator[simpy.Event, Any, None]:
+        """Sleep until the heap top is due, finish what is due, re-arm; repeat.
+
+        This loop runs once per completion instant. The hand-over (:mod:`pipesim.core.handover`)
+        handles the commonest instant whole, re-arm included; every other goes the general way.
+        """
+        env = self.env
+        never = env.event()  # idle: woken only by an interrupt
+        now, delay = env.now, 0.0  # now: env.now, kept in step with it (read or computed)
+        finish_due, timeout, rearm = self._finish_due, env.timeout, self.rearm
+        handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
+        while True:
+            self._sleeping = True
+            try:
+                if self._target is None:
+                    yield never
+                else:
+                    yield timeout(delay)
+                    self._sleeping = False
+                    now += delay  # env.now: SimPy computed the same sum when it scheduled the timeout
+                    if handover is not None and (delay := handover(now)) >= 0.0:
+                        continue  # handled and re-armed
+                    finish_due(now)
+            except simpy.Interrupt:
+                self._sleeping = False
+                now = env.now
+                self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
+            delay = rearm(now)
+
+    def rearm(self, now: float) -> float:
+        """Aim the process at the episode at the heap top; return the exact delay to its end.
+
+        Sets ``_target`` (None while paused or empty: the process then sleeps until woken) and
+        ``behind`` (whether it sleeps past quiet completions, which are possible only once the
+        admission policy has said no).
+        """
+        running = self.running
+        if not running or self.paused_since is not None:
+            self._target, self.behind = None, False  # paused (pause() caught up) or empty
+            return 0.0
+        p = self.p
+        quiet = p.quiet_completions  # None: no quiet completions (see pipesim.core.quiet)
+        k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
+        if k == 0:
+            ep = (target := running[0])[2]
+        else:  # wake at the first completion that matters; the k before it are quiet
+            ep = (target := heapq.nsmallest(k + 1, running)[-1])[2]
+        self._target = target
+        self.behind = k > 0
+        at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+        if at <= now:
+            return 0.0
+        delay = at - now
+        return delay if now + delay == at else delay_until(now, at)
+
+    def due(self, ep: Episode) -> float:
+        """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
+        return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
+
+    def _wake(self) -> None:
+        if self._sleeping:
+            self._sleeping = False
+            self.process.interrupt()
+
+    # -- primitives used by the controller and the weight-update policies ----------------------
+    @property
+    def n_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def accepting(self) -> bool:
+        """Whether an episode may start here now: a slot is free and generation is not paused."""
+        return bool(self.free) and self.paused_since is None
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_since is not None
+
+    @property
+    def vnow(self) -> float:
+        """The virtual clock now (it stands still while the replica is paused)."""
+        return (self.paused_since if self.paused_since is not None else self.env.now) - self.offset
+
+    def generated_s(self, ep: Episode) -> float:
+        """Seconds running episode ``ep`` has generated so far (pauses excluded)."""
+        return max(self.vnow - (ep.start_s - ep.offset_start), 0.0)
+
+    def running_episodes(self) -> list[Episode]:
+        """The episodes running now, in finishing order (O(in-flight log in-flight))."""
+        return [ep for _, _, ep in sorted(self.running)]
+
+    def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
+        """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
+        ``work_s`` seconds (default its duration)."""
+        ep.slot = heapq.heappop(self.free)
+        ep.replica = self.index
+        ep.start_s = now
+        ep.update_from = len(self.p.updates)
+        ep.offset_start = offset = self.offset
+        if work_s is not None:
+            ep.work_s = work_s
+        heapq.heappush(self.running, ((now - offset) + ep.work_s, ep.id, ep))
+
+    def abort_all(self) -> list[tuple[Episode, float]]:
+        """Take every running episode off its slot now; return each with the seconds it generated.
+
+        O(in-flight), as aborts are. The caller decides the episodes' fate (status, relaunch).
+        """
+        now, n_upd = self.env.now, len(self.p.updates)
+        out = []
+        for _, _, ep in sorted(self.running):
+            heapq.heappush(self.free, ep.slot)
+            ep.end_s = now
+            ep.update_to = n_upd
+            out.append((ep, self.generated_s(ep)))
+        self.running = []
+        self._target = None
+        self._wake()
+        self.signal_drained()
+        return out
+
+    def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None:
+        """Delay each running episode by ``extra_s(ep, generated_s)`` seconds (re-prefill). O(in-flight)."""
+        running = []
+        for vend, eid, ep in self.running:
+            extra = extra_s(ep, self.generated_s(ep))
+            ep.work_s += extra
+            running.append((vend + extra, eid, ep))
+        heapq.heapify(running)
+        self.running = running
+        self._target = None
+        self._wake()
+
+    def kick(self) -> None:
+        """Re-arm the timer if a newly started episode finishes before the current target, or if
+        the process sleeps past quiet completions (what is quiet may have changed).
+
+        Only a sleeping process needs it: one that is running re-arms when it next yields."""
+        if (
+            self._sleeping
+            and self.paused_since is None
+            and self.running
+            and (self._target is None or self.behind or self.running[0] < self._target)
+        ):
+            self._wake()
+
+    def catch_up(self, now: float, in_pass: bool = True) -> None:
+        """Finish the quiet completions due by ``now`` that the process slept past.
+
+        A completion is *quiet* when it cannot change a decision (:mod:`pipesim.core.quiet` decides
+        which are). The process sleeps until the first completion that matters, and the quiet
+        ones are finished later, each with its own end time, by that wake-up or by whoever looks
+        first: the controller pass, a pause, a drain. ``in_pass``: the caller is the controller
+        pass, which needs no other.
+        """
+        if self.behind:
+            self._finish_due(now, in_pass)
+
+    def pause(self) -> None:
+        """Stop the virtual clock. Episodes due exactly now finish first, as in the chapter."""
+        if self.paused_since is not None:
+            return
+        self._finish_due(self.env.now)
+        self.paused_since = self.env.now
+        self._wake()
+
+    def resume(self) -> None:
+        if self.paused_since is None:
+            return
+        self.offset += self.env.now - self.paused_since
+        self.paused_since = None
+        self._wake()
+
+    def release(self) -> None:
+        """Drop the episodes still on the slots once the run is over (see ``Pipeline.release``)."""
+        self.running, self._target = [], None
+
+    def drained(self) -> simpy.Event:
+        """An event that succeeds when no episode is running on this replica (now, if none is)."""
+        ev = self.env.event()
+        self.catch_up(self.env.now, in_pass=False)
+        if not self.running:
+            ev.succeed()
+        else:
+            self._drained = ev
+        return ev
+
+    def remove(self, ep: Episode) -> None:
+        """Take a running episode off its slot (aborts); O(n) in the running heap, as aborts are."""
+        self.running = [r for r in self.running if r[2] is not ep]
+        heapq.heapify(self.running)
+        heapq.heappush(self.free, ep.slot)
+        self._target = None
+        self._wake()
+
+    def _finish_due(self, now: float, in_pass: bool = False) -> None:
+        """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
+        the buffer in start order, as in the chapter. Every episode ends at its own due time:
+        quiet completions the process slept past (no weight update can have happened since: see
+        catch_up), and also an episode whose wake-up landed an ulp late, which happens when no
+        float delay makes ``now + delay`` equal the due time (see :func:`delay_until`)."""
+        running, free, offset = self.running, self.free, self.offset
+        n_upd = len(self.p.updates)
+        done = []
+        # inlined self.due(ep): (start + work) + (offset - offset_at_start)
+        while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
+            heapq.heappop(running)
+            heapq.heappush(free, e.slot)
+            e.end_s = due  # its own end, also when now is an ulp past it (see delay_until)
+            e.update_to = n_upd
+            done.append(e)
+        self._target = None
+        if not done:
+            return
+        if len(done) > 1:
+            done.sort(key=_finishing_order)
+        self.p.on_finished(done, now, in_pass)
+        if not running:
+            self.signal_drained()
+
+    def signal_drained(self) -> None:
+        """Succeed the pending ``drained()`` event, if any (the caller knows nothing is running)."""
+        if self._drained is not None:
+            ev, self._drained = self._drained, None
+            ev.succeed()
+
+
+def _finishing_order(ep: Episode) -> tuple[float, int]:
+    return ep.end_s, ep.id  # type: ignore[return-value]  # end_s is set: the episode finished

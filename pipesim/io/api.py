@@ -1,0 +1,91 @@
+"""Entry points: :func:`run` for typed results, :func:`simulate_pipeline` for the chapter's dict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pipesim.config import PipelineConfig, Scenario, check_int, check_time
+from pipesim.core.engine import Pipeline
+from pipesim.policies.base import CountThrottle, Drain, PartialRollout
+from pipesim.results.run import RunResult
+from pipesim.workload.durations import as_durations, draw
+
+
+def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
+    """The scenario's duration pool (float64), drawn from a generator seeded with ``scenario.seed``.
+
+    The generator is ``numpy.random.default_rng(scenario.seed)``, except for ``AgentDurations``
+    with ``draws="chapter"`` (the default), drawn from the chapter's torch generator for its
+    exact numbers (see :func:`pipesim.workload.durations.draw`).
+    """
+    n = scenario.pool_size or scenario.default_pool_size
+    return draw(scenario.durations, n, scenario.seed)
+
+
+def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult:
+    """Simulate ``scenario`` and return a :class:`RunResult`.
+
+    ``durations`` overrides the scenario's duration model with an explicit pool, consumed in
+    order (the chapter's convention, so every design sees the same episodes): a list, a numpy
+    array or a CPU torch tensor.
+    """
+    if not isinstance(scenario, Scenario):
+        raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
+    pool = draw_pool(scenario) if durations is None else as_durations(durations)
+    p = Pipeline(scenario, pool.tolist())
+    p.run()
+    result = RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+    p.release()
+    return result
+
+
+def simulate_pipeline(
+    durations: npt.ArrayLike,
+    n_slots: int,
+    batch_size: int,
+    train_time: float,
+    sync_time: float,
+    max_staleness: int = 0,
+    interrupt: bool = True,
+    steps: int = 10,
+) -> dict[str, Any]:
+    """The chapter's signature and dict, computed by the SimPy engine.
+
+    Returns ``events`` (tuples ``(kind, lane, start, end, version)``), ``time``, ``throughput``
+    (episodes trained per hour), ``gen_util``, ``staleness_mean``, ``staleness_max`` and
+    ``trained_duration``.
+    """
+    check_int("n_slots", n_slots, 1)
+    check_int("batch_size", batch_size, 1)
+    check_time("train_time", train_time)
+    check_time("sync_time", sync_time)
+    check_int("max_staleness", max_staleness, 0)
+    check_int("steps", steps, 1)
+    if not isinstance(interrupt, bool):
+        raise ValueError(f"interrupt must be a bool, got {interrupt!r}")
+    cfg = PipelineConfig(n_slots, batch_size, float(train_time), float(sync_time), max_staleness, steps)
+    scenario = Scenario(
+        pipeline=cfg,
+        admission=CountThrottle(),
+        weight_update=PartialRollout() if interrupt else Drain(),
+        name="simulate_pipeline",
+    )
+    r = run(scenario, durations)
+    s = r.summary()
+    events: list[tuple[str, int, float, float, int]] = [
+        ("gen", e.slot, e.start_s, e.end_s, e.version) for e in r.episodes if e.end_s is not None
+    ]
+    events += [("train", 0, a, b, v) for _, a, b, v in r.train_log]
+    events += [("sync", 0, a, b, v - 1) for a, b, v in r.sync_log]
+    return dict(
+        events=events,
+        time=r.sim_time_s,
+        throughput=steps * batch_size / r.sim_time_s * 3600 if r.sim_time_s > 0 else float("nan"),
+        gen_util=s["gen_util"],
+        staleness_mean=s["staleness_mean"],
+        staleness_max=int(s["staleness_max"]),
+        trained_duration=s["trained_duration_mean"],
+    )

@@ -1,0 +1,261 @@
+"""Scenario files: a :class:`~pipesim.config.Scenario` as TOML or YAML, and back.
+
+A scenario file is data. Loading one never executes code, never imports a path written in the
+file and never unpickles: TOML is read with :mod:`tomllib`, YAML with ``yaml.safe_load``, and
+every policy is named from the policy catalog (:mod:`pipesim.policies.catalog`) by its class name.
+``pipesim export NAME --out my.toml`` writes any registered scenario; ``pipesim run my.toml`` runs
+it; loading what was saved gives an equal Scenario, hence the same results.
+
+The format (schema version 1)::
+
+    schema_version = 1          # required; a newer version than this pipesim knows is refused
+    name = "AReaL"
+    seed = 0
+    pool_size = 5888            # omitted: the default pool size
+
+    [pipeline]                  # PipelineConfig's fields; an omitted one takes its default
+    n_slots = 64
+    max_staleness = 2
+
+    [durations]                 # the duration model: "type" is its class name, then its fields
+    type = "LogNormalDurations"
+    median_s = 68.0
+    sigma = 0.9
+
+    [admission]                 # admission, weight_update, batching: the same shape
+    type = "AReaLThrottle"
+    max_concurrent = 48
+
+    [weight_update]             # nested policies are nested tables
+    type = "SyncEveryK"
+    k = 2
+    [weight_update.inner]
+    type = "Drain"
+
+    [timeout]                   # timeout, failures, replicas: omitted means None (none)
+    type = "Timeout"
+    cap_s = 600.0
+
+    [replicas]
+    type = "Replicas"
+    n_replicas = 2
+    routing = { type = "LeastLoaded" }
+
+In YAML the same keys nest as mappings. Duration models are written like policies:
+``AgentDurations`` (its seven fields), ``ExponentialDurations`` (``mean_s``),
+``LogNormalDurations`` (``median_s``, ``sigma``), ``TraceDurations`` (``values = [..]``,
+``cycle``). Tuples are written as arrays.
+
+**None.** TOML has no null, so ``None`` is never written as a value. A key that is omitted takes
+its field's default; since every optional field of pipesim (``pool_size``, ``timeout``,
+``failures``, ``replicas``, ``AReaLThrottle.max_concurrent``, ...) defaults to None, *omitting the
+key is how None is written*. For a field that allows None but defaults to something else (none
+in pipesim today; a user's policy may have one), None is written as the string ``"none"``, which
+is read as None only for a field whose type allows None. The writer writes every other field
+explicitly, so a file keeps its meaning when a later version changes a default or adds fields
+(new fields take their defaults in old files).
+
+Errors name the file, the key (dotted: ``weight_update.inner.k``) and what was expected; an unknown
+key also lists the valid keys. The checks against the field types live in
+:mod:`pipesim.io.scenario_schema`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipesim.config import PipelineConfig, Scenario
+from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
+from pipesim.policies import catalog
+
+__all__ = [
+    "NONE",
+    "SCHEMA_VERSION",
+    "ScenarioFileError",
+    "dumps",
+    "load_scenario",
+    "loads",
+    "save_scenario",
+    "scenario_from_dict",
+    "scenario_to_dict",
+]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+SCHEMA_VERSION = 1
+"""The version of the format this pipesim writes and the newest it reads."""
+
+SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
+
+POLICY_SLOTS = ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas")
+"""Scenario fields written as a table with a ``type`` key."""
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
+    """The file's content as plain data (no None anywhere): see the module docstring."""
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    for f in dataclasses.fields(Scenario):
+        value = getattr(scenario, f.name)
+        if f.name == "pipeline":
+            out["pipeline"] = {
+                p.name: _data(getattr(value, p.name), p.name) for p in dataclasses.fields(value)
+            }
+        elif f.name in POLICY_SLOTS:
+            if value is not None:
+                out[f.name] = policy_to_dict(value, f.name)
+        elif value is None:
+            if field_default(f) is not None:
+                out[f.name] = NONE
+        else:
+            out[f.name] = _data(value, f.name)
+    # the scenario's identity first, then the other scalars, then the tables
+    first: dict[str, Any] = {k: out[k] for k in ("schema_version", "name", "seed", "pool_size") if k in out}
+    scalars = {k: v for k, v in out.items() if not isinstance(v, dict) and k not in first}
+    return {**first, **scalars, **{k: v for k, v in out.items() if isinstance(v, dict)}}
+
+
+def policy_to_dict(obj: Any, where: str = "policy") -> dict[str, Any]:
+    """``{"type": ClassName, field: value, ...}`` for a catalogued policy or duration model."""
+    try:
+        name = catalog.name_of(obj)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    table: dict[str, Any] = {"type": name}
+    if not dataclasses.is_dataclass(obj):
+        return table  # a policy without fields (RoundRobin)
+    for f in dataclasses.fields(obj):
+        if not f.init:
+            continue
+        value = getattr(obj, f.name)
+        if value is None:
+            if field_default(f) is not None:
+                table[f.name] = NONE
+            continue
+        table[f.name] = _data(value, f"{where}.{f.name}")
+    return table
+
+
+def _data(value: Any, where: str) -> Any:
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple | list):
+        return [_data(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if value is None:
+        return NONE
+    return policy_to_dict(value, where)
+
+
+def dumps(scenario: Scenario, fmt: str = "toml") -> str:
+    """The scenario as TOML (``fmt="toml"``) or YAML (``fmt="yaml"``) text."""
+    data = scenario_to_dict(scenario)
+    head = f"# pipesim scenario {scenario.name!r} (format: pipesim.io.scenario_files)\n"
+    if fmt == "toml":
+        import tomli_w
+
+        return head + tomli_w.dumps(data)
+    if fmt == "yaml":
+        import yaml
+
+        return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    raise ValueError(f"format must be 'toml' or 'yaml', got {fmt!r}")
+
+
+def file_format(path: str | Path) -> str:
+    """``"toml"`` or ``"yaml"`` from the file's suffix; ValueError for any other suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ValueError(f"{path}: a scenario file ends in .toml, .yaml or .yml")
+    return SUFFIXES[suffix]
+
+
+def save_scenario(scenario: Scenario, path: str | Path) -> Path:
+    """Write ``scenario`` to ``path`` (TOML or YAML by its suffix); returns the path."""
+    path = Path(path)
+    text = dumps(scenario, file_format(path))
+    path.write_text(text)
+    return path
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file (``.toml``, ``.yaml``, ``.yml``); ScenarioFileError says what is wrong."""
+    path = Path(path)
+    fmt = file_format(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return loads(raw, fmt, str(path))
+
+
+def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Scenario:
+    """Parse scenario text of format ``fmt``; ``source`` names it in errors."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScenarioFileError(f"{source}: not UTF-8 text") from None
+    if fmt == "toml":
+        try:
+            data: Any = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ScenarioFileError(f"{source}: not valid TOML: {exc}") from None
+    elif fmt == "yaml":
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ScenarioFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    else:
+        raise ValueError(f"format must be 'toml' or 'yaml', got {fmt!r}")
+    return scenario_from_dict(data, source)
+
+
+def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
+    """Build a Scenario from a file's content (see the module docstring)."""
+    r = Reader(source)
+    if not isinstance(data, Mapping):
+        raise r.error("", f"expected a table of scenario keys at the top, got {type(data).__name__}")
+    if "schema_version" not in data:
+        raise r.error("schema_version", f"missing (this pipesim writes schema_version = {SCHEMA_VERSION})")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise r.error("schema_version", f"expected an integer >= 1, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise r.error(
+            "schema_version",
+            f"{version} is newer than this pipesim reads ({SCHEMA_VERSION}); upgrade pipesim",
+        )
+    hints = type_hints(Scenario)
+    fields = {f.name: f for f in dataclasses.fields(Scenario)}
+    r.check_keys(data, ["schema_version", *fields], "")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "schema_version":
+            continue
+        if key == "pipeline":
+            kwargs["pipeline"] = r.dataclass(PipelineConfig, value, "pipeline")
+        elif key in POLICY_SLOTS:
+            kwargs[key] = r.value(value, hints.get(key, Any), key, kind=key)
+        else:
+            kwargs[key] = r.value(value, hints.get(key, Any), key)
+    try:
+        return Scenario(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise r.error(_field_in(str(exc), list(fields)), str(exc)) from None
+
+
+def _field_in(message: str, names: list[str]) -> str:
+    for n in names:
+        if message.startswith(n):
+            return n
+    return ""

@@ -1,0 +1,196 @@
+"""Sweep figures: lines with 95% bands over seeds, and a design comparison.
+
+All functions take the aggregate table of :class:`pipesim.io.sweeps.SweepResult` (columns
+``<metric>_mean``, ``_lo``, ``_hi``), so they draw whatever a sweep produced, on one seed (no band)
+or many. Bands are filled polygons under each line, in the line's colour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+PALETTE = qualitative.D3
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _need(agg: pd.DataFrame, cols: Sequence[str]) -> None:
+    missing = [c for c in cols if c not in agg.columns]
+    if missing:
+        raise ValueError(f"aggregate table lacks columns {missing}; it has {list(agg.columns)}")
+
+
+def add_band_line(
+    fig: go.Figure,
+    agg: pd.DataFrame,
+    x: str,
+    metric: str,
+    name: str,
+    color: str,
+    *,
+    row: int = 1,
+    col: int = 1,
+    dash: str | None = None,
+    showlegend: bool = True,
+) -> None:
+    """One line of ``<metric>_mean`` against ``x`` with its 95% band (``_lo`` .. ``_hi``)."""
+    _need(agg, [x, f"{metric}_mean", f"{metric}_lo", f"{metric}_hi"])
+    d = agg.sort_values(x)
+    xs = list(d[x])
+    if (d[f"{metric}_hi"] > d[f"{metric}_lo"]).any():
+        fig.add_trace(
+            go.Scatter(
+                x=xs + xs[::-1],
+                y=list(d[f"{metric}_hi"]) + list(d[f"{metric}_lo"])[::-1],
+                fill="toself",
+                mode="lines",
+                fillcolor=_rgba(color, 0.18),
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                legendgroup=name,
+            ),
+            row=row,
+            col=col,
+        )
+    n = d["n_seeds"] if "n_seeds" in d else [1] * len(d)
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=d[f"{metric}_mean"],
+            mode="lines+markers",
+            name=name,
+            legendgroup=name,
+            showlegend=showlegend,
+            line=dict(color=color, dash=dash),
+            customdata=list(zip(d[f"{metric}_lo"], d[f"{metric}_hi"], n)),
+            hovertemplate=f"{name}<br>{x}=%{{x}}<br>{metric}: %{{y:.3g}} "
+            "(95%: %{customdata[0]:.3g} to %{customdata[1]:.3g}, %{customdata[2]} seeds)<extra></extra>",
+        ),
+        row=row,
+        col=col,
+    )
+
+
+def lines_figure(
+    agg: pd.DataFrame,
+    x: str,
+    metric: str,
+    by: str = "design",
+    *,
+    title: str = "",
+    ytitle: str | None = None,
+    xtitle: str | None = None,
+    log_x: bool = False,
+) -> go.Figure:
+    """``metric`` against ``x``, one line per value of ``by`` (e.g. throughput against sync time)."""
+    _need(agg, [by])
+    fig = make_subplots(rows=1, cols=1)
+    for i, (key, g) in enumerate(agg.groupby(by, sort=False)):
+        add_band_line(fig, g, x, metric, str(key), PALETTE[i % len(PALETTE)])
+    fig.update_layout(
+        title=title,
+        xaxis_title=xtitle or x,
+        yaxis_title=ytitle or metric,
+        height=420,
+        plot_bgcolor="white",
+        hovermode="closest",
+    )
+    if log_x:
+        fig.update_xaxes(type="log")
+    fig.update_xaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    return fig
+
+
+def staleness_throughput_figure(
+    agg: pd.DataFrame, x: str = "max_staleness", by: str = "weight_update"
+) -> go.Figure:
+    """Figure 13.2: left, throughput against eta per weight-update policy (partial vs drain);
+    right, mean and max staleness of trained episodes against eta for partial rollouts, with y = eta."""
+    _need(agg, [x, by])
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=(
+            "Throughput against the staleness bound",
+            "Staleness of trained episodes (partial rollouts)",
+        ),
+    )
+    groups = list(agg.groupby(by, sort=False))
+    for i, (key, g) in enumerate(groups):
+        add_band_line(fig, g, x, "throughput_per_hour", str(key), PALETTE[i % len(PALETTE)], row=1, col=1)
+    partial = [g for k, g in groups if "partial" in str(k).lower()]
+    g = partial[0] if partial else groups[0][1]
+    add_band_line(fig, g, x, "staleness_mean", "mean staleness", PALETTE[2], row=1, col=2)
+    add_band_line(fig, g, x, "staleness_max", "max staleness", PALETTE[3], row=1, col=2, dash="dot")
+    xs = sorted(agg[x])
+    fig.add_trace(
+        go.Scatter(x=xs, y=xs, mode="lines", name="bound eta", line=dict(color="#999", dash="dash")),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="staleness bound eta", showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(title_text="episodes trained per hour", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="staleness (versions)", row=1, col=2, rangemode="tozero")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest")
+    return fig
+
+
+DESIGN_PANELS = [
+    ("throughput_per_hour", "episodes / hour"),
+    ("gen_util", "slot utilisation"),
+    ("staleness_mean", "staleness (mean, max as marker)"),
+    ("length_bias", "length bias (trained / launched mean duration)"),
+]
+
+
+def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure:
+    """Designs side by side on throughput, utilisation, staleness (mean bar, max marker) and length bias."""
+    _need(agg, [by] + [f"{m}_mean" for m, _ in DESIGN_PANELS])
+    fig = make_subplots(rows=1, cols=len(DESIGN_PANELS), subplot_titles=[t for _, t in DESIGN_PANELS])
+    names = [str(v) for v in agg[by]]
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
+    for j, (m, _) in enumerate(DESIGN_PANELS, start=1):
+        lo, hi, mean = agg[f"{m}_lo"], agg[f"{m}_hi"], agg[f"{m}_mean"]
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=mean,
+                marker_color=colors,
+                showlegend=False,
+                name=m,
+                error_y=dict(
+                    type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo, visible=True
+                ),
+                hovertemplate="%{x}<br>" + m + ": %{y:.3g}<extra></extra>",
+            ),
+            row=1,
+            col=j,
+        )
+        if m == "staleness_mean" and "staleness_max_mean" in agg:
+            fig.add_trace(
+                go.Scatter(
+                    x=names,
+                    y=agg["staleness_max_mean"],
+                    mode="markers",
+                    name="max staleness",
+                    marker=dict(symbol="diamond", size=10, color="#333"),
+                    hovertemplate="%{x}<br>max staleness: %{y:.3g}<extra></extra>",
+                ),
+                row=1,
+                col=j,
+            )
+    fig.update_xaxes(tickangle=-35)
+    fig.update_layout(height=440, plot_bgcolor="white", margin=dict(b=140))
+    return fig

@@ -1,0 +1,322 @@
+"""Plotly timelines of one run, or several runs on a shared time axis (Figure 13.1).
+
+Layout of one run: the top lane is the trainer (aqua bars, one per step), the next the weight
+syncs (gold bars), then one row per generation slot (``r<replica>/slot<slot>``). Each episode is
+drawn as one bar per *version segment*, coloured by the policy version it generated under, so a
+partial rollout shows as bars of two or more colours on one row with a grey pause between them.
+Sync intervals are also drawn as translucent yellow bands across all slot rows, so the pause of
+every in-flight episode is visible. Markers at an episode's end flag dropped (discarded) and
+aborted episodes, episodes cut by a timeout (``truncated``), and trained episodes whose staleness
+exceeded the bound eta (the count throttle lets that happen). Hover on a segment shows episode
+id, task, duration, versions (started, segment, newest), staleness at training and status.
+
+Scale: up to ``WEBGL_THRESHOLD`` segments, segments are SVG bars (crisp, with version labels on
+small runs). Above it (e.g. 1,024 slots x 20 steps, ~25k segments) segments are drawn as WebGL
+line segments (``Scattergl``, one trace per version) and hover comes from one WebGL marker trace
+at segment midpoints; pause bars are omitted (the gap plus the sync band shows the pause), and
+slot tick labels are thinned. WebGL keeps panning smooth where 25k SVG bars would not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+from plotly.subplots import make_subplots
+
+from pipesim.results.run import RunResult
+
+WEBGL_THRESHOLD = 4_000
+"""Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
+TRAIN_COLOR, SYNC_COLOR, PAUSE_COLOR = "#17becf", "#f2c80f", "#c8c8c8"
+MARKS = {  # status -> (legend label, marker symbol, colour)
+    "discarded": ("dropped", "x", "#d62728"),
+    "aborted": ("aborted", "x-thin-open", "#8b0000"),
+    "truncated": ("timed out", "line-ns-open", "#d62728"),
+    "over_bound": ("staleness > eta", "diamond-open", "#9467bd"),
+}
+HOVER = (
+    "episode %{customdata[0]} (task %{customdata[1]})<br>duration %{customdata[2]:.1f} s<br>"
+    "segment v%{customdata[3]}, started v%{customdata[4]}, newest v%{customdata[5]}<br>"
+    "staleness at training: %{customdata[6]}<br>status: %{customdata[7]}"
+    "<br>%{base:.1f} s to %{customdata[8]:.1f} s<extra></extra>"
+)
+
+
+def version_colors(n_versions: int) -> list[str]:
+    """One colour per version, light to dark (the chapter shades bars by version)."""
+    if n_versions <= 1:
+        return sample_colorscale("Blues", [0.6])
+    return sample_colorscale("Viridis", list(np.linspace(0.95, 0.05, n_versions)))
+
+
+def _lanes(gen: pd.DataFrame) -> dict[tuple[int, int], int]:
+    pairs = sorted({(int(r), int(s)) for r, s in zip(gen["replica"], gen["slot"])})
+    return {p: i for i, p in enumerate(pairs)}
+
+
+def _episode_info(result: RunResult) -> pd.DataFrame:
+    """Per episode: task, duration, versions, staleness at training (text), status and marks."""
+    eps = result.episode_table.set_index("episode_id")
+    tr = result.trained.set_index("episode_id")
+    info = eps[["task_id", "duration_s", "version", "newest_version", "status", "truncated"]].copy()
+    stale = tr["staleness"].reindex(info.index)
+    info["staleness"] = stale
+    info["stale_text"] = [f"{int(s)}" if s == s else "not trained" for s in stale]
+    return info
+
+
+def segments_frame(result: RunResult) -> pd.DataFrame:
+    """The run's generation segments joined with episode information and a row index ``y``."""
+    ev = result.events
+    gen = ev[ev["kind"] == "gen"]
+    info = _episode_info(result)
+    seg = gen.join(info.rename(columns={"version": "version_episode"}), on="episode_id")
+    lanes = _lanes(gen)
+    seg["y"] = [lanes[(int(r), int(s))] + 2 for r, s in zip(seg["replica"], seg["slot"])]
+    return seg
+
+
+def add_run(
+    fig: go.Figure, result: RunResult, row: int = 1, *, webgl: bool | None = None, showlegend: bool = True
+) -> None:
+    """Draw ``result`` into subplot ``row`` of ``fig`` (see the module docstring for the layout)."""
+    seg = segments_frame(result)
+    ev = result.events
+    eta = result.scenario.pipeline.max_staleness
+    n_versions = int(max(ev["version"].max() if len(ev) else 0, 0)) + 2
+    colors = version_colors(n_versions)
+    use_gl = len(seg) > WEBGL_THRESHOLD if webgl is None else webgl
+    n_rows = int(seg["y"].max()) + 1 if len(seg) else 2
+    T = result.sim_time_s
+
+    for a, b, _ in [(a, b, v) for a, b, v in result.sync_log]:  # sync bands across every slot
+        fig.add_shape(
+            type="rect",
+            x0=a,
+            x1=b,
+            y0=-0.5,
+            y1=n_rows - 0.5,
+            fillcolor=SYNC_COLOR,
+            opacity=0.25,
+            line_width=0,
+            layer="below",
+            row=row,
+            col=1,
+        )
+    train = ev[ev["kind"] == "train"]
+    sync = ev[ev["kind"] == "sync"]
+    for df, y, color, name in [
+        (train, 0, TRAIN_COLOR, "training step"),
+        (sync, 1, SYNC_COLOR, "weight sync"),
+    ]:
+        fig.add_trace(
+            go.Bar(
+                y=[y] * len(df),
+                x=df["end_s"] - df["start_s"],
+                base=df["start_s"],
+                orientation="h",
+                marker_color=color,
+                width=0.8,
+                name=name,
+                legendgroup=name,
+                showlegend=showlegend,
+                customdata=np.stack([df["version"], df["end_s"]], axis=-1) if len(df) else None,
+                hovertemplate=f"{name} (v%{{customdata[0]}})<br>%{{base:.1f}} s to %{{customdata[1]:.1f}} s"
+                "<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+
+    cd_cols = [
+        "episode_id",
+        "task_id",
+        "duration_s",
+        "version",
+        "version_episode",
+        "newest_version",
+        "stale_text",
+        "status",
+        "end_s",
+    ]
+    if not use_gl:
+        pause = ev[ev["kind"] == "pause"]
+        if len(pause):
+            pause_y = seg.drop_duplicates("episode_id").set_index("episode_id")["y"]
+            fig.add_trace(
+                go.Bar(
+                    y=pause["episode_id"].map(pause_y),
+                    x=pause["end_s"] - pause["start_s"],
+                    base=pause["start_s"],
+                    orientation="h",
+                    marker_color=PAUSE_COLOR,
+                    width=0.35,
+                    name="paused (sync)",
+                    legendgroup="pause",
+                    showlegend=showlegend,
+                    hoverinfo="skip",
+                ),
+                row=row,
+                col=1,
+            )
+        label_bars = len(seg) <= 400
+        for v, g in seg.groupby("version", sort=True):
+            fig.add_trace(
+                go.Bar(
+                    y=g["y"],
+                    x=g["end_s"] - g["start_s"],
+                    base=g["start_s"],
+                    orientation="h",
+                    marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
+                    width=0.8,
+                    name=f"v{v}",
+                    legendgroup=f"v{v}",
+                    showlegend=showlegend,
+                    customdata=g[cd_cols].to_numpy(),
+                    hovertemplate=HOVER,
+                    text=[f"v{x}" for x in g["version_episode"]] if label_bars else None,
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                ),
+                row=row,
+                col=1,
+            )
+    else:
+        width = float(np.clip(700 / max(n_rows, 1), 1, 6))
+        for v, g in seg.groupby("version", sort=True):
+            k = len(g)
+            xs = np.full(3 * k, np.nan)
+            ys = np.full(3 * k, np.nan)
+            xs[0::3], xs[1::3] = g["start_s"], g["end_s"]
+            ys[0::3], ys[1::3] = g["y"], g["y"]
+            fig.add_trace(
+                go.Scattergl(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color=colors[int(str(v)) % len(colors)], width=width),
+                    name=f"v{v}",
+                    legendgroup=f"v{v}",
+                    showlegend=showlegend,
+                    hoverinfo="skip",
+                    connectgaps=False,
+                ),
+                row=row,
+                col=1,
+            )
+        fig.add_trace(
+            go.Scattergl(
+                x=(seg["start_s"] + seg["end_s"]) / 2,
+                y=seg["y"],
+                mode="markers",
+                marker=dict(size=3, color="rgba(0,0,0,0.06)"),
+                name="segment (hover)",
+                showlegend=False,
+                customdata=np.column_stack([seg[cd_cols].to_numpy(), seg["start_s"]]),
+                hovertemplate=HOVER.replace("%{base:.1f}", "%{customdata[9]:.1f}"),
+            ),
+            row=row,
+            col=1,
+        )
+
+    last = seg.sort_values("end_s").drop_duplicates("episode_id", keep="last")
+    over = last["staleness"].fillna(-1) > eta
+    flags = {
+        "discarded": last["status"] == "discarded",
+        "aborted": last["status"] == "aborted",
+        "truncated": last["truncated"].astype(bool),
+        "over_bound": over,
+    }
+    Scatter = go.Scattergl if use_gl else go.Scatter
+    for key, mask in flags.items():
+        pts = last[mask.to_numpy()]
+        if not len(pts):
+            continue
+        name, symbol, color = MARKS[key]
+        fig.add_trace(
+            Scatter(
+                x=pts["end_s"],
+                y=pts["y"],
+                mode="markers",
+                name=name,
+                legendgroup=name,
+                showlegend=showlegend,
+                marker=dict(
+                    symbol=symbol,
+                    size=5 if use_gl else 9,
+                    color=color,
+                    line=dict(width=1 if use_gl else 2, color=color),
+                ),
+                customdata=pts[cd_cols].to_numpy(),
+                hovertemplate=HOVER.replace("%{base:.1f} s to ", "ends "),
+            ),
+            row=row,
+            col=1,
+        )
+
+    lanes = ["trainer", "sync"] + [f"r{r}/slot{s}" if r else f"slot {s}" for r, s in _lanes(seg)]
+    step = max(1, len(lanes) // 40)
+    ticks = [0, 1] + list(range(2, len(lanes), step))
+    fig.update_yaxes(
+        tickvals=ticks,
+        ticktext=[lanes[i] for i in ticks],
+        autorange=False,
+        range=[n_rows - 0.5, -0.6],
+        row=row,
+        col=1,
+        zeroline=False,
+    )
+    fig.update_xaxes(range=[0, T * 1.01], row=row, col=1)
+
+
+def timeline(result: RunResult, title: str | None = None, *, webgl: bool | None = None) -> go.Figure:
+    """An interactive timeline of one run (see the module docstring)."""
+    return timelines({title or result.scenario.name: result}, webgl=webgl)
+
+
+def timelines(
+    results: Mapping[str, RunResult] | Sequence[RunResult],
+    *,
+    webgl: bool | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """Runs stacked on a shared time axis, like Figure 13.1 (synchronous above async eta=1)."""
+    named = dict(results) if isinstance(results, Mapping) else {r.scenario.name: r for r in results}
+    if not named:
+        raise ValueError("timelines needs at least one RunResult")
+    for k, r in named.items():
+        if not isinstance(r, RunResult):
+            raise ValueError(f"timelines: {k!r} is a {type(r).__name__}, not a RunResult")
+    titles = [
+        f"{k}: {r.scenario.pipeline.steps} steps in {r.sim_time_s:,.0f} s, "
+        f"{r.summary()['throughput_per_hour']:,.0f} episodes/h"
+        for k, r in named.items()
+    ]
+    rows = [r.scenario.pipeline.n_slots + 2 for r in named.values()]
+    fig = make_subplots(
+        rows=len(named),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=titles,
+        vertical_spacing=0.08,
+        row_heights=[float(n) for n in rows],
+    )
+    for i, r in enumerate(named.values(), start=1):
+        add_run(fig, r, row=i, webgl=webgl, showlegend=(i == 1))
+    px_per_row = 22 if max(rows) <= 40 else 1
+    fig.update_layout(
+        barmode="overlay",
+        height=height or int(min(1600, max(380, 160 + sum(rows) * px_per_row))),
+        legend=dict(orientation="h", y=-0.08),
+        margin=dict(l=70, r=20, t=50, b=40),
+        plot_bgcolor="white",
+        uniformtext=dict(minsize=8, mode="hide"),
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text="simulated seconds", row=len(named), col=1, showgrid=True, gridcolor="#eee")
+    return fig

@@ -1,0 +1,171 @@
+"""Scheduling decisions as small policy objects behind Protocols.
+
+The SimPy processes in :mod:`pipesim.core.engine` never decide anything themselves; at each decision
+point they ask a policy. A policy sees the pipeline only through the port
+(:class:`pipesim.core.port.PipelineView`: read-only counters, versions and replicas, and a few named
+actions), never the engine class:
+
+* :class:`Admission` -- may a free generation slot start one more episode now? Asked by the
+  controller at the end of every simulated instant in which something changed.
+* :class:`WeightUpdate` -- what a weight sync does to episodes in flight. ``sync`` is a SimPy
+  generator run by the weight-sync process, written with the port's actions
+  (``begin_sync``, ``end_sync``, ``drained()``, ``timeout``); ``blocks_admission`` says when the
+  controller must not start episodes.
+* :class:`BatchPolicy` -- which finished episodes the trainer takes (and which it discards).
+
+The chapter's design space is three objects: :class:`CountThrottle`, :class:`PartialRollout` /
+:class:`Drain`, and :class:`OldestFinishedFirst`. The policies of real systems live beside them:
+:mod:`pipesim.policies.admission` (AReaL, OpenRLHF, ROLL, PipelineRL, verl, over-sampling),
+:mod:`pipesim.policies.updates` (abort and re-prefill, abort and restart, in-flight update, overlapped
+swap, sync every k), :mod:`pipesim.policies.batching` (lowest version first, windowed FIFO, drop stale,
+evict stalest), :mod:`pipesim.policies.faults` (timeouts, worker failures) and
+:mod:`pipesim.policies.replicas`
+(routing, per-replica syncs); ``docs/policies.md`` maps them to the systems. A new policy is a new
+class of a few lines; nothing in the engine changes. ``pipesim.testing.check_invariants`` checks
+what every policy must keep, and what a policy promises (the promise Protocols of
+:mod:`pipesim.core.port`: ``staleness_bound``, ``max_pause_s``, ``single_version``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pipesim.config import Scenario
+    from pipesim.core.episode import Episode
+    from pipesim.core.port import PipelineView
+
+
+@runtime_checkable
+class Admission(Protocol):
+    """Decides whether one more episode may start now (a slot is known to be free)."""
+
+    def admits(self, p: PipelineView) -> bool: ...
+
+
+@runtime_checkable
+class WeightUpdate(Protocol):
+    """What happens around a weight sync: ``sync(p)`` runs inside the weight-sync process."""
+
+    def blocks_admission(self, p: PipelineView) -> bool: ...
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]: ...
+
+
+@runtime_checkable
+class BatchPolicy(Protocol):
+    """Chooses the trainer's batch from the buffer of finished episodes.
+
+    ``select`` returns ``(batch, discarded)`` and removes both from ``buffer`` in place, or
+    returns ``(None, discarded)`` when no full batch can be formed yet. The trainer's version
+    is ``p.version`` (it cannot change while the trainer waits for a batch).
+    """
+
+    def select(
+        self, buffer: list[Episode], p: PipelineView
+    ) -> tuple[list[Episode] | None, list[Episode]]: ...
+
+
+class CountsOnly:
+    """An admission rule that reads only counters no finishing episode changes: ``p.started``,
+    ``p.n_dropped``, the version, and running + buffered (a completion moves an episode from one
+    to the other). Once it says no, only a start, a drop or a new version can change its mind, so
+    it is *closed*: the promise that lets the engine skip quiet completions (``Slots.catch_up``).
+    """
+
+    def admits(self, p: PipelineView) -> bool:
+        raise NotImplementedError
+
+    def closed(self, p: PipelineView) -> bool:
+        return not self.admits(p)
+
+
+class FullBatch:
+    """A batch policy that needs ``batch_size`` finished episodes before it can form a batch.
+
+    Both hints follow: ``ready`` (the engine skips passes that could not form one) and
+    ``min_items`` (completions that leave the buffer short of it are quiet).
+    """
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
+        return len(buffer) >= p.batch_size
+
+    def min_items(self, p: PipelineView) -> int:
+        return p.batch_size
+
+
+@dataclass(frozen=True)
+class CountThrottle(CountsOnly):
+    """The chapter's (and AReaL's) count-based bound: start only while started < (v + 1 + eta) * B.
+
+    It counts episodes *started*, so it bounds how far generation runs ahead in batches, but a
+    straggler that started long ago can still be trained many versions later.
+    """
+
+    def admits(self, p: PipelineView) -> bool:
+        return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
+
+
+@dataclass(frozen=True)
+class PartialRollout:
+    """Interrupt in-flight episodes: they pause during the sync and resume under the new weights.
+
+    The sync starts the moment the trainer asks for it. Pausing is lazy (a clock offset in the
+    engine), so a sync costs O(1) however many episodes are in flight.
+    """
+
+    def pauses_only(self) -> bool:
+        """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
+        return True
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return p.syncing
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=True)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Drain before syncing: stop starting episodes, wait for the in-flight ones, then sync.
+
+    No episode ever spans two versions, at the price of waiting for the slowest one in flight.
+    """
+
+    def pauses_only(self) -> bool:
+        """Its sync waits for the drain, then pauses empty engines (a promise to the engine)."""
+        return True
+
+    def single_version(self, scenario: Scenario) -> bool:
+        """No episode is in flight across a sync, so none runs under two versions."""
+        return True
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return p.syncing or p.sync_pending
+
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        """With the count throttle, draining bounds staleness by eta: no episode outlives a sync."""
+        return scenario.pipeline.max_staleness if isinstance(scenario.admission, CountThrottle) else None
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        yield p.drained()  # every replica, not only the first
+        p.begin_sync(pause=True)  # the engines are empty; pausing records that nothing generates
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class OldestFinishedFirst(FullBatch):
+    """The chapter's trainer: the B episodes that finished earliest, in finishing order."""
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b = p.batch_size
+        if len(buffer) < b:
+            return None, []
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, []

@@ -1,0 +1,132 @@
+"""Batch-assembly policies: which finished episodes the trainer takes, and which it throws away.
+
+``select(buffer, p)`` sees the buffer in finishing order and returns ``(batch, discarded)``,
+removing both from ``buffer`` in place (see :class:`~pipesim.policies.base.BatchPolicy`). It runs when
+the trainer waits for a batch, at the end of an instant, so ``p.version`` is the version the
+batch will be trained with.
+
+* :class:`~pipesim.policies.base.OldestFinishedFirst` -- the chapter's FIFO (in :mod:`pipesim.policies.base`).
+* :class:`LowestVersionFirst` -- the B episodes started under the oldest versions, so stragglers
+  are trained before fresher work overtakes them.
+* :class:`WindowedFIFO` -- lowest version first, but only among the first ``window`` finished:
+  between FIFO (window = B) and lowest-version-first (window = infinity).
+* :class:`DropStale` -- the chapter's exercise 2: discard episodes older than eta at consumption,
+  optionally putting their tasks back in the queue. It promises staleness <= eta.
+* :class:`EvictStalest` -- a bounded buffer: beyond ``capacity`` episodes, the stalest are evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipesim.core.engine import PipelineError
+from pipesim.policies.base import FullBatch
+
+if TYPE_CHECKING:
+    from pipesim.config import Scenario
+    from pipesim.core.episode import Episode
+    from pipesim.core.port import PipelineView
+
+Selection = tuple["list[Episode] | None", "list[Episode]"]
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Episode]:
+    """Remove and return the ``b`` lowest-version episodes among the first ``window`` (stable)."""
+    head = range(min(window, len(buffer)))
+    chosen = sorted(sorted(head, key=lambda i: buffer[i].version)[:b])  # positions, finishing order
+    batch = [buffer[i] for i in chosen]
+    for i in reversed(chosen):
+        del buffer[i]
+    return batch
+
+
+@dataclass(frozen=True)
+class LowestVersionFirst(FullBatch):
+    """The B episodes with the lowest starting version (finishing order breaks ties)."""
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        if len(buffer) < p.batch_size:
+            return None, []
+        return _take_lowest_versions(buffer, p.batch_size, len(buffer)), []
+
+
+@dataclass(frozen=True)
+class WindowedFIFO(FullBatch):
+    """Lowest version first among the first ``window`` finished episodes (at least B of them)."""
+
+    window: int = 128
+
+    def __post_init__(self) -> None:
+        _check_int("window", self.window, 1)
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b = p.batch_size
+        if len(buffer) < b:
+            return None, []
+        return _take_lowest_versions(buffer, b, max(self.window, b)), []
+
+
+@dataclass(frozen=True)
+class DropStale:
+    """Discard episodes with v - version > eta when the trainer consumes (exercise 2).
+
+    With ``requeue`` the task goes back to the queue and is relaunched under fresh weights,
+    which keeps the task mix (and the length distribution) of the trained data; without it, long
+    tasks are lost preferentially. Promises staleness <= eta for every trained episode.
+    """
+
+    requeue: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.requeue, bool):
+            raise ValueError(f"requeue must be a bool, got {self.requeue!r}")
+
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        return scenario.pipeline.max_staleness
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        oldest_ok = p.version - p.max_staleness
+        stale = [e for e in buffer if e.version < oldest_ok]
+        if stale:
+            buffer[:] = [e for e in buffer if e.version >= oldest_ok]
+            if self.requeue:
+                p.requeue([(e.task_id, e.id) for e in stale])
+        b = p.batch_size
+        if len(buffer) < b:
+            return None, stale
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, stale
+
+
+@dataclass(frozen=True)
+class EvictStalest:
+    """A buffer of at most ``capacity`` episodes: when the trainer asks, the stalest beyond it go.
+
+    Eviction order is lowest starting version first, then oldest finished. The trainer then takes
+    the oldest-finished B. A capacity below the batch size can never form a batch and is reported.
+    """
+
+    capacity: int = 256
+
+    def __post_init__(self) -> None:
+        _check_int("capacity", self.capacity, 1)
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b = p.batch_size
+        if self.capacity < b:
+            raise PipelineError(f"EvictStalest capacity {self.capacity} < batch_size {b}: no batch can form")
+        evicted: list[Episode] = []
+        if len(buffer) > self.capacity:
+            evicted = _take_lowest_versions(buffer, len(buffer) - self.capacity, len(buffer))
+        if len(buffer) < b:
+            return None, evicted
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, evicted

@@ -1,0 +1,429 @@
+"""The policy catalog: every policy class by name, and a safe parser for ``Name(arg, key=value)``.
+
+The catalog is discovered, not kept by hand. It scans pipesim's policy modules
+(:data:`POLICY_MODULES`) for the classes defined there that fit one of the policy slots -- a class
+satisfying the :class:`~pipesim.policies.base.Admission`, :class:`~pipesim.policies.base.WeightUpdate`,
+:class:`~pipesim.policies.base.BatchPolicy`, :class:`~pipesim.policies.faults.FailurePolicy` or
+:class:`~pipesim.policies.replicas.Routing` Protocol, or one of the value classes
+:class:`~pipesim.policies.faults.Timeout`, :class:`~pipesim.policies.replicas.Replicas`,
+:class:`~pipesim.policies.synccost.WeightSyncCost` -- plus the duration models of
+:mod:`pipesim.workload.durations`
+(so that a scenario file or ``--set durations=...`` can name one). A base class that only exists
+to be subclassed (``CountsOnly``, ``FullBatch``: not a dataclass, and a base of catalogued
+classes) is left out.
+
+User modules join the catalog in two ways, both scanned with the same rule:
+
+* an entry point in the group ``pipesim.policies`` whose value is a module (``mypkg.policies``)
+  or a class (``mypkg.policies:HeadroomThrottle``), declared in the user's own ``pyproject.toml``;
+* :func:`register_module` (``catalog.register_module("mypkg.policies")``) from Python.
+
+:func:`parse_policy` turns text such as ``AReaLThrottle(max_concurrent=48)``,
+``Replicas(2, LeastLoaded())`` or ``SyncEveryK(k=2, inner=Drain())`` into an object. It parses the
+text with :mod:`ast` and accepts only calls of catalogued names whose arguments are literals
+(numbers, strings, True/False/None, tuples and lists -- lists become tuples, so policies stay
+hashable -- and nested catalogued calls). Nothing is evaluated, executed or imported: a name that
+is not in the catalog is an error that lists the closest names. A bare name (``Drain``, or
+``drain``, case and ``-``/``_`` ignored) means the class called without arguments. Bad arguments
+give the class's own message prefixed with the call (``AReaLThrottle(max_concurrent=0):
+max_concurrent must be an integer >= 1, got 0``).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import importlib
+import inspect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+POLICY_MODULES: tuple[str, ...] = (
+    "pipesim.policies.base",
+    "pipesim.policies.admission",
+    "pipesim.policies.updates",
+    "pipesim.policies.batching",
+    "pipesim.policies.faults",
+    "pipesim.policies.replicas",
+    "pipesim.policies.synccost",
+    "pipesim.policies.systems",
+)
+"""pipesim's own policy modules, scanned for policy classes."""
+
+DURATION_MODULES: tuple[str, ...] = ("pipesim.workload.durations",)
+"""Modules scanned for duration models (classes fitting
+:class:`~pipesim.workload.durations.DurationModel`)."""
+
+ENTRY_POINT_GROUP = "pipesim.policies"
+"""The entry-point group through which installed packages add their policy modules."""
+
+KINDS: tuple[str, ...] = (
+    "admission",
+    "weight_update",
+    "batching",
+    "failures",
+    "routing",
+    "timeout",
+    "replicas",
+    "sync_cost",
+    "durations",
+)
+"""The slots a catalogued class can fill; ``Scenario`` fields except ``routing`` (inside
+``Replicas``) and ``sync_cost`` (a :class:`~pipesim.policies.synccost.WeightSyncCost` gives
+``sync_time_s``)."""
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One catalogued class: its name, the slot(s) it fits, the module it came from."""
+
+    name: str
+    cls: type
+    kinds: tuple[str, ...]
+    module: str
+
+    @property
+    def summary(self) -> str:
+        doc = inspect.getdoc(self.cls) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else "(no description)"
+
+    def signature(self) -> str:
+        """``Name(arg=default, ...)`` for listings and error messages."""
+        factories = {}
+        if dataclasses.is_dataclass(self.cls):
+            factories = {
+                f.name: f.default_factory
+                for f in dataclasses.fields(self.cls)
+                if f.default_factory is not dataclasses.MISSING
+            }
+        try:
+            sig = inspect.signature(self.cls)
+        except (TypeError, ValueError):
+            return f"{self.name}(...)"
+        parts = []
+        for p in sig.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            if p.name in factories:
+                parts.append(f"{p.name}={factories[p.name]()!r}")
+            else:
+                parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+        return f"{self.name}({', '.join(parts)})"
+
+
+_registered: list[str] = []
+_cache: dict[str, CatalogEntry] | None = None
+
+
+def _protocols() -> list[tuple[str, type]]:
+    from pipesim.policies.base import Admission, BatchPolicy, WeightUpdate
+    from pipesim.policies.faults import FailurePolicy
+    from pipesim.policies.replicas import Routing
+    from pipesim.workload.durations import DurationModel
+
+    return [
+        ("admission", Admission),
+        ("weight_update", WeightUpdate),
+        ("batching", BatchPolicy),
+        ("failures", FailurePolicy),
+        ("routing", Routing),
+        ("durations", DurationModel),
+    ]
+
+
+def _values() -> list[tuple[str, type]]:
+    from pipesim.policies.faults import Timeout
+    from pipesim.policies.replicas import Replicas
+    from pipesim.policies.synccost import WeightSyncCost
+
+    return [("timeout", Timeout), ("replicas", Replicas), ("sync_cost", WeightSyncCost)]
+
+
+def _members(protocol: type) -> list[str]:
+    names = [n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v)]
+    names += [n for n in getattr(protocol, "__annotations__", {}) if not n.startswith("_")]
+    return names
+
+
+def _fits(cls: type, protocol: type) -> bool:
+    """Whether instances of ``cls`` would satisfy ``protocol`` (methods on the class, data members
+    as class attributes or dataclass fields)."""
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    for m in _members(protocol):
+        if m in fields:
+            continue
+        attr = inspect.getattr_static(cls, m, None)
+        if attr is None:
+            return False
+        if m in vars(protocol) and callable(vars(protocol)[m]) and not callable(attr):
+            return False
+    return True
+
+
+def _is_protocol(cls: type) -> bool:
+    return bool(getattr(cls, "_is_protocol", False))
+
+
+def kinds_of(cls: type) -> tuple[str, ...]:
+    """The slots ``cls`` fits (empty when it fits none)."""
+    if not isinstance(cls, type) or _is_protocol(cls) or inspect.isabstract(cls):
+        return ()
+    out = [kind for kind, value_cls in _values() if issubclass(cls, value_cls)]
+    out += [kind for kind, proto in _protocols() if _fits(cls, proto)]
+    return tuple(k for k in KINDS if k in out)
+
+
+def scan_module(module: ModuleType) -> list[CatalogEntry]:
+    """The policy classes defined in ``module`` (see the module docstring for the rule)."""
+    found: list[CatalogEntry] = []
+    classes = [
+        cls
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if cls.__module__ == module.__name__ and not cls.__name__.startswith("_")
+    ]
+    for cls in classes:
+        kinds = kinds_of(cls)
+        if not kinds:
+            continue
+        is_base = any(other is not cls and issubclass(other, cls) for other in classes)
+        if is_base and not dataclasses.is_dataclass(cls):
+            continue  # a mixin such as CountsOnly: its subclasses are the policies
+        found.append(CatalogEntry(cls.__name__, cls, kinds, module.__name__))
+    return found
+
+
+def register_module(name: str) -> list[str]:
+    """Add the policy classes of the module ``name`` (imported now) to the catalog; returns their names.
+
+    ValueError when the module cannot be imported or defines no policy class.
+    """
+    global _cache
+    try:
+        mod = importlib.import_module(name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import policy module {name!r}: {exc}") from None
+    entries = scan_module(mod)
+    if not entries:
+        raise ValueError(f"module {name!r} defines no policy class")
+    if name not in _registered:
+        _registered.append(name)
+    _cache = None
+    return [e.name for e in entries]
+
+
+def _entry_point_entries() -> Iterable[CatalogEntry]:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception:  # noqa: BLE001 - a broken plug-in must not break the CLI
+            continue
+        if isinstance(obj, ModuleType):
+            yield from scan_module(obj)
+        elif isinstance(obj, type) and kinds_of(obj):
+            yield CatalogEntry(obj.__name__, obj, kinds_of(obj), obj.__module__)
+
+
+def catalog() -> dict[str, CatalogEntry]:
+    """Every catalogued class by name: pipesim's own first, then entry points, then registered modules.
+
+    A user class never replaces one of pipesim's under the same name.
+    """
+    global _cache
+    if _cache is not None:
+        return _cache
+    out: dict[str, CatalogEntry] = {}
+
+    def add(entries: Iterable[CatalogEntry]) -> None:
+        for e in entries:
+            out.setdefault(e.name, e)
+
+    for name in POLICY_MODULES + DURATION_MODULES:
+        add(scan_module(importlib.import_module(name)))
+    add(_entry_point_entries())
+    for name in _registered:
+        add(scan_module(importlib.import_module(name)))
+    _cache = out
+    return out
+
+
+def policy_classes(kind: str | None = None) -> dict[str, type]:
+    """Policy classes by name (duration models excluded), or only those fitting ``kind``."""
+    return {
+        n: e.cls
+        for n, e in catalog().items()
+        if (kind in e.kinds if kind is not None else e.kinds != ("durations",))
+    }
+
+
+def duration_classes() -> dict[str, type]:
+    """Duration models by name."""
+    return {n: e.cls for n, e in catalog().items() if "durations" in e.kinds}
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def lookup(name: str, kind: str | None = None) -> type:
+    """The catalogued class ``name`` (exact, else ignoring case, ``-`` and ``_``).
+
+    ValueError lists the closest names (of ``kind`` when given).
+    """
+    cat = catalog()
+    if name in cat:
+        return cat[name].cls
+    by_norm = {_norm(n): e.cls for n, e in cat.items()}
+    if _norm(name) in by_norm:
+        return by_norm[_norm(name)]
+    pool = [n for n, e in cat.items() if kind is None or kind in e.kinds]
+    close = difflib.get_close_matches(name, pool, n=3, cutoff=0.5) or difflib.get_close_matches(
+        name, list(cat), n=3, cutoff=0.5
+    )
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
+    raise ValueError(f"unknown {what} {name!r}{hint}; valid {plural}: {', '.join(pool)}")
+
+
+def name_of(obj: Any) -> str:
+    """The catalog name of ``obj``'s class; ValueError if it is not catalogued."""
+    cls = type(obj)
+    for n, e in catalog().items():
+        if e.cls is cls:
+            return n
+    raise ValueError(
+        f"{cls.__module__}.{cls.__qualname__} is not in the policy catalog; register its module "
+        f"(pipesim.policies.catalog.register_module or a 'pipesim.policies' entry point)"
+    )
+
+
+# -- the safe expression parser --------------------------------------------------------------------
+class _Reject(ValueError):
+    pass
+
+
+def _literal(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool | type(None)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _literal(node.operand, text)
+        if isinstance(inner, bool) or not isinstance(inner, int | float):
+            raise _Reject(f"only numbers take a sign, got {ast.get_source_segment(text, node)!r}")
+        return -inner if isinstance(node.op, ast.USub) else inner
+    if isinstance(node, ast.Tuple | ast.List):
+        return tuple(_literal(e, text) for e in node.elts)
+    if isinstance(node, ast.Name):
+        if node.id in ("inf", "Infinity"):
+            return float("inf")
+        return _construct(node.id, [], {}, text)
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name):
+            raise _Reject(f"call a catalogued name, got {ast.get_source_segment(text, node.func)!r}")
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise _Reject("*args and **kwargs are not accepted")
+        args = [_literal(a, text) for a in node.args]
+        kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg is not None}
+        return _construct(node.func.id, args, kwargs, text)
+    seg = ast.get_source_segment(text, node) or type(node).__name__
+    raise _Reject(f"only literals and catalogued calls are accepted, got {seg!r}")
+
+
+def _construct(name: str, args: list[Any], kwargs: dict[str, Any], text: str) -> Any:
+    cls = lookup(name)
+    return construct(cls, args, kwargs)
+
+
+def construct(cls: type, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``cls(*args, **kwargs)`` with argument errors and the class's ValueError prefixed by the call."""
+    call = _call_text(cls.__name__, args, kwargs)
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            names = [
+                p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            ]
+            raise ValueError(
+                f"{call}: {exc}; {cls.__name__} takes {', '.join(names) or 'no arguments'}"
+            ) from None
+    try:
+        return cls(*args, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{call}: {exc}") from None
+
+
+def _call_text(name: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def parse_policy(text: str, kind: str | None = None) -> Any:
+    """The object that ``text`` (``Name``, ``Name(args)``) describes; see the module docstring.
+
+    ``kind`` (a :data:`KINDS` slot) narrows the suggestions of an unknown name and checks that the
+    result fits that slot. Raises ValueError with a one-line message.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("empty policy: give a name such as Drain or AReaLThrottle(max_concurrent=48)")
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", text):  # a bare name, dashes allowed (partial-rollout)
+        obj: Any = construct(lookup(text, kind), [], {})
+        return _check_kind(obj, kind)
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"cannot parse {text!r}: {exc.msg}") from None
+    body = tree.body
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
+        lookup(body.func.id, kind)  # an unknown outer name lists the slot's policies
+        try:
+            obj = _literal(body, text)
+        except _Reject as exc:
+            raise ValueError(f"{text}: {exc}") from None
+    else:
+        raise ValueError(f"{text!r} is not a policy: write Name or Name(arg, key=value)")
+    return _check_kind(obj, kind)
+
+
+def _check_kind(obj: Any, kind: str | None) -> Any:
+    if kind is not None and kind not in kinds_of(type(obj)):
+        valid = ", ".join(policy_classes(kind) if kind != "durations" else duration_classes())
+        raise ValueError(f"{type(obj).__name__} does not fit {kind} (valid: {valid})")
+    return obj
+
+
+def to_text(obj: Any) -> str:
+    """The inverse of :func:`parse_policy` for catalogued dataclasses: ``Name(field=value, ...)``
+    with the fields that differ from their defaults (nested policies written the same way)."""
+    name = name_of(obj)
+    if not dataclasses.is_dataclass(obj):
+        return f"{name}()"
+    parts = []
+    for f in dataclasses.fields(obj):
+        if not f.init:
+            continue
+        value = getattr(obj, f.name)
+        default: Any = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        if default is not dataclasses.MISSING and value == default:
+            continue
+        parts.append(f"{f.name}={_value_text(value)}")
+    return f"{name}({', '.join(parts)})"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, tuple):
+        inner = ", ".join(_value_text(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, bool | int | float | str) or value is None:
+        return repr(value)
+    return to_text(value)

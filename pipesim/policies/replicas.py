@@ -1,0 +1,135 @@
+"""Several inference-engine replicas: how slots are split, how episodes are routed, how each syncs.
+
+A :class:`Replicas` config splits the pipeline's ``n_slots`` over ``n_replicas`` engines (each a
+:class:`~pipesim.core.engine.Slots` process with its own virtual clock and weight version). A
+:class:`Routing` rule picks the replica for each admitted episode among those with a free slot
+that are not paused:
+
+* :class:`RoundRobin` -- the next replica in turn (a router without load information);
+* :class:`LeastLoaded` -- the replica with the fewest running episodes (SGLang router style).
+
+:class:`PerReplicaSync` is the weight update of a fleet whose replicas sync separately: each
+replica pauses for its own sync time (from its link's bandwidth, say), switches to the new
+weights and resumes at once, while the others keep generating. The trainer's version advances
+when the slowest replica is done. Routing costs O(n_replicas) per admitted episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pipesim.core.port import PipelineView, ReplicaView
+
+
+@runtime_checkable
+class Routing(Protocol):
+    """Chooses the replica for the next episode, or None if no replica can take one now."""
+
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None: ...
+
+
+class RoundRobin:
+    """Each episode goes to the next available replica in turn."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RoundRobin)
+
+    def __hash__(self) -> int:
+        return hash(RoundRobin)
+
+    def __repr__(self) -> str:
+        return "RoundRobin()"
+
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
+        n = len(engines)
+        for k in range(n):
+            e = engines[(self._next + k) % n]
+            if e.accepting:
+                self._next = (self._next + k + 1) % n
+                return e
+        return None
+
+
+@dataclass(frozen=True)
+class LeastLoaded:
+    """Each episode goes to the available replica with the fewest running episodes (lowest index on ties)."""
+
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
+        best: ReplicaView | None = None
+        for e in engines:
+            if e.accepting and (best is None or e.n_running < best.n_running):
+                best = e
+        return best
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """``n_replicas`` engines sharing the pipeline's ``n_slots`` (the first ones get any remainder).
+
+    The routing object of a run is stateful (round robin remembers its turn), so a scenario gets a
+    fresh one per run through :meth:`fresh_routing`.
+    """
+
+    n_replicas: int = 2
+    routing: Any = field(default_factory=RoundRobin)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_replicas, bool) or not isinstance(self.n_replicas, int) or self.n_replicas < 1:
+            raise ValueError(f"n_replicas must be an integer >= 1, got {self.n_replicas!r}")
+        if not isinstance(self.routing, Routing):
+            raise ValueError(f"routing must have a choose(engines) method, got {self.routing!r}")
+
+    def slots_per_replica(self, n_slots: int) -> list[int]:
+        if n_slots < self.n_replicas:
+            raise ValueError(f"n_slots ({n_slots}) must be >= n_replicas ({self.n_replicas})")
+        q, r = divmod(n_slots, self.n_replicas)
+        return [q + (i < r) for i in range(self.n_replicas)]
+
+    def fresh_routing(self) -> Routing:
+        return RoundRobin() if isinstance(self.routing, RoundRobin) else self.routing
+
+
+@dataclass(frozen=True)
+class PerReplicaSync:
+    """Each replica pauses only for its own sync time, then runs the new weights while others sync.
+
+    ``sync_times_s[i]`` is replica i's sync time; None uses the pipeline's ``sync_time_s`` for all.
+    """
+
+    sync_times_s: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.sync_times_s is not None:
+            for i, t in enumerate(self.sync_times_s):
+                if isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 or t == float("inf"):
+                    raise ValueError(f"sync_times_s[{i}] must be a finite number of seconds >= 0, got {t!r}")
+
+    def times_for(self, p: PipelineView) -> list[float]:
+        n = len(p.replicas)
+        if self.sync_times_s is None:
+            return [p.config.sync_time_s] * n
+        if len(self.sync_times_s) != n:
+            raise ValueError(f"sync_times_s has {len(self.sync_times_s)} entries for {n} replicas")
+        return [float(t) for t in self.sync_times_s]
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return False  # paused replicas are skipped by routing; the others keep admitting
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=False)
+        target = p.version + 1
+        procs = [p.process(self._one(p, i, t, target)) for i, t in enumerate(self.times_for(p))]
+        yield p.all_of(procs)
+        p.end_sync(engines=False)
+
+    @staticmethod
+    def _one(p: PipelineView, replica: int, sync_s: float, target: int) -> Generator[Any, Any, None]:
+        start = p.now
+        p.pause_replica(replica)
+        yield p.timeout(sync_s)
+        p.publish_replica(replica, target, since_s=start)

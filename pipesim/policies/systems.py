@@ -1,0 +1,284 @@
+"""Policies that model real systems' own code (``scenarios/systems.py`` builds the presets).
+
+Each class names the repository, file and function whose rule it models. They read only the
+port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``version``, ``n_running``,
+``n_buffered``, ``batch_size``), so the engine does not change for them.
+
+* :class:`VerlRollouter` -- verl fully async (``recipe/fully_async_policy``): the rollouter's
+  stale-sample counter, reset at each parameter update to the work in flight and queued.
+* :class:`RollGroupExpiry` -- ROLL (``GroupQueue.advance_step``): groups created more than
+  ``async_generation_ratio`` steps ago expire and their rollouts are ignored.
+* :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
+  step and one step of groups at each step after, expired ones not replaced.
+* :class:`PipelineRLLag` -- PipelineRL (``pipelinerl/actor.py``, ``ActorLoop``): groups submitted
+  while fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``.
+* :class:`SlimeAsyncWorker` -- slime (``slime/rollout/fully_async_rollout.py``,
+  ``AsyncRolloutWorker._loop``): a pool of trajectories bounded by concurrency and by the queue
+  of completed groups, no version bound.
+* :class:`OpenRLHFBatches` -- OpenRLHF (``openrlhf/trainer/ppo_trainer_async.py``,
+  ``GenerateSamplesActor.fit``): whole batches, one at a time, behind a bounded queue.
+
+Every admission rule here says when it is *closed* (no finishing episode can make it admit), and
+the ROLL batch policy gives the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
+``pipesim.testing.check_promises`` confirms they change nothing on the presets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pipesim.config import Scenario
+    from pipesim.core.episode import Episode
+    from pipesim.core.port import PipelineView
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_number(name: str, value: object, minimum: float) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < minimum:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class VerlRollouter:
+    """verl fully async: the rollouter's pause rule, its queue bound and its concurrency cap.
+
+    Modelled on volcengine/verl ``recipe/fully_async_policy/fully_async_rollouter.py``:
+
+    * ``set_max_required_samples``: ``max_required_samples = int(required_samples * (1 +
+      staleness_threshold) * trigger_parameter_sync_step)`` with ``required_samples =
+      ppo_mini_batch_size * require_batches`` (pipesim's B: the samples one trainer step takes);
+      ``max_queue_size`` is the same number, and ``max_concurrent_samples = min(servers * 16,
+      max_required_samples)`` (``max_concurrent`` here; None: the slot count).
+    * ``_processor_worker``: each *new* sample taken from the pending queue adds one to
+      ``staleness_samples`` (a cancelled partial rollout taken back from the cancel queue does not).
+    * ``update_param_version``: at each parameter update the counter is reset to
+      ``len(active_tasks) + cancel_queue.qsize() + message queue size`` -- the work in flight and
+      queued, not zero.
+    * ``_should_pause_generation``: no new sample while the message queue holds
+      ``max_queue_size`` or the counter reaches ``max_required_samples``.
+
+    In pipesim's counters: the parameter version is ``V = (v // k) * k`` (weights move every ``k``
+    trainer steps), the trainer has taken ``V * B`` episodes when it is published, so the work in
+    flight and queued then is ``started_at_version[V] - dropped - V * B`` and the counter now is
+    ``started - dropped - V * B``. Dropped episodes are subtracted at once rather than at the
+    next reset (the verl presets drop nothing, so for them the count is exact).
+
+    Not modelled (it needs an engine hook, see ``docs/policies.md``): in verl a cancelled partial
+    rollout waits in the cancel queue while generation is paused, whereas pipesim's
+    :class:`~pipesim.policies.base.PartialRollout` resumes every paused episode at the end of the sync.
+    verl's processor also waits for every active task to finish after a pause before it looks
+    again; with the queue bound equal to the counter's (verl's default) the queue can never be
+    full while the counter is below its cap, so that wait changes nothing here.
+    """
+
+    staleness_threshold: float = 0.5
+    trigger_parameter_sync_step: int = 1
+    max_concurrent: int | None = None
+    max_queue_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("staleness_threshold", self.staleness_threshold, 0.0)
+        _check_int("trigger_parameter_sync_step", self.trigger_parameter_sync_step, 1)
+        if self.max_concurrent is not None:
+            _check_int("max_concurrent", self.max_concurrent, 1)
+        if self.max_queue_size is not None:
+            _check_int("max_queue_size", self.max_queue_size, 1)
+
+    def max_required_samples(self, batch_size: int) -> int:
+        """verl's ``max_required_samples``: int() truncates, as in ``set_max_required_samples``."""
+        return int(batch_size * (self.staleness_threshold + 1) * self.trigger_parameter_sync_step)
+
+    def stale_samples(self, p: PipelineView) -> int:
+        """verl's ``staleness_samples`` now: the reset value at the last update plus new starts."""
+        k = self.trigger_parameter_sync_step
+        param_version = (p.version // k) * k
+        return p.started - p.n_dropped - param_version * p.batch_size
+
+    def admits(self, p: PipelineView) -> bool:
+        cap = self.max_required_samples(p.batch_size)
+        concurrent = cap if self.max_concurrent is None else min(self.max_concurrent, cap)
+        if p.n_running >= concurrent:
+            return False
+        return not self.closed(p)
+
+    def closed(self, p: PipelineView) -> bool:
+        """The counter or the queue says no: a finishing episode only grows the queue, so only a
+        start, a drop or a new version changes this (the concurrency cap is not part of it)."""
+        cap = self.max_required_samples(p.batch_size)
+        queue_cap = cap if self.max_queue_size is None else self.max_queue_size
+        return self.stale_samples(p) >= cap or p.n_buffered >= queue_cap
+
+
+def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
+    """The step at which ROLL created the group the ``episode_index``-th start fills.
+
+    ``GroupQueue.advance_step`` creates ``(1 + ratio)`` steps' worth of groups at the first step
+    (all with ``create_step`` 0) and one step's worth at each later step ``s`` (``create_step`` s);
+    environments take groups oldest first, so the n-th start fills the n-th group created.
+    """
+    return max(0, episode_index // batch_size - ratio)
+
+
+@dataclass(frozen=True)
+class RollGroupAdmission:
+    """ROLL's group supply: groups exist for ``(v + 1 + ratio) * B`` starts by step v.
+
+    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue.advance_step``:
+    the first call creates ``async_generation_ratio`` extra steps of groups, every call one more
+    step's worth, and expired groups are removed without being replaced (only groups rejected by
+    the group filter are, in ``GroupQueue.put``). So every start counts, dropped or not: the
+    chapter's throttle with eta = ratio. ``async_generation_ratio`` is an integer (``range()``).
+    """
+
+    ratio: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("ratio", self.ratio, 0)
+
+    def admits(self, p: PipelineView) -> bool:
+        return p.started < (p.version + 1 + self.ratio) * p.batch_size
+
+    def closed(self, p: PipelineView) -> bool:
+        """Counts only starts and versions: no finishing episode changes its answer."""
+        return not self.admits(p)
+
+
+@dataclass(frozen=True)
+class RollGroupExpiry:
+    """ROLL: groups older than ``async_generation_ratio`` steps expire; their rollouts are ignored.
+
+    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``: ``GroupQueue.advance_step(step)``
+    removes every group with ``step - group.create_step > async_generation_ratio`` (finished or
+    not), and ``GroupQueue.put`` ignores a rollout whose group is gone -- its environment has done
+    the work for nothing. The trainer then takes complete groups in order. Here, when the trainer
+    at version v asks for a batch, episodes whose group was created before ``v - ratio`` are
+    discarded (an expired one still running finishes and is discarded at the next request), then
+    the first B finished are taken. Promises staleness <= ratio, counted from the group's creation
+    step, which is never after the episode's start.
+    """
+
+    ratio: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("ratio", self.ratio, 0)
+
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        return self.ratio
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
+        """A cheap necessary condition for a batch: B finished episodes, expired or not."""
+        return len(buffer) >= p.batch_size
+
+    def min_items(self, p: PipelineView) -> int:
+        return p.batch_size
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b, oldest_ok = p.batch_size, p.version - self.ratio
+        expired = [e for e in buffer if roll_create_step(e.id, b, self.ratio) < oldest_ok]
+        if expired:
+            buffer[:] = [e for e in buffer if roll_create_step(e.id, b, self.ratio) >= oldest_ok]
+        if len(buffer) < b:
+            return None, expired
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, expired
+
+
+@dataclass(frozen=True)
+class PipelineRLLag:
+    """PipelineRL's lag bound: submit groups while fewer than ``lag_groups + (v + 1) * B``.
+
+    ServiceNow/PipelineRL ``pipelinerl/actor.py``, ``ActorLoop.run``: ``can_submit_before_update``
+    starts at ``lag_groups + groups_per_update`` with ``lag_groups = ceil(max_lag / attempts)``
+    (``finetune.max_lag`` in samples, ``attempts`` samples per group) and grows by
+    ``groups_per_update`` at each new weight version; a problem is submitted while
+    ``submitted_groups < can_submit_before_update``. A pipesim episode is one group and B is
+    ``groups_per_update``. Nothing is subtracted for dropped work (PipelineRL drops none), and
+    ``max_lag = 0`` is synchronous: exactly one update's groups per version.
+    """
+
+    max_lag: int = 0
+    attempts: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("max_lag", self.max_lag, 0)
+        _check_int("attempts", self.attempts, 1)
+
+    @property
+    def lag_groups(self) -> int:
+        return math.ceil(self.max_lag / self.attempts)
+
+    def admits(self, p: PipelineView) -> bool:
+        return p.started < self.lag_groups + (p.version + 1) * p.batch_size
+
+    def closed(self, p: PipelineView) -> bool:
+        """Counts only starts and versions: no finishing episode changes its answer."""
+        return not self.admits(p)
+
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        return 0 if self.max_lag == 0 else None
+
+
+@dataclass(frozen=True)
+class SlimeAsyncWorker:
+    """slime's fully asynchronous rollout worker: a fixed pool of trajectories in flight.
+
+    THUDM/slime ``slime/rollout/fully_async_rollout.py``, ``AsyncRolloutWorker._loop``: the worker
+    tops up while ``len(active_tasks) < max_concurrent`` and ``output_queue.qsize() <
+    max_concurrent`` -- concurrency and the completed-but-unconsumed queue are its only bounds;
+    no version bound (``max_concurrent`` is ``sglang_server_concurrency * engines /
+    n_samples_per_prompt``; None here: the slot count).
+    """
+
+    max_concurrent: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent is not None:
+            _check_int("max_concurrent", self.max_concurrent, 1)
+
+    def _cap(self, p: PipelineView) -> int:
+        return self.max_concurrent if self.max_concurrent is not None else p.config.n_slots
+
+    def admits(self, p: PipelineView) -> bool:
+        return p.n_running < self._cap(p) and not self.closed(p)
+
+    def closed(self, p: PipelineView) -> bool:
+        """The queue is full: finishing episodes only fill it further."""
+        return p.n_buffered >= self._cap(p)
+
+
+@dataclass(frozen=True)
+class OpenRLHFBatches:
+    """OpenRLHF ``--async_train``: whole rollout batches, one at a time, behind a bounded queue.
+
+    OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py``, ``GenerateSamplesActor.fit``: for
+    each prompt batch it waits while the ray ``Queue`` (``maxsize`` = ``OPENRLHF_ASYNC_QUEUE_SIZE``,
+    default 1) is full, then generates the whole batch (``generate_samples``) and puts it on the
+    queue; the trainer (``TrainingActor.fit``) takes one batch per step. So a new batch of B
+    starts only when no episode of the previous one is running and fewer than ``queue_size``
+    finished batches wait; the episodes of a batch start as slots allow.
+    """
+
+    queue_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int("queue_size", self.queue_size, 1)
+
+    def admits(self, p: PipelineView) -> bool:
+        if p.started % p.batch_size:
+            return True  # the rest of the batch being generated
+        return p.n_running == 0 and p.n_buffered < self.queue_size * p.batch_size
+
+    def closed(self, p: PipelineView) -> bool:
+        """Between batches with the queue full: finishing episodes only fill it further."""
+        return p.started % p.batch_size == 0 and p.n_buffered >= self.queue_size * p.batch_size

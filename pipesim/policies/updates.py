@@ -1,0 +1,159 @@
+"""Weight-update policies of real systems: what a sync does to the episodes in flight.
+
+Each policy is a ``sync(p)`` generator run by the weight-sync process, written with the
+actions of the port (:class:`pipesim.core.port.PipelineView`): ``begin_sync(pause)``,
+``pause_engines()``, ``end_sync()``, ``skip_sync()``, ``abort_running()``, ``stretch_running()``.
+The chapter's two are in :mod:`pipesim.policies.base` (:class:`~pipesim.policies.base.PartialRollout`,
+:class:`~pipesim.policies.base.Drain`).
+
+* :class:`AbortReprefill` -- the engine aborts in-flight requests and drops their KV cache; after
+  the sync each resumes under the new weights by re-prefilling the tokens it already generated
+  (AReaL's interruptible rollout, slime's abort-and-resume). Tokens generated are modelled as
+  generation seconds x ``decode_rate_tok_s``; the re-prefill takes tokens / ``prefill_rate_tok_s``.
+* :class:`AbortRestart` -- in-flight episodes are aborted and their work is lost. With
+  ``restart=True`` the tasks are relaunched from scratch first after the sync (slime's fully
+  async mode); with ``restart=False`` they are dropped (over-sampling with abort).
+* :class:`InFlightUpdate` -- PipelineRL: the weights stream to the engine while it generates;
+  generation pauses only for ``load_time_s`` per replica, and sequences continue under the new
+  weights (one sequence mixes versions).
+* :class:`OverlappedSwap` -- the transfer overlaps generation into a second copy of the weights
+  and swaps atomically at its end: generation never pauses (it costs memory for two copies).
+* :class:`SyncEveryK` -- weights move every ``k`` trainer steps (verl
+  ``trigger_parameter_sync_step``); other steps only advance the trainer's version.
+
+Aborting costs O(in-flight) per sync, which its semantics require; the others cost O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipesim.core.episode import Episode
+from pipesim.core.port import PipelineView, pauses_only
+from pipesim.policies.base import PartialRollout, WeightUpdate
+from pipesim.policies.faults import check_positive
+
+
+@dataclass(frozen=True)
+class AbortReprefill:
+    """Pause for the sync, drop the KV cache, and charge each resumed episode a re-prefill."""
+
+    decode_rate_tok_s: float = 40.0
+    prefill_rate_tok_s: float = 4000.0
+
+    def __post_init__(self) -> None:
+        check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
+        check_positive("prefill_rate_tok_s", self.prefill_rate_tok_s)
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return p.syncing
+
+    def reprefill(self, ep: Episode, generated_s: float) -> tuple[float, float]:
+        """(seconds, tokens) to re-prefill what ``ep`` generated so far. ``generated_s`` counts its
+        earlier re-prefills too (they ran on its slot), which generated no tokens: they are excluded."""
+        tokens = max(generated_s - ep.reprefill_s, 0.0) * self.decode_rate_tok_s
+        return tokens / self.prefill_rate_tok_s, tokens
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=True)
+        p.stretch_running(self.reprefill)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class AbortRestart:
+    """Abort every in-flight episode at the sync; relaunch its task from scratch, or drop it.
+
+    The aborted episode keeps its record (status ``aborted``, ``lost_s`` = seconds it generated);
+    a restart is a new episode with the same task and ``parent`` = the aborted one's id, launched
+    before any new task.
+    """
+
+    restart: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.restart, bool):
+            raise ValueError(f"restart must be a bool, got {self.restart!r}")
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return p.syncing
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=True)
+        aborted = p.abort_running()  # in finishing order within each replica, replica by replica
+        if self.restart:
+            p.requeue([(ep.task_id, ep.id) for ep in aborted], first=True)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class InFlightUpdate:
+    """PipelineRL: transfer while generating, then pause each replica only for ``load_time_s``."""
+
+    load_time_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        t = self.load_time_s
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < float("inf"):
+            raise ValueError(f"load_time_s must be a finite number of seconds >= 0, got {t!r}")
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return False  # paused replicas take no episodes; routing skips them
+
+    def max_pause_s(self) -> float:
+        """The promise: no sync pauses generation for longer than this."""
+        return float(self.load_time_s)
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=False)
+        yield p.timeout(p.config.sync_time_s)  # the broadcast overlaps generation
+        p.pause_engines()
+        yield p.timeout(self.load_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class OverlappedSwap:
+    """Transfer into a second copy of the weights while generating; swap atomically at the end."""
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return False
+
+    def max_pause_s(self) -> float:
+        return 0.0
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        p.begin_sync(pause=False)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class SyncEveryK:
+    """Move weights only after every ``k``-th trainer step, with ``inner`` doing the real sync."""
+
+    k: int = 2
+    inner: WeightUpdate = field(default_factory=PartialRollout)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {self.k!r}")
+        if not isinstance(self.inner, WeightUpdate):
+            raise ValueError(f"inner must be a weight-update policy, got {self.inner!r}")
+
+    def pauses_only(self) -> bool:
+        """The skipped syncs touch nothing; the real ones are the inner policy's."""
+        return pauses_only(self.inner)
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return self.inner.blocks_admission(p)
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        if (p.version + 1) % self.k == 0:
+            yield from self.inner.sync(p)
+        else:
+            p.skip_sync()

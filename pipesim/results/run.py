@@ -1,0 +1,528 @@
+"""Typed results of a run: raw records in, pandas DataFrames and a flat summary out.
+
+The engine keeps plain Python records while it runs (cheap); :class:`RunResult` reads them once
+into numpy columns (:mod:`pipesim.results.columns`, one array per attribute, read on first use) and
+computes every table and the summary from those arrays, vectorised. Tables are built on first
+access and cached, so a sweep that only needs ``summary()`` never builds the event table. In
+``events`` the ``kind`` and ``lane`` columns are pandas Categoricals (a few distinct strings over
+millions of rows).
+
+Utilisation follows the chapter: ``gen_util`` is the slot time of *finished* episodes, pauses
+included, over ``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses, and
+``gen_util_total`` also counts the episodes still in flight when the run ends.
+
+Metrics users of real systems ask for: staleness by the oldest version an episode ran under
+(``staleness_*``) and by the newest (``staleness_newest_*``); length bias (``trained_duration_mean``
+against ``launched_duration_mean``, their ratio ``length_bias``, and ``never_trained_share``);
+idle ratios under verl's names (``trainer/idle_ratio``, ``rollouter/idle_ratio``, the latter
+counting aborted work as busy); counts of discarded, aborted, restarted (relaunched after an abort
+or failure), failed (infrastructure) and truncated episodes, the generation seconds lost
+(``lost_work_s``) and the re-prefill tokens.
+
+Durations are the seconds an episode generates: an episode cut by a :class:`~pipesim.policies.faults.Timeout`
+reports the cap, not the length it was drawn with (``duration_s`` in ``episode_table`` and
+``trained``, and the ``*_duration_mean`` keys), so a run with ``Timeout(cap)`` reports what a run
+on the pool clamped at ``cap`` reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipesim.config import Scenario
+from pipesim.core.episode import Episode, UpdateRecord
+from pipesim.results.columns import (
+    S_ABORTED,
+    S_BUFFERED,
+    S_DISCARDED,
+    S_FAILED,
+    S_RUNNING,
+    S_TRAINED,
+    EpisodeColumns,
+    UpdateIndex,
+    seq_sum,
+)
+
+EVENT_COLUMNS = ["kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id", "complete"]
+EVENT_KINDS = ["gen", "pause", "train", "sync"]
+TRAINED_COLUMNS = [
+    "episode_id",
+    "step",
+    "trained_version",
+    "version",
+    "staleness",
+    "staleness_newest",
+    "duration_s",
+    "versions_spanned",
+    "truncated",
+]
+EPISODE_COLUMNS = [
+    "episode_id",
+    "task_id",
+    "duration_s",
+    "status",
+    "slot",
+    "replica",
+    "start_s",
+    "end_s",
+    "version",
+    "newest_version",
+    "truncated",
+]
+CHUNK_EPISODES = 1 << 16
+"""Episodes per block when the event rows are generated (bounds the temporaries)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one simulated run produced. Build DataFrames lazily; all times are seconds."""
+
+    scenario: Scenario
+    sim_time_s: float
+    episodes: list[Episode]
+    updates: list[UpdateRecord]
+    train_log: list[tuple[int, float, float, int]]
+    sync_log: list[tuple[float, float, int]]
+    extra: dict[str, float] = field(default_factory=dict)
+
+    # -- columns ---------------------------------------------------------------------------------
+    @cached_property
+    def columns(self) -> EpisodeColumns:
+        """The episodes as numpy arrays (each attribute read from the objects on first use)."""
+        return EpisodeColumns(self.episodes)
+
+    @cached_property
+    def update_index(self) -> UpdateIndex:
+        """The update log as arrays, indexed by the replicas the episodes ran on."""
+        return UpdateIndex(self.updates, lambda: self.columns.replica)
+
+    @property
+    def timeout_cap_s(self) -> float | None:
+        timeout = getattr(self.scenario, "timeout", None)
+        return None if timeout is None else float(timeout.cap_s)
+
+    @cached_property
+    def generated_s(self) -> np.ndarray:
+        """Per episode, the seconds it generates: its duration, capped where it was truncated."""
+        if self.timeout_cap_s is None:
+            return self.columns.duration_s  # type: ignore[no-any-return]
+        return self.columns.generated_s(self.timeout_cap_s)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """Per episode, whether a timeout cut it."""
+        return self.columns.truncated  # type: ignore[no-any-return]
+
+    def _rows(self, idx: np.ndarray | None) -> np.ndarray | None:
+        """The update-index rows of episodes ``idx`` (all when None); None when updates are shared."""
+        u = self.update_index
+        if u.shared:
+            return None
+        rep = self.columns.replica
+        return u.rows(rep if idx is None else rep[idx])
+
+    @cached_property
+    def newest_versions(self) -> np.ndarray:
+        """Per episode, the newest version it generated under."""
+        c = self.columns
+        if c.n == 0:
+            return np.zeros(0, dtype=np.int64)
+        u = self.update_index
+        return u.newest_version(self._rows(None), c.update_from, c.update_to, c.version)
+
+    # -- tables ----------------------------------------------------------------------------------
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """One row per interval: kind gen / pause / train / sync, its lane, times and version."""
+        c, T = self.columns, self.sim_time_s
+        n_train, n_sync = len(self.train_log), len(self.sync_log)
+        plan = None
+        if c.n:
+            inc = np.nonzero(~(c.status_is(S_ABORTED) & ~c.ended))[0]
+            if len(inc):
+                plan = self._row_plan(inc, T)
+        bound = int(2 * plan[0].sum() + len(plan[0])) if plan is not None else 0
+        # the rows of gen/pause are written in place; pause or empty rows dropped leave a gap
+        cap = bound + n_train + n_sync
+        kind = np.empty(cap, dtype=np.int8)
+        f_start, f_end = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
+        f_version = np.empty(cap, dtype=np.int64)
+        n_gen = 0
+        if plan is not None:
+            per_ep, n_gen = self._fill_rows(plan, (kind, f_start, f_end, f_version))
+            del plan
+        n = n_gen + n_train + n_sync
+        if n == 0:
+            return pd.DataFrame([], columns=EVENT_COLUMNS)
+        if n < cap:  # rows were dropped: the tail goes right after the kept ones
+            if cap - n > cap // 16:  # many: compact, one column at a time
+                kind, f_start, f_end, f_version = (
+                    _shrunk(x, n_gen, n) for x in (kind, f_start, f_end, f_version)
+                )
+            else:  # a few: views of the first n rows, the gap left unused
+                kind, f_start, f_end, f_version = kind[:n], f_start[:n], f_end[:n], f_version[:n]
+
+        f_slot, f_replica, f_id = (
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+            np.empty(n, dtype=np.int64),
+        )
+        complete = np.ones(n, dtype=np.bool_)
+        lane_names: list[str] = []
+        lane_code = np.empty(n, dtype=np.int16)
+        if n_gen:
+            f_id[:n_gen] = np.repeat(c.id[inc], per_ep)
+            has_rows = per_ep > 0
+            used = inc[has_rows]
+            lane_names, lane_of, lane_replica, lane_slot = _lanes(c.replica[used], c.slot[used])
+            if len(lane_names) + 2 > np.iinfo(np.int16).max:
+                lane_code = np.empty(n, dtype=np.int32)
+            codes = lane_code[:n_gen]
+            codes[:] = np.repeat(lane_of.astype(lane_code.dtype), per_ep[has_rows])
+            f_slot[:n_gen] = lane_slot[codes]
+            f_replica[:n_gen] = lane_replica[codes]
+            del codes
+            row_end = np.cumsum(per_ep)
+            for i in np.nonzero(~c.ended[inc] & has_rows)[0].tolist():  # the episodes still running
+                complete[row_end[i] - per_ep[i] : row_end[i]] = False
+        tail = slice(n_gen, n)
+        kind[n_gen : n_gen + n_train], kind[n_gen + n_train :] = 2, 3
+        lane_code[n_gen : n_gen + n_train] = len(lane_names)
+        lane_code[n_gen + n_train :] = len(lane_names) + 1
+        f_slot[tail], f_replica[tail], f_id[tail] = -1, -1, -1
+        if n_train:
+            tl = np.array([(a, b, v) for _, a, b, v in self.train_log], dtype=object)
+            f_start[n_gen : n_gen + n_train] = tl[:, 0].astype(np.float64)
+            f_end[n_gen : n_gen + n_train] = tl[:, 1].astype(np.float64)
+            f_version[n_gen : n_gen + n_train] = tl[:, 2].astype(np.int64)
+        if n_sync:
+            sl = np.array(self.sync_log, dtype=object)
+            f_start[n_gen + n_train :] = sl[:, 0].astype(np.float64)
+            f_end[n_gen + n_train :] = sl[:, 1].astype(np.float64)
+            f_version[n_gen + n_train :] = sl[:, 2].astype(np.int64)
+        lanes = pd.Categorical.from_codes(
+            lane_code,  # type: ignore[arg-type]
+            categories=pd.Index([*lane_names, "trainer", "sync"]),
+        )
+        del lane_code
+        cols: dict[str, Any] = {
+            "kind": pd.Categorical.from_codes(kind, categories=pd.Index(EVENT_KINDS)),
+            "lane": lanes,
+            "slot": f_slot,
+            "replica": f_replica,
+            "start_s": f_start,
+            "end_s": f_end,
+            "version": f_version,
+            "episode_id": f_id,
+            "complete": complete,
+        }
+        return pd.DataFrame(cols, copy=False)
+
+    def _row_plan(self, idx: np.ndarray, T: float) -> tuple[np.ndarray, ...]:
+        """For the episodes ``idx``: how many updates split each (``k``: ``2k + 1`` candidate
+        rows), where they begin among the update boundaries, and its start, end and version."""
+        c, u = self.columns, self.update_index
+        complete = c.ended[idx]
+        end = np.where(complete, c.end_s[idx], T)
+        lo = c.update_from[idx].astype(np.int64)
+        hi = np.where(complete, c.update_to[idx], u.m)
+        del complete
+        stop = u.first_start_after(lo, hi, end)
+        k, pos = u.applying(self._rows(idx), lo, stop)
+        return k, pos, c.start_s[idx], end, c.version[idx]
+
+    def _fill_rows(
+        self, plan: tuple[np.ndarray, ...], outs: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray, int]:
+        """Write the gen and pause rows of the planned episodes into ``outs`` (kind code 0 gen /
+        1 pause, start, end, version) from row 0 on; return the rows kept per episode and in all.
+
+        Episode by episode, in order: its segments (version, start, end) interleaved with the
+        pauses between them, as :meth:`Episode.segments` gives them; zero-length segments and
+        pauses are dropped (an episode's only segment is kept). The ``2k + 1`` candidate rows of
+        an episode under ``k`` updates run over its start, the updates' starts and ends
+        interleaved (one slice of :attr:`UpdateIndex.boundaries`), and its end.
+        """
+        k, pos, start0, end, version0 = plan
+        times, versions = self.update_index.boundaries
+        times_next = times[1:]
+        o_kind, o_start, o_end, o_version = outs
+        counts = np.empty(len(k), dtype=np.int64)
+        w = 0
+        for c0 in range(0, len(k), CHUNK_EPISODES):
+            c1 = min(c0 + CHUNK_EPISODES, len(k))
+            kc = k[c0:c1]
+            n_rows = 2 * kc + 1
+            row_off = np.zeros(len(kc), dtype=np.int64)
+            np.cumsum(n_rows[:-1], out=row_off[1:])
+            total = int(row_off[-1] + n_rows[-1])
+            # gi = 2 * pos + (row within the episode): the boundary a row starts at
+            delta = 2 * pos[c0:c1] - row_off
+            step = np.ones(total, dtype=np.int64)
+            step[row_off[1:]] = 1 + np.diff(delta)
+            step[0] = delta[0]
+            gi = np.cumsum(step, out=step)
+            r_start, r_end, r_version = times[gi], times_next[gi], versions[gi]
+            r_kind = (gi & 1).astype(np.int8)  # odd rows are pauses
+            del gi
+            r_start[row_off] = start0[c0:c1]
+            r_end[row_off + 2 * kc] = end[c0:c1]
+            r_version[row_off] = version0[c0:c1]
+            spans = kc > 0
+            r_version[row_off[spans] + 1] = version0[c0:c1][spans]
+            keep = r_end > r_start
+            keep[row_off[~spans]] = True  # an episode's only segment is kept even if empty
+            if keep.all():
+                counts[c0:c1] = n_rows
+                kept = total
+            else:
+                counts[c0:c1] = np.add.reduceat(keep, row_off, dtype=np.int64)
+                r_kind, r_start, r_end, r_version = r_kind[keep], r_start[keep], r_end[keep], r_version[keep]
+                kept = len(r_start)
+            o_kind[w : w + kept], o_start[w : w + kept] = r_kind, r_start
+            o_end[w : w + kept], o_version[w : w + kept] = r_end, r_version
+            w += kept
+        return counts, w
+
+    @cached_property
+    def episode_table(self) -> pd.DataFrame:
+        """One row per launched episode with its status, times and versions."""
+        c = self.columns
+        if c.n == 0:
+            return pd.DataFrame({name: [] for name in EPISODE_COLUMNS})
+        end: Any = c.end_s if c.ended.any() else [None] * c.n
+        return pd.DataFrame(
+            {
+                "episode_id": c.id.astype(np.int64),
+                "task_id": c.task_id.astype(np.int64),
+                "duration_s": self.generated_s,
+                "status": np.array(c.status_names, dtype=object)[c.status],
+                "slot": c.slot.astype(np.int64),
+                "replica": c.replica.astype(np.int64),
+                "start_s": c.start_s,
+                "end_s": end,
+                "version": c.version.astype(np.int64),
+                "newest_version": self.newest_versions,
+                "truncated": self.truncated,
+            }
+        )
+
+    @cached_property
+    def trained(self) -> pd.DataFrame:
+        """One row per trained episode: staleness by starting and by newest version, duration, spans."""
+        c = self.columns
+        sel = np.nonzero(c.status_is(S_TRAINED))[0] if c.n else np.zeros(0, dtype=np.int64)
+        if len(sel) == 0:
+            return pd.DataFrame({name: [] for name in TRAINED_COLUMNS})
+        sel = sel[_training_order(c.trained_step[sel], c.end_s[sel], c.id[sel])]
+        tv = c.trained_version[sel].astype(np.int64)
+        v = c.version[sel].astype(np.int64)
+        newest = self.newest_versions[sel]
+        return pd.DataFrame(
+            {
+                "episode_id": c.id[sel].astype(np.int64),
+                "step": c.trained_step[sel].astype(np.int64),
+                "trained_version": tv,
+                "version": v,
+                "staleness": tv - v,
+                "staleness_newest": tv - newest,
+                "duration_s": self.generated_s[sel],
+                "versions_spanned": newest - v + 1,
+                "truncated": self.truncated[sel],
+            },
+            copy=False,
+        )
+
+    # -- summary ---------------------------------------------------------------------------------
+    def _paused_within(self, ep: Episode, until: float) -> float:
+        """Seconds one episode sat inside the updates it spanned, up to its end (or ``until``)."""
+        end = ep.end_s if ep.end_s is not None else until
+        hi = ep.update_to if ep.end_s is not None else len(self.updates)
+        ups = self.updates[ep.update_from : hi]
+        return sum(min(u.end_s, end) - u.start_s for u in ups if u.start_s < end and u.applies_to(ep.replica))
+
+    def _paused_s(self, done: np.ndarray) -> float:
+        """Seconds the finished episodes that spanned updates spent inside them, summed in order:
+        per episode, its updates' overlaps left to right, then the episodes left to right."""
+        c, u = self.columns, self.update_index
+        sel = np.nonzero(done & (c.update_to > c.update_from))[0]
+        if len(sel) == 0 or len(u.sub) == 0:
+            return 0
+        left, at = u.applying(self._rows(sel), c.update_from[sel], c.update_to[sel])
+        per_episode = np.zeros(len(sel), dtype=np.float64)
+        active = np.nonzero(left > 0)[0]
+        at, left, end = at[active], left[active], c.end_s[sel][active]
+        # an update over before the episode's end counts whole (the engine logs an update when it
+        # is over, so that is every update an episode spanned); only the others need the clip
+        whole = u.end_s[u.sub[at + left - 1]] <= end if u.ends_rise else np.zeros(len(at), dtype=bool)
+        span = u.end_s - u.start_s
+
+        def term(pos: np.ndarray, ep_end: np.ndarray, clip: bool) -> np.ndarray:
+            upd = pos if u.shared else u.sub[pos]
+            if not clip:
+                return span[upd]  # type: ignore[no-any-return]
+            u_start = u.start_s[upd]
+            out = np.minimum(u.end_s[upd], ep_end) - u_start
+            out[u_start >= ep_end] = 0.0  # an update from the episode's end on is not counted
+            return out  # type: ignore[no-any-return]
+
+        for part, clip in ((np.nonzero(whole)[0], False), (np.nonzero(~whole)[0], True)):
+            if len(part) == 0:
+                continue
+            p_at, p_left, p_end = at[part], left[part], end[part]
+            acc = term(p_at, p_end, clip)  # 0 + the first term
+            more = np.nonzero(p_left > 1)[0]  # the episodes with a j-th term, j = 1, 2, ...
+            j = 1
+            while len(more):
+                acc[more] += term(p_at[more] + j, p_end[more], clip)
+                j += 1
+                more = more[p_left[more] > j]
+            per_episode[active[part]] = acc
+        return seq_sum(per_episode)
+
+    def summary(self) -> dict[str, float]:
+        """A flat dict of the run's headline numbers (see the module docstring for definitions)."""
+        T = self.sim_time_s
+        n_slots = self.scenario.pipeline.n_slots
+        c = self.columns
+        n_eps = c.n
+        if n_eps:
+            status, start = c.status, c.start_s
+            ended = c.ended
+            aborted = status == S_ABORTED
+            done = ended & ~aborted
+            busy = seq_sum(c.end_s[done] - start[done])
+            paused = self._paused_s(done)
+            running = status == S_RUNNING
+            n_inflight = int(running.sum())
+            busy_inflight = seq_sum(T - start[running])
+            trained = status == S_TRAINED
+            n_trained = int(trained.sum())
+            stale = c.trained_version[trained] - c.version[trained]
+            stale_new = c.trained_version[trained] - self.newest_versions[trained]
+            abort_end = aborted & ended
+            aborted_busy = seq_sum(c.end_s[abort_end] - start[abort_end])
+            gen = self.generated_s
+            launched_mean = seq_sum(gen) / n_eps
+            trained_mean = seq_sum(gen[trained]) / n_trained if n_trained else 0.0
+            truncated = self.truncated
+            counts = {
+                "buffered": float((status == S_BUFFERED).sum()),
+                "discarded": float((status == S_DISCARDED).sum()),
+                "aborted": float(aborted.sum()),
+                "failed": float((status == S_FAILED).sum()),
+                "restarted": float(c.count_nonnegative("parent")),
+                "truncated": float(truncated.sum()),
+            }
+            n_trunc_trained = int(truncated[trained].sum())
+            lost = c.total("lost_s")
+            reprefill = c.total("reprefill_tokens")
+        else:
+            busy = paused = busy_inflight = aborted_busy = 0
+            n_inflight = n_trained = n_trunc_trained = 0
+            stale = stale_new = np.zeros(0, dtype=np.int64)
+            launched_mean = trained_mean = 0.0
+            counts = dict.fromkeys(
+                ("buffered", "discarded", "aborted", "failed", "restarted", "truncated"), 0.0
+            )
+            lost = reprefill = 0
+        train_busy = sum(b - a for _, a, b, _ in self.train_log)
+        denom = n_slots * T if T > 0 else float("nan")
+        rollout_idle = 1 - (busy + busy_inflight + aborted_busy) / denom
+        trainer_idle = 1 - train_busy / T if T > 0 else float("nan")
+        out = {
+            "throughput_per_hour": n_trained / T * 3600 if T > 0 else float("nan"),
+            "gen_util": busy / denom,
+            "gen_util_active": (busy - paused) / denom,
+            "gen_util_total": (busy + busy_inflight) / denom,
+            "staleness_mean": int(stale.sum()) / len(stale) if len(stale) else 0.0,
+            "staleness_max": float(stale.max()) if len(stale) else 0.0,
+            "staleness_newest_mean": int(stale_new.sum()) / len(stale_new) if len(stale_new) else 0.0,
+            "staleness_newest_max": float(stale_new.max()) if len(stale_new) else 0.0,
+            "trained_duration_mean": trained_mean,
+            "launched_duration_mean": launched_mean,
+            "length_bias": trained_mean / launched_mean if launched_mean > 0 else float("nan"),
+            "episodes_launched": float(n_eps),
+            "episodes_trained": float(n_trained),
+            "episodes_in_flight": float(n_inflight),
+            "episodes_buffered": counts["buffered"],
+            "episodes_discarded": counts["discarded"],
+            "episodes_aborted": counts["aborted"],
+            "episodes_failed": counts["failed"],
+            "episodes_restarted": counts["restarted"],
+            "episodes_truncated": counts["truncated"],
+            "truncated_share": n_trunc_trained / n_trained if n_trained else 0.0,
+            "lost_work_s": lost,
+            "reprefill_tokens": reprefill,
+            "never_trained_share": 1 - n_trained / n_eps if n_eps else 0.0,
+            "sim_time_s": T,
+            "trainer_idle_ratio": trainer_idle,
+            "rollout_idle_ratio": rollout_idle,
+            "trainer/idle_ratio": trainer_idle,
+            "rollouter/idle_ratio": rollout_idle,
+        }
+        out.update(self.extra)
+        return out
+
+
+def _lanes(replica: np.ndarray, slot: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Lane names ``r{replica}/slot{slot}`` ordered by (replica, slot), each pair's lane index, and
+    each lane's replica and slot (with -1, -1 appended for the trainer and sync lanes)."""
+    replica, slot = replica.astype(np.int64), slot.astype(np.int64)
+    r_min, s_min = int(replica.min()), int(slot.min())
+    width = int(slot.max()) - s_min + 1
+    key = (replica - r_min) * width + (slot - s_min)
+    n_keys = (int(replica.max()) - r_min + 1) * width
+    if n_keys <= 4 * len(key) + 1024:
+        present = np.zeros(n_keys, dtype=np.bool_)
+        present[key] = True
+        uniq = np.nonzero(present)[0]
+        code_of = np.cumsum(present, dtype=np.int64) - 1
+        lane_of = code_of[key]
+    else:
+        uniq, lane_of = np.unique(key, return_inverse=True)
+    lane_replica = np.append(uniq // width + r_min, [-1, -1])
+    lane_slot = np.append(uniq % width + s_min, [-1, -1])
+    names = [f"r{r}/slot{q}" for r, q in zip(lane_replica[:-2].tolist(), lane_slot[:-2].tolist())]
+    return names, lane_of, lane_replica, lane_slot
+
+
+def _shrunk(x: np.ndarray, n_gen: int, n: int) -> np.ndarray:
+    """The first ``n_gen`` entries of ``x`` in a new array of length ``n`` (the rest unset)."""
+    out = np.empty(n, dtype=x.dtype)
+    out[:n_gen] = x[:n_gen]
+    return out
+
+
+def _training_order(step: np.ndarray, end: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The order that sorts episodes by (step, end, id), stable.
+
+    Ids rise along the episode list (launch order) in every run, so ties in (step, end) keep
+    list order and the id key is dropped; and when every step trained the same number of
+    episodes, the steps are sorted one by one as the rows of a matrix.
+    """
+    n = len(step)
+    if n < 2:
+        return np.arange(n)
+    if not (ids[1:] > ids[:-1]).all():
+        return np.lexsort((ids, end, step))
+    first = int(step.min())
+    rel = step - first
+    if int(rel.max()) < np.iinfo(np.int16).max:
+        rel = rel.astype(np.int16)  # a stable sort of 16-bit integers is a radix sort
+    by_step = np.argsort(rel, kind="stable")
+    sizes = np.bincount(rel)
+    if sizes.min() > 0 and (sizes == sizes[0]).all():
+        rows = by_step.reshape(len(sizes), int(sizes[0]))
+        ends = end[rows]
+        within = np.argsort(ends, axis=1)  # not stable, but much faster: right unless ends tie
+        ties = np.nonzero((np.diff(np.take_along_axis(ends, within, axis=1), axis=1) == 0).any(axis=1))[0]
+        if len(ties):  # the steps with tied ends, again with a stable sort
+            within[ties] = np.argsort(ends[ties], axis=1, kind="stable")
+        return np.take_along_axis(rows, within, axis=1).ravel()
+    return np.lexsort((end, step))

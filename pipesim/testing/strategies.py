@@ -1,0 +1,185 @@
+"""Hypothesis strategies for every policy family, re-exported by :mod:`pipesim.testing`.
+
+``admissions()``, ``weight_updates()``, ``batchings()``, ``failure_policies()``, ``timeouts()``,
+``replica_configs()`` and ``duration_models()`` draw valid policy objects with small parameters;
+``policy_scenarios(...)`` composes them into runnable scenarios. Pass a list of objects or a
+strategy for any family to pin it, e.g. ``policy_scenarios(admissions=[MyRule()])`` to test a
+rule of your own against every other policy.
+
+Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
+verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
+combined with policies that never drop work. (Such a combination, built by hand, ends with
+a :class:`~pipesim.PipelineError`, never a hang.) Hypothesis is imported lazily.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+
+def _as_strategy(x: Any, default: Any) -> Any:
+    from hypothesis import strategies as st
+
+    if x is None:
+        return default
+    return st.sampled_from(list(x)) if isinstance(x, list | tuple) else x
+
+
+def admissions() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.admission import (
+        AReaLThrottle,
+        AsyncRatio,
+        LagBound,
+        OverSample,
+        QueueAhead,
+        StaleFraction,
+    )
+    from pipesim.policies.base import CountThrottle
+
+    return st.one_of(
+        st.just(CountThrottle()),
+        st.builds(AReaLThrottle, st.none() | st.integers(1, 16)),
+        st.builds(QueueAhead, st.floats(1.0, 3.0)),
+        st.builds(AsyncRatio, st.floats(0.0, 3.0)),
+        st.builds(LagBound, st.integers(10, 40)),  # >= the largest batch drawn, or no batch fills
+        st.builds(StaleFraction, st.floats(0.0, 1.0), st.integers(1, 2)),
+        st.builds(OverSample, st.floats(1.0, 2.0)),
+    )
+
+
+def weight_updates() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.base import Drain, PartialRollout
+    from pipesim.policies.updates import (
+        AbortReprefill,
+        AbortRestart,
+        InFlightUpdate,
+        OverlappedSwap,
+        SyncEveryK,
+    )
+
+    return st.one_of(
+        st.sampled_from([PartialRollout(), Drain(), OverlappedSwap()]),
+        st.builds(AbortReprefill, st.floats(1.0, 100.0), st.floats(10.0, 10_000.0)),
+        st.builds(AbortRestart, st.booleans()),
+        st.builds(InFlightUpdate, st.floats(0.0, 5.0)),
+        st.builds(SyncEveryK, st.integers(1, 3), st.sampled_from([PartialRollout(), Drain()])),
+    )
+
+
+def batchings(min_capacity: int = 12) -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.base import OldestFinishedFirst
+    from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO
+
+    return st.one_of(
+        st.sampled_from([OldestFinishedFirst(), LowestVersionFirst()]),
+        st.builds(WindowedFIFO, st.integers(1, 40)),
+        st.builds(DropStale, st.booleans()),
+        st.builds(EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
+    )
+
+
+def failure_policies() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed
+
+    hazard = st.floats(1e-4, 2e-3)  # mean life >= 500 s: most episodes survive
+    return st.one_of(
+        st.builds(DropFailed, hazard), st.builds(RetryFailed, hazard), st.builds(RequeueFailed, hazard)
+    )
+
+
+def timeouts() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.faults import Timeout
+
+    return st.builds(Timeout, st.floats(1.0, 200.0))
+
+
+def replica_configs() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.policies.replicas import LeastLoaded, Replicas, RoundRobin
+
+    return st.builds(Replicas, st.integers(1, 3), st.sampled_from([RoundRobin(), LeastLoaded()]))
+
+
+def duration_models() -> SearchStrategy[Any]:
+    from hypothesis import strategies as st
+
+    from pipesim.workload.durations import AgentDurations, ExponentialDurations, LogNormalDurations
+
+    return st.one_of(
+        st.builds(ExponentialDurations, st.floats(1.0, 100.0)),
+        st.builds(LogNormalDurations, st.floats(1.0, 100.0), st.floats(0.0, 1.5)),
+        st.builds(AgentDurations, mean_turns=st.floats(1.5, 6.0), max_turns=st.integers(1, 10)),
+    )
+
+
+def drops_work(sc: Any) -> bool:
+    """Whether a scenario can drop launched episodes (so count-all admission could stall)."""
+    from pipesim.policies.batching import DropStale, EvictStalest
+    from pipesim.policies.updates import AbortRestart
+
+    return (
+        sc.failures is not None
+        or isinstance(sc.batching, DropStale | EvictStalest)
+        or isinstance(sc.weight_update, AbortRestart)
+    )
+
+
+def policy_scenarios(
+    admissions_: Any = None,
+    weight_updates_: Any = None,
+    batchings_: Any = None,
+    failures: Any = None,
+    durations: Any = None,
+    with_timeouts: bool = True,
+    with_replicas: bool = True,
+) -> SearchStrategy[Any]:
+    """Small runnable scenarios drawing every policy family (pin one with a list or a strategy)."""
+    from hypothesis import strategies as st
+
+    from pipesim.config import Scenario
+    from pipesim.policies.admission import AReaLThrottle, StaleFraction
+    from pipesim.policies.base import CountThrottle
+    from pipesim.testing import pipeline_configs
+
+    ad = _as_strategy(admissions_, admissions())
+    wu = _as_strategy(weight_updates_, weight_updates())
+    ba = _as_strategy(batchings_, batchings())
+    fa = _as_strategy(failures, st.none() | failure_policies())
+    du = _as_strategy(durations, duration_models())
+
+    @st.composite
+    def build(draw: Any) -> Scenario:
+        cfg = draw(pipeline_configs(max_slots=12, max_batch=10, max_steps=5))
+        replicas = draw(st.none() | replica_configs()) if with_replicas else None
+        if replicas is not None and replicas.n_replicas > cfg.n_slots:
+            replicas = None
+        sc = Scenario(
+            pipeline=cfg,
+            durations=draw(du),
+            admission=draw(ad),
+            weight_update=draw(wu),
+            batching=draw(ba),
+            failures=draw(fa),
+            timeout=draw(st.none() | timeouts()) if with_timeouts else None,
+            replicas=replicas,
+            seed=draw(st.integers(0, 2**16)),
+        )
+        if admissions_ is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
+            sc = sc.with_(admission=AReaLThrottle())
+        return sc.with_(pool_size=20 * sc.default_pool_size)
+
+    return build()

@@ -1,0 +1,1 @@
+"""Workloads: duration models and pools (:mod:`pipesim.workload.durations`)."""
