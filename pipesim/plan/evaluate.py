@@ -85,6 +85,8 @@ class Evaluated:
     runs: list[dict[str, float]]
     metrics: dict[str, float] = field(default_factory=dict)
     feasible: bool = False
+    censored: bool = False
+    """A short run whose maximum staleness is a lower bound only (see :func:`censored`)."""
 
     @property
     def throughput(self) -> float:
@@ -153,7 +155,31 @@ class Evaluator:
     def result(self, d: Design, steps: int, seeds: Sequence[int]) -> Evaluated:
         runs = [self.cache[(d, steps, s)] for s in seeds]
         m = aggregate(runs)
-        return Evaluated(d, steps, runs, m, self.spec.constraints.feasible(m))
+        e = Evaluated(d, steps, runs, m, self.spec.constraints.feasible(m))
+        if steps < self.spec.steps and not m.get("failed"):
+            e.censored = censored(self.spec, d, steps, m["staleness_max"])
+        return e
+
+
+def bounded(spec: PlanSpec, d: Design) -> bool:
+    """Whether no episode outlives a real sync (``drain`` waits for them, ``abort`` drops them), or
+    a policy declares a staleness bound (``staleness_bound``), so the maximum staleness stays
+    bounded however long the run."""
+    if d.update in ("drain", "abort"):
+        return True
+    sc = scenario(spec, d, spec.steps)
+    for pol in (sc.weight_update, sc.batching):
+        declared: Any = getattr(pol, "staleness_bound", None)
+        if callable(declared) and declared(sc) is not None:
+            return True
+    return False
+
+
+def censored(spec: PlanSpec, d: Design, steps: int, seen: float) -> bool:
+    """Whether a run of ``steps`` steps says nothing of the full run's maximum staleness: it cannot
+    show more than ``steps - 1``, and an unbounded design that reached that ceiling has stragglers
+    that keep ageing."""
+    return spec.constraints.max_staleness is not None and seen >= steps - 1 and not bounded(spec, d)
 
 
 def violation(c: Constraints, m: dict[str, float]) -> float:

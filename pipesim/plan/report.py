@@ -41,11 +41,11 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
         work = repr(w)
     else:
         work = "...  # the spec's TokenWorkload (a response trace)"
-    sync = (
-        "None  # the cluster's default"
-        if spec.sync_time_s is None
-        else repr(spec.sync_time_s * spec.sync_scale)
-    )
+    base = spec.sync_time_s
+    if base is None and spec.sync_scale == 1:
+        sync = "None"  # the cluster's default
+    else:
+        sync = repr((base if base is not None else _default_sync(spec, d)) * spec.sync_scale)
     return "\n".join(
         [
             "import pipesim",

@@ -67,12 +67,15 @@ def rung_steps(spec: PlanSpec) -> list[int]:
 
 
 def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
-    """Half the quota by throughput among the designs feasible at this rung, the rest by layers of
-    non-dominated sorting of those (a short run underestimates staleness, so the low-staleness end
-    of the trade-off must survive too), then the least infeasible."""
+    """A third of the quota by throughput among the designs feasible at this rung whose maximum
+    staleness is known, a third among those where a short run cannot tell (censored: stragglers
+    keep ageing), the rest by layers of non-dominated sorting of both (the low-staleness end of
+    the trade-off survives too), then the least infeasible."""
     c = spec.constraints
     ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
-    chosen = [e.design for e in ok[: math.ceil(quota / 2)]]
+    third = math.ceil(quota / 3)
+    chosen = [e.design for e in ok if not e.censored][:third]
+    chosen += [e.design for e in ok if e.censored][:third]
     rest = [e for e in ok if e.design not in chosen]
     while rest and len(chosen) < quota:
         layer = nondominated(rest)
