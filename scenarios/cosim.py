@@ -327,7 +327,9 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
     p = Pipeline(scenario, placeholder, source=driver, observer=driver)
     p.run()
     cpu = time.process_time() - t0
-    run = RunResult(p.scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+    run = RunResult(
+        p.scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
+    )
     d = driver
     counts = dict(presampled=d.n_presampled, continued=d.n_continued, sample_calls=d.sample_calls)
     real = {i: live.episode for i, live in d.live.items()}

@@ -107,3 +107,25 @@ def test_every_shipped_policy_family_keeps_its_promises(seed: int) -> None:
         _small(pipesim.CountThrottle()).with_(seed=seed, weight_update=pipesim.SyncEveryK(2)),
     ]:
         check_promises(sc)
+
+
+@dataclass(frozen=True)
+class LosesOneEpisode:
+    """Takes the oldest B, and silently deletes one more buffered episode per step (a bug)."""
+
+    def select(self, buffer: list[Any], p: pipesim.PipelineView) -> tuple[list[Any] | None, list[Any]]:
+        b = p.batch_size
+        if len(buffer) < b + 1:
+            return None, []
+        batch = buffer[:b]
+        del buffer[: b + 1]  # one episode vanishes: neither trained nor discarded
+        return batch, []
+
+
+def test_the_kit_catches_a_batch_policy_that_loses_an_episode() -> None:
+    sc = _small(pipesim.CountThrottle()).with_(max_staleness=2, batching=LosesOneEpisode())
+    r = pipesim.run(sc)
+    assert len(r.ledger_log) == sc.pipeline.steps
+    with pytest.raises(InvariantError, match="conservation at each step"):
+        check_invariants(r)
+    check_invariants(pipesim.run(_small(pipesim.CountThrottle()).with_(max_staleness=2)))

@@ -124,6 +124,9 @@ class Pipeline(PolicyPort):
         self.next_task = 0
         self.n_dropped = 0
         self.batches_taken = 0
+        self.n_trained = 0
+        self.ledger_log: list[tuple[int, int, int, int, int, int]] = []
+        """(step, started, trained, running, buffered, dropped) when the trainer took each batch."""
         self.requeued: deque[tuple[int, int]] = deque()  # (task id, id of the episode it replaces)
         self.syncing = False
         self.sync_pending = False
@@ -363,6 +366,12 @@ class Pipeline(PolicyPort):
         for step in range(self.config.steps):
             batch = yield self.buffer.get()
             self.batches_taken += 1
+            self.n_trained += len(batch)
+            # the books at each step, from the engine's own state: every launched episode is
+            # trained, running, buffered or dropped (pipesim.testing checks it, step by step)
+            self.ledger_log.append(
+                (step, self.started, self.n_trained, self.n_running, len(self.buffer.items), self.n_dropped)
+            )
             self._started_at_batch = self.started
             self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version

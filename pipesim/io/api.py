@@ -37,7 +37,9 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     pool = draw_pool(scenario) if durations is None else as_durations(durations)
     p = Pipeline(scenario, pool.tolist())
     p.run()
-    result = RunResult(scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log)
+    result = RunResult(
+        scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
+    )
     p.release()
     return result
 

@@ -89,6 +89,9 @@ class RunResult:
     train_log: list[tuple[int, float, float, int]]
     sync_log: list[tuple[float, float, int]]
     extra: dict[str, float] = field(default_factory=dict)
+    ledger_log: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    """(step, started, trained, running, buffered, dropped) as the engine counted them when the
+    trainer took each batch (``Pipeline.ledger_log``); empty where the result was built without."""
 
     # -- columns ---------------------------------------------------------------------------------
     @cached_property

@@ -5,7 +5,8 @@
 * time conservation per slot: intervals never overlap, and busy + paused + idle = simulated time;
 * no generation while a sync pauses the engine, and syncs never overlap training steps;
 * every trained batch has exactly ``batch_size`` episodes;
-* episode conservation: launched = trained + buffered + in flight + discarded + aborted;
+* episode conservation: launched = trained + buffered + in flight + discarded + aborted, from
+  the statuses at the end and from the engine's books at every training step;
 * versions only increase (trainer steps, syncs, and the segments of each episode);
 * staleness is never negative, and stays within any bound a policy promises. A policy promises a
   bound by defining ``staleness_bound(scenario) -> int | None``;
@@ -77,6 +78,7 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     _check_phases(result)
     _check_batches(result, cfg.batch_size, cfg.steps)
     _check_conservation(result)
+    _check_ledger(result)
     _check_versions(result)
     _check_pause_promise(result)
     _check_single_version(result)
@@ -175,6 +177,21 @@ def _check_batches(result: RunResult, batch_size: int, steps: int) -> None:
             _fail("batch size", f"step {step} trained {counts.get(step, 0)} episodes, expected {batch_size}")
     if len(result.train_log) != steps:
         _fail("steps completed", f"{len(result.train_log)} training steps, expected {steps}")
+
+
+def _check_ledger(result: RunResult) -> None:
+    """At every training step, from the engine's own books: launched = trained + running +
+    buffered + dropped. A batch policy that loses an episode (removes it from the buffer without
+    discarding it) breaks this at the step it does so, whatever the episodes' statuses say."""
+    for step, started, trained, running, buffered, dropped in result.ledger_log:
+        if started != trained + running + buffered + dropped:
+            _fail(
+                "episode conservation at each step",
+                f"step {step}: {started} launched != {trained} trained + {running} running + "
+                f"{buffered} buffered + {dropped} dropped",
+            )
+        if trained != (step + 1) * result.scenario.pipeline.batch_size:
+            _fail("episode conservation at each step", f"step {step}: {trained} trained so far")
 
 
 def _check_conservation(result: RunResult) -> None:
