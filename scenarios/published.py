@@ -472,6 +472,25 @@ def _areal_trend_diag() -> str:
     return "steps/h: " + ", ".join(f"eta {e} {areal_throughput(areal_run(e)):.1f}" for e in AREAL_TREND_ETAS)
 
 
+def _areal_diag(eta: int) -> str:
+    m = areal_run(eta)
+    return f"eta {eta}: step {m.steady_step_s:.1f} s, train {m.steady_train_s:.1f} s"
+
+
+def _april_diag() -> str:
+    b, a = april_run(False), april_run(True)
+    gb, ga = 1.0 / rollout_throughput(b), 1.0 / rollout_throughput(a)
+    return f"rollout per step: sync {gb:.1f} s, APRIL {ga:.1f} s"
+
+
+def _roll_diag() -> str:
+    s, a = roll_run(False), roll_run(True)
+    return (
+        f"sync step {s.steady_step_s:.0f} s (train {s.steady_train_s:.0f}), async step "
+        f"{a.steady_step_s:.0f} s (train {a.steady_train_s:.0f}, {a.summary.get('preemptions', 0.0):.0f} preemptions)"
+    )
+
+
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         "verl 128 GPUs colocate sync, s/step",
@@ -538,6 +557,7 @@ CLAIMS: tuple[Claim, ...] = (
         "h",
         41.0,
         lambda: areal_run(0).total_s(AREAL_STEPS) / 3600,
+        lambda: _areal_diag(0),
     ),
     Claim(
         "AReaL 1.5B asynchronous, 1,000 steps",
@@ -546,6 +566,7 @@ CLAIMS: tuple[Claim, ...] = (
         "h",
         14.8,
         lambda: areal_run(AREAL_ETA).total_s(AREAL_STEPS) / 3600,
+        lambda: _areal_diag(AREAL_ETA),
     ),
     Claim(
         "AReaL 1.5B async over sync speedup",
@@ -571,6 +592,7 @@ CLAIMS: tuple[Claim, ...] = (
         "%",
         22.5,
         lambda: 100.0 * (rollout_throughput(april_run(True)) / rollout_throughput(april_run(False)) - 1.0),
+        _april_diag,
     ),
     Claim(
         "ROLL Flash async over sync speedup (RLVR)",
@@ -579,6 +601,7 @@ CLAIMS: tuple[Claim, ...] = (
         "x",
         2.24,
         lambda: roll_run(False).steady_step_s / roll_run(True).steady_step_s,
+        _roll_diag,
     ),
 )
 
