@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipesim import agent_episode_durations, simulate_pipeline
+from pipesim import (
+    Drain,
+    PartialRollout,
+    PipelineConfig,
+    Scenario,
+    agent_episode_durations,
+    run,
+    simulate_pipeline,
+)
 from pipesim.workload.durations import straggler_ratios
 
 EXPECTED_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "chapter13_expected.json"
@@ -97,3 +105,17 @@ def test_timeout_at_p95(durations: torch.Tensor, expected: dict) -> None:
     for key, want in e["timeout"].items():
         assert close(r[key], want), (key, r[key], want)
     assert close((durations > cap).float().mean().item(), e["truncated_share"])
+
+
+@pytest.mark.parametrize("eta, interrupt", [(0, True), (1, False), (2, True), (4, False)])
+def test_simulate_pipeline_reports_exactly_the_summary_values(eta: int, interrupt: bool) -> None:
+    """simulate_pipeline computes its four metrics without the full summary: the same floats."""
+    from pipesim.io.api import _chapter_metrics
+
+    cfg = PipelineConfig(
+        n_slots=16, batch_size=16, train_time_s=60.0, sync_time_s=10.0, max_staleness=eta, steps=6
+    )
+    sc = Scenario(pipeline=cfg, weight_update=PartialRollout() if interrupt else Drain(), seed=eta)
+    r = run(sc)
+    full, four = r.summary(), _chapter_metrics(r)
+    assert four == {k: full[k] for k in four}

@@ -38,6 +38,8 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+import numpy.typing as npt
 import simpy
 from simpy.events import NORMAL, EventPriority
 
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
 DEFAULT_OPTIONS = EngineOptions()
+POOL_CHUNK = 4096  # pool entries turned into a list up front, beyond four default pools
 
 
 class _EndOfInstant(simpy.Event):
@@ -90,7 +93,7 @@ class Pipeline(PolicyPort):
     def __init__(
         self,
         scenario: Scenario,
-        durations: list[float],
+        durations: list[float] | npt.NDArray[np.float64],
         *,
         source: EpisodeSource | None = None,
         observer: BatchObserver | None = None,
@@ -98,7 +101,8 @@ class Pipeline(PolicyPort):
         options: EngineOptions = DEFAULT_OPTIONS,
         engine_factory: Callable[[Pipeline, int, int], EngineReplica] | None = None,
     ) -> None:
-        """``durations``: the pool, one entry per task, consumed in order. The seams
+        """``durations``: the pool, one entry per task, consumed in order (a list, or a float64
+        array, turned into a list a chunk at a time: runs use a small prefix of a large pool). The seams
         (:mod:`pipesim.core.seams`): ``source`` supplies each started episode's work instead (the pool
         then only bounds the number of tasks); ``observer`` sees every batch; ``trainer`` times
         each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
@@ -117,7 +121,15 @@ class Pipeline(PolicyPort):
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
         self.env = simpy.Environment()
-        self._durations = durations
+        if isinstance(durations, np.ndarray):
+            self._n_pool = len(durations)
+            first = min(self._n_pool, POOL_CHUNK + 4 * scenario.default_pool_size)
+            self._durations: list[float] = durations[:first].tolist()
+            self._pool_rest: npt.NDArray[np.float64] | None = (
+                durations[first:] if first < self._n_pool else None
+            )
+        else:
+            self._n_pool, self._durations, self._pool_rest = len(durations), durations, None
         self.version = 0
         self.started = 0
         self.started_at_version = [0]  # episodes launched when each trainer version was published
@@ -160,7 +172,7 @@ class Pipeline(PolicyPort):
         self._instant = -1.0
         self._instant_first = 0  # episodes started before the current instant
         self._started_at_batch = 0  # episodes started when the trainer last took a batch
-        self._launch_limit = 2 * len(durations) + 100 * (self.config.n_slots + self.batch_size)
+        self._launch_limit = 2 * self._n_pool + 100 * (self.config.n_slots + self.batch_size)
         self._wakeup = _EndOfInstant(self.env)
         self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
         self._sync_request: simpy.Event = self.env.event()
@@ -281,6 +293,14 @@ class Pipeline(PolicyPort):
         e = engines[0]
         return e if e.accepting else None
 
+    def _more_pool(self) -> bool:
+        """Turn the rest of the pool into list entries (the first chunk ran out); False if none."""
+        if self._pool_rest is None:
+            return False
+        self._durations.extend(self._pool_rest.tolist())  # in place: the hand-over holds this list
+        self._pool_rest = None
+        return True
+
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
@@ -296,8 +316,8 @@ class Pipeline(PolicyPort):
                 task, parent = self.requeued.popleft()
             else:
                 task = self.next_task
-                if task >= len(self._durations):
-                    raise errors.pool_exhausted(self, len(self._durations))
+                if task >= len(self._durations) and not self._more_pool():
+                    raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
         source, version = self.source, engine.version
         work = self._durations[task] if source is None else source.work_s(started, task, version, parent)

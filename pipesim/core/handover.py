@@ -57,7 +57,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
     # the records (episodes, updates, the buffer's items) are read at each call, not bound here:
     # Pipeline.release() hands them over to the result, and this function must not keep them
     peek, get_queue, batch_ready, durations = env.peek, buffer.get_queue, buffer.ready, p._durations
-    n_pool, steps, launch_limit = len(durations), p.config.steps, p._launch_limit
+    steps, launch_limit = p.config.steps, p._launch_limit
     admits, blocks = p.admission.admits, p.weight_update.blocks_admission
     free, index = slots.free, slots.index
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -99,7 +99,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
             p.version >= steps  # the run is over (or ends at this pass)
             or blocks(p)
             or p.requeued
-            or task >= n_pool
+            or task >= len(durations)  # the pool list grows in place (Pipeline._more_pool)
             or looping
             or started - p._started_at_batch >= launch_limit
         ):

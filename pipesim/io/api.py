@@ -10,6 +10,7 @@ import numpy.typing as npt
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
 from pipesim.core.engine import Pipeline
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
+from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
 from pipesim.workload.durations import as_durations, draw
 
@@ -35,13 +36,35 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
     pool = draw_pool(scenario) if durations is None else as_durations(durations)
-    p = Pipeline(scenario, pool.tolist())
+    p = Pipeline(scenario, pool)  # the engine lists the pool a chunk at a time
     p.run()
     result = RunResult(
         scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
     )
     p.release()
     return result
+
+
+def _chapter_metrics(r: RunResult) -> dict[str, float]:
+    """The four summary values the chapter's dict reports, computed as ``RunResult.summary`` does
+    (the same arrays and sums, so the same floats; a test checks) without the other forty."""
+    c = r.columns
+    if not c.n:
+        return r.summary()
+    status = c.status
+    done = c.ended & (status != S_ABORTED)
+    busy = seq_sum(c.end_s[done] - c.start_s[done])
+    trained = status == S_TRAINED
+    n_trained = int(trained.sum())
+    stale = c.trained_version[trained] - c.version[trained]
+    T = r.sim_time_s
+    denom = r.scenario.pipeline.n_slots * T if T > 0 else float("nan")
+    return {
+        "gen_util": busy / denom,
+        "staleness_mean": int(stale.sum()) / len(stale) if len(stale) else 0.0,
+        "staleness_max": float(stale.max()) if len(stale) else 0.0,
+        "trained_duration_mean": seq_sum(r.generated_s[trained]) / n_trained if n_trained else 0.0,
+    }
 
 
 def simulate_pipeline(
@@ -76,7 +99,7 @@ def simulate_pipeline(
         name="simulate_pipeline",
     )
     r = run(scenario, durations)
-    s = r.summary()
+    s = _chapter_metrics(r)
     events: list[tuple[str, int, float, float, int]] = [
         ("gen", e.slot, e.start_s, e.end_s, e.version) for e in r.episodes if e.end_s is not None
     ]
