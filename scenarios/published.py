@@ -315,7 +315,7 @@ def areal_engine() -> EngineConfig:
     return EngineConfig(
         model=MODELS["deepseek-r1-distill-qwen-1.5b"],  # blog: R1-Distill-Qwen-1.5B
         gpu=GPUS["h800"],  # AReaL's README: "16 nodes, each equipped with 8 H800 GPUs"
-        tp=1,  # a 1.5B model: one GPU per SGLang server (AReaL's allocation_mode d*p1m1)
+        tp=1,  # one GPU per SGLang server (allocation_mode sglang.d96p1t1)
         max_model_len=PROMPT_TOKENS + 27 * 1024,
     )
 
@@ -327,7 +327,9 @@ def areal_workload() -> TokenWorkload:
 
 
 AREAL_GPUS = 128  # 16 nodes x 8
-AREAL_TRAIN_GPUS = AREAL_GPUS // 4  # paper: 3/4 of the devices for inference, 1/4 for training
+AREAL_TRAIN_GPUS = AREAL_GPUS // 4
+"""AReaL's quickstart for 16 nodes: "12 nodes for generation, 4 nodes for training",
+``allocation_mode=sglang.d96p1t1+d32p1t1`` (96 SGLang servers at TP 1, 32 trainer GPUs)."""
 
 
 @cache
@@ -485,9 +487,10 @@ def _april_diag() -> str:
 
 def _roll_diag() -> str:
     s, a = roll_run(False), roll_run(True)
+    preemptions = a.summary.get("preemptions", 0.0)
     return (
         f"sync step {s.steady_step_s:.0f} s (train {s.steady_train_s:.0f}), async step "
-        f"{a.steady_step_s:.0f} s (train {a.steady_train_s:.0f}, {a.summary.get('preemptions', 0.0):.0f} preemptions)"
+        f"{a.steady_step_s:.0f} s (train {a.steady_train_s:.0f}, {preemptions:.0f} preemptions)"
     )
 
 
