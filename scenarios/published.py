@@ -312,6 +312,8 @@ minimal impact", and AReaL's async-PPO examples use ``max_head_offpolicyness=4``
 
 
 def areal_engine() -> EngineConfig:
+    # actor.bf16=False in the nightly runner: AReaL trains in fp32 there; the trainer model
+    # counts bf16 peak FLOPs at the global MFU (not modelled, see docs/published.md)
     return EngineConfig(
         model=MODELS["deepseek-r1-distill-qwen-1.5b"],  # blog: R1-Distill-Qwen-1.5B
         gpu=GPUS["h800"],  # AReaL's README: "16 nodes, each equipped with 8 H800 GPUs"
@@ -321,9 +323,8 @@ def areal_engine() -> EngineConfig:
 
 
 def areal_workload() -> TokenWorkload:
-    return math_workload(
-        LONG_COT, 27 * 1024, 16
-    )  # blog: 16 responses per question, 27K maximum generation length
+    # 16 responses per question, 27K maximum generation length (blog; 27 x 1024 = the runner's 27,648)
+    return math_workload(LONG_COT, 27 * 1024, 16)
 
 
 AREAL_GPUS = 128  # 16 nodes x 8
@@ -332,18 +333,31 @@ AREAL_TRAIN_GPUS = AREAL_GPUS // 4
 ``allocation_mode=sglang.d96p1t1+d32p1t1`` (96 SGLang servers at TP 1, 32 trainer GPUs)."""
 
 
+AREAL_PROMPTS = 512
+"""Prompts per step (``dataset.train_bs_n_seqs=512``, with ``group_size=16`` and
+``ppo.gen.max_new_tokens=27648``, in AReaL's nightly runner of the 1.5B 16-node run)."""
+AREAL_SYNC_TRAIN_GPUS = 64
+"""The synchronous 1.5B 16-node run (AReaL's nightly runner, realhf ``ppo-math``):
+``allocation_mode=sglang.d64m1p1+d64p1m1``, 64 GPUs generate and 64 train, one phase at a time."""
+
+
 @cache
-def areal_run(eta: int, steps: int = 8) -> Measured:
-    """AReaL on 96 inference + 32 training H800s at staleness bound ``eta``; eta = 0 is AReaL's
-    synchronous baseline (its docs: ``max_head_offpolicyness=0`` replicates synchronous PPO on the
-    same allocation). Decoupled PPO recomputes the proximal log-probs on the trainer."""
+def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS) -> Measured:
+    """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
+    ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
+    eta = 0 runs one phase at a time (AReaL's docs: ``max_head_offpolicyness=0`` "will essentially
+    replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs."""
     eng = areal_engine()
-    batch = UNSTATED.prompts_per_step * 16  # paper: 512 prompts x 16 responses
+    batch = AREAL_PROMPTS * 16
     sc = systems.areal(max_head_offpolicyness=eta, batch_size=batch, steps=steps)
-    cl = _cluster(eng, AREAL_GPUS, AREAL_TRAIN_GPUS)
-    return measure(
-        sc, cl, areal_workload(), _trainer(eng, AREAL_TRAIN_GPUS, old_logp=True), warmup=min(2, steps - 1)
-    )
+    cl = _cluster(eng, AREAL_GPUS, train_gpus)
+    tr = _trainer(eng, train_gpus, old_logp=True)
+    return measure(sc, cl, areal_workload(), tr, warmup=min(2, steps - 1))
+
+
+def areal_sync() -> Measured:
+    """Synchronous AReaL of the blog's Table 2: eta 0 on the synchronous run's 64:64 allocation."""
+    return areal_run(0, train_gpus=AREAL_SYNC_TRAIN_GPUS)
 
 
 def areal_throughput(m: Measured) -> float:
@@ -474,9 +488,9 @@ def _areal_trend_diag() -> str:
     return "steps/h: " + ", ".join(f"eta {e} {areal_throughput(areal_run(e)):.1f}" for e in AREAL_TREND_ETAS)
 
 
-def _areal_diag(eta: int) -> str:
-    m = areal_run(eta)
-    return f"eta {eta}: step {m.steady_step_s:.1f} s, train {m.steady_train_s:.1f} s"
+def _areal_diag(m: Measured, eta: int) -> str:
+    servers = m.summary.get("n_replicas", 0.0)
+    return f"{servers:.0f} servers, eta {eta}: step {m.steady_step_s:.1f} s, train {m.steady_train_s:.1f} s"
 
 
 def _april_diag() -> str:
@@ -559,8 +573,8 @@ CLAIMS: tuple[Claim, ...] = (
         AREAL_SRC,
         "h",
         41.0,
-        lambda: areal_run(0).total_s(AREAL_STEPS) / 3600,
-        lambda: _areal_diag(0),
+        lambda: areal_sync().total_s(AREAL_STEPS) / 3600,
+        lambda: _areal_diag(areal_sync(), 0),
     ),
     Claim(
         "AReaL 1.5B asynchronous, 1,000 steps",
@@ -569,7 +583,7 @@ CLAIMS: tuple[Claim, ...] = (
         "h",
         14.8,
         lambda: areal_run(AREAL_ETA).total_s(AREAL_STEPS) / 3600,
-        lambda: _areal_diag(AREAL_ETA),
+        lambda: _areal_diag(areal_run(AREAL_ETA), AREAL_ETA),
     ),
     Claim(
         "AReaL 1.5B async over sync speedup",
@@ -577,7 +591,7 @@ CLAIMS: tuple[Claim, ...] = (
         AREAL_SRC,
         "x",
         2.77,
-        lambda: areal_run(0).total_s(AREAL_STEPS) / areal_run(AREAL_ETA).total_s(AREAL_STEPS),
+        lambda: areal_sync().total_s(AREAL_STEPS) / areal_run(AREAL_ETA).total_s(AREAL_STEPS),
     ),
     Claim(
         "AReaL throughput does not fall as eta grows",

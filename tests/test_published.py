@@ -164,7 +164,11 @@ def test_each_claims_setup(recorded):
     assert {c[1].trainer_gpus for c in fa} == {64} and {c[0].pipeline.batch_size for c in fa} == {4 * 32 * 16}
     assert all(not c[3].recompute_old_logp for c in fa)
     areal = by["AReaL"]
-    assert {c[1].n_gpus for c in areal} == {128} and {c[1].trainer_gpus for c in areal} == {32}
+    assert {c[1].n_gpus for c in areal} == {128}
+    # the synchronous run's 64:64 allocation, the asynchronous 96:32 (and the eta sweep on it)
+    assert {(c[0].pipeline.max_staleness, c[1].trainer_gpus) for c in areal} == {(0, 64)} | {
+        (eta, 32) for eta in published.AREAL_TREND_ETAS
+    }
     assert {c[2].samples_per_prompt for c in areal} == {16}
     april = by["APRIL"][0]
     assert april[1].n_gpus == 8 and april[1].colocated and april[0].pipeline.batch_size == 256
