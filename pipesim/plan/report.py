@@ -78,7 +78,8 @@ def _row(e: Evaluated, n_gpus: int) -> list[str]:
         _fmt(m["gpu_hours_per_mtok"], ".2f"),
         f"{_fmt(m['step_time_s'], '.1f')} = {_fmt(m['train_time_s'], '.1f')}+{_fmt(m['sync_time_s'], '.1f')}"
         f"+{_fmt(m['wait_time_s'], '.1f')}",
-        f"{_fmt(m['trainer_idle_ratio'] * 100, '.0f')}/{_fmt(m['rollout_idle_ratio'] * 100, '.0f')}",
+        f"{_fmt(m['trainer_idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
+        f"/{_fmt(m['gpu_busy_share'] * 100, '.0f')}",
         "/".join(
             _fmt(m[f"tokens_{k}"] / 1e6, ".2f")
             for k in ("generated", "trained", "discarded", "buffered", "in_flight")
@@ -95,7 +96,7 @@ HEADER = [
     "disc %",
     "GPU-h/Mtok",
     "step s = train+sync+wait",
-    "idle % tr/ro",
+    "idle % trainer/engine, GPU busy %",
     "ledger Mtok gen/trained/disc/buf/inflight",
 ]
 
@@ -109,6 +110,35 @@ def table(rows: list[list[str]], header: list[str] = HEADER) -> str:
         )
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def ascii_front(result: PlanResult, width: int = 60, height: int = 14) -> str:
+    """Throughput (up) against mean staleness (right) of the full runs: ``o`` infeasible, ``#``
+    feasible, ``F`` on the front, ``*`` recommended."""
+    pts = [e for e in result.full if not e.metrics.get("failed")]
+    if not pts:
+        return ""
+    xs = [e.metrics["staleness_mean"] for e in pts]
+    ys = [e.throughput for e in pts]
+    x1, y1 = max(max(xs), 1e-9), max(max(ys), 1e-9)
+    grid = [[" "] * width for _ in range(height)]
+    front = {e.design for e in result.front}
+    rank = {"o": 0, "#": 1, "F": 2, "*": 3}
+    for e, x, y in zip(pts, xs, ys, strict=True):
+        c = "o" if not e.feasible else "#"
+        if e.design in front:
+            c = "F"
+        if result.best is not None and e.design == result.best.design:
+            c = "*"
+        i = height - 1 - min(int(y / y1 * (height - 1) + 0.5), height - 1)
+        j = min(int(x / x1 * (width - 1) + 0.5), width - 1)
+        if rank[c] >= rank.get(grid[i][j], -1):
+            grid[i][j] = c
+    lines = [f"{_fmt(y1):>9} |" + "".join(grid[0])]
+    lines += ["          |" + "".join(r) for r in grid[1:]]
+    lines.append("        0 +" + "-" * width)
+    lines.append(f"           0{'mean staleness':^{width - 10}}{x1:>8.2f}")
+    return "\n".join(lines)
 
 
 def text(result: PlanResult, top: int = 8) -> str:
@@ -132,6 +162,9 @@ def text(result: PlanResult, top: int = 8) -> str:
         "",
         "Pareto front (feasible, non-dominated: throughput vs mean staleness vs discarded share):",
         table([_row(e, spec.n_gpus) for e in result.front]),
+        "",
+        "samples/h of the full runs against mean staleness (o infeasible, # feasible, F front, * best):",
+        ascii_front(result),
     ]
     if best is not None:
         out += ["", f"recommended: {best.design.label(spec.n_gpus)}", scenario_code(spec, best.design)]
