@@ -134,6 +134,8 @@ _LAZY = {
     "build_report": "pipesim.io.report",
     "run_to_trace": "pipesim.io.trace",
     "write_trace": "pipesim.io.trace",
+    "load": "pipesim.io.saved",
+    "compare": "pipesim.io.compare",
 }
 
 

@@ -176,3 +176,9 @@ class Scenario:
         if pipe:
             own["pipeline"] = dataclasses.replace(self.pipeline, **pipe)
         return dataclasses.replace(self, **own)
+
+    def _repr_html_(self) -> str:
+        """A compact HTML table of the scenario for notebooks (:mod:`pipesim.io.html`)."""
+        import importlib  # io sits above config: loaded by name on first use only
+
+        return str(importlib.import_module("pipesim.io.html").scenario_html(self))

@@ -32,8 +32,9 @@ def _version_bars(fig: go.Figure, axis: str = "y") -> list[go.Bar]:
 
 def test_side_by_side_shares_time_axis_and_draws_every_segment(fig13_1: dict) -> None:
     fig = timelines(fig13_1)
-    assert fig.layout.xaxis.matches == "x2" or fig.layout.xaxis2.matches == "x"  # shared time axis
-    for axis, res in zip(("y", "y2"), fig13_1.values()):
+    # each run has two rows (trainer and sync lanes, then the slots), all on one time axis
+    assert {fig.layout[f"xaxis{i}"].matches for i in ("", 2, 3)} == {"x4"}
+    for axis, res in zip(("y2", "y4"), fig13_1.values()):
         bars = _version_bars(fig, axis)
         n_bars = sum(len(b.base) for b in bars)
         assert n_bars == len(res.events.query("kind == 'gen'"))
@@ -62,7 +63,7 @@ def test_hover_carries_episode_task_duration_versions_and_staleness(fig13_1: dic
     res = fig13_1["async"]
     fig = timeline(res)
     tr = res.trained.set_index("episode_id")
-    bar = _version_bars(fig)[0]
+    bar = _version_bars(fig, "y2")[0]
     assert "episode %{customdata[0]}" in bar.hovertemplate and "staleness at training" in bar.hovertemplate
     for row in bar.customdata:
         ep = int(row[0])

@@ -185,6 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_output("html", args.html)
     _check_output("events", args.events, (".parquet", ".csv"))
     _check_output("trace", args.trace)
+    _check_save_dir(args.save)
     scen, given = _scenario(args.scenario, args.set, args.seed)
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
     result = run(scen)
@@ -222,12 +223,39 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         write_trace(result, args.trace)
         print(f"wrote {args.trace}", file=out)
+    if args.save:
+        result.save(args.save)
+        print(f"saved the run to {args.save} (pipesim.load, `pipesim report/trace {args.save}`)", file=out)
     if args.html:
-        from pipesim.io.viz import figures_to_html, timeline
+        from pipesim.io.viz import figures_to_html, run_views
 
-        Path(args.html).write_text(figures_to_html([timeline(result, args.scenario)], title=args.scenario))
+        Path(args.html).write_text(figures_to_html(run_views(result, args.scenario), title=args.scenario))
         print(f"wrote {args.html}", file=out)
     return 0
+
+
+def _check_save_dir(path: str | None) -> None:
+    """``--save DIR``: a new directory (its parent must exist), an empty one, or a saved run."""
+    if path is None:
+        return
+    from pipesim.io.saved import is_saved_run
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--save: {path!r} is a file; a saved run is a directory")
+    if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
+        raise UsageError(f"--save: {path!r} is a non-empty directory that is not a saved run")
+    if not p.exists():
+        _check_output("save", path)
+
+
+def _load_saved(path: str) -> Any:
+    from pipesim.io.saved import load
+
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise UsageError(_one_line(exc)) from None
 
 
 def split_values(text: str) -> list[str]:
@@ -421,6 +449,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     _check_output("out", args.out)
+    if args.run is not None:
+        from pipesim.io.viz import run_page
+
+        saved = _load_saved(args.run)
+        Path(args.out).write_text(run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
+        print(f"wrote {Path(args.out).resolve()}")
+        return 0
     path = build_report(args.out, seeds=args.seeds, workers=args.workers, progress=not args.quiet)
     print(f"wrote {path.resolve()}")
     return 0
@@ -435,7 +470,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
     suffix = src.suffix.lower()
     if suffix in (".json", ".parquet", ".csv") and not src.exists():
         raise UsageError(f"{src}: no such file")
-    if suffix in (".parquet", ".csv"):
+    if src.is_dir():
+        from pipesim.io.trace import events_to_trace
+
+        saved = _load_saved(args.run)
+        trace = events_to_trace(saved.events, saved.episode_table, name=saved.scenario.name)
+        Path(args.out).write_text(json.dumps(trace, separators=(",", ":")))
+    elif suffix in (".parquet", ".csv"):
         import pandas as pd
 
         events = pd.read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
@@ -592,6 +633,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--trace", metavar="PATH", help="write a Chrome/Perfetto trace-event JSON; e.g. --trace trace.json"
     )
+    r.add_argument(
+        "--save",
+        metavar="DIR",
+        help="save the run as a directory (tables as Parquet, scenario and summary as JSON) for "
+        "pipesim.load, `pipesim report DIR` and `pipesim trace DIR`; e.g. --save runs/areal",
+    )
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser(
@@ -645,8 +692,17 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help="write the offline HTML report of the chapter's figures",
         description="Compute the chapter's tables and figures and write one self-contained HTML page.",
-        epilog=_examples("pipesim report --out report.html --seeds 3"),
+        epilog=_examples(
+            "pipesim report --out report.html --seeds 3", "pipesim report runs/areal --out areal.html"
+        ),
         formatter_class=fmt,
+    )
+    rep.add_argument(
+        "run",
+        nargs="?",
+        metavar="DIR",
+        help="a saved run (`pipesim run --save DIR`): write its summary and views instead of the "
+        "chapter's report; e.g. pipesim report runs/areal --out areal.html",
     )
     rep.add_argument(
         "--out", default="report.html", metavar="PATH", help="the page to write; e.g. --out report.html"
@@ -666,6 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a Chrome/Perfetto trace of a run file, an events table or a scenario.",
         epilog=_examples(
             "pipesim trace run.json --out trace.json",
+            "pipesim trace runs/areal --out trace.json   # a run saved with `pipesim run --save`",
             "pipesim trace events.parquet --out trace.json",
             "pipesim trace systems:areal --set steps=3 --out trace.json",
         ),
@@ -673,7 +730,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "run",
-        help=f"RUN.json from `pipesim run --json`, an events .parquet/.csv, or a scenario ({SCENARIO_HELP})",
+        help="RUN.json from `pipesim run --json`, a saved-run directory (`pipesim run --save`), an events "
+        f".parquet/.csv, or a scenario ({SCENARIO_HELP})",
     )
     t.add_argument(
         "--out", required=True, metavar="PATH", help="the trace file to write; e.g. --out trace.json"

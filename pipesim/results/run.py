@@ -27,8 +27,10 @@ on the pool clamped at ``cap`` reports.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -340,6 +342,17 @@ class RunResult:
             },
             copy=False,
         )
+
+    # -- keeping and showing ----------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write this run as a directory (events, trained and episode tables as Parquet, scenario
+        and summary as JSON); ``pipesim.load(path)`` reads it back. See :mod:`pipesim.io.saved`."""
+        # io sits above results: imported by name on first use, so results never loads it otherwise
+        return Path(importlib.import_module("pipesim.io.saved").save(self, path))
+
+    def _repr_html_(self) -> str:
+        """A compact HTML table of the run for notebooks (:mod:`pipesim.io.html`)."""
+        return str(importlib.import_module("pipesim.io.html").run_html(self))
 
     # -- summary ---------------------------------------------------------------------------------
     def _paused_within(self, ep: Episode, until: float) -> float:

@@ -6,20 +6,32 @@
 * :func:`staleness_throughput_figure` (Figure 13.2), :func:`lines_figure` (e.g. throughput against
   sync time, one line per design) and :func:`design_comparison_figure` -- sweep figures with 95%
   bands over seeds, in :mod:`pipesim.io.viz.sweep`.
+* :func:`aggregate_view` -- in flight by version, buffer depth, utilisation and trainer busy over
+  time, staleness per trained batch: for runs too large for a timeline
+  (:mod:`pipesim.io.viz.aggregate`); :func:`run_views` picks the timeline or it by size
+  (above ``AGGREGATE_THRESHOLD`` slots the aggregate view only, else both), and :func:`run_page`
+  is one run's page (its summary table and views), what ``pipesim report DIR`` writes.
 * :func:`figures_to_html` -- several figures in one self-contained page with plotly.js inlined once.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 
+from pipesim.io.viz.aggregate import AGGREGATE_THRESHOLD, aggregate_view
 from pipesim.io.viz.sweep import design_comparison_figure, lines_figure, staleness_throughput_figure
 from pipesim.io.viz.timeline import WEBGL_THRESHOLD, segments_frame, timeline, timelines, version_colors
 
 __all__ = [
+    "AGGREGATE_THRESHOLD",
     "WEBGL_THRESHOLD",
+    "aggregate_view",
+    "run_page",
+    "run_views",
     "design_comparison_figure",
     "figure_div",
     "figures_to_html",
@@ -51,10 +63,30 @@ def figure_div(fig: go.Figure, div_id: str | None = None) -> str:
     )
 
 
-def figures_to_html(figures: Sequence[go.Figure], title: str = "pipesim") -> str:
-    """A self-contained offline page: plotly.js once in the head, then each figure's div."""
-    body = "\n".join(figure_div(f) for f in figures)
+def figures_to_html(figures: Sequence[go.Figure], title: str = "pipesim", preamble: str = "") -> str:
+    """A self-contained offline page: plotly.js once in the head, then ``preamble`` (HTML) and
+    each figure's div."""
+    body = preamble + "\n".join(figure_div(f) for f in figures)
     return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>{plotlyjs_script()}'
-        f"</head><body>{body}</body></html>"
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"{plotlyjs_script()}</head><body>{body}</body></html>"
     )
+
+
+def run_views(result: Any, title: str | None = None, *, aggregate: bool | None = None) -> list[go.Figure]:
+    """The figures for one run: the timeline and the aggregate view, or above
+    ``AGGREGATE_THRESHOLD`` slots the aggregate view alone (``aggregate`` forces either way)."""
+    big = result.scenario.pipeline.n_slots > AGGREGATE_THRESHOLD
+    if aggregate is None:
+        aggregate = big
+    if aggregate:
+        return [aggregate_view(result, title)]
+    return [timeline(result, title), aggregate_view(result, title)]
+
+
+def run_page(result: Any, title: str = "pipesim run", *, aggregate: bool | None = None) -> str:
+    """One run as a self-contained page: its summary and scenario tables, then :func:`run_views`."""
+    from pipesim.io.html import run_html
+
+    head = f'<h2 style="font-family:sans-serif">{html.escape(title)}</h2>{run_html(result)}'
+    return figures_to_html(run_views(result, aggregate=aggregate), title=title, preamble=head)

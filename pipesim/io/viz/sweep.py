@@ -2,7 +2,9 @@
 
 All functions take the aggregate table of :class:`pipesim.io.sweeps.SweepResult` (columns
 ``<metric>_mean``, ``_lo``, ``_hi``), so they draw whatever a sweep produced, on one seed (no band)
-or many. Bands are filled polygons under each line, in the line's colour.
+or many. Bands are filled polygons under each line, in the line's colour. Legends carry a title
+(what the lines are: the ``by`` column), a parameter whose values are all integers gets integer
+ticks (no "1.5 slots"), and bands of a share (a utilisation, an idle ratio) are clipped to [0, 1].
 """
 
 from __future__ import annotations
@@ -21,6 +23,36 @@ def _rgba(hex_color: str, alpha: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+SHARE_METRICS = (
+    "gen_util",
+    "gen_util_active",
+    "gen_util_total",
+    "trainer_idle_ratio",
+    "rollout_idle_ratio",
+    "never_trained_share",
+    "truncated_share",
+)
+"""Metrics that are shares: their 95% bands are clipped to [0, 1]."""
+
+
+def _is_share(metric: str) -> bool:
+    return metric in SHARE_METRICS or "util" in metric or metric.endswith(("_share", "idle_ratio"))
+
+
+def _integer_axis(fig: go.Figure, values: Sequence[object], **where: int) -> None:
+    """Integer ticks on the x axis ``where`` when every value is an integer."""
+    try:
+        vals = sorted({float(v) for v in values})  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return
+    if not vals or not all(v.is_integer() for v in vals):
+        return
+    if len(vals) <= 12:
+        fig.update_xaxes(tickmode="array", tickvals=vals, ticktext=[f"{int(v):,}" for v in vals], **where)
+    else:
+        fig.update_xaxes(tickformat=",d", **where)
 
 
 def _need(agg: pd.DataFrame, cols: Sequence[str]) -> None:
@@ -46,11 +78,14 @@ def add_band_line(
     _need(agg, [x, f"{metric}_mean", f"{metric}_lo", f"{metric}_hi"])
     d = agg.sort_values(x)
     xs = list(d[x])
-    if (d[f"{metric}_hi"] > d[f"{metric}_lo"]).any():
+    lo, hi = d[f"{metric}_lo"], d[f"{metric}_hi"]
+    if _is_share(metric):
+        lo, hi = lo.clip(0.0, 1.0), hi.clip(0.0, 1.0)
+    if (hi > lo).any():
         fig.add_trace(
             go.Scatter(
                 x=xs + xs[::-1],
-                y=list(d[f"{metric}_hi"]) + list(d[f"{metric}_lo"])[::-1],
+                y=list(hi) + list(lo)[::-1],
                 fill="toself",
                 mode="lines",
                 fillcolor=_rgba(color, 0.18),
@@ -72,7 +107,7 @@ def add_band_line(
             legendgroup=name,
             showlegend=showlegend,
             line=dict(color=color, dash=dash),
-            customdata=list(zip(d[f"{metric}_lo"], d[f"{metric}_hi"], n)),
+            customdata=list(zip(lo, hi, n)),
             hovertemplate=f"{name}<br>{x}=%{{x}}<br>{metric}: %{{y:.3g}} "
             "(95%: %{customdata[0]:.3g} to %{customdata[1]:.3g}, %{customdata[2]} seeds)<extra></extra>",
         ),
@@ -104,9 +139,12 @@ def lines_figure(
         height=420,
         plot_bgcolor="white",
         hovermode="closest",
+        legend_title_text=by,
     )
     if log_x:
         fig.update_xaxes(type="log")
+    else:
+        _integer_axis(fig, list(agg[x]))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
     return fig
@@ -143,7 +181,9 @@ def staleness_throughput_figure(
     fig.update_yaxes(title_text="episodes trained per hour", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="staleness (versions)", row=1, col=2, rangemode="tozero")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest")
+    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest", legend_title_text=by)
+    _integer_axis(fig, list(agg[x]), row=1, col=1)
+    _integer_axis(fig, list(agg[x]), row=1, col=2)
     return fig
 
 
@@ -163,6 +203,8 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     for j, (m, _) in enumerate(DESIGN_PANELS, start=1):
         lo, hi, mean = agg[f"{m}_lo"], agg[f"{m}_hi"], agg[f"{m}_mean"]
+        if _is_share(m):
+            lo, hi = lo.clip(0.0, 1.0), hi.clip(0.0, 1.0)
         fig.add_trace(
             go.Bar(
                 x=names,

@@ -20,6 +20,7 @@ slot tick labels are thinned. WebGL keeps panning smooth where 25k SVG bars woul
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,12 +33,17 @@ from pipesim.results.run import RunResult
 WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
 TRAIN_COLOR, SYNC_COLOR, PAUSE_COLOR = "#17becf", "#f2c80f", "#c8c8c8"
-MARKS = {  # status -> (legend label, marker symbol, colour)
+MARKS = {  # status -> (legend label, marker symbol, colour); each its own colour
     "discarded": ("dropped", "x", "#d62728"),
     "aborted": ("aborted", "x-thin-open", "#8b0000"),
-    "truncated": ("timed out", "line-ns-open", "#d62728"),
+    "truncated": ("timed out", "line-ns-open", "#ff7f0e"),
+    "failed": ("failed (worker)", "star-triangle-down", "#8c564b"),
+    "retried": ("retry of a failed or aborted episode", "triangle-right-open", "#e377c2"),
     "over_bound": ("staleness > eta", "diamond-open", "#9467bd"),
 }
+LANE_ROW_PX = 56
+"""Pixel height of the trainer and sync lanes, whatever the number of slots."""
+LEGEND_TITLE = "colour = version that generated the segment"
 HOVER = (
     "episode %{customdata[0]} (task %{customdata[1]})<br>duration %{customdata[2]:.1f} s<br>"
     "segment v%{customdata[3]}, started v%{customdata[4]}, newest v%{customdata[5]}<br>"
@@ -76,21 +82,35 @@ def segments_frame(result: RunResult) -> pd.DataFrame:
     info = _episode_info(result)
     seg = gen.join(info.rename(columns={"version": "version_episode"}), on="episode_id")
     lanes = _lanes(gen)
-    seg["y"] = [lanes[(int(r), int(s))] + 2 for r, s in zip(seg["replica"], seg["slot"])]
+    seg["y"] = [lanes[(int(r), int(s))] for r, s in zip(seg["replica"], seg["slot"])]
     return seg
 
 
+def retried_ids(result: Any) -> np.ndarray:
+    """Ids of the episodes that relaunch a failed or aborted one (their parent is set)."""
+    cols = getattr(result, "columns", None)
+    if cols is not None and hasattr(cols, "parent"):
+        parent = np.asarray(cols.parent)
+        return np.asarray(cols.id)[parent >= 0]  # type: ignore[no-any-return]
+    lineage = getattr(result, "lineage", None)  # a loaded run keeps the parents beside its tables
+    if lineage is not None and len(lineage):
+        return lineage.loc[lineage["parent"] >= 0, "episode_id"].to_numpy()  # type: ignore[no-any-return]
+    return np.zeros(0, dtype=np.int64)
+
+
 def add_run(
-    fig: go.Figure, result: RunResult, row: int = 1, *, webgl: bool | None = None, showlegend: bool = True
+    fig: go.Figure, result: Any, row: int = 1, *, webgl: bool | None = None, showlegend: bool = True
 ) -> None:
-    """Draw ``result`` into subplot ``row`` of ``fig`` (see the module docstring for the layout)."""
+    """Draw ``result`` into subplots ``row`` (trainer and sync lanes) and ``row + 1`` (the slots)
+    of ``fig`` (see the module docstring for the layout)."""
+    lane_row, row = row, row + 1
     seg = segments_frame(result)
     ev = result.events
     eta = result.scenario.pipeline.max_staleness
     n_versions = int(max(ev["version"].max() if len(ev) else 0, 0)) + 2
     colors = version_colors(n_versions)
     use_gl = len(seg) > WEBGL_THRESHOLD if webgl is None else webgl
-    n_rows = int(seg["y"].max()) + 1 if len(seg) else 2
+    n_rows = int(seg["y"].max()) + 1 if len(seg) else 1
     T = result.sim_time_s
 
     for a, b, _ in [(a, b, v) for a, b, v in result.sync_log]:  # sync bands across every slot
@@ -113,6 +133,8 @@ def add_run(
         (train, 0, TRAIN_COLOR, "training step"),
         (sync, 1, SYNC_COLOR, "weight sync"),
     ]:
+        if not len(df):
+            continue
         fig.add_trace(
             go.Bar(
                 y=[y] * len(df),
@@ -128,7 +150,7 @@ def add_run(
                 hovertemplate=f"{name} (v%{{customdata[0]}})<br>%{{base:.1f}} s to %{{customdata[1]:.1f}} s"
                 "<extra></extra>",
             ),
-            row=row,
+            row=lane_row,
             col=1,
         )
 
@@ -225,22 +247,26 @@ def add_run(
         )
 
     last = seg.sort_values("end_s").drop_duplicates("episode_id", keep="last")
+    first = seg.sort_values("start_s").drop_duplicates("episode_id", keep="first")
     over = last["staleness"].fillna(-1) > eta
     flags = {
-        "discarded": last["status"] == "discarded",
-        "aborted": last["status"] == "aborted",
-        "truncated": last["truncated"].astype(bool),
-        "over_bound": over,
+        "discarded": (last, last["status"] == "discarded"),
+        "aborted": (last, last["status"] == "aborted"),
+        "truncated": (last, last["truncated"].astype(bool)),
+        "failed": (last, last["status"] == "failed"),
+        "retried": (first, first["episode_id"].isin(retried_ids(result))),
+        "over_bound": (last, over),
     }
     Scatter = go.Scattergl if use_gl else go.Scatter
-    for key, mask in flags.items():
-        pts = last[mask.to_numpy()]
+    for key, (frame, mask) in flags.items():
+        pts = frame[mask.to_numpy()]
         if not len(pts):
             continue
         name, symbol, color = MARKS[key]
+        at = "start_s" if key == "retried" else "end_s"
         fig.add_trace(
             Scatter(
-                x=pts["end_s"],
+                x=pts[at],
                 y=pts["y"],
                 mode="markers",
                 name=name,
@@ -253,15 +279,17 @@ def add_run(
                     line=dict(width=1 if use_gl else 2, color=color),
                 ),
                 customdata=pts[cd_cols].to_numpy(),
-                hovertemplate=HOVER.replace("%{base:.1f} s to ", "ends "),
+                hovertemplate=HOVER.replace(
+                    "%{base:.1f} s to ", "starts " if key == "retried" else "ends "
+                ).replace("%{customdata[8]:.1f}", "%{x:.1f}" if key == "retried" else "%{customdata[8]:.1f}"),
             ),
             row=row,
             col=1,
         )
 
-    lanes = ["trainer", "sync"] + [f"r{r}/slot{s}" if r else f"slot {s}" for r, s in _lanes(seg)]
+    lanes = [f"r{r}/slot{s}" for r, s in _lanes(seg)]  # as the events table names them
     step = max(1, len(lanes) // 40)
-    ticks = [0, 1] + list(range(2, len(lanes), step))
+    ticks = list(range(0, len(lanes), step))
     fig.update_yaxes(
         tickvals=ticks,
         ticktext=[lanes[i] for i in ticks],
@@ -271,52 +299,79 @@ def add_run(
         col=1,
         zeroline=False,
     )
+    fig.update_yaxes(
+        tickvals=[0, 1],
+        ticktext=["trainer", "sync"],
+        autorange=False,
+        range=[1.6, -0.6],
+        row=lane_row,
+        col=1,
+        zeroline=False,
+        fixedrange=True,
+    )
     fig.update_xaxes(range=[0, T * 1.01], row=row, col=1)
+    fig.update_xaxes(range=[0, T * 1.01], row=lane_row, col=1)
 
 
-def timeline(result: RunResult, title: str | None = None, *, webgl: bool | None = None) -> go.Figure:
+def timeline(result: Any, title: str | None = None, *, webgl: bool | None = None) -> go.Figure:
     """An interactive timeline of one run (see the module docstring)."""
     return timelines({title or result.scenario.name: result}, webgl=webgl)
 
 
+def slot_rows_px(n_slots: int) -> int:
+    """Pixel height of a run's slot rows: 22 px a slot for small runs, bounded for large ones."""
+    return int(min(900, max(160, n_slots * 22 if n_slots <= 40 else 500 + n_slots // 8)))
+
+
 def timelines(
-    results: Mapping[str, RunResult] | Sequence[RunResult],
+    results: Mapping[str, Any] | Sequence[Any],
     *,
     webgl: bool | None = None,
     height: int | None = None,
 ) -> go.Figure:
-    """Runs stacked on a shared time axis, like Figure 13.1 (synchronous above async eta=1)."""
+    """Runs stacked on a shared time axis, like Figure 13.1 (synchronous above async eta=1).
+
+    Each run has two rows: its trainer and sync lanes, ``LANE_ROW_PX`` pixels high whatever the
+    number of slots, and its slots below them."""
     named = dict(results) if isinstance(results, Mapping) else {r.scenario.name: r for r in results}
     if not named:
         raise ValueError("timelines needs at least one RunResult")
     for k, r in named.items():
-        if not isinstance(r, RunResult):
+        if not (isinstance(r, RunResult) or (hasattr(r, "events") and hasattr(r, "episode_table"))):
             raise ValueError(f"timelines: {k!r} is a {type(r).__name__}, not a RunResult")
-    titles = [
-        f"{k}: {r.scenario.pipeline.steps} steps in {r.sim_time_s:,.0f} s, "
-        f"{r.summary()['throughput_per_hour']:,.0f} episodes/h"
-        for k, r in named.items()
-    ]
-    rows = [r.scenario.pipeline.n_slots + 2 for r in named.values()]
+    titles: list[str] = []
+    px: list[int] = []
+    for k, r in named.items():
+        titles += [
+            f"{k}: {r.scenario.pipeline.steps} steps in {r.sim_time_s:,.0f} s, "
+            f"{r.summary()['throughput_per_hour']:,.0f} episodes/h",
+            "",
+        ]
+        px += [LANE_ROW_PX, slot_rows_px(r.scenario.pipeline.n_slots)]
+    gap_px = 60
+    total = sum(px) + gap_px * len(named)
+    fig_height = height or int(total + 130)
+    spacing = 8 / fig_height
     fig = make_subplots(
-        rows=len(named),
+        rows=2 * len(named),
         cols=1,
         shared_xaxes=True,
         subplot_titles=titles,
-        vertical_spacing=0.08,
-        row_heights=[float(n) for n in rows],
+        vertical_spacing=spacing,
+        row_heights=[float(p) for p in px],
     )
-    for i, r in enumerate(named.values(), start=1):
-        add_run(fig, r, row=i, webgl=webgl, showlegend=(i == 1))
-    px_per_row = 22 if max(rows) <= 40 else 1
+    for i, r in enumerate(named.values()):
+        add_run(fig, r, row=2 * i + 1, webgl=webgl, showlegend=(i == 0))
     fig.update_layout(
         barmode="overlay",
-        height=height or int(min(1600, max(380, 160 + sum(rows) * px_per_row))),
-        legend=dict(orientation="h", y=-0.08),
-        margin=dict(l=70, r=20, t=50, b=40),
+        height=fig_height,
+        legend=dict(orientation="h", y=-60 / fig_height, title_text=LEGEND_TITLE, yanchor="top"),
+        margin=dict(l=80, r=20, t=50, b=110),
         plot_bgcolor="white",
         uniformtext=dict(minsize=8, mode="hide"),
         hovermode="closest",
     )
-    fig.update_xaxes(title_text="simulated seconds", row=len(named), col=1, showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(
+        title_text="simulated seconds", row=2 * len(named), col=1, showgrid=True, gridcolor="#eee"
+    )
     return fig

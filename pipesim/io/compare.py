@@ -1,0 +1,92 @@
+"""Side-by-side comparison of two or more designs: ``pipesim.compare({"A": s1, "B": s2})``.
+
+Each value may be a :class:`~pipesim.config.Scenario` (run here), a
+:class:`~pipesim.results.run.RunResult`, or a run loaded with :func:`pipesim.load`. The result
+holds ``table`` (one row per headline metric, one column per design) and ``figure`` (a Plotly
+figure: one panel per headline metric, a bar per design), and displays as the table in a notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pipesim.config import Scenario
+from pipesim.io.api import run
+from pipesim.io.html import HEADLINE_KEYS
+
+__all__ = ["Comparison", "FIGURE_METRICS", "compare"]
+
+FIGURE_METRICS = (
+    ("throughput_per_hour", "episodes / hour"),
+    ("gen_util", "slot utilisation"),
+    ("staleness_mean", "mean staleness"),
+    ("length_bias", "length bias"),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare` returns: the runs, the side-by-side table and the figure."""
+
+    results: dict[str, Any]
+    table: pd.DataFrame
+    figure: go.Figure
+
+    def _repr_html_(self) -> str:
+        return str(self.table.to_html(float_format=lambda v: f"{v:,.4g}"))
+
+    def __iter__(self) -> Any:  # table, figure = pipesim.compare(...)
+        return iter((self.table, self.figure))
+
+
+def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
+    """Run (where needed) and set two or more designs side by side.
+
+    ``metrics``: the summary keys for the table's rows (default: the headline keys of
+    :mod:`pipesim.io.html`, which label the rows)."""
+    if not isinstance(designs, Mapping) or len(designs) < 2:
+        raise ValueError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}")
+    results: dict[str, Any] = {}
+    for name, d in designs.items():
+        if isinstance(d, Scenario):
+            results[str(name)] = run(d)
+        elif hasattr(d, "summary") and hasattr(d, "scenario"):
+            results[str(name)] = d
+        else:
+            raise ValueError(
+                f"compare: {name!r} is a {type(d).__name__}; give a Scenario, a RunResult or a loaded run"
+            )
+    summaries = {k: r.summary() for k, r in results.items()}
+    keys = list(metrics) if metrics is not None else [k for k, _ in HEADLINE_KEYS]
+    labels = dict(HEADLINE_KEYS)
+    table = pd.DataFrame(
+        {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},
+        index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
+    )
+    fig = make_subplots(rows=1, cols=len(FIGURE_METRICS), subplot_titles=[t for _, t in FIGURE_METRICS])
+    from pipesim.io.viz.sweep import PALETTE
+
+    names = list(summaries)
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
+    for j, (k, label) in enumerate(FIGURE_METRICS, start=1):
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[summaries[n].get(k, float("nan")) for n in names],
+                marker_color=colors,
+                name=label,
+                showlegend=False,
+                hovertemplate="%{x}<br>" + label + ": %{y:,.4g}<extra></extra>",
+            ),
+            row=1,
+            col=j,
+        )
+    fig.update_yaxes(range=[0, 1], row=1, col=2)
+    fig.update_layout(height=380, plot_bgcolor="white", title="designs side by side")
+    return Comparison(results=results, table=table, figure=fig)

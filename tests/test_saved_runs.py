@@ -1,0 +1,151 @@
+"""Results that last (``RunResult.save`` / ``pipesim.load``, ``pipesim run --save``, ``report DIR``,
+``trace DIR``) and the notebook displays (``_repr_html_``, ``pipesim.compare``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import pipesim
+from pipesim import RetryFailed, Scenario, Timeout, run
+from pipesim.io.cli import main
+from pipesim.io.registry import get_scenario
+from pipesim.io.saved import SavedRun, SavedRunError
+
+SMALL = ["--set", "n_slots=8", "--set", "batch_size=8", "--set", "steps=3", "--set", "pool_size=none"]
+
+
+@pytest.fixture(scope="module")
+def busy_run() -> pipesim.RunResult:
+    """A run with partial rollouts, retried failures and timeouts: every status and column used."""
+    scen = get_scenario("fig13.1-async").with_(
+        failures=RetryFailed(hazard_per_s=0.002), timeout=Timeout(cap_s=200.0), pool_size=400
+    )
+    return run(scen)
+
+
+def _same_summary(a: dict[str, float], b: dict[str, float]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert (math.isnan(a[k]) and math.isnan(b[k])) or a[k] == b[k], k
+
+
+def test_save_and_load_give_equal_tables_summary_and_scenario(
+    busy_run: pipesim.RunResult, tmp_path: Path
+) -> None:
+    r = busy_run
+    assert r.summary()["episodes_failed"] > 0 and r.summary()["episodes_truncated"] > 0
+    out = r.save(tmp_path / "run")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "episodes.parquet",
+        "events.parquet",
+        "lineage.parquet",
+        "meta.json",
+        "scenario.json",
+        "summary.json",
+        "trained.parquet",
+    ]
+    loaded = pipesim.load(out)
+    assert isinstance(loaded, SavedRun)
+    pd.testing.assert_frame_equal(loaded.events, r.events)
+    pd.testing.assert_frame_equal(loaded.trained, r.trained)
+    pd.testing.assert_frame_equal(loaded.episode_table, r.episode_table)
+    assert isinstance(loaded.events["kind"].dtype, pd.CategoricalDtype)
+    assert isinstance(loaded.events["lane"].dtype, pd.CategoricalDtype)
+    _same_summary(loaded.summary(), r.summary())
+    assert loaded.scenario == r.scenario
+    assert loaded.sim_time_s == r.sim_time_s
+    assert loaded.sync_log == [tuple(x) for x in r.sync_log]
+    assert [t[1:] for t in loaded.train_log] == [t[1:] for t in r.train_log]
+    # the saved run saves again to the same thing
+    again = pipesim.load(loaded.save(tmp_path / "again"))
+    pd.testing.assert_frame_equal(again.events, r.events)
+
+
+def test_summary_json_is_plain_json(tmp_path: Path) -> None:
+    scen = Scenario().with_(n_slots=4, batch_size=4, steps=1)
+    r = run(scen)
+    p = r.save(tmp_path / "r")
+    data = json.loads((p / "summary.json").read_text())  # strict JSON: NaN written as "nan"
+    assert data["throughput_per_hour"] == r.summary()["throughput_per_hour"]
+    _same_summary(pipesim.load(p).summary(), r.summary())
+
+
+def test_load_errors_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(SavedRunError, match="no such directory"):
+        pipesim.load(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SavedRunError, match="no meta.json"):
+        pipesim.load(tmp_path / "empty")
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(SavedRunError, match="not a directory"):
+        pipesim.load(tmp_path / "file.txt")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    with pytest.raises(SavedRunError, match="refusing"):
+        run(Scenario().with_(n_slots=4, batch_size=4, steps=1)).save(other)
+    assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_cli_run_save_then_report_and_trace_from_the_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = tmp_path / "saved"
+    assert main(["run", "async-eta1", *SMALL, "--save", str(d)]) == 0
+    loaded = pipesim.load(d)
+    assert loaded.scenario.pipeline.n_slots == 8
+    page = tmp_path / "page.html"
+    assert main(["report", str(d), "--out", str(page)]) == 0
+    html = page.read_text()
+    assert html.count("Plotly.newPlot") == 2  # the timeline and the aggregate view
+    assert "episodes / hour" in html
+    trace = tmp_path / "trace.json"
+    assert main(["trace", str(d), "--out", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e.get("cat") == "gen" for e in events) == int((loaded.events["kind"] == "gen").sum())
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["report", "{tmp}/nothere", "--out", "{tmp}/x.html"], "no such directory"),
+        (["trace", "{tmp}/empty", "--out", "{tmp}/t.json"], "no meta.json"),
+        (["run", "async-eta1", *SMALL, "--save", "{tmp}/f.txt"], "is a file"),
+        (["run", "async-eta1", *SMALL, "--save", "{tmp}/nope/deeper"], "does not exist"),
+    ],
+)
+def test_cli_saved_run_errors_are_one_line(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "f.txt").write_text("x")
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_repr_html_of_scenario_and_run(busy_run: pipesim.RunResult) -> None:
+    s = busy_run.scenario._repr_html_()
+    assert s.startswith("<table") and "n_slots" in s and "RetryFailed" in s
+    r = busy_run._repr_html_()
+    assert "episodes / hour" in r and f"{busy_run.summary()['throughput_per_hour']:,.0f}"[:3] in r
+    assert "<script" not in r
+
+
+def test_compare_gives_a_table_and_a_figure() -> None:
+    base = Scenario().with_(n_slots=8, batch_size=8, steps=3)
+    cmp = pipesim.compare({"sync": base, "eta1": base.with_(max_staleness=1)})
+    table, fig = cmp
+    assert list(table.columns) == ["sync", "eta1"]
+    assert table.loc["staleness mean", "sync"] == 0.0
+    assert table.loc["episodes / hour", "eta1"] > table.loc["episodes / hour", "sync"]
+    assert isinstance(fig, go.Figure) and len(fig.data) == 4
+    assert "<table" in cmp._repr_html_()
+    with pytest.raises(ValueError, match="two or more"):
+        pipesim.compare({"only": base})
