@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -100,9 +101,15 @@ def simulate_pipeline(
     )
     r = run(scenario, durations)
     s = _chapter_metrics(r)
-    events: list[tuple[str, int, float, float, int]] = [
-        ("gen", e.slot, e.start_s, e.end_s, e.version) for e in r.episodes if e.end_s is not None
-    ]
+    c = r.columns  # read once for the metrics above; the events come from the same arrays
+    ended = c.ended
+    gen = (
+        c.slot[ended].tolist(),
+        c.start_s[ended].tolist(),
+        c.end_s[ended].tolist(),
+        c.version[ended].tolist(),
+    )
+    events: list[tuple[str, int, float, float, int]] = list(zip(repeat("gen"), *gen))
     events += [("train", 0, a, b, v) for _, a, b, v in r.train_log]
     events += [("sync", 0, a, b, v - 1) for a, b, v in r.sync_log]
     return dict(
