@@ -131,8 +131,9 @@ class Evaluator:
         return [self.spec.sim_seed + i for i in range(n)]
 
     def evaluate(
-        self, designs: Iterable[Design], steps: int, n_seeds: int, desc: str = "runs"
+        self, designs: Iterable[Design], steps: int, n_seeds: int, desc: str = "runs", bar: Any = None
     ) -> list[Evaluated]:
+        """Run what is not cached (in submission order), with a tqdm bar of its own or ``bar``."""
         designs = list(designs)
         seeds = self.seeds(n_seeds)
         todo = [(d, steps, s) for d in designs for s in seeds if (d, steps, s) not in self.cache]
@@ -143,12 +144,14 @@ class Evaluator:
             results = map(_task, args)
         else:
             results = self.executor.map(_task, args, chunksize=max(1, len(args) // 64))
-        if self.progress and todo:
+        if self.progress and todo and bar is None:
             from tqdm import tqdm
 
             results = tqdm(results, total=len(todo), desc=desc, unit="run", leave=True)
         for key, r in zip(todo, results, strict=True):
             self.cache[key] = r
+            if bar is not None:
+                bar.update(1)
         self.runs += len(todo)
         return [self.result(d, steps, seeds) for d in designs]
 

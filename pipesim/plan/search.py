@@ -125,13 +125,18 @@ def _optuna_screen(
     target = min(spec.trials, len(pool))
     seen: dict[Design, Evaluated] = {}
     asks = 0
+    bar: Any = None
+    if ev.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=target, desc=f"screen ({steps} steps, NSGA-II)", unit="design")
     while len(seen) < target and asks < 20 * spec.trials:
         trials = [study.ask(dists) for _ in range(spec.batch)]
         asks += len(trials)
         designs = [Design(**t.params) for t in trials]
         new = [d for d in dict.fromkeys(designs) if d not in seen and valid(spec, d, engines)]
         new = new[: target - len(seen)]
-        for e in ev.evaluate(new, steps, 1, desc=f"screen ({steps} steps)"):
+        for e in ev.evaluate(new, steps, 1, bar=bar):
             seen[e.design] = e
         for t, d in zip(trials, designs, strict=True):
             got = seen.get(d)
@@ -142,6 +147,8 @@ def _optuna_screen(
             m = got.metrics
             constrain(t, min(violation(spec.constraints, m), 1e9))
             study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
+    if bar is not None:
+        bar.close()
     return [seen[d] for d in sorted(seen)]
 
 
@@ -188,7 +195,8 @@ def search(
     result.runs = ev.runs
     result.elapsed_s = time.perf_counter() - t0
     if not feasible:
-        raise PlanInfeasible(infeasible_message(spec, full + list(screened)), result)
+        latest = {e.design: e for e in screened} | {e.design: e for e in full}  # the longest run of each
+        raise PlanInfeasible(infeasible_message(spec, list(latest.values())), result)
     return result
 
 
