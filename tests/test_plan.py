@@ -222,3 +222,17 @@ def test_bad_spec_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(plan.PlanError, match="bogus"):
         plan.load(spec)
     assert plan.main([str(spec)]) == 2
+
+
+def test_import_is_light() -> None:
+    """Optuna, Plotly and tqdm load only when a search, a figure or a bar needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pipesim.plan\n"
+        "heavy = [m for m in ('optuna', 'plotly', 'tqdm') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
