@@ -7,9 +7,9 @@ limits and the staleness knobs, run through the system's preset (:mod:`scenarios
 hardware-efficiency constants are the engine's global ones (:data:`pipesim.compute.DEFAULT_EFFICIENCY`,
 :data:`pipesim.compute.DEFAULT_TRAINER_MFU`, ``EngineConfig``'s defaults); no scenario sets one.
 
-Where a source leaves a value out it is chosen **once**, below (``UNSTATED``, the length model),
-with the reason in a comment, and the same choice is used for every claim. Each setup value's
-source is in the comment next to it.
+Where a source leaves a value out it is chosen **once**, below (``UNSTATED``; the length profiles
+``ZERO_RL`` and ``LONG_COT``, one per kind of model), with the reason in a comment, and the same
+choice is used for every claim. Each setup value's source is in the comment next to it.
 
 Steady state and extrapolation: a run simulates a few steps (``steps`` in each experiment), long
 enough for the pipeline to fill; the steady step time is the mean over the steps after the first
@@ -101,7 +101,8 @@ class Unstated:
     """Setup values a claim's source does not give: the one default used for all of them."""
 
     prompts_per_step: int = 512
-    """verl's and AReaL's batch: 512 prompts (``train_batch_size``; AReaL's paper, 512 x 16)."""
+    """verl's and AReaL's batch: 512 prompts (verl's ``train_batch_size``; AReaL's
+    ``train_bs_n_seqs``)."""
     samples_per_prompt: int = 16
     """GRPO group size of verl (``rollout.n``) and AReaL (16 responses per question)."""
     max_response_tokens: int = 28 * 1024
