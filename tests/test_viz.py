@@ -151,3 +151,83 @@ def test_html_embeds_plotlyjs_once_and_loads_nothing(fig13_1: dict) -> None:
 def test_fig13_1_config_is_the_chapters() -> None:
     p = get_scenario("fig13.1-async").pipeline
     assert dataclasses.asdict(p) | FIG13_1 == dataclasses.asdict(p)
+
+
+# -- views that work at scale (issue 21) -----------------------------------------------------------
+def test_lanes_are_named_as_in_the_events_table_and_trainer_lanes_keep_their_height(fig13_1: dict) -> None:
+    from pipesim.io.viz.timeline import LANE_ROW_PX, LEGEND_TITLE
+
+    res = fig13_1["async"]
+    fig = timeline(res)
+    assert list(fig.layout.yaxis2.ticktext) == sorted(set(res.events.query("kind == 'gen'")["lane"]))
+    assert list(fig.layout.yaxis.ticktext) == ["trainer", "sync"]
+    assert fig.layout.legend.title.text == LEGEND_TITLE
+    for n_slots in (8, 1024):
+        big = res.scenario.with_(n_slots=n_slots, batch_size=8, steps=1)
+        f = timeline(run(big))
+        lane = f.layout.yaxis.domain
+        plot_px = f.layout.height - f.layout.margin.t - f.layout.margin.b
+        assert (lane[1] - lane[0]) * plot_px == pytest.approx(LANE_ROW_PX, rel=0.05), n_slots
+
+
+def test_failed_and_retried_episodes_are_marked_in_their_own_colours() -> None:
+    from pipesim import RetryFailed, Timeout
+    from pipesim.io.viz.timeline import MARKS
+
+    scen = get_scenario("fig13.1-async").with_(
+        failures=RetryFailed(hazard_per_s=0.003), timeout=Timeout(cap_s=150.0), pool_size=600
+    )
+    res = run(scen)
+    names = {t.name: t for t in timeline(res).data}
+    eps = res.episode_table
+    failed = names["failed (worker)"]
+    assert sorted(failed.x) == sorted(eps.loc[eps["status"] == "failed", "end_s"])
+    retried = names["retry of a failed or aborted episode"]
+    assert len(retried.x) == int(res.summary()["episodes_restarted"])
+    colours = [c for _, _, c in MARKS.values()]
+    assert len(set(colours)) == len(colours)  # dropped, timed out, failed... all distinct
+
+
+def test_aggregate_view_counts_agree_with_the_tables(fig13_1: dict) -> None:
+    import numpy as np
+
+    from pipesim.io.viz import aggregate_view, run_views
+    from pipesim.io.viz.aggregate import busy_share, in_flight
+
+    res = fig13_1["async"]
+    fig = aggregate_view(res)
+    stacked = [t for t in fig.data if t.type == "scatter" and t.stackgroup == "flight"]
+    gen = res.events.query("kind == 'gen'")
+    assert {t.name for t in stacked} == {f"v{v}" for v in gen["version"].unique()}
+    t = np.array([10.0, 200.0, 400.0])
+    total = sum(in_flight(res.events, t).values())
+    for ti, n in zip(t, total):
+        assert n == int(((gen["start_s"] <= ti) & (gen["end_s"] > ti)).sum())
+    util = {tr.name: np.asarray(tr.y) for tr in fig.data if tr.name in ("engine utilisation", "trainer busy")}
+    for y in util.values():
+        assert y.min() >= 0 and y.max() <= 1
+    # the bins' mean utilisation is the run's generation share (segments, pauses excluded)
+    edges = np.linspace(0, res.sim_time_s, 401)
+    share = busy_share(
+        edges, gen["start_s"].to_numpy(), gen["end_s"].to_numpy(), res.scenario.pipeline.n_slots
+    )
+    expect = float((gen["end_s"] - gen["start_s"]).sum()) / (res.scenario.pipeline.n_slots * res.sim_time_s)
+    assert share.mean() == pytest.approx(expect, rel=1e-6)
+    heat = [tr for tr in fig.data if tr.type == "heatmap"][0]
+    assert np.nansum(np.asarray(heat.z, dtype=float)) == len(res.trained)
+    assert len(run_views(res)) == 2  # a small run: the timeline and the aggregate view
+
+
+def test_sweep_legends_are_titled_ticks_integer_and_shares_clipped() -> None:
+    agg = _agg(3)
+    agg["gen_util_mean"], agg["gen_util_lo"], agg["gen_util_hi"] = 0.98, 0.9, 1.06
+    fig = lines_figure(agg, "max_staleness", "gen_util", by="weight_update")
+    assert fig.layout.legend.title.text == "weight_update"
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2]
+    band = [t for t in fig.data if t.fill == "toself"][0]
+    assert max(band.y) == 1.0
+    st = staleness_throughput_figure(agg)
+    assert st.layout.legend.title.text == "weight_update" and list(st.layout.xaxis.tickvals) == [0, 1, 2]
+    comp = design_comparison_figure(agg.drop_duplicates("design"))
+    util_bar = [t for t in comp.data if t.name == "gen_util"][0]
+    assert max(util_bar.y + util_bar.error_y.array) <= 1.0 + 1e-12

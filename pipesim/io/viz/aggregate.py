@@ -34,7 +34,7 @@ from pipesim.io.viz.timeline import TRAIN_COLOR, version_colors
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""
 N_BINS = 400
-BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#1f77b4"
+BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 
 __all__ = ["AGGREGATE_THRESHOLD", "aggregate_view", "busy_share", "in_flight", "buffer_depth"]
 
@@ -106,7 +106,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         rows=4,
         cols=1,
         shared_xaxes=False,
-        vertical_spacing=0.07,
+        vertical_spacing=0.085,
         row_heights=[0.34, 0.18, 0.18, 0.30],
         subplot_titles=(
             f"{name}: episodes in flight by generating version ({n_slots:,} slots)",
@@ -189,7 +189,16 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 y=np.arange(smax + 1),
                 z=np.where(grid > 0, grid, np.nan),
                 colorscale="Purples",
-                colorbar=dict(title="episodes", len=0.28, y=0.14, thickness=12),
+                colorbar=dict(
+                    title=dict(text="episodes", side="top"),
+                    orientation="h",
+                    len=0.3,
+                    x=1.0,
+                    xanchor="right",
+                    y=-0.09,
+                    yanchor="top",
+                    thickness=10,
+                ),
                 hovertemplate="step %{x}, staleness %{y}: %{z:,} episodes<extra></extra>",
                 name="staleness",
                 showlegend=False,
@@ -212,10 +221,10 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     fig.update_yaxes(title_text="share", row=3, col=1, range=[0, 1.05], tickformat=".0%")
     fig.update_yaxes(title_text="staleness", row=4, col=1, dtick=1)
     fig.update_layout(
-        height=900,
+        height=1000,
         plot_bgcolor="white",
         hovermode="closest",
-        margin=dict(l=70, r=20, t=50, b=40),
+        margin=dict(l=70, r=20, t=50, b=110),
         legend=dict(groupclick="toggleitem"),
     )
     return fig

@@ -348,10 +348,10 @@ def timelines(
             "",
         ]
         px += [LANE_ROW_PX, slot_rows_px(r.scenario.pipeline.n_slots)]
-    gap_px = 60
-    total = sum(px) + gap_px * len(named)
-    fig_height = height or int(total + 130)
-    spacing = 8 / fig_height
+    gap_px, margin_px = 14 if len(named) == 1 else 40, 160  # margins: t=50 + b=110
+    plot_px = sum(px) + gap_px * (len(px) - 1)
+    fig_height = height or int(plot_px + margin_px)
+    spacing = gap_px / max(fig_height - margin_px, 1)
     fig = make_subplots(
         rows=2 * len(named),
         cols=1,
