@@ -130,6 +130,21 @@ def starvation_table(
     return pd.DataFrame(rows)
 
 
+def report_section(figure_div: Any, table_html: Any) -> list[str]:
+    """The report's section (registered in the ``pipesim.report`` entry-point group)."""
+    df = starvation_table()
+    shown = df[["design", "eta", "long_never_trained_share", "never_trained_share", "throughput_per_hour"]]
+    return [
+        "<h2>Discard and requeue starves long tasks</h2>",
+        "<p class=note>64 slots, B = 32, 40 steps, log-normal task lengths (median 60 s, sigma 1); a "
+        "requeued task keeps its id and so its length. Dropping episodes staler than eta at "
+        "consumption and requeuing them never trains the long tasks; pacing admission does "
+        "(<code>python -m scenarios.starvation</code>).</p>",
+        figure_div(starvation_figure(df), "fig-starvation"),
+        table_html(shown, "Share of tasks never trained against eta"),
+    ]
+
+
 def starvation_figure(df: pd.DataFrame) -> Any:
     """The share of long tasks never trained against eta, one line per design (a plotly figure)."""
     import plotly.graph_objects as go

@@ -56,3 +56,14 @@ def test_figure_has_one_line_per_design(table, tmp_path) -> None:  # type: ignor
     out = tmp_path / "starvation.html"
     starvation.main(["--etas", "1", "--steps", "6", "--html", str(out)])
     assert out.stat().st_size > 0
+
+
+def test_the_report_carries_the_starvation_figure() -> None:
+    """Registered in the pipesim.report entry-point group: the report includes it, and pipesim
+    itself never imports scenarios."""
+    from pipesim.io import viz
+    from pipesim.io.report import _table_html, contributed_sections
+
+    parts = contributed_sections(viz.figure_div, _table_html)
+    page = "\n".join(parts)
+    assert "Discard and requeue starves long tasks" in page and 'id="fig-starvation"' in page

@@ -265,6 +265,7 @@ def build_report(
         viz.figure_div(f_sync, "fig-sync"),
         _table_html(timeouts, "A timeout at the 95th percentile, synchronous pipeline"),
     ]
+    parts += contributed_sections(viz.figure_div, _table_html)
     if len(failed):
         parts.append(_table_html(failed, "Sweep cells that failed"))
     body = "\n".join(parts).replace("{elapsed}", f"{time.perf_counter() - t0:.0f}")
@@ -275,6 +276,21 @@ def build_report(
     path = Path(out)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+REPORT_GROUP = "pipesim.report"
+"""Entry-point group of report sections: each value is a callable ``section(figure_div, table_html)``
+returning HTML parts, so a scenario package adds its figures without pipesim importing it."""
+
+
+def contributed_sections(figure_div: Any, table_html: Any) -> list[str]:
+    """The HTML parts of every registered report section, in the entry points' name order."""
+    from importlib.metadata import entry_points
+
+    parts: list[str] = []
+    for ep in sorted(entry_points(group=REPORT_GROUP), key=lambda e: e.name):
+        parts += list(ep.load()(figure_div, table_html))
+    return parts
 
 
 def external_urls(page: str) -> list[str]:
