@@ -1,4 +1,4 @@
-"""The ``pipesim`` command line: list, run, sweep, report, trace, export.
+"""The ``pipesim`` command line: list, run, sweep, report, trace, fit, export.
 
 Design: every subcommand is a thin layer over the library (registry, ``run``, ``sweep``,
 ``report.build_report``, ``trace``, ``scenario_files``), so anything the CLI does is also one call
@@ -499,6 +499,48 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    from pipesim.io.fit import FitError, fit_trace, format_result, to_json, write_qq
+
+    _check_output("qq", args.qq, (".html",))
+    _check_output("json", args.json, stdout=True)
+    if args.scenario_out is not None:
+        from pipesim.io.scenario_files import SUFFIXES
+
+        _check_output("scenario-out", args.scenario_out, tuple(SUFFIXES))
+    base = None
+    if args.scenario_out is not None or args.base != "synchronous":
+        base, _ = _scenario(args.base, [], None)
+    from pipesim.workload.durations import AgentDurations
+
+    agent_base = base.durations if base is not None and isinstance(base.durations, AgentDurations) else None
+    try:
+        result = fit_trace(
+            args.trace, args.column, turns_column=args.turns_column, scale=args.scale, base=agent_base
+        )
+    except FitError as exc:
+        raise UsageError(_one_line(exc)) from None
+    out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
+    print(format_result(result), file=out)
+    if args.json:
+        if args.json == "-":
+            sys.stdout.write(to_json(result) + "\n")
+        else:
+            Path(args.json).write_text(to_json(result))
+            print(f"wrote {args.json}", file=out)
+    if args.qq:
+        write_qq(result, args.qq)
+        print(f"wrote {args.qq} (QQ plot)", file=out)
+    if args.scenario_out is not None:
+        from pipesim.io.scenario_files import save_scenario
+
+        assert base is not None
+        scen = base.with_(durations=result.fits[args.model].model, pool_size=None)
+        save_scenario(scen, args.scenario_out)
+        print(f"wrote {args.scenario_out} ({args.base} with the {args.model} fit as its durations)", file=out)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from pipesim.io.scenario_files import SUFFIXES, dumps
 
@@ -740,6 +782,59 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--policies", action="append", default=[], metavar="MODULE", help=POLICIES_HELP)
     t.add_argument("--seed", type=int, metavar="N", help="the seed, in [0, 2**64); e.g. --seed 3")
     t.set_defaults(func=cmd_trace)
+
+    f = sub.add_parser(
+        "fit",
+        help="fit duration models to a column of a trace (CSV or JSONL)",
+        description=(
+            "Fit log-normal, agent and empirical models to the positive values of one column of a "
+            "CSV or JSONL trace (episode seconds, or token counts with --scale); print parameters and "
+            "Kolmogorov-Smirnov goodness of fit; write a QQ plot and, optionally, a scenario file "
+            "with the fitted model (see pipesim.io.fit)."
+        ),
+        epilog=_examples(
+            "pipesim fit episodes.csv --column duration_s --qq qq.html",
+            "pipesim fit episodes.jsonl --column duration_s --turns-column turns",
+            "pipesim fit trace.csv --column num_decode_tokens --scale 0.025 "
+            "--scenario-out fitted.toml --model lognormal --base async-eta2",
+        ),
+        formatter_class=fmt,
+    )
+    f.add_argument("trace", help="the trace: .csv, .tsv, .jsonl, .json or .parquet; e.g. episodes.csv")
+    f.add_argument("--column", required=True, help="the column to fit; e.g. --column duration_s")
+    f.add_argument(
+        "--turns-column",
+        metavar="COLUMN",
+        help="a per-episode turn count (identifies the agent model's mean turns); e.g. --turns-column turns",
+    )
+    f.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every value (e.g. seconds per token for token counts); e.g. --scale 0.025",
+    )
+    f.add_argument("--qq", metavar="PATH", help="write a QQ plot of every model (.html); e.g. --qq qq.html")
+    f.add_argument("--json", metavar="PATH", help="write the fits as JSON; - is stdout; e.g. --json fit.json")
+    f.add_argument(
+        "--scenario-out",
+        metavar="PATH",
+        help="write --base with the fitted --model as durations (.toml/.yaml); e.g. --scenario-out fit.toml",
+    )
+    f.add_argument(
+        "--model",
+        choices=("lognormal", "agent", "empirical"),
+        default="lognormal",
+        help="the model --scenario-out writes (default lognormal); e.g. --model agent",
+    )
+    f.add_argument(
+        "--base",
+        default="synchronous",
+        metavar="SCENARIO",
+        help=f"the scenario --scenario-out starts from (its agent model is the agent fit's shape): "
+        f"{SCENARIO_HELP}; e.g. --base systems:areal",
+    )
+    f.set_defaults(func=cmd_fit)
 
     x = sub.add_parser(
         "export",
