@@ -96,7 +96,7 @@ def test_load_errors_name_the_path(tmp_path: Path) -> None:
 def test_cli_run_save_then_report_and_trace_from_the_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    d = tmp_path / "saved"
+    d = tmp_path / "runs" / "saved"  # missing parents are made
     assert main(["run", "async-eta1", *SMALL, "--save", str(d)]) == 0
     loaded = pipesim.load(d)
     assert loaded.scenario.pipeline.n_slots == 8
@@ -117,7 +117,7 @@ def test_cli_run_save_then_report_and_trace_from_the_directory(
         (["report", "{tmp}/nothere", "--out", "{tmp}/x.html"], "no such directory"),
         (["trace", "{tmp}/empty", "--out", "{tmp}/t.json"], "no meta.json"),
         (["run", "async-eta1", *SMALL, "--save", "{tmp}/f.txt"], "is a file"),
-        (["run", "async-eta1", *SMALL, "--save", "{tmp}/nope/deeper"], "does not exist"),
+        (["run", "async-eta1", *SMALL, "--save", "{tmp}/f.txt/deeper"], "is a file, not a directory"),
     ],
 )
 def test_cli_saved_run_errors_are_one_line(

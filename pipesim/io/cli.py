@@ -235,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _check_save_dir(path: str | None) -> None:
-    """``--save DIR``: a new directory (its parent must exist), an empty one, or a saved run."""
+    """``--save DIR``: a new directory (missing parents are made), an empty one, or a saved run."""
     if path is None:
         return
     from pipesim.io.saved import is_saved_run
@@ -245,8 +245,9 @@ def _check_save_dir(path: str | None) -> None:
         raise UsageError(f"--save: {path!r} is a file; a saved run is a directory")
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise UsageError(f"--save: {path!r} is a non-empty directory that is not a saved run")
-    if not p.exists():
-        _check_output("save", path)
+    for anc in p.parents:  # missing parents are made, like the directory itself
+        if anc.exists() and not anc.is_dir():
+            raise UsageError(f"--save: {str(anc)!r} is a file, not a directory")
 
 
 def _load_saved(path: str) -> Any:
