@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
 from pipesim.plan.search import PlanInfeasible, PlanResult, plan, search, sensitivity
@@ -60,6 +61,11 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         "--trials", metavar="N", type=int, help="designs to screen with Optuna (overrides the spec)"
     )
     ap.add_argument("--method", choices=("auto", "grid", "optuna"), help="override the spec's search method")
+    ap.add_argument(
+        "--dask",
+        metavar="local|tcp://HOST:PORT",
+        help="run the designs on a Dask cluster (local: a LocalCluster of --workers processes)",
+    )
     ap.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity re-runs")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     return ap
@@ -73,6 +79,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from pipesim.plan import report
 
+    client: Any = None
+    executor: Any = None
+    if args.dask is not None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            print("pipesim plan: --dask needs dask[distributed]", file=sys.stderr)
+            return 2
+        try:
+            if args.dask == "local":
+                lc = LocalCluster(
+                    n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+                client = Client(lc)
+            else:
+                client = Client(args.dask, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as e:
+            print(f"pipesim plan: --dask: cannot connect to {args.dask}: {e}", file=sys.stderr)
+            return 2
+        executor = client.get_executor()
     try:
         spec = load(args.spec)
         if args.trials is not None:
@@ -85,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             progress=not args.quiet,
             with_sensitivity=not args.no_sensitivity,
+            executor=executor,
         )
     except PlanInfeasible as e:
         print(f"pipesim plan: {e}", file=sys.stderr)
@@ -94,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     except (PlanError, OSError) as e:
         print(f"pipesim plan: {e}", file=sys.stderr)
         return 2
+    finally:
+        if client is not None:
+            client.close()
+            if args.dask == "local":
+                lc.close()
     print(report.text(result))
     if args.json:
         report.write_json(result, args.json)
