@@ -452,3 +452,14 @@ def test_a_policy_file_of_your_own_is_named_from_the_command_line(
     assert len(err) == 1 and "headroom must be an integer >= 0" in err[0] and "Traceback" not in err[0]
     assert main(["run", "synchronous", "--policies", "no/such/file.py"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_pipesim_plan_is_wired_into_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["plan", "--help"])
+    assert info.value.code == 0 and "SPEC" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text("nonsense = [")
+    assert main(["plan", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip()

@@ -631,6 +631,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"pipesim {_version()}", help="print the version")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    sub.add_parser(
+        "plan",
+        add_help=False,
+        help="search placements, TP, eta, weight-update policy and sync interval for the best design "
+        "under staleness limits (docs/plan.md); pipesim plan --help",
+    )
     ls = sub.add_parser(
         "list",
         help="list scenarios, or show one scenario's keys and parameters",
@@ -863,6 +869,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for usage errors and runs that cannot finish)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
+        from pipesim.plan import main as plan_main
+
+        return plan_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

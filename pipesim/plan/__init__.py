@@ -118,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             report.write_json(e.result, args.json)
         return 3
-    except (PlanError, OSError) as e:
-        print(f"pipesim plan: {e}", file=sys.stderr)
+    except (PlanError, OSError, ValueError) as e:  # a TOML / YAML syntax error is a ValueError
+        print(f"pipesim plan: {args.spec}: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     finally:
         if client is not None:
