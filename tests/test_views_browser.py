@@ -48,7 +48,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("shots")
 
 
-def screenshot(browser: str, page: str, shot: Path, height: int = 900) -> np.ndarray:
+def screenshot(browser: str, page: str, shot: Path, height: int = 900, min_ink: float = 0.03) -> np.ndarray:
     """Write ``page`` next to ``shot``, render it headless, return the screenshot's pixels."""
     assert page.count('<script type="text/javascript">/**') == 1, "plotly.js must be inlined once"
     assert external_urls(page) == []
@@ -80,7 +80,7 @@ def screenshot(browser: str, page: str, shot: Path, height: int = 900) -> np.nda
     assert "ERR_NAME_NOT_RESOLVED" not in proc.stderr, "the page tried to load something over the network"
     px = _png_pixels(shot).astype(int)
     nonwhite = (px.min(axis=-1) < 235).mean()
-    assert nonwhite > 0.03, f"only {nonwhite:.1%} of {shot.name} is not white: nothing was drawn"
+    assert nonwhite > min_ink, f"only {nonwhite:.1%} of {shot.name} is not white: nothing was drawn"
     return px
 
 
@@ -141,4 +141,22 @@ def test_sweep_and_compare_figures(browser: str, shots: Path) -> None:
     px = screenshot(
         browser, figures_to_html([st, util, cmp.figure]), shots / "sweep_compare.png", height=1400
     )
+    assert _colours(px) >= 3
+
+
+def test_1024_slot_timeline_keeps_its_trainer_and_sync_lanes(browser: str, shots: Path) -> None:
+    scen = get_scenario("async-eta1").with_(n_slots=1024, batch_size=1024, pool_size=None, steps=4)
+    fig = timeline(run(scen))
+    assert fig.layout.height <= 1200
+    px = screenshot(browser, figures_to_html([fig]), shots / "timeline_1024_slots.png", height=1200)
+    assert _colours(px) >= 3
+
+
+def test_qq_plot(browser: str, shots: Path, tmp_path: Path) -> None:
+    from pipesim import LogNormalDurations
+    from pipesim.io.fit import fit_values, write_qq
+
+    x = LogNormalDurations(median_s=50.0, sigma=0.8).sample(3000, np.random.default_rng(0))
+    page = write_qq(fit_values(x, column="duration_s"), tmp_path / "qq.html").read_text()
+    px = screenshot(browser, page, shots / "qq_plot.png", height=700, min_ink=0.008)
     assert _colours(px) >= 3

@@ -1,20 +1,24 @@
 """Plotly timelines of one run, or several runs on a shared time axis (Figure 13.1).
 
-Layout of one run: the top lane is the trainer (aqua bars, one per step), the next the weight
-syncs (gold bars), then one row per generation slot (``r<replica>/slot<slot>``). Each episode is
-drawn as one bar per *version segment*, coloured by the policy version it generated under, so a
-partial rollout shows as bars of two or more colours on one row with a grey pause between them.
-Sync intervals are also drawn as translucent yellow bands across all slot rows, so the pause of
-every in-flight episode is visible. Markers at an episode's end flag dropped (discarded) and
-aborted episodes, episodes cut by a timeout (``truncated``), and trained episodes whose staleness
-exceeded the bound eta (the count throttle lets that happen). Hover on a segment shows episode
-id, task, duration, versions (started, segment, newest), staleness at training and status.
+Layout of one run: two subplot rows. The first holds the trainer (aqua bars, one per step) and
+the weight syncs (gold bars) in ``LANE_ROW_PX`` pixels whatever the number of slots, so they stay
+readable at 1,024 slots; the second one row per generation slot, labelled as the events table
+labels its lanes (``r<replica>/slot<slot>``). Each episode is drawn as one bar per *version
+segment*, coloured by the policy version it generated under (the legend says so), so a partial
+rollout shows as bars of two or more colours on one row with a grey pause between them. Sync
+intervals are also drawn as translucent yellow bands across all slot rows, so the pause of every
+in-flight episode is visible. Markers, each in its own colour: at an episode's end, dropped
+(discarded), aborted, cut by a timeout (``truncated``), failed (an environment-worker failure),
+and trained with staleness above the bound eta (the count throttle lets that happen); at an
+episode's start, a retry (it relaunches a failed or aborted episode). Hover on a segment shows
+episode id, task, duration, versions (started, segment, newest), staleness at training and status.
 
 Scale: up to ``WEBGL_THRESHOLD`` segments, segments are SVG bars (crisp, with version labels on
 small runs). Above it (e.g. 1,024 slots x 20 steps, ~25k segments) segments are drawn as WebGL
 line segments (``Scattergl``, one trace per version) and hover comes from one WebGL marker trace
 at segment midpoints; pause bars are omitted (the gap plus the sync band shows the pause), and
-slot tick labels are thinned. WebGL keeps panning smooth where 25k SVG bars would not.
+slot tick labels are thinned. For runs that large the aggregate view
+(:mod:`pipesim.io.viz.aggregate`) says more; :func:`pipesim.io.viz.run_views` picks it.
 """
 
 from __future__ import annotations
