@@ -158,6 +158,7 @@ def starvation_figure(df: pd.DataFrame) -> Any:
                 y=rows["long_never_trained_share"],
                 mode="lines+markers",
                 name=str(design),
+                line_dash="dot" if str(design) == "pacing" else "solid",  # pacing, partial lies on it
                 customdata=rows[["never_trained_share", "throughput_per_hour"]].to_numpy(),
                 hovertemplate="eta=%{x}<br>long tasks never trained: %{y:.0%}"
                 "<br>all tasks never trained: %{customdata[0]:.1%}"
@@ -167,6 +168,9 @@ def starvation_figure(df: pd.DataFrame) -> Any:
     fig.update_layout(
         title="Discard and requeue starves long tasks",
         xaxis_title="staleness bound eta",
+        xaxis_tickmode="array",
+        xaxis_tickvals=sorted(df["eta"].unique().tolist()),  # integer bounds: no 0.5 ticks
+        legend_title_text="design",
         yaxis_title="share of long tasks never trained",
         yaxis_tickformat=".0%",
         yaxis_range=[-0.05, 1.05],
