@@ -149,3 +149,19 @@ def test_compare_gives_a_table_and_a_figure() -> None:
     assert "<table" in cmp._repr_html_()
     with pytest.raises(ValueError, match="two or more"):
         pipesim.compare({"only": base})
+
+
+def test_views_of_a_loaded_run_equal_the_runs(busy_run: pipesim.RunResult, tmp_path: Path) -> None:
+    from pipesim.io.viz import aggregate_view, timeline
+
+    loaded = pipesim.load(busy_run.save(tmp_path / "run"))
+
+    def marks(fig: go.Figure) -> dict[str, list[float]]:
+        return {str(t.name): sorted(t.x) for t in fig.data if t.type == "scatter" and t.mode == "markers"}
+
+    assert marks(timeline(loaded)) == marks(timeline(busy_run))
+    assert "retry of a failed or aborted episode" in marks(timeline(loaded))
+    a, b = aggregate_view(loaded), aggregate_view(busy_run)
+    assert [list(t.y) for t in a.data if t.type == "scatter"] == [
+        list(t.y) for t in b.data if t.type == "scatter"
+    ]
