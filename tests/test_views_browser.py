@@ -160,3 +160,21 @@ def test_qq_plot(browser: str, shots: Path, tmp_path: Path) -> None:
     page = write_qq(fit_values(x, column="duration_s"), tmp_path / "qq.html").read_text()
     px = screenshot(browser, page, shots / "qq_plot.png", height=700, min_ink=0.008)
     assert _colours(px) >= 3
+
+
+def test_compute_view(browser: str, shots: Path) -> None:
+    from pipesim import PipelineConfig, Scenario
+    from pipesim.compute import GPUS, MODELS
+    from pipesim.compute.cluster import Cluster, run_compute
+    from pipesim.compute.cost import EngineConfig
+    from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+    from pipesim.io.viz import compute_view
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=64)
+    wl = TokenWorkload(response=LogNormalLengths(600.0, 0.7), prompt=200, max_response_tokens=3000)
+    sc = Scenario(pipeline=PipelineConfig(batch_size=64, steps=3, max_staleness=1))
+    crun = run_compute(sc, Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, record=True)
+    px = screenshot(
+        browser, figures_to_html([compute_view(crun)]), shots / "compute_view.png", height=700, min_ink=0.005
+    )
+    assert _colours(px) >= 2

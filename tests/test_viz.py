@@ -231,3 +231,31 @@ def test_sweep_legends_are_titled_ticks_integer_and_shares_clipped() -> None:
     comp = design_comparison_figure(agg.drop_duplicates("design"))
     util_bar = [t for t in comp.data if t.name == "gen_util"][0]
     assert max(util_bar.y + util_bar.error_y.array) <= 1.0 + 1e-12
+
+
+def test_compute_view_shows_kv_occupancy_and_tokens_per_replica() -> None:
+    import numpy as np
+
+    from pipesim import PipelineConfig, Scenario
+    from pipesim.compute import GPUS, MODELS
+    from pipesim.compute.cluster import Cluster, run_compute
+    from pipesim.compute.cost import EngineConfig
+    from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+    from pipesim.io.viz import compute_view, run_views
+    from pipesim.io.viz.compute import binned_mean
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
+    wl = TokenWorkload(response=LogNormalLengths(300.0, 0.5), prompt=100, max_response_tokens=1000)
+    sc = Scenario(pipeline=PipelineConfig(batch_size=16, steps=2))
+    crun = run_compute(sc, Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, record=True)
+    fig = compute_view(crun)
+    kv = [t for t in fig.data if t.yaxis == "y"]
+    assert len(kv) == len(crun.engines) == 2
+    for t in kv:
+        assert min(t.y) >= 0 and max(t.y) <= 1 and max(t.y) > 0
+    assert len(run_views(crun)) == 3  # timeline, aggregate, compute
+    # the binned mean of a step function: 2 on [0, 1), then 4 -> bins [0, 2) and [2, 4)
+    assert list(binned_mean(np.array([0.0, 1.0]), np.array([2.0, 4.0]), np.array([0.0, 2.0, 4.0]))) == [
+        3.0,
+        4.0,
+    ]

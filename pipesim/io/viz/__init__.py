@@ -11,6 +11,8 @@
   (:mod:`pipesim.io.viz.aggregate`); :func:`run_views` picks the timeline or it by size
   (above ``AGGREGATE_THRESHOLD`` slots the aggregate view only, else both), and :func:`run_page`
   is one run's page (its summary table and views), what ``pipesim report DIR`` writes.
+* :func:`compute_view` -- KV-cache occupancy and decode tokens/s per replica of a compute-engine
+  run (:mod:`pipesim.io.viz.compute`).
 * :func:`figures_to_html` -- several figures in one self-contained page with plotly.js inlined once.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from pipesim.io.viz.aggregate import AGGREGATE_THRESHOLD, aggregate_view
+from pipesim.io.viz.compute import compute_view
 from pipesim.io.viz.sweep import design_comparison_figure, lines_figure, staleness_throughput_figure
 from pipesim.io.viz.timeline import WEBGL_THRESHOLD, segments_frame, timeline, timelines, version_colors
 
@@ -30,6 +33,7 @@ __all__ = [
     "AGGREGATE_THRESHOLD",
     "WEBGL_THRESHOLD",
     "aggregate_view",
+    "compute_view",
     "run_page",
     "run_views",
     "design_comparison_figure",
@@ -75,7 +79,11 @@ def figures_to_html(figures: Sequence[go.Figure], title: str = "pipesim", preamb
 
 def run_views(result: Any, title: str | None = None, *, aggregate: bool | None = None) -> list[go.Figure]:
     """The figures for one run: the timeline and the aggregate view, or above
-    ``AGGREGATE_THRESHOLD`` slots the aggregate view alone (``aggregate`` forces either way)."""
+    ``AGGREGATE_THRESHOLD`` slots the aggregate view alone (``aggregate`` forces either way). A
+    ``ComputeRun`` that recorded its timelines also gets :func:`compute_view` (KV cache, tokens/s)."""
+    if hasattr(result, "result") and hasattr(result, "timelines"):  # a ComputeRun
+        extra = [compute_view(result, title)] if result.timelines else []
+        return run_views(result.result, title, aggregate=aggregate) + extra
     big = result.scenario.pipeline.n_slots > AGGREGATE_THRESHOLD
     if aggregate is None:
         aggregate = big
