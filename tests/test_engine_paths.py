@@ -239,12 +239,15 @@ def test_options_are_checked() -> None:
 
 def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -> None:
     """From now = 0.964..., no float delay makes now + delay equal 3.0328602909390034 (every sum
-    is a tie and rounds to even), so the wake-up lands an ulp late. The episode still ends at its
-    own due time, with quiet completions (which use it) and without."""
-    from pipesim.core.slots import delay_until
+    is a tie and rounds to even), so a wake-up by delay would land an ulp off. The slots process
+    wakes at absolute times: the episode ends at its own due time, on every path."""
+    import math
 
     now, at = 0.9641832992453796, 3.0328602909390034
-    assert now + delay_until(now, at) != at  # the case exists
+    near = [at - now]
+    for _ in range(4):
+        near += [math.nextafter(near[-1], math.inf), math.nextafter(near[0], 0.0)]
+    assert all(now + x != at for x in near)  # the case exists
     vals = [at, 3.5452175430780524, 16.83223001458623, now, 9.16542078373175, 13.04016099311887] * 12
     cfg = PipelineConfig(n_slots=8, batch_size=4, train_time_s=5.0, sync_time_s=1.0, steps=4)
     sc = Scenario(pipeline=cfg, durations=TraceDurations.from_values(vals), pool_size=len(vals))

@@ -46,10 +46,8 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
 
     The function takes the current time, at which the slots process just woke for the episode at
     the top of its heap. It returns -1.0 where it declines the instant; where it handles it, it
-    also re-arms the process (as ``Slots.rearm`` does) and returns the delay to the next wake.
+    also re-arms the process (as ``Slots.rearm`` does) and returns the time of the next wake.
     """
-    from pipesim.core.slots import delay_until  # here, not at the top: pipesim.core.slots imports this module
-
     p = slots.p
     if not p.handover:
         return None
@@ -68,7 +66,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
             return -1.0  # another slot is free, or a pass is due at this instant
         if running[0] is not slots._target:
             return -1.0  # the process slept past quiet completions, or its target was reset
-        # the top is due now: the delay to its end was exact, and whatever moves an end re-arms
+        # the top is due now: the process wakes at its exact end, and whatever moves an end re-arms
         # the process (a pause, a resume, a stretch) or resets its target (a catch-up, an abort);
         # the process is not paused either (it sleeps without a timer while it is)
         if peek() <= now:
@@ -130,9 +128,6 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
         slots._target = top
         e = top[2]
         at = e.start_s + e.work_s + (offset - e.offset_start)
-        if at <= now:
-            return 0.0
-        delay = at - now
-        return delay if now + delay == at else delay_until(now, at)
+        return at if at > now else now
 
     return handover

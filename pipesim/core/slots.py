@@ -11,36 +11,17 @@ starts, or the replica pauses or resumes).
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import NORMAL
 
 from pipesim.core.episode import Episode
 from pipesim.core.handover import make_handover
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
-
-
-def delay_until(now: float, at: float) -> float:
-    """A delay ``d`` with ``now + d == at`` in floating point, so SimPy fires exactly at ``at``.
-
-    ``at - now`` alone can land an ulp off, which would split one simulated instant in two.
-    Some ``at`` cannot be reached from ``now`` at all (when ``now``'s low bits make every sum a
-    tie, round-half-even lands on every other float); the delay then overshoots by an ulp, and
-    the episode still ends at its own due time (:meth:`Slots._finish_due`).
-    """
-    if at <= now:
-        return 0.0
-    d = at - now
-    for _ in range(8):
-        total = now + d
-        if total == at:
-            break
-        d = math.nextafter(d, math.inf if total < at else 0.0)
-    return d
 
 
 class Slots:
@@ -78,8 +59,8 @@ class Slots:
         """
         env = self.env
         never = env.event()  # idle: woken only by an interrupt
-        now, delay = env.now, 0.0  # now: env.now, kept in step with it (read or computed)
-        finish_due, timeout, rearm = self._finish_due, env.timeout, self.rearm
+        now = at = env.now  # now: env.now, kept in step with it (read, or the wake-up's own time)
+        finish_due, wake_at, rearm = self._finish_due, self._wake_at, self.rearm
         handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
         while True:
             self._sleeping = True
@@ -87,20 +68,36 @@ class Slots:
                 if self._target is None:
                     yield never
                 else:
-                    yield timeout(delay)
+                    yield wake_at(at)
                     self._sleeping = False
-                    now += delay  # env.now: SimPy computed the same sum when it scheduled the timeout
-                    if handover is not None and (delay := handover(now)) >= 0.0:
+                    now = at  # SimPy fires the wake-up at exactly this time
+                    if handover is not None and (at := handover(now)) >= 0.0:
                         continue  # handled and re-armed
                     finish_due(now)
             except simpy.Interrupt:
                 self._sleeping = False
                 now = env.now
                 self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
-            delay = rearm(now)
+            at = rearm(now)
+
+    def _wake_at(self, at: float) -> simpy.Event:
+        """A timeout that fires at the absolute time ``at`` (``at >= env.now``).
+
+        SimPy's ``timeout(delay)`` fires at ``now + delay``, and from some ``now`` no float delay
+        reaches a given ``at`` (every sum is a tie that rounds to even), so the wake-up time would
+        depend on the chain of earlier wake-ups -- and differ between paths that wake at different
+        times. Scheduling at ``at`` itself, as SimPy's own ``schedule`` does with ``now + delay``,
+        makes every episode end exactly at its due time on every path.
+        """
+        env = self.env
+        ev = simpy.Event(env)
+        ev._ok = True
+        ev._value = None
+        heapq.heappush(env._queue, (at, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
+        return ev
 
     def rearm(self, now: float) -> float:
-        """Aim the process at the episode at the heap top; return the exact delay to its end.
+        """Aim the process at the episode at the heap top; return the time it ends (at least ``now``).
 
         Sets ``_target`` (None while paused or empty: the process then sleeps until woken) and
         ``behind`` (whether it sleeps past quiet completions, which are possible only once the
@@ -109,7 +106,7 @@ class Slots:
         running = self.running
         if not running or self.paused_since is not None:
             self._target, self.behind = None, False  # paused (pause() caught up) or empty
-            return 0.0
+            return now
         p = self.p
         quiet = p.quiet_completions  # None: no quiet completions (see pipesim.core.quiet)
         k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
@@ -120,10 +117,7 @@ class Slots:
         self._target = target
         self.behind = k > 0
         at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
-        if at <= now:
-            return 0.0
-        delay = at - now
-        return delay if now + delay == at else delay_until(now, at)
+        return at if at > now else now
 
     def due(self, ep: Episode) -> float:
         """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
@@ -267,10 +261,9 @@ class Slots:
 
     def _finish_due(self, now: float, in_pass: bool = False) -> None:
         """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
-        the buffer in start order, as in the chapter. Every episode ends at its own due time:
-        quiet completions the process slept past (no weight update can have happened since: see
-        catch_up), and also an episode whose wake-up landed an ulp late, which happens when no
-        float delay makes ``now + delay`` equal the due time (see :func:`delay_until`)."""
+        the buffer in start order, as in the chapter. Every episode ends at its own due time,
+        quiet completions the process slept past included (no weight update can have happened
+        since: see catch_up)."""
         running, free, offset = self.running, self.free, self.offset
         n_upd = len(self.p.updates)
         done = []
@@ -278,7 +271,7 @@ class Slots:
         while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
             heapq.heappop(running)
             heapq.heappush(free, e.slot)
-            e.end_s = due  # its own end, also when now is an ulp past it (see delay_until)
+            e.end_s = due  # its own end (== now, unless a quiet completion the process slept past)
             e.update_to = n_upd
             done.append(e)
         self._target = None
