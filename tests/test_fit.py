@@ -51,7 +51,7 @@ def test_the_agent_fit_says_what_totals_cannot_separate(
 ) -> None:
     x = AgentDurations(draws="numpy").sample(2000, np.random.default_rng(0))
     res = fit_values(x)
-    assert res.notes == [AGENT_NOTE]
+    assert res.notes[0] == AGENT_NOTE
     for words in ("only as their ratio", "decoding and tool calls", "--turns-column"):
         assert words in AGENT_NOTE
     trace = tmp_path / "eps.jsonl"

@@ -370,6 +370,11 @@ def fit_values(
             "turn; the split of a turn between decoding and tool calls, the token range and the tool "
             "latency's spread are kept from the base model (per-turn times would separate them)."
         )
+    if "KS chose" in fits["agent"].how:
+        notes.append(
+            "agent model: the turn cap bends the spread back down, so two mean turn counts match the "
+            "mean and the spread of the totals; the one whose distribution fits better (KS) is reported."
+        )
     return FitResult(source, column, len(x), n_dropped, x, fits, notes)
 
 
