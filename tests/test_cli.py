@@ -243,6 +243,11 @@ def test_help_of_every_subcommand_describes_each_argument_with_an_example(
             main([name, "--help"])
         out = capsys.readouterr().out
         assert "examples:" in out and f"pipesim {name}" in out, name
+    from pipesim.plan import parser as plan_parser  # the planner parses its own arguments
+
+    for action in plan_parser()._actions:
+        if not isinstance(action, argparse._HelpAction):
+            assert action.help and "e.g." in action.help, ("plan", action.dest)
 
 
 def test_numbers_print_as_numbers_and_counts_as_integers(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,23 +51,55 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         description="Search placements, TP, admission, weight-update policy and sync interval for the "
         "highest-throughput design that meets the constraints; print the best designs, the Pareto "
         "front and the recommended scenario.",
+        epilog="examples:\n"
+        "  pipesim plan examples/plan_qwen3_8b.toml\n"
+        "  pipesim plan examples/plan_qwen3_8b.toml --workers 2 --html plan.html --json plan.json\n"
+        "  pipesim plan my_cluster.yaml --method grid --no-sensitivity --quiet",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("spec", metavar="SPEC", help="plan spec, TOML or YAML (see docs/plan.md)")
-    ap.add_argument("--json", metavar="FILE", help="write the front, every design run and the recommendation")
-    ap.add_argument("--html", metavar="FILE", help="write the report (Plotly, plotly.js embedded)")
-    ap.add_argument("--workers", metavar="N", type=int, default=1, help="processes (default 1)")
-    ap.add_argument("--seed", metavar="N", type=int, default=0, help="search and simulation seed (default 0)")
     ap.add_argument(
-        "--trials", metavar="N", type=int, help="designs to screen with Optuna (overrides the spec)"
+        "spec",
+        metavar="SPEC",
+        help="plan spec, TOML or YAML (see docs/plan.md); e.g. examples/plan_qwen3_8b.toml",
     )
-    ap.add_argument("--method", choices=("auto", "grid", "optuna"), help="override the spec's search method")
+    ap.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the front, every design run and the recommendation; e.g. --json plan.json",
+    )
+    ap.add_argument(
+        "--html", metavar="FILE", help="write the report (plotly.js embedded); e.g. --html plan.html"
+    )
+    ap.add_argument(
+        "--workers", metavar="N", type=int, default=1, help="processes (default 1); e.g. --workers 2"
+    )
+    ap.add_argument(
+        "--seed",
+        metavar="N",
+        type=int,
+        default=0,
+        help="search and simulation seed (default 0); e.g. --seed 3",
+    )
+    ap.add_argument(
+        "--trials",
+        metavar="N",
+        type=int,
+        help="designs to screen with Optuna (overrides the spec); e.g. --trials 200",
+    )
+    ap.add_argument(
+        "--method",
+        choices=("auto", "grid", "optuna"),
+        help="override the spec's search method; e.g. --method grid",
+    )
     ap.add_argument(
         "--dask",
         metavar="local|tcp://HOST:PORT",
-        help="run the designs on a Dask cluster (local: a LocalCluster of --workers processes)",
+        help="run the designs on a Dask cluster (local: a LocalCluster of --workers); e.g. --dask local",
     )
-    ap.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity re-runs")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument(
+        "--no-sensitivity", action="store_true", help="skip the sensitivity re-runs; e.g. --no-sensitivity"
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress bar; e.g. --quiet")
     return ap
 
 
