@@ -1,5 +1,5 @@
-"""docs/usage.md (the README's "From a config file", "Saving and comparing runs" and "Fitting
-your own trace"): every code block runs, in order, in a fresh directory."""
+"""The README's "From a config file", "Saving and comparing runs" and "Fitting your own trace":
+every code block runs, in order, in a fresh directory."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-USAGE = ROOT / "docs" / "usage.md"
+USAGE = ROOT / "README.md"
 SECTIONS = ["From a config file", "Saving and comparing runs", "Fitting your own trace"]
 
 
