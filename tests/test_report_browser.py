@@ -64,6 +64,36 @@ def _find_chromium() -> str | None:
     return None
 
 
+def render(browser: str, page: Path, shot: Path, window: str, *extra: str, budget_ms: int = 20000) -> None:
+    """Screenshot ``page`` in headless Chromium, offline (the flags of docs/viz.md); assert that a
+    screenshot was written and that the page asked for nothing over the network."""
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--screenshot={shot}",
+            f"--window-size={window}",
+            *extra,
+            "--hide-scrollbars",
+            f"--virtual-time-budget={budget_ms}",
+            page.resolve().as_uri(),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert shot.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    assert "ERR_NAME_NOT_RESOLVED" not in proc.stderr, "the page tried to load something over the network"
+
+
 def _png_pixels(path: Path) -> np.ndarray:
     """Decode an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes) -> uint8 [h, w, 3]."""
     data, pos, idat = path.read_bytes(), 8, b""
@@ -112,31 +142,7 @@ def test_report_draws_plots_offline_in_headless_chromium(report: Path) -> None:
             pytest.fail("CI is set but no chromium is installed (.ci/run installs it with apt)")
         pytest.skip("no chromium/chrome on PATH (install with `apt-get install chromium`); CI unset")
     shot = report.parent / "report.png"
-    with tempfile.TemporaryDirectory() as profile:
-        cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--enable-logging=stderr",
-            "--v=0",
-            f"--screenshot={shot}",
-            "--window-size=1400,3000",
-            "--force-device-scale-factor=0.5",
-            "--hide-scrollbars",
-            "--virtual-time-budget=15000",
-            report.resolve().as_uri(),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    assert shot.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    assert "ERR_NAME_NOT_RESOLVED" not in proc.stderr, "the page tried to load something over the network"
+    render(browser, report, shot, "1400,3000", "--force-device-scale-factor=0.5", budget_ms=15000)
     px = _png_pixels(shot).astype(int)
     nonwhite = (px.min(axis=-1) < 235).mean()
     assert nonwhite > 0.04, f"only {nonwhite:.1%} of the screenshot is not white: plots were not drawn"

@@ -10,8 +10,6 @@ else to the test's temporary directory. Skips without Chromium unless ``CI`` is 
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from pipesim import DropStale, RetryFailed, Timeout, run
 from pipesim.io.registry import get_scenario
 from pipesim.io.report import external_urls
 from pipesim.io.viz import figures_to_html, lines_figure, run_page, staleness_throughput_figure, timeline
-from tests.test_report_browser import _find_chromium, _png_pixels
+from tests.test_report_browser import _find_chromium, _png_pixels, render
 
 pytestmark = pytest.mark.browser
 
@@ -54,30 +52,7 @@ def screenshot(browser: str, page: str, shot: Path, height: int = 900, min_ink: 
     assert external_urls(page) == []
     html = shot.with_suffix(".html")
     html.write_text(page)
-    with tempfile.TemporaryDirectory() as profile:
-        cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--enable-logging=stderr",
-            "--v=0",
-            f"--screenshot={shot}",
-            f"--window-size=1400,{height}",
-            "--hide-scrollbars",
-            "--virtual-time-budget=20000",
-            html.resolve().as_uri(),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert shot.exists(), f"chromium wrote no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    assert "ERR_NAME_NOT_RESOLVED" not in proc.stderr, "the page tried to load something over the network"
+    render(browser, html, shot, f"1400,{height}")
     px = _png_pixels(shot).astype(int)
     nonwhite = (px.min(axis=-1) < 235).mean()
     assert nonwhite > min_ink, f"only {nonwhite:.1%} of {shot.name} is not white: nothing was drawn"
