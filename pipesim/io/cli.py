@@ -475,7 +475,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from pipesim.io.trace import events_to_trace
 
         saved = _load_saved(args.run)
-        trace = events_to_trace(saved.events, saved.episode_table, name=saved.scenario.name)
+        trace = events_to_trace(
+            saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
+        )
         Path(args.out).write_text(json.dumps(trace, separators=(",", ":")))
     elif suffix in (".parquet", ".csv"):
         import pandas as pd

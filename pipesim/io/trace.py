@@ -9,6 +9,13 @@ Layout: process 1 "generation" has one thread per slot (``slot N`` or ``rK/slotN
 complete event ("X") per version segment of an episode plus "paused" events during syncs;
 process 2 "trainer" holds the training steps and process 3 "weight sync" the syncs. Event args
 carry the episode id, versions and the status, so Perfetto's SQL can query staleness.
+
+Counter tracks ("C" events) of process 1 show the episodes in flight and the finished episodes
+waiting for the trainer (those it trains, and those still buffered at the end; discarded ones
+are left out, since the table does not record when a batch policy dropped them), and process 3's
+track the weights' version. Flow arrows ("s" / "f", one id per episode) run from the end of each
+trained episode's last segment to the training step that consumed it; above ``max_flows``
+trained episodes they are left out (a viewer slows down with hundreds of thousands of arrows).
 """
 
 from __future__ import annotations
@@ -38,10 +45,81 @@ def _num(x: Any) -> Any:
     return x.item() if hasattr(x, "item") else x
 
 
+def _counter(pid: int, name: str, key: str, times: list[float], deltas: list[int]) -> list[dict[str, Any]]:
+    """A counter track from (time, +/- change) pairs: one "C" event per distinct time."""
+    out: list[dict[str, Any]] = []
+    level = 0
+    for t, d in sorted(zip(times, deltas)):
+        level += d
+        ev = {"ph": "C", "pid": pid, "tid": 0, "ts": t * US, "name": name, "args": {key: level}}
+        if out and out[-1]["ts"] == ev["ts"]:
+            out[-1] = ev  # the level at the end of the instant
+        else:
+            out.append(ev)
+    return out
+
+
+def _counters_and_flows(
+    events: pd.DataFrame,
+    episodes: pd.DataFrame | None,
+    trained: pd.DataFrame | None,
+    tids: dict[str, int],
+    max_flows: int,
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    end_of_run = float(events["end_s"].max()) if len(events) else 0.0
+    syncs = events[events["kind"] == "sync"]
+    out += _counter(
+        SYNC_PID, "version", "version", [0.0, *syncs["end_s"].astype(float)], [0, *([1] * len(syncs))]
+    )
+    if episodes is None or not len(episodes):
+        return out
+    starts = episodes["start_s"].astype(float)
+    ends = episodes["end_s"].astype(float).fillna(end_of_run)
+    out += _counter(
+        GEN_PID, "episodes in flight", "episodes", [*starts, *ends], [1] * len(starts) + [-1] * len(ends)
+    )
+    train = events[events["kind"] == "train"].sort_values("start_s")
+    step_start = train["start_s"].astype(float).tolist()
+    waiting = episodes[episodes["status"].isin(["trained", "buffered"]) & episodes["end_s"].notna()]
+    times, deltas = waiting["end_s"].astype(float).tolist(), [1] * len(waiting)
+    if trained is not None and len(trained):
+        steps = trained["step"].astype(int).tolist()
+        times += [step_start[k] for k in steps if k < len(step_start)]
+        deltas += [-1] * sum(k < len(step_start) for k in steps)
+        if len(trained) <= max_flows:
+            last = (
+                events[events["kind"] == "gen"]
+                .sort_values("end_s")
+                .drop_duplicates("episode_id", keep="last")
+            )
+            seg = {
+                int(e): (float(a0), float(b0), str(lane))
+                for e, a0, b0, lane in zip(last["episode_id"], last["start_s"], last["end_s"], last["lane"])
+            }
+            for eid, k in zip(trained["episode_id"].astype(int), steps):
+                if eid not in seg or k >= len(step_start):
+                    continue
+                a0, b0, lane = seg[eid]
+                flow = {"name": "trained", "cat": "flow", "id": int(eid)}
+                ts = max(a0 * US, b0 * US - 1.0)  # inside the segment, so the arrow binds to it
+                out.append({**flow, "ph": "s", "pid": GEN_PID, "tid": tids[lane], "ts": ts})
+                out.append(
+                    {**flow, "ph": "f", "bp": "e", "pid": TRAIN_PID, "tid": 0, "ts": step_start[k] * US}
+                )
+    out += _counter(GEN_PID, "buffered", "episodes", times, deltas)
+    return out
+
+
 def events_to_trace(
-    events: pd.DataFrame, episodes: pd.DataFrame | None = None, name: str = "pipesim"
+    events: pd.DataFrame,
+    episodes: pd.DataFrame | None = None,
+    name: str = "pipesim",
+    trained: pd.DataFrame | None = None,
+    max_flows: int = 20_000,
 ) -> dict[str, Any]:
-    """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``."""
+    """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``
+    and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
         raise ValueError(f"events table lacks columns {sorted(missing)}")
@@ -109,12 +187,13 @@ def events_to_trace(
         else:
             continue
         out.append(ev)
+    out += _counters_and_flows(events, episodes, trained, tids, max_flows)
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"source": "pipesim", "run": name}}
 
 
 def run_to_trace(result: RunResult) -> dict[str, Any]:
     """Trace-event JSON (a dict) of one run."""
-    return events_to_trace(result.events, result.episode_table, result.scenario.name)
+    return events_to_trace(result.events, result.episode_table, result.scenario.name, result.trained)
 
 
 def write_trace(result: RunResult | pd.DataFrame, path: str | Path) -> Path:

@@ -1,0 +1,48 @@
+"""The Perfetto / Chrome trace: counter tracks and flow arrows agree with the run they come from."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import pipesim
+from pipesim.io.trace import US, run_to_trace
+
+
+@pytest.mark.parametrize("eta, drop", [(0, False), (2, False), (1, True)])
+def test_counters_and_flows_follow_the_run(eta: int, drop: bool) -> None:
+    sc = pipesim.Scenario(
+        pipeline=pipesim.PipelineConfig(
+            n_slots=8, batch_size=6, train_time_s=20, sync_time_s=5, max_staleness=eta, steps=5
+        ),
+        batching=pipesim.DropStale() if drop else pipesim.OldestFinishedFirst(),
+        admission=pipesim.AReaLThrottle() if drop else pipesim.CountThrottle(),
+        seed=eta,
+    )
+    r = pipesim.run(sc)
+    events = run_to_trace(r)["traceEvents"]
+    eps = r.episode_table
+    spans = [(a * US, math.inf if math.isnan(b) else b * US) for a, b in zip(eps["start_s"], eps["end_s"])]
+    in_flight = [e for e in events if e["ph"] == "C" and e["name"] == "episodes in flight"]
+    assert in_flight and max(e["args"]["episodes"] for e in in_flight) <= sc.pipeline.n_slots
+    for e in in_flight[:-1]:  # the level after each instant, counted from the episodes themselves
+        assert e["args"]["episodes"] == sum(a <= e["ts"] < b for a, b in spans), e
+    buffered = [e for e in events if e["ph"] == "C" and e["name"] == "buffered"]
+    assert buffered[-1]["args"]["episodes"] == r.summary()["episodes_buffered"]
+    assert min(e["args"]["episodes"] for e in buffered) >= 0
+    version = [e for e in events if e["ph"] == "C" and e["name"] == "version"]
+    assert version[-1]["args"]["version"] == sc.pipeline.steps
+    starts = {e["id"]: e["ts"] for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e["ts"] for e in events if e["ph"] == "f"}
+    assert set(starts) == set(ends) == set(r.trained["episode_id"].astype(int))
+    assert all(starts[i] <= ends[i] for i in starts)  # an episode is consumed after it ends
+
+
+def test_flows_are_left_out_above_max_flows() -> None:
+    from pipesim.io.trace import events_to_trace
+
+    r = pipesim.run(pipesim.Scenario(pipeline=pipesim.PipelineConfig(n_slots=8, batch_size=8, steps=3)))
+    t = events_to_trace(r.events, r.episode_table, trained=r.trained, max_flows=5)["traceEvents"]
+    assert not [e for e in t if e["ph"] in ("s", "f")]
+    assert [e for e in t if e["ph"] == "C"]
