@@ -31,6 +31,11 @@ def test_counters_and_flows_follow_the_run(eta: int, drop: bool) -> None:
     buffered = [e for e in events if e["ph"] == "C" and e["name"] == "buffered"]
     assert buffered[-1]["args"]["episodes"] == r.summary()["episodes_buffered"]
     assert min(e["args"]["episodes"] for e in buffered) >= 0
+    # at every training step the level equals the engine's own count once the batch is taken
+    level_at = {e["ts"]: e["args"]["episodes"] for e in buffered}
+    train = sorted(e["ts"] for e in events if e["ph"] == "X" and e["cat"] == "train")
+    for (_step, _st, _tr, _run, in_buffer, _dr), ts in zip(r.ledger_log, train):
+        assert level_at[ts] == in_buffer
     version = [e for e in events if e["ph"] == "C" and e["name"] == "version"]
     assert version[-1]["args"]["version"] == sc.pipeline.steps
     starts = {e["id"]: e["ts"] for e in events if e["ph"] == "s"}

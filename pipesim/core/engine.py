@@ -225,6 +225,9 @@ class Pipeline(PolicyPort):
         return False
 
     def _on_discard(self, episodes: list[Episode]) -> None:
+        now = self.env.now
+        for ep in episodes:
+            ep.discarded_s = now
         self.discarded.extend(episodes)
         self.n_dropped += len(episodes)
         self.poke()  # dropped work frees admission budget (QueueAhead, rules that subtract drops)

@@ -83,6 +83,8 @@ class Episode:
     """Generation seconds after which its environment worker fails."""
     reprefill_tokens: float = 0.0
     reprefill_s: float = 0.0
+    discarded_s: float | None = None
+    """When a batch policy discarded it from the buffer (None: not discarded)."""
 
     def __init__(
         self,

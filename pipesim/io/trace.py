@@ -11,9 +11,9 @@ process 2 "trainer" holds the training steps and process 3 "weight sync" the syn
 carry the episode id, versions and the status, so Perfetto's SQL can query staleness.
 
 Counter tracks ("C" events) of process 1 show the episodes in flight and the finished episodes
-waiting for the trainer (those it trains, and those still buffered at the end; discarded ones
-are left out, since the table does not record when a batch policy dropped them), and process 3's
-track the weights' version. Flow arrows ("s" / "f", one id per episode) run from the end of each
+waiting in the buffer (a discarded one leaves it when the batch policy drops it: the run's
+records say when; a saved run's tables do not, and there discarded episodes are left out), and
+process 3's track the weights' version. Flow arrows ("s" / "f", one id per episode) run from the end of each
 trained episode's last segment to the training step that consumed it; above ``max_flows``
 trained episodes they are left out (a viewer slows down with hundreds of thousands of arrows).
 """
@@ -65,6 +65,7 @@ def _counters_and_flows(
     trained: pd.DataFrame | None,
     tids: dict[str, int],
     max_flows: int,
+    discards: list[tuple[float, float]],
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     end_of_run = float(events["end_s"].max()) if len(events) else 0.0
@@ -83,6 +84,9 @@ def _counters_and_flows(
     step_start = train["start_s"].astype(float).tolist()
     waiting = episodes[episodes["status"].isin(["trained", "buffered"]) & episodes["end_s"].notna()]
     times, deltas = waiting["end_s"].astype(float).tolist(), [1] * len(waiting)
+    for finished_s, discarded_s in discards:  # in the buffer from its end until it was dropped
+        times += [finished_s, discarded_s]
+        deltas += [1, -1]
     if trained is not None and len(trained):
         steps = trained["step"].astype(int).tolist()
         times += [step_start[k] for k in steps if k < len(step_start)]
@@ -117,6 +121,7 @@ def events_to_trace(
     name: str = "pipesim",
     trained: pd.DataFrame | None = None,
     max_flows: int = 20_000,
+    discards: list[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``
     and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
@@ -187,13 +192,20 @@ def events_to_trace(
         else:
             continue
         out.append(ev)
-    out += _counters_and_flows(events, episodes, trained, tids, max_flows)
+    out += _counters_and_flows(events, episodes, trained, tids, max_flows, discards or [])
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"source": "pipesim", "run": name}}
 
 
 def run_to_trace(result: RunResult) -> dict[str, Any]:
     """Trace-event JSON (a dict) of one run."""
-    return events_to_trace(result.events, result.episode_table, result.scenario.name, result.trained)
+    discards = [
+        (float(e.end_s), float(e.discarded_s))
+        for e in result.episodes
+        if e.discarded_s is not None and e.end_s is not None
+    ]
+    return events_to_trace(
+        result.events, result.episode_table, result.scenario.name, result.trained, discards=discards
+    )
 
 
 def write_trace(result: RunResult | pd.DataFrame, path: str | Path) -> Path:
