@@ -26,6 +26,7 @@ from pipesim.core.slots import Slots
 from pipesim.io.api import draw_pool
 from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas
 from pipesim.policies.updates import SyncEveryK
+from pipesim.testing.invariants import pipeline_trace
 from pipesim.testing.strategies import policy_scenarios
 
 
@@ -51,12 +52,7 @@ def trace(options: EngineOptions, sc: Scenario) -> tuple[Pipeline | None, Any]:
         p.run()
     except PipelineError as exc:
         return None, str(exc)
-    episodes = [
-        (e.id, e.task_id, e.parent, e.slot, e.replica, e.start_s, e.end_s, e.version, e.status, e.work_s)
-        + (e.update_from, e.update_to, e.trained_step, e.lost_s)
-        for e in p.episodes
-    ]
-    return p, (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
+    return p, pipeline_trace(p)
 
 
 def same_traces(sc: Scenario, *ways: EngineOptions) -> list[Pipeline | None]:

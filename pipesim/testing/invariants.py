@@ -234,6 +234,11 @@ def run_trace(scenario: Scenario, options: Any = None) -> tuple[Any, ...]:
         p.run()
     except PipelineError as exc:
         return ("error", str(exc))
+    return pipeline_trace(p)
+
+
+def pipeline_trace(p: Any) -> tuple[Any, ...]:
+    """The event trace of a pipeline that has run (see :func:`run_trace`)."""
     episodes = [
         (e.id, e.task_id, e.parent, e.slot, e.replica, e.start_s, e.end_s, e.version, e.status, e.work_s)
         + (e.update_from, e.update_to, e.trained_step, e.lost_s)
