@@ -15,8 +15,40 @@ the bottleneck), then the sequence queues for its replica again.
 
 Weight sync (default): the weights (bf16) cross the slowest link on the way, one direction of
 NVLink inside a node (at most 8 GPUs), the per-GPU network otherwise; colocated designs reshard in
-place over NVLink. Offload and reload of a colocated engine's KV cache and weights are not
-modelled. Pass ``sync_time_s`` to override.
+place over NVLink. Pass ``sync_time_s`` to override.
+
+**Colocated switching** (:class:`Offload`): on colocated GPUs the engine must give the trainer its
+memory and take it back at every step, as verl does it -- ``verl/workers/sharding_manager/
+fsdp_vllm.py``: leaving generation calls vLLM's ``sleep(level=1)`` (weights copied to host
+memory, KV cache discarded); entering it calls ``wake_up(tags=["weights"])``, loads the new
+weights, offloads the FSDP model and then ``wake_up(tags=["kv_cache"])``; ``verl/workers/
+fsdp_workers.py`` with ``param_offload`` / ``optimizer_offload`` loads the actor's parameters
+and optimizer state to the GPU before ``update_actor`` and offloads them after. Each GPU moves
+its own shard over its own host link, all in parallel, so one step's switching cost is::
+
+    switch_s = fixed_s + 2 * (engine weights per GPU   [sleep level 1; level 2 discards them,
+                                                        and the weight sync refills them]
+                              + trainer state per GPU  [trainer_offload: fp32 master weights and
+                                                        Adam moments, 12 bytes/param, sharded]
+                             ) / host_bandwidth
+
+(2: out and back). The KV cache is discarded, not copied. The host bandwidth is one direction of
+the GPU's PCIe x16 link (Gen5 63 GB/s, Gen4 31.5 GB/s: 32 or 16 GT/s per lane, 128b/130b) times
+``host_link_efficiency`` (0.8, what pinned ``cudaMemcpy`` reaches; a guess, override it), or
+``host_bandwidth_bytes_per_s``. The kernel adds it to the colocated training pause, so a
+synchronous colocated step grows by exactly ``switch_s``; ``run_compute(switch_time_s=...)``
+overrides it (0 turns it off). Not modelled: GPUs sharing a PCIe switch or the CPU's lanes, the
+allocator's and CUDA graphs' own costs (put them in ``fixed_s``), and the KV cache of sequences
+left in flight across a colocated training step (an asynchronous colocated design keeps them
+paused with their cache; copying it out and back is not charged).
+
+**Group batching and filtering**: pass ``groups=True`` (or a
+:class:`~pipesim.policies.groups.WholeGroups`) to batch whole prompt groups of the workload's
+``samples_per_prompt`` (the scenario's ``batch_size`` stays in samples, a multiple of it), with
+dynamic filtering (``filter_rate``) and stale dropping as that policy documents; a scenario whose
+batch policy is already a ``WholeGroups`` is checked against the workload. The ledger counts the
+rejected groups' tokens as ``discarded_filtered``; the summary adds ``groups_trained``,
+``groups_filtered`` and ``groups_expired``.
 
 :func:`run_compute` runs a :class:`pipesim.Scenario` (its admission, weight-update and batching
 policies, batch size, eta and steps) on a cluster with a :class:`TokenWorkload`; the result's
@@ -33,13 +65,91 @@ import numpy as np
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica, EnvWorkers
+from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
+from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas
 from pipesim.results.run import RunResult
+
+PCIE_X16_BYTES_PER_S: dict[int, float] = {4: 16e9 * 16 * 128 / 130 / 8, 5: 32e9 * 16 * 128 / 130 / 8}
+"""One direction of a PCIe x16 link by generation (line rate after 128b/130b encoding)."""
+
+HOST_PCIE_GEN: dict[str, int] = {
+    "h100-sxm": 5,
+    "h100-pcie": 5,
+    "h800": 5,
+    "h200": 5,
+    "h20": 5,
+    "a100-80gb": 4,
+    "b200": 5,  # the GPU speaks Gen6, but HGX B200 hosts (x86) link at Gen5
+    "l40s": 4,
+}
+"""The host link's PCIe generation per catalog GPU (the datasheets); an unknown GPU gets Gen4."""
+
+DEFAULT_HOST_LINK_EFFICIENCY = 0.8
+"""Pinned host-device copies reach about this share of the PCIe line rate (a guess; override it)."""
+
+
+def _number(name: str, value: object, minimum: float, strict: bool = False) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < minimum
+        or (strict and value == minimum)
+    ):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offload:
+    """The switching cost of a colocated step (see the module docstring): offload and reload."""
+
+    sleep_level: int = 1
+    """vLLM's sleep level: 1 copies the weights to host memory and back, 2 discards them."""
+    trainer_offload: bool = True
+    """verl's FSDP ``param_offload`` and ``optimizer_offload``: the trainer's state leaves the GPU."""
+    trainer_offload_bytes_per_param: float = 12.0
+    """fp32 master weights (4) and Adam's two moments (8); gradients are freed, not moved."""
+    host_bandwidth_bytes_per_s: float | None = None
+    """One direction of one GPU's host link; None: from the GPU's PCIe generation."""
+    host_link_efficiency: float = DEFAULT_HOST_LINK_EFFICIENCY
+    fixed_s: float = 0.0
+    """Seconds added per step (allocator, CUDA graphs, process coordination)."""
+
+    def __post_init__(self) -> None:
+        if self.sleep_level not in (1, 2) or isinstance(self.sleep_level, bool):
+            raise ValueError(f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {self.sleep_level!r}")
+        if not isinstance(self.trainer_offload, bool):
+            raise ValueError(f"trainer_offload must be a bool, got {self.trainer_offload!r}")
+        _number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
+        if self.host_bandwidth_bytes_per_s is not None:
+            _number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
+        _number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
+        if self.host_link_efficiency > 1:
+            raise ValueError(f"host_link_efficiency must be in (0, 1], got {self.host_link_efficiency!r}")
+        _number("fixed_s", self.fixed_s, 0.0)
+
+    def host_bandwidth(self, gpu: GPUSpec) -> float:
+        """Bytes per second one GPU moves to or from host memory."""
+        if self.host_bandwidth_bytes_per_s is not None:
+            return float(self.host_bandwidth_bytes_per_s)
+        gen = HOST_PCIE_GEN.get(gpu.name.lower(), 4)
+        return PCIE_X16_BYTES_PER_S[gen] * self.host_link_efficiency
+
+    def bytes_per_gpu(self, engine: EngineConfig, trainer_gpus: int) -> float:
+        """Bytes one GPU moves one way: its engine weight shard and its trainer state shard."""
+        engine_bytes = engine.weight_bytes_per_gpu if self.sleep_level == 1 else 0.0
+        trainer = engine.model.n_params * self.trainer_offload_bytes_per_param / trainer_gpus
+        return engine_bytes + (trainer if self.trainer_offload else 0.0)
+
+    def switch_time_s(self, engine: EngineConfig, trainer_gpus: int) -> float:
+        """Seconds per colocated step: every byte out and back, plus ``fixed_s``."""
+        return self.fixed_s + 2.0 * self.bytes_per_gpu(engine, trainer_gpus) / self.host_bandwidth(engine.gpu)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,8 +161,12 @@ class Cluster:
     trainer_gpus: int = 0
     env_workers: int | None = None
     """Environment workers (sandboxes) shared by all replicas' tool calls; None: unlimited."""
+    offload: Offload = field(default_factory=Offload)
+    """The colocated switching cost (ignored when disaggregated)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.offload, Offload):
+            raise ValueError(f"offload must be an Offload, got {self.offload!r}")
         if not isinstance(self.engine, EngineConfig):
             raise ValueError(f"engine must be an EngineConfig, got {self.engine!r}")
         if isinstance(self.n_gpus, bool) or not isinstance(self.n_gpus, int) or self.n_gpus < 1:
@@ -93,6 +207,10 @@ class Cluster:
         )
         return self.engine.model.weight_bytes("bf16") / link
 
+    def switch_time_s(self) -> float:
+        """Seconds of offload and reload per training step: colocated only (0 when disaggregated)."""
+        return self.offload.switch_time_s(self.engine, self.n_gpus) if self.colocated else 0.0
+
 
 @dataclass
 class ComputeRun:
@@ -104,6 +222,10 @@ class ComputeRun:
     trainer_log: list[tuple[int, float, float]]
     cluster: Cluster
     timelines: list[list[tuple[float, int, int, float, float, bool]]] = field(default_factory=list)
+    groups: GroupStats | None = None
+    """What group batching did (None: samples were batched one by one)."""
+    switch_time_s: float = 0.0
+    """The colocated offload and reload seconds added to each training step."""
 
     def summary(self) -> dict[str, float]:
         s = dict(self.result.summary())
@@ -130,6 +252,13 @@ class ComputeRun:
             ledger_closes=float(self.ledger.closes()),
             n_replicas=float(c.n_replicas),
             kv_budget_tokens=float(c.engine.kv_budget_tokens),
+            switch_time_s=self.switch_time_s,
+        )
+        g = self.groups
+        s.update(
+            groups_trained=float(g.groups_trained) if g else math.nan,
+            groups_filtered=float(g.groups_filtered) if g else math.nan,
+            groups_expired=float(g.groups_expired) if g else math.nan,
         )
         return s
 
@@ -143,11 +272,17 @@ def run_compute(
     trainer: TrainerConfig | None = None,
     slots_per_replica: int | None = None,
     sync_time_s: float | None = None,
+    switch_time_s: float | None = None,
+    groups: WholeGroups | bool = False,
     record: bool = False,
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
     ``trainer`` defaults to the engine's model on the cluster's trainer GPUs at the default MFU.
+    ``switch_time_s`` overrides the colocated offload/reload seconds per step
+    (:meth:`Cluster.switch_time_s`). ``groups``: ``True`` batches whole groups of the workload's
+    ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
+    is used as given; either replaces the scenario's batch policy.
     ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``).
     """
     if not isinstance(scenario, Scenario):
@@ -158,6 +293,10 @@ def run_compute(
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
     if isinstance(per, bool) or not isinstance(per, int) or per < 1:
         raise ValueError(f"slots_per_replica must be a positive int, got {per!r}")
+    if switch_time_s is not None:
+        _number("switch_time_s", switch_time_s, 0.0)
+    switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
+    batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
     changes: dict[str, Any] = dict(
         n_slots=n_rep * per,
@@ -165,10 +304,12 @@ def run_compute(
         sync_time_s=cluster.sync_time_s() if sync_time_s is None else sync_time_s,
         replicas=Replicas(n_rep, LeastLoaded()) if n_rep > 1 else None,
     )
+    if batching is not None:
+        changes["batching"] = batching
     scenario = scenario.with_(**changes)
     source = TokenSource(workload, np.random.default_rng(seed), context_tokens=eng.context_len)
     tcfg = trainer or TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=cluster.n_trainer_gpus)
-    model_trainer = ComputeTrainer(tcfg, source)
+    model_trainer = ComputeTrainer(tcfg, source, switch_s=switch)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []
     pools: list[EnvWorkers] = []
@@ -180,7 +321,11 @@ def run_compute(
         engines.append(e)
         return e
 
-    placeholder = [0.0] * (scenario.pool_size or scenario.default_pool_size)
+    pool = scenario.pool_size or scenario.default_pool_size
+    if batching is not None and batching.filter_rate > 0 and scenario.pool_size is None:
+        # rejected groups are replaced: room for 1 / (1 - rate) times the tasks, and a margin
+        pool = math.ceil(1.5 * pool / (1.0 - batching.filter_rate)) + scenario.pipeline.batch_size
+    placeholder = [0.0] * pool
     p = Pipeline(
         scenario, placeholder, source=source, trainer=model_trainer, engine_factory=cast(Any, factory)
     )
@@ -189,8 +334,33 @@ def run_compute(
         e.flush()
     T = p.env.now
     result = RunResult(p.scenario, T, p.episodes, p.updates, p.train_log, p.sync_log)
-    ledger = token_ledger(p.episodes, source, engines)
+    group_stats = batching.stats(p) if batching is not None else None
+    filtered = group_stats.filtered_ids if group_stats is not None else ()
+    ledger = token_ledger(p.episodes, source, engines, filtered)
     stats = [e.stats(T) for e in engines]
     timelines = [e.timeline for e in engines] if record else []
     p.release()
-    return ComputeRun(result, ledger, stats, model_trainer.log, cluster, timelines)
+    return ComputeRun(result, ledger, stats, model_trainer.log, cluster, timelines, group_stats, switch)
+
+
+def _group_policy(
+    scenario: Scenario, workload: TokenWorkload, groups: WholeGroups | bool
+) -> WholeGroups | None:
+    """The group batch policy of a run (None: the scenario's own, not group batching), checked."""
+    if groups is True:
+        policy: WholeGroups | None = WholeGroups(workload.samples_per_prompt)
+    elif groups is False:
+        policy = scenario.batching if isinstance(scenario.batching, WholeGroups) else None
+    elif isinstance(groups, WholeGroups):
+        policy = groups
+    else:
+        raise ValueError(f"groups must be a bool or a WholeGroups, got {groups!r}")
+    if policy is None:
+        return None
+    if policy.samples_per_group != workload.samples_per_prompt:
+        raise ValueError(
+            f"samples_per_group ({policy.samples_per_group}) must equal the workload's samples_per_prompt "
+            f"({workload.samples_per_prompt}): a group is one prompt's samples"
+        )
+    policy.check_batch_size(scenario.pipeline.batch_size)
+    return policy

@@ -7,8 +7,12 @@ episode) by the episode's status at the end of the run, so the closure
     generated == trained + discarded + buffered + in_flight
 
 is a check, not an identity. ``discarded`` splits into ``discarded_stale`` (the batch policy
-dropped a finished episode: status ``discarded``), ``discarded_aborted`` (taken off an engine
-mid-generation: ``aborted``) and ``discarded_failed`` (``failed``). Recomputed tokens (a
+dropped a finished episode: status ``discarded``), ``discarded_filtered`` (status ``discarded``
+too, but dropped by dynamic filtering: a rejected group of
+:class:`~pipesim.policies.groups.WholeGroups`, whose ids the run passes in as ``filtered``),
+``discarded_aborted`` (taken off an engine mid-generation: ``aborted``) and ``discarded_failed``
+(``failed``). Every episode is in exactly one term, so filtering moves tokens from
+``discarded_stale`` to ``discarded_filtered`` and the closure stays exact. Recomputed tokens (a
 preemption's or a sync's re-prefill) are prefill, not generation, and are not in the ledger; the
 engines count them (``recompute_tokens``). ``truncated_trained`` (informational, inside
 ``trained``) is the tokens of trained samples cut at ``max_response_tokens``.
@@ -17,7 +21,7 @@ engines count them (``recompute_tokens``). ``truncated_trained`` (informational,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +36,7 @@ class TokenLedger:
     generated: float
     trained: float
     discarded_stale: float
+    discarded_filtered: float
     discarded_aborted: float
     discarded_failed: float
     buffered: float
@@ -40,7 +45,7 @@ class TokenLedger:
 
     @property
     def discarded(self) -> float:
-        return self.discarded_stale + self.discarded_aborted + self.discarded_failed
+        return self.discarded_stale + self.discarded_filtered + self.discarded_aborted + self.discarded_failed
 
     @property
     def accounted(self) -> float:
@@ -67,10 +72,18 @@ _STATUS = {
 
 
 def token_ledger(
-    episodes: Sequence[Episode], source: TokenSource, engines: Sequence[ComputeReplica]
+    episodes: Sequence[Episode],
+    source: TokenSource,
+    engines: Sequence[ComputeReplica],
+    filtered: Collection[int] = (),
 ) -> TokenLedger:
-    """The ledger of a finished run (call the engines' ``flush`` first, as ``run_compute`` does)."""
+    """The ledger of a finished run (call the engines' ``flush`` first, as ``run_compute`` does).
+
+    ``filtered``: ids of discarded episodes that the filter rejected (the others were stale).
+    """
     sums = dict.fromkeys(_STATUS.values(), 0.0)
+    sums["discarded_filtered"] = 0.0
+    filtered = filtered if isinstance(filtered, set | frozenset) else set(filtered)
     truncated = 0.0
     gen, trunc = source.generated, source.truncated
     for ep in episodes:
@@ -78,6 +91,8 @@ def token_ledger(
         if key is None:
             raise ValueError(f"episode {ep.id} has an unknown status {ep.status!r}")
         tokens = gen[ep.id]
+        if key == "discarded_stale" and ep.id in filtered:
+            key = "discarded_filtered"
         sums[key] += tokens
         if key == "trained" and trunc[ep.id]:
             truncated += tokens

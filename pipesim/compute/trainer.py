@@ -89,13 +89,23 @@ class TrainerConfig:
 class ComputeTrainer:
     """The :class:`pipesim.TrainerModel` of a :class:`TrainerConfig`, reading the side table.
 
-    ``log`` holds ``(step, tokens, seconds)`` per step.
+    ``switch_s`` is added to every step: a colocated engine's offload and reload
+    (:class:`pipesim.compute.cluster.Offload`), during which the engines stay paused as they are
+    while the trainer trains. ``log`` holds ``(step, tokens, seconds)`` per step, ``seconds``
+    being the training compute alone (the kernel's ``train_log`` spans compute and switch).
     """
 
-    def __init__(self, config: TrainerConfig, source: TokenSource) -> None:
+    def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
         if not isinstance(config, TrainerConfig):
             raise ValueError(f"config must be a TrainerConfig, got {config!r}")
+        if (
+            isinstance(switch_s, bool)
+            or not isinstance(switch_s, int | float)
+            or not 0 <= switch_s < math.inf
+        ):
+            raise ValueError(f"switch_s must be a finite number >= 0, got {switch_s!r}")
         self.config, self.source = config, source
+        self.switch_s = float(switch_s)
         self.log: list[tuple[int, float, float]] = []
 
     def batch_tokens(self, batch: list[Episode]) -> float:
@@ -107,4 +117,4 @@ class ComputeTrainer:
         tokens = self.batch_tokens(batch)
         seconds = self.config.step_time_s(tokens)
         self.log.append((step, tokens, seconds))
-        return seconds
+        return seconds + self.switch_s

@@ -1,0 +1,275 @@
+"""Group batching: the trainer takes whole prompt groups, and may reject some (dynamic filtering).
+
+GRPO-style trainers score a sample against the other samples of its prompt (``rollout.n`` of
+them), so they batch **groups**: a group is ready when its last sample is, and a batch of ``B``
+samples is ``B / n`` complete groups -- verl's ``data.train_batch_size`` counts prompts, each
+expanded to ``rollout.n`` samples (``verl/trainer/ppo/ray_trainer.py``, where the batch is
+``repeat(..., interleave=True)``-ed by ``rollout.n``). ``B`` stays in samples here, the kernel's
+unit, and must be a multiple of ``n``.
+
+:class:`WholeGroups` maps kernel task ``t`` to sample ``t % n`` of group ``t // n`` (the
+compute workload's numbering, :mod:`pipesim.compute.workload`; any duration model works too).
+
+Rules, in the order a request sees them:
+
+1. **Relaunched and requeued samples** keep their task id, so a relaunch (after an abort, a
+   retry after a failure, a stale sample put back in the queue) fills the same place in the
+   same group: a group is complete when each of its ``n`` tasks has one finished episode in the
+   buffer. A lost episode (aborted, failed) never reaches the buffer, so the group waits for the
+   relaunch. The kernel never buffers two episodes of one task; if it did, that is a
+   :class:`~pipesim.core.errors.PipelineError`.
+2. **Dynamic filtering.** When a group completes it is rejected with probability
+   ``filter_rate``, a decision drawn once per group: the ``g``-th uniform of
+   ``numpy.random.default_rng(seed)`` (so the same seed rejects the same groups whatever the
+   timing; :meth:`WholeGroups.rejected` lists them). A rejected group costs its generation but
+   no trainer place: its samples are discarded (the token ledger counts them as
+   ``discarded_filtered``). It stands for DAPO's dynamic sampling -- verl
+   ``recipe/dapo/dapo_ray_trainer.py``, ``RayDAPOTrainer.fit``, keeps only prompts whose reward
+   std over the group is > 0 (not all correct, not all wrong) and generates more batches until
+   ``train_batch_size`` prompts are kept -- and AReaL's success-rate filter
+   (``realhf/impl/agent/math_single_step_agent.py``: groups whose success rate is outside
+   ``[success_rate_lb, success_rate_ub]`` are not sent to the trainer). The decision here is
+   independent of the group's lengths; a real filter correlates with difficulty.
+3. **Stale dropping** (``drop_stale``), checked when a sample arrives and whenever the trainer's
+   version has moved: a buffered sample with ``version < v - eta`` is stale. Without
+   ``requeue`` its task is never run again, so its group can never complete: the **whole group
+   is dropped** (its buffered samples discarded now, its samples still in flight discarded when
+   they arrive), so no group waits forever for a sample that will not come. With ``requeue`` only
+   the stale samples are discarded and their tasks put back in the queue; the group stays and
+   completes with the fresh samples (its filter decision is the same).
+4. **The batch**: the first ``B / n`` accepted complete groups in completion order, each group's
+   samples in finishing order.
+
+Admission must let filtered and dropped work be replaced: a rule that counts every start
+(:class:`~pipesim.policies.base.CountThrottle`) cannot form a batch once groups are rejected.
+Use one that subtracts drops (``AReaLThrottle``, ``AsyncRatio``, ``LagBound``, ``OverSample``).
+A group that loses a sample for good to a failure (``DropFailed``) never completes; with
+``drop_stale`` it expires like any stale group, without it its samples stay buffered.
+
+The policy's per-run bookkeeping (which groups are complete, rejected or dropped) lives beside
+the run, keyed by the pipeline, never in the frozen policy object, so one policy serves many
+runs. ``ready`` is exact and incremental: O(1) per finished sample.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipesim.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipesim.config import Scenario
+    from pipesim.core.episode import Episode
+    from pipesim.core.port import PipelineView
+
+_DRAW_BLOCK = 4096
+
+
+@dataclass
+class GroupStats:
+    """What a :class:`WholeGroups` did in one run (:meth:`WholeGroups.stats`)."""
+
+    groups_trained: int = 0
+    groups_filtered: int = 0
+    groups_expired: int = 0
+    """Groups dropped whole because a sample went stale (``drop_stale`` without ``requeue``)."""
+    samples_requeued: int = 0
+    filtered_ids: set[int] = field(default_factory=set)
+    """Episode ids discarded by the filter (the rest of the discarded ones were stale)."""
+
+
+class _State:
+    """One run's bookkeeping: buffered members per group, complete groups, dead groups."""
+
+    def __init__(self, policy: WholeGroups, p: PipelineView) -> None:
+        policy.check_batch_size(p.batch_size)
+        self.policy = policy
+        self.per_batch = p.batch_size // policy.samples_per_group
+        self.scanned = 0  # buffer[:scanned] has been absorbed
+        self.members: dict[int, dict[int, Episode]] = {}  # group -> task -> buffered episode
+        self.complete: dict[int, None] = {}  # accepted complete groups, in completion order
+        self.dead: set[int] = set()  # rejected or expired: later arrivals are discarded
+        self.pending: list[Episode] = []  # decided discards not yet handed back
+        self.requeue: list[tuple[int, int]] = []
+        self.checked_version = p.version
+        self.uniforms = np.empty(0)
+        self.rng = np.random.default_rng(policy.seed)
+        self.stats = GroupStats()
+
+    def rejects(self, g: int) -> bool:
+        rate = self.policy.filter_rate
+        if rate <= 0.0:
+            return False
+        while g >= len(self.uniforms):
+            self.uniforms = np.concatenate([self.uniforms, self.rng.random(_DRAW_BLOCK)])
+        return bool(self.uniforms[g] < rate)
+
+    def absorb(self, buffer: Sequence[Episode], p: PipelineView) -> None:
+        """Take in the episodes that finished since the last call."""
+        if len(buffer) < self.scanned:  # someone else removed episodes: start over from the buffer
+            self._rebuild(buffer)
+        n = self.policy.samples_per_group
+        stale_from = p.version - p.max_staleness if self.policy.drop_stale else None
+        for i in range(self.scanned, len(buffer)):
+            ep = buffer[i]
+            g, task = ep.task_id // n, ep.task_id
+            if g in self.dead:
+                self.pending.append(ep)
+                continue
+            m = self.members.setdefault(g, {})
+            if task in m:
+                raise PipelineError(
+                    f"WholeGroups: task {task} has two finished episodes in the buffer ({m[task].id} and "
+                    f"{ep.id}); a relaunch must replace a lost episode"
+                )
+            m[task] = ep
+            if stale_from is not None and ep.version < stale_from:
+                self._stale(g, stale_from, p)
+            elif len(m) == n:
+                self._completed(g)
+        self.scanned = len(buffer)
+        if stale_from is not None and p.version != self.checked_version:
+            self.checked_version = p.version
+            for g in [g for g, m in self.members.items() if any(e.version < stale_from for e in m.values())]:
+                self._stale(g, stale_from, p)
+
+    def _completed(self, g: int) -> None:
+        if self.rejects(g):
+            eps = self.members.pop(g).values()
+            self.pending.extend(eps)
+            self.stats.filtered_ids.update(e.id for e in eps)
+            self.stats.groups_filtered += 1
+            self.dead.add(g)
+        else:
+            self.complete[g] = None
+
+    def _stale(self, g: int, stale_from: int, p: PipelineView) -> None:
+        m = self.members[g]
+        self.complete.pop(g, None)
+        if self.policy.requeue:
+            stale = [e for e in m.values() if e.version < stale_from]
+            for e in stale:
+                del m[e.task_id]
+            if not m:
+                del self.members[g]
+            self.pending.extend(stale)
+            self.requeue.extend((e.task_id, e.id) for e in stale)
+            self.stats.samples_requeued += len(stale)
+        else:
+            self.pending.extend(self.members.pop(g).values())
+            self.dead.add(g)
+            self.stats.groups_expired += 1
+
+    def _rebuild(self, buffer: Sequence[Episode]) -> None:
+        n = self.policy.samples_per_group
+        self.members, order = {}, list(self.complete)
+        for ep in buffer:
+            self.members.setdefault(ep.task_id // n, {})[ep.task_id] = ep
+        self.complete = {g: None for g in order if len(self.members.get(g, ())) == n}
+        self.pending = [e for e in self.pending if e in buffer]
+        self.scanned = len(buffer)
+
+    def ready(self) -> bool:
+        return bool(self.pending) or len(self.complete) >= self.per_batch
+
+
+_RUNS: weakref.WeakKeyDictionary[object, _State] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class WholeGroups:
+    """Batches of whole prompt groups of ``samples_per_group``; optionally filtered and stale-dropped.
+
+    See the module docstring for the rules. ``filter_rate`` is the fraction of complete groups
+    rejected (dynamic filtering), drawn per group from ``seed``; ``drop_stale`` discards samples
+    older than eta at consumption (whole groups, or only the stale samples re-run with ``requeue``).
+    """
+
+    samples_per_group: int
+    filter_rate: float = 0.0
+    seed: int = 0
+    drop_stale: bool = False
+    requeue: bool = False
+
+    def __post_init__(self) -> None:
+        n = self.samples_per_group
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"samples_per_group must be an integer >= 1, got {n!r}")
+        r = self.filter_rate
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 <= r < 1.0 or math.isnan(r):
+            raise ValueError(f"filter_rate must be a number in [0, 1), got {r!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        for name in ("drop_stale", "requeue"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.requeue and not self.drop_stale:
+            raise ValueError("requeue needs drop_stale=True (only stale samples are requeued)")
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """``ValueError`` naming ``batch_size`` unless it is a whole number of groups."""
+        if batch_size % self.samples_per_group:
+            raise ValueError(
+                f"batch_size ({batch_size} samples) must be a multiple of samples_per_group "
+                f"({self.samples_per_group}): a batch is whole groups"
+            )
+
+    def staleness_bound(self, scenario: Scenario) -> int | None:
+        """With ``drop_stale``, no trained sample is older than eta."""
+        return scenario.pipeline.max_staleness if self.drop_stale else None
+
+    def rejected(self, n_groups: int) -> np.ndarray:
+        """Whether each of groups ``0 .. n_groups - 1`` is rejected by the filter (bool array)."""
+        if self.filter_rate <= 0.0:
+            return np.zeros(n_groups, dtype=bool)
+        return np.asarray(np.random.default_rng(self.seed).random(n_groups) < self.filter_rate)
+
+    def _state(self, p: PipelineView) -> _State:
+        s = _RUNS.get(p)
+        if s is None or s.policy is not self:
+            s = _RUNS[p] = _State(self, p)
+        return s
+
+    def stats(self, p: PipelineView) -> GroupStats:
+        """What this policy did in the run of pipeline ``p`` (empty if it never ran there)."""
+        s = _RUNS.get(p)
+        return s.stats if s is not None and s.policy is self else GroupStats()
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
+        """Exact: whether ``select`` would form a batch or discard something now."""
+        s = self._state(p)
+        s.absorb(buffer, p)
+        return s.ready()
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        s = self._state(p)
+        s.absorb(buffer, p)
+        discarded, s.pending = s.pending, []
+        if s.requeue:
+            p.requeue(s.requeue)
+            s.requeue = []
+        batch: list[Episode] | None = None
+        if len(s.complete) >= s.per_batch:
+            groups = list(s.complete)[: s.per_batch]
+            batch = []
+            for g in groups:
+                del s.complete[g]
+                batch.extend(sorted(s.members.pop(g).values(), key=_finish_key))
+            s.stats.groups_trained += len(groups)
+        if discarded or batch:
+            gone = {e.id for e in discarded}
+            if batch:
+                gone.update(e.id for e in batch)
+            buffer[:] = [e for e in buffer if e.id not in gone]
+            s.scanned = len(buffer)
+        return batch, discarded
+
+
+def _finish_key(ep: Episode) -> tuple[float, int]:
+    return (ep.end_s if ep.end_s is not None else math.inf, ep.id)
