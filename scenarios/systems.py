@@ -11,14 +11,16 @@ per step, 60 s training, 10 s sync, 20 steps).
 system                 admission                        weight update / batch
 =====================  ===============================  ======================================
 verl one-step off      CountThrottle, eta=1             Drain
-verl fully async       VerlRollouter                    PartialRollout / Drain, every k
+verl fully async       VerlRollouter                    AbortReprefill / Drain, every k;
+                                                        VerlMessageQueue
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
 slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
 OpenRLHF async         OpenRLHFBatches                  Drain
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
 PipelineRL             PipelineRLLag                    InFlightUpdate
-APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort
+APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
+                                                        AprilGroups (whole groups)
 =====================  ===============================  ======================================
 """
 
@@ -31,11 +33,13 @@ from pipesim import PipelineConfig, Scenario
 from pipesim.policies.admission import AReaLThrottle, OverSample
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout, WeightUpdate
 from pipesim.policies.systems import (
+    AprilGroups,
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
     RollGroupExpiry,
     SlimeAsyncWorker,
+    VerlMessageQueue,
     VerlRollouter,
 )
 from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
@@ -77,6 +81,7 @@ def verl_fully_async(
     require_batches: int = 1,
     ppo_mini_batch_size: int | None = None,
     max_concurrent_samples: int | None = None,
+    max_queue_size: int | None = None,
     **pipeline: Any,
 ) -> Scenario:
     """verl fully async (``recipe/fully_async_policy``), modelled on its code.
@@ -93,18 +98,22 @@ def verl_fully_async(
       in flight and queued; no new sample starts while it reaches ``int((1 +
       staleness_threshold) * k * B)`` or the queue holds that many; at most
       ``min(max_concurrent_samples, that)`` run at once (``max_concurrent_samples`` None: the slots).
-    * ``partial_rollout``: the sync cancels the samples in flight, which resume after it
-      (:class:`~pipesim.policies.base.PartialRollout`); off, the sync waits for them (``pause`` gathers
+    * ``partial_rollout``: the sync cancels the samples in flight (``pause`` ->
+      ``async_rollout_manager.cancel``, then ``clear_kv_cache``); after it they are sent again as
+      ``prompt + response so far`` (``PartialSingleTurnAgentLoop.run``), so each re-prefills its
+      prefix under the new weights (:class:`~pipesim.policies.updates.AbortReprefill`; the
+      compute engine charges the real prefill). Off, the sync waits for them (``pause`` gathers
       the active tasks: :class:`~pipesim.policies.base.Drain`). verl's README: it acts only with a
       threshold above 0 -- with threshold 0 every started sample is needed before the sync, so
       none is in flight then, and both settings give the same run.
     * verl's modes: on-policy (k = 1, threshold 0: synchronous), stream off-policy (k > 1,
       threshold 0: exactly k * B samples per weight version, staleness up to k - 1 steps), and the
       asynchronous modes (threshold > 0, partial rollout off or on).
-    * The message queue (``put_sample``) drops a sample finishing more than the threshold
-      versions behind the queue's version, and evicts the oldest when full. In pipesim the
-      rollouter's and the queue's versions move together and the queue can never outgrow the
-      counter's cap, so neither fires; they are not modelled.
+    * The message queue (:class:`~pipesim.policies.systems.VerlMessageQueue`): the trainer takes
+      the oldest B; a full queue evicts its oldest sample; ``max_queue_size`` None is verl's
+      ``max_required_samples`` (pass a smaller one to see eviction). Its freshness check
+      (``put_sample``) compares versions that verl's sync order keeps equal at every put, so it
+      never drops a sample (the class says why, and what hook other weight updates would need).
     """
     if ppo_mini_batch_size is not None:
         if "batch_size" in pipeline:
@@ -112,10 +121,12 @@ def verl_fully_async(
         pipeline["batch_size"] = ppo_mini_batch_size * require_batches
     elif require_batches != 1:
         pipeline["batch_size"] = pipeline.get("batch_size", CHAPTER.batch_size) * require_batches
-    inner: WeightUpdate = PartialRollout() if partial_rollout else Drain()
+    inner: WeightUpdate = AbortReprefill() if partial_rollout else Drain()
     wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
-    adm = VerlRollouter(staleness_threshold, trigger_parameter_sync_step, max_concurrent_samples)
-    return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu)
+    k = trigger_parameter_sync_step
+    adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size)
+    queue = VerlMessageQueue(max_queue_size, staleness_threshold, k)
+    return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
 
 
 def areal(
@@ -243,27 +254,40 @@ def pipelinerl(
     )
 
 
-def april(oversample_factor: float = 1.5, carry_over: bool = True, **pipeline: Any) -> Scenario:
-    """APRIL (active partial rollouts, in slime): over-sample, train on the first B to finish.
+def april(
+    oversample_factor: float = 1.5, carry_over: bool = True, samples_per_prompt: int = 1, **pipeline: Any
+) -> Scenario:
+    """APRIL (active partial rollouts, in slime): over-sample, train the first B/n groups to finish.
 
     Source: RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py`` (and THUDM/slime
     ``slime/rollout/sglang_rollout.py``). ``generate_rollout_async`` submits
-    ``--over-sampling-batch-size`` groups (``oversample_factor`` x B here), stops once B are done
-    and calls ``abort``, which aborts every request still running. With ``--partial-rollout``
-    (``carry_over=True``) the partial samples go back to the data buffer and are fetched first by
-    the next rollout, where ``generate`` sends ``prompt + response`` as a new request: the
-    carried prefix is prefilled again under the new weights (:class:`~pipesim.policies.updates.AbortReprefill`
-    charges it; the prompt's own prefill is not modelled). Without it they are dropped
-    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``).
+    ``--over-sampling-batch-size`` groups (``oversample_factor`` x B here), collects finished
+    *groups* until ``--rollout-batch-size`` are done (:class:`~pipesim.policies.systems.AprilGroups`
+    with ``samples_per_prompt`` = ``--n-samples-per-prompt``; B = groups x n) and calls ``abort``,
+    which aborts every request still running. With ``--partial-rollout`` (``carry_over=True``) the
+    unfinished groups go back to the data buffer whole and are fetched first by the next rollout,
+    where ``generate`` sends ``prompt + response`` as a new request with ``max_new_tokens``
+    reduced by what was generated: the carried prefix is prefilled again under the new weights
+    (:class:`~pipesim.policies.updates.AbortReprefill` charges it; the prompt's own prefill is not
+    modelled in the slot engine, the compute engine charges it). Without it they are dropped
+    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``; the group rule
+    discards their finished samples).
 
     slime's loop (``train.py``: generate, train, update weights) generates nothing between one
     rollout's abort and the next rollout, so the preset is ``colocated`` by default (generation
-    pauses while the trainer trains); pass ``colocated=False`` to let the carried-over requests
-    run on during training.
+    pauses while the trainer trains, from the instant the batch forms, which is when slime
+    aborts); pass ``colocated=False`` to let the carried-over requests run on during training.
     """
     pipeline.setdefault("colocated", True)
     wu: WeightUpdate = AbortReprefill() if carry_over else AbortRestart(restart=False)
-    return _scenario("APRIL", pipeline, 0, admission=OverSample(oversample_factor), weight_update=wu)
+    return _scenario(
+        "APRIL",
+        pipeline,
+        0,
+        admission=OverSample(oversample_factor),
+        weight_update=wu,
+        batching=AprilGroups(samples_per_prompt, carry_over),
+    )
 
 
 PRESETS = {

@@ -9,13 +9,16 @@ import pytest
 
 from pipesim import run
 from pipesim.policies.systems import (
+    AprilGroups,
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
     RollGroupExpiry,
     SlimeAsyncWorker,
+    VerlMessageQueue,
     VerlRollouter,
     roll_create_step,
+    verl_put_accepted,
 )
 from pipesim.results.run import RunResult
 from pipesim.testing import check_invariants
@@ -324,6 +327,10 @@ def test_april_carried_rollouts_reprefill_their_prefix_and_wait_out_training() -
         (lambda: PipelineRLLag(4, 0), "attempts"),
         (lambda: SlimeAsyncWorker(0), "max_concurrent"),
         (lambda: OpenRLHFBatches(0), "queue_size"),
+        (lambda: VerlMessageQueue(0), "max_queue_size"),
+        (lambda: VerlMessageQueue(None, -1.0), "staleness_threshold"),
+        (lambda: AprilGroups(0), "samples_per_prompt"),
+        (lambda: AprilGroups(2, "yes"), "carry_over"),  # type: ignore[arg-type]
     ],
 )
 def test_system_policies_validate_their_parameters(make: Any, match: str) -> None:
@@ -334,3 +341,92 @@ def test_system_policies_validate_their_parameters(make: Any, match: str) -> Non
 def test_verl_max_required_samples_truncates_like_verl() -> None:
     assert VerlRollouter(0.5).max_required_samples(128) == 192
     assert VerlRollouter(0.25).max_required_samples(10) == 12  # int(12.5): truncated, not rounded up
+
+
+def test_verl_partial_rollout_resends_and_reprefills_its_prefix() -> None:
+    """verl's pause cancels the samples in flight and clears the KV cache; they are sent again as
+    prompt + response (PartialSingleTurnAgentLoop.run), so every sample that spans a sync
+    re-prefills (main's preset paused and resumed them for free, PartialRollout)."""
+    r = checked(systems.verl_fully_async(0.5, **SMALL))
+    tr = r.trained
+    spanned = set(tr.loc[tr["versions_spanned"] > 1, "episode_id"])
+    assert spanned and all(r.episodes[i].reprefill_tokens > 0 for i in spanned)
+    assert all(r.episodes[i].reprefill_tokens == 0 for i in set(tr["episode_id"]) - spanned)
+    drain = checked(systems.verl_fully_async(0.5, partial_rollout=False, **SMALL))
+    assert drain.summary()["reprefill_tokens"] == 0
+
+
+def test_verl_message_queue_evicts_the_oldest_sample_when_full() -> None:
+    """MessageQueue.put_sample: a full deque pops its oldest sample. With a queue of one batch
+    behind a slow trainer, samples are evicted, and each eviction takes the oldest finished:
+    none of them finished after a sample that was queued beside it and later trained."""
+    kw = {**SMALL, "train_time_s": 60.0}
+    r = checked(systems.verl_fully_async(2.0, max_queue_size=8, **kw))
+    evicted = [e for e in r.episodes if e.status == "discarded"]
+    assert evicted and r.summary()["episodes_discarded"] == len(evicted)
+    taken_at = {step: start for step, start, _, _ in r.train_log}
+    ends = {e.id: e.end_s or 0.0 for e in r.episodes}
+    trained = [e for e in r.episodes if e.status == "trained"]
+    for d in evicted:
+        t = d.discarded_s or 0.0
+        beside = [e for e in trained if ends[e.id] <= t <= taken_at[e.trained_step]]
+        assert all(ends[d.id] <= ends[e.id] for e in beside)
+    # the default queue (verl's max_required_samples) never overflows: nothing is evicted
+    assert checked(systems.verl_fully_async(2.0, **kw)).summary()["episodes_discarded"] == 0
+
+
+def test_verl_put_freshness_check_and_it_never_fires_under_verls_sync_order() -> None:
+    """put_sample drops a sample whose version lags the queue's by more than the threshold; the
+    versions it compares are equal at every put under verl's sync (pause, queue version, weights,
+    rollouter version, resume), so in the issue's scenario nothing is dropped and the counter
+    alone bounds staleness."""
+    assert verl_put_accepted(3, 3, 0.5) and not verl_put_accepted(4, 3, 0.5)
+    assert not verl_put_accepted(1, 0, 0.0) and verl_put_accepted(2, 0, 3.0)
+    r = verl_big(10)
+    assert r.summary()["episodes_discarded"] == 0
+    assert VerlMessageQueue().capacity(128) == VerlRollouter(0.5).max_required_samples(128) == 192
+    assert VerlMessageQueue(None, 0.5, 4).capacity(128) == 768
+
+
+def _trained_groups(r: RunResult, n: int) -> dict[tuple[int, int], int]:
+    """(step, group) -> trained samples of that group in that step."""
+    out: dict[tuple[int, int], int] = {}
+    for e in r.episodes:
+        if e.status == "trained":
+            key = (e.trained_step, e.task_id // n)
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
+def test_april_trains_whole_groups_in_the_order_they_complete() -> None:
+    """generate_rollout_async collects finished *groups*: each batch is B / n whole groups, the
+    first to complete among those buffered; a group's finished samples wait for the rest of it
+    (main's preset trained the first B samples, whatever their group)."""
+    n = 4
+    r = checked(systems.april(oversample_factor=2.0, samples_per_prompt=n, **SMALL))
+    per_group = _trained_groups(r, n)
+    assert per_group and set(per_group.values()) == {n}
+    assert len({g for _, g in per_group}) == len(per_group)  # a group is trained in one step
+    done: dict[int, float] = {}  # group -> when its last sample finished
+    step_of: dict[int, int] = {}
+    for e in r.episodes:
+        if e.status == "trained":
+            g = e.task_id // n
+            done[g] = max(done.get(g, 0.0), e.end_s or 0.0)
+            step_of[g] = e.trained_step
+    for g, end in done.items():  # a group completed earlier is never trained later
+        assert all(step_of[h] <= step_of[g] for h, other in done.items() if other < end)
+    per_sample = checked(systems.april(oversample_factor=2.0, **SMALL))
+    assert set(_trained_groups(per_sample, n).values()) != {n}  # the first B samples: mixed groups
+
+
+def test_april_without_partial_rollout_drops_unfinished_groups_whole() -> None:
+    """Without --partial-rollout abort collects nothing: an unfinished group is gone, finished
+    samples and all, so none of its samples is ever trained and none waits in the buffer."""
+    n = 4
+    r = checked(systems.april(oversample_factor=2.0, carry_over=False, samples_per_prompt=n, **SMALL))
+    per_group = _trained_groups(r, n)
+    assert set(per_group.values()) == {n}
+    discarded = [e for e in r.episodes if e.status == "discarded"]
+    assert discarded and r.summary()["episodes_aborted"] > 0
+    assert not {e.task_id // n for e in discarded} & {g for _, g in per_group}

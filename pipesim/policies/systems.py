@@ -6,6 +6,10 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
 
 * :class:`VerlRollouter` -- verl fully async (``recipe/fully_async_policy``): the rollouter's
   stale-sample counter, reset at each parameter update to the work in flight and queued.
+* :class:`VerlMessageQueue` -- verl fully async (``message_queue.py``, ``MessageQueue.put_sample``):
+  a bounded queue that evicts its oldest sample when full; its freshness check (:func:`verl_put_accepted`).
+* :class:`AprilGroups` -- APRIL / slime (``generate_rollout_async``): the trainer takes the first
+  ``rollout_batch_size`` *whole* groups to complete; the rest stay (carried over) or are discarded.
 * :class:`RollGroupExpiry` -- ROLL (``GroupQueue.advance_step``): groups created more than
   ``async_generation_ratio`` steps ago expire and their rollouts are ignored.
 * :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
@@ -19,7 +23,7 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
   ``GenerateSamplesActor.fit``): whole batches, one at a time, behind a bounded queue.
 
 Every admission rule here says when it is *closed* (no finishing episode can make it admit), and
-the ROLL batch policy gives the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
+the batch policies give the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
 ``pipesim.testing.check_promises`` confirms they change nothing on the presets.
 """
 
@@ -73,12 +77,20 @@ class VerlRollouter:
     ``started - dropped - V * B``. Dropped episodes are subtracted at once rather than at the
     next reset (the verl presets drop nothing, so for them the count is exact).
 
-    Not modelled (it needs an engine hook, see ``docs/policies.md``): in verl a cancelled partial
-    rollout waits in the cancel queue while generation is paused, whereas pipesim's
-    :class:`~pipesim.policies.base.PartialRollout` resumes every paused episode at the end of the sync.
-    verl's processor also waits for every active task to finish after a pause before it looks
-    again; with the queue bound equal to the counter's (verl's default) the queue can never be
-    full while the counter is below its cap, so that wait changes nothing here.
+    The cancel queue (``pause``, ``_processor_worker``): with ``partial_rollout`` the sync cancels
+    the samples in flight into ``cancel_queue``; after ``resume`` the processor takes them back
+    *before* any new sample, under the same concurrency cap, but only once
+    ``_should_pause_generation`` is false again. A hold after the sync would need an engine hook
+    (paused episodes that stay off their slots until admission opens); it is not needed, because
+    the hold can never bind: with no drops, the work present at a reset is the reset value plus
+    the starts since, less the ``k * B`` the trainer took, so it is at most ``cap - k * B``, below
+    the counter's cap, and the queue (part of that work) is below ``max_queue_size`` (= cap). So
+    right after every reset the cancelled samples restart at once, as pipesim's paused episodes
+    do. They restart as *new requests* (``PartialSingleTurnAgentLoop.run`` sends ``prompt_ids +
+    response_ids``) after ``clear_kv_cache``, so they re-prefill their prefix: the preset pairs
+    this rule with :class:`~pipesim.policies.updates.AbortReprefill`. verl's processor also waits
+    for every active task to finish after a pause before it looks again; nothing can start then
+    anyway (the counter only moves at a reset), so that wait changes nothing here.
     """
 
     staleness_threshold: float = 0.5
@@ -117,6 +129,82 @@ class VerlRollouter:
         cap = self.max_required_samples(p.batch_size)
         queue_cap = cap if self.max_queue_size is None else self.max_queue_size
         return self.stale_samples(p) >= cap or p.n_buffered >= queue_cap
+
+
+def verl_put_accepted(queue_version: int, sample_version: int, staleness_threshold: float) -> bool:
+    """verl's ``MessageQueue.put_sample`` freshness check: a sample is dropped when ``queue_version
+    - sample_version > staleness_threshold`` (versions count parameter syncs; the threshold is the
+    same float as the rollouter's, so with 0.5 any lag of one sync is too much)."""
+    return queue_version - sample_version <= staleness_threshold
+
+
+@dataclass(frozen=True)
+class VerlMessageQueue:
+    """verl fully async's message queue between rollouter and trainer, as the trainer's batch rule.
+
+    volcengine/verl ``recipe/fully_async_policy/message_queue.py``, ``MessageQueue``: a
+    ``deque(maxlen=max_queue_size)``; ``put_sample`` first drops a sample whose ``param_version``
+    lags the queue's ``current_param_version`` by more than ``staleness_threshold``
+    (:func:`verl_put_accepted`), then, if the queue is full, evicts the *oldest* sample
+    (``popleft``) and appends; ``get_samples(min_batch_count)`` waits for that many and pops them
+    oldest first. ``max_queue_size`` None is verl's own choice, ``set_max_required_samples``:
+    ``int(B * (1 + staleness_threshold) * trigger_parameter_sync_step)``.
+
+    * Eviction is exact here although it runs when the trainer asks rather than at each put: a
+      deque of ``maxlen`` N that only receives appends between two gets holds the last N put, and
+      the buffer is in finishing (put) order, so dropping all but the newest N at the get leaves
+      the same samples. With verl's default N the queue never overflows (the rollouter's counter
+      admits at most N samples of work per parameter version, see :class:`VerlRollouter`); a
+      smaller ``max_queue_size`` makes it evict.
+    * The freshness check compares two versions taken at the put: ``rollout_sample.param_version``
+      is the rollouter's version when the sample *finished* (``_process_single_sample_streaming``)
+      and the queue's is moved by ``ParameterSynchronizer.sync_weights`` after the rollouter has
+      paused (partial rollouts cancelled, or active tasks awaited) and before the rollouter's own
+      ``update_param_version`` and ``resume``. No sample finishes in between, so the staleness at a
+      put is 0 for every sample under every sync verl has, and nothing is ever dropped by it. The
+      policy applies it with that value. Weight updates that let samples finish mid-sync
+      (per-replica or in-flight updates, which verl does not have) would need the version each
+      episode finished under and the queue's version at that instant, which the port does not
+      expose. That needs a hook: ``Episode.finish_version`` on the port, or a batch-policy
+      ``on_put(episode, p)`` the engine calls when an episode enters the buffer.
+    """
+
+    max_queue_size: int | None = None
+    staleness_threshold: float = 0.5
+    trigger_parameter_sync_step: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_queue_size is not None:
+            _check_int("max_queue_size", self.max_queue_size, 1)
+        _check_number("staleness_threshold", self.staleness_threshold, 0.0)
+        _check_int("trigger_parameter_sync_step", self.trigger_parameter_sync_step, 1)
+
+    def capacity(self, batch_size: int) -> int:
+        if self.max_queue_size is not None:
+            return self.max_queue_size
+        k = self.trigger_parameter_sync_step
+        return int(batch_size * (self.staleness_threshold + 1) * k)
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
+        """A batch needs B queued samples; eviction only matters beyond the capacity (at least B)."""
+        return len(buffer) >= p.batch_size
+
+    def min_items(self, p: PipelineView) -> int:
+        return p.batch_size
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b, cap = p.batch_size, self.capacity(p.batch_size)
+        if cap < b:
+            raise ValueError(f"VerlMessageQueue max_queue_size {cap} < batch_size {b}: no batch can form")
+        evicted: list[Episode] = []
+        if len(buffer) > cap:  # popleft at each put that found the deque full
+            evicted = buffer[: len(buffer) - cap]
+            del buffer[: len(buffer) - cap]
+        if len(buffer) < b:
+            return None, evicted
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, evicted
 
 
 def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
@@ -282,3 +370,70 @@ class OpenRLHFBatches:
     def closed(self, p: PipelineView) -> bool:
         """Between batches with the queue full: finishing episodes only fill it further."""
         return p.started % p.batch_size == 0 and p.n_buffered >= self.queue_size * p.batch_size
+
+
+@dataclass(frozen=True)
+class AprilGroups:
+    """APRIL's rollout: the trainer takes the first ``B / n`` prompt groups to complete, whole.
+
+    RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py``: ``generate_rollout_async`` submits
+    ``--over-sampling-batch-size`` groups (``submit_generate_tasks``; each group is one task,
+    ``generate_and_rm_group``, done when all ``--n-samples-per-prompt`` samples are) and appends
+    finished *groups* to ``data`` until it holds ``--rollout-batch-size`` of them; then ``abort``
+    aborts every request still running. With ``--partial-rollout`` each unfinished group goes back
+    to the data buffer whole -- its finished samples keep their responses (``generate_and_rm``
+    returns a completed sample as it is) and its partial ones continue from their response in the
+    next rollout. Without it the unfinished groups are dropped, finished samples included.
+
+    Here one episode is one sample and group ``g`` is tasks ``g * n`` to ``g * n + n - 1`` (the
+    compute workload's numbering, :mod:`pipesim.compute.workload`). ``select`` takes the first
+    ``B / n`` groups whose ``n`` samples are all buffered, in the order they completed; the other
+    buffered samples stay for their groups to complete (``carry_over``). The abort itself is the
+    weight update's (:class:`~pipesim.policies.updates.AbortReprefill` keeps the partial responses
+    and charges their re-prefill; ``PipelineView.abort_running`` would lose them, which APRIL does
+    not), and the colocated trainer pauses generation the instant the batch forms, which is when
+    slime calls ``abort``. Without ``carry_over`` (paired with ``AbortRestart(restart=False)``)
+    the buffered samples of a group started under an older version that is still incomplete are
+    discarded: its other samples were aborted at the sync. Completed groups beyond ``B / n`` that
+    finish in the same instant are kept for the next step (slime drops them; it is rare).
+    """
+
+    samples_per_prompt: int = 1
+    carry_over: bool = True
+
+    def __post_init__(self) -> None:
+        _check_int("samples_per_prompt", self.samples_per_prompt, 1)
+        if not isinstance(self.carry_over, bool):
+            raise ValueError(f"carry_over must be a bool, got {self.carry_over!r}")
+
+    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
+        return len(buffer) >= p.batch_size
+
+    def min_items(self, p: PipelineView) -> int:
+        return p.batch_size
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        n, b = self.samples_per_prompt, p.batch_size
+        if b % n:
+            raise ValueError(f"AprilGroups: batch_size {b} is not a whole number of groups of {n}")
+        count: dict[int, int] = {}
+        complete: list[int] = []  # groups in the order their last sample finished
+        for e in buffer:
+            g = e.task_id // n
+            count[g] = c = count.get(g, 0) + 1
+            if c == n:
+                complete.append(g)
+        discarded: list[Episode] = []
+        if not self.carry_over:
+            whole = set(complete)
+            dead = [e for e in buffer if e.version < p.version and e.task_id // n not in whole]
+            if dead:
+                gone = {id(e) for e in dead}
+                buffer[:] = [e for e in buffer if id(e) not in gone]
+                discarded = dead
+        if len(complete) < b // n:
+            return None, discarded
+        chosen = set(complete[: b // n])
+        batch = [e for e in buffer if e.task_id // n in chosen]
+        buffer[:] = [e for e in buffer if e.task_id // n not in chosen]
+        return batch, discarded
