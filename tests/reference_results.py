@@ -80,6 +80,7 @@ class ReferenceRunResult:
                 "version": [e.version for e in self.episodes],
                 "newest_version": [e.newest_version(upd) for e in self.episodes],
                 "truncated": [e.truncated for e in self.episodes],
+                "discarded_s": [e.discarded_s for e in self.episodes],
             }
         )
 

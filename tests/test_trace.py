@@ -51,3 +51,24 @@ def test_flows_are_left_out_above_max_flows() -> None:
     t = events_to_trace(r.events, r.episode_table, trained=r.trained, max_flows=5)["traceEvents"]
     assert not [e for e in t if e["ph"] in ("s", "f")]
     assert [e for e in t if e["ph"] == "C"]
+
+
+def test_a_saved_run_gives_the_same_trace_discards_included(tmp_path: pytest.TempPathFactory) -> None:
+    from pipesim.io.trace import events_to_trace
+
+    sc = pipesim.Scenario(
+        pipeline=pipesim.PipelineConfig(
+            n_slots=8, batch_size=6, train_time_s=20, sync_time_s=5, max_staleness=1, steps=5
+        ),
+        batching=pipesim.DropStale(),
+        admission=pipesim.AReaLThrottle(),
+        seed=1,
+    )
+    r = pipesim.run(sc)
+    assert r.episode_table["discarded_s"].notna().any()  # the case the saved tables must carry
+    loaded = pipesim.load(r.save(tmp_path / "run"))  # type: ignore[operator]
+    live = run_to_trace(r)["traceEvents"]
+    again = events_to_trace(loaded.events, loaded.episode_table, sc.name, loaded.trained)["traceEvents"]
+    buffered = [[e for e in t if e["ph"] == "C" and e["name"] == "buffered"] for t in (live, again)]
+    assert buffered[0] == buffered[1]
+    assert min(e["args"]["episodes"] for e in buffered[1]) >= 0

@@ -11,8 +11,9 @@ process 2 "trainer" holds the training steps and process 3 "weight sync" the syn
 carry the episode id, versions and the status, so Perfetto's SQL can query staleness.
 
 Counter tracks ("C" events) of process 1 show the episodes in flight and the finished episodes
-waiting in the buffer (a discarded one leaves it when the batch policy drops it: the run's
-records say when; a saved run's tables do not, and there discarded episodes are left out), and
+waiting in the buffer (a discarded one leaves it when the batch policy drops it: the episode
+table's ``discarded_s`` says when, in a run and in a saved run alike; tables saved before that
+column existed leave discarded episodes out), and
 process 3's track the weights' version. Flow arrows ("s" / "f", one id per episode) run from the end of each
 trained episode's last segment to the training step that consumed it; above ``max_flows``
 trained episodes they are left out (a viewer slows down with hundreds of thousands of arrows).
@@ -84,6 +85,9 @@ def _counters_and_flows(
     step_start = train["start_s"].astype(float).tolist()
     waiting = episodes[episodes["status"].isin(["trained", "buffered"]) & episodes["end_s"].notna()]
     times, deltas = waiting["end_s"].astype(float).tolist(), [1] * len(waiting)
+    if not discards and "discarded_s" in episodes.columns:  # a saved run's table says when
+        gone = episodes[episodes["discarded_s"].notna() & episodes["end_s"].notna()]
+        discards = list(zip(gone["end_s"].astype(float), gone["discarded_s"].astype(float)))
     for finished_s, discarded_s in discards:  # in the buffer from its end until it was dropped
         times += [finished_s, discarded_s]
         deltas += [1, -1]
@@ -197,15 +201,8 @@ def events_to_trace(
 
 
 def run_to_trace(result: RunResult) -> dict[str, Any]:
-    """Trace-event JSON (a dict) of one run."""
-    discards = [
-        (float(e.end_s), float(e.discarded_s))
-        for e in result.episodes
-        if e.discarded_s is not None and e.end_s is not None
-    ]
-    return events_to_trace(
-        result.events, result.episode_table, result.scenario.name, result.trained, discards=discards
-    )
+    """Trace-event JSON (a dict) of one run (discards from its episode table's ``discarded_s``)."""
+    return events_to_trace(result.events, result.episode_table, result.scenario.name, result.trained)
 
 
 def write_trace(result: RunResult | pd.DataFrame, path: str | Path) -> Path:

@@ -80,7 +80,8 @@ def _distinct(x: IntArray) -> IntArray:
 class EpisodeColumns:
     """The episodes of a run as numpy arrays; each column is read from the objects on first use.
 
-    ``end_s`` is NaN where an episode has not ended. ``status`` is an ``int8`` code into
+    ``end_s`` is NaN where an episode has not ended, ``discarded_s`` where it was not discarded.
+    ``status`` is an ``int8`` code into
     :attr:`status_names`. :meth:`from_arrays` builds the same view from arrays directly.
     """
 
@@ -145,6 +146,8 @@ class EpisodeColumns:
             arr = self._read(name, np.bool_)
         elif name == "end_s":
             arr = self._read_end_s()
+        elif name == "discarded_s":  # None (not discarded) reads as NaN
+            arr = self._read(name, object).astype(np.float64)
         elif name in ("status", "status_names"):
             self._read_status()
             return self.__dict__[name]  # type: ignore[no-any-return]

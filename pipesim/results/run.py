@@ -75,6 +75,7 @@ EPISODE_COLUMNS = [
     "version",
     "newest_version",
     "truncated",
+    "discarded_s",
 ]
 CHUNK_EPISODES = 1 << 16
 """Episodes per block when the event rows are generated (bounds the temporaries)."""
@@ -301,6 +302,8 @@ class RunResult:
         if c.n == 0:
             return pd.DataFrame({name: [] for name in EPISODE_COLUMNS})
         end: Any = c.end_s if c.ended.any() else [None] * c.n
+        disc = c.discarded_s
+        dropped: Any = disc if (~np.isnan(disc)).any() else [None] * c.n  # as pandas reads a list of None
         return pd.DataFrame(
             {
                 "episode_id": c.id.astype(np.int64),
@@ -314,6 +317,7 @@ class RunResult:
                 "version": c.version.astype(np.int64),
                 "newest_version": self.newest_versions,
                 "truncated": self.truncated,
+                "discarded_s": dropped,
             }
         )
 
