@@ -20,7 +20,7 @@ OpenRLHF async         OpenRLHFBatches                  Drain
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
 PipelineRL             PipelineRLLag                    InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
-                                                        AprilGroups (whole groups)
+                                                        WholeGroups
 =====================  ===============================  ======================================
 """
 
@@ -32,8 +32,8 @@ from typing import Any
 from pipesim import PipelineConfig, Scenario
 from pipesim.policies.admission import AReaLThrottle, OverSample
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout, WeightUpdate
+from pipesim.policies.groups import WholeGroups
 from pipesim.policies.systems import (
-    AprilGroups,
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
@@ -261,32 +261,36 @@ def april(
 
     Source: RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py`` (and THUDM/slime
     ``slime/rollout/sglang_rollout.py``). ``generate_rollout_async`` submits
-    ``--over-sampling-batch-size`` groups (``oversample_factor`` x B here), collects finished
-    *groups* until ``--rollout-batch-size`` are done (:class:`~pipesim.policies.systems.AprilGroups`
-    with ``samples_per_prompt`` = ``--n-samples-per-prompt``; B = groups x n) and calls ``abort``,
-    which aborts every request still running. With ``--partial-rollout`` (``carry_over=True``) the
-    unfinished groups go back to the data buffer whole and are fetched first by the next rollout,
-    where ``generate`` sends ``prompt + response`` as a new request with ``max_new_tokens``
-    reduced by what was generated: the carried prefix is prefilled again under the new weights
-    (:class:`~pipesim.policies.updates.AbortReprefill` charges it; the prompt's own prefill is not
-    modelled in the slot engine, the compute engine charges it). Without it they are dropped
-    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``; the group rule
-    discards their finished samples).
+    ``--over-sampling-batch-size`` groups (``submit_generate_tasks``, one task per group,
+    ``generate_and_rm_group``; ``oversample_factor`` x B here), appends finished *groups* to
+    ``data`` until ``--rollout-batch-size`` are done and calls ``abort``, which aborts every
+    request still running. One episode is one sample; ``samples_per_prompt`` is
+    ``--n-samples-per-prompt`` and B = groups x n, so the trainer takes the first B / n groups to
+    complete, whole (:class:`~pipesim.policies.groups.WholeGroups`, in completion order; main's
+    preset took the first B samples whatever their group).
+
+    With ``--partial-rollout`` (``carry_over=True``) ``abort`` puts each unfinished group back in
+    the data buffer whole: its finished samples keep their responses (``generate_and_rm``
+    returns a completed sample unchanged) and the next rollout fetches it first, where
+    ``generate`` sends ``prompt + response`` as a new request with ``max_new_tokens`` reduced by
+    what was generated. The carried prefix is prefilled again under the new weights
+    (:class:`~pipesim.policies.updates.AbortReprefill` keeps the partial response and charges the
+    re-prefill; ``PipelineView.abort_running`` would lose it, which APRIL does not). Without it
+    ``abort`` collects nothing: unfinished groups are gone, finished samples included
+    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``, and ``WholeGroups``
+    with ``drop_stale`` at eta 0 drops the rest of each such group). Completed groups beyond B / n
+    in the same instant are kept for the next step (slime drops them; it is rare).
 
     slime's loop (``train.py``: generate, train, update weights) generates nothing between one
-    rollout's abort and the next rollout, so the preset is ``colocated`` by default (generation
-    pauses while the trainer trains, from the instant the batch forms, which is when slime
-    aborts); pass ``colocated=False`` to let the carried-over requests run on during training.
+    rollout's abort and the next rollout, so the preset is ``colocated`` by default: generation
+    pauses while the trainer trains, from the instant the batch forms, which is when slime calls
+    ``abort``. Pass ``colocated=False`` to let the carried-over requests run on during training.
     """
     pipeline.setdefault("colocated", True)
     wu: WeightUpdate = AbortReprefill() if carry_over else AbortRestart(restart=False)
+    groups = WholeGroups(samples_per_prompt, drop_stale=not carry_over)
     return _scenario(
-        "APRIL",
-        pipeline,
-        0,
-        admission=OverSample(oversample_factor),
-        weight_update=wu,
-        batching=AprilGroups(samples_per_prompt, carry_over),
+        "APRIL", pipeline, 0, admission=OverSample(oversample_factor), weight_update=wu, batching=groups
     )
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from pipesim import run
 from pipesim.policies.systems import (
-    AprilGroups,
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
@@ -329,8 +328,6 @@ def test_april_carried_rollouts_reprefill_their_prefix_and_wait_out_training() -
         (lambda: OpenRLHFBatches(0), "queue_size"),
         (lambda: VerlMessageQueue(0), "max_queue_size"),
         (lambda: VerlMessageQueue(None, -1.0), "staleness_threshold"),
-        (lambda: AprilGroups(0), "samples_per_prompt"),
-        (lambda: AprilGroups(2, "yes"), "carry_over"),  # type: ignore[arg-type]
     ],
 )
 def test_system_policies_validate_their_parameters(make: Any, match: str) -> None:

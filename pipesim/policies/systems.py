@@ -8,8 +8,6 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
   stale-sample counter, reset at each parameter update to the work in flight and queued.
 * :class:`VerlMessageQueue` -- verl fully async (``message_queue.py``, ``MessageQueue.put_sample``):
   a bounded queue that evicts its oldest sample when full; its freshness check (:func:`verl_put_accepted`).
-* :class:`AprilGroups` -- APRIL / slime (``generate_rollout_async``): the trainer takes the first
-  ``rollout_batch_size`` *whole* groups to complete; the rest stay (carried over) or are discarded.
 * :class:`RollGroupExpiry` -- ROLL (``GroupQueue.advance_step``): groups created more than
   ``async_generation_ratio`` steps ago expire and their rollouts are ignored.
 * :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
@@ -370,70 +368,3 @@ class OpenRLHFBatches:
     def closed(self, p: PipelineView) -> bool:
         """Between batches with the queue full: finishing episodes only fill it further."""
         return p.started % p.batch_size == 0 and p.n_buffered >= self.queue_size * p.batch_size
-
-
-@dataclass(frozen=True)
-class AprilGroups:
-    """APRIL's rollout: the trainer takes the first ``B / n`` prompt groups to complete, whole.
-
-    RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py``: ``generate_rollout_async`` submits
-    ``--over-sampling-batch-size`` groups (``submit_generate_tasks``; each group is one task,
-    ``generate_and_rm_group``, done when all ``--n-samples-per-prompt`` samples are) and appends
-    finished *groups* to ``data`` until it holds ``--rollout-batch-size`` of them; then ``abort``
-    aborts every request still running. With ``--partial-rollout`` each unfinished group goes back
-    to the data buffer whole -- its finished samples keep their responses (``generate_and_rm``
-    returns a completed sample as it is) and its partial ones continue from their response in the
-    next rollout. Without it the unfinished groups are dropped, finished samples included.
-
-    Here one episode is one sample and group ``g`` is tasks ``g * n`` to ``g * n + n - 1`` (the
-    compute workload's numbering, :mod:`pipesim.compute.workload`). ``select`` takes the first
-    ``B / n`` groups whose ``n`` samples are all buffered, in the order they completed; the other
-    buffered samples stay for their groups to complete (``carry_over``). The abort itself is the
-    weight update's (:class:`~pipesim.policies.updates.AbortReprefill` keeps the partial responses
-    and charges their re-prefill; ``PipelineView.abort_running`` would lose them, which APRIL does
-    not), and the colocated trainer pauses generation the instant the batch forms, which is when
-    slime calls ``abort``. Without ``carry_over`` (paired with ``AbortRestart(restart=False)``)
-    the buffered samples of a group started under an older version that is still incomplete are
-    discarded: its other samples were aborted at the sync. Completed groups beyond ``B / n`` that
-    finish in the same instant are kept for the next step (slime drops them; it is rare).
-    """
-
-    samples_per_prompt: int = 1
-    carry_over: bool = True
-
-    def __post_init__(self) -> None:
-        _check_int("samples_per_prompt", self.samples_per_prompt, 1)
-        if not isinstance(self.carry_over, bool):
-            raise ValueError(f"carry_over must be a bool, got {self.carry_over!r}")
-
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
-        return len(buffer) >= p.batch_size
-
-    def min_items(self, p: PipelineView) -> int:
-        return p.batch_size
-
-    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
-        n, b = self.samples_per_prompt, p.batch_size
-        if b % n:
-            raise ValueError(f"AprilGroups: batch_size {b} is not a whole number of groups of {n}")
-        count: dict[int, int] = {}
-        complete: list[int] = []  # groups in the order their last sample finished
-        for e in buffer:
-            g = e.task_id // n
-            count[g] = c = count.get(g, 0) + 1
-            if c == n:
-                complete.append(g)
-        discarded: list[Episode] = []
-        if not self.carry_over:
-            whole = set(complete)
-            dead = [e for e in buffer if e.version < p.version and e.task_id // n not in whole]
-            if dead:
-                gone = {id(e) for e in dead}
-                buffer[:] = [e for e in buffer if id(e) not in gone]
-                discarded = dead
-        if len(complete) < b // n:
-            return None, discarded
-        chosen = set(complete[: b // n])
-        batch = [e for e in buffer if e.task_id // n in chosen]
-        buffer[:] = [e for e in buffer if e.task_id // n not in chosen]
-        return batch, discarded
