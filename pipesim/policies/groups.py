@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -92,6 +93,9 @@ class _State:
         self.policy = policy
         self.per_batch = p.batch_size // policy.samples_per_group
         self.scanned = 0  # buffer[:scanned] has been absorbed
+        self.order: list[int] = []  # arrival number of each buffered episode, parallel to the buffer
+        self.arrival: dict[int, int] = {}  # episode id -> arrival number
+        self.arrived = 0
         self.members: dict[int, dict[int, Episode]] = {}  # group -> task -> buffered episode
         self.complete: dict[int, None] = {}  # accepted complete groups, in completion order
         self.dead: set[int] = set()  # rejected or expired: later arrivals are discarded
@@ -116,8 +120,12 @@ class _State:
             self._rebuild(buffer)
         n = self.policy.samples_per_group
         stale_from = p.version - p.max_staleness if self.policy.drop_stale else None
+        order, arrival = self.order, self.arrival
         for i in range(self.scanned, len(buffer)):
             ep = buffer[i]
+            order.append(self.arrived)
+            arrival[ep.id] = self.arrived
+            self.arrived += 1
             g, task = ep.task_id // n, ep.task_id
             if g in self.dead:
                 self.pending.append(ep)
@@ -173,6 +181,26 @@ class _State:
             self.members.setdefault(ep.task_id // n, {})[ep.task_id] = ep
         self.complete = {g: None for g in order if len(self.members.get(g, ())) == n}
         self.pending = [e for e in self.pending if e in buffer]
+        self.order = list(range(self.arrived, self.arrived + len(buffer)))
+        self.arrival = {e.id: a for e, a in zip(buffer, self.order, strict=True)}
+        self.arrived += len(buffer)
+        self.scanned = len(buffer)
+
+    def remove(self, buffer: list[Episode], gone: list[Episode]) -> None:
+        """Take ``gone`` out of the buffer: by position when few (the buffer stays in finishing
+        order, so arrival numbers are sorted and bisect finds each), by one pass when many."""
+        arrival, order = self.arrival, self.order
+        if len(gone) <= 64:
+            for i in sorted((bisect_left(order, arrival.pop(e.id)) for e in gone), reverse=True):
+                del buffer[i]
+                del order[i]
+        else:
+            ids = {e.id for e in gone}
+            for i in ids:
+                del arrival[i]
+            keep = [j for j, e in enumerate(buffer) if e.id not in ids]
+            buffer[:] = [buffer[j] for j in keep]
+            self.order = [order[j] for j in keep]
         self.scanned = len(buffer)
 
     def ready(self) -> bool:
@@ -263,11 +291,7 @@ class WholeGroups:
                 batch.extend(sorted(s.members.pop(g).values(), key=_finish_key))
             s.stats.groups_trained += len(groups)
         if discarded or batch:
-            gone = {e.id for e in discarded}
-            if batch:
-                gone.update(e.id for e in batch)
-            buffer[:] = [e for e in buffer if e.id not in gone]
-            s.scanned = len(buffer)
+            s.remove(buffer, discarded + batch if batch else discarded)
         return batch, discarded
 
 
