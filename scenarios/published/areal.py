@@ -1,0 +1,77 @@
+"""AReaL: the blog's 1.5B synchronous and asynchronous hours, their 2.77x, and the eta trend.
+
+Sources: inclusionAI/AReaL ``blog/AReaL_v0_3.md`` (Table 2, Fig. 7), the paper arXiv 2505.24298,
+AReaL's README and its nightly runner (named beside each value). The preset is
+:func:`scenarios.systems.areal` (the staleness manager's capacity, interruptible rollouts).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload
+from scenarios import systems
+from scenarios.published import common
+from scenarios.published.common import LONG_COT, PROMPT_TOKENS, Measured, _cluster, _trainer, math_workload
+
+AREAL_STEPS = 1000  # blog, Table 2: 1,000 PPO steps
+AREAL_ETA = 4
+"""max_head_offpolicyness for the 1.5B math run: the blog's "moderate staleness (eta <= 4) has
+minimal impact", and AReaL's async-PPO examples use ``max_head_offpolicyness=4``."""
+
+
+def areal_engine() -> EngineConfig:
+    # actor.bf16=False in the nightly runner: AReaL trains in fp32 there; the trainer model
+    # counts bf16 peak FLOPs at the global MFU (not modelled, see docs/published.md)
+    return EngineConfig(
+        model=MODELS["deepseek-r1-distill-qwen-1.5b"],  # blog: R1-Distill-Qwen-1.5B
+        gpu=GPUS["h800"],  # AReaL's README: "16 nodes, each equipped with 8 H800 GPUs"
+        tp=1,  # one GPU per SGLang server (allocation_mode sglang.d96p1t1)
+        max_model_len=PROMPT_TOKENS + 27 * 1024,
+    )
+
+
+def areal_workload() -> TokenWorkload:
+    # 16 responses per question, 27K maximum generation length (blog; 27 x 1024 = the runner's 27,648)
+    return math_workload(LONG_COT, 27 * 1024, 16)
+
+
+AREAL_GPUS = 128  # 16 nodes x 8
+AREAL_TRAIN_GPUS = AREAL_GPUS // 4
+"""AReaL's quickstart for 16 nodes: "12 nodes for generation, 4 nodes for training",
+``allocation_mode=sglang.d96p1t1+d32p1t1`` (96 SGLang servers at TP 1, 32 trainer GPUs)."""
+
+
+AREAL_PROMPTS = 512
+"""Prompts per step (``dataset.train_bs_n_seqs=512``, with ``group_size=16`` and
+``ppo.gen.max_new_tokens=27648``, in AReaL's nightly runner of the 1.5B 16-node run)."""
+AREAL_SYNC_TRAIN_GPUS = 64
+"""The synchronous 1.5B 16-node run (AReaL's nightly runner, realhf ``ppo-math``):
+``allocation_mode=sglang.d64m1p1+d64p1m1``, 64 GPUs generate and 64 train, one phase at a time."""
+
+
+@cache
+def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS) -> Measured:
+    """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
+    ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
+    eta = 0 runs one phase at a time (AReaL's docs: ``max_head_offpolicyness=0`` "will essentially
+    replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs."""
+    eng = areal_engine()
+    batch = AREAL_PROMPTS * 16
+    sc = systems.areal(max_head_offpolicyness=eta, batch_size=batch, steps=steps)
+    cl = _cluster(eng, AREAL_GPUS, train_gpus)
+    tr = _trainer(eng, train_gpus, old_logp=True)
+    return common.measure(sc, cl, areal_workload(), tr, warmup=min(2, steps - 1))
+
+
+def areal_sync() -> Measured:
+    """Synchronous AReaL of the blog's Table 2: eta 0 on the synchronous run's 64:64 allocation."""
+    return areal_run(0, train_gpus=AREAL_SYNC_TRAIN_GPUS)
+
+
+def areal_throughput(m: Measured) -> float:
+    """Trained samples per hour at steady state (one step is 512 x 16 samples)."""
+    return 3600.0 / m.steady_step_s
+
+
+AREAL_TREND_ETAS = (0, 1, 2, 4, 8)

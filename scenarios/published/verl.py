@@ -1,0 +1,95 @@
+"""verl ``recipe/fully_async_policy``: the README's five step-time rows and its 2.35x headline.
+
+Sources: volcengine/verl ``recipe/fully_async_policy/README.md`` ("Experiments") and the scripts
+under ``recipe/fully_async_policy/exp/qwen2-7B-math_128/`` (named beside each value). The preset
+is :func:`scenarios.systems.verl_fully_async` (the rollouter's counter, the message queue, partial
+rollouts resent with a re-prefill).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+
+import pipesim
+from pipesim.compute import GPUS, MODELS, EngineConfig, ModelSpec, TokenWorkload
+from scenarios import systems
+from scenarios.published import common
+from scenarios.published.common import ZERO_RL, Measured, _cluster, _trainer, math_workload
+
+VERL_MODEL: ModelSpec = dataclasses.replace(MODELS["qwen2.5-math-7b"], max_context_len=32768)
+"""Qwen2.5-Math-7B with ``max_position_embeddings`` 32,768: the recipe's scripts say "modify the
+max_position_embeddings in config.json to 32768" and pass
+``override_config.max_position_embeddings=32768``."""
+VERL_PROMPTS, VERL_N, VERL_MINI = 512, 16, 32  # train_batch_size, rollout.n, ppo_mini_batch_size (README)
+VERL_REQUIRE_BATCHES, VERL_SYNC_STEP = 4, 4  # require_batches, trigger_parameter_sync_step (README)
+VERL_STEPS = 400  # the README's step count (total time over 400 steps)
+
+
+def verl_engine() -> EngineConfig:
+    return EngineConfig(
+        model=VERL_MODEL,
+        gpu=GPUS["h20"],  # README: "Machine: H20"
+        tp=4,  # scripts: gen_tp=4 (rollout.tensor_model_parallel_size)
+        gpu_memory_utilization=0.80,  # scripts: rollout.gpu_memory_utilization=0.80
+        max_num_seqs=1024,  # verl's rollout config default (max_num_seqs: 1024)
+        max_model_len=2048 + 28 * 1024,  # max_prompt_length 2K + max_response_length 28K (scripts)
+    )
+
+
+def verl_workload() -> TokenWorkload:
+    return math_workload(ZERO_RL, 28 * 1024, VERL_N)  # README: max_response_length 28K, rollout.n 16
+
+
+@cache
+def verl_colocate(n_gpus: int) -> Measured:
+    """Colocated sync (``verl.trainer.main_ppo``, hybrid engine): every GPU generates the 512 x 16
+    samples, then every GPU trains them; old log-probs recomputed (the README's old_log_prob column)."""
+    eng = verl_engine()
+    batch = VERL_PROMPTS * VERL_N
+    cfg = pipesim.PipelineConfig(batch_size=batch, steps=3, max_staleness=0)
+    sc = pipesim.Scenario(
+        pipeline=cfg,
+        name=f"verl colocate {n_gpus}",
+        admission=pipesim.CountThrottle(),
+        weight_update=pipesim.Drain(),
+    )
+    cl = _cluster(eng, n_gpus, 0)
+    return common.measure(sc, cl, verl_workload(), _trainer(eng, n_gpus, old_logp=True), warmup=1)
+
+
+@cache
+def verl_async(n_gpus: int, staleness_threshold: float, partial_rollout: bool) -> Measured:
+    """verl fully async on an even split (README: 64:64 of 128, 32:32 of 64). One kernel step is one
+    trainer step of require_batches x ppo_mini_batch_size = 128 prompts; the README's "step" is
+    trigger_parameter_sync_step = 4 of them (512 prompts). old_log_prob comes from the rollout
+    (``use_rollout_log_probs``; the README's old_log_prob column is empty), so it is not recomputed."""
+    eng = verl_engine()
+    train_gpus = n_gpus // 2
+    cl = _cluster(eng, n_gpus, train_gpus)
+    # fully_async_rollouter: max_concurrent_samples = servers * 16 prompts, each of rollout.n samples
+    concurrent = cl.n_replicas * 16 * VERL_N
+    published_steps = 4
+    sc = systems.verl_fully_async(
+        staleness_threshold=staleness_threshold,
+        trigger_parameter_sync_step=VERL_SYNC_STEP,
+        partial_rollout=partial_rollout,
+        require_batches=VERL_REQUIRE_BATCHES,
+        ppo_mini_batch_size=VERL_MINI * VERL_N,
+        max_concurrent_samples=concurrent,
+        steps=published_steps * VERL_SYNC_STEP,
+    )
+    return common.measure(
+        sc, cl, verl_workload(), _trainer(eng, train_gpus, old_logp=False), warmup=VERL_SYNC_STEP
+    )
+
+
+def verl_step_s(m: Measured, kernel_steps_per_step: int) -> float:
+    """The README's seconds per step: the 400-step total (extrapolated) over 400."""
+    return m.total_s(VERL_STEPS * kernel_steps_per_step) / VERL_STEPS
+
+
+def verl_diag(m: Measured, k: int) -> str:
+    train = m.steady_train_s * k
+    step = m.steady_step_s * k
+    return f"wait {step - train:.1f} s, train {train:.1f} s"
