@@ -89,6 +89,7 @@ from pipesim.policies.admission import (  # noqa: E402
 )
 from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO  # noqa: E402
 from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout  # noqa: E402
+from pipesim.policies.groups import WholeGroups  # noqa: E402
 from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
 from pipesim.policies.synccost import WeightSyncCost  # noqa: E402
 from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK  # noqa: E402
@@ -117,6 +118,7 @@ __all__ += [
     "SyncEveryK",
     "Timeout",
     "WeightSyncCost",
+    "WholeGroups",
     "WindowedFIFO",
 ]
 

@@ -16,7 +16,13 @@ It prints
    eta 0), and the same split asynchronous with partial rollouts at eta 1, 2 and 4
    (``CountThrottle`` + ``PartialRollout``), and eta 2 with the KV cache dropped at every sync
    (``AbortReprefill``: each sequence in flight re-prefills everything it holds, a real cost here);
-3. the token ledger of each design: generated = trained + discarded + buffered + in flight.
+   then group batching (``WholeGroups``: the trainer takes whole prompt groups, each complete
+   when its last sample is) at eta 2, and dynamic filtering (30% of complete groups rejected,
+   DAPO-style, with ``AReaLThrottle`` so rejected groups are replaced) at eta 2 and colocated.
+   Colocated steps pay the offload/reload of the engine's weights and the trainer's state over
+   PCIe (``Cluster.switch_time_s``, the "switch s" column);
+3. the token ledger of each design: generated = trained + discarded (stale, filtered, aborted)
+   + buffered + in flight.
 
 ``--json FILE`` writes a list of rows, one per design: ``{"design": name, "summary": {...}}``,
 the summary being :meth:`pipesim.compute.cluster.ComputeRun.summary` (the kernel's summary plus
@@ -37,6 +43,7 @@ from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+from pipesim.policies.groups import WholeGroups
 
 ENGINE = EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=1, max_model_len=16384)
 WORKLOAD = TokenWorkload(
@@ -50,24 +57,42 @@ PROMPTS_PER_STEP = 64
 CONCURRENCY = (1, 4, 16, 64, 128, 256)
 
 
-def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster]]:
-    """The designs compared: name -> (scenario with its policies, cluster placement)."""
-    batch = PROMPTS_PER_STEP * WORKLOAD.samples_per_prompt
+FILTER_RATE = 0.3
+"""The share of complete groups dynamic filtering rejects in the filtered designs."""
 
-    def sc(eta: int, update: Any) -> pipesim.Scenario:
+
+def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster, WholeGroups | bool]]:
+    """The designs compared: name -> (scenario with its policies, cluster placement, group batching).
+
+    The third item is ``run_compute``'s ``groups``: False batches samples in finishing order,
+    True whole groups, a ``WholeGroups`` whole groups with its filter.
+    """
+    batch = PROMPTS_PER_STEP * WORKLOAD.samples_per_prompt
+    n = WORKLOAD.samples_per_prompt
+
+    def sc(eta: int, update: Any, admission: Any = None) -> pipesim.Scenario:
         cfg = pipesim.PipelineConfig(batch_size=batch, steps=steps, max_staleness=eta)
-        return pipesim.Scenario(pipeline=cfg, admission=pipesim.CountThrottle(), weight_update=update)
+        adm = pipesim.CountThrottle() if admission is None else admission
+        return pipesim.Scenario(pipeline=cfg, admission=adm, weight_update=update)
 
     coloc = Cluster(engine=ENGINE, n_gpus=8, trainer_gpus=0)
     split = Cluster(engine=ENGINE, n_gpus=8, trainer_gpus=4)
-    out = {
-        "colocated sync": (sc(0, pipesim.Drain()), coloc),
-        "split 4:4 sync": (sc(0, pipesim.Drain()), split),
+    out: dict[str, tuple[pipesim.Scenario, Cluster, WholeGroups | bool]] = {
+        "colocated sync": (sc(0, pipesim.Drain()), coloc, False),
+        "split 4:4 sync": (sc(0, pipesim.Drain()), split, False),
     }
     for eta in (1, 2, 4):
-        out[f"split 4:4 async eta={eta}"] = (sc(eta, pipesim.PartialRollout()), split)
+        out[f"split 4:4 async eta={eta}"] = (sc(eta, pipesim.PartialRollout()), split, False)
     # AReaL's interruptible rollout: the sync drops the KV cache, every sequence in flight re-prefills
-    out["split 4:4 async eta=2, KV dropped"] = (sc(2, pipesim.AbortReprefill()), split)
+    out["split 4:4 async eta=2, KV dropped"] = (sc(2, pipesim.AbortReprefill()), split, False)
+    # the trainer takes whole prompt groups (GRPO): a group is ready when its last sample is
+    out["split 4:4 async eta=2, whole groups"] = (sc(2, pipesim.PartialRollout()), split, True)
+    # DAPO-style dynamic sampling: rejected groups cost generation, not a trainer place; the
+    # admission rule must replace them (AReaL's throttle subtracts dropped samples)
+    filt = WholeGroups(n, filter_rate=FILTER_RATE, seed=0)
+    areal = pipesim.AReaLThrottle()
+    out["split 4:4 async eta=2, groups, 30% filtered"] = (sc(2, pipesim.PartialRollout(), areal), split, filt)
+    out["colocated sync, groups, 30% filtered"] = (sc(0, pipesim.Drain(), areal), coloc, filt)
     return out
 
 
@@ -77,7 +102,9 @@ def replica_throughput(samples_per_level: int = 4) -> list[dict[str, float]]:
 
 
 def run_designs(steps: int) -> dict[str, ComputeRun]:
-    return {name: run_compute(s, cl, WORKLOAD, seed=0) for name, (s, cl) in designs(steps).items()}
+    return {
+        name: run_compute(s, cl, WORKLOAD, seed=0, groups=g) for name, (s, cl, g) in designs(steps).items()
+    }
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -122,6 +149,7 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
                 "design",
                 "step s",
                 "train s",
+                "switch s",
                 "staleness",
                 "GPU busy",
                 "engine busy",
@@ -134,6 +162,7 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
                     name,
                     f"{s['step_time_s_mean']:.1f}",
                     f"{s['train_time_s_mean']:.1f}",
+                    f"{s['switch_time_s']:.2f}",
                     f"{s['staleness_mean']:.2f}",
                     f"{s['gpu_busy_share']:.0%}",
                     f"{s['engine_busy_share']:.0%}",
@@ -145,10 +174,26 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
             ],
         )
     )
-    out += ["", "3. token ledger (millions): generated = trained + discarded + buffered + in flight"]
+    out += [
+        "",
+        "3. token ledger (millions): generated = trained + discarded + buffered + in flight;",
+        "   discarded = stale + filtered + aborted (+ failed); groups trained / filtered",
+    ]
     out.append(
         _table(
-            ["design", "generated", "trained", "discarded", "buffered", "in flight", "closes"],
+            [
+                "design",
+                "generated",
+                "trained",
+                "discarded",
+                "stale",
+                "filtered",
+                "aborted",
+                "buffered",
+                "in flight",
+                "groups",
+                "closes",
+            ],
             [
                 [name]
                 + [
@@ -157,9 +202,17 @@ def report(throughput: list[dict[str, float]], runs: dict[str, ComputeRun]) -> s
                         "tokens_generated",
                         "tokens_trained",
                         "tokens_discarded",
+                        "tokens_discarded_stale",
+                        "tokens_discarded_filtered",
+                        "tokens_discarded_aborted",
                         "tokens_buffered",
                         "tokens_in_flight",
                     )
+                ]
+                + [
+                    "-"
+                    if math.isnan(s["groups_trained"])
+                    else f"{s['groups_trained']:.0f} / {s['groups_filtered']:.0f}"
                 ]
                 + ["yes" if s["ledger_closes"] else "NO"]
                 for name, s in sums.items()

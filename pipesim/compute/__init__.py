@@ -48,6 +48,7 @@ _LAZY = {
     "ComputeReplica": "pipesim.compute.engine",
     "Cluster": "pipesim.compute.cluster",
     "ComputeRun": "pipesim.compute.cluster",
+    "Offload": "pipesim.compute.cluster",
     "run_compute": "pipesim.compute.cluster",
     "ClosedLoop": "pipesim.compute.closedloop",
 }
@@ -75,6 +76,7 @@ __all__ = [
     "EngineConfig",
     "LengthModel",
     "LogNormalLengths",
+    "Offload",
     "ReplicaCost",
     "TokenLedger",
     "TokenSource",

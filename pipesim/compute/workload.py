@@ -10,7 +10,9 @@ from a :class:`LengthModel` (:class:`LogNormalLengths`, or :class:`EmpiricalLeng
 such as Vidur's ``splitwise_code.csv``), scaled by the difficulty and by an optional drift with
 the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training),
 rounded, at least one token, and truncated at ``max_response_tokens`` (the sample is marked
-truncated).
+truncated). Whether the trainer takes samples one by one or whole groups (a group being ready when
+its last sample is), and which groups a filter rejects, is the batch policy's choice:
+:class:`pipesim.policies.groups.WholeGroups` numbers groups the same way (``task // n``).
 
 The seam (:class:`pipesim.EpisodeSource`) asks for ``work_s(episode_id, task, version, parent)``
 in seconds; in tokens there is no such number before the engine runs. :class:`TokenSource` keeps
