@@ -44,7 +44,9 @@ Admission must let filtered and dropped work be replaced: a rule that counts eve
 (:class:`~pipesim.policies.base.CountThrottle`) cannot form a batch once groups are rejected.
 Use one that subtracts drops (``AReaLThrottle``, ``AsyncRatio``, ``LagBound``, ``OverSample``).
 A group that loses a sample for good to a failure (``DropFailed``) never completes; with
-``drop_stale`` it expires like any stale group, without it its samples stay buffered.
+``drop_stale`` it expires like any stale group, without it its samples stay buffered. With
+``requeue`` it never expires either: its other samples are re-run each time they go stale, so pair
+``requeue`` with a failure policy that relaunches (``RetryFailed``, ``RequeueFailed``).
 
 The policy's per-run bookkeeping (which groups are complete, rejected or dropped) lives beside
 the run, keyed by the pipeline, never in the frozen policy object, so one policy serves many
