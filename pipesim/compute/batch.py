@@ -21,6 +21,8 @@ from pipesim.core.errors import PipelineError
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
 
+_INF = math.inf
+
 
 class Seq:
     """One sequence on a replica."""
@@ -83,6 +85,10 @@ class BatchState:
         self._admit_cap = self._budget * (1.0 - cfg.watermark)
         self._max_seqs = cfg.max_num_seqs
         self._slope = cost.kv_slope_s
+        self._fixed = cost._a  # A(b) by batch size, filled by cost.fixed_s
+        self._flops_seq, self._flops_kv = cost._flops_per_seq, cost._attn_flops_all
+        self._wbytes, self._bytes_kv = cost._weight_bytes, cost._attn_bytes_all
+        self._peak, self._bw = cost._peak, cost._bw
         self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, episode id, stamp, seq)
         self.waiting: deque[Seq] = deque()
         self.admitted: list[tuple[int, Seq]] = []  # admission order, for preemption (lazy)
@@ -127,14 +133,23 @@ class BatchState:
             if self._bound:
                 self.compute_bound_s += span
         self._t_acc = now
-        if now > self.t0:
+        t0 = self.t0
+        if now > t0:
             if self._dirty:
                 self._rate()  # the batch changed at the anchor: its coefficients first
-            v = self._v_at(now)
-            dv = v - self.v
-            self.tokens_generated += n * dv
+            v0 = self.v
+            if n:
+                a, c = self.a, self.c
+                dt = now - t0
+                v = v0 + 2.0 * dt / (a + math.sqrt(a * a + 4.0 * c * dt))  # _v_at(now)
+                dv = v - v0
+                self.tokens_generated += n * dv
+                self.a = a + 2.0 * c * dv  # the same curve, re-anchored: t'(v) = a + 2 c (v - v0)
+            else:
+                v = v0
+                self.tokens_generated += 0.0
+                self.a += 0.0
             self.v, self.t0 = v, now
-            self.a += 2.0 * self.c * dv  # the same curve, re-anchored: t'(v) = a + 2 c (v - v0)
             kv = self.kv_base + n * v + self.held_total
             if kv > self.peak_kv_tokens:
                 self.peak_kv_tokens = kv
@@ -148,11 +163,17 @@ class BatchState:
             self._bound = False
             return
         kv = self.kv_base + n * self.v  # read by attention: resident sequences only
-        if kv + self.held_total > self.peak_kv_tokens:
-            self.peak_kv_tokens = kv + self.held_total
-        self.a = self.cost.fixed_s(n) + self._slope * (kv - 0.5 * n)
-        self.c = 0.5 * self._slope * n
-        self._bound = self.cost.compute_bound(n, kv)
+        held = self.held_total
+        if kv + held > self.peak_kv_tokens:
+            self.peak_kv_tokens = kv + held
+        fixed = self._fixed
+        slope = self._slope
+        self.a = (fixed[n] if n < len(fixed) else self.cost.fixed_s(n)) + slope * (kv - 0.5 * n)
+        self.c = 0.5 * slope * n
+        # cost.compute_bound(n, kv), inlined: FLOP time above HBM time
+        self._bound = (n * self._flops_seq + self._flops_kv * kv) * self._bw > (
+            self._wbytes + self._bytes_kv * kv
+        ) * self._peak
 
     def _full_v(self) -> float:
         """The first iteration boundary at which the next iteration's tokens would not fit."""
@@ -216,41 +237,56 @@ class BatchState:
     def _admit(self, now: float) -> None:
         """Admit waiting sequences FIFO while they fit; mid-iteration they wait for its end."""
         waiting = self.waiting
-        self._admit_v = self._admit_t = math.inf
+        self._admit_v = self._admit_t = _INF
         if not waiting:
             return
         v = self.v
-        if self.n and now < self.t0:  # prefilling: newcomers form the next prefill step
-            if self._fits(waiting[0]):
-                self._admit_t = self.t0
-            return
-        if self.n:  # decoding: a newcomer joins at the end of this iteration
-            off = v - self._vb
+        if self.n:
+            if now < self.t0:  # prefilling: newcomers form the next prefill step
+                if self._fits(waiting[0]):
+                    self._admit_t = self.t0
+                return
+            vb = self._vb  # decoding: a newcomer joins at the end of this iteration
+            off = v - vb
             whole = math.floor(off + 1e-6)
             if off - whole > 1e-6:
                 if self._fits(waiting[0]):
-                    self._admit_v = self._vb + whole + 1.0
+                    self._admit_v = vb + whole + 1.0
                 return
         new_tokens, pairs, k = 0.0, 0.0, 0
-        while waiting and self._fits(waiting[0]):
+        heap, admitted, held = self.heap, self.admitted, self.held
+        preempt, max_seqs, cap = self._preempt, self._max_seqs, self._admit_cap
+        heappush = heapq.heappush
+        while waiting:
             seq = waiting[0]
+            n = self.n
+            if held or not preempt:
+                if not self._fits(seq):
+                    break
+            elif n:  # _fits without cached prefixes to evict, inlined
+                if n >= max_seqs:
+                    break
+                need = self.kv_base + n * (v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
+                need -= seq.cached
+                if not need + self.held_total <= cap:
+                    break
             ctx = seq.prompt + seq.gen_before + seq.obs
             cached = seq.cached
             if cached:
-                del self.held[seq]
+                del held[seq]
                 self.held_total -= cached
                 seq.cached = 0.0
             waiting.popleft()
-            self._stamp += 1
-            seq.stamp = stamp = self._stamp
+            self._stamp = stamp = self._stamp + 1
+            seq.stamp = stamp
             seq.v_start = v
-            seq.kv_off = ctx - v
-            self.kv_base += seq.kv_off
-            if not self._preempt:
+            seq.kv_off = kv_off = ctx - v
+            self.kv_base += kv_off
+            if not preempt:
                 self.reserved += seq.prompt + seq.max_tokens
-            self.n += 1
-            heapq.heappush(self.heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
-            self.admitted.append((stamp, seq))
+            self.n = n + 1
+            heappush(heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
+            admitted.append((stamp, seq))
             new = ctx - cached
             new_tokens += new
             pairs += new * (cached + 0.5 * new)

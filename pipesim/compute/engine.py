@@ -143,35 +143,48 @@ class ComputeReplica(BatchState):
             self.v = self._target_v
             self._dirty = True
 
-    def _rearm(self, now: float) -> None:
+    def _plan(self, now: float) -> float:
+        """Aim the timer at the next batch change: set ``_target_v`` and ``_timer_at`` and return
+        the time (``inf``: nothing to wait for, paused or empty). Creates no event."""
         self._timer = None
         if self._dirty:
             self._rate()
-        if self.paused_since is not None or self.n == 0:
+        n = self.n
+        if self.paused_since is not None or n == 0:
             self._timer_at = math.inf
-            return
+            return math.inf
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].stamp:
             heapq.heappop(heap)
+        v = self.v
         v_next = heap[0][0] if heap else math.inf
         if self._preempt:
-            v_next = min(v_next, self._full_v())
-        if self.waiting and self.v < self._admit_v < v_next:
+            v_full = self._full_v()
+            if v_full < v_next:
+                v_next = v_full
+        waiting = self.waiting
+        if waiting and v < self._admit_v < v_next:
             v_next = self._admit_v
-        dv = v_next - self.v
+        dv = v_next - v
         if dv < 0.0:
             dv = 0.0
-        at = max(self.t0, now) + dv * (self.a + self.c * dv)
-        if self.waiting and self._admit_t < at:  # the end of the prefill step in progress
-            at, v_next = self._admit_t, self.v
+        t0 = self.t0
+        at = (t0 if t0 > now else now) + dv * (self.a + self.c * dv)
+        if waiting and self._admit_t < at:  # the end of the prefill step in progress
+            at, v_next = self._admit_t, v
         self._target_v, self._timer_at = v_next, at
-        ev = self.env.timeout(at - now if at > now else 0.0)
-        ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
-        self._timer = ev
         if self.record:
-            kv = self.kv_base + self.n * self.v
-            rate = self.cost.tokens_per_s(self.n, kv)
-            self.timeline.append((now, self.n, len(self.waiting), kv, rate, self._bound))
+            kv = self.kv_base + n * v
+            rate = self.cost.tokens_per_s(n, kv)
+            self.timeline.append((now, n, len(waiting), kv, rate, self._bound))
+        return at
+
+    def _rearm(self, now: float) -> None:
+        at = self._plan(now)
+        if at < math.inf:
+            ev = self.env.timeout(at - now if at > now else 0.0)
+            ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
+            self._timer = ev
 
     def _on_timer(self, ev: simpy.Event) -> None:
         if ev is not self._timer:
@@ -179,24 +192,64 @@ class ComputeReplica(BatchState):
         now = self.env.now
         self._advance(now)
         self._snap(now, force=True)
-        self._step(now)
+        self._drive(now)
 
     def _on_settle(self, _ev: simpy.Event) -> None:
         self._settle_pending = False
         if self.paused_since is None:
             now = self.env.now
             self._advance(now)
-            self._step(now)
+            self._drive(now)
 
-    def _step(self, now: float) -> None:
-        """Finish what is due, preempt if the cache is full, admit, report, re-arm."""
+    def _drive(self, now: float) -> None:
+        """Handle the batch change due now; then, while this replica's next change comes strictly
+        before every other event in SimPy's queue, handle it here at its instant instead of
+        through a timeout of its own, and arm a timeout for the first one that does not.
+
+        That is exactly what SimPy would do with the timeout: it would pop it next (nothing else
+        is due before it, nor at the same instant, where a queued event's lower id would go
+        first), set its clock to ``now + delay`` and call :meth:`_on_timer`. Setting the clock
+        (``Environment._now``, as :meth:`simpy.Environment.step` does) and handling the change
+        directly leaves every result bit-identical and saves an event, its heap push and its pop;
+        in a closed loop on one replica the whole run is one event. (``pipesim/core/slots.py``
+        pushes its wake-ups onto ``env._queue`` in the same spirit, and the kernel's
+        ``Pipeline.on_finished`` runs its controller pass in place on the same ``peek`` test.)
+        """
+        env = self.env
+        queue = env._queue  # type: ignore[attr-defined]
+        while True:
+            at = self._step(now, rearm=False)
+            if at == math.inf:
+                return
+            t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
+            if queue and queue[0][0] <= t:
+                ev = env.timeout(at - now if at > now else 0.0)
+                ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
+                self._timer = ev
+                return
+            env._now = now = t  # type: ignore[attr-defined]
+            self._advance(now)
+            target = self._target_v  # _snap(now, force=True), inlined
+            if self.v < target < math.inf:
+                self.tokens_generated += self.n * (target - self.v)
+                self.v = target
+                self._dirty = True
+
+    def _step(self, now: float, rearm: bool = True) -> float:
+        """Finish what is due, preempt if the cache is full, admit, report, re-arm (or, with
+        ``rearm=False``, plan the next change and return its time without arming a timer)."""
         self._in_event = True
         try:
             done = self._finish_due(now)
-            if self._preempt:
+            n = self.n
+            over = self.kv_base + n * (self.v + 1.0) + self.held_total > self._budget + 1e-6
+            if n and self._preempt and over:  # _preempt_if_full's loop condition, tested here first
                 self._preempt_if_full()
             if self.paused_since is None:
-                self._admit(now)
+                if self.waiting:
+                    self._admit(now)
+                else:
+                    self._admit_v = self._admit_t = math.inf  # what _admit does with no one waiting
             if done:
                 self.p.on_finished(done, now)  # may start episodes here (queued): admit them
                 if self.waiting and self.paused_since is None:
@@ -206,33 +259,43 @@ class ComputeReplica(BatchState):
                 ev.succeed()
         finally:
             self._in_event = False
-        self._rearm(now)
+        if rearm:
+            self._rearm(now)
+            return self._timer_at
+        return self._plan(now)
 
     # -- batch changes -----------------------------------------------------------------------------
     def _finish_due(self, now: float) -> list[Episode]:
         heap, v = self.heap, self.v
         lim = v + 1e-7 + 1e-12 * v
         done: list[Episode] = []
+        if not heap or heap[0][0] > lim:
+            return done
         n_upd = len(self.p.updates)
         generated = self.source.generated
+        preempt = self._preempt
+        free = self.free
+        clock = (self.paused_since if self.paused_since is not None else now) - self.offset
+        heappop, heappush = heapq.heappop, heapq.heappush
         while heap and heap[0][0] <= lim:
-            _, eid, stamp, seq = heapq.heappop(heap)
+            _, eid, stamp, seq = heappop(heap)
             if stamp != seq.stamp:
                 continue
             seq.stamp = -1
             self.n -= 1
             self.kv_base -= seq.kv_off
-            if not self._preempt:
+            if not preempt:
                 self.reserved -= seq.prompt + seq.max_tokens
             self._dirty = True
             if seq.turns is not None and seq.turn + 1 < len(seq.turns):
                 self._end_turn(seq)
                 continue
             ep = seq.ep
-            heapq.heappush(self.free, ep.slot)
+            heappush(free, ep.slot)
             ep.end_s = now
             ep.update_to = n_upd
-            ep.duration_s = ep.work_s = self.generated_s(ep)
+            g = clock - (ep.start_s - ep.offset_start)  # generated_s(ep)
+            ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
             generated[eid] = float(seq.response)
             done.append(ep)
         if done:
@@ -273,6 +336,12 @@ class ComputeReplica(BatchState):
         del self.tooling[seq]
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
+            env = self.env
+            now = env.now
+            if env.peek() > now:  # the settle event would be the next event: handle it here
+                self._advance(now)
+                self._drive(now)
+                return
             self._settle_pending = True
             ev = self.env.timeout(0.0)
             ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
@@ -303,10 +372,10 @@ class ComputeReplica(BatchState):
         ep.update_from = len(self.p.updates)
         ep.offset_start = self.offset
         src = self.source
-        prompt, response, max_tokens = src.tokens_of(ep.id)
-        self.waiting.append(
-            Seq(ep, prompt, response, max_tokens, src.turns.get(ep.id) if src.turns else None)
-        )
+        i = ep.id
+        prompt, response, max_tokens = src.tokens_of(i)
+        turns = src.turns
+        self.waiting.append(Seq(ep, prompt, response, max_tokens, turns.get(i) if turns else None))
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_pending = True
             ev = self.env.timeout(0.0)
