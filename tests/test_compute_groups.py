@@ -46,6 +46,9 @@ class View:
     batch_size: int = 8
     version: int = 0
     max_staleness: int = 0
+    n_running: int = 1  # something is in flight unless a test says otherwise
+    syncing: bool = False
+    replicas: tuple[Any, ...] = ()
     requeued: list[tuple[int, int]] = field(default_factory=list)
 
     def requeue(self, tasks: Any, first: bool = False) -> None:
@@ -132,6 +135,24 @@ def test_a_stale_sample_with_requeue_is_rerun_and_its_group_completes() -> None:
     again = r.finish(0, version=1)  # the requeued task, relaunched under the new weights
     batch = r.ask()
     assert batch is not None and set(batch) == {fresh, again}
+
+
+def test_incomplete_groups_are_abandoned_when_nothing_in_flight_can_complete_them() -> None:
+    r = Run(WholeGroups(2), batch_size=4)
+    a, b, c = r.finish(0), r.finish(1), r.finish(2)  # group 1 misses task 3, lost for good
+    assert r.ask() is None and r.discarded == []  # task 3 may still be in flight
+    r.p.n_running = 0
+    r.p.syncing = True
+    assert r.ask() is None and r.discarded == []  # a sync may yet let admission start it
+    r.p.syncing = False
+    r.p.replicas = (type("Paused", (), {"accepting": False})(),)
+    assert r.ask() is None and r.discarded == []  # a paused replica may yet start it
+    r.p.replicas = ()
+    assert r.ask() is None and r.discarded == [c] and r.buffer == [a, b]  # only the incomplete group
+    assert r.policy.stats(r.p).groups_abandoned == 1  # type: ignore[arg-type]
+    r.p.n_running = 1
+    late = r.finish(3)  # should it come after all, it is discarded
+    assert r.ask() is None and r.discarded[-1] is late
 
 
 def test_rejected_groups_are_the_seeded_draws_and_never_trained() -> None:
@@ -230,17 +251,30 @@ def test_filtering_with_a_throttle_that_counts_every_start_stops_with_an_error()
         pipesim.run(sc)
 
 
-def test_a_group_that_loses_a_sample_to_a_failure_expires_instead_of_blocking() -> None:
+@pytest.mark.parametrize(
+    ("n", "drop_stale", "rate", "update", "seed"),
+    [
+        (4, True, 0.0, pipesim.PartialRollout(), 0),
+        (8, True, 0.6, pipesim.PartialRollout(), 69),  # stalled at version 0 before abandoning
+        (2, False, 0.6, pipesim.PartialRollout(), 11),
+        (8, False, 0.3, pipesim.Drain(), 61),
+    ],
+)
+def test_a_group_that_loses_a_sample_to_a_failure_never_blocks_the_run(
+    n: int, drop_stale: bool, rate: float, update: Any, seed: int
+) -> None:
     sc = pipesim.Scenario(
-        pipeline=pipesim.PipelineConfig(batch_size=16, n_slots=32, steps=10, max_staleness=1),
+        pipeline=pipesim.PipelineConfig(batch_size=4 * n, n_slots=32, steps=6, max_staleness=1),
         admission=pipesim.AReaLThrottle(),
-        batching=WholeGroups(4, drop_stale=True),
-        failures=pipesim.DropFailed(hazard_per_s=2e-4),  # type: ignore[arg-type]
-        pool_size=5000,
+        weight_update=update,
+        batching=WholeGroups(n, filter_rate=rate, seed=seed, drop_stale=drop_stale),
+        failures=pipesim.DropFailed(hazard_per_s=5e-4),  # type: ignore[arg-type]
+        pool_size=20_000,
+        seed=seed,
     )
     r = pipesim.run(sc)
     statuses = Counter(e.status for e in r.episodes)
-    assert statuses[pipesim.FAILED] > 0 and statuses[pipesim.TRAINED] == 160
+    assert statuses[pipesim.FAILED] > 0 and statuses[pipesim.TRAINED] == 6 * 4 * n
     check_invariants(r)
 
 

@@ -37,15 +37,24 @@ Rules, in the order a request sees them:
    they arrive), so no group waits forever for a sample that will not come. With ``requeue`` only
    the stale samples are discarded and their tasks put back in the queue; the group stays and
    completes with the fresh samples (its filter decision is the same).
-4. **The batch**: the first ``B / n`` accepted complete groups in completion order, each group's
+4. **Abandoning**: when the trainer waits, no batch can form, nothing is in flight and every
+   replica is free to start work, admission has had its turn (it runs before the batch policy)
+   and started nothing, so no incomplete group can ever complete -- a sample lost for good to a
+   failure (``DropFailed``), or a relaunch that the admission rule will not start while the
+   group's other samples hold its budget. Every incomplete group is then dropped whole (its
+   samples discarded, counted as stale; ``groups_abandoned``), which frees the admission budget
+   of rules that subtract drops. So a group with a dropped sample never deadlocks the run; a
+   run that still cannot form a batch (a rule that counts every start) stops with a
+   :class:`~pipesim.core.errors.PipelineError` naming its policies, never hangs.
+5. **The batch**: the first ``B / n`` accepted complete groups in completion order, each group's
    samples in finishing order.
 
 Admission must let filtered and dropped work be replaced: a rule that counts every start
 (:class:`~pipesim.policies.base.CountThrottle`) cannot form a batch once groups are rejected.
 Use one that subtracts drops (``AReaLThrottle``, ``AsyncRatio``, ``LagBound``, ``OverSample``).
 A group that loses a sample for good to a failure (``DropFailed``) never completes; with
-``drop_stale`` it expires like any stale group, without it its samples stay buffered. With
-``requeue`` it never expires either: its other samples are re-run each time they go stale, so pair
+``drop_stale`` it expires like any stale group, without it its samples stay buffered until rule 4
+abandons it. With ``requeue`` its other samples are re-run each time they go stale, so pair
 ``requeue`` with a failure policy that relaunches (``RetryFailed``, ``RequeueFailed``).
 
 The policy's per-run bookkeeping (which groups are complete, rejected or dropped) lives beside
@@ -82,6 +91,8 @@ class GroupStats:
     groups_filtered: int = 0
     groups_expired: int = 0
     """Groups dropped whole because a sample went stale (``drop_stale`` without ``requeue``)."""
+    groups_abandoned: int = 0
+    """Incomplete groups dropped whole because nothing in flight could complete them (rule 4)."""
     samples_requeued: int = 0
     filtered_ids: set[int] = field(default_factory=set)
     """Episode ids discarded by the filter (the rest of the discarded ones were stale)."""
@@ -205,8 +216,23 @@ class _State:
             self.order = [order[j] for j in keep]
         self.scanned = len(buffer)
 
-    def ready(self) -> bool:
-        return bool(self.pending) or len(self.complete) >= self.per_batch
+    def stuck(self, p: PipelineView) -> bool:
+        """No batch, nothing to hand back, nothing in flight, every replica free to start work:
+        admission has had its turn (it runs before the batch policy in a controller pass) and
+        started nothing, so the incomplete groups can never complete."""
+        if self.pending or len(self.complete) >= self.per_batch or len(self.members) <= len(self.complete):
+            return False
+        return p.n_running == 0 and not p.syncing and all(r.accepting for r in p.replicas)
+
+    def abandon(self) -> None:
+        """Drop every incomplete group whole (see :meth:`stuck`)."""
+        for g in [g for g in self.members if g not in self.complete]:
+            self.pending.extend(self.members.pop(g).values())
+            self.dead.add(g)
+            self.stats.groups_abandoned += 1
+
+    def ready(self, p: PipelineView) -> bool:
+        return bool(self.pending) or len(self.complete) >= self.per_batch or self.stuck(p)
 
 
 _RUNS: weakref.WeakKeyDictionary[object, _State] = weakref.WeakKeyDictionary()
@@ -275,11 +301,13 @@ class WholeGroups:
         """Exact: whether ``select`` would form a batch or discard something now."""
         s = self._state(p)
         s.absorb(buffer, p)
-        return s.ready()
+        return s.ready(p)
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         s = self._state(p)
         s.absorb(buffer, p)
+        if s.stuck(p):
+            s.abandon()
         discarded, s.pending = s.pending, []
         if s.requeue:
             p.requeue(s.requeue)
