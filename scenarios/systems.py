@@ -82,6 +82,7 @@ def verl_fully_async(
     ppo_mini_batch_size: int | None = None,
     max_concurrent_samples: int | None = None,
     max_queue_size: int | None = None,
+    samples_per_prompt: int = 1,
     **pipeline: Any,
 ) -> Scenario:
     """verl fully async (``recipe/fully_async_policy``), modelled on its code.
@@ -114,6 +115,8 @@ def verl_fully_async(
       ``max_required_samples`` (pass a smaller one to see eviction). Its freshness check
       (``put_sample``) compares versions that verl's sync order keeps equal at every put, so it
       never drops a sample (the class says why, and what hook other weight updates would need).
+      ``samples_per_prompt`` (``rollout.n``) > 1: one episode is one response and a queue item
+      is a prompt's ``rollout.n`` responses, queued once all are done.
     """
     if ppo_mini_batch_size is not None:
         if "batch_size" in pipeline:
@@ -125,12 +128,15 @@ def verl_fully_async(
     wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
     k = trigger_parameter_sync_step
     adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size)
-    queue = VerlMessageQueue(max_queue_size, staleness_threshold, k)
+    queue = VerlMessageQueue(max_queue_size, staleness_threshold, k, samples_per_prompt)
     return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
 
 
 def areal(
-    max_head_offpolicyness: int = 2, max_concurrent_rollouts: int | None = None, **pipeline: Any
+    max_head_offpolicyness: int = 2,
+    max_concurrent_rollouts: int | None = None,
+    samples_per_prompt: int = 1,
+    **pipeline: Any,
 ) -> Scenario:
     """AReaL: interruptible rollouts under a staleness-aware throttle.
 
@@ -142,9 +148,19 @@ def areal(
     ``agenerate`` appends the tokens generated so far to ``input_ids`` and resubmits once
     generation resumes, so each interrupted rollout re-prefills its prefix under the new weights
     and continues (:class:`~pipesim.policies.updates.AbortReprefill`).
+
+    ``samples_per_prompt`` > 1: one episode is one response; AReaL's RLVR workflow
+    (``areal/workflow/rlvr.py``, ``RLVRWorkflow.arun_episode``) generates a prompt's
+    ``n_samples`` together and returns them as one trajectory group, so the trainer takes whole
+    groups (:class:`~pipesim.policies.groups.WholeGroups`).
     """
     adm = AReaLThrottle(max_concurrent_rollouts)
-    return _scenario("AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill())
+    extra: dict[str, Any] = {}
+    if samples_per_prompt > 1:
+        extra["batching"] = WholeGroups(samples_per_prompt)
+    return _scenario(
+        "AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill(), **extra
+    )
 
 
 def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: Any) -> Scenario:
@@ -197,7 +213,7 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     )
 
 
-def roll(async_generation_ratio: int | float = 1, **pipeline: Any) -> Scenario:
+def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
     """ROLL asynchronous training (``async_generation_ratio``; 0 = synchronous), from its code.
 
     Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
@@ -214,7 +230,9 @@ def roll(async_generation_ratio: int | float = 1, **pipeline: Any) -> Scenario:
     The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). With exactly
     B groups per step, expired groups eat the headroom for good: after ``ratio * B`` expiries the
     pipeline runs synchronously. ROLL's own slack -- ``max_traj_per_env`` rounded up, and
-    ``group_size_redundancy`` extra rollouts per group -- is not modelled.
+    ``group_size_redundancy`` extra rollouts per group -- is not modelled. ``samples_per_prompt``
+    (``num_return_sequences_in_group``) > 1: one episode is one response and the trainer takes
+    whole groups, which expire whole.
     """
     ratio: Any = async_generation_ratio  # 1.0 is 1; 0.5 is refused by the policies
     if isinstance(ratio, float) and ratio.is_integer():
@@ -225,7 +243,7 @@ def roll(async_generation_ratio: int | float = 1, **pipeline: Any) -> Scenario:
         0,
         admission=RollGroupAdmission(ratio),
         weight_update=PartialRollout(),
-        batching=RollGroupExpiry(ratio),
+        batching=RollGroupExpiry(ratio, samples_per_prompt),
     )
 
 

@@ -427,3 +427,41 @@ def test_april_without_partial_rollout_drops_unfinished_groups_whole() -> None:
     discarded = [e for e in r.episodes if e.status == "discarded"]
     assert discarded and r.summary()["episodes_aborted"] > 0
     assert not {e.task_id // n for e in discarded} & {g for _, g in per_group}
+
+
+@pytest.mark.parametrize("system", ["verl", "roll", "areal"])
+def test_group_batching_trains_whole_groups(system: str) -> None:
+    """verl queues a prompt's rollout.n responses as one RolloutSample, ROLL's GroupQueue hands
+    over complete groups, AReaL's RLVRWorkflow gathers a prompt's n_samples: with
+    samples_per_prompt = n every trained step is whole groups, each trained once."""
+    n = 4
+    make = {
+        "verl": lambda: systems.verl_fully_async(0.5, samples_per_prompt=n, **SMALL),
+        "roll": lambda: systems.roll(1, samples_per_prompt=n, **SMALL),
+        "areal": lambda: systems.areal(2, samples_per_prompt=n, **SMALL),
+    }[system]
+    r = checked(make())
+    per_group = _trained_groups(r, n)
+    assert len(per_group) == SMALL["steps"] * SMALL["batch_size"] // n
+    assert set(per_group.values()) == {n}
+    assert len({g for _, g in per_group}) == len(per_group)
+
+
+def test_verl_queue_of_groups_evicts_the_oldest_group_and_roll_expires_groups_whole() -> None:
+    n = 4
+    kw = {**SMALL, "train_time_s": 60.0, "n_slots": 32}
+    r = checked(systems.verl_fully_async(4.0, max_queue_size=8, samples_per_prompt=n, **kw))
+    evicted = [e for e in r.episodes if e.status == "discarded"]
+    assert evicted
+    by_group: dict[int, int] = {}
+    for e in evicted:
+        by_group[e.task_id // n] = by_group.get(e.task_id // n, 0) + 1
+    assert set(by_group.values()) == {n}  # whole groups, never part of one
+    assert not set(by_group) & {g for _, g in _trained_groups(r, n)}
+    assert VerlMessageQueue(None, 0.5, 4, 16).group_capacity(2048) == 768  # int(128 * 1.5 * 4) prompts
+    # ROLL: an expired group is gone whole; none of its samples is trained
+    slow = {**SMALL, "n_slots": 32}
+    rr = checked(systems.roll(1, samples_per_prompt=n, **slow).with_(durations=LogNormalDurations(20.0, 1.0)))
+    gone = {e.task_id // n for e in rr.episodes if e.status == "discarded"}
+    assert gone and not gone & {g for _, g in _trained_groups(rr, n)}
+    assert rr.trained["staleness"].max() <= 1

@@ -28,6 +28,7 @@ the batch policies give the ``ready`` / ``min_items`` hints, so the engine's sho
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,54 @@ def _check_number(name: str, value: object, minimum: float) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum:  # type: ignore[operator]
         raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+
+
+class _GroupBook:
+    """One run's view of the buffer by prompt group (sample ``t`` of group ``t // n``), kept up to
+    date incrementally: the batch rules below call :meth:`absorb` with the buffer, then take whole
+    groups out with :meth:`remove`. Only these rules remove episodes from their buffer, so the
+    buffer's first ``scanned`` entries are always the ones already absorbed."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.scanned = 0
+        self.members: dict[int, list[Episode]] = {}  # group -> its buffered samples
+        self.complete: dict[int, None] = {}  # groups with all n samples buffered, in completion order
+
+    def absorb(self, buffer: Sequence[Episode]) -> None:
+        for i in range(self.scanned, len(buffer)):
+            ep = buffer[i]
+            g = ep.task_id // self.n
+            m = self.members.setdefault(g, [])
+            m.append(ep)
+            if len(m) == self.n:
+                self.complete[g] = None
+        self.scanned = len(buffer)
+
+    def remove(self, buffer: list[Episode], groups: Sequence[int]) -> list[Episode]:
+        """Take ``groups`` (complete or not) out of the buffer; their samples, group by group."""
+        out: list[Episode] = []
+        for g in groups:
+            out.extend(self.members.pop(g, ()))
+            self.complete.pop(g, None)
+        if out:
+            gone = {id(e) for e in out}
+            buffer[:] = [e for e in buffer if id(e) not in gone]
+        self.scanned = len(buffer)
+        return out
+
+
+_BOOKS: weakref.WeakKeyDictionary[object, _GroupBook] = weakref.WeakKeyDictionary()
+
+
+def _book(p: PipelineView, n: int, batch_size: int, who: str) -> _GroupBook:
+    """The run's group book (created at the first call; keyed by the pipeline, not the policy)."""
+    book = _BOOKS.get(p)
+    if book is None:
+        if batch_size % n:
+            raise ValueError(f"{who}: batch_size {batch_size} is not a whole number of groups of {n}")
+        book = _BOOKS[p] = _GroupBook(n)
+    return book
 
 
 @dataclass(frozen=True)
@@ -165,17 +214,33 @@ class VerlMessageQueue:
       episode finished under and the queue's version at that instant, which the port does not
       expose. That needs a hook: ``Episode.finish_version`` on the port, or a batch-policy
       ``on_put(episode, p)`` the engine calls when an episode enters the buffer.
+    * ``samples_per_group`` n > 1: a queue item is a ``RolloutSample``, one prompt with its
+      ``rollout.n`` responses (``_process_single_sample_streaming`` puts it once
+      ``generate_single_sample_async`` has all n), so the queue holds complete groups (sample
+      ``t`` of group ``t // n``), the trainer takes the oldest B / n, and a full queue evicts the
+      oldest group; ``max_queue_size`` None is then ``int(B / n * (1 + threshold) * k)`` groups,
+      a given one is in samples (``// n`` groups). The rollouter's queue check still counts the
+      finished samples of unfinished groups, which verl holds in its active tasks.
     """
 
     max_queue_size: int | None = None
     staleness_threshold: float = 0.5
     trigger_parameter_sync_step: int = 1
+    samples_per_group: int = 1
 
     def __post_init__(self) -> None:
         if self.max_queue_size is not None:
             _check_int("max_queue_size", self.max_queue_size, 1)
         _check_number("staleness_threshold", self.staleness_threshold, 0.0)
         _check_int("trigger_parameter_sync_step", self.trigger_parameter_sync_step, 1)
+        _check_int("samples_per_group", self.samples_per_group, 1)
+
+    def group_capacity(self, batch_size: int) -> int:
+        """The queue's size in groups (``samples_per_group`` > 1)."""
+        n = self.samples_per_group
+        if self.max_queue_size is not None:
+            return self.max_queue_size // n
+        return int(batch_size // n * (self.staleness_threshold + 1) * self.trigger_parameter_sync_step)
 
     def capacity(self, batch_size: int) -> int:
         if self.max_queue_size is not None:
@@ -194,6 +259,8 @@ class VerlMessageQueue:
         b, cap = p.batch_size, self.capacity(p.batch_size)
         if cap < b:
             raise ValueError(f"VerlMessageQueue max_queue_size {cap} < batch_size {b}: no batch can form")
+        if self.samples_per_group > 1:
+            return self._select_groups(buffer, p)
         evicted: list[Episode] = []
         if len(buffer) > cap:  # popleft at each put that found the deque full
             evicted = buffer[: len(buffer) - cap]
@@ -203,6 +270,18 @@ class VerlMessageQueue:
         batch = buffer[:b]
         del buffer[:b]
         return batch, evicted
+
+    def _select_groups(
+        self, buffer: list[Episode], p: PipelineView
+    ) -> tuple[list[Episode] | None, list[Episode]]:
+        n, b = self.samples_per_group, p.batch_size
+        book = _book(p, n, b, "VerlMessageQueue")
+        book.absorb(buffer)
+        over = len(book.complete) - self.group_capacity(b)
+        evicted = book.remove(buffer, list(book.complete)[:over]) if over > 0 else []
+        if len(book.complete) < b // n:
+            return None, evicted
+        return book.remove(buffer, list(book.complete)[: b // n]), evicted
 
 
 def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
@@ -251,12 +330,19 @@ class RollGroupExpiry:
     discarded (an expired one still running finishes and is discarded at the next request), then
     the first B finished are taken. Promises staleness <= ratio, counted from the group's creation
     step, which is never after the episode's start.
+
+    ``samples_per_group`` n > 1: one pipesim episode is one sample and a ROLL group is samples
+    ``g * n`` to ``g * n + n - 1`` (the compute workload's numbering). ``GroupQueue.get`` hands over
+    a group once ``group_size`` rollouts are in it, so the trainer takes the first B / n groups to
+    complete, whole; a group expires as a whole (its create step is that of its first sample).
     """
 
     ratio: int = 1
+    samples_per_group: int = 1
 
     def __post_init__(self) -> None:
         _check_int("ratio", self.ratio, 0)
+        _check_int("samples_per_group", self.samples_per_group, 1)
 
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return self.ratio
@@ -270,6 +356,15 @@ class RollGroupExpiry:
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b, oldest_ok = p.batch_size, p.version - self.ratio
+        n = self.samples_per_group
+        if n > 1:
+            book = _book(p, n, b, "RollGroupExpiry")
+            book.absorb(buffer)
+            gone = [g for g in book.members if roll_create_step(g * n, b, self.ratio) < oldest_ok]
+            dropped = book.remove(buffer, gone)
+            if len(book.complete) < b // n:
+                return None, dropped
+            return book.remove(buffer, list(book.complete)[: b // n]), dropped
         expired = [e for e in buffer if roll_create_step(e.id, b, self.ratio) < oldest_ok]
         if expired:
             buffer[:] = [e for e in buffer if roll_create_step(e.id, b, self.ratio) >= oldest_ok]
