@@ -26,6 +26,11 @@ tested on the other: in-sample it would be 0). The p-values use the asymptotic K
 distribution and are optimistic for the log-normal, whose parameters come from the same data.
 
 No scipy: the normal CDF is an erf approximation (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
+
+The parts: :mod:`pipesim.io.fit_readers` reads a column of a trace, :mod:`pipesim.io.fit_models`
+fits the three models; this module runs them on one column (:func:`fit_values`,
+:func:`fit_trace`), explains what the trace could not identify (:attr:`FitResult.notes`), and
+writes the results (text, JSON, the QQ plot). Every public name of the parts is re-exported here.
 """
 
 from __future__ import annotations
@@ -39,21 +44,47 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipesim.workload.durations import AgentDurations, LogNormalDurations, TraceDurations
+from pipesim.io.fit_models import (
+    AGENT_DRAWS,
+    ModelFit,
+    agent_moments,
+    fit_agent,
+    fit_empirical,
+    fit_lognormal,
+    kolmogorov_p,
+    ks_statistic,
+    normal_cdf,
+    normal_ppf,
+)
+from pipesim.io.fit_models import (
+    _turn_moments as _turn_moments,  # the tests check the turn moments directly
+)
+from pipesim.io.fit_readers import MIN_VALUES, FitError, column_values, read_column, read_table
+from pipesim.workload.durations import AgentDurations
 
 __all__ = [
+    "AGENT_DRAWS",
     "AGENT_NOTE",
     "FitError",
     "FitResult",
     "ModelFit",
     "agent_moments",
     "fit_agent",
+    "fit_empirical",
     "fit_lognormal",
     "fit_trace",
     "fit_values",
+    "format_result",
+    "kolmogorov_p",
     "ks_statistic",
+    "model_quantiles",
+    "normal_cdf",
+    "normal_ppf",
     "qq_figure",
     "read_column",
+    "read_table",
+    "to_json",
+    "write_qq",
 ]
 
 AGENT_NOTE = (
@@ -63,23 +94,6 @@ AGENT_NOTE = (
     "tool latency's spread are kept from the base model. Give a per-episode turn count "
     "(--turns-column) to measure the turns, and per-turn decode and tool times to separate the rest."
 )
-AGENT_DRAWS = 20_000
-
-
-class FitError(ValueError):
-    """A trace that cannot be fitted (names the file, the column and what is wrong)."""
-
-
-@dataclass(frozen=True)
-class ModelFit:
-    """One fitted model: its pipesim object, parameters, KS statistic and p-value."""
-
-    name: str
-    model: Any
-    params: dict[str, float]
-    ks: float
-    p_value: float
-    how: str
 
 
 @dataclass(frozen=True)
@@ -123,228 +137,6 @@ class FitResult:
 
 def _num(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
-
-
-# -- reading ---------------------------------------------------------------------------------------
-def read_table(path: str | Path) -> pd.DataFrame:
-    p = Path(path)
-    if not p.is_file():
-        raise FitError(f"{p}: no such file")
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(p, lines=True)
-        if suffix == ".json":
-            return pd.read_json(p)
-        if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
-        if suffix == ".parquet":
-            return pd.read_parquet(p)
-    except (ValueError, OSError) as exc:
-        raise FitError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}") from None
-    raise FitError(f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {suffix or 'no suffix'!r}")
-
-
-def _column(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
-    if column not in df.columns:
-        raise FitError(f"{path}: no column {column!r}; the columns are {', '.join(map(str, df.columns))}")
-    col = pd.to_numeric(df[column], errors="coerce")
-    if col.notna().sum() == 0:
-        raise FitError(f"{path}: column {column!r} holds no numbers")
-    return col
-
-
-def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.ndarray, int]:
-    """The finite positive values of ``column`` (times ``scale``) and how many rows were dropped."""
-    col = _column(read_table(path), path, column).to_numpy(dtype=np.float64) * scale
-    keep = np.isfinite(col) & (col > 0)
-    if keep.sum() < 10:
-        raise FitError(f"{path}: column {column!r} has {int(keep.sum())} positive values; at least 10 needed")
-    return col[keep], int((~keep).sum())
-
-
-# -- statistics ------------------------------------------------------------------------------------
-def _erf(x: np.ndarray) -> np.ndarray:
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))  # type: ignore[no-any-return]
-
-
-def normal_cdf(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + _erf(np.asarray(z, dtype=np.float64) / math.sqrt(2.0)))
-
-
-def normal_ppf(p: np.ndarray) -> np.ndarray:
-    """Inverse normal CDF by bisection on :func:`normal_cdf` (60 halvings: exact to float)."""
-    p = np.asarray(p, dtype=np.float64)
-    lo, hi = np.full(p.shape, -9.0), np.full(p.shape, 9.0)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        below = normal_cdf(mid) < p
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return (lo + hi) / 2  # type: ignore[no-any-return]
-
-
-def kolmogorov_p(d: float, n_eff: float) -> float:
-    """Asymptotic p-value of a KS statistic ``d`` with effective sample size ``n_eff``."""
-    if n_eff <= 0:
-        return float("nan")
-    s = math.sqrt(n_eff)
-    lam = (s + 0.12 + 0.11 / s) * d
-    if lam < 0.2:
-        return 1.0
-    total = sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
-    return float(min(1.0, max(0.0, 2 * total)))
-
-
-def ks_statistic(x: np.ndarray, cdf: Any = None, other: np.ndarray | None = None) -> float:
-    """KS D of sample ``x`` against a CDF (a function) or against a second sample ``other``."""
-    x = np.sort(np.asarray(x, dtype=np.float64))
-    n = len(x)
-    if other is None:
-        f = cdf(x)
-        i = np.arange(1, n + 1)
-        return float(max(np.max(i / n - f), np.max(f - (i - 1) / n)))
-    y = np.sort(np.asarray(other, dtype=np.float64))
-    grid = np.concatenate([x, y])
-    fx = np.searchsorted(x, grid, side="right") / n
-    fy = np.searchsorted(y, grid, side="right") / len(y)
-    return float(np.max(np.abs(fx - fy)))
-
-
-# -- the models ------------------------------------------------------------------------------------
-def fit_lognormal(x: np.ndarray) -> ModelFit:
-    logs = np.log(x)
-    mu, sigma = float(logs.mean()), float(logs.std())
-    model = LogNormalDurations(median_s=math.exp(mu), sigma=sigma)
-    if sigma > 0:
-        d = ks_statistic(x, lambda v: normal_cdf((np.log(v) - mu) / sigma))
-    else:
-        d = float("nan")
-    return ModelFit(
-        "log-normal",
-        model,
-        {"median_s": model.median_s, "sigma": sigma},
-        d,
-        kolmogorov_p(d, len(x)),
-        "its CDF",
-    )
-
-
-def _turn_moments(n_max: int, mean_turns: float) -> tuple[float, float]:
-    """Mean and variance of the turns: geometric with mean ``mean_turns``, capped at ``n_max``."""
-    q = 1 - 1 / mean_turns
-    k = np.arange(1, n_max + 1, dtype=np.float64)
-    pmf = q ** (k - 1) * (1 - q)
-    pmf[-1] += q**n_max  # the mass past the cap sits at the cap
-    m = float((k * pmf).sum())
-    return m, float((k * k * pmf).sum() - m * m)
-
-
-def agent_moments(model: AgentDurations) -> tuple[float, float]:
-    """Mean and variance of one episode's total seconds under ``model`` (exact)."""
-    lo, hi = model.tokens_per_turn
-    r, med, sig = model.decode_rate_tok_s, model.tool_median_s, model.tool_sigma
-    m_t = (lo + hi) / 2 / r + med * math.exp(sig * sig / 2)
-    v_t = (hi - lo) ** 2 / 12 / r**2 + med * med * (math.exp(sig * sig) - 1) * math.exp(sig * sig)
-    en, vn = _turn_moments(model.max_turns, model.mean_turns)
-    return en * m_t, en * v_t + vn * m_t * m_t
-
-
-def _scaled(base: AgentDurations, mean_turns: float, target_mean: float) -> AgentDurations:
-    """``base`` with ``mean_turns`` and its per-turn seconds scaled so that the mean is ``target_mean``."""
-    shaped = AgentDurations(
-        mean_turns=mean_turns,
-        max_turns=base.max_turns,
-        tokens_per_turn=base.tokens_per_turn,
-        decode_rate_tok_s=base.decode_rate_tok_s,
-        tool_median_s=base.tool_median_s,
-        tool_sigma=base.tool_sigma,
-        draws="numpy",
-    )
-    c = target_mean / agent_moments(shaped)[0]
-    return AgentDurations(
-        mean_turns=mean_turns,
-        max_turns=base.max_turns,
-        tokens_per_turn=base.tokens_per_turn,
-        decode_rate_tok_s=base.decode_rate_tok_s / c,
-        tool_median_s=base.tool_median_s * c,
-        tool_sigma=base.tool_sigma,
-        draws="numpy",
-    )
-
-
-def fit_agent(
-    x: np.ndarray, base: AgentDurations | None = None, turns: np.ndarray | None = None, seed: int = 0
-) -> ModelFit:
-    """Fit the agent model by moments (see the module docstring for what is identified)."""
-    base = base or AgentDurations()
-    mean, cv2 = float(x.mean()), float(x.var() / x.mean() ** 2)
-    if turns is not None:
-        target = float(np.mean(turns))
-        grid = np.geomspace(1.0001, max(4 * base.max_turns, 2.0), 4000)
-        means = np.array([_turn_moments(base.max_turns, g)[0] for g in grid])
-        mean_turns = float(grid[int(np.argmin(np.abs(means - target)))])
-        how = "20,000 draws of the fit (turns from the turn column)"
-    else:
-        grid = np.geomspace(1.0001, max(50 * base.max_turns, 2.0), 3000)
-
-        def cv2_of(mt: float) -> float:
-            m, v = agent_moments(_scaled(base, mt, 1.0))
-            return v / (m * m)
-
-        gap = np.array([cv2_of(g) - cv2 for g in grid])
-        roots = []
-        for i in np.nonzero(np.sign(gap[:-1]) != np.sign(gap[1:]))[0].tolist():
-            lo_g, hi_g = float(grid[i]), float(grid[i + 1])
-            for _ in range(60):  # bisection between the grid points that bracket a root
-                mid = (lo_g + hi_g) / 2
-                if np.sign(cv2_of(mid) - cv2) == np.sign(gap[i]):
-                    lo_g = mid
-                else:
-                    hi_g = mid
-            roots.append((lo_g + hi_g) / 2)
-        if not roots:  # the spread is out of the model's reach: the closest one
-            roots = [float(grid[int(np.argmin(np.abs(gap)))])]
-        # the mean and the spread can fit two turn counts (the cap bends the spread back down):
-        # the shape of the distribution (KS against draws) chooses between them
-        ks_of = {
-            r: ks_statistic(x, other=_scaled(base, r, mean).sample(AGENT_DRAWS, np.random.default_rng(seed)))
-            for r in roots
-        }
-        mean_turns = float(min(ks_of, key=lambda r: ks_of[r]))
-        how = "20,000 draws of the fit"
-        if len(roots) > 1:
-            how += f" (mean turns {', '.join(f'{r:.3g}' for r in roots)} fit the mean and spread; KS chose)"
-    model = _scaled(base, mean_turns, mean)
-    draws = model.sample(AGENT_DRAWS, np.random.default_rng(seed))
-    d = ks_statistic(x, other=draws)
-    lo, hi = model.tokens_per_turn
-    turn_s = agent_moments(model)[0] / _turn_moments(model.max_turns, mean_turns)[0]
-    params = {
-        "mean_turns": mean_turns,
-        "seconds_per_turn": turn_s,
-        "decode_rate_tok_s": model.decode_rate_tok_s,
-        "tool_median_s": model.tool_median_s,
-        "tokens_per_turn_lo": lo,
-        "tokens_per_turn_hi": hi,
-    }
-    n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
-    return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how)
-
-
-def fit_empirical(x: np.ndarray, seed: int = 0) -> ModelFit:
-    rng = np.random.default_rng(seed)
-    shuffled = rng.permutation(x)
-    half = len(shuffled) // 2
-    d = ks_statistic(shuffled[:half], other=shuffled[half:])
-    n_eff = half * (len(x) - half) / len(x)
-    model = TraceDurations(values=tuple(float(v) for v in shuffled), cycle=True)
-    q = np.quantile(x, [0.5, 0.9, 0.99])
-    params = {"n_values": float(len(x)), "median": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
-    return ModelFit("empirical", model, params, d, kolmogorov_p(d, n_eff), "a held-out half")
 
 
 def fit_values(
@@ -391,14 +183,14 @@ def fit_trace(
     if not (math.isfinite(scale) and scale > 0):
         raise FitError(f"--scale must be a finite number > 0, got {scale!r}")
     df = read_table(path)
-    col = _column(df, path, column).to_numpy(dtype=np.float64) * scale
+    col = column_values(df, path, column).to_numpy(dtype=np.float64) * scale
     keep = np.isfinite(col) & (col > 0)
     turns = None
     if turns_column is not None:
-        t = _column(df, path, turns_column).to_numpy(dtype=np.float64)
+        t = column_values(df, path, turns_column).to_numpy(dtype=np.float64)
         keep &= np.isfinite(t) & (t >= 1)
         turns = t[keep]
-    if keep.sum() < 10:
+    if keep.sum() < MIN_VALUES:
         raise FitError(f"{path}: column {column!r} has {int(keep.sum())} positive values; at least 10 needed")
     return fit_values(
         col[keep],

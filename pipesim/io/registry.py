@@ -1,4 +1,4 @@
-"""Named scenarios for the CLI, and parsing of ``key=value`` overrides into typed scenario fields.
+"""Named scenarios: the registry, and how ``pipesim run SPEC`` finds a scenario.
 
 The registry maps a short name to a one-line description and a factory returning a
 :class:`~pipesim.config.Scenario`. Factories are called only when a scenario is selected, so
@@ -14,28 +14,21 @@ factory, and its scenarios are listed under the entry point's name as a prefix
 module is not importable is skipped.
 
 :func:`resolve` also accepts a scenario file (``.toml``/``.yaml``/``.yml``, see
-:mod:`pipesim.io.scenario_files`) and ``package.module:factory`` or ``path/to/file.py:factory``.
+:mod:`pipesim.io.scenario_files`) and ``package.module:factory`` or ``path/to/file.py:factory``
+(imported by :mod:`pipesim.io.user_code`). There is one lookup path: :func:`get_entry` and
+:func:`resolve` both read one :func:`registry` snapshot and report an unknown name with the same
+message (the closest names, then every valid one).
 
-Overrides (``--set key=value``, ``--over key=v1,v2``) are parsed with the dataclass field types,
-so a bad key or an ill-typed value fails with a message that names it and lists the valid keys.
-Policy fields take a policy from the catalog (:mod:`pipesim.policies.catalog`), with arguments:
-``weight_update=InFlightUpdate(load_time_s=2)``, ``replicas=Replicas(2, LeastLoaded())``,
-``timeout=Timeout(cap_s=600)``, ``timeout=none``; ``durations=LogNormalDurations(median_s=60)``
-replaces the duration model and ``durations.FIELD=value`` changes one of its fields;
-``sync_time_s=WeightSyncCost(8.2, 10)`` sets the sync time from a model size and a bandwidth. A key
-that is a named parameter of the scenario's factory (``max_head_offpolicyness`` of
-``systems:areal``) is passed to the factory instead.
+Overrides (``--set key=value``, ``--over key=v1,v2``) are parsed in :mod:`pipesim.io.overrides`
+(:func:`build`, :func:`parse_value`, :func:`valid_keys`, ...); they are re-exported here, where
+callers have always found them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
-import importlib.util
 import inspect
-import sys
-import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
@@ -46,17 +39,54 @@ from types import ModuleType
 from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.io.overrides import (
+    OPTIONAL_POLICY_FIELDS,
+    POLICY_FIELDS,
+    apply_overrides,
+    build,
+    changes_for,
+    label,
+    parse_parameter,
+    parse_value,
+    policy_classes,
+    split_pair,
+    valid_keys,
+)
+from pipesim.io.user_code import const_factory as _const
+from pipesim.io.user_code import import_factory, is_module_path
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
+
+__all__ = [
+    "CHAPTER_DESIGNS",
+    "CHAPTER_POOL_SIZE",
+    "ENTRY_POINT_GROUP",
+    "FIG13_1",
+    "OPTIONAL_POLICY_FIELDS",
+    "POLICY_FIELDS",
+    "SCENARIO_FILE_SUFFIXES",
+    "Entry",
+    "apply_overrides",
+    "build",
+    "changes_for",
+    "chapter_design",
+    "entries_from",
+    "get_entry",
+    "get_scenario",
+    "label",
+    "parse_parameter",
+    "parse_value",
+    "policy_classes",
+    "registry",
+    "resolve",
+    "split_pair",
+    "valid_keys",
+]
 
 CHAPTER_POOL_SIZE = 65_536
 """The chapter draws 65,536 durations with seed 0; a scenario with this pool size replays them."""
 
 ENTRY_POINT_GROUP = "pipesim.scenarios"
 """The entry-point group through which packages register scenarios."""
-
-POLICY_FIELDS = ("admission", "weight_update", "batching")
-OPTIONAL_POLICY_FIELDS = ("timeout", "failures", "replicas")
-"""Policy fields whose value may be None (``--set timeout=none``)."""
 
 
 @dataclass(frozen=True)
@@ -174,10 +204,6 @@ def _first_doc_line(obj: Any) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else "(no description)"
 
 
-def _const(value: Scenario) -> Callable[..., Scenario]:
-    return lambda: value
-
-
 def _zero_arg_scenario_functions(mod: ModuleType) -> list[tuple[str, Callable[..., Scenario]]]:
     out: list[tuple[str, Callable[..., Scenario]]] = []
     for fname, fn in inspect.getmembers(mod, inspect.isfunction):
@@ -254,7 +280,11 @@ def get_scenario(name: str) -> Scenario:
 
 def get_entry(name: str) -> Entry:
     """The registered entry ``name``; ValueError names the closest and lists the valid names."""
-    reg = registry()
+    return _named(registry(), name)
+
+
+def _named(reg: Mapping[str, Entry], name: str) -> Entry:
+    """The one lookup of a name in the registry: the entry, or a ValueError with the closest names."""
     if name not in reg:
         close = difflib.get_close_matches(name, list(reg), n=2, cutoff=0.6)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
@@ -271,264 +301,15 @@ def resolve(spec: str) -> Entry:
     ``path/to/file.py:factory`` -- a function returning a Scenario (or a Scenario), imported only
     because the user named it. ValueError for anything else, listing the registered names."""
     reg = registry()
-    if spec in reg:
-        return reg[spec]
-    if spec.lower().endswith(SCENARIO_FILE_SUFFIXES):
-        from pipesim.io.scenario_files import load_scenario
+    if spec not in reg:
+        if spec.lower().endswith(SCENARIO_FILE_SUFFIXES):
+            from pipesim.io.scenario_files import load_scenario
 
-        path = Path(spec)
-        if not path.is_file():
-            raise ValueError(f"{spec}: no such scenario file")
-        return Entry(spec, f"scenario file {spec}", lambda: load_scenario(path))
-    if ":" in spec:
+            path = Path(spec)
+            if not path.is_file():
+                raise ValueError(f"{spec}: no such scenario file")
+            return Entry(spec, f"scenario file {spec}", lambda: load_scenario(path))
         where, _, attr = spec.rpartition(":")
-        if where and attr.isidentifier():
-            return Entry(spec, f"{attr} from {where}", _import_factory(where, attr, spec))
-    return get_entry(spec)
-
-
-def _import_file(path: Path) -> ModuleType:
-    """Import a user's ``.py`` file. Under its own name (``mine`` for ``dir/mine.py``, its folder
-    appended to ``sys.path``) when that name finds this very file, so that its classes pickle to
-    sweep workers; otherwise under a private name."""
-    path = path.resolve()
-    stem = path.stem
-    if stem.isidentifier():
-        existing = sys.modules.get(stem)
-        if existing is not None:
-            if Path(getattr(existing, "__file__", None) or "").resolve() == path:
-                return existing
-        else:
-            folder = str(path.parent)
-            if folder not in sys.path:
-                sys.path.append(folder)
-            found = importlib.util.find_spec(stem)
-            if found is not None and found.origin and Path(found.origin).resolve() == path:
-                return importlib.import_module(stem)
-    mod_name = f"_pipesim_user_{abs(hash(str(path)))}"
-    spec_obj = importlib.util.spec_from_file_location(mod_name, path)
-    if spec_obj is None or spec_obj.loader is None:
-        raise ImportError(f"cannot import {path}")
-    mod = importlib.util.module_from_spec(spec_obj)
-    sys.modules[mod_name] = mod  # dataclasses look their module up by name
-    try:
-        spec_obj.loader.exec_module(mod)
-    except BaseException:
-        sys.modules.pop(mod_name, None)
-        raise
-    return mod
-
-
-def _import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
-    if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_file():
-            raise ValueError(f"{spec}: no such file {where!r}")
-        try:
-            mod = _import_file(path)
-        except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
-            raise ValueError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
-    else:
-        if not all(part.isidentifier() for part in where.split(".")):
-            reg = ", ".join(registry())
-            raise ValueError(f"unknown scenario {spec!r}; valid scenarios: {reg}")
-        try:
-            mod = importlib.import_module(where)
-        except Exception as exc:  # noqa: BLE001 - ImportError or an error inside the user's module
-            raise ValueError(f"{spec}: cannot import module {where!r}: {type(exc).__name__}: {exc}") from None
-    if not hasattr(mod, attr):
-        names = [n for n, _ in inspect.getmembers(mod, callable) if not n.startswith("_")]
-        close = difflib.get_close_matches(attr, names, n=3)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ValueError(f"{spec}: {where} has no {attr!r}{hint}")
-    obj = getattr(mod, attr)
-    if isinstance(obj, Scenario):
-        return _const(obj)
-    if not callable(obj):
-        raise ValueError(f"{spec}: {attr} is neither a Scenario nor a function returning one")
-    fn: Callable[..., Scenario] = obj
-    return fn
-
-
-# -- overrides ----------------------------------------------------------------------------------
-def policy_classes() -> dict[str, type]:
-    """Every policy class of the catalog (:func:`pipesim.policies.catalog.policy_classes`), by class name."""
-    from pipesim.policies.catalog import policy_classes as _classes
-
-    return _classes()
-
-
-def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> list[str]:
-    """Every key ``--set`` accepts, for error messages and ``pipesim list --keys``."""
-    keys = [f.name for f in dataclasses.fields(PipelineConfig)]
-    keys += [f.name for f in dataclasses.fields(Scenario) if f.name != "pipeline"]
-    if scenario is not None and dataclasses.is_dataclass(scenario.durations):
-        keys += [f"durations.{f.name}" for f in dataclasses.fields(scenario.durations)]
-    if entry is not None:
-        keys += [k for k in entry.parameters() if k not in keys]
-    return keys
-
-
-def _coerce(key: str, text: str, hint: Any) -> Any:
-    """Parse ``text`` as type ``hint`` (int, float, bool, str, tuple of floats, Literal, optional)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType) or (args and type(None) in args and origin is not tuple):
-        if text.lower() in ("none", "null", "") and type(None) in args:
-            return None
-        rest = [a for a in args if a is not type(None)]
-        errors = []
-        for a in rest:
-            try:
-                return _coerce(key, text, a)
-            except ValueError as exc:
-                errors.append(str(exc))
-        names = " or ".join(_type_name(a) for a in args)
-        raise ValueError(f"{key}: expected {names}, got {text!r}")
-    if origin is typing.Literal:
-        for a in args:
-            if str(a) == text:
-                return a
-        raise ValueError(f"{key}: expected one of {', '.join(map(repr, args))}, got {text!r}")
-    try:
-        if hint is bool:
-            low = text.lower()
-            if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return low in ("true", "1", "yes")
-        if hint is int:
-            return int(text.replace("_", ""))
-        if hint is float:
-            return float(text.replace("_", ""))
-        if hint is str:
-            return text
-        if origin is tuple:
-            return tuple(float(x) for x in text.strip("()").replace(":", ",").split(",") if x.strip())
-    except ValueError:
-        raise ValueError(f"{key}: expected {_type_name(hint)}, got {text!r}") from None
-    if hint is Any or hint is None:
-        return _literal_or_text(text)
-    raise ValueError(f"{key}: cannot parse values of type {hint!r} from the command line")
-
-
-def _type_name(hint: Any) -> str:
-    if hint is type(None):
-        return "none"
-    return getattr(hint, "__name__", str(hint))
-
-
-def _literal_or_text(text: str) -> Any:
-    import ast
-
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def parse_value(scenario: Scenario, key: str, text: str) -> Any:
-    """The typed value of ``key=text`` for ``scenario``; ValueError names the key and lists valid keys."""
-    from pipesim.policies.catalog import parse_policy
-
-    text = text.strip()
-    if key.startswith("durations."):
-        model = scenario.durations
-        sub = key.split(".", 1)[1]
-        if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
-            raise ValueError(f"unknown key {key!r}; valid keys: {', '.join(valid_keys(scenario))}")
-        hints = typing.get_type_hints(type(model))
-        try:
-            return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
-        except (TypeError, ValueError) as exc:
-            msg = str(exc)
-            raise ValueError(msg if msg.startswith(key) else f"{key}: {msg}") from None
-    if key in POLICY_FIELDS or key in OPTIONAL_POLICY_FIELDS or key == "durations":
-        if key in OPTIONAL_POLICY_FIELDS and text.lower() in ("none", "null"):
-            return None
-        try:
-            return parse_policy(text, kind=key)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-    if key == "sync_time_s" and "(" in text:
-        cost = parse_policy(text, kind="sync_cost")
-        return float(cost.sync_time_s)
-    hints = {**typing.get_type_hints(PipelineConfig), **typing.get_type_hints(Scenario)}
-    if key not in hints or key == "pipeline":
-        close = difflib.get_close_matches(key, valid_keys(scenario), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"unknown key {key!r}{hint}; valid keys: {', '.join(valid_keys(scenario))}")
-    return _coerce(key, text, hints[key])
-
-
-def parse_parameter(entry: Entry, key: str, text: str) -> Any:
-    """The value of the factory parameter ``key`` of ``entry``, typed by its annotation or default."""
-    param = entry.parameters()[key]
-    hint = entry.parameter_hints().get(key)
-    if hint is None and param.default is not param.empty and param.default is not None:
-        hint = type(param.default)
-    if hint is None:
-        return _literal_or_text(text.strip())
-    return _coerce(key, text.strip(), hint)
-
-
-def changes_for(scenario: Scenario, key: str, value: Any) -> dict[str, Any]:
-    """``Scenario.with_`` keyword arguments for one parsed override (``durations.x`` -> ``durations``)."""
-    return {"durations" if key.startswith("durations.") else key: value}
-
-
-def split_pair(pair: str, what: str = "override") -> tuple[str, str]:
-    if "=" not in pair:
-        raise ValueError(f"{what} {pair!r} is not key=value")
-    key, text = (s.strip() for s in pair.split("=", 1))
-    return key, text
-
-
-def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
-    """Apply ``key=value`` strings in order; returns the new scenario and the overrides as given."""
-    given: dict[str, str] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ValueError(
-                f"override {pair!r} is not key=value; valid keys: {', '.join(valid_keys(scenario))}"
-            )
-        key, text = split_pair(pair)
-        value = parse_value(scenario, key, text)
-        try:
-            scenario = scenario.with_(**changes_for(scenario, key, value))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{key}={text}: {exc}") from None
-        given[key] = text
-    return scenario, given
-
-
-def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
-    """Build ``entry`` with ``key=value`` overrides: keys that are the factory's named parameters go
-    to the factory, the others are applied to the scenario it returns, in order."""
-    params = entry.parameters()
-    factory_args: dict[str, Any] = {}
-    rest: list[str] = []
-    given: dict[str, str] = {}
-    for pair in pairs:
-        if "=" in pair:
-            key, text = split_pair(pair)
-            if key in params:  # the factory's meaning wins over a scenario key of the same name
-                factory_args[key] = parse_parameter(entry, key, text)
-                given[key] = text
-                continue
-        rest.append(pair)
-    scenario = entry.build(**factory_args)
-    try:
-        scenario, more = apply_overrides(scenario, rest)
-    except ValueError as exc:
-        if params and "unknown key" in str(exc):
-            raise ValueError(f"{exc}; parameters of {entry.name}: {', '.join(params)}") from None
-        raise
-    given.update(more)
-    return scenario, given
-
-
-def label(value: Any) -> Any:
-    """A readable, hashable cell label for a grid value (numbers and strings as they are, policy
-    objects by their repr with arguments)."""
-    if isinstance(value, bool | int | float | str) or value is None:
-        return value
-    return repr(value)
+        if where and attr.isidentifier() and is_module_path(where):
+            return Entry(spec, f"{attr} from {where}", import_factory(where, attr, spec))
+    return _named(reg, spec)

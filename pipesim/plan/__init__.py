@@ -10,7 +10,9 @@ staleness and discard constraints, and the Pareto front around it (issue 19, ``d
 * :mod:`~pipesim.plan.report` -- text, JSON, HTML (Plotly) and the recommended design as code;
 * :mod:`~pipesim.plan.specfile` -- TOML / YAML specs.
 
-``plan(spec, seed=, workers=)`` returns a :class:`PlanResult`; ``main(argv)`` is the command.
+``plan(spec, seed=, workers=)`` returns a :class:`PlanResult`; ``main(argv)`` is the command. Its
+options shared with ``pipesim``'s commands (``--json``, ``--html``, ``--workers``, ``--seed``,
+``--dask``, ``--quiet``) and the Dask connection come from :mod:`pipesim.io.cli_options`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import sys
 from typing import Any
 
+from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
 from pipesim.plan.search import PlanInfeasible, PlanResult, plan, search, sensitivity
 from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space, candidates
@@ -62,24 +65,18 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         metavar="SPEC",
         help="plan spec, TOML or YAML (see docs/plan.md); e.g. examples/plan_qwen3_8b.toml",
     )
-    ap.add_argument(
-        "--json",
+    # the options pipesim's own commands take too come from one place (pipesim.io.cli_options)
+    add_option(
+        ap,
+        "json",
         metavar="FILE",
         help="write the front, every design run and the recommendation; e.g. --json plan.json",
     )
-    ap.add_argument(
-        "--html", metavar="FILE", help="write the report (plotly.js embedded); e.g. --html plan.html"
+    add_option(
+        ap, "html", metavar="FILE", help="write the report (plotly.js embedded); e.g. --html plan.html"
     )
-    ap.add_argument(
-        "--workers", metavar="N", type=int, default=1, help="processes (default 1); e.g. --workers 2"
-    )
-    ap.add_argument(
-        "--seed",
-        metavar="N",
-        type=int,
-        default=0,
-        help="search and simulation seed (default 0); e.g. --seed 3",
-    )
+    add_option(ap, "workers", default=1, help="processes (default 1); e.g. --workers 2")
+    add_option(ap, "seed", default=0, help="search and simulation seed (default 0); e.g. --seed 3")
     ap.add_argument(
         "--trials",
         metavar="N",
@@ -91,15 +88,15 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         choices=("auto", "grid", "optuna"),
         help="override the spec's search method; e.g. --method grid",
     )
-    ap.add_argument(
-        "--dask",
-        metavar="local|tcp://HOST:PORT",
+    add_option(
+        ap,
+        "dask",
         help="run the designs on a Dask cluster (local: a LocalCluster of --workers); e.g. --dask local",
     )
     ap.add_argument(
         "--no-sensitivity", action="store_true", help="skip the sensitivity re-runs; e.g. --no-sensitivity"
     )
-    ap.add_argument("--quiet", action="store_true", help="no progress bar; e.g. --quiet")
+    add_option(ap, "quiet")
     return ap
 
 
@@ -112,23 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     from pipesim.plan import report
 
     client: Any = None
+    cluster: Any = None
     executor: Any = None
     if args.dask is not None:
         try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            print("pipesim plan: --dask needs dask[distributed]", file=sys.stderr)
-            return 2
-        try:
-            if args.dask == "local":
-                lc = LocalCluster(
-                    n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
-                )
-                client = Client(lc)
-            else:
-                client = Client(args.dask, timeout="10s")
-        except (OSError, TimeoutError, ValueError) as e:
-            print(f"pipesim plan: --dask: cannot connect to {args.dask}: {e}", file=sys.stderr)
+            client, cluster = open_dask(args.dask, args.workers)
+        except DaskError as e:
+            print(f"pipesim plan: {e}", file=sys.stderr)
             return 2
         executor = client.get_executor()
     try:
@@ -154,10 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pipesim plan: {args.spec}: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     finally:
-        if client is not None:
-            client.close()
-            if args.dask == "local":
-                lc.close()
+        close_dask(client, cluster)
     print(report.text(result))
     if args.json:
         report.write_json(result, args.json)

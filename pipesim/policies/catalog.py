@@ -10,7 +10,8 @@ satisfying the :class:`~pipesim.policies.base.Admission`, :class:`~pipesim.polic
 :mod:`pipesim.workload.durations`
 (so that a scenario file or ``--set durations=...`` can name one). A base class that only exists
 to be subclassed (``CountsOnly``, ``FullBatch``: not a dataclass, and a base of catalogued
-classes) is left out.
+classes) is left out. The rule lives in :mod:`pipesim.policies.catalog_scan` (:func:`kinds_of`,
+:func:`scan_module`); this module holds what is scanned, the cache, the lookup and the parser.
 
 User modules join the catalog in two ways, both scanned with the same rule:
 
@@ -38,10 +39,30 @@ import importlib
 import inspect
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
+
+from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, scan_module
+
+__all__ = [
+    "DURATION_MODULES",
+    "ENTRY_POINT_GROUP",
+    "KINDS",
+    "POLICY_MODULES",
+    "CatalogEntry",
+    "catalog",
+    "construct",
+    "duration_classes",
+    "kinds_of",
+    "lookup",
+    "name_of",
+    "parse_policy",
+    "policy_classes",
+    "register_module",
+    "scan_module",
+    "to_text",
+]
 
 POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.base",
@@ -52,6 +73,7 @@ POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.replicas",
     "pipesim.policies.synccost",
     "pipesim.policies.systems",
+    "pipesim.policies.groups",
 )
 """pipesim's own policy modules, scanned for policy classes."""
 
@@ -62,139 +84,8 @@ DURATION_MODULES: tuple[str, ...] = ("pipesim.workload.durations",)
 ENTRY_POINT_GROUP = "pipesim.policies"
 """The entry-point group through which installed packages add their policy modules."""
 
-KINDS: tuple[str, ...] = (
-    "admission",
-    "weight_update",
-    "batching",
-    "failures",
-    "routing",
-    "timeout",
-    "replicas",
-    "sync_cost",
-    "durations",
-)
-"""The slots a catalogued class can fill; ``Scenario`` fields except ``routing`` (inside
-``Replicas``) and ``sync_cost`` (a :class:`~pipesim.policies.synccost.WeightSyncCost` gives
-``sync_time_s``)."""
-
-
-@dataclass(frozen=True)
-class CatalogEntry:
-    """One catalogued class: its name, the slot(s) it fits, the module it came from."""
-
-    name: str
-    cls: type
-    kinds: tuple[str, ...]
-    module: str
-
-    @property
-    def summary(self) -> str:
-        doc = inspect.getdoc(self.cls) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else "(no description)"
-
-    def signature(self) -> str:
-        """``Name(arg=default, ...)`` for listings and error messages."""
-        factories = {}
-        if dataclasses.is_dataclass(self.cls):
-            factories = {
-                f.name: f.default_factory
-                for f in dataclasses.fields(self.cls)
-                if f.default_factory is not dataclasses.MISSING
-            }
-        try:
-            sig = inspect.signature(self.cls)
-        except (TypeError, ValueError):
-            return f"{self.name}(...)"
-        parts = []
-        for p in sig.parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            if p.name in factories:
-                parts.append(f"{p.name}={factories[p.name]()!r}")
-            else:
-                parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
-        return f"{self.name}({', '.join(parts)})"
-
-
 _registered: list[str] = []
 _cache: dict[str, CatalogEntry] | None = None
-
-
-def _protocols() -> list[tuple[str, type]]:
-    from pipesim.policies.base import Admission, BatchPolicy, WeightUpdate
-    from pipesim.policies.faults import FailurePolicy
-    from pipesim.policies.replicas import Routing
-    from pipesim.workload.durations import DurationModel
-
-    return [
-        ("admission", Admission),
-        ("weight_update", WeightUpdate),
-        ("batching", BatchPolicy),
-        ("failures", FailurePolicy),
-        ("routing", Routing),
-        ("durations", DurationModel),
-    ]
-
-
-def _values() -> list[tuple[str, type]]:
-    from pipesim.policies.faults import Timeout
-    from pipesim.policies.replicas import Replicas
-    from pipesim.policies.synccost import WeightSyncCost
-
-    return [("timeout", Timeout), ("replicas", Replicas), ("sync_cost", WeightSyncCost)]
-
-
-def _members(protocol: type) -> list[str]:
-    names = [n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v)]
-    names += [n for n in getattr(protocol, "__annotations__", {}) if not n.startswith("_")]
-    return names
-
-
-def _fits(cls: type, protocol: type) -> bool:
-    """Whether instances of ``cls`` would satisfy ``protocol`` (methods on the class, data members
-    as class attributes or dataclass fields)."""
-    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-    for m in _members(protocol):
-        if m in fields:
-            continue
-        attr = inspect.getattr_static(cls, m, None)
-        if attr is None:
-            return False
-        if m in vars(protocol) and callable(vars(protocol)[m]) and not callable(attr):
-            return False
-    return True
-
-
-def _is_protocol(cls: type) -> bool:
-    return bool(getattr(cls, "_is_protocol", False))
-
-
-def kinds_of(cls: type) -> tuple[str, ...]:
-    """The slots ``cls`` fits (empty when it fits none)."""
-    if not isinstance(cls, type) or _is_protocol(cls) or inspect.isabstract(cls):
-        return ()
-    out = [kind for kind, value_cls in _values() if issubclass(cls, value_cls)]
-    out += [kind for kind, proto in _protocols() if _fits(cls, proto)]
-    return tuple(k for k in KINDS if k in out)
-
-
-def scan_module(module: ModuleType) -> list[CatalogEntry]:
-    """The policy classes defined in ``module`` (see the module docstring for the rule)."""
-    found: list[CatalogEntry] = []
-    classes = [
-        cls
-        for _, cls in inspect.getmembers(module, inspect.isclass)
-        if cls.__module__ == module.__name__ and not cls.__name__.startswith("_")
-    ]
-    for cls in classes:
-        kinds = kinds_of(cls)
-        if not kinds:
-            continue
-        is_base = any(other is not cls and issubclass(other, cls) for other in classes)
-        if is_base and not dataclasses.is_dataclass(cls):
-            continue  # a mixin such as CountsOnly: its subclasses are the policies
-        found.append(CatalogEntry(cls.__name__, cls, kinds, module.__name__))
-    return found
 
 
 def register_module(name: str) -> list[str]:
@@ -210,8 +101,9 @@ def register_module(name: str) -> list[str]:
     entries = scan_module(mod)
     if not entries:
         raise ValueError(f"module {name!r} defines no policy class")
-    if name not in _registered:
-        _registered.append(name)
+    if name in _registered:  # registered again: it becomes the latest
+        _registered.remove(name)
+    _registered.append(name)
     _cache = None
     return [e.name for e in entries]
 
@@ -231,7 +123,8 @@ def _entry_point_entries() -> Iterable[CatalogEntry]:
 def catalog() -> dict[str, CatalogEntry]:
     """Every catalogued class by name: pipesim's own first, then entry points, then registered modules.
 
-    A user class never replaces one of pipesim's under the same name.
+    A user class never replaces one of pipesim's under the same name. Among registered modules that
+    define the same name, the one registered last wins (registering a module asks for its classes).
     """
     global _cache
     if _cache is not None:
@@ -245,7 +138,7 @@ def catalog() -> dict[str, CatalogEntry]:
     for name in POLICY_MODULES + DURATION_MODULES:
         add(scan_module(importlib.import_module(name)))
     add(_entry_point_entries())
-    for name in _registered:
+    for name in reversed(_registered):
         add(scan_module(importlib.import_module(name)))
     _cache = out
     return out

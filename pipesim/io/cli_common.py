@@ -1,0 +1,221 @@
+"""What every ``pipesim`` subcommand shares: user errors, checks made before any work, scenarios from
+the command line, and numbers and tables as people read them.
+
+Design: a subcommand fails in one line. Anything the user got wrong raises :class:`UsageError`,
+which :func:`pipesim.io.cli.main` prints as ``pipesim: error: ...`` with exit status 2; an error
+from the library is turned into one with :func:`one_line`. Output paths are checked before
+anything runs (:func:`check_output`, :func:`check_save_dir`), so a long run never ends in a
+failed write. A scenario is named the same way in every subcommand (:func:`build_scenario`, through
+:func:`pipesim.io.registry.resolve` and :func:`~pipesim.io.registry.build`), and a run file's
+recipe stores it so that it rebuilds anywhere (:func:`recipe_source`: file paths made absolute).
+
+The subcommands themselves are :mod:`pipesim.io.cli_run` (list, run, export),
+:mod:`pipesim.io.cli_sweep`, :mod:`pipesim.io.cli_trace` (trace, report) and
+:mod:`pipesim.io.cli_fit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MAX_SEED",
+    "UsageError",
+    "check_output",
+    "check_save_dir",
+    "check_seed",
+    "fmt_number",
+    "load_saved",
+    "one_line",
+    "recipe_source",
+    "register_policies",
+    "build_scenario",
+    "scenario_dict",
+    "split_values",
+    "summary_table",
+    "table",
+]
+
+MAX_SEED = 2**64
+"""Seeds are integers in [0, 2**64): what both numpy's and the chapter's torch generator accept."""
+
+
+class UsageError(Exception):
+    """A user error: printed as ``pipesim: error: ...`` with exit status 2."""
+
+
+def fmt_number(v: Any) -> str:
+    """A number as people read it: integers (and integer-valued floats) with thousands separators,
+    others with about four significant digits and no exponent (1,850 not 1.85e+03)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if not math.isfinite(v):
+        return str(v)
+    if v.is_integer() and abs(v) < 1e18:
+        return f"{int(v):,}"
+    a = abs(v)
+    if a < 1e-9:
+        return f"{v:.3g}"
+    decimals = min(max(0, 3 - math.floor(math.log10(a))), 10)
+    return f"{v:,.{decimals}f}"
+
+
+def summary_table(summary: dict[str, float]) -> str:
+    """A run's summary, one ``name  value`` line per metric."""
+    w = max(len(k) for k in summary)
+    return "\n".join(f"{k:<{w}}  {fmt_number(v):>14}" for k, v in summary.items())
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (its lines joined by ``; ``)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return "; ".join(lines) or type(exc).__name__
+
+
+def check_seed(seed: int | None) -> None:
+    """UsageError unless ``seed`` is None or in [0, 2**64)."""
+    if seed is not None and not 0 <= seed < MAX_SEED:
+        raise UsageError(f"--seed must be an integer in [0, 2**64), got {seed}")
+
+
+def build_scenario(spec: str, sets: Sequence[str], seed: int | None) -> tuple[Any, dict[str, str]]:
+    """The scenario ``spec`` names, with the ``--set`` pairs and the seed; and the pairs as given."""
+    from pipesim.io.registry import build, resolve
+
+    check_seed(seed)
+    try:
+        entry = resolve(spec)
+        scen, given = build(entry, list(sets))
+        if seed is not None:
+            scen = scen.with_(seed=seed)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    return scen, given
+
+
+def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdout: bool = False) -> None:
+    """Fail before any work when ``path`` cannot be written: a directory, a missing or non-directory
+    parent, or a wrong suffix. ``-`` (standard output) is allowed where ``stdout``."""
+    if path is None or (stdout and path == "-"):
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--{opt}: {path!r} is a directory; give a file name")
+    parent = p.parent
+    for anc in (parent, *parent.parents):
+        if anc.exists() and not anc.is_dir():
+            raise UsageError(f"--{opt}: {str(anc)!r} is a file, not a directory")
+    if not parent.exists():
+        raise UsageError(f"--{opt}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--{opt}: directory {str(parent)!r} is not writable")
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {p.name!r}")
+
+
+def scenario_dict(scen: Any) -> dict[str, Any]:
+    """The scenario as a run file shows it: plain fields, the pipeline as a dict, policies by repr."""
+    out: dict[str, Any] = {"name": scen.name, "seed": scen.seed, "pool_size": scen.pool_size}
+    out["pipeline"] = dataclasses.asdict(scen.pipeline)
+    for f in ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas"):
+        out[f] = repr(getattr(scen, f))
+    return out
+
+
+def recipe_source(spec: str) -> str:
+    """The scenario source as the run file stores it: file paths made absolute."""
+    from pipesim.io.registry import SCENARIO_FILE_SUFFIXES, registry
+
+    if spec in registry():
+        return spec
+    if spec.lower().endswith(SCENARIO_FILE_SUFFIXES):
+        return str(Path(spec).resolve())
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py"):
+        return f"{Path(where).resolve()}:{attr}"
+    return spec
+
+
+def check_save_dir(path: str | None) -> None:
+    """``--save DIR``: a new directory (missing parents are made), an empty one, or a saved run."""
+    if path is None:
+        return
+    from pipesim.io.saved import is_saved_run
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--save: {path!r} is a file; a saved run is a directory")
+    if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
+        raise UsageError(f"--save: {path!r} is a non-empty directory that is not a saved run")
+    for anc in p.parents:  # missing parents are made, like the directory itself
+        if anc.exists() and not anc.is_dir():
+            raise UsageError(f"--save: {str(anc)!r} is a file, not a directory")
+
+
+def load_saved(path: str) -> Any:
+    """The saved run at ``path`` (``pipesim run --save``); UsageError when it is not one."""
+    from pipesim.io.saved import load
+
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``v1,v2,...`` at top-level commas (not inside parentheses, brackets or quotes), so
+    ``Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())`` is two values."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def table(df: Any) -> str:
+    """A DataFrame as text, numbers as :func:`fmt_number` writes them."""
+    with __import__("pandas").option_context("display.width", 200, "display.max_columns", 30):
+        return str(df.to_string(index=False, float_format=fmt_number))
+
+
+def register_policies(specs: Sequence[str]) -> None:
+    """Add the policy classes of each user module named on the command line to the catalog."""
+    from pipesim.io.user_code import import_file
+    from pipesim.policies import catalog
+
+    for spec in specs:
+        if spec.endswith(".py"):
+            path = Path(spec)
+            if not path.is_file():
+                raise UsageError(f"--policies: no such file {spec!r}")
+            try:
+                name = import_file(path).__name__
+            except Exception as exc:  # noqa: BLE001 - the user's file: report it in one line
+                raise UsageError(f"--policies: cannot import {spec}: {one_line(exc)}") from None
+        else:
+            name = spec
+        try:
+            catalog.register_module(name)
+        except ValueError as exc:
+            raise UsageError(f"--policies: {exc}") from None

@@ -1,0 +1,267 @@
+"""The ``pipesim`` argument parser: one subparser per command, each bound to its ``cmd_*`` function.
+
+Design: the parser only describes; every subcommand's work is in its own module
+(:mod:`~pipesim.io.cli_run`, :mod:`~pipesim.io.cli_sweep`, :mod:`~pipesim.io.cli_trace`,
+:mod:`~pipesim.io.cli_fit`), bound with ``set_defaults(func=...)``. Options that several commands
+take (scenario, ``--set``, ``--policies``, ``--seed``, ``--over``, ``--workers``, ``--dask``,
+``--quiet``, ``--json``, ``--html``) come from :mod:`pipesim.io.cli_options`, which ``pipesim plan``
+uses as well; only a command's own options are spelled out here. Every argument's help ends in an
+example and every command's ``--help`` ends in an ``examples:`` block (a test holds them to it).
+Errors print a one-line usage (:class:`Parser`); the full usage is in ``--help``. ``plan`` is
+listed here but parses its own arguments (:func:`pipesim.plan.parser`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from pipesim.io.cli_fit import cmd_fit
+from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
+from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
+from pipesim.io.cli_sweep import cmd_sweep
+from pipesim.io.cli_trace import cmd_report, cmd_trace
+
+__all__ = ["Parser", "build_parser"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage on errors (the full usage is in ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        usage = " ".join(self.format_usage().split())
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pipesim")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pipesim`` parser (``plan`` is dispatched before it, by :func:`pipesim.io.cli.main`)."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = Parser(
+        prog="pipesim",
+        description="Simulate RL rollout pipelines (chapter 13).",
+        epilog=examples(
+            "pipesim list",
+            "pipesim run async-eta2",
+            "pipesim run systems:areal --set max_head_offpolicyness=4",
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument("--version", action="version", version=f"pipesim {_version()}", help="print the version")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser(
+        "plan",
+        add_help=False,
+        help="search placements, TP, eta, weight-update policy and sync interval for the best design "
+        "under staleness limits (docs/plan.md); pipesim plan --help",
+    )
+    ls = sub.add_parser(
+        "list",
+        help="list scenarios, or show one scenario's keys and parameters",
+        description="List the registered scenarios; with SCENARIO, show its parameters, keys and file form.",
+        epilog=examples("pipesim list", "pipesim list --keys", "pipesim list systems:areal"),
+        formatter_class=fmt,
+    )
+    ls.add_argument("scenario", nargs="?", help=f"show this scenario: {SCENARIO_HELP}")
+    ls.add_argument(
+        "--keys", action="store_true", help="also list the keys --set accepts and every policy; e.g. --keys"
+    )
+    ls.set_defaults(func=cmd_list)
+
+    r = sub.add_parser(
+        "run",
+        help="run one scenario and print its summary",
+        description="Run one scenario and print its summary.",
+        epilog=examples(
+            "pipesim run synchronous",
+            "pipesim run async-eta2 --set n_slots=128 --seed 3 --html timeline.html",
+            "pipesim run systems:areal --set 'admission=AReaLThrottle(max_concurrent=48)'",
+            "pipesim run my.toml --json -   # the summary as JSON on stdout, the table on stderr",
+        ),
+        formatter_class=fmt,
+    )
+    add_options(r, "scenario", "set", "policies")
+    add_option(
+        r, "seed", metavar=None, help="the duration pool's seed, an integer in [0, 2**64); e.g. --seed 3"
+    )
+    add_option(r, "html", help="write an interactive timeline; e.g. --html timeline.html")
+    add_option(
+        r,
+        "json",
+        help="write summary, scenario and recipe (for `pipesim trace`); - is stdout; e.g. --json run.json",
+    )
+    r.add_argument(
+        "--events",
+        metavar="PATH",
+        help="write the event table (.parquet or .csv); e.g. --events events.parquet",
+    )
+    r.add_argument(
+        "--trace", metavar="PATH", help="write a Chrome/Perfetto trace-event JSON; e.g. --trace trace.json"
+    )
+    r.add_argument(
+        "--save",
+        metavar="DIR",
+        help="save the run as a directory (tables as Parquet, scenario and summary as JSON) for "
+        "pipesim.load, `pipesim report DIR` and `pipesim trace DIR`; e.g. --save runs/areal",
+    )
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser(
+        "sweep",
+        help="run a grid of values x seeds",
+        description="Run every combination of the --over values, each with --seeds seeds.",
+        epilog=examples(
+            "pipesim sweep synchronous --over max_staleness=0,1,2 --seeds 3",
+            "pipesim sweep async-eta2 --over 'weight_update=InFlightUpdate(load_time_s=0.5),Drain'",
+        ),
+        formatter_class=fmt,
+    )
+    add_options(s, "scenario", "set", "policies", "over")
+    s.add_argument(
+        "--seeds", type=int, default=1, metavar="N", help="seeds per grid point (>= 1); e.g. --seeds 5"
+    )
+    g = s.add_mutually_exclusive_group()
+    add_option(g, "workers", help="local process pool size (>= 1; default: CPUs); e.g. --workers 4")
+    add_option(g, "dask")
+    s.add_argument(
+        "--timeout-s",
+        type=float,
+        metavar="SECONDS",
+        help="fail a cell that runs longer than this many seconds; e.g. --timeout-s 600",
+    )
+    s.add_argument("--csv", metavar="PATH", help="write one row per run; e.g. --csv runs.csv")
+    add_option(s, "html", help="write sweep figures; e.g. --html sweep.html")
+    add_option(s, "quiet")
+    s.set_defaults(func=cmd_sweep)
+
+    rep = sub.add_parser(
+        "report",
+        help="write the offline HTML report of the chapter's figures",
+        description="Compute the chapter's tables and figures and write one self-contained HTML page.",
+        epilog=examples(
+            "pipesim report --out report.html --seeds 3", "pipesim report runs/areal --out areal.html"
+        ),
+        formatter_class=fmt,
+    )
+    rep.add_argument(
+        "run",
+        nargs="?",
+        metavar="DIR",
+        help="a saved run (`pipesim run --save DIR`): write its summary and views instead of the "
+        "chapter's report; e.g. pipesim report runs/areal --out areal.html",
+    )
+    rep.add_argument(
+        "--out", default="report.html", metavar="PATH", help="the page to write; e.g. --out report.html"
+    )
+    rep.add_argument(
+        "--seeds", type=int, default=3, metavar="N", help="seeds per banded point (>= 1); e.g. --seeds 3"
+    )
+    add_options(rep, "workers", "quiet")
+    rep.set_defaults(func=cmd_report)
+
+    t = sub.add_parser(
+        "trace",
+        help="export a run as Chrome/Perfetto trace-event JSON",
+        description="Write a Chrome/Perfetto trace of a run file, an events table or a scenario.",
+        epilog=examples(
+            "pipesim trace run.json --out trace.json",
+            "pipesim trace runs/areal --out trace.json   # a run saved with `pipesim run --save`",
+            "pipesim trace events.parquet --out trace.json",
+            "pipesim trace systems:areal --set steps=3 --out trace.json",
+        ),
+        formatter_class=fmt,
+    )
+    t.add_argument(
+        "run",
+        help="RUN.json from `pipesim run --json`, a saved-run directory (`pipesim run --save`), an events "
+        f".parquet/.csv, or a scenario ({SCENARIO_HELP})",
+    )
+    t.add_argument(
+        "--out", required=True, metavar="PATH", help="the trace file to write; e.g. --out trace.json"
+    )
+    add_options(t, "set", "policies", "seed")
+    t.set_defaults(func=cmd_trace)
+
+    f = sub.add_parser(
+        "fit",
+        help="fit duration models to a column of a trace (CSV or JSONL)",
+        description=(
+            "Fit log-normal, agent and empirical models to the positive values of one column of a "
+            "CSV or JSONL trace (episode seconds, or token counts with --scale); print parameters and "
+            "Kolmogorov-Smirnov goodness of fit; write a QQ plot and, optionally, a scenario file "
+            "with the fitted model (see pipesim.io.fit)."
+        ),
+        epilog=examples(
+            "pipesim fit episodes.csv --column duration_s --qq qq.html",
+            "pipesim fit episodes.jsonl --column duration_s --turns-column turns",
+            "pipesim fit trace.csv --column num_decode_tokens --scale 0.025 "
+            "--scenario-out fitted.toml --model lognormal --base async-eta2",
+        ),
+        formatter_class=fmt,
+    )
+    f.add_argument("trace", help="the trace: .csv, .tsv, .jsonl, .json or .parquet; e.g. episodes.csv")
+    f.add_argument("--column", required=True, help="the column to fit; e.g. --column duration_s")
+    f.add_argument(
+        "--turns-column",
+        metavar="COLUMN",
+        help="a per-episode turn count (identifies the agent model's mean turns); e.g. --turns-column turns",
+    )
+    f.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every value (e.g. seconds per token for token counts); e.g. --scale 0.025",
+    )
+    f.add_argument("--qq", metavar="PATH", help="write a QQ plot of every model (.html); e.g. --qq qq.html")
+    add_option(f, "json", help="write the fits as JSON; - is stdout; e.g. --json fit.json")
+    f.add_argument(
+        "--scenario-out",
+        metavar="PATH",
+        help="write --base with the fitted --model as durations (.toml/.yaml); e.g. --scenario-out fit.toml",
+    )
+    f.add_argument(
+        "--model",
+        choices=("lognormal", "agent", "empirical"),
+        default="lognormal",
+        help="the model --scenario-out writes (default lognormal); e.g. --model agent",
+    )
+    f.add_argument(
+        "--base",
+        default="synchronous",
+        metavar="SCENARIO",
+        help=f"the scenario --scenario-out starts from (its agent model is the agent fit's shape): "
+        f"{SCENARIO_HELP}; e.g. --base systems:areal",
+    )
+    f.set_defaults(func=cmd_fit)
+
+    x = sub.add_parser(
+        "export",
+        help="write a scenario as a TOML or YAML scenario file",
+        description=(
+            "Write a scenario as a file that `pipesim run FILE` runs (see pipesim.io.scenario_files)."
+        ),
+        epilog=examples(
+            "pipesim export systems:areal --out areal.toml",
+            "pipesim export async-eta2 --set n_slots=128 --out mine.yaml",
+        ),
+        formatter_class=fmt,
+    )
+    add_option(x, "scenario")
+    x.add_argument(
+        "--out", required=True, help="the file (.toml, .yaml, .yml), or - for stdout; e.g. --out my.toml"
+    )
+    x.add_argument("--format", choices=("toml", "yaml"), help="the format for --out -; e.g. --format yaml")
+    add_options(x, "set", "policies")
+    add_option(x, "seed", help="the seed written into the file; e.g. --seed 3")
+    x.set_defaults(func=cmd_export)
+    return p

@@ -1,0 +1,146 @@
+"""``pipesim list``, ``pipesim run`` and ``pipesim export``: one scenario, listed, run or written.
+
+Design: each command is a thin layer over the library -- the registry (:func:`~pipesim.io.registry.resolve`,
+:func:`~pipesim.io.registry.build`), :func:`pipesim.run`, the scenario files -- so anything it does
+is one call in Python. ``run`` checks every output path before it runs, prints the summary (on
+standard error when ``--json -`` takes standard output), and writes each output it was asked for.
+Its ``--json`` run file stores the summary, the scenario (as text and as scenario-file data) and
+the *recipe* (scenario, ``--set`` overrides and seed) from which ``pipesim trace RUN.json``
+rebuilds the run exactly: a run is deterministic given its seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from pipesim.io.cli_common import (
+    UsageError,
+    build_scenario,
+    check_output,
+    check_save_dir,
+    one_line,
+    recipe_source,
+    scenario_dict,
+    summary_table,
+)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from pipesim.io.registry import build, registry, resolve, valid_keys
+    from pipesim.policies.catalog import KINDS, catalog
+
+    if args.scenario is not None:
+        from pipesim.io.scenario_files import dumps
+
+        try:
+            entry = resolve(args.scenario)
+            scen, _ = build(entry, [])
+        except ValueError as exc:
+            raise UsageError(one_line(exc)) from None
+        print(f"{entry.name}  {entry.description}")
+        params = entry.parameters()
+        if params:
+            print("parameters (--set NAME=VALUE):")
+            for n, p in params.items():
+                default = "" if p.default is p.empty else f" (default {p.default!r})"
+                print(f"  {n}{default}")
+        print("keys for --set / --over:", ", ".join(valid_keys(scen)))
+        print()
+        try:
+            print(dumps(scen, "toml"), end="")
+        except ValueError as exc:
+            print(f"(not writable as a scenario file: {one_line(exc)})")
+        return 0
+    reg = registry()
+    w = max(len(n) for n in reg)
+    for name, e in reg.items():
+        print(f"{name:<{w}}  {e.description}")
+    if args.keys:
+        print("\nkeys for --set / --over:", ", ".join(valid_keys(reg["synchronous"].build())))
+        print("\npolicies and duration models, by field (--set FIELD='Name(arg=value)'):")
+        cat = catalog()
+        for kind in KINDS:
+            sigs = [c.signature() for c in cat.values() if kind in c.kinds]
+            if sigs:
+                print(f"  {kind}:")
+                print("\n".join(f"    {sig}" for sig in sigs))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pipesim.io.api import run
+
+    check_output("json", args.json, stdout=True)
+    check_output("html", args.html)
+    check_output("events", args.events, (".parquet", ".csv"))
+    check_output("trace", args.trace)
+    check_save_dir(args.save)
+    scen, given = build_scenario(args.scenario, args.set, args.seed)
+    out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
+    result = run(scen)
+    summary = result.summary()
+    shown = ", ".join(f"{k}={v}" for k, v in given.items())
+    print(f"{args.scenario} (seed {scen.seed})" + (f" with {shown}" if given else ""), file=out)
+    print(summary_table(summary), file=out)
+    if args.json:
+        payload: dict[str, Any] = {
+            "summary": summary,
+            "scenario": scenario_dict(scen),
+            "recipe": {"scenario": recipe_source(args.scenario), "set": list(args.set), "seed": scen.seed},
+        }
+        try:
+            from pipesim.io.scenario_files import scenario_to_dict
+
+            payload["scenario_file"] = scenario_to_dict(scen)
+        except ValueError:
+            pass  # a policy outside the catalog: the recipe alone rebuilds the run
+        text = json.dumps(payload, indent=2)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            Path(args.json).write_text(text)
+            print(f"wrote {args.json}", file=out)
+    if args.events:
+        ev = result.events
+        if Path(args.events).suffix.lower() == ".parquet":
+            ev.to_parquet(args.events, index=False)
+        else:
+            ev.to_csv(args.events, index=False)
+        print(f"wrote {args.events}", file=out)
+    if args.trace:
+        from pipesim.io.trace import write_trace
+
+        write_trace(result, args.trace)
+        print(f"wrote {args.trace}", file=out)
+    if args.save:
+        result.save(args.save)
+        print(f"saved the run to {args.save} (pipesim.load, `pipesim report/trace {args.save}`)", file=out)
+    if args.html:
+        from pipesim.io.viz import figures_to_html, run_views
+
+        Path(args.html).write_text(figures_to_html(run_views(result, args.scenario), title=args.scenario))
+        print(f"wrote {args.html}", file=out)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pipesim.io.scenario_files import SUFFIXES, dumps
+
+    if args.out != "-":
+        check_output("out", args.out, tuple(SUFFIXES))
+    scen, _ = build_scenario(args.scenario, args.set, args.seed)
+    fmt = args.format or ("toml" if args.out == "-" else SUFFIXES[Path(args.out).suffix.lower()])
+    try:
+        text = dumps(scen, fmt)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out} (run it: pipesim run {args.out})")
+    return 0

@@ -1,0 +1,171 @@
+"""``pipesim sweep``: a grid of values x seeds, on local processes or a Dask cluster.
+
+Design: the command turns ``--over KEY=V1,V2,...`` axes into the arguments of
+:func:`pipesim.io.sweeps.sweep` and validates every cell (:func:`pipesim.io.sweeps.grid`) before a
+worker starts. An axis over a field or a policy is parsed like ``--set`` (:func:`parse_over`:
+values split at top-level commas, so ``Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())`` is
+two values); an axis over a parameter of the scenario's factory (``max_head_offpolicyness`` of
+``systems:areal``) builds one design per combination with the factory (:func:`preset_designs`).
+``--dask`` runs on a cluster through :mod:`pipesim.io.cli_options`; a sweep whose every cell fails
+is one line naming the first failure (:func:`sweep_failure`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pipesim.io.cli_common import (
+    UsageError,
+    build_scenario,
+    check_output,
+    one_line,
+    split_values,
+    table,
+)
+from pipesim.io.cli_options import DaskError, close_dask, open_dask
+
+
+def parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
+    from pipesim.io.registry import parse_value
+
+    over: dict[str, list[Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--over {item!r} is not key=v1,v2,...")
+        key, values = (s.strip() for s in item.split("=", 1))
+        if key.startswith("durations."):
+            raise UsageError(
+                "--over does not take durations.FIELD keys; sweep durations=Model(...),Model(...)"
+            )
+        try:
+            over[key] = [parse_value(scen, key, v) for v in split_values(values)]
+        except ValueError as exc:
+            raise UsageError(one_line(exc)) from None
+        if not over[key]:
+            raise UsageError(f"--over {key}: no values given")
+    return over
+
+
+def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dict[str, Any]:
+    """``--over`` axes over the factory's parameters (``max_head_offpolicyness=1,2,4`` of
+    ``systems:areal``): one design per combination, built by the factory and labelled by it."""
+    import itertools
+
+    from pipesim.io.registry import build, parse_parameter
+
+    axes: dict[str, list[str]] = {}
+    for item in items:
+        key, values = (s.strip() for s in item.split("=", 1))
+        axes[key] = split_values(values)
+        if not axes[key]:
+            raise UsageError(f"--over {key}: no values given")
+        if len(set(axes[key])) != len(axes[key]):
+            raise UsageError(f"--over {key}: a value is given twice")
+        try:
+            for v in axes[key]:
+                parse_parameter(entry, key, v)
+        except ValueError as exc:
+            raise UsageError(one_line(exc)) from None
+    designs: dict[str, Any] = {}
+    for combo in itertools.product(*axes.values()):
+        pairs = [f"{k}={v}" for k, v in zip(axes, combo)]
+        try:
+            designs[", ".join(pairs)], _ = build(entry, [*sets, *pairs])
+        except ValueError as exc:
+            raise UsageError(one_line(exc)) from None
+    return designs
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pipesim.io.registry import resolve
+    from pipesim.io.sweeps import SweepError, grid, sweep
+
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.timeout_s is not None and not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
+        raise UsageError(f"--timeout-s must be a number of seconds > 0, got {args.timeout_s}")
+    check_output("csv", args.csv)
+    check_output("html", args.html)
+    scen, _ = build_scenario(args.scenario, args.set, None)
+    try:
+        entry = resolve(args.scenario)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    params = entry.parameters()
+    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in params]
+    over = parse_over(scen, [i for i in args.over if i not in preset_items])
+    designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
+    try:
+        grid(designs, over, args.seeds)  # validates every cell before any worker starts
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    client = cluster = None
+    executor = None
+    if args.dask is not None:
+        try:
+            client, cluster = open_dask(args.dask, args.workers or 2)
+        except DaskError as exc:
+            raise UsageError(str(exc)) from None
+        executor = client.get_executor()
+    try:
+        res = sweep(
+            designs,
+            over,
+            args.seeds,
+            executor=executor,
+            workers=args.workers,
+            progress=not args.quiet,
+            timeout_s=args.timeout_s,
+        )
+    except SweepError as exc:
+        raise UsageError(sweep_failure(exc)) from None
+    finally:
+        close_dask(client, cluster)
+    agg = res.aggregate
+    cols = [*res.keys, "n_seeds"] + [
+        c
+        for m in ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
+        for c in (f"{m}_mean", f"{m}_lo", f"{m}_hi")
+        if c in agg
+    ]
+    print(table(agg[cols]))
+    if len(res.failures):
+        print(f"\n{len(res.failures)} cell(s) failed:", file=sys.stderr)
+        print(res.failures.to_string(index=False), file=sys.stderr)
+    if args.csv:
+        res.runs.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    if args.html:
+        from pipesim.io import viz
+
+        figs = []
+        for k in over:
+            others = [o for o in res.keys if o not in (k, "design")]
+            by = others[0] if others else "design"
+            figs.append(
+                viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}")
+            )
+            figs.append(
+                viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}")
+            )
+        Path(args.html).write_text(viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
+        print(f"wrote {args.html}")
+    return 0
+
+
+def sweep_failure(exc: Exception) -> str:
+    res = getattr(exc, "result", None)
+    if res is None or not len(res.failures):
+        return one_line(exc)
+    f = res.failures
+    row = f.iloc[0]
+    where = ", ".join(f"{k}={row[k]}" for k in (*res.keys, "seed") if k in row)
+    first = " ".join(str(row["error"]).split())
+    return f"every cell of the sweep failed ({len(f)} of {len(res.runs)}); the first ({where}): {first}"

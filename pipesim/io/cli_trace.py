@@ -1,0 +1,77 @@
+"""``pipesim trace`` and ``pipesim report``: pages and traces of a run, saved or rebuilt.
+
+Design: ``trace`` accepts whatever a run leaves behind and never needs more than it stores: a saved
+run (a directory, ``pipesim run --save``: its tables are read back, nothing reruns), an events
+table (``.parquet``/``.csv``), a run file (``--json``: the run is rebuilt from its recipe, which is
+exact because a run is deterministic given its seed), or a scenario to run now. ``report`` writes
+the chapter's offline report (:func:`pipesim.io.report.build_report`) or, given a saved run, that
+run's summary and views (:func:`pipesim.io.viz.run_page`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipesim.io.report import build_report
+
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    check_output("out", args.out)
+    if args.run is not None:
+        from pipesim.io.viz import run_page
+
+        saved = load_saved(args.run)
+        Path(args.out).write_text(run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
+        print(f"wrote {Path(args.out).resolve()}")
+        return 0
+    path = build_report(args.out, seeds=args.seeds, workers=args.workers, progress=not args.quiet)
+    print(f"wrote {path.resolve()}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from pipesim.io.api import run
+    from pipesim.io.trace import write_trace
+
+    check_output("out", args.out)
+    src = Path(args.run)
+    suffix = src.suffix.lower()
+    if suffix in (".json", ".parquet", ".csv") and not src.exists():
+        raise UsageError(f"{src}: no such file")
+    if src.is_dir():
+        from pipesim.io.trace import events_to_trace
+
+        saved = load_saved(args.run)
+        trace = events_to_trace(
+            saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
+        )
+        Path(args.out).write_text(json.dumps(trace, separators=(",", ":")))
+    elif suffix in (".parquet", ".csv"):
+        import pandas as pd
+
+        events = pd.read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
+        try:
+            write_trace(events, args.out)
+        except ValueError as exc:
+            raise UsageError(f"{src}: {one_line(exc)}") from None
+    elif suffix == ".json":
+        try:
+            recipe = json.loads(src.read_text())["recipe"]
+            spec, sets, seed = recipe["scenario"], list(recipe.get("set", [])), recipe.get("seed")
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UsageError(f"{src}: not a run file written by `pipesim run --json` (no 'recipe')") from None
+        scen, _ = build_scenario(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
+        write_trace(run(scen), args.out)
+    else:
+        scen, _ = build_scenario(args.run, args.set, args.seed)
+        write_trace(run(scen), args.out)
+    print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0

@@ -1,0 +1,64 @@
+"""Trace readers for ``pipesim fit``: a table file in, the positive values of one column out.
+
+Design: reading is separate from fitting, so that every model sees the same cleaned sample and
+every reading failure is one :class:`FitError` that names the file, the column and what is wrong
+(a missing file, an unknown suffix, an unparsable file, a missing or non-numeric column, fewer than
+10 usable values). The suffix chooses the reader: ``.csv``/``.txt``, ``.tsv``, ``.jsonl``/``.ndjson``,
+``.json`` and ``.parquet``. Values that are missing, not numbers, not finite or not positive are
+dropped and counted. :mod:`pipesim.io.fit` re-exports these names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["FitError", "column_values", "read_column", "read_table"]
+
+MIN_VALUES = 10
+"""The fewest usable values a fit accepts."""
+
+
+class FitError(ValueError):
+    """A trace that cannot be fitted (names the file, the column and what is wrong)."""
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """The trace as a table, read by its suffix; FitError says why it cannot be read."""
+    p = Path(path)
+    if not p.is_file():
+        raise FitError(f"{p}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(p, lines=True)
+        if suffix == ".json":
+            return pd.read_json(p)
+        if suffix in (".csv", ".tsv", ".txt"):
+            return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
+        if suffix == ".parquet":
+            return pd.read_parquet(p)
+    except (ValueError, OSError) as exc:
+        raise FitError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}") from None
+    raise FitError(f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {suffix or 'no suffix'!r}")
+
+
+def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
+    """``column`` of ``df`` as numbers (NaN where a cell is not one); FitError when it has none."""
+    if column not in df.columns:
+        raise FitError(f"{path}: no column {column!r}; the columns are {', '.join(map(str, df.columns))}")
+    col = pd.to_numeric(df[column], errors="coerce")
+    if col.notna().sum() == 0:
+        raise FitError(f"{path}: column {column!r} holds no numbers")
+    return col
+
+
+def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.ndarray, int]:
+    """The finite positive values of ``column`` (times ``scale``) and how many rows were dropped."""
+    col = column_values(read_table(path), path, column).to_numpy(dtype=np.float64) * scale
+    keep = np.isfinite(col) & (col > 0)
+    if keep.sum() < MIN_VALUES:
+        raise FitError(f"{path}: column {column!r} has {int(keep.sum())} positive values; at least 10 needed")
+    return col[keep], int((~keep).sum())

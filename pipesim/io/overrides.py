@@ -1,0 +1,234 @@
+"""Overrides: ``key=value`` text parsed into typed scenario fields, policies and factory parameters.
+
+Design: one parser for every place a scenario is changed from text -- ``--set`` and ``--over`` on
+the command line, the registry's :func:`build`, scenario files' parameters. Values are parsed with
+the dataclass field types of :class:`~pipesim.config.PipelineConfig` and
+:class:`~pipesim.config.Scenario` (and of the duration model for ``durations.FIELD``), so a bad key
+or an ill-typed value fails with a message that names it and lists the valid keys. Policy fields
+take a policy from the catalog (:mod:`pipesim.policies.catalog`), with arguments:
+``weight_update=InFlightUpdate(load_time_s=2)``, ``replicas=Replicas(2, LeastLoaded())``,
+``timeout=Timeout(cap_s=600)``, ``timeout=none``; ``durations=LogNormalDurations(median_s=60)``
+replaces the duration model and ``durations.FIELD=value`` changes one of its fields;
+``sync_time_s=WeightSyncCost(8.2, 10)`` sets the sync time from a model size and a bandwidth. A key
+that is a named parameter of the scenario's factory (``max_head_offpolicyness`` of
+``systems:areal``) is passed to the factory instead (:func:`build`).
+
+This module knows scenarios and the catalog, not the registry: an entry is anything with the
+:class:`~pipesim.io.registry.Entry` methods (``parameters``, ``parameter_hints``, ``build``).
+:mod:`pipesim.io.registry` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import TYPE_CHECKING, Any
+
+from pipesim.config import PipelineConfig, Scenario
+from pipesim.policies.catalog import parse_policy, policy_classes
+
+if TYPE_CHECKING:
+    from pipesim.io.registry import Entry
+
+__all__ = [
+    "OPTIONAL_POLICY_FIELDS",
+    "POLICY_FIELDS",
+    "apply_overrides",
+    "build",
+    "cell_label",
+    "changes_for",
+    "label",
+    "parse_parameter",
+    "parse_value",
+    "policy_classes",
+    "split_pair",
+    "valid_keys",
+]
+
+POLICY_FIELDS = ("admission", "weight_update", "batching")
+OPTIONAL_POLICY_FIELDS = ("timeout", "failures", "replicas")
+"""Policy fields whose value may be None (``--set timeout=none``)."""
+
+
+def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> list[str]:
+    """Every key ``--set`` accepts, for error messages and ``pipesim list --keys``."""
+    keys = [f.name for f in dataclasses.fields(PipelineConfig)]
+    keys += [f.name for f in dataclasses.fields(Scenario) if f.name != "pipeline"]
+    if scenario is not None and dataclasses.is_dataclass(scenario.durations):
+        keys += [f"durations.{f.name}" for f in dataclasses.fields(scenario.durations)]
+    if entry is not None:
+        keys += [k for k in entry.parameters() if k not in keys]
+    return keys
+
+
+def _coerce(key: str, text: str, hint: Any) -> Any:
+    """Parse ``text`` as type ``hint`` (int, float, bool, str, tuple of floats, Literal, optional)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) or (args and type(None) in args and origin is not tuple):
+        if text.lower() in ("none", "null", "") and type(None) in args:
+            return None
+        rest = [a for a in args if a is not type(None)]
+        errors = []
+        for a in rest:
+            try:
+                return _coerce(key, text, a)
+            except ValueError as exc:
+                errors.append(str(exc))
+        names = " or ".join(_type_name(a) for a in args)
+        raise ValueError(f"{key}: expected {names}, got {text!r}")
+    if origin is typing.Literal:
+        for a in args:
+            if str(a) == text:
+                return a
+        raise ValueError(f"{key}: expected one of {', '.join(map(repr, args))}, got {text!r}")
+    try:
+        if hint is bool:
+            low = text.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if hint is int:
+            return int(text.replace("_", ""))
+        if hint is float:
+            return float(text.replace("_", ""))
+        if hint is str:
+            return text
+        if origin is tuple:
+            return tuple(float(x) for x in text.strip("()").replace(":", ",").split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{key}: expected {_type_name(hint)}, got {text!r}") from None
+    if hint is Any or hint is None:
+        return _literal_or_text(text)
+    raise ValueError(f"{key}: cannot parse values of type {hint!r} from the command line")
+
+
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "none"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _literal_or_text(text: str) -> Any:
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_value(scenario: Scenario, key: str, text: str) -> Any:
+    """The typed value of ``key=text`` for ``scenario``; ValueError names the key and lists valid keys."""
+    text = text.strip()
+    if key.startswith("durations."):
+        model = scenario.durations
+        sub = key.split(".", 1)[1]
+        if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
+            raise ValueError(f"unknown key {key!r}; valid keys: {', '.join(valid_keys(scenario))}")
+        hints = typing.get_type_hints(type(model))
+        try:
+            return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
+        except (TypeError, ValueError) as exc:
+            msg = str(exc)
+            raise ValueError(msg if msg.startswith(key) else f"{key}: {msg}") from None
+    if key in POLICY_FIELDS or key in OPTIONAL_POLICY_FIELDS or key == "durations":
+        if key in OPTIONAL_POLICY_FIELDS and text.lower() in ("none", "null"):
+            return None
+        try:
+            return parse_policy(text, kind=key)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+    if key == "sync_time_s" and "(" in text:
+        cost = parse_policy(text, kind="sync_cost")
+        return float(cost.sync_time_s)
+    hints = {**typing.get_type_hints(PipelineConfig), **typing.get_type_hints(Scenario)}
+    if key not in hints or key == "pipeline":
+        close = difflib.get_close_matches(key, valid_keys(scenario), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ValueError(f"unknown key {key!r}{hint}; valid keys: {', '.join(valid_keys(scenario))}")
+    return _coerce(key, text, hints[key])
+
+
+def parse_parameter(entry: Entry, key: str, text: str) -> Any:
+    """The value of the factory parameter ``key`` of ``entry``, typed by its annotation or default."""
+    param = entry.parameters()[key]
+    hint = entry.parameter_hints().get(key)
+    if hint is None and param.default is not param.empty and param.default is not None:
+        hint = type(param.default)
+    if hint is None:
+        return _literal_or_text(text.strip())
+    return _coerce(key, text.strip(), hint)
+
+
+def changes_for(scenario: Scenario, key: str, value: Any) -> dict[str, Any]:
+    """``Scenario.with_`` keyword arguments for one parsed override (``durations.x`` -> ``durations``)."""
+    return {"durations" if key.startswith("durations.") else key: value}
+
+
+def split_pair(pair: str, what: str = "override") -> tuple[str, str]:
+    if "=" not in pair:
+        raise ValueError(f"{what} {pair!r} is not key=value")
+    key, text = (s.strip() for s in pair.split("=", 1))
+    return key, text
+
+
+def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
+    """Apply ``key=value`` strings in order; returns the new scenario and the overrides as given."""
+    given: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(
+                f"override {pair!r} is not key=value; valid keys: {', '.join(valid_keys(scenario))}"
+            )
+        key, text = split_pair(pair)
+        value = parse_value(scenario, key, text)
+        try:
+            scenario = scenario.with_(**changes_for(scenario, key, value))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{key}={text}: {exc}") from None
+        given[key] = text
+    return scenario, given
+
+
+def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
+    """Build ``entry`` with ``key=value`` overrides: keys that are the factory's named parameters go
+    to the factory, the others are applied to the scenario it returns, in order."""
+    params = entry.parameters()
+    factory_args: dict[str, Any] = {}
+    rest: list[str] = []
+    given: dict[str, str] = {}
+    for pair in pairs:
+        if "=" in pair:
+            key, text = split_pair(pair)
+            if key in params:  # the factory's meaning wins over a scenario key of the same name
+                factory_args[key] = parse_parameter(entry, key, text)
+                given[key] = text
+                continue
+        rest.append(pair)
+    scenario = entry.build(**factory_args)
+    try:
+        scenario, more = apply_overrides(scenario, rest)
+    except ValueError as exc:
+        if params and "unknown key" in str(exc):
+            raise ValueError(f"{exc}; parameters of {entry.name}: {', '.join(params)}") from None
+        raise
+    given.update(more)
+    return scenario, given
+
+
+def cell_label(value: Any) -> Any:
+    """A grid value's label: numbers, strings and None as they are, anything else by its repr.
+
+    Policy objects are dataclasses, so their repr names the class and its arguments:
+    ``InFlightUpdate(load_time_s=0.5)`` and ``InFlightUpdate(load_time_s=30.0)`` are two cells
+    (the sweep's grid and the CLI label a cell with this one function).
+    """
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return repr(value)
+
+
+label = cell_label
+"""The registry's old name of :func:`cell_label`."""

@@ -1,0 +1,277 @@
+"""Running sweep cells on any :class:`concurrent.futures.Executor`, surviving failures.
+
+Why an Executor: it is the smallest interface that a local process pool, a thread pool and a Dask
+cluster (``distributed.Client(...).get_executor()``) all provide, so the same call scales from a
+laptop to a cluster without a second code path. The default is a local process pool using the
+``forkserver`` start method with :mod:`pipesim.io.api` (and torch, when installed, for the chapter's
+draws) preloaded: heavy modules are imported once in the server instead of once per worker, and
+no worker is forked from a parent whose OpenMP threads may already be running (a classic fork hang).
+
+Failures do not lose results. An exception inside a run is caught in the worker (:func:`run_cell`)
+and returned as a failed row with its error. A worker process that dies breaks a process pool and
+fails every unfinished future: :func:`run_cells` returns those cells as lost, so that the caller can
+rerun them one at a time on fresh pools and report only the cells that really kill their worker.
+``timeout_s`` bounds each cell: in a worker process an alarm stops the cell (the worker lives on);
+a worker that does not stop is killed and the other unfinished cells come back as lost.
+
+A process pool re-imports the main script in each worker (``spawn`` and ``forkserver`` both do), so
+a script that starts a sweep at top level would start a sweep in every worker;
+:func:`main_guard_problem` finds that case before a pool starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from pipesim.config import Scenario
+
+if TYPE_CHECKING:
+    from pipesim.io.sweep_grid import Cell
+
+MetricsFn = Callable[[Scenario], Mapping[str, float]]
+
+# how long a cell in a process pool may look "running" before its worker is killed: a future
+# counts as running once it is in the pool's call queue (workers + 1 deep), so it may wait behind
+# two rounds of cells (each stopped by the alarm at timeout_s) before it really starts
+_KILL_ROUNDS = 3
+_KILL_GRACE_S = 2.0
+_POLL_S = 0.05
+
+
+class CellTimeout(BaseException):
+    """Raised inside a worker when its cell passes ``timeout_s`` (a BaseException, so that a
+    metrics function's ``except Exception`` cannot swallow it)."""
+
+
+def run_summary(scenario: Scenario) -> dict[str, float]:
+    """The default cell function: ``run(scenario).summary()`` plus ``length_bias_excess``.
+
+    ``length_bias`` is the summary's, trained mean duration / launched mean duration (below 1 when
+    the trainer sees shorter episodes than were started: the chapter's oldest-finished-first bias);
+    ``length_bias_excess`` is the same as a signed deviation, ``length_bias - 1``.
+    """
+    from pipesim.io.api import run
+
+    s = dict(run(scenario).summary())
+    s["length_bias_excess"] = s["length_bias"] - 1
+    return s
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise CellTimeout
+
+
+def run_cell(index: int, scenario: Scenario, fn: MetricsFn, alarm_s: float | None = None) -> dict[str, Any]:
+    """Top-level (picklable) worker: run one cell, turning an exception into a failed row.
+
+    ``alarm_s``: stop the cell with SIGALRM after that many seconds (only in a worker process's
+    main thread, where a signal can interrupt it; elsewhere the caller enforces the deadline).
+    """
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    alarm = alarm and alarm_s is not None
+    previous: Any = None
+    try:
+        if alarm and alarm_s is not None:
+            previous = signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, alarm_s)
+        try:
+            out: dict[str, Any] = dict(fn(scenario))
+        finally:
+            if alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+        out.update(_index=index, status="ok", error="")
+    except CellTimeout:
+        out = {"_index": index, "status": "failed", "error": _timeout_error(alarm_s)}
+    except Exception as exc:  # a bad cell must not take the sweep down
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+        out = {"_index": index, "status": "failed", "error": f"{type(exc).__name__}: {exc}{where}"}
+    return out
+
+
+def _timeout_error(timeout_s: float | None, killed: bool = False) -> str:
+    msg = f"timed out: the cell ran longer than timeout_s={timeout_s:g} s"
+    return msg + (" and did not stop, so its worker was killed" if killed else "")
+
+
+def default_executor(workers: int | None = None) -> ProcessPoolExecutor:
+    """A local process pool (forkserver, ``pipesim.io.api`` preloaded); ``workers`` defaults to the CPUs."""
+    n = workers or os.cpu_count() or 1
+    ctx = multiprocessing.get_context("forkserver")
+    # torch only serves the chapter's draws (AgentDurations); a missing torch is skipped here
+    ctx.set_forkserver_preload(["pipesim.io.api", "torch"])
+    return ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+
+
+# -- the main-module guard ---------------------------------------------------------------------------
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either side of the ``==``)."""
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+        return False
+    t = node.test
+    if len(t.ops) != 1 or not isinstance(t.ops[0], ast.Eq):
+        return False
+    sides = [t.left, t.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _guarded(body: Sequence[ast.stmt], line: int) -> bool | None:
+    """Whether ``line`` of a module lies inside an ``if __name__ == "__main__":`` block (None: not found)."""
+    for node in body:
+        if not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        if _is_main_guard(node):
+            assert isinstance(node, ast.If)
+            inside = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body)
+            return True if inside else _guarded(node.orelse, line)
+        for attr in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, attr, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt | ast.excepthandler):
+                found = _guarded([s for s in inner if isinstance(s, ast.stmt)], line)
+                if found:
+                    return True
+        return False
+    return None
+
+
+_GUARD_ADVICE = (
+    'put the code that runs the sweep under `if __name__ == "__main__":` (a process pool re-imports '
+    "the main script in every worker), or pass executor=ThreadPoolExecutor(...)"
+)
+
+
+def main_guard_problem() -> str | None:
+    """Why a process pool's workers would re-run this very sweep, or None when they would not.
+
+    That is the case when the sweep is started from a main script's top level outside
+    ``if __name__ == "__main__":``, or from inside a worker that is re-importing the main script.
+    The caller raises the message (:class:`~pipesim.io.sweeps.SweepError`).
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        return f"pipesim.sweep was called while a worker process imported the main script: {_GUARD_ADVICE}"
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return None  # interactive or -c: nothing is re-imported
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(), str(path))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    if _guarded(tree.body, frame.f_lineno) is False:
+        return (
+            f"pipesim.sweep was started at {path}:{frame.f_lineno} outside "
+            f'`if __name__ == "__main__":`: {_GUARD_ADVICE}'
+        )
+    return None
+
+
+def reimports_main(ex: Executor) -> bool:
+    if not isinstance(ex, ProcessPoolExecutor):
+        return False
+    ctx = getattr(ex, "_mp_context", None)
+    method = ctx.get_start_method() if ctx is not None else multiprocessing.get_start_method()
+    return method != "fork"
+
+
+# -- running cells -----------------------------------------------------------------------------------
+
+
+def progress_bar(total: int, enabled: bool | None) -> Any:
+    from tqdm.auto import tqdm
+
+    if enabled is None:
+        enabled = total >= 20 and sys.stderr.isatty()
+    return tqdm(total=total, desc="sweep", unit="run", disable=not enabled)
+
+
+def _kill_workers(ex: Executor) -> None:
+    """Kill a process pool's workers (Python 3.11 has no public call; 3.14 adds kill_workers)."""
+    for proc in list(getattr(ex, "_processes", {}).values()):
+        proc.kill()
+
+
+def run_cells(
+    ex: Executor,
+    cells: Sequence[Cell],
+    fn: MetricsFn,
+    timeout_s: float | None,
+    own: bool,
+    results: dict[int, dict[str, Any]],
+    bar: Any,
+) -> list[Cell]:
+    """Submit ``cells`` to ``ex`` and fill ``results``; returns the cells lost to a broken pool of ours.
+
+    With ``timeout_s``, a cell that looks running for longer than its deadline is reported failed;
+    on our process pool its worker is then killed (so the pool breaks and the other unfinished
+    cells come back as lost, to be rerun), elsewhere the future is abandoned.
+    """
+    procs = isinstance(ex, ProcessPoolExecutor)
+    alarm_s = timeout_s if procs else None
+    deadline_s = (
+        None if timeout_s is None else (_KILL_ROUNDS * timeout_s + _KILL_GRACE_S if procs else timeout_s)
+    )
+    pending: dict[Future[dict[str, Any]], Cell] = {
+        ex.submit(run_cell, c.index, c.scenario, fn, alarm_s): c for c in cells
+    }
+    started: dict[Future[dict[str, Any]], float] = {}
+    lost: list[Cell] = []
+    while pending:
+        done, _ = wait(pending, timeout=None if deadline_s is None else _POLL_S, return_when=FIRST_COMPLETED)
+        for fut in done:
+            cell = pending.pop(fut)
+            bar.update(1)
+            exc = fut.exception()
+            if isinstance(exc, BrokenProcessPool) and own:
+                lost.append(cell)
+            elif exc is not None:
+                results[cell.index] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+            else:
+                results[cell.index] = fut.result()
+        if deadline_s is None:
+            continue
+        now = time.monotonic()
+        for fut, cell in list(pending.items()):
+            if fut.running():
+                started.setdefault(fut, now)
+            if fut in started and now - started[fut] > deadline_s:
+                del pending[fut]
+                bar.update(1)
+                results[cell.index] = {
+                    "status": "failed",
+                    "error": _timeout_error(timeout_s, killed=own and procs),
+                }
+                if own and procs:
+                    _kill_workers(ex)
+                else:
+                    fut.cancel()  # a thread cannot be stopped: its worker stays busy until it returns
+    return lost
+
+
+class NoBar:
+    """A progress bar that shows nothing (the one-cell reruns)."""
+
+    def update(self, n: int) -> None:
+        pass

@@ -1,0 +1,200 @@
+"""Sweep grids and tables: the cells of a sweep, their labels, and the aggregate over seeds.
+
+Design: a sweep is planned completely before anything runs. :func:`grid` expands designs x the
+product of the ``over`` values x seeds into :class:`Cell` objects and rejects a bad key, or a value
+or seed given twice, here, before a worker starts. A cell is labelled by its values
+(:func:`cell_label`: numbers and strings as they are, policy objects by their repr with arguments,
+so ``InFlightUpdate(load_time_s=0.5)`` and ``InFlightUpdate(load_time_s=30.0)`` are two rows); a
+value twice in one axis is an error, since it would count the same runs twice.
+
+After the run, :func:`collect` turns the cells' result rows (in cell order, whatever order they
+completed in) into a :class:`SweepResult`, whose :attr:`~SweepResult.aggregate` is the mean and a
+95% Student t interval over seeds of every numeric metric. Running the cells is
+:mod:`pipesim.io.sweep_exec`; :func:`pipesim.io.sweeps.sweep` joins the two.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from pipesim.config import Scenario
+from pipesim.io.overrides import cell_label
+
+__all__ = ["Cell", "SweepResult", "aggregate", "all_failed_message", "cell_label", "collect", "grid", "t975"]
+
+# two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond
+_T975 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep: its labels (design, grid values, seed) and the scenario to run."""
+
+    index: int
+    labels: dict[str, Any]
+    scenario: Scenario
+
+
+def t975(n: int) -> float:
+    """The 97.5% quantile of Student's t with ``n - 1`` degrees of freedom (nan for n < 2)."""
+    if n < 2:
+        return float("nan")
+    return _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """``runs``: one row per cell (labels, status, error, metrics); ``keys``: the grid's label columns."""
+
+    runs: pd.DataFrame
+    keys: tuple[str, ...]
+    metrics: tuple[str, ...] = field(default=())
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        """The failed cells with their error, for reporting."""
+        return self.runs[self.runs["status"] != "ok"][[*self.keys, "seed", "error"]]
+
+    @cached_property
+    def aggregate(self) -> pd.DataFrame:
+        """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval), ``n_seeds``."""
+        return aggregate(self.runs, self.keys, self.metrics)
+
+
+def aggregate(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
+    """Mean and 95% interval over seeds of each metric, one row per combination of ``keys``.
+
+    With no successful cell the table is empty but keeps its columns.
+    """
+    ok = runs[runs["status"] == "ok"]
+    columns = [*keys, "n_seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "lo", "hi"))]
+    rows = []
+    groups = ok.groupby(list(keys), sort=False, dropna=False) if keys else [((), ok)]
+    for key, g in groups:
+        if len(g) == 0:
+            continue
+        key = key if isinstance(key, tuple) else (key,)
+        row: dict[str, Any] = dict(zip(keys, key))
+        n = len(g)
+        row["n_seeds"] = n
+        for m in metrics:
+            col = g[m].astype(float)
+            mean = float(col.mean())
+            half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
+            row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, mean - half, mean + half
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any]) -> None:
+    for i, lab in enumerate(labels):
+        # equality, not identity: 1 and 1.0 would share a row of the table just the same
+        for j in range(i):
+            if labels[j] == lab:
+                same = "" if values[j] is values[i] else f" ({values[j]!r} and {values[i]!r})"
+                raise ValueError(
+                    f"{what} holds {labels[j]!r} twice{same}: each value may appear once, since cells "
+                    f"are labelled by value and a repeat would count the same runs twice"
+                )
+
+
+def grid(
+    scenarios: Scenario | Mapping[str, Scenario],
+    over: Mapping[str, Sequence[Any]] | None = None,
+    seeds: int | Sequence[int] = 1,
+) -> list[Cell]:
+    """The cells of a sweep: designs x product of ``over`` values x seeds.
+
+    ``seeds`` as an int ``n`` means ``base.seed + i`` for ``i < n``. Values in ``over`` may be typed
+    values or policy objects; the label columns hold readable labels (see :func:`cell_label`).
+    A bad key, or a value or seed given twice, fails here, before anything is submitted.
+    """
+    designs = {scenarios.name: scenarios} if isinstance(scenarios, Scenario) else dict(scenarios)
+    if not designs:
+        raise ValueError("scenarios must hold at least one Scenario")
+    over = dict(over or {})
+    for k, vs in over.items():
+        if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
+            raise ValueError(f"over[{k!r}] must be a non-empty list of values, got {vs!r}")
+        _check_unique(f"over[{k!r}]", vs, [cell_label(v) for v in vs])
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {seeds}")
+    elif not (isinstance(seeds, Sequence) and seeds and all(isinstance(s, int) for s in seeds)):
+        raise ValueError(f"seeds must be a count >= 1 or a non-empty list of integers, got {seeds!r}")
+    else:
+        _check_unique("seeds", seeds, seeds)
+    cells: list[Cell] = []
+    for design, base in designs.items():
+        seed_list = list(range(base.seed, base.seed + seeds)) if isinstance(seeds, int) else list(seeds)
+        for combo in itertools.product(*over.values()):
+            changes = dict(zip(over, combo))
+            for seed in seed_list:
+                scen = base.with_(**changes, seed=seed)
+                labels = {"design": design, **{k: cell_label(v) for k, v in changes.items()}, "seed": seed}
+                cells.append(Cell(len(cells), labels, scen))
+    return cells
+
+
+def all_failed_message(res: SweepResult, limit: int = 20) -> str:
+    f = res.failures
+    lines = [f"every cell of the sweep failed ({len(f)} of {len(res.runs)}):"]
+    for _, row in f.head(limit).iterrows():
+        where = ", ".join(f"{k}={row[k]!r}" for k in (*res.keys, "seed"))
+        lines.append(f"  {where}: {row['error']}")
+    if len(f) > limit:
+        lines.append(f"  ... and {len(f) - limit} more (SweepError.result.failures)")
+    return "\n".join(lines)
+
+
+def collect(cells: list[Cell], results: Mapping[int, Mapping[str, Any]]) -> SweepResult:
+    rows = []
+    metrics: list[str] = []
+    for c in cells:
+        res = dict(results.get(c.index, {"status": "failed", "error": "no result"}))
+        res.pop("_index", None)
+        for k, v in res.items():
+            if k not in ("status", "error") and k not in metrics and isinstance(v, int | float):
+                metrics.append(k)
+        rows.append({**c.labels, "status": res.pop("status"), "error": res.pop("error"), **res})
+    keys = tuple(k for k in cells[0].labels if k != "seed")
+    runs = pd.DataFrame(rows)
+    return SweepResult(runs=runs, keys=keys, metrics=tuple(metrics))

@@ -1,0 +1,97 @@
+"""User code named on the command line: a ``.py`` file, or a factory in a file or a module.
+
+Design: a user's file or module is imported only because the user named it (``--policies
+mine.py``, ``pipesim run mine.py:make``, ``pipesim run mypkg.scenarios:make``), never by scanning.
+A ``.py`` file is imported under its own name when that name finds this very file, so that the
+classes it defines pickle to sweep workers (a process pool re-imports them by module name);
+otherwise under a private name. Every failure is a ``ValueError`` (or the user's own exception from
+:func:`import_file`) whose message names the spec, so the CLI reports it in one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+from pipesim.config import Scenario
+
+
+def import_file(path: Path) -> ModuleType:
+    """Import a user's ``.py`` file. Under its own name (``mine`` for ``dir/mine.py``, its folder
+    appended to ``sys.path``) when that name finds this very file, so that its classes pickle to
+    sweep workers; otherwise under a private name."""
+    path = path.resolve()
+    stem = path.stem
+    if stem.isidentifier():
+        existing = sys.modules.get(stem)
+        if existing is not None:
+            if Path(getattr(existing, "__file__", None) or "").resolve() == path:
+                return existing
+        else:
+            folder = str(path.parent)
+            if folder not in sys.path:
+                sys.path.append(folder)
+            found = importlib.util.find_spec(stem)
+            if found is not None and found.origin and Path(found.origin).resolve() == path:
+                return importlib.import_module(stem)
+    mod_name = f"_pipesim_user_{abs(hash(str(path)))}"
+    spec_obj = importlib.util.spec_from_file_location(mod_name, path)
+    if spec_obj is None or spec_obj.loader is None:
+        raise ImportError(f"cannot import {path}")
+    mod = importlib.util.module_from_spec(spec_obj)
+    sys.modules[mod_name] = mod  # dataclasses look their module up by name
+    try:
+        spec_obj.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return mod
+
+
+def is_module_path(where: str) -> bool:
+    """Whether ``where`` (of ``where:factory``) can name a factory: a ``.py`` path or a dotted module name."""
+    return where.endswith(".py") or all(part.isidentifier() for part in where.split("."))
+
+
+def import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
+    """The factory (or a Scenario, wrapped in one) ``attr`` of the file or module ``where``.
+
+    ``where`` must satisfy :func:`is_module_path`; ValueError (naming ``spec``) for anything that
+    cannot be imported or is neither a Scenario nor callable.
+    """
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise ValueError(f"{spec}: no such file {where!r}")
+        try:
+            mod = import_file(path)
+        except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
+            raise ValueError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
+    else:
+        try:
+            mod = importlib.import_module(where)
+        except Exception as exc:  # noqa: BLE001 - ImportError or an error inside the user's module
+            raise ValueError(f"{spec}: cannot import module {where!r}: {type(exc).__name__}: {exc}") from None
+    if not hasattr(mod, attr):
+        names = [n for n, _ in inspect.getmembers(mod, callable) if not n.startswith("_")]
+        close = difflib.get_close_matches(attr, names, n=3)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise ValueError(f"{spec}: {where} has no {attr!r}{hint}")
+    obj = getattr(mod, attr)
+    if isinstance(obj, Scenario):
+        return const_factory(obj)
+    if not callable(obj):
+        raise ValueError(f"{spec}: {attr} is neither a Scenario nor a function returning one")
+    fn: Callable[..., Scenario] = obj
+    return fn
+
+
+def const_factory(value: Scenario) -> Callable[..., Scenario]:
+    """A factory that returns ``value``."""
+    return lambda: value
