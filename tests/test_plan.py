@@ -57,14 +57,19 @@ def grid() -> plan.PlanResult:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None:
     """NSGA-II screening two thirds of a 36-design space finds the grid's best (which needs the
-    staleness constraints: the fastest designs violate them)."""
+    staleness constraints: the fastest designs violate them), or a design the grid's full runs put
+    within 1% of it: the space has near ties (a colocated and a 4:4 split design 0.1% apart, since
+    the colocated switch cost was modelled), and which of those wins depends on the screening."""
     assert grid.method == "grid" and grid.n_screened == grid.n_candidates == 36
     assert grid.best is not None and grid.best.throughput < max(e.throughput for e in grid.full)
     opt = plan.plan(small_spec(method="optuna", trials=24), seed=seed, with_sensitivity=False)
     assert opt.method == "optuna" and opt.n_screened == 24 < grid.n_candidates
     assert opt.best is not None
-    assert opt.best.design == grid.best.design
-    assert opt.best.throughput == pytest.approx(grid.best.throughput)
+    best = grid.best.throughput
+    near = {e.design: e.throughput for e in grid.full if e.feasible and e.throughput >= 0.99 * best}
+    assert len(near) <= 3  # the 1% band is a real target among the 36, not a large part of them
+    assert opt.best.design in near
+    assert opt.best.throughput == pytest.approx(near[opt.best.design])
 
 
 def test_optuna_is_reproducible_with_a_seed() -> None:
