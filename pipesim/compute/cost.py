@@ -20,6 +20,19 @@ all-reduce after the two row-parallel projections of each layer (``tp > 1``) is 
 ``hidden x vocab/tp`` GEMM of ``b`` rows. ``iteration_overhead_s`` is the engine's per-step
 CPU and launch cost (scheduling, sampling); its default is a round guess, not a measurement.
 
+Expert parallelism (``ep > 1``, a mixture of experts): the routed experts are split whole across
+``ep`` groups of ``tp / ep`` GPUs (:func:`~pipesim.compute.roofline.linear_times_s`), and the
+MoE's all-reduce becomes an all-to-all **dispatch** and **combine** over NVLink: the batch's tokens
+are spread evenly over the GPUs, and each GPU sends every one of its tokens' hidden vectors to each
+of the token's ``n_active_experts`` experts that lives in another group, to every GPU of that group
+(each holds a ``1/(tp/ep)`` shard), and receives as much back, so per GPU and direction
+``b * n_active_experts * (ep - 1) / ep**2 * hidden * 2`` bytes, plus ``allreduce_latency_s``
+each. (At ``ep = tp = 8`` and 8 active experts dispatch and combine together move what one ring
+all-reduce does; at smaller ``ep`` more.) The attention's all-reduce stays. Routing is taken as
+balanced: the step does not wait for the busiest group, which a real engine does. Weights per GPU
+(so the KV budget) are unchanged: ``n_experts / ep`` experts at ``1/(tp/ep)`` each is the same
+``1/tp`` of the experts.
+
 Prefill of ``N`` new tokens (prompts, recomputed contexts) for sequences that already hold
 ``P_i`` tokens: the linear part of ``N`` tokens per layer, causal attention of
 ``4 * head_dim * q_heads * sum(n_i * (P_i + n_i / 2))`` FLOPs, the all-reduces, one iteration
@@ -38,7 +51,14 @@ from dataclasses import dataclass, field
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec, dtype_bytes
-from pipesim.compute.roofline import DEFAULT_EFFICIENCY, Efficiency, gemm_time_s, kernel_time_s, linear_time_s
+from pipesim.compute.roofline import (
+    DEFAULT_EFFICIENCY,
+    Efficiency,
+    check_ep,
+    gemm_time_s,
+    kernel_time_s,
+    linear_time_s,
+)
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -65,6 +85,10 @@ class EngineConfig:
     model: ModelSpec
     gpu: GPUSpec
     tp: int = 1
+    ep: int = 1
+    """Expert-parallel degree (mixture of experts only; divides ``tp`` and ``n_experts``): the routed
+    experts are split whole across ``ep`` groups of ``tp / ep`` GPUs instead of each sharded over
+    all ``tp`` (vLLM's ``enable_expert_parallel`` within one replica is ``ep = tp``)."""
     gpu_memory_utilization: float = 0.9
     """Fraction of each GPU's HBM the engine may use for weights and KV cache (vLLM's name)."""
     max_num_seqs: int = 256
@@ -99,6 +123,7 @@ class EngineConfig:
         _positive_int("tp", self.tp)
         _positive_int("max_num_seqs", self.max_num_seqs)
         m = self.model
+        check_ep(m, self.tp, self.ep)
         if m.n_heads % self.tp:
             raise ValueError(f"tp ({self.tp}) must divide the model's n_heads ({m.n_heads})")
         if m.n_kv_heads % self.tp and self.tp % m.n_kv_heads:
@@ -186,6 +211,15 @@ class ReplicaCost:
         self._ring = (
             2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
         )
+        ep = c.ep  # all-to-all: seconds per token of one direction (dispatch or combine) per GPU
+        self._a2a = (
+            m.n_active_experts
+            * (ep - 1)
+            / ep**2
+            * 2
+            * m.hidden_size
+            / g.nvlink_bandwidth_per_direction_bytes_per_s
+        )
         self._vocab = -(-m.vocab_size // c.tp)
         flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
         self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
@@ -196,16 +230,29 @@ class ReplicaCost:
         self._bw = eff.bandwidth_fraction * g.hbm_bandwidth_bytes_per_s
 
     def _allreduce_s(self, n_tokens: int) -> float:
-        if self.config.tp == 1:
+        """One layer's communication: two ring all-reduces (``ep = 1``), or, with expert
+        parallelism, the attention's all-reduce plus the MoE's all-to-all dispatch and combine."""
+        c = self.config
+        if c.ep > 1:
+            return self._alltoall_s(n_tokens)
+        if c.tp == 1:
             return 0.0
-        return 2 * (self.config.allreduce_latency_s + n_tokens * self._ring)
+        return 2 * (c.allreduce_latency_s + n_tokens * self._ring)
+
+    def _alltoall_s(self, n_tokens: int) -> float:
+        c = self.config
+        lat = c.allreduce_latency_s
+        attention = lat + n_tokens * self._ring if c.tp > 1 else 0.0
+        return attention + 2 * (lat + n_tokens * self._a2a)
 
     def linear_s(self, n_tokens: int) -> float:
-        """Seconds of one layer's projections and all-reduces for ``n_tokens`` tokens (cached)."""
+        """Seconds of one layer's projections and communication for ``n_tokens`` tokens (cached)."""
         t = self._lin.get(n_tokens)
         if t is None:
             c = self.config
-            t = linear_time_s(c.model, c.gpu, n_tokens, c.tp, c.efficiency) + self._allreduce_s(n_tokens)
+            t = linear_time_s(c.model, c.gpu, n_tokens, c.tp, c.efficiency, c.ep) + self._allreduce_s(
+                n_tokens
+            )
             self._lin[n_tokens] = t
         return t
 

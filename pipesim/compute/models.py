@@ -192,22 +192,34 @@ class ModelSpec:
     # -- cost ----------------------------------------------------------------------------------
 
     def linear_times_s(
-        self, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+        self,
+        gpu: GPUSpec,
+        n_tokens: int,
+        tp: int = 1,
+        efficiency: Efficiency | None = None,
+        ep: int = 1,
     ) -> dict[str, float]:
         """Seconds per projection kernel of one layer (see :mod:`pipesim.compute.roofline`)."""
         from pipesim.compute.roofline import linear_times_s
 
-        return linear_times_s(self, gpu, n_tokens, tp, efficiency)
+        return linear_times_s(self, gpu, n_tokens, tp, efficiency, ep)
 
     def linear_time_s(
-        self, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+        self,
+        gpu: GPUSpec,
+        n_tokens: int,
+        tp: int = 1,
+        efficiency: Efficiency | None = None,
+        ep: int = 1,
     ) -> float:
         """Seconds for one layer's linear part (fused QKV, attention output, gate/up, down, and the
-        router for a mixture of experts) on ``n_tokens`` tokens, each GPU holding a ``1/tp`` shard.
+        router for a mixture of experts) on ``n_tokens`` tokens, each GPU holding a ``1/tp`` shard
+        (for a mixture of experts with ``ep > 1``, ``n_experts / ep`` whole experts sharded over
+        ``tp / ep`` GPUs).
 
         The roofline, its constants and its measured error are in :mod:`pipesim.compute.roofline`.
         """
-        return sum(self.linear_times_s(gpu, n_tokens, tp, efficiency).values())
+        return sum(self.linear_times_s(gpu, n_tokens, tp, efficiency, ep).values())
 
     def decode_attention_time_s(
         self, gpu: GPUSpec, kv_tokens: int, tp: int = 1, efficiency: Efficiency | None = None

@@ -20,10 +20,14 @@ communication, not modelled here.
 
 Mixture of experts (simple on purpose): a router GEMM (``hidden x n_experts``) is a fifth kernel;
 gate/up and down are grouped GEMMs over the ``n_tokens * n_active_experts`` token-expert pairs,
-every expert sharded ``1/tp`` (no expert parallelism), and they read the weights of the experts the
-batch touches -- under uniform routing ``n_experts * (1 - (1 - n_active/n_experts) ** n_tokens)`` of
+every expert sharded ``1/tp`` by default, and they read the weights of the experts the batch
+touches -- under uniform routing ``n_experts * (1 - (1 - n_active/n_experts) ** n_tokens)`` of
 them, so one token reads only its active experts and a large batch reads them all. A shared expert
-is a dense MLP of its own width run as separate kernels.
+is a dense MLP of its own width run as separate kernels. With an expert-parallel degree ``ep``
+(vLLM's ``enable_expert_parallel``, which in ``FusedMoEParallelConfig.make`` of
+``vllm/model_executor/layers/fused_moe/config.py`` turns the MoE layer's TP into EP: whole
+experts split across the ranks, ``tp_size=1`` for them) the experts are split whole across ``ep``
+groups and each GPU runs its own experts over its share of the pairs; see :func:`linear_times_s`.
 
 The constants (:class:`Efficiency`) are global: one set for every model and every GPU, the catalog's
 datasheet figures being all that differ between GPUs. They were chosen, as round numbers inside the
@@ -125,6 +129,21 @@ def _check(n_tokens: int, tp: int) -> None:
         raise ValueError(f"tp must be a positive int, got {tp!r}")
 
 
+def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
+    """Validate an expert-parallel degree ``ep`` for ``model`` on ``tp`` GPUs (``ValueError`` naming
+    ``ep``): a positive int, 1 for a dense model, dividing ``n_experts`` and the ``tp`` GPUs."""
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise ValueError(f"ep must be a positive int, got {ep!r}")
+    if ep == 1:
+        return
+    if not model.is_moe:
+        raise ValueError(f"ep ({ep}) > 1 needs a mixture-of-experts model; {model.name} is dense")
+    if model.n_experts % ep:
+        raise ValueError(f"ep ({ep}) must divide the model's n_experts ({model.n_experts})")
+    if tp % ep:
+        raise ValueError(f"ep ({ep}) must divide (or equal) the replica's GPUs, tp={tp}")
+
+
 def experts_touched(model: ModelSpec, n_tokens: int) -> float:
     """Expected number of distinct routed experts ``n_tokens`` tokens use, under uniform routing."""
     if not model.is_moe or n_tokens == 0:
@@ -134,12 +153,30 @@ def experts_touched(model: ModelSpec, n_tokens: int) -> float:
 
 
 def linear_times_s(
-    model: ModelSpec, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+    model: ModelSpec,
+    gpu: GPUSpec,
+    n_tokens: int,
+    tp: int = 1,
+    efficiency: Efficiency | None = None,
+    ep: int = 1,
 ) -> dict[str, float]:
-    """Seconds of each projection kernel of one layer, by name (``qkv``, ``attn_out``, ``gate_up``,
-    ``down``; for a mixture of experts also ``router`` and, with a shared expert, ``shared_gate_up``
-    and ``shared_down``). All zero for ``n_tokens == 0``."""
+    """Seconds of each projection kernel of one layer on one GPU, by name (``qkv``, ``attn_out``,
+    ``gate_up``, ``down``; for a mixture of experts also ``router`` and, with a shared expert,
+    ``shared_gate_up`` and ``shared_down``). All zero for ``n_tokens == 0``.
+
+    ``ep``: the expert-parallel degree (a mixture of experts only; it divides ``tp`` and
+    ``n_experts``): the routed experts are split whole across ``ep`` groups of ``tp / ep`` GPUs,
+    each expert sharded ``1 / (tp / ep)`` within its group, instead of every expert sharded
+    ``1 / tp`` (``ep=1``, the default). A GPU then runs the grouped GEMMs of its group's
+    ``n_experts / ep`` experts over its share of the token-expert pairs, ``n_tokens *
+    n_active_experts / ep`` (routing balanced across groups), reading the weights of the local
+    experts the batch touches, ``experts_touched / ep`` of them (uniform routing). Its FLOPs and its
+    expected weight bytes are those of ``ep=1`` -- both designs split every touched expert's bytes
+    evenly over the GPUs in expectation -- but it reads the activations of its own pairs only. The
+    all-to-all that moves the pairs is communication, in :class:`pipesim.compute.cost.ReplicaCost`.
+    """
     _check(n_tokens, tp)
+    check_ep(model, tp, ep)
     eff = efficiency or DEFAULT_EFFICIENCY
     names = ["qkv", "attn_out", "gate_up", "down"]
     if model.is_moe:
@@ -161,9 +198,13 @@ def linear_times_s(
         out["gate_up"] = gemm_time_s(gpu, n, h, up * width, efficiency=eff)
         out["down"] = gemm_time_s(gpu, n, width, h, efficiency=eff)
         return out
-    width = -(-model.expert_intermediate_size // tp)
-    pairs = n * model.n_active_experts
+    etp = tp // ep  # the GPUs one expert is sharded over
+    width = -(-model.expert_intermediate_size // etp)
+    pairs: float = n * model.n_active_experts
     touched = experts_touched(model, n)
+    if ep > 1:
+        pairs /= ep  # this GPU's share of the pairs and of the touched experts
+        touched /= ep
     out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff)
     out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff)
     out["router"] = gemm_time_s(gpu, n, h, model.n_experts, efficiency=eff)
@@ -175,10 +216,15 @@ def linear_times_s(
 
 
 def linear_time_s(
-    model: ModelSpec, gpu: GPUSpec, n_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+    model: ModelSpec,
+    gpu: GPUSpec,
+    n_tokens: int,
+    tp: int = 1,
+    efficiency: Efficiency | None = None,
+    ep: int = 1,
 ) -> float:
     """Seconds for one layer's linear part: the sum of :func:`linear_times_s`."""
-    return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency).values())
+    return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency, ep).values())
 
 
 def decode_attention_time_s(
