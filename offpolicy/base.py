@@ -45,7 +45,15 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from offpolicy.gym import BUG_RHS, N_LINES, Tokenizer, make_demo_tasks, observation_ids, prompt_ids
+from offpolicy.gym import (
+    BUG_RHS,
+    DEFAULT_GYM,
+    N_LINES,
+    Tokenizer,
+    make_demo_tasks,
+    observation_ids,
+    prompt_ids,
+)
 from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "offpolicy"
@@ -89,9 +97,12 @@ class BaseConfig:
 ISSUE_BASE = BaseConfig(n_demo_tasks=30000, steps=1500, batch_size=64, gym="issue", aux_weight=1.0)
 
 
-def base_config(gym: str) -> BaseConfig:
-    """The RL base recipe of ``gym``: the default off-by-one base, or :data:`ISSUE_BASE`."""
-    return ISSUE_BASE if gym == "issue" else BaseConfig()
+DEFECT_BASE = BaseConfig()  # the defect gym's off-by-one base (BaseConfig's field defaults)
+
+
+def base_config(gym: str = DEFAULT_GYM) -> BaseConfig:
+    """The RL base recipe of ``gym``: :data:`ISSUE_BASE` (the default gym) or :data:`DEFECT_BASE`."""
+    return ISSUE_BASE if gym == "issue" else DEFECT_BASE
 
 
 def demo_batch(
@@ -206,10 +217,10 @@ def make_rl_base(
 ) -> TinyAgent:
     """The RL base model, from the disk cache when a valid one exists, else trained and cached.
 
-    ``cache_dir=None`` disables caching. A corrupt or mismatched cache file is rebuilt and
-    overwritten atomically.
+    ``cfg`` defaults to the default gym's recipe (:func:`base_config`). ``cache_dir=None``
+    disables caching. A corrupt or mismatched cache file is rebuilt and overwritten atomically.
     """
-    cfg = cfg or BaseConfig()
+    cfg = cfg or base_config()
     model_cfg = model_cfg or ModelConfig(vocab_size=len(tok))
     if cache_dir is None:
         return train_base(tok, cfg, model_cfg)

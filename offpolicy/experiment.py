@@ -29,7 +29,7 @@ import torch
 
 from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
-from offpolicy.gym import Tokenizer, build_tokenizer, make_tasks
+from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import Sampler, train_offpolicy
 
@@ -112,7 +112,7 @@ def run_one(
     eval_episodes: int = 8,
     eval_every: int = 5,
     eval_every_episodes: int = 4,
-    gym: str = "defect",
+    gym: str = DEFAULT_GYM,
 ) -> dict[str, Any]:
     """Train a copy of ``base`` with stale sampling and evaluate it -> run record.
 
@@ -165,7 +165,7 @@ def collapse_step(run: dict[str, Any], threshold: float = COLLAPSED) -> int | No
     return None
 
 
-def load_base(gym: str = "defect") -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:
+def load_base(gym: str = DEFAULT_GYM) -> tuple[torch.nn.Module, Tokenizer, dict[str, float]]:
     """The tokenizer, the cached RL base of ``gym`` and its held-out stats (seed EVAL_SEED, 8 per task)."""
     tok = build_tokenizer()
     base = make_rl_base(tok, base_config(gym))

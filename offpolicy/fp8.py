@@ -27,6 +27,7 @@ from offpolicy.experiment import (
     seeds_from_args,
     write_json,
 )
+from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.update import fp8_copy
 
 
@@ -36,12 +37,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
     parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     seeds = seeds_from_args(args.seeds, args.seed_list)
-    base, tok, base_held = load_base()
+    base, tok, base_held = load_base(args.gym)
     settings = [("exact", "none")] + [("fp8", c) for c in args.corrections]
     runs = []
     for name, correction in settings:
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.steps,
                 sampler=fp8_copy if name == "fp8" else None,
                 eval_every=args.eval_every,
+                gym=args.gym,
             )
             run["sampler"] = name
             runs.append(run)

@@ -75,6 +75,9 @@ GYMS = ("defect", "issue")
 N_DEFECT_LINES = 4  # issue gym: lines showing BUG_RHS (the bug and three decoys)
 N_ISSUE_TRAIN, N_ISSUE_HELDOUT = 400, 40
 ISSUE_TASK_SEED = 4321
+DEFAULT_GYM = (
+    "issue"  # every default (make_tasks, the base, the CLIs, the co-simulation); "defect" on request
+)
 
 
 @dataclass(frozen=True)
@@ -157,9 +160,9 @@ def _check_gym(gym: str) -> None:
         raise ValueError(f"gym must be one of {GYMS}, got {gym!r}")
 
 
-def make_tasks(split: str = "all", gym: str = "defect") -> list[Task]:
-    """The gym's tasks, deterministic. ``gym='defect'`` (default): ``'train'`` (20), ``'heldout'``
-    (10) or ``'all'`` (30); ``gym='issue'``: 60 train, 40 held-out, 100 in all."""
+def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
+    """The gym's tasks, deterministic. ``gym='issue'`` (default): ``'train'`` (400), ``'heldout'``
+    (40) or ``'all'`` (440); ``gym='defect'``: 20 train, 10 held-out, 30 in all."""
     _check_gym(gym)
     if gym == "issue":
         tasks, n_train = _issue_tasks(), N_ISSUE_TRAIN
@@ -175,7 +178,7 @@ def make_tasks(split: str = "all", gym: str = "defect") -> list[Task]:
     raise ValueError(f"split must be 'train', 'heldout' or 'all', got {split!r}")
 
 
-def make_demo_tasks(n: int, seed: int = 99, gym: str = "defect") -> list[Task]:
+def make_demo_tasks(n: int, seed: int = 99, gym: str = DEFAULT_GYM) -> list[Task]:
     """``n`` extra tasks for demonstrations, never identical (issue and file) to a task of either gym."""
     _check_gym(gym)
     gen = torch.Generator().manual_seed(seed)
@@ -228,8 +231,9 @@ class Tokenizer:
 
 
 def build_tokenizer(tasks: Sequence[Task] | None = None) -> Tokenizer:
-    """Tokenizer over ``tasks`` (default: all 30 gym tasks, whose words cover every pool)."""
-    return Tokenizer(make_tasks("all") if tasks is None else tasks)
+    """Tokenizer over ``tasks`` (default: the defect gym's 30 tasks, whose words cover every pool;
+    the issue gym's tasks give the same vocabulary and ids)."""
+    return Tokenizer(make_tasks("all", "defect") if tasks is None else tasks)
 
 
 def prompt_ids(task: Task, tok: Tokenizer) -> list[int]:

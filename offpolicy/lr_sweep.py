@@ -30,6 +30,7 @@ from offpolicy.experiment import (
     seeds_from_args,
     write_json,
 )
+from offpolicy.gym import DEFAULT_GYM, GYMS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,13 +41,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
     parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/lr_sweep.json")
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     seeds = seeds_from_args(args.seeds, args.seed_list)
-    base, tok, _ = load_base()
+    base, tok, _ = load_base(args.gym)
     runs = read_runs(args.json) if args.resume else []
     done = {(r["lr"], r["lag"], r["correction"], r["seed"]) for r in runs}
     meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
@@ -57,7 +59,17 @@ def main(argv: list[str] | None = None) -> None:
                     if (lr, lag, correction, seed) in done:
                         continue
                     runs.append(
-                        run_one(base, tok, lag, correction, seed, args.steps, lr, eval_every=args.eval_every)
+                        run_one(
+                            base,
+                            tok,
+                            lag,
+                            correction,
+                            seed,
+                            args.steps,
+                            lr,
+                            eval_every=args.eval_every,
+                            gym=args.gym,
+                        )
                     )
                     write_json(args.json, dict(meta, runs=runs))
                     print(f"lr {lr:g} lag {lag} {correction} seed {seed} done", flush=True)

@@ -102,12 +102,19 @@ def continue_episodes(
     max_turns: int = 3,
     version: int = 0,
     max_new_actions: int | None = None,
+    bucket: bool = False,
 ) -> list[Episode]:
     """Advance unfinished ``episodes`` in place with ``model``; returns the same list.
 
     Each row stops when its episode ends or, if ``max_new_actions`` is set, after that many
     newly closed actions (a pipeline can then pause it and continue under newer weights).
     Tokens sampled here are tagged with ``version``.
+
+    ``bucket=True`` runs each decode step's forward per group of similar lengths (see
+    :func:`length_buckets`) instead of padding every row to the longest: the same logits up to
+    floating-point rounding (causal attention never sees the padding), the same single
+    ``multinomial`` over all active rows in the same order, and far less padding when the rows'
+    lengths differ a lot (episodes cut mid-way by a weight sync).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -121,10 +128,21 @@ def continue_episodes(
     try:
         while active:
             lens = torch.tensor([len(eps[i].tokens) for i in active])  # [A]
-            buf = torch.full((len(active), int(lens.max())), tok.pad_id, dtype=torch.long)  # [A, T]
-            for row, i in enumerate(active):
-                buf[row, : lens[row]] = torch.tensor(eps[i].tokens)
-            logits = model(buf)[torch.arange(len(active)), lens - 1].float() / temperature  # [A, V]
+            groups = length_buckets(lens.tolist()) if bucket else [list(range(len(active)))]
+            logits = torch.empty(0)
+            for rows in groups:
+                sub = lens[rows]  # [a]
+                buf = torch.full((len(rows), int(sub.max())), tok.pad_id, dtype=torch.long)  # [a, T]
+                for r, row in enumerate(rows):
+                    buf[r, : sub[r]] = torch.tensor(eps[active[row]].tokens)
+                part = model(buf)[torch.arange(len(rows)), sub - 1].float()  # [a, V]
+                if not bucket:  # one group, rows in order: exactly the unbucketed computation
+                    logits = part
+                else:
+                    if logits.numel() == 0:
+                        logits = torch.empty(len(active), part.shape[1])
+                    logits[rows] = part  # back to the active rows' order
+            logits = logits / temperature  # [A, V]
             logp = torch.log_softmax(logits, dim=-1)  # [A, V]
             picked = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [A]
             picked_logp = logp.gather(1, picked[:, None]).squeeze(1)  # [A]
@@ -145,6 +163,19 @@ def continue_episodes(
     finally:
         model.train(was_training)
     return eps
+
+
+def length_buckets(lens: Sequence[int], ratio: float = 1.5) -> list[list[int]]:
+    """Row indices grouped by length: sorted by length, a new group starts where a row is more
+    than ``ratio`` times the group's shortest (so padding inside a group stays below that)."""
+    order = sorted(range(len(lens)), key=lambda i: lens[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and lens[i] <= ratio * lens[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 def sample_episodes(

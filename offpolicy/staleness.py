@@ -34,6 +34,7 @@ from offpolicy.experiment import (
     write_json,
     write_reward_figure,
 )
+from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.rl import RLConfig
 from offpolicy.update import CORRECTIONS
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
     parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
-    parser.add_argument("--gym", choices=["defect", "issue"], default="defect", help="which bug-fix gym")
+    parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--grid", choices=["cross", "full", "chapter"], default="cross")

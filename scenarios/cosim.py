@@ -31,6 +31,7 @@ so a synchronous co-simulated run reproduces it (tests check this).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import sys
 import time
@@ -55,6 +56,8 @@ from offpolicy import (
     sample_step,
     take_snapshot,
 )
+from offpolicy.base import base_config
+from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.engine import Pipeline
@@ -94,10 +97,14 @@ class CosimConfig:
     sync_time_s: float = 10.0
     eval_every_steps: int = 5
     """Held-out evaluation every k training steps (and at step 0); 0 disables evaluation."""
-    eval_episodes_per_task: int = 32
+    eval_episodes_per_task: int = 8
+    """Episodes per held-out task at each evaluation (8 x the issue gym's 40 tasks = 320; the
+    defect gym's 10 tasks had 32 each, the same 320 episodes)."""
     target_pass_rate: float = 0.5
     durations: CosimDurations = field(default_factory=CosimDurations)
     rl: RLConfig = field(default_factory=RLConfig)
+    gym: str = DEFAULT_GYM
+    """Which bug-fix gym: ``'issue'`` (default) or ``'defect'``; its tasks and its RL base."""
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
@@ -111,6 +118,8 @@ class CosimConfig:
         t = self.target_pass_rate
         if not (isinstance(t, int | float) and 0 <= t <= 1):
             raise ValueError(f"target_pass_rate must be in [0, 1], got {t!r}")
+        if self.gym not in GYMS:
+            raise ValueError(f"gym must be one of {list(GYMS)}, got {self.gym!r}")
         if not isinstance(self.rl, RLConfig):
             raise ValueError(f"rl must be an offpolicy.RLConfig, got {type(self.rl).__name__}")
         if not isinstance(self.durations, CosimDurations):
@@ -152,7 +161,7 @@ class CosimDriver:
     def __init__(self, cfg: CosimConfig, model: TinyAgent, tok: Any) -> None:
         self.cfg, self.tok, self.model = cfg, tok, model
         self.train_time_s = cfg.train_time_s
-        self.train_tasks, self.heldout = make_tasks("train"), make_tasks("heldout")
+        self.train_tasks, self.heldout = make_tasks("train", cfg.gym), make_tasks("heldout", cfg.gym)
         self.gen = torch.Generator().manual_seed(cfg.rl.seed)
         self.dgen = torch.Generator().manual_seed(cfg.rl.seed + DURATION_SEED_OFFSET)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.rl.lr)
@@ -161,12 +170,14 @@ class CosimDriver:
         self.snapshots: dict[int, Snapshot] = {0: take_snapshot(model, 0)}
         self._pool: dict[int, list[_Live]] = {}  # version -> pre-sampled episodes not yet started
         self._chunks = 0
+        self._sampled: set[int] = set()  # versions whose first (full) chunk has been sampled
         self.live: dict[int, _Live] = {}  # simulated episode id -> its real episode
         self.step_log: list[dict[str, Any]] = []
         self.eval_log: list[dict[str, float]] = []
         self.n_presampled = 0
         self.n_continued = 0
         self.sample_calls = 0
+        self.presample_calls = 0
         if cfg.eval_every_steps:
             self._evaluate(0, 0.0)
 
@@ -181,6 +192,9 @@ class CosimDriver:
         pool = self._pool.setdefault(version, [])
         if not pool:
             rl = self.cfg.rl
+            if version in self._sampled:  # an overflow chunk: one group (see the module doc)
+                rl = dataclasses.replace(rl, episodes_per_step=rl.group_size, minibatches=1)
+            self._sampled.add(version)
             eps = sample_step(self._acting(version), self.train_tasks, self.tok, rl, self.gen)
             for ep in eps:  # sample_step tags tokens with version 0; tag them with the true one
                 ep.versions = [version if m else -1 for m in ep.action_mask]
@@ -190,6 +204,7 @@ class CosimDriver:
             pool.reverse()  # pop() from the end hands them out in sampled order
             self.n_presampled += len(eps)
             self.sample_calls += 1
+            self.presample_calls += 1
         return pool.pop()
 
     def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
@@ -222,6 +237,7 @@ class CosimDriver:
             self.cfg.rl.temperature,
             max_turns,
             version,
+            bucket=True,
         )
         self.n_continued += len(cut)
         self.sample_calls += 1
@@ -315,10 +331,11 @@ class CosimResult:
 
 
 def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
-    """Co-simulate ``cfg``; ``model`` (default: a copy of the cached RL base) is updated in place."""
+    """Co-simulate ``cfg``; ``model`` (default: a copy of the cached RL base of ``cfg.gym``) is
+    updated in place."""
     torch.set_num_threads(1)
     tok = build_tokenizer()
-    model = model if model is not None else copy.deepcopy(make_rl_base(tok))
+    model = model if model is not None else copy.deepcopy(make_rl_base(tok, base_config(cfg.gym)))
     t0 = time.process_time()
     driver = CosimDriver(cfg, model, tok)
     scenario = cfg.scenario()
@@ -331,7 +348,13 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
         p.scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
     )
     d = driver
-    counts = dict(presampled=d.n_presampled, continued=d.n_continued, sample_calls=d.sample_calls)
+    counts = dict(
+        presampled=d.n_presampled,
+        continued=d.n_continued,
+        sample_calls=d.sample_calls,
+        presample_calls=d.presample_calls,
+        launched=len(d.live),
+    )
     real = {i: live.episode for i, live in d.live.items()}
     return CosimResult(cfg, run, d.step_log, d.eval_log, cpu, counts, real)
 

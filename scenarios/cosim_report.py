@@ -33,6 +33,8 @@ from typing import Any
 import torch
 
 from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
+from offpolicy.base import base_config
+from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
 
 TABLE_KEYS = (
@@ -53,17 +55,41 @@ def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
     return names
 
 
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--seed-list: comma list of integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seed-list: distinct seeds needed, got {text!r}")
+    return seeds
+
+
 def run_grid(
-    designs: Sequence[str], corrections: Sequence[str], seeds: int, base: CosimConfig, log: bool = True
+    designs: Sequence[str],
+    corrections: Sequence[str],
+    seeds: int | Sequence[int],
+    base: CosimConfig,
+    log: bool = True,
+    done: Sequence[dict[str, Any]] = (),
+    on_run: Any = None,
 ) -> list[CosimResult]:
-    """Every design x correction x seed 0..seeds-1, sequentially, in that order."""
+    """Every design x correction x seed (``seeds``: a count for 0..seeds-1, or the seeds),
+    sequentially, in that order; runs whose (design, correction, seed) is in ``done`` (records)
+    are skipped; ``on_run(result)`` is called after each run."""
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    skip = {(r["design"], r["correction"], r["seed"]) for r in done}
     out = []
     for design in designs:
         for corr in corrections:
-            for seed in range(seeds):
+            for seed in seed_list:
+                if (design, corr, seed) in skip:
+                    continue
                 rl = dataclasses.replace(base.rl, seed=seed)
                 r = run_cosim(dataclasses.replace(base, design=design, correction=corr, rl=rl))
                 out.append(r)
+                if on_run is not None:
+                    on_run(r)
                 if log:
                     s = r.summary()
                     print(
@@ -85,6 +111,7 @@ def run_record(r: CosimResult) -> dict[str, Any]:
         design=r.config.design,
         correction=r.config.correction,
         seed=r.config.seed,
+        gym=r.config.gym,
         batch_size=r.config.batch_size,
         summary={k: clean(v) for k, v in r.summary().items()},
         counts=r.counts,
@@ -231,31 +258,76 @@ def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -
     return dict(table=[{k: clean(v) for k, v in r.items()} for r in rows], runs=list(records))
 
 
-def perf_ratio(design: str = "async-eta4", steps: int = 40, seed: int = 0) -> dict[str, float]:
+PERF_SEEDS = (101, 202, 303, 404, 505)
+PERF_GOAL, PERF_RUN_LIMIT = 1.5, 1.8  # median and single-run ceilings of the cost ratio (issue 20)
+
+
+def perf_ratio(
+    design: str = "async-eta4", steps: int = 40, seed: int = 0, gym: str = DEFAULT_GYM
+) -> dict[str, float]:
     """CPU seconds of a co-simulated run (no evaluation) over a plain ``train_rl`` run of ``steps``."""
     torch.set_num_threads(1)
     tok = build_tokenizer()
-    base = make_rl_base(tok)
+    base = make_rl_base(tok, base_config(gym))
     rl = RLConfig(seed=seed)
     t0 = time.process_time()
-    train_rl(copy.deepcopy(base), make_tasks("train"), tok, rl, steps)
+    train_rl(copy.deepcopy(base), make_tasks("train", gym), tok, rl, steps)
     plain = time.process_time() - t0
-    r = run_cosim(CosimConfig(design=design, steps=steps, eval_every_steps=0, rl=rl), copy.deepcopy(base))
-    return dict(train_rl_cpu_s=plain, cosim_cpu_s=r.cpu_s, ratio=r.cpu_s / plain, **r.counts)
+    cfg = CosimConfig(design=design, steps=steps, eval_every_steps=0, rl=rl, gym=gym)
+    r = run_cosim(cfg, copy.deepcopy(base))
+    return dict(seed=seed, train_rl_cpu_s=plain, cosim_cpu_s=r.cpu_s, ratio=r.cpu_s / plain, **r.counts)
+
+
+def perf_protocol(
+    design: str, steps: int = 40, seeds: Sequence[int] = PERF_SEEDS, gym: str = DEFAULT_GYM, log: bool = True
+) -> dict[str, Any]:
+    """One :func:`perf_ratio` per seed (each its own ``train_rl`` and co-simulated run, alternating)
+    -> the per-run ratios, their median and maximum, and whether both meet the goal."""
+    runs = []
+    for seed in seeds:
+        r = perf_ratio(design, steps, seed, gym)
+        runs.append(r)
+        if log:
+            print(
+                f"{design} seed {seed}: train_rl {r['train_rl_cpu_s']:.1f} s, "
+                f"cosim {r['cosim_cpu_s']:.1f} s CPU, "
+                f"ratio {r['ratio']:.2f}",
+                flush=True,
+            )
+    ratios = [r["ratio"] for r in runs]
+    med, worst = statistics.median(ratios), max(ratios)
+    return dict(
+        design=design,
+        steps=steps,
+        gym=gym,
+        ratios=ratios,
+        median=med,
+        max=worst,
+        meets_goal=med <= PERF_GOAL and worst <= PERF_RUN_LIMIT,
+        runs=runs,
+    )
 
 
 def cli(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma list of: {', '.join(DESIGNS)}")
     ap.add_argument("--corrections", default="none,tis", help=f"comma list of: {', '.join(CORRECTIONS)}")
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
+    ap.add_argument("--seed-list", help="comma list of seeds to run exactly (instead of --seeds)")
+    ap.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
+    ap.add_argument("--resume", action="store_true", help="keep the runs already in --json, skip them")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--target", type=float, default=0.5, help="target held-out pass rate")
     ap.add_argument("--also-target", type=float, help="a second target pass rate for the table")
     ap.add_argument("--eval-every", type=int, default=5, help="evaluate every k steps")
     ap.add_argument("--json", help="write the table, per-run summaries and curves here")
     ap.add_argument("--html", help="write the figure here")
-    ap.add_argument("--perf", metavar="DESIGN", help="only measure CPU time against train_rl")
+    ap.add_argument(
+        "--perf",
+        metavar="DESIGN",
+        help="only measure CPU time against train_rl: one run per seed (default 5 seeds, "
+        f"{','.join(map(str, PERF_SEEDS))}; --seed-list overrides), per-run ratios and their median",
+    )
     ap.add_argument("--retable", metavar="JSON", help="only re-print the table of a stored --json file")
     args = ap.parse_args(list(argv))
     try:
@@ -268,19 +340,39 @@ def cli(argv: Sequence[str]) -> int:
             if args.html:
                 write_html(records, args.html, args.target)
             return 0
+        seed_list = _seed_list(args.seed_list) if args.seed_list else None
         if args.perf is not None:
             _names(args.perf, list(DESIGNS), "--perf")
-            print(json.dumps(perf_ratio(args.perf, args.steps), indent=1))
+            out = perf_protocol(args.perf, args.steps, seed_list or PERF_SEEDS, args.gym)
+            print(
+                f"{args.perf}: ratios {' '.join(f'{x:.2f}' for x in out['ratios'])}; "
+                f"median {out['median']:.2f} "
+                f"(goal <= {PERF_GOAL}), max {out['max']:.2f} (limit {PERF_RUN_LIMIT}): "
+                + ("met" if out["meets_goal"] else "NOT met")
+            )
+            print(json.dumps(out, indent=1))
             return 0
         designs = _names(args.designs, list(DESIGNS), "--designs")
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-        base = CosimConfig(steps=args.steps, target_pass_rate=args.target, eval_every_steps=args.eval_every)
+        base = CosimConfig(
+            steps=args.steps, target_pass_rate=args.target, eval_every_steps=args.eval_every, gym=args.gym
+        )
+        if args.resume and not args.json:
+            raise ValueError("--resume needs --json")
     except ValueError as exc:
         ap.error(str(exc))
-    results = run_grid(designs, corrections, args.seeds, base)
-    records = [run_record(r) for r in results]
+    stored = args.resume and Path(args.json).exists()
+    records = json.loads(Path(args.json).read_text())["runs"] if stored else []
+
+    def save(r: CosimResult) -> None:  # after every run, so an interrupted grid can --resume
+        records.append(run_record(r))
+        if args.json:
+            rows = aggregate(records, args.target, args.also_target)
+            Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
+
+    run_grid(designs, corrections, seed_list or args.seeds, base, done=list(records), on_run=save)
     rows = aggregate(records, args.target, args.also_target)
     print(format_table(rows, args.target))
     if args.json:

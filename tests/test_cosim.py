@@ -126,8 +126,8 @@ def test_mixed_versions_only_under_partial_rollouts() -> None:
     partial = run_small(small("async-eta2", steps=5))
     assert sum(s["mixed_share"] for s in partial.steps) > 0  # it does happen, so the check below can fail
     assert partial.counts["continued"] > 0
-    presample_calls = partial.counts["presampled"] // RL.episodes_per_step
-    assert partial.counts["sample_calls"] - presample_calls <= 5  # one batched continuation per sync
+    continuation_calls = partial.counts["sample_calls"] - partial.counts["presample_calls"]
+    assert continuation_calls <= 5  # one batched continuation per sync
     for design in ("sync", "one-step"):
         r = run_small(small(design, steps=5))
         assert all(s["mixed_share"] == 0 for s in r.steps), design
@@ -220,11 +220,40 @@ def test_token_versions_never_decrease_and_never_exceed_the_trained_version() ->
 @pytest.mark.slow
 def test_full_size_run_keeps_invariants_and_costs_at_most_1_5x_train_rl() -> None:
     """64 slots, B = 64, 40 steps (the issue's budget); CPU time is noisy on a shared machine."""
-    from scenarios.cosim_report import perf_ratio
+    from scenarios.cosim_report import PERF_GOAL, PERF_RUN_LIMIT, perf_protocol
 
-    perf = perf_ratio("async-eta4", 40)
-    assert perf["ratio"] <= 1.5, perf
+    perf = perf_protocol("async-eta4", 40, log=False)  # 5 seeds: the median and the worst run
+    assert perf["median"] <= PERF_GOAL and perf["max"] <= PERF_RUN_LIMIT, perf["ratios"]
     r = run_cosim(
         CosimConfig(design="async-eta2", steps=10, eval_every_steps=0), copy.deepcopy(_tok_base()[1])
     )
     check_invariants(r.run)
+
+
+def test_presampling_wastes_at_most_one_group_per_version_and_sync_uses_full_chunks() -> None:
+    """A version's first chunk is a full training step's worth; later chunks are one group each,
+    so the pre-sampled episodes no slot ever starts are fewer than a group per version."""
+    r = run_small(small("async-eta2", steps=5))
+    versions = len(r.run.updates) + 1
+    assert r.counts["launched"] <= r.counts["presampled"] < r.counts["launched"] + versions * RL.group_size
+    s = run_small(small("sync", steps=3))
+    assert s.counts["presampled"] == s.counts["launched"] == 3 * RL.episodes_per_step
+
+
+def test_bucketed_continuation_samples_what_the_padded_one_does() -> None:
+    """Episodes cut at very different lengths, continued with and without length buckets: the
+    same tokens (one multinomial over the same rows) and log-probs equal up to rounding."""
+    from offpolicy.rollout import continue_episodes, length_buckets
+
+    tok, base = _tok_base()
+    cuts = [truncate(ep, k % 4, tok, 3) for k, ep in enumerate(_episodes(16))]
+    assert len({len(c.tokens) for c in cuts}) > 2
+    a, b = copy.deepcopy(cuts), copy.deepcopy(cuts)
+    continue_episodes(base, a, tok, torch.Generator().manual_seed(3), 1.0, 3, 1)
+    continue_episodes(base, b, tok, torch.Generator().manual_seed(3), 1.0, 3, 1, bucket=True)
+    assert [e.tokens for e in a] == [e.tokens for e in b]
+    assert [e.reward for e in a] == [e.reward for e in b]
+    for x, y in zip(a, b):
+        assert torch.allclose(torch.tensor(x.sample_logp), torch.tensor(y.sample_logp), atol=1e-5)
+    groups = length_buckets([6, 40, 7, 42, 80, 6])
+    assert sorted(i for g in groups for i in g) == list(range(6)) and len(groups) == 3

@@ -64,16 +64,20 @@ class ScriptedPolicy(nn.Module):
 
 
 def test_tasks_are_deterministic_and_split() -> None:
-    tasks = make_tasks("all")
-    assert len(tasks) == 30 and len(make_tasks("train")) == 20 and len(make_tasks("heldout")) == 10
-    assert tasks == make_tasks("all")
-    assert make_tasks("heldout") == tasks[20:]
-    train_files = {t.lines for t in make_tasks("train")}
-    assert not any(t.lines in train_files for t in make_tasks("heldout"))
+    tasks = make_tasks("all", "defect")
+    assert (
+        len(tasks) == 30
+        and len(make_tasks("train", "defect")) == 20
+        and len(make_tasks("heldout", "defect")) == 10
+    )
+    assert tasks == make_tasks("all", "defect")
+    assert make_tasks("heldout", "defect") == tasks[20:]
+    train_files = {t.lines for t in make_tasks("train", "defect")}
+    assert not any(t.lines in train_files for t in make_tasks("heldout", "defect"))
 
 
 def test_exactly_one_line_assigns_the_issue_variable() -> None:
-    for task in make_tasks("all") + make_demo_tasks(50):
+    for task in make_tasks("all", "defect") + make_demo_tasks(50, gym="defect"):
         var = task.issue.split()[2]
         assigning = [int(line.split()[0]) for line in task.lines if line.split()[1] == var]
         assert assigning == [task.bug_line]
@@ -83,17 +87,19 @@ def test_exactly_one_line_assigns_the_issue_variable() -> None:
 
 
 def test_bug_lines_cover_every_position() -> None:
-    counts = torch.bincount(torch.tensor([t.bug_line for t in make_demo_tasks(500)]), minlength=N_LINES + 1)
+    counts = torch.bincount(
+        torch.tensor([t.bug_line for t in make_demo_tasks(500, gym="defect")]), minlength=N_LINES + 1
+    )
     assert counts[0] == 0 and (counts[1:] > 60).all()
 
 
 def test_demo_tasks_never_equal_gym_tasks() -> None:
-    gym = {(t.issue, t.lines) for t in make_tasks("all")}
-    assert not any((t.issue, t.lines) in gym for t in make_demo_tasks(300))
+    gym = {(t.issue, t.lines) for t in make_tasks("all", "defect")}
+    assert not any((t.issue, t.lines) in gym for t in make_demo_tasks(300, gym="defect"))
 
 
 def test_parse_and_env_step() -> None:
-    task = make_tasks("train")[0]
+    task = make_tasks("train", "defect")[0]
     fix = [TOK.fix_id, TOK.ids[str(task.bug_line)], TOK.eoa_id]
     assert parse_action(fix, TOK) == ("fix", task.bug_line)
     assert env_step(task, TOK, fix, 0, 3).reward == 1.0
@@ -107,14 +113,14 @@ def test_parse_and_env_step() -> None:
 
 
 def test_tokenizer_round_trip() -> None:
-    task = make_tasks("heldout")[3]
+    task = make_tasks("heldout", "defect")[3]
     assert TOK.decode(TOK.encode(task.issue)) == task.issue
     assert len(TOK) == len(set(TOK.vocab))
 
 
 def test_blind_policy_scores_about_one_in_five() -> None:
     eps = sample_episodes(
-        ScriptedPolicy(oracle=False), make_tasks("train"), TOK, torch.Generator().manual_seed(0), 40
+        ScriptedPolicy(oracle=False), make_tasks("train", "defect"), TOK, torch.Generator().manual_seed(0), 40
     )
     rate = sum(e.reward for e in eps) / len(eps)
     assert 0.15 < rate < 0.25
@@ -123,7 +129,7 @@ def test_blind_policy_scores_about_one_in_five() -> None:
 
 def test_oracle_policy_scores_one_and_reads() -> None:
     eps = sample_episodes(
-        ScriptedPolicy(oracle=True), make_tasks("all"), TOK, torch.Generator().manual_seed(0), 2
+        ScriptedPolicy(oracle=True), make_tasks("all", "defect"), TOK, torch.Generator().manual_seed(0), 2
     )
     assert all(e.reward == 1.0 and e.n_reads == 1 and e.n_turns == 2 for e in eps)
     assert all(e.turn_tokens == [2, 3] for e in eps)
@@ -136,13 +142,15 @@ def test_invalid_actions_end_the_episode_and_are_counted() -> None:
             logits[..., TOK.ids["="]] = 0.0
             return logits
 
-    eps = sample_episodes(Babbler(), make_tasks("train")[:3], TOK, torch.Generator().manual_seed(0), 2)
+    eps = sample_episodes(
+        Babbler(), make_tasks("train", "defect")[:3], TOK, torch.Generator().manual_seed(0), 2
+    )
     assert all(e.done and e.invalid and e.reward == 0.0 and e.turn_tokens == [3] for e in eps)
 
 
 def test_paused_episodes_continue_under_a_new_version() -> None:
     policy = ScriptedPolicy(oracle=True)
-    eps = [new_episode(t, TOK) for t in make_tasks("train")[:4]]
+    eps = [new_episode(t, TOK) for t in make_tasks("train", "defect")[:4]]
     gen = torch.Generator().manual_seed(0)
     continue_episodes(policy, eps, TOK, gen, version=3, max_new_actions=1)
     assert all(not e.done and e.n_turns == 1 for e in eps)
@@ -155,10 +163,10 @@ def test_paused_episodes_continue_under_a_new_version() -> None:
 
 def test_collate_aligns_masks_with_next_tokens() -> None:
     eps = sample_episodes(
-        ScriptedPolicy(oracle=True), make_tasks("train")[:2], TOK, torch.Generator().manual_seed(0)
+        ScriptedPolicy(oracle=True), make_tasks("train", "defect")[:2], TOK, torch.Generator().manual_seed(0)
     )
     eps += sample_episodes(
-        ScriptedPolicy(oracle=False), make_tasks("train")[:2], TOK, torch.Generator().manual_seed(0)
+        ScriptedPolicy(oracle=False), make_tasks("train", "defect")[:2], TOK, torch.Generator().manual_seed(0)
     )
     batch = collate(eps, TOK.pad_id)
     assert batch["ids"].shape[1] == max(len(e.tokens) for e in eps)

@@ -158,3 +158,35 @@ def test_rl_lifts_the_issue_gym_from_the_base() -> None:
         )
     assert sum(finals) / len(finals) >= 0.6, finals
     assert sum(swapped) / len(swapped) >= 0.5, swapped
+
+
+def test_the_issue_gym_is_the_default_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make_tasks, the RL base, the experiment CLIs and the co-simulation default to the issue
+    gym; the defect gym stays available by name."""
+    from offpolicy.base import DEFECT_BASE, ISSUE_BASE, base_config
+    from offpolicy.gym import DEFAULT_GYM
+    from scenarios.cosim import CosimConfig
+
+    assert DEFAULT_GYM == "issue" and make_tasks("train") == TRAIN and make_tasks("heldout") == HELD
+    assert base_config() == ISSUE_BASE and base_config("defect") == DEFECT_BASE
+    assert len(make_tasks("all", "defect")) == 30
+    assert CosimConfig().gym == "issue" and CosimConfig(gym="defect").gym == "defect"
+    with pytest.raises(ValueError, match="gym"):
+        CosimConfig(gym="bogus")
+    import argparse
+
+    from offpolicy import fp8, lr_sweep, staleness
+
+    seen: dict[str, object] = {}
+    orig = argparse.ArgumentParser.parse_args
+
+    def spy(self: argparse.ArgumentParser, *a: object, **k: object) -> argparse.Namespace:
+        seen.update(vars(orig(self, *a, **k)))  # type: ignore[call-overload]
+        raise SystemExit(0)  # stop before any experiment runs
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", spy)
+    for module in (staleness, fp8, lr_sweep):  # each CLI's --gym defaults to the issue gym
+        seen.clear()
+        with pytest.raises(SystemExit):
+            module.main([])
+        assert seen["gym"] == "issue", module.__name__

@@ -50,7 +50,9 @@ def test_warm_start_acts_validly_over_seeds(warm: TinyAgent) -> None:
     models = [warm] + [
         train_base(TOK, BaseConfig(n_demo_tasks=256, steps=40, batch_size=16, seed=s)) for s in (21, 22)
     ]
-    runs = [evaluate(m, make_tasks("train"), TOK, 4, torch.Generator().manual_seed(31)) for m in models]
+    runs = [
+        evaluate(m, make_tasks("train", "defect"), TOK, 4, torch.Generator().manual_seed(31)) for m in models
+    ]
     assert all(r["invalid"] < 0.3 for r in runs)
     assert (
         0.05 < sorted(r["pass_rate"] for r in runs)[1] < 0.6
@@ -62,7 +64,7 @@ def test_tinyagent_size_in_range() -> None:
 
 
 def test_sampling_is_reproducible_and_logp_matches_trainer() -> None:
-    model, tasks = fresh_model(), make_tasks("train")[:4]
+    model, tasks = fresh_model(), make_tasks("train", "defect")[:4]
     a = sample_episodes(model, tasks, TOK, torch.Generator().manual_seed(5), 4)
     b = sample_episodes(model, tasks, TOK, torch.Generator().manual_seed(5), 4)
     assert [e.tokens for e in a] == [e.tokens for e in b]
@@ -73,19 +75,21 @@ def test_sampling_is_reproducible_and_logp_matches_trainer() -> None:
     assert gap < 1e-4  # behaviour log-probs recorded by the batched sampler == trainer recomputation
 
 
-EVAL = EvalSpec(make_tasks("heldout"), every=2, episodes_per_task=2, seed=77)
+EVAL = EvalSpec(make_tasks("heldout", "defect"), every=2, episodes_per_task=2, seed=77)
 
 
 def test_lag0_none_equals_train_rl_step_for_step(warm: TinyAgent) -> None:
     base = warm
-    ref = train_rl(copy.deepcopy(base), make_tasks("train"), TOK, SMALL, steps=5)
+    ref = train_rl(copy.deepcopy(base), make_tasks("train", "defect"), TOK, SMALL, steps=5)
     off_model = copy.deepcopy(base)
-    same = train_offpolicy(off_model, make_tasks("train"), TOK, SMALL, steps=5, eval_spec=EVAL)
+    same = train_offpolicy(off_model, make_tasks("train", "defect"), TOK, SMALL, steps=5, eval_spec=EVAL)
     assert [h["reward"] for h in ref] == [h["reward"] for h in same]
     assert len({h["reward"] for h in ref}) > 1  # rewards vary, so the comparison has teeth
     assert [h["loss"] for h in ref] == [h["loss"] for h in same]  # evaluating changes no training draw
     assert all(h["mismatch"] < 1e-4 and h["staleness"] == 0 for h in same)
-    with_eval = train_rl(copy.deepcopy(base), make_tasks("train"), TOK, SMALL, steps=5, eval_spec=EVAL)
+    with_eval = train_rl(
+        copy.deepcopy(base), make_tasks("train", "defect"), TOK, SMALL, steps=5, eval_spec=EVAL
+    )
     assert [h["loss"] for h in with_eval] == [h["loss"] for h in ref]
     keys = ("eval_pass_rate", "eval_invalid", "eval_reads")
     assert [[h.get(k) for k in keys] for h in with_eval] == [[h.get(k) for k in keys] for h in same]
@@ -94,13 +98,13 @@ def test_lag0_none_equals_train_rl_step_for_step(warm: TinyAgent) -> None:
 
 def test_current_policy_evaluation_reports_the_weights_after_the_update(warm: TinyAgent) -> None:
     model = copy.deepcopy(warm)
-    spec = EvalSpec(make_tasks("heldout"), every=3, episodes_per_task=2, seed=5)
-    hist = train_rl(model, make_tasks("train"), TOK, SMALL, steps=3, eval_spec=spec)
+    spec = EvalSpec(make_tasks("heldout", "defect"), every=3, episodes_per_task=2, seed=5)
+    hist = train_rl(model, make_tasks("train", "defect"), TOK, SMALL, steps=3, eval_spec=spec)
     direct = evaluate(model, spec.tasks, TOK, 2, torch.Generator().manual_seed(5))
     assert hist[2]["eval_pass_rate"] == direct["pass_rate"] and hist[2]["eval_invalid"] == direct["invalid"]
     assert "eval_pass_rate" not in hist[0] and "eval_pass_rate" not in hist[1]
     with pytest.raises(ValueError, match="eval_every"):
-        EvalSpec(make_tasks("heldout"), every=-1)
+        EvalSpec(make_tasks("heldout", "defect"), every=-1)
 
 
 def test_eval_trace_and_collapse_step() -> None:
@@ -116,14 +120,14 @@ def test_eval_trace_and_collapse_step() -> None:
 def test_train_rl_changes_the_model_and_reports_stats(warm: TinyAgent) -> None:
     model = copy.deepcopy(warm)
     before = copy.deepcopy(model.state_dict())
-    hist = train_rl(model, make_tasks("train"), TOK, SMALL, steps=2)
+    hist = train_rl(model, make_tasks("train", "defect"), TOK, SMALL, steps=2)
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert {"reward", "reads", "clip_frac", "loss", "invalid"} <= set(hist[0])
 
 
 def test_staleness_is_reported_and_creates_mismatch(warm: TinyAgent) -> None:
     hist = train_offpolicy(
-        copy.deepcopy(warm), make_tasks("train"), TOK, SMALL, steps=4, lag=2, correction="tis"
+        copy.deepcopy(warm), make_tasks("train", "defect"), TOK, SMALL, steps=4, lag=2, correction="tis"
     )
     assert [h["staleness"] for h in hist] == [0, 1, 2, 2]
     assert hist[0]["mismatch"] < 1e-4 and hist[3]["mismatch"] > hist[0]["mismatch"]
@@ -147,7 +151,9 @@ def test_behavior_weights_by_correction() -> None:
 
 def test_offpolicy_update_reports_mismatch_of_a_different_sampler() -> None:
     model = fresh_model(5)
-    eps = sample_episodes(fp8_copy(model), make_tasks("train")[:4], TOK, torch.Generator().manual_seed(0), 4)
+    eps = sample_episodes(
+        fp8_copy(model), make_tasks("train", "defect")[:4], TOK, torch.Generator().manual_seed(0), 4
+    )
     batch = collate(eps, TOK.pad_id)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     stats = offpolicy_update(model, opt, batch, torch.randn(16), SMALL, "tis", generator=torch.Generator())
@@ -165,7 +171,7 @@ def test_offpolicy_update_reports_mismatch_of_a_different_sampler() -> None:
 )
 def test_bad_arguments_raise_naming_the_argument(kwargs: dict[str, object], name: str) -> None:
     with pytest.raises(ValueError, match=name):
-        train_offpolicy(fresh_model(), make_tasks("train"), TOK, SMALL, 1, **kwargs)  # type: ignore[arg-type]
+        train_offpolicy(fresh_model(), make_tasks("train", "defect"), TOK, SMALL, 1, **kwargs)  # type: ignore[arg-type]
 
 
 def test_fp8_copy_rounds_weights_but_not_the_original() -> None:
@@ -248,7 +254,9 @@ def test_flipped_tensor_byte_is_rejected_and_the_cache_rebuilt(tmp_path: Path) -
 
 
 def test_evaluate_reports_pass_rate_and_reads() -> None:
-    stats = evaluate(fresh_model(8), make_tasks("heldout"), TOK, 2, torch.Generator().manual_seed(0))
+    stats = evaluate(
+        fresh_model(8), make_tasks("heldout", "defect"), TOK, 2, torch.Generator().manual_seed(0)
+    )
     assert set(stats) == {"pass_rate", "reads", "invalid"} and 0.0 <= stats["pass_rate"] <= 1.0
 
 
@@ -314,6 +322,6 @@ def test_snapshot_is_a_frozen_copy_usable_by_a_sampler() -> None:
     behaviour = fresh_model(0)
     behaviour.load_state_dict(snap.state)
     eps = sample_episodes(
-        behaviour, make_tasks("train")[:2], TOK, torch.Generator().manual_seed(0), 2, version=7
+        behaviour, make_tasks("train", "defect")[:2], TOK, torch.Generator().manual_seed(0), 2, version=7
     )
     assert all(v == 7 for e in eps for v, m in zip(e.versions, e.action_mask) if m)
