@@ -190,6 +190,11 @@ def test_each_claims_setup(recorded):
     assert roll_async[1].trainer_gpus == 85 and roll_async[0].pipeline.batch_size == 64 * 8
     assert roll_async[2].max_response_tokens == 8192 and roll_async[2].samples_per_prompt == 8
     assert roll_async[0].admission.ratio == 1
+    # whole prompt groups where the system's trainer takes them (verl's RolloutSample, AReaL's
+    # RLVRWorkflow, ROLL's GroupQueue, APRIL's generate_rollout_async)
+    assert {c[0].batching.samples_per_group for c in fa} == {16}
+    assert {c[0].batching.samples_per_group for c in areal} == {16}
+    assert roll_async[0].batching.samples_per_group == 8
     # one length profile per kind of model, never per claim
     profiles = {wl.response.sigma for *_, wl, _ in calls}
     assert profiles <= {published.ZERO_RL.sigma, published.LONG_COT.sigma}

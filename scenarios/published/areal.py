@@ -58,7 +58,8 @@ def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS) -> M
     replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs."""
     eng = areal_engine()
     batch = AREAL_PROMPTS * 16
-    sc = systems.areal(max_head_offpolicyness=eta, batch_size=batch, steps=steps)
+    # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
+    sc = systems.areal(max_head_offpolicyness=eta, samples_per_prompt=16, batch_size=batch, steps=steps)
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
     tr = _trainer(eng, train_gpus, old_logp=True)
     return common.measure(sc, cl, areal_workload(), tr, warmup=min(2, steps - 1))

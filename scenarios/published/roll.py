@@ -56,7 +56,8 @@ def roll_run(asynchronous: bool, steps: int = 6) -> Measured:
     wl = math_workload(LONG_COT, ROLL_RESPONSE_CAP, ROLL_N)
     if asynchronous:
         train_gpus = round(ROLL_GPUS * ROLL_TRAIN_SHARE)
-        sc = systems.roll(async_generation_ratio=ROLL_RATIO, batch_size=batch, steps=steps)
+        # GroupQueue.get hands over whole groups of num_return_sequences_in_group
+        sc = systems.roll(ROLL_RATIO, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
         cl = _cluster(eng, ROLL_GPUS, train_gpus)
         return common.measure(sc, cl, wl, _trainer(eng, train_gpus, old_logp=True), warmup=2)
     cfg = pipesim.PipelineConfig(batch_size=batch, steps=min(steps, 3), max_staleness=0)

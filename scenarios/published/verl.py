@@ -77,6 +77,7 @@ def verl_async(n_gpus: int, staleness_threshold: float, partial_rollout: bool) -
         require_batches=VERL_REQUIRE_BATCHES,
         ppo_mini_batch_size=VERL_MINI * VERL_N,
         max_concurrent_samples=concurrent,
+        samples_per_prompt=VERL_N,  # a RolloutSample is one prompt's rollout.n responses
         steps=published_steps * VERL_SYNC_STEP,
     )
     return common.measure(
