@@ -20,7 +20,7 @@ from pipesim.policies.systems import (
     verl_put_accepted,
 )
 from pipesim.results.run import RunResult
-from pipesim.testing import check_invariants
+from pipesim.testing import check_invariants, check_promises
 from pipesim.workload.durations import LogNormalDurations
 from scenarios import systems
 
@@ -465,3 +465,21 @@ def test_verl_queue_of_groups_evicts_the_oldest_group_and_roll_expires_groups_wh
     gone = {e.task_id // n for e in rr.episodes if e.status == "discarded"}
     assert gone and not gone & {g for _, g in _trained_groups(rr, n)}
     assert rr.trained["staleness"].max() <= 1
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: systems.verl_fully_async(0.5, samples_per_prompt=4, **SMALL),
+        lambda: systems.verl_fully_async(
+            4.0, max_queue_size=8, samples_per_prompt=4, **{**SMALL, "train_time_s": 60.0, "n_slots": 32}
+        ),
+        lambda: systems.roll(1, samples_per_prompt=4, **SMALL),
+        lambda: systems.areal(2, samples_per_prompt=4, **SMALL),
+        lambda: systems.april(2.0, samples_per_prompt=4, **SMALL),
+    ],
+)
+def test_group_batch_rules_keep_their_hints_honest(make: Any) -> None:
+    """The ready / min_items hints of the group-aware batch rules change nothing: the run with the
+    engine's shortcuts equals the run without them (pipesim.testing.check_promises)."""
+    check_promises(make())
