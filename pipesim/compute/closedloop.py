@@ -23,14 +23,22 @@ class ClosedLoop:
     """``concurrency`` sequences of ``workload`` kept on one replica of ``config``."""
 
     def __init__(
-        self, config: EngineConfig, workload: TokenWorkload, concurrency: int, seed: int = 0
+        self,
+        config: EngineConfig,
+        workload: TokenWorkload,
+        concurrency: int,
+        seed: int = 0,
+        series: bool = False,
     ) -> None:
+        """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
         self.env = simpy.Environment()
         self.updates: list[Any] = []
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
-        self.replica = ComputeReplica(cast(Any, self), concurrency, 0, ReplicaCost(config), self.source)
+        self.replica = ComputeReplica(
+            cast(Any, self), concurrency, 0, ReplicaCost(config), self.source, series=series
+        )
         self.concurrency = concurrency
         self.started = self.finished = 0
         self.limit = 0

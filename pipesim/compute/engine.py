@@ -45,6 +45,14 @@ trainer of a colocated design); ``abort_all`` records the tokens each sequence g
 policy's function for its accounting but charges the real cost: one prefill stall of every
 resident context. Tokens come from the :class:`~pipesim.compute.workload.TokenSource` side table;
 an episode's ``duration_s`` / ``work_s`` become the seconds it generated (pauses excluded).
+
+Over time: a replica built with ``series`` (or ``record``) keeps a
+:class:`~pipesim.compute.batch.ReplicaSeries`, fixed-width bins of integrals (running and queued
+sequences, KV tokens, decoded tokens, busy, compute-bound and paused seconds) whose width doubles
+as the run grows, so memory stays bounded (4,096 rows at most by default) at any length;
+:meth:`ComputeReplica.timeline_frame` turns it into a DataFrame whose columns integrate to the
+replica's totals. :func:`step_breakdown` and :func:`verl_metrics` split the trainer's steps and
+give the idle ratios under verl's ``fully_async_policy`` names.
 """
 
 from __future__ import annotations
@@ -55,15 +63,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
 import simpy
 
-from pipesim.compute.batch import BatchState, Seq
+from pipesim.compute.batch import BatchState, ReplicaSeries, Seq
 from pipesim.compute.cost import ReplicaCost
 from pipesim.compute.workload import TokenSource
 from pipesim.core.episode import Episode
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
+    from pipesim.results.run import RunResult
 
 
 class EnvWorkers:
@@ -112,8 +123,13 @@ class ComputeReplica(BatchState):
         source: TokenSource,
         record: bool = False,
         pool: EnvWorkers | None = None,
+        series: ReplicaSeries | bool | None = None,
     ) -> None:
-        """``pool``: the environment workers tool calls queue for (None: unlimited)."""
+        """``pool``: the environment workers tool calls queue for (None: unlimited). ``series``:
+        keep the binned time series (:meth:`timeline_frame`), in the given
+        :class:`~pipesim.compute.batch.ReplicaSeries` or a default one (True), or none (False);
+        None (the default) keeps one when ``record`` is set. It costs about a quarter of the
+        simulator's speed on a closed loop, hence off unless asked for."""
         super().__init__(cost, index)
         self.p, self.env = pipeline, pipeline.env
         self.n_slots = n_slots
@@ -134,14 +150,23 @@ class ComputeReplica(BatchState):
         self.tooling: dict[Seq, None] = {}  # sequences in a tool call
         self.tool_calls = 0
         self.timeline: list[tuple[float, int, int, float, float, bool]] = []
+        self._pause_recorded = -math.inf
+        if series or (series is None and record):
+            self.series = series if isinstance(series, ReplicaSeries) else ReplicaSeries()
 
     def _snap(self, now: float, force: bool = False) -> None:
         """At the timer's instant, the clock is exactly at the target (no float shortfall)."""
         due = force or self._timer_at <= now + 1e-9 * max(1.0, now)
         if due and self.v < self._target_v < math.inf:
-            self.tokens_generated += self.n * (self._target_v - self.v)
-            self.v = self._target_v
-            self._dirty = True
+            self._snap_tokens(now, self._target_v)
+
+    def _snap_tokens(self, now: float, target: float) -> None:
+        tokens = self.n * (target - self.v)
+        self.tokens_generated += tokens
+        if self.series is not None:
+            self.series.add_tokens(now, tokens)
+        self.v = target
+        self._dirty = True
 
     def _plan(self, now: float) -> float:
         """Aim the timer at the next batch change: set ``_target_v`` and ``_timer_at`` and return
@@ -150,6 +175,8 @@ class ComputeReplica(BatchState):
         if self._dirty:
             self._rate()
         n = self.n
+        waiting = self.waiting
+        self._queued = len(waiting)
         if self.paused_since is not None or n == 0:
             self._timer_at = math.inf
             return math.inf
@@ -162,7 +189,6 @@ class ComputeReplica(BatchState):
             v_full = self._full_v()
             if v_full < v_next:
                 v_next = v_full
-        waiting = self.waiting
         if waiting and v < self._admit_v < v_next:
             v_next = self._admit_v
         dv = v_next - v
@@ -231,9 +257,7 @@ class ComputeReplica(BatchState):
             self._advance(now)
             target = self._target_v  # _snap(now, force=True), inlined
             if self.v < target < math.inf:
-                self.tokens_generated += self.n * (target - self.v)
-                self.v = target
-                self._dirty = True
+                self._snap_tokens(now, target)
 
     def _step(self, now: float, rearm: bool = True) -> float:
         """Finish what is due, preempt if the cache is full, admit, report, re-arm (or, with
@@ -413,6 +437,8 @@ class ComputeReplica(BatchState):
         if self.paused_since is None:
             return
         now = self.env.now
+        if self.series is not None:
+            self._record_pause(now)
         self.offset += now - self.paused_since
         self.paused_since = None
         self.t0, self._t_acc = now + self._stall_left, now
@@ -491,10 +517,26 @@ class ComputeReplica(BatchState):
     # -- results -----------------------------------------------------------------------------------
     def flush(self) -> None:
         """At the end of a run: write the tokens and seconds of the episodes still here."""
+        if self.series is not None and self.paused_since is not None:
+            self._record_pause(self.env.now)
         self._advance(self.env.now)
         for seq in self._resident() + self._off_gpu():
             self.source.generated[seq.ep.id] = self._generated_tokens(seq)
             seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
+
+    def _record_pause(self, now: float) -> None:
+        """Add the pause so far (from ``paused_since``, or the last pause recorded) to the series."""
+        assert self.series is not None and self.paused_since is not None
+        start = max(self.paused_since, self._pause_recorded)
+        kv = self.kv_base + self.n * self.v + self.held_total
+        self.series.add(start, now, False, self.n, self._queued, kv, kv, False, True)
+        self._pause_recorded = now
+
+    def timeline_frame(self) -> pd.DataFrame:
+        """This replica over time, one row per bin of its series (see :func:`timeline_frame`)."""
+        if self.series is None:
+            raise ValueError(f"replica {self.index} keeps no series (built with series=False)")
+        return timeline_frame(self.series, self._budget)
 
     def stats(self, sim_time_s: float) -> dict[str, Any]:
         """This replica's counters: tokens, prefill, preemptions, busy and compute-bound shares."""
@@ -519,3 +561,112 @@ class ComputeReplica(BatchState):
 
 def _episode_id(ep: Episode) -> int:
     return ep.id
+
+
+# -- results over time -----------------------------------------------------------------------------
+def timeline_frame(series: ReplicaSeries, kv_budget_tokens: float) -> pd.DataFrame:
+    """One replica's binned series as a DataFrame, one row per bin (see :class:`ReplicaSeries`).
+
+    Columns: ``t_start_s``, ``t_end_s``; ``running`` (mean sequences decoding: resident and not
+    paused), ``queued`` (mean waiting for the KV cache), ``kv_tokens`` (mean KV tokens held,
+    cached prefixes of tool calls included, pauses too) and ``kv_occupancy`` (its share of the
+    budget), ``tokens`` (decoded in the bin) and ``decode_tokens_per_s``, ``busy_share`` (a batch
+    resident and not paused), ``compute_bound_share`` and ``memory_bound_share`` (its split by the
+    roofline), ``paused_share``, and ``bound``: ``"compute"``, ``"memory"`` or ``"idle"``,
+    whichever the bin spent most of its busy time as (idle: never busy).
+    """
+    a = series.arrays()
+    w = series.width_s
+    busy, cb = a["busy_s"], a["compute_bound_s"]
+    mb = busy - cb
+    bound = np.where(busy <= 0.0, "idle", np.where(cb > mb, "compute", "memory"))
+    return pd.DataFrame(
+        {
+            "t_start_s": a["t_start_s"],
+            "t_end_s": a["t_end_s"],
+            "running": a["seq_s"] / w,
+            "queued": a["queued_s"] / w,
+            "kv_tokens": a["kv_s"] / w,
+            "kv_occupancy": a["kv_s"] / w / kv_budget_tokens,
+            "tokens": a["tokens"],
+            "decode_tokens_per_s": a["tokens"] / w,
+            "busy_share": busy / w,
+            "compute_bound_share": cb / w,
+            "memory_bound_share": mb / w,
+            "paused_share": a["paused_s"] / w,
+            "bound": pd.Categorical(bound, categories=["memory", "compute", "idle"]),
+        }
+    )
+
+
+def replica_timeline(replicas: list[ComputeReplica]) -> pd.DataFrame:
+    """Every replica's :meth:`ComputeReplica.timeline_frame`, stacked with a ``replica`` column."""
+    frames = [r.timeline_frame().assign(replica=r.index) for r in replicas if r.series is not None]
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[["replica", *[c for c in out.columns if c != "replica"]]]
+
+
+def step_breakdown(result: RunResult) -> pd.DataFrame:
+    """Each training step's time split as verl logs it (``timing_s/*``, one row per step).
+
+    A step runs from the end of the previous step's training (0 for the first) to the end of its
+    own: ``timing_s/param_sync`` is the weight-sync time inside that span before the training
+    starts, ``timing_s/gen`` the rest of the wait (the trainer waiting for data: verl's fully
+    async trainer times its wait for samples under ``gen``), ``timing_s/update_actor`` the
+    training, ``timing_s/step`` the sum. Names from verl's ``fully_async_policy``
+    (``verl/experimental/fully_async_policy/fully_async_trainer.py`` and ``detach_utils.py``).
+    """
+    syncs = sorted((a, b) for a, b, _ in result.sync_log)
+    rows = []
+    prev = 0.0
+    for step, start, end, _ in result.train_log:
+        sync = sum(max(0.0, min(b, start) - max(a, prev)) for a, b in syncs)
+        wait = max(start - prev, 0.0)
+        rows.append(
+            (step, prev, start, end, wait - min(sync, wait), min(sync, wait), end - start, end - prev)
+        )
+        prev = end
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "step",
+            "step_start_s",
+            "train_start_s",
+            "train_end_s",
+            "timing_s/gen",
+            "timing_s/param_sync",
+            "timing_s/update_actor",
+            "timing_s/step",
+        ],
+    )
+
+
+def verl_metrics(result: RunResult, replica_stats: list[dict[str, Any]]) -> dict[str, float]:
+    """The trainer's and the engines' idle ratios and the mean step breakdown, in verl's names.
+
+    ``fully_async/trainer/idle_ratio`` is verl's ``timing_s/gen / timing_s/step`` (summed over the
+    steps: the trainer's share of time waiting for data; ``MetricsAggregator`` in
+    ``verl/experimental/fully_async_policy/detach_utils.py``, logged as ``trainer/idle_ratio`` in
+    older versions). ``fully_async/rollouter/idle_ratio`` is verl's ``1 - active_time /
+    version_time`` (``fully_async_rollouter.py``), here over the whole run and every replica: the
+    mean share of time a replica had no batch resident or was paused (``ComputeReplica.stats``'
+    ``busy_share``), so a replica holding slots whose sequences wait in tool calls is idle. Plus
+    the per-step means of :func:`step_breakdown`'s columns.
+    """
+    steps = step_breakdown(result)
+    total = float(steps["timing_s/step"].sum()) if len(steps) else 0.0
+    out = {
+        "fully_async/trainer/idle_ratio": float(steps["timing_s/gen"].sum()) / total
+        if total > 0
+        else math.nan,
+        "fully_async/rollouter/idle_ratio": (
+            1.0 - sum(s["busy_share"] for s in replica_stats) / len(replica_stats)
+            if replica_stats
+            else math.nan
+        ),
+    }
+    for col in ("timing_s/gen", "timing_s/param_sync", "timing_s/update_actor", "timing_s/step"):
+        out[col] = float(steps[col].mean()) if len(steps) else math.nan
+    return out
