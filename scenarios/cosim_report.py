@@ -187,6 +187,38 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
     return "\n".join(lines)
 
 
+def claims_table(records: Sequence[dict[str, Any]]) -> str:
+    """The final held-out pass rate per (design, correction) as ``mean [lo, hi]`` (95% bootstrap
+    over seeds, as offpolicy's tables), the collapsed count (final < 0.05), and the paired
+    differences on shared seeds: TIS (and any other correction) - none per design, and each
+    design - sync per correction, marked significant only where the interval excludes 0."""
+    from offpolicy.experiment import COLLAPSED, fmt_ci, group_runs, paired_table
+
+    runs = [
+        dict(
+            design=r["design"],
+            correction=r["correction"],
+            seed=r["seed"],
+            heldout=dict(pass_rate=r["summary"]["final_pass_rate"]),
+        )
+        for r in records
+    ]
+    groups = group_runs(runs, ("design", "correction"))
+    lines = ["design      corr  | n  | final held-out [95% bootstrap] | collapsed"]
+    for (design, corr), group in groups.items():
+        finals = [g["heldout"]["pass_rate"] for g in group]
+        n_bad = sum(f < COLLAPSED for f in finals)
+        lines.append(
+            f"{design:11s} {corr:5s} | {len(group):<2d} | {fmt_ci(finals):30s} | {n_bad}/{len(group)}"
+        )
+    cells = list(groups)
+    pairs = [((d, c), (d, "none")) for d, c in cells if c != "none" and (d, "none") in groups]
+    pairs += [((d, c), ("sync", c)) for d, c in cells if d != "sync" and ("sync", c) in groups]
+    if pairs:
+        lines += ["", paired_table(runs, pairs, ("design", "correction"))]
+    return "\n".join(lines)
+
+
 def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass rate."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -325,7 +357,8 @@ def cli(argv: Sequence[str]) -> int:
     ap.add_argument(
         "--perf",
         metavar="DESIGN",
-        help="only measure CPU time against train_rl: one run per seed (default 5 seeds, "
+        help="only measure CPU time against train_rl (a design or a comma list; --json writes the "
+        "runs): one run per seed (default 5 seeds, "
         f"{','.join(map(str, PERF_SEEDS))}; --seed-list overrides), per-run ratios and their median",
     )
     ap.add_argument("--retable", metavar="JSON", help="only re-print the table of a stored --json file")
@@ -335,22 +368,29 @@ def cli(argv: Sequence[str]) -> int:
             records = json.loads(Path(args.retable).read_text())["runs"]
             rows = aggregate(records, args.target, args.also_target)
             print(format_table(rows, args.target))
+            print("\n" + claims_table(records))
             if args.json:  # rewrite the stored table with this aggregation
                 Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
             if args.html:
                 write_html(records, args.html, args.target)
             return 0
         seed_list = _seed_list(args.seed_list) if args.seed_list else None
-        if args.perf is not None:
-            _names(args.perf, list(DESIGNS), "--perf")
-            out = perf_protocol(args.perf, args.steps, seed_list or PERF_SEEDS, args.gym)
-            print(
-                f"{args.perf}: ratios {' '.join(f'{x:.2f}' for x in out['ratios'])}; "
-                f"median {out['median']:.2f} "
-                f"(goal <= {PERF_GOAL}), max {out['max']:.2f} (limit {PERF_RUN_LIMIT}): "
-                + ("met" if out["meets_goal"] else "NOT met")
-            )
-            print(json.dumps(out, indent=1))
+        if args.perf is not None:  # one design or a comma list, each over the same seeds
+            outs = [
+                perf_protocol(d, args.steps, seed_list or PERF_SEEDS, args.gym)
+                for d in _names(args.perf, list(DESIGNS), "--perf")
+            ]
+            lines = ["design      | per-run ratio (cosim / train_rl CPU s) | median | max | goal"]
+            for out in outs:
+                verdict = "met" if out["meets_goal"] else "NOT met"
+                lines.append(
+                    f"{out['design']:11s} | {' '.join(f'{x:.2f}' for x in out['ratios']):38s} | "
+                    f"{out['median']:6.2f} | {out['max']:4.2f} | {verdict}"
+                )
+            lines.append(f"goal: median <= {PERF_GOAL} and every run <= {PERF_RUN_LIMIT}")
+            print("\n".join(lines))
+            if args.json:
+                Path(args.json).write_text(json.dumps(dict(table="\n".join(lines), designs=outs), indent=1))
             return 0
         designs = _names(args.designs, list(DESIGNS), "--designs")
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
@@ -375,6 +415,7 @@ def cli(argv: Sequence[str]) -> int:
     run_grid(designs, corrections, seed_list or args.seeds, base, done=list(records), on_run=save)
     rows = aggregate(records, args.target, args.also_target)
     print(format_table(rows, args.target))
+    print("\n" + claims_table(records))
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
     if args.html:

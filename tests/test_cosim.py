@@ -175,6 +175,23 @@ def test_report_table_aggregates_seeds(tmp_path: Path) -> None:
     assert "held-out pass rate" in (tmp_path / "f.html").read_text()
 
 
+def test_claims_table_gives_intervals_collapses_and_paired_differences() -> None:
+    """Final held-out as mean [lo, hi], the collapsed count, and paired differences on shared
+    seeds; a 3-seed difference is printed but marked as no claim."""
+    from scenarios.cosim_report import claims_table
+
+    def rec(design: str, corr: str, seed: int, final: float) -> dict[str, object]:
+        return dict(design=design, correction=corr, seed=seed, summary=dict(final_pass_rate=final))
+
+    finals = {"none": [0.6, 0.0, 0.5], "tis": [0.7, 0.4, 0.6]}
+    records = [rec("async-eta2", c, s, f) for c, fs in finals.items() for s, f in zip((1, 2, 3), fs)]
+    records += [rec("sync", c, s, 0.8) for c in finals for s in (1, 2, 3)]
+    table = claims_table(records)
+    assert "async-eta2  none  | 3  | 0.37 [" in table and "| 1/3" in table  # seed 2 collapsed
+    assert "async-eta2 tis - async-eta2 none | +0.20 [" in table and "no claim" in table
+    assert "sync none" in table.split("paired")[1]  # each design against sync
+
+
 @pytest.mark.parametrize(
     ("kw", "field"),
     [
