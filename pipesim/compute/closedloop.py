@@ -8,6 +8,7 @@ no weight syncs) and ``on_finished``.
 
 from __future__ import annotations
 
+import gc
 from typing import Any, cast
 
 import numpy as np
@@ -60,7 +61,13 @@ class ClosedLoop:
         self.limit = samples
         for _ in range(min(self.concurrency, samples)):
             self._start()
-        self.env.run()
+        enabled = gc.isenabled()
+        gc.disable()  # as ``Pipeline.run`` does: many long-lived small objects, nothing cyclic
+        try:
+            self.env.run()
+        finally:
+            if enabled:
+                gc.enable()
         T = self.env.now
         s = self.replica.stats(T)
         return {

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import simpy
+from simpy.events import NORMAL
 
 from pipesim.compute.batch import BatchState, ReplicaSeries, Seq
 from pipesim.compute.cost import ReplicaCost
@@ -151,6 +152,8 @@ class ComputeReplica(BatchState):
         self.tool_calls = 0
         self.timeline: list[tuple[float, int, int, float, float, bool]] = []
         self._pause_recorded = -math.inf
+        self._on_timer_cb = self._on_timer  # one bound method each: how _drive knows its own events
+        self._on_tool_cb = self._on_tool
         if series or (series is None and record):
             self.series = series if isinstance(series, ReplicaSeries) else ReplicaSeries()
 
@@ -209,7 +212,7 @@ class ComputeReplica(BatchState):
         at = self._plan(now)
         if at < math.inf:
             ev = self.env.timeout(at - now if at > now else 0.0)
-            ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
+            ev.callbacks.append(self._on_timer_cb)  # type: ignore[union-attr]
             self._timer = ev
 
     def _on_timer(self, ev: simpy.Event) -> None:
@@ -237,27 +240,69 @@ class ComputeReplica(BatchState):
         first), set its clock to ``now + delay`` and call :meth:`_on_timer`. Setting the clock
         (``Environment._now``, as :meth:`simpy.Environment.step` does) and handling the change
         directly leaves every result bit-identical and saves an event, its heap push and its pop;
-        in a closed loop on one replica the whole run is one event. (``pipesim/core/slots.py``
-        pushes its wake-ups onto ``env._queue`` in the same spirit, and the kernel's
-        ``Pipeline.on_finished`` runs its controller pass in place on the same ``peek`` test.)
+        in a closed loop on one replica the whole run is one event. This replica's own superseded
+        timeouts at the head of the queue are dropped on the way (popped, they would do nothing).
+        (``pipesim/core/slots.py`` pushes its wake-ups onto ``env._queue`` in the same spirit, and
+        the kernel's ``Pipeline.on_finished`` runs its controller pass in place on the same
+        ``peek`` test.)
         """
         env = self.env
         queue = env._queue  # type: ignore[attr-defined]
+        on_timer, on_tool, tooling = self._on_timer_cb, self._on_tool_cb, self.tooling
+        heappop = heapq.heappop
         while True:
             at = self._step(now, rearm=False)
             if at == math.inf:
                 return
             t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
-            if queue and queue[0][0] <= t:
-                ev = env.timeout(at - now if at > now else 0.0)
-                ev.callbacks.append(self._on_timer)  # type: ignore[union-attr]
-                self._timer = ev
-                return
-            env._now = now = t  # type: ignore[attr-defined]
-            self._advance(now)
-            target = self._target_v  # _snap(now, force=True), inlined
-            if self.v < target < math.inf:
-                self._snap_tokens(now, target)
+            at_t = True  # the next change is the one planned for t (not a tool return before it)
+            while queue and queue[0][0] <= t:  # what SimPy would pop before t
+                tt, _, _, ev = queue[0]
+                cbs = ev.callbacks
+                cb = cbs[0] if cbs and len(cbs) == 1 else None
+                if cb is on_timer:  # this replica's superseded timeout: popped, it does nothing
+                    heappop(queue)
+                    continue
+                if cb is not on_tool or tt >= t:
+                    self._arm_at(t)  # someone else's event comes first
+                    return
+                # this replica's tool call returns first: what SimPy and _on_tool would do
+                heappop(queue)
+                ev.callbacks = None  # type: ignore[assignment]
+                env._now = now = tt  # type: ignore[attr-defined]
+                seq = ev._value
+                if seq not in tooling:
+                    continue  # taken off the replica during the call
+                del tooling[seq]
+                self.waiting.append(seq)
+                if self._settle_pending or (queue and queue[0][0] <= now):
+                    if not self._settle_pending:  # others at this instant: settle after them
+                        self._settle_pending = True
+                        ev = env.timeout(0.0)
+                        ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
+                    self._arm_at(t)
+                    return
+                at_t = False
+                break
+            if at_t:
+                env._now = now = t  # type: ignore[attr-defined]
+                self._advance(now)
+                target = self._target_v  # _snap(now, force=True), inlined
+                if self.v < target < math.inf:
+                    self._snap_tokens(now, target)
+            else:
+                self._advance(now)
+
+    def _arm_at(self, t: float) -> None:
+        """Arm the timer at the absolute time ``t`` (what ``env.timeout(t - now)`` computed as
+        ``now + (t - now)`` gives), scheduled as SimPy's ``schedule`` does."""
+        env = self.env
+        ev = simpy.Event(env)
+        ev._ok = True
+        ev._value = None
+        ev.callbacks.append(self._on_timer_cb)  # type: ignore[union-attr]
+        heapq.heappush(env._queue, (t, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
+        self._timer = ev
 
     def _step(self, now: float, rearm: bool = True) -> float:
         """Finish what is due, preempt if the cache is full, admit, report, re-arm (or, with
@@ -347,11 +392,18 @@ class ComputeReplica(BatchState):
         seq.turn_end += turns[seq.turn][0]
         self.tooling[seq] = None
         self.tool_calls += 1
-        if self.pool is None:
-            ev = self.env.timeout(tool_s)
-            ev.callbacks.append(lambda _ev, s=seq: self._tool_return(s))  # type: ignore[misc, union-attr]
+        if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
+            env = self.env
+            ev = simpy.Event(env)
+            ev._ok = True
+            ev._value = seq
+            ev.callbacks.append(self._on_tool_cb)  # type: ignore[union-attr]
+            heapq.heappush(env._queue, (env.now + tool_s, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
         else:
             self.pool.call(tool_s, lambda s=seq: self._tool_return(s))  # type: ignore[misc]
+
+    def _on_tool(self, ev: simpy.Event) -> None:
+        self._tool_return(ev._value)
 
     def _tool_return(self, seq: Seq) -> None:
         """The tool answered: ``seq`` queues for the GPU (its observation to prefill)."""
