@@ -7,14 +7,17 @@ The question
     to learning, and do importance corrections help?
 
 The pieces
-    gym         30 deterministic bug-fix tasks (20 train, 10 held out). An episode is multi-turn:
-                ``read`` shows the numbered file, ``fix <n>`` ends it with reward 1 on the buggy
-                line; invalid actions end it with 0 and are counted apart. Blind guess = 1/5.
-                ``gym="issue"``: four lines show the defect and only the issue's variable
-                identifies the bug (a rule that ignores the issue scores 1/4).
+    gym         deterministic bug-fix tasks. An episode is multi-turn: ``read`` shows the
+                numbered file, ``fix <n>`` ends it with reward 1 on the buggy line; invalid
+                actions end it with 0 and are counted apart. Blind guess = 1/5. The default,
+                ``gym="issue"`` (400 train, 40 held out): four lines show the defect ``/ 0`` and
+                only the issue's variable identifies the bug (a rule that ignores the issue
+                scores 1/4). ``gym="defect"`` (20 train, 10 held out): the bug is the only
+                ``/ 0`` line, so the issue can be ignored.
     model       TinyAgent, a ~162k-parameter decoder-only transformer, and checkpoints that
                 refuse corrupt files or other architectures with a clear ``CheckpointError``.
-    base        the RL base: a supervised warm start that reads but mostly answers wrong.
+    base        the RL base of each gym: a supervised warm start that reads but mostly answers
+                wrong (``ISSUE_BASE`` for the default gym).
     rollout     batched sampling (one forward per decode step for the whole batch) that records
                 each token's behaviour log-prob ``sample_logp`` and weight version; episodes are
                 plain data, can be paused and continued under newer weights, and ``collate`` turns

@@ -1,4 +1,9 @@
-"""The bug-fix gym: 30 deterministic tasks, a word tokenizer, and a multi-turn environment.
+"""The bug-fix gyms: deterministic tasks, a word tokenizer, and a multi-turn environment.
+
+Two gyms share the file format, the tokenizer and the environment. The default is the
+``issue`` gym (section at the end): four lines show the defect and only the issue names the
+bug. The ``defect`` gym, described first, is the original one, where the bug is the only line
+showing the defect; pass ``gym="defect"`` for it.
 
 Design
 ------
@@ -31,9 +36,9 @@ training split and 20-29 the held-out split (different files and different issue
 pairings). ``make_demo_tasks`` draws further tasks from another seed for the supervised warm
 start, excluding any that coincide with a gym task.
 
-The ``issue`` gym (``make_tasks(split, gym="issue")``): the issue is needed
+The ``issue`` gym (the default, ``make_tasks(split)``): the issue is needed
 ----------------------------------------------------------------------------------------
-In the default (``"defect"``) gym a policy can ignore the issue: the only ``/ 0`` line is the
+In the ``"defect"`` gym a policy can ignore the issue: the only ``/ 0`` line is the
 bug. The ``issue`` gym gives ``N_DEFECT_LINES`` = 4 of the 5 lines the same defect, ``/ 0``:
 the bug and three decoys with the same surface features; one line is clean. The bug is the
 ``/ 0`` line that assigns the variable the issue names. So:
@@ -46,7 +51,7 @@ the bug and three decoys with the same surface features; one line is clean. The 
   clean-line position the bug is on each of the four ``/ 0`` lines equally often;
 * only the issue's variable, matched against the left-hand sides, names the line.
 
-The issue gym has ``N_ISSUE_TRAIN`` = 60 random training tasks and the 40 balanced held-out
+The issue gym has ``N_ISSUE_TRAIN`` = 400 random training tasks and the 40 balanced held-out
 tasks; its words are the default gym's pools, so the tokenizer (vocabulary) is the same.
 Demonstration tasks come from another seed and never equal a task of either gym.
 """

@@ -10,7 +10,7 @@ runs only the chapter's seven configurations; corrections at lag 0 are skipped u
 those seeds (instead of ``range(--seeds)``). Every cell is ``mean [lo, hi]`` with a 95% bootstrap
 interval, and a paired table follows: each correction minus ``none`` at the same lag, and each
 uncorrected lag minus lag 0, on the seeds both ran, marked significant only when the interval
-excludes 0.
+excludes 0. ``--gym defect`` runs the defect gym instead of the default issue gym.
 """
 
 from __future__ import annotations
