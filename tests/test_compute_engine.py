@@ -419,3 +419,67 @@ def test_one_environment_worker_is_the_bottleneck() -> None:
     one = run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1, env_workers=1), wl)
     # 16 episodes x 2 tool calls of 2 s on one worker: at least 64 s per step
     assert one.result.sim_time_s > 2 * 64.0 > free.result.sim_time_s
+
+
+# -- handling batch changes in place is exact ---------------------------------------------------------
+def _fingerprint(run: Any) -> tuple[Any, ...]:
+    summary = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in run.summary().items()}
+    ends = [(e.id, e.end_s, e.duration_s, e.status) for e in run.result.episodes]
+    return summary, ends, run.engines
+
+
+@pytest.mark.parametrize(
+    ("trainer_gpus", "agent", "workers", "tight", "policy"),
+    [
+        (0, None, None, False, "drain"),  # colocated: pauses for training
+        (2, None, None, False, "partial"),  # two replicas interleave
+        (1, None, None, True, "partial"),  # preemptions
+        (
+            1,
+            AgentTurns(turns=3, tool_latency_s=1.0, tool_latency_sigma=0.0, observation_tokens=32),
+            None,
+            False,
+            "partial",
+        ),
+        (
+            1,
+            AgentTurns(turns=3, tool_latency_s=0.0, tool_latency_sigma=0.0, observation_tokens=8),
+            None,
+            True,
+            "reprefill",
+        ),
+        (
+            2,
+            AgentTurns(turns=3, tool_latency_s=0.5, tool_latency_sigma=1.0, observation_tokens=32),
+            16,
+            False,
+            "partial",
+        ),
+    ],
+)
+def test_in_place_handling_is_bit_identical(
+    monkeypatch: pytest.MonkeyPatch,
+    trainer_gpus: int,
+    agent: AgentTurns | None,
+    workers: int | None,
+    tight: bool,
+    policy: str,
+) -> None:
+    """The replica handles a batch change (or its own tool return) that comes first in SimPy's
+    queue in place instead of through a timeout: the run is the same to the last bit."""
+    engine = config_with_budget(6000, max_num_seqs=64) if tight else SMALL
+    work = TokenWorkload(
+        response=LogNormalLengths(96.0, 0.7), prompt=64, max_response_tokens=256, agent=agent
+    )
+    wu = {
+        "drain": pipesim.Drain(),
+        "partial": pipesim.PartialRollout(),
+        "reprefill": pipesim.AbortReprefill(),
+    }[policy]
+    cfg = pipesim.PipelineConfig(batch_size=64, steps=3, max_staleness=0 if policy == "drain" else 1)
+    sc = pipesim.Scenario(pipeline=cfg, weight_update=wu)
+    cluster = Cluster(engine=engine, n_gpus=trainer_gpus + 2, trainer_gpus=trainer_gpus, env_workers=workers)
+    fast = _fingerprint(run_compute(sc, cluster, work, seed=7))
+    monkeypatch.setattr(ComputeReplica, "handle_in_place", False)
+    slow = _fingerprint(run_compute(sc, cluster, work, seed=7))
+    assert fast == slow

@@ -115,6 +115,11 @@ class EnvWorkers:
 class ComputeReplica(BatchState):
     """One continuous-batching replica (see the module docstring)."""
 
+    handle_in_place = True
+    """Handle a batch change or tool return that comes first in SimPy's queue in place
+    (:meth:`_drive`); False sends every one through a SimPy event, the slower reference the tests
+    compare against (the results are identical)."""
+
     def __init__(
         self,
         pipeline: Pipeline,
@@ -253,6 +258,11 @@ class ComputeReplica(BatchState):
         while True:
             at = self._step(now, rearm=False)
             if at == math.inf:
+                return
+            if not self.handle_in_place:  # the reference: every change through a timeout
+                timer = env.timeout(at - now if at > now else 0.0)
+                timer.callbacks.append(on_timer)  # type: ignore[union-attr]
+                self._timer = timer
                 return
             t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
             at_t = True  # the next change is the one planned for t (not a tool return before it)
@@ -414,7 +424,7 @@ class ComputeReplica(BatchState):
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             env = self.env
             now = env.now
-            if env.peek() > now:  # the settle event would be the next event: handle it here
+            if self.handle_in_place and env.peek() > now:  # the settle event would be next: now
                 self._advance(now)
                 self._drive(now)
                 return
