@@ -7,16 +7,17 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
 from pipesim.compute import cluster as cluster_mod
-from pipesim.compute.batch import ReplicaSeries
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.engine import ComputeReplica, replica_timeline, step_breakdown, verl_metrics
+from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 
 ENGINE = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=2048, max_num_seqs=64)
@@ -149,6 +150,11 @@ def test_run_series_steps_and_idle_ratios(
     mean_busy = sum(e["busy_share"] for e in run.engines) / len(run.engines)
     assert m["fully_async/rollouter/idle_ratio"] == pytest.approx(1 - mean_busy)
     assert not math.isnan(m["timing_s/update_actor"]) and m["timing_s/update_actor"] > 0
+    # the run itself carries both: the stacked series and verl's names in its summary
+    assert run.replica_timeline is not None
+    pd.testing.assert_frame_equal(run.replica_timeline, stacked)
+    summary = run.summary()
+    assert {k: summary[k] for k in m} == m
 
 
 def test_series_off_by_default() -> None:
@@ -158,3 +164,10 @@ def test_series_off_by_default() -> None:
     with pytest.raises(ValueError, match="series"):
         loop.replica.timeline_frame()
     assert replica_timeline([loop.replica]).empty
+
+
+def test_a_run_without_record_keeps_no_series() -> None:
+    cfg = pipesim.PipelineConfig(batch_size=64, steps=2, max_staleness=0)
+    run = run_compute(pipesim.Scenario(pipeline=cfg), Cluster(engine=ENGINE, n_gpus=2), WORK, seed=1)
+    assert run.replica_timeline is None
+    assert "fully_async/trainer/idle_ratio" in run.summary()

@@ -8,7 +8,9 @@
   against Vidur's H100 measurements;
 * the compute engine (``docs/compute.md``): :mod:`~pipesim.compute.cost` (:class:`EngineConfig`,
   :class:`ReplicaCost`), :mod:`~pipesim.compute.engine` (:class:`ComputeReplica`, continuous
-  batching on a fluid token clock), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`,
+  batching on a fluid token clock, in three layers: :mod:`~pipesim.compute.batch`,
+  :mod:`~pipesim.compute.driver` and the port), :mod:`~pipesim.compute.series` (a replica over
+  time, verl's step metrics), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`,
   :class:`TokenSource`, length models), :mod:`~pipesim.compute.trainer`,
   :mod:`~pipesim.compute.ledger`, :mod:`~pipesim.compute.cluster` (:class:`Cluster`,
   :func:`run_compute`) and :mod:`~pipesim.compute.closedloop`. The modules that need the kernel

@@ -1,7 +1,7 @@
 """The state of one replica's batch: the fluid token clock and the KV-cache scheduler.
 
-:class:`BatchState` is the half of :class:`~pipesim.compute.engine.ComputeReplica` that knows
-nothing of SimPy or the kernel: the virtual token clock ``v`` and the curve ``t(v)`` that maps it
+:class:`BatchState` is the lowest layer of :class:`~pipesim.compute.engine.ComputeReplica`, the one
+that knows nothing of SimPy or the kernel: the virtual token clock ``v`` and the curve ``t(v)`` that maps it
 to real time, the heap of resident sequences keyed by the token at which each finishes, the queue
 waiting for the KV cache, FIFO admission (``max_num_seqs``, the KV policy, the watermark),
 preemption by recompute, and prefill stalls. ``docs/compute.md`` and the engine module's docstring
@@ -15,12 +15,11 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from pipesim.compute.cost import ReplicaCost
 from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
+    from pipesim.compute.series import ReplicaSeries
     from pipesim.core.episode import Episode
 
 _INF = math.inf
@@ -66,164 +65,6 @@ class Seq:
         self.obs = 0  # observation tokens in its context
         self.cached = 0.0  # KV tokens kept for it while it is off the GPU (a tool call)
         self.fresh = prompt  # context tokens never prefilled yet (the rest of a prefill is recompute)
-
-
-class ReplicaSeries:
-    """One replica's state over time in fixed-width bins: bounded memory at any run length.
-
-    Each bin holds integrals over its time span (seconds with a resident batch, resident
-    sequences x seconds, queued sequences x seconds, KV tokens x seconds, decoded tokens,
-    compute-bound seconds, paused seconds), so a column divided by the bin width is that quantity's
-    mean over the bin and the bins sum to the run's totals exactly (up to float rounding). The
-    width starts at ``width_s`` and doubles, merging neighbouring bins, whenever the run outgrows
-    ``max_bins`` bins: at most ``max_bins`` rows, whatever the number of events. An interval that
-    straddles bins is split in proportion to time (tokens too: within one interval the decode
-    rate is taken as constant; KV grows linearly, split by the trapezoid rule).
-    """
-
-    COLUMNS = ("busy_s", "seq_s", "queued_s", "kv_s", "tokens", "compute_bound_s", "paused_s")
-
-    def __init__(self, width_s: float = 2.0**-10, max_bins: int = 4096) -> None:
-        if not (isinstance(width_s, int | float) and 0 < width_s < math.inf):
-            raise ValueError(f"width_s must be a positive finite number, got {width_s!r}")
-        if isinstance(max_bins, bool) or not isinstance(max_bins, int) or max_bins < 2:
-            raise ValueError(f"max_bins must be an int >= 2, got {max_bins!r}")
-        self.width_s = float(width_s)
-        self.max_bins = max_bins
-        self.cols: list[list[float]] = [[] for _ in self.COLUMNS]
-
-    def _grow(self, i: int) -> None:
-        """Make bin ``i`` exist, coarsening (doubling the width) while it would exceed ``max_bins``."""
-        cols = self.cols
-        while i >= self.max_bins:
-            for k, col in enumerate(cols):
-                cols[k] = [sum(col[j : j + 2]) for j in range(0, len(col), 2)]
-            self.width_s *= 2.0
-            i //= 2
-        short = i + 1 - len(cols[0])
-        if short > 0:
-            for col in cols:
-                col.extend([0.0] * short)
-
-    def add(
-        self,
-        t_from: float,
-        t_to: float,
-        busy: bool,
-        n: int,
-        queued: int,
-        kv0: float,
-        kv1: float,
-        bound: bool,
-        paused: bool,
-        tokens: float = 0.0,
-        tokens_from: float | None = None,
-    ) -> None:
-        """Integrate one interval of fixed batch: ``n`` resident sequences (decoding when ``busy``),
-        ``queued`` waiting, KV from ``kv0`` to ``kv1`` tokens, ``tokens`` decoded from
-        ``tokens_from`` (default ``t_from``) to ``t_to``; ``paused``: the replica was paused."""
-        w = self.width_s
-        i = int(t_from / w)
-        if i == int(t_to / w) and i < len(self.cols[0]):  # the common case: inside one bin
-            d = t_to - t_from
-            busy_c, seq_c, q_c, kv_c, tok_c, cb_c, p_c = self.cols
-            if d > 0.0:
-                if busy:
-                    busy_c[i] += d
-                    seq_c[i] += n * d
-                    if bound:
-                        cb_c[i] += d
-                if paused:
-                    p_c[i] += d
-                if queued:
-                    q_c[i] += queued * d
-                kv_c[i] += 0.5 * (kv0 + kv1) * d
-            if tokens:
-                tok_c[i] += tokens
-            return
-        if t_to > t_from:
-            self._spread(t_from, t_to, busy, n, queued, kv0, kv1, bound, paused)
-        if tokens:
-            a = t_from if tokens_from is None else tokens_from
-            self._spread_tokens(a, t_to, tokens)
-
-    def add_tokens(self, t: float, tokens: float) -> None:
-        """``tokens`` decoded at the instant ``t``."""
-        i = int(t / self.width_s)
-        if i >= len(self.cols[0]):
-            self._grow(i)
-            i = int(t / self.width_s)
-        self.cols[4][i] += tokens
-
-    def _spread(
-        self,
-        t_from: float,
-        t_to: float,
-        busy: bool,
-        n: int,
-        queued: int,
-        kv0: float,
-        kv1: float,
-        bound: bool,
-        paused: bool,
-    ) -> None:
-        w = self.width_s
-        i1 = int(t_to / w)
-        if i1 >= len(self.cols[0]):
-            self._grow(i1)
-            w = self.width_s
-            i1 = int(t_to / w)
-        i = min(int(t_from / w), i1)
-        busy_c, seq_c, q_c, kv_c, _, cb_c, p_c = self.cols
-        span = t_to - t_from
-        slope = (kv1 - kv0) / span
-        a = t_from
-        while True:
-            b = t_to if i >= i1 else min((i + 1) * w, t_to)
-            d = b - a
-            if d > 0.0:
-                if busy:
-                    busy_c[i] += d
-                    seq_c[i] += n * d
-                    if bound:
-                        cb_c[i] += d
-                if paused:
-                    p_c[i] += d
-                q_c[i] += queued * d
-                kv_c[i] += (kv0 + slope * (0.5 * (a + b) - t_from)) * d
-            if b >= t_to:
-                return
-            a, i = b, i + 1
-
-    def _spread_tokens(self, t_from: float, t_to: float, tokens: float) -> None:
-        w = self.width_s
-        i1 = int(t_to / w)
-        if i1 >= len(self.cols[0]):
-            self._grow(i1)
-            w = self.width_s
-            i1 = int(t_to / w)
-        col = self.cols[4]
-        i = min(int(t_from / w), i1)
-        if i == i1 or t_to <= t_from:
-            col[i1] += tokens
-            return
-        rate = tokens / (t_to - t_from)
-        a, left = t_from, tokens
-        while i < i1:
-            b = (i + 1) * w
-            part = rate * (b - a)
-            col[i] += part
-            left -= part
-            a, i = b, i + 1
-        col[i1] += left
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The bins' integrals as numpy arrays, and ``t_start_s`` / ``t_end_s``."""
-        n = len(self.cols[0])
-        out = {"t_start_s": np.arange(n) * self.width_s, "t_end_s": (np.arange(n) + 1.0) * self.width_s}
-        for name, col in zip(self.COLUMNS, self.cols, strict=True):
-            out[name] = np.asarray(col, dtype=float)
-        return out
 
 
 class BatchState:

@@ -62,11 +62,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
-from pipesim.compute.engine import ComputeReplica, EnvWorkers
+from pipesim.compute.driver import EnvWorkers
+from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.ledger import TokenLedger, token_ledger
+from pipesim.compute.series import replica_timeline, verl_metrics
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
@@ -226,6 +229,9 @@ class ComputeRun:
     """What group batching did (None: samples were batched one by one)."""
     switch_time_s: float = 0.0
     """The colocated offload and reload seconds added to each training step."""
+    replica_timeline: pd.DataFrame | None = None
+    """Every replica over time, binned (:func:`~pipesim.compute.series.replica_timeline`; kept with
+    ``record=True``, else None): running and queued sequences, KV occupancy, tokens/s, bound."""
 
     def summary(self) -> dict[str, float]:
         s = dict(self.result.summary())
@@ -254,6 +260,7 @@ class ComputeRun:
             kv_budget_tokens=float(c.engine.kv_budget_tokens),
             switch_time_s=self.switch_time_s,
         )
+        s.update(verl_metrics(self.result, self.engines))  # idle ratios and timing_s/* in verl's names
         g = self.groups
         s.update(
             groups_trained=float(g.groups_trained) if g else math.nan,
@@ -283,7 +290,8 @@ def run_compute(
     (:meth:`Cluster.switch_time_s`). ``groups``: ``True`` batches whole groups of the workload's
     ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
     is used as given; either replaces the scenario's batch policy.
-    ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``).
+    ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned
+    series (``ComputeRun.replica_timeline``).
     """
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {scenario!r}")
@@ -339,8 +347,11 @@ def run_compute(
     ledger = token_ledger(p.episodes, source, engines, filtered)
     stats = [e.stats(T) for e in engines]
     timelines = [e.timeline for e in engines] if record else []
+    series = replica_timeline(engines) if record else None
     p.release()
-    return ComputeRun(result, ledger, stats, model_trainer.log, cluster, timelines, group_stats, switch)
+    return ComputeRun(
+        result, ledger, stats, model_trainer.log, cluster, timelines, group_stats, switch, series
+    )
 
 
 def _group_policy(
