@@ -87,7 +87,13 @@ from pipesim.policies.admission import (  # noqa: E402
     QueueAhead,
     StaleFraction,
 )
-from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO  # noqa: E402
+from pipesim.policies.batching import (  # noqa: E402
+    DropOverlong,
+    DropStale,
+    EvictStalest,
+    LowestVersionFirst,
+    WindowedFIFO,
+)
 from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout  # noqa: E402
 from pipesim.policies.groups import WholeGroups  # noqa: E402
 from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
@@ -100,6 +106,7 @@ __all__ += [
     "AbortRestart",
     "AsyncRatio",
     "DropFailed",
+    "DropOverlong",
     "DropStale",
     "EvictStalest",
     "InFlightUpdate",

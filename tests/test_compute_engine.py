@@ -50,9 +50,11 @@ class FixedTokens:
     response: list[int]
     generated: list[float] = field(default_factory=list)
     turns: dict[int, list[tuple[int, float, int]]] = field(default_factory=dict)
+    truncated: list[bool] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.generated = [0.0] * len(self.prompt)
+        self.truncated = [False] * len(self.prompt)
 
     def tokens_of(self, i: int) -> tuple[int, int, int]:
         return self.prompt[i], self.response[i], max(self.response)

@@ -74,6 +74,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
+from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas
 from pipesim.results.run import RunResult
@@ -344,7 +345,8 @@ def run_compute(
     result = RunResult(p.scenario, T, p.episodes, p.updates, p.train_log, p.sync_log)
     group_stats = batching.stats(p) if batching is not None else None
     filtered = group_stats.filtered_ids if group_stats is not None else ()
-    ledger = token_ledger(p.episodes, source, engines, filtered)
+    over_length = isinstance(p.scenario.batching, DropOverlong)
+    ledger = token_ledger(p.episodes, source, engines, filtered, over_length)
     stats = [e.stats(T) for e in engines]
     timelines = [e.timeline for e in engines] if record else []
     series = replica_timeline(engines) if record else None

@@ -111,6 +111,8 @@ class ComputeReplica(ReplicaDriver):
         src = self.source
         i = ep.id
         prompt, response, max_tokens = src.tokens_of(i)
+        if src.truncated[i]:
+            ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
         turns = src.turns
         self.waiting.append(Seq(ep, prompt, response, max_tokens, turns.get(i) if turns else None))
         if not self._in_event and self.paused_since is None and not self._settle_pending:

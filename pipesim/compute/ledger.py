@@ -10,9 +10,11 @@ is a check, not an identity. ``discarded`` splits into ``discarded_stale`` (the 
 dropped a finished episode: status ``discarded``), ``discarded_filtered`` (status ``discarded``
 too, but dropped by dynamic filtering: a rejected group of
 :class:`~pipesim.policies.groups.WholeGroups`, whose ids the run passes in as ``filtered``),
+``discarded_over_length`` (status ``discarded``, a truncated sample that a policy dropping
+over-length samples removed: :class:`~pipesim.policies.batching.DropOverlong`),
 ``discarded_aborted`` (taken off an engine mid-generation: ``aborted``) and ``discarded_failed``
-(``failed``). Every episode is in exactly one term, so filtering moves tokens from
-``discarded_stale`` to ``discarded_filtered`` and the closure stays exact. Recomputed tokens (a
+(``failed``). Every episode is in exactly one term, so filtering or length dropping moves tokens
+out of ``discarded_stale`` and the closure stays exact. Recomputed tokens (a
 preemption's or a sync's re-prefill) are prefill, not generation, and are not in the ledger; the
 engines count them (``recompute_tokens``). ``truncated_trained`` (informational, inside
 ``trained``) is the tokens of trained samples cut at ``max_response_tokens``.
@@ -42,10 +44,17 @@ class TokenLedger:
     buffered: float
     in_flight: float
     truncated_trained: float
+    discarded_over_length: float = 0.0
 
     @property
     def discarded(self) -> float:
-        return self.discarded_stale + self.discarded_filtered + self.discarded_aborted + self.discarded_failed
+        return (
+            self.discarded_stale
+            + self.discarded_filtered
+            + self.discarded_over_length
+            + self.discarded_aborted
+            + self.discarded_failed
+        )
 
     @property
     def accounted(self) -> float:
@@ -76,13 +85,17 @@ def token_ledger(
     source: TokenSource,
     engines: Sequence[ComputeReplica],
     filtered: Collection[int] = (),
+    over_length: bool = False,
 ) -> TokenLedger:
     """The ledger of a finished run (call the engines' ``flush`` first, as ``run_compute`` does).
 
-    ``filtered``: ids of discarded episodes that the filter rejected (the others were stale).
+    ``filtered``: ids of discarded episodes that the filter rejected. ``over_length``: the batch
+    policy drops truncated samples (:class:`~pipesim.policies.batching.DropOverlong`), so a
+    discarded sample that was truncated was dropped for its length. The others were stale.
     """
     sums = dict.fromkeys(_STATUS.values(), 0.0)
     sums["discarded_filtered"] = 0.0
+    sums["discarded_over_length"] = 0.0
     filtered = filtered if isinstance(filtered, set | frozenset) else set(filtered)
     truncated = 0.0
     gen, trunc = source.generated, source.truncated
@@ -93,6 +106,8 @@ def token_ledger(
         tokens = gen[ep.id]
         if key == "discarded_stale" and ep.id in filtered:
             key = "discarded_filtered"
+        elif key == "discarded_stale" and over_length and trunc[ep.id]:
+            key = "discarded_over_length"
         sums[key] += tokens
         if key == "trained" and trunc[ep.id]:
             truncated += tokens

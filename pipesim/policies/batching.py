@@ -13,6 +13,7 @@ batch will be trained with.
 * :class:`DropStale` -- the chapter's exercise 2: discard episodes older than eta at consumption,
   optionally putting their tasks back in the queue. It promises staleness <= eta.
 * :class:`EvictStalest` -- a bounded buffer: beyond ``capacity`` episodes, the stalest are evicted.
+* :class:`DropOverlong` -- DAPO's overlong filtering: truncated samples are discarded, not trained.
 """
 
 from __future__ import annotations
@@ -130,3 +131,28 @@ class EvictStalest:
         batch = buffer[:b]
         del buffer[:b]
         return batch, evicted
+
+
+@dataclass(frozen=True)
+class DropOverlong(FullBatch):
+    """Discard truncated episodes when the trainer asks; train the oldest-finished B of the rest.
+
+    DAPO's *overlong filtering* (arXiv 2503.14476, section 3.4; verl's ``recipe/dapo``, SkyRL's
+    DAPO guide): a sample cut at the response cap has no final answer, so its reward is noise and
+    its loss is masked. Masking keeps it in the batch at full training cost; this policy is the
+    variant that drops it and fills the batch with complete samples, so it costs generation but
+    no trainer place (the compute engine's token ledger counts it as ``discarded_over_length``).
+    Truncated means ``Episode.truncated``: cut at the response cap by the compute engine, or at
+    the episode timeout by the chapter's slots.
+    """
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        cut = [e for e in buffer if e.truncated]
+        if cut:
+            buffer[:] = [e for e in buffer if not e.truncated]
+        b = p.batch_size
+        if len(buffer) < b:
+            return None, cut
+        batch = buffer[:b]
+        del buffer[:b]
+        return batch, cut
