@@ -73,6 +73,7 @@ POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.replicas",
     "pipesim.policies.synccost",
     "pipesim.policies.systems",
+    "pipesim.policies.verl",
     "pipesim.policies.groups",
 )
 """pipesim's own policy modules, scanned for policy classes."""

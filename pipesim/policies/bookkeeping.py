@@ -1,0 +1,77 @@
+"""Shared bookkeeping of the real systems' policies: argument checks and a per-run group book.
+
+:class:`GroupBook` (one per pipeline, kept beside the run in a weak dictionary, never in the frozen
+policy object) tracks which prompt groups are complete in the buffer, for the presets whose queue
+or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.policies.systems`).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pipesim.core.episode import Episode
+    from pipesim.core.port import PipelineView
+
+
+def check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_number(name: str, value: object, minimum: float) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < minimum:  # type: ignore[operator]
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
+
+
+class GroupBook:
+    """One run's view of the buffer by prompt group (sample ``t`` of group ``t // n``), kept up to
+    date incrementally: the batch rules below call :meth:`absorb` with the buffer, then take whole
+    groups out with :meth:`remove`. Only these rules remove episodes from their buffer, so the
+    buffer's first ``scanned`` entries are always the ones already absorbed."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.scanned = 0
+        self.members: dict[int, list[Episode]] = {}  # group -> its buffered samples
+        self.complete: dict[int, None] = {}  # groups with all n samples buffered, in completion order
+
+    def absorb(self, buffer: Sequence[Episode]) -> None:
+        for i in range(self.scanned, len(buffer)):
+            ep = buffer[i]
+            g = ep.task_id // self.n
+            m = self.members.setdefault(g, [])
+            m.append(ep)
+            if len(m) == self.n:
+                self.complete[g] = None
+        self.scanned = len(buffer)
+
+    def remove(self, buffer: list[Episode], groups: Sequence[int]) -> list[Episode]:
+        """Take ``groups`` (complete or not) out of the buffer; their samples, group by group."""
+        out: list[Episode] = []
+        for g in groups:
+            out.extend(self.members.pop(g, ()))
+            self.complete.pop(g, None)
+        if out:
+            gone = {id(e) for e in out}
+            buffer[:] = [e for e in buffer if id(e) not in gone]
+        self.scanned = len(buffer)
+        return out
+
+
+_BOOKS: weakref.WeakKeyDictionary[object, GroupBook] = weakref.WeakKeyDictionary()
+
+
+def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
+    """The run's group book (created at the first call; keyed by the pipeline, not the policy)."""
+    book = _BOOKS.get(p)
+    if book is None:
+        if batch_size % n:
+            raise ValueError(f"{who}: batch_size {batch_size} is not a whole number of groups of {n}")
+        book = _BOOKS[p] = GroupBook(n)
+    return book
