@@ -4,6 +4,8 @@ DropOverlong discards them; the token ledger counts them apart and still closes.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
@@ -71,3 +73,29 @@ def test_drop_overlong_on_the_chapter_slots_drops_timed_out_episodes() -> None:
     from pipesim.testing import check_invariants
 
     check_invariants(r)
+
+
+@settings(max_examples=15)
+@given(
+    seed=st.integers(0, 10_000),
+    eta=st.integers(0, 2),
+    update=st.sampled_from([pipesim.PartialRollout(), pipesim.Drain(), pipesim.AbortReprefill()]),
+)
+def test_the_ledger_closes_whenever_over_length_samples_are_dropped(
+    seed: int, eta: int, update: object
+) -> None:
+    cfg = pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=eta)
+    sc = pipesim.Scenario(
+        pipeline=cfg,
+        batching=pipesim.DropOverlong(),
+        admission=pipesim.AReaLThrottle(),
+        weight_update=update,  # type: ignore[arg-type]
+    )
+    run = run_compute(sc, Cluster(engine=ENGINE, n_gpus=2, trainer_gpus=1), WORK, seed=seed)
+    led = run.ledger
+    assert led.closes()
+    assert led.truncated_trained == 0 and not run.result.trained["truncated"].any()
+    table = run.result.episode_table
+    dropped = table[table["status"] == "discarded"]
+    assert dropped["truncated"].all()
+    assert led.discarded_over_length == pytest.approx(len(dropped) * WORK.max_response_tokens)
