@@ -47,6 +47,15 @@ def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Ep
     return batch
 
 
+def _oldest_finished(buffer: list[Episode], b: int) -> list[Episode] | None:
+    """Remove and return the first ``b`` finished episodes (None, removing nothing, if fewer)."""
+    if len(buffer) < b:
+        return None
+    batch = buffer[:b]
+    del buffer[:b]
+    return batch
+
+
 @dataclass(frozen=True)
 class LowestVersionFirst(FullBatch):
     """The B episodes with the lowest starting version (finishing order breaks ties)."""
@@ -98,12 +107,7 @@ class DropStale:
             buffer[:] = [e for e in buffer if e.version >= oldest_ok]
             if self.requeue:
                 p.requeue([(e.task_id, e.id) for e in stale])
-        b = p.batch_size
-        if len(buffer) < b:
-            return None, stale
-        batch = buffer[:b]
-        del buffer[:b]
-        return batch, stale
+        return _oldest_finished(buffer, p.batch_size), stale
 
 
 @dataclass(frozen=True)
@@ -126,11 +130,7 @@ class EvictStalest:
         evicted: list[Episode] = []
         if len(buffer) > self.capacity:
             evicted = _take_lowest_versions(buffer, len(buffer) - self.capacity, len(buffer))
-        if len(buffer) < b:
-            return None, evicted
-        batch = buffer[:b]
-        del buffer[:b]
-        return batch, evicted
+        return _oldest_finished(buffer, b), evicted
 
 
 @dataclass(frozen=True)
@@ -150,9 +150,4 @@ class DropOverlong(FullBatch):
         cut = [e for e in buffer if e.truncated]
         if cut:
             buffer[:] = [e for e in buffer if not e.truncated]
-        b = p.batch_size
-        if len(buffer) < b:
-            return None, cut
-        batch = buffer[:b]
-        del buffer[:b]
-        return batch, cut
+        return _oldest_finished(buffer, p.batch_size), cut
