@@ -66,7 +66,6 @@ def _counters_and_flows(
     trained: pd.DataFrame | None,
     tids: dict[str, int],
     max_flows: int,
-    discards: list[tuple[float, float]],
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     end_of_run = float(events["end_s"].max()) if len(events) else 0.0
@@ -85,12 +84,10 @@ def _counters_and_flows(
     step_start = train["start_s"].astype(float).tolist()
     waiting = episodes[episodes["status"].isin(["trained", "buffered"]) & episodes["end_s"].notna()]
     times, deltas = waiting["end_s"].astype(float).tolist(), [1] * len(waiting)
-    if not discards and "discarded_s" in episodes.columns:  # a saved run's table says when
+    if "discarded_s" in episodes.columns:  # in the buffer from its end until it was dropped
         gone = episodes[episodes["discarded_s"].notna() & episodes["end_s"].notna()]
-        discards = list(zip(gone["end_s"].astype(float), gone["discarded_s"].astype(float)))
-    for finished_s, discarded_s in discards:  # in the buffer from its end until it was dropped
-        times += [finished_s, discarded_s]
-        deltas += [1, -1]
+        times += [*gone["end_s"].astype(float), *gone["discarded_s"].astype(float)]
+        deltas += [1] * len(gone) + [-1] * len(gone)
     if trained is not None and len(trained):
         steps = trained["step"].astype(int).tolist()
         times += [step_start[k] for k in steps if k < len(step_start)]
@@ -125,7 +122,6 @@ def events_to_trace(
     name: str = "pipesim",
     trained: pd.DataFrame | None = None,
     max_flows: int = 20_000,
-    discards: list[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``
     and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
@@ -196,7 +192,7 @@ def events_to_trace(
         else:
             continue
         out.append(ev)
-    out += _counters_and_flows(events, episodes, trained, tids, max_flows, discards or [])
+    out += _counters_and_flows(events, episodes, trained, tids, max_flows)
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"source": "pipesim", "run": name}}
 
 
