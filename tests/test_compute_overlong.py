@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
-from pipesim.compute.cluster import Cluster, run_compute
+from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+from pipesim.policies.base import BatchPolicy
 
 ENGINE = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=64)
 # a heavy tail under a low cap: a good share of the samples are cut
@@ -23,11 +24,11 @@ WORK = TokenWorkload(
 )
 
 
-def _run(batching: object, eta: int = 0) -> pipesim.compute.cluster.ComputeRun:  # type: ignore[name-defined]
+def _run(batching: BatchPolicy, eta: int = 0) -> ComputeRun:
     cfg = pipesim.PipelineConfig(batch_size=32, steps=4, max_staleness=eta)
     sc = pipesim.Scenario(
         pipeline=cfg,
-        batching=batching,  # type: ignore[arg-type]
+        batching=batching,
         admission=pipesim.AReaLThrottle(),  # subtracts drops, so dropped samples are replaced
         weight_update=pipesim.PartialRollout(),
     )
