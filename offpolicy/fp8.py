@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
     parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
                 correction,
                 seed,
                 args.steps,
+                args.lr,
                 sampler=fp8_copy if name == "fp8" else None,
                 eval_every=args.eval_every,
                 gym=args.gym,

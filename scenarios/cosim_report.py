@@ -76,9 +76,11 @@ def run_grid(
 ) -> list[CosimResult]:
     """Every design x correction x seed (``seeds``: a count for 0..seeds-1, or the seeds),
     sequentially, in that order; runs whose (design, correction, seed) is in ``done`` (records)
-    are skipped; ``on_run(result)`` is called after each run."""
+    at ``base``'s learning rate are skipped (a record without ``lr`` predates the field and counts
+    as the default's); ``on_run(result)`` is called after each run."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    skip = {(r["design"], r["correction"], r["seed"]) for r in done}
+    lr = base.rl.lr
+    skip = {(r["design"], r["correction"], r["seed"]) for r in done if r.get("lr", RLConfig().lr) == lr}
     out = []
     for design in designs:
         for corr in corrections:
@@ -112,6 +114,7 @@ def run_record(r: CosimResult) -> dict[str, Any]:
         correction=r.config.correction,
         seed=r.config.seed,
         gym=r.config.gym,
+        lr=r.config.rl.lr,
         batch_size=r.config.batch_size,
         summary={k: clean(v) for k, v in r.summary().items()},
         counts=r.counts,
@@ -295,13 +298,18 @@ PERF_GOAL, PERF_RUN_LIMIT = 1.5, 1.8  # median and single-run ceilings of the co
 
 
 def perf_ratio(
-    design: str = "async-eta4", steps: int = 40, seed: int = 0, gym: str = DEFAULT_GYM
+    design: str = "async-eta4",
+    steps: int = 40,
+    seed: int = 0,
+    gym: str = DEFAULT_GYM,
+    lr: float | None = None,
 ) -> dict[str, float]:
-    """CPU seconds of a co-simulated run (no evaluation) over a plain ``train_rl`` run of ``steps``."""
+    """CPU seconds of a co-simulated run (no evaluation) over a plain ``train_rl`` run of ``steps``
+    (both at ``lr``, default ``RLConfig``'s)."""
     torch.set_num_threads(1)
     tok = build_tokenizer()
     base = make_rl_base(tok, base_config(gym))
-    rl = RLConfig(seed=seed)
+    rl = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
     t0 = time.process_time()
     train_rl(copy.deepcopy(base), make_tasks("train", gym), tok, rl, steps)
     plain = time.process_time() - t0
@@ -311,13 +319,18 @@ def perf_ratio(
 
 
 def perf_protocol(
-    design: str, steps: int = 40, seeds: Sequence[int] = PERF_SEEDS, gym: str = DEFAULT_GYM, log: bool = True
+    design: str,
+    steps: int = 40,
+    seeds: Sequence[int] = PERF_SEEDS,
+    gym: str = DEFAULT_GYM,
+    log: bool = True,
+    lr: float | None = None,
 ) -> dict[str, Any]:
     """One :func:`perf_ratio` per seed (each its own ``train_rl`` and co-simulated run, alternating)
     -> the per-run ratios, their median and maximum, and whether both meet the goal."""
     runs = []
     for seed in seeds:
-        r = perf_ratio(design, steps, seed, gym)
+        r = perf_ratio(design, steps, seed, gym, lr)
         runs.append(r)
         if log:
             print(
@@ -349,6 +362,7 @@ def cli(argv: Sequence[str]) -> int:
     ap.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --json, skip them")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     ap.add_argument("--target", type=float, default=0.5, help="target held-out pass rate")
     ap.add_argument("--also-target", type=float, help="a second target pass rate for the table")
     ap.add_argument("--eval-every", type=int, default=5, help="evaluate every k steps")
@@ -377,7 +391,7 @@ def cli(argv: Sequence[str]) -> int:
         seed_list = _seed_list(args.seed_list) if args.seed_list else None
         if args.perf is not None:  # one design or a comma list, each over the same seeds
             outs = [
-                perf_protocol(d, args.steps, seed_list or PERF_SEEDS, args.gym)
+                perf_protocol(d, args.steps, seed_list or PERF_SEEDS, args.gym, lr=args.lr)
                 for d in _names(args.perf, list(DESIGNS), "--perf")
             ]
             lines = ["design      | per-run ratio (cosim / train_rl CPU s) | median | max | goal"]
@@ -396,8 +410,15 @@ def cli(argv: Sequence[str]) -> int:
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
         if args.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        if args.lr is not None and args.lr <= 0:
+            raise ValueError(f"--lr must be > 0, got {args.lr}")
+        rl = RLConfig() if args.lr is None else RLConfig(lr=args.lr)
         base = CosimConfig(
-            steps=args.steps, target_pass_rate=args.target, eval_every_steps=args.eval_every, gym=args.gym
+            steps=args.steps,
+            target_pass_rate=args.target,
+            eval_every_steps=args.eval_every,
+            gym=args.gym,
+            rl=rl,
         )
         if args.resume and not args.json:
             raise ValueError("--resume needs --json")

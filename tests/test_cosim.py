@@ -274,3 +274,25 @@ def test_bucketed_continuation_samples_what_the_padded_one_does() -> None:
         assert torch.allclose(torch.tensor(x.sample_logp), torch.tensor(y.sample_logp), atol=1e-5)
     groups = length_buckets([6, 40, 7, 42, 80, 6])
     assert sorted(i for g in groups for i in g) == list(range(6)) and len(groups) == 3
+
+
+def test_resume_skips_only_the_runs_stored_at_the_same_learning_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenarios.cosim_report as report
+
+    ran: list[tuple[str, int, float]] = []
+    monkeypatch.setattr(report, "run_cosim", lambda cfg: ran.append((cfg.design, cfg.seed, cfg.rl.lr)))
+    base = small("sync", rl=RLConfig(episodes_per_step=16, group_size=4, lr=3e-4))
+    stored = [
+        dict(design="sync", correction="none", seed=1, lr=3e-4),  # same lr: skipped
+        dict(design="sync", correction="none", seed=2, lr=1e-3),  # another lr: run again
+        dict(design="sync", correction="none", seed=3),  # no lr (older files): the default's
+    ]
+    report.run_grid(["sync"], ["none"], [1, 2, 3], base, log=False, done=stored)
+    assert ran == [("sync", 2, 3e-4)] and RLConfig().lr == 3e-4
+    with pytest.raises(SystemExit):
+        cli(["--lr", "0", "--seeds", "1"])
+
+
+def test_run_records_carry_the_learning_rate() -> None:
+    r = run_small(small("sync", steps=1, rl=RLConfig(episodes_per_step=16, group_size=4, lr=5e-4)))
+    assert run_record(r)["lr"] == 5e-4
