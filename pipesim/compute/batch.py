@@ -4,8 +4,9 @@
 that knows nothing of SimPy or the kernel: the virtual token clock ``v`` and the curve ``t(v)`` that maps it
 to real time, the heap of resident sequences keyed by the token at which each finishes, the queue
 waiting for the KV cache, FIFO admission (``max_num_seqs``, the KV policy, the watermark),
-preemption by recompute, and prefill stalls. ``docs/compute.md`` and the engine module's docstring
-describe the model; the replica drives this state at its events.
+preemption by recompute, and prefill stalls; with ``share_group_prefix``, the prompt KV a group
+shares on the replica (:mod:`pipesim.compute.prefix`). ``docs/compute.md`` and the engine module's
+docstring describe the model; the replica drives this state at its events.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
+from pipesim.compute import prefix
 from pipesim.compute.cost import ReplicaCost
 from pipesim.core.errors import PipelineError
 
@@ -43,6 +45,8 @@ class Seq:
         "obs",
         "cached",
         "fresh",
+        "group",
+        "ref",
     )
 
     def __init__(
@@ -65,6 +69,8 @@ class Seq:
         self.obs = 0  # observation tokens in its context
         self.cached = 0.0  # KV tokens kept for it while it is off the GPU (a tool call)
         self.fresh = prompt  # context tokens never prefilled yet (the rest of a prefill is recompute)
+        self.group = -1  # its prompt group, where the replica shares prompts (share_group_prefix)
+        self.ref = False  # it holds a reference on its group's shared prompt KV
 
 
 class BatchState:
@@ -112,7 +118,10 @@ class BatchState:
         self.preemptions = 0
         self.peak_kv_tokens = 0.0
         self.held: dict[Seq, float] = {}  # KV kept for sequences in a tool call, oldest first
-        self.held_total = 0.0
+        self.held_total = 0.0  # KV outside kv_base + n * v: held, less the prompt KV groups share
+        self._share = cfg.share_group_prefix
+        self.prefix_holders: dict[int, int] = {}  # group -> members holding its prompt's KV
+        self.shared_prefix_tokens = 0.0  # prompt tokens not prefilled (nor cached again): shared
         self.series: ReplicaSeries | None = None  # the binned time series, where one is kept
         self._queued = 0  # sequences waiting since the last batch change (for the series)
 
@@ -216,6 +225,8 @@ class BatchState:
             seq.gen_before += self.v - seq.v_start
             self.kv_base -= seq.kv_off
             self.n -= 1
+            if self._share:
+                prefix.leave(self, seq)
             self.waiting.appendleft(seq)
             self.preemptions += 1
             self._since_finish += 1
@@ -231,9 +242,13 @@ class BatchState:
         seq = next(iter(self.held))
         self.held_total -= self.held.pop(seq)
         seq.cached = 0.0
+        if self._share:
+            prefix.leave(self, seq)
 
     def _fits(self, seq: Seq) -> bool:
         """Whether ``seq`` may join now (cached prefixes of tool calls are evicted to make room)."""
+        if self._share:
+            return prefix.fits(self, seq)
         if self.n >= self._max_seqs:
             return False
         if self.n == 0 and not self.held:
@@ -270,11 +285,13 @@ class BatchState:
         new_tokens, pairs, k = 0.0, 0.0, 0
         heap, admitted, held = self.heap, self.admitted, self.held
         preempt, max_seqs, cap = self._preempt, self._max_seqs, self._admit_cap
+        share = self._share
+        inline = preempt and not share  # the inlined test below knows nothing of shared prompts
         heappush = heapq.heappush
         while waiting:
             seq = waiting[0]
             n = self.n
-            if held or not preempt:
+            if held or not inline:
                 if not self._fits(seq):
                     break
             elif n:  # _fits without cached prefixes to evict, inlined
@@ -302,6 +319,9 @@ class BatchState:
             heappush(heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
             admitted.append((stamp, seq))
             new = ctx - cached
+            if share:  # a prompt another member holds is not prefilled again
+                new = prefix.join(self, seq, new)
+                cached = ctx - new
             new_tokens += new
             pairs += new * (cached + 0.5 * new)
             k += 1

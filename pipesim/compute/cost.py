@@ -101,6 +101,11 @@ class EngineConfig:
     """Multi-turn: a sequence's KV during a tool call is ``"keep"`` (a prefix cache, counted
     against the budget and evicted oldest first when room is needed) or ``"drop"`` (recomputed on
     return). Only ``kv_policy="preempt"`` keeps it."""
+    share_group_prefix: bool = False
+    """Samples of one prompt group on one replica share their prompt's KV (vLLM's automatic prefix
+    caching, SGLang's RadixAttention): a sample whose group's prompt is resident there prefills
+    only its own tokens, and the prompt's KV counts once per (replica, group) while a member holds
+    it (``docs/compute.md``, "Shared prompt prefix"). Off: every sample prefills and holds its own."""
     watermark: float = 0.01
     """Share of the KV budget kept free when admitting under ``preempt`` (vLLM's watermark)."""
     iteration_overhead_s: float = 1e-3
@@ -131,6 +136,8 @@ class EngineConfig:
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {u!r}")
+        if not isinstance(self.share_group_prefix, bool):
+            raise ValueError(f"share_group_prefix must be a bool, got {self.share_group_prefix!r}")
         if self.tool_kv not in TOOL_KV:
             raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {self.tool_kv!r}")
         if not isinstance(self.watermark, int | float) or not 0 <= self.watermark < 1:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import NORMAL
 
+from pipesim.compute import prefix
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
 from pipesim.compute.series import ReplicaSeries
@@ -309,7 +310,7 @@ class ReplicaDriver(BatchState):
             return done
         n_upd = len(self.p.updates)
         generated = self.source.generated
-        preempt = self._preempt
+        preempt, share = self._preempt, self._share
         free = self.free
         clock = (self.paused_since if self.paused_since is not None else now) - self.offset
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -326,6 +327,8 @@ class ReplicaDriver(BatchState):
             if seq.turns is not None and seq.turn + 1 < len(seq.turns):
                 self._end_turn(seq)
                 continue
+            if share:  # its reference on the group's prompt goes (the last one frees it)
+                prefix.leave(self, seq)
             ep = seq.ep
             heappush(free, ep.slot)
             ep.end_s = now
@@ -353,6 +356,8 @@ class ReplicaDriver(BatchState):
             seq.cached = seq.prompt + seq.gen_before + seq.obs
             self.held[seq] = seq.cached
             self.held_total += seq.cached
+        elif self._share:  # its KV is dropped for the call: so is its reference on the prompt
+            prefix.leave(self, seq)
         seq.turn += 1
         seq.obs += obs
         seq.fresh = obs

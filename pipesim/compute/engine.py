@@ -35,6 +35,8 @@ sequence is preempted: its KV is freed, it waits at the head of the queue and, r
 the prefill of its prompt and everything it generated (recompute). Under ``"reserve"`` a
 sequence is admitted only if its prompt plus ``max_tokens`` fit beside the others' reservations;
 none is ever preempted. A replica that preempts without ever finishing stops with ``PipelineError``.
+With ``share_group_prefix`` the samples of a prompt group on one replica prefill and hold their
+prompt's KV once, reference counted (:mod:`pipesim.compute.prefix`).
 
 Three layers: the clock and the scheduler are :class:`~pipesim.compute.batch.BatchState`;
 :class:`~pipesim.compute.driver.ReplicaDriver` adds the SimPy timer (one pending timeout,
@@ -68,6 +70,7 @@ from typing import Any
 import pandas as pd
 import simpy
 
+from pipesim.compute import prefix
 from pipesim.compute.batch import Seq
 from pipesim.compute.driver import EnvWorkers, ReplicaDriver
 from pipesim.compute.series import replica_timeline, step_breakdown, timeline_frame, verl_metrics
@@ -114,7 +117,10 @@ class ComputeReplica(ReplicaDriver):
         if src.truncated[i]:
             ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
         turns = src.turns
-        self.waiting.append(Seq(ep, prompt, response, max_tokens, turns.get(i) if turns else None))
+        seq = Seq(ep, prompt, response, max_tokens, turns.get(i) if turns else None)
+        if self._share:
+            seq.group = src.group[i]
+        self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_pending = True
             ev = self.env.timeout(0.0)
@@ -186,6 +192,7 @@ class ComputeReplica(ReplicaDriver):
         self.heap, self.admitted, self.waiting = [], [], deque()
         self.tooling, self.held, self.held_total = {}, {}, 0.0  # a tool call still out is ignored
         self.n, self.kv_base, self.reserved = 0, 0.0, 0.0
+        self.prefix_holders = {}
         self._stall_left = 0.0
         if self.paused_since is None:
             self.t0 = now
@@ -202,15 +209,20 @@ class ComputeReplica(ReplicaDriver):
         self._advance(now)
         resident = self._resident()
         tokens, pairs = 0.0, 0.0
+        contexts = []
         for seq in resident:
             extra_s(seq.ep, self.generated_s(seq.ep))  # the policy's own accounting
             ctx = seq.prompt + seq.obs + self._generated_tokens(seq)
+            contexts.append(ctx)
             tokens += ctx
             pairs += 0.5 * ctx * ctx
         for seq in self._off_gpu():
             extra_s(seq.ep, self.generated_s(seq.ep))
             seq.cached = 0.0  # the cached prefixes of tool calls go too
+            seq.ref = False
         self.held, self.held_total = {}, 0.0
+        if self._share:  # each group's prompt recomputed once
+            tokens, pairs = prefix.restretch(self, resident, contexts)
         if resident:
             self.recompute_tokens += tokens
             self.prefill_tokens += tokens
@@ -227,6 +239,7 @@ class ComputeReplica(ReplicaDriver):
     def release(self) -> None:
         self.heap, self.admitted, self.waiting = [], [], deque()
         self.tooling, self.held = {}, {}
+        self.prefix_holders = {}
         self._timer = None
 
     # -- results -----------------------------------------------------------------------------------
@@ -263,4 +276,5 @@ class ComputeReplica(ReplicaDriver):
             "compute_bound_share": self.compute_bound_s / busy if busy > 0 else 0.0,
             "peak_kv_tokens": self.peak_kv_tokens,
             "kv_budget_tokens": self._budget,
+            **({"shared_prefix_tokens": self.shared_prefix_tokens} if self._share else {}),
         }
