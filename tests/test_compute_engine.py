@@ -409,6 +409,25 @@ def test_multi_turn_ledger_closes(
         assert e["peak_kv_tokens"] <= e["kv_budget_tokens"] + 1e-6
 
 
+def test_a_joining_sequence_evicts_other_cached_prefixes_not_only_the_oldest() -> None:
+    """Regression: with nothing running and the joiner's own cached prefix the oldest, the engine
+    used to admit it without evicting the younger cached prefixes, overflowing the KV budget for
+    an iteration (38 tokens over a 2,000-token budget in this colocated multi-turn run)."""
+    eng = config_with_budget(2000, max_num_seqs=32, tool_kv="keep")
+    wl = TokenWorkload(
+        response=LogNormalLengths(60.0, 0.7),
+        prompt=100,
+        samples_per_prompt=2,
+        max_response_tokens=150,
+        agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
+    )
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=0))
+    run = run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=0), wl, seed=0, slots_per_replica=24)
+    assert run.ledger.closes(), run.ledger
+    for e in run.engines:
+        assert e["peak_kv_tokens"] <= e["kv_budget_tokens"] + 1e-6
+
+
 def test_one_environment_worker_is_the_bottleneck() -> None:
     wl = TokenWorkload(
         response=LogNormalLengths(60.0, 0.3),

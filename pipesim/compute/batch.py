@@ -256,9 +256,14 @@ class BatchState:
         if self._preempt:
             need = self.kv_base + self.n * (self.v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
             need -= seq.cached  # its own cached prefix is already counted
-            while self.held and need + self.held_total > self._admit_cap and next(iter(self.held)) is not seq:
-                self._evict_held()
-            return self.n == 0 or need + self.held_total <= self._admit_cap
+            held, cap = self.held, self._admit_cap
+            while need + self.held_total > cap:  # evict the oldest cached prefix but its own
+                victim = next((s for s in held if s is not seq), None)
+                if victim is None:
+                    return self.n == 0  # alone, it runs whatever its length (the budget holds one)
+                self.held_total -= held.pop(victim)
+                victim.cached = 0.0
+            return True
         if self.n == 0:
             return True
         return self.reserved + seq.prompt + seq.max_tokens <= self._budget

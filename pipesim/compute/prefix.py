@@ -88,8 +88,7 @@ def shared(b: BatchState, seq: Seq) -> float:
 def fits(b: BatchState, seq: Seq) -> bool:
     """:meth:`BatchState._fits` with sharing: a resident prompt is not counted again, and cached
     prefixes of tool calls are evicted oldest first until ``seq`` fits, skipping its own (the one it
-    is about to reuse). (Without sharing the engine stops at its own, and with nothing resident
-    admits it without evicting the others: a transient overflow kept for unchanged numbers.)"""
+    is about to reuse), as without sharing."""
     if b.n >= b._max_seqs:
         return False
     if b.n == 0 and not b.held:
