@@ -14,6 +14,10 @@ seed is identical.
   difference is *significant* at that level when its interval excludes 0.
 * :func:`collapsed` -- how many runs ended below a threshold (held-out pass rate < 0.05 by
   default), reported beside every mean because outcomes are bimodal.
+* :func:`sign_test` -- the exact two-sided sign test of paired outcomes that are only ordered
+  (which of two designs reached a target first on each seed, where "never" is a valid outcome
+  and has no number to average): under "neither is faster" the wins among the untied pairs are
+  Binomial(n, 1/2); the p-value doubles the smaller tail, capped at 1.
 * :func:`fmt_interval` -- ``'0.85 [0.70, 0.95]'``.
 
 With few values a bootstrap interval is too narrow (with 3 seeds it can only ever span the
@@ -23,6 +27,7 @@ least 10 seeds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -101,6 +106,18 @@ def paired_by_seed(a: dict[int, float], b: dict[int, float]) -> tuple[list[int],
 def collapsed(values: Sequence[float], threshold: float = COLLAPSED) -> int:
     """How many of ``values`` are below ``threshold``."""
     return sum(1 for v in values if v < threshold)
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided sign-test p-value of ``wins`` against ``losses`` (ties left out)."""
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins and losses must be >= 0, got {wins} and {losses}")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail)
 
 
 def fmt_interval(iv: Interval, digits: int = 2, signed: bool = False) -> str:

@@ -222,6 +222,34 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
+    """Paired time to ``target`` against sync, per correction: on how many shared seeds each
+    design reached it first, later, or tied with sync's run of the same seed (both never
+    counts as a tie), and the exact two-sided sign test of wins against losses. The median
+    times in :func:`format_table` describe; this is the paired claim behind "reaches it first"."""
+    from offpolicy.stats import sign_test
+
+    times = {(r["design"], r["correction"], r["seed"]): time_to(r["evals"], target) for r in records}
+    cells = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
+    lines = [f"paired time to {target:.2f} against sync (same seeds): first / later / tied | sign test"]
+    for design, corr in cells:
+        if design == "sync" or ("sync", corr) not in cells:
+            continue
+        seeds = [s for (d, c, s) in times if (d, c) == (design, corr) and ("sync", corr, s) in times]
+        pairs = [(times[(design, corr, s)], times[("sync", corr, s)]) for s in seeds]
+        wins = sum(a < b for a, b in pairs)
+        losses = sum(a > b for a, b in pairs)
+        p = sign_test(wins, losses)
+        verdict = "significant" if p < 0.05 else "not significant"
+        if len(pairs) < 10:
+            verdict += " (n < 10: no claim)"
+        lines.append(
+            f"{design + ' ' + corr:16s} | {wins:2d} / {losses:2d} / {len(pairs) - wins - losses:2d} "
+            f"of {len(pairs):2d} | p = {p:.3f}, {verdict}"
+        )
+    return "\n".join(lines)
+
+
 def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass rate."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
@@ -383,6 +411,9 @@ def cli(argv: Sequence[str]) -> int:
             rows = aggregate(records, args.target, args.also_target)
             print(format_table(rows, args.target))
             print("\n" + claims_table(records))
+            print("\n" + race_table(records, args.target))
+            if args.also_target is not None:
+                print("\n" + race_table(records, args.also_target))
             if args.json:  # rewrite the stored table with this aggregation
                 Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
             if args.html:
@@ -437,6 +468,7 @@ def cli(argv: Sequence[str]) -> int:
     rows = aggregate(records, args.target, args.also_target)
     print(format_table(rows, args.target))
     print("\n" + claims_table(records))
+    print("\n" + race_table(records, args.target))
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
     if args.html:

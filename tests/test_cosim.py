@@ -296,3 +296,21 @@ def test_resume_skips_only_the_runs_stored_at_the_same_learning_rate(monkeypatch
 def test_run_records_carry_the_learning_rate() -> None:
     r = run_small(small("sync", steps=1, rl=RLConfig(episodes_per_step=16, group_size=4, lr=5e-4)))
     assert run_record(r)["lr"] == 5e-4
+
+
+def test_race_table_counts_who_reached_the_target_first_per_seed() -> None:
+    from scenarios.cosim_report import race_table
+
+    def rec(design: str, seed: int, hours: list[float], rates: list[float]) -> dict[str, object]:
+        evals = [dict(sim_h=h, pass_rate=p) for h, p in zip(hours, rates)]
+        return dict(design=design, correction="none", seed=seed, evals=evals)
+
+    records = []
+    for seed in range(10):
+        records.append(rec("sync", seed, [0.0, 1.0, 2.0], [0.2, 0.5, 0.9 if seed < 9 else 0.5]))
+        fast = [0.2, 0.9, 0.9] if seed < 8 else ([0.2, 0.5, 0.5] if seed == 8 else [0.2, 0.3, 0.4])
+        records.append(rec("async-eta2", seed, [0.0, 0.4, 0.8], fast))
+    table = race_table(records, 0.8)
+    # seeds 0-7: async first; seed 8: async never, sync at 2 h (later); seed 9: neither (tied)
+    assert "async-eta2 none  |  8 /  1 /  1 of 10 | p = 0.039, significant" in table
+    assert "sync none" not in table

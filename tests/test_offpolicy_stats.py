@@ -130,3 +130,18 @@ def test_tables_print_mean_with_bootstrap_interval_and_paired_differences() -> N
     assert "n=3 | significant" in lines[1]  # lag 8 none is below lag 0 on every seed
     assert "n=2 | not significant" in lines[2]  # seeds 101 and 202 only: +0.60 and -0.10
     assert "+0.25 [" in lines[2]
+
+
+def test_sign_test_equals_enumerating_every_sign_pattern() -> None:
+    import itertools
+
+    for n in range(0, 9):
+        for wins in range(n + 1):
+            observed = min(wins, n - wins)
+            # every equally likely pattern of n fair signs, as extreme as observed on either side
+            heads = [sum(signs) for signs in itertools.product((0, 1), repeat=n)]
+            extreme = sum(1 for h in heads if min(h, n - h) <= observed)
+            assert stats.sign_test(wins, n - wins) == pytest.approx(min(1.0, extreme / 2**n), abs=1e-12)
+    assert stats.sign_test(10, 0) == pytest.approx(2 / 1024)
+    with pytest.raises(ValueError, match="wins"):
+        stats.sign_test(-1, 3)
