@@ -103,6 +103,21 @@ def run_grid(
     return out
 
 
+def in_design_order(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` sorted by design (as :data:`DESIGNS` lists them), then correction, stably, so
+    the tables read sync first whatever order the runs were made in."""
+    designs, corrections = list(DESIGNS), list(CORRECTIONS)
+
+    def key(r: dict[str, Any]) -> tuple[int, int]:
+        d, c = r["design"], r["correction"]
+        return (
+            designs.index(d) if d in designs else len(designs),
+            corrections.index(c) if c in corrections else 0,
+        )
+
+    return sorted(records, key=key)
+
+
 def run_record(r: CosimResult) -> dict[str, Any]:
     """One run as JSON-ready plain data (NaN -> None): what the table and a re-table need."""
 
@@ -407,7 +422,7 @@ def cli(argv: Sequence[str]) -> int:
     args = ap.parse_args(list(argv))
     try:
         if args.retable is not None:
-            records = json.loads(Path(args.retable).read_text())["runs"]
+            records = in_design_order(json.loads(Path(args.retable).read_text())["runs"])
             rows = aggregate(records, args.target, args.also_target)
             print(format_table(rows, args.target))
             print("\n" + claims_table(records))
@@ -465,6 +480,7 @@ def cli(argv: Sequence[str]) -> int:
             Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
 
     run_grid(designs, corrections, seed_list or args.seeds, base, done=list(records), on_run=save)
+    records[:] = in_design_order(records)
     rows = aggregate(records, args.target, args.also_target)
     print(format_table(rows, args.target))
     print("\n" + claims_table(records))
