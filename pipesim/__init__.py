@@ -96,7 +96,7 @@ from pipesim.policies.batching import (  # noqa: E402
 )
 from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout  # noqa: E402
 from pipesim.policies.groups import WholeGroups  # noqa: E402
-from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
+from pipesim.policies.replicas import GroupAffinity, LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
 from pipesim.policies.synccost import WeightSyncCost  # noqa: E402
 from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK  # noqa: E402
 
@@ -111,6 +111,7 @@ __all__ += [
     "EvictStalest",
     "InFlightUpdate",
     "LagBound",
+    "GroupAffinity",
     "LeastLoaded",
     "LowestVersionFirst",
     "OverSample",

@@ -76,7 +76,7 @@ from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
-from pipesim.policies.replicas import LeastLoaded, Replicas
+from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
 from pipesim.results.run import RunResult
 
 PCIE_X16_BYTES_PER_S: dict[int, float] = {4: 16e9 * 16 * 128 / 130 / 8, 5: 32e9 * 16 * 128 / 130 / 8}
@@ -283,6 +283,7 @@ def run_compute(
     switch_time_s: float | None = None,
     groups: WholeGroups | bool = False,
     record: bool = False,
+    routing: Routing | None = None,
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
@@ -292,7 +293,10 @@ def run_compute(
     ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
     is used as given; either replaces the scenario's batch policy.
     ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned
-    series (``ComputeRun.replica_timeline``).
+    series (``ComputeRun.replica_timeline``). ``routing`` picks the replica of each admitted
+    sample (default :class:`~pipesim.policies.replicas.LeastLoaded`, which spreads a group over the
+    replicas; ``GroupAffinity(workload.samples_per_prompt)`` keeps a prompt's samples together, so
+    that ``EngineConfig.share_group_prefix`` can share their prompt).
     """
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {scenario!r}")
@@ -304,6 +308,8 @@ def run_compute(
         raise ValueError(f"slots_per_replica must be a positive int, got {per!r}")
     if switch_time_s is not None:
         _number("switch_time_s", switch_time_s, 0.0)
+    if routing is not None and not isinstance(routing, Routing):
+        raise ValueError(f"routing must have a choose(engines) method, got {routing!r}")
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
@@ -311,7 +317,7 @@ def run_compute(
         n_slots=n_rep * per,
         colocated=cluster.colocated,
         sync_time_s=cluster.sync_time_s() if sync_time_s is None else sync_time_s,
-        replicas=Replicas(n_rep, LeastLoaded()) if n_rep > 1 else None,
+        replicas=Replicas(n_rep, LeastLoaded() if routing is None else routing) if n_rep > 1 else None,
     )
     if batching is not None:
         changes["batching"] = batching

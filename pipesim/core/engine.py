@@ -48,6 +48,7 @@ from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.episode import TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
+from pipesim.core.port import BindsPipeline
 from pipesim.core.port_impl import PolicyPort
 from pipesim.core.quiet import make_quiet
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
@@ -157,9 +158,12 @@ class Pipeline(PolicyPort):
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
         # the routing rule: which replica starts the next episode (None when none accepts)
         # routing sees the replicas through the port and returns one of them: the engine's own
-        self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = (
-            self._only_engine if replicas is None else cast(Any, replicas.fresh_routing().choose)
-        )
+        self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = self._only_engine
+        if replicas is not None:
+            routing = replicas.fresh_routing()
+            if isinstance(routing, BindsPipeline):  # it reads the pipeline (the upcoming task)
+                routing.bind(self)
+            self._choose = cast(Any, routing.choose)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         # whether the controller pass may start new tasks inline, not through launch() (see there)
         self._inline_launch = options.inline_starts and self.lifecycle is None and source is None

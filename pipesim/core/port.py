@@ -125,6 +125,10 @@ class PipelineView(Protocol):
 
     @property
     def replicas(self) -> Sequence[ReplicaView]: ...
+    @property
+    def upcoming_task(self) -> int:
+        """The task the next admitted episode starts: the oldest requeued task, else the next new
+        one (what a routing rule that keeps a prompt group together needs to know)."""
 
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event: ...
@@ -208,6 +212,14 @@ class SingleVersionPromise(Protocol):
     """``single_version(scenario)`` true: no episode runs under two versions of the weights."""
 
     def single_version(self, scenario: Scenario) -> bool: ...
+
+
+@runtime_checkable
+class BindsPipeline(Protocol):
+    """A routing rule that reads the pipeline (``upcoming_task``, say): the engine hands it the
+    view once, before the run starts."""
+
+    def bind(self, pipeline: PipelineView) -> None: ...
 
 
 def pauses_only(policy: object) -> bool:

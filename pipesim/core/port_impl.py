@@ -29,6 +29,7 @@ class PolicyPort:
     engines: list[EngineReplica]
     buffer: EpisodeBuffer
     requeued: deque[tuple[int, int]]
+    next_task: int
     updates: list[UpdateRecord]
     n_dropped: int
 
@@ -58,6 +59,11 @@ class PolicyPort:
     @property
     def replicas(self) -> Sequence[EngineReplica]:
         return self.engines
+
+    @property
+    def upcoming_task(self) -> int:
+        requeued = self.requeued
+        return requeued[0][0] if requeued else self.next_task
 
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event:

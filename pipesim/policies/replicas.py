@@ -7,6 +7,10 @@ that are not paused:
 
 * :class:`RoundRobin` -- the next replica in turn (a router without load information);
 * :class:`LeastLoaded` -- the replica with the fewest running episodes (SGLang router style).
+* :class:`GroupAffinity` -- every sample of a prompt group to the replica its group's first
+  sample went to, while that replica accepts (a prompt sent once with ``n`` samples, as verl's
+  rollout sends ``rollout.n``; SGLang's cache-aware router): with the compute engine's
+  ``share_group_prefix`` this is what lets a group share its prompt's KV.
 
 :class:`PerReplicaSync` is the weight update of a fleet whose replicas sync separately: each
 replica pauses for its own sync time (from its link's bandwidth, say), switches to the new
@@ -45,6 +49,9 @@ class RoundRobin:
     def __repr__(self) -> str:
         return "RoundRobin()"
 
+    def fresh(self) -> RoundRobin:
+        return RoundRobin()
+
     def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
         n = len(engines)
         for k in range(n):
@@ -65,6 +72,67 @@ class LeastLoaded:
             if e.accepting and (best is None or e.n_running < best.n_running):
                 best = e
         return best
+
+
+@runtime_checkable
+class FreshRouting(Protocol):
+    """A routing rule with per-run state: each run gets :meth:`fresh`'s copy."""
+
+    def fresh(self) -> Routing: ...
+
+
+class GroupAffinity:
+    """Each episode of a prompt group (tasks ``g * group_size`` .. ``(g + 1) * group_size - 1``)
+    goes to the replica its group's first episode went to, while that replica accepts; the
+    group's first episode, and any whose home is full or paused, goes where ``fallback`` says
+    (default :class:`LeastLoaded`), and that replica becomes the group's home.
+
+    It reads the task the next admitted episode starts (``PipelineView.upcoming_task``), so it is
+    bound to the pipeline before the run (:class:`~pipesim.core.port.BindsPipeline`); a requeued
+    task keeps its group. O(1) per admitted episode plus the fallback's cost; one int per group.
+    """
+
+    def __init__(self, group_size: int, fallback: Routing | None = None) -> None:
+        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
+        if fallback is not None and not isinstance(fallback, Routing):
+            raise ValueError(f"fallback must have a choose(engines) method, got {fallback!r}")
+        self.group_size = group_size
+        self.fallback: Routing = LeastLoaded() if fallback is None else fallback
+        self._home: dict[int, int] = {}
+        self._pipeline: PipelineView | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GroupAffinity)
+            and other.group_size == self.group_size
+            and other.fallback == self.fallback
+        )
+
+    def __hash__(self) -> int:
+        return hash((GroupAffinity, self.group_size))
+
+    def __repr__(self) -> str:
+        return f"GroupAffinity(group_size={self.group_size}, fallback={self.fallback!r})"
+
+    def fresh(self) -> GroupAffinity:
+        fallback = self.fallback.fresh() if isinstance(self.fallback, FreshRouting) else self.fallback
+        return GroupAffinity(self.group_size, fallback)
+
+    def bind(self, pipeline: PipelineView) -> None:
+        self._pipeline = pipeline
+
+    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
+        if self._pipeline is None:
+            raise RuntimeError("GroupAffinity.choose before bind(pipeline): the engine binds it at start")
+        group = self._pipeline.upcoming_task // self.group_size
+        home = self._home.get(group)
+        if home is not None and home < len(engines) and engines[home].accepting:
+            return engines[home]
+        e = self.fallback.choose(engines)
+        if e is not None:
+            self._home[group] = e.index
+        return e
 
 
 @dataclass(frozen=True)
@@ -91,7 +159,9 @@ class Replicas:
         return [q + (i < r) for i in range(self.n_replicas)]
 
     def fresh_routing(self) -> Routing:
-        return RoundRobin() if isinstance(self.routing, RoundRobin) else self.routing
+        """The routing object for one run: a copy of a stateful rule, the rule itself otherwise."""
+        routing = self.routing
+        return routing.fresh() if isinstance(routing, FreshRouting) else routing
 
 
 @dataclass(frozen=True)
