@@ -109,9 +109,10 @@ def timeouts() -> SearchStrategy[Any]:
 def replica_configs() -> SearchStrategy[Any]:
     from hypothesis import strategies as st
 
-    from pipesim.policies.replicas import LeastLoaded, Replicas, RoundRobin
+    from pipesim.policies.replicas import GroupAffinity, LeastLoaded, Replicas, RoundRobin
 
-    return st.builds(Replicas, st.integers(1, 3), st.sampled_from([RoundRobin(), LeastLoaded()]))
+    routings = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
+    return st.builds(Replicas, st.integers(1, 3), st.sampled_from(routings))
 
 
 def duration_models() -> SearchStrategy[Any]:
