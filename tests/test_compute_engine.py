@@ -30,6 +30,16 @@ from pipesim.compute.workload import (
 SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
 
 
+AGENT_3_TURNS = TokenWorkload(
+    response=LogNormalLengths(60.0, 0.7),
+    prompt=100,
+    samples_per_prompt=2,
+    max_response_tokens=150,
+    agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
+)
+"""Short 3-turn agent episodes in groups of 2 (the multi-turn ledger and KV tests)."""
+
+
 def config_with_budget(tokens: int, **kw: Any) -> EngineConfig:
     """An engine config of qwen3-0.6b whose KV budget is about ``tokens`` tokens."""
     base = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024, **kw)
@@ -390,13 +400,7 @@ def test_multi_turn_ledger_closes(
     seed: int, workers: int | None, tool_kv: str, tight: bool, design: str, trainer_gpus: int
 ) -> None:
     eng = config_with_budget(8000, max_num_seqs=32, tool_kv=tool_kv) if tight else SMALL
-    wl = TokenWorkload(
-        response=LogNormalLengths(60.0, 0.7),
-        prompt=100,
-        samples_per_prompt=2,
-        max_response_tokens=150,
-        agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
-    )
+    wl = AGENT_3_TURNS
     kw: dict[str, Any] = dict(DESIGNS[design])
     eta = kw.pop("max_staleness")
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=eta), **kw)
@@ -414,13 +418,7 @@ def test_a_joining_sequence_evicts_other_cached_prefixes_not_only_the_oldest() -
     used to admit it without evicting the younger cached prefixes, overflowing the KV budget for
     an iteration (38 tokens over a 2,000-token budget in this colocated multi-turn run)."""
     eng = config_with_budget(2000, max_num_seqs=32, tool_kv="keep")
-    wl = TokenWorkload(
-        response=LogNormalLengths(60.0, 0.7),
-        prompt=100,
-        samples_per_prompt=2,
-        max_response_tokens=150,
-        agent=AgentTurns(turns=3, tool_latency_s=2.0, tool_latency_sigma=0.5, observation_tokens=40),
-    )
+    wl = AGENT_3_TURNS
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=0))
     run = run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=0), wl, seed=0, slots_per_replica=24)
     assert run.ledger.closes(), run.ledger

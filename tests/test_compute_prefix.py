@@ -8,7 +8,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 from pipesim.testing import check_invariants
+from tests.test_compute_engine import StubPipeline
 
 
 def budget_config(tokens: int, max_model_len: int = 1024, **kw: Any) -> EngineConfig:
@@ -93,21 +93,11 @@ class Tokens:
         return self.prompt[i], self.response[i], max(self.response)
 
 
-class Stub:
-    def __init__(self) -> None:
-        self.env = simpy.Environment()
-        self.updates: list[Any] = []
-        self.finished: list[pipesim.Episode] = []
-
-    def on_finished(self, episodes: list[pipesim.Episode], now: float, in_pass: bool = False) -> None:
-        self.finished.extend(episodes)
-
-
 def run_group(
     cfg: EngineConfig, prompt: int, responses: list[int], group: list[int] | None = None
 ) -> tuple[list[float], CheckedReplica]:
     """All samples start at 0 on one replica: their completion times and the replica."""
-    p = Stub()
+    p = StubPipeline()
     src = Tokens(prompt, responses, group)
     rep = CheckedReplica(p, len(responses), 0, ReplicaCost(cfg), src, record=True)  # type: ignore[arg-type]
     eps = [pipesim.Episode(i, i, 0.0, 0) for i in range(len(responses))]
