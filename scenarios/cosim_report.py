@@ -36,14 +36,14 @@ from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make
 from offpolicy.base import base_config
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
-
-TABLE_KEYS = (
-    "time_to_target_h",
-    "final_pass_rate",
-    "staleness_mean",
-    "staleness_max",
-    "mixed_share",
-    "mismatch",
+from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
+    TABLE_KEYS,
+    aggregate,
+    claims_table,
+    format_table,
+    in_design_order,
+    race_table,
+    time_to,
 )
 
 
@@ -103,21 +103,6 @@ def run_grid(
     return out
 
 
-def in_design_order(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``records`` sorted by design (as :data:`DESIGNS` lists them), then correction, stably, so
-    the tables read sync first whatever order the runs were made in."""
-    designs, corrections = list(DESIGNS), list(CORRECTIONS)
-
-    def key(r: dict[str, Any]) -> tuple[int, int]:
-        d, c = r["design"], r["correction"]
-        return (
-            designs.index(d) if d in designs else len(designs),
-            corrections.index(c) if c in corrections else 0,
-        )
-
-    return sorted(records, key=key)
-
-
 def run_record(r: CosimResult) -> dict[str, Any]:
     """One run as JSON-ready plain data (NaN -> None): what the table and a re-table need."""
 
@@ -136,133 +121,6 @@ def run_record(r: CosimResult) -> dict[str, Any]:
         evals=r.evals,
         steps=[{k: clean(v) for k, v in s.items()} for s in r.steps],
     )
-
-
-def time_to(evals: Sequence[dict[str, Any]], target: float) -> float:
-    """Simulated hours at the first evaluation reaching ``target``; inf if none did."""
-    return next((float(e["sim_h"]) for e in evals if e["pass_rate"] >= target), math.inf)
-
-
-def aggregate(
-    records: Sequence[dict[str, Any]], target: float, also_target: float | None = None
-) -> list[dict[str, Any]]:
-    """One row per (design, correction) over its seeds (``records`` from :func:`run_record`).
-
-    Time to target is the **median** over seeds with a seed that never reached it counted as
-    slowest (inf, printed "never"): a mean over only the seeds that made it would reward a design
-    for losing its slow seeds. ``also_target`` adds the same for a second pass rate.
-    """
-    rows: list[dict[str, Any]] = []
-    keys = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
-    for design, corr in keys:
-        runs = [r for r in records if (r["design"], r["correction"]) == (design, corr)]
-        sums = [r["summary"] for r in runs]
-        times = [time_to(r["evals"], target) for r in runs]
-        row: dict[str, Any] = dict(design=design, correction=corr, seeds=len(runs), target=target)
-        row.update(time_to_target_h=statistics.median(times), reached=sum(math.isfinite(t) for t in times))
-        if also_target is not None:
-            also = [time_to(r["evals"], also_target) for r in runs]
-            row.update(also_target=also_target, time_to_also_h=statistics.median(also))
-            row["reached_also"] = sum(math.isfinite(t) for t in also)
-        means = ("final_pass_rate", "staleness_mean", "mixed_share", "mismatch", "sim_hours", "lone_share")
-        for key in means:
-            row[key] = statistics.fmean(s[key] for s in sums)
-        row["final_pass_rate_sd"] = statistics.pstdev(s["final_pass_rate"] for s in sums)
-        row["staleness_max"] = max(s["staleness_max"] for s in sums)
-        row["token_staleness_mean"] = statistics.fmean(s["token_staleness_mean"] for s in sums)
-        row["length_bias"] = statistics.fmean(
-            s["trained_duration_s"] / s["launched_duration_s"] for s in sums
-        )
-        rows.append(row)
-    return rows
-
-
-def _hours(x: float) -> str:
-    return f"{x:9.3f}" if math.isfinite(x) else f"{'never':>9s}"
-
-
-def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
-    head = (
-        f"{'design':11s} {'corr':5s} {'h to ' + format(target, '.2f'):>9s} {'reached':>7s} {'final':>12s} "
-        f"{'stale':>6s} {'max':>4s} {'mixed':>6s} {'mismatch':>8s} {'sim h':>6s}"
-    )
-    also = rows[0].get("also_target") if rows else None
-    if also is not None:
-        head += f" {'h to ' + format(also, '.2f'):>9s} {'reached':>7s}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['design']:11s} {r['correction']:5s} {_hours(r['time_to_target_h'])} "
-            f"{r['reached']:>3d}/{r['seeds']:<3d} {r['final_pass_rate']:6.3f}±{r['final_pass_rate_sd']:.3f} "
-            f"{r['staleness_mean']:6.2f} {r['staleness_max']:4.0f} {r['mixed_share']:6.3f} "
-            f"{r['mismatch']:8.4f} {r['sim_hours']:6.2f}"
-            + (
-                f" {_hours(r['time_to_also_h'])} {r['reached_also']:>3d}/{r['seeds']:<3d}"
-                if also is not None
-                else ""
-            )
-        )
-    return "\n".join(lines)
-
-
-def claims_table(records: Sequence[dict[str, Any]]) -> str:
-    """The final held-out pass rate per (design, correction) as ``mean [lo, hi]`` (95% bootstrap
-    over seeds, as offpolicy's tables), the collapsed count (final < 0.05), and the paired
-    differences on shared seeds: TIS (and any other correction) - none per design, and each
-    design - sync per correction, marked significant only where the interval excludes 0."""
-    from offpolicy.experiment import COLLAPSED, fmt_ci, group_runs, paired_table
-
-    runs = [
-        dict(
-            design=r["design"],
-            correction=r["correction"],
-            seed=r["seed"],
-            heldout=dict(pass_rate=r["summary"]["final_pass_rate"]),
-        )
-        for r in records
-    ]
-    groups = group_runs(runs, ("design", "correction"))
-    lines = ["design      corr  | n  | final held-out [95% bootstrap] | collapsed"]
-    for (design, corr), group in groups.items():
-        finals = [g["heldout"]["pass_rate"] for g in group]
-        n_bad = sum(f < COLLAPSED for f in finals)
-        lines.append(
-            f"{design:11s} {corr:5s} | {len(group):<2d} | {fmt_ci(finals):30s} | {n_bad}/{len(group)}"
-        )
-    cells = list(groups)
-    pairs = [((d, c), (d, "none")) for d, c in cells if c != "none" and (d, "none") in groups]
-    pairs += [((d, c), ("sync", c)) for d, c in cells if d != "sync" and ("sync", c) in groups]
-    if pairs:
-        lines += ["", paired_table(runs, pairs, ("design", "correction"))]
-    return "\n".join(lines)
-
-
-def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
-    """Paired time to ``target`` against sync, per correction: on how many shared seeds each
-    design reached it first, later, or tied with sync's run of the same seed (both never
-    counts as a tie), and the exact two-sided sign test of wins against losses. The median
-    times in :func:`format_table` describe; this is the paired claim behind "reaches it first"."""
-    from offpolicy.stats import sign_test
-
-    times = {(r["design"], r["correction"], r["seed"]): time_to(r["evals"], target) for r in records}
-    cells = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
-    lines = [f"paired time to {target:.2f} against sync (same seeds): first / later / tied | sign test"]
-    for design, corr in cells:
-        if design == "sync" or ("sync", corr) not in cells:
-            continue
-        seeds = [s for (d, c, s) in times if (d, c) == (design, corr) and ("sync", corr, s) in times]
-        pairs = [(times[(design, corr, s)], times[("sync", corr, s)]) for s in seeds]
-        wins = sum(a < b for a, b in pairs)
-        losses = sum(a > b for a, b in pairs)
-        p = sign_test(wins, losses)
-        verdict = "significant" if p < 0.05 else "not significant"
-        if len(pairs) < 10:
-            verdict += " (n < 10: no claim)"
-        lines.append(
-            f"{design + ' ' + corr:16s} | {wins:2d} / {losses:2d} / {len(pairs) - wins - losses:2d} "
-            f"of {len(pairs):2d} | p = {p:.3f}, {verdict}"
-        )
-    return "\n".join(lines)
 
 
 def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
