@@ -180,9 +180,12 @@ def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: floa
         for row in (1, 2):
             fig.add_hline(y=target, line_dash="dot", line_color="grey", row=row, col=col)  # type: ignore[arg-type]
     seeds = max(sum(1 for r in records if (r["design"], r["correction"]) == k) for k in cv)
+    title = f"TinyAgent co-simulated in the pipeline: mean of {seeds} seeds, band = min..max"
     fig.update_layout(
-        title=f"TinyAgent co-simulated in the pipeline: mean of {seeds} seeds, band = min..max",
-        height=850, width=600 * len(corrs) + 200,
+        title=dict(text=title, y=0.985),
+        height=900, width=600 * len(corrs) + 80,
+        legend=dict(orientation="h", x=0.0, y=1.045, xanchor="left", yanchor="bottom"),
+        margin=dict(t=150),
     )  # fmt: skip
     fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline
 
