@@ -4,7 +4,9 @@
 :class:`PolicyPort` is a mixin of :class:`~pipesim.core.engine.Pipeline`. It holds no state of its own:
 each property reads the pipeline's records, each action changes them the one way the engine
 knows to be consistent (slots freed, episodes marked, the update log extended, the controller
-asked to look again). Keeping the actions here keeps the kernel module about the processes.
+asked to look again), the weight sync's steps included (begin, pause, publish the next version to
+every replica and to the episode source, or skip). Keeping the actions here keeps the kernel
+module about the processes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pipesim.core.episode import ABORTED, Episode, UpdateRecord
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
-    from pipesim.core.seams import EngineReplica
+    from pipesim.core.seams import EngineReplica, EpisodeSource
 
 
 class PolicyPort:
@@ -32,6 +34,15 @@ class PolicyPort:
     next_task: int
     updates: list[UpdateRecord]
     n_dropped: int
+    source: EpisodeSource | None
+    version: int
+    started: int
+    started_at_version: list[int]
+    sync_log: list[tuple[float, float, int]]
+    sync_pending: bool
+    syncing: bool
+    _sync_start: float
+    _pause_start: float | None
 
     def poke(self) -> None:  # implemented by the pipeline
         raise NotImplementedError
@@ -123,6 +134,65 @@ class PolicyPort:
 
         for e in self.engines:
             e.stretch_all(charge)
+
+    # -- weight syncs ------------------------------------------------------------------------------
+    def begin_sync(self, pause: bool) -> None:
+        self.sync_pending = False
+        self.syncing = True
+        self._sync_start = self.env.now
+        self._pause_start = None
+        if pause:
+            self.pause_engines()
+
+    def pause_engines(self) -> None:
+        """Stop generation on every replica (during a sync that started without pausing, too)."""
+        self._pause_start = self.env.now
+        for e in self.engines:
+            e.pause()
+
+    def end_sync(self, engines: bool = True) -> None:
+        """Publish the next version; with ``engines`` the replicas switch to it now, and resume.
+
+        The update record spans the pause (from ``pause_engines``), or is an instant swap if
+        generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
+        """
+        now = self.env.now
+        if self.source is not None:
+            self._publish_to_source(self.version + 1, engines)
+        self.version += 1
+        self.started_at_version.append(self.started)
+        if engines:
+            start = self._pause_start if self._pause_start is not None else now
+            self.updates.append(UpdateRecord(start, now, self.version, self._pause_start is not None))
+            for e in self.engines:
+                e.version = self.version
+                e.resume()
+        self.sync_log.append((self._sync_start, now, self.version))
+        self._pause_start = None
+        self.syncing = False
+        self.poke()
+
+    def _publish_to_source(self, version: int, engines: bool) -> None:
+        """Tell the episode source that ``version`` is published; re-cost what it says changed."""
+        assert self.source is not None
+        running = (
+            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()] if engines else []
+        )
+        new_work = self.source.publish(version, running)
+        if not new_work:
+            return
+        for ep, _ in running:
+            if ep.id in new_work:
+                ep.duration_s = new_work[ep.id]
+        for e in self.engines:
+            e.stretch_all(lambda ep, _g: new_work[ep.id] - ep.work_s if ep.id in new_work else 0.0)
+
+    def skip_sync(self) -> None:
+        """The trainer's version advances but no weights move (sync every k steps)."""
+        self.sync_pending = False
+        self.version += 1
+        self.started_at_version.append(self.started)
+        self.poke()
 
     # -- weights, per replica ---------------------------------------------------------------------
     def pause_replica(self, replica: int) -> None:
