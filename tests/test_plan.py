@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import pipesim
 import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, ClosedLoop, LogNormalLengths, TokenWorkload, TrainerConfig
 from pipesim.plan.evaluate import dominates, objectives
@@ -241,3 +242,32 @@ def test_import_is_light() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_shared_prefixes_reach_the_engine_the_routing_the_code_and_the_spec_file(tmp_path: Path) -> None:
+    from pipesim.plan.evaluate import run_design
+    from pipesim.plan.report import scenario_code
+    from pipesim.plan.space import routing
+
+    on, off = small_spec(share_group_prefix=True), small_spec()
+    assert engine_config(on, 1).share_group_prefix and not engine_config(off, 1).share_group_prefix
+    assert routing(on) == pipesim.GroupAffinity(4) and routing(off) is None
+    d = next(d for d in plan.candidates(on) if not d.colocated and d.eta == 1 and d.update == "partial")
+    m_on, m_off = run_design(on, d, 2, 0), run_design(off, d, 2, 0)
+    assert m_on["failed"] == 0 and m_on["ledger_closes"] and m_off["failed"] == 0
+    assert m_on["concurrency_mean"] != m_off["concurrency_mean"]  # the engines did share
+    code = scenario_code(on, d)
+    assert "share_group_prefix=True" in code and "routing=pipesim.GroupAffinity(group_size=4)" in code
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # the report's code runs as printed
+    assert namespace["run"].ledger.closes() and namespace["run"].engines[0]["shared_prefix_tokens"] > 0
+    assert "share_group_prefix" not in scenario_code(off, d) and "routing=" not in scenario_code(off, d)
+    with pytest.raises(plan.PlanError, match="share_group_prefix"):
+        small_spec(share_group_prefix="yes")
+    spec = tmp_path / "share.toml"
+    spec.write_text(
+        '[cluster]\ngpu = "h100-sxm"\nn_gpus = 4\n[model]\nname = "qwen3-0.6b"\nshare_group_prefix = true\n'
+        "[workload]\nprompts_per_step = 8\nsamples_per_prompt = 4\nprompt_tokens = 128\n"
+        "response = { median_tokens = 200, sigma = 0.5 }\nmax_response_tokens = 1024\n"
+    )
+    assert plan.load(spec).share_group_prefix

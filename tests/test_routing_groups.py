@@ -60,7 +60,9 @@ def test_bad_group_affinity_and_routing_name_the_field() -> None:
     with pytest.raises(ValueError, match="routing"):
         run_compute(pipesim.Scenario(), Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, routing=object())  # type: ignore[arg-type]
     assert pipesim.GroupAffinity(8) == pipesim.GroupAffinity(8) != pipesim.GroupAffinity(4)
-    assert repr(pipesim.GroupAffinity(8)) == "GroupAffinity(group_size=8, fallback=LeastLoaded())"
+    assert repr(pipesim.GroupAffinity(8)) == "GroupAffinity(group_size=8)"
+    over_rr = pipesim.GroupAffinity(8, pipesim.RoundRobin())
+    assert repr(over_rr) == "GroupAffinity(group_size=8, fallback=RoundRobin())"
 
 
 def _replicas_of_groups(result: pipesim.RunResult, group_size: int) -> dict[int, set[int]]:

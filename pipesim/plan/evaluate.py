@@ -19,7 +19,7 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
-from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, scenario, trainer_config
+from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, routing, scenario, trainer_config
 
 # two-sided 95% Student t quantiles by degrees of freedom
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -36,7 +36,13 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
     try:
         run = run_compute(
-            sc, cluster, spec.workload, seed=seed, trainer=trainer_config(spec, d), sync_time_s=sync
+            sc,
+            cluster,
+            spec.workload,
+            seed=seed,
+            trainer=trainer_config(spec, d),
+            sync_time_s=sync,
+            routing=routing(spec),
         )
     except (pipesim.PipelineError, ValueError) as e:
         return {"failed": 1.0, "error": str(e)}  # type: ignore[dict-item]

@@ -12,7 +12,7 @@ from typing import Any
 from pipesim.compute import GPUS, MODELS, LogNormalLengths
 from pipesim.plan.evaluate import Evaluated
 from pipesim.plan.search import PlanResult
-from pipesim.plan.space import Design, PlanSpec, engine_config, scenario
+from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
 
 
 def _fmt(v: float, spec: str = ",.0f") -> str:
@@ -53,7 +53,8 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             f"engine = EngineConfig(model=MODELS[{_key(MODELS, spec.model)!r}], "
             f"gpu=GPUS[{_key(GPUS, spec.gpu)!r}], "
             f"tp={d.tp}, max_model_len={eng.max_model_len!r}, max_num_seqs={eng.max_num_seqs}, "
-            f"gpu_memory_utilization={eng.gpu_memory_utilization})",
+            f"gpu_memory_utilization={eng.gpu_memory_utilization}"
+            + (", share_group_prefix=True)" if eng.share_group_prefix else ")"),
             f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus})",
             f"workload = {work}",
             f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "
@@ -61,7 +62,8 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
             f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
             f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, mfu={spec.mfu})",
-            f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync})",
+            f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync}"
+            + (f", routing=pipesim.{rule!r})" if (rule := routing(spec)) is not None else ")"),
         ]
     ).replace("inner=", "inner=pipesim.")
 

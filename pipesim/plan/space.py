@@ -139,6 +139,10 @@ class PlanSpec:
     max_num_seqs: int = 256
     gpu_memory_utilization: float = 0.9
     mfu: float = 0.4
+    share_group_prefix: bool = False
+    """The engines share a prompt group's prefix KV (vLLM's prefix caching,
+    ``EngineConfig.share_group_prefix``) and route a group's samples to one replica
+    (:class:`~pipesim.policies.replicas.GroupAffinity`), so a group prefills its prompt once."""
     sync_time_s: float | None = None
     """Seconds per weight sync; None: the cluster's default (weights over the slowest link)."""
     sync_scale: float = 1.0
@@ -160,6 +164,8 @@ class PlanSpec:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise PlanError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.share_group_prefix, bool):
+            raise PlanError(f"share_group_prefix must be true or false, got {self.share_group_prefix!r}")
         if self.method not in ("auto", "grid", "optuna"):
             raise PlanError(f"method must be auto, grid or optuna, got {self.method!r}")
         if self.screen_steps > self.steps:
@@ -181,7 +187,15 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
         max_model_len=spec.max_model_len,
         max_num_seqs=spec.max_num_seqs,
         gpu_memory_utilization=spec.gpu_memory_utilization,
+        share_group_prefix=spec.share_group_prefix,
     )
+
+
+def routing(spec: PlanSpec) -> Any:
+    """The replicas' routing rule: a group's samples together when the engines share prefixes."""
+    if spec.share_group_prefix and spec.has_groups:
+        return pipesim.GroupAffinity(spec.workload.samples_per_prompt)
+    return None
 
 
 def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:

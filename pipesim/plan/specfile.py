@@ -1,8 +1,8 @@
 """A plan spec from a TOML or YAML file (see ``docs/plan.md`` and ``examples/plan_qwen3_8b.toml``).
 
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
-``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``), ``[workload]`` (``prompts_per_step`` or
-``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
+``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``), ``[workload]``
+(``prompts_per_step`` or ``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
 ``{median_tokens, sigma}`` or ``response_trace`` = ``{path, column}``, ``max_response_tokens``,
 ``difficulty_sigma``, ``drift_per_version``, ``agent`` = AgentTurns' fields), ``[constraints]``,
 ``[space]`` (``placement`` = ``"all"`` or a list of trainer-GPU counts and ``"colocated"``,
@@ -21,7 +21,7 @@ from pipesim.plan.space import Constraints, PlanError, PlanSpec, Space, resolve_
 
 _TABLES = {
     "cluster": {"gpu", "n_gpus"},
-    "model": {"name", "max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu"},
+    "model": {"name", "max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu", "share_group_prefix"},
     "workload": {
         "prompts_per_step",
         "batch_size",
@@ -136,7 +136,7 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         min_trainer_gpus=int(co.get("min_trainer_gpus", 1)),
     )
     extra = {k: se[k] for k in se}
-    for k in ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu"):
+    for k in ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu", "share_group_prefix"):
         if k in mo:
             extra[k] = mo[k]
     return PlanSpec(

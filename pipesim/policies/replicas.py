@@ -113,6 +113,8 @@ class GroupAffinity:
         return hash((GroupAffinity, self.group_size))
 
     def __repr__(self) -> str:
+        if self.fallback == LeastLoaded():  # the default: code that pastes the repr needs no import
+            return f"GroupAffinity(group_size={self.group_size})"
         return f"GroupAffinity(group_size={self.group_size}, fallback={self.fallback!r})"
 
     def fresh(self) -> GroupAffinity:
