@@ -237,36 +237,42 @@ class BatchState:
                 )
             self._dirty = True
 
-    def _evict_held(self) -> None:
-        """Drop the oldest cached prefix of a sequence in a tool call."""
-        seq = next(iter(self.held))
+    def _evict_held(self, but: Seq | None = None) -> bool:
+        """Drop the oldest cached prefix of a sequence in a tool call, never ``but``'s (the one
+        about to reuse its own); False if there is none to drop."""
+        seq = next((s for s in self.held if s is not but), None)
+        if seq is None:
+            return False
         self.held_total -= self.held.pop(seq)
         seq.cached = 0.0
         if self._share:
-            prefix.leave(self, seq)
+            prefix.leave(self, seq)  # may free its group's prompt
+        return True
 
     def _fits(self, seq: Seq) -> bool:
-        """Whether ``seq`` may join now (cached prefixes of tool calls are evicted to make room)."""
-        if self._share:
-            return prefix.fits(self, seq)
+        """Whether ``seq`` may join now (cached prefixes of tool calls are evicted to make room).
+
+        With ``share_group_prefix`` a prompt its group holds here is not counted again
+        (:func:`pipesim.compute.prefix.shared`); an eviction can free that prompt, so the need is
+        recomputed after each one."""
         if self.n >= self._max_seqs:
             return False
         if self.n == 0 and not self.held:
             return True
+        share = self._share
         if self._preempt:
-            need = self.kv_base + self.n * (self.v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
-            need -= seq.cached  # its own cached prefix is already counted
-            held, cap = self.held, self._admit_cap
-            while need + self.held_total > cap:  # evict the oldest cached prefix but its own
-                victim = next((s for s in held if s is not seq), None)
-                if victim is None:
+            while True:
+                need = self.kv_base + self.n * (self.v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
+                # its own cached prefix is already counted
+                need -= seq.cached + prefix.shared(self, seq) if share else seq.cached
+                if need + self.held_total <= self._admit_cap:
+                    return True
+                if not self._evict_held(but=seq):
                     return self.n == 0  # alone, it runs whatever its length (the budget holds one)
-                self.held_total -= held.pop(victim)
-                victim.cached = 0.0
-            return True
         if self.n == 0:
             return True
-        return self.reserved + seq.prompt + seq.max_tokens <= self._budget
+        spare = prefix.shared(self, seq) if share else 0.0
+        return self.reserved + seq.prompt + seq.max_tokens - spare <= self._budget
 
     def _admit(self, now: float) -> None:
         """Admit waiting sequences FIFO while they fit; mid-iteration they wait for its end."""

@@ -85,32 +85,6 @@ def shared(b: BatchState, seq: Seq) -> float:
     return seq.prompt if not seq.ref and seq.group in b.prefix_holders else 0.0
 
 
-def fits(b: BatchState, seq: Seq) -> bool:
-    """:meth:`BatchState._fits` with sharing: a resident prompt is not counted again, and cached
-    prefixes of tool calls are evicted oldest first until ``seq`` fits, skipping its own (the one it
-    is about to reuse), as without sharing."""
-    if b.n >= b._max_seqs:
-        return False
-    if b.n == 0 and not b.held:
-        return True
-    if b._preempt:
-        cap, held = b._admit_cap, b.held
-        while True:
-            need = b.kv_base + b.n * (b.v + 1.0) + seq.prompt + seq.gen_before + seq.obs + 1.0
-            need -= seq.cached + shared(b, seq)
-            if need + b.held_total <= cap:
-                return True
-            victim = next((s for s in held if s is not seq), None)  # the oldest but its own
-            if victim is None:
-                return b.n == 0
-            b.held_total -= held.pop(victim)  # may free the group's prompt: the need is recomputed
-            victim.cached = 0.0
-            leave(b, victim)
-    if b.n == 0:
-        return True
-    return b.reserved + seq.prompt + seq.max_tokens - shared(b, seq) <= b._budget
-
-
 def restretch(b: BatchState, resident: list[Seq], contexts: list[float]) -> tuple[float, float]:
     """Every resident context is recomputed (a re-prefill after a sync dropped the KV; the cached
     prefixes of tool calls are gone): each group's prompt once. Rebuilds the references from the
