@@ -11,11 +11,14 @@ The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with p
 
 Printed per implementation: CPU seconds (``time.process_time``) of ``run``, of ``summary()``, of
 the ``events`` and of the ``trained`` DataFrame, the ratio (the three together) / run, for ``new``
-the part of that spent reading attributes off the ``Episode`` objects (``reads/run``), and memory.
+the part of that spent reading the episodes' columns (``reads/run``: attributes of the objects
+still live, and the archived arrays; the engine reads each trained episode's attributes once,
+inside ``run``, when it archives it), and memory.
 Memory is resident set size from ``/proc/self/status``: the peak (``VmHWM``, reset through
 ``/proc/self/clear_refs`` just before ``run``) less the resident size just before ``run``, per
 episode; split into what the run's records hold (resident growth across ``run``: mostly the
-``Episode`` objects) and the two DataFrames' own bytes (``memory_usage(deep=True)``).
+archived episodes' arrays, ``pipesim.core.records``) and the two DataFrames' own bytes
+(``memory_usage(deep=True)``).
 
 Usage: ``python benchmarks/bench_results.py [--steps 1000] [--slots 1024] [--impl new,old] [--rounds 3]``
 (rounds: fresh processes per implementation, interleaved, and the median ratio; the machines this
@@ -195,8 +198,8 @@ def main() -> None:
     if not all(r["exact_peak"] for r in rows):
         print("(peak RSS could not be reset: peak growth is an upper bound from the process's own peak)")
     print(
-        "reads/run: the part of (s+e+t) spent reading attributes off the Episode objects, over run; "
-        "the rest is the vectorised work"
+        "reads/run: the part of (s+e+t) spent reading the episodes' columns (live objects, archived "
+        "arrays), over run; the rest is the vectorised work"
     )
     print(
         "peak B/ep: peak resident size (VmHWM) from just before run until both DataFrames exist, "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -251,24 +252,23 @@ def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -
     assert fast is not None and fast.episodes[0].end_s == at
 
 
-def test_a_pool_array_is_listed_a_chunk_at_a_time_with_the_same_trace(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The engine lists only a prefix of an array pool, and the rest when a run needs it."""
-    import pipesim.core.engine as engine_module
+def test_a_pool_array_is_read_in_place_with_the_same_trace() -> None:
+    """The engine reads an array pool through a view (no list of a float object per task): the
+    same trace as the pool as a list, from a strided array too, and a pool that runs out says so."""
     from pipesim import AbortRestart, AsyncRatio
 
     cfg = PipelineConfig(n_slots=8, batch_size=4, train_time_s=2.0, sync_time_s=1.0, steps=20)
     sc = Scenario(pipeline=cfg, admission=AsyncRatio(2.0), weight_update=AbortRestart(restart=False))
     sc = sc.with_(pool_size=50 * sc.default_pool_size)
-    first = 30  # list 30 entries up front (POOL_CHUNK + four default pools, normally)
-    monkeypatch.setattr(engine_module, "POOL_CHUNK", first - 4 * sc.default_pool_size)
     pool = draw_pool(sc)
-    listed, chunked = Pipeline(sc, pool.tolist()), Pipeline(sc, pool)
-    listed.run()
-    chunked.run()
-    assert chunked.started > first  # the rest was needed, and listed
+    strided = np.repeat(pool, 2)[::2]  # not contiguous: the engine takes a contiguous copy
+    listed, viewed, from_strided = Pipeline(sc, pool.tolist()), Pipeline(sc, pool), Pipeline(sc, strided)
+    for p in (listed, viewed, from_strided):
+        p.run()
+    assert not isinstance(viewed._durations, list)
     key = [(e.id, e.task_id, e.start_s, e.end_s, e.status) for e in listed.episodes]
-    assert key == [(e.id, e.task_id, e.start_s, e.end_s, e.status) for e in chunked.episodes]
+    assert key == [(e.id, e.task_id, e.start_s, e.end_s, e.status) for e in viewed.episodes]
+    assert key == [(e.id, e.task_id, e.start_s, e.end_s, e.status) for e in from_strided.episodes]
+    assert all(type(e.duration_s) is float for e in viewed.episodes)  # Python floats, as from a list
     with pytest.raises(PipelineError, match="pool"):  # a pool that runs out still says so
         Pipeline(sc, pool[:100]).run()

@@ -6,9 +6,10 @@ reference frame for frame, and every summary value must be the same float (NaN w
 on random scenarios of every policy family: replicas, timeouts, failures, aborts, in-flight
 updates, and trace pools with many exact ties.
 
-Two deliberate differences are normalised before comparing: ``events.kind`` and ``events.lane``
-are Categoricals (the reference has strings), and a time column the reference inferred as int64
-because every value in it was a Python int (a run that never left t = 0) is float64.
+Three deliberate differences are normalised before comparing: ``events.kind`` and ``events.lane``
+are Categoricals (the reference has strings), a time column the reference inferred as int64
+because every value in it was a Python int (a run that never left t = 0) is float64, and integer
+columns are int32 where every value fits (``pipesim.results.columns.int_dtype``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def _normalised(new: pd.DataFrame, old: pd.DataFrame) -> tuple[pd.DataFrame, pd.
             new[col] = new[col].astype(str)
         if new[col].dtype == np.float64 and old[col].dtype == np.int64:
             old[col] = old[col].astype(np.float64)
+        if new[col].dtype == np.int32 and old[col].dtype == np.int64:  # ints are int32 where they fit
+            new[col] = new[col].astype(np.int64)
     return new, old
 
 

@@ -27,6 +27,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from pipesim.results.columns import EpisodeColumns
+
 if TYPE_CHECKING:
     from pipesim.compute.engine import ComputeReplica
     from pipesim.compute.workload import TokenSource
@@ -99,17 +101,19 @@ def token_ledger(
     filtered = filtered if isinstance(filtered, set | frozenset) else set(filtered)
     truncated = 0.0
     gen, trunc = source.generated, source.truncated
-    for ep in episodes:
-        key = _STATUS.get(ep.status)
+    cols = EpisodeColumns(episodes)  # archived episodes are read from their arrays, not rebuilt
+    keys = [_STATUS.get(name) for name in cols.status_names]
+    for i, code in zip(cols.id.tolist(), cols.status.tolist()):  # in id order, as the sums always ran
+        key = keys[code]
         if key is None:
-            raise ValueError(f"episode {ep.id} has an unknown status {ep.status!r}")
-        tokens = gen[ep.id]
-        if key == "discarded_stale" and ep.id in filtered:
+            raise ValueError(f"episode {i} has an unknown status {cols.status_names[code]!r}")
+        tokens = gen[i]
+        if key == "discarded_stale" and i in filtered:
             key = "discarded_filtered"
-        elif key == "discarded_stale" and over_length and trunc[ep.id]:
+        elif key == "discarded_stale" and over_length and trunc[i]:
             key = "discarded_over_length"
         sums[key] += tokens
-        if key == "trained" and trunc[ep.id]:
+        if key == "trained" and trunc[i]:
             truncated += tokens
     generated = sum(e.tokens_generated for e in engines)
     return TokenLedger(generated=generated, truncated_trained=truncated, **sums)

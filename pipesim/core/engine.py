@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -51,6 +51,7 @@ from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import BindsPipeline
 from pipesim.core.port_impl import PolicyPort
 from pipesim.core.quiet import make_quiet
+from pipesim.core.records import EpisodeRecords
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
 
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
 DEFAULT_OPTIONS = EngineOptions()
-POOL_CHUNK = 4096  # pool entries turned into a list up front, beyond four default pools
 
 
 class _EndOfInstant(simpy.Event):
@@ -94,7 +94,7 @@ class Pipeline(PolicyPort):
     def __init__(
         self,
         scenario: Scenario,
-        durations: list[float] | npt.NDArray[np.float64],
+        durations: Sequence[float] | npt.NDArray[np.float64],
         *,
         source: EpisodeSource | None = None,
         observer: BatchObserver | None = None,
@@ -103,7 +103,7 @@ class Pipeline(PolicyPort):
         engine_factory: Callable[[Pipeline, int, int], EngineReplica] | None = None,
     ) -> None:
         """``durations``: the pool, one entry per task, consumed in order (a list, or a float64
-        array, turned into a list a chunk at a time: runs use a small prefix of a large pool). The seams
+        array, read in place). The seams
         (:mod:`pipesim.core.seams`): ``source`` supplies each started episode's work instead (the pool
         then only bounds the number of tasks); ``observer`` sees every batch; ``trainer`` times
         each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
@@ -123,14 +123,14 @@ class Pipeline(PolicyPort):
         self.max_staleness = self.config.max_staleness
         self.env = simpy.Environment()
         if isinstance(durations, np.ndarray):
-            self._n_pool = len(durations)
-            first = min(self._n_pool, POOL_CHUNK + 4 * scenario.default_pool_size)
-            self._durations: list[float] = durations[:first].tolist()
-            self._pool_rest: npt.NDArray[np.float64] | None = (
-                durations[first:] if first < self._n_pool else None
+            # a view, not a list: indexing it gives the same Python floats, and a pool of a
+            # million tasks costs no list of a million float objects (32 bytes a task)
+            self._durations: Sequence[float] = cast(
+                Sequence[float], memoryview(cast(Any, np.ascontiguousarray(durations, dtype=np.float64)))
             )
         else:
-            self._n_pool, self._durations, self._pool_rest = len(durations), durations, None
+            self._durations = durations
+        self._n_pool = len(self._durations)
         self.version = 0
         self.started = 0
         self.started_at_version = [0]  # episodes launched when each trainer version was published
@@ -144,7 +144,10 @@ class Pipeline(PolicyPort):
         self.syncing = False
         self.sync_pending = False
         self.finished = False
-        self.episodes: list[Episode] = []
+        self.episodes = EpisodeRecords(
+            options.archive_block_episodes, self.config.steps * self.config.batch_size
+        )
+        """Every launched episode: objects while they can change, arrays once trained."""
         self.updates: list[UpdateRecord] = []
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
         self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
@@ -242,14 +245,6 @@ class Pipeline(PolicyPort):
         e = engines[0]
         return e if e.accepting else None
 
-    def _more_pool(self) -> bool:
-        """Turn the rest of the pool into list entries (the first chunk ran out); False if none."""
-        if self._pool_rest is None:
-            return False
-        self._durations.extend(self._pool_rest.tolist())  # in place: the hand-over holds this list
-        self._pool_rest = None
-        return True
-
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now = self.env.now
@@ -265,14 +260,14 @@ class Pipeline(PolicyPort):
                 task, parent = self.requeued.popleft()
             else:
                 task = self.next_task
-                if task >= len(self._durations) and not self._more_pool():
+                if task >= self._n_pool:
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
         source, version = self.source, engine.version
         work = self._durations[task] if source is None else source.work_s(started, task, version, parent)
         ep = Episode(started, task, work, version, parent)
         self.started = started + 1
-        self.episodes.append(ep)
+        self.episodes.live[started] = ep
         engine.start(ep, now, None if self.lifecycle is None else self.lifecycle.work_s(ep))
         return ep
 
@@ -310,6 +305,7 @@ class Pipeline(PolicyPort):
             # past this, launch() raises: a zero-time loop, or no batch for too long
             limit = min(self._instant_first, self._started_at_batch) + self._launch_limit
             durations, requeued, started_before = self._durations, self.requeued, self.started
+            live = self.episodes.live
             n_pool = len(durations) if self._inline_launch else -1  # -1: always through launch()
             while (engine := choose(engines)) is not None and admits(self):
                 started, task = self.started, self.next_task
@@ -319,7 +315,7 @@ class Pipeline(PolicyPort):
                 self.next_task = task + 1
                 ep = Episode(started, task, durations[task], engine.version)
                 self.started = started + 1
-                self.episodes.append(ep)
+                live[started] = ep
                 engine.start(ep, now)
             self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
@@ -350,6 +346,7 @@ class Pipeline(PolicyPort):
                 ep.trained_version = version
             if self.observer is not None:
                 self.observer.on_batch(step, version, batch, start)
+            self.episodes.archive(batch, step, version)  # final now: kept as arrays, not objects
             if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
                 for e in self.engines:
                     e.pause()
@@ -386,7 +383,7 @@ class Pipeline(PolicyPort):
         with it. Dropping the records (every Episode) lets them be freed by reference counting as
         soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
         """
-        self.episodes, self.updates, self.discarded = [], [], []
+        self.episodes, self.updates, self.discarded = EpisodeRecords(0), [], []
         self.buffer.items = []
         for e in self.engines:
             e.release()

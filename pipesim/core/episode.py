@@ -47,8 +47,9 @@ class UpdateRecord:
 class Episode:
     """One launched episode. Slots keep the per-episode cost to a few attribute writes.
 
-    A run keeps every episode until its result is dropped, so creating one and letting the
-    garbage collector walk it are per-episode costs. The fields every episode sets are slots; the
+    A run keeps an episode as this object until the trainer takes it; then the run's records
+    (:mod:`pipesim.core.records`) keep its fields as arrays and rebuild an equal object when one
+    is asked for. The fields every episode sets are slots; the
     ones only faults and re-prefills set (``truncated``, ``parent``, ``lost_s``, ``fail_at_s``,
     ``reprefill_tokens``, ``reprefill_s``) are class-level defaults that an instance overrides
     in its own ``__dict__``, which exists only for the episodes that need it.

@@ -97,7 +97,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
             p.version >= steps  # the run is over (or ends at this pass)
             or blocks(p)
             or p.requeued
-            or task >= len(durations)  # the pool list grows in place (Pipeline._more_pool)
+            or task >= len(durations)
             or looping
             or started - p._started_at_batch >= launch_limit
         ):
@@ -118,7 +118,7 @@ def make_handover(slots: Slots) -> Callable[[float], float] | None:
         d = durations[task]
         ep = Episode(started, task, d, slots.version, -1, free.pop(), index, now, n_upd, offset)
         p.started = started + 1
-        p.episodes.append(ep)
+        p.episodes.live[started] = ep
         heappush(running, ((now - offset) + d, started, ep))
         p.admission_refused = False  # the loop ended for want of a free slot
         if get_queue and (batch_ready is None or batch_ready(items, p)):

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pipesim.core.records import ARCHIVE_BLOCK_EPISODES
+
 if TYPE_CHECKING:
     import simpy
 
@@ -111,11 +113,18 @@ class EngineOptions:
     """Do an instant of one completion and one start in one step (:mod:`pipesim.core.handover`)."""
     inline_starts: bool = True
     """The controller pass starts new pool tasks itself instead of calling ``launch``."""
+    archive_block_episodes: int = ARCHIVE_BLOCK_EPISODES
+    """Trained episodes gathered before they are kept as arrays instead of objects
+    (:mod:`pipesim.core.records`); 0 keeps every episode an object. Not a shortcut: the records
+    read the same either way (``tests/test_records.py``), only their memory differs."""
 
     def __post_init__(self) -> None:
         for name in ("quiet_completions", "handover", "inline_starts"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        n = self.archive_block_episodes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"archive_block_episodes must be an int >= 0, got {n!r}")
 
     @classmethod
     def plain(cls) -> EngineOptions:

@@ -1,19 +1,22 @@
 """Columnar views of a run's records, and the vectorised pieces its tables and summary are made of.
 
-:class:`EpisodeColumns` turns the engine's list of :class:`~pipesim.core.episode.Episode` objects into
-numpy arrays, one attribute at a time and only when a table or the summary first needs it (one
-``np.fromiter`` pass over the list each, no per-episode tuples). :class:`UpdateIndex` holds the
-update log as arrays with, per replica, the prefix counts of the updates that apply to it, so the
-updates an episode ran under (``update_from`` to ``update_to``) are found by index arithmetic
-instead of a Python loop per episode.
+:class:`EpisodeColumns` gives the episodes of a run as numpy arrays, one attribute at a time and
+only when a table or the summary first needs it. From the engine's
+:class:`~pipesim.core.records.EpisodeRecords` it takes the archived (trained) episodes' arrays
+as they are and writes in the values of the few episodes still kept as objects; from a plain
+list of :class:`~pipesim.core.episode.Episode` objects it reads each attribute in one
+``np.fromiter`` pass (no per-episode tuples). :class:`UpdateIndex` holds the update log as
+arrays with, per replica, the prefix counts of the updates that apply to it, so the updates an
+episode ran under (``update_from`` to ``update_to``) are found by index arithmetic instead of a
+Python loop per episode.
 
 Sums are *sequential* (:func:`seq_sum`, and per episode in ``RunResult``), in the order the
 per-episode code added them, so every summary value is bit-for-bit the one Python's ``sum`` gives
 (up to 3.11; 3.12 made ``sum`` of floats compensated, which can differ in the last bits).
 
-Reading the objects is most of the cost: about 60 ns per attribute and episode (16 attributes for
-the summary and both tables), which an engine that recorded these columns itself would not pay
-(:meth:`EpisodeColumns.from_arrays` builds the same view from arrays).
+Reading objects costs about 60 ns per attribute and episode (more where they are scattered in
+memory); the engine pays it once per trained episode when it archives it, so the tables of a big
+run read arrays only (:meth:`EpisodeColumns.from_arrays` builds the same view from given arrays).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pipesim.core.episode import (
     UpdateRecord,
     episode_column,
 )
+from pipesim.core.records import ARCHIVED_FIELDS, EpisodeRecords
 
 STATUSES: tuple[str, ...] = (RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED, FAILED)
 """Status names in code order: ``EpisodeColumns.status`` holds indices into this tuple (and
@@ -63,6 +67,13 @@ def expand(counts: IntArray) -> tuple[IntArray, IntArray]:
     np.cumsum(counts[:-1], out=starts[1:])
     pos = np.arange(total, dtype=np.int64) - starts[seg]
     return seg, pos
+
+
+def int_dtype(*columns: np.ndarray) -> type[np.signedinteger[Any]]:
+    """int32 for a table column of these values where they fit in it (ids, slots, versions: a run
+    would need 2**31 of them to overflow), else int64. Halves the tables' integer columns."""
+    small = all(x.dtype.itemsize <= 4 or len(x) == 0 or abs(x).max() < 2**31 - 1 for x in columns)
+    return np.int32 if small else np.int64
 
 
 def _distinct(x: IntArray) -> IntArray:
@@ -100,8 +111,16 @@ class EpisodeColumns:
     FLOAT_COLUMNS = ("duration_s", "start_s", "lost_s", "reprefill_tokens")
 
     def __init__(self, episodes: Sequence[Episode]) -> None:
-        self._episodes = episodes
         self.n = len(episodes)
+        self._records: EpisodeRecords | None = None
+        if isinstance(episodes, EpisodeRecords):
+            live = list(episodes.live.values())
+            if episodes.n_archived:  # archived episodes are read from their arrays, the rest from objects
+                self._records = episodes
+                self._live_ids = np.fromiter(episodes.live.keys(), np.int64, count=len(live))
+                self._inner = EpisodeColumns(live)
+            episodes = live
+        self._episodes = episodes
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, Any], status_names: Sequence[str] = STATUSES) -> EpisodeColumns:
@@ -117,13 +136,25 @@ class EpisodeColumns:
         return self
 
     def _read(self, name: str, dtype: Any) -> np.ndarray:
-        return episode_column(self._episodes, name, dtype)
+        r = self._records
+        if r is None:
+            return episode_column(self._episodes, name, dtype)
+        if name in ARCHIVED_FIELDS:
+            # the records' own array (no copy where the dtype matches), the live entries written in
+            out = r.column(name, self.n).astype(dtype, copy=False)
+        else:
+            out = r.rare_column(name, dtype, self.n)
+        out[self._live_ids] = episode_column(self._episodes, name, dtype)
+        return out
 
     def _read_int(self, name: str) -> np.ndarray:
-        try:  # int32 halves the cached columns; values beyond it fall back to int64
-            return self._read(name, np.int32)
-        except OverflowError:
-            return self._read(name, np.int64)
+        r = self._records
+        if r is None or name not in r.arrays or r.arrays[name].dtype != np.int64:
+            try:  # int32 halves the cached columns; values beyond it fall back to int64
+                return self._read(name, np.int32)
+            except OverflowError:
+                pass
+        return self._read(name, np.int64)
 
     def total(self, name: str) -> float:
         """``sum(getattr(e, name) for e in episodes)`` (left to right) without keeping the column."""
@@ -138,6 +169,8 @@ class EpisodeColumns:
 
     def __getattr__(self, name: str) -> np.ndarray:
         # only reached for columns not read yet (a read column lives in __dict__)
+        if name == "id" and self._records is not None:
+            return np.arange(self.n, dtype=int_dtype(np.array([self.n])))  # the records' ids: not kept
         if name in self.INT_COLUMNS:
             arr = self._read_int(name)
         elif name in self.FLOAT_COLUMNS:
@@ -159,7 +192,11 @@ class EpisodeColumns:
     def _read_end_s(self) -> FloatArray:
         """``end_s`` with NaN for None. Only running (and aborted) episodes can lack an end, so the
         others are read as floats, which is much cheaper than reading objects; a None among them
-        makes it read every episode as an object instead."""
+        makes it read every episode as an object instead. Archived episodes have ended."""
+        if self._records is not None:
+            out = self._records.column("end_s", self.n)
+            out[self._live_ids] = self._inner.end_s
+            return out  # type: ignore[no-any-return]
         eps = self._episodes
         maybe_none = (self.status == STATUSES.index(RUNNING)) | (self.status == STATUSES.index(ABORTED))
         out = np.full(self.n, np.nan)
@@ -179,6 +216,13 @@ class EpisodeColumns:
         return out
 
     def _read_status(self) -> None:
+        if self._records is not None:  # archived episodes are trained
+            live = self._inner.status
+            codes = np.full(self.n, S_TRAINED, dtype=live.dtype)
+            codes[self._live_ids] = live
+            self.__dict__["status"] = codes
+            self.__dict__["status_names"] = self._inner.status_names
+            return
         names = list(STATUSES)
         code = {s: i for i, s in enumerate(names)}
         raw = self._read("status", object)
@@ -225,7 +269,9 @@ class UpdateIndex:
         m = self.m = len(updates)
         self.start_s = np.fromiter((u.start_s for u in updates), np.float64, count=m)
         self.end_s = np.fromiter((u.end_s for u in updates), np.float64, count=m)
-        self.version_after = np.fromiter((u.version_after for u in updates), np.int64, count=m)
+        version_after = np.fromiter((u.version_after for u in updates), np.int64, count=m)
+        self.version_after = version_after.astype(int_dtype(version_after), copy=False)
+        """int32 where it fits, so the newest versions of a million episodes are int32 too."""
         self.replica = np.fromiter((u.replica for u in updates), np.int64, count=m)
         self.shared = bool((self.replica < 0).all())
         """Every update applies to every replica: the episodes' replicas do not matter."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pipesim.results.columns import S_ABORTED
+from pipesim.results.columns import S_ABORTED, int_dtype
 
 if TYPE_CHECKING:
     from pipesim.results.run import RunResult
@@ -40,7 +40,7 @@ def event_table(self: RunResult) -> pd.DataFrame:
     cap = bound + n_train + n_sync
     kind = np.empty(cap, dtype=np.int8)
     f_start, f_end = np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64)
-    f_version = np.empty(cap, dtype=np.int64)
+    f_version = np.empty(cap, dtype=_version_dtype(self))
     n_gen = 0
     if plan is not None:
         per_ep, n_gen = _fill_rows(self, plan, (kind, f_start, f_end, f_version))
@@ -56,29 +56,32 @@ def event_table(self: RunResult) -> pd.DataFrame:
         else:  # a few: views of the first n rows, the gap left unused
             kind, f_start, f_end, f_version = kind[:n], f_start[:n], f_end[:n], f_version[:n]
 
-    f_slot, f_replica, f_id = (
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-    )
+    f_slot, f_replica, f_id = (np.empty(n, dtype=int_dtype(x)) for x in (c.slot, c.replica, c.id))
     complete = np.ones(n, dtype=np.bool_)
     lane_names: list[str] = []
     lane_code = np.empty(n, dtype=np.int16)
-    if n_gen:
+    if n_gen:  # the temporaries are dropped as soon as they are used: this is a run's peak memory
         f_id[:n_gen] = np.repeat(c.id[inc], per_ep)
         has_rows = per_ep > 0
+        running = np.nonzero(~c.ended[inc] & has_rows)[0]
         used = inc[has_rows]
+        del inc
         lane_names, lane_of, lane_replica, lane_slot = _lanes(c.replica[used], c.slot[used])
+        del used
         if len(lane_names) + 2 > np.iinfo(np.int16).max:
             lane_code = np.empty(n, dtype=np.int32)
         codes = lane_code[:n_gen]
         codes[:] = np.repeat(lane_of.astype(lane_code.dtype), per_ep[has_rows])
-        f_slot[:n_gen] = lane_slot[codes]
-        f_replica[:n_gen] = lane_replica[codes]
+        del lane_of, has_rows
+        # np.take into the columns: no temporary of one int64 per row ("clip": "raise" buffers `out`;
+        # every code is a valid lane)
+        np.take(lane_slot.astype(f_slot.dtype), codes, out=f_slot[:n_gen], mode="clip")
+        np.take(lane_replica.astype(f_replica.dtype), codes, out=f_replica[:n_gen], mode="clip")
         del codes
         row_end = np.cumsum(per_ep)
-        for i in np.nonzero(~c.ended[inc] & has_rows)[0].tolist():  # the episodes still running
+        for i in running.tolist():  # the episodes still running
             complete[row_end[i] - per_ep[i] : row_end[i]] = False
+        del row_end, per_ep
     tail = slice(n_gen, n)
     kind[n_gen : n_gen + n_train], kind[n_gen + n_train :] = 2, 3
     lane_code[n_gen : n_gen + n_train] = len(lane_names)
@@ -111,6 +114,11 @@ def event_table(self: RunResult) -> pd.DataFrame:
         "complete": complete,
     }
     return pd.DataFrame(cols, copy=False)
+
+
+def _version_dtype(self: RunResult) -> type[np.signedinteger[Any]]:
+    logs = [v for *_, v in self.train_log] + [v for *_, v in self.sync_log]
+    return int_dtype(self.columns.version, self.update_index.version_after, np.array(logs, dtype=np.int64))
 
 
 def _row_plan(self: RunResult, idx: np.ndarray, T: float) -> tuple[np.ndarray, ...]:
@@ -184,16 +192,17 @@ def _fill_rows(
 def _lanes(replica: np.ndarray, slot: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Lane names ``r{replica}/slot{slot}`` ordered by (replica, slot), each pair's lane index, and
     each lane's replica and slot (with -1, -1 appended for the trainer and sync lanes)."""
-    replica, slot = replica.astype(np.int64), slot.astype(np.int64)
     r_min, s_min = int(replica.min()), int(slot.min())
     width = int(slot.max()) - s_min + 1
-    key = (replica - r_min) * width + (slot - s_min)
     n_keys = (int(replica.max()) - r_min + 1) * width
+    wide = np.int64 if n_keys >= 2**31 - 1 else np.int32  # int32 keys halve the temporaries
+    key: np.ndarray = (replica.astype(wide) - r_min) * width
+    np.add(key, slot.astype(wide) - s_min, out=key)
     if n_keys <= 4 * len(key) + 1024:
         present = np.zeros(n_keys, dtype=np.bool_)
         present[key] = True
         uniq = np.nonzero(present)[0]
-        code_of = np.cumsum(present, dtype=np.int64) - 1
+        code_of = np.cumsum(present, dtype=wide) - 1
         lane_of = code_of[key]
     else:
         uniq, lane_of = np.unique(key, return_inverse=True)

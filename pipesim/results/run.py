@@ -1,11 +1,13 @@
 """Typed results of a run: raw records in, pandas DataFrames and a flat summary out.
 
-The engine keeps plain Python records while it runs (cheap); :class:`RunResult` reads them once
-into numpy columns (:mod:`pipesim.results.columns`, one array per attribute, read on first use) and
-computes every table and the summary from those arrays, vectorised. Tables are built on first
-access and cached, so a sweep that only needs ``summary()`` never builds the event table. In
-``events`` the ``kind`` and ``lane`` columns are pandas Categoricals (a few distinct strings over
-millions of rows).
+The engine keeps its episodes as arrays once they are trained and as objects until then
+(:mod:`pipesim.core.records`); :class:`RunResult` reads them as numpy columns
+(:mod:`pipesim.results.columns`, one array per attribute, on first use: the records' own arrays,
+with the live objects' values written in) and computes every table and the summary from those
+arrays, vectorised. Integer table columns are int32 where every value fits, else int64. Tables
+are built on first access and cached, so a sweep that only needs ``summary()`` never builds the
+event table. In ``events`` the ``kind`` and ``lane`` columns are pandas Categoricals (a few
+distinct strings over millions of rows).
 
 Utilisation follows the chapter: ``gen_util`` is the slot time of *finished* episodes, pauses
 included, over ``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses, and
@@ -28,6 +30,7 @@ on the pool clamped at ``cap`` reports.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +50,7 @@ from pipesim.results.columns import (
     S_TRAINED,
     EpisodeColumns,
     UpdateIndex,
+    int_dtype,
     seq_sum,
 )
 from pipesim.results.events import EVENT_COLUMNS as EVENT_COLUMNS  # re-exported: saved runs, tests
@@ -86,7 +90,7 @@ class RunResult:
 
     scenario: Scenario
     sim_time_s: float
-    episodes: list[Episode]
+    episodes: Sequence[Episode]
     updates: list[UpdateRecord]
     train_log: list[tuple[int, float, float, int]]
     sync_log: list[tuple[float, float, int]]
@@ -176,17 +180,19 @@ class RunResult:
     def trained(self) -> pd.DataFrame:
         """One row per trained episode: staleness by starting and by newest version, duration, spans."""
         c = self.columns
-        sel = np.nonzero(c.status_is(S_TRAINED))[0] if c.n else np.zeros(0, dtype=np.int64)
+        sel = np.flatnonzero(c.status_is(S_TRAINED)) if c.n else np.zeros(0, dtype=np.int64)
         if len(sel) == 0:
             return pd.DataFrame({name: [] for name in TRAINED_COLUMNS})
-        sel = sel[_training_order(c.trained_step[sel], c.end_s[sel], c.id[sel])]
-        tv = c.trained_version[sel].astype(np.int64)
-        v = c.version[sel].astype(np.int64)
-        newest = self.newest_versions[sel]
+        sel = sel.astype(int_dtype(sel), copy=False)  # the temporaries below are a run's peak memory
+        sel = sel[_training_order(c, sel)]
+        # int32 where every value fits (see events._int_dtype), like the events table
+        tv, v, newest = c.trained_version[sel], c.version[sel], self.newest_versions[sel]
+        idt = int_dtype(tv, v, newest)
+        tv, v, newest = tv.astype(idt, copy=False), v.astype(idt, copy=False), newest.astype(idt, copy=False)
         return pd.DataFrame(
             {
-                "episode_id": c.id[sel].astype(np.int64),
-                "step": c.trained_step[sel].astype(np.int64),
+                "episode_id": c.id[sel].astype(int_dtype(c.id), copy=False),
+                "step": c.trained_step[sel].astype(int_dtype(c.trained_step), copy=False),
                 "trained_version": tv,
                 "version": v,
                 "staleness": tv - v,
@@ -341,30 +347,37 @@ class RunResult:
         return out
 
 
-def _training_order(step: np.ndarray, end: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The order that sorts episodes by (step, end, id), stable.
+def _training_order(c: EpisodeColumns, sel: np.ndarray) -> np.ndarray:
+    """The order that sorts episodes ``sel`` by (step, end, id), stable.
 
     Ids rise along the episode list (launch order) in every run, so ties in (step, end) keep
     list order and the id key is dropped; and when every step trained the same number of
-    episodes, the steps are sorted one by one as the rows of a matrix.
+    episodes, the steps are sorted one by one as the rows of a matrix. Each key is read when it
+    is needed and dropped after (a million episodes make these temporaries the peak memory).
     """
-    n = len(step)
+    n = len(sel)
     if n < 2:
         return np.arange(n)
+    ids = c.id[sel]
     if not (ids[1:] > ids[:-1]).all():
-        return np.lexsort((ids, end, step))
-    first = int(step.min())
-    rel = step - first
+        return np.lexsort((ids, c.end_s[sel], c.trained_step[sel]))
+    del ids
+    rel = c.trained_step[sel]
+    rel -= rel.min()
     if int(rel.max()) < np.iinfo(np.int16).max:
         rel = rel.astype(np.int16)  # a stable sort of 16-bit integers is a radix sort
     by_step = np.argsort(rel, kind="stable")
     sizes = np.bincount(rel)
+    del rel
     if sizes.min() > 0 and (sizes == sizes[0]).all():
         rows = by_step.reshape(len(sizes), int(sizes[0]))
-        ends = end[rows]
+        ends = c.end_s[sel[rows]]
         within = np.argsort(ends, axis=1)  # not stable, but much faster: right unless ends tie
-        ties = np.nonzero((np.diff(np.take_along_axis(ends, within, axis=1), axis=1) == 0).any(axis=1))[0]
+        srt = np.take_along_axis(ends, within, axis=1)
+        ties = np.nonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))[0]
+        del srt
         if len(ties):  # the steps with tied ends, again with a stable sort
             within[ties] = np.argsort(ends[ties], axis=1, kind="stable")
+        del ends
         return np.take_along_axis(rows, within, axis=1).ravel()
-    return np.lexsort((end, step))
+    return np.lexsort((c.end_s[sel], c.trained_step[sel]))

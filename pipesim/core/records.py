@@ -1,0 +1,244 @@
+"""The run's episode records: Python objects while an episode can change, numpy arrays once it cannot.
+
+An :class:`~pipesim.core.episode.Episode` is an object while it runs and waits in the buffer,
+because the engine and the policies update it. Once the trainer has taken it, nothing changes
+it again, so the trainer hands each batch to :meth:`EpisodeRecords.archive`, which gathers
+:data:`ARCHIVE_BLOCK_EPISODES` of them and writes their fields into arrays indexed by episode id
+(the engine's launch counter: 0, 1, 2, ...), then drops the objects. An archived episode costs
+about 53 bytes (seven ``int32`` and three ``float64`` fields and a flag) instead of about
+400 bytes of objects, and the arrays are the columns the results read
+(:class:`~pipesim.results.columns.EpisodeColumns`), so a table needs no second copy of them.
+
+The rare fields an episode keeps in its own ``__dict__`` (``truncated``, ``parent``, re-prefill
+and lost seconds, ...; see :class:`~pipesim.core.episode.Episode`), a ``work_s`` that differs
+from ``duration_s`` (a capped or re-prefilled episode) and a ``task_id`` that differs from the id
+(a relaunch) are kept per episode, as they were. The
+engine-internal ``offset_start`` (the replica's paused-time total at the start) is not kept: an
+archived episode reads it as NaN.
+
+:class:`EpisodeRecords` is a ``Sequence[Episode]`` in id order: indexing and iterating give the
+live objects themselves and, for archived episodes, equal objects rebuilt from the arrays (new
+objects at every access, so changing one changes nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from operator import attrgetter
+from typing import Any, overload
+
+import numpy as np
+
+from pipesim.core.episode import TRAINED, Episode
+
+ARCHIVE_BLOCK_EPISODES = 1024
+"""Trained episodes gathered before they are written as arrays (a block's fixed cost is about a
+dozen ``np.fromiter`` calls; at 1,024 episodes that is a few ns per episode)."""
+
+INT_FIELDS = (
+    "slot",
+    "replica",
+    "version",
+    "update_from",
+    "update_to",
+    "trained_step",
+    "trained_version",
+)
+FLOAT_FIELDS = ("duration_s", "start_s", "end_s")
+ARCHIVED_FIELDS = (*INT_FIELDS, *FLOAT_FIELDS)
+READ_INT_FIELDS = INT_FIELDS[:-2]
+"""The int fields read off the objects (the training step and version are the batch's)."""
+"""The fields kept as arrays indexed by id (besides the status code, ``archived``)."""
+_FIRST_CAPACITY = 4096
+_MAX_HINT = 1 << 24
+"""The arrays are first sized for the episodes a run expects to train, and a quarter more (the
+ids of trained episodes run ahead of their count), at most this many; past it they double. One
+allocation avoids the freed smaller copies of a doubling, which the allocator keeps resident.
+Pages never written cost no memory."""
+
+
+def _grown(a: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.empty(capacity, dtype=a.dtype)  # untouched pages cost no memory until written
+    out[: len(a)] = a
+    return out
+
+
+class EpisodeRecords(Sequence[Episode]):
+    """Every episode of a run in id order: live objects, and archived trained ones as arrays.
+
+    The engine adds an episode with ``records.live[ep.id] = ep`` (or :meth:`append`) and hands
+    each trained batch to :meth:`archive`. ``archive_block`` is the number of trained episodes
+    gathered before they are written as arrays (0: never archive, every episode stays an object).
+    ``expected``, the number of episodes the run will train, sizes the arrays.
+    ``arrays[name][i]`` holds field ``name`` of archived episode ``i``; ``archived[i]`` says
+    whether episode ``i`` is archived (entries of live episodes are unset).
+    """
+
+    def __init__(self, archive_block: int = ARCHIVE_BLOCK_EPISODES, expected: int = 0) -> None:
+        self.live: dict[int, Episode] = {}
+        """The episodes still kept as objects, by id (in id order: ids only grow)."""
+        self.archive_block = archive_block
+        self.n_archived = 0
+        self.arrays: dict[str, np.ndarray] = {}
+        self.archived = np.zeros(0, dtype=np.bool_)
+        self.work_s: dict[int, float] = {}
+        """Id -> ``work_s`` of archived episodes where it is not ``duration_s``."""
+        self.task_id: dict[int, int] = {}
+        """Id -> ``task_id`` of archived episodes where it is not the id."""
+        self.extras: dict[int, dict[str, Any]] = {}
+        """Id -> an archived episode's own ``__dict__`` (its rare fields), where it has any."""
+        self._pending: list[tuple[list[Episode], int, int]] = []
+        self._first_capacity = max(_FIRST_CAPACITY, min(expected + expected // 4, _MAX_HINT))
+        self._n_pending = 0
+
+    def append(self, ep: Episode) -> None:
+        self.live[ep.id] = ep
+
+    def archive(self, batch: list[Episode], step: int, version: int) -> None:
+        """The trainer took ``batch`` (statuses, steps and versions already set)."""
+        if self.archive_block <= 0:
+            return
+        self._pending.append((batch, step, version))
+        self._n_pending += len(batch)
+        if self._n_pending >= self.archive_block:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the gathered trained episodes into the arrays and drop their objects."""
+        batches, self._pending, self._n_pending = self._pending, [], 0
+        if not batches:
+            return
+        eps = [ep for batch, _, _ in batches for ep in batch]
+        n = len(eps)
+        ids = np.fromiter(map(attrgetter("id"), eps), np.int64, count=n)
+        self._reserve(int(ids.max()) + 1)
+        arrays = self.arrays
+        sizes = [len(batch) for batch, _, _ in batches]  # the trainer's step and version, per batch
+        for name, values in (
+            ("trained_step", [s for _, s, _ in batches]),
+            ("trained_version", [v for *_, v in batches]),
+        ):
+            arrays[name][ids] = np.repeat(np.array(values, dtype=arrays[name].dtype), sizes)
+        for name in READ_INT_FIELDS:
+            col = arrays[name]
+            try:
+                col[ids] = np.fromiter(map(attrgetter(name), eps), col.dtype, count=n)
+            except OverflowError:  # a value beyond int32: this field is int64 from now on
+                col = arrays[name] = col.astype(np.int64)
+                col[ids] = np.fromiter(map(attrgetter(name), eps), np.int64, count=n)
+        for name in FLOAT_FIELDS:
+            arrays[name][ids] = np.fromiter(map(attrgetter(name), eps), np.float64, count=n)
+        work = np.fromiter(map(attrgetter("work_s"), eps), np.float64, count=n)
+        differs = np.nonzero(work != arrays["duration_s"][ids])[0]
+        self.work_s.update(zip(ids[differs].tolist(), work[differs].tolist()))
+        task = np.fromiter(map(attrgetter("task_id"), eps), np.int64, count=n)
+        differs = np.nonzero(task != ids)[0]  # a relaunch runs an earlier task; the rest run their own
+        self.task_id.update(zip(ids[differs].tolist(), task[differs].tolist()))
+        # reading __dict__ creates an empty one where there was none; it goes with the object
+        self.extras.update((ep.id, d) for ep in eps if (d := ep.__dict__))
+        self.archived[ids] = True
+        live = self.live
+        for ep in eps:
+            del live[ep.id]
+        self.n_archived += n
+
+    def column(self, name: str, n: int) -> np.ndarray:
+        """The array of field ``name`` for ids ``0..n-1`` (a view; entries of live episodes unset)."""
+        self._reserve(n)
+        return self.arrays[name][:n]
+
+    def _reserve(self, size: int) -> None:
+        cap = len(self.archived)
+        if size <= cap:
+            return
+        while cap < size:
+            cap = max(2 * cap, self._first_capacity)
+        if not self.arrays:
+            self.arrays = {name: np.empty(0, dtype=np.int32) for name in INT_FIELDS}
+            self.arrays.update({name: np.empty(0, dtype=np.float64) for name in FLOAT_FIELDS})
+        for name, a in self.arrays.items():
+            self.arrays[name] = _grown(a, cap)
+        archived = np.zeros(cap, dtype=np.bool_)
+        archived[: len(self.archived)] = self.archived
+        self.archived = archived
+
+    def __len__(self) -> int:
+        return self.n_archived + len(self.live)
+
+    def rare_column(self, name: str, dtype: Any, n: int) -> np.ndarray:
+        """A field not kept as an array (``id``, ``task_id``, ``work_s``, ``Episode``'s rare fields)
+        for ids ``0..n-1``: the archived episodes' values, defaults elsewhere (the caller fills in
+        the live ones)."""
+        if name == "work_s":
+            out = np.array(self.arrays["duration_s"][:n], dtype=dtype)
+            for i, w in self.work_s.items():
+                out[i] = w
+            return out
+        if name == "offset_start":
+            return np.full(n, math.nan, dtype=dtype)
+        if name == "id":
+            return np.arange(n, dtype=dtype)
+        if name == "task_id":
+            out = np.arange(n, dtype=dtype)
+            for i, t in self.task_id.items():
+                out[i] = t
+            return out
+        if name == "status":
+            return np.full(n, TRAINED, dtype=dtype)
+        if name in Episode.__slots__:
+            raise KeyError(f"{name} is not a field the records keep per episode")
+        default = getattr(Episode, name)
+        as_nan = np.dtype(dtype) != np.dtype(object)
+        out = np.full(n, math.nan if default is None and as_nan else default, dtype=dtype)
+        for i, d in self.extras.items():
+            if name in d:
+                value = d[name]
+                out[i] = math.nan if value is None and as_nan else value
+        return out
+
+    def _rebuilt(self, i: int) -> Episode:
+        a = self.arrays
+        ep = Episode(i, self.task_id.get(i, i), float(a["duration_s"][i]), int(a["version"][i]))
+        ep.slot, ep.replica = int(a["slot"][i]), int(a["replica"][i])
+        ep.start_s, ep.end_s = float(a["start_s"][i]), float(a["end_s"][i])
+        ep.update_from, ep.update_to = int(a["update_from"][i]), int(a["update_to"][i])
+        ep.trained_step, ep.trained_version = int(a["trained_step"][i]), int(a["trained_version"][i])
+        ep.offset_start = math.nan
+        ep.status = TRAINED
+        ep.work_s = self.work_s.get(i, ep.duration_s)
+        if i in self.extras:
+            ep.__dict__.update(self.extras[i])
+        return ep
+
+    def _get(self, i: int) -> Episode:
+        got = self.live.get(i)
+        if got is not None:
+            return got
+        if i < len(self.archived) and self.archived[i]:
+            return self._rebuilt(i)
+        raise IndexError(f"no episode with id {i}: the records do not hold ids 0..{len(self) - 1}")
+
+    def __iter__(self) -> Iterator[Episode]:
+        """Every episode in id order, one at a time (archived ones rebuilt as they come)."""
+        if self.n_archived == 0:
+            yield from list(self.live.values())
+            return
+        for i in range(len(self)):
+            yield self._get(i)
+
+    @overload
+    def __getitem__(self, index: int) -> Episode: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Episode]: ...
+    def __getitem__(self, index: int | slice) -> Episode | list[Episode]:
+        n = len(self)
+        if isinstance(index, slice):
+            return [self._get(i) for i in range(n)[index]]
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError(f"episode index {index} out of range for {n} episodes")
+        return self._get(i)
+
+    def __repr__(self) -> str:
+        return f"EpisodeRecords({len(self)} episodes, {self.n_archived} archived)"

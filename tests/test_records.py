@@ -1,0 +1,149 @@
+"""Archived episode records read exactly as the objects they replace (``pipesim.core.records``).
+
+The trainer hands each trained batch to the records, which keep it as arrays and drop the objects
+(``EngineOptions.archive_block_episodes``). Nothing a user reads may change: for drawn scenarios
+of every policy family, a run that archives every batch at once (block 1), one that archives in
+odd blocks (3) and one that never archives (0) give the same event trace, the same episodes
+attribute for attribute (rebuilt ones included), the same summary and the same tables.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+
+from pipesim import AbortReprefill, PartialRollout, PipelineConfig, PipelineError, Scenario, Timeout
+from pipesim.core.engine import Pipeline
+from pipesim.core.episode import TRAINED, Episode
+from pipesim.core.records import EpisodeRecords
+from pipesim.core.seams import EngineOptions
+from pipesim.io.api import draw_pool
+from pipesim.results.columns import EpisodeColumns
+from pipesim.results.run import RunResult
+from pipesim.testing.invariants import pipeline_trace
+from pipesim.testing.strategies import policy_scenarios
+
+pytestmark = pytest.mark.timeout(300)
+
+FIELDS = [name for name in Episode.__slots__ if name not in ("__dict__", "offset_start")]
+RARE = ["truncated", "parent", "lost_s", "fail_at_s", "reprefill_tokens", "reprefill_s", "discarded_s"]
+
+
+def ran(sc: Scenario, block: int) -> tuple[Pipeline, RunResult] | str:
+    p = Pipeline(sc, draw_pool(sc).tolist(), options=EngineOptions(archive_block_episodes=block))
+    try:
+        p.run()
+    except PipelineError as exc:
+        return str(exc)
+    return p, RunResult(
+        sc, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
+    )
+
+
+def attributes(e: Episode) -> tuple[Any, ...]:
+    return tuple(getattr(e, n) for n in FIELDS + RARE)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def assert_same_runs(sc: Scenario) -> None:
+    runs = [ran(sc, block) for block in (0, 1, 3)]
+    if isinstance(runs[0], str):
+        assert runs[1:] == [runs[0]] * 2  # the same error
+        return
+    (p0, r0), *others = runs  # type: ignore[misc]
+    objects = [attributes(e) for e in p0.episodes]
+    for p, r in others:
+        assert pipeline_trace(p) == pipeline_trace(p0)
+        assert [attributes(e) for e in p.episodes] == objects
+        s, s0 = r.summary(), r0.summary()
+        assert list(s) == list(s0) and all(same_value(s[k], s0[k]) for k in s0), "summary"
+        for table in ("events", "trained", "episode_table"):
+            pd.testing.assert_frame_equal(getattr(r, table), getattr(r0, table))
+
+
+@settings(max_examples=40)
+@given(policy_scenarios())
+def test_archived_records_read_as_the_objects(sc: Scenario) -> None:
+    assert_same_runs(sc)
+
+
+def test_rare_fields_survive_archiving() -> None:
+    # timeouts (truncated, work_s below duration_s) and re-prefills (reprefill tokens and seconds)
+    cfg = PipelineConfig(n_slots=6, batch_size=6, train_time_s=30, sync_time_s=5, max_staleness=2, steps=12)
+    sc = Scenario(pipeline=cfg, weight_update=AbortReprefill(), timeout=Timeout(120.0), seed=3)
+    assert_same_runs(sc)
+    got = ran(sc, 1)
+    assert not isinstance(got, str)
+    p, _ = got
+    assert p.episodes.n_archived > 0
+    archived = [e for e in p.episodes if e.id not in p.episodes.live]
+    assert any(e.truncated and e.work_s < e.duration_s for e in archived)
+    assert any(e.reprefill_tokens > 0 for e in archived)
+
+
+def test_a_long_run_keeps_few_objects() -> None:
+    cfg = PipelineConfig(
+        n_slots=32, batch_size=32, train_time_s=60, sync_time_s=10, max_staleness=2, steps=80
+    )
+    sc = Scenario(pipeline=cfg, weight_update=PartialRollout())
+    got = ran(sc, 64)
+    assert not isinstance(got, str)
+    p, r = got
+    rec = p.episodes
+    assert len(rec) == p.started and rec.n_archived + len(rec.live) == len(rec)
+    # the live objects are the running and buffered ones and one block at most
+    assert len(rec.live) <= cfg.n_slots + len(p.buffer.items) + 64 + cfg.batch_size
+    assert rec.n_archived >= (cfg.steps - 2) * cfg.batch_size
+    assert r.summary()["episodes_trained"] == cfg.steps * cfg.batch_size
+
+
+def test_records_are_a_sequence_in_id_order() -> None:
+    cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=60, sync_time_s=10, max_staleness=1, steps=6)
+    got = ran(Scenario(pipeline=cfg, weight_update=PartialRollout()), 2)
+    assert not isinstance(got, str)
+    rec = got[0].episodes
+    assert isinstance(rec, EpisodeRecords) and rec.n_archived > 0 and rec.live
+    n = len(rec)
+    assert [e.id for e in rec] == list(range(n))
+    assert [e.id for e in rec[1:5]] == [1, 2, 3, 4] and rec[-1].id == n - 1
+    first_live = min(rec.live)
+    assert rec[first_live] is rec.live[first_live]  # a live episode is the object itself
+    archived = next(i for i in range(n) if i not in rec.live)
+    assert rec[archived].status == TRAINED and rec[archived] is not rec[archived]  # rebuilt each time
+    assert math.isnan(rec[archived].offset_start)  # the engine-internal offset is not kept
+    with pytest.raises(IndexError, match="out of range"):
+        rec[n]
+    assert np.array_equal(RunResult(got[1].scenario, 0.0, rec, [], [], []).columns.id, np.arange(n))
+
+
+def test_archive_block_is_validated() -> None:
+    with pytest.raises(ValueError, match="archive_block_episodes"):
+        EngineOptions(archive_block_episodes=-1)
+    with pytest.raises(ValueError, match="archive_block_episodes"):
+        EngineOptions(archive_block_episodes=True)  # type: ignore[arg-type]
+
+
+def test_live_episodes_beyond_the_archived_ids_are_read() -> None:
+    # 5,000 live episodes and the first ten archived: the arrays were sized for the archived ids
+    records, plain = EpisodeRecords(archive_block=1), []
+    for i in range(5000):
+        ep = Episode(i, i, 1.0 + i, 0, slot=i % 7)
+        ep.start_s, ep.end_s = float(i), float(i) + 1.0 + i
+        ep.status = "buffered"
+        records.append(ep)
+        plain.append(ep)
+    for ep in plain[:10]:
+        ep.status, ep.trained_step, ep.trained_version = TRAINED, 0, 0
+    records.archive(plain[:10], 0, 0)
+    assert records.n_archived == 10 and len(records.live) == 4990
+    got, want = EpisodeColumns(records), EpisodeColumns(plain)
+    for name in ("id", "task_id", "slot", "start_s", "end_s", "duration_s", "trained_step", "status"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
