@@ -35,7 +35,8 @@ RARE = ["truncated", "parent", "lost_s", "fail_at_s", "reprefill_tokens", "repre
 
 
 def ran(sc: Scenario, block: int) -> tuple[Pipeline, RunResult] | str:
-    p = Pipeline(sc, draw_pool(sc).tolist(), options=EngineOptions(archive_block_episodes=block))
+    opts = EngineOptions(archive_block_episodes=block, archive_min_episodes=0)
+    p = Pipeline(sc, draw_pool(sc).tolist(), options=opts)
     try:
         p.run()
     except PipelineError as exc:
@@ -124,11 +125,26 @@ def test_records_are_a_sequence_in_id_order() -> None:
     assert np.array_equal(RunResult(got[1].scenario, 0.0, rec, [], [], []).columns.id, np.arange(n))
 
 
+def test_a_small_run_keeps_its_objects() -> None:
+    cfg = PipelineConfig(n_slots=16, batch_size=16, train_time_s=60, sync_time_s=10, steps=40)
+    sc = Scenario(pipeline=cfg, weight_update=PartialRollout())
+    small = Pipeline(sc, draw_pool(sc).tolist())  # 640 to train: below the default minimum
+    small.run()
+    assert small.episodes.n_archived == 0
+    opts = EngineOptions(archive_block_episodes=64, archive_min_episodes=640)
+    big = Pipeline(sc, draw_pool(sc).tolist(), options=opts)  # at the minimum: archives
+    big.run()
+    assert big.episodes.n_archived >= 640 - 64
+    assert pipeline_trace(big) == pipeline_trace(small)
+
+
 def test_archive_block_is_validated() -> None:
     with pytest.raises(ValueError, match="archive_block_episodes"):
         EngineOptions(archive_block_episodes=-1)
     with pytest.raises(ValueError, match="archive_block_episodes"):
         EngineOptions(archive_block_episodes=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="archive_min_episodes"):
+        EngineOptions(archive_min_episodes=-5)
 
 
 def test_live_episodes_beyond_the_archived_ids_are_read() -> None:

@@ -144,9 +144,9 @@ class Pipeline(PolicyPort):
         self.syncing = False
         self.sync_pending = False
         self.finished = False
-        self.episodes = EpisodeRecords(
-            options.archive_block_episodes, self.config.steps * self.config.batch_size
-        )
+        planned = self.config.steps * self.config.batch_size
+        big = planned >= options.archive_min_episodes
+        self.episodes = EpisodeRecords(options.archive_block_episodes if big else 0, planned)
         """Every launched episode: objects while they can change, arrays once trained."""
         self.updates: list[UpdateRecord] = []
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)

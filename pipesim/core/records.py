@@ -35,6 +35,11 @@ from pipesim.core.episode import TRAINED, Episode
 ARCHIVE_BLOCK_EPISODES = 1024
 """Trained episodes gathered before they are written as arrays (a block's fixed cost is about a
 dozen ``np.fromiter`` calls; at 1,024 episodes that is a few ns per episode)."""
+ARCHIVE_MIN_EPISODES = 65536
+"""A run that will train fewer episodes than this (steps x batch size) keeps every one an object:
+archiving reads about a dozen attributes of each episode (1-2 µs, a tenth of a small run's time
+per episode), which only a big run repays in memory; below this the objects take at most about
+26 MB. A bigger run archives from its first batch on, so no early objects' memory lingers."""
 
 INT_FIELDS = (
     "slot",

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pipesim.core.records import ARCHIVE_BLOCK_EPISODES
+from pipesim.core.records import ARCHIVE_BLOCK_EPISODES, ARCHIVE_MIN_EPISODES
 
 if TYPE_CHECKING:
     import simpy
@@ -116,15 +116,19 @@ class EngineOptions:
     archive_block_episodes: int = ARCHIVE_BLOCK_EPISODES
     """Trained episodes gathered before they are kept as arrays instead of objects
     (:mod:`pipesim.core.records`); 0 keeps every episode an object. Not a shortcut: the records
-    read the same either way (``tests/test_records.py``), only their memory differs."""
+    read the same either way (``tests/test_records.py``), only their memory and cost differ."""
+    archive_min_episodes: int = ARCHIVE_MIN_EPISODES
+    """Archive only in a run that will train at least this many episodes (steps x batch size);
+    a smaller run keeps every episode an object, which is cheaper in time."""
 
     def __post_init__(self) -> None:
         for name in ("quiet_completions", "handover", "inline_starts"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        n = self.archive_block_episodes
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"archive_block_episodes must be an int >= 0, got {n!r}")
+        for name in ("archive_block_episodes", "archive_min_episodes"):
+            n = getattr(self, name)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {n!r}")
 
     @classmethod
     def plain(cls) -> EngineOptions:
