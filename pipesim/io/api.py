@@ -37,7 +37,7 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
     pool = draw_pool(scenario) if durations is None else as_durations(durations)
-    p = Pipeline(scenario, pool)  # the engine lists the pool a chunk at a time
+    p = Pipeline(scenario, pool)  # the engine reads the array in place
     p.run()
     result = RunResult(
         scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
