@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -25,12 +26,6 @@ from pipesim.policies.base import (
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
 from pipesim.workload.durations import AgentDurations, DurationModel
-
-
-def check_int(name: str, value: Any, minimum: int) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def check_time(name: str, value: Any) -> None:

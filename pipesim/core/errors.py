@@ -1,4 +1,5 @@
-"""How a run that cannot finish says so: :class:`PipelineError` and its messages.
+"""How a run that cannot finish says so: :class:`PipelineError` and its messages (and
+:func:`check_int`, how a config says an integer field is wrong).
 
 Each message names where the run stood (time, version, counts) and the policies involved, since
 a run that cannot finish is nearly always a combination of policies that cannot work together.
@@ -14,6 +15,13 @@ if TYPE_CHECKING:
 
 class PipelineError(RuntimeError):
     """The configuration cannot complete its steps (pool exhausted, or no progress possible)."""
+
+
+def check_int(name: str, value: object, minimum: int) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``:
+    the one integer check of every config (the kernel's options, the scenario, the policies)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _where(p: Pipeline) -> str:

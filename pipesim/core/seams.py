@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from pipesim.core.errors import check_int
 from pipesim.core.records import ARCHIVE_BLOCK_EPISODES, ARCHIVE_MIN_EPISODES
 
 if TYPE_CHECKING:
@@ -126,9 +127,7 @@ class EngineOptions:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("archive_block_episodes", "archive_min_episodes"):
-            n = getattr(self, name)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {n!r}")
+            check_int(name, getattr(self, name), 0)
 
     @classmethod
     def plain(cls) -> EngineOptions:

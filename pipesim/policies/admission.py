@@ -23,15 +23,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipesim.core.errors import check_int
 from pipesim.policies.base import CountsOnly
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
@@ -54,7 +50,7 @@ class AReaLThrottle:
 
     def __post_init__(self) -> None:
         if self.max_concurrent is not None:
-            _check_int("max_concurrent", self.max_concurrent, 1)
+            check_int("max_concurrent", self.max_concurrent, 1)
 
     def admits(self, p: PipelineView) -> bool:
         if self.max_concurrent is not None and p.n_running >= self.max_concurrent:
@@ -118,7 +114,7 @@ class LagBound(CountsOnly):
     max_lag_samples: int
 
     def __post_init__(self) -> None:
-        _check_int("max_lag_samples", self.max_lag_samples, 1)
+        check_int("max_lag_samples", self.max_lag_samples, 1)
 
     def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped - p.version * p.batch_size < self.max_lag_samples
@@ -143,7 +139,7 @@ class StaleFraction(CountsOnly):
 
     def __post_init__(self) -> None:
         _check_number("staleness_threshold", self.staleness_threshold, 0.0)
-        _check_int("sync_every", self.sync_every, 1)
+        check_int("sync_every", self.sync_every, 1)
 
     def admits(self, p: PipelineView) -> bool:
         cap = math.ceil((1 + self.staleness_threshold) * p.batch_size * self.sync_every)

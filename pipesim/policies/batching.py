@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.engine import PipelineError
+from pipesim.core.errors import check_int
 from pipesim.policies.base import FullBatch
 
 if TYPE_CHECKING:
@@ -30,11 +31,6 @@ if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
 
 Selection = tuple["list[Episode] | None", "list[Episode]"]
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def _take_lowest_versions(buffer: list[Episode], b: int, window: int) -> list[Episode]:
@@ -73,7 +69,7 @@ class WindowedFIFO(FullBatch):
     window: int = 128
 
     def __post_init__(self) -> None:
-        _check_int("window", self.window, 1)
+        check_int("window", self.window, 1)
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size
@@ -121,7 +117,7 @@ class EvictStalest:
     capacity: int = 256
 
     def __post_init__(self) -> None:
-        _check_int("capacity", self.capacity, 1)
+        check_int("capacity", self.capacity, 1)
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b = p.batch_size

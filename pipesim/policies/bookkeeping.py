@@ -11,16 +11,13 @@ import math
 import weakref
 from typing import TYPE_CHECKING
 
+from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
-
-
-def check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def check_number(name: str, value: object, minimum: float) -> None:

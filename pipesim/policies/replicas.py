@@ -24,6 +24,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pipesim.core.errors import check_int
 from pipesim.core.port import PipelineView, ReplicaView
 
 
@@ -93,8 +94,7 @@ class GroupAffinity:
     """
 
     def __init__(self, group_size: int, fallback: Routing | None = None) -> None:
-        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
+        check_int("group_size", group_size, 1)
         if fallback is not None and not isinstance(fallback, Routing):
             raise ValueError(f"fallback must have a choose(engines) method, got {fallback!r}")
         self.group_size = group_size
