@@ -5,7 +5,7 @@ because the engine and the policies update it. Once the trainer has taken it, no
 it again, so the trainer hands each batch to :meth:`EpisodeRecords.archive`, which gathers
 :data:`ARCHIVE_BLOCK_EPISODES` of them and writes their fields into arrays indexed by episode id
 (the engine's launch counter: 0, 1, 2, ...), then drops the objects. An archived episode costs
-about 53 bytes (seven ``int32`` and three ``float64`` fields and a flag) instead of about
+about 52 bytes (seven ``int32`` and three ``float64`` fields) instead of about
 400 bytes of objects, and the arrays are the columns the results read
 (:class:`~pipesim.results.columns.EpisodeColumns`), so a table needs no second copy of them.
 
@@ -76,8 +76,8 @@ class EpisodeRecords(Sequence[Episode]):
     each trained batch to :meth:`archive`. ``archive_block`` is the number of trained episodes
     gathered before they are written as arrays (0: never archive, every episode stays an object).
     ``expected``, the number of episodes the run will train, sizes the arrays.
-    ``arrays[name][i]`` holds field ``name`` of archived episode ``i``; ``archived[i]`` says
-    whether episode ``i`` is archived (entries of live episodes are unset).
+    ``arrays[name][i]`` holds field ``name`` of archived episode ``i`` (entries of live episodes
+    are unset): every id below ``len(self)`` that is not in ``live`` is archived.
     """
 
     def __init__(self, archive_block: int = ARCHIVE_BLOCK_EPISODES, expected: int = 0) -> None:
@@ -86,7 +86,6 @@ class EpisodeRecords(Sequence[Episode]):
         self.archive_block = archive_block
         self.n_archived = 0
         self.arrays: dict[str, np.ndarray] = {}
-        self.archived = np.zeros(0, dtype=np.bool_)
         self.work_s: dict[int, float] = {}
         """Id -> ``work_s`` of archived episodes where it is not ``duration_s``."""
         self.task_id: dict[int, int] = {}
@@ -142,7 +141,6 @@ class EpisodeRecords(Sequence[Episode]):
         self.task_id.update(zip(ids[differs].tolist(), task[differs].tolist()))
         # reading __dict__ creates an empty one where there was none; it goes with the object
         self.extras.update((ep.id, d) for ep in eps if (d := ep.__dict__))
-        self.archived[ids] = True
         live = self.live
         for ep in eps:
             del live[ep.id]
@@ -154,7 +152,7 @@ class EpisodeRecords(Sequence[Episode]):
         return self.arrays[name][:n]
 
     def _reserve(self, size: int) -> None:
-        cap = len(self.archived)
+        cap = len(self.arrays["end_s"]) if self.arrays else 0
         if size <= cap:
             return
         while cap < size:
@@ -164,9 +162,6 @@ class EpisodeRecords(Sequence[Episode]):
             self.arrays.update({name: np.empty(0, dtype=np.float64) for name in FLOAT_FIELDS})
         for name, a in self.arrays.items():
             self.arrays[name] = _grown(a, cap)
-        archived = np.zeros(cap, dtype=np.bool_)
-        archived[: len(self.archived)] = self.archived
-        self.archived = archived
 
     def __len__(self) -> int:
         return self.n_archived + len(self.live)
@@ -189,8 +184,6 @@ class EpisodeRecords(Sequence[Episode]):
             for i, t in self.task_id.items():
                 out[i] = t
             return out
-        if name == "status":
-            return np.full(n, TRAINED, dtype=dtype)
         if name in Episode.__slots__:
             raise KeyError(f"{name} is not a field the records keep per episode")
         default = getattr(Episode, name)
@@ -220,9 +213,7 @@ class EpisodeRecords(Sequence[Episode]):
         got = self.live.get(i)
         if got is not None:
             return got
-        if i < len(self.archived) and self.archived[i]:
-            return self._rebuilt(i)
-        raise IndexError(f"no episode with id {i}: the records do not hold ids 0..{len(self) - 1}")
+        return self._rebuilt(i)  # ids 0..len-1 are each live or archived
 
     def __iter__(self) -> Iterator[Episode]:
         """Every episode in id order, one at a time (archived ones rebuilt as they come)."""

@@ -185,7 +185,7 @@ class RunResult:
             return pd.DataFrame({name: [] for name in TRAINED_COLUMNS})
         sel = sel.astype(int_dtype(sel), copy=False)  # the temporaries below are a run's peak memory
         sel = sel[_training_order(c, sel)]
-        # int32 where every value fits (see events._int_dtype), like the events table
+        # int32 where every value fits (columns.int_dtype), like the events table
         tv, v, newest = c.trained_version[sel], c.version[sel], self.newest_versions[sel]
         idt = int_dtype(tv, v, newest)
         tv, v, newest = tv.astype(idt, copy=False), v.astype(idt, copy=False), newest.astype(idt, copy=False)
