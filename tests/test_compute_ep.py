@@ -96,8 +96,8 @@ def test_decode_iteration_with_ep_behaves() -> None:
         (dict(model=MODELS["qwen3-8b"], tp=2, ep=2), "dense"),
         (dict(model=MOE, tp=4, ep=3), "n_experts"),
         (dict(model=MOE, tp=2, ep=4), "tp=2"),
-        (dict(model=MOE, tp=4, ep=0), "positive int"),
-        (dict(model=MOE, tp=4, ep=True), "positive int"),
+        (dict(model=MOE, tp=4, ep=0), "integer >= 1"),
+        (dict(model=MOE, tp=4, ep=True), "integer >= 1"),
     ],
 )
 def test_bad_ep_names_the_field(kw: dict[str, object], needle: str) -> None:

@@ -18,6 +18,7 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.core.episode import Episode
+from pipesim.core.errors import check_int
 
 
 class ClosedLoop:
@@ -32,8 +33,7 @@ class ClosedLoop:
         series: bool = False,
     ) -> None:
         """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+        check_int("concurrency", concurrency, 1)
         self.env = simpy.Environment()
         self.updates: list[Any] = []
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)

@@ -74,6 +74,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
+from pipesim.core.errors import check_int
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -173,16 +174,16 @@ class Cluster:
             raise ValueError(f"offload must be an Offload, got {self.offload!r}")
         if not isinstance(self.engine, EngineConfig):
             raise ValueError(f"engine must be an EngineConfig, got {self.engine!r}")
-        if isinstance(self.n_gpus, bool) or not isinstance(self.n_gpus, int) or self.n_gpus < 1:
-            raise ValueError(f"n_gpus must be a positive int, got {self.n_gpus!r}")
+        check_int("n_gpus", self.n_gpus, 1)
         t = self.trainer_gpus
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.n_gpus:
+        check_int("trainer_gpus", t, 0)
+        if t >= self.n_gpus:
             raise ValueError(
                 f"trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), got {t!r}"
             )
         w = self.env_workers
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise ValueError(f"env_workers must be a positive int or None, got {w!r}")
+        if w is not None:
+            check_int("env_workers", w, 1)  # None: unlimited
         rollout = self.n_gpus - t
         if rollout % self.engine.tp:
             raise ValueError(
@@ -304,8 +305,7 @@ def run_compute(
         raise ValueError(f"cluster must be a Cluster, got {cluster!r}")
     eng = cluster.engine
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
-    if isinstance(per, bool) or not isinstance(per, int) or per < 1:
-        raise ValueError(f"slots_per_replica must be a positive int, got {per!r}")
+    check_int("slots_per_replica", per, 1)
     if switch_time_s is not None:
         _number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):

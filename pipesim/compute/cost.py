@@ -59,6 +59,7 @@ from pipesim.compute.roofline import (
     kernel_time_s,
     linear_time_s,
 )
+from pipesim.core.errors import check_int
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -66,11 +67,6 @@ admitted only if its prompt plus its ``max_tokens`` fit, so no sequence is ever 
 
 
 TOOL_KV = ("keep", "drop")
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def _non_negative(name: str, value: object) -> None:
@@ -125,8 +121,8 @@ class EngineConfig:
             )
         if not isinstance(self.efficiency, Efficiency):
             raise ValueError(f"efficiency must be a pipesim.Efficiency, got {self.efficiency!r}")
-        _positive_int("tp", self.tp)
-        _positive_int("max_num_seqs", self.max_num_seqs)
+        check_int("tp", self.tp, 1)
+        check_int("max_num_seqs", self.max_num_seqs, 1)
         m = self.model
         check_ep(m, self.tp, self.ep)
         if m.n_heads % self.tp:
@@ -149,7 +145,7 @@ class EngineConfig:
         dtype_bytes(self.weight_dtype)
         dtype_bytes(self.kv_dtype)
         if self.max_model_len is not None:
-            _positive_int("max_model_len", self.max_model_len)
+            check_int("max_model_len", self.max_model_len, 1)
             if self.max_model_len > m.max_context_len:
                 raise ValueError(
                     f"max_model_len ({self.max_model_len}) exceeds the model's context "

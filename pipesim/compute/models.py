@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipesim.core.errors import check_int
+
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
     from pipesim.compute.roofline import Efficiency
@@ -88,14 +90,10 @@ class ModelSpec:
     shared_expert_intermediate_size: int = 0
 
     def __post_init__(self) -> None:
-        for field_name in (*_POSITIVE, *_NON_NEGATIVE):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{field_name} must be an int, got {value!r}")
-            if field_name in _POSITIVE and value < 1:
-                raise ValueError(f"{field_name} must be at least 1, got {value}")
-            if value < 0:
-                raise ValueError(f"{field_name} must be non-negative, got {value}")
+        for field_name in _POSITIVE:
+            check_int(field_name, getattr(self, field_name), 1)
+        for field_name in _NON_NEGATIVE:
+            check_int(field_name, getattr(self, field_name), 0)
         for field_name in ("gated_mlp", "tied_embeddings", "attention_bias", "qk_norm"):
             if not isinstance(getattr(self, field_name), bool):
                 raise ValueError(f"{field_name} must be a bool, got {getattr(self, field_name)!r}")

@@ -50,6 +50,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+from pipesim.core.errors import check_int
+
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
     from pipesim.compute.models import ModelSpec
@@ -123,17 +125,14 @@ def gemm_time_s(
 
 
 def _check(n_tokens: int, tp: int) -> None:
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
-        raise ValueError(f"n_tokens must be a non-negative int, got {n_tokens!r}")
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise ValueError(f"tp must be a positive int, got {tp!r}")
+    check_int("n_tokens", n_tokens, 0)
+    check_int("tp", tp, 1)
 
 
 def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
     """Validate an expert-parallel degree ``ep`` for ``model`` on ``tp`` GPUs (``ValueError`` naming
     ``ep``): a positive int, 1 for a dense model, dividing ``n_experts`` and the ``tp`` GPUs."""
-    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
-        raise ValueError(f"ep must be a positive int, got {ep!r}")
+    check_int("ep", ep, 1)
     if ep == 1:
         return
     if not model.is_moe:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from pipesim.core.errors import check_int
+
 if TYPE_CHECKING:
     from pipesim.compute.engine import ComputeReplica
     from pipesim.results.run import RunResult
@@ -38,8 +40,7 @@ class ReplicaSeries:
     def __init__(self, width_s: float = 2.0**-10, max_bins: int = 4096) -> None:
         if not (isinstance(width_s, int | float) and 0 < width_s < math.inf):
             raise ValueError(f"width_s must be a positive finite number, got {width_s!r}")
-        if isinstance(max_bins, bool) or not isinstance(max_bins, int) or max_bins < 2:
-            raise ValueError(f"max_bins must be an int >= 2, got {max_bins!r}")
+        check_int("max_bins", max_bins, 2)
         self.width_s = float(width_s)
         self.max_bins = max_bins
         self.cols: list[list[float]] = [[] for _ in self.COLUMNS]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
+from pipesim.core.errors import check_int
 
 if TYPE_CHECKING:
     from pipesim.compute.workload import TokenSource
@@ -56,8 +57,7 @@ class TrainerConfig:
             raise ValueError(f"model must be a pipesim.ModelSpec, got {self.model!r}")
         if not isinstance(self.gpu, GPUSpec):
             raise ValueError(f"gpu must be a pipesim.GPUSpec, got {self.gpu!r}")
-        if isinstance(self.n_gpus, bool) or not isinstance(self.n_gpus, int) or self.n_gpus < 1:
-            raise ValueError(f"n_gpus must be a positive int, got {self.n_gpus!r}")
+        check_int("n_gpus", self.n_gpus, 1)
         if isinstance(self.mfu, bool) or not isinstance(self.mfu, int | float) or not 0 < self.mfu <= 1:
             raise ValueError(f"mfu must be in (0, 1], got {self.mfu!r}")
         for name in ("recompute_old_logp", "reference_model"):
