@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from pipesim.core.errors import check_int
+
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
 
@@ -153,6 +155,8 @@ class TokenWorkload:
 
     def __post_init__(self) -> None:
         _length_model("response", self.response)
+        for name in ("samples_per_prompt", "max_response_tokens", "max_prompt_tokens"):
+            check_int(name, getattr(self, name), 1)
         if isinstance(self.prompt, int) and not isinstance(self.prompt, bool):
             if self.prompt < 1:
                 raise ValueError(f"prompt must be at least 1 token, got {self.prompt}")
@@ -162,10 +166,6 @@ class TokenWorkload:
                 )
         else:
             _length_model("prompt", self.prompt)
-        for name in ("samples_per_prompt", "max_response_tokens", "max_prompt_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
         if not isinstance(self.difficulty_sigma, int | float) or not 0 <= self.difficulty_sigma < math.inf:
             raise ValueError(f"difficulty_sigma must be a finite number >= 0, got {self.difficulty_sigma!r}")
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
