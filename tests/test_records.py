@@ -17,9 +17,20 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 
-from pipesim import AbortReprefill, PartialRollout, PipelineConfig, PipelineError, Scenario, Timeout
+from pipesim import (
+    AbortReprefill,
+    AbortRestart,
+    DropStale,
+    PartialRollout,
+    PipelineConfig,
+    PipelineError,
+    RequeueFailed,
+    RetryFailed,
+    Scenario,
+    Timeout,
+)
 from pipesim.core.engine import Pipeline
-from pipesim.core.episode import TRAINED, Episode
+from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.seams import EngineOptions
 from pipesim.io.api import draw_pool
@@ -163,3 +174,30 @@ def test_live_episodes_beyond_the_archived_ids_are_read() -> None:
     got, want = EpisodeColumns(records), EpisodeColumns(plain)
     for name in ("id", "task_id", "slot", "start_s", "end_s", "duration_s", "trained_step", "status"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(batching=DropStale(requeue=True), weight_update=PartialRollout()),
+        dict(weight_update=AbortRestart()),
+        dict(failures=RequeueFailed(hazard_per_s=1 / 2000), weight_update=PartialRollout()),
+        dict(failures=RetryFailed(hazard_per_s=1 / 600), timeout=Timeout(200.0)),
+    ],
+    ids=["discarded", "aborted", "failed-requeued", "failed-retried"],
+)
+def test_dropped_episodes_are_archived_and_read_the_same(kw: dict[str, Any]) -> None:
+    cfg = PipelineConfig(n_slots=8, batch_size=8, train_time_s=30, sync_time_s=5, max_staleness=2, steps=14)
+    sc = Scenario(pipeline=cfg, seed=5, **kw)
+    assert_same_runs(sc)  # the same trace, episodes, summary and tables as a run that keeps objects
+    got = ran(sc, 1)
+    assert not isinstance(got, str)
+    p, r = got
+    rec = p.episodes
+    dropped = [e for e in rec if e.status in (DISCARDED, ABORTED, FAILED)]
+    assert dropped, "the scenario drops episodes"
+    archived = [e for e in dropped if e.id not in rec.live]
+    assert archived and all(e is not rec[e.id] for e in archived)  # rebuilt from the arrays
+    # every drop before the last training step is archived; the later ones wait for a next step
+    assert len(archived) >= sum(1 for e in dropped if e.end_s is not None and e.end_s < r.train_log[-1][1])
+    assert len(rec.live) <= cfg.n_slots + len(p.buffer.items) + len(dropped) - len(archived)

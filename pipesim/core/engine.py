@@ -45,7 +45,7 @@ from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
-from pipesim.core.episode import TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import BindsPipeline
@@ -151,7 +151,6 @@ class Pipeline(PolicyPort):
         self.updates: list[UpdateRecord] = []
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
         self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
-        self.discarded: list[Episode] = []
         self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
@@ -235,8 +234,8 @@ class Pipeline(PolicyPort):
         now = self.env.now
         for ep in episodes:
             ep.discarded_s = now
-        self.discarded.extend(episodes)
         self.n_dropped += len(episodes)
+        self.episodes.retire(episodes, DISCARDED)  # final: kept as arrays, not objects
         self.poke()  # dropped work frees admission budget (QueueAhead, rules that subtract drops)
 
     # -- launching -----------------------------------------------------------------------------
@@ -383,7 +382,7 @@ class Pipeline(PolicyPort):
         with it. Dropping the records (every Episode) lets them be freed by reference counting as
         soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
         """
-        self.episodes, self.updates, self.discarded = EpisodeRecords(0), [], []
+        self.episodes, self.updates = EpisodeRecords(0), []
         self.buffer.items = []
         for e in self.engines:
             e.release()

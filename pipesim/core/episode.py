@@ -25,6 +25,8 @@ import numpy as np
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
 FAILED = "failed"  # an infrastructure (environment worker) failure; never trained, never scored
+STATUSES: tuple[str, ...] = (RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED, FAILED)
+"""The statuses in the order of their codes (the records' and the columns' ``status`` arrays)."""
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,10 @@ class PipelineView(Protocol):
         """Start ``task`` again now on replica ``replica`` (a retry on a fresh worker)."""
 
     def drop(self, episodes: list[Episode], status: str) -> None:
-        """Record launched episodes, no longer on a slot or in the buffer, that will never be trained."""
+        """Record launched episodes, no longer on a slot or in the buffer, that will never be trained.
+
+        They are final from the trainer's next step on: in a long run the records then keep them
+        as arrays (:mod:`pipesim.core.records`), so a change made to one after that is not kept."""
 
     def abort_running(self) -> list[Episode]:
         """Take every running episode off its slot now: aborted, its generated seconds lost."""

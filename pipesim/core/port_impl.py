@@ -21,6 +21,7 @@ from pipesim.core.episode import ABORTED, Episode, UpdateRecord
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
+    from pipesim.core.records import EpisodeRecords
     from pipesim.core.seams import EngineReplica, EpisodeSource
 
 
@@ -33,6 +34,7 @@ class PolicyPort:
     requeued: deque[tuple[int, int]]
     next_task: int
     updates: list[UpdateRecord]
+    episodes: EpisodeRecords
     n_dropped: int
     source: EpisodeSource | None
     version: int
@@ -111,6 +113,7 @@ class PolicyPort:
         for ep in episodes:
             ep.status = status
         self.n_dropped += len(episodes)
+        self.episodes.retire(episodes, status)  # final: kept as arrays, not objects
         if episodes:
             self.poke()  # dropped work frees admission budget for rules that subtract it
 

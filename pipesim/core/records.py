@@ -1,13 +1,15 @@
 """The run's episode records: Python objects while an episode can change, numpy arrays once it cannot.
 
 An :class:`~pipesim.core.episode.Episode` is an object while it runs and waits in the buffer,
-because the engine and the policies update it. Once the trainer has taken it, nothing changes
-it again, so the trainer hands each batch to :meth:`EpisodeRecords.archive`, which gathers
-:data:`ARCHIVE_BLOCK_EPISODES` of them and writes their fields into arrays indexed by episode id
-(the engine's launch counter: 0, 1, 2, ...), then drops the objects. An archived episode costs
-about 52 bytes (seven ``int32`` and three ``float64`` fields) instead of about
-400 bytes of objects, and the arrays are the columns the results read
-(:class:`~pipesim.results.columns.EpisodeColumns`), so a table needs no second copy of them.
+because the engine and the policies update it. Once the trainer has taken it, or it has been
+dropped (discarded, aborted or failed: it will never run or be trained again), nothing changes
+it, so the trainer hands each batch to :meth:`EpisodeRecords.archive` and the engine each drop
+to :meth:`EpisodeRecords.retire`. The records gather :data:`ARCHIVE_BLOCK_EPISODES` of them and
+write their fields into arrays indexed by episode id (the engine's launch counter: 0, 1, 2, ...),
+then drop the objects. An archived episode costs about 53 bytes (seven ``int32`` fields, three
+``float64`` and an ``int8`` status code) instead of about 400 bytes of objects, and the arrays
+are the columns the results read (:class:`~pipesim.results.columns.EpisodeColumns`), so a table
+needs no second copy of them.
 
 The rare fields an episode keeps in its own ``__dict__`` (``truncated``, ``parent``, re-prefill
 and lost seconds, ...; see :class:`~pipesim.core.episode.Episode`), a ``work_s`` that differs
@@ -30,7 +32,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from pipesim.core.episode import TRAINED, Episode
+from pipesim.core.episode import ABORTED, DISCARDED, FAILED, STATUSES, TRAINED, Episode
 
 ARCHIVE_BLOCK_EPISODES = 1024
 """Trained episodes gathered before they are written as arrays (a block's fixed cost is about a
@@ -52,9 +54,12 @@ INT_FIELDS = (
 )
 FLOAT_FIELDS = ("duration_s", "start_s", "end_s")
 ARCHIVED_FIELDS = (*INT_FIELDS, *FLOAT_FIELDS)
+"""The fields kept as arrays indexed by id (besides ``status``, a code into ``STATUSES``)."""
 READ_INT_FIELDS = INT_FIELDS[:-2]
 """The int fields read off the objects (the training step and version are the batch's)."""
-"""The fields kept as arrays indexed by id (besides the status code, ``archived``)."""
+RETIRED = {s: STATUSES.index(s) for s in (DISCARDED, ABORTED, FAILED)}
+"""The statuses of dropped episodes the records archive (one a policy invents stays an object)."""
+_TRAINED_CODE = STATUSES.index(TRAINED)
 _FIRST_CAPACITY = 4096
 _MAX_HINT = 1 << 24
 """The arrays are first sized for the episodes a run expects to train, and a quarter more (the
@@ -70,11 +75,12 @@ def _grown(a: np.ndarray, capacity: int) -> np.ndarray:
 
 
 class EpisodeRecords(Sequence[Episode]):
-    """Every episode of a run in id order: live objects, and archived trained ones as arrays.
+    """Every episode of a run in id order: live objects, and archived (trained or dropped) ones as arrays.
 
-    The engine adds an episode with ``records.live[ep.id] = ep`` (or :meth:`append`) and hands
-    each trained batch to :meth:`archive`. ``archive_block`` is the number of trained episodes
-    gathered before they are written as arrays (0: never archive, every episode stays an object).
+    The engine adds an episode with ``records.live[ep.id] = ep`` (or :meth:`append`), hands
+    each trained batch to :meth:`archive` and each drop to :meth:`retire`. ``archive_block`` is
+    the number of final episodes gathered before they are written as arrays (0: never archive,
+    every episode stays an object).
     ``expected``, the number of episodes the run will train, sizes the arrays.
     ``arrays[name][i]`` holds field ``name`` of archived episode ``i`` (entries of live episodes
     are unset): every id below ``len(self)`` that is not in ``live`` is archived.
@@ -92,7 +98,7 @@ class EpisodeRecords(Sequence[Episode]):
         """Id -> ``task_id`` of archived episodes where it is not the id."""
         self.extras: dict[int, dict[str, Any]] = {}
         """Id -> an archived episode's own ``__dict__`` (its rare fields), where it has any."""
-        self._pending: list[tuple[list[Episode], int, int]] = []
+        self._pending: list[tuple[list[Episode], int, int, int]] = []  # (episodes, step, version, status)
         self._first_capacity = max(_FIRST_CAPACITY, min(expected + expected // 4, _MAX_HINT))
         self._n_pending = 0
 
@@ -103,25 +109,51 @@ class EpisodeRecords(Sequence[Episode]):
         """The trainer took ``batch`` (statuses, steps and versions already set)."""
         if self.archive_block <= 0:
             return
-        self._pending.append((batch, step, version))
+        self._pending.append((batch, step, version, _TRAINED_CODE))
         self._n_pending += len(batch)
         if self._n_pending >= self.archive_block:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the gathered trained episodes into the arrays and drop their objects."""
-        batches, self._pending, self._n_pending = self._pending, [], 0
-        if not batches:
+    def retire(self, episodes: list[Episode], status: str) -> None:
+        """``episodes`` were dropped with ``status`` (already set): they will not change again.
+
+        Only the engine's own drop statuses are archived, and only episodes that have an end (an
+        abort sets it); any other stays an object."""
+        code = RETIRED.get(status)
+        if self.archive_block <= 0 or code is None:
             return
-        eps = [ep for batch, _, _ in batches for ep in batch]
+        done = [ep for ep in episodes if ep.end_s is not None]
+        if not done:
+            return
+        self._pending.append((done, -1, -1, code))
+        self._n_pending += len(done)  # written at the trainer's next archive (not now: the policy
+        # that dropped them may still read them, and the failure policy of a lifecycle does)
+
+    def flush(self) -> None:
+        """Write the gathered final episodes into the arrays and drop their objects."""
+        batches, self._pending, self._n_pending = self._pending, [], 0
+        live = self.live
+        last = {ep.id: k for k, (batch, *_) in enumerate(batches) for ep in batch}
+        eps = [ep for batch, *_ in batches for ep in batch]
+        if len(last) < len(eps) or not all(map(live.__contains__, last)):
+            # an episode handed over twice (a policy dropped one that was then trained): its last
+            # hand-over is written; one archived by an earlier flush is left as it is
+            batches = [
+                ([ep for ep in b if last[ep.id] == k and ep.id in live], step, version, code)
+                for k, (b, step, version, code) in enumerate(batches)
+            ]
+            eps = [ep for batch, *_ in batches for ep in batch]
         n = len(eps)
+        if not n:
+            return
         ids = np.fromiter(map(attrgetter("id"), eps), np.int64, count=n)
         self._reserve(int(ids.max()) + 1)
         arrays = self.arrays
-        sizes = [len(batch) for batch, _, _ in batches]  # the trainer's step and version, per batch
+        sizes = [len(batch) for batch, *_ in batches]  # step, version and status, per hand-over
         for name, values in (
-            ("trained_step", [s for _, s, _ in batches]),
-            ("trained_version", [v for *_, v in batches]),
+            ("trained_step", [s for _, s, _, _ in batches]),
+            ("trained_version", [v for _, _, v, _ in batches]),
+            ("status", [c for *_, c in batches]),
         ):
             arrays[name][ids] = np.repeat(np.array(values, dtype=arrays[name].dtype), sizes)
         for name in READ_INT_FIELDS:
@@ -141,7 +173,6 @@ class EpisodeRecords(Sequence[Episode]):
         self.task_id.update(zip(ids[differs].tolist(), task[differs].tolist()))
         # reading __dict__ creates an empty one where there was none; it goes with the object
         self.extras.update((ep.id, d) for ep in eps if (d := ep.__dict__))
-        live = self.live
         for ep in eps:
             del live[ep.id]
         self.n_archived += n
@@ -160,6 +191,7 @@ class EpisodeRecords(Sequence[Episode]):
         if not self.arrays:
             self.arrays = {name: np.empty(0, dtype=np.int32) for name in INT_FIELDS}
             self.arrays.update({name: np.empty(0, dtype=np.float64) for name in FLOAT_FIELDS})
+            self.arrays["status"] = np.empty(0, dtype=np.int8)
         for name, a in self.arrays.items():
             self.arrays[name] = _grown(a, cap)
 
@@ -203,7 +235,7 @@ class EpisodeRecords(Sequence[Episode]):
         ep.update_from, ep.update_to = int(a["update_from"][i]), int(a["update_to"][i])
         ep.trained_step, ep.trained_version = int(a["trained_step"][i]), int(a["trained_version"][i])
         ep.offset_start = math.nan
-        ep.status = TRAINED
+        ep.status = STATUSES[a["status"][i]]
         ep.work_s = self.work_s.get(i, ep.duration_s)
         if i in self.extras:
             ep.__dict__.update(self.extras[i])

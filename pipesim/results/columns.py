@@ -31,20 +31,17 @@ import numpy as np
 
 from pipesim.core.episode import (
     ABORTED,
-    BUFFERED,
-    DISCARDED,
-    FAILED,
     RUNNING,
-    TRAINED,
+    STATUSES,
     Episode,
     UpdateRecord,
     episode_column,
 )
 from pipesim.core.records import ARCHIVED_FIELDS, EpisodeRecords
 
-STATUSES: tuple[str, ...] = (RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED, FAILED)
-"""Status names in code order: ``EpisodeColumns.status`` holds indices into this tuple (and
-into ``EpisodeColumns.status_names``, which extends it with any status a policy invented)."""
+# STATUSES (pipesim.core.episode): status names in code order. ``EpisodeColumns.status`` holds
+# indices into it (and into ``EpisodeColumns.status_names``, which extends it with any status a
+# policy invented), as the records' own ``status`` array does.
 S_RUNNING, S_BUFFERED, S_TRAINED, S_DISCARDED, S_ABORTED, S_FAILED = range(6)
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
@@ -216,9 +213,9 @@ class EpisodeColumns:
         return out
 
     def _read_status(self) -> None:
-        if self._records is not None:  # archived episodes are trained
+        if self._records is not None:  # archived episodes: the records' codes (the same order)
             live = self._inner.status
-            codes = np.full(self.n, S_TRAINED, dtype=live.dtype)
+            codes = self._records.column("status", self.n).astype(live.dtype)
             codes[self._live_ids] = live
             self.__dict__["status"] = codes
             self.__dict__["status_names"] = self._inner.status_names
