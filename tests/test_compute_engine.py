@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
+from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
@@ -237,6 +238,30 @@ def test_reserve_policy_never_preempts() -> None:
     _, rep = run_replica(cfg, seqs)
     assert rep.preemptions == 0
     assert rep.peak_kv_tokens <= rep.cost.budget + 1e-6
+
+
+@pytest.mark.parametrize("obs", [0, 300, 3000])
+def test_reserve_holds_the_observations_of_an_agent(obs: int) -> None:
+    # "reserve" admits a sequence only if its whole context can fit: for an agent that context
+    # includes the observations of every turn, not only the prompt and the responses
+    base = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=8192)
+    need = base.weight_bytes_per_gpu + 9000.5 * base.kv_bytes_per_token_per_gpu
+    cfg = EngineConfig(
+        model=base.model,
+        gpu=base.gpu,
+        max_model_len=8192,
+        gpu_memory_utilization=need / base.gpu.hbm_bytes,
+        kv_policy="reserve",
+    )
+    wl = TokenWorkload(
+        response=LogNormalLengths(60.0, 0.1),
+        prompt=64,
+        max_response_tokens=64,
+        agent=AgentTurns(turns=3, tool_latency_s=0.0, observation_tokens=obs),
+    )
+    out = ClosedLoop(cfg, wl, 8).run(16)
+    assert out["samples"] == 16 and out["preemptions"] == 0
+    assert out["peak_kv_share"] <= 1.0 + 1e-9
 
 
 DESIGNS: dict[str, dict[str, Any]] = {

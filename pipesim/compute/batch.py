@@ -58,7 +58,10 @@ class Seq:
         turns: list[tuple[int, float, int]] | None = None,
     ) -> None:
         self.ep = ep
-        self.prompt, self.response, self.max_tokens = prompt, response, max_tokens
+        self.prompt, self.response = prompt, response
+        # the most its context can grow past the prompt (what kv_policy="reserve" holds for it):
+        # the responses' maximum, and the observations of an agent's turns
+        self.max_tokens = max_tokens if turns is None else max_tokens + sum(t[2] for t in turns)
         self.gen_before = 0.0  # tokens generated before its current residency
         self.v_start = 0.0
         self.kv_off = 0.0  # its KV is kv_off + v

@@ -33,7 +33,8 @@ KV cache: a resident sequence holds ``prompt + generated`` tokens; admission is 
 instant it is full (an event at ``v = (budget - K_base) / b``) the most recently admitted
 sequence is preempted: its KV is freed, it waits at the head of the queue and, re-admitted, pays
 the prefill of its prompt and everything it generated (recompute). Under ``"reserve"`` a
-sequence is admitted only if its prompt plus ``max_tokens`` fit beside the others' reservations;
+sequence is admitted only if its prompt plus ``max_tokens`` (and, for an agent, the observation
+tokens of all its turns) fit beside the others' reservations;
 none is ever preempted. A replica that preempts without ever finishing stops with ``PipelineError``.
 With ``share_group_prefix`` the samples of a prompt group on one replica prefill and hold their
 prompt's KV once, reference counted (:mod:`pipesim.compute.prefix`).
