@@ -23,6 +23,7 @@ from pipesim.compute import (
     gpu,
     model,
 )
+from pipesim.compute.roofline import kernel_time_s
 
 REPO = Path(__file__).resolve().parents[1]
 VIDUR_CSV = REPO / ".." / "shared" / "reference" / "vidur" / "h100_llama-2-7b_mlp.csv"
@@ -202,6 +203,30 @@ def test_from_hf_config_missing_moe_key_is_named(key):
         ModelSpec.from_hf_config({k: v for k, v in QWEN3_MOE_CONFIG.items() if k != key})
 
 
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [
+        ("num_attention_heads", 0),
+        ("hidden_size", float("inf")),
+        ("num_hidden_layers", float("nan")),
+        ("intermediate_size", "abc"),
+        ("vocab_size", []),
+        ("head_dim", 1.5),
+        ("num_key_value_heads", True),
+        ("tie_word_embeddings", "false"),
+        ("model_type", ["qwen3"]),
+    ],
+)
+def test_from_hf_config_bad_values_are_named(key, bad):
+    with pytest.raises(ValueError, match=key):
+        ModelSpec.from_hf_config({**QWEN3_4B_CONFIG, key: bad})
+
+
+def test_from_hf_config_accepts_integral_floats():
+    cfg = {k: float(v) if type(v) is int else v for k, v in QWEN3_4B_CONFIG.items()}
+    assert ModelSpec.from_hf_config(cfg, name="qwen3-4b") == MODELS["qwen3-4b"]
+
+
 def test_from_hf_config_rejects_unknown_model_type_and_dense_moe_layers():
     with pytest.raises(ValueError, match="model_type 'mamba'.*qwen3_moe"):
         ModelSpec.from_hf_config({**QWEN3_4B_CONFIG, "model_type": "mamba"})
@@ -284,6 +309,23 @@ def test_linear_time_matches_vidur_h100_llama2_7b():
     for errs in [every, *errors.values()]:
         assert statistics.median(errs) <= 0.10
         assert sum(e <= 0.25 for e in errs) / len(errs) >= 0.95
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 4.0, 30.0, 100.0, 1e6])
+def test_kernel_time_is_a_p_norm_between_max_and_sum(p):
+    # a large combine_exponent tends to the max (it must not underflow to the fixed cost alone)
+    eff = Efficiency(combine_exponent=p, kernel_overhead_s=0.0)
+    h100 = gpu("h100-sxm")
+    for flops, moved in [(1e12, 1e9), (1e9, 1e9), (0.0, 1e9), (1e12, 0.0)]:
+        t_c = flops / (eff.flop_fraction * h100.bf16_flops_per_s)
+        t_m = moved / (eff.bandwidth_fraction * h100.hbm_bandwidth_bytes_per_s)
+        t = kernel_time_s(h100, flops, moved, eff)
+        assert max(t_c, t_m) * (1 - 1e-12) <= t <= (t_c + t_m) * (1 + 1e-12)
+        assert t == pytest.approx((t_c**p + t_m**p) ** (1 / p) if p < 30 else max(t_c, t_m), rel=1e-9)
+    assert kernel_time_s(h100, 0.0, 0.0) == Efficiency().kernel_overhead_s
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="flops and bytes_moved"):
+            kernel_time_s(h100, bad, 1e9)
 
 
 def test_decode_is_memory_bound_and_prefill_compute_bound():

@@ -250,15 +250,34 @@ class ModelSpec:
                 raise ValueError(f"config is missing required key {key!r}")
             return d[key]
 
+        def integer(key: str, default: int | None = None, minimum: int = 1) -> int:
+            """Key ``key`` as an int (an integral float, as some tools write, is accepted)."""
+            value = need(key) if default is None else d.get(key)
+            if value is None:
+                assert default is not None
+                return default
+            ok = not isinstance(value, bool) and (
+                isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+            )
+            if not ok or value < minimum:
+                raise ValueError(f"config key {key!r} must be an integer >= {minimum}, got {value!r}")
+            return int(value)
+
+        def flag(key: str) -> bool:
+            value = d.get(key, False)
+            if value is None:
+                return False
+            if not isinstance(value, bool):
+                raise ValueError(f"config key {key!r} must be true or false, got {value!r}")
+            return value
+
         model_type = need("model_type")
-        if model_type not in _HF_MODEL_TYPES:
+        if not isinstance(model_type, str) or model_type not in _HF_MODEL_TYPES:
             raise ValueError(
                 f"unsupported model_type {model_type!r}; supported: {', '.join(sorted(_HF_MODEL_TYPES))}"
             )
-        heads = int(need("num_attention_heads"))
-        hidden = int(need("hidden_size"))
-        head_dim = d.get("head_dim")
-        kv_heads = d.get("num_key_value_heads")
+        heads = integer("num_attention_heads")
+        hidden = integer("hidden_size")
         moe: dict[str, int] = {}
         if model_type == "qwen3_moe":
             if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
@@ -266,25 +285,25 @@ class ModelSpec:
                     "mlp_only_layers/decoder_sparse_step: dense layers in a MoE are not supported"
                 )
             moe = {
-                "n_experts": int(need("num_experts")),
-                "n_active_experts": int(need("num_experts_per_tok")),
-                "expert_intermediate_size": int(need("moe_intermediate_size")),
-                "shared_expert_intermediate_size": int(d.get("shared_expert_intermediate_size") or 0),
+                "n_experts": integer("num_experts"),
+                "n_active_experts": integer("num_experts_per_tok"),
+                "expert_intermediate_size": integer("moe_intermediate_size"),
+                "shared_expert_intermediate_size": integer("shared_expert_intermediate_size", 0, 0),
             }
         spec_name = name if name is not None else str(d.get("_name_or_path") or model_type)
         return cls(
             name=spec_name,
-            n_layers=int(need("num_hidden_layers")),
+            n_layers=integer("num_hidden_layers"),
             hidden_size=hidden,
             n_heads=heads,
-            n_kv_heads=int(kv_heads) if kv_heads is not None else heads,
-            head_dim=int(head_dim) if head_dim is not None else hidden // heads,
-            intermediate_size=int(need("intermediate_size")),
-            vocab_size=int(need("vocab_size")),
-            max_context_len=int(need("max_position_embeddings")),
+            n_kv_heads=integer("num_key_value_heads", heads),
+            head_dim=integer("head_dim", hidden // heads),
+            intermediate_size=integer("intermediate_size"),
+            vocab_size=integer("vocab_size"),
+            max_context_len=integer("max_position_embeddings"),
             gated_mlp=True,
-            tied_embeddings=bool(d.get("tie_word_embeddings", False)),
-            attention_bias=model_type == "qwen2" or bool(d.get("attention_bias", False)),
+            tied_embeddings=flag("tie_word_embeddings"),
+            attention_bias=model_type == "qwen2" or flag("attention_bias"),
             qk_norm=model_type in ("qwen3", "qwen3_moe"),
             **moe,
         )

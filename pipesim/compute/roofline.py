@@ -101,11 +101,18 @@ def kernel_time_s(
     gpu: GPUSpec, flops: float, bytes_moved: float, efficiency: Efficiency | None = None
 ) -> float:
     """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
+    if not flops >= 0 or not bytes_moved >= 0:  # NaN fails too
+        raise ValueError(f"flops and bytes_moved must be >= 0, got {flops!r} and {bytes_moved!r}")
     eff = efficiency or DEFAULT_EFFICIENCY
     t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
     t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)
     p = eff.combine_exponent
-    return eff.kernel_overhead_s + (t_compute**p + t_memory**p) ** (1 / p)
+    # (t_c**p + t_m**p)**(1/p), written as hi * (1 + (lo/hi)**p)**(1/p) so that a large p cannot
+    # underflow both powers to zero (it tends to the max, as it should)
+    hi, lo = (t_compute, t_memory) if t_compute >= t_memory else (t_memory, t_compute)
+    if hi == 0.0:
+        return eff.kernel_overhead_s
+    return eff.kernel_overhead_s + hi * (1.0 + (lo / hi) ** p) ** (1 / p)
 
 
 def gemm_time_s(
