@@ -373,6 +373,41 @@ def test_bad_input_names_the_field(build: Any, field: str) -> None:
         build()
 
 
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: LogNormalLengths(200.0, 100.0), "sigma"),
+        (lambda: AgentTurns(tool_latency_s=1e308), "tool_latency_s"),
+        (lambda: AgentTurns(tool_latency_sigma=500.0), "tool_latency_sigma"),
+    ],
+)
+def test_a_spread_that_overflows_is_named(build: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=f"{field}.*overflow"):
+        build()
+
+
+@pytest.mark.parametrize("kw", [dict(difficulty_sigma=1000.0), dict(drift_per_version=1e300)])
+def test_lengths_that_overflow_are_truncated_at_the_cap(kw: dict[str, float]) -> None:
+    # an astronomically long (or short) sample is cut at max_response_tokens (or is one token),
+    # never an OverflowError from inside a run
+    wl = TokenWorkload(response=LogNormalLengths(200.0, 0.5), max_response_tokens=512, **kw)
+    src = TokenSource(wl, np.random.default_rng(0))
+    for i in range(200):
+        src.work_s(i, i, 3, -1)
+    assert set(src.response) <= set(range(1, 513)) and any(src.truncated)
+    assert all(r == 512 for t, r in zip(src.truncated, src.response) if t)
+    agent = TokenWorkload(
+        response=LogNormalLengths(200.0, 0.5),
+        max_response_tokens=64,
+        agent=AgentTurns(turns=3, tool_latency_s=1.0, observation_tokens=8),
+        **kw,
+    )
+    src = TokenSource(agent, np.random.default_rng(0))
+    for i in range(50):
+        src.work_s(i, i, 3, -1)
+    assert all(1 <= n <= 64 for turns in src.turns.values() for n, _, _ in turns)
+
+
 def test_run_compute_rejects_a_response_above_the_context() -> None:
     wl = TokenWorkload(max_response_tokens=4000, prompt=512)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))

@@ -42,6 +42,32 @@ if TYPE_CHECKING:
     from pipesim.core.episode import Episode
 
 BLOCK = 4096
+TAIL_SIGMAS = 8.0
+"""A log-normal's draw this many sigmas above its median must be a finite float (a spread beyond
+it overflows draws to inf: a configuration error, not a workload)."""
+
+
+def _check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
+    """``ValueError`` naming both fields when ``median * exp(TAIL_SIGMAS * sigma)`` overflows."""
+    if median == 0:
+        return
+    try:
+        top = median * math.exp(TAIL_SIGMAS * sigma)
+    except OverflowError:
+        top = math.inf
+    if not top < math.inf:
+        raise ValueError(
+            f"{names[0]} ({median!r}) with {names[1]} ({sigma!r}): draws {TAIL_SIGMAS:g} sigmas above "
+            "the median overflow to infinity"
+        )
+
+
+def _power(base: float, exponent: float) -> float:
+    """``base ** exponent``, infinite where it overflows (a length factor: lengths are capped)."""
+    try:
+        return base**exponent
+    except OverflowError:
+        return math.inf
 
 
 @runtime_checkable
@@ -67,13 +93,14 @@ class LogNormalLengths:
             raise ValueError(f"median_tokens must be a positive finite number, got {m!r}")
         if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < math.inf:
             raise ValueError(f"sigma must be a finite number >= 0, got {s!r}")
+        _check_tail(("median_tokens", "sigma"), m, s)
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.asarray(self.median_tokens * np.exp(self.sigma * rng.standard_normal(n)))
 
     @property
     def mean_tokens(self) -> float:
-        return float(self.median_tokens * math.exp(self.sigma**2 / 2))
+        return float(self.median_tokens * _power(math.e, self.sigma**2 / 2))
 
 
 @dataclass(frozen=True)
@@ -128,6 +155,7 @@ class AgentTurns:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        _check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
 
 
 def _length_model(name: str, value: object) -> None:
@@ -255,7 +283,7 @@ class TokenSource:
             prompt = int(w.prompt)  # type: ignore[arg-type]
         else:
             prompt = min(max(int(round(self._prompt.next())), 1), w.max_prompt_tokens)
-        difficulty = self._normal.next() ** w.difficulty_sigma if w.difficulty_sigma else 1.0
+        difficulty = _power(self._normal.next(), w.difficulty_sigma) if w.difficulty_sigma else 1.0
         self._groups[g] = out = (prompt, difficulty)
         return out
 
@@ -270,15 +298,16 @@ class TokenSource:
         grp = self._groups.get(g)
         prompt, difficulty = grp if grp is not None else self._group(g)
         if w.drift_per_version:
-            difficulty *= (1.0 + w.drift_per_version) ** version
+            difficulty *= _power(1.0 + w.drift_per_version, version)
         r = self._response
         if r.i >= len(r.values):
             r.values, r.i = r.model.draw(r.rng, BLOCK).tolist(), 0
-        n = int(r.values[r.i] * difficulty + 0.5)
+        cap = self._cap
+        x = r.values[r.i] * difficulty
         r.i += 1
+        n = int(x + 0.5) if x < cap + 0.5 else cap + 1  # past the cap (inf, NaN too): truncated
         if n < 1:
             n = 1
-        cap = self._cap
         self.prompt.append(prompt)
         self.generated.append(0.0)
         self.group.append(g)
@@ -294,9 +323,10 @@ class TokenSource:
     def _agent_turns(self, episode_id: int, first: int, difficulty: float, a: AgentTurns) -> None:
         cap, tool = self._cap, self._tool
         assert tool is not None
-        lengths = [first] + [
-            max(int(self._response.next() * difficulty + 0.5), 1) for _ in range(a.turns - 1)
-        ]
+        lengths = [first]
+        for _ in range(a.turns - 1):
+            x = self._response.next() * difficulty
+            lengths.append(max(int(x + 0.5), 1) if x < cap + 0.5 else cap + 1)
         obs = a.observation_tokens
         turns = [(min(n, cap), tool.next() if a.tool_latency_s else 0.0, obs) for n in lengths]
         turns[-1] = (turns[-1][0], 0.0, 0)
