@@ -408,6 +408,39 @@ def test_lengths_that_overflow_are_truncated_at_the_cap(kw: dict[str, float]) ->
     assert all(1 <= n <= 64 for turns in src.turns.values() for n, _, _ in turns)
 
 
+def test_run_compute_checks_its_arguments_against_the_cluster() -> None:
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
+    wl = TokenWorkload(max_response_tokens=512)
+    split = Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1)
+    m, g = SMALL.model, SMALL.gpu
+    for trainer, named in [
+        (TrainerConfig(model=m, gpu=g, n_gpus=64), "trainer.n_gpus"),
+        (TrainerConfig(model=MODELS["qwen3-1.7b"], gpu=g, n_gpus=1), "trainer.model"),
+        (TrainerConfig(model=m, gpu=GPUS["h200"], n_gpus=1), "trainer.gpu"),
+    ]:
+        with pytest.raises(ValueError, match=named):
+            run_compute(sc, split, wl, trainer=trainer)
+    run_compute(sc, split, wl, trainer=TrainerConfig(model=m, gpu=g, n_gpus=1, mfu=0.3))  # it fits
+    with pytest.raises(ValueError, match="seed"):
+        run_compute(sc, split, wl, seed=-1)
+    with pytest.raises(ValueError, match="workload"):
+        run_compute(sc, split, None, groups=True)  # type: ignore[arg-type]
+    big = EngineConfig(model=MODELS["qwen3-32b"], gpu=g, tp=2, max_model_len=4096)
+    with pytest.raises(ValueError, match=r"Cluster\.trainer_gpus \(1\)"):  # the default trainer
+        run_compute(sc, Cluster(engine=big, n_gpus=3, trainer_gpus=1), wl)
+
+
+def test_closed_loop_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="config"):
+        ClosedLoop(None, TokenWorkload(), 4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="seed"):
+        ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4, seed=-1)
+    loop = ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="samples"):
+            loop.run(bad)  # type: ignore[arg-type]
+
+
 def test_run_compute_rejects_a_response_above_the_context() -> None:
     wl = TokenWorkload(max_response_tokens=4000, prompt=512)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))

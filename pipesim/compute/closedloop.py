@@ -33,7 +33,10 @@ class ClosedLoop:
         series: bool = False,
     ) -> None:
         """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
+        if not isinstance(config, EngineConfig):
+            raise ValueError(f"config must be an EngineConfig, got {config!r}")
         check_int("concurrency", concurrency, 1)
+        check_int("seed", seed, 0)
         self.env = simpy.Environment()
         self.updates: list[Any] = []
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
@@ -58,6 +61,7 @@ class ClosedLoop:
 
     def run(self, samples: int) -> dict[str, float]:
         """Run until ``samples`` sequences finished; the replica's figures over the run."""
+        check_int("samples", samples, 1)
         self.limit = samples
         for _ in range(min(self.concurrency, samples)):
             self._start()

@@ -288,7 +288,9 @@ def run_compute(
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
-    ``trainer`` defaults to the engine's model on the cluster's trainer GPUs at the default MFU.
+    ``trainer`` defaults to the engine's model on the cluster's trainer GPUs at the default MFU;
+    one given (to set its MFU, old-log-prob recompute or reference model) must train that model on
+    those GPUs (``ValueError`` otherwise: the cluster places the trainer).
     ``switch_time_s`` overrides the colocated offload/reload seconds per step
     (:meth:`Cluster.switch_time_s`). ``groups``: ``True`` batches whole groups of the workload's
     ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
@@ -303,7 +305,11 @@ def run_compute(
         raise ValueError(f"scenario must be a pipesim.Scenario, got {scenario!r}")
     if not isinstance(cluster, Cluster):
         raise ValueError(f"cluster must be a Cluster, got {cluster!r}")
+    if not isinstance(workload, TokenWorkload):
+        raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
+    check_int("seed", seed, 0)
     eng = cluster.engine
+    tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
     check_int("slots_per_replica", per, 1)
     if switch_time_s is not None:
@@ -323,7 +329,6 @@ def run_compute(
         changes["batching"] = batching
     scenario = scenario.with_(**changes)
     source = TokenSource(workload, np.random.default_rng(seed), context_tokens=eng.context_len)
-    tcfg = trainer or TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=cluster.n_trainer_gpus)
     model_trainer = ComputeTrainer(tcfg, source, switch_s=switch)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []
@@ -360,6 +365,31 @@ def run_compute(
     return ComputeRun(
         result, ledger, stats, model_trainer.log, cluster, timelines, group_stats, switch, series
     )
+
+
+def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerConfig:
+    """The trainer of a run on ``cluster``: ``trainer`` checked against the placement, or the default."""
+    eng, n = cluster.engine, cluster.n_trainer_gpus
+    where = "colocated on all n_gpus" if cluster.colocated else "on trainer_gpus"
+    if trainer is None:
+        try:
+            return TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=n)
+        except ValueError as e:  # sized by the cluster: say which of its fields to change
+            field = "n_gpus" if cluster.colocated else "trainer_gpus"
+            raise ValueError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}") from None
+    if not isinstance(trainer, TrainerConfig):
+        raise ValueError(f"trainer must be a TrainerConfig or None, got {trainer!r}")
+    for name, same, got, want in (
+        ("n_gpus", trainer.n_gpus == n, trainer.n_gpus, n),
+        ("model", trainer.model == eng.model, trainer.model.name, eng.model.name),
+        ("gpu", trainer.gpu == eng.gpu, trainer.gpu.name, eng.gpu.name),
+    ):
+        if not same:
+            raise ValueError(
+                f"trainer.{name} ({got}) must be the cluster's ({want}): the trainer runs {where}, "
+                "training the model the engines serve, on their GPU type"
+            )
+    return trainer
 
 
 def _group_policy(
