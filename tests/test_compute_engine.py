@@ -441,6 +441,49 @@ def test_closed_loop_checks_its_arguments() -> None:
             loop.run(bad)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class Lengths:
+    """A user's length model: ``value`` tokens in the probe of 16, ``late`` in the run's blocks."""
+
+    value: float = 100.0
+    late: float = 100.0
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, self.value if n == 16 else self.late)
+
+    @property
+    def mean_tokens(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize("bad", [Lengths(math.inf), Lengths(math.nan), Lengths(-5.0), LogNormalLengths])
+def test_a_length_model_that_cannot_draw_is_named(bad: Any) -> None:
+    with pytest.raises(ValueError, match="response"):
+        TokenWorkload(response=bad)
+
+
+def test_a_length_model_that_draws_infinity_mid_run_stops_it() -> None:
+    wl = TokenWorkload(response=Lengths(late=math.inf), max_response_tokens=512)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
+    with pytest.raises(pipesim.PipelineError, match="length model.*inf"):
+        run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
+
+
+def test_empirical_lengths_from_csv_name_a_bad_cell(tmp_path: Any) -> None:
+    good = tmp_path / "good.csv"
+    good.write_text("num_decode_tokens,x\n120,a\n7.0,b\n")
+    assert EmpiricalLengths.from_csv(good).tokens == (120, 7)
+    for cell in ("abc", "nan", "inf", "1e400", "0", ""):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(f"num_decode_tokens,x\n120,a\n{cell},b\n")
+        with pytest.raises(ValueError, match="line 3, column 'num_decode_tokens'"):
+            EmpiricalLengths.from_csv(bad)
+    short = tmp_path / "short.csv"
+    short.write_text("x,num_decode_tokens\n1,5\n2\n")
+    with pytest.raises(ValueError, match="line 3"):
+        EmpiricalLengths.from_csv(short)
+
+
 def test_run_compute_rejects_a_response_above_the_context() -> None:
     wl = TokenWorkload(max_response_tokens=4000, prompt=512)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import PipelineError, check_int
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -122,7 +122,19 @@ class EmpiricalLengths:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:
                 raise ValueError(f"column {column!r} not in {path} (columns: {reader.fieldnames})")
-            return cls(tuple(int(float(row[column])) for row in reader))
+            tokens = []
+            for line, row in enumerate(reader, start=2):
+                cell = row.get(column)
+                try:
+                    value = float(cell)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    value = math.nan
+                if not (math.isfinite(value) and value >= 1):
+                    raise ValueError(
+                        f"{path}, line {line}, column {column!r}: {cell!r} is not a token count >= 1"
+                    )
+                tokens.append(int(value))
+            return cls(tuple(tokens))
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         values = np.asarray(self.tokens, dtype=np.float64)
@@ -159,8 +171,21 @@ class AgentTurns:
 
 
 def _length_model(name: str, value: object) -> None:
-    if not isinstance(value, LengthModel):
-        raise ValueError(f"{name} must be a length model (LogNormalLengths, EmpiricalLengths), got {value!r}")
+    """``ValueError`` naming ``name`` unless ``value`` is a length model instance whose draws (a
+    probe of 16, from a generator of its own: the run's draws are untouched) are finite and >= 0."""
+    if isinstance(value, type) or not isinstance(value, LengthModel):
+        raise ValueError(
+            f"{name} must be a length model instance (LogNormalLengths(...), EmpiricalLengths(...)), "
+            f"got {value!r}"
+        )
+    try:
+        probe = np.asarray(value.draw(np.random.default_rng(0), 16), dtype=np.float64)
+    except Exception as e:  # a user's model: say which field holds it
+        raise ValueError(f"{name}: {value!r}.draw(rng, 16) failed: {e}") from None
+    if probe.shape != (16,) or not (np.isfinite(probe) & (probe >= 0)).all():
+        raise ValueError(
+            f"{name}: {value!r}.draw(rng, 16) must give 16 finite token counts >= 0, got {probe!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -228,10 +253,19 @@ class _Blocks:
         self.values: list[float] = []
         self.i = 0
 
+    def refill(self) -> None:
+        """The next block of draws, checked: a length model that draws NaN or infinity stops the run."""
+        block = np.asarray(self.model.draw(self.rng, BLOCK), dtype=np.float64)
+        if block.shape != (BLOCK,) or not np.isfinite(block).all():
+            bad = block[~np.isfinite(block)][:1].tolist() if block.ndim == 1 else block.shape
+            raise PipelineError(
+                f"the length model {self.model!r} drew {bad} (need {BLOCK} finite token counts)"
+            )
+        self.values, self.i = block.tolist(), 0
+
     def next(self) -> float:
         if self.i >= len(self.values):
-            self.values = self.model.draw(self.rng, BLOCK).tolist()
-            self.i = 0
+            self.refill()
         v = self.values[self.i]
         self.i += 1
         return v
@@ -301,7 +335,7 @@ class TokenSource:
             difficulty *= _power(1.0 + w.drift_per_version, version)
         r = self._response
         if r.i >= len(r.values):
-            r.values, r.i = r.model.draw(r.rng, BLOCK).tolist(), 0
+            r.refill()
         cap = self._cap
         x = r.values[r.i] * difficulty
         r.i += 1
