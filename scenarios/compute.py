@@ -35,6 +35,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 import pipesim
@@ -238,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        ap.error(f"--json {args.json}: no directory {Path(args.json).resolve().parent}")  # before the runs
     runs = run_designs(args.steps)
     print(report(replica_throughput(), runs))
     if args.json:

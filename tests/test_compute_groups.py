@@ -366,6 +366,7 @@ def test_the_switch_cost_is_weights_and_trainer_state_over_the_host_link() -> No
     ("kw", "name"),
     [
         (dict(sleep_level=3), "sleep_level"),
+        (dict(sleep_level=1.0), "sleep_level"),
         (dict(host_bandwidth_bytes_per_s=0.0), "host_bandwidth_bytes_per_s"),
         (dict(host_link_efficiency=1.5), "host_link_efficiency"),
         (dict(fixed_s=-1.0), "fixed_s"),

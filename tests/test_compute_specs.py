@@ -238,6 +238,7 @@ def test_from_hf_config_rejects_unknown_model_type_and_dense_moe_layers():
     ("change", "field"),
     [
         ({"n_layers": 0}, "n_layers"),
+        ({"name": None}, "name"),
         ({"hidden_size": -4}, "hidden_size"),
         ({"n_kv_heads": 3}, "n_kv_heads"),  # 32 heads are not divisible by 3
         ({"head_dim": 1.5}, "head_dim"),

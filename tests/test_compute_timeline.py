@@ -171,3 +171,19 @@ def test_a_run_without_record_keeps_no_series() -> None:
     run = run_compute(pipesim.Scenario(pipeline=cfg), Cluster(engine=ENGINE, n_gpus=2), WORK, seed=1)
     assert run.replica_timeline is None
     assert "fully_async/trainer/idle_ratio" in run.summary()
+
+
+def test_the_compute_scenario_checks_its_json_path_before_running(capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios import compute
+
+    with pytest.raises(SystemExit) as exc:
+        compute.main(["--json", "/nonexistent-dir/rows.json", "--steps", "1"])
+    assert exc.value.code == 2
+    assert "no directory /nonexistent-dir" in capsys.readouterr().err
+
+
+def test_compute_view_checks_n_bins() -> None:
+    from pipesim.io.viz import compute_view
+
+    with pytest.raises(ValueError, match="n_bins"):
+        compute_view(object(), n_bins=-1)

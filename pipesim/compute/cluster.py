@@ -127,7 +127,7 @@ class Offload:
     """Seconds added per step (allocator, CUDA graphs, process coordination)."""
 
     def __post_init__(self) -> None:
-        if self.sleep_level not in (1, 2) or isinstance(self.sleep_level, bool):
+        if type(self.sleep_level) is not int or self.sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {self.sleep_level!r}")
         if not isinstance(self.trainer_offload, bool):
             raise ValueError(f"trainer_offload must be a bool, got {self.trainer_offload!r}")

@@ -90,6 +90,8 @@ class ModelSpec:
     shared_expert_intermediate_size: int = 0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(f"name must be a str, got {self.name!r}")
         for field_name in _POSITIVE:
             check_int(field_name, getattr(self, field_name), 1)
         for field_name in _NON_NEGATIVE:

@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pipesim.core.errors import check_int
 from pipesim.io.viz.sweep import PALETTE
 
 __all__ = ["binned_mean", "compute_view"]
@@ -43,6 +44,7 @@ def binned_mean(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def compute_view(crun: Any, title: str | None = None, *, n_bins: int = 400) -> go.Figure:
     """KV-cache occupancy and decode tokens/s per replica over time (see the module docstring)."""
+    check_int("n_bins", n_bins, 1)
     if not getattr(crun, "timelines", None):
         raise ValueError("compute_view needs a ComputeRun recorded with run_compute(..., record=True)")
     T = float(crun.result.sim_time_s)
