@@ -329,6 +329,15 @@ def test_kernel_time_is_a_p_norm_between_max_and_sum(p):
             kernel_time_s(h100, bad, 1e9)
 
 
+def test_roofline_helpers_name_a_bad_count():
+    h100 = gpu("h100-sxm")
+    with pytest.raises(ValueError, match="kv_tokens"):
+        MODELS["qwen3-8b"].decode_attention_time_s(h100, -3)
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="n_tokens"):
+            experts_touched(MODELS["qwen3-30b-a3b"], bad)
+
+
 def test_decode_is_memory_bound_and_prefill_compute_bound():
     spec, h100 = MODELS["llama-2-7b"], gpu("h100-sxm")
     layer_weights = (spec.n_params - 2 * spec.vocab_size * spec.hidden_size) / spec.n_layers

@@ -131,8 +131,8 @@ def gemm_time_s(
     return kernel_time_s(gpu, flops, bytes_moved, efficiency)
 
 
-def _check(n_tokens: int, tp: int) -> None:
-    check_int("n_tokens", n_tokens, 0)
+def _check(n_tokens: int, tp: int, name: str = "n_tokens") -> None:
+    check_int(name, n_tokens, 0)
     check_int("tp", tp, 1)
 
 
@@ -152,6 +152,7 @@ def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
 
 def experts_touched(model: ModelSpec, n_tokens: int) -> float:
     """Expected number of distinct routed experts ``n_tokens`` tokens use, under uniform routing."""
+    check_int("n_tokens", n_tokens, 0)
     if not model.is_moe or n_tokens == 0:
         return 0.0
     e, k = model.n_experts, model.n_active_experts
@@ -243,7 +244,7 @@ def decode_attention_time_s(
     ``4 * head_dim`` FLOPs per query head (scores and the weighted sum); one kernel. Not yet checked
     against measurements; zero for ``kv_tokens == 0``.
     """
-    _check(kv_tokens, tp)
+    _check(kv_tokens, tp, "kv_tokens")
     if kv_tokens == 0:
         return 0.0
     q_heads = -(-model.n_heads // tp)
