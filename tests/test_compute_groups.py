@@ -378,6 +378,12 @@ def test_bad_offload_fields_name_themselves(kw: dict[str, Any], name: str) -> No
         Offload(**kw)
 
 
+def test_an_offload_that_never_ends_names_its_fields() -> None:
+    cl = Cluster(engine=SMALL, n_gpus=2, offload=Offload(host_bandwidth_bytes_per_s=1e-300))
+    with pytest.raises(ValueError, match="host_bandwidth_bytes_per_s"):
+        cl.switch_time_s()
+
+
 def test_a_colocated_sync_step_grows_by_exactly_the_switch_cost() -> None:
     sc = pipesim.Scenario(
         pipeline=pipesim.PipelineConfig(batch_size=32, steps=3), weight_update=pipesim.Drain()

@@ -154,7 +154,13 @@ class Offload:
 
     def switch_time_s(self, engine: EngineConfig, trainer_gpus: int) -> float:
         """Seconds per colocated step: every byte out and back, plus ``fixed_s``."""
-        return self.fixed_s + 2.0 * self.bytes_per_gpu(engine, trainer_gpus) / self.host_bandwidth(engine.gpu)
+        t = self.fixed_s + 2.0 * self.bytes_per_gpu(engine, trainer_gpus) / self.host_bandwidth(engine.gpu)
+        if not t < math.inf:
+            raise ValueError(
+                f"the offload's switch time is not finite ({t!r} s): check host_bandwidth_bytes_per_s "
+                f"({self.host_bandwidth(engine.gpu)!r}) and fixed_s ({self.fixed_s!r})"
+            )
+        return t
 
 
 @dataclass(frozen=True, kw_only=True)
