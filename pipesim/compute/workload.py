@@ -300,6 +300,12 @@ class TokenSource:
         self.turns: dict[int, list[tuple[int, float, int]]] = {}
         """Multi-turn episodes: (response tokens, tool seconds, observation tokens) per turn."""
         self._groups: dict[int, tuple[int, float]] = {}  # group -> (prompt tokens, difficulty)
+        # a fixed prompt and no difficulty spread: every group is the same, none is kept
+        self._same_group: tuple[int, float] | None = (
+            (int(workload.prompt), 1.0)  # type: ignore[arg-type]
+            if isinstance(workload.prompt, int) and not workload.difficulty_sigma
+            else None
+        )
         self._response = _Blocks(workload.response, rng)
         self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
         self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
@@ -329,7 +335,7 @@ class TokenSource:
             )
         w = self.workload
         g = task // w.samples_per_prompt
-        grp = self._groups.get(g)
+        grp = self._same_group or self._groups.get(g)
         prompt, difficulty = grp if grp is not None else self._group(g)
         if w.drift_per_version:
             difficulty *= _power(1.0 + w.drift_per_version, version)
