@@ -109,6 +109,33 @@ def test_cli_fit_errors_are_one_line(
         fit_trace(tmp_path / "missing.csv", "x")
 
 
+@pytest.mark.parametrize(
+    ("values", "turns", "message"),
+    [
+        (np.geomspace(1e-300, 1e-299, 40), None, "outside [1e-06, 1e+09] s; convert them to seconds"),
+        (np.geomspace(10.0, 1e308, 40), None, "outside [1e-06, 1e+09] s"),
+        (np.full(40, 5.0), None, "every value is 5: a constant"),
+        (np.arange(1.0, 41.0), np.zeros(40), "column 'turns' leaves 0 usable rows"),
+    ],
+    ids=["tiny", "huge", "constant", "turns-below-one"],
+)
+def test_fit_refuses_values_it_cannot_fit_in_one_line(
+    values: np.ndarray,
+    turns: np.ndarray | None,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # tiny values hung the agent fit (a NaN spread made every grid point a root); a constant gave NaN
+    trace = tmp_path / "eps.csv"
+    cols = {"d": values} if turns is None else {"d": values, "turns": turns}
+    pd.DataFrame(cols).to_csv(trace, index=False)
+    extra = [] if turns is None else ["--turns-column", "turns"]
+    assert main(["fit", str(trace), "--column", "d", *extra]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and "Traceback" not in err
+
+
 @pytest.mark.skipif(not SPLITWISE.exists(), reason=f"{SPLITWISE} is absent")
 def test_fit_on_the_splitwise_production_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = fit_trace(SPLITWISE, "num_decode_tokens")

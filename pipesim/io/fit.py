@@ -62,6 +62,10 @@ from pipesim.io.fit_models import (
 from pipesim.io.fit_readers import MIN_VALUES, FitError, column_values, read_column, read_table
 from pipesim.workload.durations import AgentDurations
 
+FIT_RANGE_S = (1e-6, 1e9)
+"""Episode seconds a fit accepts (a microsecond to about 30 years): values outside are in another
+unit (``--scale`` converts them) or would overflow the models' moments."""
+
 __all__ = [
     "AGENT_DRAWS",
     "AGENT_NOTE",
@@ -150,6 +154,17 @@ def fit_values(
     seed: int = 0,
 ) -> FitResult:
     x = np.asarray(x, dtype=np.float64)
+    where = f"{source}: column {column!r}"
+    if len(x) < MIN_VALUES or not (np.isfinite(x) & (x > 0)).all():
+        raise FitError(f"{where}: need at least {MIN_VALUES} finite values > 0, got {len(x)}")
+    lo, hi = float(x.min()), float(x.max())
+    if lo < FIT_RANGE_S[0] or hi > FIT_RANGE_S[1]:
+        raise FitError(
+            f"{where}: values from {lo:.3g} to {hi:.3g} s, outside [{FIT_RANGE_S[0]:g}, "
+            f"{FIT_RANGE_S[1]:g}] s; convert them to seconds with --scale"
+        )
+    if lo == hi:
+        raise FitError(f"{where}: every value is {lo:.6g}: a constant has no distribution to fit")
     fits = {
         "lognormal": fit_lognormal(x),
         "agent": fit_agent(x, base, turns, seed),
@@ -191,7 +206,14 @@ def fit_trace(
         keep &= np.isfinite(t) & (t >= 1)
         turns = t[keep]
     if keep.sum() < MIN_VALUES:
-        raise FitError(f"{path}: column {column!r} has {int(keep.sum())} positive values; at least 10 needed")
+        bad = column
+        if turns_column is not None and (np.isfinite(col) & (col > 0)).sum() >= MIN_VALUES:
+            bad = turns_column  # the durations are fine: the turn counts are not
+        need = f"{column!r} > 0" + (f", {turns_column!r} >= 1" if turns_column else "")
+        raise FitError(
+            f"{path}: column {bad!r} leaves {int(keep.sum())} usable rows ({need}); "
+            f"at least {MIN_VALUES} needed"
+        )
     return fit_values(
         col[keep],
         source=str(path),
