@@ -173,6 +173,25 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         (["run", "fig13.1-sync", "--no-such-flag"], "unrecognized arguments"),
         (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,1"], "a value is given twice"),
         (["export", "fig13.1-sync", "--out", "x.json"], "--out: file must end in"),
+        (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,01"], "a value is given twice"),
+        (["sweep", "systems:areal", "--over", "max_head_offpolicyness"], "is not key=v1,v2"),
+        (
+            ["sweep", "fig13.1-sync", "--over", "max_staleness=0,1", "--over", "max_staleness=2"],
+            "--over max_staleness is given twice",
+        ),
+        (
+            [
+                "sweep",
+                "systems:areal",
+                "--over",
+                "max_head_offpolicyness=1",
+                "--over",
+                "max_head_offpolicyness=2",
+            ],
+            "is given twice",
+        ),
+        (["sweep", "fig13.1-sync", "--over", "seed=1,2"], "set N with --seeds"),
+        (["sweep", "fig13.1-sync", "--seed", "3"], "unrecognized arguments: --seed 3"),  # not --seeds 3
     ],
 )
 def test_cli_errors_are_one_line_exit_2(
@@ -187,6 +206,38 @@ def test_cli_errors_are_one_line_exit_2(
     errors = [ln for ln in lines if ln.startswith(("pipesim: error:", "pipesim run: error:"))]
     assert len(errors) == 1 and needle in errors[0], lines
     assert len(lines) <= 2 and all(ln.startswith(("usage:", "pipesim")) for ln in lines)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        ("bin.csv", b"\xcb\xff\x00", "not an events table"),
+        ("empty.csv", b"", "not an events table"),
+        (
+            "nan.csv",
+            b"kind,lane,start_s,end_s,version,episode_id\ngen,slot 0,nan,1.0,0,0\n",
+            "has start_s = 'nan': need a number",
+        ),
+        ("r.json", b'{"recipe": {"scenario": 5}}', "its recipe needs a scenario (text)"),
+        ("s.json", b'{"recipe": {"scenario": "fig13.1-sync", "set": [1]}}', "set (a list of text)"),
+    ],
+)
+def test_trace_of_a_bad_file_is_one_line(
+    name: str, text: bytes, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = tmp_path / name
+    src.write_bytes(text)
+    assert main(["trace", str(src), "--out", str(tmp_path / "t.json")]) == 2
+    lines = _err_lines(capsys)
+    assert len(lines) == 1 and needle in lines[0], lines
+
+
+def test_run_json_is_valid_json_when_the_summary_holds_nan(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "fig13.1-sync", "--set", "steps=2", "--set", "train_time_s=0", "--set", "sync_time_s=0"]
+    argv += ["--set", "durations=TraceDurations(values=(0,0), cycle=True)", "--json", "-"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)["summary"]  # no bare NaN
+    assert summary["gen_util"] == "nan"
 
 
 def test_sweep_whose_every_cell_fails_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

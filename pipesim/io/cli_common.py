@@ -157,6 +157,10 @@ def check_save_dir(path: str | None) -> None:
     for anc in p.parents:  # missing parents are made, like the directory itself
         if anc.exists() and not anc.is_dir():
             raise UsageError(f"--save: {str(anc)!r} is a file, not a directory")
+    # the nearest existing directory (the run's own, or the ancestor its parents are made in)
+    here = next((d for d in (p, *p.parents) if d.exists()), Path("."))
+    if not os.access(here, os.W_OK):
+        raise UsageError(f"--save: directory {str(here)!r} is not writable")
 
 
 def load_saved(path: str) -> Any:

@@ -14,7 +14,7 @@ listed here but parses its own arguments (:func:`pipesim.plan.parser`).
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
@@ -26,7 +26,12 @@ __all__ = ["Parser", "build_parser"]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage on errors (the full usage is in ``--help``)."""
+    """argparse with a one-line usage on errors (the full usage is in ``--help``), and without
+    prefix matching: ``--seed 3`` of ``sweep`` (which has only ``--seeds``) is an error, not 3 seeds."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # the subcommands' parsers are of this class too
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         usage = " ".join(self.format_usage().split())

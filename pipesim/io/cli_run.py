@@ -87,8 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{args.scenario} (seed {scen.seed})" + (f" with {shown}" if given else ""), file=out)
     print(summary_table(summary), file=out)
     if args.json:
+        from pipesim.io.saved import json_number
+
         payload: dict[str, Any] = {
-            "summary": summary,
+            "summary": {k: json_number(v) for k, v in summary.items()},  # NaN as "nan": valid JSON
             "scenario": scenario_dict(scen),
             "recipe": {"scenario": recipe_source(args.scenario), "set": list(args.set), "seed": scen.seed},
         }
@@ -98,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             payload["scenario_file"] = scenario_to_dict(scen)
         except ValueError:
             pass  # a policy outside the catalog: the recipe alone rebuilds the run
-        text = json.dumps(payload, indent=2)
+        text = json.dumps(payload, indent=2, allow_nan=False)
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:

@@ -30,14 +30,24 @@ from pipesim.io.cli_common import (
 from pipesim.io.cli_options import DaskError, close_dask, open_dask
 
 
+def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
+    """``KEY=V1,V2,...`` of one ``--over``, checked: a key given twice, or ``seed``, is an error."""
+    if "=" not in item:
+        raise UsageError(f"--over {item!r} is not key=v1,v2,...")
+    key, values = (s.strip() for s in item.split("=", 1))
+    if key in seen:
+        raise UsageError(f"--over {key} is given twice; list every value once: --over {key}=v1,v2,...")
+    if key == "seed":
+        raise UsageError("--over seed: a sweep runs seeds 0 .. N-1 of every cell; set N with --seeds")
+    return key, values
+
+
 def parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
     from pipesim.io.registry import parse_value
 
     over: dict[str, list[Any]] = {}
     for item in items:
-        if "=" not in item:
-            raise UsageError(f"--over {item!r} is not key=v1,v2,...")
-        key, values = (s.strip() for s in item.split("=", 1))
+        key, values = _axis(item, list(over))
         if key.startswith("durations."):
             raise UsageError(
                 "--over does not take durations.FIELD keys; sweep durations=Model(...),Model(...)"
@@ -60,17 +70,16 @@ def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dic
 
     axes: dict[str, list[str]] = {}
     for item in items:
-        key, values = (s.strip() for s in item.split("=", 1))
+        key, values = _axis(item, list(axes))
         axes[key] = split_values(values)
         if not axes[key]:
             raise UsageError(f"--over {key}: no values given")
-        if len(set(axes[key])) != len(axes[key]):
-            raise UsageError(f"--over {key}: a value is given twice")
         try:
-            for v in axes[key]:
-                parse_parameter(entry, key, v)
+            parsed = [parse_parameter(entry, key, v) for v in axes[key]]
         except ValueError as exc:
             raise UsageError(one_line(exc)) from None
+        if len(set(map(repr, parsed))) != len(parsed):  # 1 and 01 are one value
+            raise UsageError(f"--over {key}: a value is given twice")
     designs: dict[str, Any] = {}
     for combo in itertools.product(*axes.values()):
         pairs = [f"{k}={v}" for k, v in zip(axes, combo)]
@@ -99,7 +108,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
     params = entry.parameters()
-    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in params]
+    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in params and "=" in i]
     over = parse_over(scen, [i for i in args.over if i not in preset_items])
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
     try:

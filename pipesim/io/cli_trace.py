@@ -57,7 +57,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     elif suffix in (".parquet", ".csv"):
         import pandas as pd
 
-        events = pd.read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
+        try:
+            events = pd.read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
+        except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
+            raise UsageError(f"{src}: not an events table ({one_line(exc)})") from None
         try:
             write_trace(events, args.out)
         except ValueError as exc:
@@ -66,8 +69,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
         try:
             recipe = json.loads(src.read_text())["recipe"]
             spec, sets, seed = recipe["scenario"], list(recipe.get("set", [])), recipe.get("seed")
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
             raise UsageError(f"{src}: not a run file written by `pipesim run --json` (no 'recipe')") from None
+        if (
+            not isinstance(spec, str)
+            or not all(isinstance(s, str) for s in sets)
+            or not (seed is None or (isinstance(seed, int) and not isinstance(seed, bool)))
+        ):
+            raise UsageError(
+                f"{src}: its recipe needs a scenario (text), set (a list of text) and seed (an integer), "
+                f"got {recipe!r}"
+            )
         scen, _ = build_scenario(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
         write_trace(run(scen), args.out)
     else:

@@ -47,7 +47,7 @@ class SavedRunError(ValueError):
     """A directory that is not a readable saved run (names the path and what is wrong)."""
 
 
-def _json_num(x: Any) -> Any:
+def json_number(x: Any) -> Any:
     """Summary values as JSON: NaN and infinities as strings (JSON has neither)."""
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
@@ -82,7 +82,7 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
     if lineage is not None:
         lineage.to_parquet(p / "lineage.parquet", index=False)
     (p / "summary.json").write_text(
-        json.dumps({k: _json_num(v) for k, v in result.summary().items()}, indent=1)
+        json.dumps({k: json_number(v) for k, v in result.summary().items()}, indent=1)
     )
     (p / "scenario.json").write_text(
         json.dumps(

@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipesim.results.run import RunResult
@@ -128,6 +129,13 @@ def events_to_trace(
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
         raise ValueError(f"events table lacks columns {sorted(missing)}")
+    for col in ("start_s", "end_s"):
+        times = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
+        bad = np.nonzero(~np.isfinite(times))[0]
+        if len(bad):
+            row = int(bad[0])
+            value = str(events[col].iloc[row])
+            raise ValueError(f"row {row} of the events has {col} = {value!r}: need a number")
     info = episodes.set_index("episode_id") if episodes is not None and len(episodes) else None
     out: list[dict[str, Any]] = [
         _meta(GEN_PID, f"{name}: generation"),
