@@ -197,6 +197,19 @@ def test_yaml_errors_and_top_level_shape(tmp_path: Path) -> None:
         sf.save_scenario(Scenario(), tmp_path / "x.json")
 
 
+def test_yaml_refuses_a_repeated_key_and_reads_exponents_as_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text("schema_version: 1\npipeline: {batch_size: 8}\npipeline: {steps: 2}\n")
+    with pytest.raises(sf.ScenarioFileError, match="the key 'pipeline' is given twice"):
+        sf.load_scenario(path)  # PyYAML alone keeps the second table and drops batch_size silently
+    path.write_text("schema_version: 1\npipeline: {batch_size: 8, batch_size: 16}\n")
+    with pytest.raises(sf.ScenarioFileError, match="'batch_size' is given twice"):
+        sf.load_scenario(path)
+    path.write_text("schema_version: 1\npipeline: {train_time_s: 6e1, sync_time_s: 1e1}\n")
+    cfg = sf.load_scenario(path).pipeline
+    assert (cfg.train_time_s, cfg.sync_time_s) == (60.0, 10.0)  # YAML 1.1 read 6e1 as text
+
+
 def test_a_policy_outside_the_catalog_cannot_be_written() -> None:
     class Mine:
         def admits(self, p: object) -> bool:

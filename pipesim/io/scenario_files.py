@@ -211,8 +211,10 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
     elif fmt == "yaml":
         import yaml
 
+        from pipesim.io.yamlfile import load_yaml
+
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as exc:
             raise ScenarioFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
     else:
