@@ -191,6 +191,7 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
             "is given twice",
         ),
         (["sweep", "fig13.1-sync", "--over", "seed=1,2"], "set N with --seeds"),
+        (["export", "fig13.1-sync", "--out", "x.toml", "--format", "yaml"], "--format yaml does not match"),
         (["sweep", "fig13.1-sync", "--seed", "3"], "unrecognized arguments: --seed 3"),  # not --seeds 3
     ],
 )

@@ -210,6 +210,14 @@ def test_yaml_refuses_a_repeated_key_and_reads_exponents_as_numbers(tmp_path: Pa
     assert (cfg.train_time_s, cfg.sync_time_s) == (60.0, 10.0)  # YAML 1.1 read 6e1 as text
 
 
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    for name in ("bom.toml", "bom.yaml"):
+        path = tmp_path / name
+        text = "schema_version = 1\n" if name.endswith("toml") else "schema_version: 1\n"
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert sf.load_scenario(path) == Scenario()
+
+
 def test_a_policy_outside_the_catalog_cannot_be_written() -> None:
     class Mine:
         def admits(self, p: object) -> bool:

@@ -134,6 +134,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.out != "-":
         check_output("out", args.out, tuple(SUFFIXES))
+        by_suffix = SUFFIXES[Path(args.out).suffix.lower()]
+        if args.format is not None and args.format != by_suffix:
+            raise UsageError(
+                f"--format {args.format} does not match --out {args.out!r} (a {by_suffix} file); "
+                "the suffix sets the format"
+            )
     scen, _ = build_scenario(args.scenario, args.set, args.seed)
     fmt = args.format or ("toml" if args.out == "-" else SUFFIXES[Path(args.out).suffix.lower()])
     try:

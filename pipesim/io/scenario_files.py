@@ -200,9 +200,10 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
     """Parse scenario text of format ``fmt``; ``source`` names it in errors."""
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8")
+            text = text.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
         except UnicodeDecodeError:
             raise ScenarioFileError(f"{source}: not UTF-8 text") from None
+    text = text.removeprefix("\ufeff")
     if fmt == "toml":
         try:
             data: Any = tomllib.loads(text)
