@@ -216,8 +216,12 @@ seeds = 2
     page = out_html.read_text()
     assert page.count("* plotly.js v") == 1 and "<script src" not in page  # embedded once, no CDN
     assert "Pareto front" in page
-    # infeasible: exit code 3 and the message on stderr
-    spec.write_text(spec.read_text().replace("max_staleness = 4", "max_staleness = 4\nmean_staleness = -1"))
+    # infeasible: exit code 3 and the message on stderr (a negative limit is a spec error, exit 2)
+    text = spec.read_text().replace("max_staleness = 4", "max_staleness = 4\nmean_staleness = 0.01")
+    text = text.replace("eta = [0, 1]", "eta = [2]").replace(
+        'update = ["drain", "partial"]', 'update = ["partial"]'
+    )
+    spec.write_text(text)
     assert plan.main([str(spec), "--quiet"]) == 3
     assert "tightest is mean_staleness" in capsys.readouterr().err
 

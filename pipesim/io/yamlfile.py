@@ -24,6 +24,8 @@ class StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor``: its keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen

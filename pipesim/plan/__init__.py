@@ -8,7 +8,8 @@ staleness and discard constraints, and the Pareto front around it (issue 19, ``d
 * :mod:`~pipesim.plan.search` -- grid or Optuna NSGA-II screening, successive halving, the front,
   the infeasibility message and the sensitivity note;
 * :mod:`~pipesim.plan.report` -- text, JSON, HTML (Plotly) and the recommended design as code;
-* :mod:`~pipesim.plan.specfile` -- TOML / YAML specs.
+* :mod:`~pipesim.plan.specfile` -- TOML / YAML specs;
+* :mod:`~pipesim.plan.checks` -- the checks and bounds of a spec's values, each error naming the key.
 
 ``plan(spec, seed=, workers=)`` returns a :class:`PlanResult`; ``main(argv)`` is the command. Its
 options shared with ``pipesim``'s commands (``--json``, ``--html``, ``--workers``, ``--seed``,
@@ -22,6 +23,7 @@ import sys
 from typing import Any
 
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask
+from pipesim.plan.checks import MAX_SEED
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
 from pipesim.plan.search import PlanInfeasible, PlanResult, plan, search, sensitivity
 from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space, candidates
@@ -51,6 +53,7 @@ __all__ = [
 def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=prog,
+        allow_abbrev=False,  # as pipesim's commands: --seed is never a prefix of another option
         description="Search placements, TP, admission, weight-update policy and sync interval for the "
         "highest-throughput design that meets the constraints; print the best designs, the Pareto "
         "front and the recommended scenario.",
@@ -100,14 +103,55 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``pipesim plan SPEC [--json FILE] [--html FILE] [--workers N] [--seed N] [--trials N]``."""
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+def _error(message: str) -> int:
+    """A user error: one line on stderr, as argparse prints its own (``pipesim plan: error: ...``),
+    and exit status 2."""
+    print(f"pipesim plan: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, before the spec is read or anything runs; None: nothing."""
+    from pipesim.io.cli_common import UsageError, check_output
+
     if args.workers < 1:
-        print("pipesim plan: --workers must be at least 1", file=sys.stderr)
-        return 2
+        return f"--workers must be at least 1, got {args.workers}"
+    if not 0 <= args.seed < MAX_SEED:
+        return f"--seed must be an integer in [0, 2**32) (the range of Optuna's sampler), got {args.seed}"
+    if args.trials is not None and args.trials < 1:
+        return f"--trials must be at least 1, got {args.trials}"
+    if args.json == "-" and args.html == "-":
+        return "--json and --html cannot both be '-' (standard output)"
+    try:  # a directory, a missing parent, an unwritable one: not after the search
+        check_output("json", args.json, stdout=True)
+        check_output("html", args.html, stdout=True)
+    except UsageError as e:
+        return str(e)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``pipesim plan SPEC [--json FILE] [--html FILE] [--workers N] [--seed N] [--trials N]``.
+
+    Exit status 0, 2 for a user error (an option, an output path or the spec; one line on stderr
+    naming the option or the file and key, before any search), 3 when no design meets the
+    constraints. ``--json -`` / ``--html -`` write to standard output, and the text goes to stderr.
+    """
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    problem = _check_args(args)
+    if problem is not None:
+        return _error(problem)
+    try:
+        spec = load(args.spec)  # its errors name the file
+        if args.trials is not None:
+            spec = spec.with_(trials=args.trials)
+        if args.method is not None:
+            spec = spec.with_(method=args.method)
+    except PlanError as e:
+        return _error(str(e))
     from pipesim.plan import report
 
+    text_out = sys.stderr if "-" in (args.json, args.html) else sys.stdout
     client: Any = None
     cluster: Any = None
     executor: Any = None
@@ -115,15 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             client, cluster = open_dask(args.dask, args.workers)
         except DaskError as e:
-            print(f"pipesim plan: {e}", file=sys.stderr)
-            return 2
+            return _error(str(e))
         executor = client.get_executor()
     try:
-        spec = load(args.spec)
-        if args.trials is not None:
-            spec = spec.with_(trials=args.trials)
-        if args.method is not None:
-            spec = spec.with_(method=args.method)
         result = plan(
             spec,
             seed=args.seed,
@@ -137,12 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             report.write_json(e.result, args.json)
         return 3
-    except (PlanError, OSError, ValueError) as e:  # a TOML / YAML syntax error is a ValueError
-        print(f"pipesim plan: {args.spec}: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+    except (PlanError, OSError, ValueError) as e:  # the model does not fit, no candidate design
+        return _error(f"{args.spec}: {e}")
     finally:
         close_dask(client, cluster)
-    print(report.text(result))
+    print(report.text(result), file=text_out)
     if args.json:
         report.write_json(result, args.json)
     if args.html:

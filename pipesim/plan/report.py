@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -233,9 +234,19 @@ def as_json(result: PlanResult) -> dict[str, Any]:
     )
 
 
+def _write(text: str, path: str) -> None:
+    """``text`` to the file ``path``, or to standard output when ``path`` is ``-``."""
+    if path == "-":
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def write_json(result: PlanResult, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(as_json(result), f, indent=1)
+    """The plan as JSON (:func:`as_json`) to ``path`` (``-``: standard output)."""
+    _write(json.dumps(as_json(result), indent=1), path)
 
 
 def figure(result: PlanResult) -> Any:
@@ -342,7 +353,8 @@ def _html_table(rows: list[list[str]]) -> str:
 
 
 def write_html(result: PlanResult, path: str) -> None:
-    """The report: the figure (plotly.js embedded once, no CDN), the tables, the recommendation."""
+    """The report: the figure (plotly.js embedded once, no CDN), the tables, the recommendation;
+    to ``path`` (``-``: standard output)."""
     spec = result.spec
     n = spec.n_gpus
     fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True)
@@ -369,5 +381,4 @@ def write_html(result: PlanResult, path: str) -> None:
             "<h2>Sensitivity</h2><pre>" + html.escape(text(result).split("sensitivity")[-1]) + "</pre>"
         )
     parts.append("</body></html>")
-    with open(path, "w") as f:
-        f.write("\n".join(parts))
+    _write("\n".join(parts), path)

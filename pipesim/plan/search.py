@@ -20,6 +20,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements, valid
 
@@ -156,7 +157,9 @@ def search(
     spec: PlanSpec, *, seed: int = 0, executor: Executor | None = None, progress: bool = False
 ) -> PlanResult:
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
-    meets the constraints, PlanError when the model does not fit or the space is empty."""
+    meets the constraints, PlanError when the model does not fit or the space is empty (or the
+    seed is not in [0, 2**32), the range of Optuna's sampler)."""
+    check_seed(seed)
     t0 = time.perf_counter()
     pool = candidates(spec)
     if not pool:
@@ -299,6 +302,8 @@ def plan(
 ) -> PlanResult:
     """Search ``spec``'s space (``workers`` processes; 1: in this process) and, optionally, the
     sensitivity of the recommendation."""
+    check_seed(seed)
+    integer("workers", workers, 1)
     own = executor is None and workers > 1
     ex = ProcessPoolExecutor(max_workers=workers) if own else executor
     try:

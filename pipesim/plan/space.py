@@ -26,12 +26,22 @@ from typing import Any
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.plan.checks import (
+    MAX_ETA,
+    MAX_GPUS,
+    MAX_OVERSAMPLE,
+    MAX_SIM_SEED,
+    PlanError,
+    did_you_mean,
+    integer,
+    ints,
+    number,
+    optional_number,
+)
+
+__all__ = ["UPDATES", "Constraints", "Design", "PlanError", "PlanSpec", "Space"]
 
 UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
-
-
-class PlanError(ValueError):
-    """A plan that cannot start (bad spec, a model that does not fit) or has no feasible design."""
 
 
 @dataclass(frozen=True, order=True)
@@ -76,6 +86,12 @@ class Constraints:
     """Discarded generated tokens / generated tokens."""
     min_trainer_gpus: int = 1
 
+    def __post_init__(self) -> None:
+        optional_number("constraints.mean_staleness", self.mean_staleness, 0)
+        optional_number("constraints.max_staleness", self.max_staleness, 0)
+        optional_number("constraints.discarded_share", self.discarded_share, 0, 1)
+        integer("constraints.min_trainer_gpus", self.min_trainer_gpus, 0, MAX_GPUS)
+
     def violations(self, m: dict[str, float]) -> dict[str, float]:
         """Constraint name -> how far metric ``m`` is past its limit (<= 0: met)."""
         out = {}
@@ -106,14 +122,25 @@ class Space:
     oversample: tuple[float, ...] = (1.0,)
 
     def __post_init__(self) -> None:
+        for name in ("placement", "tp", "eta", "update", "sync_every", "oversample"):
+            v = getattr(self, name)
+            if isinstance(v, list):  # frozen: a list becomes the tuple it stands for
+                object.__setattr__(self, name, v := tuple(v))
+            if not isinstance(v, tuple) and not (name == "placement" and v is None):
+                raise PlanError(f"space.{name} must be a tuple, got {v!r}")
+            if v is not None and not v:
+                raise PlanError(f"space.{name} is empty")
         bad = [u for u in self.update if u not in UPDATES]
         if bad:
-            raise PlanError(f"space.update: unknown {bad}; choose from {list(UPDATES)}")
-        for name in ("tp", "eta", "update", "sync_every", "oversample"):
-            if not getattr(self, name):
-                raise PlanError(f"space.{name} is empty")
-        if any(f < 1 for f in self.oversample):
-            raise PlanError(f"space.oversample: factors must be >= 1, got {list(self.oversample)}")
+            hint = did_you_mean(bad[0], UPDATES)
+            raise PlanError(f"space.update: unknown {bad}{hint} (choose from {list(UPDATES)})")
+        if self.placement is not None:
+            ints("space.placement", self.placement, 0, MAX_GPUS)
+        ints("space.tp", self.tp, 1, MAX_GPUS)
+        ints("space.eta", self.eta, 0, MAX_ETA)
+        ints("space.sync_every", self.sync_every, 1)
+        for i, f in enumerate(self.oversample):
+            number(f"space.oversample[{i}]", f, 1, MAX_OVERSAMPLE)
 
 
 @dataclass(frozen=True)
@@ -160,16 +187,40 @@ class PlanSpec:
     """Optuna: trials asked and told together (independent of the worker count)."""
 
     def __post_init__(self) -> None:
-        for name in ("n_gpus", "batch_size", "steps", "screen_steps", "seeds", "trials", "reduction"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise PlanError(f"{name} must be a positive int, got {v!r}")
+        if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
+            raise PlanError(
+                f"gpu and model must be a GPUSpec and a ModelSpec, got {self.gpu!r}, {self.model!r}"
+            )
+        if not isinstance(self.workload, TokenWorkload):
+            raise PlanError(f"workload must be a TokenWorkload, got {self.workload!r}")
+        if not isinstance(self.constraints, Constraints) or not isinstance(self.space, Space):
+            raise PlanError(
+                f"constraints and space must be a Constraints and a Space, got {self.constraints!r}"
+            )
+        integer("cluster.n_gpus", self.n_gpus, 1, MAX_GPUS)
+        integer("workload.batch_size", self.batch_size, 1)
+        for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
+            integer(f"search.{name}", getattr(self, name), 1)
+        for name in ("grid_limit", "min_full"):
+            integer(f"search.{name}", getattr(self, name), 0)
+        integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - self.seeds)
+        if self.max_model_len is not None:
+            integer("model.max_model_len", self.max_model_len, 1)
+        integer("model.max_num_seqs", self.max_num_seqs, 1)
+        for name in ("gpu_memory_utilization", "mfu"):
+            number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
         if not isinstance(self.share_group_prefix, bool):
-            raise PlanError(f"share_group_prefix must be true or false, got {self.share_group_prefix!r}")
-        if self.method not in ("auto", "grid", "optuna"):
-            raise PlanError(f"method must be auto, grid or optuna, got {self.method!r}")
+            raise PlanError(
+                f"model.share_group_prefix must be true or false, got {self.share_group_prefix!r}"
+            )
+        optional_number("search.sync_time_s", self.sync_time_s, 0)
+        number("search.inflight_load_time_s", self.inflight_load_time_s, 0)
+        number("sync_scale", self.sync_scale, above=0)
+        if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
+            hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
+            raise PlanError(f"search.method must be auto, grid or optuna, got {self.method!r}{hint}")
         if self.screen_steps > self.steps:
-            raise PlanError(f"screen_steps ({self.screen_steps}) exceeds steps ({self.steps})")
+            raise PlanError(f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})")
 
     def with_(self, **changes: Any) -> PlanSpec:
         return replace(self, **changes)
@@ -293,7 +344,9 @@ def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
         return name
     key = str(name).lower()
     if key not in GPUS:
-        raise PlanError(f"cluster.gpu: unknown GPU {name!r}; choose from {sorted(GPUS)}")
+        raise PlanError(
+            f"cluster.gpu: unknown GPU {name!r}{did_you_mean(key, GPUS)} (choose from {sorted(GPUS)})"
+        )
     return GPUS[key]
 
 
@@ -302,5 +355,6 @@ def resolve_model(name: str | ModelSpec) -> ModelSpec:
         return name
     key = str(name).lower()
     if key not in MODELS:
-        raise PlanError(f"model.name: unknown model {name!r}; choose from {sorted(MODELS)}")
+        hint = did_you_mean(key, MODELS)
+        raise PlanError(f"model.name: unknown model {name!r}{hint} (choose from {sorted(MODELS)})")
     return MODELS[key]

@@ -8,16 +8,31 @@ Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_
 ``[space]`` (``placement`` = ``"all"`` or a list of trainer-GPU counts and ``"colocated"``,
 ``tp``, ``eta``, ``update``, ``sync_every``, ``oversample``) and ``[search]`` (``steps``,
 ``screen_steps``, ``seeds``, ``method``, ``trials``, ``grid_limit``, ``reduction``, ``min_full``,
-``batch``, ``sync_time_s``). Unknown keys are errors naming them.
+``batch``, ``sync_time_s``, ``inflight_load_time_s``, ``sim_seed``).
+
+Checked before any search, each error one line naming the file and the key (``table.key``, see
+:mod:`pipesim.plan.checks` for the types and bounds): unknown tables and keys, in inline tables
+too (``response``, ``response_trace``, ``agent``), with the closest valid name; a value of the
+wrong type (a fractional float where an integer belongs is an error, never truncated); a value out
+of range; ``response`` with ``response_trace``, or ``batch_size`` with ``prompts_per_step``. A file
+is read as UTF-8 (a byte-order mark is skipped); its suffix says TOML or YAML, any other is an
+error; a YAML key given twice is an error, as in TOML; YAML's ``null`` is a key not given.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
-from pipesim.plan.space import Constraints, PlanError, PlanSpec, Space, resolve_gpu, resolve_model
+from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
+from pipesim.plan.space import Constraints, PlanSpec, Space, resolve_gpu, resolve_model
+
+SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
+_NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
+_AGENT = {f.name: f.default for f in dataclasses.fields(AgentTurns)}
 
 _TABLES = {
     "cluster": {"gpu", "n_gpus"},
@@ -55,94 +70,190 @@ _TABLES = {
 
 
 def read(path: str | Path) -> dict[str, Any]:
+    """The tables of a spec file; PlanError (naming the file) when it cannot be read or parsed."""
     p = Path(path)
-    text = p.read_text()
-    if p.suffix.lower() in (".yaml", ".yml"):
+    fmt = SUFFIXES.get(p.suffix.lower())
+    if fmt is None:
+        hint = " (JSON is YAML: name the file .yaml)" if p.suffix.lower() == ".json" else ""
+        raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: not UTF-8 text") from None
+    data: Any
+    if fmt == "yaml":
         import yaml
 
-        data = yaml.safe_load(text)
+        from pipesim.io.yamlfile import load_yaml
+
+        try:
+            data = load_yaml(text)  # a safe loader refusing a key given twice
+        except yaml.YAMLError as e:
+            raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
+        if data is None:
+            raise PlanError(f"{path}: the file is empty; {_NEEDS}")
     else:
         import tomllib
 
-        data = tomllib.loads(text)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise PlanError(f"{path}: not valid TOML: {e}") from None
     if not isinstance(data, dict):
-        raise PlanError(f"{path}: a plan spec is a table of tables")
+        raise PlanError(f"{path}: a plan spec is a table of tables, got {type(data).__name__} {data!r:.60}")
     return data
 
 
-def _tuple(v: Any) -> tuple[Any, ...]:
-    return tuple(v) if isinstance(v, list | tuple) else (v,)
+def _yaml_problem(e: Any) -> str:
+    """A YAML error as ``problem (line L, column C)``."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None)
+    if problem is None:
+        return " ".join(str(e).split())
+    return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
+
+
+def _placement(where: str, v: Any) -> int:
+    if v == "colocated":
+        return 0
+    if isinstance(v, str):
+        hint = did_you_mean(v, ("colocated", "all"))
+        raise PlanError(
+            f"{where} must be a trainer-GPU count or 'colocated' (or placement = 'all'), got {v!r}{hint}"
+        )
+    return as_int(where, v)
+
+
+def _response(wl: Table, base: Path | None) -> Any:
+    """The response-length model: ``response = {median_tokens, sigma}`` or ``response_trace``."""
+    if "response" in wl and "response_trace" in wl:
+        raise PlanError("workload.response and workload.response_trace: give one of them, not both")
+    if "response_trace" in wl:
+        tr = wl.table("response_trace", ("path", "column"), "a table {path, column}")
+        tr.require("path", why="the CSV file of response lengths")
+        path = Path(tr.string("path"))
+        column = tr.string("column", "num_decode_tokens")
+        if base is not None and not path.is_absolute():
+            path = base / path
+        try:
+            return EmpiricalLengths.from_csv(path, column)
+        except OSError as e:
+            raise PlanError(f"workload.response_trace.path: cannot read {path}: {e.strerror or e}") from None
+        except (ValueError, csv.Error) as e:
+            raise PlanError(f"workload.response_trace: {e}") from None
+    r = Table("workload.response", {}, ())
+    if "response" in wl:
+        r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
+    median = float(r.number("median_tokens", 2000.0, above=0))
+    sigma = float(r.number("sigma", 0.8, 0))
+    try:
+        return LogNormalLengths(median, sigma)
+    except ValueError as e:
+        raise PlanError(f"workload.response: {e}") from None
+
+
+def _agent(wl: Table) -> AgentTurns | None:
+    if "agent" not in wl:
+        return None
+    a = wl.table("agent", _AGENT, f"a table of AgentTurns fields ({', '.join(_AGENT)})")
+    kw = {k: a.integer(k) if isinstance(d, int) else a.number(k) for k, d in _AGENT.items() if k in a}
+    try:
+        return AgentTurns(**kw)
+    except ValueError as e:
+        raise PlanError(f"workload.agent: {e}") from None
 
 
 def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
-    for table, value in data.items():
-        if table not in _TABLES:
-            raise PlanError(f"unknown table [{table}]; expected {sorted(_TABLES)}")
-        bad = set(value) - _TABLES[table]
-        if bad:
-            raise PlanError(f"[{table}]: unknown keys {sorted(bad)}; expected {sorted(_TABLES[table])}")
-    cl, mo = data.get("cluster", {}), data.get("model", {})
-    wl, se = data.get("workload", {}), data.get("search", {})
-    if "gpu" not in cl or "n_gpus" not in cl or "name" not in mo:
-        raise PlanError("a plan spec needs [cluster] gpu and n_gpus, and [model] name")
-    n = int(wl.get("samples_per_prompt", 1))
-    if "response_trace" in wl:
-        tr = wl["response_trace"]
-        path = Path(tr["path"])
-        if base is not None and not path.is_absolute():
-            path = base / path
-        response: Any = EmpiricalLengths.from_csv(path, tr.get("column", "num_decode_tokens"))
-    else:
-        r = wl.get("response", {})
-        response = LogNormalLengths(float(r.get("median_tokens", 2000)), float(r.get("sigma", 0.8)))
+    """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
+    if not isinstance(data, dict):
+        raise PlanError(f"a plan spec is a table of tables, got {data!r:.60}")
+    for name in data:
+        if name not in _TABLES:
+            valid = ", ".join(sorted(_TABLES))
+            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
+    t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
+    cl, mo, wl, sp, co, se = (
+        t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
+    )
+    cl.require("gpu", "n_gpus", why=_NEEDS)
+    mo.require("name", why=_NEEDS)
+    n = wl.integer("samples_per_prompt", 1, lo=1)
     try:
         workload = TokenWorkload(
-            response=response,
-            prompt=int(wl.get("prompt_tokens", 512)),
+            response=_response(wl, base),
+            prompt=wl.integer("prompt_tokens", 512, lo=1),
             samples_per_prompt=n,
-            max_response_tokens=int(wl.get("max_response_tokens", 8192)),
-            max_prompt_tokens=int(wl.get("max_prompt_tokens", 4096)),
-            difficulty_sigma=float(wl.get("difficulty_sigma", 0.0)),
-            drift_per_version=float(wl.get("drift_per_version", 0.0)),
-            agent=AgentTurns(**wl["agent"]) if "agent" in wl else None,
+            max_response_tokens=wl.integer("max_response_tokens", 8192, lo=1),
+            max_prompt_tokens=wl.integer("max_prompt_tokens", 4096, lo=1),
+            difficulty_sigma=float(wl.number("difficulty_sigma", 0.0, 0)),
+            drift_per_version=float(wl.number("drift_per_version", 0.0, above=-1)),
+            agent=_agent(wl),
         )
+    except PlanError:
+        raise
     except (TypeError, ValueError) as e:
-        raise PlanError(f"[workload]: {e}") from None
+        raise PlanError(f"workload: {e}") from None
+    if "batch_size" in wl and "prompts_per_step" in wl:
+        raise PlanError("workload.batch_size and workload.prompts_per_step: give one of them, not both")
     if "batch_size" in wl:
-        batch = int(wl["batch_size"])
+        batch = wl.integer("batch_size", lo=1)
     else:
-        batch = int(wl.get("prompts_per_step", 32)) * n
-    sp = data.get("space", {})
+        batch = wl.integer("prompts_per_step", 32, lo=1) * n
     kw: dict[str, Any] = {}
-    place = sp.get("placement", "all")
-    if place != "all":
-        kw["placement"] = tuple(0 if p == "colocated" else int(p) for p in _tuple(place))
+    if "placement" in sp and sp.raw("placement") != "all":
+        kw["placement"] = tuple(_placement(where, v) for where, v in sp.items("placement"))
     for k in ("tp", "eta", "sync_every"):
         if k in sp:
-            kw[k] = tuple(int(v) for v in _tuple(sp[k]))
+            kw[k] = sp.integers(k)
     if "update" in sp:
-        kw["update"] = tuple(str(v) for v in _tuple(sp["update"]))
+        kw["update"] = sp.strings("update")
     elif n > 1:
         kw["update"] = ("drain", "partial", "abort_reprefill", "inflight", "abort")
     if "oversample" in sp:
-        kw["oversample"] = tuple(float(v) for v in _tuple(sp["oversample"]))
+        kw["oversample"] = sp.numbers("oversample")
     elif n > 1:
         kw["oversample"] = (1.0, 1.25)
-    co = data.get("constraints", {})
     constraints = Constraints(
-        mean_staleness=co.get("mean_staleness"),
-        max_staleness=co.get("max_staleness"),
-        discarded_share=co.get("discarded_share"),
-        min_trainer_gpus=int(co.get("min_trainer_gpus", 1)),
+        mean_staleness=co.number("mean_staleness"),
+        max_staleness=co.number("max_staleness"),
+        discarded_share=co.number("discarded_share"),
+        min_trainer_gpus=co.integer("min_trainer_gpus", 1),
     )
-    extra = {k: se[k] for k in se}
-    for k in ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu", "share_group_prefix"):
+    extra: dict[str, Any] = {}
+    for k in (
+        "steps",
+        "screen_steps",
+        "seeds",
+        "trials",
+        "grid_limit",
+        "reduction",
+        "min_full",
+        "batch",
+        "sim_seed",
+    ):
+        if k in se:
+            extra[k] = se.integer(k)
+    for k in ("sync_time_s", "inflight_load_time_s"):
+        if k in se:
+            extra[k] = se.number(k)
+    if "method" in se:
+        extra["method"] = se.string("method")
+    for k in ("max_model_len", "max_num_seqs"):
         if k in mo:
-            extra[k] = mo[k]
+            extra[k] = mo.integer(k)
+    for k in ("gpu_memory_utilization", "mfu"):
+        if k in mo:
+            extra[k] = mo.number(k)
+    if "share_group_prefix" in mo:
+        extra["share_group_prefix"] = mo.flag("share_group_prefix")
     return PlanSpec(
-        gpu=resolve_gpu(cl["gpu"]),
-        n_gpus=int(cl["n_gpus"]),
-        model=resolve_model(mo["name"]),
+        gpu=resolve_gpu(cl.string("gpu")),
+        n_gpus=cl.integer("n_gpus"),
+        model=resolve_model(mo.string("name")),
         workload=workload,
         batch_size=batch,
         constraints=constraints,
@@ -152,5 +263,10 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
 
 
 def load(path: str | Path) -> PlanSpec:
-    """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file."""
-    return from_dict(read(path), Path(path).parent)
+    """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file; every
+    :class:`PlanError` names the file."""
+    data = read(path)
+    try:
+        return from_dict(data, Path(path).parent)
+    except PlanError as e:
+        raise PlanError(f"{path}: {e}") from None

@@ -1,0 +1,212 @@
+"""Checked values of a plan: the bounds, the checks the configs run at construction, and
+:class:`Table`, which reads one table of a spec file and names the key in every error.
+
+Every error is a :class:`PlanError` whose message starts with the key, as ``table.key`` (``cluster.n_gpus``,
+``workload.response.median_tokens``, ``space.tp``), and says what the value must be and what it was.
+
+* An *integer* is an ``int``, never a bool. A spec file's integral float (``4.0``) reads as one; a
+  fractional one (``4.7``) is an error, never truncated.
+* A *number* is a finite int or float, never a bool.
+
+Documented bounds, so that a slip of the keyboard stops at once instead of allocating a search
+that never ends:
+
+* :data:`MAX_GPUS` (65,536): ``cluster.n_gpus``, ``space.tp``, ``space.placement``,
+  ``constraints.min_trainer_gpus``;
+* :data:`MAX_ETA` (1,024): ``space.eta`` (the staleness bound; runs draw a pool of durations
+  that grows with it, and a bound beyond a run's steps bounds nothing);
+* :data:`MAX_OVERSAMPLE` (16): ``space.oversample`` (the pool grows with it too);
+* :data:`MAX_SEED` (2**32): the search seed (``--seed``, ``plan(seed=)``), the range of Optuna's
+  sampler; :data:`MAX_SIM_SEED` (2**64): ``search.sim_seed`` and the seeds after it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+MAX_GPUS = 65536
+MAX_ETA = 1024
+MAX_OVERSAMPLE = 16.0
+MAX_SEED = 2**32
+MAX_SIM_SEED = 2**64
+
+
+class PlanError(ValueError):
+    """A plan that cannot start (bad spec, a model that does not fit) or has no feasible design."""
+
+
+def did_you_mean(word: object, valid: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``valid``, or ``""``."""
+    close = difflib.get_close_matches(str(word), list(valid), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _fmt(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def _range(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f" in [{_fmt(lo)}, {_fmt(hi)}]"
+    if lo is not None:
+        return f" >= {_fmt(lo)}"
+    return f" <= {_fmt(hi)}" if hi is not None else ""
+
+
+def is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v: object) -> bool:
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond any float (YAML's integers are unbounded)
+        return False
+
+
+def integer(where: str, v: object, lo: int | None = None, hi: int | None = None, what: str = "") -> int:
+    """``v`` if it is an int (not a bool) in ``[lo, hi]``; PlanError naming ``where`` otherwise."""
+    if not is_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):  # type: ignore[operator]
+        bounds = what or _range(lo, hi)
+        raise PlanError(f"{where} must be an integer{bounds}, got {v!r}")
+    return v  # type: ignore[return-value]
+
+
+def number(
+    where: str,
+    v: object,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    above: float | None = None,
+    what: str = "",
+) -> float:
+    """``v`` if it is a finite number in ``[lo, hi]`` (``> above``); PlanError naming ``where``."""
+    ok = is_number(v)
+    if ok:
+        f = float(v)  # type: ignore[arg-type]
+        ok = (lo is None or f >= lo) and (hi is None or f <= hi) and (above is None or f > above)
+    if not ok:
+        bounds = what or (f" > {above:g}" if above is not None else "") + _range(lo, hi)
+        raise PlanError(f"{where} must be a finite number{bounds}, got {v!r}")
+    return float(v)  # type: ignore[arg-type]
+
+
+def optional_number(where: str, v: object, lo: float | None = None, hi: float | None = None) -> None:
+    if v is not None:
+        number(where, v, lo, hi)
+
+
+def check_seed(seed: object, where: str = "seed") -> int:
+    """The search seed: an integer in [0, 2**32) (Optuna's sampler takes no other)."""
+    if not is_int(seed) or not 0 <= seed < MAX_SEED:  # type: ignore[operator]
+        raise PlanError(f"{where} must be an integer in [0, 2**32), got {seed!r}")
+    return seed  # type: ignore[return-value]
+
+
+def ints(where: str, values: tuple[Any, ...], lo: int, hi: int | None = None) -> None:
+    """Each of ``values`` an integer in ``[lo, hi]`` (the error names the first that is not)."""
+    for i, v in enumerate(values):
+        integer(f"{where}[{i}]", v, lo, hi)
+
+
+class Table:
+    """One table of a spec file, ``where`` its dotted name (``workload.response``): unknown keys
+    are errors (with the closest valid key), and each value is read with its type checked."""
+
+    def __init__(self, where: str, data: object, keys: Iterable[str], what: str = "a table") -> None:
+        if not isinstance(data, Mapping):
+            raise PlanError(f"{where} must be {what}, got {data!r}")
+        self.where, self.keys = where, tuple(keys)
+        self.data = {k: v for k, v in data.items() if v is not None}  # YAML's null: not given
+        for key in data:
+            if key not in self.keys:
+                raise PlanError(
+                    f"{self.name(key)}: unknown key{did_you_mean(key, self.keys)} "
+                    f"(valid keys of {where}: {', '.join(sorted(self.keys))})"
+                )
+
+    def name(self, key: object) -> str:
+        return f"{self.where}.{key}"
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def require(self, *keys: str, why: str = "") -> None:
+        for key in keys:
+            if key not in self.data:
+                raise PlanError(f"{self.name(key)} is missing{' (' + why + ')' if why else ''}")
+
+    def table(self, key: str, keys: Iterable[str], what: str = "a table") -> Table:
+        return Table(self.name(key), self.data[key], keys, what)
+
+    def integer(self, key: str, default: Any = None, lo: int | None = None, hi: int | None = None) -> Any:
+        """An integer in ``[lo, hi]`` (an integral float reads as one); ``default`` when absent."""
+        if key not in self.data:
+            return default
+        return integer(self.name(key), as_int(self.name(key), self.data[key]), lo, hi)
+
+    def number(
+        self, key: str, default: Any = None, lo: float | None = None, *, above: float | None = None
+    ) -> Any:
+        """A finite number ``>= lo`` (``> above``), as given (an int stays one); ``default`` when absent."""
+        if key not in self.data:
+            return default
+        number(self.name(key), self.data[key], lo, above=above)
+        return self.data[key]
+
+    def string(self, key: str, default: Any = None) -> Any:
+        return as_str(self.name(key), self.data[key]) if key in self.data else default
+
+    def flag(self, key: str, default: Any = None) -> Any:
+        if key not in self.data:
+            return default
+        v = self.data[key]
+        if not isinstance(v, bool):
+            raise PlanError(f"{self.name(key)} must be true or false, got {v!r}")
+        return v
+
+    def items(self, key: str) -> list[tuple[str, Any]]:
+        """The value's items and their names: a list's as ``key[i]``, a scalar as one item."""
+        v = self.data[key]
+        if isinstance(v, list | tuple):
+            return [(f"{self.name(key)}[{i}]", x) for i, x in enumerate(v)]
+        return [(self.name(key), v)]
+
+    def integers(self, key: str) -> tuple[int, ...]:
+        return tuple(as_int(where, v) for where, v in self.items(key))
+
+    def numbers(self, key: str) -> tuple[float, ...]:
+        return tuple(as_float(where, v) for where, v in self.items(key))  # floats, as Space holds them
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        return tuple(as_str(where, v) for where, v in self.items(key))
+
+
+def as_int(where: str, v: object) -> int:
+    """An int, or an integral finite float as one; PlanError naming ``where`` otherwise."""
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return int(v)
+    if not is_int(v):
+        raise PlanError(f"{where} must be an integer, got {v!r}")
+    return v  # type: ignore[return-value]
+
+
+def as_float(where: str, v: object) -> float:
+    if not is_number(v):
+        raise PlanError(f"{where} must be a finite number, got {v!r}")
+    return float(v)  # type: ignore[arg-type]
+
+
+def as_str(where: str, v: object) -> str:
+    if not isinstance(v, str):
+        raise PlanError(f"{where} must be a string, got {v!r}")
+    return v
