@@ -192,6 +192,11 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         ),
         (["sweep", "fig13.1-sync", "--over", "seed=1,2"], "set N with --seeds"),
         (["export", "fig13.1-sync", "--out", "x.toml", "--format", "yaml"], "--format yaml does not match"),
+        (
+            ["run", "fig13.1-sync", "--json", "x.json", "--html", "x.json"],
+            "--json and --html name the same path",
+        ),
+        (["run", "fig13.1-sync", "--set", "timeout=Timeout(cap_s=nan)"], "cap_s must be a finite number"),
         (["sweep", "fig13.1-sync", "--seed", "3"], "unrecognized arguments: --seed 3"),  # not --seeds 3
     ],
 )

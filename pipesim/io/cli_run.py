@@ -79,6 +79,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_output("events", args.events, (".parquet", ".csv"))
     check_output("trace", args.trace)
     check_save_dir(args.save)
+    named = [(o, getattr(args, o)) for o in ("json", "html", "events", "trace", "save")]
+    paths = [(o, Path(v).resolve()) for o, v in named if v is not None and v != "-"]
+    for i, (o, p) in enumerate(paths):
+        for o2, p2 in paths[:i]:
+            if p == p2 or p2 in p.parents or p in p2.parents:  # one would overwrite (or hold) the other
+                raise UsageError(f"--{o2} and --{o} name the same path ({p}); give each its own")
     scen, given = build_scenario(args.scenario, args.set, args.seed)
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
     result = run(scen)

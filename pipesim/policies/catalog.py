@@ -213,6 +213,8 @@ def _literal(node: ast.expr, text: str) -> Any:
     if isinstance(node, ast.Name):
         if node.id in ("inf", "Infinity"):
             return float("inf")
+        if node.id in ("nan", "NaN"):  # a number (the policy says whether it may be NaN)
+            return float("nan")
         return _construct(node.id, [], {}, text)
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
