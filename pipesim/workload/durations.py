@@ -293,7 +293,10 @@ class TraceDurations:
         data = np.asarray(self.values, dtype=np.float64)
         if n > len(data):
             if not self.cycle:
-                raise ValueError(f"trace holds {len(data)} durations but {n} were requested (set cycle=True)")
+                raise ValueError(
+                    f"TraceDurations holds {len(data)} durations but the run needs {n} (the pool_size; "
+                    "set cycle=True to repeat the trace, or a smaller pool_size)"
+                )
             data = np.tile(data, math.ceil(n / len(data)))
         return data[:n]
 
