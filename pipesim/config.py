@@ -168,8 +168,11 @@ class Scenario:
         if unknown:
             valid = sorted(pipe_fields | own_fields)
             raise ValueError(f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}")
-        if pipe:
-            own["pipeline"] = dataclasses.replace(self.pipeline, **pipe)
+        if pipe:  # onto the pipeline given with them, if one is, else this scenario's
+            base = own.get("pipeline", self.pipeline)
+            if not isinstance(base, PipelineConfig):
+                raise ValueError(f"pipeline must be a PipelineConfig, got {base!r}")
+            own["pipeline"] = dataclasses.replace(base, **pipe)
         return dataclasses.replace(self, **own)
 
     def _repr_html_(self) -> str:

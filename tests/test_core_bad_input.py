@@ -148,3 +148,102 @@ def test_a_policy_in_the_wrong_slot_or_a_class_names_the_field(kwargs: dict, fie
     with pytest.raises(ValueError, match=field) as info:
         Scenario(**kwargs)
     assert re.search(hint, str(info.value)), str(info.value)
+
+
+# -- times past the largest float, and policies that break their contract -------------------------
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("kw", "what"),
+    [
+        (dict(train_time_s=1e308), "train_time_s 1e+308"),
+        (dict(sync_time_s=1e308), "the sync of PartialRollout"),
+    ],
+)
+def test_a_clock_past_the_largest_float_stops_with_a_named_error(kw: dict, what: str) -> None:
+    # these ran forever at t=inf (inf - inf is NaN, and a NaN due time is never reached)
+    cfg = PipelineConfig(n_slots=4, batch_size=4, steps=3, **kw)
+    with pytest.raises(PipelineError, match=rf"clock overflowed.*{re.escape(what)}"):
+        run(Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout()), [1.0] * 100)
+
+
+class _Select:
+    """A batch policy whose ``select`` does what ``how`` says."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def select(self, buffer: list, p: object) -> object:
+        if len(buffer) < 2:
+            return None, []
+        if self.how == "keep-discarded":  # discards without taking the episode out of the buffer
+            return None, buffer[:1]
+        if self.how == "empty":
+            return [], []
+        if self.how == "twice":
+            batch = [buffer[0], buffer[0]]
+            del buffer[:2]
+            return batch, []
+        if self.how == "leave-in-buffer":  # the same episodes come back at the next step
+            return buffer[:2], []
+        if self.how == "none":
+            return None
+        raise AssertionError(self.how)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [
+        ("keep-discarded", "which is not a buffered episode"),  # it looped forever in zero time
+        ("empty", "must return a non-empty list as its batch"),
+        ("twice", "is not a buffered episode"),
+        ("leave-in-buffer", "is not a buffered episode"),
+        ("none", r"must return \(batch or None, discarded\)"),
+    ],
+)
+def test_a_batch_policy_that_breaks_its_contract_is_named(how: str, needle: str) -> None:
+    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=4)
+    with pytest.raises(PipelineError, match=needle) as info:
+        run(Scenario(pipeline=cfg, batching=_Select(how)), [1.0] * 200)  # type: ignore[arg-type]
+    assert "_Select" in str(info.value)  # the policy is named
+
+
+class _BadSync:
+    """A weight update whose sync asks the port for ``bad``."""
+
+    def __init__(self, bad: str) -> None:
+        self.bad = bad
+
+    def blocks_admission(self, p: object) -> bool:
+        return False
+
+    def sync(self, p: object):  # type: ignore[no-untyped-def]
+        p.begin_sync(pause=True)  # type: ignore[attr-defined]
+        if self.bad == "stretch":
+            p.stretch_running(lambda ep, g: (math.nan, 0.0))  # type: ignore[attr-defined]
+        else:
+            yield p.timeout(float(self.bad))  # type: ignore[attr-defined]
+        yield p.timeout(1.0)  # type: ignore[attr-defined]
+        p.end_sync()  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("nan", "timeout of nan s"),
+        ("inf", "timeout of inf s"),
+        ("-1", "timeout of -1.0 s"),
+        ("stretch", "a stretch must be finite"),
+    ],
+)
+def test_a_sync_that_asks_for_an_impossible_time_is_named(bad: str, needle: str) -> None:
+    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3, max_staleness=2)  # episodes run at a sync
+    with pytest.raises(PipelineError, match=re.escape(needle)):
+        run(Scenario(pipeline=cfg, weight_update=_BadSync(bad)), [1.0, 1.0, 500.0] * 70)  # type: ignore[arg-type]
+
+
+def test_with_applies_pipeline_fields_to_the_pipeline_given_with_them() -> None:
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4))
+    got = sc.with_(pipeline=PipelineConfig(n_slots=8, batch_size=8), max_staleness=2)
+    assert (got.pipeline.n_slots, got.pipeline.batch_size, got.pipeline.max_staleness) == (8, 8, 2)

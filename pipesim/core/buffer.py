@@ -21,6 +21,7 @@ import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
+from pipesim.core.errors import PipelineError
 from pipesim.core.port import ReadyHint
 
 if TYPE_CHECKING:
@@ -78,11 +79,30 @@ class EpisodeBuffer(BaseResource):
         BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
-        batch, discarded = self._pipeline.batching.select(self.items, self._pipeline)
+        policy = self._pipeline.batching
+        got = policy.select(self.items, self._pipeline)
+        if not isinstance(got, tuple) or len(got) != 2:
+            raise PipelineError(
+                f"{type(policy).__name__}.select must return (batch or None, discarded), got {got!r:.80}"
+            )
+        batch, discarded = got
         if discarded:
             for ep in discarded:
+                if getattr(ep, "status", None) != BUFFERED:  # twice, or never in the buffer
+                    raise PipelineError(
+                        f"{type(policy).__name__}.select discarded {ep!r:.80}, which is not a buffered "
+                        "episode (one discarded already, or trained): select must take what it returns "
+                        "out of the buffer"
+                    )
                 ep.status = DISCARDED
             self._on_discard(discarded)
         if batch is not None:
+            if isinstance(batch, tuple):
+                batch = list(batch)
+            if not isinstance(batch, list) or not batch:
+                raise PipelineError(
+                    f"{type(policy).__name__}.select must return a non-empty list as its batch, or None "
+                    f"to wait, got {batch!r:.80}"
+                )
             event.succeed(batch)
         return True

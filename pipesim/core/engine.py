@@ -34,6 +34,7 @@ that started it and the index range of weight updates it lived through.
 from __future__ import annotations
 
 import gc
+import math
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -45,7 +46,7 @@ from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
-from pipesim.core.episode import DISCARDED, TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import BindsPipeline
@@ -340,6 +341,8 @@ class Pipeline(PolicyPort):
             self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version
             for ep in batch:
+                if getattr(ep, "status", None) != BUFFERED:  # twice in the batch, trained, foreign
+                    raise errors.not_buffered(self, ep)
                 ep.status = TRAINED
                 ep.trained_step = step
                 ep.trained_version = version
@@ -357,6 +360,8 @@ class Pipeline(PolicyPort):
                     f"the trainer model gave step {step} a time of {train_s!r} s (need finite, >= 0)"
                 )
             yield self.env.timeout(train_s)
+            if self.env.now == math.inf:
+                raise errors.clock_overflow(self, f"train_time_s {train_s!r} at step {step}")
             if colocated:
                 for e in self.engines:
                     self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
@@ -372,6 +377,8 @@ class Pipeline(PolicyPort):
             yield self._sync_request
             self._sync_request = self.env.event()
             yield from self.weight_update.sync(self)
+            if self.env.now == math.inf:
+                raise errors.clock_overflow(self, f"the sync of {type(self.weight_update).__name__}")
             self._sync_done.succeed()
 
     def release(self) -> None:
@@ -401,8 +408,12 @@ class Pipeline(PolicyPort):
         gc.disable()
         try:
             self.env.run(until=self.done)
+            if not self.env.now < math.inf:  # a sync or a completion the clock cannot hold
+                raise errors.clock_overflow(self, "a sync or an episode")
         except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
             raise PipelineError(str(exc)) from None
+        except OverflowError:  # a time of the run past the largest float (SimPy's clock)
+            raise errors.clock_overflow(self, "a time") from None
         except RuntimeError as exc:
             if self.done.triggered or "until" not in str(exc):
                 raise

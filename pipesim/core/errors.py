@@ -54,6 +54,21 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
     )
 
 
+def not_buffered(p: Pipeline, ep: object) -> PipelineError:
+    return PipelineError(
+        f"the batch policy {type(p.batching).__name__} returned {ep!r:.80} in a batch at {_where(p)}, "
+        "which is not a buffered episode (in the batch twice, trained already, dropped, or not "
+        "from the buffer): select must return buffered episodes and take them out of the buffer"
+    )
+
+
+def clock_overflow(p: Pipeline, what: str) -> PipelineError:
+    return PipelineError(
+        f"the simulated clock overflowed (t={p.env.now!r} at version {p.version} of {p.config.steps}): "
+        f"{what} is too long for a float; the scenario's times must be far below 1e308 s"
+    )
+
+
 def stalled(p: Pipeline) -> PipelineError:
     return PipelineError(
         f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "

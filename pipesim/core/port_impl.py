@@ -11,6 +11,7 @@ module about the processes.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from pipesim.core.episode import ABORTED, Episode, UpdateRecord
+from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
@@ -36,6 +38,7 @@ class PolicyPort:
     updates: list[UpdateRecord]
     episodes: EpisodeRecords
     n_dropped: int
+    weight_update: Any
     source: EpisodeSource | None
     version: int
     started: int
@@ -80,6 +83,11 @@ class PolicyPort:
 
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event:
+        if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or not 0 <= delay_s < math.inf:
+            raise PipelineError(
+                f"a policy asked for a timeout of {delay_s!r} s (weight update "
+                f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
+            )
         return self.env.timeout(delay_s)
 
     def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event:
@@ -129,8 +137,11 @@ class PolicyPort:
     def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
         def charge(ep: Episode, generated_s: float) -> float:
             seconds, tokens = extra(ep, generated_s)
-            if seconds < 0 or tokens < 0:
-                raise ValueError(f"a stretch must be >= 0 seconds and tokens, got {seconds!r}, {tokens!r}")
+            if not (0 <= seconds < math.inf and 0 <= tokens < math.inf):  # NaN fails too
+                raise PipelineError(
+                    f"a stretch must be finite seconds and tokens >= 0, got {seconds!r}, {tokens!r} "
+                    f"(weight update {type(self.weight_update).__name__})"
+                )
             ep.reprefill_s += seconds
             ep.reprefill_tokens += tokens
             return seconds

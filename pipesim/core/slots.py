@@ -11,12 +11,14 @@ starts, or the replica pauses or resumes).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL
 
+from pipesim.core import errors
 from pipesim.core.episode import Episode
 from pipesim.core.handover import make_handover
 
@@ -89,6 +91,8 @@ class Slots:
         times. Scheduling at ``at`` itself, as SimPy's own ``schedule`` does with ``now + delay``,
         makes every episode end exactly at its due time on every path.
         """
+        if not at < math.inf:  # NaN too: the clock past the largest float
+            raise errors.clock_overflow(self.p, "an episode's end")
         env = self.env
         ev = simpy.Event(env)
         ev._ok = True
