@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -247,3 +248,56 @@ def test_with_applies_pipeline_fields_to_the_pipeline_given_with_them() -> None:
     sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4))
     got = sc.with_(pipeline=PipelineConfig(n_slots=8, batch_size=8), max_staleness=2)
     assert (got.pipeline.n_slots, got.pipeline.batch_size, got.pipeline.max_staleness) == (8, 8, 2)
+
+
+class _Sync:
+    """A weight update whose sync does ``how``."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def blocks_admission(self, p: object) -> bool:
+        return False
+
+    def sync(self, p: Any) -> Any:
+        if self.how == "not-a-generator":
+            return None
+        return self._steps(p)
+
+    def _steps(self, p: Any) -> Any:
+        p.begin_sync(pause=True)
+        yield p.timeout(1.0)
+        if self.how == "requeue":
+            p.requeue([(10**6, 0)])
+        if self.how == "pause-replica":
+            p.pause_replica(7)
+        p.end_sync()
+        if self.how == "twice":
+            p.end_sync()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [
+        ("not-a-generator", "_Sync.sync must be a generator"),
+        ("twice", "moved the trainer's version from 0 to 2"),  # it ended the run a step early
+        ("requeue", "requeue: task must be an int in [0, 200)"),  # an IndexError from numpy
+        ("pause-replica", "pause_replica: replica must be an int in [0, 1)"),
+    ],
+)
+def test_a_sync_that_misuses_the_port_is_named(how: str, needle: str) -> None:
+    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3)
+    with pytest.raises(PipelineError, match=re.escape(needle)):
+        run(Scenario(pipeline=cfg, weight_update=_Sync(how)), [1.0] * 200)  # type: ignore[arg-type]
+
+
+def test_classes_in_nested_policy_slots_and_numpy_integers_are_named() -> None:
+    with pytest.raises(ValueError, match="inner must be a weight-update policy instance"):
+        pipesim.SyncEveryK(2, pipesim.Drain)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="routing must be a routing rule instance"):
+        pipesim.Replicas(2, pipesim.LeastLoaded)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"n_slots must be an integer >= 1 \(a Python int"):
+        PipelineConfig(n_slots=np.int64(3))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="durations must be given"):
+        simulate_pipeline(None, 4, 4, 1.0, 1.0)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import gc
 import math
 from collections import deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -376,9 +376,18 @@ class Pipeline(PolicyPort):
         while True:
             yield self._sync_request
             self._sync_request = self.env.event()
-            yield from self.weight_update.sync(self)
+            before, name = self.version, type(self.weight_update).__name__
+            steps = self.weight_update.sync(self)
+            if not isinstance(steps, Iterator):
+                raise PipelineError(f"{name}.sync must be a generator (yield its events), got {steps!r:.60}")
+            yield from steps
             if self.env.now == math.inf:
-                raise errors.clock_overflow(self, f"the sync of {type(self.weight_update).__name__}")
+                raise errors.clock_overflow(self, f"the sync of {name}")
+            if self.version != before + 1:  # end_sync or skip_sync, once
+                raise PipelineError(
+                    f"{name}.sync moved the trainer's version from {before} to {self.version}: a sync "
+                    "publishes exactly one version (one end_sync or skip_sync)"
+                )
             self._sync_done.succeed()
 
     def release(self) -> None:

@@ -7,6 +7,7 @@ a run that cannot finish is nearly always a combination of policies that cannot 
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,7 +22,10 @@ def check_int(name: str, value: object, minimum: int) -> None:
     """Raise ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``:
     the one integer check of every config (the kernel's options, the scenario, the policies)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        hint = ""
+        if not isinstance(value, bool | int) and isinstance(value, numbers.Integral):
+            hint = " (a Python int: int(x) converts a numpy integer)"
+        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {value!r}")
 
 
 def _where(p: Pipeline) -> str:

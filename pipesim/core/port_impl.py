@@ -106,6 +106,8 @@ class PolicyPort:
         pairs = list(tasks)
         if not pairs:
             return
+        for task, _ in pairs:
+            self._check_task(task, "requeue")
         if first:
             self.requeued.extendleft(reversed(pairs))
         else:
@@ -113,9 +115,22 @@ class PolicyPort:
         self.poke()
 
     def relaunch(self, replica: int, task: int, parent: int) -> None:
-        if not 0 <= replica < len(self.engines):
-            raise ValueError(f"replica must be in [0, {len(self.engines)}), got {replica!r}")
-        self.launch(self.engines[replica], task=task, parent=parent)
+        engine = self.engines[self._replica(replica, "relaunch")]
+        self._check_task(task, "relaunch")
+        if engine.n_running >= getattr(engine, "n_slots", math.inf):
+            raise PipelineError(f"relaunch on replica {replica}: no free slot ({engine.n_running} running)")
+        self.launch(engine, task=task, parent=parent)
+
+    def _replica(self, replica: object, action: str) -> int:
+        if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < len(self.engines):
+            n = len(self.engines)
+            raise PipelineError(f"{action}: replica must be an int in [0, {n}), got {replica!r}")
+        return replica
+
+    def _check_task(self, task: object, action: str) -> None:
+        n = len(self._durations)  # type: ignore[attr-defined]
+        if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
+            raise PipelineError(f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {task!r}")
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         for ep in episodes:
@@ -210,10 +225,16 @@ class PolicyPort:
 
     # -- weights, per replica ---------------------------------------------------------------------
     def pause_replica(self, replica: int) -> None:
-        self.engines[replica].pause()
+        self.engines[self._replica(replica, "pause_replica")].pause()
 
     def publish_replica(self, replica: int, version: int, since_s: float) -> None:
-        e = self.engines[replica]
+        e = self.engines[self._replica(replica, "publish_replica")]
+        ok = isinstance(version, int) and not isinstance(version, bool)
+        if not ok or not e.version <= version <= self.version + 1:  # + 1: the one being synced
+            raise PipelineError(
+                f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "
+                f"to the one being synced ({self.version + 1}), got {version!r}"
+            )
         self.updates.append(UpdateRecord(since_s, self.env.now, version, True, e.index))
         e.version = version
         e.resume()

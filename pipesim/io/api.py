@@ -84,6 +84,8 @@ def simulate_pipeline(
     (episodes trained per hour), ``gen_util``, ``staleness_mean``, ``staleness_max`` and
     ``trained_duration``.
     """
+    if durations is None:
+        raise ValueError("durations must be given: the pool of episode seconds, consumed in order")
     check_int("n_slots", n_slots, 1)
     check_int("batch_size", batch_size, 1)
     check_time("train_time", train_time)

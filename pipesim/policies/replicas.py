@@ -151,8 +151,8 @@ class Replicas:
     def __post_init__(self) -> None:
         if isinstance(self.n_replicas, bool) or not isinstance(self.n_replicas, int) or self.n_replicas < 1:
             raise ValueError(f"n_replicas must be an integer >= 1, got {self.n_replicas!r}")
-        if not isinstance(self.routing, Routing):
-            raise ValueError(f"routing must have a choose(engines) method, got {self.routing!r}")
+        if isinstance(self.routing, type) or not isinstance(self.routing, Routing):
+            raise ValueError(f"routing must be a routing rule instance (with choose), got {self.routing!r}")
 
     def slots_per_replica(self, n_slots: int) -> list[int]:
         if n_slots < self.n_replicas:

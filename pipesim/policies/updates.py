@@ -142,8 +142,8 @@ class SyncEveryK:
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"k must be an integer >= 1, got {self.k!r}")
-        if not isinstance(self.inner, WeightUpdate):
-            raise ValueError(f"inner must be a weight-update policy, got {self.inner!r}")
+        if isinstance(self.inner, type) or not isinstance(self.inner, WeightUpdate):
+            raise ValueError(f"inner must be a weight-update policy instance, got {self.inner!r}")
 
     def pauses_only(self) -> bool:
         """The skipped syncs touch nothing; the real ones are the inner policy's."""

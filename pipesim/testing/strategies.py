@@ -154,6 +154,8 @@ def policy_scenarios(
     from pipesim.config import Scenario
     from pipesim.policies.admission import AReaLThrottle, StaleFraction
     from pipesim.policies.base import CountThrottle
+    from pipesim.policies.batching import DropStale, EvictStalest
+    from pipesim.policies.updates import SyncEveryK
     from pipesim.testing import pipeline_configs
 
     ad = _as_strategy(admissions_, admissions())
@@ -181,6 +183,11 @@ def policy_scenarios(
         )
         if admissions_ is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
+        k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
+        if isinstance(sc.batching, DropStale | EvictStalest) and k - 1 > cfg.max_staleness:
+            # the trainer's version runs k - 1 ahead of the weights between real syncs, so every
+            # episode is staler than eta and dropped: a dead end by construction, not a finding
+            sc = sc.with_(max_staleness=k - 1)
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
