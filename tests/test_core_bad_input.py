@@ -301,3 +301,17 @@ def test_classes_in_nested_policy_slots_and_numpy_integers_are_named() -> None:
         PipelineConfig(n_slots=np.int64(3))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="durations must be given"):
         simulate_pipeline(None, 4, 4, 1.0, 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "admission",
+    [
+        pipesim.StaleFraction(staleness_threshold=1e308),
+        pipesim.OverSample(factor=1e308),
+        pipesim.QueueAhead(batches_ahead=1e308),
+    ],
+)
+def test_an_admission_bound_near_the_largest_float_means_no_bound(admission: Any) -> None:
+    # they raised OverflowError (math.ceil of infinity) in the middle of the run
+    cfg = PipelineConfig(n_slots=4, batch_size=4, steps=3, max_staleness=1)
+    assert run(Scenario(pipeline=cfg, admission=admission)).summary()["episodes_trained"] == 12

@@ -70,6 +70,11 @@ def test_grid_validates_keys_and_expands_seeds() -> None:
         grid(small(), over={"max_staleness": []})
     with pytest.raises(ValueError, match="seeds"):
         grid(small(), seeds=0)
+    with pytest.raises(ValueError, match=r"over\['seed'\].*pass seeds="):
+        grid(small(), over={"seed": [1, 2]})  # it said with_() got multiple values for 'seed'
+    for kw in (dict(executor="x"), dict(workers=-1), dict(workers=2.5)):
+        with pytest.raises(ValueError, match="executor|workers"):
+            sweep(small(), seeds=1, **kw)  # type: ignore[arg-type]
     cells = grid(
         small().with_(seed=5),
         over={"max_staleness": [0, 1], "weight_update": [PartialRollout(), Drain()]},

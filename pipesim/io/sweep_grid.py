@@ -151,6 +151,8 @@ def grid(
     if not designs:
         raise ValueError("scenarios must hold at least one Scenario")
     over = dict(over or {})
+    if "seed" in over:
+        raise ValueError("over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)")
     for k, vs in over.items():
         if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
             raise ValueError(f"over[{k!r}] must be a non-empty list of values, got {vs!r}")

@@ -39,6 +39,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from pipesim.config import Scenario
+from pipesim.core.errors import check_int
 from pipesim.io.sweep_exec import (
     CellTimeout,
     MetricsFn,
@@ -121,6 +122,10 @@ def sweep(
         and timeout_s > 0
     ):
         raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise ValueError(f"executor must be a concurrent.futures.Executor or None, got {executor!r}")
+    if workers is not None:
+        check_int("workers", workers, 1)
     cells = grid(scenarios, over, seeds)
     own = executor is None
     if own or (executor is not None and reimports_main(executor)):

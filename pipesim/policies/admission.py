@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
 
 
+def _ceil(x: float) -> float:
+    """``math.ceil(x)``, or infinity where ``x`` is (an argument near 1e308 means no limit)."""
+    return math.ceil(x) if x < math.inf else math.inf
+
+
 def _check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
@@ -78,7 +83,7 @@ class QueueAhead(CountsOnly):
         _check_number("batches_ahead", self.batches_ahead, 1.0)
 
     def admits(self, p: PipelineView) -> bool:
-        return p.n_running + p.n_buffered < math.ceil(self.batches_ahead * p.batch_size)
+        return p.n_running + p.n_buffered < _ceil(self.batches_ahead * p.batch_size)
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ class StaleFraction(CountsOnly):
         check_int("sync_every", self.sync_every, 1)
 
     def admits(self, p: PipelineView) -> bool:
-        cap = math.ceil((1 + self.staleness_threshold) * p.batch_size * self.sync_every)
+        cap = _ceil((1 + self.staleness_threshold) * p.batch_size * self.sync_every)
         since = p.started_at_version[(p.version // self.sync_every) * self.sync_every]
         return p.started - since < cap
 
@@ -164,5 +169,5 @@ class OverSample(CountsOnly):
         _check_number("factor", self.factor, 1.0)
 
     def admits(self, p: PipelineView) -> bool:
-        extra = math.ceil((self.factor - 1) * p.batch_size)
+        extra = _ceil((self.factor - 1) * p.batch_size)
         return p.started - p.n_dropped < (p.version + 1 + p.max_staleness) * p.batch_size + extra
