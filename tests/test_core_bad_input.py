@@ -271,6 +271,8 @@ class _Sync:
             p.requeue([(10**6, 0)])
         if self.how == "pause-replica":
             p.pause_replica(7)
+        if self.how == "drop-twice":
+            p.drop(p.abort_running(), "discarded")  # the records would keep such an episode twice
         p.end_sync()
         if self.how == "twice":
             p.end_sync()
@@ -282,14 +284,15 @@ class _Sync:
     [
         ("not-a-generator", "_Sync.sync must be a generator"),
         ("twice", "moved the trainer's version from 0 to 2"),  # it ended the run a step early
-        ("requeue", "requeue: task must be an int in [0, 200)"),  # an IndexError from numpy
+        ("requeue", "requeue: task must be an int in [0, 210)"),  # an IndexError from numpy
         ("pause-replica", "pause_replica: replica must be an int in [0, 1)"),
+        ("drop-twice", "is aborted already; it ends once"),
     ],
 )
 def test_a_sync_that_misuses_the_port_is_named(how: str, needle: str) -> None:
-    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3)
+    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3, max_staleness=2)  # episodes run at a sync
     with pytest.raises(PipelineError, match=re.escape(needle)):
-        run(Scenario(pipeline=cfg, weight_update=_Sync(how)), [1.0] * 200)  # type: ignore[arg-type]
+        run(Scenario(pipeline=cfg, weight_update=_Sync(how)), [1.0, 1.0, 500.0] * 70)  # type: ignore[arg-type]
 
 
 def test_classes_in_nested_policy_slots_and_numpy_integers_are_named() -> None:

@@ -74,7 +74,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, check_number
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -99,17 +99,6 @@ DEFAULT_HOST_LINK_EFFICIENCY = 0.8
 """Pinned host-device copies reach about this share of the PCIe line rate (a guess; override it)."""
 
 
-def _number(name: str, value: object, minimum: float, strict: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < minimum
-        or (strict and value == minimum)
-    ):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Offload:
     """The switching cost of a colocated step (see the module docstring): offload and reload."""
@@ -131,13 +120,13 @@ class Offload:
             raise ValueError(f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {self.sleep_level!r}")
         if not isinstance(self.trainer_offload, bool):
             raise ValueError(f"trainer_offload must be a bool, got {self.trainer_offload!r}")
-        _number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
+        check_number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
         if self.host_bandwidth_bytes_per_s is not None:
-            _number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
-        _number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
+            check_number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
+        check_number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
         if self.host_link_efficiency > 1:
             raise ValueError(f"host_link_efficiency must be in (0, 1], got {self.host_link_efficiency!r}")
-        _number("fixed_s", self.fixed_s, 0.0)
+        check_number("fixed_s", self.fixed_s, 0.0)
 
     def host_bandwidth(self, gpu: GPUSpec) -> float:
         """Bytes per second one GPU moves to or from host memory."""
@@ -319,7 +308,7 @@ def run_compute(
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
     check_int("slots_per_replica", per, 1)
     if switch_time_s is not None:
-        _number("switch_time_s", switch_time_s, 0.0)
+        check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):
         raise ValueError(f"routing must have a choose(engines) method, got {routing!r}")
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated

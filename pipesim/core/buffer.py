@@ -21,7 +21,7 @@ import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
-from pipesim.core.errors import PipelineError
+from pipesim.core.errors import PipelineError, not_buffered
 from pipesim.core.port import ReadyHint
 
 if TYPE_CHECKING:
@@ -89,11 +89,7 @@ class EpisodeBuffer(BaseResource):
         if discarded:
             for ep in discarded:
                 if getattr(ep, "status", None) != BUFFERED:  # twice, or never in the buffer
-                    raise PipelineError(
-                        f"{type(policy).__name__}.select discarded {ep!r:.80}, which is not a buffered "
-                        "episode (one discarded already, or trained): select must take what it returns "
-                        "out of the buffer"
-                    )
+                    raise not_buffered(self._pipeline, ep, "as discarded")
                 ep.status = DISCARDED
             self._on_discard(discarded)
         if batch is not None:

@@ -7,6 +7,7 @@ a run that cannot finish is nearly always a combination of policies that cannot 
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,14 @@ def check_int(name: str, value: object, minimum: int) -> None:
         if not isinstance(value, bool | int) and isinstance(value, numbers.Integral):
             hint = " (a Python int: int(x) converts a numpy integer)"
         raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {value!r}")
+
+
+def check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool)
+    ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
 
 
 def _where(p: Pipeline) -> str:
@@ -58,10 +67,11 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
     )
 
 
-def not_buffered(p: Pipeline, ep: object) -> PipelineError:
+def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineError:
+    """``select`` returned ``ep`` (``how``: in a batch, or as discarded) though it is not buffered."""
     return PipelineError(
-        f"the batch policy {type(p.batching).__name__} returned {ep!r:.80} in a batch at {_where(p)}, "
-        "which is not a buffered episode (in the batch twice, trained already, dropped, or not "
+        f"the batch policy {type(p.batching).__name__} returned {ep!r:.80} {how} at {_where(p)}, "
+        "which is not a buffered episode (returned twice, trained already, dropped, or not "
         "from the buffer): select must return buffered episodes and take them out of the buffer"
     )
 

@@ -18,13 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from pipesim.core.episode import ABORTED, Episode, UpdateRecord
+from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
     from pipesim.core.records import EpisodeRecords
     from pipesim.core.seams import EngineReplica, EpisodeSource
+
+
+FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
+"""Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
 
 
 class PolicyPort:
@@ -134,6 +138,8 @@ class PolicyPort:
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         for ep in episodes:
+            if ep.status in FINAL:  # trained or dropped already (or twice in this list)
+                raise PipelineError(f"drop({status!r}): {ep!r:.80} is {ep.status} already; it ends once")
             ep.status = status
         self.n_dropped += len(episodes)
         self.episodes.retire(episodes, status)  # final: kept as arrays, not objects

@@ -132,17 +132,10 @@ class EpisodeRecords(Sequence[Episode]):
     def flush(self) -> None:
         """Write the gathered final episodes into the arrays and drop their objects."""
         batches, self._pending, self._n_pending = self._pending, [], 0
+        # each episode comes here once: the trainer takes only buffered episodes, the buffer
+        # discards only buffered ones, and the port's drop refuses one that has ended already
         live = self.live
-        last = {ep.id: k for k, (batch, *_) in enumerate(batches) for ep in batch}
         eps = [ep for batch, *_ in batches for ep in batch]
-        if len(last) < len(eps) or not all(map(live.__contains__, last)):
-            # an episode handed over twice (a policy dropped one that was then trained): its last
-            # hand-over is written; one archived by an earlier flush is left as it is
-            batches = [
-                ([ep for ep in b if last[ep.id] == k and ep.id in live], step, version, code)
-                for k, (b, step, version, code) in enumerate(batches)
-            ]
-            eps = [ep for batch, *_ in batches for ep in batch]
         n = len(eps)
         if not n:
             return

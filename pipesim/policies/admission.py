@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, check_number
 from pipesim.policies.base import CountsOnly
 
 if TYPE_CHECKING:
@@ -33,12 +33,6 @@ if TYPE_CHECKING:
 def _ceil(x: float) -> float:
     """``math.ceil(x)``, or infinity where ``x`` is (an argument near 1e308 means no limit)."""
     return math.ceil(x) if x < math.inf else math.inf
-
-
-def _check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -80,7 +74,7 @@ class QueueAhead(CountsOnly):
     batches_ahead: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_number("batches_ahead", self.batches_ahead, 1.0)
+        check_number("batches_ahead", self.batches_ahead, 1.0)
 
     def admits(self, p: PipelineView) -> bool:
         return p.n_running + p.n_buffered < _ceil(self.batches_ahead * p.batch_size)
@@ -97,7 +91,7 @@ class AsyncRatio(CountsOnly):
     ratio: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_number("ratio", self.ratio, 0.0)
+        check_number("ratio", self.ratio, 0.0)
 
     def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped < (p.version + 1 + self.ratio) * p.batch_size
@@ -143,7 +137,7 @@ class StaleFraction(CountsOnly):
     sync_every: int = 1
 
     def __post_init__(self) -> None:
-        _check_number("staleness_threshold", self.staleness_threshold, 0.0)
+        check_number("staleness_threshold", self.staleness_threshold, 0.0)
         check_int("sync_every", self.sync_every, 1)
 
     def admits(self, p: PipelineView) -> bool:
@@ -166,7 +160,7 @@ class OverSample(CountsOnly):
     factor: float = 1.5
 
     def __post_init__(self) -> None:
-        _check_number("factor", self.factor, 1.0)
+        check_number("factor", self.factor, 1.0)
 
     def admits(self, p: PipelineView) -> bool:
         extra = _ceil((self.factor - 1) * p.batch_size)

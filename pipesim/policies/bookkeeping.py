@@ -7,23 +7,17 @@ or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.pol
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
+from pipesim.core.errors import check_number as check_number  # re-exported: verl
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
-
-
-def check_number(name: str, value: object, minimum: float) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum:  # type: ignore[operator]
-        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value!r}")
 
 
 class GroupBook:
