@@ -1,29 +1,34 @@
-"""The engine's shortcuts must be invisible: each is checked against the plain way.
+"""The engine's one shortcut, and its exact always-on economies, must be invisible.
 
-* The controller pass starts new tasks inline; :meth:`Pipeline.launch` is the general way.
 * Quiet completions (``Slots.catch_up``) are accounted lazily instead of waking the slots process
-  for each; ``EngineOptions(quiet_completions=False)`` wakes it for every completion.
-* The slots process hands a freed slot straight to the next task when an instant is one
-  completion and nothing else (``pipesim.core.handover``); ``EngineOptions(handover=False)`` sends
-  every instant through ``Slots._finish_due`` and the controller pass.
+  for each, and a pass skips the batch policy where its ``ready`` hint says no batch can form;
+  ``EngineOptions(hints=False)`` (``EngineOptions.plain()``) acts on no hint. This is the one
+  optional shortcut.
+* Two economies are always on, exact by construction, and checked here by making them apply or
+  not: a completion that is the last thing at its instant runs the controller pass in place (no
+  end-of-instant event), and a slots wake-up that would be the next event of the whole run is taken
+  in the slots process itself (no round trip through SimPy's queue). A *ticker*, a process that
+  does nothing but wake at fixed times, puts other events into the queue and turns both off at
+  many instants: the traces must not change.
 
-For every scenario, the plain way gives the same episodes, with the same slots, times, versions
+For every scenario, the other way gives the same episodes, with the same slots, times, versions
 and fates, the same training steps and syncs, or the same error.
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 import pytest
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineError, Scenario, TraceDurations
 from pipesim.core.engine import Pipeline
-from pipesim.core.seams import EngineOptions
-from pipesim.core.slots import Slots
+from pipesim.core.seams import EngineOptions, EngineReplica
 from pipesim.io.api import draw_pool
 from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas
 from pipesim.policies.updates import SyncEveryK
@@ -32,46 +37,50 @@ from pipesim.testing.strategies import policy_scenarios
 
 
 class CountingLaunches(Pipeline):
-    """Counts the starts that go through ``launch`` (the general way)."""
+    """Counts the starts that go through ``launch`` (the one way an episode starts)."""
 
     launches = 0
 
-    def launch(self, engine: Slots, task: int | None = None, parent: int = -1) -> Episode:
+    def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         self.launches += 1
         return super().launch(engine, task, parent)
 
 
-THROUGH_LAUNCH = EngineOptions(inline_starts=False)  # every start through launch()
-EAGER = EngineOptions(quiet_completions=False)  # a wake-up for every completion
-NO_HANDOVER = EngineOptions(handover=False)  # every instant through _finish_due and the pass
-PLAIN = EngineOptions.plain()
+EAGER = EngineOptions.plain()  # a wake-up for every completion
+TICK = "tick"  # a pseudo-option: the default engine with a ticker beside it (see ticker)
 
 
-def trace(options: EngineOptions, sc: Scenario) -> tuple[Pipeline | None, Any]:
-    p = CountingLaunches(sc, draw_pool(sc).tolist(), options=options)
+def ticker(env: simpy.Environment, period_s: float) -> Generator[simpy.Event, Any, None]:
+    """Wake every ``period_s`` seconds and do nothing: other events in the queue, at many instants."""
+    while True:
+        yield env.timeout(period_s)
+
+
+def trace(options: EngineOptions | str, sc: Scenario, tick_s: float = 0.5) -> tuple[Pipeline | None, Any]:
+    p = CountingLaunches(sc, draw_pool(sc).tolist(), options=EngineOptions() if options == TICK else options)
+    if options == TICK:
+        p.env.process(ticker(p.env, tick_s))
     try:
         p.run()
     except PipelineError as exc:
         return None, str(exc)
+    assert p.launches == p.started  # every start went through launch
     return p, pipeline_trace(p)
 
 
-def same_traces(sc: Scenario, *ways: EngineOptions) -> list[Pipeline | None]:
+def same_traces(sc: Scenario, *ways: EngineOptions | str, tick_s: float = 0.5) -> list[Pipeline | None]:
     """Run ``sc`` the default way and each of ``ways``; assert every trace (or error) equals the
     default's. Returns the pipelines, default first (None where the run raised)."""
-    runs = [trace(opts, sc) for opts in (EngineOptions(), *ways)]
+    runs = [trace(opts, sc, tick_s) for opts in (EngineOptions(), *ways)]
     for opts, (_, other) in zip(ways, runs[1:], strict=True):
         assert runs[0][1] == other, f"{opts} differs from the default"
     return [p for p, _ in runs]
 
 
 @settings(max_examples=60)
-@given(policy_scenarios())
-def test_inline_starts_and_lazy_completions_equal_the_plain_way(sc: Scenario) -> None:
-    fast, slow, _, _, _ = same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER, PLAIN)
-    if fast is not None and slow is not None:
-        assert isinstance(slow, CountingLaunches) and not slow._inline_launch
-        assert slow.launches == len(slow.episodes)  # really every start went through launch
+@given(policy_scenarios(), st.sampled_from([0.25, 1.0, 7.0]))
+def test_every_way_gives_the_default_trace(sc: Scenario, tick_s: float) -> None:
+    same_traces(sc, EAGER, TICK, tick_s=tick_s)
 
 
 @st.composite
@@ -91,7 +100,7 @@ def lazy_eligible(draw: st.DrawFn) -> Scenario:
 @settings(max_examples=60)
 @given(lazy_eligible())
 def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
-    fast, _, _ = same_traces(sc, EAGER, NO_HANDOVER)
+    fast, _, _ = same_traces(sc, EAGER, TICK)
     assert fast is None or fast.lazy_completions
 
 
@@ -99,10 +108,10 @@ def test_lazy_completions_equal_eager_ones(sc: Scenario) -> None:
 def tie_heavy(draw: st.DrawFn) -> Scenario:
     """Any policy family, with small integer durations (a cycled trace), training and sync times:
     completions tie with each other, with training steps and with syncs at nearly every instant,
-    which is where the shortcuts' order of work could differ from the plain way's."""
+    which is where the ways' order of work could differ (the ticker ticks at integer times too)."""
     values = draw(st.lists(st.integers(0, 6).map(float), min_size=1, max_size=24))
     replay = [TraceDurations(tuple(values), cycle=True)]
-    if draw(st.booleans()):  # any policy: replicas, timeouts and failures turn most shortcuts off
+    if draw(st.booleans()):  # any policy: replicas, timeouts and failures turn quiet completions off
         sc = draw(policy_scenarios(durations=replay))
     else:  # so half the draws keep them on
         sc = draw(
@@ -114,17 +123,17 @@ def tie_heavy(draw: st.DrawFn) -> Scenario:
 
 @settings(max_examples=40)
 @given(tie_heavy())
-def test_shortcuts_equal_the_plain_way_when_everything_ties(sc: Scenario) -> None:
-    same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
+def test_every_way_gives_the_default_trace_when_everything_ties(sc: Scenario) -> None:
+    same_traces(sc, EAGER, TICK, tick_s=1.0)
 
 
 @pytest.mark.slow
 @settings(max_examples=2000)
 @given(st.one_of(tie_heavy(), lazy_eligible(), policy_scenarios()))
-def test_shortcuts_equal_the_plain_way_stress(sc: Scenario) -> None:
+def test_every_way_gives_the_default_trace_stress(sc: Scenario) -> None:
     """The long run of the three checks above (``pytest -m slow tests/test_engine_paths.py``,
-    about a minute): run it after changing the hand-over, the inline starts or quiet completions."""
-    same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
+    about a minute): run it after changing the slots process, the pass or quiet completions."""
+    same_traces(sc, EAGER, TICK, tick_s=1.0)
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
@@ -146,10 +155,9 @@ CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.
     ],
     ids=["partial", "drain", "sync-every-2", "quiet-then-skipped-sync", "per-replica-sync"],
 )
-def test_shortcuts_equal_the_plain_way_on_fixed_designs(sc: Scenario) -> None:
-    fast, _, _, general = same_traces(sc, THROUGH_LAUNCH, EAGER, NO_HANDOVER)
-    assert fast is not None and fast._inline_launch
-    assert general is not None and not general.handover
+def test_every_way_gives_the_default_trace_on_fixed_designs(sc: Scenario) -> None:
+    fast, eager, ticked = same_traces(sc, EAGER, TICK, tick_s=0.5)
+    assert fast is not None and eager is not None and ticked is not None
 
 
 @pytest.mark.parametrize("eta", [0, 1, 3])
@@ -162,9 +170,9 @@ def test_lazy_completions_equal_eager_ones_with_tied_integer_durations(eta: int,
     )
     pool = TraceDurations(tuple(float(1 + (7 * i) % 5) for i in range(60)))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain() if drain else PartialRollout())
-    fast, eager, general = same_traces(sc, EAGER, NO_HANDOVER)
+    fast, eager, ticked = same_traces(sc, EAGER, TICK, tick_s=1.0)
     assert fast is not None and fast.lazy_completions and eager is not None and not eager.lazy_completions
-    assert general is not None and not general.handover
+    assert ticked is not None
 
 
 def count_events(p: Pipeline) -> int:
@@ -180,58 +188,67 @@ def count_events(p: Pipeline) -> int:
     return n
 
 
+class CountingReports(Pipeline):
+    """Counts the reports of finished episodes: one per wake-up of the slots process that finished some."""
+
+    reports = 0
+
+    def on_finished(
+        self, episodes: list[Episode], now: float, in_pass: bool = False, awake: EngineReplica | None = None
+    ) -> None:
+        self.reports += 1
+        super().on_finished(episodes, now, in_pass, awake)
+
+
 def test_lazy_completions_save_the_wake_ups_of_a_synchronous_step() -> None:
     """With eta = 0 nothing can happen until the last episode of a step finishes: one wake-up."""
     sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=0, steps=4))
     pool = draw_pool(sc).tolist()
-    lazy, eager = count_events(Pipeline(sc, pool)), count_events(Pipeline(sc, pool, options=EAGER))
-    assert eager > 4 * 32  # at least one event per completion
-    assert eager - lazy >= 4 * 30  # two wake-ups a step (the first and the last completion), not 32
-
-
-def test_a_plain_scenario_starts_its_episodes_inline() -> None:
-    """The equivalence above compares something: plain scenarios do take the inline path."""
-    p = Pipeline(Scenario(), draw_pool(Scenario()).tolist())
-    assert p._inline_launch
+    lazy, eager = CountingReports(sc, pool), CountingReports(sc, pool, options=EAGER)
+    lazy.run()
+    eager.run()
+    assert eager.reports >= 4 * 31  # a report per completion (ties aside)
+    assert lazy.reports <= 4 * 2  # two a step (the first completion and the last), not 32
 
 
 class CountingPasses(Pipeline):
     passes = 0
 
-    def _controller_pass(self, now: float) -> None:
+    def _controller_pass(self, now: float, awake: EngineReplica | None = None) -> None:
         self.passes += 1
-        super()._controller_pass(now)
+        super()._controller_pass(now, awake)
 
 
-def test_the_handover_takes_the_instants_of_an_asynchronous_run() -> None:
-    """The equivalence above compares something: with spare staleness budget nearly every
-    completion is handed over, and the controller pass runs only for the other instants."""
-    sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=2, steps=6))
+def test_an_asynchronous_run_takes_its_wake_ups_in_place() -> None:
+    """The ticker check compares something: with spare staleness budget and nothing else in the
+    queue between two completions, the slots process takes its wake-ups without SimPy, and each
+    completion runs the pass in place; a ticker at every second sends most of them through the queue."""
+    sc = Scenario(pipeline=PipelineConfig(n_slots=32, batch_size=32, max_staleness=2, steps=30))
     pool = draw_pool(sc).tolist()
-    fast, general = CountingPasses(sc, pool), CountingPasses(sc, pool, options=NO_HANDOVER)
-    fast.run()
-    general.run()
-    n = len(general.episodes)
-    assert len(fast.episodes) == n
-    assert general.passes > n / 2  # the general way: a pass for (nearly) every completion
-    assert fast.passes < n / 4
+    alone, ticked = CountingPasses(sc, pool), CountingPasses(sc, pool)
+    ticked.env.process(ticker(ticked.env, 1.0))
+    n_alone, n_ticked = count_events(alone), count_events(ticked)
+    n = alone.started
+    assert ticked.started == n and alone.passes > n / 2  # a pass for (nearly) every completion
+    assert n_alone < n / 2  # without the warp: at least one event per completion
+    assert n_ticked - ticked.env.now > n / 2  # besides the ticks, most completions went through SimPy
 
 
-def test_a_drain_that_waits_for_a_handed_over_completion_still_ends() -> None:
+def test_a_drain_that_waits_for_the_last_completion_still_ends() -> None:
     """A completion that empties the engine while a drain waits for it must signal the drain."""
     cfg = PipelineConfig(n_slots=1, batch_size=9, train_time_s=0.0, sync_time_s=0.0, max_staleness=1, steps=5)
     pool = TraceDurations(tuple([0.0] * 9 + [1.0] + [0.0] * 60))
     sc = Scenario(pipeline=cfg, durations=pool, weight_update=Drain(), pool_size=64)
-    fast, general = same_traces(sc, NO_HANDOVER)
-    assert fast is not None and fast.handover and fast.version == 5
-    assert general is not None and general.version == 5
+    fast, eager, ticked = same_traces(sc, EAGER, TICK)
+    assert fast is not None and fast.version == 5
+    assert eager is not None and eager.version == 5 and ticked is not None
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="handover"):
-        EngineOptions(handover=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="hints"):
+        EngineOptions(hints=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="options"):
-        Pipeline(Scenario(), [1.0], options={"handover": False})  # type: ignore[arg-type]
+        Pipeline(Scenario(), [1.0], options={"hints": False})  # type: ignore[arg-type]
 
 
 def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -> None:
@@ -248,7 +265,7 @@ def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -
     vals = [at, 3.5452175430780524, 16.83223001458623, now, 9.16542078373175, 13.04016099311887] * 12
     cfg = PipelineConfig(n_slots=8, batch_size=4, train_time_s=5.0, sync_time_s=1.0, steps=4)
     sc = Scenario(pipeline=cfg, durations=TraceDurations.from_values(vals), pool_size=len(vals))
-    fast, *_ = same_traces(sc, EAGER, NO_HANDOVER, PLAIN)
+    fast, *_ = same_traces(sc, EAGER, TICK)
     assert fast is not None and fast.episodes[0].end_s == at
 
 

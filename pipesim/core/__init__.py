@@ -8,8 +8,8 @@
 * :mod:`~pipesim.core.port` -- what policies see (:class:`PipelineView`) and the promise
   Protocols; :mod:`~pipesim.core.port_impl` -- the engine's side of it.
 * :mod:`~pipesim.core.seams` -- engine replicas, episode sources, batch observers, trainer
-  models, and the declared shortcut switches (:class:`EngineOptions`).
-* :mod:`~pipesim.core.quiet`, :mod:`~pipesim.core.handover` -- the two shortcuts.
+  models, and the declared switch of the one shortcut (:class:`EngineOptions`).
+* :mod:`~pipesim.core.quiet` -- the one shortcut, quiet completions.
 * :mod:`~pipesim.core.lifecycle` -- timeouts and failures; :mod:`~pipesim.core.errors`.
 
 Nothing here imports a module above it (``tests/test_architecture.py``).

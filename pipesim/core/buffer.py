@@ -51,9 +51,10 @@ class EpisodeBuffer(BaseResource):
     def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
         """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
         at once, rather than through a SimPy Put event, saves a heap push and pop per instant."""
+        items = self.items
         for ep in episodes:
             ep.status = BUFFERED
-        self.items.extend(episodes)  # the caller decides whether the controller must look again
+            items.append(ep)  # the caller decides whether the controller must look again
 
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)

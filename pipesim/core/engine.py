@@ -9,7 +9,7 @@ Processes
   at the same time has already been processed. This is the ordering the chapter's loop has, and it
   is what makes ties (integer traces, zero durations) come out the same as the chapter's. When a
   completion is provably the last thing happening at its instant (nothing else is scheduled at
-  it), the pass runs inline instead of through the event: the same decisions, one event fewer.
+  it), the pass runs in place instead of through the event: the same decisions, one event fewer.
 * **slots** (:class:`~pipesim.core.slots.Slots`, one process per engine replica) -- the generation slots of an
   inference engine. Running episodes sit in a heap keyed by their finishing time on a *virtual
   clock* that stops while generation is paused. Pausing for a sync therefore costs O(1) however
@@ -18,10 +18,9 @@ Processes
   Completions that cannot change a decision (admission closed for good, no batch they could
   complete) are *quiet*: the process sleeps past them and accounts for them lazily, when it
   wakes or when anyone looks (:meth:`~pipesim.core.slots.Slots.catch_up`), if the policies promise
-  what makes that invisible (``docs/policies.md``, "Hints"; :mod:`pipesim.core.quiet`). An instant
-  that is one completion and nothing else is handed over: the process finishes the episode and
-  starts the next task on the freed slot itself, in the general path's order
-  (:mod:`pipesim.core.handover`).
+  what makes that invisible (``docs/policies.md``, "Hints"; :mod:`pipesim.core.quiet`): the
+  engine's one shortcut. A wake-up that would be the next event of the whole run is taken in the
+  process itself, without a round trip through SimPy's queue (``Slots._run``).
 * **trainer** -- takes a batch from the :class:`~pipesim.core.buffer.EpisodeBuffer` (a SimPy
   resource fed by the slots), trains for ``train_time_s``, then requests a weight sync and waits.
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
@@ -37,6 +36,7 @@ import gc
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -108,7 +108,7 @@ class Pipeline(PolicyPort):
         (:mod:`pipesim.core.seams`): ``source`` supplies each started episode's work instead (the pool
         then only bounds the number of tasks); ``observer`` sees every batch; ``trainer`` times
         each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
-        chapter's slots). ``options`` switches the shortcuts."""
+        chapter's slots). ``options`` switches the one shortcut."""
         if not isinstance(options, EngineOptions):
             raise ValueError(f"options must be a pipesim.EngineOptions, got {options!r}")
         self.scenario = scenario
@@ -123,6 +123,8 @@ class Pipeline(PolicyPort):
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
         self.env = simpy.Environment()
+        self._queue: list[tuple[float, EventPriority, int, simpy.Event]] = self.env._queue
+        """SimPy's event heap (what ``env.peek()`` reads), read where a completion looks at it."""
         if isinstance(durations, np.ndarray):
             # a view, not a list: indexing it gives the same Python floats, and a pool of a
             # million tasks costs no list of a million float objects (32 bytes a task)
@@ -153,6 +155,13 @@ class Pipeline(PolicyPort):
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
         self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
         self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
+        if not options.hints:
+            self.buffer.ready = None  # ask the batch policy at every pass the trainer waits
+        # what every completion and controller pass reads, bound once (a run never changes them)
+        self._put = self.buffer.put
+        self._steps = self.config.steps
+        self._admits = self.admission.admits
+        self._blocks = self.weight_update.blocks_admission
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
         build: Callable[[Pipeline, int, int], EngineReplica] = (
@@ -168,11 +177,7 @@ class Pipeline(PolicyPort):
                 routing.bind(self)
             self._choose = cast(Any, routing.choose)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
-        # whether the controller pass may start new tasks inline, not through launch() (see there)
-        self._inline_launch = options.inline_starts and self.lifecycle is None and source is None
-        self.handover = options.handover and self._inline_launch and replicas is None
-        self.lazy_completions = options.quiet_completions
-        self.quiet_completions = make_quiet(self)  # None where the policies do not allow them
+        self.quiet_completions = make_quiet(self, options)  # None where they are not allowed
         self.lazy_completions = self.quiet_completions is not None
         self._sync_start = 0.0
         self._pause_start: float | None = None
@@ -196,22 +201,25 @@ class Pipeline(PolicyPort):
             self._pass_due = True
             self._wakeup.fire()
 
-    def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
+    def on_finished(
+        self, episodes: list[Episode], now: float, in_pass: bool = False, awake: EngineReplica | None = None
+    ) -> None:
         """A replica finished ``episodes`` by ``now`` (the current time).
 
         ``in_pass``: quiet completions caught up by the controller pass, which needs no other.
+        ``awake``: the replica, if the caller is its own process (it re-arms when this returns).
         """
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)
         if episodes:
-            self.buffer.put(episodes)
+            self._put(episodes)
         if in_pass or self._pass_due:
             return  # a pass is running, or already due at the end of this instant
-        if self.env.peek() > now:
+        if not (queue := self._queue) or queue[0][0] > now:
             # Nothing else is scheduled at this instant and the slots process that called us
             # schedules nothing at it either, so the end of the instant is now: running the pass
             # here is exactly what the END_OF_INSTANT event would do, one event sooner.
-            self._controller_pass(now)
+            self._controller_pass(now, awake)
         elif self.lifecycle is not None or self._controller_has_work():
             self.poke()
 
@@ -279,50 +287,34 @@ class Pipeline(PolicyPort):
             self._pass_due = False
             self._controller_pass(self.env.now)
 
-    def _controller_pass(self, now: float) -> None:
+    def _controller_pass(self, now: float, awake: EngineReplica | None = None) -> None:
         """The end-of-instant decisions at ``now``: admit episodes, then serve the trainer's batch.
 
         The admission loop is the one loop for one engine or several (the routing rule picks the
-        replica), and it starts nearly every episode of a run, so it starts a new task inline:
-        the same steps as :meth:`launch`, without a call per episode. Anything unusual -- a
-        requeued task, an exhausted pool, a zero-time relaunch loop, a lifecycle that shapes the
-        work, or a subclass that overrides ``launch`` or ``episode_duration_s`` -- goes through
-        :meth:`launch`, which handles it (or raises). ``tests/test_engine_paths.py`` checks that
-        both ways give the same trace.
+        replica), and :meth:`launch` is the one way an episode starts. ``awake``: the replica in
+        whose process the pass runs (from :meth:`on_finished`); it re-arms itself when the pass
+        returns, so it needs no kick.
         """
         if self.finished:
             return
-        if self.lazy_completions:
-            self.engines[0].catch_up(now)  # policies and the results see every completion due by now
-        if self.version >= self.config.steps:
+        if self.lazy_completions and (only := self.engines[0]).behind:
+            only.catch_up(now)  # policies and the results see every completion due by now
+        if self.version >= self._steps:
             self.finished = True
             self.done.succeed()
             return
-        if not self.weight_update.blocks_admission(self):
-            admits, choose, engines = self.admission.admits, self._choose, self.engines
-            if now != self._instant:
-                self._instant, self._instant_first = now, self.started
-            # past this, launch() raises: a zero-time loop, or no batch for too long
-            limit = min(self._instant_first, self._started_at_batch) + self._launch_limit
-            durations, requeued, started_before = self._durations, self.requeued, self.started
-            live = self.episodes.live
-            n_pool = len(durations) if self._inline_launch else -1  # -1: always through launch()
+        if not self._blocks(self):
+            admits, choose, engines, launch = self._admits, self._choose, self.engines, self.launch
+            started_before = self.started
             while (engine := choose(engines)) is not None and admits(self):
-                started, task = self.started, self.next_task
-                if task >= n_pool or started >= limit or requeued:
-                    self.launch(engine)
-                    continue
-                self.next_task = task + 1
-                ep = Episode(started, task, durations[task], engine.version)
-                self.started = started + 1
-                live[started] = ep
-                engine.start(ep, now)
+                launch(engine)
             self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
                 for e in engines:  # a new episode may finish before a sleeping replica's target
-                    e.kick()
-        if self.buffer.request_ready():
-            self.buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+                    if e is not awake:
+                        e.kick()
+        if (buffer := self.buffer).get_queue and buffer.request_ready():
+            buffer.serve()  # the trainer takes its batch after admission, as in the chapter
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
@@ -413,20 +405,33 @@ class Pipeline(PolicyPort):
         garbage is freed by reference counting; the collector resumes when the run returns.
         """
         self.poke()
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self.env.run(until=self.done)
-            if not self.env.now < math.inf:  # a sync or a completion the clock cannot hold
-                raise errors.clock_overflow(self, "a sync or an episode")
-        except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
-            raise PipelineError(str(exc)) from None
-        except OverflowError:  # a time of the run past the largest float (SimPy's clock)
-            raise errors.clock_overflow(self, "a time") from None
-        except RuntimeError as exc:
-            if self.done.triggered or "until" not in str(exc):
-                raise
-            raise errors.stalled(self) from None
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+        with collector_paused():
+            try:
+                self.env.run(until=self.done)
+                if not self.env.now < math.inf:  # a sync or a completion the clock cannot hold
+                    raise errors.clock_overflow(self, "a sync or an episode")
+            except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
+                raise PipelineError(str(exc)) from None
+            except OverflowError:  # a time of the run past the largest float (SimPy's clock)
+                raise errors.clock_overflow(self, "a time") from None
+            except RuntimeError as exc:
+                if self.done.triggered or "until" not in str(exc):
+                    raise
+                raise errors.stalled(self) from None
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector inside the block (as it was, after it).
+
+    A run allocates many small long-lived objects (episodes, heap entries, event tuples), and
+    every full collection rescans all of them: nothing here creates cycles that must be freed
+    before the block ends, so the collector waits until it does.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -103,7 +103,7 @@ class Episode:
         offset_start: float = 0.0,
     ) -> None:
         """The arguments after ``parent`` are where and when it starts (``Slots.start`` sets them;
-        the hand-over passes them here, which saves a write each)."""
+        a caller that knows them may pass them here)."""
         self.id = id
         self.task_id = task_id
         self.duration_s = duration_s

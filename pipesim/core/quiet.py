@@ -10,7 +10,7 @@ The slots process then sleeps until the first completion that matters and finish
 ones later, each with its own end time (``Slots.catch_up``). Nothing can observe the difference,
 and a run with many completions per decision (eta = 0 above all) needs one wake-up per decision
 instead of one per episode. ``docs/policies.md`` ("Hints") lists the promises a policy makes to
-allow it; ``tests/test_engine_paths.py`` checks the traces against ``EngineOptions(quiet_completions=False)``.
+allow it; ``tests/test_engine_paths.py`` checks the traces against ``EngineOptions(hints=False)``.
 """
 
 from __future__ import annotations
@@ -22,21 +22,23 @@ from pipesim.core.port import ClosedHint, MinItemsHint, pauses_only
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
+    from pipesim.core.seams import EngineOptions
 
 
-def make_quiet(p: Pipeline) -> Callable[[int], int] | None:
+def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | None:
     """The function that counts quiet completions for ``p``'s only replica, or None where the
     configuration does not allow them.
 
     They need the policies' promises (an admission policy that is a
     :class:`~pipesim.core.port.ClosedHint`, a weight update that :class:`~pipesim.core.port.PausesOnly`),
-    one replica, and the inline start (no lifecycle, no
-    episode source); ``EngineOptions(quiet_completions=False)`` turns them off.
+    one replica, no episode lifecycle (a timeout or a failure decides something at a completion)
+    and no episode source; ``EngineOptions(hints=False)`` turns them off.
     """
     admission = p.admission
     if (
-        not p.lazy_completions
-        or not p._inline_launch
+        not options.hints
+        or p.lifecycle is not None
+        or p.source is not None
         or len(p.engines) != 1
         or not isinstance(admission, ClosedHint)
         or not pauses_only(p.weight_update)

@@ -18,7 +18,7 @@ outside object, each a small Protocol, and to nothing else:
   ``train_time_s`` of the chapter).
 
 No one subclasses the engine: a run is configured by its scenario, these seams and the
-:class:`EngineOptions`, the declared switches of the engine's shortcuts.
+:class:`EngineOptions`, the declared switch of the engine's one shortcut.
 """
 
 from __future__ import annotations
@@ -100,20 +100,18 @@ class BatchObserver(Protocol):
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """The engine's shortcuts, each invisible in the results (``tests/test_engine_paths.py`` and
-    ``pipesim.testing.check_promises`` compare traces with each off).
+    """The engine's one shortcut and the records' layout (``tests/test_engine_paths.py``,
+    ``tests/test_records.py`` and ``pipesim.testing.check_promises`` compare traces each way).
 
-    They apply only where the configuration allows: quiet completions need the policies' promises
-    (:mod:`pipesim.core.port`) and one replica; the hand-over and inline starts need one replica (the
-    hand-over) and no per-episode lifecycle or episode source.
+    The shortcut is acting on the policies' declared hints (:mod:`pipesim.core.port`).
     """
 
-    quiet_completions: bool = True
-    """Sleep past completions that cannot change a decision (:mod:`pipesim.core.quiet`)."""
-    handover: bool = True
-    """Do an instant of one completion and one start in one step (:mod:`pipesim.core.handover`)."""
-    inline_starts: bool = True
-    """The controller pass starts new pool tasks itself instead of calling ``launch``."""
+    hints: bool = True
+    """Act on the policies' hints: sleep past completions that cannot change a decision (quiet
+    completions, :mod:`pipesim.core.quiet`: one replica, no per-episode lifecycle, no episode
+    source), and skip asking the batch policy for a batch where its ``ready`` says none can form.
+    False: a wake-up and the general instant for every completion, and ``select`` at every pass
+    the trainer waits."""
     archive_block_episodes: int = ARCHIVE_BLOCK_EPISODES
     """Trained episodes gathered before they are kept as arrays instead of objects
     (:mod:`pipesim.core.records`); 0 keeps every episode an object. Not a shortcut: the records
@@ -123,13 +121,12 @@ class EngineOptions:
     a smaller run keeps every episode an object, which is cheaper in time."""
 
     def __post_init__(self) -> None:
-        for name in ("quiet_completions", "handover", "inline_starts"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.hints, bool):
+            raise ValueError(f"hints must be a bool, got {self.hints!r}")
         for name in ("archive_block_episodes", "archive_min_episodes"):
             check_int(name, getattr(self, name), 0)
 
     @classmethod
     def plain(cls) -> EngineOptions:
-        """Every shortcut off: the general path for every instant."""
-        return cls(quiet_completions=False, handover=False, inline_starts=False)
+        """The shortcut off: no hint acted on (see ``hints``)."""
+        return cls(hints=False)

@@ -20,7 +20,6 @@ from simpy.events import NORMAL
 
 from pipesim.core import errors
 from pipesim.core.episode import Episode
-from pipesim.core.handover import make_handover
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -46,6 +45,9 @@ class Slots:
         self.offset = 0.0  # total paused seconds so far
         self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
+        self.accepting = n_slots > 0
+        """Whether an episode may start here now: a slot is free and generation is not paused
+        (an attribute kept in step with both, read before every start)."""
         self._target: tuple[float, int, Episode] | None = None  # the heap entry we sleep until
         self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
         self._sleeping = False  # waiting on a timer or idle (interruptible)
@@ -54,74 +56,64 @@ class Slots:
 
     # -- the process ---------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, Any, None]:
-        """Sleep until the heap top is due, finish what is due, re-arm; repeat.
+        """Aim at the heap top, sleep until it is due, finish what is due; repeat.
 
-        This loop runs once per completion instant. The hand-over (:mod:`pipesim.core.handover`)
-        handles the commonest instant whole, re-arm included; every other goes the general way.
+        This loop runs once per completion instant, or once per completion that matters where
+        the others are quiet (:mod:`pipesim.core.quiet`): it then aims past the quiet ones, at the
+        first completion that can change a decision, and sets ``behind``. It sleeps without a
+        timer while the replica is paused or empty (``_target`` None), until it is interrupted.
+
+        The wake-up is scheduled at the absolute time ``at``, not after a delay: SimPy's
+        ``timeout(delay)`` fires at ``now + delay``, and from some ``now`` no float delay reaches
+        a given ``at`` (every sum is a tie that rounds to even), so the wake-up time would depend
+        on the chain of earlier wake-ups. Pushing the event at ``at`` itself, as SimPy's own
+        ``schedule`` pushes ``now + delay``, makes every episode end exactly at its due time.
         """
-        env = self.env
+        env, p = self.env, self.p
+        queue, eids = env._queue, env._eid  # type: ignore[attr-defined]  # what env.schedule uses
+        quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
+        finish_due, heappush, nsmallest = self._finish_due, heapq.heappush, heapq.nsmallest
         never = env.event()  # idle: woken only by an interrupt
+        wake = env.event()  # the wake-up: one event, scheduled again once processed
+        wake._ok, wake._value = True, None  # triggered: SimPy processes it when it is due
         now = at = env.now  # now: env.now, kept in step with it (read, or the wake-up's own time)
-        finish_due, wake_at, rearm = self._finish_due, self._wake_at, self.rearm
-        handover = make_handover(self)  # the commonest instant in one step (None: not allowed)
         while True:
-            self._sleeping = True
+            running = self.running
+            if not running or self.paused_since is not None:
+                self._target, self.behind = None, False  # paused (pause() caught up) or empty
+            else:
+                k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
+                target = running[0] if k == 0 else nsmallest(k + 1, running)[-1]
+                self._target, self.behind = target, k > 0
+                ep = target[2]
+                at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                if at < now:
+                    at = now
             try:
                 if self._target is None:
+                    self._sleeping = True
                     yield never
                 else:
-                    yield wake_at(at)
-                    self._sleeping = False
+                    if not at < math.inf:  # NaN too: the clock past the largest float
+                        raise errors.clock_overflow(p, "an episode's end")
+                    if queue and queue[0][0] <= at:  # something else happens first, or at ``at`` too
+                        if wake.callbacks is None:  # processed: reusable (else still scheduled)
+                            wake.callbacks = []
+                        else:  # an interrupt left it in the queue, where it fires for no one
+                            wake = env.event()
+                            wake._ok, wake._value = True, None
+                        heappush(queue, (at, NORMAL, next(eids), wake))
+                        self._sleeping = True
+                        yield wake
+                        self._sleeping = False
+                    else:  # the wake-up would be the next event of the whole run: take it here
+                        env._now = at  # type: ignore[attr-defined]  # as env.step would set it
                     now = at  # SimPy fires the wake-up at exactly this time
-                    if handover is not None and (at := handover(now)) >= 0.0:
-                        continue  # handled and re-armed
-                    finish_due(now)
+                    finish_due(now, False, self)
             except simpy.Interrupt:
                 self._sleeping = False
                 now = env.now
                 self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
-            at = rearm(now)
-
-    def _wake_at(self, at: float) -> simpy.Event:
-        """A timeout that fires at the absolute time ``at`` (``at >= env.now``).
-
-        SimPy's ``timeout(delay)`` fires at ``now + delay``, and from some ``now`` no float delay
-        reaches a given ``at`` (every sum is a tie that rounds to even), so the wake-up time would
-        depend on the chain of earlier wake-ups -- and differ between paths that wake at different
-        times. Scheduling at ``at`` itself, as SimPy's own ``schedule`` does with ``now + delay``,
-        makes every episode end exactly at its due time on every path.
-        """
-        if not at < math.inf:  # NaN too: the clock past the largest float
-            raise errors.clock_overflow(self.p, "an episode's end")
-        env = self.env
-        ev = simpy.Event(env)
-        ev._ok = True
-        ev._value = None
-        heapq.heappush(env._queue, (at, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
-        return ev
-
-    def rearm(self, now: float) -> float:
-        """Aim the process at the episode at the heap top; return the time it ends (at least ``now``).
-
-        Sets ``_target`` (None while paused or empty: the process then sleeps until woken) and
-        ``behind`` (whether it sleeps past quiet completions, which are possible only once the
-        admission policy has said no).
-        """
-        running = self.running
-        if not running or self.paused_since is not None:
-            self._target, self.behind = None, False  # paused (pause() caught up) or empty
-            return now
-        p = self.p
-        quiet = p.quiet_completions  # None: no quiet completions (see pipesim.core.quiet)
-        k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
-        if k == 0:
-            ep = (target := running[0])[2]
-        else:  # wake at the first completion that matters; the k before it are quiet
-            ep = (target := heapq.nsmallest(k + 1, running)[-1])[2]
-        self._target = target
-        self.behind = k > 0
-        at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
-        return at if at > now else now
 
     def due(self, ep: Episode) -> float:
         """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
@@ -136,11 +128,6 @@ class Slots:
     @property
     def n_running(self) -> int:
         return len(self.running)
-
-    @property
-    def accepting(self) -> bool:
-        """Whether an episode may start here now: a slot is free and generation is not paused."""
-        return bool(self.free) and self.paused_since is None
 
     @property
     def paused(self) -> bool:
@@ -162,7 +149,9 @@ class Slots:
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
         """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
         ``work_s`` seconds (default its duration)."""
-        ep.slot = heapq.heappop(self.free)
+        ep.slot = heapq.heappop(free := self.free)
+        if not free:
+            self.accepting = False
         ep.replica = self.index
         ep.start_s = now
         ep.update_from = len(self.p.updates)
@@ -184,6 +173,7 @@ class Slots:
             ep.update_to = n_upd
             out.append((ep, self.generated_s(ep)))
         self.running = []
+        self.accepting = self.paused_since is None
         self._target = None
         self._wake()
         self.signal_drained()
@@ -232,6 +222,7 @@ class Slots:
             return
         self._finish_due(self.env.now)
         self.paused_since = self.env.now
+        self.accepting = False
         self._wake()
 
     def resume(self) -> None:
@@ -239,6 +230,7 @@ class Slots:
             return
         self.offset += self.env.now - self.paused_since
         self.paused_since = None
+        self.accepting = bool(self.free)
         self._wake()
 
     def release(self) -> None:
@@ -260,10 +252,11 @@ class Slots:
         self.running = [r for r in self.running if r[2] is not ep]
         heapq.heapify(self.running)
         heapq.heappush(self.free, ep.slot)
+        self.accepting = self.paused_since is None
         self._target = None
         self._wake()
 
-    def _finish_due(self, now: float, in_pass: bool = False) -> None:
+    def _finish_due(self, now: float, in_pass: bool = False, awake: Slots | None = None) -> None:
         """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
         the buffer in start order, as in the chapter. Every episode ends at its own due time,
         quiet completions the process slept past included (no weight update can have happened
@@ -281,9 +274,10 @@ class Slots:
         self._target = None
         if not done:
             return
+        self.accepting = self.paused_since is None
         if len(done) > 1:
             done.sort(key=_finishing_order)
-        self.p.on_finished(done, now, in_pass)
+        self.p.on_finished(done, now, in_pass, awake)
         if not running:
             self.signal_drained()
 

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
-from pipesim.core.engine import Pipeline
+from pipesim.core.engine import Pipeline, collector_paused
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
@@ -101,7 +101,12 @@ def simulate_pipeline(
         weight_update=PartialRollout() if interrupt else Drain(),
         name="simulate_pipeline",
     )
-    r = run(scenario, durations)
+    with collector_paused():  # the events are many small tuples: no collection while they are built
+        return _chapter_dict(run(scenario, durations), steps, batch_size)
+
+
+def _chapter_dict(r: RunResult, steps: int, batch_size: int) -> dict[str, Any]:
+    """The chapter's dict of run ``r``: its events (gen, train, sync) and its metrics."""
     s = _chapter_metrics(r)
     c = r.columns  # read once for the metrics above; the events come from the same arrays
     ended = c.ended
