@@ -96,6 +96,22 @@ def test_check_promises_catches_a_closed_hint_that_lies() -> None:
         check_promises(_small(LyingClosed()))
 
 
+@dataclass(frozen=True)
+class LyingReady(pipesim.OldestFinishedFirst):
+    """The chapter's batch of the oldest B, yet says none can form until 2B have finished."""
+
+    def ready(self, buffer: Any, p: pipesim.PipelineView) -> bool:
+        return len(buffer) >= 2 * p.batch_size  # a lie: select forms one from B
+
+
+def test_check_promises_catches_a_ready_hint_that_lies() -> None:
+    """With hints off the engine asks the batch policy at every pass: a false ``ready`` shows."""
+    from pipesim.testing import check_promises
+
+    with pytest.raises(InvariantError, match="promises hold"):
+        check_promises(_small(pipesim.CountThrottle()).with_(batching=LyingReady(), max_staleness=2))
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_every_shipped_policy_family_keeps_its_promises(seed: int) -> None:
     from pipesim.testing import check_promises
