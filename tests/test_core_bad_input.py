@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,27 @@ def test_bad_durations_are_named_with_their_index(bad: float) -> None:
         simulate_pipeline(pool, 4, 4, 1.0, 1.0)
     with pytest.raises(ValueError, match=r"values\[7\]"):
         TraceDurations.from_values(pool)
+
+
+@pytest.mark.parametrize(
+    ("pool", "says"),
+    [
+        (np.array([1 + 2j] * 20), "dtype complex128"),
+        (np.array(["2024-01-01"] * 20, dtype="datetime64[D]"), "dtype datetime64"),
+        (np.array([3] * 20, dtype="timedelta64[s]"), "dtype timedelta64"),
+        ([True] * 20, "dtype bool"),
+        (["1.0"] * 20, "dtype <U3"),
+        (np.ma.array([1.0] * 20, mask=[0] * 19 + [1]), "masked"),
+    ],
+    ids=["complex", "datetime", "timedelta", "bool", "text", "masked"],
+)
+def test_durations_that_are_not_seconds_are_refused(pool: Any, says: str) -> None:
+    """Complex values lost their imaginary part, dates and timedeltas became integers of their
+    unit, and a masked array ran on its hidden values: each is a named error instead."""
+    with pytest.raises(ValueError, match=says):
+        simulate_pipeline(pool, 4, 4, 1.0, 1.0)
+    with pytest.raises(ValueError, match=says):
+        run(Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2)), pool)
 
 
 def test_exhausted_pool_says_how_many_were_needed() -> None:
@@ -318,3 +340,31 @@ def test_an_admission_bound_near_the_largest_float_means_no_bound(admission: Any
     # they raised OverflowError (math.ceil of infinity) in the middle of the run
     cfg = PipelineConfig(n_slots=4, batch_size=4, steps=3, max_staleness=1)
     assert run(Scenario(pipeline=cfg, admission=admission)).summary()["episodes_trained"] == 12
+
+
+@dataclass(frozen=True)
+class Answers:
+    """An admission rule that answers ``yes`` while fewer than 2B episodes have started."""
+
+    yes: Any
+    no: Any = False
+
+    def admits(self, p: pipesim.PipelineView) -> Any:
+        return self.yes if p.started < (p.version + 1) * p.batch_size else self.no
+
+
+@pytest.mark.parametrize("answer", ["no", 1, None, [True]], ids=["str", "int", "none", "list"])
+def test_an_admission_answer_that_is_not_a_bool_is_an_error(answer: Any) -> None:
+    """``"no"`` was taken by its truth value (it admitted), ``None`` refused: now both are errors."""
+    cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, steps=3)
+    with pytest.raises(PipelineError, match=r"Answers.admits must return a bool"):
+        run(Scenario(pipeline=cfg, admission=Answers(answer)))
+    with pytest.raises(PipelineError, match=r"Answers.admits must return a bool"):
+        run(Scenario(pipeline=cfg, admission=Answers(True, no=answer)))
+
+
+def test_a_numpy_bool_answer_counts_as_a_bool() -> None:
+    cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, steps=3)
+    plain = run(Scenario(pipeline=cfg, admission=Answers(True)))
+    numpy = run(Scenario(pipeline=cfg, admission=Answers(np.True_, no=np.False_)))
+    assert numpy.summary() == plain.summary() and numpy.sim_time_s == plain.sim_time_s

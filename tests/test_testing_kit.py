@@ -145,3 +145,23 @@ def test_the_kit_catches_a_batch_policy_that_loses_an_episode() -> None:
     with pytest.raises(InvariantError, match="conservation at each step"):
         check_invariants(r)
     check_invariants(pipesim.run(_small(pipesim.CountThrottle()).with_(max_staleness=2)))
+
+
+def test_the_kit_names_a_wrong_argument() -> None:
+    """Handed the wrong object, each function says which argument and what it needs (it was an
+    AttributeError from deep inside)."""
+    from pipesim.testing import check_promises, promised_staleness_bound, run_trace
+
+    sc = _small(pipesim.CountThrottle())
+    r = pipesim.run(sc)
+    with pytest.raises(TypeError, match="result must be a pipesim.RunResult"):
+        check_invariants(sc)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scenario must be a pipesim.Scenario, got str"):
+        check_invariants(r, "sc")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scenario must be a pipesim.Scenario, got RunResult"):
+        check_promises(r)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scenario must be a pipesim.Scenario, got dict"):
+        run_trace({})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="result must be"):
+        promised_staleness_bound(None)  # type: ignore[arg-type]
+    check_invariants(r, sc)  # the right objects still pass

@@ -306,7 +306,9 @@ class Pipeline(PolicyPort):
         if not self._blocks(self):
             admits, choose, engines, launch = self._admits, self._choose, self.engines, self.launch
             started_before = self.started
-            while (engine := choose(engines)) is not None and admits(self):
+            while (engine := choose(engines)) is not None and (
+                (yes := admits(self)) is True or (yes is not False and self._answer(yes))
+            ):
                 launch(engine)
             self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
@@ -317,6 +319,16 @@ class Pipeline(PolicyPort):
             buffer.serve()  # the trainer takes its batch after admission, as in the chapter
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
+
+    def _answer(self, yes: object) -> bool:
+        """The admission policy's answer when it is not a bool: a numpy bool counts as one, and
+        anything else (``"no"``, ``1``, ``None``) is an error rather than a truth value."""
+        if isinstance(yes, np.bool_):
+            return bool(yes)
+        raise PipelineError(
+            f"{type(self.admission).__name__}.admits must return a bool, got {yes!r:.60} "
+            f"({type(yes).__name__})"
+        )
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated

@@ -52,8 +52,25 @@ def _fail(name: str, detail: str) -> None:
     raise InvariantError(f"invariant '{name}' violated: {detail}")
 
 
+def _need(what: str, value: object, kind: type, hint: str) -> None:
+    """A TypeError naming the argument when the kit is handed the wrong kind of object."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{what} must be a {hint}, got {type(value).__name__}: {value!r:.60}")
+
+
+def _need_scenario(scenario: object) -> None:
+    _need("scenario", scenario, Scenario, "pipesim.Scenario")
+
+
+def _need_result(result: object, scenario: object) -> None:
+    _need("result", result, RunResult, "pipesim.RunResult (what pipesim.run returns)")
+    if scenario is not None:
+        _need_scenario(scenario)
+
+
 def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None) -> int | None:
     """The tightest staleness bound any of the scenario's policies promises, or None."""
+    _need_result(result, scenario)
     sc = scenario if scenario is not None else result.scenario
     bounds = []
     for policy in (sc.admission, sc.weight_update, sc.batching):
@@ -69,6 +86,7 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
 
     ``scenario`` defaults to ``result.scenario`` (the issue's spelling passes it explicitly).
     """
+    _need_result(result, scenario)
     if scenario is not None and scenario is not result.scenario and scenario != result.scenario:
         _fail("scenario matches", "the scenario passed is not the one the result was run with")
     cfg = result.scenario.pipeline
@@ -229,6 +247,7 @@ def run_trace(scenario: Scenario, options: Any = None) -> tuple[Any, ...]:
     from pipesim.core.seams import EngineOptions
     from pipesim.io.api import draw_pool
 
+    _need_scenario(scenario)
     p = Pipeline(scenario, draw_pool(scenario).tolist(), options=options or EngineOptions())
     try:
         p.run()
@@ -258,6 +277,7 @@ def check_promises(scenario: Scenario) -> None:
     """
     from pipesim.core.seams import EngineOptions
 
+    _need_scenario(scenario)
     fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
     if fast == plain:
         return

@@ -307,9 +307,19 @@ def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
     Takes lists, numpy arrays and CPU torch tensors alike (through ``numpy.asarray``; torch is not
     imported). A float32 tensor's values convert exactly, so a pool gives the same run either way.
     """
+    if isinstance(values, np.ma.MaskedArray):
+        raise ValueError(
+            f"{name} is a masked array: fill or drop its masked values first (.filled(x) or .compressed())"
+        )
     try:
-        t = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+        raw = np.asarray(values)
+    except (TypeError, ValueError) as exc:  # ragged, or not array-like
+        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
+    if raw.dtype.kind not in "fiuO":  # complex, datetime, timedelta, bool, text: not seconds
+        raise ValueError(f"{name} must hold real numbers of seconds, got dtype {raw.dtype}")
+    try:
+        t = raw.astype(np.float64, copy=False)
+    except (TypeError, ValueError) as exc:  # objects that are not numbers
         raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
     if t.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {tuple(t.shape)}")
