@@ -165,3 +165,41 @@ def test_views_of_a_loaded_run_equal_the_runs(busy_run: pipesim.RunResult, tmp_p
     assert [list(t.y) for t in a.data if t.type == "scatter"] == [
         list(t.y) for t in b.data if t.type == "scatter"
     ]
+
+
+def test_a_run_on_a_given_pool_saves_the_pool_and_runs_again(tmp_path: Path) -> None:
+    """``run(sc, pool).save()`` recorded the scenario's duration model as if it had drawn the run;
+    the saved run now keeps the tasks it consumed, and runs again from them to the same summary."""
+    import numpy as np
+
+    sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=3, train_time_s=1.0))
+    pool = np.linspace(1.0, 9.0, 200)
+    r = run(sc, pool)
+    assert r.pool is not None and 12 <= len(r.pool) < 200  # the consumed prefix, not all 200
+    assert np.array_equal(r.pool, pool[: len(r.pool)])
+    loaded = pipesim.load(r.save(tmp_path / "given"))
+    assert loaded.pool is not None and np.array_equal(loaded.pool, r.pool)
+    assert "a pool of" in loaded._repr_html_()
+    _same_summary(run(loaded.scenario, loaded.pool).summary(), r.summary())
+    drawn = run(sc)
+    assert drawn.pool is None
+    again = pipesim.load(drawn.save(tmp_path / "given"))  # overwriting drops the old pool
+    assert again.pool is None and not (tmp_path / "given" / "pool.parquet").exists()
+
+
+def test_a_run_with_a_policy_outside_the_catalog_loads_with_a_warning(tmp_path: Path) -> None:
+    """It loaded silently with the default policies in place of the run's own."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Mine:  # a local class: outside the catalog
+        def admits(self, p: pipesim.PipelineView) -> bool:
+            return p.started < (p.version + 1) * p.batch_size
+
+    sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2), admission=Mine())
+    path = run(sc).save(tmp_path / "mine")
+    with pytest.warns(UserWarning, match="outside the catalog"):
+        loaded = pipesim.load(path)
+    assert not loaded.scenario_exact and "Mine" in loaded.scenario_repr
+    assert "policies as run" in loaded._repr_html_()
+    assert pipesim.load(run(Scenario()).save(tmp_path / "plain")).scenario_exact

@@ -40,7 +40,14 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     p = Pipeline(scenario, pool)  # the engine reads the array in place
     p.run()
     result = RunResult(
-        scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
+        scenario,
+        p.env.now,
+        p.episodes,
+        p.updates,
+        p.train_log,
+        p.sync_log,
+        ledger_log=p.ledger_log,
+        pool=None if durations is None else pool[: p.next_task],  # the tasks it consumed
     )
     p.release()
     return result

@@ -78,6 +78,11 @@ def run_html(result: Any) -> str:
     """A run (RunResult or a loaded SavedRun) as its headline numbers beside its scenario."""
     s = result.summary()
     head = [(label, s[k]) for k, label in HEADLINE_KEYS if k in s]
+    pool = getattr(result, "pool", None)
+    if pool is not None:
+        head.append(("durations", f"a pool of {len(pool):,} given to run (not the scenario's model)"))
+    if not getattr(result, "scenario_exact", True):
+        head.append(("policies as run", result.scenario_repr))
     scen = result.scenario
     cell = 'style="vertical-align:top;padding-right:24px"'
     return (

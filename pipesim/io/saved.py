@@ -12,6 +12,8 @@ Layout of a saved run (format version 1)::
       episodes.parquet RunResult.episode_table
       lineage.parquet  episode_id, parent (the episode a retry relaunches, -1 for none): what the
                        timeline marks as retries
+      pool.parquet     duration_s: the pool given to ``pipesim.run`` in place of the scenario's
+                       duration model (the tasks it consumed), where one was given
 
 Loading never executes code and never unpickles: Parquet holds plain columns, JSON plain data,
 and the scenario goes through the scenario-file reader (policies named from the catalog).
@@ -27,11 +29,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipesim.config import PipelineConfig, Scenario
@@ -81,6 +85,13 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
     lineage = _lineage(result)
     if lineage is not None:
         lineage.to_parquet(p / "lineage.parquet", index=False)
+    pool = getattr(result, "pool", None)
+    if pool is not None:
+        pd.DataFrame({"duration_s": np.asarray(pool, dtype=np.float64)}).to_parquet(
+            p / "pool.parquet", index=False
+        )
+    elif (p / "pool.parquet").is_file():  # overwriting a saved run that had one
+        (p / "pool.parquet").unlink()
     (p / "summary.json").write_text(
         json.dumps({k: json_number(v) for k, v in result.summary().items()}, indent=1)
     )
@@ -90,6 +101,7 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
                 "scenario": scenario_data,
                 "scenario_repr": repr(scen),
                 "pipeline": dataclasses.asdict(scen.pipeline),
+                "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
             },
             indent=1,
         )
@@ -132,6 +144,11 @@ class SavedRun:
     lineage: pd.DataFrame | None = None
     """episode_id, parent per episode (parent -1 unless it relaunches a failed or aborted one)."""
     extra: dict[str, Any] = field(default_factory=dict)
+    pool: np.ndarray | None = None
+    """The durations the run was given in place of its scenario's duration model, or None."""
+    scenario_exact: bool = True
+    """False where a policy of the run was outside the catalog: ``scenario`` is then the saved
+    pipeline with default policies, and only ``scenario_repr`` says what ran."""
 
     def summary(self) -> dict[str, float]:
         """The summary as it was saved (a copy)."""
@@ -204,6 +221,14 @@ def load(path: str | Path) -> SavedRun:
         scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
     else:  # a policy was outside the catalog: the saved pipeline with default policies stands in
         scenario = Scenario(pipeline=PipelineConfig(**sc["pipeline"]), name=str(meta.get("name", "scenario")))
+        warnings.warn(
+            f"{p}: a policy of this run is outside the catalog, so its scenario is shown as the saved "
+            f"pipeline with default policies; SavedRun.scenario_repr has the run's own: "
+            f"{str(sc.get('scenario_repr', ''))[:200]}",
+            stacklevel=2,
+        )
+    pool_file = p / "pool.parquet"
+    pool = pd.read_parquet(pool_file)["duration_s"].to_numpy(np.float64) if pool_file.is_file() else None
     return SavedRun(
         scenario=scenario,
         sim_time_s=float(meta["sim_time_s"]),
@@ -214,4 +239,6 @@ def load(path: str | Path) -> SavedRun:
         path=p,
         scenario_repr=str(sc.get("scenario_repr", "")),
         lineage=pd.read_parquet(p / "lineage.parquet") if (p / "lineage.parquet").is_file() else None,
+        pool=pool,
+        scenario_exact=sc.get("scenario") is not None,
     )

@@ -98,6 +98,10 @@ class RunResult:
     ledger_log: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     """(step, started, trained, running, buffered, dropped) as the engine counted them when the
     trainer took each batch (``Pipeline.ledger_log``); empty where the result was built without."""
+    pool: np.ndarray | None = None
+    """The durations given to ``pipesim.run`` in place of the scenario's duration model (the tasks
+    the run consumed, in order), or None where the run drew its pool from the scenario. A saved
+    run keeps it (``pool.parquet``), so ``pipesim.run(saved.scenario, saved.pool)`` runs it again."""
 
     # -- columns ---------------------------------------------------------------------------------
     @cached_property
