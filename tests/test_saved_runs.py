@@ -203,3 +203,24 @@ def test_a_run_with_a_policy_outside_the_catalog_loads_with_a_warning(tmp_path: 
     assert not loaded.scenario_exact and "Mine" in loaded.scenario_repr
     assert "policies as run" in loaded._repr_html_()
     assert pipesim.load(run(Scenario()).save(tmp_path / "plain")).scenario_exact
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{}", "lacks throughput_per_hour"),
+        ("[1, 2]", "JSON object of numbers, got list"),
+        ('{"throughput_per_hour": "x"}', "'throughput_per_hour' must be a number"),
+        ('{"gen_util": true}', "'gen_util' must be a number"),
+        ("{", "not JSON"),
+    ],
+    ids=["empty", "list", "text", "bool", "broken"],
+)
+def test_an_edited_summary_is_named_at_load(tmp_path: Path, text: str, says: str) -> None:
+    """An edited summary.json made ``report`` fail later with a KeyError (or a format error)."""
+    small = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2))
+    path = run(small).save(tmp_path / "r")
+    (path / "summary.json").write_text(text)
+    with pytest.raises(SavedRunError, match=says) as info:
+        pipesim.load(path)
+    assert "summary.json" in str(info.value)

@@ -190,6 +190,31 @@ def _events_categoricals(ev: pd.DataFrame) -> pd.DataFrame:
     return ev
 
 
+HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "episodes_trained")
+"""Keys of every run's summary that the views, the report and the notebook display read."""
+
+
+def _read_summary(path: Path) -> dict[str, float]:
+    """summary.json as a dict of numbers: a JSON object, every value a number (NaN and the
+    infinities as strings), the headline keys present; else a SavedRunError naming the key."""
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SavedRunError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise SavedRunError(f"{path}: must be a JSON object of numbers, got {type(raw).__name__}")
+    summary = {}
+    for k, v in raw.items():
+        v = _from_json_num(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SavedRunError(f"{path}: {k!r} must be a number, got {v!r:.40}")
+        summary[str(k)] = v
+    missing = [k for k in HEADLINE if k not in summary]
+    if missing:
+        raise SavedRunError(f"{path}: lacks {', '.join(missing)} (edited, or not written by RunResult.save)")
+    return summary
+
+
 def load(path: str | Path) -> SavedRun:
     """Read a directory written by ``RunResult.save`` (or :func:`save`)."""
     p = Path(path)
@@ -213,7 +238,7 @@ def load(path: str | Path) -> SavedRun:
     if missing:
         raise SavedRunError(f"{p}: incomplete saved run, missing {', '.join(missing)}")
     tables = {attr: pd.read_parquet(p / name) for attr, name in TABLES.items()}
-    summary = {k: _from_json_num(v) for k, v in json.loads((p / "summary.json").read_text()).items()}
+    summary = _read_summary(p / "summary.json")
     sc = json.loads((p / "scenario.json").read_text())
     if sc.get("scenario") is not None:
         from pipesim.io.scenario_files import scenario_from_dict
