@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pipesim.compute import (
@@ -386,9 +386,17 @@ _tokens = st.integers(0, 65536)
 _tps = st.sampled_from([1, 2, 4, 8, 16])
 
 
+def _fits(spec: ModelSpec, *tps: int) -> bool:
+    """Whether each ``tp`` is a valid tensor-parallel degree for ``spec`` (the helpers refuse others)."""
+    return all(
+        spec.n_heads % tp == 0 and (spec.n_kv_heads % tp == 0 or tp % spec.n_kv_heads == 0) for tp in tps
+    )
+
+
 @given(_names, _gpus, _tokens, _tokens, _tps)
 def test_linear_time_is_non_decreasing_in_tokens(name, gpu_name, a, b, tp):
     spec, g = MODELS[name], GPUS[gpu_name]
+    assume(_fits(spec, tp))
     lo, hi = sorted((a, b))
     assert spec.linear_time_s(g, lo, tp) <= spec.linear_time_s(g, hi, tp)
 
@@ -396,6 +404,7 @@ def test_linear_time_is_non_decreasing_in_tokens(name, gpu_name, a, b, tp):
 @given(_names, _gpus, st.integers(1, 65536), _tps, _tps)
 def test_linear_time_is_non_increasing_in_tp(name, gpu_name, n, a, b):
     spec, g = MODELS[name], GPUS[gpu_name]
+    assume(_fits(spec, a, b))
     lo, hi = sorted((a, b))
     assert spec.linear_time_s(g, n, hi) <= spec.linear_time_s(g, n, lo)
 
@@ -403,9 +412,24 @@ def test_linear_time_is_non_increasing_in_tp(name, gpu_name, n, a, b):
 @given(_names, st.integers(1, 65536), _tps)
 def test_a_gpu_better_on_every_axis_is_never_slower(name, n, tp):
     spec, h100 = MODELS[name], GPUS["h100-sxm"]
+    assume(_fits(spec, tp))
     better = dataclasses.replace(h100, name="h100-plus", bf16_flops_per_s=2 * h100.bf16_flops_per_s)
     assert spec.linear_time_s(better, n, tp) <= spec.linear_time_s(h100, n, tp)
     assert spec.linear_time_s(GPUS["b200"], n, tp) <= spec.linear_time_s(h100, n, tp)
+
+
+@pytest.mark.parametrize(
+    ("name", "tp", "says"), [("qwen2.5-7b", 8, "n_heads"), ("qwen3-14b", 20, "n_kv_heads")]
+)
+def test_the_roofline_helpers_refuse_a_tp_that_does_not_split_the_heads(
+    name: str, tp: int, says: str
+) -> None:
+    """They rounded the heads per GPU up, for a split vLLM refuses (28 heads on 8 GPUs)."""
+    spec, g = MODELS[name], GPUS["h100-sxm"]
+    with pytest.raises(ValueError, match=rf"tp \({tp}\) must divide.*{says}"):
+        spec.linear_time_s(g, 64, tp)
+    with pytest.raises(ValueError, match=rf"tp \({tp}\)"):
+        spec.decode_attention_time_s(g, 1024, tp)
 
 
 @given(

@@ -55,6 +55,7 @@ from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
     Efficiency,
     check_ep,
+    check_tp,
     gemm_time_s,
     kernel_time_s,
     linear_time_s,
@@ -121,14 +122,10 @@ class EngineConfig:
             )
         if not isinstance(self.efficiency, Efficiency):
             raise ValueError(f"efficiency must be a pipesim.Efficiency, got {self.efficiency!r}")
-        check_int("tp", self.tp, 1)
         check_int("max_num_seqs", self.max_num_seqs, 1)
         m = self.model
+        check_tp(m, self.tp)
         check_ep(m, self.tp, self.ep)
-        if m.n_heads % self.tp:
-            raise ValueError(f"tp ({self.tp}) must divide the model's n_heads ({m.n_heads})")
-        if m.n_kv_heads % self.tp and self.tp % m.n_kv_heads:
-            raise ValueError(f"tp ({self.tp}) must divide n_kv_heads ({m.n_kv_heads}) or be a multiple of it")
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {u!r}")

@@ -131,9 +131,20 @@ def gemm_time_s(
     return kernel_time_s(gpu, flops, bytes_moved, efficiency)
 
 
-def _check(n_tokens: int, tp: int, name: str = "n_tokens") -> None:
+def _check(model: ModelSpec, n_tokens: int, tp: int, name: str = "n_tokens") -> None:
     check_int(name, n_tokens, 0)
+    check_tp(model, tp)
+
+
+def check_tp(model: ModelSpec, tp: int) -> None:
+    """Validate a tensor-parallel degree ``tp`` for ``model`` (``ValueError`` naming ``tp``): a
+    positive int dividing ``n_heads``, and dividing ``n_kv_heads`` or a multiple of it (the KV
+    heads are then replicated), as vLLM requires."""
     check_int("tp", tp, 1)
+    if model.n_heads % tp:
+        raise ValueError(f"tp ({tp}) must divide the model's n_heads ({model.n_heads})")
+    if model.n_kv_heads % tp and tp % model.n_kv_heads:
+        raise ValueError(f"tp ({tp}) must divide n_kv_heads ({model.n_kv_heads}) or be a multiple of it")
 
 
 def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
@@ -182,7 +193,7 @@ def linear_times_s(
     evenly over the GPUs in expectation -- but it reads the activations of its own pairs only. The
     all-to-all that moves the pairs is communication, in :class:`pipesim.compute.cost.ReplicaCost`.
     """
-    _check(n_tokens, tp)
+    _check(model, n_tokens, tp)
     check_ep(model, tp, ep)
     eff = efficiency or DEFAULT_EFFICIENCY
     names = ["qkv", "attn_out", "gate_up", "down"]
@@ -244,7 +255,7 @@ def decode_attention_time_s(
     ``4 * head_dim`` FLOPs per query head (scores and the weighted sum); one kernel. Not yet checked
     against measurements; zero for ``kv_tokens == 0``.
     """
-    _check(kv_tokens, tp, "kv_tokens")
+    _check(model, kv_tokens, tp, "kv_tokens")
     if kv_tokens == 0:
         return 0.0
     q_heads = -(-model.n_heads // tp)
