@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
@@ -78,8 +79,8 @@ class PipelineConfig:
     """Engine and trainer share accelerators: generation pauses while the trainer trains."""
 
     def __post_init__(self) -> None:
-        check_int("n_slots", self.n_slots, 1)
-        check_int("batch_size", self.batch_size, 1)
+        check_int("n_slots", self.n_slots, 1, MAX_SLOTS, "each slot is a Python object")
+        check_int("batch_size", self.batch_size, 1, MAX_SLOTS, "each episode of a batch is a Python object")
         check_time("train_time_s", self.train_time_s)
         check_time("sync_time_s", self.sync_time_s)
         check_int("max_staleness", self.max_staleness, 0)
@@ -125,7 +126,14 @@ class Scenario:
             raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
         check_int("seed", self.seed, 0)
         if self.pool_size is not None:
-            check_int("pool_size", self.pool_size, 1)
+            check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
+        elif self.default_pool_size > MAX_POOL_TASKS:
+            p = self.pipeline
+            raise ValueError(
+                f"this scenario needs a pool of {self.default_pool_size:,} tasks ((steps {p.steps:,} + "
+                f"max_staleness + 1) x batch_size {p.batch_size:,} + n_slots), more than the "
+                f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch"
+            )
         for name, protocol, what in _POLICY_SLOTS:
             check_policy(name, getattr(self, name), protocol, what)
         for name in ("timeout", "failures", "replicas"):

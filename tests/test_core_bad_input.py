@@ -368,3 +368,35 @@ def test_a_numpy_bool_answer_counts_as_a_bool() -> None:
     plain = run(Scenario(pipeline=cfg, admission=Answers(True)))
     numpy = run(Scenario(pipeline=cfg, admission=Answers(np.True_, no=np.False_)))
     assert numpy.summary() == plain.summary() and numpy.sim_time_s == plain.sim_time_s
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"n_slots": 10**9}, "n_slots must be at most 16,777,216"),
+        ({"batch_size": 10**9}, "batch_size must be at most 16,777,216"),
+        ({"pool_size": 10**10}, "pool_size must be at most 268,435,456"),
+        ({"steps": 10**12}, r"needs a pool of 4,000,000,000,008 tasks"),
+    ],
+    ids=["slots", "batch", "pool", "steps"],
+)
+def test_absurd_sizes_are_named_bounds(change: dict[str, int], says: str) -> None:
+    """They were a MemoryError or torch's allocator error ("you tried to allocate 16 TB") at run."""
+    with pytest.raises(ValueError, match=says):
+        Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2)).with_(**change)
+
+
+def test_the_compute_engine_bounds_its_slots() -> None:
+    from pipesim.compute import GPUS, MODELS
+    from pipesim.compute.cluster import Cluster, run_compute
+    from pipesim.compute.cost import EngineConfig
+    from pipesim.compute.workload import TokenWorkload
+
+    with pytest.raises(ValueError, match="max_num_seqs must be at most"):
+        EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_num_seqs=10**9)
+    cluster = Cluster(
+        engine=EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"]), n_gpus=2, trainer_gpus=1
+    )
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2))
+    with pytest.raises(ValueError, match="slots_per_replica must be at most"):
+        run_compute(sc, cluster, TokenWorkload(prompt=16, max_response_tokens=64), slots_per_replica=10**9)

@@ -74,7 +74,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenSource, TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import check_int, check_number
+from pipesim.core.errors import MAX_SLOTS, check_int, check_number
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -306,7 +306,7 @@ def run_compute(
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
-    check_int("slots_per_replica", per, 1)
+    check_int("slots_per_replica", per, 1, MAX_SLOTS, "each slot is a Python object")
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):

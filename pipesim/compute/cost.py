@@ -60,7 +60,7 @@ from pipesim.compute.roofline import (
     kernel_time_s,
     linear_time_s,
 )
-from pipesim.core.errors import check_int
+from pipesim.core.errors import MAX_SLOTS, check_int
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -122,7 +122,7 @@ class EngineConfig:
             )
         if not isinstance(self.efficiency, Efficiency):
             raise ValueError(f"efficiency must be a pipesim.Efficiency, got {self.efficiency!r}")
-        check_int("max_num_seqs", self.max_num_seqs, 1)
+        check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS, "each sequence is a Python object")
         m = self.model
         check_tp(m, self.tp)
         check_ep(m, self.tp, self.ep)

@@ -19,14 +19,25 @@ class PipelineError(RuntimeError):
     """The configuration cannot complete its steps (pool exhausted, or no progress possible)."""
 
 
-def check_int(name: str, value: object, minimum: int) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum``:
-    the one integer check of every config (the kernel's options, the scenario, the policies)."""
+MAX_SLOTS = 2**24
+"""The most slots (or sequences) one run, batch or replica may hold: each is a Python object
+and a heap entry, so past this a run is out of memory before it starts."""
+MAX_POOL_TASKS = 2**28
+"""The most tasks a duration pool may hold (2 GiB of float64 durations, and hours of simulation
+at a few hundred thousand episodes a second): past this a pool is out of memory, not a run."""
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None, why: str = "") -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum`` (and
+    <= ``maximum``, where given, ``why`` saying why): the one integer check of every config (the
+    kernel's options, the scenario, the policies)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         hint = ""
         if not isinstance(value, bool | int) and isinstance(value, numbers.Integral):
             hint = " (a Python int: int(x) converts a numpy integer)"
         raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
 
 
 def check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
