@@ -121,9 +121,12 @@ class ReplicaDriver(BatchState):
             self.series = series if isinstance(series, ReplicaSeries) else ReplicaSeries()
 
     def _snap(self, now: float, force: bool = False) -> None:
-        """At the timer's instant, the clock is exactly at the target (no float shortfall)."""
+        """At the timer's instant, the clock is exactly at the target: no float shortfall, and no
+        overshoot either (the planned time rounds at the magnitude of the clock, so the token
+        clock read back from it misses the target by about eps * now / a; counted, the misses
+        add up with simulated time and the ledger drifts)."""
         due = force or self._timer_at <= now + 1e-9 * max(1.0, now)
-        if due and self.v < self._target_v < math.inf:
+        if due and self.v != self._target_v < math.inf:
             self._snap_tokens(now, self._target_v)
 
     def _snap_tokens(self, now: float, target: float) -> None:
@@ -256,7 +259,7 @@ class ReplicaDriver(BatchState):
                 env._now = now = t  # type: ignore[attr-defined]
                 self._advance(now)
                 target = self._target_v  # _snap(now, force=True), inlined
-                if self.v < target < math.inf:
+                if self.v != target < math.inf:
                     self._snap_tokens(now, target)
             else:
                 self._advance(now)
