@@ -400,3 +400,22 @@ def test_the_compute_engine_bounds_its_slots() -> None:
     sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2))
     with pytest.raises(ValueError, match="slots_per_replica must be at most"):
         run_compute(sc, cluster, TokenWorkload(prompt=16, max_response_tokens=64), slots_per_replica=10**9)
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        np.array([np.timedelta64(5000, "ms")] * 20, dtype=object),
+        np.array([True] * 20, dtype=object),
+        [True] + [5.0] * 19,
+        np.array(["5"] * 20, dtype=object),
+        np.array([np.datetime64(5, "s")] * 20, dtype=object),
+    ],
+    ids=["timedelta-objects", "bool-objects", "bool-in-list", "text-objects", "datetime-objects"],
+)
+def test_durations_that_are_not_seconds_are_refused_inside_objects_and_lists(pool: Any) -> None:
+    """Object arrays and lists passed the dtype check: 5000 ms ran as 5000 s, True as 1 s."""
+    with pytest.raises(ValueError, match=r"durations\[0\] = .*real numbers of seconds"):
+        run(Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2)), pool)
+    with pytest.raises(ValueError, match="real numbers of seconds"):
+        TraceDurations((True, 2.0), cycle=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -224,3 +225,59 @@ def test_an_edited_summary_is_named_at_load(tmp_path: Path, text: str, says: str
     with pytest.raises(SavedRunError, match=says) as info:
         pipesim.load(path)
     assert "summary.json" in str(info.value)
+
+
+def _saved_with_pool(tmp_path: Path) -> Path:
+    sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2, train_time_s=1.0))
+    return run(sc, [float(1 + i % 5) for i in range(100)]).save(tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("edit", "file", "says"),
+    [
+        (lambda d: (d / "pool.parquet").unlink(), "pool.parquet", "missing"),
+        (
+            lambda d: pd.DataFrame({"duration_s": [float("nan")]}).to_parquet(d / "pool.parquet"),
+            "pool.parquet",
+            "finite",
+        ),
+        (lambda d: pd.DataFrame({"x": [1.0]}).to_parquet(d / "pool.parquet"), "pool.parquet", "duration_s"),
+        (lambda d: (d / "scenario.json").write_text("{nope"), "scenario.json", "Expecting"),
+        (lambda d: (d / "scenario.json").write_text("[]"), "scenario.json", "JSON object"),
+        (lambda d: (d / "scenario.json").write_text('{"scenario": null}'), "scenario.json", "pipeline"),
+        (
+            lambda d: pd.DataFrame({"a": [1]}).to_parquet(d / "events.parquet"),
+            "events.parquet",
+            "lacks the columns",
+        ),
+        (lambda d: pd.DataFrame().to_parquet(d / "trained.parquet"), "trained.parquet", "lacks the columns"),
+        (lambda d: (d / "events.parquet").write_text("not parquet"), "events.parquet", ""),
+    ],
+    ids=[
+        "no-pool",
+        "nan-pool",
+        "pool-column",
+        "scenario-json",
+        "scenario-list",
+        "no-pipeline",
+        "events",
+        "trained",
+        "corrupt",
+    ],
+)
+def test_an_edited_saved_run_is_named_at_load(tmp_path: Path, edit: Any, file: str, says: str) -> None:
+    """Each loaded silently (a missing pool re-ran on the model) or failed later, inside report or
+    trace, with a KeyError or a library's error that named no file."""
+    path = _saved_with_pool(tmp_path)
+    edit(path)
+    with pytest.raises(SavedRunError, match=f"{file}: .*{says}"):
+        pipesim.load(path)
+
+
+def test_a_saved_meta_with_a_bad_version_or_time_is_named(tmp_path: Path) -> None:
+    path = _saved_with_pool(tmp_path)
+    meta = json.loads((path / "meta.json").read_text())
+    for bad in ({"version": True}, {"version": -5}, {"sim_time_s": "abc"}):
+        (path / "meta.json").write_text(json.dumps({**meta, **bad}))
+        with pytest.raises(SavedRunError):
+            pipesim.load(path)

@@ -30,6 +30,8 @@ import dataclasses
 import json
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -215,6 +217,34 @@ def _read_summary(path: Path) -> dict[str, float]:
     return summary
 
 
+COLUMNS = {
+    "events": ("kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id"),
+    "trained": ("episode_id", "step", "trained_version", "version", "staleness", "duration_s"),
+    "episode_table": ("episode_id", "task_id", "duration_s", "status", "start_s", "end_s", "version"),
+}
+"""The columns of each table that the views, the report and the trace export read."""
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Any error reading ``path`` becomes a :class:`SavedRunError` naming it (one line)."""
+    try:
+        yield
+    except SavedRunError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+        if type(exc).__name__ == "ScenarioFileError":
+            raise
+        what = (
+            f"lacks {exc}"
+            if isinstance(exc, KeyError)
+            else str(exc).splitlines()[0]
+            if str(exc)
+            else type(exc).__name__
+        )
+        raise SavedRunError(f"{path}: {what}") from None
+
+
 def load(path: str | Path) -> SavedRun:
     """Read a directory written by ``RunResult.save`` (or :func:`save`)."""
     p = Path(path)
@@ -230,33 +260,68 @@ def load(path: str | Path) -> SavedRun:
         raise SavedRunError(f"{p / 'meta.json'}: not JSON ({exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SavedRunError(f"{p}: meta.json is not a pipesim saved run")
-    if not isinstance(meta.get("version"), int) or meta["version"] > VERSION:
+    version = meta.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
         raise SavedRunError(
             f"{p}: saved-run format version {meta.get('version')!r}; this pipesim reads up to {VERSION}"
         )
     missing = [n for n in (*TABLES.values(), "summary.json", "scenario.json") if not (p / n).is_file()]
     if missing:
         raise SavedRunError(f"{p}: incomplete saved run, missing {', '.join(missing)}")
-    tables = {attr: pd.read_parquet(p / name) for attr, name in TABLES.items()}
+    with _reading(p / "meta.json"):
+        sim_time_s = float(meta["sim_time_s"])
+        if not math.isfinite(sim_time_s) or sim_time_s < 0:
+            raise ValueError(f"sim_time_s must be a finite time >= 0, got {meta['sim_time_s']!r}")
+    tables = {}
+    for attr, name in TABLES.items():
+        with _reading(p / name):
+            table = pd.read_parquet(p / name)
+            lacking = [c for c in COLUMNS[attr] if c not in table.columns]
+            if lacking:
+                raise ValueError(f"lacks the columns {', '.join(lacking)} (edited, or not written by save)")
+            tables[attr] = table
     summary = _read_summary(p / "summary.json")
-    sc = json.loads((p / "scenario.json").read_text())
-    if sc.get("scenario") is not None:
-        from pipesim.io.scenario_files import scenario_from_dict
+    with _reading(p / "scenario.json"):
+        sc = json.loads((p / "scenario.json").read_text())
+        if not isinstance(sc, dict):
+            raise ValueError(f"must be a JSON object, got {type(sc).__name__}")
+        if sc.get("scenario") is not None:
+            from pipesim.io.scenario_files import scenario_from_dict
 
-        scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
-    else:  # a policy was outside the catalog: the saved pipeline with default policies stands in
-        scenario = Scenario(pipeline=PipelineConfig(**sc["pipeline"]), name=str(meta.get("name", "scenario")))
-        warnings.warn(
-            f"{p}: a policy of this run is outside the catalog, so its scenario is shown as the saved "
-            f"pipeline with default policies; SavedRun.scenario_repr has the run's own: "
-            f"{str(sc.get('scenario_repr', ''))[:200]}",
-            stacklevel=2,
-        )
+            scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
+        else:  # a policy was outside the catalog: the saved pipeline with default policies stands in
+            scenario = Scenario(
+                pipeline=PipelineConfig(**sc["pipeline"]), name=str(meta.get("name", "scenario"))
+            )
+            warnings.warn(
+                f"{p}: a policy of this run is outside the catalog, so its scenario is shown as the saved "
+                f"pipeline with default policies; SavedRun.scenario_repr has the run's own: "
+                f"{str(sc.get('scenario_repr', ''))[:200]}",
+                stacklevel=2,
+            )
+        pool_given = sc.get("pool_given", False)
+        if not isinstance(pool_given, bool):
+            raise ValueError(f"pool_given must be true or false, got {pool_given!r}")
     pool_file = p / "pool.parquet"
-    pool = pd.read_parquet(pool_file)["duration_s"].to_numpy(np.float64) if pool_file.is_file() else None
+    pool = None
+    if pool_given or pool_file.exists():
+        with _reading(pool_file):
+            if not pool_file.is_file():
+                raise ValueError(
+                    "missing: the run was given a pool (scenario.json says pool_given), saved here"
+                )
+            if not pool_given:
+                raise ValueError(
+                    "present, but scenario.json says the run drew its own pool (pool_given false)"
+                )
+            from pipesim.workload.durations import as_durations
+
+            pool = as_durations(pd.read_parquet(pool_file)["duration_s"].to_numpy(), "duration_s")
+            if not len(pool):
+                raise ValueError("holds no durations")
     return SavedRun(
         scenario=scenario,
-        sim_time_s=float(meta["sim_time_s"]),
+        sim_time_s=sim_time_s,
         events=_events_categoricals(tables["events"]),
         trained=tables["trained"],
         episode_table=tables["episode_table"],

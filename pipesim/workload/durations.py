@@ -23,6 +23,7 @@ the same episodes; :func:`draw` gives the pool a scenario runs on (``draw_pool``
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -301,6 +302,10 @@ class TraceDurations:
         return data[:n]
 
 
+_NOT_SECONDS = (bool, np.bool_, str, bytes, np.datetime64, np.timedelta64, dt.datetime, dt.date, dt.timedelta)
+"""What numpy turns into a float without complaint but is not a number of seconds."""
+
+
 def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
     """``values`` as a checked one-dimensional float64 array (see :func:`check_durations`).
 
@@ -317,6 +322,11 @@ def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
         raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
     if raw.dtype.kind not in "fiuO":  # complex, datetime, timedelta, bool, text: not seconds
         raise ValueError(f"{name} must hold real numbers of seconds, got dtype {raw.dtype}")
+    if raw.dtype.kind == "O" or isinstance(values, list | tuple):  # numpy converts these silently
+        items = raw.ravel().tolist() if raw.dtype.kind == "O" else values
+        for i, x in enumerate(items):  # type: ignore[arg-type]
+            if isinstance(x, _NOT_SECONDS):
+                raise ValueError(f"{name}[{i}] = {x!r}: durations must be real numbers of seconds")
     try:
         t = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:  # objects that are not numbers
