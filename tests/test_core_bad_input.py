@@ -231,41 +231,6 @@ def test_a_batch_policy_that_breaks_its_contract_is_named(how: str, needle: str)
     assert "_Select" in str(info.value)  # the policy is named
 
 
-class _BadSync:
-    """A weight update whose sync asks the port for ``bad``."""
-
-    def __init__(self, bad: str) -> None:
-        self.bad = bad
-
-    def blocks_admission(self, p: object) -> bool:
-        return False
-
-    def sync(self, p: object):  # type: ignore[no-untyped-def]
-        p.begin_sync(pause=True)  # type: ignore[attr-defined]
-        if self.bad == "stretch":
-            p.stretch_running(lambda ep, g: (math.nan, 0.0))  # type: ignore[attr-defined]
-        else:
-            yield p.timeout(float(self.bad))  # type: ignore[attr-defined]
-        yield p.timeout(1.0)  # type: ignore[attr-defined]
-        p.end_sync()  # type: ignore[attr-defined]
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    ("bad", "needle"),
-    [
-        ("nan", "timeout of nan s"),
-        ("inf", "timeout of inf s"),
-        ("-1", "timeout of -1.0 s"),
-        ("stretch", "a stretch must be finite"),
-    ],
-)
-def test_a_sync_that_asks_for_an_impossible_time_is_named(bad: str, needle: str) -> None:
-    cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3, max_staleness=2)  # episodes run at a sync
-    with pytest.raises(PipelineError, match=re.escape(needle)):
-        run(Scenario(pipeline=cfg, weight_update=_BadSync(bad)), [1.0, 1.0, 500.0] * 70)  # type: ignore[arg-type]
-
-
 def test_with_applies_pipeline_fields_to_the_pipeline_given_with_them() -> None:
     sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4))
     got = sc.with_(pipeline=PipelineConfig(n_slots=8, batch_size=8), max_staleness=2)
@@ -273,7 +238,7 @@ def test_with_applies_pipeline_fields_to_the_pipeline_given_with_them() -> None:
 
 
 class _Sync:
-    """A weight update whose sync does ``how``."""
+    """A weight update whose sync does ``how``: asks the port for an impossible time, or misuses it."""
 
     def __init__(self, how: str) -> None:
         self.how = how
@@ -288,6 +253,10 @@ class _Sync:
 
     def _steps(self, p: Any) -> Any:
         p.begin_sync(pause=True)
+        if self.how == "stretch":
+            p.stretch_running(lambda ep, g: (math.nan, 0.0))
+        elif self.how in ("nan", "inf", "-1"):
+            yield p.timeout(float(self.how))
         yield p.timeout(1.0)
         if self.how == "requeue":
             p.requeue([(10**6, 0)])
@@ -304,6 +273,10 @@ class _Sync:
 @pytest.mark.parametrize(
     ("how", "needle"),
     [
+        ("nan", "timeout of nan s"),
+        ("inf", "timeout of inf s"),
+        ("-1", "timeout of -1.0 s"),
+        ("stretch", "a stretch must be finite"),
         ("not-a-generator", "_Sync.sync must be a generator"),
         ("twice", "moved the trainer's version from 0 to 2"),  # it ended the run a step early
         ("requeue", "requeue: task must be an int in [0, 210)"),  # an IndexError from numpy
@@ -311,7 +284,7 @@ class _Sync:
         ("drop-twice", "is aborted already; it ends once"),
     ],
 )
-def test_a_sync_that_misuses_the_port_is_named(how: str, needle: str) -> None:
+def test_a_sync_that_asks_for_an_impossible_time_or_misuses_the_port_is_named(how: str, needle: str) -> None:
     cfg = PipelineConfig(n_slots=4, batch_size=2, steps=3, max_staleness=2)  # episodes run at a sync
     with pytest.raises(PipelineError, match=re.escape(needle)):
         run(Scenario(pipeline=cfg, weight_update=_Sync(how)), [1.0, 1.0, 500.0] * 70)  # type: ignore[arg-type]

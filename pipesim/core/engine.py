@@ -232,11 +232,11 @@ class Pipeline(PolicyPort):
         """
         if self.buffer.request_ready():
             return True
-        if self.weight_update.blocks_admission(self):
+        if self._blocks(self):
             return False
         for e in self.engines:  # a plain loop: this runs once per completion instant
             if e.accepting:
-                return self.admission.admits(self)
+                return self._admits(self)
         return False
 
     def _on_discard(self, episodes: list[Episode]) -> None:

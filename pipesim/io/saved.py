@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.io.scenario_schema import ScenarioFileError
 from pipesim.results.run import EVENT_KINDS, RunResult
 
 FORMAT, VERSION = "pipesim-run", 1
@@ -230,19 +231,11 @@ def _reading(path: Path) -> Iterator[None]:
     """Any error reading ``path`` becomes a :class:`SavedRunError` naming it (one line)."""
     try:
         yield
-    except SavedRunError:
-        raise
+    except (SavedRunError, ScenarioFileError):
+        raise  # they name the file already
     except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
-        if type(exc).__name__ == "ScenarioFileError":
-            raise
-        what = (
-            f"lacks {exc}"
-            if isinstance(exc, KeyError)
-            else str(exc).splitlines()[0]
-            if str(exc)
-            else type(exc).__name__
-        )
-        raise SavedRunError(f"{path}: {what}") from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SavedRunError(f"{path}: {'lacks ' if isinstance(exc, KeyError) else ''}{first}") from None
 
 
 def load(path: str | Path) -> SavedRun:
