@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean report
+.PHONY: demo test lint typecheck pytest bench clean report fast test-compiled bench-compute
 
 $(VENV_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -28,6 +28,27 @@ pytest: $(VENV_STAMP)
 
 bench: $(VENV_STAMP)
 	$(PY) benchmarks/bench_pipeline.py
+
+# The compiled build (setup.py): the compute engine's hot modules through mypyc, installed with the
+# rest of the project into build/compiled, never into the source tree. Rebuilt when a file of the
+# packages it copies changes.
+COMPILED := build/compiled
+$(COMPILED)/.built: $(VENV_STAMP) setup.py pyproject.toml $(shell find pipesim scenarios offpolicy mismatch -type f -not -path '*/__pycache__/*')
+	rm -rf $(COMPILED)
+	PIPESIM_COMPILE=1 $(PY) -m pip install -q --no-deps --no-build-isolation --target $(COMPILED) .
+	touch $@
+
+fast: $(COMPILED)/.built
+
+# The compiled build: the whole suite on it (test_compiled.py compares its runs with pure Python's,
+# bit for bit). The build must come first on the path: PYTHONSAFEPATH keeps the working directory
+# (the source tree) off it, and pytest appends the tests' root instead of prepending it.
+test-compiled: $(COMPILED)/.built
+	PIPESIM_EXPECT_COMPILED=1 PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) HYPOTHESIS_PROFILE=ci \
+		$(PY) -m pytest -q --import-mode=append
+
+bench-compute: $(COMPILED)/.built
+	PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) $(PY) benchmarks/bench_compute.py --clock cpu
 
 clean:
 	rm -rf .venv build *.egg-info .mypy_cache .ruff_cache .hypothesis

@@ -20,7 +20,10 @@ cache holds the whole concurrency and the table measures the simulator, not pree
 Then a verl-scale run: Qwen3-8B, 64 H100 (32 train, 32 replicas of 256 sequences), 512 prompts x
 16 samples per step (8,192 samples), eta 1 with partial rollouts, ``--steps`` steps (default 10;
 the issue's figure is 100 steps, 819,200 samples), with its wall time, summary and ledger.
-Wall time is ``time.perf_counter``; the machine may be shared, so treat the rates as lower bounds.
+The first line says whether the compute engine runs compiled (``make fast``: ``setup.py`` turns
+its hot modules into C with mypyc; ``make bench-compute`` runs this script on that build) or as
+pure Python (about half the speed). Wall time is ``time.perf_counter``; the machine may be
+shared, so treat the rates as lower bounds.
 ``--clock cpu`` times with ``time.process_time`` instead (this process's CPU seconds), which other
 jobs on a shared machine disturb less; the ratios to the raw SimPy rate are what to compare.
 """
@@ -34,7 +37,7 @@ import numpy as np
 import simpy
 
 import pipesim
-from pipesim.compute import GPUS, MODELS
+from pipesim.compute import GPUS, MODELS, batch, is_compiled
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
@@ -156,6 +159,8 @@ def main() -> None:
     args = ap.parse_args()
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    kind = "compiled (mypyc, make fast)" if is_compiled() else "pure Python"
+    print(f"compute engine: {kind} ({batch.__file__})")
     head = "concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   multi-turn turns/s"
     print(head + "   engine/raw   pipeline/raw   turns/raw")
     for c in (64, 1024, 8192):

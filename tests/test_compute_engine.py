@@ -19,12 +19,12 @@ from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.compute.workload import (
     AgentTurns,
     EmpiricalLengths,
     LogNormalLengths,
-    TokenSource,
     TokenWorkload,
 )
 

@@ -10,11 +10,14 @@
   :class:`ReplicaCost`), :mod:`~pipesim.compute.engine` (:class:`ComputeReplica`, continuous
   batching on a fluid token clock, in three layers: :mod:`~pipesim.compute.batch`,
   :mod:`~pipesim.compute.driver` and the port), :mod:`~pipesim.compute.series` (a replica over
-  time, verl's step metrics), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`,
-  :class:`TokenSource`, length models), :mod:`~pipesim.compute.trainer`,
+  time, verl's step metrics), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`, length
+  models), :mod:`~pipesim.compute.source` (:class:`TokenSource`), :mod:`~pipesim.compute.trainer`,
   :mod:`~pipesim.compute.ledger`, :mod:`~pipesim.compute.cluster` (:class:`Cluster`,
   :func:`run_compute`) and :mod:`~pipesim.compute.closedloop`. The modules that need the kernel
   are imported on first use, so ``import pipesim`` does not load them.
+
+The compiled build (``setup.py``, ``make fast``) turns the engine's hot modules into C with mypyc;
+:func:`is_compiled` says whether this import runs it.
 
 Nothing here imports ``torch`` or ``transformers``.
 """
@@ -36,13 +39,13 @@ from pipesim.compute.roofline import (
     linear_time_s,
     linear_times_s,
 )
+from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import (
     AgentTurns,
     EmpiricalLengths,
     LengthModel,
     LogNormalLengths,
-    TokenSource,
     TokenWorkload,
 )
 
@@ -54,6 +57,16 @@ _LAZY = {
     "run_compute": "pipesim.compute.cluster",
     "ClosedLoop": "pipesim.compute.closedloop",
 }
+
+
+def is_compiled() -> bool:
+    """Whether the compute engine runs as the compiled build (``setup.py``: its hot modules as C
+    extensions, about twice as fast) rather than as pure Python."""
+    import importlib.machinery
+
+    from pipesim.compute import batch
+
+    return str(batch.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def __getattr__(name: str) -> object:
@@ -101,5 +114,6 @@ __all__ = [
     "kernel_time_s",
     "linear_time_s",
     "linear_times_s",
+    "is_compiled",
     "model",
 ]

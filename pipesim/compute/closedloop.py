@@ -16,7 +16,8 @@ import simpy
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
-from pipesim.compute.workload import TokenSource, TokenWorkload
+from pipesim.compute.source import TokenSource
+from pipesim.compute.workload import TokenWorkload
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_int
 

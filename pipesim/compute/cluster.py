@@ -70,8 +70,9 @@ from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.series import replica_timeline, verl_metrics
+from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
-from pipesim.compute.workload import TokenSource, TokenWorkload
+from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SLOTS, check_int, check_number

@@ -20,13 +20,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import simpy
+from mypy_extensions import mypyc_attr
 from simpy.events import NORMAL
 
 from pipesim.compute import prefix
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
 from pipesim.compute.series import ReplicaSeries
-from pipesim.compute.workload import TokenSource
+from pipesim.compute.source import TokenTable
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -67,6 +68,7 @@ class EnvWorkers:
         self.env.timeout(seconds).callbacks.append(done)  # type: ignore[union-attr]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReplicaDriver(BatchState):
     """A replica's batch on the SimPy clock (see the module docstring); the kernel's port is
     :class:`~pipesim.compute.engine.ComputeReplica`."""
@@ -84,7 +86,7 @@ class ReplicaDriver(BatchState):
         n_slots: int,
         index: int,
         cost: ReplicaCost,
-        source: TokenSource,
+        source: TokenTable,
         record: bool = False,
         pool: EnvWorkers | None = None,
         series: ReplicaSeries | bool | None = None,

@@ -70,6 +70,7 @@ from typing import Any
 
 import pandas as pd
 import simpy
+from mypy_extensions import mypyc_attr
 
 from pipesim.compute import prefix
 from pipesim.compute.batch import Seq
@@ -87,6 +88,7 @@ __all__ = [
 ]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ComputeReplica(ReplicaDriver):
     """One continuous-batching replica (see the module docstring): the kernel's
     :class:`pipesim.EngineReplica` port on the :class:`~pipesim.compute.driver.ReplicaDriver`."""

@@ -31,7 +31,7 @@ from pipesim.results.columns import EpisodeColumns
 
 if TYPE_CHECKING:
     from pipesim.compute.engine import ComputeReplica
-    from pipesim.compute.workload import TokenSource
+    from pipesim.compute.source import TokenSource
     from pipesim.core.episode import Episode
 
 

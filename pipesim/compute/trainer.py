@@ -32,7 +32,7 @@ from pipesim.compute.models import ModelSpec
 from pipesim.core.errors import check_int
 
 if TYPE_CHECKING:
-    from pipesim.compute.workload import TokenSource
+    from pipesim.compute.source import TokenSource
     from pipesim.core.episode import Episode
 
 DEFAULT_TRAINER_MFU = 0.4

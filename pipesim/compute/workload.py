@@ -14,34 +14,25 @@ truncated). Whether the trainer takes samples one by one or whole groups (a grou
 its last sample is), and which groups a filter rejects, is the batch policy's choice:
 :class:`pipesim.policies.groups.WholeGroups` numbers groups the same way (``task // n``).
 
-The seam (:class:`pipesim.EpisodeSource`) asks for ``work_s(episode_id, task, version, parent)``
-in seconds; in tokens there is no such number before the engine runs. :class:`TokenSource` keeps
-a **side table** by episode id (prompt tokens, response tokens, ``max_tokens``, truncated, and the
-tokens generated so far, filled in by the engine) and returns a nominal ``0.0``; the compute
-engine reads the table, and writes each episode's real generation seconds into its
-``duration_s`` / ``work_s`` when it finishes (so the kernel's results stay in seconds).
-
-Draws use the :class:`numpy.random.Generator` passed in, in blocks (one vectorised call per
-4,096 draws), in launch order: the same seed and the same run give the same lengths.
+The engine reads the samples from :class:`pipesim.compute.source.TokenSource`, the side table
+of one run's draws by episode id (:mod:`pipesim.compute.source`).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from pipesim.core.errors import PipelineError, check_int
+from pipesim.core.errors import check_int
 
 if TYPE_CHECKING:
-    from pipesim.core.episode import Episode
+    pass
 
-BLOCK = 4096
 TAIL_SIGMAS = 8.0
 """A log-normal's draw this many sigmas above its median must be a finite float (a spread beyond
 it overflows draws to inf: a configuration error, not a workload)."""
@@ -243,143 +234,3 @@ class TokenWorkload:
                 f"({self.max_sequence_tokens} tokens: prompt, responses and observations) exceeds the "
                 f"model context ({context_tokens} tokens)"
             )
-
-
-class _Blocks:
-    """Draws of one length model, a block at a time."""
-
-    def __init__(self, model: LengthModel, rng: np.random.Generator) -> None:
-        self.model, self.rng = model, rng
-        self.values: list[float] = []
-        self.i = 0
-
-    def refill(self) -> None:
-        """The next block of draws, checked: a length model that draws NaN or infinity stops the run."""
-        block = np.asarray(self.model.draw(self.rng, BLOCK), dtype=np.float64)
-        if block.shape != (BLOCK,) or not np.isfinite(block).all():
-            bad = block[~np.isfinite(block)][:1].tolist() if block.ndim == 1 else block.shape
-            raise PipelineError(
-                f"the length model {self.model!r} drew {bad} (need {BLOCK} finite token counts)"
-            )
-        self.values, self.i = block.tolist(), 0
-
-    def next(self) -> float:
-        if self.i >= len(self.values):
-            self.refill()
-        v = self.values[self.i]
-        self.i += 1
-        return v
-
-
-class TokenSource:
-    """The :class:`pipesim.EpisodeSource` of a :class:`TokenWorkload`: the side table by episode id.
-
-    ``prompt[i]``, ``response[i]`` (tokens to generate, after truncation), ``max_tokens[i]``,
-    ``truncated[i]`` and ``generated[i]`` (tokens generated; the engine writes it when the episode
-    finishes or is aborted, and for those in flight when asked) for episode id ``i``.
-    """
-
-    def __init__(
-        self, workload: TokenWorkload, rng: np.random.Generator, context_tokens: int | None = None
-    ) -> None:
-        if not isinstance(workload, TokenWorkload):
-            raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
-        if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"rng must be a numpy.random.Generator, got {rng!r}")
-        if context_tokens is not None:
-            workload.check_context(context_tokens)
-        self.workload = workload
-        self.rng = rng
-        self.prompt: list[int] = []
-        self.response: list[int] = []
-        self.max_tokens: list[int] = []
-        self.truncated: list[bool] = []
-        self.generated: list[float] = []
-        self.group: list[int] = []
-        self.observation: list[int] = []
-        self.turns: dict[int, list[tuple[int, float, int]]] = {}
-        """Multi-turn episodes: (response tokens, tool seconds, observation tokens) per turn."""
-        self._groups: dict[int, tuple[int, float]] = {}  # group -> (prompt tokens, difficulty)
-        # a fixed prompt and no difficulty spread: every group is the same, none is kept
-        self._same_group: tuple[int, float] | None = (
-            (int(workload.prompt), 1.0)  # type: ignore[arg-type]
-            if isinstance(workload.prompt, int) and not workload.difficulty_sigma
-            else None
-        )
-        self._response = _Blocks(workload.response, rng)
-        self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
-        self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
-        self._cap = workload.max_response_tokens
-        a = workload.agent
-        self._tool = (
-            None
-            if a is None
-            else _Blocks(LogNormalLengths(max(a.tool_latency_s, 1e-300), a.tool_latency_sigma), rng)
-        )
-
-    def _group(self, g: int) -> tuple[int, float]:
-        w = self.workload
-        if self._prompt is None:
-            prompt = int(w.prompt)  # type: ignore[arg-type]
-        else:
-            prompt = min(max(int(round(self._prompt.next())), 1), w.max_prompt_tokens)
-        difficulty = _power(self._normal.next(), w.difficulty_sigma) if w.difficulty_sigma else 1.0
-        self._groups[g] = out = (prompt, difficulty)
-        return out
-
-    def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
-        """Draw episode ``episode_id``'s sample into the side table; return a nominal 0.0 seconds."""
-        if episode_id != len(self.response):
-            raise ValueError(
-                f"episode ids must arrive in order: expected {len(self.response)}, got {episode_id}"
-            )
-        w = self.workload
-        g = task // w.samples_per_prompt
-        grp = self._same_group or self._groups.get(g)
-        prompt, difficulty = grp if grp is not None else self._group(g)
-        if w.drift_per_version:
-            difficulty *= _power(1.0 + w.drift_per_version, version)
-        r = self._response
-        if r.i >= len(r.values):
-            r.refill()
-        cap = self._cap
-        x = r.values[r.i] * difficulty
-        r.i += 1
-        n = int(x + 0.5) if x < cap + 0.5 else cap + 1  # past the cap (inf, NaN too): truncated
-        if n < 1:
-            n = 1
-        self.prompt.append(prompt)
-        self.generated.append(0.0)
-        self.group.append(g)
-        if w.agent is None:
-            self.response.append(n if n <= cap else cap)
-            self.max_tokens.append(cap)
-            self.truncated.append(n > cap)
-            self.observation.append(0)
-        else:
-            self._agent_turns(episode_id, n, difficulty, w.agent)
-        return 0.0
-
-    def _agent_turns(self, episode_id: int, first: int, difficulty: float, a: AgentTurns) -> None:
-        cap, tool = self._cap, self._tool
-        assert tool is not None
-        lengths = [first]
-        for _ in range(a.turns - 1):
-            x = self._response.next() * difficulty
-            lengths.append(max(int(x + 0.5), 1) if x < cap + 0.5 else cap + 1)
-        obs = a.observation_tokens
-        turns = [(min(n, cap), tool.next() if a.tool_latency_s else 0.0, obs) for n in lengths]
-        turns[-1] = (turns[-1][0], 0.0, 0)
-        self.turns[episode_id] = turns
-        self.response.append(sum(t[0] for t in turns))
-        self.max_tokens.append(a.turns * cap)
-        self.truncated.append(any(n > cap for n in lengths))
-        self.observation.append(obs * (a.turns - 1))
-
-    def publish(self, version: int, running: Sequence[tuple[Episode, float]]) -> dict[int, float]:
-        """New weights change no sample's length in this model: nothing to re-cost."""
-        return {}
-
-    def tokens_of(self, episode_id: int) -> tuple[int, int, int]:
-        """(prompt, response, max_tokens) of episode ``episode_id``."""
-        return self.prompt[episode_id], self.response[episode_id], self.max_tokens[episode_id]

@@ -1,0 +1,171 @@
+"""The compiled build of the compute engine (``setup.py``, ``make fast``) against pure Python.
+
+mypyc compiles the same source, so every run must be bit-identical: this file runs a set of
+scenarios that reach every path of the compiled modules (closed loops and full runs; preemption
+and reservation; shared prompts; colocated pauses; partial rollouts, KV drops at a sync; agent
+turns with kept or recomputed KV, unlimited and scarce environment workers) and compares a digest
+of each run (summary, every episode's end and duration, every replica's counters, written with
+``repr``: floats to the last bit) with the same scenarios run by pure Python in a subprocess.
+
+``make test-compiled`` runs it on the build with ``PIPESIM_EXPECT_COMPILED=1``, so that a build
+that silently fell back to Python fails; without a compiled build the comparison is skipped.
+``python tests/test_compiled.py`` prints the digests of the interpreter it runs in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pipesim
+from pipesim.compute import GPUS, MODELS, batch, driver, engine, is_compiled, prefix, source
+from pipesim.compute.closedloop import ClosedLoop
+from pipesim.compute.cluster import Cluster, run_compute
+from pipesim.compute.cost import EngineConfig
+from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
+from pipesim.policies.replicas import GroupAffinity
+from tests.test_compute_engine import config_with_budget
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = (batch, driver, engine, prefix, source)
+"""The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
+
+
+def _compiled(module: Any) -> bool:
+    return str(module.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def _engine(budget_tokens: int | None = None, **kw: Any) -> EngineConfig:
+    if budget_tokens is not None:
+        return config_with_budget(budget_tokens, **kw)
+    return EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024, **kw)
+
+
+def _work(agent: AgentTurns | None = None, n: int = 1) -> TokenWorkload:
+    return TokenWorkload(
+        response=LogNormalLengths(96.0, 0.7),
+        prompt=64,
+        samples_per_prompt=n,
+        max_response_tokens=256,
+        agent=agent,
+        difficulty_sigma=0.3,
+    )
+
+
+TURNS = AgentTurns(turns=3, tool_latency_s=0.5, tool_latency_sigma=1.0, observation_tokens=32)
+
+
+def _closed(engine_cfg: EngineConfig, work: TokenWorkload, concurrency: int, samples: int) -> Any:
+    loop = ClosedLoop(engine_cfg, work, concurrency, seed=3, series=True)
+    out = loop.run(samples)
+    frame = loop.replica.timeline_frame()
+    return out, loop.replica.stats(out["sim_time_s"]), frame.to_numpy().tolist()
+
+
+def _run(
+    trainer_gpus: int,
+    work: TokenWorkload,
+    policy: Any,
+    eta: int,
+    engine_cfg: EngineConfig | None = None,
+    workers: int | None = None,
+    **kw: Any,
+) -> Any:
+    cfg = pipesim.PipelineConfig(batch_size=48, steps=3, max_staleness=eta)
+    sc = pipesim.Scenario(pipeline=cfg, weight_update=policy)
+    cluster = Cluster(
+        engine=engine_cfg or _engine(max_num_seqs=32),
+        n_gpus=trainer_gpus + 2,
+        trainer_gpus=trainer_gpus,
+        env_workers=workers,
+    )
+    run = run_compute(sc, cluster, work, seed=11, **kw)
+    summary = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in run.summary().items()}
+    ends = [(e.id, e.end_s, e.duration_s, e.status) for e in run.result.episodes]
+    return summary, ends, run.engines
+
+
+CASES: dict[str, Any] = {
+    "closed loop": lambda: _closed(_engine(max_num_seqs=64), _work(), 64, 2_000),
+    "closed loop, preemptions": lambda: _closed(_engine(3000, max_num_seqs=64), _work(), 64, 1_000),
+    "closed loop, reserve": lambda: _closed(
+        _engine(3000, max_num_seqs=64, kv_policy="reserve"), _work(), 64, 800
+    ),
+    "closed loop, agent turns": lambda: _closed(_engine(max_num_seqs=32), _work(TURNS), 32, 400),
+    "closed loop, shared prompts": lambda: _closed(
+        _engine(3000, max_num_seqs=64, share_group_prefix=True), _work(n=8), 64, 800
+    ),
+    "colocated, drain": lambda: _run(0, _work(), pipesim.Drain(), 0),
+    "two replicas, partial": lambda: _run(2, _work(), pipesim.PartialRollout(), 1),
+    "preemptions, KV dropped at a sync": lambda: _run(
+        1, _work(), pipesim.AbortReprefill(), 1, _engine(2500, max_num_seqs=48)
+    ),
+    "agent turns, kept KV": lambda: _run(1, _work(TURNS), pipesim.PartialRollout(), 1),
+    "agent turns, dropped KV, 8 workers": lambda: _run(
+        2, _work(TURNS), pipesim.PartialRollout(), 2, _engine(max_num_seqs=32, tool_kv="drop"), workers=8
+    ),
+    "groups on one replica, shared prompts": lambda: _run(
+        1,
+        _work(n=8),
+        pipesim.PartialRollout(),
+        1,
+        _engine(4000, max_num_seqs=48, share_group_prefix=True),
+        groups=True,
+        routing=GroupAffinity(8),
+    ),
+}
+
+
+def digests() -> dict[str, str]:
+    """The digest of every case, run by this interpreter."""
+    return {name: hashlib.sha256(repr(case()).encode()).hexdigest() for name, case in CASES.items()}
+
+
+def test_the_cases_run_and_differ() -> None:
+    """Each case is a different run (a digest that ignored its input would pass the comparison)."""
+    d = digests()
+    assert len(set(d.values())) == len(CASES)
+    assert d == digests()  # and the same run twice is the same digest
+
+
+def test_the_build_compiles_what_setup_lists() -> None:
+    """``setup.py``'s list is the modules this file checks; with ``PIPESIM_EXPECT_COMPILED=1``
+    (``make test-compiled``) each of them must be a C extension, not a fallback to Python."""
+    text = (ROOT / "setup.py").read_text()
+    listed = [line.strip().strip('",') for line in text.splitlines() if line.strip().startswith('"pipesim/')]
+    assert sorted(listed) == sorted(str(Path(m.__name__.replace(".", "/") + ".py")) for m in MODULES)
+    if os.environ.get("PIPESIM_EXPECT_COMPILED") == "1":
+        assert [m.__name__ for m in MODULES if not _compiled(m)] == []
+
+
+@pytest.mark.skipif(not is_compiled(), reason="no compiled build on the path (make test-compiled)")
+def test_compiled_runs_are_bit_identical_to_pure_python() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the source tree: pure Python
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "test_compiled.py")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    pure = json.loads(out.stdout)
+    assert pure.pop("compiled") is False
+    compiled = digests()
+    assert [name for name in CASES if pure[name] != compiled[name]] == []
+
+
+if __name__ == "__main__":
+    np.seterr(all="raise")
+    print(json.dumps({"compiled": is_compiled(), **digests()}))
