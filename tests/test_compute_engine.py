@@ -360,6 +360,8 @@ def test_trainer_time_from_tokens() -> None:
             lambda: TokenSource(TokenWorkload(max_response_tokens=4000), np.random.default_rng(), 4096),
             "max_response_tokens",
         ),
+        (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), 1.5e4), "context_tokens"),
+        (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), "16384"), "context_tokens"),
         (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
         (lambda: LogNormalLengths(-1.0), "median_tokens"),
         (lambda: Cluster(engine=SMALL, n_gpus=4, trainer_gpus=4), "trainer_gpus"),

@@ -25,7 +25,7 @@ import numpy as np
 from mypy_extensions import mypyc_attr
 
 from pipesim.compute.workload import AgentTurns, LengthModel, LogNormalLengths, TokenWorkload, _power
-from pipesim.core.errors import PipelineError
+from pipesim.core.errors import PipelineError, check_int
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -83,13 +83,18 @@ class TokenSource:
     """
 
     def __init__(
-        self, workload: TokenWorkload, rng: np.random.Generator, context_tokens: int | None = None
+        self, workload: TokenWorkload, rng: np.random.Generator, context_tokens: object = None
     ) -> None:
+        """``context_tokens``: the model's context (an int), which no sample may outgrow; None
+        checks nothing. (Typed ``object`` so that the compiled build, which checks an argument's
+        declared type on entry, lets a bad value reach the check that names it.)"""
         if not isinstance(workload, TokenWorkload):
             raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy.random.Generator, got {rng!r}")
         if context_tokens is not None:
+            check_int("context_tokens", context_tokens, 1)
+            assert isinstance(context_tokens, int)
             workload.check_context(context_tokens)
         self.workload = workload
         self.rng = rng
