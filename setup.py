@@ -28,7 +28,13 @@ COMPILED = [
 
 ext_modules = []
 if os.environ.get("PIPESIM_COMPILE") == "1":
-    from mypyc.build import mypycify
+    try:
+        from mypyc.build import mypycify
+    except ImportError as e:  # pip builds in an isolated environment unless told not to
+        raise SystemExit(
+            "PIPESIM_COMPILE=1 needs mypy (mypyc) where the build runs: pip install mypy "
+            "'setuptools>=77', then PIPESIM_COMPILE=1 pip install --no-build-isolation ."
+        ) from e
 
     # one extension per module (separate): gcc compiles them in parallel, in seconds, where one
     # C file of them all took minutes; no debug info
