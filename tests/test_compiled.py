@@ -4,7 +4,7 @@ mypyc compiles the same source, so every run must be bit-identical: this file ru
 scenarios that reach every path of the compiled modules (closed loops and full runs; preemption
 and reservation; shared prompts; colocated pauses; partial rollouts, KV drops at a sync; agent
 turns with kept or recomputed KV, unlimited and scarce environment workers) and compares a digest
-of each run (summary, every episode's end and duration, every replica's counters, written with
+of each run (summary, every episode's start, end and duration, every replica's counters, written with
 ``repr``: floats to the last bit) with the same scenarios run by pure Python in a subprocess.
 
 ``make test-compiled`` runs it on the build with ``PIPESIM_EXPECT_COMPILED=1``, so that a build
@@ -69,7 +69,7 @@ def _closed(engine_cfg: EngineConfig, work: TokenWorkload, concurrency: int, sam
     loop = ClosedLoop(engine_cfg, work, concurrency, seed=3, series=True)
     out = loop.run(samples)
     frame = loop.replica.timeline_frame()
-    return out, loop.replica.stats(out["sim_time_s"]), frame.to_numpy().tolist()
+    return _plain((out, loop.replica.stats(out["sim_time_s"]), frame.to_numpy().tolist()))
 
 
 def _run(
@@ -91,8 +91,20 @@ def _run(
     )
     run = run_compute(sc, cluster, work, seed=11, **kw)
     summary = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in run.summary().items()}
-    ends = [(e.id, e.end_s, e.duration_s, e.status) for e in run.result.episodes]
-    return summary, ends, run.engines
+    ends = [(e.id, e.start_s, e.end_s, e.duration_s, e.status) for e in run.result.episodes]
+    return _plain((summary, ends, run.engines))
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with numpy scalars as Python ones: a numpy time a user passes in stays a numpy float
+    through pure Python, where the compiled build holds it as a C double (the same value)."""
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_plain(v) for v in x)
+    return x
 
 
 CASES: dict[str, Any] = {
@@ -113,6 +125,9 @@ CASES: dict[str, Any] = {
     "agent turns, kept KV": lambda: _run(1, _work(TURNS), pipesim.PartialRollout(), 1),
     "agent turns, dropped KV, 8 workers": lambda: _run(
         2, _work(TURNS), pipesim.PartialRollout(), 2, _engine(max_num_seqs=32, tool_kv="drop"), workers=8
+    ),
+    "numpy times (a numpy clock)": lambda: _run(
+        1, _work(TURNS), pipesim.PartialRollout(), 1, sync_time_s=np.float64(2.0)
     ),
     "groups on one replica, shared prompts": lambda: _run(
         1,

@@ -430,6 +430,29 @@ def test_run_compute_checks_its_arguments_against_the_cluster() -> None:
     big = EngineConfig(model=MODELS["qwen3-32b"], gpu=g, tp=2, max_model_len=4096)
     with pytest.raises(ValueError, match=r"Cluster\.trainer_gpus \(1\)"):  # the default trainer
         run_compute(sc, Cluster(engine=big, n_gpus=3, trainer_gpus=1), wl)
+    for bad in (1, None, "yes"):
+        with pytest.raises(ValueError, match="record"):
+            run_compute(sc, split, wl, record=bad)  # type: ignore[arg-type]
+
+
+def test_numpy_times_run_as_python_floats_do() -> None:
+    """A sync time or overlap given as a numpy float makes SimPy's clock a numpy float: the run is
+    the same, value for value (the compiled build compared its queue's times as bools and failed)."""
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024, max_num_seqs=16)
+    cfg = pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=1)
+    work = TokenWorkload(response=LogNormalLengths(96.0, 0.7), prompt=64, max_response_tokens=256)
+    cluster = Cluster(engine=eng, n_gpus=2, trainer_gpus=1)
+    for wu, sync in [
+        (pipesim.PartialRollout(), np.float64(2.0)),
+        (pipesim.InFlightUpdate(np.float64(0.5)), None),
+    ]:
+        plain = pipesim.PartialRollout() if sync is not None else pipesim.InFlightUpdate(0.5)
+        runs = [
+            run_compute(pipesim.Scenario(pipeline=cfg, weight_update=w), cluster, work, seed=1, sync_time_s=s)
+            for w, s in ((wu, sync), (plain, None if sync is None else 2.0))
+        ]
+        a, b = ([(e.id, e.start_s, e.end_s, e.duration_s) for e in r.result.episodes] for r in runs)
+        assert a == b and len(a) >= 48
 
 
 def test_closed_loop_checks_its_arguments() -> None:

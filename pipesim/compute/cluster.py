@@ -304,6 +304,8 @@ def run_compute(
     if not isinstance(workload, TokenWorkload):
         raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
     check_int("seed", seed, 0)
+    if not isinstance(record, bool):
+        raise ValueError(f"record must be a bool, got {record!r}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica

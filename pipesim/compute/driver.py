@@ -229,14 +229,16 @@ class ReplicaDriver(BatchState):
                 return
             t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
             at_t = True  # the next change is the one planned for t (not a tool return before it)
-            while queue and queue[0][0] <= t:  # what SimPy would pop before t
+            # what SimPy would pop before t; float(): a user's numpy time makes SimPy's clock a
+            # numpy float, whose comparison is a numpy bool (the compiled build wants a bool)
+            while queue and float(queue[0][0]) <= t:
                 tt, _, _, ev = queue[0]
                 cbs = ev.callbacks
                 cb = cbs[0] if cbs and len(cbs) == 1 else None
                 if cb is on_timer:  # this replica's superseded timeout: popped, it does nothing
                     heappop(queue)
                     continue
-                if cb is not on_tool or tt >= t:
+                if cb is not on_tool or float(tt) >= t:
                     self._arm_at(t)  # someone else's event comes first
                     return
                 # this replica's tool call returns first: what SimPy and _on_tool would do
@@ -248,7 +250,7 @@ class ReplicaDriver(BatchState):
                     continue  # taken off the replica during the call
                 del tooling[seq]
                 self.waiting.append(seq)
-                if self._settle_pending or (queue and queue[0][0] <= now):
+                if self._settle_pending or (queue and float(queue[0][0]) <= now):
                     if not self._settle_pending:  # others at this instant: settle after them
                         self._settle_pending = True
                         ev = env.timeout(0.0)
@@ -336,7 +338,7 @@ class ReplicaDriver(BatchState):
                 prefix.leave(self, seq)
             ep = seq.ep
             heappush(free, ep.slot)
-            ep.end_s = now
+            ep.end_s = now + 0.0
             ep.update_to = n_upd
             g = clock - (ep.start_s - ep.offset_start)  # generated_s(ep)
             ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
@@ -391,7 +393,7 @@ class ReplicaDriver(BatchState):
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             env = self.env
             now = env.now
-            if self.handle_in_place and env.peek() > now:  # the settle event would be next: now
+            if self.handle_in_place and float(env.peek()) > now:  # the settle event would be next: now
                 self._advance(now)
                 self._drive(now)
                 return

@@ -111,7 +111,7 @@ class ComputeReplica(ReplicaDriver):
         """Queue ``ep`` for admission (its tokens are in the source's side table; ``work_s`` unused)."""
         ep.slot = heapq.heappop(self.free)
         ep.replica = self.index
-        ep.start_s = now
+        ep.start_s = now + 0.0  # a float, as the compiled build makes it (SimPy's clock starts at int 0)
         ep.update_from = len(self.p.updates)
         ep.offset_start = self.offset
         src = self.source
@@ -188,7 +188,7 @@ class ComputeReplica(ReplicaDriver):
             self.source.generated[ep.id] = self._generated_tokens(seq)
             seq.stamp = -1
             heapq.heappush(self.free, ep.slot)
-            ep.end_s = now
+            ep.end_s = now + 0.0
             ep.update_to = n_upd
             ep.duration_s = ep.work_s = g = self.generated_s(ep)
             out.append((ep, g))
