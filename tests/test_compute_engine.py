@@ -461,7 +461,7 @@ def test_closed_loop_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="seed"):
         ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4, seed=-1)
     loop = ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4)
-    for bad in (0, -1, 1.5):
+    for bad in (0, -1, 1.5, 10**30):
         with pytest.raises(ValueError, match="samples"):
             loop.run(bad)  # type: ignore[arg-type]
 

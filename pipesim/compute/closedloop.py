@@ -19,7 +19,7 @@ from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
 from pipesim.core.episode import Episode
-from pipesim.core.errors import check_int
+from pipesim.core.errors import MAX_POOL_TASKS, check_int
 
 
 class ClosedLoop:
@@ -62,7 +62,7 @@ class ClosedLoop:
 
     def run(self, samples: int) -> dict[str, float]:
         """Run until ``samples`` sequences finished; the replica's figures over the run."""
-        check_int("samples", samples, 1)
+        check_int("samples", samples, 1, MAX_POOL_TASKS, "each sample keeps a row of the token side table")
         self.limit = samples
         for _ in range(min(self.concurrency, samples)):
             self._start()
