@@ -15,7 +15,6 @@ that silently fell back to Python fails; without a compiled build the comparison
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
 import json
 import math
 import os
@@ -39,10 +38,6 @@ from tests.test_compute_engine import config_with_budget
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = (batch, driver, engine, prefix, source)
 """The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
-
-
-def _compiled(module: Any) -> bool:
-    return str(module.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def _engine(budget_tokens: int | None = None, **kw: Any) -> EngineConfig:
@@ -160,7 +155,7 @@ def test_the_build_compiles_what_setup_lists() -> None:
     listed = [line.strip().strip('",') for line in text.splitlines() if line.strip().startswith('"pipesim/')]
     assert sorted(listed) == sorted(str(Path(m.__name__.replace(".", "/") + ".py")) for m in MODULES)
     if os.environ.get("PIPESIM_EXPECT_COMPILED") == "1":
-        assert [m.__name__ for m in MODULES if not _compiled(m)] == []
+        assert [m.__name__ for m in MODULES if not is_compiled(m)] == []
 
 
 @pytest.mark.skipif(not is_compiled(), reason="no compiled build on the path (make test-compiled)")

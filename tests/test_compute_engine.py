@@ -442,16 +442,17 @@ def test_numpy_times_run_as_python_floats_do() -> None:
     cfg = pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=1)
     work = TokenWorkload(response=LogNormalLengths(96.0, 0.7), prompt=64, max_response_tokens=256)
     cluster = Cluster(engine=eng, n_gpus=2, trainer_gpus=1)
-    for wu, sync in [
-        (pipesim.PartialRollout(), np.float64(2.0)),
-        (pipesim.InFlightUpdate(np.float64(0.5)), None),
+
+    def ends(wu: Any, sync_time_s: Any) -> list[tuple[Any, ...]]:
+        sc = pipesim.Scenario(pipeline=cfg, weight_update=wu)
+        run = run_compute(sc, cluster, work, seed=1, sync_time_s=sync_time_s)
+        return [(e.id, e.start_s, e.end_s, e.duration_s) for e in run.result.episodes]
+
+    for numpy_case, plain_case in [
+        ((pipesim.PartialRollout(), np.float64(2.0)), (pipesim.PartialRollout(), 2.0)),
+        ((pipesim.InFlightUpdate(np.float64(0.5)), None), (pipesim.InFlightUpdate(0.5), None)),
     ]:
-        plain = pipesim.PartialRollout() if sync is not None else pipesim.InFlightUpdate(0.5)
-        runs = [
-            run_compute(pipesim.Scenario(pipeline=cfg, weight_update=w), cluster, work, seed=1, sync_time_s=s)
-            for w, s in ((wu, sync), (plain, None if sync is None else 2.0))
-        ]
-        a, b = ([(e.id, e.start_s, e.end_s, e.duration_s) for e in r.result.episodes] for r in runs)
+        a, b = ends(*numpy_case), ends(*plain_case)
         assert a == b and len(a) >= 48
 
 

@@ -24,6 +24,8 @@ Nothing here imports ``torch`` or ``transformers``.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from pipesim.compute.catalog import HF_CONFIGS, MODELS, model
 from pipesim.compute.cost import KV_POLICIES, EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUS, GPUSpec, gpu
@@ -59,14 +61,16 @@ _LAZY = {
 }
 
 
-def is_compiled() -> bool:
+def is_compiled(module: ModuleType | None = None) -> bool:
     """Whether the compute engine runs as the compiled build (``setup.py``: its hot modules as C
-    extensions, about twice as fast) rather than as pure Python."""
+    extensions, about twice as fast) rather than as pure Python; with ``module``, whether that
+    module is a C extension."""
     import importlib.machinery
 
     from pipesim.compute import batch
 
-    return str(batch.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+    path = (batch if module is None else module).__file__
+    return str(path).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def __getattr__(name: str) -> object:

@@ -102,7 +102,6 @@ class BatchState:
         self._flops_seq, self._flops_kv = cost._flops_per_seq, cost._attn_flops_all
         self._wbytes, self._bytes_kv = cost._weight_bytes, cost._attn_bytes_all
         self._peak, self._bw = cost._peak, cost._bw
-        self._prefill_memo = cost._prefill
         self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, episode id, stamp, seq)
         self.waiting: deque[Seq] = deque()
         self.admitted: list[tuple[int, Seq]] = []  # admission order, for preemption (lazy)
@@ -347,9 +346,7 @@ class BatchState:
             seq.fresh = 0
         if k:
             self._vb = v  # iterations restart here
-            key = (int(new_tokens), pairs, k)
-            seconds = self._prefill_memo.get(key)  # cost.prefill_s's own memo, read in place
-            self._stall(now, self.cost.prefill_s(*key) if seconds is None else seconds)
+            self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))
             self.prefill_tokens += new_tokens
             self._dirty = True
 
