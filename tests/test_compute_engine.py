@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
+from pipesim.compute.batch import BatchState
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.roofline import Efficiency
 from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.compute.workload import (
@@ -220,6 +222,26 @@ def test_per_sequence_speed_non_increasing_in_batch(b1: int, k1: int, db: int, d
     assert cost.iteration_s(b1, k1) <= cost.iteration_s(b1 + db, k1 + dk)
     per_seq = [1 / cost.iteration_s(b, 1000 * b) for b in (1, 2, 8, 64, 256, 1024)]
     assert per_seq == sorted(per_seq, reverse=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([("qwen3-0.6b", "h100-sxm", 1), ("qwen3-8b", "h20", 2), ("qwen3-30b-a3b", "b200", 4)]),
+    st.sampled_from([Efficiency(), Efficiency(kernel_overhead_s=0.0, combine_exponent=2)]),
+    st.lists(
+        st.tuples(st.integers(-1, 70_000), st.floats(0.0, 4e9), st.integers(1, 1024)), min_size=1, max_size=8
+    ),
+)
+def test_admission_prefill_time_is_the_cost_models(
+    where: tuple[str, str, int], eff: Efficiency, calls: list[tuple[int, float, int]]
+) -> None:
+    """The batch's own prefill time (``BatchState._prefill_time``, what admission pays) is
+    ``ReplicaCost.prefill_s`` bit for bit, cold memos or warm, in both builds."""
+    model, gpu, tp = where
+    cfg = EngineConfig(model=MODELS[model], gpu=GPUS[gpu], tp=tp, max_model_len=4096, efficiency=eff)
+    fast, reference = BatchState(ReplicaCost(cfg), 0), ReplicaCost(cfg)
+    for new_tokens, pairs, n_seqs in calls + calls:
+        assert fast._prefill_time(new_tokens, pairs, n_seqs) == reference.prefill_s(new_tokens, pairs, n_seqs)
 
 
 def test_preemption_keeps_kv_within_budget() -> None:

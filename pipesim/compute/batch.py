@@ -102,6 +102,11 @@ class BatchState:
         self._flops_seq, self._flops_kv = cost._flops_per_seq, cost._attn_flops_all
         self._wbytes, self._bytes_kv = cost._weight_bytes, cost._attn_bytes_all
         self._peak, self._bw = cost._peak, cost._bw
+        eff = cfg.efficiency  # what _prefill_time reads of cost.prefill_s
+        self._lin, self._lm = cost._lin, cost._lm
+        self._pf_flops, self._pf_bytes = cost._attn_flops_tok, cost._attn_bytes_tok
+        self._p, self._inv_p = float(eff.combine_exponent), 1 / eff.combine_exponent
+        self._k0, self._it0, self._layers = eff.kernel_overhead_s, cfg.iteration_overhead_s, cost.n_layers
         self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, episode id, stamp, seq)
         self.waiting: deque[Seq] = deque()
         self.admitted: list[tuple[int, Seq]] = []  # admission order, for preemption (lazy)
@@ -346,9 +351,28 @@ class BatchState:
             seq.fresh = 0
         if k:
             self._vb = v  # iterations restart here
-            self._stall(now, self.cost.prefill_s(int(new_tokens), pairs, k))
+            self._stall(now, self._prefill_time(int(new_tokens), pairs, k))
             self.prefill_tokens += new_tokens
             self._dirty = True
+
+    def _prefill_time(self, new_tokens: int, pairs: float, n_seqs: int) -> float:
+        """``cost.prefill_s(new_tokens, pairs, n_seqs)``, the same operations in the same order
+        (``tests/test_compute_engine.py`` checks they agree bit for bit), on the cost's memos of
+        the linear layers and the LM head: no memo keyed by a tuple, and no call into the cost
+        model, which stays Python in the compiled build (where this is a tenth of an admission)."""
+        if new_tokens <= 0:
+            return 0.0
+        lin = self._lin.get(new_tokens)
+        if lin is None:
+            lin = self.cost.linear_s(new_tokens)
+        lm = self._lm
+        head = lm[n_seqs] if n_seqs < len(lm) else self.cost.lm_head_s(n_seqs)
+        # roofline.kernel_time_s of the attention, inlined
+        t_c = self._pf_flops * pairs / self._peak
+        t_m = self._pf_bytes * 2 * new_tokens / self._bw
+        hi, lo = (t_c, t_m) if t_c >= t_m else (t_m, t_c)
+        attn = self._k0 if hi == 0.0 else self._k0 + hi * (1.0 + (lo / hi) ** self._p) ** self._inv_p
+        return self._layers * (lin + attn) + head + self._it0
 
     def _stall(self, now: float, seconds: float) -> None:
         self.prefill_s += seconds

@@ -8,7 +8,6 @@ no weight syncs) and ``on_finished``.
 
 from __future__ import annotations
 
-import gc
 from typing import Any, cast
 
 import numpy as np
@@ -18,6 +17,7 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
+from pipesim.core.engine import collector_paused
 from pipesim.core.episode import Episode
 from pipesim.core.errors import MAX_POOL_TASKS, check_int
 
@@ -66,13 +66,8 @@ class ClosedLoop:
         self.limit = samples
         for _ in range(min(self.concurrency, samples)):
             self._start()
-        enabled = gc.isenabled()
-        gc.disable()  # as ``Pipeline.run`` does: many long-lived small objects, nothing cyclic
-        try:
+        with collector_paused():  # as ``Pipeline.run``: many long-lived small objects, no cycles
             self.env.run()
-        finally:
-            if enabled:
-                gc.enable()
         T = self.env.now
         s = self.replica.stats(T)
         return {

@@ -208,6 +208,7 @@ class ReplicaCost:
         self._a: list[float] = [0.0]
         self._lin: dict[int, float] = {}
         self._prefill: dict[tuple[int, float, int], float] = {}
+        self._lm: list[float] = []  # lm_head_s by sequences
         self._ring = (
             2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
         )
@@ -292,8 +293,21 @@ class ReplicaCost:
             self._attn_bytes_tok * 2 * new_tokens,
             c.efficiency,
         )
-        lm_head = gemm_time_s(c.gpu, n_seqs, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
-        return self.n_layers * (self.linear_s(new_tokens) + attn) + lm_head + c.iteration_overhead_s
+        return (
+            self.n_layers * (self.linear_s(new_tokens) + attn)
+            + self.lm_head_s(n_seqs)
+            + c.iteration_overhead_s
+        )
+
+    def lm_head_s(self, n_seqs: int) -> float:
+        """Seconds of the LM head for ``n_seqs`` sequences (the last token of each; cached)."""
+        memo = self._lm
+        while len(memo) <= n_seqs:
+            c = self.config
+            memo.append(
+                gemm_time_s(c.gpu, len(memo), c.model.hidden_size, self._vocab, efficiency=c.efficiency)
+            )
+        return memo[n_seqs]
 
     def compute_bound(self, b: int, kv_tokens: float) -> bool:
         """Whether a decode iteration is compute bound (FLOP time above HBM time, roofline terms)."""
