@@ -17,7 +17,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 from mypy_extensions import mypyc_attr
@@ -68,6 +68,20 @@ class EnvWorkers:
         self.env.timeout(seconds).callbacks.append(done)  # type: ignore[union-attr]
 
 
+class Wakeup:
+    """The replica's own events on SimPy's queue (its timer, tool returns, settles): what
+    :meth:`simpy.Environment.step` reads of an event it pops, nothing more. It calls
+    ``callbacks`` with the event (after setting them to None) and raises ``_value`` where ``_ok``
+    is false; these never fail. A ``simpy.Event`` costs a Python ``__init__`` and two stores per
+    turn of an agent (``_ok``, ``_value``); this is one allocation in the compiled build. No one
+    yields these or waits on them: SimPy's processes never see them."""
+
+    def __init__(self, callback: Callable[[Wakeup], None], value: Seq | None = None) -> None:
+        self.callbacks: list[Callable[[Wakeup], None]] | None = [callback]
+        self._ok = True
+        self._value = value
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class ReplicaDriver(BatchState):
     """A replica's batch on the SimPy clock (see the module docstring); the kernel's port is
@@ -104,7 +118,7 @@ class ReplicaDriver(BatchState):
         self.source = source
         self.free = list(range(n_slots))
         self.offset = 0.0
-        self._timer: simpy.Event | None = None
+        self._timer: Wakeup | simpy.Event | None = None
         self._timer_at = math.inf
         self._target_v = math.inf
         self._in_event = False
@@ -119,6 +133,7 @@ class ReplicaDriver(BatchState):
         self._pause_recorded = -math.inf
         self._on_timer_cb = self._on_timer  # one bound method each: how _drive knows its own events
         self._on_tool_cb = self._on_tool
+        self._on_settle_cb = self._on_settle
         if series or (series is None and record):
             self.series = series if isinstance(series, ReplicaSeries) else ReplicaSeries()
 
@@ -178,12 +193,24 @@ class ReplicaDriver(BatchState):
 
     def _rearm(self, now: float) -> None:
         at = self._plan(now)
-        if at < math.inf:
-            ev = self.env.timeout(at - now if at > now else 0.0)
-            ev.callbacks.append(self._on_timer_cb)  # type: ignore[union-attr]
-            self._timer = ev
+        if at < math.inf:  # what env.timeout(delay) schedules: at the clock + delay
+            self._timer = self._schedule(self.env.now + (at - now if at > now else 0.0), self._on_timer_cb)
 
-    def _on_timer(self, ev: simpy.Event) -> None:
+    def _schedule(self, t: float, callback: Callable[[Wakeup], None], value: Seq | None = None) -> Wakeup:
+        """Push a :class:`Wakeup` for ``callback`` at the absolute time ``t`` onto SimPy's queue,
+        as ``Environment.schedule`` pushes an event of normal priority."""
+        env = self.env
+        ev = Wakeup(callback, value)
+        queue: list[Any] = cast(Any, env)._queue
+        heapq.heappush(queue, (t, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
+        return ev
+
+    def _settle_later(self) -> None:
+        """Settle at the end of this instant, after what else is due now (a zero timeout)."""
+        self._settle_pending = True
+        self._schedule(self.env.now + 0.0, self._on_settle_cb)
+
+    def _on_timer(self, ev: Wakeup | simpy.Event) -> None:
         if ev is not self._timer:
             return  # superseded by a later change of the batch
         now = self.env.now
@@ -191,7 +218,7 @@ class ReplicaDriver(BatchState):
         self._snap(now, force=True)
         self._drive(now)
 
-    def _on_settle(self, _ev: simpy.Event) -> None:
+    def _on_settle(self, _ev: Wakeup) -> None:
         self._settle_pending = False
         if self.paused_since is None:
             now = self.env.now
@@ -252,9 +279,7 @@ class ReplicaDriver(BatchState):
                 self.waiting.append(seq)
                 if self._settle_pending or (queue and float(queue[0][0]) <= now):
                     if not self._settle_pending:  # others at this instant: settle after them
-                        self._settle_pending = True
-                        ev = env.timeout(0.0)
-                        ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
+                        self._settle_later()
                     self._arm_at(t)
                     return
                 at_t = False
@@ -271,13 +296,7 @@ class ReplicaDriver(BatchState):
     def _arm_at(self, t: float) -> None:
         """Arm the timer at the absolute time ``t`` (what ``env.timeout(t - now)`` computed as
         ``now + (t - now)`` gives), scheduled as SimPy's ``schedule`` does."""
-        env = self.env
-        ev = simpy.Event(env)
-        ev._ok = True
-        ev._value = None
-        ev.callbacks.append(self._on_timer_cb)  # type: ignore[union-attr]
-        heapq.heappush(env._queue, (t, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
-        self._timer = ev
+        self._timer = self._schedule(t, self._on_timer_cb)
 
     def _step(self, now: float, rearm: bool = True) -> float:
         """Finish what is due, preempt if the cache is full, admit, report, re-arm (or, with
@@ -372,17 +391,14 @@ class ReplicaDriver(BatchState):
         self.tooling[seq] = None
         self.tool_calls += 1
         if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
-            env = self.env
-            ev = simpy.Event(env)
-            ev._ok = True
-            ev._value = seq
-            ev.callbacks.append(self._on_tool_cb)  # type: ignore[union-attr]
-            heapq.heappush(env._queue, (env.now + tool_s, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
+            self._schedule(self.env.now + tool_s, self._on_tool_cb, seq)
         else:
             self.pool.call(tool_s, lambda s=seq: self._tool_return(s))  # type: ignore[misc]
 
-    def _on_tool(self, ev: simpy.Event) -> None:
-        self._tool_return(ev._value)
+    def _on_tool(self, ev: Wakeup) -> None:
+        seq = ev._value
+        assert seq is not None
+        self._tool_return(seq)
 
     def _tool_return(self, seq: Seq) -> None:
         """The tool answered: ``seq`` queues for the GPU (its observation to prefill)."""
@@ -397,9 +413,7 @@ class ReplicaDriver(BatchState):
                 self._advance(now)
                 self._drive(now)
                 return
-            self._settle_pending = True
-            ev = self.env.timeout(0.0)
-            ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
+            self._settle_later()
 
     def _off_gpu(self) -> list[Seq]:
         """Sequences on this replica but not resident: waiting for the KV cache, or in a tool call."""

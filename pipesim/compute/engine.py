@@ -125,9 +125,7 @@ class ComputeReplica(ReplicaDriver):
             seq.group = src.group[i]
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
-            self._settle_pending = True
-            ev = self.env.timeout(0.0)
-            ev.callbacks.append(self._on_settle)  # type: ignore[union-attr]
+            self._settle_later()
 
     def generated_s(self, ep: Episode) -> float:
         now = self.paused_since if self.paused_since is not None else self.env.now
