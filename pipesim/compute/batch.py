@@ -29,8 +29,14 @@ if TYPE_CHECKING:
 _INF = math.inf
 
 
+@mypyc_attr(acyclic=True)
 class Seq:
-    """One sequence on a replica."""
+    """One sequence on a replica.
+
+    Compiled, it is invisible to the cyclic collector (``acyclic``: no GC header, faster to make
+    and to free): nothing it refers to (its episode, the token counts of its turns) refers back
+    to it, so it is never part of a reference cycle.
+    """
 
     __slots__ = (
         "ep",

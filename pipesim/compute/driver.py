@@ -37,35 +37,36 @@ if TYPE_CHECKING:
 class EnvWorkers:
     """Environment workers (sandboxes) shared by replicas: at most ``n`` tool calls run at once,
     the others wait FIFO. A counting semaphore on the SimPy clock (what a ``simpy.Resource`` of
-    capacity ``n`` does, without its O(n) release), one timeout per call."""
+    capacity ``n`` does, without its O(n) release), one :class:`Wakeup` per call, for the
+    replica that made it (:meth:`ReplicaDriver._on_pool`), which calls :meth:`done`."""
 
     def __init__(self, env: simpy.Environment, n: int) -> None:
         self.env, self.n = env, n
         self.busy = 0
-        self.queue: deque[tuple[float, Callable[[], None]]] = deque()
+        self.queue: deque[tuple[float, ReplicaDriver, Seq]] = deque()
         self.calls = 0
         self.busy_s = 0.0  # worker-seconds spent in tool calls
 
-    def call(self, seconds: float, then: Callable[[], None]) -> None:
-        """Run a tool call of ``seconds`` on a free worker (or when one frees), then ``then()``."""
+    def call(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
+        """Run ``seq``'s tool call of ``seconds`` on a free worker (or when one frees); when it
+        ends, ``replica`` takes the sequence back."""
         self.calls += 1
         if self.busy < self.n:
             self.busy += 1
-            self._run(seconds, then)
+            self._run(seconds, replica, seq)
         else:
-            self.queue.append((seconds, then))
+            self.queue.append((seconds, replica, seq))
 
-    def _run(self, seconds: float, then: Callable[[], None]) -> None:
+    def done(self) -> None:
+        """A call ended: its worker takes the next queued call, or goes idle."""
+        if self.queue:
+            self._run(*self.queue.popleft())
+        else:
+            self.busy -= 1
+
+    def _run(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
         self.busy_s += seconds
-
-        def done(_ev: simpy.Event) -> None:
-            if self.queue:
-                self._run(*self.queue.popleft())
-            else:
-                self.busy -= 1
-            then()
-
-        self.env.timeout(seconds).callbacks.append(done)  # type: ignore[union-attr]
+        replica._schedule(self.env.now + seconds, replica._on_pool_cb, seq)  # env.timeout(seconds)
 
 
 class Wakeup:
@@ -134,6 +135,7 @@ class ReplicaDriver(BatchState):
         self._on_timer_cb = self._on_timer  # one bound method each: how _drive knows its own events
         self._on_tool_cb = self._on_tool
         self._on_settle_cb = self._on_settle
+        self._on_pool_cb = self._on_pool
         if series or (series is None and record):
             self.series = series if isinstance(series, ReplicaSeries) else ReplicaSeries()
 
@@ -393,11 +395,18 @@ class ReplicaDriver(BatchState):
         if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
             self._schedule(self.env.now + tool_s, self._on_tool_cb, seq)
         else:
-            self.pool.call(tool_s, lambda s=seq: self._tool_return(s))  # type: ignore[misc]
+            self.pool.call(tool_s, self, seq)
 
     def _on_tool(self, ev: Wakeup) -> None:
         seq = ev._value
         assert seq is not None
+        self._tool_return(seq)
+
+    def _on_pool(self, ev: Wakeup) -> None:
+        """A tool call on the environment workers ended: free the worker, then take ``seq`` back."""
+        seq = ev._value
+        assert seq is not None and self.pool is not None
+        self.pool.done()
         self._tool_return(seq)
 
     def _tool_return(self, seq: Seq) -> None:
