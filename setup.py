@@ -3,9 +3,10 @@
 ``PIPESIM_COMPILE=1`` compiles the modules in :data:`COMPILED` with mypyc (part of mypy: it
 turns type-annotated Python into a C extension of the same module), the modules every generated
 token goes through: the compute engine's batch, driver and replica, the prompt-sharing
-bookkeeping and the token side table. The rest of the package, the kernel included, stays Python.
-The compiled modules are the same source: every result is bit-identical to the pure build
-(``tests/test_compiled.py`` checks it); they run about twice as fast (``make bench-compute``).
+bookkeeping, the token side table and the closed loop's refill. The rest of the package, the
+kernel included, stays Python. The compiled modules are the same source: every result is
+bit-identical to the pure build (``tests/test_compiled.py`` checks it); they run about twice as
+fast (``make bench-compute``).
 
 ``make fast`` builds this into ``build/compiled`` (a ``pip install --target`` of the project,
 never into the source tree, so an edited ``.py`` is never shadowed by a stale extension); put it
@@ -22,6 +23,7 @@ COMPILED = [
     "pipesim/compute/driver.py",
     "pipesim/compute/engine.py",
     "pipesim/compute/prefix.py",
+    "pipesim/compute/refill.py",
     "pipesim/compute/source.py",
 ]
 """The modules the compiled build turns into C extensions."""

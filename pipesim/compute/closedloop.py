@@ -1,9 +1,10 @@
 """One replica under a closed loop: ``concurrency`` sequences, each completion replaced at once.
 
 The tokens/s a replica sustains against concurrency (``scenarios/compute.py``), and the raw speed
-of the engine model without the kernel around it (``benchmarks/bench_compute.py``). The loop is
-the smallest object the replica needs of a pipeline: a SimPy environment, the update log (empty:
-no weight syncs) and ``on_finished``.
+of the engine model without the kernel around it (``benchmarks/bench_compute.py``). The replica's
+pipeline is a :class:`~pipesim.compute.refill.Refill` (compiled with the engine): a SimPy
+environment, the update log (empty: no weight syncs) and ``on_finished``, which starts the
+replacement; this class checks the arguments and reports.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import simpy
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.refill import Refill
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
 from pipesim.core.engine import collector_paused
-from pipesim.core.episode import Episode
 from pipesim.core.errors import MAX_POOL_TASKS, check_int
 
 
@@ -39,40 +40,27 @@ class ClosedLoop:
         check_int("concurrency", concurrency, 1)
         check_int("seed", seed, 0)
         self.env = simpy.Environment()
-        self.updates: list[Any] = []
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
-        self.replica = ComputeReplica(
-            cast(Any, self), concurrency, 0, ReplicaCost(config), self.source, series=series
+        self.loop = loop = Refill(self.env, self.source)  # the replica's pipeline
+        self.replica = loop.replica = ComputeReplica(
+            cast(Any, loop), concurrency, 0, ReplicaCost(config), self.source, series=series
         )
         self.concurrency = concurrency
-        self.started = self.finished = 0
-        self.limit = 0
-
-    def _start(self) -> None:
-        i = self.started
-        self.source.work_s(i, i, 0, -1)
-        self.replica.start(Episode(i, i, 0.0, 0), self.env.now)
-        self.started = i + 1
-
-    def on_finished(self, episodes: list[Episode], now: float, in_pass: bool = False) -> None:
-        self.finished += len(episodes)
-        for _ in episodes:
-            if self.started < self.limit:
-                self._start()
 
     def run(self, samples: int) -> dict[str, float]:
         """Run until ``samples`` sequences finished; the replica's figures over the run."""
         check_int("samples", samples, 1, MAX_POOL_TASKS, "each sample keeps a row of the token side table")
-        self.limit = samples
+        loop = self.loop
+        loop.limit = samples
         for _ in range(min(self.concurrency, samples)):
-            self._start()
+            loop.start()
         with collector_paused():  # as ``Pipeline.run``: many long-lived small objects, no cycles
             self.env.run()
         T = self.env.now
         s = self.replica.stats(T)
         return {
             "concurrency": float(self.concurrency),
-            "samples": float(self.finished),
+            "samples": float(loop.finished),
             "sim_time_s": T,
             "tokens_per_s": s["tokens_generated"] / T if T > 0 else 0.0,
             "tokens_per_s_per_seq": s["tokens_generated"] / T / s["mean_running"]
