@@ -191,3 +191,12 @@ class TokenSource:
     def tokens_of(self, episode_id: int) -> tuple[int, int, int]:
         """(prompt, response, max_tokens) of episode ``episode_id``."""
         return self.prompt[episode_id], self.response[episode_id], self.max_tokens[episode_id]
+
+    def batch_tokens(self, batch: list[Episode]) -> int:
+        """Prompt, response and observation tokens of the episodes in ``batch`` (the trainer's)."""
+        prompt, response, obs = self.prompt, self.response, self.observation
+        total = 0
+        for ep in batch:
+            i = ep.id
+            total += prompt[i] + response[i] + obs[i]
+        return total

@@ -109,9 +109,7 @@ class ComputeTrainer:
         self.log: list[tuple[int, float, float]] = []
 
     def batch_tokens(self, batch: list[Episode]) -> float:
-        src = self.source
-        prompt, response, obs = src.prompt, src.response, src.observation
-        return float(sum(prompt[ep.id] + response[ep.id] + obs[ep.id] for ep in batch))
+        return float(self.source.batch_tokens(batch))
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
         tokens = self.batch_tokens(batch)
