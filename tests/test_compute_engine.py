@@ -610,6 +610,26 @@ def test_a_joining_sequence_evicts_other_cached_prefixes_not_only_the_oldest() -
         assert e["peak_kv_tokens"] <= e["kv_budget_tokens"] + 1e-6
 
 
+def test_environment_workers_run_any_callers_calls_in_turn() -> None:
+    """``EnvWorkers.call(seconds, then)`` serves callers other than a replica too, FIFO on its
+    workers: one worker runs a 1 s and a 2 s call one after the other."""
+    from pipesim.compute.engine import EnvWorkers
+
+    env = simpy.Environment()
+    pool, log = EnvWorkers(env, 1), []
+    pool.call(1.0, lambda: log.append(env.now))
+    pool.call(2.0, lambda: log.append(env.now))
+    env.run()
+    assert log == [1.0, 3.0] and pool.busy == 0 and pool.calls == 2 and pool.busy_s == 3.0
+
+
+def test_closed_loop_counts_its_samples() -> None:
+    work = TokenWorkload(response=LogNormalLengths(40.0, 0.5), prompt=16, max_response_tokens=256)
+    loop = ClosedLoop(SMALL, work, 8, seed=1)
+    out = loop.run(50)
+    assert loop.finished == out["samples"] == 50 and loop.started == 50 and loop.updates == []
+
+
 def test_one_environment_worker_is_the_bottleneck() -> None:
     wl = TokenWorkload(
         response=LogNormalLengths(60.0, 0.3),

@@ -47,6 +47,21 @@ class ClosedLoop:
         )
         self.concurrency = concurrency
 
+    @property
+    def started(self) -> int:
+        """Samples started so far."""
+        return self.loop.started
+
+    @property
+    def finished(self) -> int:
+        """Samples finished so far."""
+        return self.loop.finished
+
+    @property
+    def updates(self) -> list[Any]:
+        """The update log the replica reads (empty: a closed loop syncs no weights)."""
+        return self.loop.updates
+
     def run(self, samples: int) -> dict[str, float]:
         """Run until ``samples`` sequences finished; the replica's figures over the run."""
         check_int("samples", samples, 1, MAX_POOL_TASKS, "each sample keeps a row of the token side table")

@@ -37,25 +37,24 @@ if TYPE_CHECKING:
 class EnvWorkers:
     """Environment workers (sandboxes) shared by replicas: at most ``n`` tool calls run at once,
     the others wait FIFO. A counting semaphore on the SimPy clock (what a ``simpy.Resource`` of
-    capacity ``n`` does, without its O(n) release), one :class:`Wakeup` per call, for the
-    replica that made it (:meth:`ReplicaDriver._on_pool`), which calls :meth:`done`."""
+    capacity ``n`` does, without its O(n) release). A replica's calls (:meth:`call_for`) end with a
+    :class:`Wakeup` for it (:meth:`ReplicaDriver._on_pool`, which calls :meth:`done`); any other
+    caller's (:meth:`call`) with a timeout that runs its callback."""
 
     def __init__(self, env: simpy.Environment, n: int) -> None:
         self.env, self.n = env, n
         self.busy = 0
-        self.queue: deque[tuple[float, ReplicaDriver, Seq]] = deque()
+        self.queue: deque[tuple[float, ReplicaDriver | None, Seq | None, Callable[[], None] | None]] = deque()
         self.calls = 0
         self.busy_s = 0.0  # worker-seconds spent in tool calls
 
-    def call(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
-        """Run ``seq``'s tool call of ``seconds`` on a free worker (or when one frees); when it
-        ends, ``replica`` takes the sequence back."""
-        self.calls += 1
-        if self.busy < self.n:
-            self.busy += 1
-            self._run(seconds, replica, seq)
-        else:
-            self.queue.append((seconds, replica, seq))
+    def call(self, seconds: float, then: Callable[[], None]) -> None:
+        """Run a tool call of ``seconds`` on a free worker (or when one frees), then ``then()``."""
+        self._call(seconds, None, None, then)
+
+    def call_for(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
+        """:meth:`call` for ``seq``'s tool call on ``replica``, which takes the sequence back."""
+        self._call(seconds, replica, seq, None)
 
     def done(self) -> None:
         """A call ended: its worker takes the next queued call, or goes idle."""
@@ -64,9 +63,30 @@ class EnvWorkers:
         else:
             self.busy -= 1
 
-    def _run(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
+    def _call(
+        self, seconds: float, replica: ReplicaDriver | None, seq: Seq | None, then: Callable[[], None] | None
+    ) -> None:
+        self.calls += 1
+        if self.busy < self.n:
+            self.busy += 1
+            self._run(seconds, replica, seq, then)
+        else:
+            self.queue.append((seconds, replica, seq, then))
+
+    def _run(
+        self, seconds: float, replica: ReplicaDriver | None, seq: Seq | None, then: Callable[[], None] | None
+    ) -> None:
         self.busy_s += seconds
-        replica._schedule(self.env.now + seconds, replica._on_pool_cb, seq)  # env.timeout(seconds)
+        if replica is not None:  # what env.timeout(seconds) schedules
+            replica._schedule(self.env.now + seconds, replica._on_pool_cb, seq)
+            return
+        assert then is not None
+
+        def finished(_ev: simpy.Event) -> None:
+            self.done()
+            then()
+
+        self.env.timeout(seconds).callbacks.append(finished)  # type: ignore[union-attr]
 
 
 class Wakeup:
@@ -395,7 +415,7 @@ class ReplicaDriver(BatchState):
         if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
             self._schedule(self.env.now + tool_s, self._on_tool_cb, seq)
         else:
-            self.pool.call(tool_s, self, seq)
+            self.pool.call_for(tool_s, self, seq)
 
     def _on_tool(self, ev: Wakeup) -> None:
         seq = ev._value

@@ -446,21 +446,9 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            promote_unscanned()
+            # The young generation now holds what the block allocated, far past its threshold:
+            # the next allocation scans it, and its counts move the older generations on as
+            # they would have. (gc.freeze() + gc.unfreeze() skipped that scan, but it zeroed
+            # the counts and no full collection ever ran again: runs back to back leaked their
+            # cycles and the program's own; tests/test_core_bad_input.py checks it.)
             gc.enable()
-
-
-def promote_unscanned() -> None:
-    """Move every object the collector tracks to its oldest generation without scanning them.
-
-    With the collector paused, the youngest generation holds everything the block allocated and
-    its count is far past the threshold: the first allocation after ``gc.enable()`` would scan
-    all of it (about a tenth of a short run's time), then the middle generation would again,
-    before the oldest takes them. ``gc.freeze()`` then ``gc.unfreeze()`` puts them straight into
-    the oldest generation (two list splices, and a zero count), where the next full collection
-    finds any cycle among them as it always would. Skipped where the program froze objects of
-    its own (``gc.get_freeze_count()``): unfreezing would release them too.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
