@@ -22,6 +22,7 @@ COMPILED = [
     "pipesim/compute/batch.py",
     "pipesim/compute/driver.py",
     "pipesim/compute/engine.py",
+    "pipesim/compute/pool.py",
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
     "pipesim/compute/source.py",

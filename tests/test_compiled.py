@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import pipesim
-from pipesim.compute import GPUS, MODELS, batch, driver, engine, is_compiled, prefix, refill, source
+from pipesim.compute import GPUS, MODELS, batch, driver, engine, is_compiled, pool, prefix, refill, source
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
@@ -36,7 +36,7 @@ from pipesim.policies.replicas import GroupAffinity
 from tests.test_compute_engine import config_with_budget
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = (batch, driver, engine, prefix, refill, source)
+MODULES = (batch, driver, engine, pool, prefix, refill, source)
 """The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
 
 

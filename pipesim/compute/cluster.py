@@ -65,10 +65,10 @@ import numpy as np
 import pandas as pd
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
-from pipesim.compute.driver import EnvWorkers
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.ledger import TokenLedger, token_ledger
+from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline, verl_metrics
 from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import ComputeTrainer, TrainerConfig

@@ -3,11 +3,12 @@
 :class:`ReplicaDriver` is the middle of three layers of
 :class:`~pipesim.compute.engine.ComputeReplica`: :class:`~pipesim.compute.batch.BatchState`
 below it knows nothing of SimPy (the token clock, the heap of resident sequences, the KV
-scheduler); this layer turns its next batch change into one pending SimPy timeout (superseded
-ones ignored), or handles it in place when it comes strictly before every other queued event
-(:meth:`ReplicaDriver._drive`); finishes sequences and hands the episodes to the kernel; and
-sends multi-turn sequences to their tool calls and back (:class:`EnvWorkers`, or one event per
-call when the environment workers are unlimited). The engine module above adds the kernel's
+scheduler); this layer turns its next batch change into one pending wakeup on SimPy's queue (a
+:class:`~pipesim.compute.pool.Wakeup`; superseded ones ignored), or handles it in place when it
+comes strictly before every other queued event (:meth:`ReplicaDriver._drive`); finishes
+sequences and hands the episodes to the kernel; and sends multi-turn sequences to their tool
+calls and back (:class:`~pipesim.compute.pool.EnvWorkers`, or one wakeup per call when the
+environment workers are unlimited). The engine module above adds the kernel's
 :class:`pipesim.EngineReplica` port. The model itself is described in :mod:`pipesim.compute.engine`.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,81 +26,13 @@ from simpy.events import NORMAL
 from pipesim.compute import prefix
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
+from pipesim.compute.pool import EnvWorkers, Wakeup
 from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.source import TokenTable
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
     from pipesim.core.episode import Episode
-
-
-class EnvWorkers:
-    """Environment workers (sandboxes) shared by replicas: at most ``n`` tool calls run at once,
-    the others wait FIFO. A counting semaphore on the SimPy clock (what a ``simpy.Resource`` of
-    capacity ``n`` does, without its O(n) release). A replica's calls (:meth:`call_for`) end with a
-    :class:`Wakeup` for it (:meth:`ReplicaDriver._on_pool`, which calls :meth:`done`); any other
-    caller's (:meth:`call`) with a timeout that runs its callback."""
-
-    def __init__(self, env: simpy.Environment, n: int) -> None:
-        self.env, self.n = env, n
-        self.busy = 0
-        self.queue: deque[tuple[float, ReplicaDriver | None, Seq | None, Callable[[], None] | None]] = deque()
-        self.calls = 0
-        self.busy_s = 0.0  # worker-seconds spent in tool calls
-
-    def call(self, seconds: float, then: Callable[[], None]) -> None:
-        """Run a tool call of ``seconds`` on a free worker (or when one frees), then ``then()``."""
-        self._call(seconds, None, None, then)
-
-    def call_for(self, seconds: float, replica: ReplicaDriver, seq: Seq) -> None:
-        """:meth:`call` for ``seq``'s tool call on ``replica``, which takes the sequence back."""
-        self._call(seconds, replica, seq, None)
-
-    def done(self) -> None:
-        """A call ended: its worker takes the next queued call, or goes idle."""
-        if self.queue:
-            self._run(*self.queue.popleft())
-        else:
-            self.busy -= 1
-
-    def _call(
-        self, seconds: float, replica: ReplicaDriver | None, seq: Seq | None, then: Callable[[], None] | None
-    ) -> None:
-        self.calls += 1
-        if self.busy < self.n:
-            self.busy += 1
-            self._run(seconds, replica, seq, then)
-        else:
-            self.queue.append((seconds, replica, seq, then))
-
-    def _run(
-        self, seconds: float, replica: ReplicaDriver | None, seq: Seq | None, then: Callable[[], None] | None
-    ) -> None:
-        self.busy_s += seconds
-        if replica is not None:  # what env.timeout(seconds) schedules
-            replica._schedule(self.env.now + seconds, replica._on_pool_cb, seq)
-            return
-        assert then is not None
-
-        def finished(_ev: simpy.Event) -> None:
-            self.done()
-            then()
-
-        self.env.timeout(seconds).callbacks.append(finished)  # type: ignore[union-attr]
-
-
-class Wakeup:
-    """The replica's own events on SimPy's queue (its timer, tool returns, settles): what
-    :meth:`simpy.Environment.step` reads of an event it pops, nothing more. It calls
-    ``callbacks`` with the event (after setting them to None) and raises ``_value`` where ``_ok``
-    is false; these never fail. A ``simpy.Event`` costs a Python ``__init__`` and two stores per
-    turn of an agent (``_ok``, ``_value``); this is one allocation in the compiled build. No one
-    yields these or waits on them: SimPy's processes never see them."""
-
-    def __init__(self, callback: Callable[[Wakeup], None], value: Seq | None = None) -> None:
-        self.callbacks: list[Callable[[Wakeup], None]] | None = [callback]
-        self._ok = True
-        self._value = value
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

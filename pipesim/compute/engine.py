@@ -74,7 +74,8 @@ from mypy_extensions import mypyc_attr
 
 from pipesim.compute import prefix
 from pipesim.compute.batch import Seq
-from pipesim.compute.driver import EnvWorkers, ReplicaDriver
+from pipesim.compute.driver import ReplicaDriver
+from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline, step_breakdown, timeline_frame, verl_metrics
 from pipesim.core.episode import Episode
 
