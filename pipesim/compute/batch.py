@@ -364,8 +364,9 @@ class BatchState:
     def _prefill_time(self, new_tokens: int, pairs: float, n_seqs: int) -> float:
         """``cost.prefill_s(new_tokens, pairs, n_seqs)``, the same operations in the same order
         (``tests/test_compute_engine.py`` checks they agree bit for bit), on the cost's memos of
-        the linear layers and the LM head: no memo keyed by a tuple, and no call into the cost
-        model, which stays Python in the compiled build (where this is a tenth of an admission)."""
+        the linear layers and the LM head: no call into the cost model, which stays Python in the
+        compiled build (where that call was a tenth of an admission). Every prefill a replica
+        pays (admission, and the recompute after a sync that drops the KV) goes through here."""
         if new_tokens <= 0:
             return 0.0
         lin = self._lin.get(new_tokens)

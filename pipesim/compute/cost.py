@@ -207,7 +207,6 @@ class ReplicaCost:
         """``B``: seconds a decode iteration spends per cached token it reads."""
         self._a: list[float] = [0.0]
         self._lin: dict[int, float] = {}
-        self._prefill: dict[tuple[int, float, int], float] = {}
         self._lm: list[float] = []  # lm_head_s by sequences
         self._ring = (
             2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
@@ -274,18 +273,12 @@ class ReplicaCost:
 
     def prefill_s(self, new_tokens: int, attn_token_pairs: float, n_seqs: int) -> float:
         """Seconds to prefill ``new_tokens`` tokens of ``n_seqs`` sequences in one iteration;
-        ``attn_token_pairs`` is ``sum(n_i * (P_i + n_i / 2))`` (query-key pairs of causal attention)."""
+        ``attn_token_pairs`` is ``sum(n_i * (P_i + n_i / 2))`` (query-key pairs of causal attention).
+
+        The reference definition: a replica computes the same number in its batch
+        (``BatchState._prefill_time``, on this model's memos of the linear layers and LM head)."""
         if new_tokens <= 0:
             return 0.0
-        key = (new_tokens, attn_token_pairs, n_seqs)
-        t = self._prefill.get(key)
-        if t is None:
-            t = self._prefill_s(new_tokens, attn_token_pairs, n_seqs)
-            if len(self._prefill) < 1 << 16:
-                self._prefill[key] = t
-        return t
-
-    def _prefill_s(self, new_tokens: int, attn_token_pairs: float, n_seqs: int) -> float:
         c = self.config
         attn = kernel_time_s(
             c.gpu,

@@ -228,7 +228,7 @@ class ComputeReplica(ReplicaDriver):
         if resident:
             self.recompute_tokens += tokens
             self.prefill_tokens += tokens
-            self._stall(now, self.cost.prefill_s(int(tokens), pairs, len(resident)))
+            self._stall(now, self._prefill_time(int(tokens), pairs, len(resident)))
             if self.paused_since is None:
                 self._rearm(now)
 
