@@ -345,7 +345,8 @@ class BatchState:
                 self.reserved += seq.prompt + seq.max_tokens
             self.n = n + 1
             heappush(heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
-            admitted.append((stamp, seq))
+            if preempt:  # only preemption reads the admission order
+                admitted.append((stamp, seq))
             new = ctx - cached
             if share:  # a prompt another member holds is not prefilled again
                 new = prefix.join(self, seq, new)
@@ -356,10 +357,22 @@ class BatchState:
             self.recompute_tokens += new - seq.fresh
             seq.fresh = 0
         if k:
+            if len(admitted) > 2 * self.n + 64:
+                self._compact_admitted()
             self._vb = v  # iterations restart here
             self._stall(now, self._prefill_time(int(new_tokens), pairs, k))
             self.prefill_tokens += new_tokens
             self._dirty = True
+
+    def _compact_admitted(self) -> None:
+        """Drop the entries of sequences no longer resident from the admission order.
+
+        Preemption pops the newest entry and skips stale ones (a sequence that finished, was
+        preempted or left for a tool call since), so the list only needs the resident sequences,
+        in order; without this it kept one entry (and its sequence, and the sequence's episode)
+        per admission for the whole run. Compacting when it holds more than twice the resident
+        sequences (plus a constant) costs O(1) per admission, amortised."""
+        self.admitted = [(stamp, seq) for stamp, seq in self.admitted if stamp == seq.stamp]
 
     def _prefill_time(self, new_tokens: int, pairs: float, n_seqs: int) -> float:
         """``cost.prefill_s(new_tokens, pairs, n_seqs)``, the same operations in the same order
