@@ -5,16 +5,23 @@ to keep an entry per admission for the whole run, and with it every finished seq
 episode: a closed loop of 40,000 samples held 80,000 tracked objects at its end (the collector's
 first pass after the run scanned them all), and the verl-scale benchmark of 100 steps peaked at
 886 MB in pure Python (342 MB with the compaction). These tests pin the bound and check that the
-compaction leaves preemption exactly as the step-by-step reference has it.
+compaction leaves preemption exactly as the step-by-step reference has it; and that the cost
+tables the replicas of one configuration share (``pipesim.compute.cost.SHARED_TABLE_CONFIGS``) hold
+what a replica computing its own would.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import sys
+import threading
 
+import numpy as np
 import pytest
 
 from pipesim.compute.closedloop import ClosedLoop
+from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.episode import Episode
 from tests.test_compute_engine import config_with_budget, max_rel_error, reference, run_replica
@@ -56,3 +63,58 @@ def test_preemption_after_compactions_matches_the_step_by_step_reference() -> No
     assert rep.preemptions > 50 and admissions > 2 * (2 * 16 + 64)
     assert len(rep.admitted) <= 2 * 16 + 64
     assert max_rel_error(fluid, reference(cfg, seqs)) < 1e-6
+
+
+# -- the cost tables replicas of one configuration share -------------------------------------------
+def _fresh(cfg: EngineConfig) -> ReplicaCost:
+    """A cost model of ``cfg`` with tables of its own (as before they were shared)."""
+    cost = ReplicaCost(cfg)
+    cost._a, cost._lin, cost._lm = [0.0], {}, []
+    return cost
+
+
+def test_replicas_of_an_equal_configuration_share_their_tables() -> None:
+    a = ReplicaCost(config_with_budget(5000, max_num_seqs=48))
+    b = ReplicaCost(config_with_budget(5000, max_num_seqs=48))  # equal, another object
+    assert a._a is b._a and a._lin is b._lin and a._lm is b._lm
+    other = ReplicaCost(config_with_budget(5000, max_num_seqs=32))
+    assert other._a is not a._a
+    # equal by ==, not by repr: a numpy float computes its own tables (they hold its arithmetic)
+    base = config_with_budget(5000, max_num_seqs=48)
+    f, g = (dataclasses.replace(base, iteration_overhead_s=x) for x in (0.003, np.float64(0.003)))
+    assert f == g and ReplicaCost(f)._a is not ReplicaCost(g)._a
+
+
+def test_shared_tables_hold_what_a_replica_of_its_own_computes() -> None:
+    cfg = config_with_budget(5000, max_num_seqs=300)
+    shared, own = ReplicaCost(cfg), _fresh(cfg)
+    for b in (1, 7, 300, 64, 0):
+        assert shared.fixed_s(b) == own.fixed_s(b) and shared.lm_head_s(b) == own.lm_head_s(b)
+    assert shared.prefill_s(777, 1e5, 3) == own.prefill_s(777, 1e5, 3)
+
+
+def test_shared_tables_grow_correctly_from_several_threads() -> None:
+    cfg = config_with_budget(4000, max_num_seqs=1000, iteration_overhead_s=0.00123)  # tables of its own
+    costs = [ReplicaCost(cfg) for _ in range(4)]
+    assert len(costs[0]._a) == 1  # nobody filled them yet
+    start = threading.Barrier(len(costs))
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: a race shows
+
+    def grow(cost: ReplicaCost) -> None:
+        start.wait()
+        for b in range(0, 1001, 7):
+            cost.fixed_s(b)
+            cost.lm_head_s(b)
+
+    threads = [threading.Thread(target=grow, args=(c,)) for c in costs]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    own = _fresh(cfg)
+    assert costs[0]._a == [own.fixed_s(b) for b in range(len(costs[0]._a))]
+    assert costs[0]._lm == [own.lm_head_s(b) for b in range(len(costs[0]._lm))]

@@ -47,6 +47,8 @@ separately: lower ``gpu_memory_utilization`` to leave room for it.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pipesim.compute.gpus import GPUSpec
@@ -188,8 +190,36 @@ class EngineConfig:
         return max(int(free // self.kv_bytes_per_token_per_gpu), 0)
 
 
+SHARED_TABLE_CONFIGS = 8
+"""Engine configurations whose per-batch-size tables (``A(b)``, the linear layers by token count,
+the LM head by sequences) the process keeps for the next :class:`ReplicaCost` of an equal
+configuration: the replicas of a cluster, and the runs of a sweep or a plan, compute each entry
+once (a table of 1,024 batch sizes is about 5 ms; 8 replicas built eight). Least recently used
+first out; each holds at most ``max_num_seqs`` + 1 entries per list and one per prefill size."""
+
+_TABLES: OrderedDict[str, tuple[list[float], dict[int, float], list[float]]] = OrderedDict()
+_TABLES_LOCK = threading.Lock()  # a table grows in place: one writer at a time
+
+
+def _shared_tables(config: EngineConfig) -> tuple[list[float], dict[int, float], list[float]]:
+    """The tables of ``config``'s replicas. Keyed by ``repr``, not ``==``: a configuration equal
+    to another but with ``1`` for ``1.0`` or a numpy float for a float computes its own (the
+    tables hold what its arithmetic gives, to the type), and every field shows in the repr."""
+    key = repr(config)
+    with _TABLES_LOCK:
+        tables = _TABLES.get(key)
+        if tables is None:
+            tables = _TABLES[key] = ([0.0], {}, [])
+            if len(_TABLES) > SHARED_TABLE_CONFIGS:
+                _TABLES.popitem(last=False)
+        else:
+            _TABLES.move_to_end(key)
+    return tables
+
+
 class ReplicaCost:
-    """The cost model of one replica (see the module docstring), with per-batch-size caches."""
+    """The cost model of one replica (see the module docstring), with per-batch-size caches
+    shared with every other replica of an equal configuration (:data:`SHARED_TABLE_CONFIGS`)."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = c = config
@@ -205,9 +235,8 @@ class ReplicaCost:
         slope = kernel_time_s(g, self._attn_flops_tok, self._attn_bytes_tok, eff) - eff.kernel_overhead_s
         self.kv_slope_s = self.n_layers * slope
         """``B``: seconds a decode iteration spends per cached token it reads."""
-        self._a: list[float] = [0.0]
-        self._lin: dict[int, float] = {}
-        self._lm: list[float] = []  # lm_head_s by sequences
+        # A(b) by batch size, linear_s by tokens, lm_head_s by sequences: filled on demand
+        self._a, self._lin, self._lm = _shared_tables(c)
         self._ring = (
             2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
         )
@@ -259,12 +288,16 @@ class ReplicaCost:
     def fixed_s(self, b: int) -> float:
         """``A(b)``: seconds of a decode iteration of ``b`` sequences that do not depend on the KV."""
         a = self._a
-        while len(a) <= b:
-            n = len(a)
-            c = self.config
-            lm_head = gemm_time_s(c.gpu, n, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
-            attn_fixed = c.efficiency.kernel_overhead_s
-            a.append(self.n_layers * (self.linear_s(n) + attn_fixed) + lm_head + c.iteration_overhead_s)
+        if len(a) <= b:
+            with _TABLES_LOCK:  # shared: two threads must not append the same entry twice
+                while len(a) <= b:
+                    n = len(a)
+                    c = self.config
+                    lm_head = gemm_time_s(c.gpu, n, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
+                    attn_fixed = c.efficiency.kernel_overhead_s
+                    a.append(
+                        self.n_layers * (self.linear_s(n) + attn_fixed) + lm_head + c.iteration_overhead_s
+                    )
         return a[b]
 
     def iteration_s(self, b: int, kv_tokens: float) -> float:
@@ -295,11 +328,15 @@ class ReplicaCost:
     def lm_head_s(self, n_seqs: int) -> float:
         """Seconds of the LM head for ``n_seqs`` sequences (the last token of each; cached)."""
         memo = self._lm
-        while len(memo) <= n_seqs:
-            c = self.config
-            memo.append(
-                gemm_time_s(c.gpu, len(memo), c.model.hidden_size, self._vocab, efficiency=c.efficiency)
-            )
+        if len(memo) <= n_seqs:
+            with _TABLES_LOCK:  # shared, as in fixed_s
+                while len(memo) <= n_seqs:
+                    c = self.config
+                    memo.append(
+                        gemm_time_s(
+                            c.gpu, len(memo), c.model.hidden_size, self._vocab, efficiency=c.efficiency
+                        )
+                    )
         return memo[n_seqs]
 
     def compute_bound(self, b: int, kv_tokens: float) -> bool:
