@@ -20,8 +20,10 @@ import threading
 import numpy as np
 import pytest
 
+from pipesim.compute import GPUS, MODELS
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cost import EngineConfig, ReplicaCost
+from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.episode import Episode
 from tests.test_compute_engine import config_with_budget, max_rel_error, reference, run_replica
@@ -118,3 +120,23 @@ def test_shared_tables_grow_correctly_from_several_threads() -> None:
     own = _fresh(cfg)
     assert costs[0]._a == [own.fixed_s(b) for b in range(len(costs[0]._a))]
     assert costs[0]._lm == [own.lm_head_s(b) for b in range(len(costs[0]._lm))]
+
+
+def test_specs_of_two_classes_that_share_a_name_do_not_share_tables() -> None:
+    """A repr names a spec's class but not which of two with one name: a subclass may override a
+    derived figure (here the NVLink bandwidth, so the all-reduce of tp = 2)."""
+
+    def link_gpu(factor: float) -> GPUSpec:
+        @dataclasses.dataclass(frozen=True)
+        class LinkGPU(GPUSpec):
+            @property
+            def nvlink_bandwidth_per_direction_bytes_per_s(self) -> float:
+                return self.nvlink_bandwidth_bytes_per_s / factor
+
+        return LinkGPU(**dataclasses.asdict(GPUS["h100-sxm"]))
+
+    fast, slow = (EngineConfig(model=MODELS["qwen3-8b"], gpu=link_gpu(f), tp=2) for f in (2.0, 200.0))
+    assert repr(fast) == repr(slow)
+    a, b = ReplicaCost(fast), ReplicaCost(slow)
+    assert a._a is not b._a
+    assert b.fixed_s(64) == _fresh(slow).fixed_s(64) > a.fixed_s(64)

@@ -197,15 +197,17 @@ configuration: the replicas of a cluster, and the runs of a sweep or a plan, com
 once (a table of 1,024 batch sizes is about 5 ms; 8 replicas built eight). Least recently used
 first out; each holds at most ``max_num_seqs`` + 1 entries per list and one per prefill size."""
 
-_TABLES: OrderedDict[str, tuple[list[float], dict[int, float], list[float]]] = OrderedDict()
+_TABLES: OrderedDict[tuple[object, ...], tuple[list[float], dict[int, float], list[float]]] = OrderedDict()
 _TABLES_LOCK = threading.Lock()  # a table grows in place: one writer at a time
 
 
 def _shared_tables(config: EngineConfig) -> tuple[list[float], dict[int, float], list[float]]:
     """The tables of ``config``'s replicas. Keyed by ``repr``, not ``==``: a configuration equal
     to another but with ``1`` for ``1.0`` or a numpy float for a float computes its own (the
-    tables hold what its arithmetic gives, to the type), and every field shows in the repr."""
-    key = repr(config)
+    tables hold what its arithmetic gives, to the type), and every field shows in the repr; and
+    by the classes of the specs, whose repr names a subclass but not which one of two that share
+    a name (a subclass may override a derived figure, the NVLink bandwidth say)."""
+    key = (repr(config), type(config), type(config.model), type(config.gpu), type(config.efficiency))
     with _TABLES_LOCK:
         tables = _TABLES.get(key)
         if tables is None:
