@@ -261,3 +261,48 @@ def test_partial_rollout_pauses_and_resumes_the_same_episode() -> None:
     paused = sum(b - a for a, b, _ in p.sync_log if a < e1.end_s)
     assert paused >= 6.0  # at least two syncs of 3 s fell inside it
     assert e1.end_s == pytest.approx(e1.start_s + 30.0 + paused)
+
+
+# -- the episode source at a sync -------------------------------------------------------------------
+class _Recording:
+    """An episode source of fixed durations that records what each publish is handed."""
+
+    def __init__(self, fixed: bool | None) -> None:
+        self.fixed, self.handed = fixed, []  # type: ignore[var-annotated]
+
+    def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
+        return 4.0 + (episode_id % 7) * 0.37  # longer than a training step: in flight at syncs
+
+    def publish(self, version: int, running: Any) -> dict[int, float]:
+        self.handed.append(len(running))
+        return {}
+
+
+class _Promising(_Recording):
+    def fixed_work(self) -> bool:
+        return bool(self.fixed)
+
+
+@pytest.mark.parametrize("source", [_Recording(None), _Promising(False), _Promising(True)])
+def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_work(source: Any) -> None:
+    sc = _scenario(
+        [1.0] * 200,
+        batch_size=8,
+        steps=6,
+        n_slots=8,
+        max_staleness=1,
+        train_time_s=1.0,
+        sync_time_s=0.5,
+        weight_update=PartialRollout(),
+    )
+    p = Pipeline(sc, pipesim.draw_pool(sc).tolist(), source=source)
+    p.run()
+    assert len(source.handed) == 6
+    if source.fixed:  # FixedWork: handed nothing, at no cost per episode in flight
+        assert source.handed == [0] * 6
+    else:
+        assert sum(source.handed) > 0  # episodes were in flight at the syncs
+    # the run is the same whatever the source promised
+    ref = Pipeline(sc, pipesim.draw_pool(sc).tolist(), source=_Recording(None))
+    ref.run()
+    assert [(e.start_s, e.end_s) for e in p.episodes] == [(e.start_s, e.end_s) for e in ref.episodes]

@@ -188,6 +188,11 @@ class TokenSource:
         """New weights change no sample's length in this model: nothing to re-cost."""
         return {}
 
+    def fixed_work(self) -> bool:
+        """The :class:`pipesim.core.port.FixedWork` promise: ``publish`` reads no episode in
+        flight (the engine need not list them at each sync)."""
+        return True
+
     def tokens_of(self, episode_id: int) -> tuple[int, int, int]:
         """(prompt, response, max_tokens) of episode ``episode_id``."""
         return self.prompt[episode_id], self.response[episode_id], self.max_tokens[episode_id]

@@ -49,7 +49,7 @@ from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
-from pipesim.core.port import BindsPipeline
+from pipesim.core.port import BindsPipeline, FixedWork
 from pipesim.core.port_impl import PolicyPort
 from pipesim.core.quiet import make_quiet
 from pipesim.core.records import EpisodeRecords
@@ -114,6 +114,9 @@ class Pipeline(PolicyPort):
         self.scenario = scenario
         self.options = options
         self.source = source
+        self._source_reprices = source is not None and not (
+            isinstance(source, FixedWork) and source.fixed_work()
+        )
         self.observer = observer
         self.trainer = trainer
         self.config = scenario.pipeline

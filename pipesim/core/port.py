@@ -197,6 +197,15 @@ class PausesOnly(Protocol):
 
 
 @runtime_checkable
+class FixedWork(Protocol):
+    """Episode source: ``fixed_work()`` true means ``publish`` changes no episode's work and
+    reads none of the episodes in flight it is handed, so a sync need not collect them (a sync
+    under a pausing policy then costs O(1) however many are in flight); it is handed none."""
+
+    def fixed_work(self) -> bool: ...
+
+
+@runtime_checkable
 class StalenessPromise(Protocol):
     """No trained episode is staler than ``staleness_bound(scenario)`` (None: no promise)."""
 

@@ -44,6 +44,7 @@ class PolicyPort:
     n_dropped: int
     weight_update: Any
     source: EpisodeSource | None
+    _source_reprices: bool  # a source that is not FixedWork: publish sees the episodes in flight
     version: int
     started: int
     started_at_version: list[int]
@@ -211,7 +212,9 @@ class PolicyPort:
         """Tell the episode source that ``version`` is published; re-cost what it says changed."""
         assert self.source is not None
         running = (
-            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()] if engines else []
+            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()]
+            if engines and self._source_reprices  # a FixedWork source reads none of them
+            else []
         )
         new_work = self.source.publish(version, running)
         if not new_work:
