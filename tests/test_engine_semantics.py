@@ -302,6 +302,12 @@ def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_wo
         assert source.handed == [0] * 6
     else:
         assert sum(source.handed) > 0  # episodes were in flight at the syncs
+    # without the shortcut (check_promises compares the two) every source is handed them
+    plain = _Promising(True)
+    Pipeline(
+        sc, pipesim.draw_pool(sc).tolist(), source=plain, options=pipesim.EngineOptions(hints=False)
+    ).run()
+    assert sum(plain.handed) > 0
     # the run is the same whatever the source promised
     ref = Pipeline(sc, pipesim.draw_pool(sc).tolist(), source=_Recording(None))
     ref.run()

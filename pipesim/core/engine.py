@@ -114,8 +114,8 @@ class Pipeline(PolicyPort):
         self.scenario = scenario
         self.options = options
         self.source = source
-        self._source_reprices = source is not None and not (
-            isinstance(source, FixedWork) and source.fixed_work()
+        self._source_reprices = source is not None and not (  # the FixedWork hint, acted on
+            options.hints and isinstance(source, FixedWork) and source.fixed_work()
         )
         self.observer = observer
         self.trainer = trainer

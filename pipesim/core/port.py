@@ -200,7 +200,8 @@ class PausesOnly(Protocol):
 class FixedWork(Protocol):
     """Episode source: ``fixed_work()`` true means ``publish`` changes no episode's work and
     reads none of the episodes in flight it is handed, so a sync need not collect them (a sync
-    under a pausing policy then costs O(1) however many are in flight); it is handed none."""
+    under a pausing policy then costs O(1) however many are in flight); it is handed none
+    (unless ``EngineOptions(hints=False)``)."""
 
     def fixed_work(self) -> bool: ...
 

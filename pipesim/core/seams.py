@@ -109,9 +109,10 @@ class EngineOptions:
     hints: bool = True
     """Act on the policies' hints: sleep past completions that cannot change a decision (quiet
     completions, :mod:`pipesim.core.quiet`: one replica, no per-episode lifecycle, no episode
-    source), and skip asking the batch policy for a batch where its ``ready`` says none can form.
-    False: a wake-up and the general instant for every completion, and ``select`` at every pass
-    the trainer waits."""
+    source), skip asking the batch policy for a batch where its ``ready`` says none can form,
+    and hand a source that promises ``FixedWork`` no episodes in flight at a sync.
+    False: a wake-up and the general instant for every completion, ``select`` at every pass
+    the trainer waits, and every source handed the episodes in flight."""
     archive_block_episodes: int = ARCHIVE_BLOCK_EPISODES
     """Trained episodes gathered before they are kept as arrays instead of objects
     (:mod:`pipesim.core.records`); 0 keeps every episode an object. Not a shortcut: the records
