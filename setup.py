@@ -2,8 +2,9 @@
 
 ``PIPESIM_COMPILE=1`` compiles the modules in :data:`COMPILED` with mypyc (part of mypy: it
 turns type-annotated Python into a C extension of the same module), the modules every generated
-token goes through: the compute engine's batch, driver and replica, the prompt-sharing
-bookkeeping, the token side table and the closed loop's refill. The rest of the package, the
+token goes through: the compute engine's batch, driver and replica, the replica's wakeups and
+environment workers, the prompt-sharing bookkeeping, the token side table and the closed loop's
+refill. The rest of the package, the
 kernel included, stays Python. The compiled modules are the same source: every result is
 bit-identical to the pure build (``tests/test_compiled.py`` checks it); they run about twice as
 fast (``make bench-compute``).

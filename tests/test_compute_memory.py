@@ -26,7 +26,7 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.episode import Episode
-from tests.test_compute_engine import config_with_budget, max_rel_error, reference, run_replica
+from tests.test_compute_engine import _own_tables, config_with_budget, max_rel_error, reference, run_replica
 
 WORK = TokenWorkload(response=LogNormalLengths(200.0, 0.7), prompt=64, max_response_tokens=512)
 
@@ -70,9 +70,7 @@ def test_preemption_after_compactions_matches_the_step_by_step_reference() -> No
 # -- the cost tables replicas of one configuration share -------------------------------------------
 def _fresh(cfg: EngineConfig) -> ReplicaCost:
     """A cost model of ``cfg`` with tables of its own (as before they were shared)."""
-    cost = ReplicaCost(cfg)
-    cost._a, cost._lin, cost._lm = [0.0], {}, []
-    return cost
+    return _own_tables(ReplicaCost(cfg))
 
 
 def test_replicas_of_an_equal_configuration_share_their_tables() -> None:

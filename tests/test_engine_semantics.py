@@ -48,8 +48,9 @@ def _scenario(values: list[float], **kw: Any) -> Scenario:
     )
 
 
-def _pipeline(sc: Scenario) -> Pipeline:
-    p = Pipeline(sc, pipesim.draw_pool(sc).tolist())
+def _pipeline(sc: Scenario, **kw: Any) -> Pipeline:
+    """The run of ``sc`` on its drawn pool (``kw``: the pipeline's seams and options)."""
+    p = Pipeline(sc, pipesim.draw_pool(sc).tolist(), **kw)
     p.run()
     return p
 
@@ -267,8 +268,8 @@ def test_partial_rollout_pauses_and_resumes_the_same_episode() -> None:
 class _Recording:
     """An episode source of fixed durations that records what each publish is handed."""
 
-    def __init__(self, fixed: bool | None) -> None:
-        self.fixed, self.handed = fixed, []  # type: ignore[var-annotated]
+    def __init__(self) -> None:
+        self.handed: list[int] = []
 
     def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
         return 4.0 + (episode_id % 7) * 0.37  # longer than a training step: in flight at syncs
@@ -279,12 +280,18 @@ class _Recording:
 
 
 class _Promising(_Recording):
+    def __init__(self, fixed: bool) -> None:
+        super().__init__()
+        self.fixed = fixed
+
     def fixed_work(self) -> bool:
-        return bool(self.fixed)
+        return self.fixed
 
 
-@pytest.mark.parametrize("source", [_Recording(None), _Promising(False), _Promising(True)])
-def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_work(source: Any) -> None:
+@pytest.mark.parametrize("fixed", [None, False, True])
+def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_work(
+    fixed: bool | None,
+) -> None:
     sc = _scenario(
         [1.0] * 200,
         batch_size=8,
@@ -295,20 +302,17 @@ def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_wo
         sync_time_s=0.5,
         weight_update=PartialRollout(),
     )
-    p = Pipeline(sc, pipesim.draw_pool(sc).tolist(), source=source)
-    p.run()
+    source = _Recording() if fixed is None else _Promising(fixed)
+    p = _pipeline(sc, source=source)
     assert len(source.handed) == 6
-    if source.fixed:  # FixedWork: handed nothing, at no cost per episode in flight
+    if fixed:  # FixedWork: handed nothing, at no cost per episode in flight
         assert source.handed == [0] * 6
     else:
         assert sum(source.handed) > 0  # episodes were in flight at the syncs
     # without the shortcut (check_promises compares the two) every source is handed them
     plain = _Promising(True)
-    Pipeline(
-        sc, pipesim.draw_pool(sc).tolist(), source=plain, options=pipesim.EngineOptions(hints=False)
-    ).run()
+    _pipeline(sc, source=plain, options=pipesim.EngineOptions(hints=False))
     assert sum(plain.handed) > 0
     # the run is the same whatever the source promised
-    ref = Pipeline(sc, pipesim.draw_pool(sc).tolist(), source=_Recording(None))
-    ref.run()
+    ref = _pipeline(sc, source=_Recording())
     assert [(e.start_s, e.end_s) for e in p.episodes] == [(e.start_s, e.end_s) for e in ref.episodes]
