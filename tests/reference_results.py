@@ -132,6 +132,9 @@ class ReferenceRunResult:
         trained_mean = sum(self._dur(e) for e in trained) / len(trained) if trained else 0.0
         rollout_idle = 1 - (busy + busy_inflight + aborted_busy) / denom
         trainer_idle = 1 - train_busy / T if T > 0 else float("nan")
+        # the summary's rule: an idle share within 1e-9 below zero is rounding, reported as 0
+        rollout_idle = 0.0 if -1e-9 < rollout_idle < 0 else rollout_idle
+        trainer_idle = 0.0 if -1e-9 < trainer_idle < 0 else trainer_idle
         out = {
             "throughput_per_hour": len(trained) / T * 3600 if T > 0 else float("nan"),
             "gen_util": busy / denom,

@@ -463,6 +463,44 @@ def test_run_compute_checks_its_arguments_against_the_cluster() -> None:
             run_compute(sc, split, wl, record=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("field", "policy"),
+    [
+        ("timeout", pipesim.Timeout(cap_s=1e-9)),
+        ("failures", pipesim.DropFailed(hazard_per_s=1e3)),
+        ("failures", pipesim.RetryFailed(hazard_per_s=1e3)),
+    ],
+)
+def test_run_compute_refuses_the_policies_it_does_not_model(field: str, policy: Any) -> None:
+    # they draw against a duration known at launch; run as if absent, they changed nothing
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2)).with_(**{field: policy})
+    with pytest.raises(ValueError, match=rf"Scenario\.{field} .*not modelled by the compute engine"):
+        run_compute(
+            sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), TokenWorkload(max_response_tokens=512)
+        )
+
+
+def test_a_closed_loop_bounds_its_concurrency() -> None:
+    with pytest.raises(ValueError, match="concurrency must be at most"):
+        ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 10**9)  # not a list of 10^9 sequences
+
+
+def test_idle_ratios_of_a_never_idle_engine_are_zero_not_below() -> None:
+    # a replica busy the whole run: its busy intervals summed came out a few ulps above the run's
+    # length, and the idle ratio -6.4e-15
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=16384, max_num_seqs=4)
+    wl = TokenWorkload(
+        response=LogNormalLengths(500, 0.8), prompt=128, samples_per_prompt=4, max_response_tokens=2048
+    )
+    sc = pipesim.Scenario(
+        pipeline=pipesim.PipelineConfig(batch_size=5000, steps=3, max_staleness=1),
+        weight_update=pipesim.PartialRollout(),
+    )
+    s = run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=1), wl, seed=0).summary()
+    assert s["rollout_idle_ratio"] == s["rollouter/idle_ratio"] == 0.0
+    assert 0.0 <= s["trainer_idle_ratio"] <= 1.0
+
+
 def test_numpy_times_run_as_python_floats_do() -> None:
     """A sync time or overlap given as a numpy float makes SimPy's clock a numpy float: the run is
     the same, value for value (the compiled build compared its queue's times as bools and failed)."""

@@ -20,7 +20,7 @@ from pipesim.compute.refill import Refill
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
 from pipesim.core.engine import collector_paused
-from pipesim.core.errors import MAX_POOL_TASKS, check_int
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int
 
 
 class ClosedLoop:
@@ -37,7 +37,7 @@ class ClosedLoop:
         """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
         if not isinstance(config, EngineConfig):
             raise ValueError(f"config must be an EngineConfig, got {config!r}")
-        check_int("concurrency", concurrency, 1)
+        check_int("concurrency", concurrency, 1, MAX_SLOTS, "each sequence is a Python object")
         check_int("seed", seed, 0)
         self.env = simpy.Environment()
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)

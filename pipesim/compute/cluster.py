@@ -299,6 +299,15 @@ def run_compute(
     """
     if not isinstance(scenario, Scenario):
         raise ValueError(f"scenario must be a pipesim.Scenario, got {scenario!r}")
+    for name, instead in (
+        ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
+        ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
+    ):
+        if getattr(scenario, name) is not None:  # their draws compare against a duration up front
+            raise ValueError(
+                f"Scenario.{name} ({getattr(scenario, name)!r}) is not modelled by the compute "
+                f"engine, whose samples have tokens, not a duration drawn at launch: {instead}"
+            )
     if not isinstance(cluster, Cluster):
         raise ValueError(f"cluster must be a Cluster, got {cluster!r}")
     if not isinstance(workload, TokenWorkload):

@@ -314,8 +314,8 @@ class RunResult:
             lost = reprefill = 0
         train_busy = sum(b - a for _, a, b, _ in self.train_log)
         denom = n_slots * T if T > 0 else float("nan")
-        rollout_idle = 1 - (busy + busy_inflight + aborted_busy) / denom
-        trainer_idle = 1 - train_busy / T if T > 0 else float("nan")
+        rollout_idle = _idle(1 - (busy + busy_inflight + aborted_busy) / denom)
+        trainer_idle = _idle(1 - train_busy / T) if T > 0 else float("nan")
         out = {
             "throughput_per_hour": n_trained / T * 3600 if T > 0 else float("nan"),
             "gen_util": busy / denom,
@@ -385,3 +385,9 @@ def _training_order(c: EpisodeColumns, sel: np.ndarray) -> np.ndarray:
         del ends
         return np.take_along_axis(rows, within, axis=1).ravel()
     return np.lexsort((c.end_s[sel], c.trained_step[sel]))
+
+
+def _idle(share: float) -> float:
+    """An idle share, with the rounding of a sum of busy intervals (a few ulps below zero when
+    the GPUs were never idle) taken back to 0; a real overshoot is left for the invariants."""
+    return 0.0 if -1e-9 < share < 0 else share
