@@ -124,6 +124,33 @@ def test_duration_models_validate() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("kw", "named"),
+    [
+        (dict(tokens_per_turn=("a", "b")), "tokens_per_turn"),
+        (dict(tokens_per_turn=(1, 2, 3)), "tokens_per_turn"),
+        (dict(mean_turns="8"), "mean_turns"),
+        (dict(max_turns=True), "max_turns"),
+        (dict(max_turns=10**9), "max_turns must be at most"),
+        (dict(tool_sigma=500.0), "tool_median_s .* with tool_sigma .*overflow"),
+        (dict(decode_rate_tok_s=1e-310), "decode_rate_tok_s .*overflows"),
+    ],
+)
+def test_agent_durations_name_a_bad_field(kw: dict, named: str) -> None:
+    # each of these was a TypeError without the field, an unpacking error, accepted (a bool for
+    # an int), or a NaN duration found only when a run drew the pool
+    with pytest.raises(ValueError, match=named):
+        AgentDurations(**kw)
+
+
+def test_a_log_normal_duration_whose_tail_overflows_is_named() -> None:
+    from pipesim import LogNormalDurations
+
+    with pytest.raises(ValueError, match=r"median_s \(1e\+308\) with sigma \(5\).*overflow"):
+        LogNormalDurations(median_s=1e308, sigma=5)
+    assert LogNormalDurations(median_s=68.0, sigma=0.9).sample(4, np.random.default_rng(0)).shape == (4,)
+
+
 def test_csv_trace(tmp_path) -> None:
     path = tmp_path / "trace.csv"
     path.write_text("episode,seconds\n0,3.5\n1,7\n")

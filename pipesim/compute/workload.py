@@ -28,29 +28,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, check_tail
 
 if TYPE_CHECKING:
     pass
-
-TAIL_SIGMAS = 8.0
-"""A log-normal's draw this many sigmas above its median must be a finite float (a spread beyond
-it overflows draws to inf: a configuration error, not a workload)."""
-
-
-def _check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
-    """``ValueError`` naming both fields when ``median * exp(TAIL_SIGMAS * sigma)`` overflows."""
-    if median == 0:
-        return
-    try:
-        top = median * math.exp(TAIL_SIGMAS * sigma)
-    except OverflowError:
-        top = math.inf
-    if not top < math.inf:
-        raise ValueError(
-            f"{names[0]} ({median!r}) with {names[1]} ({sigma!r}): draws {TAIL_SIGMAS:g} sigmas above "
-            "the median overflow to infinity"
-        )
 
 
 def _power(base: float, exponent: float) -> float:
@@ -84,7 +65,7 @@ class LogNormalLengths:
             raise ValueError(f"median_tokens must be a positive finite number, got {m!r}")
         if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < math.inf:
             raise ValueError(f"sigma must be a finite number >= 0, got {s!r}")
-        _check_tail(("median_tokens", "sigma"), m, s)
+        check_tail(("median_tokens", "sigma"), m, s)
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.asarray(self.median_tokens * np.exp(self.sigma * rng.standard_normal(n)))
@@ -158,7 +139,7 @@ class AgentTurns:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-        _check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
+        check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
 
 
 def _length_model(name: str, value: object) -> None:

@@ -40,6 +40,26 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
         raise ValueError(f"{name} must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
 
 
+TAIL_SIGMAS = 8.0
+"""A log-normal's draw this many sigmas above its median must be a finite float (a spread beyond
+it overflows draws to inf: a configuration error, not a workload)."""
+
+
+def check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
+    """``ValueError`` naming both fields when ``median * exp(TAIL_SIGMAS * sigma)`` overflows."""
+    if median == 0:
+        return
+    try:
+        top = median * math.exp(TAIL_SIGMAS * sigma)
+    except OverflowError:
+        top = math.inf
+    if not top < math.inf:
+        raise ValueError(
+            f"{names[0]} ({median!r}) with {names[1]} ({sigma!r}): draws {TAIL_SIGMAS:g} sigmas above "
+            "the median overflow to infinity"
+        )
+
+
 def check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
     """Raise ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool)
     ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs."""

@@ -34,10 +34,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_chec
 import numpy as np
 import numpy.typing as npt
 
+from pipesim.core.errors import check_int, check_tail
+
 if TYPE_CHECKING:
     import torch
 
 Array = npt.NDArray[np.float64]
+
+MAX_AGENT_TURNS = 1 << 16
+"""The most turns :class:`AgentDurations` allows: its draws hold ``max_turns`` columns per episode."""
 
 
 @runtime_checkable
@@ -50,6 +55,11 @@ class DurationModel(Protocol):
 def _check_positive(name: str, value: float) -> None:
     if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _is_real(value: object) -> bool:
+    """An int or float, not a bool (the number fields' type)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_count(n: int) -> None:
@@ -154,19 +164,28 @@ class AgentDurations:
     draws: Literal["chapter", "numpy"] = "chapter"
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.mean_turns) and self.mean_turns > 1):
+        if not (_is_real(self.mean_turns) and math.isfinite(self.mean_turns) and self.mean_turns > 1):
             raise ValueError(f"mean_turns must be > 1 (geometric mean), got {self.mean_turns!r}")
-        if not isinstance(self.max_turns, int) or self.max_turns < 1:
-            raise ValueError(f"max_turns must be an integer >= 1, got {self.max_turns!r}")
-        lo, hi = self.tokens_per_turn
+        check_int("max_turns", self.max_turns, 1, MAX_AGENT_TURNS, "each turn is a column of the draws")
+        pair = self.tokens_per_turn
+        if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(_is_real(x) for x in pair)):
+            raise ValueError(f"tokens_per_turn must be a pair of numbers (lo, hi), got {pair!r}")
+        lo, hi = pair
         if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
             raise ValueError(
                 f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}"
             )
         _check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
         _check_positive("tool_median_s", self.tool_median_s)
-        if not (math.isfinite(self.tool_sigma) and self.tool_sigma >= 0):
+        if not (_is_real(self.tool_sigma) and math.isfinite(self.tool_sigma) and self.tool_sigma >= 0):
             raise ValueError(f"tool_sigma must be finite and >= 0, got {self.tool_sigma!r}")
+        check_tail(("tool_median_s", "tool_sigma"), self.tool_median_s, self.tool_sigma)
+        # an episode is at most max_turns turns of the longest decode and a tool call's tail
+        if not self.max_turns * (hi / self.decode_rate_tok_s) < math.inf:
+            raise ValueError(
+                f"tokens_per_turn ({self.tokens_per_turn!r}) over decode_rate_tok_s "
+                f"({self.decode_rate_tok_s!r}): a turn's decode time overflows to infinity"
+            )
         if self.draws not in ("chapter", "numpy"):
             raise ValueError(f"draws must be 'chapter' or 'numpy', got {self.draws!r}")
 
@@ -244,6 +263,7 @@ class LogNormalDurations:
         _check_positive("median_s", self.median_s)
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma!r}")
+        check_tail(("median_s", "sigma"), self.median_s, self.sigma)
 
     def sample(self, n: int, generator: np.random.Generator) -> Array:
         _check_count(n)
