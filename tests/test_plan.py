@@ -173,6 +173,14 @@ def test_min_trainer_gpus_leaving_no_split_is_an_error() -> None:
         plan.search(spec)
 
 
+def test_min_trainer_gpus_applies_to_colocated_designs_too() -> None:
+    # colocated trains on all 8 GPUs: allowed at a minimum of 8, not at 9 (it was allowed at any)
+    at_8 = small_spec(constraints=plan.Constraints(min_trainer_gpus=8))
+    assert {d.trainer_gpus for d in plan.candidates(at_8)} == {0}
+    with pytest.raises(plan.PlanError, match="no candidate design: min_trainer_gpus=9"):
+        plan.search(small_spec(constraints=plan.Constraints(min_trainer_gpus=9)))
+
+
 def test_spec_file_and_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     example = plan.load(ROOT / "examples" / "plan_qwen3_8b.toml")
     assert example.n_gpus == 64 and example.workload.samples_per_prompt == 16

@@ -276,7 +276,8 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
 def placements(spec: PlanSpec, tp: int) -> list[int]:
     """Trainer-GPU counts allowed with replicas of ``tp`` GPUs (0: colocated)."""
     n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
-    allowed = [0] + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
+    # colocated trains on all n GPUs, so it too must meet the trainer's minimum
+    allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
     if spec.space.placement is not None:
         allowed = [t for t in allowed if t in spec.space.placement]
     fits = []
