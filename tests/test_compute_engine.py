@@ -391,6 +391,18 @@ def test_trainer_time_from_tokens() -> None:
         (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), 1.5e4), "context_tokens"),
         (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), "16384"), "context_tokens"),
         (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
+        (lambda: TokenWorkload(difficulty_sigma=True), "difficulty_sigma"),  # a bool is not a number
+        (
+            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], iteration_overhead_s=1e304),
+            "iteration_overhead_s must be at most",  # the summary's sums overflowed to NaN
+        ),
+        (
+            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], allreduce_latency_s=1e306),
+            "allreduce_latency_s must be at most",  # the run "stalled", blaming admission
+        ),
+        (lambda: Efficiency(kernel_overhead_s=1e300), "kernel_overhead_s"),
+        (lambda: TokenWorkload(drift_per_version=True), "drift_per_version"),
+        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], watermark=False), "watermark"),
         (lambda: LogNormalLengths(-1.0), "median_tokens"),
         (lambda: Cluster(engine=SMALL, n_gpus=4, trainer_gpus=4), "trainer_gpus"),
         (lambda: Cluster(engine=SMALL, n_gpus=0), "n_gpus"),

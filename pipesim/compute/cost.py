@@ -55,6 +55,7 @@ from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec, dtype_bytes
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
+    MAX_FIXED_COST_S,
     Efficiency,
     check_ep,
     check_tp,
@@ -135,12 +136,21 @@ class EngineConfig:
             raise ValueError(f"share_group_prefix must be a bool, got {self.share_group_prefix!r}")
         if self.tool_kv not in TOOL_KV:
             raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {self.tool_kv!r}")
-        if not isinstance(self.watermark, int | float) or not 0 <= self.watermark < 1:
+        if (
+            isinstance(self.watermark, bool)
+            or not isinstance(self.watermark, int | float)
+            or not 0 <= self.watermark < 1
+        ):
             raise ValueError(f"watermark must be in [0, 1), got {self.watermark!r}")
         if self.kv_policy not in KV_POLICIES:
             raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
-        _non_negative("iteration_overhead_s", self.iteration_overhead_s)
-        _non_negative("allreduce_latency_s", self.allreduce_latency_s)
+        for name in ("iteration_overhead_s", "allreduce_latency_s"):
+            _non_negative(name, getattr(self, name))
+            if getattr(self, name) > MAX_FIXED_COST_S:
+                raise ValueError(
+                    f"{name} must be at most {MAX_FIXED_COST_S:g} s (a fixed cost per iteration or "
+                    f"collective), got {getattr(self, name)!r}"
+                )
         dtype_bytes(self.weight_dtype)
         dtype_bytes(self.kv_dtype)
         if self.max_model_len is not None:

@@ -60,6 +60,12 @@ ACTIVATION_BYTES = 2
 """Activations and weights are bf16 in every kernel modelled here."""
 
 
+MAX_FIXED_COST_S = 3600.0
+"""The largest fixed cost per kernel, decode iteration or collective a configuration may give (an
+hour): beyond it a run's times overflow the clock's floats or the summary's sums, which is a typing
+error (seconds for microseconds), not a GPU."""
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """How close kernels get to the datasheet roofline; one set for all models and GPUs.
@@ -86,9 +92,10 @@ class Efficiency:
         for name in ("flop_fraction", "bandwidth_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        if not 0 <= self.kernel_overhead_s < math.inf:
+        if not 0 <= self.kernel_overhead_s <= MAX_FIXED_COST_S:
             raise ValueError(
-                f"kernel_overhead_s must be non-negative and finite, got {self.kernel_overhead_s}"
+                f"kernel_overhead_s must be in [0, {MAX_FIXED_COST_S:g}] s (a fixed cost per kernel), "
+                f"got {self.kernel_overhead_s}"
             )
         if not 1 <= self.combine_exponent < math.inf:
             raise ValueError(f"combine_exponent must be at least 1 and finite, got {self.combine_exponent}")

@@ -191,11 +191,19 @@ class TokenWorkload:
                 )
         else:
             _length_model("prompt", self.prompt)
-        if not isinstance(self.difficulty_sigma, int | float) or not 0 <= self.difficulty_sigma < math.inf:
+        if (
+            isinstance(self.difficulty_sigma, bool)
+            or not isinstance(self.difficulty_sigma, int | float)
+            or not 0 <= self.difficulty_sigma < math.inf
+        ):
             raise ValueError(f"difficulty_sigma must be a finite number >= 0, got {self.difficulty_sigma!r}")
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
             raise ValueError(f"agent must be an AgentTurns or None, got {self.agent!r}")
-        if not isinstance(self.drift_per_version, int | float) or not -1 < self.drift_per_version < math.inf:
+        if (
+            isinstance(self.drift_per_version, bool)
+            or not isinstance(self.drift_per_version, int | float)
+            or not -1 < self.drift_per_version < math.inf
+        ):
             raise ValueError(f"drift_per_version must be a number > -1, got {self.drift_per_version!r}")
 
     @property
