@@ -4,7 +4,7 @@ token ledger, the KV budget, speed against batch size, and bad input."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -492,6 +492,18 @@ def test_run_compute_refuses_the_policies_it_does_not_model(field: str, policy: 
         )
 
 
+def test_a_sync_that_overflows_names_the_link() -> None:
+    # the error named sync_time_s, a value the user never gave (computed from the GPU's NVLink)
+    slow = EngineConfig(
+        model=SMALL.model, gpu=replace(SMALL.gpu, nvlink_bandwidth_bytes_per_s=1e-300), max_model_len=4096
+    )
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
+    cluster, wl = Cluster(engine=slow, n_gpus=2, trainer_gpus=1), TokenWorkload(max_response_tokens=512)
+    with pytest.raises(ValueError, match=r"nvlink_bandwidth_bytes_per_s \(1e-300\).*pass sync_time_s"):
+        run_compute(sc, cluster, wl)
+    assert run_compute(sc, cluster, wl, sync_time_s=1.0).ledger.closes()  # the way out it names
+
+
 def test_a_closed_loop_bounds_its_concurrency() -> None:
     with pytest.raises(ValueError, match="concurrency must be at most"):
         ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 10**9)  # not a list of 10^9 sequences
@@ -593,6 +605,9 @@ def test_run_compute_rejects_a_response_above_the_context() -> None:
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))
     with pytest.raises(ValueError, match="max_response_tokens"):
         run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
+    agent = TokenWorkload(max_response_tokens=256, agent=AgentTurns(turns=10**6))  # the turns are why
+    with pytest.raises(ValueError, match=r"max_response_tokens \(256\) x agent\.turns \(1000000\)"):
+        run_compute(sc, Cluster(engine=SMALL, n_gpus=1), agent)
 
 
 # -- multi-turn ---------------------------------------------------------------------------------------

@@ -201,12 +201,16 @@ class Cluster:
     def sync_time_s(self) -> float:
         """Seconds to move the bf16 weights to the engines (see the module docstring)."""
         gpu = self.engine.gpu
-        link = (
-            gpu.nvlink_bandwidth_per_direction_bytes_per_s
-            if self.colocated or self.n_gpus <= 8
-            else gpu.network_bandwidth_bytes_per_s
-        )
-        return self.engine.model.weight_bytes("bf16") / link
+        nvlink = self.colocated or self.n_gpus <= 8
+        link = gpu.nvlink_bandwidth_per_direction_bytes_per_s if nvlink else gpu.network_bandwidth_bytes_per_s
+        seconds = self.engine.model.weight_bytes("bf16") / link
+        if not seconds < math.inf:  # a link of a few bytes a second: name it, not the sync time
+            which = "nvlink_bandwidth_bytes_per_s" if nvlink else "network_bandwidth_bytes_per_s"
+            raise ValueError(
+                f"GPUSpec {gpu.name!r}: {which} ({getattr(gpu, which)!r}) makes the weight sync of "
+                f"{self.engine.model.weight_bytes('bf16'):.3g} bytes overflow; pass sync_time_s to set it"
+            )
+        return seconds
 
     def switch_time_s(self) -> float:
         """Seconds of offload and reload per training step: colocated only (0 when disaggregated)."""

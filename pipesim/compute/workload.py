@@ -216,10 +216,15 @@ class TokenWorkload:
         return prompt + a.turns * self.max_response_tokens + (a.turns - 1) * a.observation_tokens
 
     def check_context(self, context_tokens: int) -> None:
-        """``ValueError`` naming ``max_response_tokens`` when a sample can outgrow ``context_tokens``."""
+        """``ValueError`` naming ``max_response_tokens`` (and, for agent episodes, ``agent.turns``
+        and ``agent.observation_tokens``) when a sample can outgrow ``context_tokens``."""
         if self.max_sequence_tokens > context_tokens:
+            fields = f"max_response_tokens ({self.max_response_tokens})"
+            if self.agent is not None:
+                a = self.agent
+                fields += f" x agent.turns ({a.turns}) + agent.observation_tokens ({a.observation_tokens})"
             raise ValueError(
-                f"max_response_tokens ({self.max_response_tokens}): the longest sample "
+                f"{fields}: the longest sample "
                 f"({self.max_sequence_tokens} tokens: prompt, responses and observations) exceeds the "
                 f"model context ({context_tokens} tokens)"
             )
