@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from pipesim.core.errors import check_int, check_tail
+from pipesim.core.errors import check_int, check_number, check_tail
 
 if TYPE_CHECKING:
     pass
@@ -191,20 +191,10 @@ class TokenWorkload:
                 )
         else:
             _length_model("prompt", self.prompt)
-        if (
-            isinstance(self.difficulty_sigma, bool)
-            or not isinstance(self.difficulty_sigma, int | float)
-            or not 0 <= self.difficulty_sigma < math.inf
-        ):
-            raise ValueError(f"difficulty_sigma must be a finite number >= 0, got {self.difficulty_sigma!r}")
+        check_number("difficulty_sigma", self.difficulty_sigma, 0.0)
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
             raise ValueError(f"agent must be an AgentTurns or None, got {self.agent!r}")
-        if (
-            isinstance(self.drift_per_version, bool)
-            or not isinstance(self.drift_per_version, int | float)
-            or not -1 < self.drift_per_version < math.inf
-        ):
-            raise ValueError(f"drift_per_version must be a number > -1, got {self.drift_per_version!r}")
+        check_number("drift_per_version", self.drift_per_version, -1.0, strict=True)
 
     @property
     def max_sequence_tokens(self) -> int:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_chec
 import numpy as np
 import numpy.typing as npt
 
-from pipesim.core.errors import check_int, check_tail
+from pipesim.core.errors import check_int, check_number, check_tail
 
 if TYPE_CHECKING:
     import torch
@@ -55,11 +55,6 @@ class DurationModel(Protocol):
 def _check_positive(name: str, value: float) -> None:
     if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def _is_real(value: object) -> bool:
-    """An int or float, not a bool (the number fields' type)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_count(n: int) -> None:
@@ -164,23 +159,23 @@ class AgentDurations:
     draws: Literal["chapter", "numpy"] = "chapter"
 
     def __post_init__(self) -> None:
-        if not (_is_real(self.mean_turns) and math.isfinite(self.mean_turns) and self.mean_turns > 1):
-            raise ValueError(f"mean_turns must be > 1 (geometric mean), got {self.mean_turns!r}")
+        check_number("mean_turns", self.mean_turns, 1, strict=True)  # a geometric mean of turns
         check_int("max_turns", self.max_turns, 1, MAX_AGENT_TURNS, "each turn is a column of the draws")
         pair = self.tokens_per_turn
-        if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(_is_real(x) for x in pair)):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
             raise ValueError(f"tokens_per_turn must be a pair of numbers (lo, hi), got {pair!r}")
+        for i, x in enumerate(pair):
+            check_number(f"tokens_per_turn[{i}]", x, 0.0)
         lo, hi = pair
-        if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo <= hi):
+        if not lo <= hi:
             raise ValueError(
                 f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}"
             )
         _check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
         _check_positive("tool_median_s", self.tool_median_s)
-        if not (_is_real(self.tool_sigma) and math.isfinite(self.tool_sigma) and self.tool_sigma >= 0):
-            raise ValueError(f"tool_sigma must be finite and >= 0, got {self.tool_sigma!r}")
+        check_number("tool_sigma", self.tool_sigma, 0.0)
         check_tail(("tool_median_s", "tool_sigma"), self.tool_median_s, self.tool_sigma)
-        # an episode is at most max_turns turns of the longest decode and a tool call's tail
+        # every turn may decode hi tokens: their time must be a finite float
         if not self.max_turns * (hi / self.decode_rate_tok_s) < math.inf:
             raise ValueError(
                 f"tokens_per_turn ({self.tokens_per_turn!r}) over decode_rate_tok_s "
