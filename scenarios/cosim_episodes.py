@@ -28,7 +28,6 @@ same start), so the continued episode's total duration is always more than ``g``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ import torch
 from offpolicy.functional import group_advantages
 from offpolicy.gym import MAX_ACTION_TOKENS, Tokenizer, parse_action
 from offpolicy.rollout import Episode, close_action, new_episode
+from pipesim.core.errors import check_number
 
 TOOL_KINDS = ("read", "fix")
 
@@ -60,15 +60,8 @@ class CosimDurations:
 
     def __post_init__(self) -> None:
         for name in ("tokens_scale", "decode_rate_tok_s", "tool_median_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-            if value <= 0:
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if not (isinstance(self.tool_sigma, int | float) and math.isfinite(self.tool_sigma)):
-            raise ValueError(f"tool_sigma must be finite and >= 0, got {self.tool_sigma!r}")
-        if self.tool_sigma < 0:
-            raise ValueError(f"tool_sigma must be finite and >= 0, got {self.tool_sigma!r}")
+            check_number(name, getattr(self, name), 0, strict=True)
+        check_number("tool_sigma", self.tool_sigma, 0)
 
     @property
     def token_s(self) -> float:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +16,7 @@ import torch
 
 import pipesim
 from pipesim import PipelineConfig, PipelineError, Scenario, TraceDurations, run, simulate_pipeline
-from pipesim.workload.durations import AgentDurations, ExponentialDurations
+from pipesim.workload.durations import AgentDurations, ExponentialDurations, LogNormalDurations
 
 
 @pytest.mark.parametrize(
@@ -362,6 +365,34 @@ def test_classes_in_nested_policy_slots_and_numpy_integers_are_named() -> None:
         PipelineConfig(n_slots=np.int64(3))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="durations must be given"):
         simulate_pipeline(None, 4, 4, 1.0, 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda x: PipelineConfig(train_time_s=x), "train_time_s"),
+        (lambda x: pipesim.AgentDurations(decode_rate_tok_s=x), "decode_rate_tok_s"),
+        (lambda x: LogNormalDurations(median_s=x), "median_s"),
+        (lambda x: pipesim.compute.LogNormalLengths(x), "median_tokens"),
+        (lambda x: pipesim.compute.AgentTurns(tool_latency_s=x), "tool_latency_s"),
+    ],
+)
+@pytest.mark.parametrize("value", [np.float32(2.0), fractions.Fraction(3, 2), decimal.Decimal("2.5")])
+def test_a_real_that_is_not_a_python_number_is_named_with_the_conversion(
+    build: Callable[[object], object], field: str, value: object
+) -> None:
+    """A float field takes an int or a float (np.float64 is one); other reals are refused with the
+    way to convert them, rather than "must be a finite number" of a finite number."""
+    hint = rf"float\(x\) converts a {type(value).__name__}\)"
+    with pytest.raises(ValueError, match=rf"^{field} must be a finite number.*{hint}"):
+        build(value)
+    build(float(value))  # type: ignore[arg-type]
+
+
+def test_bools_and_numpy_doubles_for_float_fields() -> None:
+    with pytest.raises(ValueError, match=r"^mean_s must be a finite number > 0, got True$"):
+        ExponentialDurations(mean_s=True)  # was taken as 1.0 s
+    assert LogNormalDurations(median_s=np.float64(2.0)).median_s == 2.0
 
 
 @pytest.mark.parametrize(

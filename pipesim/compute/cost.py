@@ -46,7 +46,6 @@ separately: lower ``gpu_memory_utilization`` to leave room for it.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -63,7 +62,7 @@ from pipesim.compute.roofline import (
     kernel_time_s,
     linear_time_s,
 )
-from pipesim.core.errors import MAX_SLOTS, check_int
+from pipesim.core.errors import MAX_SLOTS, check_int, check_number
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -71,11 +70,6 @@ admitted only if its prompt plus its ``max_tokens`` fit, so no sequence is ever 
 
 
 TOOL_KV = ("keep", "drop")
-
-
-def _non_negative(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +139,7 @@ class EngineConfig:
         if self.kv_policy not in KV_POLICIES:
             raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
         for name in ("iteration_overhead_s", "allreduce_latency_s"):
-            _non_negative(name, getattr(self, name))
+            check_number(name, getattr(self, name), 0)
             if getattr(self, name) > MAX_FIXED_COST_S:
                 raise ValueError(
                     f"{name} must be at most {MAX_FIXED_COST_S:g} s (a fixed cost per iteration or "

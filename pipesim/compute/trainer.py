@@ -23,13 +23,12 @@ GPUs (ZeRO-3 / FSDP); if they exceed the GPUs' HBM the config raises ``ValueErro
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, check_number
 
 if TYPE_CHECKING:
     from pipesim.compute.source import TokenSource
@@ -64,9 +63,7 @@ class TrainerConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("step_overhead_s", "optimizer_bytes_per_param"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+            check_number(name, getattr(self, name), 0)
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
         if need > self.gpu.hbm_bytes:
             raise ValueError(
@@ -98,12 +95,7 @@ class ComputeTrainer:
     def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
         if not isinstance(config, TrainerConfig):
             raise ValueError(f"config must be a TrainerConfig, got {config!r}")
-        if (
-            isinstance(switch_s, bool)
-            or not isinstance(switch_s, int | float)
-            or not 0 <= switch_s < math.inf
-        ):
-            raise ValueError(f"switch_s must be a finite number >= 0, got {switch_s!r}")
+        check_number("switch_s", switch_s, 0)
         self.config, self.source = config, source
         self.switch_s = float(switch_s)
         self.log: list[tuple[int, float, float]] = []

@@ -61,10 +61,8 @@ class LogNormalLengths:
 
     def __post_init__(self) -> None:
         m, s = self.median_tokens, self.sigma
-        if isinstance(m, bool) or not isinstance(m, int | float) or not 0 < m < math.inf:
-            raise ValueError(f"median_tokens must be a positive finite number, got {m!r}")
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s < math.inf:
-            raise ValueError(f"sigma must be a finite number >= 0, got {s!r}")
+        check_number("median_tokens", m, 0, strict=True)
+        check_number("sigma", s, 0)
         check_tail(("median_tokens", "sigma"), m, s)
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -136,9 +134,7 @@ class AgentTurns:
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "turns" else 0):
                 raise ValueError(f"{name} must be an int >= {1 if name == 'turns' else 0}, got {v!r}")
         for name in ("tool_latency_s", "tool_latency_sigma"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf:
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+            check_number(name, getattr(self, name), 0)
         check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
 
 

@@ -7,6 +7,7 @@ a run that cannot finish is nearly always a combination of policies that cannot 
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -65,7 +66,17 @@ def check_number(name: str, value: object, minimum: float, strict: bool = False)
     ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {minimum}, got {value!r}")
+        bound = f"{'>' if strict else '>='} {minimum}"
+        raise ValueError(f"{name} must be a finite number {bound}{float_hint(value)}, got {value!r}")
+
+
+def float_hint(value: object) -> str:
+    """What to say of a real number that is not a Python int or float (a numpy float32, a
+    Fraction, a Decimal): a field takes a Python number, so its arithmetic is a C double's in
+    both builds; the user converts it."""
+    if not isinstance(value, bool | int | float) and isinstance(value, numbers.Real | decimal.Decimal):
+        return f" (a Python float: float(x) converts a {type(value).__name__})"
+    return ""
 
 
 def _where(p: Pipeline) -> str:

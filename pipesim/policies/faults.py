@@ -25,21 +25,19 @@ episode, and only when failures are configured: the default path never builds a 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pipesim.core.episode import Episode
+from pipesim.core.errors import check_number
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
 
 
 def check_positive(name: str, value: object) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is a finite number > 0."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    if not ok:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    """Raise ValueError naming ``name`` unless ``value`` is a finite number > 0 (not a bool)."""
+    check_number(name, value, 0, strict=True)
 
 
 @dataclass(frozen=True)

@@ -52,11 +52,6 @@ class DurationModel(Protocol):
     def sample(self, n: int, generator: np.random.Generator) -> Array: ...
 
 
-def _check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
 def _check_count(n: int) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be an integer >= 0, got {n!r}")
@@ -171,8 +166,8 @@ class AgentDurations:
             raise ValueError(
                 f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}"
             )
-        _check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
-        _check_positive("tool_median_s", self.tool_median_s)
+        check_number("decode_rate_tok_s", self.decode_rate_tok_s, 0, strict=True)
+        check_number("tool_median_s", self.tool_median_s, 0, strict=True)
         check_number("tool_sigma", self.tool_sigma, 0.0)
         check_tail(("tool_median_s", "tool_sigma"), self.tool_median_s, self.tool_sigma)
         # every turn may decode hi tokens: their time must be a finite float
@@ -239,7 +234,7 @@ class ExponentialDurations:
     mean_s: float = 96.0
 
     def __post_init__(self) -> None:
-        _check_positive("mean_s", self.mean_s)
+        check_number("mean_s", self.mean_s, 0, strict=True)
 
     def sample(self, n: int, generator: np.random.Generator) -> Array:
         _check_count(n)
@@ -255,7 +250,7 @@ class LogNormalDurations:
     sigma: float = 0.9
 
     def __post_init__(self) -> None:
-        _check_positive("median_s", self.median_s)
+        check_number("median_s", self.median_s, 0, strict=True)
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
             raise ValueError(f"sigma must be finite and >= 0, got {self.sigma!r}")
         check_tail(("median_s", "sigma"), self.median_s, self.sigma)
