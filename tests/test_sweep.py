@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -229,6 +230,41 @@ def test_every_cell_failing_raises_and_lists_the_failures() -> None:
     res = info.value.result
     assert res is not None and len(res.failures) == 2
     assert len(res.aggregate) == 0 and "n_seeds" in res.aggregate.columns
+
+
+def test_a_script_read_from_stdin_is_refused_before_any_worker_starts(tmp_path: Path) -> None:
+    """``python - < script.py``: workers cannot re-import "<stdin>", so every cell used to fail as
+    'worker process died'; now one error says so, and a thread pool still runs it."""
+    code = textwrap.dedent(
+        """
+        from pipesim.io.registry import get_scenario
+        from pipesim.io.sweeps import sweep
+
+        if __name__ == "__main__":
+            sc = get_scenario("synchronous").with_(pool_size=None, n_slots=4, batch_size=4, steps=2)
+            res = sweep(sc, {"max_staleness": [0, 1]}, workers=1, progress=False)
+            print(res.runs["status"].tolist())
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run_ = functools.partial(
+        subprocess.run,
+        [sys.executable, "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    proc = run_(input=code)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "died" not in out, out[-3000:]
+    assert "SweepError: pipesim.sweep was started from a main script read from <stdin>" in out, out[-3000:]
+    threads = "from concurrent.futures import ThreadPoolExecutor\n" + code.replace(
+        "workers=1,", "executor=ThreadPoolExecutor(1),"
+    )
+    proc = run_(input=threads)
+    assert proc.returncode == 0 and "['ok', 'ok']" in proc.stdout, proc.stdout + proc.stderr[-2000:]
 
 
 def test_unguarded_script_says_so_in_one_line(tmp_path: Path) -> None:

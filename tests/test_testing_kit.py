@@ -14,22 +14,28 @@ import pytest
 import pipesim
 from pipesim.testing import InvariantError, check_invariants
 
-DOC = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = (ROOT / "README.md", ROOT / "docs" / "policies.md")
+"""The two documents that carry the example: the README's copy and the policy guide's."""
 
 
-def readme_example() -> str:
-    text = DOC.read_text()
-    m = re.search(
-        r"<!-- readme-example:start -->\n```python\n(.*?)```\n<!-- readme-example:end -->", text, re.S
-    )
-    assert m, "docs/policies.md lost its example block"
+def readme_example(doc: Path = DOCS[0]) -> str:
+    block = r"<!-- readme-example:start -->\n```python\n(.*?)```\n<!-- readme-example:end -->"
+    m = re.search(block, doc.read_text(), re.S)
+    assert m, f"{doc.relative_to(ROOT)} lost its example block"
     return m.group(1)
 
 
-def test_the_documented_example_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_two_copies_of_the_example_are_one() -> None:
+    readme, guide = (readme_example(doc) for doc in DOCS)
+    assert readme == guide, "README.md and docs/policies.md carry different copies of the policy example"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: d.name)
+def test_the_documented_example_runs_as_written(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = types.ModuleType("readme_example")  # a real module, as the user's test file would be
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(readme_example(), str(DOC), "exec"), module.__dict__)
+    exec(compile(readme_example(doc), str(doc), "exec"), module.__dict__)
     ns: dict[str, Any] = module.__dict__
     tests = [fn for name, fn in ns.items() if name.startswith("test_")]
     assert tests

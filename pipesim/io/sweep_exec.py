@@ -171,6 +171,12 @@ def main_guard_problem() -> str | None:
     path = getattr(main, "__file__", None)
     if main is None or not path:
         return None  # interactive or -c: nothing is re-imported
+    if not Path(path).is_file():  # ``python - < script.py``: __file__ is "<stdin>"
+        return (
+            f"pipesim.sweep was started from a main script read from {path}, which a process pool's "
+            "workers cannot re-import (each would fail to start): save the script as a file and run "
+            "that, or pass executor=ThreadPoolExecutor(...)"
+        )
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
         frame = frame.f_back
