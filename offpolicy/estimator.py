@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="also write the table to this text file")
     args = parser.parse_args(argv)
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        parser.error(f"--out {args.out}: no directory {Path(args.out).resolve().parent}")  # before the table
     torch.set_num_threads(1)
     text = format_table(estimator_table())
     print(text)

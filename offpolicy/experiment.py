@@ -14,6 +14,7 @@ every run, so a long grid can be resumed (``--resume``) after an interruption.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import math
@@ -31,7 +32,7 @@ from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
-from offpolicy.update import Sampler, train_offpolicy
+from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
 TABLE_SEED = 0  # seed of the bootstrap generator behind every table cell
@@ -57,6 +58,35 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
     """'mean [lo, hi]': the mean over seeds and its 95% bootstrap interval, ``digits`` decimals."""
     return stats.fmt_interval(stats.bootstrap_mean(values, np.random.default_rng(TABLE_SEED)), digits)
+
+
+def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The checks the training CLIs (``offpolicy.staleness``, ``lr_sweep``, ``fp8``) share, made
+    before any training: a bad value is ``parser.error`` (usage, exit 2) naming the flag, not a
+    traceback, and never an error raised after minutes of training (``--steps 0`` divided by
+    zero in the report). Flags a CLI does not have are skipped."""
+    for flag in ("steps", "seeds", "eval_every"):
+        v = getattr(args, flag, None)
+        if flag == "seeds" and getattr(args, "seed_list", None):
+            continue  # --seed-list replaces --seeds
+        least = 0 if flag == "eval_every" else 1  # --eval-every 0: never
+        if v is not None and v < least:
+            parser.error(f"--{flag.replace('_', '-')} must be at least {least}, got {v}")
+    for flag in ("lags", "seed_list"):
+        bad = [v for v in getattr(args, flag, None) or () if v < 0]
+        if bad:
+            parser.error(f"--{flag.replace('_', '-')} must be >= 0, got {bad[0]}")
+    if (seed_list := getattr(args, "seed_list", None)) and len(set(seed_list)) != len(seed_list):
+        parser.error(f"--seed-list: seeds must be distinct, got {seed_list}")
+    unknown = [c for c in getattr(args, "corrections", None) or () if c not in CORRECTIONS]
+    if unknown:
+        known = ", ".join(CORRECTIONS)
+        parser.error(f"--corrections: unknown correction {unknown[0]!r} (choose from {known})")
+    lrs = list(getattr(args, "lrs", None) or ()) + [getattr(args, "lr", None) or 1.0]
+    if not all(math.isfinite(lr) and lr > 0 for lr in lrs):
+        parser.error(f"--lr/--lrs: a learning rate must be a finite number > 0, got {lrs}")
+    if getattr(args, "table_only", False) and not Path(args.json).is_file():
+        parser.error(f"--table-only reads --json {args.json}, which does not exist")
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:

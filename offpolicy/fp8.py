@@ -19,6 +19,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    check_cli_args,
     fmt_ci,
     history_mean,
     load_base,
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
     args = parser.parse_args(argv)
+    check_cli_args(parser, args)
     torch.set_num_threads(1)
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base(args.gym)

@@ -20,6 +20,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    check_cli_args,
     fmt_ci,
     group_runs,
     history_mean,
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", default="results/offpolicy/lr_sweep.json")
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
     args = parser.parse_args(argv)
+    check_cli_args(parser, args)
     torch.set_num_threads(1)
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base(args.gym)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from offpolicy.experiment import (
+    check_cli_args,
     eval_trace,
     load_base,
     paired_table,
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
     parser.add_argument("--table-only", action="store_true", help="re-render table and figure from the JSON")
     args = parser.parse_args(argv)
+    check_cli_args(parser, args)
     torch.set_num_threads(1)
     if args.table_only:
         report(read_runs(args.json), args.json, args.html)

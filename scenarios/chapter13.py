@@ -11,7 +11,9 @@ dropped episodes, so each drop would permanently spend its headroom of eta batch
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from typing import Any
 
 import torch
@@ -162,7 +164,14 @@ def free_from(ex2: dict[int, dict[str, float]], tol: float = 1e-3) -> int:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Print every table; ``argv`` (default: none, whatever the process's own arguments) takes
+    only ``--help``: the tables have no knobs, so any other argument is a usage error."""
+    ap = argparse.ArgumentParser(
+        prog="python -m scenarios.chapter13",
+        description="Print every pipeline table of chapter 13 (13.1-13.7 and the exercises).",
+    )
+    ap.parse_args([] if argv is None else argv)
     print("13.1 weight sync (bf16)")
     for name, gb, times in weight_sync_table():
         cols = ", ".join(f"{t:6.2f} s at {bw:>3.0f} GB/s" for t, bw in zip(times, (100, 10, 1)))
@@ -218,4 +227,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -257,6 +257,20 @@ def perf_protocol(
     )
 
 
+def _stored_runs(path: str) -> list[dict[str, Any]]:
+    """The runs of a ``--json`` file written before (``--retable``): ValueError naming the file."""
+    bad = f"--retable {path}: not a --json file of this command (no 'runs' list)"
+    try:
+        runs = json.loads(Path(path).read_text())["runs"]
+    except OSError as exc:
+        raise ValueError(f"--retable {path}: cannot read it ({exc.strerror})") from None
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(bad) from None
+    if not isinstance(runs, list):
+        raise ValueError(bad)
+    return runs
+
+
 def cli(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.cosim", description=__doc__.split("\n\n")[0])
     ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma list of: {', '.join(DESIGNS)}")
@@ -283,7 +297,7 @@ def cli(argv: Sequence[str]) -> int:
     args = ap.parse_args(list(argv))
     try:
         if args.retable is not None:
-            records = in_design_order(json.loads(Path(args.retable).read_text())["runs"])
+            records = in_design_order(_stored_runs(args.retable))
             rows = aggregate(records, args.target, args.also_target)
             print(format_table(rows, args.target))
             print("\n" + claims_table(records))

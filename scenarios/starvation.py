@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -186,6 +187,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=BASE["steps"])
     ap.add_argument("--html", metavar="FILE", help="also write the figure to a self-contained HTML page")
     args = ap.parse_args(argv)
+    if min(args.etas) < 0:
+        ap.error(f"--etas: a staleness bound must be >= 0, got {min(args.etas)}")
+    if args.steps < 1:
+        ap.error(f"--steps must be at least 1, got {args.steps}")
+    if args.seed < 0:
+        ap.error(f"--seed must be >= 0, got {args.seed}")
+    if not (math.isfinite(args.sigma) and args.sigma >= 0):
+        ap.error(f"--sigma must be a finite number >= 0, got {args.sigma}")
+    if args.html and not Path(args.html).resolve().parent.is_dir():
+        ap.error(f"--html {args.html}: no directory {Path(args.html).resolve().parent}")  # before the runs
     df = starvation_table(tuple(args.etas), seed=args.seed, sigma=args.sigma, steps=args.steps)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
         print(df.to_string(index=False))
