@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pipesim import InFlightUpdate
@@ -303,3 +304,42 @@ def test_unguarded_script_says_so_in_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.count(" ok") == 2, proc.stdout + proc.stderr[-2000:]
+
+
+def test_intervals_of_a_metric_that_cannot_be_negative_stop_at_zero() -> None:
+    """Two seeds of staleness_max, 0 and 3: the t interval reaches -17.6, which no mean of
+    staleness can be; a metric the cell function does not vouch for keeps its raw interval."""
+    runs = pd.DataFrame(
+        {
+            "eta": [1, 1],
+            "seed": [0, 1],
+            "status": ["ok", "ok"],
+            "error": ["", ""],
+            "staleness_max": [0.0, 3.0],
+            "length_bias_excess": [-0.1, 0.2],
+            "mine": [0.0, 3.0],
+        }
+    )
+    metrics = ("staleness_max", "length_bias_excess", "mine")
+    res = SweepResult(runs=runs, keys=("eta",), metrics=metrics, nonnegative=("staleness_max",))
+    row = res.aggregate.iloc[0]
+    raw_lo = 1.5 - t975(2) * math.sqrt(4.5) / math.sqrt(2)
+    assert row["staleness_max_lo"] == 0.0 and row["staleness_max_hi"] == pytest.approx(3.0 - raw_lo)
+    assert raw_lo < 0 and row["mine_lo"] == pytest.approx(raw_lo)
+    assert row["length_bias_excess_lo"] < -0.1
+
+
+def test_the_default_cell_function_vouches_for_all_but_its_signed_metric() -> None:
+    sc = get_scenario("synchronous").with_(pool_size=None, n_slots=4, batch_size=4, steps=2)
+    res = sweep(sc, {"max_staleness": [0, 1]}, seeds=2, executor=ThreadPoolExecutor(1), progress=False)
+    assert "staleness_max" in res.nonnegative and "throughput_per_hour" in res.nonnegative
+    assert "length_bias_excess" in res.metrics and "length_bias_excess" not in res.nonnegative
+    assert (res.aggregate[[f"{m}_lo" for m in res.nonnegative]] >= 0).all().all()
+    mine = sweep(
+        sc, {"max_staleness": [0]}, fn=_signed_metric, executor=ThreadPoolExecutor(1), progress=False
+    )
+    assert mine.nonnegative == ()
+
+
+def _signed_metric(scenario: Scenario) -> dict[str, float]:
+    return {"x": -1.0 if scenario.seed % 2 else 1.0}

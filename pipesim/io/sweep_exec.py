@@ -56,6 +56,11 @@ class CellTimeout(BaseException):
     metrics function's ``except Exception`` cannot swallow it)."""
 
 
+SIGNED_SUMMARY = frozenset({"length_bias_excess"})
+"""The metrics of :func:`run_summary` that may be negative; every other is a count, a time, a rate,
+a share or a ratio of them (:attr:`~pipesim.io.sweep_grid.SweepResult.nonnegative`)."""
+
+
 def run_summary(scenario: Scenario) -> dict[str, float]:
     """The default cell function: ``run(scenario).summary()`` plus ``length_bias_excess``.
 

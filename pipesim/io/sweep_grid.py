@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -87,6 +87,8 @@ class SweepResult:
     runs: pd.DataFrame
     keys: tuple[str, ...]
     metrics: tuple[str, ...] = field(default=())
+    nonnegative: tuple[str, ...] = field(default=())
+    """Metrics that cannot be negative (counts, times, rates, shares): their intervals stop at 0."""
 
     @property
     def failures(self) -> pd.DataFrame:
@@ -96,14 +98,20 @@ class SweepResult:
     @cached_property
     def aggregate(self) -> pd.DataFrame:
         """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval), ``n_seeds``."""
-        return aggregate(self.runs, self.keys, self.metrics)
+        return aggregate(self.runs, self.keys, self.metrics, self.nonnegative)
 
 
-def aggregate(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
+def aggregate(
+    runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], nonnegative: Sequence[str] = ()
+) -> pd.DataFrame:
     """Mean and 95% interval over seeds of each metric, one row per combination of ``keys``.
 
-    With no successful cell the table is empty but keeps its columns.
+    The interval of a metric in ``nonnegative`` stops at 0: with few seeds a t interval of a
+    count or a time can reach below zero (2 seeds of ``staleness_max``, 0 and 3: down to -17.6),
+    which no mean of such values can be. With no successful cell the table is empty but keeps
+    its columns.
     """
+    floor = set(nonnegative)
     ok = runs[runs["status"] == "ok"]
     columns = [*keys, "n_seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "lo", "hi"))]
     rows = []
@@ -119,7 +127,8 @@ def aggregate(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]) -
             col = g[m].astype(float)
             mean = float(col.mean())
             half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-            row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, mean - half, mean + half
+            lo = max(mean - half, 0.0) if m in floor and mean >= 0 else mean - half
+            row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, mean + half
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
@@ -187,7 +196,11 @@ def all_failed_message(res: SweepResult, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-def collect(cells: list[Cell], results: Mapping[int, Mapping[str, Any]]) -> SweepResult:
+def collect(
+    cells: list[Cell], results: Mapping[int, Mapping[str, Any]], signed: Collection[str] | None = None
+) -> SweepResult:
+    """The tidy result. ``signed``: the metrics that may be negative, where the cell function
+    says (the default's); every other metric is then non-negative. None: nothing is known."""
     rows = []
     metrics: list[str] = []
     for c in cells:
@@ -199,4 +212,5 @@ def collect(cells: list[Cell], results: Mapping[int, Mapping[str, Any]]) -> Swee
         rows.append({**c.labels, "status": res.pop("status"), "error": res.pop("error"), **res})
     keys = tuple(k for k in cells[0].labels if k != "seed")
     runs = pd.DataFrame(rows)
-    return SweepResult(runs=runs, keys=keys, metrics=tuple(metrics))
+    floor = () if signed is None else tuple(m for m in metrics if m not in signed)
+    return SweepResult(runs=runs, keys=keys, metrics=tuple(metrics), nonnegative=floor)

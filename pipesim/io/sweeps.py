@@ -41,6 +41,7 @@ from typing import Any
 from pipesim.config import Scenario
 from pipesim.core.errors import check_int
 from pipesim.io.sweep_exec import (
+    SIGNED_SUMMARY,
     CellTimeout,
     MetricsFn,
     NoBar,
@@ -148,7 +149,7 @@ def sweep(
                     "error": "worker process died (it exited or was killed)",
                 }
     bar.close()
-    res = collect(cells, results)
+    res = collect(cells, results, SIGNED_SUMMARY if fn is run_summary else None)
     if not (res.runs["status"] == "ok").any():
         raise SweepError(all_failed_message(res), res)
     return res
