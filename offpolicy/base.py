@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from offpolicy.checks import check_int, check_real
 from offpolicy.gym import (
     BUG_RHS,
     DEFAULT_GYM,
@@ -80,6 +81,12 @@ class BaseConfig:
     """
 
     def __post_init__(self) -> None:
+        for name in ("n_demo_tasks", "steps", "batch_size"):
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_real("p_correct", self.p_correct, 0, 1)
+        check_real("lr", self.lr, 0, open_low=True)
+        check_real("aux_weight", self.aux_weight, 0)
         if self.wrong not in ("off-by-one", "decoy"):
             raise ValueError(f"wrong must be 'off-by-one' or 'decoy', got {self.wrong!r}")
 

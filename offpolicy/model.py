@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from offpolicy.checks import check_int, check_real
 
 CHECKPOINT_FORMAT = "offpolicy.tinyagent.v2"  # v2: adds the sha256 of the tensor data
 
@@ -76,14 +79,17 @@ class ModelConfig:
     alibi_slopes: tuple[float, ...] = (1.0, 0.5, 0.125, 0.0)
 
     def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff"):
+            check_int(name, getattr(self, name), 1)
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+        for i, s in enumerate(self.alibi_slopes):
+            check_real(f"alibi_slopes[{i}]", s, -math.inf)
         object.__setattr__(self, "alibi_slopes", tuple(float(s) for s in self.alibi_slopes))
         if self.d_model % self.n_heads != 0:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
         if len(self.alibi_slopes) != self.n_heads:
             raise ValueError(f"alibi_slopes needs one slope per head ({self.n_heads})")
-        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
 
 
 class Block(nn.Module):

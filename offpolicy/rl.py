@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from offpolicy.checks import check_int, check_real
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
@@ -67,17 +68,23 @@ class RLConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.group_size <= 0 or self.episodes_per_step % self.group_size != 0:
+        for name in ("episodes_per_step", "group_size", "minibatches", "max_turns"):
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_real("lr", self.lr, 0, open_low=True)
+        check_real("temperature", self.temperature, 0, open_low=True)
+        check_real("clip_low", self.clip_low, 0, 1)
+        check_real("clip_high", self.clip_high, 0)
+        check_real("max_grad_norm", self.max_grad_norm, 0, open_low=True)
+        if not isinstance(self.normalize_std, bool):
+            raise ValueError(f"normalize_std must be a bool, got {self.normalize_std!r}")
+        if self.episodes_per_step % self.group_size != 0:
             raise ValueError(
                 f"episodes_per_step={self.episodes_per_step} must be a positive multiple of "
                 f"group_size={self.group_size}"
             )
-        if self.minibatches <= 0 or self.minibatches > self.episodes_per_step:
+        if self.minibatches > self.episodes_per_step:
             raise ValueError(f"minibatches must be in [1, episodes_per_step], got {self.minibatches}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
 def compute_advantages(batch: dict[str, torch.Tensor], cfg: RLConfig) -> torch.Tensor:

@@ -1,0 +1,43 @@
+"""How offpolicy's configs say a field is wrong: a ``ValueError`` naming the field.
+
+``offpolicy`` does not import ``pipesim`` (whose package imports SimPy), so it keeps these two
+checks of its own; they mirror ``pipesim.core.errors.check_int`` / ``check_number``: a bool is
+not a number, a float field takes an int or a float and must be finite, and a numpy scalar is
+named with the conversion to use.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+
+def _numpy_hint(value: object) -> str:
+    """The conversion to name for a numpy scalar (or another real that is not a Python number)."""
+    if isinstance(value, bool | int | float):
+        return ""
+    if isinstance(value, numbers.Integral):
+        return f" (int(x) converts a {type(value).__name__})"
+    if isinstance(value, numbers.Real):
+        return f" (float(x) converts a {type(value).__name__})"
+    return ""
+
+
+def check_int(name: str, value: object, minimum: int) -> None:
+    """ValueError naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}{_numpy_hint(value)}, got {value!r}")
+
+
+def check_real(name: str, value: object, low: float, high: float = math.inf, open_low: bool = False) -> None:
+    """ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool) in
+    ``[low, high]`` (``(low, high]`` with ``open_low``)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (low < value if open_low else low <= value) or value > high:  # type: ignore[operator]
+        if high < math.inf:
+            where = f" in {'(' if open_low else '['}{low:g}, {high:g}]"
+        elif low > -math.inf:
+            where = f" {'>' if open_low else '>='} {low:g}"
+        else:
+            where = ""
+        raise ValueError(f"{name} must be a finite number{where}{_numpy_hint(value)}, got {value!r}")

@@ -1,0 +1,63 @@
+"""offpolicy's configs refuse a bad field at construction, with a ValueError naming it.
+
+Before, ``RLConfig(lr=nan)`` trained on NaN, ``clip_low=1.5`` clipped the ratio below zero,
+``max_grad_norm=0`` zeroed every gradient, a bool was taken as a number and a float as a count
+(a TypeError deep in torch, or silently), and ``ModelConfig`` said "must be positive" of a field
+that was not a number at all.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from offpolicy.base import BaseConfig
+from offpolicy.model import ModelConfig
+from offpolicy.rl import RLConfig
+
+BAD: list[tuple[type, dict[str, Any], str]] = [
+    (RLConfig, {"lr": math.nan}, r"^lr must be a finite number > 0, got nan"),
+    (RLConfig, {"lr": 0.0}, r"^lr must be a finite number > 0"),
+    (RLConfig, {"lr": np.float32(1e-3)}, r"^lr .*float\(x\) converts a float32"),
+    (RLConfig, {"temperature": math.inf}, r"^temperature must be a finite number > 0"),
+    (RLConfig, {"clip_low": 1.5}, r"^clip_low must be a finite number in \[0, 1\]"),
+    (RLConfig, {"clip_high": -0.1}, r"^clip_high must be a finite number >= 0"),
+    (RLConfig, {"max_grad_norm": 0}, r"^max_grad_norm must be a finite number > 0"),
+    (RLConfig, {"max_turns": 0}, r"^max_turns must be an integer >= 1, got 0"),
+    (RLConfig, {"group_size": True}, r"^group_size must be an integer >= 1, got True"),
+    (RLConfig, {"episodes_per_step": 64.0}, r"^episodes_per_step must be an integer >= 1, got 64.0"),
+    (RLConfig, {"seed": np.int64(3)}, r"^seed .*int\(x\) converts a int64"),
+    (RLConfig, {"normalize_std": 1}, r"^normalize_std must be a bool"),
+    (RLConfig, {"minibatches": 65}, r"^minibatches must be in \[1, episodes_per_step\]"),
+    (RLConfig, {"group_size": 7}, r"must be a positive multiple of group_size=7"),
+    (ModelConfig, {"vocab_size": 2.5}, r"^vocab_size must be an integer >= 1, got 2.5"),
+    (ModelConfig, {"vocab_size": 30, "n_layers": 0}, r"^n_layers must be an integer >= 1"),
+    (
+        ModelConfig,
+        {"vocab_size": 30, "alibi_slopes": (1, math.inf, 0, 0)},
+        r"^alibi_slopes\[1\] must be a finite",
+    ),
+    (ModelConfig, {"vocab_size": 30, "tie_embeddings": "no"}, r"^tie_embeddings must be a bool"),
+    (BaseConfig, {"p_correct": 2}, r"^p_correct must be a finite number in \[0, 1\]"),
+    (BaseConfig, {"steps": 0}, r"^steps must be an integer >= 1"),
+    (BaseConfig, {"lr": -1}, r"^lr must be a finite number > 0"),
+    (BaseConfig, {"aux_weight": math.nan}, r"^aux_weight must be a finite number >= 0"),
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "match"), BAD, ids=[f"{c.__name__}-{next(iter(k))}" for c, k, _ in BAD]
+)
+def test_a_bad_field_is_named(cls: type, kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        cls(**kwargs)
+
+
+def test_the_defaults_and_edges_are_accepted() -> None:
+    RLConfig()
+    RLConfig(clip_low=0, clip_high=0, lr=1, normalize_std=True, seed=0)
+    ModelConfig(vocab_size=30, alibi_slopes=(-1.0, 0, 0, 0))  # a slope of any sign is the user's choice
+    BaseConfig(p_correct=0, aux_weight=0)
