@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from mismatch.health import logprob_health
+from offpolicy.checks import check_int
 from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
@@ -178,8 +179,8 @@ def train_offpolicy(
     ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads``: the training reward comes from a
     policy ``lag`` updates old and can hide a collapse that these show when it happens.
     """
-    if lag < 0:
-        raise ValueError(f"lag must be >= 0, got {lag}")
+    check_int("steps", steps, 1)
+    check_int("lag", lag, 0)
     check_correction_args(correction, cap, band)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)

@@ -167,11 +167,14 @@ def test_offpolicy_update_reports_mismatch_of_a_different_sampler() -> None:
         ({"lag": -1}, "lag"),
         ({"cap": 0.0}, "cap"),
         ({"band": (5.0, 0.5)}, "band"),
+        ({"lag": 1.5}, "lag must be an integer"),
+        ({"steps": 0}, "steps must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_raise_naming_the_argument(kwargs: dict[str, object], name: str) -> None:
+    args: dict[str, object] = {"steps": 1, **kwargs}
     with pytest.raises(ValueError, match=name):
-        train_offpolicy(fresh_model(), make_tasks("train", "defect"), TOK, SMALL, 1, **kwargs)  # type: ignore[arg-type]
+        train_offpolicy(fresh_model(), make_tasks("train", "defect"), TOK, SMALL, **args)  # type: ignore[arg-type]
 
 
 def test_fp8_copy_rounds_weights_but_not_the_original() -> None:
