@@ -85,8 +85,19 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     lrs = list(getattr(args, "lrs", None) or ()) + [getattr(args, "lr", None) or 1.0]
     if not all(math.isfinite(lr) and lr > 0 for lr in lrs):
         parser.error(f"--lr/--lrs: a learning rate must be a finite number > 0, got {lrs}")
-    if getattr(args, "table_only", False) and not Path(args.json).is_file():
-        parser.error(f"--table-only reads --json {args.json}, which does not exist")
+    if getattr(args, "table_only", False):
+        if not Path(args.json).is_file():
+            parser.error(f"--table-only reads --json {args.json}, which does not exist")
+    elif (path := getattr(args, "json", None)) is not None:
+        # the results are written after each run: a directory that cannot be made or written
+        # would fail after the first run's minutes of training
+        folder = Path(path).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--json {path}: cannot make its directory {folder} ({exc.strerror})")
+        if not os.access(folder, os.W_OK):
+            parser.error(f"--json {path}: its directory {folder} is not writable")
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:

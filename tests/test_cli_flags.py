@@ -49,6 +49,12 @@ CASES: list[tuple[str, Main, list[str], str]] = [
     ("staleness-lr", staleness.main, ["--lr", "nan"], "a learning rate must be a finite number > 0"),
     ("staleness-seed-list", staleness.main, ["--seed-list", "1", "1"], "seeds must be distinct"),
     ("staleness-table", staleness.main, ["--table-only", "--json", "no-such.json"], "which does not exist"),
+    (
+        "staleness-json",
+        staleness.main,
+        ["--json", "/proc/x/s.json"],
+        "--json /proc/x/s.json: cannot make its directory",
+    ),
     ("lr-sweep-lrs", lr_sweep.main, ["--lrs", "1e-3", "0"], "a learning rate must be a finite number > 0"),
     ("lr-sweep-eval", lr_sweep.main, ["--eval-every", "-1"], "--eval-every must be at least 0, got -1"),
     ("fp8-corrections", fp8.main, ["--corrections", "none", "xis"], "unknown correction 'xis'"),
