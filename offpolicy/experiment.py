@@ -76,8 +76,10 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         bad = [v for v in getattr(args, flag, None) or () if v < 0]
         if bad:
             parser.error(f"--{flag.replace('_', '-')} must be >= 0, got {bad[0]}")
-    if (seed_list := getattr(args, "seed_list", None)) and len(set(seed_list)) != len(seed_list):
-        parser.error(f"--seed-list: seeds must be distinct, got {seed_list}")
+    for flag in ("seed_list", "lags", "lrs", "corrections"):  # a repeat trains one seed twice, counted as two
+        values = getattr(args, flag, None) or []
+        if len(set(values)) != len(values):
+            parser.error(f"--{flag.replace('_', '-')}: values must be distinct, got {values}")
     unknown = [c for c in getattr(args, "corrections", None) or () if c not in CORRECTIONS]
     if unknown:
         known = ", ".join(CORRECTIONS)

@@ -52,13 +52,13 @@ def main(argv: list[str] | None = None) -> None:
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base(args.gym)
     runs = read_runs(args.json) if args.resume else []
-    done = {(r["lr"], r["lag"], r["correction"], r["seed"]) for r in runs}
+    done = {(r["lr"], r["lag"], r["correction"], r["seed"], r.get("steps")) for r in runs}
     meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
     for lr in args.lrs:
         for lag in args.lags:
             for correction in args.corrections:
                 for seed in seeds:
-                    if (lr, lag, correction, seed) in done:
+                    if (lr, lag, correction, seed, args.steps) in done:
                         continue
                     runs.append(
                         run_one(

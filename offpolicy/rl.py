@@ -199,6 +199,7 @@ def train_rl(
     With ``eval_spec``, every ``eval_spec.every``-th record also has the current policy's
     ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads`` (see the module docstring).
     """
+    check_int("steps", steps, 1)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     history: list[dict[str, Any]] = []

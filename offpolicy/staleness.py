@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     runs = read_runs(args.json) if args.resume else []
-    done = {(r["lag"], r["correction"], r["seed"], r["lr"]) for r in runs}
+    done = {
+        (r["lag"], r["correction"], r["seed"], r["lr"], r.get("steps")) for r in runs
+    }  # steps: a resume at other steps reruns
     meta = {
         "command": "python -m offpolicy.staleness " + " ".join(sys.argv[1:] if argv is None else argv),
         "base_heldout": base_held,
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     for lag, correction in pairs:
         for seed in seeds:
-            if (lag, correction, seed, args.lr or RLConfig().lr) in done:
+            if (lag, correction, seed, args.lr or RLConfig().lr, args.steps) in done:
                 continue
             run = run_one(
                 base,

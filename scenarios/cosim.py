@@ -111,10 +111,13 @@ class CosimConfig:
             raise ValueError(f"design must be one of {sorted(DESIGNS)}, got {self.design!r}")
         if self.correction not in CORRECTIONS:
             raise ValueError(f"correction must be one of {list(CORRECTIONS)}, got {self.correction!r}")
-        for name in ("eval_every_steps", "eval_episodes_per_task"):
+        for name, least in (
+            ("eval_every_steps", 0),
+            ("eval_episodes_per_task", 1),
+        ):  # 0 episodes: pass rate 0
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
         t = self.target_pass_rate
         if not (isinstance(t, int | float) and 0 <= t <= 1):
             raise ValueError(f"target_pass_rate must be in [0, 1], got {t!r}")

@@ -47,7 +47,12 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         "--steps must be at least 1, got 0",
     ),
     ("staleness-lr", staleness.main, ["--lr", "nan"], "a learning rate must be a finite number > 0"),
-    ("staleness-seed-list", staleness.main, ["--seed-list", "1", "1"], "seeds must be distinct"),
+    (
+        "staleness-seed-list",
+        staleness.main,
+        ["--seed-list", "1", "1"],
+        "--seed-list: values must be distinct",
+    ),
     ("staleness-table", staleness.main, ["--table-only", "--json", "no-such.json"], "which does not exist"),
     (
         "staleness-json",
@@ -55,6 +60,8 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         ["--json", "/proc/x/s.json"],
         "--json /proc/x/s.json: cannot make its directory",
     ),
+    ("staleness-dup-lags", staleness.main, ["--lags", "0", "0"], "--lags: values must be distinct"),
+    ("lr-sweep-dup", lr_sweep.main, ["--lrs", "1e-3", "1e-3"], "--lrs: values must be distinct"),
     ("lr-sweep-lrs", lr_sweep.main, ["--lrs", "1e-3", "0"], "a learning rate must be a finite number > 0"),
     ("lr-sweep-eval", lr_sweep.main, ["--eval-every", "-1"], "--eval-every must be at least 0, got -1"),
     ("fp8-corrections", fp8.main, ["--corrections", "none", "xis"], "unknown correction 'xis'"),

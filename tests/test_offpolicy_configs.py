@@ -61,3 +61,17 @@ def test_the_defaults_and_edges_are_accepted() -> None:
     RLConfig(clip_low=0, clip_high=0, lr=1, normalize_std=True, seed=0)
     ModelConfig(vocab_size=30, alibi_slopes=(-1.0, 0, 0, 0))  # a slope of any sign is the user's choice
     BaseConfig(p_correct=0, aux_weight=0)
+
+
+def test_train_rl_and_cosim_refuse_what_trained_or_evaluated_nothing() -> None:
+    from offpolicy.gym import build_tokenizer, make_tasks
+    from offpolicy.model import TinyAgent
+    from offpolicy.rl import train_rl
+    from scenarios.cosim import CosimConfig
+
+    tok = build_tokenizer()
+    model = TinyAgent(ModelConfig(vocab_size=len(tok)))
+    with pytest.raises(ValueError, match=r"^steps must be an integer >= 1"):
+        train_rl(model, make_tasks("train", "defect"), tok, RLConfig(), 0)  # returned [] silently
+    with pytest.raises(ValueError, match=r"^eval_episodes_per_task must be an integer >= 1"):
+        CosimConfig(eval_episodes_per_task=0)  # every evaluation read pass rate 0.0

@@ -169,6 +169,8 @@ def test_offpolicy_update_reports_mismatch_of_a_different_sampler() -> None:
         ({"band": (5.0, 0.5)}, "band"),
         ({"lag": 1.5}, "lag must be an integer"),
         ({"steps": 0}, "steps must be an integer >= 1"),
+        ({"correction": "mis", "band": (float("nan"), 5.0)}, r"band\[0\] must be a finite number > 0"),
+        ({"correction": "mis", "band": (-1.0, -0.5)}, r"band\[0\] must be a finite number > 0"),
     ],
 )
 def test_bad_arguments_raise_naming_the_argument(kwargs: dict[str, object], name: str) -> None:
