@@ -76,11 +76,11 @@ def run_grid(
 ) -> list[CosimResult]:
     """Every design x correction x seed (``seeds``: a count for 0..seeds-1, or the seeds),
     sequentially, in that order; runs whose (design, correction, seed) is in ``done`` (records)
-    at ``base``'s learning rate are skipped (a record without ``lr`` predates the field and counts
-    as the default's); ``on_run(result)`` is called after each run."""
+    at ``base``'s learning rate, gym and number of steps are skipped (a record without ``lr`` or
+    ``gym`` predates the field and counts as the default's); ``on_run(result)`` is called after
+    each run."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    lr = base.rl.lr
-    skip = {(r["design"], r["correction"], r["seed"]) for r in done if r.get("lr", RLConfig().lr) == lr}
+    skip = {(r["design"], r["correction"], r["seed"]) for r in done if _same_settings(r, base)}
     out = []
     for design in designs:
         for corr in corrections:
@@ -101,6 +101,14 @@ def run_grid(
                         flush=True,
                     )
     return out
+
+
+def _same_settings(record: dict[str, Any], base: CosimConfig) -> bool:
+    """Whether a stored run was made with ``base``'s learning rate, gym and steps (a resume at
+    other settings reran nothing and showed the old runs)."""
+    if record.get("lr", RLConfig().lr) != base.rl.lr or record.get("gym", CosimConfig().gym) != base.gym:
+        return False
+    return "steps" not in record or len(record["steps"]) == base.steps
 
 
 def run_record(r: CosimResult) -> dict[str, Any]:

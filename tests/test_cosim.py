@@ -286,9 +286,11 @@ def test_resume_skips_only_the_runs_stored_at_the_same_learning_rate(monkeypatch
         dict(design="sync", correction="none", seed=1, lr=3e-4),  # same lr: skipped
         dict(design="sync", correction="none", seed=2, lr=1e-3),  # another lr: run again
         dict(design="sync", correction="none", seed=3),  # no lr (older files): the default's
+        dict(design="sync", correction="none", seed=4, lr=3e-4, gym="other"),  # another gym: run again
+        dict(design="sync", correction="none", seed=5, lr=3e-4, steps=[{}] * (base.steps + 1)),  # other steps
     ]
-    report.run_grid(["sync"], ["none"], [1, 2, 3], base, log=False, done=stored)
-    assert ran == [("sync", 2, 3e-4)] and RLConfig().lr == 3e-4
+    report.run_grid(["sync"], ["none"], [1, 2, 3, 4, 5], base, log=False, done=stored)
+    assert ran == [("sync", 2, 3e-4), ("sync", 4, 3e-4), ("sync", 5, 3e-4)] and RLConfig().lr == 3e-4
     with pytest.raises(SystemExit):
         cli(["--lr", "0", "--seeds", "1"])
 
@@ -296,6 +298,7 @@ def test_resume_skips_only_the_runs_stored_at_the_same_learning_rate(monkeypatch
 def test_run_records_carry_the_learning_rate() -> None:
     r = run_small(small("sync", steps=1, rl=RLConfig(episodes_per_step=16, group_size=4, lr=5e-4)))
     assert run_record(r)["lr"] == 5e-4
+    assert len(run_record(r)["steps"]) == 1  # one record per step: what a resume compares
 
 
 def test_race_table_counts_who_reached_the_target_first_per_seed() -> None:
