@@ -10,11 +10,10 @@ and the CLI's ``--set key=value`` use.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, float_hint
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_number
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
@@ -31,8 +30,7 @@ from pipesim.workload.durations import AgentDurations, DurationModel
 
 def check_time(name: str, value: Any) -> None:
     """Raise ValueError naming ``name`` unless ``value`` is a finite number of seconds >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0{float_hint(value)}, got {value!r}")
+    check_number(name, value, 0, unit=" of seconds")
 
 
 def check_policy(name: str, value: Any, protocol: type, what: str) -> None:

@@ -61,13 +61,14 @@ def check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
         )
 
 
-def check_number(name: str, value: object, minimum: float, strict: bool = False) -> None:
+def check_number(name: str, value: object, minimum: float, strict: bool = False, unit: str = "") -> None:
     """Raise ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool)
-    ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs."""
+    ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs.
+    ``unit`` follows "a finite number" in the message (" of seconds")."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
         bound = f"{'>' if strict else '>='} {minimum}"
-        raise ValueError(f"{name} must be a finite number {bound}{float_hint(value)}, got {value!r}")
+        raise ValueError(f"{name} must be a finite number{unit} {bound}{float_hint(value)}, got {value!r}")
 
 
 def float_hint(value: object) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, check_number
 from pipesim.core.port import PipelineView, ReplicaView
 
 
@@ -178,8 +178,7 @@ class PerReplicaSync:
     def __post_init__(self) -> None:
         if self.sync_times_s is not None:
             for i, t in enumerate(self.sync_times_s):
-                if isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 or t == float("inf"):
-                    raise ValueError(f"sync_times_s[{i}] must be a finite number of seconds >= 0, got {t!r}")
+                check_number(f"sync_times_s[{i}]", t, 0, unit=" of seconds")
 
     def times_for(self, p: PipelineView) -> list[float]:
         n = len(p.replicas)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipesim.core.episode import Episode
+from pipesim.core.errors import check_number
 from pipesim.core.port import PipelineView, pauses_only
 from pipesim.policies.base import PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
@@ -97,9 +98,7 @@ class InFlightUpdate:
     load_time_s: float = 1.0
 
     def __post_init__(self) -> None:
-        t = self.load_time_s
-        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < float("inf"):
-            raise ValueError(f"load_time_s must be a finite number of seconds >= 0, got {t!r}")
+        check_number("load_time_s", self.load_time_s, 0, unit=" of seconds")
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return False  # paused replicas take no episodes; routing skips them
