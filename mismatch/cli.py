@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,32 +62,72 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return run_probe(source, cfg, log=lambda s: print(f"[mismatch] {s}", file=sys.stderr, flush=True))
 
 
+def load_result(path: str) -> dict[str, Any]:
+    """A saved run (``--from-json``), with its schema and top-level keys checked, so a file of
+    another shape is one clear error rather than a ``KeyError`` inside the tables."""
+    from mismatch.probe import SCHEMA, TOP_LEVEL_KEYS
+
+    with open(path) as fh:
+        try:
+            result = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--from-json {path}: not JSON ({exc})") from None
+    if not isinstance(result, dict) or result.get("schema") != SCHEMA:
+        found = result.get("schema") if isinstance(result, dict) else type(result).__name__
+        raise ValueError(
+            f"--from-json {path}: not a probe result (schema {SCHEMA!r} expected, got {found!r})"
+        )
+    missing = [k for k in TOP_LEVEL_KEYS if k not in result]
+    if missing:
+        raise ValueError(f"--from-json {path}: a probe result without {', '.join(missing)}")
+    return result
+
+
+def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors for the output flags, before any work (a probe run takes minutes)."""
+    if args.json and args.from_json:
+        parser.error("--json writes a new run; with --from-json nothing is run (the file is the JSON)")
+    for flag in ("json", "html"):
+        path = getattr(args, flag)
+        if path and not Path(path).resolve().parent.is_dir():
+            parser.error(f"--{flag} {path}: no directory {Path(path).resolve().parent}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    check_outputs(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)
     from mismatch.report import format_report
 
     try:
-        if args.from_json:
-            with open(args.from_json) as fh:
-                result = json.load(fh)
-        else:
-            result = run(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        result = load_result(args.from_json) if args.from_json else run(args)
+        report = format_report(result)
+    except (ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(format_report(result))
-    if args.json and not args.from_json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh)
-        print(f"wrote {args.json}")
-    if args.html:
-        from mismatch.figure import write_html
+    except (KeyError, TypeError, IndexError) as exc:  # a saved file whose inner rows have another shape
+        if not args.from_json:
+            raise
+        print(
+            f"error: --from-json {args.from_json}: a probe result of another shape ({exc!r})", file=sys.stderr
+        )
+        return 2
+    print(report)
+    try:
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(result, fh)
+            print(f"wrote {args.json}")
+        if args.html:
+            from mismatch.figure import write_html
 
-        write_html(result, args.html)
-        print(f"wrote {args.html}")
+            write_html(result, args.html)
+            print(f"wrote {args.html}")
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -46,6 +46,14 @@ TOP_LEVEL_KEYS = (
 )
 
 
+def _check_count(name: str, value: object, low: int = 1, high: int | None = None, what: str = "") -> None:
+    """ValueError naming ``name`` unless ``value`` is an int (not a bool) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most {what or high} ({high}), got {value}")
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """What to measure. ``batch_n`` defaults to the number of prompts (the chapter's batch 30)."""
@@ -58,12 +66,16 @@ class ProbeConfig:
     knobs: bool = True
 
     def __post_init__(self) -> None:
-        if self.n_prompts < 1:
-            raise ValueError(f"n_prompts (--prompts) must be >= 1, got {self.n_prompts}")
-        if self.new_tokens < 1:
-            raise ValueError(f"new_tokens (--new-tokens) must be >= 1, got {self.new_tokens}")
-        if self.batch_n is not None and self.batch_n < 1:
-            raise ValueError(f"batch_n (--batch) must be >= 1, got {self.batch_n}")
+        _check_count("n_prompts (--prompts)", self.n_prompts)
+        _check_count("new_tokens (--new-tokens)", self.new_tokens)
+        _check_count("seed (--seed)", self.seed, 0, 2**64 - 1)  # torch's manual_seed range
+        if self.batch_n is not None:
+            # A batch above the prompts would label its rows "batch N" for a batch that never ran.
+            _check_count("batch_n (--batch)", self.batch_n, 1, self.n_prompts, "the number of prompts")
+        for b in self.engine_batches:
+            _check_count("engine_batches", b)
+        if not isinstance(self.knobs, bool):
+            raise ValueError(f"knobs must be a bool, got {self.knobs!r}")
 
     @property
     def n(self) -> int:

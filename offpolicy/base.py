@@ -45,12 +45,13 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from offpolicy.checks import check_int, check_real
+from offpolicy.checks import check_int, check_real, check_seed
 from offpolicy.gym import (
     BUG_RHS,
     DEFAULT_GYM,
     N_LINES,
     Tokenizer,
+    check_gym,
     make_demo_tasks,
     observation_ids,
     prompt_ids,
@@ -83,10 +84,11 @@ class BaseConfig:
     def __post_init__(self) -> None:
         for name in ("n_demo_tasks", "steps", "batch_size"):
             check_int(name, getattr(self, name), 1)
-        check_int("seed", self.seed, 0)
+        check_seed("seed", self.seed)
         check_real("p_correct", self.p_correct, 0, 1)
         check_real("lr", self.lr, 0, open_low=True)
         check_real("aux_weight", self.aux_weight, 0)
+        check_gym(self.gym)
         if self.wrong not in ("off-by-one", "decoy"):
             raise ValueError(f"wrong must be 'off-by-one' or 'decoy', got {self.wrong!r}")
 
@@ -109,6 +111,7 @@ DEFECT_BASE = BaseConfig()  # the defect gym's off-by-one base (BaseConfig's fie
 
 def base_config(gym: str = DEFAULT_GYM) -> BaseConfig:
     """The RL base recipe of ``gym``: :data:`ISSUE_BASE` (the default gym) or :data:`DEFECT_BASE`."""
+    check_gym(gym)
     return ISSUE_BASE if gym == "issue" else DEFECT_BASE
 
 

@@ -23,10 +23,23 @@ def _numpy_hint(value: object) -> str:
     return ""
 
 
-def check_int(name: str, value: object, minimum: int) -> None:
-    """ValueError naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}{_numpy_hint(value)}, got {value!r}")
+#: The largest seed ``torch.Generator.manual_seed`` takes (it refuses 2**64 with an unnamed
+#: ``RuntimeError``); every seed field is checked against it.
+SEED_MAX = 2**64 - 1
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
+    """ValueError naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum`` (and
+    ``<= maximum`` where given)."""
+    bad = isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    if bad or (maximum is not None and value > maximum):  # type: ignore[operator]
+        where = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {where}{_numpy_hint(value)}, got {value!r}")
+
+
+def check_seed(name: str, value: object) -> None:
+    """ValueError naming ``name`` unless ``value`` is an int in ``[0, SEED_MAX]``."""
+    check_int(name, value, 0, SEED_MAX)
 
 
 def check_real(name: str, value: object, low: float, high: float = math.inf, open_low: bool = False) -> None:

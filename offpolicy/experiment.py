@@ -30,6 +30,7 @@ import torch
 
 from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
+from offpolicy.checks import SEED_MAX
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
@@ -87,9 +88,25 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     lrs = list(getattr(args, "lrs", None) or ()) + [getattr(args, "lr", None) or 1.0]
     if not all(math.isfinite(lr) and lr > 0 for lr in lrs):
         parser.error(f"--lr/--lrs: a learning rate must be a finite number > 0, got {lrs}")
+    if (html := getattr(args, "html", None)) and not Path(html).resolve().parent.is_dir():
+        parser.error(f"--html {html}: no directory {Path(html).resolve().parent}")  # before training
+    for seed in getattr(args, "seed_list", None) or ():  # the evaluation's generator is EVAL_SEED + seed
+        if seed > SEED_MAX - EVAL_SEED:
+            parser.error(f"--seed-list: a seed must be at most {SEED_MAX - EVAL_SEED}, got {seed}")
+    if getattr(args, "resume", False) and Path(args.json).is_file():
+        try:
+            read_runs(args.json)  # a file of another shape, refused before any training
+        except ValueError as exc:
+            parser.error(f"--resume: {exc}")
     if getattr(args, "table_only", False):
         if not Path(args.json).is_file():
             parser.error(f"--table-only reads --json {args.json}, which does not exist")
+        try:
+            stored = read_runs(args.json)
+        except ValueError as exc:
+            parser.error(f"--table-only: {exc}")
+        if not stored:
+            parser.error(f"--table-only: --json {args.json} holds no runs")
     elif (path := getattr(args, "json", None)) is not None:
         # the results are written after each run: a directory that cannot be made or written
         # would fail after the first run's minutes of training
@@ -272,13 +289,26 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+#: What every stored run carries that the tables and the figure read.
+RUN_KEYS = frozenset({"seed", "correction", "heldout", "history"})
+
+
 def read_runs(path: str | Path) -> list[dict[str, Any]]:
-    """Runs stored in a results JSON (empty when the file does not exist)."""
+    """Runs stored in a results JSON (empty when the file does not exist); a file of another
+    shape is a ``ValueError`` naming it (not a ``KeyError`` or ``min()`` of nothing in a table)."""
     path = Path(path)
     if not path.exists():
         return []
+    bad = f"{path}: not a results file of these scripts (a 'runs' list of run records)"
     with open(path) as fh:
-        return list(json.load(fh).get("runs", []))
+        try:
+            payload = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+    runs = payload.get("runs") if isinstance(payload, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
+        raise ValueError(bad)
+    return list(runs)
 
 
 def write_reward_figure(

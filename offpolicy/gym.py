@@ -160,7 +160,8 @@ def _issue_tasks() -> list[Task]:
     return train + held
 
 
-def _check_gym(gym: str) -> None:
+def check_gym(gym: object) -> None:
+    """ValueError naming ``gym`` unless it is one of :data:`GYMS`."""
     if gym not in GYMS:
         raise ValueError(f"gym must be one of {GYMS}, got {gym!r}")
 
@@ -168,7 +169,7 @@ def _check_gym(gym: str) -> None:
 def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
     """The gym's tasks, deterministic. ``gym='issue'`` (default): ``'train'`` (400), ``'heldout'``
     (40) or ``'all'`` (440); ``gym='defect'``: 20 train, 10 held-out, 30 in all."""
-    _check_gym(gym)
+    check_gym(gym)
     if gym == "issue":
         tasks, n_train = _issue_tasks(), N_ISSUE_TRAIN
     else:
@@ -185,7 +186,7 @@ def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
 
 def make_demo_tasks(n: int, seed: int = 99, gym: str = DEFAULT_GYM) -> list[Task]:
     """``n`` extra tasks for demonstrations, never identical (issue and file) to a task of either gym."""
-    _check_gym(gym)
+    check_gym(gym)
     gen = torch.Generator().manual_seed(seed)
     taken = {(t.issue, t.lines) for g in GYMS for t in make_tasks("all", g)}
     draw = _draw_issue_task if gym == "issue" else _draw_task

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from offpolicy.checks import check_int, check_real
+from offpolicy.checks import check_int, check_real, check_seed
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
@@ -70,7 +70,7 @@ class RLConfig:
     def __post_init__(self) -> None:
         for name in ("episodes_per_step", "group_size", "minibatches", "max_turns"):
             check_int(name, getattr(self, name), 1)
-        check_int("seed", self.seed, 0)
+        check_seed("seed", self.seed)
         check_real("lr", self.lr, 0, open_low=True)
         check_real("temperature", self.temperature, 0, open_low=True)
         check_real("clip_low", self.clip_low, 0, 1)
@@ -166,12 +166,11 @@ class EvalSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.every < 0:
-            raise ValueError(f"eval_every must be >= 0, got {self.every}")
+        check_int("eval_every", self.every, 0)
         if self.every and not self.tasks:
             raise ValueError("eval_tasks: need at least one task to evaluate on")
-        if self.episodes_per_task <= 0:
-            raise ValueError(f"eval_episodes must be > 0, got {self.episodes_per_task}")
+        check_int("eval_episodes", self.episodes_per_task, 1)
+        check_seed("eval_seed", self.seed)
 
 
 def eval_record(
@@ -223,6 +222,9 @@ def evaluate(
 ) -> dict[str, float]:
     """Sample ``episodes_per_task`` episodes per task -> pass rate, reads per episode, invalid share."""
     cfg = cfg or RLConfig()
+    if not tasks:  # a pass rate of no episodes is not 0.0
+        raise ValueError("tasks: need at least one task to evaluate on")
+    check_int("episodes_per_task", episodes_per_task, 1)
     eps = sample_episodes(model, tasks, tok, generator, episodes_per_task, cfg.temperature, cfg.max_turns)
     stats = behavior_stats(eps)
     return {"pass_rate": stats["reward"], "reads": stats["reads"], "invalid": stats["invalid"]}

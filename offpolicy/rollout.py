@@ -195,6 +195,8 @@ def sample_episodes(
 
 def pick_tasks(tasks: Sequence[Task], n: int, generator: torch.Generator) -> list[Task]:
     """``n`` tasks drawn without replacement (with replacement if n > len(tasks)) from ``generator``."""
+    if not tasks:
+        raise ValueError("tasks: need at least one task to draw from")
     if n <= len(tasks):
         idx = torch.randperm(len(tasks), generator=generator)[:n]
     else:

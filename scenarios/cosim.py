@@ -57,6 +57,7 @@ from offpolicy import (
     take_snapshot,
 )
 from offpolicy.base import base_config
+from offpolicy.checks import SEED_MAX, check_real
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
@@ -118,9 +119,7 @@ class CosimConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
-        t = self.target_pass_rate
-        if not (isinstance(t, int | float) and 0 <= t <= 1):
-            raise ValueError(f"target_pass_rate must be in [0, 1], got {t!r}")
+        check_real("target_pass_rate", self.target_pass_rate, 0, 1)  # a bool is not a rate
         if self.gym not in GYMS:
             raise ValueError(f"gym must be one of {list(GYMS)}, got {self.gym!r}")
         if not isinstance(self.rl, RLConfig):
@@ -166,7 +165,7 @@ class CosimDriver:
         self.train_time_s = cfg.train_time_s
         self.train_tasks, self.heldout = make_tasks("train", cfg.gym), make_tasks("heldout", cfg.gym)
         self.gen = torch.Generator().manual_seed(cfg.rl.seed)
-        self.dgen = torch.Generator().manual_seed(cfg.rl.seed + DURATION_SEED_OFFSET)
+        self.dgen = torch.Generator().manual_seed((cfg.rl.seed + DURATION_SEED_OFFSET) % (SEED_MAX + 1))
         self.optimizer = torch.optim.Adam(model.parameters(), lr=cfg.rl.lr)
         self.behavior = copy.deepcopy(model)
         self._loaded = -1  # the version whose weights ``behavior`` holds

@@ -34,6 +34,7 @@ import torch
 
 from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
 from offpolicy.base import base_config
+from offpolicy.checks import check_seed
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
@@ -45,6 +46,10 @@ from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's t
     race_table,
     time_to,
 )
+
+#: What every run record (:func:`run_record`) carries that the tables read: a stored file whose
+#: runs lack one is refused by name rather than failing inside a table.
+RUN_KEYS = frozenset({"design", "correction", "seed", "batch_size", "summary", "evals"})
 
 
 def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
@@ -62,7 +67,22 @@ def _seed_list(text: str) -> list[int]:
         raise ValueError(f"--seed-list: comma list of integers, got {text!r}") from None
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"--seed-list: distinct seeds needed, got {text!r}")
+    for seed in seeds:  # a seed torch's generator refuses fails here, not inside the first run
+        check_seed("--seed-list", seed)
     return seeds
+
+
+def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Usage errors for the flags every mode reads, before any run (a grid runs for hours)."""
+    for flag, value in (("--target", args.target), ("--also-target", args.also_target)):
+        if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
+            ap.error(f"{flag} is a held-out pass rate in [0, 1], got {value}")
+    if args.eval_every < 1:  # the table's times to target read the held-out evaluations
+        ap.error(f"--eval-every must be >= 1 (the table reads the held-out pass rate), got {args.eval_every}")
+    for flag in ("json", "html"):
+        path = getattr(args, flag)
+        if path and not Path(path).resolve().parent.is_dir():
+            ap.error(f"--{flag} {path}: no directory {Path(path).resolve().parent}")
 
 
 def run_grid(
@@ -265,16 +285,17 @@ def perf_protocol(
     )
 
 
-def _stored_runs(path: str) -> list[dict[str, Any]]:
-    """The runs of a ``--json`` file written before (``--retable``): ValueError naming the file."""
-    bad = f"--retable {path}: not a --json file of this command (no 'runs' list)"
+def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
+    """The runs of a ``--json`` file written before (``--retable``, or ``--json`` with
+    ``--resume``): ValueError naming the flag and the file."""
+    bad = f"{flag} {path}: not a --json file of this command (no 'runs' list of run records)"
     try:
         runs = json.loads(Path(path).read_text())["runs"]
     except OSError as exc:
-        raise ValueError(f"--retable {path}: cannot read it ({exc.strerror})") from None
+        raise ValueError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
     except (ValueError, KeyError, TypeError):
         raise ValueError(bad) from None
-    if not isinstance(runs, list):
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
         raise ValueError(bad)
     return runs
 
@@ -303,6 +324,7 @@ def cli(argv: Sequence[str]) -> int:
     )
     ap.add_argument("--retable", metavar="JSON", help="only re-print the table of a stored --json file")
     args = ap.parse_args(list(argv))
+    _check_flags(ap, args)
     try:
         if args.retable is not None:
             records = in_design_order(_stored_runs(args.retable))
@@ -351,10 +373,10 @@ def cli(argv: Sequence[str]) -> int:
         )
         if args.resume and not args.json:
             raise ValueError("--resume needs --json")
+        stored = args.resume and Path(args.json).exists()
+        records = _stored_runs(args.json, "--json") if stored else []
     except ValueError as exc:
         ap.error(str(exc))
-    stored = args.resume and Path(args.json).exists()
-    records = json.loads(Path(args.json).read_text())["runs"] if stored else []
 
     def save(r: CosimResult) -> None:  # after every run, so an interrupted grid can --resume
         records.append(run_record(r))

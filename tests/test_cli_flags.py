@@ -79,6 +79,47 @@ CASES: list[tuple[str, Main, list[str], str]] = [
     ),
     ("cosim-retable", cosim.main, ["--retable", "no-such.json"], "--retable no-such.json: cannot read it"),
     ("mismatch-threads", mismatch_main, ["--tiny", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (
+        "mismatch-json",
+        mismatch_main,
+        ["--json", "/no/such/dir/m.json"],
+        "--json /no/such/dir/m.json: no directory",
+    ),
+    (
+        "mismatch-html",
+        mismatch_main,
+        ["--html", "/no/such/dir/m.html"],
+        "--html /no/such/dir/m.html: no directory",
+    ),
+    (
+        "mismatch-from-json-json",
+        mismatch_main,
+        ["--from-json", "a.json", "--json", "b.json"],
+        "--json writes a new run; with --from-json nothing is run",
+    ),
+    ("cosim-seed-list", cosim.main, ["--seed-list", "-5"], "--seed-list must be an integer in [0, "),
+    ("cosim-eval-every", cosim.main, ["--eval-every", "0"], "--eval-every must be >= 1"),
+    (
+        "cosim-also-target",
+        cosim.main,
+        ["--also-target", "5"],
+        "--also-target is a held-out pass rate in [0, 1]",
+    ),
+    ("cosim-target", cosim.main, ["--target", "nan"], "--target is a held-out pass rate in [0, 1]"),
+    ("cosim-json", cosim.main, ["--json", "/no/such/dir/c.json"], "--json /no/such/dir/c.json: no directory"),
+    ("cosim-html", cosim.main, ["--html", "/no/such/dir/c.html"], "--html /no/such/dir/c.html: no directory"),
+    (
+        "staleness-html",
+        staleness.main,
+        ["--html", "/no/such/d/s.html"],
+        "--html /no/such/d/s.html: no directory",
+    ),
+    (
+        "staleness-seed-big",
+        staleness.main,
+        ["--seed-list", str(2**64)],
+        "--seed-list: a seed must be at most",
+    ),
     ("chapter13-args", chapter13.main, ["--steps", "3"], "unrecognized arguments: --steps 3"),
 ]
 
@@ -108,7 +149,43 @@ def test_a_retable_file_that_is_not_a_stored_run_is_named(
     bad.write_text('{"rows": []}')
     with pytest.raises(SystemExit):
         cosim.main(["--retable", str(bad)])
-    assert f"--retable {bad}: not a --json file of this command (no 'runs' list)" in capsys.readouterr().err
+    assert f"--retable {bad}: not a --json file of this command (no 'runs' list" in capsys.readouterr().err
+
+
+SHAPES = ['{"runs": [{"seed": 0}]}', "[1, 2]", '{"runs": 3}', "not json"]
+
+
+@pytest.mark.parametrize("text", SHAPES)
+def test_a_stored_file_of_another_shape_is_named_before_any_work(
+    text: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--table-only / --resume / --retable / --from-json of a file these scripts did not write:
+    one usage error naming the file (they were a KeyError, AttributeError or ``min()`` of
+    nothing inside a table, or, for --resume, a traceback after the first run)."""
+    bad = tmp_path / "other.json"
+    bad.write_text(text)
+    runs: list[tuple[Main, list[str]]] = [
+        (staleness.main, ["--table-only", "--json", str(bad)]),
+        (lr_sweep.main, ["--resume", "--json", str(bad)]),
+        (cosim.main, ["--retable", str(bad)]),
+        (cosim.main, ["--resume", "--json", str(bad)]),
+    ]
+    for main, argv in runs:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and str(bad) in err and "Traceback" not in err, (argv, err)
+    assert mismatch_main(["--from-json", str(bad)]) == 2  # the probe's own errors return 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --from-json {bad}: ") and "Traceback" not in err, err
+
+
+def test_a_table_only_file_with_no_runs_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"runs": []}')
+    with pytest.raises(SystemExit):
+        staleness.main(["--table-only", "--json", str(empty)])
+    assert f"--json {empty} holds no runs" in capsys.readouterr().err
 
 
 def test_chapter13_help_prints_usage_without_running_the_tables(capsys: pytest.CaptureFixture[str]) -> None:
