@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import pipesim
@@ -45,6 +44,7 @@ from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.policies.groups import WholeGroups
+from scenarios.outputs import check_output
 
 ENGINE = EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=1, max_model_len=16384)
 WORKLOAD = TokenWorkload(
@@ -239,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        ap.error(f"--json {args.json}: no directory {Path(args.json).resolve().parent}")  # before the runs
+    check_output(ap, "--json", args.json)  # before the runs
     runs = run_designs(args.steps)
     print(report(replica_throughput(), runs))
     if args.json:

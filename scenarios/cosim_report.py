@@ -46,6 +46,7 @@ from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's t
     race_table,
     time_to,
 )
+from scenarios.outputs import check_output
 
 #: What every run record (:func:`run_record`) carries that the tables read: a stored file whose
 #: runs lack one is refused by name rather than failing inside a table.
@@ -79,10 +80,8 @@ def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             ap.error(f"{flag} is a held-out pass rate in [0, 1], got {value}")
     if args.eval_every < 1:  # the table's times to target read the held-out evaluations
         ap.error(f"--eval-every must be >= 1 (the table reads the held-out pass rate), got {args.eval_every}")
-    for flag in ("json", "html"):
-        path = getattr(args, flag)
-        if path and not Path(path).resolve().parent.is_dir():
-            ap.error(f"--{flag} {path}: no directory {Path(path).resolve().parent}")
+    check_output(ap, "--json", args.json)
+    check_output(ap, "--html", args.html)
 
 
 def run_grid(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +43,7 @@ from pipesim.policies.admission import AReaLThrottle, QueueAhead
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.policies.batching import DropStale
 from pipesim.results.run import RunResult
+from scenarios.outputs import check_output
 
 DESIGNS = ("drop+requeue", "pacing", "pacing, partial")
 BASE: dict[str, Any] = dict(n_slots=64, batch_size=32, train_time_s=60.0, sync_time_s=10.0, steps=40)
@@ -195,8 +195,14 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--seed must be >= 0, got {args.seed}")
     if not (math.isfinite(args.sigma) and args.sigma >= 0):
         ap.error(f"--sigma must be a finite number >= 0, got {args.sigma}")
-    if args.html and not Path(args.html).resolve().parent.is_dir():
-        ap.error(f"--html {args.html}: no directory {Path(args.html).resolve().parent}")  # before the runs
+    if len(set(args.etas)) != len(args.etas):  # each design would run and print twice
+        ap.error(f"--etas: values must be distinct, got {args.etas}")
+    check_output(ap, "--html", args.html)  # before the runs
+    most = 4 * ((args.steps + max(args.etas) + 2) * BASE["batch_size"] + BASE["n_slots"])
+    with np.errstate(over="ignore"):  # the overflow is the error below, not a warning
+        longest = float(task_durations(most, sigma=args.sigma, seed=args.seed).max())
+    if not math.isfinite(longest):  # exp(sigma z) overflowed: the runs would refuse an inf length
+        ap.error(f"--sigma {args.sigma}: a task length overflows to inf; give a smaller sigma")
     df = starvation_table(tuple(args.etas), seed=args.seed, sigma=args.sigma, steps=args.steps)
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.precision", 3):
         print(df.to_string(index=False))

@@ -5,7 +5,10 @@ repository, file and function it was read from, and the configuration keys it ma
 ``tests/test_systems.py`` checks the behaviour that sets each one apart. Every preset takes the
 pipeline's sizes and times as keyword overrides (``n_slots``, ``batch_size``, ``train_time_s``,
 ``sync_time_s``, ``steps``, ...); the defaults are the chapter's pipeline (64 slots, 64 episodes
-per step, 60 s training, 10 s sync, 20 steps).
+per step, 60 s training, 10 s sync, 20 steps). ``max_staleness`` is the exception: each
+system bounds staleness its own way, so a preset refuses it and names its own knob
+(``max_head_offpolicyness``, ``staleness_threshold``, ``async_generation_ratio``, ...);
+slime's fully asynchronous worker, which has no version bound, only records it.
 
 =====================  ===============================  ======================================
 system                 admission                        weight update / batch
@@ -30,6 +33,7 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
+from pipesim.core.errors import check_int
 from pipesim.policies.admission import AReaLThrottle, OverSample
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout, WeightUpdate
 from pipesim.policies.groups import WholeGroups
@@ -49,7 +53,19 @@ CHAPTER = PipelineConfig(
 )
 
 
-def _scenario(name: str, pipeline: dict[str, Any], max_staleness: int = 0, **policies: Any) -> Scenario:
+def _bool(name: str, value: object) -> None:
+    """ValueError naming ``name`` unless ``value`` is a bool (the string 'False' is truthy)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def _scenario(
+    name: str, pipeline: dict[str, Any], max_staleness: int = 0, knob: str = "", **policies: Any
+) -> Scenario:
+    """The preset's scenario; ``knob`` names what sets its staleness bound, which a
+    ``max_staleness`` override would otherwise fight (``dataclasses.replace`` got it twice)."""
+    if "max_staleness" in pipeline:
+        raise ValueError(f"{name}: max_staleness is not a knob of this preset; its staleness bound is {knob}")
     pool_size = pipeline.pop("pool_size", None)
     seed = pipeline.pop("seed", 0)
     cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
@@ -69,8 +85,9 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     finish (:class:`~pipesim.policies.base.Drain`): every episode is exactly one version stale and none
     spans two versions.
     """
+    knob = "fixed at 1 (one step off-policy; verl_fully_async has a staleness_threshold)"
     return _scenario(
-        "verl one-step off-policy", pipeline, 1, admission=CountThrottle(), weight_update=Drain()
+        "verl one-step off-policy", pipeline, 1, knob, admission=CountThrottle(), weight_update=Drain()
     )
 
 
@@ -118,7 +135,12 @@ def verl_fully_async(
       ``samples_per_prompt`` (``rollout.n``) > 1: one episode is one response and a queue item
       is a prompt's ``rollout.n`` responses, queued once all are done.
     """
+    check_int("trigger_parameter_sync_step", trigger_parameter_sync_step, 1)
+    check_int("require_batches", require_batches, 1)
+    check_int("samples_per_prompt", samples_per_prompt, 1)
+    _bool("partial_rollout", partial_rollout)
     if ppo_mini_batch_size is not None:
+        check_int("ppo_mini_batch_size", ppo_mini_batch_size, 1)
         if "batch_size" in pipeline:
             raise ValueError("give batch_size or ppo_mini_batch_size (with require_batches), not both")
         pipeline["batch_size"] = ppo_mini_batch_size * require_batches
@@ -129,7 +151,8 @@ def verl_fully_async(
     k = trigger_parameter_sync_step
     adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size)
     queue = VerlMessageQueue(max_queue_size, staleness_threshold, k, samples_per_prompt)
-    return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
+    knob = "staleness_threshold (with trigger_parameter_sync_step)"
+    return _scenario("verl fully async", pipeline, 0, knob, admission=adm, weight_update=wu, batching=queue)
 
 
 def areal(
@@ -155,11 +178,19 @@ def areal(
     groups (:class:`~pipesim.policies.groups.WholeGroups`).
     """
     adm = AReaLThrottle(max_concurrent_rollouts)
+    check_int("samples_per_prompt", samples_per_prompt, 1)
+    check_int("max_head_offpolicyness", max_head_offpolicyness, 0)
     extra: dict[str, Any] = {}
     if samples_per_prompt > 1:
         extra["batching"] = WholeGroups(samples_per_prompt)
     return _scenario(
-        "AReaL", pipeline, max_head_offpolicyness, admission=adm, weight_update=AbortReprefill(), **extra
+        "AReaL",
+        pipeline,
+        max_head_offpolicyness,
+        "max_head_offpolicyness",
+        admission=adm,
+        weight_update=AbortReprefill(),
+        **extra,
     )
 
 
@@ -184,14 +215,26 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``).
     """
     if mode == "drain":
-        return _scenario("slime drain", pipeline, 1, admission=CountThrottle(), weight_update=Drain())
+        knob = "fixed at 1 (one step ahead, drained)"
+        return _scenario("slime drain", pipeline, 1, knob, admission=CountThrottle(), weight_update=Drain())
     if mode == "fully_async":
         eta = pipeline.pop("max_staleness", 0)  # recorded only: the worker has no version bound
+        worker = SlimeAsyncWorker(max_concurrent)
+        cap = max_concurrent if max_concurrent is not None else pipeline.get("n_slots", CHAPTER.n_slots)
+        b = pipeline.get("batch_size", CHAPTER.batch_size)
+        if isinstance(cap, int) and isinstance(b, int) and b >= 2 * cap:
+            # the worker stops topping up once cap finished groups wait, so at most 2 cap - 1
+            # are ever buffered: a batch of 2 cap or more never forms (a stall, mid-run)
+            raise ValueError(
+                f"slime fully async: batch_size {b} can never form with max_concurrent "
+                f"{'(n_slots) ' if max_concurrent is None else ''}{cap}: the worker stops once "
+                f"{cap} finished groups wait; give batch_size < {2 * cap} or a larger max_concurrent"
+            )
         return _scenario(
             "slime fully async",
             pipeline,
             eta,
-            admission=SlimeAsyncWorker(max_concurrent),
+            admission=worker,
             weight_update=AbortReprefill(),
         )
     raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
@@ -208,9 +251,8 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     batches ahead (:class:`~pipesim.policies.systems.OpenRLHFBatches`), and drains before each
     broadcast (:class:`~pipesim.policies.base.Drain`).
     """
-    return _scenario(
-        "OpenRLHF async", pipeline, 0, admission=OpenRLHFBatches(async_queue_size), weight_update=Drain()
-    )
+    adm = OpenRLHFBatches(async_queue_size)
+    return _scenario("OpenRLHF async", pipeline, 0, "async_queue_size", admission=adm, weight_update=Drain())
 
 
 def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
@@ -241,6 +283,7 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
         "ROLL",
         pipeline,
         0,
+        "async_generation_ratio",
         admission=RollGroupAdmission(ratio),
         weight_update=PartialRollout(),
         batching=RollGroupExpiry(ratio, samples_per_prompt),
@@ -267,6 +310,7 @@ def pipelinerl(
         "PipelineRL",
         pipeline,
         0,
+        "max_lag (in samples)",
         admission=PipelineRLLag(lag, attempts),
         weight_update=InFlightUpdate(load_time_s),
     )
@@ -304,11 +348,18 @@ def april(
     pauses while the trainer trains, from the instant the batch forms, which is when slime calls
     ``abort``. Pass ``colocated=False`` to let the carried-over requests run on during training.
     """
+    _bool("carry_over", carry_over)
     pipeline.setdefault("colocated", True)
     wu: WeightUpdate = AbortReprefill() if carry_over else AbortRestart(restart=False)
     groups = WholeGroups(samples_per_prompt, drop_stale=not carry_over)
     return _scenario(
-        "APRIL", pipeline, 0, admission=OverSample(oversample_factor), weight_update=wu, batching=groups
+        "APRIL",
+        pipeline,
+        0,
+        "fixed at 0 (over-sampled, aborted at each batch)",
+        admission=OverSample(oversample_factor),
+        weight_update=wu,
+        batching=groups,
     )
 
 

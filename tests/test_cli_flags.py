@@ -17,6 +17,7 @@ import pytest
 from mismatch.cli import main as mismatch_main
 from offpolicy import estimator, fp8, lr_sweep, staleness
 from scenarios import chapter13, cosim, starvation
+from scenarios import compute as scenario_compute
 from scenarios.published.table import main as published_main
 
 Main = Callable[[list[str]], object]
@@ -36,6 +37,21 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         starvation.main,
         ["--html", "/no/such/dir/x.html"],
         "--html /no/such/dir/x.html: no directory",
+    ),
+    ("starvation-dup-etas", starvation.main, ["--etas", "1", "1"], "--etas: values must be distinct"),
+    (
+        "starvation-sigma-big",
+        starvation.main,
+        ["--sigma", "1e6"],
+        "a task length overflows",
+    ),
+    ("starvation-html-dir", starvation.main, ["--html", "/tmp"], "--html /tmp: is a directory"),
+    ("published-json-dir", published_main, ["--json", "/tmp"], "--json /tmp: is a directory"),
+    (
+        "compute-json-proc",
+        scenario_compute.main,
+        ["--json", "/proc/x.json"],
+        "/proc/x.json: cannot write",
     ),
     ("staleness-lag", staleness.main, ["--lags", "-1"], "--lags must be >= 0, got -1"),
     ("staleness-correction", staleness.main, ["--corrections", "bogus"], "unknown correction 'bogus'"),

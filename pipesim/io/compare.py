@@ -8,7 +8,7 @@ figure: one panel per headline metric, a bar per design), and displays as the ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,15 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
     :mod:`pipesim.io.html`, which label the rows)."""
     if not isinstance(designs, Mapping) or len(designs) < 2:
         raise ValueError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}")
+    names = [str(name) for name in designs]
+    if len(set(names)) != len(names):  # {1: a, "1": b} kept one of the two
+        raise ValueError(f"compare: design names must be distinct as text, got {list(designs)}")
+    if metrics is not None:
+        given = metrics
+        # a string is not a list of keys (it became one row per character)
+        metrics = list(metrics) if isinstance(metrics, Sequence) and not isinstance(metrics, str) else []
+        if not metrics or not all(isinstance(k, str) for k in metrics):
+            raise ValueError(f"metrics must be a non-empty list of summary keys, got {given!r}")
     results: dict[str, Any] = {}
     for name, d in designs.items():
         if isinstance(d, Scenario):
@@ -64,6 +73,10 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
             )
     summaries = {k: r.summary() for k, r in results.items()}
     keys = list(metrics) if metrics is not None else [k for k, _ in HEADLINE_KEYS]
+    unknown = [k for k in keys if not any(k in s for s in summaries.values())]
+    if metrics is not None and unknown:  # a typo read as a row of NaN
+        known = sorted(set().union(*summaries.values()))
+        raise ValueError(f"metrics: unknown summary key(s) {unknown}; known: {', '.join(known)}")
     labels = dict(HEADLINE_KEYS)
     table = pd.DataFrame(
         {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from scenarios.outputs import check_output
 from scenarios.published.claims import CLAIMS, Claim
 
 
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.published", description=DESCRIPTION)
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        ap.error(f"--json {args.json}: no directory {Path(args.json).resolve().parent}")  # before the runs
+    check_output(ap, "--json", args.json)  # before the runs
     t0 = time.perf_counter()
     rows = predict()
     print(table(rows))
