@@ -122,7 +122,7 @@ class Scenario:
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, PipelineConfig):
             raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0, 2**64 - 1, "the largest seed torch's generator takes")
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
         elif self.default_pool_size > MAX_POOL_TASKS:

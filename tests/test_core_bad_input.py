@@ -464,7 +464,7 @@ def test_the_compute_engine_bounds_its_slots() -> None:
     cluster = Cluster(
         engine=EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"]), n_gpus=2, trainer_gpus=1
     )
-    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2))
+    sc = Scenario(pipeline=PipelineConfig(batch_size=4, steps=2))
     with pytest.raises(ValueError, match="slots_per_replica must be at most"):
         run_compute(sc, cluster, TokenWorkload(prompt=16, max_response_tokens=64), slots_per_replica=10**9)
 

@@ -68,6 +68,7 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.ledger import TokenLedger, token_ledger
+from pipesim.compute.overrides import check_overridden
 from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline, verl_metrics
 from pipesim.compute.source import TokenSource
@@ -277,7 +278,7 @@ def run_compute(
     cluster: Cluster,
     workload: TokenWorkload,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     trainer: TrainerConfig | None = None,
     slots_per_replica: int | None = None,
     sync_time_s: float | None = None,
@@ -287,6 +288,10 @@ def run_compute(
     routing: Routing | None = None,
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
+
+    ``seed`` (default: the scenario's) seeds the token lengths. A scenario field the cluster sets
+    instead (``n_slots``, ``train_time_s``, ``sync_time_s``, ``colocated``, ``replicas``,
+    ``durations``) must be left at its default (:mod:`pipesim.compute.overrides`).
 
     ``trainer`` defaults to the engine's model on the cluster's trainer GPUs at the default MFU;
     one given (to set its MFU, old-log-prob recompute or reference model) must train that model on
@@ -316,7 +321,9 @@ def run_compute(
         raise ValueError(f"cluster must be a Cluster, got {cluster!r}")
     if not isinstance(workload, TokenWorkload):
         raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
-    check_int("seed", seed, 0)
+    if seed is not None:
+        check_int("seed", seed, 0, 2**64 - 1)
+    seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
         raise ValueError(f"record must be a bool, got {record!r}")
     eng = cluster.engine

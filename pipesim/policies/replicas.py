@@ -123,6 +123,9 @@ class GroupAffinity:
 
     def bind(self, pipeline: PipelineView) -> None:
         self._pipeline = pipeline
+        bind = getattr(self.fallback, "bind", None)
+        if callable(bind):  # a fallback that reads the pipeline (another GroupAffinity) is bound too
+            bind(pipeline)
 
     def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None:
         if self._pipeline is None:

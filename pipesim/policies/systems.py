@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipesim.core.errors import PipelineError
 from pipesim.policies.bookkeeping import check_int, group_book
 from pipesim.policies.verl import VerlMessageQueue, VerlRollouter, verl_put_accepted
 
@@ -202,7 +203,16 @@ class SlimeAsyncWorker:
         return self.max_concurrent if self.max_concurrent is not None else p.config.n_slots
 
     def admits(self, p: PipelineView) -> bool:
-        return p.n_running < self._cap(p) and not self.closed(p)
+        cap = self._cap(p)
+        if p.batch_size >= 2 * cap:
+            # it stops at cap finished and at most cap running, so 2 cap - 1 is the most ever
+            # buffered: the batch never forms (the run stalled, after simulating up to it)
+            raise PipelineError(
+                f"SlimeAsyncWorker: batch_size {p.batch_size} can never form with max_concurrent "
+                f"{cap}{' (n_slots)' if self.max_concurrent is None else ''}: at most {2 * cap - 1} "
+                f"finished episodes are ever buffered; give max_concurrent > {p.batch_size // 2}"
+            )
+        return p.n_running < cap and not self.closed(p)
 
     def closed(self, p: PipelineView) -> bool:
         """The queue is full: finishing episodes only fill it further."""

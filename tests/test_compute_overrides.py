@@ -1,0 +1,88 @@
+"""run_compute refuses the scenario fields it would ignore, and three policy fixes from a probe.
+
+Before: ``sync_time_s=100``, ``train_time_s=500``, ``n_slots=3``, ``durations=...``,
+``Scenario(seed=5)`` and ``colocated=True`` on a split cluster all gave the default run's summary,
+byte for byte; a ``Scenario.replicas`` routing was replaced by LeastLoaded. A GroupAffinity
+fallback was never bound (a RuntimeError from inside the run), ``Scenario(seed=2**64)`` failed in
+torch, and SlimeAsyncWorker stalled mid-run at a batch it can never form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import pipesim
+from pipesim import PipelineConfig, Scenario
+from pipesim.compute import GPUS, MODELS
+from pipesim.compute.cluster import Cluster, run_compute
+from pipesim.compute.cost import EngineConfig
+from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+from pipesim.core.errors import PipelineError
+from pipesim.policies.replicas import GroupAffinity, Replicas
+from pipesim.policies.systems import SlimeAsyncWorker
+from pipesim.workload.durations import ExponentialDurations
+
+ENGINE = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=2048)
+SPLIT = Cluster(engine=ENGINE, n_gpus=2, trainer_gpus=1)
+WORK = TokenWorkload(response=LogNormalLengths(64.0, 0.5), prompt=32, max_response_tokens=256)
+
+
+def _scenario(**pipeline: Any) -> Scenario:
+    return Scenario(pipeline=PipelineConfig(batch_size=8, steps=2, max_staleness=1, **pipeline))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "match"),
+    [
+        (_scenario(sync_time_s=100.0), r"^PipelineConfig.sync_time_s \(100.0\) is not used"),
+        (_scenario(train_time_s=500.0), r"^PipelineConfig.train_time_s \(500.0\) is not used"),
+        (_scenario(n_slots=3), r"^PipelineConfig.n_slots \(3\) is not used"),
+        (_scenario(colocated=True), r"^PipelineConfig.colocated is True but the cluster is split"),
+        (_scenario().with_(durations=ExponentialDurations(10.0)), r"^Scenario.durations .* is not used"),
+        (
+            _scenario().with_(replicas=Replicas(2, GroupAffinity(4))),
+            r"^Scenario.replicas is set by the cluster",
+        ),
+    ],
+)
+def test_a_field_the_cluster_sets_is_refused(scenario: Scenario, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        run_compute(scenario, SPLIT, WORK)
+
+
+def test_the_scenario_seed_seeds_the_token_lengths() -> None:
+    by_scenario = run_compute(_scenario().with_(seed=5), SPLIT, WORK).summary()
+    by_keyword = run_compute(_scenario(), SPLIT, WORK, seed=5).summary()
+    default = run_compute(_scenario(), SPLIT, WORK).summary()
+    assert by_scenario == by_keyword
+    assert by_scenario["tokens_generated"] != default["tokens_generated"]  # seed 5 is not seed 0
+    with pytest.raises(ValueError, match=r"^seed 3 and Scenario.seed 5 differ"):
+        run_compute(_scenario().with_(seed=5), SPLIT, WORK, seed=3)
+
+
+def test_a_seed_above_torchs_range_is_named() -> None:
+    with pytest.raises(ValueError, match=r"^seed must be at most 18,446,744,073,709,551,615"):
+        Scenario(seed=2**64)
+    Scenario(seed=2**64 - 1)
+
+
+def test_a_group_affinity_fallback_is_bound() -> None:
+    sc = pipesim.Scenario(
+        pipeline=PipelineConfig(steps=3, max_staleness=2),
+        replicas=Replicas(2, GroupAffinity(4, fallback=GroupAffinity(2))),
+    )
+    assert pipesim.run(sc).summary()["episodes_trained"] == 3 * 64  # was a RuntimeError
+
+
+@pytest.mark.parametrize("cap", [2, 32])
+def test_slime_worker_refuses_a_batch_it_can_never_form(cap: int) -> None:
+    sc = pipesim.Scenario(pipeline=PipelineConfig(steps=3), admission=SlimeAsyncWorker(max_concurrent=cap))
+    with pytest.raises(PipelineError, match=r"batch_size 64 can never form with max_concurrent"):
+        pipesim.run(sc)
+
+
+def test_slime_worker_runs_just_below_the_bound() -> None:
+    sc = pipesim.Scenario(pipeline=PipelineConfig(steps=3), admission=SlimeAsyncWorker(max_concurrent=33))
+    assert pipesim.run(sc).summary()["episodes_trained"] == 3 * 64
