@@ -191,6 +191,8 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
             "is given twice",
         ),
         (["sweep", "fig13.1-sync", "--over", "seed=1,2"], "set N with --seeds"),
+        (["sweep", "fig13.1-sync", "--over", "max_staleness=0,,1"], "--over max_staleness: an empty value"),
+        (["sweep", "systems:areal", "--over", "max_head_offpolicyness=1,,2"], "an empty value"),
         (["export", "fig13.1-sync", "--out", "x.toml", "--format", "yaml"], "--format yaml does not match"),
         (
             ["run", "fig13.1-sync", "--json", "x.json", "--html", "x.json"],
@@ -225,6 +227,23 @@ def test_cli_errors_are_one_line_exit_2(
             "has start_s = 'nan': need a number",
         ),
         ("r.json", b'{"recipe": {"scenario": 5}}', "its recipe needs a scenario (text)"),
+        (
+            "v.csv",
+            b"kind,lane,start_s,end_s,version,episode_id\ngen,s0,0,1,x,0\n",
+            "has version = 'x': need an integer",
+        ),
+        (
+            "i.csv",
+            b"kind,lane,start_s,end_s,version,episode_id\ngen,s0,0,1,0,1.5\n",
+            "has episode_id = '1.5'",
+        ),
+        ("h.csv", b"kind,lane,start_s,end_s,version,episode_id\ngen,s0,0,1,1e300,0\n", "version = '1e+300'"),
+        (
+            "e.csv",
+            b"kind,lane,start_s,end_s,version,episode_id\ngen,s0,2,1,0,0\n",
+            "row 0 of the events ends",
+        ),
+        ("k.csv", b"kind,lane,start_s,end_s,version,episode_id\nfoo,s0,0,1,0,0\n", "has kind = 'foo'"),
         ("s.json", b'{"recipe": {"scenario": "fig13.1-sync", "set": [1]}}', "set (a list of text)"),
     ],
 )

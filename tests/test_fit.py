@@ -148,3 +148,15 @@ def test_fit_on_the_splitwise_production_trace(tmp_path: Path, capsys: pytest.Ca
     qq = tmp_path / "qq.html"
     assert main(["fit", str(SPLITWISE), "--column", "num_decode_tokens", "--qq", str(qq)]) == 0
     assert "8,819 values" in capsys.readouterr().out and qq.exists()
+
+
+def test_turns_beyond_the_models_cap_are_named_not_clamped() -> None:
+    """A turn column above max_turns (40) was read as the search grid's edge: mean_turns 160."""
+
+    rng = np.random.default_rng(0)
+    totals = rng.lognormal(5.0, 0.5, 40)
+    with pytest.raises(FitError, match=r"turn column goes up to 60 turns, above the agent model's max_turns"):
+        fit_values(totals, turns=np.full(40, 60.0))
+    near = fit_agent(totals, turns=np.full(40, 40.0))  # all at the cap: beyond the capped mean's reach
+    assert "beyond max_turns 40: the closest" in near.how
+    assert "beyond" not in fit_agent(totals, turns=np.full(40, 5.0)).how

@@ -160,6 +160,11 @@ def test_unknown_key_in_a_yaml_inline_table(
         ("max_staleness = 4", "min_trainer_gpus = -1", "constraints.min_trainer_gpus"),
         ("max_staleness = 4", "min_trainer_gpus = 2.5", "constraints.min_trainer_gpus"),
         ("sigma = 0.5", "sigma = nan", "workload.response.sigma"),
+        (
+            "prompts_per_step = 4\nsamples_per_prompt = 1",
+            "batch_size = 10\nsamples_per_prompt = 4",
+            "workload.batch_size",
+        ),
         ("steps = 3", "steps = 3.5", "search.steps"),
         ("min_full = 2", "min_full = 2\nsync_time_s = nan", "search.sync_time_s"),
         ("min_full = 2", "min_full = 2\nsync_time_s = -5", "search.sync_time_s"),

@@ -173,9 +173,10 @@ def load_saved(path: str) -> Any:
         raise UsageError(one_line(exc)) from None
 
 
-def split_values(text: str) -> list[str]:
+def split_values(text: str, keep_empty: bool = False) -> list[str]:
     """Split ``v1,v2,...`` at top-level commas (not inside parentheses, brackets or quotes), so
-    ``Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())`` is two values."""
+    ``Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())`` is two values; empty values are
+    dropped unless ``keep_empty``."""
     parts: list[str] = []
     cur: list[str] = []
     depth, quote = 0, ""
@@ -194,7 +195,7 @@ def split_values(text: str) -> list[str]:
             continue
         cur.append(ch)
     parts.append("".join(cur))
-    return [p.strip() for p in parts if p.strip()]
+    return [p.strip() for p in parts if keep_empty or p.strip()]
 
 
 def table(df: Any) -> str:

@@ -39,6 +39,9 @@ def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
         raise UsageError(f"--over {key} is given twice; list every value once: --over {key}=v1,v2,...")
     if key == "seed":
         raise UsageError("--over seed: a sweep runs seeds 0 .. N-1 of every cell; set N with --seeds")
+    parts = split_values(values, keep_empty=True)
+    if len(parts) > 1 and "" in parts:  # 0,,1 ran cells 0 and 1 without a word
+        raise UsageError(f"--over {key}: an empty value in {values!r}")
     return key, values
 
 

@@ -165,6 +165,14 @@ def fit_values(
         )
     if lo == hi:
         raise FitError(f"{where}: every value is {lo:.6g}: a constant has no distribution to fit")
+    cap = (base or AgentDurations()).max_turns
+    if turns is not None and len(turns) and float(np.max(turns)) > cap:
+        # the model caps an episode at max_turns: a trace above it read as the grid's edge
+        raise FitError(
+            f"{source}: the turn column goes up to {float(np.max(turns)):g} turns, above the agent "
+            f"model's max_turns ({cap}); fit against a base whose AgentDurations has max_turns >= "
+            f"{math.ceil(float(np.max(turns)))} (--base SCENARIO, or base= in the API)"
+        )
     fits = {
         "lognormal": fit_lognormal(x),
         "agent": fit_agent(x, base, turns, seed),

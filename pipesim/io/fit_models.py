@@ -181,6 +181,8 @@ def fit_agent(
         means = np.array([_turn_moments(base.max_turns, g)[0] for g in grid])
         mean_turns = float(grid[int(np.argmin(np.abs(means - target)))])
         how = "20,000 draws of the fit (turns from the turn column)"
+        if target > float(means.max()) * 1.001:  # the cap bends the mean: the search's edge
+            how += f" (a mean of {target:.3g} turns is beyond max_turns {base.max_turns}: the closest)"
     else:
         grid = np.geomspace(1.0001, max(50 * base.max_turns, 2.0), 3000)
 
@@ -199,7 +201,8 @@ def fit_agent(
                 else:
                     hi_g = mid
             roots.append((lo_g + hi_g) / 2)
-        if not roots:  # the spread is out of the model's reach: the closest one
+        edge = not roots
+        if edge:  # the spread is out of the model's reach: the closest one
             roots = [float(grid[int(np.argmin(np.abs(gap)))])]
         # the mean and the spread can fit two turn counts (the cap bends the spread back down):
         # the shape of the distribution (KS against draws) chooses between them
@@ -211,6 +214,8 @@ def fit_agent(
         how = "20,000 draws of the fit"
         if len(roots) > 1:
             how += f" (mean turns {', '.join(f'{r:.3g}' for r in roots)} fit the mean and spread; KS chose)"
+        if edge:  # say so: a mean of 50 x max_turns is the search's edge, not a measurement
+            how += " (no turn count reaches the trace's spread: the closest, at the edge of the search)"
     model = _scaled(base, mean_turns, mean)
     draws = model.sample(AGENT_DRAWS, np.random.default_rng(seed))
     d = ks_statistic(x, other=draws)

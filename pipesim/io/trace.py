@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
 
 GEN_PID, TRAIN_PID, SYNC_PID = 1, 2, 3
@@ -117,6 +118,31 @@ def _counters_and_flows(
     return out
 
 
+def _check_events(events: pd.DataFrame) -> None:
+    """ValueError naming the first row whose kind, ids or times a run could not have written
+    (an edited or foreign events file): they were truncated (1.5), kept as huge ints (1e300),
+    clamped (end before start) or dropped (an unknown kind) without a word."""
+    kinds = events["kind"].astype(str).to_numpy()
+    bad = np.nonzero(~np.isin(kinds, EVENT_KINDS))[0]
+    if len(bad):
+        row = int(bad[0])
+        raise ValueError(f"row {row} of the events has kind = {kinds[row]!r}: need one of {EVENT_KINDS}")
+    for col in ("version", "episode_id"):
+        values = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
+        ok = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53)
+        bad = np.nonzero(~ok)[0]
+        if len(bad):
+            row = int(bad[0])
+            value = str(events[col].iloc[row])
+            raise ValueError(f"row {row} of the events has {col} = {value!r}: need an integer")
+    start = pd.to_numeric(events["start_s"]).to_numpy(dtype=np.float64)
+    end = pd.to_numeric(events["end_s"]).to_numpy(dtype=np.float64)
+    bad = np.nonzero(end < start)[0]
+    if len(bad):
+        row = int(bad[0])
+        raise ValueError(f"row {row} of the events ends (end_s {end[row]}) before it starts ({start[row]})")
+
+
 def events_to_trace(
     events: pd.DataFrame,
     episodes: pd.DataFrame | None = None,
@@ -136,6 +162,7 @@ def events_to_trace(
             row = int(bad[0])
             value = str(events[col].iloc[row])
             raise ValueError(f"row {row} of the events has {col} = {value!r}: need a number")
+    _check_events(events)
     info = episodes.set_index("episode_id") if episodes is not None and len(episodes) else None
     out: list[dict[str, Any]] = [
         _meta(GEN_PID, f"{name}: generation"),

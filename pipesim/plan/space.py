@@ -199,6 +199,12 @@ class PlanSpec:
             )
         integer("cluster.n_gpus", self.n_gpus, 1, MAX_GPUS)
         integer("workload.batch_size", self.batch_size, 1)
+        n = self.workload.samples_per_prompt
+        if self.batch_size % n:  # 10 samples of 4 per prompt: the group designs train whole prompts
+            raise PlanError(
+                f"workload.batch_size must be a multiple of workload.samples_per_prompt ({n}), "
+                f"got {self.batch_size}: a step trains whole prompts"
+            )
         for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
             integer(f"search.{name}", getattr(self, name), 1)
         for name in ("grid_limit", "min_full"):
