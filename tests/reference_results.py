@@ -135,11 +135,15 @@ class ReferenceRunResult:
         # the summary's rule: an idle share within 1e-9 below zero is rounding, reported as 0
         rollout_idle = 0.0 if -1e-9 < rollout_idle < 0 else rollout_idle
         trainer_idle = 0.0 if -1e-9 < trainer_idle < 0 else trainer_idle
+
+        def share(x: float) -> float:  # and a busy share within 1e-9 above one is reported as 1
+            return 1.0 if 1 < x < 1 + 1e-9 else x
+
         out = {
             "throughput_per_hour": len(trained) / T * 3600 if T > 0 else float("nan"),
-            "gen_util": busy / denom,
-            "gen_util_active": (busy - paused) / denom,
-            "gen_util_total": (busy + busy_inflight) / denom,
+            "gen_util": share(busy / denom),
+            "gen_util_active": share((busy - paused) / denom),
+            "gen_util_total": share((busy + busy_inflight) / denom),
             "staleness_mean": sum(stale) / len(stale) if stale else 0.0,
             "staleness_max": float(max(stale, default=0)),
             "staleness_newest_mean": sum(stale_new) / len(stale_new) if stale_new else 0.0,
