@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_number
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, MAX_SLOTS, check_number
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
@@ -122,7 +122,7 @@ class Scenario:
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, PipelineConfig):
             raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
-        check_int("seed", self.seed, 0, 2**64 - 1, "the largest seed torch's generator takes")
+        check_int("seed", self.seed, 0, MAX_SEED - 1, "the largest seed torch's generator takes")
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
         elif self.default_pool_size > MAX_POOL_TASKS:

@@ -220,23 +220,10 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     if mode == "fully_async":
         eta = pipeline.pop("max_staleness", 0)  # recorded only: the worker has no version bound
         worker = SlimeAsyncWorker(max_concurrent)
-        cap = max_concurrent if max_concurrent is not None else pipeline.get("n_slots", CHAPTER.n_slots)
-        b = pipeline.get("batch_size", CHAPTER.batch_size)
-        if isinstance(cap, int) and isinstance(b, int) and b >= 2 * cap:
-            # the worker stops topping up once cap finished groups wait, so at most 2 cap - 1
-            # are ever buffered: a batch of 2 cap or more never forms (a stall, mid-run)
-            raise ValueError(
-                f"slime fully async: batch_size {b} can never form with max_concurrent "
-                f"{'(n_slots) ' if max_concurrent is None else ''}{cap}: the worker stops once "
-                f"{cap} finished groups wait; give batch_size < {2 * cap} or a larger max_concurrent"
-            )
-        return _scenario(
-            "slime fully async",
-            pipeline,
-            eta,
-            admission=worker,
-            weight_update=AbortReprefill(),
-        )
+        sc = _scenario("slime fully async", pipeline, eta, admission=worker, weight_update=AbortReprefill())
+        if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
+            raise ValueError(f"slime fully async: {why}")  # at construction, not a stall mid-run
+        return sc
     raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
 
 

@@ -76,7 +76,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import MAX_SLOTS, check_int, check_number
+from pipesim.core.errors import MAX_SEED, MAX_SLOTS, check_int, check_number
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -322,7 +322,7 @@ def run_compute(
     if not isinstance(workload, TokenWorkload):
         raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
     if seed is not None:
-        check_int("seed", seed, 0, 2**64 - 1)
+        check_int("seed", seed, 0, MAX_SEED - 1)
     seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
         raise ValueError(f"record must be a bool, got {record!r}")

@@ -23,6 +23,9 @@ class PipelineError(RuntimeError):
 MAX_SLOTS = 2**24
 """The most slots (or sequences) one run, batch or replica may hold: each is a Python object
 and a heap entry, so past this a run is out of memory before it starts."""
+MAX_SEED = 2**64
+"""Seeds are integers in [0, 2**64): what both numpy's and the chapter's torch generator accept
+(``torch.Generator.manual_seed`` refuses 2**64 with an overflow that names nothing)."""
 MAX_POOL_TASKS = 2**28
 """The most tasks a duration pool may hold (2 GiB of float64 durations, and hours of simulation
 at a few hundred thousand episodes a second): past this a pool is out of memory, not a run."""

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipesim.core.errors import MAX_SEED
+
 __all__ = [
     "MAX_SEED",
     "UsageError",
@@ -40,9 +42,6 @@ __all__ = [
     "summary_table",
     "table",
 ]
-
-MAX_SEED = 2**64
-"""Seeds are integers in [0, 2**64): what both numpy's and the chapter's torch generator accept."""
 
 
 class UsageError(Exception):

@@ -27,11 +27,13 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pipesim.core import errors
+
 MAX_GPUS = 65536
 MAX_ETA = 1024
 MAX_OVERSAMPLE = 16.0
 MAX_SEED = 2**32
-MAX_SIM_SEED = 2**64
+MAX_SIM_SEED = errors.MAX_SEED  # the simulator's seeds
 
 
 class PlanError(ValueError):

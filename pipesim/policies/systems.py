@@ -202,17 +202,24 @@ class SlimeAsyncWorker:
     def _cap(self, p: PipelineView) -> int:
         return self.max_concurrent if self.max_concurrent is not None else p.config.n_slots
 
+    def unformable(self, batch_size: int, n_slots: int) -> str:
+        """Why a batch of ``batch_size`` can never form with this cap ("" when it can): the worker
+        stops at cap finished with at most cap running, so 2 cap - 1 is the most ever buffered
+        (a run stalled there, after simulating up to it). The slime preset asks at construction."""
+        cap = self.max_concurrent if self.max_concurrent is not None else n_slots
+        if batch_size < 2 * cap:
+            return ""
+        return (
+            f"batch_size {batch_size} can never form with max_concurrent "
+            f"{'(n_slots) ' if self.max_concurrent is None else ''}{cap}: the worker stops once {cap} "
+            f"finished episodes wait, so at most {2 * cap - 1} are ever buffered; give batch_size "
+            f"< {2 * cap} or max_concurrent > {batch_size // 2}"
+        )
+
     def admits(self, p: PipelineView) -> bool:
-        cap = self._cap(p)
-        if p.batch_size >= 2 * cap:
-            # it stops at cap finished and at most cap running, so 2 cap - 1 is the most ever
-            # buffered: the batch never forms (the run stalled, after simulating up to it)
-            raise PipelineError(
-                f"SlimeAsyncWorker: batch_size {p.batch_size} can never form with max_concurrent "
-                f"{cap}{' (n_slots)' if self.max_concurrent is None else ''}: at most {2 * cap - 1} "
-                f"finished episodes are ever buffered; give max_concurrent > {p.batch_size // 2}"
-            )
-        return p.n_running < cap and not self.closed(p)
+        if why := self.unformable(p.batch_size, p.config.n_slots):
+            raise PipelineError(f"SlimeAsyncWorker: {why}")
+        return p.n_running < self._cap(p) and not self.closed(p)
 
     def closed(self, p: PipelineView) -> bool:
         """The queue is full: finishing episodes only fill it further."""
