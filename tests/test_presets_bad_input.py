@@ -101,6 +101,8 @@ def test_compare_keeps_every_design(two_runs: dict[str, Any]) -> None:
 
 
 def test_a_busy_share_is_never_above_one() -> None:
-    """AReaL's slots are never idle: the sum of busy intervals read 1.0000000000000004."""
+    """AReaL's slots are never idle: the sum of busy intervals read 1.0000000000000004 on one
+    machine (taken back to 1) and 0.9999999999999996 on another (the draws' floating point
+    differs between CPUs), so the test holds the bound and the rounding, not one value."""
     s = pipesim.run(PRESETS["areal"]()).summary()
-    assert s["gen_util_total"] == 1.0 and 0 <= s["gen_util"] <= s["gen_util_total"]
+    assert 1 - 1e-12 <= s["gen_util_total"] <= 1.0 and 0 <= s["gen_util"] <= s["gen_util_total"]
