@@ -22,6 +22,7 @@ from pipesim.policies.base import (
     OldestFinishedFirst,
     PartialRollout,
     WeightUpdate,
+    unread_staleness,
 )
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
@@ -165,7 +166,12 @@ class Scenario:
         return (p.steps + p.max_staleness + 1) * p.batch_size + p.n_slots
 
     def with_(self, **changes: Any) -> Scenario:
-        """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``."""
+        """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``.
+
+        A new ``max_staleness`` that no policy reads (the admission rule has its own bound:
+        verl's, ROLL's, PipelineRL's...) is refused, naming that rule and its knob: sweeps and
+        ``--set`` change scenarios here, and such a change ran the same design under a new label.
+        """
         pipe_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
         own_fields = {f.name for f in dataclasses.fields(Scenario)}
         pipe = {k: v for k, v in changes.items() if k in pipe_fields}
@@ -179,7 +185,10 @@ class Scenario:
             if not isinstance(base, PipelineConfig):
                 raise ValueError(f"pipeline must be a PipelineConfig, got {base!r}")
             own["pipeline"] = dataclasses.replace(base, **pipe)
-        return dataclasses.replace(self, **own)
+        changed = dataclasses.replace(self, **own)
+        if why := unread_staleness(changed, self.pipeline.max_staleness):
+            raise ValueError(why)
+        return changed
 
     def _repr_html_(self) -> str:
         """A compact HTML table of the scenario for notebooks (:mod:`pipesim.io.html`)."""

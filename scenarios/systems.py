@@ -7,8 +7,11 @@ pipeline's sizes and times as keyword overrides (``n_slots``, ``batch_size``, ``
 ``sync_time_s``, ``steps``, ...); the defaults are the chapter's pipeline (64 slots, 64 episodes
 per step, 60 s training, 10 s sync, 20 steps). ``max_staleness`` is the exception: each
 system bounds staleness its own way, so a preset refuses it and names its own knob
-(``max_head_offpolicyness``, ``staleness_threshold``, ``async_generation_ratio``, ...);
-slime's fully asynchronous worker, which has no version bound, only records it.
+(``max_head_offpolicyness``, ``staleness_threshold``, ``async_generation_ratio``, ...; slime's
+fully asynchronous worker has none). Where the preset's admission rule never reads the field
+(verl fully async, slime fully async, OpenRLHF, ROLL, PipelineRL), ``Scenario.with_`` refuses a
+new ``max_staleness`` too, and so do sweeps and ``--set``: they ran the same design under the
+new label. AReaL's throttle reads it (it is ``max_head_offpolicyness``), so there it is swept.
 
 =====================  ===============================  ======================================
 system                 admission                        weight update / batch
@@ -35,7 +38,14 @@ from typing import Any
 from pipesim import PipelineConfig, Scenario
 from pipesim.core.errors import check_int
 from pipesim.policies.admission import AReaLThrottle, OverSample
-from pipesim.policies.base import CountThrottle, Drain, PartialRollout, WeightUpdate
+from pipesim.policies.base import (
+    CountThrottle,
+    Drain,
+    OwnStalenessBound,
+    PartialRollout,
+    WeightUpdate,
+    not_a_knob,
+)
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.systems import (
     OpenRLHFBatches,
@@ -63,9 +73,13 @@ def _scenario(
     name: str, pipeline: dict[str, Any], max_staleness: int = 0, knob: str = "", **policies: Any
 ) -> Scenario:
     """The preset's scenario; ``knob`` names what sets its staleness bound, which a
-    ``max_staleness`` override would otherwise fight (``dataclasses.replace`` got it twice)."""
+    ``max_staleness`` override would otherwise fight (``dataclasses.replace`` got it twice).
+    An admission rule with a bound of its own names it itself (``staleness_knob``), the one
+    wording ``Scenario.with_`` uses too."""
     if "max_staleness" in pipeline:
-        raise ValueError(f"{name}: max_staleness is not a knob of this preset; its staleness bound is {knob}")
+        adm = policies.get("admission")
+        knob = adm.staleness_knob() if isinstance(adm, OwnStalenessBound) else knob
+        raise ValueError(not_a_knob(name, "this preset", knob))
     pool_size = pipeline.pop("pool_size", None)
     seed = pipeline.pop("seed", 0)
     cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
@@ -151,8 +165,7 @@ def verl_fully_async(
     k = trigger_parameter_sync_step
     adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size)
     queue = VerlMessageQueue(max_queue_size, staleness_threshold, k, samples_per_prompt)
-    knob = "staleness_threshold (with trigger_parameter_sync_step)"
-    return _scenario("verl fully async", pipeline, 0, knob, admission=adm, weight_update=wu, batching=queue)
+    return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
 
 
 def areal(
@@ -218,9 +231,8 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
         knob = "fixed at 1 (one step ahead, drained)"
         return _scenario("slime drain", pipeline, 1, knob, admission=CountThrottle(), weight_update=Drain())
     if mode == "fully_async":
-        eta = pipeline.pop("max_staleness", 0)  # recorded only: the worker has no version bound
-        worker = SlimeAsyncWorker(max_concurrent)
-        sc = _scenario("slime fully async", pipeline, eta, admission=worker, weight_update=AbortReprefill())
+        worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
+        sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=AbortReprefill())
         if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
             raise ValueError(f"slime fully async: {why}")  # at construction, not a stall mid-run
         return sc
@@ -239,7 +251,7 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     broadcast (:class:`~pipesim.policies.base.Drain`).
     """
     adm = OpenRLHFBatches(async_queue_size)
-    return _scenario("OpenRLHF async", pipeline, 0, "async_queue_size", admission=adm, weight_update=Drain())
+    return _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=Drain())
 
 
 def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
@@ -270,7 +282,6 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
         "ROLL",
         pipeline,
         0,
-        "async_generation_ratio",
         admission=RollGroupAdmission(ratio),
         weight_update=PartialRollout(),
         batching=RollGroupExpiry(ratio, samples_per_prompt),
@@ -297,7 +308,6 @@ def pipelinerl(
         "PipelineRL",
         pipeline,
         0,
-        "max_lag (in samples)",
         admission=PipelineRLLag(lag, attempts),
         weight_update=InFlightUpdate(load_time_s),
     )

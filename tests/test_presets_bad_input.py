@@ -9,6 +9,7 @@ read a typo as a row of NaN and dropped one of two designs named ``1`` and ``"1"
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,8 @@ import numpy as np
 import pytest
 
 import pipesim
-from scenarios.systems import PRESETS, april, areal, verl_fully_async
+from pipesim.io.registry import apply_overrides, build, resolve
+from scenarios.systems import PRESETS, april, areal, slime, verl_fully_async
 
 BAD: list[tuple[str, Callable[[], Any], str]] = [
     (
@@ -106,3 +108,33 @@ def test_a_busy_share_is_never_above_one() -> None:
     differs between CPUs), so the test holds the bound and the rounding, not one value."""
     s = pipesim.run(PRESETS["areal"]()).summary()
     assert 1 - 1e-12 <= s["gen_util_total"] <= 1.0 and 0 <= s["gen_util"] <= s["gen_util_total"]
+
+
+OWN_BOUND = [  # preset, its admission rule, the knob that bounds its staleness instead
+    ("verl_fully_async", "VerlRollouter", "staleness_threshold"),
+    ("slime_fully_async", "SlimeAsyncWorker", "none: the worker has no version bound"),
+    ("openrlhf_async", "OpenRLHFBatches", "async_queue_size"),
+    ("roll", "RollGroupAdmission", "async_generation_ratio"),
+    ("pipelinerl", "PipelineRLLag", r"max_lag \(in samples\)"),
+]
+
+
+@pytest.mark.parametrize(("preset", "rule", "knob"), OWN_BOUND, ids=[o[0] for o in OWN_BOUND])
+def test_a_preset_refuses_a_max_staleness_its_rule_never_reads(preset: str, rule: str, knob: str) -> None:
+    """From a probe: ``with_``, ``--set`` and a sweep changed max_staleness, recorded it and ran the
+    same design (the rule has its own bound); each now names the rule and its knob."""
+    sc = PRESETS[preset](n_slots=8, batch_size=8, steps=2)
+    match = rf"max_staleness is not a knob of {rule} \(it never reads it\); its staleness bound is {knob}"
+    with pytest.raises(ValueError, match=rf"^{re.escape(sc.name)}: {match}"):
+        sc.with_(max_staleness=2)
+    with pytest.raises(ValueError, match=rf"^max_staleness=2: .*{match}"):
+        apply_overrides(sc, ["max_staleness=2"])
+    with pytest.raises(ValueError, match=match):
+        build(resolve(f"systems:{preset}"), ["max_staleness=2"])
+    assert sc.with_(max_staleness=0, steps=3).pipeline.steps == 3  # an unchanged value is no change
+
+
+def test_slime_fully_async_refuses_max_staleness_it_only_recorded() -> None:
+    """Its worker has no version bound: a recorded eta of 2 labelled an unbounded run."""
+    with pytest.raises(ValueError, match=r"^slime fully async: max_staleness is not a knob of this preset"):
+        slime("fully_async", max_staleness=2)

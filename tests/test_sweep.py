@@ -343,3 +343,42 @@ def test_the_default_cell_function_vouches_for_all_but_its_signed_metric() -> No
 
 def _signed_metric(scenario: Scenario) -> dict[str, float]:
     return {"x": -1.0 if scenario.seed % 2 else 1.0}
+
+
+def test_a_sweep_over_max_staleness_of_a_preset_that_never_reads_it_is_refused() -> None:
+    """From a probe: ROLL's rule bounds staleness by its own ratio, so every row was the same run
+    labelled 0, 1, 3. The sweep now stops before any cell runs and names the knob to sweep."""
+    from scenarios.systems import PRESETS
+
+    roll = PRESETS["roll"](n_slots=8, batch_size=8, steps=2)
+    msg = (
+        r"^ROLL: max_staleness is not a knob of RollGroupAdmission \(it never reads it\); "
+        r"its staleness bound is async_generation_ratio$"
+    )
+    with pytest.raises(ValueError, match=msg):
+        sweep(roll, over={"max_staleness": [0, 1, 3]}, executor=ThreadPoolExecutor(1), progress=False)
+    with pytest.raises(ValueError, match=msg):
+        grid({"a": small(), "roll": roll}, over={"max_staleness": [0, 1]})
+
+
+def test_a_sweep_over_max_staleness_of_a_preset_that_reads_it_sets_its_bound() -> None:
+    """AReaL's throttle reads the pipeline's eta (its max_head_offpolicyness), so rows differ;
+    a batch policy that reads eta makes it a real axis beside a rule with its own bound."""
+    from pipesim.policies.batching import DropStale
+    from scenarios.systems import PRESETS
+
+    areal = PRESETS["areal"](n_slots=8, batch_size=8, steps=3)
+    res = sweep(areal, over={"max_staleness": [0, 2]}, executor=ThreadPoolExecutor(1), progress=False)
+    assert res.runs["staleness_max"].tolist() == [0.0, 2.0]
+    lag = PRESETS["pipelinerl"](n_slots=8, batch_size=8, steps=2).with_(batching=DropStale())
+    assert [c.scenario.pipeline.max_staleness for c in grid(lag, over={"max_staleness": [0, 1]})] == [0, 1]
+
+
+def test_pipesim_sweep_over_max_staleness_of_such_a_preset_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pipesim.io.cli import main
+
+    assert main(["sweep", "systems:pipelinerl", "--over", "max_staleness=0,1", "--seeds", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "max_staleness is not a knob of PipelineRLLag" in err and "max_lag" in err, err

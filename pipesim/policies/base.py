@@ -28,9 +28,12 @@ what every policy must keep, and what a policy promises (the promise Protocols o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pipesim.core.port import StalenessPromise
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
@@ -66,6 +69,43 @@ class BatchPolicy(Protocol):
     def select(
         self, buffer: list[Episode], p: PipelineView
     ) -> tuple[list[Episode] | None, list[Episode]]: ...
+
+
+@runtime_checkable
+class OwnStalenessBound(Protocol):
+    """An admission rule whose staleness bound is a parameter of its own: it never reads the
+    pipeline's ``max_staleness``. ``staleness_knob()`` names that bound as its system calls it
+    (verl's ``staleness_threshold``, ROLL's ``async_generation_ratio``).
+
+    Why: under such a rule a new ``max_staleness`` runs the same design under a label that says
+    otherwise (a sweep over it gave identical rows), so ``Scenario.with_`` -- and the sweeps,
+    ``--set`` and ``--over`` built on it -- refuse the change (:func:`unread_staleness`), and the
+    presets name the knob when given ``max_staleness``.
+    """
+
+    def staleness_knob(self) -> str: ...
+
+
+def not_a_knob(name: str, owner: str, knob: str) -> str:
+    """The one wording of a refused ``max_staleness``: the presets' and ``Scenario.with_``'s."""
+    return f"{name}: max_staleness is not a knob of {owner}; its staleness bound is {knob}"
+
+
+def unread_staleness(scenario: Scenario, old: int) -> str:
+    """Why ``scenario``'s ``max_staleness``, changed from ``old``, changes nothing ("" if it does).
+
+    Nothing reads it when the admission rule bounds staleness itself (:class:`OwnStalenessBound`)
+    and no other policy's staleness promise moves with it: a batch policy that drops by eta
+    (``DropStale``, ``WholeGroups(drop_stale=True)``) reads it beside any admission rule.
+    """
+    adm = scenario.admission
+    if scenario.pipeline.max_staleness == old or not isinstance(adm, OwnStalenessBound):
+        return ""
+    was = dataclasses.replace(scenario, pipeline=dataclasses.replace(scenario.pipeline, max_staleness=old))
+    promises = [q for q in (scenario.weight_update, scenario.batching) if isinstance(q, StalenessPromise)]
+    if any(q.staleness_bound(scenario) != q.staleness_bound(was) for q in promises):
+        return ""
+    return not_a_knob(scenario.name, f"{type(adm).__name__} (it never reads it)", adm.staleness_knob())
 
 
 class CountsOnly:

@@ -23,7 +23,10 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
 
 Every admission rule here says when it is *closed* (no finishing episode can make it admit), and
 the batch policies give the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
-``pipesim.testing.check_promises`` confirms they change nothing on the presets.
+``pipesim.testing.check_promises`` confirms they change nothing on the presets. Each bounds
+staleness its own way and never reads the pipeline's ``max_staleness``, so each names its knob
+(``staleness_knob``, :class:`~pipesim.policies.base.OwnStalenessBound`) and a change of that field
+is refused rather than run as the same design under a new label.
 """
 
 from __future__ import annotations
@@ -84,6 +87,10 @@ class RollGroupAdmission:
 
     def admits(self, p: PipelineView) -> bool:
         return p.started < (p.version + 1 + self.ratio) * p.batch_size
+
+    def staleness_knob(self) -> str:
+        """Its ``ratio`` bounds staleness, not the pipeline's ``max_staleness`` (OwnStalenessBound)."""
+        return "async_generation_ratio"
 
     def closed(self, p: PipelineView) -> bool:
         """Counts only starts and versions: no finishing episode changes its answer."""
@@ -181,6 +188,10 @@ class PipelineRLLag:
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return 0 if self.max_lag == 0 else None
 
+    def staleness_knob(self) -> str:
+        """``max_lag`` bounds how far it runs ahead, not ``max_staleness`` (OwnStalenessBound)."""
+        return "max_lag (in samples)"
+
 
 @dataclass(frozen=True)
 class SlimeAsyncWorker:
@@ -225,6 +236,10 @@ class SlimeAsyncWorker:
         """The queue is full: finishing episodes only fill it further."""
         return p.n_buffered >= self._cap(p)
 
+    def staleness_knob(self) -> str:
+        """No version bound at all, so ``max_staleness`` means nothing here (OwnStalenessBound)."""
+        return "none: the worker has no version bound (max_concurrent caps the work in flight)"
+
 
 @dataclass(frozen=True)
 class OpenRLHFBatches:
@@ -251,3 +266,7 @@ class OpenRLHFBatches:
     def closed(self, p: PipelineView) -> bool:
         """Between batches with the queue full: finishing episodes only fill it further."""
         return p.started % p.batch_size == 0 and p.n_buffered >= self.queue_size * p.batch_size
+
+    def staleness_knob(self) -> str:
+        """Its queue of ``queue_size`` batches bounds staleness, not ``max_staleness`` (OwnStalenessBound)."""
+        return "async_queue_size"

@@ -103,6 +103,10 @@ class VerlRollouter:
         queue_cap = cap if self.max_queue_size is None else self.max_queue_size
         return self.stale_samples(p) >= cap or p.n_buffered >= queue_cap
 
+    def staleness_knob(self) -> str:
+        """Its counter bounds staleness, not the pipeline's ``max_staleness`` (OwnStalenessBound)."""
+        return "staleness_threshold (with trigger_parameter_sync_step)"
+
 
 def verl_put_accepted(queue_version: int, sample_version: int, staleness_threshold: float) -> bool:
     """verl's ``MessageQueue.put_sample`` freshness check: a sample is dropped when ``queue_version
