@@ -83,14 +83,35 @@ def load_result(path: str) -> dict[str, Any]:
     return result
 
 
+def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
+    """``parser.error`` (usage, exit 2) naming ``flag`` unless ``path`` (None: not given) can be
+    written: a missing directory, a path that is a directory, or one this user cannot write.
+    ``os.access`` is not enough (root passes it on ``/proc``), so the check opens the file for
+    appending, as the write will, and removes it again if it was not there. (``mismatch`` imports
+    neither ``scenarios`` nor ``offpolicy``, whose ``check_output`` this copies.)"""
+    if not path:
+        return
+    target = Path(path).resolve()
+    if not target.parent.is_dir():
+        parser.error(f"{flag} {path}: no directory {target.parent}")
+    if target.is_dir():
+        parser.error(f"{flag} {path}: is a directory; give a file name")
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as exc:
+        parser.error(f"{flag} {path}: cannot write it ({exc.strerror})")
+    if not existed:
+        target.unlink()
+
+
 def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors for the output flags, before any work (a probe run takes minutes)."""
     if args.json and args.from_json:
         parser.error("--json writes a new run; with --from-json nothing is run (the file is the JSON)")
     for flag in ("json", "html"):
-        path = getattr(args, flag)
-        if path and not Path(path).resolve().parent.is_dir():
-            parser.error(f"--{flag} {path}: no directory {Path(path).resolve().parent}")
+        check_output(parser, f"--{flag}", getattr(args, flag))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,15 +1,20 @@
-"""How offpolicy's configs say a field is wrong: a ``ValueError`` naming the field.
+"""How offpolicy's configs say a field is wrong: a ``ValueError`` naming the field; and how its
+scripts say an output flag cannot be written (:func:`check_output`), a usage error naming the flag.
 
 ``offpolicy`` does not import ``pipesim`` (whose package imports SimPy), so it keeps these two
 checks of its own; they mirror ``pipesim.core.errors.check_int`` / ``check_number``: a bool is
 not a number, a float field takes an int or a float and must be finite, and a numpy scalar is
-named with the conversion to use.
+named with the conversion to use. Nor does it import ``scenarios`` (which imports offpolicy), so
+:func:`check_output` is its own copy of ``scenarios.outputs.check_output``.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
+import tempfile
+from pathlib import Path
 
 
 def _numpy_hint(value: object) -> str:
@@ -54,3 +59,38 @@ def check_real(name: str, value: object, low: float, high: float = math.inf, ope
         else:
             where = ""
         raise ValueError(f"{name} must be a finite number{where}{_numpy_hint(value)}, got {value!r}")
+
+
+def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, replace: bool = False) -> None:
+    """``parser.error`` (usage, exit 2) naming ``flag`` unless ``path`` (None: not given) can be
+    written: a script writes it after minutes of training, so a missing directory, a path that is a
+    directory or one this user cannot write must fail before. ``os.access`` is not enough (root
+    passes it on ``/proc``), so the check writes as the script will: it opens the file for
+    appending (and removes it if it was not there), or, where ``replace`` (the results JSON, which
+    ``write_json`` replaces through a temporary file and a rename, making its directory first),
+    makes the directory and a temporary file in it, removed again."""
+    if not path:
+        return
+    target = Path(path).resolve()
+    folder = target.parent
+    if replace:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"{flag} {path}: cannot make its directory {folder} ({exc.strerror})")
+    if not folder.is_dir():
+        parser.error(f"{flag} {path}: no directory {folder}")
+    if target.is_dir():
+        parser.error(f"{flag} {path}: is a directory; give a file name")
+    existed = target.exists()
+    try:
+        if replace:
+            with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp"):
+                pass
+        else:
+            with open(target, "a"):
+                pass
+    except OSError as exc:
+        parser.error(f"{flag} {path}: cannot write it ({exc.strerror})")
+    if not replace and not existed:
+        target.unlink()

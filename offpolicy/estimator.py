@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
+from offpolicy.checks import check_output
 from offpolicy.functional import mis_weights, tis_weights
 
 WeightFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -89,8 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="also write the table to this text file")
     args = parser.parse_args(argv)
-    if args.out and not Path(args.out).resolve().parent.is_dir():
-        parser.error(f"--out {args.out}: no directory {Path(args.out).resolve().parent}")  # before the table
+    check_output(parser, "--out", args.out)  # before the table
     torch.set_num_threads(1)
     text = format_table(estimator_table())
     print(text)

@@ -30,7 +30,7 @@ import torch
 
 from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
-from offpolicy.checks import SEED_MAX
+from offpolicy.checks import SEED_MAX, check_output
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
@@ -88,8 +88,7 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     lrs = list(getattr(args, "lrs", None) or ()) + [getattr(args, "lr", None) or 1.0]
     if not all(math.isfinite(lr) and lr > 0 for lr in lrs):
         parser.error(f"--lr/--lrs: a learning rate must be a finite number > 0, got {lrs}")
-    if (html := getattr(args, "html", None)) and not Path(html).resolve().parent.is_dir():
-        parser.error(f"--html {html}: no directory {Path(html).resolve().parent}")  # before training
+    check_output(parser, "--html", getattr(args, "html", None))  # before training
     for seed in getattr(args, "seed_list", None) or ():  # the evaluation's generator is EVAL_SEED + seed
         if seed > SEED_MAX - EVAL_SEED:
             parser.error(f"--seed-list: a seed must be at most {SEED_MAX - EVAL_SEED}, got {seed}")
@@ -107,16 +106,10 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             parser.error(f"--table-only: {exc}")
         if not stored:
             parser.error(f"--table-only: --json {args.json} holds no runs")
-    elif (path := getattr(args, "json", None)) is not None:
-        # the results are written after each run: a directory that cannot be made or written
-        # would fail after the first run's minutes of training
-        folder = Path(path).parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            parser.error(f"--json {path}: cannot make its directory {folder} ({exc.strerror})")
-        if not os.access(folder, os.W_OK):
-            parser.error(f"--json {path}: its directory {folder} is not writable")
+    else:
+        # the results are written after each run (write_json: a temporary file and a rename): a
+        # path that cannot be written would fail after the first run's minutes of training
+        check_output(parser, "--json", getattr(args, "json", None), replace=True)
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:

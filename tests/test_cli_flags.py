@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mismatch import cli as mismatch_cli
 from mismatch.cli import main as mismatch_main
 from offpolicy import estimator, fp8, lr_sweep, staleness
 from scenarios import chapter13, cosim, starvation
@@ -156,6 +157,76 @@ def test_a_bad_flag_is_a_usage_error_naming_it(
     assert info.value.code == 2, err
     assert needle in err, err
     assert "Traceback" not in err and not list(tmp_path.iterdir())
+
+
+class WorkStarted(Exception):
+    """Raised in place of a script's first piece of work: the output checks came too late."""
+
+
+def _no_work(*args: object, **kwargs: object) -> None:
+    raise WorkStarted
+
+
+#: (id, main, the module and name of its first piece of work, the output flag and its extra argv)
+OUTPUTS: list[tuple[str, Main, object, str, str, list[str]]] = [
+    ("mismatch-json", mismatch_main, mismatch_cli, "run", "--json", []),
+    ("mismatch-html", mismatch_main, mismatch_cli, "run", "--html", []),
+    ("estimator-out", estimator.main, estimator, "estimator_table", "--out", []),
+    ("staleness-json", staleness.main, staleness, "load_base", "--json", ["--seeds", "1"]),
+    ("staleness-html", staleness.main, staleness, "load_base", "--html", ["--seeds", "1"]),
+    ("lr-sweep-json", lr_sweep.main, lr_sweep, "load_base", "--json", ["--seeds", "1"]),
+    ("fp8-json", fp8.main, fp8, "load_base", "--json", ["--seeds", "1"]),
+]
+
+
+@pytest.mark.parametrize("where", ["directory", "unwritable"])
+@pytest.mark.parametrize(
+    ("main", "module", "work", "flag", "extra"), [c[1:] for c in OUTPUTS], ids=[c[0] for c in OUTPUTS]
+)
+def test_an_output_that_is_a_directory_or_cannot_be_written_is_a_usage_error_before_any_work(
+    main: Main,
+    module: object,
+    work: str,
+    flag: str,
+    extra: list[str],
+    where: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a missing directory was caught: a path that is a directory, or one that cannot be
+    written (a file in /proc, even for root), failed once the probe or the training was done."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(module, work, _no_work)
+    path = str(tmp_path) if where == "directory" else "/proc/out.json"
+    with pytest.raises(SystemExit) as info:
+        main([*extra, flag, path])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    says = "is a directory; give a file name" if where == "directory" else "cannot write it"
+    assert f"{flag} {path}: {says}" in err and "Traceback" not in err, err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("main", "module", "work", "flag", "extra"), [c[1:] for c in OUTPUTS], ids=[c[0] for c in OUTPUTS]
+)
+def test_a_writable_output_passes_the_check_and_leaves_no_file_behind(
+    main: Main,
+    module: object,
+    work: str,
+    flag: str,
+    extra: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the default --json of staleness --html makes results/ here
+    monkeypatch.setattr(module, work, _no_work)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    with pytest.raises(WorkStarted):
+        main([*extra, flag, str(folder / "out.file")])
+    assert not list(folder.iterdir())  # the check's probe is gone; the script writes the file
 
 
 def test_a_retable_file_that_is_not_a_stored_run_is_named(

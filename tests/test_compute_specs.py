@@ -235,6 +235,66 @@ def test_from_hf_config_rejects_unknown_model_type_and_dense_moe_layers():
 
 
 @pytest.mark.parametrize(
+    ("key", "bad"),
+    [
+        ("vocab_size", 1e20),
+        ("num_hidden_layers", 2**31),
+        ("hidden_size", 2.0**40),
+        ("max_position_embeddings", 10**12),
+        ("num_key_value_heads", 2**31),
+        ("head_dim", 2**31),
+        ("intermediate_size", 10**20),
+    ],
+)
+def test_from_hf_config_bounds_every_integer_key(key, bad):
+    """1e20 is an integral float: it was read as a vocabulary of 10**20 tokens."""
+    with pytest.raises(ValueError, match=rf"^config key '{key}' must be at most 2,147,483,647 \("):
+        ModelSpec.from_hf_config({**QWEN3_4B_CONFIG, key: bad})
+
+
+@pytest.mark.parametrize(
+    "key", ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"]
+)
+def test_from_hf_config_bounds_the_moe_keys(key):
+    with pytest.raises(ValueError, match=rf"^config key '{key}' must be at most 2,147,483,647"):
+        ModelSpec.from_hf_config({**QWEN3_MOE_CONFIG, key: 1e20})
+
+
+def test_model_spec_bounds_its_sizes():
+    with pytest.raises(ValueError, match=r"^vocab_size must be at most 2,147,483,647"):
+        dataclasses.replace(MODELS["llama-2-7b"], vocab_size=10**20)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            {"decoder_sparse_step": None},
+            r"config key 'decoder_sparse_step' is null: it must be an integer >= 1",
+        ),
+        ({"decoder_sparse_step": 0}, r"config key 'decoder_sparse_step' must be an integer >= 1, got 0"),
+        ({"decoder_sparse_step": 1.5}, r"config key 'decoder_sparse_step' must be an integer >= 1, got 1.5"),
+        ({"decoder_sparse_step": 2}, r"decoder_sparse_step \(2\).*dense layers in a MoE are not supported"),
+        ({"mlp_only_layers": [0]}, r"mlp_only_layers \(\[0\]\).*dense layers in a MoE are not supported"),
+        ({"mlp_only_layers": 3}, r"config key 'mlp_only_layers' must be a list of layer indices, got 3"),
+        ({"mlp_only_layers": 0}, r"config key 'mlp_only_layers' must be a list of layer indices, got 0"),
+    ],
+)
+def test_from_hf_config_names_a_bad_moe_layer_key(change, says):
+    """A null decoder_sparse_step (transformers divides by it) was reported as dense layers; a
+    mlp_only_layers of 0 was read as none."""
+    with pytest.raises(ValueError, match=says):
+        ModelSpec.from_hf_config({**QWEN3_MOE_CONFIG, **change})
+
+
+def test_from_hf_config_reads_null_mlp_only_layers_as_none():
+    # transformers' Qwen3MoeConfig reads null as [] (every layer a mixture of experts)
+    assert ModelSpec.from_hf_config(
+        {**QWEN3_MOE_CONFIG, "mlp_only_layers": None}
+    ) == ModelSpec.from_hf_config(QWEN3_MOE_CONFIG)
+
+
+@pytest.mark.parametrize(
     ("change", "field"),
     [
         ({"n_layers": 0}, "n_layers"),

@@ -389,6 +389,39 @@ def test_a_real_that_is_not_a_python_number_is_named_with_the_conversion(
     build(float(value))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("build", "says"),
+    [
+        (lambda x: pipesim.compute.TokenWorkload(prompt=x), "prompt must be an integer >= 1"),
+        (
+            lambda x: pipesim.compute.TokenWorkload(max_response_tokens=x),
+            "max_response_tokens must be an integer >= 1",
+        ),
+        (lambda x: pipesim.compute.AgentTurns(turns=x), "turns must be an integer >= 1"),
+        (
+            lambda x: pipesim.compute.AgentTurns(observation_tokens=x),
+            "observation_tokens must be an integer >= 0",
+        ),
+        (lambda x: pipesim.compute.EmpiricalLengths((5, x)), r"tokens\[1\] must be an integer >= 1"),
+    ],
+)
+def test_a_numpy_integer_token_count_is_named_with_the_conversion(
+    build: Callable[[object], object], says: str
+) -> None:
+    """``prompt=np.int64(100)`` was "must be a length model instance"; ``turns`` and the trace's
+    tokens named no conversion: every int field of the workload gives check_int's hint."""
+    with pytest.raises(ValueError, match=rf"^{says} \(a Python int: int\(x\) converts a numpy integer\)"):
+        build(np.int64(100))
+    build(100)
+
+
+def test_a_float_prompt_is_named_as_a_count() -> None:
+    with pytest.raises(ValueError, match=r"^prompt must be an integer >= 1, got 100.0$"):
+        pipesim.compute.TokenWorkload(prompt=100.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^prompt must be an integer >= 1, got True$"):
+        pipesim.compute.TokenWorkload(prompt=True)
+
+
 def test_bools_and_numpy_doubles_for_float_fields() -> None:
     with pytest.raises(ValueError, match=r"^mean_s must be a finite number > 0, got True$"):
         ExponentialDurations(mean_s=True)  # was taken as 1.0 s

@@ -133,6 +133,20 @@ def test_numpy_agent_draws_follow_the_chapter_distribution() -> None:
     assert ((decode > 0) == (tool > 0)).all()  # both zero past the last turn
 
 
+def test_mean_turns_above_max_turns_is_a_capped_geometric_not_an_error() -> None:
+    """``mean_turns`` is the geometric's mean before the ``max_turns`` cap, so it may exceed the cap:
+    ``pipesim fit`` searches up to 50 x max_turns and fits a trace whose episodes mostly run to the
+    cap there (mean_turns 160 with max_turns 40). Refusing it would refuse those fits."""
+    one = AgentDurations(mean_turns=8, max_turns=1, draws="numpy")
+    decode, tool = one.sample_turns(1000, np.random.default_rng(0))
+    assert decode.shape == (1000, 1) and (decode > 0).all() and (tool > 0).all()  # every episode: 1 turn
+    decode, _ = AgentDurations(mean_turns=160, max_turns=40, draws="numpy").sample_turns(
+        4000, np.random.default_rng(0)
+    )
+    at_cap = float(((decode > 0).sum(-1) == 40).mean())
+    assert at_cap == pytest.approx((1 - 1 / 160) ** 39, abs=0.03)  # P(turns >= 40), as documented
+
+
 def test_straggler_ratios_on_arrays_and_tensors_agree() -> None:
     torch = pytest.importorskip("torch")
     t = agent_episode_durations(8 * 512, torch.Generator().manual_seed(0))

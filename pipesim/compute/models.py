@@ -57,6 +57,14 @@ def dtype_bytes(dtype: str) -> float:
         raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}") from None
 
 
+MAX_MODEL_DIM = 2**31 - 1
+"""The largest size, count or length a spec (and the ``config.json`` it reads) may hold: the
+largest int32, the width GPU kernels commonly index dimensions, token ids and positions with.
+Published checkpoints stay orders of magnitude below it (vocabularies of ~256K, contexts of ~10M),
+so a value past it is a typo (``vocab_size: 1e20``), not a model. One bound for every field, not
+one guessed per field."""
+_DIM_WHY = "the largest int32; no published model comes near it"
+
 _POSITIVE = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "vocab_size", "max_context_len")
 _NON_NEGATIVE = (
     "intermediate_size",
@@ -93,9 +101,9 @@ class ModelSpec:
         if not isinstance(self.name, str):
             raise ValueError(f"name must be a str, got {self.name!r}")
         for field_name in _POSITIVE:
-            check_int(field_name, getattr(self, field_name), 1)
+            check_int(field_name, getattr(self, field_name), 1, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in _NON_NEGATIVE:
-            check_int(field_name, getattr(self, field_name), 0)
+            check_int(field_name, getattr(self, field_name), 0, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in ("gated_mlp", "tied_embeddings", "attention_bias", "qk_norm"):
             if not isinstance(getattr(self, field_name), bool):
                 raise ValueError(f"{field_name} must be a bool, got {getattr(self, field_name)!r}")
@@ -241,8 +249,11 @@ class ModelSpec:
         and defaults to that ratio otherwise; ``num_key_value_heads`` defaults to the head count
         (multi-head attention) and ``tie_word_embeddings`` to false, as in ``transformers``. Qwen2
         always has QKV biases, Qwen3 always has q/k norms. An unknown ``model_type`` or a missing
-        required key raises ``ValueError`` naming it; so does a Qwen3-MoE config with dense layers
-        (``mlp_only_layers`` or ``decoder_sparse_step`` other than 1), which this spec cannot hold.
+        required key raises ``ValueError`` naming it; so does an integer key that is not an integer in
+        ``[minimum, MAX_MODEL_DIM]`` and a Qwen3-MoE config with dense layers (``mlp_only_layers``
+        not empty or ``decoder_sparse_step`` other than 1), which this spec cannot hold. A null
+        optional key reads as its default, as in ``transformers``, except ``decoder_sparse_step``:
+        ``transformers`` divides by it, so null is an error there too.
         """
         if not isinstance(d, Mapping):
             raise ValueError(f"config must be a dict, got {type(d).__name__}")
@@ -252,17 +263,23 @@ class ModelSpec:
                 raise ValueError(f"config is missing required key {key!r}")
             return d[key]
 
-        def integer(key: str, default: int | None = None, minimum: int = 1) -> int:
-            """Key ``key`` as an int (an integral float, as some tools write, is accepted)."""
+        def integer(key: str, default: int | None = None, minimum: int = 1, nullable: bool = True) -> int:
+            """Key ``key`` as an int in ``[minimum, MAX_MODEL_DIM]`` (an integral float, as some
+            tools write, is accepted); a missing key, or a null one where ``nullable``, is
+            ``default``."""
+            if not nullable and d.get(key, 0) is None:
+                raise ValueError(f"config key {key!r} is null: it must be an integer >= {minimum}")
             value = need(key) if default is None else d.get(key)
             if value is None:
                 assert default is not None
                 return default
-            ok = not isinstance(value, bool) and (
-                isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-            )
-            if not ok or value < minimum:
-                raise ValueError(f"config key {key!r} must be an integer >= {minimum}, got {value!r}")
+            if isinstance(value, float) and value.is_integer():
+                if value > MAX_MODEL_DIM:  # named as written (1e+20), not as a 21-digit int
+                    raise ValueError(
+                        f"config key {key!r} must be at most {MAX_MODEL_DIM:,} ({_DIM_WHY}), got {value!r}"
+                    )
+                value = int(value)
+            check_int(f"config key {key!r}", value, minimum, MAX_MODEL_DIM, _DIM_WHY)
             return int(value)
 
         def flag(key: str) -> bool:
@@ -282,9 +299,19 @@ class ModelSpec:
         hidden = integer("hidden_size")
         moe: dict[str, int] = {}
         if model_type == "qwen3_moe":
-            if d.get("mlp_only_layers") or d.get("decoder_sparse_step", 1) != 1:
+            step = integer("decoder_sparse_step", 1, nullable=False)
+            dense = d.get("mlp_only_layers")  # null: none, as transformers reads it
+            if dense is None:
+                dense = []
+            if not isinstance(dense, list | tuple):
                 raise ValueError(
-                    "mlp_only_layers/decoder_sparse_step: dense layers in a MoE are not supported"
+                    f"config key 'mlp_only_layers' must be a list of layer indices, got {dense!r}"
+                )
+            if dense or step != 1:
+                raise ValueError(
+                    f"mlp_only_layers ({dense!r}) and decoder_sparse_step ({step}): dense layers in a MoE "
+                    "are not supported (every layer must be a mixture of experts: mlp_only_layers [] "
+                    "and decoder_sparse_step 1)"
                 )
             moe = {
                 "n_experts": integer("num_experts"),

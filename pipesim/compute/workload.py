@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -82,8 +83,8 @@ class EmpiricalLengths:
     def __post_init__(self) -> None:
         if not isinstance(self.tokens, tuple) or not self.tokens:
             raise ValueError("tokens must be a non-empty tuple of positive ints")
-        if any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in self.tokens):
-            raise ValueError("tokens must hold positive ints only")
+        for i, t in enumerate(self.tokens):  # tuple(array) holds numpy ints: check_int names int(x)
+            check_int(f"tokens[{i}]", t, 1)
 
     @classmethod
     def from_csv(cls, path: str | Path, column: str = "num_decode_tokens") -> EmpiricalLengths:
@@ -129,10 +130,8 @@ class AgentTurns:
     observation_tokens: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("turns", "observation_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "turns" else 0):
-                raise ValueError(f"{name} must be an int >= {1 if name == 'turns' else 0}, got {v!r}")
+        check_int("turns", self.turns, 1)
+        check_int("observation_tokens", self.observation_tokens, 0)
         for name in ("tool_latency_s", "tool_latency_sigma"):
             check_number(name, getattr(self, name), 0)
         check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
@@ -178,9 +177,9 @@ class TokenWorkload:
         _length_model("response", self.response)
         for name in ("samples_per_prompt", "max_response_tokens", "max_prompt_tokens"):
             check_int(name, getattr(self, name), 1)
-        if isinstance(self.prompt, int) and not isinstance(self.prompt, bool):
-            if self.prompt < 1:
-                raise ValueError(f"prompt must be at least 1 token, got {self.prompt}")
+        if isinstance(self.prompt, numbers.Real):  # a count: check_int names np.int64, 100.0 or True
+            check_int("prompt", self.prompt, 1)
+        if isinstance(self.prompt, int):
             if self.prompt > self.max_prompt_tokens:
                 raise ValueError(
                     f"prompt ({self.prompt}) exceeds max_prompt_tokens ({self.max_prompt_tokens})"

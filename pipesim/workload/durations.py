@@ -143,6 +143,10 @@ class AgentDurations:
     the chapter's ``torch.Generator().manual_seed(seed)``, which gives the chapter's exact numbers
     and needs torch; ``"numpy"`` is ``numpy.random.default_rng(seed)``, the same distribution
     without torch. ``sample`` itself follows the generator it is handed.
+
+    ``mean_turns`` is the mean of the geometric turn count *before* the ``max_turns`` cap, so it may
+    exceed ``max_turns`` (the episodes then pile up at the cap; with ``max_turns=1`` every episode
+    is one turn): ``pipesim fit`` relies on it for a trace whose episodes mostly run to the cap.
     """
 
     mean_turns: float = 8
