@@ -4,10 +4,10 @@
 turns type-annotated Python into a C extension of the same module), the modules every generated
 token goes through: the compute engine's batch, driver and replica, the replica's wakeups and
 environment workers, the prompt-sharing bookkeeping, the token side table and the closed loop's
-refill. The rest of the package, the
-kernel included, stays Python. The compiled modules are the same source: every result is
-bit-identical to the pure build (``tests/test_compiled.py`` checks it); they run about twice as
-fast (``make bench-compute``).
+refill, and the episode every sample is (a struct the engine reads and writes directly, outside
+the cyclic garbage collector). The rest of the package, the kernel included, stays Python. The
+compiled modules are the same source: every result is bit-identical to the pure build
+(``tests/test_compiled.py`` checks it); they run about twice as fast (``make bench-compute``).
 
 ``make fast`` builds this into ``build/compiled`` (a ``pip install --target`` of the project,
 never into the source tree, so an edited ``.py`` is never shadowed by a stale extension); put it
@@ -27,6 +27,7 @@ COMPILED = [
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
     "pipesim/compute/source.py",
+    "pipesim/core/episode.py",
 ]
 """The modules the compiled build turns into C extensions."""
 

@@ -13,6 +13,7 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 import pipesim
@@ -32,7 +33,8 @@ from pipesim import (
     TraceDurations,
 )
 from pipesim.core.engine import Pipeline
-from pipesim.core.episode import ABORTED, TRAINED
+from pipesim.core.episode import ABORTED, TRAINED, Episode
+from pipesim.core.errors import PipelineError
 from pipesim.testing import InvariantError, check_invariants
 
 pytestmark = pytest.mark.timeout(60)
@@ -316,3 +318,51 @@ def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_wo
     # the run is the same whatever the source promised
     ref = _pipeline(sc, source=_Recording())
     assert [(e.start_s, e.end_s) for e in p.episodes] == [(e.start_s, e.end_s) for e in ref.episodes]
+
+
+class _Seconds(_Recording):
+    """A source whose ``work_s`` answers ``value`` (not a float)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+
+    def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
+        return self.value  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("value", [4, np.float32(4.0), np.int64(4), np.float64(4.0)])
+def test_a_source_answering_an_int_or_a_numpy_real_runs_as_its_float(value: object) -> None:
+    """An episode's seconds are floats (the compiled episode checks it): a real of another type
+    is converted, and the run is the one of the float."""
+    sc = _scenario([1.0] * 40, batch_size=4, steps=3, n_slots=4, max_staleness=1)
+    got = _pipeline(sc, source=_Seconds(value))
+    ref = _pipeline(sc, source=_Seconds(4.0))
+    assert [(e.start_s, e.end_s, e.duration_s) for e in got.episodes] == [
+        (e.start_s, e.end_s, e.duration_s) for e in ref.episodes
+    ]
+    assert {type(e.duration_s) for e in got.episodes} == {float}
+
+
+@pytest.mark.parametrize("value", ["4", None, True, [4.0]])
+def test_a_source_answering_no_number_is_named(value: object) -> None:
+    sc = _scenario([1.0] * 40, batch_size=4, steps=3, n_slots=4)
+    with pytest.raises(PipelineError, match=r"^_Seconds\.work_s must return seconds \(a float\), got "):
+        _pipeline(sc, source=_Seconds(value))
+
+
+def test_a_relaunch_with_a_parent_that_is_no_int_is_named() -> None:
+    """The parent is an episode id, an int field of the episode (a numpy int was a TypeError from
+    inside the run in the compiled build)."""
+
+    class RelaunchWithNumpyParent:
+        def select(self, buffer: list[Episode], p: Any) -> tuple[None, list[Episode]]:
+            p.relaunch(0, buffer[0].task_id, np.int64(buffer[0].id))
+            return None, []
+
+        def ready(self, buffer: list[Episode], p: Any) -> bool:
+            return bool(buffer)
+
+    sc = _scenario([1.0] * 40, batch_size=4, steps=2, n_slots=4, batching=RelaunchWithNumpyParent())
+    with pytest.raises(PipelineError, match=r"relaunch: parent must be an int .*got np\.int64\(0\)"):
+        _pipeline(sc)

@@ -30,7 +30,7 @@ from pipesim import (
     Timeout,
 )
 from pipesim.core.engine import Pipeline
-from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode
+from pipesim.core.episode import ABORTED, DISCARDED, EPISODE_FIELDS, FAILED, RARE_DEFAULTS, TRAINED, Episode
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.seams import EngineOptions
 from pipesim.io.api import draw_pool
@@ -41,8 +41,8 @@ from pipesim.testing.strategies import policy_scenarios
 
 pytestmark = pytest.mark.timeout(300)
 
-FIELDS = [name for name in Episode.__slots__ if name not in ("__dict__", "offset_start")]
-RARE = ["truncated", "parent", "lost_s", "fail_at_s", "reprefill_tokens", "reprefill_s", "discarded_s"]
+FIELDS = [name for name in EPISODE_FIELDS if name != "offset_start"]
+RARE = list(RARE_DEFAULTS)
 
 
 def ran(sc: Scenario, block: int) -> tuple[Pipeline, RunResult] | str:
@@ -201,3 +201,24 @@ def test_dropped_episodes_are_archived_and_read_the_same(kw: dict[str, Any]) -> 
     # every drop before the last training step is archived; the later ones wait for a next step
     assert len(archived) >= sum(1 for e in dropped if e.end_s is not None and e.end_s < r.train_log[-1][1])
     assert len(rec.live) <= cfg.n_slots + len(p.buffer.items) + len(dropped) - len(archived)
+
+
+def test_an_episode_pickles_and_copies_with_every_field() -> None:
+    """The compiled episode has no slots for pickle to read: ``__reduce__`` carries every field."""
+    import copy
+    import pickle
+
+    ep = Episode(3, 1, 2.5, 4, parent=0, slot=2, replica=1, start_s=1.25, update_from=5)
+    ep.end_s, ep.status, ep.truncated, ep.lost_s, ep.fail_at_s = 9.0, ABORTED, True, 0.5, 7.0
+    for other in (pickle.loads(pickle.dumps(ep)), copy.deepcopy(ep), copy.copy(ep)):
+        assert other is not ep and attributes(other) == attributes(ep)
+        assert [getattr(other, f) for f in EPISODE_FIELDS] == [getattr(ep, f) for f in EPISODE_FIELDS]
+
+
+def test_an_episode_has_its_fields_only() -> None:
+    """A field outside EPISODE_FIELDS is refused in both builds (no ``__dict__``), and every rare
+    field starts at its default."""
+    ep = Episode(0, 0, 1.0, 0)
+    with pytest.raises(AttributeError):
+        ep.tag = "mine"  # type: ignore[attr-defined]
+    assert {name: getattr(ep, name) for name in RARE_DEFAULTS} == RARE_DEFAULTS

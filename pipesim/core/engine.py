@@ -275,7 +275,10 @@ class Pipeline(PolicyPort):
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
         source, version = self.source, engine.version
-        work = self._durations[task] if source is None else source.work_s(started, task, version, parent)
+        if source is None:
+            work = self._durations[task]
+        elif type(work := source.work_s(started, task, version, parent)) is not float:
+            work = errors.source_seconds(self, work)
         ep = Episode(started, task, work, version, parent)
         self.started = started + 1
         self.episodes.live[started] = ep

@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
@@ -29,6 +30,7 @@ STATUSES: tuple[str, ...] = (RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED, FAI
 """The statuses in the order of their codes (the records' and the columns' ``status`` arrays)."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class UpdateRecord:
     """One weight update seen by the engine: generation paused over [start_s, end_s)."""
@@ -46,15 +48,57 @@ class UpdateRecord:
         return self.replica < 0 or self.replica == replica
 
 
+RARE_DEFAULTS: dict[str, Any] = {
+    "truncated": False,
+    "parent": -1,
+    "lost_s": 0.0,
+    "fail_at_s": None,
+    "reprefill_tokens": 0.0,
+    "reprefill_s": 0.0,
+    "discarded_s": None,
+}
+"""The fields only faults, relaunches, re-prefills and discards change, with the value every other
+episode keeps (the records store an archived episode's only where it differs)."""
+
+EPISODE_FIELDS: tuple[str, ...] = (
+    "id",
+    "task_id",
+    "duration_s",
+    "slot",
+    "replica",
+    "start_s",
+    "end_s",
+    "version",
+    "update_from",
+    "update_to",
+    "offset_start",
+    "status",
+    "trained_step",
+    "trained_version",
+    "work_s",
+    *RARE_DEFAULTS,
+)
+"""Every field of an :class:`Episode`, in the order of its slots."""
+
+
+@mypyc_attr(acyclic=True)
 class Episode:
-    """One launched episode. Slots keep the per-episode cost to a few attribute writes.
+    """One launched episode: a fixed set of typed fields (:data:`EPISODE_FIELDS`), nothing else.
 
     A run keeps an episode as this object until the trainer takes it; then the run's records
     (:mod:`pipesim.core.records`) keep its fields as arrays and rebuild an equal object when one
-    is asked for. The fields every episode sets are slots; the
-    ones only faults and re-prefills set (``truncated``, ``parent``, ``lost_s``, ``fail_at_s``,
-    ``reprefill_tokens``, ``reprefill_s``) are class-level defaults that an instance overrides
-    in its own ``__dict__``, which exists only for the episodes that need it.
+    is asked for. The fields only faults, relaunches and re-prefills change (``truncated``,
+    ``parent``, ``lost_s``, ``fail_at_s``, ``reprefill_tokens``, ``reprefill_s``, ``discarded_s``)
+    start at :data:`RARE_DEFAULTS`.
+
+    The compiled build (``setup.py``) turns this class into C: an episode is then a struct that
+    the compiled engine reads and writes without a lookup, and is invisible to the cyclic garbage
+    collector (``acyclic``: it refers only to numbers and strings, never back to anything), which
+    otherwise traversed every episode still alive after a run, a tenth of a compute run's time.
+    So an episode has no ``__dict__``: a field outside the list is an ``AttributeError`` (keep a
+    policy's own per-episode data in a dict by ``episode.id``), and each field holds its type (a
+    ``float`` field given an ``int`` holds it as a float, compiled). It pickles and copies
+    through :meth:`__reduce__` (a compiled class has no slots for pickle to read).
     """
 
     __slots__ = (
@@ -73,21 +117,14 @@ class Episode:
         "trained_step",
         "trained_version",
         "work_s",
-        "__dict__",
+        "truncated",
+        "parent",
+        "lost_s",
+        "fail_at_s",
+        "reprefill_tokens",
+        "reprefill_s",
+        "discarded_s",
     )
-
-    truncated: bool = False
-    """Cut at the episode timeout (``pipesim.policies.faults``)."""
-    parent: int = -1
-    """The id of the lost episode this one relaunches, or -1."""
-    lost_s: float = 0.0
-    """Generation seconds thrown away (aborted or failed)."""
-    fail_at_s: float | None = None
-    """Generation seconds after which its environment worker fails."""
-    reprefill_tokens: float = 0.0
-    reprefill_s: float = 0.0
-    discarded_s: float | None = None
-    """When a batch policy discarded it from the buffer (None: not discarded)."""
 
     def __init__(
         self,
@@ -104,23 +141,32 @@ class Episode:
     ) -> None:
         """The arguments after ``parent`` are where and when it starts (``Slots.start`` sets them;
         a caller that knows them may pass them here)."""
-        self.id = id
-        self.task_id = task_id
-        self.duration_s = duration_s
-        self.version = version  # the version that started it (the chapter's label)
-        self.slot = slot
-        self.replica = replica
-        self.start_s = start_s
+        self.id: int = id
+        self.task_id: int = task_id
+        self.duration_s: float = duration_s
+        self.version: int = version  # the version that started it (the chapter's label)
+        self.slot: int = slot
+        self.replica: int = replica
+        self.start_s: float = start_s
         self.end_s: float | None = None
-        self.update_from = update_from  # index into the update log at start
-        self.update_to = 0  # index into the update log at finish (exclusive)
-        self.offset_start = offset_start  # the engine's paused-time total when the episode started
-        self.status = RUNNING
-        self.trained_step = -1
-        self.trained_version = -1
-        self.work_s = duration_s  # generation seconds it will take (capped, cut by a failure, + re-prefill)
-        if parent != -1:
-            self.parent = parent
+        self.update_from: int = update_from  # index into the update log at start
+        self.update_to: int = 0  # index into the update log at finish (exclusive)
+        self.offset_start: float = offset_start  # the engine's paused-time total when it started
+        self.status: str = RUNNING
+        self.trained_step: int = -1
+        self.trained_version: int = -1
+        # generation seconds it will take (capped, cut by a failure, + re-prefill)
+        self.work_s: float = duration_s
+        self.truncated: bool = False  # cut at the episode timeout or the response cap
+        self.parent: int = parent  # the id of the lost episode this one relaunches, or -1
+        self.lost_s: float = 0.0  # generation seconds thrown away (aborted or failed)
+        self.fail_at_s: float | None = None  # generation seconds after which its worker fails
+        self.reprefill_tokens: float = 0.0
+        self.reprefill_s: float = 0.0
+        self.discarded_s: float | None = None  # when a batch policy discarded it (None: never)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (tuple([getattr(self, name) for name in EPISODE_FIELDS]),)
 
     def segments(
         self, updates: list[UpdateRecord], until_s: float | None = None
@@ -154,6 +200,14 @@ class Episode:
             f"Episode(id={self.id}, v={self.version}, d={self.duration_s:.3g}s, "
             f"start={self.start_s:.6g}, end={self.end_s}, status={self.status})"
         )
+
+
+def _rebuild(values: tuple[Any, ...]) -> Episode:
+    """The episode whose fields, in :data:`EPISODE_FIELDS` order, are ``values`` (unpickling)."""
+    ep = Episode(0, 0, 0.0, 0)
+    for name, value in zip(EPISODE_FIELDS, values):
+        setattr(ep, name, value)
+    return ep
 
 
 def episode_column(episodes: Sequence[Episode], name: str, dtype: Any) -> np.ndarray:

@@ -122,6 +122,18 @@ def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineEr
     )
 
 
+def source_seconds(p: Pipeline, work: object) -> float:
+    """The episode source's ``work_s`` answer as a float: an int or a numpy real converted (an
+    episode's seconds are floats, which the compiled build's episode holds and checks), anything
+    else a :class:`PipelineError` naming the source (not a ``TypeError`` from inside the run)."""
+    if isinstance(work, numbers.Real) and not isinstance(work, bool):
+        return float(work)
+    raise PipelineError(
+        f"{type(p.source).__name__}.work_s must return seconds (a float), got {work!r:.60} "
+        f"({type(work).__name__}) at {_where(p)}"
+    )
+
+
 def clock_overflow(p: Pipeline, what: str) -> PipelineError:
     return PipelineError(
         f"the simulated clock overflowed (t={p.env.now!r} at version {p.version} of {p.config.steps}): "

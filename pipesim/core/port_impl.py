@@ -122,6 +122,8 @@ class PolicyPort:
     def relaunch(self, replica: int, task: int, parent: int) -> None:
         engine = self.engines[self._replica(replica, "relaunch")]
         self._check_task(task, "relaunch")
+        if isinstance(parent, bool) or not isinstance(parent, int):  # an episode id, kept as an int
+            raise PipelineError(f"relaunch: parent must be an int (the lost episode's id), got {parent!r}")
         if engine.n_running >= getattr(engine, "n_slots", math.inf):
             raise PipelineError(f"relaunch on replica {replica}: no free slot ({engine.n_running} running)")
         self.launch(engine, task=task, parent=parent)

@@ -11,8 +11,8 @@ then drop the objects. An archived episode costs about 53 bytes (seven ``int32``
 are the columns the results read (:class:`~pipesim.results.columns.EpisodeColumns`), so a table
 needs no second copy of them.
 
-The rare fields an episode keeps in its own ``__dict__`` (``truncated``, ``parent``, re-prefill
-and lost seconds, ...; see :class:`~pipesim.core.episode.Episode`), a ``work_s`` that differs
+The rare fields of an episode that differ from their defaults (``truncated``, ``parent``,
+re-prefill and lost seconds, ...; :data:`~pipesim.core.episode.RARE_DEFAULTS`), a ``work_s`` that differs
 from ``duration_s`` (a capped or re-prefilled episode) and a ``task_id`` that differs from the id
 (a relaunch) are kept per episode, as they were. The
 engine-internal ``offset_start`` (the replica's paused-time total at the start) is not kept: an
@@ -32,11 +32,15 @@ from typing import Any, overload
 
 import numpy as np
 
-from pipesim.core.episode import ABORTED, DISCARDED, FAILED, STATUSES, TRAINED, Episode
+from pipesim.core.episode import ABORTED, DISCARDED, FAILED, RARE_DEFAULTS, STATUSES, TRAINED, Episode
 
 ARCHIVE_BLOCK_EPISODES = 1024
 """Trained episodes gathered before they are written as arrays (a block's fixed cost is about a
 dozen ``np.fromiter`` calls; at 1,024 episodes that is a few ns per episode)."""
+_RARE_NAMES = tuple(RARE_DEFAULTS)
+_RARE_VALUES = tuple(RARE_DEFAULTS.values())
+_rare = attrgetter(*_RARE_NAMES)
+
 ARCHIVE_MIN_EPISODES = 65536
 """A run that will train fewer episodes than this (steps x batch size) keeps every one an object:
 archiving reads about a dozen attributes of each episode (1-2 µs, a tenth of a small run's time
@@ -97,7 +101,7 @@ class EpisodeRecords(Sequence[Episode]):
         self.task_id: dict[int, int] = {}
         """Id -> ``task_id`` of archived episodes where it is not the id."""
         self.extras: dict[int, dict[str, Any]] = {}
-        """Id -> an archived episode's own ``__dict__`` (its rare fields), where it has any."""
+        """Id -> an archived episode's rare fields that differ from :data:`RARE_DEFAULTS`, where any do."""
         self._pending: list[tuple[list[Episode], int, int, int]] = []  # (episodes, step, version, status)
         self._first_capacity = max(_FIRST_CAPACITY, min(expected + expected // 4, _MAX_HINT))
         self._n_pending = 0
@@ -164,8 +168,11 @@ class EpisodeRecords(Sequence[Episode]):
         task = np.fromiter(map(attrgetter("task_id"), eps), np.int64, count=n)
         differs = np.nonzero(task != ids)[0]  # a relaunch runs an earlier task; the rest run their own
         self.task_id.update(zip(ids[differs].tolist(), task[differs].tolist()))
-        # reading __dict__ creates an empty one where there was none; it goes with the object
-        self.extras.update((ep.id, d) for ep in eps if (d := ep.__dict__))
+        # one tuple of the rare fields per episode, compared with the defaults' in one go
+        extras = self.extras
+        for ep in eps:
+            if (rare := _rare(ep)) != _RARE_VALUES:
+                extras[ep.id] = {k: v for k, v, d in zip(_RARE_NAMES, rare, _RARE_VALUES) if v != d}
         for ep in eps:
             del live[ep.id]
         self.n_archived += n
@@ -209,9 +216,9 @@ class EpisodeRecords(Sequence[Episode]):
             for i, t in self.task_id.items():
                 out[i] = t
             return out
-        if name in Episode.__slots__:
+        if name not in RARE_DEFAULTS:
             raise KeyError(f"{name} is not a field the records keep per episode")
-        default = getattr(Episode, name)
+        default = RARE_DEFAULTS[name]
         as_nan = np.dtype(dtype) != np.dtype(object)
         out = np.full(n, math.nan if default is None and as_nan else default, dtype=dtype)
         for i, d in self.extras.items():
@@ -230,8 +237,8 @@ class EpisodeRecords(Sequence[Episode]):
         ep.offset_start = math.nan
         ep.status = STATUSES[a["status"][i]]
         ep.work_s = self.work_s.get(i, ep.duration_s)
-        if i in self.extras:
-            ep.__dict__.update(self.extras[i])
+        for name, value in self.extras.get(i, {}).items():
+            setattr(ep, name, value)
         return ep
 
     def _get(self, i: int) -> Episode:
