@@ -342,7 +342,7 @@ class _Sync:
         ("nan", "timeout of nan s"),
         ("inf", "timeout of inf s"),
         ("-1", "timeout of -1.0 s"),
-        ("stretch", "a stretch must be finite"),
+        ("stretch", "a stretch of weight update _Sync must be finite seconds >= 0, got nan"),
         ("not-a-generator", "_Sync.sync must be a generator"),
         ("twice", "moved the trainer's version from 0 to 2"),  # it ended the run a step early
         ("requeue", "requeue: task must be an int in [0, 210)"),  # an IndexError from numpy

@@ -344,11 +344,59 @@ def test_a_source_answering_an_int_or_a_numpy_real_runs_as_its_float(value: obje
     assert {type(e.duration_s) for e in got.episodes} == {float}
 
 
-@pytest.mark.parametrize("value", ["4", None, True, [4.0]])
-def test_a_source_answering_no_number_is_named(value: object) -> None:
+@pytest.mark.parametrize("value", ["4", None, True, [4.0], -1.0, math.nan, math.inf])
+def test_a_source_answering_no_seconds_is_named(value: object) -> None:
+    """Not a number, or negative (an episode ended before it started), or not finite (a clock
+    overflow that named no one)."""
     sc = _scenario([1.0] * 40, batch_size=4, steps=3, n_slots=4)
-    with pytest.raises(PipelineError, match=r"^_Seconds\.work_s must return seconds \(a float\), got "):
+    msg = r"^_Seconds\.work_s \(at t=0 s, version 0 of 3\) must be finite seconds >= 0, got "
+    with pytest.raises(PipelineError, match=msg):
         _pipeline(sc, source=_Seconds(value))
+
+
+class _Recosting(_Recording):
+    """A source that re-costs every episode in flight at each publish to ``value`` seconds."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+
+    def publish(self, version: int, running: Any) -> dict[int, float]:
+        return {ep.id: self.value for ep, _ in running}
+
+
+def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
+    """A numpy float32 carried into the clock made the pure run differ from the compiled one."""
+    sc = _scenario(
+        [1.0] * 60,
+        batch_size=4,
+        steps=4,
+        n_slots=6,
+        max_staleness=2,
+        train_time_s=1.0,
+        sync_time_s=0.5,
+        weight_update=PartialRollout(),
+    )
+    got = _pipeline(sc, source=_Recosting(np.float32(9.1)))
+    ref = _pipeline(sc, source=_Recosting(float(np.float32(9.1))))
+    assert type(got.env.now) is float and got.env.now == ref.env.now
+    assert [(e.end_s, e.duration_s) for e in got.episodes] == [(e.end_s, e.duration_s) for e in ref.episodes]
+
+
+@pytest.mark.parametrize("value", ["9", -3.0, math.nan])
+def test_a_recost_that_is_no_seconds_is_named(value: object) -> None:
+    sc = _scenario(
+        [1.0] * 60,
+        batch_size=4,
+        steps=4,
+        n_slots=6,
+        max_staleness=2,
+        train_time_s=1.0,
+        sync_time_s=0.5,
+        weight_update=PartialRollout(),
+    )
+    with pytest.raises(PipelineError, match=r"^_Recosting\.publish \(at t=.*\) must be finite seconds >= 0"):
+        _pipeline(sc, source=_Recosting(value))
 
 
 def test_a_relaunch_with_a_parent_that_is_no_int_is_named() -> None:
@@ -366,3 +414,44 @@ def test_a_relaunch_with_a_parent_that_is_no_int_is_named() -> None:
     sc = _scenario([1.0] * 40, batch_size=4, steps=2, n_slots=4, batching=RelaunchWithNumpyParent())
     with pytest.raises(PipelineError, match=r"relaunch: parent must be an int .*got np\.int64\(0\)"):
         _pipeline(sc)
+
+
+def test_a_requeue_with_a_parent_that_is_no_int_is_named() -> None:
+    class RequeueWithNumpyParent:
+        def select(self, buffer: list[Episode], p: Any) -> tuple[None, list[Episode]]:
+            p.requeue([(buffer[0].task_id, np.int64(buffer[0].id))])
+            return None, []
+
+        def ready(self, buffer: list[Episode], p: Any) -> bool:
+            return bool(buffer)
+
+    sc = _scenario([1.0] * 40, batch_size=4, steps=2, n_slots=4, batching=RequeueWithNumpyParent())
+    with pytest.raises(PipelineError, match=r"requeue: parent must be an int .*got np\.int64\(0\)"):
+        _pipeline(sc)
+
+
+class _Stretching(AbortReprefill):
+    """AbortReprefill whose charge is ``value`` (seconds and tokens alike)."""
+
+    def __init__(self, value: object) -> None:
+        object.__setattr__(self, "value", value)
+
+    def reprefill(self, ep: Episode, generated_s: float) -> tuple[float, float]:
+        return self.value, self.value  # type: ignore[attr-defined,return-value]
+
+
+def test_a_stretch_in_numpy_float32_runs_as_its_float() -> None:
+    sc = _scenario([5.0] * 60, batch_size=4, steps=4, n_slots=6, max_staleness=2, train_time_s=1.0)
+    got = _pipeline(sc.with_(weight_update=_Stretching(np.float32(0.3))))
+    ref = _pipeline(sc.with_(weight_update=_Stretching(float(np.float32(0.3)))))
+    assert type(got.env.now) is float and got.env.now == ref.env.now
+    assert [e.end_s for e in got.episodes] == [e.end_s for e in ref.episodes]
+
+
+@pytest.mark.parametrize("value", ["0.3", -1.0, math.inf])
+def test_a_stretch_that_is_no_seconds_is_named(value: object) -> None:
+    sc = _scenario([5.0] * 60, batch_size=4, steps=4, n_slots=6, max_staleness=2, train_time_s=1.0)
+    with pytest.raises(
+        PipelineError, match=r"^a stretch of weight update _Stretching must be finite seconds >= 0"
+    ):
+        _pipeline(sc.with_(weight_update=_Stretching(value)))

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from pipesim.config import Scenario
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
+_INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
 
 
@@ -277,8 +278,10 @@ class Pipeline(PolicyPort):
         source, version = self.source, engine.version
         if source is None:
             work = self._durations[task]
-        elif type(work := source.work_s(started, task, version, parent)) is not float:
-            work = errors.source_seconds(self, work)
+        elif (
+            type(work := source.work_s(started, task, version, parent)) is not float or not 0.0 <= work < _INF
+        ):
+            work = errors.source_seconds(self, work)  # converted, or named (NaN fails the test)
         ep = Episode(started, task, work, version, parent)
         self.started = started + 1
         self.episodes.live[started] = ep

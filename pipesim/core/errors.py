@@ -122,16 +122,23 @@ def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineEr
     )
 
 
-def source_seconds(p: Pipeline, work: object) -> float:
-    """The episode source's ``work_s`` answer as a float: an int or a numpy real converted (an
-    episode's seconds are floats, which the compiled build's episode holds and checks), anything
-    else a :class:`PipelineError` naming the source (not a ``TypeError`` from inside the run)."""
-    if isinstance(work, numbers.Real) and not isinstance(work, bool):
-        return float(work)
-    raise PipelineError(
-        f"{type(p.source).__name__}.work_s must return seconds (a float), got {work!r:.60} "
-        f"({type(work).__name__}) at {_where(p)}"
-    )
+def seconds(value: object, what: str, unit: str = "seconds") -> float:
+    """``value`` as float seconds, finite and >= 0 (an int or a numpy real converted: an episode's
+    seconds are floats, which the compiled build's episode holds and checks, and a numpy float32
+    carried into the clock made pure Python's run differ from the compiled one's), else a
+    :class:`PipelineError` saying that ``what`` must be such seconds (not a ``TypeError`` from
+    inside the run, nor a clock overflow for a NaN)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        x = float(value)
+        if 0.0 <= x < math.inf:
+            return x
+    raise PipelineError(f"{what} must be finite {unit} >= 0, got {value!r:.60} ({type(value).__name__})")
+
+
+def source_seconds(p: Pipeline, work: object, method: str = "work_s") -> float:
+    """What the episode source's ``method`` (``work_s``, or ``publish`` re-costing an episode)
+    answered, as seconds (:func:`seconds`), the error naming the source."""
+    return seconds(work, f"{type(p.source).__name__}.{method} (at {_where(p)})")
 
 
 def clock_overflow(p: Pipeline, what: str) -> PipelineError:

@@ -14,15 +14,17 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
+from pipesim.core import errors
 from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
+    from pipesim.core.engine import Pipeline
     from pipesim.core.records import EpisodeRecords
     from pipesim.core.seams import EngineReplica, EpisodeSource
 
@@ -111,8 +113,9 @@ class PolicyPort:
         pairs = list(tasks)
         if not pairs:
             return
-        for task, _ in pairs:
+        for task, parent in pairs:
             self._check_task(task, "requeue")
+            self._check_parent(parent, "requeue")
         if first:
             self.requeued.extendleft(reversed(pairs))
         else:
@@ -122,8 +125,7 @@ class PolicyPort:
     def relaunch(self, replica: int, task: int, parent: int) -> None:
         engine = self.engines[self._replica(replica, "relaunch")]
         self._check_task(task, "relaunch")
-        if isinstance(parent, bool) or not isinstance(parent, int):  # an episode id, kept as an int
-            raise PipelineError(f"relaunch: parent must be an int (the lost episode's id), got {parent!r}")
+        self._check_parent(parent, "relaunch")
         if engine.n_running >= getattr(engine, "n_slots", math.inf):
             raise PipelineError(f"relaunch on replica {replica}: no free slot ({engine.n_running} running)")
         self.launch(engine, task=task, parent=parent)
@@ -138,6 +140,14 @@ class PolicyPort:
         n = len(self._durations)  # type: ignore[attr-defined]
         if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
             raise PipelineError(f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {task!r}")
+
+    def _check_parent(self, parent: object, action: str) -> None:
+        """The episode a relaunch replaces: its id, an int field of the new episode (a numpy
+        integer was a TypeError from inside the run in the compiled build), or -1."""
+        if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
+            raise PipelineError(
+                f"{action}: parent must be an int (the lost episode's id, or -1), got {parent!r}"
+            )
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         for ep in episodes:
@@ -159,15 +169,15 @@ class PolicyPort:
         return aborted
 
     def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
+        what = f"a stretch of weight update {type(self.weight_update).__name__}"
+
         def charge(ep: Episode, generated_s: float) -> float:
-            seconds, tokens = extra(ep, generated_s)
-            if not (0 <= seconds < math.inf and 0 <= tokens < math.inf):  # NaN fails too
-                raise PipelineError(
-                    f"a stretch must be finite seconds and tokens >= 0, got {seconds!r}, {tokens!r} "
-                    f"(weight update {type(self.weight_update).__name__})"
-                )
+            got = extra(ep, generated_s)
+            if not isinstance(got, tuple) or len(got) != 2:
+                raise PipelineError(f"{what} must be (seconds, tokens), got {got!r:.60}")
+            seconds = errors.seconds(got[0], what)  # floats: a numpy float32 stays out of the clock
             ep.reprefill_s += seconds
-            ep.reprefill_tokens += tokens
+            ep.reprefill_tokens += errors.seconds(got[1], what, "tokens")
             return seconds
 
         for e in self.engines:
@@ -221,6 +231,8 @@ class PolicyPort:
         new_work = self.source.publish(version, running)
         if not new_work:
             return
+        p = cast("Pipeline", self)
+        new_work = {i: errors.source_seconds(p, w, "publish") for i, w in new_work.items()}
         for ep, _ in running:
             if ep.id in new_work:
                 ep.duration_s = new_work[ep.id]
