@@ -21,6 +21,7 @@ from pipesim.policies.base import (
     CountThrottle,
     OldestFinishedFirst,
     PartialRollout,
+    UnreadStaleness,
     WeightUpdate,
     unread_staleness,
 )
@@ -154,6 +155,8 @@ class Scenario:
                     f"replicas must be a pipesim.policies.replicas.Replicas or None, got {self.replicas!r}"
                 )
             self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
+        if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
+            raise UnreadStaleness(why)
 
     @property
     def needs_lifecycle(self) -> bool:
@@ -168,9 +171,10 @@ class Scenario:
     def with_(self, **changes: Any) -> Scenario:
         """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``.
 
-        A new ``max_staleness`` that no policy reads (the admission rule has its own bound:
-        verl's, ROLL's, PipelineRL's...) is refused, naming that rule and its knob: sweeps and
-        ``--set`` change scenarios here, and such a change ran the same design under a new label.
+        A ``max_staleness`` that no policy reads (the admission rule has its own bound: verl's,
+        ROLL's, PipelineRL's...) is refused, here as at construction, naming that rule and its
+        knob: sweeps and ``--set`` change scenarios here, and such a change ran the same design
+        under a new label.
         """
         pipe_fields = {f.name for f in dataclasses.fields(PipelineConfig)}
         own_fields = {f.name for f in dataclasses.fields(Scenario)}
@@ -185,10 +189,7 @@ class Scenario:
             if not isinstance(base, PipelineConfig):
                 raise ValueError(f"pipeline must be a PipelineConfig, got {base!r}")
             own["pipeline"] = dataclasses.replace(base, **pipe)
-        changed = dataclasses.replace(self, **own)
-        if why := unread_staleness(changed, self.pipeline.max_staleness):
-            raise ValueError(why)
-        return changed
+        return dataclasses.replace(self, **own)
 
     def _repr_html_(self) -> str:
         """A compact HTML table of the scenario for notebooks (:mod:`pipesim.io.html`)."""

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import pipesim
+from pipesim import PipelineConfig, Scenario
 from pipesim.io.registry import apply_overrides, build, resolve
 from scenarios.systems import PRESETS, april, areal, slime, verl_fully_async
 
@@ -138,3 +139,70 @@ def test_slime_fully_async_refuses_max_staleness_it_only_recorded() -> None:
     """Its worker has no version bound: a recorded eta of 2 labelled an unbounded run."""
     with pytest.raises(ValueError, match=r"^slime fully async: max_staleness is not a knob of this preset"):
         slime("fully_async", max_staleness=2)
+
+
+def test_a_scenario_built_with_a_max_staleness_its_policies_never_read_is_refused() -> None:
+    """From a probe: a scenario file of ROLL edited to max_staleness = 3, or a rule swapped in
+    under an eta it never reads, ran the same design under the label; the check is at
+    construction now, so every path (files, --set, with_, Scenario(...)) meets it."""
+    from pipesim.policies.systems import RollGroupAdmission
+
+    cfg = PipelineConfig(n_slots=8, batch_size=8, steps=2, max_staleness=3)
+    with pytest.raises(ValueError, match=r"leave max_staleness at 0 \(got 3\)"):
+        Scenario(pipeline=cfg, admission=RollGroupAdmission(1))
+    base = Scenario(pipeline=cfg)  # CountThrottle reads it
+    with pytest.raises(ValueError, match="is not a knob of RollGroupAdmission"):
+        base.with_(admission=RollGroupAdmission(1))
+    assert base.with_(max_staleness=0, admission=RollGroupAdmission(1)).pipeline.max_staleness == 0
+
+
+def test_a_policy_of_the_users_may_read_max_staleness_beside_a_rule_with_its_own_bound() -> None:
+    """pipesim cannot know what a user's batch policy reads (this one drops by eta without
+    declaring a promise), so the field is left to it, and it changes the run."""
+    from pipesim.policies.systems import RollGroupAdmission
+
+    class DropByEta:
+        def ready(self, buffer: list[Any], p: Any) -> bool:
+            return len(buffer) >= p.batch_size
+
+        def select(self, buffer: list[Any], p: Any) -> tuple[list[Any] | None, list[Any]]:
+            stale = [e for e in buffer if p.version - e.version > p.max_staleness]
+            for e in stale:
+                buffer.remove(e)
+            if len(buffer) < p.batch_size:
+                return None, stale
+            batch = buffer[: p.batch_size]
+            del buffer[: p.batch_size]
+            return batch, stale
+
+    cfg = PipelineConfig(n_slots=8, batch_size=4, steps=4, max_staleness=0)
+    sc = Scenario(pipeline=cfg, admission=RollGroupAdmission(3), batching=DropByEta(), pool_size=2000)
+    runs = [pipesim.run(sc.with_(max_staleness=k)).summary()["staleness_max"] for k in (0, 3)]
+    assert runs[0] == 0 and runs[1] > 0
+
+
+def test_the_policy_strategy_pins_a_rule_with_its_own_bound() -> None:
+    """From a probe: policy_scenarios raised when the admission was pinned to such a rule (it
+    raised eta for EvictStalest); it now leaves eta at 0 there."""
+    from hypothesis import HealthCheck, given, settings
+
+    from pipesim.policies.batching import EvictStalest
+    from pipesim.policies.systems import RollGroupAdmission
+    from pipesim.policies.updates import SyncEveryK
+    from pipesim.testing.strategies import policy_scenarios
+
+    seen = []
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(
+        policy_scenarios(
+            admissions_=[RollGroupAdmission(1)],
+            batchings_=[EvictStalest(40)],
+            weight_updates_=[SyncEveryK(3, pipesim.PartialRollout())],
+        )
+    )
+    def check(sc: Scenario) -> None:
+        seen.append(sc.pipeline.max_staleness)
+
+    check()
+    assert seen and set(seen) == {0}

@@ -353,7 +353,7 @@ def test_a_sweep_over_max_staleness_of_a_preset_that_never_reads_it_is_refused()
     roll = PRESETS["roll"](n_slots=8, batch_size=8, steps=2)
     msg = (
         r"^ROLL: max_staleness is not a knob of RollGroupAdmission \(it never reads it\); "
-        r"its staleness bound is async_generation_ratio$"
+        r"its staleness bound is async_generation_ratio; leave max_staleness at 0 \(got 1\)$"
     )
     with pytest.raises(ValueError, match=msg):
         sweep(roll, over={"max_staleness": [0, 1, 3]}, executor=ThreadPoolExecutor(1), progress=False)

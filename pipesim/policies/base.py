@@ -91,21 +91,49 @@ def not_a_knob(name: str, owner: str, knob: str) -> str:
     return f"{name}: max_staleness is not a knob of {owner}; its staleness bound is {knob}"
 
 
-def unread_staleness(scenario: Scenario, old: int) -> str:
-    """Why ``scenario``'s ``max_staleness``, changed from ``old``, changes nothing ("" if it does).
+class UnreadStaleness(ValueError):
+    """A scenario's ``max_staleness`` that none of its policies reads (:func:`unread_staleness`)."""
 
-    Nothing reads it when the admission rule bounds staleness itself (:class:`OwnStalenessBound`)
-    and no other policy's staleness promise moves with it: a batch policy that drops by eta
-    (``DropStale``, ``WholeGroups(drop_stale=True)``) reads it beside any admission rule.
+
+def unread_staleness(scenario: Scenario) -> str:
+    """Why ``scenario``'s ``max_staleness`` changes nothing ("" where it may change something).
+
+    It changes nothing when it is not 0, the admission rule bounds staleness itself
+    (:class:`OwnStalenessBound`), the weight update and the batch policy are pipesim's own and
+    none of their staleness promises moves with it (``DropStale``, ``WholeGroups(drop_stale=True)``
+    and ``Drain`` under a count throttle read it beside any admission rule). A policy of the
+    user's may read ``p.max_staleness`` without a promise: pipesim cannot know, so it lets such a
+    scenario be. (With ``pool_size`` unset the field still sizes the pool, which only changes
+    which tasks are drawn.)
     """
+    k = scenario.pipeline.max_staleness
     adm = scenario.admission
-    if scenario.pipeline.max_staleness == old or not isinstance(adm, OwnStalenessBound):
+    if k == 0 or not isinstance(adm, OwnStalenessBound) or not callable(adm.staleness_knob):
         return ""
-    was = dataclasses.replace(scenario, pipeline=dataclasses.replace(scenario.pipeline, max_staleness=old))
-    promises = [q for q in (scenario.weight_update, scenario.batching) if isinstance(q, StalenessPromise)]
-    if any(q.staleness_bound(scenario) != q.staleness_bound(was) for q in promises):
+    others = (scenario.weight_update, scenario.batching)
+    if not all(_pipesim_own(q) for q in others):
         return ""
-    return not_a_knob(scenario.name, f"{type(adm).__name__} (it never reads it)", adm.staleness_knob())
+    at_zero = dataclasses.replace(scenario, pipeline=dataclasses.replace(scenario.pipeline, max_staleness=0))
+    promises = [q for q in others if isinstance(q, StalenessPromise)]
+    if any(q.staleness_bound(scenario) != q.staleness_bound(at_zero) for q in promises):
+        return ""
+    rule = f"{type(adm).__name__} (it never reads it)"
+    return f"{not_a_knob(scenario.name, rule, adm.staleness_knob())}; leave max_staleness at 0 (got {k})"
+
+
+def _pipesim_own(policy: object) -> bool:
+    """Whether ``policy`` and the policies it holds (``SyncEveryK``'s inner one) are pipesim's."""
+    if not type(policy).__module__.startswith("pipesim."):
+        return False
+    if dataclasses.is_dataclass(policy):
+        held = (getattr(policy, f.name) for f in dataclasses.fields(policy))
+        nested = [
+            v
+            for v in held
+            if not isinstance(v, type) and (dataclasses.is_dataclass(v) or hasattr(v, "__dict__"))
+        ]
+        return all(_pipesim_own(v) for v in nested)
+    return True
 
 
 class CountsOnly:

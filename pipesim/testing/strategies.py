@@ -14,6 +14,7 @@ a :class:`~pipesim.PipelineError`, never a hang.) Hypothesis is imported lazily.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -139,6 +140,17 @@ def drops_work(sc: Any) -> bool:
     )
 
 
+def _at_staleness(sc: Any, k: int) -> Any:
+    """``sc`` at ``max_staleness`` k, or as it is where none of its policies reads the field
+    (an admission rule with a bound of its own: such a scenario is refused, not run)."""
+    from pipesim.policies.base import UnreadStaleness
+
+    try:
+        return sc.with_(max_staleness=k)
+    except UnreadStaleness:
+        return sc
+
+
 def policy_scenarios(
     admissions_: Any = None,
     weight_updates_: Any = None,
@@ -171,7 +183,7 @@ def policy_scenarios(
         if replicas is not None and replicas.n_replicas > cfg.n_slots:
             replicas = None
         sc = Scenario(
-            pipeline=cfg,
+            pipeline=dataclasses.replace(cfg, max_staleness=0),
             durations=draw(du),
             admission=draw(ad),
             weight_update=draw(wu),
@@ -181,13 +193,14 @@ def policy_scenarios(
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
         )
+        sc = _at_staleness(sc, cfg.max_staleness)
         if admissions_ is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
-        if isinstance(sc.batching, DropStale | EvictStalest) and k - 1 > cfg.max_staleness:
+        if isinstance(sc.batching, DropStale | EvictStalest) and k - 1 > sc.pipeline.max_staleness:
             # the trainer's version runs k - 1 ahead of the weights between real syncs, so every
             # episode is staler than eta and dropped: a dead end by construction, not a finding
-            sc = sc.with_(max_staleness=k - 1)
+            sc = _at_staleness(sc, k - 1)
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
