@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,6 +93,8 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None) -
     neither ``scenarios`` nor ``offpolicy``, whose ``check_output`` this copies.)"""
     if not path:
         return
+    if _special(path):  # a pipe, a terminal, /dev/null: opening it to test would block or drain it
+        return
     target = Path(path).resolve()
     if not target.parent.is_dir():
         parser.error(f"{flag} {path}: no directory {target.parent}")
@@ -152,3 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _special(path: str) -> bool:
+    """Whether ``path`` is an existing pipe, character device or socket (``/dev/stdout``, a FIFO,
+    ``>(cat)``), which a script writes as a stream: nothing to test by opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)

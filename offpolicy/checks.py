@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -71,6 +73,10 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
     makes the directory and a temporary file in it, removed again."""
     if not path:
         return
+    if _special(path):  # a pipe, a terminal, /dev/null: opening it to test would block or drain it
+        if replace:
+            parser.error(f"{flag} {path}: not a regular file (a pipe or a device); it is written by a rename")
+        return
     target = Path(path).resolve()
     folder = target.parent
     if replace:
@@ -94,3 +100,13 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
         parser.error(f"{flag} {path}: cannot write it ({exc.strerror})")
     if not replace and not existed:
         target.unlink()
+
+
+def _special(path: str) -> bool:
+    """Whether ``path`` is an existing pipe, character device or socket (``/dev/stdout``, a FIFO,
+    ``>(cat)``), which a script writes as a stream: nothing to test by opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)

@@ -110,6 +110,10 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         # the results are written after each run (write_json: a temporary file and a rename): a
         # path that cannot be written would fail after the first run's minutes of training
         check_output(parser, "--json", getattr(args, "json", None), replace=True)
+    if json_path := getattr(args, "json", None):  # beside it: the table, and the figure of staleness
+        check_output(parser, "--json (the table beside it)", str(Path(json_path).with_suffix(".txt")))
+        if hasattr(args, "html") and not args.html:
+            check_output(parser, "--json (the figure beside it)", str(Path(json_path).with_suffix(".html")))
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:

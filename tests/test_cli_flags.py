@@ -9,6 +9,7 @@ none of these cases trains or simulates anything). They used to be tracebacks fr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -281,3 +282,63 @@ def test_chapter13_help_prints_usage_without_running_the_tables(capsys: pytest.C
     out = capsys.readouterr().out
     assert info.value.code == 0 and "usage: python -m scenarios.chapter13" in out
     assert "weight sync" not in out  # the first table's title: nothing ran
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("main", "module", "work", "flag", "extra"), [c[1:] for c in OUTPUTS], ids=[c[0] for c in OUTPUTS]
+)
+def test_an_output_that_is_a_pipe_is_left_to_the_write(
+    main: Main,
+    module: object,
+    work: str,
+    flag: str,
+    extra: list[str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From a probe: the check opened a FIFO to test it (it hung with no reader, and handed a
+    reader an end of file) and refused ``/dev/stdout`` or ``>(cat)`` (their resolved name is no
+    file). A stream is written as is; a ``--json`` written through a rename refuses it by name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(module, work, _no_work)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    renamed = flag == "--json" and module is not mismatch_cli
+    if renamed:
+        with pytest.raises(SystemExit) as info:
+            main([*extra, flag, str(fifo)])
+        assert info.value.code == 2
+        assert f"{flag} {fifo}: not a regular file (a pipe or a device)" in capsys.readouterr().err
+        return
+    for path in (str(fifo), "/dev/null"):
+        with pytest.raises(WorkStarted):
+            main([*extra, flag, path])
+
+
+@pytest.mark.timeout(30)
+def test_a_scenario_script_leaves_a_pipe_to_the_write(tmp_path: Path) -> None:
+    import argparse
+
+    from scenarios.outputs import check_output
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    check_output(argparse.ArgumentParser(), "--json", str(fifo))  # returns: it did not open it
+    check_output(argparse.ArgumentParser(), "--json", "/dev/null")
+
+
+@pytest.mark.parametrize("beside", [".txt", ".html"])
+def test_staleness_checks_the_files_it_writes_beside_its_json(
+    beside: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a probe: the table (.txt) and, without --html, the figure (.html) are written next to
+    --json after training; a directory in their place failed only then."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(staleness, "load_base", _no_work)
+    (tmp_path / f"x{beside}").mkdir()
+    with pytest.raises(SystemExit) as info:
+        staleness.main(["--seeds", "1", "--json", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"x{beside}: is a directory" in err, err

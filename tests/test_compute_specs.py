@@ -514,3 +514,13 @@ def test_from_hf_config_round_trips_generated_llama_configs(heads, group, layers
     assert (spec.n_layers, spec.n_heads, spec.n_kv_heads, spec.head_dim) == (layers, heads, kv, 64)
     per_layer = 2 * 64 * heads * (64 * heads + 64 * kv) + 3 * 64 * heads * inter + 2 * 64 * heads
     assert spec.n_params == layers * per_layer + 64 * heads * (1 + 2 * 1000)
+
+
+@pytest.mark.parametrize("key", ["vocab_size", "hidden_size"])
+def test_from_hf_config_names_a_null_required_key_as_null(key: str) -> None:
+    """From a probe: a required key present as null read 'config is missing required key'."""
+    with pytest.raises(ValueError, match=rf"^config key '{key}' is null: it is required$"):
+        ModelSpec.from_hf_config({**HF_CONFIGS["qwen3-4b"], key: None})
+    bad = {k: v for k, v in HF_CONFIGS["qwen3-4b"].items() if k != key}
+    with pytest.raises(ValueError, match=rf"^config is missing required key '{key}'$"):
+        ModelSpec.from_hf_config(bad)

@@ -259,8 +259,10 @@ class ModelSpec:
             raise ValueError(f"config must be a dict, got {type(d).__name__}")
 
         def need(key: str) -> Any:
-            if key not in d or d[key] is None:
+            if key not in d:
                 raise ValueError(f"config is missing required key {key!r}")
+            if d[key] is None:
+                raise ValueError(f"config key {key!r} is null: it is required")
             return d[key]
 
         def integer(key: str, default: int | None = None, minimum: int = 1, nullable: bool = True) -> int:
