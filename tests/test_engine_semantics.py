@@ -365,9 +365,9 @@ class _Recosting(_Recording):
         return {ep.id: self.value for ep, _ in running}
 
 
-def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
-    """A numpy float32 carried into the clock made the pure run differ from the compiled one."""
-    sc = _scenario(
+def _syncing() -> Scenario:
+    """Episodes in flight at every sync (partial rollouts), where a source re-costs them."""
+    return _scenario(
         [1.0] * 60,
         batch_size=4,
         steps=4,
@@ -377,6 +377,11 @@ def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
         sync_time_s=0.5,
         weight_update=PartialRollout(),
     )
+
+
+def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
+    """A numpy float32 carried into the clock made the pure run differ from the compiled one."""
+    sc = _syncing()
     got = _pipeline(sc, source=_Recosting(np.float32(9.1)))
     ref = _pipeline(sc, source=_Recosting(float(np.float32(9.1))))
     assert type(got.env.now) is float and got.env.now == ref.env.now
@@ -385,16 +390,7 @@ def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
 
 @pytest.mark.parametrize("value", ["9", -3.0, math.nan])
 def test_a_recost_that_is_no_seconds_is_named(value: object) -> None:
-    sc = _scenario(
-        [1.0] * 60,
-        batch_size=4,
-        steps=4,
-        n_slots=6,
-        max_staleness=2,
-        train_time_s=1.0,
-        sync_time_s=0.5,
-        weight_update=PartialRollout(),
-    )
+    sc = _syncing()
     with pytest.raises(PipelineError, match=r"^_Recosting\.publish \(at t=.*\) must be finite seconds >= 0"):
         _pipeline(sc, source=_Recosting(value))
 

@@ -101,30 +101,7 @@ class Episode:
     through :meth:`__reduce__` (a compiled class has no slots for pickle to read).
     """
 
-    __slots__ = (
-        "id",
-        "task_id",
-        "duration_s",
-        "slot",
-        "replica",
-        "start_s",
-        "end_s",
-        "version",
-        "update_from",
-        "update_to",
-        "offset_start",
-        "status",
-        "trained_step",
-        "trained_version",
-        "work_s",
-        "truncated",
-        "parent",
-        "lost_s",
-        "fail_at_s",
-        "reprefill_tokens",
-        "reprefill_s",
-        "discarded_s",
-    )
+    __slots__ = EPISODE_FIELDS
 
     def __init__(
         self,
