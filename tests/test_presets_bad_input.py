@@ -206,3 +206,23 @@ def test_the_policy_strategy_pins_a_rule_with_its_own_bound() -> None:
 
     check()
     assert seen and set(seen) == {0}
+
+
+def test_overrides_that_settle_max_staleness_together_apply_in_either_order() -> None:
+    """From a probe: on ROLL, --set max_staleness=2 --set admission=CountThrottle() was refused
+    (the first override alone leaves eta unread) while the reverse order ran."""
+    roll = PRESETS["roll"](n_slots=8, batch_size=8, steps=2)
+    for pairs in (
+        ["max_staleness=2", "admission=CountThrottle()"],
+        ["admission=CountThrottle()", "max_staleness=2"],
+    ):
+        sc, given = apply_overrides(roll, pairs)
+        assert sc.pipeline.max_staleness == 2 and type(sc.admission).__name__ == "CountThrottle"
+        assert list(given) == [p.split("=")[0] for p in pairs]
+    eta2 = Scenario(pipeline=PipelineConfig(n_slots=8, batch_size=8, steps=2, max_staleness=2))
+    sc, _ = apply_overrides(eta2, ["admission=RollGroupAdmission(1)", "max_staleness=0"])
+    assert sc.pipeline.max_staleness == 0
+    with pytest.raises(
+        ValueError, match=r"^admission=RollGroupAdmission\(1\): .*leave max_staleness at 0 \(got 2\)"
+    ):
+        apply_overrides(eta2, ["admission=RollGroupAdmission(1)", "steps=3"])

@@ -27,6 +27,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.policies.base import UnreadStaleness
 from pipesim.policies.catalog import parse_policy, policy_classes
 
 if TYPE_CHECKING:
@@ -175,8 +176,15 @@ def split_pair(pair: str, what: str = "override") -> tuple[str, str]:
 
 
 def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
-    """Apply ``key=value`` strings in order; returns the new scenario and the overrides as given."""
+    """Apply ``key=value`` strings in order; returns the new scenario and the overrides as given.
+
+    A change that leaves ``max_staleness`` unread (:class:`~pipesim.policies.base.UnreadStaleness`:
+    ``admission=RollGroupAdmission(1)`` on a design with an eta) waits for the next one, which may
+    settle it (``max_staleness=0``, or a rule that reads it), so the order of the two does not
+    matter; if none does, it is the error."""
     given: dict[str, str] = {}
+    pending: dict[str, Any] = {}
+    unsettled = ""
     for pair in pairs:
         if "=" not in pair:
             raise ValueError(
@@ -184,11 +192,17 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
             )
         key, text = split_pair(pair)
         value = parse_value(scenario, key, text)
+        changes = {**pending, **changes_for(scenario, key, value)}
         try:
-            scenario = scenario.with_(**changes_for(scenario, key, value))
+            scenario = scenario.with_(**changes)
+            pending, unsettled = {}, ""
+        except UnreadStaleness as exc:
+            pending, unsettled = changes, unsettled or f"{key}={text}: {exc}"  # the one that began it
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{key}={text}: {exc}") from None
         given[key] = text
+    if pending:
+        raise ValueError(unsettled)
     return scenario, given
 
 
