@@ -600,6 +600,22 @@ def test_empirical_lengths_from_csv_name_a_bad_cell(tmp_path: Any) -> None:
         EmpiricalLengths.from_csv(short)
 
 
+def test_empirical_lengths_from_csv_refuse_a_fraction_and_read_a_byte_order_mark(tmp_path: Any) -> None:
+    """From a probe: 12.5 was cut to 12, a BOM made the header's first name unknown, and a
+    directory was a raw IsADirectoryError."""
+    frac = tmp_path / "frac.csv"
+    frac.write_text("num_decode_tokens\n120\n12.5\n")
+    with pytest.raises(
+        ValueError, match=r"line 3, column 'num_decode_tokens': '12.5' is not a whole token count"
+    ):
+        EmpiricalLengths.from_csv(frac)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeffnum_decode_tokens,x\n120,a\n".encode())
+    assert EmpiricalLengths.from_csv(bom).tokens == (120,)
+    with pytest.raises(ValueError, match="is a directory, not a CSV file"):
+        EmpiricalLengths.from_csv(tmp_path)
+
+
 def test_run_compute_rejects_a_response_above_the_context() -> None:
     wl = TokenWorkload(max_response_tokens=4000, prompt=512)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))

@@ -88,8 +88,13 @@ class EmpiricalLengths:
 
     @classmethod
     def from_csv(cls, path: str | Path, column: str = "num_decode_tokens") -> EmpiricalLengths:
-        """The values of ``column`` in a CSV file (e.g. Vidur's ``splitwise_code.csv``)."""
-        with open(path, newline="") as f:
+        """The values of ``column`` in a CSV file (e.g. Vidur's ``splitwise_code.csv``): whole token
+        counts >= 1 (``12.0`` is 12; ``12.5`` is refused, naming its line, not cut to 12). A byte
+        order mark before the header is read as one (``utf-8-sig``), not as part of the first
+        column's name."""
+        if Path(path).is_dir():
+            raise ValueError(f"{path} is a directory, not a CSV file")
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:
                 raise ValueError(f"column {column!r} not in {path} (columns: {reader.fieldnames})")
@@ -100,9 +105,9 @@ class EmpiricalLengths:
                     value = float(cell)  # type: ignore[arg-type]
                 except (TypeError, ValueError):
                     value = math.nan
-                if not (math.isfinite(value) and value >= 1):
+                if not (math.isfinite(value) and value >= 1 and value.is_integer()):
                     raise ValueError(
-                        f"{path}, line {line}, column {column!r}: {cell!r} is not a token count >= 1"
+                        f"{path}, line {line}, column {column!r}: {cell!r} is not a whole token count >= 1"
                     )
                 tokens.append(int(value))
             return cls(tuple(tokens))
