@@ -290,11 +290,9 @@ class _Promising(_Recording):
         return self.fixed
 
 
-@pytest.mark.parametrize("fixed", [None, False, True])
-def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_work(
-    fixed: bool | None,
-) -> None:
-    sc = _scenario(
+def _syncing() -> Scenario:
+    """Episodes in flight at each of 6 syncs (partial rollouts), where a source may re-cost them."""
+    return _scenario(
         [1.0] * 200,
         batch_size=8,
         steps=6,
@@ -304,6 +302,13 @@ def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_wo
         sync_time_s=0.5,
         weight_update=PartialRollout(),
     )
+
+
+@pytest.mark.parametrize("fixed", [None, False, True])
+def test_a_sync_lists_the_episodes_in_flight_unless_the_source_promises_fixed_work(
+    fixed: bool | None,
+) -> None:
+    sc = _syncing()
     source = _Recording() if fixed is None else _Promising(fixed)
     p = _pipeline(sc, source=source)
     assert len(source.handed) == 6
@@ -363,20 +368,6 @@ class _Recosting(_Recording):
 
     def publish(self, version: int, running: Any) -> dict[int, float]:
         return {ep.id: self.value for ep, _ in running}
-
-
-def _syncing() -> Scenario:
-    """Episodes in flight at every sync (partial rollouts), where a source re-costs them."""
-    return _scenario(
-        [1.0] * 60,
-        batch_size=4,
-        steps=4,
-        n_slots=6,
-        max_staleness=2,
-        train_time_s=1.0,
-        sync_time_s=0.5,
-        weight_update=PartialRollout(),
-    )
 
 
 def test_a_recost_in_numpy_float32_runs_as_its_float() -> None:
