@@ -4,8 +4,9 @@
 turns type-annotated Python into a C extension of the same module), the modules every generated
 token goes through: the compute engine's batch, driver and replica, the replica's wakeups and
 environment workers, the prompt-sharing bookkeeping, the token side table and the closed loop's
-refill, and the episode every sample is (a struct the engine reads and writes directly, outside
-the cyclic garbage collector). The rest of the package, the kernel included, stays Python. The
+refill, the episode every sample is (a struct the engine reads and writes directly, outside
+the cyclic garbage collector), and the kernel's pipeline with its policy port (every start,
+completion and controller pass). The rest of the package, the policies included, stays Python. The
 compiled modules are the same source: every result is bit-identical to the pure build
 (``tests/test_compiled.py`` checks it); they run about twice as fast (``make bench-compute``).
 
@@ -27,7 +28,9 @@ COMPILED = [
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
     "pipesim/compute/source.py",
+    "pipesim/core/engine.py",
     "pipesim/core/episode.py",
+    "pipesim/core/port_impl.py",
 ]
 """The modules the compiled build turns into C extensions."""
 

@@ -39,9 +39,9 @@ WL = TokenWorkload(
 
 
 # -- the policy on hand-made buffers ------------------------------------------------------------
-@dataclass(eq=False)  # hashed by identity, as the pipeline is
+@dataclass
 class View:
-    """The few parts of the port a batch policy reads, and ``requeue``."""
+    """The few parts of the port a batch policy reads (its per-run state too), and ``requeue``."""
 
     batch_size: int = 8
     version: int = 0
@@ -50,6 +50,7 @@ class View:
     syncing: bool = False
     replicas: tuple[Any, ...] = ()
     requeued: list[tuple[int, int]] = field(default_factory=list)
+    policy_state: dict[object, Any] = field(default_factory=dict)
 
     def requeue(self, tasks: Any, first: bool = False) -> None:
         self.requeued.extend(tasks)

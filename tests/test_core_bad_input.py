@@ -470,6 +470,31 @@ def test_a_numpy_bool_answer_counts_as_a_bool() -> None:
     assert numpy.summary() == plain.summary() and numpy.sim_time_s == plain.sim_time_s
 
 
+@dataclass(frozen=True)
+class NumpyBlocks(pipesim.PartialRollout):
+    """PartialRollout whose ``blocks_admission`` answers numpy bools."""
+
+    def blocks_admission(self, p: pipesim.PipelineView) -> Any:
+        return np.bool_(p.syncing)
+
+
+@dataclass(frozen=True)
+class NumpyReady(pipesim.OldestFinishedFirst):
+    """The chapter's trainer whose ``ready`` hint answers numpy bools."""
+
+    def ready(self, buffer: Any, p: pipesim.PipelineView) -> Any:
+        return np.int64(len(buffer)) >= p.batch_size
+
+
+def test_numpy_bool_hints_count_as_bools() -> None:
+    """A weight update's ``blocks_admission`` and a batch policy's ``ready`` may answer numpy
+    bools, as Python code comparing numpy numbers does: the compiled kernel refused them."""
+    cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, steps=3, max_staleness=1)
+    plain = run(Scenario(pipeline=cfg))
+    numpy = run(Scenario(pipeline=cfg, weight_update=NumpyBlocks(), batching=NumpyReady()))
+    assert numpy.summary() == plain.summary() and numpy.sim_time_s == plain.sim_time_s
+
+
 @pytest.mark.parametrize(
     ("change", "says"),
     [

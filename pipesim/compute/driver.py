@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import simpy
 from mypy_extensions import mypyc_attr
@@ -31,8 +31,19 @@ from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.source import TokenTable
 
 if TYPE_CHECKING:
-    from pipesim.core.engine import Pipeline
-    from pipesim.core.episode import Episode
+    from pipesim.core.episode import Episode, UpdateRecord
+
+
+class Host(Protocol):
+    """What a replica reads of the run it serves: the kernel's
+    :class:`~pipesim.core.engine.Pipeline`, or a closed loop's stand-in
+    (:class:`~pipesim.compute.refill.Refill`). A protocol, not the class, so that the compiled
+    build, which checks a compiled class where one is declared, takes either."""
+
+    env: simpy.Environment
+    updates: list[UpdateRecord]
+
+    def on_finished(self, episodes: list[Episode], now: float) -> None: ...
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -49,7 +60,7 @@ class ReplicaDriver(BatchState):
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: Host,
         n_slots: int,
         index: int,
         cost: ReplicaCost,

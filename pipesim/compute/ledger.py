@@ -27,6 +27,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from pipesim.results.columns import EpisodeColumns
 
 if TYPE_CHECKING:
@@ -80,6 +83,15 @@ _STATUS = {
     "buffered": "buffered",
     "running": "in_flight",
 }
+_TERMS = (*dict.fromkeys(_STATUS.values()), "discarded_filtered", "discarded_over_length")
+"""The ledger's terms, in the order of the bins :func:`token_ledger` sums into."""
+_BIN = {term: i for i, term in enumerate(_TERMS)}
+
+
+def _sum_by(bins: npt.NDArray[np.intp], tokens: npt.NDArray[np.float64], n: int) -> list[float]:
+    """Per bin, the tokens added one at a time in the arrays' order (``np.bincount`` accumulates
+    sequentially: the same float additions, in the same order, as a loop over the episodes)."""
+    return [float(x) for x in np.bincount(bins, weights=tokens, minlength=n)] if len(bins) else [0.0] * n
 
 
 def token_ledger(
@@ -94,26 +106,27 @@ def token_ledger(
     ``filtered``: ids of discarded episodes that the filter rejected. ``over_length``: the batch
     policy drops truncated samples (:class:`~pipesim.policies.batching.DropOverlong`), so a
     discarded sample that was truncated was dropped for its length. The others were stale.
+    Each term is summed over the episodes in id order, as columns (the side table read as arrays).
     """
-    sums = dict.fromkeys(_STATUS.values(), 0.0)
-    sums["discarded_filtered"] = 0.0
-    sums["discarded_over_length"] = 0.0
-    filtered = filtered if isinstance(filtered, set | frozenset) else set(filtered)
-    truncated = 0.0
-    gen, trunc = source.generated, source.truncated
     cols = EpisodeColumns(episodes)  # archived episodes are read from their arrays, not rebuilt
-    keys = [_STATUS.get(name) for name in cols.status_names]
-    for i, code in zip(cols.id.tolist(), cols.status.tolist()):  # in id order, as the sums always ran
-        key = keys[code]
-        if key is None:
-            raise ValueError(f"episode {i} has an unknown status {cols.status_names[code]!r}")
-        tokens = gen[i]
-        if key == "discarded_stale" and i in filtered:
-            key = "discarded_filtered"
-        elif key == "discarded_stale" and over_length and trunc[i]:
-            key = "discarded_over_length"
-        sums[key] += tokens
-        if key == "trained" and trunc[i]:
-            truncated += tokens
+    ids = np.asarray(cols.id, dtype=np.intp)
+    codes = np.asarray(cols.status, dtype=np.intp)
+    to_bin = np.array([_BIN.get(_STATUS.get(name, ""), -1) for name in cols.status_names], dtype=np.intp)
+    bins = to_bin[codes] if len(codes) else np.zeros(0, dtype=np.intp)
+    if (bad := np.flatnonzero(bins < 0)).size:
+        i = int(bad[0])
+        raise ValueError(f"episode {int(ids[i])} has an unknown status {cols.status_names[codes[i]]!r}")
+    tokens = np.array(source.generated, dtype=np.float64)[ids]
+    trunc = np.array(source.truncated, dtype=bool)[ids]
+    stale = bins == _BIN["discarded_stale"]
+    if filtered:
+        rejected = stale & np.isin(ids, np.fromiter(filtered, dtype=np.intp, count=len(filtered)))
+        bins[rejected] = _BIN["discarded_filtered"]
+        stale &= ~rejected
+    if over_length:
+        bins[stale & trunc] = _BIN["discarded_over_length"]
+    sums = dict(zip(_TERMS, _sum_by(bins, tokens, len(_TERMS)), strict=True))
+    cut = (bins == _BIN["trained"]) & trunc
+    truncated = _sum_by(np.zeros(int(cut.sum()), dtype=np.intp), tokens[cut], 1)[0]
     generated = sum(e.tokens_generated for e in engines)
     return TokenLedger(generated=generated, truncated_trained=truncated, **sums)

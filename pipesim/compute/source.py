@@ -118,7 +118,12 @@ class TokenSource:
         self._prompt = None if isinstance(workload.prompt, int) else _Blocks(workload.prompt, rng)
         self._normal = _Blocks(LogNormalLengths(1.0, 1.0), rng)  # exp(z): difficulties
         self._cap = workload.max_response_tokens
+        # the workload's fields every draw reads, as this object's own (a frozen dataclass's
+        # attribute is a dictionary lookup; these are struct fields in the compiled build)
+        self._per_prompt: int = workload.samples_per_prompt
+        self._drift: float = float(workload.drift_per_version)
         a = workload.agent
+        self._agent = a
         self._tool = (
             None
             if a is None
@@ -141,12 +146,11 @@ class TokenSource:
             raise ValueError(
                 f"episode ids must arrive in order: expected {len(self.response)}, got {episode_id}"
             )
-        w = self.workload
-        g = task // w.samples_per_prompt
+        g = task // self._per_prompt
         grp = self._same_group or self._groups.get(g)
         prompt, difficulty = grp if grp is not None else self._group(g)
-        if w.drift_per_version:
-            difficulty *= _power(1.0 + w.drift_per_version, version)
+        if self._drift:
+            difficulty *= _power(1.0 + self._drift, version)
         r = self._response
         if r.i >= len(r.values):
             r.refill()
@@ -159,13 +163,14 @@ class TokenSource:
         self.prompt.append(prompt)
         self.generated.append(0.0)
         self.group.append(g)
-        if w.agent is None:
+        agent = self._agent
+        if agent is None:
             self.response.append(n if n <= cap else cap)
             self.max_tokens.append(cap)
             self.truncated.append(n > cap)
             self.observation.append(0)
         else:
-            self._agent_turns(episode_id, n, difficulty, w.agent)
+            self._agent_turns(episode_id, n, difficulty, agent)
         return 0.0
 
     def _agent_turns(self, episode_id: int, first: int, difficulty: float, a: AgentTurns) -> None:

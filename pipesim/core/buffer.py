@@ -72,7 +72,7 @@ class EpisodeBuffer(BaseResource):
         A batch policy's ``ready`` hint (a cheap necessary condition for ``select``) lets most
         instants skip the policy call altogether; without the hint every waiting request is tried.
         """
-        return bool(self.get_queue) and (self.ready is None or self.ready(self.items, self._pipeline))
+        return bool(self.get_queue) and (self.ready is None or bool(self.ready(self.items, self._pipeline)))
 
     def serve(self) -> None:
         """Serve pending gets now (the controller calls it at the end of an instant, when

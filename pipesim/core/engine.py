@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import math
+import numbers
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 import simpy
+from mypy_extensions import mypyc_attr
 from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
@@ -49,7 +51,7 @@ from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
-from pipesim.core.port import BindsPipeline, FixedWork
+from pipesim.core.port import BindsPipeline, FixedWork, start_limit
 from pipesim.core.port_impl import PolicyPort
 from pipesim.core.quiet import make_quiet
 from pipesim.core.records import EpisodeRecords
@@ -73,6 +75,7 @@ class _EndOfInstant(simpy.Event):
         self.env.schedule(self, END_OF_INSTANT, 0)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Pipeline(PolicyPort):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
@@ -145,6 +148,8 @@ class Pipeline(PolicyPort):
         self.n_dropped = 0
         self.batches_taken = 0
         self.n_trained = 0
+        self.policy_state: dict[object, Any] = {}
+        """Policies' own state for this run, by a key of their choosing (the view's ``policy_state``)."""
         self.ledger_log: list[tuple[int, int, int, int, int, int]] = []
         """(step, started, trained, running, buffered, dropped) when the trainer took each batch."""
         self.requeued: deque[tuple[int, int]] = deque()  # (task id, id of the episode it replaces)
@@ -162,16 +167,25 @@ class Pipeline(PolicyPort):
         if not options.hints:
             self.buffer.ready = None  # ask the batch policy at every pass the trainer waits
         # what every completion and controller pass reads, bound once (a run never changes them)
-        self._put = self.buffer.put
+        self._items: list[Episode] = self.buffer.items  # the buffer's list (changed in place only)
+        # a policy's answers are objects, read as truth values (a numpy bool is one, and the
+        # compiled build would refuse it as a declared bool)
+        self._ready: Callable[[list[Episode], Pipeline], object] | None = self.buffer.ready
         self._steps = self.config.steps
-        self._admits = self.admission.admits
-        self._blocks = self.weight_update.blocks_admission
+        # an answer is checked, not trusted to be a bool (_answer): typed object
+        self._admits: Callable[[Pipeline], object] = self.admission.admits
+        self._blocks: Callable[[Pipeline], object] = self.weight_update.blocks_admission
+        # the StartLimitHint, acted on: the limit, and the (version, drops) it was asked at
+        self._start_limit = start_limit(self.admission) if options.hints else None
+        self._limit = 0
+        self._limit_at = (-1, -1)
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
         build: Callable[[Pipeline, int, int], EngineReplica] = (
             Slots if engine_factory is None else engine_factory
         )
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
+        self._single: EngineReplica | None = self.engines[0] if replicas is None else None
         # the routing rule: which replica starts the next episode (None when none accepts)
         # routing sees the replicas through the port and returns one of them: the engine's own
         self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = self._only_engine
@@ -215,8 +229,11 @@ class Pipeline(PolicyPort):
         """
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)
-        if episodes:
-            self._put(episodes)
+        if episodes:  # into the buffer (EpisodeBuffer.put, inlined: no Python call per completion)
+            items = self._items
+            for ep in episodes:
+                ep.status = BUFFERED
+                items.append(ep)
         if in_pass or self._pass_due:
             return  # a pass is running, or already due at the end of this instant
         if not (queue := self._queue) or queue[0][0] > now:
@@ -236,11 +253,12 @@ class Pipeline(PolicyPort):
         """
         if self.buffer.request_ready():
             return True
-        if self._blocks(self):
+        if bool(self._blocks(self)):
             return False
         for e in self.engines:  # a plain loop: this runs once per completion instant
             if e.accepting:
-                return self._admits(self)
+                yes = self._admits(self)
+                return yes is True or (yes is not False and self._answer(yes))
         return False
 
     def _on_discard(self, episodes: list[Episode]) -> None:
@@ -259,7 +277,7 @@ class Pipeline(PolicyPort):
 
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
-        now = self.env.now
+        now: float = self.env._now  # type: ignore[attr-defined]  # env.now, without the property call
         started = self.started
         if now != self._instant:
             self._instant, self._instant_first = now, started
@@ -278,10 +296,14 @@ class Pipeline(PolicyPort):
         source, version = self.source, engine.version
         if source is None:
             work = self._durations[task]
-        elif (
-            type(work := source.work_s(started, task, version, parent)) is not float or not 0.0 <= work < _INF
-        ):
-            work = errors.source_seconds(self, work)  # converted, or named (NaN fails the test)
+        else:
+            # its answer as an object, checked here (the compiled build would check a float on return)
+            work_s: Callable[[int, int, int, int], object] = source.work_s
+            got = work_s(started, task, version, parent)
+            if type(got) is float and 0.0 <= got < _INF:
+                work = got
+            else:
+                work = errors.source_seconds(self, got)  # converted, or named (NaN fails the test)
         ep = Episode(started, task, work, version, parent)
         self.started = started + 1
         self.episodes.live[started] = ep
@@ -312,22 +334,60 @@ class Pipeline(PolicyPort):
             self.finished = True
             self.done.succeed()
             return
-        if not self._blocks(self):
-            admits, choose, engines, launch = self._admits, self._choose, self.engines, self.launch
+        if not bool(self._blocks(self)):
+            engines, single = self.engines, self._single
             started_before = self.started
-            while (engine := choose(engines)) is not None and (
-                (yes := admits(self)) is True or (yes is not False and self._answer(yes))
-            ):
-                launch(engine)
+            if self._start_limit is not None:  # the rule's limit, asked again after a version or a drop
+                if self._limit_at != (self.version, self.n_dropped):
+                    self._limit = self._ask_limit()
+                limit = self._limit
+                while (
+                    engine := (single if single.accepting else None)
+                    if single is not None
+                    else self._choose(engines)
+                ) is not None and self.started < limit:
+                    self.launch(engine)
+            else:
+                admits = self._admits
+                while (
+                    engine := (single if single.accepting else None)
+                    if single is not None
+                    else self._choose(engines)
+                ) is not None and ((yes := admits(self)) is True or (yes is not False and self._answer(yes))):
+                    self.launch(engine)
             self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
                 for e in engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:
                         e.kick()
-        if (buffer := self.buffer).get_queue and buffer.request_ready():
-            buffer.serve()  # the trainer takes its batch after admission, as in the chapter
+        # the trainer takes its batch after admission, as in the chapter (request_ready, inlined)
+        ready = self._ready
+        if (buffer := self.buffer).get_queue and (ready is None or bool(ready(self._items, self))):
+            buffer.serve()
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
+
+    def _ask_limit(self) -> int:
+        """The admission rule's ``start_limit`` now (an int; a numpy integer converted), remembered
+        with the version and drop count it holds for."""
+        assert self._start_limit is not None
+        got = self._start_limit(self)
+        if type(got) is not int:
+            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+                raise PipelineError(
+                    f"{type(self.admission).__name__}.start_limit must return an int, got {got!r:.60} "
+                    f"({type(got).__name__})"
+                )
+            got = int(got)
+        self._limit_at = (self.version, self.n_dropped)
+        return got
+
+    def _clock(self) -> float:
+        """SimPy's clock, typed: a float, or a numpy float (a float subclass) where a user's time
+        made it one, compared as a C double in the compiled build (a numpy bool is no condition
+        there)."""
+        now: float = self.env.now
+        return now
 
     def _answer(self, yes: object) -> bool:
         """The admission policy's answer when it is not a bool: a numpy bool counts as one, and
@@ -365,15 +425,13 @@ class Pipeline(PolicyPort):
             if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
                 for e in self.engines:
                     e.pause()
-            train_s = (
-                self.config.train_time_s if self.trainer is None else self.trainer.train_time_s(step, batch)
-            )
-            if not train_s >= 0 or train_s == float("inf"):
-                raise PipelineError(
-                    f"the trainer model gave step {step} a time of {train_s!r} s (need finite, >= 0)"
-                )
+            if self.trainer is None:
+                train_s = self.config.train_time_s
+            else:  # its answer as an object, checked here (the compiled build would check on return)
+                train_time_s: Callable[[int, list[Episode]], object] = self.trainer.train_time_s
+                train_s = errors.train_seconds(train_time_s(step, batch), step)
             yield self.env.timeout(train_s)
-            if self.env.now == math.inf:
+            if self._clock() == math.inf:
                 raise errors.clock_overflow(self, f"train_time_s {train_s!r} at step {step}")
             if colocated:
                 for e in self.engines:
@@ -394,7 +452,7 @@ class Pipeline(PolicyPort):
             if not isinstance(steps, Iterator):
                 raise PipelineError(f"{name}.sync must be a generator (yield its events), got {steps!r:.60}")
             yield from steps
-            if self.env.now == math.inf:
+            if self._clock() == math.inf:
                 raise errors.clock_overflow(self, f"the sync of {name}")
             if self.version != before + 1:  # end_sync or skip_sync, once
                 raise PipelineError(
@@ -412,7 +470,7 @@ class Pipeline(PolicyPort):
         soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
         """
         self.episodes, self.updates = EpisodeRecords(0), []
-        self.buffer.items = []
+        self.buffer.items = self._items = []
         for e in self.engines:
             e.release()
 
@@ -429,16 +487,16 @@ class Pipeline(PolicyPort):
         with collector_paused():
             try:
                 self.env.run(until=self.done)
-                if not self.env.now < math.inf:  # a sync or a completion the clock cannot hold
+                if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
                     raise errors.clock_overflow(self, "a sync or an episode")
             except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
-                raise PipelineError(str(exc)) from None
+                raise errors.detached(PipelineError(str(exc))) from None
             except OverflowError:  # a time of the run past the largest float (SimPy's clock)
-                raise errors.clock_overflow(self, "a time") from None
+                raise errors.detached(errors.clock_overflow(self, "a time")) from None
             except RuntimeError as exc:
                 if self.done.triggered or "until" not in str(exc):
                     raise
-                raise errors.stalled(self) from None
+                raise errors.detached(errors.stalled(self)) from None
 
 
 @contextmanager

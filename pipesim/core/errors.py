@@ -155,3 +155,22 @@ def stalled(p: Pipeline) -> PipelineError:
         f"admission policy {type(p.admission).__name__} admits no further episode (with "
         f"{type(p.weight_update).__name__} and {type(p.batching).__name__})"
     )
+
+
+def detached(err: PipelineError) -> PipelineError:
+    """``err`` with no chained context (``raise err from None``): an error raised inside a SimPy
+    process, re-raised without SimPy's frames. Set here, in Python, because the compiled kernel's
+    ``raise ... from None`` leaves ``__suppress_context__`` unset."""
+    err.__cause__ = None
+    err.__suppress_context__ = True
+    return err
+
+
+def train_seconds(value: object, step: int) -> float:
+    """A trainer model's time for ``step`` as float seconds, finite and >= 0 (an int or a numpy
+    real converted, as :func:`seconds` does), else a :class:`PipelineError` naming the step."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        x = float(value)
+        if 0.0 <= x < math.inf:
+            return x
+    raise PipelineError(f"the trainer model gave step {step} a time of {value!r:.60} s (need finite, >= 0)")

@@ -29,6 +29,9 @@ probing:
 
 * :class:`ClosedHint` (admission): ``closed(p)`` -- once true, no completion can make the rule
   admit before a start, a drop or a new version. It enables quiet completions.
+* :class:`StartLimitHint` (admission): ``start_limit(p)`` -- the rule admits exactly while
+  ``p.started`` is below it, and only a new version or a drop moves it; the engine compares the
+  counter itself instead of calling ``admits`` before every start.
 * :class:`ReadyHint` / :class:`MinItemsHint` (batching): a cheap necessary condition for a batch,
   and the fewest buffered episodes that can form one.
 * :class:`PausesOnly` (weight update): ``pauses_only()`` true means the sync touches episodes in
@@ -130,6 +133,13 @@ class PipelineView(Protocol):
         """The task the next admitted episode starts: the oldest requeued task, else the next new
         one (what a routing rule that keeps a prompt group together needs to know)."""
 
+    @property
+    def policy_state(self) -> dict[object, Any]:
+        """A policy's own state for this run, under a key of the policy's choosing (a module's
+        constant, say): it lives as long as the run. Keep per-run data here, not in a weak
+        dictionary keyed by the pipeline: the compiled build's pipeline takes no weak reference
+        and no attribute of its own."""
+
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event: ...
     def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event: ...
@@ -180,6 +190,16 @@ class ReadyHint(Protocol):
     """Batching: ``ready`` is a cheap necessary condition for ``select`` to form a batch."""
 
     def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool: ...
+
+
+@runtime_checkable
+class StartLimitHint(Protocol):
+    """Admission: the rule admits exactly while ``p.started < start_limit(p)``, an int that only
+    a new version or a drop (``p.version``, ``p.n_dropped``) can change. The engine asks once per
+    version and drop count and compares the counter itself, instead of calling ``admits`` before
+    every start."""
+
+    def start_limit(self, p: PipelineView) -> int: ...
 
 
 @runtime_checkable
@@ -238,3 +258,15 @@ class BindsPipeline(Protocol):
 def pauses_only(policy: object) -> bool:
     """Whether a weight-update policy promises to touch episodes in flight only by pausing them."""
     return isinstance(policy, PausesOnly) and bool(policy.pauses_only())
+
+
+def start_limit(policy: object) -> Callable[[PipelineView], object] | None:
+    """An admission rule's ``start_limit``, if it declares :class:`StartLimitHint` where its
+    ``admits`` is defined or below (None otherwise): a subclass that overrides ``admits`` alone
+    changes the rule, so its inherited limit no longer describes it and is not acted on."""
+    if not isinstance(policy, StartLimitHint):
+        return None
+    mro = type(policy).__mro__
+    admits_at = next((c for c in mro if "admits" in c.__dict__), object)
+    limit_at = next((c for c in mro if "start_limit" in c.__dict__), object)
+    return policy.start_limit if issubclass(limit_at, admits_at) else None

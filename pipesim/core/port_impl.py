@@ -17,6 +17,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import simpy
+from mypy_extensions import mypyc_attr
 
 from pipesim.core import errors
 from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
@@ -33,8 +34,15 @@ FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PolicyPort:
-    """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`."""
+    """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`.
+
+    The compiled build (``setup.py``) checks a compiled method's arguments against their
+    declared types on entry, so what a policy passes in is declared ``object`` here and checked
+    by the method itself, which names the bad value (the view, :mod:`pipesim.core.port`, keeps
+    the types a policy should pass).
+    """
 
     env: simpy.Environment
     engines: list[EngineReplica]
@@ -55,6 +63,8 @@ class PolicyPort:
     syncing: bool
     _sync_start: float
     _pause_start: float | None
+    _durations: Sequence[float]
+    policy_state: dict[object, Any]
 
     def poke(self) -> None:  # implemented by the pipeline
         raise NotImplementedError
@@ -89,8 +99,11 @@ class PolicyPort:
         return requeued[0][0] if requeued else self.next_task
 
     # -- waiting ----------------------------------------------------------------------------------
-    def timeout(self, delay_s: float) -> simpy.Event:
-        if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or not 0 <= delay_s < math.inf:
+    def timeout(self, delay_s: object) -> simpy.Event:
+        number = isinstance(delay_s, int | float) and not isinstance(delay_s, bool)
+        # tested as a Python float: a numpy float's comparisons are numpy bools, which the compiled
+        # build refuses as conditions; SimPy gets the value as given
+        if not number or not isinstance(delay_s, int | float) or not 0.0 <= float(delay_s) < math.inf:
             raise PipelineError(
                 f"a policy asked for a timeout of {delay_s!r} s (weight update "
                 f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
@@ -109,26 +122,29 @@ class PolicyPort:
         return events[0] if len(events) == 1 else self.env.all_of(events)
 
     # -- tasks and episodes ---------------------------------------------------------------------
-    def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
+    def requeue(self, tasks: Iterable[tuple[object, object]], first: object = False) -> None:
         pairs = list(tasks)
         if not pairs:
             return
-        for task, parent in pairs:
-            self._check_task(task, "requeue")
-            self._check_parent(parent, "requeue")
+        checked = []
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise PipelineError(f"requeue: each item must be a (task, parent) pair, got {pair!r:.60}")
+            task, parent = pair
+            checked.append((self._check_task(task, "requeue"), self._check_parent(parent, "requeue")))
         if first:
-            self.requeued.extendleft(reversed(pairs))
+            self.requeued.extendleft(reversed(checked))
         else:
-            self.requeued.extend(pairs)
+            self.requeued.extend(checked)
         self.poke()
 
-    def relaunch(self, replica: int, task: int, parent: int) -> None:
+    def relaunch(self, replica: object, task: object, parent: object) -> None:
         engine = self.engines[self._replica(replica, "relaunch")]
-        self._check_task(task, "relaunch")
-        self._check_parent(parent, "relaunch")
+        t = self._check_task(task, "relaunch")
+        parent_id = self._check_parent(parent, "relaunch")
         if engine.n_running >= getattr(engine, "n_slots", math.inf):
             raise PipelineError(f"relaunch on replica {replica}: no free slot ({engine.n_running} running)")
-        self.launch(engine, task=task, parent=parent)
+        self.launch(engine, task=t, parent=parent_id)
 
     def _replica(self, replica: object, action: str) -> int:
         if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < len(self.engines):
@@ -136,18 +152,20 @@ class PolicyPort:
             raise PipelineError(f"{action}: replica must be an int in [0, {n}), got {replica!r}")
         return replica
 
-    def _check_task(self, task: object, action: str) -> None:
-        n = len(self._durations)  # type: ignore[attr-defined]
+    def _check_task(self, task: object, action: str) -> int:
+        n = len(self._durations)
         if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
             raise PipelineError(f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {task!r}")
+        return task
 
-    def _check_parent(self, parent: object, action: str) -> None:
+    def _check_parent(self, parent: object, action: str) -> int:
         """The episode a relaunch replaces: its id, an int field of the new episode (a numpy
         integer was a TypeError from inside the run in the compiled build), or -1."""
         if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
             raise PipelineError(
                 f"{action}: parent must be an int (the lost episode's id, or -1), got {parent!r}"
             )
+        return parent
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         for ep in episodes:
@@ -168,11 +186,11 @@ class PolicyPort:
         self.drop(aborted, ABORTED)
         return aborted
 
-    def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
+    def stretch_running(self, extra: Callable[[Episode, float], object]) -> None:
         what = f"a stretch of weight update {type(self.weight_update).__name__}"
 
         def charge(ep: Episode, generated_s: float) -> float:
-            got = extra(ep, generated_s)
+            got = extra(ep, generated_s)  # object: checked here, not on return (compiled build)
             if not isinstance(got, tuple) or len(got) != 2:
                 raise PipelineError(f"{what} must be (seconds, tokens), got {got!r:.60}")
             seconds = errors.seconds(got[0], what)  # floats: a numpy float32 stays out of the clock
@@ -228,11 +246,17 @@ class PolicyPort:
             if engines and self._source_reprices  # a FixedWork source reads none of them
             else []
         )
-        new_work = self.source.publish(version, running)
-        if not new_work:
+        publish: Callable[[int, list[tuple[Episode, float]]], object] = self.source.publish
+        answer = publish(version, running)  # object: checked here, not on return (compiled build)
+        if not answer:
             return
+        if not isinstance(answer, dict):
+            raise PipelineError(
+                f"{type(self.source).__name__}.publish must return a dict of episode id to seconds, "
+                f"got {answer!r:.60}"
+            )
         p = cast("Pipeline", self)
-        new_work = {i: errors.source_seconds(p, w, "publish") for i, w in new_work.items()}
+        new_work = {i: errors.source_seconds(p, w, "publish") for i, w in answer.items()}
         for ep, _ in running:
             if ep.id in new_work:
                 ep.duration_s = new_work[ep.id]
@@ -247,18 +271,20 @@ class PolicyPort:
         self.poke()
 
     # -- weights, per replica ---------------------------------------------------------------------
-    def pause_replica(self, replica: int) -> None:
+    def pause_replica(self, replica: object) -> None:
         self.engines[self._replica(replica, "pause_replica")].pause()
 
-    def publish_replica(self, replica: int, version: int, since_s: float) -> None:
+    def publish_replica(self, replica: object, version: object, since_s: object) -> None:
         e = self.engines[self._replica(replica, "publish_replica")]
         ok = isinstance(version, int) and not isinstance(version, bool)
-        if not ok or not e.version <= version <= self.version + 1:  # + 1: the one being synced
+        if not ok or not isinstance(version, int) or not e.version <= version <= self.version + 1:
+            # + 1: the one being synced
             raise PipelineError(
                 f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "
                 f"to the one being synced ({self.version + 1}), got {version!r}"
             )
-        self.updates.append(UpdateRecord(since_s, self.env.now, version, True, e.index))
+        since = errors.seconds(since_s, "publish_replica's since_s")
+        self.updates.append(UpdateRecord(since, self.env.now, version, True, e.index))
         e.version = version
         e.resume()
         self.poke()

@@ -173,7 +173,11 @@ class CountThrottle(CountsOnly):
     """
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
+        return p.started < self.start_limit(p)
+
+    def start_limit(self, p: PipelineView) -> int:
+        """The StartLimitHint: it admits while ``started`` is below this."""
+        return (p.version + 1 + p.max_staleness) * p.batch_size
 
 
 @dataclass(frozen=True)

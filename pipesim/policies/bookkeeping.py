@@ -7,7 +7,6 @@ or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.pol
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
@@ -55,14 +54,15 @@ class GroupBook:
         return out
 
 
-_BOOKS: weakref.WeakKeyDictionary[object, GroupBook] = weakref.WeakKeyDictionary()
+_BOOK = "pipesim.policies.bookkeeping.GroupBook"
+"""The key of a run's group book in the pipeline's ``policy_state``."""
 
 
 def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
     """The run's group book (created at the first call; keyed by the pipeline, not the policy)."""
-    book = _BOOKS.get(p)
-    if book is None:
+    book = p.policy_state.get(_BOOK)
+    if not isinstance(book, GroupBook):
         if batch_size % n:
             raise ValueError(f"{who}: batch_size {batch_size} is not a whole number of groups of {n}")
-        book = _BOOKS[p] = GroupBook(n)
+        book = p.policy_state[_BOOK] = GroupBook(n)
     return book

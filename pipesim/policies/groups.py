@@ -65,7 +65,6 @@ runs. ``ready`` is exact and incremental: O(1) per finished sample.
 from __future__ import annotations
 
 import math
-import weakref
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -235,7 +234,8 @@ class _State:
         return bool(self.pending) or len(self.complete) >= self.per_batch or self.stuck(p)
 
 
-_RUNS: weakref.WeakKeyDictionary[object, _State] = weakref.WeakKeyDictionary()
+_STATE = "pipesim.policies.groups.WholeGroups"
+"""The key of a run's group bookkeeping in the pipeline's ``policy_state``."""
 
 
 @dataclass(frozen=True)
@@ -287,15 +287,15 @@ class WholeGroups:
         return np.asarray(np.random.default_rng(self.seed).random(n_groups) < self.filter_rate)
 
     def _state(self, p: PipelineView) -> _State:
-        s = _RUNS.get(p)
-        if s is None or s.policy is not self:
-            s = _RUNS[p] = _State(self, p)
+        s = p.policy_state.get(_STATE)
+        if not isinstance(s, _State) or s.policy is not self:
+            s = p.policy_state[_STATE] = _State(self, p)
         return s
 
     def stats(self, p: PipelineView) -> GroupStats:
         """What this policy did in the run of pipeline ``p`` (empty if it never ran there)."""
-        s = _RUNS.get(p)
-        return s.stats if s is not None and s.policy is self else GroupStats()
+        s = p.policy_state.get(_STATE)
+        return s.stats if isinstance(s, _State) and s.policy is self else GroupStats()
 
     def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
         """Exact: whether ``select`` would form a batch or discard something now."""

@@ -86,7 +86,11 @@ class RollGroupAdmission:
         check_int("ratio", self.ratio, 0)
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < (p.version + 1 + self.ratio) * p.batch_size
+        return p.started < self.start_limit(p)
+
+    def start_limit(self, p: PipelineView) -> int:
+        """The StartLimitHint: it admits while ``started`` is below this."""
+        return (p.version + 1 + self.ratio) * p.batch_size
 
     def staleness_knob(self) -> str:
         """Its ``ratio`` bounds staleness, not the pipeline's ``max_staleness`` (OwnStalenessBound)."""
@@ -179,7 +183,11 @@ class PipelineRLLag:
         return math.ceil(self.max_lag / self.attempts)
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < self.lag_groups + (p.version + 1) * p.batch_size
+        return p.started < self.start_limit(p)
+
+    def start_limit(self, p: PipelineView) -> int:
+        """The StartLimitHint: it admits while ``started`` is below this."""
+        return self.lag_groups + (p.version + 1) * p.batch_size
 
     def closed(self, p: PipelineView) -> bool:
         """Counts only starts and versions: no finishing episode changes its answer."""
