@@ -31,11 +31,12 @@ bench: $(VENV_STAMP)
 
 # The compiled build (setup.py): the compute engine's hot modules through mypyc, installed with the
 # rest of the project into build/compiled, never into the source tree. Rebuilt when a file of the
-# packages it copies changes. mypyc keeps its incremental cache apart from the type check's
-# (build/mypyc-cache): sharing .mypy_cache once crashed a rebuild inside mypyc.
+# packages it copies changes, from scratch: mypyc keeps its incremental cache apart from the type check's
+# (build/mypyc-cache) and drops it first, since an incremental rebuild crashed inside mypyc (ValueError:
+# value is not in list, in emit_undefined_attr_check), with the shared cache and with its own.
 COMPILED := build/compiled
 $(COMPILED)/.built: $(VENV_STAMP) setup.py pyproject.toml $(shell find pipesim scenarios offpolicy mismatch -type f -not -path '*/__pycache__/*')
-	rm -rf $(COMPILED)
+	rm -rf $(COMPILED) build/mypyc-cache
 	MYPY_CACHE_DIR=build/mypyc-cache PIPESIM_COMPILE=1 $(PY) -m pip install -q --no-deps --no-build-isolation --target $(COMPILED) .
 	touch $@
 

@@ -5,15 +5,16 @@ turns type-annotated Python into a C extension of the same module), the modules 
 token goes through: the compute engine's batch, driver and replica, the replica's wakeups and
 environment workers, the prompt-sharing bookkeeping, the token side table and the closed loop's
 refill, the episode every sample is (a struct the engine reads and writes directly, outside
-the cyclic garbage collector), and the kernel's pipeline with its policy port (every start,
-completion and controller pass). The rest of the package, the policies included, stays Python. The
-compiled modules are the same source: every result is bit-identical to the pure build
-(``tests/test_compiled.py`` checks it); they run about twice as fast (``make bench-compute``).
+the cyclic garbage collector), and the kernel's pipeline with its policy port and its decisions
+(every start, completion and controller pass). The rest of the package, the policies included,
+stays Python. The compiled modules are the same source: every result is bit-identical to the
+pure build (``tests/test_compiled.py`` checks it); they run about twice as fast
+(``make bench-compute``).
 
 ``make fast`` builds this into ``build/compiled`` (a ``pip install --target`` of the project,
 never into the source tree, so an edited ``.py`` is never shadowed by a stale extension); put it
 first on ``PYTHONPATH`` to use it. It needs a C compiler, the Python headers and mypy
-(``pip install -e ".[dev]"``), and takes about 20 seconds on two cores.
+(``pip install -e ".[dev]"``), and takes about two minutes on two cores.
 """
 
 import os
@@ -28,6 +29,7 @@ COMPILED = [
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
     "pipesim/compute/source.py",
+    "pipesim/core/decisions.py",
     "pipesim/core/engine.py",
     "pipesim/core/episode.py",
     "pipesim/core/port_impl.py",

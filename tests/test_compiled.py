@@ -32,13 +32,13 @@ from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
+from pipesim.core import decisions, episode, port_impl
 from pipesim.core import engine as kernel
-from pipesim.core import episode, port_impl
 from pipesim.policies.replicas import GroupAffinity
 from tests.test_compute_engine import config_with_budget
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = (batch, driver, engine, pool, prefix, refill, source, kernel, episode, port_impl)
+MODULES = (batch, driver, engine, pool, prefix, refill, source, kernel, episode, port_impl, decisions)
 """The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
 
 

@@ -180,7 +180,7 @@ def test_runs_back_to_back_leave_the_collector_collecting() -> None:
     import gc
     import weakref
 
-    from pipesim.core.engine import collector_paused
+    from pipesim.core.collector import collector_paused
 
     class Node:
         me: object = None

@@ -19,7 +19,7 @@ from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.refill import Refill
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
-from pipesim.core.engine import collector_paused
+from pipesim.core.collector import collector_paused
 from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int
 
 

@@ -14,9 +14,9 @@ environment workers are unlimited). The engine module above adds the kernel's
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import simpy
@@ -76,10 +76,20 @@ class ReplicaDriver(BatchState):
         simulator's speed on a closed loop, hence off unless asked for."""
         super().__init__(cost, index)
         self.p, self.env = pipeline, pipeline.env
+        self._updates = pipeline.updates  # the host's list (appended to, never replaced mid-run)
         self.n_slots = n_slots
         self.version = 0
         self.behind = False  # no quiet completions here
         self.source = source
+        # the table's lookup and containers, bound once (a table appends to its lists and writes
+        # their entries, never replaces them): no attribute lookup through the protocol per sample
+        self._tokens_of: Callable[[int], tuple[int, int, int]] = source.tokens_of
+        self._truncated: list[bool] = source.truncated
+        self._turns: dict[int, list[tuple[int, float, int]]] = source.turns
+        self._generated: list[float] = source.generated
+        # SimPy's event heap and id counter (a run never replaces them), where _schedule pushes
+        self._queue: list[Any] = cast(Any, pipeline.env)._queue
+        self._eid: Iterator[int] = cast(Any, pipeline.env)._eid
         self.free = list(range(n_slots))
         self.offset = 0.0
         self._timer: Wakeup | simpy.Event | None = None
@@ -133,7 +143,7 @@ class ReplicaDriver(BatchState):
             return math.inf
         heap = self.heap
         while heap and heap[0][2] != heap[0][3].stamp:
-            heapq.heappop(heap)
+            heappop(heap)
         v = self.v
         v_next = heap[0][0] if heap else math.inf
         if self._preempt:
@@ -164,16 +174,19 @@ class ReplicaDriver(BatchState):
     def _schedule(self, t: float, callback: Callable[[Wakeup], None], value: Seq | None = None) -> Wakeup:
         """Push a :class:`Wakeup` for ``callback`` at the absolute time ``t`` onto SimPy's queue,
         as ``Environment.schedule`` pushes an event of normal priority."""
-        env = self.env
         ev = Wakeup(callback, value)
-        queue: list[Any] = cast(Any, env)._queue
-        heapq.heappush(queue, (t, NORMAL, next(env._eid), ev))  # type: ignore[attr-defined]
+        heappush(self._queue, (t, NORMAL, next(self._eid), ev))
         return ev
+
+    def _now(self) -> float:
+        """SimPy's clock (``env.now`` without the property's Python call)."""
+        now: float = cast(Any, self.env)._now
+        return now
 
     def _settle_later(self) -> None:
         """Settle at the end of this instant, after what else is due now (a zero timeout)."""
         self._settle_pending = True
-        self._schedule(self.env.now + 0.0, self._on_settle_cb)
+        self._schedule(self._now() + 0.0, self._on_settle_cb)
 
     def _on_timer(self, ev: Wakeup | simpy.Event) -> None:
         if ev is not self._timer:
@@ -209,7 +222,6 @@ class ReplicaDriver(BatchState):
         env = self.env
         queue = env._queue  # type: ignore[attr-defined]
         on_timer, on_tool, tooling = self._on_timer_cb, self._on_tool_cb, self.tooling
-        heappop = heapq.heappop
         while True:
             at = self._step(now, rearm=False)
             if at == math.inf:
@@ -299,12 +311,11 @@ class ReplicaDriver(BatchState):
         done: list[Episode] = []
         if not heap or heap[0][0] > lim:
             return done
-        n_upd = len(self.p.updates)
-        generated = self.source.generated
+        n_upd = len(self._updates)
+        generated = self._generated
         preempt, share = self._preempt, self._share
         free = self.free
         clock = (self.paused_since if self.paused_since is not None else now) - self.offset
-        heappop, heappush = heapq.heappop, heapq.heappush
         while heap and heap[0][0] <= lim:
             _, eid, stamp, seq = heappop(heap)
             if stamp != seq.stamp:
@@ -356,7 +367,7 @@ class ReplicaDriver(BatchState):
         self.tooling[seq] = None
         self.tool_calls += 1
         if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
-            self._schedule(self.env.now + tool_s, self._on_tool_cb, seq)
+            self._schedule(self._now() + tool_s, self._on_tool_cb, seq)
         else:
             self.pool.call_for(tool_s, self, seq)
 
@@ -380,7 +391,7 @@ class ReplicaDriver(BatchState):
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             env = self.env
-            now = env.now
+            now = self._now()
             if self.handle_in_place and float(env.peek()) > now:  # the settle event would be next: now
                 self._advance(now)
                 self._drive(now)

@@ -62,10 +62,10 @@ give the idle ratios under verl's ``fully_async_policy`` names (all in :mod:`pip
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 import pandas as pd
@@ -110,20 +110,19 @@ class ComputeReplica(ReplicaDriver):
 
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
         """Queue ``ep`` for admission (its tokens are in the source's side table; ``work_s`` unused)."""
-        ep.slot = heapq.heappop(self.free)
+        ep.slot = heappop(self.free)
         ep.replica = self.index
         ep.start_s = now + 0.0  # a float, as the compiled build makes it (SimPy's clock starts at int 0)
-        ep.update_from = len(self.p.updates)
+        ep.update_from = len(self._updates)
         ep.offset_start = self.offset
-        src = self.source
         i = ep.id
-        prompt, response, max_tokens = src.tokens_of(i)
-        if src.truncated[i]:
+        prompt, response, max_tokens = self._tokens_of(i)
+        if self._truncated[i]:
             ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
-        turns = src.turns
-        seq = Seq(ep, prompt, response, max_tokens, turns.get(i) if turns else None)
+        turns = self._turns  # its turns pass to the sequence (freed with it, not kept to the end)
+        seq = Seq(ep, prompt, response, max_tokens, turns.pop(i, None) if turns else None)
         if self._share:
-            seq.group = src.group[i]
+            seq.group = self.source.group[i]
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_later()
@@ -181,12 +180,12 @@ class ComputeReplica(ReplicaDriver):
         """Take every episode off the replica (resident first, in finishing order, then the others)."""
         now = self.env.now
         self._advance(now)
-        n_upd, out = len(self.p.updates), []
+        n_upd, out = len(self._updates), []
         for seq in self._resident() + self._off_gpu():
             ep = seq.ep
-            self.source.generated[ep.id] = self._generated_tokens(seq)
+            self._generated[ep.id] = self._generated_tokens(seq)
             seq.stamp = -1
-            heapq.heappush(self.free, ep.slot)
+            heappush(self.free, ep.slot)
             ep.end_s = now + 0.0
             ep.update_to = n_upd
             ep.duration_s = ep.work_s = g = self.generated_s(ep)
@@ -251,7 +250,7 @@ class ComputeReplica(ReplicaDriver):
             self._record_pause(self.env.now)
         self._advance(self.env.now)
         for seq in self._resident() + self._off_gpu():
-            self.source.generated[seq.ep.id] = self._generated_tokens(seq)
+            self._generated[seq.ep.id] = self._generated_tokens(seq)
             seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
 
     def timeline_frame(self) -> pd.DataFrame:

@@ -37,7 +37,10 @@ BLOCK = 4096
 class TokenTable(Protocol):
     """What a replica reads and writes of its source's side table (:class:`TokenSource` is one;
     a test's hand-made table is another). A protocol, not the class, so that the compiled build
-    (``setup.py``) accepts any such table as pure Python does."""
+    (``setup.py``) accepts any such table as pure Python does. A replica binds ``tokens_of`` and
+    the containers once, when it is built: a table appends to them and writes their entries, but
+    never replaces them. Starting an episode takes its turns out of ``turns``: they live with
+    the sequence, not to the end of the run."""
 
     generated: list[float]
     truncated: list[bool]

@@ -23,6 +23,7 @@ GPUs (ZeRO-3 / FSDP); if they exceed the GPUs' HBM the config raises ``ValueErro
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,11 @@ class TrainerConfig:
                 f"GPUs, more than a {self.gpu.name}'s {self.gpu.hbm_bytes / 2**30:.0f} GiB; use more GPUs"
             )
 
-    @property
+    @functools.cached_property
     def flops_per_token(self) -> float:
+        """Training FLOPs per token: forward and backward (6 per active parameter), plus 2 each
+        for recomputing the old log-probs and for the reference model where configured. Computed
+        once (a frozen config; every step reads it)."""
         n = self.model.n_active_params
         passes = 6.0 + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
         return passes * n

@@ -22,7 +22,6 @@ from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
 from pipesim.core.errors import PipelineError, not_buffered
-from pipesim.core.port import ReadyHint
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -42,11 +41,6 @@ class EpisodeBuffer(BaseResource):
         self.items: list[Episode] = []
         self._pipeline = pipeline
         self._on_discard = on_discard
-        # optional cheap necessary condition for the batch policy to form a batch (see serve)
-        batching = pipeline.batching
-        self.ready: Callable[[list[Episode], Pipeline], bool] | None = (
-            batching.ready if isinstance(batching, ReadyHint) else None
-        )
 
     def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
         """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
@@ -66,17 +60,9 @@ class EpisodeBuffer(BaseResource):
         """Defer: a new put or get only asks the controller to serve at the end of the instant."""
         self._pipeline.poke()
 
-    def request_ready(self) -> bool:
-        """Whether the trainer waits for a batch that the batch policy may be able to form now.
-
-        A batch policy's ``ready`` hint (a cheap necessary condition for ``select``) lets most
-        instants skip the policy call altogether; without the hint every waiting request is tried.
-        """
-        return bool(self.get_queue) and (self.ready is None or bool(self.ready(self.items, self._pipeline)))
-
     def serve(self) -> None:
         """Serve pending gets now (the controller calls it at the end of an instant, when
-        :meth:`request_ready` says a batch may be formed; serving when none can is harmless)."""
+        the batch policy's hints say a batch may be formed; serving when none can is harmless)."""
         BaseResource._trigger_get(self, None)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]

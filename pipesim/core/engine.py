@@ -26,18 +26,19 @@ Processes
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
   publishes the new version.
 
+What the controller asks of the policies at every pass (blocked? admitted? which replica? may a
+batch form?) is :class:`~pipesim.core.decisions.Decisions`, the pipeline's base: it answers from
+the policies' promises where they made them.
+
 Finished episodes reach the trainer only through the buffer, and each episode records the version
 that started it and the index range of weight updates it lived through.
 """
 
 from __future__ import annotations
 
-import gc
 import math
-import numbers
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -48,11 +49,12 @@ from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
+from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, collector_paused
+from pipesim.core.decisions import Decisions
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 from pipesim.core.lifecycle import EpisodeLifecycle
-from pipesim.core.port import BindsPipeline, FixedWork, start_limit
-from pipesim.core.port_impl import PolicyPort
+from pipesim.core.port import FixedWork
 from pipesim.core.quiet import make_quiet
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
@@ -76,7 +78,7 @@ class _EndOfInstant(simpy.Event):
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class Pipeline(PolicyPort):
+class Pipeline(Decisions):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
     Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
@@ -160,40 +162,26 @@ class Pipeline(PolicyPort):
         big = planned >= options.archive_min_episodes
         self.episodes = EpisodeRecords(options.archive_block_episodes if big else 0, planned)
         """Every launched episode: objects while they can change, arrays once trained."""
+        self._live = self.episodes.live  # where launch puts each episode (changed in place only)
+        # the source's draw, bound once (typed object: its answer is checked where it is used)
+        self._work_s: Callable[[int, int, int, int], object] | None = None
+        if source is not None:
+            self._work_s = source.work_s
         self.updates: list[UpdateRecord] = []
         self.train_log: list[tuple[int, float, float, int]] = []  # (step, start, end, version)
         self.sync_log: list[tuple[float, float, int]] = []  # (start, end, version after)
         self.buffer = EpisodeBuffer(self.env, self, self._on_discard)
-        if not options.hints:
-            self.buffer.ready = None  # ask the batch policy at every pass the trainer waits
         # what every completion and controller pass reads, bound once (a run never changes them)
         self._items: list[Episode] = self.buffer.items  # the buffer's list (changed in place only)
-        # a policy's answers are objects, read as truth values (a numpy bool is one, and the
-        # compiled build would refuse it as a declared bool)
-        self._ready: Callable[[list[Episode], Pipeline], object] | None = self.buffer.ready
         self._steps = self.config.steps
-        # an answer is checked, not trusted to be a bool (_answer): typed object
-        self._admits: Callable[[Pipeline], object] = self.admission.admits
-        self._blocks: Callable[[Pipeline], object] = self.weight_update.blocks_admission
-        # the StartLimitHint, acted on: the limit, and the (version, drops) it was asked at
-        self._start_limit = start_limit(self.admission) if options.hints else None
-        self._limit = 0
-        self._limit_at = (-1, -1)
+        self._bind_policies(options)  # the policies' methods, and what their promises say
         replicas = scenario.replicas
         sizes = [self.config.n_slots] if replicas is None else replicas.slots_per_replica(self.config.n_slots)
         build: Callable[[Pipeline, int, int], EngineReplica] = (
             Slots if engine_factory is None else engine_factory
         )
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
-        self._single: EngineReplica | None = self.engines[0] if replicas is None else None
-        # the routing rule: which replica starts the next episode (None when none accepts)
-        # routing sees the replicas through the port and returns one of them: the engine's own
-        self._choose: Callable[[list[EngineReplica]], EngineReplica | None] = self._only_engine
-        if replicas is not None:
-            routing = replicas.fresh_routing()
-            if isinstance(routing, BindsPipeline):  # it reads the pipeline (the upcoming task)
-                routing.bind(self)
-            self._choose = cast(Any, routing.choose)
+        self._bind_routing(replicas)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         self.quiet_completions = make_quiet(self, options)  # None where they are not allowed
         self.lazy_completions = self.quiet_completions is not None
@@ -244,23 +232,6 @@ class Pipeline(PolicyPort):
         elif self.lifecycle is not None or self._controller_has_work():
             self.poke()
 
-    def _controller_has_work(self) -> bool:
-        """Would a controller pass at the end of this instant do anything?
-
-        Skipping a pass that would do nothing is exact, because every other event that can make
-        admission or batch assembly possible (a sync ending, the trainer taking a batch, a
-        discard) pokes the controller itself.
-        """
-        if self.buffer.request_ready():
-            return True
-        if bool(self._blocks(self)):
-            return False
-        for e in self.engines:  # a plain loop: this runs once per completion instant
-            if e.accepting:
-                yes = self._admits(self)
-                return yes is True or (yes is not False and self._answer(yes))
-        return False
-
     def _on_discard(self, episodes: list[Episode]) -> None:
         now = self.env.now
         for ep in episodes:
@@ -270,11 +241,6 @@ class Pipeline(PolicyPort):
         self.poke()  # dropped work frees admission budget (QueueAhead, rules that subtract drops)
 
     # -- launching -----------------------------------------------------------------------------
-    def _only_engine(self, engines: list[EngineReplica]) -> EngineReplica | None:
-        """The routing rule of a single engine: it, while it accepts episodes."""
-        e = engines[0]
-        return e if e.accepting else None
-
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
         now: float = self.env._now  # type: ignore[attr-defined]  # env.now, without the property call
@@ -293,12 +259,10 @@ class Pipeline(PolicyPort):
                 if task >= self._n_pool:
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
-        source, version = self.source, engine.version
-        if source is None:
+        version, work_s = engine.version, self._work_s
+        if work_s is None:
             work = self._durations[task]
-        else:
-            # its answer as an object, checked here (the compiled build would check a float on return)
-            work_s: Callable[[int, int, int, int], object] = source.work_s
+        else:  # its answer as an object, checked here (the compiled build would check a float on return)
             got = work_s(started, task, version, parent)
             if type(got) is float and 0.0 <= got < _INF:
                 work = got
@@ -306,7 +270,7 @@ class Pipeline(PolicyPort):
                 work = errors.source_seconds(self, got)  # converted, or named (NaN fails the test)
         ep = Episode(started, task, work, version, parent)
         self.started = started + 1
-        self.episodes.live[started] = ep
+        self._live[started] = ep
         engine.start(ep, now, None if self.lifecycle is None else self.lifecycle.work_s(ep))
         return ep
 
@@ -334,53 +298,20 @@ class Pipeline(PolicyPort):
             self.finished = True
             self.done.succeed()
             return
-        if not bool(self._blocks(self)):
-            engines, single = self.engines, self._single
+        if not self._blocked():
             started_before = self.started
-            if self._start_limit is not None:  # the rule's limit, asked again after a version or a drop
-                if self._limit_at != (self.version, self.n_dropped):
-                    self._limit = self._ask_limit()
-                limit = self._limit
-                while (
-                    engine := (single if single.accepting else None)
-                    if single is not None
-                    else self._choose(engines)
-                ) is not None and self.started < limit:
-                    self.launch(engine)
-            else:
-                admits = self._admits
-                while (
-                    engine := (single if single.accepting else None)
-                    if single is not None
-                    else self._choose(engines)
-                ) is not None and ((yes := admits(self)) is True or (yes is not False and self._answer(yes))):
-                    self.launch(engine)
+            while (engine := self._next_engine()) is not None and self._admitted():
+                self.launch(engine)
             self.admission_refused = engine is not None  # the loop ended on the policy's no
             if self.started != started_before:
-                for e in engines:  # a new episode may finish before a sleeping replica's target
+                for e in self.engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:
                         e.kick()
-        # the trainer takes its batch after admission, as in the chapter (request_ready, inlined)
-        ready = self._ready
-        if (buffer := self.buffer).get_queue and (ready is None or bool(ready(self._items, self))):
+        # the trainer takes its batch after admission, as in the chapter
+        if (buffer := self.buffer).get_queue and self._batch_may_form():
             buffer.serve()
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
-
-    def _ask_limit(self) -> int:
-        """The admission rule's ``start_limit`` now (an int; a numpy integer converted), remembered
-        with the version and drop count it holds for."""
-        assert self._start_limit is not None
-        got = self._start_limit(self)
-        if type(got) is not int:
-            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-                raise PipelineError(
-                    f"{type(self.admission).__name__}.start_limit must return an int, got {got!r:.60} "
-                    f"({type(got).__name__})"
-                )
-            got = int(got)
-        self._limit_at = (self.version, self.n_dropped)
-        return got
 
     def _clock(self) -> float:
         """SimPy's clock, typed: a float, or a numpy float (a float subclass) where a user's time
@@ -388,16 +319,6 @@ class Pipeline(PolicyPort):
         there)."""
         now: float = self.env.now
         return now
-
-    def _answer(self, yes: object) -> bool:
-        """The admission policy's answer when it is not a bool: a numpy bool counts as one, and
-        anything else (``"no"``, ``1``, ``None``) is an error rather than a truth value."""
-        if isinstance(yes, np.bool_):
-            return bool(yes)
-        raise PipelineError(
-            f"{type(self.admission).__name__}.admits must return a bool, got {yes!r:.60} "
-            f"({type(yes).__name__})"
-        )
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated
@@ -429,7 +350,11 @@ class Pipeline(PolicyPort):
                 train_s = self.config.train_time_s
             else:  # its answer as an object, checked here (the compiled build would check on return)
                 train_time_s: Callable[[int, list[Episode]], object] = self.trainer.train_time_s
-                train_s = errors.train_seconds(train_time_s(step, batch), step)
+                got = train_time_s(step, batch)
+                if type(got) is float and 0.0 <= got < _INF:
+                    train_s = got
+                else:  # converted, or named (NaN fails the test)
+                    train_s = errors.seconds(got, f"the trainer model's time for step {step}")
             yield self.env.timeout(train_s)
             if self._clock() == math.inf:
                 raise errors.clock_overflow(self, f"train_time_s {train_s!r} at step {step}")
@@ -470,6 +395,7 @@ class Pipeline(PolicyPort):
         soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
         """
         self.episodes, self.updates = EpisodeRecords(0), []
+        self._live = self.episodes.live
         self.buffer.items = self._items = []
         for e in self.engines:
             e.release()
@@ -484,7 +410,8 @@ class Pipeline(PolicyPort):
         garbage is freed by reference counting; the collector resumes when the run returns.
         """
         self.poke()
-        with collector_paused():
+        planned = self.config.steps * self.batch_size
+        with collector_paused(young_first=planned >= YOUNG_FIRST_MIN_EPISODES):
             try:
                 self.env.run(until=self.done)
                 if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
@@ -497,25 +424,3 @@ class Pipeline(PolicyPort):
                 if self.done.triggered or "until" not in str(exc):
                     raise
                 raise errors.detached(errors.stalled(self)) from None
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector inside the block (as it was, after it).
-
-    A run allocates many small long-lived objects (episodes, heap entries, event tuples), and
-    every full collection rescans all of them: nothing here creates cycles that must be freed
-    before the block ends, so the collector waits until it does.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            # The young generation now holds what the block allocated, far past its threshold:
-            # the next allocation scans it, and its counts move the older generations on as
-            # they would have. (gc.freeze() + gc.unfreeze() skipped that scan, but it zeroed
-            # the counts and no full collection ever ran again: runs back to back leaked their
-            # cycles and the program's own; tests/test_core_bad_input.py checks it.)
-            gc.enable()

@@ -12,6 +12,8 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
 
@@ -166,11 +168,23 @@ def detached(err: PipelineError) -> PipelineError:
     return err
 
 
-def train_seconds(value: object, step: int) -> float:
-    """A trainer model's time for ``step`` as float seconds, finite and >= 0 (an int or a numpy
-    real converted, as :func:`seconds` does), else a :class:`PipelineError` naming the step."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        x = float(value)
-        if 0.0 <= x < math.inf:
-            return x
-    raise PipelineError(f"the trainer model gave step {step} a time of {value!r:.60} s (need finite, >= 0)")
+def bool_answer(policy: object, method: str, yes: object) -> bool:
+    """A policy's answer to ``method`` when it is not a bool: a numpy bool counts as one, and
+    anything else (``"no"``, ``1``, ``None``) is a :class:`PipelineError` rather than a truth value."""
+    if isinstance(yes, np.bool_):
+        return bool(yes)
+    raise PipelineError(
+        f"{type(policy).__name__}.{method} must return a bool, got {yes!r:.60} ({type(yes).__name__})"
+    )
+
+
+def int_answer(policy: object, method: str, got: object) -> int:
+    """A policy's answer to ``method`` as an int (a numpy integer converted), else a
+    :class:`PipelineError` naming it (a bool or a float is no count)."""
+    if type(got) is int:
+        return got
+    if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+        raise PipelineError(
+            f"{type(policy).__name__}.{method} must return an int, got {got!r:.60} ({type(got).__name__})"
+        )
+    return int(got)

@@ -32,8 +32,14 @@ probing:
 * :class:`StartLimitHint` (admission): ``start_limit(p)`` -- the rule admits exactly while
   ``p.started`` is below it, and only a new version or a drop moves it; the engine compares the
   counter itself instead of calling ``admits`` before every start.
+* :class:`AdmissionGateHint` (weight update): ``admission_gate()`` names the flag
+  ``blocks_admission`` reads (never, ``p.syncing``, or ``p.syncing or p.sync_pending``); the
+  engine reads its own flag instead of calling the policy at every controller pass.
 * :class:`ReadyHint` / :class:`MinItemsHint` (batching): a cheap necessary condition for a batch,
   and the fewest buffered episodes that can form one.
+* :class:`ReadyCountHint` (batching): ``ready_count(p)`` -- ``ready`` is exactly "the buffer holds
+  at least this many", a count only a new version or a drop moves; the engine compares the
+  buffer's length itself instead of calling ``ready`` at every pass the trainer waits.
 * :class:`PausesOnly` (weight update): ``pauses_only()`` true means the sync touches episodes in
   flight only by pausing all of them together (or not at all).
 * :class:`StalenessPromise`, :class:`PausePromise`, :class:`SingleVersionPromise`: bounds that
@@ -203,6 +209,29 @@ class StartLimitHint(Protocol):
 
 
 @runtime_checkable
+class ReadyCountHint(Protocol):
+    """Batching: ``ready(buffer, p)`` is exactly ``len(buffer) >= ready_count(p)``, an int that
+    only a new version or a drop (``p.version``, ``p.n_dropped``) can change. The engine asks once
+    per version and drop count and compares the buffer's length itself."""
+
+    def ready_count(self, p: PipelineView) -> int: ...
+
+
+@runtime_checkable
+class AdmissionGateHint(Protocol):
+    """Weight update: ``admission_gate()`` says which of the pipeline's flags ``blocks_admission``
+    is, whatever the rest of the state: ``"never"`` (always false), ``"syncing"`` (``p.syncing``)
+    or ``"syncing_or_pending"`` (``p.syncing or p.sync_pending``); None makes no promise. The
+    engine then reads the flag itself instead of calling ``blocks_admission`` at every pass."""
+
+    def admission_gate(self) -> str | None: ...
+
+
+ADMISSION_GATES = ("never", "syncing", "syncing_or_pending")
+"""The answers :class:`AdmissionGateHint` may give (besides None), in the engine's numbering."""
+
+
+@runtime_checkable
 class MinItemsHint(Protocol):
     """Batching: no batch can be formed from fewer than ``min_items(p)`` buffered episodes."""
 
@@ -264,9 +293,43 @@ def start_limit(policy: object) -> Callable[[PipelineView], object] | None:
     """An admission rule's ``start_limit``, if it declares :class:`StartLimitHint` where its
     ``admits`` is defined or below (None otherwise): a subclass that overrides ``admits`` alone
     changes the rule, so its inherited limit no longer describes it and is not acted on."""
-    if not isinstance(policy, StartLimitHint):
+    if not isinstance(policy, StartLimitHint) or not _declared_with(policy, "start_limit", "admits"):
         return None
+    return policy.start_limit
+
+
+def _declared_with(policy: object, hint: str, method: str) -> bool:
+    """Whether ``type(policy)`` defines ``hint`` where its ``method`` is defined or below: a
+    subclass that overrides the method alone changes the rule, so an inherited hint no longer
+    describes it and is not acted on."""
     mro = type(policy).__mro__
-    admits_at = next((c for c in mro if "admits" in c.__dict__), object)
-    limit_at = next((c for c in mro if "start_limit" in c.__dict__), object)
-    return policy.start_limit if issubclass(limit_at, admits_at) else None
+    method_at = next((c for c in mro if method in c.__dict__), object)
+    hint_at = next((c for c in mro if hint in c.__dict__), object)
+    return issubclass(hint_at, method_at)
+
+
+def ready_count(policy: object) -> Callable[[PipelineView], object] | None:
+    """A batch policy's ``ready_count``, if it declares :class:`ReadyCountHint` where its
+    ``ready`` is defined or below (None otherwise: a subclass's own ``ready`` voids it)."""
+    if not isinstance(policy, ReadyCountHint) or not _declared_with(policy, "ready_count", "ready"):
+        return None
+    return policy.ready_count
+
+
+def admission_gate(policy: object) -> int | None:
+    """A weight-update policy's :class:`AdmissionGateHint` as its index in
+    :data:`ADMISSION_GATES` (None: no promise, or one a subclass's own ``blocks_admission``
+    voids). An answer outside them is a ``ValueError`` naming it."""
+    if not isinstance(policy, AdmissionGateHint):
+        return None
+    if not _declared_with(policy, "admission_gate", "blocks_admission"):
+        return None
+    got = policy.admission_gate()
+    if got is None:
+        return None
+    if not isinstance(got, str) or got not in ADMISSION_GATES:
+        raise ValueError(
+            f"{type(policy).__name__}.admission_gate() must return one of {ADMISSION_GATES} or None, "
+            f"got {got!r:.60}"
+        )
+    return ADMISSION_GATES.index(got)

@@ -100,10 +100,13 @@ class PolicyPort:
 
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: object) -> simpy.Event:
-        number = isinstance(delay_s, int | float) and not isinstance(delay_s, bool)
         # tested as a Python float: a numpy float's comparisons are numpy bools, which the compiled
         # build refuses as conditions; SimPy gets the value as given
-        if not number or not isinstance(delay_s, int | float) or not 0.0 <= float(delay_s) < math.inf:
+        if (
+            isinstance(delay_s, bool)
+            or not isinstance(delay_s, int | float)
+            or not 0.0 <= float(delay_s) < math.inf
+        ):
             raise PipelineError(
                 f"a policy asked for a timeout of {delay_s!r} s (weight update "
                 f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
@@ -276,8 +279,11 @@ class PolicyPort:
 
     def publish_replica(self, replica: object, version: object, since_s: object) -> None:
         e = self.engines[self._replica(replica, "publish_replica")]
-        ok = isinstance(version, int) and not isinstance(version, bool)
-        if not ok or not isinstance(version, int) or not e.version <= version <= self.version + 1:
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or not e.version <= version <= self.version + 1
+        ):
             # + 1: the one being synced
             raise PipelineError(
                 f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "

@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
-from pipesim.core.engine import Pipeline, collector_paused
+from pipesim.core.collector import collector_paused
+from pipesim.core.engine import Pipeline
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult

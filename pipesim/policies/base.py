@@ -153,12 +153,17 @@ class CountsOnly:
 class FullBatch:
     """A batch policy that needs ``batch_size`` finished episodes before it can form a batch.
 
-    Both hints follow: ``ready`` (the engine skips passes that could not form one) and
-    ``min_items`` (completions that leave the buffer short of it are quiet).
+    The hints follow: ``ready`` (the engine skips passes that could not form one), exactly
+    "at least ``ready_count``" (the engine compares the count itself), and ``min_items``
+    (completions that leave the buffer short of it are quiet).
     """
 
     def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
         return len(buffer) >= p.batch_size
+
+    def ready_count(self, p: PipelineView) -> int:
+        """The ReadyCountHint: ``ready`` is true exactly from this many buffered episodes on."""
+        return p.batch_size
 
     def min_items(self, p: PipelineView) -> int:
         return p.batch_size
@@ -192,6 +197,10 @@ class PartialRollout:
         """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
         return True
 
+    def admission_gate(self) -> str:
+        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing``."""
+        return "syncing"
+
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
 
@@ -215,6 +224,10 @@ class Drain:
     def single_version(self, scenario: Scenario) -> bool:
         """No episode is in flight across a sync, so none runs under two versions."""
         return True
+
+    def admission_gate(self) -> str:
+        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing or p.sync_pending``."""
+        return "syncing_or_pending"
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing or p.sync_pending

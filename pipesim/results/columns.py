@@ -110,6 +110,7 @@ class EpisodeColumns:
     def __init__(self, episodes: Sequence[Episode]) -> None:
         self.n = len(episodes)
         self._records: EpisodeRecords | None = None
+        self._dense_ids = isinstance(episodes, EpisodeRecords)  # a run's records: ids 0..n-1, in order
         if isinstance(episodes, EpisodeRecords):
             live = list(episodes.live.values())
             if episodes.n_archived:  # archived episodes are read from their arrays, the rest from objects
@@ -166,7 +167,7 @@ class EpisodeColumns:
 
     def __getattr__(self, name: str) -> np.ndarray:
         # only reached for columns not read yet (a read column lives in __dict__)
-        if name == "id" and self._records is not None:
+        if name == "id" and self.__dict__.get("_dense_ids"):
             return np.arange(self.n, dtype=int_dtype(np.array([self.n])))  # the records' ids: not kept
         if name in self.INT_COLUMNS:
             arr = self._read_int(name)
@@ -222,10 +223,11 @@ class EpisodeColumns:
             return
         names = list(STATUSES)
         code = {s: i for i, s in enumerate(names)}
-        raw = self._read("status", object)
-        try:
-            codes = np.fromiter(map(code.__getitem__, raw), np.int8, count=len(raw))
+        try:  # in one pass over the objects, without a column of their strings
+            statuses = map(attrgetter("status"), self._episodes)
+            codes = np.fromiter(map(code.__getitem__, statuses), np.int8, count=self.n)
         except KeyError:  # a status this module does not know: add it after the known ones
+            raw = self._read("status", object)
             for s in dict.fromkeys(raw):
                 if s not in code:
                     code[s] = len(names)
