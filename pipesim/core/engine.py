@@ -334,8 +334,8 @@ class Pipeline(Decisions):
             self._started_at_batch = self.started
             self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version
-            for ep in batch:
-                if getattr(ep, "status", None) != BUFFERED:  # twice in the batch, trained, foreign
+            for ep in batch:  # an Episode checked first: then its fields are a struct's (compiled)
+                if not isinstance(ep, Episode) or ep.status != BUFFERED:  # twice, trained, foreign
                     raise errors.not_buffered(self, ep)
                 ep.status = TRAINED
                 ep.trained_step = step
