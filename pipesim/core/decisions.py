@@ -32,7 +32,7 @@ from pipesim.core.port_impl import PolicyPort
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
-    from pipesim.core.seams import EngineOptions, EngineReplica
+    from pipesim.core.seams import EngineAnswers, EngineOptions, EngineReplica
     from pipesim.policies.replicas import Replicas
 
 NO_GATE, NEVER, WHILE_SYNCING, WHILE_SYNC_DUE = -1, 0, 1, 2
@@ -91,7 +91,7 @@ class Decisions(PolicyPort):
     def _only_engine(self, engines: list[EngineReplica]) -> EngineReplica | None:
         """The routing rule of a single engine: it, while it accepts episodes."""
         e = engines[0]
-        return e if e.accepting else None
+        return e if bool(cast("EngineAnswers", e).accepting) else None
 
     def _blocked(self) -> bool:
         """Whether the weight-update policy blocks admission now: the flag its AdmissionGateHint
@@ -109,7 +109,7 @@ class Decisions(PolicyPort):
         """The replica the next episode would start on (None: none accepts one)."""
         single = self._single
         if single is not None:
-            return single if single.accepting else None
+            return single if bool(cast("EngineAnswers", single).accepting) else None
         return self._choose(self.engines)
 
     def _admitted(self) -> bool:
@@ -148,6 +148,6 @@ class Decisions(PolicyPort):
         if self._blocked():
             return False
         for e in self.engines:  # a plain loop (asking the routing rule could move its state)
-            if e.accepting:
+            if bool(cast("EngineAnswers", e).accepting):
                 return self._admitted()
         return False

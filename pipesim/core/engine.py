@@ -62,6 +62,7 @@ from pipesim.core.slots import Slots
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
+    from pipesim.core.seams import EngineAnswers
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
 _INF = math.inf
@@ -259,7 +260,9 @@ class Pipeline(Decisions):
                 if task >= self._n_pool:
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
-        version, work_s = engine.version, self._work_s
+        version, work_s = cast("EngineAnswers", engine).version, self._work_s
+        if type(version) is not int:  # a replica's own version: an int field of the episode
+            version = errors.int_answer(engine, "version", version)
         if work_s is None:
             work = self._durations[task]
         else:  # its answer as an object, checked here (the compiled build would check a float on return)
@@ -292,7 +295,7 @@ class Pipeline(Decisions):
         """
         if self.finished:
             return
-        if self.lazy_completions and (only := self.engines[0]).behind:
+        if self.lazy_completions and bool(cast("EngineAnswers", only := self.engines[0]).behind):
             only.catch_up(now)  # policies and the results see every completion due by now
         if self.version >= self._steps:
             self.finished = True
@@ -310,7 +313,7 @@ class Pipeline(Decisions):
         # the trainer takes its batch after admission, as in the chapter
         if (buffer := self.buffer).get_queue and self._batch_may_form():
             buffer.serve()
-        if self.lazy_completions and (only := self.engines[0]).behind:
+        if self.lazy_completions and bool(cast("EngineAnswers", only := self.engines[0]).behind):
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
     def _clock(self) -> float:

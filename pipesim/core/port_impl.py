@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
     from pipesim.core.engine import Pipeline
     from pipesim.core.records import EpisodeRecords
-    from pipesim.core.seams import EngineReplica, EpisodeSource
+    from pipesim.core.seams import EngineAnswers, EngineReplica, EpisodeSource
 
 
 FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
@@ -79,7 +79,11 @@ class PolicyPort:
 
     @property
     def n_running(self) -> int:
-        return sum(e.n_running for e in self.engines)
+        total = 0
+        for e in self.engines:  # a replica's count, an object converted (a numpy int is one)
+            n = cast("EngineAnswers", e).n_running
+            total += n if type(n) is int else errors.int_answer(e, "n_running", n)
+        return total
 
     @property
     def n_buffered(self) -> int:
@@ -145,8 +149,10 @@ class PolicyPort:
         engine = self.engines[self._replica(replica, "relaunch")]
         t = self._check_task(task, "relaunch")
         parent_id = self._check_parent(parent, "relaunch")
-        if engine.n_running >= getattr(engine, "n_slots", math.inf):
-            raise PipelineError(f"relaunch on replica {replica}: no free slot ({engine.n_running} running)")
+        n = cast("EngineAnswers", engine).n_running  # an object converted (a numpy int is one)
+        running = n if type(n) is int else errors.int_answer(engine, "n_running", n)
+        if running >= getattr(engine, "n_slots", math.inf):
+            raise PipelineError(f"relaunch on replica {replica}: no free slot ({running} running)")
         self.launch(engine, task=t, parent=parent_id)
 
     def _replica(self, replica: object, action: str) -> int:
