@@ -26,12 +26,15 @@ pure Python (about half the speed). Wall time is ``time.perf_counter``; the mach
 shared, so treat the rates as lower bounds.
 ``--clock cpu`` times with ``time.process_time`` instead (this process's CPU seconds), which other
 jobs on a shared machine disturb less; the ratios to the raw SimPy rate are what to compare.
+``--rounds N`` (default 3) measures each row N times, the four measurements in turn, and prints
+the median of each rate and of each round's ratios: one disturbed measurement moves no ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import time
 
 import numpy as np
@@ -159,6 +162,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=40_000, help="samples per measurement (default 40,000)")
     ap.add_argument("--steps", type=int, default=10, help="steps of the verl-scale run (default 10)")
     ap.add_argument("--no-verl", action="store_true", help="skip the verl-scale runs")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per row; medians are printed (default 3)")
     ap.add_argument(
         "--clock",
         choices=("wall", "cpu"),
@@ -172,14 +176,22 @@ def main() -> None:
     print(f"compute engine: {kind} ({batch.__file__})")
     head = "concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   multi-turn turns/s"
     print(head + "   engine/raw   pipeline/raw   turns/raw")
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
+    med = statistics.median
     for c in (64, 1024, 8192):
         n = max(args.samples, 4 * c)
-        raw = raw_simpy_rate(c, n)
-        eng = engine_rate(c, n)
-        pipe, _ = pipeline_rate(c, n)
-        _, turns = pipeline_rate(c, n // 4, AGENT)
+        rounds = []
+        for _ in range(args.rounds):  # the four in turn, so a disturbance hits one round's ratios
+            raw = raw_simpy_rate(c, n)
+            eng = engine_rate(c, n)
+            pipe, _ = pipeline_rate(c, n)
+            _, turns = pipeline_rate(c, n // 4, AGENT)
+            rounds.append((raw, eng, pipe, turns))
+        raw, eng, pipe, turns = (med(r[k] for r in rounds) for k in range(4))
+        ratios = [med(r[k] / r[0] for r in rounds) for k in (1, 2, 3)]
         rates = f"{raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}   {turns:>18,.0f}"
-        print(f"{c:>11,}   {rates}   {eng / raw:>10.2f}   {pipe / raw:>12.2f}   {turns / raw:>9.2f}")
+        print(f"{c:>11,}   {rates}   {ratios[0]:>10.2f}   {ratios[1]:>12.2f}   {ratios[2]:>9.2f}")
     if not args.no_verl:
         verl_scale(args.steps)
         verl_scale(args.steps, multi_turn=True)
