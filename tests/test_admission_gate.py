@@ -10,7 +10,6 @@ declares it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Generator
 from types import SimpleNamespace
 from typing import Any
 
@@ -83,13 +82,12 @@ class _OwnBoth(_OwnBlock):
 
 
 class _NoGate:
+    """PartialRollout's rule without its promise."""
+
     def blocks_admission(self, p: Any) -> bool:
         return p.syncing
 
-    def sync(self, p: Any) -> Generator[Any, Any, None]:
-        p.begin_sync(pause=True)
-        yield p.timeout(p.config.sync_time_s)
-        p.end_sync()
+    sync = PartialRollout.sync
 
 
 def test_the_gate_is_acted_on_only_where_blocks_admission_is_defined_or_above() -> None:

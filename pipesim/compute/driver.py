@@ -220,7 +220,7 @@ class ReplicaDriver(BatchState):
         ``peek`` test.)
         """
         env = self.env
-        queue = env._queue  # type: ignore[attr-defined]
+        queue = self._queue
         on_timer, on_tool, tooling = self._on_timer_cb, self._on_tool_cb, self.tooling
         while True:
             at = self._step(now, rearm=False)

@@ -2,12 +2,13 @@
 
 Finished episodes travel from the generation slots to the trainer through an
 :class:`EpisodeBuffer`, a SimPy resource in the template-method style of ``simpy.Store``:
-``put(episodes)`` applies at once (the buffer is unbounded, so a put never waits), and ``get()``
-succeeds with a full batch as soon as the :class:`~pipesim.policies.base.BatchPolicy` can form one.
-A put carries every episode that finished at one instant and costs no SimPy event.
+finished episodes are appended to ``items`` at once by the pipeline
+(:meth:`~pipesim.core.engine.Pipeline.on_finished`: the buffer is unbounded, so adding never
+waits, and costs no SimPy event), and ``get()`` succeeds with a full batch as soon as the
+:class:`~pipesim.policies.base.BatchPolicy` can form one.
 
 Gets are served only at the end of an instant (the controller calls :meth:`EpisodeBuffer.serve`
-after admitting episodes), never the moment a put lands. That is the chapter's order -- start
+after admitting episodes), never the moment an episode lands. That is the chapter's order -- start
 episodes, then start training, then process what happens next -- and it matters when training
 or episodes take zero time.
 """
@@ -42,22 +43,14 @@ class EpisodeBuffer(BaseResource):
         self._pipeline = pipeline
         self._on_discard = on_discard
 
-    def put(self, episodes: list[Episode]) -> None:  # type: ignore[override]
-        """Add finished episodes now. The buffer is unbounded, so a put can never wait: applying it
-        at once, rather than through a SimPy Put event, saves a heap push and pop per instant."""
-        items = self.items
-        for ep in episodes:
-            ep.status = BUFFERED
-            items.append(ep)  # the caller decides whether the controller must look again
-
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)
 
-    def _do_put(self, event: Put) -> bool:  # pragma: no cover - puts bypass the queue (see put)
-        raise NotImplementedError("EpisodeBuffer.put is immediate")
+    def _do_put(self, event: Put) -> bool:  # pragma: no cover - episodes bypass the queue
+        raise NotImplementedError("finished episodes enter the buffer through Pipeline.on_finished")
 
     def _trigger_get(self, put_event: Put | None) -> None:  # type: ignore[override]
-        """Defer: a new put or get only asks the controller to serve at the end of the instant."""
+        """Defer: a new get only asks the controller to serve at the end of the instant."""
         self._pipeline.poke()
 
     def serve(self) -> None:

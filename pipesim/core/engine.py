@@ -218,7 +218,7 @@ class Pipeline(Decisions):
         """
         if self.lifecycle is not None:
             episodes = self.lifecycle.on_finished(self, episodes)
-        if episodes:  # into the buffer (EpisodeBuffer.put, inlined: no Python call per completion)
+        if episodes:  # into the buffer, at once (no SimPy event, no Python call per completion)
             items = self._items
             for ep in episodes:
                 ep.status = BUFFERED

@@ -80,10 +80,14 @@ class PolicyPort:
     @property
     def n_running(self) -> int:
         total = 0
-        for e in self.engines:  # a replica's count, an object converted (a numpy int is one)
-            n = cast("EngineAnswers", e).n_running
-            total += n if type(n) is int else errors.int_answer(e, "n_running", n)
+        for e in self.engines:
+            total += self._running_on(e)
         return total
+
+    def _running_on(self, e: EngineReplica) -> int:
+        """Replica ``e``'s running count, an object converted (a numpy int is one), else named."""
+        n = cast("EngineAnswers", e).n_running
+        return n if type(n) is int else errors.int_answer(e, "n_running", n)
 
     @property
     def n_buffered(self) -> int:
@@ -149,8 +153,7 @@ class PolicyPort:
         engine = self.engines[self._replica(replica, "relaunch")]
         t = self._check_task(task, "relaunch")
         parent_id = self._check_parent(parent, "relaunch")
-        n = cast("EngineAnswers", engine).n_running  # an object converted (a numpy int is one)
-        running = n if type(n) is int else errors.int_answer(engine, "n_running", n)
+        running = self._running_on(engine)
         if running >= getattr(engine, "n_slots", math.inf):
             raise PipelineError(f"relaunch on replica {replica}: no free slot ({running} running)")
         self.launch(engine, task=t, parent=parent_id)
