@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 from mypy_extensions import mypyc_attr
+from simpy.core import StopSimulation
 from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
@@ -406,6 +407,11 @@ class Pipeline(Decisions):
     def run(self) -> None:
         """Run to the end of the last step's sync; raise :class:`PipelineError` if that cannot happen.
 
+        A stall is known from SimPy's state: the run's event queue ran dry before the last sync.
+        An exception a policy or seam raises inside the run reaches the caller as it was raised
+        (its own type, message, cause and traceback, not SimPy's copy of it), with a note naming
+        the policy (:func:`pipesim.core.errors.from_user_code`).
+
         Python's cyclic garbage collector is paused for the run: a run allocates many small
         long-lived objects (episodes, heap entries), and each full collection rescans all of them,
         which made large runs markedly slower per episode. Nothing here needs the collector mid-run:
@@ -414,16 +420,37 @@ class Pipeline(Decisions):
         """
         self.poke()
         planned = self.config.steps * self.batch_size
+        done = self.done
+        # the run ends when `done` is processed (SimPy's own stop) or when nothing is left to
+        # happen: a stall is read from SimPy's state (its queue ran dry before `done`), never
+        # from the wording of an error, so a policy's own exception is never taken for one
+        done.callbacks.append(StopSimulation.callback)
         with collector_paused(young_first=planned >= YOUNG_FIRST_MIN_EPISODES):
             try:
-                self.env.run(until=self.done)
+                self.env.run()
                 if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
                     raise errors.clock_overflow(self, "a sync or an episode")
             except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
                 raise errors.detached(PipelineError(str(exc))) from None
             except OverflowError:  # a time of the run past the largest float (SimPy's clock)
                 raise errors.detached(errors.clock_overflow(self, "a time")) from None
-            except RuntimeError as exc:
-                if self.done.triggered or "until" not in str(exc):
-                    raise
-                raise errors.detached(errors.stalled(self)) from None
+            except Exception as exc:  # a policy's or a seam's own error: the user's, unchanged
+                original = errors.from_user_code(exc, self._roles())
+                raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
+        if not done.triggered:  # SimPy's queue ran dry and the last sync never came
+            raise errors.stalled(self)
+
+    def _roles(self) -> list[tuple[str, object]]:
+        """The user-pluggable objects of this run, by role, for naming the one that raised."""
+        s = self.scenario
+        return [
+            ("admission", self.admission),
+            ("weight update", self.weight_update),
+            ("batch", self.batching),
+            ("timeout", s.timeout),
+            ("failure", s.failures),
+            ("replicas", s.replicas),
+            ("episode source", self.source),
+            ("batch observer", self.observer),
+            ("trainer", self.trainer),
+        ]

@@ -159,6 +159,34 @@ def stalled(p: Pipeline) -> PipelineError:
     )
 
 
+def from_user_code(exc: Exception, roles: list[tuple[str, object]]) -> Exception:
+    """The exception a policy or seam raised inside the run, as the user should see it.
+
+    SimPy re-raises a process's failure as a fresh copy of the same type whose ``__cause__`` is
+    the original; the original (its own type, message, cause and traceback into the user's code)
+    is returned instead, and the copy is dropped from its display. The innermost frame of the
+    traceback that belongs to one of ``roles``' objects names the culprit in a note ("raised by
+    the admission policy X"), where Python has notes (3.11+)."""
+    cause = exc.__cause__
+    original: Exception = exc
+    if isinstance(cause, Exception) and type(cause) is type(exc) and cause.args == exc.args:
+        exc.__cause__ = None
+        original = cause
+        original.__suppress_context__ = True
+    culprit: tuple[str, object] | None = None
+    tb = original.__traceback__
+    while tb is not None:
+        me = tb.tb_frame.f_locals.get("self")
+        for role, obj in roles:
+            if obj is not None and me is obj:
+                culprit = (role, obj)
+        tb = tb.tb_next
+    add_note = getattr(original, "add_note", None)
+    if culprit is not None and add_note is not None:
+        add_note(f"raised by the {culprit[0]} policy {type(culprit[1]).__name__} during the pipesim run")
+    return original
+
+
 def detached(err: PipelineError) -> PipelineError:
     """``err`` with no chained context (``raise err from None``): an error raised inside a SimPy
     process, re-raised without SimPy's frames. Set here, in Python, because the compiled kernel's
