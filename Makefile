@@ -42,12 +42,17 @@ $(COMPILED)/.built: $(VENV_STAMP) setup.py pyproject.toml $(shell find pipesim s
 
 fast: $(COMPILED)/.built
 
-# The compiled build: the whole suite on it (test_compiled.py compares its runs with pure Python's,
-# bit for bit). The build must come first on the path: PYTHONSAFEPATH keeps the working directory
-# (the source tree) off it, and pytest appends the tests' root instead of prepending it.
+# The compiled build: the tests that can tell the builds apart, not the whole suite again (the
+# pure pass above already ran it): test_compiled.py compares its runs with pure Python's bit for
+# bit, and the engine, compute and error-path tests exercise every compiled module and every
+# switch or hook a compiled class could ignore. The build must come first on the path:
+# PYTHONSAFEPATH keeps the working directory (the source tree) off it, and pytest appends the
+# tests' root instead of prepending it.
+COMPILED_TESTS := tests/test_compiled.py tests/test_engine_numpy.py tests/test_policy_errors.py \
+	$(wildcard tests/test_engine_*.py) $(wildcard tests/test_compute_*.py) tests/test_core_golden.py
 test-compiled: $(COMPILED)/.built
 	PIPESIM_EXPECT_COMPILED=1 PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) HYPOTHESIS_PROFILE=ci \
-		$(PY) -m pytest -q --import-mode=append
+		$(PY) -m pytest -q --import-mode=append $(sort $(COMPILED_TESTS))
 
 bench-compute: $(COMPILED)/.built
 	PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) $(PY) benchmarks/bench_compute.py --clock cpu
