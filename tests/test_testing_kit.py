@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import pipesim
+from pipesim.core.errors import PipelineError
 from pipesim.testing import InvariantError, check_invariants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,13 +145,23 @@ class LosesOneEpisode:
         return batch, []
 
 
-def test_the_kit_catches_a_batch_policy_that_loses_an_episode() -> None:
+def test_a_batch_policy_that_loses_an_episode_is_refused_by_the_run() -> None:
+    """Outside the kit too: the run checks its books at the end and names the policy and an
+    episode, instead of returning a normal summary with the lost episode counted as buffered."""
     sc = _small(pipesim.CountThrottle()).with_(max_staleness=2, batching=LosesOneEpisode())
-    r = pipesim.run(sc)
-    assert len(r.ledger_log) == sc.pipeline.steps
+    with pytest.raises(PipelineError) as info:
+        pipesim.run(sc)
+    assert "LosesOneEpisode" in str(info.value) and "episode " in str(info.value)
+    check_invariants(pipesim.run(_small(pipesim.CountThrottle()).with_(max_staleness=2)))
+
+
+def test_the_kit_catches_a_ledger_that_does_not_close() -> None:
+    """The kit's own check reads the same books, step by step, from a result."""
+    r = pipesim.run(_small(pipesim.CountThrottle()).with_(max_staleness=2))
+    step, started, trained, running, buffered, dropped = r.ledger_log[-1]
+    r.ledger_log[-1] = (step, started + 1, trained, running, buffered, dropped)
     with pytest.raises(InvariantError, match="conservation at each step"):
         check_invariants(r)
-    check_invariants(pipesim.run(_small(pipesim.CountThrottle()).with_(max_staleness=2)))
 
 
 def test_the_kit_names_a_wrong_argument() -> None:

@@ -76,7 +76,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import MAX_SEED, MAX_SLOTS, check_int, check_number
+from pipesim.core.errors import MAX_SEED, MAX_SLOTS, PipelineError, check_int, check_number
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -376,6 +376,12 @@ def run_compute(
     filtered = group_stats.filtered_ids if group_stats is not None else ()
     over_length = isinstance(p.scenario.batching, DropOverlong)
     ledger = token_ledger(p.episodes, source, engines, filtered, over_length)
+    if not ledger.closes():  # a loss no summary would show: refused, not reported
+        raise PipelineError(
+            f"the token ledger does not close: {ledger.generated:,.0f} tokens generated, "
+            f"{ledger.accounted:,.0f} trained, discarded, buffered or in flight (batch policy "
+            f"{type(p.scenario.batching).__name__}, weight update {type(p.scenario.weight_update).__name__})"
+        )
     stats = [e.stats(T) for e in engines]
     timelines = [e.timeline for e in engines] if record else []
     series = replica_timeline(engines) if record else None

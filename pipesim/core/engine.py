@@ -439,6 +439,23 @@ class Pipeline(Decisions):
                 raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
         if not done.triggered:  # SimPy's queue ran dry and the last sync never came
             raise errors.stalled(self)
+        self._check_books()
+
+    def _check_books(self) -> None:
+        """Every launched episode is trained, running, buffered or dropped, at every step.
+
+        Read from the engine's own counts (``ledger_log``, one line per batch taken), not from
+        the episodes' statuses: a batch policy that deletes a buffered episode without returning
+        it as discarded leaves its status ``buffered`` and every summary normal, so without this
+        check the loss is silent. Costs one pass over ``steps`` tuples per run.
+        """
+        for step, started, trained, running, buffered, dropped in self.ledger_log:
+            if started != trained + running + buffered + dropped:
+                here = {id(ep) for ep in self.buffer.items}
+                lost = next(
+                    (ep.id for ep in self.episodes if ep.status == BUFFERED and id(ep) not in here), None
+                )
+                raise errors.lost_episodes(self, step, started - trained - running - buffered - dropped, lost)
 
     def _roles(self) -> list[tuple[str, object]]:
         """The user-pluggable objects of this run, by role, for naming the one that raised."""

@@ -159,6 +159,20 @@ def stalled(p: Pipeline) -> PipelineError:
     )
 
 
+def lost_episodes(p: Pipeline, step: int, n: int, episode_id: int | None) -> PipelineError:
+    """The books did not close at ``step``: ``n`` launched episodes are nowhere (``n`` < 0: counted twice)."""
+    which = (
+        f" (episode {episode_id} is marked buffered but is not in the buffer)"
+        if episode_id is not None
+        else ""
+    )
+    return PipelineError(
+        f"episodes lost at step {step}: {n} launched episode(s) are neither trained, running, buffered "
+        f"nor dropped{which}; the batch policy {type(p.batching).__name__} must return every episode "
+        "it takes out of the buffer, in the batch or as discarded"
+    )
+
+
 def from_user_code(exc: Exception, roles: list[tuple[str, object]]) -> Exception:
     """The exception a policy or seam raised inside the run, as the user should see it.
 
