@@ -10,9 +10,31 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import reprlib
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 4, 4, 4
+_SHOWN.maxset, _SHOWN.maxfrozenset, _SHOWN.maxdeque = 4, 4, 4
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 60, 60, 40
+MAX_SHOWN_CHARS = 80
+"""The most characters of a user's value an error message shows."""
+
+
+def shown(value: object) -> str:
+    """A user's value as an error message shows it: a repr bounded in depth, count and length.
+
+    Never the whole repr: a few hundred bytes of YAML aliases expand to a value whose full repr
+    is gigabytes, and a message must stay one short line whatever the file holds."""
+    try:
+        text = _SHOWN.repr(value)
+    except Exception:  # a user's object whose repr fails: its type is still worth naming
+        text = f"<{type(value).__name__}>"
+    text = text.replace("\n", " ")
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline

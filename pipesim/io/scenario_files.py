@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.core.errors import shown
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -165,7 +166,7 @@ def dumps(scenario: Scenario, fmt: str = "toml") -> str:
         import yaml
 
         return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-    raise ValueError(f"format must be 'toml' or 'yaml', got {fmt!r}")
+    raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
 
 
 def file_format(path: str | Path) -> str:
@@ -219,7 +220,7 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
         except yaml.YAMLError as exc:
             raise ScenarioFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
     else:
-        raise ValueError(f"format must be 'toml' or 'yaml', got {fmt!r}")
+        raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
     return scenario_from_dict(data, source)
 
 
@@ -232,7 +233,7 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
         raise r.error("schema_version", f"missing (this pipesim writes schema_version = {SCHEMA_VERSION})")
     version = data["schema_version"]
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise r.error("schema_version", f"expected an integer >= 1, got {version!r}")
+        raise r.error("schema_version", f"expected an integer >= 1, got {shown(version)}")
     if version > SCHEMA_VERSION:
         raise r.error(
             "schema_version",

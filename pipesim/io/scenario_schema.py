@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from pipesim.core.errors import shown
 from pipesim.policies import catalog
 
 NONE = "none"
@@ -72,7 +73,7 @@ class Reader:
 
     def dataclass(self, cls: type, table: Any, where: str, skip: tuple[str, ...] = ()) -> Any:
         if not isinstance(table, Mapping):
-            raise self.error(where, f"expected a table of {cls.__name__} fields, got {table!r}")
+            raise self.error(where, f"expected a table of {cls.__name__} fields, got {shown(table)}")
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
         self.check_keys({k: v for k, v in table.items() if k not in skip}, list(fields), where)
         missing = [n for n, f in fields.items() if field_default(f) is dataclasses.MISSING and n not in table]
@@ -96,7 +97,7 @@ class Reader:
             if cls is None:
                 raise self.error(f"{where}.type", 'missing: name the class (type = "Drain")')
         elif not isinstance(name, str):
-            raise self.error(f"{where}.type", f"expected a class name (str), got {name!r}")
+            raise self.error(f"{where}.type", f"expected a class name (str), got {shown(name)}")
         else:
             try:
                 cls = catalog.lookup(name, kind)
@@ -128,44 +129,47 @@ class Reader:
                     errors.append(exc)
             if len(options) == 1:
                 raise errors[0]
-            raise self.error(where, f"expected {_describe(hint)}, got {value!r}")
+            raise self.error(where, f"expected {_describe(hint)}, got {shown(value)}")
         if origin is typing.Literal:
             if value in args:
                 return value
-            raise self.error(where, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
+            raise self.error(where, f"expected one of {', '.join(map(repr, args))}, got {shown(value)}")
         if origin is tuple:
             if not isinstance(value, list | tuple):
-                raise self.error(where, f"expected an array ({_describe(hint)}), got {value!r}")
+                raise self.error(where, f"expected an array ({_describe(hint)}), got {shown(value)}")
             if len(args) == 2 and args[1] is Ellipsis:
                 return tuple(self.value(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
             if len(args) != len(value):
-                raise self.error(where, f"expected {len(args)} values ({_describe(hint)}), got {value!r}")
+                raise self.error(
+                    where, f"expected {len(args)} values ({_describe(hint)}), got {shown(value)}"
+                )
             return tuple(self.value(v, a, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
         if hint is bool:
             if isinstance(value, bool):
                 return value
-            raise self.error(where, f"expected a bool (true or false), got {value!r}")
+            raise self.error(where, f"expected a bool (true or false), got {shown(value)}")
         if hint is int:
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
-            raise self.error(where, f"expected an integer, got {value!r}")
+            raise self.error(where, f"expected an integer, got {shown(value)}")
         if hint is float:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 return value
-            raise self.error(where, f"expected a number, got {value!r}")
+            raise self.error(where, f"expected a number, got {shown(value)}")
         if hint is str:
             if isinstance(value, str):
                 return value
-            raise self.error(where, f"expected a string, got {value!r}")
+            raise self.error(where, f"expected a string, got {shown(value)}")
         if isinstance(hint, type):
             kind = kind or _PROTOCOL_KINDS.get(hint.__name__)
             if isinstance(value, Mapping):
                 return self.policy(value, hint, where, kind)
             if isinstance(value, str):
                 raise self.error(
-                    where, f'expected a table naming a {_describe(hint)} (type = "{value}"), got {value!r}'
+                    where,
+                    f'expected a table naming a {_describe(hint)} (type = "{value}"), got {shown(value)}',
                 )
-            raise self.error(where, f"expected a table naming a {_describe(hint)}, got {value!r}")
+            raise self.error(where, f"expected a table naming a {_describe(hint)}, got {shown(value)}")
         return value
 
 

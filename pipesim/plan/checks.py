@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipesim.core import errors
+from pipesim.core.errors import shown
 
 MAX_GPUS = 65536
 MAX_ETA = 1024
@@ -75,7 +76,7 @@ def integer(where: str, v: object, lo: int | None = None, hi: int | None = None,
     """``v`` if it is an int (not a bool) in ``[lo, hi]``; PlanError naming ``where`` otherwise."""
     if not is_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):  # type: ignore[operator]
         bounds = what or _range(lo, hi)
-        raise PlanError(f"{where} must be an integer{bounds}, got {v!r}")
+        raise PlanError(f"{where} must be an integer{bounds}, got {shown(v)}")
     return v  # type: ignore[return-value]
 
 
@@ -95,7 +96,7 @@ def number(
         ok = (lo is None or f >= lo) and (hi is None or f <= hi) and (above is None or f > above)
     if not ok:
         bounds = what or (f" > {above:g}" if above is not None else "") + _range(lo, hi)
-        raise PlanError(f"{where} must be a finite number{bounds}, got {v!r}")
+        raise PlanError(f"{where} must be a finite number{bounds}, got {shown(v)}")
     return float(v)  # type: ignore[arg-type]
 
 
@@ -107,7 +108,7 @@ def optional_number(where: str, v: object, lo: float | None = None, hi: float | 
 def check_seed(seed: object, where: str = "seed") -> int:
     """The search seed: an integer in [0, 2**32) (Optuna's sampler takes no other)."""
     if not is_int(seed) or not 0 <= seed < MAX_SEED:  # type: ignore[operator]
-        raise PlanError(f"{where} must be an integer in [0, 2**32), got {seed!r}")
+        raise PlanError(f"{where} must be an integer in [0, 2**32), got {shown(seed)}")
     return seed  # type: ignore[return-value]
 
 
@@ -123,7 +124,7 @@ class Table:
 
     def __init__(self, where: str, data: object, keys: Iterable[str], what: str = "a table") -> None:
         if not isinstance(data, Mapping):
-            raise PlanError(f"{where} must be {what}, got {data!r}")
+            raise PlanError(f"{where} must be {what}, got {shown(data)}")
         self.where, self.keys = where, tuple(keys)
         self.data = {k: v for k, v in data.items() if v is not None}  # YAML's null: not given
         for key in data:
@@ -173,7 +174,7 @@ class Table:
             return default
         v = self.data[key]
         if not isinstance(v, bool):
-            raise PlanError(f"{self.name(key)} must be true or false, got {v!r}")
+            raise PlanError(f"{self.name(key)} must be true or false, got {shown(v)}")
         return v
 
     def items(self, key: str) -> list[tuple[str, Any]]:
@@ -198,17 +199,17 @@ def as_int(where: str, v: object) -> int:
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         return int(v)
     if not is_int(v):
-        raise PlanError(f"{where} must be an integer, got {v!r}")
+        raise PlanError(f"{where} must be an integer, got {shown(v)}")
     return v  # type: ignore[return-value]
 
 
 def as_float(where: str, v: object) -> float:
     if not is_number(v):
-        raise PlanError(f"{where} must be a finite number, got {v!r}")
+        raise PlanError(f"{where} must be a finite number, got {shown(v)}")
     return float(v)  # type: ignore[arg-type]
 
 
 def as_str(where: str, v: object) -> str:
     if not isinstance(v, str):
-        raise PlanError(f"{where} must be a string, got {v!r}")
+        raise PlanError(f"{where} must be a string, got {shown(v)}")
     return v

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
+from pipesim.core.errors import shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
 from pipesim.plan.space import Constraints, PlanSpec, Space, resolve_gpu, resolve_model
 
@@ -104,7 +105,7 @@ def read(path: str | Path) -> dict[str, Any]:
         except tomllib.TOMLDecodeError as e:
             raise PlanError(f"{path}: not valid TOML: {e}") from None
     if not isinstance(data, dict):
-        raise PlanError(f"{path}: a plan spec is a table of tables, got {type(data).__name__} {data!r:.60}")
+        raise PlanError(f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}")
     return data
 
 
@@ -123,7 +124,7 @@ def _placement(where: str, v: Any) -> int:
     if isinstance(v, str):
         hint = did_you_mean(v, ("colocated", "all"))
         raise PlanError(
-            f"{where} must be a trainer-GPU count or 'colocated' (or placement = 'all'), got {v!r}{hint}"
+            f"{where} must be a trainer-GPU count or 'colocated' (or placement = 'all'), got {shown(v)}{hint}"
         )
     return as_int(where, v)
 
@@ -170,7 +171,7 @@ def _agent(wl: Table) -> AgentTurns | None:
 def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
     if not isinstance(data, dict):
-        raise PlanError(f"a plan spec is a table of tables, got {data!r:.60}")
+        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
     for name in data:
         if name not in _TABLES:
             valid = ", ".join(sorted(_TABLES))
