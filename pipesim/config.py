@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, MAX_SLOTS, check_number
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, MAX_SLOTS, check_number, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
@@ -28,6 +28,21 @@ from pipesim.policies.base import (
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
 from pipesim.workload.durations import AgentDurations, DurationModel
+
+MAX_NAME_CHARS = 200
+"""The longest scenario name: it labels tables, reports and saved runs."""
+
+
+def _check_name(name: object) -> None:
+    """A scenario's name: a non-empty printable string of at most :data:`MAX_NAME_CHARS`
+    characters (a list, a number or None was kept and saved, then refused by the loader)."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be a string, got {type(name).__name__} {shown(name)}")
+    if not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise ValueError(
+            f"name must be a non-empty printable string of at most {MAX_NAME_CHARS} characters "
+            f"(no newline or control character), got {shown(name)}"
+        )
 
 
 def check_time(name: str, value: Any) -> None:
@@ -125,6 +140,7 @@ class Scenario:
         if not isinstance(self.pipeline, PipelineConfig):
             raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
         check_int("seed", self.seed, 0, MAX_SEED - 1, "the largest seed torch's generator takes")
+        _check_name(self.name)
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
         elif self.default_pool_size > MAX_POOL_TASKS:
