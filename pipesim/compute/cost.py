@@ -145,8 +145,8 @@ class EngineConfig:
                     f"{name} must be at most {MAX_FIXED_COST_S:g} s (a fixed cost per iteration or "
                     f"collective), got {getattr(self, name)!r}"
                 )
-        dtype_bytes(self.weight_dtype)
-        dtype_bytes(self.kv_dtype)
+        dtype_bytes(self.weight_dtype, "weight_dtype")
+        dtype_bytes(self.kv_dtype, "kv_dtype")
         if self.max_model_len is not None:
             check_int("max_model_len", self.max_model_len, 1)
             if self.max_model_len > m.max_context_len:

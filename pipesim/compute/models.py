@@ -24,11 +24,12 @@ instead of all experts -- the weights one token touches, embedding and head incl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, shown
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -49,12 +50,13 @@ DTYPE_BYTES: Mapping[str, float] = {
 """Bytes per element for each storage type the byte counts accept."""
 
 
-def dtype_bytes(dtype: str) -> float:
-    """Bytes per element of ``dtype`` (``"bf16"``, ``"fp8"``, ...); ``ValueError`` for others."""
+def dtype_bytes(dtype: str, field: str = "dtype") -> float:
+    """Bytes per element of ``dtype`` (``"bf16"``, ``"fp8"``, ...); ``ValueError`` naming
+    ``field`` (the configuration field that holds it) for others."""
     try:
         return DTYPE_BYTES[dtype.lower()]
     except (KeyError, AttributeError):
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}") from None
+        raise ValueError(f"{field}: unknown dtype {shown(dtype)}; valid: {', '.join(DTYPE_BYTES)}") from None
 
 
 MAX_MODEL_DIM = 2**31 - 1
@@ -322,7 +324,23 @@ class ModelSpec:
                 "shared_expert_intermediate_size": integer("shared_expert_intermediate_size", 0, 0),
             }
         spec_name = name if name is not None else str(d.get("_name_or_path") or model_type)
-        return cls(
+        try:
+            return cls(**cls._hf_fields(d, model_type, spec_name, heads, hidden, moe, integer, flag))
+        except ValueError as exc:  # the spec's own checks, worded in config.json's keys
+            raise ValueError(_in_hf_keys(str(exc))) from None
+
+    @staticmethod
+    def _hf_fields(
+        d: Mapping[str, Any],
+        model_type: str,
+        spec_name: str,
+        heads: int,
+        hidden: int,
+        moe: dict[str, int],
+        integer: Callable[..., int],
+        flag: Callable[[str], bool],
+    ) -> dict[str, Any]:
+        return dict(
             name=spec_name,
             n_layers=integer("num_hidden_layers"),
             hidden_size=hidden,
@@ -338,6 +356,26 @@ class ModelSpec:
             qk_norm=model_type in ("qwen3", "qwen3_moe"),
             **moe,
         )
+
+
+_HF_KEYS = {
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "n_kv_heads": "num_key_value_heads",
+    "max_context_len": "max_position_embeddings",
+    "n_experts": "num_experts",
+    "n_active_experts": "num_experts_per_tok",
+    "expert_intermediate_size": "moe_intermediate_size",
+    "tied_embeddings": "tie_word_embeddings",
+}
+"""ModelSpec's field names that config.json spells otherwise."""
+
+
+def _in_hf_keys(message: str) -> str:
+    """A ModelSpec error about a config.json, with each field named by its config.json key."""
+    for field_name, key in _HF_KEYS.items():
+        message = re.sub(rf"\b{field_name}\b", f"config key '{key}'", message)
+    return message
 
 
 _HF_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "qwen3_moe"})
