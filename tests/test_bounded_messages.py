@@ -30,6 +30,7 @@ SCENARIO_CASES = [
     ("schema_version: 1\nname: {bomb}\n", "name"),
     ("schema_version: 1\nadmission: {bomb}\n", "admission"),
     ("schema_version: {bomb}\n", "schema_version"),
+    ("schema_version: 1\nadmission: " + "x" * 100_000 + "\n", "admission"),  # a string, not a table
 ]
 
 

@@ -25,7 +25,7 @@ instead of all experts -- the weights one token touches, embedding and head incl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -325,37 +325,24 @@ class ModelSpec:
             }
         spec_name = name if name is not None else str(d.get("_name_or_path") or model_type)
         try:
-            return cls(**cls._hf_fields(d, model_type, spec_name, heads, hidden, moe, integer, flag))
+            return cls(
+                name=spec_name,
+                n_layers=integer("num_hidden_layers"),
+                hidden_size=hidden,
+                n_heads=heads,
+                n_kv_heads=integer("num_key_value_heads", heads),
+                head_dim=integer("head_dim", hidden // heads),
+                intermediate_size=integer("intermediate_size"),
+                vocab_size=integer("vocab_size"),
+                max_context_len=integer("max_position_embeddings"),
+                gated_mlp=True,
+                tied_embeddings=flag("tie_word_embeddings"),
+                attention_bias=model_type == "qwen2" or flag("attention_bias"),
+                qk_norm=model_type in ("qwen3", "qwen3_moe"),
+                **moe,
+            )
         except ValueError as exc:  # the spec's own checks, worded in config.json's keys
             raise ValueError(_in_hf_keys(str(exc))) from None
-
-    @staticmethod
-    def _hf_fields(
-        d: Mapping[str, Any],
-        model_type: str,
-        spec_name: str,
-        heads: int,
-        hidden: int,
-        moe: dict[str, int],
-        integer: Callable[..., int],
-        flag: Callable[[str], bool],
-    ) -> dict[str, Any]:
-        return dict(
-            name=spec_name,
-            n_layers=integer("num_hidden_layers"),
-            hidden_size=hidden,
-            n_heads=heads,
-            n_kv_heads=integer("num_key_value_heads", heads),
-            head_dim=integer("head_dim", hidden // heads),
-            intermediate_size=integer("intermediate_size"),
-            vocab_size=integer("vocab_size"),
-            max_context_len=integer("max_position_embeddings"),
-            gated_mlp=True,
-            tied_embeddings=flag("tie_word_embeddings"),
-            attention_bias=model_type == "qwen2" or flag("attention_bias"),
-            qk_norm=model_type in ("qwen3", "qwen3_moe"),
-            **moe,
-        )
 
 
 _HF_KEYS = {

@@ -167,7 +167,7 @@ class Reader:
             if isinstance(value, str):
                 raise self.error(
                     where,
-                    f'expected a table naming a {_describe(hint)} (type = "{value}"), got {shown(value)}',
+                    f"expected a table naming a {_describe(hint)} (type = {shown(value)}), got a string",
                 )
             raise self.error(where, f"expected a table naming a {_describe(hint)}, got {shown(value)}")
         return value
