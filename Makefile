@@ -48,8 +48,9 @@ fast: $(COMPILED)/.built
 # switch or hook a compiled class could ignore. The build must come first on the path:
 # PYTHONSAFEPATH keeps the working directory (the source tree) off it, and pytest appends the
 # tests' root instead of prepending it.
-COMPILED_TESTS := tests/test_compiled.py tests/test_engine_numpy.py tests/test_policy_errors.py \
-	$(wildcard tests/test_engine_*.py) $(wildcard tests/test_compute_*.py) tests/test_core_golden.py
+COMPILED_TESTS := tests/test_compiled.py tests/test_engine_numpy.py tests/test_policy_errors.py tests/test_clock.py \
+	tests/test_kernel_survivors.py $(wildcard tests/test_engine_*.py) $(wildcard tests/test_compute_*.py) \
+	tests/test_core_golden.py
 test-compiled: $(COMPILED)/.built
 	PIPESIM_EXPECT_COMPILED=1 PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) HYPOTHESIS_PROFILE=ci \
 		$(PY) -m pytest -q --import-mode=append $(sort $(COMPILED_TESTS))

@@ -86,4 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from pipesim.core.collector import pause_collector_during_runs
+
+    with pause_collector_during_runs():  # as the pipesim command runs them
+        raise SystemExit(main())

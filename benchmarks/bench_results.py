@@ -209,4 +209,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from pipesim.core.collector import pause_collector_during_runs
+
+    with pause_collector_during_runs():  # as the pipesim command runs them
+        main()

@@ -29,6 +29,7 @@ from pipesim.compute.workload import (
     LogNormalLengths,
     TokenWorkload,
 )
+from pipesim.core.clock import Clock
 
 SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
 
@@ -77,7 +78,7 @@ class StubPipeline:
     """What a replica needs of the kernel: a clock, the update log, a completion callback."""
 
     def __init__(self) -> None:
-        self.env = simpy.Environment()
+        self.env = Clock()  # the engines' SimPy environment (pipesim.core.clock)
         self.updates: list[Any] = []
         self.finished: list[pipesim.Episode] = []
 

@@ -544,3 +544,34 @@ def test_durations_that_are_not_seconds_are_refused_inside_objects_and_lists(poo
         run(Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2)), pool)
     with pytest.raises(ValueError, match="real numbers of seconds"):
         TraceDurations((True, 2.0), cycle=True)
+
+
+def test_a_run_pauses_the_collector_only_for_a_caller_that_opted_in() -> None:
+    """A library call leaves the process's collector alone; inside
+    ``pause_collector_during_runs()`` each run pauses it while it runs, and restores it."""
+    import gc
+    from dataclasses import dataclass
+
+    from pipesim.core.collector import pause_collector_during_runs
+
+    seen: list[bool] = []
+
+    @dataclass(frozen=True)
+    class Watching:
+        def admits(self, p: pipesim.PipelineView) -> bool:
+            seen.append(gc.isenabled())
+            return p.started < (p.version + 1) * p.batch_size
+
+    cfg = pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2)
+    sc = pipesim.Scenario(pipeline=cfg, admission=Watching())
+    pipesim.run(sc)
+    assert seen and all(seen)  # not opted in: collecting throughout
+    seen.clear()
+    with pause_collector_during_runs():
+        pipesim.run(sc)
+        assert gc.isenabled()  # between runs
+        with pause_collector_during_runs(False):
+            pipesim.run(sc)
+    assert gc.isenabled()
+    n = len(seen) // 2
+    assert seen[:n] == [False] * n and all(seen[n:])  # paused in the opted-in run only

@@ -9,7 +9,10 @@
   end-of-instant event), and a slots wake-up that would be the next event of the whole run is taken
   in the slots process itself (no round trip through SimPy's queue). A *ticker*, a process that
   does nothing but wake at fixed times, puts other events into the queue and turns both off at
-  many instants: the traces must not change.
+  many instants: the traces must not change. ``SERIAL`` turns the pass in place off everywhere
+  (``Pipeline.pass_in_place``): on tie-heavy runs with several replicas it is the reference that
+  sees a pass taken in place although another replica's completion or a sync's end shares the
+  instant (the ticker cannot: it changes nothing when it goes second).
 
 For every scenario, the other way gives the same episodes, with the same slots, times, versions
 and fates, the same training steps and syncs, or the same error.
@@ -30,10 +33,12 @@ from pipesim import Drain, Episode, PartialRollout, PipelineConfig, PipelineErro
 from pipesim.core.engine import Pipeline
 from pipesim.core.seams import EngineOptions, EngineReplica
 from pipesim.io.api import draw_pool
-from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas
+from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
 from pipesim.policies.updates import SyncEveryK
-from pipesim.testing.invariants import pipeline_trace
+from pipesim.testing.promises import pipeline_trace
 from pipesim.testing.strategies import policy_scenarios
+from tests.test_kernel_survivors import SCENARIOS as SURVIVOR_SCENARIOS
+from tests.test_kernel_survivors import integer_pool
 
 
 class CountingLaunches(Pipeline):
@@ -48,6 +53,7 @@ class CountingLaunches(Pipeline):
 
 EAGER = EngineOptions.plain()  # a wake-up for every completion
 TICK = "tick"  # a pseudo-option: the default engine with a ticker beside it (see ticker)
+SERIAL = "serial"  # a pseudo-option: the default engine, every controller pass at the end of its instant
 
 
 def ticker(env: simpy.Environment, period_s: float) -> Generator[simpy.Event, Any, None]:
@@ -57,9 +63,12 @@ def ticker(env: simpy.Environment, period_s: float) -> Generator[simpy.Event, An
 
 
 def trace(options: EngineOptions | str, sc: Scenario, tick_s: float = 0.5) -> tuple[Pipeline | None, Any]:
-    p = CountingLaunches(sc, draw_pool(sc).tolist(), options=EngineOptions() if options == TICK else options)
+    pseudo = options in (TICK, SERIAL)
+    p = CountingLaunches(sc, draw_pool(sc).tolist(), options=EngineOptions() if pseudo else options)
     if options == TICK:
         p.env.process(ticker(p.env, tick_s))
+    if options == SERIAL:  # no pass in place: where another event shares the instant, it goes first
+        p.pass_in_place = False
     try:
         p.run()
     except PipelineError as exc:
@@ -124,7 +133,7 @@ def tie_heavy(draw: st.DrawFn) -> Scenario:
 @settings(max_examples=40)
 @given(tie_heavy())
 def test_every_way_gives_the_default_trace_when_everything_ties(sc: Scenario) -> None:
-    same_traces(sc, EAGER, TICK, tick_s=1.0)
+    same_traces(sc, EAGER, TICK, SERIAL, tick_s=1.0)
 
 
 @pytest.mark.slow
@@ -133,7 +142,7 @@ def test_every_way_gives_the_default_trace_when_everything_ties(sc: Scenario) ->
 def test_every_way_gives_the_default_trace_stress(sc: Scenario) -> None:
     """The long run of the three checks above (``pytest -m slow tests/test_engine_paths.py``,
     about a minute): run it after changing the slots process, the pass or quiet completions."""
-    same_traces(sc, EAGER, TICK, tick_s=1.0)
+    same_traces(sc, EAGER, TICK, SERIAL, tick_s=1.0)
 
 
 CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.0, max_staleness=2, steps=6)
@@ -156,8 +165,24 @@ CFG = PipelineConfig(n_slots=12, batch_size=8, train_time_s=30.0, sync_time_s=5.
     ids=["partial", "drain", "sync-every-2", "quiet-then-skipped-sync", "per-replica-sync"],
 )
 def test_every_way_gives_the_default_trace_on_fixed_designs(sc: Scenario) -> None:
-    fast, eager, ticked = same_traces(sc, EAGER, TICK, tick_s=0.5)
-    assert fast is not None and eager is not None and ticked is not None
+    fast, eager, ticked, serial = same_traces(sc, EAGER, TICK, SERIAL, tick_s=0.5)
+    assert fast is not None and eager is not None and ticked is not None and serial is not None
+
+
+@pytest.mark.parametrize("routing", [RoundRobin(), LeastLoaded()], ids=repr)
+@pytest.mark.parametrize("name", sorted(SURVIVOR_SCENARIOS))
+@pytest.mark.parametrize("seed", range(3))
+def test_the_pass_in_place_is_invisible_on_tied_replicas(name: str, seed: int, routing: Any) -> None:
+    """Several replicas, syncs that pause some of them, integer durations: completions of
+    different replicas share instants with each other and with syncs' ends, and the pass must
+    come after all of them."""
+    sc = SURVIVOR_SCENARIOS[name].with_(seed=seed, durations=integer_pool(seed))
+    if sc.replicas is not None:
+        sc = sc.with_(replicas=Replicas(sc.replicas.n_replicas, routing))
+    elif routing != RoundRobin():
+        pytest.skip("one replica: no routing")
+    fast, serial = same_traces(sc, SERIAL)
+    assert fast is not None and serial is not None
 
 
 @pytest.mark.parametrize("eta", [0, 1, 3])

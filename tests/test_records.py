@@ -36,7 +36,7 @@ from pipesim.core.seams import EngineOptions
 from pipesim.io.api import draw_pool
 from pipesim.results.columns import EpisodeColumns
 from pipesim.results.run import RunResult
-from pipesim.testing.invariants import pipeline_trace
+from pipesim.testing.promises import pipeline_trace
 from pipesim.testing.strategies import policy_scenarios
 
 pytestmark = pytest.mark.timeout(300)

@@ -182,3 +182,39 @@ def test_the_kit_names_a_wrong_argument() -> None:
     with pytest.raises(TypeError, match="result must be"):
         promised_staleness_bound(None)  # type: ignore[arg-type]
     check_invariants(r, sc)  # the right objects still pass
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_check_promises_catches_a_lying_closed_at_the_documented_settings(seed: int) -> None:
+    """The README's settings (30 examples, every other family drawn) catch the lie in every
+    seed: ``check_promises`` also runs each draw's plain twin, where quiet completions are on.
+    Without the twin, 3 seeds in 10 caught it."""
+    from hypothesis import Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from pipesim.testing import check_promises, policy_scenarios
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate])
+    @given(policy_scenarios(admissions_=[LyingClosed()]))
+    def check(scenario: pipesim.Scenario) -> None:
+        check_promises(scenario)
+
+    with pytest.raises(InvariantError, match="promises hold"):
+        check()
+
+
+def test_the_plain_twin_is_the_configuration_of_quiet_completions() -> None:
+    from pipesim.testing.promises import plain_twin
+
+    sc = _small(pipesim.CountThrottle()).with_(
+        replicas=pipesim.Replicas(2),
+        weight_update=pipesim.AbortRestart(),
+        failures=pipesim.DropFailed(hazard_per_s=0.01),
+        timeout=pipesim.Timeout(cap_s=30.0),
+    )
+    twin = plain_twin(sc)
+    assert twin.replicas is None and twin.failures is None and twin.timeout is None
+    assert twin.weight_update == pipesim.PartialRollout()  # aborting is not pausing only
+    assert (twin.admission, twin.batching, twin.pipeline) == (sc.admission, sc.batching, sc.pipeline)
+    assert plain_twin(twin) == twin

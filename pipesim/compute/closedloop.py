@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any, cast
 
 import numpy as np
-import simpy
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.refill import Refill
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
-from pipesim.core.collector import collector_paused
+from pipesim.core.clock import Clock
+from pipesim.core.collector import during_run
 from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int
 
 
@@ -39,7 +39,7 @@ class ClosedLoop:
             raise ValueError(f"config must be an EngineConfig, got {config!r}")
         check_int("concurrency", concurrency, 1, MAX_SLOTS, "each sequence is a Python object")
         check_int("seed", seed, 0)
-        self.env = simpy.Environment()
+        self.env = Clock()
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
         self.loop = loop = Refill(self.env, self.source)  # the replica's pipeline
         self.replica = loop.replica = ComputeReplica(
@@ -69,7 +69,7 @@ class ClosedLoop:
         loop.limit = samples
         for _ in range(min(self.concurrency, samples)):
             loop.start()
-        with collector_paused():  # as ``Pipeline.run``: many long-lived small objects, no cycles
+        with during_run():  # as ``Pipeline.run``: many long-lived small objects, no cycles
             self.env.run()
         T = self.env.now
         s = self.replica.stats(T)

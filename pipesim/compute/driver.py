@@ -4,7 +4,7 @@
 :class:`~pipesim.compute.engine.ComputeReplica`: :class:`~pipesim.compute.batch.BatchState`
 below it knows nothing of SimPy (the token clock, the heap of resident sequences, the KV
 scheduler); this layer turns its next batch change into one pending wakeup on SimPy's queue (a
-:class:`~pipesim.compute.pool.Wakeup`; superseded ones ignored), or handles it in place when it
+:class:`~pipesim.core.clock.Wakeup`; superseded ones ignored), or handles it in place when it
 comes strictly before every other queued event (:meth:`ReplicaDriver._drive`); finishes
 sequences and hands the episodes to the kernel; and sends multi-turn sequences to their tool
 calls and back (:class:`~pipesim.compute.pool.EnvWorkers`, or one wakeup per call when the
@@ -15,20 +15,20 @@ environment workers are unlimited). The engine module above adds the kernel's
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 import simpy
 from mypy_extensions import mypyc_attr
-from simpy.events import NORMAL
 
 from pipesim.compute import prefix
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
-from pipesim.compute.pool import EnvWorkers, Wakeup
+from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.source import TokenTable
+from pipesim.core.clock import Clock, Wakeup
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode, UpdateRecord
@@ -40,7 +40,7 @@ class Host(Protocol):
     (:class:`~pipesim.compute.refill.Refill`). A protocol, not the class, so that the compiled
     build, which checks a compiled class where one is declared, takes either."""
 
-    env: simpy.Environment
+    env: Clock
     updates: list[UpdateRecord]
 
     def on_finished(self, episodes: list[Episode], now: float) -> None: ...
@@ -75,6 +75,11 @@ class ReplicaDriver(BatchState):
         None (the default) keeps one when ``record`` is set. It costs about a quarter of the
         simulator's speed on a closed loop, hence off unless asked for."""
         super().__init__(cost, index)
+        if not isinstance(pipeline.env, Clock):  # the one adapter to SimPy's internals
+            raise TypeError(
+                f"a compute replica's host must run on a pipesim.core.clock.Clock (host.env), "
+                f"got a {type(pipeline.env).__name__}"
+            )
         self.p, self.env = pipeline, pipeline.env
         self._updates = pipeline.updates  # the host's list (appended to, never replaced mid-run)
         self.n_slots = n_slots
@@ -87,9 +92,6 @@ class ReplicaDriver(BatchState):
         self._truncated: list[bool] = source.truncated
         self._turns: dict[int, list[tuple[int, float, int]]] = source.turns
         self._generated: list[float] = source.generated
-        # SimPy's event heap and id counter (a run never replaces them), where _schedule pushes
-        self._queue: list[Any] = cast(Any, pipeline.env)._queue
-        self._eid: Iterator[int] = cast(Any, pipeline.env)._eid
         self.free = list(range(n_slots))
         self.offset = 0.0
         self._timer: Wakeup | simpy.Event | None = None
@@ -172,21 +174,18 @@ class ReplicaDriver(BatchState):
             self._timer = self._schedule(self.env.now + (at - now if at > now else 0.0), self._on_timer_cb)
 
     def _schedule(self, t: float, callback: Callable[[Wakeup], None], value: Seq | None = None) -> Wakeup:
-        """Push a :class:`Wakeup` for ``callback`` at the absolute time ``t`` onto SimPy's queue,
-        as ``Environment.schedule`` pushes an event of normal priority."""
-        ev = Wakeup(callback, value)
-        heappush(self._queue, (t, NORMAL, next(self._eid), ev))
-        return ev
+        """A :class:`~pipesim.core.clock.Wakeup` for ``callback`` at the absolute time ``t``."""
+        return self.env.call_at(t, callback, value)
 
-    def _now(self) -> float:
-        """SimPy's clock (``env.now`` without the property's Python call)."""
-        now: float = cast(Any, self.env)._now
+    def _time(self) -> float:
+        """SimPy's clock."""
+        now: float = self.env.now
         return now
 
     def _settle_later(self) -> None:
         """Settle at the end of this instant, after what else is due now (a zero timeout)."""
         self._settle_pending = True
-        self._schedule(self._now() + 0.0, self._on_settle_cb)
+        self._schedule(self._time() + 0.0, self._on_settle_cb)
 
     def _on_timer(self, ev: Wakeup | simpy.Event) -> None:
         if ev is not self._timer:
@@ -211,16 +210,16 @@ class ReplicaDriver(BatchState):
         That is exactly what SimPy would do with the timeout: it would pop it next (nothing else
         is due before it, nor at the same instant, where a queued event's lower id would go
         first), set its clock to ``now + delay`` and call :meth:`_on_timer`. Setting the clock
-        (``Environment._now``, as :meth:`simpy.Environment.step` does) and handling the change
-        directly leaves every result bit-identical and saves an event, its heap push and its pop;
-        in a closed loop on one replica the whole run is one event. This replica's own superseded
-        timeouts at the head of the queue are dropped on the way (popped, they would do nothing).
-        (``pipesim/core/slots.py`` pushes its wake-ups onto ``env._queue`` in the same spirit, and
-        the kernel's ``Pipeline.on_finished`` runs its controller pass in place on the same
-        ``peek`` test.)
+        (:meth:`~pipesim.core.clock.Clock.advance_to`, as :meth:`simpy.Environment.step` does)
+        and handling the change directly leaves every result bit-identical and saves an event,
+        its heap push and its pop; in a closed loop on one replica the whole run is one event.
+        This replica's own superseded timeouts at the head of the queue are dropped on the way
+        (popped, they would do nothing).
+        (``pipesim/core/slots.py`` takes its wake-ups in place in the same spirit, and the
+        kernel's ``Pipeline.on_finished`` runs its controller pass in place on the same test,
+        :meth:`~pipesim.core.clock.Clock.free_until`.)
         """
         env = self.env
-        queue = self._queue
         on_timer, on_tool, tooling = self._on_timer_cb, self._on_tool_cb, self.tooling
         while True:
             at = self._step(now, rearm=False)
@@ -233,28 +232,25 @@ class ReplicaDriver(BatchState):
                 return
             t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
             at_t = True  # the next change is the one planned for t (not a tool return before it)
-            # what SimPy would pop before t; float(): a user's numpy time makes SimPy's clock a
-            # numpy float, whose comparison is a numpy bool (the compiled build wants a bool)
-            while queue and float(queue[0][0]) <= t:
-                tt, _, _, ev = queue[0]
-                cbs = ev.callbacks
-                cb = cbs[0] if cbs and len(cbs) == 1 else None
+            # what SimPy would pop before t (float(): a user's numpy time makes SimPy's clock a
+            # numpy float, whose comparison is a numpy bool; the compiled build wants a bool)
+            while (head := env.first_due(t)) is not None:
+                tt, cb, seq = head
                 if cb is on_timer:  # this replica's superseded timeout: popped, it does nothing
-                    heappop(queue)
+                    env.drop_first()
                     continue
                 if cb is not on_tool or float(tt) >= t:
                     self._arm_at(t)  # someone else's event comes first
                     return
                 # this replica's tool call returns first: what SimPy and _on_tool would do
-                heappop(queue)
-                ev.callbacks = None  # type: ignore[assignment]
-                env._now = now = tt  # type: ignore[attr-defined]
-                seq = ev._value
+                env.drop_first()
+                env.advance_to(tt)
+                now = tt
                 if seq not in tooling:
                     continue  # taken off the replica during the call
                 del tooling[seq]
                 self.waiting.append(seq)
-                if self._settle_pending or (queue and float(queue[0][0]) <= now):
+                if self._settle_pending or not env.free_until(now):
                     if not self._settle_pending:  # others at this instant: settle after them
                         self._settle_later()
                     self._arm_at(t)
@@ -262,7 +258,8 @@ class ReplicaDriver(BatchState):
                 at_t = False
                 break
             if at_t:
-                env._now = now = t  # type: ignore[attr-defined]
+                env.advance_to(t)
+                now = t
                 self._advance(now)
                 target = self._target_v  # _snap(now, force=True), inlined
                 if self.v != target < math.inf:
@@ -367,18 +364,18 @@ class ReplicaDriver(BatchState):
         self.tooling[seq] = None
         self.tool_calls += 1
         if self.pool is None:  # a timeout carrying the sequence, so that _drive knows it as ours
-            self._schedule(self._now() + tool_s, self._on_tool_cb, seq)
+            self._schedule(self._time() + tool_s, self._on_tool_cb, seq)
         else:
             self.pool.call_for(tool_s, self, seq)
 
     def _on_tool(self, ev: Wakeup) -> None:
-        seq = ev._value
+        seq = ev.value
         assert seq is not None
         self._tool_return(seq)
 
     def _on_pool(self, ev: Wakeup) -> None:
         """A tool call on the environment workers ended: free the worker, then take ``seq`` back."""
-        seq = ev._value
+        seq = ev.value
         assert seq is not None and self.pool is not None
         self.pool.done()
         self._tool_return(seq)
@@ -391,8 +388,8 @@ class ReplicaDriver(BatchState):
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             env = self.env
-            now = self._now()
-            if self.handle_in_place and float(env.peek()) > now:  # the settle event would be next: now
+            now = self._time()
+            if self.handle_in_place and env.free_until(now):  # the settle event would be next: now
                 self._advance(now)
                 self._drive(now)
                 return

@@ -1,8 +1,8 @@
-"""The replica's own events on SimPy's queue, and the environment workers its tool calls queue for.
+r"""The environment workers a compute replica's tool calls queue for.
 
-:class:`Wakeup` is what a replica pushes onto SimPy's queue for its timer, its tool returns and
-its settles; :class:`EnvWorkers` is the pool of sandboxes shared by the replicas of a cluster.
-Both are compiled with the engine (``setup.py``); :mod:`pipesim.compute.driver` uses them.
+:class:`EnvWorkers` is the pool of sandboxes shared by the replicas of a cluster, compiled with
+the engine (``setup.py``); :mod:`pipesim.compute.driver` uses it. A replica's own events on
+SimPy's queue are :class:`pipesim.core.clock.Wakeup`\ s.
 """
 
 from __future__ import annotations
@@ -18,26 +18,12 @@ if TYPE_CHECKING:
     from pipesim.compute.driver import ReplicaDriver
 
 
-class Wakeup:
-    """The replica's own events on SimPy's queue (its timer, tool returns, settles): what
-    :meth:`simpy.Environment.step` reads of an event it pops, nothing more. It calls
-    ``callbacks`` with the event (after setting them to None) and raises ``_value`` where ``_ok``
-    is false; these never fail. A ``simpy.Event`` costs a Python ``__init__`` and two stores per
-    turn of an agent (``_ok``, ``_value``); this is one allocation in the compiled build. No one
-    yields these or waits on them: SimPy's processes never see them."""
-
-    def __init__(self, callback: Callable[[Wakeup], None], value: Seq | None = None) -> None:
-        self.callbacks: list[Callable[[Wakeup], None]] | None = [callback]
-        self._ok = True
-        self._value = value
-
-
 class EnvWorkers:
     """Environment workers (sandboxes) shared by replicas: at most ``n`` tool calls run at once,
     the others wait FIFO. A counting semaphore on the SimPy clock (what a ``simpy.Resource`` of
-    capacity ``n`` does, without its O(n) release). A replica's calls (:meth:`call_for`) end with a
-    :class:`Wakeup` for it (:meth:`ReplicaDriver._on_pool`, which calls :meth:`done`); any other
-    caller's (:meth:`call`) with a timeout that runs its callback."""
+    capacity ``n`` does, without its O(n) release). A replica's calls (:meth:`call_for`) end with
+    a :class:`~pipesim.core.clock.Wakeup` for it (:meth:`ReplicaDriver._on_pool`, which calls
+    :meth:`done`); any other caller's (:meth:`call`) with a timeout that runs its callback."""
 
     def __init__(self, env: simpy.Environment, n: int) -> None:
         self.env, self.n = env, n

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import simpy
-
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.source import TokenSource
+from pipesim.core.clock import Clock
 from pipesim.core.episode import Episode
 
 
 class Refill:
     """Keeps ``replica`` full: each finished sequence is replaced, until ``limit`` have started."""
 
-    def __init__(self, env: simpy.Environment, source: TokenSource) -> None:
+    def __init__(self, env: Clock, source: TokenSource) -> None:
         self.env = env
         self.updates: list[Any] = []  # no weight syncs
         self.source = source

@@ -1,12 +1,22 @@
-"""The cyclic garbage collector, paused while a run allocates (:func:`collector_paused`)."""
+"""The cyclic garbage collector, paused while a run allocates, for a caller that opts in.
+
+A library call does not flip a process-wide switch on its own: a run pauses the collector only
+inside :func:`pause_collector_during_runs`, which the caller that owns the process enters (the
+``pipesim`` command, the benchmarks, a user's script). Runs are faster paused -- a large run
+allocates many small long-lived objects that every full collection rescans -- and correct either
+way: nothing a run makes needs the collector before the run returns.
+"""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 
-__all__ = ["YOUNG_FIRST_MIN_EPISODES", "collector_paused"]
+__all__ = ["YOUNG_FIRST_MIN_EPISODES", "collector_paused", "during_run", "pause_collector_during_runs"]
+
+_OPTED_IN: ContextVar[bool] = ContextVar("pipesim_pause_collector_during_runs", default=False)
 
 YOUNG_FIRST_MIN_EPISODES = 4096
 """From this many planned episodes a run collects the young generation before it pauses the
@@ -42,3 +52,20 @@ def collector_paused(young_first: bool = False) -> Iterator[None]:
             # the counts and no full collection ever ran again: runs back to back leaked their
             # cycles and the program's own; tests/test_core_bad_input.py checks it.)
             gc.enable()
+
+
+@contextmanager
+def pause_collector_during_runs(enabled: bool = True) -> Iterator[None]:
+    """Inside the block, every run (``pipesim.run``, ``run_compute``, a closed loop, the chapter's
+    ``simulate_pipeline``) pauses the cyclic collector while it runs and restores it after
+    (:func:`collector_paused`); ``enabled=False`` opts out again. Outside, runs leave it alone."""
+    token = _OPTED_IN.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _OPTED_IN.reset(token)
+
+
+def during_run(young_first: bool = False) -> AbstractContextManager[None]:
+    """What a run enters: :func:`collector_paused` where the caller opted in, else nothing."""
+    return collector_paused(young_first) if _OPTED_IN.get() else nullcontext()

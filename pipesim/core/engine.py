@@ -45,12 +45,11 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 from mypy_extensions import mypyc_attr
-from simpy.core import StopSimulation
-from simpy.events import NORMAL, EventPriority
 
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
-from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, collector_paused
+from pipesim.core.clock import Clock
+from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, during_run
 from pipesim.core.decisions import Decisions
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
@@ -65,18 +64,8 @@ if TYPE_CHECKING:
     from pipesim.config import Scenario
     from pipesim.core.seams import EngineAnswers
 
-END_OF_INSTANT = EventPriority(NORMAL + 1)
 _INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
-
-
-class _EndOfInstant(simpy.Event):
-    """An event processed after every NORMAL and URGENT event at the current time."""
-
-    def fire(self) -> None:
-        self._ok = True
-        self._value = None
-        self.env.schedule(self, END_OF_INSTANT, 0)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -133,9 +122,7 @@ class Pipeline(Decisions):
         self.batching = scenario.batching
         self.batch_size = self.config.batch_size
         self.max_staleness = self.config.max_staleness
-        self.env = simpy.Environment()
-        self._queue: list[tuple[float, EventPriority, int, simpy.Event]] = self.env._queue
-        """SimPy's event heap (what ``env.peek()`` reads), read where a completion looks at it."""
+        self.env = Clock()  # SimPy's environment, through the one adapter to its internals
         if isinstance(durations, np.ndarray):
             # a view, not a list: indexing it gives the same Python floats, and a pool of a
             # million tasks costs no list of a million float objects (32 bytes a task)
@@ -193,8 +180,12 @@ class Pipeline(Decisions):
         self._instant_first = 0  # episodes started before the current instant
         self._started_at_batch = 0  # episodes started when the trainer last took a batch
         self._launch_limit = 2 * self._n_pool + 100 * (self.config.n_slots + self.batch_size)
-        self._wakeup = _EndOfInstant(self.env)
+        self._wakeup = self.env.end_of_instant()
         self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
+        self.pass_in_place = True
+        """An exact economy, always on: a completion that is the last thing at its instant runs the
+        controller pass at once instead of through the end-of-instant event. Tests turn it off
+        (before ``run``) to check that it is invisible (``tests/test_engine_paths.py``)."""
         self._sync_request: simpy.Event = self.env.event()
         self._sync_done: simpy.Event = self.env.event()
         self.done = self.env.event()
@@ -226,7 +217,7 @@ class Pipeline(Decisions):
                 items.append(ep)
         if in_pass or self._pass_due:
             return  # a pass is running, or already due at the end of this instant
-        if not (queue := self._queue) or queue[0][0] > now:
+        if self.pass_in_place and self.env.free_until(now):
             # Nothing else is scheduled at this instant and the slots process that called us
             # schedules nothing at it either, so the end of the instant is now: running the pass
             # here is exactly what the END_OF_INSTANT event would do, one event sooner.
@@ -245,7 +236,7 @@ class Pipeline(Decisions):
     # -- launching -----------------------------------------------------------------------------
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         """Start one episode on ``engine``: a given task, a requeued one, or the next new one."""
-        now: float = self.env._now  # type: ignore[attr-defined]  # env.now, without the property call
+        now: float = self.env.now
         started = self.started
         if now != self._instant:
             self._instant, self._instant_first = now, started
@@ -282,7 +273,7 @@ class Pipeline(Decisions):
     def _controller(self) -> Generator[simpy.Event, Any, None]:
         while not self.finished:
             yield self._wakeup
-            self._wakeup = _EndOfInstant(self.env)
+            self._wakeup = self.env.end_of_instant()
             self._pass_due = False
             self._controller_pass(self.env.now)
 
@@ -304,9 +295,15 @@ class Pipeline(Decisions):
             return
         if not self._blocked():
             started_before = self.started
-            while (engine := self._next_engine()) is not None and self._admitted():
+            # the admission rule first: the routing rule is asked only for an episode that will
+            # start, so its state (round robin's turn) never depends on passes that start nothing
+            refused = True
+            while self._admitted():
+                if (engine := self._next_engine()) is None:
+                    refused = False  # no free slot
+                    break
                 self.launch(engine)
-            self.admission_refused = engine is not None  # the loop ended on the policy's no
+            self.admission_refused = refused  # the loop ended on the policy's no
             if self.started != started_before:
                 for e in self.engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:
@@ -412,7 +409,8 @@ class Pipeline(Decisions):
         (its own type, message, cause and traceback, not SimPy's copy of it), with a note naming
         the policy (:func:`pipesim.core.errors.from_user_code`).
 
-        Python's cyclic garbage collector is paused for the run: a run allocates many small
+        Python's cyclic garbage collector is paused for the run where the caller opted in
+        (:func:`pipesim.core.collector.pause_collector_during_runs`): a run allocates many small
         long-lived objects (episodes, heap entries), and each full collection rescans all of them,
         which made large runs markedly slower per episode. Nothing here needs the collector mid-run:
         SimPy breaks each event's reference to its process once the event is processed, so the
@@ -424,10 +422,9 @@ class Pipeline(Decisions):
         # the run ends when `done` is processed (SimPy's own stop) or when nothing is left to
         # happen: a stall is read from SimPy's state (its queue ran dry before `done`), never
         # from the wording of an error, so a policy's own exception is never taken for one
-        done.callbacks.append(StopSimulation.callback)
-        with collector_paused(young_first=planned >= YOUNG_FIRST_MIN_EPISODES):
+        with during_run(young_first=planned >= YOUNG_FIRST_MIN_EPISODES):
             try:
-                self.env.run()
+                came = self.env.run_until(done)
                 if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
                     raise errors.clock_overflow(self, "a sync or an episode")
             except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
@@ -437,7 +434,7 @@ class Pipeline(Decisions):
             except Exception as exc:  # a policy's or a seam's own error: the user's, unchanged
                 original = errors.from_user_code(exc, self._roles())
                 raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
-        if not done.triggered:  # SimPy's queue ran dry and the last sync never came
+        if not came:  # SimPy's queue ran dry and the last sync never came
             raise errors.stalled(self)
         self._check_books()
 

@@ -20,6 +20,7 @@ import simpy
 from mypy_extensions import mypyc_attr
 
 from pipesim.core import errors
+from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
 
@@ -44,7 +45,7 @@ class PolicyPort:
     the types a policy should pass).
     """
 
-    env: simpy.Environment
+    env: Clock
     engines: list[EngineReplica]
     buffer: EpisodeBuffer
     requeued: deque[tuple[int, int]]

@@ -16,12 +16,12 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import NORMAL
 
 from pipesim.core import errors
 from pipesim.core.episode import Episode
 
 if TYPE_CHECKING:
+    from pipesim.core.clock import Clock
     from pipesim.core.engine import Pipeline
 
 
@@ -37,7 +37,7 @@ class Slots:
 
     def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
         self.p = pipeline
-        self.env = pipeline.env
+        self.env: Clock = pipeline.env
         self.index = index
         self.n_slots = n_slots
         self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
@@ -70,12 +70,11 @@ class Slots:
         ``schedule`` pushes ``now + delay``, makes every episode end exactly at its due time.
         """
         env, p = self.env, self.p
-        queue, eids = env._queue, env._eid  # type: ignore[attr-defined]  # what env.schedule uses
+        free_until, wake_at, advance_to = env.free_until, env.wake_at, env.advance_to
         quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
-        finish_due, heappush, nsmallest = self._finish_due, heapq.heappush, heapq.nsmallest
+        finish_due, nsmallest = self._finish_due, heapq.nsmallest
         never = env.event()  # idle: woken only by an interrupt
-        wake = env.event()  # the wake-up: one event, scheduled again once processed
-        wake._ok, wake._value = True, None  # triggered: SimPy processes it when it is due
+        wake = env.wake_up()  # the wake-up: one event, scheduled again once processed
         now = at = env.now  # now: env.now, kept in step with it (read, or the wake-up's own time)
         while True:
             running = self.running
@@ -96,18 +95,13 @@ class Slots:
                 else:
                     if not at < math.inf:  # NaN too: the clock past the largest float
                         raise errors.clock_overflow(p, "an episode's end")
-                    if queue and queue[0][0] <= at:  # something else happens first, or at ``at`` too
-                        if wake.callbacks is None:  # processed: reusable (else still scheduled)
-                            wake.callbacks = []
-                        else:  # an interrupt left it in the queue, where it fires for no one
-                            wake = env.event()
-                            wake._ok, wake._value = True, None
-                        heappush(queue, (at, NORMAL, next(eids), wake))
+                    if not free_until(at):  # something else happens first, or at ``at`` too
+                        wake = wake_at(wake, at)
                         self._sleeping = True
                         yield wake
                         self._sleeping = False
                     else:  # the wake-up would be the next event of the whole run: take it here
-                        env._now = at  # type: ignore[attr-defined]  # as env.step would set it
+                        advance_to(at)
                     now = at  # SimPy fires the wake-up at exactly this time
                     finish_due(now, False, self)
             except simpy.Interrupt:

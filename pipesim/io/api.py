@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
-from pipesim.core.collector import collector_paused
+from pipesim.core.collector import during_run
 from pipesim.core.engine import Pipeline
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
@@ -109,7 +109,7 @@ def simulate_pipeline(
         weight_update=PartialRollout() if interrupt else Drain(),
         name="simulate_pipeline",
     )
-    with collector_paused():  # the events are many small tuples: no collection while they are built
+    with during_run():  # the events are many small tuples: no collection while they are built
         return _chapter_dict(run(scenario, durations), steps, batch_size)
 
 

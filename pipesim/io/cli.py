@@ -36,6 +36,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pipesim.core.collector import pause_collector_during_runs
 from pipesim.io.cli_common import (
     MAX_SEED,
     UsageError,
@@ -92,12 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
         from pipesim.plan import main as plan_main
 
-        return plan_main(argv[1:])
+        with pause_collector_during_runs():
+            return plan_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         register_policies(getattr(args, "policies", None) or [])
-        return int(args.func(args))
+        with pause_collector_during_runs():  # this process is the command's: its runs go faster
+            return int(args.func(args))
     except UsageError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

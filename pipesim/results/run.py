@@ -102,6 +102,10 @@ class RunResult:
     """The durations given to ``pipesim.run`` in place of the scenario's duration model (the tasks
     the run consumed, in order), or None where the run drew its pool from the scenario. A saved
     run keeps it (``pool.parquet``), so ``pipesim.run(saved.scenario, saved.pool)`` runs it again."""
+    engine: str = "slots"
+    """The engine that ran it: ``"slots"`` (the chapter's fixed-duration slots, ``pipesim.run``)
+    or ``"compute"`` (the compute-grounded engine, ``pipesim.run_compute``, which times episodes
+    from tokens: their ``duration_s`` is not the work the slots ran)."""
 
     # -- columns ---------------------------------------------------------------------------------
     @cached_property

@@ -13,11 +13,13 @@
 * a weight update that promises ``max_pause_s()`` (PipelineRL's in-flight update, the overlapped
   swap) never pauses generation longer than that per sync;
 * a policy that promises ``single_version(scenario)`` (``Drain``) never lets an episode run under
-  two versions.
+  two versions;
+* re-prefill (``AbortReprefill``) charges each episode exactly the prefill of what it had
+  generated at each sync, never more than it generates (:mod:`pipesim.testing.reprefill`).
 
 ``check_promises(scenario)`` checks the promises that enable the engine's shortcuts
 (``closed``, ``min_items``, ``ready``, ``pauses_only``; :mod:`pipesim.core.port`): it runs the scenario
-with the shortcuts and without, and compares the event traces.
+with the shortcuts and without, and compares the event traces (:mod:`pipesim.testing.promises`).
 
 Strategies for every policy family (``admissions``, ``weight_updates``, ``batchings``,
 ``failure_policies``, ``duration_models``) let a user property-test a policy of their own
@@ -37,6 +39,8 @@ from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
 from pipesim.results.run import RunResult
+from pipesim.testing.promises import check_promises, run_trace
+from pipesim.testing.reprefill import reprefill_errors
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -100,6 +104,8 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     _check_versions(result)
     _check_pause_promise(result)
     _check_single_version(result)
+    if bad := reprefill_errors(result):
+        _fail("re-prefill of what was generated", f"{bad[0]} ({len(bad)} episodes)")
     bound = promised_staleness_bound(result)
     tr = result.trained
     if len(tr) and tr["staleness"].min() < 0:
@@ -235,67 +241,6 @@ def _check_versions(result: RunResult) -> None:
         seg_versions = [v for v, *_ in ep.segments(result.updates, until_s=result.sim_time_s)]
         if any(b < a for a, b in zip(seg_versions, seg_versions[1:])):
             _fail("versions only increase", f"episode {ep.id} segments {seg_versions}")
-
-
-def run_trace(scenario: Scenario, options: Any = None) -> tuple[Any, ...]:
-    """The event trace of ``scenario`` run with engine ``options``
-    (a :class:`~pipesim.core.seams.EngineOptions`):
-    every episode's task, slot, times, versions, fate and update range, the training steps, the
-    syncs and the update log -- or the error the run stopped with."""
-    from pipesim.core.engine import Pipeline
-    from pipesim.core.errors import PipelineError
-    from pipesim.core.seams import EngineOptions
-    from pipesim.io.api import draw_pool
-
-    _need_scenario(scenario)
-    p = Pipeline(scenario, draw_pool(scenario).tolist(), options=options or EngineOptions())
-    try:
-        p.run()
-    except PipelineError as exc:
-        return ("error", str(exc))
-    return pipeline_trace(p)
-
-
-def pipeline_trace(p: Any) -> tuple[Any, ...]:
-    """The event trace of a pipeline that has run (see :func:`run_trace`)."""
-    episodes = [
-        (e.id, e.task_id, e.parent, e.slot, e.replica, e.start_s, e.end_s, e.version, e.status, e.work_s)
-        + (e.update_from, e.update_to, e.trained_step, e.lost_s)
-        for e in p.episodes
-    ]
-    return (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
-
-
-def check_promises(scenario: Scenario) -> None:
-    """Assert that the shortcuts the policies' promises enable change nothing.
-
-    Runs ``scenario`` with the engine's shortcuts on (quiet completions rely on the admission
-    rule's ``closed``, the batch policy's ``min_items`` and the weight update's ``pauses_only``;
-    passes are skipped on the batch policy's ``ready``) and with every shortcut off, and compares
-    the event traces. A promise that lies -- a ``closed`` that says no while a completion could
-    make the rule admit -- shows up as a difference; :class:`InvariantError` names the first.
-    """
-    from pipesim.core.seams import EngineOptions
-
-    _need_scenario(scenario)
-    fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
-    if fast == plain:
-        return
-    if fast[0] == "error" or plain[0] == "error":
-        _fail("promises hold", f"with the shortcuts: {fast!r:.200}; without: {plain!r:.200}")
-    names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
-    for name, a, b in zip(names, fast, plain):
-        if a != b:
-            if name == "episodes":
-                i = (
-                    next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
-                    if len(a) == len(b)
-                    else min(len(a), len(b))
-                )
-                detail = f"episode {i}: {a[i] if i < len(a) else None} vs {b[i] if i < len(b) else None}"
-            else:
-                detail = f"{a!r:.200} vs {b!r:.200}"
-            _fail("promises hold", f"the shortcuts change the {name} (with vs without): {detail}")
 
 
 # -- Hypothesis strategies ----------------------------------------------------------------------

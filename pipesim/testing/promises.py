@@ -1,0 +1,109 @@
+"""``check_promises``: the promises a policy makes change nothing but speed.
+
+The engine acts on a policy's promises (:mod:`pipesim.core.port`): it sleeps past completions
+an admission rule promises cannot reopen it (``closed``) while the buffer stays short of what the
+batch policy needs (``min_items``), skips asking for a batch where ``ready`` says none can form,
+and hands a source that promises ``FixedWork`` nothing at a sync. A promise that lies shows as a
+difference between the run with the shortcuts and the run without them.
+
+Quiet completions, the shortcut ``closed`` and ``min_items`` feed, are taken only in a plain
+configuration (:func:`pipesim.core.quiet.make_quiet`): one replica, no timeout, no failure
+policy, a weight update that only pauses. A scenario drawn from every policy family is mostly
+not plain, so a lying ``closed`` would go unseen in most draws. ``check_promises`` therefore
+also runs the scenario's *plain twin* -- the same policies, pipeline and durations without
+replicas, timeout and failures, under ``PartialRollout`` unless the weight update only pauses --
+wherever it differs from the scenario. Thirty draws of ``policy_scenarios`` then catch a lying
+``closed`` in every random seed (``tests/test_testing_kit.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipesim.config import Scenario
+
+if TYPE_CHECKING:
+    from pipesim.core.engine import Pipeline
+
+
+def run_trace(scenario: Scenario, options: Any = None) -> tuple[Any, ...]:
+    """The event trace of ``scenario`` run with engine ``options``
+    (a :class:`~pipesim.core.seams.EngineOptions`):
+    every episode's task, slot, times, versions, fate and update range, the training steps, the
+    syncs and the update log -- or the error the run stopped with."""
+    from pipesim.core.engine import Pipeline
+    from pipesim.core.errors import PipelineError
+    from pipesim.core.seams import EngineOptions
+    from pipesim.io.api import draw_pool
+    from pipesim.testing.invariants import _need_scenario
+
+    _need_scenario(scenario)
+    p = Pipeline(scenario, draw_pool(scenario).tolist(), options=options or EngineOptions())
+    try:
+        p.run()
+    except PipelineError as exc:
+        return ("error", str(exc))
+    return pipeline_trace(p)
+
+
+def pipeline_trace(p: Pipeline) -> tuple[Any, ...]:
+    """The event trace of a pipeline that has run (see :func:`run_trace`)."""
+    episodes = [
+        (e.id, e.task_id, e.parent, e.slot, e.replica, e.start_s, e.end_s, e.version, e.status, e.work_s)
+        + (e.update_from, e.update_to, e.trained_step, e.lost_s)
+        for e in p.episodes
+    ]
+    return (p.env.now, episodes, p.train_log, p.sync_log, p.updates, p.n_dropped)
+
+
+def plain_twin(scenario: Scenario) -> Scenario:
+    """``scenario`` in the configuration where every shortcut can be taken (see the module)."""
+    from pipesim.core.port import pauses_only
+    from pipesim.policies.updates import PartialRollout
+
+    twin = scenario.with_(replicas=None, timeout=None, failures=None)
+    if not pauses_only(twin.weight_update):
+        twin = twin.with_(weight_update=PartialRollout())
+    return twin
+
+
+def check_promises(scenario: Scenario) -> None:
+    """Assert that the shortcuts the policies' promises enable change nothing.
+
+    Runs ``scenario``, and its plain twin where that differs, with the engine's shortcuts on and
+    with every shortcut off (``EngineOptions.plain()``), and compares the event traces. A promise
+    that lies -- a ``closed`` that says no while a completion could make the rule admit -- shows
+    up as a difference; :class:`~pipesim.testing.InvariantError` names the first, and the twin
+    where it was the twin that showed it.
+    """
+    from pipesim.testing.invariants import _need_scenario
+
+    _need_scenario(scenario)
+    _compare(scenario, "")
+    twin = plain_twin(scenario)
+    if twin != scenario:
+        _compare(twin, " (in the scenario's plain twin: no replicas, timeout or failures)")
+
+
+def _compare(scenario: Scenario, where: str) -> None:
+    from pipesim.core.seams import EngineOptions
+    from pipesim.testing.invariants import _fail
+
+    fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
+    if fast == plain:
+        return
+    if fast[0] == "error" or plain[0] == "error":
+        _fail("promises hold", f"with the shortcuts: {fast!r:.200}; without: {plain!r:.200}{where}")
+    names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
+    for name, a, b in zip(names, fast, plain, strict=True):
+        if a != b:
+            if name == "episodes":
+                i = (
+                    next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
+                    if len(a) == len(b)
+                    else min(len(a), len(b))
+                )
+                detail = f"episode {i}: {a[i] if i < len(a) else None} vs {b[i] if i < len(b) else None}"
+            else:
+                detail = f"{a!r:.200} vs {b!r:.200}"
+            _fail("promises hold", f"the shortcuts change the {name} (with vs without){where}: {detail}")
