@@ -401,3 +401,16 @@ def test_a_damaged_format_1_run_is_still_refused_naming_the_file(
         with pytest.raises(SavedRunError) as info:
             load(d)
     assert str(info.value).startswith(f"{d / file}:") and says in str(info.value)
+
+
+@pytest.mark.parametrize("meta", [b"[" * 100_000, b"\xff"], ids=["nested", "utf8"])
+def test_save_refuses_a_directory_whose_meta_is_not_a_saved_runs(
+    small_run: pipesim.RunResult, tmp_path: Path, meta: bytes
+) -> None:
+    """Before: nested JSON or bad UTF-8 in meta.json raised a raw RecursionError or
+    UnicodeDecodeError from save; now it is no saved run, so a non-empty directory save refuses."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "meta.json").write_bytes(meta)
+    with pytest.raises(SavedRunError, match="not a saved run; refusing"):
+        save(small_run, tmp_path / "d")
+    assert (tmp_path / "d" / "meta.json").read_bytes() == meta and _siblings(tmp_path / "d") == ["d"]

@@ -136,7 +136,7 @@ def is_saved_run(path: str | Path) -> bool:
         try:
             if f.is_file() and json.loads(f.read_bytes()).get(key) == value:
                 return True
-        except (ValueError, AttributeError, OSError):
+        except (ValueError, AttributeError, OSError, RecursionError):
             continue
     return False
 
@@ -212,18 +212,18 @@ class _Files:
     def has(self, name: str) -> bool:
         return name in self.verified if self.verified is not None else (self.dir / name).exists()
 
-    def bytes(self, name: str) -> bytes:
+    def raw(self, name: str) -> bytes:
         if self.verified is not None:
             return self.verified[name]
         return read_bytes(self.dir / name)
 
-    def json(self, name: str) -> Any:
-        data = self.bytes(name)
+    def json_of(self, name: str) -> Any:
+        data = self.raw(name)
         with reading(self.dir / name):
             return json.loads(data.decode("utf-8"))
 
     def table(self, name: str, columns_of: str | None) -> pd.DataFrame:
-        data = self.bytes(name)
+        data = self.raw(name)
         with reading(self.dir / name):
             table = pd.read_parquet(io.BytesIO(data))
             if columns_of is not None:
@@ -241,7 +241,7 @@ def _open(p: Path) -> tuple[_Files, dict[str, Any]]:
     files = _Files(p, verified_files(p) if manifest.exists() or manifest.is_symlink() else None)
     if not files.has("meta.json"):
         raise SavedRunError(f"{p}: not a saved run (no meta.json)")
-    meta = files.json("meta.json")
+    meta = files.json_of("meta.json")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SavedRunError(f"{p / 'meta.json'}: not a pipesim saved run")
     version = meta.get("version")
@@ -277,8 +277,8 @@ def load(path: str | Path) -> SavedRun:
         if not math.isfinite(sim_time_s) or sim_time_s < 0:
             raise ValueError(f"sim_time_s must be a finite time >= 0, got {meta['sim_time_s']!r:.40}")
     tables = {attr: files.table(name, attr) for attr, name in TABLES.items()}
-    summary = read_summary(p / "summary.json", files.bytes("summary.json"))
-    sc = files.json("scenario.json")
+    summary = read_summary(p / "summary.json", files.raw("summary.json"))
+    sc = files.json_of("scenario.json")
     with reading(p / "scenario.json"):
         if not isinstance(sc, dict):
             raise ValueError(f"must be a JSON object, got {type(sc).__name__}")
