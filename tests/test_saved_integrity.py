@@ -414,3 +414,23 @@ def test_save_refuses_a_directory_whose_meta_is_not_a_saved_runs(
     with pytest.raises(SavedRunError, match="not a saved run; refusing"):
         save(small_run, tmp_path / "d")
     assert (tmp_path / "d" / "meta.json").read_bytes() == meta and _siblings(tmp_path / "d") == ["d"]
+
+
+@pytest.mark.parametrize("target", [".", ".."])
+def test_save_refuses_the_current_directory_or_one_above_it(
+    small_run: pipesim.RunResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """A save replaces its directory whole (a rename), which cannot be done to the directory the
+    process runs in or one above it. Before, '.' (empty) and '..' (a saved run holding the current
+    directory) were written into, file by file."""
+    run_dir = save(run(Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=1))), tmp_path / "run")
+    before = sorted(f.name for f in run_dir.iterdir())
+    here = run_dir / "work" if target == ".." else tmp_path / "work"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(SavedRunError, match="the current directory or one above it"):
+        save(small_run, target)
+    assert list(here.iterdir()) == []  # nothing written, nothing beside
+    inside = [*before, "work"] if target == ".." else before
+    assert sorted(f.name for f in run_dir.iterdir()) == sorted(inside)
+    assert _siblings(run_dir) == (["run"] if target == ".." else ["run", "work"])

@@ -224,6 +224,13 @@ def write_run_dir(target: Path, files: Mapping[str, bytes]) -> None:
     symbolic link to a directory is followed: the run replaces the directory it points at."""
     if target.is_symlink():
         target = target.resolve()
+    target = Path(os.path.abspath(target))
+    cwd = Path.cwd()
+    if target == cwd or target in cwd.parents:
+        raise SavedRunError(
+            f"{target}: the current directory or one above it; a save replaces its directory whole, "
+            f"so give a new directory (e.g. {target / 'run'})"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(target, "saving")
     os.mkdir(tmp)  # not mkdtemp: its mode 0700 would become the saved run's
