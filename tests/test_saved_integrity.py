@@ -434,3 +434,18 @@ def test_save_refuses_the_current_directory_or_one_above_it(
     inside = [*before, "work"] if target == ".." else before
     assert sorted(f.name for f in run_dir.iterdir()) == sorted(inside)
     assert _siblings(run_dir) == (["run"] if target == ".." else ["run", "work"])
+
+
+def test_cli_run_save_to_the_current_directory_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: written into '.', file by file; with atomic saves alone, refused only after the run."""
+    from pipesim.io.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    small = ["--set", "n_slots=8", "--set", "batch_size=8", "--set", "steps=3", "--set", "pool_size=none"]
+    assert main(["run", "async-eta1", *small, "--save", "."]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1  # no summary: the run never started
+    assert "--save" in err and "the current directory or one above it" in err
+    assert list(tmp_path.iterdir()) == []

@@ -218,10 +218,10 @@ def _sibling(target: Path, what: str) -> Path:
     return target.with_name(f".{target.name}.{what}-{secrets.token_hex(6)}")
 
 
-def write_run_dir(target: Path, files: Mapping[str, bytes]) -> None:
-    """Write ``files`` (name -> content) and their manifest as the directory ``target``, atomically:
-    into a new sibling directory first, then renamed into place (see the module docstring). A
-    symbolic link to a directory is followed: the run replaces the directory it points at."""
+def replaceable(target: Path) -> Path:
+    """``target`` as the absolute directory a save will replace (a symbolic link followed); a
+    :class:`SavedRunError` when it is the current directory or one above it, which a rename
+    cannot replace under the running process."""
     if target.is_symlink():
         target = target.resolve()
     target = Path(os.path.abspath(target))
@@ -231,6 +231,14 @@ def write_run_dir(target: Path, files: Mapping[str, bytes]) -> None:
             f"{target}: the current directory or one above it; a save replaces its directory whole, "
             f"so give a new directory (e.g. {target / 'run'})"
         )
+    return target
+
+
+def write_run_dir(target: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (name -> content) and their manifest as the directory ``target``, atomically:
+    into a new sibling directory first, then renamed into place (see the module docstring), at
+    :func:`replaceable`'s path."""
+    target = replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(target, "saving")
     os.mkdir(tmp)  # not mkdtemp: its mode 0700 would become the saved run's
