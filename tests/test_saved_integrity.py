@@ -312,7 +312,7 @@ def _failing_after(n: int, real: Callable, exc: BaseException) -> Callable:
     ids=["write", "parquet", "rename"],
 )
 @pytest.mark.parametrize("exc", [OSError("disk full"), KeyboardInterrupt()], ids=["error", "ctrl-c"])
-@pytest.mark.parametrize("existing", [False, True], ids=["new", "over-a-run"])
+@pytest.mark.parametrize("existing", ["nothing", "empty", "run"], ids=["new", "over-empty", "over-a-run"])
 def test_a_save_that_fails_midway_leaves_no_run_or_the_previous_one_whole(
     small_run: pipesim.RunResult,
     tmp_path: Path,
@@ -320,15 +320,17 @@ def test_a_save_that_fails_midway_leaves_no_run_or_the_previous_one_whole(
     target: str,
     patch: int,
     exc: BaseException,
-    existing: bool,
+    existing: str,
 ) -> None:
     """Before: save wrote into the target, so a failure left a directory that half loaded (a new
     run) or a mix of the new and the previous run's files."""
     d = tmp_path / "runs" / "run"
     before = None
-    if existing:
+    if existing == "run":
         before = load(save(run(Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=1))), d))
-    if target == "os.rename" and not existing:
+    elif existing == "empty":
+        d.mkdir(parents=True)
+    if target == "os.rename" and existing == "nothing":
         patch = 0  # the only rename: into place
     module, _, attr = target.rpartition(".")
     owner = pd.DataFrame if module == "pandas.DataFrame" else __import__(module, fromlist=[attr])
@@ -336,9 +338,12 @@ def test_a_save_that_fails_midway_leaves_no_run_or_the_previous_one_whole(
     with pytest.raises(type(exc)):
         save(small_run, d)
     monkeypatch.undo()
-    if before is None:
+    if existing == "nothing":
         assert not d.parent.exists() or _siblings(d) == [], _siblings(d)
+    elif existing == "empty":
+        assert _siblings(d) == ["run"] and list(d.iterdir()) == []
     else:
+        assert before is not None
         assert _siblings(d) == ["run"]
         again = load(d)
         for table in ("events", "trained", "episode_table"):

@@ -255,8 +255,9 @@ def write_run_dir(target: Path, files: Mapping[str, bytes]) -> None:
 
 
 def _put_in_place(tmp: Path, target: Path) -> None:
-    if target.is_dir() and not any(target.iterdir()):
-        target.rmdir()  # POSIX's rename would replace an empty directory; Windows' would not
+    """Rename ``tmp`` to ``target``; an existing ``target`` (a saved run, or an empty directory:
+    POSIX's rename would replace that one, Windows' would not) is moved aside first, and put back
+    if the rename fails."""
     if not target.exists():
         os.rename(tmp, target)
         return
