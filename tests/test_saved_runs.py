@@ -17,6 +17,7 @@ from pipesim import RetryFailed, Scenario, Timeout, run
 from pipesim.io.cli import main
 from pipesim.io.registry import get_scenario
 from pipesim.io.saved import SavedRun, SavedRunError
+from tests.test_saved_integrity import reseal
 
 SMALL = ["--set", "n_slots=8", "--set", "batch_size=8", "--set", "steps=3", "--set", "pool_size=none"]
 
@@ -46,6 +47,7 @@ def test_save_and_load_give_equal_tables_summary_and_scenario(
         "episodes.parquet",
         "events.parquet",
         "lineage.parquet",
+        "manifest.json",
         "meta.json",
         "scenario.json",
         "summary.json",
@@ -222,6 +224,7 @@ def test_an_edited_summary_is_named_at_load(tmp_path: Path, text: str, says: str
     small = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2))
     path = run(small).save(tmp_path / "r")
     (path / "summary.json").write_text(text)
+    reseal(path)  # an edit made along with its hashes: the summary's own checks still refuse it
     with pytest.raises(SavedRunError, match=says) as info:
         pipesim.load(path)
     assert "summary.json" in str(info.value)
@@ -270,6 +273,7 @@ def test_an_edited_saved_run_is_named_at_load(tmp_path: Path, edit: Any, file: s
     trace, with a KeyError or a library's error that named no file."""
     path = _saved_with_pool(tmp_path)
     edit(path)
+    reseal(path)  # an edit made along with its hashes: the loader's own checks still refuse it
     with pytest.raises(SavedRunError, match=f"{file}: .*{says}"):
         pipesim.load(path)
 
@@ -279,5 +283,6 @@ def test_a_saved_meta_with_a_bad_version_or_time_is_named(tmp_path: Path) -> Non
     meta = json.loads((path / "meta.json").read_text())
     for bad in ({"version": True}, {"version": -5}, {"sim_time_s": "abc"}):
         (path / "meta.json").write_text(json.dumps({**meta, **bad}))
+        reseal(path)
         with pytest.raises(SavedRunError):
             pipesim.load(path)

@@ -147,10 +147,15 @@ def check_save_dir(path: str | None) -> None:
     if path is None:
         return
     from pipesim.io.saved import is_saved_run
+    from pipesim.io.saved_files import replaceable
 
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UsageError(f"--save: {path!r} is a file; a saved run is a directory")
+    try:
+        replaceable(p)
+    except ValueError as exc:  # the current directory: refused before the run, not after it
+        raise UsageError(f"--save: {one_line(exc)}") from None
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise UsageError(f"--save: {path!r} is a non-empty directory that is not a saved run")
     for anc in p.parents:  # missing parents are made, like the directory itself

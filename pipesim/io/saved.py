@@ -1,9 +1,11 @@
 """Results that last: a run saved as a directory, and loaded back.
 
-Layout of a saved run (format version 1)::
+Layout of a saved run (format version 2; docs/saved-runs.md says what it guarantees)::
 
     RUN/
-      meta.json        {"format": "pipesim-run", "version": 1, "sim_time_s": ..., "name": ...}
+      manifest.json    every other file's size and SHA-256, and the manifest's own hash
+                       (pipesim.io.saved_files)
+      meta.json        {"format": "pipesim-run", "version": 2, "sim_time_s": ..., "name": ...}
       summary.json     RunResult.summary()
       scenario.json    the scenario in scenario-file form (pipesim.io.scenario_files), or null
                        (with "scenario_repr") when a policy is outside the catalog
@@ -14,6 +16,14 @@ Layout of a saved run (format version 1)::
                        timeline marks as retries
       pool.parquet     duration_s: the pool given to ``pipesim.run`` in place of the scenario's
                        duration model (the tasks it consumed), where one was given
+
+:func:`save` writes the directory whole or not at all (into a temporary sibling, then renamed;
+an existing saved run there is replaced only once the new one is complete). :func:`load` checks
+the manifest first (:func:`pipesim.io.saved_files.verified_files`: a file missing, added or changed
+since the save is refused by name), parses the very bytes it hashed, each file inside one wrapper
+(any failure is a :class:`SavedRunError` naming the file), and checks the summary's counts
+against the tables (:mod:`pipesim.io.saved_checks`). Format 1 (no manifest, pipesim before the
+hashes) still loads, with an :class:`UnverifiedRunWarning`; re-saving it writes format 2.
 
 Loading never executes code and never unpickles: Parquet holds plain columns, JSON plain data,
 and the scenario goes through the scenario-file reader (policies named from the catalog).
@@ -27,11 +37,10 @@ tables (re-run the scenario for that: it is deterministic given its seed).
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -41,39 +50,46 @@ import numpy as np
 import pandas as pd
 
 from pipesim.config import PipelineConfig, Scenario
-from pipesim.io.scenario_schema import ScenarioFileError
+from pipesim.io.saved_checks import HEADLINE as HEADLINE
+from pipesim.io.saved_checks import check_columns, check_summary, json_number, read_summary
+from pipesim.io.saved_files import (
+    MANIFEST,
+    MANIFEST_FORMAT,
+    SavedRunError,
+    UnverifiedRunWarning,
+    read_bytes,
+    reading,
+    verified_files,
+    write_run_dir,
+)
 from pipesim.results.run import EVENT_KINDS, RunResult
 
-FORMAT, VERSION = "pipesim-run", 1
+FORMAT, VERSION = "pipesim-run", 2
 TABLES = {"events": "events.parquet", "trained": "trained.parquet", "episode_table": "episodes.parquet"}
+REQUIRED = ("meta.json", "summary.json", "scenario.json", *TABLES.values())
 
-__all__ = ["SavedRun", "SavedRunError", "is_saved_run", "load", "save"]
-
-
-class SavedRunError(ValueError):
-    """A directory that is not a readable saved run (names the path and what is wrong)."""
+__all__ = ["SavedRun", "SavedRunError", "UnverifiedRunWarning", "is_saved_run", "json_number", "load", "save"]
 
 
-def json_number(x: Any) -> Any:
-    """Summary values as JSON: NaN and infinities as strings (JSON has neither)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x.item() if hasattr(x, "item") else x
+def _parquet(table: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    table.to_parquet(buf, index=False)
+    return buf.getvalue()
 
 
-def _from_json_num(x: Any) -> Any:
-    return float(x) if isinstance(x, str) and x in ("nan", "inf", "-inf") else x
+def _json(data: Any) -> bytes:
+    return json.dumps(data, indent=1).encode()
 
 
 def save(result: RunResult | SavedRun, path: str | Path) -> Path:
-    """Write ``result`` as a saved-run directory at ``path`` (created; an existing saved run there
-    is overwritten, any other non-empty directory is refused). Returns the path."""
+    """Write ``result`` as a saved-run directory at ``path`` (created with its parents; an
+    existing saved run there is replaced, any other non-empty directory is refused), atomically:
+    a save that fails leaves ``path`` as it was. Returns the path."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise SavedRunError(f"{p}: exists and is not a directory")
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise SavedRunError(f"{p}: a non-empty directory that is not a saved run; refusing to write into it")
-    p.mkdir(parents=True, exist_ok=True)
     scen = result.scenario
     scenario_data: dict[str, Any] | None
     try:
@@ -82,35 +98,26 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
         scenario_data = scenario_to_dict(scen)
     except ValueError:  # a policy outside the catalog: keep its repr, for people
         scenario_data = None
-    for attr, name in TABLES.items():
-        table: pd.DataFrame = getattr(result, attr)
-        table.to_parquet(p / name, index=False)
+    files = {name: _parquet(getattr(result, attr)) for attr, name in TABLES.items()}
     lineage = _lineage(result)
     if lineage is not None:
-        lineage.to_parquet(p / "lineage.parquet", index=False)
+        files["lineage.parquet"] = _parquet(lineage)
     pool = getattr(result, "pool", None)
     if pool is not None:
-        pd.DataFrame({"duration_s": np.asarray(pool, dtype=np.float64)}).to_parquet(
-            p / "pool.parquet", index=False
-        )
-    elif (p / "pool.parquet").is_file():  # overwriting a saved run that had one
-        (p / "pool.parquet").unlink()
-    (p / "summary.json").write_text(
-        json.dumps({k: json_number(v) for k, v in result.summary().items()}, indent=1)
+        files["pool.parquet"] = _parquet(pd.DataFrame({"duration_s": np.asarray(pool, dtype=np.float64)}))
+    files["summary.json"] = _json({k: json_number(v) for k, v in result.summary().items()})
+    files["scenario.json"] = _json(
+        {
+            "scenario": scenario_data,
+            "scenario_repr": repr(scen),
+            "pipeline": dataclasses.asdict(scen.pipeline),
+            "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
+        }
     )
-    (p / "scenario.json").write_text(
-        json.dumps(
-            {
-                "scenario": scenario_data,
-                "scenario_repr": repr(scen),
-                "pipeline": dataclasses.asdict(scen.pipeline),
-                "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
-            },
-            indent=1,
-        )
+    files["meta.json"] = _json(
+        {"format": FORMAT, "version": VERSION, "sim_time_s": result.sim_time_s, "name": scen.name}
     )
-    meta = {"format": FORMAT, "version": VERSION, "sim_time_s": result.sim_time_s, "name": scen.name}
-    (p / "meta.json").write_text(json.dumps(meta, indent=1))
+    write_run_dir(p, files)
     return p
 
 
@@ -122,14 +129,16 @@ def _lineage(result: Any) -> pd.DataFrame | None:
 
 
 def is_saved_run(path: str | Path) -> bool:
-    """Whether ``path`` is a directory written by :func:`save`."""
-    meta = Path(path) / "meta.json"
-    if not meta.is_file():
-        return False
-    try:
-        return bool(json.loads(meta.read_text()).get("format") == FORMAT)
-    except (json.JSONDecodeError, AttributeError, OSError):
-        return False
+    """Whether ``path`` is a directory written by :func:`save` (its meta.json, or its manifest,
+    says so; a run whose meta.json is damaged is still one, to be replaced or refused by load)."""
+    for name, key, value in (("meta.json", "format", FORMAT), (MANIFEST, "format", MANIFEST_FORMAT)):
+        f = Path(path) / name
+        try:
+            if f.is_file() and json.loads(f.read_bytes()).get(key) == value:
+                return True
+        except (ValueError, AttributeError, OSError, RecursionError):
+            continue
+    return False
 
 
 @dataclass(frozen=True)
@@ -193,89 +202,84 @@ def _events_categoricals(ev: pd.DataFrame) -> pd.DataFrame:
     return ev
 
 
-HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "episodes_trained")
-"""Keys of every run's summary that the views, the report and the notebook display read."""
+class _Files:
+    """The files of one saved run, read once each: the verified contents (format 2), or read
+    from disk on demand (format 1). Every parse goes through :func:`reading`."""
+
+    def __init__(self, directory: Path, verified: dict[str, bytes] | None) -> None:
+        self.dir, self.verified = directory, verified
+
+    def has(self, name: str) -> bool:
+        return name in self.verified if self.verified is not None else (self.dir / name).exists()
+
+    def raw(self, name: str) -> bytes:
+        if self.verified is not None:
+            return self.verified[name]
+        return read_bytes(self.dir / name)
+
+    def json_of(self, name: str) -> Any:
+        data = self.raw(name)
+        with reading(self.dir / name):
+            return json.loads(data.decode("utf-8"))
+
+    def table(self, name: str, columns_of: str | None) -> pd.DataFrame:
+        data = self.raw(name)
+        with reading(self.dir / name):
+            table = pd.read_parquet(io.BytesIO(data))
+            if columns_of is not None:
+                check_columns(table, columns_of)
+            return table
 
 
-def _read_summary(path: Path) -> dict[str, float]:
-    """summary.json as a dict of numbers: a JSON object, every value a number (NaN and the
-    infinities as strings), the headline keys present; else a SavedRunError naming the key."""
-    try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SavedRunError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise SavedRunError(f"{path}: must be a JSON object of numbers, got {type(raw).__name__}")
-    summary = {}
-    for k, v in raw.items():
-        v = _from_json_num(v)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SavedRunError(f"{path}: {k!r} must be a number, got {v!r:.40}")
-        summary[str(k)] = v
-    missing = [k for k in HEADLINE if k not in summary]
-    if missing:
-        raise SavedRunError(f"{path}: lacks {', '.join(missing)} (edited, or not written by RunResult.save)")
-    return summary
-
-
-COLUMNS = {
-    "events": ("kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id"),
-    "trained": ("episode_id", "step", "trained_version", "version", "staleness", "duration_s"),
-    "episode_table": ("episode_id", "task_id", "duration_s", "status", "start_s", "end_s", "version"),
-}
-"""The columns of each table that the views, the report and the trace export read."""
-
-
-@contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Any error reading ``path`` becomes a :class:`SavedRunError` naming it (one line)."""
-    try:
-        yield
-    except (SavedRunError, ScenarioFileError):
-        raise  # they name the file already
-    except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SavedRunError(f"{path}: {'lacks ' if isinstance(exc, KeyError) else ''}{first}") from None
-
-
-def load(path: str | Path) -> SavedRun:
-    """Read a directory written by ``RunResult.save`` (or :func:`save`)."""
-    p = Path(path)
+def _open(p: Path) -> tuple[_Files, dict[str, Any]]:
+    """The run's files (verified against the manifest first where there is one) and its meta."""
     if not p.exists():
         raise SavedRunError(f"{p}: no such directory")
     if not p.is_dir():
         raise SavedRunError(f"{p}: not a directory (a saved run is a directory written by RunResult.save)")
-    try:
-        meta = json.loads((p / "meta.json").read_text())
-    except FileNotFoundError:
-        raise SavedRunError(f"{p}: not a saved run (no meta.json)") from None
-    except json.JSONDecodeError as exc:
-        raise SavedRunError(f"{p / 'meta.json'}: not JSON ({exc})") from None
+    manifest = p / MANIFEST
+    files = _Files(p, verified_files(p) if manifest.exists() or manifest.is_symlink() else None)
+    if not files.has("meta.json"):
+        raise SavedRunError(f"{p}: not a saved run (no meta.json)")
+    meta = files.json_of("meta.json")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise SavedRunError(f"{p}: meta.json is not a pipesim saved run")
+        raise SavedRunError(f"{p / 'meta.json'}: not a pipesim saved run")
     version = meta.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
         raise SavedRunError(
-            f"{p}: saved-run format version {meta.get('version')!r}; this pipesim reads up to {VERSION}"
+            f"{p / 'meta.json'}: saved-run format version {version!r:.40}; this pipesim reads 1 to {VERSION}"
         )
-    missing = [n for n in (*TABLES.values(), "summary.json", "scenario.json") if not (p / n).is_file()]
+    if files.verified is None:
+        if version >= 2:
+            raise SavedRunError(
+                f"{manifest}: missing (a format-{version} saved run lists its files' hashes there)"
+            )
+        warnings.warn(
+            UnverifiedRunWarning(
+                f"{p}: saved in format 1, without content hashes, so a corrupted file in it cannot be "
+                f"detected; save it again (pipesim.load(path).save(path)) to add them"
+            ),
+            stacklevel=3,
+        )
+    missing = [n for n in REQUIRED if not files.has(n)]
     if missing:
         raise SavedRunError(f"{p}: incomplete saved run, missing {', '.join(missing)}")
-    with _reading(p / "meta.json"):
+    return files, meta
+
+
+def load(path: str | Path) -> SavedRun:
+    """Read a directory written by ``RunResult.save`` (or :func:`save`); a :class:`SavedRunError`
+    naming the file (and the field) for any file missing, added, corrupted or inconsistent."""
+    p = Path(path)
+    files, meta = _open(p)
+    with reading(p / "meta.json"):
         sim_time_s = float(meta["sim_time_s"])
         if not math.isfinite(sim_time_s) or sim_time_s < 0:
-            raise ValueError(f"sim_time_s must be a finite time >= 0, got {meta['sim_time_s']!r}")
-    tables = {}
-    for attr, name in TABLES.items():
-        with _reading(p / name):
-            table = pd.read_parquet(p / name)
-            lacking = [c for c in COLUMNS[attr] if c not in table.columns]
-            if lacking:
-                raise ValueError(f"lacks the columns {', '.join(lacking)} (edited, or not written by save)")
-            tables[attr] = table
-    summary = _read_summary(p / "summary.json")
-    with _reading(p / "scenario.json"):
-        sc = json.loads((p / "scenario.json").read_text())
+            raise ValueError(f"sim_time_s must be a finite time >= 0, got {meta['sim_time_s']!r:.40}")
+    tables = {attr: files.table(name, attr) for attr, name in TABLES.items()}
+    summary = read_summary(p / "summary.json", files.raw("summary.json"))
+    sc = files.json_of("scenario.json")
+    with reading(p / "scenario.json"):
         if not isinstance(sc, dict):
             raise ValueError(f"must be a JSON object, got {type(sc).__name__}")
         if sc.get("scenario") is not None:
@@ -294,24 +298,10 @@ def load(path: str | Path) -> SavedRun:
             )
         pool_given = sc.get("pool_given", False)
         if not isinstance(pool_given, bool):
-            raise ValueError(f"pool_given must be true or false, got {pool_given!r}")
-    pool_file = p / "pool.parquet"
-    pool = None
-    if pool_given or pool_file.exists():
-        with _reading(pool_file):
-            if not pool_file.is_file():
-                raise ValueError(
-                    "missing: the run was given a pool (scenario.json says pool_given), saved here"
-                )
-            if not pool_given:
-                raise ValueError(
-                    "present, but scenario.json says the run drew its own pool (pool_given false)"
-                )
-            from pipesim.workload.durations import as_durations
-
-            pool = as_durations(pd.read_parquet(pool_file)["duration_s"].to_numpy(), "duration_s")
-            if not len(pool):
-                raise ValueError("holds no durations")
+            raise ValueError(f"pool_given must be true or false, got {pool_given!r:.40}")
+    pool = _read_pool(files, pool_given)
+    lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
+    check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)
     return SavedRun(
         scenario=scenario,
         sim_time_s=sim_time_s,
@@ -321,7 +311,27 @@ def load(path: str | Path) -> SavedRun:
         summary_data=summary,
         path=p,
         scenario_repr=str(sc.get("scenario_repr", "")),
-        lineage=pd.read_parquet(p / "lineage.parquet") if (p / "lineage.parquet").is_file() else None,
+        lineage=lineage,
         pool=pool,
         scenario_exact=sc.get("scenario") is not None,
     )
+
+
+def _read_pool(files: _Files, pool_given: bool) -> np.ndarray | None:
+    """pool.parquet's durations: present exactly when scenario.json says the run was given a pool."""
+    pool_file = files.dir / "pool.parquet"
+    if not pool_given and not files.has("pool.parquet"):
+        return None
+    with reading(pool_file):
+        if not files.has("pool.parquet"):
+            raise ValueError("missing: the run was given a pool (scenario.json says pool_given), saved here")
+        if not pool_given:
+            raise ValueError("present, but scenario.json says the run drew its own pool (pool_given false)")
+    table = files.table("pool.parquet", None)
+    with reading(pool_file):
+        from pipesim.workload.durations import as_durations
+
+        pool = as_durations(table["duration_s"].to_numpy(), "duration_s")
+        if not len(pool):
+            raise ValueError("holds no durations")
+    return pool

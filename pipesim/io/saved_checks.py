@@ -1,0 +1,157 @@
+"""What a saved run's contents must say, beyond their hashes (used by :mod:`pipesim.io.saved`).
+
+The hashes of :mod:`pipesim.io.saved_files` catch a file changed after the save; these checks
+catch a run whose files disagree with each other, however it came about (a format-1 run, which
+has no hashes; a summary edited and re-hashed). Each refusal is a :class:`SavedRunError` naming
+the file and the field.
+
+- :func:`read_summary`: ``summary.json`` is a JSON object of numbers (NaN and the infinities as
+  strings) with the headline keys the views read.
+- :func:`check_columns`: each table has the columns the views, the report and the trace read.
+- :func:`check_summary`: the summary's counts are those of the tables they come from, as
+  :meth:`pipesim.results.run.RunResult.summary` computes them: ``episodes_launched`` the rows of
+  ``episodes.parquet``, ``episodes_trained`` the rows of ``trained.parquet`` (and the episodes
+  whose status is ``trained``), the other ``episodes_*`` counts the episodes of each status (and
+  the truncated ones, and the relaunches in ``lineage.parquet``), ``sim_time_s`` that of
+  ``meta.json``, ``staleness_mean`` / ``staleness_max`` those of the trained table's
+  ``staleness``, and ``throughput_per_hour`` the trained episodes per simulated hour. A key the
+  summary lacks is not checked (only the headline keys are required).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipesim.io.saved_files import SavedRunError, reading
+
+HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "episodes_trained")
+"""Keys of every run's summary that the views, the report and the notebook display read."""
+
+COLUMNS = {
+    "events": ("kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id"),
+    "trained": ("episode_id", "step", "trained_version", "version", "staleness", "duration_s"),
+    "episode_table": ("episode_id", "task_id", "duration_s", "status", "start_s", "end_s", "version"),
+    "lineage": ("episode_id", "parent"),
+}
+"""The columns of each table that the views, the report and the trace export read."""
+
+STATUS_COUNTS = {
+    "episodes_in_flight": "running",
+    "episodes_buffered": "buffered",
+    "episodes_discarded": "discarded",
+    "episodes_aborted": "aborted",
+    "episodes_failed": "failed",
+}
+"""Summary keys that count the episodes of one status (``episodes.parquet``'s ``status``)."""
+
+
+def json_number(x: Any) -> Any:
+    """Summary values as JSON: NaN and infinities as strings (JSON has neither)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x.item() if hasattr(x, "item") else x
+
+
+def _from_json_num(x: Any) -> Any:
+    return float(x) if isinstance(x, str) and x in ("nan", "inf", "-inf") else x
+
+
+def read_summary(path: Path, data: bytes) -> dict[str, float]:
+    """summary.json as a dict of numbers: a JSON object, every value a number (NaN and the
+    infinities as strings), the headline keys present; else a SavedRunError naming the key."""
+    with reading(path):
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise SavedRunError(f"{path}: must be a JSON object of numbers, got {type(raw).__name__}")
+    summary = {}
+    for k, v in raw.items():
+        v = _from_json_num(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise SavedRunError(f"{path}: {k!r:.60} must be a number, got {v!r:.40}")
+        summary[str(k)] = v
+    missing = [k for k in HEADLINE if k not in summary]
+    if missing:
+        raise SavedRunError(f"{path}: lacks {', '.join(missing)} (edited, or not written by RunResult.save)")
+    return summary
+
+
+def check_columns(table: pd.DataFrame, which: str) -> None:
+    """A ValueError (inside :func:`reading`) when ``table`` lacks a column that is read."""
+    lacking = [c for c in COLUMNS[which] if c not in table.columns]
+    if lacking:
+        raise ValueError(f"lacks the columns {', '.join(lacking)} (edited, or not written by save)")
+
+
+def _expected(
+    episodes: pd.DataFrame, trained: pd.DataFrame, lineage: pd.DataFrame | None, sim_time_s: float
+) -> dict[str, tuple[float, str]]:
+    """Each checked summary key -> (the value the tables give, where it comes from)."""
+    status = episodes["status"].astype(str)
+    n_trained = len(trained)
+    stale = trained["staleness"].to_numpy()
+    out: dict[str, tuple[float, str]] = {
+        "episodes_launched": (float(len(episodes)), "the rows of episodes.parquet"),
+        "episodes_trained": (float(n_trained), "the rows of trained.parquet"),
+        "sim_time_s": (sim_time_s, "meta.json's sim_time_s"),
+        "staleness_max": (float(stale.max()) if n_trained else 0.0, "trained.parquet's staleness"),
+        "staleness_mean": (
+            int(stale.sum()) / n_trained if n_trained else 0.0,
+            "trained.parquet's staleness",
+        ),
+        "throughput_per_hour": (
+            n_trained / sim_time_s * 3600 if sim_time_s > 0 else math.nan,
+            "the rows of trained.parquet per simulated hour",
+        ),
+    }
+    for key, name in STATUS_COUNTS.items():
+        out[key] = (float((status == name).sum()), f"the episodes of status {name} in episodes.parquet")
+    if "truncated" in episodes.columns:
+        out["episodes_truncated"] = (
+            float(episodes["truncated"].astype(bool).sum()),
+            "the truncated episodes in episodes.parquet",
+        )
+    if lineage is not None:
+        out["episodes_restarted"] = (
+            float((lineage["parent"] >= 0).sum()),
+            "the relaunches in lineage.parquet",
+        )
+    return out
+
+
+def _same(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def check_summary(
+    directory: Path,
+    summary: dict[str, float],
+    episodes: pd.DataFrame,
+    trained: pd.DataFrame,
+    lineage: pd.DataFrame | None,
+    sim_time_s: float,
+) -> None:
+    """Refuse a summary whose counts are not those of the tables, naming the field."""
+    with reading(directory / "episodes.parquet"):
+        n_status = int((episodes["status"].astype(str) == "trained").sum())
+        if n_status != len(trained):
+            raise ValueError(
+                f"{n_status} episodes have status trained, but trained.parquet has {len(trained)} rows"
+            )
+    with reading(directory / "trained.parquet"):
+        expected = _expected(episodes, trained, lineage, sim_time_s)
+    for key, (want, source) in expected.items():
+        if key in summary and not _same(float(summary[key]), want):
+            raise SavedRunError(
+                f"{directory / 'summary.json'}: {key} is {summary[key]!r:.40}, but {source} make it "
+                f"{want!r} (edited, or not written by RunResult.save)"
+            )
