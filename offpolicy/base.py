@@ -29,9 +29,13 @@ targets the probe run reached 0.97 held-out accuracy by step 750 (30,000 demonst
 the probe were not tried). The probe sees only demonstration tasks (the gym's generator,
 another seed, never a gym task).
 
-The base is deterministic for a given ``BaseConfig`` and tokenizer. ``make_rl_base`` caches it
-on disk (atomic write, keyed by a hash of config and vocabulary) and rebuilds when the cached
-file is missing, corrupt, or from another architecture.
+The base is deterministic for a given ``BaseConfig`` and tokenizer on one machine (training
+differs in the last bits between CPUs). ``make_rl_base`` caches it on disk (atomic write, keyed
+by a hash of config and vocabulary) and rebuilds when the cached file is missing, corrupt, or
+from another architecture. The default gym's base ships with the package (``offpolicy/bases``,
+660 KB, with its SHA-256): training it takes minutes on two cores, and every co-simulation and
+experiment starts from it. A shipped file is used only when its checksum and its checkpoint's
+configuration and vocabulary match; otherwise the base is trained as before.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +64,8 @@ from offpolicy.gym import (
 from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[1] / ".cache" / "offpolicy"
+SHIPPED_DIR = Path(__file__).resolve().parent / "bases"
+"""Bases shipped with the package: ``rl_base_<key>.pt`` beside ``rl_base_<key>.pt.sha256``."""
 
 
 @dataclass(frozen=True)
@@ -234,13 +241,28 @@ def make_rl_base(
     model_cfg = model_cfg or ModelConfig(vocab_size=len(tok))
     if cache_dir is None:
         return train_base(tok, cfg, model_cfg)
-    path = Path(cache_dir) / f"rl_base_{_cache_key(tok, cfg, model_cfg)}.pt"
-    if path.exists():
-        try:
-            model, _, _ = load_checkpoint(path, expected_cfg=model_cfg, expected_vocab=tok.vocab)
-            return model
-        except CheckpointError:
-            pass  # fall through: rebuild and overwrite
+    name = f"rl_base_{_cache_key(tok, cfg, model_cfg)}.pt"
+    path = Path(cache_dir) / name
+    for candidate in (path, shipped_base(name)):
+        if candidate is not None and candidate.exists():
+            try:
+                model, _, _ = load_checkpoint(candidate, expected_cfg=model_cfg, expected_vocab=tok.vocab)
+                return model
+            except CheckpointError:
+                pass  # fall through: the shipped base, else rebuild and overwrite the cache
     model = train_base(tok, cfg, model_cfg)
     save_checkpoint(model, tok.vocab, path, meta={"base_config": dataclasses.asdict(cfg)})
     return model
+
+
+def shipped_base(name: str) -> Path | None:
+    """The shipped base file ``name`` if it is there and matches its recorded SHA-256, else None
+    (a mismatch warns: the base is then trained, as without a shipped file)."""
+    path, digest = SHIPPED_DIR / name, SHIPPED_DIR / f"{name}.sha256"
+    if not path.is_file() or not digest.is_file():
+        return None
+    recorded = digest.read_text().split()[:1]
+    if recorded != [hashlib.sha256(path.read_bytes()).hexdigest()]:
+        warnings.warn(f"{path} does not match its checksum {digest.name}: training the base", stacklevel=3)
+        return None
+    return path

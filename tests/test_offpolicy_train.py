@@ -330,3 +330,48 @@ def test_snapshot_is_a_frozen_copy_usable_by_a_sampler() -> None:
         behaviour, make_tasks("train", "defect")[:2], TOK, torch.Generator().manual_seed(0), 2, version=7
     )
     assert all(v == 7 for e in eps for v, m in zip(e.versions, e.action_mask) if m)
+
+
+def test_a_shipped_base_is_used_only_when_it_matches_its_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default base ships with the package; a shipped file that fails its checksum (or whose
+    checkpoint does not match) is never loaded: the base is trained instead."""
+    import hashlib
+
+    from offpolicy import base as base_mod
+
+    cfg = BaseConfig(n_demo_tasks=32, steps=3, batch_size=8)
+    trained = make_rl_base(TOK, cfg, cache_dir=None)
+    shipped = tmp_path / "bases"
+    shipped.mkdir()
+    cache = tmp_path / "cache"
+    made = make_rl_base(TOK, cfg, cache_dir=cache)  # writes the cache file of that name
+    (cached,) = cache.glob("rl_base_*.pt")
+    other = fresh_model(5)  # same architecture, other weights: what the shipped file holds here
+    save_checkpoint(other, TOK.vocab, shipped / cached.name)
+    digest = hashlib.sha256((shipped / cached.name).read_bytes()).hexdigest()
+    (shipped / f"{cached.name}.sha256").write_text(f"{digest}  {cached.name}\n")
+    monkeypatch.setattr(base_mod, "SHIPPED_DIR", shipped)
+    assert base_mod.shipped_base(cached.name) == shipped / cached.name
+    got = make_rl_base(TOK, cfg, cache_dir=tmp_path / "empty")  # no cache: the shipped file
+    assert all(torch.equal(a, b) for a, b in zip(got.parameters(), other.parameters()))
+    _flip_one_tensor_byte(shipped / cached.name, other.blocks[0].qkv.weight, 5)
+    with pytest.warns(UserWarning, match="checksum"):
+        again = make_rl_base(TOK, cfg, cache_dir=tmp_path / "empty2")  # tampered: trained instead
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), trained.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(made.parameters(), trained.parameters()))
+
+
+def test_the_default_base_ships_and_matches_its_checksum() -> None:
+    from offpolicy import build_tokenizer
+    from offpolicy.base import _cache_key, base_config, shipped_base
+    from offpolicy.model import ModelConfig
+
+    tok = build_tokenizer()
+    name = f"rl_base_{_cache_key(tok, base_config(), ModelConfig(vocab_size=len(tok)))}.pt"
+    path = shipped_base(name)
+    assert path is not None  # a change to the default recipe must ship its new base
+    cfg = ModelConfig(vocab_size=len(tok))
+    model, _, _ = load_checkpoint(path, expected_cfg=cfg, expected_vocab=tok.vocab)
+    assert sum(p.numel() for p in model.parameters()) > 0
