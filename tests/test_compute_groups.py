@@ -73,9 +73,7 @@ class Run:
         return ep
 
     def ask(self) -> list[Episode] | None:
-        ready = self.policy.ready(self.buffer, self.p)  # type: ignore[arg-type]
         batch, gone = self.policy.select(self.buffer, self.p)  # type: ignore[arg-type]
-        assert ready == (batch is not None or bool(gone)), "ready must be exact"
         self.discarded += gone
         if batch is not None:
             self.batches.append(batch)

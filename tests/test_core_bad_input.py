@@ -480,15 +480,16 @@ class NumpyBlocks(pipesim.PartialRollout):
 
 @dataclass(frozen=True)
 class NumpyReady(pipesim.OldestFinishedFirst):
-    """The chapter's trainer whose ``ready`` hint answers numpy bools."""
+    """The chapter's trainer whose ``min_items`` hint answers a numpy integer."""
 
-    def ready(self, buffer: Any, p: pipesim.PipelineView) -> Any:
-        return np.int64(len(buffer)) >= p.batch_size
+    def min_items(self, p: pipesim.PipelineView) -> Any:
+        return np.int64(p.batch_size)
 
 
 def test_numpy_bool_hints_count_as_bools() -> None:
-    """A weight update's ``blocks_admission`` and a batch policy's ``ready`` may answer numpy
-    bools, as Python code comparing numpy numbers does: the compiled kernel refused them."""
+    """A weight update's ``blocks_admission`` may answer numpy bools and a batch policy's
+    ``min_items`` a numpy integer, as Python code on numpy numbers does: the compiled kernel
+    refused them."""
     cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, steps=3, max_staleness=1)
     plain = run(Scenario(pipeline=cfg))
     numpy = run(Scenario(pipeline=cfg, weight_update=NumpyBlocks(), batching=NumpyReady()))

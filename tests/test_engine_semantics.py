@@ -392,11 +392,9 @@ def test_a_relaunch_with_a_parent_that_is_no_int_is_named() -> None:
 
     class RelaunchWithNumpyParent:
         def select(self, buffer: list[Episode], p: Any) -> tuple[None, list[Episode]]:
-            p.relaunch(0, buffer[0].task_id, np.int64(buffer[0].id))
+            if buffer:
+                p.relaunch(0, buffer[0].task_id, np.int64(buffer[0].id))
             return None, []
-
-        def ready(self, buffer: list[Episode], p: Any) -> bool:
-            return bool(buffer)
 
     sc = _scenario([1.0] * 40, batch_size=4, steps=2, n_slots=4, batching=RelaunchWithNumpyParent())
     with pytest.raises(PipelineError, match=r"relaunch: parent must be an int .*got np\.int64\(0\)"):
@@ -406,11 +404,9 @@ def test_a_relaunch_with_a_parent_that_is_no_int_is_named() -> None:
 def test_a_requeue_with_a_parent_that_is_no_int_is_named() -> None:
     class RequeueWithNumpyParent:
         def select(self, buffer: list[Episode], p: Any) -> tuple[None, list[Episode]]:
-            p.requeue([(buffer[0].task_id, np.int64(buffer[0].id))])
+            if buffer:
+                p.requeue([(buffer[0].task_id, np.int64(buffer[0].id))])
             return None, []
-
-        def ready(self, buffer: list[Episode], p: Any) -> bool:
-            return bool(buffer)
 
     sc = _scenario([1.0] * 40, batch_size=4, steps=2, n_slots=4, batching=RequeueWithNumpyParent())
     with pytest.raises(PipelineError, match=r"requeue: parent must be an int .*got np\.int64\(0\)"):

@@ -162,8 +162,8 @@ def test_a_policy_of_the_users_may_read_max_staleness_beside_a_rule_with_its_own
     from pipesim.policies.systems import RollGroupAdmission
 
     class DropByEta:
-        def ready(self, buffer: list[Any], p: Any) -> bool:
-            return len(buffer) >= p.batch_size
+        def min_items(self, p: Any) -> int:
+            return int(p.batch_size)
 
         def select(self, buffer: list[Any], p: Any) -> tuple[list[Any] | None, list[Any]]:
             stale = [e for e in buffer if p.version - e.version > p.max_staleness]

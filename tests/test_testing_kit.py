@@ -104,19 +104,19 @@ def test_check_promises_catches_a_closed_hint_that_lies() -> None:
 
 
 @dataclass(frozen=True)
-class LyingReady(pipesim.OldestFinishedFirst):
-    """The chapter's batch of the oldest B, yet says none can form until 2B have finished."""
+class LyingMinItems(pipesim.OldestFinishedFirst):
+    """The chapter's batch of the oldest B, yet says none can form from fewer than 2B."""
 
-    def ready(self, buffer: Any, p: pipesim.PipelineView) -> bool:
-        return len(buffer) >= 2 * p.batch_size  # a lie: select forms one from B
+    def min_items(self, p: pipesim.PipelineView) -> int:
+        return 2 * p.batch_size  # a lie: select forms one from B
 
 
-def test_check_promises_catches_a_ready_hint_that_lies() -> None:
-    """With hints off the engine asks the batch policy at every pass: a false ``ready`` shows."""
+def test_check_promises_catches_a_min_items_hint_that_lies() -> None:
+    """With hints off the engine asks the batch policy at every pass: a false ``min_items`` shows."""
     from pipesim.testing import check_promises
 
     with pytest.raises(InvariantError, match="promises hold"):
-        check_promises(_small(pipesim.CountThrottle()).with_(batching=LyingReady(), max_staleness=2))
+        check_promises(_small(pipesim.CountThrottle()).with_(batching=LyingMinItems(), max_staleness=2))
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -295,15 +295,21 @@ class Pipeline(Decisions):
             return
         if not self._blocked():
             started_before = self.started
-            # the admission rule first: the routing rule is asked only for an episode that will
-            # start, so its state (round robin's turn) never depends on passes that start nothing
-            refused = True
-            while self._admitted():
-                if (engine := self._next_engine()) is None:
-                    refused = False  # no free slot
-                    break
-                self.launch(engine)
-            self.admission_refused = refused  # the loop ended on the policy's no
+            if (single := self._single) is not None:  # one engine: no routing rule to ask
+                while (free := bool(cast("EngineAnswers", single).accepting)) and self._admitted():
+                    self.launch(single)
+                self.admission_refused = free  # the loop ended on the policy's no
+            else:
+                # the admission rule first: the routing rule is asked only for an episode that
+                # will start, so its state (round robin's turn) never depends on passes that
+                # start nothing
+                refused = True
+                while self._admitted():
+                    if (engine := self._choose(self.engines)) is None:
+                        refused = False  # no replica accepts one
+                        break
+                    self.launch(engine)
+                self.admission_refused = refused
             if self.started != started_before:
                 for e in self.engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:

@@ -25,25 +25,25 @@ Promises
 --------
 A policy may make promises that let the engine take a shortcut or let ``pipesim.testing`` check
 it. Each is a small runtime-checkable Protocol, found with ``isinstance``, never by attribute
-probing:
+probing. The speed hints are two, and both feed one algorithmic shortcut (quiet completions,
+:mod:`pipesim.core.quiet`: the slots process sleeps past completions that cannot change a
+decision, so a synchronous step costs two wake-ups instead of one per episode):
 
 * :class:`ClosedHint` (admission): ``closed(p)`` -- once true, no completion can make the rule
-  admit before a start, a drop or a new version. It enables quiet completions.
-* :class:`StartLimitHint` (admission): ``start_limit(p)`` -- the rule admits exactly while
-  ``p.started`` is below it, and only a new version or a drop moves it; the engine compares the
-  counter itself instead of calling ``admits`` before every start.
-* :class:`AdmissionGateHint` (weight update): ``admission_gate()`` names the flag
-  ``blocks_admission`` reads (never, ``p.syncing``, or ``p.syncing or p.sync_pending``); the
-  engine reads its own flag instead of calling the policy at every controller pass.
-* :class:`ReadyHint` / :class:`MinItemsHint` (batching): a cheap necessary condition for a batch,
-  and the fewest buffered episodes that can form one.
-* :class:`ReadyCountHint` (batching): ``ready_count(p)`` -- ``ready`` is exactly "the buffer holds
-  at least this many", a count only a new version or a drop moves; the engine compares the
-  buffer's length itself instead of calling ``ready`` at every pass the trainer waits.
-* :class:`PausesOnly` (weight update): ``pauses_only()`` true means the sync touches episodes in
-  flight only by pausing all of them together (or not at all).
-* :class:`StalenessPromise`, :class:`PausePromise`, :class:`SingleVersionPromise`: bounds that
-  ``check_invariants`` holds the run to.
+  admit before a start, a drop or a new version.
+* :class:`MinItemsHint` (batching): ``min_items(p)`` -- the fewest buffered episodes that can
+  form a batch; below it the engine neither wakes for a completion nor asks ``select``.
+
+Two more tell the engine what a weight update or an episode source does, for the same shortcut:
+:class:`PausesOnly` (the sync touches episodes in flight only by pausing all of them together,
+or not at all) and :class:`FixedWork` (a source's ``publish`` changes no episode's work). The
+contracts :class:`StalenessPromise`, :class:`PausePromise` and :class:`SingleVersionPromise` are
+bounds that ``check_invariants`` holds the run to.
+
+The per-start hints of pipesim 0.1 (``start_limit``, ``ready_count``, ``ready``,
+``admission_gate``) are no longer read: each saved one Python call per start or pass, at the
+price of a Protocol, a cache in the engine and a way to lie. A policy that still defines one
+runs unchanged and gets one :class:`DroppedHintWarning` (:data:`DROPPED_HINTS`).
 
 ``pipesim.testing.check_promises(scenario)`` runs a scenario with and without the shortcuts its
 promises enable and compares the event traces, so a promise that lies is caught.
@@ -51,6 +51,7 @@ promises enable and compares the event traces, so a promise that lies is caught.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -192,46 +193,6 @@ class ClosedHint(Protocol):
 
 
 @runtime_checkable
-class ReadyHint(Protocol):
-    """Batching: ``ready`` is a cheap necessary condition for ``select`` to form a batch."""
-
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool: ...
-
-
-@runtime_checkable
-class StartLimitHint(Protocol):
-    """Admission: the rule admits exactly while ``p.started < start_limit(p)``, an int that only
-    a new version or a drop (``p.version``, ``p.n_dropped``) can change. The engine asks once per
-    version and drop count and compares the counter itself, instead of calling ``admits`` before
-    every start."""
-
-    def start_limit(self, p: PipelineView) -> int: ...
-
-
-@runtime_checkable
-class ReadyCountHint(Protocol):
-    """Batching: ``ready(buffer, p)`` is exactly ``len(buffer) >= ready_count(p)``, an int that
-    only a new version or a drop (``p.version``, ``p.n_dropped``) can change. The engine asks once
-    per version and drop count and compares the buffer's length itself."""
-
-    def ready_count(self, p: PipelineView) -> int: ...
-
-
-@runtime_checkable
-class AdmissionGateHint(Protocol):
-    """Weight update: ``admission_gate()`` says which of the pipeline's flags ``blocks_admission``
-    is, whatever the rest of the state: ``"never"`` (always false), ``"syncing"`` (``p.syncing``)
-    or ``"syncing_or_pending"`` (``p.syncing or p.sync_pending``); None makes no promise. The
-    engine then reads the flag itself instead of calling ``blocks_admission`` at every pass."""
-
-    def admission_gate(self) -> str | None: ...
-
-
-ADMISSION_GATES = ("never", "syncing", "syncing_or_pending")
-"""The answers :class:`AdmissionGateHint` may give (besides None), in the engine's numbering."""
-
-
-@runtime_checkable
 class MinItemsHint(Protocol):
     """Batching: no batch can be formed from fewer than ``min_items(p)`` buffered episodes."""
 
@@ -289,47 +250,33 @@ def pauses_only(policy: object) -> bool:
     return isinstance(policy, PausesOnly) and bool(policy.pauses_only())
 
 
-def start_limit(policy: object) -> Callable[[PipelineView], object] | None:
-    """An admission rule's ``start_limit``, if it declares :class:`StartLimitHint` where its
-    ``admits`` is defined or below (None otherwise): a subclass that overrides ``admits`` alone
-    changes the rule, so its inherited limit no longer describes it and is not acted on."""
-    if not isinstance(policy, StartLimitHint) or not _declared_with(policy, "start_limit", "admits"):
-        return None
-    return policy.start_limit
+DROPPED_HINTS = {
+    "start_limit": "admits",
+    "ready_count": "select",
+    "ready": "select",
+    "admission_gate": "blocks_admission",
+}
+"""Speed hints the engine no longer reads (pipesim 0.2.0), each with the decision method it
+shadowed: they saved one Python call per start or pass. A policy that still defines one works
+unchanged, the hint ignored, and its class gets one :class:`DroppedHintWarning`."""
 
 
-def _declared_with(policy: object, hint: str, method: str) -> bool:
-    """Whether ``type(policy)`` defines ``hint`` where its ``method`` is defined or below: a
-    subclass that overrides the method alone changes the rule, so an inherited hint no longer
-    describes it and is not acted on."""
-    mro = type(policy).__mro__
-    method_at = next((c for c in mro if method in c.__dict__), object)
-    hint_at = next((c for c in mro if hint in c.__dict__), object)
-    return issubclass(hint_at, method_at)
+class DroppedHintWarning(FutureWarning):
+    """A policy defines a speed hint the engine no longer reads (:data:`DROPPED_HINTS`)."""
 
 
-def ready_count(policy: object) -> Callable[[PipelineView], object] | None:
-    """A batch policy's ``ready_count``, if it declares :class:`ReadyCountHint` where its
-    ``ready`` is defined or below (None otherwise: a subclass's own ``ready`` voids it)."""
-    if not isinstance(policy, ReadyCountHint) or not _declared_with(policy, "ready_count", "ready"):
-        return None
-    return policy.ready_count
+_warned: set[tuple[type, str]] = set()
 
 
-def admission_gate(policy: object) -> int | None:
-    """A weight-update policy's :class:`AdmissionGateHint` as its index in
-    :data:`ADMISSION_GATES` (None: no promise, or one a subclass's own ``blocks_admission``
-    voids). An answer outside them is a ``ValueError`` naming it."""
-    if not isinstance(policy, AdmissionGateHint):
-        return None
-    if not _declared_with(policy, "admission_gate", "blocks_admission"):
-        return None
-    got = policy.admission_gate()
-    if got is None:
-        return None
-    if not isinstance(got, str) or got not in ADMISSION_GATES:
-        raise ValueError(
-            f"{type(policy).__name__}.admission_gate() must return one of {ADMISSION_GATES} or None, "
-            f"got {got!r:.60}"
-        )
-    return ADMISSION_GATES.index(got)
+def warn_dropped_hints(policy: object, role: str) -> None:
+    """Warn once per class and hint that ``policy`` (the scenario's ``role``) defines a dropped hint."""
+    cls = type(policy)
+    for hint, method in DROPPED_HINTS.items():
+        if callable(getattr(policy, hint, None)) and (cls, hint) not in _warned:
+            _warned.add((cls, hint))
+            warnings.warn(
+                f"{role} {cls.__name__} defines {hint}(), a speed hint pipesim no longer reads "
+                f"(since 0.2.0): {method}() alone decides; the hint can be deleted",
+                DroppedHintWarning,
+                stacklevel=4,
+            )

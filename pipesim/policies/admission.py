@@ -118,10 +118,6 @@ class LagBound(CountsOnly):
     def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped - p.version * p.batch_size < self.max_lag_samples
 
-    def start_limit(self, p: PipelineView) -> int:
-        """The StartLimitHint: the same bound, on ``started`` (integers: exact)."""
-        return self.max_lag_samples + p.n_dropped + p.version * p.batch_size
-
 
 @dataclass(frozen=True)
 class StaleFraction(CountsOnly):

@@ -29,7 +29,7 @@ what every policy must keep, and what a policy promises (the promise Protocols o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -153,17 +153,9 @@ class CountsOnly:
 class FullBatch:
     """A batch policy that needs ``batch_size`` finished episodes before it can form a batch.
 
-    The hints follow: ``ready`` (the engine skips passes that could not form one), exactly
-    "at least ``ready_count``" (the engine compares the count itself), and ``min_items``
-    (completions that leave the buffer short of it are quiet).
+    Its hint follows: ``min_items`` (the engine asks ``select`` only from that many on, and
+    completions that leave the buffer short of it are quiet).
     """
-
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
-        return len(buffer) >= p.batch_size
-
-    def ready_count(self, p: PipelineView) -> int:
-        """The ReadyCountHint: ``ready`` is true exactly from this many buffered episodes on."""
-        return p.batch_size
 
     def min_items(self, p: PipelineView) -> int:
         return p.batch_size
@@ -178,11 +170,7 @@ class CountThrottle(CountsOnly):
     """
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < self.start_limit(p)
-
-    def start_limit(self, p: PipelineView) -> int:
-        """The StartLimitHint: it admits while ``started`` is below this."""
-        return (p.version + 1 + p.max_staleness) * p.batch_size
+        return p.started < (p.version + 1 + p.max_staleness) * p.batch_size
 
 
 @dataclass(frozen=True)
@@ -196,10 +184,6 @@ class PartialRollout:
     def pauses_only(self) -> bool:
         """Its sync touches episodes in flight only by pausing every one (a promise to the engine)."""
         return True
-
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing``."""
-        return "syncing"
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
@@ -224,10 +208,6 @@ class Drain:
     def single_version(self, scenario: Scenario) -> bool:
         """No episode is in flight across a sync, so none runs under two versions."""
         return True
-
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing or p.sync_pending``."""
-        return "syncing_or_pending"
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing or p.sync_pending

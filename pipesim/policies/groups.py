@@ -297,12 +297,6 @@ class WholeGroups:
         s = p.policy_state.get(_STATE)
         return s.stats if isinstance(s, _State) and s.policy is self else GroupStats()
 
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
-        """Exact: whether ``select`` would form a batch or discard something now."""
-        s = self._state(p)
-        s.absorb(buffer, p)
-        return s.ready(p)
-
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         s = self._state(p)
         s.absorb(buffer, p)

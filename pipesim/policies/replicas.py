@@ -191,10 +191,6 @@ class PerReplicaSync:
             raise ValueError(f"sync_times_s has {len(self.sync_times_s)} entries for {n} replicas")
         return [float(t) for t in self.sync_times_s]
 
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is always false."""
-        return "never"
-
     def blocks_admission(self, p: PipelineView) -> bool:
         return False  # paused replicas are skipped by routing; the others keep admitting
 

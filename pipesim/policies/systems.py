@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from pipesim.config import Scenario
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
@@ -86,11 +84,7 @@ class RollGroupAdmission:
         check_int("ratio", self.ratio, 0)
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < self.start_limit(p)
-
-    def start_limit(self, p: PipelineView) -> int:
-        """The StartLimitHint: it admits while ``started`` is below this."""
-        return (p.version + 1 + self.ratio) * p.batch_size
+        return p.started < (p.version + 1 + self.ratio) * p.batch_size
 
     def staleness_knob(self) -> str:
         """Its ``ratio`` bounds staleness, not the pipeline's ``max_staleness`` (OwnStalenessBound)."""
@@ -129,10 +123,6 @@ class RollGroupExpiry:
 
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return self.ratio
-
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
-        """A cheap necessary condition for a batch: B finished episodes, expired or not."""
-        return len(buffer) >= p.batch_size
 
     def min_items(self, p: PipelineView) -> int:
         return p.batch_size
@@ -183,11 +173,7 @@ class PipelineRLLag:
         return math.ceil(self.max_lag / self.attempts)
 
     def admits(self, p: PipelineView) -> bool:
-        return p.started < self.start_limit(p)
-
-    def start_limit(self, p: PipelineView) -> int:
-        """The StartLimitHint: it admits while ``started`` is below this."""
-        return self.lag_groups + (p.version + 1) * p.batch_size
+        return p.started < self.lag_groups + (p.version + 1) * p.batch_size
 
     def closed(self, p: PipelineView) -> bool:
         """Counts only starts and versions: no finishing episode changes its answer."""

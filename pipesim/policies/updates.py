@@ -32,7 +32,7 @@ from typing import Any
 
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number
-from pipesim.core.port import ADMISSION_GATES, PipelineView, admission_gate, pauses_only
+from pipesim.core.port import PipelineView, pauses_only
 from pipesim.policies.base import PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
 
@@ -47,10 +47,6 @@ class AbortReprefill:
     def __post_init__(self) -> None:
         check_positive("decode_rate_tok_s", self.decode_rate_tok_s)
         check_positive("prefill_rate_tok_s", self.prefill_rate_tok_s)
-
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing``."""
-        return "syncing"
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
@@ -83,10 +79,6 @@ class AbortRestart:
         if not isinstance(self.restart, bool):
             raise ValueError(f"restart must be a bool, got {self.restart!r}")
 
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is ``p.syncing``."""
-        return "syncing"
-
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
 
@@ -108,10 +100,6 @@ class InFlightUpdate:
     def __post_init__(self) -> None:
         check_number("load_time_s", self.load_time_s, 0, unit=" of seconds")
 
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is always false."""
-        return "never"
-
     def blocks_admission(self, p: PipelineView) -> bool:
         return False  # paused replicas take no episodes; routing skips them
 
@@ -130,10 +118,6 @@ class InFlightUpdate:
 @dataclass(frozen=True)
 class OverlappedSwap:
     """Transfer into a second copy of the weights while generating; swap atomically at the end."""
-
-    def admission_gate(self) -> str:
-        """The AdmissionGateHint: ``blocks_admission`` is always false."""
-        return "never"
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return False
@@ -163,11 +147,6 @@ class SyncEveryK:
     def pauses_only(self) -> bool:
         """The skipped syncs touch nothing; the real ones are the inner policy's."""
         return pauses_only(self.inner)
-
-    def admission_gate(self) -> str | None:
-        """The AdmissionGateHint: the inner policy's, if it makes one."""
-        gate = admission_gate(self.inner)
-        return None if gate is None else ADMISSION_GATES[gate]
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return self.inner.blocks_admission(p)

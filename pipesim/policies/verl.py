@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 from pipesim.policies.bookkeeping import check_int, check_number, group_book
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
 
@@ -177,10 +175,6 @@ class VerlMessageQueue:
             return self.max_queue_size
         k = self.trigger_parameter_sync_step
         return int(batch_size * (self.staleness_threshold + 1) * k)
-
-    def ready(self, buffer: Sequence[Episode], p: PipelineView) -> bool:
-        """A batch needs B queued samples; eviction only matters beyond the capacity (at least B)."""
-        return len(buffer) >= p.batch_size
 
     def min_items(self, p: PipelineView) -> int:
         return p.batch_size
