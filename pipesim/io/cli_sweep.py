@@ -93,6 +93,36 @@ def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dic
     return designs
 
 
+def cell_limit(text: str | None, dask: str | None) -> float | None:
+    """``--timeout-s``: seconds > 0, ``none`` for no limit, or (not given) the library's default.
+
+    ``--dask`` cannot stop a late cell (Dask abandons it; its worker stays busy), so with it a limit,
+    the default included, is refused: no limit must be asked for (``--timeout-s none``)."""
+    from pipesim.io.sweeps import DEFAULT_CELL_TIMEOUT_S
+
+    if text is None:
+        value: float | None = DEFAULT_CELL_TIMEOUT_S
+    elif text.strip().lower() == "none":
+        value = None
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--timeout-s must be a number of seconds > 0 or none, got {text!r}")
+    if dask is not None and value is not None:
+        given = (
+            f"the default --timeout-s {DEFAULT_CELL_TIMEOUT_S:g}" if text is None else f"--timeout-s {text}"
+        )
+        raise UsageError(
+            f"--dask cannot stop a cell that runs too long (Dask abandons it and its worker stays busy), "
+            f"so {given} cannot hold: add --timeout-s none to run with no per-cell limit, or use local "
+            "processes (--workers N), which enforce it"
+        )
+    return value
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
     from pipesim.io.sweeps import SweepError, grid, sweep
@@ -101,8 +131,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.timeout_s is not None and not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
-        raise UsageError(f"--timeout-s must be a number of seconds > 0, got {args.timeout_s}")
+    timeout_s = cell_limit(args.timeout_s, args.dask)
     check_output("csv", args.csv)
     check_output("html", args.html)
     scen, _ = build_scenario(args.scenario, args.set, None)
@@ -134,7 +163,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             executor=executor,
             workers=args.workers,
             progress=not args.quiet,
-            timeout_s=args.timeout_s,
+            timeout_s=timeout_s,
         )
     except SweepError as exc:
         raise UsageError(sweep_failure(exc)) from None
