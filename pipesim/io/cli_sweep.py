@@ -16,7 +16,6 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pipesim.io.cli_common import (
@@ -28,6 +27,7 @@ from pipesim.io.cli_common import (
     table,
 )
 from pipesim.io.cli_options import DaskError, close_dask, open_dask
+from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
 def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
@@ -125,7 +125,7 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
-    from pipesim.io.sweeps import SweepError, grid, sweep
+    from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
 
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
@@ -167,6 +167,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
     except SweepError as exc:
         raise UsageError(sweep_failure(exc)) from None
+    except SweepInterrupted as exc:
+        return interrupted(exc, args.csv)
     finally:
         close_dask(client, cluster)
     agg = res.aggregate
@@ -181,7 +183,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"\n{len(res.failures)} cell(s) failed:", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
     if args.csv:
-        res.runs.to_csv(args.csv, index=False)
+        write_runs(res.runs, args.csv, partial=False)
         print(f"wrote {args.csv}")
     if args.html:
         from pipesim.io import viz
@@ -196,7 +198,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             figs.append(
                 viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}")
             )
-        Path(args.html).write_text(viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
+        write_text_atomic(args.html, viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
         print(f"wrote {args.html}")
     return 0
 
@@ -210,3 +212,27 @@ def sweep_failure(exc: Exception) -> str:
     where = ", ".join(f"{k}={row[k]}" for k in (*res.keys, "seed") if k in row)
     first = " ".join(str(row["error"]).split())
     return f"every cell of the sweep failed ({len(f)} of {len(res.runs)}); the first ({where}): {first}"
+
+
+def write_runs(runs: Any, path: str, partial: bool) -> None:
+    """The ``--csv`` table: one row per cell and a ``partial`` column, True on every row of an
+    interrupted sweep (it holds only the cells that finished) and False on a complete one; the
+    file is written whole or not at all."""
+    table_ = runs.assign(partial=partial)
+    write_atomic(path, lambda p: table_.to_csv(p, index=False))
+
+
+def interrupted(exc: Any, csv: str | None) -> int:
+    """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True), one
+    line on standard error says so, and the exit status is 130 (the shell's for an interrupt)."""
+    res, total = exc.result, exc.total
+    done = 0 if res is None else len(res.runs)
+    if csv is None:
+        kept = "nothing written (no --csv)"
+    elif res is None:
+        kept = f"nothing written to {csv}"
+    else:
+        write_runs(res.runs, csv, partial=True)
+        kept = f"wrote them to {csv} with partial=True"
+    print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
+    return 130

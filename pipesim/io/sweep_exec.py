@@ -285,10 +285,19 @@ def run_cells(
     }
     try:
         return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
-    except BaseException:  # Ctrl-C: the queued cells need not start (a running thread runs on)
-        for fut in pending:
-            fut.cancel()
+    except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
+        for fut, cell in pending.items():
+            if not fut.cancel() and fut.done() and not isinstance(fut.exception(), BrokenProcessPool):
+                results[cell.index] = _row(fut)
         raise
+
+
+def _row(fut: Future[dict[str, Any]]) -> dict[str, Any]:
+    """A finished future's result row (a failed row when the executor raised)."""
+    exc = fut.exception()
+    if exc is not None:
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    return fut.result()
 
 
 def _collect_cells(
@@ -309,10 +318,8 @@ def _collect_cells(
             exc = fut.exception()
             if isinstance(exc, BrokenProcessPool):
                 lost.append(cell)
-            elif exc is not None:
-                results[cell.index] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             else:
-                results[cell.index] = fut.result()
+                results[cell.index] = _row(fut)
         if deadline_s is None:
             continue
         now = time.monotonic()

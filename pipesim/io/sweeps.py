@@ -24,6 +24,9 @@ not stop is killed and the other unfinished cells are rerun. An executor that ca
 :mod:`pipesim.io.sweep_exec` for why). A sweep in which every cell fails raises :class:`SweepError`
 listing the failures.
 
+Interrupts keep what was done: Ctrl-C (KeyboardInterrupt; ``pipesim sweep`` turns SIGTERM into
+one) stops the sweep, kills our pool's workers, cancels the queued cells, and raises
+:class:`SweepInterrupted`, a KeyboardInterrupt whose ``result`` holds the cells that finished.
 
 A process pool re-imports the main script in each worker (``spawn`` and ``forkserver`` both do), so
 a script that calls :func:`sweep` at top level would start a sweep in every worker. :func:`sweep`
@@ -76,6 +79,7 @@ __all__ = [
     "CellTimeout",
     "MetricsFn",
     "SweepError",
+    "SweepInterrupted",
     "SweepResult",
     "aggregate",
     "cell_label",
@@ -96,6 +100,18 @@ class SweepError(RuntimeError):
     def __init__(self, message: str, result: SweepResult | None = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by an interrupt (Ctrl-C): ``result`` holds the cells that finished before it
+    (None when none had), ``total`` the number of cells the sweep had. A KeyboardInterrupt, so that
+    a caller that does not look for it still stops as before."""
+
+    def __init__(self, result: SweepResult | None, total: int) -> None:
+        done = 0 if result is None else len(result.runs)
+        super().__init__(f"the sweep was interrupted after {done} of {total} cells finished")
+        self.result = result
+        self.total = total
 
 
 def sweep(
@@ -123,7 +139,8 @@ def sweep(
     so there pass ``timeout_s=None``.
 
     Raises :class:`SweepError` when every cell fails (the message lists them) and when a process
-    pool would re-import an unguarded main script that starts this sweep.
+    pool would re-import an unguarded main script that starts this sweep, and
+    :class:`SweepInterrupted` (a KeyboardInterrupt) holding the finished cells when interrupted.
     """
     if timeout_s is not None and not (
         isinstance(timeout_s, int | float)
@@ -159,6 +176,9 @@ def sweep(
                     "status": "failed",
                     "error": "worker process died (it exited or was killed)",
                 }
+    except KeyboardInterrupt:
+        finished = [c for c in cells if c.index in results]
+        raise SweepInterrupted(collect(finished, results, signed) if finished else None, len(cells)) from None
     finally:
         bar.close()
     res = collect(cells, results, signed)
