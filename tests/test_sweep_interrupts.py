@@ -125,8 +125,11 @@ def test_a_complete_sweeps_csv_says_it_is_not_partial(
     assert list(runs["max_staleness"]) == [0, 1, 2, 3] and not runs["partial"].any()
 
 
-def test_pipesim_sweep_on_sigterm_keeps_the_finished_cells_and_exits_130(tmp_path: Path) -> None:
-    """A real process pool, stopped by SIGTERM while its one worker runs the third cell."""
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_pipesim_sweep_stopped_keeps_the_finished_cells_and_exits_130(tmp_path: Path, how: str) -> None:
+    """A real process pool, stopped while its one worker runs the third cell: by SIGTERM to the
+    command, or as Ctrl-C in a terminal does, by SIGINT to its whole process group (the pool's
+    processes too; none of them may print a traceback)."""
     mark, csv = tmp_path / "third-cell-started", tmp_path / "runs.csv"
     script = tmp_path / "sweep_then_term.py"
     script.write_text(
@@ -155,7 +158,12 @@ def test_pipesim_sweep_on_sigterm_keeps_the_finished_cells_and_exits_130(tmp_pat
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # a process group of its own, as a shell gives a command
     )
     try:
         for _ in range(1200):  # the third cell starts within seconds; 120 s at most
@@ -163,10 +171,14 @@ def test_pipesim_sweep_on_sigterm_keeps_the_finished_cells_and_exits_130(tmp_pat
                 break
             time.sleep(0.1)
         assert mark.exists(), proc.communicate(timeout=5)
-        proc.send_signal(signal.SIGTERM)
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:
-        proc.kill()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err[-3000:]
     lines = err.strip().splitlines()
     assert lines == [
@@ -285,3 +297,22 @@ def test_published_interrupted_says_so_in_one_line_and_leaves_json_whole(
     monkeypatch.setattr(table, "json_rows", lambda rows: [{"claim": "first"}])
     assert table.main(["--json", str(out)]) == 0
     assert json.loads(out.read_text()) == [{"claim": "first"}]
+
+
+def test_an_atomic_write_keeps_what_a_plain_write_would(tmp_path: Path) -> None:
+    """Through a symlink the named file is written (the link stays); an existing file keeps its
+    mode; a device such as /dev/null is written in place, not replaced."""
+    import stat
+
+    from pipesim.io.interrupts import write_text_atomic
+
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_text("old")
+    real.chmod(0o640)
+    link.symlink_to(real)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "real.csv"]
+    write_text_atomic("/dev/null", "x")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

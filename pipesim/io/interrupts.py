@@ -57,6 +57,8 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
     which then replaces ``path`` in one step. On any exception (an interrupt included) the temporary
     file is removed and ``path`` is left as it was."""
     target = Path(path)
+    if target.is_symlink():  # write the file it names, as open() would, rather than replace the link
+        target = target.resolve()
     if _special(target):
         write(target)
         return
