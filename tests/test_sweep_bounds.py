@@ -170,12 +170,12 @@ def test_a_cell_that_ignores_the_alarm_does_not_time_out_the_cells_queued_beside
     deaf cell is; its worker is killed and the others are rerun."""
     kw = pool()
     try:
-        res = sweep(small(), {"max_staleness": [0, 1, 2]}, fn=deaf_on_eta0, timeout_s=1, progress=False, **kw)
+        res = sweep(small(), {"max_staleness": [0, 1, 2]}, fn=deaf_on_eta0, timeout_s=0.5, progress=False, **kw)
     finally:
         if "executor" in kw:
             kw["executor"].shutdown(wait=False, cancel_futures=True)
     assert list(res.runs["status"]) == ["failed", "ok", "ok"], res.runs[["status", "error"]]
-    assert "timeout_s=1" in res.runs.loc[0, "error"] and "killed" in res.runs.loc[0, "error"]
+    assert "timeout_s=0.5" in res.runs.loc[0, "error"] and "killed" in res.runs.loc[0, "error"]
     assert list(res.runs["eta"].iloc[1:]) == [1.0, 2.0]
 
 
