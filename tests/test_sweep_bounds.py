@@ -170,7 +170,9 @@ def test_a_cell_that_ignores_the_alarm_does_not_time_out_the_cells_queued_beside
     deaf cell is; its worker is killed and the others are rerun."""
     kw = pool()
     try:
-        res = sweep(small(), {"max_staleness": [0, 1, 2]}, fn=deaf_on_eta0, timeout_s=0.5, progress=False, **kw)
+        res = sweep(
+            small(), {"max_staleness": [0, 1, 2]}, fn=deaf_on_eta0, timeout_s=0.5, progress=False, **kw
+        )
     finally:
         if "executor" in kw:
             kw["executor"].shutdown(wait=False, cancel_futures=True)
