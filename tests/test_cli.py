@@ -114,7 +114,7 @@ def test_sweep_dask_local_matches_process_pool(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     argv = ["sweep", "synchronous", *SMALL, "--over", "max_staleness=0,2", "--seeds", "2", "--quiet"]
     assert main([*argv, "--workers", "2", "--csv", str(tmp_path / "p.csv")]) == 0
-    assert main([*argv, "--dask", "local", "--csv", str(tmp_path / "d.csv")]) == 0
+    assert main([*argv, "--dask", "local", "--timeout-s", "none", "--csv", str(tmp_path / "d.csv")]) == 0
     assert pd.read_csv(tmp_path / "p.csv").equals(pd.read_csv(tmp_path / "d.csv"))
 
 
@@ -469,7 +469,9 @@ def test_run_file_recipe_of_a_scenario_file_rebuilds_the_trace(tmp_path: Path) -
 @pytest.mark.slow
 def test_dask_address_that_does_not_answer_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")
-    assert main(["sweep", "fig13.1-sync", "--dask", "tcp://127.0.0.1:1", "--quiet"]) == 2
+    assert (
+        main(["sweep", "fig13.1-sync", "--dask", "tcp://127.0.0.1:1", "--timeout-s", "none", "--quiet"]) == 2
+    )
     lines = _err_lines(capsys)
     assert len(lines) == 1 and "--dask: cannot connect" in lines[0]
 

@@ -6,11 +6,13 @@ in Python. A scenario is named the same way everywhere (:func:`pipesim.io.regist
 registered name (``systems:areal``), a scenario file (``my.toml``, ``my.yaml``), or
 ``package.module:factory`` / ``path/to/file.py:factory``.
 
-User errors (unknown scenario, key or policy, ill-typed value, unreadable file, a bad output path,
-a run that cannot finish, a sweep whose every cell fails) exit with status 2 and print at most a
-usage line and one ``pipesim: error: ...`` line; never a traceback (``PIPESIM_TRACEBACK=1`` shows
-it for an unexpected error). Output paths are checked before anything runs. ``main(argv)`` returns
-the exit status, which keeps it testable in-process.
+Ctrl-C and SIGTERM (:func:`~pipesim.io.interrupts.sigterm_as_interrupt`) stop a command with one
+line and exit status 130; outputs are written whole or not at all (``sweep`` keeps its finished
+cells in ``--csv``, with ``partial`` set). User errors (unknown scenario, key or policy, ill-typed
+value, unreadable file, a bad output path, a run that cannot finish, a sweep whose every cell fails)
+exit with status 2 and print at most a usage line and one ``pipesim: error: ...`` line; never a
+traceback (``PIPESIM_TRACEBACK=1`` shows it for an unexpected error). Output paths are checked
+before anything runs. ``main(argv)`` returns the exit status, which keeps it testable in-process.
 
 A ``--json`` run file stores the summary, the scenario (as text and as scenario-file data) and the
 *recipe* (scenario, ``--set`` overrides and seed). ``pipesim trace RUN.json`` rebuilds the run from
@@ -53,6 +55,7 @@ from pipesim.io.cli_parser import Parser, build_parser
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
 from pipesim.io.cli_sweep import cmd_sweep, parse_over
 from pipesim.io.cli_trace import cmd_report, cmd_trace
+from pipesim.io.interrupts import sigterm_as_interrupt
 
 __all__ = [
     "MAX_SEED",
@@ -98,12 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        register_policies(getattr(args, "policies", None) or [])
-        with pause_collector_during_runs():  # this process is the command's: its runs go faster
+        # SIGTERM unwinds like Ctrl-C (nothing is left half-written); this process is the
+        # command's, so its runs pause the cyclic collector while they run
+        with sigterm_as_interrupt(), pause_collector_during_runs():
+            register_policies(getattr(args, "policies", None) or [])
             return int(args.func(args))
     except UsageError as exc:
         return _fail(str(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # `pipesim sweep` says what it kept itself
+        print(
+            f"pipesim: interrupted: {argv[0]} stopped before it finished; no output is left half-written",
+            file=sys.stderr,
+        )
         return 130
     except BrokenPipeError:  # `pipesim ... | head`: the reader left; nothing to report
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stops the interpreter's flush failing at exit

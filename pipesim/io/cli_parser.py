@@ -139,11 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_option(g, "dask")
     s.add_argument(
         "--timeout-s",
-        type=float,
         metavar="SECONDS",
-        help="fail a cell that runs longer than this many seconds; e.g. --timeout-s 600",
+        help="fail a cell that runs longer than this many seconds (default 3600; none: no limit, "
+        "which --dask needs); e.g. --timeout-s 600",
     )
-    s.add_argument("--csv", metavar="PATH", help="write one row per run; e.g. --csv runs.csv")
+    s.add_argument(
+        "--csv",
+        metavar="PATH",
+        help="write one row per run, with a partial column (True on every row when the sweep was "
+        "interrupted: the finished runs only); e.g. --csv runs.csv",
+    )
     add_option(s, "html", help="write sweep figures; e.g. --html sweep.html")
     add_option(s, "quiet")
     s.set_defaults(func=cmd_sweep)

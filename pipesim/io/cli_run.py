@@ -6,7 +6,9 @@ is one call in Python. ``run`` checks every output path before it runs, prints t
 standard error when ``--json -`` takes standard output), and writes each output it was asked for.
 Its ``--json`` run file stores the summary, the scenario (as text and as scenario-file data) and
 the *recipe* (scenario, ``--set`` overrides and seed) from which ``pipesim trace RUN.json``
-rebuilds the run exactly: a run is deterministic given its seed.
+rebuilds the run exactly: a run is deterministic given its seed. Every output is written whole or
+not at all (:mod:`pipesim.io.interrupts`; ``--save`` by :meth:`RunResult.save` itself), so Ctrl-C
+or SIGTERM leaves no file that half loads; :func:`pipesim.io.cli.main` says so in one line.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pipesim.io.cli_common import (
     scenario_dict,
     summary_table,
 )
+from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -110,19 +113,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:
-            Path(args.json).write_text(text)
+            write_text_atomic(args.json, text)
             print(f"wrote {args.json}", file=out)
     if args.events:
         ev = result.events
         if Path(args.events).suffix.lower() == ".parquet":
-            ev.to_parquet(args.events, index=False)
+            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
         else:
-            ev.to_csv(args.events, index=False)
+            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
         print(f"wrote {args.events}", file=out)
     if args.trace:
         from pipesim.io.trace import write_trace
 
-        write_trace(result, args.trace)
+        write_atomic(args.trace, lambda p: write_trace(result, p))
         print(f"wrote {args.trace}", file=out)
     if args.save:
         result.save(args.save)
@@ -130,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.html:
         from pipesim.io.viz import figures_to_html, run_views
 
-        Path(args.html).write_text(figures_to_html(run_views(result, args.scenario), title=args.scenario))
+        write_text_atomic(args.html, figures_to_html(run_views(result, args.scenario), title=args.scenario))
         print(f"wrote {args.html}", file=out)
     return 0
 
@@ -155,6 +158,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.out == "-":
         sys.stdout.write(text)
     else:
-        Path(args.out).write_text(text)
+        write_text_atomic(args.out, text)
         print(f"wrote {args.out} (run it: pipesim run {args.out})")
     return 0

@@ -16,7 +16,6 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pipesim.io.cli_common import (
@@ -28,6 +27,7 @@ from pipesim.io.cli_common import (
     table,
 )
 from pipesim.io.cli_options import DaskError, close_dask, open_dask
+from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
 def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
@@ -93,16 +93,45 @@ def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dic
     return designs
 
 
+def cell_limit(text: str | None, dask: str | None) -> float | None:
+    """``--timeout-s``: seconds > 0, ``none`` for no limit, or (not given) the library's default.
+
+    ``--dask`` cannot stop a late cell (Dask abandons it; its worker stays busy), so with it a limit,
+    the default included, is refused: no limit must be asked for (``--timeout-s none``)."""
+    from pipesim.io.sweeps import DEFAULT_CELL_TIMEOUT_S
+
+    if text is None:
+        value: float | None = DEFAULT_CELL_TIMEOUT_S
+    elif text.strip().lower() == "none":
+        value = None
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--timeout-s must be a number of seconds > 0 or none, got {text!r}")
+    if dask is not None and value is not None:
+        given = (
+            f"the default --timeout-s {DEFAULT_CELL_TIMEOUT_S:g}" if text is None else f"--timeout-s {text}"
+        )
+        raise UsageError(
+            f"--dask cannot stop a cell that runs too long (Dask abandons it and its worker stays busy), "
+            f"so {given} cannot hold: add --timeout-s none to run with no per-cell limit, or use local "
+            "processes (--workers N), which enforce it"
+        )
+    return value
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
-    from pipesim.io.sweeps import SweepError, grid, sweep
+    from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
 
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.timeout_s is not None and not (math.isfinite(args.timeout_s) and args.timeout_s > 0):
-        raise UsageError(f"--timeout-s must be a number of seconds > 0, got {args.timeout_s}")
+    timeout_s = cell_limit(args.timeout_s, args.dask)
     check_output("csv", args.csv)
     check_output("html", args.html)
     scen, _ = build_scenario(args.scenario, args.set, None)
@@ -134,10 +163,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             executor=executor,
             workers=args.workers,
             progress=not args.quiet,
-            timeout_s=args.timeout_s,
+            timeout_s=timeout_s,
         )
     except SweepError as exc:
         raise UsageError(sweep_failure(exc)) from None
+    except SweepInterrupted as exc:
+        return interrupted(exc, args.csv)
     finally:
         close_dask(client, cluster)
     agg = res.aggregate
@@ -152,7 +183,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"\n{len(res.failures)} cell(s) failed:", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
     if args.csv:
-        res.runs.to_csv(args.csv, index=False)
+        write_runs(res.runs, args.csv, partial=False)
         print(f"wrote {args.csv}")
     if args.html:
         from pipesim.io import viz
@@ -167,7 +198,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             figs.append(
                 viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}")
             )
-        Path(args.html).write_text(viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
+        write_text_atomic(args.html, viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
         print(f"wrote {args.html}")
     return 0
 
@@ -181,3 +212,27 @@ def sweep_failure(exc: Exception) -> str:
     where = ", ".join(f"{k}={row[k]}" for k in (*res.keys, "seed") if k in row)
     first = " ".join(str(row["error"]).split())
     return f"every cell of the sweep failed ({len(f)} of {len(res.runs)}); the first ({where}): {first}"
+
+
+def write_runs(runs: Any, path: str, partial: bool) -> None:
+    """The ``--csv`` table: one row per cell and a ``partial`` column, True on every row of an
+    interrupted sweep (it holds only the cells that finished) and False on a complete one; the
+    file is written whole or not at all."""
+    table_ = runs.assign(partial=partial)
+    write_atomic(path, lambda p: table_.to_csv(p, index=False))
+
+
+def interrupted(exc: Any, csv: str | None) -> int:
+    """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True), one
+    line on standard error says so, and the exit status is 130 (the shell's for an interrupt)."""
+    res, total = exc.result, exc.total
+    done = 0 if res is None else len(res.runs)
+    if csv is None:
+        kept = "nothing written (no --csv)"
+    elif res is None:
+        kept = f"nothing written to {csv}"
+    else:
+        write_runs(res.runs, csv, partial=True)
+        kept = f"wrote them to {csv} with partial=True"
+    print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
+    return 130

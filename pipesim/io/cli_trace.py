@@ -5,7 +5,8 @@ run (a directory, ``pipesim run --save``: its tables are read back, nothing reru
 table (``.parquet``/``.csv``), a run file (``--json``: the run is rebuilt from its recipe, which is
 exact because a run is deterministic given its seed), or a scenario to run now. ``report`` writes
 the chapter's offline report (:func:`pipesim.io.report.build_report`) or, given a saved run, that
-run's summary and views (:func:`pipesim.io.viz.run_page`).
+run's summary and views (:func:`pipesim.io.viz.run_page`). Both write their output whole or not at
+all (:mod:`pipesim.io.interrupts`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from pathlib import Path
 
 from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
+from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -29,7 +31,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pipesim.io.viz import run_page
 
         saved = load_saved(args.run)
-        Path(args.out).write_text(run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
+        write_text_atomic(args.out, run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
         print(f"wrote {Path(args.out).resolve()}")
         return 0
     path = build_report(args.out, seeds=args.seeds, workers=args.workers, progress=not args.quiet)
@@ -53,7 +55,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         trace = events_to_trace(
             saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
         )
-        Path(args.out).write_text(json.dumps(trace, separators=(",", ":")))
+        write_text_atomic(args.out, json.dumps(trace, separators=(",", ":")))
     elif suffix in (".parquet", ".csv"):
         import pandas as pd
 
@@ -62,7 +64,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
             raise UsageError(f"{src}: not an events table ({one_line(exc)})") from None
         try:
-            write_trace(events, args.out)
+            write_atomic(args.out, lambda p: write_trace(events, p))
         except ValueError as exc:
             raise UsageError(f"{src}: {one_line(exc)}") from None
     elif suffix == ".json":
@@ -81,9 +83,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 f"got {recipe!r}"
             )
         scen, _ = build_scenario(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
-        write_trace(run(scen), args.out)
+        result = run(scen)
+        write_atomic(args.out, lambda p: write_trace(result, p))
     else:
         scen, _ = build_scenario(args.run, args.set, args.seed)
-        write_trace(run(scen), args.out)
+        result = run(scen)
+        write_atomic(args.out, lambda p: write_trace(result, p))
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0

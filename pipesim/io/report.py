@@ -29,7 +29,9 @@ import pandas as pd
 import torch
 
 from pipesim.io.api import run, simulate_pipeline
+from pipesim.io.interrupts import write_text_atomic
 from pipesim.io.registry import CHAPTER_DESIGNS, chapter_design, get_scenario
+from pipesim.io.sweep_exec import DEFAULT_CELL_TIMEOUT_S
 from pipesim.policies.base import Drain, PartialRollout
 from pipesim.workload.durations import chapter_pool, straggler_ratios
 
@@ -177,14 +179,17 @@ def build_report(
     workers: int | None = None,
     progress: bool | None = None,
     etas: Sequence[int] = tuple(range(9)),
+    timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
 ) -> Path:
     """Compute every table and figure and write the self-contained page to ``out``; returns its path.
 
-    ``seeds`` pools per point for the banded figures; ``executor``/``workers`` as in
-    :func:`pipesim.io.sweeps.sweep` (one pool is created for all sweeps when none is given).
+    ``seeds`` pools per point for the banded figures; ``executor``, ``workers`` and ``timeout_s``
+    as in :func:`pipesim.io.sweeps.sweep` (each sweep makes its own pool when no executor is given,
+    so that a worker killed for a hung cell, or an interrupt, stops only that pool). The page is
+    written whole or not at all: an interrupt leaves the file as it was.
     """
     from pipesim.io import viz
-    from pipesim.io.sweeps import default_executor, sweep
+    from pipesim.io.sweeps import sweep
 
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
@@ -199,32 +204,19 @@ def build_report(
         "async eta=1, partial": run(get_scenario("fig13.1-async")),
     }
 
-    ex = executor or default_executor(workers)
-    try:
-        base = {
-            k: chapter_design(k, eta, drain).with_(pool_size=None)
-            for k, (eta, drain) in CHAPTER_DESIGNS.items()
-        }
-        sw_designs = sweep(base, seeds=seeds, executor=ex, progress=progress)
-        eta_base = chapter_design("eta sweep", 0).with_(pool_size=None)
-        sw_eta = sweep(
-            eta_base,
-            over={"max_staleness": list(etas), "weight_update": [PartialRollout(), Drain()]},
-            seeds=seeds,
-            executor=ex,
-            progress=progress,
-        )
-        sync_base = {k: base[k] for k in ("synchronous", "async eta=2, partial")}
-        sw_sync = sweep(
-            sync_base,
-            over={"sync_time_s": [1.0, 10.0, 30.0, 60.0]},
-            seeds=seeds,
-            executor=ex,
-            progress=progress,
-        )
-    finally:
-        if executor is None:
-            ex.shutdown(wait=True)
+    run_kw: dict[str, Any] = dict(
+        seeds=seeds, executor=executor, workers=workers, progress=progress, timeout_s=timeout_s
+    )
+    base = {
+        k: chapter_design(k, eta, drain).with_(pool_size=None) for k, (eta, drain) in CHAPTER_DESIGNS.items()
+    }
+    sw_designs = sweep(base, **run_kw)
+    eta_base = chapter_design("eta sweep", 0).with_(pool_size=None)
+    sw_eta = sweep(
+        eta_base, over={"max_staleness": list(etas), "weight_update": [PartialRollout(), Drain()]}, **run_kw
+    )
+    sync_base = {k: base[k] for k in ("synchronous", "async eta=2, partial")}
+    sw_sync = sweep(sync_base, over={"sync_time_s": [1.0, 10.0, 30.0, 60.0]}, **run_kw)
     failed = pd.concat([s.failures for s in (sw_designs, sw_eta, sw_sync)])
 
     f_tl = viz.timelines(fig1)
@@ -274,7 +266,7 @@ def build_report(
         f"<style>{CSS}</style>{viz.plotlyjs_script()}</head><body>{body}</body></html>"
     )
     path = Path(out)
-    path.write_text(page, encoding="utf-8")
+    write_text_atomic(path, page)  # an interrupt leaves the old page or none, never half of one
     return path
 
 

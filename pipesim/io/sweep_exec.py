@@ -11,8 +11,16 @@ Failures do not lose results. An exception inside a run is caught in the worker 
 and returned as a failed row with its error. A worker process that dies breaks a process pool and
 fails every unfinished future: :func:`run_cells` returns those cells as lost, so that the caller can
 rerun them one at a time on fresh pools and report only the cells that really kill their worker.
-``timeout_s`` bounds each cell: in a worker process an alarm stops the cell (the worker lives on);
-a worker that does not stop is killed and the other unfinished cells come back as lost.
+``timeout_s`` bounds each cell, :data:`DEFAULT_CELL_TIMEOUT_S` unless the caller lifts it with
+``timeout_s=None``. Only a process pool can enforce it: in a worker process an alarm stops the cell
+at ``timeout_s`` from the cell's own start (the worker lives on), and a worker that does not stop
+is killed; the other unfinished cells then come back as lost, to be rerun, never as timed out.
+Any other executor cannot stop a running cell (a thread cannot be killed; Dask abandons a late
+cell and its worker stays busy), so a hung cell would hang the sweep, and the threads left behind
+keep the interpreter from exiting: :func:`timeout_refusal` refuses a limit there up front. Running
+such cells in a child process of their own was the alternative; it was not taken because Dask's
+worker processes are daemons, which may not start children, and because a thread pool is chosen
+to avoid exactly that per-cell process and its pickling.
 
 A process pool re-imports the main script in each worker (``spawn`` and ``forkserver`` both do), so
 a script that starts a sweep at top level would start a sweep in every worker;
@@ -42,6 +50,11 @@ if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
 
 MetricsFn = Callable[[Scenario], Mapping[str, float]]
+
+DEFAULT_CELL_TIMEOUT_S = 3600.0
+"""The per-cell limit of a sweep that names none (seconds): generous, since a real cell runs for
+seconds to minutes, but finite, so that a hung cell cannot hold a sweep forever. ``timeout_s=None``
+lifts it (no limit), which an executor that cannot stop a cell requires (:func:`timeout_refusal`)."""
 
 # how long a cell in a process pool may look "running" before its worker is killed: a future
 # counts as running once it is in the pool's call queue (workers + 1 deep), so it may wait behind
@@ -113,6 +126,26 @@ def _timeout_error(timeout_s: float | None, killed: bool = False) -> str:
     return msg + (" and did not stop, so its worker was killed" if killed else "")
 
 
+def enforces_timeout(ex: Executor) -> bool:
+    """Whether a per-cell limit holds on ``ex``: only a process pool's worker can be stopped (by the
+    alarm) or killed; a thread cannot be, and Dask abandons a late cell while its worker runs on."""
+    return isinstance(ex, ProcessPoolExecutor)
+
+
+def timeout_refusal(ex: Executor, timeout_s: float | None) -> str | None:
+    """Why ``timeout_s`` cannot hold on ``ex`` (the message of the ValueError), or None when it can."""
+    if timeout_s is None or enforces_timeout(ex):
+        return None
+    kind = f"{type(ex).__module__}.{type(ex).__qualname__}"
+    default = " (the default, DEFAULT_CELL_TIMEOUT_S)" if timeout_s == DEFAULT_CELL_TIMEOUT_S else ""
+    return (
+        f"timeout_s={timeout_s:g} s{default} cannot be enforced on a {kind}: it cannot stop a running "
+        "cell (a thread cannot be killed, Dask abandons a late cell), so one hung cell would hang the "
+        "sweep; use the default process pool (executor=None, workers=N), or pass timeout_s=None to "
+        "run with no per-cell limit"
+    )
+
+
 def default_executor(workers: int | None = None) -> ProcessPoolExecutor:
     """A local process pool (forkserver, ``pipesim.io.api`` preloaded); ``workers`` defaults to the CPUs."""
     n = workers or os.cpu_count() or 1
@@ -159,7 +192,7 @@ def _guarded(body: Sequence[ast.stmt], line: int) -> bool | None:
 
 _GUARD_ADVICE = (
     'put the code that runs the sweep under `if __name__ == "__main__":` (a process pool re-imports '
-    "the main script in every worker), or pass executor=ThreadPoolExecutor(...)"
+    "the main script in every worker), or pass executor=ThreadPoolExecutor(...) with timeout_s=None"
 )
 
 
@@ -180,7 +213,7 @@ def main_guard_problem() -> str | None:
         return (
             f"pipesim.sweep was started from a main script read from {path}, which a process pool's "
             "workers cannot re-import (each would fail to start): save the script as a file and run "
-            "that, or pass executor=ThreadPoolExecutor(...)"
+            "that, or pass executor=ThreadPoolExecutor(...) with timeout_s=None"
         )
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
@@ -218,7 +251,7 @@ def progress_bar(total: int, enabled: bool | None) -> Any:
     return tqdm(total=total, desc="sweep", unit="run", disable=not enabled)
 
 
-def _kill_workers(ex: Executor) -> None:
+def kill_workers(ex: Executor) -> None:
     """Kill a process pool's workers (Python 3.11 has no public call; 3.14 adds kill_workers)."""
     for proc in list(getattr(ex, "_processes", {}).values()):
         proc.kill()
@@ -229,24 +262,52 @@ def run_cells(
     cells: Sequence[Cell],
     fn: MetricsFn,
     timeout_s: float | None,
-    own: bool,
     results: dict[int, dict[str, Any]],
     bar: Any,
 ) -> list[Cell]:
-    """Submit ``cells`` to ``ex`` and fill ``results``; returns the cells lost to a broken pool of ours.
+    """Submit ``cells`` to ``ex`` and fill ``results``; returns the cells lost to a broken process pool.
 
-    With ``timeout_s``, a cell that looks running for longer than its deadline is reported failed;
-    on our process pool its worker is then killed (so the pool breaks and the other unfinished
-    cells come back as lost, to be rerun), elsewhere the future is abandoned.
+    ``timeout_s`` must be None unless ``ex`` is a process pool (:func:`timeout_refusal`; the caller
+    checks). There the alarm stops a cell at ``timeout_s`` from its own start; a cell that still
+    looks running :data:`_KILL_ROUNDS` limits later (a future counts as running from when it is
+    queued for a worker, before it starts) ignored the alarm: it is reported timed out and the
+    pool's workers are killed. The other unfinished cells then fail with BrokenProcessPool and come
+    back as lost, never as timed out, so the caller reruns them on fresh pools. Killing breaks a
+    pool that is not ours too (concurrent.futures cannot replace a worker); any broken process
+    pool's cells come back as lost, since the caller reruns them on pools of its own.
     """
     procs = isinstance(ex, ProcessPoolExecutor)
-    alarm_s = timeout_s if procs else None
-    deadline_s = (
-        None if timeout_s is None else (_KILL_ROUNDS * timeout_s + _KILL_GRACE_S if procs else timeout_s)
-    )
+    if timeout_s is not None and not procs:
+        raise ValueError(timeout_refusal(ex, timeout_s))
+    deadline_s = None if timeout_s is None else _KILL_ROUNDS * timeout_s + _KILL_GRACE_S
     pending: dict[Future[dict[str, Any]], Cell] = {
-        ex.submit(run_cell, c.index, c.scenario, fn, alarm_s): c for c in cells
+        ex.submit(run_cell, c.index, c.scenario, fn, timeout_s): c for c in cells
     }
+    try:
+        return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
+    except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
+        for fut, cell in pending.items():
+            if not fut.cancel() and fut.done() and not isinstance(fut.exception(), BrokenProcessPool):
+                results[cell.index] = _row(fut)
+        raise
+
+
+def _row(fut: Future[dict[str, Any]]) -> dict[str, Any]:
+    """A finished future's result row (a failed row when the executor raised)."""
+    exc = fut.exception()
+    if exc is not None:
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+    return fut.result()
+
+
+def _collect_cells(
+    ex: Executor,
+    pending: dict[Future[dict[str, Any]], Cell],
+    timeout_s: float | None,
+    deadline_s: float | None,
+    results: dict[int, dict[str, Any]],
+    bar: Any,
+) -> list[Cell]:
     started: dict[Future[dict[str, Any]], float] = {}
     lost: list[Cell] = []
     while pending:
@@ -255,12 +316,10 @@ def run_cells(
             cell = pending.pop(fut)
             bar.update(1)
             exc = fut.exception()
-            if isinstance(exc, BrokenProcessPool) and own:
+            if isinstance(exc, BrokenProcessPool):
                 lost.append(cell)
-            elif exc is not None:
-                results[cell.index] = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             else:
-                results[cell.index] = fut.result()
+                results[cell.index] = _row(fut)
         if deadline_s is None:
             continue
         now = time.monotonic()
@@ -270,14 +329,9 @@ def run_cells(
             if fut in started and now - started[fut] > deadline_s:
                 del pending[fut]
                 bar.update(1)
-                results[cell.index] = {
-                    "status": "failed",
-                    "error": _timeout_error(timeout_s, killed=own and procs),
-                }
-                if own and procs:
-                    _kill_workers(ex)
-                else:
-                    fut.cancel()  # a thread cannot be stopped: its worker stays busy until it returns
+                results[cell.index] = {"status": "failed", "error": _timeout_error(timeout_s, killed=True)}
+                kill_workers(ex)
+                break  # the rest were queued beside it, not late: they come back as lost
     return lost
 
 

@@ -16,10 +16,17 @@ never share a row unless they are the same design; a value twice in one axis is 
 Failures do not lose results. An exception inside a run is caught in the worker and returned as a
 failed row with its error. A worker process that dies breaks a process pool and fails every
 unfinished future; if the pool is ours, those cells are rerun one at a time on fresh pools, so
-only the cells that really kill their worker are reported failed. ``timeout_s`` bounds each cell:
-in a worker process an alarm stops the cell (the worker lives on); a worker that does not stop is
-killed and the other unfinished cells are rerun. A sweep in which every cell fails raises
-:class:`SweepError` listing the failures.
+only the cells that really kill their worker are reported failed. ``timeout_s`` bounds each cell,
+:data:`DEFAULT_CELL_TIMEOUT_S` (an hour) unless lifted with ``timeout_s=None``: in a worker process
+an alarm stops the cell at the limit from its own start (the worker lives on); a worker that does
+not stop is killed and the other unfinished cells are rerun. An executor that cannot stop a cell
+(threads, Dask) is refused a limit up front, so there ``timeout_s=None`` must be said (see
+:mod:`pipesim.io.sweep_exec` for why). A sweep in which every cell fails raises :class:`SweepError`
+listing the failures.
+
+Interrupts keep what was done: Ctrl-C (KeyboardInterrupt; ``pipesim sweep`` turns SIGTERM into
+one) stops the sweep, kills our pool's workers, cancels the queued cells, and raises
+:class:`SweepInterrupted`, a KeyboardInterrupt whose ``result`` holds the cells that finished.
 
 A process pool re-imports the main script in each worker (``spawn`` and ``forkserver`` both do), so
 a script that calls :func:`sweep` at top level would start a sweep in every worker. :func:`sweep`
@@ -41,16 +48,19 @@ from typing import Any
 from pipesim.config import Scenario
 from pipesim.core.errors import check_int
 from pipesim.io.sweep_exec import (
+    DEFAULT_CELL_TIMEOUT_S,
     SIGNED_SUMMARY,
     CellTimeout,
     MetricsFn,
     NoBar,
     default_executor,
+    kill_workers,
     main_guard_problem,
     progress_bar,
     reimports_main,
     run_cells,
     run_summary,
+    timeout_refusal,
 )
 from pipesim.io.sweep_grid import (
     Cell,
@@ -64,10 +74,12 @@ from pipesim.io.sweep_grid import (
 )
 
 __all__ = [
+    "DEFAULT_CELL_TIMEOUT_S",
     "Cell",
     "CellTimeout",
     "MetricsFn",
     "SweepError",
+    "SweepInterrupted",
     "SweepResult",
     "aggregate",
     "cell_label",
@@ -90,6 +102,18 @@ class SweepError(RuntimeError):
         self.result = result
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by an interrupt (Ctrl-C): ``result`` holds the cells that finished before it
+    (None when none had), ``total`` the number of cells the sweep had. A KeyboardInterrupt, so that
+    a caller that does not look for it still stops as before."""
+
+    def __init__(self, result: SweepResult | None, total: int) -> None:
+        done = 0 if result is None else len(result.runs)
+        super().__init__(f"the sweep was interrupted after {done} of {total} cells finished")
+        self.result = result
+        self.total = total
+
+
 def sweep(
     scenarios: Scenario | Mapping[str, Scenario],
     over: Mapping[str, Sequence[Any]] | None = None,
@@ -99,7 +123,7 @@ def sweep(
     workers: int | None = None,
     progress: bool | None = None,
     fn: MetricsFn = run_summary,
-    timeout_s: float | None = None,
+    timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
 ) -> SweepResult:
     """Run every cell of ``grid(scenarios, over, seeds)`` on ``executor`` and collect a tidy table.
 
@@ -107,14 +131,16 @@ def sweep(
     Dask. When None, a local process pool of ``workers`` processes is created and shut down here.
     ``fn`` maps a scenario to a flat dict of metrics and must be a picklable top-level function.
     ``progress`` shows a tqdm bar (None: only for >= 20 cells on a terminal).
-    ``timeout_s`` bounds each cell's seconds: a cell past it is a failed row ("timed out") and the
-    others still run. On a process pool an alarm stops the cell inside its worker, and a worker
-    that ignores it is killed; on threads or Dask the late cell is abandoned (its thread cannot be
-    stopped and stays busy until the cell returns), and the deadline counts from when the
-    executor reports the cell running.
+    ``timeout_s`` bounds each cell's seconds, counted from the cell's own start; a cell past it is a
+    failed row ("timed out") and the others still run. The default is
+    :data:`DEFAULT_CELL_TIMEOUT_S`; None means no limit. Only a process pool can enforce a limit (an
+    alarm stops the cell inside its worker, and a worker that ignores it is killed); on any other
+    executor (threads, Dask) a limit, the default included, is a ValueError naming the executor,
+    so there pass ``timeout_s=None``.
 
     Raises :class:`SweepError` when every cell fails (the message lists them) and when a process
-    pool would re-import an unguarded main script that starts this sweep.
+    pool would re-import an unguarded main script that starts this sweep, and
+    :class:`SweepInterrupted` (a KeyboardInterrupt) holding the finished cells when interrupted.
     """
     if timeout_s is not None and not (
         isinstance(timeout_s, int | float)
@@ -122,9 +148,13 @@ def sweep(
         and math.isfinite(timeout_s)
         and timeout_s > 0
     ):
-        raise ValueError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+        raise ValueError(
+            f"timeout_s must be a finite number of seconds > 0, or None for no limit, got {timeout_s!r}"
+        )
     if executor is not None and not isinstance(executor, Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor or None, got {executor!r}")
+    if executor is not None and (refusal := timeout_refusal(executor, timeout_s)) is not None:
+        raise ValueError(refusal)
     if workers is not None:
         check_int("workers", workers, 1)
     cells = grid(scenarios, over, seeds)
@@ -133,23 +163,48 @@ def sweep(
         problem = main_guard_problem()
         if problem is not None:
             raise SweepError(problem)
-    ex: Executor = default_executor(workers) if executor is None else executor
     results: dict[int, dict[str, Any]] = {}
+    signed = SIGNED_SUMMARY if fn is run_summary else None
     bar = progress_bar(len(cells), progress)
     try:
-        suspects = run_cells(ex, cells, fn, timeout_s, own, results, bar)
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True) if own else None
-    # a dead worker broke our pool: rerun the unfinished cells one by one so only the culprits fail
-    for cell in sorted(suspects, key=lambda c: c.index):
-        with default_executor(1) as solo:
-            if run_cells(solo, [cell], fn, timeout_s, True, results, NoBar()):
+        ex: Executor = default_executor(workers) if executor is None else executor
+        suspects = _run_on(ex, own, cells, fn, timeout_s, results, bar)
+        # a dead worker broke the pool: rerun the unfinished cells one by one so only the culprits fail
+        for cell in sorted(suspects, key=lambda c: c.index):
+            if _run_on(default_executor(1), True, [cell], fn, timeout_s, results, NoBar()):
                 results[cell.index] = {
                     "status": "failed",
                     "error": "worker process died (it exited or was killed)",
                 }
-    bar.close()
-    res = collect(cells, results, SIGNED_SUMMARY if fn is run_summary else None)
+    except KeyboardInterrupt:
+        finished = [c for c in cells if c.index in results]
+        raise SweepInterrupted(collect(finished, results, signed) if finished else None, len(cells)) from None
+    finally:
+        bar.close()
+    res = collect(cells, results, signed)
     if not (res.runs["status"] == "ok").any():
         raise SweepError(all_failed_message(res), res)
     return res
+
+
+def _run_on(
+    ex: Executor,
+    own: bool,
+    cells: list[Cell],
+    fn: MetricsFn,
+    timeout_s: float | None,
+    results: dict[int, dict[str, Any]],
+    bar: Any,
+) -> list[Cell]:
+    """:func:`run_cells` on ``ex``, shutting down a pool of ours after; its workers are killed first
+    when the run is cut short (an interrupt), since shutting down would wait for their cells."""
+    try:
+        lost = run_cells(ex, cells, fn, timeout_s, results, bar)
+    except BaseException:
+        if own:
+            kill_workers(ex)
+            ex.shutdown(wait=True, cancel_futures=True)
+        raise
+    if own:
+        ex.shutdown(wait=True, cancel_futures=True)
+    return lost

@@ -1,4 +1,7 @@
-"""The table and the command line: ``python -m scenarios.published [--json FILE]``."""
+"""The table and the command line: ``python -m scenarios.published [--json FILE]``.
+
+Ctrl-C or SIGTERM stops the command with one line and exit status 130; ``--json`` is written to a
+temporary file and moved into place, so it is whole or untouched (:mod:`pipesim.io.interrupts`)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from pipesim.io.interrupts import sigterm_as_interrupt, write_atomic
 from scenarios.outputs import check_output
 from scenarios.published.claims import CLAIMS, Claim
 
@@ -69,8 +74,13 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_json(rows: list[dict[str, Any]], path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(json_rows(rows), f, indent=1)
+    """The rows as a JSON list, written whole or not at all (an interrupt leaves the old file)."""
+
+    def dump(p: Path) -> None:
+        with open(p, "w") as f:
+            json.dump(json_rows(rows), f, indent=1)
+
+    write_atomic(path, dump)
 
 
 DESCRIPTION = "Predict published results of real systems from their stated setups."
@@ -82,10 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     check_output(ap, "--json", args.json)  # before the runs
     t0 = time.perf_counter()
-    rows = predict()
-    print(table(rows))
-    n_ok = sum(within(r) for r in rows)
-    print(f"\n{n_ok} of {len(rows)} rows within 25%; {time.perf_counter() - t0:.0f} s wall")
-    if args.json:
-        write_json(rows, args.json)
+    try:
+        with sigterm_as_interrupt():
+            rows = predict()
+            print(table(rows))
+            n_ok = sum(within(r) for r in rows)
+            print(f"\n{n_ok} of {len(rows)} rows within 25%; {time.perf_counter() - t0:.0f} s wall")
+            if args.json:
+                write_json(rows, args.json)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line, and --json is whole or untouched
+        kept = f"; {args.json} was not written" if args.json else ""
+        print(f"{ap.prog}: interrupted{kept}", file=sys.stderr)
+        return 130
     return 0

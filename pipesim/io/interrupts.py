@@ -1,0 +1,80 @@
+"""Interrupts that leave nothing half-written: SIGTERM as Ctrl-C, and files written whole or not at all.
+
+Design: a command stopped by Ctrl-C or SIGTERM should keep what it finished and leave no output
+that half loads. Python turns Ctrl-C into :class:`KeyboardInterrupt`, which unwinds the stack and
+runs every ``finally``; SIGTERM's default action kills the process where it stands, so
+:func:`sigterm_as_interrupt` makes it raise the same exception for the length of a command (the
+commands then need one path, not two). An output file is written beside its target under a
+temporary name and moved over it with :func:`os.replace`, which is atomic on one file system: a
+reader sees the old file or the whole new one, and an interrupt mid-write removes the temporary
+file (:func:`write_atomic`). A target that is not a regular file (``/dev/stdout``, a pipe) is
+written in place, since renaming over it would replace the device rather than write to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+
+__all__ = ["sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does; the previous handler is
+    restored after. Only the main thread can set a handler, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _special(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file (a pipe, a terminal, ``/dev/null``)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
+    """``write(p)`` writes the whole output to ``p``; it is given a temporary sibling of ``path``,
+    which then replaces ``path`` in one step. On any exception (an interrupt included) the temporary
+    file is removed and ``path`` is left as it was."""
+    target = Path(path)
+    if target.is_symlink():  # write the file it names, as open() would, rather than replace the link
+        target = target.resolve()
+    if _special(target):
+        write(target)
+        return
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        # mkstemp makes the file private (0600); give it the mode the target had, or a plain file's
+        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode) if target.exists() else 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """``Path(path).write_text(text, encoding="utf-8")``, whole or not at all (:func:`write_atomic`)."""
+    write_atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
