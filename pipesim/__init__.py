@@ -132,6 +132,7 @@ __all__ += [
 
 # -- hardware and models, as data (issue 17) -----------------------------------------------------
 from pipesim.compute import GPUS, MODELS, Efficiency, GPUSpec, ModelSpec  # noqa: E402
+from pipesim.core.errors import shown  # noqa: E402
 
 __all__ += ["GPUS", "MODELS", "Efficiency", "GPUSpec", "ModelSpec"]
 
@@ -154,4 +155,4 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pipesim' has no attribute {name!r}")
+    raise AttributeError(f"module 'pipesim' has no attribute {shown(name)}")

@@ -101,7 +101,7 @@ class PipelineConfig:
         check_int("max_staleness", self.max_staleness, 0)
         check_int("steps", self.steps, 1)
         if not isinstance(self.colocated, bool):
-            raise ValueError(f"colocated must be a bool, got {self.colocated!r}")
+            raise ValueError(f"colocated must be a bool, got {shown(self.colocated)}")
 
 
 _POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (
@@ -161,14 +161,15 @@ class Scenario:
                 )
         if self.timeout is not None and not isinstance(self.timeout, Timeout):
             raise ValueError(
-                f"timeout must be a pipesim.policies.faults.Timeout or None, got {self.timeout!r}"
+                f"timeout must be a pipesim.policies.faults.Timeout or None, got {shown(self.timeout)}"
             )
         if self.failures is not None and not isinstance(self.failures, FailurePolicy):
-            raise ValueError(f"failures must be a failure policy or None, got {self.failures!r}")
+            raise ValueError(f"failures must be a failure policy or None, got {shown(self.failures)}")
         if self.replicas is not None:
             if not isinstance(self.replicas, Replicas):
                 raise ValueError(
-                    f"replicas must be a pipesim.policies.replicas.Replicas or None, got {self.replicas!r}"
+                    "replicas must be a pipesim.policies.replicas.Replicas or None, got "
+                    f"{shown(self.replicas)}"
                 )
             self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
@@ -203,7 +204,7 @@ class Scenario:
         if pipe:  # onto the pipeline given with them, if one is, else this scenario's
             base = own.get("pipeline", self.pipeline)
             if not isinstance(base, PipelineConfig):
-                raise ValueError(f"pipeline must be a PipelineConfig, got {base!r}")
+                raise ValueError(f"pipeline must be a PipelineConfig, got {shown(base)}")
             own["pipeline"] = dataclasses.replace(base, **pipe)
         return dataclasses.replace(self, **own)
 

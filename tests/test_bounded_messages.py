@@ -85,3 +85,45 @@ def test_shown_is_bounded_and_one_line(value: object) -> None:
 def test_shown_keeps_a_short_value_whole() -> None:
     assert shown([1, 2.5, "a"]) == repr([1, 2.5, "a"])
     assert shown(None) == "None"
+
+
+HUGE = ["x" * 50] * 100_000  # a repr of about 5.4 million characters
+"""A value whose whole repr would make a message megabytes long."""
+
+
+def _constructors() -> list[tuple[str, object, str]]:
+    import pipesim
+    from pipesim.compute import GPUS, MODELS
+    from pipesim.compute.cost import EngineConfig
+    from pipesim.compute.workload import TokenWorkload
+
+    return [
+        ("PipelineConfig.n_slots", lambda: pipesim.PipelineConfig(n_slots=HUGE), "n_slots"),
+        ("PipelineConfig.train_time_s", lambda: pipesim.PipelineConfig(train_time_s=HUGE), "train_time_s"),
+        ("Scenario.replicas", lambda: pipesim.Scenario(replicas=HUGE), "replicas"),
+        ("Scenario.seed", lambda: pipesim.Scenario(seed=HUGE), "seed"),
+        ("Replicas.n_replicas", lambda: pipesim.Replicas(HUGE), "n_replicas"),
+        ("SyncEveryK.k", lambda: pipesim.SyncEveryK(HUGE), "k"),
+        ("AbortReprefill.decode_rate", lambda: pipesim.AbortReprefill(decode_rate_tok_s=HUGE), "decode_rate"),
+        ("ExponentialDurations.mean_s", lambda: pipesim.ExponentialDurations(HUGE), "mean_s"),
+        ("Timeout.cap_s", lambda: pipesim.Timeout(cap_s=HUGE), "cap_s"),
+        (
+            "EngineConfig.max_num_seqs",
+            lambda: EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_num_seqs=HUGE),
+            "max_num_seqs",
+        ),
+        ("TokenWorkload.prompt_tokens", lambda: TokenWorkload(prompt_tokens=HUGE), "prompt"),
+    ]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", range(11))
+def test_a_constructors_refusal_of_a_huge_value_is_one_short_line(case: int) -> None:
+    """Every validator formats a user's value through ``shown``: the refusal names the field in
+    a line of at most a few hundred characters, however large the value."""
+    name, make, field = _constructors()[case]
+    with pytest.raises((ValueError, TypeError)) as info:
+        make()  # type: ignore[operator]
+    text = str(info.value)
+    assert field in text, name
+    assert len(text) < 400 and "\n" not in text, f"{name}: {len(text)} characters"

@@ -50,6 +50,7 @@ from pipesim.compute.workload import (
     LogNormalLengths,
     TokenWorkload,
 )
+from pipesim.core.errors import shown
 
 _LAZY = {
     "ComputeReplica": "pipesim.compute.engine",
@@ -78,7 +79,7 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pipesim.compute' has no attribute {name!r}")
+    raise AttributeError(f"module 'pipesim.compute' has no attribute {shown(name)}")
 
 
 __all__ = [

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pipesim.compute.models import ModelSpec
+from pipesim.core.errors import shown
 
 _QWEN3_VOCAB = 151936
 
@@ -105,4 +106,4 @@ def model(name: str) -> ModelSpec:
     try:
         return MODELS[key]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(sorted(MODELS))}") from None
+        raise ValueError(f"unknown model {shown(name)}; valid names: {', '.join(sorted(MODELS))}") from None

@@ -20,7 +20,7 @@ from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
 from pipesim.core.clock import Clock
 from pipesim.core.collector import during_run
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int, shown
 
 
 class ClosedLoop:
@@ -36,7 +36,7 @@ class ClosedLoop:
     ) -> None:
         """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
         if not isinstance(config, EngineConfig):
-            raise ValueError(f"config must be an EngineConfig, got {config!r}")
+            raise ValueError(f"config must be an EngineConfig, got {shown(config)}")
         check_int("concurrency", concurrency, 1, MAX_SLOTS, "each sequence is a Python object")
         check_int("seed", seed, 0)
         self.env = Clock()

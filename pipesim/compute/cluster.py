@@ -76,7 +76,7 @@ from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import MAX_SEED, MAX_SLOTS, PipelineError, check_int, check_number
+from pipesim.core.errors import MAX_SEED, MAX_SLOTS, PipelineError, check_int, check_number, shown
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -119,15 +119,19 @@ class Offload:
 
     def __post_init__(self) -> None:
         if type(self.sleep_level) is not int or self.sleep_level not in (1, 2):
-            raise ValueError(f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {self.sleep_level!r}")
+            raise ValueError(
+                f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {shown(self.sleep_level)}"
+            )
         if not isinstance(self.trainer_offload, bool):
-            raise ValueError(f"trainer_offload must be a bool, got {self.trainer_offload!r}")
+            raise ValueError(f"trainer_offload must be a bool, got {shown(self.trainer_offload)}")
         check_number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
         if self.host_bandwidth_bytes_per_s is not None:
             check_number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
         check_number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
         if self.host_link_efficiency > 1:
-            raise ValueError(f"host_link_efficiency must be in (0, 1], got {self.host_link_efficiency!r}")
+            raise ValueError(
+                f"host_link_efficiency must be in (0, 1], got {shown(self.host_link_efficiency)}"
+            )
         check_number("fixed_s", self.fixed_s, 0.0)
 
     def host_bandwidth(self, gpu: GPUSpec) -> float:
@@ -148,8 +152,8 @@ class Offload:
         t = self.fixed_s + 2.0 * self.bytes_per_gpu(engine, trainer_gpus) / self.host_bandwidth(engine.gpu)
         if not t < math.inf:
             raise ValueError(
-                f"the offload's switch time is not finite ({t!r} s): check host_bandwidth_bytes_per_s "
-                f"({self.host_bandwidth(engine.gpu)!r}) and fixed_s ({self.fixed_s!r})"
+                f"the offload's switch time is not finite ({shown(t)} s): check host_bandwidth_bytes_per_s "
+                f"({shown(self.host_bandwidth(engine.gpu))}) and fixed_s ({shown(self.fixed_s)})"
             )
         return t
 
@@ -168,15 +172,15 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if not isinstance(self.offload, Offload):
-            raise ValueError(f"offload must be an Offload, got {self.offload!r}")
+            raise ValueError(f"offload must be an Offload, got {shown(self.offload)}")
         if not isinstance(self.engine, EngineConfig):
-            raise ValueError(f"engine must be an EngineConfig, got {self.engine!r}")
+            raise ValueError(f"engine must be an EngineConfig, got {shown(self.engine)}")
         check_int("n_gpus", self.n_gpus, 1)
         t = self.trainer_gpus
         check_int("trainer_gpus", t, 0)
         if t >= self.n_gpus:
             raise ValueError(
-                f"trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), got {t!r}"
+                f"trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), got {shown(t)}"
             )
         w = self.env_workers
         if w is not None:
@@ -208,7 +212,7 @@ class Cluster:
         if not seconds < math.inf:  # a link of a few bytes a second: name it, not the sync time
             which = "nvlink_bandwidth_bytes_per_s" if nvlink else "network_bandwidth_bytes_per_s"
             raise ValueError(
-                f"GPUSpec {gpu.name!r}: {which} ({getattr(gpu, which)!r}) makes the weight sync of "
+                f"GPUSpec {shown(gpu.name)}: {which} ({shown(getattr(gpu, which))}) makes the weight sync of "
                 f"{self.engine.model.weight_bytes('bf16'):.3g} bytes overflow; pass sync_time_s to set it"
             )
         return seconds
@@ -307,25 +311,25 @@ def run_compute(
     that ``EngineConfig.share_group_prefix`` can share their prompt).
     """
     if not isinstance(scenario, Scenario):
-        raise ValueError(f"scenario must be a pipesim.Scenario, got {scenario!r}")
+        raise ValueError(f"scenario must be a pipesim.Scenario, got {shown(scenario)}")
     for name, instead in (
         ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
         ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
     ):
         if getattr(scenario, name) is not None:  # their draws compare against a duration up front
             raise ValueError(
-                f"Scenario.{name} ({getattr(scenario, name)!r}) is not modelled by the compute "
+                f"Scenario.{name} ({shown(getattr(scenario, name))}) is not modelled by the compute "
                 f"engine, whose samples have tokens, not a duration drawn at launch: {instead}"
             )
     if not isinstance(cluster, Cluster):
-        raise ValueError(f"cluster must be a Cluster, got {cluster!r}")
+        raise ValueError(f"cluster must be a Cluster, got {shown(cluster)}")
     if not isinstance(workload, TokenWorkload):
-        raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
+        raise ValueError(f"workload must be a TokenWorkload, got {shown(workload)}")
     if seed is not None:
         check_int("seed", seed, 0, MAX_SEED - 1)
     seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
-        raise ValueError(f"record must be a bool, got {record!r}")
+        raise ValueError(f"record must be a bool, got {shown(record)}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
@@ -333,7 +337,7 @@ def run_compute(
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):
-        raise ValueError(f"routing must have a choose(engines) method, got {routing!r}")
+        raise ValueError(f"routing must have a choose(engines) method, got {shown(routing)}")
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
@@ -402,7 +406,7 @@ def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerC
             field = "n_gpus" if cluster.colocated else "trainer_gpus"
             raise ValueError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}") from None
     if not isinstance(trainer, TrainerConfig):
-        raise ValueError(f"trainer must be a TrainerConfig or None, got {trainer!r}")
+        raise ValueError(f"trainer must be a TrainerConfig or None, got {shown(trainer)}")
     for name, same, got, want in (
         ("n_gpus", trainer.n_gpus == n, trainer.n_gpus, n),
         ("model", trainer.model == eng.model, trainer.model.name, eng.model.name),
@@ -427,7 +431,7 @@ def _group_policy(
     elif isinstance(groups, WholeGroups):
         policy = groups
     else:
-        raise ValueError(f"groups must be a bool or a WholeGroups, got {groups!r}")
+        raise ValueError(f"groups must be a bool or a WholeGroups, got {shown(groups)}")
     if policy is None:
         return None
     if policy.samples_per_group != workload.samples_per_prompt:

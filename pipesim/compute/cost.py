@@ -62,7 +62,7 @@ from pipesim.compute.roofline import (
     kernel_time_s,
     linear_time_s,
 )
-from pipesim.core.errors import MAX_SLOTS, check_int, check_number
+from pipesim.core.errors import MAX_SLOTS, check_int, check_number, shown
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -112,38 +112,38 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise ValueError(f"model must be a pipesim.ModelSpec, got {self.model!r}")
+            raise ValueError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
             raise ValueError(
-                f"gpu must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {self.gpu!r}"
+                f"gpu must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {shown(self.gpu)}"
             )
         if not isinstance(self.efficiency, Efficiency):
-            raise ValueError(f"efficiency must be a pipesim.Efficiency, got {self.efficiency!r}")
+            raise ValueError(f"efficiency must be a pipesim.Efficiency, got {shown(self.efficiency)}")
         check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS, "each sequence is a Python object")
         m = self.model
         check_tp(m, self.tp)
         check_ep(m, self.tp, self.ep)
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {u!r}")
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {shown(u)}")
         if not isinstance(self.share_group_prefix, bool):
-            raise ValueError(f"share_group_prefix must be a bool, got {self.share_group_prefix!r}")
+            raise ValueError(f"share_group_prefix must be a bool, got {shown(self.share_group_prefix)}")
         if self.tool_kv not in TOOL_KV:
-            raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {self.tool_kv!r}")
+            raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {shown(self.tool_kv)}")
         if (
             isinstance(self.watermark, bool)
             or not isinstance(self.watermark, int | float)
             or not 0 <= self.watermark < 1
         ):
-            raise ValueError(f"watermark must be in [0, 1), got {self.watermark!r}")
+            raise ValueError(f"watermark must be in [0, 1), got {shown(self.watermark)}")
         if self.kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {self.kv_policy!r}")
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {shown(self.kv_policy)}")
         for name in ("iteration_overhead_s", "allreduce_latency_s"):
             check_number(name, getattr(self, name), 0)
             if getattr(self, name) > MAX_FIXED_COST_S:
                 raise ValueError(
                     f"{name} must be at most {MAX_FIXED_COST_S:g} s (a fixed cost per iteration or "
-                    f"collective), got {getattr(self, name)!r}"
+                    f"collective), got {shown(getattr(self, name))}"
                 )
         dtype_bytes(self.weight_dtype, "weight_dtype")
         dtype_bytes(self.kv_dtype, "kv_dtype")

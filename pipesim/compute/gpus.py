@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
+from pipesim.core.errors import shown
+
 _GIB = 2**30
 _GB = 10**9
 _TB = 10**12
@@ -52,15 +54,15 @@ class GPUSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {self.name!r}")
+            raise ValueError(f"name must be a non-empty string, got {shown(self.name)}")
         for f in fields(self):
             if f.name == "name":
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{f.name} must be a number, got {value!r}")
+                raise ValueError(f"{f.name} must be a number, got {shown(value)}")
             if not value > 0 or value == float("inf"):
-                raise ValueError(f"{f.name} must be positive and finite, got {value!r}")
+                raise ValueError(f"{f.name} must be positive and finite, got {shown(value)}")
 
     @property
     def nvlink_bandwidth_per_direction_bytes_per_s(self) -> float:
@@ -114,4 +116,4 @@ def gpu(name: str) -> GPUSpec:
     try:
         return GPUS[key]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown GPU {name!r}; valid names: {', '.join(sorted(GPUS))}") from None
+        raise ValueError(f"unknown GPU {shown(name)}; valid names: {', '.join(sorted(GPUS))}") from None

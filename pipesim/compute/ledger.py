@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from pipesim.core.errors import shown
 from pipesim.results.columns import EpisodeColumns
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def token_ledger(
     bins = to_bin[codes] if len(codes) else np.zeros(0, dtype=np.intp)
     if (bad := np.flatnonzero(bins < 0)).size:
         i = int(bad[0])
-        raise ValueError(f"episode {int(ids[i])} has an unknown status {cols.status_names[codes[i]]!r}")
+        raise ValueError(f"episode {int(ids[i])} has an unknown status {shown(cols.status_names[codes[i]])}")
     tokens = np.array(source.generated, dtype=np.float64)[ids]
     trunc = np.array(source.truncated, dtype=bool)[ids]
     stale = bins == _BIN["discarded_stale"]

@@ -101,14 +101,14 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise ValueError(f"name must be a str, got {self.name!r}")
+            raise ValueError(f"name must be a str, got {shown(self.name)}")
         for field_name in _POSITIVE:
             check_int(field_name, getattr(self, field_name), 1, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in _NON_NEGATIVE:
             check_int(field_name, getattr(self, field_name), 0, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in ("gated_mlp", "tied_embeddings", "attention_bias", "qk_norm"):
             if not isinstance(getattr(self, field_name), bool):
-                raise ValueError(f"{field_name} must be a bool, got {getattr(self, field_name)!r}")
+                raise ValueError(f"{field_name} must be a bool, got {shown(getattr(self, field_name))}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})")
         if self.n_experts:
@@ -262,9 +262,9 @@ class ModelSpec:
 
         def need(key: str) -> Any:
             if key not in d:
-                raise ValueError(f"config is missing required key {key!r}")
+                raise ValueError(f"config is missing required key {shown(key)}")
             if d[key] is None:
-                raise ValueError(f"config key {key!r} is null: it is required")
+                raise ValueError(f"config key {shown(key)} is null: it is required")
             return d[key]
 
         def integer(key: str, default: int | None = None, minimum: int = 1, nullable: bool = True) -> int:
@@ -272,7 +272,7 @@ class ModelSpec:
             tools write, is accepted); a missing key, or a null one where ``nullable``, is
             ``default``."""
             if not nullable and d.get(key, 0) is None:
-                raise ValueError(f"config key {key!r} is null: it must be an integer >= {minimum}")
+                raise ValueError(f"config key {shown(key)} is null: it must be an integer >= {minimum}")
             value = need(key) if default is None else d.get(key)
             if value is None:
                 assert default is not None
@@ -280,10 +280,11 @@ class ModelSpec:
             if isinstance(value, float) and value.is_integer():
                 if value > MAX_MODEL_DIM:  # named as written (1e+20), not as a 21-digit int
                     raise ValueError(
-                        f"config key {key!r} must be at most {MAX_MODEL_DIM:,} ({_DIM_WHY}), got {value!r}"
+                        f"config key {shown(key)} must be at most {MAX_MODEL_DIM:,} ({_DIM_WHY}), got "
+                        f"{shown(value)}"
                     )
                 value = int(value)
-            check_int(f"config key {key!r}", value, minimum, MAX_MODEL_DIM, _DIM_WHY)
+            check_int(f"config key {shown(key)}", value, minimum, MAX_MODEL_DIM, _DIM_WHY)
             return int(value)
 
         def flag(key: str) -> bool:
@@ -291,13 +292,13 @@ class ModelSpec:
             if value is None:
                 return False
             if not isinstance(value, bool):
-                raise ValueError(f"config key {key!r} must be true or false, got {value!r}")
+                raise ValueError(f"config key {shown(key)} must be true or false, got {shown(value)}")
             return value
 
         model_type = need("model_type")
         if not isinstance(model_type, str) or model_type not in _HF_MODEL_TYPES:
             raise ValueError(
-                f"unsupported model_type {model_type!r}; supported: {', '.join(sorted(_HF_MODEL_TYPES))}"
+                f"unsupported model_type {shown(model_type)}; supported: {', '.join(sorted(_HF_MODEL_TYPES))}"
             )
         heads = integer("num_attention_heads")
         hidden = integer("hidden_size")
@@ -309,11 +310,12 @@ class ModelSpec:
                 dense = []
             if not isinstance(dense, list | tuple):
                 raise ValueError(
-                    f"config key 'mlp_only_layers' must be a list of layer indices, got {dense!r}"
+                    f"config key 'mlp_only_layers' must be a list of layer indices, got {shown(dense)}"
                 )
             if dense or step != 1:
                 raise ValueError(
-                    f"mlp_only_layers ({dense!r}) and decoder_sparse_step ({step}): dense layers in a MoE "
+                    f"mlp_only_layers ({shown(dense)}) and decoder_sparse_step ({step}): dense layers in a "
+                    "MoE "
                     "are not supported (every layer must be a mixture of experts: mlp_only_layers [] "
                     "and decoder_sparse_step 1)"
                 )

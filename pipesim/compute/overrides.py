@@ -12,6 +12,7 @@ default is a ``ValueError`` naming it and saying what sets it instead.
 from __future__ import annotations
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.core.errors import shown
 from pipesim.workload.durations import AgentDurations
 
 _SET_BY_CLUSTER = (
@@ -30,7 +31,7 @@ def check_overridden(scenario: Scenario, cluster_colocated: bool, seed: int | No
         value = getattr(cfg, name)
         if value != getattr(defaults, name):
             raise ValueError(
-                f"PipelineConfig.{name} ({value!r}) is not used by the compute engine: {instead}"
+                f"PipelineConfig.{name} ({shown(value)}) is not used by the compute engine: {instead}"
             )
     if cfg.colocated and not cluster_colocated:
         raise ValueError(
@@ -44,7 +45,7 @@ def check_overridden(scenario: Scenario, cluster_colocated: bool, seed: int | No
         )
     if scenario.durations != AgentDurations():
         raise ValueError(
-            f"Scenario.durations ({scenario.durations!r}) is not used by the compute engine, whose "
+            f"Scenario.durations ({shown(scenario.durations)}) is not used by the compute engine, whose "
             "samples have tokens: give the lengths in the TokenWorkload"
         )
     if seed is None:

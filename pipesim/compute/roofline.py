@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, shown
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -88,7 +88,7 @@ class Efficiency:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ValueError(f"{f.name} must be a number, got {value!r}")
+                raise ValueError(f"{f.name} must be a number, got {shown(value)}")
         for name in ("flop_fraction", "bandwidth_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
@@ -109,7 +109,7 @@ def kernel_time_s(
 ) -> float:
     """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
     if not flops >= 0 or not bytes_moved >= 0:  # NaN fails too
-        raise ValueError(f"flops and bytes_moved must be >= 0, got {flops!r} and {bytes_moved!r}")
+        raise ValueError(f"flops and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}")
     eff = efficiency or DEFAULT_EFFICIENCY
     t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
     t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)

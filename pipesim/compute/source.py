@@ -25,7 +25,7 @@ import numpy as np
 from mypy_extensions import mypyc_attr
 
 from pipesim.compute.workload import AgentTurns, LengthModel, LogNormalLengths, TokenWorkload, _power
-from pipesim.core.errors import PipelineError, check_int
+from pipesim.core.errors import PipelineError, check_int, shown
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -64,7 +64,7 @@ class _Blocks:
         if block.shape != (BLOCK,) or not np.isfinite(block).all():
             bad = block[~np.isfinite(block)][:1].tolist() if block.ndim == 1 else block.shape
             raise PipelineError(
-                f"the length model {self.model!r} drew {bad} (need {BLOCK} finite token counts)"
+                f"the length model {shown(self.model)} drew {bad} (need {BLOCK} finite token counts)"
             )
         self.values, self.i = block.tolist(), 0
 
@@ -92,9 +92,9 @@ class TokenSource:
         checks nothing. (Typed ``object`` so that the compiled build, which checks an argument's
         declared type on entry, lets a bad value reach the check that names it.)"""
         if not isinstance(workload, TokenWorkload):
-            raise ValueError(f"workload must be a TokenWorkload, got {workload!r}")
+            raise ValueError(f"workload must be a TokenWorkload, got {shown(workload)}")
         if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"rng must be a numpy.random.Generator, got {rng!r}")
+            raise ValueError(f"rng must be a numpy.random.Generator, got {shown(rng)}")
         if context_tokens is not None:
             check_int("context_tokens", context_tokens, 1)
             assert isinstance(context_tokens, int)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
-from pipesim.core.errors import check_int, check_number
+from pipesim.core.errors import check_int, check_number, shown
 
 if TYPE_CHECKING:
     from pipesim.compute.source import TokenSource
@@ -54,15 +54,15 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise ValueError(f"model must be a pipesim.ModelSpec, got {self.model!r}")
+            raise ValueError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
-            raise ValueError(f"gpu must be a pipesim.GPUSpec, got {self.gpu!r}")
+            raise ValueError(f"gpu must be a pipesim.GPUSpec, got {shown(self.gpu)}")
         check_int("n_gpus", self.n_gpus, 1)
         if isinstance(self.mfu, bool) or not isinstance(self.mfu, int | float) or not 0 < self.mfu <= 1:
-            raise ValueError(f"mfu must be in (0, 1], got {self.mfu!r}")
+            raise ValueError(f"mfu must be in (0, 1], got {shown(self.mfu)}")
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
         for name in ("step_overhead_s", "optimizer_bytes_per_param"):
             check_number(name, getattr(self, name), 0)
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
@@ -98,7 +98,7 @@ class ComputeTrainer:
 
     def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
         if not isinstance(config, TrainerConfig):
-            raise ValueError(f"config must be a TrainerConfig, got {config!r}")
+            raise ValueError(f"config must be a TrainerConfig, got {shown(config)}")
         check_number("switch_s", switch_s, 0)
         self.config, self.source = config, source
         self.switch_s = float(switch_s)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from pipesim.core.errors import check_int, check_number, check_tail
+from pipesim.core.errors import check_int, check_number, check_tail, shown
 
 if TYPE_CHECKING:
     pass
@@ -97,7 +97,7 @@ class EmpiricalLengths:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:
-                raise ValueError(f"column {column!r} not in {path} (columns: {reader.fieldnames})")
+                raise ValueError(f"column {shown(column)} not in {path} (columns: {reader.fieldnames})")
             tokens = []
             for line, row in enumerate(reader, start=2):
                 cell = row.get(column)
@@ -107,7 +107,8 @@ class EmpiricalLengths:
                     value = math.nan
                 if not (math.isfinite(value) and value >= 1 and value.is_integer()):
                     raise ValueError(
-                        f"{path}, line {line}, column {column!r}: {cell!r} is not a whole token count >= 1"
+                        f"{path}, line {line}, column {shown(column)}: {shown(cell)} is not a whole token "
+                        "count >= 1"
                     )
                 tokens.append(int(value))
             return cls(tuple(tokens))
@@ -148,15 +149,15 @@ def _length_model(name: str, value: object) -> None:
     if isinstance(value, type) or not isinstance(value, LengthModel):
         raise ValueError(
             f"{name} must be a length model instance (LogNormalLengths(...), EmpiricalLengths(...)), "
-            f"got {value!r}"
+            f"got {shown(value)}"
         )
     try:
         probe = np.asarray(value.draw(np.random.default_rng(0), 16), dtype=np.float64)
     except Exception as e:  # a user's model: say which field holds it
-        raise ValueError(f"{name}: {value!r}.draw(rng, 16) failed: {e}") from None
+        raise ValueError(f"{name}: {shown(value)}.draw(rng, 16) failed: {e}") from None
     if probe.shape != (16,) or not (np.isfinite(probe) & (probe >= 0)).all():
         raise ValueError(
-            f"{name}: {value!r}.draw(rng, 16) must give 16 finite token counts >= 0, got {probe!r}"
+            f"{name}: {shown(value)}.draw(rng, 16) must give 16 finite token counts >= 0, got {shown(probe)}"
         )
 
 
@@ -193,7 +194,7 @@ class TokenWorkload:
             _length_model("prompt", self.prompt)
         check_number("difficulty_sigma", self.difficulty_sigma, 0.0)
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
-            raise ValueError(f"agent must be an AgentTurns or None, got {self.agent!r}")
+            raise ValueError(f"agent must be an AgentTurns or None, got {shown(self.agent)}")
         check_number("drift_per_version", self.drift_per_version, -1.0, strict=True)
 
     @property

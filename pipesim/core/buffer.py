@@ -22,7 +22,7 @@ import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
-from pipesim.core.errors import PipelineError, not_buffered
+from pipesim.core.errors import PipelineError, not_buffered, shown
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -63,7 +63,7 @@ class EpisodeBuffer(BaseResource):
         got = policy.select(self.items, self._pipeline)
         if not isinstance(got, tuple) or len(got) != 2:
             raise PipelineError(
-                f"{type(policy).__name__}.select must return (batch or None, discarded), got {got!r:.80}"
+                f"{type(policy).__name__}.select must return (batch or None, discarded), got {shown(got)}"
             )
         batch, discarded = got
         if discarded:
@@ -78,7 +78,7 @@ class EpisodeBuffer(BaseResource):
             if not isinstance(batch, list) or not batch:
                 raise PipelineError(
                     f"{type(policy).__name__}.select must return a non-empty list as its batch, or None "
-                    f"to wait, got {batch!r:.80}"
+                    f"to wait, got {shown(batch)}"
                 )
             event.succeed(batch)
         return True

@@ -52,7 +52,7 @@ from pipesim.core.clock import Clock
 from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, during_run
 from pipesim.core.decisions import Decisions
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
-from pipesim.core.errors import PipelineError
+from pipesim.core.errors import PipelineError, shown
 from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import FixedWork
 from pipesim.core.quiet import make_quiet
@@ -107,7 +107,7 @@ class Pipeline(Decisions):
         each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
         chapter's slots). ``options`` switches the one shortcut."""
         if not isinstance(options, EngineOptions):
-            raise ValueError(f"options must be a pipesim.EngineOptions, got {options!r}")
+            raise ValueError(f"options must be a pipesim.EngineOptions, got {shown(options)}")
         self.scenario = scenario
         self.options = options
         self.source = source
@@ -364,7 +364,7 @@ class Pipeline(Decisions):
                     train_s = errors.seconds(got, f"the trainer model's time for step {step}")
             yield self.env.timeout(train_s)
             if self._clock() == math.inf:
-                raise errors.clock_overflow(self, f"train_time_s {train_s!r} at step {step}")
+                raise errors.clock_overflow(self, f"train_time_s {shown(train_s)} at step {step}")
             if colocated:
                 for e in self.engines:
                     self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
@@ -382,7 +382,7 @@ class Pipeline(Decisions):
             before, name = self.version, type(self.weight_update).__name__
             steps = self.weight_update.sync(self)
             if not isinstance(steps, Iterator):
-                raise PipelineError(f"{name}.sync must be a generator (yield its events), got {steps!r:.60}")
+                raise PipelineError(f"{name}.sync must be a generator (yield its events), got {shown(steps)}")
             yield from steps
             if self._clock() == math.inf:
                 raise errors.clock_overflow(self, f"the sync of {name}")

@@ -63,7 +63,7 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
         hint = ""
         if not isinstance(value, bool | int) and isinstance(value, numbers.Integral):
             hint = " (a Python int: int(x) converts a numpy integer)"
-        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {shown(value)}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
 
@@ -83,7 +83,8 @@ def check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
         top = math.inf
     if not top < math.inf:
         raise ValueError(
-            f"{names[0]} ({median!r}) with {names[1]} ({sigma!r}): draws {TAIL_SIGMAS:g} sigmas above "
+            f"{names[0]} ({shown(median)}) with {names[1]} ({shown(sigma)}): draws {TAIL_SIGMAS:g} sigmas "
+            "above "
             "the median overflow to infinity"
         )
 
@@ -95,7 +96,9 @@ def check_number(name: str, value: object, minimum: float, strict: bool = False,
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
         bound = f"{'>' if strict else '>='} {minimum}"
-        raise ValueError(f"{name} must be a finite number{unit} {bound}{float_hint(value)}, got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number{unit} {bound}{float_hint(value)}, got {shown(value)}"
+        )
 
 
 def float_hint(value: object) -> str:
@@ -140,7 +143,7 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
 def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineError:
     """``select`` returned ``ep`` (``how``: in a batch, or as discarded) though it is not buffered."""
     return PipelineError(
-        f"the batch policy {type(p.batching).__name__} returned {ep!r:.80} {how} at {_where(p)}, "
+        f"the batch policy {type(p.batching).__name__} returned {shown(ep)} {how} at {_where(p)}, "
         "which is not a buffered episode (returned twice, trained already, dropped, or not "
         "from the buffer): select must return buffered episodes and take them out of the buffer"
     )
@@ -156,7 +159,7 @@ def seconds(value: object, what: str, unit: str = "seconds") -> float:
         x = float(value)
         if 0.0 <= x < math.inf:
             return x
-    raise PipelineError(f"{what} must be finite {unit} >= 0, got {value!r:.60} ({type(value).__name__})")
+    raise PipelineError(f"{what} must be finite {unit} >= 0, got {shown(value)} ({type(value).__name__})")
 
 
 def source_seconds(p: Pipeline, work: object, method: str = "work_s") -> float:
@@ -167,7 +170,7 @@ def source_seconds(p: Pipeline, work: object, method: str = "work_s") -> float:
 
 def clock_overflow(p: Pipeline, what: str) -> PipelineError:
     return PipelineError(
-        f"the simulated clock overflowed (t={p.env.now!r} at version {p.version} of {p.config.steps}): "
+        f"the simulated clock overflowed (t={shown(p.env.now)} at version {p.version} of {p.config.steps}): "
         f"{what} is too long for a float; the scenario's times must be far below 1e308 s"
     )
 
@@ -238,7 +241,7 @@ def bool_answer(policy: object, method: str, yes: object) -> bool:
     if isinstance(yes, np.bool_):
         return bool(yes)
     raise PipelineError(
-        f"{type(policy).__name__}.{method} must return a bool, got {yes!r:.60} ({type(yes).__name__})"
+        f"{type(policy).__name__}.{method} must return a bool, got {shown(yes)} ({type(yes).__name__})"
     )
 
 
@@ -249,6 +252,6 @@ def int_answer(policy: object, method: str, got: object) -> int:
         return got
     if isinstance(got, bool) or not isinstance(got, numbers.Integral):
         raise PipelineError(
-            f"{type(policy).__name__}.{method} must return an int, got {got!r:.60} ({type(got).__name__})"
+            f"{type(policy).__name__}.{method} must return an int, got {shown(got)} ({type(got).__name__})"
         )
     return int(got)

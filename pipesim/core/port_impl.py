@@ -22,7 +22,7 @@ from mypy_extensions import mypyc_attr
 from pipesim.core import errors
 from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
-from pipesim.core.errors import PipelineError
+from pipesim.core.errors import PipelineError, shown
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
@@ -117,7 +117,7 @@ class PolicyPort:
             or not 0.0 <= float(delay_s) < math.inf
         ):
             raise PipelineError(
-                f"a policy asked for a timeout of {delay_s!r} s (weight update "
+                f"a policy asked for a timeout of {shown(delay_s)} s (weight update "
                 f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
             )
         return self.env.timeout(delay_s)
@@ -141,7 +141,7 @@ class PolicyPort:
         checked = []
         for pair in pairs:
             if not isinstance(pair, tuple) or len(pair) != 2:
-                raise PipelineError(f"requeue: each item must be a (task, parent) pair, got {pair!r:.60}")
+                raise PipelineError(f"requeue: each item must be a (task, parent) pair, got {shown(pair)}")
             task, parent = pair
             checked.append((self._check_task(task, "requeue"), self._check_parent(parent, "requeue")))
         if first:
@@ -162,13 +162,15 @@ class PolicyPort:
     def _replica(self, replica: object, action: str) -> int:
         if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < len(self.engines):
             n = len(self.engines)
-            raise PipelineError(f"{action}: replica must be an int in [0, {n}), got {replica!r}")
+            raise PipelineError(f"{action}: replica must be an int in [0, {n}), got {shown(replica)}")
         return replica
 
     def _check_task(self, task: object, action: str) -> int:
         n = len(self._durations)
         if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
-            raise PipelineError(f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {task!r}")
+            raise PipelineError(
+                f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {shown(task)}"
+            )
         return task
 
     def _check_parent(self, parent: object, action: str) -> int:
@@ -176,14 +178,16 @@ class PolicyPort:
         integer was a TypeError from inside the run in the compiled build), or -1."""
         if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
             raise PipelineError(
-                f"{action}: parent must be an int (the lost episode's id, or -1), got {parent!r}"
+                f"{action}: parent must be an int (the lost episode's id, or -1), got {shown(parent)}"
             )
         return parent
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         for ep in episodes:
             if ep.status in FINAL:  # trained or dropped already (or twice in this list)
-                raise PipelineError(f"drop({status!r}): {ep!r:.80} is {ep.status} already; it ends once")
+                raise PipelineError(
+                    f"drop({shown(status)}): {shown(ep)} is {ep.status} already; it ends once"
+                )
             ep.status = status
         self.n_dropped += len(episodes)
         self.episodes.retire(episodes, status)  # final: kept as arrays, not objects
@@ -205,7 +209,7 @@ class PolicyPort:
         def charge(ep: Episode, generated_s: float) -> float:
             got = extra(ep, generated_s)  # object: checked here, not on return (compiled build)
             if not isinstance(got, tuple) or len(got) != 2:
-                raise PipelineError(f"{what} must be (seconds, tokens), got {got!r:.60}")
+                raise PipelineError(f"{what} must be (seconds, tokens), got {shown(got)}")
             seconds = errors.seconds(got[0], what)  # floats: a numpy float32 stays out of the clock
             ep.reprefill_s += seconds
             ep.reprefill_tokens += errors.seconds(got[1], what, "tokens")
@@ -266,7 +270,7 @@ class PolicyPort:
         if not isinstance(answer, dict):
             raise PipelineError(
                 f"{type(self.source).__name__}.publish must return a dict of episode id to seconds, "
-                f"got {answer!r:.60}"
+                f"got {shown(answer)}"
             )
         p = cast("Pipeline", self)
         new_work = {i: errors.source_seconds(p, w, "publish") for i, w in answer.items()}
@@ -297,7 +301,7 @@ class PolicyPort:
             # + 1: the one being synced
             raise PipelineError(
                 f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "
-                f"to the one being synced ({self.version + 1}), got {version!r}"
+                f"to the one being synced ({self.version + 1}), got {shown(version)}"
             )
         since = errors.seconds(since_s, "publish_replica's since_s")
         self.updates.append(UpdateRecord(since, self.env.now, version, True, e.index))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, shown
 from pipesim.core.records import ARCHIVE_BLOCK_EPISODES, ARCHIVE_MIN_EPISODES
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class EngineOptions:
 
     def __post_init__(self) -> None:
         if not isinstance(self.hints, bool):
-            raise ValueError(f"hints must be a bool, got {self.hints!r}")
+            raise ValueError(f"hints must be a bool, got {shown(self.hints)}")
         for name in ("archive_block_episodes", "archive_min_episodes"):
             check_int(name, getattr(self, name), 0)
 

@@ -11,6 +11,7 @@ import numpy.typing as npt
 from pipesim.config import PipelineConfig, Scenario, check_int, check_time
 from pipesim.core.collector import during_run
 from pipesim.core.engine import Pipeline
+from pipesim.core.errors import shown
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
@@ -101,7 +102,7 @@ def simulate_pipeline(
     check_int("max_staleness", max_staleness, 0)
     check_int("steps", steps, 1)
     if not isinstance(interrupt, bool):
-        raise ValueError(f"interrupt must be a bool, got {interrupt!r}")
+        raise ValueError(f"interrupt must be a bool, got {shown(interrupt)}")
     cfg = PipelineConfig(n_slots, batch_size, float(train_time), float(sync_time), max_staleness, steps)
     scenario = Scenario(
         pipeline=cfg,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipesim.core.errors import MAX_SEED
+from pipesim.core.errors import MAX_SEED, shown
 
 __all__ = [
     "MAX_SEED",
@@ -106,17 +106,17 @@ def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdou
         return
     p = Path(path)
     if p.is_dir():
-        raise UsageError(f"--{opt}: {path!r} is a directory; give a file name")
+        raise UsageError(f"--{opt}: {shown(path)} is a directory; give a file name")
     parent = p.parent
     for anc in (parent, *parent.parents):
         if anc.exists() and not anc.is_dir():
-            raise UsageError(f"--{opt}: {str(anc)!r} is a file, not a directory")
+            raise UsageError(f"--{opt}: {shown(str(anc))} is a file, not a directory")
     if not parent.exists():
-        raise UsageError(f"--{opt}: directory {str(parent)!r} does not exist")
+        raise UsageError(f"--{opt}: directory {shown(str(parent))} does not exist")
     if not os.access(parent, os.W_OK):
-        raise UsageError(f"--{opt}: directory {str(parent)!r} is not writable")
+        raise UsageError(f"--{opt}: directory {shown(str(parent))} is not writable")
     if suffixes and p.suffix.lower() not in suffixes:
-        raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {p.name!r}")
+        raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {shown(p.name)}")
 
 
 def scenario_dict(scen: Any) -> dict[str, Any]:
@@ -151,20 +151,20 @@ def check_save_dir(path: str | None) -> None:
 
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise UsageError(f"--save: {path!r} is a file; a saved run is a directory")
+        raise UsageError(f"--save: {shown(path)} is a file; a saved run is a directory")
     try:
         replaceable(p)
     except ValueError as exc:  # the current directory: refused before the run, not after it
         raise UsageError(f"--save: {one_line(exc)}") from None
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
-        raise UsageError(f"--save: {path!r} is a non-empty directory that is not a saved run")
+        raise UsageError(f"--save: {shown(path)} is a non-empty directory that is not a saved run")
     for anc in p.parents:  # missing parents are made, like the directory itself
         if anc.exists() and not anc.is_dir():
-            raise UsageError(f"--save: {str(anc)!r} is a file, not a directory")
+            raise UsageError(f"--save: {shown(str(anc))} is a file, not a directory")
     # the nearest existing directory (the run's own, or the ancestor its parents are made in)
     here = next((d for d in (p, *p.parents) if d.exists()), Path("."))
     if not os.access(here, os.W_OK):
-        raise UsageError(f"--save: directory {str(here)!r} is not writable")
+        raise UsageError(f"--save: directory {shown(str(here))} is not writable")
 
 
 def load_saved(path: str) -> Any:
@@ -217,7 +217,7 @@ def register_policies(specs: Sequence[str]) -> None:
         if spec.endswith(".py"):
             path = Path(spec)
             if not path.is_file():
-                raise UsageError(f"--policies: no such file {spec!r}")
+                raise UsageError(f"--policies: no such file {shown(spec)}")
             try:
                 name = import_file(path).__name__
             except Exception as exc:  # noqa: BLE001 - the user's file: report it in one line

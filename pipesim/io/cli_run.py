@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from pipesim.core.errors import shown
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
@@ -146,7 +147,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         by_suffix = SUFFIXES[Path(args.out).suffix.lower()]
         if args.format is not None and args.format != by_suffix:
             raise UsageError(
-                f"--format {args.format} does not match --out {args.out!r} (a {by_suffix} file); "
+                f"--format {args.format} does not match --out {shown(args.out)} (a {by_suffix} file); "
                 "the suffix sets the format"
             )
     scen, _ = build_scenario(args.scenario, args.set, args.seed)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pipesim.core.errors import shown
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
@@ -33,7 +34,7 @@ from pipesim.io.interrupts import write_atomic, write_text_atomic
 def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
     """``KEY=V1,V2,...`` of one ``--over``, checked: a key given twice, or ``seed``, is an error."""
     if "=" not in item:
-        raise UsageError(f"--over {item!r} is not key=v1,v2,...")
+        raise UsageError(f"--over {shown(item)} is not key=v1,v2,...")
     key, values = (s.strip() for s in item.split("=", 1))
     if key in seen:
         raise UsageError(f"--over {key} is given twice; list every value once: --over {key}=v1,v2,...")
@@ -41,7 +42,7 @@ def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
         raise UsageError("--over seed: a sweep runs seeds 0 .. N-1 of every cell; set N with --seeds")
     parts = split_values(values, keep_empty=True)
     if len(parts) > 1 and "" in parts:  # 0,,1 ran cells 0 and 1 without a word
-        raise UsageError(f"--over {key}: an empty value in {values!r}")
+        raise UsageError(f"--over {key}: an empty value in {shown(values)}")
     return key, values
 
 
@@ -110,7 +111,7 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--timeout-s must be a number of seconds > 0 or none, got {text!r}")
+            raise UsageError(f"--timeout-s must be a number of seconds > 0 or none, got {shown(text)}")
     if dask is not None and value is not None:
         given = (
             f"the default --timeout-s {DEFAULT_CELL_TIMEOUT_S:g}" if text is None else f"--timeout-s {text}"

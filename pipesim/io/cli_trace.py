@@ -15,6 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
+from pipesim.core.errors import shown
 from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
 from pipesim.io.interrupts import write_atomic, write_text_atomic
 
@@ -80,7 +81,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         ):
             raise UsageError(
                 f"{src}: its recipe needs a scenario (text), set (a list of text) and seed (an integer), "
-                f"got {recipe!r}"
+                f"got {shown(recipe)}"
             )
         scen, _ = build_scenario(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
         result = run(scen)

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pipesim.config import Scenario
+from pipesim.core.errors import shown
 from pipesim.io.api import run
 from pipesim.io.html import HEADLINE_KEYS
 
@@ -60,7 +61,7 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
         # a string is not a list of keys (it became one row per character)
         metrics = list(metrics) if isinstance(metrics, Sequence) and not isinstance(metrics, str) else []
         if not metrics or not all(isinstance(k, str) for k in metrics):
-            raise ValueError(f"metrics must be a non-empty list of summary keys, got {given!r}")
+            raise ValueError(f"metrics must be a non-empty list of summary keys, got {shown(given)}")
     results: dict[str, Any] = {}
     for name, d in designs.items():
         if isinstance(d, Scenario):
@@ -69,7 +70,8 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
             results[str(name)] = d
         else:
             raise ValueError(
-                f"compare: {name!r} is a {type(d).__name__}; give a Scenario, a RunResult or a loaded run"
+                f"compare: {shown(name)} is a {type(d).__name__}; give a Scenario, a RunResult or a loaded "
+                "run"
             )
     summaries = {k: r.summary() for k, r in results.items()}
     keys = list(metrics) if metrics is not None else [k for k, _ in HEADLINE_KEYS]

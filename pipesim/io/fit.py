@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipesim.core.errors import shown
 from pipesim.io.fit_models import (
     AGENT_DRAWS,
     ModelFit,
@@ -154,7 +155,7 @@ def fit_values(
     seed: int = 0,
 ) -> FitResult:
     x = np.asarray(x, dtype=np.float64)
-    where = f"{source}: column {column!r}"
+    where = f"{source}: column {shown(column)}"
     if len(x) < MIN_VALUES or not (np.isfinite(x) & (x > 0)).all():
         raise FitError(f"{where}: need at least {MIN_VALUES} finite values > 0, got {len(x)}")
     lo, hi = float(x.min()), float(x.max())
@@ -204,7 +205,7 @@ def fit_trace(
 ) -> FitResult:
     """Read ``column`` (and optionally ``turns_column``) of a trace and fit every model."""
     if not (math.isfinite(scale) and scale > 0):
-        raise FitError(f"--scale must be a finite number > 0, got {scale!r}")
+        raise FitError(f"--scale must be a finite number > 0, got {shown(scale)}")
     df = read_table(path)
     col = column_values(df, path, column).to_numpy(dtype=np.float64) * scale
     keep = np.isfinite(col) & (col > 0)
@@ -217,9 +218,9 @@ def fit_trace(
         bad = column
         if turns_column is not None and (np.isfinite(col) & (col > 0)).sum() >= MIN_VALUES:
             bad = turns_column  # the durations are fine: the turn counts are not
-        need = f"{column!r} > 0" + (f", {turns_column!r} >= 1" if turns_column else "")
+        need = f"{shown(column)} > 0" + (f", {shown(turns_column)} >= 1" if turns_column else "")
         raise FitError(
-            f"{path}: column {bad!r} leaves {int(keep.sum())} usable rows ({need}); "
+            f"{path}: column {shown(bad)} leaves {int(keep.sum())} usable rows ({need}); "
             f"at least {MIN_VALUES} needed"
         )
     return fit_values(

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipesim.core.errors import shown
+
 __all__ = ["FitError", "column_values", "read_column", "read_table"]
 
 MIN_VALUES = 10
@@ -42,16 +44,20 @@ def read_table(path: str | Path) -> pd.DataFrame:
             return pd.read_parquet(p)
     except (ValueError, OSError) as exc:
         raise FitError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}") from None
-    raise FitError(f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {suffix or 'no suffix'!r}")
+    raise FitError(
+        f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {shown(suffix or 'no suffix')}"
+    )
 
 
 def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
     """``column`` of ``df`` as numbers (NaN where a cell is not one); FitError when it has none."""
     if column not in df.columns:
-        raise FitError(f"{path}: no column {column!r}; the columns are {', '.join(map(str, df.columns))}")
+        raise FitError(
+            f"{path}: no column {shown(column)}; the columns are {', '.join(map(str, df.columns))}"
+        )
     col = pd.to_numeric(df[column], errors="coerce")
     if col.notna().sum() == 0:
-        raise FitError(f"{path}: column {column!r} holds no numbers")
+        raise FitError(f"{path}: column {shown(column)} holds no numbers")
     return col
 
 
@@ -60,5 +66,7 @@ def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.n
     col = column_values(read_table(path), path, column).to_numpy(dtype=np.float64) * scale
     keep = np.isfinite(col) & (col > 0)
     if keep.sum() < MIN_VALUES:
-        raise FitError(f"{path}: column {column!r} has {int(keep.sum())} positive values; at least 10 needed")
+        raise FitError(
+            f"{path}: column {shown(column)} has {int(keep.sum())} positive values; at least 10 needed"
+        )
     return col[keep], int((~keep).sum())

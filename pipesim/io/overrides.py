@@ -27,6 +27,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.core.errors import shown
 from pipesim.policies.base import UnreadStaleness
 from pipesim.policies.catalog import parse_policy, policy_classes
 
@@ -78,12 +79,12 @@ def _coerce(key: str, text: str, hint: Any) -> Any:
             except ValueError as exc:
                 errors.append(str(exc))
         names = " or ".join(_type_name(a) for a in args)
-        raise ValueError(f"{key}: expected {names}, got {text!r}")
+        raise ValueError(f"{key}: expected {names}, got {shown(text)}")
     if origin is typing.Literal:
         for a in args:
             if str(a) == text:
                 return a
-        raise ValueError(f"{key}: expected one of {', '.join(map(repr, args))}, got {text!r}")
+        raise ValueError(f"{key}: expected one of {', '.join(map(repr, args))}, got {shown(text)}")
     try:
         if hint is bool:
             low = text.lower()
@@ -99,10 +100,10 @@ def _coerce(key: str, text: str, hint: Any) -> Any:
         if origin is tuple:
             return tuple(float(x) for x in text.strip("()").replace(":", ",").split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"{key}: expected {_type_name(hint)}, got {text!r}") from None
+        raise ValueError(f"{key}: expected {_type_name(hint)}, got {shown(text)}") from None
     if hint is Any or hint is None:
         return _literal_or_text(text)
-    raise ValueError(f"{key}: cannot parse values of type {hint!r} from the command line")
+    raise ValueError(f"{key}: cannot parse values of type {shown(hint)} from the command line")
 
 
 def _type_name(hint: Any) -> str:
@@ -127,7 +128,7 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         model = scenario.durations
         sub = key.split(".", 1)[1]
         if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
-            raise ValueError(f"unknown key {key!r}; valid keys: {', '.join(valid_keys(scenario))}")
+            raise ValueError(f"unknown key {shown(key)}; valid keys: {', '.join(valid_keys(scenario))}")
         hints = typing.get_type_hints(type(model))
         try:
             return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
@@ -148,7 +149,7 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
     if key not in hints or key == "pipeline":
         close = difflib.get_close_matches(key, valid_keys(scenario), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"unknown key {key!r}{hint}; valid keys: {', '.join(valid_keys(scenario))}")
+        raise ValueError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(valid_keys(scenario))}")
     return _coerce(key, text, hints[key])
 
 
@@ -170,7 +171,7 @@ def changes_for(scenario: Scenario, key: str, value: Any) -> dict[str, Any]:
 
 def split_pair(pair: str, what: str = "override") -> tuple[str, str]:
     if "=" not in pair:
-        raise ValueError(f"{what} {pair!r} is not key=value")
+        raise ValueError(f"{what} {shown(pair)} is not key=value")
     key, text = (s.strip() for s in pair.split("=", 1))
     return key, text
 
@@ -188,7 +189,7 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
     for pair in pairs:
         if "=" not in pair:
             raise ValueError(
-                f"override {pair!r} is not key=value; valid keys: {', '.join(valid_keys(scenario))}"
+                f"override {shown(pair)} is not key=value; valid keys: {', '.join(valid_keys(scenario))}"
             )
         key, text = split_pair(pair)
         value = parse_value(scenario, key, text)

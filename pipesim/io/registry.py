@@ -39,6 +39,7 @@ from types import ModuleType
 from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.core.errors import shown
 from pipesim.io.overrides import (
     OPTIONAL_POLICY_FIELDS,
     POLICY_FIELDS,
@@ -124,9 +125,13 @@ class Entry:
             s = self.factory(**params)
         except (ValueError, TypeError) as exc:
             msg = str(exc)
-            raise ValueError(msg if msg.startswith(self.name) else f"scenario {self.name!r}: {msg}") from None
+            raise ValueError(
+                msg if msg.startswith(self.name) else f"scenario {shown(self.name)}: {msg}"
+            ) from None
         if not isinstance(s, Scenario):
-            raise ValueError(f"scenario {self.name!r}: factory returned {type(s).__name__}, not a Scenario")
+            raise ValueError(
+                f"scenario {shown(self.name)}: factory returned {type(s).__name__}, not a Scenario"
+            )
         return s
 
 
@@ -288,7 +293,7 @@ def _named(reg: Mapping[str, Entry], name: str) -> Entry:
     if name not in reg:
         close = difflib.get_close_matches(name, list(reg), n=2, cutoff=0.6)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ValueError(f"unknown scenario {name!r}{hint}; valid scenarios: {', '.join(reg)}")
+        raise ValueError(f"unknown scenario {shown(name)}{hint}; valid scenarios: {', '.join(reg)}")
     return reg[name]
 
 

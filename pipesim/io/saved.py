@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.config import PipelineConfig, Scenario
+from pipesim.core.errors import shown
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
 from pipesim.io.saved_checks import check_columns, check_summary, json_number, read_summary
 from pipesim.io.saved_files import (
@@ -247,7 +248,7 @@ def _open(p: Path) -> tuple[_Files, dict[str, Any]]:
     version = meta.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
         raise SavedRunError(
-            f"{p / 'meta.json'}: saved-run format version {version!r:.40}; this pipesim reads 1 to {VERSION}"
+            f"{p / 'meta.json'}: saved-run format version {shown(version)}; this pipesim reads 1 to {VERSION}"
         )
     if files.verified is None:
         if version >= 2:
@@ -275,7 +276,7 @@ def load(path: str | Path) -> SavedRun:
     with reading(p / "meta.json"):
         sim_time_s = float(meta["sim_time_s"])
         if not math.isfinite(sim_time_s) or sim_time_s < 0:
-            raise ValueError(f"sim_time_s must be a finite time >= 0, got {meta['sim_time_s']!r:.40}")
+            raise ValueError(f"sim_time_s must be a finite time >= 0, got {shown(meta['sim_time_s'])}")
     tables = {attr: files.table(name, attr) for attr, name in TABLES.items()}
     summary = read_summary(p / "summary.json", files.raw("summary.json"))
     sc = files.json_of("scenario.json")
@@ -298,7 +299,7 @@ def load(path: str | Path) -> SavedRun:
             )
         pool_given = sc.get("pool_given", False)
         if not isinstance(pool_given, bool):
-            raise ValueError(f"pool_given must be true or false, got {pool_given!r:.40}")
+            raise ValueError(f"pool_given must be true or false, got {shown(pool_given)}")
     pool = _read_pool(files, pool_given)
     lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
     check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)

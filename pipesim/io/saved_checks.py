@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from pipesim.core.errors import shown
 from pipesim.io.saved_files import SavedRunError, reading
 
 HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "episodes_trained")
@@ -75,7 +76,7 @@ def read_summary(path: Path, data: bytes) -> dict[str, float]:
     for k, v in raw.items():
         v = _from_json_num(v)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SavedRunError(f"{path}: {k!r:.60} must be a number, got {v!r:.40}")
+            raise SavedRunError(f"{path}: {shown(k)} must be a number, got {shown(v)}")
         summary[str(k)] = v
     missing = [k for k in HEADLINE if k not in summary]
     if missing:
@@ -152,6 +153,6 @@ def check_summary(
     for key, (want, source) in expected.items():
         if key in summary and not _same(float(summary[key]), want):
             raise SavedRunError(
-                f"{directory / 'summary.json'}: {key} is {summary[key]!r:.40}, but {source} make it "
-                f"{want!r} (edited, or not written by RunResult.save)"
+                f"{directory / 'summary.json'}: {key} is {shown(summary[key])}, but {source} make it "
+                f"{shown(want)} (edited, or not written by RunResult.save)"
             )

@@ -45,6 +45,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pipesim.core.errors import shown
+
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "pipesim-run-manifest"
 ALGORITHM = "sha256"
@@ -140,9 +142,9 @@ def _listed_files(path: Path, raw: bytes) -> dict[str, dict[str, Any]]:
     with reading(path):
         body = json.loads(raw.decode("utf-8"))
         if not isinstance(body, dict) or body.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"not a pipesim saved-run manifest (format {MANIFEST_FORMAT!r})")
+            raise ValueError(f"not a pipesim saved-run manifest (format {shown(MANIFEST_FORMAT)})")
         if body.get("algorithm") != ALGORITHM:
-            raise ValueError(f"algorithm must be {ALGORITHM!r}")
+            raise ValueError(f"algorithm must be {shown(ALGORITHM)}")
         stored = body.pop("manifest_sha256", None)
         if not _is_hex_digest(stored):
             raise ValueError("manifest_sha256 must be a SHA-256 hex digest (the manifest's own hash)")
@@ -153,7 +155,7 @@ def _listed_files(path: Path, raw: bytes) -> dict[str, dict[str, Any]]:
             raise ValueError("files must be an object of file name -> {bytes, sha256}")
         for name, entry in files.items():
             if not _plain_name(name):
-                raise ValueError(f"lists {name!r:.80}, not a plain file name in the run's directory")
+                raise ValueError(f"lists {shown(name)}, not a plain file name in the run's directory")
             size = entry.get("bytes") if isinstance(entry, dict) else None
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise ValueError(f"files.{name}.bytes must be a size in bytes")

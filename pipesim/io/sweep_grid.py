@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from pipesim.config import Scenario
+from pipesim.core.errors import shown
 from pipesim.io.overrides import cell_label
 
 __all__ = ["Cell", "SweepResult", "aggregate", "all_failed_message", "cell_label", "collect", "grid", "t975"]
@@ -138,9 +139,9 @@ def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any]) -> No
         # equality, not identity: 1 and 1.0 would share a row of the table just the same
         for j in range(i):
             if labels[j] == lab:
-                same = "" if values[j] is values[i] else f" ({values[j]!r} and {values[i]!r})"
+                same = "" if values[j] is values[i] else f" ({shown(values[j])} and {shown(values[i])})"
                 raise ValueError(
-                    f"{what} holds {labels[j]!r} twice{same}: each value may appear once, since cells "
+                    f"{what} holds {shown(labels[j])} twice{same}: each value may appear once, since cells "
                     f"are labelled by value and a repeat would count the same runs twice"
                 )
 
@@ -164,13 +165,13 @@ def grid(
         raise ValueError("over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)")
     for k, vs in over.items():
         if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
-            raise ValueError(f"over[{k!r}] must be a non-empty list of values, got {vs!r}")
-        _check_unique(f"over[{k!r}]", vs, [cell_label(v) for v in vs])
+            raise ValueError(f"over[{shown(k)}] must be a non-empty list of values, got {shown(vs)}")
+        _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {seeds}")
     elif not (isinstance(seeds, Sequence) and seeds and all(isinstance(s, int) for s in seeds)):
-        raise ValueError(f"seeds must be a count >= 1 or a non-empty list of integers, got {seeds!r}")
+        raise ValueError(f"seeds must be a count >= 1 or a non-empty list of integers, got {shown(seeds)}")
     else:
         _check_unique("seeds", seeds, seeds)
     cells: list[Cell] = []
@@ -189,7 +190,7 @@ def all_failed_message(res: SweepResult, limit: int = 20) -> str:
     f = res.failures
     lines = [f"every cell of the sweep failed ({len(f)} of {len(res.runs)}):"]
     for _, row in f.head(limit).iterrows():
-        where = ", ".join(f"{k}={row[k]!r}" for k in (*res.keys, "seed"))
+        where = ", ".join(f"{k}={shown(row[k])}" for k in (*res.keys, "seed"))
         lines.append(f"  {where}: {row['error']}")
     if len(f) > limit:
         lines.append(f"  ... and {len(f) - limit} more (SweepError.result.failures)")

@@ -46,7 +46,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from pipesim.config import Scenario
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, shown
 from pipesim.io.sweep_exec import (
     DEFAULT_CELL_TIMEOUT_S,
     SIGNED_SUMMARY,
@@ -149,10 +149,10 @@ def sweep(
         and timeout_s > 0
     ):
         raise ValueError(
-            f"timeout_s must be a finite number of seconds > 0, or None for no limit, got {timeout_s!r}"
+            f"timeout_s must be a finite number of seconds > 0, or None for no limit, got {shown(timeout_s)}"
         )
     if executor is not None and not isinstance(executor, Executor):
-        raise ValueError(f"executor must be a concurrent.futures.Executor or None, got {executor!r}")
+        raise ValueError(f"executor must be a concurrent.futures.Executor or None, got {shown(executor)}")
     if executor is not None and (refusal := timeout_refusal(executor, timeout_s)) is not None:
         raise ValueError(refusal)
     if workers is not None:

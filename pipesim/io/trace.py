@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipesim.core.errors import shown
 from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
 
@@ -126,7 +127,7 @@ def _check_events(events: pd.DataFrame) -> None:
     if len(bad):
         row = int(bad[0])
         kind = str(events["kind"].iloc[row])
-        raise ValueError(f"row {row} of the events has kind = {kind!r}: need one of {EVENT_KINDS}")
+        raise ValueError(f"row {row} of the events has kind = {shown(kind)}: need one of {EVENT_KINDS}")
     for col in ("version", "episode_id"):
         values = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
         ok = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53)
@@ -134,7 +135,7 @@ def _check_events(events: pd.DataFrame) -> None:
         if len(bad):
             row = int(bad[0])
             value = str(events[col].iloc[row])
-            raise ValueError(f"row {row} of the events has {col} = {value!r}: need an integer")
+            raise ValueError(f"row {row} of the events has {col} = {shown(value)}: need an integer")
     start = pd.to_numeric(events["start_s"]).to_numpy(dtype=np.float64)
     end = pd.to_numeric(events["end_s"]).to_numpy(dtype=np.float64)
     bad = np.nonzero(end < start)[0]
@@ -161,7 +162,7 @@ def events_to_trace(
         if len(bad):
             row = int(bad[0])
             value = str(events[col].iloc[row])
-            raise ValueError(f"row {row} of the events has {col} = {value!r}: need a number")
+            raise ValueError(f"row {row} of the events has {col} = {shown(value)}: need a number")
     _check_events(events)
     info = episodes.set_index("episode_id") if episodes is not None and len(episodes) else None
     out: list[dict[str, Any]] = [

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 from pipesim.config import Scenario
+from pipesim.core.errors import shown
 
 
 def import_file(path: Path) -> ModuleType:
@@ -68,7 +69,7 @@ def import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
-            raise ValueError(f"{spec}: no such file {where!r}")
+            raise ValueError(f"{spec}: no such file {shown(where)}")
         try:
             mod = import_file(path)
         except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
@@ -77,12 +78,14 @@ def import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
         try:
             mod = importlib.import_module(where)
         except Exception as exc:  # noqa: BLE001 - ImportError or an error inside the user's module
-            raise ValueError(f"{spec}: cannot import module {where!r}: {type(exc).__name__}: {exc}") from None
+            raise ValueError(
+                f"{spec}: cannot import module {shown(where)}: {type(exc).__name__}: {exc}"
+            ) from None
     if not hasattr(mod, attr):
         names = [n for n, _ in inspect.getmembers(mod, callable) if not n.startswith("_")]
         close = difflib.get_close_matches(attr, names, n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ValueError(f"{spec}: {where} has no {attr!r}{hint}")
+        raise ValueError(f"{spec}: {where} has no {shown(attr)}{hint}")
     obj = getattr(mod, attr)
     if isinstance(obj, Scenario):
         return const_factory(obj)

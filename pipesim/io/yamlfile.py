@@ -17,6 +17,8 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode
 
+from pipesim.core.errors import shown
+
 
 class StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` refusing duplicate keys and reading ``1e3`` as a float."""
@@ -35,7 +37,7 @@ class StrictLoader(yaml.SafeLoader):
                 raise ConstructorError(
                     "while reading a mapping",
                     node.start_mark,
-                    f"the key {key!r} is given twice",
+                    f"the key {shown(key)} is given twice",
                     key_node.start_mark,
                 )
             seen.add(key)

@@ -26,6 +26,7 @@ from typing import Any
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.core.errors import shown
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -127,7 +128,7 @@ class Space:
             if isinstance(v, list):  # frozen: a list becomes the tuple it stands for
                 object.__setattr__(self, name, v := tuple(v))
             if not isinstance(v, tuple) and not (name == "placement" and v is None):
-                raise PlanError(f"space.{name} must be a tuple, got {v!r}")
+                raise PlanError(f"space.{name} must be a tuple, got {shown(v)}")
             if v is not None and not v:
                 raise PlanError(f"space.{name} is empty")
         bad = [u for u in self.update if u not in UPDATES]
@@ -189,13 +190,13 @@ class PlanSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
             raise PlanError(
-                f"gpu and model must be a GPUSpec and a ModelSpec, got {self.gpu!r}, {self.model!r}"
+                f"gpu and model must be a GPUSpec and a ModelSpec, got {shown(self.gpu)}, {shown(self.model)}"
             )
         if not isinstance(self.workload, TokenWorkload):
-            raise PlanError(f"workload must be a TokenWorkload, got {self.workload!r}")
+            raise PlanError(f"workload must be a TokenWorkload, got {shown(self.workload)}")
         if not isinstance(self.constraints, Constraints) or not isinstance(self.space, Space):
             raise PlanError(
-                f"constraints and space must be a Constraints and a Space, got {self.constraints!r}"
+                f"constraints and space must be a Constraints and a Space, got {shown(self.constraints)}"
             )
         integer("cluster.n_gpus", self.n_gpus, 1, MAX_GPUS)
         integer("workload.batch_size", self.batch_size, 1)
@@ -217,14 +218,14 @@ class PlanSpec:
             number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
         if not isinstance(self.share_group_prefix, bool):
             raise PlanError(
-                f"model.share_group_prefix must be true or false, got {self.share_group_prefix!r}"
+                f"model.share_group_prefix must be true or false, got {shown(self.share_group_prefix)}"
             )
         optional_number("search.sync_time_s", self.sync_time_s, 0)
         number("search.inflight_load_time_s", self.inflight_load_time_s, 0)
         number("sync_scale", self.sync_scale, above=0)
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
-            raise PlanError(f"search.method must be auto, grid or optuna, got {self.method!r}{hint}")
+            raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
         if self.screen_steps > self.steps:
             raise PlanError(f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})")
 
@@ -352,7 +353,7 @@ def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
     key = str(name).lower()
     if key not in GPUS:
         raise PlanError(
-            f"cluster.gpu: unknown GPU {name!r}{did_you_mean(key, GPUS)} (choose from {sorted(GPUS)})"
+            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, GPUS)} (choose from {sorted(GPUS)})"
         )
     return GPUS[key]
 
@@ -363,5 +364,5 @@ def resolve_model(name: str | ModelSpec) -> ModelSpec:
     key = str(name).lower()
     if key not in MODELS:
         hint = did_you_mean(key, MODELS)
-        raise PlanError(f"model.name: unknown model {name!r}{hint} (choose from {sorted(MODELS)})")
+        raise PlanError(f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)})")
     return MODELS[key]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.engine import PipelineError
-from pipesim.core.errors import check_int
+from pipesim.core.errors import check_int, shown
 from pipesim.policies.base import FullBatch
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class DropStale:
 
     def __post_init__(self) -> None:
         if not isinstance(self.requeue, bool):
-            raise ValueError(f"requeue must be a bool, got {self.requeue!r}")
+            raise ValueError(f"requeue must be a bool, got {shown(self.requeue)}")
 
     def staleness_bound(self, scenario: Scenario) -> int | None:
         return scenario.pipeline.max_staleness

@@ -43,6 +43,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any
 
+from pipesim.core.errors import shown
 from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, scan_module
 
 __all__ = [
@@ -98,10 +99,10 @@ def register_module(name: str) -> list[str]:
     try:
         mod = importlib.import_module(name)
     except ImportError as exc:
-        raise ValueError(f"cannot import policy module {name!r}: {exc}") from None
+        raise ValueError(f"cannot import policy module {shown(name)}: {exc}") from None
     entries = scan_module(mod)
     if not entries:
-        raise ValueError(f"module {name!r} defines no policy class")
+        raise ValueError(f"module {shown(name)} defines no policy class")
     if name in _registered:  # registered again: it becomes the latest
         _registered.remove(name)
     _registered.append(name)
@@ -180,7 +181,7 @@ def lookup(name: str, kind: str | None = None) -> type:
     )
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
-    raise ValueError(f"unknown {what} {name!r}{hint}; valid {plural}: {', '.join(pool)}")
+    raise ValueError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}")
 
 
 def name_of(obj: Any) -> str:
@@ -206,7 +207,7 @@ def _literal(node: ast.expr, text: str) -> Any:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         inner = _literal(node.operand, text)
         if isinstance(inner, bool) or not isinstance(inner, int | float):
-            raise _Reject(f"only numbers take a sign, got {ast.get_source_segment(text, node)!r}")
+            raise _Reject(f"only numbers take a sign, got {shown(ast.get_source_segment(text, node))}")
         return -inner if isinstance(node.op, ast.USub) else inner
     if isinstance(node, ast.Tuple | ast.List):
         return tuple(_literal(e, text) for e in node.elts)
@@ -218,14 +219,14 @@ def _literal(node: ast.expr, text: str) -> Any:
         return _construct(node.id, [], {}, text)
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
-            raise _Reject(f"call a catalogued name, got {ast.get_source_segment(text, node.func)!r}")
+            raise _Reject(f"call a catalogued name, got {shown(ast.get_source_segment(text, node.func))}")
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise _Reject("*args and **kwargs are not accepted")
         args = [_literal(a, text) for a in node.args]
         kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg is not None}
         return _construct(node.func.id, args, kwargs, text)
     seg = ast.get_source_segment(text, node) or type(node).__name__
-    raise _Reject(f"only literals and catalogued calls are accepted, got {seg!r}")
+    raise _Reject(f"only literals and catalogued calls are accepted, got {shown(seg)}")
 
 
 def _construct(name: str, args: list[Any], kwargs: dict[str, Any], text: str) -> Any:
@@ -276,7 +277,7 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ValueError(f"cannot parse {text!r}: {exc.msg}") from None
+        raise ValueError(f"cannot parse {shown(text)}: {exc.msg}") from None
     body = tree.body
     if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
         lookup(body.func.id, kind)  # an unknown outer name lists the slot's policies
@@ -285,7 +286,7 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
         except _Reject as exc:
             raise ValueError(f"{text}: {exc}") from None
     else:
-        raise ValueError(f"{text!r} is not a policy: write Name or Name(arg, key=value)")
+        raise ValueError(f"{shown(text)} is not a policy: write Name or Name(arg, key=value)")
     return _check_kind(obj, kind)
 
 

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipesim.core.errors import PipelineError
+from pipesim.core.errors import PipelineError, shown
 
 if TYPE_CHECKING:
     from pipesim.config import Scenario
@@ -256,15 +256,15 @@ class WholeGroups:
     def __post_init__(self) -> None:
         n = self.samples_per_group
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"samples_per_group must be an integer >= 1, got {n!r}")
+            raise ValueError(f"samples_per_group must be an integer >= 1, got {shown(n)}")
         r = self.filter_rate
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 <= r < 1.0 or math.isnan(r):
-            raise ValueError(f"filter_rate must be a number in [0, 1), got {r!r}")
+            raise ValueError(f"filter_rate must be a number in [0, 1), got {shown(r)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+            raise ValueError(f"seed must be an integer >= 0, got {shown(self.seed)}")
         for name in ("drop_stale", "requeue"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
         if self.requeue and not self.drop_stale:
             raise ValueError("requeue needs drop_stale=True (only stale samples are requeued)")
 

@@ -24,7 +24,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pipesim.core.errors import check_int, check_number
+from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.port import PipelineView, ReplicaView
 
 
@@ -96,7 +96,7 @@ class GroupAffinity:
     def __init__(self, group_size: int, fallback: Routing | None = None) -> None:
         check_int("group_size", group_size, 1)
         if fallback is not None and not isinstance(fallback, Routing):
-            raise ValueError(f"fallback must have a choose(engines) method, got {fallback!r}")
+            raise ValueError(f"fallback must have a choose(engines) method, got {shown(fallback)}")
         self.group_size = group_size
         self.fallback: Routing = LeastLoaded() if fallback is None else fallback
         self._home: dict[int, int] = {}
@@ -153,9 +153,11 @@ class Replicas:
 
     def __post_init__(self) -> None:
         if isinstance(self.n_replicas, bool) or not isinstance(self.n_replicas, int) or self.n_replicas < 1:
-            raise ValueError(f"n_replicas must be an integer >= 1, got {self.n_replicas!r}")
+            raise ValueError(f"n_replicas must be an integer >= 1, got {shown(self.n_replicas)}")
         if isinstance(self.routing, type) or not isinstance(self.routing, Routing):
-            raise ValueError(f"routing must be a routing rule instance (with choose), got {self.routing!r}")
+            raise ValueError(
+                f"routing must be a routing rule instance (with choose), got {shown(self.routing)}"
+            )
 
     def slots_per_replica(self, n_slots: int) -> list[int]:
         if n_slots < self.n_replicas:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
+from pipesim.core.errors import shown
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
 from pipesim.results.run import RunResult
 from pipesim.testing.promises import check_promises, run_trace
@@ -59,7 +60,7 @@ def _fail(name: str, detail: str) -> None:
 def _need(what: str, value: object, kind: type, hint: str) -> None:
     """A TypeError naming the argument when the kit is handed the wrong kind of object."""
     if not isinstance(value, kind):
-        raise TypeError(f"{what} must be a {hint}, got {type(value).__name__}: {value!r:.60}")
+        raise TypeError(f"{what} must be a {hint}, got {type(value).__name__}: {shown(value)}")
 
 
 def _need_scenario(scenario: object) -> None:

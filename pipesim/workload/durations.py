@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_chec
 import numpy as np
 import numpy.typing as npt
 
-from pipesim.core.errors import check_int, check_number, check_tail
+from pipesim.core.errors import check_int, check_number, check_tail, shown
 
 if TYPE_CHECKING:
     import torch
@@ -54,7 +54,7 @@ class DurationModel(Protocol):
 
 def _check_count(n: int) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        raise ValueError(f"n must be an integer >= 0, got {shown(n)}")
 
 
 def _numpy_generator(model: object, generator: object) -> np.random.Generator:
@@ -162,13 +162,13 @@ class AgentDurations:
         check_int("max_turns", self.max_turns, 1, MAX_AGENT_TURNS, "each turn is a column of the draws")
         pair = self.tokens_per_turn
         if not (isinstance(pair, tuple | list) and len(pair) == 2):
-            raise ValueError(f"tokens_per_turn must be a pair of numbers (lo, hi), got {pair!r}")
+            raise ValueError(f"tokens_per_turn must be a pair of numbers (lo, hi), got {shown(pair)}")
         for i, x in enumerate(pair):
             check_number(f"tokens_per_turn[{i}]", x, 0.0)
         lo, hi = pair
         if not lo <= hi:
             raise ValueError(
-                f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {self.tokens_per_turn!r}"
+                f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {shown(self.tokens_per_turn)}"
             )
         check_number("decode_rate_tok_s", self.decode_rate_tok_s, 0, strict=True)
         check_number("tool_median_s", self.tool_median_s, 0, strict=True)
@@ -177,11 +177,11 @@ class AgentDurations:
         # every turn may decode hi tokens: their time must be a finite float
         if not self.max_turns * (hi / self.decode_rate_tok_s) < math.inf:
             raise ValueError(
-                f"tokens_per_turn ({self.tokens_per_turn!r}) over decode_rate_tok_s "
-                f"({self.decode_rate_tok_s!r}): a turn's decode time overflows to infinity"
+                f"tokens_per_turn ({shown(self.tokens_per_turn)}) over decode_rate_tok_s "
+                f"({shown(self.decode_rate_tok_s)}): a turn's decode time overflows to infinity"
             )
         if self.draws not in ("chapter", "numpy"):
-            raise ValueError(f"draws must be 'chapter' or 'numpy', got {self.draws!r}")
+            raise ValueError(f"draws must be 'chapter' or 'numpy', got {shown(self.draws)}")
 
     @overload
     def sample_turns(self, n: int, generator: np.random.Generator) -> tuple[Array, Array]: ...
@@ -256,7 +256,7 @@ class LogNormalDurations:
     def __post_init__(self) -> None:
         check_number("median_s", self.median_s, 0, strict=True)
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma must be finite and >= 0, got {self.sigma!r}")
+            raise ValueError(f"sigma must be finite and >= 0, got {shown(self.sigma)}")
         check_tail(("median_s", "sigma"), self.median_s, self.sigma)
 
     def sample(self, n: int, generator: np.random.Generator) -> Array:
@@ -292,14 +292,14 @@ class TraceDurations:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or column not in reader.fieldnames:
-                raise ValueError(f"column {column!r} not in {path}; columns are {reader.fieldnames}")
+                raise ValueError(f"column {shown(column)} not in {path}; columns are {reader.fieldnames}")
             rows = []
             for i, row in enumerate(reader):
                 try:
                     rows.append(float(row[column]))
                 except (TypeError, ValueError):
                     raise ValueError(  # noqa: B904 - the row and column say more than float()'s message
-                        f"{path}: row {i + 1} column {column!r} is not a number: {row[column]!r}"
+                        f"{path}: row {i + 1} column {shown(column)} is not a number: {shown(row[column])}"
                     )
         return cls.from_values(rows, cycle=cycle)
 
@@ -340,7 +340,7 @@ def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
         items = raw.ravel().tolist() if raw.dtype.kind == "O" else values
         for i, x in enumerate(items):  # type: ignore[arg-type]
             if isinstance(x, _NOT_SECONDS):
-                raise ValueError(f"{name}[{i}] = {x!r}: durations must be real numbers of seconds")
+                raise ValueError(f"{name}[{i}] = {shown(x)}: durations must be real numbers of seconds")
     try:
         t = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:  # objects that are not numbers
@@ -350,7 +350,7 @@ def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
     bad = ~np.isfinite(t) | (t < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name}[{i}] = {float(t[i])!r}: durations must be finite and >= 0")
+        raise ValueError(f"{name}[{i}] = {shown(float(t[i]))}: durations must be finite and >= 0")
     return t
 
 

@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
+from pipesim.core.errors import shown
 from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
@@ -342,7 +343,7 @@ def timelines(
         raise ValueError("timelines needs at least one RunResult")
     for k, r in named.items():
         if not (isinstance(r, RunResult) or (hasattr(r, "events") and hasattr(r, "episode_table"))):
-            raise ValueError(f"timelines: {k!r} is a {type(r).__name__}, not a RunResult")
+            raise ValueError(f"timelines: {shown(k)} is a {type(r).__name__}, not a RunResult")
     titles: list[str] = []
     px: list[int] = []
     for k, r in named.items():
