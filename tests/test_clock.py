@@ -65,6 +65,8 @@ def test_free_until_and_advance_to_take_a_wake_up_in_place() -> None:
     assert env.free_until(1.9) and not env.free_until(2.0) and not env.idle()
     env.advance_to(1.5)
     assert env.now == 1.5
+    assert not env.take_in_place(2.0) and env.now == 1.5  # the timeout at 2 comes first
+    assert env.take_in_place(1.75) and env.now == 1.75
     env.run()
     assert env.now == 2.0 and env.idle()
 

@@ -5,7 +5,8 @@ The engines need four things SimPy's public API does not give, each for exactnes
 * **a wake-up at an absolute time** (:meth:`Clock.wake_at`). ``timeout(delay)`` fires at
   ``now + delay``, and from some ``now`` no float delay reaches a given time (every sum is a tie
   that rounds to even): an episode due at ``at`` must wake its replica at ``at`` itself.
-* **taking a wake-up in place** (:meth:`Clock.free_until`, :meth:`Clock.advance_to`,
+* **taking a wake-up in place** (:meth:`Clock.take_in_place`, :meth:`Clock.free_until`,
+  :meth:`Clock.advance_to`,
   :meth:`Clock.first_due`, :meth:`Clock.drop_first`): when a process's next wake-up would be the
   next event of the whole run, it moves the clock and goes on, with no round trip through the
   queue. Exact: SimPy would process that event next anyway. :class:`Wakeup` is the lightest
@@ -101,6 +102,15 @@ class Clock(simpy.Environment):
         event of the run, and work done now at ``at`` is what that event would do."""
         queue = self.queue
         return not queue or queue[0][0] > at
+
+    def take_in_place(self, at: float) -> bool:
+        """If nothing is scheduled at or before ``at``, move the clock to ``at`` and return True:
+        the caller does now what its wake-up at ``at`` would do. Else False (schedule it)."""
+        queue = self.queue
+        if queue and queue[0][0] <= at:
+            return False
+        self._now = at
+        return True
 
     def advance_to(self, at: float) -> None:
         """Move the clock to ``at`` (no earlier than now), as ``step`` does for the next event;

@@ -252,7 +252,8 @@ class Pipeline(Decisions):
                 if task >= self._n_pool:
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
-        version, work_s = cast("EngineAnswers", engine).version, self._work_s
+        answers: Any = engine  # its version as an object, checked below
+        version, work_s = answers.version, self._work_s
         if type(version) is not int:  # a replica's own version: an int field of the episode
             version = errors.int_answer(engine, "version", version)
         if work_s is None:
@@ -296,9 +297,10 @@ class Pipeline(Decisions):
         if not self._blocked():
             started_before = self.started
             if (single := self._single) is not None:  # one engine: no routing rule to ask
-                while (free := bool(cast("EngineAnswers", single).accepting)) and self._admitted():
+                answers: Any = single  # its answers as objects (a numpy bool counts as a bool)
+                while answers.accepting and self._admitted():
                     self.launch(single)
-                self.admission_refused = free  # the loop ended on the policy's no
+                self.admission_refused = bool(answers.accepting)  # ended on the policy's no
             else:
                 # the admission rule first: the routing rule is asked only for an episode that
                 # will start, so its state (round robin's turn) never depends on passes that

@@ -70,7 +70,7 @@ class Slots:
         ``schedule`` pushes ``now + delay``, makes every episode end exactly at its due time.
         """
         env, p = self.env, self.p
-        free_until, wake_at, advance_to = env.free_until, env.wake_at, env.advance_to
+        take_in_place, wake_at = env.take_in_place, env.wake_at
         quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
         finish_due, nsmallest = self._finish_due, heapq.nsmallest
         never = env.event()  # idle: woken only by an interrupt
@@ -95,13 +95,13 @@ class Slots:
                 else:
                     if not at < math.inf:  # NaN too: the clock past the largest float
                         raise errors.clock_overflow(p, "an episode's end")
-                    if not free_until(at):  # something else happens first, or at ``at`` too
+                    # the wake-up would be the next event of the whole run: take it here, else
+                    # (something else happens first, or at ``at`` too) sleep until it
+                    if not take_in_place(at):
                         wake = wake_at(wake, at)
                         self._sleeping = True
                         yield wake
                         self._sleeping = False
-                    else:  # the wake-up would be the next event of the whole run: take it here
-                        advance_to(at)
                     now = at  # SimPy fires the wake-up at exactly this time
                     finish_due(now, False, self)
             except simpy.Interrupt:
