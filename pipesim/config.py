@@ -13,8 +13,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, MAX_SLOTS, check_number, shown
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
+from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
+from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -45,11 +47,6 @@ def _check_name(name: object) -> None:
         )
 
 
-def check_time(name: str, value: Any) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is a finite number of seconds >= 0."""
-    check_number(name, value, 0, unit=" of seconds")
-
-
 def check_policy(name: str, value: Any, protocol: type, what: str) -> None:
     """Raise ValueError naming ``name`` unless ``value`` is an instance that fits ``protocol``.
 
@@ -72,36 +69,6 @@ def check_policy(name: str, value: Any, protocol: type, what: str) -> None:
 
 def _protocol_members(protocol: type) -> list[str]:
     return sorted(n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v))
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Sizes and times of one rollout pipeline (the chapter's ``simulate_pipeline`` arguments)."""
-
-    n_slots: int = 64
-    """Concurrent episodes the inference engine can run (generation slots)."""
-    batch_size: int = 64
-    """Episodes the trainer consumes per step (B)."""
-    train_time_s: float = 60.0
-    """Seconds one training step takes."""
-    sync_time_s: float = 10.0
-    """Seconds one weight sync takes; generation is paused or drained around it."""
-    max_staleness: int = 0
-    """Staleness bound eta: the throttle lets generation run at most eta batches ahead."""
-    steps: int = 20
-    """Training steps to simulate; the run ends when the last step's sync finishes."""
-    colocated: bool = False
-    """Engine and trainer share accelerators: generation pauses while the trainer trains."""
-
-    def __post_init__(self) -> None:
-        check_int("n_slots", self.n_slots, 1, MAX_SLOTS, "each slot is a Python object")
-        check_int("batch_size", self.batch_size, 1, MAX_SLOTS, "each episode of a batch is a Python object")
-        check_time("train_time_s", self.train_time_s)
-        check_time("sync_time_s", self.sync_time_s)
-        check_int("max_staleness", self.max_staleness, 0)
-        check_int("steps", self.steps, 1)
-        if not isinstance(self.colocated, bool):
-            raise ValueError(f"colocated must be a bool, got {shown(self.colocated)}")
 
 
 _POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (

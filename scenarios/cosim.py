@@ -347,7 +347,7 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
     p.run()
     cpu = time.process_time() - t0
     run = RunResult(
-        p.scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
+        scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
     )
     d = driver
     counts = dict(

@@ -375,7 +375,7 @@ def run_compute(
     for e in engines:
         e.flush()
     T = p.env.now
-    result = RunResult(p.scenario, T, p.episodes, p.updates, p.train_log, p.sync_log, engine="compute")
+    result = RunResult(scenario, T, p.episodes, p.updates, p.train_log, p.sync_log, engine="compute")
     group_stats = batching.stats(p) if batching is not None else None
     filtered = group_stats.filtered_ids if group_stats is not None else ()
     over_length = isinstance(p.scenario.batching, DropOverlong)

@@ -26,8 +26,8 @@ from pipesim.core.port_impl import PolicyPort
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
+    from pipesim.core.roles import ReplicaLayout
     from pipesim.core.seams import EngineAnswers, EngineOptions, EngineReplica
-    from pipesim.policies.replicas import Replicas
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -58,7 +58,7 @@ class Decisions(PolicyPort):
         hinted = options.hints and isinstance(batching, MinItemsHint)
         self._min_items = batching.min_items if hinted else None
 
-    def _bind_routing(self, replicas: Replicas | None) -> None:
+    def _bind_routing(self, replicas: ReplicaLayout | None) -> None:
         """The routing rule of the engines built: which replica starts the next episode (None when
         none accepts); routing sees the replicas through the port and returns one of them."""
         self._single = self.engines[0] if replicas is None else None

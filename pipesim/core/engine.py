@@ -61,7 +61,7 @@ from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, Epis
 from pipesim.core.slots import Slots
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
+    from pipesim.core.roles import RunSpec
     from pipesim.core.seams import EngineAnswers
 
 _INF = math.inf
@@ -91,7 +91,7 @@ class Pipeline(Decisions):
 
     def __init__(
         self,
-        scenario: Scenario,
+        scenario: RunSpec,
         durations: Sequence[float] | npt.NDArray[np.float64],
         *,
         source: EpisodeSource | None = None,

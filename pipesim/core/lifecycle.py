@@ -17,9 +17,8 @@ import numpy as np
 from pipesim.core.episode import FAILED, Episode
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
     from pipesim.core.port import PipelineView
-    from pipesim.policies.faults import FailurePolicy, Timeout
+    from pipesim.core.roles import FailurePolicy, RunSpec, TimeoutRule
 
 FAILURE_SEED_SALT = 0xFA11
 
@@ -28,7 +27,7 @@ class EpisodeLifecycle:
     """Applies the scenario's timeout and failure draws at launch, and sorts out failures at finish."""
 
     def __init__(
-        self, timeout: Timeout | None, failures: FailurePolicy | None, rng: np.random.Generator
+        self, timeout: TimeoutRule | None, failures: FailurePolicy | None, rng: np.random.Generator
     ) -> None:
         self.cap_s = timeout.cap_s if timeout is not None else math.inf
         self.failures = failures
@@ -36,7 +35,7 @@ class EpisodeLifecycle:
         self.rng = rng
 
     @classmethod
-    def build(cls, scenario: Scenario) -> EpisodeLifecycle:
+    def build(cls, scenario: RunSpec) -> EpisodeLifecycle:
         rng = np.random.default_rng([scenario.seed, FAILURE_SEED_SALT])
         return cls(scenario.timeout, scenario.failures, rng)
 

@@ -58,8 +58,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import simpy
 
-    from pipesim.config import PipelineConfig, Scenario
     from pipesim.core.episode import Episode
+    from pipesim.core.pipeline_config import PipelineConfig
+    from pipesim.core.roles import RunSpec
 
 
 class ReplicaView(Protocol):
@@ -90,7 +91,7 @@ class PipelineView(Protocol):
     @property
     def config(self) -> PipelineConfig: ...
     @property
-    def scenario(self) -> Scenario: ...
+    def scenario(self) -> RunSpec: ...
     @property
     def now(self) -> float:
         """The simulated time, seconds."""
@@ -220,7 +221,7 @@ class FixedWork(Protocol):
 class StalenessPromise(Protocol):
     """No trained episode is staler than ``staleness_bound(scenario)`` (None: no promise)."""
 
-    def staleness_bound(self, scenario: Scenario) -> int | None: ...
+    def staleness_bound(self, scenario: RunSpec) -> int | None: ...
 
 
 @runtime_checkable
@@ -234,7 +235,7 @@ class PausePromise(Protocol):
 class SingleVersionPromise(Protocol):
     """``single_version(scenario)`` true: no episode runs under two versions of the weights."""
 
-    def single_version(self, scenario: Scenario) -> bool: ...
+    def single_version(self, scenario: RunSpec) -> bool: ...
 
 
 @runtime_checkable

@@ -34,41 +34,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pipesim.core.port import StalenessPromise
+from pipesim.core.roles import Admission as Admission  # the roles live in core; re-exported
+from pipesim.core.roles import BatchPolicy as BatchPolicy
+from pipesim.core.roles import WeightUpdate as WeightUpdate
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
-
-
-@runtime_checkable
-class Admission(Protocol):
-    """Decides whether one more episode may start now (a slot is known to be free)."""
-
-    def admits(self, p: PipelineView) -> bool: ...
-
-
-@runtime_checkable
-class WeightUpdate(Protocol):
-    """What happens around a weight sync: ``sync(p)`` runs inside the weight-sync process."""
-
-    def blocks_admission(self, p: PipelineView) -> bool: ...
-
-    def sync(self, p: PipelineView) -> Generator[Any, Any, None]: ...
-
-
-@runtime_checkable
-class BatchPolicy(Protocol):
-    """Chooses the trainer's batch from the buffer of finished episodes.
-
-    ``select`` returns ``(batch, discarded)`` and removes both from ``buffer`` in place, or
-    returns ``(None, discarded)`` when no full batch can be formed yet. The trainer's version
-    is ``p.version`` (it cannot change while the trainer waits for a batch).
-    """
-
-    def select(
-        self, buffer: list[Episode], p: PipelineView
-    ) -> tuple[list[Episode] | None, list[Episode]]: ...
+    from pipesim.core.roles import RunSpec
 
 
 @runtime_checkable
@@ -95,8 +68,10 @@ class UnreadStaleness(ValueError):
     """A scenario's ``max_staleness`` that none of its policies reads (:func:`unread_staleness`)."""
 
 
-def unread_staleness(scenario: Scenario) -> str:
+def unread_staleness(scenario: Any) -> str:
     """Why ``scenario``'s ``max_staleness`` changes nothing ("" where it may change something).
+
+    ``scenario``: a :class:`pipesim.Scenario` (typed ``Any``: the policies sit below ``config``).
 
     It changes nothing when it is not 0, the admission rule bounds staleness itself
     (:class:`OwnStalenessBound`), the weight update and the batch policy are pipesim's own and
@@ -205,14 +180,14 @@ class Drain:
         """Its sync waits for the drain, then pauses empty engines (a promise to the engine)."""
         return True
 
-    def single_version(self, scenario: Scenario) -> bool:
+    def single_version(self, scenario: RunSpec) -> bool:
         """No episode is in flight across a sync, so none runs under two versions."""
         return True
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing or p.sync_pending
 
-    def staleness_bound(self, scenario: Scenario) -> int | None:
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
         """With the count throttle, draining bounds staleness by eta: no episode outlives a sync."""
         return scenario.pipeline.max_staleness if isinstance(scenario.admission, CountThrottle) else None
 

@@ -26,9 +26,9 @@ from pipesim.core.errors import check_int, shown
 from pipesim.policies.base import FullBatch
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
+    from pipesim.core.roles import RunSpec
 
 Selection = tuple["list[Episode] | None", "list[Episode]"]
 
@@ -93,7 +93,7 @@ class DropStale:
         if not isinstance(self.requeue, bool):
             raise ValueError(f"requeue must be a bool, got {shown(self.requeue)}")
 
-    def staleness_bound(self, scenario: Scenario) -> int | None:
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
         return scenario.pipeline.max_staleness
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:

@@ -26,10 +26,11 @@ episode, and only when failures are configured: the default path never builds a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number
+from pipesim.core.roles import FailurePolicy as FailurePolicy  # the role lives in core; re-exported
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
@@ -48,15 +49,6 @@ class Timeout:
 
     def __post_init__(self) -> None:
         check_positive("cap_s", self.cap_s)
-
-
-@runtime_checkable
-class FailurePolicy(Protocol):
-    """A constant failure hazard and what to do with an episode whose worker failed."""
-
-    hazard_per_s: float
-
-    def on_failure(self, p: PipelineView, ep: Episode) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,9 @@ import numpy as np
 from pipesim.core.errors import PipelineError, shown
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
+    from pipesim.core.roles import RunSpec
 
 _DRAW_BLOCK = 4096
 
@@ -276,7 +276,7 @@ class WholeGroups:
                 f"({self.samples_per_group}): a batch is whole groups"
             )
 
-    def staleness_bound(self, scenario: Scenario) -> int | None:
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
         """With ``drop_stale``, no trained sample is older than eta."""
         return scenario.pipeline.max_staleness if self.drop_stale else None
 

@@ -26,13 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.port import PipelineView, ReplicaView
-
-
-@runtime_checkable
-class Routing(Protocol):
-    """Chooses the replica for the next episode, or None if no replica can take one now."""
-
-    def choose(self, engines: Sequence[ReplicaView]) -> ReplicaView | None: ...
+from pipesim.core.roles import Routing as Routing  # the role lives in core; re-exported
 
 
 class RoundRobin:

@@ -52,9 +52,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from pipesim.config import Scenario
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
+    from pipesim.core.roles import RunSpec
 
 
 def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
@@ -121,7 +121,7 @@ class RollGroupExpiry:
         check_int("ratio", self.ratio, 0)
         check_int("samples_per_group", self.samples_per_group, 1)
 
-    def staleness_bound(self, scenario: Scenario) -> int | None:
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
         return self.ratio
 
     def min_items(self, p: PipelineView) -> int:
@@ -179,7 +179,7 @@ class PipelineRLLag:
         """Counts only starts and versions: no finishing episode changes its answer."""
         return not self.admits(p)
 
-    def staleness_bound(self, scenario: Scenario) -> int | None:
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
         return 0 if self.max_lag == 0 else None
 
     def staleness_knob(self) -> str:
