@@ -115,13 +115,23 @@ def test_the_first_lines_give_the_two_make_commands() -> None:
 
 
 def test_the_path_block_runs(tmp_path: Path) -> None:
+    """The block runs, and the chapter's design table it prints (scenarios.chapter13) is the one
+    results/README.md shows, row for row."""
     out = shell(block(PATH, "bash"), tmp_path)
     assert "async-eta2" in out and "synchronous" in out  # pipesim list
     assert re.search(r"^staleness_max\s+\d+$", out, re.M)  # pipesim run's summary
-    # the chapter's design table, printed by scenarios.chapter13
-    assert re.search(r"synchronous\s+\|\s+451 \|", out) and re.search(
-        r"async eta=2, partial\s+\|\s+2077 \|", out
+    results = (ROOT / "results" / "README.md").read_text().split("## The chapter's design table", 1)[1]
+    rows = re.findall(
+        r"^\| ([a-z][^|]*?) \| (\d+) \| ([\d.]+) \| ([\d.]+), (\d+) \| ([\d.]+) \|$", results, re.M
     )
+    assert len(rows) == 5, "results/README.md lost the design table's rows"
+    for design, per_hour, util, mean, worst, duration in rows:
+        printed = (
+            rf"^\s*{re.escape(design)}\s*\|\s*{per_hour} \| {util} \| {mean},\s+{worst} \|\s+{duration}$"
+        )
+        assert re.search(printed, out, re.M), (
+            f"results/README.md's row {design!r} is not what chapter13 prints"
+        )
 
 
 def test_readme_scenario_example_runs() -> None:
