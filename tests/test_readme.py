@@ -102,9 +102,14 @@ def test_the_first_lines_give_the_two_make_commands() -> None:
     assert commands == ["make demo", "make test"]
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+    }  # not the caller's make
     plans = {}
     for target in ("demo", "test"):
-        proc = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["make", "-n", target], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, proc.stderr
         plans[target] = proc.stdout
     assert "-m pipesim.io.demo" in plans["demo"]
