@@ -1,4 +1,4 @@
-"""The README's "From a config file", "Saving and comparing runs" and "Fitting your own trace":
+"""docs/usage.md's "From a config file", "Saving and comparing runs" and "Fitting your own trace":
 every code block runs, in order, in a fresh directory."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-USAGE = ROOT / "README.md"
+USAGE = ROOT / "docs" / "usage.md"
 SECTIONS = ["From a config file", "Saving and comparing runs", "Fitting your own trace"]
 
 
