@@ -216,6 +216,53 @@ def test_pausing_updates_generate_each_episode_exactly_its_duration(sc: Scenario
             assert got <= e.duration_s * (1 + 1e-9) + 1e-9
 
 
+def run_core(sc: Scenario) -> tuple[Any, ...]:
+    """What a run decided: its end, training steps, syncs, and every episode's slot, times,
+    version and fate (not the update records, which differ in form between weight updates)."""
+    r = run(sc)
+    episodes = [
+        (e.id, e.task_id, e.slot, e.start_s, e.end_s, e.version, e.status, e.trained_step) for e in r.episodes
+    ]
+    return r.sim_time_s, r.train_log, r.sync_log, episodes
+
+
+EVERY_WAY_TO_TREAT_IN_FLIGHT = {
+    "Drain": Drain(),
+    "AbortRestart(restart=False)": AbortRestart(False),
+    "AbortRestart(restart=True)": AbortRestart(True),
+    "AbortReprefill": AbortReprefill(),
+    "OverlappedSwap": OverlappedSwap(),
+}
+
+
+@FEW
+@given(
+    policy_scenarios(admissions_=[CountThrottle()], weight_updates_=[PartialRollout()], failures=[None]),
+    st.sampled_from(sorted(EVERY_WAY_TO_TREAT_IN_FLIGHT)),
+)
+def test_at_eta_zero_what_a_sync_does_to_episodes_in_flight_does_not_matter(sc: Scenario, other: str) -> None:
+    """With the count throttle at eta = 0 no episode is in flight at a sync, so pausing, draining,
+    aborting, re-prefilling or swapping in the background all make the same run."""
+    sc = sc.with_(pipeline=PipelineConfig(**{**sc.pipeline.__dict__, "max_staleness": 0}))
+    assert run_core(sc.with_(weight_update=EVERY_WAY_TO_TREAT_IN_FLIGHT[other])) == run_core(sc)
+
+
+@FEW
+@given(policy_scenarios(weight_updates_=[PartialRollout()], failures=[None]))
+def test_a_free_reprefill_is_a_partial_rollout(sc: Scenario) -> None:
+    """AbortReprefill with an unbounded prefill rate re-prefills in no time: the run of
+    PartialRollout, decision for decision."""
+    assert run_core(sc.with_(weight_update=AbortReprefill(1.0, 1e300))) == run_core(sc)
+
+
+@FEW
+@given(policy_scenarios(weight_updates_=[OverlappedSwap()]))
+def test_an_in_flight_update_without_load_time_is_an_overlapped_swap(sc: Scenario) -> None:
+    """PipelineRL's in-flight update pauses each replica for ``load_time_s``; with none, it is
+    the overlapped swap."""
+    assert run_core(sc.with_(weight_update=InFlightUpdate(0.0))) == run_core(sc)
+
+
 # -- batching -----------------------------------------------------------------------------------
 @FEW
 @given(policy_scenarios(batchings_=[OldestFinishedFirst(), LowestVersionFirst()]), st.integers(1, 12))
@@ -273,7 +320,7 @@ def test_lowest_version_first_never_leaves_an_older_episode_waiting(sc: Scenario
 @given(policy_scenarios(batchings_=st.builds(EvictStalest, st.integers(10, 36))))
 def test_evict_stalest_keeps_the_buffer_within_capacity(sc: Scenario) -> None:
     """After each batch is taken the buffer holds at most capacity - B episodes (it was cut to the
-    capacity, then B left), and evicted episodes are discarded, never trained."""
+    capacity, then B left)."""
     r = run(sc)
     capacity = sc.batching.capacity  # type: ignore[attr-defined]
     for _, _, _, _, buffered, _ in r.ledger_log:
@@ -284,8 +331,7 @@ def test_evict_stalest_keeps_the_buffer_within_capacity(sc: Scenario) -> None:
 @given(policy_scenarios(batchings_=st.builds(DropStale, st.booleans())))
 def test_drop_stale_discards_only_episodes_that_fell_behind(sc: Scenario) -> None:
     """A discarded episode started under a version more than eta behind the trainer's version at
-    some step (so behind the last one); with ``requeue`` its task is started again if the run
-    lasted, never trained twice."""
+    some step, so more than eta behind the last step's version (versions only increase)."""
     r = run(sc)
     last = r.train_log[-1][3]
     for e in r.episodes:
