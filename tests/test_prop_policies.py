@@ -521,3 +521,17 @@ def test_a_failed_episode_loses_only_the_seconds_it_generated() -> None:
             e.lost_s,
             gen.get(e.id),
         )
+
+
+@FEW
+@given(policy_scenarios())
+def test_active_utilisation_is_the_slots_generation_time(sc: Scenario) -> None:
+    """``gen_util_active`` (computed from each finished episode's span less the updates it sat
+    through) equals the generation time the slots record for those episodes, over n_slots * T."""
+    r = run(sc)
+    if r.sim_time_s <= 0:
+        return
+    gen = gen_seconds(r)
+    done = math.fsum(gen.get(e.id, 0.0) for e in r.episodes if e.end_s is not None and e.status != ABORTED)
+    share = r.summary()["gen_util_active"]
+    assert math.isclose(share * sc.pipeline.n_slots * r.sim_time_s, done, rel_tol=1e-9, abs_tol=1e-9)
