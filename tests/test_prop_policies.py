@@ -48,7 +48,7 @@ from pipesim.policies.updates import (
     OverlappedSwap,
     SyncEveryK,
 )
-from pipesim.testing import admissions, check_invariants, policy_scenarios, run_trace
+from pipesim.testing import check_invariants, policy_scenarios, run_trace
 
 FEW = settings(max_examples=20)
 
@@ -93,7 +93,9 @@ def admission_cap(rule: object, version: int, eta: int, b: int) -> tuple[str, fl
 
 
 @FEW
-@given(policy_scenarios(admissions_=admissions().filter(lambda a: admission_cap(a, 0, 0, 1) is not None)))
+# the default draw: it never pairs a rule that counts dropped work (CountThrottle) with a policy
+# that drops, which can stall by design
+@given(policy_scenarios().filter(lambda sc: admission_cap(sc.admission, 0, 0, 1) is not None))
 def test_each_admission_rule_keeps_its_own_cap_at_every_training_step(sc: Scenario) -> None:
     """From the engine's books at each step (``ledger_log``; the version is the step): the count
     a rule bounds never exceeds its formula, whatever the other policies drop or relaunch, and
