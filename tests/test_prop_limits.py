@@ -310,3 +310,20 @@ def test_a_longer_train_step_adds_exactly_its_time_per_step_when_synchronous(
     slow = PipelineConfig(**{**cfg.__dict__, "train_time_s": cfg.train_time_s + extra})
     a, z = run(scenario(cfg, pool)), run(scenario(slow, pool))
     assert math.isclose(z.sim_time_s, a.sim_time_s + cfg.steps * extra, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@settings(max_examples=30)
+@given(sync_cases(), st.booleans())
+def test_a_colocated_engine_costs_nothing_in_a_synchronous_pipeline(
+    case: tuple[PipelineConfig, list[float]], drain: bool
+) -> None:
+    """eta = 0 with n_slots >= B: nothing generates while the trainer trains, so pausing the
+    engine for training (colocated) changes no decision and no time."""
+    cfg, pool = case
+    wu = Drain() if drain else PartialRollout()
+    a = run(scenario(cfg, pool, wu))
+    z = run(scenario(PipelineConfig(**{**cfg.__dict__, "colocated": True}), pool, wu))
+    assert z.sim_time_s == a.sim_time_s and z.train_log == a.train_log and z.sync_log == a.sync_log
+    assert [(e.slot, e.start_s, e.end_s, e.status) for e in z.episodes] == [
+        (e.slot, e.start_s, e.end_s, e.status) for e in a.episodes
+    ]

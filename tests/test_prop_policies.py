@@ -537,3 +537,22 @@ def test_active_utilisation_is_the_slots_generation_time(sc: Scenario) -> None:
     done = math.fsum(gen.get(e.id, 0.0) for e in r.episodes if e.end_s is not None and e.status != ABORTED)
     share = r.summary()["gen_util_active"]
     assert math.isclose(share * sc.pipeline.n_slots * r.sim_time_s, done, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@FEW
+@given(
+    policy_scenarios(weight_updates_=[AbortRestart(True)])
+    | policy_scenarios(failures=st.builds(RequeueFailed, st.floats(1e-4, 2e-3)))
+)
+def test_a_requeued_task_starts_before_any_new_one(sc: Scenario) -> None:
+    """A task put back after an abort or a failure goes to the front: between the instant its
+    episode was dropped and the restart, only other relaunched tasks start, never a new one
+    (at the drop's own instant new tasks may already have started, earlier in the same pass)."""
+    eps = list(run(sc).episodes)  # launch order: an episode's id is its index
+    for child in eps:
+        if child.parent < 0 or eps[child.parent].status not in (ABORTED, FAILED):
+            continue
+        dropped = eps[child.parent]
+        for e in eps[dropped.id + 1 : child.id]:
+            if e.start_s > dropped.end_s:  # type: ignore[operator]
+                assert e.parent >= 0, (dropped, child, e)
