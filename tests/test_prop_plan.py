@@ -154,7 +154,7 @@ def test_a_sweep_cell_is_its_scenario_run_alone_in_any_order(scs: list[pipesim.S
     names = list(designs)
     rnd.shuffle(names)
     with ThreadPoolExecutor(2) as ex:
-        res = sweep({n: designs[n] for n in names}, executor=ex, progress=False)
+        res = sweep({n: designs[n] for n in names}, executor=ex, progress=False, timeout_s=None)
     rows = res.runs.set_index("design")
     assert sorted(rows.index) == sorted(designs)
     for name, sc in designs.items():

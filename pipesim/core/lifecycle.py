@@ -60,7 +60,7 @@ class EpisodeLifecycle:
         if len(ok) < len(episodes):
             for ep in episodes:
                 if ep.fail_at_s is not None:
-                    ep.lost_s = ep.end_s - ep.start_s if ep.end_s is not None else 0.0
+                    ep.lost_s = ep.work_s  # the seconds it spent on its slot, pauses excluded
                     ep.truncated = False
                     p.drop([ep], FAILED)
                     self.failures.on_failure(p, ep)
