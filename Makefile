@@ -23,8 +23,12 @@ lint: $(VENV_STAMP)
 typecheck: $(VENV_STAMP)
 	$(PY) -m mypy pipesim scenarios offpolicy mismatch
 
+# The suite on PYTEST_WORKERS processes (pytest-xdist): 2, the CI machine's cores; 1 runs it in
+# this process. Every test is independent of the others' order and process (Hypothesis's ci
+# profile is derandomized), so the same tests pass either way.
+PYTEST_WORKERS ?= 2
 pytest: $(VENV_STAMP)
-	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
 
 bench: $(VENV_STAMP)
 	$(PY) benchmarks/bench_pipeline.py
