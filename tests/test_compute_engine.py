@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
+from pipesim.compute import driver as driver_module
 from pipesim.compute.batch import BatchState
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
@@ -790,10 +791,20 @@ def test_in_place_handling_is_bit_identical(
     cfg = pipesim.PipelineConfig(batch_size=64, steps=3, max_staleness=0 if policy == "drain" else 1)
     sc = pipesim.Scenario(pipeline=cfg, weight_update=wu)
     cluster = Cluster(engine=engine, n_gpus=trainer_gpus + 2, trainer_gpus=trainer_gpus, env_workers=workers)
+    steps = [0]
+    real_step = Clock.step
+
+    def counted(env: Clock) -> None:
+        steps[0] += 1
+        real_step(env)
+
+    monkeypatch.setattr(Clock, "step", counted)
     fast = _fingerprint(run_compute(sc, cluster, work, seed=7))
-    monkeypatch.setattr(ComputeReplica, "handle_in_place", False)
+    n_fast, steps[0] = steps[0], 0
+    monkeypatch.setattr(driver_module, "HANDLE_IN_PLACE", False)
     slow = _fingerprint(run_compute(sc, cluster, work, seed=7))
     assert fast == slow
+    assert steps[0] > n_fast  # the switch acts, in the compiled build too: more events without it
 
 
 @pytest.mark.parametrize("tool_latency_s", [1e2, 1e7])

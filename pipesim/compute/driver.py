@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from pipesim.core.episode import Episode, UpdateRecord
 
 
+HANDLE_IN_PLACE = True
+"""Whether new replicas handle in place what comes first in SimPy's queue (``handle_in_place``);
+tests set it False for the reference (a module global: both builds read it at construction)."""
+
+
 class Host(Protocol):
     """What a replica reads of the run it serves: the kernel's
     :class:`~pipesim.core.engine.Pipeline`, or a closed loop's stand-in
@@ -52,11 +57,6 @@ class ReplicaDriver(BatchState):
     :class:`~pipesim.compute.engine.ComputeReplica`."""
 
     """One continuous-batching replica (see the module docstring)."""
-
-    handle_in_place = True
-    """Handle a batch change or tool return that comes first in SimPy's queue in place
-    (:meth:`_drive`); False sends every one through a SimPy event, the slower reference the tests
-    compare against (the results are identical)."""
 
     def __init__(
         self,
@@ -81,6 +81,12 @@ class ReplicaDriver(BatchState):
                 f"got a {type(pipeline.env).__name__}"
             )
         self.p, self.env = pipeline, pipeline.env
+        self.handle_in_place: bool = HANDLE_IN_PLACE
+        """Handle a batch change or tool return that comes first in SimPy's queue in place
+        (:meth:`_drive`); False sends every one through a SimPy event, the slower reference the
+        tests compare against (the results are identical). An instance attribute, read from
+        :data:`HANDLE_IN_PLACE` when the replica is made: the compiled build reads it the same way
+        (a class attribute of a compiled class ignored a patch of the class)."""
         self._updates = pipeline.updates  # the host's list (appended to, never replaced mid-run)
         self.n_slots = n_slots
         self.version = 0
