@@ -99,9 +99,11 @@ class Clock(simpy.Environment):
 
     def free_until(self, at: float) -> bool:
         """Whether nothing is scheduled at or before ``at``: a wake-up at ``at`` would be the next
-        event of the run, and work done now at ``at`` is what that event would do."""
+        event of the run, and work done now at ``at`` is what that event would do. Always a
+        Python bool, also where a user's numpy time made the queue's times numpy floats (the
+        compiled compute replica takes no numpy bool)."""
         queue = self.queue
-        return not queue or queue[0][0] > at
+        return not (queue and queue[0][0] <= at)  # `not`: a Python bool whatever the comparison gave
 
     def take_in_place(self, at: float) -> bool:
         """If nothing is scheduled at or before ``at``, move the clock to ``at`` and return True:
@@ -157,9 +159,3 @@ class Clock(simpy.Environment):
         done.callbacks.append(StopSimulation.callback)  # type: ignore[union-attr]  # SimPy's own stop
         self.run()
         return bool(done.triggered)
-
-    # -- reading an event a callback receives -------------------------------------------------------
-    @staticmethod
-    def value_of(ev: simpy.Event) -> Any:
-        """The value an event was triggered with, read in a callback (no ``ok`` check)."""
-        return ev._value

@@ -41,7 +41,7 @@ class Decisions(PolicyPort):
     _blocks: Callable[[Any], object]
     _min_items: Callable[[Any], object] | None
     _single: EngineReplica | None
-    _choose: Callable[[list[EngineReplica]], EngineReplica | None]
+    _choose: Callable[[list[EngineReplica]], EngineReplica | None] | None
 
     def _bind_policies(self, options: EngineOptions) -> None:
         """Bind the policies' methods once; act on the batch policy's ``min_items`` unless
@@ -62,17 +62,12 @@ class Decisions(PolicyPort):
         """The routing rule of the engines built: which replica starts the next episode (None when
         none accepts); routing sees the replicas through the port and returns one of them."""
         self._single = self.engines[0] if replicas is None else None
-        self._choose = self._only_engine
+        self._choose = None  # one engine: the admission loop starts episodes on it directly
         if replicas is not None:
             routing = replicas.fresh_routing()
             if isinstance(routing, BindsPipeline):  # it reads the pipeline (the upcoming task)
                 routing.bind(cast("PipelineView", self))
             self._choose = cast(Any, routing.choose)
-
-    def _only_engine(self, engines: list[EngineReplica]) -> EngineReplica | None:
-        """The routing rule of a single engine: it, while it accepts episodes."""
-        e = engines[0]
-        return e if bool(cast("EngineAnswers", e).accepting) else None
 
     def _blocked(self) -> bool:
         """Whether the weight-update policy blocks admission now."""

@@ -305,9 +305,10 @@ class Pipeline(Decisions):
                 # the admission rule first: the routing rule is asked only for an episode that
                 # will start, so its state (round robin's turn) never depends on passes that
                 # start nothing
-                refused = True
+                choose, refused = self._choose, True
+                assert choose is not None  # bound by _bind_routing where there are replicas
                 while self._admitted():
-                    if (engine := self._choose(self.engines)) is None:
+                    if (engine := choose(self.engines)) is None:
                         refused = False  # no replica accepts one
                         break
                     self.launch(engine)
