@@ -18,6 +18,7 @@ from pipesim.compute.batch import Seq
 from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.trainer import TrainerConfig
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 from pipesim.testing import check_invariants
 from tests.test_compute_engine import StubPipeline
@@ -191,9 +192,7 @@ def _run(name: str, seed: int = 0, **engine: Any) -> ComputeRun:
             pipeline=pipesim.PipelineConfig(batch_size=32, steps=3, max_staleness=1),
             weight_update=pipesim.PartialRollout(),
         )
-        return run_compute(
-            sc, Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, seed=3, slots_per_replica=24
-        )
+        return _before_41(sc, Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, seed=3, slots_per_replica=24)
     if name == "agent-reprefill":
         eng = budget_config(8000, max_num_seqs=32, **engine)
         wl = TokenWorkload(
@@ -207,9 +206,7 @@ def _run(name: str, seed: int = 0, **engine: Any) -> ComputeRun:
             pipeline=pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=1),
             weight_update=pipesim.AbortReprefill(),
         )
-        return run_compute(
-            sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=1), wl, seed=5, slots_per_replica=16
-        )
+        return _before_41(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=1), wl, seed=5, slots_per_replica=16)
     assert name == "reserve-sync"
     eng = budget_config(6000, max_num_seqs=32, kv_policy="reserve", **engine)
     wl = TokenWorkload(
@@ -219,7 +216,16 @@ def _run(name: str, seed: int = 0, **engine: Any) -> ComputeRun:
         pipeline=pipesim.PipelineConfig(batch_size=32, steps=2, max_staleness=0),
         weight_update=pipesim.Drain(),
     )
-    return run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=0), wl, seed=1, slots_per_replica=24)
+    return _before_41(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=0), wl, seed=1, slots_per_replica=24)
+
+
+def _before_41(sc: pipesim.Scenario, cluster: Cluster, wl: TokenWorkload, **kw: Any) -> ComputeRun:
+    """``run_compute`` with the trainer and weight sync of before issue 41 (BEFORE predates them):
+    the one-MFU trainer (profile "ideal") and the bf16 weights over one direction of NVLink."""
+    e = cluster.engine
+    trainer = TrainerConfig(model=e.model, gpu=e.gpu, n_gpus=cluster.n_trainer_gpus, profile="ideal")
+    sync = e.model.weight_bytes("bf16") / e.gpu.nvlink_bandwidth_per_direction_bytes_per_s
+    return run_compute(sc, cluster, wl, trainer=trainer, sync_time_s=sync, **kw)
 
 
 def _numbers(run: ComputeRun) -> dict[str, float]:

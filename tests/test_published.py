@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipesim.compute import DEFAULT_EFFICIENCY, DEFAULT_TRAINER_MFU, GPUS, MODELS, EngineConfig, TrainerConfig
+from pipesim.compute import DEFAULT_EFFICIENCY, GPUS, MODELS, EngineConfig, TrainerConfig
 from scenarios import published
 
 KEYS = {"claim", "system", "source", "unit", "published", "predicted"}
@@ -142,7 +142,7 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
         assert eng.iteration_overhead_s == defaults.iteration_overhead_s
         assert eng.allreduce_latency_s == defaults.allreduce_latency_s
         assert trainer is not None
-        assert trainer.mfu == DEFAULT_TRAINER_MFU
+        assert trainer.mfu == trainer_defaults.mfu  # None: the profile's efficiencies (issue 41)
         assert trainer.step_overhead_s == trainer_defaults.step_overhead_s
         assert trainer.optimizer_bytes_per_param == trainer_defaults.optimizer_bytes_per_param
     # and the source never names one (a per-claim constant would have to be written there)

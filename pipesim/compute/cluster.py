@@ -13,9 +13,10 @@ and queue for ``env_workers`` environment workers shared by every replica
 (:class:`~pipesim.compute.engine.EnvWorkers`, a counting semaphore; a busy sandbox fleet can be
 the bottleneck), then the sequence queues for its replica again.
 
-Weight sync (default): the weights (bf16) cross the slowest link on the way, one direction of
-NVLink inside a node (at most 8 GPUs), the per-GPU network otherwise; colocated designs reshard in
-place over NVLink. Pass ``sync_time_s`` to override.
+Weight sync (default): :class:`~pipesim.compute.sync.SyncModel` (``Cluster.sync``): the trainer's
+gather or reshard, the bucketed broadcast to the rollout GPUs (none when colocated) and the
+engines' weight load, for the run's trainer (its framework profile and GPUs). Pass
+``sync_time_s`` to override.
 
 **Colocated switching** (:class:`Offload`): on colocated GPUs the engine must give the trainer its
 memory and take it back at every step, as verl does it -- ``verl/workers/sharding_manager/
@@ -72,7 +73,8 @@ from pipesim.compute.overrides import check_overridden
 from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline, verl_metrics
 from pipesim.compute.source import TokenSource
-from pipesim.compute.trainer import ComputeTrainer, TrainerConfig
+from pipesim.compute.sync import SyncModel
+from pipesim.compute.trainer import DEFAULT_PROFILE, ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
@@ -169,10 +171,14 @@ class Cluster:
     """Environment workers (sandboxes) shared by all replicas' tool calls; None: unlimited."""
     offload: Offload = field(default_factory=Offload)
     """The colocated switching cost (ignored when disaggregated)."""
+    sync: SyncModel = field(default_factory=SyncModel)
+    """The weight sync's model (:mod:`pipesim.compute.sync`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.offload, Offload):
             raise ValueError(f"offload must be an Offload, got {shown(self.offload)}")
+        if not isinstance(self.sync, SyncModel):
+            raise ValueError(f"sync must be a SyncModel, got {shown(self.sync)}")
         if not isinstance(self.engine, EngineConfig):
             raise ValueError(f"engine must be an EngineConfig, got {shown(self.engine)}")
         check_int("n_gpus", self.n_gpus, 1)
@@ -203,19 +209,13 @@ class Cluster:
     def n_trainer_gpus(self) -> int:
         return self.n_gpus if self.colocated else self.trainer_gpus
 
-    def sync_time_s(self) -> float:
-        """Seconds to move the bf16 weights to the engines (see the module docstring)."""
-        gpu = self.engine.gpu
-        nvlink = self.colocated or self.n_gpus <= 8
-        link = gpu.nvlink_bandwidth_per_direction_bytes_per_s if nvlink else gpu.network_bandwidth_bytes_per_s
-        seconds = self.engine.model.weight_bytes("bf16") / link
-        if not seconds < math.inf:  # a link of a few bytes a second: name it, not the sync time
-            which = "nvlink_bandwidth_bytes_per_s" if nvlink else "network_bandwidth_bytes_per_s"
-            raise ValueError(
-                f"GPUSpec {shown(gpu.name)}: {which} ({shown(getattr(gpu, which))}) makes the weight sync of "
-                f"{self.engine.model.weight_bytes('bf16'):.3g} bytes overflow; pass sync_time_s to set it"
-            )
-        return seconds
+    def sync_time_s(self, trainer: TrainerConfig | None = None) -> float:
+        """Seconds of one weight sync from ``trainer`` (default: the default profile on the
+        cluster's trainer GPUs) to the engines, by ``self.sync`` (see the module docstring)."""
+        from pipesim.compute.profiles import profile
+
+        prof = profile(DEFAULT_PROFILE) if trainer is None else trainer.framework
+        return self.sync.sync_time_s(self.engine, prof, self.n_trainer_gpus, self.colocated, self.n_gpus)
 
     def switch_time_s(self) -> float:
         """Seconds of offload and reload per training step: colocated only (0 when disaggregated)."""
@@ -239,6 +239,8 @@ class ComputeRun:
     replica_timeline: pd.DataFrame | None = None
     """Every replica over time, binned (:func:`~pipesim.compute.series.replica_timeline`; kept with
     ``record=True``, else None): running and queued sequences, KV occupancy, tokens/s, bound."""
+    phase_log: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
+    """The trainer's ``(step, tokens, {phase: seconds})`` (``ComputeTrainer.phase_log``)."""
 
     def summary(self) -> dict[str, float]:
         s = dict(self.result.summary())
@@ -267,7 +269,8 @@ class ComputeRun:
             kv_budget_tokens=float(c.engine.kv_budget_tokens),
             switch_time_s=self.switch_time_s,
         )
-        s.update(verl_metrics(self.result, self.engines))  # idle ratios and timing_s/* in verl's names
+        # idle ratios, timing_s/* and perf/throughput in verl's names
+        s.update(verl_metrics(self.result, self.engines, self.phase_log, c.n_gpus))
         g = self.groups
         s.update(
             groups_trained=float(g.groups_trained) if g else math.nan,
@@ -344,7 +347,7 @@ def run_compute(
     changes: dict[str, Any] = dict(
         n_slots=n_rep * per,
         colocated=cluster.colocated,
-        sync_time_s=cluster.sync_time_s() if sync_time_s is None else sync_time_s,
+        sync_time_s=cluster.sync_time_s(tcfg) if sync_time_s is None else sync_time_s,
         replicas=Replicas(n_rep, LeastLoaded() if routing is None else routing) if n_rep > 1 else None,
     )
     if batching is not None:
@@ -391,7 +394,16 @@ def run_compute(
     series = replica_timeline(engines) if record else None
     p.release()
     return ComputeRun(
-        result, ledger, stats, model_trainer.log, cluster, timelines, group_stats, switch, series
+        result,
+        ledger,
+        stats,
+        model_trainer.log,
+        cluster,
+        timelines,
+        group_stats,
+        switch,
+        series,
+        model_trainer.phase_log,
     )
 
 

@@ -10,6 +10,7 @@ idle ratios under verl's ``fully_async_policy`` names. Nothing here runs the sim
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -224,24 +225,65 @@ def replica_timeline(replicas: list[ComputeReplica]) -> pd.DataFrame:
     return out[["replica", *[c for c in out.columns if c != "replica"]]]
 
 
-def step_breakdown(result: RunResult) -> pd.DataFrame:
+PhaseLog = Sequence[tuple[int, float, Mapping[str, float]]]
+"""A trainer's ``(step, tokens, {phase: seconds})`` per step (``ComputeTrainer.phase_log``)."""
+
+BREAKDOWN_COLUMNS = (
+    "timing_s/gen",
+    "timing_s/param_sync",
+    "timing_s/old_log_prob",
+    "timing_s/ref",
+    "timing_s/update_actor",
+    "timing_s/offload",
+    "timing_s/remainder",
+    "timing_s/step",
+)
+"""The step's parts in verl's names (``offload`` and ``remainder`` are pipesim's): the parts
+before ``timing_s/step`` sum to it."""
+
+
+def step_breakdown(
+    result: RunResult, phases: PhaseLog | None = None, n_gpus: int | None = None
+) -> pd.DataFrame:
     """Each training step's time split as verl logs it (``timing_s/*``, one row per step).
 
     A step runs from the end of the previous step's training (0 for the first) to the end of its
     own: ``timing_s/param_sync`` is the weight-sync time inside that span before the training
     starts, ``timing_s/gen`` the rest of the wait (the trainer waiting for data: verl's fully
-    async trainer times its wait for samples under ``gen``), ``timing_s/update_actor`` the
-    training, ``timing_s/step`` the sum. Names from verl's ``fully_async_policy``
+    async trainer times its wait for samples under ``gen``), then the training span. With the
+    trainer's ``phases`` (:mod:`pipesim.compute.phases`) the span splits into
+    ``timing_s/old_log_prob``, ``timing_s/ref``, ``timing_s/update_actor``, ``timing_s/remainder``
+    and ``timing_s/offload`` (what the span holds beyond them: the colocated offload and reload);
+    without, ``timing_s/update_actor`` is the whole span and the others 0. ``timing_s/step`` is
+    the sum. ``perf/total_num_tokens`` is the step's trained tokens (NaN without ``phases``) and
+    ``perf/throughput`` verl's ``total_num_tokens / (step seconds x n_gpus)``
+    (``verl/trainer/ppo/metric_utils.py``, ``compute_throughout_metrics``; the fully-async trainer
+    passes every GPU, trainer and rollout: ``MetricsAggregator(total_gpus=...)`` in
+    ``fully_async_trainer.py``), NaN without ``n_gpus``. Names from verl's ``fully_async_policy``
     (``verl/experimental/fully_async_policy/fully_async_trainer.py`` and ``detach_utils.py``).
     """
+    if n_gpus is not None:
+        check_int("n_gpus", n_gpus, 1)
+    by_step = {step: (tokens, parts) for step, tokens, parts in phases or ()}
     syncs = sorted((a, b) for a, b, _ in result.sync_log)
     rows = []
     prev = 0.0
     for step, start, end, _ in result.train_log:
         sync = sum(max(0.0, min(b, start) - max(a, prev)) for a, b in syncs)
         wait = max(start - prev, 0.0)
+        span = end - start
+        tokens, parts = by_step.get(step, (math.nan, None))
+        if parts is None:
+            split = (0.0, 0.0, span, 0.0, 0.0)
+        else:
+            olp, ref, upd, rest = (
+                float(parts.get(k, 0.0)) for k in ("old_log_prob", "ref", "update_actor", "remainder")
+            )
+            split = (olp, ref, upd, max(span - olp - ref - upd - rest, 0.0), rest)
+        total = end - prev
+        rate = tokens / (total * n_gpus) if n_gpus is not None and total > 0 else math.nan
         rows.append(
-            (step, prev, start, end, wait - min(sync, wait), min(sync, wait), end - start, end - prev)
+            (step, prev, start, end, wait - min(sync, wait), min(sync, wait), *split, total, tokens, rate)
         )
         prev = end
     return pd.DataFrame(
@@ -251,15 +293,19 @@ def step_breakdown(result: RunResult) -> pd.DataFrame:
             "step_start_s",
             "train_start_s",
             "train_end_s",
-            "timing_s/gen",
-            "timing_s/param_sync",
-            "timing_s/update_actor",
-            "timing_s/step",
+            *BREAKDOWN_COLUMNS,
+            "perf/total_num_tokens",
+            "perf/throughput",
         ],
     )
 
 
-def verl_metrics(result: RunResult, replica_stats: list[dict[str, Any]]) -> dict[str, float]:
+def verl_metrics(
+    result: RunResult,
+    replica_stats: list[dict[str, Any]],
+    phases: PhaseLog | None = None,
+    n_gpus: int | None = None,
+) -> dict[str, float]:
     """The trainer's and the engines' idle ratios and the mean step breakdown, in verl's names.
 
     ``fully_async/trainer/idle_ratio`` is verl's ``timing_s/gen / timing_s/step`` (summed over the
@@ -269,9 +315,10 @@ def verl_metrics(result: RunResult, replica_stats: list[dict[str, Any]]) -> dict
     version_time`` (``fully_async_rollouter.py``), here over the whole run and every replica: the
     mean share of time a replica had no batch resident or was paused (``ComputeReplica.stats``'
     ``busy_share``), so a replica holding slots whose sequences wait in tool calls is idle. Plus
-    the per-step means of :func:`step_breakdown`'s columns.
+    the per-step means of :func:`step_breakdown`'s columns (``phases`` and ``n_gpus`` passed on),
+    ``perf/throughput`` included.
     """
-    steps = step_breakdown(result)
+    steps = step_breakdown(result, phases, n_gpus)
     total = float(steps["timing_s/step"].sum()) if len(steps) else 0.0
     out = {
         "fully_async/trainer/idle_ratio": float(steps["timing_s/gen"].sum()) / total
@@ -283,6 +330,6 @@ def verl_metrics(result: RunResult, replica_stats: list[dict[str, Any]]) -> dict
             else math.nan
         ),
     }
-    for col in ("timing_s/gen", "timing_s/param_sync", "timing_s/update_actor", "timing_s/step"):
+    for col in (*BREAKDOWN_COLUMNS, "perf/total_num_tokens", "perf/throughput"):
         out[col] = float(steps[col].mean()) if len(steps) else math.nan
     return out

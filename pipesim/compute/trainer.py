@@ -1,19 +1,28 @@
-"""A compute-grounded trainer: a step's seconds from the tokens in its batch.
+"""A compute-grounded trainer: a step's seconds from the tokens and samples in its batch, in phases.
 
-:class:`ComputeTrainer` implements :class:`pipesim.TrainerModel`. For a batch holding ``T`` tokens
-(prompt, generated response and tool observations of every sample, from the
-:class:`~pipesim.compute.workload.TokenSource` side table) of a model with ``N`` active
-parameters, on ``n_gpus`` GPUs::
+:class:`ComputeTrainer` implements :class:`pipesim.TrainerModel`. A step over a batch of ``S``
+samples holding ``T`` tokens (prompt, generated response and tool observations of every sample,
+from the :class:`~pipesim.compute.workload.TokenSource` side table) is the sum of the phases of
+:mod:`pipesim.compute.phases` -- ``old_log_prob``, ``ref``, ``update_actor`` and a remainder --
+each timed from its FLOPs at its efficiency, its micro-batches and optimizer steps, and the
+trainer's own collectives, with the constants of a named framework profile
+(:mod:`pipesim.compute.profiles`: ``"fsdp2-dense"`` by default, ``"megatron-dense"``,
+``"megatron-moe"``, ``"ideal"``).
 
-    flops = 6 N T                      # forward and backward
-          + 2 N T   if recompute_old_logp   # the behaviour policy's log-probs (verl, PPO/GRPO)
-          + 2 N T   if reference_model      # a KL reference forward
-    train_time_s = flops / (n_gpus * bf16_flops_per_s * mfu) + step_overhead_s
+How the older knobs fold into the profile:
 
-Attention FLOPs (quadratic in the sequence length) are not counted; ``mfu`` absorbs them, as it
-absorbs communication, recomputation of activations and load imbalance. The default MFU,
-:data:`DEFAULT_TRAINER_MFU`, is a round figure inside what FSDP/Megatron RL trainers report
-(30-45%), not a measurement: override it with what your cluster does.
+* ``mfu``: ``None`` (default) uses the profile's efficiencies. A number with no ``profile`` is the
+  one-MFU model of before (the ``"ideal"`` profile at that efficiency: ``(6 + 2 + 2) N T / (G F
+  mfu)``, no fixed costs, communication hidden), which is what ``pipesim plan`` and older scripts
+  ask for; a number with a ``profile`` replaces both its efficiencies and keeps its fixed costs.
+* ``recompute_old_logp`` and ``reference_model`` switch the ``old_log_prob`` and ``ref`` phases.
+* ``step_overhead_s`` adds to the remainder.
+* The batch knobs are verl's (and AReaL's) names in samples: ``ppo_mini_batch_samples`` (verl's
+  ``ppo_mini_batch_size`` x ``rollout.n``; None: the whole batch is one optimizer step),
+  ``micro_batch_tokens`` (``ppo_max_token_len_per_gpu`` under ``use_dynamic_bsz``, default
+  :data:`DEFAULT_MICRO_BATCH_TOKENS`) or ``micro_batch_samples`` (``ppo_micro_batch_size_per_gpu``),
+  ``log_prob_micro_batch_tokens`` (``log_prob_max_token_len_per_gpu``; None: the training budget),
+  ``ppo_epochs`` and ``sequence_parallel`` (Ulysses).
 
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
@@ -23,12 +32,14 @@ GPUs (ZeRO-3 / FSDP); if they exceed the GPUs' HBM the config raises ``ValueErro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
+from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s
 from pipesim.core.errors import check_int, check_number, shown
 
 if TYPE_CHECKING:
@@ -36,21 +47,36 @@ if TYPE_CHECKING:
     from pipesim.core.episode import Episode
 
 DEFAULT_TRAINER_MFU = 0.4
-"""Model FLOP utilisation of a training step; a global default every config may override."""
+"""The efficiency of the ``"ideal"`` profile (the one-MFU model): a round figure inside what
+FSDP/Megatron RL trainers report (30-45%), not a measurement."""
+
+DEFAULT_PROFILE = "fsdp2-dense"
+"""The framework profile of a :class:`TrainerConfig` given neither ``profile`` nor ``mfu``."""
+
+DEFAULT_MICRO_BATCH_TOKENS = 16384
+"""Tokens per GPU per micro-batch when neither budget is given: verl's default
+``ppo_max_token_len_per_gpu`` (``verl/trainer/config/actor/actor.yaml``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainerConfig:
-    """The trainer: ``model`` trained on ``n_gpus`` GPUs of type ``gpu`` at ``mfu``."""
+    """The trainer: ``model`` trained on ``n_gpus`` GPUs of type ``gpu`` (see the module docstring)."""
 
     model: ModelSpec
     gpu: GPUSpec
     n_gpus: int
-    mfu: float = DEFAULT_TRAINER_MFU
+    mfu: float | None = None
     recompute_old_logp: bool = True
     reference_model: bool = False
     step_overhead_s: float = 0.0
     optimizer_bytes_per_param: float = 16.0
+    profile: str | FrameworkProfile | None = None
+    ppo_mini_batch_samples: int | None = None
+    micro_batch_tokens: int | None = None
+    micro_batch_samples: int | None = None
+    log_prob_micro_batch_tokens: int | None = None
+    ppo_epochs: int = 1
+    sequence_parallel: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -58,13 +84,34 @@ class TrainerConfig:
         if not isinstance(self.gpu, GPUSpec):
             raise ValueError(f"gpu must be a pipesim.GPUSpec, got {shown(self.gpu)}")
         check_int("n_gpus", self.n_gpus, 1)
-        if isinstance(self.mfu, bool) or not isinstance(self.mfu, int | float) or not 0 < self.mfu <= 1:
-            raise ValueError(f"mfu must be in (0, 1], got {shown(self.mfu)}")
+        mfu = self.mfu
+        number = isinstance(mfu, int | float) and not isinstance(mfu, bool)
+        if mfu is not None and (not number or not 0 < mfu <= 1):
+            raise ValueError(f"mfu must be in (0, 1] or None, got {shown(mfu)}")
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
         for name in ("step_overhead_s", "optimizer_bytes_per_param"):
             check_number(name, getattr(self, name), 0)
+        for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "micro_batch_samples"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        if self.log_prob_micro_batch_tokens is not None:
+            check_int("log_prob_micro_batch_tokens", self.log_prob_micro_batch_tokens, 1)
+        if self.micro_batch_tokens is not None and self.micro_batch_samples is not None:
+            raise ValueError(
+                "micro_batch_samples: give a micro-batch in tokens (micro_batch_tokens, verl's "
+                "use_dynamic_bsz) or in samples, not both"
+            )
+        check_int("ppo_epochs", self.ppo_epochs, 1)
+        check_int("sequence_parallel", self.sequence_parallel, 1)
+        prof = self.framework  # resolves the name (ValueError naming profile)
+        ranks = prof.tp * prof.pp * self.sequence_parallel
+        if self.n_gpus % ranks:
+            raise ValueError(
+                f"n_gpus ({self.n_gpus}) must be a multiple of tp x pp x sequence_parallel ({ranks}) "
+                f"of the {prof.name} profile"
+            )
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
         if need > self.gpu.hbm_bytes:
             raise ValueError(
@@ -73,18 +120,49 @@ class TrainerConfig:
             )
 
     @functools.cached_property
+    def framework(self) -> FrameworkProfile:
+        """The profile the phases use, ``mfu`` folded in (see the module docstring)."""
+        from pipesim.compute.profiles import profile
+
+        p = self.profile
+        if p is None:
+            name = DEFAULT_PROFILE if self.mfu is None else "ideal"
+            resolved = profile(name)
+        elif isinstance(p, FrameworkProfile):
+            resolved = p
+        elif isinstance(p, str):
+            resolved = profile(p)
+        else:
+            raise ValueError(f"profile must be a profile name or a FrameworkProfile, got {shown(p)}")
+        if self.mfu is not None:
+            resolved = dataclasses.replace(resolved, fwd_bwd_efficiency=self.mfu, fwd_efficiency=self.mfu)
+        return resolved
+
+    @property
+    def micro_batch_tokens_resolved(self) -> int | None:
+        """The training micro-batch's token budget per GPU (None when it is counted in samples)."""
+        if self.micro_batch_samples is not None:
+            return None
+        return DEFAULT_MICRO_BATCH_TOKENS if self.micro_batch_tokens is None else self.micro_batch_tokens
+
+    @functools.cached_property
     def flops_per_token(self) -> float:
-        """Training FLOPs per token: forward and backward (6 per active parameter), plus 2 each
-        for recomputing the old log-probs and for the reference model where configured. Computed
-        once (a frozen config; every step reads it)."""
+        """Training FLOPs per token: forward and backward (6 per active parameter, per epoch), plus
+        2 each for recomputing the old log-probs and for the reference model where configured."""
         n = self.model.n_active_params
-        passes = 6.0 + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
+        passes = 6.0 * self.ppo_epochs + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
         return passes * n
 
-    def step_time_s(self, tokens: float) -> float:
-        """Seconds of one step over ``tokens`` tokens."""
-        peak = self.n_gpus * self.gpu.bf16_flops_per_s * self.mfu
-        return self.flops_per_token * tokens / peak + self.step_overhead_s
+    def phase_times_s(self, tokens: float, samples: int = 1) -> dict[str, float]:
+        """Seconds of each phase (:data:`~pipesim.compute.phases.PHASES`) of one step over
+        ``tokens`` tokens in ``samples`` samples (default 1: every token in one sample)."""
+        check_number("tokens", tokens, 0)
+        check_int("samples", samples, 0)
+        return phase_times_s(self, float(tokens), samples)
+
+    def step_time_s(self, tokens: float, samples: int = 1) -> float:
+        """Seconds of one step over ``tokens`` tokens in ``samples`` samples: the phases' sum."""
+        return sum(self.phase_times_s(tokens, samples).values())
 
 
 class ComputeTrainer:
@@ -93,7 +171,8 @@ class ComputeTrainer:
     ``switch_s`` is added to every step: a colocated engine's offload and reload
     (:class:`pipesim.compute.cluster.Offload`), during which the engines stay paused as they are
     while the trainer trains. ``log`` holds ``(step, tokens, seconds)`` per step, ``seconds``
-    being the training compute alone (the kernel's ``train_log`` spans compute and switch).
+    being the training compute alone (the kernel's ``train_log`` spans compute and switch), and
+    ``phase_log`` holds ``(step, tokens, {phase: seconds})`` (:data:`PHASES`, summing to ``seconds``).
     """
 
     def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
@@ -103,12 +182,15 @@ class ComputeTrainer:
         self.config, self.source = config, source
         self.switch_s = float(switch_s)
         self.log: list[tuple[int, float, float]] = []
+        self.phase_log: list[tuple[int, float, dict[str, float]]] = []
 
     def batch_tokens(self, batch: list[Episode]) -> float:
         return float(self.source.batch_tokens(batch))
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
         tokens = self.batch_tokens(batch)
-        seconds = self.config.step_time_s(tokens)
+        phases = self.config.phase_times_s(tokens, len(batch))
+        seconds = sum(phases[p] for p in PHASES)
         self.log.append((step, tokens, seconds))
+        self.phase_log.append((step, tokens, phases))
         return seconds + self.switch_s

@@ -1,0 +1,152 @@
+"""The named framework profiles of :mod:`pipesim.compute.phases`, and the one row they were set from.
+
+**Calibration set, chosen once:** verl's ``fully_async_policy`` README (volcengine/verl,
+``verl/experimental/fully_async_policy/README.md``, "Experiments"), the *colocate sync, 64 GPUs*
+row: step 365.28 s, ``old_log_prob`` 70.26 s, ``update_actor`` 133.41 s, ``gen`` 150.72 s; the
+remainder, ``step - gen - old_log_prob - update_actor``, is 10.89 s. Setup (README and
+``shell/dapo_7b_math_fsdp2_32_32.sh``): Qwen2.5-Math-7B, 64 H20, FSDP2, 512 prompts x 16 samples,
+``ppo_mini_batch_size`` 32 prompts (512 samples), ``use_dynamic_bsz`` with
+``ppo_max_token_len_per_gpu`` 60K and the log-prob budget 90K (2x and 3x of 2K + 28K),
+``ulysses_sequence_parallel_size`` 4, one PPO epoch, no KL loss (so no reference forward). No other
+row of that README (nor any other published number) sets a constant here; they are scored.
+
+One row gives three equations, so it sets three constants of ``fsdp2-dense``: ``fwd_bwd_efficiency``
+from ``update_actor``, ``fwd_efficiency`` from ``old_log_prob`` and ``sample_s`` from the remainder
+(per sample: reward scoring and advantages scale with the samples, not the GPUs). The rest are
+stated priors, not fitted (:data:`PRIOR`): ``micro_batch_s``, ``optimizer_step_s`` and
+``comm_overlap``. The row's tokens per sample are not published; :data:`CALIBRATION_TOKENS_PER_SAMPLE`
+is what the stated setup gives (see there), so the efficiencies are only as right as that length.
+:func:`pipesim.compute.phasefit.fit_profile` refits every constant once phase times at several
+token counts or GPU counts are at hand.
+
+``megatron-dense`` and ``megatron-moe`` have no published phase breakdown in the calibration set:
+they take ``fsdp2-dense``'s efficiencies (the same GEMMs on the same GPUs) and differ in their
+communication (per optimizer step, plus tensor and expert parallelism) and, for MoE, in the
+grouped-GEMM factor :data:`MOE_GEMM_FACTOR` (a stated prior). ``ideal`` is the model of before
+issue 41: one efficiency (:data:`~pipesim.compute.trainer.DEFAULT_TRAINER_MFU`), no fixed costs,
+communication fully hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from pipesim.compute.phases import FrameworkProfile
+from pipesim.core.errors import shown
+
+CALIBRATION_ROW = "volcengine/verl fully_async_policy README, colocate sync, 64 GPUs"
+CALIBRATION_SECONDS: Mapping[str, float] = MappingProxyType(
+    {"old_log_prob": 70.26, "update_actor": 133.41, "remainder": 365.28 - 150.72 - 70.26 - 133.41}
+)
+"""The calibration row's phases (seconds per step, the README's means over 400 steps)."""
+CALIBRATION_SAMPLES = 512 * 16
+"""train_batch_size 512 prompts x rollout.n 16 (README)."""
+CALIBRATION_TOKENS_PER_SAMPLE = 1922.0
+"""Mean prompt + response tokens per sample of the stated setup as the simulator draws it:
+``scenarios.published.verl.verl_workload()`` at 3191c20 (prompt 256, response mean 1,666 of the
+``ZERO_RL`` length profile under the 28K cap; 64,000 samples drawn with seed 0). A guess the
+sources do not make; if the length model changes, refit (``fit_profile``)."""
+
+PRIOR = FrameworkProfile(
+    name="fsdp2-dense",
+    backend="fsdp",
+    fwd_bwd_efficiency=0.5,  # replaced by the calibration
+    fwd_efficiency=0.5,  # replaced by the calibration
+    micro_batch_s=0.05,
+    optimizer_step_s=0.5,
+    step_s=0.0,
+    comm_overlap=0.5,
+    grad_reduce_bytes=4.0,
+)
+"""The stated priors of ``fsdp2-dense`` (round guesses, not fitted to any row):
+``micro_batch_s`` 0.05 s (a micro-batch's launches, sequence packing and host-side Python),
+``optimizer_step_s`` 0.5 s (gradient-norm clipping and its host sync, the optimizer over the shard,
+the wait for the slowest rank at the mini-batch's barrier), ``comm_overlap`` 0.5 (FSDP2 prefetches
+the next layer's all-gather and overlaps the reduce-scatter with the backward, but the first gather,
+the last reduce-scatter and link contention stay exposed), ``grad_reduce_bytes`` 4 (verl's FSDP
+``mixed_precision.reduce_dtype`` fp32)."""
+
+MOE_GEMM_FACTOR = 0.5
+"""Efficiency of grouped expert GEMMs relative to a dense layer's (small per-expert batches, the
+router and permutation kernels); a stated prior for ``megatron-moe``, not fitted."""
+
+
+def _calibration_config(profile: FrameworkProfile) -> object:
+    from pipesim.compute.catalog import MODELS
+    from pipesim.compute.gpus import GPUS
+    from pipesim.compute.trainer import TrainerConfig
+
+    return TrainerConfig(
+        model=MODELS["qwen2.5-math-7b"],
+        gpu=GPUS["h20"],
+        n_gpus=64,
+        profile=profile,
+        recompute_old_logp=True,
+        reference_model=False,
+        ppo_mini_batch_samples=32 * 16,
+        micro_batch_tokens=2 * (2048 + 28 * 1024),
+        log_prob_micro_batch_tokens=3 * (2048 + 28 * 1024),
+        sequence_parallel=4,
+    )
+
+
+def calibrated_fsdp2_dense() -> FrameworkProfile:
+    """``fsdp2-dense``: :data:`PRIOR` with the three constants the calibration row sets."""
+    from pipesim.compute.phases import phase_parts
+
+    config = _calibration_config(PRIOR)
+    samples = CALIBRATION_SAMPLES
+    parts = phase_parts(config, samples * CALIBRATION_TOKENS_PER_SAMPLE, samples)  # type: ignore[arg-type]
+    effs = {}
+    for phase in ("update_actor", "old_log_prob"):
+        p = parts[phase]
+        fixed = p["micro"] * PRIOR.micro_batch_s + p["opt"] * PRIOR.optimizer_step_s + p["comm_s"]
+        effs[phase] = p["compute_flop_s"] / (CALIBRATION_SECONDS[phase] - fixed)
+    return dataclasses.replace(
+        PRIOR,
+        fwd_bwd_efficiency=effs["update_actor"],
+        fwd_efficiency=effs["old_log_prob"],
+        sample_s=(CALIBRATION_SECONDS["remainder"] - PRIOR.step_s) / samples,
+        source=f"{CALIBRATION_ROW} (docs/compute.md, 'The trainer in phases')",
+    )
+
+
+@functools.cache
+def profiles() -> Mapping[str, FrameworkProfile]:
+    """The registry: every named profile (computed once; see the module docstring)."""
+    from pipesim.compute.trainer import DEFAULT_TRAINER_MFU
+
+    fsdp = calibrated_fsdp2_dense()
+    borrowed = f"efficiencies borrowed from fsdp2-dense ({CALIBRATION_ROW}); no Megatron row calibrates them"
+    megatron = dataclasses.replace(
+        fsdp, name="megatron-dense", backend="megatron", tp=4, pp=1, ep=1, source=borrowed
+    )
+    moe = dataclasses.replace(
+        megatron,
+        name="megatron-moe",
+        tp=1,
+        ep=8,
+        fwd_bwd_efficiency=fsdp.fwd_bwd_efficiency * MOE_GEMM_FACTOR,
+        fwd_efficiency=fsdp.fwd_efficiency * MOE_GEMM_FACTOR,
+        source=f"{borrowed}; times MOE_GEMM_FACTOR {MOE_GEMM_FACTOR}",
+    )
+    ideal = FrameworkProfile(
+        name="ideal",
+        backend="fsdp",
+        fwd_bwd_efficiency=DEFAULT_TRAINER_MFU,
+        fwd_efficiency=DEFAULT_TRAINER_MFU,
+        comm_overlap=1.0,
+        source="the one-MFU model of before issue 41 (DEFAULT_TRAINER_MFU, no fixed costs)",
+    )
+    return MappingProxyType({p.name: p for p in (fsdp, megatron, moe, ideal)})
+
+
+def profile(name: str, field: str = "profile") -> FrameworkProfile:
+    """The profile registered as ``name``; ``ValueError`` naming ``field`` for an unknown one."""
+    table = profiles()
+    if not isinstance(name, str) or name not in table:
+        raise ValueError(f"{field}: unknown framework profile {shown(name)}; known: {', '.join(table)}")
+    return table[name]
