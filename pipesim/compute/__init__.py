@@ -11,7 +11,9 @@
   batching on a fluid token clock, in three layers: :mod:`~pipesim.compute.batch`,
   :mod:`~pipesim.compute.driver` and the port), :mod:`~pipesim.compute.series` (a replica over
   time, verl's step metrics), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`, length
-  models), :mod:`~pipesim.compute.source` (:class:`TokenSource`), :mod:`~pipesim.compute.trainer`,
+  models), :mod:`~pipesim.compute.source` (:class:`TokenSource`), :mod:`~pipesim.compute.trainer` (a step
+  in the phases of :mod:`~pipesim.compute.phases`, profiles in :mod:`~pipesim.compute.profiles`,
+  fitted by :mod:`~pipesim.compute.phasefit`), :mod:`~pipesim.compute.sync` (the weight sync),
   :mod:`~pipesim.compute.ledger`, :mod:`~pipesim.compute.cluster` (:class:`Cluster`,
   :func:`run_compute`) and :mod:`~pipesim.compute.closedloop`. The modules that need the kernel
   are imported on first use, so ``import pipesim`` does not load them.
@@ -31,6 +33,8 @@ from pipesim.compute.cost import KV_POLICIES, EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUS, GPUSpec, gpu
 from pipesim.compute.ledger import TokenLedger, token_ledger
 from pipesim.compute.models import DTYPE_BYTES, ModelSpec, dtype_bytes
+from pipesim.compute.phasefit import PhaseObservation, ProfileFit, fit_profile
+from pipesim.compute.phases import PHASES, FrameworkProfile
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
     Efficiency,
@@ -42,6 +46,7 @@ from pipesim.compute.roofline import (
     linear_times_s,
 )
 from pipesim.compute.source import TokenSource
+from pipesim.compute.sync import SyncModel
 from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import (
     AgentTurns,
@@ -92,6 +97,12 @@ __all__ = [
     "ComputeReplica",
     "ComputeRun",
     "ComputeTrainer",
+    "FrameworkProfile",
+    "PHASES",
+    "PhaseObservation",
+    "ProfileFit",
+    "SyncModel",
+    "fit_profile",
     "EmpiricalLengths",
     "EngineConfig",
     "LengthModel",

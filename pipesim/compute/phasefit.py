@@ -1,0 +1,150 @@
+"""Fitting a framework profile to observed phase seconds: closed-form least squares.
+
+Each phase of :mod:`pipesim.compute.phases` is linear in six of a profile's constants once the
+batch split and the collectives are fixed (they depend on the backend, parallelism,
+``comm_overlap`` and ``grad_reduce_bytes``, which are not fitted)::
+
+    update_actor  = C_fb / fwd_bwd_efficiency + n_micro micro_batch_s + n_opt optimizer_step_s + comm
+    old_log_prob  = C_f / fwd_efficiency + n_micro micro_batch_s + comm          (ref likewise)
+    remainder     = step_s + S sample_s + step_overhead_s
+
+so with ``theta = (1 / fwd_bwd_efficiency, 1 / fwd_efficiency, micro_batch_s, optimizer_step_s,
+step_s, sample_s)`` every observation is one row of ``X theta = y`` (``y``: the observed seconds
+less the known terms). :func:`fit_profile` solves it by least squares (columns scaled to unit
+norm), keeps the constants named in ``fix`` (and those no observation touches) at the profile's
+values, and gives each fitted constant a normal-approximation interval from the residual variance
+``RSS / (n - p)`` and ``(X'X)^-1``; with no residual degrees of freedom (``n == p``) the intervals
+are NaN: an exact solve carries no estimate of its error. An efficiency's interval is the inverse
+of its reciprocal's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
+from pipesim.compute.trainer import TrainerConfig
+from pipesim.core.errors import check_int, check_number, shown
+
+FITTED = ("fwd_bwd_efficiency", "fwd_efficiency", "micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
+"""The constants :func:`fit_profile` can fit, in the order of ``theta``."""
+
+
+@dataclass(frozen=True)
+class PhaseObservation:
+    """One observed phase: ``seconds`` of ``phase`` for a step of ``tokens`` in ``samples`` samples,
+    trained as ``config`` says (its GPUs, model and batch knobs; its profile is ignored)."""
+
+    config: TrainerConfig
+    phase: str
+    tokens: float
+    samples: int
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, TrainerConfig):
+            raise ValueError(f"config must be a TrainerConfig, got {shown(self.config)}")
+        if self.phase not in PHASES:
+            raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {shown(self.phase)}")
+        check_number("tokens", self.tokens, 0.0)
+        check_int("samples", self.samples, 0)
+        check_number("seconds", self.seconds, 0.0)
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    """What :func:`fit_profile` returns: the fitted profile, an interval per fitted constant, the
+    root-mean-square residual in seconds, and the names fitted."""
+
+    profile: FrameworkProfile
+    intervals: Mapping[str, tuple[float, float]]
+    residual_s: float
+    fitted: tuple[str, ...]
+
+
+def _row(profile: FrameworkProfile, obs: PhaseObservation) -> tuple[list[float], float]:
+    config = dataclasses.replace(obs.config, profile=profile, mfu=None)
+    if obs.phase == "remainder":
+        return [0.0, 0.0, 0.0, 0.0, 1.0, float(obs.samples)], obs.seconds - config.step_overhead_s
+    p = phase_parts(config, obs.tokens, obs.samples)[obs.phase]
+    if obs.phase == "update_actor":
+        x = [p["compute_flop_s"], 0.0, p["micro"], p["opt"], 0.0, 0.0]
+    else:
+        x = [0.0, p["compute_flop_s"], p["micro"], 0.0, 0.0, 0.0]
+    return x, obs.seconds - p["comm_s"]
+
+
+def _theta(profile: FrameworkProfile) -> np.ndarray:
+    values = [getattr(profile, name) for name in FITTED]
+    return np.array([1.0 / values[0], 1.0 / values[1], *values[2:]])
+
+
+def fit_profile(
+    profile: FrameworkProfile,
+    observations: Sequence[PhaseObservation],
+    fix: Collection[str] = (),
+    confidence: float = 0.95,
+) -> ProfileFit:
+    """Fit ``profile``'s constants (:data:`FITTED`, less ``fix``) to ``observations`` (see the
+    module docstring). ``ValueError`` naming ``observations`` when they cannot separate the
+    constants asked for (rank-deficient), or when the fit leaves a constant out of its range."""
+    if not isinstance(profile, FrameworkProfile):
+        raise ValueError(f"profile must be a FrameworkProfile, got {shown(profile)}")
+    unknown = [name for name in fix if name not in FITTED]
+    if unknown:
+        raise ValueError(
+            f"fix: unknown constant(s) {', '.join(map(shown, unknown))}; valid: {', '.join(FITTED)}"
+        )
+    check_number("confidence", confidence, 0.0, strict=True)
+    if confidence >= 1:
+        raise ValueError(f"confidence must be in (0, 1), got {shown(confidence)}")
+    if not observations or not all(isinstance(o, PhaseObservation) for o in observations):
+        raise ValueError("observations must be a non-empty sequence of PhaseObservation")
+    rows = [_row(profile, o) for o in observations]
+    x = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows])
+    theta = _theta(profile)
+    free = [i for i, name in enumerate(FITTED) if name not in fix and np.any(x[:, i] != 0.0)]
+    kept = [i for i in range(len(FITTED)) if i not in free]
+    y = y - x[:, kept] @ theta[kept]
+    a = x[:, free]
+    scale = np.linalg.norm(a, axis=0)
+    if np.linalg.matrix_rank(a / scale) < len(free):
+        names = ", ".join(FITTED[i] for i in free)
+        raise ValueError(
+            f"observations: {len(observations)} observation(s) cannot separate {names}; "
+            "add observations at other token counts, GPU counts or batch splits, or fix some"
+        )
+    solved, *_ = np.linalg.lstsq(a / scale, y, rcond=None)
+    solved = solved / scale
+    theta[free] = solved
+    resid = y - a @ solved
+    n, k = len(y), len(free)
+    cov = np.linalg.inv(a.T @ a) * (float(resid @ resid) / (n - k)) if n > k else None
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    intervals: dict[str, tuple[float, float]] = {}
+    values = {}
+    for j, i in enumerate(free):
+        name = FITTED[i]
+        half = z * math.sqrt(max(cov[j, j], 0.0)) if cov is not None else math.nan
+        lo, hi = theta[i] - half, theta[i] + half
+        if i < 2:  # an efficiency: theta is its reciprocal
+            values[name] = 1.0 / theta[i]
+            intervals[name] = (1.0 / hi if hi > 0 else math.nan, 1.0 / lo if lo > 0 else math.inf)
+            if math.isnan(half):
+                intervals[name] = (math.nan, math.nan)
+        else:
+            values[name] = float(theta[i])
+            intervals[name] = (lo, hi)
+    try:
+        fitted = dataclasses.replace(profile, **values)
+    except ValueError as e:
+        raise ValueError(f"observations: the least-squares fit leaves a constant out of range: {e}") from None
+    rms = math.sqrt(float(resid @ resid) / n)
+    return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))
