@@ -138,7 +138,7 @@ def test_each_profile_runs_by_name(name: str) -> None:
 
 
 def test_unset_profile_and_mfu() -> None:
-    base = dict(model=DENSE, gpu=H20, n_gpus=8)
+    base: dict[str, Any] = dict(model=DENSE, gpu=H20, n_gpus=8)
     assert TrainerConfig(**base).framework is profile("fsdp2-dense")
     legacy = TrainerConfig(**base, mfu=0.3, step_overhead_s=2.0, reference_model=True)
     assert legacy.framework.name == "ideal"
@@ -151,7 +151,7 @@ def test_unset_profile_and_mfu() -> None:
 
 def test_fsdp2_dense_reproduces_its_calibration_row() -> None:
     config = _calibration_config(profile("fsdp2-dense"))
-    got = config.phase_times_s(CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE, CALIBRATION_SAMPLES)  # type: ignore[attr-defined]
+    got = config.phase_times_s(CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE, CALIBRATION_SAMPLES)
     for phase, seconds in CALIBRATION_SECONDS.items():
         assert got[phase] == pytest.approx(seconds, rel=1e-12)
     assert got["ref"] == 0.0
@@ -159,7 +159,7 @@ def test_fsdp2_dense_reproduces_its_calibration_row() -> None:
     obs = [
         PhaseObservation(
             config, phase, CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE, CALIBRATION_SAMPLES, s
-        )  # type: ignore[arg-type]
+        )
         for phase, s in CALIBRATION_SECONDS.items()
     ]
     fit = fit_profile(PRIOR, obs, fix=("micro_batch_s", "optimizer_step_s", "step_s"))
@@ -229,7 +229,7 @@ def test_fit_refuses_what_the_data_cannot_separate() -> None:
     ("build", "field"),
     [
         (lambda: TrainerConfig(model=DENSE, gpu=H20, n_gpus=8, profile="fsdp3"), "profile"),
-        (lambda: TrainerConfig(model=DENSE, gpu=H20, n_gpus=8, profile=3), "profile"),
+        (lambda: TrainerConfig(model=DENSE, gpu=H20, n_gpus=8, profile=3), "profile"),  # type: ignore[arg-type]
         (lambda: TrainerConfig(model=DENSE, gpu=H20, n_gpus=8, micro_batch_tokens=0), "micro_batch_tokens"),
         (
             lambda: TrainerConfig(

@@ -143,7 +143,7 @@ def test_a_run_syncs_by_the_model_unless_told() -> None:
             lambda: Cluster(
                 engine=EngineConfig(model=MODELS["qwen3-0.6b"], gpu=H100, max_model_len=2048),
                 n_gpus=2,
-                sync=3,
+                sync=3,  # type: ignore[arg-type]
             ),
             "sync",
         ),

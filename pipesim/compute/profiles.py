@@ -33,9 +33,13 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import shown
+
+if TYPE_CHECKING:
+    from pipesim.compute.trainer import TrainerConfig
 
 CALIBRATION_ROW = "volcengine/verl fully_async_policy README, colocate sync, 64 GPUs"
 CALIBRATION_SECONDS: Mapping[str, float] = MappingProxyType(
@@ -74,7 +78,7 @@ MOE_GEMM_FACTOR = 0.5
 router and permutation kernels); a stated prior for ``megatron-moe``, not fitted."""
 
 
-def _calibration_config(profile: FrameworkProfile) -> object:
+def _calibration_config(profile: FrameworkProfile) -> TrainerConfig:
     from pipesim.compute.catalog import MODELS
     from pipesim.compute.gpus import GPUS
     from pipesim.compute.trainer import TrainerConfig
@@ -99,7 +103,7 @@ def calibrated_fsdp2_dense() -> FrameworkProfile:
 
     config = _calibration_config(PRIOR)
     samples = CALIBRATION_SAMPLES
-    parts = phase_parts(config, samples * CALIBRATION_TOKENS_PER_SAMPLE, samples)  # type: ignore[arg-type]
+    parts = phase_parts(config, samples * CALIBRATION_TOKENS_PER_SAMPLE, samples)
     effs = {}
     for phase in ("update_actor", "old_log_prob"):
         p = parts[phase]
