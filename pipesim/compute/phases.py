@@ -19,7 +19,9 @@ timed elsewhere and reported beside these.
 ``ppo_mini_batch_size`` mini-batches, one optimizer step each, for ``ppo_epochs`` epochs, and each
 mini-batch per data-parallel rank into micro-batches, by ``ppo_micro_batch_size_per_gpu`` samples
 or, with ``use_dynamic_bsz``, by ``ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size``
-tokens; ``compute_log_prob`` splits the whole batch the same way with the log-prob budget). The
+tokens; ``compute_log_prob`` splits the whole batch the same way with the log-prob budget;
+``verl/workers/fsdp_workers.py`` turns ``ppo_mini_batch_size`` from prompts into samples, times
+``rollout.n``, and divides it by ``world_size / ulysses_sequence_parallel_size``). The
 data-parallel degree is ``dp = G / (tp pp sp)``. Tokens are spread evenly over samples (the mean),
 so a rank's mini-batch holds ``s T / (S dp)`` tokens and ``ceil(that / (budget sp))`` micro-batches
 (by samples: ``ceil(s / (dp mbs))``). ``n_opt = E ceil(S / mini)`` does not shrink with ``G``, and
