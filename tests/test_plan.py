@@ -58,9 +58,10 @@ def grid() -> plan.PlanResult:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None:
     """NSGA-II screening two thirds of a 36-design space finds the grid's best (which needs the
-    staleness constraints: the fastest designs violate them), or a design the grid's full runs put
-    within 1% of it: the space has near ties (a colocated and a 4:4 split design 0.1% apart, since
-    the colocated switch cost was modelled), and which of those wins depends on the screening."""
+    staleness constraints: the fastest designs violate them), or a design within 1% of it, as the
+    same runs measure it whether or not the grid promoted it to a full run: the space has near ties
+    (a colocated and a 4:4 split design 0.1% apart, since the colocated switch cost was modelled),
+    and which of those wins depends on the screening."""
     assert grid.method == "grid" and grid.n_screened == grid.n_candidates == 36
     assert grid.best is not None and grid.best.throughput < max(e.throughput for e in grid.full)
     opt = plan.plan(small_spec(method="optuna", trials=24), seed=seed, with_sensitivity=False)
@@ -69,8 +70,13 @@ def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None
     best = grid.best.throughput
     near = {e.design: e.throughput for e in grid.full if e.feasible and e.throughput >= 0.99 * best}
     assert len(near) <= 3  # the 1% band is a real target among the 36, not a large part of them
-    assert opt.best.design in near
-    assert opt.best.throughput == pytest.approx(near[opt.best.design])
+    # runs are deterministic in (design, seeds, steps): the pick's throughput is what the grid's
+    # full run of it measures, whether or not the grid promoted that design to a full run
+    assert opt.best.throughput >= 0.99 * best
+    full = {e.design: e.throughput for e in grid.full}
+    if opt.best.design in full:
+        assert opt.best.design in near
+        assert opt.best.throughput == pytest.approx(full[opt.best.design])
 
 
 def test_optuna_is_reproducible_with_a_seed() -> None:
