@@ -267,6 +267,10 @@ def load(path: str | Path) -> PlanSpec:
     """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file; every
     :class:`PlanError` names the file."""
     data = read(path)
+    if data.get("kind") == "compute":  # a run spec: its cluster, model and workload, calibration applied
+        from pipesim.plan.runspec import plan_tables
+
+        data = plan_tables(data)
     try:
         return from_dict(data, Path(path).parent)
     except PlanError as e:
