@@ -254,9 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.set_defaults(func=cmd_fit)
 
+    from pipesim.calibrate.cli import add_parser as add_calibrate
+
+    add_calibrate(sub)
+
     x = sub.add_parser(
         "export",
-        help="write a scenario as a TOML or YAML scenario file",
+        help="write a scenario (or a run spec) as a TOML or YAML file",
         description=(
             "Write a scenario as a file that `pipesim run FILE` runs (see pipesim.io.scenario_files)."
         ),

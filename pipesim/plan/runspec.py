@@ -15,7 +15,8 @@ too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, `
   what the log did not identify. The fitted ``values`` override what the tables say: ``mfu``
   (``model.mfu``), ``step_overhead_s`` (the trainer's fixed seconds per step, no table key),
   ``iteration_overhead_s`` (the engine's per-iteration seconds, no table key),
-  ``response_median_tokens`` and ``response_sigma`` (``workload.response``). The tables stay as
+  ``response_median_tokens`` and ``response_sigma`` (``workload.response``), ``sync_time_s``
+  (``run.sync_time_s``: the seconds of one weight sync). The tables stay as
   the user wrote them, so a file keeps both what was assumed and what was measured.
 
 ``kind`` tells a run spec from a slot scenario file (which has no ``kind``): ``pipesim run``,
@@ -71,14 +72,22 @@ RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
 CALIBRATION_KEYS = (
     "values",
     "intervals",
+    "method",
     "residuals",
     "log",
     "log_sha256",
     "steps",
     "not_identified",
-    "note",
+    "seed",
 )
-CALIBRATED = ("mfu", "step_overhead_s", "iteration_overhead_s", "response_median_tokens", "response_sigma")
+CALIBRATED = (
+    "mfu",
+    "step_overhead_s",
+    "iteration_overhead_s",
+    "response_median_tokens",
+    "response_sigma",
+    "sync_time_s",
+)
 """The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
 DEFAULT_STEPS = 12
 
@@ -187,7 +196,7 @@ def _calibrated(data: Any) -> dict[str, float]:
     cal = Table("calibration", data, CALIBRATION_KEYS)
     if "values" not in cal:
         return {}
-    v = cal.table("values", CALIBRATED + tuple(f"{k}_note" for k in CALIBRATED))
+    v = cal.table("values", CALIBRATED)
     out = {}
     for k in CALIBRATED:
         if k in v:
@@ -214,10 +223,15 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
             r["sigma"] = cal["response_sigma"]
         wl["response"] = r
     run_t = data.get("run", {})
-    if isinstance(run_t, Mapping):
-        search = {k: run_t[k] for k in ("sync_time_s", "inflight_load_time_s") if k in run_t}
-        if search:
-            out["search"] = search
+    search = (
+        {k: run_t[k] for k in ("sync_time_s", "inflight_load_time_s") if k in run_t}
+        if isinstance(run_t, Mapping)
+        else {}
+    )
+    if "sync_time_s" in cal:
+        search["sync_time_s"] = cal["sync_time_s"]
+    if search:
+        out["search"] = search
     return out
 
 
