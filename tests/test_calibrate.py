@@ -25,7 +25,7 @@ from pipesim.calibrate.fit import _lengths, capped_mean, fit_trainer
 from pipesim.calibrate.sample import sample_log
 from pipesim.io.cli import main
 from pipesim.plan import specfile
-from pipesim.plan.runspec import from_dict, load, read
+from pipesim.plan.runspec import from_dict, load, read, run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SPEC = EXAMPLES / "run_verl_8gpu.toml"
@@ -254,3 +254,41 @@ def test_a_spec_that_does_not_fit_is_one_line(
     assert main(["calibrate", str(log), "--spec", str(spec), "--out", str(tmp_path / "c.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and key in err[0] and str(spec) in err[0], err
+
+
+def test_held_out_means_are_predicted_within_their_noise(tmp_path: Path) -> None:
+    """The held-out steps' mean gen and step time lie within three standard errors of the
+    prediction made from the other steps (the per-step spread over the held-out and the fitted
+    steps' counts: the simulation's mean has the fit's length)."""
+    df = _log(20, 0.03)
+    cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
+    k = len(cal.held_out)
+    for col in ("timing_s/gen", "timing_s/step"):
+        x = df[col].to_numpy()
+        se = x.std(ddof=1) * math.sqrt(1 / k + 1 / (len(x) - k))
+        held = x[-k:].mean()
+        assert abs(cal.residuals[col]["mean"]) * held < 3 * se, (col, cal.residuals[col], se)
+
+
+def test_a_calibrated_prediction_of_another_split_holds_the_true_run() -> None:
+    """Calibrate on the shipped colocated log, predict a 4:4 asynchronous split with intervals, and
+    compare with that split run at the constants the log was made with (examples/)."""
+    from pipesim.calibrate import calibrated_spec
+    from pipesim.calibrate.predict import predict
+
+    rs = load(SPEC)
+    cal = calibrate(read_log(EXAMPLES / "verl_sample_log.csv"), rs)
+    data = calibrated_spec(rs, cal)
+    data["design"].update(placement=4, eta=1, update="partial")
+    got = predict(from_dict(data), 12, np.random.default_rng(0))
+    truth = read(SPEC)
+    truth["calibration"] = {"values": dict(TRUE)}
+    truth["design"].update(placement=4, eta=1, update="partial")
+    true_run = run(from_dict(truth)).summary()
+    for m in ("throughput_per_hour", "timing_s/step"):
+        assert got[m]["lo"] <= true_run[m] <= got[m]["hi"], (m, got[m], true_run[m])
+    assert (
+        got["throughput_per_hour"]["lo"]
+        < got["throughput_per_hour"]["value"]
+        < got["throughput_per_hour"]["hi"]
+    )

@@ -246,3 +246,17 @@ def test_set_errors_name_the_pair(tmp_path: Path) -> None:
     for sets, key in ((["eta=2"], "eta=2"), (["desgn.eta=2"], "desgn"), (["design.tp.x=1"], "design.tp")):
         with pytest.raises(PlanError, match=key):
             load(path, sets)
+
+
+@pytest.mark.parametrize("which", ["slot", "uncalibrated", "one run"])
+def test_intervals_need_a_calibrated_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    data = copy.deepcopy(SPEC)
+    if which == "one run":
+        data["calibration"] = {"values": {"mfu": 0.3}, "intervals": {"mfu": [0.2, 0.4]}}
+    target = "synchronous" if which == "slot" else str(_write(tmp_path, data))
+    n = "1" if which == "one run" else "3"
+    assert main(["run", target, "--intervals", n]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--intervals" in err[0], err

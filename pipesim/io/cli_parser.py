@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the run as a directory (tables as Parquet, scenario and summary as JSON) for "
         "pipesim.load, `pipesim report DIR` and `pipesim trace DIR`; e.g. --save runs/areal",
     )
+    r.add_argument(
+        "--intervals",
+        type=int,
+        metavar="N",
+        help="a calibrated run spec (pipesim calibrate): also run N draws of the calibrated values "
+        "and print each metric's 95%% range; e.g. --intervals 20",
+    )
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser(

@@ -83,6 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from pipesim.io.cli_runspec import run_spec
 
         return run_spec(args)
+    if args.intervals is not None:
+        raise UsageError('--intervals needs a calibrated run spec (kind = "compute", pipesim calibrate)')
 
     check_output("json", args.json, stdout=True)
     check_output("html", args.html)

@@ -7,7 +7,9 @@ a slot run. The summary printed is :meth:`pipesim.compute.ComputeRun.summary`, t
 names (``timing_s/gen``, ``timing_s/param_sync``, ``timing_s/update_actor``, ``timing_s/step``)
 first. ``--json`` holds the summary, the run spec's data (``runspec``: what ``pipesim export``
 writes) and the recipe (the file, ``--set`` pairs and seed); ``--save`` keeps the kernel's tables
-(:meth:`RunResult.save`); ``--html`` the timeline and the engines' KV and tokens/s views. A bad spec
+(:meth:`RunResult.save`); ``--html`` the timeline and the engines' KV and tokens/s views;
+``--intervals N`` (a calibrated spec) adds the 95% range of each headline metric over ``N`` runs
+with the calibrated values drawn from their intervals (:mod:`pipesim.calibrate.predict`). A bad spec
 is one line naming the file and the key (:class:`~pipesim.plan.checks.PlanError`).
 """
 
@@ -50,7 +52,14 @@ def run_spec(args: argparse.Namespace) -> int:
     check_output("events", args.events, (".parquet", ".csv"))
     check_output("trace", args.trace)
     check_save_dir(args.save)
+    n = getattr(args, "intervals", None)
+    if n is not None and n < 2:
+        raise UsageError(f"--intervals must be at least 2 runs, got {n}")
     rs = _load(args)
+    if n is not None and not rs.data.get("calibration", {}).get("values"):
+        raise UsageError(
+            f"--intervals needs a calibrated spec ([calibration] values; pipesim calibrate): {args.scenario}"
+        )
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
     try:
         crun = run(rs, record=bool(args.html))
@@ -64,12 +73,16 @@ def run_spec(args: argparse.Namespace) -> int:
         file=out,
     )
     print(summary_table(summary), file=out)
+    intervals = None
+    if getattr(args, "intervals", None) is not None:
+        intervals = _intervals(rs, args.intervals, out)
     result = crun.result
     if args.json:
         from pipesim.io.saved import json_number
 
         payload: dict[str, Any] = {
             "summary": {k: json_number(v) for k, v in summary.items()},
+            **({"intervals": intervals} if intervals is not None else {}),
             "runspec": rs.data,
             "recipe": {
                 "runspec": str(Path(args.scenario).resolve()),
@@ -104,6 +117,27 @@ def run_spec(args: argparse.Namespace) -> int:
         write_text_atomic(args.html, figures_to_html(run_views(crun, rs.label), title=rs.label))
         print(f"wrote {args.html}", file=out)
     return 0
+
+
+def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
+    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`)."""
+    import numpy as np
+
+    from pipesim.calibrate.predict import predict
+    from pipesim.io.cli_common import fmt_number
+
+    try:
+        got = predict(rs, n, np.random.default_rng(rs.seed))
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    print(f"95% range over {n} runs with the calibrated values drawn from their intervals:", file=out)
+    w = max(len(k) for k in got)
+    for k, v in got.items():
+        print(
+            f"{k:<{w}}  {fmt_number(v['value']):>10}  [{fmt_number(v['lo'])}, {fmt_number(v['hi'])}]",
+            file=out,
+        )
+    return got
 
 
 def export_spec(args: argparse.Namespace) -> int:
