@@ -260,3 +260,13 @@ def test_intervals_need_a_calibrated_spec(
     assert main(["run", target, "--intervals", n]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--intervals" in err[0], err
+
+
+def test_trace_rebuilds_a_run_spec_run_from_its_json(tmp_path: Path) -> None:
+    path = _write(tmp_path, SPEC)
+    direct, again = tmp_path / "direct.json", tmp_path / "again.json"
+    assert main(["run", str(path), "--trace", str(direct), "--json", str(tmp_path / "r.json")]) == 0
+    assert main(["trace", str(tmp_path / "r.json"), "--out", str(again)]) == 0
+    assert json.loads(direct.read_text()) == json.loads(again.read_text())
+    assert main(["trace", str(path), "--set", "design.eta=2", "--out", str(again)]) == 0
+    assert json.loads(direct.read_text()) != json.loads(again.read_text())

@@ -85,7 +85,7 @@ def run_spec(args: argparse.Namespace) -> int:
             **({"intervals": intervals} if intervals is not None else {}),
             "runspec": rs.data,
             "recipe": {
-                "runspec": str(Path(args.scenario).resolve()),
+                "scenario": str(Path(args.scenario).resolve()),
                 "set": list(args.set or ()),
                 "seed": rs.seed,
             },
@@ -138,6 +138,17 @@ def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
             file=out,
         )
     return got
+
+
+def rerun(path: str, sets: list[str], seed: int | None) -> Any:
+    """The kernel's result of a run spec run again (``pipesim trace RUN.json`` of a run spec)."""
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import load, run
+
+    try:
+        return run(load(path, sets, seed)).result
+    except PlanError as exc:
+        raise UsageError(one_line(exc)) from None
 
 
 def export_spec(args: argparse.Namespace) -> int:
