@@ -124,6 +124,14 @@ def test_calibrated_values_change_the_run_and_plan_reads_them(tmp_path: Path) ->
     p = _write(tmp_path, data)
     spec = specfile.load(p)  # what `pipesim plan CALIBRATED.toml` reads
     assert spec.mfu == 0.2 and spec.workload.response == rs.plan.workload.response
+    assert spec.step_overhead_s == 3.0 and spec.iteration_overhead_s is None
+    data["calibration"]["values"]["iteration_overhead_s"] = 0.005
+    rs = from_dict(data)
+    assert specfile.load(_write(tmp_path, data)).iteration_overhead_s == 0.005
+    slower = run(rs).summary()
+    assert slower["timing_s/gen"] > cal["timing_s/gen"]  # 5 ms a decode iteration, not 1 ms
+    planned = run_design(rs.plan, rs.design, rs.steps, rs.seed)  # the planner's run of it agrees
+    assert planned["throughput_per_hour"] == slower["throughput_per_hour"]
     assert "calibration" not in plan_tables(data) and plan_tables(data)["model"]["mfu"] == 0.2
 
 

@@ -125,7 +125,7 @@ def _sim(rs: RunSpec, overhead: float | None, steps: int, seed: int) -> dict[str
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
     None: the spec's) in the log's names."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
-    r = run(dataclasses.replace(rs, iteration_overhead_s=o, steps=steps, seed=seed))
+    r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
     br = step_breakdown(r.result)
     wl = rs.plan.workload
     prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan

@@ -33,7 +33,6 @@ a file loads, runs and exports to the same tables (``file -> run -> export -> sa
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,10 +100,17 @@ class RunSpec:
     design: Design
     steps: int = DEFAULT_STEPS
     seed: int = 0
-    step_overhead_s: float = 0.0
-    iteration_overhead_s: float | None = None
-    """None: the engine's default (:class:`~pipesim.compute.EngineConfig`)."""
     data: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def step_overhead_s(self) -> float:
+        """The trainer's fixed seconds per step (``calibration.values.step_overhead_s``, else 0)."""
+        return self.plan.step_overhead_s
+
+    @property
+    def iteration_overhead_s(self) -> float | None:
+        """The engine's seconds per decode iteration (calibrated; None: ``EngineConfig``'s)."""
+        return self.plan.iteration_overhead_s
 
     @property
     def label(self) -> str:
@@ -267,17 +273,24 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     }
     if "mfu" in cal and not 0 < cal["mfu"] <= 1:
         raise PlanError(f"calibration.values.mfu must be in (0, 1], got {shown(cal['mfu'])}")
-    spec = specfile.from_dict(tables, base)
+    spec = plan_spec(tables, cal, base)
     _check_design(spec, design)
-    return RunSpec(
-        plan=spec,
-        design=design,
-        steps=steps,
-        seed=seed,
-        step_overhead_s=cal.get("step_overhead_s", 0.0),
-        iteration_overhead_s=cal.get("iteration_overhead_s"),
-        data=copy.deepcopy(dict(data)),
+    return RunSpec(plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)))
+
+
+def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | None = None) -> PlanSpec:
+    """The :class:`PlanSpec` of plan-spec ``tables`` (:func:`plan_tables`) with the calibrated
+    overheads ``cal`` applied (the ones no table key holds)."""
+    spec = specfile.from_dict(dict(tables), base)
+    return spec.with_(
+        step_overhead_s=cal.get("step_overhead_s", 0.0), iteration_overhead_s=cal.get("iteration_overhead_s")
     )
+
+
+def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpec:
+    """What ``pipesim plan`` reads of a run spec: its tables as a plan spec (the default space),
+    every calibrated value applied."""
+    return plan_spec(plan_tables(data), _calibrated(data.get("calibration", {})), base)
 
 
 def _value(text: str) -> Any:
@@ -351,17 +364,15 @@ def dumps(data: Mapping[str, Any], fmt: str = "toml") -> str:
 def run(rs: RunSpec, record: bool = False) -> Any:
     """Run the spec's design on the compute engine (:func:`pipesim.compute.run_compute`): the same
     cluster, scenario, trainer and routing a plan runs for that design
-    (:func:`pipesim.plan.evaluate.run_design`), with the calibrated overheads applied."""
+    (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec."""
     from pipesim.compute.cluster import Cluster, run_compute
 
     spec, d = rs.plan, rs.design
     eng = engine_config(spec, d.tp)
-    if rs.iteration_overhead_s is not None:
-        eng = dataclasses.replace(eng, iteration_overhead_s=rs.iteration_overhead_s)
     cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
     sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
-    trainer = dataclasses.replace(trainer_config(spec, d), step_overhead_s=rs.step_overhead_s)
+    trainer = trainer_config(spec, d)
     return run_compute(
         sc,
         cluster,

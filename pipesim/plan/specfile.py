@@ -267,11 +267,11 @@ def load(path: str | Path) -> PlanSpec:
     """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file; every
     :class:`PlanError` names the file."""
     data = read(path)
-    if data.get("kind") == "compute":  # a run spec: its cluster, model and workload, calibration applied
-        from pipesim.plan.runspec import plan_tables
-
-        data = plan_tables(data)
     try:
+        if data.get("kind") == "compute":  # a run spec: its cluster, model and workload, calibration applied
+            from pipesim.plan.runspec import load_plan_spec
+
+            return load_plan_spec(data, Path(path).parent)
         return from_dict(data, Path(path).parent)
     except PlanError as e:
         raise PlanError(f"{path}: {e}") from None
