@@ -278,3 +278,19 @@ def test_trace_rebuilds_a_run_spec_run_from_its_json(tmp_path: Path) -> None:
     assert json.loads(direct.read_text()) == json.loads(again.read_text())
     assert main(["trace", str(path), "--set", "design.eta=2", "--out", str(again)]) == 0
     assert json.loads(direct.read_text()) != json.loads(again.read_text())
+
+
+def test_save_html_and_events_of_a_run_spec(tmp_path: Path) -> None:
+    import pandas as pd
+
+    import pipesim
+
+    path = _write(tmp_path, SPEC)
+    html, saved, events = tmp_path / "run.html", tmp_path / "saved", tmp_path / "events.csv"
+    args = ["run", str(path), "--html", str(html), "--save", str(saved), "--events", str(events)]
+    assert main(args) == 0
+    direct = run(load(path)).result
+    loaded = pipesim.load(saved)
+    assert loaded.summary()["throughput_per_hour"] == pytest.approx(direct.summary()["throughput_per_hour"])
+    assert len(pd.read_csv(events)) == len(direct.events)
+    assert "plotly" in html.read_text()[:200000].lower()
