@@ -307,3 +307,13 @@ def test_an_asynchronous_design_recovers_its_constants(tmp_path: Path) -> None:
     assert "bias-corrected" in cal.values["response_median_tokens"].how
     for k, v in truth.items():
         assert cal.values[k].lo <= v <= cal.values[k].hi, (k, cal.values[k])
+
+
+def test_a_column_with_gaps_is_left_out_and_said(tmp_path: Path) -> None:
+    df = _log(12, 0.03).copy()
+    df.loc[4, "response_length/clip_ratio"] = np.nan
+    log = read_log(_write(tmp_path, df))
+    assert "response_length/clip_ratio" not in log.frame.columns
+    cal = calibrate(log, load(SPEC))
+    assert any(n.startswith("response_length/clip_ratio: 1 of 12 steps") for n in cal.not_identified)
+    assert "response_sigma" not in cal.values and "mfu" in cal.values

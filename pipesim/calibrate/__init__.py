@@ -166,7 +166,7 @@ def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], l
     the fitted spec (the predictions)."""
     rng = np.random.default_rng(seed)
     values: dict[str, Fitted] = {}
-    notes: list[str] = []
+    notes: list[str] = list(log.notes)
     wl, spec = rs.plan.workload, rs.plan
     batch = spec.batch_size
     if log.has("response_length/mean"):

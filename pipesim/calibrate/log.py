@@ -2,9 +2,10 @@
 
 A log is CSV (``.csv``, ``.tsv``) or JSON lines (``.jsonl``, ``.ndjson``), one row per training
 step, with a ``step`` column and any of :data:`COLUMNS` (verl's names, seconds and tokens). Columns
-may be missing: the fit uses what is there and says what it could not identify. Other columns are
-ignored. ``--columns MAP.toml`` maps another framework's names onto verl's: a ``[columns]`` table
-whose keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rollout"``).
+may be missing: the fit uses what is there and says what it could not identify. A column with an
+empty cell in the steps used is left out, and said so. Other columns are ignored.
+``--columns MAP.toml`` maps another framework's names onto verl's: a ``[columns]`` table whose
+keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rollout"``).
 ``--steps A:B`` keeps the rows with ``A <= step < B`` (either side may be left out).
 
 Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
@@ -61,7 +62,9 @@ class TrainingLog:
     path: str
     sha256: str
     frame: pd.DataFrame
-    """``step`` and the :data:`COLUMNS` present, as floats (NaN where a row has no value)."""
+    """``step`` and the :data:`COLUMNS` present and complete, as floats."""
+    notes: tuple[str, ...] = ()
+    """Columns left out (a cell empty in the steps used), said as the calibration reports them."""
 
     @property
     def steps(self) -> np.ndarray:
@@ -74,7 +77,7 @@ class TrainingLog:
         return np.asarray(self.frame[column].to_numpy(dtype=float))
 
     def select(self, mask: np.ndarray) -> TrainingLog:
-        return TrainingLog(self.path, self.sha256, self.frame[mask].reset_index(drop=True))
+        return TrainingLog(self.path, self.sha256, self.frame[mask].reset_index(drop=True), self.notes)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -205,4 +208,10 @@ def read_log(
             + f"; at least {MIN_STEPS} needed",
             "steps",
         )
-    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame)
+    notes = []
+    for c in list(frame.columns[1:]):
+        empty = int(frame[c].isna().sum())
+        if empty:
+            notes.append(f"{c}: {empty} of {len(frame)} steps have no value; the column is not used")
+            frame = frame.drop(columns=c)
+    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes))
