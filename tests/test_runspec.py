@@ -294,3 +294,33 @@ def test_save_html_and_events_of_a_run_spec(tmp_path: Path) -> None:
     assert loaded.summary()["throughput_per_hour"] == pytest.approx(direct.summary()["throughput_per_hour"])
     assert len(pd.read_csv(events)) == len(direct.events)
     assert "plotly" in html.read_text()[:200000].lower()
+
+
+@pytest.mark.parametrize("agent", [False, True])
+def test_a_plan_spec_object_exports_to_the_same_cluster_model_and_workload(
+    tmp_path: Path, agent: bool
+) -> None:
+    plan_file = Path(__file__).resolve().parent.parent / "examples" / "plan_qwen3_8b.toml"
+    tables = specfile.read(plan_file)
+    if agent:
+        tables["workload"]["agent"] = {"turns": 2, "tool_latency_s": 2.0, "observation_tokens": 100}
+        tables["workload"]["max_response_tokens"] = 4096  # two turns and a tool call fit the context
+    spec = specfile.from_dict(tables)
+    d = Design(16, 2, 1, "inflight", 2, 1.25)
+    rs = from_dict(design_to_runspec(spec, d, seed=4))
+    for name in ("gpu", "n_gpus", "model", "workload", "batch_size", "mfu", "max_model_len", "max_num_seqs"):
+        assert getattr(rs.plan, name) == getattr(spec, name), name
+    assert rs.design == d and rs.steps == spec.steps and rs.seed == 4
+    written = tmp_path / "plan.toml"
+    written.write_text(dumps(tables).replace('kind = "compute"\n', ""))
+    assert from_dict(design_to_runspec(written, d)).plan.workload == rs.plan.workload == spec.workload
+
+
+def test_a_trace_backed_plan_spec_object_names_the_key(tmp_path: Path) -> None:
+    trace = tmp_path / "lengths.csv"
+    trace.write_text("num_decode_tokens\n" + "\n".join(str(100 + i) for i in range(50)))
+    tables = {k: copy.deepcopy(SPEC[k]) for k in ("cluster", "model", "workload")}
+    del tables["workload"]["response"]
+    tables["workload"]["response_trace"] = {"path": str(trace)}
+    with pytest.raises(PlanError, match="workload.response_trace"):
+        design_to_runspec(specfile.from_dict(tables), Design(0))

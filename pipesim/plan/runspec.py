@@ -53,6 +53,7 @@ from pipesim.plan.space import UPDATES, Design, PlanSpec, engine_config, routing
 
 __all__ = [
     "KIND",
+    "spec_tables",
     "RunSpec",
     "apply_sets",
     "design_to_runspec",
@@ -62,6 +63,7 @@ __all__ = [
     "load",
     "plan_tables",
     "run",
+    "write_best",
 ]
 
 KIND = "compute"
@@ -385,49 +387,5 @@ def run(rs: RunSpec, record: bool = False) -> Any:
     )
 
 
-def design_to_runspec(
-    plan_spec: str | Path | Mapping[str, Any], design: Design, steps: int | None = None, seed: int = 0
-) -> dict[str, Any]:
-    """The run spec (as data) of ``design`` under a plan spec, given as its file or its tables:
-    the plan's ``[cluster]``, ``[model]`` and ``[workload]`` as written, the design, and a ``[run]``
-    of the plan's full-run length (``search.steps``) unless ``steps`` is given. ``dumps`` writes it;
-    ``pipesim run`` runs it."""
-    data = specfile.read(plan_spec) if isinstance(plan_spec, str | Path) else dict(plan_spec)
-    if not isinstance(design, Design):
-        raise PlanError(f"design must be a pipesim.plan.Design, got {shown(design)}")
-    out: dict[str, Any] = {"kind": KIND}
-    for k in PLAN_TABLES:
-        if k in data:
-            out[k] = copy.deepcopy(data[k])
-    out["design"] = {
-        "placement": "colocated" if design.colocated else design.trainer_gpus,
-        "tp": design.tp,
-        "eta": design.eta,
-        "update": design.update,
-        "sync_every": design.sync_every,
-        "oversample": design.oversample,
-    }
-    search = data.get("search", {}) if isinstance(data.get("search", {}), Mapping) else {}
-    run_t: dict[str, Any] = {
-        "steps": steps if steps is not None else search.get("steps", DEFAULT_STEPS),
-        "seed": seed,
-    }
-    for k in ("sync_time_s", "inflight_load_time_s"):
-        if k in search:
-            run_t[k] = search[k]
-    out["run"] = run_t
-    return out
-
-
-def write_best(plan_spec: str | Path, result: Any, out: str | Path) -> str:
-    """Write the plan's recommended design (``result.best``) as a run spec to ``out`` (``.toml`` or
-    ``.yaml``), with the plan's full-run length and first seed; returns the line to print."""
-    from pipesim.io.interrupts import write_text_atomic
-
-    best = result.best
-    if best is None:
-        raise PlanError("the plan has no recommended design to export")
-    data = design_to_runspec(plan_spec, best.design, steps=result.spec.steps, seed=result.spec.sim_seed)
-    fmt = "toml" if Path(out).suffix.lower() == ".toml" else "yaml"
-    write_text_atomic(str(out), dumps(data, fmt))
-    return f"wrote {out} (run it: pipesim run {out})"
+# the export side (a plan's design as a run spec) lives in runspec_export; its names are here too
+from pipesim.plan.runspec_export import design_to_runspec, spec_tables, write_best  # noqa: E402
