@@ -240,6 +240,7 @@ def test_bad_specs_are_one_line_errors_naming_the_key(
         (lambda d: d.update(kind="slots"), "kind"),
         (lambda d: d["design"].pop("placement"), "design.placement"),
         (lambda d: d.update(run=3), "run"),
+        (lambda d: (d.pop("kind"), d.update(space={"tp": [1]})), "kind: this is a plan spec"),
     ],
 )
 def test_malformed_specs(mutate: Any, key: str) -> None:

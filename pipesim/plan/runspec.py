@@ -247,6 +247,11 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     """The :class:`RunSpec` of a run spec's data; ``base`` resolves a relative trace path."""
     if not isinstance(data, Mapping):
         raise PlanError(f"a run spec is a table of tables, got {shown(data)}")
+    if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
+        raise PlanError(
+            "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
+            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)'
+        )
     if data.get("kind") != KIND:
         raise PlanError(
             f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}'
