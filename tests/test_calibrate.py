@@ -107,6 +107,8 @@ def test_a_noiseless_log_gives_back_the_trainer_constants(tmp_path: Path) -> Non
     cal = calibrate(log, load(SPEC))
     assert cal.values["mfu"].value == pytest.approx(TRUE["mfu"], rel=1e-6)
     assert cal.values["step_overhead_s"].value == pytest.approx(TRUE["step_overhead_s"], abs=1e-4)
+    for phase in ("timing_s/update_actor", "timing_s/old_log_prob"):  # each phase by the FLOPs' split
+        assert abs(cal.residuals[phase]["abs_mean"]) < 1e-6, (phase, cal.residuals[phase])
 
 
 def test_a_noisy_log_gives_intervals_holding_the_constants(tmp_path: Path) -> None:

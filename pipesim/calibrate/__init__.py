@@ -272,7 +272,8 @@ def _validate(
     rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: dict[str, float]
 ) -> dict[str, Any]:
     """Relative residuals ``(logged - predicted) / logged`` on the held-out steps ``rest``: the
-    simulated means, and the trainer per step from its tokens."""
+    simulated means, and the trainer per step from its tokens (the phases' sum, and
+    ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs)."""
     out: dict[str, dict[str, float]] = {}
     for c in ("timing_s/gen", "timing_s/step", "timing_s/param_sync", "response_length/mean"):
         if rest.has(c) and rest.col(c).mean() > 0:
@@ -288,6 +289,16 @@ def _validate(
         rel = (logged - (a * tokens + over + _switch_s(rs))) / logged
         name = "trainer (" + " + ".join(p.removeprefix("timing_s/") for p in phases) + ")"
         out[name] = {"mean": float(rel.mean()), "abs_mean": float(np.abs(rel).mean())}
+        if {"timing_s/update_actor", "timing_s/old_log_prob"} <= set(phases) and tcfg.recompute_old_logp:
+            # the model's split of the compute: 2 N of the 8 N FLOPs per token recompute the
+            # old log-probs; the fixed costs go with update_actor. A phase's residual says how far
+            # the framework's own split is from it (one MFU for both phases).
+            passes = tcfg.flops_per_token / tcfg.model.n_active_params
+            share = {"timing_s/old_log_prob": 2.0 / passes, "timing_s/update_actor": 1.0 - 2.0 / passes}
+            for c, f in share.items():
+                fixed = over + _switch_s(rs) if c == "timing_s/update_actor" else 0.0
+                r = (rest.col(c) - (f * a * tokens + fixed)) / rest.col(c)
+                out[c] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
     return out
 
 
