@@ -319,3 +319,32 @@ def test_a_column_with_gaps_is_left_out_and_said(tmp_path: Path) -> None:
     cal = calibrate(log, load(SPEC))
     assert any(n.startswith("response_length/clip_ratio: 1 of 12 steps") for n in cal.not_identified)
     assert "response_sigma" not in cal.values and "mfu" in cal.values
+
+
+@pytest.mark.parametrize(
+    "change,key",
+    [
+        (
+            lambda d: d.assign(**{"timing_s/update_actor": d["timing_s/update_actor"] - 4.0}),
+            "step_overhead_s",
+        ),
+        (
+            lambda d: d.assign(
+                **{"timing_s/update_actor": d["timing_s/update_actor"] * 0.1, "timing_s/old_log_prob": 0.01}
+            ),
+            "mfu",
+        ),
+    ],
+)
+def test_a_value_the_model_cannot_run_is_brought_into_range_and_said(
+    tmp_path: Path, change: Any, key: str
+) -> None:
+    """A log whose trainer is faster than the model allows (a negative fixed cost, an MFU above 1)
+    still gives a spec that loads and runs, with the value at its bound and a note."""
+    log = _write(tmp_path, change(_log(12, 0.03)))
+    out = tmp_path / "cal.toml"
+    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out)]) == 0
+    table = specfile.read(out)["calibration"]
+    assert table["values"][key] == (0.0 if key == "step_overhead_s" else 1.0)
+    assert any(n.startswith(f"{key}: fitted") for n in table["not_identified"])
+    load(out)

@@ -161,6 +161,24 @@ def _tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
 
 
+def _admissible(values: dict[str, Fitted]) -> list[str]:
+    """Bring a fitted value the model cannot run back into range (an MFU above 1, a negative step
+    overhead: the log says the trainer is faster than the model's FLOPs allow), saying so."""
+    notes = []
+    m = values.get("mfu")
+    if m is not None and not m.value <= 1.0:
+        notes.append(
+            f"mfu: fitted {m.value:.3g} > 1 (the trainer runs faster than 8 N FLOPs per token at peak: it "
+            "does less, e.g. no old-log-prob recompute, or the GPU or model is not the spec's); set to 1"
+        )
+        values["mfu"] = Fitted(1.0, min(m.lo, 1.0), 1.0, m.how + ", capped at 1")
+    o = values.get("step_overhead_s")
+    if o is not None and not o.value >= 0.0:
+        notes.append(f"step_overhead_s: fitted {o.value:.3g} s < 0 (no fixed cost seen); set to 0")
+        values["step_overhead_s"] = Fitted(0.0, 0.0, max(o.hi, 0.0), o.how + ", floored at 0")
+    return notes
+
+
 def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], list[str], dict[str, float]]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
     the fitted spec (the predictions)."""
@@ -218,9 +236,8 @@ def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], l
         values["sync_time_s"] = Fitted(float(ps.mean()), max(ps.mean() - half, 0.0), ps.mean() + half, "mean")
     else:
         notes.append("sync_time_s: no timing_s/param_sync (or all zero); the cluster's weight sync kept")
-    current = {k: v.value for k, v in values.items() if math.isfinite(v.value)}
-    current["mfu"] = min(max(current.get("mfu", spec.mfu), 1e-3), 1.0)
-    current["step_overhead_s"] = max(current.get("step_overhead_s", rs.step_overhead_s), 0.0)
+    notes += _admissible(values)
+    current = {k: v.value for k, v in values.items()}
     fitted = _with_values(rs, current)
     n_sim = max(len(log), 4)
     o0, o1 = OVERHEAD_PROBE_S
