@@ -348,3 +348,19 @@ def test_a_value_the_model_cannot_run_is_brought_into_range_and_said(
     assert table["values"][key] == (0.0 if key == "step_overhead_s" else 1.0)
     assert any(n.startswith(f"{key}: fitted") for n in table["not_identified"])
     load(out)
+
+
+def test_an_open_interval_is_written_as_valid_json_and_toml(tmp_path: Path) -> None:
+    """Three steps (one degree of freedom): the MFU's interval is open above; the spec (TOML inf)
+    and the JSON ("inf", JSON having no infinity) still read back."""
+    out, js = tmp_path / "cal.toml", tmp_path / "cal.json"
+    args = ["calibrate", str(EXAMPLES / "verl_sample_log.csv"), "--spec", str(SPEC), "--steps", ":3"]
+    assert main([*args, "--out", str(out), "--json", str(js)]) == 0
+    assert specfile.read(out)["calibration"]["intervals"]["mfu"][1] == math.inf
+    assert (
+        json.loads(js.read_text(), parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))["intervals"][
+            "mfu"
+        ][1]
+        == "inf"
+    )
+    load(out)

@@ -40,7 +40,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"wrote {args.out} (run it: pipesim run {args.out}; plan with it: pipesim plan {args.out})", file=out
     )
     if args.json:
-        text = json.dumps(data["calibration"], indent=1, default=str)
+        from pipesim.io.saved import json_number
+
+        def plain(v: object) -> object:  # an open interval's inf as "inf": valid JSON
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            return json_number(v) if isinstance(v, float) else v
+
+        text = json.dumps(plain(data["calibration"]), indent=1, allow_nan=False)
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:
