@@ -27,7 +27,9 @@ too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, `
 
 The data a spec was read from is kept (:attr:`RunSpec.data`), and :func:`dumps` writes it back:
 a file loads, runs and exports to the same tables (``file -> run -> export -> same data``).
-:func:`design_to_runspec` writes a plan's design as a run spec from the plan spec's own tables.
+:func:`design_to_runspec` (:mod:`pipesim.plan.runspec_export`) writes a plan's design as a run
+spec, from the plan spec's file, tables or :class:`~pipesim.plan.space.PlanSpec`. ``pipesim plan``
+reads a run spec through :func:`load_plan_spec` (every calibrated value applied, the default space).
 """
 
 from __future__ import annotations
@@ -53,7 +55,6 @@ from pipesim.plan.space import UPDATES, Design, PlanSpec, engine_config, routing
 
 __all__ = [
     "KIND",
-    "spec_tables",
     "RunSpec",
     "apply_sets",
     "design_to_runspec",
@@ -61,8 +62,10 @@ __all__ = [
     "from_dict",
     "is_runspec",
     "load",
+    "load_plan_spec",
     "plan_tables",
     "run",
+    "spec_tables",
     "write_best",
 ]
 
