@@ -260,14 +260,14 @@ def test_a_spec_that_does_not_fit_is_one_line(
 
 def test_held_out_means_are_predicted_within_their_noise(tmp_path: Path) -> None:
     """The held-out steps' mean gen and step time lie within three standard errors of the
-    prediction made from the other steps (the per-step spread over the held-out and the fitted
-    steps' counts: the simulation's mean has the fit's length)."""
+    prediction made from the other steps (the per-step spread over the held-out count, twice: the
+    prediction is the mean of as many simulated steps)."""
     df = _log(20, 0.03)
     cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
     k = len(cal.held_out)
     for col in ("timing_s/gen", "timing_s/step"):
         x = df[col].to_numpy()
-        se = x.std(ddof=1) * math.sqrt(1 / k + 1 / (len(x) - k))
+        se = x.std(ddof=1) * math.sqrt(2 / k)
         held = x[-k:].mean()
         assert abs(cal.residuals[col]["mean"]) * held < 3 * se, (col, cal.residuals[col], se)
 
@@ -364,3 +364,20 @@ def test_an_open_interval_is_written_as_valid_json_and_toml(tmp_path: Path) -> N
         == "inf"
     )
     load(out)
+
+
+def test_a_length_trajectory_is_fitted_and_applied(tmp_path: Path) -> None:
+    """A log made with lengths growing 3% a version: the drift's interval holds 0.03, the median
+    (taken back to the first step) holds 700, and the calibrated spec's workload carries the drift."""
+    data = read(SPEC)
+    data["calibration"] = {"values": dict(TRUE)}
+    data["workload"]["drift_per_version"] = 0.03
+    data["run"] = {"steps": 20, "seed": 3}
+    log = _write(tmp_path, sample_log(from_dict(data), np.random.default_rng(5)))
+    out = tmp_path / "cal.toml"
+    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out)]) == 0
+    table = specfile.read(out)["calibration"]
+    for k, v in (("drift_per_version", 0.03), ("response_median_tokens", 700.0)):
+        lo, hi = table["intervals"][k]
+        assert lo <= v <= hi, (k, table["values"][k], lo, hi)
+    assert load(out).plan.workload.drift_per_version == table["values"]["drift_per_version"]

@@ -7,9 +7,12 @@ run made with the design of ``RUN.toml`` (:mod:`pipesim.plan.runspec`) and fits 
 columns identify:
 
 * the response lengths (``response_length/*``): median and log-space sigma, closed-form
-  (:func:`~pipesim.calibrate.fit.fit_lengths`), then corrected once by simulation for the length
-  bias of the trained batch when the design is asynchronous (``eta > 0``: short samples are
-  trained first): the median is scaled by the logged mean over the simulated trained mean;
+  (:func:`~pipesim.calibrate.fit.fit_lengths`), and, for a synchronous design (``eta = 0``), their
+  trajectory (``drift_per_version``, :func:`~pipesim.calibrate.fit.fit_drift`, kept where its
+  interval excludes 0, the median then taken back to the first logged step); then corrected once
+  by simulation for the length bias of the trained batch when the design is asynchronous
+  (``eta > 0``: short samples are trained first): the median is scaled by the logged mean over the
+  simulated trained mean;
 * the trainer (``timing_s/update_actor`` + ``old_log_prob`` + ``ref`` against the step's tokens):
   ``mfu`` and ``step_overhead_s`` by least squares (:func:`~pipesim.calibrate.fit.fit_trainer`);
 * the weight sync (``timing_s/param_sync``): its mean, with a t interval;
@@ -22,9 +25,10 @@ columns identify:
 
 **Validation**: with at least :data:`MIN_HOLDOUT_STEPS` steps, the last quarter (at least two) is
 held out, everything is fitted on the rest, and the held-out steps are predicted: the trainer per
-step (from its tokens), ``gen``, ``step``, ``param_sync`` and the response mean as means (a
-simulation draws its own lengths, so single steps do not pair up). The residuals are relative:
-``(logged - predicted) / logged``. The values written are then fitted on every step.
+step (from its tokens), ``gen``, ``step``, ``param_sync`` and the response mean as means over the
+same steps of a simulated run (a simulation draws its own lengths, so single steps do not pair
+up). The residuals are relative: ``(logged - predicted) / logged``. The values written are then
+fitted on every step.
 
 The calibrated spec is ``RUN.toml`` with a ``[calibration]`` table: ``values`` (what a run applies,
 :data:`pipesim.plan.runspec.CALIBRATED`), ``intervals``, ``method``, ``residuals``, the log's path
@@ -43,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.fit import Fitted, fit_lengths, fit_trainer, t95
+from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, fit_trainer, t95
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
@@ -121,18 +125,22 @@ def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
     return from_dict(data)
 
 
-def _sim(rs: RunSpec, overhead: float | None, steps: int, seed: int) -> dict[str, float]:
+def _sim(
+    rs: RunSpec, overhead: float | None, steps: int, seed: int, window: tuple[int, int] | None = None
+) -> dict[str, float]:
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
-    None: the spec's) in the log's names."""
+    None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
     r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
+    a, b = window if window is not None else (0, steps)
     br = step_breakdown(r.result)
+    br = br[(br["step"] >= a) & (br["step"] < b)]
     wl = rs.plan.workload
     prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan
     out = {c: float(br[c].mean()) for c in ("timing_s/gen", "timing_s/step")}
     sync = br["timing_s/param_sync"].to_numpy()
     out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
-    tokens = np.array([t for _, t, _ in r.trainer_log], float)
+    tokens = np.array([t for step, t, _ in r.trainer_log if a <= step < b], float)
     out["response_length/mean"] = float(tokens.mean() / rs.plan.batch_size - prompt)
     return out
 
@@ -161,6 +169,26 @@ def _tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
 
 
+def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
+    """Fit the length trajectory; where its interval excludes 0, keep it and move the median back
+    to the first step's version (the run starts there); else say none was seen."""
+    d = fit_drift(log.steps, log.col("response_length/mean"))
+    if d is None:
+        return [f"drift_per_version: fewer than {MIN_DRIFT_STEPS} steps for a length trajectory"]
+    if d.lo <= 0.0 <= d.hi:
+        return [
+            f"drift_per_version: none seen (95% interval [{d.lo:.3g}, {d.hi:.3g}] holds 0); the spec's kept"
+        ]
+    values["drift_per_version"] = d
+    back = (1.0 + d.value) ** float(np.mean(log.steps - log.steps.min()))
+    m = values.get("response_median_tokens")
+    if m is not None:
+        values["response_median_tokens"] = Fitted(
+            m.value / back, m.lo / back, m.hi / back, m.how + ", at the first step"
+        )
+    return []
+
+
 def _admissible(values: dict[str, Fitted]) -> list[str]:
     """Bring a fitted value the model cannot run back into range (an MFU above 1, a negative step
     overhead: the log says the trainer is faster than the model's FLOPs allow), saying so."""
@@ -179,9 +207,12 @@ def _admissible(values: dict[str, Fitted]) -> list[str]:
     return notes
 
 
-def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], list[str], dict[str, float]]:
+def _fit(
+    log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None
+) -> tuple[dict[str, Fitted], list[str], dict[str, float]]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
-    the fitted spec (the predictions)."""
+    the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
+    first logged step: the held-out ones), else over the log's."""
     rng = np.random.default_rng(seed)
     values: dict[str, Fitted] = {}
     notes: list[str] = list(log.notes)
@@ -203,6 +234,13 @@ def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], l
         )
         values.update(got)
         notes += why
+        if rs.design.eta == 0:
+            notes += _drift(log, values)
+        else:
+            notes.append(
+                "drift_per_version: not fitted for an asynchronous design (its first steps train the "
+                "short samples first, a trend of their own)"
+            )
     else:
         notes.append("response lengths: no response_length/mean column")
     # the trainer: the phases it has against the step's tokens
@@ -282,6 +320,8 @@ def _fit(log: TrainingLog, rs: RunSpec, seed: int) -> tuple[dict[str, Fitted], l
             )
     else:
         notes.append("iteration_overhead_s: no timing_s/gen column")
+    if predict is not None:  # the held-out steps' own versions (lengths may drift)
+        sim0 = _sim(fitted, None, predict[1], seed, window=predict)
     return values, notes, sim0
 
 
@@ -328,7 +368,7 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
         k = max(2, round(0.25 * n))
         part, rest = log.select(np.arange(n) < n - k), log.select(np.arange(n) >= n - k)
         held = [int(s) for s in rest.steps]
-        vals, _, pred = _fit(part, rs, seed)
+        vals, _, pred = _fit(part, rs, seed, predict=(n - k, n))
         residuals = _validate(rest, rs, vals, pred)
     values, notes, _ = _fit(log, rs, seed)
     return Calibration(values, notes, residuals, log, held, seed)

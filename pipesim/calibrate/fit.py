@@ -22,6 +22,11 @@ maximum of ``batch`` draws is ``exp(mu + s z_B)`` with ``z_B`` the normal quanti
 as independent, which groups are not). Otherwise ``s`` is the spec's, and only the median is fitted.
 Intervals: a bootstrap over steps (:data:`BOOTSTRAP` resamples, a seeded generator passed in).
 
+**Length trajectory** (:func:`fit_drift`): the workload's ``drift_per_version`` scales lengths by
+``(1 + d) ** version``, so ``ln`` of the step's mean length is linear in the step with slope
+``ln(1 + d)``: least squares over the steps, a t interval on the slope. (Where many samples hit the
+cap, the capped mean grows more slowly than the lengths: the fit then understates the drift.)
+
 **Decode overhead** and **weight sync**: see :mod:`pipesim.calibrate` (they need simulation).
 """
 
@@ -34,10 +39,22 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["BOOTSTRAP", "MIN_TOKEN_SPREAD", "Fitted", "capped_mean", "fit_lengths", "fit_trainer", "t95"]
+__all__ = [
+    "BOOTSTRAP",
+    "MIN_DRIFT_STEPS",
+    "MIN_TOKEN_SPREAD",
+    "Fitted",
+    "capped_mean",
+    "fit_drift",
+    "fit_lengths",
+    "fit_trainer",
+    "t95",
+]
 
 BOOTSTRAP = 200
 """Bootstrap resamples of the steps for the length fit's intervals."""
+MIN_DRIFT_STEPS = 6
+"""The fewest steps a length trajectory (``drift_per_version``) is fitted from."""
 MIN_TOKEN_SPREAD = 0.01
 """The least coefficient of variation of the steps' tokens that separates slope from intercept."""
 
@@ -202,3 +219,23 @@ def fit_lengths(
         lo, hi = float(np.percentile(sig, 2.5)), float(np.percentile(sig, 97.5))
         out["response_sigma"] = Fitted(sigma, lo, hi, how)
     return out, notes
+
+
+def fit_drift(steps: np.ndarray, mean: np.ndarray) -> Fitted | None:
+    """``drift_per_version`` from the steps' mean response lengths (module docstring); None with
+    fewer than :data:`MIN_DRIFT_STEPS` steps."""
+    x, y = np.asarray(steps, float), np.log(np.asarray(mean, float))
+    n = len(x)
+    if n < MIN_DRIFT_STEPS or not np.all(np.isfinite(y)):
+        return None
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    b = float(((x - xm) * (y - ym)).sum() / sxx)
+    rss = float(((y - ym - b * (x - xm)) ** 2).sum())
+    half = t95(n - 2) * math.sqrt(rss / (n - 2) / sxx)
+    return Fitted(
+        math.expm1(b),
+        math.expm1(b - half),
+        math.expm1(b + half),
+        "least squares of ln mean length on the step",
+    )

@@ -16,7 +16,8 @@ too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, `
   (``model.mfu``), ``step_overhead_s`` (the trainer's fixed seconds per step, no table key),
   ``iteration_overhead_s`` (the engine's per-iteration seconds, no table key),
   ``response_median_tokens`` and ``response_sigma`` (``workload.response``), ``sync_time_s``
-  (``run.sync_time_s``: the seconds of one weight sync). The tables stay as
+  (``run.sync_time_s``: the seconds of one weight sync), ``drift_per_version``
+  (``workload.drift_per_version``). The tables stay as
   the user wrote them, so a file keeps both what was assumed and what was measured.
 
 ``kind`` tells a run spec from a slot scenario file (which has no ``kind``): ``pipesim run``,
@@ -91,6 +92,7 @@ CALIBRATED = (
     "response_median_tokens",
     "response_sigma",
     "sync_time_s",
+    "drift_per_version",
 )
 """The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
 DEFAULT_STEPS = 12
@@ -210,8 +212,8 @@ def _calibrated(data: Any) -> dict[str, float]:
     v = cal.table("values", CALIBRATED)
     out = {}
     for k in CALIBRATED:
-        if k in v:
-            out[k] = float(v.number(k, lo=0))
+        if k in v:  # a drift may be negative (lengths shrinking), above -1
+            out[k] = float(v.number(k, above=-1) if k == "drift_per_version" else v.number(k, lo=0))
     return out
 
 
@@ -233,6 +235,8 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
         if "response_sigma" in cal:
             r["sigma"] = cal["response_sigma"]
         wl["response"] = r
+    if "drift_per_version" in cal:
+        out.setdefault("workload", {})["drift_per_version"] = cal["drift_per_version"]
     run_t = data.get("run", {})
     search = (
         {k: run_t[k] for k in ("sync_time_s", "inflight_load_time_s") if k in run_t}
