@@ -72,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         epilog=examples(
             "pipesim calibrate examples/verl_sample_log.csv --spec examples/run_verl_8gpu.toml "
             "--out calibrated.toml",
-            "pipesim calibrate slime.jsonl --spec run.toml --out cal.toml --columns slime_map.toml "
-            "--steps 10:50",
+            "pipesim calibrate slime.jsonl --spec run.toml --out cal.toml "
+            "--columns examples/columns_slime.toml --steps 10:50",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,7 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     c.add_argument(
         "--columns",
         metavar="MAP.toml",
-        help="a [columns] table mapping verl's names to the log's; e.g. --columns areal_map.toml",
+        help="a [columns] table mapping verl's names to the log's; "
+        "e.g. --columns examples/columns_slime.toml",
     )
     c.add_argument(
         "--steps",
