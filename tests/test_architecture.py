@@ -26,7 +26,19 @@ ALLOWED: dict[str, set[str]] = {
     "compute": {"core", "policies", "workload", "compute", "config", "results"},  # cluster composes runs
     "config": {"core", "policies", "workload", "config"},
     "results": {"core", "config", "results"},
-    "io": {"core", "policies", "workload", "compute", "config", "results", "io", "testing", "plan", "<top>"},
+    "io": {
+        "core",
+        "policies",
+        "workload",
+        "compute",
+        "config",
+        "results",
+        "io",
+        "testing",
+        "plan",
+        "calibrate",
+        "<top>",
+    },
     "testing": {"core", "policies", "workload", "compute", "config", "results", "io", "testing", "<top>"},
     "plan": {
         "core",
@@ -42,6 +54,8 @@ ALLOWED: dict[str, set[str]] = {
     },
     "<top>": {"core", "policies", "workload", "compute", "config", "results", "io", "testing", "<top>"},
 }
+# pipesim calibrate fits run specs (plan) and runs them: it sits on top of plan, beside io
+ALLOWED["calibrate"] = ALLOWED["plan"] | {"calibrate"}
 
 
 def layer_of(module: str) -> str:

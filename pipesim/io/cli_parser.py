@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the run as a directory (tables as Parquet, scenario and summary as JSON) for "
         "pipesim.load, `pipesim report DIR` and `pipesim trace DIR`; e.g. --save runs/areal",
     )
+    r.add_argument(
+        "--intervals",
+        type=int,
+        metavar="N",
+        help="a calibrated run spec (pipesim calibrate): also run N draws of the calibrated values "
+        "and print each metric's 95%% range; e.g. --intervals 20",
+    )
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser(
@@ -254,9 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.set_defaults(func=cmd_fit)
 
+    from pipesim.calibrate.cli import add_parser as add_calibrate
+
+    add_calibrate(sub)
+
     x = sub.add_parser(
         "export",
-        help="write a scenario as a TOML or YAML scenario file",
+        help="write a scenario (or a run spec) as a TOML or YAML file",
         description=(
             "Write a scenario as a file that `pipesim run FILE` runs (see pipesim.io.scenario_files)."
         ),

@@ -77,6 +77,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from pipesim.io.api import run
+    from pipesim.plan.runspec import is_runspec
+
+    if is_runspec(args.scenario):  # kind = "compute": the compute engine (pipesim.io.cli_runspec)
+        from pipesim.io.cli_runspec import run_spec
+
+        return run_spec(args)
+    if args.intervals is not None:
+        raise UsageError('--intervals needs a calibrated run spec (kind = "compute", pipesim calibrate)')
 
     check_output("json", args.json, stdout=True)
     check_output("html", args.html)
@@ -141,6 +149,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from pipesim.io.scenario_files import SUFFIXES, dumps
+    from pipesim.plan.runspec import is_runspec
+
+    if is_runspec(args.scenario):  # kind = "compute": written back as a run spec
+        from pipesim.io.cli_runspec import export_spec
+
+        return export_spec(args)
 
     if args.out != "-":
         check_output("out", args.out, tuple(SUFFIXES))

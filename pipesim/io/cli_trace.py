@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
@@ -41,7 +42,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from pipesim.io.api import run
     from pipesim.io.trace import write_trace
 
     check_output("out", args.out)
@@ -83,12 +83,23 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 f"{src}: its recipe needs a scenario (text), set (a list of text) and seed (an integer), "
                 f"got {shown(recipe)}"
             )
-        scen, _ = build_scenario(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
-        result = run(scen)
+        result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
     else:
-        scen, _ = build_scenario(args.run, args.set, args.seed)
-        result = run(scen)
+        result = _rerun(args.run, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
+
+
+def _rerun(spec: str, sets: list[str], seed: int | None) -> Any:
+    """The run a scenario (or a run spec, ``kind = "compute"``: :mod:`pipesim.io.cli_runspec`) names."""
+    from pipesim.io.api import run
+    from pipesim.plan.runspec import is_runspec
+
+    if is_runspec(spec):
+        from pipesim.io.cli_runspec import rerun
+
+        return rerun(spec, sets, seed)
+    scen, _ = build_scenario(spec, sets, seed)
+    return run(scen)

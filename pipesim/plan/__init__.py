@@ -99,6 +99,12 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     ap.add_argument(
         "--no-sensitivity", action="store_true", help="skip the sensitivity re-runs; e.g. --no-sensitivity"
     )
+    ap.add_argument(
+        "--export-best",
+        metavar="FILE",
+        help="write the recommended design as a run spec for `pipesim run` (docs/runspec.md); "
+        "e.g. --export-best best.toml",
+    )
     add_option(ap, "quiet")
     return ap
 
@@ -125,6 +131,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
     try:  # a directory, a missing parent, an unwritable one: not after the search
         check_output("json", args.json, stdout=True)
         check_output("html", args.html, stdout=True)
+        check_output("export-best", args.export_best, (".toml", ".yaml", ".yml"))
     except UsageError as e:
         return str(e)
     return None
@@ -184,4 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         report.write_json(result, args.json)
     if args.html:
         report.write_html(result, args.html)
+    if args.export_best and result.best is not None:
+        from pipesim.plan.runspec import write_best
+
+        print(write_best(args.spec, result, args.export_best), file=text_out)
     return 0

@@ -186,6 +186,10 @@ class PlanSpec:
     """Designs run in full at least (when the space has that many)."""
     batch: int = 16
     """Optuna: trials asked and told together (independent of the worker count)."""
+    step_overhead_s: float = 0.0
+    """The trainer's fixed seconds per step (``TrainerConfig.step_overhead_s``; calibrated)."""
+    iteration_overhead_s: float | None = None
+    """The engine's fixed seconds per decode iteration (None: ``EngineConfig``'s; calibrated)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
@@ -223,6 +227,8 @@ class PlanSpec:
         optional_number("search.sync_time_s", self.sync_time_s, 0)
         number("search.inflight_load_time_s", self.inflight_load_time_s, 0)
         number("sync_scale", self.sync_scale, above=0)
+        number("calibration.values.step_overhead_s", self.step_overhead_s, 0)
+        optional_number("calibration.values.iteration_overhead_s", self.iteration_overhead_s, 0)
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
             raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
@@ -238,7 +244,11 @@ class PlanSpec:
 
 
 def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
+    extra: dict[str, Any] = {}
+    if spec.iteration_overhead_s is not None:  # calibrated (pipesim calibrate); else EngineConfig's
+        extra["iteration_overhead_s"] = spec.iteration_overhead_s
     return EngineConfig(
+        **extra,
         model=spec.model,
         gpu=spec.gpu,
         tp=tp,
@@ -258,7 +268,9 @@ def routing(spec: PlanSpec) -> Any:
 
 def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
     n = spec.n_gpus if design.colocated else design.trainer_gpus
-    return TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=n, mfu=spec.mfu)
+    return TrainerConfig(
+        model=spec.model, gpu=spec.gpu, n_gpus=n, mfu=spec.mfu, step_overhead_s=spec.step_overhead_s
+    )
 
 
 def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:

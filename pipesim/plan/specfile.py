@@ -268,6 +268,10 @@ def load(path: str | Path) -> PlanSpec:
     :class:`PlanError` names the file."""
     data = read(path)
     try:
+        if data.get("kind") == "compute":  # a run spec: its cluster, model and workload, calibration applied
+            from pipesim.plan.runspec import load_plan_spec
+
+            return load_plan_spec(data, Path(path).parent)
         return from_dict(data, Path(path).parent)
     except PlanError as e:
         raise PlanError(f"{path}: {e}") from None

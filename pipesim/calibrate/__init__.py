@@ -1,0 +1,381 @@
+"""``pipesim calibrate``: a run spec fitted to a training log, values with intervals, checked on
+held-out steps (``docs/calibrate.md``).
+
+``pipesim calibrate LOG --spec RUN.toml --out CALIBRATED.toml [--columns MAP.toml] [--steps A:B]``
+reads a verl-style log (:mod:`pipesim.calibrate.log`: one row per step, verl's metric names) of a
+run made with the design of ``RUN.toml`` (:mod:`pipesim.plan.runspec`) and fits what the log's
+columns identify:
+
+* the response lengths (``response_length/*``): median and log-space sigma, closed-form
+  (:func:`~pipesim.calibrate.fit.fit_lengths`), and, for a synchronous design (``eta = 0``), their
+  trajectory (``drift_per_version``, :func:`~pipesim.calibrate.fit.fit_drift`, kept where its
+  interval excludes 0, the median then taken back to the first logged step); then corrected once
+  by simulation for the length bias of the trained batch when the design is asynchronous
+  (``eta > 0``: short samples are trained first): the median is scaled by the logged mean over the
+  simulated trained mean;
+* the trainer (``timing_s/update_actor`` + ``old_log_prob`` + ``ref`` against the step's tokens):
+  ``mfu`` and ``step_overhead_s`` by least squares (:func:`~pipesim.calibrate.fit.fit_trainer`);
+* the weight sync (``timing_s/param_sync``): its mean, with a t interval;
+* the decode overhead (``timing_s/gen``): the engine's ``iteration_overhead_s``, by simulation --
+  the design run for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per
+  iteration, the logged mean ``gen`` interpolated between the two simulated means (``gen`` is
+  affine in the overhead: every iteration pays it once). Its interval maps the bootstrap interval
+  of the logged mean (the simulation's own noise is not in it). Not identified when ``gen`` barely
+  moves with it (a trainer-bound asynchronous design, whose ``gen`` is the trainer's wait).
+
+**Validation**: with at least :data:`MIN_HOLDOUT_STEPS` steps, the last quarter (at least two) is
+held out, everything is fitted on the rest, and the held-out steps are predicted: the trainer per
+step (from its tokens), ``gen``, ``step``, ``param_sync`` and the response mean as means over the
+same steps of a simulated run (a simulation draws its own lengths, so single steps do not pair
+up). The residuals are relative: ``(logged - predicted) / logged``. The values written are then
+fitted on every step.
+
+The calibrated spec is ``RUN.toml`` with a ``[calibration]`` table: ``values`` (what a run applies,
+:data:`pipesim.plan.runspec.CALIBRATED`), ``intervals``, ``method``, ``residuals``, the log's path
+and ``log_sha256``, the steps used, ``not_identified`` and the simulation ``seed``. ``pipesim run``
+and ``pipesim plan`` read it. Simulations use their own ``seed`` (not the spec's), so a log pipesim
+wrote from the same spec is not replayed draw for draw.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, fit_trainer, t95
+from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
+from pipesim.compute.series import step_breakdown
+from pipesim.plan.runspec import RunSpec, from_dict, run
+from pipesim.plan.space import engine_config, trainer_config
+
+__all__ = [
+    "COLUMNS",
+    "Calibration",
+    "Fitted",
+    "LogError",
+    "TrainingLog",
+    "calibrate",
+    "calibrated_spec",
+    "parse_steps",
+    "read_columns_map",
+    "read_log",
+]
+
+OVERHEAD_PROBE_S = (0.0, 0.01)
+"""The two decode overheads (seconds per iteration) the simulation is run at to interpolate ``gen``."""
+MIN_HOLDOUT_STEPS = 6
+"""The fewest steps of which some are held out for validation."""
+TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
+
+
+@dataclass
+class Calibration:
+    """What a calibration fitted, how well it predicts held-out steps, and from which log."""
+
+    values: dict[str, Fitted]
+    not_identified: list[str]
+    residuals: dict[str, dict[str, float]]
+    log: TrainingLog
+    held_out: list[int] = field(default_factory=list)
+    seed: int = 0
+
+    def table(self) -> dict[str, Any]:
+        """The ``[calibration]`` table of the calibrated spec."""
+        steps = self.log.steps
+        return {
+            "values": {k: _sig(v.value) for k, v in self.values.items()},
+            "intervals": {k: [_sig(v.lo), _sig(v.hi)] for k, v in self.values.items()},
+            "method": {k: v.how for k, v in self.values.items()},
+            "residuals": self.residuals,
+            "log": self.log.path,
+            "log_sha256": self.log.sha256,
+            "steps": f"{int(steps.min())}:{int(steps.max()) + 1}",
+            "not_identified": list(self.not_identified),
+            "seed": self.seed,
+        }
+
+    def text(self) -> str:
+        lines = [f"calibrated from {self.log.path} ({len(self.log)} steps, sha256 {self.log.sha256[:12]}...)"]
+        for k, v in self.values.items():
+            lines.append(f"  {k:<24} {v.value:>12.5g}   95% [{v.lo:.5g}, {v.hi:.5g}]   ({v.how})")
+        for note in self.not_identified:
+            lines.append(f"  not identified: {note}")
+        if self.residuals:
+            lines.append(f"held-out steps {self.held_out}: (logged - predicted) / logged")
+            for k, r in self.residuals.items():
+                lines.append(f"  {k:<28} " + ", ".join(f"{m} {x:+.3f}" for m, x in r.items()))
+        else:
+            lines.append(f"no held-out validation: fewer than {MIN_HOLDOUT_STEPS} steps")
+        return "\n".join(lines)
+
+
+def _sig(x: float) -> float:
+    """``x`` to six significant digits (what a calibrated spec shows)."""
+    return float(f"{x:.6g}")
+
+
+def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
+    data = copy.deepcopy(rs.data)
+    data["calibration"] = {"values": dict(values)}
+    return from_dict(data)
+
+
+def _sim(
+    rs: RunSpec, overhead: float | None, steps: int, seed: int, window: tuple[int, int] | None = None
+) -> dict[str, float]:
+    """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
+    None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
+    o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
+    r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
+    a, b = window if window is not None else (0, steps)
+    br = step_breakdown(r.result)
+    br = br[(br["step"] >= a) & (br["step"] < b)]
+    wl = rs.plan.workload
+    prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan
+    out = {c: float(br[c].mean()) for c in ("timing_s/gen", "timing_s/step")}
+    sync = br["timing_s/param_sync"].to_numpy()
+    out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
+    tokens = np.array([t for step, t, _ in r.trainer_log if a <= step < b], float)
+    out["response_length/mean"] = float(tokens.mean() / rs.plan.batch_size - prompt)
+    return out
+
+
+def _switch_s(rs: RunSpec) -> float:
+    """A colocated engine's offload and reload seconds per step (0 when disaggregated)."""
+    from pipesim.compute.cluster import Cluster
+
+    eng = engine_config(rs.plan, rs.design.tp)
+    return float(
+        Cluster(engine=eng, n_gpus=rs.plan.n_gpus, trainer_gpus=rs.design.trainer_gpus).switch_time_s()
+    )
+
+
+def _tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
+    """Each step's tokens, ``batch * (prompt + response)``; None without the response mean."""
+    wl = rs.plan.workload
+    if not log.has("response_length/mean"):
+        return None
+    if log.has("prompt_length/mean"):
+        prompt = log.col("prompt_length/mean")
+    elif isinstance(wl.prompt, int):
+        prompt = np.full(len(log), float(wl.prompt))
+    else:
+        return None
+    return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
+
+
+def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
+    """Fit the length trajectory; where its interval excludes 0, keep it and move the median back
+    to the first step's version (the run starts there); else say none was seen."""
+    d = fit_drift(log.steps, log.col("response_length/mean"))
+    if d is None:
+        return [f"drift_per_version: fewer than {MIN_DRIFT_STEPS} steps for a length trajectory"]
+    if d.lo <= 0.0 <= d.hi:
+        return [
+            f"drift_per_version: none seen (95% interval [{d.lo:.3g}, {d.hi:.3g}] holds 0); the spec's kept"
+        ]
+    values["drift_per_version"] = d
+    back = (1.0 + d.value) ** float(np.mean(log.steps - log.steps.min()))
+    m = values.get("response_median_tokens")
+    if m is not None:
+        values["response_median_tokens"] = Fitted(
+            m.value / back, m.lo / back, m.hi / back, m.how + ", at the first step"
+        )
+    return []
+
+
+def _admissible(values: dict[str, Fitted]) -> list[str]:
+    """Bring a fitted value the model cannot run back into range (an MFU above 1, a negative step
+    overhead: the log says the trainer is faster than the model's FLOPs allow), saying so."""
+    notes = []
+    m = values.get("mfu")
+    if m is not None and not m.value <= 1.0:
+        notes.append(
+            f"mfu: fitted {m.value:.3g} > 1 (the trainer runs faster than 8 N FLOPs per token at peak: it "
+            "does less, e.g. no old-log-prob recompute, or the GPU or model is not the spec's); set to 1"
+        )
+        values["mfu"] = Fitted(1.0, min(m.lo, 1.0), 1.0, m.how + ", capped at 1")
+    o = values.get("step_overhead_s")
+    if o is not None and not o.value >= 0.0:
+        notes.append(f"step_overhead_s: fitted {o.value:.3g} s < 0 (no fixed cost seen); set to 0")
+        values["step_overhead_s"] = Fitted(0.0, 0.0, max(o.hi, 0.0), o.how + ", floored at 0")
+    return notes
+
+
+def _fit(
+    log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None
+) -> tuple[dict[str, Fitted], list[str], dict[str, float]]:
+    """Every value the log identifies, the notes on what it does not, and the simulated means of
+    the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
+    first logged step: the held-out ones), else over the log's."""
+    rng = np.random.default_rng(seed)
+    values: dict[str, Fitted] = {}
+    notes: list[str] = list(log.notes)
+    wl, spec = rs.plan.workload, rs.plan
+    batch = spec.batch_size
+    if log.has("response_length/mean"):
+        clip = log.col("response_length/clip_ratio") if log.has("response_length/clip_ratio") else None
+        mx = log.col("response_length/max") if log.has("response_length/max") else None
+        sigma = float(getattr(wl.response, "sigma", 0.0))
+        got, why = fit_lengths(
+            log.col("response_length/mean"),
+            clip,
+            mx,
+            wl.max_response_tokens,
+            batch,
+            wl.difficulty_sigma,
+            sigma,
+            rng,
+        )
+        values.update(got)
+        notes += why
+        if rs.design.eta == 0:
+            notes += _drift(log, values)
+        else:
+            notes.append(
+                "drift_per_version: not fitted for an asynchronous design (its first steps train the "
+                "short samples first, a trend of their own)"
+            )
+    else:
+        notes.append("response lengths: no response_length/mean column")
+    # the trainer: the phases it has against the step's tokens
+    phases = [c for c in TRAINER_PHASES if log.has(c)]
+    tokens = _tokens(log, rs)
+    if not log.has("prompt_length/mean") and isinstance(wl.prompt, int):
+        notes.append(f"prompt_length/mean: not in the log; the spec's {wl.prompt} tokens assumed")
+    if "timing_s/update_actor" in phases and tokens is not None:
+        if "timing_s/old_log_prob" not in phases:
+            notes.append(
+                "timing_s/old_log_prob: not in the log; update_actor taken as the whole training step"
+            )
+        if wl.agent is not None:
+            notes.append(
+                "trainer: a step's tool-observation tokens are not in verl's columns and are not counted"
+            )
+        seconds = sum((log.col(c) for c in phases), np.zeros(len(log)))
+        tcfg = trainer_config(spec, rs.design)
+        peak = tcfg.n_gpus * spec.gpu.bf16_flops_per_s
+        got, why = fit_trainer(tokens, seconds, tcfg.flops_per_token, peak, _switch_s(rs))
+        values.update(got)
+        notes += why
+    else:
+        notes.append(
+            "mfu, step_overhead_s: need timing_s/update_actor, response_length/mean and the prompt length"
+        )
+    ps = log.col("timing_s/param_sync") if log.has("timing_s/param_sync") else np.zeros(0)
+    ps = ps[ps > 0]  # the first step has no sync before it
+    if len(ps) >= 2:
+        half = t95(len(ps) - 1) * float(ps.std(ddof=1)) / math.sqrt(len(ps))
+        values["sync_time_s"] = Fitted(float(ps.mean()), max(ps.mean() - half, 0.0), ps.mean() + half, "mean")
+    else:
+        notes.append("sync_time_s: no timing_s/param_sync (or all zero); the cluster's weight sync kept")
+    notes += _admissible(values)
+    current = {k: v.value for k, v in values.items()}
+    fitted = _with_values(rs, current)
+    n_sim = max(len(log), 4)
+    o0, o1 = OVERHEAD_PROBE_S
+    sim0 = _sim(fitted, o0, n_sim, seed)
+    # an asynchronous design trains short samples first: the trained batch's mean is biased low
+    if "response_median_tokens" in values and rs.design.eta > 0 and sim0["response_length/mean"] > 0:
+        ratio = float(log.col("response_length/mean").mean()) / sim0["response_length/mean"]
+        v = values["response_median_tokens"]
+        values["response_median_tokens"] = Fitted(
+            v.value * ratio, v.lo * ratio, v.hi * ratio, v.how + ", bias-corrected"
+        )
+        current["response_median_tokens"] = values["response_median_tokens"].value
+        fitted = _with_values(rs, current)
+        sim0 = _sim(fitted, o0, n_sim, seed)
+    if log.has("timing_s/gen"):
+        sim1 = _sim(fitted, o1, n_sim, seed)
+        g0, g1 = sim0["timing_s/gen"], sim1["timing_s/gen"]
+        gen = log.col("timing_s/gen")
+        if g1 - g0 > 0.02 * max(g0, 1e-9):
+            slope = (o1 - o0) / (g1 - g0)
+            boots = [gen[rng.integers(0, len(gen), len(gen))].mean() for _ in range(200)]
+            lo_g, hi_g = np.percentile(boots, [2.5, 97.5])
+            o = o0 + (gen.mean() - g0) * slope
+            if o < 0:
+                notes.append(
+                    f"iteration_overhead_s: the logged gen is {1 - gen.mean() / g0:.0%} faster than the "
+                    "model with no overhead at all (the roofline's decode is too slow here); set to 0"
+                )
+            values["iteration_overhead_s"] = Fitted(
+                max(o, 0.0),
+                max(o0 + (lo_g - g0) * slope, 0.0),
+                max(o0 + (hi_g - g0) * slope, 0.0),
+                "simulated gen at 0 and 10 ms per iteration, interpolated",
+            )
+            current["iteration_overhead_s"] = values["iteration_overhead_s"].value
+            fitted = _with_values(rs, current)
+            sim0 = _sim(fitted, None, n_sim, seed)
+        else:
+            notes.append(
+                "iteration_overhead_s: the simulated gen barely moves with it in this design "
+                "(gen is the trainer's wait, not the engines' decode)"
+            )
+    else:
+        notes.append("iteration_overhead_s: no timing_s/gen column")
+    if predict is not None:  # the held-out steps' own versions (lengths may drift)
+        sim0 = _sim(fitted, None, predict[1], seed, window=predict)
+    return values, notes, sim0
+
+
+def _validate(
+    rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: dict[str, float]
+) -> dict[str, Any]:
+    """Relative residuals ``(logged - predicted) / logged`` on the held-out steps ``rest``: the
+    simulated means, and the trainer per step from its tokens (the phases' sum, and
+    ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs)."""
+    out: dict[str, dict[str, float]] = {}
+    for c in ("timing_s/gen", "timing_s/step", "timing_s/param_sync", "response_length/mean"):
+        if rest.has(c) and rest.col(c).mean() > 0:
+            seen = float(rest.col(c).mean())
+            out[c] = {"mean": (seen - pred[c]) / seen}
+    phases = [c for c in TRAINER_PHASES if rest.has(c)]
+    tokens = _tokens(rest, rs)
+    if "mfu" in vals and phases and tokens is not None:
+        tcfg = trainer_config(rs.plan, rs.design)
+        a = tcfg.flops_per_token / (tcfg.n_gpus * rs.plan.gpu.bf16_flops_per_s * vals["mfu"].value)
+        over = vals["step_overhead_s"].value if "step_overhead_s" in vals else 0.0
+        logged = sum((rest.col(c) for c in phases), np.zeros(len(rest)))
+        rel = (logged - (a * tokens + over + _switch_s(rs))) / logged
+        name = "trainer (" + " + ".join(p.removeprefix("timing_s/") for p in phases) + ")"
+        out[name] = {"mean": float(rel.mean()), "abs_mean": float(np.abs(rel).mean())}
+        if {"timing_s/update_actor", "timing_s/old_log_prob"} <= set(phases) and tcfg.recompute_old_logp:
+            # the model's split of the compute: 2 N of the 8 N FLOPs per token recompute the
+            # old log-probs; the fixed costs go with update_actor. A phase's residual says how far
+            # the framework's own split is from it (one MFU for both phases).
+            passes = tcfg.flops_per_token / tcfg.model.n_active_params
+            share = {"timing_s/old_log_prob": 2.0 / passes, "timing_s/update_actor": 1.0 - 2.0 / passes}
+            for c, f in share.items():
+                fixed = over + _switch_s(rs) if c == "timing_s/update_actor" else 0.0
+                r = (rest.col(c) - (f * a * tokens + fixed)) / rest.col(c)
+                out[c] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
+    return out
+
+
+def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
+    """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring)."""
+    residuals: dict[str, dict[str, float]] = {}
+    held: list[int] = []
+    n = len(log)
+    if n >= MIN_HOLDOUT_STEPS:
+        k = max(2, round(0.25 * n))
+        part, rest = log.select(np.arange(n) < n - k), log.select(np.arange(n) >= n - k)
+        held = [int(s) for s in rest.steps]
+        vals, _, pred = _fit(part, rs, seed, predict=(n - k, n))
+        residuals = _validate(rest, rs, vals, pred)
+    values, notes, _ = _fit(log, rs, seed)
+    return Calibration(values, notes, residuals, log, held, seed)
+
+
+def calibrated_spec(rs: RunSpec, cal: Calibration) -> dict[str, Any]:
+    """The run spec's data with the ``[calibration]`` table (what ``--out`` writes)."""
+    data = copy.deepcopy(rs.data)
+    data["calibration"] = cal.table()
+    return data

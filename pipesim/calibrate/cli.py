@@ -1,0 +1,107 @@
+"""``pipesim calibrate LOG --spec RUN.toml --out CALIBRATED.toml``: the command (see
+:mod:`pipesim.calibrate`). Output paths are checked before anything is read or run; a bad log, map,
+step range or spec is one line naming the file and the column or key (exit status 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipesim.io.cli_common import UsageError, check_output, one_line
+from pipesim.io.interrupts import write_text_atomic
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from pipesim.calibrate import LogError, calibrate, calibrated_spec, read_columns_map, read_log
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import dumps, load
+
+    check_output("out", args.out, (".toml", ".yaml", ".yml"))
+    check_output("json", args.json, stdout=True)
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise UsageError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
+    try:
+        rs = load(args.spec)
+    except PlanError as exc:
+        raise UsageError(f"--spec {one_line(exc)}") from None
+    try:
+        log = read_log(args.log, read_columns_map(args.columns), args.steps)
+        cal = calibrate(log, rs, seed=args.seed or 0)
+    except LogError as exc:
+        raise UsageError(one_line(exc)) from None
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(cal.text(), file=out)
+    data = calibrated_spec(rs, cal)
+    fmt = "toml" if Path(args.out).suffix.lower() == ".toml" else "yaml"
+    write_text_atomic(args.out, dumps(data, fmt))
+    print(
+        f"wrote {args.out} (run it: pipesim run {args.out}; plan with it: pipesim plan {args.out})", file=out
+    )
+    if args.json:
+        from pipesim.io.saved import json_number
+
+        def plain(v: object) -> object:  # an open interval's inf as "inf": valid JSON
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            return json_number(v) if isinstance(v, float) else v
+
+        text = json.dumps(plain(data["calibration"]), indent=1, allow_nan=False)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            write_text_atomic(args.json, text)
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The ``calibrate`` subparser."""
+    from pipesim.io.cli_options import examples
+
+    c = sub.add_parser(
+        "calibrate",
+        help="fit a run spec to a verl-style training log (CSV or JSONL, one row per step)",
+        description=(
+            "Fit the response lengths, the trainer's MFU and step overhead, the weight sync and the "
+            "engine's decode overhead of a run spec to a training log in verl's metric names; each "
+            "value with a 95%% interval, checked on held-out steps (docs/calibrate.md)."
+        ),
+        epilog=examples(
+            "pipesim calibrate examples/verl_sample_log.csv --spec examples/run_verl_8gpu.toml "
+            "--out calibrated.toml",
+            "pipesim calibrate slime.jsonl --spec run.toml --out cal.toml "
+            "--columns examples/columns_slime.toml --steps 10:50",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("log", help="the log: .csv, .tsv or .jsonl, a step column; e.g. verl_log.csv")
+    c.add_argument(
+        "--spec",
+        required=True,
+        help='the run spec of the logged run (kind = "compute"); e.g. --spec run.toml',
+    )
+    c.add_argument("--out", required=True, help="the calibrated spec to write; e.g. --out calibrated.toml")
+    c.add_argument(
+        "--columns",
+        metavar="MAP.toml",
+        help="a [columns] table mapping verl's names to the log's; "
+        "e.g. --columns examples/columns_slime.toml",
+    )
+    c.add_argument(
+        "--steps",
+        metavar="A:B",
+        help="use the steps A <= step < B (either side may be left out); e.g. --steps 5:",
+    )
+    c.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the simulations' and the bootstrap's seed (default 0); e.g. --seed 3",
+    )
+    c.add_argument(
+        "--json", metavar="FILE", help="also write the [calibration] table as JSON; e.g. --json cal.json"
+    )
+    c.set_defaults(func=cmd_calibrate)

@@ -1,0 +1,241 @@
+"""The fits of a calibration, each closed-form where it can be, each value with a 95% interval.
+
+**Trainer** (:func:`fit_trainer`): the step's training seconds (the sum of the trainer phases the
+log has: ``update_actor``, ``old_log_prob``, ``ref``) against its tokens ``T = batch *
+(prompt_length/mean + response_length/mean)``, by ordinary least squares ``y = a T + c``. Then
+``mfu = flops_per_token / (n_gpus * peak * a)`` (:class:`~pipesim.compute.TrainerConfig`'s FLOPs:
+``8 N`` with the old log-probs recomputed, so a logged ``ref`` phase is absorbed into the MFU) and
+``step_overhead_s = c - switch_s`` (a colocated engine's offload and reload, which the model puts
+in the training span). Intervals: the regression's standard errors with Student's t (``n - 2``
+degrees of freedom), the MFU's from the slope's interval. When the steps' tokens barely vary (less
+than :data:`MIN_TOKEN_SPREAD`), the line is not identified: the overhead is kept at 0 and the MFU is
+the ratio of the sums. This is the one function the framework profiles of
+``pipesim.compute.phases`` (``fit_profile``) replace: the same inputs, one :class:`Fitted` per value.
+
+**Lengths** (:func:`fit_lengths`): the response lengths are log-normal (the spec's
+``difficulty_sigma`` spread of each group folded in: ``s**2 = sigma**2 + difficulty_sigma**2``),
+capped at ``max_response_tokens``. With a clip ratio ``c`` in (0, 0.5): the cap is the ``1 - c``
+quantile, ``mu = ln cap - s z``, and the capped mean ``E min(L, cap)`` equals the logged mean at
+one ``s`` (bisection). Otherwise with an uncapped ``response_length/max``: the median of a step's
+maximum of ``batch`` draws is ``exp(mu + s z_B)`` with ``z_B`` the normal quantile of
+``0.5 ** (1 / batch)``, and the mean is ``exp(mu + s**2 / 2)``: a quadratic in ``s`` (taking draws
+as independent, which groups are not). Otherwise ``s`` is the spec's, and only the median is fitted.
+Intervals: a bootstrap over steps (:data:`BOOTSTRAP` resamples, a seeded generator passed in).
+
+**Length trajectory** (:func:`fit_drift`): the workload's ``drift_per_version`` scales lengths by
+``(1 + d) ** version``, so ``ln`` of the step's mean length is linear in the step with slope
+``ln(1 + d)``: least squares over the steps, a t interval on the slope. (Where many samples hit the
+cap, the capped mean grows more slowly than the lengths: the fit then understates the drift.)
+
+**Decode overhead** and **weight sync**: see :mod:`pipesim.calibrate` (they need simulation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = [
+    "BOOTSTRAP",
+    "MIN_DRIFT_STEPS",
+    "MIN_TOKEN_SPREAD",
+    "Fitted",
+    "capped_mean",
+    "fit_drift",
+    "fit_lengths",
+    "fit_trainer",
+    "t95",
+]
+
+BOOTSTRAP = 200
+"""Bootstrap resamples of the steps for the length fit's intervals."""
+MIN_DRIFT_STEPS = 6
+"""The fewest steps a length trajectory (``drift_per_version``) is fitted from."""
+MIN_TOKEN_SPREAD = 0.01
+"""The least coefficient of variation of the steps' tokens that separates slope from intercept."""
+
+_N = NormalDist()
+_T95: tuple[float, ...] = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+_T95 += (2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069)
+_T95 += (2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom."""
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (1.96 beyond 120)."""
+    if df < 1:
+        return math.inf
+    if df <= len(_T95):
+        return _T95[df - 1]
+    return 2.021 if df <= 40 else 2.000 if df <= 60 else 1.980 if df <= 120 else 1.960
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """One fitted value and its 95% interval ``(lo, hi)``."""
+
+    value: float
+    lo: float
+    hi: float
+    how: str = ""
+
+    def __post_init__(self) -> None:  # numpy scalars as floats: a spec file writes plain numbers
+        for name in ("value", "lo", "hi"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    @property
+    def width(self) -> float:
+        return self.hi - self.lo
+
+
+def fit_trainer(
+    tokens: np.ndarray,
+    seconds: np.ndarray,
+    flops_per_token: float,
+    peak_flops_per_s: float,
+    switch_s: float = 0.0,
+) -> tuple[dict[str, Fitted], list[str]]:
+    """``mfu`` and ``step_overhead_s`` from per-step tokens and training seconds (module docstring);
+    and what could not be identified. ``peak_flops_per_s`` is the trainer GPUs' total bf16 peak."""
+    x, y = np.asarray(tokens, float), np.asarray(seconds, float)
+    n = len(x)
+    notes: list[str] = []
+    if n >= 3 and x.std() / x.mean() >= MIN_TOKEN_SPREAD:
+        xm, ym = x.mean(), y.mean()
+        sxx = float(((x - xm) ** 2).sum())
+        a = float(((x - xm) * (y - ym)).sum() / sxx)
+        c = ym - a * xm
+        rss = float(((y - a * x - c) ** 2).sum())
+        s2 = rss / (n - 2)
+        t = t95(n - 2)
+        sa, sc = math.sqrt(s2 / sxx), math.sqrt(s2 * (1 / n + xm**2 / sxx))
+        if a <= 0:
+            notes.append("mfu: the training time does not grow with the tokens in these steps")
+            return {}, notes
+        k = flops_per_token / peak_flops_per_s
+        a_lo, a_hi = a - t * sa, a + t * sa
+        mfu = Fitted(
+            k / a, k / a_hi, k / a_lo if a_lo > 0 else math.inf, "least squares on the steps' tokens"
+        )
+        over = Fitted(c - switch_s, c - t * sc - switch_s, c + t * sc - switch_s, "least squares intercept")
+        return {"mfu": mfu, "step_overhead_s": over}, notes
+    notes.append(
+        "step_overhead_s: the steps' tokens barely vary, so a fixed cost cannot be told from the MFU"
+    )
+    a = float((y - switch_s).sum() / x.sum())
+    per = (y - switch_s) / x
+    half = t95(n - 1) * float(per.std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
+    k = flops_per_token / peak_flops_per_s
+    lo_a, hi_a = a - half, a + half
+    return {"mfu": Fitted(k / a, k / hi_a, k / lo_a if lo_a > 0 else math.inf, "ratio of sums")}, notes
+
+
+def capped_mean(mu: float, s: float, cap: float) -> float:
+    """``E min(L, cap)`` for ``ln L ~ N(mu, s**2)``."""
+    if s <= 0:
+        return min(math.exp(mu), cap)
+    lc = math.log(cap)
+    return math.exp(mu + s * s / 2) * _N.cdf((lc - mu - s * s) / s) + cap * (1 - _N.cdf((lc - mu) / s))
+
+
+def _bisect(g: Callable[[float], float], lo: float, hi: float) -> float | None:
+    """A root of ``g`` in ``[lo, hi]`` by bisection; None when ``g`` keeps its sign there."""
+    flo, fhi = g(lo), g(hi)
+    if flo == 0:
+        return lo
+    if flo * fhi > 0:
+        return None
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        fm = g(mid)
+        if (fm > 0) == (flo > 0):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _lengths(
+    mean: float, clip: float | None, max_median: float | None, cap: float, batch: int, s_prior: float
+) -> tuple[float, float, str]:
+    """(mu, s, how) of the capped log-normal (see the module docstring)."""
+    if clip is not None and 0 < clip < 0.5:
+        z = _N.inv_cdf(1 - clip)
+        s = _bisect(lambda s: capped_mean(math.log(cap) - s * z, s, cap) - mean, 1e-3, 4.0)
+        if s is not None:
+            return math.log(cap) - s * z, s, "clip ratio and mean"
+    if max_median is not None and max_median < cap:
+        zb = _N.inv_cdf(0.5 ** (1 / batch))
+        d = math.log(max_median) - math.log(mean)
+        disc = zb * zb - 2 * d
+        if disc >= 0 and d > 0:
+            s = zb - math.sqrt(disc)
+            return math.log(mean) - s * s / 2, s, "maximum and mean"
+    mu = _bisect(lambda m: capped_mean(m, s_prior, cap) - mean, math.log(mean) - 10, math.log(cap) + 10)
+    return (mu if mu is not None else math.log(mean)), s_prior, "mean (sigma from the spec)"
+
+
+def fit_lengths(
+    mean: np.ndarray,
+    clip: np.ndarray | None,
+    maxes: np.ndarray | None,
+    cap: float,
+    batch: int,
+    difficulty_sigma: float,
+    sigma_prior: float,
+    rng: np.random.Generator,
+) -> tuple[dict[str, Fitted], list[str]]:
+    """``response_median_tokens`` and ``response_sigma`` from per-step response statistics (module
+    docstring), with bootstrap intervals; and what could not be identified."""
+    s_prior = math.hypot(sigma_prior, difficulty_sigma)
+
+    def one(idx: np.ndarray) -> tuple[float, float, str]:
+        c = float(clip[idx].mean()) if clip is not None else None
+        mx = float(np.median(maxes[idx])) if maxes is not None else None
+        return _lengths(float(mean[idx].mean()), c, mx, cap, batch, s_prior)
+
+    n = len(mean)
+    mu, s, how = one(np.arange(n))
+    notes = []
+    if how.startswith("mean"):
+        notes.append(
+            "response_sigma: no clip ratio in (0, 0.5) and no uncapped response_length/max; "
+            "sigma kept from the spec"
+        )
+    boots = [one(rng.integers(0, n, n))[:2] for _ in range(BOOTSTRAP)]
+    med = np.exp([b[0] for b in boots])
+    sig = np.sqrt(np.maximum(np.square([b[1] for b in boots]) - difficulty_sigma**2, 0.0))
+    sigma = math.sqrt(max(s * s - difficulty_sigma**2, 0.0))
+    out = {
+        "response_median_tokens": Fitted(
+            math.exp(mu), float(np.percentile(med, 2.5)), float(np.percentile(med, 97.5)), how
+        )
+    }
+    if not how.startswith("mean"):
+        lo, hi = float(np.percentile(sig, 2.5)), float(np.percentile(sig, 97.5))
+        out["response_sigma"] = Fitted(sigma, lo, hi, how)
+    return out, notes
+
+
+def fit_drift(steps: np.ndarray, mean: np.ndarray) -> Fitted | None:
+    """``drift_per_version`` from the steps' mean response lengths (module docstring); None with
+    fewer than :data:`MIN_DRIFT_STEPS` steps."""
+    x, y = np.asarray(steps, float), np.log(np.asarray(mean, float))
+    n = len(x)
+    if n < MIN_DRIFT_STEPS or not np.all(np.isfinite(y)):
+        return None
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    b = float(((x - xm) * (y - ym)).sum() / sxx)
+    rss = float(((y - ym - b * (x - xm)) ** 2).sum())
+    half = t95(n - 2) * math.sqrt(rss / (n - 2) / sxx)
+    return Fitted(
+        math.expm1(b),
+        math.expm1(b - half),
+        math.expm1(b + half),
+        "least squares of ln mean length on the step",
+    )

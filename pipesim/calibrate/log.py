@@ -1,0 +1,217 @@
+"""A training log in: one row per step, verl's metric names, checked (``docs/calibrate.md``).
+
+A log is CSV (``.csv``, ``.tsv``) or JSON lines (``.jsonl``, ``.ndjson``), one row per training
+step, with a ``step`` column and any of :data:`COLUMNS` (verl's names, seconds and tokens). Columns
+may be missing: the fit uses what is there and says what it could not identify. A column with an
+empty cell in the steps used is left out, and said so. Other columns are ignored.
+``--columns MAP.toml`` maps another framework's names onto verl's: a ``[columns]`` table whose
+keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rollout"``).
+``--steps A:B`` keeps the rows with ``A <= step < B`` (either side may be left out).
+
+Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
+holds the column or key): no such file, an unknown suffix, no ``step`` column, a cell that is not a
+finite number (with its row), a step given twice, a negative time or length, a mapped column the
+log does not have, too few steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipesim.core.errors import shown
+
+__all__ = ["COLUMNS", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
+
+COLUMNS = (
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/old_log_prob",
+    "timing_s/ref",
+    "timing_s/update_actor",
+    "timing_s/param_sync",
+    "response_length/mean",
+    "response_length/max",
+    "response_length/clip_ratio",
+    "prompt_length/mean",
+)
+"""verl's metric names the calibration reads (``verl/trainer/ppo/metric_utils.py``:
+``compute_timing_metrics`` and ``compute_data_metrics``)."""
+MIN_STEPS = 3
+"""The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
+
+
+class LogError(ValueError):
+    """A log, a column map or a step range that cannot be read; ``field`` names the column or key."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class TrainingLog:
+    """The steps of a log (sorted by ``step``), the verl columns it has, and the file's SHA-256."""
+
+    path: str
+    sha256: str
+    frame: pd.DataFrame
+    """``step`` and the :data:`COLUMNS` present and complete, as floats."""
+    notes: tuple[str, ...] = ()
+    """Columns left out (a cell empty in the steps used), said as the calibration reports them."""
+
+    @property
+    def steps(self) -> np.ndarray:
+        return self.frame["step"].to_numpy()
+
+    def has(self, column: str) -> bool:
+        return column in self.frame.columns and bool(self.frame[column].notna().all())
+
+    def col(self, column: str) -> np.ndarray:
+        return np.asarray(self.frame[column].to_numpy(dtype=float))
+
+    def select(self, mask: np.ndarray) -> TrainingLog:
+        return TrainingLog(self.path, self.sha256, self.frame[mask].reset_index(drop=True), self.notes)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+
+def read_columns_map(path: str | Path | None) -> dict[str, str]:
+    """verl's name -> the log's, from a ``[columns]`` table of a TOML file (empty for None)."""
+    if path is None:
+        return {}
+    import tomllib
+
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
+    except OSError as e:
+        raise LogError(f"{path}: cannot read: {e.strerror or e}", "columns") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise LogError(f"{path}: not valid TOML: {e}", "columns") from None
+    cols = data.get("columns")
+    if not isinstance(cols, dict) or set(data) != {"columns"}:
+        raise LogError(f"{path}: a column map is one [columns] table (verl name = the log's name)", "columns")
+    valid = ("step", *COLUMNS)
+    for k, v in cols.items():
+        if k not in valid:
+            import difflib
+
+            close = difflib.get_close_matches(k, valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise LogError(
+                f"{path}: columns.{k}: not a verl metric name{hint} (valid: {', '.join(valid)})", k
+            )
+        if not isinstance(v, str):
+            raise LogError(f"{path}: columns.{k} must be the log's column name, got {shown(v)}", k)
+    return dict(cols)
+
+
+def parse_steps(text: str | None) -> tuple[float, float]:
+    """``A:B`` as ``(A, B)``, ``-inf`` / ``inf`` for a side left out; LogError naming ``--steps``."""
+    if text is None:
+        return (-math.inf, math.inf)
+    a, colon, b = text.partition(":")
+    try:
+        if not colon:
+            raise ValueError
+        lo = float(int(a)) if a.strip() else -math.inf
+        hi = float(int(b)) if b.strip() else math.inf
+    except ValueError:
+        raise LogError(
+            f"--steps must be A:B (integers, either may be left out), got {shown(text)}", "steps"
+        ) from None
+    if hi <= lo:
+        raise LogError(f"--steps {text}: B must exceed A (the steps A <= step < B)", "steps")
+    return lo, hi
+
+
+def _read_frame(p: Path, raw: bytes) -> pd.DataFrame:
+    import io
+
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+        if suffix in (".csv", ".tsv"):
+            return pd.read_csv(io.BytesIO(raw), sep="\t" if suffix == ".tsv" else ",", dtype=str)
+    except (ValueError, pd.errors.ParserError) as e:
+        raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
+    raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
+
+
+def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
+    """Column ``source`` (verl's ``name``) as floats; LogError naming the first bad cell's row."""
+    col = df[source]
+    num = pd.to_numeric(col, errors="coerce")
+    bad = num.isna() & col.notna() & (col.astype(str).str.strip() != "")
+    bad |= ~np.isfinite(num.fillna(0.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
+        raise LogError(f"{p}: {where}, row {i + 1}: {shown(col.iloc[i])} is not a finite number", source)
+    if name != "step" and (num < 0).any():
+        i = int(np.flatnonzero((num < 0).to_numpy())[0])
+        raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is negative", source)
+    return num.astype(float)
+
+
+def read_log(
+    path: str | Path, columns: dict[str, str] | None = None, steps: str | None = None
+) -> TrainingLog:
+    """The log at ``path``, its columns renamed by ``columns`` (verl name -> the log's) and its rows
+    cut to ``steps`` (``A:B``); see the module docstring for what is refused."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise LogError(f"{path}: cannot read: {e.strerror or e}", "log") from None
+    df = _read_frame(p, raw)
+    mapping = {"step": "step", **{c: c for c in COLUMNS}, **(columns or {})}
+    for name, source in (columns or {}).items():
+        if source not in df.columns:
+            raise LogError(
+                f"{path}: the column map names {shown(source)} for {name}, which the log does not have "
+                f"(columns: {', '.join(map(str, df.columns))})",
+                source,
+            )
+    if mapping["step"] not in df.columns:
+        raise LogError(
+            f"{path}: no {shown(mapping['step'])} column (one row per step needs the step number; map "
+            f"another name with --columns); columns: {', '.join(map(str, df.columns[:12]))}",
+            "step",
+        )
+    out: dict[str, Any] = {}
+    for name, source in mapping.items():
+        if source in df.columns:
+            out[name] = _numbers(p, df, name, source)
+    frame = pd.DataFrame(out)
+    if frame["step"].isna().any():
+        i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
+        raise LogError(f"{path}: column {shown(mapping['step'])}, row {i + 1}: no step number", "step")
+    dup = frame["step"].duplicated()
+    if dup.any():
+        raise LogError(f"{path}: column 'step': step {frame['step'][dup].iloc[0]:g} is given twice", "step")
+    lo, hi = parse_steps(steps)
+    frame = frame[(frame["step"] >= lo) & (frame["step"] < hi)].sort_values("step").reset_index(drop=True)
+    if len(frame) < MIN_STEPS:
+        raise LogError(
+            f"{path}: {len(frame)} steps"
+            + (f" in --steps {steps}" if steps else "")
+            + f"; at least {MIN_STEPS} needed",
+            "steps",
+        )
+    notes = []
+    for c in list(frame.columns[1:]):
+        empty = int(frame[c].isna().sum())
+        if empty:
+            notes.append(f"{c}: {empty} of {len(frame)} steps have no value; the column is not used")
+            frame = frame.drop(columns=c)
+    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes))

@@ -1,0 +1,81 @@
+"""A verl-style training log written by pipesim itself, from a known setup: what the calibration is
+tested on (it must recover the constants the log was made with) and what ``examples/`` ships.
+
+:func:`sample_log` runs a run spec (:func:`pipesim.plan.runspec.run`) and writes one row per
+training step in verl's names (:data:`pipesim.calibrate.log.COLUMNS`):
+
+* ``timing_s/gen`` and ``timing_s/param_sync``: :func:`pipesim.compute.series.step_breakdown`
+  (the trainer's wait for data, and the weight sync inside it);
+* ``timing_s/old_log_prob``: the trainer's recompute of the behaviour log-probs, ``2 N`` of its
+  ``8 N`` FLOPs per token (:class:`~pipesim.compute.TrainerConfig`); ``timing_s/update_actor``
+  the rest of the training span (forward and backward, the fixed step overhead, and a colocated
+  engine's offload and reload);
+* ``timing_s/step``: the sum of the phases;
+* ``response_length/mean``: the trained batch's tokens over its samples, less the prompt (exact for
+  a fixed prompt and one turn, which is all this writer accepts); ``response_length/clip_ratio``:
+  the share of the batch truncated at ``max_response_tokens``; ``prompt_length/mean``.
+
+No ``timing_s/ref`` (the trainer has no reference model) and no ``response_length/max`` (the run's
+tables keep no per-sample lengths): a log with missing columns, as real ones are.
+
+Measurement noise: each timing is multiplied by ``exp(noise * z)``, ``z`` standard normal from the
+generator passed in (default ``noise`` 0.03: a few percent, as step times of a real cluster vary),
+so that the fitted intervals have a width to narrow; ``noise=0`` gives the model's times exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pipesim.compute.series import step_breakdown
+from pipesim.core.errors import check_number, shown
+from pipesim.plan.runspec import RunSpec, run
+from pipesim.plan.space import trainer_config
+
+__all__ = ["DEFAULT_NOISE", "sample_log"]
+
+DEFAULT_NOISE = 0.03
+"""Log-space spread of the multiplicative noise on each timing (a round figure, not a measurement)."""
+
+
+def sample_log(rs: RunSpec, rng: np.random.Generator, noise: float = DEFAULT_NOISE) -> pd.DataFrame:
+    """The verl-style log of a run of ``rs`` (see the module docstring), one row per trained step."""
+    if not isinstance(rs, RunSpec):
+        raise ValueError(f"rs must be a RunSpec, got {shown(rs)}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy Generator, got {shown(rng)}")
+    check_number("noise", noise, 0)
+    wl = rs.plan.workload
+    if wl.agent is not None or not isinstance(wl.prompt, int):
+        raise ValueError(
+            "sample_log writes single-turn workloads with a fixed prompt (workload.prompt_tokens)"
+        )
+    crun = run(rs)
+    steps = step_breakdown(crun.result).set_index("step")
+    tcfg = trainer_config(rs.plan, rs.design)
+    passes = 6.0 + 2.0 * tcfg.recompute_old_logp + 2.0 * tcfg.reference_model
+    clip = crun.result.trained.groupby("step")["truncated"].mean()
+    batch = rs.plan.batch_size
+    rows = []
+    for step, tokens, seconds in crun.trainer_log:
+        if step not in steps.index:
+            continue
+        compute = seconds - rs.step_overhead_s
+        old = compute * 2.0 / passes if tcfg.recompute_old_logp else 0.0
+        span = float(steps.loc[step, "timing_s/update_actor"])
+        row = {
+            "step": int(step),
+            "timing_s/gen": float(steps.loc[step, "timing_s/gen"]),
+            "timing_s/param_sync": float(steps.loc[step, "timing_s/param_sync"]),
+            "timing_s/old_log_prob": old,
+            "timing_s/update_actor": span - old,
+        }
+        for k in list(row)[1:]:
+            row[k] *= float(np.exp(noise * rng.standard_normal()))
+        row["timing_s/step"] = sum(v for k, v in row.items() if k.startswith("timing_s/"))
+        row["response_length/mean"] = tokens / batch - wl.prompt
+        row["response_length/clip_ratio"] = float(clip.get(step, 0.0))
+        row["prompt_length/mean"] = float(wl.prompt)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,173 @@
+"""``pipesim run`` and ``pipesim export`` of a run spec (``kind = "compute"``, :mod:`pipesim.plan.runspec`).
+
+Design: :func:`pipesim.io.cli_run.cmd_run` and :func:`~pipesim.io.cli_run.cmd_export` hand a file
+whose top level says ``kind = "compute"`` to this module; every other scenario (a name, a slot
+scenario file, ``module:factory``) keeps its path. Output paths are checked before the run, as for
+a slot run. The summary printed is :meth:`pipesim.compute.ComputeRun.summary`, the phases in verl's
+names (``timing_s/gen``, ``timing_s/param_sync``, ``timing_s/update_actor``, ``timing_s/step``)
+first. ``--json`` holds the summary, the run spec's data (``runspec``: what ``pipesim export``
+writes) and the recipe (the file, ``--set`` pairs and seed); ``--save`` keeps the kernel's tables
+(:meth:`RunResult.save`); ``--html`` the timeline and the engines' KV and tokens/s views;
+``--intervals N`` (a calibrated spec) adds the 95% range of each headline metric over ``N`` runs
+with the calibrated values drawn from their intervals (:mod:`pipesim.calibrate.predict`). A bad spec
+is one line naming the file and the key (:class:`~pipesim.plan.checks.PlanError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from pipesim.io.cli_common import UsageError, check_output, check_save_dir, one_line, summary_table
+from pipesim.io.interrupts import write_atomic, write_text_atomic
+
+PHASES = ("timing_s/gen", "timing_s/param_sync", "timing_s/update_actor", "timing_s/step")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import load
+
+    try:
+        return load(args.scenario, list(args.set or ()), args.seed)
+    except PlanError as exc:
+        raise UsageError(one_line(exc)) from None
+
+
+def phases_first(summary: dict[str, float]) -> dict[str, float]:
+    """The summary with the phases (``timing_s/*``) first, then the rest in its order."""
+    head = {k: summary[k] for k in PHASES if k in summary}
+    return head | {k: v for k, v in summary.items() if k not in head}
+
+
+def run_spec(args: argparse.Namespace) -> int:
+    """``pipesim run SPEC.toml`` for a run spec (see the module docstring)."""
+    from pipesim.plan.runspec import run
+
+    check_output("json", args.json, stdout=True)
+    check_output("html", args.html)
+    check_output("events", args.events, (".parquet", ".csv"))
+    check_output("trace", args.trace)
+    check_save_dir(args.save)
+    n = getattr(args, "intervals", None)
+    if n is not None and n < 2:
+        raise UsageError(f"--intervals must be at least 2 runs, got {n}")
+    rs = _load(args)
+    if n is not None and not rs.data.get("calibration", {}).get("values"):
+        raise UsageError(
+            f"--intervals needs a calibrated spec ([calibration] values; pipesim calibrate): {args.scenario}"
+        )
+    out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
+    try:
+        crun = run(rs, record=bool(args.html))
+    except ValueError as exc:
+        raise UsageError(f"{args.scenario}: the run cannot start: {one_line(exc)}") from None
+    summary = phases_first(crun.summary())
+    given = ", ".join(args.set or ())
+    print(
+        f"{args.scenario}: {rs.label} on {rs.plan.n_gpus} {rs.plan.gpu.name}, "
+        f"{rs.steps} steps (seed {rs.seed})" + (f" with {given}" if given else ""),
+        file=out,
+    )
+    print(summary_table(summary), file=out)
+    intervals = None
+    if getattr(args, "intervals", None) is not None:
+        intervals = _intervals(rs, args.intervals, out)
+    result = crun.result
+    if args.json:
+        from pipesim.io.saved import json_number
+
+        payload: dict[str, Any] = {
+            "summary": {k: json_number(v) for k, v in summary.items()},
+            **({"intervals": intervals} if intervals is not None else {}),
+            "runspec": rs.data,
+            "recipe": {
+                "scenario": str(Path(args.scenario).resolve()),
+                "set": list(args.set or ()),
+                "seed": rs.seed,
+            },
+        }
+        text = json.dumps(payload, indent=2, allow_nan=False)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            write_text_atomic(args.json, text)
+            print(f"wrote {args.json}", file=out)
+    if args.events:
+        ev = result.events
+        if Path(args.events).suffix.lower() == ".parquet":
+            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
+        else:
+            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
+        print(f"wrote {args.events}", file=out)
+    if args.trace:
+        from pipesim.io.trace import write_trace
+
+        write_atomic(args.trace, lambda p: write_trace(result, p))
+        print(f"wrote {args.trace}", file=out)
+    if args.save:
+        result.save(args.save)
+        print(f"saved the run's tables to {args.save} (pipesim.load, `pipesim report {args.save}`)", file=out)
+    if args.html:
+        from pipesim.io.viz import figures_to_html, run_views
+
+        write_text_atomic(args.html, figures_to_html(run_views(crun, rs.label), title=rs.label))
+        print(f"wrote {args.html}", file=out)
+    return 0
+
+
+def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
+    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`)."""
+    import numpy as np
+
+    from pipesim.calibrate.predict import predict
+    from pipesim.io.cli_common import fmt_number
+
+    try:
+        got = predict(rs, n, np.random.default_rng(rs.seed))
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    print(f"95% range over {n} runs with the calibrated values drawn from their intervals:", file=out)
+    w = max(len(k) for k in got)
+    for k, v in got.items():
+        print(
+            f"{k:<{w}}  {fmt_number(v['value']):>10}  [{fmt_number(v['lo'])}, {fmt_number(v['hi'])}]",
+            file=out,
+        )
+    return got
+
+
+def rerun(path: str, sets: list[str], seed: int | None) -> Any:
+    """The kernel's result of a run spec run again (``pipesim trace RUN.json`` of a run spec)."""
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import load, run
+
+    try:
+        return run(load(path, sets, seed)).result
+    except PlanError as exc:
+        raise UsageError(one_line(exc)) from None
+
+
+def export_spec(args: argparse.Namespace) -> int:
+    """``pipesim export SPEC.toml --out FILE`` for a run spec: its data with ``--set`` applied."""
+    from pipesim.plan.runspec import dumps
+
+    fmt = args.format or "toml"
+    if args.out != "-":
+        suffix = Path(args.out).suffix.lower()
+        check_output("out", args.out, (".toml", ".yaml", ".yml"))
+        by_suffix = "toml" if suffix == ".toml" else "yaml"
+        if args.format is not None and args.format != by_suffix:
+            raise UsageError(f"--format {args.format} does not match --out {args.out} (a {by_suffix} file)")
+        fmt = by_suffix
+    rs = _load(args)
+    text = dumps(rs.data, fmt)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        write_text_atomic(args.out, text)
+        print(f"wrote {args.out} (run it: pipesim run {args.out})")
+    return 0

@@ -1,0 +1,403 @@
+"""Run specs: one design of the compute engine as a file (``docs/runspec.md``).
+
+A run spec is a plan spec's ``[cluster]``, ``[model]`` and ``[workload]`` tables (read by
+:func:`pipesim.plan.specfile.from_dict`, so every key a plan spec takes there a run spec takes
+too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, ``[space]`` and
+``[search]``:
+
+* ``[design]`` -- one point of the planner's space (:class:`~pipesim.plan.space.Design`):
+  ``placement`` (``"colocated"`` or the trainer-GPU count), ``tp``, ``eta``, ``update`` (one of
+  :data:`~pipesim.plan.space.UPDATES`), ``sync_every``, ``oversample``;
+* ``[run]`` (optional) -- ``steps`` (default 12), ``seed`` (default 0), ``sync_time_s`` (default:
+  the cluster's weight sync), ``inflight_load_time_s``;
+* ``[calibration]`` (optional, written by ``pipesim calibrate``, :mod:`pipesim.calibrate`) --
+  ``values`` (the fitted constants), ``intervals``, ``residuals``, the log's ``log_sha256`` and
+  what the log did not identify. The fitted ``values`` override what the tables say: ``mfu``
+  (``model.mfu``), ``step_overhead_s`` (the trainer's fixed seconds per step, no table key),
+  ``iteration_overhead_s`` (the engine's per-iteration seconds, no table key),
+  ``response_median_tokens`` and ``response_sigma`` (``workload.response``), ``sync_time_s``
+  (``run.sync_time_s``: the seconds of one weight sync), ``drift_per_version``
+  (``workload.drift_per_version``). The tables stay as
+  the user wrote them, so a file keeps both what was assumed and what was measured.
+
+``kind`` tells a run spec from a slot scenario file (which has no ``kind``): ``pipesim run``,
+``pipesim export`` and ``--set`` dispatch on it (:func:`is_runspec`). ``--set`` takes dotted keys
+(``design.eta=2``, ``workload.response.median_tokens=800``), each value read as a TOML value
+(a bare word is a string). Every error is one line naming the key (``design.tp``), through
+:class:`~pipesim.plan.checks.Table` and the plan's checks.
+
+The data a spec was read from is kept (:attr:`RunSpec.data`), and :func:`dumps` writes it back:
+a file loads, runs and exports to the same tables (``file -> run -> export -> same data``).
+:func:`design_to_runspec` (:mod:`pipesim.plan.runspec_export`) writes a plan's design as a run
+spec, from the plan spec's file, tables or :class:`~pipesim.plan.space.PlanSpec`. ``pipesim plan``
+reads a run spec through :func:`load_plan_spec` (every calibrated value applied, the default space).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipesim.core.errors import shown
+from pipesim.plan import specfile
+from pipesim.plan.checks import (
+    MAX_ETA,
+    MAX_GPUS,
+    MAX_OVERSAMPLE,
+    MAX_SIM_SEED,
+    PlanError,
+    Table,
+    did_you_mean,
+)
+from pipesim.plan.space import UPDATES, Design, PlanSpec, engine_config, routing, scenario, trainer_config
+
+__all__ = [
+    "KIND",
+    "RunSpec",
+    "apply_sets",
+    "design_to_runspec",
+    "dumps",
+    "from_dict",
+    "is_runspec",
+    "load",
+    "load_plan_spec",
+    "plan_tables",
+    "run",
+    "spec_tables",
+    "write_best",
+]
+
+KIND = "compute"
+PLAN_TABLES = ("cluster", "model", "workload")
+DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
+RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
+CALIBRATION_KEYS = (
+    "values",
+    "intervals",
+    "method",
+    "residuals",
+    "log",
+    "log_sha256",
+    "steps",
+    "not_identified",
+    "seed",
+)
+CALIBRATED = (
+    "mfu",
+    "step_overhead_s",
+    "iteration_overhead_s",
+    "response_median_tokens",
+    "response_sigma",
+    "sync_time_s",
+    "drift_per_version",
+)
+"""The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
+DEFAULT_STEPS = 12
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run spec read and checked: the plan spec of its tables (calibration applied), the design,
+    the run's length and seed, and the data it was read from (:func:`dumps` writes it back)."""
+
+    plan: PlanSpec
+    design: Design
+    steps: int = DEFAULT_STEPS
+    seed: int = 0
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def step_overhead_s(self) -> float:
+        """The trainer's fixed seconds per step (``calibration.values.step_overhead_s``, else 0)."""
+        return self.plan.step_overhead_s
+
+    @property
+    def iteration_overhead_s(self) -> float | None:
+        """The engine's seconds per decode iteration (calibrated; None: ``EngineConfig``'s)."""
+        return self.plan.iteration_overhead_s
+
+    @property
+    def label(self) -> str:
+        return self.design.label(self.plan.n_gpus)
+
+
+def is_runspec(path: str | Path) -> bool:
+    """Whether ``path`` is a TOML or YAML file whose top level says ``kind = "compute"``; False for
+    anything else (a registered scenario name, a slot scenario file, a file that cannot be read:
+    the slot path reports those)."""
+    p = Path(str(path))
+    if p.suffix.lower() not in specfile.SUFFIXES or not p.is_file():
+        return False
+    try:
+        data = specfile.read(p)
+    except PlanError:
+        return False
+    return data.get("kind") == KIND
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The tables of a run-spec file (PlanError naming the file when it cannot be read)."""
+    data = specfile.read(path)
+    return data
+
+
+def _design(data: Any) -> Design:
+    t = Table("design", data, DESIGN_KEYS)
+    t.require("placement", why='"colocated" or the trainer-GPU count')
+    place = t.raw("placement")
+    if isinstance(place, str):
+        if place != "colocated":
+            raise PlanError(
+                f"design.placement must be 'colocated' or a trainer-GPU count, got {shown(place)}"
+                f"{did_you_mean(place, ('colocated',))}"
+            )
+        trainer = 0
+    else:
+        trainer = t.integer("placement", lo=0, hi=MAX_GPUS)
+    update = t.string("update", "partial")
+    if update not in UPDATES:
+        raise PlanError(
+            f"design.update: unknown {shown(update)}{did_you_mean(update, UPDATES)} "
+            f"(choose from {list(UPDATES)})"
+        )
+    over = t.number("oversample", 1.0, 1)
+    if over > MAX_OVERSAMPLE:
+        raise PlanError(
+            f"design.oversample must be a finite number in [1, {MAX_OVERSAMPLE:g}], got {shown(over)}"
+        )
+    return Design(
+        trainer_gpus=trainer,
+        tp=t.integer("tp", 1, lo=1, hi=MAX_GPUS),
+        eta=t.integer("eta", 1, lo=0, hi=MAX_ETA),
+        update=update,
+        sync_every=t.integer("sync_every", 1, lo=1),
+        oversample=float(over),
+    )
+
+
+def _check_design(spec: PlanSpec, d: Design) -> None:
+    """One-line errors naming the design key when the design does not fit the cluster."""
+    from pipesim.compute import TrainerConfig
+    from pipesim.compute.cluster import Cluster
+
+    n = spec.n_gpus
+    if d.trainer_gpus >= n:
+        raise PlanError(
+            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of cluster.n_gpus ({n})"
+        )
+    try:
+        eng = engine_config(spec, d.tp)
+        spec.workload.check_context(eng.context_len)
+    except ValueError as e:
+        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}") from None
+    try:
+        Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
+    except ValueError as e:
+        raise PlanError(f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}") from None
+    try:
+        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=d.trainer_gpus or n, mfu=spec.mfu)
+    except ValueError as e:
+        key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
+        raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}") from None
+
+
+def _calibrated(data: Any) -> dict[str, float]:
+    """The values of ``[calibration.values]`` a run applies, checked."""
+    cal = Table("calibration", data, CALIBRATION_KEYS)
+    if "values" not in cal:
+        return {}
+    v = cal.table("values", CALIBRATED)
+    out = {}
+    for k in CALIBRATED:
+        if k in v:  # a drift may be negative (lengths shrinking), above -1
+            out[k] = float(v.number(k, above=-1) if k == "drift_per_version" else v.number(k, lo=0))
+    return out
+
+
+def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A run spec's ``[cluster]``, ``[model]``, ``[workload]`` and ``[run]`` as plan-spec tables,
+    the calibrated mfu and response lengths applied: what ``pipesim plan`` reads of a run spec."""
+    out: dict[str, Any] = {
+        k: copy.deepcopy(dict(data[k])) for k in PLAN_TABLES if k in data and isinstance(data[k], Mapping)
+    }
+    cal = _calibrated(data.get("calibration", {}))
+    if "mfu" in cal:
+        out.setdefault("model", {})["mfu"] = cal["mfu"]
+    if "response_median_tokens" in cal or "response_sigma" in cal:
+        wl = out.setdefault("workload", {})
+        r = dict(wl.get("response", {})) if isinstance(wl.get("response"), Mapping) else {}
+        wl.pop("response_trace", None)
+        if "response_median_tokens" in cal:
+            r["median_tokens"] = cal["response_median_tokens"]
+        if "response_sigma" in cal:
+            r["sigma"] = cal["response_sigma"]
+        wl["response"] = r
+    if "drift_per_version" in cal:
+        out.setdefault("workload", {})["drift_per_version"] = cal["drift_per_version"]
+    run_t = data.get("run", {})
+    search = (
+        {k: run_t[k] for k in ("sync_time_s", "inflight_load_time_s") if k in run_t}
+        if isinstance(run_t, Mapping)
+        else {}
+    )
+    if "sync_time_s" in cal:
+        search["sync_time_s"] = cal["sync_time_s"]
+    if search:
+        out["search"] = search
+    return out
+
+
+def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
+    """The :class:`RunSpec` of a run spec's data; ``base`` resolves a relative trace path."""
+    if not isinstance(data, Mapping):
+        raise PlanError(f"a run spec is a table of tables, got {shown(data)}")
+    if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
+        raise PlanError(
+            "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
+            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)'
+        )
+    if data.get("kind") != KIND:
+        raise PlanError(
+            f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}'
+        )
+    valid = ("kind", *PLAN_TABLES, "design", "run", "calibration")
+    for name in data:
+        if name not in valid:
+            raise PlanError(
+                f"unknown table [{name}]{did_you_mean(name, valid)} (a run spec has: {', '.join(valid[1:])};"
+                " [space], [constraints] and [search] belong to a plan spec)"
+            )
+    if "design" not in data:
+        raise PlanError("[design] is missing (a run spec needs one design: placement, tp, eta, update, ...)")
+    design = _design(data["design"])
+    r = Table("run", data.get("run", {}), RUN_KEYS)
+    steps = r.integer("steps", DEFAULT_STEPS, lo=1)
+    seed = r.integer("seed", 0, lo=0, hi=MAX_SIM_SEED - 1)
+    cal = _calibrated(data.get("calibration", {}))
+    tables = plan_tables(data)
+    tables["search"] = {
+        **tables.get("search", {}),
+        "steps": steps,
+        "screen_steps": 1,
+        "seeds": 1,
+        "sim_seed": seed,
+    }
+    if "mfu" in cal and not 0 < cal["mfu"] <= 1:
+        raise PlanError(f"calibration.values.mfu must be in (0, 1], got {shown(cal['mfu'])}")
+    spec = plan_spec(tables, cal, base)
+    _check_design(spec, design)
+    return RunSpec(plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)))
+
+
+def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | None = None) -> PlanSpec:
+    """The :class:`PlanSpec` of plan-spec ``tables`` (:func:`plan_tables`) with the calibrated
+    overheads ``cal`` applied (the ones no table key holds)."""
+    spec = specfile.from_dict(dict(tables), base)
+    return spec.with_(
+        step_overhead_s=cal.get("step_overhead_s", 0.0), iteration_overhead_s=cal.get("iteration_overhead_s")
+    )
+
+
+def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpec:
+    """What ``pipesim plan`` reads of a run spec: its tables as a plan spec (the default space),
+    every calibrated value applied."""
+    return plan_spec(plan_tables(data), _calibrated(data.get("calibration", {})), base)
+
+
+def _value(text: str) -> Any:
+    """A ``--set`` value as TOML reads it (``2``, ``0.5``, ``true``, ``[1, 2]``, ``{a = 1}``, ``"x"``);
+    a bare word that is not TOML is a string."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """``data`` with each ``table.key=value`` (``design.eta=2``) set; PlanError naming a bad pair."""
+    out = copy.deepcopy(dict(data))
+    for pair in sets:
+        key, eq, text = pair.partition("=")
+        key = key.strip()
+        parts = key.split(".")
+        if not eq or len(parts) < 2 or not all(parts):
+            raise PlanError(
+                f"--set {shown(pair)}: a run spec takes TABLE.KEY=VALUE "
+                "(e.g. design.eta=2, cluster.n_gpus=32)"
+            )
+        valid = (*PLAN_TABLES, "design", "run")
+        if parts[0] not in valid:
+            raise PlanError(
+                f"--set {key}: unknown table {parts[0]!r}{did_you_mean(parts[0], valid)} "
+                f"(choose from {', '.join(valid)})"
+            )
+        node = out
+        for i, p in enumerate(parts[:-1]):
+            nxt = node.get(p)
+            if nxt is None:
+                nxt = node[p] = {}
+            if not isinstance(nxt, dict):
+                raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table")
+            node = nxt
+        node[parts[-1]] = _value(text.strip())
+    return out
+
+
+def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) -> RunSpec:
+    """The run spec of a file with ``--set`` pairs and a seed applied; every error names the file."""
+    data = read(path)
+    try:
+        data = apply_sets(data, sets)
+        if seed is not None:
+            data.setdefault("run", {})
+            if not isinstance(data["run"], dict):
+                raise PlanError(f"run must be a table, got {shown(data['run'])}")
+            data["run"]["seed"] = seed
+        return from_dict(data, Path(path).parent)
+    except PlanError as e:
+        raise PlanError(f"{path}: {e}") from None
+
+
+def dumps(data: Mapping[str, Any], fmt: str = "toml") -> str:
+    """A run spec's data as TOML or YAML text, ``kind`` first."""
+    ordered = {"kind": data.get("kind", KIND), **{k: v for k, v in data.items() if k != "kind"}}
+    if fmt == "yaml":
+        import yaml
+
+        return str(yaml.safe_dump(ordered, sort_keys=False))
+    import tomli_w
+
+    return tomli_w.dumps(ordered)
+
+
+def run(rs: RunSpec, record: bool = False) -> Any:
+    """Run the spec's design on the compute engine (:func:`pipesim.compute.run_compute`): the same
+    cluster, scenario, trainer and routing a plan runs for that design
+    (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec."""
+    from pipesim.compute.cluster import Cluster, run_compute
+
+    spec, d = rs.plan, rs.design
+    eng = engine_config(spec, d.tp)
+    cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
+    sc = scenario(spec, d, rs.steps, rs.seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
+    trainer = trainer_config(spec, d)
+    return run_compute(
+        sc,
+        cluster,
+        spec.workload,
+        seed=rs.seed,
+        trainer=trainer,
+        sync_time_s=sync,
+        routing=routing(spec),
+        record=record,
+    )
+
+
+# the export side (a plan's design as a run spec) lives in runspec_export; its names are here too
+from pipesim.plan.runspec_export import design_to_runspec, spec_tables, write_best  # noqa: E402

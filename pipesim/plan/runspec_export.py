@@ -1,0 +1,141 @@
+"""A plan's design as a run spec (:mod:`pipesim.plan.runspec`): ``pipesim plan --export-best``.
+
+:func:`design_to_runspec` takes the plan spec as its file or its tables (then ``[cluster]``,
+``[model]`` and ``[workload]`` are copied as written, a relative ``response_trace`` path included)
+or as a :class:`~pipesim.plan.space.PlanSpec` (then :func:`spec_tables` writes the tables back
+from the objects: the catalog's GPU and model names, a log-normal response as
+``{median_tokens, sigma}``, the agent's fields; a trace-backed response has no file to name and is
+refused, naming ``workload.response_trace``). Either way the run spec reads back to the same
+cluster, model and workload (a test holds it).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipesim.compute import GPUS, MODELS, LogNormalLengths
+from pipesim.core.errors import shown
+from pipesim.plan import specfile
+from pipesim.plan.checks import PlanError
+from pipesim.plan.space import Design, PlanSpec
+
+__all__ = ["design_to_runspec", "spec_tables", "write_best"]
+
+
+def _name(catalog: Mapping[str, Any], value: Any, where: str) -> str:
+    for k, v in catalog.items():
+        if v == value:
+            return str(k)
+    raise PlanError(
+        f"{where}: {shown(getattr(value, 'name', value))} is not in the catalog; give the plan spec's file"
+    )
+
+
+def spec_tables(spec: PlanSpec) -> dict[str, Any]:
+    """A :class:`PlanSpec`'s ``[cluster]``, ``[model]``, ``[workload]`` and the ``[search]`` keys a
+    run takes (``sync_time_s``, ``inflight_load_time_s``, ``steps``), as a spec file writes them."""
+    if not isinstance(spec, PlanSpec):
+        raise PlanError(f"spec must be a PlanSpec, got {shown(spec)}")
+    wl = spec.workload
+    if not isinstance(wl.response, LogNormalLengths):
+        raise PlanError(
+            "workload.response_trace: a trace-backed response has no file in a PlanSpec; "
+            "give design_to_runspec the plan spec's file"
+        )
+    if not isinstance(wl.prompt, int):
+        raise PlanError(
+            "workload.prompt_tokens: a prompt-length model has no spec-file form; give the plan spec's file"
+        )
+    model: dict[str, Any] = {"name": _name(MODELS, spec.model, "model.name")}
+    if spec.max_model_len is not None:
+        model["max_model_len"] = spec.max_model_len
+    model |= {
+        "max_num_seqs": spec.max_num_seqs,
+        "gpu_memory_utilization": spec.gpu_memory_utilization,
+        "mfu": spec.mfu,
+        "share_group_prefix": spec.share_group_prefix,
+    }
+    workload: dict[str, Any] = {
+        "batch_size": spec.batch_size,
+        "samples_per_prompt": wl.samples_per_prompt,
+        "prompt_tokens": wl.prompt,
+        "response": {"median_tokens": wl.response.median_tokens, "sigma": wl.response.sigma},
+        "max_response_tokens": wl.max_response_tokens,
+        "max_prompt_tokens": wl.max_prompt_tokens,
+        "difficulty_sigma": wl.difficulty_sigma,
+        "drift_per_version": wl.drift_per_version,
+    }
+    if wl.agent is not None:
+        workload["agent"] = dataclasses.asdict(wl.agent)
+    search: dict[str, Any] = {"steps": spec.steps, "inflight_load_time_s": spec.inflight_load_time_s}
+    if spec.sync_time_s is not None:
+        search["sync_time_s"] = spec.sync_time_s
+    return {
+        "cluster": {"gpu": _name(GPUS, spec.gpu, "cluster.gpu"), "n_gpus": spec.n_gpus},
+        "model": model,
+        "workload": workload,
+        "search": search,
+    }
+
+
+def design_to_runspec(
+    plan_spec: str | Path | Mapping[str, Any] | PlanSpec,
+    design: Design,
+    steps: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The run spec (as data) of ``design`` under a plan spec (its file, its tables or a
+    :class:`PlanSpec`): the plan's ``[cluster]``, ``[model]`` and ``[workload]``, the design, and a
+    ``[run]`` of the plan's full-run length (``search.steps``) unless ``steps`` is given.
+    :func:`pipesim.plan.runspec.dumps` writes it; ``pipesim run`` runs it."""
+    from pipesim.plan.runspec import DEFAULT_STEPS, KIND, PLAN_TABLES
+
+    if isinstance(plan_spec, PlanSpec):
+        data = spec_tables(plan_spec)
+    elif isinstance(plan_spec, str | Path):
+        data = specfile.read(plan_spec)
+    else:
+        data = dict(plan_spec)
+    if not isinstance(design, Design):
+        raise PlanError(f"design must be a pipesim.plan.Design, got {shown(design)}")
+    out: dict[str, Any] = {"kind": KIND}
+    for k in PLAN_TABLES:
+        if k in data:
+            out[k] = copy.deepcopy(data[k])
+    out["design"] = {
+        "placement": "colocated" if design.colocated else design.trainer_gpus,
+        "tp": design.tp,
+        "eta": design.eta,
+        "update": design.update,
+        "sync_every": design.sync_every,
+        "oversample": design.oversample,
+    }
+    search = data.get("search", {}) if isinstance(data.get("search", {}), Mapping) else {}
+    run_t: dict[str, Any] = {
+        "steps": steps if steps is not None else search.get("steps", DEFAULT_STEPS),
+        "seed": seed,
+    }
+    for k in ("sync_time_s", "inflight_load_time_s"):
+        if k in search:
+            run_t[k] = search[k]
+    out["run"] = run_t
+    return out
+
+
+def write_best(plan_spec: str | Path | PlanSpec, result: Any, out: str | Path) -> str:
+    """Write the plan's recommended design (``result.best``) as a run spec to ``out`` (``.toml`` or
+    ``.yaml``), with the plan's full-run length and first seed; returns the line to print."""
+    from pipesim.io.interrupts import write_text_atomic
+    from pipesim.plan.runspec import dumps
+
+    best = result.best
+    if best is None:
+        raise PlanError("the plan has no recommended design to export")
+    data = design_to_runspec(plan_spec, best.design, steps=result.spec.steps, seed=result.spec.sim_seed)
+    fmt = "toml" if Path(out).suffix.lower() == ".toml" else "yaml"
+    write_text_atomic(str(out), dumps(data, fmt))
+    return f"wrote {out} (run it: pipesim run {out})"

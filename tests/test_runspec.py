@@ -1,0 +1,327 @@
+"""Run specs (``kind = "compute"``, :mod:`pipesim.plan.runspec`): the round trip file -> run ->
+export -> same data, agreement with the planner's own run of the same design, ``--set`` on dotted
+keys, a plan's best design exported as a run spec, and bad specs as one-line errors naming the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomllib
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipesim.io.cli import main
+from pipesim.plan import specfile
+from pipesim.plan.checks import PlanError
+from pipesim.plan.evaluate import run_design
+from pipesim.plan.runspec import (
+    apply_sets,
+    design_to_runspec,
+    dumps,
+    from_dict,
+    is_runspec,
+    load,
+    plan_tables,
+    run,
+)
+from pipesim.plan.space import UPDATES, Design
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "run_qwen3_8b.toml"
+
+SPEC: dict[str, Any] = {
+    "kind": "compute",
+    "cluster": {"gpu": "h100-sxm", "n_gpus": 8},
+    "model": {"name": "qwen3-0.6b", "max_model_len": 4096},
+    "workload": {
+        "prompts_per_step": 4,
+        "samples_per_prompt": 4,
+        "prompt_tokens": 128,
+        "response": {"median_tokens": 200, "sigma": 0.5},
+        "max_response_tokens": 1024,
+    },
+    "design": {"placement": 4, "tp": 1, "eta": 1, "update": "partial", "sync_every": 1, "oversample": 1.0},
+    "run": {"steps": 3, "seed": 5},
+}
+
+
+def _write(tmp_path: Path, data: dict[str, Any], name: str = "run.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(dumps(data, "yaml" if name.endswith((".yaml", ".yml")) else "toml"))
+    return p
+
+
+@pytest.mark.parametrize("name", ["run.toml", "run.yaml"])
+def test_file_run_export_gives_the_same_data_and_the_same_run(tmp_path: Path, name: str) -> None:
+    path = _write(tmp_path, SPEC, name)
+    out = tmp_path / ("again" + Path(name).suffix)
+    assert main(["run", str(path), "--json", str(tmp_path / "r.json")]) == 0
+    assert main(["export", str(path), "--out", str(out)]) == 0
+    assert specfile.read(out) == SPEC  # the same tables, as data
+    first, again = load(path), load(out)
+    assert first == again
+    a, b = run(first).summary(), run(again).summary()
+    assert a["throughput_per_hour"] == b["throughput_per_hour"] and a["timing_s/step"] == b["timing_s/step"]
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["runspec"] == SPEC and saved["summary"]["timing_s/step"] == pytest.approx(a["timing_s/step"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    place=st.sampled_from(["colocated", 2, 4, 6]),
+    eta=st.integers(0, 5),
+    update=st.sampled_from(UPDATES),
+    k=st.integers(1, 3),
+    over=st.sampled_from([1.0, 1.25, 2.0]),
+    fmt=st.sampled_from(["toml", "yaml"]),
+)
+def test_dumped_specs_read_back_to_the_same_spec(
+    place: Any, eta: int, update: str, k: int, over: float, fmt: str
+) -> None:
+    data = copy.deepcopy(SPEC)
+    data["design"] = {
+        "placement": place,
+        "tp": 2,
+        "eta": eta,
+        "update": update,
+        "sync_every": k,
+        "oversample": over,
+    }
+    text = dumps(data, fmt)
+    if fmt == "toml":
+        back = tomllib.loads(text)
+    else:
+        import yaml
+
+        back = yaml.safe_load(text)
+    assert back == data
+    rs = from_dict(back)
+    assert rs == from_dict(data)
+    assert rs.design == Design(0 if place == "colocated" else place, 2, eta, update, k, over)
+
+
+def test_the_run_is_the_plans_run_of_the_same_design() -> None:
+    """An independent path: the planner's run_design of the design at the same seed and length."""
+    rs = from_dict(SPEC)
+    mine = run(rs).summary()
+    theirs = run_design(rs.plan, rs.design, rs.steps, rs.seed)
+    assert mine["throughput_per_hour"] == theirs["throughput_per_hour"]
+    assert mine["staleness_mean"] == theirs["staleness_mean"]
+
+
+def test_calibrated_values_change_the_run_and_plan_reads_them(tmp_path: Path) -> None:
+    data = copy.deepcopy(SPEC)
+    base = run(from_dict(data)).summary()
+    data["calibration"] = {"values": {"mfu": 0.2, "step_overhead_s": 3.0, "response_median_tokens": 400.0}}
+    rs = from_dict(data)
+    assert rs.plan.mfu == 0.2 and rs.step_overhead_s == 3.0
+    assert rs.plan.workload.response.median_tokens > from_dict(SPEC).plan.workload.response.median_tokens
+    cal = run(rs).summary()
+    assert cal["timing_s/update_actor"] > base["timing_s/update_actor"] + 3.0
+    p = _write(tmp_path, data)
+    spec = specfile.load(p)  # what `pipesim plan CALIBRATED.toml` reads
+    assert spec.mfu == 0.2 and spec.workload.response == rs.plan.workload.response
+    assert spec.step_overhead_s == 3.0 and spec.iteration_overhead_s is None
+    data["calibration"]["values"]["iteration_overhead_s"] = 0.005
+    rs = from_dict(data)
+    assert specfile.load(_write(tmp_path, data)).iteration_overhead_s == 0.005
+    slower = run(rs).summary()
+    assert slower["timing_s/gen"] > cal["timing_s/gen"]  # 5 ms a decode iteration, not 1 ms
+    planned = run_design(rs.plan, rs.design, rs.steps, rs.seed)  # the planner's run of it agrees
+    assert planned["throughput_per_hour"] == slower["throughput_per_hour"]
+    assert "calibration" not in plan_tables(data) and plan_tables(data)["model"]["mfu"] == 0.2
+
+
+def test_set_changes_dotted_keys_and_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, SPEC)
+    rs = load(
+        path, ["design.eta=2", "design.placement=colocated", "workload.response.median_tokens=300"], seed=9
+    )
+    assert rs.design.eta == 2 and rs.design.colocated and rs.seed == 9
+    assert rs.plan.workload.response.median_tokens == 300
+    assert apply_sets(SPEC, ["run.steps=7"])["run"]["steps"] == 7 and SPEC["run"]["steps"] == 3
+    assert main(["export", str(path), "--set", "design.eta=2", "--out", "-"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["design"]["eta"] == 2
+
+
+def test_slot_files_are_not_run_specs(tmp_path: Path) -> None:
+    slot = tmp_path / "slot.toml"
+    assert main(["export", "synchronous", "--out", str(slot)]) == 0
+    assert not is_runspec(slot) and is_runspec(_write(tmp_path, SPEC)) and is_runspec(EXAMPLE)
+    assert not is_runspec("synchronous")
+
+
+def test_the_example_loads() -> None:
+    rs = load(EXAMPLE)
+    assert rs.design.trainer_gpus == 16 and rs.plan.n_gpus == 64
+
+
+def test_a_plans_best_design_exports_as_a_run_spec(tmp_path: Path) -> None:
+    plan_data = {k: SPEC[k] for k in ("cluster", "model", "workload")}
+    plan_data["space"] = {
+        "placement": [0, 4],
+        "tp": [1],
+        "eta": [0, 1],
+        "update": ["partial"],
+        "oversample": [1.0],
+    }
+    plan_data["search"] = {"steps": 3, "screen_steps": 1, "seeds": 1}
+    spec_path = tmp_path / "plan.toml"
+    spec_path.write_text(dumps(plan_data).replace('kind = "compute"\n', ""))
+    out = tmp_path / "best.toml"
+    assert main(["plan", str(spec_path), "--quiet", "--no-sensitivity", "--export-best", str(out)]) == 0
+    rs = load(out)
+    import pipesim.plan as plan
+
+    result = plan.plan(specfile.load(spec_path), with_sensitivity=False)
+    assert result.best is not None and rs.design == result.best.design and rs.steps == 3
+    assert run(rs).summary()["throughput_per_hour"] == pytest.approx(
+        result.best.runs[0]["throughput_per_hour"]
+    )
+    assert design_to_runspec(plan_data, rs.design, steps=3)["design"] == specfile.read(out)["design"]
+
+
+BAD: list[tuple[str, list[str], str]] = [
+    ("tp does not divide the heads", ["design.tp=3"], "design.tp"),
+    ("tp beyond the engine GPUs", ["design.tp=8"], "design.placement"),
+    ("placement takes every GPU", ["design.placement=8"], "design.placement"),
+    ("placement is a typo", ["design.placement=colocatd"], "design.placement"),
+    ("unknown update", ["design.update=parital"], "design.update"),
+    ("fractional eta", ["design.eta=1.5"], "design.eta"),
+    ("negative eta", ["design.eta=-1"], "design.eta"),
+    ("oversample below 1", ["design.oversample=0.5"], "design.oversample"),
+    ("unknown design key", ["design.tpp=2"], "design.tpp"),
+    ("zero steps", ["run.steps=0"], "run.steps"),
+    ("bad seed", ["run.seed=-3"], "run.seed"),
+    ("unknown gpu", ['cluster.gpu="h1000"'], "cluster.gpu"),
+    ("model too big for one GPU", ['model.name="qwen3-32b"', 'cluster.gpu="l40s"'], "design.tp"),
+    (
+        "trainer too small",
+        ['model.name="qwen3-32b"', "design.placement=1", "design.tp=1"],
+        "design.placement",
+    ),
+    ("response too long", ["workload.max_response_tokens=100000"], "design.tp"),
+    ("calibrated mfu above 1", ["calibration.values.mfu=2.0"], "calibration.values.mfu"),
+    ("unknown table", ["space.tp=[1]"], "space"),
+]
+
+
+@pytest.mark.parametrize("why,sets,key", BAD, ids=[b[0] for b in BAD])
+def test_bad_specs_are_one_line_errors_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], why: str, sets: list[str], key: str
+) -> None:
+    data = copy.deepcopy(SPEC)
+    for pair in sets:  # written into the file (not --set) where --set refuses the table
+        k, _, v = pair.partition("=")
+        parts = k.split(".")
+        node = data
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        try:
+            node[parts[-1]] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:  # a bare word, as --set reads it
+            node[parts[-1]] = v
+    path = _write(tmp_path, data)
+    with pytest.raises(PlanError) as e:
+        load(path)
+    assert key in str(e.value) and str(path) in str(e.value)
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pipesim: error:") and key in err[0], err
+
+
+@pytest.mark.parametrize(
+    "mutate,key",
+    [
+        (lambda d: d.pop("design"), "[design]"),
+        (lambda d: d.update(kind="slots"), "kind"),
+        (lambda d: d["design"].pop("placement"), "design.placement"),
+        (lambda d: d.update(run=3), "run"),
+        (lambda d: (d.pop("kind"), d.update(space={"tp": [1]})), "kind: this is a plan spec"),
+    ],
+)
+def test_malformed_specs(mutate: Any, key: str) -> None:
+    data = copy.deepcopy(SPEC)
+    mutate(data)
+    with pytest.raises(PlanError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        from_dict(data)
+
+
+def test_set_errors_name_the_pair(tmp_path: Path) -> None:
+    path = _write(tmp_path, SPEC)
+    for sets, key in ((["eta=2"], "eta=2"), (["desgn.eta=2"], "desgn"), (["design.tp.x=1"], "design.tp")):
+        with pytest.raises(PlanError, match=key):
+            load(path, sets)
+
+
+@pytest.mark.parametrize("which", ["slot", "uncalibrated", "one run"])
+def test_intervals_need_a_calibrated_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
+) -> None:
+    data = copy.deepcopy(SPEC)
+    if which == "one run":
+        data["calibration"] = {"values": {"mfu": 0.3}, "intervals": {"mfu": [0.2, 0.4]}}
+    target = "synchronous" if which == "slot" else str(_write(tmp_path, data))
+    n = "1" if which == "one run" else "3"
+    assert main(["run", target, "--intervals", n]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--intervals" in err[0], err
+
+
+def test_trace_rebuilds_a_run_spec_run_from_its_json(tmp_path: Path) -> None:
+    path = _write(tmp_path, SPEC)
+    direct, again = tmp_path / "direct.json", tmp_path / "again.json"
+    assert main(["run", str(path), "--trace", str(direct), "--json", str(tmp_path / "r.json")]) == 0
+    assert main(["trace", str(tmp_path / "r.json"), "--out", str(again)]) == 0
+    assert json.loads(direct.read_text()) == json.loads(again.read_text())
+    assert main(["trace", str(path), "--set", "design.eta=2", "--out", str(again)]) == 0
+    assert json.loads(direct.read_text()) != json.loads(again.read_text())
+
+
+def test_save_html_and_events_of_a_run_spec(tmp_path: Path) -> None:
+    import pandas as pd
+
+    import pipesim
+
+    path = _write(tmp_path, SPEC)
+    html, saved, events = tmp_path / "run.html", tmp_path / "saved", tmp_path / "events.csv"
+    args = ["run", str(path), "--html", str(html), "--save", str(saved), "--events", str(events)]
+    assert main(args) == 0
+    direct = run(load(path)).result
+    loaded = pipesim.load(saved)
+    assert loaded.summary()["throughput_per_hour"] == pytest.approx(direct.summary()["throughput_per_hour"])
+    assert len(pd.read_csv(events)) == len(direct.events)
+    assert "plotly" in html.read_text()[:200000].lower()
+
+
+@pytest.mark.parametrize("agent", [False, True])
+def test_a_plan_spec_object_exports_to_the_same_cluster_model_and_workload(
+    tmp_path: Path, agent: bool
+) -> None:
+    plan_file = Path(__file__).resolve().parent.parent / "examples" / "plan_qwen3_8b.toml"
+    tables = specfile.read(plan_file)
+    if agent:
+        tables["workload"]["agent"] = {"turns": 2, "tool_latency_s": 2.0, "observation_tokens": 100}
+        tables["workload"]["max_response_tokens"] = 4096  # two turns and a tool call fit the context
+    spec = specfile.from_dict(tables)
+    d = Design(16, 2, 1, "inflight", 2, 1.25)
+    rs = from_dict(design_to_runspec(spec, d, seed=4))
+    for name in ("gpu", "n_gpus", "model", "workload", "batch_size", "mfu", "max_model_len", "max_num_seqs"):
+        assert getattr(rs.plan, name) == getattr(spec, name), name
+    assert rs.design == d and rs.steps == spec.steps and rs.seed == 4
+    written = tmp_path / "plan.toml"
+    written.write_text(dumps(tables).replace('kind = "compute"\n', ""))
+    assert from_dict(design_to_runspec(written, d)).plan.workload == rs.plan.workload == spec.workload
+
+
+def test_a_trace_backed_plan_spec_object_names_the_key(tmp_path: Path) -> None:
+    trace = tmp_path / "lengths.csv"
+    trace.write_text("num_decode_tokens\n" + "\n".join(str(100 + i) for i in range(50)))
+    tables = {k: copy.deepcopy(SPEC[k]) for k in ("cluster", "model", "workload")}
+    del tables["workload"]["response"]
+    tables["workload"]["response_trace"] = {"path": str(trace)}
+    with pytest.raises(PlanError, match="workload.response_trace"):
+        design_to_runspec(specfile.from_dict(tables), Design(0))
