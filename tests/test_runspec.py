@@ -120,7 +120,9 @@ def test_calibrated_values_change_the_run_and_plan_reads_them(tmp_path: Path) ->
     assert rs.plan.mfu == 0.2 and rs.step_overhead_s == 3.0
     assert rs.plan.workload.response.median_tokens > from_dict(SPEC).plan.workload.response.median_tokens
     cal = run(rs).summary()
-    assert cal["timing_s/update_actor"] > base["timing_s/update_actor"] + 3.0
+    # the step overhead is the trainer's remainder phase; the lower MFU slows update_actor
+    assert cal["timing_s/remainder"] == pytest.approx(base["timing_s/remainder"] + 3.0)
+    assert cal["timing_s/update_actor"] > base["timing_s/update_actor"]
     p = _write(tmp_path, data)
     spec = specfile.load(p)  # what `pipesim plan CALIBRATED.toml` reads
     assert spec.mfu == 0.2 and spec.workload.response == rs.plan.workload.response
