@@ -53,25 +53,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-COLUMNS = (
-    "op",
-    "tp",
-    "n_tokens",
-    "batch_size",
-    "kv_len",
-    "hidden_size",
-    "n_heads",
-    "n_kv_heads",
-    "head_dim",
-    "intermediate_size",
-    "gated_mlp",
-    "size_bytes",
-    "n_gpus",
-    "median_s",
-)
+_HEADER = "op,tp,n_tokens,batch_size,kv_len,hidden_size,n_heads,n_kv_heads,head_dim,intermediate_size"
+COLUMNS: tuple[str, ...] = (*_HEADER.split(","), "gated_mlp", "size_bytes", "n_gpus", "median_s")
 """The measurement CSV's header (the roofline check reads this format); a field an op does not use
 is empty. Shapes are the whole model's (``n_heads`` of all GPUs), ``tp`` says how they are split."""
 
+DESCRIPTION = (
+    "Measure a model's GEMMs, SDPA attention with a KV cache and all-reduce on this GPU; write the "
+    "CSV the roofline check reads (pipesim check-roofline)."
+)
 GEMM_OPS = ("qkv", "attn_out", "gate_up", "down")
 OPS = (*GEMM_OPS, "linear", "decode_attention", "prefill_attention", "all_reduce")
 
@@ -382,55 +372,39 @@ def _pairs(text: str, name: str) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
+    ("--model", None, "a catalog model (pipesim list-models) or 'tiny', e.g. qwen3-8b"),
+    ("--config", None, "a Hugging Face config.json instead of --model, e.g. ./config.json"),
+    ("--device", None, "cuda or cpu, default cuda when available; e.g. cpu"),
+    ("--tokens", ",".join(map(str, DEFAULT_TOKENS)), "GEMM token counts, e.g. 1,64,4096"),
+    ("--tp", ",".join(map(str, DEFAULT_TP)), "TP degrees to shard for, e.g. 1,2"),
+    ("--decode", ",".join(f"{b}x{k}" for b, k in DEFAULT_DECODE), "decode BATCHxKV_LEN pairs, e.g. 64x4096"),
+    ("--prefill", ",".join(f"{n}x{k}" for n, k in DEFAULT_PREFILL), "prefill NEWxCACHED pairs, e.g. 2048x0"),
+    ("--allreduce-bytes", ",".join(map(str, DEFAULT_ALLREDUCE_BYTES)), "all-reduce sizes, e.g. 4096,1048576"),
+    ("--allreduce-gpus", None, "all-reduce process counts, default 2/4/8 up to the GPUs; e.g. 2,4"),
+    ("--allreduce-backend", "nccl", "nccl (GPUs) or gloo (CPU processes, for tests); e.g. gloo"),
+    ("--dtype", "bfloat16", "the tensors' dtype, bfloat16 (the roofline's) by default; e.g. float32"),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The profiler's options on ``p`` (this file's parser and ``pipesim profile``'s)."""
+    p.add_argument("--out", required=True, help="the CSV to write, e.g. gpu.csv")
+    for flag, default, text in _OPTIONS:
+        p.add_argument(flag, default=default, help=text)
+    p.add_argument("--warmup", type=int, default=5, help="untimed runs before each measurement, e.g. 5")
+    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement (median), e.g. 20")
+
+
 def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="Measure a model's GEMMs, SDPA attention with a KV cache and all-reduce on this "
-        "GPU; write the CSV the roofline check reads (pipesim check-roofline).",
+        description=DESCRIPTION,
         epilog="examples:\n  python pipesim/compute/profile.py --model qwen3-8b --out gpu.csv\n"
         "  python pipesim/compute/profile.py --model tiny --device cpu --out cpu.csv",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", help="a catalog model (pipesim list-models) or 'tiny', e.g. qwen3-8b")
-    p.add_argument("--config", help="a Hugging Face config.json instead of --model, e.g. ./config.json")
-    p.add_argument("--out", required=True, help="the CSV to write, e.g. gpu.csv")
-    p.add_argument("--device", default=None, help="cuda or cpu, default cuda when available; e.g. cpu")
-    p.add_argument(
-        "--tokens", default=",".join(map(str, DEFAULT_TOKENS)), help="GEMM token counts, e.g. 1,64,4096"
-    )
-    p.add_argument("--tp", default=",".join(map(str, DEFAULT_TP)), help="TP degrees to shard for, e.g. 1,2")
-    p.add_argument(
-        "--decode",
-        default=",".join(f"{b}x{k}" for b, k in DEFAULT_DECODE),
-        help="decode attention BATCHxKV_LEN pairs, e.g. 64x4096",
-    )
-    p.add_argument(
-        "--prefill",
-        default=",".join(f"{n}x{k}" for n, k in DEFAULT_PREFILL),
-        help="prefill attention TOKENSxCACHED pairs, e.g. 2048x0",
-    )
-    p.add_argument(
-        "--allreduce-bytes",
-        default=",".join(map(str, DEFAULT_ALLREDUCE_BYTES)),
-        help="all-reduce sizes in bytes, e.g. 4096,1048576",
-    )
-    p.add_argument(
-        "--allreduce-gpus",
-        default=None,
-        help="process counts for all-reduce, default 2/4/8 up to the GPUs; e.g. 2,4",
-    )
-    p.add_argument(
-        "--allreduce-backend",
-        default="nccl",
-        help="nccl (GPUs) or gloo (CPU processes, for tests); e.g. gloo",
-    )
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs before each measurement, e.g. 5")
-    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement (median), e.g. 20")
-    p.add_argument(
-        "--dtype",
-        default="bfloat16",
-        help="the tensors' dtype, bfloat16 (the roofline's) by default; e.g. float32",
-    )
+    add_arguments(p)
     return p
 
 
