@@ -40,8 +40,10 @@ the defaults the median absolute relative error is 4.9% and 99.5% of the rows ar
 98.9%); ``tests/test_compute_specs.py`` checks it and ``docs/compute.md`` says how to reproduce it.
 The remaining error is mostly GEMM tile quantisation (the measured times jump at tile boundaries).
 
-:func:`decode_attention_time_s` applies the same roofline to decode attention (reading the cached
-keys and values); it is not yet checked against measurements.
+:func:`decode_attention_time_s` and :func:`prefill_attention_time_s` apply the same roofline to
+attention (reading the cached keys and values; the causal query-key pairs of a prompt), with the
+attention constants of :class:`Efficiency`; ``docs/decode.md`` checks them against Vidur's A100
+attention profile and :data:`MEASURED_EFFICIENCY` holds the checked values.
 """
 
 from __future__ import annotations
