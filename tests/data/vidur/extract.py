@@ -113,7 +113,7 @@ def all_reduce(repo: str, system: str) -> None:
 
 if __name__ == "__main__":
     repo = sys.argv[1]
-    for gpu in ("a100", "h100"):
+    for gpu in ("a100", "a40", "h100"):
         mlp(repo, gpu)
     for system in ("a100_dgx", "h100_dgx"):
         all_reduce(repo, system)
