@@ -1,40 +1,26 @@
 """``pipesim profile``: measure the kernels the roofline predicts on the GPU this runs on.
 
-A user who wants to know how far :mod:`pipesim.compute.roofline` is from *their* hardware runs::
+::
 
     python pipesim/compute/profile.py --model qwen3-8b --out gpu.csv      # torch alone
-    python -m pipesim.compute.profile --model qwen3-8b --out gpu.csv      # where pipesim installs
+    pipesim profile --model qwen3-8b --out gpu.csv                        # where pipesim installs
     pipesim check-roofline gpu.csv --gpu h100-sxm                         # the roofline's error on it
 
-and gets one CSV row per measurement (:data:`COLUMNS`, seconds, the median of ``--repeats`` timed
-runs after ``--warmup`` untimed ones; CUDA events on a GPU, ``time.perf_counter`` on a CPU):
+One CSV row per measurement (:data:`COLUMNS`; seconds, the median of ``--repeats`` timed runs after
+``--warmup``, CUDA events on a GPU): a layer's four projections (``qkv``, ``attn_out``, ``gate_up``,
+``down``, each a ``torch.matmul`` of the weight shard one of ``tp`` GPUs holds, as
+:func:`~pipesim.compute.roofline.linear_times_s` splits them) and their sum ``linear``;
+``decode_attention`` and ``prefill_attention`` through ``scaled_dot_product_attention`` with this
+GPU's heads (a contiguous KV cache, not vLLM's paged blocks); ``all_reduce`` over one process per
+GPU (``torch.distributed``; skipped with a message on one GPU). ``docs/decode.md`` has the details.
 
-* ``qkv``, ``attn_out``, ``gate_up``, ``down`` -- one transformer layer's four projections for
-  ``n_tokens`` tokens on one of ``tp`` GPUs (the Megatron split :func:`~pipesim.compute.roofline.
-  linear_times_s` models: QKV and gate/up column parallel, the output and down projections row
-  parallel), each a ``torch.matmul`` of a ``(n_tokens, k)`` activation by a ``(k, m)`` weight
-  shard; ``linear`` is their sum (the figure Vidur's MLP profiles give and the existing check
-  scores). Mixture-of-experts layers are profiled as their attention projections only (a fused-MoE
-  kernel is not a matmul), with a message.
-* ``decode_attention`` -- ``batch_size`` sequences of ``kv_len`` cached tokens each, one new query
-  token per sequence, through ``torch.nn.functional.scaled_dot_product_attention`` with this GPU's
-  share of the query and KV heads (grouped-query attention through ``enable_gqa``). The KV cache is
-  one contiguous tensor, not vLLM's paged blocks: a lower bound on a paged kernel's time.
-* ``prefill_attention`` -- ``n_tokens`` new tokens of one sequence after ``kv_len`` cached ones,
-  causal (bottom-right aligned), through the same SDPA call.
-* ``all_reduce`` -- ``torch.distributed.all_reduce`` of ``size_bytes`` bf16 bytes over ``n_gpus``
-  processes (NCCL, one per GPU; ``--allreduce-backend gloo`` runs it on CPU processes). Skipped
-  with a message on a single GPU.
-
-Design: the module imports only the standard library at the top and ``torch`` inside the functions
-that measure, so the roofline check (:mod:`pipesim.compute.measured`) can read :data:`COLUMNS`
-without torch, and the file runs as a script on a machine that has torch and nothing else (no
-simpy, pandas or pyarrow, which ``import pipesim`` pulls in): run as a script it never imports the
-``pipesim`` package. ``--model NAME`` reads the shipped catalog's ``config.json`` dicts
-(:data:`pipesim.compute.catalog.HF_CONFIGS`) -- through the package where it imports, else by
-evaluating only the catalog file's config-building code (:func:`catalog_configs`) -- and
-``--config FILE`` reads any Hugging Face ``config.json``. Nothing here is random: every input
-tensor is filled with a constant (timing does not depend on the values).
+Design: one self-contained file, because it must run where only torch is installed. It imports the
+standard library at the top and ``torch`` inside the functions that measure (so
+:mod:`pipesim.compute.measured` reads :data:`COLUMNS` without torch), and run as a file it never
+imports the ``pipesim`` package (which pulls in simpy, pandas and pyarrow): ``--model NAME`` reads
+the catalog's ``config.json`` dicts by evaluating only ``catalog.py``'s config-building code
+(:func:`catalog_configs`); ``--config FILE`` reads any Hugging Face ``config.json``. Inputs are
+constant tensors: nothing here is random, and timing does not depend on the values.
 """
 
 from __future__ import annotations
@@ -102,7 +88,8 @@ class Shapes:
     @classmethod
     def from_hf_config(cls, d: Mapping[str, Any]) -> Shapes:
         """The shapes of a Hugging Face ``config.json`` dict (``ValueError`` naming a missing or
-        non-integer key); ``head_dim`` defaults to ``hidden_size / num_attention_heads``."""
+        non-integer key); ``head_dim`` defaults to ``hidden_size / num_attention_heads``; the MLP is
+        gated (SwiGLU), as in every model type the catalog reads."""
 
         def key(name: str, default: int | None = None) -> int:
             value = d.get(name, default)
@@ -119,9 +106,8 @@ class Shapes:
             hidden_size=hidden,
             n_heads=heads,
             n_kv_heads=key("num_key_value_heads", heads),
-            head_dim=key("head_dim", hidden // heads) if d.get("head_dim") is not None else hidden // heads,
+            head_dim=key("head_dim") if d.get("head_dim") is not None else hidden // heads,
             intermediate_size=inter,
-            gated_mlp=d.get("hidden_act", "silu") != "gelu_new",
             moe=moe,
         )
 
@@ -198,58 +184,62 @@ def model_config(name: str | None, config_path: str | None) -> dict[str, Any]:
 # -- timing -------------------------------------------------------------------------------------
 
 
-def _median_s(fn: Callable[[], object], device: Any, warmup: int, repeats: int) -> float:
-    """Median seconds of ``fn()`` over ``repeats`` runs after ``warmup`` (CUDA events on a GPU)."""
-    import torch
+@dataclass(frozen=True)
+class Timer:
+    """Where and how to measure: the torch device and dtype, untimed and timed runs per kernel."""
 
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+    device: Any
+    dtype: Any
+    warmup: int
+    repeats: int
+
+    def full(self, *shape: int) -> Any:
+        """A constant tensor of ``shape`` (timing does not depend on the values)."""
+        import torch
+
+        return torch.full(shape, 0.01, device=self.device, dtype=self.dtype)
+
+    def median_s(self, fn: Callable[[], object]) -> float:
+        """Median seconds of ``fn()`` over the timed runs (CUDA events on a GPU)."""
+        import torch
+
+        for _ in range(self.warmup):
             fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-    else:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        times: list[float] = []
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        for _ in range(self.repeats):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e-3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
 
 
 def measure_gemms(
-    shapes: Shapes,
-    tokens: Iterable[int],
-    tps: Iterable[int],
-    device: Any,
-    dtype: Any,
-    warmup: int,
-    repeats: int,
+    shapes: Shapes, tokens: Iterable[int], tps: Iterable[int], t: Timer
 ) -> list[dict[str, object]]:
     """The four projections (and their sum, ``linear``) at every token count and TP degree."""
     import torch
 
     rows: list[dict[str, object]] = []
-    for tp in tps:
-        if shapes.n_heads % tp:
-            continue
+    for tp in (tp for tp in tps if not shapes.n_heads % tp):
         for n in tokens:
-            total, times = 0.0, {}
-            for op, (k, m) in shapes.gemms(tp).items():
-                x = torch.full((n, k), 0.01, device=device, dtype=dtype)
-                w = torch.full((k, m), 0.01, device=device, dtype=dtype)
-                times[op] = _median_s(partial(torch.matmul, x, w), device, warmup, repeats)
-                total += times[op]
-                del x, w
-            for op, seconds in times.items():
-                rows.append(shapes.row(op, tp, n_tokens=n, median_s=f"{seconds:.6g}"))
+            times = {
+                op: t.median_s(partial(torch.matmul, t.full(n, k), t.full(k, m)))
+                for op, (k, m) in shapes.gemms(tp).items()
+            }
+            rows += [shapes.row(op, tp, n_tokens=n, median_s=f"{sec:.6g}") for op, sec in times.items()]
             if len(times) == len(GEMM_OPS):
-                rows.append(shapes.row("linear", tp, n_tokens=n, median_s=f"{total:.6g}"))
+                rows.append(shapes.row("linear", tp, n_tokens=n, median_s=f"{sum(times.values()):.6g}"))
     return rows
 
 
@@ -258,8 +248,7 @@ def _sdpa(q: Any, k: Any, v: Any, causal_from: int | None) -> Any:
     (bottom-right aligned) prefill, ``None`` for decode (one query sees every key)."""
     import torch.nn.functional as F  # noqa: N812
 
-    gqa = q.shape[1] != k.shape[1]
-    kwargs: dict[str, Any] = {"enable_gqa": True} if gqa else {}
+    kwargs: dict[str, Any] = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
     if causal_from is None:
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     if causal_from == 0:
@@ -275,37 +264,26 @@ def measure_attention(
     decode: Iterable[tuple[int, int]],
     prefill: Iterable[tuple[int, int]],
     tps: Iterable[int],
-    device: Any,
-    dtype: Any,
-    warmup: int,
-    repeats: int,
+    t: Timer,
 ) -> list[dict[str, object]]:
     """Decode and prefill attention through SDPA with this GPU's heads, for each TP degree."""
-    import torch
-
     rows: list[dict[str, object]] = []
     d = shapes.head_dim
-    for tp in tps:
-        if shapes.n_heads % tp:
-            continue
+    for tp in (tp for tp in tps if not shapes.n_heads % tp):
         hq, hkv = shapes.n_heads // tp, -(-shapes.n_kv_heads // tp)
         for b, kv in decode:
-            q = torch.full((b, hq, 1, d), 0.01, device=device, dtype=dtype)
-            k = torch.full((b, hkv, kv, d), 0.01, device=device, dtype=dtype)
-            t = _median_s(partial(_sdpa, q, k, k, None), device, warmup, repeats)
-            rows.append(shapes.row("decode_attention", tp, batch_size=b, kv_len=kv, median_s=f"{t:.6g}"))
-            del q, k
+            k = t.full(b, hkv, kv, d)
+            sec = t.median_s(partial(_sdpa, t.full(b, hq, 1, d), k, k, None))
+            rows.append(shapes.row("decode_attention", tp, batch_size=b, kv_len=kv, median_s=f"{sec:.6g}"))
         for n, kv in prefill:
-            q = torch.full((1, hq, n, d), 0.01, device=device, dtype=dtype)
-            k = torch.full((1, hkv, kv + n, d), 0.01, device=device, dtype=dtype)
-            t = _median_s(partial(_sdpa, q, k, k, kv), device, warmup, repeats)
-            rows.append(shapes.row("prefill_attention", tp, n_tokens=n, kv_len=kv, median_s=f"{t:.6g}"))
-            del q, k
+            k = t.full(1, hkv, kv + n, d)
+            sec = t.median_s(partial(_sdpa, t.full(1, hq, n, d), k, k, kv))
+            rows.append(shapes.row("prefill_attention", tp, n_tokens=n, kv_len=kv, median_s=f"{sec:.6g}"))
     return rows
 
 
 def _allreduce_worker(
-    rank: int, world: int, backend: str, port: int, sizes: Sequence[int], warmup: int, repeats: int, out: str
+    rank: int, world: int, backend: str, port: int, sizes: Sequence[int], t: Timer, out: str
 ) -> None:
     import torch
     import torch.distributed as dist
@@ -315,13 +293,20 @@ def _allreduce_worker(
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        mine = Timer(device, torch.bfloat16, t.warmup, t.repeats)
         rows = []
         for size in sizes:
-            buf = torch.full((max(size // 2, 1),), 0.01, device=device, dtype=torch.bfloat16)
+            buf = mine.full(max(size // 2, 1))
             dist.barrier()
-            t = _median_s(partial(dist.all_reduce, buf), device, warmup, repeats)
+            sec = mine.median_s(partial(dist.all_reduce, buf))
             rows.append(
-                {"op": "all_reduce", "tp": world, "n_gpus": world, "size_bytes": size, "median_s": f"{t:.6g}"}
+                {
+                    "op": "all_reduce",
+                    "tp": world,
+                    "n_gpus": world,
+                    "size_bytes": size,
+                    "median_s": f"{sec:.6g}",
+                }
             )
         if rank == 0:
             Path(out).write_text(json.dumps(rows))
@@ -330,7 +315,7 @@ def _allreduce_worker(
 
 
 def measure_allreduce(
-    n_gpus: Sequence[int], sizes: Sequence[int], backend: str, warmup: int, repeats: int, port: int = 29517
+    n_gpus: Sequence[int], sizes: Sequence[int], backend: str, t: Timer
 ) -> list[dict[str, object]]:
     """All-reduce rows for each process count in ``n_gpus`` (one process per GPU, spawned)."""
     import tempfile
@@ -341,8 +326,10 @@ def measure_allreduce(
     for i, world in enumerate(n_gpus):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rows.json")
-            args = (world, backend, port + i, tuple(sizes), warmup, repeats, out)
-            mp.spawn(_allreduce_worker, args=args, nprocs=world, join=True)
+            timer = Timer(None, None, t.warmup, t.repeats)  # the device is each process's own
+            mp.spawn(
+                _allreduce_worker, args=(world, backend, 29517 + i, tuple(sizes), timer, out), nprocs=world
+            )
             rows += json.loads(Path(out).read_text())
     return rows
 
@@ -373,7 +360,7 @@ def _pairs(text: str, name: str) -> tuple[tuple[int, int], ...]:
 
 
 _OPTIONS: tuple[tuple[str, str | None, str], ...] = (
-    ("--model", None, "a catalog model (pipesim list-models) or 'tiny', e.g. qwen3-8b"),
+    ("--model", None, "a catalog model name (docs/compute.md) or 'tiny', e.g. qwen3-8b"),
     ("--config", None, "a Hugging Face config.json instead of --model, e.g. ./config.json"),
     ("--device", None, "cuda or cpu, default cuda when available; e.g. cpu"),
     ("--tokens", ",".join(map(str, DEFAULT_TOKENS)), "GEMM token counts, e.g. 1,64,4096"),
@@ -430,18 +417,10 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
             "mixture of experts: the routed experts' fused kernel is not profiled "
             "(attention projections only)"
         )
-    rows = measure_gemms(
-        shapes, _ints(args.tokens, "--tokens"), tps, device, dtype, args.warmup, args.repeats
-    )
+    timer = Timer(device, dtype, args.warmup, args.repeats)
+    rows = measure_gemms(shapes, _ints(args.tokens, "--tokens"), tps, timer)
     rows += measure_attention(
-        shapes,
-        _pairs(args.decode, "--decode"),
-        _pairs(args.prefill, "--prefill"),
-        tps,
-        device,
-        dtype,
-        args.warmup,
-        args.repeats,
+        shapes, _pairs(args.decode, "--decode"), _pairs(args.prefill, "--prefill"), tps, timer
     )
     if args.allreduce_gpus:
         worlds = _ints(args.allreduce_gpus, "--allreduce-gpus")
@@ -449,8 +428,9 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
         count = torch.cuda.device_count() if args.allreduce_backend == "nccl" else 0
         worlds = tuple(n for n in (2, 4, 8) if n <= count)
     if worlds:
-        sizes = _ints(args.allreduce_bytes, "--allreduce-bytes")
-        rows += measure_allreduce(worlds, sizes, args.allreduce_backend, args.warmup, args.repeats)
+        rows += measure_allreduce(
+            worlds, _ints(args.allreduce_bytes, "--allreduce-bytes"), args.allreduce_backend, timer
+        )
     else:
         say("all-reduce: skipped (one GPU; needs two or more)")
     write_csv(rows, args.out)
