@@ -97,6 +97,10 @@ def _ring_s(c: EngineConfig, n_tokens: int) -> float:
 
 
 def _lm_head_s(c: EngineConfig, rows: int) -> float:
+    """The LM head over ``rows`` sequences' last tokens; none runs for no rows (a prefill chunk
+    that finishes no prompt, beside no decodes)."""
+    if rows == 0:
+        return 0.0
     return gemm_time_s(
         c.gpu, rows, c.model.hidden_size, -(-c.model.vocab_size // c.tp), efficiency=c.efficiency
     )
