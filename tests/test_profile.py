@@ -177,3 +177,18 @@ def test_gpu_check_script_profiles_on_cpu(tmp_path: Path) -> None:
     assert "== profile: rc=0" in (tmp_path / "out" / "log.txt").read_text()
     assert {m.op for m in read_measurements(tmp_path / "out" / "profile.csv")} == set(OPS) - {"all_reduce"}
     assert "decode_attention" in (tmp_path / "out" / "profile.txt").read_text()
+
+
+def test_pipesim_profile_is_the_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``pipesim profile`` takes the script's options and writes the same rows; a bad option value
+    is a one-line error naming it."""
+    pytest.importorskip("torch")
+    from pipesim.io.cli import main
+
+    out = tmp_path / "cli.csv"
+    assert main(["profile", *TINY, "--tp", "1", "--out", str(out)]) == 0
+    assert {(m.op, m.ints["tp"]) for m in read_measurements(out)} == {
+        (op, 1) for op in OPS if op != "all_reduce"
+    }
+    assert main(["profile", *TINY, "--decode", "64by4096", "--out", str(out)]) == 2
+    assert "--decode" in capsys.readouterr().err
