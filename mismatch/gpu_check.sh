@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole mismatch probe on one GPU, in one call of at most ~6 minutes (H200 estimate; untested on a GPU).
+# The whole mismatch probe and the roofline profile on one GPU, in one call of at most ~8 minutes
+# (BUDGET_S=340 s for the probe, PROFILE_CAP=120 s for the profile; H200 estimate; untested on a GPU).
 #
 #   bash mismatch/gpu_check.sh                       # from the repo root; writes under $OUT
 #   PYTHON=.venv/bin/python SRC=--tiny DEVICE=cpu PROMPTS=4 NEW=4 OUT=/tmp/m bash mismatch/gpu_check.sh  # CPU smoke
