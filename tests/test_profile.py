@@ -192,3 +192,25 @@ def test_pipesim_profile_is_the_script(tmp_path: Path, capsys: pytest.CaptureFix
     }
     assert main(["profile", *TINY, "--decode", "64by4096", "--out", str(out)]) == 2
     assert "--decode" in capsys.readouterr().err
+
+
+def test_prefill_attention_is_causal_after_the_prefix_with_or_without_the_causal_bias() -> None:
+    """The profiled prefill attends bottom-right causally (each new token sees the prefix and the
+    new tokens before it), through torch's causal bias or, where that refuses grouped-query heads,
+    an explicit mask; decode sees every cached key."""
+    torch = pytest.importorskip("torch")
+    from unittest import mock
+
+    from pipesim.compute.profile import _sdpa
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 4, 8, 16, generator=gen), torch.randn(1, 2, 20, 16, generator=gen)
+    mask = torch.ones(8, 20, dtype=torch.bool).tril(diagonal=12)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    expected = sdpa(q, k, k, attn_mask=mask, enable_gqa=True)
+    assert torch.allclose(_sdpa(q, k, k, 12), expected, atol=1e-5)
+    with mock.patch("torch.nn.attention.bias.causal_lower_right", side_effect=TypeError("an older torch")):
+        assert torch.allclose(_sdpa(q, k, k, 12), expected, atol=1e-5)
+    assert not torch.allclose(_sdpa(q, k, k, 0)[..., -1:, :], expected[..., -1:, :], atol=1e-3)
+    one = q[:, :, :1]
+    assert torch.allclose(_sdpa(one, k, k, None), sdpa(one, k, k, enable_gqa=True), atol=1e-6)

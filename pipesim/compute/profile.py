@@ -246,6 +246,7 @@ def measure_gemms(
 def _sdpa(q: Any, k: Any, v: Any, causal_from: int | None) -> Any:
     """SDPA with grouped-query heads; ``causal_from`` = the cached prefix length for a causal
     (bottom-right aligned) prefill, ``None`` for decode (one query sees every key)."""
+    import torch
     import torch.nn.functional as F  # noqa: N812
 
     kwargs: dict[str, Any] = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
@@ -255,8 +256,14 @@ def _sdpa(q: Any, k: Any, v: Any, causal_from: int | None) -> Any:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kwargs)
     from torch.nn.attention.bias import causal_lower_right
 
-    mask = causal_lower_right(q.shape[2], k.shape[2])
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs)
+    try:  # lets SDPA pick its flash kernel
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=causal_lower_right(q.shape[2], k.shape[2]), **kwargs
+        )
+    except (TypeError, RuntimeError):  # a torch whose causal bias refuses enable_gqa: an explicit mask
+        n, total = q.shape[2], k.shape[2]
+        mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(diagonal=total - n)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs)
 
 
 def measure_attention(
