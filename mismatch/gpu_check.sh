@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole mismatch probe on one GPU, in one call of at most ~6 minutes (H200 estimate; untested on a GPU).
+# The whole mismatch probe and the roofline profile on one GPU, in one call of at most ~8 minutes
+# (BUDGET_S=340 s for the probe, PROFILE_CAP=120 s for the profile; H200 estimate; untested on a GPU).
 #
 #   bash mismatch/gpu_check.sh                       # from the repo root; writes under $OUT
 #   PYTHON=.venv/bin/python SRC=--tiny DEVICE=cpu PROMPTS=4 NEW=4 OUT=/tmp/m bash mismatch/gpu_check.sh  # CPU smoke
@@ -8,7 +9,12 @@
 #   1. random06b : Qwen3-0.6B configuration, RANDOM weights (labelled as such in every output)
 #   2. real06b   : the real Qwen3-0.6B, only if a local copy exists ($QWEN3_PATH or the HF cache)
 #   3. rerun     : step 1 again without knobs, in a new process, to check run-to-run determinism
-# Files under $OUT (flat, at most 8): env.txt log.txt random06b.{txt,json} real06b.{txt,json} rerun.{txt,json}
+#   4. profile   : `python pipesim/compute/profile.py` (torch alone; docs/decode.md) measures this GPU's
+#                  GEMMs, SDPA attention and all-reduce for $PROFILE_MODEL into profile.csv, then the
+#                  roofline's error on it where pipesim imports (else: pipesim check-roofline profile.csv
+#                  --gpu $PROFILE_GPU on a machine that has it). DEVICE=cpu profiles tiny shapes.
+# Files under $OUT (flat): env.txt log.txt random06b.{txt,json} real06b.{txt,json} rerun.{txt,json}
+# profile.{csv,txt}. ONLY=profile runs step 4 alone (its CPU check: ONLY=profile DEVICE=cpu ...).
 # Needs only torch + transformers (no pip install); the package runs from the working tree.
 set -u
 OUT="${OUT:-./results/mismatch/gpu}"
@@ -18,6 +24,9 @@ SRC="${SRC:---random-0.6b}"
 PROMPTS="${PROMPTS:-30}"
 NEW="${NEW:-32}"
 BUDGET_S="${BUDGET_S:-340}"
+ONLY="${ONLY:-}"
+PROFILE_MODEL="${PROFILE_MODEL:-qwen3-8b}"
+PROFILE_GPU="${PROFILE_GPU:-h200}"
 mkdir -p "$OUT"
 export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error
@@ -48,6 +57,31 @@ step() {
   return $rc
 }
 
+# profile: the roofline's kernels measured on this device (docs/decode.md), at most PROFILE_CAP seconds
+profile() {
+  local cap="${PROFILE_CAP:-120}" t0 rc extra=()
+  [[ "$DEVICE" == cpu ]] && extra=(--model tiny --dtype float32 --tokens 1,16 --tp 1,2 --decode 2x32
+    --prefill 8x0,8x8 --warmup 1 --repeats 3)
+  echo "== profile (limit ${cap}s): $PROFILE_MODEL on $DEVICE" >> "$LOG"
+  t0=$(date +%s)
+  timeout "$cap" "$PY" pipesim/compute/profile.py --model "$PROFILE_MODEL" --device "$DEVICE" "${extra[@]}" \
+    --out "$OUT/profile.csv" > "$OUT/profile.txt" 2>> "$LOG"
+  rc=$?
+  echo "== profile: rc=$rc in $(( $(date +%s) - t0 ))s" >> "$LOG"
+  if (( rc == 0 )); then
+    "$PY" -m pipesim check-roofline "$OUT/profile.csv" --gpu "$PROFILE_GPU" >> "$OUT/profile.txt" 2>&1 \
+      || echo "check-roofline: pipesim does not import here; run: pipesim check-roofline profile.csv --gpu $PROFILE_GPU" >> "$OUT/profile.txt"
+  fi
+  return $rc
+}
+
+if [[ "$ONLY" == profile ]]; then
+  profile
+  echo "== total $(( $(date +%s) - START ))s" >> "$LOG"
+  cat "$OUT/profile.txt" "$LOG" 2>/dev/null | tail -40
+  exit 0
+fi
+
 step random06b 170 $SRC
 
 REAL="${QWEN3_PATH:-}"
@@ -69,5 +103,6 @@ same = a["samples"] == b["samples"] and a["comparisons"] == b["comparisons"]
 print("determinism: rerun in a fresh process reproduced every sample and row:", same)
 PYEOF
 fi
+profile
 echo "== total $(( $(date +%s) - START ))s" >> "$LOG"
-cat "$OUT/random06b.txt" "$OUT/log.txt" 2>/dev/null | tail -80
+cat "$OUT/random06b.txt" "$OUT/profile.txt" "$OUT/log.txt" 2>/dev/null | tail -80

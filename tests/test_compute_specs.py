@@ -331,7 +331,11 @@ def test_efficiency_validation_names_the_field(field, bad):
 
 
 def test_compute_package_never_imports_torch_or_transformers():
+    # profile.py measures the user's GPU with torch (inside its functions; test_profile.py checks
+    # that nothing else imports it with torch loaded)
     for path in (REPO / "pipesim" / "compute").glob("*.py"):
+        if path.name == "profile.py":
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 roots = {alias.name.split(".")[0] for alias in node.names}

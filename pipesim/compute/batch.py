@@ -113,6 +113,7 @@ class BatchState:
         self._pf_flops, self._pf_bytes = cost._attn_flops_tok, cost._attn_bytes_tok
         self._p, self._inv_p = float(eff.combine_exponent), 1 / eff.combine_exponent
         self._k0, self._it0, self._layers = eff.kernel_overhead_s, cfg.iteration_overhead_s, cost.n_layers
+        self._chunked = cfg.max_num_batched_tokens is not None  # chunked prefill: cost.chunked_prefill_s
         self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, episode id, stamp, seq)
         self.waiting: deque[Seq] = deque()
         self.admitted: list[tuple[int, Seq]] = []  # admission order, for preemption (lazy)
@@ -382,6 +383,8 @@ class BatchState:
         pays (admission, and the recompute after a sync that drops the KV) goes through here."""
         if new_tokens <= 0:
             return 0.0
+        if self._chunked:  # the prefill shares iterations with the n - n_seqs running decodes
+            return self.cost.chunked_prefill_s(new_tokens, pairs, n_seqs, max(self.n - n_seqs, 0))
         lin = self._lin.get(new_tokens)
         if lin is None:
             lin = self.cost.linear_s(new_tokens)

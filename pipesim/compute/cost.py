@@ -38,10 +38,13 @@ Prefill of ``N`` new tokens (prompts, recomputed contexts) for sequences that al
 ``4 * head_dim * q_heads * sum(n_i * (P_i + n_i / 2))`` FLOPs, the all-reduces, one iteration
 overhead.
 
-KV budget (vLLM's rule): ``gpu_memory_utilization * HBM`` per GPU, minus the weight shard
-(``weight_bytes / tp``), divided by the KV bytes one token takes on one GPU (its share of the KV
-heads; KV heads are replicated when ``tp > n_kv_heads``). Activation memory is not subtracted
-separately: lower ``gpu_memory_utilization`` to leave room for it.
+Attention kernels have their own constants (:class:`~pipesim.compute.roofline.Efficiency`,
+``docs/decode.md``): decode attention streams the KV cache at ``attention_bandwidth_fraction``
+(so ``B``) and pays ``attention_block_s`` per (sequence, KV head) (in ``A(b)``); prefill attention
+runs at ``attention_flop_fraction`` of peak. vLLM's ``enforce_eager`` (no CUDA graphs) and chunked
+prefill (``max_num_batched_tokens``) are charged by :mod:`pipesim.compute.knobs`: eager mode adds
+a launch gap per kernel to each decode iteration, chunked prefill splits a prefill into chunks that
+share iterations with the running decodes.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pipesim.compute.gpus import GPUSpec
+from pipesim.compute.knobs import MAX_BATCHED_TOKENS, chunked_prefill_s, eager_s
 from pipesim.compute.models import ModelSpec, dtype_bytes
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
@@ -58,6 +62,7 @@ from pipesim.compute.roofline import (
     Efficiency,
     check_ep,
     check_tp,
+    decode_attention_efficiency,
     gemm_time_s,
     kernel_time_s,
     linear_time_s,
@@ -109,6 +114,16 @@ class EngineConfig:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     efficiency: Efficiency = field(default=DEFAULT_EFFICIENCY)
+    enforce_eager: bool = False
+    """vLLM's ``enforce_eager``: run the model without CUDA graphs, so every decode iteration pays
+    a launch gap per kernel (:func:`~pipesim.compute.knobs.eager_s`). Off (the default): decode
+    steps replay CUDA graphs, as vLLM does for batches up to its largest capture size."""
+    max_num_batched_tokens: int | None = None
+    """vLLM's chunked prefill (``SchedulerConfig.max_num_batched_tokens``): the most tokens one
+    iteration processes; running decodes take one each and a prefill takes the rest, so a long
+    prompt is split into chunks that share iterations with the decodes
+    (:func:`~pipesim.compute.knobs.chunked_prefill_s`). At least ``max_num_seqs``, as vLLM requires. ``None``
+    (the default): a prefill is one iteration that stalls the batch (prefill first, no chunking)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -147,6 +162,15 @@ class EngineConfig:
                 )
         dtype_bytes(self.weight_dtype, "weight_dtype")
         dtype_bytes(self.kv_dtype, "kv_dtype")
+        if not isinstance(self.enforce_eager, bool):
+            raise ValueError(f"enforce_eager must be a bool, got {shown(self.enforce_eager)}")
+        if self.max_num_batched_tokens is not None:
+            check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
+            if self.max_num_batched_tokens < self.max_num_seqs:
+                raise ValueError(
+                    f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
+                    f"({self.max_num_seqs}): each running sequence takes a token per iteration (vLLM's rule)"
+                )
         if self.max_model_len is not None:
             check_int("max_model_len", self.max_model_len, 1)
             if self.max_model_len > m.max_context_len:
@@ -236,10 +260,19 @@ class ReplicaCost:
         self.budget = c.kv_budget_tokens
         kv_elem = dtype_bytes(c.kv_dtype)
         # decode attention per cached token per layer: 4*head_dim FLOPs per query head, K and V read
-        self._attn_flops_tok = 4.0 * self.q_heads * m.head_dim
+        attn_flops_tok = 4.0 * self.q_heads * m.head_dim
         self._attn_bytes_tok = 2.0 * kv_elem * self.kv_heads * m.head_dim
-        slope = kernel_time_s(g, self._attn_flops_tok, self._attn_bytes_tok, eff) - eff.kernel_overhead_s
+        slope = (
+            kernel_time_s(g, attn_flops_tok, self._attn_bytes_tok, decode_attention_efficiency(eff))
+            - eff.kernel_overhead_s
+        )
         self.kv_slope_s = self.n_layers * slope
+        # prefill attention FLOPs per query-key pair, scaled so that the GEMM roofline's peak
+        # (``_peak``, which prefill_s and BatchState._prefill_time divide by) gives the attention
+        # kernel's: flops / (flop_fraction * peak) = true flops / (attention_flop_fraction * peak)
+        self._attn_flops_tok = attn_flops_tok * (eff.flop_fraction / eff.attention_flops)
+        self._block_s = self.kv_heads * eff.attention_block_s  # per sequence per layer
+        self._eager_s = eager_s(c)
         """``B``: seconds a decode iteration spends per cached token it reads."""
         # A(b) by batch size, linear_s by tokens, lm_head_s by sequences: filled on demand
         self._a, self._lin, self._lm = _shared_tables(c)
@@ -259,7 +292,7 @@ class ReplicaCost:
         flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
         self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
         self._weight_bytes = c.weight_bytes_per_gpu
-        self._attn_flops_all = self.n_layers * self._attn_flops_tok
+        self._attn_flops_all = self.n_layers * attn_flops_tok
         self._attn_bytes_all = self.n_layers * self._attn_bytes_tok
         self._peak = eff.flop_fraction * g.bf16_flops_per_s
         self._bw = eff.bandwidth_fraction * g.hbm_bandwidth_bytes_per_s
@@ -300,9 +333,12 @@ class ReplicaCost:
                     n = len(a)
                     c = self.config
                     lm_head = gemm_time_s(c.gpu, n, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
-                    attn_fixed = c.efficiency.kernel_overhead_s
+                    attn_fixed = c.efficiency.kernel_overhead_s + n * self._block_s
                     a.append(
-                        self.n_layers * (self.linear_s(n) + attn_fixed) + lm_head + c.iteration_overhead_s
+                        self.n_layers * (self.linear_s(n) + attn_fixed)
+                        + lm_head
+                        + c.iteration_overhead_s
+                        + self._eager_s
                     )
         return a[b]
 
@@ -330,6 +366,11 @@ class ReplicaCost:
             + self.lm_head_s(n_seqs)
             + c.iteration_overhead_s
         )
+
+    def chunked_prefill_s(self, new_tokens: int, attn_token_pairs: float, n_seqs: int, running: int) -> float:
+        """:meth:`prefill_s` split into chunks beside ``running`` decodes
+        (:func:`pipesim.compute.knobs.chunked_prefill_s`)."""
+        return chunked_prefill_s(self, new_tokens, attn_token_pairs, n_seqs, running)
 
     def lm_head_s(self, n_seqs: int) -> float:
         """Seconds of the LM head for ``n_seqs`` sequences (the last token of each; cached)."""

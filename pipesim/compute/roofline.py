@@ -40,14 +40,16 @@ the defaults the median absolute relative error is 4.9% and 99.5% of the rows ar
 98.9%); ``tests/test_compute_specs.py`` checks it and ``docs/compute.md`` says how to reproduce it.
 The remaining error is mostly GEMM tile quantisation (the measured times jump at tile boundaries).
 
-:func:`decode_attention_time_s` applies the same roofline to decode attention (reading the cached
-keys and values); it is not yet checked against measurements.
+:func:`decode_attention_time_s` and :func:`prefill_attention_time_s` apply the same roofline to
+attention (reading the cached keys and values; the causal query-key pairs of a prompt), with the
+attention constants of :class:`Efficiency`; ``docs/decode.md`` checks them against Vidur's A100
+attention profile and :data:`MEASURED_EFFICIENCY` holds the checked values.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int, shown
@@ -77,31 +79,85 @@ class Efficiency:
     * ``kernel_overhead_s = 5e-6`` -- fixed cost per kernel (launch, prologue/epilogue, a tail
       wave), as CUDA-event timing of a single GEMM sees it;
     * ``combine_exponent = 1.5`` -- the ``p`` of the smooth maximum of compute and memory time.
+
+    Attention and mixture-of-experts kernels (``docs/decode.md`` has the checks and their numbers;
+    the defaults leave the engine as it was, :data:`MEASURED_EFFICIENCY` holds the values checked
+    against Vidur's A100 attention profile):
+
+    * ``attention_flop_fraction`` -- a prefill attention kernel's sustained FLOPs over peak dense
+      (``None``: ``flop_fraction``);
+    * ``attention_bandwidth_fraction`` -- a decode attention kernel's streaming bandwidth over peak
+      (it reads the KV cache once, in long contiguous blocks; ``None``: ``bandwidth_fraction``);
+    * ``attention_block_s`` -- fixed seconds per (sequence, KV head) of a decode attention kernel:
+      its work units (thread blocks), each of which looks up its block table and reduces its
+      softmax whatever the sequence's length; what makes many short sequences slower than their
+      bytes;
+    * ``moe_gemm_fraction`` -- a fused-MoE grouped GEMM's time is the dense roofline's divided by
+      this (1.0: no measurement to set it from; see ``docs/decode.md``).
     """
 
     flop_fraction: float = 0.75
     bandwidth_fraction: float = 0.80
     kernel_overhead_s: float = 5e-6
     combine_exponent: float = 1.5
+    attention_flop_fraction: float | None = None
+    attention_bandwidth_fraction: float | None = None
+    attention_block_s: float = 0.0
+    moe_gemm_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None and f.name.startswith("attention_") and f.name.endswith("_fraction"):
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 raise ValueError(f"{f.name} must be a number, got {shown(value)}")
-        for name in ("flop_fraction", "bandwidth_fraction"):
-            if not 0 < getattr(self, name) <= 1:
+        for name in (
+            "flop_fraction",
+            "bandwidth_fraction",
+            "attention_flop_fraction",
+            "attention_bandwidth_fraction",
+            "moe_gemm_fraction",
+        ):
+            if getattr(self, name) is not None and not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        if not 0 <= self.kernel_overhead_s <= MAX_FIXED_COST_S:
-            raise ValueError(
-                f"kernel_overhead_s must be in [0, {MAX_FIXED_COST_S:g}] s (a fixed cost per kernel), "
-                f"got {self.kernel_overhead_s}"
-            )
+        for name in ("kernel_overhead_s", "attention_block_s"):
+            if not 0 <= getattr(self, name) <= MAX_FIXED_COST_S:
+                raise ValueError(
+                    f"{name} must be in [0, {MAX_FIXED_COST_S:g}] s (a fixed cost per kernel or "
+                    f"block), got {getattr(self, name)}"
+                )
         if not 1 <= self.combine_exponent < math.inf:
             raise ValueError(f"combine_exponent must be at least 1 and finite, got {self.combine_exponent}")
 
+    @property
+    def attention_flops(self) -> float:
+        """The prefill attention kernel's FLOP fraction (``attention_flop_fraction`` or the GEMMs')."""
+        return self.flop_fraction if self.attention_flop_fraction is None else self.attention_flop_fraction
+
+    @property
+    def attention_bandwidth(self) -> float:
+        """The decode attention kernel's bandwidth fraction (``attention_bandwidth_fraction`` or
+        the GEMMs')."""
+        return (
+            self.bandwidth_fraction
+            if self.attention_bandwidth_fraction is None
+            else self.attention_bandwidth_fraction
+        )
+
 
 DEFAULT_EFFICIENCY = Efficiency()
+
+MEASURED_EFFICIENCY = Efficiency(
+    attention_flop_fraction=0.5, attention_bandwidth_fraction=0.9, attention_block_s=40e-9
+)
+"""The defaults with the attention constants checked against Vidur's A100 profile of Llama-2-7B
+attention (``docs/decode.md``): decode attention streams the KV cache at 90% of peak bandwidth and
+pays 40 ns per (sequence, KV head); prefill attention runs at half of peak FLOPs. Round values
+inside the physical ranges (streaming 80-95%, FlashAttention-2's forward at 35-70% of peak, tens of
+nanoseconds per thread block), chosen on a coarse grid over them; decode error 8.9% median against
+20.4% with the GEMM constants. Not the default: it moves every engine figure that decode attention
+touches (``docs/decode.md`` says which pinned tests)."""
 
 
 def kernel_time_s(
@@ -230,8 +286,9 @@ def linear_times_s(
     if ep > 1:
         pairs /= ep  # this GPU's share of the pairs and of the touched experts
         touched /= ep
-    out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff)
-    out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff)
+    moe = eff.moe_gemm_fraction  # the fused-MoE kernel against the dense roofline
+    out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff) / moe
+    out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff) / moe
     out["router"] = gemm_time_s(gpu, n, h, model.n_experts, efficiency=eff)
     if model.shared_expert_intermediate_size:
         shared = -(-model.shared_expert_intermediate_size // tp)
@@ -252,21 +309,80 @@ def linear_time_s(
     return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency, ep).values())
 
 
+DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
+"""Fixed seconds of one tensor-parallel all-reduce (``EngineConfig.allreduce_latency_s``'s default)."""
+
+
+def allreduce_time_s(
+    gpu: GPUSpec, size_bytes: float, n_gpus: int, latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
+) -> float:
+    """Seconds of a ring all-reduce of ``size_bytes`` over ``n_gpus`` GPUs of one NVLink domain:
+    ``latency_s + 2 (n - 1) / n * size_bytes / (NVLink one way)``; zero on one GPU."""
+    check_int("n_gpus", n_gpus, 1)
+    if n_gpus == 1:
+        return 0.0
+    ring = 2.0 * (n_gpus - 1) / n_gpus * size_bytes
+    return latency_s + ring / gpu.nvlink_bandwidth_per_direction_bytes_per_s
+
+
 def decode_attention_time_s(
-    model: ModelSpec, gpu: GPUSpec, kv_tokens: int, tp: int = 1, efficiency: Efficiency | None = None
+    model: ModelSpec,
+    gpu: GPUSpec,
+    kv_tokens: int,
+    tp: int = 1,
+    efficiency: Efficiency | None = None,
+    n_seqs: int = 0,
 ) -> float:
     """Seconds for one layer's attention in a decode step (one new token per sequence) whose
-    sequences hold ``kv_tokens`` cached tokens in all, on each of ``tp`` GPUs.
+    ``n_seqs`` sequences hold ``kv_tokens`` cached tokens in all, on each of ``tp`` GPUs.
 
     Each cached token is read once (keys and values of this GPU's KV heads) and costs
-    ``4 * head_dim`` FLOPs per query head (scores and the weighted sum); one kernel. Not yet checked
-    against measurements; zero for ``kv_tokens == 0``.
+    ``4 * head_dim`` FLOPs per query head (scores and the weighted sum); one kernel. Zero for
+    ``kv_tokens == 0``. Checked against Vidur's A100 profile (``docs/decode.md``).
     """
     _check(model, kv_tokens, tp, "kv_tokens")
+    check_int("n_seqs", n_seqs, 0)
     if kv_tokens == 0:
         return 0.0
     q_heads = -(-model.n_heads // tp)
     kv_heads = -(-model.n_kv_heads // tp)
     flops = 4.0 * kv_tokens * q_heads * model.head_dim
     bytes_moved = ACTIVATION_BYTES * 2 * kv_tokens * kv_heads * model.head_dim
-    return kernel_time_s(gpu, flops, bytes_moved, efficiency)
+    eff = efficiency or DEFAULT_EFFICIENCY
+    blocks = n_seqs * kv_heads * eff.attention_block_s
+    return kernel_time_s(gpu, flops, bytes_moved, decode_attention_efficiency(eff)) + blocks
+
+
+def prefill_attention_time_s(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    new_tokens: int,
+    attn_token_pairs: float,
+    tp: int = 1,
+    efficiency: Efficiency | None = None,
+) -> float:
+    """Seconds for one layer's attention over ``new_tokens`` prompt tokens with
+    ``attn_token_pairs`` query-key pairs (``sum n_i (P_i + n_i / 2)`` for sequences of ``n_i`` new
+    tokens after ``P_i`` cached ones), on each of ``tp`` GPUs: ``4 * head_dim`` FLOPs per pair and
+    query head, and the new tokens' keys and values written and read once; one kernel. What
+    :meth:`pipesim.compute.cost.ReplicaCost.prefill_s` charges per layer."""
+    _check(model, new_tokens, tp, "new_tokens")
+    if new_tokens == 0:
+        return 0.0
+    q_heads = -(-model.n_heads // tp)
+    kv_heads = -(-model.n_kv_heads // tp)
+    flops = 4.0 * q_heads * model.head_dim * attn_token_pairs
+    bytes_moved = ACTIVATION_BYTES * 2 * kv_heads * model.head_dim * 2 * new_tokens
+    eff = efficiency or DEFAULT_EFFICIENCY
+    # the FLOPs scaled to the GEMM fraction, as ReplicaCost.prefill_s computes them, so that both
+    # give the same float
+    scaled = flops * (eff.flop_fraction / eff.attention_flops)
+    return kernel_time_s(gpu, scaled, bytes_moved, eff)
+
+
+def decode_attention_efficiency(eff: Efficiency) -> Efficiency:
+    """``eff`` with the attention kernels' fractions in place of the GEMMs' (what
+    :func:`kernel_time_s` of a decode attention kernel is given)."""
+    if (eff.attention_flops, eff.attention_bandwidth) == (eff.flop_fraction, eff.bandwidth_fraction):
+        return eff
+    return replace(eff, flop_fraction=eff.attention_flops, bandwidth_fraction=eff.attention_bandwidth)

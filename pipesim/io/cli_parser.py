@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
+from pipesim.compute.profile import DESCRIPTION as PROFILE_DESCRIPTION
+from pipesim.compute.profile import add_arguments as add_profile_arguments
 from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
+from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
 from pipesim.io.cli_sweep import cmd_sweep
 from pipesim.io.cli_trace import cmd_report, cmd_trace
@@ -285,4 +288,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(x, "set", "policies")
     add_option(x, "seed", help="the seed written into the file; e.g. --seed 3")
     x.set_defaults(func=cmd_export)
+
+    pr = sub.add_parser(
+        "profile",
+        help="measure this GPU's GEMMs, attention and all-reduce for a model (docs/decode.md)",
+        description=PROFILE_DESCRIPTION,
+        epilog=examples("pipesim profile --model qwen3-8b --out gpu.csv", "pipesim check-roofline gpu.csv"),
+        formatter_class=fmt,
+    )
+    add_profile_arguments(pr)
+    pr.set_defaults(func=cmd_profile)
+    cr = sub.add_parser(
+        "check-roofline",
+        help="the roofline's error on a measurement CSV (pipesim profile's, or Vidur's extracts)",
+        description="Score the roofline on each op of a measurement CSV (median, p90, bias).",
+        epilog=examples(
+            "pipesim check-roofline gpu.csv --gpu h100-sxm", "pipesim check-roofline a.csv --measured"
+        ),
+        formatter_class=fmt,
+    )
+    cr.add_argument("csv", help="the measurement CSV, e.g. gpu.csv")
+    cr.add_argument("--gpu", default="h100-sxm", help="the catalog GPU it was measured on, e.g. a100-80gb")
+    cr.add_argument(
+        "--measured",
+        action="store_true",
+        help="use MEASURED_EFFICIENCY's attention constants, e.g. --measured",
+    )
+    cr.set_defaults(func=cmd_check_roofline)
     return p
