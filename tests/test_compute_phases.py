@@ -18,7 +18,13 @@ import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, LogNormalLengths, TokenWorkload
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.phasefit import FITTED, PhaseObservation, fit_profile
-from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s, reference_phase_times_s
+from pipesim.compute.phases import (
+    GPUS_PER_NODE,
+    PHASES,
+    FrameworkProfile,
+    phase_times_s,
+    reference_phase_times_s,
+)
 from pipesim.compute.profiles import (
     CALIBRATION_SAMPLES,
     CALIBRATION_SECONDS,
@@ -115,7 +121,10 @@ def test_doubling_the_gpus_does_not_halve_the_fixed_costs(
     t2 = two.phase_times_s(samples * per, samples)["update_actor"]
     n_opt = math.ceil(samples / mini)
     assert t2 >= t1 / 2 + n_opt * one.framework.optimizer_step_s / 2 * (1 - 1e-9)
-    assert t2 < t1  # but more GPUs still help
+    # more GPUs help while the collectives stay on one kind of link; going from one node to two
+    # moves them from NVLink to the network, where a small batch's gathers can cost more
+    if 2 * gpus <= GPUS_PER_NODE or gpus > GPUS_PER_NODE:
+        assert t2 < t1
 
 
 @pytest.mark.parametrize("name", sorted(profiles()))
