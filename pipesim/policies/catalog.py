@@ -44,6 +44,7 @@ from types import ModuleType
 from typing import Any
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, scan_module
 
 __all__ = [
@@ -253,8 +254,8 @@ def construct(cls: type, args: list[Any] | tuple[Any, ...], kwargs: dict[str, An
             ) from None
     try:
         return cls(*args, **kwargs)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{call}: {exc}") from None
+    except (ValueError, TypeError) as exc:  # a FieldError keeps its field (a file's reader nests it)
+        raise FieldError(f"{call}: {exc}", exc.field if isinstance(exc, FieldError) else "") from None
 
 
 def _call_text(name: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
