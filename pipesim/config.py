@@ -116,7 +116,8 @@ class Scenario:
         elif self.default_pool_size > MAX_POOL_TASKS:
             p = self.pipeline
             raise FieldError(
-                f"this scenario needs a pool of {self.default_pool_size:,} tasks ((steps {p.steps:,} + "
+                f"this scenario needs a pool (pool_size) of {self.default_pool_size:,} tasks "
+                f"((steps {p.steps:,} + "
                 f"max_staleness + 1) x batch_size {p.batch_size:,} + n_slots), more than the "
                 f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch",
                 "pool_size",

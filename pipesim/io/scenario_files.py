@@ -70,7 +70,7 @@ from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
-from pipesim.core.validate import FieldError
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -129,7 +129,7 @@ def policy_to_dict(obj: Any, where: str = "policy") -> dict[str, Any]:
     try:
         name = catalog.name_of(obj)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise FieldError(f"{where}: {exc}", where) from None
     table: dict[str, Any] = {"type": name}
     if not dataclasses.is_dataclass(obj):
         return table  # a policy without fields (RoundRobin)
@@ -167,14 +167,14 @@ def dumps(scenario: Scenario, fmt: str = "toml") -> str:
         import yaml
 
         return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-    raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
+    raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
 
 
 def file_format(path: str | Path) -> str:
     """``"toml"`` or ``"yaml"`` from the file's suffix; ValueError for any other suffix."""
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
-        raise ValueError(f"{path}: a scenario file ends in .toml, .yaml or .yml")
+        raise FieldError(f"{path}: a scenario file ends in .toml, .yaml or .yml", "", str(path))
     return SUFFIXES[suffix]
 
 
@@ -222,7 +222,7 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
             text = " ".join(str(exc).split())
             raise ScenarioFileError(f"{source}: not valid YAML: {text}", "", source) from None
     else:
-        raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
+        raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
     return scenario_from_dict(data, source)
 
 
