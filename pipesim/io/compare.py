@@ -53,10 +53,12 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
     ``metrics``: the summary keys for the table's rows (default: the headline keys of
     :mod:`pipesim.io.html`, which label the rows)."""
     if not isinstance(designs, Mapping) or len(designs) < 2:
-        raise refuse("compare", "needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}")
+        raise FieldError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}", "designs")
     names = [str(name) for name in designs]
     if len(set(names)) != len(names):  # {1: a, "1": b} kept one of the two
-        raise FieldError(f"compare: design names must be distinct as text, got {list(designs)}", "compare")
+        raise FieldError(
+            f"compare: the designs' names must be distinct as text, got {shown(list(designs))}", "designs"
+        )
     if metrics is not None:
         given = metrics
         # a string is not a list of keys (it became one row per character)
@@ -71,9 +73,9 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
             results[str(name)] = d
         else:
             raise FieldError(
-                f"compare: {shown(name)} is a {type(d).__name__}; give a Scenario, a RunResult or a loaded "
-                "run",
-                f"designs[{name}]",
+                f"compare: designs[{shown(name)}] is a {type(d).__name__}; give a Scenario, a RunResult "
+                "or a loaded run",
+                f"designs[{shown(name)}]",
             )
     summaries = {k: r.summary() for k, r in results.items()}
     keys = list(metrics) if metrics is not None else [k for k, _ in HEADLINE_KEYS]

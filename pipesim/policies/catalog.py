@@ -249,8 +249,10 @@ def construct(cls: type, args: list[Any] | tuple[Any, ...], kwargs: dict[str, An
             names = [
                 p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
             ]
-            raise ValueError(
-                f"{call}: {exc}; {cls.__name__} takes {', '.join(names) or 'no arguments'}"
+            named = re.search(r"argument:? '(\w+)'", str(exc))  # the argument missing or unexpected
+            raise FieldError(
+                f"{call}: {exc}; {cls.__name__} takes {', '.join(names) or 'no arguments'}",
+                named.group(1) if named else "",
             ) from None
     try:
         return cls(*args, **kwargs)

@@ -1,0 +1,171 @@
+"""The policies, the policy catalog, the system presets and ``compare`` refuse bad input with a
+:class:`FieldError` naming the field (rows: id, call, exception type, ``err.field``; never the
+sentence). A policy written as text goes through the catalog (``--set admission=...``, scenario
+files), which keeps the constructor's field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pipesim
+from pipesim import PipelineConfig, Scenario
+from pipesim.core.validate import FieldError
+from pipesim.policies.catalog import parse_policy
+from scenarios.systems import PRESETS, april, areal, slime, verl_fully_async
+from tests.test_refusals_core import check_refusal
+
+CATALOG: list[tuple[str, str]] = [  # a policy written as text, and the field it must name
+    ("AReaLThrottle(max_concurrent=0)", "max_concurrent"),
+    ("QueueAhead(batches_ahead=0.5)", "batches_ahead"),
+    ("AsyncRatio(ratio=-1)", "ratio"),
+    ("LagBound(max_lag_samples=0)", "max_lag_samples"),
+    ("StaleFraction(staleness_threshold=-1)", "staleness_threshold"),
+    ("StaleFraction(sync_every=0)", "sync_every"),
+    ("OverSample(factor=0.5)", "factor"),
+    ("WindowedFIFO(window=0)", "window"),
+    ("DropStale(requeue=1)", "requeue"),
+    ("EvictStalest(capacity=0)", "capacity"),
+    ("Timeout(cap_s=0)", "cap_s"),
+    ("Timeout()", "cap_s"),  # a required argument left out
+    ("Timeout(limit_s=3)", "cap_s"),  # a misspelt one: the one required is named
+    ("RetryFailed(hazard_per_s=0)", "hazard_per_s"),
+    ("DropFailed(hazard_per_s=-1)", "hazard_per_s"),
+    ("RequeueFailed(hazard_per_s=0)", "hazard_per_s"),
+    ("GroupAffinity(group_size=0)", "group_size"),
+    ("GroupAffinity(2, fallback=3)", "fallback"),
+    ("Replicas(n_replicas=0)", "n_replicas"),
+    ("PerReplicaSync(sync_times_s=(-1.0,))", "sync_times_s[0]"),
+    ("RollGroupAdmission(ratio=-1)", "ratio"),
+    ("RollGroupExpiry(samples_per_group=0)", "samples_per_group"),
+    ("PipelineRLLag(max_lag=-1)", "max_lag"),
+    ("PipelineRLLag(attempts=0)", "attempts"),
+    ("SlimeAsyncWorker(max_concurrent=0)", "max_concurrent"),
+    ("OpenRLHFBatches(queue_size=0)", "queue_size"),
+    ("AbortRestart(restart=1)", "restart"),
+    ("InFlightUpdate(load_time_s=-1)", "load_time_s"),
+    ("SyncEveryK(k=0)", "k"),
+    ("VerlRollouter(staleness_threshold=-1)", "staleness_threshold"),
+    ("VerlRollouter(trigger_parameter_sync_step=0)", "trigger_parameter_sync_step"),
+    ("VerlRollouter(max_concurrent=0)", "max_concurrent"),
+    ("VerlRollouter(max_queue_size=0)", "max_queue_size"),
+    ("VerlMessageQueue(samples_per_group=0)", "samples_per_group"),
+    ("WholeGroups(samples_per_group=0)", "samples_per_group"),
+    ("WholeGroups(4, filter_rate=1.0)", "filter_rate"),
+    ("WholeGroups(4, seed=-1)", "seed"),
+    ("WholeGroups(4, drop_stale=1)", "drop_stale"),
+    ("WholeGroups(4, requeue=True, drop_stale=False)", "requeue"),
+]
+
+
+@pytest.mark.parametrize(("text", "field"), CATALOG, ids=[c[0] for c in CATALOG])
+def test_a_policy_from_the_catalog_names_the_constructors_field(text: str, field: str) -> None:
+    check_refusal(lambda: parse_policy(text), FieldError, field)
+
+
+Row = tuple[str, Callable[[], Any], type[BaseException], str]
+
+
+def _two_runs() -> dict[str, Any]:
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2))
+    return {"a": pipesim.run(sc), "b": pipesim.run(sc.with_(max_staleness=1))}
+
+
+PRESET_ROWS: list[Row] = [
+    ("areal-max-staleness", lambda: PRESETS["areal"](max_staleness=1), FieldError, "max_staleness"),
+    (
+        "one-step-max-staleness",
+        lambda: PRESETS["verl_one_step_off_policy"](max_staleness=2),
+        FieldError,
+        "max_staleness",
+    ),
+    ("roll-max-staleness", lambda: PRESETS["roll"](max_staleness=2), FieldError, "max_staleness"),
+    (
+        "slime-fully-async-max-staleness",
+        lambda: slime("fully_async", max_staleness=2),
+        FieldError,
+        "max_staleness",
+    ),
+    (
+        "slime-batch-never-forms",
+        lambda: PRESETS["slime_fully_async"](n_slots=8, batch_size=16),
+        FieldError,
+        "batch_size",
+    ),
+    (
+        "slime-batch-max-concurrent",
+        lambda: PRESETS["slime_fully_async"](max_concurrent=4, batch_size=8),
+        FieldError,
+        "batch_size",
+    ),
+    ("slime-mode", lambda: slime("nope"), FieldError, "mode"),
+    ("areal-samples", lambda: areal(samples_per_prompt=-3), FieldError, "samples_per_prompt"),
+    ("april-carry-over", lambda: april(carry_over="False"), FieldError, "carry_over"),
+    ("verl-partial", lambda: verl_fully_async(partial_rollout="False"), FieldError, "partial_rollout"),
+    ("verl-require-bool", lambda: verl_fully_async(require_batches=True), FieldError, "require_batches"),
+    ("verl-require-neg", lambda: verl_fully_async(require_batches=-2), FieldError, "require_batches"),
+    (
+        "verl-k-numpy",
+        lambda: verl_fully_async(trigger_parameter_sync_step=np.int64(2)),
+        FieldError,
+        "trigger_parameter_sync_step",
+    ),
+    (
+        "verl-k-zero",
+        lambda: verl_fully_async(trigger_parameter_sync_step=0),
+        FieldError,
+        "trigger_parameter_sync_step",
+    ),
+]
+
+OWN_BOUND = ["verl_fully_async", "slime_fully_async", "openrlhf_async", "roll", "pipelinerl"]
+PRESET_ROWS += [
+    (
+        f"{preset}-with-max-staleness",
+        (lambda preset=preset: PRESETS[preset](n_slots=8, batch_size=8, steps=2).with_(max_staleness=2)),
+        FieldError,
+        "pipeline.max_staleness",
+    )
+    for preset in OWN_BOUND
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "field"), [r[1:] for r in PRESET_ROWS], ids=[r[0] for r in PRESET_ROWS]
+)
+def test_a_preset_names_the_field_it_cannot_honour(
+    call: Callable[[], Any], kind: type[BaseException], field: str
+) -> None:
+    check_refusal(call, kind, field)
+
+
+@pytest.fixture(scope="module")
+def two_runs() -> dict[str, Any]:
+    return _two_runs()
+
+
+@pytest.mark.parametrize(
+    ("designs", "metrics", "field"),
+    [
+        ("ab", "gen_util", "metrics"),  # a string is not a list of keys
+        ("ab", [], "metrics"),
+        ("ab", ["gen_utl"], "metrics"),  # a typo, read as a row of NaN before
+        ("one", None, "designs"),
+        ("clash", None, "designs"),  # 1 and "1" are the same column
+        ("not-a-run", None, "designs['x']"),
+    ],
+    ids=["metrics-string", "metrics-empty", "metrics-typo", "one-design", "names-clash", "not-a-run"],
+)
+def test_compare_names_the_argument_it_refuses(
+    two_runs: dict[str, Any], designs: str, metrics: Any, field: str
+) -> None:
+    given = {
+        "ab": two_runs,
+        "one": {"a": two_runs["a"]},
+        "clash": {1: two_runs["a"], "1": two_runs["b"]},
+        "not-a-run": {"a": two_runs["a"], "x": 3},
+    }[designs]
+    check_refusal(lambda: pipesim.compare(given, metrics=metrics), FieldError, field)
