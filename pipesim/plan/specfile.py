@@ -270,4 +270,4 @@ def load(path: str | Path) -> PlanSpec:
     try:
         return from_dict(data, Path(path).parent)
     except PlanError as e:
-        raise PlanError(f"{path}: {e}") from None
+        raise PlanError(f"{path}: {e}", e.field, str(path)) from None
