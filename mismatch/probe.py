@@ -48,11 +48,12 @@ TOP_LEVEL_KEYS = (
 
 
 def _check_count(name: str, value: object, low: int = 1, high: int | None = None, what: str = "") -> None:
-    """ValueError naming ``name`` unless ``value`` is an int (not a bool) in ``[low, high]``."""
+    """FieldError naming ``name`` (its field: ``name`` less the flag in parentheses) unless ``value`` is
+    an int (not a bool) in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise refuse(name, f"must be an integer >= {low}, got {value!r}")
+        raise FieldError(f"{name} must be an integer >= {low}, got {value!r}", name.split(" (")[0])
     if high is not None and value > high:
-        raise refuse(name, f"must be at most {what or high} ({high}), got {value}")
+        raise FieldError(f"{name} must be at most {what or high} ({high}), got {value}", name.split(" (")[0])
 
 
 @dataclass(frozen=True)
