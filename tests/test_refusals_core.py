@@ -33,6 +33,13 @@ def _small(**kw: Any) -> Scenario:
     return Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2), **kw)
 
 
+def _facade(how: str, pool: object) -> object:
+    """``simulate_pipeline`` (``how`` empty) or ``run`` (``"run-"``) of a small design on ``pool``."""
+    if how:
+        return pipesim.run(_small(), pool)  # type: ignore[arg-type]
+    return simulate_pipeline(pool, 4, 4, 1.0, 1.0)  # type: ignore[arg-type]
+
+
 def _pool(bad: object, at: int = 7) -> list[object]:
     pool: list[object] = [1.0] * 50
     pool[at] = bad
@@ -152,7 +159,7 @@ FACADE: list[Row] = (
         for n, b in (("nan", math.nan), ("inf", math.inf), ("negative", -1.0))
     ]
     + [
-        (f"durations-{n}", (lambda p=p: simulate_pipeline(p, 4, 4, 1.0, 1.0)), FieldError, "durations")
+        (f"{how}durations-{n}", (lambda p=p, how=how: _facade(how, p)), FieldError, "durations")
         for n, p in (
             ("complex", np.array([1 + 2j] * 20)),
             ("datetime", np.array(["2024-01-01"] * 20, dtype="datetime64[D]")),
@@ -162,6 +169,7 @@ FACADE: list[Row] = (
             ("masked", np.ma.array([1.0] * 20, mask=[0] * 19 + [1])),
             ("two-dimensional", np.ones((4, 5))),
         )
+        for how in ("", "run-")
     ]
     + [
         (f"run-durations-{n}", (lambda p=p: pipesim.run(_small(), p)), FieldError, "durations[0]")
@@ -175,55 +183,73 @@ FACADE: list[Row] = (
     ]
 )
 
-DURATIONS: list[Row] = [
-    ("exponential-mean", lambda: ExponentialDurations(mean_s=0), FieldError, "mean_s"),
-    ("exponential-bool", lambda: ExponentialDurations(mean_s=True), FieldError, "mean_s"),
-    (
-        "sample-negative-n",
-        lambda: ExponentialDurations().sample(-1, np.random.default_rng(0)),
-        FieldError,
-        "n",
-    ),
-    (
-        "sample-torch-generator",
-        lambda: ExponentialDurations().sample(3, __import__("torch").Generator()),
-        FieldTypeError,
-        "generator",
-    ),
-    ("agent-decode-rate", lambda: AgentDurations(decode_rate_tok_s=-1), FieldError, "decode_rate_tok_s"),
-    (
-        "agent-tokens-text",
-        lambda: AgentDurations(tokens_per_turn=("a", "b")),
-        FieldError,
-        "tokens_per_turn[0]",
-    ),
-    ("agent-tokens-three", lambda: AgentDurations(tokens_per_turn=(1, 2, 3)), FieldError, "tokens_per_turn"),  # type: ignore[arg-type]
-    ("agent-tokens-reversed", lambda: AgentDurations(tokens_per_turn=(9, 2)), FieldError, "tokens_per_turn"),
-    ("agent-mean_turns-text", lambda: AgentDurations(mean_turns="8"), FieldError, "mean_turns"),  # type: ignore[arg-type]
-    ("agent-max_turns-bool", lambda: AgentDurations(max_turns=True), FieldError, "max_turns"),
-    ("agent-max_turns-huge", lambda: AgentDurations(max_turns=10**9), FieldError, "max_turns"),
-    ("agent-tool-tail", lambda: AgentDurations(tool_sigma=500.0), FieldError, "tool_sigma"),
-    (
-        "agent-decode-overflow",
-        lambda: AgentDurations(decode_rate_tok_s=1e-310),
-        FieldError,
-        "decode_rate_tok_s",
-    ),
-    ("agent-draws", lambda: AgentDurations(draws="torch"), FieldError, "draws"),  # type: ignore[arg-type]
-    ("lognormal-tail", lambda: LogNormalDurations(median_s=1e308, sigma=5), FieldError, "sigma"),
-    ("trace-values", lambda: TraceDurations.from_values(_pool(math.nan)), FieldError, "values[7]"),
-    ("trace-bool", lambda: TraceDurations((True, 2.0), cycle=True), FieldError, "values[0]"),
-    ("trace-empty", lambda: TraceDurations(()), FieldError, "values"),
-    ("trace-too-short", lambda: TraceDurations.from_values([1.0, 2.0]).sample(3), FieldError, "cycle"),
-] + [
-    (f"{field}-{type(v).__name__}", (lambda make=make, v=v: make(v)), FieldError, field)
-    for make, field in (
-        (lambda x: PipelineConfig(train_time_s=x), "train_time_s"),
-        (lambda x: AgentDurations(decode_rate_tok_s=x), "decode_rate_tok_s"),
-        (lambda x: LogNormalDurations(median_s=x), "median_s"),
-    )
-    for v in (np.float32(2.0), fractions.Fraction(3, 2), decimal.Decimal("2.5"))
-]
+DURATIONS: list[Row] = (
+    [
+        ("exponential-mean", lambda: ExponentialDurations(mean_s=0), FieldError, "mean_s"),
+        ("exponential-bool", lambda: ExponentialDurations(mean_s=True), FieldError, "mean_s"),
+        (
+            "sample-negative-n",
+            lambda: ExponentialDurations().sample(-1, np.random.default_rng(0)),
+            FieldError,
+            "n",
+        ),
+        (
+            "sample-torch-generator",
+            lambda: ExponentialDurations().sample(3, __import__("torch").Generator()),
+            FieldTypeError,
+            "generator",
+        ),
+        ("agent-decode-rate", lambda: AgentDurations(decode_rate_tok_s=-1), FieldError, "decode_rate_tok_s"),
+        (
+            "agent-tokens-text",
+            lambda: AgentDurations(tokens_per_turn=("a", "b")),
+            FieldError,
+            "tokens_per_turn[0]",
+        ),
+        (
+            "agent-tokens-three",
+            lambda: AgentDurations(tokens_per_turn=(1, 2, 3)),
+            FieldError,
+            "tokens_per_turn",
+        ),  # type: ignore[arg-type]
+        (
+            "agent-tokens-reversed",
+            lambda: AgentDurations(tokens_per_turn=(9, 2)),
+            FieldError,
+            "tokens_per_turn",
+        ),
+        ("agent-mean_turns-text", lambda: AgentDurations(mean_turns="8"), FieldError, "mean_turns"),  # type: ignore[arg-type]
+        ("agent-max_turns-bool", lambda: AgentDurations(max_turns=True), FieldError, "max_turns"),
+        ("agent-max_turns-huge", lambda: AgentDurations(max_turns=10**9), FieldError, "max_turns"),
+        ("agent-tool-tail", lambda: AgentDurations(tool_sigma=500.0), FieldError, "tool_sigma"),
+        (
+            "agent-decode-overflow",
+            lambda: AgentDurations(decode_rate_tok_s=1e-310),
+            FieldError,
+            "decode_rate_tok_s",
+        ),
+        ("agent-draws", lambda: AgentDurations(draws="torch"), FieldError, "draws"),  # type: ignore[arg-type]
+        ("lognormal-tail", lambda: LogNormalDurations(median_s=1e308, sigma=5), FieldError, "sigma"),
+    ]
+    + [
+        (f"trace-values-{n}", (lambda b=b: TraceDurations.from_values(_pool(b))), FieldError, "values[7]")
+        for n, b in (("nan", math.nan), ("inf", math.inf), ("negative", -1.0))
+    ]
+    + [
+        ("trace-bool", lambda: TraceDurations((True, 2.0), cycle=True), FieldError, "values[0]"),
+        ("trace-empty", lambda: TraceDurations(()), FieldError, "values"),
+        ("trace-too-short", lambda: TraceDurations.from_values([1.0, 2.0]).sample(3), FieldError, "cycle"),
+    ]
+    + [
+        (f"{field}-{type(v).__name__}", (lambda make=make, v=v: make(v)), FieldError, field)
+        for make, field in (
+            (lambda x: PipelineConfig(train_time_s=x), "train_time_s"),
+            (lambda x: AgentDurations(decode_rate_tok_s=x), "decode_rate_tok_s"),
+            (lambda x: LogNormalDurations(median_s=x), "median_s"),
+        )
+        for v in (np.float32(2.0), fractions.Fraction(3, 2), decimal.Decimal("2.5"))
+    ]
+)
 
 POLICIES: list[Row] = [
     ("sync-every-k-class", lambda: pipesim.SyncEveryK(2, pipesim.Drain), FieldError, "inner"),  # type: ignore[arg-type]
