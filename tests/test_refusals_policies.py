@@ -66,6 +66,32 @@ def test_a_policy_from_the_catalog_names_the_constructors_field(text: str, field
     check_refusal(lambda: parse_policy(text), FieldError, field)
 
 
+TEXT: list[tuple[str, str | None, str]] = [  # text that is no policy of the slot, the slot, the field
+    ("", "admission", "admission"),
+    ("Drain", "admission", "admission"),  # a policy of another slot
+    ("Drain(", "weight_update", "weight_update"),  # not Python
+    ("Drain(x=os.system)", "weight_update", "weight_update"),  # not a literal
+    ("[1, 2]", "batching", "batching"),  # not a call
+    ("Nope", None, "type"),  # not in the catalog
+    ("Nope(1)", "admission", "type"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "field"), TEXT, ids=[f"{t[0]!r}-{t[1]}" for t in TEXT])
+def test_text_that_is_no_policy_of_the_slot_names_the_slot(text: str, kind: str | None, field: str) -> None:
+    """The field is the slot the text was given for (its caller's message names it: ``admission=...``)."""
+    with pytest.raises(FieldError) as info:
+        parse_policy(text, kind)
+    assert info.value.field == field
+
+
+def test_a_module_that_cannot_be_registered_is_named() -> None:
+    from pipesim.policies.catalog import register_module
+
+    for name in ("no_such_module_here", "json"):  # not importable; no policy class in it
+        check_refusal(lambda name=name: register_module(name), FieldError, "module")
+
+
 Row = tuple[str, Callable[[], Any], type[BaseException], str]
 
 
