@@ -26,6 +26,7 @@ from offpolicy.functional import group_advantages, mis_weights, seq_tis_weights,
 from offpolicy.model import ModelConfig
 from offpolicy.rl import EvalSpec, RLConfig
 from offpolicy.staleness import build_grid
+from scenarios import cosim_report
 from scenarios.cosim import CosimConfig
 
 Z, M = torch.zeros(1, 2), torch.ones(1, 2)
@@ -89,6 +90,15 @@ OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("check-seed", lambda: checks.check_seed("seed", 2**64), "seed"),
 ]
 
+COSIM_FLAGS: list[tuple[str, Callable[[], Any], str]] = [  # the co-simulation script's flags
+    ("designs", lambda: cosim_report._names("nope", ["drain"], "--designs"), "--designs"),
+    ("designs-empty", lambda: cosim_report._names(" , ", ["drain"], "--designs"), "--designs"),
+    ("seed-list-text", lambda: cosim_report._seed_list("1,x"), "--seed-list"),
+    ("seed-list-repeat", lambda: cosim_report._seed_list("1,1"), "--seed-list"),
+    ("seed-list-negative", lambda: cosim_report._seed_list("-5"), "--seed-list"),
+    ("stored-runs-absent", lambda: cosim_report._stored_runs("/nonexistent/x.json", "--json"), "--json"),
+]
+
 MISMATCH: list[tuple[str, Callable[[], Any], str]] = [
     ("probe-batch", lambda: ProbeConfig(n_prompts=4, batch_n=5), "batch_n"),
     ("probe-seed", lambda: ProbeConfig(seed=2**64), "seed"),
@@ -109,7 +119,11 @@ MISMATCH: list[tuple[str, Callable[[], Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("call", "field"), [r[1:] for r in OFFPOLICY], ids=[r[0] for r in OFFPOLICY])
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [r[1:] for r in OFFPOLICY + COSIM_FLAGS],
+    ids=[r[0] for r in OFFPOLICY] + [f"cosim/{r[0]}" for r in COSIM_FLAGS],
+)
 def test_offpolicy_names_the_field_it_refuses(call: Callable[[], Any], field: str) -> None:
     with pytest.raises(checks.FieldError) as info:
         call()

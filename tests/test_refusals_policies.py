@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import pipesim
 from pipesim import PipelineConfig, Scenario
@@ -166,6 +167,22 @@ def test_a_preset_names_the_field_it_cannot_honour(
     call: Callable[[], Any], kind: type[BaseException], field: str
 ) -> None:
     check_refusal(call, kind, field)
+
+
+def test_the_chapters_scripts_name_the_argument_they_refuse() -> None:
+    """The starvation study's design, and the co-simulation's episode surgery (pipesim's FieldError)."""
+    from offpolicy.gym import build_tokenizer, make_tasks
+    from offpolicy.rollout import new_episode
+    from scenarios.cosim_episodes import batch_advantages, truncate
+    from scenarios.starvation import scenario as starvation_scenario
+
+    check_refusal(lambda: starvation_scenario("nope", 1), FieldError, "design")
+    tok = build_tokenizer()
+    task = make_tasks("train", "defect")[0]
+    check_refusal(lambda: truncate(new_episode(task, tok), 5, tok, 4), FieldError, "n_tokens")
+    rewards = torch.zeros(3)
+    check_refusal(lambda: batch_advantages(rewards, [(0, 0)] * 2), FieldError, "groups")
+    check_refusal(lambda: batch_advantages(rewards, [(1, 0), (0, 0), (0, 0)]), FieldError, "groups")
 
 
 @pytest.fixture(scope="module")
