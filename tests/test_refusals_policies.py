@@ -185,6 +185,24 @@ def test_the_chapters_scripts_name_the_argument_they_refuse() -> None:
     check_refusal(lambda: batch_advantages(rewards, [(1, 0), (0, 0), (0, 0)]), FieldError, "groups")
 
 
+def test_the_testing_kit_names_the_argument_it_refuses() -> None:
+    """Handed the wrong kind of object: a TypeError (FieldTypeError) whose field is the argument."""
+    from pipesim.core.validate import FieldTypeError
+    from pipesim.testing import check_invariants, check_promises, promised_staleness_bound, run_trace
+
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=2))
+    r = pipesim.run(sc)
+    for call, field in (
+        (lambda: check_invariants(sc), "result"),  # type: ignore[arg-type]
+        (lambda: check_invariants(r, "sc"), "scenario"),  # type: ignore[arg-type]
+        (lambda: check_promises(r), "scenario"),  # type: ignore[arg-type]
+        (lambda: run_trace({}), "scenario"),  # type: ignore[arg-type]
+        (lambda: promised_staleness_bound(None), "result"),  # type: ignore[arg-type]
+    ):
+        err = check_refusal(call, FieldTypeError, field)
+        assert isinstance(err, TypeError)
+
+
 @pytest.fixture(scope="module")
 def two_runs() -> dict[str, Any]:
     return _two_runs()
