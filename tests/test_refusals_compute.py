@@ -17,8 +17,11 @@ from pipesim import PipelineConfig, Scenario
 from pipesim.compute import GPUS, MODELS
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
+from pipesim.compute.overrides import check_overridden
 from pipesim.compute.workload import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
 from pipesim.core.validate import FieldError
+from pipesim.policies.replicas import Replicas
+from pipesim.workload.durations import ExponentialDurations
 from tests.test_refusals_core import check_refusal
 
 H100, QWEN = GPUS["h100-sxm"], MODELS["qwen3-0.6b"]
@@ -51,6 +54,34 @@ ROWS += [
     (f"{field}-{type(v).__name__}", (lambda make=make, v=v: make(v)), field)
     for field, make in REALS
     for v in (np.float32(2.0), fractions.Fraction(3, 2), decimal.Decimal("2.5"))
+]
+ROWS += [  # a scenario field the compute engine would ignore (run_compute's check)
+    (
+        f"ignored-{name}",
+        (lambda sc=sc, colocated=colocated, seed=seed: check_overridden(sc, colocated, seed)),
+        field,
+    )
+    for name, sc, colocated, seed, field in (
+        ("n_slots", Scenario(pipeline=PipelineConfig(n_slots=8)), True, None, "pipeline.n_slots"),
+        (
+            "train_time_s",
+            Scenario(pipeline=PipelineConfig(train_time_s=1.0)),
+            True,
+            None,
+            "pipeline.train_time_s",
+        ),
+        (
+            "sync_time_s",
+            Scenario(pipeline=PipelineConfig(sync_time_s=1.0)),
+            True,
+            None,
+            "pipeline.sync_time_s",
+        ),
+        ("colocated", Scenario(pipeline=PipelineConfig(colocated=True)), False, None, "pipeline.colocated"),
+        ("replicas", Scenario(replicas=Replicas(2)), True, None, "replicas"),
+        ("durations", Scenario(durations=ExponentialDurations()), True, None, "durations"),
+        ("seed", Scenario(seed=3), True, 4, "seed"),
+    )
 ]
 ROWS += [
     ("lognormal-sigma", lambda: LogNormalLengths(100, sigma=-1), "sigma"),
