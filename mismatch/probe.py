@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from mismatch.checks import FieldError, refuse
+from mismatch.checks import FieldError, refuse, shown
 from mismatch.models import ATTN_IMPLEMENTATIONS, ModelSource
 from mismatch.prompts import make_prompts
 from mismatch.sampling import engine_sample, trainer_log_probs
@@ -51,7 +51,7 @@ def _check_count(name: str, value: object, low: int = 1, high: int | None = None
     """FieldError naming ``name`` (its field: ``name`` less the flag in parentheses) unless ``value`` is
     an int (not a bool) in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise FieldError(f"{name} must be an integer >= {low}, got {value!r}", name.split(" (")[0])
+        raise FieldError(f"{name} must be an integer >= {low}, got {shown(value)}", name.split(" (")[0])
     if high is not None and value > high:
         raise FieldError(f"{name} must be at most {what or high} ({high}), got {value}", name.split(" (")[0])
 
@@ -77,7 +77,7 @@ class ProbeConfig:
         for b in self.engine_batches:
             _check_count("engine_batches", b)
         if not isinstance(self.knobs, bool):
-            raise refuse("knobs", f"must be a bool, got {self.knobs!r}")
+            raise refuse("knobs", f"must be a bool, got {shown(self.knobs)}")
 
     @property
     def n(self) -> int:

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import torch
 
-from offpolicy.checks import FieldError, refuse
+from offpolicy.checks import FieldError, refuse, shown
 
 N_LINES = 5
 N_TASKS, N_TRAIN = 30, 20
@@ -165,7 +165,7 @@ def _issue_tasks() -> list[Task]:
 def check_gym(gym: object) -> None:
     """ValueError naming ``gym`` unless it is one of :data:`GYMS`."""
     if gym not in GYMS:
-        raise refuse("gym", f"must be one of {GYMS}, got {gym!r}")
+        raise refuse("gym", f"must be one of {GYMS}, got {shown(gym)}")
 
 
 def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
@@ -183,7 +183,7 @@ def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
         return tasks[:n_train]
     if split == "heldout":
         return tasks[n_train:]
-    raise refuse("split", f"must be 'train', 'heldout' or 'all', got {split!r}")
+    raise refuse("split", f"must be 'train', 'heldout' or 'all', got {shown(split)}")
 
 
 def make_demo_tasks(n: int, seed: int = 99, gym: str = DEFAULT_GYM) -> list[Task]:

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from offpolicy.checks import FieldError, check_int, check_real, refuse
+from offpolicy.checks import FieldError, check_int, check_real, refuse, shown
 
 CHECKPOINT_FORMAT = "offpolicy.tinyagent.v2"  # v2: adds the sha256 of the tensor data
 
@@ -82,7 +82,7 @@ class ModelConfig:
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff"):
             check_int(name, getattr(self, name), 1)
         if not isinstance(self.tie_embeddings, bool):
-            raise refuse("tie_embeddings", f"must be a bool, got {self.tie_embeddings!r}")
+            raise refuse("tie_embeddings", f"must be a bool, got {shown(self.tie_embeddings)}")
         for i, s in enumerate(self.alibi_slopes):
             check_real(f"alibi_slopes[{i}]", s, -math.inf)
         object.__setattr__(self, "alibi_slopes", tuple(float(s) for s in self.alibi_slopes))

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from offpolicy.checks import FieldError, check_int, check_real, check_seed, refuse
+from offpolicy.checks import FieldError, check_int, check_real, check_seed, refuse, shown
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
@@ -77,7 +77,7 @@ class RLConfig:
         check_real("clip_high", self.clip_high, 0)
         check_real("max_grad_norm", self.max_grad_norm, 0, open_low=True)
         if not isinstance(self.normalize_std, bool):
-            raise refuse("normalize_std", f"must be a bool, got {self.normalize_std!r}")
+            raise refuse("normalize_std", f"must be a bool, got {shown(self.normalize_std)}")
         if self.episodes_per_step % self.group_size != 0:
             raise FieldError(
                 f"episodes_per_step={self.episodes_per_step} must be a positive multiple of "

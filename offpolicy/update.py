@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from mismatch.health import logprob_health
-from offpolicy.checks import check_int, check_real, refuse
+from offpolicy.checks import check_int, check_real, refuse, shown
 from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
@@ -52,7 +52,7 @@ Sampler = Callable[[torch.nn.Module], torch.nn.Module]
 def check_correction_args(correction: str, cap: float, band: tuple[float, float]) -> None:
     """Raise ValueError naming the bad argument (unknown correction, cap <= 0, band low > high)."""
     if correction not in CORRECTIONS:
-        raise refuse("correction", f"must be one of {CORRECTIONS}, got {correction!r}")
+        raise refuse("correction", f"must be one of {CORRECTIONS}, got {shown(correction)}")
     check_real("cap", cap, 0, open_low=True)
     ok = isinstance(band, tuple | list) and len(band) == 2
     if ok:

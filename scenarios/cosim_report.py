@@ -34,7 +34,7 @@ import torch
 
 from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
 from offpolicy.base import base_config
-from offpolicy.checks import FieldError, check_seed
+from offpolicy.checks import FieldError, check_seed, shown
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
@@ -65,9 +65,9 @@ def _seed_list(text: str) -> list[int]:
     try:
         seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise FieldError(f"--seed-list: comma list of integers, got {text!r}", "--seed-list") from None
+        raise FieldError(f"--seed-list: comma list of integers, got {shown(text)}", "--seed-list") from None
     if not seeds or len(set(seeds)) != len(seeds):
-        raise FieldError(f"--seed-list: distinct seeds needed, got {text!r}", "--seed-list")
+        raise FieldError(f"--seed-list: distinct seeds needed, got {shown(text)}", "--seed-list")
     for seed in seeds:  # a seed torch's generator refuses fails here, not inside the first run
         check_seed("--seed-list", seed)
     return seeds

@@ -137,3 +137,30 @@ def test_mismatch_names_the_field_it_refuses(call: Callable[[], Any], field: str
         call()
     assert info.value.field == field, str(info.value)
     assert isinstance(info.value, ValueError)
+
+
+HUGE = "x" * 100_000
+BOUNDED: list[tuple[str, Callable[[], Any], type[ValueError], str]] = [
+    ("base-wrong", lambda: BaseConfig(wrong=HUGE), checks.FieldError, "wrong"),  # type: ignore[arg-type]
+    ("rl-normalize-std", lambda: RLConfig(normalize_std=[1] * 10**6), checks.FieldError, "normalize_std"),  # type: ignore[arg-type]
+    (
+        "model-tie",
+        lambda: ModelConfig(vocab_size=30, tie_embeddings=HUGE),
+        checks.FieldError,
+        "tie_embeddings",
+    ),  # type: ignore[arg-type]
+    ("gym", lambda: base_config(HUGE), checks.FieldError, "gym"),
+    ("check-int", lambda: checks.check_int("k", HUGE, 1), checks.FieldError, "k"),
+    ("cosim-design", lambda: CosimConfig(design=HUGE), checks.FieldError, "design"),
+    ("probe-knobs", lambda: ProbeConfig(knobs=HUGE), mismatch_checks.FieldError, "knobs"),  # type: ignore[arg-type]
+    ("probe-prompts", lambda: ProbeConfig(n_prompts=HUGE), mismatch_checks.FieldError, "n_prompts"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("call", "kind", "field"), [b[1:] for b in BOUNDED], ids=[b[0] for b in BOUNDED])
+def test_a_huge_value_is_shown_bounded(call: Callable[[], Any], kind: type[ValueError], field: str) -> None:
+    """The user's value in the message is bounded (``shown``), as pipesim's: one short line."""
+    with pytest.raises(kind) as info:
+        call()
+    assert getattr(info.value, "field", None) == field
+    assert len(str(info.value)) < 300 and "\n" not in str(info.value)
