@@ -352,3 +352,27 @@ def test_a_field_error_survives_pickling(kind: type[FieldError]) -> None:
     err = kind("x.toml: pipeline.n_slots must be ...", "pipeline.n_slots", "x.toml")
     back = pickle.loads(pickle.dumps(err))
     assert (type(back), back.field, back.file, str(back)) == (kind, err.field, err.file, str(err))
+
+
+_PIPELINE_FIELDS = (
+    "n_slots",
+    "batch_size",
+    "train_time_s",
+    "sync_time_s",
+    "max_staleness",
+    "steps",
+    "colocated",
+)
+_BAD_VALUES = st.one_of(
+    st.integers(max_value=-1),
+    st.sampled_from([math.nan, math.inf, -math.inf, -0.5, "8", None, (1,), 2.5j]),
+)
+
+
+@given(name=st.sampled_from(_PIPELINE_FIELDS), value=_BAD_VALUES)
+def test_a_bad_pipeline_field_in_a_scenario_is_named_under_pipeline(name: str, value: object) -> None:
+    """Whatever the field and the bad value, ``with_`` (sweeps, ``--set``) names ``pipeline.<field>``."""
+    with pytest.raises(FieldError) as info:
+        _small().with_(**{name: value})
+    assert info.value.field == f"pipeline.{name}"
+    assert str(info.value).startswith(f"pipeline.{name}")
