@@ -13,10 +13,10 @@ the kind of the test function it comes from, read from the source (:mod:`ast`), 
 3. **behaviour**: every other test.
 
 A bad-input test is split further by how it checks the refusal: **by field** where its function
-reads an error's ``.field`` (or calls ``check_refusal``, the rows' helper), else **by message**
-where one of its ``pytest.raises`` has ``match=`` (it pins the wording), else **by type**. Beside
-the kinds it counts, in the source, the ``pytest.raises`` calls and those with ``match=``.
-Stdlib only.
+reads an error's ``.field`` (or ``getattr(err, "field")``, or calls ``check_refusal``, the rows'
+helper), else **by message** where one of its ``pytest.raises`` has ``match=`` (it pins the
+wording), else **by type**. Beside the kinds it counts, in the source, the ``pytest.raises`` calls
+and those with ``match=``. Stdlib only.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def file_facts(path: Path) -> FileFacts:
                 kind = "behaviour"
             facts.kinds.setdefault(node.name, kind)
             body = ast.unparse(node)
-            if re.search(r"\.field\b|check_refusal\(", body):
+            if re.search(r"\.field\b|\"field\"|check_refusal\(", body):
                 facts.how.setdefault(node.name, "by field")
             elif any(any(k.arg == "match" for k in c.keywords) for c in _raises_calls(node)):
                 facts.how.setdefault(node.name, "by message")
