@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from mismatch.checks import FieldError
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mismatch", description=__doc__.splitlines()[0])
@@ -73,15 +75,19 @@ def load_result(path: str) -> dict[str, Any]:
         try:
             result = json.load(fh)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"--from-json {path}: not JSON ({exc})") from None
+            raise FieldError(f"--from-json {path}: not JSON ({exc})", "--from-json", str(path)) from None
     if not isinstance(result, dict) or result.get("schema") != SCHEMA:
         found = result.get("schema") if isinstance(result, dict) else type(result).__name__
-        raise ValueError(
-            f"--from-json {path}: not a probe result (schema {SCHEMA!r} expected, got {found!r})"
+        raise FieldError(
+            f"--from-json {path}: not a probe result (schema {SCHEMA!r} expected, got {found!r})",
+            "--from-json",
+            str(path),
         )
     missing = [k for k in TOP_LEVEL_KEYS if k not in result]
     if missing:
-        raise ValueError(f"--from-json {path}: a probe result without {', '.join(missing)}")
+        raise FieldError(
+            f"--from-json {path}: a probe result without {', '.join(missing)}", "--from-json", str(path)
+        )
     return result
 
 

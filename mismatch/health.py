@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from mismatch.checks import FieldError
+
 
 def logprob_health(
     logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor
@@ -20,9 +22,10 @@ def logprob_health(
     Returns zeros when the mask selects no token, so a logger never sees NaN.
     """
     if logp_trainer.shape != logp_sampler.shape or logp_trainer.shape != mask.shape:
-        raise ValueError(
+        raise FieldError(
             f"shape mismatch: logp_trainer {tuple(logp_trainer.shape)}, "
-            f"logp_sampler {tuple(logp_sampler.shape)}, mask {tuple(mask.shape)}"
+            f"logp_sampler {tuple(logp_sampler.shape)}, mask {tuple(mask.shape)}",
+            "logp_sampler" if logp_trainer.shape != logp_sampler.shape else "mask",
         )
     gap = (logp_trainer.detach().float() - logp_sampler.detach().float()).abs()[mask.bool()]  # [n_tokens]
     if gap.numel() == 0:

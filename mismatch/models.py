@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from mismatch.checks import FieldError, refuse
 from mismatch.prompts import ByteTokenizer, HFTokenizer, Tokenizer, make_prompts
 from mismatch.sampling import engine_sample
 
@@ -78,7 +79,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
     """``"cpu"``, ``"cuda"`` or ``"cuda:N"`` -> torch.device, with plain errors for the rest."""
     name = str(device)
     if not (name == "cpu" or name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit())):
-        raise ValueError(f"unknown device {name!r}: use 'cpu', 'cuda' or 'cuda:N'")
+        raise FieldError(f"unknown device {name!r}: use 'cpu', 'cuda' or 'cuda:N'", "device")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
             raise RuntimeError(
@@ -93,8 +94,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 def _check_attn(attn_implementation: str) -> None:
     if attn_implementation not in ATTN_IMPLEMENTATIONS:
-        raise ValueError(
-            f"attn_implementation must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}"
+        raise refuse(
+            "attn_implementation", f"must be one of {ATTN_IMPLEMENTATIONS}, got {attn_implementation!r}"
         )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from mismatch.checks import FieldError, refuse, shown
 from mismatch.models import ATTN_IMPLEMENTATIONS, ModelSource
 from mismatch.prompts import make_prompts
 from mismatch.sampling import engine_sample, trainer_log_probs
@@ -47,11 +48,12 @@ TOP_LEVEL_KEYS = (
 
 
 def _check_count(name: str, value: object, low: int = 1, high: int | None = None, what: str = "") -> None:
-    """ValueError naming ``name`` unless ``value`` is an int (not a bool) in ``[low, high]``."""
+    """FieldError naming ``name`` (its field: ``name`` less the flag in parentheses) unless ``value`` is
+    an int (not a bool) in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        raise FieldError(f"{name} must be an integer >= {low}, got {shown(value)}", name.split(" (")[0])
     if high is not None and value > high:
-        raise ValueError(f"{name} must be at most {what or high} ({high}), got {value}")
+        raise FieldError(f"{name} must be at most {what or high} ({high}), got {value}", name.split(" (")[0])
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class ProbeConfig:
         for b in self.engine_batches:
             _check_count("engine_batches", b)
         if not isinstance(self.knobs, bool):
-            raise ValueError(f"knobs must be a bool, got {self.knobs!r}")
+            raise refuse("knobs", f"must be a bool, got {shown(self.knobs)}")
 
     @property
     def n(self) -> int:
@@ -140,9 +142,10 @@ def run_probe(
     prompts = [torch.tensor(tok.encode(p), dtype=torch.long) for p in make_prompts(cfg.n_prompts)]
     longest = max(len(p) for p in prompts)
     if longest + T > m16.info.context:
-        raise ValueError(
+        raise FieldError(
             f"prompts too long for the model's context: the longest prompt has {longest} tokens and "
-            f"--new-tokens {T} needs {longest + T} positions, but the context is {m16.info.context}"
+            f"--new-tokens {T} needs {longest + T} positions, but the context is {m16.info.context}",
+            "--new-tokens",
         )
     pad = tok.pad_id
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from mismatch.checks import FieldError, refuse
+
 # (issue text, source template). ``{f}`` is the function name, ``{x}`` the main argument name.
 _BUGS: tuple[tuple[str, str], ...] = (
     (
@@ -66,7 +68,7 @@ _NAMES: tuple[tuple[str, str], ...] = (("compute", "values"), ("process", "items
 def make_prompts(n: int = 30) -> list[str]:
     """``n`` deterministic bug-fix prompts: issue line, buggy source, then ``# the bug is``."""
     if n < 1:
-        raise ValueError(f"n (number of prompts) must be >= 1, got {n}")
+        raise FieldError(f"n (number of prompts) must be >= 1, got {n}", "n")
     out: list[str] = []
     base = len(_BUGS) * len(_NAMES)
     for i in range(n):
@@ -99,7 +101,7 @@ class ByteTokenizer:
 
     def __post_init__(self) -> None:
         if self.pad_id < 256:
-            raise ValueError(f"pad_id must be >= 256 (ids 0..255 are bytes), got {self.pad_id}")
+            raise refuse("pad_id", f"must be >= 256 (ids 0..255 are bytes), got {self.pad_id}")
 
     def encode(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -113,7 +115,7 @@ class HFTokenizer:
         self.name = name
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if pad is None:
-            raise ValueError(f"tokenizer {name!r} has neither a pad nor an eos token id")
+            raise FieldError(f"tokenizer {name!r} has neither a pad nor an eos token id", "tokenizer")
         self.pad_id = int(pad)
 
     def encode(self, text: str) -> list[int]:

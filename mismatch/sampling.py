@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from mismatch.checks import FieldError, refuse
+
 
 @dataclass(frozen=True)
 class EngineOutput:
@@ -71,7 +73,7 @@ def _head_logits(model: Any, hidden: torch.Tensor, head_fp32: bool) -> torch.Ten
 def _chunks(n: int, batch_size: int | None) -> list[range]:
     size = n if batch_size is None else batch_size
     if size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise refuse("batch_size", f"must be >= 1, got {batch_size}")
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
 
@@ -92,11 +94,9 @@ def engine_sample(
     size and device give the same tokens and log-probs. ``force_ids`` [B, n_new] replaces sampling.
     """
     if n_new < 1:
-        raise ValueError(f"n_new must be >= 1, got {n_new}")
+        raise refuse("n_new", f"must be >= 1, got {n_new}")
     if force_ids is not None and tuple(force_ids.shape) != (len(prompt_ids), n_new):
-        raise ValueError(
-            f"force_ids must have shape {(len(prompt_ids), n_new)}, got {tuple(force_ids.shape)}"
-        )
+        raise refuse("force_ids", f"must have shape {(len(prompt_ids), n_new)}, got {tuple(force_ids.shape)}")
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     all_ids, all_logp = [], []
@@ -140,7 +140,7 @@ def trainer_log_probs(
 ) -> torch.Tensor:
     """Trainer-style recomputation of the new tokens' log-probs -> [B, n_new] fp32 on the CPU."""
     if len(prompt_ids) != new_ids.shape[0]:
-        raise ValueError(f"{len(prompt_ids)} prompts but new_ids has {new_ids.shape[0]} rows")
+        raise FieldError(f"{len(prompt_ids)} prompts but new_ids has {new_ids.shape[0]} rows", "new_ids")
     device = next(model.parameters()).device
     n_new = new_ids.shape[1]
     out: list[torch.Tensor] = []

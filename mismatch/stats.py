@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from mismatch.checks import FieldError
+
 BIN_EDGES: tuple[float, ...] = (0.0, 0.1, 0.5, 0.9, 1.0)
 TIS_CAP = 2.0  # token-level truncated-IS cap used in the chapter
 ICEPOP_BAND = (0.5, 5.0)  # IcePop's accepted ratio band
@@ -37,7 +39,7 @@ class MismatchRow:
 def mismatch_row(name: str, a: torch.Tensor, b: torch.Tensor) -> MismatchRow:
     """Row for d = a - b, both [B, T]."""
     if a.shape != b.shape:
-        raise ValueError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}")
+        raise FieldError(f"{name}: shapes differ, {tuple(a.shape)} vs {tuple(b.shape)}", name)
     d = (a.double() - b.double()).cpu()  # [B, T]
     gap = d.abs().flatten()  # [B*T]
     q = torch.quantile(gap, torch.tensor([0.5, 0.99], dtype=torch.float64))

@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from offpolicy.checks import check_int, check_real, check_seed
+from offpolicy.checks import check_int, check_real, check_seed, refuse, shown
 from offpolicy.gym import (
     BUG_RHS,
     DEFAULT_GYM,
@@ -97,7 +97,7 @@ class BaseConfig:
         check_real("aux_weight", self.aux_weight, 0)
         check_gym(self.gym)
         if self.wrong not in ("off-by-one", "decoy"):
-            raise ValueError(f"wrong must be 'off-by-one' or 'decoy', got {self.wrong!r}")
+            raise refuse("wrong", f"must be 'off-by-one' or 'decoy', got {shown(self.wrong)}")
 
     n_demo_tasks: int = 2000
     steps: int = 400

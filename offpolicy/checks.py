@@ -1,8 +1,11 @@
-"""How offpolicy's configs say a field is wrong: a ``ValueError`` naming the field; and how its
-scripts say an output flag cannot be written (:func:`check_output`), a usage error naming the flag.
+"""How offpolicy's configs say a field is wrong: a :class:`FieldError` (a ``ValueError``) whose
+``field`` names the field; and how its scripts say an output flag cannot be written
+(:func:`check_output`), a usage error naming the flag.
 
-``offpolicy`` does not import ``pipesim`` (whose package imports SimPy), so it keeps these two
-checks of its own; they mirror ``pipesim.core.errors.check_int`` / ``check_number``: a bool is
+``offpolicy`` does not import ``pipesim`` (whose package imports SimPy), so it keeps these
+checks of its own, a small twin of :mod:`pipesim.core.validate`: :class:`FieldError` carries
+``field`` (and ``file``) as pipesim's does, :func:`refuse` builds the message from the field, and
+:func:`check_int` / :func:`check_real` mirror ``check_int`` / ``check_number``: a bool is
 not a number, a float field takes an int or a float and must be finite, and a numpy scalar is
 named with the conversion to use. Nor does it import ``scenarios`` (which imports offpolicy), so
 :func:`check_output` is its own copy of ``scenarios.outputs.check_output``.
@@ -14,9 +17,11 @@ import argparse
 import math
 import numbers
 import os
+import reprlib
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def _numpy_hint(value: object) -> str:
@@ -30,27 +35,59 @@ def _numpy_hint(value: object) -> str:
     return ""
 
 
+class FieldError(ValueError):
+    """A value a field cannot take: ``field`` its (dotted) name, ``file`` the file or None."""
+
+    def __init__(self, message: str, field: str = "", file: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.file = file
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.field, self.file), self.__dict__)
+
+
+def refuse(field: str, problem: str) -> FieldError:
+    """The error saying ``field`` ``problem`` (``"must be a bool, got 3"``)."""
+    return FieldError(f"{field} {problem}", field)
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 4, 4, 4
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 60, 60, 40
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """A user's value as a message shows it: a repr bounded in depth and count (pipesim's
+    ``shown``), cut at ``limit`` characters."""
+    try:
+        text = _SHOWN.repr(value).replace("\n", " ")
+    except Exception:  # a repr that fails: the type is still worth naming
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 #: The largest seed ``torch.Generator.manual_seed`` takes (it refuses 2**64 with an unnamed
 #: ``RuntimeError``); every seed field is checked against it.
 SEED_MAX = 2**64 - 1
 
 
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
-    """ValueError naming ``name`` unless ``value`` is an int (not a bool) ``>= minimum`` (and
+    """FieldError for ``name`` unless ``value`` is an int (not a bool) ``>= minimum`` (and
     ``<= maximum`` where given)."""
     bad = isinstance(value, bool) or not isinstance(value, int) or value < minimum
     if bad or (maximum is not None and value > maximum):  # type: ignore[operator]
         where = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an integer {where}{_numpy_hint(value)}, got {value!r}")
+        raise refuse(name, f"must be an integer {where}{_numpy_hint(value)}, got {shown(value)}")
 
 
 def check_seed(name: str, value: object) -> None:
-    """ValueError naming ``name`` unless ``value`` is an int in ``[0, SEED_MAX]``."""
+    """FieldError for ``name`` unless ``value`` is an int in ``[0, SEED_MAX]``."""
     check_int(name, value, 0, SEED_MAX)
 
 
 def check_real(name: str, value: object, low: float, high: float = math.inf, open_low: bool = False) -> None:
-    """ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool) in
+    """FieldError for ``name`` unless ``value`` is a finite int or float (not a bool) in
     ``[low, high]`` (``(low, high]`` with ``open_low``)."""
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not (low < value if open_low else low <= value) or value > high:  # type: ignore[operator]
@@ -60,7 +97,7 @@ def check_real(name: str, value: object, low: float, high: float = math.inf, ope
             where = f" {'>' if open_low else '>='} {low:g}"
         else:
             where = ""
-        raise ValueError(f"{name} must be a finite number{where}{_numpy_hint(value)}, got {value!r}")
+        raise refuse(name, f"must be a finite number{where}{_numpy_hint(value)}, got {shown(value)}")
 
 
 def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, replace: bool = False) -> None:

@@ -30,7 +30,7 @@ import torch
 
 from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
-from offpolicy.checks import SEED_MAX, check_output
+from offpolicy.checks import SEED_MAX, FieldError, check_output, refuse
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
@@ -47,7 +47,7 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     """Mean and half-width of the 95% t-interval (0 for a single value)."""
     n = len(values)
     if n == 0:
-        raise ValueError("values: need at least one value")
+        raise FieldError("values: need at least one value", "values")
     mean = sum(values) / n
     if n == 1:
         return mean, 0.0
@@ -120,10 +120,10 @@ def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:
     """The seeds a CLI runs: ``--seed-list`` when given, else ``range(--seeds)``."""
     if seed_list:
         if len(set(seed_list)) != len(seed_list):
-            raise ValueError(f"seed-list: seeds must be distinct, got {list(seed_list)}")
+            raise FieldError(f"seed-list: seeds must be distinct, got {list(seed_list)}", "seed-list")
         return list(seed_list)
     if seeds <= 0:
-        raise ValueError(f"seeds must be > 0, got {seeds}")
+        raise refuse("seeds", f"must be > 0, got {seeds}")
     return list(range(seeds))
 
 
@@ -301,10 +301,10 @@ def read_runs(path: str | Path) -> list[dict[str, Any]]:
         try:
             payload = json.load(fh)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc})") from None
+            raise FieldError(f"{path}: not JSON ({exc})", "", str(path)) from None
     runs = payload.get("runs") if isinstance(payload, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
-        raise ValueError(bad)
+        raise FieldError(bad, "runs", str(path))
     return list(runs)
 
 

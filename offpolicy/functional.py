@@ -15,6 +15,8 @@ import math
 
 import torch
 
+from offpolicy.checks import FieldError, refuse
+
 __all__ = [
     "selected_log_probs",
     "group_advantages",
@@ -46,9 +48,9 @@ def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool
     rewards barely differ.
     """
     if group_size <= 0:
-        raise ValueError(f"group_size must be positive, got {group_size}")
+        raise refuse("group_size", f"must be positive, got {group_size}")
     if rewards.ndim != 1 or rewards.numel() % group_size != 0:
-        raise ValueError(f"rewards must be 1-D with a length divisible by group_size={group_size}")
+        raise refuse("rewards", f"must be 1-D with a length divisible by group_size={group_size}")
     grouped = rewards.float().view(-1, group_size)  # [G, K]
     centred = grouped - grouped.mean(dim=1, keepdim=True)  # [G, K]
     if normalize_std:
@@ -96,7 +98,7 @@ def tis_weights(
 ) -> torch.Tensor:
     """Truncated IS weights min(pi/mu, cap), detached: [B, T] -> [B, T], 0 where mask is 0."""
     if cap <= 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
+        raise refuse("cap", f"must be > 0, got {cap}")
     log_ratio = (logp_trainer - logp_sampler).detach()  # [B, T]
     return log_ratio.clamp(max=math.log(cap)).exp() * mask
 
@@ -110,7 +112,7 @@ def mis_weights(
 ) -> torch.Tensor:
     """Masked IS weights (IcePop): pi/mu where low <= pi/mu <= high, else 0; detached [B, T] -> [B, T]."""
     if low > high:
-        raise ValueError(f"band: low={low} must not exceed high={high}")
+        raise FieldError(f"band: low={low} must not exceed high={high}", "band")
     ratio = (logp_trainer - logp_sampler).detach().exp()  # [B, T]
     inside = ((ratio >= low) & (ratio <= high)).to(ratio.dtype)  # [B, T]
     return ratio * inside * mask
@@ -125,6 +127,6 @@ def seq_tis_weights(
     policy tokens only (observation tokens were not sampled, so they carry no ratio).
     """
     if cap <= 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
+        raise refuse("cap", f"must be > 0, got {cap}")
     seq_log_ratio = ((logp_trainer - logp_sampler).detach() * mask).sum(dim=-1, keepdim=True)  # [B, 1]
     return seq_log_ratio.clamp(max=math.log(cap)).exp() * mask  # [B, T]

@@ -63,6 +63,8 @@ from dataclasses import dataclass
 
 import torch
 
+from offpolicy.checks import FieldError, refuse, shown
+
 N_LINES = 5
 N_TASKS, N_TRAIN = 30, 20
 TASK_SEED = 1234
@@ -136,7 +138,7 @@ def _draw_issue_task(
     if clean is None:
         clean = [n for n in range(N_LINES) if n != bug][drawn_clean]
     if not (0 <= bug < N_LINES and 0 <= clean < N_LINES and clean != bug):
-        raise ValueError(f"bug and clean must be distinct lines in [0, {N_LINES}), got {bug}, {clean}")
+        raise FieldError(f"bug and clean must be distinct lines in [0, {N_LINES}), got {bug}, {clean}", "bug")
     inputs = torch.randint(len(INPUTS), (N_LINES, 2), generator=gen).tolist()
     ops = torch.randint(len(OPS), (N_LINES,), generator=gen).tolist()
     adjective = ADJECTIVES[int(torch.randint(len(ADJECTIVES), (1,), generator=gen).item())]
@@ -163,7 +165,7 @@ def _issue_tasks() -> list[Task]:
 def check_gym(gym: object) -> None:
     """ValueError naming ``gym`` unless it is one of :data:`GYMS`."""
     if gym not in GYMS:
-        raise ValueError(f"gym must be one of {GYMS}, got {gym!r}")
+        raise refuse("gym", f"must be one of {GYMS}, got {shown(gym)}")
 
 
 def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
@@ -181,7 +183,7 @@ def make_tasks(split: str = "all", gym: str = DEFAULT_GYM) -> list[Task]:
         return tasks[:n_train]
     if split == "heldout":
         return tasks[n_train:]
-    raise ValueError(f"split must be 'train', 'heldout' or 'all', got {split!r}")
+    raise refuse("split", f"must be 'train', 'heldout' or 'all', got {shown(split)}")
 
 
 def make_demo_tasks(n: int, seed: int = 99, gym: str = DEFAULT_GYM) -> list[Task]:
@@ -229,7 +231,7 @@ class Tokenizer:
         try:
             return [self.ids[w] for w in text.split()]
         except KeyError as err:
-            raise ValueError(f"text: unknown word {err.args[0]!r}") from None
+            raise FieldError(f"text: unknown word {err.args[0]!r}", "text") from None
 
     def decode(self, ids: Sequence[int]) -> str:
         """Ids -> space-joined words."""

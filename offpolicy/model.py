@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from offpolicy.checks import check_int, check_real
+from offpolicy.checks import FieldError, check_int, check_real, refuse, shown
 
 CHECKPOINT_FORMAT = "offpolicy.tinyagent.v2"  # v2: adds the sha256 of the tensor data
 
@@ -82,14 +82,14 @@ class ModelConfig:
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_ff"):
             check_int(name, getattr(self, name), 1)
         if not isinstance(self.tie_embeddings, bool):
-            raise ValueError(f"tie_embeddings must be a bool, got {self.tie_embeddings!r}")
+            raise refuse("tie_embeddings", f"must be a bool, got {shown(self.tie_embeddings)}")
         for i, s in enumerate(self.alibi_slopes):
             check_real(f"alibi_slopes[{i}]", s, -math.inf)
         object.__setattr__(self, "alibi_slopes", tuple(float(s) for s in self.alibi_slopes))
         if self.d_model % self.n_heads != 0:
-            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
+            raise FieldError(f"n_heads={self.n_heads} must divide d_model={self.d_model}", "n_heads")
         if len(self.alibi_slopes) != self.n_heads:
-            raise ValueError(f"alibi_slopes needs one slope per head ({self.n_heads})")
+            raise refuse("alibi_slopes", f"needs one slope per head ({self.n_heads})")
 
 
 class Block(nn.Module):
@@ -154,7 +154,7 @@ class TinyAgent(nn.Module):
         """The final normalised residual stream: ids [B, T] -> [B, T, D] (what the head reads)."""
         length = ids.shape[1]
         if length > self.cfg.max_len:
-            raise ValueError(f"ids: length {length} exceeds max_len={self.cfg.max_len}")
+            raise FieldError(f"ids: length {length} exceeds max_len={self.cfg.max_len}", "ids")
         x = self.tok_emb(ids) + self.pos_emb.weight[:length]  # [B, T, D]
         bias = self.alibi[:, :length, :length]  # [H, T, T]
         for block in self.blocks:

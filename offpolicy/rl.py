@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from offpolicy.checks import check_int, check_real, check_seed
+from offpolicy.checks import FieldError, check_int, check_real, check_seed, refuse, shown
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
@@ -77,14 +77,15 @@ class RLConfig:
         check_real("clip_high", self.clip_high, 0)
         check_real("max_grad_norm", self.max_grad_norm, 0, open_low=True)
         if not isinstance(self.normalize_std, bool):
-            raise ValueError(f"normalize_std must be a bool, got {self.normalize_std!r}")
+            raise refuse("normalize_std", f"must be a bool, got {shown(self.normalize_std)}")
         if self.episodes_per_step % self.group_size != 0:
-            raise ValueError(
+            raise FieldError(
                 f"episodes_per_step={self.episodes_per_step} must be a positive multiple of "
-                f"group_size={self.group_size}"
+                f"group_size={self.group_size}",
+                "episodes_per_step",
             )
         if self.minibatches > self.episodes_per_step:
-            raise ValueError(f"minibatches must be in [1, episodes_per_step], got {self.minibatches}")
+            raise refuse("minibatches", f"must be in [1, episodes_per_step], got {self.minibatches}")
 
 
 def compute_advantages(batch: dict[str, torch.Tensor], cfg: RLConfig) -> torch.Tensor:
@@ -168,7 +169,7 @@ class EvalSpec:
     def __post_init__(self) -> None:
         check_int("eval_every", self.every, 0)
         if self.every and not self.tasks:
-            raise ValueError("eval_tasks: need at least one task to evaluate on")
+            raise FieldError("eval_tasks: need at least one task to evaluate on", "eval_tasks")
         check_int("eval_episodes", self.episodes_per_task, 1)
         check_seed("eval_seed", self.seed)
 
@@ -223,7 +224,7 @@ def evaluate(
     """Sample ``episodes_per_task`` episodes per task -> pass rate, reads per episode, invalid share."""
     cfg = cfg or RLConfig()
     if not tasks:  # a pass rate of no episodes is not 0.0
-        raise ValueError("tasks: need at least one task to evaluate on")
+        raise FieldError("tasks: need at least one task to evaluate on", "tasks")
     check_int("episodes_per_task", episodes_per_task, 1)
     eps = sample_episodes(model, tasks, tok, generator, episodes_per_task, cfg.temperature, cfg.max_turns)
     stats = behavior_stats(eps)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from offpolicy.checks import FieldError, refuse
 from offpolicy.gym import MAX_ACTION_TOKENS, Task, Tokenizer, env_step, prompt_ids
 
 
@@ -117,7 +118,7 @@ def continue_episodes(
     lengths differ a lot (episodes cut mid-way by a weight sync).
     """
     if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+        raise refuse("temperature", f"must be > 0, got {temperature}")
     eps = list(episodes)
     active = [i for i, ep in enumerate(eps) if not ep.done]
     closed = dict.fromkeys(active, 0)
@@ -196,7 +197,7 @@ def sample_episodes(
 def pick_tasks(tasks: Sequence[Task], n: int, generator: torch.Generator) -> list[Task]:
     """``n`` tasks drawn without replacement (with replacement if n > len(tasks)) from ``generator``."""
     if not tasks:
-        raise ValueError("tasks: need at least one task to draw from")
+        raise FieldError("tasks: need at least one task to draw from", "tasks")
     if n <= len(tasks):
         idx = torch.randperm(len(tasks), generator=generator)[:n]
     else:
@@ -209,7 +210,7 @@ def collate(episodes: Sequence[Episode], pad_id: int) -> dict[str, torch.Tensor]
     ``versions`` [B, T-1] (index t = prediction of token t+1); ``rewards``, ``reads``,
     ``invalid`` [B]."""
     if not episodes:
-        raise ValueError("episodes: cannot collate an empty list")
+        raise FieldError("episodes: cannot collate an empty list", "episodes")
     B, T = len(episodes), max(len(ep.tokens) for ep in episodes)
     ids = torch.full((B, T), pad_id, dtype=torch.long)  # [B, T]
     mask = torch.zeros(B, T)  # [B, T]

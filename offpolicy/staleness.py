@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from offpolicy.checks import FieldError
 from offpolicy.experiment import (
     check_cli_args,
     eval_trace,
@@ -46,10 +47,10 @@ def build_grid(lags: list[int], corrections: list[str], grid: str) -> list[tuple
     """(lag, correction) pairs to run for ``grid`` in {'cross', 'full', 'chapter'}."""
     for c in corrections:
         if c not in CORRECTIONS:
-            raise ValueError(f"corrections: unknown correction {c!r}")
+            raise FieldError(f"corrections: unknown correction {c!r}", "corrections")
     for lag in lags:
         if lag < 0:
-            raise ValueError(f"lags: lag must be >= 0, got {lag}")
+            raise FieldError(f"lags: lag must be >= 0, got {lag}", "lags")
     if grid == "chapter":
         return list(CHAPTER_GRID)
     pairs = [(lag, c) for lag in lags for c in corrections]

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offpolicy.checks import FieldError, refuse
+
 N_BOOT = 10_000
 LEVEL = 0.95
 COLLAPSED = 0.05
@@ -63,13 +65,13 @@ class Interval:
 def _check(values: Sequence[float], n_boot: int, level: float) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError("values: need a non-empty 1-d sequence")
+        raise FieldError("values: need a non-empty 1-d sequence", "values")
     if not np.isfinite(arr).all():
-        raise ValueError("values: must be finite")
+        raise FieldError("values: must be finite", "values")
     if n_boot <= 0:
-        raise ValueError(f"n_boot must be > 0, got {n_boot}")
+        raise refuse("n_boot", f"must be > 0, got {n_boot}")
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise refuse("level", f"must be in (0, 1), got {level}")
     return arr
 
 
@@ -93,7 +95,7 @@ def paired_difference(
 ) -> Interval:
     """Mean of ``a[i] - b[i]`` (same seeds, same order) with its bootstrap interval."""
     if len(a) != len(b):
-        raise ValueError(f"a and b must pair up (same seeds): lengths {len(a)} and {len(b)}")
+        raise FieldError(f"a and b must pair up (same seeds): lengths {len(a)} and {len(b)}", "b")
     return bootstrap_mean([x - y for x, y in zip(a, b)], rng, n_boot, level)
 
 
@@ -111,7 +113,8 @@ def collapsed(values: Sequence[float], threshold: float = COLLAPSED) -> int:
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign-test p-value of ``wins`` against ``losses`` (ties left out)."""
     if wins < 0 or losses < 0:
-        raise ValueError(f"wins and losses must be >= 0, got {wins} and {losses}")
+        field = "wins" if wins < 0 else "losses"
+        raise FieldError(f"wins and losses must be >= 0, got {wins} and {losses}", field)
     n = wins + losses
     if n == 0:
         return 1.0

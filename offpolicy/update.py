@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from mismatch.health import logprob_health
-from offpolicy.checks import check_int, check_real
+from offpolicy.checks import check_int, check_real, refuse, shown
 from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
@@ -52,14 +52,14 @@ Sampler = Callable[[torch.nn.Module], torch.nn.Module]
 def check_correction_args(correction: str, cap: float, band: tuple[float, float]) -> None:
     """Raise ValueError naming the bad argument (unknown correction, cap <= 0, band low > high)."""
     if correction not in CORRECTIONS:
-        raise ValueError(f"correction must be one of {CORRECTIONS}, got {correction!r}")
+        raise refuse("correction", f"must be one of {CORRECTIONS}, got {shown(correction)}")
     check_real("cap", cap, 0, open_low=True)
     ok = isinstance(band, tuple | list) and len(band) == 2
     if ok:
         for i, b in enumerate(band):
             check_real(f"band[{i}]", b, 0, open_low=True)  # NaN or <= 0 made every MIS weight 0
     if not ok or band[0] > band[1]:
-        raise ValueError(f"band must be (low, high) with low <= high, got {band}")
+        raise refuse("band", f"must be (low, high) with low <= high, got {band}")
 
 
 def behavior_weights(

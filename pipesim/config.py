@@ -17,6 +17,7 @@ from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
+from pipesim.core.validate import FieldError, refuse, within
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -39,31 +40,33 @@ def _check_name(name: object) -> None:
     """A scenario's name: a non-empty printable string of at most :data:`MAX_NAME_CHARS`
     characters (a list, a number or None was kept and saved, then refused by the loader)."""
     if not isinstance(name, str):
-        raise ValueError(f"name must be a string, got {type(name).__name__} {shown(name)}")
+        raise refuse("name", f"must be a string, got {type(name).__name__} {shown(name)}")
     if not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
-        raise ValueError(
-            f"name must be a non-empty printable string of at most {MAX_NAME_CHARS} characters "
-            f"(no newline or control character), got {shown(name)}"
+        raise refuse(
+            "name",
+            f"must be a non-empty printable string of at most {MAX_NAME_CHARS} characters "
+            f"(no newline or control character), got {shown(name)}",
         )
 
 
 def check_policy(name: str, value: Any, protocol: type, what: str) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an instance that fits ``protocol``.
+    """Raise a FieldError for ``name`` unless ``value`` is an instance that fits ``protocol``.
 
     Catches the two mistakes a user makes: a class where an instance belongs (``Drain``, not
     ``Drain()``), and a policy in the wrong slot (``admission=Drain()``).
     """
     if value is None:
-        raise ValueError(f"{name} must be {what}, got None")
+        raise refuse(name, f"must be {what}, got None")
     if isinstance(value, type):
-        raise ValueError(
-            f"{name} must be {what} instance, got the class {value.__name__}; call it: {value.__name__}()"
+        raise refuse(
+            name, f"must be {what} instance, got the class {value.__name__}; call it: {value.__name__}()"
         )
     if not isinstance(value, protocol):
         missing = [m for m in _protocol_members(protocol) if not callable(getattr(value, m, None))]
-        raise ValueError(
-            f"{name} must be {what} (with {', '.join(_protocol_members(protocol))}), got "
-            f"{type(value).__name__}, which lacks {', '.join(missing) or 'them'}"
+        raise refuse(
+            name,
+            f"must be {what} (with {', '.join(_protocol_members(protocol))}), got "
+            f"{type(value).__name__}, which lacks {', '.join(missing) or 'them'}",
         )
 
 
@@ -105,40 +108,44 @@ class Scenario:
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, PipelineConfig):
-            raise ValueError(f"pipeline must be a PipelineConfig, got {type(self.pipeline).__name__}")
+            raise refuse("pipeline", f"must be a PipelineConfig, got {type(self.pipeline).__name__}")
         check_int("seed", self.seed, 0, MAX_SEED - 1, "the largest seed torch's generator takes")
         _check_name(self.name)
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
         elif self.default_pool_size > MAX_POOL_TASKS:
             p = self.pipeline
-            raise ValueError(
-                f"this scenario needs a pool of {self.default_pool_size:,} tasks ((steps {p.steps:,} + "
+            raise FieldError(
+                f"this scenario needs a pool (pool_size) of {self.default_pool_size:,} tasks "
+                f"((steps {p.steps:,} + "
                 f"max_staleness + 1) x batch_size {p.batch_size:,} + n_slots), more than the "
-                f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch"
+                f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch",
+                "pool_size",
             )
         for name, protocol, what in _POLICY_SLOTS:
             check_policy(name, getattr(self, name), protocol, what)
         for name in ("timeout", "failures", "replicas"):
             value = getattr(self, name)
             if isinstance(value, type):
-                raise ValueError(
-                    f"{name} must be an instance or None, got the class {value.__name__}; "
-                    f"call it: {value.__name__}(...)"
+                raise refuse(
+                    name,
+                    f"must be an instance or None, got the class {value.__name__}; "
+                    f"call it: {value.__name__}(...)",
                 )
         if self.timeout is not None and not isinstance(self.timeout, Timeout):
-            raise ValueError(
-                f"timeout must be a pipesim.policies.faults.Timeout or None, got {shown(self.timeout)}"
+            raise refuse(
+                "timeout", f"must be a pipesim.policies.faults.Timeout or None, got {shown(self.timeout)}"
             )
         if self.failures is not None and not isinstance(self.failures, FailurePolicy):
-            raise ValueError(f"failures must be a failure policy or None, got {shown(self.failures)}")
+            raise refuse("failures", f"must be a failure policy or None, got {shown(self.failures)}")
         if self.replicas is not None:
             if not isinstance(self.replicas, Replicas):
-                raise ValueError(
-                    "replicas must be a pipesim.policies.replicas.Replicas or None, got "
-                    f"{shown(self.replicas)}"
+                raise refuse(
+                    "replicas",
+                    f"must be a pipesim.policies.replicas.Replicas or None, got {shown(self.replicas)}",
                 )
-            self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
+            with within("pipeline"):  # the field to change is the pipeline's n_slots
+                self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
             raise UnreadStaleness(why)
 
@@ -167,12 +174,15 @@ class Scenario:
         unknown = set(changes) - pipe_fields - own_fields
         if unknown:
             valid = sorted(pipe_fields | own_fields)
-            raise ValueError(f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}")
+            raise FieldError(
+                f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}", str(sorted(unknown)[0])
+            )
         if pipe:  # onto the pipeline given with them, if one is, else this scenario's
             base = own.get("pipeline", self.pipeline)
             if not isinstance(base, PipelineConfig):
-                raise ValueError(f"pipeline must be a PipelineConfig, got {shown(base)}")
-            own["pipeline"] = dataclasses.replace(base, **pipe)
+                raise refuse("pipeline", f"must be a PipelineConfig, got {shown(base)}")
+            with within("pipeline"):
+                own["pipeline"] = dataclasses.replace(base, **pipe)
         return dataclasses.replace(self, **own)
 
     def _repr_html_(self) -> str:

@@ -57,7 +57,7 @@ from offpolicy import (
     take_snapshot,
 )
 from offpolicy.base import base_config
-from offpolicy.checks import SEED_MAX, check_real
+from offpolicy.checks import SEED_MAX, check_real, refuse, shown
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
@@ -109,23 +109,23 @@ class CosimConfig:
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
-            raise ValueError(f"design must be one of {sorted(DESIGNS)}, got {self.design!r}")
+            raise refuse("design", f"must be one of {sorted(DESIGNS)}, got {shown(self.design)}")
         if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {list(CORRECTIONS)}, got {self.correction!r}")
+            raise refuse("correction", f"must be one of {list(CORRECTIONS)}, got {shown(self.correction)}")
         for name, least in (
             ("eval_every_steps", 0),
             ("eval_episodes_per_task", 1),
         ):  # 0 episodes: pass rate 0
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
+                raise refuse(name, f"must be an integer >= {least}, got {shown(v)}")
         check_real("target_pass_rate", self.target_pass_rate, 0, 1)  # a bool is not a rate
         if self.gym not in GYMS:
-            raise ValueError(f"gym must be one of {list(GYMS)}, got {self.gym!r}")
+            raise refuse("gym", f"must be one of {list(GYMS)}, got {shown(self.gym)}")
         if not isinstance(self.rl, RLConfig):
-            raise ValueError(f"rl must be an offpolicy.RLConfig, got {type(self.rl).__name__}")
+            raise refuse("rl", f"must be an offpolicy.RLConfig, got {type(self.rl).__name__}")
         if not isinstance(self.durations, CosimDurations):
-            raise ValueError(f"durations must be a CosimDurations, got {type(self.durations).__name__}")
+            raise refuse("durations", f"must be a CosimDurations, got {type(self.durations).__name__}")
         self.scenario()  # validates steps, n_slots, batch_size and the times, naming the field
 
     @property

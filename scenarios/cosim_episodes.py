@@ -37,6 +37,7 @@ from offpolicy.functional import group_advantages
 from offpolicy.gym import MAX_ACTION_TOKENS, Tokenizer, parse_action
 from offpolicy.rollout import Episode, close_action, new_episode
 from pipesim.core.errors import check_number
+from pipesim.core.validate import refuse
 
 TOOL_KINDS = ("read", "fix")
 
@@ -133,7 +134,7 @@ def truncate(ep: Episode, n_tokens: int, tok: Tokenizer, max_turns: int) -> Epis
     """
     toks = sampled(ep)
     if not 0 <= n_tokens <= len(toks):
-        raise ValueError(f"n_tokens must be in [0, {len(toks)}], got {n_tokens}")
+        raise refuse("n_tokens", f"must be in [0, {len(toks)}], got {n_tokens}")
     out = new_episode(ep.task, tok)
     for token, logp, version in toks[:n_tokens]:
         out.tokens.append(token)
@@ -164,9 +165,9 @@ def batch_advantages(
     this is exactly :func:`offpolicy.functional.group_advantages`.
     """
     if len(groups) != len(rewards):
-        raise ValueError(f"groups must have one entry per reward, got {len(groups)} for {len(rewards)}")
+        raise refuse("groups", f"must have one entry per reward, got {len(groups)} for {len(rewards)}")
     if list(groups) != sorted(groups):
-        raise ValueError("groups must be sorted (sort the batch by group first)")
+        raise refuse("groups", "must be sorted (sort the batch by group first)")
     parts, start = [], 0
     for i in range(1, len(groups) + 1):
         if i == len(groups) or groups[i] != groups[start]:

@@ -34,7 +34,7 @@ import torch
 
 from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
 from offpolicy.base import base_config
-from offpolicy.checks import check_seed
+from offpolicy.checks import FieldError, check_seed, shown
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
@@ -57,7 +57,7 @@ def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     bad = [n for n in names if n not in valid]
     if bad or not names:
-        raise ValueError(f"{field}: unknown name(s) {bad or [text]}; valid: {', '.join(valid)}")
+        raise FieldError(f"{field}: unknown name(s) {bad or [text]}; valid: {', '.join(valid)}", field)
     return names
 
 
@@ -65,9 +65,9 @@ def _seed_list(text: str) -> list[int]:
     try:
         seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--seed-list: comma list of integers, got {text!r}") from None
+        raise FieldError(f"--seed-list: comma list of integers, got {shown(text)}", "--seed-list") from None
     if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seed-list: distinct seeds needed, got {text!r}")
+        raise FieldError(f"--seed-list: distinct seeds needed, got {shown(text)}", "--seed-list")
     for seed in seeds:  # a seed torch's generator refuses fails here, not inside the first run
         check_seed("--seed-list", seed)
     return seeds
@@ -291,11 +291,11 @@ def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
     try:
         runs = json.loads(Path(path).read_text())["runs"]
     except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+        raise FieldError(f"{flag} {path}: cannot read it ({exc.strerror})", flag, path) from None
     except (ValueError, KeyError, TypeError):
-        raise ValueError(bad) from None
+        raise FieldError(bad, flag, path) from None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
-        raise ValueError(bad)
+        raise FieldError(bad, flag, path)
     return runs
 
 
@@ -359,9 +359,9 @@ def cli(argv: Sequence[str]) -> int:
         designs = _names(args.designs, list(DESIGNS), "--designs")
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
         if args.seeds < 1:
-            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+            raise FieldError(f"--seeds must be >= 1, got {args.seeds}", "--seeds")
         if args.lr is not None and args.lr <= 0:
-            raise ValueError(f"--lr must be > 0, got {args.lr}")
+            raise FieldError(f"--lr must be > 0, got {args.lr}", "--lr")
         rl = RLConfig() if args.lr is None else RLConfig(lr=args.lr)
         base = CosimConfig(
             steps=args.steps,
@@ -371,7 +371,7 @@ def cli(argv: Sequence[str]) -> int:
             rl=rl,
         )
         if args.resume and not args.json:
-            raise ValueError("--resume needs --json")
+            raise FieldError("--resume needs --json", "--resume")
         stored = args.resume and Path(args.json).exists()
         records = _stored_runs(args.json, "--json") if stored else []
     except ValueError as exc:

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim import PipelineConfig, Scenario, run
+from pipesim.core.validate import refuse
 from pipesim.policies.admission import AReaLThrottle, QueueAhead
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.policies.batching import DropStale
@@ -78,7 +79,7 @@ def scenario(design: str, eta: int, **pipeline: Any) -> Scenario:
             weight_update=PartialRollout(),
             name=f"pacing, partial eta={eta}",
         )
-    raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    raise refuse("design", f"must be one of {DESIGNS}, got {design!r}")
 
 
 def never_trained(result: RunResult, durations: np.ndarray, long_s: float) -> dict[str, float]:

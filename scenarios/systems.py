@@ -37,6 +37,7 @@ from typing import Any
 
 from pipesim import PipelineConfig, Scenario
 from pipesim.core.errors import check_int
+from pipesim.core.validate import FieldError, refuse
 from pipesim.policies.admission import AReaLThrottle, OverSample
 from pipesim.policies.base import (
     CountThrottle,
@@ -64,9 +65,9 @@ CHAPTER = PipelineConfig(
 
 
 def _bool(name: str, value: object) -> None:
-    """ValueError naming ``name`` unless ``value`` is a bool (the string 'False' is truthy)."""
+    """FieldError for ``name`` unless ``value`` is a bool (the string 'False' is truthy)."""
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a bool (True or False), got {value!r}")
+        raise refuse(name, f"must be a bool (True or False), got {value!r}")
 
 
 def _scenario(
@@ -79,7 +80,7 @@ def _scenario(
     if "max_staleness" in pipeline:
         adm = policies.get("admission")
         knob = adm.staleness_knob() if isinstance(adm, OwnStalenessBound) else knob
-        raise ValueError(not_a_knob(name, "this preset", knob))
+        raise FieldError(not_a_knob(name, "this preset", knob), "max_staleness")
     pool_size = pipeline.pop("pool_size", None)
     seed = pipeline.pop("seed", 0)
     cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
@@ -156,7 +157,9 @@ def verl_fully_async(
     if ppo_mini_batch_size is not None:
         check_int("ppo_mini_batch_size", ppo_mini_batch_size, 1)
         if "batch_size" in pipeline:
-            raise ValueError("give batch_size or ppo_mini_batch_size (with require_batches), not both")
+            raise FieldError(
+                "give batch_size or ppo_mini_batch_size (with require_batches), not both", "batch_size"
+            )
         pipeline["batch_size"] = ppo_mini_batch_size * require_batches
     elif require_batches != 1:
         pipeline["batch_size"] = pipeline.get("batch_size", CHAPTER.batch_size) * require_batches
@@ -234,9 +237,11 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
         worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
         sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=AbortReprefill())
         if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
-            raise ValueError(f"slime fully async: {why}")  # at construction, not a stall mid-run
+            raise FieldError(
+                f"slime fully async: {why}", "batch_size"
+            )  # at construction, not a stall mid-run
         return sc
-    raise ValueError(f"mode must be 'drain' or 'fully_async', got {mode!r}")
+    raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
 
 
 def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:

@@ -6,7 +6,6 @@ function that fails, so none of these tests runs one (but the two that write a r
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 
 import pipesim.plan as plan
-from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
 
 SPEC = """\
 [cluster]
@@ -194,31 +192,7 @@ def test_integral_floats_read_as_integers(tmp_path: Path) -> None:
     assert spec.space.tp == (1, 2) and all(type(t) is int for t in spec.space.tp)
 
 
-WORK = TokenWorkload(response=LogNormalLengths(200.0, 0.5), prompt=128, max_response_tokens=1024)
-
-
-@pytest.mark.parametrize(
-    ("make", "key"),
-    [
-        (lambda: plan.Space(sync_every=(0,)), "space.sync_every"),
-        (lambda: plan.Space(tp=(1.5,)), "space.tp"),
-        (lambda: plan.Space(eta=(True,)), "space.eta"),
-        (lambda: plan.Space(oversample=(math.nan,)), "space.oversample"),
-        (lambda: plan.Space(placement=(-1,)), "space.placement"),
-        (lambda: plan.Constraints(max_staleness=math.nan), "constraints.max_staleness"),
-        (lambda: plan.Constraints(mean_staleness=-1), "constraints.mean_staleness"),
-        (lambda: plan.Constraints(min_trainer_gpus=1.5), "constraints.min_trainer_gpus"),  # type: ignore[arg-type]
-        (lambda: plan.PlanSpec(GPUS["h100-sxm"], 4.7, MODELS["qwen3-0.6b"], WORK, 4), "cluster.n_gpus"),  # type: ignore[arg-type]
-        (lambda: plan.PlanSpec(GPUS["h100-sxm"], 10**8, MODELS["qwen3-0.6b"], WORK, 4), "cluster.n_gpus"),
-        (
-            lambda: plan.PlanSpec(GPUS["h100-sxm"], 4, MODELS["qwen3-0.6b"], WORK, 4, sync_time_s=math.inf),
-            "sync_time_s",
-        ),
-    ],
-)
-def test_the_configs_validate_at_construction(make: Any, key: str) -> None:
-    with pytest.raises(plan.PlanError, match=key.replace(".", r"\.")):
-        make()
+# (the configs refusing a bad key at construction: tests/test_refusals_plan.py, configs/*)
 
 
 # -- 3. output paths: checked before the search; '-' is standard output --------------------------------
@@ -385,8 +359,9 @@ def test_seed_out_of_range_is_rejected(
 def test_seed_out_of_range_is_rejected_from_python(tmp_path: Path, seed: Any) -> None:
     (tmp_path / "s.toml").write_text(SPEC)
     spec = plan.load(tmp_path / "s.toml")
-    with pytest.raises(plan.PlanError, match="seed must be"):
+    with pytest.raises(plan.PlanError) as info:
         plan.search(spec, seed=seed)
+    assert info.value.field == "seed"
 
 
 @pytest.mark.parametrize(("option", "value"), [("--workers", "0"), ("--trials", "0")])

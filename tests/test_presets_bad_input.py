@@ -1,4 +1,6 @@
-"""The system presets and ``pipesim.compare`` refuse what they cannot honour, by name, at once.
+"""The system presets and ``pipesim.compare`` refuse what they cannot honour, by name, at once
+(the refusals' rows, type and ``err.field``: tests/test_refusals_policies.py; this file keeps what
+the presets run and the overrides that settle ``max_staleness``).
 
 Found by a probe of the presets: ``max_staleness=`` was a ``TypeError`` from inside
 ``dataclasses.replace``; slime's fully asynchronous worker stalled mid-run at a batch it can
@@ -10,65 +12,14 @@ read a typo as a row of NaN and dropped one of two designs named ``1`` and ``"1"
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 
 import pipesim
 from pipesim import PipelineConfig, Scenario
 from pipesim.io.registry import apply_overrides, build, resolve
-from scenarios.systems import PRESETS, april, areal, slime, verl_fully_async
-
-BAD: list[tuple[str, Callable[[], Any], str]] = [
-    (
-        "areal-max-staleness",
-        lambda: PRESETS["areal"](max_staleness=1),
-        r"^AReaL: max_staleness is not",
-    ),
-    (
-        "one-step-max-staleness",
-        lambda: PRESETS["verl_one_step_off_policy"](max_staleness=2),
-        r"its staleness bound is fixed at 1",
-    ),
-    ("roll-max-staleness", lambda: PRESETS["roll"](max_staleness=2), r"is async_generation_ratio$"),
-    (
-        "slime-batch-never-forms",
-        lambda: PRESETS["slime_fully_async"](n_slots=8, batch_size=16),
-        r"batch_size 16 can never form with max_concurrent \(n_slots\) 8",
-    ),
-    (
-        "slime-batch-max-concurrent",
-        lambda: PRESETS["slime_fully_async"](max_concurrent=4, batch_size=8),
-        r"batch_size 8 can never form with max_concurrent 4",
-    ),
-    ("areal-samples", lambda: areal(samples_per_prompt=-3), r"^samples_per_prompt must be an integer >= 1"),
-    ("april-carry-over", lambda: april(carry_over="False"), r"^carry_over must be a bool"),
-    ("verl-partial", lambda: verl_fully_async(partial_rollout="False"), r"^partial_rollout must be a bool"),
-    (
-        "verl-require-bool",
-        lambda: verl_fully_async(require_batches=True),
-        r"^require_batches must be",
-    ),
-    (
-        "verl-require-neg",
-        lambda: verl_fully_async(require_batches=-2),
-        r"^require_batches must be",
-    ),
-    (
-        "verl-k-numpy",
-        lambda: verl_fully_async(trigger_parameter_sync_step=np.int64(2)),
-        r"^trigger_parameter_sync_step must be an integer >= 1 \(a Python int",
-    ),
-    ("verl-k-zero", lambda: verl_fully_async(trigger_parameter_sync_step=0), r"^trigger_parameter_sync_step"),
-]
-
-
-@pytest.mark.parametrize(("build", "match"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
-def test_a_preset_refuses_what_it_cannot_honour(build: Callable[[], Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        build()
+from scenarios.systems import PRESETS
 
 
 def test_slime_runs_a_batch_below_twice_its_cap() -> None:
@@ -82,22 +33,8 @@ def two_runs() -> dict[str, Any]:
     return {"a": pipesim.run(PRESETS["areal"](steps=2)), "b": pipesim.run(PRESETS["roll"](steps=2))}
 
 
-@pytest.mark.parametrize(
-    ("metrics", "match"),
-    [
-        ("gen_util", r"^metrics must be a non-empty list of summary keys, got 'gen_util'"),
-        ([], r"^metrics must be a non-empty list"),
-        (["gen_utl"], r"^metrics: unknown summary key\(s\) \['gen_utl'\]"),
-    ],
-)
-def test_compare_names_a_bad_metric(two_runs: dict[str, Any], metrics: Any, match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        pipesim.compare(two_runs, metrics=metrics)
-
-
 def test_compare_keeps_every_design(two_runs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match=r"design names must be distinct as text"):
-        pipesim.compare({1: two_runs["a"], "1": two_runs["b"]})
+    """(Two designs whose names read the same, once one dropped: tests/test_refusals_policies.py.)"""
     table = pipesim.compare(two_runs, metrics=("gen_util", "episodes_trained")).table
     assert list(table.columns) == ["a", "b"] and table.shape == (2, 2)
     assert table.iloc[1].tolist() == [128.0, 128.0]  # episodes trained: 2 steps of 64
@@ -133,12 +70,6 @@ def test_a_preset_refuses_a_max_staleness_its_rule_never_reads(preset: str, rule
     with pytest.raises(ValueError, match=match):
         build(resolve(f"systems:{preset}"), ["max_staleness=2"])
     assert sc.with_(max_staleness=0, steps=3).pipeline.steps == 3  # an unchanged value is no change
-
-
-def test_slime_fully_async_refuses_max_staleness_it_only_recorded() -> None:
-    """Its worker has no version bound: a recorded eta of 2 labelled an unbounded run."""
-    with pytest.raises(ValueError, match=r"^slime fully async: max_staleness is not a knob of this preset"):
-        slime("fully_async", max_staleness=2)
 
 
 def test_a_scenario_built_with_a_max_staleness_its_policies_never_read_is_refused() -> None:

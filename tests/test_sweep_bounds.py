@@ -139,7 +139,7 @@ def test_a_hung_cell_on_threads_no_longer_keeps_the_script_from_exiting(tmp_path
         [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
-    assert "ValueError: timeout_s=1 s cannot be enforced" in proc.stderr, proc.stderr[-2000:]
+    assert "FieldError: timeout_s=1 s cannot be enforced" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_a_sweep_has_a_finite_default_limit_that_none_lifts() -> None:

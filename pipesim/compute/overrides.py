@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.workload.durations import AgentDurations
 
 _SET_BY_CLUSTER = (
@@ -30,26 +31,30 @@ def check_overridden(scenario: Scenario, cluster_colocated: bool, seed: int | No
     for name, instead in _SET_BY_CLUSTER:
         value = getattr(cfg, name)
         if value != getattr(defaults, name):
-            raise ValueError(
-                f"PipelineConfig.{name} ({shown(value)}) is not used by the compute engine: {instead}"
+            raise FieldError(
+                f"PipelineConfig.{name} ({shown(value)}) is not used by the compute engine: {instead}",
+                f"pipeline.{name}",
             )
     if cfg.colocated and not cluster_colocated:
-        raise ValueError(
+        raise FieldError(
             "PipelineConfig.colocated is True but the cluster is split (trainer_gpus given): "
-            "the Cluster's placement decides colocation"
+            "the Cluster's placement decides colocation",
+            "pipeline.colocated",
         )
     if scenario.replicas is not None:
-        raise ValueError(
+        raise FieldError(
             "Scenario.replicas is set by the cluster (one per engine replica): pass the routing "
-            "as run_compute(routing=...)"
+            "as run_compute(routing=...)",
+            "replicas",
         )
     if scenario.durations != AgentDurations():
-        raise ValueError(
+        raise FieldError(
             f"Scenario.durations ({shown(scenario.durations)}) is not used by the compute engine, whose "
-            "samples have tokens: give the lengths in the TokenWorkload"
+            "samples have tokens: give the lengths in the TokenWorkload",
+            "durations",
         )
     if seed is None:
         return scenario.seed
     if scenario.seed not in (0, seed):
-        raise ValueError(f"seed {seed} and Scenario.seed {scenario.seed} differ: give one of them")
+        raise FieldError(f"seed {seed} and Scenario.seed {scenario.seed} differ: give one of them", "seed")
     return seed

@@ -1,5 +1,6 @@
-"""How a run that cannot finish says so: :class:`PipelineError` and its messages (and
-:func:`check_int`, how a config says an integer field is wrong).
+"""How a run that cannot finish says so: :class:`PipelineError` and its messages. How a config
+refuses a field (:class:`FieldError`, :func:`check_int`, :func:`check_number`, :func:`shown`) lives
+in :mod:`pipesim.core.validate`, re-exported here.
 
 Each message names where the run stood (time, version, counts) and the policies involved, since
 a run that cannot finish is nearly always a combination of policies that cannot work together.
@@ -7,34 +8,21 @@ a run that cannot finish is nearly always a combination of policies that cannot 
 
 from __future__ import annotations
 
-import decimal
 import math
 import numbers
-import reprlib
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 4, 4, 4
-_SHOWN.maxset, _SHOWN.maxfrozenset, _SHOWN.maxdeque = 4, 4, 4
-_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 60, 60, 40
-MAX_SHOWN_CHARS = 80
-"""The most characters of a user's value an error message shows."""
-
-
-def shown(value: object) -> str:
-    """A user's value as an error message shows it: a repr bounded in depth, count and length.
-
-    Never the whole repr: a few hundred bytes of YAML aliases expand to a value whose full repr
-    is gigabytes, and a message must stay one short line whatever the file holds."""
-    try:
-        text = _SHOWN.repr(value)
-    except Exception:  # a user's object whose repr fails: its type is still worth naming
-        text = f"<{type(value).__name__}>"
-    text = text.replace("\n", " ")
-    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
-
+from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
+from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
+from pipesim.core.validate import FieldError as FieldError  # re-exported
+from pipesim.core.validate import FieldTypeError as FieldTypeError  # re-exported
+from pipesim.core.validate import check_int as check_int  # re-exported: the configs' checks
+from pipesim.core.validate import check_number as check_number  # re-exported
+from pipesim.core.validate import check_tail as check_tail  # re-exported
+from pipesim.core.validate import float_hint as float_hint  # re-exported
+from pipesim.core.validate import shown as shown  # re-exported
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -53,61 +41,6 @@ MAX_SEED = 2**64
 MAX_POOL_TASKS = 2**28
 """The most tasks a duration pool may hold (2 GiB of float64 durations, and hours of simulation
 at a few hundred thousand episodes a second): past this a pool is out of memory, not a run."""
-
-
-def check_int(name: str, value: object, minimum: int, maximum: int | None = None, why: str = "") -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an int (not a bool) >= ``minimum`` (and
-    <= ``maximum``, where given, ``why`` saying why): the one integer check of every config (the
-    kernel's options, the scenario, the policies)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        hint = ""
-        if not isinstance(value, bool | int) and isinstance(value, numbers.Integral):
-            hint = " (a Python int: int(x) converts a numpy integer)"
-        raise ValueError(f"{name} must be an integer >= {minimum}{hint}, got {shown(value)}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
-
-
-TAIL_SIGMAS = 8.0
-"""A log-normal's draw this many sigmas above its median must be a finite float (a spread beyond
-it overflows draws to inf: a configuration error, not a workload)."""
-
-
-def check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
-    """``ValueError`` naming both fields when ``median * exp(TAIL_SIGMAS * sigma)`` overflows."""
-    if median == 0:
-        return
-    try:
-        top = median * math.exp(TAIL_SIGMAS * sigma)
-    except OverflowError:
-        top = math.inf
-    if not top < math.inf:
-        raise ValueError(
-            f"{names[0]} ({shown(median)}) with {names[1]} ({shown(sigma)}): draws {TAIL_SIGMAS:g} sigmas "
-            "above "
-            "the median overflow to infinity"
-        )
-
-
-def check_number(name: str, value: object, minimum: float, strict: bool = False, unit: str = "") -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is a finite int or float (not a bool)
-    ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs.
-    ``unit`` follows "a finite number" in the message (" of seconds")."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
-        bound = f"{'>' if strict else '>='} {minimum}"
-        raise ValueError(
-            f"{name} must be a finite number{unit} {bound}{float_hint(value)}, got {shown(value)}"
-        )
-
-
-def float_hint(value: object) -> str:
-    """What to say of a real number that is not a Python int or float (a numpy float32, a
-    Fraction, a Decimal): a field takes a Python number, so its arithmetic is a C double's in
-    both builds; the user converts it."""
-    if not isinstance(value, bool | int | float) and isinstance(value, numbers.Real | decimal.Decimal):
-        return f" (a Python float: float(x) converts a {type(value).__name__})"
-    return ""
 
 
 def _where(p: Pipeline) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipesim.core.errors import MAX_SLOTS, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 __all__ = ["PipelineConfig", "check_time"]
 
@@ -45,4 +46,4 @@ class PipelineConfig:
         check_int("max_staleness", self.max_staleness, 0)
         check_int("steps", self.steps, 1)
         if not isinstance(self.colocated, bool):
-            raise ValueError(f"colocated must be a bool, got {shown(self.colocated)}")
+            raise refuse("colocated", f"must be a bool, got {shown(self.colocated)}")

@@ -12,6 +12,7 @@ from pipesim.config import PipelineConfig, Scenario, check_int, check_time
 from pipesim.core.collector import during_run
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import shown
+from pipesim.core.validate import refuse
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
@@ -37,7 +38,7 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     array or a CPU torch tensor.
     """
     if not isinstance(scenario, Scenario):
-        raise ValueError(f"scenario must be a pipesim.Scenario, got {type(scenario).__name__}")
+        raise refuse("scenario", f"must be a pipesim.Scenario, got {type(scenario).__name__}")
     pool = draw_pool(scenario) if durations is None else as_durations(durations)
     p = Pipeline(scenario, pool)  # the engine reads the array in place
     p.run()
@@ -94,7 +95,7 @@ def simulate_pipeline(
     ``trained_duration``.
     """
     if durations is None:
-        raise ValueError("durations must be given: the pool of episode seconds, consumed in order")
+        raise refuse("durations", "must be given: the pool of episode seconds, consumed in order")
     check_int("n_slots", n_slots, 1)
     check_int("batch_size", batch_size, 1)
     check_time("train_time", train_time)
@@ -102,7 +103,7 @@ def simulate_pipeline(
     check_int("max_staleness", max_staleness, 0)
     check_int("steps", steps, 1)
     if not isinstance(interrupt, bool):
-        raise ValueError(f"interrupt must be a bool, got {shown(interrupt)}")
+        raise refuse("interrupt", f"must be a bool, got {shown(interrupt)}")
     cfg = PipelineConfig(n_slots, batch_size, float(train_time), float(sync_time), max_staleness, steps)
     scenario = Scenario(
         pipeline=cfg,

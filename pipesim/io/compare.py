@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.api import run
 from pipesim.io.html import HEADLINE_KEYS
 
@@ -52,16 +53,18 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
     ``metrics``: the summary keys for the table's rows (default: the headline keys of
     :mod:`pipesim.io.html`, which label the rows)."""
     if not isinstance(designs, Mapping) or len(designs) < 2:
-        raise ValueError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}")
+        raise FieldError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}", "designs")
     names = [str(name) for name in designs]
     if len(set(names)) != len(names):  # {1: a, "1": b} kept one of the two
-        raise ValueError(f"compare: design names must be distinct as text, got {list(designs)}")
+        raise FieldError(
+            f"compare: the designs' names must be distinct as text, got {shown(list(designs))}", "designs"
+        )
     if metrics is not None:
         given = metrics
         # a string is not a list of keys (it became one row per character)
         metrics = list(metrics) if isinstance(metrics, Sequence) and not isinstance(metrics, str) else []
         if not metrics or not all(isinstance(k, str) for k in metrics):
-            raise ValueError(f"metrics must be a non-empty list of summary keys, got {shown(given)}")
+            raise refuse("metrics", f"must be a non-empty list of summary keys, got {shown(given)}")
     results: dict[str, Any] = {}
     for name, d in designs.items():
         if isinstance(d, Scenario):
@@ -69,16 +72,17 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
         elif hasattr(d, "summary") and hasattr(d, "scenario"):
             results[str(name)] = d
         else:
-            raise ValueError(
-                f"compare: {shown(name)} is a {type(d).__name__}; give a Scenario, a RunResult or a loaded "
-                "run"
+            raise FieldError(
+                f"compare: designs[{shown(name)}] is a {type(d).__name__}; give a Scenario, a RunResult "
+                "or a loaded run",
+                f"designs[{shown(name)}]",
             )
     summaries = {k: r.summary() for k, r in results.items()}
     keys = list(metrics) if metrics is not None else [k for k, _ in HEADLINE_KEYS]
     unknown = [k for k in keys if not any(k in s for s in summaries.values())]
     if metrics is not None and unknown:  # a typo read as a row of NaN
         known = sorted(set().union(*summaries.values()))
-        raise ValueError(f"metrics: unknown summary key(s) {unknown}; known: {', '.join(known)}")
+        raise FieldError(f"metrics: unknown summary key(s) {unknown}; known: {', '.join(known)}", "metrics")
     labels = dict(HEADLINE_KEYS)
     table = pd.DataFrame(
         {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},

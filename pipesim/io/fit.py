@@ -157,22 +157,28 @@ def fit_values(
     x = np.asarray(x, dtype=np.float64)
     where = f"{source}: column {shown(column)}"
     if len(x) < MIN_VALUES or not (np.isfinite(x) & (x > 0)).all():
-        raise FitError(f"{where}: need at least {MIN_VALUES} finite values > 0, got {len(x)}")
+        raise FitError(f"{where}: need at least {MIN_VALUES} finite values > 0, got {len(x)}", column, source)
     lo, hi = float(x.min()), float(x.max())
     if lo < FIT_RANGE_S[0] or hi > FIT_RANGE_S[1]:
         raise FitError(
             f"{where}: values from {lo:.3g} to {hi:.3g} s, outside [{FIT_RANGE_S[0]:g}, "
-            f"{FIT_RANGE_S[1]:g}] s; convert them to seconds with --scale"
+            f"{FIT_RANGE_S[1]:g}] s; convert them to seconds with --scale",
+            column,
+            source,
         )
     if lo == hi:
-        raise FitError(f"{where}: every value is {lo:.6g}: a constant has no distribution to fit")
+        raise FitError(
+            f"{where}: every value is {lo:.6g}: a constant has no distribution to fit", column, source
+        )
     cap = (base or AgentDurations()).max_turns
     if turns is not None and len(turns) and float(np.max(turns)) > cap:
         # the model caps an episode at max_turns: a trace above it read as the grid's edge
         raise FitError(
             f"{source}: the turn column goes up to {float(np.max(turns)):g} turns, above the agent "
             f"model's max_turns ({cap}); fit against a base whose AgentDurations has max_turns >= "
-            f"{math.ceil(float(np.max(turns)))} (--base SCENARIO, or base= in the API)"
+            f"{math.ceil(float(np.max(turns)))} (--base SCENARIO, or base= in the API)",
+            "turns",
+            source,
         )
     fits = {
         "lognormal": fit_lognormal(x),
@@ -205,7 +211,7 @@ def fit_trace(
 ) -> FitResult:
     """Read ``column`` (and optionally ``turns_column``) of a trace and fit every model."""
     if not (math.isfinite(scale) and scale > 0):
-        raise FitError(f"--scale must be a finite number > 0, got {shown(scale)}")
+        raise FitError(f"--scale must be a finite number > 0, got {shown(scale)}", "--scale")
     df = read_table(path)
     col = column_values(df, path, column).to_numpy(dtype=np.float64) * scale
     keep = np.isfinite(col) & (col > 0)
@@ -221,7 +227,9 @@ def fit_trace(
         need = f"{shown(column)} > 0" + (f", {shown(turns_column)} >= 1" if turns_column else "")
         raise FitError(
             f"{path}: column {shown(bad)} leaves {int(keep.sum())} usable rows ({need}); "
-            f"at least {MIN_VALUES} needed"
+            f"at least {MIN_VALUES} needed",
+            str(bad),
+            str(path),
         )
     return fit_values(
         col[keep],

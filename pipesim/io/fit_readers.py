@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 
 __all__ = ["FitError", "column_values", "read_column", "read_table"]
 
@@ -23,15 +24,17 @@ MIN_VALUES = 10
 """The fewest usable values a fit accepts."""
 
 
-class FitError(ValueError):
-    """A trace that cannot be fitted (names the file, the column and what is wrong)."""
+class FitError(FieldError):
+    """A trace that cannot be fitted (names the file, the column and what is wrong): a
+    :class:`~pipesim.core.validate.FieldError` whose ``field`` is the column (or the flag,
+    ``--scale``) and ``file`` the trace, ``""`` and the file where the whole file is refused."""
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """The trace as a table, read by its suffix; FitError says why it cannot be read."""
     p = Path(path)
     if not p.is_file():
-        raise FitError(f"{p}: no such file")
+        raise FitError(f"{p}: no such file", "", str(p))
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
@@ -43,9 +46,13 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if suffix == ".parquet":
             return pd.read_parquet(p)
     except (ValueError, OSError) as exc:
-        raise FitError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}") from None
+        raise FitError(
+            f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}", "", str(p)
+        ) from None
     raise FitError(
-        f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {shown(suffix or 'no suffix')}"
+        f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {shown(suffix or 'no suffix')}",
+        "",
+        str(p),
     )
 
 
@@ -53,11 +60,13 @@ def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
     """``column`` of ``df`` as numbers (NaN where a cell is not one); FitError when it has none."""
     if column not in df.columns:
         raise FitError(
-            f"{path}: no column {shown(column)}; the columns are {', '.join(map(str, df.columns))}"
+            f"{path}: no column {shown(column)}; the columns are {', '.join(map(str, df.columns))}",
+            str(column),
+            str(path),
         )
     col = pd.to_numeric(df[column], errors="coerce")
     if col.notna().sum() == 0:
-        raise FitError(f"{path}: column {shown(column)} holds no numbers")
+        raise FitError(f"{path}: column {shown(column)} holds no numbers", str(column), str(path))
     return col
 
 
@@ -67,6 +76,8 @@ def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.n
     keep = np.isfinite(col) & (col > 0)
     if keep.sum() < MIN_VALUES:
         raise FitError(
-            f"{path}: column {shown(column)} has {int(keep.sum())} positive values; at least 10 needed"
+            f"{path}: column {shown(column)} has {int(keep.sum())} positive values; at least 10 needed",
+            str(column),
+            str(path),
         )
     return col[keep], int((~keep).sum())

@@ -40,6 +40,7 @@ from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.io.overrides import (
     OPTIONAL_POLICY_FIELDS,
     POLICY_FIELDS,
@@ -125,12 +126,14 @@ class Entry:
             s = self.factory(**params)
         except (ValueError, TypeError) as exc:
             msg = str(exc)
-            raise ValueError(
-                msg if msg.startswith(self.name) else f"scenario {shown(self.name)}: {msg}"
+            field = exc.field if isinstance(exc, FieldError) else ""
+            raise FieldError(
+                msg if msg.startswith(self.name) else f"scenario {shown(self.name)}: {msg}", field
             ) from None
         if not isinstance(s, Scenario):
-            raise ValueError(
-                f"scenario {shown(self.name)}: factory returned {type(s).__name__}, not a Scenario"
+            raise FieldError(
+                f"scenario {shown(self.name)}: factory returned {type(s).__name__}, not a Scenario",
+                "scenario",
             )
         return s
 
@@ -293,7 +296,9 @@ def _named(reg: Mapping[str, Entry], name: str) -> Entry:
     if name not in reg:
         close = difflib.get_close_matches(name, list(reg), n=2, cutoff=0.6)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ValueError(f"unknown scenario {shown(name)}{hint}; valid scenarios: {', '.join(reg)}")
+        raise FieldError(
+            f"unknown scenario {shown(name)}{hint}; valid scenarios: {', '.join(reg)}", "scenario"
+        )
     return reg[name]
 
 
@@ -312,7 +317,7 @@ def resolve(spec: str) -> Entry:
 
             path = Path(spec)
             if not path.is_file():
-                raise ValueError(f"{spec}: no such scenario file")
+                raise FieldError(f"{spec}: no such scenario file", "scenario", spec)
             return Entry(spec, f"scenario file {spec}", lambda: load_scenario(path))
         where, _, attr = spec.rpartition(":")
         if where and attr.isidentifier() and is_module_path(where):

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from pipesim.core.validate import refuse
 from pipesim.io.api import run, simulate_pipeline
 from pipesim.io.interrupts import write_text_atomic
 from pipesim.io.registry import CHAPTER_DESIGNS, chapter_design, get_scenario
@@ -192,7 +193,7 @@ def build_report(
     from pipesim.io.sweeps import sweep
 
     if seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {seeds}")
+        raise refuse("seeds", f"must be >= 1, got {seeds}")
     t0 = time.perf_counter()
     d = chapter_pool()
     stats, strag = pool_tables(d)

@@ -51,6 +51,7 @@ import pandas as pd
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
 from pipesim.io.saved_checks import check_columns, check_summary, json_number, read_summary
 from pipesim.io.saved_files import (
@@ -276,13 +277,13 @@ def load(path: str | Path) -> SavedRun:
     with reading(p / "meta.json"):
         sim_time_s = float(meta["sim_time_s"])
         if not math.isfinite(sim_time_s) or sim_time_s < 0:
-            raise ValueError(f"sim_time_s must be a finite time >= 0, got {shown(meta['sim_time_s'])}")
+            raise refuse("sim_time_s", f"must be a finite time >= 0, got {shown(meta['sim_time_s'])}")
     tables = {attr: files.table(name, attr) for attr, name in TABLES.items()}
     summary = read_summary(p / "summary.json", files.raw("summary.json"))
     sc = files.json_of("scenario.json")
     with reading(p / "scenario.json"):
         if not isinstance(sc, dict):
-            raise ValueError(f"must be a JSON object, got {type(sc).__name__}")
+            raise FieldError(f"must be a JSON object, got {type(sc).__name__}")
         if sc.get("scenario") is not None:
             from pipesim.io.scenario_files import scenario_from_dict
 
@@ -299,7 +300,7 @@ def load(path: str | Path) -> SavedRun:
             )
         pool_given = sc.get("pool_given", False)
         if not isinstance(pool_given, bool):
-            raise ValueError(f"pool_given must be true or false, got {shown(pool_given)}")
+            raise refuse("pool_given", f"must be true or false, got {shown(pool_given)}")
     pool = _read_pool(files, pool_given)
     lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
     check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)
@@ -325,14 +326,18 @@ def _read_pool(files: _Files, pool_given: bool) -> np.ndarray | None:
         return None
     with reading(pool_file):
         if not files.has("pool.parquet"):
-            raise ValueError("missing: the run was given a pool (scenario.json says pool_given), saved here")
+            raise FieldError(
+                "missing: the run was given a pool (scenario.json says pool_given), saved here", "pool_given"
+            )
         if not pool_given:
-            raise ValueError("present, but scenario.json says the run drew its own pool (pool_given false)")
+            raise FieldError(
+                "present, but scenario.json says the run drew its own pool (pool_given false)", "pool_given"
+            )
     table = files.table("pool.parquet", None)
     with reading(pool_file):
         from pipesim.workload.durations import as_durations
 
         pool = as_durations(table["duration_s"].to_numpy(), "duration_s")
         if not len(pool):
-            raise ValueError("holds no durations")
+            raise FieldError("holds no durations", "durations")
     return pool

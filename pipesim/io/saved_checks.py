@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.io.saved_files import SavedRunError, reading
 
 HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max", "episodes_trained")
@@ -69,18 +70,20 @@ def read_summary(path: Path, data: bytes) -> dict[str, float]:
         try:
             raw = json.loads(data.decode("utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON ({exc})") from None
+            raise FieldError(f"not JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise SavedRunError(f"{path}: must be a JSON object of numbers, got {type(raw).__name__}")
     summary = {}
     for k, v in raw.items():
         v = _from_json_num(v)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SavedRunError(f"{path}: {shown(k)} must be a number, got {shown(v)}")
+            raise SavedRunError(f"{path}: {shown(k)} must be a number, got {shown(v)}", str(k))
         summary[str(k)] = v
     missing = [k for k in HEADLINE if k not in summary]
     if missing:
-        raise SavedRunError(f"{path}: lacks {', '.join(missing)} (edited, or not written by RunResult.save)")
+        raise SavedRunError(
+            f"{path}: lacks {', '.join(missing)} (edited, or not written by RunResult.save)", missing[0]
+        )
     return summary
 
 
@@ -88,7 +91,9 @@ def check_columns(table: pd.DataFrame, which: str) -> None:
     """A ValueError (inside :func:`reading`) when ``table`` lacks a column that is read."""
     lacking = [c for c in COLUMNS[which] if c not in table.columns]
     if lacking:
-        raise ValueError(f"lacks the columns {', '.join(lacking)} (edited, or not written by save)")
+        raise FieldError(
+            f"lacks the columns {', '.join(lacking)} (edited, or not written by save)", lacking[0]
+        )
 
 
 def _expected(
@@ -145,8 +150,9 @@ def check_summary(
     with reading(directory / "episodes.parquet"):
         n_status = int((episodes["status"].astype(str) == "trained").sum())
         if n_status != len(trained):
-            raise ValueError(
-                f"{n_status} episodes have status trained, but trained.parquet has {len(trained)} rows"
+            raise FieldError(
+                f"{n_status} episodes have status trained, but trained.parquet has {len(trained)} rows",
+                "status",
             )
     with reading(directory / "trained.parquet"):
         expected = _expected(episodes, trained, lineage, sim_time_s)
@@ -154,5 +160,6 @@ def check_summary(
         if key in summary and not _same(float(summary[key]), want):
             raise SavedRunError(
                 f"{directory / 'summary.json'}: {key} is {shown(summary[key])}, but {source} make it "
-                f"{shown(want)} (edited, or not written by RunResult.save)"
+                f"{shown(want)} (edited, or not written by RunResult.save)",
+                key,
             )

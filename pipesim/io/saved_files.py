@@ -46,14 +46,23 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "pipesim-run-manifest"
 ALGORITHM = "sha256"
 
 
-class SavedRunError(ValueError):
-    """A directory that is not a readable saved run (names the path and what is wrong)."""
+class SavedRunError(FieldError):
+    """A directory that is not a readable saved run (names the path and what is wrong).
+
+    A :class:`~pipesim.core.validate.FieldError`: its message starts with the file (``err.file``;
+    taken from the message where not given) and ``err.field`` is the key refused inside it
+    (``summary.json``'s ``episodes_trained``, a manifest's ``files.x.sha256``), or ``""`` where
+    the file as a whole is."""
+
+    def __init__(self, message: str, field: str = "", file: str | None = None) -> None:
+        super().__init__(message, field, file if file is not None else message.split(": ", 1)[0])
 
 
 class UnverifiedRunWarning(UserWarning):
@@ -91,12 +100,15 @@ def reading(path: Path) -> Iterator[None]:
         raise  # names its file already
     except ScenarioFileError as exc:  # the scenario reader names its source (this file)
         text = " ".join(str(exc).split())
-        raise SavedRunError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+        raise SavedRunError(
+            text if text.startswith(str(path)) else f"{path}: {text}", exc.field, str(path)
+        ) from None
     except _read_errors() as exc:
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, KeyError):
             first = f"lacks {first}"
-        raise SavedRunError(f"{path}: {first[:300]}") from None
+        field = exc.field if isinstance(exc, FieldError) else ""
+        raise SavedRunError(f"{path}: {first[:300]}", field, str(path)) from None
 
 
 def read_bytes(path: Path) -> bytes:
@@ -142,25 +154,29 @@ def _listed_files(path: Path, raw: bytes) -> dict[str, dict[str, Any]]:
     with reading(path):
         body = json.loads(raw.decode("utf-8"))
         if not isinstance(body, dict) or body.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"not a pipesim saved-run manifest (format {shown(MANIFEST_FORMAT)})")
+            raise FieldError(f"not a pipesim saved-run manifest (format {shown(MANIFEST_FORMAT)})", "format")
         if body.get("algorithm") != ALGORITHM:
-            raise ValueError(f"algorithm must be {shown(ALGORITHM)}")
+            raise refuse("algorithm", f"must be {shown(ALGORITHM)}")
         stored = body.pop("manifest_sha256", None)
         if not _is_hex_digest(stored):
-            raise ValueError("manifest_sha256 must be a SHA-256 hex digest (the manifest's own hash)")
+            raise refuse("manifest_sha256", "must be a SHA-256 hex digest (the manifest's own hash)")
         if sha256_hex(_canonical(body)) != stored:
-            raise ValueError("the manifest's own hash does not match its content (corrupted or edited)")
+            raise FieldError(
+                "the manifest's own hash does not match its content (corrupted or edited)", "manifest_sha256"
+            )
         files = body.get("files")
         if not isinstance(files, dict):
-            raise ValueError("files must be an object of file name -> {bytes, sha256}")
+            raise refuse("files", "must be an object of file name -> {bytes, sha256}")
         for name, entry in files.items():
             if not _plain_name(name):
-                raise ValueError(f"lists {shown(name)}, not a plain file name in the run's directory")
+                raise FieldError(
+                    f"lists {shown(name)}, not a plain file name in the run's directory", f"files.{name}"
+                )
             size = entry.get("bytes") if isinstance(entry, dict) else None
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-                raise ValueError(f"files.{name}.bytes must be a size in bytes")
+                raise refuse(f"files.{name}.bytes", "must be a size in bytes")
             if not _is_hex_digest(entry.get(ALGORITHM)):
-                raise ValueError(f"files.{name}.{ALGORITHM} must be a SHA-256 hex digest")
+                raise refuse(f"files.{name}.{ALGORITHM}", "must be a SHA-256 hex digest")
         return files
 
 

@@ -70,6 +70,7 @@ from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -128,7 +129,7 @@ def policy_to_dict(obj: Any, where: str = "policy") -> dict[str, Any]:
     try:
         name = catalog.name_of(obj)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise FieldError(f"{where}: {exc}", where) from None
     table: dict[str, Any] = {"type": name}
     if not dataclasses.is_dataclass(obj):
         return table  # a policy without fields (RoundRobin)
@@ -166,14 +167,14 @@ def dumps(scenario: Scenario, fmt: str = "toml") -> str:
         import yaml
 
         return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-    raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
+    raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
 
 
 def file_format(path: str | Path) -> str:
     """``"toml"`` or ``"yaml"`` from the file's suffix; ValueError for any other suffix."""
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
-        raise ValueError(f"{path}: a scenario file ends in .toml, .yaml or .yml")
+        raise FieldError(f"{path}: a scenario file ends in .toml, .yaml or .yml", "", str(path))
     return SUFFIXES[suffix]
 
 
@@ -193,7 +194,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
     return loads(raw, fmt, str(path))
 
 
@@ -203,13 +204,13 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
         try:
             text = text.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
         except UnicodeDecodeError:
-            raise ScenarioFileError(f"{source}: not UTF-8 text") from None
+            raise ScenarioFileError(f"{source}: not UTF-8 text", "", source) from None
     text = text.removeprefix("\ufeff")
     if fmt == "toml":
         try:
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ScenarioFileError(f"{source}: not valid TOML: {exc}") from None
+            raise ScenarioFileError(f"{source}: not valid TOML: {exc}", "", source) from None
     elif fmt == "yaml":
         import yaml
 
@@ -218,9 +219,10 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
         try:
             data = load_yaml(text)
         except yaml.YAMLError as exc:
-            raise ScenarioFileError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+            text = " ".join(str(exc).split())
+            raise ScenarioFileError(f"{source}: not valid YAML: {text}", "", source) from None
     else:
-        raise ValueError(f"format must be 'toml' or 'yaml', got {shown(fmt)}")
+        raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
     return scenario_from_dict(data, source)
 
 
@@ -255,7 +257,10 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
     try:
         return Scenario(**kwargs)
     except (ValueError, TypeError) as exc:
-        raise r.error(_field_in(str(exc), list(fields)), str(exc)) from None
+        where = _field_in(str(exc), list(fields))
+        raise r.error(
+            where, str(exc), exc.field if isinstance(exc, FieldError) and exc.field else where
+        ) from None
 
 
 def _field_in(message: str, names: list[str]) -> str:

@@ -16,15 +16,19 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, shown
 from pipesim.policies import catalog
 
 NONE = "none"
 """How None is written for a field whose default is not None (see :mod:`pipesim.io.scenario_files`)."""
 
 
-class ScenarioFileError(ValueError):
-    """A scenario file that cannot be read: the message names the file, the key and the problem."""
+class ScenarioFileError(FieldError):
+    """A scenario file that cannot be read: the message names the file, the key and the problem.
+
+    A :class:`~pipesim.core.validate.FieldError`: ``err.file`` is the source (the path, or
+    ``<string>``), ``err.field`` the dotted key (``pipeline.n_slots``, ``weight_update.inner.k``;
+    ``""`` where the whole file is refused: unreadable, not TOML, not a table)."""
 
 
 def field_default(f: dataclasses.Field[Any]) -> Any:
@@ -59,8 +63,17 @@ class Reader:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def error(self, where: str, message: str) -> ScenarioFileError:
-        return ScenarioFileError(f"{self.source}: {where + ': ' if where else ''}{message}")
+    def error(self, where: str, message: str, field: str | None = None) -> ScenarioFileError:
+        """The refusal of the key ``where`` (its ``field``, unless another is given)."""
+        text = f"{self.source}: {where + ': ' if where else ''}{message}"
+        return ScenarioFileError(text, where if field is None else field, self.source)
+
+    def refused(self, where: str, exc: Exception) -> ScenarioFileError:
+        """A constructor's refusal ``exc`` of a table at ``where``: a :class:`FieldError`'s field
+        under ``where`` (``pipeline`` + ``n_slots``), any other error the table's."""
+        inner = getattr(exc, "field", "") if isinstance(exc, FieldError) else ""
+        field = f"{where}.{inner}" if where and inner else (inner or where)
+        return self.error(where, str(exc), field)
 
     def check_keys(self, table: Mapping[str, Any], valid: list[str], where: str) -> None:
         for key in table:
@@ -88,7 +101,7 @@ class Reader:
         try:
             return catalog.construct(cls, [], kwargs)
         except ValueError as exc:
-            raise self.error(where, str(exc)) from None
+            raise self.refused(where, exc) from None
 
     def policy(self, table: Mapping[str, Any], hint: Any, where: str, kind: str | None) -> Any:
         name = table.get("type")

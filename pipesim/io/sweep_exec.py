@@ -45,6 +45,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -278,7 +279,7 @@ def run_cells(
     """
     procs = isinstance(ex, ProcessPoolExecutor)
     if timeout_s is not None and not procs:
-        raise ValueError(timeout_refusal(ex, timeout_s))
+        raise FieldError(str(timeout_refusal(ex, timeout_s)), "timeout_s")
     deadline_s = None if timeout_s is None else _KILL_ROUNDS * timeout_s + _KILL_GRACE_S
     pending: dict[Future[dict[str, Any]], Cell] = {
         ex.submit(run_cell, c.index, c.scenario, fn, timeout_s): c for c in cells

@@ -26,6 +26,7 @@ import pandas as pd
 
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.overrides import cell_label
 
 __all__ = ["Cell", "SweepResult", "aggregate", "all_failed_message", "cell_label", "collect", "grid", "t975"]
@@ -140,9 +141,10 @@ def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any]) -> No
         for j in range(i):
             if labels[j] == lab:
                 same = "" if values[j] is values[i] else f" ({shown(values[j])} and {shown(values[i])})"
-                raise ValueError(
+                raise FieldError(
                     f"{what} holds {shown(labels[j])} twice{same}: each value may appear once, since cells "
-                    f"are labelled by value and a repeat would count the same runs twice"
+                    f"are labelled by value and a repeat would count the same runs twice",
+                    f"{what}[{i}]",
                 )
 
 
@@ -159,19 +161,21 @@ def grid(
     """
     designs = {scenarios.name: scenarios} if isinstance(scenarios, Scenario) else dict(scenarios)
     if not designs:
-        raise ValueError("scenarios must hold at least one Scenario")
+        raise refuse("scenarios", "must hold at least one Scenario")
     over = dict(over or {})
     if "seed" in over:
-        raise ValueError("over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)")
+        raise FieldError(
+            "over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)", "over[seed]"
+        )
     for k, vs in over.items():
         if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
-            raise ValueError(f"over[{shown(k)}] must be a non-empty list of values, got {shown(vs)}")
+            raise refuse(f"over[{shown(k)}]", f"must be a non-empty list of values, got {shown(vs)}")
         _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {seeds}")
+            raise refuse("seeds", f"must be >= 1, got {seeds}")
     elif not (isinstance(seeds, Sequence) and seeds and all(isinstance(s, int) for s in seeds)):
-        raise ValueError(f"seeds must be a count >= 1 or a non-empty list of integers, got {shown(seeds)}")
+        raise refuse("seeds", f"must be a count >= 1 or a non-empty list of integers, got {shown(seeds)}")
     else:
         _check_unique("seeds", seeds, seeds)
     cells: list[Cell] = []

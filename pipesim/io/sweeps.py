@@ -47,6 +47,7 @@ from typing import Any
 
 from pipesim.config import Scenario
 from pipesim.core.errors import check_int, shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.io.sweep_exec import (
     DEFAULT_CELL_TIMEOUT_S,
     SIGNED_SUMMARY,
@@ -148,13 +149,14 @@ def sweep(
         and math.isfinite(timeout_s)
         and timeout_s > 0
     ):
-        raise ValueError(
-            f"timeout_s must be a finite number of seconds > 0, or None for no limit, got {shown(timeout_s)}"
+        raise refuse(
+            "timeout_s",
+            f"must be a finite number of seconds > 0, or None for no limit, got {shown(timeout_s)}",
         )
     if executor is not None and not isinstance(executor, Executor):
-        raise ValueError(f"executor must be a concurrent.futures.Executor or None, got {shown(executor)}")
+        raise refuse("executor", f"must be a concurrent.futures.Executor or None, got {shown(executor)}")
     if executor is not None and (refusal := timeout_refusal(executor, timeout_s)) is not None:
-        raise ValueError(refusal)
+        raise FieldError(refusal, "timeout_s")
     if workers is not None:
         check_int("workers", workers, 1)
     cells = grid(scenarios, over, seeds)

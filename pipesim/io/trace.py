@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
 
@@ -127,7 +128,9 @@ def _check_events(events: pd.DataFrame) -> None:
     if len(bad):
         row = int(bad[0])
         kind = str(events["kind"].iloc[row])
-        raise ValueError(f"row {row} of the events has kind = {shown(kind)}: need one of {EVENT_KINDS}")
+        raise FieldError(
+            f"row {row} of the events has kind = {shown(kind)}: need one of {EVENT_KINDS}", f"kind[{row}]"
+        )
     for col in ("version", "episode_id"):
         values = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
         ok = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53)
@@ -135,13 +138,18 @@ def _check_events(events: pd.DataFrame) -> None:
         if len(bad):
             row = int(bad[0])
             value = str(events[col].iloc[row])
-            raise ValueError(f"row {row} of the events has {col} = {shown(value)}: need an integer")
+            raise FieldError(
+                f"row {row} of the events has {col} = {shown(value)}: need an integer", f"{col}[{row}]"
+            )
     start = pd.to_numeric(events["start_s"]).to_numpy(dtype=np.float64)
     end = pd.to_numeric(events["end_s"]).to_numpy(dtype=np.float64)
     bad = np.nonzero(end < start)[0]
     if len(bad):
         row = int(bad[0])
-        raise ValueError(f"row {row} of the events ends (end_s {end[row]}) before it starts ({start[row]})")
+        raise FieldError(
+            f"row {row} of the events ends (end_s {end[row]}) before it starts ({start[row]})",
+            f"end_s[{row}]",
+        )
 
 
 def events_to_trace(
@@ -155,14 +163,16 @@ def events_to_trace(
     and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
-        raise ValueError(f"events table lacks columns {sorted(missing)}")
+        raise FieldError(f"events table lacks columns {sorted(missing)}", sorted(missing)[0])
     for col in ("start_s", "end_s"):
         times = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
         bad = np.nonzero(~np.isfinite(times))[0]
         if len(bad):
             row = int(bad[0])
             value = str(events[col].iloc[row])
-            raise ValueError(f"row {row} of the events has {col} = {shown(value)}: need a number")
+            raise FieldError(
+                f"row {row} of the events has {col} = {shown(value)}: need a number", f"{col}[{row}]"
+            )
     _check_events(events)
     info = episodes.set_index("episode_id") if episodes is not None and len(episodes) else None
     out: list[dict[str, Any]] = [

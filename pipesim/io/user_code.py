@@ -21,6 +21,7 @@ from types import ModuleType
 
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 
 
 def import_file(path: Path) -> ModuleType:
@@ -69,28 +70,28 @@ def import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
-            raise ValueError(f"{spec}: no such file {shown(where)}")
+            raise FieldError(f"{spec}: no such file {shown(where)}", spec)
         try:
             mod = import_file(path)
         except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
-            raise ValueError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}") from None
+            raise FieldError(f"{spec}: importing {where} failed: {type(exc).__name__}: {exc}", spec) from None
     else:
         try:
             mod = importlib.import_module(where)
         except Exception as exc:  # noqa: BLE001 - ImportError or an error inside the user's module
-            raise ValueError(
-                f"{spec}: cannot import module {shown(where)}: {type(exc).__name__}: {exc}"
+            raise FieldError(
+                f"{spec}: cannot import module {shown(where)}: {type(exc).__name__}: {exc}", spec
             ) from None
     if not hasattr(mod, attr):
         names = [n for n, _ in inspect.getmembers(mod, callable) if not n.startswith("_")]
         close = difflib.get_close_matches(attr, names, n=3)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise ValueError(f"{spec}: {where} has no {shown(attr)}{hint}")
+        raise FieldError(f"{spec}: {where} has no {shown(attr)}{hint}", spec)
     obj = getattr(mod, attr)
     if isinstance(obj, Scenario):
         return const_factory(obj)
     if not callable(obj):
-        raise ValueError(f"{spec}: {attr} is neither a Scenario nor a function returning one")
+        raise FieldError(f"{spec}: {attr} is neither a Scenario nor a function returning one", spec)
     fn: Callable[..., Scenario] = obj
     return fn
 

@@ -1,8 +1,9 @@
 """Checked values of a plan: the bounds, the checks the configs run at construction, and
 :class:`Table`, which reads one table of a spec file and names the key in every error.
 
-Every error is a :class:`PlanError` whose message starts with the key, as ``table.key`` (``cluster.n_gpus``,
-``workload.response.median_tokens``, ``space.tp``), and says what the value must be and what it was.
+Every error is a :class:`PlanError` (a :class:`~pipesim.core.validate.FieldError`) whose ``field``
+is the key, as ``table.key`` (``cluster.n_gpus``, ``workload.response.median_tokens``, ``space.tp``),
+and whose message starts with it and says what the value must be and what it was.
 
 * An *integer* is an ``int``, never a bool. A spec file's integral float (``4.0``) reads as one; a
   fractional one (``4.7``) is an error, never truncated.
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipesim.core import errors
-from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, shown
 
 MAX_GPUS = 65536
 MAX_ETA = 1024
@@ -37,8 +38,11 @@ MAX_SEED = 2**32
 MAX_SIM_SEED = errors.MAX_SEED  # the simulator's seeds
 
 
-class PlanError(ValueError):
-    """A plan that cannot start (bad spec, a model that does not fit) or has no feasible design."""
+class PlanError(FieldError):
+    """A plan that cannot start (bad spec, a model that does not fit) or has no feasible design.
+
+    A :class:`~pipesim.core.validate.FieldError`: ``err.field`` is the key (``cluster.n_gpus``),
+    ``err.file`` the spec file where one is read (set by :mod:`pipesim.plan.specfile`)."""
 
 
 def did_you_mean(word: object, valid: Iterable[str]) -> str:
@@ -76,7 +80,7 @@ def integer(where: str, v: object, lo: int | None = None, hi: int | None = None,
     """``v`` if it is an int (not a bool) in ``[lo, hi]``; PlanError naming ``where`` otherwise."""
     if not is_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):  # type: ignore[operator]
         bounds = what or _range(lo, hi)
-        raise PlanError(f"{where} must be an integer{bounds}, got {shown(v)}")
+        raise PlanError(f"{where} must be an integer{bounds}, got {shown(v)}", where)
     return v  # type: ignore[return-value]
 
 
@@ -96,7 +100,7 @@ def number(
         ok = (lo is None or f >= lo) and (hi is None or f <= hi) and (above is None or f > above)
     if not ok:
         bounds = what or (f" > {above:g}" if above is not None else "") + _range(lo, hi)
-        raise PlanError(f"{where} must be a finite number{bounds}, got {shown(v)}")
+        raise PlanError(f"{where} must be a finite number{bounds}, got {shown(v)}", where)
     return float(v)  # type: ignore[arg-type]
 
 
@@ -108,7 +112,7 @@ def optional_number(where: str, v: object, lo: float | None = None, hi: float | 
 def check_seed(seed: object, where: str = "seed") -> int:
     """The search seed: an integer in [0, 2**32) (Optuna's sampler takes no other)."""
     if not is_int(seed) or not 0 <= seed < MAX_SEED:  # type: ignore[operator]
-        raise PlanError(f"{where} must be an integer in [0, 2**32), got {shown(seed)}")
+        raise PlanError(f"{where} must be an integer in [0, 2**32), got {shown(seed)}", where)
     return seed  # type: ignore[return-value]
 
 
@@ -124,14 +128,15 @@ class Table:
 
     def __init__(self, where: str, data: object, keys: Iterable[str], what: str = "a table") -> None:
         if not isinstance(data, Mapping):
-            raise PlanError(f"{where} must be {what}, got {shown(data)}")
+            raise PlanError(f"{where} must be {what}, got {shown(data)}", where)
         self.where, self.keys = where, tuple(keys)
         self.data = {k: v for k, v in data.items() if v is not None}  # YAML's null: not given
         for key in data:
             if key not in self.keys:
                 raise PlanError(
                     f"{self.name(key)}: unknown key{did_you_mean(key, self.keys)} "
-                    f"(valid keys of {where}: {', '.join(sorted(self.keys))})"
+                    f"(valid keys of {where}: {', '.join(sorted(self.keys))})",
+                    self.name(key),
                 )
 
     def name(self, key: object) -> str:
@@ -146,7 +151,9 @@ class Table:
     def require(self, *keys: str, why: str = "") -> None:
         for key in keys:
             if key not in self.data:
-                raise PlanError(f"{self.name(key)} is missing{' (' + why + ')' if why else ''}")
+                raise PlanError(
+                    f"{self.name(key)} is missing{' (' + why + ')' if why else ''}", self.name(key)
+                )
 
     def table(self, key: str, keys: Iterable[str], what: str = "a table") -> Table:
         return Table(self.name(key), self.data[key], keys, what)
@@ -174,7 +181,7 @@ class Table:
             return default
         v = self.data[key]
         if not isinstance(v, bool):
-            raise PlanError(f"{self.name(key)} must be true or false, got {shown(v)}")
+            raise PlanError(f"{self.name(key)} must be true or false, got {shown(v)}", self.name(key))
         return v
 
     def items(self, key: str) -> list[tuple[str, Any]]:
@@ -199,17 +206,17 @@ def as_int(where: str, v: object) -> int:
     if isinstance(v, float) and math.isfinite(v) and v.is_integer():
         return int(v)
     if not is_int(v):
-        raise PlanError(f"{where} must be an integer, got {shown(v)}")
+        raise PlanError(f"{where} must be an integer, got {shown(v)}", where)
     return v  # type: ignore[return-value]
 
 
 def as_float(where: str, v: object) -> float:
     if not is_number(v):
-        raise PlanError(f"{where} must be a finite number, got {shown(v)}")
+        raise PlanError(f"{where} must be a finite number, got {shown(v)}", where)
     return float(v)  # type: ignore[arg-type]
 
 
 def as_str(where: str, v: object) -> str:
     if not isinstance(v, str):
-        raise PlanError(f"{where} must be a string, got {shown(v)}")
+        raise PlanError(f"{where} must be a string, got {shown(v)}", where)
     return v

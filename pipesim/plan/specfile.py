@@ -274,4 +274,4 @@ def load(path: str | Path) -> PlanSpec:
             return load_plan_spec(data, Path(path).parent)
         return from_dict(data, Path(path).parent)
     except PlanError as e:
-        raise PlanError(f"{path}: {e}") from None
+        raise PlanError(f"{path}: {e}", e.field, str(path)) from None

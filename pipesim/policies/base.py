@@ -37,6 +37,7 @@ from pipesim.core.port import StalenessPromise
 from pipesim.core.roles import Admission as Admission  # the roles live in core; re-exported
 from pipesim.core.roles import BatchPolicy as BatchPolicy
 from pipesim.core.roles import WeightUpdate as WeightUpdate
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -64,8 +65,12 @@ def not_a_knob(name: str, owner: str, knob: str) -> str:
     return f"{name}: max_staleness is not a knob of {owner}; its staleness bound is {knob}"
 
 
-class UnreadStaleness(ValueError):
-    """A scenario's ``max_staleness`` that none of its policies reads (:func:`unread_staleness`)."""
+class UnreadStaleness(FieldError):
+    """A scenario's ``max_staleness`` that none of its policies reads (:func:`unread_staleness`);
+    its field is ``pipeline.max_staleness``."""
+
+    def __init__(self, message: str, field: str = "pipeline.max_staleness", file: str | None = None) -> None:
+        super().__init__(message, field, file)
 
 
 def unread_staleness(scenario: Any) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.core.engine import PipelineError
 from pipesim.core.errors import check_int, shown
+from pipesim.core.validate import refuse
 from pipesim.policies.base import FullBatch
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class DropStale:
 
     def __post_init__(self) -> None:
         if not isinstance(self.requeue, bool):
-            raise ValueError(f"requeue must be a bool, got {shown(self.requeue)}")
+            raise refuse("requeue", f"must be a bool, got {shown(self.requeue)}")
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:
         return scenario.pipeline.max_staleness

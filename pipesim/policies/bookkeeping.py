@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
 from pipesim.core.errors import check_number as check_number  # re-exported: verl
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,6 +64,8 @@ def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
     book = p.policy_state.get(_BOOK)
     if not isinstance(book, GroupBook):
         if batch_size % n:
-            raise ValueError(f"{who}: batch_size {batch_size} is not a whole number of groups of {n}")
+            raise FieldError(
+                f"{who}: batch_size {batch_size} is not a whole number of groups of {n}", "batch_size"
+            )
         book = p.policy_state[_BOOK] = GroupBook(n)
     return book

@@ -44,6 +44,7 @@ from types import ModuleType
 from typing import Any
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, scan_module
 
 __all__ = [
@@ -99,10 +100,10 @@ def register_module(name: str) -> list[str]:
     try:
         mod = importlib.import_module(name)
     except ImportError as exc:
-        raise ValueError(f"cannot import policy module {shown(name)}: {exc}") from None
+        raise FieldError(f"cannot import policy module {shown(name)}: {exc}", "module") from None
     entries = scan_module(mod)
     if not entries:
-        raise ValueError(f"module {shown(name)} defines no policy class")
+        raise FieldError(f"module {shown(name)} defines no policy class", "module")
     if name in _registered:  # registered again: it becomes the latest
         _registered.remove(name)
     _registered.append(name)
@@ -181,7 +182,7 @@ def lookup(name: str, kind: str | None = None) -> type:
     )
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
-    raise ValueError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}")
+    raise FieldError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}", "type")
 
 
 def name_of(obj: Any) -> str:
@@ -190,9 +191,10 @@ def name_of(obj: Any) -> str:
     for n, e in catalog().items():
         if e.cls is cls:
             return n
-    raise ValueError(
+    raise FieldError(
         f"{cls.__module__}.{cls.__qualname__} is not in the policy catalog; register its module "
-        f"(pipesim.policies.catalog.register_module or a 'pipesim.policies' entry point)"
+        f"(pipesim.policies.catalog.register_module or a 'pipesim.policies' entry point)",
+        "type",
     )
 
 
@@ -248,13 +250,15 @@ def construct(cls: type, args: list[Any] | tuple[Any, ...], kwargs: dict[str, An
             names = [
                 p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
             ]
-            raise ValueError(
-                f"{call}: {exc}; {cls.__name__} takes {', '.join(names) or 'no arguments'}"
+            named = re.search(r"argument:? '(\w+)'", str(exc))  # the argument missing or unexpected
+            raise FieldError(
+                f"{call}: {exc}; {cls.__name__} takes {', '.join(names) or 'no arguments'}",
+                named.group(1) if named else "",
             ) from None
     try:
         return cls(*args, **kwargs)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{call}: {exc}") from None
+    except (ValueError, TypeError) as exc:  # a FieldError keeps its field (a file's reader nests it)
+        raise FieldError(f"{call}: {exc}", exc.field if isinstance(exc, FieldError) else "") from None
 
 
 def _call_text(name: str, args: Iterable[Any], kwargs: dict[str, Any]) -> str:
@@ -270,30 +274,32 @@ def parse_policy(text: str, kind: str | None = None) -> Any:
     """
     text = text.strip()
     if not text:
-        raise ValueError("empty policy: give a name such as Drain or AReaLThrottle(max_concurrent=48)")
+        raise FieldError(
+            "empty policy: give a name such as Drain or AReaLThrottle(max_concurrent=48)", kind or ""
+        )
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", text):  # a bare name, dashes allowed (partial-rollout)
         obj: Any = construct(lookup(text, kind), [], {})
         return _check_kind(obj, kind)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ValueError(f"cannot parse {shown(text)}: {exc.msg}") from None
+        raise FieldError(f"cannot parse {shown(text)}: {exc.msg}", kind or "") from None
     body = tree.body
     if isinstance(body, ast.Call) and isinstance(body.func, ast.Name):
         lookup(body.func.id, kind)  # an unknown outer name lists the slot's policies
         try:
             obj = _literal(body, text)
         except _Reject as exc:
-            raise ValueError(f"{text}: {exc}") from None
+            raise FieldError(f"{text}: {exc}", kind or "") from None
     else:
-        raise ValueError(f"{shown(text)} is not a policy: write Name or Name(arg, key=value)")
+        raise FieldError(f"{shown(text)} is not a policy: write Name or Name(arg, key=value)", kind or "")
     return _check_kind(obj, kind)
 
 
 def _check_kind(obj: Any, kind: str | None) -> Any:
     if kind is not None and kind not in kinds_of(type(obj)):
         valid = ", ".join(policy_classes(kind) if kind != "durations" else duration_classes())
-        raise ValueError(f"{type(obj).__name__} does not fit {kind} (valid: {valid})")
+        raise FieldError(f"{type(obj).__name__} does not fit {kind} (valid: {valid})", kind)
     return obj
 
 

@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipesim.core.errors import PipelineError, shown
+from pipesim.core.validate import FieldError, refuse
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -256,24 +257,25 @@ class WholeGroups:
     def __post_init__(self) -> None:
         n = self.samples_per_group
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"samples_per_group must be an integer >= 1, got {shown(n)}")
+            raise refuse("samples_per_group", f"must be an integer >= 1, got {shown(n)}")
         r = self.filter_rate
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 <= r < 1.0 or math.isnan(r):
-            raise ValueError(f"filter_rate must be a number in [0, 1), got {shown(r)}")
+            raise refuse("filter_rate", f"must be a number in [0, 1), got {shown(r)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {shown(self.seed)}")
+            raise refuse("seed", f"must be an integer >= 0, got {shown(self.seed)}")
         for name in ("drop_stale", "requeue"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         if self.requeue and not self.drop_stale:
-            raise ValueError("requeue needs drop_stale=True (only stale samples are requeued)")
+            raise refuse("requeue", "needs drop_stale=True (only stale samples are requeued)")
 
     def check_batch_size(self, batch_size: int) -> None:
         """``ValueError`` naming ``batch_size`` unless it is a whole number of groups."""
         if batch_size % self.samples_per_group:
-            raise ValueError(
+            raise FieldError(
                 f"batch_size ({batch_size} samples) must be a multiple of samples_per_group "
-                f"({self.samples_per_group}): a batch is whole groups"
+                f"({self.samples_per_group}): a batch is whole groups",
+                "batch_size",
             )
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:

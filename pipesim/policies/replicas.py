@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.port import PipelineView, ReplicaView
 from pipesim.core.roles import Routing as Routing  # the role lives in core; re-exported
+from pipesim.core.validate import FieldError, refuse
 
 
 class RoundRobin:
@@ -90,7 +91,7 @@ class GroupAffinity:
     def __init__(self, group_size: int, fallback: Routing | None = None) -> None:
         check_int("group_size", group_size, 1)
         if fallback is not None and not isinstance(fallback, Routing):
-            raise ValueError(f"fallback must have a choose(engines) method, got {shown(fallback)}")
+            raise refuse("fallback", f"must have a choose(engines) method, got {shown(fallback)}")
         self.group_size = group_size
         self.fallback: Routing = LeastLoaded() if fallback is None else fallback
         self._home: dict[int, int] = {}
@@ -147,15 +148,15 @@ class Replicas:
 
     def __post_init__(self) -> None:
         if isinstance(self.n_replicas, bool) or not isinstance(self.n_replicas, int) or self.n_replicas < 1:
-            raise ValueError(f"n_replicas must be an integer >= 1, got {shown(self.n_replicas)}")
+            raise refuse("n_replicas", f"must be an integer >= 1, got {shown(self.n_replicas)}")
         if isinstance(self.routing, type) or not isinstance(self.routing, Routing):
-            raise ValueError(
-                f"routing must be a routing rule instance (with choose), got {shown(self.routing)}"
+            raise refuse(
+                "routing", f"must be a routing rule instance (with choose), got {shown(self.routing)}"
             )
 
     def slots_per_replica(self, n_slots: int) -> list[int]:
         if n_slots < self.n_replicas:
-            raise ValueError(f"n_slots ({n_slots}) must be >= n_replicas ({self.n_replicas})")
+            raise FieldError(f"n_slots ({n_slots}) must be >= n_replicas ({self.n_replicas})", "n_slots")
         q, r = divmod(n_slots, self.n_replicas)
         return [q + (i < r) for i in range(self.n_replicas)]
 
@@ -184,7 +185,7 @@ class PerReplicaSync:
         if self.sync_times_s is None:
             return [p.config.sync_time_s] * n
         if len(self.sync_times_s) != n:
-            raise ValueError(f"sync_times_s has {len(self.sync_times_s)} entries for {n} replicas")
+            raise refuse("sync_times_s", f"has {len(self.sync_times_s)} entries for {n} replicas")
         return [float(t) for t in self.sync_times_s]
 
     def blocks_admission(self, p: PipelineView) -> bool:

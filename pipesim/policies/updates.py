@@ -33,6 +33,7 @@ from typing import Any
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number, shown
 from pipesim.core.port import PipelineView, pauses_only
+from pipesim.core.validate import refuse
 from pipesim.policies.base import PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
 
@@ -77,7 +78,7 @@ class AbortRestart:
 
     def __post_init__(self) -> None:
         if not isinstance(self.restart, bool):
-            raise ValueError(f"restart must be a bool, got {shown(self.restart)}")
+            raise refuse("restart", f"must be a bool, got {shown(self.restart)}")
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing
@@ -140,9 +141,9 @@ class SyncEveryK:
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {shown(self.k)}")
+            raise refuse("k", f"must be an integer >= 1, got {shown(self.k)}")
         if isinstance(self.inner, type) or not isinstance(self.inner, WeightUpdate):
-            raise ValueError(f"inner must be a weight-update policy instance, got {shown(self.inner)}")
+            raise refuse("inner", f"must be a weight-update policy instance, got {shown(self.inner)}")
 
     def pauses_only(self) -> bool:
         """The skipped syncs touch nothing; the real ones are the inner policy's."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipesim.core.validate import FieldError
 from pipesim.policies.bookkeeping import check_int, check_number, group_book
 
 if TYPE_CHECKING:
@@ -182,7 +183,9 @@ class VerlMessageQueue:
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b, cap = p.batch_size, self.capacity(p.batch_size)
         if cap < b:
-            raise ValueError(f"VerlMessageQueue max_queue_size {cap} < batch_size {b}: no batch can form")
+            raise FieldError(
+                f"VerlMessageQueue max_queue_size {cap} < batch_size {b}: no batch can form", "max_queue_size"
+            )
         if self.samples_per_group > 1:
             return self._select_groups(buffer, p)
         evicted: list[Episode] = []

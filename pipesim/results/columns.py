@@ -38,6 +38,7 @@ from pipesim.core.episode import (
     episode_column,
 )
 from pipesim.core.records import ARCHIVED_FIELDS, EpisodeRecords
+from pipesim.core.validate import FieldError
 
 # STATUSES (pipesim.core.episode): status names in code order. ``EpisodeColumns.status`` holds
 # indices into it (and into ``EpisodeColumns.status_names``, which extends it with any status a
@@ -125,7 +126,7 @@ class EpisodeColumns:
         """A view over given columns (``status`` as codes into ``status_names``); no episode objects."""
         lengths = {len(v) for v in arrays.values()}
         if len(lengths) > 1:
-            raise ValueError(f"columns differ in length: {sorted(lengths)}")
+            raise FieldError(f"columns differ in length: {sorted(lengths)}", "arrays")
         self = cls([])
         self.n = lengths.pop() if lengths else 0
         self.__dict__["status_names"] = tuple(status_names)

@@ -39,6 +39,7 @@ from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
 from pipesim.core.errors import shown
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
+from pipesim.core.validate import FieldTypeError, refuse
 from pipesim.results.run import RunResult
 from pipesim.testing.promises import check_promises, run_trace
 from pipesim.testing.reprefill import reprefill_errors
@@ -58,9 +59,10 @@ def _fail(name: str, detail: str) -> None:
 
 
 def _need(what: str, value: object, kind: type, hint: str) -> None:
-    """A TypeError naming the argument when the kit is handed the wrong kind of object."""
+    """A TypeError (a :class:`FieldTypeError`, its field the argument) when the kit is handed the
+    wrong kind of object."""
     if not isinstance(value, kind):
-        raise TypeError(f"{what} must be a {hint}, got {type(value).__name__}: {shown(value)}")
+        raise refuse(what, f"must be a {hint}, got {type(value).__name__}: {shown(value)}", FieldTypeError)
 
 
 def _need_scenario(scenario: object) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.core.errors import check_int, check_number, check_tail, shown
+from pipesim.core.validate import FieldError, FieldTypeError, refuse
 
 if TYPE_CHECKING:
     import torch
@@ -54,14 +55,15 @@ class DurationModel(Protocol):
 
 def _check_count(n: int) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"n must be an integer >= 0, got {shown(n)}")
+        raise refuse("n", f"must be an integer >= 0, got {shown(n)}")
 
 
 def _numpy_generator(model: object, generator: object) -> np.random.Generator:
     if not isinstance(generator, np.random.Generator):
-        raise TypeError(
+        raise FieldTypeError(
             f"{type(model).__name__}.sample draws from a numpy Generator "
-            f"(numpy.random.default_rng(seed)), got {type(generator).__module__}.{type(generator).__name__}"
+            f"(numpy.random.default_rng(seed)), got {type(generator).__module__}.{type(generator).__name__}",
+            "generator",
         )
     return generator
 
@@ -162,13 +164,13 @@ class AgentDurations:
         check_int("max_turns", self.max_turns, 1, MAX_AGENT_TURNS, "each turn is a column of the draws")
         pair = self.tokens_per_turn
         if not (isinstance(pair, tuple | list) and len(pair) == 2):
-            raise ValueError(f"tokens_per_turn must be a pair of numbers (lo, hi), got {shown(pair)}")
+            raise refuse("tokens_per_turn", f"must be a pair of numbers (lo, hi), got {shown(pair)}")
         for i, x in enumerate(pair):
             check_number(f"tokens_per_turn[{i}]", x, 0.0)
         lo, hi = pair
         if not lo <= hi:
-            raise ValueError(
-                f"tokens_per_turn must be (lo, hi) with 0 <= lo <= hi, got {shown(self.tokens_per_turn)}"
+            raise refuse(
+                "tokens_per_turn", f"must be (lo, hi) with 0 <= lo <= hi, got {shown(self.tokens_per_turn)}"
             )
         check_number("decode_rate_tok_s", self.decode_rate_tok_s, 0, strict=True)
         check_number("tool_median_s", self.tool_median_s, 0, strict=True)
@@ -176,12 +178,13 @@ class AgentDurations:
         check_tail(("tool_median_s", "tool_sigma"), self.tool_median_s, self.tool_sigma)
         # every turn may decode hi tokens: their time must be a finite float
         if not self.max_turns * (hi / self.decode_rate_tok_s) < math.inf:
-            raise ValueError(
+            raise FieldError(
                 f"tokens_per_turn ({shown(self.tokens_per_turn)}) over decode_rate_tok_s "
-                f"({shown(self.decode_rate_tok_s)}): a turn's decode time overflows to infinity"
+                f"({shown(self.decode_rate_tok_s)}): a turn's decode time overflows to infinity",
+                "decode_rate_tok_s",
             )
         if self.draws not in ("chapter", "numpy"):
-            raise ValueError(f"draws must be 'chapter' or 'numpy', got {shown(self.draws)}")
+            raise refuse("draws", f"must be 'chapter' or 'numpy', got {shown(self.draws)}")
 
     @overload
     def sample_turns(self, n: int, generator: np.random.Generator) -> tuple[Array, Array]: ...
@@ -207,9 +210,10 @@ class AgentDurations:
             return tokens / self.decode_rate_tok_s * used_np, tool_np * used_np
         torch = _torch("AgentDurations with the chapter's generator (a torch.Generator)")
         if not isinstance(generator, torch.Generator):
-            raise TypeError(
+            raise FieldTypeError(
                 "AgentDurations.sample draws from a numpy Generator (numpy.random.default_rng(seed)) or "
-                f"the chapter's torch.Generator, got {type(generator).__module__}.{type(generator).__name__}"
+                f"the chapter's torch.Generator, got {type(generator).__module__}.{type(generator).__name__}",
+                "generator",
             )
         # the chapter's exact draws: this order and these torch calls are what its numbers come from
         ut = torch.rand(n, generator=generator)  # [n]
@@ -256,7 +260,7 @@ class LogNormalDurations:
     def __post_init__(self) -> None:
         check_number("median_s", self.median_s, 0, strict=True)
         if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma must be finite and >= 0, got {shown(self.sigma)}")
+            raise refuse("sigma", f"must be finite and >= 0, got {shown(self.sigma)}")
         check_tail(("median_s", "sigma"), self.median_s, self.sigma)
 
     def sample(self, n: int, generator: np.random.Generator) -> Array:
@@ -278,7 +282,7 @@ class TraceDurations:
 
     def __post_init__(self) -> None:
         if len(self.values) == 0:
-            raise ValueError("values must hold at least one duration")
+            raise refuse("values", "must hold at least one duration")
         check_durations(self.values, name="values")
 
     @classmethod
@@ -292,14 +296,20 @@ class TraceDurations:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or column not in reader.fieldnames:
-                raise ValueError(f"column {shown(column)} not in {path}; columns are {reader.fieldnames}")
+                raise FieldError(
+                    f"column {shown(column)} not in {path}; columns are {reader.fieldnames}",
+                    "column",
+                    str(path),
+                )
             rows = []
             for i, row in enumerate(reader):
                 try:
                     rows.append(float(row[column]))
                 except (TypeError, ValueError):
-                    raise ValueError(  # noqa: B904 - the row and column say more than float()'s message
-                        f"{path}: row {i + 1} column {shown(column)} is not a number: {shown(row[column])}"
+                    raise FieldError(  # noqa: B904 - the row and column say more than float()'s message
+                        f"{path}: row {i + 1} column {shown(column)} is not a number: {shown(row[column])}",
+                        f"{column}[{i}]",
+                        str(path),
                     )
         return cls.from_values(rows, cycle=cycle)
 
@@ -308,9 +318,10 @@ class TraceDurations:
         data = np.asarray(self.values, dtype=np.float64)
         if n > len(data):
             if not self.cycle:
-                raise ValueError(
+                raise FieldError(
                     f"TraceDurations holds {len(data)} durations but the run needs {n} (the pool_size; "
-                    "set cycle=True to repeat the trace, or a smaller pool_size)"
+                    "set cycle=True to repeat the trace, or a smaller pool_size)",
+                    "cycle",
                 )
             data = np.tile(data, math.ceil(n / len(data)))
         return data[:n]
@@ -327,30 +338,34 @@ def as_durations(values: npt.ArrayLike, name: str = "durations") -> Array:
     imported). A float32 tensor's values convert exactly, so a pool gives the same run either way.
     """
     if isinstance(values, np.ma.MaskedArray):
-        raise ValueError(
-            f"{name} is a masked array: fill or drop its masked values first (.filled(x) or .compressed())"
+        raise refuse(
+            name, "is a masked array: fill or drop its masked values first (.filled(x) or .compressed())"
         )
     try:
         raw = np.asarray(values)
     except (TypeError, ValueError) as exc:  # ragged, or not array-like
-        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
+        raise refuse(name, f"must be a sequence of numbers: {exc}") from None
     if raw.dtype.kind not in "fiuO":  # complex, datetime, timedelta, bool, text: not seconds
-        raise ValueError(f"{name} must hold real numbers of seconds, got dtype {raw.dtype}")
+        raise refuse(name, f"must hold real numbers of seconds, got dtype {raw.dtype}")
     if raw.dtype.kind == "O" or isinstance(values, list | tuple):  # numpy converts these silently
         items = raw.ravel().tolist() if raw.dtype.kind == "O" else values
         for i, x in enumerate(items):  # type: ignore[arg-type]
             if isinstance(x, _NOT_SECONDS):
-                raise ValueError(f"{name}[{i}] = {shown(x)}: durations must be real numbers of seconds")
+                raise FieldError(
+                    f"{name}[{i}] = {shown(x)}: durations must be real numbers of seconds", f"{name}[{i}]"
+                )
     try:
         t = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:  # objects that are not numbers
-        raise ValueError(f"{name} must be a sequence of numbers: {exc}") from None
+        raise refuse(name, f"must be a sequence of numbers: {exc}") from None
     if t.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(t.shape)}")
+        raise refuse(name, f"must be one-dimensional, got shape {tuple(t.shape)}")
     bad = ~np.isfinite(t) | (t < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name}[{i}] = {shown(float(t[i]))}: durations must be finite and >= 0")
+        raise FieldError(
+            f"{name}[{i}] = {shown(float(t[i]))}: durations must be finite and >= 0", f"{name}[{i}]"
+        )
     return t
 
 
@@ -391,7 +406,9 @@ def straggler_ratios(durations: Any, batch_sizes: Sequence[int] = (8, 64, 512)) 
     for b in batch_sizes:
         usable = (len(durations) // b) * b
         if usable == 0:
-            raise ValueError(f"pool of {len(durations)} durations is smaller than batch size {b}")
+            raise FieldError(
+                f"pool of {len(durations)} durations is smaller than batch size {b}", "durations"
+            )
         if isinstance(durations, np.ndarray):
             out[b] = float(durations[:usable].reshape(-1, b).max(-1).mean() / durations.mean())
         else:

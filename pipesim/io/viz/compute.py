@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pipesim.core.errors import check_int
+from pipesim.core.validate import refuse
 from pipesim.io.viz.sweep import PALETTE
 
 __all__ = ["binned_mean", "compute_view"]
@@ -46,7 +47,7 @@ def compute_view(crun: Any, title: str | None = None, *, n_bins: int = 400) -> g
     """KV-cache occupancy and decode tokens/s per replica over time (see the module docstring)."""
     check_int("n_bins", n_bins, 1)
     if not getattr(crun, "timelines", None):
-        raise ValueError("compute_view needs a ComputeRun recorded with run_compute(..., record=True)")
+        raise refuse("compute_view", "needs a ComputeRun recorded with run_compute(..., record=True)")
     T = float(crun.result.sim_time_s)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
     mid = (edges[:-1] + edges[1:]) / 2

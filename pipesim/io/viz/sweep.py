@@ -16,6 +16,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from pipesim.core.validate import FieldError
+
 PALETTE = qualitative.D3
 
 
@@ -58,7 +60,7 @@ def _integer_axis(fig: go.Figure, values: Sequence[object], **where: int) -> Non
 def _need(agg: pd.DataFrame, cols: Sequence[str]) -> None:
     missing = [c for c in cols if c not in agg.columns]
     if missing:
-        raise ValueError(f"aggregate table lacks columns {missing}; it has {list(agg.columns)}")
+        raise FieldError(f"aggregate table lacks columns {missing}; it has {list(agg.columns)}", "agg")
 
 
 def add_band_line(

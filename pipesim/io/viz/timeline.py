@@ -33,6 +33,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError, refuse
 from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
@@ -340,10 +341,10 @@ def timelines(
     number of slots, and its slots below them."""
     named = dict(results) if isinstance(results, Mapping) else {r.scenario.name: r for r in results}
     if not named:
-        raise ValueError("timelines needs at least one RunResult")
+        raise refuse("timelines", "needs at least one RunResult")
     for k, r in named.items():
         if not (isinstance(r, RunResult) or (hasattr(r, "events") and hasattr(r, "episode_table"))):
-            raise ValueError(f"timelines: {shown(k)} is a {type(r).__name__}, not a RunResult")
+            raise FieldError(f"timelines: {shown(k)} is a {type(r).__name__}, not a RunResult", "timelines")
     titles: list[str] = []
     px: list[int] = []
     for k, r in named.items():
