@@ -38,9 +38,11 @@ bench: $(VENV_STAMP)
 # packages it copies changes, from scratch: mypyc keeps its incremental cache apart from the type check's
 # (build/mypyc-cache) and drops it first, since an incremental rebuild crashed inside mypyc (ValueError:
 # value is not in list, in emit_undefined_attr_check), with the shared cache and with its own.
+# setuptools' own build/lib.* and build/temp.* go too: it copies what build/lib holds into the
+# install, so an extension of a module setup.py no longer compiles would shadow its .py.
 COMPILED := build/compiled
 $(COMPILED)/.built: $(VENV_STAMP) setup.py pyproject.toml $(shell find pipesim scenarios offpolicy mismatch -type f -not -path '*/__pycache__/*')
-	rm -rf $(COMPILED) build/mypyc-cache
+	rm -rf $(COMPILED) build/mypyc-cache build/lib.* build/temp.*
 	MYPY_CACHE_DIR=build/mypyc-cache PIPESIM_COMPILE=1 $(PY) -m pip install -q --no-deps --no-build-isolation --target $(COMPILED) .
 	touch $@
 

@@ -1,15 +1,15 @@
 """Build script beside ``pyproject.toml`` (which holds the metadata): pure Python by default.
 
 ``PIPESIM_COMPILE=1`` compiles the modules in :data:`COMPILED` with mypyc (part of mypy: it
-turns type-annotated Python into a C extension of the same module), the modules every generated
-token goes through: the compute engine's batch, driver and replica, the replica's wakeups and
-environment workers, the prompt-sharing bookkeeping, the token side table and the closed loop's
-refill, the episode every sample is (a struct the engine reads and writes directly, outside
-the cyclic garbage collector), and the kernel's pipeline with its policy port and its decisions
-(every start, completion and controller pass). The rest of the package, the policies included,
-stays Python. The compiled modules are the same source: every result is bit-identical to the
-pure build (``tests/test_compiled.py`` checks it); they run about twice as fast
-(``make bench-compute``).
+turns type-annotated Python into a C extension of the same module): one leaf, the compute
+replica's batch clock, which every generated token goes through: its batch, driver and replica,
+the environment workers, the prompt-sharing bookkeeping, the token side table and the closed
+loop's replica. The leaf works on its own sequence objects and reads or writes an episode only
+where it starts and finishes, so nothing in ``pipesim/core/`` is compiled: the kernel, its policy
+port and ``Episode`` are plain Python in both builds, as are the policies. The compiled modules
+are the same source: every result is bit-identical to the pure build, and every switch and
+subclass hook acts the same (``tests/test_compiled.py`` checks both); the compute engine runs
+about three to five times as fast (``make bench-compute``, ``docs/performance.md``).
 
 ``make fast`` builds this into ``build/compiled`` (a ``pip install --target`` of the project,
 never into the source tree, so an edited ``.py`` is never shadowed by a stale extension); put it
@@ -29,10 +29,6 @@ COMPILED = [
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
     "pipesim/compute/source.py",
-    "pipesim/core/decisions.py",
-    "pipesim/core/engine.py",
-    "pipesim/core/episode.py",
-    "pipesim/core/port_impl.py",
 ]
 """The modules the compiled build turns into C extensions."""
 

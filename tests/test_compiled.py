@@ -6,6 +6,10 @@ and reservation; shared prompts; colocated pauses; partial rollouts, KV drops at
 turns with kept or recomputed KV, unlimited and scarce environment workers) and compares a digest
 of each run (summary, every episode's start, end and duration, every replica's counters, written with
 ``repr``: floats to the last bit) with the same scenarios run by pure Python in a subprocess.
+Each switch of the leaf and its subclass hooks are cases too (:data:`SWITCHES`): ``handle_in_place``
+on and off with the number of SimPy events the run took, ``record``'s timelines and series, and a
+Python subclass of each replica class counting its hooks' calls; so a build that ignored a switch
+or skipped an override has a different digest.
 
 ``make test-compiled`` runs it on the build with ``PIPESIM_EXPECT_COMPILED=1``, so that a build
 that silently fell back to Python fails; without a compiled build the comparison is skipped.
@@ -27,18 +31,30 @@ import numpy as np
 import pytest
 
 import pipesim
-from pipesim.compute import GPUS, MODELS, batch, driver, engine, is_compiled, pool, prefix, refill, source
+from pipesim.compute import (
+    GPUS,
+    MODELS,
+    batch,
+    closedloop,
+    cluster,
+    driver,
+    engine,
+    is_compiled,
+    pool,
+    prefix,
+    refill,
+    source,
+)
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
-from pipesim.core import decisions, episode, port_impl
-from pipesim.core import engine as kernel
+from pipesim.core.clock import Clock
 from pipesim.policies.replicas import GroupAffinity
 from tests.test_compute_engine import config_with_budget
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = (batch, driver, engine, pool, prefix, refill, source, kernel, episode, port_impl, decisions)
+MODULES = (batch, driver, engine, pool, prefix, refill, source)
 """The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
 
 
@@ -136,6 +152,128 @@ CASES: dict[str, Any] = {
         routing=GroupAffinity(8),
     ),
 }
+
+
+# -- switches and subclass hooks: each acts the same in both builds ------------------------------
+HOOKS = (
+    "_advance",
+    "_admit",
+    "_end_turn",
+    "_finished",
+    "_finish_due",
+    "_launch",
+    "_plan",
+    "_schedule",
+    "_step",
+    "_tool_return",
+)
+"""Methods the compiled leaf calls on itself that a Python subclass may override (its hooks)."""
+
+
+def _frame(frame: Any) -> Any:
+    """A DataFrame's values as lists."""
+    return frame.to_numpy().tolist()
+
+
+def _counting(base: type) -> tuple[Any, dict[str, int]]:
+    """A Python subclass of ``base`` that counts the calls of each of :data:`HOOKS`, and its counts."""
+    calls = dict.fromkeys(HOOKS, 0)
+
+    def hook(name: str) -> Any:
+        def counted(self: Any, *args: Any, **kw: Any) -> Any:
+            calls[name] += 1
+            return getattr(base, name)(self, *args, **kw)
+
+        return counted
+
+    return type(f"Counting{base.__name__}", (base,), {name: hook(name) for name in HOOKS}), calls
+
+
+def _events(case: Any) -> tuple[Any, int]:
+    """``case()``'s result and the events SimPy processed for it (what ``handle_in_place`` saves)."""
+    steps = [0]
+    step = Clock.step
+
+    def counted(env: Any) -> None:
+        steps[0] += 1
+        step(env)
+
+    setattr(Clock, "step", counted)  # noqa: B010 (a method patched for this run)
+    try:
+        return case(), steps[0]
+    finally:
+        setattr(Clock, "step", step)  # noqa: B010
+
+
+def _in_place(on: bool) -> Any:
+    """A run with agent turns (tool returns handled in place or not), and its event count."""
+    before = driver.HANDLE_IN_PLACE
+    driver.HANDLE_IN_PLACE = on
+    try:
+        return _events(lambda: _run(1, _work(TURNS), pipesim.PartialRollout(), 1))
+    finally:
+        driver.HANDLE_IN_PLACE = before
+
+
+def _recorded() -> Any:
+    """``record=True``: every replica's batch timeline, and its binned series, besides the results."""
+    cfg = pipesim.PipelineConfig(batch_size=48, steps=3, max_staleness=1)
+    sc = pipesim.Scenario(pipeline=cfg, weight_update=pipesim.PartialRollout())
+    run = run_compute(
+        sc,
+        Cluster(engine=_engine(max_num_seqs=32), n_gpus=3, trainer_gpus=1),
+        _work(TURNS),
+        seed=11,
+        record=True,
+    )
+    return _plain((run.timelines, _frame(run.replica_timeline), run.summary()["tokens_generated"]))
+
+
+def _hooked_run() -> Any:
+    """A full run on a Python subclass of the replica: its results and each hook's call count."""
+    sub, calls = _counting(engine.ComputeReplica)
+    made = cluster.ComputeReplica
+    setattr(cluster, "ComputeReplica", sub)  # noqa: B010 (the class run_compute builds)
+    try:
+        out = _run(1, _work(TURNS), pipesim.PartialRollout(), 1, _engine(2500, max_num_seqs=48), workers=8)
+    finally:
+        setattr(cluster, "ComputeReplica", made)  # noqa: B010
+    return out, calls
+
+
+def _hooked_loop() -> Any:
+    """A closed loop on a Python subclass of its replica: its results and each hook's call count."""
+    sub, calls = _counting(refill.LoopReplica)
+    made = closedloop.LoopReplica
+    setattr(closedloop, "LoopReplica", sub)  # noqa: B010 (the class ClosedLoop builds)
+    try:
+        out = _closed(_engine(3000, max_num_seqs=32), _work(TURNS), 32, 300)
+    finally:
+        setattr(closedloop, "LoopReplica", made)  # noqa: B010
+    return out, calls
+
+
+SWITCHES: dict[str, Any] = {
+    "handle_in_place on, events counted": lambda: _in_place(True),
+    "handle_in_place off, events counted": lambda: _in_place(False),
+    "record: batch timelines and series": _recorded,
+    "hooks of a Python subclass, full run": _hooked_run,
+    "hooks of a Python subclass, closed loop": _hooked_loop,
+}
+"""Each switch of the compiled leaf, and its subclass hooks, as a case whose digest changes if a
+build ignores the switch (the event count) or skips an override (the call counts)."""
+CASES.update(SWITCHES)
+
+
+def test_every_switch_and_hook_acts() -> None:
+    """The switch cases can tell a build that ignores them: handling in place saves events, and
+    every hook of a Python subclass is called (in whichever build runs this)."""
+    (on, n_on), (off, n_off) = _in_place(True), _in_place(False)
+    assert on == off and n_off > n_on
+    (run, run_calls), (loop, loop_calls) = _hooked_run(), _hooked_loop()
+    assert run and loop
+    assert [name for name, n in run_calls.items() if n == 0] == []  # scarce workers: _tool_return too
+    assert [name for name, n in loop_calls.items() if n == 0 and name != "_tool_return"] == []
 
 
 def digests() -> dict[str, str]:

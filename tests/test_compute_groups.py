@@ -39,9 +39,10 @@ WL = TokenWorkload(
 
 
 # -- the policy on hand-made buffers ------------------------------------------------------------
-@dataclass
+@dataclass(eq=False)
 class View:
-    """The few parts of the port a batch policy reads (its per-run state too), and ``requeue``."""
+    """The few parts of the port a batch policy reads, and ``requeue`` (hashed by identity: the
+    policy keeps its per-run state by the run's view)."""
 
     batch_size: int = 8
     version: int = 0
@@ -50,7 +51,6 @@ class View:
     syncing: bool = False
     replicas: tuple[Any, ...] = ()
     requeued: list[tuple[int, int]] = field(default_factory=list)
-    policy_state: dict[object, Any] = field(default_factory=dict)
 
     def requeue(self, tasks: Any, first: bool = False) -> None:
         self.requeued.extend(tasks)

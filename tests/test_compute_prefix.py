@@ -359,7 +359,7 @@ def test_shared_runs_close_the_ledger_and_keep_the_invariants(
 
 
 def test_seq_knows_no_group_unless_sharing() -> None:
-    seq = Seq(pipesim.Episode(0, 0, 0.0, 0), 10, 5, 5)
+    seq = Seq(pipesim.Episode(0, 0, 0.0, 0), 0, 10, 5, 5)
     assert seq.group == -1 and not seq.ref
 
 

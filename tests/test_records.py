@@ -204,7 +204,7 @@ def test_dropped_episodes_are_archived_and_read_the_same(kw: dict[str, Any]) -> 
 
 
 def test_an_episode_pickles_and_copies_with_every_field() -> None:
-    """The compiled episode has no slots for pickle to read: ``__reduce__`` carries every field."""
+    """Pickling and copying an episode (a slotted dataclass) carries every field."""
     import copy
     import pickle
 

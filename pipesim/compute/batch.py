@@ -31,7 +31,16 @@ _INF = math.inf
 
 @mypyc_attr(acyclic=True)
 class Seq:
-    """One sequence on a replica.
+    """One sequence on a replica: everything its turns need, so that no turn reads its episode.
+
+    The replica copies what it needs of the episode when the sequence starts (its ``id``, its
+    ``slot``, and ``origin``: its start less the replica's paused seconds by then, the zero of the
+    seconds it generates), and writes the episode once, when it finishes or leaves the replica
+    (:meth:`pipesim.compute.driver.ReplicaDriver._finished`). A closed loop keeps no episode at
+    all (``ep`` is None: :class:`pipesim.compute.refill.LoopReplica`). So the compiled leaf
+    never reads or writes an :class:`~pipesim.core.episode.Episode`, a plain Python object, on
+    a turn; only at an episode's start and end, and when the kernel pauses, aborts or
+    re-prefills the replica.
 
     Compiled, it is invisible to the cyclic collector (``acyclic``: no GC header, faster to make
     and to free): nothing it refers to (its episode, the token counts of its turns) refers back
@@ -40,6 +49,9 @@ class Seq:
 
     __slots__ = (
         "ep",
+        "id",
+        "slot",
+        "origin",
         "prompt",
         "response",
         "max_tokens",
@@ -59,13 +71,17 @@ class Seq:
 
     def __init__(
         self,
-        ep: Episode,
+        ep: Episode | None,
+        id: int,
         prompt: int,
         response: int,
         max_tokens: int,
         turns: list[tuple[int, float, int]] | None = None,
     ) -> None:
-        self.ep = ep
+        self.ep = ep  # the kernel's episode, written when it finishes; None in a closed loop
+        self.id = id  # the episode's id: the side table's row, the heap's tie-break
+        self.slot = -1  # the replica's slot it holds
+        self.origin = 0.0  # start_s - offset_start: generated seconds = (now - offset) - origin
         self.prompt, self.response = prompt, response
         # the most its context can grow past the prompt (what kv_policy="reserve" holds for it):
         # the responses' maximum, and the observations of an agent's turns
@@ -114,7 +130,7 @@ class BatchState:
         self._p, self._inv_p = float(eff.combine_exponent), 1 / eff.combine_exponent
         self._k0, self._it0, self._layers = eff.kernel_overhead_s, cfg.iteration_overhead_s, cost.n_layers
         self._chunked = cfg.max_num_batched_tokens is not None  # chunked prefill: cost.chunked_prefill_s
-        self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, episode id, stamp, seq)
+        self.heap: list[tuple[float, int, int, Seq]] = []  # (v_finish, seq.id, stamp, seq)
         self.waiting: deque[Seq] = deque()
         self.admitted: list[tuple[int, Seq]] = []  # admission order, for preemption (lazy)
         self._stamp = 0
@@ -345,7 +361,7 @@ class BatchState:
             if not preempt:
                 self.reserved += seq.prompt + seq.max_tokens
             self.n = n + 1
-            heappush(heap, (v + (seq.turn_end - seq.gen_before), seq.ep.id, stamp, seq))
+            heappush(heap, (v + (seq.turn_end - seq.gen_before), seq.id, stamp, seq))
             if preempt:  # only preemption reads the admission order
                 admitted.append((stamp, seq))
             new = ctx - cached

@@ -1,10 +1,11 @@
 """One replica under a closed loop: ``concurrency`` sequences, each completion replaced at once.
 
 The tokens/s a replica sustains against concurrency (``scenarios/compute.py``), and the raw speed
-of the engine model without the kernel around it (``benchmarks/bench_compute.py``). The replica's
-pipeline is a :class:`~pipesim.compute.refill.Refill` (compiled with the engine): a SimPy
-environment, the update log (empty: no weight syncs) and ``on_finished``, which starts the
-replacement; this class checks the arguments and reports.
+of the engine model without the kernel around it (``benchmarks/bench_compute.py``). The replica is a
+:class:`~pipesim.compute.refill.LoopReplica` (compiled with the engine), which keeps no episodes
+and starts each replacement itself; its pipeline is a :class:`~pipesim.compute.refill.Refill`: a
+SimPy environment and the update log (empty: no weight syncs). This class checks the arguments
+and reports.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from pipesim.compute.cost import EngineConfig, ReplicaCost
-from pipesim.compute.engine import ComputeReplica
-from pipesim.compute.refill import Refill
+from pipesim.compute.refill import LoopReplica, Refill
 from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import TokenWorkload
 from pipesim.core.clock import Clock
@@ -42,7 +42,7 @@ class ClosedLoop:
         self.env = Clock()
         self.source = TokenSource(workload, np.random.default_rng(seed), config.context_len)
         self.loop = loop = Refill(self.env, self.source)  # the replica's pipeline
-        self.replica = loop.replica = ComputeReplica(
+        self.replica = loop.replica = LoopReplica(
             cast(Any, loop), concurrency, 0, ReplicaCost(config), self.source, series=series
         )
         self.concurrency = concurrency

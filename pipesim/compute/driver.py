@@ -294,7 +294,7 @@ class ReplicaDriver(BatchState):
                 else:
                     self._admit_v = self._admit_t = math.inf  # what _admit does with no one waiting
             if done:
-                self.p.on_finished(done, now)  # may start episodes here (queued): admit them
+                self._finished(done, now)  # may start episodes here (queued): admit them
                 if self.waiting and self.paused_since is None:
                     self._admit(now)
             if self._drained is not None and len(self.free) == self.n_slots:
@@ -308,17 +308,17 @@ class ReplicaDriver(BatchState):
         return self._plan(now)
 
     # -- batch changes -----------------------------------------------------------------------------
-    def _finish_due(self, now: float) -> list[Episode]:
+    def _finish_due(self, now: float) -> list[Seq]:
+        """Take the sequences whose last turn ends by now off the batch (and free their slots), in
+        episode id order. Their episodes are not touched here: :meth:`_finished` writes them."""
         heap, v = self.heap, self.v
         lim = v + 1e-7 + 1e-12 * v
-        done: list[Episode] = []
+        done: list[Seq] = []
         if not heap or heap[0][0] > lim:
             return done
-        n_upd = len(self._updates)
         generated = self._generated
         preempt, share = self._preempt, self._share
         free = self.free
-        clock = (self.paused_since if self.paused_since is not None else now) - self.offset
         while heap and heap[0][0] <= lim:
             _, eid, stamp, seq = heappop(heap)
             if stamp != seq.stamp:
@@ -334,20 +334,35 @@ class ReplicaDriver(BatchState):
                 continue
             if share:  # its reference on the group's prompt goes (the last one frees it)
                 prefix.leave(self, seq)
-            ep = seq.ep
-            heappush(free, ep.slot)
-            ep.end_s = now + 0.0
-            ep.update_to = n_upd
-            g = clock - (ep.start_s - ep.offset_start)  # generated_s(ep)
-            ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
+            heappush(free, seq.slot)
             generated[eid] = float(seq.response)
-            done.append(ep)
+            done.append(seq)
         if done:
             self.completions += len(done)
             self._since_finish = 0
             if len(done) > 1:
-                done.sort(key=_episode_id)
+                done.sort(key=_seq_id)
         return done
+
+    def _finished(self, done: list[Seq], now: float) -> None:
+        """Report ``done`` (finished by :meth:`_finish_due` at ``now``) to the host: the one place
+        a finished sequence writes its episode (its end, the update log's length, the seconds it
+        generated, pauses excluded), once. :class:`~pipesim.compute.refill.LoopReplica`, which
+        keeps no episodes, overrides it."""
+        n_upd = len(self._updates)
+        clock = (self.paused_since if self.paused_since is not None else now) - self.offset
+        end = now + 0.0
+        episodes: list[Episode] = []
+        for seq in done:
+            ep = seq.ep
+            if ep is None:
+                raise TypeError(f"sequence {seq.id} finished on replica {self.index} without an episode")
+            ep.end_s = end
+            ep.update_to = n_upd
+            g = clock - seq.origin  # generated_s(ep)
+            ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
+            episodes.append(ep)
+        self.p.on_finished(episodes, now)
 
     # -- multi-turn episodes ----------------------------------------------------------------------
     def _end_turn(self, seq: Seq) -> None:
@@ -414,5 +429,5 @@ class ReplicaDriver(BatchState):
         self._pause_recorded = now
 
 
-def _episode_id(ep: Episode) -> int:
-    return ep.id
+def _seq_id(seq: Seq) -> int:
+    return seq.id

@@ -109,30 +109,42 @@ class ComputeReplica(ReplicaDriver):
         return self.paused_since is not None
 
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
-        """Queue ``ep`` for admission (its tokens are in the source's side table; ``work_s`` unused)."""
-        ep.slot = heappop(self.free)
+        """Queue ``ep`` for admission (its tokens are in the source's side table; ``work_s`` unused).
+
+        The episode is written here, where it starts (its slot, replica, start and update-log
+        index), and again where it ends (:meth:`_finished`); its sequence carries what the turns
+        in between need."""
+        i = ep.id
+        seq = self._launch(ep, i, now)
+        ep.slot = seq.slot
         ep.replica = self.index
         ep.start_s = now + 0.0  # a float, as the compiled build makes it (SimPy's clock starts at int 0)
         ep.update_from = len(self._updates)
         ep.offset_start = self.offset
-        i = ep.id
-        prompt, response, max_tokens = self._tokens_of(i)
         if self._truncated[i]:
             ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
+
+    def _launch(self, ep: Episode | None, i: int, now: float) -> Seq:
+        """The sequence of episode ``i`` (``ep``, or None in a closed loop), queued for admission
+        on a free slot, with its admission settled at the end of this instant."""
+        prompt, response, max_tokens = self._tokens_of(i)
         turns = self._turns  # its turns pass to the sequence (freed with it, not kept to the end)
-        seq = Seq(ep, prompt, response, max_tokens, turns.pop(i, None) if turns else None)
+        seq = Seq(ep, i, prompt, response, max_tokens, turns.pop(i, None) if turns else None)
+        seq.slot = heappop(self.free)
+        seq.origin = (now + 0.0) - self.offset
         if self._share:
             seq.group = self.source.group[i]
         self.waiting.append(seq)
         if not self._in_event and self.paused_since is None and not self._settle_pending:
             self._settle_later()
+        return seq
 
     def generated_s(self, ep: Episode) -> float:
         now = self.paused_since if self.paused_since is not None else self.env.now
         return max((now - self.offset) - (ep.start_s - ep.offset_start), 0.0)
 
     def running_episodes(self) -> list[Episode]:
-        return [s.ep for s in self._resident() + self._off_gpu()]
+        return [_episode(s) for s in self._resident() + self._off_gpu()]
 
     def pause(self) -> None:
         """Stop generating; sequences due exactly now finish first, as the chapter's slots do."""
@@ -145,7 +157,7 @@ class ComputeReplica(ReplicaDriver):
         try:
             done = self._finish_due(now)
             if done:
-                self.p.on_finished(done, now)
+                self._finished(done, now)
         finally:
             self._in_event = False
         self.paused_since = now
@@ -182,10 +194,10 @@ class ComputeReplica(ReplicaDriver):
         self._advance(now)
         n_upd, out = len(self._updates), []
         for seq in self._resident() + self._off_gpu():
-            ep = seq.ep
-            self._generated[ep.id] = self._generated_tokens(seq)
+            ep = _episode(seq)
+            self._generated[seq.id] = self._generated_tokens(seq)
             seq.stamp = -1
-            heappush(self.free, ep.slot)
+            heappush(self.free, seq.slot)
             ep.end_s = now + 0.0
             ep.update_to = n_upd
             ep.duration_s = ep.work_s = g = self.generated_s(ep)
@@ -212,13 +224,15 @@ class ComputeReplica(ReplicaDriver):
         tokens, pairs = 0.0, 0.0
         contexts = []
         for seq in resident:
-            extra_s(seq.ep, self.generated_s(seq.ep))  # the policy's own accounting
+            ep = _episode(seq)
+            extra_s(ep, self.generated_s(ep))  # the policy's own accounting
             ctx = seq.prompt + seq.obs + self._generated_tokens(seq)
             contexts.append(ctx)
             tokens += ctx
             pairs += 0.5 * ctx * ctx
         for seq in self._off_gpu():
-            extra_s(seq.ep, self.generated_s(seq.ep))
+            ep = _episode(seq)
+            extra_s(ep, self.generated_s(ep))
             seq.cached = 0.0  # the cached prefixes of tool calls go too
             seq.ref = False
         self.held, self.held_total = {}, 0.0
@@ -250,8 +264,9 @@ class ComputeReplica(ReplicaDriver):
             self._record_pause(self.env.now)
         self._advance(self.env.now)
         for seq in self._resident() + self._off_gpu():
-            self._generated[seq.ep.id] = self._generated_tokens(seq)
-            seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
+            self._generated[seq.id] = self._generated_tokens(seq)
+            if seq.ep is not None:
+                seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
 
     def timeline_frame(self) -> pd.DataFrame:
         """This replica over time, one row per bin of its series (see :func:`timeline_frame`)."""
@@ -279,3 +294,12 @@ class ComputeReplica(ReplicaDriver):
             "kv_budget_tokens": self._budget,
             **({"shared_prefix_tokens": self.shared_prefix_tokens} if self._share else {}),
         }
+
+
+def _episode(seq: Seq) -> Episode:
+    """``seq``'s episode: the kernel's calls (abort, re-prefill, the running list) need one, which
+    only a closed loop's sequences lack."""
+    ep = seq.ep
+    if ep is None:
+        raise TypeError(f"sequence {seq.id} has no episode: a closed loop's replica serves no kernel")
+    return ep

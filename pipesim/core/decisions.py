@@ -7,17 +7,16 @@ is asked while the trainer waits, except where its :class:`~pipesim.core.port.Mi
 the buffer is too short for any batch (the one hint read here: it also feeds quiet completions).
 
 :class:`Decisions` is the pipeline's base (between its port, :class:`~pipesim.core.port_impl.PolicyPort`,
-and :class:`~pipesim.core.engine.Pipeline`) and holds the bound policy methods. A policy's answer
-is an object, checked where it is used: a numpy bool counts as a bool, a numpy integer as an int,
-anything else is a :class:`~pipesim.core.errors.PipelineError` naming the policy and the method.
+and :class:`~pipesim.core.engine.Pipeline`) and holds the bound policy methods. Users write
+policies, so an answer is checked where it is used: a numpy bool counts as a bool, a numpy integer
+as an int, anything else (``None``, ``"no"``, ``1``) is a :class:`~pipesim.core.errors.PipelineError`
+naming the policy, the method and the type it returned, not a truth value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
-
-from mypy_extensions import mypyc_attr
 
 from pipesim.core import errors
 from pipesim.core.port import BindsPipeline, MinItemsHint, warn_dropped_hints
@@ -27,10 +26,9 @@ if TYPE_CHECKING:
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
     from pipesim.core.roles import ReplicaLayout
-    from pipesim.core.seams import EngineAnswers, EngineOptions, EngineReplica
+    from pipesim.core.seams import EngineOptions, EngineReplica
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Decisions(PolicyPort):
     """The controller's questions, each asked of the policy it belongs to."""
 
@@ -98,6 +96,6 @@ class Decisions(PolicyPort):
         if self._blocked():
             return False
         for e in self.engines:  # a plain loop (asking the routing rule could move its state)
-            if bool(cast("EngineAnswers", e).accepting):
+            if e.accepting:
                 return self._admitted()
         return False

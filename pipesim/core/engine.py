@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 import simpy
-from mypy_extensions import mypyc_attr
 
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
@@ -62,13 +61,11 @@ from pipesim.core.slots import Slots
 
 if TYPE_CHECKING:
     from pipesim.core.roles import RunSpec
-    from pipesim.core.seams import EngineAnswers
 
 _INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Pipeline(Decisions):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
@@ -139,8 +136,6 @@ class Pipeline(Decisions):
         self.n_dropped = 0
         self.batches_taken = 0
         self.n_trained = 0
-        self.policy_state: dict[object, Any] = {}
-        """Policies' own state for this run, by a key of their choosing (the view's ``policy_state``)."""
         self.ledger_log: list[tuple[int, int, int, int, int, int]] = []
         """(step, started, trained, running, buffered, dropped) when the trainer took each batch."""
         self.requeued: deque[tuple[int, int]] = deque()  # (task id, id of the episode it replaces)
@@ -152,7 +147,8 @@ class Pipeline(Decisions):
         self.episodes = EpisodeRecords(options.archive_block_episodes if big else 0, planned)
         """Every launched episode: objects while they can change, arrays once trained."""
         self._live = self.episodes.live  # where launch puts each episode (changed in place only)
-        # the source's draw, bound once (typed object: its answer is checked where it is used)
+        # the source's draw, bound once (typed object: a user's source may answer anything, and
+        # its answer is checked where it is used, with an error naming the source)
         self._work_s: Callable[[int, int, int, int], object] | None = None
         if source is not None:
             self._work_s = source.work_s
@@ -252,13 +248,12 @@ class Pipeline(Decisions):
                 if task >= self._n_pool:
                     raise errors.pool_exhausted(self, self._n_pool)
                 self.next_task = task + 1
-        answers: Any = engine  # its version as an object, checked below
-        version, work_s = answers.version, self._work_s
-        if type(version) is not int:  # a replica's own version: an int field of the episode
+        version, work_s = engine.version, self._work_s
+        if type(version) is not int:  # a replica's own version (a numpy int converted), else named
             version = errors.int_answer(engine, "version", version)
         if work_s is None:
             work = self._durations[task]
-        else:  # its answer as an object, checked here (the compiled build would check a float on return)
+        else:  # its answer checked here: a clear error naming the source, not a bad clock later
             got = work_s(started, task, version, parent)
             if type(got) is float and 0.0 <= got < _INF:
                 work = got
@@ -288,7 +283,7 @@ class Pipeline(Decisions):
         """
         if self.finished:
             return
-        if self.lazy_completions and bool(cast("EngineAnswers", only := self.engines[0]).behind):
+        if self.lazy_completions and (only := self.engines[0]).behind:
             only.catch_up(now)  # policies and the results see every completion due by now
         if self.version >= self._steps:
             self.finished = True
@@ -297,10 +292,9 @@ class Pipeline(Decisions):
         if not self._blocked():
             started_before = self.started
             if (single := self._single) is not None:  # one engine: no routing rule to ask
-                answers: Any = single  # its answers as objects (a numpy bool counts as a bool)
-                while answers.accepting and self._admitted():
+                while single.accepting and self._admitted():
                     self.launch(single)
-                self.admission_refused = bool(answers.accepting)  # ended on the policy's no
+                self.admission_refused = bool(single.accepting)  # ended on the policy's no
             else:
                 # the admission rule first: the routing rule is asked only for an episode that
                 # will start, so its state (round robin's turn) never depends on passes that
@@ -320,13 +314,12 @@ class Pipeline(Decisions):
         # the trainer takes its batch after admission, as in the chapter
         if (buffer := self.buffer).get_queue and self._batch_may_form():
             buffer.serve()
-        if self.lazy_completions and bool(cast("EngineAnswers", only := self.engines[0]).behind):
+        if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
     def _clock(self) -> float:
         """SimPy's clock, typed: a float, or a numpy float (a float subclass) where a user's time
-        made it one, compared as a C double in the compiled build (a numpy bool is no condition
-        there)."""
+        made it one."""
         now: float = self.env.now
         return now
 
@@ -344,7 +337,7 @@ class Pipeline(Decisions):
             self._started_at_batch = self.started
             self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
             start, version = self.env.now, self.version
-            for ep in batch:  # an Episode checked first: then its fields are a struct's (compiled)
+            for ep in batch:  # an Episode checked first: a batch policy may hand back anything
                 if not isinstance(ep, Episode) or ep.status != BUFFERED:  # twice, trained, foreign
                     raise errors.not_buffered(self, ep)
                 ep.status = TRAINED
@@ -358,7 +351,7 @@ class Pipeline(Decisions):
                     e.pause()
             if self.trainer is None:
                 train_s = self.config.train_time_s
-            else:  # its answer as an object, checked here (the compiled build would check on return)
+            else:  # its answer checked here, with an error naming the step
                 train_time_s: Callable[[int, list[Episode]], object] = self.trainer.train_time_s
                 got = train_time_s(step, batch)
                 if type(got) is float and 0.0 <= got < _INF:

@@ -16,12 +16,11 @@ re-prefilled keeps its record; its re-prefill tokens are counted in ``reprefill_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
-from mypy_extensions import mypyc_attr
 
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
@@ -30,7 +29,6 @@ STATUSES: tuple[str, ...] = (RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED, FAI
 """The statuses in the order of their codes (the records' and the columns' ``status`` arrays)."""
 
 
-@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class UpdateRecord:
     """One weight update seen by the engine: generation paused over [start_s, end_s)."""
@@ -78,72 +76,53 @@ EPISODE_FIELDS: tuple[str, ...] = (
     "work_s",
     *RARE_DEFAULTS,
 )
-"""Every field of an :class:`Episode`, in the order of its slots."""
+"""Every field of an :class:`Episode` (the records' columns, in this order)."""
 
 
-@mypyc_attr(acyclic=True)
+@dataclass(slots=True, eq=False)
 class Episode:
-    """One launched episode: a fixed set of typed fields (:data:`EPISODE_FIELDS`), nothing else.
+    """One launched episode: a fixed set of fields (:data:`EPISODE_FIELDS`), nothing else.
 
-    A run keeps an episode as this object until the trainer takes it; then the run's records
-    (:mod:`pipesim.core.records`) keep its fields as arrays and rebuild an equal object when one
-    is asked for. The fields only faults, relaunches and re-prefills change (``truncated``,
-    ``parent``, ``lost_s``, ``fail_at_s``, ``reprefill_tokens``, ``reprefill_s``, ``discarded_s``)
-    start at :data:`RARE_DEFAULTS`.
+    A plain slotted dataclass: no ``__dict__``, so a field outside the list is an
+    ``AttributeError`` (keep a policy's own per-episode data in a dict by ``episode.id``); it
+    pickles and copies as any slotted dataclass does. Equality is identity (``eq=False``): two
+    episodes are the same episode only if they are one object, as the kernel's bookkeeping (lists,
+    ``in``, ``remove``) needs. A run keeps an episode as this object until the trainer takes it;
+    then the run's records (:mod:`pipesim.core.records`) keep its fields as arrays and rebuild an
+    equal-valued object when one is asked for. The arguments after ``parent`` are where and when
+    it starts (the replica's ``start`` sets them; a caller that knows them may pass them). The
+    fields only faults, relaunches and re-prefills change start at :data:`RARE_DEFAULTS`.
 
-    The compiled build (``setup.py``) turns this class into C: an episode is then a struct that
-    the compiled engine reads and writes without a lookup, and is invisible to the cyclic garbage
-    collector (``acyclic``: it refers only to numbers and strings, never back to anything), which
-    otherwise traversed every episode still alive after a run, a tenth of a compute run's time.
-    So an episode has no ``__dict__``: a field outside the list is an ``AttributeError`` (keep a
-    policy's own per-episode data in a dict by ``episode.id``), and each field holds its type (a
-    ``float`` field given an ``int`` holds it as a float, compiled). It pickles and copies
-    through :meth:`__reduce__` (a compiled class has no slots for pickle to read).
+    The compute engine's compiled leaf (``setup.py``) does not read an episode per turn: its
+    sequences carry what their turns need, and write the episode where it starts and ends.
     """
 
-    __slots__ = EPISODE_FIELDS
+    id: int
+    task_id: int
+    duration_s: float
+    version: int  # the version that started it (the chapter's label)
+    parent: int = -1  # the id of the lost episode this one relaunches, or -1
+    slot: int = -1
+    replica: int = 0
+    start_s: float = 0.0
+    update_from: int = 0  # index into the update log at start
+    offset_start: float = 0.0  # the engine's paused-time total when it started
+    end_s: float | None = field(default=None, init=False)
+    update_to: int = field(default=0, init=False)  # index into the update log at finish (exclusive)
+    status: str = field(default=RUNNING, init=False)
+    trained_step: int = field(default=-1, init=False)
+    trained_version: int = field(default=-1, init=False)
+    work_s: float = field(init=False)
+    """Generation seconds it will take (capped, cut by a failure, + re-prefill); starts at ``duration_s``."""
+    truncated: bool = field(default=False, init=False)  # cut at the episode timeout or the response cap
+    lost_s: float = field(default=0.0, init=False)  # generation seconds thrown away (aborted or failed)
+    fail_at_s: float | None = field(default=None, init=False)  # seconds after which its worker fails
+    reprefill_tokens: float = field(default=0.0, init=False)
+    reprefill_s: float = field(default=0.0, init=False)
+    discarded_s: float | None = field(default=None, init=False)  # when a batch policy discarded it
 
-    def __init__(
-        self,
-        id: int,
-        task_id: int,
-        duration_s: float,
-        version: int,
-        parent: int = -1,
-        slot: int = -1,
-        replica: int = 0,
-        start_s: float = 0.0,
-        update_from: int = 0,
-        offset_start: float = 0.0,
-    ) -> None:
-        """The arguments after ``parent`` are where and when it starts (``Slots.start`` sets them;
-        a caller that knows them may pass them here)."""
-        self.id: int = id
-        self.task_id: int = task_id
-        self.duration_s: float = duration_s
-        self.version: int = version  # the version that started it (the chapter's label)
-        self.slot: int = slot
-        self.replica: int = replica
-        self.start_s: float = start_s
-        self.end_s: float | None = None
-        self.update_from: int = update_from  # index into the update log at start
-        self.update_to: int = 0  # index into the update log at finish (exclusive)
-        self.offset_start: float = offset_start  # the engine's paused-time total when it started
-        self.status: str = RUNNING
-        self.trained_step: int = -1
-        self.trained_version: int = -1
-        # generation seconds it will take (capped, cut by a failure, + re-prefill)
-        self.work_s: float = duration_s
-        self.truncated: bool = False  # cut at the episode timeout or the response cap
-        self.parent: int = parent  # the id of the lost episode this one relaunches, or -1
-        self.lost_s: float = 0.0  # generation seconds thrown away (aborted or failed)
-        self.fail_at_s: float | None = None  # generation seconds after which its worker fails
-        self.reprefill_tokens: float = 0.0
-        self.reprefill_s: float = 0.0
-        self.discarded_s: float | None = None  # when a batch policy discarded it (None: never)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild, (tuple([getattr(self, name) for name in EPISODE_FIELDS]),)
+    def __post_init__(self) -> None:
+        self.work_s = self.duration_s
 
     def segments(
         self, updates: list[UpdateRecord], until_s: float | None = None
@@ -177,14 +156,6 @@ class Episode:
             f"Episode(id={self.id}, v={self.version}, d={self.duration_s:.3g}s, "
             f"start={self.start_s:.6g}, end={self.end_s}, status={self.status})"
         )
-
-
-def _rebuild(values: tuple[Any, ...]) -> Episode:
-    """The episode whose fields, in :data:`EPISODE_FIELDS` order, are ``values`` (unpickling)."""
-    ep = Episode(0, 0, 0.0, 0)
-    for name, value in zip(EPISODE_FIELDS, values):
-        setattr(ep, name, value)
-    return ep
 
 
 def episode_column(episodes: Sequence[Episode], name: str, dtype: Any) -> np.ndarray:

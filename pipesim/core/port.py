@@ -141,13 +141,6 @@ class PipelineView(Protocol):
         """The task the next admitted episode starts: the oldest requeued task, else the next new
         one (what a routing rule that keeps a prompt group together needs to know)."""
 
-    @property
-    def policy_state(self) -> dict[object, Any]:
-        """A policy's own state for this run, under a key of the policy's choosing (a module's
-        constant, say): it lives as long as the run. Keep per-run data here, not in a weak
-        dictionary keyed by the pipeline: the compiled build's pipeline takes no weak reference
-        and no attribute of its own."""
-
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event: ...
     def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event: ...

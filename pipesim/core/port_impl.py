@@ -17,7 +17,6 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import simpy
-from mypy_extensions import mypyc_attr
 
 from pipesim.core import errors
 from pipesim.core.clock import Clock
@@ -28,21 +27,18 @@ if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
     from pipesim.core.engine import Pipeline
     from pipesim.core.records import EpisodeRecords
-    from pipesim.core.seams import EngineAnswers, EngineReplica, EpisodeSource
+    from pipesim.core.seams import EngineReplica, EpisodeSource
 
 
 FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class PolicyPort:
     """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`.
 
-    The compiled build (``setup.py``) checks a compiled method's arguments against their
-    declared types on entry, so what a policy passes in is declared ``object`` here and checked
-    by the method itself, which names the bad value (the view, :mod:`pipesim.core.port`, keeps
-    the types a policy should pass).
+    Users write policies, so every value a policy passes in is checked by the method it reaches,
+    which names the method and the bad value (a ``PipelineError``), not later by whatever reads it.
     """
 
     env: Clock
@@ -65,7 +61,6 @@ class PolicyPort:
     _sync_start: float
     _pause_start: float | None
     _durations: Sequence[float]
-    policy_state: dict[object, Any]
 
     def poke(self) -> None:  # implemented by the pipeline
         raise NotImplementedError
@@ -86,8 +81,8 @@ class PolicyPort:
         return total
 
     def _running_on(self, e: EngineReplica) -> int:
-        """Replica ``e``'s running count, an object converted (a numpy int is one), else named."""
-        n = cast("EngineAnswers", e).n_running
+        """Replica ``e``'s running count (a numpy int converted), else a ``PipelineError`` naming it."""
+        n = e.n_running
         return n if type(n) is int else errors.int_answer(e, "n_running", n)
 
     @property
@@ -108,9 +103,8 @@ class PolicyPort:
         return requeued[0][0] if requeued else self.next_task
 
     # -- waiting ----------------------------------------------------------------------------------
-    def timeout(self, delay_s: object) -> simpy.Event:
-        # tested as a Python float: a numpy float's comparisons are numpy bools, which the compiled
-        # build refuses as conditions; SimPy gets the value as given
+    def timeout(self, delay_s: float) -> simpy.Event:
+        # SimPy gets the value as given (a numpy float included)
         if (
             isinstance(delay_s, bool)
             or not isinstance(delay_s, int | float)
@@ -134,7 +128,7 @@ class PolicyPort:
         return events[0] if len(events) == 1 else self.env.all_of(events)
 
     # -- tasks and episodes ---------------------------------------------------------------------
-    def requeue(self, tasks: Iterable[tuple[object, object]], first: object = False) -> None:
+    def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
         pairs = list(tasks)
         if not pairs:
             return
@@ -150,7 +144,7 @@ class PolicyPort:
             self.requeued.extend(checked)
         self.poke()
 
-    def relaunch(self, replica: object, task: object, parent: object) -> None:
+    def relaunch(self, replica: int, task: int, parent: int) -> None:
         engine = self.engines[self._replica(replica, "relaunch")]
         t = self._check_task(task, "relaunch")
         parent_id = self._check_parent(parent, "relaunch")
@@ -174,8 +168,7 @@ class PolicyPort:
         return task
 
     def _check_parent(self, parent: object, action: str) -> int:
-        """The episode a relaunch replaces: its id, an int field of the new episode (a numpy
-        integer was a TypeError from inside the run in the compiled build), or -1."""
+        """The episode a relaunch replaces: its id (an int field of the new episode), or -1."""
         if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
             raise PipelineError(
                 f"{action}: parent must be an int (the lost episode's id, or -1), got {shown(parent)}"
@@ -207,7 +200,7 @@ class PolicyPort:
         what = f"a stretch of weight update {type(self.weight_update).__name__}"
 
         def charge(ep: Episode, generated_s: float) -> float:
-            got = extra(ep, generated_s)  # object: checked here, not on return (compiled build)
+            got = extra(ep, generated_s)  # checked here: the error names the weight update
             if not isinstance(got, tuple) or len(got) != 2:
                 raise PipelineError(f"{what} must be (seconds, tokens), got {shown(got)}")
             seconds = errors.seconds(got[0], what)  # floats: a numpy float32 stays out of the clock
@@ -264,7 +257,7 @@ class PolicyPort:
             else []
         )
         publish: Callable[[int, list[tuple[Episode, float]]], object] = self.source.publish
-        answer = publish(version, running)  # object: checked here, not on return (compiled build)
+        answer = publish(version, running)  # checked here: the error names the source
         if not answer:
             return
         if not isinstance(answer, dict):
@@ -288,10 +281,10 @@ class PolicyPort:
         self.poke()
 
     # -- weights, per replica ---------------------------------------------------------------------
-    def pause_replica(self, replica: object) -> None:
+    def pause_replica(self, replica: int) -> None:
         self.engines[self._replica(replica, "pause_replica")].pause()
 
-    def publish_replica(self, replica: object, version: object, since_s: object) -> None:
+    def publish_replica(self, replica: int, version: int, since_s: float) -> None:
         e = self.engines[self._replica(replica, "publish_replica")]
         if (
             isinstance(version, bool)

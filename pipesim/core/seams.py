@@ -70,22 +70,6 @@ class EngineReplica(Protocol):
     def release(self) -> None: ...
 
 
-class EngineAnswers(Protocol):
-    """What the kernel reads of a replica that the replica computes, typed ``object``: the kernel
-    casts a replica to this (no runtime cost) and converts what it reads, so that a replica
-    answering numpy numbers (a ``numpy.bool_`` from a comparison, a ``numpy.int64`` count) runs in
-    the compiled build as in pure Python, where a declared ``bool`` or ``int`` would be checked
-    on the way in and refused with a bare ``TypeError``."""
-
-    @property
-    def accepting(self) -> object: ...
-    @property
-    def n_running(self) -> object: ...
-
-    version: object
-    behind: object
-
-
 class EpisodeSource(Protocol):
     """The work of each started episode, and its re-costing when new weights arrive."""
 

@@ -8,6 +8,7 @@ or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.pol
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
 from pipesim.core.errors import check_number as check_number  # re-exported: verl
@@ -55,17 +56,17 @@ class GroupBook:
         return out
 
 
-_BOOK = "pipesim.policies.bookkeeping.GroupBook"
-"""The key of a run's group book in the pipeline's ``policy_state``."""
+_BOOKS: WeakKeyDictionary[PipelineView, GroupBook] = WeakKeyDictionary()
+"""Each run's group book, made fresh for the run, by its pipeline (it goes when the pipeline goes)."""
 
 
 def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
     """The run's group book (created at the first call; keyed by the pipeline, not the policy)."""
-    book = p.policy_state.get(_BOOK)
-    if not isinstance(book, GroupBook):
+    book = _BOOKS.get(p)
+    if book is None:
         if batch_size % n:
             raise FieldError(
                 f"{who}: batch_size {batch_size} is not a whole number of groups of {n}", "batch_size"
             )
-        book = p.policy_state[_BOOK] = GroupBook(n)
+        book = _BOOKS[p] = GroupBook(n)
     return book

@@ -69,6 +69,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -235,8 +236,9 @@ class _State:
         return bool(self.pending) or len(self.complete) >= self.per_batch or self.stuck(p)
 
 
-_STATE = "pipesim.policies.groups.WholeGroups"
-"""The key of a run's group bookkeeping in the pipeline's ``policy_state``."""
+_STATES: WeakKeyDictionary[PipelineView, _State] = WeakKeyDictionary()
+"""Each run's group bookkeeping, made fresh for the run (a frozen policy is shared across a
+sweep's runs), by its pipeline; it goes when the pipeline goes."""
 
 
 @dataclass(frozen=True)
@@ -289,15 +291,15 @@ class WholeGroups:
         return np.asarray(np.random.default_rng(self.seed).random(n_groups) < self.filter_rate)
 
     def _state(self, p: PipelineView) -> _State:
-        s = p.policy_state.get(_STATE)
-        if not isinstance(s, _State) or s.policy is not self:
-            s = p.policy_state[_STATE] = _State(self, p)
+        s = _STATES.get(p)
+        if s is None or s.policy is not self:
+            s = _STATES[p] = _State(self, p)
         return s
 
     def stats(self, p: PipelineView) -> GroupStats:
         """What this policy did in the run of pipeline ``p`` (empty if it never ran there)."""
-        s = p.policy_state.get(_STATE)
-        return s.stats if isinstance(s, _State) and s.policy is self else GroupStats()
+        s = _STATES.get(p)
+        return s.stats if s is not None and s.policy is self else GroupStats()
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         s = self._state(p)
