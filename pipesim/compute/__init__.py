@@ -30,6 +30,7 @@ from pipesim.compute.catalog import HF_CONFIGS, MODELS, model
 from pipesim.compute.cost import KV_POLICIES, EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUS, GPUSpec, gpu
 from pipesim.compute.ledger import TokenLedger, token_ledger
+from pipesim.compute.lengths import LENGTHS, LengthSpec, length_spec
 from pipesim.compute.models import DTYPE_BYTES, ModelSpec, dtype_bytes
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
@@ -43,6 +44,7 @@ from pipesim.compute.roofline import (
 )
 from pipesim.compute.source import TokenSource
 from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
+from pipesim.compute.trajectory import LengthPoint, LengthTrajectory
 from pipesim.compute.workload import (
     AgentTurns,
     EmpiricalLengths,
@@ -94,7 +96,12 @@ __all__ = [
     "ComputeTrainer",
     "EmpiricalLengths",
     "EngineConfig",
+    "LENGTHS",
     "LengthModel",
+    "LengthPoint",
+    "LengthSpec",
+    "LengthTrajectory",
+    "length_spec",
     "LogNormalLengths",
     "Offload",
     "ReplicaCost",
