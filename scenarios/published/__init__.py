@@ -8,7 +8,7 @@ hardware-efficiency constants are the engine's global ones (:data:`pipesim.compu
 :data:`pipesim.compute.DEFAULT_TRAINER_MFU`, ``EngineConfig``'s defaults); no scenario sets one.
 
 Where a source leaves a value out it is chosen **once**, in :mod:`~scenarios.published.common`
-(``UNSTATED``; the length profiles ``ZERO_RL`` and ``LONG_COT``, one per kind of model), with the
+(``UNSTATED``; the registry entry of response lengths each model uses, ``LENGTHS_*``), with the
 reason in a comment, and the same choice is used for every claim. Each setup value's source is in
 the comment next to it.
 
@@ -48,30 +48,44 @@ from scenarios.published.areal import (
     areal_throughput,
     areal_workload,
 )
-from scenarios.published.claims import CLAIMS, RUNS, Claim, _areal_trend
+from scenarios.published.claims import (
+    CLAIMS,
+    RUNS,
+    VERL_CALIBRATION,
+    VERL_STUDY,
+    Claim,
+    _areal_trend,
+    verl_fit,
+)
 from scenarios.published.common import (
-    LONG_COT,
+    LENGTH_BAND,
+    LENGTHS_7B_BASE,
+    LENGTHS_DISTILL,
+    LENGTHS_QWEN3,
+    POINT,
     PROMPT_TOKENS,
     TREND_TOLERANCE,
     UNSTATED,
-    ZERO_RL,
-    LengthProfile,
     Measured,
     Unstated,
+    Variant,
     does_not_fall,
     math_workload,
     measure,
     rollout_throughput,
 )
+from scenarios.published.fit import TrainerFit, fit_trainer, trainer_config, update_actor_s
 from scenarios.published.roll import ROLL_GPUS, ROLL_RATIO, roll_engine, roll_run
-from scenarios.published.table import json_rows, main, predict, table, within, write_json
+from scenarios.published.table import json_rows, main, predict, scores, table, within, write_json
 from scenarios.published.verl import VERL_STEPS, VERL_SYNC_STEP, verl_async, verl_colocate, verl_step_s
 
 __all__ = [
     "APRIL_N", "APRIL_OVERSAMPLE", "APRIL_PROMPTS", "AREAL_ETA", "AREAL_GPUS", "AREAL_STEPS",
-    "AREAL_TREND_ETAS", "CLAIMS", "LONG_COT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS",
-    "TREND_TOLERANCE", "UNSTATED", "VERL_STEPS", "VERL_SYNC_STEP", "ZERO_RL", "Claim",
-    "LengthProfile", "Measured", "Unstated", "_areal_trend", "april_engine", "april_run", "areal",
+    "AREAL_TREND_ETAS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE", "LENGTHS_DISTILL", "LENGTHS_QWEN3",
+    "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "TREND_TOLERANCE", "UNSTATED",
+    "VERL_CALIBRATION", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim", "Measured", "TrainerFit",
+    "Unstated", "Variant", "fit_trainer", "scores", "trainer_config", "update_actor_s", "verl_fit",
+    "_areal_trend", "april_engine", "april_run", "areal",
     "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_workload", "common",
     "does_not_fall", "json_rows", "main", "math_workload", "measure", "predict", "roll_engine",
     "roll_run", "rollout_throughput", "table", "verl_async", "verl_colocate", "verl_step_s",
