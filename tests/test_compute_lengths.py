@@ -216,3 +216,18 @@ def test_bad_csv_names_file_line_and_column(tmp_path: Path):
     path.write_text("step,p99\n0,900\n")
     with pytest.raises(ValueError, match="mean_tokens"):
         LengthTrajectory.from_csv(path)
+
+
+def test_the_compute_scenario_takes_a_registry_entry():
+    from scenarios import compute
+
+    assert compute.workload(None) is compute.WORKLOAD
+    wl = compute.workload("math-reasoning-1.5b")
+    spec = length_spec("math-reasoning-1.5b")
+    w = compute.WORKLOAD
+    assert (wl.max_response_tokens, wl.samples_per_prompt, wl.prompt) == (
+        w.max_response_tokens,
+        w.samples_per_prompt,
+        w.prompt,
+    )
+    assert wl.base_mean_tokens == pytest.approx(spec.mean_tokens, rel=1e-12)
