@@ -8,11 +8,15 @@ multiplier on the response lengths of all its samples drawn once per group (log-
 sample from its own group's distribution: a hard task stays long. Response lengths are drawn
 from a :class:`LengthModel` (:class:`LogNormalLengths`, or :class:`EmpiricalLengths` from a trace
 such as Vidur's ``splitwise_code.csv``), scaled by the difficulty and by an optional drift with
-the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training),
-rounded, at least one token, and truncated at ``max_response_tokens`` (the sample is marked
-truncated). Whether the trainer takes samples one by one or whole groups (a group being ready when
-its last sample is), and which groups a filter rejects, is the batch policy's choice:
-:class:`pipesim.policies.groups.WholeGroups` numbers groups the same way (``task // n``).
+the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training)
+or, more generally, by a :class:`~pipesim.compute.trajectory.LengthTrajectory` (the mean, p99 or
+clip share by step; ``length_warp``), rounded, at least one token, and truncated at
+``max_response_tokens`` (the sample is marked truncated): lengths are in absolute tokens and the
+cap does not place them, so truncation emerges from it (:mod:`pipesim.compute.lengths`, the
+registry of lengths per model and dataset kind). Whether the trainer takes samples one by one or
+whole groups (a group being ready when its last sample is), and which groups a filter rejects, is
+the batch policy's choice: :class:`pipesim.policies.groups.WholeGroups` numbers groups the same
+way (``task // n``).
 
 The engine reads the samples from :class:`pipesim.compute.source.TokenSource`, the side table
 of one run's draws by episode id (:mod:`pipesim.compute.source`).
