@@ -298,6 +298,10 @@ def test_full_table(tmp_path: Path, fresh_runs):
     assert trend["predicted"] == (1.0 if published.does_not_fall(runs) else 0.0)
     assert all(math.isfinite(r["predicted"]) for r in data)
     assert all(r["predicted"] > 0 for r in data if r is not trend)
+    assert all(set(r) == KEYS and r["low"] <= r["predicted"] <= r["high"] for r in data)
+    assert {r["protocol"] for r in data} == {"stated", "transfer"}
+    calibration = {c.claim for c in published.CLAIMS if c.calibration}
+    assert not calibration & {r["claim"] for r in data if r["protocol"] == "transfer"}
 
 
 def test_package_modules_are_short_and_the_module_runs() -> None:
