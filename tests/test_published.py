@@ -287,9 +287,10 @@ def test_smoke_april(fresh_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 200 s of CPU over two worker processes; more on a loaded machine
 def test_full_table(tmp_path: Path, fresh_runs):
     path = tmp_path / "published.json"
-    assert published.main(["--json", str(path)]) == 0
+    assert published.main(["--json", str(path), "--workers", "2"]) == 0
     data = json.loads(path.read_text())
     assert {(r["system"], r["published"]) for r in data} == PUBLISHED
     # the trend row is the rule applied to the runs it names (whether it holds is the README's to say)
