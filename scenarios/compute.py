@@ -27,6 +27,9 @@ It prints
 ``--json FILE`` writes a list of rows, one per design: ``{"design": name, "summary": {...}}``,
 the summary being :meth:`pipesim.compute.cluster.ComputeRun.summary` (the kernel's summary plus
 the ledger and the engine and trainer figures). ``--steps`` sets the steps per design.
+``--lengths NAME`` draws the responses from an entry of the length registry
+(:data:`pipesim.compute.LENGTHS`: absolute tokens per model and dataset kind, truncated at the
+same 8,192-token cap) instead of the log-normal above.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import sys
 from typing import Any
 
 import pipesim
-from pipesim.compute import GPUS, MODELS
+from pipesim.compute import GPUS, LENGTHS, MODELS, length_spec
 from pipesim.compute.closedloop import ClosedLoop
 from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig
@@ -60,6 +63,14 @@ CONCURRENCY = (1, 4, 16, 64, 128, 256)
 
 FILTER_RATE = 0.3
 """The share of complete groups dynamic filtering rejects in the filtered designs."""
+
+
+def workload(lengths: str | None = None) -> TokenWorkload:
+    """:data:`WORKLOAD`, or its prompts, groups and cap with the registry entry ``lengths``."""
+    if lengths is None:
+        return WORKLOAD
+    w = WORKLOAD
+    return length_spec(lengths).workload(w.max_response_tokens, w.samples_per_prompt, int(w.prompt))  # type: ignore[arg-type]
 
 
 def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster, WholeGroups | bool]]:
@@ -97,15 +108,13 @@ def designs(steps: int) -> dict[str, tuple[pipesim.Scenario, Cluster, WholeGroup
     return out
 
 
-def replica_throughput(samples_per_level: int = 4) -> list[dict[str, float]]:
+def replica_throughput(samples_per_level: int = 4, wl: TokenWorkload = WORKLOAD) -> list[dict[str, float]]:
     """Tokens/s of one replica against concurrency (closed loop)."""
-    return [ClosedLoop(ENGINE, WORKLOAD, c).run(max(samples_per_level * c, 32)) for c in CONCURRENCY]
+    return [ClosedLoop(ENGINE, wl, c).run(max(samples_per_level * c, 32)) for c in CONCURRENCY]
 
 
-def run_designs(steps: int) -> dict[str, ComputeRun]:
-    return {
-        name: run_compute(s, cl, WORKLOAD, seed=0, groups=g) for name, (s, cl, g) in designs(steps).items()
-    }
+def run_designs(steps: int, wl: TokenWorkload = WORKLOAD) -> dict[str, ComputeRun]:
+    return {name: run_compute(s, cl, wl, seed=0, groups=g) for name, (s, cl, g) in designs(steps).items()}
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -236,12 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.compute", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="FILE", help="write one row per design (name and summary)")
     ap.add_argument("--steps", type=int, default=8, help="training steps per design (default 8)")
+    ap.add_argument("--lengths", choices=sorted(LENGTHS), help="response lengths from the length registry")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.steps < 1:
         ap.error("--steps must be at least 1")
     check_output(ap, "--json", args.json)  # before the runs
-    runs = run_designs(args.steps)
-    print(report(replica_throughput(), runs))
+    wl = workload(args.lengths)
+    runs = run_designs(args.steps, wl)
+    print(report(replica_throughput(wl=wl), runs))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows(runs), f, indent=1)

@@ -1,6 +1,9 @@
-"""scenarios.published: one row per published claim, the JSON schema, the trend check, the global
-efficiency constants, each claim's setup, the package's modules under 400 lines, and a smoke run
-of the smallest claim (APRIL's 8 GPUs). The full table is slow-marked (about two minutes)."""
+"""scenarios.published: one row per published step time and phase, the JSON schema, the trend
+check, the global efficiency constants (the transfer's fitted ones only where the fit puts them),
+each claim's setup and its registry lengths, the transfer fit recovering the constants of a row the
+model generated, the calibration row never scored under transfer, ranges, the worker processes,
+the package's modules under 400 lines, and a smoke run of the smallest claim (APRIL's 8 GPUs).
+The full table is slow-marked (minutes)."""
 
 from __future__ import annotations
 
@@ -16,25 +19,38 @@ from typing import Any
 
 import pytest
 
-from pipesim.compute import DEFAULT_EFFICIENCY, GPUS, MODELS, EngineConfig, TrainerConfig
+import pipesim
+from pipesim.compute import (
+    DEFAULT_EFFICIENCY,
+    GPUS,
+    LENGTHS,
+    MODELS,
+    Cluster,
+    EngineConfig,
+    TrainerConfig,
+    length_spec,
+)
 from scenarios import published
 
-KEYS = {"claim", "system", "source", "unit", "published", "predicted"}
+KEYS = {"claim", "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high"}
 
-# The claims of shared/reference/published_claims.md, each a row: verl's five step times and its
-# 2.35x headline, AReaL's 2.77x (with its two hours) and its trend, APRIL's +22.5%, ROLL's 2.24x.
-PUBLISHED = {
-    ("verl", 356.30),
-    ("verl", 231.34),
-    ("verl", 150.63),
-    ("verl", 365.28),
-    ("verl", 189.26),
+# The claims of shared/reference/published_claims.md, each a row: verl's five step times, each
+# with its gen and update_actor, and its 2.35x headline, AReaL's 2.77x (with its two hours) and its
+# trend, APRIL's +22.5% (as the ratio 1.225), ROLL's 2.24x.
+VERL_TABLE = {
+    356.30: (177.85, 113.81),
+    231.34: (128.47, 98.77),
+    150.63: (33.14, 113.16),
+    365.28: (150.72, 133.41),
+    189.26: (28.46, 156.98),
+}
+PUBLISHED = {("verl", v) for row in VERL_TABLE.items() for v in (row[0], *row[1])} | {
     ("verl", 2.35),
     ("AReaL", 41.0),
     ("AReaL", 14.8),
     ("AReaL", 2.77),
     ("AReaL", 1.0),  # the trend: throughput does not fall as eta grows
-    ("APRIL", 22.5),
+    ("APRIL", 1.225),
     ("ROLL", 2.24),
 }
 
@@ -48,7 +64,7 @@ def fresh_runs():
         f.cache_clear()
 
 
-def _fake_measured(scenario: Any) -> published.Measured:
+def _fake_measured(scenario: Any, trainer: Any = None) -> published.Measured:
     steps = scenario.pipeline.steps
     ends = tuple(100.0 * (i + 1) for i in range(steps))
     return published.Measured(
@@ -60,6 +76,8 @@ def _fake_measured(scenario: Any) -> published.Measured:
         syncs=steps,
         tokens_trained=1e6,
         wall_s=0.0,
+        train_tokens=(2e6,) * steps,
+        trainer=trainer,
     )
 
 
@@ -70,7 +88,7 @@ def recorded(monkeypatch, fresh_runs):
 
     def fake(scenario, cluster, workload, trainer, warmup, seed=0):
         calls.append((scenario, cluster, workload, trainer))
-        return _fake_measured(scenario)
+        return _fake_measured(scenario, trainer)
 
     monkeypatch.setattr(published.common, "measure", fake)  # every system module calls common.measure
     rows = published.predict()
@@ -79,9 +97,31 @@ def recorded(monkeypatch, fresh_runs):
 
 def test_one_row_per_claim(recorded):
     _, rows = recorded
-    assert len(rows) == len(published.CLAIMS) == len(PUBLISHED)
-    assert {(r["system"], r["published"]) for r in rows} == PUBLISHED
-    assert len({r["claim"] for r in rows}) == len(rows)
+    stated = [r for r in rows if r["protocol"] == "stated"]
+    assert len(stated) == len(published.CLAIMS) == len(PUBLISHED)
+    assert {(r["system"], r["published"]) for r in stated} == PUBLISHED
+    assert len({r["claim"] for r in stated}) == len(stated)
+    # each verl README row scores its step, its gen and its update_actor separately
+    verl = {(r["phase"], r["published"]) for r in stated if r["system"] == "verl"}
+    for step, (gen, update) in VERL_TABLE.items():
+        assert {("step", step), ("gen", gen), ("update_actor", update)} <= verl
+    april = next(r for r in stated if r["system"] == "APRIL")
+    assert april["unit"] == "x" and april["phase"] == "gain"  # +22.5% scored as its ratio
+
+
+def test_calibration_row_is_never_scored_under_transfer(recorded):
+    _, rows = recorded
+    calibration = {c.claim for c in published.CLAIMS if c.calibration}
+    # one calibration row: the README row named in docs/published.md, its step and both phases
+    assert {c.phase for c in published.CLAIMS if c.calibration} == {"step", "gen", "update_actor"}
+    assert all(name.startswith(published.VERL_CALIBRATION) for name in calibration) and len(calibration) == 3
+    assert published.VERL_CALIBRATION in (Path(__file__).parents[1] / "docs" / "published.md").read_text()
+    transfer = [r for r in rows if r["protocol"] == "transfer"]
+    assert transfer and not calibration & {r["claim"] for r in transfer}
+    study = {c.claim for c in published.CLAIMS if c.study == published.VERL_STUDY}
+    assert {r["claim"] for r in transfer} == study - calibration
+    assert {r["system"] for r in transfer} == {"verl"}  # the one study with a phase breakdown
+    assert calibration <= {r["claim"] for r in rows if r["protocol"] == "stated"}
 
 
 def test_json_schema(recorded, tmp_path: Path):
@@ -89,12 +129,15 @@ def test_json_schema(recorded, tmp_path: Path):
     path = tmp_path / "rows.json"
     published.write_json(rows, str(path))
     data = json.loads(path.read_text())
-    assert isinstance(data, list) and len(data) == len(published.CLAIMS)
+    assert isinstance(data, list) and len(data) == len(rows) > len(published.CLAIMS)
     for row in data:
         assert set(row) == KEYS
         assert all(isinstance(row[k], str) and row[k] for k in ("claim", "system", "source", "unit"))
         assert isinstance(row["published"], float) and isinstance(row["predicted"], float)
         assert math.isfinite(row["predicted"])
+        assert row["protocol"] in ("stated", "transfer")
+        assert row["phase"] in ("step", "gen", "update_actor", "speedup", "gain", "trend")
+        assert row["low"] <= row["predicted"] <= row["high"]
 
 
 def test_trend_row_and_rule():
@@ -132,32 +175,43 @@ def _dummy(step_s: float) -> published.Measured:
 
 
 def test_no_scenario_overrides_the_efficiency_constants(recorded):
-    calls, _ = recorded
+    calls, rows = recorded
     defaults = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"])
     trainer_defaults = TrainerConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], n_gpus=1)
+    fit = published.verl_fit()  # on the recorded (fake) calibration run
     assert calls
-    for _, cluster, _, trainer in calls:
+    fitted = 0
+    for sc, cluster, _, trainer in calls:
         eng = cluster.engine
         assert eng.efficiency == DEFAULT_EFFICIENCY
         assert eng.iteration_overhead_s == defaults.iteration_overhead_s
         assert eng.allreduce_latency_s == defaults.allreduce_latency_s
         assert trainer is not None
-        assert trainer.mfu == trainer_defaults.mfu  # None: the profile's efficiencies (issue 41)
-        assert trainer.step_overhead_s == trainer_defaults.step_overhead_s
         assert trainer.optimizer_bytes_per_param == trainer_defaults.optimizer_bytes_per_param
-    # and the source never names one (a per-claim constant would have to be written there)
+        if trainer.mfu == trainer_defaults.mfu:  # stated: the global constants (None: the profile's)
+            assert trainer.step_overhead_s == trainer_defaults.step_overhead_s
+        else:  # transfer: exactly the constants fitted on the calibration row, and only for verl
+            assert (trainer.mfu, trainer.step_overhead_s) == (fit.mfu, fit.step_overhead_s)
+            assert sc.name.startswith("verl")
+            fitted += 1
+    assert fitted and any(r["protocol"] == "transfer" for r in rows)
+    # and the source never names one (a per-claim constant would have to be written there); the
+    # fit module sets the trainer's two from a TrainerFit and names no number for them
     modules = [
         importlib.import_module(f"scenarios.published.{m.name}")
         for m in pkgutil.iter_modules(published.__path__)
         if m.name != "__main__"  # importing it runs the command line
     ]
-    src = "\n".join(inspect.getsource(m) for m in [published, *modules])
-    assert {"common", "verl", "areal", "april", "roll", "claims", "table"} <= {
+    assert {"common", "verl", "areal", "april", "roll", "claims", "table", "fit"} <= {
         m.__name__.split(".")[-1] for m in modules
     }
+    src = "\n".join(inspect.getsource(m) for m in [published, *modules] if not m.__name__.endswith(".fit"))
     for name in ("mfu=", "efficiency=", "Efficiency(", "iteration_overhead_s=", "allreduce_latency_s=",
                  "step_overhead_s=", "sync_time_s=", "flop_fraction", "bandwidth_fraction"):  # fmt: skip
         assert name not in src, name
+    fit_src = inspect.getsource(published.fit)
+    assert not re.search(r"(mfu|step_overhead_s)=\s*[\d.]", fit_src)  # no number as a keyword
+    assert re.findall(r"\bmfu=(\S+?)[,)]", fit_src) == ["fit.mfu", "mfu"]  # trainer_config; TrainerFit(...)
 
 
 def test_each_claims_setup(recorded):
@@ -195,9 +249,20 @@ def test_each_claims_setup(recorded):
     assert {c[0].batching.samples_per_group for c in fa} == {16}
     assert {c[0].batching.samples_per_group for c in areal} == {16}
     assert roll_async[0].batching.samples_per_group == 8
-    # one length profile per kind of model, never per claim
-    profiles = {wl.response.sigma for *_, wl, _ in calls}
-    assert profiles <= {published.ZERO_RL.sigma, published.LONG_COT.sigma}
+    # lengths from the registry, one entry per model and dataset kind, never per claim: each
+    # workload is its model's entry (times a band's end), under the setup's own cap
+    entry = {
+        "verl": published.LENGTHS_7B_BASE, "AReaL": published.LENGTHS_DISTILL,
+        "APRIL": published.LENGTHS_QWEN3, "slime": published.LENGTHS_QWEN3,
+        "ROLL": published.LENGTHS_QWEN3,
+    }  # fmt: skip
+    band = published.LENGTH_BAND
+    for sc, _, wl, _ in calls:
+        spec = length_spec(entry[sc.name.split()[0]])
+        scale = wl.response.median_tokens / spec.median_tokens
+        assert min(abs(scale - x) for x in (1.0, 1 / band, band)) < 1e-12
+        assert wl.response.sigma == spec.sigma and wl.difficulty_sigma == spec.difficulty_sigma
+    assert set(entry.values()) <= set(LENGTHS)
 
 
 def test_extrapolation():
@@ -221,9 +286,10 @@ def test_smoke_april(fresh_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 200 s of CPU over two worker processes; more on a loaded machine
 def test_full_table(tmp_path: Path, fresh_runs):
     path = tmp_path / "published.json"
-    assert published.main(["--json", str(path)]) == 0
+    assert published.main(["--json", str(path), "--workers", "2"]) == 0
     data = json.loads(path.read_text())
     assert {(r["system"], r["published"]) for r in data} == PUBLISHED
     # the trend row is the rule applied to the runs it names (whether it holds is the README's to say)
@@ -232,6 +298,10 @@ def test_full_table(tmp_path: Path, fresh_runs):
     assert trend["predicted"] == (1.0 if published.does_not_fall(runs) else 0.0)
     assert all(math.isfinite(r["predicted"]) for r in data)
     assert all(r["predicted"] > 0 for r in data if r is not trend)
+    assert all(set(r) == KEYS and r["low"] <= r["predicted"] <= r["high"] for r in data)
+    assert {r["protocol"] for r in data} == {"stated", "transfer"}
+    calibration = {c.claim for c in published.CLAIMS if c.calibration}
+    assert not calibration & {r["claim"] for r in data if r["protocol"] == "transfer"}
 
 
 def test_package_modules_are_short_and_the_module_runs() -> None:
@@ -242,3 +312,70 @@ def test_package_modules_are_short_and_the_module_runs() -> None:
     assert "__main__.py" in sizes and all(n < 400 for n in sizes.values()), sizes
     assert "scenarios.published.table" in (root / "__main__.py").read_text()
     assert published.main is published.table.__globals__["main"]
+
+
+def test_transfer_fit_recovers_the_constants_of_a_row_the_model_generated():
+    """A disaggregated run with known trainer constants gives a 'published' row (its own step,
+    gen and update_actor); the closed-form fit, starting from the stated defaults, returns them."""
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], tp=1, max_model_len=2048)
+    cl = Cluster(engine=eng, n_gpus=4, trainer_gpus=2)
+    wl = length_spec("math-reasoning-7b").workload(1024, 4, 64, scale=0.2)
+    cfg = pipesim.PipelineConfig(batch_size=64, steps=6, max_staleness=1)
+    sc = pipesim.Scenario(
+        pipeline=cfg, admission=pipesim.CountThrottle(), weight_update=pipesim.PartialRollout()
+    )
+    true = TrainerConfig(
+        model=eng.model,
+        gpu=eng.gpu,
+        n_gpus=2,
+        mfu=0.23,
+        step_overhead_s=2.5,
+        recompute_old_logp=False,
+        profile="ideal",
+    )
+    m = published.measure(sc, cl, wl, true, warmup=2)
+    k = 2  # a published step of two trainer steps
+    step, gen, update = k * m.steady_step_s, m.gen_s(k), m.update_actor_s(k)
+    stated = published.trainer_config(eng, 2, old_logp=False)
+    assert stated.mfu is None and stated.step_overhead_s == 0.0  # the default profile's
+    fit = published.fit_trainer(stated, k * m.steady_tokens, k, step, gen, update, "generated row")
+    assert fit.mfu == pytest.approx(0.23, rel=1e-9)
+    assert fit.step_overhead_s == pytest.approx(2.5, rel=1e-9)
+    refit = published.trainer_config(eng, 2, old_logp=False, fit=fit)
+    assert (refit.mfu, refit.step_overhead_s) == (fit.mfu, fit.step_overhead_s)
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        ((0.0, 2, 100.0, 10.0, 50.0), "tokens_per_step"),
+        ((1e6, 2, 100.0, 10.0, 0.0), "update_s"),
+        ((1e6, 2, math.nan, 10.0, 50.0), "step_s"),
+        ((1e15, 2, 100.0, 10.0, 1e-3), "mfu"),  # an update_actor no GPU could reach
+    ],
+)
+def test_fit_refuses_a_row_it_cannot_fit(args, field):
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"])
+    tokens, k, step, gen, update = args
+    with pytest.raises(ValueError, match=field):
+        published.fit_trainer(
+            published.trainer_config(eng, 2, old_logp=False), tokens, k, step, gen, update, "r"
+        )
+
+
+def test_ranges_and_worker_processes_agree(fresh_runs):
+    """APRIL's row as a range over the length band and seeds (low < high), and the same numbers
+    whether its runs go to two worker processes or run here."""
+    claim = next(c for c in published.CLAIMS if c.system == "APRIL")
+    seen: list[str] = []
+    two = published.predict((claim,), workers=2, progress=seen.append)
+    assert len(seen) == 6 and seen[-1].startswith("[6/6]")  # 2 runs x (point, 2 band ends), progress
+    for f in published.RUNS:
+        f.cache_clear()
+    one = published.predict((claim,), workers=1)
+    assert [(r["predicted"], r["low"], r["high"]) for r in two] == [
+        (r["predicted"], r["low"], r["high"]) for r in one
+    ]
+    (row,) = one
+    assert row["low"] < row["high"] and row["low"] <= row["predicted"] <= row["high"]
+    assert row["protocol"] == "stated"

@@ -32,6 +32,7 @@ from pipesim.compute.catalog import HF_CONFIGS, MODELS, model
 from pipesim.compute.cost import KV_POLICIES, EngineConfig, ReplicaCost
 from pipesim.compute.gpus import GPUS, GPUSpec, gpu
 from pipesim.compute.ledger import TokenLedger, token_ledger
+from pipesim.compute.lengths import LENGTHS, LengthSpec, length_spec
 from pipesim.compute.models import DTYPE_BYTES, ModelSpec, dtype_bytes
 from pipesim.compute.phasefit import PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import PHASES, FrameworkProfile
@@ -48,6 +49,7 @@ from pipesim.compute.roofline import (
 from pipesim.compute.source import TokenSource
 from pipesim.compute.sync import SyncModel
 from pipesim.compute.trainer import DEFAULT_TRAINER_MFU, ComputeTrainer, TrainerConfig
+from pipesim.compute.trajectory import LengthPoint, LengthTrajectory
 from pipesim.compute.workload import (
     AgentTurns,
     EmpiricalLengths,
@@ -105,7 +107,12 @@ __all__ = [
     "fit_profile",
     "EmpiricalLengths",
     "EngineConfig",
+    "LENGTHS",
     "LengthModel",
+    "LengthPoint",
+    "LengthSpec",
+    "LengthTrajectory",
+    "length_spec",
     "LogNormalLengths",
     "Offload",
     "ReplicaCost",

@@ -125,6 +125,9 @@ class TokenSource:
         # attribute is a dictionary lookup; these are struct fields in the compiled build)
         self._per_prompt: int = workload.samples_per_prompt
         self._drift: float = float(workload.drift_per_version)
+        # a length trajectory (or the drift): x -> a * x ** b at each version, cached by version
+        self._moves: bool = bool(self._drift) or workload.trajectory is not None
+        self._warps: dict[int, tuple[float, float]] = {}
         a = workload.agent
         self._agent = a
         self._tool = (
@@ -152,14 +155,22 @@ class TokenSource:
         g = task // self._per_prompt
         grp = self._same_group or self._groups.get(g)
         prompt, difficulty = grp if grp is not None else self._group(g)
-        if self._drift:
-            difficulty *= _power(1.0 + self._drift, version)
+        a, b = 1.0, 1.0
+        if self._moves:
+            warp = self._warps.get(version)
+            if warp is None:
+                warp = self._warps[version] = self.workload.length_warp(version)
+            a, b = warp
+            if b == 1.0:
+                difficulty *= a
         r = self._response
         if r.i >= len(r.values):
             r.refill()
         cap = self._cap
         x = r.values[r.i] * difficulty
         r.i += 1
+        if b != 1.0:
+            x = a * _power(x, b)
         n = int(x + 0.5) if x < cap + 0.5 else cap + 1  # past the cap (inf, NaN too): truncated
         if n < 1:
             n = 1
@@ -173,15 +184,19 @@ class TokenSource:
             self.truncated.append(n > cap)
             self.observation.append(0)
         else:
-            self._agent_turns(episode_id, n, difficulty, agent)
+            self._agent_turns(episode_id, n, difficulty, agent, a, b)
         return 0.0
 
-    def _agent_turns(self, episode_id: int, first: int, difficulty: float, a: AgentTurns) -> None:
+    def _agent_turns(
+        self, episode_id: int, first: int, difficulty: float, a: AgentTurns, scale: float, power: float
+    ) -> None:
         cap, tool = self._cap, self._tool
         assert tool is not None
         lengths = [first]
         for _ in range(a.turns - 1):
             x = self._response.next() * difficulty
+            if power != 1.0:
+                x = scale * _power(x, power)
             lengths.append(max(int(x + 0.5), 1) if x < cap + 0.5 else cap + 1)
         obs = a.observation_tokens
         turns = [(min(n, cap), tool.next() if a.tool_latency_s else 0.0, obs) for n in lengths]

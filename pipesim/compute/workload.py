@@ -8,11 +8,15 @@ multiplier on the response lengths of all its samples drawn once per group (log-
 sample from its own group's distribution: a hard task stays long. Response lengths are drawn
 from a :class:`LengthModel` (:class:`LogNormalLengths`, or :class:`EmpiricalLengths` from a trace
 such as Vidur's ``splitwise_code.csv``), scaled by the difficulty and by an optional drift with
-the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training),
-rounded, at least one token, and truncated at ``max_response_tokens`` (the sample is marked
-truncated). Whether the trainer takes samples one by one or whole groups (a group being ready when
-its last sample is), and which groups a filter rejects, is the batch policy's choice:
-:class:`pipesim.policies.groups.WholeGroups` numbers groups the same way (``task // n``).
+the weights' version (``(1 + drift_per_version) ** version``: mean length changing over training)
+or, more generally, by a :class:`~pipesim.compute.trajectory.LengthTrajectory` (the mean, p99 or
+clip share by step; ``length_warp``), rounded, at least one token, and truncated at
+``max_response_tokens`` (the sample is marked truncated): lengths are in absolute tokens and the
+cap does not place them, so truncation emerges from it (:mod:`pipesim.compute.lengths`, the
+registry of lengths per model and dataset kind). Whether the trainer takes samples one by one or
+whole groups (a group being ready when its last sample is), and which groups a filter rejects, is
+the batch policy's choice: :class:`pipesim.policies.groups.WholeGroups` numbers groups the same
+way (``task // n``).
 
 The engine reads the samples from :class:`pipesim.compute.source.TokenSource`, the side table
 of one run's draws by episode id (:mod:`pipesim.compute.source`).
@@ -21,6 +25,8 @@ of one run's draws by episode id (:mod:`pipesim.compute.source`).
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -29,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.core.errors import check_int, check_number, check_tail, shown
 
 if TYPE_CHECKING:
@@ -175,7 +182,11 @@ class TokenWorkload:
     difficulty_sigma: float = 0.0
     """Log-space spread of each group's length multiplier (0: every group alike)."""
     drift_per_version: float = 0.0
-    """Response lengths scale by ``(1 + drift_per_version) ** version``."""
+    """Response lengths scale by ``(1 + drift_per_version) ** version`` (a geometric
+    :class:`~pipesim.compute.trajectory.LengthTrajectory`; give one or the other)."""
+    trajectory: LengthTrajectory | None = None
+    """The length distribution by step (:mod:`pipesim.compute.trajectory`); None: stationary (or
+    ``drift_per_version``)."""
     agent: AgentTurns | None = None
     """Multi-turn episodes (None: one turn, no tool calls)."""
 
@@ -196,6 +207,66 @@ class TokenWorkload:
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
             raise ValueError(f"agent must be an AgentTurns or None, got {shown(self.agent)}")
         check_number("drift_per_version", self.drift_per_version, -1.0, strict=True)
+        if self.trajectory is not None:
+            if not isinstance(self.trajectory, LengthTrajectory):
+                raise ValueError(
+                    f"trajectory must be a LengthTrajectory or None, got {shown(self.trajectory)}"
+                )
+            if self.drift_per_version:
+                raise ValueError(
+                    "trajectory and drift_per_version: give one (a drift is a geometric trajectory)"
+                )
+            if self.base_sigma == 0 and any(
+                p.p99_tokens is not None or p.clip_share is not None for p in self.trajectory.points
+            ):
+                raise ValueError(
+                    "trajectory: a p99 or clip share needs a base spread (sigma or difficulty_sigma) > 0"
+                )
+            self.length_warp(0)  # every point resolved now: a point no log-normal meets is refused here
+
+    @property
+    def base_sigma(self) -> float | None:
+        """Log-space spread of a response length times its group's difficulty, before the cap
+        (None: the response model is not log-normal)."""
+        if not isinstance(self.response, LogNormalLengths):
+            return None
+        return math.hypot(self.response.sigma, self.difficulty_sigma)
+
+    @property
+    def base_mean_tokens(self) -> float:
+        """Mean response length before the cap and before any drift or trajectory."""
+        return self.response.mean_tokens * _power(math.e, self.difficulty_sigma**2 / 2)
+
+    @functools.cached_property
+    def _resolved(self) -> tuple[tuple[int, float, float], ...]:
+        assert self.trajectory is not None
+        return self.trajectory.resolved(self.max_response_tokens, self.base_sigma)
+
+    def length_warp(self, version: int) -> tuple[float, float]:
+        """``(a, b)``: at ``version`` a sample drawn as ``x`` (response times difficulty, before the
+        cap) is ``a * x ** b`` (:mod:`pipesim.compute.trajectory`); ``b`` is 1.0 exactly where
+        only the scale moves (``drift_per_version``, or a point without p99 or clip share)."""
+        if self.trajectory is None:
+            return _power(1.0 + self.drift_per_version, version), 1.0
+        mean, s = LengthTrajectory.at(self._resolved, version)
+        s0 = self.base_sigma
+        if s0 is None or math.isnan(s) or s == s0:
+            return mean / self.base_mean_tokens, 1.0
+        assert isinstance(self.response, LogNormalLengths)
+        b = s / s0
+        return mean * math.exp(-s * s / 2) / self.response.median_tokens**b, b
+
+    def over_window(self, start: int, stop: int) -> TokenWorkload:
+        """The stationary workload standing for steps ``start`` to ``stop - 1`` of this one's
+        trajectory (:meth:`LengthTrajectory.window_point`); itself when nothing moves."""
+        traj = self.trajectory
+        if traj is None and self.drift_per_version:
+            traj = LengthTrajectory.geometric(self.base_mean_tokens, self.drift_per_version, max(stop, 1))
+        if traj is None:
+            return self
+        point = traj.window_point(start, stop, self.max_response_tokens, self.base_sigma)
+        one = LengthTrajectory((dataclasses.replace(point, step=0),))
+        return dataclasses.replace(self, trajectory=one, drift_per_version=0.0)
 
     @property
     def max_sequence_tokens(self) -> int:

@@ -1,32 +1,36 @@
-"""Predict published results of real systems. ``python -m scenarios.published [--json FILE]``.
+"""Predict published results of real systems. ``python -m scenarios.published [--json FILE] [--workers N]``.
 
-One scenario per row of ``shared/reference/published_claims.md`` (verl, AReaL, APRIL, ROLL), each
+The scenarios behind every row of ``shared/reference/published_claims.md`` (verl, AReaL, APRIL, ROLL), each
 built **from the setup its source states** on the compute-grounded engine (:mod:`pipesim.compute`):
 the model, the GPU type and count, the placement and split, the batch and group size, the length
 limits and the staleness knobs, run through the system's preset (:mod:`scenarios.systems`). The
 hardware-efficiency constants are the engine's global ones (:data:`pipesim.compute.DEFAULT_EFFICIENCY`,
 :data:`pipesim.compute.DEFAULT_TRAINER_MFU`, ``EngineConfig``'s defaults); no scenario sets one.
+Under the **transfer** protocol the trainer's two constants are fitted on the verl study's
+calibration row instead (:mod:`~scenarios.published.fit`, the one place they are chosen).
 
 Where a source leaves a value out it is chosen **once**, in :mod:`~scenarios.published.common`
-(``UNSTATED``; the length profiles ``ZERO_RL`` and ``LONG_COT``, one per kind of model), with the
+(``UNSTATED``; the registry entry of response lengths each model uses, ``LENGTHS_*``), with the
 reason in a comment, and the same choice is used for every claim. Each setup value's source is in
 the comment next to it.
 
 Steady state and extrapolation: a run simulates a few steps (``steps`` in each experiment), long
 enough for the pipeline to fill; the steady step time is the mean over the steps after the first
 ``warmup`` ones, and a headline over the published step count ``N`` is the first ``warmup`` steps
-as simulated plus ``N - warmup`` steady steps. The response-length distribution is stationary
-here (the sources' lengths drift during training; see ``docs/published.md``).
+as simulated plus ``N - warmup`` steady steps. Response lengths are the registry's, in tokens
+(:mod:`pipesim.compute.lengths`), stationary here: no source gives a length trajectory (see
+``docs/published.md``). Each row is a range over a length band and seeds (``low``, ``high``).
 
-The printed table has the claim, source, published and predicted values and their ratio; verl's
-rows also print the predicted generation wait and training seconds per step beside the published
-``gen`` and ``update_actor`` columns (diagnosis only, not scored). ``--json FILE`` writes the
-scored rows as a list of ``{"claim", "system", "source", "unit", "published", "predicted"}``.
+The printed table has, per row, the protocol (``stated`` or ``transfer``), the claim, the
+published value, the predicted point and range and their ratio; every verl step time comes with its
+``gen`` and ``update_actor`` rows. ``--json FILE`` writes the rows as a list of ``{"claim",
+"system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high"}``.
 AReaL's "throughput grows with eta" is a trend row: ``predicted`` is 1.0 when predicted throughput
 does not fall (by more than :data:`TREND_TOLERANCE`) as eta grows, else 0.0.
 
 The package, by module: :mod:`~scenarios.published.common` (the choices made once, measuring a
-run), one module per system with its setup and the source of each value
+run, the memoised runs), :mod:`~scenarios.published.fit` (the trainer's constants), one module
+per system with its setup and the source of each value
 (:mod:`~scenarios.published.verl`, :mod:`~scenarios.published.areal`,
 :mod:`~scenarios.published.april`, :mod:`~scenarios.published.roll`), the claims
 (:mod:`~scenarios.published.claims`) and the table and command line
@@ -48,30 +52,44 @@ from scenarios.published.areal import (
     areal_throughput,
     areal_workload,
 )
-from scenarios.published.claims import CLAIMS, RUNS, Claim, _areal_trend
+from scenarios.published.claims import (
+    CLAIMS,
+    RUNS,
+    VERL_CALIBRATION,
+    VERL_STUDY,
+    Claim,
+    _areal_trend,
+    verl_fit,
+)
 from scenarios.published.common import (
-    LONG_COT,
+    LENGTH_BAND,
+    LENGTHS_7B_BASE,
+    LENGTHS_DISTILL,
+    LENGTHS_QWEN3,
+    POINT,
     PROMPT_TOKENS,
     TREND_TOLERANCE,
     UNSTATED,
-    ZERO_RL,
-    LengthProfile,
     Measured,
     Unstated,
+    Variant,
     does_not_fall,
     math_workload,
     measure,
     rollout_throughput,
 )
+from scenarios.published.fit import TrainerFit, fit_trainer, trainer_config, update_actor_s
 from scenarios.published.roll import ROLL_GPUS, ROLL_RATIO, roll_engine, roll_run
-from scenarios.published.table import json_rows, main, predict, table, within, write_json
+from scenarios.published.table import json_rows, main, predict, scores, table, within, write_json
 from scenarios.published.verl import VERL_STEPS, VERL_SYNC_STEP, verl_async, verl_colocate, verl_step_s
 
 __all__ = [
     "APRIL_N", "APRIL_OVERSAMPLE", "APRIL_PROMPTS", "AREAL_ETA", "AREAL_GPUS", "AREAL_STEPS",
-    "AREAL_TREND_ETAS", "CLAIMS", "LONG_COT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS",
-    "TREND_TOLERANCE", "UNSTATED", "VERL_STEPS", "VERL_SYNC_STEP", "ZERO_RL", "Claim",
-    "LengthProfile", "Measured", "Unstated", "_areal_trend", "april_engine", "april_run", "areal",
+    "AREAL_TREND_ETAS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE", "LENGTHS_DISTILL", "LENGTHS_QWEN3",
+    "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "TREND_TOLERANCE", "UNSTATED",
+    "VERL_CALIBRATION", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim", "Measured", "TrainerFit",
+    "Unstated", "Variant", "fit_trainer", "scores", "trainer_config", "update_actor_s", "verl_fit",
+    "_areal_trend", "april_engine", "april_run", "areal",
     "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_workload", "common",
     "does_not_fall", "json_rows", "main", "math_workload", "measure", "predict", "roll_engine",
     "roll_run", "rollout_throughput", "table", "verl_async", "verl_colocate", "verl_step_s",

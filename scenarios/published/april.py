@@ -9,13 +9,21 @@ over with a re-prefill of their prefix.
 
 from __future__ import annotations
 
-from functools import cache
-
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig
 from scenarios import systems
 from scenarios.published import common
-from scenarios.published.common import LONG_COT, PROMPT_TOKENS, Measured, _cluster, _trainer, math_workload
+from scenarios.published.common import (
+    LENGTHS_QWEN3,
+    POINT,
+    PROMPT_TOKENS,
+    Measured,
+    RunCache,
+    Variant,
+    _cluster,
+    _trainer,
+    math_workload,
+)
 
 
 def april_engine() -> EngineConfig:
@@ -33,8 +41,8 @@ APRIL_N = 8  # --n-samples-per-prompt
 APRIL_OVERSAMPLE = 64  # --over-sampling-batch-size (groups submitted per rollout)
 
 
-@cache
-def april_run(partial: bool, steps: int = 8) -> Measured:
+@RunCache
+def april_run(partial: bool, steps: int = 8, v: Variant = POINT) -> Measured:
     """slime colocated on 8 GPUs (``--colocate``): the baseline generates the 32 x 8 samples and
     trains (train.py, Drain, eta 0); APRIL submits 64 groups, trains the first 32 to complete,
     whole, and carries the rest over (re-prefilled, :func:`scenarios.systems.april`). slime's
@@ -52,6 +60,6 @@ def april_run(partial: bool, steps: int = 8) -> Measured:
             pipeline=cfg, name="slime sync", admission=pipesim.CountThrottle(), weight_update=pipesim.Drain()
         )
     cl = _cluster(eng, 8, 0)
-    tr = _trainer(eng, 8, old_logp=True, reference=True)
-    wl = math_workload(LONG_COT, 16384, APRIL_N)  # Qwen3-4B thinks (--apply-chat-template)
-    return common.measure(sc, cl, wl, tr, warmup=2)
+    tr = _trainer(eng, 8, old_logp=True, reference=True, v=v)
+    wl = math_workload(LENGTHS_QWEN3, 16384, APRIL_N, v)  # Qwen3-4B thinks (--apply-chat-template)
+    return common.measure(sc, cl, wl, tr, warmup=2, seed=v.seed)

@@ -7,12 +7,20 @@ AReaL's README and its nightly runner (named beside each value). The preset is
 
 from __future__ import annotations
 
-from functools import cache
-
 from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload
 from scenarios import systems
 from scenarios.published import common
-from scenarios.published.common import LONG_COT, PROMPT_TOKENS, Measured, _cluster, _trainer, math_workload
+from scenarios.published.common import (
+    LENGTHS_DISTILL,
+    POINT,
+    PROMPT_TOKENS,
+    Measured,
+    RunCache,
+    Variant,
+    _cluster,
+    _trainer,
+    math_workload,
+)
 
 AREAL_STEPS = 1000  # blog, Table 2: 1,000 PPO steps
 AREAL_ETA = 4
@@ -31,9 +39,9 @@ def areal_engine() -> EngineConfig:
     )
 
 
-def areal_workload() -> TokenWorkload:
+def areal_workload(v: Variant = POINT) -> TokenWorkload:
     # 16 responses per question, 27K maximum generation length (blog; 27 x 1024 = the runner's 27,648)
-    return math_workload(LONG_COT, 27 * 1024, 16)
+    return math_workload(LENGTHS_DISTILL, 27 * 1024, 16, v)
 
 
 AREAL_GPUS = 128  # 16 nodes x 8
@@ -50,8 +58,8 @@ AREAL_SYNC_TRAIN_GPUS = 64
 ``allocation_mode=sglang.d64m1p1+d64p1m1``, 64 GPUs generate and 64 train, one phase at a time."""
 
 
-@cache
-def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS) -> Measured:
+@RunCache
+def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS, v: Variant = POINT) -> Measured:
     """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
     ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
     eta = 0 runs one phase at a time (AReaL's docs: ``max_head_offpolicyness=0`` "will essentially
@@ -61,13 +69,13 @@ def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS) -> M
     # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
     sc = systems.areal(max_head_offpolicyness=eta, samples_per_prompt=16, batch_size=batch, steps=steps)
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
-    tr = _trainer(eng, train_gpus, old_logp=True)
-    return common.measure(sc, cl, areal_workload(), tr, warmup=min(2, steps - 1))
+    tr = _trainer(eng, train_gpus, old_logp=True, v=v)
+    return common.measure(sc, cl, areal_workload(v), tr, warmup=min(2, steps - 1), seed=v.seed)
 
 
-def areal_sync() -> Measured:
+def areal_sync(v: Variant = POINT) -> Measured:
     """Synchronous AReaL of the blog's Table 2: eta 0 on the synchronous run's 64:64 allocation."""
-    return areal_run(0, train_gpus=AREAL_SYNC_TRAIN_GPUS)
+    return areal_run(0, 8, AREAL_SYNC_TRAIN_GPUS, v)
 
 
 def areal_throughput(m: Measured) -> float:

@@ -1,5 +1,9 @@
-"""The claims of ``shared/reference/published_claims.md``: one :class:`Claim` per row, each with
-the function that predicts it from its system's scenarios and a diagnosis printed beside it."""
+"""The claims of ``shared/reference/published_claims.md``: one :class:`Claim` per scored row (every
+step time, every published phase: verl's ``gen`` and ``update_actor``; speedups and gains as
+ratios; the trend as pass or fail), each with the function that predicts it for a
+:class:`~scenarios.published.common.Variant` (a length band's end, a seed, the trainer constants)
+and a diagnosis printed beside it. :func:`verl_fit` fits the transfer protocol's constants on the
+study's calibration row (``docs/published.md``)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from scenarios.published.areal import (
     areal_sync,
     areal_throughput,
 )
-from scenarios.published.common import Measured, does_not_fall, rollout_throughput
+from scenarios.published.common import POINT, Measured, Variant, does_not_fall, rollout_throughput
+from scenarios.published.fit import TrainerFit, fit_trainer
 from scenarios.published.roll import roll_run
 from scenarios.published.verl import VERL_SYNC_STEP, verl_async, verl_colocate, verl_diag, verl_step_s
 
@@ -28,23 +33,33 @@ class Claim:
     source: str
     unit: str
     published: float
-    predict: Callable[[], float]
-    diagnosis: Callable[[], str] | None = None
+    predict: Callable[[Variant], float]
+    diagnosis: Callable[[Variant], str] | None = None
     published_diagnosis: str = ""
+    phase: str = "step"
+    """What is scored: ``step`` (a step time or a total), ``gen`` or ``update_actor`` (verl's
+    phases), ``speedup`` or ``gain`` (ratios), ``trend`` (pass or fail)."""
+    study: str = ""
+    """A study with a published phase breakdown (the transfer protocol applies to its rows)."""
+    calibration: bool = False
+    """Part of the study's calibration row: fitted on under transfer, never scored there."""
 
 
 VERL_SRC = "volcengine/verl recipe/fully_async_policy/README.md"
 AREAL_SRC = "inclusionAI/AReaL blog/AReaL_v0_3.md; arXiv 2505.24298"
+VERL_STUDY = "verl fully_async_policy"
+VERL_CALIBRATION = "verl 128 GPUs (64:64) async partial rollout 0.5"
+"""The transfer protocol's calibration row (named in docs/published.md before any scoring)."""
 
 
-def _areal_trend() -> float:
+def _areal_trend(v: Variant = POINT) -> float:
     """1.0 when predicted throughput does not fall as eta grows (``areal.areal_run`` is looked up
     on its module, so a test can replace it)."""
     runs = [areal.areal_run(eta) for eta in AREAL_TREND_ETAS]
     return 1.0 if does_not_fall([areal_throughput(m) for m in runs]) else 0.0
 
 
-def _areal_trend_diag() -> str:
+def _areal_trend_diag(v: Variant = POINT) -> str:
     runs = {e: areal.areal_run(e) for e in AREAL_TREND_ETAS}
     return "steps/h: " + ", ".join(f"eta {e} {areal_throughput(m):.1f}" for e, m in runs.items())
 
@@ -54,17 +69,21 @@ def _areal_diag(m: Measured, eta: int) -> str:
     return f"{servers:.0f} servers, eta {eta}: step {m.steady_step_s:.1f} s, train {m.steady_train_s:.1f} s"
 
 
-def _april_diag() -> str:
+def _april_gain(v: Variant) -> float:
+    return rollout_throughput(april_run(True, 8, v)) / rollout_throughput(april_run(False, 8, v))
+
+
+def _april_diag(v: Variant) -> str:
     """Rollout seconds per step, and (not scored) the gain in trained *tokens* per rollout second:
     the first groups to complete are the short ones, so samples per second favour APRIL more."""
-    b, a = april_run(False), april_run(True)
+    b, a = april_run(False, 8, v), april_run(True, 8, v)
     gb, ga = 1.0 / rollout_throughput(b), 1.0 / rollout_throughput(a)
     tokens = (a.tokens_trained / a.steps / ga) / (b.tokens_trained / b.steps / gb) - 1.0
     return f"rollout per step: sync {gb:.1f} s, APRIL {ga:.1f} s; tokens/s gain {100 * tokens:+.0f}%"
 
 
-def _roll_diag() -> str:
-    s, a = roll_run(False), roll_run(True)
+def _roll_diag(v: Variant) -> str:
+    s, a = roll_run(False, 6, v), roll_run(True, 6, v)
     preemptions = a.summary.get("preemptions", 0.0)
     return (
         f"sync step {s.steady_step_s:.0f} s (train {s.steady_train_s:.0f}), async step "
@@ -72,64 +91,72 @@ def _roll_diag() -> str:
     )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "verl 128 GPUs colocate sync, s/step",
-        "verl",
-        VERL_SRC,
-        "s",
-        356.30,
-        lambda: verl_step_s(verl_colocate(128), 1),
-        lambda: verl_diag(verl_colocate(128), 1),
-        "gen 177.85, update_actor 113.81",
-    ),
-    Claim(
-        "verl 128 GPUs (64:64) stream off-policy, s/step",
-        "verl",
-        VERL_SRC,
-        "s",
+def _verl_rows(
+    label: str, run: Callable[[Variant], Measured], k: int, step: float, gen: float, update: float
+) -> tuple[Claim, ...]:
+    """One README row: its step time, ``gen`` and ``update_actor``, each scored on its own."""
+    cal = label == VERL_CALIBRATION
+    pub = f"gen {gen:g}, update_actor {update:g}"
+    common = dict(system="verl", source=VERL_SRC, unit="s", study=VERL_STUDY, calibration=cal)
+    return (
+        Claim(f"{label}, s/step", published=step, predict=lambda v: verl_step_s(run(v), k),
+              diagnosis=lambda v: verl_diag(run(v), k), published_diagnosis=pub, **common),  # type: ignore[arg-type]
+        Claim(f"{label}, gen", published=gen, predict=lambda v: run(v).gen_s(k), phase="gen", **common),  # type: ignore[arg-type]
+        Claim(f"{label}, update_actor", published=update, predict=lambda v: run(v).update_actor_s(k),
+              phase="update_actor", **common),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+VERL_ROWS: tuple[Claim, ...] = (
+    *_verl_rows("verl 128 GPUs colocate sync", lambda v: verl_colocate(128, v), 1, 356.30, 177.85, 113.81),
+    *_verl_rows(
+        "verl 128 GPUs (64:64) stream off-policy",
+        lambda v: verl_async(128, 0.0, False, v),
+        VERL_SYNC_STEP,
         231.34,
-        lambda: verl_step_s(verl_async(128, 0.0, False), VERL_SYNC_STEP),
-        lambda: verl_diag(verl_async(128, 0.0, False), VERL_SYNC_STEP),
-        "gen 128.47, update_actor 98.77",
+        128.47,
+        98.77,
     ),
-    Claim(
-        "verl 128 GPUs (64:64) async partial rollout 0.5, s/step",
-        "verl",
-        VERL_SRC,
-        "s",
-        150.63,
-        lambda: verl_step_s(verl_async(128, 0.5, True), VERL_SYNC_STEP),
-        lambda: verl_diag(verl_async(128, 0.5, True), VERL_SYNC_STEP),
-        "gen 33.14, update_actor 113.16",
+    *_verl_rows(
+        VERL_CALIBRATION, lambda v: verl_async(128, 0.5, True, v), VERL_SYNC_STEP, 150.63, 33.14, 113.16
     ),
-    Claim(
-        "verl 64 GPUs colocate sync, s/step",
-        "verl",
-        VERL_SRC,
-        "s",
-        365.28,
-        lambda: verl_step_s(verl_colocate(64), 1),
-        lambda: verl_diag(verl_colocate(64), 1),
-        "gen 150.72, update_actor 133.41",
-    ),
-    Claim(
-        "verl 64 GPUs (32:32) async partial rollout 0.5, s/step",
-        "verl",
-        VERL_SRC,
-        "s",
+    *_verl_rows("verl 64 GPUs colocate sync", lambda v: verl_colocate(64, v), 1, 365.28, 150.72, 133.41),
+    *_verl_rows(
+        "verl 64 GPUs (32:32) async partial rollout 0.5",
+        lambda v: verl_async(64, 0.5, True, v),
+        VERL_SYNC_STEP,
         189.26,
-        lambda: verl_step_s(verl_async(64, 0.5, True), VERL_SYNC_STEP),
-        lambda: verl_diag(verl_async(64, 0.5, True), VERL_SYNC_STEP),
-        "gen 28.46, update_actor 156.98",
+        28.46,
+        156.98,
     ),
+)
+
+
+def verl_fit() -> TrainerFit:
+    """The transfer constants, fitted on :data:`VERL_CALIBRATION` (its stated run at the point:
+    the tokens it trained; the row's published step, ``gen`` and ``update_actor``)."""
+    rows = {c.phase: c.published for c in VERL_ROWS if c.calibration}
+    m = verl_async(128, 0.5, True, POINT)
+    assert m.trainer is not None
+    k = VERL_SYNC_STEP
+    return fit_trainer(
+        m.trainer, k * m.steady_tokens, k, rows["step"], rows["gen"], rows["update_actor"], VERL_CALIBRATION
+    )
+
+
+CLAIMS: tuple[Claim, ...] = (
+    *VERL_ROWS,
     Claim(
         "verl 128 GPUs async over colocate, 400 steps",
         "verl",
         VERL_SRC,
         "x",
         2.35,
-        lambda: verl_step_s(verl_colocate(128), 1) / verl_step_s(verl_async(128, 0.5, True), VERL_SYNC_STEP),
+        lambda v: (
+            verl_step_s(verl_colocate(128, v), 1) / verl_step_s(verl_async(128, 0.5, True, v), VERL_SYNC_STEP)
+        ),
+        phase="speedup",
+        study=VERL_STUDY,
     ),
     Claim(
         "AReaL 1.5B synchronous, 1,000 steps",
@@ -137,8 +164,8 @@ CLAIMS: tuple[Claim, ...] = (
         AREAL_SRC,
         "h",
         41.0,
-        lambda: areal_sync().total_s(AREAL_STEPS) / 3600,
-        lambda: _areal_diag(areal_sync(), 0),
+        lambda v: areal_sync(v).total_s(AREAL_STEPS) / 3600,
+        lambda v: _areal_diag(areal_sync(v), 0),
     ),
     Claim(
         "AReaL 1.5B asynchronous, 1,000 steps",
@@ -146,8 +173,8 @@ CLAIMS: tuple[Claim, ...] = (
         AREAL_SRC,
         "h",
         14.8,
-        lambda: areal_run(AREAL_ETA).total_s(AREAL_STEPS) / 3600,
-        lambda: _areal_diag(areal_run(AREAL_ETA), AREAL_ETA),
+        lambda v: areal_run(AREAL_ETA, 8, areal.AREAL_TRAIN_GPUS, v).total_s(AREAL_STEPS) / 3600,
+        lambda v: _areal_diag(areal_run(AREAL_ETA, 8, areal.AREAL_TRAIN_GPUS, v), AREAL_ETA),
     ),
     Claim(
         "AReaL 1.5B async over sync speedup",
@@ -155,7 +182,11 @@ CLAIMS: tuple[Claim, ...] = (
         AREAL_SRC,
         "x",
         2.77,
-        lambda: areal_sync().total_s(AREAL_STEPS) / areal_run(AREAL_ETA).total_s(AREAL_STEPS),
+        lambda v: (
+            areal_sync(v).total_s(AREAL_STEPS)
+            / areal_run(AREAL_ETA, 8, areal.AREAL_TRAIN_GPUS, v).total_s(AREAL_STEPS)
+        ),
+        phase="speedup",
     ),
     Claim(
         "AReaL throughput does not fall as eta grows",
@@ -165,15 +196,17 @@ CLAIMS: tuple[Claim, ...] = (
         1.0,
         _areal_trend,
         _areal_trend_diag,
+        phase="trend",
     ),
     Claim(
-        "APRIL rollout throughput gain",
+        "APRIL rollout throughput gain (+22.5% as a ratio)",
         "APRIL",
         "arXiv 2509.18521; RLsys-Foundation/APRIL",
-        "%",
-        22.5,
-        lambda: 100.0 * (rollout_throughput(april_run(True)) / rollout_throughput(april_run(False)) - 1.0),
+        "x",
+        1.225,
+        _april_gain,
         _april_diag,
+        phase="gain",
     ),
     Claim(
         "ROLL Flash async over sync speedup (RLVR)",
@@ -181,11 +214,12 @@ CLAIMS: tuple[Claim, ...] = (
         "arXiv 2510.11345",
         "x",
         2.24,
-        lambda: roll_run(False).steady_step_s / roll_run(True).steady_step_s,
+        lambda v: roll_run(False, 6, v).steady_step_s / roll_run(True, 6, v).steady_step_s,
         _roll_diag,
+        phase="speedup",
     ),
 )
 
 
 RUNS = (verl_colocate, verl_async, areal_run, april_run, roll_run)
-"""The cached experiments the claims share (``cache_clear`` each to rerun)."""
+"""The memoised experiments the claims share (``cache_clear`` each to rerun)."""

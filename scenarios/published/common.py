@@ -1,58 +1,64 @@
 """What every published-claim scenario shares: the choices made once, and measuring a run.
 
-Where a source leaves a value out it is chosen **once**, here (``UNSTATED``; the length profiles
-``ZERO_RL`` and ``LONG_COT``, one per kind of model), with the reason in a comment, and the same
-choice is used for every claim. :func:`measure` runs a scenario on the compute-grounded engine
+Where a source leaves a value out it is chosen **once**, here (``UNSTATED``; which registry entry
+of response lengths each model uses; the length band of a range), with the reason in a comment,
+and the same choice is used for every claim. :func:`measure` runs a scenario on the compute-grounded engine
 and keeps what the claims read (:class:`Measured`: steady step, training seconds, the headline
 extrapolated over a published step count).
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import functools
+import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 import pipesim
-from pipesim.compute import EngineConfig, LogNormalLengths, TokenWorkload, TrainerConfig
+from pipesim.compute import EngineConfig, TokenWorkload, TrainerConfig, length_spec
+from scenarios.published.fit import TrainerFit, trainer_config, update_actor_s
 
 # --------------------------------------------------------------------------------------------
 # Choices made once, for every claim, where a source leaves a value out.
 # --------------------------------------------------------------------------------------------
 
+# Response lengths are inputs in absolute tokens, one registry entry per model and dataset kind
+# (pipesim.compute.lengths, each entry with its source), never one per claim; the cap of each
+# setup is its own stated value, and truncation follows from the two.
+LENGTHS_7B_BASE = "math-reasoning-7b"
+"""Qwen2.5-Math-7B base under DAPO (verl)."""
+LENGTHS_DISTILL = "math-reasoning-1.5b"
+"""R1-Distill-Qwen-1.5B on math (AReaL)."""
+LENGTHS_QWEN3 = "math-reasoning-qwen3"
+"""Qwen3 thinking models on math (APRIL's Qwen3-4B, ROLL's Qwen3-8B)."""
+
+LENGTH_BAND = 1.3
+"""The length band of every range: lengths from 1/1.3 to 1.3 times the entry's (a run whose
+lengths drift 1.3x, the issue's example, shows as an interval rather than as a miss). Chosen once;
+no source gives the spread of a run's lengths around a registry entry."""
+
 
 @dataclass(frozen=True)
-class LengthProfile:
-    """A response-length distribution relative to the cap: log-normal inside a prompt group
-    (``sigma``) times a per-group difficulty (``difficulty_sigma``), the cap at the
-    ``1 - truncated_share`` quantile of the two together."""
+class Variant:
+    """One run of a range: the lengths scaled by ``scale`` (a band's end), the run's ``seed``, and
+    the trainer constants (None: the stated global defaults; a :class:`TrainerFit`: transfer)."""
 
-    name: str
-    truncated_share: float
-    sigma: float
-    difficulty_sigma: float = 0.5
-    """Log-space spread of the per-group (per-prompt) length multiplier: some prompts are harder."""
+    scale: float = 1.0
+    seed: int = 0
+    fit: TrainerFit | None = None
 
-    def median_tokens(self, max_response_tokens: int) -> float:
-        z = NormalDist().inv_cdf(1.0 - self.truncated_share)
-        return max_response_tokens * math.exp(-z * math.hypot(self.sigma, self.difficulty_sigma))
+    def band(self) -> tuple[Variant, Variant]:
+        """The two ends of the range around this point: shorter lengths on seed 1, longer on 2."""
+        return (
+            dataclasses.replace(self, scale=self.scale / LENGTH_BAND, seed=1),
+            dataclasses.replace(self, scale=self.scale * LENGTH_BAND, seed=2),
+        )
 
 
-# No source gives its length distribution (verl's README says only that it changes during
-# training), so two profiles are chosen, by the kind of model, and each model below uses the one of
-# its kind -- never per claim:
-ZERO_RL = LengthProfile("base model, R1-Zero-style RL", truncated_share=0.001, sigma=1.0)
-"""A base model (Qwen2.5-Math-7B) under DAPO: short answers with a long tail; the cap far out
-(28K for answers of a thousand or two: 0.1% truncate; DAPO's 4K overlong buffer penalises only the
-last stretch before it). Spread 1.0: the longest of a batch are tens of times the median (ROLL
-Flash's introduction). Check on it: with 1% truncating instead, verl's published update_actor
-(113 s for 512 x 16 samples on 64 H20s) would need more FLOP/s than the H20's peak."""
-LONG_COT = LengthProfile("long-CoT reasoning model", truncated_share=0.04, sigma=0.6)
-"""A distilled or thinking model (R1-Distill-Qwen, Qwen3 in thinking mode): responses of about a
-third of the cap, a few percent truncated -- these models think up to their budget, and the cap is
-raised "to minimize output truncation" (AReaL's v0.3 blog), not set far beyond the typical length."""
+POINT = Variant()
 
 PROMPT_TOKENS = 256
 """Prompt length of a math problem with its chat template: none of the sources states the mean
@@ -78,15 +84,13 @@ class Unstated:
 UNSTATED = Unstated()
 
 
-def math_workload(profile: LengthProfile, max_response_tokens: int, samples_per_prompt: int) -> TokenWorkload:
-    """A math-RL workload: ``profile``'s lengths under a cap, prompts of :data:`PROMPT_TOKENS`."""
-    return TokenWorkload(
-        response=LogNormalLengths(profile.median_tokens(max_response_tokens), profile.sigma),
-        prompt=PROMPT_TOKENS,
-        samples_per_prompt=samples_per_prompt,
-        max_response_tokens=max_response_tokens,
-        max_prompt_tokens=max(PROMPT_TOKENS, 4096),
-        difficulty_sigma=profile.difficulty_sigma,
+def math_workload(
+    lengths: str, max_response_tokens: int, samples_per_prompt: int, v: Variant
+) -> TokenWorkload:
+    """A math-RL workload: the registry entry ``lengths`` (scaled by ``v.scale``) under the stated
+    cap, prompts of :data:`PROMPT_TOKENS`."""
+    return length_spec(lengths).workload(
+        max_response_tokens, samples_per_prompt, PROMPT_TOKENS, scale=v.scale
     )
 
 
@@ -110,6 +114,30 @@ class Measured:
     tokens_trained: float
     wall_s: float
     summary: dict[str, float] = field(repr=False, default_factory=dict)
+    train_tokens: tuple[float, ...] = ()
+    """Tokens trained in each step (the trainer's log)."""
+    trainer: TrainerConfig | None = None
+    train_update_s: tuple[float, ...] = ()
+    """The trainer's ``update_actor`` seconds in each step (its phase log)."""
+
+    def gen_s(self, k: int) -> float:
+        """verl's ``gen`` of a published step of ``k`` trainer steps: the step less the trainer's
+        span (the trainer waiting for samples, the weight sync included)."""
+        return k * (self.steady_step_s - self.steady_train_s)
+
+    def update_actor_s(self, k: int) -> float:
+        """verl's ``update_actor`` of a published step of ``k`` trainer steps (NaN: no trainer)."""
+        if self.trainer is None or not self.train_tokens:
+            return float("nan")
+        if not self.train_update_s:  # a run without a phase log: the one-MFU formula
+            return k * update_actor_s(self.trainer, self.steady_tokens)
+        u = self.train_update_s[self.warmup :]
+        return k * sum(u) / len(u)
+
+    @property
+    def steady_tokens(self) -> float:
+        t = self.train_tokens[self.warmup :]
+        return sum(t) / len(t)
 
     @property
     def steady_step_s(self) -> float:
@@ -163,6 +191,9 @@ def measure(
         tokens_trained=float(s["tokens_trained"]),
         wall_s=wall,
         summary=s,
+        train_tokens=tuple(tokens for _, tokens, _ in run.trainer_log),
+        trainer=trainer,
+        train_update_s=tuple(phases["update_actor"] for _, _, phases in run.phase_log),
     )
 
 
@@ -171,15 +202,79 @@ def _cluster(engine: EngineConfig, n_gpus: int, trainer_gpus: int) -> Any:
     return cluster(engine=engine, n_gpus=n_gpus, trainer_gpus=trainer_gpus)
 
 
-def _trainer(engine: EngineConfig, n_gpus: int, *, old_logp: bool, reference: bool = False) -> TrainerConfig:
-    # mfu is the global DEFAULT_TRAINER_MFU: never passed here
-    return TrainerConfig(
-        model=engine.model,
-        gpu=engine.gpu,
-        n_gpus=n_gpus,
-        recompute_old_logp=old_logp,
-        reference_model=reference,
-    )
+def _trainer(
+    engine: EngineConfig, n_gpus: int, *, old_logp: bool, reference: bool = False, v: Variant = POINT
+) -> TrainerConfig:
+    """The trainer of a run: :func:`scenarios.published.fit.trainer_config`, the one place its
+    constants are chosen (the global defaults, or ``v.fit`` under the transfer protocol)."""
+    return trainer_config(engine, n_gpus, old_logp=old_logp, reference=reference, fit=v.fit)
+
+
+# --------------------------------------------------------------------------------------------
+# The runs the claims share: memoised, and dispatched to worker processes by the table
+# --------------------------------------------------------------------------------------------
+
+RunKey = tuple[str, str, tuple[Any, ...]]
+"""(module, function, arguments) of one run."""
+RUNNERS: dict[tuple[str, str], RunCache] = {}
+_recording: list[RunKey] | None = None
+
+
+class RunCache:
+    """A run function, memoised by its arguments (``cache_clear`` to rerun). While
+    :func:`recording` is on, a call not yet memoised records its key and returns a placeholder
+    instead of running: the table learns which runs the claims need, runs them in worker
+    processes, and :meth:`store` s the results before the claims read them."""
+
+    def __init__(self, fn: Callable[..., Measured]) -> None:
+        self.fn = fn
+        self.signature = inspect.signature(fn)
+        self.memo: dict[tuple[Any, ...], Measured] = {}
+        functools.update_wrapper(self, fn)
+        RUNNERS[(fn.__module__, fn.__name__)] = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Measured:
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        args = tuple(bound.arguments.values())  # one key whichever way the defaults were given
+        m = self.memo.get(args)
+        if m is not None:
+            return m
+        if _recording is not None:
+            _recording.append((self.fn.__module__, self.fn.__name__, args))
+            return PLACEHOLDER
+        m = self.memo[args] = self.fn(*args)
+        return m
+
+    def store(self, args: tuple[Any, ...], m: Measured) -> None:
+        self.memo[args] = m
+
+    def cache_clear(self) -> None:
+        self.memo.clear()
+
+
+def recording(on: bool) -> list[RunKey]:
+    """Start (``on``) or stop recording the runs asked for; returns the keys recorded so far."""
+    global _recording
+    keys = _recording or []
+    _recording = [] if on else None
+    return keys
+
+
+def run_key(key: RunKey) -> tuple[RunKey, Measured]:
+    """Run one recorded key (in a worker process, or here): the function undecorated."""
+    module, name, args = key
+    import importlib
+
+    importlib.import_module(module)
+    return key, RUNNERS[(module, name)].fn(*args)
+
+
+PLACEHOLDER = Measured(
+    steps=3, warmup=1, ends=(100.0, 200.0, 300.0), train_s=(40.0,) * 3, sync_s=1.0, syncs=3,
+    tokens_trained=3e6, wall_s=0.0, train_tokens=(1e6,) * 3,
+)  # fmt: skip
+"""What a run returns while recording (its values are never shown)."""
 
 
 def does_not_fall(values: list[float], tolerance: float = TREND_TOLERANCE) -> bool:

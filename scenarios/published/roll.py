@@ -15,21 +15,29 @@ Sources, each value named beside it:
 The stored copy of the paper holds its opening only, so its experiment section (the exact batch
 and split behind 2.24x) could not be read; the guide's example is ROLL's one documented
 asynchronous RLVR setup, and it is used as a share of the paper's 128 GPUs. The GPU type is the
-global unstated choice (:data:`~scenarios.published.common.UNSTATED`). The length profile is the
-long-CoT one: the paper's RLVR runs include the Think model (Fig. 1b); a base model's run would
-use ``ZERO_RL``. vLLM/SGLang's prefix cache, which makes recomputation after a preemption cheap,
+global unstated choice (:data:`~scenarios.published.common.UNSTATED`). The lengths are the registry's
+Qwen3 thinking-model entry (``math-reasoning-qwen3``): the paper's RLVR runs include the Think model
+(Fig. 1b). vLLM/SGLang's prefix cache, which makes recomputation after a preemption cheap,
 is not modelled.
 """
 
 from __future__ import annotations
 
-from functools import cache
-
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig
 from scenarios import systems
 from scenarios.published import common
-from scenarios.published.common import LONG_COT, UNSTATED, Measured, _cluster, _trainer, math_workload
+from scenarios.published.common import (
+    LENGTHS_QWEN3,
+    POINT,
+    UNSTATED,
+    Measured,
+    RunCache,
+    Variant,
+    _cluster,
+    _trainer,
+    math_workload,
+)
 
 ROLL_GPUS = 128  # paper Fig. 1b: throughput scaling with GPU count, up to 128 GPUs
 ROLL_RATIO = 1  # guide's RLVR example: async_generation_ratio: 1 (paper: most gain at a small ratio)
@@ -47,22 +55,24 @@ def roll_engine() -> EngineConfig:
     )
 
 
-@cache
-def roll_run(asynchronous: bool, steps: int = 6) -> Measured:
+@RunCache
+def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT) -> Measured:
     """ROLL-Sync colocated (every GPU generates, then trains) against ROLL Flash asynchronous on a
     split of the same GPUs (:func:`scenarios.systems.roll` with the ratio above)."""
     eng = roll_engine()
     batch = ROLL_PROMPTS * ROLL_N
-    wl = math_workload(LONG_COT, ROLL_RESPONSE_CAP, ROLL_N)
+    wl = math_workload(LENGTHS_QWEN3, ROLL_RESPONSE_CAP, ROLL_N, v)
     if asynchronous:
         train_gpus = round(ROLL_GPUS * ROLL_TRAIN_SHARE)
         # GroupQueue.get hands over whole groups of num_return_sequences_in_group
         sc = systems.roll(ROLL_RATIO, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
         cl = _cluster(eng, ROLL_GPUS, train_gpus)
-        return common.measure(sc, cl, wl, _trainer(eng, train_gpus, old_logp=True), warmup=2)
+        return common.measure(
+            sc, cl, wl, _trainer(eng, train_gpus, old_logp=True, v=v), warmup=2, seed=v.seed
+        )
     cfg = pipesim.PipelineConfig(batch_size=batch, steps=min(steps, 3), max_staleness=0)
     sc = pipesim.Scenario(
         pipeline=cfg, name="ROLL sync", admission=pipesim.CountThrottle(), weight_update=pipesim.Drain()
     )
     cl = _cluster(eng, ROLL_GPUS, 0)
-    return common.measure(sc, cl, wl, _trainer(eng, ROLL_GPUS, old_logp=True), warmup=1)
+    return common.measure(sc, cl, wl, _trainer(eng, ROLL_GPUS, old_logp=True, v=v), warmup=1, seed=v.seed)

@@ -1,4 +1,14 @@
-"""The table and the command line: ``python -m scenarios.published [--json FILE]``.
+"""The table and the command line: ``python -m scenarios.published [--json FILE] [--workers N]``.
+
+Two protocols (``docs/published.md``): **stated**, every row predicted from its stated setup with
+the global constants; **transfer**, the rows of a study with a phase breakdown (verl's fully-async
+tables) predicted with the trainer constants fitted on the study's calibration row
+(:func:`~scenarios.published.claims.verl_fit`), the calibration row itself not scored. Each row
+is a point (the registry's lengths, seed 0) and a range: ``low`` and ``high`` over the point and
+the two ends of the length band (:meth:`~scenarios.published.common.Variant.band`, each on its
+own seed). The runs are found by a recording pass over the claims
+(:func:`~scenarios.published.common.recording`), run in ``--workers`` processes with progress on
+stderr, and memoised before the claims read them.
 
 Ctrl-C or SIGTERM stops the command with one line and exit status 130; ``--json`` is written to a
 temporary file and moved into place, so it is whole or untouched (:mod:`pipesim.io.interrupts`)."""
@@ -9,19 +19,85 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from pipesim.io.interrupts import sigterm_as_interrupt, write_atomic
 from scenarios.outputs import check_output
-from scenarios.published.claims import CLAIMS, Claim
+from scenarios.published import common
+from scenarios.published.claims import CLAIMS, VERL_STUDY, Claim, verl_fit
+from scenarios.published.common import POINT, RunKey, Variant
+
+Progress = Callable[[str], None]
 
 
-def predict(claims: tuple[Claim, ...] = CLAIMS) -> list[dict[str, Any]]:
-    """The rows: each claim's published and predicted value (and the diagnosis text)."""
+def _quiet(_: str) -> None:
+    return None
+
+
+def _label(key: RunKey) -> str:
+    _, name, args = key
+    shown = []
+    for a in args:
+        if isinstance(a, Variant):
+            shown.append(f"x{a.scale:.2f} seed {a.seed}{' fitted' if a.fit else ''}")
+        else:
+            shown.append(repr(a))
+    return f"{name}({', '.join(shown)})"
+
+
+def run_all(keys: list[RunKey], workers: int, progress: Progress) -> None:
+    """Run ``keys`` (duplicates once) in ``workers`` processes (1: here), memoising each result."""
+    todo = list(dict.fromkeys(keys))
+    done = 0
+
+    def stored(key: RunKey, m: common.Measured) -> None:
+        nonlocal done
+        done += 1
+        common.RUNNERS[(key[0], key[1])].store(key[2], m)
+        progress(f"[{done}/{len(todo)}] {_label(key)}: {m.wall_s:.1f} s")
+
+    if workers <= 1 or len(todo) <= 1:
+        for key in todo:
+            stored(*common.run_key(key))
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(common.run_key, key) for key in todo]
+        for f in as_completed(futures):
+            stored(*f.result())
+
+
+def _ask(claims: Iterable[tuple[Claim, list[Variant]]]) -> None:
+    for c, variants in claims:
+        for v in variants:
+            c.predict(v)
+        if c.diagnosis:
+            c.diagnosis(variants[0])
+
+
+def _variants(c: Claim, point: Variant) -> list[Variant]:
+    return [point] if c.phase == "trend" else [point, *point.band()]
+
+
+COST = {"areal_run": 0, "verl_async": 1, "verl_colocate": 2}
+"""Run order: the longest kinds first, so that no worker is left alone with a long run at the end."""
+
+
+def _record(todo: list[tuple[Claim, list[Variant]]]) -> list[RunKey]:
+    common.recording(True)
+    try:
+        _ask(todo)
+    finally:
+        keys = common.recording(False)
+    return keys
+
+
+def _rows(todo: list[tuple[Claim, list[Variant]]], protocol: str) -> list[dict[str, Any]]:
     out = []
-    for c in claims:
-        pred = float(c.predict())
+    for c, variants in todo:
+        values = [float(c.predict(v)) for v in variants]
         out.append(
             {
                 "claim": c.claim,
@@ -29,20 +105,59 @@ def predict(claims: tuple[Claim, ...] = CLAIMS) -> list[dict[str, Any]]:
                 "source": c.source,
                 "unit": c.unit,
                 "published": c.published,
-                "predicted": pred,
-                "_diagnosis": c.diagnosis() if c.diagnosis else "",
+                "predicted": values[0],
+                "protocol": protocol,
+                "phase": c.phase,
+                "low": min(values),
+                "high": max(values),
+                "_diagnosis": c.diagnosis(variants[0]) if c.diagnosis else "",
                 "_published_diagnosis": c.published_diagnosis,
             }
         )
     return out
 
 
+def predict(
+    claims: tuple[Claim, ...] = CLAIMS, workers: int = 1, progress: Progress = _quiet, transfer: bool = True
+) -> list[dict[str, Any]]:
+    """The rows of both protocols: every claim under ``stated``; under ``transfer`` the rows of
+    the verl study but its calibration row, with the constants fitted on that row. The
+    calibration run goes first (the fit needs it); every other run of both protocols then goes to
+    one pool, the longest kinds first."""
+    stated = [(c, _variants(c, POINT)) for c in claims]
+    study = [c for c in claims if c.study == VERL_STUDY and not c.calibration]
+    moved: list[tuple[Claim, list[Variant]]] = []
+    if transfer and study:
+        run_all(_record([(c, [POINT]) for c in claims if c.calibration and c.phase == "step"]), 1, progress)
+        fit = verl_fit()
+        progress(
+            f"transfer: mfu {fit.mfu:.3f}, step_overhead_s {fit.step_overhead_s:.2f} (fitted on {fit.row})"
+        )
+        moved = [(c, _variants(c, Variant(fit=fit))) for c in study]
+    keys = _record(stated + moved)
+    run_all(sorted(keys, key=lambda k: COST.get(k[1], 9)), workers, progress)
+    return _rows(stated, "stated") + _rows(moved, "transfer")
+
+
 def within(row: dict[str, Any], tolerance: float = 0.25) -> bool:
+    if row["phase"] == "trend":
+        return bool(row["predicted"] == row["published"])
     return abs(row["predicted"] / row["published"] - 1.0) <= tolerance
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    header = ["claim", "source", "unit", "published", "predicted", "ratio", "within 25%", "diagnosis"]
+    header = [
+        "protocol",
+        "claim",
+        "unit",
+        "published",
+        "predicted",
+        "low",
+        "high",
+        "ratio",
+        "within 25%",
+        "diagnosis",
+    ]
     body = []
     for r in rows:
         diag = r["_diagnosis"]
@@ -50,11 +165,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             diag = f"published {r['_published_diagnosis']}; predicted {diag}"
         body.append(
             [
+                r["protocol"],
                 r["claim"],
-                r["source"].split(";")[0],
                 r["unit"],
                 f"{r['published']:g}",
                 f"{r['predicted']:.2f}",
+                f"{r['low']:.2f}",
+                f"{r['high']:.2f}",
                 f"{r['predicted'] / r['published']:.2f}",
                 "yes" if within(r) else "no",
                 diag,
@@ -68,9 +185,38 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 
+def scores(rows: list[dict[str, Any]]) -> str:
+    """One line per protocol: rows within 25%, and (stated) the speedups and gains within 25%."""
+    out = []
+    for protocol in ("stated", "transfer"):
+        rs = [r for r in rows if r["protocol"] == protocol]
+        if not rs:
+            continue
+        ok = sum(within(r) for r in rs)
+        line = f"{protocol}: {ok} of {len(rs)} rows within 25% ({100 * ok / len(rs):.0f}%)"
+        ratios = [r for r in rs if r["phase"] in ("speedup", "gain")]
+        if ratios:
+            line += f"; speedups and gains {sum(within(r) for r in ratios)} of {len(ratios)}"
+        out.append(line)
+    return "\n".join(out)
+
+
+JSON_KEYS = (
+    "claim",
+    "system",
+    "source",
+    "unit",
+    "published",
+    "predicted",
+    "protocol",
+    "phase",
+    "low",
+    "high",
+)
+
+
 def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keys = ("claim", "system", "source", "unit", "published", "predicted")
-    return [{k: r[k] for k in keys} for r in rows]
+    return [{k: r[k] for k in JSON_KEYS} for r in rows]
 
 
 def write_json(rows: list[dict[str, Any]], path: str) -> None:
@@ -83,21 +229,27 @@ def write_json(rows: list[dict[str, Any]], path: str) -> None:
     write_atomic(path, dump)
 
 
-DESCRIPTION = "Predict published results of real systems from their stated setups."
+DESCRIPTION = "Predict published results of real systems from their stated setups (and by transfer)."
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.published", description=DESCRIPTION)
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
+    ap.add_argument("--workers", type=int, default=1, metavar="N", help="processes for the runs (default 1)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.workers < 1:
+        ap.error("--workers must be at least 1")
     check_output(ap, "--json", args.json)  # before the runs
     t0 = time.perf_counter()
+
+    def progress(text: str) -> None:
+        print(f"{time.perf_counter() - t0:6.1f} s  {text}", file=sys.stderr, flush=True)
+
     try:
         with sigterm_as_interrupt():
-            rows = predict()
+            rows = predict(workers=args.workers, progress=progress)
             print(table(rows))
-            n_ok = sum(within(r) for r in rows)
-            print(f"\n{n_ok} of {len(rows)} rows within 25%; {time.perf_counter() - t0:.0f} s wall")
+            print(f"\n{scores(rows)}\n{time.perf_counter() - t0:.0f} s wall, {args.workers} worker(s)")
             if args.json:
                 write_json(rows, args.json)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line, and --json is whole or untouched

@@ -9,13 +9,21 @@ rollouts resent with a re-prefill).
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, ModelSpec, TokenWorkload
 from scenarios import systems
 from scenarios.published import common
-from scenarios.published.common import ZERO_RL, Measured, _cluster, _trainer, math_workload
+from scenarios.published.common import (
+    LENGTHS_7B_BASE,
+    POINT,
+    Measured,
+    RunCache,
+    Variant,
+    _cluster,
+    _trainer,
+    math_workload,
+)
 
 VERL_MODEL: ModelSpec = dataclasses.replace(MODELS["qwen2.5-math-7b"], max_context_len=32768)
 """Qwen2.5-Math-7B with ``max_position_embeddings`` 32,768: the recipe's scripts say "modify the
@@ -37,12 +45,13 @@ def verl_engine() -> EngineConfig:
     )
 
 
-def verl_workload() -> TokenWorkload:
-    return math_workload(ZERO_RL, 28 * 1024, VERL_N)  # README: max_response_length 28K, rollout.n 16
+def verl_workload(v: Variant = POINT) -> TokenWorkload:
+    # README: max_response_length 28K, rollout.n 16; Qwen2.5-Math-7B base model lengths
+    return math_workload(LENGTHS_7B_BASE, 28 * 1024, VERL_N, v)
 
 
-@cache
-def verl_colocate(n_gpus: int) -> Measured:
+@RunCache
+def verl_colocate(n_gpus: int, v: Variant = POINT) -> Measured:
     """Colocated sync (``verl.trainer.main_ppo``, hybrid engine): every GPU generates the 512 x 16
     samples, then every GPU trains them; old log-probs recomputed (the README's old_log_prob column)."""
     eng = verl_engine()
@@ -55,11 +64,14 @@ def verl_colocate(n_gpus: int) -> Measured:
         weight_update=pipesim.Drain(),
     )
     cl = _cluster(eng, n_gpus, 0)
-    return common.measure(sc, cl, verl_workload(), _trainer(eng, n_gpus, old_logp=True), warmup=1)
+    tr = _trainer(eng, n_gpus, old_logp=True, v=v)
+    return common.measure(sc, cl, verl_workload(v), tr, warmup=1, seed=v.seed)
 
 
-@cache
-def verl_async(n_gpus: int, staleness_threshold: float, partial_rollout: bool) -> Measured:
+@RunCache
+def verl_async(
+    n_gpus: int, staleness_threshold: float, partial_rollout: bool, v: Variant = POINT
+) -> Measured:
     """verl fully async on an even split (README: 64:64 of 128, 32:32 of 64). One kernel step is one
     trainer step of require_batches x ppo_mini_batch_size = 128 prompts; the README's "step" is
     trigger_parameter_sync_step = 4 of them (512 prompts). old_log_prob comes from the rollout
@@ -80,9 +92,8 @@ def verl_async(n_gpus: int, staleness_threshold: float, partial_rollout: bool) -
         samples_per_prompt=VERL_N,  # a RolloutSample is one prompt's rollout.n responses
         steps=published_steps * VERL_SYNC_STEP,
     )
-    return common.measure(
-        sc, cl, verl_workload(), _trainer(eng, train_gpus, old_logp=False), warmup=VERL_SYNC_STEP
-    )
+    tr = _trainer(eng, train_gpus, old_logp=False, v=v)
+    return common.measure(sc, cl, verl_workload(v), tr, warmup=VERL_SYNC_STEP, seed=v.seed)
 
 
 def verl_step_s(m: Measured, kernel_steps_per_step: int) -> float:
