@@ -34,6 +34,7 @@ from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, 
 from pipesim.core.port import PipelineView, ReplicaView
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.io.api import draw_pool, run, simulate_pipeline
+from pipesim.io.html import attach_views as _attach_views
 from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
 from pipesim.results.run import RunResult
 from pipesim.workload.durations import (
@@ -43,6 +44,8 @@ from pipesim.workload.durations import (
     TraceDurations,
     agent_episode_durations,
 )
+
+_attach_views()  # Scenario and RunResult draw themselves in a notebook (pipesim.io.html)
 
 __all__ = [
     "ABORTED",

@@ -185,8 +185,6 @@ class Scenario:
                 own["pipeline"] = dataclasses.replace(base, **pipe)
         return dataclasses.replace(self, **own)
 
-    def _repr_html_(self) -> str:
-        """A compact HTML table of the scenario for notebooks (:mod:`pipesim.io.html`)."""
-        import importlib  # io sits above config: loaded by name on first use only
-
-        return str(importlib.import_module("pipesim.io.html").scenario_html(self))
+    # A notebook shows a scenario as a table: ``_repr_html_`` is attached by the io layer
+    # (:func:`pipesim.io.html.attach_views`, called when ``pipesim`` is imported), so config never
+    # imports io.

@@ -117,13 +117,11 @@ def package_of(path: Path, root: Path) -> tuple[str, str]:
     return module, package
 
 
-# Presentation hooks: a result saves itself and a result or a scenario draws itself in a notebook
-# (RunResult.save, _repr_html_) through the io layer, imported when called. The only upward
-# imports allowed, each by module and target.
+# Presentation hook: a result saves itself (RunResult.save) through the io layer, imported when
+# called. The only upward import allowed, by module and target. (The notebook views, _repr_html_,
+# are attached by io itself: pipesim.io.html.attach_views.)
 HOOKS = {
     ("pipesim.results.run", "pipesim.io.saved"),
-    ("pipesim.results.run", "pipesim.io.html"),
-    ("pipesim.config", "pipesim.io.html"),
 }
 
 

@@ -1,7 +1,10 @@
 """Compact HTML tables of a scenario and of a run, for notebooks (``_repr_html_``).
 
-``Scenario._repr_html_`` and ``RunResult._repr_html_`` call these lazily, so ``import pipesim``
-does not load this module. The tables are plain HTML with inline styles (no scripts), escaped.
+:func:`attach_views` gives :class:`~pipesim.Scenario` and :class:`~pipesim.RunResult` their
+``_repr_html_`` (what Jupyter calls to draw an object): ``pipesim/__init__.py`` calls it once, at
+the edge where the layers are composed, so the config and results layers never import io (the
+notebook view belongs to presentation, which sits above them). The tables are plain HTML with
+inline styles (no scripts), escaped.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 from pipesim.config import Scenario
 
-__all__ = ["HEADLINE_KEYS", "run_html", "scenario_html"]
+__all__ = ["HEADLINE_KEYS", "attach_views", "run_html", "scenario_html"]
 
 HEADLINE_KEYS = (
     ("throughput_per_hour", "episodes / hour"),
@@ -89,3 +92,13 @@ def run_html(result: Any) -> str:
         f"<div><table><tr><td {cell}>{_table(f'Run of {scen.name}', head)}</td>"
         f"<td {cell}>{scenario_html(scen)}</td></tr></table></div>"
     )
+
+
+def attach_views() -> None:
+    """Give scenarios and runs their notebook view: ``_repr_html_`` is :func:`scenario_html` on
+    :class:`~pipesim.Scenario` and :func:`run_html` on :class:`~pipesim.RunResult` (each called with
+    the object, as a method is). Idempotent."""
+    from pipesim.results.run import RunResult
+
+    setattr(Scenario, "_repr_html_", scenario_html)  # noqa: B010 - a class attribute set from io
+    setattr(RunResult, "_repr_html_", run_html)  # noqa: B010

@@ -219,9 +219,8 @@ class RunResult:
         # io sits above results: imported by name on first use, so results never loads it otherwise
         return Path(importlib.import_module("pipesim.io.saved").save(self, path))
 
-    def _repr_html_(self) -> str:
-        """A compact HTML table of the run for notebooks (:mod:`pipesim.io.html`)."""
-        return str(importlib.import_module("pipesim.io.html").run_html(self))
+    # A notebook shows a run as a table: ``_repr_html_`` is attached by the io layer
+    # (:func:`pipesim.io.html.attach_views`), so results never imports io for it.
 
     # -- summary ---------------------------------------------------------------------------------
     def _paused_within(self, ep: Episode, until: float) -> float:
