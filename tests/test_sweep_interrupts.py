@@ -278,10 +278,14 @@ def test_published_interrupted_says_so_in_one_line_and_leaves_json_whole(
         "unit": "x",
         "published": 1.0,
         "predicted": 1.1,
+        "protocol": "stated",
+        "phase": "step",
+        "low": 1.0,
+        "high": 1.2,
         "_diagnosis": "",
         "_published_diagnosis": "",
     }
-    monkeypatch.setattr(table, "predict", lambda: [row])
+    monkeypatch.setattr(table, "predict", lambda **_: [row])
     monkeypatch.setattr(table, "json_rows", lambda rows: [{"claim": "first"}, _Interrupting(claim="second")])
     out = tmp_path / "claims.json"
     out.write_text("old")
