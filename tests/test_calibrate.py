@@ -491,3 +491,33 @@ def test_a_length_trajectory_is_fitted_and_applied(tmp_path: Path) -> None:
         lo, hi = table["intervals"][k]
         assert lo <= v <= hi, (k, table["values"][k], lo, hi)
     assert load(out).plan.workload.drift_per_version == table["values"]["drift_per_version"]
+
+
+def test_the_plans_mfu_sensitivity_slows_a_profiled_trainer() -> None:
+    """pipesim plan's "trainer MFU -20%" variant on a spec naming model.framework scales the
+    profile's efficiencies (scaling model.mfu alone left such a trainer as it was: +0.0%)."""
+    from pipesim.plan.search import _slower_trainer
+
+    rs = load(SPEC)
+    slow = _slower_trainer(rs.plan, 0.8)
+    a = phase_times_s(trainer_config(rs.plan, rs.design), 2e5, 128)
+    b = phase_times_s(trainer_config(slow, rs.design), 2e5, 128)
+    for phase in ("update_actor", "old_log_prob"):
+        assert b[phase] > a[phase] * 1.05, (phase, a[phase], b[phase])
+    assert b["remainder"] == a["remainder"]
+
+
+def test_the_plans_pasted_code_keeps_the_calibrated_profile(tmp_path: Path) -> None:
+    """The recommendation's code builds the trainer with the spec's (calibrated) profile, not the
+    one-MFU model at model.mfu."""
+    from pipesim.plan.report import scenario_code
+
+    data = read(SPEC)
+    data["calibration"] = {"values": dict(PROFILE_TRUE)}
+    rs = from_dict(data)
+    code = scenario_code(rs.plan, rs.design)
+    lines = [ln for ln in code.splitlines() if not ln.startswith("run = ")]
+    scope: dict[str, Any] = {}
+    exec("\n".join(lines), scope)  # noqa: S102 -- the code pipesim plan prints for pasting
+    assert scope["trainer"].framework == trainer_config(rs.plan, rs.design).framework
+    assert scope["trainer"].framework.fwd_bwd_efficiency == PROFILE_TRUE["fwd_bwd_efficiency"]
