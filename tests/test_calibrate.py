@@ -521,3 +521,89 @@ def test_the_plans_pasted_code_keeps_the_calibrated_profile(tmp_path: Path) -> N
     exec("\n".join(lines), scope)  # noqa: S102 -- the code pipesim plan prints for pasting
     assert scope["trainer"].framework == trainer_config(rs.plan, rs.design).framework
     assert scope["trainer"].framework.fwd_bwd_efficiency == PROFILE_TRUE["fwd_bwd_efficiency"]
+
+
+# -- a log written from published per-step numbers ----------------------------------------------
+def _records(truth: dict[str, float], t: np.ndarray) -> list[dict[str, float]]:
+    """Per-step records in the published tables' names, from the phase model at ``truth``."""
+    frame = _phase_log(truth, t).frame
+    return [
+        {
+            "step": float(r["step"]),
+            "gen": r["timing_s/gen"],
+            "old_log_prob": r["timing_s/old_log_prob"],
+            "update_actor": r["timing_s/update_actor"],
+            "step_s": r["timing_s/step"],
+            "response_tokens": r["response_length/mean"],
+            "prompt_tokens": r["prompt_length/mean"],
+        }
+        for r in frame.to_dict("records")
+    ]
+
+
+def test_a_log_written_from_published_steps_calibrates_to_its_constants(tmp_path: Path) -> None:
+    """Per-step records (as a README table would give them) -> published_log -> CSV ->
+    pipesim calibrate: the trainer constants they were made with come back."""
+    from pipesim.calibrate.published import published_log
+
+    t = np.random.default_rng(9).uniform(1.6e5, 2.6e5, 8)
+    log = _write(tmp_path, published_log(_records(PROFILE_TRUE, t)))
+    out = tmp_path / "cal.toml"
+    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out)]) == 0
+    got = specfile.read(out)["calibration"]["values"]
+    assert {k: got[k] for k in PROFILE_TRUE} == pytest.approx(PROFILE_TRUE, rel=1e-4, abs=1e-4)
+
+
+def test_a_table_of_means_gives_the_efficiencies_at_the_profiles_fixed_costs(tmp_path: Path) -> None:
+    """One row of means (the fully-async README's form) written 3 times: the fixed costs are not
+    identified (said), the efficiencies come back where the row was made at the profile's."""
+    from pipesim.calibrate.published import published_log
+
+    truth = {"fwd_bwd_efficiency": 0.3, "fwd_efficiency": 0.2, "step_s": 1.5}
+    df = published_log(_records(truth, np.array([2e5])), repeat=3)
+    assert len(df) == 3 and list(df["step"]) == [0, 1, 2]
+    cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
+    assert {k: cal.values[k].value for k in truth} == pytest.approx(truth, rel=1e-5)
+    assert "micro_batch_s" not in cal.values and "optimizer_step_s" not in cal.values
+    assert any("tokens barely vary" in n for n in cal.not_identified)
+
+
+BAD_RECORDS: list[tuple[str, Any, dict[str, Any], str]] = [
+    ("missing gen", [{"update_actor": 1.0, "response_tokens": 500, "prompt_tokens": 100}], {}, "rows[0].gen"),
+    (
+        "negative update_actor",
+        [{"gen": 1.0, "update_actor": -1.0, "response_tokens": 500, "prompt_tokens": 100}],
+        {},
+        "rows[0].update_actor",
+    ),
+    (
+        "an unknown key",
+        [{"gen": 1.0, "update_actor": 1.0, "response_tokens": 500, "prompt_tokens": 100, "foo": 1}],
+        {},
+        "rows[0].foo",
+    ),
+    (
+        "a word for a length",
+        [{"gen": 1.0, "update_actor": 1.0, "response_tokens": "long", "prompt_tokens": 100}],
+        {},
+        "rows[0].response_tokens",
+    ),
+    ("not a record", [3.0], {}, "rows[0]"),
+    ("no rows", [], {}, "rows"),
+    (
+        "repeat 0",
+        [{"gen": 1.0, "update_actor": 1.0, "response_tokens": 500, "prompt_tokens": 100}],
+        {"repeat": 0},
+        "repeat",
+    ),
+]
+
+
+@pytest.mark.parametrize("why,rows,kw,field", BAD_RECORDS, ids=[b[0] for b in BAD_RECORDS])
+def test_bad_published_records_name_the_field(why: str, rows: Any, kw: dict[str, Any], field: str) -> None:
+    from pipesim.calibrate.published import published_log
+    from pipesim.core.validate import FieldError
+
+    with pytest.raises(FieldError) as e:
+        published_log(rows, **kw)
+    assert e.value.field == field, (why, e.value.field, str(e.value))
