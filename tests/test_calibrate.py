@@ -607,3 +607,29 @@ def test_bad_published_records_name_the_field(why: str, rows: Any, kw: dict[str,
     with pytest.raises(FieldError) as e:
         published_log(rows, **kw)
     assert e.value.field == field, (why, e.value.field, str(e.value))
+
+
+def test_fit_profile_weights_equal_for_all_change_nothing_and_bad_ones_are_refused() -> None:
+    """fit_profile's weights (added for the calibration's second pass): equal weights give the
+    unweighted fit's values and intervals; a weight that is not positive and finite, or a count
+    that is not one per observation, is refused naming weights."""
+    from pipesim.compute.phasefit import PhaseObservation, fit_profile
+
+    rs = load(SPEC)
+    cfg = config(rs)
+    rng = np.random.default_rng(4)
+    obs = [
+        PhaseObservation(cfg, ph, float(x), 128, phase_times_s(cfg, float(x), 128)[ph] * math.exp(0.03 * z))
+        for x, z in zip(rng.uniform(1.6e5, 2.6e5, 10), rng.standard_normal(10), strict=True)
+        for ph in ("update_actor", "old_log_prob")
+    ]
+    fix = ("sample_s", "step_s")
+    a = fit_profile(cfg.framework, obs, fix=fix)
+    b = fit_profile(cfg.framework, obs, fix=fix, weights=[7.0] * len(obs))
+    assert a.fitted == b.fitted
+    for k in a.fitted:
+        assert getattr(b.profile, k) == pytest.approx(getattr(a.profile, k), rel=1e-9)
+        assert b.intervals[k] == pytest.approx(a.intervals[k], rel=1e-9)
+    for bad in ([1.0] * (len(obs) - 1), [0.0] * len(obs), [math.nan] * len(obs)):
+        with pytest.raises(ValueError, match="^weights"):
+            fit_profile(cfg.framework, obs, fix=fix, weights=bad)
