@@ -1,7 +1,8 @@
 """Write examples/verl_sample_log.csv: a verl-style log that pipesim itself generated from a known
 setup, for `pipesim calibrate` to recover (docs/calibrate.md). Not a measurement of any cluster.
 
-The setup is examples/run_verl_8gpu.toml with the constants below in place of its guesses; the log
+The setup is examples/run_verl_8gpu.toml (its trainer the fsdp2-dense framework profile) with the
+constants below in place of the profile's and the spec's guesses; the log
 is a 20-step run of it (seed 7) with 3% multiplicative noise on every timing (generator seed 11),
 written by pipesim.calibrate.sample.sample_log. Run from the repository root:
 
@@ -18,9 +19,12 @@ from pipesim.calibrate.sample import sample_log
 from pipesim.plan.runspec import from_dict, read
 
 HERE = Path(__file__).resolve().parent
-TRUE_VALUES = {
-    "mfu": 0.3,  # the trainer's model FLOP utilisation
-    "step_overhead_s": 2.5,  # the trainer's fixed seconds per step
+TRUE_VALUES = {  # the trainer: the spec's fsdp2-dense profile with these constants in place
+    "fwd_bwd_efficiency": 0.35,  # update_actor's share of peak (fsdp2-dense: 0.66)
+    "fwd_efficiency": 0.25,  # old_log_prob's share of peak (fsdp2-dense: 0.36)
+    "micro_batch_s": 0.3,  # fixed seconds per micro-batch and pass (fsdp2-dense: 0.05)
+    "optimizer_step_s": 1.0,  # fixed seconds per optimizer step (fsdp2-dense: 0.5)
+    "step_s": 2.0,  # the remainder's seconds per step (fsdp2-dense: 0)
     "iteration_overhead_s": 0.004,  # the engine's fixed seconds per decode iteration
     "response_median_tokens": 700.0,
     "response_sigma": 0.7,

@@ -13,8 +13,10 @@ columns identify:
   by simulation for the length bias of the trained batch when the design is asynchronous
   (``eta > 0``: short samples are trained first): the median is scaled by the logged mean over the
   simulated trained mean;
-* the trainer (``timing_s/update_actor`` + ``old_log_prob`` + ``ref`` against the step's tokens):
-  ``mfu`` and ``step_overhead_s`` by least squares (:func:`~pipesim.calibrate.fit.fit_trainer`);
+* the trainer: the constants of the spec's framework profile (``model.framework``; none named: the
+  one-MFU ``ideal`` profile at ``model.mfu``) that ``timing_s/update_actor``, ``old_log_prob``,
+  ``ref`` and the step's remainder identify, by weighted least squares through
+  :func:`pipesim.compute.phasefit.fit_profile` (:mod:`pipesim.calibrate.trainer`);
 * the weight sync (``timing_s/param_sync``): its mean, with a t interval;
 * the decode overhead (``timing_s/gen``): the engine's ``iteration_overhead_s``, by simulation --
   the design run for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per
@@ -27,7 +29,8 @@ columns identify:
 held out, everything is fitted on the rest, and the held-out steps are predicted: the trainer per
 step (from its tokens), ``gen``, ``step``, ``param_sync`` and the response mean as means over the
 same steps of a simulated run (a simulation draws its own lengths, so single steps do not pair
-up). The residuals are relative: ``(logged - predicted) / logged``. The values written are then
+up; the trainer's phases are predicted step by step from the step's tokens). The residuals are
+relative: ``(logged - predicted) / logged``. The values written are then
 fitted on every step.
 
 The calibrated spec is ``RUN.toml`` with a ``[calibration]`` table: ``values`` (what a run applies,
@@ -47,11 +50,11 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, fit_trainer, t95
+from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
+from pipesim.calibrate.trainer import fit_trainer_profile, tokens, trainer_residuals
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
-from pipesim.plan.space import engine_config, trainer_config
 
 __all__ = [
     "COLUMNS",
@@ -70,7 +73,6 @@ OVERHEAD_PROBE_S = (0.0, 0.01)
 """The two decode overheads (seconds per iteration) the simulation is run at to interpolate ``gen``."""
 MIN_HOLDOUT_STEPS = 6
 """The fewest steps of which some are held out for validation."""
-TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
 
 
 @dataclass
@@ -145,30 +147,6 @@ def _sim(
     return out
 
 
-def _switch_s(rs: RunSpec) -> float:
-    """A colocated engine's offload and reload seconds per step (0 when disaggregated)."""
-    from pipesim.compute.cluster import Cluster
-
-    eng = engine_config(rs.plan, rs.design.tp)
-    return float(
-        Cluster(engine=eng, n_gpus=rs.plan.n_gpus, trainer_gpus=rs.design.trainer_gpus).switch_time_s()
-    )
-
-
-def _tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
-    """Each step's tokens, ``batch * (prompt + response)``; None without the response mean."""
-    wl = rs.plan.workload
-    if not log.has("response_length/mean"):
-        return None
-    if log.has("prompt_length/mean"):
-        prompt = log.col("prompt_length/mean")
-    elif isinstance(wl.prompt, int):
-        prompt = np.full(len(log), float(wl.prompt))
-    else:
-        return None
-    return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
-
-
 def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
     """Fit the length trajectory; where its interval excludes 0, keep it and move the median back
     to the first step's version (the run starts there); else say none was seen."""
@@ -187,24 +165,6 @@ def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
             m.value / back, m.lo / back, m.hi / back, m.how + ", at the first step"
         )
     return []
-
-
-def _admissible(values: dict[str, Fitted]) -> list[str]:
-    """Bring a fitted value the model cannot run back into range (an MFU above 1, a negative step
-    overhead: the log says the trainer is faster than the model's FLOPs allow), saying so."""
-    notes = []
-    m = values.get("mfu")
-    if m is not None and not m.value <= 1.0:
-        notes.append(
-            f"mfu: fitted {m.value:.3g} > 1 (the trainer runs faster than 8 N FLOPs per token at peak: it "
-            "does less, e.g. no old-log-prob recompute, or the GPU or model is not the spec's); set to 1"
-        )
-        values["mfu"] = Fitted(1.0, min(m.lo, 1.0), 1.0, m.how + ", capped at 1")
-    o = values.get("step_overhead_s")
-    if o is not None and not o.value >= 0.0:
-        notes.append(f"step_overhead_s: fitted {o.value:.3g} s < 0 (no fixed cost seen); set to 0")
-        values["step_overhead_s"] = Fitted(0.0, 0.0, max(o.hi, 0.0), o.how + ", floored at 0")
-    return notes
 
 
 def _fit(
@@ -243,30 +203,20 @@ def _fit(
             )
     else:
         notes.append("response lengths: no response_length/mean column")
-    # the trainer: the phases it has against the step's tokens
-    phases = [c for c in TRAINER_PHASES if log.has(c)]
-    tokens = _tokens(log, rs)
+    # the trainer: the framework profile's constants from the phases it has (calibrate.trainer)
+    t = tokens(log, rs)
     if not log.has("prompt_length/mean") and isinstance(wl.prompt, int):
         notes.append(f"prompt_length/mean: not in the log; the spec's {wl.prompt} tokens assumed")
-    if "timing_s/update_actor" in phases and tokens is not None:
-        if "timing_s/old_log_prob" not in phases:
-            notes.append(
-                "timing_s/old_log_prob: not in the log; update_actor taken as the whole training step"
-            )
+    if t is not None:
         if wl.agent is not None:
             notes.append(
                 "trainer: a step's tool-observation tokens are not in verl's columns and are not counted"
             )
-        seconds = sum((log.col(c) for c in phases), np.zeros(len(log)))
-        tcfg = trainer_config(spec, rs.design)
-        peak = tcfg.n_gpus * spec.gpu.bf16_flops_per_s
-        got, why = fit_trainer(tokens, seconds, tcfg.flops_per_token, peak, _switch_s(rs))
+        got, why = fit_trainer_profile(log, rs, t)
         values.update(got)
         notes += why
     else:
-        notes.append(
-            "mfu, step_overhead_s: need timing_s/update_actor, response_length/mean and the prompt length"
-        )
+        notes.append("trainer: the profile's constants need response_length/mean and the prompt length")
     ps = log.col("timing_s/param_sync") if log.has("timing_s/param_sync") else np.zeros(0)
     ps = ps[ps > 0]  # the first step has no sync before it
     if len(ps) >= 2:
@@ -274,7 +224,6 @@ def _fit(
         values["sync_time_s"] = Fitted(float(ps.mean()), max(ps.mean() - half, 0.0), ps.mean() + half, "mean")
     else:
         notes.append("sync_time_s: no timing_s/param_sync (or all zero); the cluster's weight sync kept")
-    notes += _admissible(values)
     current = {k: v.value for k, v in values.items()}
     fitted = _with_values(rs, current)
     n_sim = max(len(log), 4)
@@ -336,26 +285,7 @@ def _validate(
         if rest.has(c) and rest.col(c).mean() > 0:
             seen = float(rest.col(c).mean())
             out[c] = {"mean": (seen - pred[c]) / seen}
-    phases = [c for c in TRAINER_PHASES if rest.has(c)]
-    tokens = _tokens(rest, rs)
-    if "mfu" in vals and phases and tokens is not None:
-        tcfg = trainer_config(rs.plan, rs.design)
-        a = tcfg.flops_per_token / (tcfg.n_gpus * rs.plan.gpu.bf16_flops_per_s * vals["mfu"].value)
-        over = vals["step_overhead_s"].value if "step_overhead_s" in vals else 0.0
-        logged = sum((rest.col(c) for c in phases), np.zeros(len(rest)))
-        rel = (logged - (a * tokens + over + _switch_s(rs))) / logged
-        name = "trainer (" + " + ".join(p.removeprefix("timing_s/") for p in phases) + ")"
-        out[name] = {"mean": float(rel.mean()), "abs_mean": float(np.abs(rel).mean())}
-        if {"timing_s/update_actor", "timing_s/old_log_prob"} <= set(phases) and tcfg.recompute_old_logp:
-            # the model's split of the compute: 2 N of the 8 N FLOPs per token recompute the
-            # old log-probs; the fixed costs go with update_actor. A phase's residual says how far
-            # the framework's own split is from it (one MFU for both phases).
-            passes = tcfg.flops_per_token / tcfg.model.n_active_params
-            share = {"timing_s/old_log_prob": 2.0 / passes, "timing_s/update_actor": 1.0 - 2.0 / passes}
-            for c, f in share.items():
-                fixed = over + _switch_s(rs) if c == "timing_s/update_actor" else 0.0
-                r = (rest.col(c) - (f * a * tokens + fixed)) / rest.col(c)
-                out[c] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
+    out.update(trainer_residuals(rest, rs, vals))
     return out
 
 

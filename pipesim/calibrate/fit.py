@@ -1,16 +1,8 @@
 """The fits of a calibration, each closed-form where it can be, each value with a 95% interval.
 
-**Trainer** (:func:`fit_trainer`): the step's training seconds (the sum of the trainer phases the
-log has: ``update_actor``, ``old_log_prob``, ``ref``) against its tokens ``T = batch *
-(prompt_length/mean + response_length/mean)``, by ordinary least squares ``y = a T + c``. Then
-``mfu = flops_per_token / (n_gpus * peak * a)`` (:class:`~pipesim.compute.TrainerConfig`'s FLOPs:
-``8 N`` with the old log-probs recomputed, so a logged ``ref`` phase is absorbed into the MFU) and
-``step_overhead_s = c - switch_s`` (a colocated engine's offload and reload, which the model puts
-in the training span). Intervals: the regression's standard errors with Student's t (``n - 2``
-degrees of freedom), the MFU's from the slope's interval. When the steps' tokens barely vary (less
-than :data:`MIN_TOKEN_SPREAD`), the line is not identified: the overhead is kept at 0 and the MFU is
-the ratio of the sums. This is the one function the framework profiles of
-``pipesim.compute.phases`` (``fit_profile``) replace: the same inputs, one :class:`Fitted` per value.
+**Trainer**: the framework profile's constants, :mod:`pipesim.calibrate.trainer` (through
+:func:`pipesim.compute.phasefit.fit_profile`). :data:`MIN_TOKEN_SPREAD` is its test of whether
+the steps' tokens separate a fixed cost from an efficiency.
 
 **Lengths** (:func:`fit_lengths`): the response lengths are log-normal (the spec's
 ``difficulty_sigma`` spread of each group folded in: ``s**2 = sigma**2 + difficulty_sigma**2``),
@@ -47,7 +39,6 @@ __all__ = [
     "capped_mean",
     "fit_drift",
     "fit_lengths",
-    "fit_trainer",
     "t95",
 ]
 
@@ -90,48 +81,6 @@ class Fitted:
     @property
     def width(self) -> float:
         return self.hi - self.lo
-
-
-def fit_trainer(
-    tokens: np.ndarray,
-    seconds: np.ndarray,
-    flops_per_token: float,
-    peak_flops_per_s: float,
-    switch_s: float = 0.0,
-) -> tuple[dict[str, Fitted], list[str]]:
-    """``mfu`` and ``step_overhead_s`` from per-step tokens and training seconds (module docstring);
-    and what could not be identified. ``peak_flops_per_s`` is the trainer GPUs' total bf16 peak."""
-    x, y = np.asarray(tokens, float), np.asarray(seconds, float)
-    n = len(x)
-    notes: list[str] = []
-    if n >= 3 and x.std() / x.mean() >= MIN_TOKEN_SPREAD:
-        xm, ym = x.mean(), y.mean()
-        sxx = float(((x - xm) ** 2).sum())
-        a = float(((x - xm) * (y - ym)).sum() / sxx)
-        c = ym - a * xm
-        rss = float(((y - a * x - c) ** 2).sum())
-        s2 = rss / (n - 2)
-        t = t95(n - 2)
-        sa, sc = math.sqrt(s2 / sxx), math.sqrt(s2 * (1 / n + xm**2 / sxx))
-        if a <= 0:
-            notes.append("mfu: the training time does not grow with the tokens in these steps")
-            return {}, notes
-        k = flops_per_token / peak_flops_per_s
-        a_lo, a_hi = a - t * sa, a + t * sa
-        mfu = Fitted(
-            k / a, k / a_hi, k / a_lo if a_lo > 0 else math.inf, "least squares on the steps' tokens"
-        )
-        over = Fitted(c - switch_s, c - t * sc - switch_s, c + t * sc - switch_s, "least squares intercept")
-        return {"mfu": mfu, "step_overhead_s": over}, notes
-    notes.append(
-        "step_overhead_s: the steps' tokens barely vary, so a fixed cost cannot be told from the MFU"
-    )
-    a = float((y - switch_s).sum() / x.sum())
-    per = (y - switch_s) / x
-    half = t95(n - 1) * float(per.std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
-    k = flops_per_token / peak_flops_per_s
-    lo_a, hi_a = a - half, a + half
-    return {"mfu": Fitted(k / a, k / hi_a, k / lo_a if lo_a > 0 else math.inf, "ratio of sums")}, notes
 
 
 def capped_mean(mu: float, s: float, cap: float) -> float:

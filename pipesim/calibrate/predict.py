@@ -31,7 +31,12 @@ METRICS = (
     "staleness_mean",
     "fully_async/trainer/idle_ratio",
 )
-_BOUNDS = {"mfu": (1e-3, 1.0), "response_sigma": (0.0, 4.0)}
+_BOUNDS = {
+    "mfu": (1e-3, 1.0),
+    "fwd_bwd_efficiency": (1e-3, 1.0),
+    "fwd_efficiency": (1e-3, 1.0),
+    "response_sigma": (0.0, 4.0),
+}
 
 
 def _draw(values: dict[str, float], intervals: dict[str, Any], rng: np.random.Generator) -> dict[str, float]:

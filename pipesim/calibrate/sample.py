@@ -6,21 +6,24 @@ training step in verl's names (:data:`pipesim.calibrate.log.COLUMNS`):
 
 * ``timing_s/gen`` and ``timing_s/param_sync``: :func:`pipesim.compute.series.step_breakdown`
   (the trainer's wait for data, and the weight sync inside it);
-* ``timing_s/old_log_prob``: the trainer's recompute of the behaviour log-probs, ``2 N`` of its
-  ``8 N`` FLOPs per token (:class:`~pipesim.compute.TrainerConfig`); ``timing_s/update_actor``
-  the rest of the training span (forward and backward, the fixed step overhead, and a colocated
-  engine's offload and reload);
-* ``timing_s/step``: the sum of the phases;
+* ``timing_s/old_log_prob`` (when the trainer recomputes them), ``timing_s/ref`` (when it has a
+  reference model) and ``timing_s/update_actor``: the trainer's phases
+  (:mod:`pipesim.compute.phases`, ``ComputeRun.phase_log``), timed by the spec's framework profile
+  with its calibrated constants;
+* ``timing_s/step``: the sum of those and of what no column holds: the phases' remainder (reward,
+  advantages, the driver: ``step_s + samples x sample_s``) and a colocated engine's offload and
+  reload;
 * ``response_length/mean``: the trained batch's tokens over its samples, less the prompt (exact for
   a fixed prompt and one turn, which is all this writer accepts); ``response_length/clip_ratio``:
   the share of the batch truncated at ``max_response_tokens``; ``prompt_length/mean``.
 
-No ``timing_s/ref`` (the trainer has no reference model) and no ``response_length/max`` (the run's
-tables keep no per-sample lengths): a log with missing columns, as real ones are.
+No ``response_length/max`` (the run's tables keep no per-sample lengths): a log with missing
+columns, as real ones are.
 
-Measurement noise: each timing is multiplied by ``exp(noise * z)``, ``z`` standard normal from the
-generator passed in (default ``noise`` 0.03: a few percent, as step times of a real cluster vary),
-so that the fitted intervals have a width to narrow; ``noise=0`` gives the model's times exactly.
+Measurement noise: each timing (and the unlogged rest of the step, once) is multiplied by
+``exp(noise * z)``, ``z`` standard normal from the generator passed in (default ``noise`` 0.03: a
+few percent, as step times of a real cluster vary), so that the fitted intervals have a width to
+narrow; ``noise=0`` gives the model's times exactly.
 """
 
 from __future__ import annotations
@@ -52,28 +55,22 @@ def sample_log(rs: RunSpec, rng: np.random.Generator, noise: float = DEFAULT_NOI
             "sample_log writes single-turn workloads with a fixed prompt (workload.prompt_tokens)"
         )
     crun = run(rs)
-    steps = step_breakdown(crun.result).set_index("step")
+    steps = step_breakdown(crun.result, crun.phase_log).set_index("step")
     tcfg = trainer_config(rs.plan, rs.design)
-    passes = 6.0 + 2.0 * tcfg.recompute_old_logp + 2.0 * tcfg.reference_model
     clip = crun.result.trained.groupby("step")["truncated"].mean()
     batch = rs.plan.batch_size
+    timed = ["timing_s/gen", "timing_s/param_sync"] + ["timing_s/old_log_prob"] * tcfg.recompute_old_logp
+    timed += ["timing_s/ref"] * tcfg.reference_model + ["timing_s/update_actor"]
+    unlogged = ("timing_s/offload", "timing_s/remainder")  # in the step, not in a column of their own
     rows = []
-    for step, tokens, seconds in crun.trainer_log:
+    for step, tokens, _ in crun.phase_log:
         if step not in steps.index:
             continue
-        compute = seconds - rs.step_overhead_s
-        old = compute * 2.0 / passes if tcfg.recompute_old_logp else 0.0
-        span = float(steps.loc[step, "timing_s/update_actor"])
-        row = {
-            "step": int(step),
-            "timing_s/gen": float(steps.loc[step, "timing_s/gen"]),
-            "timing_s/param_sync": float(steps.loc[step, "timing_s/param_sync"]),
-            "timing_s/old_log_prob": old,
-            "timing_s/update_actor": span - old,
-        }
-        for k in list(row)[1:]:
-            row[k] *= float(np.exp(noise * rng.standard_normal()))
-        row["timing_s/step"] = sum(v for k, v in row.items() if k.startswith("timing_s/"))
+        row: dict[str, float] = {"step": int(step)}
+        for k in timed:
+            row[k] = float(steps.loc[step, k]) * float(np.exp(noise * rng.standard_normal()))
+        rest = sum(float(steps.loc[step, k]) for k in unlogged) * float(np.exp(noise * rng.standard_normal()))
+        row["timing_s/step"] = sum(row[k] for k in timed) + rest
         row["response_length/mean"] = tokens / batch - wl.prompt
         row["response_length/clip_ratio"] = float(clip.get(step, 0.0))
         row["prompt_length/mean"] = float(wl.prompt)

@@ -90,10 +90,13 @@ def fit_profile(
     observations: Sequence[PhaseObservation],
     fix: Collection[str] = (),
     confidence: float = 0.95,
+    weights: Sequence[float] | None = None,
 ) -> ProfileFit:
     """Fit ``profile``'s constants (:data:`FITTED`, less ``fix``) to ``observations`` (see the
-    module docstring). ``ValueError`` naming ``observations`` when they cannot separate the
-    constants asked for (rank-deficient), or when the fit leaves a constant out of its range."""
+    module docstring); ``weights`` (one per observation, default 1) weigh the squared residuals,
+    e.g. ``1 / variance`` of each phase's noise. ``ValueError`` naming ``observations`` when they
+    cannot separate the constants asked for (rank-deficient), or when the fit leaves a constant out
+    of its range."""
     if not isinstance(profile, FrameworkProfile):
         raise ValueError(f"profile must be a FrameworkProfile, got {shown(profile)}")
     unknown = [name for name in fix if name not in FITTED]
@@ -113,6 +116,11 @@ def fit_profile(
     free = [i for i, name in enumerate(FITTED) if name not in fix and np.any(x[:, i] != 0.0)]
     kept = [i for i in range(len(FITTED)) if i not in free]
     y = y - x[:, kept] @ theta[kept]
+    if weights is not None:  # weighted least squares: each row scaled by sqrt(weight)
+        w = np.sqrt(np.asarray(weights, float))
+        if w.shape != y.shape or not np.all(np.isfinite(w)) or not np.all(w > 0):
+            raise ValueError(f"weights: one positive finite number per observation, got {shown(weights)}")
+        x, y = x * w[:, None], y * w
     a = x[:, free]
     scale = np.linalg.norm(a, axis=0)
     if np.linalg.matrix_rank(a / scale) < len(free):

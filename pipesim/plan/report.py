@@ -62,7 +62,8 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             f"steps={spec.steps}, max_staleness={d.eta}), admission=pipesim.{sc.admission!r}, "
             f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
             f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
-            f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, mfu={spec.mfu})",
+            f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, "
+            + (f"mfu={spec.mfu})" if spec.framework is None else f"profile={spec.framework!r})"),
             f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync}"
             + (f", routing=pipesim.{rule!r})" if (rule := routing(spec)) is not None else ")"),
         ]

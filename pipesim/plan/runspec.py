@@ -17,7 +17,11 @@ too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, `
   ``iteration_overhead_s`` (the engine's per-iteration seconds, no table key),
   ``response_median_tokens`` and ``response_sigma`` (``workload.response``), ``sync_time_s``
   (``run.sync_time_s``: the seconds of one weight sync), ``drift_per_version``
-  (``workload.drift_per_version``). The tables stay as
+  (``workload.drift_per_version``), and the framework profile's constants (:data:`PROFILE_KEYS`:
+  ``fwd_bwd_efficiency``, ``fwd_efficiency``, ``micro_batch_s``, ``optimizer_step_s``, ``step_s``,
+  ``sample_s``) in place of ``model.framework``'s (of the one-MFU ``ideal`` profile at ``model.mfu``
+  when no framework is named). A file calibrated before the phases (``mfu``, ``step_overhead_s``)
+  keeps loading: those two still apply as they did. The tables stay as
   the user wrote them, so a file keeps both what was assumed and what was measured.
 
 ``kind`` tells a run spec from a slot scenario file (which has no ``kind``): ``pipesim run``,
@@ -85,6 +89,15 @@ CALIBRATION_KEYS = (
     "not_identified",
     "seed",
 )
+PROFILE_KEYS = (
+    "fwd_bwd_efficiency",
+    "fwd_efficiency",
+    "micro_batch_s",
+    "optimizer_step_s",
+    "step_s",
+    "sample_s",
+)
+"""The framework profile's constants a calibration fits (:data:`pipesim.compute.phasefit.FITTED`)."""
 CALIBRATED = (
     "mfu",
     "step_overhead_s",
@@ -93,6 +106,7 @@ CALIBRATED = (
     "response_sigma",
     "sync_time_s",
     "drift_per_version",
+    *PROFILE_KEYS,
 )
 """The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
 DEFAULT_STEPS = 12
@@ -297,8 +311,30 @@ def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | 
     overheads ``cal`` applied (the ones no table key holds)."""
     spec = specfile.from_dict(dict(tables), base)
     return spec.with_(
-        step_overhead_s=cal.get("step_overhead_s", 0.0), iteration_overhead_s=cal.get("iteration_overhead_s")
+        step_overhead_s=cal.get("step_overhead_s", 0.0),
+        iteration_overhead_s=cal.get("iteration_overhead_s"),
+        framework=_fitted_profile(spec, cal),
     )
+
+
+def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
+    """``model.framework`` with the calibrated profile constants (:data:`PROFILE_KEYS`) in place;
+    without a framework, the one-MFU profile (``ideal`` at ``model.mfu``) is the one calibrated."""
+    import dataclasses
+
+    from pipesim.compute.profiles import profile
+
+    fitted: dict[str, Any] = {k: cal[k] for k in PROFILE_KEYS if k in cal}
+    if not fitted:
+        return spec.framework
+    base = spec.framework
+    if base is None:
+        base = dataclasses.replace(profile("ideal"), fwd_bwd_efficiency=spec.mfu, fwd_efficiency=spec.mfu)
+    try:
+        return dataclasses.replace(base, **fitted)
+    except ValueError as e:
+        key = f"calibration.values.{getattr(e, 'field', '') or next(iter(fitted))}"
+        raise PlanError(f"{key}: {e}", key) from None
 
 
 def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpec:

@@ -241,6 +241,18 @@ def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
     )
 
 
+def _slower_trainer(spec: PlanSpec, factor: float) -> PlanSpec:
+    """``spec`` with the trainer's efficiency scaled: ``mfu``, or a framework profile's two."""
+    if spec.framework is None:
+        return spec.with_(mfu=spec.mfu * factor)
+    f = spec.framework
+    return spec.with_(
+        framework=_replace(
+            f, fwd_bwd_efficiency=f.fwd_bwd_efficiency * factor, fwd_efficiency=f.fwd_efficiency * factor
+        )
+    )
+
+
 def sensitivity(
     result: PlanResult,
     *,
@@ -260,7 +272,7 @@ def sensitivity(
         "responses 30% longer by the last step": spec.with_(
             workload=_replace(spec.workload, drift_per_version=drift)
         ),
-        "trainer MFU -20%": spec.with_(mfu=spec.mfu * 0.8),
+        "trainer MFU -20%": _slower_trainer(spec, 0.8),
     }
     out = []
     rec = base[0]

@@ -26,6 +26,7 @@ from typing import Any
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import shown
 from pipesim.plan.checks import (
     MAX_ETA,
@@ -190,6 +191,9 @@ class PlanSpec:
     """The trainer's fixed seconds per step (``TrainerConfig.step_overhead_s``; calibrated)."""
     iteration_overhead_s: float | None = None
     """The engine's fixed seconds per decode iteration (None: ``EngineConfig``'s; calibrated)."""
+    framework: FrameworkProfile | None = None
+    """The trainer's framework profile (``model.framework``, calibrated constants applied); None:
+    the one-MFU model at ``mfu`` (:class:`~pipesim.compute.TrainerConfig`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
@@ -229,6 +233,9 @@ class PlanSpec:
         number("sync_scale", self.sync_scale, above=0)
         number("calibration.values.step_overhead_s", self.step_overhead_s, 0)
         optional_number("calibration.values.iteration_overhead_s", self.iteration_overhead_s, 0)
+        if self.framework is not None and not isinstance(self.framework, FrameworkProfile):
+            msg = f"model.framework must be a profile, got {shown(self.framework)}"
+            raise PlanError(msg, "model.framework")
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
             raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
@@ -268,8 +275,14 @@ def routing(spec: PlanSpec) -> Any:
 
 def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
     n = spec.n_gpus if design.colocated else design.trainer_gpus
+    mfu = spec.mfu if spec.framework is None else None  # a profile holds its own efficiencies
     return TrainerConfig(
-        model=spec.model, gpu=spec.gpu, n_gpus=n, mfu=spec.mfu, step_overhead_s=spec.step_overhead_s
+        model=spec.model,
+        gpu=spec.gpu,
+        n_gpus=n,
+        mfu=mfu,
+        step_overhead_s=spec.step_overhead_s,
+        profile=spec.framework,
     )
 
 

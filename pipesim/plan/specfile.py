@@ -1,7 +1,8 @@
 """A plan spec from a TOML or YAML file (see ``docs/plan.md`` and ``examples/plan_qwen3_8b.toml``).
 
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
-``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``), ``[workload]``
+``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``framework``: a
+trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model), ``[workload]``
 (``prompts_per_step`` or ``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
 ``{median_tokens, sigma}`` or ``response_trace`` = ``{path, column}``, ``max_response_tokens``,
 ``difficulty_sigma``, ``drift_per_version``, ``agent`` = AgentTurns' fields), ``[constraints]``,
@@ -37,7 +38,15 @@ _AGENT = {f.name: f.default for f in dataclasses.fields(AgentTurns)}
 
 _TABLES = {
     "cluster": {"gpu", "n_gpus"},
-    "model": {"name", "max_model_len", "max_num_seqs", "gpu_memory_utilization", "mfu", "share_group_prefix"},
+    "model": {
+        "name",
+        "max_model_len",
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "mfu",
+        "share_group_prefix",
+        "framework",
+    },
     "workload": {
         "prompts_per_step",
         "batch_size",
@@ -251,6 +260,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
             extra[k] = mo.number(k)
     if "share_group_prefix" in mo:
         extra["share_group_prefix"] = mo.flag("share_group_prefix")
+    if "framework" in mo:  # a named profile; an mfu given too replaces its efficiencies
+        extra["framework"] = _framework(mo.string("framework"), extra.get("mfu"))
     return PlanSpec(
         gpu=resolve_gpu(cl.string("gpu")),
         n_gpus=cl.integer("n_gpus"),
@@ -261,6 +272,16 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         space=Space(**kw),
         **extra,
     )
+
+
+def _framework(name: str, mfu: float | None) -> Any:
+    from pipesim.compute.profiles import profile
+
+    try:
+        prof = profile(name, field="model.framework")
+    except ValueError as e:
+        raise PlanError(str(e), "model.framework") from None
+    return prof if mfu is None else dataclasses.replace(prof, fwd_bwd_efficiency=mfu, fwd_efficiency=mfu)
 
 
 def load(path: str | Path) -> PlanSpec:

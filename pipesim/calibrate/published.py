@@ -1,0 +1,73 @@
+"""A verl-style log written from published per-step numbers, so a published run goes through
+``pipesim calibrate`` like a user's own (issue 42: transfer rows through this path).
+
+:func:`published_log` takes one record per step, with the names verl's README tables use
+(``step``, ``gen``, ``old_log_prob``, ``update_actor``, and where published ``ref``,
+``param_sync``, ``step_s`` for the whole step) plus the step's mean ``response_tokens`` and
+``prompt_tokens`` (published, or what the stated setup gives: say which in the caller), and returns
+the log in verl's metric names (:data:`pipesim.calibrate.log.COLUMNS`): ``timing_s/gen``,
+``timing_s/old_log_prob``, ``timing_s/update_actor``, ``timing_s/step``, ``response_length/mean``,
+``prompt_length/mean``. Write it with ``to_csv`` and run ``pipesim calibrate`` on the file.
+
+What such a log identifies is what :mod:`pipesim.calibrate.trainer` says for any log. A table of
+means (verl's ``fully_async_policy`` README gives each phase's mean over 400 steps, one row per
+setup) is one distinct step: written ``repeat`` times it gives the efficiencies at the profile's
+fixed costs and nothing else (the tokens do not vary, which the calibration says), with intervals
+of zero width that measure nothing but the rounding; the published steps themselves would give
+more. A missing ``step_s`` is the sum of the phases given (no remainder is then identified).
+
+Every value is checked: a missing required key or a value that is not a finite number ``>= 0`` is
+a :class:`~pipesim.core.validate.FieldError` naming ``rows[i].key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from pipesim.core.validate import check_int, check_number, refuse, within
+
+__all__ = ["PUBLISHED_KEYS", "published_log"]
+
+REQUIRED = ("gen", "update_actor", "response_tokens", "prompt_tokens")
+OPTIONAL = ("step", "old_log_prob", "ref", "param_sync", "step_s")
+PUBLISHED_KEYS = REQUIRED + OPTIONAL
+"""The keys a record may hold (seconds for the phases, tokens for the lengths)."""
+_VERL = {
+    "gen": "timing_s/gen",
+    "param_sync": "timing_s/param_sync",
+    "old_log_prob": "timing_s/old_log_prob",
+    "ref": "timing_s/ref",
+    "update_actor": "timing_s/update_actor",
+}
+
+
+def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1) -> pd.DataFrame:
+    """The verl-style log of ``rows`` (module docstring), each written ``repeat`` times as
+    consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold)."""
+    check_int("repeat", repeat, 1)
+    if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence) or not rows:
+        raise refuse("rows", "must be a non-empty sequence of records (one per published step)")
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise refuse(f"rows[{i}]", f"must be a record of {', '.join(REQUIRED)}, ...")
+        with within(f"rows[{i}]"):
+            for key in row:
+                if key not in PUBLISHED_KEYS:
+                    raise refuse(str(key), f"unknown key; a record holds {', '.join(PUBLISHED_KEYS)}")
+            for key in REQUIRED:
+                if key not in row:
+                    raise refuse(key, "missing")
+            for key, value in row.items():
+                check_number(key, value, 0.0)
+        rec = {verl: float(row[k]) for k, verl in _VERL.items() if k in row}
+        rec["timing_s/step"] = float(row["step_s"]) if "step_s" in row else sum(rec.values())
+        rec["response_length/mean"] = float(row["response_tokens"])
+        rec["prompt_length/mean"] = float(row["prompt_tokens"])
+        out += [rec] * repeat
+    df = pd.DataFrame(out)
+    steps = [float(r.get("step", i)) for i, r in enumerate(rows)]
+    df.insert(0, "step", range(len(df)) if repeat > 1 or len(set(steps)) < len(steps) else steps)
+    return df

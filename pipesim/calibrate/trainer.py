@@ -1,0 +1,273 @@
+"""The trainer's fit: the framework profile's constants from a log's phase seconds.
+
+The spec's trainer is phased (:mod:`pipesim.compute.phases`): ``model.framework`` names the
+profile (:mod:`pipesim.compute.profiles`; none named: the one-MFU ``ideal`` profile at
+``model.mfu``). Each step of the log gives one observation per phase it has, at the step's tokens
+``T = batch * (prompt_length/mean + response_length/mean)`` and ``batch`` samples:
+
+* ``timing_s/update_actor``: ``6 N T / (G F fwd_bwd_efficiency) + n_micro micro_batch_s +
+  n_opt optimizer_step_s + comm``;
+* ``timing_s/old_log_prob`` and ``timing_s/ref``: ``2 N T / (G F fwd_efficiency) + n_micro
+  micro_batch_s + comm``;
+* the remainder, ``timing_s/step`` less ``gen``, ``param_sync``, the phases above and a colocated
+  engine's offload and reload (which the model puts in the training span): ``step_s + batch
+  sample_s`` (only when the log has ``step``, ``gen``, ``update_actor`` and, if the trainer
+  recomputes them, ``old_log_prob``: else the remainder would absorb a missing phase).
+
+:func:`pipesim.compute.phasefit.fit_profile` solves them together by least squares, with normal
+intervals (95%, widened to Student's t for the observations' degrees of freedom), weighted: a
+first fit gives each phase's residual variance, a second weighs each observation by its inverse
+(the phases' noise differs: pooled, the long ``update_actor``'s intervals came out too narrow to
+hold the constants a noisy sample log was made with). What a log cannot identify stays at the
+profile's value, with a note:
+
+* ``sample_s`` always: every step of a log trains the same number of samples, so the per-sample
+  remainder is not told from the per-step one (``step_s`` takes it all);
+* ``fwd_efficiency`` without an ``old_log_prob`` or ``ref`` column (``fwd_bwd_efficiency``
+  without ``update_actor``; ``step_s`` without the remainder);
+* the fixed costs ``micro_batch_s`` and ``optimizer_step_s`` when the steps' tokens vary by less
+  than :data:`~pipesim.calibrate.fit.MIN_TOKEN_SPREAD` (intercept not told from slope), and
+  ``micro_batch_s`` when the micro-batch count cannot be told from the optimizer steps (no
+  forward-only phase: both are constant per step); a fixed cost the fit puts below 0 (none seen,
+  or noise) is set to 0 and the rest refitted; should a fit still fail (an efficiency above 1: the
+  log's trainer is faster than peak), the fixed costs are kept one by one until it does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted, t95
+from pipesim.calibrate.log import TrainingLog
+from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
+from pipesim.compute.phases import FrameworkProfile, phase_times_s
+from pipesim.compute.trainer import TrainerConfig
+from pipesim.plan.runspec import RunSpec
+from pipesim.plan.space import engine_config, trainer_config
+
+__all__ = ["TRAINER_PHASES", "fit_trainer_profile", "remainder", "switch_s", "tokens", "trainer_residuals"]
+
+TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
+_HOW = {
+    "fwd_bwd_efficiency": "update_actor on its FLOPs",
+    "fwd_efficiency": "old_log_prob/ref on their FLOPs",
+    "micro_batch_s": "the forward phases' intercept",
+    "optimizer_step_s": "update_actor's intercept",
+    "step_s": "the remainder (step less the phases)",
+    "sample_s": "the remainder per sample",
+}
+
+
+def switch_s(rs: RunSpec) -> float:
+    """A colocated engine's offload and reload seconds per step (0 when disaggregated)."""
+    from pipesim.compute.cluster import Cluster
+
+    eng = engine_config(rs.plan, rs.design.tp)
+    return float(
+        Cluster(engine=eng, n_gpus=rs.plan.n_gpus, trainer_gpus=rs.design.trainer_gpus).switch_time_s()
+    )
+
+
+def tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
+    """Each step's tokens, ``batch * (prompt + response)``; None without the response mean."""
+    wl = rs.plan.workload
+    if not log.has("response_length/mean"):
+        return None
+    if log.has("prompt_length/mean"):
+        prompt = log.col("prompt_length/mean")
+    elif isinstance(wl.prompt, int):
+        prompt = np.full(len(log), float(wl.prompt))
+    else:
+        return None
+    return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
+
+
+def config(rs: RunSpec, profile: FrameworkProfile | None = None) -> TrainerConfig:
+    """The spec's trainer (its profile, or ``profile``), the old step overhead at 0."""
+    tcfg = trainer_config(rs.plan, rs.design)
+    prof = tcfg.framework if profile is None else profile
+    return dataclasses.replace(tcfg, profile=prof, mfu=None, step_overhead_s=0.0)
+
+
+def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
+    """Each step's remainder (module docstring); None when the log cannot give it."""
+    tcfg = config(rs)
+    need = ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]
+    need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
+    if not all(log.has(c) for c in need):
+        return None
+    rest = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s(rs)
+    for c in ("timing_s/param_sync", *TRAINER_PHASES):
+        if log.has(c):
+            rest = rest - log.col(c)
+    return np.asarray(rest, float)
+
+
+def _observations(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> list[PhaseObservation]:
+    tcfg, batch = config(rs), rs.plan.batch_size
+    obs = []
+    for c in TRAINER_PHASES:
+        if not log.has(c):
+            continue
+        phase = c.removeprefix("timing_s/")
+        cfg = dataclasses.replace(tcfg, reference_model=True) if phase == "ref" else tcfg
+        if phase == "old_log_prob" and not cfg.recompute_old_logp:
+            continue
+        obs += [PhaseObservation(cfg, phase, float(x), batch, float(y)) for x, y in zip(t, log.col(c))]
+    rest = remainder(log, rs)
+    if rest is not None:
+        obs += [
+            PhaseObservation(tcfg, "remainder", float(x), batch, max(float(y), 0.0)) for x, y in zip(t, rest)
+        ]
+    return obs
+
+
+_FIXED_COSTS = ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
+_TOUCHES = {
+    "update_actor": ("fwd_bwd_efficiency", "micro_batch_s", "optimizer_step_s"),
+    "old_log_prob": ("fwd_efficiency", "micro_batch_s"),
+    "ref": ("fwd_efficiency", "micro_batch_s"),
+    "remainder": ("step_s", "sample_s"),
+}
+
+
+def _weights(fit: ProfileFit, obs: list[PhaseObservation]) -> list[float] | None:
+    """``1 / variance`` of each phase's residuals under a first fit (the second pass of a feasible
+    weighted least squares: the phases' noise differs, ``update_actor``'s seconds being the
+    longest), each phase's variance over its own degrees of freedom (its observations less the
+    fitted constants its rows hold); None when a phase has none left or every residual is 0."""
+    resid: dict[str, list[float]] = {}
+    for o in obs:
+        cfg = dataclasses.replace(o.config, profile=fit.profile)
+        resid.setdefault(o.phase, []).append(o.seconds - phase_times_s(cfg, o.tokens, o.samples)[o.phase])
+    var = {}
+    for phase, r in resid.items():
+        dof = len(r) - sum(k in fit.fitted for k in _TOUCHES[phase])
+        if dof < 1:
+            return None
+        var[phase] = float(np.sum(np.square(r))) / dof
+    if min(var.values()) <= 0.0:
+        return None
+    return [1.0 / var[o.phase] for o in obs]
+
+
+def _widen(fit: ProfileFit, n: int) -> dict[str, tuple[float, float]]:
+    """``fit``'s normal intervals widened to Student's t with ``n - fitted`` degrees of freedom
+    (a short log's few steps); an efficiency's on its reciprocal, as ``fit_profile`` gives it."""
+    scale = t95(n - len(fit.fitted)) / t95(10**6)
+    out = {}
+    for k in fit.fitted:
+        lo, hi = fit.intervals[k]
+        v = getattr(fit.profile, k)
+        if k.endswith("efficiency"):  # the interval of 1 / v, mapped back
+            r_lo = 1.0 / hi if hi > 0 and math.isfinite(hi) else 0.0
+            r_hi = 1.0 / lo if lo > 0 else math.inf
+            half = scale * max(1.0 / v - r_lo, r_hi - 1.0 / v)
+            a, b = 1.0 / v - half, 1.0 / v + half
+            out[k] = (1.0 / b, 1.0 / a if a > 0 else math.inf)
+        else:
+            half = scale * (hi - lo) / 2.0
+            out[k] = (v - half, v + half)
+    return out
+
+
+def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[dict[str, Fitted], list[str]]:
+    """The profile's constants the log identifies, with 95% intervals, and notes on the rest
+    (module docstring). ``t``: each step's tokens (:func:`tokens`)."""
+    base = config(rs).framework
+    obs = _observations(log, rs, t)
+    notes = []
+    if not any(o.phase != "remainder" for o in obs):
+        return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
+    fix = ["sample_s"]
+    if t.std() / t.mean() < MIN_TOKEN_SPREAD:
+        fix += ["micro_batch_s", "optimizer_step_s"]
+        notes.append(
+            "micro_batch_s, optimizer_step_s: the steps' tokens barely vary, so a fixed cost cannot be "
+            "told from the efficiency; the profile's kept"
+        )
+    prof, fixed, zeroed = base, set(fix), []
+    fallback = iter(("micro_batch_s", "optimizer_step_s", "step_s"))
+    fit: ProfileFit | None = None
+    why = ""
+    for _ in range(2 * len(FITTED)):
+        try:
+            fit = fit_profile(prof, obs, fix=sorted(fixed))
+            fit = fit_profile(prof, obs, fix=sorted(fixed), weights=_weights(fit, obs))
+            break
+        except ValueError as e:
+            fit, why = None, str(e).removeprefix("observations: ")
+        bad = next((k for k in FITTED if k in why), None)
+        if bad in _FIXED_COSTS and "out of range" in why and bad not in fixed:
+            zero: dict[str, Any] = {bad: 0.0}  # a fixed cost below 0: none seen
+            prof = dataclasses.replace(prof, **zero)
+            fixed.add(bad)
+            zeroed.append(bad)
+            continue
+        nxt = next((k for k in fallback if k not in fixed), None)
+        if nxt is None:
+            break
+        fixed.add(nxt)
+    if fit is None:
+        return {}, [*notes, f"trainer: the profile's constants could not be fitted ({why}); the profile kept"]
+    for k in FITTED:
+        if k in fit.fitted or k in fix:
+            continue
+        if k in zeroed:
+            notes.append(f"{k}: fitted below 0 (no such fixed cost seen); set to 0")
+        else:
+            reason = f"a fit with it fails: {why}" if why else "no logged phase holds it"
+            notes.append(f"{k}: not identified ({reason}); the profile's {getattr(base, k):.4g} kept")
+    notes.append(
+        "sample_s: every step trains the same number of samples, so step_s holds the whole remainder"
+    )
+    values = {}
+    intervals = _widen(fit, len(obs))
+    for k in fit.fitted:
+        lo, hi = intervals[k]
+        values[k] = Fitted(getattr(fit.profile, k), lo, hi, f"least squares, {_HOW[k]} (fit_profile)")
+    for k in zeroed:
+        values[k] = Fitted(0.0, 0.0, 0.0, f"least squares, {_HOW[k]}, floored at 0")
+    return values, notes
+
+
+def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
+    """The spec's profile with the fitted constants in place."""
+    fitted: dict[str, Any] = {k: float(getattr(v, "value", v)) for k, v in values.items() if k in FITTED}
+    return dataclasses.replace(config(rs).framework, **fitted)
+
+
+def trainer_residuals(
+    rest: TrainingLog, rs: RunSpec, values: dict[str, Fitted]
+) -> dict[str, dict[str, float]]:
+    """``(logged - predicted) / logged`` of each trainer phase on the held-out steps ``rest``, step
+    by step from its tokens, and of their sum."""
+    t = tokens(rest, rs)
+    phases = [c for c in TRAINER_PHASES if rest.has(c)]
+    if t is None or not phases:
+        return {}
+    prof = fitted_profile(rs, values)
+    cfg = config(rs, prof)
+    pred = [
+        phase_times_s(dataclasses.replace(cfg, reference_model=True), float(x), rs.plan.batch_size) for x in t
+    ]
+    out: dict[str, dict[str, float]] = {}
+    total_seen, total_pred = np.zeros(len(rest)), np.zeros(len(rest))
+    for c in phases:
+        seen = rest.col(c)
+        p = np.array([d[c.removeprefix("timing_s/")] for d in pred])
+        total_seen, total_pred = total_seen + seen, total_pred + p
+        r = (seen - p) / seen
+        out[c] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
+    name = "trainer (" + " + ".join(p.removeprefix("timing_s/") for p in phases) + ")"
+    r = (total_seen - total_pred) / total_seen
+    out[name] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
+    rem = remainder(rest, rs)
+    if rem is not None and rem.mean() > 0:
+        p = np.array([d["remainder"] for d in pred])
+        out["remainder"] = {"mean": float((rem.mean() - p.mean()) / rem.mean())}
+    return out
