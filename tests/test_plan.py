@@ -177,7 +177,7 @@ def test_min_trainer_gpus_applies_to_colocated_designs_too() -> None:
     # colocated trains on all 8 GPUs: allowed at a minimum of 8, not at 9 (it was allowed at any)
     at_8 = small_spec(constraints=plan.Constraints(min_trainer_gpus=8))
     assert {d.trainer_gpus for d in plan.candidates(at_8)} == {0}
-    with pytest.raises(plan.PlanError, match="no candidate design: min_trainer_gpus=9"):
+    with pytest.raises(plan.PlanError, match="no candidate design of 8 GPUs: tp=1: .*min_trainer_gpus=9"):
         plan.search(small_spec(constraints=plan.Constraints(min_trainer_gpus=9)))
 
 

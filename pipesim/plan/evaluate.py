@@ -19,6 +19,7 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
+from pipesim.plan.cache import DiskCache, run_key
 from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, routing, scenario, trainer_config
 
 # two-sided 95% Student t quantiles by degrees of freedom
@@ -127,11 +128,20 @@ class Evaluator:
     """Runs designs for a spec on an executor (None: in this process), caching every run."""
 
     def __init__(
-        self, spec: PlanSpec, executor: Executor | None = None, progress: bool = False, seed: int = 0
+        self,
+        spec: PlanSpec,
+        executor: Executor | None = None,
+        progress: bool = False,
+        seed: int = 0,
+        disk: DiskCache | None = None,
     ) -> None:
         self.spec, self.executor, self.progress, self.seed = spec, executor, progress, seed
         self.cache: dict[tuple[Design, int, int], dict[str, float]] = {}
+        self.disk = disk
         self.runs = 0
+        """Runs simulated here (not those the disk cache held)."""
+        self.reused = 0
+        """Runs the disk cache held."""
 
     def seeds(self, n: int) -> list[int]:
         return [self.spec.sim_seed + i for i in range(n)]
@@ -144,6 +154,15 @@ class Evaluator:
         seeds = self.seeds(n_seeds)
         todo = [(d, steps, s) for d in designs for s in seeds if (d, steps, s) not in self.cache]
         todo = list(dict.fromkeys(todo))
+        keys: dict[tuple[Design, int, int], str] = {}
+        if self.disk is not None:
+            keys = {t: run_key(self.spec, *t) for t in todo}
+            for t in todo:
+                got = self.disk.get(keys[t])
+                if got is not None:
+                    self.cache[t] = got
+                    self.reused += 1
+            todo = [t for t in todo if t not in self.cache]
         args = [(self.spec, d, st, s) for d, st, s in todo]
         results: Iterable[dict[str, float]]
         if self.executor is None:
@@ -154,11 +173,13 @@ class Evaluator:
             from tqdm import tqdm
 
             results = tqdm(results, total=len(todo), desc=desc, unit="run", leave=True)
-        for key, r in zip(todo, results, strict=True):
+        for key, r in zip(todo, results, strict=True):  # an interrupt keeps what came back
             self.cache[key] = r
+            self.runs += 1
+            if self.disk is not None and not r.get("failed"):
+                self.disk.put(keys[key], r)
             if bar is not None:
                 bar.update(1)
-        self.runs += len(todo)
         return [self.result(d, steps, seeds) for d in designs]
 
     def result(self, d: Design, steps: int, seeds: Sequence[int]) -> Evaluated:

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipesim.compute import GPUS, MODELS, LogNormalLengths
+from pipesim.io.interrupts import write_text_atomic
 from pipesim.plan.evaluate import Evaluated
+from pipesim.plan.frame import provenance, whole
 from pipesim.plan.search import PlanResult
 from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
 
@@ -205,7 +207,7 @@ def _entry(e: Evaluated, n_gpus: int) -> dict[str, Any]:
         "design": e.design.as_dict(),
         "steps": e.steps,
         "feasible": e.feasible,
-        "metrics": e.metrics,
+        "metrics": {k: whole(k, v) for k, v in e.metrics.items()},
     }
 
 
@@ -214,6 +216,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
     n = spec.n_gpus
     return _clean(
         {
+            **provenance(result),
             "cluster": {"gpu": spec.gpu.name, "n_gpus": n},
             "model": spec.model.name,
             "batch_size": spec.batch_size,
@@ -240,8 +243,7 @@ def _write(text: str, path: str) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
     else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_text_atomic(path, text)  # whole or not at all: an interrupt leaves the old file
 
 
 def write_json(result: PlanResult, path: str) -> None:

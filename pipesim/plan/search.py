@@ -14,12 +14,14 @@ and run the survivors in full over several seeds.
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements, valid
@@ -30,6 +32,16 @@ class PlanInfeasible(PlanError):
 
     def __init__(self, message: str, result: PlanResult) -> None:
         super().__init__(message)
+        self.result = result
+
+
+class PlanInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, as the command maps it) stopped the plan; ``result`` holds the designs
+    whose runs had finished (``result.partial`` is True). A KeyboardInterrupt, so a caller that
+    does not know it still stops."""
+
+    def __init__(self, result: PlanResult) -> None:
+        super().__init__(f"interrupted after {result.runs} runs")
         self.result = result
 
 
@@ -48,6 +60,13 @@ class PlanResult:
     elapsed_s: float = 0.0
     runs: int = 0
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
+    partial: bool = False
+    """Interrupted: the lists hold the designs whose runs had finished."""
+    seed: int = 0
+    """The search's seed (Optuna's); the simulations use :meth:`sim_seeds`."""
+
+    def sim_seeds(self) -> list[int]:
+        return [self.spec.sim_seed + i for i in range(self.spec.seeds)]
 
     @property
     def n_screened(self) -> int:
@@ -154,7 +173,12 @@ def _optuna_screen(
 
 
 def search(
-    spec: PlanSpec, *, seed: int = 0, executor: Executor | None = None, progress: bool = False
+    spec: PlanSpec,
+    *,
+    seed: int = 0,
+    executor: Executor | None = None,
+    progress: bool = False,
+    cache: DiskCache | None = None,
 ) -> PlanResult:
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
     meets the constraints, PlanError when the model does not fit or the space is empty (or the
@@ -163,44 +187,97 @@ def search(
     t0 = time.perf_counter()
     pool = candidates(spec)
     if not pool:
-        raise PlanError(
-            f"no candidate design: min_trainer_gpus={spec.constraints.min_trainer_gpus} and the space's "
-            f"placements leave no split of {spec.n_gpus} GPUs"
-        )
+        raise PlanError(no_candidates(spec))
     method = spec.method
     if method == "auto":
         method = "grid" if len(pool) <= spec.grid_limit else "optuna"
-    ev = Evaluator(spec, executor, progress, seed)
+    ev = Evaluator(spec, executor, progress, seed, cache)
     steps = rung_steps(spec)
-    if method == "grid":
-        current = ev.evaluate(
-            pool, steps[0], 1 if len(steps) > 1 else spec.seeds, desc=f"screen ({steps[0]} steps)"
-        )
-    else:
-        current = _optuna_screen(spec, ev, pool, seed, steps[0])
-        if len(steps) == 1:
-            current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
-    screened = current
-    rungs = [(steps[0], len(current))]
-    for i, st in enumerate(steps[1:], start=1):
-        quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
-        keep = promote(spec, current, quota)
-        last = i == len(steps) - 1
-        desc = "full" if last else f"rung {i} ({st} steps)"
-        current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
-        rungs.append((st, len(current)))
-    full = sorted(current, key=lambda e: (-e.throughput, e.design))
-    feasible = [e for e in full if e.feasible]
-    front = nondominated(feasible)
-    result = PlanResult(
-        spec, method, len(pool), rungs, full, screened, feasible, front, feasible[0] if feasible else None
-    )
-    result.runs = ev.runs
+    rungs: list[tuple[int, int]] = []
+    try:
+        if method == "grid":
+            current = ev.evaluate(
+                pool, steps[0], 1 if len(steps) > 1 else spec.seeds, desc=f"screen ({steps[0]} steps)"
+            )
+        else:
+            current = _optuna_screen(spec, ev, pool, seed, steps[0])
+            if len(steps) == 1:
+                current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
+        screened = current
+        rungs.append((steps[0], len(current)))
+        for i, st in enumerate(steps[1:], start=1):
+            quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
+            keep = promote(spec, current, quota)
+            last = i == len(steps) - 1
+            desc = "full" if last else f"rung {i} ({st} steps)"
+            current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
+            rungs.append((st, len(current)))
+    except KeyboardInterrupt:
+        done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
+        full_done = finished(ev, spec.steps, spec.seeds)
+        result = _result(spec, method, len(pool), rungs or [(steps[0], len(done))], full_done, done)
+        result.partial, result.seed = True, seed
+        result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
+        raise PlanInterrupted(result) from None
+    result = _result(spec, method, len(pool), rungs, current, screened)
+    result.runs, result.seed = ev.runs, seed
     result.elapsed_s = time.perf_counter() - t0
-    if not feasible:
-        latest = {e.design: e for e in screened} | {e.design: e for e in full}  # the longest run of each
+    if result.best is None:
+        latest = {e.design: e for e in screened} | {e.design: e for e in result.full}  # the longest run
         raise PlanInfeasible(infeasible_message(spec, list(latest.values())), result)
     return result
+
+
+def _result(
+    spec: PlanSpec,
+    method: str,
+    n_candidates: int,
+    rungs: list[tuple[int, int]],
+    full: Sequence[Evaluated],
+    screened: Sequence[Evaluated],
+) -> PlanResult:
+    full = sorted(full, key=lambda e: (-e.throughput, e.design))
+    feasible = [e for e in full if e.feasible]
+    front = nondominated(feasible)
+    best = feasible[0] if feasible else None
+    return PlanResult(spec, method, n_candidates, rungs, full, list(screened), feasible, front, best)
+
+
+def finished(ev: Evaluator, steps: int, n_seeds: int) -> list[Evaluated]:
+    """The designs whose ``n_seeds`` runs of ``steps`` steps are all in ``ev``'s cache."""
+    seeds = ev.seeds(n_seeds)
+    designs = sorted({d for d, st, _ in ev.cache if st == steps})
+    return [ev.result(d, steps, seeds) for d in designs if all((d, steps, s) in ev.cache for s in seeds)]
+
+
+def no_candidates(spec: PlanSpec) -> str:
+    """Why the space has no valid design, per TP degree: a replica wider than the GPUs the trainer
+    leaves, colocated replicas that do not tile the cluster, or the minimum and the space's
+    placements together (the cause named, not only ``min_trainer_gpus``)."""
+    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    rollout = n - max(lo, 1)
+    why = []
+    for tp in sorted(set(spec.space.tp)):
+        parts = []
+        if tp > rollout:
+            parts.append(
+                f"a replica of tp={tp} needs {tp} GPUs, but min_trainer_gpus={lo} leaves at most "
+                f"{max(rollout, 0)} of the {n} GPUs for rollout"
+            )
+        elif spec.space.placement is not None:
+            parts.append(
+                f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
+            )
+        else:
+            parts.append(f"no trainer of at least {lo} GPUs holds {spec.model.name}")
+        if n < lo:
+            parts.append(f"colocated trains on all {n} GPUs, fewer than min_trainer_gpus={lo}")
+        elif n % tp:
+            parts.append(f"colocated replicas of tp={tp} do not tile {n} GPUs")
+        elif spec.space.placement is not None and 0 not in spec.space.placement:
+            parts.append("space.placement leaves out colocated")
+        why.append(f"tp={tp}: " + "; ".join(parts))
+    return f"no candidate design of {n} GPUs: " + "; ".join(why)
 
 
 _NAMES = {
@@ -248,6 +325,7 @@ def sensitivity(
     executor: Executor | None = None,
     top: int = 3,
     progress: bool = False,
+    cache: DiskCache | None = None,
 ) -> list[dict[str, Any]]:
     """The best few feasible designs re-run in full under three perturbations of the engine model."""
     spec = result.spec
@@ -265,7 +343,7 @@ def sensitivity(
     out = []
     rec = base[0]
     for name, sp in variants.items():
-        ev = Evaluator(sp, executor, progress, seed)
+        ev = Evaluator(sp, executor, progress, seed, cache)
         evals = ev.evaluate([e.design for e in base], spec.steps, spec.seeds, desc=name)
         result.runs += ev.runs
         ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
@@ -299,20 +377,48 @@ def plan(
     progress: bool = False,
     with_sensitivity: bool = True,
     executor: Executor | None = None,
+    cache: DiskCache | None = None,
 ) -> PlanResult:
     """Search ``spec``'s space (``workers`` processes; 1: in this process) and, optionally, the
-    sensitivity of the recommendation."""
+    sensitivity of the recommendation. ``cache``: reuse and keep runs on disk
+    (:class:`~pipesim.plan.cache.DiskCache`). Ctrl-C raises :class:`PlanInterrupted` with what
+    finished."""
     check_seed(seed)
     integer("workers", workers, 1)
     own = executor is None and workers > 1
-    ex = ProcessPoolExecutor(max_workers=workers) if own else executor
+    ex = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint) if own else executor
     try:
-        result = search(spec, seed=seed, executor=ex, progress=progress)
+        result = search(spec, seed=seed, executor=ex, progress=progress, cache=cache)
         if with_sensitivity:
             t0 = time.perf_counter()
-            result.sensitivity = sensitivity(result, seed=seed, executor=ex, progress=progress)
-            result.elapsed_s += time.perf_counter() - t0
+            try:
+                result.sensitivity = sensitivity(
+                    result, seed=seed, executor=ex, progress=progress, cache=cache
+                )
+            except KeyboardInterrupt:
+                result.partial = True  # the search is whole; the sensitivity is left out
+                raise PlanInterrupted(result) from None
+            finally:
+                result.elapsed_s += time.perf_counter() - t0
         return result
+    except KeyboardInterrupt:
+        if own and isinstance(ex, ProcessPoolExecutor):
+            _stop(ex)
+        raise
     finally:
         if own and ex is not None:
             ex.shutdown()
+
+
+def _ignore_sigint() -> None:
+    """A worker process leaves Ctrl-C to the parent (the terminal sends it to the whole group):
+    the parent stops the pool, and no worker prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(ex: ProcessPoolExecutor) -> None:
+    """Drop the queued runs and end the running ones, so an interrupt does not wait for them."""
+    ex.shutdown(wait=False, cancel_futures=True)
+    procs: Any = getattr(ex, "_processes", None) or {}  # CPython's; absent elsewhere: just wait
+    for p in list(procs.values()):
+        p.terminate()

@@ -262,22 +262,53 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
 
 
 def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
-    """The engine of each TP degree the model fits at; PlanError before any search when none does."""
+    """The engine of each TP degree the model fits at; PlanError before any search when none does.
+
+    A sample longer than the context is the workload's problem, not the GPU's: it is reported as
+    such (:func:`context_problem`), with the sum that gives the longest sample."""
     engines, reasons = {}, []
     for tp in spec.space.tp:
         try:
             engines[tp] = engine_config(spec, tp)
-            spec.workload.check_context(engines[tp].context_len)
         except ValueError as e:
-            engines.pop(tp, None)
             reasons.append(f"tp={tp}: {e}")
     if not engines:
         raise PlanError(f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons))
+    problem = context_problem(spec, next(iter(engines.values())).context_len)
+    if problem is not None:
+        raise PlanError(problem)
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
     except ValueError as e:
         raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
     return engines
+
+
+def context_problem(spec: PlanSpec, context_tokens: int) -> str | None:
+    """Why the longest sample outgrows the engines' context, as the sum that gives it; None: it fits.
+
+    The longest sample is the largest prompt plus ``turns`` responses of ``max_response_tokens``
+    and ``turns - 1`` observations (one response without an agent), as
+    :attr:`~pipesim.compute.TokenWorkload.max_sequence_tokens` counts it."""
+    w = spec.workload
+    longest = w.max_sequence_tokens
+    if longest <= context_tokens:
+        return None
+    prompt = w.prompt if isinstance(w.prompt, int) else w.max_prompt_tokens
+    parts = [f"prompt {prompt:,}"]
+    if w.agent is None:
+        parts.append(f"max_response_tokens {w.max_response_tokens:,}")
+        lower = "workload.max_response_tokens"
+    else:
+        a = w.agent
+        parts.append(f"{a.turns} turns x max_response_tokens {w.max_response_tokens:,}")
+        parts.append(f"{a.turns - 1} observations x {a.observation_tokens:,}")
+        lower = "workload.max_response_tokens, agent.turns or agent.observation_tokens"
+    source = "model.max_model_len" if spec.max_model_len is not None else f"{spec.model.name}'s context"
+    return (
+        f"workload: the longest sample ({' + '.join(parts)} = {longest:,} tokens) exceeds the engines' "
+        f"context ({source} = {context_tokens:,} tokens); raise model.max_model_len or lower {lower}"
+    )
 
 
 def placements(spec: PlanSpec, tp: int) -> list[int]:
