@@ -205,3 +205,25 @@ def test_errors_name_the_real_cause(changes: dict[str, Any], names: list[str], n
     for name in names:
         assert name in msg
     assert not_named not in msg
+
+
+def test_one_name_per_metric_counts_integers_and_old_names_readable(tmp_path: Path) -> None:
+    """A run's summary lists verl's idle-ratio names only, counts are ints (JSON ``21504``, not
+    ``21504.0``), and the old names still read, from the run and from a saved run loaded back."""
+    import pipesim
+    from pipesim.io import saved
+    from pipesim.results.names import RENAMED, renamed
+
+    r = pipesim.run(pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=3), seed=1))
+    s = r.summary()
+    for old, new in RENAMED.items():
+        assert old not in list(s) and new in list(s)
+        assert s[old] == s[new] and s.get(old) == s[new] and old in s
+    for k in ("episodes_launched", "episodes_trained", "episodes_buffered", "episodes_aborted"):
+        assert type(s[k]) is int
+    assert '"episodes_launched": ' + str(s["episodes_launched"]) + "," in json.dumps(s)
+    back = saved.load(saved.save(r, tmp_path / "run")).summary()
+    assert back["trainer_idle_ratio"] == s["trainer/idle_ratio"]
+    # a summary written before the rename (the old names only) reads under the new ones
+    old = {"trainer_idle_ratio": 0.25, "rollout_idle_ratio": 0.5}
+    assert renamed(old) == {**old, "trainer/idle_ratio": 0.25, "rollouter/idle_ratio": 0.5}

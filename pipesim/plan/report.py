@@ -83,7 +83,7 @@ def _row(e: Evaluated, n_gpus: int) -> list[str]:
         _fmt(m["gpu_hours_per_mtok"], ".2f"),
         f"{_fmt(m['step_time_s'], '.1f')} = {_fmt(m['train_time_s'], '.1f')}+{_fmt(m['sync_time_s'], '.1f')}"
         f"+{_fmt(m['wait_time_s'], '.1f')}",
-        f"{_fmt(m['trainer_idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
+        f"{_fmt(m['trainer/idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
         f"/{_fmt(m['gpu_busy_share'] * 100, '.0f')}",
         "/".join(
             _fmt(m[f"tokens_{k}"] / 1e6, ".2f")
