@@ -37,6 +37,11 @@ _NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed"
 _NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "budget_per_hour"}
 
 
+RUNS_FORMAT = 2
+"""The metrics a run records (:func:`pipesim.plan.evaluate.run_design`); part of every key, raised
+when they change, so a cache written by older code of the same version is not read as new."""
+
+
 def version() -> str:
     """pipesim's installed version (``pyproject.toml``)."""
     from importlib.metadata import PackageNotFoundError
@@ -94,7 +99,16 @@ def run_key(spec: Any, design: Any, steps: int, seed: int) -> str:
     """The key of one run: what the simulation reads of ``spec`` (not its constraints or search
     settings), the design, the run length, the seed and pipesim's version."""
     fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in _NOT_RUN}
-    return _digest({"spec": fields, "design": design, "steps": steps, "seed": seed, "version": version()})
+    return _digest(
+        {
+            "spec": fields,
+            "design": design,
+            "steps": steps,
+            "seed": seed,
+            "version": version(),
+            "format": RUNS_FORMAT,
+        }
+    )
 
 
 def default_dir() -> Path:

@@ -76,7 +76,34 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     }
     for k in ("generated", "trained", "discarded", "buffered", "in_flight"):
         m[f"tokens_{k}"] = s[f"tokens_{k}"]
+    m.update(staleness_profile(run.result.trained))
+    m["tokens_per_s_per_gpu"] = trained / T / spec.n_gpus if T > 0 else 0.0
     return m
+
+
+def staleness_profile(trained: Any) -> dict[str, float]:
+    """What :mod:`pipesim.plan.judge` reads of a run's trained samples (``step``, ``staleness``):
+    the mean staleness of the later half of the steps, the spread of its per-step means, their
+    rise per step (least squares), and the counts at the maximum staleness and one below."""
+    if len(trained) == 0:
+        return {"staleness_late_mean": 0.0, "staleness_late_se": 0.0, "staleness_slope": 0.0}
+    steps = trained["step"].to_numpy()
+    stale = trained["staleness"].to_numpy()
+    first, last = int(steps.min()), int(steps.max())
+    late = steps >= first + (last - first + 1) // 2
+    per = trained[late].groupby("step")["staleness"].mean()
+    x, y = per.index.to_numpy(dtype=float), per.to_numpy(dtype=float)
+    slope = float(np.polyfit(x, y, 1)[0]) if len(per) >= 2 else 0.0
+    se = float(np.std(y, ddof=1) / math.sqrt(len(y))) if len(y) >= 2 else 0.0
+    top = int(stale.max())
+    return {
+        "staleness_late_mean": float(stale[late].mean()),
+        "staleness_late_se": se,
+        "staleness_slope": slope,
+        "episodes_trained_run": int(len(stale)),
+        "at_max": int((stale == top).sum()),
+        "below_max": int((stale == top - 1).sum()),
+    }
 
 
 def _task(args: tuple[PlanSpec, Design, int, int]) -> dict[str, float]:
@@ -92,8 +119,17 @@ class Evaluated:
     runs: list[dict[str, float]]
     metrics: dict[str, float] = field(default_factory=dict)
     feasible: bool = False
-    censored: bool = False
-    """A short run whose maximum staleness is a lower bound only (see :func:`censored`)."""
+    """Every constraint ``met`` (:func:`pipesim.plan.judge.judge`): proved at any length, or at the
+    full rung estimated within its limit; a short screen is never judged feasible on its numbers."""
+    status: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Constraint -> (``met``/``violated``/``open``, the estimate judged)."""
+    p_feasible: float = 0.0
+    """The chance every constraint holds at full length (:func:`pipesim.plan.judge.p_met`)."""
+
+    @property
+    def censored(self) -> bool:
+        """Some constraint is still open: this run cannot tell."""
+        return any(state == "open" for state, _ in self.status.values())
 
     @property
     def throughput(self) -> float:
@@ -116,7 +152,11 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
         }
     keys = [k for k, v in runs[0].items() if isinstance(v, int | float)]
     out = {k: statistics.fmean(r[k] for r in runs) for k in keys}
-    out["staleness_max"] = max(r["staleness_max"] for r in runs)
+    out["staleness_max"] = top = max(r["staleness_max"] for r in runs)
+    if "at_max" in runs[0]:  # the tail at the overall maximum: runs below it have none there
+        at_top = [r for r in runs if r["staleness_max"] == top]
+        out["at_max"] = sum(r["at_max"] for r in at_top) / len(runs)
+        out["below_max"] = sum(r["below_max"] for r in at_top) / len(runs)
     thr = [r["throughput_per_hour"] for r in runs]
     n = len(thr)
     out["throughput_ci"] = _T95.get(n - 1, 1.96) * statistics.stdev(thr) / math.sqrt(n) if n > 1 else 0.0
@@ -183,33 +223,13 @@ class Evaluator:
         return [self.result(d, steps, seeds) for d in designs]
 
     def result(self, d: Design, steps: int, seeds: Sequence[int]) -> Evaluated:
+        from pipesim.plan.judge import judge, p_met
+
         runs = [self.cache[(d, steps, s)] for s in seeds]
         m = aggregate(runs)
-        e = Evaluated(d, steps, runs, m, self.spec.constraints.feasible(m))
-        if steps < self.spec.steps and not m.get("failed"):
-            e.censored = censored(self.spec, d, steps, m["staleness_max"])
-        return e
-
-
-def bounded(spec: PlanSpec, d: Design) -> bool:
-    """Whether no episode outlives a real sync (``drain`` waits for them, ``abort`` drops them), or
-    a policy declares a staleness bound (``staleness_bound``), so the maximum staleness stays
-    bounded however long the run."""
-    if d.update in ("drain", "abort"):
-        return True
-    sc = scenario(spec, d, spec.steps)
-    for pol in (sc.weight_update, sc.batching):
-        declared: Any = getattr(pol, "staleness_bound", None)
-        if callable(declared) and declared(sc) is not None:
-            return True
-    return False
-
-
-def censored(spec: PlanSpec, d: Design, steps: int, seen: float) -> bool:
-    """Whether a run of ``steps`` steps says nothing of the full run's maximum staleness: it cannot
-    show more than ``steps - 1``, and an unbounded design that reached that ceiling has stragglers
-    that keep ageing."""
-    return spec.constraints.max_staleness is not None and seen >= steps - 1 and not bounded(spec, d)
+        status = judge(self.spec, d, steps, m)
+        ok = self.spec.constraints.feasible(m) and all(st == "met" for st, _ in status.values())
+        return Evaluated(d, steps, runs, m, ok, status, p_met(self.spec, d, steps, m))
 
 
 def violation(c: Constraints, m: dict[str, float]) -> float:

@@ -87,16 +87,21 @@ def rung_steps(spec: PlanSpec) -> list[int]:
 
 
 def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
-    """A third of the quota by throughput among the designs feasible at this rung whose maximum
-    staleness is known, a third among those where a short run cannot tell (censored: stragglers
-    keep ageing), the rest by layers of non-dominated sorting of both (the low-staleness end of
-    the trade-off survives too), then the least infeasible."""
+    """A third of the quota to the fastest designs whose constraints are proved (a floor the
+    recommendation can fall back on), up to two thirds by throughput x the chance the design's
+    constraints hold at full length (:func:`pipesim.plan.judge.p_met`: 1 proved, 0 shown broken,
+    between for what a short run cannot tell), the rest by layers of non-dominated sorting of the
+    designs not shown broken (the low-staleness end of the trade-off survives too), then the least
+    infeasible."""
     c = spec.constraints
-    ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
-    third = math.ceil(quota / 3)
-    chosen = [e.design for e in ok if not e.censored][:third]
-    chosen += [e.design for e in ok if e.censored][:third]
-    rest = [e for e in ok if e.design not in chosen]
+    alive = [e for e in evals if e.p_feasible > 0]
+    sure = sorted((e for e in alive if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
+    chosen = [e.design for e in sure[: math.ceil(quota / 3)]]  # the fastest proved ones: a floor
+    ranked = sorted(
+        (e for e in alive if e.design not in chosen), key=lambda e: (-e.throughput * e.p_feasible, e.design)
+    )
+    chosen += [e.design for e in ranked[: max(math.ceil(2 * quota / 3) - len(chosen), 0)]]
+    rest = [e for e in alive if e.design not in chosen]
     while rest and len(chosen) < quota:
         layer = nondominated(rest)
         chosen += [e.design for e in layer[: quota - len(chosen)]]

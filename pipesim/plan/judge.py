@@ -1,0 +1,165 @@
+"""Constraints judged without censoring: what a run of s steps says about a run of any length.
+
+A short run censors staleness twice. Its maximum cannot exceed ``s - 1`` (a sample trained at
+step k is at most k versions old), and its *mean* is low too: the first steps train samples that
+could not be stale yet, so a design with eta = 2 averages 0.97 over 3 steps and 1.81 over 12 (the
+agent spec of issue 43). Judging either from a short screen calls designs feasible that are not.
+So each constraint of a design is one of
+
+* ``met`` -- proved at any length, by the bound the design's own policies declare
+  (``staleness_bound``: the count throttle with ``drain`` bounds staleness by eta; :func:`bound`),
+  or, at the full rung, estimated within the limit from the run's settled part (below);
+* ``violated`` -- the run already shows it broken: a maximum above the limit (the maximum of a
+  longer run can only be larger), or a settled mean above it by more than its error;
+* ``open`` -- the run cannot tell yet.
+
+**The mean.** The estimate is the mean staleness of the samples trained in the later half of
+the run (``staleness_late_mean``), raised by the rise still under way
+(``staleness_slope`` x a quarter of the run, when the per-step means still climb), and capped by
+the declared bound. Its error is the spread of the per-step means in that half
+(``staleness_late_se``) plus the rise. A run shorter than the design's warm-up --
+``(eta + 1) x sync_every + 2`` steps, the admission window in which staleness builds up -- is
+never ``met`` by the estimate, only by a bound. A longer run's whole-run mean includes its own
+warm-up, so it is at most the settled estimate when staleness rises to a plateau (the case here).
+
+**The maximum.** Without a bound, the tail of the per-sample staleness is taken as geometric: the
+share of samples at the run's maximum m and the ratio of the counts at m and m - 1 give the
+chance that a sample goes beyond the limit, and the expected number of such samples in a run
+:data:`HORIZON` times longer must stay below one half. (A max exactly at the limit with a heavy
+count there is not ``met``.)
+
+**Promotion.** :func:`p_met` turns an open constraint into a probability (a normal tail of the
+margin over the error), and the search promotes by throughput x that probability, so the budget
+goes where the answer can still change.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipesim.plan.space import Constraints, Design, PlanSpec, scenario
+
+__all__ = ["HORIZON", "bound", "judge", "p_met", "warmup_steps"]
+
+HORIZON = 4
+"""Runs a recommendation must hold for, in multiples of the plan's full run (issue 43's goal)."""
+
+MET, VIOLATED, OPEN = "met", "violated", "open"
+
+
+def bound(spec: PlanSpec, d: Design) -> int | None:
+    """The staleness bound ``d``'s own policies declare at any run length (None: none): the
+    smallest of the weight update's and the batching's ``staleness_bound``."""
+    sc = scenario(spec, d, spec.steps)
+    found = []
+    for pol in (sc.weight_update, sc.batching):
+        declared: Any = getattr(pol, "staleness_bound", None)
+        if callable(declared):
+            b = declared(sc)
+            if b is not None:
+                found.append(int(b))
+    return min(found) if found else None
+
+
+def warmup_steps(d: Design) -> int:
+    """Steps before a design's staleness can have built up: its admission window, ``(eta + 1)``
+    syncs of ``sync_every`` steps, plus two."""
+    return (d.eta + 1) * d.sync_every + 2
+
+
+def mean_estimate(m: dict[str, float], cap: int | None, steps: int) -> tuple[float, float]:
+    """(estimate, error) of the long-run mean staleness from the metrics of runs of ``steps``
+    steps (module docstring)."""
+    late = float(m.get("staleness_late_mean", m["staleness_mean"]))
+    slope = max(float(m.get("staleness_slope", 0.0)), 0.0)
+    rise = slope * steps / 4
+    est = late + rise
+    if cap is not None:
+        est = min(est, float(cap))
+    return est, float(m.get("staleness_late_se", 0.0)) + rise
+
+
+def exceed_expected(m: dict[str, float], limit: float, horizon: float) -> float:
+    """Expected count of samples staler than ``limit`` in a run ``horizon`` times as long, from
+    a geometric tail fitted to the counts at the run's maximum and one below."""
+    top = float(m["staleness_max"])
+    if top > limit:
+        return math.inf
+    n = max(float(m.get("episodes_trained_run", 0.0)), 1.0)
+    at, below = float(m.get("at_max", 0.0)), float(m.get("below_max", 0.0))
+    if top == 0 and at >= n:
+        return 0.0  # every sample fresh
+    ratio = min((at + 0.5) / (below + 1.0), 0.95)
+    p_top = at / n
+    k = math.floor(limit) + 1 - top  # levels from the max to the first beyond the limit
+    return n * horizon * p_top * ratio**k
+
+
+def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[str, tuple[str, float]]:
+    """Each staleness or discard constraint of ``spec`` -> (state, estimate) for design ``d``'s
+    runs of ``steps`` steps with aggregated metrics ``m`` (``met``, ``violated`` or ``open``)."""
+    c: Constraints = spec.constraints
+    out: dict[str, tuple[str, float]] = {}
+    if m.get("failed"):
+        return {name: (VIOLATED, math.inf) for name in ("mean_staleness", "max_staleness", "discarded_share")}
+    b = bound(spec, d)
+    full = steps >= spec.steps
+    settled = steps >= warmup_steps(d)
+    if c.mean_staleness is not None:
+        lim = float(c.mean_staleness)
+        est, err = mean_estimate(m, b, steps)
+        if b is not None and b <= lim:
+            out["mean_staleness"] = (MET, est)
+        elif float(m["staleness_mean"]) > lim + 1e-12 and (full or est - err > lim):
+            out["mean_staleness"] = (VIOLATED, est)
+        elif full and settled and est <= lim + 1e-12:
+            out["mean_staleness"] = (MET, est)
+        elif full or (settled and est - err > lim):
+            out["mean_staleness"] = (VIOLATED if est > lim else OPEN, est)
+        else:
+            out["mean_staleness"] = (OPEN, est)
+    if c.max_staleness is not None:
+        lim = float(c.max_staleness)
+        top = float(m["staleness_max"])
+        if b is not None and b <= lim:
+            out["max_staleness"] = (MET, float(b))
+        elif top > lim + 1e-12:
+            out["max_staleness"] = (VIOLATED, top)
+        elif full:
+            beyond = exceed_expected(m, lim, HORIZON)
+            out["max_staleness"] = (MET if beyond < 0.5 else VIOLATED, top)
+        else:  # at the ceiling a short run can show, an unbounded max may grow one a step
+            ceiling = top >= steps - 1 and top > 0
+            out["max_staleness"] = (OPEN, (spec.steps - 1) * top / max(steps - 1, 1) if ceiling else top)
+    if c.discarded_share is not None:
+        lim = float(c.discarded_share)
+        v = float(m["discarded_share"])
+        out["discarded_share"] = (
+            (MET if v <= lim + 1e-12 else VIOLATED, v)
+            if full
+            else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
+        )
+    return out
+
+
+def p_met(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> float:
+    """The chance that every constraint holds at full length, from this rung's judgement: 1 for
+    ``met``, 0 for ``violated``, a normal tail of the margin over the error for ``open``."""
+    c = spec.constraints
+    p = 1.0
+    for name, (state, est) in judge(spec, d, steps, m).items():
+        if state == MET:
+            continue
+        if state == VIOLATED:
+            return 0.0
+        lim = float(getattr(c, name))
+        if name == "mean_staleness":
+            _, err = mean_estimate(m, bound(spec, d), steps)
+            scale = max(err, 0.1 * max(lim, 0.5))
+        elif name == "max_staleness":
+            scale = 1.0  # one version: the next level of the tail
+        else:
+            scale = max(0.25 * lim, 0.01)
+        p *= 0.5 * math.erfc(-(lim - est) / (scale * math.sqrt(2)))
+    return p

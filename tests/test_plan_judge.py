@@ -1,0 +1,90 @@
+"""Constraints judged without censoring (issue 43 item 1, :mod:`pipesim.plan.judge`): a short
+screen never calls a design feasible on numbers that grow with the run, a declared bound proves a
+constraint at any length, and what the full rung judges feasible holds in a run 4x as long."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pipesim.plan as plan
+from pipesim.plan.evaluate import Evaluator, run_design
+from pipesim.plan.judge import HORIZON, bound, exceed_expected
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_plan import small_spec  # noqa: E402
+
+
+def test_a_mean_that_binds_only_after_many_steps_is_not_feasible_from_a_short_screen() -> None:
+    """eta = 2 with partial rollouts: 2 steps average well under the limit of 1 (the first steps
+    cannot be stale), 12 steps average over it. The screen's numbers meet the limits, yet the
+    design is not judged feasible from them (the mean is open); the full run judges it broken."""
+    spec = small_spec(steps=12, constraints=plan.Constraints(mean_staleness=1.0))
+    d = plan.Design(4, 1, 2, "partial")
+    ev = Evaluator(spec)
+    short = ev.evaluate([d], 2, 1)[0]
+    assert spec.constraints.feasible(short.metrics)  # the raw short-run numbers look fine ...
+    assert short.metrics["staleness_mean"] < 1.0
+    assert not short.feasible and short.status["mean_staleness"][0] == "open"  # ... but are not judged
+    full = ev.evaluate([d], 12, 1)[0]
+    assert full.metrics["staleness_mean"] > 1.0  # the limit binds at length
+    assert not full.feasible and full.status["mean_staleness"][0] == "violated"
+
+
+def test_a_max_at_the_limit_of_an_unbounded_design_is_not_feasible() -> None:
+    """Partial rollouts with a long tail: the max grows with the run. A full run whose max just
+    reaches the limit is not feasible (a run 4x as long exceeds it), and the 4x run confirms."""
+    spec = small_spec(steps=6, constraints=plan.Constraints(max_staleness=5))
+    d = plan.Design(4, 1, 1, "partial")
+    assert bound(spec, d) is None
+    e = Evaluator(spec).evaluate([d], 6, 1)[0]
+    assert e.metrics["staleness_max"] <= 5 and spec.constraints.feasible(e.metrics)
+    assert not e.feasible and e.status["max_staleness"][0] == "violated"
+    longer = run_design(spec, d, 6 * HORIZON, spec.sim_seed)
+    assert longer["staleness_max"] > 5
+
+
+@pytest.mark.parametrize("eta", [0, 1, 2])
+def test_a_declared_bound_holds_at_any_length_and_proves_the_constraint(eta: int) -> None:
+    spec = small_spec(constraints=plan.Constraints(mean_staleness=float(eta), max_staleness=eta))
+    d = plan.Design(2, 1, eta, "drain")
+    assert bound(spec, d) == eta
+    short = Evaluator(spec).evaluate([d], 2, 1)[0]
+    assert short.feasible and short.p_feasible == 1.0  # proved on a 2-step screen
+    for steps in (2, 8, 16):
+        assert run_design(spec, d, steps, 0)["staleness_max"] <= eta
+
+
+def test_what_the_full_rung_judges_feasible_holds_in_a_run_four_times_as_long() -> None:
+    spec = small_spec(method="grid")
+    result = plan.plan(spec, with_sensitivity=False)
+    assert result.feasible
+    for e in result.feasible[:4]:
+        for seed in range(spec.seeds):
+            m = run_design(spec, e.design, spec.steps * HORIZON, spec.sim_seed + seed)
+            assert spec.constraints.feasible(m), (e.design, m["staleness_mean"], m["staleness_max"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    top=st.integers(0, 6),
+    at=st.integers(0, 500),
+    below=st.integers(0, 500),
+    n=st.integers(1, 5000),
+    limit=st.integers(0, 8),
+)
+def test_expected_excess_grows_with_the_horizon_and_falls_with_the_limit(
+    top: int, at: int, below: int, n: int, limit: int
+) -> None:
+    m = {"staleness_max": float(top), "at_max": float(min(at, n)), "below_max": float(below)}
+    m["episodes_trained_run"] = float(n)
+    a, b = exceed_expected(m, limit, 1), exceed_expected(m, limit, 4)
+    assert b >= a >= 0
+    if top > limit:
+        assert a == float("inf")
+    else:
+        assert exceed_expected(m, limit + 1, 4) <= b
