@@ -88,3 +88,58 @@ def test_expected_excess_grows_with_the_horizon_and_falls_with_the_limit(
         assert a == float("inf")
     else:
         assert exceed_expected(m, limit + 1, 4) <= b
+
+
+def rollout_bound_spec() -> plan.PlanSpec:
+    """16 GPUs, 512 samples of ~1,100 tokens per step: splits leaving 1-2 rollout GPUs cannot
+    keep up, so the fluid ceiling rules them out."""
+    from pipesim.compute import LogNormalLengths, TokenWorkload
+
+    w = TokenWorkload(
+        response=LogNormalLengths(1000.0, 0.5), prompt=256, samples_per_prompt=4, max_response_tokens=3072
+    )
+    return small_spec(
+        method="grid",
+        n_gpus=16,
+        workload=w,
+        batch_size=512,
+        max_num_seqs=128,
+        steps=2,
+        screen_steps=1,
+        seeds=1,
+        space=plan.Space(placement=(0, 4, 8, 12, 14, 15), eta=(0, 1), update=("drain", "partial")),
+    )
+
+
+def test_first_cut_rules_out_designs_whose_ceiling_is_below_a_proved_design_and_audits_them() -> None:
+    spec = rollout_bound_spec()
+    cut_on = plan.plan(spec, with_sensitivity=False)
+    cut_off = plan.plan(spec.with_(first_cut=False), with_sensitivity=False)
+    cut = cut_on.cut
+    assert cut.ruled_out and cut.floor > 0
+    assert all(cut.ceilings[d] < cut.floor for d in cut.ruled_out)
+    assert len(cut.audited) == min(len(cut.ruled_out), 3) and cut.disagreement is not None
+    # the audit is the measured error: no ruled-out design screens at or above the floor (all of
+    # them, checked against the run without the cut, not only the audited sample)
+    screened_off = {e.design: e.throughput for e in cut_off.screened}
+    wrong = [d for d in cut.ruled_out if screened_off[d] >= cut.floor]
+    assert len(wrong) / len(cut.ruled_out) <= 0.25
+    assert cut_on.runs < cut_off.runs
+    assert cut_on.best is not None and cut_off.best is not None
+    assert cut_on.best.design == cut_off.best.design  # the cut cost nothing here
+    from pipesim.plan import report
+
+    shown = report.text(cut_on)
+    assert f"ruled out {len(cut.ruled_out)} of {len(cut.ceilings)} designs" in shown
+    assert f"{len(cut.disagreed)} of {len(cut.audited)} audited disagreed" in shown
+
+
+def test_fluid_ceiling_is_above_the_simulated_throughput_of_most_designs() -> None:
+    """The ceiling is an estimate; its disagreement with the simulation is measured here over a
+    whole grid at full length: under 10% of designs exceed it."""
+    from pipesim.plan.fluid import ceiling
+
+    spec = rollout_bound_spec()
+    pool = plan.candidates(spec)
+    over = [d for d in pool if run_design(spec, d, spec.steps, 0)["throughput_per_hour"] > ceiling(spec, d)]
+    assert len(over) <= 0.1 * len(pool), over

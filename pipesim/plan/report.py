@@ -146,6 +146,25 @@ def ascii_front(result: PlanResult, width: int = 60, height: int = 14) -> str:
     return "\n".join(lines)
 
 
+def cut_line(result: PlanResult) -> str:
+    """The fluid first cut in one line, with the share of its audited designs that disagreed."""
+    cut = result.cut
+    if not cut.ceilings:
+        return "first cut: off"
+    if not cut.ruled_out:
+        return f"first cut (fluid ceiling): none of {len(cut.ceilings)} designs below the floor"
+    share = cut.disagreement
+    told = (
+        "no audit"
+        if share is None
+        else f"{len(cut.disagreed)} of {len(cut.audited)} audited disagreed ({share:.0%})"
+    )
+    return (
+        f"first cut (fluid ceiling, docs/plan.md): ruled out {len(cut.ruled_out)} of {len(cut.ceilings)} "
+        f"designs below a floor of {_fmt(cut.floor)} samples/h; {told}"
+    )
+
+
 def text(result: PlanResult, top: int = 8) -> str:
     spec, best = result.spec, result.best
     c = spec.constraints
@@ -161,6 +180,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         f"search: {result.method}, {result.n_candidates} candidates, "
         + ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
         + f" ({spec.seeds} seeds in full); {result.runs} runs in {result.elapsed_s:.1f} s",
+        cut_line(result),
         "",
         f"best feasible designs (of {len(result.full)} run in full, {len(result.feasible)} feasible):",
         table([_row(e, spec.n_gpus) for e in result.feasible[:top]]),
@@ -224,6 +244,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             "method": result.method,
             "candidates": result.n_candidates,
             "rungs": [{"steps": s, "designs": k} for s, k in result.rungs],
+            "first_cut": result.cut.as_dict(),
             "runs": result.runs,
             "elapsed_s": result.elapsed_s,
             "recommended": None

@@ -21,10 +21,13 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
-from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements, valid
+from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
+from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
 
 
 class PlanInfeasible(PlanError):
@@ -60,6 +63,8 @@ class PlanResult:
     elapsed_s: float = 0.0
     runs: int = 0
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
+    cut: Cut = field(default_factory=Cut)
+    """The fluid first cut (:mod:`pipesim.plan.fluid`): designs ruled out, the audit."""
     partial: bool = False
     """Interrupted: the lists hold the designs whose runs had finished."""
     seed: int = 0
@@ -116,8 +121,9 @@ def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Desi
 
 
 def _optuna_screen(
-    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int
+    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int, pre: Sequence[Evaluated] = ()
 ) -> list[Evaluated]:
+    """``pre``: designs screened already (the first cut's), counted in ``trials``."""
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
 
@@ -148,7 +154,8 @@ def _optuna_screen(
     )
     study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler)
     target = min(spec.trials, len(pool))
-    seen: dict[Design, Evaluated] = {}
+    allowed = set(pool)  # valid and not ruled out by the first cut
+    seen: dict[Design, Evaluated] = {e.design: e for e in pre}
     asks = 0
     bar: Any = None
     if ev.progress:
@@ -159,7 +166,7 @@ def _optuna_screen(
         trials = [study.ask(dists) for _ in range(spec.batch)]
         asks += len(trials)
         designs = [Design(**t.params) for t in trials]
-        new = [d for d in dict.fromkeys(designs) if d not in seen and valid(spec, d, engines)]
+        new = [d for d in dict.fromkeys(designs) if d not in seen and d in allowed]
         new = new[: target - len(seen)]
         for e in ev.evaluate(new, steps, 1, bar=bar):
             seen[e.design] = e
@@ -196,16 +203,20 @@ def search(
     method = spec.method
     if method == "auto":
         method = "grid" if len(pool) <= spec.grid_limit else "optuna"
+    n_all = len(pool)
     ev = Evaluator(spec, executor, progress, seed, cache)
     steps = rung_steps(spec)
     rungs: list[tuple[int, int]] = []
+    cut = Cut()
+    n_screen = 1 if len(steps) > 1 else spec.seeds
     try:
+        if spec.first_cut:
+            pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
         if method == "grid":
-            current = ev.evaluate(
-                pool, steps[0], 1 if len(steps) > 1 else spec.seeds, desc=f"screen ({steps[0]} steps)"
-            )
+            current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
         else:
-            current = _optuna_screen(spec, ev, pool, seed, steps[0])
+            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
+            current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
             if len(steps) == 1:
                 current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
         screened = current
@@ -220,17 +231,43 @@ def search(
     except KeyboardInterrupt:
         done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
         full_done = finished(ev, spec.steps, spec.seeds)
-        result = _result(spec, method, len(pool), rungs or [(steps[0], len(done))], full_done, done)
-        result.partial, result.seed = True, seed
+        result = _result(spec, method, n_all, rungs or [(steps[0], len(done))], full_done, done)
+        result.partial, result.seed, result.cut = True, seed, cut
         result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
         raise PlanInterrupted(result) from None
-    result = _result(spec, method, len(pool), rungs, current, screened)
-    result.runs, result.seed = ev.runs, seed
+    result = _result(spec, method, n_all, rungs, current, screened)
+    result.runs, result.seed, result.cut = ev.runs, seed, cut
     result.elapsed_s = time.perf_counter() - t0
     if result.best is None:
         latest = {e.design: e for e in screened} | {e.design: e for e in result.full}  # the longest run
         raise PlanInfeasible(infeasible_message(spec, list(latest.values())), result)
     return result
+
+
+def first_cut(
+    spec: PlanSpec, ev: Evaluator, pool: list[Design], steps: int, n_seeds: int, seed: int
+) -> tuple[list[Design], Cut]:
+    """The pool left by the fluid first cut, and what it did (:mod:`pipesim.plan.fluid`): the
+    fastest proved designs are screened, and designs whose ceiling is below the floor they set are
+    dropped, a seeded sample of those screened anyway to measure the cut's error."""
+    memo: dict[Any, float] = {}
+    cut = Cut({d: ceiling(spec, d, memo) for d in pool})
+    sure = sorted((d for d in pool if proved(spec, d)), key=lambda d: (-cut.ceilings[d], d))
+    cut.anchors = sure[: max(spec.batch, 4)]
+    if not cut.anchors:
+        return pool, cut
+    got = [e for e in ev.evaluate(cut.anchors, steps, n_seeds, desc="first cut") if e.feasible]
+    if not got:
+        return pool, cut
+    cut.floor = FLOOR_SHARE * max(e.throughput for e in got)
+    anchors = set(cut.anchors)
+    cut.ruled_out = [d for d in pool if cut.ceilings[d] < cut.floor and d not in anchors]
+    cut.audited = audit_sample(cut.ruled_out, np.random.default_rng(seed))
+    for e in ev.evaluate(cut.audited, steps, n_seeds, desc="audit"):
+        if e.throughput >= cut.floor or e.throughput > cut.ceilings[e.design] * (1 + 1e-9):
+            cut.disagreed.append(e.design)
+    dropped = set(cut.ruled_out) - set(cut.disagreed)
+    return [d for d in pool if d not in dropped], cut
 
 
 def _result(

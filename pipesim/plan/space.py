@@ -186,6 +186,9 @@ class PlanSpec:
     """Designs run in full at least (when the space has that many)."""
     batch: int = 16
     """Optuna: trials asked and told together (independent of the worker count)."""
+    first_cut: bool = True
+    """Rule out designs whose fluid ceiling is below what a proved design reaches
+    (:mod:`pipesim.plan.fluid`) before screening."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
@@ -226,6 +229,8 @@ class PlanSpec:
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
             raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
+        if not isinstance(self.first_cut, bool):
+            raise PlanError(f"search.first_cut must be true or false, got {shown(self.first_cut)}")
         if self.screen_steps > self.steps:
             raise PlanError(f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})")
 

@@ -66,6 +66,7 @@ _TABLES = {
         "sync_time_s",
         "inflight_load_time_s",
         "sim_seed",
+        "first_cut",
     },
 }
 
@@ -243,6 +244,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
             extra[k] = se.number(k)
     if "method" in se:
         extra["method"] = se.string("method")
+    if "first_cut" in se:
+        extra["first_cut"] = se.flag("first_cut")
     for k in ("max_model_len", "max_num_seqs"):
         if k in mo:
             extra[k] = mo.integer(k)
