@@ -225,5 +225,5 @@ def test_one_name_per_metric_counts_integers_and_old_names_readable(tmp_path: Pa
     back = saved.load(saved.save(r, tmp_path / "run")).summary()
     assert back["trainer_idle_ratio"] == s["trainer/idle_ratio"]
     # a summary written before the rename (the old names only) reads under the new ones
-    old = {"trainer_idle_ratio": 0.25, "rollout_idle_ratio": 0.5}
-    assert renamed(old) == {**old, "trainer/idle_ratio": 0.25, "rollouter/idle_ratio": 0.5}
+    before = {"trainer_idle_ratio": 0.25, "rollout_idle_ratio": 0.5}
+    assert renamed(before) == {**before, "trainer/idle_ratio": 0.25, "rollouter/idle_ratio": 0.5}

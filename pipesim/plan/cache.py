@@ -34,7 +34,7 @@ __all__ = ["DiskCache", "canonical", "default_dir", "run_key", "spec_hash", "ver
 
 # the PlanSpec fields a run does not read: limits and search settings
 _NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed", "method", "trials"}
-_NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "budget_per_hour"}
+_NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour"}
 
 
 RUNS_FORMAT = 2

@@ -31,7 +31,9 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     Cluster: Any = _compute.Cluster  # lazy attributes of pipesim.compute
     run_compute: Any = _compute.run_compute
     eng = engine_config(spec, d.tp)
-    cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    cluster = Cluster(
+        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+    )
     base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
     sync = base * spec.sync_scale
     sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
@@ -164,6 +166,14 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def priced(m: dict[str, float], cost_per_gpu_hour: float | None) -> dict[str, float]:
+    """``m`` with ``cost_per_mtok`` (the price of a million trained tokens) where a GPU-hour has a
+    price (computed here, not in the run: the run cache does not depend on prices)."""
+    if cost_per_gpu_hour is None or m.get("failed"):
+        return m
+    return {**m, "cost_per_mtok": m["gpu_hours_per_mtok"] * cost_per_gpu_hour}
+
+
 class Evaluator:
     """Runs designs for a spec on an executor (None: in this process), caching every run."""
 
@@ -226,7 +236,7 @@ class Evaluator:
         from pipesim.plan.judge import judge, p_met
 
         runs = [self.cache[(d, steps, s)] for s in seeds]
-        m = aggregate(runs)
+        m = priced(aggregate(runs), self.spec.cost_per_gpu_hour)
         status = judge(self.spec, d, steps, m)
         ok = self.spec.constraints.feasible(m) and all(st == "met" for st, _ in status.values())
         return Evaluated(d, steps, runs, m, ok, status, p_met(self.spec, d, steps, m))

@@ -102,7 +102,8 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
     c: Constraints = spec.constraints
     out: dict[str, tuple[str, float]] = {}
     if m.get("failed"):
-        return {name: (VIOLATED, math.inf) for name in ("mean_staleness", "max_staleness", "discarded_share")}
+        names = ("mean_staleness", "max_staleness", "discarded_share", "cost_per_mtok")
+        return {n: (VIOLATED, math.inf) for n in names if getattr(c, n) is not None}
     b = bound(spec, d)
     full = steps >= spec.steps
     settled = steps >= warmup_steps(d)
@@ -140,6 +141,9 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
             if full
             else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
         )
+    if c.cost_per_mtok is not None and "cost_per_mtok" in m:
+        lim, v = float(c.cost_per_mtok), float(m["cost_per_mtok"])
+        out["cost_per_mtok"] = (MET if v <= lim else VIOLATED if full or v > 1.5 * lim else OPEN, v)
     return out
 
 
@@ -159,7 +163,7 @@ def p_met(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> float:
             scale = max(err, 0.1 * max(lim, 0.5))
         elif name == "max_staleness":
             scale = 1.0  # one version: the next level of the tail
-        else:
+        else:  # a share or a price: a quarter of the limit
             scale = max(0.25 * lim, 0.01)
         p *= 0.5 * math.erfc(-(lim - est) / (scale * math.sqrt(2)))
     return p

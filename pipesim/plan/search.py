@@ -65,6 +65,8 @@ class PlanResult:
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
     cut: Cut = field(default_factory=Cut)
     """The fluid first cut (:mod:`pipesim.plan.fluid`): designs ruled out, the audit."""
+    baseline: Evaluated | None = None
+    """The spec's ``[baseline]`` design in full (None: none given)."""
     partial: bool = False
     """Interrupted: the lists hold the designs whose runs had finished."""
     seed: int = 0
@@ -228,6 +230,9 @@ def search(
             desc = "full" if last else f"rung {i} ({st} steps)"
             current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
             rungs.append((st, len(current)))
+        if spec.baseline is not None and spec.baseline not in {e.design for e in current}:
+            # the user's design, run in full beside the plan's (not counted in the rungs)
+            current = [*current, *ev.evaluate([spec.baseline], spec.steps, spec.seeds, desc="baseline")]
     except KeyboardInterrupt:
         done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
         full_done = finished(ev, spec.steps, spec.seeds)
@@ -282,7 +287,9 @@ def _result(
     feasible = [e for e in full if e.feasible]
     front = nondominated(feasible)
     best = feasible[0] if feasible else None
-    return PlanResult(spec, method, n_candidates, rungs, full, list(screened), feasible, front, best)
+    result = PlanResult(spec, method, n_candidates, rungs, full, list(screened), feasible, front, best)
+    result.baseline = next((e for e in full if e.design == spec.baseline), None)
+    return result
 
 
 def finished(ev: Evaluator, steps: int, n_seeds: int) -> list[Evaluated]:

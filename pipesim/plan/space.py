@@ -86,8 +86,11 @@ class Constraints:
     discarded_share: float | None = None
     """Discarded generated tokens / generated tokens."""
     min_trainer_gpus: int = 1
+    cost_per_mtok: float | None = None
+    """Budget: the price of a million trained tokens (``cluster.cost_per_gpu_hour`` x GPU-hours)."""
 
     def __post_init__(self) -> None:
+        optional_number("constraints.cost_per_mtok", self.cost_per_mtok, 0)
         optional_number("constraints.mean_staleness", self.mean_staleness, 0)
         optional_number("constraints.max_staleness", self.max_staleness, 0)
         optional_number("constraints.discarded_share", self.discarded_share, 0, 1)
@@ -100,6 +103,7 @@ class Constraints:
             ("mean_staleness", "staleness_mean"),
             ("max_staleness", "staleness_max"),
             ("discarded_share", "discarded_share"),
+            ("cost_per_mtok", "cost_per_mtok"),
         ):
             limit = getattr(self, name)
             if limit is not None:
@@ -159,8 +163,9 @@ class PlanSpec:
     """Training steps of a full run."""
     screen_steps: int = 3
     """Training steps of a screening run (the first rung of successive halving)."""
-    seeds: int = 2
-    """Seeds per design in full runs (the confidence interval)."""
+    seeds: int = 3
+    """Seeds per design in full runs (the confidence interval and the paired test; at least 3 is
+    the default since issue 43: with 2 the t interval has one degree of freedom)."""
     sim_seed: int = 0
     """The simulations use seeds ``sim_seed, sim_seed + 1, ...``; the plan's seed drives Optuna."""
     max_model_len: int | None = None
@@ -186,6 +191,16 @@ class PlanSpec:
     """Designs run in full at least (when the space has that many)."""
     batch: int = 16
     """Optuna: trials asked and told together (independent of the worker count)."""
+    baseline: Design | None = None
+    """The user's current design (``[baseline]``): run in full beside the plan's, and every
+    design is compared with it."""
+    env_workers: int | None = None
+    """Environment workers (sandboxes) shared by every replica (``Cluster(env_workers=...)``): an
+    agent's tool call waits for a free one; None: as many as there are calls."""
+    tool_kv: str = "keep"
+    """A sequence's KV during a tool call: ``keep`` or ``drop`` (``EngineConfig.tool_kv``)."""
+    cost_per_gpu_hour: float | None = None
+    """Price of one GPU-hour (any currency): adds ``cost_per_mtok`` (per million trained tokens)."""
     first_cut: bool = True
     """Rule out designs whose fluid ceiling is below what a proved design reaches
     (:mod:`pipesim.plan.fluid`) before screening."""
@@ -229,6 +244,18 @@ class PlanSpec:
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
             raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
+        if self.baseline is not None and not isinstance(self.baseline, Design):
+            raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}")
+        if self.env_workers is not None:
+            integer("cluster.env_workers", self.env_workers, 1, MAX_GPUS * 1024)
+        if self.tool_kv not in ("keep", "drop"):
+            hint = did_you_mean(str(self.tool_kv), ("keep", "drop"))
+            raise PlanError(f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}")
+        optional_number("cluster.cost_per_gpu_hour", self.cost_per_gpu_hour, 0)
+        if self.constraints.cost_per_mtok is not None and self.cost_per_gpu_hour is None:
+            raise PlanError(
+                "constraints.cost_per_mtok needs cluster.cost_per_gpu_hour (the price of a GPU-hour)"
+            )
         if not isinstance(self.first_cut, bool):
             raise PlanError(f"search.first_cut must be true or false, got {shown(self.first_cut)}")
         if self.screen_steps > self.steps:
@@ -251,6 +278,7 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
         max_num_seqs=spec.max_num_seqs,
         gpu_memory_utilization=spec.gpu_memory_utilization,
         share_group_prefix=spec.share_group_prefix,
+        tool_kv=spec.tool_kv,
     )
 
 
@@ -386,10 +414,14 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
 def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
     if isinstance(name, GPUSpec):
         return name
-    key = str(name).lower()
+    from pipesim.compute.gpus import GPU_ALIASES, normalize_gpu_name
+
+    key = normalize_gpu_name(str(name))
     if key not in GPUS:
+        names = [*GPUS, *GPU_ALIASES]
         raise PlanError(
-            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, GPUS)} (choose from {sorted(GPUS)})"
+            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, names)} (choose from {sorted(GPUS)}, "
+            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')"
         )
     return GPUS[key]
 
@@ -397,8 +429,13 @@ def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
 def resolve_model(name: str | ModelSpec) -> ModelSpec:
     if isinstance(name, ModelSpec):
         return name
-    key = str(name).lower()
+    from pipesim.compute.catalog import model_key
+
+    key = model_key(str(name))
     if key not in MODELS:
         hint = did_you_mean(key, MODELS)
-        raise PlanError(f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)})")
+        raise PlanError(
+            f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)}, their Hugging "
+            "Face ids such as 'Qwen/Qwen3-8B', or a path to a config.json)"
+        )
     return MODELS[key]

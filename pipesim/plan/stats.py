@@ -17,13 +17,21 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pipesim.plan.evaluate import Evaluated
     from pipesim.plan.search import PlanResult
 
-__all__ = ["Paired", "paired", "seeds_to_separate", "t95", "tied_with_best"]
+__all__ = [
+    "Paired",
+    "merge_duplicates",
+    "merged_label",
+    "paired",
+    "seeds_to_separate",
+    "t95",
+    "tied_with_best",
+]
 
 # two-sided 95% Student t quantiles by degrees of freedom (scipy.stats.t.ppf(0.975, df))
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -74,8 +82,6 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Paired:
 def seeds_to_separate(p: Paired) -> int | None:
     """About how many shared seeds would separate a tied pair at the spread seen (None: the two
     are identical on every seed, so no number of seeds separates them)."""
-    if p.mean_diff == 0 and p.sd == 0:
-        return None
     if p.mean_diff == 0:
         return None
     need = math.ceil((2.0 * p.sd / abs(p.mean_diff)) ** 2)
@@ -105,3 +111,34 @@ def tied_with_best(result: PlanResult) -> list[Evaluated]:
 def comparison(best: Evaluated, other: Evaluated) -> Paired:
     """The paired comparison of ``best`` against ``other`` (their runs on the same seeds)."""
     return paired(_throughputs(best), _throughputs(other))
+
+
+def _signature(e: Evaluated) -> tuple[Any, ...]:
+    keys = ("throughput_per_hour", "staleness_mean", "staleness_max", "discarded_share", "tokens_generated")
+    return (e.steps, tuple(tuple(r.get(k) for k in keys) for r in e.runs))
+
+
+def merge_duplicates(evals: Sequence[Evaluated]) -> list[tuple[Evaluated, list[Evaluated]]]:
+    """The designs whose runs are identical seed by seed (throughput, staleness, discards,
+    tokens: e.g. drain, partial and abort-reprefill at eta 0, where no sync meets a sequence in
+    flight) as one row: (the first in ``evals``' order, the others), order kept."""
+    groups: dict[tuple[Any, ...], tuple[Evaluated, list[Evaluated]]] = {}
+    for e in evals:
+        if e.metrics.get("failed"):
+            groups[(id(e),)] = (e, [])
+            continue
+        sig = _signature(e)
+        if sig in groups:
+            groups[sig][1].append(e)
+        else:
+            groups[sig] = (e, [])
+    return list(groups.values())
+
+
+def merged_label(first: Evaluated, same: Sequence[Evaluated], n_gpus: int) -> str:
+    """``first``'s label, with what differs in the identical designs after ``=``: ``colocated tp2
+    eta=0 drain = partial = abort_reprefill``."""
+    label = first.design.label(n_gpus)
+    words = set(label.split())
+    extra = [" ".join(w for w in o.design.label(n_gpus).split() if w not in words) for o in same]
+    return " = ".join([label, *[x for x in extra if x]])
