@@ -203,3 +203,19 @@ def test_gpu_aliases_as_vidur_and_vendors_spell_them(alias: str, name: str) -> N
 
     assert gpu(alias) is GPUS[name]
     assert plan.space.resolve_gpu(alias) is GPUS[name]
+
+
+def test_the_key_map_covers_every_spec_key_and_only_those(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipesim.plan.keys import KEYS, markdown
+    from pipesim.plan.specfile import _TABLES
+
+    spec_keys = {f"{table}.{key}" for table, keys in _TABLES.items() for key in keys}
+    assert spec_keys == set(KEYS)
+    for key, (*names, _note) in KEYS.items():
+        assert len(names) == 4 and all(isinstance(n, str) and n for n in names), key
+    assert plan.main(["--explain-keys"]) == 0
+    out = capsys.readouterr().out
+    assert "rollout.max_head_offpolicyness" in out and "--over-sampling-batch-size" in out
+    assert all(f"`{k}`" in markdown() for k in spec_keys)
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "plan.md").read_text()
+    assert all(f"`{k}`" in docs for k in spec_keys)  # the docs' table is the map
