@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pipesim
-from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.compute import EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
 from pipesim.core.errors import shown
 from pipesim.plan.checks import (
     MAX_ETA,
@@ -39,8 +39,18 @@ from pipesim.plan.checks import (
     number,
     optional_number,
 )
+from pipesim.plan.resolve import resolve_gpu, resolve_model
 
-__all__ = ["UPDATES", "Constraints", "Design", "PlanError", "PlanSpec", "Space"]
+__all__ = [
+    "UPDATES",
+    "Constraints",
+    "Design",
+    "PlanError",
+    "PlanSpec",
+    "Space",
+    "resolve_gpu",
+    "resolve_model",
+]
 
 UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
 
@@ -409,33 +419,3 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
         pool_size=pool,
         name=d.label(spec.n_gpus),
     )
-
-
-def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
-    if isinstance(name, GPUSpec):
-        return name
-    from pipesim.compute.gpus import GPU_ALIASES, normalize_gpu_name
-
-    key = normalize_gpu_name(str(name))
-    if key not in GPUS:
-        names = [*GPUS, *GPU_ALIASES]
-        raise PlanError(
-            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, names)} (choose from {sorted(GPUS)}, "
-            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')"
-        )
-    return GPUS[key]
-
-
-def resolve_model(name: str | ModelSpec) -> ModelSpec:
-    if isinstance(name, ModelSpec):
-        return name
-    from pipesim.compute.catalog import model_key
-
-    key = model_key(str(name))
-    if key not in MODELS:
-        hint = did_you_mean(key, MODELS)
-        raise PlanError(
-            f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)}, their Hugging "
-            "Face ids such as 'Qwen/Qwen3-8B', or a path to a config.json)"
-        )
-    return MODELS[key]
