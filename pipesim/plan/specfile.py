@@ -26,7 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, ModelSpec, TokenWorkload
+from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
 from pipesim.plan.space import UPDATES, Constraints, Design, PlanSpec, Space, resolve_gpu, resolve_model
@@ -228,20 +228,24 @@ def _baseline(b: Table) -> Design:
     return Design(**kw)
 
 
-def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
-    """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
-    if not isinstance(data, dict):
-        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
-    for name in data:
-        if name not in _TABLES:
-            valid = ", ".join(sorted(_TABLES))
-            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
-    t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
-    cl, mo, wl, sp, co, se = (
-        t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
-    )
+def read_cluster(cl: Table) -> tuple[GPUSpec, int]:
+    """``[cluster]``'s GPU (a catalog name or an alias) and GPU count; for the run specs too
+    (stable name). The optional keys (``env_workers``, ``cost_per_gpu_hour``) are read by
+    :func:`from_dict`."""
     cl.require("gpu", "n_gpus", why=_NEEDS)
+    return resolve_gpu(cl.string("gpu")), cl.integer("n_gpus")
+
+
+def read_model(mo: Table, base: Path | None = None) -> ModelSpec:
+    """``[model]``'s model: a catalog name, a Hugging Face id or a ``config.json`` path relative
+    to ``base``; for the run specs too (stable name)."""
     mo.require("name", why=_NEEDS)
+    return _model(mo.string("name"), base)
+
+
+def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, int]:
+    """``[workload]``'s :class:`TokenWorkload` and the samples per step (``prompts_per_step`` x
+    ``samples_per_prompt``, or ``batch_size``); for the run specs too (stable name)."""
     n = wl.integer("samples_per_prompt", 1, lo=1)
     try:
         workload = TokenWorkload(
@@ -261,9 +265,26 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     if "batch_size" in wl and "prompts_per_step" in wl:
         raise PlanError("workload.batch_size and workload.prompts_per_step: give one of them, not both")
     if "batch_size" in wl:
-        batch = wl.integer("batch_size", lo=1)
-    else:
-        batch = wl.integer("prompts_per_step", 32, lo=1) * n
+        return workload, wl.integer("batch_size", lo=1)
+    return workload, wl.integer("prompts_per_step", 32, lo=1) * n
+
+
+def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
+    """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
+    if not isinstance(data, dict):
+        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
+    for name in data:
+        if name not in _TABLES:
+            valid = ", ".join(sorted(_TABLES))
+            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
+    t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
+    cl, mo, wl, sp, co, se = (
+        t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
+    )
+    gpu, n_gpus = read_cluster(cl)
+    model = read_model(mo, base)
+    workload, batch = read_workload(wl, base)
+    n = workload.samples_per_prompt
     kw: dict[str, Any] = {}
     if "placement" in sp and sp.raw("placement") != "all":
         kw["placement"] = tuple(_placement(where, v) for where, v in sp.items("placement"))
@@ -335,9 +356,9 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     if "baseline" in data:
         extra["baseline"] = _baseline(t["baseline"])
     return PlanSpec(
-        gpu=resolve_gpu(cl.string("gpu")),
-        n_gpus=cl.integer("n_gpus"),
-        model=_model(mo.string("name"), base),
+        gpu=gpu,
+        n_gpus=n_gpus,
+        model=model,
         workload=workload,
         batch_size=batch,
         constraints=constraints,
