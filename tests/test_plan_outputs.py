@@ -150,7 +150,8 @@ def test_outputs_record_version_spec_hash_seeds_and_integer_counts(tmp_path: Pat
         assert isinstance(e["metrics"]["seeds"], int)
     for e in data["screened"]:  # one run: its counts are whole (the ledger's tokens may be fractional)
         assert isinstance(e["metrics"]["preemptions"], int)
-    df = frame.frame(result)
+    df = result.frame()
+    assert df.equals(frame.frame(result))
     assert df.attrs["spec_hash"] == spec_hash(spec)
     assert str(df["seeds"].dtype) == "int64" and str(df["trainer_gpus"].dtype) == "int64"
     assert set(df["stage"]) == {"full", "screened"}

@@ -76,6 +76,13 @@ class PlanResult:
     def sim_seeds(self) -> list[int]:
         return [self.spec.sim_seed + i for i in range(self.spec.seeds)]
 
+    def frame(self) -> Any:
+        """The designs as a pandas DataFrame: design keys, metrics, intervals, marks
+        (:func:`pipesim.plan.frame.frame`)."""
+        from pipesim.plan.frame import frame
+
+        return frame(self)
+
     @property
     def n_screened(self) -> int:
         return self.rungs[0][1]
