@@ -146,6 +146,7 @@ def test_outputs_record_version_spec_hash_seeds_and_integer_counts(tmp_path: Pat
     data = json.loads(json.dumps(report.as_json(result)))
     assert data["spec_hash"] == spec_hash(spec) and data["sim_seeds"] == [0, 1, 2]
     assert data["pipesim_version"] and data["partial"] is False
+    assert f"spec {spec_hash(spec)}, simulation seeds [0, 1, 2]" in report.text(result)  # the HTML too
     for e in data["full"] + data["screened"]:
         assert isinstance(e["metrics"]["seeds"], int)
     for e in data["screened"]:  # one run: its counts are whole (the ledger's tokens may be fractional)

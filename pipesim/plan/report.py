@@ -290,6 +290,10 @@ def text(result: PlanResult, top: int = 8) -> str:
         + ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
         + f" ({spec.seeds} seeds in full); {result.runs} runs in {result.elapsed_s:.1f} s",
         cut_line(result),
+        "pipesim {pipesim_version}, spec {spec_hash}, simulation seeds {sim_seeds}, search seed "
+        "{search_seed}{part}".format(
+            **provenance(result), part=" (PARTIAL: interrupted)" if result.partial else ""
+        ),
         "",
         f"best feasible designs (of {len(result.full)} run in full, {len(result.feasible)} feasible; "
         "identical designs merged with '='):",
