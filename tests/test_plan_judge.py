@@ -88,6 +88,21 @@ def test_expected_excess_grows_with_the_horizon_and_falls_with_the_limit(
         assert a == float("inf")
     else:
         assert exceed_expected(m, limit + 1, 4) <= b
+        # never more than the run's own evidence allows: none seen above the max among n samples
+        assert b <= 4 * 0.5 + 1e-9
+
+
+def test_a_max_well_under_the_limit_with_many_samples_there_is_met() -> None:
+    """Over-sampling at eta 0 with drain: a quarter of the samples one version old, none older
+    among 18,000 (the agent spec's 30:34 design). The tail continued from the two levels alone
+    would put 7% at two versions; the run saw none, so a limit of 4 is met."""
+    m = {
+        "staleness_max": 1.0,
+        "at_max": 0.23 * 6144,
+        "below_max": 0.77 * 6144,
+        "episodes_trained_run": 6144.0,
+    }
+    assert exceed_expected(m, 4, HORIZON) < 0.5
 
 
 def rollout_bound_spec() -> plan.PlanSpec:
