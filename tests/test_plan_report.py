@@ -152,6 +152,13 @@ def test_the_spec_covers_the_agent_workload(tmp_path: Path) -> None:
     from pipesim.plan.evaluate import run_design
 
     d = plan.Design(8, 1, 1, "drain")
+    from pipesim.plan.evaluate import priced
+
+    raw = run_design(spec, d, 2, 0)  # a run's own metrics carry no price: the budget is not judged
+    assert "cost_per_mtok" not in spec.constraints.violations(raw)
+    assert spec.constraints.violations(priced(raw, 2.5))["cost_per_mtok"] == pytest.approx(
+        raw["gpu_hours_per_mtok"] * 2.5 - 1000.0
+    )
     assert (
         run_design(spec.with_(env_workers=1), d, 2, 0)["throughput_per_hour"]
         < run_design(spec, d, 2, 0)["throughput_per_hour"]

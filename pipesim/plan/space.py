@@ -116,8 +116,8 @@ class Constraints:
             ("cost_per_mtok", "cost_per_mtok"),
         ):
             limit = getattr(self, name)
-            if limit is not None:
-                out[name] = float(m[key]) - float(limit)
+            if limit is not None and (key in m or name != "cost_per_mtok"):  # a run's raw metrics
+                out[name] = float(m[key]) - float(limit)  # have no price (evaluate.priced adds it)
         return out
 
     def feasible(self, m: dict[str, float]) -> bool:
