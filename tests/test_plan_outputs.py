@@ -229,3 +229,29 @@ def test_one_name_per_metric_counts_integers_and_old_names_readable(tmp_path: Pa
     # a summary written before the rename (the old names only) reads under the new ones
     before = {"trainer_idle_ratio": 0.25, "rollout_idle_ratio": 0.5}
     assert renamed(before) == {**before, "trainer/idle_ratio": 0.25, "rollouter/idle_ratio": 0.5}
+
+
+def test_resume_continues_an_interrupted_plan_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = ev.run_design
+    calls = {"n": 0}
+
+    def interrupted(*a: Any) -> dict[str, float]:
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    spec, cache = str(tiny_spec(tmp_path)), str(tmp_path / "cache")
+    monkeypatch.setattr(ev, "run_design", interrupted)
+    assert plan.main([spec, "--quiet", "--no-sensitivity", "--cache-dir", cache]) == 130
+    monkeypatch.setattr(ev, "run_design", real)
+    capsys.readouterr()
+    out = ["--json", str(tmp_path / "p.json")]
+    assert plan.main([spec, "--quiet", "--no-sensitivity", "--cache-dir", cache, "--resume", *out]) == 0
+    assert "5 runs reused" in capsys.readouterr().out
+    fresh = plan.plan(_from(TINY), with_sensitivity=False)
+    resumed = json.loads((tmp_path / "p.json").read_text())
+    assert resumed["recommended"]["label"] == fresh.best.design.label(4)  # type: ignore[union-attr]
+    assert resumed["runs"] == fresh.runs - 5 and resumed["partial"] is False
