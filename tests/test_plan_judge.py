@@ -92,6 +92,15 @@ def test_expected_excess_grows_with_the_horizon_and_falls_with_the_limit(
         assert b <= 4 * 0.5 + 1e-9
 
 
+def test_a_max_one_under_the_limit_seen_on_three_seeds_is_met() -> None:
+    """examples/plan_qwen3_8b.toml's colocated TP 2 eta 0 partial over-sampled design: max 3 over
+    3 x 12 steps, 92 samples a run at 3 and 174 at 2, none at 4 among 18,000; 48-step runs of it
+    (seeds 0-2) still top out at 3. The limit of 4 is met (with one seed's evidence it is not)."""
+    m = {"staleness_max": 3.0, "at_max": 92.3, "below_max": 174.3, "episodes_trained_run": 6144.0}
+    assert exceed_expected({**m, "seeds": 1.0}, 4, HORIZON) >= 0.5
+    assert exceed_expected({**m, "seeds": 3.0}, 4, HORIZON) < 0.5
+
+
 def test_a_max_well_under_the_limit_with_many_samples_there_is_met() -> None:
     """Over-sampling at eta 0 with drain: a quarter of the samples one version old, none older
     among 18,000 (the agent spec's 30:34 design). The tail continued from the two levels alone

@@ -26,8 +26,9 @@ warm-up, so it is at most the settled estimate when staleness rises to a plateau
 taken to grow with the run (stragglers that keep ageing), so it fails when ``HORIZON`` times it
 passes the limit. Otherwise the tail of the per-sample staleness is taken as geometric, with the
 ratio of the counts at the run's maximum m and at m - 1; the chance of a sample at m + 1 is that
-tail continued, but at most 0.5 / n (the run saw none among its n samples); the expected number
-of samples beyond the limit in a run :data:`HORIZON` times longer must stay below one half.
+tail continued, but at most half a sample in all the samples the runs trained (they saw none
+there); the expected number of samples beyond the limit in a run :data:`HORIZON` times longer
+must stay below one half.
 
 **Promotion.** :func:`p_met` turns an open constraint into a probability (a normal tail of the
 margin over the error), and the search promotes by throughput x that probability, so the budget
@@ -92,9 +93,10 @@ def exceed_expected(m: dict[str, float], limit: float, horizon: float) -> float:
     if top == 0 and at >= n:
         return 0.0  # every sample fresh
     ratio = min((at + 0.5) / (below + 1.0), 0.95)
-    # the chance of one level above the max: the tail continued, but no more than the run itself
-    # allows (it saw none there among n samples: about 0.5 / n)
-    p_next = min(at / n * ratio, 0.5 / n)
+    # the chance of one level above the max: the tail continued, but no more than the runs
+    # themselves allow (they saw none there among their n x seeds samples: about half a sample)
+    seen = n * max(float(m.get("seeds", 1.0)), 1.0)
+    p_next = min(at / n * ratio, 0.5 / seen)
     k = math.floor(limit) - top  # levels from the one above the max to the first beyond the limit
     return n * horizon * p_next * ratio**k
 
