@@ -1,4 +1,4 @@
-"""Shared test setup: Hypothesis profiles.
+"""Shared test setup: Hypothesis profiles, and a private run cache for ``pipesim plan``.
 
 ``ci`` (used by ``make test``) is derandomized with a bounded number of examples, no deadline and
 no example database, so a CI run is the same run on any machine, loaded or not. ``dev`` draws
@@ -9,6 +9,7 @@ it locally with ``HYPOTHESIS_PROFILE=dev pytest``.
 from __future__ import annotations
 
 import os
+import tempfile
 
 from hypothesis import HealthCheck, settings
 
@@ -27,3 +28,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# `pipesim plan` keeps its runs in $PIPESIM_CACHE (default ~/.cache/pipesim/plan): a test session
+# gets a fresh one, so no test reads runs an earlier session (or other code) left there
+os.environ.setdefault("PIPESIM_CACHE", tempfile.mkdtemp(prefix="pipesim-plan-cache-"))

@@ -165,8 +165,6 @@ class ReferenceRunResult:
             "reprefill_tokens": sum(e.reprefill_tokens for e in eps),
             "never_trained_share": 1 - len(trained) / len(eps) if eps else 0.0,
             "sim_time_s": T,
-            "trainer_idle_ratio": trainer_idle,
-            "rollout_idle_ratio": rollout_idle,
             "trainer/idle_ratio": trainer_idle,
             "rollouter/idle_ratio": rollout_idle,
         }

@@ -496,7 +496,7 @@ def test_a_length_trajectory_is_fitted_and_applied(tmp_path: Path) -> None:
 def test_the_plans_mfu_sensitivity_slows_a_profiled_trainer() -> None:
     """pipesim plan's "trainer MFU -20%" variant on a spec naming model.framework scales the
     profile's efficiencies (scaling model.mfu alone left such a trainer as it was: +0.0%)."""
-    from pipesim.plan.search import _slower_trainer
+    from pipesim.plan.explain import _slower_trainer
 
     rs = load(SPEC)
     slow = _slower_trainer(rs.plan, 0.8)

@@ -58,10 +58,11 @@ def grid() -> plan.PlanResult:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None:
     """NSGA-II screening two thirds of a 36-design space finds the grid's best (which needs the
-    staleness constraints: the fastest designs violate them), or a design within 1% of it, as the
-    same runs measure it whether or not the grid promoted it to a full run: the space has near ties
-    (a colocated and a 4:4 split design 0.1% apart, since the colocated switch cost was modelled),
-    and which of those wins depends on the screening."""
+    staleness constraints: the fastest designs violate them), or a design the grid's full runs put
+    within 1% of it: the space has near ties (a colocated and a 4:4 split design 0.1% apart, since
+    the colocated switch cost was modelled), and which of those wins depends on the screening.
+    Since issue 43 a max staleness at the 6-step ceiling of an unbounded design is not feasible,
+    so the best is a synchronous (eta 0) design; NSGA-II must land within 5% of it."""
     assert grid.method == "grid" and grid.n_screened == grid.n_candidates == 36
     assert grid.best is not None and grid.best.throughput < max(e.throughput for e in grid.full)
     opt = plan.plan(small_spec(method="optuna", trials=24), seed=seed, with_sensitivity=False)
@@ -70,13 +71,11 @@ def test_optimiser_finds_the_grid_best(grid: plan.PlanResult, seed: int) -> None
     best = grid.best.throughput
     near = {e.design: e.throughput for e in grid.full if e.feasible and e.throughput >= 0.99 * best}
     assert len(near) <= 3  # the 1% band is a real target among the 36, not a large part of them
-    # runs are deterministic in (design, seeds, steps): the pick's throughput is what the grid's
-    # full run of it measures, whether or not the grid promoted that design to a full run
-    assert opt.best.throughput >= 0.99 * best
-    full = {e.design: e.throughput for e in grid.full}
-    if opt.best.design in full:
-        assert opt.best.design in near
-        assert opt.best.throughput == pytest.approx(full[opt.best.design])
+    # within 5% of the grid's best, issue 43's goal (a full run is a pure function of design and
+    # seeds, so the number is the one the grid would get; the grid need not have promoted it)
+    assert best * 0.95 <= opt.best.throughput <= max(e.throughput for e in grid.screened)
+    if opt.best.design in near:
+        assert opt.best.throughput == pytest.approx(near[opt.best.design])
 
 
 def test_optuna_is_reproducible_with_a_seed() -> None:
@@ -183,7 +182,7 @@ def test_min_trainer_gpus_applies_to_colocated_designs_too() -> None:
     # colocated trains on all 8 GPUs: allowed at a minimum of 8, not at 9 (it was allowed at any)
     at_8 = small_spec(constraints=plan.Constraints(min_trainer_gpus=8))
     assert {d.trainer_gpus for d in plan.candidates(at_8)} == {0}
-    with pytest.raises(plan.PlanError, match="no candidate design: min_trainer_gpus=9"):
+    with pytest.raises(plan.PlanError, match="no candidate design of 8 GPUs: tp=1: .*min_trainer_gpus=9"):
         plan.search(small_spec(constraints=plan.Constraints(min_trainer_gpus=9)))
 
 

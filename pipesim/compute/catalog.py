@@ -99,10 +99,30 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
 """Every shipped :class:`ModelSpec` by lowercase name; read-only."""
 
 
+HF_IDS: Mapping[str, str] = MappingProxyType(
+    {
+        **{f"qwen/{k}": k for k in HF_CONFIGS if k.startswith(("qwen3-", "qwen2.5-"))},
+        **{f"deepseek-ai/{k}": k for k in HF_CONFIGS if k.startswith("deepseek-")},
+        "meta-llama/llama-2-7b-hf": "llama-2-7b",
+        "meta-llama/llama-2-7b": "llama-2-7b",
+        "meta-llama/llama-3.1-8b": "llama-3.1-8b",
+        "meta-llama/meta-llama-3.1-8b": "llama-3.1-8b",
+    }
+)
+"""Hugging Face repository ids (lowercase) of the shipped models -> their catalog names."""
+
+
+def model_key(name: str) -> str:
+    """The catalog name of ``name``: itself lowercased, or the model a Hugging Face id names
+    (``Qwen/Qwen3-8B`` -> ``qwen3-8b``; :data:`HF_IDS`)."""
+    key = name.strip().lower()
+    return HF_IDS.get(key, key)
+
+
 def model(name: str) -> ModelSpec:
-    """The shipped :class:`ModelSpec` called ``name`` (case-insensitive); ``ValueError`` listing the
-    valid names for an unknown one."""
-    key = name.strip().lower() if isinstance(name, str) else name
+    """The shipped :class:`ModelSpec` called ``name`` (case-insensitive, or its Hugging Face id);
+    ``ValueError`` listing the valid names for an unknown one."""
+    key = model_key(name) if isinstance(name, str) else name
     try:
         return MODELS[key]
     except (KeyError, TypeError):

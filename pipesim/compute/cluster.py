@@ -82,6 +82,7 @@ from pipesim.core.errors import MAX_SEED, MAX_SLOTS, PipelineError, check_int, c
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
+from pipesim.results.names import Summary
 from pipesim.results.run import RunResult
 
 PCIE_X16_BYTES_PER_S: dict[int, float] = {4: 16e9 * 16 * 128 / 130 / 8, 5: 32e9 * 16 * 128 / 130 / 8}
@@ -243,7 +244,7 @@ class ComputeRun:
     """The trainer's ``(step, tokens, {phase: seconds})`` (``ComputeTrainer.phase_log``)."""
 
     def summary(self) -> dict[str, float]:
-        s = dict(self.result.summary())
+        s = Summary(self.result.summary())  # old metric names read through (issue 43)
         T = self.result.sim_time_s
         c = self.cluster
         s.update(self.ledger.as_dict())
@@ -259,14 +260,14 @@ class ComputeRun:
             step_time_s_mean=T / steps,
             train_time_s_mean=train_s / steps,
             concurrency_mean=sum(e["mean_running"] * e["busy_share"] for e in self.engines),
-            preemptions=float(sum(e["preemptions"] for e in self.engines)),
-            tool_calls=float(sum(e["tool_calls"] for e in self.engines)),
+            preemptions=int(sum(e["preemptions"] for e in self.engines)),
+            tool_calls=int(sum(e["tool_calls"] for e in self.engines)),
             recompute_tokens=sum(e["recompute_tokens"] for e in self.engines),
             prefill_tokens=sum(e["prefill_tokens"] for e in self.engines),
             compute_bound_share=sum(e["compute_bound_share"] for e in self.engines) / len(self.engines),
-            ledger_closes=float(self.ledger.closes()),
-            n_replicas=float(c.n_replicas),
-            kv_budget_tokens=float(c.engine.kv_budget_tokens),
+            ledger_closes=int(self.ledger.closes()),
+            n_replicas=int(c.n_replicas),
+            kv_budget_tokens=int(c.engine.kv_budget_tokens),
             switch_time_s=self.switch_time_s,
         )
         # idle ratios, timing_s/* and perf/throughput in verl's names

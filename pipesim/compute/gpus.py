@@ -107,12 +107,51 @@ GPUS: Mapping[str, GPUSpec] = MappingProxyType(
 """Every catalogued GPU by lowercase name; read-only."""
 
 
+GPU_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        # Vidur's DeviceSKUType names (microsoft/vidur, vidur/config/device_sku_config.py: "h100" is
+        # its 80 GB, 1,000 TFLOPS part, the SXM one; "a100" its 80 GB part)
+        "h100": "h100-sxm",
+        "a100": "a100-80gb",
+        # vendors' and nvidia-smi's spellings (after normalize_gpu_name: lowercase, "nvidia "
+        # dropped, spaces and underscores as "-")
+        "h100-sxm5": "h100-sxm",
+        "h100-sxm5-80gb": "h100-sxm",
+        "h100-80gb-hbm3": "h100-sxm",
+        "h100-sxm-80gb": "h100-sxm",
+        "h100-pcie-80gb": "h100-pcie",
+        "h100-nvl": "h100-pcie",
+        "a100-sxm4-80gb": "a100-80gb",
+        "a100-sxm-80gb": "a100-80gb",
+        "a100-80gb-sxm": "a100-80gb",
+        "h200-sxm": "h200",
+        "h200-141gb-hbm3e": "h200",
+        "h800-sxm": "h800",
+        "h800-80gb-hbm3": "h800",
+        "b200-sxm": "b200",
+        "l40s-48gb": "l40s",
+    }
+)
+"""Other spellings of catalogued GPUs (Vidur's, the vendors', nvidia-smi's) -> the catalog's name."""
+
+
+def normalize_gpu_name(name: str) -> str:
+    """``name`` as the catalog and :data:`GPU_ALIASES` spell keys: lowercase, without a leading
+    ``nvidia``, spaces and underscores as ``-`` (``"NVIDIA H100 80GB HBM3"`` -> ``h100-80gb-hbm3``)."""
+    key = " ".join(name.strip().lower().replace("_", " ").split())
+    if key.startswith("nvidia "):
+        key = key[len("nvidia ") :]
+    key = key.replace(" ", "-")
+    return GPU_ALIASES.get(key, key)
+
+
 def gpu(name: str) -> GPUSpec:
-    """The catalogued :class:`GPUSpec` called ``name`` (case-insensitive).
+    """The catalogued :class:`GPUSpec` called ``name`` (case-insensitive; Vidur's and the vendors'
+    spellings too, :data:`GPU_ALIASES`).
 
     An unknown name raises ``ValueError`` listing the valid ones.
     """
-    key = name.strip().lower() if isinstance(name, str) else name
+    key = normalize_gpu_name(name) if isinstance(name, str) else name
     try:
         return GPUS[key]
     except (KeyError, TypeError):

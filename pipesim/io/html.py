@@ -28,7 +28,7 @@ HEADLINE_KEYS = (
     ("episodes_discarded", "dropped"),
     ("episodes_failed", "failed"),
     ("episodes_truncated", "timed out"),
-    ("trainer_idle_ratio", "trainer idle"),
+    ("trainer/idle_ratio", "trainer idle"),
     ("sim_time_s", "simulated seconds"),
 )
 _TABLE = 'style="border-collapse:collapse;font:12px sans-serif;text-align:left"'

@@ -165,8 +165,11 @@ class SavedRun:
     pipeline with default policies, and only ``scenario_repr`` says what ran."""
 
     def summary(self) -> dict[str, float]:
-        """The summary as it was saved (a copy)."""
-        return dict(self.summary_data)
+        """The summary as it was saved (a copy); a metric renamed since reads by both names
+        (:mod:`pipesim.results.names`)."""
+        from pipesim.results.names import Summary, renamed
+
+        return Summary(renamed(self.summary_data))
 
     @cached_property
     def train_log(self) -> list[tuple[int, float, float, int]]:

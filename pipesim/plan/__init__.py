@@ -25,7 +25,7 @@ from typing import Any
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask
 from pipesim.plan.checks import MAX_SEED
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
-from pipesim.plan.search import PlanInfeasible, PlanResult, plan, search, sensitivity
+from pipesim.plan.search import PlanInfeasible, PlanInterrupted, PlanResult, plan, search, sensitivity
 from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space, candidates
 from pipesim.plan.specfile import from_dict, load
 
@@ -35,6 +35,7 @@ __all__ = [
     "Evaluated",
     "PlanError",
     "PlanInfeasible",
+    "PlanInterrupted",
     "PlanResult",
     "PlanSpec",
     "Space",
@@ -65,6 +66,7 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "spec",
+        nargs="?",
         metavar="SPEC",
         help="plan spec, TOML or YAML (see docs/plan.md); e.g. examples/plan_qwen3_8b.toml",
     )
@@ -77,6 +79,29 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     )
     add_option(
         ap, "html", metavar="FILE", help="write the report (plotly.js embedded); e.g. --html plan.html"
+    )
+    ap.add_argument(
+        "--csv", metavar="FILE", help="write the designs as CSV (one row each); e.g. --csv plan.csv"
+    )
+    ap.add_argument(
+        "--parquet", metavar="FILE", help="write the designs as Parquet; e.g. --parquet plan.parquet"
+    )
+    ap.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where finished runs are kept and reused (default $PIPESIM_CACHE or ~/.cache/pipesim/plan)",
+    )
+    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the run cache")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted plan from the run cache (a plan always reuses it; this says "
+        "how many runs it found)",
+    )
+    ap.add_argument(
+        "--explain-keys",
+        action="store_true",
+        help="print every spec key with verl's, AReaL's, slime's and ROLL's names and exit",
     )
     add_option(ap, "workers", default=1, help="processes (default 1); e.g. --workers 2")
     add_option(ap, "seed", default=0, help="search and simulation seed (default 0); e.g. --seed 3")
@@ -126,25 +151,73 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"--seed must be an integer in [0, 2**32) (the range of Optuna's sampler), got {args.seed}"
     if args.trials is not None and args.trials < 1:
         return f"--trials must be at least 1, got {args.trials}"
-    if args.json == "-" and args.html == "-":
-        return "--json and --html cannot both be '-' (standard output)"
+    if args.spec is None:
+        return "the following arguments are required: SPEC"
+    outs = [o for o in ("json", "html", "csv") if getattr(args, o) == "-"]
+    if len(outs) > 1:
+        return f"--{' and --'.join(outs)} cannot all be '-' (standard output)"
+    if args.no_cache and args.resume:
+        return "--resume continues from the run cache; it cannot go with --no-cache"
     try:  # a directory, a missing parent, an unwritable one: not after the search
         check_output("json", args.json, stdout=True)
         check_output("html", args.html, stdout=True)
         check_output("export-best", args.export_best, (".toml", ".yaml", ".yml"))
+        check_output("csv", args.csv, stdout=True)
+        check_output("parquet", args.parquet)
     except UsageError as e:
         return str(e)
     return None
 
 
+def _write_all(result: PlanResult, args: argparse.Namespace) -> None:
+    """Every requested output of ``result`` (whole files: an interrupt leaves the old one)."""
+    from pipesim.plan import frame, report
+
+    if args.json:
+        report.write_json(result, args.json)
+    if args.html:
+        report.write_html(result, args.html)
+    if args.csv:
+        frame.write_csv(result, args.csv)
+    if args.parquet:
+        frame.write_parquet(result, args.parquet)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``pipesim plan SPEC [--json FILE] [--html FILE] [--workers N] [--seed N] [--trials N]``.
+    """``pipesim plan SPEC [--json FILE] [--html FILE] [--csv FILE] [--parquet FILE] [--workers N]
+    [--seed N] [--trials N] [--resume]``.
 
     Exit status 0, 2 for a user error (an option, an output path or the spec; one line on stderr
     naming the option or the file and key, before any search), 3 when no design meets the
-    constraints. ``--json -`` / ``--html -`` write to standard output, and the text goes to stderr.
+    constraints, 130 when Ctrl-C or SIGTERM stopped it: one line, and every requested output holds
+    the designs finished by then (``partial: true``). ``--json -`` / ``--html -`` / ``--csv -``
+    write to standard output, and the text goes to stderr.
     """
+    from pipesim.io.interrupts import sigterm_as_interrupt
+
+    try:
+        with sigterm_as_interrupt():
+            return _main(argv)
+    except PlanInterrupted as e:
+        print(f"pipesim plan: interrupted: {e.result.runs} runs done; {_kept(e.result)}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("pipesim plan: interrupted before any design was run; nothing written", file=sys.stderr)
+        return 130
+
+
+def _kept(result: PlanResult) -> str:
+    n = len(result.full) + len(result.screened)
+    return f"{n} designs written with partial: true" if result.partial else "nothing written"
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.explain_keys:
+        from pipesim.plan.keys import explain
+
+        print(explain())
+        return 0
     problem = _check_args(args)
     if problem is not None:
         return _error(problem)
@@ -157,8 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         return _error(str(e))
     from pipesim.plan import report
+    from pipesim.plan.cache import DiskCache
 
-    text_out = sys.stderr if "-" in (args.json, args.html) else sys.stdout
+    disk = None if args.no_cache else DiskCache(args.cache_dir)
+    text_out = sys.stderr if "-" in (args.json, args.html, args.csv) else sys.stdout
     client: Any = None
     cluster: Any = None
     executor: Any = None
@@ -176,21 +251,23 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.quiet,
             with_sensitivity=not args.no_sensitivity,
             executor=executor,
+            cache=disk,
         )
+    except PlanInterrupted as e:
+        _write_all(e.result, args)
+        raise
     except PlanInfeasible as e:
         print(f"pipesim plan: {e}", file=sys.stderr)
-        if args.json:
-            report.write_json(e.result, args.json)
+        _write_all(e.result, args)
         return 3
     except (PlanError, OSError, ValueError) as e:  # the model does not fit, no candidate design
         return _error(f"{args.spec}: {e}")
     finally:
         close_dask(client, cluster)
+    if args.resume or (disk is not None and disk.hits):
+        print(f"run cache {disk.root if disk else ''}: {disk.hits if disk else 0} runs reused", file=text_out)
     print(report.text(result), file=text_out)
-    if args.json:
-        report.write_json(result, args.json)
-    if args.html:
-        report.write_html(result, args.html)
+    _write_all(result, args)
     if args.export_best and result.best is not None:
         from pipesim.plan.runspec import write_best
 

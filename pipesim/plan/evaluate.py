@@ -19,6 +19,7 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
+from pipesim.plan.cache import DiskCache, run_key
 from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, routing, scenario, trainer_config
 
 # two-sided 95% Student t quantiles by degrees of freedom
@@ -30,7 +31,9 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     Cluster: Any = _compute.Cluster  # lazy attributes of pipesim.compute
     run_compute: Any = _compute.run_compute
     eng = engine_config(spec, d.tp)
-    cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    cluster = Cluster(
+        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+    )
     base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
     sync = base * spec.sync_scale
     sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
@@ -63,8 +66,8 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
         "train_time_s": s["train_time_s_mean"],
         "sync_time_s": sync_busy / n_steps,
         "wait_time_s": max(s["step_time_s_mean"] - s["train_time_s_mean"] - sync_busy / n_steps, 0.0),
-        "trainer_idle_ratio": s["trainer_idle_ratio"],
-        "rollout_idle_ratio": s["rollout_idle_ratio"],
+        "trainer/idle_ratio": s["trainer/idle_ratio"],
+        "rollouter/idle_ratio": s["rollouter/idle_ratio"],
         "gpu_busy_share": s["gpu_busy_share"],
         "engine_busy_share": s["engine_busy_share"],
         "concurrency_mean": s["concurrency_mean"],
@@ -75,7 +78,34 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     }
     for k in ("generated", "trained", "discarded", "buffered", "in_flight"):
         m[f"tokens_{k}"] = s[f"tokens_{k}"]
+    m.update(staleness_profile(run.result.trained))
+    m["tokens_per_s_per_gpu"] = trained / T / spec.n_gpus if T > 0 else 0.0
     return m
+
+
+def staleness_profile(trained: Any) -> dict[str, float]:
+    """What :mod:`pipesim.plan.judge` reads of a run's trained samples (``step``, ``staleness``):
+    the mean staleness of the later half of the steps, the spread of its per-step means, their
+    rise per step (least squares), and the counts at the maximum staleness and one below."""
+    if len(trained) == 0:
+        return {"staleness_late_mean": 0.0, "staleness_late_se": 0.0, "staleness_slope": 0.0}
+    steps = trained["step"].to_numpy()
+    stale = trained["staleness"].to_numpy()
+    first, last = int(steps.min()), int(steps.max())
+    late = steps >= first + (last - first + 1) // 2
+    per = trained[late].groupby("step")["staleness"].mean()
+    x, y = per.index.to_numpy(dtype=float), per.to_numpy(dtype=float)
+    slope = float(np.polyfit(x, y, 1)[0]) if len(per) >= 2 else 0.0
+    se = float(np.std(y, ddof=1) / math.sqrt(len(y))) if len(y) >= 2 else 0.0
+    top = int(stale.max())
+    return {
+        "staleness_late_mean": float(stale[late].mean()),
+        "staleness_late_se": se,
+        "staleness_slope": slope,
+        "episodes_trained_run": int(len(stale)),
+        "at_max": int((stale == top).sum()),
+        "below_max": int((stale == top - 1).sum()),
+    }
 
 
 def _task(args: tuple[PlanSpec, Design, int, int]) -> dict[str, float]:
@@ -91,8 +121,17 @@ class Evaluated:
     runs: list[dict[str, float]]
     metrics: dict[str, float] = field(default_factory=dict)
     feasible: bool = False
-    censored: bool = False
-    """A short run whose maximum staleness is a lower bound only (see :func:`censored`)."""
+    """Every constraint ``met`` (:func:`pipesim.plan.judge.judge`): proved at any length, or at the
+    full rung estimated within its limit; a short screen is never judged feasible on its numbers."""
+    status: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Constraint -> (``met``/``violated``/``open``, the estimate judged)."""
+    p_feasible: float = 0.0
+    """The chance every constraint holds at full length (:func:`pipesim.plan.judge.p_met`)."""
+
+    @property
+    def censored(self) -> bool:
+        """Some constraint is still open: this run cannot tell."""
+        return any(state == "open" for state, _ in self.status.values())
 
     @property
     def throughput(self) -> float:
@@ -115,7 +154,11 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
         }
     keys = [k for k, v in runs[0].items() if isinstance(v, int | float)]
     out = {k: statistics.fmean(r[k] for r in runs) for k in keys}
-    out["staleness_max"] = max(r["staleness_max"] for r in runs)
+    out["staleness_max"] = top = max(r["staleness_max"] for r in runs)
+    if "at_max" in runs[0]:  # the tail at the overall maximum: runs below it have none there
+        at_top = [r for r in runs if r["staleness_max"] == top]
+        out["at_max"] = sum(r["at_max"] for r in at_top) / len(runs)
+        out["below_max"] = sum(r["below_max"] for r in at_top) / len(runs)
     thr = [r["throughput_per_hour"] for r in runs]
     n = len(thr)
     out["throughput_ci"] = _T95.get(n - 1, 1.96) * statistics.stdev(thr) / math.sqrt(n) if n > 1 else 0.0
@@ -123,15 +166,32 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
     return out
 
 
+def priced(m: dict[str, float], cost_per_gpu_hour: float | None) -> dict[str, float]:
+    """``m`` with ``cost_per_mtok`` (the price of a million trained tokens) where a GPU-hour has a
+    price (computed here, not in the run: the run cache does not depend on prices)."""
+    if cost_per_gpu_hour is None or m.get("failed"):
+        return m
+    return {**m, "cost_per_mtok": m["gpu_hours_per_mtok"] * cost_per_gpu_hour}
+
+
 class Evaluator:
     """Runs designs for a spec on an executor (None: in this process), caching every run."""
 
     def __init__(
-        self, spec: PlanSpec, executor: Executor | None = None, progress: bool = False, seed: int = 0
+        self,
+        spec: PlanSpec,
+        executor: Executor | None = None,
+        progress: bool = False,
+        seed: int = 0,
+        disk: DiskCache | None = None,
     ) -> None:
         self.spec, self.executor, self.progress, self.seed = spec, executor, progress, seed
         self.cache: dict[tuple[Design, int, int], dict[str, float]] = {}
+        self.disk = disk
         self.runs = 0
+        """Runs simulated here (not those the disk cache held)."""
+        self.reused = 0
+        """Runs the disk cache held."""
 
     def seeds(self, n: int) -> list[int]:
         return [self.spec.sim_seed + i for i in range(n)]
@@ -144,6 +204,15 @@ class Evaluator:
         seeds = self.seeds(n_seeds)
         todo = [(d, steps, s) for d in designs for s in seeds if (d, steps, s) not in self.cache]
         todo = list(dict.fromkeys(todo))
+        keys: dict[tuple[Design, int, int], str] = {}
+        if self.disk is not None:
+            keys = {t: run_key(self.spec, *t) for t in todo}
+            for t in todo:
+                got = self.disk.get(keys[t])
+                if got is not None:
+                    self.cache[t] = got
+                    self.reused += 1
+            todo = [t for t in todo if t not in self.cache]
         args = [(self.spec, d, st, s) for d, st, s in todo]
         results: Iterable[dict[str, float]]
         if self.executor is None:
@@ -154,41 +223,23 @@ class Evaluator:
             from tqdm import tqdm
 
             results = tqdm(results, total=len(todo), desc=desc, unit="run", leave=True)
-        for key, r in zip(todo, results, strict=True):
+        for key, r in zip(todo, results, strict=True):  # an interrupt keeps what came back
             self.cache[key] = r
+            self.runs += 1
+            if self.disk is not None and not r.get("failed"):
+                self.disk.put(keys[key], r)
             if bar is not None:
                 bar.update(1)
-        self.runs += len(todo)
         return [self.result(d, steps, seeds) for d in designs]
 
     def result(self, d: Design, steps: int, seeds: Sequence[int]) -> Evaluated:
+        from pipesim.plan.judge import judge, p_met
+
         runs = [self.cache[(d, steps, s)] for s in seeds]
-        m = aggregate(runs)
-        e = Evaluated(d, steps, runs, m, self.spec.constraints.feasible(m))
-        if steps < self.spec.steps and not m.get("failed"):
-            e.censored = censored(self.spec, d, steps, m["staleness_max"])
-        return e
-
-
-def bounded(spec: PlanSpec, d: Design) -> bool:
-    """Whether no episode outlives a real sync (``drain`` waits for them, ``abort`` drops them), or
-    a policy declares a staleness bound (``staleness_bound``), so the maximum staleness stays
-    bounded however long the run."""
-    if d.update in ("drain", "abort"):
-        return True
-    sc = scenario(spec, d, spec.steps)
-    for pol in (sc.weight_update, sc.batching):
-        declared: Any = getattr(pol, "staleness_bound", None)
-        if callable(declared) and declared(sc) is not None:
-            return True
-    return False
-
-
-def censored(spec: PlanSpec, d: Design, steps: int, seen: float) -> bool:
-    """Whether a run of ``steps`` steps says nothing of the full run's maximum staleness: it cannot
-    show more than ``steps - 1``, and an unbounded design that reached that ceiling has stragglers
-    that keep ageing."""
-    return spec.constraints.max_staleness is not None and seen >= steps - 1 and not bounded(spec, d)
+        m = priced(aggregate(runs), self.spec.cost_per_gpu_hour)
+        status = judge(self.spec, d, steps, m)
+        ok = self.spec.constraints.feasible(m) and all(st == "met" for st, _ in status.values())
+        return Evaluated(d, steps, runs, m, ok, status, p_met(self.spec, d, steps, m))
 
 
 def violation(c: Constraints, m: dict[str, float]) -> float:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import sys
@@ -11,9 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipesim.compute import GPUS, MODELS, LogNormalLengths
+from pipesim.io.interrupts import write_text_atomic
 from pipesim.plan.evaluate import Evaluated
+from pipesim.plan.frame import provenance, whole
 from pipesim.plan.search import PlanResult
 from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
+from pipesim.plan.stats import comparison, merge_duplicates, merged_label, seeds_to_separate, tied_with_best
 
 
 def _fmt(v: float, spec: str = ",.0f") -> str:
@@ -70,50 +72,113 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
     ).replace("inner=", "inner=pipesim.")
 
 
-def _row(e: Evaluated, n_gpus: int) -> list[str]:
+def wrap_code(code: str, width: int = 96) -> str:
+    """Each line of ``code`` longer than ``width`` broken after its first ``(`` into one argument
+    per line (top-level commas only), so the recommended code fits a page."""
+    out = []
+    for line in code.splitlines():
+        start = line.find("(")
+        if len(line) <= width or start < 0 or not line.endswith(")"):
+            out.append(line)
+            continue
+        args, depth, cur = [], 0, ""
+        for ch in line[start + 1 : -1]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                args.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            args.append(cur.strip())
+        out.append(line[: start + 1])
+        out += [f"    {a}," for a in args]
+        out.append(")")
+    return "\n".join(out)
+
+
+def _row(e: Evaluated, n_gpus: int, label: str | None = None, mark: str = "", base: float = 0.0) -> list[str]:
+    """One design's cells (:data:`HEADER`); ``mark``: ``best``, ``tied`` or empty; ``base``: the
+    baseline's samples/h (0: no baseline column)."""
     m = e.metrics
-    return [
-        e.design.label(n_gpus),
+    cells = [
+        label if label is not None else e.design.label(n_gpus),
+        mark,
         f"{_fmt(m['throughput_per_hour'])} ± {_fmt(m.get('throughput_ci', 0.0))}",
         _fmt(m["tokens_per_hour"] / 1e6, ".1f"),
+        _fmt(m.get("tokens_per_s_per_gpu", math.nan), ",.0f"),
+        _fmt(m["gpu_hours_per_mtok"], ".2f"),
         _fmt(m["staleness_mean"], ".2f"),
         _fmt(m["staleness_max"], ".0f"),
         _fmt(m["discarded_share"] * 100, ".1f"),
-        _fmt(m["gpu_hours_per_mtok"], ".2f"),
         f"{_fmt(m['step_time_s'], '.1f')} = {_fmt(m['train_time_s'], '.1f')}+{_fmt(m['sync_time_s'], '.1f')}"
         f"+{_fmt(m['wait_time_s'], '.1f')}",
-        f"{_fmt(m['trainer_idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
+        f"{_fmt(m['trainer/idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
         f"/{_fmt(m['gpu_busy_share'] * 100, '.0f')}",
         "/".join(
             _fmt(m[f"tokens_{k}"] / 1e6, ".2f")
             for k in ("generated", "trained", "discarded", "buffered", "in_flight")
         ),
     ]
+    if base:
+        cells.insert(3, f"{e.throughput / base - 1:+.0%}")
+    return cells
 
 
 HEADER = [
     "design",
+    "vs best",
     "samples/h ± 95% CI",
     "Mtok/h",
+    "tok/s/GPU",
+    "GPU-h/Mtok",
     "stale mean",
     "stale max",
     "disc %",
-    "GPU-h/Mtok",
     "step s = train+sync+wait",
     "idle % trainer/engine, GPU busy %",
     "ledger Mtok gen/trained/disc/buf/inflight",
 ]
+"""The table's columns; with a ``[baseline]``, ``vs baseline`` follows the samples/h."""
 
 
-def table(rows: list[list[str]], header: list[str] = HEADER) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+def header(result: PlanResult) -> list[str]:
+    h = list(HEADER)
+    if result.baseline is not None:
+        h.insert(3, "vs baseline")
+    return h
+
+
+def rows(result: PlanResult, evals: list[Evaluated], top: int | None = None) -> list[list[str]]:
+    """The table rows of ``evals``: identical designs merged (:func:`~pipesim.plan.stats.
+    merge_duplicates`), the best marked ``best`` and those a paired test does not separate from
+    it ``tied``; with a baseline, each design's change against it."""
+    n = result.spec.n_gpus
+    ties = {e.design for e in tied_with_best(result)}
+    best = result.best.design if result.best is not None else None
+    base = result.baseline.throughput if result.baseline is not None else 0.0
+    out = []
+    for first, same in merge_duplicates(evals)[:top]:
+        designs = {first.design, *(o.design for o in same)}
+        mark = "best" if best in designs else "tied" if designs & ties else ""
+        if result.baseline is not None and result.baseline.design in designs:
+            mark = (mark + " baseline").strip()
+        out.append(_row(first, n, merged_label(first, same, n), mark, base))
+    return out
+
+
+def table(body: list[list[str]], head: list[str] = HEADER) -> str:
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(
             c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    return "\n".join([line(head), line(["-" * w for w in widths]), *map(line, body)])
 
 
 def ascii_front(result: PlanResult, width: int = 60, height: int = 14) -> str:
@@ -145,6 +210,71 @@ def ascii_front(result: PlanResult, width: int = 60, height: int = 14) -> str:
     return "\n".join(lines)
 
 
+def cut_line(result: PlanResult) -> str:
+    """The fluid first cut in one line, with the share of its audited designs that disagreed."""
+    cut = result.cut
+    if not cut.ceilings:
+        return "first cut: off"
+    if not cut.ruled_out:
+        return f"first cut (fluid ceiling): none of {len(cut.ceilings)} designs below the floor"
+    share = cut.disagreement
+    told = (
+        "no audit"
+        if share is None
+        else f"{len(cut.disagreed)} of {len(cut.audited)} audited disagreed ({share:.0%})"
+    )
+    return (
+        f"first cut (fluid ceiling, docs/plan.md): ruled out {len(cut.ruled_out)} of {len(cut.ceilings)} "
+        f"designs below a floor of {_fmt(cut.floor)} samples/h; {told}"
+    )
+
+
+def tie_lines(result: PlanResult) -> list[str]:
+    """What the paired test says about the best, and what would separate the closest tie."""
+    best, spec = result.best, result.spec
+    if best is None:
+        return []
+    seeds = result.sim_seeds()
+    if spec.seeds < 2:
+        return [f"one seed per design ({seeds}): no test separates the best from the rest; use seeds >= 3"]
+    ties = tied_with_best(result)
+    head = f"paired t-test on the shared seeds {seeds} (95%): "
+    if not ties:
+        return [head + "the best is separated from every other feasible design"]
+    closest = ties[0]
+    p = comparison(best, closest)
+    need = seeds_to_separate(p)
+    sep = (
+        "no number of seeds separates them (identical on every seed)"
+        if need is None
+        else f"about {need} seeds would separate it at the spread seen (search.seeds = {need})"
+    )
+    return [
+        head + f"{len(ties)} design(s) tied with the best, marked 'tied'; the closest, "
+        f"{closest.design.label(spec.n_gpus)}, differs by {_fmt(p.mean_diff)} ± {_fmt(p.half_width)} "
+        f"samples/h: {sep}"
+    ]
+
+
+def baseline_lines(result: PlanResult) -> list[str]:
+    b, best, n = result.baseline, result.best, result.spec.n_gpus
+    if b is None:
+        return []
+    state = (
+        "feasible"
+        if b.feasible
+        else "infeasible (" + ", ".join(f"{k} {st}" for k, (st, _) in b.status.items() if st != "met") + ")"
+    )
+    out = [f"baseline (your design): {b.design.label(n)}: {_fmt(b.throughput)} samples/h, {state}"]
+    if best is not None and best.design != b.design:
+        p = comparison(best, b)
+        verdict = "tied by the paired test" if p.tied else "separated by the paired test"
+        out.append(
+            f"  the recommendation is {best.throughput / b.throughput - 1:+.1%} against it ({verdict})"
+        )
+    return out
+
+
 def text(result: PlanResult, top: int = 8) -> str:
     spec, best = result.spec, result.best
     c = spec.constraints
@@ -160,18 +290,30 @@ def text(result: PlanResult, top: int = 8) -> str:
         f"search: {result.method}, {result.n_candidates} candidates, "
         + ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
         + f" ({spec.seeds} seeds in full); {result.runs} runs in {result.elapsed_s:.1f} s",
+        cut_line(result),
+        "pipesim {pipesim_version}, spec {spec_hash}, simulation seeds {sim_seeds}, search seed "
+        "{search_seed}{part}".format(
+            **provenance(result), part=" (PARTIAL: interrupted)" if result.partial else ""
+        ),
         "",
-        f"best feasible designs (of {len(result.full)} run in full, {len(result.feasible)} feasible):",
-        table([_row(e, spec.n_gpus) for e in result.feasible[:top]]),
+        f"best feasible designs (of {len(result.full)} run in full, {len(result.feasible)} feasible; "
+        "identical designs merged with '='):",
+        table(rows(result, result.feasible, top), header(result)),
+        *tie_lines(result),
+        *baseline_lines(result),
         "",
         "Pareto front (feasible, non-dominated: throughput vs mean staleness vs discarded share):",
-        table([_row(e, spec.n_gpus) for e in result.front]),
+        table(rows(result, result.front), header(result)),
         "",
         "samples/h of the full runs against mean staleness (o infeasible, # feasible, F front, * best):",
         ascii_front(result),
     ]
     if best is not None:
-        out += ["", f"recommended: {best.design.label(spec.n_gpus)}", scenario_code(spec, best.design)]
+        out += [
+            "",
+            f"recommended: {best.design.label(spec.n_gpus)}",
+            wrap_code(scenario_code(spec, best.design)),
+        ]
     if result.sensitivity:
         out += ["", "sensitivity (the best designs re-run in full):"]
         for s in result.sensitivity:
@@ -206,7 +348,7 @@ def _entry(e: Evaluated, n_gpus: int) -> dict[str, Any]:
         "design": e.design.as_dict(),
         "steps": e.steps,
         "feasible": e.feasible,
-        "metrics": e.metrics,
+        "metrics": {k: whole(k, v) for k, v in e.metrics.items()},
     }
 
 
@@ -215,6 +357,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
     n = spec.n_gpus
     return _clean(
         {
+            **provenance(result),
             "cluster": {"gpu": spec.gpu.name, "n_gpus": n},
             "model": spec.model.name,
             "batch_size": spec.batch_size,
@@ -222,11 +365,14 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             "method": result.method,
             "candidates": result.n_candidates,
             "rungs": [{"steps": s, "designs": k} for s, k in result.rungs],
+            "first_cut": result.cut.as_dict(),
             "runs": result.runs,
             "elapsed_s": result.elapsed_s,
             "recommended": None
             if best is None
-            else {**_entry(best, n), "code": scenario_code(spec, best.design)},
+            else {**_entry(best, n), "code": wrap_code(scenario_code(spec, best.design))},
+            "baseline": None if result.baseline is None else _entry(result.baseline, n),
+            "tied_with_best": [_entry(e, n) for e in tied_with_best(result)],
             "front": [_entry(e, n) for e in result.front],
             "full": [_entry(e, n) for e in result.full],
             "screened": [_entry(e, n) for e in result.screened],
@@ -241,8 +387,7 @@ def _write(text: str, path: str) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
     else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_text_atomic(path, text)  # whole or not at all: an interrupt leaves the old file
 
 
 def write_json(result: PlanResult, path: str) -> None:
@@ -251,135 +396,14 @@ def write_json(result: PlanResult, path: str) -> None:
 
 
 def figure(result: PlanResult) -> Any:
-    """Throughput against mean staleness and against discarded share: screened designs (grey),
-    full runs (infeasible hollow, feasible filled by cost), the front (a line), the best (a star)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    """The Plotly figure of the report (:func:`pipesim.plan.report_html.figure`)."""
+    from pipesim.plan import report_html
 
-    spec = result.spec
-    n = spec.n_gpus
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("throughput vs mean staleness", "throughput vs discarded-token share")
-    )
-    full_keys = {e.design for e in result.full}
-    groups = [
-        (
-            "screened (short runs)",
-            [e for e in result.screened if e.design not in full_keys and not e.metrics.get("failed")],
-            dict(color="lightgrey", size=6),
-        ),
-        (
-            "full, infeasible",
-            [e for e in result.full if not e.feasible and not e.metrics.get("failed")],
-            dict(color="indianred", size=8, symbol="circle-open"),
-        ),
-        (
-            "full, feasible",
-            result.feasible,
-            dict(
-                size=9,
-                color=[e.metrics["gpu_hours_per_mtok"] for e in result.feasible],
-                colorscale="Viridis",
-                colorbar=dict(title="GPU-h / Mtok"),
-                showscale=True,
-            ),
-        ),
-    ]
-    for col, key in ((1, "staleness_mean"), (2, "discarded_share")):
-        for name, evals, marker in groups:
-            if not evals:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[e.metrics[key] for e in evals],
-                    y=[e.throughput for e in evals],
-                    mode="markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=col == 1,
-                    marker=marker if col == 1 or "colorbar" not in marker else {**marker, "showscale": False},
-                    text=[
-                        f"{e.design.label(n)}<br>{e.steps} steps<br>"
-                        f"{_fmt(e.metrics['gpu_hours_per_mtok'], '.2f')} GPU-h/Mtok"
-                        for e in evals
-                    ],
-                    hoverinfo="text+x+y",
-                ),
-                row=1,
-                col=col,
-            )
-        front = sorted(result.front, key=lambda e: e.metrics[key])
-        if front:
-            fig.add_trace(
-                go.Scatter(
-                    x=[e.metrics[key] for e in front],
-                    y=[e.throughput for e in front],
-                    mode="lines",
-                    line=dict(color="black", dash="dot"),
-                    name="Pareto front",
-                    legendgroup="front",
-                    showlegend=col == 1,
-                ),
-                row=1,
-                col=col,
-            )
-        if result.best is not None:
-            b = result.best
-            fig.add_trace(
-                go.Scatter(
-                    x=[b.metrics[key]],
-                    y=[b.throughput],
-                    mode="markers",
-                    name="recommended",
-                    legendgroup="best",
-                    showlegend=col == 1,
-                    marker=dict(symbol="star", size=16, color="gold", line=dict(color="black", width=1)),
-                    text=[b.design.label(n)],
-                    hoverinfo="text+x+y",
-                ),
-                row=1,
-                col=col,
-            )
-    fig.update_xaxes(title_text="mean staleness (versions)", row=1, col=1)
-    fig.update_xaxes(title_text="discarded / generated tokens", tickformat=".0%", row=1, col=2)
-    fig.update_yaxes(title_text="trained samples per hour", row=1, col=1)
-    fig.update_layout(height=520, template="plotly_white", legend=dict(orientation="h", y=-0.2))
-    return fig
-
-
-def _html_table(rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADER)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return report_html.figure(result)
 
 
 def write_html(result: PlanResult, path: str) -> None:
-    """The report: the figure (plotly.js embedded once, no CDN), the tables, the recommendation;
-    to ``path`` (``-``: standard output)."""
-    spec = result.spec
-    n = spec.n_gpus
-    fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True)
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pipesim plan</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}"
-        "pre{background:#f6f6f6;padding:1em}</style></head><body>",
-        f"<h1>pipesim plan: {html.escape(spec.model.name)} on {n} x {html.escape(spec.gpu.name)}</h1>",
-        f"<pre>{html.escape(text(result).split(chr(10) + chr(10))[0])}</pre>",
-        fig_html,
-        "<h2>Best feasible designs</h2>",
-        _html_table([_row(e, n) for e in result.feasible[:12]]),
-        "<h2>Pareto front</h2>",
-        _html_table([_row(e, n) for e in result.front]),
-    ]
-    if result.best is not None:
-        parts += [
-            f"<h2>Recommended: {html.escape(result.best.design.label(n))}</h2>",
-            f"<pre>{html.escape(scenario_code(spec, result.best.design))}</pre>",
-        ]
-    if result.sensitivity:
-        parts.append(
-            "<h2>Sensitivity</h2><pre>" + html.escape(text(result).split("sensitivity")[-1]) + "</pre>"
-        )
-    parts.append("</body></html>")
-    _write("\n".join(parts), path)
+    """The HTML report (:func:`pipesim.plan.report_html.write_html`)."""
+    from pipesim.plan import report_html
+
+    report_html.write_html(result, path)

@@ -14,15 +14,21 @@ and run the survivors in full over several seeds.
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
-from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements, valid
+from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
+from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
+from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
 
 
 class PlanInfeasible(PlanError):
@@ -30,6 +36,16 @@ class PlanInfeasible(PlanError):
 
     def __init__(self, message: str, result: PlanResult) -> None:
         super().__init__(message)
+        self.result = result
+
+
+class PlanInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, as the command maps it) stopped the plan; ``result`` holds the designs
+    whose runs had finished (``result.partial`` is True). A KeyboardInterrupt, so a caller that
+    does not know it still stops."""
+
+    def __init__(self, result: PlanResult) -> None:
+        super().__init__(f"interrupted after {result.runs} runs")
         self.result = result
 
 
@@ -48,6 +64,24 @@ class PlanResult:
     elapsed_s: float = 0.0
     runs: int = 0
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
+    cut: Cut = field(default_factory=Cut)
+    """The fluid first cut (:mod:`pipesim.plan.fluid`): designs ruled out, the audit."""
+    baseline: Evaluated | None = None
+    """The spec's ``[baseline]`` design in full (None: none given)."""
+    partial: bool = False
+    """Interrupted: the lists hold the designs whose runs had finished."""
+    seed: int = 0
+    """The search's seed (Optuna's); the simulations use :meth:`sim_seeds`."""
+
+    def sim_seeds(self) -> list[int]:
+        return [self.spec.sim_seed + i for i in range(self.spec.seeds)]
+
+    def frame(self) -> Any:
+        """The designs as a pandas DataFrame: design keys, metrics, intervals, marks
+        (:func:`pipesim.plan.frame.frame`)."""
+        from pipesim.plan.frame import frame
+
+        return frame(self)
 
     @property
     def n_screened(self) -> int:
@@ -68,16 +102,21 @@ def rung_steps(spec: PlanSpec) -> list[int]:
 
 
 def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
-    """A third of the quota by throughput among the designs feasible at this rung whose maximum
-    staleness is known, a third among those where a short run cannot tell (censored: stragglers
-    keep ageing), the rest by layers of non-dominated sorting of both (the low-staleness end of
-    the trade-off survives too), then the least infeasible."""
+    """A third of the quota to the fastest designs whose constraints are proved (a floor the
+    recommendation can fall back on), up to two thirds by throughput x the chance the design's
+    constraints hold at full length (:func:`pipesim.plan.judge.p_met`: 1 proved, 0 shown broken,
+    between for what a short run cannot tell), the rest by layers of non-dominated sorting of the
+    designs not shown broken (the low-staleness end of the trade-off survives too), then the least
+    infeasible."""
     c = spec.constraints
-    ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
-    third = math.ceil(quota / 3)
-    chosen = [e.design for e in ok if not e.censored][:third]
-    chosen += [e.design for e in ok if e.censored][:third]
-    rest = [e for e in ok if e.design not in chosen]
+    alive = [e for e in evals if e.p_feasible > 0]
+    sure = sorted((e for e in alive if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
+    chosen = [e.design for e in sure[: math.ceil(quota / 3)]]  # the fastest proved ones: a floor
+    ranked = sorted(
+        (e for e in alive if e.design not in chosen), key=lambda e: (-e.throughput * e.p_feasible, e.design)
+    )
+    chosen += [e.design for e in ranked[: max(math.ceil(2 * quota / 3) - len(chosen), 0)]]
+    rest = [e for e in alive if e.design not in chosen]
     while rest and len(chosen) < quota:
         layer = nondominated(rest)
         chosen += [e.design for e in layer[: quota - len(chosen)]]
@@ -92,8 +131,9 @@ def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Desi
 
 
 def _optuna_screen(
-    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int
+    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int, pre: Sequence[Evaluated] = ()
 ) -> list[Evaluated]:
+    """``pre``: designs screened already (the first cut's), counted in ``trials``."""
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
 
@@ -124,7 +164,8 @@ def _optuna_screen(
     )
     study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler)
     target = min(spec.trials, len(pool))
-    seen: dict[Design, Evaluated] = {}
+    allowed = set(pool)  # valid and not ruled out by the first cut
+    seen: dict[Design, Evaluated] = {e.design: e for e in pre}
     asks = 0
     bar: Any = None
     if ev.progress:
@@ -135,7 +176,7 @@ def _optuna_screen(
         trials = [study.ask(dists) for _ in range(spec.batch)]
         asks += len(trials)
         designs = [Design(**t.params) for t in trials]
-        new = [d for d in dict.fromkeys(designs) if d not in seen and valid(spec, d, engines)]
+        new = [d for d in dict.fromkeys(designs) if d not in seen and d in allowed]
         new = new[: target - len(seen)]
         for e in ev.evaluate(new, steps, 1, bar=bar):
             seen[e.design] = e
@@ -154,7 +195,12 @@ def _optuna_screen(
 
 
 def search(
-    spec: PlanSpec, *, seed: int = 0, executor: Executor | None = None, progress: bool = False
+    spec: PlanSpec,
+    *,
+    seed: int = 0,
+    executor: Executor | None = None,
+    progress: bool = False,
+    cache: DiskCache | None = None,
 ) -> PlanResult:
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
     meets the constraints, PlanError when the model does not fit or the space is empty (or the
@@ -163,144 +209,102 @@ def search(
     t0 = time.perf_counter()
     pool = candidates(spec)
     if not pool:
-        raise PlanError(
-            f"no candidate design: min_trainer_gpus={spec.constraints.min_trainer_gpus} and the space's "
-            f"placements leave no split of {spec.n_gpus} GPUs"
-        )
+        raise PlanError(no_candidates(spec))
     method = spec.method
     if method == "auto":
         method = "grid" if len(pool) <= spec.grid_limit else "optuna"
-    ev = Evaluator(spec, executor, progress, seed)
+    n_all = len(pool)
+    ev = Evaluator(spec, executor, progress, seed, cache)
     steps = rung_steps(spec)
-    if method == "grid":
-        current = ev.evaluate(
-            pool, steps[0], 1 if len(steps) > 1 else spec.seeds, desc=f"screen ({steps[0]} steps)"
-        )
-    else:
-        current = _optuna_screen(spec, ev, pool, seed, steps[0])
-        if len(steps) == 1:
-            current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
-    screened = current
-    rungs = [(steps[0], len(current))]
-    for i, st in enumerate(steps[1:], start=1):
-        quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
-        keep = promote(spec, current, quota)
-        last = i == len(steps) - 1
-        desc = "full" if last else f"rung {i} ({st} steps)"
-        current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
-        rungs.append((st, len(current)))
-    full = sorted(current, key=lambda e: (-e.throughput, e.design))
-    feasible = [e for e in full if e.feasible]
-    front = nondominated(feasible)
-    result = PlanResult(
-        spec, method, len(pool), rungs, full, screened, feasible, front, feasible[0] if feasible else None
-    )
-    result.runs = ev.runs
+    rungs: list[tuple[int, int]] = []
+    cut = Cut()
+    n_screen = 1 if len(steps) > 1 else spec.seeds
+    try:
+        if spec.first_cut:
+            pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
+        if method == "grid":
+            current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
+        else:
+            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
+            current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
+            if len(steps) == 1:
+                current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
+        screened = current
+        rungs.append((steps[0], len(current)))
+        for i, st in enumerate(steps[1:], start=1):
+            quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
+            keep = promote(spec, current, quota)
+            last = i == len(steps) - 1
+            desc = "full" if last else f"rung {i} ({st} steps)"
+            current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
+            rungs.append((st, len(current)))
+        if spec.baseline is not None and spec.baseline not in {e.design for e in current}:
+            # the user's design, run in full beside the plan's (not counted in the rungs)
+            current = [*current, *ev.evaluate([spec.baseline], spec.steps, spec.seeds, desc="baseline")]
+    except KeyboardInterrupt:
+        done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
+        full_done = finished(ev, spec.steps, spec.seeds)
+        result = _result(spec, method, n_all, rungs or [(steps[0], len(done))], full_done, done)
+        result.partial, result.seed, result.cut = True, seed, cut
+        result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
+        raise PlanInterrupted(result) from None
+    result = _result(spec, method, n_all, rungs, current, screened)
+    result.runs, result.seed, result.cut = ev.runs, seed, cut
     result.elapsed_s = time.perf_counter() - t0
-    if not feasible:
-        latest = {e.design: e for e in screened} | {e.design: e for e in full}  # the longest run of each
+    if result.best is None:
+        latest = {e.design: e for e in screened} | {e.design: e for e in result.full}  # the longest run
         raise PlanInfeasible(infeasible_message(spec, list(latest.values())), result)
     return result
 
 
-_NAMES = {
-    "mean_staleness": ("mean staleness", "staleness_mean", "{:.3g}"),
-    "max_staleness": ("max staleness", "staleness_max", "{:.3g}"),
-    "discarded_share": ("discarded-token share", "discarded_share", "{:.2%}"),
-}
+def first_cut(
+    spec: PlanSpec, ev: Evaluator, pool: list[Design], steps: int, n_seeds: int, seed: int
+) -> tuple[list[Design], Cut]:
+    """The pool left by the fluid first cut, and what it did (:mod:`pipesim.plan.fluid`): the
+    fastest proved designs are screened, and designs whose ceiling is below the floor they set are
+    dropped, a seeded sample of those screened anyway to measure the cut's error."""
+    memo: dict[Any, float] = {}
+    cut = Cut({d: ceiling(spec, d, memo) for d in pool})
+    sure = sorted((d for d in pool if proved(spec, d)), key=lambda d: (-cut.ceilings[d], d))
+    cut.anchors = sure[: max(spec.batch, 4)]
+    if not cut.anchors:
+        return pool, cut
+    got = [e for e in ev.evaluate(cut.anchors, steps, n_seeds, desc="first cut") if e.feasible]
+    if not got:
+        return pool, cut
+    cut.floor = FLOOR_SHARE * max(e.throughput for e in got)
+    anchors = set(cut.anchors)
+    cut.ruled_out = [d for d in pool if cut.ceilings[d] < cut.floor and d not in anchors]
+    cut.audited = audit_sample(cut.ruled_out, np.random.default_rng(seed))
+    for e in ev.evaluate(cut.audited, steps, n_seeds, desc="audit"):
+        if e.throughput >= cut.floor or e.throughput > cut.ceilings[e.design] * (1 + 1e-9):
+            cut.disagreed.append(e.design)
+    dropped = set(cut.ruled_out) - set(cut.disagreed)
+    return [d for d in pool if d not in dropped], cut
 
 
-def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
-    """Which constraint is tightest (violated by the most designs; ties: the larger gap of the best
-    value reached) and the best value reached for it, by which design."""
-    c = spec.constraints
-    ok = [e for e in evals if not e.metrics.get("failed")]
-    if not ok:
-        errors = {str(e.metrics.get("error", "")) for e in evals}
-        return "no design could be run: " + "; ".join(sorted(errors))[:500]
-    rows = []
-    for name, (words, key, fmt) in _NAMES.items():
-        limit = getattr(c, name)
-        if limit is None:
-            continue
-        n_bad = sum(1 for e in ok if e.metrics[key] > limit + 1e-12)
-        best = min(ok, key=lambda e: (e.metrics[key], -e.throughput, e.design))
-        gap = (best.metrics[key] - limit) / max(abs(limit), 0.05)
-        rows.append((n_bad, gap, name, words, key, fmt, limit, best))
-    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-    n_bad, gap, name, words, key, fmt, limit, best = rows[0]
-    alone = (
-        "no design meets it even alone" if gap > 0 else "each limit is met by some design, not all together"
-    )
-    label = best.design.label(spec.n_gpus)
-    return (
-        f"no design meets the constraints ({len(ok)} evaluated). The tightest is {name} "
-        f"({words} <= {fmt.format(limit)}): {n_bad} of {len(ok)} designs violate it and {alone}; "
-        f"the best value reached is {fmt.format(best.metrics[key])} ({label}). "
-        f"Relax {name} or widen the space."
-    )
+def _result(
+    spec: PlanSpec,
+    method: str,
+    n_candidates: int,
+    rungs: list[tuple[int, int]],
+    full: Sequence[Evaluated],
+    screened: Sequence[Evaluated],
+) -> PlanResult:
+    full = sorted(full, key=lambda e: (-e.throughput, e.design))
+    feasible = [e for e in full if e.feasible]
+    front = nondominated(feasible)
+    best = feasible[0] if feasible else None
+    result = PlanResult(spec, method, n_candidates, rungs, full, list(screened), feasible, front, best)
+    result.baseline = next((e for e in full if e.design == spec.baseline), None)
+    return result
 
 
-def _slower_trainer(spec: PlanSpec, factor: float) -> PlanSpec:
-    """``spec`` with the trainer's efficiency scaled: ``mfu``, or a framework profile's two."""
-    if spec.framework is None:
-        return spec.with_(mfu=spec.mfu * factor)
-    f = spec.framework
-    return spec.with_(
-        framework=_replace(
-            f, fwd_bwd_efficiency=f.fwd_bwd_efficiency * factor, fwd_efficiency=f.fwd_efficiency * factor
-        )
-    )
-
-
-def sensitivity(
-    result: PlanResult,
-    *,
-    seed: int = 0,
-    executor: Executor | None = None,
-    top: int = 3,
-    progress: bool = False,
-) -> list[dict[str, Any]]:
-    """The best few feasible designs re-run in full under three perturbations of the engine model."""
-    spec = result.spec
-    base = result.feasible[:top]
-    if not base:
-        return []
-    drift = 1.3 ** (1 / spec.steps) - 1
-    variants = {
-        "sync cost x2": spec.with_(sync_scale=spec.sync_scale * 2),
-        "responses 30% longer by the last step": spec.with_(
-            workload=_replace(spec.workload, drift_per_version=drift)
-        ),
-        "trainer MFU -20%": _slower_trainer(spec, 0.8),
-    }
-    out = []
-    rec = base[0]
-    for name, sp in variants.items():
-        ev = Evaluator(sp, executor, progress, seed)
-        evals = ev.evaluate([e.design for e in base], spec.steps, spec.seeds, desc=name)
-        result.runs += ev.runs
-        ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
-        now = evals[0]
-        out.append(
-            {
-                "variant": name,
-                "recommended": rec.design.label(spec.n_gpus),
-                "throughput_before": rec.throughput,
-                "throughput_after": now.throughput,
-                "change": now.throughput / rec.throughput - 1 if rec.throughput else math.nan,
-                "still_feasible": now.feasible,
-                "best_after": ok[0].design.label(spec.n_gpus) if ok else None,
-                "best_after_throughput": ok[0].throughput if ok else None,
-            }
-        )
-    return out
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
+def finished(ev: Evaluator, steps: int, n_seeds: int) -> list[Evaluated]:
+    """The designs whose ``n_seeds`` runs of ``steps`` steps are all in ``ev``'s cache."""
+    seeds = ev.seeds(n_seeds)
+    designs = sorted({d for d, st, _ in ev.cache if st == steps})
+    return [ev.result(d, steps, seeds) for d in designs if all((d, steps, s) in ev.cache for s in seeds)]
 
 
 def plan(
@@ -311,20 +315,48 @@ def plan(
     progress: bool = False,
     with_sensitivity: bool = True,
     executor: Executor | None = None,
+    cache: DiskCache | None = None,
 ) -> PlanResult:
     """Search ``spec``'s space (``workers`` processes; 1: in this process) and, optionally, the
-    sensitivity of the recommendation."""
+    sensitivity of the recommendation. ``cache``: reuse and keep runs on disk
+    (:class:`~pipesim.plan.cache.DiskCache`). Ctrl-C raises :class:`PlanInterrupted` with what
+    finished."""
     check_seed(seed)
     integer("workers", workers, 1)
     own = executor is None and workers > 1
-    ex = ProcessPoolExecutor(max_workers=workers) if own else executor
+    ex = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint) if own else executor
     try:
-        result = search(spec, seed=seed, executor=ex, progress=progress)
+        result = search(spec, seed=seed, executor=ex, progress=progress, cache=cache)
         if with_sensitivity:
             t0 = time.perf_counter()
-            result.sensitivity = sensitivity(result, seed=seed, executor=ex, progress=progress)
-            result.elapsed_s += time.perf_counter() - t0
+            try:
+                result.sensitivity = sensitivity(
+                    result, seed=seed, executor=ex, progress=progress, cache=cache
+                )
+            except KeyboardInterrupt:
+                result.partial = True  # the search is whole; the sensitivity is left out
+                raise PlanInterrupted(result) from None
+            finally:
+                result.elapsed_s += time.perf_counter() - t0
         return result
+    except KeyboardInterrupt:
+        if own and isinstance(ex, ProcessPoolExecutor):
+            _stop(ex)
+        raise
     finally:
         if own and ex is not None:
             ex.shutdown()
+
+
+def _ignore_sigint() -> None:
+    """A worker process leaves Ctrl-C to the parent (the terminal sends it to the whole group):
+    the parent stops the pool, and no worker prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(ex: ProcessPoolExecutor) -> None:
+    """Drop the queued runs and end the running ones, so an interrupt does not wait for them."""
+    ex.shutdown(wait=False, cancel_futures=True)
+    procs: Any = getattr(ex, "_processes", None) or {}  # CPython's; absent elsewhere: just wait
+    for p in list(procs.values()):
+        p.terminate()

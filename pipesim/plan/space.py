@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pipesim
-from pipesim.compute import GPUS, MODELS, EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.compute import EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import shown
 from pipesim.plan.checks import (
@@ -40,8 +40,18 @@ from pipesim.plan.checks import (
     number,
     optional_number,
 )
+from pipesim.plan.resolve import resolve_gpu, resolve_model
 
-__all__ = ["UPDATES", "Constraints", "Design", "PlanError", "PlanSpec", "Space"]
+__all__ = [
+    "UPDATES",
+    "Constraints",
+    "Design",
+    "PlanError",
+    "PlanSpec",
+    "Space",
+    "resolve_gpu",
+    "resolve_model",
+]
 
 UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
 
@@ -87,8 +97,11 @@ class Constraints:
     discarded_share: float | None = None
     """Discarded generated tokens / generated tokens."""
     min_trainer_gpus: int = 1
+    cost_per_mtok: float | None = None
+    """Budget: the price of a million trained tokens (``cluster.cost_per_gpu_hour`` x GPU-hours)."""
 
     def __post_init__(self) -> None:
+        optional_number("constraints.cost_per_mtok", self.cost_per_mtok, 0)
         optional_number("constraints.mean_staleness", self.mean_staleness, 0)
         optional_number("constraints.max_staleness", self.max_staleness, 0)
         optional_number("constraints.discarded_share", self.discarded_share, 0, 1)
@@ -101,10 +114,11 @@ class Constraints:
             ("mean_staleness", "staleness_mean"),
             ("max_staleness", "staleness_max"),
             ("discarded_share", "discarded_share"),
+            ("cost_per_mtok", "cost_per_mtok"),
         ):
             limit = getattr(self, name)
-            if limit is not None:
-                out[name] = float(m[key]) - float(limit)
+            if limit is not None and (key in m or name != "cost_per_mtok"):  # a run's raw metrics
+                out[name] = float(m[key]) - float(limit)  # have no price (evaluate.priced adds it)
         return out
 
     def feasible(self, m: dict[str, float]) -> bool:
@@ -160,8 +174,9 @@ class PlanSpec:
     """Training steps of a full run."""
     screen_steps: int = 3
     """Training steps of a screening run (the first rung of successive halving)."""
-    seeds: int = 2
-    """Seeds per design in full runs (the confidence interval)."""
+    seeds: int = 3
+    """Seeds per design in full runs (the confidence interval and the paired test; at least 3 is
+    the default since issue 43: with 2 the t interval has one degree of freedom)."""
     sim_seed: int = 0
     """The simulations use seeds ``sim_seed, sim_seed + 1, ...``; the plan's seed drives Optuna."""
     max_model_len: int | None = None
@@ -194,6 +209,19 @@ class PlanSpec:
     framework: FrameworkProfile | None = None
     """The trainer's framework profile (``model.framework``, calibrated constants applied); None:
     the one-MFU model at ``mfu`` (:class:`~pipesim.compute.TrainerConfig`)."""
+    baseline: Design | None = None
+    """The user's current design (``[baseline]``): run in full beside the plan's, and every
+    design is compared with it."""
+    env_workers: int | None = None
+    """Environment workers (sandboxes) shared by every replica (``Cluster(env_workers=...)``): an
+    agent's tool call waits for a free one; None: as many as there are calls."""
+    tool_kv: str = "keep"
+    """A sequence's KV during a tool call: ``keep`` or ``drop`` (``EngineConfig.tool_kv``)."""
+    cost_per_gpu_hour: float | None = None
+    """Price of one GPU-hour (any currency): adds ``cost_per_mtok`` (per million trained tokens)."""
+    first_cut: bool = True
+    """Rule out designs whose fluid ceiling is below what a proved design reaches
+    (:mod:`pipesim.plan.fluid`) before screening."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
@@ -239,6 +267,20 @@ class PlanSpec:
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
             raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
+        if self.baseline is not None and not isinstance(self.baseline, Design):
+            raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}")
+        if self.env_workers is not None:
+            integer("cluster.env_workers", self.env_workers, 1, MAX_GPUS * 1024)
+        if self.tool_kv not in ("keep", "drop"):
+            hint = did_you_mean(str(self.tool_kv), ("keep", "drop"))
+            raise PlanError(f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}")
+        optional_number("cluster.cost_per_gpu_hour", self.cost_per_gpu_hour, 0)
+        if self.constraints.cost_per_mtok is not None and self.cost_per_gpu_hour is None:
+            raise PlanError(
+                "constraints.cost_per_mtok needs cluster.cost_per_gpu_hour (the price of a GPU-hour)"
+            )
+        if not isinstance(self.first_cut, bool):
+            raise PlanError(f"search.first_cut must be true or false, got {shown(self.first_cut)}")
         if self.screen_steps > self.steps:
             raise PlanError(f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})")
 
@@ -263,6 +305,7 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
         max_num_seqs=spec.max_num_seqs,
         gpu_memory_utilization=spec.gpu_memory_utilization,
         share_group_prefix=spec.share_group_prefix,
+        tool_kv=spec.tool_kv,
     )
 
 
@@ -287,22 +330,53 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
 
 
 def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
-    """The engine of each TP degree the model fits at; PlanError before any search when none does."""
+    """The engine of each TP degree the model fits at; PlanError before any search when none does.
+
+    A sample longer than the context is the workload's problem, not the GPU's: it is reported as
+    such (:func:`context_problem`), with the sum that gives the longest sample."""
     engines, reasons = {}, []
     for tp in spec.space.tp:
         try:
             engines[tp] = engine_config(spec, tp)
-            spec.workload.check_context(engines[tp].context_len)
         except ValueError as e:
-            engines.pop(tp, None)
             reasons.append(f"tp={tp}: {e}")
     if not engines:
         raise PlanError(f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons))
+    problem = context_problem(spec, next(iter(engines.values())).context_len)
+    if problem is not None:
+        raise PlanError(problem)
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
     except ValueError as e:
         raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
     return engines
+
+
+def context_problem(spec: PlanSpec, context_tokens: int) -> str | None:
+    """Why the longest sample outgrows the engines' context, as the sum that gives it; None: it fits.
+
+    The longest sample is the largest prompt plus ``turns`` responses of ``max_response_tokens``
+    and ``turns - 1`` observations (one response without an agent), as
+    :attr:`~pipesim.compute.TokenWorkload.max_sequence_tokens` counts it."""
+    w = spec.workload
+    longest = w.max_sequence_tokens
+    if longest <= context_tokens:
+        return None
+    prompt = w.prompt if isinstance(w.prompt, int) else w.max_prompt_tokens
+    parts = [f"prompt {prompt:,}"]
+    if w.agent is None:
+        parts.append(f"max_response_tokens {w.max_response_tokens:,}")
+        lower = "workload.max_response_tokens"
+    else:
+        a = w.agent
+        parts.append(f"{a.turns} turns x max_response_tokens {w.max_response_tokens:,}")
+        parts.append(f"{a.turns - 1} observations x {a.observation_tokens:,}")
+        lower = "workload.max_response_tokens, agent.turns or agent.observation_tokens"
+    source = "model.max_model_len" if spec.max_model_len is not None else f"{spec.model.name}'s context"
+    return (
+        f"workload: the longest sample ({' + '.join(parts)} = {longest:,} tokens) exceeds the engines' "
+        f"context ({source} = {context_tokens:,} tokens); raise model.max_model_len or lower {lower}"
+    )
 
 
 def placements(spec: PlanSpec, tp: int) -> list[int]:
@@ -370,24 +444,3 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
         pool_size=pool,
         name=d.label(spec.n_gpus),
     )
-
-
-def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
-    if isinstance(name, GPUSpec):
-        return name
-    key = str(name).lower()
-    if key not in GPUS:
-        raise PlanError(
-            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, GPUS)} (choose from {sorted(GPUS)})"
-        )
-    return GPUS[key]
-
-
-def resolve_model(name: str | ModelSpec) -> ModelSpec:
-    if isinstance(name, ModelSpec):
-        return name
-    key = str(name).lower()
-    if key not in MODELS:
-        hint = did_you_mean(key, MODELS)
-        raise PlanError(f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)})")
-    return MODELS[key]

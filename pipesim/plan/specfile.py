@@ -27,17 +27,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
+from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
-from pipesim.plan.space import Constraints, PlanSpec, Space, resolve_gpu, resolve_model
+from pipesim.plan.space import UPDATES, Constraints, Design, PlanSpec, Space, resolve_gpu, resolve_model
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 _NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
 _AGENT = {f.name: f.default for f in dataclasses.fields(AgentTurns)}
 
 _TABLES = {
-    "cluster": {"gpu", "n_gpus"},
+    "cluster": {"gpu", "n_gpus", "env_workers", "cost_per_gpu_hour"},
     "model": {
         "name",
         "max_model_len",
@@ -46,6 +46,7 @@ _TABLES = {
         "mfu",
         "share_group_prefix",
         "framework",
+        "tool_kv",
     },
     "workload": {
         "prompts_per_step",
@@ -60,8 +61,15 @@ _TABLES = {
         "drift_per_version",
         "agent",
     },
-    "constraints": {"mean_staleness", "max_staleness", "discarded_share", "min_trainer_gpus"},
-    "space": {"placement", "tp", "eta", "update", "sync_every", "oversample"},
+    "constraints": {
+        "mean_staleness",
+        "max_staleness",
+        "discarded_share",
+        "min_trainer_gpus",
+        "cost_per_mtok",
+    },
+    "space": {"placement", "tp", "eta", "update", "sync_every", "oversample", "oversample_prompts"},
+    "baseline": {"placement", "tp", "eta", "update", "sync_every", "oversample"},
     "search": {
         "steps",
         "screen_steps",
@@ -75,6 +83,7 @@ _TABLES = {
         "sync_time_s",
         "inflight_load_time_s",
         "sim_seed",
+        "first_cut",
     },
 }
 
@@ -177,20 +186,68 @@ def _agent(wl: Table) -> AgentTurns | None:
         raise PlanError(f"workload.agent: {e}") from None
 
 
-def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
-    """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
-    if not isinstance(data, dict):
-        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
-    for name in data:
-        if name not in _TABLES:
-            valid = ", ".join(sorted(_TABLES))
-            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
-    t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
-    cl, mo, wl, sp, co, se = (
-        t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
-    )
+def _model(name: str, base: Path | None) -> ModelSpec:
+    """A catalog name, a Hugging Face id (``Qwen/Qwen3-8B``), or a path to a checkpoint's
+    ``config.json`` (or its directory), relative to the spec file."""
+    import json
+
+    path = Path(name)
+    if base is not None and not path.is_absolute():
+        path = base / path
+    if path.is_dir():
+        path = path / "config.json"
+    if name.endswith(".json") or path.is_file():
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise PlanError(f"model.name: cannot read {path}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise PlanError(f"model.name: {path} is not JSON: {e}") from None
+        if not isinstance(cfg, dict):
+            raise PlanError(f"model.name: {path} is not a config.json object")
+        try:
+            return ModelSpec.from_hf_config(cfg, name=path.parent.name or path.stem)
+        except (KeyError, TypeError, ValueError) as e:
+            raise PlanError(f"model.name: {path}: {e}") from None
+    return resolve_model(name)
+
+
+def _baseline(b: Table) -> Design:
+    """The ``[baseline]`` design: the keys of a :class:`Design` (``placement``: trainer GPUs or
+    ``"colocated"``); a key left out takes the Design's default."""
+    b.require("placement", why="the baseline's placement (trainer GPUs, or 'colocated')")
+    kw: dict[str, Any] = {"trainer_gpus": _placement("baseline.placement", b.raw("placement"))}
+    for k in ("tp", "eta", "sync_every"):
+        if k in b:
+            kw[k] = b.integer(k, lo=1 if k != "eta" else 0)
+    if "update" in b:
+        u = b.string("update")
+        if u not in UPDATES:
+            raise PlanError(f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}")
+        kw["update"] = u
+    if "oversample" in b:
+        kw["oversample"] = float(b.number("oversample", 1.0, 1))
+    return Design(**kw)
+
+
+def read_cluster(cl: Table) -> tuple[GPUSpec, int]:
+    """``[cluster]``'s GPU (a catalog name or an alias) and GPU count; for the run specs too
+    (stable name). The optional keys (``env_workers``, ``cost_per_gpu_hour``) are read by
+    :func:`from_dict`."""
     cl.require("gpu", "n_gpus", why=_NEEDS)
+    return resolve_gpu(cl.string("gpu")), cl.integer("n_gpus")
+
+
+def read_model(mo: Table, base: Path | None = None) -> ModelSpec:
+    """``[model]``'s model: a catalog name, a Hugging Face id or a ``config.json`` path relative
+    to ``base``; for the run specs too (stable name)."""
     mo.require("name", why=_NEEDS)
+    return _model(mo.string("name"), base)
+
+
+def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, int]:
+    """``[workload]``'s :class:`TokenWorkload` and the samples per step (``prompts_per_step`` x
+    ``samples_per_prompt``, or ``batch_size``); for the run specs too (stable name)."""
     n = wl.integer("samples_per_prompt", 1, lo=1)
     try:
         workload = TokenWorkload(
@@ -210,9 +267,26 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     if "batch_size" in wl and "prompts_per_step" in wl:
         raise PlanError("workload.batch_size and workload.prompts_per_step: give one of them, not both")
     if "batch_size" in wl:
-        batch = wl.integer("batch_size", lo=1)
-    else:
-        batch = wl.integer("prompts_per_step", 32, lo=1) * n
+        return workload, wl.integer("batch_size", lo=1)
+    return workload, wl.integer("prompts_per_step", 32, lo=1) * n
+
+
+def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
+    """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
+    if not isinstance(data, dict):
+        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
+    for name in data:
+        if name not in _TABLES:
+            valid = ", ".join(sorted(_TABLES))
+            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
+    t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
+    cl, mo, wl, sp, co, se = (
+        t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
+    )
+    gpu, n_gpus = read_cluster(cl)
+    model = read_model(mo, base)
+    workload, batch = read_workload(wl, base)
+    n = workload.samples_per_prompt
     kw: dict[str, Any] = {}
     if "placement" in sp and sp.raw("placement") != "all":
         kw["placement"] = tuple(_placement(where, v) for where, v in sp.items("placement"))
@@ -223,8 +297,20 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         kw["update"] = sp.strings("update")
     elif n > 1:
         kw["update"] = ("drain", "partial", "abort_reprefill", "inflight", "abort")
+    if "oversample" in sp and "oversample_prompts" in sp:
+        raise PlanError("space.oversample and space.oversample_prompts: give one of them, not both")
     if "oversample" in sp:
         kw["oversample"] = sp.numbers("oversample")
+    elif "oversample_prompts" in sp:  # slime's --over-sampling-batch-size: prompts launched per step
+        prompts = batch // n
+        counts = sp.integers("oversample_prompts")
+        for i, count in enumerate(counts):
+            if count < prompts:
+                raise PlanError(
+                    f"space.oversample_prompts[{i}] must be at least the prompts per step "
+                    f"({prompts}), got {count}"
+                )
+        kw["oversample"] = tuple(count / prompts for count in counts)
     elif n > 1:
         kw["oversample"] = (1.0, 1.25)
     constraints = Constraints(
@@ -232,6 +318,7 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         max_staleness=co.number("max_staleness"),
         discarded_share=co.number("discarded_share"),
         min_trainer_gpus=co.integer("min_trainer_gpus", 1),
+        cost_per_mtok=co.number("cost_per_mtok"),
     )
     extra: dict[str, Any] = {}
     for k in (
@@ -252,6 +339,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
             extra[k] = se.number(k)
     if "method" in se:
         extra["method"] = se.string("method")
+    if "first_cut" in se:
+        extra["first_cut"] = se.flag("first_cut")
     for k in ("max_model_len", "max_num_seqs"):
         if k in mo:
             extra[k] = mo.integer(k)
@@ -262,10 +351,18 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["share_group_prefix"] = mo.flag("share_group_prefix")
     if "framework" in mo:  # a named profile; an mfu given too replaces its efficiencies
         extra["framework"] = _framework(mo.string("framework"), extra.get("mfu"))
+    if "tool_kv" in mo:
+        extra["tool_kv"] = mo.string("tool_kv")
+    if "env_workers" in cl:
+        extra["env_workers"] = cl.integer("env_workers", lo=1)
+    if "cost_per_gpu_hour" in cl:
+        extra["cost_per_gpu_hour"] = cl.number("cost_per_gpu_hour", 0)
+    if "baseline" in data:
+        extra["baseline"] = _baseline(t["baseline"])
     return PlanSpec(
-        gpu=resolve_gpu(cl.string("gpu")),
-        n_gpus=cl.integer("n_gpus"),
-        model=resolve_model(mo.string("name")),
+        gpu=gpu,
+        n_gpus=n_gpus,
+        model=model,
         workload=workload,
         batch_size=batch,
         constraints=constraints,

@@ -16,10 +16,12 @@ included, over ``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses
 Metrics users of real systems ask for: staleness by the oldest version an episode ran under
 (``staleness_*``) and by the newest (``staleness_newest_*``); length bias (``trained_duration_mean``
 against ``launched_duration_mean``, their ratio ``length_bias``, and ``never_trained_share``);
-idle ratios under verl's names (``trainer/idle_ratio``, ``rollouter/idle_ratio``, the latter
-counting aborted work as busy); counts of discarded, aborted, restarted (relaunched after an abort
-or failure), failed (infrastructure) and truncated episodes, the generation seconds lost
-(``lost_work_s``) and the re-prefill tokens.
+idle ratios under verl's names only (``trainer/idle_ratio``, ``rollouter/idle_ratio``, the latter
+counting aborted work as busy; the old ``trainer_idle_ratio`` and ``rollout_idle_ratio`` still read
+through :class:`~pipesim.results.names.Summary`, see :mod:`pipesim.results.names`); counts
+(integers) of discarded, aborted, restarted (relaunched after an abort or failure), failed
+(infrastructure) and truncated episodes, the generation seconds lost (``lost_work_s``) and the
+re-prefill tokens.
 
 Durations are the seconds an episode generates: an episode cut by a :class:`~pipesim.policies.faults.Timeout`
 reports the cap, not the length it was drawn with (``duration_s`` in ``episode_table`` and
@@ -56,6 +58,7 @@ from pipesim.results.columns import (
 from pipesim.results.events import EVENT_COLUMNS as EVENT_COLUMNS  # re-exported: saved runs, tests
 from pipesim.results.events import EVENT_KINDS as EVENT_KINDS
 from pipesim.results.events import event_table
+from pipesim.results.names import Summary
 
 TRAINED_COLUMNS = [
     "episode_id",
@@ -296,12 +299,12 @@ class RunResult:
             trained_mean = seq_sum(gen[trained]) / n_trained if n_trained else 0.0
             truncated = self.truncated
             counts = {
-                "buffered": float((status == S_BUFFERED).sum()),
-                "discarded": float((status == S_DISCARDED).sum()),
-                "aborted": float(aborted.sum()),
-                "failed": float((status == S_FAILED).sum()),
-                "restarted": float(c.count_nonnegative("parent")),
-                "truncated": float(truncated.sum()),
+                "buffered": int((status == S_BUFFERED).sum()),
+                "discarded": int((status == S_DISCARDED).sum()),
+                "aborted": int(aborted.sum()),
+                "failed": int((status == S_FAILED).sum()),
+                "restarted": int(c.count_nonnegative("parent")),
+                "truncated": int(truncated.sum()),
             }
             n_trunc_trained = int(truncated[trained].sum())
             lost = c.total("lost_s")
@@ -312,7 +315,7 @@ class RunResult:
             stale = stale_new = np.zeros(0, dtype=np.int64)
             launched_mean = trained_mean = 0.0
             counts = dict.fromkeys(
-                ("buffered", "discarded", "aborted", "failed", "restarted", "truncated"), 0.0
+                ("buffered", "discarded", "aborted", "failed", "restarted", "truncated"), 0
             )
             lost = reprefill = 0
         train_busy = sum(b - a for _, a, b, _ in self.train_log)
@@ -331,9 +334,9 @@ class RunResult:
             "trained_duration_mean": trained_mean,
             "launched_duration_mean": launched_mean,
             "length_bias": trained_mean / launched_mean if launched_mean > 0 else float("nan"),
-            "episodes_launched": float(n_eps),
-            "episodes_trained": float(n_trained),
-            "episodes_in_flight": float(n_inflight),
+            "episodes_launched": int(n_eps),  # counts are integers (issue 43)
+            "episodes_trained": int(n_trained),
+            "episodes_in_flight": int(n_inflight),
             "episodes_buffered": counts["buffered"],
             "episodes_discarded": counts["discarded"],
             "episodes_aborted": counts["aborted"],
@@ -345,13 +348,11 @@ class RunResult:
             "reprefill_tokens": reprefill,
             "never_trained_share": 1 - n_trained / n_eps if n_eps else 0.0,
             "sim_time_s": T,
-            "trainer_idle_ratio": trainer_idle,
-            "rollout_idle_ratio": rollout_idle,
-            "trainer/idle_ratio": trainer_idle,
+            "trainer/idle_ratio": trainer_idle,  # verl's names; the old ones read through Summary
             "rollouter/idle_ratio": rollout_idle,
         }
         out.update(self.extra)
-        return out
+        return Summary(out)
 
 
 def _training_order(c: EpisodeColumns, sel: np.ndarray) -> np.ndarray:

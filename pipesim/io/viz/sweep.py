@@ -31,8 +31,8 @@ SHARE_METRICS = (
     "gen_util",
     "gen_util_active",
     "gen_util_total",
-    "trainer_idle_ratio",
-    "rollout_idle_ratio",
+    "trainer/idle_ratio",
+    "rollouter/idle_ratio",
     "never_trained_share",
     "truncated_share",
 )

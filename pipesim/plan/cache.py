@@ -1,0 +1,156 @@
+"""What a plan's outputs record about where they came from, and the on-disk cache of its runs.
+
+A run of the plan is a pure function of (spec's run-relevant parts, design, steps, seed): the
+simulation reads the cluster, the model constants, the engine settings, the workload, the weight
+sync and the design, never the constraints or the search settings. :func:`run_key` hashes exactly
+those, plus pipesim's version, so
+
+* a re-run with a changed constraint, a widened space or other search settings finds every run it
+  already did (the constraints are not in the key);
+* a changed model constant (a GPU's bandwidth, a model's layer count), workload, run length or
+  seed, or another pipesim version, misses: its runs are not the same runs.
+
+:class:`DiskCache` keeps one small JSON file per run under a directory (default
+``~/.cache/pipesim/plan``, or ``$PIPESIM_CACHE``), written whole or not at all
+(:func:`pipesim.io.interrupts.write_text_atomic`), so an interrupted plan leaves only finished
+runs behind and ``--resume`` (or any re-run) picks them up. :func:`spec_hash` is the hash every
+output records: the whole spec, constraints and search settings included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DiskCache", "canonical", "default_dir", "run_key", "spec_hash", "version"]
+
+# the PlanSpec fields a run does not read: limits and search settings
+_NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed", "method", "trials"}
+_NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour"}
+
+
+RUNS_FORMAT = 2
+"""The metrics a run records (:func:`pipesim.plan.evaluate.run_design`); part of every key, raised
+when they change, so a cache written by older code of the same version is not read as new."""
+
+
+def version() -> str:
+    """pipesim's installed version (``pyproject.toml``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as _version
+
+    try:
+        return _version("pipesim")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "unknown"
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` as plain JSON values, the same for equal specs: dataclasses as their class name and
+    fields, arrays as their dtype, shape and a hash of their bytes, floats by ``repr``."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            "__class__": type(obj).__qualname__,
+            **{f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
+    if isinstance(obj, enum.Enum):
+        return canonical(obj.value)
+    if isinstance(obj, np.ndarray):
+        data = np.ascontiguousarray(obj)
+        return {"dtype": str(data.dtype), "shape": list(data.shape), "sha256": _sha(data.tobytes())}
+    if isinstance(obj, np.generic):
+        return canonical(obj.item())
+    if isinstance(obj, bool | int | str) or obj is None:
+        return obj
+    if isinstance(obj, float):
+        return repr(obj) if not math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {str(k): canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple | set | frozenset):
+        items = [canonical(v) for v in obj]
+        return sorted(items, key=repr) if isinstance(obj, set | frozenset) else items
+    if hasattr(obj, "__dict__"):  # a plain object (a length model): its class and attributes
+        return {"__class__": type(obj).__qualname__, **canonical(vars(obj))}
+    return repr(obj)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _digest(obj: Any) -> str:
+    return _sha(json.dumps(canonical(obj), sort_keys=True, separators=(",", ":")).encode())
+
+
+def spec_hash(spec: Any) -> str:
+    """The hash of the whole spec (16 hex digits): equal specs, from TOML or YAML, hash alike."""
+    return _digest(spec)[:16]
+
+
+def run_key(spec: Any, design: Any, steps: int, seed: int) -> str:
+    """The key of one run: what the simulation reads of ``spec`` (not its constraints or search
+    settings), the design, the run length, the seed and pipesim's version."""
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in _NOT_RUN}
+    return _digest(
+        {
+            "spec": fields,
+            "design": design,
+            "steps": steps,
+            "seed": seed,
+            "version": version(),
+            "format": RUNS_FORMAT,
+        }
+    )
+
+
+def default_dir() -> Path:
+    """``$PIPESIM_CACHE`` or ``~/.cache/pipesim/plan``."""
+    env = os.environ.get("PIPESIM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "pipesim" / "plan"
+
+
+class DiskCache:
+    """One JSON file per run under ``root`` (``<key[:2]>/<key>.json``), keyed by :func:`run_key`."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_dir()
+        self.hits = 0
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The metrics stored under ``key``; None when absent or unreadable (then it is re-run)."""
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+            return None
+        self.hits += 1
+        return {k: _number(v) for k, v in data["metrics"].items()}
+
+    def put(self, key: str, metrics: dict[str, Any]) -> None:
+        from pipesim.io.interrupts import write_text_atomic
+
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        clean = {
+            k: (repr(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()
+        }
+        write_text_atomic(path, json.dumps({"version": version(), "metrics": clean}))
+
+
+def _number(v: Any) -> Any:
+    """A stored value back: ``'inf'``/``'nan'`` as floats, other strings (an error) as they are."""
+    if isinstance(v, str) and v in ("inf", "-inf", "nan"):
+        return float(v)
+    return v

@@ -1,0 +1,150 @@
+"""What a plan says when it cannot answer, and how its answer moves: the cause of an empty
+space, the tightest of the constraints no design meets, and the sensitivity of the best designs
+to the engine model (moved from :mod:`pipesim.plan.search`, which re-exports them)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
+
+from pipesim.plan.cache import DiskCache
+from pipesim.plan.evaluate import Evaluated, Evaluator
+from pipesim.plan.space import PlanSpec
+
+if TYPE_CHECKING:
+    from pipesim.plan.search import PlanResult
+
+__all__ = ["infeasible_message", "no_candidates", "sensitivity"]
+
+
+def no_candidates(spec: PlanSpec) -> str:
+    """Why the space has no valid design, per TP degree: a replica wider than the GPUs the trainer
+    leaves, colocated replicas that do not tile the cluster, or the minimum and the space's
+    placements together (the cause named, not only ``min_trainer_gpus``)."""
+    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    rollout = n - max(lo, 1)
+    why = []
+    for tp in sorted(set(spec.space.tp)):
+        parts = []
+        if tp > rollout:
+            parts.append(
+                f"a replica of tp={tp} needs {tp} GPUs, but min_trainer_gpus={lo} leaves at most "
+                f"{max(rollout, 0)} of the {n} GPUs for rollout"
+            )
+        elif spec.space.placement is not None:
+            parts.append(
+                f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
+            )
+        else:
+            parts.append(f"no trainer of at least {lo} GPUs holds {spec.model.name}")
+        if n < lo:
+            parts.append(f"colocated trains on all {n} GPUs, fewer than min_trainer_gpus={lo}")
+        elif n % tp:
+            parts.append(f"colocated replicas of tp={tp} do not tile {n} GPUs")
+        elif spec.space.placement is not None and 0 not in spec.space.placement:
+            parts.append("space.placement leaves out colocated")
+        why.append(f"tp={tp}: " + "; ".join(parts))
+    return f"no candidate design of {n} GPUs: " + "; ".join(why)
+
+
+_NAMES = {
+    "mean_staleness": ("mean staleness", "staleness_mean", "{:.3g}"),
+    "max_staleness": ("max staleness", "staleness_max", "{:.3g}"),
+    "discarded_share": ("discarded-token share", "discarded_share", "{:.2%}"),
+}
+
+
+def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
+    """Which constraint is tightest (violated by the most designs; ties: the larger gap of the best
+    value reached) and the best value reached for it, by which design."""
+    c = spec.constraints
+    ok = [e for e in evals if not e.metrics.get("failed")]
+    if not ok:
+        errors = {str(e.metrics.get("error", "")) for e in evals}
+        return "no design could be run: " + "; ".join(sorted(errors))[:500]
+    rows = []
+    for name, (words, key, fmt) in _NAMES.items():
+        limit = getattr(c, name)
+        if limit is None:
+            continue
+        n_bad = sum(1 for e in ok if e.metrics[key] > limit + 1e-12)
+        best = min(ok, key=lambda e: (e.metrics[key], -e.throughput, e.design))
+        gap = (best.metrics[key] - limit) / max(abs(limit), 0.05)
+        rows.append((n_bad, gap, name, words, key, fmt, limit, best))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    n_bad, gap, name, words, key, fmt, limit, best = rows[0]
+    alone = (
+        "no design meets it even alone" if gap > 0 else "each limit is met by some design, not all together"
+    )
+    label = best.design.label(spec.n_gpus)
+    return (
+        f"no design meets the constraints ({len(ok)} evaluated). The tightest is {name} "
+        f"({words} <= {fmt.format(limit)}): {n_bad} of {len(ok)} designs violate it and {alone}; "
+        f"the best value reached is {fmt.format(best.metrics[key])} ({label}). "
+        f"Relax {name} or widen the space."
+    )
+
+
+def sensitivity(
+    result: PlanResult,
+    *,
+    seed: int = 0,
+    executor: Executor | None = None,
+    top: int = 3,
+    progress: bool = False,
+    cache: DiskCache | None = None,
+) -> list[dict[str, Any]]:
+    """The best few feasible designs re-run in full under three perturbations of the engine model."""
+    spec = result.spec
+    base = result.feasible[:top]
+    if not base:
+        return []
+    drift = 1.3 ** (1 / spec.steps) - 1
+    variants = {
+        "sync cost x2": spec.with_(sync_scale=spec.sync_scale * 2),
+        "responses 30% longer by the last step": spec.with_(
+            workload=_replace(spec.workload, drift_per_version=drift)
+        ),
+        "trainer MFU -20%": _slower_trainer(spec, 0.8),
+    }
+    out = []
+    rec = base[0]
+    for name, sp in variants.items():
+        ev = Evaluator(sp, executor, progress, seed, cache)
+        evals = ev.evaluate([e.design for e in base], spec.steps, spec.seeds, desc=name)
+        result.runs += ev.runs
+        ok = sorted((e for e in evals if e.feasible), key=lambda e: (-e.throughput, e.design))
+        now = evals[0]
+        out.append(
+            {
+                "variant": name,
+                "recommended": rec.design.label(spec.n_gpus),
+                "throughput_before": rec.throughput,
+                "throughput_after": now.throughput,
+                "change": now.throughput / rec.throughput - 1 if rec.throughput else math.nan,
+                "still_feasible": now.feasible,
+                "best_after": ok[0].design.label(spec.n_gpus) if ok else None,
+                "best_after_throughput": ok[0].throughput if ok else None,
+            }
+        )
+    return out
+
+
+def _slower_trainer(spec: PlanSpec, factor: float) -> PlanSpec:
+    """``spec`` with the trainer's efficiency scaled: ``mfu``, or a framework profile's two."""
+    if spec.framework is None:
+        return spec.with_(mfu=spec.mfu * factor)
+    f = spec.framework
+    return spec.with_(
+        framework=_replace(
+            f, fwd_bwd_efficiency=f.fwd_bwd_efficiency * factor, fwd_efficiency=f.fwd_efficiency * factor
+        )
+    )
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)

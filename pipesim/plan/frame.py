@@ -1,0 +1,139 @@
+"""A plan's designs as one pandas DataFrame, and its CSV and Parquet files.
+
+One row per design at the longest run length it reached (the full runs, then the screened designs
+that were not promoted), with columns
+
+* the design's keys (:meth:`~pipesim.plan.space.Design.as_dict`) and its ``label``;
+* ``stage`` (``full`` or ``screened``), ``steps``, ``seeds``, ``feasible``, ``on_front``,
+  ``recommended`` and ``tied_with_best`` (a paired test on shared seeds, see
+  :mod:`pipesim.plan.stats`);
+* every metric (:func:`pipesim.plan.evaluate.run_design`'s keys, averaged over seeds) and the 95%
+  interval of the throughput (``throughput_ci``, ``throughput_lo``, ``throughput_hi``).
+
+Counts (tokens, preemptions, seeds) are integer columns where every value is a whole number, so
+a CSV says ``21504``, not ``21504.0``. The frame's ``attrs`` (and the Parquet file's metadata, and a
+``#`` header line of the CSV) record pipesim's version, the spec's hash, the simulation seeds, the
+search seed and whether the plan was interrupted (``partial``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from pipesim.plan.search import PlanResult
+
+__all__ = ["COUNTS", "frame", "provenance", "write_csv", "write_parquet"]
+
+COUNTS = frozenset(
+    {
+        "seeds",
+        "preemptions",
+        "ledger_closes",
+        "recompute_tokens",
+        "tokens_generated",
+        "tokens_trained",
+        "tokens_discarded",
+        "tokens_buffered",
+        "tokens_in_flight",
+    }
+)
+"""Metrics that count things: integers wherever a run gives them whole."""
+
+
+def provenance(result: PlanResult) -> dict[str, Any]:
+    """What every output records: pipesim's version, the spec's hash, the seeds, ``partial``."""
+    from pipesim.plan.cache import spec_hash, version
+
+    return {
+        "pipesim_version": version(),
+        "spec_hash": spec_hash(result.spec),
+        "sim_seeds": result.sim_seeds(),
+        "search_seed": result.seed,
+        "partial": result.partial,
+    }
+
+
+def whole(key: str, v: Any) -> Any:
+    """A count given as a whole float (``21504.0``) as an int; anything else as it is."""
+    if key in COUNTS and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def frame(result: PlanResult) -> pd.DataFrame:
+    """The designs of ``result`` as a DataFrame (see the module docstring)."""
+    import pandas as pd
+
+    from pipesim.plan.stats import tied_with_best
+
+    spec = result.spec
+    front = {e.design for e in result.front}
+    best = result.best.design if result.best is not None else None
+    ties = {e.design for e in tied_with_best(result)}
+    full = {e.design for e in result.full}
+    rows = []
+    for stage, evals in (
+        ("full", result.full),
+        ("screened", [e for e in result.screened if e.design not in full]),
+    ):
+        for e in evals:
+            m = {k: v for k, v in e.metrics.items() if k != "error"}
+            ci = float(m.get("throughput_ci", 0.0))
+            rows.append(
+                {
+                    **e.design.as_dict(),
+                    "label": e.design.label(spec.n_gpus),
+                    "stage": stage,
+                    "steps": e.steps,
+                    "feasible": e.feasible,
+                    "on_front": e.design in front,
+                    "recommended": e.design == best,
+                    "tied_with_best": e.design in ties,
+                    **m,
+                    "throughput_lo": e.throughput - ci,
+                    "throughput_hi": e.throughput + ci,
+                    "error": str(e.metrics.get("error", "")),
+                }
+            )
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        if col in COUNTS or col in ("trainer_gpus", "tp", "eta", "sync_every", "steps"):
+            values = df[col]
+            if len(values) and values.notna().all() and (values.astype(float) % 1 == 0).all():
+                df[col] = values.astype("int64")
+    df.attrs.update(provenance(result))
+    return df
+
+
+def write_csv(result: PlanResult, path: str) -> None:
+    """:func:`frame` as CSV, after one ``#`` line of :func:`provenance` as JSON (``pandas.read_csv(
+    path, comment="#")`` reads it back); ``-``: standard output."""
+    import sys
+
+    from pipesim.io.interrupts import write_text_atomic
+
+    text = "# " + json.dumps(provenance(result)) + "\n" + frame(result).to_csv(index=False)
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_text_atomic(path, text)
+
+
+def write_parquet(result: PlanResult, path: str) -> None:
+    """:func:`frame` as Parquet, :func:`provenance` in the file's key-value metadata
+    (``pipesim_plan``, JSON)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipesim.io.interrupts import write_atomic
+
+    table = pa.Table.from_pandas(frame(result), preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"pipesim_plan"] = json.dumps(provenance(result)).encode()
+    table = table.replace_schema_metadata(meta)
+    write_atomic(path, lambda p: pq.write_table(table, p))

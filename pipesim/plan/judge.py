@@ -1,0 +1,176 @@
+"""Constraints judged without censoring: what a run of s steps says about a run of any length.
+
+A short run censors staleness twice. Its maximum cannot exceed ``s - 1`` (a sample trained at
+step k is at most k versions old), and its *mean* is low too: the first steps train samples that
+could not be stale yet, so a design with eta = 2 averages 0.97 over 3 steps and 1.81 over 12 (the
+agent spec of issue 43). Judging either from a short screen calls designs feasible that are not.
+So each constraint of a design is one of
+
+* ``met`` -- proved at any length, by the bound the design's own policies declare
+  (``staleness_bound``: the count throttle with ``drain`` bounds staleness by eta; :func:`bound`),
+  or, at the full rung, estimated within the limit from the run's settled part (below);
+* ``violated`` -- the run already shows it broken: a maximum above the limit (the maximum of a
+  longer run can only be larger), or a settled mean above it by more than its error;
+* ``open`` -- the run cannot tell yet.
+
+**The mean.** The estimate is the mean staleness of the samples trained in the later half of
+the run (``staleness_late_mean``), raised by the rise still under way
+(``staleness_slope`` x a quarter of the run, when the per-step means still climb), and capped by
+the declared bound. Its error is the spread of the per-step means in that half
+(``staleness_late_se``) plus the rise. A run shorter than the design's warm-up --
+``(eta + 1) x sync_every + 2`` steps, the admission window in which staleness builds up -- is
+never ``met`` by the estimate, only by a bound. A longer run's whole-run mean includes its own
+warm-up, so it is at most the settled estimate when staleness rises to a plateau (the case here).
+
+**The maximum.** Without a bound, a maximum at the ceiling of the full run (``steps - 1``) is
+taken to grow with the run (stragglers that keep ageing), so it fails when ``HORIZON`` times it
+passes the limit. Otherwise the tail of the per-sample staleness is taken as geometric, with the
+ratio of the counts at the run's maximum m and at m - 1; the chance of a sample at m + 1 is that
+tail continued, but at most half a sample in all the samples the runs trained (they saw none
+there); the expected number of samples beyond the limit in a run :data:`HORIZON` times longer
+must stay below one half.
+
+**Promotion.** :func:`p_met` turns an open constraint into a probability (a normal tail of the
+margin over the error), and the search promotes by throughput x that probability, so the budget
+goes where the answer can still change.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipesim.plan.space import Constraints, Design, PlanSpec, scenario
+
+__all__ = ["HORIZON", "bound", "judge", "p_met", "warmup_steps"]
+
+HORIZON = 4
+"""Runs a recommendation must hold for, in multiples of the plan's full run (issue 43's goal)."""
+
+MET, VIOLATED, OPEN = "met", "violated", "open"
+
+
+def bound(spec: PlanSpec, d: Design) -> int | None:
+    """The staleness bound ``d``'s own policies declare at any run length (None: none): the
+    smallest of the weight update's and the batching's ``staleness_bound``."""
+    sc = scenario(spec, d, spec.steps)
+    found = []
+    for pol in (sc.weight_update, sc.batching):
+        declared: Any = getattr(pol, "staleness_bound", None)
+        if callable(declared):
+            b = declared(sc)
+            if b is not None:
+                found.append(int(b))
+    return min(found) if found else None
+
+
+def warmup_steps(d: Design) -> int:
+    """Steps before a design's staleness can have built up: its admission window, ``(eta + 1)``
+    syncs of ``sync_every`` steps, plus two."""
+    return (d.eta + 1) * d.sync_every + 2
+
+
+def mean_estimate(m: dict[str, float], cap: int | None, steps: int) -> tuple[float, float]:
+    """(estimate, error) of the long-run mean staleness from the metrics of runs of ``steps``
+    steps (module docstring)."""
+    late = float(m.get("staleness_late_mean", m["staleness_mean"]))
+    slope = max(float(m.get("staleness_slope", 0.0)), 0.0)
+    rise = slope * steps / 4
+    est = late + rise
+    if cap is not None:
+        est = min(est, float(cap))
+    return est, float(m.get("staleness_late_se", 0.0)) + rise
+
+
+def exceed_expected(m: dict[str, float], limit: float, horizon: float) -> float:
+    """Expected count of samples staler than ``limit`` in a run ``horizon`` times as long, from
+    a geometric tail fitted to the counts at the run's maximum and one below."""
+    top = float(m["staleness_max"])
+    if top > limit:
+        return math.inf
+    n = max(float(m.get("episodes_trained_run", 0.0)), 1.0)
+    at, below = float(m.get("at_max", 0.0)), float(m.get("below_max", 0.0))
+    if top == 0 and at >= n:
+        return 0.0  # every sample fresh
+    ratio = min((at + 0.5) / (below + 1.0), 0.95)
+    # the chance of one level above the max: the tail continued, but no more than the runs
+    # themselves allow (they saw none there among their n x seeds samples: about half a sample)
+    seen = n * max(float(m.get("seeds", 1.0)), 1.0)
+    p_next = min(at / n * ratio, 0.5 / seen)
+    k = math.floor(limit) - top  # levels from the one above the max to the first beyond the limit
+    return n * horizon * p_next * ratio**k
+
+
+def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[str, tuple[str, float]]:
+    """Each staleness or discard constraint of ``spec`` -> (state, estimate) for design ``d``'s
+    runs of ``steps`` steps with aggregated metrics ``m`` (``met``, ``violated`` or ``open``)."""
+    c: Constraints = spec.constraints
+    out: dict[str, tuple[str, float]] = {}
+    if m.get("failed"):
+        names = ("mean_staleness", "max_staleness", "discarded_share", "cost_per_mtok")
+        return {n: (VIOLATED, math.inf) for n in names if getattr(c, n) is not None}
+    b = bound(spec, d)
+    full = steps >= spec.steps
+    settled = steps >= warmup_steps(d)
+    if c.mean_staleness is not None:
+        lim = float(c.mean_staleness)
+        est, err = mean_estimate(m, b, steps)
+        if b is not None and b <= lim:
+            out["mean_staleness"] = (MET, est)
+        elif float(m["staleness_mean"]) > lim + 1e-12 and (full or est - err > lim):
+            out["mean_staleness"] = (VIOLATED, est)
+        elif full and settled and est <= lim + 1e-12:
+            out["mean_staleness"] = (MET, est)
+        elif full or (settled and est - err > lim):
+            out["mean_staleness"] = (VIOLATED if est > lim else OPEN, est)
+        else:
+            out["mean_staleness"] = (OPEN, est)
+    if c.max_staleness is not None:
+        lim = float(c.max_staleness)
+        top = float(m["staleness_max"])
+        if b is not None and b <= lim:
+            out["max_staleness"] = (MET, float(b))
+        elif top > lim + 1e-12:
+            out["max_staleness"] = (VIOLATED, top)
+        elif full:
+            # at the ceiling a run can show (steps - 1), an unbounded max grows with the run
+            growing = top >= steps - 1 and top > 0 and top * HORIZON > lim
+            beyond = exceed_expected(m, lim, HORIZON)
+            out["max_staleness"] = (VIOLATED if growing or beyond >= 0.5 else MET, top)
+        else:  # at the ceiling a short run can show, an unbounded max may grow one a step
+            ceiling = top >= steps - 1 and top > 0
+            out["max_staleness"] = (OPEN, (spec.steps - 1) * top / max(steps - 1, 1) if ceiling else top)
+    if c.discarded_share is not None:
+        lim = float(c.discarded_share)
+        v = float(m["discarded_share"])
+        out["discarded_share"] = (
+            (MET if v <= lim + 1e-12 else VIOLATED, v)
+            if full
+            else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
+        )
+    if c.cost_per_mtok is not None and "cost_per_mtok" in m:
+        lim, v = float(c.cost_per_mtok), float(m["cost_per_mtok"])
+        out["cost_per_mtok"] = (MET if v <= lim else VIOLATED if full or v > 1.5 * lim else OPEN, v)
+    return out
+
+
+def p_met(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> float:
+    """The chance that every constraint holds at full length, from this rung's judgement: 1 for
+    ``met``, 0 for ``violated``, a normal tail of the margin over the error for ``open``."""
+    c = spec.constraints
+    p = 1.0
+    for name, (state, est) in judge(spec, d, steps, m).items():
+        if state == MET:
+            continue
+        if state == VIOLATED:
+            return 0.0
+        lim = float(getattr(c, name))
+        if name == "mean_staleness":
+            _, err = mean_estimate(m, bound(spec, d), steps)
+            scale = max(err, 0.1 * max(lim, 0.5))
+        elif name == "max_staleness":
+            scale = 1.0  # one version: the next level of the tail
+        else:  # a share or a price: a quarter of the limit
+            scale = max(0.25 * lim, 0.01)
+        p *= 0.5 * math.erfc(-(lim - est) / (scale * math.sqrt(2)))
+    return p

@@ -1,0 +1,159 @@
+"""A plan's HTML report: one Plotly figure (plotly.js embedded once, no CDN) of throughput
+against mean staleness and against discarded share, the tables and the recommended code."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from pipesim.plan.report import _fmt, _write, header, rows, scenario_code, text, wrap_code
+from pipesim.plan.search import PlanResult
+
+
+def figure(result: PlanResult) -> Any:
+    """Throughput against mean staleness and against discarded share: screened designs (grey),
+    full runs (infeasible hollow, feasible filled by cost), the front (a line), the best (a star)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    spec = result.spec
+    n = spec.n_gpus
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("throughput vs mean staleness", "throughput vs discarded-token share")
+    )
+    full_keys = {e.design for e in result.full}
+    groups = [
+        (
+            "screened (short runs)",
+            [e for e in result.screened if e.design not in full_keys and not e.metrics.get("failed")],
+            dict(color="lightgrey", size=6),
+        ),
+        (
+            "full, infeasible",
+            [e for e in result.full if not e.feasible and not e.metrics.get("failed")],
+            dict(color="indianred", size=8, symbol="circle-open"),
+        ),
+        (
+            "full, feasible",
+            result.feasible,
+            dict(
+                size=9,
+                color=[e.metrics["gpu_hours_per_mtok"] for e in result.feasible],
+                colorscale="Viridis",
+                colorbar=dict(title="GPU-h / Mtok"),
+                showscale=True,
+            ),
+        ),
+    ]
+    for col, key in ((1, "staleness_mean"), (2, "discarded_share")):
+        for name, evals, marker in groups:
+            if not evals:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[e.metrics[key] for e in evals],
+                    y=[e.throughput for e in evals],
+                    mode="markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker=marker if col == 1 or "colorbar" not in marker else {**marker, "showscale": False},
+                    text=[
+                        f"{e.design.label(n)}<br>{e.steps} steps<br>"
+                        f"{_fmt(e.metrics['gpu_hours_per_mtok'], '.2f')} GPU-h/Mtok"
+                        for e in evals
+                    ],
+                    hoverinfo="text+x+y",
+                ),
+                row=1,
+                col=col,
+            )
+        front = sorted(result.front, key=lambda e: e.metrics[key])
+        if front:
+            fig.add_trace(
+                go.Scatter(
+                    x=[e.metrics[key] for e in front],
+                    y=[e.throughput for e in front],
+                    mode="lines",
+                    line=dict(color="black", dash="dot"),
+                    name="Pareto front",
+                    legendgroup="front",
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
+        if result.best is not None:
+            b = result.best
+            fig.add_trace(
+                go.Scatter(
+                    x=[b.metrics[key]],
+                    y=[b.throughput],
+                    mode="markers",
+                    name="recommended",
+                    legendgroup="best",
+                    showlegend=col == 1,
+                    marker=dict(symbol="star", size=16, color="gold", line=dict(color="black", width=1)),
+                    text=[b.design.label(n)],
+                    hoverinfo="text+x+y",
+                ),
+                row=1,
+                col=col,
+            )
+    # axes from zero to a little past the largest value (an all-zero share spanned -100%..100%)
+    shown = [e for e in [*result.screened, *result.full] if not e.metrics.get("failed")]
+    top_stale = max([e.metrics["staleness_mean"] for e in shown] + [0.0])
+    top_disc = max([e.metrics["discarded_share"] for e in shown] + [0.0])
+    top_thr = max([e.throughput for e in shown] + [0.0])
+    fig.update_xaxes(
+        title_text="mean staleness (versions)", range=[0, max(top_stale * 1.08, 0.5)], row=1, col=1
+    )
+    fig.update_xaxes(
+        title_text="discarded / generated tokens",
+        tickformat=".0%",
+        range=[0, max(top_disc * 1.08, 0.01)],
+        row=1,
+        col=2,
+    )
+    fig.update_yaxes(range=[0, max(top_thr * 1.08, 1.0)])
+    fig.update_yaxes(title_text="trained samples per hour", row=1, col=1)
+    fig.update_layout(height=520, template="plotly_white", legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def _html_table(result: PlanResult, body_rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header(result))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body_rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_html(result: PlanResult, path: str) -> None:
+    """The report: the figure (plotly.js embedded once, no CDN), the tables, the recommendation;
+    to ``path`` (``-``: standard output)."""
+    spec = result.spec
+    n = spec.n_gpus
+    fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pipesim plan</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}"
+        "pre{background:#f6f6f6;padding:1em}</style></head><body>",
+        f"<h1>pipesim plan: {html.escape(spec.model.name)} on {n} x {html.escape(spec.gpu.name)}</h1>",
+        f"<pre>{html.escape(text(result).split(chr(10) + chr(10))[0])}</pre>",
+        fig_html,
+        "<h2>Best feasible designs</h2>",
+        _html_table(result, rows(result, result.feasible, 12)),
+        "<h2>Pareto front</h2>",
+        _html_table(result, rows(result, result.front)),
+    ]
+    if result.best is not None:
+        parts += [
+            f"<h2>Recommended: {html.escape(result.best.design.label(n))}</h2>",
+            f"<pre>{html.escape(wrap_code(scenario_code(spec, result.best.design)))}</pre>",
+        ]
+    if result.sensitivity:
+        parts.append(
+            "<h2>Sensitivity</h2><pre>" + html.escape(text(result).split("sensitivity")[-1]) + "</pre>"
+        )
+    parts.append("</body></html>")
+    _write("\n".join(parts), path)

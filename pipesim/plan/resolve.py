@@ -1,0 +1,41 @@
+"""The GPU and the model a spec names: catalog names, Vidur's and the vendors' GPU spellings
+(:data:`pipesim.compute.gpus.GPU_ALIASES`), Hugging Face ids (:data:`pipesim.compute.catalog.HF_IDS`);
+each error names the key (``cluster.gpu``, ``model.name``) with the closest valid name."""
+
+from __future__ import annotations
+
+from pipesim.compute import GPUS, MODELS, GPUSpec, ModelSpec
+from pipesim.core.errors import shown
+from pipesim.plan.checks import PlanError, did_you_mean
+
+__all__ = ["resolve_gpu", "resolve_model"]
+
+
+def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
+    if isinstance(name, GPUSpec):
+        return name
+    from pipesim.compute.gpus import GPU_ALIASES, normalize_gpu_name
+
+    key = normalize_gpu_name(str(name))
+    if key not in GPUS:
+        names = [*GPUS, *GPU_ALIASES]
+        raise PlanError(
+            f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, names)} (choose from {sorted(GPUS)}, "
+            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')"
+        )
+    return GPUS[key]
+
+
+def resolve_model(name: str | ModelSpec) -> ModelSpec:
+    if isinstance(name, ModelSpec):
+        return name
+    from pipesim.compute.catalog import model_key
+
+    key = model_key(str(name))
+    if key not in MODELS:
+        hint = did_you_mean(key, MODELS)
+        raise PlanError(
+            f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)}, their Hugging "
+            "Face ids such as 'Qwen/Qwen3-8B', or a path to a config.json)"
+        )
+    return MODELS[key]

@@ -1,0 +1,144 @@
+"""Which designs a plan cannot separate from its best: a paired test on shared seeds.
+
+Every full run of a plan uses the same simulation seeds (``sim_seed, sim_seed + 1, ...``), and a
+seed fixes the workload's draws (prompt difficulties, response lengths, tool latencies), so two
+designs' runs under one seed see the same samples. The paired difference ``d_s = best_s - other_s``
+removes that shared noise; the other design is *tied* with the best when the two-sided 95% Student
+t interval of the mean difference contains 0 (with one seed: when the two throughputs are equal).
+The tests are not corrected for multiplicity: a tie says "not separated by these seeds", which is
+what the page reports, and :func:`seeds_to_separate` says how many seeds would separate the pair
+at the observed spread (the normal approximation ``n = (2.0 * sd / mean)^2``, at least one more
+than now).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipesim.plan.evaluate import Evaluated
+    from pipesim.plan.search import PlanResult
+
+__all__ = [
+    "Paired",
+    "merge_duplicates",
+    "merged_label",
+    "paired",
+    "seeds_to_separate",
+    "t95",
+    "tied_with_best",
+]
+
+# two-sided 95% Student t quantiles by degrees of freedom (scipy.stats.t.ppf(0.975, df))
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+_T95.update({10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042})
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% t quantile for ``df`` degrees of freedom (the next tabulated lower df
+    above 10, which errs wide; 1.96 beyond 30)."""
+    if df < 1:
+        raise ValueError(f"df must be at least 1, got {df}")
+    if df > 30:
+        return 1.96
+    return _T95[max(k for k in _T95 if k <= df)]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired comparison of two designs' throughputs on shared seeds."""
+
+    mean_diff: float
+    """Mean over seeds of ``a - b`` (samples per hour)."""
+    half_width: float
+    """Half the 95% interval of the mean difference (0 with one seed)."""
+    n: int
+    sd: float
+
+    @property
+    def tied(self) -> bool:
+        if self.n < 2:
+            return self.mean_diff == 0
+        return abs(self.mean_diff) <= self.half_width
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> Paired:
+    """The paired comparison of ``a`` and ``b`` (same length: one value per shared seed)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired samples must have the same non-zero length, got {len(a)} and {len(b)}")
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    n = len(d)
+    mean = statistics.fmean(d)
+    if n < 2:
+        return Paired(mean, 0.0, n, 0.0)
+    sd = statistics.stdev(d)
+    return Paired(mean, t95(n - 1) * sd / math.sqrt(n), n, sd)
+
+
+def seeds_to_separate(p: Paired) -> int | None:
+    """About how many shared seeds would separate a tied pair at the spread seen (None: the two
+    are identical on every seed, so no number of seeds separates them)."""
+    if p.mean_diff == 0:
+        return None
+    need = math.ceil((2.0 * p.sd / abs(p.mean_diff)) ** 2)
+    return max(need, p.n + 1)
+
+
+def _throughputs(e: Evaluated) -> list[float]:
+    return [float(r["throughput_per_hour"]) for r in e.runs]
+
+
+def tied_with_best(result: PlanResult) -> list[Evaluated]:
+    """The feasible full-run designs other than the best that a paired test on shared seeds does
+    not separate from it, by throughput descending."""
+    best = result.best
+    if best is None:
+        return []
+    ref = _throughputs(best)
+    out = []
+    for e in result.feasible:
+        if e.design == best.design or len(e.runs) != len(ref):
+            continue
+        if paired(ref, _throughputs(e)).tied:
+            out.append(e)
+    return out
+
+
+def comparison(best: Evaluated, other: Evaluated) -> Paired:
+    """The paired comparison of ``best`` against ``other`` (their runs on the same seeds)."""
+    return paired(_throughputs(best), _throughputs(other))
+
+
+def _signature(e: Evaluated) -> tuple[Any, ...]:
+    keys = ("throughput_per_hour", "staleness_mean", "staleness_max", "discarded_share", "tokens_generated")
+    return (e.steps, tuple(tuple(r.get(k) for k in keys) for r in e.runs))
+
+
+def merge_duplicates(evals: Sequence[Evaluated]) -> list[tuple[Evaluated, list[Evaluated]]]:
+    """The designs whose runs are identical seed by seed (throughput, staleness, discards,
+    tokens: e.g. drain, partial and abort-reprefill at eta 0, where no sync meets a sequence in
+    flight) as one row: (the first in ``evals``' order, the others), order kept."""
+    groups: dict[tuple[Any, ...], tuple[Evaluated, list[Evaluated]]] = {}
+    for e in evals:
+        if e.metrics.get("failed"):
+            groups[(id(e),)] = (e, [])
+            continue
+        sig = _signature(e)
+        if sig in groups:
+            groups[sig][1].append(e)
+        else:
+            groups[sig] = (e, [])
+    return list(groups.values())
+
+
+def merged_label(first: Evaluated, same: Sequence[Evaluated], n_gpus: int) -> str:
+    """``first``'s label, with what differs in the identical designs after ``=``: ``colocated tp2
+    eta=0 drain = partial = abort_reprefill``."""
+    label = first.design.label(n_gpus)
+    words = set(label.split())
+    extra = [" ".join(w for w in o.design.label(n_gpus).split() if w not in words) for o in same]
+    return " = ".join([label, *[x for x in extra if x]])
