@@ -27,6 +27,7 @@ from pipesim.plan.runspec import (
     load,
     plan_tables,
     run,
+    spec_tables,
 )
 from pipesim.plan.space import UPDATES, Design
 
@@ -327,3 +328,26 @@ def test_a_trace_backed_plan_spec_object_names_the_key(tmp_path: Path) -> None:
     tables["workload"]["response_trace"] = {"path": str(trace)}
     with pytest.raises(PlanError, match="workload.response_trace"):
         design_to_runspec(specfile.from_dict(tables), Design(0))
+
+
+def test_the_agent_keys_and_the_framework_reach_the_run_and_come_back() -> None:
+    """A run spec with the plan's agent keys (an environment-worker fleet, the KV policy during
+    tools) and a named framework profile: its run is the planner's run of the same design (the run
+    spec's cluster once left out ``env_workers``), and a PlanSpec writes the keys back."""
+    data = copy.deepcopy(SPEC)
+    data["cluster"] |= {"env_workers": 2, "cost_per_gpu_hour": 2.5}
+    data["model"] |= {"tool_kv": "drop", "framework": "megatron-dense"}
+    data["workload"]["agent"] = {"turns": 2, "tool_latency_s": 1.0, "observation_tokens": 64}
+    rs = from_dict(data)
+    assert rs.plan.env_workers == 2 and rs.plan.tool_kv == "drop"
+    mine = run(rs).summary()
+    theirs = run_design(rs.plan, rs.design, rs.steps, rs.seed)
+    assert mine["throughput_per_hour"] == theirs["throughput_per_hour"]
+    fleet = copy.deepcopy(data)
+    fleet["cluster"]["env_workers"] = 64
+    assert run(from_dict(fleet)).summary()["throughput_per_hour"] > mine["throughput_per_hour"]
+    back = spec_tables(rs.plan)
+    assert back["cluster"]["env_workers"] == 2 and back["cluster"]["cost_per_gpu_hour"] == 2.5
+    assert back["model"]["tool_kv"] == "drop" and back["model"]["framework"] == "megatron-dense"
+    again = from_dict({**data, **{k: back[k] for k in ("cluster", "model", "workload")}})
+    assert again.plan == rs.plan

@@ -419,7 +419,9 @@ def run(rs: RunSpec, record: bool = False) -> Any:
 
     spec, d = rs.plan, rs.design
     eng = engine_config(spec, d.tp)
-    cluster = Cluster(engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    cluster = Cluster(
+        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+    )
     sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
     trainer = trainer_config(spec, d)

@@ -59,6 +59,20 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
         "mfu": spec.mfu,
         "share_group_prefix": spec.share_group_prefix,
     }
+    if spec.tool_kv != "keep":
+        model["tool_kv"] = spec.tool_kv
+    if spec.framework is not None:
+        from pipesim.compute.profiles import profile, profiles
+
+        name = spec.framework.name
+        if name not in profiles() or profile(name) != spec.framework:
+            raise PlanError(
+                "model.framework: a profile other than a registered one (a calibrated or changed "
+                "one) has no spec-file form; give design_to_runspec the plan spec's file",
+                "model.framework",
+            )
+        model["framework"] = name
+        del model["mfu"]  # with a framework, a written mfu would replace its efficiencies
     workload: dict[str, Any] = {
         "batch_size": spec.batch_size,
         "samples_per_prompt": wl.samples_per_prompt,
@@ -71,11 +85,16 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     }
     if wl.agent is not None:
         workload["agent"] = dataclasses.asdict(wl.agent)
+    cluster: dict[str, Any] = {"gpu": _name(GPUS, spec.gpu, "cluster.gpu"), "n_gpus": spec.n_gpus}
+    if spec.env_workers is not None:
+        cluster["env_workers"] = spec.env_workers
+    if spec.cost_per_gpu_hour is not None:
+        cluster["cost_per_gpu_hour"] = spec.cost_per_gpu_hour
     search: dict[str, Any] = {"steps": spec.steps, "inflight_load_time_s": spec.inflight_load_time_s}
     if spec.sync_time_s is not None:
         search["sync_time_s"] = spec.sync_time_s
     return {
-        "cluster": {"gpu": _name(GPUS, spec.gpu, "cluster.gpu"), "n_gpus": spec.n_gpus},
+        "cluster": cluster,
         "model": model,
         "workload": workload,
         "search": search,
