@@ -5,6 +5,7 @@ integers, every output records version, spec hash and seeds, and the two errors 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +256,22 @@ def test_resume_continues_an_interrupted_plan_from_the_cache(
     resumed = json.loads((tmp_path / "p.json").read_text())
     assert resumed["recommended"]["label"] == fresh.best.design.label(4)  # type: ignore[union-attr]
     assert resumed["runs"] == fresh.runs - 5 and resumed["partial"] is False
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``pipesim plan spec.toml | head -3``: the reader closes the pipe before the report is
+    written; the command ends quietly with status 0 (it printed a BrokenPipeError traceback,
+    since the planner's path skipped the CLI's handler)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f'"{sys.executable}" -m pipesim plan "{tiny_spec(tmp_path)}" --quiet --no-cache | head -1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr[-800:]

@@ -96,8 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
         from pipesim.plan import main as plan_main
 
-        with pause_collector_during_runs():
-            return plan_main(argv[1:])
+        try:
+            with pause_collector_during_runs():
+                return plan_main(argv[1:])
+        except BrokenPipeError:  # `pipesim plan ... | head`: the reader left; nothing to report
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - as below
+            return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
