@@ -115,7 +115,7 @@ class ModelSpec:
                 )
         if self.n_heads % self.n_kv_heads:
             raise FieldError(
-                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})", "n_heads"
+                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})", "n_kv_heads"
             )
         if self.n_experts:
             if not 1 <= self.n_active_experts <= self.n_experts:
@@ -297,7 +297,10 @@ class ModelSpec:
                         key,
                     )
                 value = int(value)
-            check_int(f"config key {shown(key)}", value, minimum, MAX_MODEL_DIM, _DIM_WHY)
+            try:
+                check_int(key, value, minimum, MAX_MODEL_DIM, _DIM_WHY)
+            except FieldError as exc:  # the same sentence, the key named as config.json writes it
+                raise FieldError(f"config key {shown(key)}{str(exc)[len(key) :]}", key) from None
             return int(value)
 
         def flag(key: str) -> bool:
@@ -334,7 +337,7 @@ class ModelSpec:
                     "MoE "
                     "are not supported (every layer must be a mixture of experts: mlp_only_layers [] "
                     "and decoder_sparse_step 1)",
-                    "mlp_only_layers",
+                    "mlp_only_layers" if dense else "decoder_sparse_step",
                 )
             moe = {
                 "n_experts": integer("num_experts"),
