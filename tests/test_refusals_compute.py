@@ -37,12 +37,13 @@ from pipesim.compute.phasefit import fit_profile
 from pipesim.compute.profiles import profile, profiles
 from pipesim.compute.roofline import check_ep, check_tp, kernel_time_s
 from pipesim.compute.series import ReplicaSeries
+from pipesim.compute.source import TokenSource
 from pipesim.compute.workload import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
 from pipesim.core.validate import FieldError
 from pipesim.io.overrides import apply_overrides
 from pipesim.plan import runspec
 from pipesim.plan.checks import PlanError
-from pipesim.policies.faults import Timeout
+from pipesim.policies.faults import DropFailed, RetryFailed, Timeout
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.replicas import Replicas
 from pipesim.workload.durations import ExponentialDurations
@@ -138,11 +139,47 @@ def _ids(rows: Rows) -> dict[str, Any]:
     return {"argvalues": [r[1:] for r in rows], "ids": [r[0] for r in rows]}
 
 
+Q8 = MODELS["qwen3-8b"]
+
+
 def _engine(**kw: Any) -> EngineConfig:
     return EngineConfig(**{"model": QWEN, "gpu": H100, **kw})
 
 
 ENGINE: Rows = [
+    *[  # tests/test_compute_engine.py's test_bad_input_names_the_field, moved
+        (f"moved-{field}-{i}", call, field)
+        for i, (call, field) in enumerate(
+            [
+                (lambda: EngineConfig(model=MODELS["qwen3-32b"], gpu=GPUS["l40s"]), "tp"),
+                (lambda: _engine(model=Q8, tp=3), "tp"),
+                (
+                    lambda: _engine(model=Q8, gpu_memory_utilization=0.2),
+                    "gpu_memory_utilization",
+                ),
+                (lambda: _engine(model=Q8, max_model_len=10**6), "max_model_len"),
+                (lambda: _engine(model=Q8, kv_policy="lru"), "kv_policy"),
+                (lambda: _engine(model=Q8, max_num_seqs=0), "max_num_seqs"),
+                (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), 1.5e4), "context_tokens"),
+                (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), "16384"), "context_tokens"),
+                (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
+                (lambda: TokenWorkload(difficulty_sigma=True), "difficulty_sigma"),
+                (
+                    lambda: _engine(model=Q8, iteration_overhead_s=1e304),
+                    "iteration_overhead_s",
+                ),
+                (lambda: _engine(model=Q8, allreduce_latency_s=1e306), "allreduce_latency_s"),
+                (lambda: Efficiency(kernel_overhead_s=1e300), "kernel_overhead_s"),
+                (lambda: TokenWorkload(drift_per_version=True), "drift_per_version"),
+                (lambda: _engine(model=Q8, watermark=False), "watermark"),
+                (lambda: LogNormalLengths(-1.0), "median_tokens"),
+                (lambda: Cluster(engine=_engine(), n_gpus=4, trainer_gpus=4), "trainer_gpus"),
+                (lambda: Cluster(engine=_engine(), n_gpus=0), "n_gpus"),
+                (lambda: TrainerConfig(model=MODELS["qwen3-32b"], gpu=H100, n_gpus=1), "n_gpus"),
+                (lambda: TrainerConfig(model=MODELS["qwen3-8b"], gpu=H100, n_gpus=8, mfu=1.5), "mfu"),
+            ]
+        )
+    ],
     ("model-name", lambda: _engine(model="qwen3-0.6b"), "model"),
     ("gpu-name", lambda: _engine(gpu="h100-sxm"), "gpu"),
     ("efficiency-number", lambda: _engine(efficiency=0.5), "efficiency"),
@@ -182,6 +219,14 @@ CLUSTER: Rows = [
         lambda: Cluster(engine=_engine(tp=2), n_gpus=4, trainer_gpus=1),
         "engine.tp",
     ),
+    (
+        "offload/host_bandwidth_bytes_per_s-zero",
+        lambda: Offload(host_bandwidth_bytes_per_s=0.0),
+        "host_bandwidth_bytes_per_s",
+    ),
+    ("offload/host_link_efficiency-1.5", lambda: Offload(host_link_efficiency=1.5), "host_link_efficiency"),
+    ("offload/fixed_s-negative", lambda: Offload(fixed_s=-1.0), "fixed_s"),
+    ("offload/trainer_offload-yes", lambda: Offload(trainer_offload="yes"), "trainer_offload"),
     ("offload/sleep_level-three", lambda: Offload(sleep_level=3), "sleep_level"),
     ("offload/sleep_level-float", lambda: Offload(sleep_level=1.0), "sleep_level"),
     ("offload/trainer_offload-int", lambda: Offload(trainer_offload=1), "trainer_offload"),
@@ -214,6 +259,20 @@ RUN: Rows = [
     ("cluster-engine", lambda: run_compute(Scenario(), _engine(), TokenWorkload()), "cluster"),
     ("workload-lengths", lambda: run_compute(Scenario(), _cluster(), LogNormalLengths(100)), "workload"),
     ("record-int", lambda: _run(record=1), "record"),
+    ("record-none", lambda: _run(record=None), "record"),
+    ("record-yes", lambda: _run(record="yes"), "record"),
+    ("seed-negative", lambda: _run(seed=-1), "seed"),
+    ("workload-none-with-groups", lambda: _run(workload=None, groups=True), "workload"),
+    (
+        "scenario-failures-drop",
+        lambda: _run(scenario=Scenario(failures=DropFailed(hazard_per_s=1e3))),
+        "failures",
+    ),
+    (
+        "scenario-failures-retry",
+        lambda: _run(scenario=Scenario(failures=RetryFailed(hazard_per_s=1e3))),
+        "failures",
+    ),
     ("routing-text", lambda: _run(routing="random"), "routing"),
     ("groups-int", lambda: _run(groups=4), "groups"),
     (
