@@ -558,6 +558,12 @@ RUN_SPEC: Rows = [
         lambda: runspec.from_dict({k: v for k, v in RUN_SPEC_DATA.items() if k != "design"}),
         "design",
     ),
+    ("run-not-a-table", lambda: runspec.from_dict({**RUN_SPEC_DATA, "run": 3}), "run"),
+    (
+        "placement-missing",
+        lambda: runspec.from_dict({**RUN_SPEC_DATA, "design": {"tp": 1}}),
+        "design.placement",
+    ),
     ("tp-not-dividing-heads", lambda: _runspec("design.tp=3"), "design.tp"),
     ("tp-beyond-the-engine-gpus", lambda: _runspec("design.tp=8"), "design.placement"),
     ("placement-every-gpu", lambda: _runspec("design.placement=8"), "design.placement"),
