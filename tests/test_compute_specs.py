@@ -24,6 +24,8 @@ from pipesim.compute import (
     model,
 )
 from pipesim.compute.roofline import kernel_time_s
+from pipesim.core.validate import FieldError
+from tests.test_refusals_core import check_refusal
 
 REPO = Path(__file__).resolve().parents[1]
 VIDUR_CSV = REPO / ".." / "shared" / "reference" / "vidur" / "h100_llama-2-7b_mlp.csv"
@@ -119,8 +121,7 @@ def test_byte_counts():
     # Llama-2-7B: 32 layers x 32 KV heads x 128 x (K and V) x 2 bytes = 512 KiB a token.
     assert llama.kv_bytes_per_token() == 512 * 1024
     assert MODELS["qwen3-8b"].kv_bytes_per_token("fp8") == 36 * 8 * 128 * 2
-    with pytest.raises(ValueError, match="unknown dtype"):
-        llama.weight_bytes("bf17")
+    check_refusal(lambda: llama.weight_bytes("bf17"), FieldError, "dtype")
 
 
 QWEN3_4B_CONFIG = {  # a handwritten Qwen3 config.json: head_dim 128 differs from 2560 / 32 = 80
@@ -250,8 +251,7 @@ def test_kernel_time_is_a_p_norm_between_max_and_sum(p):
         assert t == pytest.approx((t_c**p + t_m**p) ** (1 / p) if p < 30 else max(t_c, t_m), rel=1e-9)
     assert kernel_time_s(h100, 0.0, 0.0) == Efficiency().kernel_overhead_s
     for bad in (-1.0, float("nan")):
-        with pytest.raises(ValueError, match="flops and bytes_moved"):
-            kernel_time_s(h100, bad, 1e9)
+        check_refusal(lambda bad=bad: kernel_time_s(h100, bad, 1e9), FieldError, "flops")
 
 
 def test_roofline_helpers_name_a_bad_count():
@@ -351,10 +351,9 @@ def test_the_roofline_helpers_refuse_a_tp_that_does_not_split_the_heads(
 ) -> None:
     """They rounded the heads per GPU up, for a split vLLM refuses (28 heads on 8 GPUs)."""
     spec, g = MODELS[name], GPUS["h100-sxm"]
-    with pytest.raises(ValueError, match=rf"tp \({tp}\) must divide.*{says}"):
-        spec.linear_time_s(g, 64, tp)
-    with pytest.raises(ValueError, match=rf"tp \({tp}\)"):
-        spec.decode_attention_time_s(g, 1024, tp)
+    err = check_refusal(lambda: spec.linear_time_s(g, 64, tp), FieldError, "tp")
+    assert says in str(err)  # which count it does not split (n_heads or n_kv_heads)
+    check_refusal(lambda: spec.decode_attention_time_s(g, 1024, tp), FieldError, "tp")
 
 
 @given(
