@@ -79,6 +79,7 @@ from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -121,23 +122,17 @@ class Offload:
 
     def __post_init__(self) -> None:
         if type(self.sleep_level) is not int or self.sleep_level not in (1, 2):
-            raise FieldError(
-                f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {shown(self.sleep_level)}",
-                "sleep_level",
+            raise refuse(
+                "sleep_level", f"must be 1 or 2 (vLLM's sleep levels), got {shown(self.sleep_level)}"
             )
         if not isinstance(self.trainer_offload, bool):
-            raise FieldError(
-                f"trainer_offload must be a bool, got {shown(self.trainer_offload)}", "trainer_offload"
-            )
+            raise refuse("trainer_offload", f"must be a bool, got {shown(self.trainer_offload)}")
         check_number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
         if self.host_bandwidth_bytes_per_s is not None:
             check_number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
         check_number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
         if self.host_link_efficiency > 1:
-            raise FieldError(
-                f"host_link_efficiency must be in (0, 1], got {shown(self.host_link_efficiency)}",
-                "host_link_efficiency",
-            )
+            raise refuse("host_link_efficiency", f"must be in (0, 1], got {shown(self.host_link_efficiency)}")
         check_number("fixed_s", self.fixed_s, 0.0)
 
     def host_bandwidth(self, gpu: GPUSpec) -> float:
@@ -181,11 +176,11 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if not isinstance(self.offload, Offload):
-            raise FieldError(f"offload must be an Offload, got {shown(self.offload)}", "offload")
+            raise refuse("offload", f"must be an Offload, got {shown(self.offload)}")
         if not isinstance(self.sync, SyncModel):
-            raise FieldError(f"sync must be a SyncModel, got {shown(self.sync)}", "sync")
+            raise refuse("sync", f"must be a SyncModel, got {shown(self.sync)}")
         if not isinstance(self.engine, EngineConfig):
-            raise FieldError(f"engine must be an EngineConfig, got {shown(self.engine)}", "engine")
+            raise refuse("engine", f"must be an EngineConfig, got {shown(self.engine)}")
         check_int("n_gpus", self.n_gpus, 1)
         t = self.trainer_gpus
         check_int("trainer_gpus", t, 0)
@@ -322,7 +317,7 @@ def run_compute(
     that ``EngineConfig.share_group_prefix`` can share their prompt).
     """
     if not isinstance(scenario, Scenario):
-        raise FieldError(f"scenario must be a pipesim.Scenario, got {shown(scenario)}", "scenario")
+        raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
     for name, instead in (
         ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
         ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
@@ -334,14 +329,14 @@ def run_compute(
                 name,
             )
     if not isinstance(cluster, Cluster):
-        raise FieldError(f"cluster must be a Cluster, got {shown(cluster)}", "cluster")
+        raise refuse("cluster", f"must be a Cluster, got {shown(cluster)}")
     if not isinstance(workload, TokenWorkload):
-        raise FieldError(f"workload must be a TokenWorkload, got {shown(workload)}", "workload")
+        raise refuse("workload", f"must be a TokenWorkload, got {shown(workload)}")
     if seed is not None:
         check_int("seed", seed, 0, MAX_SEED - 1)
     seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
-        raise FieldError(f"record must be a bool, got {shown(record)}", "record")
+        raise refuse("record", f"must be a bool, got {shown(record)}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
@@ -349,7 +344,7 @@ def run_compute(
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):
-        raise FieldError(f"routing must have a choose(engines) method, got {shown(routing)}", "routing")
+        raise refuse("routing", f"must have a choose(engines) method, got {shown(routing)}")
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
@@ -427,7 +422,7 @@ def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerC
             field = "n_gpus" if cluster.colocated else "trainer_gpus"
             raise FieldError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}", field) from None
     if not isinstance(trainer, TrainerConfig):
-        raise FieldError(f"trainer must be a TrainerConfig or None, got {shown(trainer)}", "trainer")
+        raise refuse("trainer", f"must be a TrainerConfig or None, got {shown(trainer)}")
     for name, same, got, want in (
         ("n_gpus", trainer.n_gpus == n, trainer.n_gpus, n),
         ("model", trainer.model == eng.model, trainer.model.name, eng.model.name),
@@ -453,7 +448,7 @@ def _group_policy(
     elif isinstance(groups, WholeGroups):
         policy = groups
     else:
-        raise FieldError(f"groups must be a bool or a WholeGroups, got {shown(groups)}", "groups")
+        raise refuse("groups", f"must be a bool or a WholeGroups, got {shown(groups)}")
     if policy is None:
         return None
     if policy.samples_per_group != workload.samples_per_prompt:

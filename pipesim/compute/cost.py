@@ -68,6 +68,7 @@ from pipesim.compute.roofline import (
     linear_time_s,
 )
 from pipesim.core.errors import MAX_SLOTS, FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -127,41 +128,32 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise FieldError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}", "model")
+            raise refuse("model", f"must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
-            raise FieldError(
-                f"gpu must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {shown(self.gpu)}", "gpu"
+            raise refuse(
+                "gpu", f"must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {shown(self.gpu)}"
             )
         if not isinstance(self.efficiency, Efficiency):
-            raise FieldError(
-                f"efficiency must be a pipesim.Efficiency, got {shown(self.efficiency)}", "efficiency"
-            )
+            raise refuse("efficiency", f"must be a pipesim.Efficiency, got {shown(self.efficiency)}")
         check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS, "each sequence is a Python object")
         m = self.model
         check_tp(m, self.tp)
         check_ep(m, self.tp, self.ep)
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
-            raise FieldError(
-                f"gpu_memory_utilization must be in (0, 1], got {shown(u)}", "gpu_memory_utilization"
-            )
+            raise refuse("gpu_memory_utilization", f"must be in (0, 1], got {shown(u)}")
         if not isinstance(self.share_group_prefix, bool):
-            raise FieldError(
-                f"share_group_prefix must be a bool, got {shown(self.share_group_prefix)}",
-                "share_group_prefix",
-            )
+            raise refuse("share_group_prefix", f"must be a bool, got {shown(self.share_group_prefix)}")
         if self.tool_kv not in TOOL_KV:
-            raise FieldError(f"tool_kv must be one of {TOOL_KV}, got {shown(self.tool_kv)}", "tool_kv")
+            raise refuse("tool_kv", f"must be one of {TOOL_KV}, got {shown(self.tool_kv)}")
         if (
             isinstance(self.watermark, bool)
             or not isinstance(self.watermark, int | float)
             or not 0 <= self.watermark < 1
         ):
-            raise FieldError(f"watermark must be in [0, 1), got {shown(self.watermark)}", "watermark")
+            raise refuse("watermark", f"must be in [0, 1), got {shown(self.watermark)}")
         if self.kv_policy not in KV_POLICIES:
-            raise FieldError(
-                f"kv_policy must be one of {KV_POLICIES}, got {shown(self.kv_policy)}", "kv_policy"
-            )
+            raise refuse("kv_policy", f"must be one of {KV_POLICIES}, got {shown(self.kv_policy)}")
         for name in ("iteration_overhead_s", "allreduce_latency_s"):
             check_number(name, getattr(self, name), 0)
             if getattr(self, name) > MAX_FIXED_COST_S:
@@ -173,9 +165,7 @@ class EngineConfig:
         dtype_bytes(self.weight_dtype, "weight_dtype")
         dtype_bytes(self.kv_dtype, "kv_dtype")
         if not isinstance(self.enforce_eager, bool):
-            raise FieldError(
-                f"enforce_eager must be a bool, got {shown(self.enforce_eager)}", "enforce_eager"
-            )
+            raise refuse("enforce_eager", f"must be a bool, got {shown(self.enforce_eager)}")
         if self.max_num_batched_tokens is not None:
             check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
             if self.max_num_batched_tokens < self.max_num_seqs:

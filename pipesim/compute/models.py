@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipesim.core.errors import FieldError, check_int, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -103,16 +104,14 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise FieldError(f"name must be a str, got {shown(self.name)}", "name")
+            raise refuse("name", f"must be a str, got {shown(self.name)}")
         for field_name in _POSITIVE:
             check_int(field_name, getattr(self, field_name), 1, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in _NON_NEGATIVE:
             check_int(field_name, getattr(self, field_name), 0, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in ("gated_mlp", "tied_embeddings", "attention_bias", "qk_norm"):
             if not isinstance(getattr(self, field_name), bool):
-                raise FieldError(
-                    f"{field_name} must be a bool, got {shown(getattr(self, field_name))}", field_name
-                )
+                raise refuse(field_name, f"must be a bool, got {shown(getattr(self, field_name))}")
         if self.n_heads % self.n_kv_heads:
             raise FieldError(
                 f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})", "n_kv_heads"
@@ -131,16 +130,14 @@ class ModelSpec:
                 )
         else:
             if self.intermediate_size < 1:
-                raise FieldError(
-                    f"intermediate_size must be at least 1, got {self.intermediate_size}", "intermediate_size"
-                )
+                raise refuse("intermediate_size", f"must be at least 1, got {self.intermediate_size}")
             for field_name in (
                 "n_active_experts",
                 "expert_intermediate_size",
                 "shared_expert_intermediate_size",
             ):
                 if getattr(self, field_name):
-                    raise FieldError(f"{field_name} must be 0 for a dense model (n_experts=0)", field_name)
+                    raise refuse(field_name, "must be 0 for a dense model (n_experts=0)")
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -270,7 +267,7 @@ class ModelSpec:
         ``transformers`` divides by it, so null is an error there too.
         """
         if not isinstance(d, Mapping):
-            raise FieldError(f"config must be a dict, got {type(d).__name__}", "config")
+            raise refuse("config", f"must be a dict, got {type(d).__name__}")
 
         def need(key: str) -> Any:
             if key not in d:

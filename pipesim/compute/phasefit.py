@@ -31,6 +31,7 @@ import numpy as np
 from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 FITTED = ("fwd_bwd_efficiency", "fwd_efficiency", "micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
 """The constants :func:`fit_profile` can fit, in the order of ``theta``."""
@@ -49,9 +50,9 @@ class PhaseObservation:
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, TrainerConfig):
-            raise FieldError(f"config must be a TrainerConfig, got {shown(self.config)}", "config")
+            raise refuse("config", f"must be a TrainerConfig, got {shown(self.config)}")
         if self.phase not in PHASES:
-            raise FieldError(f"phase must be one of {', '.join(PHASES)}, got {shown(self.phase)}", "phase")
+            raise refuse("phase", f"must be one of {', '.join(PHASES)}, got {shown(self.phase)}")
         check_number("tokens", self.tokens, 0.0)
         check_int("samples", self.samples, 0)
         check_number("seconds", self.seconds, 0.0)
@@ -95,7 +96,7 @@ def fit_profile(
     module docstring). ``ValueError`` naming ``observations`` when they cannot separate the
     constants asked for (rank-deficient), or when the fit leaves a constant out of its range."""
     if not isinstance(profile, FrameworkProfile):
-        raise FieldError(f"profile must be a FrameworkProfile, got {shown(profile)}", "profile")
+        raise refuse("profile", f"must be a FrameworkProfile, got {shown(profile)}")
     unknown = [name for name in fix if name not in FITTED]
     if unknown:
         raise FieldError(
@@ -103,7 +104,7 @@ def fit_profile(
         )
     check_number("confidence", confidence, 0.0, strict=True)
     if confidence >= 1:
-        raise FieldError(f"confidence must be in (0, 1), got {shown(confidence)}", "confidence")
+        raise refuse("confidence", f"must be in (0, 1), got {shown(confidence)}")
     if not observations or not all(isinstance(o, PhaseObservation) for o in observations):
         raise FieldError("observations must be a non-empty sequence of PhaseObservation", "observations")
     rows = [_row(profile, o) for o in observations]

@@ -53,6 +53,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import FieldError, check_int, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -111,7 +112,7 @@ class Efficiency:
             if value is None and f.name.startswith("attention_") and f.name.endswith("_fraction"):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise FieldError(f"{f.name} must be a number, got {shown(value)}", f.name)
+                raise refuse(f.name, f"must be a number, got {shown(value)}")
         for name in (
             "flop_fraction",
             "bandwidth_fraction",
@@ -120,7 +121,7 @@ class Efficiency:
             "moe_gemm_fraction",
         ):
             if getattr(self, name) is not None and not 0 < getattr(self, name) <= 1:
-                raise FieldError(f"{name} must be in (0, 1], got {getattr(self, name)}", name)
+                raise refuse(name, f"must be in (0, 1], got {getattr(self, name)}")
         for name in ("kernel_overhead_s", "attention_block_s"):
             if not 0 <= getattr(self, name) <= MAX_FIXED_COST_S:
                 raise FieldError(
@@ -129,10 +130,7 @@ class Efficiency:
                     name,
                 )
         if not 1 <= self.combine_exponent < math.inf:
-            raise FieldError(
-                f"combine_exponent must be at least 1 and finite, got {self.combine_exponent}",
-                "combine_exponent",
-            )
+            raise refuse("combine_exponent", f"must be at least 1 and finite, got {self.combine_exponent}")
 
     @property
     def attention_flops(self) -> float:
@@ -169,9 +167,7 @@ def kernel_time_s(
 ) -> float:
     """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
     if not flops >= 0 or not bytes_moved >= 0:  # NaN fails too
-        raise FieldError(
-            f"flops and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}", "flops"
-        )
+        raise refuse("flops", f"and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}")
     eff = efficiency or DEFAULT_EFFICIENCY
     t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
     t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)
@@ -211,11 +207,9 @@ def check_tp(model: ModelSpec, tp: int) -> None:
     heads are then replicated), as vLLM requires."""
     check_int("tp", tp, 1)
     if model.n_heads % tp:
-        raise FieldError(f"tp ({tp}) must divide the model's n_heads ({model.n_heads})", "tp")
+        raise refuse("tp", f"({tp}) must divide the model's n_heads ({model.n_heads})")
     if model.n_kv_heads % tp and tp % model.n_kv_heads:
-        raise FieldError(
-            f"tp ({tp}) must divide n_kv_heads ({model.n_kv_heads}) or be a multiple of it", "tp"
-        )
+        raise refuse("tp", f"({tp}) must divide n_kv_heads ({model.n_kv_heads}) or be a multiple of it")
 
 
 def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
@@ -225,11 +219,11 @@ def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
     if ep == 1:
         return
     if not model.is_moe:
-        raise FieldError(f"ep ({ep}) > 1 needs a mixture-of-experts model; {model.name} is dense", "ep")
+        raise refuse("ep", f"({ep}) > 1 needs a mixture-of-experts model; {model.name} is dense")
     if model.n_experts % ep:
-        raise FieldError(f"ep ({ep}) must divide the model's n_experts ({model.n_experts})", "ep")
+        raise refuse("ep", f"({ep}) must divide the model's n_experts ({model.n_experts})")
     if tp % ep:
-        raise FieldError(f"ep ({ep}) must divide (or equal) the replica's GPUs, tp={tp}", "ep")
+        raise refuse("ep", f"({ep}) must divide (or equal) the replica's GPUs, tp={tp}")
 
 
 def experts_touched(model: ModelSpec, n_tokens: int) -> float:

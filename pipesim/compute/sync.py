@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.compute.phases import GPUS_PER_NODE, link_bytes_per_s
 from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.cost import EngineConfig
@@ -78,10 +79,10 @@ class SyncModel:
                 continue
             check_number(name, value, 0.0, strict=True)
             if value > 1:
-                raise FieldError(f"{name} must be in (0, 1], got {shown(value)}", name)
+                raise refuse(name, f"must be in (0, 1], got {shown(value)}")
         for name in ("overlap_load", "per_shard"):
             if not isinstance(getattr(self, name), bool):
-                raise FieldError(f"{name} must be a bool, got {shown(getattr(self, name))}", name)
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         if self.sources is not None:
             check_int("sources", self.sources, 1)
 

@@ -41,6 +41,7 @@ from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
 from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s
 from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.source import TokenSource
@@ -80,17 +81,17 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise FieldError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}", "model")
+            raise refuse("model", f"must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
-            raise FieldError(f"gpu must be a pipesim.GPUSpec, got {shown(self.gpu)}", "gpu")
+            raise refuse("gpu", f"must be a pipesim.GPUSpec, got {shown(self.gpu)}")
         check_int("n_gpus", self.n_gpus, 1)
         mfu = self.mfu
         number = isinstance(mfu, int | float) and not isinstance(mfu, bool)
         if mfu is not None and (not number or not 0 < mfu <= 1):
-            raise FieldError(f"mfu must be in (0, 1] or None, got {shown(mfu)}", "mfu")
+            raise refuse("mfu", f"must be in (0, 1] or None, got {shown(mfu)}")
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
-                raise FieldError(f"{name} must be a bool, got {shown(getattr(self, name))}", name)
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         for name in ("step_overhead_s", "optimizer_bytes_per_param"):
             check_number(name, getattr(self, name), 0)
         for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "micro_batch_samples"):
@@ -136,9 +137,7 @@ class TrainerConfig:
         elif isinstance(p, str):
             resolved = profile(p)
         else:
-            raise FieldError(
-                f"profile must be a profile name or a FrameworkProfile, got {shown(p)}", "profile"
-            )
+            raise refuse("profile", f"must be a profile name or a FrameworkProfile, got {shown(p)}")
         if self.mfu is not None:
             resolved = dataclasses.replace(resolved, fwd_bwd_efficiency=self.mfu, fwd_efficiency=self.mfu)
         return resolved
@@ -182,7 +181,7 @@ class ComputeTrainer:
 
     def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
         if not isinstance(config, TrainerConfig):
-            raise FieldError(f"config must be a TrainerConfig, got {shown(config)}", "config")
+            raise refuse("config", f"must be a TrainerConfig, got {shown(config)}")
         check_number("switch_s", switch_s, 0)
         self.config, self.source = config, source
         self.switch_s = float(switch_s)
