@@ -31,6 +31,8 @@ from pipesim.compute.workload import (
     TokenWorkload,
 )
 from pipesim.core.clock import Clock
+from pipesim.core.validate import FieldError
+from tests.test_refusals_core import check_refusal
 
 SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
 
@@ -368,48 +370,14 @@ def test_trainer_time_from_tokens() -> None:
 
 
 # -- bad input ----------------------------------------------------------------------------------------
+# (the configs' refusals are rows of tests/test_refusals_compute.py; this one is TokenSource's)
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        (lambda: EngineConfig(model=MODELS["qwen3-32b"], gpu=GPUS["l40s"]), "tp"),
-        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], tp=3), "tp"),
-        (
-            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], gpu_memory_utilization=0.2),
-            "gpu_memory_utilization",
-        ),
-        (
-            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_model_len=10**6),
-            "max_model_len",
-        ),
-        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], kv_policy="lru"), "kv_policy"),
-        (
-            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], max_num_seqs=0),
-            "max_num_seqs",
-        ),
         (
             lambda: TokenSource(TokenWorkload(max_response_tokens=4000), np.random.default_rng(), 4096),
             "max_response_tokens",
         ),
-        (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), 1.5e4), "context_tokens"),
-        (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), "16384"), "context_tokens"),
-        (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
-        (lambda: TokenWorkload(difficulty_sigma=True), "difficulty_sigma"),  # a bool is not a number
-        (
-            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], iteration_overhead_s=1e304),
-            "iteration_overhead_s must be at most",  # the summary's sums overflowed to NaN
-        ),
-        (
-            lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], allreduce_latency_s=1e306),
-            "allreduce_latency_s must be at most",  # the run "stalled", blaming admission
-        ),
-        (lambda: Efficiency(kernel_overhead_s=1e300), "kernel_overhead_s"),
-        (lambda: TokenWorkload(drift_per_version=True), "drift_per_version"),
-        (lambda: EngineConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], watermark=False), "watermark"),
-        (lambda: LogNormalLengths(-1.0), "median_tokens"),
-        (lambda: Cluster(engine=SMALL, n_gpus=4, trainer_gpus=4), "trainer_gpus"),
-        (lambda: Cluster(engine=SMALL, n_gpus=0), "n_gpus"),
-        (lambda: TrainerConfig(model=MODELS["qwen3-32b"], gpu=GPUS["h100-sxm"], n_gpus=1), "n_gpus"),
-        (lambda: TrainerConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], n_gpus=8, mfu=1.5), "mfu"),
     ],
 )
 def test_bad_input_names_the_field(build: Any, field: str) -> None:
@@ -452,46 +420,12 @@ def test_lengths_that_overflow_are_truncated_at_the_cap(kw: dict[str, float]) ->
     assert all(1 <= n <= 64 for turns in src.turns.values() for n, _, _ in turns)
 
 
-def test_run_compute_checks_its_arguments_against_the_cluster() -> None:
+def test_a_trainer_that_matches_the_cluster_runs() -> None:
+    # (its mismatches are rows of tests/test_refusals_compute.py: trainer-n_gpus, -model, -gpu)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
-    wl = TokenWorkload(max_response_tokens=512)
     split = Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1)
-    m, g = SMALL.model, SMALL.gpu
-    for trainer, named in [
-        (TrainerConfig(model=m, gpu=g, n_gpus=64), "trainer.n_gpus"),
-        (TrainerConfig(model=MODELS["qwen3-1.7b"], gpu=g, n_gpus=1), "trainer.model"),
-        (TrainerConfig(model=m, gpu=GPUS["h200"], n_gpus=1), "trainer.gpu"),
-    ]:
-        with pytest.raises(ValueError, match=named):
-            run_compute(sc, split, wl, trainer=trainer)
-    run_compute(sc, split, wl, trainer=TrainerConfig(model=m, gpu=g, n_gpus=1, mfu=0.3))  # it fits
-    with pytest.raises(ValueError, match="seed"):
-        run_compute(sc, split, wl, seed=-1)
-    with pytest.raises(ValueError, match="workload"):
-        run_compute(sc, split, None, groups=True)  # type: ignore[arg-type]
-    big = EngineConfig(model=MODELS["qwen3-32b"], gpu=g, tp=2, max_model_len=4096)
-    with pytest.raises(ValueError, match=r"Cluster\.trainer_gpus \(1\)"):  # the default trainer
-        run_compute(sc, Cluster(engine=big, n_gpus=3, trainer_gpus=1), wl)
-    for bad in (1, None, "yes"):
-        with pytest.raises(ValueError, match="record"):
-            run_compute(sc, split, wl, record=bad)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("field", "policy"),
-    [
-        ("timeout", pipesim.Timeout(cap_s=1e-9)),
-        ("failures", pipesim.DropFailed(hazard_per_s=1e3)),
-        ("failures", pipesim.RetryFailed(hazard_per_s=1e3)),
-    ],
-)
-def test_run_compute_refuses_the_policies_it_does_not_model(field: str, policy: Any) -> None:
-    # they draw against a duration known at launch; run as if absent, they changed nothing
-    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2)).with_(**{field: policy})
-    with pytest.raises(ValueError, match=rf"Scenario\.{field} .*not modelled by the compute engine"):
-        run_compute(
-            sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), TokenWorkload(max_response_tokens=512)
-        )
+    trainer = TrainerConfig(model=SMALL.model, gpu=SMALL.gpu, n_gpus=1, mfu=0.3)
+    assert run_compute(sc, split, TokenWorkload(max_response_tokens=512), trainer=trainer).ledger.closes()
 
 
 def test_a_sync_that_overflows_names_the_link() -> None:
@@ -501,8 +435,7 @@ def test_a_sync_that_overflows_names_the_link() -> None:
     )
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
     cluster, wl = Cluster(engine=slow, n_gpus=2, trainer_gpus=1), TokenWorkload(max_response_tokens=512)
-    with pytest.raises(ValueError, match=r"nvlink_bandwidth_bytes_per_s \(1e-300\).*pass sync_time_s"):
-        run_compute(sc, cluster, wl)
+    check_refusal(lambda: run_compute(sc, cluster, wl), FieldError, "gpu.nvlink_bandwidth_bytes_per_s")
     assert run_compute(sc, cluster, wl, sync_time_s=1.0).ledger.closes()  # the way out it names
 
 

@@ -13,6 +13,8 @@ import pytest
 from pipesim.compute import GPUS, MODELS
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.roofline import experts_touched, linear_times_s
+from pipesim.core.validate import FieldError
+from tests.test_refusals_core import check_refusal
 
 MOE = MODELS["qwen3-30b-a3b"]
 H100 = GPUS["h100-sxm"]
@@ -107,5 +109,4 @@ def test_bad_ep_names_the_field(kw: dict[str, object], needle: str) -> None:
 
 
 def test_dense_roofline_rejects_ep() -> None:
-    with pytest.raises(ValueError, match="ep"):
-        linear_times_s(MODELS["qwen3-8b"], H100, 16, 2, ep=2)
+    check_refusal(lambda: linear_times_s(MODELS["qwen3-8b"], H100, 16, 2, ep=2), FieldError, "ep")

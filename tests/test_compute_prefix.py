@@ -20,8 +20,10 @@ from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
+from pipesim.core.validate import FieldError
 from pipesim.testing import check_invariants
 from tests.test_compute_engine import StubPipeline
+from tests.test_refusals_core import check_refusal
 
 
 def budget_config(tokens: int, max_model_len: int = 1024, **kw: Any) -> EngineConfig:
@@ -365,5 +367,8 @@ def test_seq_knows_no_group_unless_sharing() -> None:
 
 @pytest.mark.parametrize("value", [1, "yes", None])
 def test_a_bad_value_names_the_field(value: object) -> None:
-    with pytest.raises(ValueError, match="share_group_prefix"):
-        EngineConfig(model=BIG.model, gpu=BIG.gpu, share_group_prefix=value)  # type: ignore[arg-type]
+    check_refusal(
+        lambda: EngineConfig(model=BIG.model, gpu=BIG.gpu, share_group_prefix=value),  # type: ignore[arg-type]
+        FieldError,
+        "share_group_prefix",
+    )

@@ -19,6 +19,8 @@ from pipesim.compute.cost import EngineConfig
 from pipesim.compute.engine import ComputeReplica, replica_timeline, step_breakdown, verl_metrics
 from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
+from pipesim.core.validate import FieldError
+from tests.test_refusals_core import check_refusal
 
 ENGINE = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=2048, max_num_seqs=64)
 WORK = TokenWorkload(response=LogNormalLengths(200.0, 0.7), prompt=128, max_response_tokens=1024)
@@ -88,8 +90,7 @@ def test_series_splits_an_interval_over_bins() -> None:
     assert s.arrays()["tokens"].sum() == pytest.approx(31.0)
     with pytest.raises(ValueError, match="max_bins"):
         ReplicaSeries(max_bins=1)
-    with pytest.raises(ValueError, match="width_s"):
-        ReplicaSeries(width_s=0.0)
+    check_refusal(lambda: ReplicaSeries(width_s=0.0), FieldError, "width_s")
 
 
 @pytest.fixture

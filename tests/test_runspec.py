@@ -236,30 +236,6 @@ def test_bad_specs_are_one_line_errors_naming_the_key(
     assert len(err) == 1 and err[0].startswith("pipesim: error:") and key in err[0], err
 
 
-@pytest.mark.parametrize(
-    "mutate,key",
-    [
-        (lambda d: d.pop("design"), "[design]"),
-        (lambda d: d.update(kind="slots"), "kind"),
-        (lambda d: d["design"].pop("placement"), "design.placement"),
-        (lambda d: d.update(run=3), "run"),
-        (lambda d: (d.pop("kind"), d.update(space={"tp": [1]})), "kind: this is a plan spec"),
-    ],
-)
-def test_malformed_specs(mutate: Any, key: str) -> None:
-    data = copy.deepcopy(SPEC)
-    mutate(data)
-    with pytest.raises(PlanError, match=key.replace("[", r"\[").replace("]", r"\]")):
-        from_dict(data)
-
-
-def test_set_errors_name_the_pair(tmp_path: Path) -> None:
-    path = _write(tmp_path, SPEC)
-    for sets, key in ((["eta=2"], "eta=2"), (["desgn.eta=2"], "desgn"), (["design.tp.x=1"], "design.tp")):
-        with pytest.raises(PlanError, match=key):
-            load(path, sets)
-
-
 @pytest.mark.parametrize("which", ["slot", "uncalibrated", "one run"])
 def test_intervals_need_a_calibrated_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str

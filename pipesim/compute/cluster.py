@@ -78,7 +78,8 @@ from pipesim.compute.trainer import DEFAULT_PROFILE, ComputeTrainer, TrainerConf
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
-from pipesim.core.errors import MAX_SEED, MAX_SLOTS, PipelineError, check_int, check_number, shown
+from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
@@ -122,19 +123,17 @@ class Offload:
 
     def __post_init__(self) -> None:
         if type(self.sleep_level) is not int or self.sleep_level not in (1, 2):
-            raise ValueError(
-                f"sleep_level must be 1 or 2 (vLLM's sleep levels), got {shown(self.sleep_level)}"
+            raise refuse(
+                "sleep_level", f"must be 1 or 2 (vLLM's sleep levels), got {shown(self.sleep_level)}"
             )
         if not isinstance(self.trainer_offload, bool):
-            raise ValueError(f"trainer_offload must be a bool, got {shown(self.trainer_offload)}")
+            raise refuse("trainer_offload", f"must be a bool, got {shown(self.trainer_offload)}")
         check_number("trainer_offload_bytes_per_param", self.trainer_offload_bytes_per_param, 0.0)
         if self.host_bandwidth_bytes_per_s is not None:
             check_number("host_bandwidth_bytes_per_s", self.host_bandwidth_bytes_per_s, 0.0, strict=True)
         check_number("host_link_efficiency", self.host_link_efficiency, 0.0, strict=True)
         if self.host_link_efficiency > 1:
-            raise ValueError(
-                f"host_link_efficiency must be in (0, 1], got {shown(self.host_link_efficiency)}"
-            )
+            raise refuse("host_link_efficiency", f"must be in (0, 1], got {shown(self.host_link_efficiency)}")
         check_number("fixed_s", self.fixed_s, 0.0)
 
     def host_bandwidth(self, gpu: GPUSpec) -> float:
@@ -154,9 +153,10 @@ class Offload:
         """Seconds per colocated step: every byte out and back, plus ``fixed_s``."""
         t = self.fixed_s + 2.0 * self.bytes_per_gpu(engine, trainer_gpus) / self.host_bandwidth(engine.gpu)
         if not t < math.inf:
-            raise ValueError(
+            raise FieldError(
                 f"the offload's switch time is not finite ({shown(t)} s): check host_bandwidth_bytes_per_s "
-                f"({shown(self.host_bandwidth(engine.gpu))}) and fixed_s ({shown(self.fixed_s)})"
+                f"({shown(self.host_bandwidth(engine.gpu))}) and fixed_s ({shown(self.fixed_s)})",
+                "host_bandwidth_bytes_per_s",
             )
         return t
 
@@ -177,25 +177,28 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if not isinstance(self.offload, Offload):
-            raise ValueError(f"offload must be an Offload, got {shown(self.offload)}")
+            raise refuse("offload", f"must be an Offload, got {shown(self.offload)}")
         if not isinstance(self.sync, SyncModel):
-            raise ValueError(f"sync must be a SyncModel, got {shown(self.sync)}")
+            raise refuse("sync", f"must be a SyncModel, got {shown(self.sync)}")
         if not isinstance(self.engine, EngineConfig):
-            raise ValueError(f"engine must be an EngineConfig, got {shown(self.engine)}")
+            raise refuse("engine", f"must be an EngineConfig, got {shown(self.engine)}")
         check_int("n_gpus", self.n_gpus, 1)
         t = self.trainer_gpus
         check_int("trainer_gpus", t, 0)
         if t >= self.n_gpus:
-            raise ValueError(
-                f"trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), got {shown(t)}"
+            raise FieldError(
+                "trainer_gpus must be in [0, n_gpus) (0: colocated; n_gpus leaves no engine), "
+                f"got {shown(t)}",
+                "trainer_gpus",
             )
         w = self.env_workers
         if w is not None:
             check_int("env_workers", w, 1)  # None: unlimited
         rollout = self.n_gpus - t
         if rollout % self.engine.tp:
-            raise ValueError(
-                f"the {rollout} rollout GPUs must be a multiple of the engine's tp ({self.engine.tp})"
+            raise FieldError(
+                f"the {rollout} rollout GPUs must be a multiple of the engine's tp ({self.engine.tp})",
+                "engine.tp",
             )
 
     @property
@@ -315,25 +318,26 @@ def run_compute(
     that ``EngineConfig.share_group_prefix`` can share their prompt).
     """
     if not isinstance(scenario, Scenario):
-        raise ValueError(f"scenario must be a pipesim.Scenario, got {shown(scenario)}")
+        raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
     for name, instead in (
         ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
         ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
     ):
         if getattr(scenario, name) is not None:  # their draws compare against a duration up front
-            raise ValueError(
+            raise FieldError(
                 f"Scenario.{name} ({shown(getattr(scenario, name))}) is not modelled by the compute "
-                f"engine, whose samples have tokens, not a duration drawn at launch: {instead}"
+                f"engine, whose samples have tokens, not a duration drawn at launch: {instead}",
+                name,
             )
     if not isinstance(cluster, Cluster):
-        raise ValueError(f"cluster must be a Cluster, got {shown(cluster)}")
+        raise refuse("cluster", f"must be a Cluster, got {shown(cluster)}")
     if not isinstance(workload, TokenWorkload):
-        raise ValueError(f"workload must be a TokenWorkload, got {shown(workload)}")
+        raise refuse("workload", f"must be a TokenWorkload, got {shown(workload)}")
     if seed is not None:
         check_int("seed", seed, 0, MAX_SEED - 1)
     seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
-        raise ValueError(f"record must be a bool, got {shown(record)}")
+        raise refuse("record", f"must be a bool, got {shown(record)}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
@@ -341,7 +345,7 @@ def run_compute(
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):
-        raise ValueError(f"routing must have a choose(engines) method, got {shown(routing)}")
+        raise refuse("routing", f"must have a choose(engines) method, got {shown(routing)}")
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
@@ -417,18 +421,19 @@ def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerC
             return TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=n)
         except ValueError as e:  # sized by the cluster: say which of its fields to change
             field = "n_gpus" if cluster.colocated else "trainer_gpus"
-            raise ValueError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}") from None
+            raise FieldError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}", field) from None
     if not isinstance(trainer, TrainerConfig):
-        raise ValueError(f"trainer must be a TrainerConfig or None, got {shown(trainer)}")
+        raise refuse("trainer", f"must be a TrainerConfig or None, got {shown(trainer)}")
     for name, same, got, want in (
         ("n_gpus", trainer.n_gpus == n, trainer.n_gpus, n),
         ("model", trainer.model == eng.model, trainer.model.name, eng.model.name),
         ("gpu", trainer.gpu == eng.gpu, trainer.gpu.name, eng.gpu.name),
     ):
         if not same:
-            raise ValueError(
+            raise FieldError(
                 f"trainer.{name} ({got}) must be the cluster's ({want}): the trainer runs {where}, "
-                "training the model the engines serve, on their GPU type"
+                "training the model the engines serve, on their GPU type",
+                f"trainer.{name}",
             )
     return trainer
 
@@ -444,13 +449,14 @@ def _group_policy(
     elif isinstance(groups, WholeGroups):
         policy = groups
     else:
-        raise ValueError(f"groups must be a bool or a WholeGroups, got {shown(groups)}")
+        raise refuse("groups", f"must be a bool or a WholeGroups, got {shown(groups)}")
     if policy is None:
         return None
     if policy.samples_per_group != workload.samples_per_prompt:
-        raise ValueError(
+        raise FieldError(
             f"samples_per_group ({policy.samples_per_group}) must equal the workload's samples_per_prompt "
-            f"({workload.samples_per_prompt}): a group is one prompt's samples"
+            f"({workload.samples_per_prompt}): a group is one prompt's samples",
+            "samples_per_group",
         )
     policy.check_batch_size(scenario.pipeline.batch_size)
     return policy

@@ -67,7 +67,8 @@ from pipesim.compute.roofline import (
     kernel_time_s,
     linear_time_s,
 )
-from pipesim.core.errors import MAX_SLOTS, check_int, check_number, shown
+from pipesim.core.errors import MAX_SLOTS, FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 KV_POLICIES = ("preempt", "reserve")
 """``preempt``: vLLM's on-demand KV with preemption by recompute; ``reserve``: a sequence is
@@ -127,70 +128,75 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise ValueError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}")
+            raise refuse("model", f"must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
-            raise ValueError(
-                f"gpu must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {shown(self.gpu)}"
+            raise refuse(
+                "gpu", f"must be a pipesim.GPUSpec (e.g. pipesim.GPUS['h100-sxm']), got {shown(self.gpu)}"
             )
         if not isinstance(self.efficiency, Efficiency):
-            raise ValueError(f"efficiency must be a pipesim.Efficiency, got {shown(self.efficiency)}")
+            raise refuse("efficiency", f"must be a pipesim.Efficiency, got {shown(self.efficiency)}")
         check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS, "each sequence is a Python object")
         m = self.model
         check_tp(m, self.tp)
         check_ep(m, self.tp, self.ep)
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {shown(u)}")
+            raise refuse("gpu_memory_utilization", f"must be in (0, 1], got {shown(u)}")
         if not isinstance(self.share_group_prefix, bool):
-            raise ValueError(f"share_group_prefix must be a bool, got {shown(self.share_group_prefix)}")
+            raise refuse("share_group_prefix", f"must be a bool, got {shown(self.share_group_prefix)}")
         if self.tool_kv not in TOOL_KV:
-            raise ValueError(f"tool_kv must be one of {TOOL_KV}, got {shown(self.tool_kv)}")
+            raise refuse("tool_kv", f"must be one of {TOOL_KV}, got {shown(self.tool_kv)}")
         if (
             isinstance(self.watermark, bool)
             or not isinstance(self.watermark, int | float)
             or not 0 <= self.watermark < 1
         ):
-            raise ValueError(f"watermark must be in [0, 1), got {shown(self.watermark)}")
+            raise refuse("watermark", f"must be in [0, 1), got {shown(self.watermark)}")
         if self.kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {shown(self.kv_policy)}")
+            raise refuse("kv_policy", f"must be one of {KV_POLICIES}, got {shown(self.kv_policy)}")
         for name in ("iteration_overhead_s", "allreduce_latency_s"):
             check_number(name, getattr(self, name), 0)
             if getattr(self, name) > MAX_FIXED_COST_S:
-                raise ValueError(
+                raise FieldError(
                     f"{name} must be at most {MAX_FIXED_COST_S:g} s (a fixed cost per iteration or "
-                    f"collective), got {shown(getattr(self, name))}"
+                    f"collective), got {shown(getattr(self, name))}",
+                    name,
                 )
         dtype_bytes(self.weight_dtype, "weight_dtype")
         dtype_bytes(self.kv_dtype, "kv_dtype")
         if not isinstance(self.enforce_eager, bool):
-            raise ValueError(f"enforce_eager must be a bool, got {shown(self.enforce_eager)}")
+            raise refuse("enforce_eager", f"must be a bool, got {shown(self.enforce_eager)}")
         if self.max_num_batched_tokens is not None:
             check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
             if self.max_num_batched_tokens < self.max_num_seqs:
-                raise ValueError(
+                raise FieldError(
                     f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be at least max_num_seqs "
-                    f"({self.max_num_seqs}): each running sequence takes a token per iteration (vLLM's rule)"
+                    f"({self.max_num_seqs}): each running sequence takes a token per iteration (vLLM's rule)",
+                    "max_num_batched_tokens",
                 )
         if self.max_model_len is not None:
             check_int("max_model_len", self.max_model_len, 1)
             if self.max_model_len > m.max_context_len:
-                raise ValueError(
+                raise FieldError(
                     f"max_model_len ({self.max_model_len}) exceeds the model's context "
-                    f"({m.max_context_len} tokens)"
+                    f"({m.max_context_len} tokens)",
+                    "max_model_len",
                 )
         usable = u * self.gpu.hbm_bytes
         shard = self.weight_bytes_per_gpu
         if shard >= usable:
-            raise ValueError(
+            raise FieldError(
                 f"model {m.name} does not fit: {shard / 2**30:.1f} GiB of weights per GPU at tp={self.tp} "
                 f"exceed gpu_memory_utilization * HBM = {usable / 2**30:.1f} GiB of a {self.gpu.name}; "
-                "raise tp or gpu_memory_utilization"
+                "raise tp or gpu_memory_utilization",
+                "tp",
             )
         if self.kv_budget_tokens < self.context_len:
-            raise ValueError(
+            raise FieldError(
                 f"gpu_memory_utilization: the KV budget ({self.kv_budget_tokens} tokens) cannot hold one "
                 f"sequence of max_model_len={self.context_len} tokens; raise tp or "
-                "gpu_memory_utilization, or lower max_model_len"
+                "gpu_memory_utilization, or lower max_model_len",
+                "gpu_memory_utilization",
             )
 
     @property

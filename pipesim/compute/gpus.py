@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
-from pipesim.core.errors import shown
+from pipesim.core.errors import FieldError, shown
 
 _GIB = 2**30
 _GB = 10**9
@@ -54,15 +54,15 @@ class GPUSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {shown(self.name)}")
+            raise FieldError(f"name must be a non-empty string, got {shown(self.name)}", "name")
         for f in fields(self):
             if f.name == "name":
                 continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{f.name} must be a number, got {shown(value)}")
+                raise FieldError(f"{f.name} must be a number, got {shown(value)}", f.name)
             if not value > 0 or value == float("inf"):
-                raise ValueError(f"{f.name} must be positive and finite, got {shown(value)}")
+                raise FieldError(f"{f.name} must be positive and finite, got {shown(value)}", f.name)
 
     @property
     def nvlink_bandwidth_per_direction_bytes_per_s(self) -> float:

@@ -40,6 +40,7 @@ from pipesim.compute.roofline import (
     linear_times_s,
     prefill_attention_time_s,
 )
+from pipesim.core.errors import FieldError
 
 _NEEDS: Mapping[str, tuple[str, ...]] = {
     **dict.fromkeys(
@@ -75,24 +76,32 @@ def read_measurements(path: str | Path) -> list[Measurement]:
         reader = csv.DictReader(f)
         missing = [c for c in ("op", "median_s") if c not in (reader.fieldnames or ())]
         if missing:
-            raise ValueError(f"{path}: no {missing[0]!r} column (a measurement CSV has {', '.join(COLUMNS)})")
+            raise FieldError(
+                f"{path}: no {missing[0]!r} column (a measurement CSV has {', '.join(COLUMNS)})",
+                missing[0],
+                str(path),
+            )
         for line, row in enumerate(reader, start=2):
             where = f"{path}:{line}"
             op = (row.get("op") or "").strip()
             if op not in OPS:
-                raise ValueError(f"{where}: op: unknown {op!r}; valid: {', '.join(OPS)}")
+                raise FieldError(f"{where}: op: unknown {op!r}; valid: {', '.join(OPS)}", "op", str(path))
             ints: dict[str, int] = {}
             for name in _NEEDS[op]:
                 text = (row.get(name) or "").strip()
                 try:
                     value = int(text)
                 except ValueError:
-                    raise ValueError(
-                        f"{where}: {name}: an integer >= 0 is needed for op {op}, got {text!r}"
+                    raise FieldError(
+                        f"{where}: {name}: an integer >= 0 is needed for op {op}, got {text!r}",
+                        name,
+                        str(path),
                     ) from None
                 if value < (0 if name == "kv_len" else 1):
-                    raise ValueError(
-                        f"{where}: {name}: must be >= {0 if name == 'kv_len' else 1}, got {value}"
+                    raise FieldError(
+                        f"{where}: {name}: must be >= {0 if name == 'kv_len' else 1}, got {value}",
+                        name,
+                        str(path),
                     )
                 ints[name] = value
             text = (row.get("median_s") or "").strip()
@@ -101,7 +110,9 @@ def read_measurements(path: str | Path) -> list[Measurement]:
             except ValueError:
                 seconds = float("nan")
             if not seconds > 0 or seconds == float("inf"):
-                raise ValueError(f"{where}: median_s: a positive number of seconds, got {text!r}")
+                raise FieldError(
+                    f"{where}: median_s: a positive number of seconds, got {text!r}", "median_s", str(path)
+                )
             gated = (row.get("gated_mlp") or "1").strip() not in ("0", "False", "false")
             rows.append(Measurement(op, ints, gated, seconds, where))
     return rows

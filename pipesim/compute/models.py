@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipesim.core.errors import check_int, shown
+from pipesim.core.errors import FieldError, check_int, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -56,7 +57,9 @@ def dtype_bytes(dtype: str, field: str = "dtype") -> float:
     try:
         return DTYPE_BYTES[dtype.lower()]
     except (KeyError, AttributeError):
-        raise ValueError(f"{field}: unknown dtype {shown(dtype)}; valid: {', '.join(DTYPE_BYTES)}") from None
+        raise FieldError(
+            f"{field}: unknown dtype {shown(dtype)}; valid: {', '.join(DTYPE_BYTES)}", field
+        ) from None
 
 
 MAX_MODEL_DIM = 2**31 - 1
@@ -101,34 +104,40 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise ValueError(f"name must be a str, got {shown(self.name)}")
+            raise refuse("name", f"must be a str, got {shown(self.name)}")
         for field_name in _POSITIVE:
             check_int(field_name, getattr(self, field_name), 1, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in _NON_NEGATIVE:
             check_int(field_name, getattr(self, field_name), 0, MAX_MODEL_DIM, _DIM_WHY)
         for field_name in ("gated_mlp", "tied_embeddings", "attention_bias", "qk_norm"):
             if not isinstance(getattr(self, field_name), bool):
-                raise ValueError(f"{field_name} must be a bool, got {shown(getattr(self, field_name))}")
+                raise refuse(field_name, f"must be a bool, got {shown(getattr(self, field_name))}")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})")
+            raise FieldError(
+                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})", "n_kv_heads"
+            )
         if self.n_experts:
             if not 1 <= self.n_active_experts <= self.n_experts:
-                raise ValueError(
+                raise FieldError(
                     f"n_active_experts must be in 1..n_experts ({self.n_experts}), "
-                    f"got {self.n_active_experts}"
+                    f"got {self.n_active_experts}",
+                    "n_active_experts",
                 )
             if self.expert_intermediate_size < 1:
-                raise ValueError("expert_intermediate_size must be at least 1 for a mixture of experts")
+                raise FieldError(
+                    "expert_intermediate_size must be at least 1 for a mixture of experts",
+                    "expert_intermediate_size",
+                )
         else:
             if self.intermediate_size < 1:
-                raise ValueError(f"intermediate_size must be at least 1, got {self.intermediate_size}")
+                raise refuse("intermediate_size", f"must be at least 1, got {self.intermediate_size}")
             for field_name in (
                 "n_active_experts",
                 "expert_intermediate_size",
                 "shared_expert_intermediate_size",
             ):
                 if getattr(self, field_name):
-                    raise ValueError(f"{field_name} must be 0 for a dense model (n_experts=0)")
+                    raise refuse(field_name, "must be 0 for a dense model (n_experts=0)")
 
     # -- shape ---------------------------------------------------------------------------------
 
@@ -258,13 +267,13 @@ class ModelSpec:
         ``transformers`` divides by it, so null is an error there too.
         """
         if not isinstance(d, Mapping):
-            raise ValueError(f"config must be a dict, got {type(d).__name__}")
+            raise refuse("config", f"must be a dict, got {type(d).__name__}")
 
         def need(key: str) -> Any:
             if key not in d:
-                raise ValueError(f"config is missing required key {shown(key)}")
+                raise FieldError(f"config is missing required key {shown(key)}", key)
             if d[key] is None:
-                raise ValueError(f"config key {shown(key)} is null: it is required")
+                raise FieldError(f"config key {shown(key)} is null: it is required", key)
             return d[key]
 
         def integer(key: str, default: int | None = None, minimum: int = 1, nullable: bool = True) -> int:
@@ -272,19 +281,23 @@ class ModelSpec:
             tools write, is accepted); a missing key, or a null one where ``nullable``, is
             ``default``."""
             if not nullable and d.get(key, 0) is None:
-                raise ValueError(f"config key {shown(key)} is null: it must be an integer >= {minimum}")
+                raise FieldError(f"config key {shown(key)} is null: it must be an integer >= {minimum}", key)
             value = need(key) if default is None else d.get(key)
             if value is None:
                 assert default is not None
                 return default
             if isinstance(value, float) and value.is_integer():
                 if value > MAX_MODEL_DIM:  # named as written (1e+20), not as a 21-digit int
-                    raise ValueError(
+                    raise FieldError(
                         f"config key {shown(key)} must be at most {MAX_MODEL_DIM:,} ({_DIM_WHY}), got "
-                        f"{shown(value)}"
+                        f"{shown(value)}",
+                        key,
                     )
                 value = int(value)
-            check_int(f"config key {shown(key)}", value, minimum, MAX_MODEL_DIM, _DIM_WHY)
+            try:
+                check_int(key, value, minimum, MAX_MODEL_DIM, _DIM_WHY)
+            except FieldError as exc:  # the same sentence, the key named as config.json writes it
+                raise FieldError(f"config key {shown(key)}{str(exc)[len(key) :]}", key) from None
             return int(value)
 
         def flag(key: str) -> bool:
@@ -292,13 +305,15 @@ class ModelSpec:
             if value is None:
                 return False
             if not isinstance(value, bool):
-                raise ValueError(f"config key {shown(key)} must be true or false, got {shown(value)}")
+                raise FieldError(f"config key {shown(key)} must be true or false, got {shown(value)}", key)
             return value
 
         model_type = need("model_type")
         if not isinstance(model_type, str) or model_type not in _HF_MODEL_TYPES:
-            raise ValueError(
-                f"unsupported model_type {shown(model_type)}; supported: {', '.join(sorted(_HF_MODEL_TYPES))}"
+            raise FieldError(
+                f"unsupported model_type {shown(model_type)}; "
+                f"supported: {', '.join(sorted(_HF_MODEL_TYPES))}",
+                "model_type",
             )
         heads = integer("num_attention_heads")
         hidden = integer("hidden_size")
@@ -309,15 +324,17 @@ class ModelSpec:
             if dense is None:
                 dense = []
             if not isinstance(dense, list | tuple):
-                raise ValueError(
-                    f"config key 'mlp_only_layers' must be a list of layer indices, got {shown(dense)}"
+                raise FieldError(
+                    f"config key 'mlp_only_layers' must be a list of layer indices, got {shown(dense)}",
+                    "mlp_only_layers",
                 )
             if dense or step != 1:
-                raise ValueError(
+                raise FieldError(
                     f"mlp_only_layers ({shown(dense)}) and decoder_sparse_step ({step}): dense layers in a "
                     "MoE "
                     "are not supported (every layer must be a mixture of experts: mlp_only_layers [] "
-                    "and decoder_sparse_step 1)"
+                    "and decoder_sparse_step 1)",
+                    "mlp_only_layers" if dense else "decoder_sparse_step",
                 )
             moe = {
                 "n_experts": integer("num_experts"),
@@ -344,7 +361,8 @@ class ModelSpec:
                 **moe,
             )
         except ValueError as exc:  # the spec's own checks, worded in config.json's keys
-            raise ValueError(_in_hf_keys(str(exc))) from None
+            field = getattr(exc, "field", "")
+            raise FieldError(_in_hf_keys(str(exc)), _HF_KEYS.get(field, field)) from None
 
 
 _HF_KEYS = {

@@ -30,7 +30,8 @@ import numpy as np
 
 from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
 from pipesim.compute.trainer import TrainerConfig
-from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 FITTED = ("fwd_bwd_efficiency", "fwd_efficiency", "micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
 """The constants :func:`fit_profile` can fit, in the order of ``theta``."""
@@ -49,9 +50,9 @@ class PhaseObservation:
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, TrainerConfig):
-            raise ValueError(f"config must be a TrainerConfig, got {shown(self.config)}")
+            raise refuse("config", f"must be a TrainerConfig, got {shown(self.config)}")
         if self.phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {shown(self.phase)}")
+            raise refuse("phase", f"must be one of {', '.join(PHASES)}, got {shown(self.phase)}")
         check_number("tokens", self.tokens, 0.0)
         check_int("samples", self.samples, 0)
         check_number("seconds", self.seconds, 0.0)
@@ -98,17 +99,17 @@ def fit_profile(
     cannot separate the constants asked for (rank-deficient), or when the fit leaves a constant out
     of its range."""
     if not isinstance(profile, FrameworkProfile):
-        raise ValueError(f"profile must be a FrameworkProfile, got {shown(profile)}")
+        raise refuse("profile", f"must be a FrameworkProfile, got {shown(profile)}")
     unknown = [name for name in fix if name not in FITTED]
     if unknown:
-        raise ValueError(
-            f"fix: unknown constant(s) {', '.join(map(shown, unknown))}; valid: {', '.join(FITTED)}"
+        raise FieldError(
+            f"fix: unknown constant(s) {', '.join(map(shown, unknown))}; valid: {', '.join(FITTED)}", "fix"
         )
     check_number("confidence", confidence, 0.0, strict=True)
     if confidence >= 1:
-        raise ValueError(f"confidence must be in (0, 1), got {shown(confidence)}")
+        raise refuse("confidence", f"must be in (0, 1), got {shown(confidence)}")
     if not observations or not all(isinstance(o, PhaseObservation) for o in observations):
-        raise ValueError("observations must be a non-empty sequence of PhaseObservation")
+        raise FieldError("observations must be a non-empty sequence of PhaseObservation", "observations")
     rows = [_row(profile, o) for o in observations]
     x = np.array([r[0] for r in rows])
     y = np.array([r[1] for r in rows])
@@ -125,9 +126,10 @@ def fit_profile(
     scale = np.linalg.norm(a, axis=0)
     if np.linalg.matrix_rank(a / scale) < len(free):
         names = ", ".join(FITTED[i] for i in free)
-        raise ValueError(
+        raise FieldError(
             f"observations: {len(observations)} observation(s) cannot separate {names}; "
-            "add observations at other token counts, GPU counts or batch splits, or fix some"
+            "add observations at other token counts, GPU counts or batch splits, or fix some",
+            "observations",
         )
     solved, *_ = np.linalg.lstsq(a / scale, y, rcond=None)
     solved = solved / scale
@@ -153,6 +155,8 @@ def fit_profile(
     try:
         fitted = dataclasses.replace(profile, **values)
     except ValueError as e:
-        raise ValueError(f"observations: the least-squares fit leaves a constant out of range: {e}") from None
+        raise FieldError(
+            f"observations: the least-squares fit leaves a constant out of range: {e}", "observations"
+        ) from None
     rms = math.sqrt(float(resid @ resid) / n)
     return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))

@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -100,22 +101,22 @@ class FrameworkProfile:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty string, got {shown(self.name)}")
+            raise refuse("name", f"must be a non-empty string, got {shown(self.name)}")
         if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {shown(self.backend)}")
+            raise refuse("backend", f"must be one of {', '.join(BACKENDS)}, got {shown(self.backend)}")
         for name in ("fwd_bwd_efficiency", "fwd_efficiency"):
             check_number(name, getattr(self, name), 0.0, strict=True)
             if getattr(self, name) > 1:
-                raise ValueError(f"{name} must be in (0, 1], got {shown(getattr(self, name))}")
+                raise refuse(name, f"must be in (0, 1], got {shown(getattr(self, name))}")
         for name in ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s", "grad_reduce_bytes"):
             check_number(name, getattr(self, name), 0.0)
         check_number("comm_overlap", self.comm_overlap, 0.0)
         if self.comm_overlap > 1:
-            raise ValueError(f"comm_overlap must be in [0, 1], got {shown(self.comm_overlap)}")
+            raise refuse("comm_overlap", f"must be in [0, 1], got {shown(self.comm_overlap)}")
         for name in ("tp", "pp", "ep"):
             check_int(name, getattr(self, name), 1)
             if self.backend == "fsdp" and getattr(self, name) != 1:
-                raise ValueError(f"{name} must be 1 for the fsdp backend (it shards, it does not split)")
+                raise refuse(name, "must be 1 for the fsdp backend (it shards, it does not split)")
 
 
 def link_bytes_per_s(gpu: GPUSpec, span: int) -> float:

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from pipesim.compute.phases import FrameworkProfile
-from pipesim.core.errors import shown
+from pipesim.core.errors import FieldError, shown
 
 if TYPE_CHECKING:
     from pipesim.compute.trainer import TrainerConfig
@@ -152,5 +152,7 @@ def profile(name: str, field: str = "profile") -> FrameworkProfile:
     """The profile registered as ``name``; ``ValueError`` naming ``field`` for an unknown one."""
     table = profiles()
     if not isinstance(name, str) or name not in table:
-        raise ValueError(f"{field}: unknown framework profile {shown(name)}; known: {', '.join(table)}")
+        raise FieldError(
+            f"{field}: unknown framework profile {shown(name)}; known: {', '.join(table)}", field
+        )
     return table[name]

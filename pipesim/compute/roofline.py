@@ -52,7 +52,8 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
-from pipesim.core.errors import check_int, shown
+from pipesim.core.errors import FieldError, check_int, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
@@ -111,7 +112,7 @@ class Efficiency:
             if value is None and f.name.startswith("attention_") and f.name.endswith("_fraction"):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ValueError(f"{f.name} must be a number, got {shown(value)}")
+                raise refuse(f.name, f"must be a number, got {shown(value)}")
         for name in (
             "flop_fraction",
             "bandwidth_fraction",
@@ -120,15 +121,16 @@ class Efficiency:
             "moe_gemm_fraction",
         ):
             if getattr(self, name) is not None and not 0 < getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+                raise refuse(name, f"must be in (0, 1], got {getattr(self, name)}")
         for name in ("kernel_overhead_s", "attention_block_s"):
             if not 0 <= getattr(self, name) <= MAX_FIXED_COST_S:
-                raise ValueError(
+                raise FieldError(
                     f"{name} must be in [0, {MAX_FIXED_COST_S:g}] s (a fixed cost per kernel or "
-                    f"block), got {getattr(self, name)}"
+                    f"block), got {getattr(self, name)}",
+                    name,
                 )
         if not 1 <= self.combine_exponent < math.inf:
-            raise ValueError(f"combine_exponent must be at least 1 and finite, got {self.combine_exponent}")
+            raise refuse("combine_exponent", f"must be at least 1 and finite, got {self.combine_exponent}")
 
     @property
     def attention_flops(self) -> float:
@@ -165,7 +167,7 @@ def kernel_time_s(
 ) -> float:
     """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
     if not flops >= 0 or not bytes_moved >= 0:  # NaN fails too
-        raise ValueError(f"flops and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}")
+        raise refuse("flops", f"and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}")
     eff = efficiency or DEFAULT_EFFICIENCY
     t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
     t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)
@@ -205,9 +207,9 @@ def check_tp(model: ModelSpec, tp: int) -> None:
     heads are then replicated), as vLLM requires."""
     check_int("tp", tp, 1)
     if model.n_heads % tp:
-        raise ValueError(f"tp ({tp}) must divide the model's n_heads ({model.n_heads})")
+        raise refuse("tp", f"({tp}) must divide the model's n_heads ({model.n_heads})")
     if model.n_kv_heads % tp and tp % model.n_kv_heads:
-        raise ValueError(f"tp ({tp}) must divide n_kv_heads ({model.n_kv_heads}) or be a multiple of it")
+        raise refuse("tp", f"({tp}) must divide n_kv_heads ({model.n_kv_heads}) or be a multiple of it")
 
 
 def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
@@ -217,11 +219,11 @@ def check_ep(model: ModelSpec, tp: int, ep: int) -> None:
     if ep == 1:
         return
     if not model.is_moe:
-        raise ValueError(f"ep ({ep}) > 1 needs a mixture-of-experts model; {model.name} is dense")
+        raise refuse("ep", f"({ep}) > 1 needs a mixture-of-experts model; {model.name} is dense")
     if model.n_experts % ep:
-        raise ValueError(f"ep ({ep}) must divide the model's n_experts ({model.n_experts})")
+        raise refuse("ep", f"({ep}) must divide the model's n_experts ({model.n_experts})")
     if tp % ep:
-        raise ValueError(f"ep ({ep}) must divide (or equal) the replica's GPUs, tp={tp}")
+        raise refuse("ep", f"({ep}) must divide (or equal) the replica's GPUs, tp={tp}")
 
 
 def experts_touched(model: ModelSpec, n_tokens: int) -> float:

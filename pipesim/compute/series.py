@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import check_int, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.engine import ComputeReplica
@@ -40,7 +41,7 @@ class ReplicaSeries:
 
     def __init__(self, width_s: float = 2.0**-10, max_bins: int = 4096) -> None:
         if not (isinstance(width_s, int | float) and 0 < width_s < math.inf):
-            raise ValueError(f"width_s must be a positive finite number, got {shown(width_s)}")
+            raise refuse("width_s", f"must be a positive finite number, got {shown(width_s)}")
         check_int("max_bins", max_bins, 2)
         self.width_s = float(width_s)
         self.max_bins = max_bins

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.compute.phases import GPUS_PER_NODE, link_bytes_per_s
-from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.cost import EngineConfig
@@ -78,10 +79,10 @@ class SyncModel:
                 continue
             check_number(name, value, 0.0, strict=True)
             if value > 1:
-                raise ValueError(f"{name} must be in (0, 1], got {shown(value)}")
+                raise refuse(name, f"must be in (0, 1], got {shown(value)}")
         for name in ("overlap_load", "per_shard"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         if self.sources is not None:
             check_int("sources", self.sources, 1)
 
@@ -135,9 +136,10 @@ class SyncModel:
             )
             if p["load"] == math.inf:
                 which = "hbm_bandwidth_bytes_per_s"
-            raise ValueError(
+            raise FieldError(
                 f"GPUSpec {shown(gpu.name)}: {which} ({shown(getattr(gpu, which))}) makes the weight sync of "
-                f"{engine.model.weight_bytes('bf16'):.3g} bytes overflow; pass sync_time_s to set it"
+                f"{engine.model.weight_bytes('bf16'):.3g} bytes overflow; pass sync_time_s to set it",
+                f"gpu.{which}",
             )
         return seconds
 

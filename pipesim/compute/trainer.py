@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
 from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s
-from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.errors import FieldError, check_int, check_number, shown
+from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.source import TokenSource
@@ -80,17 +81,17 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
-            raise ValueError(f"model must be a pipesim.ModelSpec, got {shown(self.model)}")
+            raise refuse("model", f"must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
-            raise ValueError(f"gpu must be a pipesim.GPUSpec, got {shown(self.gpu)}")
+            raise refuse("gpu", f"must be a pipesim.GPUSpec, got {shown(self.gpu)}")
         check_int("n_gpus", self.n_gpus, 1)
         mfu = self.mfu
         number = isinstance(mfu, int | float) and not isinstance(mfu, bool)
         if mfu is not None and (not number or not 0 < mfu <= 1):
-            raise ValueError(f"mfu must be in (0, 1] or None, got {shown(mfu)}")
+            raise refuse("mfu", f"must be in (0, 1] or None, got {shown(mfu)}")
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be a bool, got {shown(getattr(self, name))}")
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         for name in ("step_overhead_s", "optimizer_bytes_per_param"):
             check_number(name, getattr(self, name), 0)
         for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "micro_batch_samples"):
@@ -99,24 +100,27 @@ class TrainerConfig:
         if self.log_prob_micro_batch_tokens is not None:
             check_int("log_prob_micro_batch_tokens", self.log_prob_micro_batch_tokens, 1)
         if self.micro_batch_tokens is not None and self.micro_batch_samples is not None:
-            raise ValueError(
+            raise FieldError(
                 "micro_batch_samples: give a micro-batch in tokens (micro_batch_tokens, verl's "
-                "use_dynamic_bsz) or in samples, not both"
+                "use_dynamic_bsz) or in samples, not both",
+                "micro_batch_samples",
             )
         check_int("ppo_epochs", self.ppo_epochs, 1)
         check_int("sequence_parallel", self.sequence_parallel, 1)
         prof = self.framework  # resolves the name (ValueError naming profile)
         ranks = prof.tp * prof.pp * self.sequence_parallel
         if self.n_gpus % ranks:
-            raise ValueError(
+            raise FieldError(
                 f"n_gpus ({self.n_gpus}) must be a multiple of tp x pp x sequence_parallel ({ranks}) "
-                f"of the {prof.name} profile"
+                f"of the {prof.name} profile",
+                "n_gpus",
             )
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
         if need > self.gpu.hbm_bytes:
-            raise ValueError(
+            raise FieldError(
                 f"n_gpus: training {self.model.name} needs {need / 2**30:.1f} GiB per GPU on {self.n_gpus} "
-                f"GPUs, more than a {self.gpu.name}'s {self.gpu.hbm_bytes / 2**30:.0f} GiB; use more GPUs"
+                f"GPUs, more than a {self.gpu.name}'s {self.gpu.hbm_bytes / 2**30:.0f} GiB; use more GPUs",
+                "n_gpus",
             )
 
     @functools.cached_property
@@ -133,7 +137,7 @@ class TrainerConfig:
         elif isinstance(p, str):
             resolved = profile(p)
         else:
-            raise ValueError(f"profile must be a profile name or a FrameworkProfile, got {shown(p)}")
+            raise refuse("profile", f"must be a profile name or a FrameworkProfile, got {shown(p)}")
         if self.mfu is not None:
             resolved = dataclasses.replace(resolved, fwd_bwd_efficiency=self.mfu, fwd_efficiency=self.mfu)
         return resolved
@@ -177,7 +181,7 @@ class ComputeTrainer:
 
     def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
         if not isinstance(config, TrainerConfig):
-            raise ValueError(f"config must be a TrainerConfig, got {shown(config)}")
+            raise refuse("config", f"must be a TrainerConfig, got {shown(config)}")
         check_number("switch_s", switch_s, 0)
         self.config, self.source = config, source
         self.switch_s = float(switch_s)

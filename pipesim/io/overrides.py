@@ -27,7 +27,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
-from pipesim.core.errors import shown
+from pipesim.core.errors import FieldError, shown
 from pipesim.policies.base import UnreadStaleness
 from pipesim.policies.catalog import parse_policy, policy_classes
 
@@ -79,12 +79,12 @@ def _coerce(key: str, text: str, hint: Any) -> Any:
             except ValueError as exc:
                 errors.append(str(exc))
         names = " or ".join(_type_name(a) for a in args)
-        raise ValueError(f"{key}: expected {names}, got {shown(text)}")
+        raise FieldError(f"{key}: expected {names}, got {shown(text)}", key)
     if origin is typing.Literal:
         for a in args:
             if str(a) == text:
                 return a
-        raise ValueError(f"{key}: expected one of {', '.join(map(repr, args))}, got {shown(text)}")
+        raise FieldError(f"{key}: expected one of {', '.join(map(repr, args))}, got {shown(text)}", key)
     try:
         if hint is bool:
             low = text.lower()
@@ -100,10 +100,10 @@ def _coerce(key: str, text: str, hint: Any) -> Any:
         if origin is tuple:
             return tuple(float(x) for x in text.strip("()").replace(":", ",").split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"{key}: expected {_type_name(hint)}, got {shown(text)}") from None
+        raise FieldError(f"{key}: expected {_type_name(hint)}, got {shown(text)}", key) from None
     if hint is Any or hint is None:
         return _literal_or_text(text)
-    raise ValueError(f"{key}: cannot parse values of type {shown(hint)} from the command line")
+    raise FieldError(f"{key}: cannot parse values of type {shown(hint)} from the command line", key)
 
 
 def _type_name(hint: Any) -> str:
@@ -128,20 +128,20 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         model = scenario.durations
         sub = key.split(".", 1)[1]
         if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
-            raise ValueError(f"unknown key {shown(key)}; valid keys: {', '.join(valid_keys(scenario))}")
+            raise FieldError(f"unknown key {shown(key)}; valid keys: {', '.join(valid_keys(scenario))}", key)
         hints = typing.get_type_hints(type(model))
         try:
             return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
         except (TypeError, ValueError) as exc:
             msg = str(exc)
-            raise ValueError(msg if msg.startswith(key) else f"{key}: {msg}") from None
+            raise FieldError(msg if msg.startswith(key) else f"{key}: {msg}", key) from None
     if key in POLICY_FIELDS or key in OPTIONAL_POLICY_FIELDS or key == "durations":
         if key in OPTIONAL_POLICY_FIELDS and text.lower() in ("none", "null"):
             return None
         try:
             return parse_policy(text, kind=key)
         except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
+            raise FieldError(f"{key}: {exc}", key) from None
     if key == "sync_time_s" and "(" in text:
         cost = parse_policy(text, kind="sync_cost")
         return float(cost.sync_time_s)
@@ -149,7 +149,9 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
     if key not in hints or key == "pipeline":
         close = difflib.get_close_matches(key, valid_keys(scenario), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(valid_keys(scenario))}")
+        raise FieldError(
+            f"unknown key {shown(key)}{hint}; valid keys: {', '.join(valid_keys(scenario))}", key
+        )
     return _coerce(key, text, hints[key])
 
 
@@ -185,7 +187,7 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
     matter; if none does, it is the error."""
     given: dict[str, str] = {}
     pending: dict[str, Any] = {}
-    unsettled = ""
+    unsettled, unsettled_field = "", ""
     for pair in pairs:
         if "=" not in pair:
             raise ValueError(
@@ -196,14 +198,16 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
         changes = {**pending, **changes_for(scenario, key, value)}
         try:
             scenario = scenario.with_(**changes)
-            pending, unsettled = {}, ""
+            pending, unsettled, unsettled_field = {}, "", ""
         except UnreadStaleness as exc:
-            pending, unsettled = changes, unsettled or f"{key}={text}: {exc}"  # the one that began it
+            if not unsettled:  # the one that began it
+                unsettled, unsettled_field = f"{key}={text}: {exc}", exc.field or key
+            pending = changes
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"{key}={text}: {exc}") from None
+            raise FieldError(f"{key}={text}: {exc}", getattr(exc, "field", "") or key) from None
         given[key] = text
     if pending:
-        raise ValueError(unsettled)
+        raise FieldError(unsettled, unsettled_field)
     return scenario, given
 
 
@@ -227,7 +231,8 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
         scenario, more = apply_overrides(scenario, rest)
     except ValueError as exc:
         if params and "unknown key" in str(exc):
-            raise ValueError(f"{exc}; parameters of {entry.name}: {', '.join(params)}") from None
+            field = getattr(exc, "field", "")
+            raise FieldError(f"{exc}; parameters of {entry.name}: {', '.join(params)}", field) from None
         raise
     given.update(more)
     return scenario, given

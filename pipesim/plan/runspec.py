@@ -166,7 +166,8 @@ def _design(data: Any) -> Design:
         if place != "colocated":
             raise PlanError(
                 f"design.placement must be 'colocated' or a trainer-GPU count, got {shown(place)}"
-                f"{did_you_mean(place, ('colocated',))}"
+                f"{did_you_mean(place, ('colocated',))}",
+                "design.placement",
             )
         trainer = 0
     else:
@@ -175,12 +176,14 @@ def _design(data: Any) -> Design:
     if update not in UPDATES:
         raise PlanError(
             f"design.update: unknown {shown(update)}{did_you_mean(update, UPDATES)} "
-            f"(choose from {list(UPDATES)})"
+            f"(choose from {list(UPDATES)})",
+            "design.update",
         )
     over = t.number("oversample", 1.0, 1)
     if over > MAX_OVERSAMPLE:
         raise PlanError(
-            f"design.oversample must be a finite number in [1, {MAX_OVERSAMPLE:g}], got {shown(over)}"
+            f"design.oversample must be a finite number in [1, {MAX_OVERSAMPLE:g}], got {shown(over)}",
+            "design.oversample",
         )
     return Design(
         trainer_gpus=trainer,
@@ -200,22 +203,26 @@ def _check_design(spec: PlanSpec, d: Design) -> None:
     n = spec.n_gpus
     if d.trainer_gpus >= n:
         raise PlanError(
-            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of cluster.n_gpus ({n})"
+            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
+            f"cluster.n_gpus ({n})",
+            "design.placement",
         )
     try:
         eng = engine_config(spec, d.tp)
         spec.workload.check_context(eng.context_len)
     except ValueError as e:
-        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}") from None
+        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}", "design.tp") from None
     try:
         Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
     except ValueError as e:
-        raise PlanError(f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}") from None
+        raise PlanError(
+            f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}", "design.placement"
+        ) from None
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=d.trainer_gpus or n, mfu=spec.mfu)
     except ValueError as e:
         key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
-        raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}") from None
+        raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
 
 
 def _calibrated(data: Any) -> dict[str, float]:
@@ -271,21 +278,25 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
         raise PlanError(
             "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
-            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)'
+            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)',
+            "kind",
         )
     if data.get("kind") != KIND:
         raise PlanError(
-            f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}'
+            f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}', "kind"
         )
     valid = ("kind", *PLAN_TABLES, "design", "run", "calibration")
     for name in data:
         if name not in valid:
             raise PlanError(
                 f"unknown table [{name}]{did_you_mean(name, valid)} (a run spec has: {', '.join(valid[1:])};"
-                " [space], [constraints] and [search] belong to a plan spec)"
+                " [space], [constraints] and [search] belong to a plan spec)",
+                name,
             )
     if "design" not in data:
-        raise PlanError("[design] is missing (a run spec needs one design: placement, tp, eta, update, ...)")
+        raise PlanError(
+            "[design] is missing (a run spec needs one design: placement, tp, eta, update, ...)", "design"
+        )
     design = _design(data["design"])
     r = Table("run", data.get("run", {}), RUN_KEYS)
     steps = r.integer("steps", DEFAULT_STEPS, lo=1)
@@ -300,7 +311,9 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         "sim_seed": seed,
     }
     if "mfu" in cal and not 0 < cal["mfu"] <= 1:
-        raise PlanError(f"calibration.values.mfu must be in (0, 1], got {shown(cal['mfu'])}")
+        raise PlanError(
+            f"calibration.values.mfu must be in (0, 1], got {shown(cal['mfu'])}", "calibration.values.mfu"
+        )
     spec = plan_spec(tables, cal, base)
     _check_design(spec, design)
     return RunSpec(plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)))
@@ -364,13 +377,15 @@ def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
         if not eq or len(parts) < 2 or not all(parts):
             raise PlanError(
                 f"--set {shown(pair)}: a run spec takes TABLE.KEY=VALUE "
-                "(e.g. design.eta=2, cluster.n_gpus=32)"
+                "(e.g. design.eta=2, cluster.n_gpus=32)",
+                key,
             )
         valid = (*PLAN_TABLES, "design", "run")
         if parts[0] not in valid:
             raise PlanError(
                 f"--set {key}: unknown table {parts[0]!r}{did_you_mean(parts[0], valid)} "
-                f"(choose from {', '.join(valid)})"
+                f"(choose from {', '.join(valid)})",
+                key,
             )
         node = out
         for i, p in enumerate(parts[:-1]):
@@ -378,7 +393,7 @@ def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
             if nxt is None:
                 nxt = node[p] = {}
             if not isinstance(nxt, dict):
-                raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table")
+                raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table", key)
             node = nxt
         node[parts[-1]] = _value(text.strip())
     return out
@@ -392,11 +407,11 @@ def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) ->
         if seed is not None:
             data.setdefault("run", {})
             if not isinstance(data["run"], dict):
-                raise PlanError(f"run must be a table, got {shown(data['run'])}")
+                raise PlanError(f"run must be a table, got {shown(data['run'])}", "run")
             data["run"]["seed"] = seed
         return from_dict(data, Path(path).parent)
     except PlanError as e:
-        raise PlanError(f"{path}: {e}") from None
+        raise PlanError(f"{path}: {e}", e.field, str(path)) from None
 
 
 def dumps(data: Mapping[str, Any], fmt: str = "toml") -> str:

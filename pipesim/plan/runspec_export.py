@@ -31,7 +31,8 @@ def _name(catalog: Mapping[str, Any], value: Any, where: str) -> str:
         if v == value:
             return str(k)
     raise PlanError(
-        f"{where}: {shown(getattr(value, 'name', value))} is not in the catalog; give the plan spec's file"
+        f"{where}: {shown(getattr(value, 'name', value))} is not in the catalog; give the plan spec's file",
+        where,
     )
 
 
@@ -39,16 +40,18 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     """A :class:`PlanSpec`'s ``[cluster]``, ``[model]``, ``[workload]`` and the ``[search]`` keys a
     run takes (``sync_time_s``, ``inflight_load_time_s``, ``steps``), as a spec file writes them."""
     if not isinstance(spec, PlanSpec):
-        raise PlanError(f"spec must be a PlanSpec, got {shown(spec)}")
+        raise PlanError(f"spec must be a PlanSpec, got {shown(spec)}", "spec")
     wl = spec.workload
     if not isinstance(wl.response, LogNormalLengths):
         raise PlanError(
             "workload.response_trace: a trace-backed response has no file in a PlanSpec; "
-            "give design_to_runspec the plan spec's file"
+            "give design_to_runspec the plan spec's file",
+            "workload.response_trace",
         )
     if not isinstance(wl.prompt, int):
         raise PlanError(
-            "workload.prompt_tokens: a prompt-length model has no spec-file form; give the plan spec's file"
+            "workload.prompt_tokens: a prompt-length model has no spec-file form; give the plan spec's file",
+            "workload.prompt_tokens",
         )
     model: dict[str, Any] = {"name": _name(MODELS, spec.model, "model.name")}
     if spec.max_model_len is not None:
@@ -120,7 +123,7 @@ def design_to_runspec(
     else:
         data = dict(plan_spec)
     if not isinstance(design, Design):
-        raise PlanError(f"design must be a pipesim.plan.Design, got {shown(design)}")
+        raise PlanError(f"design must be a pipesim.plan.Design, got {shown(design)}", "design")
     out: dict[str, Any] = {"kind": KIND}
     for k in PLAN_TABLES:
         if k in data:
