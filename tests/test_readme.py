@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,8 +27,16 @@ PATH = "Getting `pipesim` on the PATH"
 COMPOSE = "Composing a scenario"
 FILE = "From a config file"
 COMPUTE = "From slots to GPUs: the compute-grounded engine"
+OWN = "Your own cluster: a run spec, your training log, a plan"
 POLICY = "Testing a policy of your own"
-RUN_HERE = {SETUP: ["bash"], PATH: ["bash"], COMPOSE: ["python"], FILE: ["bash"], COMPUTE: ["python"]}
+RUN_HERE = {
+    SETUP: ["bash"],
+    PATH: ["bash"],
+    COMPOSE: ["python"],
+    FILE: ["bash"],
+    COMPUTE: ["python"],
+    OWN: ["bash"],
+}
 """Each section whose blocks this file runs, with the languages of its blocks, in order."""
 EXAMPLE = re.compile(r"<!-- readme-example:start -->\n```python\n.*?```\n<!-- readme-example:end -->", re.S)
 
@@ -189,3 +198,21 @@ def test_the_plan_guides_printed_recommendation_is_a_whole_program() -> None:
     assert isinstance(workload, pc.TokenWorkload) and workload.samples_per_prompt == 16
     assert isinstance(kwargs["trainer"], pc.TrainerConfig)
     assert "import pipesim" in code.group(1) and "from pipesim.compute import *" in code.group(1)
+
+
+def test_the_own_cluster_block_runs(tmp_path: Path) -> None:
+    """From the shipped log to a calibrated spec, a prediction of another split with ranges, and a
+    plan whose designs land in a CSV (the three commands of issue 42, as the README gives them)."""
+    for name in ("verl_sample_log.csv", "run_verl_8gpu.toml"):
+        (tmp_path / "examples").mkdir(exist_ok=True)
+        shutil.copy(ROOT / "examples" / name, tmp_path / "examples" / name)
+    out = shell(block(OWN, "bash"), tmp_path, timeout=600)
+    calibrated = (tmp_path / "calibrated.toml").read_text()
+    assert "[calibration" in calibrated and "log_sha256" in calibrated
+    assert re.search(r"^95% range over 10 runs", out, re.M)
+    assert re.search(r"^throughput_per_hour\s+[\d,]+\s+\[[\d,]+, [\d,]+\]$", out, re.M)
+    assert "best feasible designs" in out
+    designs = pd.read_csv(tmp_path / "designs.csv", comment="#")  # a provenance line first
+    assert len(designs) > 2 and designs["recommended"].sum() == 1
+    assert (designs["throughput_per_hour"] > 0).all()
+
