@@ -89,19 +89,23 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     ap.add_argument(
         "--cache-dir",
         metavar="DIR",
-        help="where finished runs are kept and reused (default $PIPESIM_CACHE or ~/.cache/pipesim/plan)",
+        help="where finished runs are kept and reused (default $PIPESIM_CACHE or "
+        "~/.cache/pipesim/plan); e.g. --cache-dir runs/plan-cache",
     )
-    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the run cache")
+    ap.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the run cache; e.g. --no-cache"
+    )
     ap.add_argument(
         "--resume",
         action="store_true",
         help="continue an interrupted plan from the run cache (a plan always reuses it; this says "
-        "how many runs it found)",
+        "how many runs it found); e.g. --resume",
     )
     ap.add_argument(
         "--explain-keys",
         action="store_true",
-        help="print every spec key with verl's, AReaL's, slime's and ROLL's names and exit",
+        help="print every spec key with verl's, AReaL's, slime's and ROLL's names and exit; "
+        "e.g. pipesim plan --explain-keys",
     )
     add_option(ap, "workers", default=1, help="processes (default 1); e.g. --workers 2")
     add_option(ap, "seed", default=0, help="search and simulation seed (default 0); e.g. --seed 3")
