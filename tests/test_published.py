@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import pipesim
@@ -30,9 +31,13 @@ from pipesim.compute import (
     TrainerConfig,
     length_spec,
 )
+from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS
 from scenarios import published
 
-KEYS = {"claim", "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high"}
+KEYS = {
+    "claim", "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high",
+    "calibration",
+}  # fmt: skip
 
 # The claims of shared/reference/published_claims.md, each a row: verl's five step times, each
 # with its gen and update_actor, and its 2.35x headline, AReaL's 2.77x (with its two hours) and its
@@ -188,15 +193,16 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
         assert eng.allreduce_latency_s == defaults.allreduce_latency_s
         assert trainer is not None
         assert trainer.optimizer_bytes_per_param == trainer_defaults.optimizer_bytes_per_param
-        if trainer.mfu == trainer_defaults.mfu:  # stated: the global constants (None: the profile's)
-            assert trainer.step_overhead_s == trainer_defaults.step_overhead_s
-        else:  # transfer: exactly the constants fitted on the calibration row, and only for verl
-            assert (trainer.mfu, trainer.step_overhead_s) == (fit.mfu, fit.step_overhead_s)
+        assert trainer.mfu is None and trainer.step_overhead_s == trainer_defaults.step_overhead_s
+        if trainer.profile is None:  # stated: the global default profile
+            assert trainer.framework == trainer_defaults.framework
+        else:  # transfer: exactly the profile fitted on the calibration row, and only for verl
+            assert trainer.profile == fit.profile
             assert sc.name.startswith("verl")
             fitted += 1
     assert fitted and any(r["protocol"] == "transfer" for r in rows)
     # and the source never names one (a per-claim constant would have to be written there); the
-    # fit module sets the trainer's two from a TrainerFit and names no number for them
+    # fit module sets the trainer's profile from a TrainerFit and names no number for it
     modules = [
         importlib.import_module(f"scenarios.published.{m.name}")
         for m in pkgutil.iter_modules(published.__path__)
@@ -210,8 +216,9 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
                  "step_overhead_s=", "sync_time_s=", "flop_fraction", "bandwidth_fraction"):  # fmt: skip
         assert name not in src, name
     fit_src = inspect.getsource(published.fit)
-    assert not re.search(r"(mfu|step_overhead_s)=\s*[\d.]", fit_src)  # no number as a keyword
-    assert re.findall(r"\bmfu=(\S+?)[,)]", fit_src) == ["fit.mfu", "mfu"]  # trainer_config; TrainerFit(...)
+    assert not re.search(r"\w=\s*-?[\d.]", fit_src)  # no number as a keyword
+    assert "mfu=" not in fit_src and "step_overhead_s=" not in fit_src
+    assert re.findall(r"\bprofile=(.+?)[,)]?$", fit_src, re.M) == ["None if fit is None else fit.profile"]
 
 
 def test_each_claims_setup(recorded):
@@ -314,9 +321,10 @@ def test_package_modules_are_short_and_the_module_runs() -> None:
     assert published.main is published.table.__globals__["main"]
 
 
-def test_transfer_fit_recovers_the_constants_of_a_row_the_model_generated():
-    """A disaggregated run with known trainer constants gives a 'published' row (its own step,
-    gen and update_actor); the closed-form fit, starting from the stated defaults, returns them."""
+def test_transfer_fit_recovers_the_profile_of_a_row_the_model_generated():
+    """A disaggregated run on a known framework profile gives a 'published' row (its own step,
+    gen and update_actor); the phase fit, starting from the stated default profile, returns the
+    two constants it fits (fwd_bwd_efficiency, sample_s) and keeps the rest."""
     eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], tp=1, max_model_len=2048)
     cl = Cluster(engine=eng, n_gpus=4, trainer_gpus=2)
     wl = length_spec("math-reasoning-7b").workload(1024, 4, 64, scale=0.2)
@@ -324,43 +332,81 @@ def test_transfer_fit_recovers_the_constants_of_a_row_the_model_generated():
     sc = pipesim.Scenario(
         pipeline=cfg, admission=pipesim.CountThrottle(), weight_update=pipesim.PartialRollout()
     )
-    true = TrainerConfig(
-        model=eng.model,
-        gpu=eng.gpu,
-        n_gpus=2,
-        mfu=0.23,
-        step_overhead_s=2.5,
-        recompute_old_logp=False,
-        profile="ideal",
-    )
+    stated = published.trainer_config(eng, 2, old_logp=False)
+    assert stated.profile is None and stated.mfu is None  # the default profile's
+    base = stated.framework
+    truth = dataclasses.replace(base, fwd_bwd_efficiency=0.23, sample_s=0.04)
+    true = dataclasses.replace(stated, profile=truth)
     m = published.measure(sc, cl, wl, true, warmup=2)
     k = 2  # a published step of two trainer steps
     step, gen, update = k * m.steady_step_s, m.gen_s(k), m.update_actor_s(k)
-    stated = published.trainer_config(eng, 2, old_logp=False)
-    assert stated.mfu is None and stated.step_overhead_s == 0.0  # the default profile's
-    fit = published.fit_trainer(stated, k * m.steady_tokens, k, step, gen, update, "generated row")
-    assert fit.mfu == pytest.approx(0.23, rel=1e-9)
-    assert fit.step_overhead_s == pytest.approx(2.5, rel=1e-9)
+    fit = published.fit_trainer(stated, m.steady_tokens, 64, k, step, gen, update, "generated row")
+    assert fit.profile.fwd_bwd_efficiency == pytest.approx(0.23, rel=1e-6)
+    assert fit.profile.sample_s == pytest.approx(0.04, rel=1e-6)
+    for name in published.fit.FIXED:  # not fitted: the stated profile's
+        assert getattr(fit.profile, name) == getattr(base, name)
     refit = published.trainer_config(eng, 2, old_logp=False, fit=fit)
-    assert (refit.mfu, refit.step_overhead_s) == (fit.mfu, fit.step_overhead_s)
+    assert refit.framework == fit.profile
 
 
 @pytest.mark.parametrize(
     "args,field",
     [
-        ((0.0, 2, 100.0, 10.0, 50.0), "tokens_per_step"),
-        ((1e6, 2, 100.0, 10.0, 0.0), "update_s"),
-        ((1e6, 2, math.nan, 10.0, 50.0), "step_s"),
-        ((1e15, 2, 100.0, 10.0, 1e-3), "mfu"),  # an update_actor no GPU could reach
+        ((-1.0, 64, 2, 100.0, 10.0, 50.0), "tokens"),
+        ((1e6, -1, 2, 100.0, 10.0, 50.0), "samples"),
+        ((1e6, 64, 2, math.nan, 10.0, 50.0), "seconds"),
+        ((1e15, 64, 2, 100.0, 10.0, 1e-3), "fwd_bwd_efficiency"),  # an update_actor no GPU could reach
     ],
 )
 def test_fit_refuses_a_row_it_cannot_fit(args, field):
     eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"])
-    tokens, k, step, gen, update = args
-    with pytest.raises(ValueError, match=field):
+    tokens, samples, k, step, gen, update = args
+    with pytest.raises(ValueError, match=field) as e:
         published.fit_trainer(
-            published.trainer_config(eng, 2, old_logp=False), tokens, k, step, gen, update, "r"
+            published.trainer_config(eng, 2, old_logp=False), tokens, samples, k, step, gen, update, "row r"
         )
+    assert field == "fwd_bwd_efficiency" or getattr(e.value, "field", field) == field
+
+
+def test_profile_calibration_row_is_shown_and_never_scored(recorded):
+    """The row fsdp2-dense was set from (verl colocate 64) is flagged under both protocols, shown
+    in the table as a calibration row, and left out of the scores however far off it is."""
+    _, rows = recorded
+    flagged = {c.claim for c in published.CLAIMS if c.profile_calibration}
+    assert len(flagged) == 3 and all(n.startswith(published.VERL_PROFILE_ROW) for n in flagged)
+    # the same row as the profile's: 64 GPUs colocate, its published update_actor
+    assert "64 GPUs" in CALIBRATION_ROW and "colocate" in published.VERL_PROFILE_ROW
+    update = {c.published for c in published.CLAIMS if c.profile_calibration and c.phase == "update_actor"}
+    assert update == {CALIBRATION_SECONDS["update_actor"]}
+    assert {r["claim"] for r in rows if r["calibration"]} == flagged
+    assert {r["protocol"] for r in rows if r["calibration"]} == {"stated", "transfer"}
+    for protocol in ("stated", "transfer"):
+        rs = [dict(r, predicted=r["published"]) for r in rows if r["protocol"] == protocol]
+        off = [dict(r, predicted=100 * r["published"]) if r["calibration"] else r for r in rs]
+        scored = [r for r in rs if not r["calibration"]]
+        want = f"{protocol}: {len(scored)} of {len(scored)} rows within 25% (100%)"
+        assert published.scores(off).startswith(want)
+        assert "calibration row(s) shown, not scored" in published.scores(off)
+    assert published.table(rows).count("calibration") >= 6
+
+
+def test_verl_workload_is_the_profile_calibration_workload():
+    """One definition: the stated verl runs draw the workload the default profile's calibration
+    reads its tokens per sample from, and that length is its closed-form mean (checked against a
+    seeded draw of the same distribution)."""
+    from pipesim.compute import profiles
+
+    wl = published.verl_workload()
+    assert wl == profiles.calibration_workload()
+    assert published.verl_workload(published.Variant(scale=0.5)) == profiles.calibration_workload(0.5)
+    rng = np.random.default_rng(7)
+    n = 400_000
+    r = wl.response
+    difficulty = np.repeat(rng.lognormal(0.0, wl.difficulty_sigma, n // 16), 16)
+    x = np.minimum(r.median_tokens * rng.lognormal(0.0, r.sigma, n) * difficulty, wl.max_response_tokens)
+    drawn = wl.prompt + x.mean()
+    assert pytest.approx(drawn, rel=0.01) == profiles.CALIBRATION_TOKENS_PER_SAMPLE
+    assert profiles.mean_sample_tokens(wl) == profiles.CALIBRATION_TOKENS_PER_SAMPLE
 
 
 def test_ranges_and_worker_processes_agree(fresh_runs):

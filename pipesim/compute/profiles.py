@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ from pipesim.core.errors import FieldError, shown
 
 if TYPE_CHECKING:
     from pipesim.compute.trainer import TrainerConfig
+    from pipesim.compute.workload import TokenWorkload
 
 CALIBRATION_ROW = "volcengine/verl fully_async_policy README, colocate sync, 64 GPUs"
 CALIBRATION_SECONDS: Mapping[str, float] = MappingProxyType(
@@ -48,11 +50,53 @@ CALIBRATION_SECONDS: Mapping[str, float] = MappingProxyType(
 """The calibration row's phases (seconds per step, the README's means over 400 steps)."""
 CALIBRATION_SAMPLES = 512 * 16
 """train_batch_size 512 prompts x rollout.n 16 (README)."""
-CALIBRATION_TOKENS_PER_SAMPLE = 1922.0
-"""Mean prompt + response tokens per sample of the stated setup as the simulator draws it:
-``scenarios.published.verl.verl_workload()`` at 3191c20 (prompt 256, response mean 1,666 of the
-``ZERO_RL`` length profile under the 28K cap; 64,000 samples drawn with seed 0). A guess the
-sources do not make; if the length model changes, refit (``fit_profile``)."""
+CALIBRATION_LENGTHS = "math-reasoning-7b"
+"""The length registry entry of the stated setup (:mod:`pipesim.compute.lengths`: Qwen2.5-Math-7B
+base under DAPO), the one ``scenarios.published.verl.verl_workload`` draws from."""
+CALIBRATION_PROMPT_TOKENS = 256
+"""Prompt tokens of a math problem with its chat template (no source states it; verl's
+``max_prompt_length`` 2,048 is a cap)."""
+CALIBRATION_MAX_RESPONSE_TOKENS = 28 * 1024
+"""``max_response_length`` 28K (the row's scripts)."""
+
+
+def calibration_workload(scale: float = 1.0) -> TokenWorkload:
+    """The stated verl workload: :data:`CALIBRATION_LENGTHS` (times ``scale``) under the 28K cap,
+    groups of ``rollout.n`` 16, prompts of :data:`CALIBRATION_PROMPT_TOKENS`. The one definition:
+    the profile's calibration reads its tokens per sample from it, and the published verl scenarios
+    run it (``scenarios.published.verl.verl_workload``)."""
+    from pipesim.compute.lengths import length_spec
+
+    return length_spec(CALIBRATION_LENGTHS).workload(
+        CALIBRATION_MAX_RESPONSE_TOKENS, 16, CALIBRATION_PROMPT_TOKENS, scale=scale
+    )
+
+
+def mean_sample_tokens(workload: TokenWorkload) -> float:
+    """Mean prompt + response tokens per sample of a log-normal ``workload`` under its cap, in
+    closed form: the response is log-normal with ``mu = ln(median)`` and spread
+    ``s = hypot(sigma, difficulty_sigma)`` (a group's difficulty multiplies it), and
+    ``E[min(X, c)] = e^(mu + s^2/2) Phi((ln c - mu - s^2) / s) + c (1 - Phi((ln c - mu) / s))``."""
+    from statistics import NormalDist
+
+    from pipesim.compute.workload import LogNormalLengths
+
+    r, prompt = workload.response, workload.prompt
+    if not isinstance(r, LogNormalLengths) or not isinstance(prompt, int):
+        raise ValueError("workload: the closed-form mean needs log-normal responses and a fixed prompt")
+    phi = NormalDist().cdf
+    median = r.median_tokens
+    s = math.hypot(r.sigma, workload.difficulty_sigma)
+    mu, c = math.log(median), float(workload.max_response_tokens)
+    z = (math.log(c) - mu) / s
+    mean = math.exp(mu + s * s / 2) * phi(z - s) + c * (1 - phi(z))
+    return float(prompt) + mean
+
+
+CALIBRATION_TOKENS_PER_SAMPLE = mean_sample_tokens(calibration_workload())
+"""Mean prompt + response tokens per sample of the stated setup: :func:`mean_sample_tokens` of
+:func:`calibration_workload` (about 1,943; it was a 64,000-sample draw, 1,922, before lengths moved
+to absolute tokens). Not published; the efficiencies are only as right as this length."""
 
 PRIOR = FrameworkProfile(
     name="fsdp2-dense",

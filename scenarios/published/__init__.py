@@ -6,8 +6,8 @@ the model, the GPU type and count, the placement and split, the batch and group 
 limits and the staleness knobs, run through the system's preset (:mod:`scenarios.systems`). The
 hardware-efficiency constants are the engine's global ones (:data:`pipesim.compute.DEFAULT_EFFICIENCY`,
 :data:`pipesim.compute.DEFAULT_TRAINER_MFU`, ``EngineConfig``'s defaults); no scenario sets one.
-Under the **transfer** protocol the trainer's two constants are fitted on the verl study's
-calibration row instead (:mod:`~scenarios.published.fit`, the one place they are chosen).
+Under the **transfer** protocol the trainer's framework profile is refitted on the verl study's
+calibration row instead (:mod:`~scenarios.published.fit`, the one place it is chosen).
 
 Where a source leaves a value out it is chosen **once**, in :mod:`~scenarios.published.common`
 (``UNSTATED``; the registry entry of response lengths each model uses, ``LENGTHS_*``), with the
@@ -56,6 +56,7 @@ from scenarios.published.claims import (
     CLAIMS,
     RUNS,
     VERL_CALIBRATION,
+    VERL_PROFILE_ROW,
     VERL_STUDY,
     Claim,
     _areal_trend,
@@ -81,17 +82,25 @@ from scenarios.published.common import (
 from scenarios.published.fit import TrainerFit, fit_trainer, trainer_config, update_actor_s
 from scenarios.published.roll import ROLL_GPUS, ROLL_RATIO, roll_engine, roll_run
 from scenarios.published.table import json_rows, main, predict, scores, table, within, write_json
-from scenarios.published.verl import VERL_STEPS, VERL_SYNC_STEP, verl_async, verl_colocate, verl_step_s
+from scenarios.published.verl import (
+    VERL_STEPS,
+    VERL_SYNC_STEP,
+    verl_async,
+    verl_colocate,
+    verl_step_s,
+    verl_workload,
+)
 
 __all__ = [
     "APRIL_N", "APRIL_OVERSAMPLE", "APRIL_PROMPTS", "AREAL_ETA", "AREAL_GPUS", "AREAL_STEPS",
     "AREAL_TREND_ETAS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE", "LENGTHS_DISTILL", "LENGTHS_QWEN3",
     "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "TREND_TOLERANCE", "UNSTATED",
-    "VERL_CALIBRATION", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim", "Measured", "TrainerFit",
+    "VERL_CALIBRATION", "VERL_PROFILE_ROW", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim",
+    "Measured", "TrainerFit",
     "Unstated", "Variant", "fit_trainer", "scores", "trainer_config", "update_actor_s", "verl_fit",
     "_areal_trend", "april_engine", "april_run", "areal",
     "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_workload", "common",
     "does_not_fall", "json_rows", "main", "math_workload", "measure", "predict", "roll_engine",
     "roll_run", "rollout_throughput", "table", "verl_async", "verl_colocate", "verl_step_s",
-    "within", "write_json",
+    "verl_workload", "within", "write_json",
 ]  # fmt: skip

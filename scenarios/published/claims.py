@@ -23,7 +23,16 @@ from scenarios.published.areal import (
 from scenarios.published.common import POINT, Measured, Variant, does_not_fall, rollout_throughput
 from scenarios.published.fit import TrainerFit, fit_trainer
 from scenarios.published.roll import roll_run
-from scenarios.published.verl import VERL_SYNC_STEP, verl_async, verl_colocate, verl_diag, verl_step_s
+from scenarios.published.verl import (
+    VERL_MINI,
+    VERL_N,
+    VERL_REQUIRE_BATCHES,
+    VERL_SYNC_STEP,
+    verl_async,
+    verl_colocate,
+    verl_diag,
+    verl_step_s,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,11 @@ class Claim:
     """A study with a published phase breakdown (the transfer protocol applies to its rows)."""
     calibration: bool = False
     """Part of the study's calibration row: fitted on under transfer, never scored there."""
+    profile_calibration: bool = False
+    """Part of the row the default framework profile was set from
+    (:data:`pipesim.compute.profiles.CALIBRATION_ROW`): shown under both protocols, never scored
+    (its prediction is not independent of it; under transfer the fit keeps the profile's
+    ``fwd_efficiency``, which that row's ``old_log_prob`` set)."""
 
 
 VERL_SRC = "volcengine/verl recipe/fully_async_policy/README.md"
@@ -50,6 +64,9 @@ AREAL_SRC = "inclusionAI/AReaL blog/AReaL_v0_3.md; arXiv 2505.24298"
 VERL_STUDY = "verl fully_async_policy"
 VERL_CALIBRATION = "verl 128 GPUs (64:64) async partial rollout 0.5"
 """The transfer protocol's calibration row (named in docs/published.md before any scoring)."""
+VERL_PROFILE_ROW = "verl 64 GPUs colocate sync"
+"""The row the default framework profile ``fsdp2-dense`` was set from
+(:data:`pipesim.compute.profiles.CALIBRATION_ROW`): a calibration row under both protocols."""
 
 
 def _areal_trend(v: Variant = POINT) -> float:
@@ -96,8 +113,12 @@ def _verl_rows(
 ) -> tuple[Claim, ...]:
     """One README row: its step time, ``gen`` and ``update_actor``, each scored on its own."""
     cal = label == VERL_CALIBRATION
+    set_profile = label == VERL_PROFILE_ROW
     pub = f"gen {gen:g}, update_actor {update:g}"
-    common = dict(system="verl", source=VERL_SRC, unit="s", study=VERL_STUDY, calibration=cal)
+    common = dict(
+        system="verl", source=VERL_SRC, unit="s", study=VERL_STUDY, calibration=cal,
+        profile_calibration=set_profile,
+    )  # fmt: skip
     return (
         Claim(f"{label}, s/step", published=step, predict=lambda v: verl_step_s(run(v), k),
               diagnosis=lambda v: verl_diag(run(v), k), published_diagnosis=pub, **common),  # type: ignore[arg-type]
@@ -120,7 +141,7 @@ VERL_ROWS: tuple[Claim, ...] = (
     *_verl_rows(
         VERL_CALIBRATION, lambda v: verl_async(128, 0.5, True, v), VERL_SYNC_STEP, 150.63, 33.14, 113.16
     ),
-    *_verl_rows("verl 64 GPUs colocate sync", lambda v: verl_colocate(64, v), 1, 365.28, 150.72, 133.41),
+    *_verl_rows(VERL_PROFILE_ROW, lambda v: verl_colocate(64, v), 1, 365.28, 150.72, 133.41),
     *_verl_rows(
         "verl 64 GPUs (32:32) async partial rollout 0.5",
         lambda v: verl_async(64, 0.5, True, v),
@@ -133,14 +154,22 @@ VERL_ROWS: tuple[Claim, ...] = (
 
 
 def verl_fit() -> TrainerFit:
-    """The transfer constants, fitted on :data:`VERL_CALIBRATION` (its stated run at the point:
-    the tokens it trained; the row's published step, ``gen`` and ``update_actor``)."""
+    """The transfer profile, fitted on :data:`VERL_CALIBRATION` (its stated run at the point: its
+    trainer, the tokens and samples it trained per trainer step; the row's published step, ``gen``
+    and ``update_actor``)."""
     rows = {c.phase: c.published for c in VERL_ROWS if c.calibration}
     m = verl_async(128, 0.5, True, POINT)
     assert m.trainer is not None
-    k = VERL_SYNC_STEP
+    samples = VERL_REQUIRE_BATCHES * VERL_MINI * VERL_N  # one trainer step: require_batches mini-batches
     return fit_trainer(
-        m.trainer, k * m.steady_tokens, k, rows["step"], rows["gen"], rows["update_actor"], VERL_CALIBRATION
+        m.trainer,
+        m.steady_tokens,
+        samples,
+        VERL_SYNC_STEP,
+        rows["step"],
+        rows["gen"],
+        rows["update_actor"],
+        VERL_CALIBRATION,
     )
 
 

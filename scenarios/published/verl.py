@@ -12,17 +12,16 @@ import dataclasses
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, ModelSpec, TokenWorkload
+from pipesim.compute.profiles import calibration_workload
 from scenarios import systems
 from scenarios.published import common
 from scenarios.published.common import (
-    LENGTHS_7B_BASE,
     POINT,
     Measured,
     RunCache,
     Variant,
     _cluster,
     _trainer,
-    math_workload,
 )
 
 VERL_MODEL: ModelSpec = dataclasses.replace(MODELS["qwen2.5-math-7b"], max_context_len=32768)
@@ -46,8 +45,10 @@ def verl_engine() -> EngineConfig:
 
 
 def verl_workload(v: Variant = POINT) -> TokenWorkload:
-    # README: max_response_length 28K, rollout.n 16; Qwen2.5-Math-7B base model lengths
-    return math_workload(LENGTHS_7B_BASE, 28 * 1024, VERL_N, v)
+    """README: max_response_length 28K, rollout.n 16; Qwen2.5-Math-7B base model lengths. The one
+    definition the default profile's calibration also reads its tokens per sample from
+    (:func:`pipesim.compute.profiles.calibration_workload`)."""
+    return calibration_workload(scale=v.scale)
 
 
 @RunCache
