@@ -215,4 +215,3 @@ def test_the_own_cluster_block_runs(tmp_path: Path) -> None:
     designs = pd.read_csv(tmp_path / "designs.csv", comment="#")  # a provenance line first
     assert len(designs) > 2 and designs["recommended"].sum() == 1
     assert (designs["throughput_per_hour"] > 0).all()
-
