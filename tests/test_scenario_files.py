@@ -4,10 +4,13 @@ with equal results; loading never runs code; errors name the file, the key and t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomllib
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
 from pipesim.io import scenario_files as sf
@@ -16,7 +19,7 @@ from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import Drain
 from pipesim.policies.batching import DropStale
 from pipesim.policies.faults import RetryFailed, Timeout
-from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.policies.replicas import GroupAffinity, LeastLoaded, PerReplicaSync, Replicas, RoundRobin
 from pipesim.policies.updates import InFlightUpdate, SyncEveryK
 from pipesim.workload.durations import (
     AgentDurations,
@@ -243,3 +246,30 @@ def test_the_documented_example_loads() -> None:
     assert scen.weight_update == SyncEveryK(2, Drain())
     assert scen.replicas == Replicas(2, LeastLoaded()) and scen.timeout == Timeout(600.0)
     assert scen.durations == LogNormalDurations(68.0, 0.9) and scen.pipeline.max_staleness == 2
+
+
+def _routing_rules(depth: int) -> st.SearchStrategy[Any]:
+    """Every catalogued routing rule, GroupAffinity nesting another rule up to ``depth`` deep."""
+    leaves = st.sampled_from([RoundRobin(), LeastLoaded()])
+    if depth == 0:
+        return leaves
+    nested = st.builds(GroupAffinity, st.integers(1, 64), _routing_rules(depth - 1))
+    return st.one_of(leaves, nested, st.builds(GroupAffinity, st.integers(1, 64)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(routing=_routing_rules(2), n_replicas=st.integers(1, 4), fmt=st.sampled_from(["toml", "yaml"]))
+def test_every_routing_rule_round_trips_and_each_run_routes_with_a_fresh_copy(
+    routing: Any, n_replicas: int, fmt: str
+) -> None:
+    scen = Scenario(
+        pipeline=PipelineConfig(n_slots=8, max_staleness=1, batch_size=4),
+        replicas=Replicas(n_replicas, routing),
+    )
+    back = sf.loads(sf.dumps(scen, fmt), fmt)
+    assert back == scen and repr(back) == repr(scen)
+    assert back.replicas is not None
+    first, second = back.replicas.fresh_routing(), back.replicas.fresh_routing()
+    assert first == routing == second
+    if isinstance(routing, GroupAffinity):  # per-run state is never shared between runs
+        assert first is not second and first._home is not second._home
