@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
+from pipesim.core.validate import FieldError
 from pipesim.io import scenario_files as sf
 from pipesim.io.registry import registry
 from pipesim.policies.admission import AReaLThrottle
@@ -273,3 +274,63 @@ def test_every_routing_rule_round_trips_and_each_run_routes_with_a_fresh_copy(
     assert first == routing == second
     if isinstance(routing, GroupAffinity):  # per-run state is never shared between runs
         assert first is not second and first._home is not second._home
+
+
+SYSTEMS = [n for n in NAMES if n.startswith("systems:")]
+
+
+@pytest.mark.parametrize("preset", SYSTEMS)
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_every_system_preset_exports_in_its_knob_names_and_loads_back_equal(preset: str, fmt: str) -> None:
+    entry = registry()[preset]
+    data = sf.system_to_dict(preset)
+    assert set(data["system"]) == {"name", *entry.parameters()}  # every knob, by the system's name
+    assert sf.loads(sf.dumps(data, fmt), fmt) == entry.build()
+
+
+@settings(max_examples=25, deadline=None)
+@given(eta=st.integers(0, 8), cap=st.none() | st.integers(1, 256), fmt=st.sampled_from(["toml", "yaml"]))
+def test_an_edited_areal_knob_changes_the_scenario_as_areal_s_own_knob(
+    eta: int, cap: int | None, fmt: str
+) -> None:
+    text = sf.dumps(
+        sf.system_to_dict("systems:areal", max_head_offpolicyness=eta, max_concurrent_rollouts=cap), fmt
+    )
+    assert f"max_head_offpolicyness{' = ' if fmt == 'toml' else ': '}{eta}" in text
+    loaded = sf.loads(text, fmt)
+    assert loaded == registry()["systems:areal"].build(
+        max_head_offpolicyness=eta, max_concurrent_rollouts=cap
+    )
+    assert loaded.pipeline.max_staleness == eta  # AReaL's eta bounds the staleness
+    assert loaded.admission == AReaLThrottle(cap)  # its concurrency cap throttles admission
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("bogus = 1\n", "system.bogus"),
+        ("staleness_threshold = 0.5\n", "system.staleness_threshold"),  # verl's knob, not AReaL's
+        ("max_head_offpolicyness = -1\n", "system.max_head_offpolicyness"),
+    ],
+)
+def test_a_system_file_refuses_a_knob_naming_it(extra: str, field: str) -> None:
+    text = sf.dumps(sf.system_to_dict("systems:areal")).replace("max_head_offpolicyness = 2\n", "")
+    with pytest.raises(FieldError) as info:
+        sf.loads(text + extra)
+    assert info.value.field == field
+
+
+def test_system_to_dict_refuses_an_unknown_knob() -> None:
+    with pytest.raises(FieldError) as info:
+        sf.system_to_dict("systems:verl_fully_async", max_head_offpolicyness=2)
+    assert info.value.field == "system.max_head_offpolicyness"
+
+
+def test_export_writes_a_system_preset_in_its_own_knob_names(tmp_path: Path) -> None:
+    from pipesim.io.cli import main
+
+    out = tmp_path / "areal.toml"
+    assert main(["export", "systems:areal", "--set", "max_head_offpolicyness=8", "--out", str(out)]) == 0
+    table = tomllib.loads(out.read_text())["system"]
+    assert table["max_head_offpolicyness"] == 8 and table["max_concurrent_rollouts"] == "none"
+    assert sf.load_scenario(out) == registry()["systems:areal"].build(max_head_offpolicyness=8)
