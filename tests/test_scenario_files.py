@@ -4,19 +4,23 @@ with equal results; loading never runs code; errors name the file, the key and t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomllib
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
+from pipesim.core.validate import FieldError
 from pipesim.io import scenario_files as sf
 from pipesim.io.registry import registry
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import Drain
 from pipesim.policies.batching import DropStale
 from pipesim.policies.faults import RetryFailed, Timeout
-from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
+from pipesim.policies.replicas import GroupAffinity, LeastLoaded, PerReplicaSync, Replicas, RoundRobin
 from pipesim.policies.updates import InFlightUpdate, SyncEveryK
 from pipesim.workload.durations import (
     AgentDurations,
@@ -243,3 +247,90 @@ def test_the_documented_example_loads() -> None:
     assert scen.weight_update == SyncEveryK(2, Drain())
     assert scen.replicas == Replicas(2, LeastLoaded()) and scen.timeout == Timeout(600.0)
     assert scen.durations == LogNormalDurations(68.0, 0.9) and scen.pipeline.max_staleness == 2
+
+
+def _routing_rules(depth: int) -> st.SearchStrategy[Any]:
+    """Every catalogued routing rule, GroupAffinity nesting another rule up to ``depth`` deep."""
+    leaves = st.sampled_from([RoundRobin(), LeastLoaded()])
+    if depth == 0:
+        return leaves
+    nested = st.builds(GroupAffinity, st.integers(1, 64), _routing_rules(depth - 1))
+    return st.one_of(leaves, nested, st.builds(GroupAffinity, st.integers(1, 64)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(routing=_routing_rules(2), n_replicas=st.integers(1, 4), fmt=st.sampled_from(["toml", "yaml"]))
+def test_every_routing_rule_round_trips_and_each_run_routes_with_a_fresh_copy(
+    routing: Any, n_replicas: int, fmt: str
+) -> None:
+    scen = Scenario(
+        pipeline=PipelineConfig(n_slots=8, max_staleness=1, batch_size=4),
+        replicas=Replicas(n_replicas, routing),
+    )
+    back = sf.loads(sf.dumps(scen, fmt), fmt)
+    assert back == scen and repr(back) == repr(scen)
+    assert back.replicas is not None
+    first, second = back.replicas.fresh_routing(), back.replicas.fresh_routing()
+    assert first == routing == second
+    if isinstance(routing, GroupAffinity):  # per-run state is never shared between runs
+        assert first is not second and first._home is not second._home
+
+
+SYSTEMS = [n for n in NAMES if n.startswith("systems:")]
+
+
+@pytest.mark.parametrize("preset", SYSTEMS)
+@pytest.mark.parametrize("fmt", ["toml", "yaml"])
+def test_every_system_preset_exports_in_its_knob_names_and_loads_back_equal(preset: str, fmt: str) -> None:
+    entry = registry()[preset]
+    data = sf.system_to_dict(preset)
+    assert set(data["system"]) == {"name", *entry.parameters()}  # every knob, by the system's name
+    assert sf.loads(sf.dumps(data, fmt), fmt) == entry.build()
+
+
+@settings(max_examples=25, deadline=None)
+@given(eta=st.integers(0, 8), cap=st.none() | st.integers(1, 256), fmt=st.sampled_from(["toml", "yaml"]))
+def test_an_edited_areal_knob_changes_the_scenario_as_areal_s_own_knob(
+    eta: int, cap: int | None, fmt: str
+) -> None:
+    text = sf.dumps(
+        sf.system_to_dict("systems:areal", max_head_offpolicyness=eta, max_concurrent_rollouts=cap), fmt
+    )
+    assert f"max_head_offpolicyness{' = ' if fmt == 'toml' else ': '}{eta}" in text
+    loaded = sf.loads(text, fmt)
+    assert loaded == registry()["systems:areal"].build(
+        max_head_offpolicyness=eta, max_concurrent_rollouts=cap
+    )
+    assert loaded.pipeline.max_staleness == eta  # AReaL's eta bounds the staleness
+    assert loaded.admission == AReaLThrottle(cap)  # its concurrency cap throttles admission
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("bogus = 1\n", "system.bogus"),
+        ("staleness_threshold = 0.5\n", "system.staleness_threshold"),  # verl's knob, not AReaL's
+        ("max_head_offpolicyness = -1\n", "system.max_head_offpolicyness"),
+    ],
+)
+def test_a_system_file_refuses_a_knob_naming_it(extra: str, field: str) -> None:
+    text = sf.dumps(sf.system_to_dict("systems:areal")).replace("max_head_offpolicyness = 2\n", "")
+    with pytest.raises(FieldError) as info:
+        sf.loads(text + extra)
+    assert info.value.field == field
+
+
+def test_system_to_dict_refuses_an_unknown_knob() -> None:
+    with pytest.raises(FieldError) as info:
+        sf.system_to_dict("systems:verl_fully_async", max_head_offpolicyness=2)
+    assert info.value.field == "system.max_head_offpolicyness"
+
+
+def test_export_writes_a_system_preset_in_its_own_knob_names(tmp_path: Path) -> None:
+    from pipesim.io.cli import main
+
+    out = tmp_path / "areal.toml"
+    assert main(["export", "systems:areal", "--set", "max_head_offpolicyness=8", "--out", str(out)]) == 0
+    table = tomllib.loads(out.read_text())["system"]
+    assert table["max_head_offpolicyness"] == 8 and table["max_concurrent_rollouts"] == "none"
+    assert sf.load_scenario(out) == registry()["systems:areal"].build(max_head_offpolicyness=8)

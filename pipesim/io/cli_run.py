@@ -147,6 +147,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _system_file(spec: str, given: dict[str, str]) -> dict[str, Any] | None:
+    """A ``systems:`` preset whose --set pairs are all its own knobs, as a ``[system]`` file in the
+    system's knob names (:func:`~pipesim.io.scenario_files.system_to_dict`); else None."""
+    from pipesim.io.registry import parse_parameter, resolve
+    from pipesim.io.scenario_files import system_to_dict
+
+    entry = resolve(spec)
+    params = entry.parameters()
+    if not entry.name.startswith("systems:") or any(k not in params for k in given):
+        return None
+    return system_to_dict(entry.name, **{k: parse_parameter(entry, k, v) for k, v in given.items()})
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from pipesim.io.scenario_files import SUFFIXES, dumps
     from pipesim.plan.runspec import is_runspec
@@ -164,10 +177,11 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"--format {args.format} does not match --out {shown(args.out)} (a {by_suffix} file); "
                 "the suffix sets the format"
             )
-    scen, _ = build_scenario(args.scenario, args.set, args.seed)
+    scen, given = build_scenario(args.scenario, args.set, args.seed)
     fmt = args.format or ("toml" if args.out == "-" else SUFFIXES[Path(args.out).suffix.lower()])
+    content = _system_file(args.scenario, given) if args.seed is None else None
     try:
-        text = dumps(scen, fmt)
+        text = dumps(scen if content is None else content, fmt)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
     if args.out == "-":

@@ -155,10 +155,14 @@ def _data(value: Any, where: str) -> Any:
     return policy_to_dict(value, where)
 
 
-def dumps(scenario: Scenario, fmt: str = "toml") -> str:
-    """The scenario as TOML (``fmt="toml"``) or YAML (``fmt="yaml"``) text."""
-    data = scenario_to_dict(scenario)
-    head = f"# pipesim scenario {scenario.name!r} (format: pipesim.io.scenario_files)\n"
+def dumps(scenario: Scenario | Mapping[str, Any], fmt: str = "toml") -> str:
+    """The scenario (or a file's content, e.g. :func:`system_to_dict`'s) as TOML (``fmt="toml"``)
+    or YAML (``fmt="yaml"``) text."""
+    if isinstance(scenario, Scenario):
+        data, title = scenario_to_dict(scenario), scenario.name
+    else:
+        data, title = dict(scenario), str(scenario.get("system", {}).get("name", ""))
+    head = f"# pipesim scenario {title!r} (format: pipesim.io.scenario_files)\n"
     if fmt == "toml":
         import tomli_w
 
@@ -241,6 +245,8 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
             "schema_version",
             f"{version} is newer than this pipesim reads ({SCHEMA_VERSION}); upgrade pipesim",
         )
+    if "system" in data:  # a preset in its system's own knob names (system_to_dict)
+        return _system_scenario(r, data)
     hints = type_hints(Scenario)
     fields = {f.name: f for f in dataclasses.fields(Scenario)}
     r.check_keys(data, ["schema_version", *fields], "")
@@ -261,6 +267,74 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
         raise r.error(
             where, str(exc), exc.field if isinstance(exc, FieldError) and exc.field else where
         ) from None
+
+
+def system_to_dict(preset: str, **knobs: Any) -> dict[str, Any]:
+    """A file naming a registered preset (``systems:areal``) by its system's own knob names: a
+    ``[system]`` table with ``name`` and every knob the preset's factory takes (``knobs`` over its
+    defaults; a knob at None, such as AReaL's uncapped ``max_concurrent_rollouts``, is written as the
+    file's none marker). The reader builds the preset from the table (the knobs, plus any
+    :class:`PipelineConfig` field the preset passes to its pipeline). The reader builds the preset
+    from it (:func:`scenario_from_dict`), so the file loads back to the scenario the preset builds,
+    and an edited knob changes the scenario as the system's own knob would."""
+    from pipesim.io.registry import resolve
+
+    entry = resolve(preset)
+    params = entry.parameters()
+    for k in knobs:
+        if k not in params:
+            raise refuse(
+                f"system.{k}", f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
+            )
+    table: dict[str, Any] = {"name": entry.name}
+    for name, p in params.items():
+        value = knobs.get(name, p.default)
+        if value is p.empty:
+            raise refuse(f"system.{name}", f"missing (a required knob of {entry.name})")
+        table[name] = _data(value, f"system.{name}")
+    return {"schema_version": SCHEMA_VERSION, "system": table}
+
+
+def _signature(entry: Any) -> Mapping[str, Any]:
+    import inspect
+
+    try:
+        return inspect.signature(entry.factory).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
+    from pipesim.io.registry import resolve
+
+    r.check_keys(data, ["schema_version", "system"], "")
+    table = data["system"]
+    if not isinstance(table, Mapping):
+        raise r.error("system", f"expected a table with name = a preset and its knobs, got {shown(table)}")
+    name = table.get("name")
+    if not isinstance(name, str):
+        raise r.error(
+            "system.name", f"expected a preset name (str, as pipesim list shows), got {shown(name)}"
+        )
+    try:
+        entry = resolve(name)
+    except ValueError as exc:
+        raise r.error("system.name", str(exc)) from None
+    params = entry.parameters()
+    known = set(params)
+    if any(p.kind is p.VAR_KEYWORD for p in _signature(entry).values()):
+        known |= {f.name for f in dataclasses.fields(PipelineConfig)}
+    knobs = {k: None if v == NONE else v for k, v in table.items() if k != "name"}
+    for k in knobs:
+        if k not in known:
+            why = f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
+            raise r.error(f"system.{k}", why, refuse(f"system.{k}", why).field) from None
+    try:
+        return entry.build(**{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
+    except ValueError as exc:
+        field = exc.field if isinstance(exc, FieldError) and exc.field else ""
+        where = f"system.{field}" if field in knobs else "system"
+        raise r.error(where, str(exc), where) from None
 
 
 def _field_in(message: str, names: list[str]) -> str:

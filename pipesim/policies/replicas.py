@@ -77,6 +77,7 @@ class FreshRouting(Protocol):
     def fresh(self) -> Routing: ...
 
 
+@dataclass(frozen=True)
 class GroupAffinity:
     """Each episode of a prompt group (tasks ``g * group_size`` .. ``(g + 1) * group_size - 1``)
     goes to the replica its group's first episode went to, while that replica accepts; the
@@ -86,23 +87,24 @@ class GroupAffinity:
     It reads the task the next admitted episode starts (``PipelineView.upcoming_task``), so it is
     bound to the pipeline before the run (:class:`~pipesim.core.port.BindsPipeline`); a requeued
     task keeps its group. O(1) per admitted episode plus the fallback's cost; one int per group.
+
+    A frozen dataclass whose fields (``group_size``, ``fallback``) are its identity, so a scenario
+    file writes and reads it like any catalogued policy; the per-run state (the group homes, the
+    bound pipeline) lives outside the fields, is not compared, and starts empty in each
+    :meth:`fresh` copy, which is what every run routes with (:meth:`Replicas.fresh_routing`).
     """
 
-    def __init__(self, group_size: int, fallback: Routing | None = None) -> None:
-        check_int("group_size", group_size, 1)
-        if fallback is not None and not isinstance(fallback, Routing):
-            raise refuse("fallback", f"must have a choose(engines) method, got {shown(fallback)}")
-        self.group_size = group_size
-        self.fallback: Routing = LeastLoaded() if fallback is None else fallback
-        self._home: dict[int, int] = {}
-        self._pipeline: PipelineView | None = None
+    group_size: int
+    fallback: Routing = field(default_factory=lambda: LeastLoaded())
+    _home: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _pipeline: PipelineView | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, GroupAffinity)
-            and other.group_size == self.group_size
-            and other.fallback == self.fallback
-        )
+    def __post_init__(self) -> None:
+        check_int("group_size", self.group_size, 1)
+        if self.fallback is None:  # None still means the default, as before
+            object.__setattr__(self, "fallback", LeastLoaded())
+        elif not isinstance(self.fallback, Routing):
+            raise refuse("fallback", f"must have a choose(engines) method, got {shown(self.fallback)}")
 
     def __hash__(self) -> int:
         return hash((GroupAffinity, self.group_size))
@@ -117,7 +119,7 @@ class GroupAffinity:
         return GroupAffinity(self.group_size, fallback)
 
     def bind(self, pipeline: PipelineView) -> None:
-        self._pipeline = pipeline
+        object.__setattr__(self, "_pipeline", pipeline)
         bind = getattr(self.fallback, "bind", None)
         if callable(bind):  # a fallback that reads the pipeline (another GroupAffinity) is bound too
             bind(pipeline)
