@@ -161,7 +161,8 @@ def test_readme_scenario_example_runs() -> None:
 def test_the_config_file_block_runs(tmp_path: Path) -> None:
     out = shell(block(FILE, "bash"), tmp_path)
     text = (tmp_path / "areal.toml").read_text()
-    assert "schema_version" in text and "[pipeline]" in text
+    # a system preset is written in its own knob names (issue 43 item 6), and loads back
+    assert "schema_version" in text and "[system]" in text and "max_head_offpolicyness" in text
     assert re.search(r"^throughput_per_hour\s+[\d,.]+$", out, re.M)
 
 
