@@ -82,7 +82,10 @@ class Decisions(PolicyPort):
         min_items = self._min_items
         if min_items is None:
             return True
-        return len(self._items) >= errors.int_answer(self.batching, "min_items", min_items(self))
+        n = min_items(self)
+        if type(n) is not int:  # the answer checked: a numpy integer converted, else named
+            n = errors.int_answer(self.batching, "min_items", n)
+        return len(self._items) >= n
 
     def _controller_has_work(self) -> bool:
         """Would a controller pass at the end of this instant do anything?

@@ -178,6 +178,7 @@ class Pipeline(Decisions):
         self._launch_limit = 2 * self._n_pool + 100 * (self.config.n_slots + self.batch_size)
         self._wakeup = self.env.end_of_instant()
         self._pass_due = False  # whether _wakeup has fired (a pass is scheduled at the end of the instant)
+        self._free_until = self.env.free_until  # asked after every completion: bound once
         self.pass_in_place = True
         """An exact economy, always on: a completion that is the last thing at its instant runs the
         controller pass at once instead of through the end-of-instant event. Tests turn it off
@@ -213,7 +214,7 @@ class Pipeline(Decisions):
                 items.append(ep)
         if in_pass or self._pass_due:
             return  # a pass is running, or already due at the end of this instant
-        if self.pass_in_place and self.env.free_until(now):
+        if self.pass_in_place and self._free_until(now):
             # Nothing else is scheduled at this instant and the slots process that called us
             # schedules nothing at it either, so the end of the instant is now: running the pass
             # here is exactly what the END_OF_INSTANT event would do, one event sooner.
@@ -289,11 +290,18 @@ class Pipeline(Decisions):
             self.finished = True
             self.done.succeed()
             return
-        if not self._blocked():
+        if not self._blocks(self):  # the weight update's answer, as _blocked() reads it
             started_before = self.started
             if (single := self._single) is not None:  # one engine: no routing rule to ask
-                while single.accepting and self._admitted():
-                    self.launch(single)
+                # _admitted() inlined: the admission rule is asked once per episode started
+                admits, launch = self._admits, self.launch
+                while single.accepting:
+                    yes = admits(self)
+                    if yes is not True and (
+                        yes is False or not errors.bool_answer(self.admission, "admits", yes)
+                    ):
+                        break
+                    launch(single)
                 self.admission_refused = bool(single.accepting)  # ended on the policy's no
             else:
                 # the admission rule first: the routing rule is asked only for an episode that
@@ -307,7 +315,7 @@ class Pipeline(Decisions):
                         break
                     self.launch(engine)
                 self.admission_refused = refused
-            if self.started != started_before:
+            if self.started != started_before and (awake is None or single is not awake):
                 for e in self.engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:
                         e.kick()

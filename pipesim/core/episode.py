@@ -79,7 +79,7 @@ EPISODE_FIELDS: tuple[str, ...] = (
 """Every field of an :class:`Episode` (the records' columns, in this order)."""
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class Episode:
     """One launched episode: a fixed set of fields (:data:`EPISODE_FIELDS`), nothing else.
 
@@ -121,8 +121,43 @@ class Episode:
     reprefill_s: float = field(default=0.0, init=False)
     discarded_s: float | None = field(default=None, init=False)  # when a batch policy discarded it
 
-    def __post_init__(self) -> None:
-        self.work_s = self.duration_s
+    def __init__(
+        self,
+        id: int,
+        task_id: int,
+        duration_s: float,
+        version: int,
+        parent: int = -1,
+        slot: int = -1,
+        replica: int = 0,
+        start_s: float = 0.0,
+        update_from: int = 0,
+        offset_start: float = 0.0,
+    ) -> None:
+        # written out rather than generated: the generated one calls __post_init__ for work_s,
+        # one Python call per launched episode (the kernel launches one per completion)
+        self.id = id
+        self.task_id = task_id
+        self.duration_s = duration_s
+        self.version = version
+        self.parent = parent
+        self.slot = slot
+        self.replica = replica
+        self.start_s = start_s
+        self.update_from = update_from
+        self.offset_start = offset_start
+        self.end_s = None
+        self.update_to = 0
+        self.status = RUNNING
+        self.trained_step = -1
+        self.trained_version = -1
+        self.work_s = duration_s
+        self.truncated = False
+        self.lost_s = 0.0
+        self.fail_at_s = None
+        self.reprefill_tokens = 0.0
+        self.reprefill_s = 0.0
+        self.discarded_s = None
 
     def segments(
         self, updates: list[UpdateRecord], until_s: float | None = None

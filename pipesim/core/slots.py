@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Generator
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -38,6 +39,7 @@ class Slots:
     def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
         self.p = pipeline
         self.env: Clock = pipeline.env
+        self._updates = pipeline.updates  # the update log (appended to, never replaced mid-run)
         self.index = index
         self.n_slots = n_slots
         self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
@@ -76,10 +78,12 @@ class Slots:
         never = env.event()  # idle: woken only by an interrupt
         wake = env.wake_up()  # the wake-up: one event, scheduled again once processed
         now = at = env.now  # now: env.now, kept in step with it (read, or the wake-up's own time)
+        inf = math.inf
         while True:
             running = self.running
             if not running or self.paused_since is not None:
-                self._target, self.behind = None, False  # paused (pause() caught up) or empty
+                self._target = target = None
+                self.behind = False  # paused (pause() caught up) or empty
             else:
                 k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
                 target = running[0] if k == 0 else nsmallest(k + 1, running)[-1]
@@ -89,11 +93,11 @@ class Slots:
                 if at < now:
                     at = now
             try:
-                if self._target is None:
+                if target is None:
                     self._sleeping = True
                     yield never
                 else:
-                    if not at < math.inf:  # NaN too: the clock past the largest float
+                    if not at < inf:  # NaN too: the clock past the largest float
                         raise errors.clock_overflow(p, "an episode's end")
                     # the wake-up would be the next event of the whole run: take it here, else
                     # (something else happens first, or at ``at`` too) sleep until it
@@ -143,16 +147,18 @@ class Slots:
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
         """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
         ``work_s`` seconds (default its duration)."""
-        ep.slot = heapq.heappop(free := self.free)
+        ep.slot = heappop(free := self.free)
         if not free:
             self.accepting = False
         ep.replica = self.index
         ep.start_s = now
-        ep.update_from = len(self.p.updates)
+        ep.update_from = len(self._updates)
         ep.offset_start = offset = self.offset
-        if work_s is not None:
+        if work_s is None:
+            work_s = ep.work_s
+        else:
             ep.work_s = work_s
-        heapq.heappush(self.running, ((now - offset) + ep.work_s, ep.id, ep))
+        heappush(self.running, ((now - offset) + work_s, ep.id, ep))
 
     def abort_all(self) -> list[tuple[Episode, float]]:
         """Take every running episode off its slot now; return each with the seconds it generated.
@@ -256,12 +262,12 @@ class Slots:
         quiet completions the process slept past included (no weight update can have happened
         since: see catch_up)."""
         running, free, offset = self.running, self.free, self.offset
-        n_upd = len(self.p.updates)
+        n_upd = len(self._updates)
         done = []
         # inlined self.due(ep): (start + work) + (offset - offset_at_start)
         while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
-            heapq.heappop(running)
-            heapq.heappush(free, e.slot)
+            heappop(running)
+            heappush(free, e.slot)
             e.end_s = due  # its own end (== now, unless a quiet completion the process slept past)
             e.update_to = n_upd
             done.append(e)
