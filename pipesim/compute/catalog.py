@@ -16,6 +16,7 @@ from typing import Any
 
 from pipesim.compute.models import ModelSpec
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 
 _QWEN3_VOCAB = 151936
 
@@ -126,4 +127,6 @@ def model(name: str) -> ModelSpec:
     try:
         return MODELS[key]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown model {shown(name)}; valid names: {', '.join(sorted(MODELS))}") from None
+        raise FieldError(
+            f"unknown model {shown(name)}; valid names: {', '.join(sorted(MODELS))}", "model"
+        ) from None

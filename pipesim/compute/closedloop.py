@@ -21,6 +21,7 @@ from pipesim.compute.workload import TokenWorkload
 from pipesim.core.clock import Clock
 from pipesim.core.collector import during_run
 from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, check_int, shown
+from pipesim.core.validate import FieldError
 
 
 class ClosedLoop:
@@ -36,7 +37,7 @@ class ClosedLoop:
     ) -> None:
         """``series``: keep the replica's binned time series (``self.replica.timeline_frame()``)."""
         if not isinstance(config, EngineConfig):
-            raise ValueError(f"config must be an EngineConfig, got {shown(config)}")
+            raise FieldError(f"config must be an EngineConfig, got {shown(config)}", "config")
         check_int("concurrency", concurrency, 1, MAX_SLOTS, "each sequence is a Python object")
         check_int("seed", seed, 0)
         self.env = Clock()

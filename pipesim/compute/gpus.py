@@ -155,4 +155,6 @@ def gpu(name: str) -> GPUSpec:
     try:
         return GPUS[key]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown GPU {shown(name)}; valid names: {', '.join(sorted(GPUS))}") from None
+        raise FieldError(
+            f"unknown GPU {shown(name)}; valid names: {', '.join(sorted(GPUS))}", "gpu"
+        ) from None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.errors import check_int, check_number, check_tail, shown
+from pipesim.core.validate import FieldError
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class LengthSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"name must be a non-empty str, got {shown(self.name)}")
+            raise FieldError(f"name must be a non-empty str, got {shown(self.name)}", "name")
         check_number("median_tokens", self.median_tokens, 0, strict=True)
         check_number("sigma", self.sigma, 0)
         check_number("difficulty_sigma", self.difficulty_sigma, 0)
@@ -45,7 +46,7 @@ class LengthSpec:
             ("median_tokens", "sigma"), self.median_tokens, math.hypot(self.sigma, self.difficulty_sigma)
         )
         if not isinstance(self.source, str) or not self.source:
-            raise ValueError(f"source must be a non-empty str, got {shown(self.source)}")
+            raise FieldError(f"source must be a non-empty str, got {shown(self.source)}", "source")
 
     @property
     def mean_tokens(self) -> float:
@@ -135,5 +136,5 @@ LENGTHS: dict[str, LengthSpec] = {
 def length_spec(name: str) -> LengthSpec:
     """The entry ``name`` of :data:`LENGTHS` (``ValueError`` naming the known ones otherwise)."""
     if not isinstance(name, str) or name not in LENGTHS:
-        raise ValueError(f"length spec {shown(name)} is not one of {sorted(LENGTHS)}")
+        raise FieldError(f"length spec {shown(name)} is not one of {sorted(LENGTHS)}", "name")
     return LENGTHS[name]

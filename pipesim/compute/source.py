@@ -26,6 +26,7 @@ from mypy_extensions import mypyc_attr
 
 from pipesim.compute.workload import AgentTurns, LengthModel, LogNormalLengths, TokenWorkload, _power
 from pipesim.core.errors import PipelineError, check_int, shown
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -92,9 +93,9 @@ class TokenSource:
         checks nothing. (Typed ``object`` so that the compiled build, which checks an argument's
         declared type on entry, lets a bad value reach the check that names it.)"""
         if not isinstance(workload, TokenWorkload):
-            raise ValueError(f"workload must be a TokenWorkload, got {shown(workload)}")
+            raise FieldError(f"workload must be a TokenWorkload, got {shown(workload)}", "workload")
         if not isinstance(rng, np.random.Generator):
-            raise ValueError(f"rng must be a numpy.random.Generator, got {shown(rng)}")
+            raise FieldError(f"rng must be a numpy.random.Generator, got {shown(rng)}", "rng")
         if context_tokens is not None:
             check_int("context_tokens", context_tokens, 1)
             assert isinstance(context_tokens, int)
@@ -149,8 +150,9 @@ class TokenSource:
     def work_s(self, episode_id: int, task: int, version: int, parent: int) -> float:
         """Draw episode ``episode_id``'s sample into the side table; return a nominal 0.0 seconds."""
         if episode_id != len(self.response):
-            raise ValueError(
-                f"episode ids must arrive in order: expected {len(self.response)}, got {episode_id}"
+            raise FieldError(
+                f"episode ids must arrive in order: expected {len(self.response)}, got {episode_id}",
+                "episode_id",
             )
         g = task // self._per_prompt
         grp = self._same_group or self._groups.get(g)

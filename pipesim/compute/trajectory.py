@@ -42,6 +42,7 @@ from pathlib import Path
 from statistics import NormalDist
 
 from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.validate import FieldError
 
 P99_Z = NormalDist().inv_cdf(0.99)
 """The standard normal 99th percentile (a p99 point's ``z``)."""
@@ -64,17 +65,21 @@ class LengthPoint:
         if self.p99_tokens is not None:
             check_number("p99_tokens", self.p99_tokens, 0, strict=True)
             if self.p99_tokens <= self.mean_tokens:
-                raise ValueError(
+                raise FieldError(
                     f"p99_tokens ({self.p99_tokens}) must exceed mean_tokens ({self.mean_tokens}) at step "
-                    f"{self.step}: a log-normal's p99 is above its mean"
+                    f"{self.step}: a log-normal's p99 is above its mean",
+                    "p99_tokens",
                 )
         if self.clip_share is not None:
             check_number("clip_share", self.clip_share, 0, strict=True)
             if not self.clip_share < 0.5:
-                raise ValueError(f"clip_share must be in (0, 0.5), got {shown(self.clip_share)}")
+                raise FieldError(
+                    f"clip_share must be in (0, 0.5), got {shown(self.clip_share)}", "clip_share"
+                )
         if self.p99_tokens is not None and self.clip_share is not None:
-            raise ValueError(
-                f"p99_tokens and clip_share: give at most one at step {self.step} (each sets the spread)"
+            raise FieldError(
+                f"p99_tokens and clip_share: give at most one at step {self.step} (each sets the spread)",
+                "clip_share",
             )
 
     def spread(self, cap: int, base_sigma: float | None) -> float:
@@ -86,7 +91,7 @@ class LengthPoint:
             return base_sigma
         if base_sigma is None:
             field = "p99_tokens" if self.p99_tokens is not None else "clip_share"
-            raise ValueError(f"{field}: a shape needs a log-normal response model (LogNormalLengths)")
+            raise FieldError(f"{field}: a shape needs a log-normal response model (LogNormalLengths)", field)
         if self.p99_tokens is not None:
             field, z, value = "p99_tokens", P99_Z, self.p99_tokens
         else:
@@ -99,8 +104,9 @@ class LengthPoint:
                 if field == "p99_tokens"
                 else f"{self.clip_share} of samples past the cap {cap}"
             )
-            raise ValueError(
-                f"{field}: no log-normal has mean {self.mean_tokens} tokens and {what} (step {self.step})"
+            raise FieldError(
+                f"{field}: no log-normal has mean {self.mean_tokens} tokens and {what} (step {self.step})",
+                field,
             )
         return z - math.sqrt(z * z - 2 * lnr)
 
@@ -111,8 +117,8 @@ def _optional(path: str | Path, line: int, column: str, cell: str | None) -> flo
     try:
         return float(cell)
     except ValueError:
-        raise ValueError(
-            f"{path}, line {line}, column {shown(column)}: {shown(cell)} is not a number"
+        raise FieldError(
+            f"{path}, line {line}, column {shown(column)}: {shown(cell)} is not a number", "column", str(path)
         ) from None
 
 
@@ -124,26 +130,30 @@ class LengthTrajectory:
 
     def __post_init__(self) -> None:
         if not isinstance(self.points, tuple) or not self.points:
-            raise ValueError(f"points must be a non-empty tuple of LengthPoint, got {shown(self.points)}")
+            raise FieldError(
+                f"points must be a non-empty tuple of LengthPoint, got {shown(self.points)}", "points"
+            )
         for i, p in enumerate(self.points):
             if not isinstance(p, LengthPoint):
-                raise ValueError(f"points[{i}] must be a LengthPoint, got {shown(p)}")
+                raise FieldError(f"points[{i}] must be a LengthPoint, got {shown(p)}", f"points[{i}]")
         steps = [p.step for p in self.points]
         if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
-            raise ValueError(f"points: steps must strictly increase, got {steps}")
+            raise FieldError(f"points: steps must strictly increase, got {steps}", "points")
 
     @classmethod
     def from_csv(cls, path: str | Path) -> LengthTrajectory:
         """Columns ``step`` and ``mean_tokens``; optional ``p99_tokens`` and ``clip_share`` (an
         empty cell: not known at that step). Errors name the file, the line and the column."""
         if Path(path).is_dir():
-            raise ValueError(f"{path} is a directory, not a CSV file")
+            raise FieldError(f"{path} is a directory, not a CSV file", "path")
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             names = reader.fieldnames or []
             for need in ("step", "mean_tokens"):
                 if need not in names:
-                    raise ValueError(f"column {shown(need)} not in {path} (columns: {names})")
+                    raise FieldError(
+                        f"column {shown(need)} not in {path} (columns: {names})", "column", str(path)
+                    )
             points = []
             for line, row in enumerate(reader, start=2):
                 values = {k: _optional(path, line, k, row.get(k)) for k in (*names,)}
@@ -158,7 +168,7 @@ class LengthTrajectory:
                         )
                     )
                 except ValueError as e:
-                    raise ValueError(f"{path}, line {line}: {e}") from None
+                    raise FieldError(f"{path}, line {line}: {e}", "path", str(path)) from None
         return cls(tuple(points))
 
     @classmethod

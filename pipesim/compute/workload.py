@@ -37,6 +37,7 @@ import numpy as np
 
 from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.core.errors import check_int, check_number, check_tail, shown
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     pass
@@ -89,7 +90,7 @@ class EmpiricalLengths:
 
     def __post_init__(self) -> None:
         if not isinstance(self.tokens, tuple) or not self.tokens:
-            raise ValueError("tokens must be a non-empty tuple of positive ints")
+            raise FieldError("tokens must be a non-empty tuple of positive ints", "tokens")
         for i, t in enumerate(self.tokens):  # tuple(array) holds numpy ints: check_int names int(x)
             check_int(f"tokens[{i}]", t, 1)
 
@@ -100,11 +101,15 @@ class EmpiricalLengths:
         order mark before the header is read as one (``utf-8-sig``), not as part of the first
         column's name."""
         if Path(path).is_dir():
-            raise ValueError(f"{path} is a directory, not a CSV file")
+            raise FieldError(f"{path} is a directory, not a CSV file", "path")
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:
-                raise ValueError(f"column {shown(column)} not in {path} (columns: {reader.fieldnames})")
+                raise FieldError(
+                    f"column {shown(column)} not in {path} (columns: {reader.fieldnames})",
+                    "column",
+                    str(path),
+                )
             tokens = []
             for line, row in enumerate(reader, start=2):
                 cell = row.get(column)
@@ -113,9 +118,11 @@ class EmpiricalLengths:
                 except (TypeError, ValueError):
                     value = math.nan
                 if not (math.isfinite(value) and value >= 1 and value.is_integer()):
-                    raise ValueError(
+                    raise FieldError(
                         f"{path}, line {line}, column {shown(column)}: {shown(cell)} is not a whole token "
-                        "count >= 1"
+                        "count >= 1",
+                        "column",
+                        str(path),
                     )
                 tokens.append(int(value))
             return cls(tuple(tokens))
@@ -154,17 +161,19 @@ def _length_model(name: str, value: object) -> None:
     """``ValueError`` naming ``name`` unless ``value`` is a length model instance whose draws (a
     probe of 16, from a generator of its own: the run's draws are untouched) are finite and >= 0."""
     if isinstance(value, type) or not isinstance(value, LengthModel):
-        raise ValueError(
+        raise FieldError(
             f"{name} must be a length model instance (LogNormalLengths(...), EmpiricalLengths(...)), "
-            f"got {shown(value)}"
+            f"got {shown(value)}",
+            name,
         )
     try:
         probe = np.asarray(value.draw(np.random.default_rng(0), 16), dtype=np.float64)
     except Exception as e:  # a user's model: say which field holds it
-        raise ValueError(f"{name}: {shown(value)}.draw(rng, 16) failed: {e}") from None
+        raise FieldError(f"{name}: {shown(value)}.draw(rng, 16) failed: {e}", name) from None
     if probe.shape != (16,) or not (np.isfinite(probe) & (probe >= 0)).all():
-        raise ValueError(
-            f"{name}: {shown(value)}.draw(rng, 16) must give 16 finite token counts >= 0, got {shown(probe)}"
+        raise FieldError(
+            f"{name}: {shown(value)}.draw(rng, 16) must give 16 finite token counts >= 0, got {shown(probe)}",
+            name,
         )
 
 
@@ -198,29 +207,32 @@ class TokenWorkload:
             check_int("prompt", self.prompt, 1)
         if isinstance(self.prompt, int):
             if self.prompt > self.max_prompt_tokens:
-                raise ValueError(
-                    f"prompt ({self.prompt}) exceeds max_prompt_tokens ({self.max_prompt_tokens})"
+                raise FieldError(
+                    f"prompt ({self.prompt}) exceeds max_prompt_tokens ({self.max_prompt_tokens})", "prompt"
                 )
         else:
             _length_model("prompt", self.prompt)
         check_number("difficulty_sigma", self.difficulty_sigma, 0.0)
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
-            raise ValueError(f"agent must be an AgentTurns or None, got {shown(self.agent)}")
+            raise FieldError(f"agent must be an AgentTurns or None, got {shown(self.agent)}", "agent")
         check_number("drift_per_version", self.drift_per_version, -1.0, strict=True)
         if self.trajectory is not None:
             if not isinstance(self.trajectory, LengthTrajectory):
-                raise ValueError(
-                    f"trajectory must be a LengthTrajectory or None, got {shown(self.trajectory)}"
+                raise FieldError(
+                    f"trajectory must be a LengthTrajectory or None, got {shown(self.trajectory)}",
+                    "trajectory",
                 )
             if self.drift_per_version:
-                raise ValueError(
-                    "trajectory and drift_per_version: give one (a drift is a geometric trajectory)"
+                raise FieldError(
+                    "trajectory and drift_per_version: give one (a drift is a geometric trajectory)",
+                    "trajectory",
                 )
             if self.base_sigma == 0 and any(
                 p.p99_tokens is not None or p.clip_share is not None for p in self.trajectory.points
             ):
-                raise ValueError(
-                    "trajectory: a p99 or clip share needs a base spread (sigma or difficulty_sigma) > 0"
+                raise FieldError(
+                    "trajectory: a p99 or clip share needs a base spread (sigma or difficulty_sigma) > 0",
+                    "trajectory",
                 )
             self.length_warp(0)  # every point resolved now: a point no log-normal meets is refused here
 
@@ -285,8 +297,9 @@ class TokenWorkload:
             if self.agent is not None:
                 a = self.agent
                 fields += f" x agent.turns ({a.turns}) + agent.observation_tokens ({a.observation_tokens})"
-            raise ValueError(
+            raise FieldError(
                 f"{fields}: the longest sample "
                 f"({self.max_sequence_tokens} tokens: prompt, responses and observations) exceeds the "
-                f"model context ({context_tokens} tokens)"
+                f"model context ({context_tokens} tokens)",
+                "max_response_tokens",
             )

@@ -58,6 +58,7 @@ from pipesim.core.quiet import make_quiet
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     from pipesim.core.roles import RunSpec
@@ -104,7 +105,7 @@ class Pipeline(Decisions):
         each step; ``engine_factory(pipeline, n_slots, index)`` builds each replica (default: the
         chapter's slots). ``options`` switches the one shortcut."""
         if not isinstance(options, EngineOptions):
-            raise ValueError(f"options must be a pipesim.EngineOptions, got {shown(options)}")
+            raise FieldError(f"options must be a pipesim.EngineOptions, got {shown(options)}", "options")
         self.scenario = scenario
         self.options = options
         self.source = source

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.core.validate import FieldError
+
 # Episode status values.
 RUNNING, BUFFERED, TRAINED, DISCARDED, ABORTED = "running", "buffered", "trained", "discarded", "aborted"
 FAILED = "failed"  # an infrastructure (environment worker) failure; never trained, never scored
@@ -165,7 +167,7 @@ class Episode:
         """(version, start, end) intervals the episode generated under; pauses fall between them."""
         end = self.end_s if self.end_s is not None else until_s
         if end is None:
-            raise ValueError(f"episode {self.id} is still running; pass until_s")
+            raise FieldError(f"episode {self.id} is still running; pass until_s", "until_s")
         hi = self.update_to if self.end_s is not None else len(updates)
         out, version, seg_start = [], self.version, self.start_s
         for u in updates[self.update_from : hi]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pipesim.core.errors import check_int, shown
 from pipesim.core.records import ARCHIVE_BLOCK_EPISODES, ARCHIVE_MIN_EPISODES
+from pipesim.core.validate import FieldError
 
 if TYPE_CHECKING:
     import simpy
@@ -123,7 +124,7 @@ class EngineOptions:
 
     def __post_init__(self) -> None:
         if not isinstance(self.hints, bool):
-            raise ValueError(f"hints must be a bool, got {shown(self.hints)}")
+            raise FieldError(f"hints must be a bool, got {shown(self.hints)}", "hints")
         for name in ("archive_block_episodes", "archive_min_episodes"):
             check_int(name, getattr(self, name), 0)
 
