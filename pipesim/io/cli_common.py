@@ -17,11 +17,13 @@ The subcommands themselves are :mod:`pipesim.io.cli_run` (list, run, export),
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pipesim.core.errors import MAX_SEED, shown
 
@@ -228,3 +230,44 @@ def register_policies(specs: Sequence[str]) -> None:
             catalog.register_module(name)
         except ValueError as exc:
             raise UsageError(f"--policies: {exc}") from None
+
+
+def write_run_outputs(
+    args: Any,
+    result: Any,
+    out: IO[str],
+    payload: dict[str, Any] | None,
+    *,
+    saved: str,
+    html_page: Callable[[], str],
+) -> None:
+    """What ``pipesim run`` writes beside its summary, for a slot scenario and a run spec alike:
+    ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--trace``, ``--save``
+    (``saved`` is the line it prints) and ``--html`` (``html_page()``), each written atomically."""
+    from pipesim.io.interrupts import write_atomic, write_text_atomic
+
+    if args.json and payload is not None:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            write_text_atomic(args.json, text)
+            print(f"wrote {args.json}", file=out)
+    if args.events:
+        ev = result.events
+        if Path(args.events).suffix.lower() == ".parquet":
+            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
+        else:
+            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
+        print(f"wrote {args.events}", file=out)
+    if args.trace:
+        from pipesim.io.trace import write_trace
+
+        write_atomic(args.trace, lambda p: write_trace(result, p))
+        print(f"wrote {args.trace}", file=out)
+    if args.save:
+        result.save(args.save)
+        print(saved, file=out)
+    if args.html:
+        write_text_atomic(args.html, html_page())
+        print(f"wrote {args.html}", file=out)

@@ -14,7 +14,6 @@ or SIGTERM leaves no file that half loads; :func:`pipesim.io.cli.main` says so i
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -29,8 +28,9 @@ from pipesim.io.cli_common import (
     recipe_source,
     scenario_dict,
     summary_table,
+    write_run_outputs,
 )
-from pipesim.io.interrupts import write_atomic, write_text_atomic
+from pipesim.io.interrupts import write_text_atomic
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -104,10 +104,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     shown = ", ".join(f"{k}={v}" for k, v in given.items())
     print(f"{args.scenario} (seed {scen.seed})" + (f" with {shown}" if given else ""), file=out)
     print(summary_table(summary), file=out)
+    payload: dict[str, Any] | None = None
     if args.json:
         from pipesim.io.saved import json_number
 
-        payload: dict[str, Any] = {
+        payload = {
             "summary": {k: json_number(v) for k, v in summary.items()},  # NaN as "nan": valid JSON
             "scenario": scenario_dict(scen),
             "recipe": {"scenario": recipe_source(args.scenario), "set": list(args.set), "seed": scen.seed},
@@ -118,32 +119,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             payload["scenario_file"] = scenario_to_dict(scen)
         except ValueError:
             pass  # a policy outside the catalog: the recipe alone rebuilds the run
-        text = json.dumps(payload, indent=2, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
-            print(f"wrote {args.json}", file=out)
-    if args.events:
-        ev = result.events
-        if Path(args.events).suffix.lower() == ".parquet":
-            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
-        else:
-            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
-        print(f"wrote {args.events}", file=out)
-    if args.trace:
-        from pipesim.io.trace import write_trace
 
-        write_atomic(args.trace, lambda p: write_trace(result, p))
-        print(f"wrote {args.trace}", file=out)
-    if args.save:
-        result.save(args.save)
-        print(f"saved the run to {args.save} (pipesim.load, `pipesim report/trace {args.save}`)", file=out)
-    if args.html:
+    def html_page() -> str:
         from pipesim.io.viz import figures_to_html, run_views
 
-        write_text_atomic(args.html, figures_to_html(run_views(result, args.scenario), title=args.scenario))
-        print(f"wrote {args.html}", file=out)
+        return str(figures_to_html(run_views(result, args.scenario), title=args.scenario))
+
+    write_run_outputs(
+        args,
+        result,
+        out,
+        payload,
+        saved=f"saved the run to {args.save} (pipesim.load, `pipesim report/trace {args.save}`)",
+        html_page=html_page,
+    )
     return 0
 
 

@@ -16,13 +16,19 @@ is one line naming the file and the key (:class:`~pipesim.plan.checks.PlanError`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import IO, Any
 
-from pipesim.io.cli_common import UsageError, check_output, check_save_dir, one_line, summary_table
-from pipesim.io.interrupts import write_atomic, write_text_atomic
+from pipesim.io.cli_common import (
+    UsageError,
+    check_output,
+    check_save_dir,
+    one_line,
+    summary_table,
+    write_run_outputs,
+)
+from pipesim.io.interrupts import write_text_atomic
 
 PHASES = ("timing_s/gen", "timing_s/param_sync", "timing_s/update_actor", "timing_s/step")
 
@@ -77,10 +83,11 @@ def run_spec(args: argparse.Namespace) -> int:
     if getattr(args, "intervals", None) is not None:
         intervals = _intervals(rs, args.intervals, out)
     result = crun.result
+    payload: dict[str, Any] | None = None
     if args.json:
         from pipesim.io.saved import json_number
 
-        payload: dict[str, Any] = {
+        payload = {
             "summary": {k: json_number(v) for k, v in summary.items()},
             **({"intervals": intervals} if intervals is not None else {}),
             "runspec": rs.data,
@@ -90,32 +97,20 @@ def run_spec(args: argparse.Namespace) -> int:
                 "seed": rs.seed,
             },
         }
-        text = json.dumps(payload, indent=2, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
-            print(f"wrote {args.json}", file=out)
-    if args.events:
-        ev = result.events
-        if Path(args.events).suffix.lower() == ".parquet":
-            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
-        else:
-            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
-        print(f"wrote {args.events}", file=out)
-    if args.trace:
-        from pipesim.io.trace import write_trace
 
-        write_atomic(args.trace, lambda p: write_trace(result, p))
-        print(f"wrote {args.trace}", file=out)
-    if args.save:
-        result.save(args.save)
-        print(f"saved the run's tables to {args.save} (pipesim.load, `pipesim report {args.save}`)", file=out)
-    if args.html:
+    def html_page() -> str:
         from pipesim.io.viz import figures_to_html, run_views
 
-        write_text_atomic(args.html, figures_to_html(run_views(crun, rs.label), title=rs.label))
-        print(f"wrote {args.html}", file=out)
+        return str(figures_to_html(run_views(crun, rs.label), title=rs.label))
+
+    write_run_outputs(
+        args,
+        result,
+        out,
+        payload,
+        saved=f"saved the run's tables to {args.save} (pipesim.load, `pipesim report {args.save}`)",
+        html_page=html_page,
+    )
     return 0
 
 
