@@ -312,7 +312,20 @@ def linear_time_s(
 
 
 DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
-"""Fixed seconds of one tensor-parallel all-reduce (``EngineConfig.allreduce_latency_s``'s default)."""
+"""Fixed seconds of one tensor-parallel all-reduce through vLLM's custom all-reduce, which vLLM uses
+for decode-sized messages under CUDA graphs unless ``disable_custom_all_reduce`` is set
+(``EngineConfig.allreduce_latency_s``'s default). A round figure: no public per-kernel
+measurement of the custom all-reduce was found (``docs/decode.md``)."""
+
+NCCL_ALLREDUCE_LATENCY_S = 40e-6
+"""Fixed seconds of one tensor-parallel all-reduce through NCCL, what vLLM runs when
+``disable_custom_all_reduce`` is set (``EngineConfig.disable_custom_all_reduce``). Measured, not
+chosen: the pooled median of Vidur's NCCL all-reduce kernel times of one node (A100 and H100 DGX,
+2/4/8 GPUs, the 60 rows of 2 KiB to 2 MiB in ``tests/data/vidur/all_reduce_*_dgx.csv``) less
+their ring bandwidth term is 37.9 us (A100 43.0 us, H100 37.2 us), rounded to 10 us. These are
+kineto's GPU-side kernel times, so they hold what a CUDA graph keeps (the NCCL kernel's protocol
+and its wait for the other ranks) and not the host launch it removes. One constant for every GPU;
+``tests/test_decode_checks.py`` scores it, ``docs/decode.md`` has an end-to-end cross-check."""
 
 
 def allreduce_time_s(
