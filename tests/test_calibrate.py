@@ -418,6 +418,7 @@ def test_an_asynchronous_design_recovers_its_constants(tmp_path: Path) -> None:
     log = _write(tmp_path, sample_log(from_dict(data), np.random.default_rng(1)))
     cal = calibrate(read_log(log), load(spec))
     assert "bias-corrected" in cal.values["response_median_tokens"].how
+    assert "bias-corrected" in cal.values["response_sigma"].how
     for k, v in truth.items():
         assert cal.values[k].lo <= v <= cal.values[k].hi, (k, cal.values[k])
 

@@ -18,6 +18,7 @@ from pipesim.compute.batch import Seq
 from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig, ReplicaCost
 from pipesim.compute.engine import ComputeReplica
+from pipesim.compute.roofline import GEMM_ONLY_EFFICIENCY
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 from pipesim.core.validate import FieldError
@@ -282,7 +283,19 @@ def test_off_is_the_engine_as_before(name: str) -> None:
     default = _run(name)
     off = _run(name, share_group_prefix=False)
     assert _fingerprint(off) == _fingerprint(default)
-    assert _numbers(default) == pytest.approx(BEFORE[name], rel=1e-12, abs=1e-9)
+    # BEFORE predates the measured attention constants (issue 42): with the attention constants
+    # it had (the GEMMs' fractions, no per-block cost) the engine gives its figures to the bit
+    gemm = _numbers(_run(name, efficiency=GEMM_ONLY_EFFICIENCY))
+    assert gemm == pytest.approx(BEFORE[name], rel=1e-12, abs=1e-9)
+    # the default constants make every decode iteration here slower (40 ns per sequence and KV
+    # head outweighs streaming at 0.9 instead of 0.8 of peak below ~1,900 cached tokens per
+    # sequence, and qwen3-0.6b's sequences stop at 1,024), so each run takes longer; a
+    # synchronous run with a reserved KV budget generates the same tokens (no timing decides them)
+    now = _numbers(default)
+    assert now["sim_time_s"] > gemm["sim_time_s"] and now["end_s_sum"] > gemm["end_s_sum"]
+    if name == "reserve-sync":
+        for key in ("tokens_generated", "prefill_tokens", "recompute_tokens", "peak_kv"):
+            assert now[key] == gemm[key]
     on = _run(name, share_group_prefix=True)
     assert on.ledger.closes(), on.ledger
     s_on, s_off = on.summary(), default.summary()

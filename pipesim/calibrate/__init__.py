@@ -12,7 +12,8 @@ columns identify:
   interval excludes 0, the median then taken back to the first logged step); then corrected once
   by simulation for the length bias of the trained batch when the design is asynchronous
   (``eta > 0``: short samples are trained first): the median is scaled by the logged mean over the
-  simulated trained mean;
+  simulated trained mean, and the sigma by itself over the sigma the same fit finds on the
+  simulated run's per-step trained mean and clip share (:func:`_sigma_bias`);
 * the trainer: the constants of the spec's framework profile (``model.framework``; none named: the
   one-MFU ``ideal`` profile at ``model.mfu``) that ``timing_s/update_actor``, ``old_log_prob``,
   ``ref`` and the step's remainder identify, by weighted least squares through
@@ -129,7 +130,7 @@ def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
 
 def _sim(
     rs: RunSpec, overhead: float | None, steps: int, seed: int, window: tuple[int, int] | None = None
-) -> dict[str, float]:
+) -> _Sim:
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
     None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
@@ -142,9 +143,53 @@ def _sim(
     out = {c: float(br[c].mean()) for c in ("timing_s/gen", "timing_s/step")}
     sync = br["timing_s/param_sync"].to_numpy()
     out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
+    logged = [step for step, _, _ in r.trainer_log if a <= step < b]
     tokens = np.array([t for step, t, _ in r.trainer_log if a <= step < b], float)
-    out["response_length/mean"] = float(tokens.mean() / rs.plan.batch_size - prompt)
-    return out
+    per_step = tokens / rs.plan.batch_size - prompt
+    out["response_length/mean"] = float(per_step.mean())
+    clip = r.result.trained.groupby("step")["truncated"].mean()
+    return _Sim(out, per_step, np.array([float(clip.get(s, 0.0)) for s in logged]))
+
+
+@dataclass(frozen=True)
+class _Sim:
+    """A simulated run's per-step means in the log's names (``sim["timing_s/gen"]``), and its
+    per-step trained response mean and clip share (what :func:`_sigma_bias` fits again)."""
+
+    means: dict[str, float]
+    length_mean: np.ndarray
+    clip: np.ndarray
+
+    def __getitem__(self, column: str) -> float:
+        return self.means[column]
+
+
+def _sigma_bias(rs: RunSpec, sim: _Sim, values: dict[str, Fitted], log: TrainingLog, seed: int) -> str | None:
+    """Correct ``response_sigma`` for the trained batch's bias, as the median is corrected: the
+    length fit is applied to the simulated run of the fitted spec (its per-step trained mean and
+    clip share) and the fitted sigma is scaled by (fitted / refitted). None when it applied, else
+    why not."""
+    if not log.has("response_length/clip_ratio"):
+        return "response_sigma: not bias-corrected (it needs the clip ratio, which the simulation logs)"
+    wl = rs.plan.workload
+    sigma = float(getattr(wl.response, "sigma", 0.0))
+    refit, _ = fit_lengths(
+        sim.length_mean,
+        sim.clip,
+        None,
+        wl.max_response_tokens,
+        rs.plan.batch_size,
+        wl.difficulty_sigma,
+        sigma,
+        np.random.default_rng(seed),
+    )
+    s = refit.get("response_sigma")
+    v = values["response_sigma"]
+    if s is None or s.value <= 0:
+        return "response_sigma: not bias-corrected (the simulated run clips no sample)"
+    ratio = v.value / s.value
+    values["response_sigma"] = Fitted(v.value * ratio, v.lo * ratio, v.hi * ratio, v.how + ", bias-corrected")
+    return None
 
 
 def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
@@ -169,7 +214,7 @@ def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
 
 def _fit(
     log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None
-) -> tuple[dict[str, Fitted], list[str], dict[str, float]]:
+) -> tuple[dict[str, Fitted], list[str], _Sim]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
     the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
     first logged step: the held-out ones), else over the log's."""
@@ -239,6 +284,13 @@ def _fit(
         current["response_median_tokens"] = values["response_median_tokens"].value
         fitted = _with_values(rs, current)
         sim0 = _sim(fitted, o0, n_sim, seed)
+        if "response_sigma" in values:
+            why_not = _sigma_bias(fitted, sim0, values, log, seed)
+            if why_not is not None:
+                notes.append(why_not)
+            current["response_sigma"] = values["response_sigma"].value
+            fitted = _with_values(rs, current)
+            sim0 = _sim(fitted, o0, n_sim, seed)
     if log.has("timing_s/gen"):
         sim1 = _sim(fitted, o1, n_sim, seed)
         g0, g1 = sim0["timing_s/gen"], sim1["timing_s/gen"]
@@ -274,9 +326,7 @@ def _fit(
     return values, notes, sim0
 
 
-def _validate(
-    rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: dict[str, float]
-) -> dict[str, Any]:
+def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Sim) -> dict[str, Any]:
     """Relative residuals ``(logged - predicted) / logged`` on the held-out steps ``rest``: the
     simulated means, and the trainer per step from its tokens (the phases' sum, and
     ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs)."""

@@ -54,7 +54,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from pipesim.compute.gpus import GPUSpec
-from pipesim.compute.knobs import MAX_BATCHED_TOKENS, chunked_prefill_s, eager_s
+from pipesim.compute.knobs import MAX_BATCHED_TOKENS, allreduce_latency_s, chunked_prefill_s, eager_s
 from pipesim.compute.models import ModelSpec, dtype_bytes
 from pipesim.compute.roofline import (
     DEFAULT_EFFICIENCY,
@@ -111,7 +111,8 @@ class EngineConfig:
     iteration_overhead_s: float = 1e-3
     """Fixed seconds per decode or prefill iteration (scheduler, sampling, launches)."""
     allreduce_latency_s: float = 8e-6
-    """Fixed seconds per tensor-parallel all-reduce."""
+    """Fixed seconds per tensor-parallel all-reduce through vLLM's custom all-reduce (the default
+    path; :data:`~pipesim.compute.roofline.DEFAULT_ALLREDUCE_LATENCY_S`)."""
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     efficiency: Efficiency = field(default=DEFAULT_EFFICIENCY)
@@ -125,6 +126,11 @@ class EngineConfig:
     prompt is split into chunks that share iterations with the decodes
     (:func:`~pipesim.compute.knobs.chunked_prefill_s`). At least ``max_num_seqs``, as vLLM requires. ``None``
     (the default): a prefill is one iteration that stalls the batch (prefill first, no chunking)."""
+    disable_custom_all_reduce: bool = False
+    """vLLM's ``disable_custom_all_reduce``: tensor-parallel all-reduces go through NCCL, whose
+    fixed cost is the measured :data:`~pipesim.compute.roofline.NCCL_ALLREDUCE_LATENCY_S` in place
+    of ``allreduce_latency_s`` (:func:`~pipesim.compute.knobs.allreduce_latency_s`). verl sets it
+    for every rollout (``docs/decode.md``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -164,8 +170,9 @@ class EngineConfig:
                 )
         dtype_bytes(self.weight_dtype, "weight_dtype")
         dtype_bytes(self.kv_dtype, "kv_dtype")
-        if not isinstance(self.enforce_eager, bool):
-            raise refuse("enforce_eager", f"must be a bool, got {shown(self.enforce_eager)}")
+        for name in ("enforce_eager", "disable_custom_all_reduce"):
+            if not isinstance(getattr(self, name), bool):
+                raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
         if self.max_num_batched_tokens is not None:
             check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
             if self.max_num_batched_tokens < self.max_num_seqs:
@@ -279,6 +286,7 @@ class ReplicaCost:
         self._attn_flops_tok = attn_flops_tok * (eff.flop_fraction / eff.attention_flops)
         self._block_s = self.kv_heads * eff.attention_block_s  # per sequence per layer
         self._eager_s = eager_s(c)
+        self._allreduce_lat = allreduce_latency_s(c)  # custom all-reduce or NCCL
         """``B``: seconds a decode iteration spends per cached token it reads."""
         # A(b) by batch size, linear_s by tokens, lm_head_s by sequences: filled on demand
         self._a, self._lin, self._lm = _shared_tables(c)
@@ -311,12 +319,12 @@ class ReplicaCost:
             return self._alltoall_s(n_tokens)
         if c.tp == 1:
             return 0.0
-        return 2 * (c.allreduce_latency_s + n_tokens * self._ring)
+        return 2 * (self._allreduce_lat + n_tokens * self._ring)
 
     def _alltoall_s(self, n_tokens: int) -> float:
         c = self.config
         lat = c.allreduce_latency_s
-        attention = lat + n_tokens * self._ring if c.tp > 1 else 0.0
+        attention = self._allreduce_lat + n_tokens * self._ring if c.tp > 1 else 0.0
         return attention + 2 * (lat + n_tokens * self._a2a)
 
     def linear_s(self, n_tokens: int) -> float:

@@ -1,5 +1,6 @@
-"""What two of vLLM's engine settings cost: eager mode (``enforce_eager``) and chunked prefill
-(``max_num_batched_tokens``); :class:`~pipesim.compute.cost.EngineConfig` holds them,
+"""What three of vLLM's engine settings cost: eager mode (``enforce_eager``), chunked prefill
+(``max_num_batched_tokens``) and NCCL in place of the custom all-reduce
+(``disable_custom_all_reduce``); :class:`~pipesim.compute.cost.EngineConfig` holds them,
 :class:`~pipesim.compute.cost.ReplicaCost` charges them through these functions.
 
 Eager mode: vLLM captures the decode step in CUDA graphs (``vllm/config/compilation.py``, the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipesim.compute.roofline import kernel_time_s
+from pipesim.compute.roofline import NCCL_ALLREDUCE_LATENCY_S, kernel_time_s
 from pipesim.core.errors import check_int
 
 if TYPE_CHECKING:
@@ -47,6 +48,15 @@ def eager_s(c: EngineConfig) -> float:
         return 0.0
     per_layer = EAGER_KERNELS_PER_LAYER + (2 if c.tp > 1 else 0)
     return (c.model.n_layers * per_layer + 1) * EAGER_LAUNCH_S
+
+
+def allreduce_latency_s(c: EngineConfig) -> float:
+    """Fixed seconds of one tensor-parallel all-reduce: ``c.allreduce_latency_s`` (vLLM's custom
+    all-reduce) or, with ``disable_custom_all_reduce``, the measured NCCL latency
+    :data:`~pipesim.compute.roofline.NCCL_ALLREDUCE_LATENCY_S` (``CudaCommunicator.all_reduce``
+    in ``vllm/distributed/device_communicators/cuda_communicator.py`` tries the custom all-reduce
+    first and falls back to pynccl, which CUDA graphs capture)."""
+    return NCCL_ALLREDUCE_LATENCY_S if c.disable_custom_all_reduce else c.allreduce_latency_s
 
 
 def chunked_prefill_s(

@@ -42,8 +42,8 @@ The remaining error is mostly GEMM tile quantisation (the measured times jump at
 
 :func:`decode_attention_time_s` and :func:`prefill_attention_time_s` apply the same roofline to
 attention (reading the cached keys and values; the causal query-key pairs of a prompt), with the
-attention constants of :class:`Efficiency`; ``docs/decode.md`` checks them against Vidur's A100
-attention profile and :data:`MEASURED_EFFICIENCY` holds the checked values.
+attention constants of :class:`Efficiency`, whose defaults ``docs/decode.md`` checks against
+Vidur's A100 and A40 attention profiles.
 """
 
 from __future__ import annotations
@@ -82,17 +82,18 @@ class Efficiency:
     * ``combine_exponent = 1.5`` -- the ``p`` of the smooth maximum of compute and memory time.
 
     Attention and mixture-of-experts kernels (``docs/decode.md`` has the checks and their numbers;
-    the defaults leave the engine as it was, :data:`MEASURED_EFFICIENCY` holds the values checked
-    against Vidur's A100 attention profile):
+    the attention defaults are the values checked against Vidur's A100 attention profile, and
+    :data:`GEMM_ONLY_EFFICIENCY` runs attention at the GEMMs' fractions as before issue 42):
 
-    * ``attention_flop_fraction`` -- a prefill attention kernel's sustained FLOPs over peak dense
-      (``None``: ``flop_fraction``);
-    * ``attention_bandwidth_fraction`` -- a decode attention kernel's streaming bandwidth over peak
-      (it reads the KV cache once, in long contiguous blocks; ``None``: ``bandwidth_fraction``);
-    * ``attention_block_s`` -- fixed seconds per (sequence, KV head) of a decode attention kernel:
-      its work units (thread blocks), each of which looks up its block table and reduces its
-      softmax whatever the sequence's length; what makes many short sequences slower than their
-      bytes;
+    * ``attention_flop_fraction = 0.5`` -- a prefill attention kernel's sustained FLOPs over peak
+      dense (``None``: ``flop_fraction``);
+    * ``attention_bandwidth_fraction = 0.9`` -- a decode attention kernel's streaming bandwidth
+      over peak (it reads the KV cache once, in long contiguous blocks; ``None``:
+      ``bandwidth_fraction``);
+    * ``attention_block_s = 40e-9`` -- fixed seconds per (sequence, KV head) of a decode attention
+      kernel: its work units (thread blocks), each of which looks up its block table and reduces
+      its softmax whatever the sequence's length; what makes many short sequences slower than
+      their bytes;
     * ``moe_gemm_fraction`` -- a fused-MoE grouped GEMM's time is the dense roofline's divided by
       this (1.0: no measurement to set it from; see ``docs/decode.md``).
     """
@@ -101,9 +102,9 @@ class Efficiency:
     bandwidth_fraction: float = 0.80
     kernel_overhead_s: float = 5e-6
     combine_exponent: float = 1.5
-    attention_flop_fraction: float | None = None
-    attention_bandwidth_fraction: float | None = None
-    attention_block_s: float = 0.0
+    attention_flop_fraction: float | None = 0.5
+    attention_bandwidth_fraction: float | None = 0.9
+    attention_block_s: float = 40e-9
     moe_gemm_fraction: float = 1.0
 
     def __post_init__(self) -> None:
@@ -149,17 +150,22 @@ class Efficiency:
 
 
 DEFAULT_EFFICIENCY = Efficiency()
+"""The global constants, with the attention constants checked against Vidur's A100 profile of
+Llama-2-7B attention (``docs/decode.md``): decode attention streams the KV cache at 90% of peak
+bandwidth and pays 40 ns per (sequence, KV head); prefill attention runs at half of peak FLOPs.
+Round values inside the physical ranges (streaming 80-95%, FlashAttention-2's forward at 35-70% of
+peak, tens of nanoseconds per thread block), chosen on a coarse grid over them: decode error 8.9%
+median against 20.4% with the GEMM constants (A40, held out: 8.6% against 16.9%), prefill 56.7%
+against 70.4%; the linear layers' error is the same (the GEMM constants did not move)."""
 
-MEASURED_EFFICIENCY = Efficiency(
-    attention_flop_fraction=0.5, attention_bandwidth_fraction=0.9, attention_block_s=40e-9
+MEASURED_EFFICIENCY = DEFAULT_EFFICIENCY
+"""The name the measured attention constants had while they were not the default (issue 42)."""
+
+GEMM_ONLY_EFFICIENCY = Efficiency(
+    attention_flop_fraction=None, attention_bandwidth_fraction=None, attention_block_s=0.0
 )
-"""The defaults with the attention constants checked against Vidur's A100 profile of Llama-2-7B
-attention (``docs/decode.md``): decode attention streams the KV cache at 90% of peak bandwidth and
-pays 40 ns per (sequence, KV head); prefill attention runs at half of peak FLOPs. Round values
-inside the physical ranges (streaming 80-95%, FlashAttention-2's forward at 35-70% of peak, tens of
-nanoseconds per thread block), chosen on a coarse grid over them; decode error 8.9% median against
-20.4% with the GEMM constants. Not the default: it moves every engine figure that decode attention
-touches (``docs/decode.md`` says which pinned tests)."""
+"""The defaults before issue 42: attention kernels at the GEMMs' fractions, no per-block cost (the
+check's point of comparison, ``docs/decode.md``)."""
 
 
 def kernel_time_s(
@@ -312,7 +318,20 @@ def linear_time_s(
 
 
 DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
-"""Fixed seconds of one tensor-parallel all-reduce (``EngineConfig.allreduce_latency_s``'s default)."""
+"""Fixed seconds of one tensor-parallel all-reduce through vLLM's custom all-reduce, which vLLM uses
+for decode-sized messages under CUDA graphs unless ``disable_custom_all_reduce`` is set
+(``EngineConfig.allreduce_latency_s``'s default). A round figure: no public per-kernel
+measurement of the custom all-reduce was found (``docs/decode.md``)."""
+
+NCCL_ALLREDUCE_LATENCY_S = 40e-6
+"""Fixed seconds of one tensor-parallel all-reduce through NCCL, what vLLM runs when
+``disable_custom_all_reduce`` is set (``EngineConfig.disable_custom_all_reduce``). Measured, not
+chosen: the pooled median of Vidur's NCCL all-reduce kernel times of one node (A100 and H100 DGX,
+2/4/8 GPUs, the 60 rows of 2 KiB to 2 MiB in ``tests/data/vidur/all_reduce_*_dgx.csv``) less
+their ring bandwidth term is 37.9 us (A100 43.0 us, H100 37.2 us), rounded to 10 us. These are
+kineto's GPU-side kernel times, so they hold what a CUDA graph keeps (the NCCL kernel's protocol
+and its wait for the other ranks) and not the host launch it removes. One constant for every GPU;
+``tests/test_decode_checks.py`` scores it, ``docs/decode.md`` has an end-to-end cross-check."""
 
 
 def allreduce_time_s(

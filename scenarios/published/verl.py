@@ -34,6 +34,16 @@ VERL_STEPS = 400  # the README's step count (total time over 400 steps)
 
 
 def verl_engine() -> EngineConfig:
+    """The rollout's vLLM engine as the recipe ran it. Sources, at verl 8f62a942ab (2025-09-18,
+    the last commit with ``recipe/fully_async_policy/exp/``): the scripts
+    ``exp/qwen2-7B-math_128/{fsdp2_colocate,fsdp2_fully-async_64-64}/run.sh``; the rollout config
+    defaults ``verl/trainer/config/rollout/rollout.yaml``; and the engines built from them, the
+    colocated ``vLLMRollout`` (``verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py``: vLLM's
+    ``LLM`` with ``distributed_executor_backend="external_launcher"``, each TP group running
+    ``LLM.generate`` on its fixed share of the batch) and the fully-async servers
+    (``vllm_rollout/vllm_async_server.py``: ``vllm serve`` with the same engine arguments).
+    ``free_cache_engine`` (True, rollout.yaml) frees the KV cache between generations (vLLM's
+    sleep mode): it costs the colocated step a re-allocation, not the decode, so it is not here."""
     return EngineConfig(
         model=VERL_MODEL,
         gpu=GPUS["h20"],  # README: "Machine: H20"
@@ -41,6 +51,14 @@ def verl_engine() -> EngineConfig:
         gpu_memory_utilization=0.80,  # scripts: rollout.gpu_memory_utilization=0.80
         max_num_seqs=1024,  # verl's rollout config default (max_num_seqs: 1024)
         max_model_len=2048 + 28 * 1024,  # max_prompt_length 2K + max_response_length 28K (scripts)
+        # scripts: enable_chunked_prefill=True, max_num_batched_tokens=max_prompt_length +
+        # max_response_length (vllm_rollout_spmd.py refuses a smaller one with chunked prefill)
+        max_num_batched_tokens=2048 + 28 * 1024,
+        enforce_eager=False,  # rollout.yaml: enforce_eager: False (CUDA graphs; the scripts keep it)
+        share_group_prefix=True,  # rollout.yaml: enable_prefix_caching: True (both engines pass it)
+        # both engines pass disable_custom_all_reduce=True (vllm_rollout_spmd.py's LLM(...),
+        # vllm_async_server.py's server args): TP all-reduces go through NCCL
+        disable_custom_all_reduce=True,
     )
 
 
