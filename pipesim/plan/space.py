@@ -226,11 +226,11 @@ class PlanSpec:
     (:mod:`pipesim.plan.fluid`) before screening."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
-            msg = (
-                f"gpu and model must be a GPUSpec and a ModelSpec, got {shown(self.gpu)}, {shown(self.model)}"
-            )
-            raise PlanError(msg, "gpu" if not isinstance(self.gpu, GPUSpec) else "model")
+        # a Python argument that is no spec object: its own name (a file's names resolve first)
+        if not isinstance(self.gpu, GPUSpec):
+            raise PlanError(f"gpu must be a GPUSpec, got {shown(self.gpu)}", "gpu")
+        if not isinstance(self.model, ModelSpec):
+            raise PlanError(f"model must be a ModelSpec, got {shown(self.model)}", "model")
         if not isinstance(self.workload, TokenWorkload):
             raise PlanError(f"workload must be a TokenWorkload, got {shown(self.workload)}", "workload")
         if not isinstance(self.constraints, Constraints) or not isinstance(self.space, Space):
