@@ -29,7 +29,7 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
-from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
+from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
 from pipesim.plan.space import UPDATES, Constraints, Design, PlanSpec, Space, resolve_gpu, resolve_model
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
@@ -137,12 +137,6 @@ def _yaml_problem(e: Any) -> str:
     return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
 
 
-def _nested(prefix: str, e: Exception) -> PlanError:
-    """``e``, raised by a config built from the table ``prefix``, as the spec's key under it."""
-    field = getattr(e, "field", "")
-    return PlanError(f"{prefix}: {e}", f"{prefix}.{field}" if field else prefix)
-
-
 def _placement(where: str, v: Any) -> int:
     if v == "colocated":
         return 0
@@ -158,9 +152,8 @@ def _placement(where: str, v: Any) -> int:
 def _response(wl: Table, base: Path | None) -> Any:
     """The response-length model: ``response = {median_tokens, sigma}`` or ``response_trace``."""
     if "response" in wl and "response_trace" in wl:
-        raise PlanError(
-            "workload.response and workload.response_trace: give one of them, not both", "workload.response"
-        )
+        msg = "workload.response and workload.response_trace: give one of them, not both"
+        raise PlanError(msg, "workload.response")
     if "response_trace" in wl:
         tr = wl.table("response_trace", ("path", "column"), "a table {path, column}")
         tr.require("path", why="the CSV file of response lengths")
@@ -174,7 +167,7 @@ def _response(wl: Table, base: Path | None) -> Any:
             msg = f"workload.response_trace.path: cannot read {path}: {e.strerror or e}"
             raise PlanError(msg, "workload.response_trace.path") from None
         except (ValueError, csv.Error) as e:
-            raise _nested("workload.response_trace", e) from None
+            raise nested("workload.response_trace", e) from None
     r = Table("workload.response", {}, ())
     if "response" in wl:
         r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
@@ -183,7 +176,7 @@ def _response(wl: Table, base: Path | None) -> Any:
     try:
         return LogNormalLengths(median, sigma)
     except ValueError as e:
-        raise _nested("workload.response", e) from None
+        raise nested("workload.response", e) from None
 
 
 def _agent(wl: Table) -> AgentTurns | None:
@@ -194,7 +187,7 @@ def _agent(wl: Table) -> AgentTurns | None:
     try:
         return AgentTurns(**kw)
     except ValueError as e:
-        raise _nested("workload.agent", e) from None
+        raise nested("workload.agent", e) from None
 
 
 def _model(name: str, base: Path | None) -> ModelSpec:
@@ -234,9 +227,8 @@ def _baseline(b: Table) -> Design:
     if "update" in b:
         u = b.string("update")
         if u not in UPDATES:
-            raise PlanError(
-                f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}", "baseline.update"
-            )
+            msg = f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}"
+            raise PlanError(msg, "baseline.update")
         kw["update"] = u
     if "oversample" in b:
         kw["oversample"] = float(b.number("oversample", 1.0, 1))
@@ -276,7 +268,7 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
     except PlanError:
         raise
     except (TypeError, ValueError) as e:
-        raise _nested("workload", e) from None
+        raise nested("workload", e) from None
     if "batch_size" in wl and "prompts_per_step" in wl:
         msg = "workload.batch_size and workload.prompts_per_step: give one of them, not both"
         raise PlanError(msg, "workload.prompts_per_step")
@@ -313,9 +305,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     elif n > 1:
         kw["update"] = ("drain", "partial", "abort_reprefill", "inflight", "abort")
     if "oversample" in sp and "oversample_prompts" in sp:
-        raise PlanError(
-            "space.oversample and space.oversample_prompts: give one of them, not both", "space.oversample"
-        )
+        msg = "space.oversample and space.oversample_prompts: give one of them, not both"
+        raise PlanError(msg, "space.oversample")
     if "oversample" in sp:
         kw["oversample"] = sp.numbers("oversample")
     elif "oversample_prompts" in sp:  # slime's --over-sampling-batch-size: prompts launched per step
