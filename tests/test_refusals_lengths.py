@@ -1,6 +1,8 @@
-"""Response lengths, length trajectories, the token source and the catalogs' lookups refuse a bad
-field with a :class:`FieldError` naming it (issue 40 item 1: these sites raised a plain
-``ValueError`` with no field). Rows: id, call, ``err.field``; never the sentence."""
+"""Response lengths, length trajectories, the token source, the closed loop, run_compute's context
+check and the catalogs' lookups refuse a bad field with a :class:`FieldError` naming it (issue 40
+item 1: these sites raised a plain ``ValueError`` with no field; item 2 moved
+tests/test_compute_engine.py's message-matching refusals here). Rows: id, call, ``err.field``;
+never the sentence."""
 
 from __future__ import annotations
 
