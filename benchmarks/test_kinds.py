@@ -9,7 +9,8 @@ the kind of the test function it comes from, read from the source (:mod:`ast`), 
 
 1. **property**: the function is decorated with Hypothesis' ``@given``;
 2. **bad input**: the function lives in ``tests/test_refusals_*.py`` or ``tests/test_*bad_input*.py``,
-   or its body calls ``pytest.raises`` (it checks that something is refused);
+   or its body calls ``pytest.raises`` or the rows' helper ``check_refusal`` (it checks that
+   something is refused);
 3. **behaviour**: every other test.
 
 A bad-input test is split further by how it checks the refusal: **by field** where its function
@@ -68,14 +69,14 @@ def file_facts(path: Path) -> FileFacts:
     by_file = bool(BAD_INPUT_FILES.match(path.name))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            body = ast.unparse(node)
             if any(_is_given(d) for d in node.decorator_list):
                 kind = "property"
-            elif by_file or _raises_calls(node):
+            elif by_file or _raises_calls(node) or "check_refusal(" in body:
                 kind = "bad input"
             else:
                 kind = "behaviour"
             facts.kinds.setdefault(node.name, kind)
-            body = ast.unparse(node)
             if re.search(r"\.field\b|\"field\"|check_refusal\(", body):
                 facts.how.setdefault(node.name, "by field")
             elif any(any(k.arg == "match" for k in c.keywords) for c in _raises_calls(node)):

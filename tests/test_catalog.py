@@ -19,12 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pipesim
+from pipesim.core.validate import FieldError
 from pipesim.policies import catalog
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import Drain, PartialRollout
 from pipesim.policies.faults import RetryFailed, Timeout
 from pipesim.policies.replicas import LeastLoaded, PerReplicaSync, Replicas, RoundRobin
 from pipesim.policies.updates import InFlightUpdate, SyncEveryK
+from tests.test_refusals_core import check_refusal
 
 PIPESIM_DIR = Path(pipesim.__file__).parent
 
@@ -137,11 +139,13 @@ def test_parse_policy_errors_are_one_line_value_errors(text: str, needles: list[
 
 
 def test_parse_policy_checks_the_slot_and_suggests_within_it() -> None:
-    with pytest.raises(ValueError, match="Drain does not fit admission"):
-        catalog.parse_policy("Drain()", kind="admission")
-    with pytest.raises(ValueError, match="valid policies: CountThrottle") as info:
+    check_refusal(lambda: catalog.parse_policy("Drain()", kind="admission"), FieldError, "admission")
+    with pytest.raises(FieldError) as info:  # an unknown name: the field is the policy's type
         catalog.parse_policy("AReaLThrotle", kind="admission")
-    assert "did you mean AReaLThrottle" in str(info.value) and "Drain" not in str(info.value)
+    err = info.value
+    assert err.field == "type"
+    # the suggestions are the slot's policies: the closest one, and no policy of another slot
+    assert "AReaLThrottle" in str(err) and "CountThrottle" in str(err) and "Drain" not in str(err)
 
 
 @given(st.text(max_size=40))
@@ -193,10 +197,10 @@ def test_register_module_adds_user_policies(
     assert catalog.register_module("my_policies_a") == ["HeadroomThrottle"]
     obj = catalog.parse_policy("HeadroomThrottle(headroom=2)", kind="admission")
     assert type(obj).__name__ == "HeadroomThrottle" and obj.headroom == 2
-    with pytest.raises(ValueError, match=r"HeadroomThrottle\(headroom=0\): headroom must be >= 1"):
-        catalog.parse_policy("HeadroomThrottle(headroom=0)")
-    with pytest.raises(ValueError, match="cannot import policy module"):
-        catalog.register_module("no_such_module_xyz")
+    # the user's class raises a plain ValueError (no field): the catalog's FieldError names the call
+    err = check_refusal(lambda: catalog.parse_policy("HeadroomThrottle(headroom=0)"), FieldError, "")
+    assert "HeadroomThrottle(headroom=0)" in str(err)
+    check_refusal(lambda: catalog.register_module("no_such_module_xyz"), FieldError, "module")
 
 
 def test_entry_point_group_adds_user_policies(

@@ -372,35 +372,7 @@ def test_trainer_time_from_tokens() -> None:
     assert with_logp.step_time_s(1e6) == pytest.approx(t.step_time_s(1e6) * 8 / 6)
 
 
-# -- bad input ----------------------------------------------------------------------------------------
-# (the configs' refusals are rows of tests/test_refusals_compute.py; this one is TokenSource's)
-@pytest.mark.parametrize(
-    ("build", "field"),
-    [
-        (
-            lambda: TokenSource(TokenWorkload(max_response_tokens=4000), np.random.default_rng(), 4096),
-            "max_response_tokens",
-        ),
-    ],
-)
-def test_bad_input_names_the_field(build: Any, field: str) -> None:
-    with pytest.raises(ValueError, match=field):
-        build()
-
-
-@pytest.mark.parametrize(
-    ("build", "field"),
-    [
-        (lambda: LogNormalLengths(200.0, 100.0), "sigma"),
-        (lambda: AgentTurns(tool_latency_s=1e308), "tool_latency_s"),
-        (lambda: AgentTurns(tool_latency_sigma=500.0), "tool_latency_sigma"),
-    ],
-)
-def test_a_spread_that_overflows_is_named(build: Any, field: str) -> None:
-    with pytest.raises(ValueError, match=f"{field}.*overflow"):
-        build()
-
-
+# -- bad input: the refusals are rows of tests/test_refusals_compute.py and test_refusals_lengths.py
 @pytest.mark.parametrize("kw", [dict(difficulty_sigma=1000.0), dict(drift_per_version=1e300)])
 def test_lengths_that_overflow_are_truncated_at_the_cap(kw: dict[str, float]) -> None:
     # an astronomically long (or short) sample is cut at max_response_tokens (or is one token),
@@ -442,11 +414,6 @@ def test_a_sync_that_overflows_names_the_link() -> None:
     assert run_compute(sc, cluster, wl, sync_time_s=1.0).ledger.closes()  # the way out it names
 
 
-def test_a_closed_loop_bounds_its_concurrency() -> None:
-    with pytest.raises(ValueError, match="concurrency must be at most"):
-        ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 10**9)  # not a list of 10^9 sequences
-
-
 def test_idle_ratios_of_a_never_idle_engine_are_zero_not_below() -> None:
     # a replica busy the whole run: its busy intervals summed came out a few ulps above the run's
     # length, and the idle ratio -6.4e-15
@@ -484,17 +451,6 @@ def test_numpy_times_run_as_python_floats_do() -> None:
         assert a == b and len(a) >= 48
 
 
-def test_closed_loop_checks_its_arguments() -> None:
-    with pytest.raises(ValueError, match="config"):
-        ClosedLoop(None, TokenWorkload(), 4)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="seed"):
-        ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4, seed=-1)
-    loop = ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4)
-    for bad in (0, -1, 1.5, 10**30):
-        with pytest.raises(ValueError, match="samples"):
-            loop.run(bad)  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True)
 class Lengths:
     """A user's length model: ``value`` tokens in the probe of 16, ``late`` in the run's blocks."""
@@ -510,12 +466,6 @@ class Lengths:
         return self.value
 
 
-@pytest.mark.parametrize("bad", [Lengths(math.inf), Lengths(math.nan), Lengths(-5.0), LogNormalLengths])
-def test_a_length_model_that_cannot_draw_is_named(bad: Any) -> None:
-    with pytest.raises(ValueError, match="response"):
-        TokenWorkload(response=bad)
-
-
 def test_a_length_model_that_draws_infinity_mid_run_stops_it() -> None:
     wl = TokenWorkload(response=Lengths(late=math.inf), max_response_tokens=512)
     sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2))
@@ -523,45 +473,15 @@ def test_a_length_model_that_draws_infinity_mid_run_stops_it() -> None:
         run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
 
 
-def test_empirical_lengths_from_csv_name_a_bad_cell(tmp_path: Any) -> None:
+def test_empirical_lengths_from_csv_read_whole_floats_and_a_byte_order_mark(tmp_path: Any) -> None:
+    """``7.0`` is 7 tokens, and a BOM before the header does not hide the column's name (a fraction,
+    a bad cell and a directory are rows of tests/test_refusals_lengths.py)."""
     good = tmp_path / "good.csv"
     good.write_text("num_decode_tokens,x\n120,a\n7.0,b\n")
     assert EmpiricalLengths.from_csv(good).tokens == (120, 7)
-    for cell in ("abc", "nan", "inf", "1e400", "0", ""):
-        bad = tmp_path / "bad.csv"
-        bad.write_text(f"num_decode_tokens,x\n120,a\n{cell},b\n")
-        with pytest.raises(ValueError, match="line 3, column 'num_decode_tokens'"):
-            EmpiricalLengths.from_csv(bad)
-    short = tmp_path / "short.csv"
-    short.write_text("x,num_decode_tokens\n1,5\n2\n")
-    with pytest.raises(ValueError, match="line 3"):
-        EmpiricalLengths.from_csv(short)
-
-
-def test_empirical_lengths_from_csv_refuse_a_fraction_and_read_a_byte_order_mark(tmp_path: Any) -> None:
-    """From a probe: 12.5 was cut to 12, a BOM made the header's first name unknown, and a
-    directory was a raw IsADirectoryError."""
-    frac = tmp_path / "frac.csv"
-    frac.write_text("num_decode_tokens\n120\n12.5\n")
-    with pytest.raises(
-        ValueError, match=r"line 3, column 'num_decode_tokens': '12.5' is not a whole token count"
-    ):
-        EmpiricalLengths.from_csv(frac)
     bom = tmp_path / "bom.csv"
     bom.write_bytes("\ufeffnum_decode_tokens,x\n120,a\n".encode())
     assert EmpiricalLengths.from_csv(bom).tokens == (120,)
-    with pytest.raises(ValueError, match="is a directory, not a CSV file"):
-        EmpiricalLengths.from_csv(tmp_path)
-
-
-def test_run_compute_rejects_a_response_above_the_context() -> None:
-    wl = TokenWorkload(max_response_tokens=4000, prompt=512)
-    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=1))
-    with pytest.raises(ValueError, match="max_response_tokens"):
-        run_compute(sc, Cluster(engine=SMALL, n_gpus=1), wl)
-    agent = TokenWorkload(max_response_tokens=256, agent=AgentTurns(turns=10**6))  # the turns are why
-    with pytest.raises(ValueError, match=r"max_response_tokens \(256\) x agent\.turns \(1000000\)"):
-        run_compute(sc, Cluster(engine=SMALL, n_gpus=1), agent)
 
 
 # -- multi-turn ---------------------------------------------------------------------------------------

@@ -93,19 +93,18 @@ def test_decode_iteration_with_ep_behaves() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kw", "needle"),
+    "kw",
     [
-        (dict(model=MODELS["qwen3-8b"], tp=2, ep=2), "dense"),
-        (dict(model=MOE, tp=4, ep=3), "n_experts"),
-        (dict(model=MOE, tp=2, ep=4), "tp=2"),
-        (dict(model=MOE, tp=4, ep=0), "integer >= 1"),
-        (dict(model=MOE, tp=4, ep=True), "integer >= 1"),
+        dict(model=MODELS["qwen3-8b"], tp=2, ep=2),
+        dict(model=MOE, tp=4, ep=3),
+        dict(model=MOE, tp=2, ep=4),
+        dict(model=MOE, tp=4, ep=0),
+        dict(model=MOE, tp=4, ep=True),
     ],
+    ids=["dense", "not-dividing-experts", "not-dividing-tp", "zero", "bool"],
 )
-def test_bad_ep_names_the_field(kw: dict[str, object], needle: str) -> None:
-    with pytest.raises(ValueError, match=r"\bep\b") as e:
-        EngineConfig(gpu=H100, max_model_len=8192, **kw)  # type: ignore[arg-type]
-    assert needle in str(e.value)
+def test_bad_ep_names_the_field(kw: dict[str, object]) -> None:
+    check_refusal(lambda: EngineConfig(gpu=H100, max_model_len=8192, **kw), FieldError, "ep")  # type: ignore[arg-type]
 
 
 def test_dense_roofline_rejects_ep() -> None:

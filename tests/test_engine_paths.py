@@ -269,13 +269,6 @@ def test_a_drain_that_waits_for_the_last_completion_still_ends() -> None:
     assert eager is not None and eager.version == 5 and ticked is not None
 
 
-def test_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="hints"):
-        EngineOptions(hints=1)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="options"):
-        Pipeline(Scenario(), [1.0], options={"hints": False})  # type: ignore[arg-type]
-
-
 def test_an_unreachable_due_time_ends_the_episode_at_its_due_time_either_way() -> None:
     """From now = 0.964..., no float delay makes now + delay equal 3.0328602909390034 (every sum
     is a tie and rounds to even), so a wake-up by delay would land an ulp off. The slots process

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from pipesim import Episode, PipelineConfig, PipelineError, Scenario, TraceDurations, run
+from pipesim.core.validate import FieldError
 from pipesim.policies.admission import (
     AReaLThrottle,
     AsyncRatio,
@@ -23,6 +24,7 @@ from pipesim.policies.faults import DropFailed
 from pipesim.policies.updates import SyncEveryK
 from pipesim.testing import admissions, batchings, check_invariants, policy_scenarios
 from pipesim.workload.durations import LogNormalDurations
+from tests.test_refusals_core import check_refusal
 
 CFG = PipelineConfig(n_slots=16, batch_size=8, train_time_s=20.0, sync_time_s=5.0, max_staleness=1, steps=8)
 
@@ -230,8 +232,7 @@ def test_dropping_everything_forever_is_detected_not_simulated_forever() -> None
     ],
 )
 def test_bad_parameters_name_the_field(make: object, field: str) -> None:
-    with pytest.raises(ValueError, match=field):
-        make()  # type: ignore[operator]
+    check_refusal(make, FieldError, field)  # type: ignore[arg-type]
 
 
 @settings(max_examples=30, deadline=None)

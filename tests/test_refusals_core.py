@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim import PipelineConfig, Scenario, TraceDurations, simulate_pipeline
+from pipesim.core.engine import Pipeline
+from pipesim.core.seams import EngineOptions
 from pipesim.core.validate import FieldError, FieldTypeError, check_int, check_number, refuse, within
 from pipesim.policies.systems import RollGroupAdmission
 from pipesim.workload.durations import AgentDurations, ExponentialDurations, LogNormalDurations
@@ -259,12 +261,23 @@ POLICIES: list[Row] = [
     ("abort-restart", lambda: pipesim.AbortRestart(restart=1), FieldError, "restart"),  # type: ignore[arg-type]
 ]
 
+ENGINE: list[Row] = [  # the kernel's options (tests/test_engine_paths.py's test_options_are_checked)
+    ("options-hints-int", lambda: EngineOptions(hints=1), FieldError, "hints"),  # type: ignore[arg-type]
+    (
+        "pipeline-options-dict",
+        lambda: Pipeline(Scenario(), [1.0], options={"hints": False}),  # type: ignore[arg-type]
+        FieldError,
+        "options",
+    ),
+]
+
 ROWS = [(f"pipeline/{r[0]}", *r[1:]) for r in PIPELINE]
 ROWS += [(f"scenario/{r[0]}", *r[1:]) for r in SCENARIO]
 ROWS += [(f"with/{r[0]}", *r[1:]) for r in WITH]
 ROWS += [(f"facade/{r[0]}", *r[1:]) for r in FACADE]
 ROWS += [(f"durations/{r[0]}", *r[1:]) for r in DURATIONS]
 ROWS += [(f"policies/{r[0]}", *r[1:]) for r in POLICIES]
+ROWS += [(f"engine/{r[0]}", *r[1:]) for r in ENGINE]
 
 
 def check_refusal(call: Callable[[], Any], kind: type[BaseException], field: str) -> FieldError:

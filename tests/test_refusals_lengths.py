@@ -1,9 +1,12 @@
-"""Response lengths, length trajectories, the token source and the catalogs' lookups refuse a bad
-field with a :class:`FieldError` naming it (issue 40 item 1: these sites raised a plain
-``ValueError`` with no field). Rows: id, call, ``err.field``; never the sentence."""
+"""Response lengths, length trajectories, the token source, the closed loop, run_compute's context
+check and the catalogs' lookups refuse a bad field with a :class:`FieldError` naming it (issue 40
+item 1: these sites raised a plain ``ValueError`` with no field; item 2 moved
+tests/test_compute_engine.py's message-matching refusals here). Rows: id, call, ``err.field``;
+never the sentence."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pipesim import PipelineConfig, Scenario
 from pipesim.compute import GPUS, MODELS, EngineConfig
 from pipesim.compute.catalog import model
 from pipesim.compute.closedloop import ClosedLoop
+from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.gpus import gpu
 from pipesim.compute.lengths import LengthSpec
 from pipesim.compute.source import TokenSource
@@ -31,6 +36,28 @@ class _Broken:
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return -np.ones(n)
+
+
+class _Constant:
+    """A length model that draws ``value`` tokens every time."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.full(n, self.value)
+
+
+SMALL = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
+
+
+def _run_compute(workload: TokenWorkload) -> Any:
+    sc = Scenario(pipeline=PipelineConfig(batch_size=8, steps=1))
+    return run_compute(sc, Cluster(engine=SMALL, n_gpus=1), workload)
+
+
+def _closed_loop_run(samples: object) -> Any:
+    return ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4).run(samples)  # type: ignore[arg-type]
 
 
 def _spec(**kw: Any) -> LengthSpec:
@@ -78,6 +105,49 @@ ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ("source-workload", lambda: TokenSource(3, RNG), "workload"),  # type: ignore[arg-type]
     ("source-rng", lambda: TokenSource(TokenWorkload(), 3), "rng"),  # type: ignore[arg-type]
     ("closedloop-config", lambda: ClosedLoop(3, TokenWorkload(), 4), "config"),  # type: ignore[arg-type]
+    (
+        "source-response-past-context",
+        lambda: TokenSource(TokenWorkload(max_response_tokens=4000), RNG, 4096),
+        "max_response_tokens",
+    ),
+    ("lognormal-sigma-overflows", lambda: LogNormalLengths(200.0, 100.0), "sigma"),
+    # the median or the spread: either overflows the draw, and the spread is the field named
+    ("agent-tool_latency_s-overflows", lambda: AgentTurns(tool_latency_s=1e308), "tool_latency_sigma"),
+    (
+        "agent-tool_latency_sigma-overflows",
+        lambda: AgentTurns(tool_latency_sigma=500.0),
+        "tool_latency_sigma",
+    ),
+    ("workload-response-class", lambda: TokenWorkload(response=LogNormalLengths), "response"),  # type: ignore[arg-type]
+    *[
+        (f"workload-response-draws-{v}", (lambda v=v: TokenWorkload(response=_Constant(v))), "response")  # type: ignore[arg-type]
+        for v in (math.inf, math.nan, -5.0)
+    ],
+    (
+        "run-compute-response-past-context",
+        lambda: _run_compute(TokenWorkload(max_response_tokens=4000, prompt=512)),
+        "max_response_tokens",
+    ),
+    (  # the turns are why, and the message says so; the cap is the field a user lowers
+        "run-compute-agent-turns-past-context",
+        lambda: _run_compute(TokenWorkload(max_response_tokens=256, agent=AgentTurns(turns=10**6))),
+        "max_response_tokens",
+    ),
+    ("closedloop-config-none", lambda: ClosedLoop(None, TokenWorkload(), 4), "config"),  # type: ignore[arg-type]
+    (
+        "closedloop-concurrency-huge",
+        lambda: ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 10**9),
+        "concurrency",
+    ),
+    (
+        "closedloop-seed-negative",
+        lambda: ClosedLoop(SMALL, TokenWorkload(max_response_tokens=512), 4, seed=-1),
+        "seed",
+    ),
+    *[
+        (f"closedloop-samples-{v}", (lambda v=v: _closed_loop_run(v)), "samples")
+        for v in (0, -1, 1.5, 10**30)
+    ],
     ("gpu-unknown", lambda: gpu("h1000"), "gpu"),
     ("model-unknown", lambda: model("qwen9-8b"), "model"),
 ]
@@ -99,6 +169,24 @@ def test_a_csv_without_the_column_names_the_column_and_the_file(tmp_path: Path, 
     )
     err = check_refusal(load, FieldError, "column")
     assert err.file == str(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"num_decode_tokens,x\n120,a\n{cell},b\n" for cell in ("abc", "nan", "inf", "1e400", "0", "", "12.5")]
+    + ["x,num_decode_tokens\n1,5\n2\n"],  # a short line: no cell at all
+    ids=["abc", "nan", "inf", "1e400", "0", "empty", "fraction", "short-line"],
+)
+def test_a_bad_token_count_names_the_column_and_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "lengths.csv"
+    path.write_text(text)
+    err = check_refusal(lambda: EmpiricalLengths.from_csv(path), FieldError, "column")
+    assert err.file == str(path)
+
+
+def test_a_directory_is_no_lengths_csv(tmp_path: Path) -> None:
+    err = check_refusal(lambda: EmpiricalLengths.from_csv(tmp_path), FieldError, "path")
+    assert err.file == str(tmp_path)
 
 
 def test_the_lookups_still_take_every_catalogued_name() -> None:

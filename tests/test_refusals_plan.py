@@ -16,11 +16,17 @@ from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
 from pipesim.core.validate import FieldError
 from pipesim.plan import checks
 from pipesim.plan.checks import PlanError, Table
+from pipesim.plan.space import check_fits
 from tests.test_plan_input import variant
 from tests.test_refusals_core import check_refusal
 
 WORK = TokenWorkload(response=LogNormalLengths(200.0, 0.5), prompt=128, max_response_tokens=1024)
 H100, QWEN = GPUS["h100-sxm"], MODELS["qwen3-0.6b"]
+
+
+def _spec(**kw: Any) -> plan.PlanSpec:
+    return plan.PlanSpec(**{"gpu": H100, "n_gpus": 4, "model": QWEN, "workload": WORK, "batch_size": 4, **kw})
+
 
 CHECKS: list[tuple[str, Callable[[], Any], str]] = [
     ("integer-float", lambda: checks.integer("space.tp", 1.5, 1), "space.tp"),
@@ -76,6 +82,40 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
         "search.sync_time_s",
     ),
     ("spec-batch", lambda: plan.PlanSpec(H100, 4, QWEN, WORK, 0), "workload.batch_size"),
+    ("space-tp-number", lambda: plan.Space(tp=3), "space.tp"),  # type: ignore[arg-type]
+    ("space-tp-empty", lambda: plan.Space(tp=()), "space.tp"),
+    ("space-update-unknown", lambda: plan.Space(update=("parital",)), "space.update"),
+    ("spec-gpu-name", lambda: _spec(gpu="h100-sxm"), "gpu"),
+    ("spec-model-name", lambda: _spec(model="qwen3-0.6b"), "model"),
+    ("spec-workload", lambda: _spec(workload=3), "workload"),
+    ("spec-constraints", lambda: _spec(constraints=3), "constraints"),
+    ("spec-space", lambda: _spec(space=3), "space"),
+    (
+        "spec-batch-not-whole-prompts",
+        lambda: _spec(workload=TokenWorkload(samples_per_prompt=4), batch_size=6),
+        "workload.batch_size",
+    ),
+    ("spec-share_group_prefix-text", lambda: _spec(share_group_prefix="yes"), "model.share_group_prefix"),
+    ("spec-method-typo", lambda: _spec(method="gird"), "search.method"),
+    ("spec-baseline-number", lambda: _spec(baseline=3), "baseline"),
+    ("spec-tool_kv-unknown", lambda: _spec(tool_kv="evict"), "model.tool_kv"),
+    (  # a cost bound needs the price it is computed from: the price is the key to give
+        "spec-cost-without-price",
+        lambda: _spec(constraints=plan.Constraints(cost_per_mtok=1.0)),
+        "cluster.cost_per_gpu_hour",
+    ),
+    ("spec-first_cut-int", lambda: _spec(first_cut=1), "search.first_cut"),
+    ("spec-screen_steps-above-steps", lambda: _spec(screen_steps=50, steps=10), "search.screen_steps"),
+    (  # no TP degree of the space holds the model
+        "fits-model-too-big",
+        lambda: check_fits(_spec(gpu=GPUS["l40s"], model=MODELS["qwen3-32b"], max_model_len=None)),
+        "space.tp",
+    ),
+    (  # the constraints leave no design of the space (colocated trains on 8 < 9 GPUs)
+        "search-no-candidates",
+        lambda: plan.search(_spec(n_gpus=8, constraints=plan.Constraints(min_trainer_gpus=9))),
+        "space",
+    ),
 ]
 
 
@@ -111,6 +151,53 @@ SPEC_ROWS: list[tuple[str, str, str, str]] = [  # id, text replaced, replacement
     ("sigma-negative", "sigma = 0.5", "sigma = -1", "workload.response.sigma"),
     ("prompt-zero", "prompt_tokens = 128", "prompt_tokens = 0", "workload.prompt_tokens"),
     ("seeds-zero", "seeds = 1", "seeds = 0", "search.seeds"),
+    ("gpu-unknown", 'gpu = "h100-sxm"', 'gpu = "h10"', "cluster.gpu"),
+    ("model-unknown", 'name = "qwen3-0.6b"', 'name = "Qwen/Qwen9-8B"', "model.name"),
+    ("model-config-missing", 'name = "qwen3-0.6b"', 'name = "missing/config.json"', "model.name"),
+    ("unknown-table", "[search]", "[serach]\n[search]", "serach"),
+    ("placement-typo", 'placement = ["colocated"]', 'placement = ["colocatd"]', "space.placement[0]"),
+    (
+        "response-and-trace",
+        "max_response_tokens = 1024",
+        'max_response_tokens = 1024\nresponse_trace = { path = "t.csv" }',
+        "workload.response",
+    ),
+    (
+        "response-trace-unreadable",
+        "response = { median_tokens = 200, sigma = 0.5 }",
+        'response_trace = { path = "none.csv" }',
+        "workload.response_trace.path",
+    ),
+    (  # a spread that overflows: AgentTurns' own field, under the spec's table
+        "agent-overflows",
+        "max_response_tokens = 1024",
+        "max_response_tokens = 1024\nagent = { turns = 2, tool_latency_s = 1e308 }",
+        "workload.agent.tool_latency_sigma",
+    ),
+    (
+        "batch-and-prompts",
+        "prompts_per_step = 4",
+        "prompts_per_step = 4\nbatch_size = 4",
+        "workload.prompts_per_step",
+    ),
+    (
+        "oversample-and-prompts",
+        "oversample = [1.0]",
+        "oversample = [1.0]\noversample_prompts = [4]",
+        "space.oversample",
+    ),
+    (
+        "oversample-prompts-few",
+        "oversample = [1.0]",
+        "oversample_prompts = [2]",
+        "space.oversample_prompts[0]",
+    ),
+    (
+        "baseline-update",
+        "[search]",
+        '[baseline]\nplacement = "colocated"\nupdate = "parital"\n[search]',
+        "baseline.update",
+    ),
 ]
 
 
@@ -121,3 +208,29 @@ def test_a_bad_spec_file_names_the_file_and_the_key(tmp_path: Path, old: str, ne
     err = check_refusal(lambda: plan.load(path), PlanError, field)
     assert err.file == str(path)
     assert isinstance(err, FieldError) and isinstance(err, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("s.yaml", "cluster: [unclosed\n"),
+        ("s.yaml", ""),
+        ("s.yaml", "- 1\n- 2\n"),
+        ("s.toml", "[cluster\n"),
+        ("s.json", '{"cluster": {}}'),
+        ("s.toml", b"\x80\x81 = 1"),
+        ("none.toml", None),
+    ],
+    ids=["yaml-unclosed", "yaml-empty", "yaml-a-list", "toml-unclosed", "json", "not-utf8", "missing"],
+)
+def test_a_spec_file_refused_whole_names_the_file(
+    tmp_path: Path, name: str, content: str | bytes | None
+) -> None:
+    """Unreadable, not TOML or YAML, empty, not a table: the whole file is refused (field ``""``)."""
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    err = check_refusal(lambda: plan.load(path), PlanError, "")
+    assert err.file == str(path)

@@ -12,7 +12,9 @@ from pipesim.compute import GPUS, MODELS
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
+from pipesim.core.validate import FieldError
 from pipesim.testing import check_invariants
+from tests.test_refusals_core import check_refusal
 
 
 @dataclass
@@ -49,16 +51,16 @@ def test_a_group_goes_home_while_home_accepts_and_moves_home_when_it_does_not() 
 
 
 def test_bad_group_affinity_and_routing_name_the_field() -> None:
-    with pytest.raises(ValueError, match="group_size"):
-        pipesim.GroupAffinity(0)
-    with pytest.raises(ValueError, match="fallback"):
-        pipesim.GroupAffinity(4, fallback=object())  # type: ignore[arg-type]
+    check_refusal(lambda: pipesim.GroupAffinity(0), FieldError, "group_size")
+    check_refusal(lambda: pipesim.GroupAffinity(4, fallback=object()), FieldError, "fallback")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="bind"):
         pipesim.GroupAffinity(4).choose([FakeReplica(0)])  # type: ignore[list-item]
     eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=2048)
     wl = TokenWorkload(response=LogNormalLengths(64.0, 0.5), prompt=64, max_response_tokens=256)
-    with pytest.raises(ValueError, match="routing"):
-        run_compute(pipesim.Scenario(), Cluster(engine=eng, n_gpus=3, trainer_gpus=1), wl, routing=object())  # type: ignore[arg-type]
+    cluster = Cluster(engine=eng, n_gpus=3, trainer_gpus=1)
+    check_refusal(
+        lambda: run_compute(pipesim.Scenario(), cluster, wl, routing=object()), FieldError, "routing"
+    )  # type: ignore[arg-type]
     assert pipesim.GroupAffinity(8) == pipesim.GroupAffinity(8) != pipesim.GroupAffinity(4)
     assert repr(pipesim.GroupAffinity(8)) == "GroupAffinity(group_size=8)"
     over_rr = pipesim.GroupAffinity(8, pipesim.RoundRobin())

@@ -78,6 +78,7 @@ from pipesim.compute.driver import ReplicaDriver
 from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline, step_breakdown, timeline_frame, verl_metrics
 from pipesim.core.episode import Episode
+from pipesim.core.validate import refuse
 
 __all__ = [
     "ComputeReplica",
@@ -271,7 +272,7 @@ class ComputeReplica(ReplicaDriver):
     def timeline_frame(self) -> pd.DataFrame:
         """This replica over time, one row per bin of its series (see :func:`timeline_frame`)."""
         if self.series is None:
-            raise ValueError(f"replica {self.index} keeps no series (built with series=False)")
+            raise refuse("series", f"is off: replica {self.index} keeps no series (built with series=False)")
         return timeline_frame(self.series, self._budget)
 
     def stats(self, sim_time_s: float) -> dict[str, Any]:

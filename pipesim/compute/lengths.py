@@ -136,5 +136,5 @@ LENGTHS: dict[str, LengthSpec] = {
 def length_spec(name: str) -> LengthSpec:
     """The entry ``name`` of :data:`LENGTHS` (``ValueError`` naming the known ones otherwise)."""
     if not isinstance(name, str) or name not in LENGTHS:
-        raise FieldError(f"length spec {shown(name)} is not one of {sorted(LENGTHS)}", "name")
+        raise FieldError(f"name: length spec {shown(name)} is not one of {sorted(LENGTHS)}", "name")
     return LENGTHS[name]

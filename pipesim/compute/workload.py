@@ -101,7 +101,7 @@ class EmpiricalLengths:
         order mark before the header is read as one (``utf-8-sig``), not as part of the first
         column's name."""
         if Path(path).is_dir():
-            raise FieldError(f"{path} is a directory, not a CSV file", "path")
+            raise FieldError(f"{path}: path is a directory, not a CSV file", "path", str(path))
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:

@@ -45,6 +45,13 @@ class PlanError(FieldError):
     ``err.file`` the spec file where one is read (set by :mod:`pipesim.plan.specfile`)."""
 
 
+def nested(prefix: str, e: Exception) -> PlanError:
+    """``e``, raised by a config built from the spec's table ``prefix``, as a refusal of the key
+    under it (``workload.agent`` + ``tool_latency_sigma``); ``prefix`` itself where ``e`` has no field."""
+    field = getattr(e, "field", "")
+    return PlanError(f"{prefix}: {e}", f"{prefix}.{field}" if field else prefix)
+
+
 def did_you_mean(word: object, valid: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``valid``, or ``""``."""
     close = difflib.get_close_matches(str(word), list(valid), n=1, cutoff=0.6)

@@ -21,7 +21,8 @@ def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
         names = [*GPUS, *GPU_ALIASES]
         raise PlanError(
             f"cluster.gpu: unknown GPU {shown(name)}{did_you_mean(key, names)} (choose from {sorted(GPUS)}, "
-            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')"
+            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')",
+            "cluster.gpu",
         )
     return GPUS[key]
 
@@ -36,6 +37,7 @@ def resolve_model(name: str | ModelSpec) -> ModelSpec:
         hint = did_you_mean(key, MODELS)
         raise PlanError(
             f"model.name: unknown model {shown(name)}{hint} (choose from {sorted(MODELS)}, their Hugging "
-            "Face ids such as 'Qwen/Qwen3-8B', or a path to a config.json)"
+            "Face ids such as 'Qwen/Qwen3-8B', or a path to a config.json)",
+            "model.name",
         )
     return MODELS[key]

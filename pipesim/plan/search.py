@@ -209,7 +209,7 @@ def search(
     t0 = time.perf_counter()
     pool = candidates(spec)
     if not pool:
-        raise PlanError(no_candidates(spec))
+        raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty
     method = spec.method
     if method == "auto":
         method = "grid" if len(pool) <= spec.grid_limit else "optuna"

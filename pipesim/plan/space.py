@@ -143,13 +143,15 @@ class Space:
             if isinstance(v, list):  # frozen: a list becomes the tuple it stands for
                 object.__setattr__(self, name, v := tuple(v))
             if not isinstance(v, tuple) and not (name == "placement" and v is None):
-                raise PlanError(f"space.{name} must be a tuple, got {shown(v)}")
+                raise PlanError(f"space.{name} must be a tuple, got {shown(v)}", f"space.{name}")
             if v is not None and not v:
-                raise PlanError(f"space.{name} is empty")
+                raise PlanError(f"space.{name} is empty", f"space.{name}")
         bad = [u for u in self.update if u not in UPDATES]
         if bad:
             hint = did_you_mean(bad[0], UPDATES)
-            raise PlanError(f"space.update: unknown {bad}{hint} (choose from {list(UPDATES)})")
+            raise PlanError(
+                f"space.update: unknown {bad}{hint} (choose from {list(UPDATES)})", "space.update"
+            )
         if self.placement is not None:
             ints("space.placement", self.placement, 0, MAX_GPUS)
         ints("space.tp", self.tp, 1, MAX_GPUS)
@@ -224,23 +226,25 @@ class PlanSpec:
     (:mod:`pipesim.plan.fluid`) before screening."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpu, GPUSpec) or not isinstance(self.model, ModelSpec):
-            raise PlanError(
-                f"gpu and model must be a GPUSpec and a ModelSpec, got {shown(self.gpu)}, {shown(self.model)}"
-            )
+        # a Python argument that is no spec object: its own name (a file's names resolve first)
+        if not isinstance(self.gpu, GPUSpec):
+            raise PlanError(f"gpu must be a GPUSpec, got {shown(self.gpu)}", "gpu")
+        if not isinstance(self.model, ModelSpec):
+            raise PlanError(f"model must be a ModelSpec, got {shown(self.model)}", "model")
         if not isinstance(self.workload, TokenWorkload):
-            raise PlanError(f"workload must be a TokenWorkload, got {shown(self.workload)}")
+            raise PlanError(f"workload must be a TokenWorkload, got {shown(self.workload)}", "workload")
         if not isinstance(self.constraints, Constraints) or not isinstance(self.space, Space):
-            raise PlanError(
-                f"constraints and space must be a Constraints and a Space, got {shown(self.constraints)}"
-            )
+            name = "constraints" if not isinstance(self.constraints, Constraints) else "space"
+            msg = f"constraints and space must be a Constraints and a Space, got {shown(getattr(self, name))}"
+            raise PlanError(msg, name)
         integer("cluster.n_gpus", self.n_gpus, 1, MAX_GPUS)
         integer("workload.batch_size", self.batch_size, 1)
         n = self.workload.samples_per_prompt
         if self.batch_size % n:  # 10 samples of 4 per prompt: the group designs train whole prompts
             raise PlanError(
                 f"workload.batch_size must be a multiple of workload.samples_per_prompt ({n}), "
-                f"got {self.batch_size}: a step trains whole prompts"
+                f"got {self.batch_size}: a step trains whole prompts",
+                "workload.batch_size",
             )
         for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
             integer(f"search.{name}", getattr(self, name), 1)
@@ -254,7 +258,8 @@ class PlanSpec:
             number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
         if not isinstance(self.share_group_prefix, bool):
             raise PlanError(
-                f"model.share_group_prefix must be true or false, got {shown(self.share_group_prefix)}"
+                f"model.share_group_prefix must be true or false, got {shown(self.share_group_prefix)}",
+                "model.share_group_prefix",
             )
         optional_number("search.sync_time_s", self.sync_time_s, 0)
         number("search.inflight_load_time_s", self.inflight_load_time_s, 0)
@@ -266,23 +271,29 @@ class PlanSpec:
             raise PlanError(msg, "model.framework")
         if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
             hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
-            raise PlanError(f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}")
+            msg = f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}"
+            raise PlanError(msg, "search.method")
         if self.baseline is not None and not isinstance(self.baseline, Design):
-            raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}")
+            raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}", "baseline")
         if self.env_workers is not None:
             integer("cluster.env_workers", self.env_workers, 1, MAX_GPUS * 1024)
         if self.tool_kv not in ("keep", "drop"):
             hint = did_you_mean(str(self.tool_kv), ("keep", "drop"))
-            raise PlanError(f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}")
+            msg = f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}"
+            raise PlanError(msg, "model.tool_kv")
         optional_number("cluster.cost_per_gpu_hour", self.cost_per_gpu_hour, 0)
         if self.constraints.cost_per_mtok is not None and self.cost_per_gpu_hour is None:
             raise PlanError(
-                "constraints.cost_per_mtok needs cluster.cost_per_gpu_hour (the price of a GPU-hour)"
+                "constraints.cost_per_mtok needs cluster.cost_per_gpu_hour (the price of a GPU-hour)",
+                "cluster.cost_per_gpu_hour",
             )
         if not isinstance(self.first_cut, bool):
-            raise PlanError(f"search.first_cut must be true or false, got {shown(self.first_cut)}")
+            raise PlanError(
+                f"search.first_cut must be true or false, got {shown(self.first_cut)}", "search.first_cut"
+            )
         if self.screen_steps > self.steps:
-            raise PlanError(f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})")
+            msg = f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})"
+            raise PlanError(msg, "search.screen_steps")
 
     def with_(self, **changes: Any) -> PlanSpec:
         return replace(self, **changes)
@@ -341,7 +352,10 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
         except ValueError as e:
             reasons.append(f"tp={tp}: {e}")
     if not engines:
-        raise PlanError(f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons))
+        # the field is the TP list a user widens (each reason names its tp)
+        raise PlanError(
+            f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons), "space.tp"
+        )
     problem = context_problem(spec, next(iter(engines.values())).context_len)
     if problem is not None:
         raise PlanError(problem)

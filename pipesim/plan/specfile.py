@@ -29,7 +29,7 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
-from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
+from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
 from pipesim.plan.space import UPDATES, Constraints, Design, PlanSpec, Space, resolve_gpu, resolve_model
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
@@ -94,15 +94,15 @@ def read(path: str | Path) -> dict[str, Any]:
     fmt = SUFFIXES.get(p.suffix.lower())
     if fmt is None:
         hint = " (JSON is YAML: name the file .yaml)" if p.suffix.lower() == ".json" else ""
-        raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}")
+        raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}", "", str(path))
     try:
         raw = p.read_bytes()
     except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}", "", str(path)) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise PlanError(f"{path}: not UTF-8 text") from None
+        raise PlanError(f"{path}: not UTF-8 text", "", str(path)) from None
     data: Any
     if fmt == "yaml":
         import yaml
@@ -112,18 +112,19 @@ def read(path: str | Path) -> dict[str, Any]:
         try:
             data = load_yaml(text)  # a safe loader refusing a key given twice
         except yaml.YAMLError as e:
-            raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
+            raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
         if data is None:
-            raise PlanError(f"{path}: the file is empty; {_NEEDS}")
+            raise PlanError(f"{path}: the file is empty; {_NEEDS}", "", str(path))
     else:
         import tomllib
 
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
-            raise PlanError(f"{path}: not valid TOML: {e}") from None
+            raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
     if not isinstance(data, dict):
-        raise PlanError(f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}")
+        msg = f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}"
+        raise PlanError(msg, "", str(path))
     return data
 
 
@@ -141,16 +142,18 @@ def _placement(where: str, v: Any) -> int:
         return 0
     if isinstance(v, str):
         hint = did_you_mean(v, ("colocated", "all"))
-        raise PlanError(
+        msg = (
             f"{where} must be a trainer-GPU count or 'colocated' (or placement = 'all'), got {shown(v)}{hint}"
         )
+        raise PlanError(msg, where)
     return as_int(where, v)
 
 
 def _response(wl: Table, base: Path | None) -> Any:
     """The response-length model: ``response = {median_tokens, sigma}`` or ``response_trace``."""
     if "response" in wl and "response_trace" in wl:
-        raise PlanError("workload.response and workload.response_trace: give one of them, not both")
+        msg = "workload.response and workload.response_trace: give one of them, not both"
+        raise PlanError(msg, "workload.response")
     if "response_trace" in wl:
         tr = wl.table("response_trace", ("path", "column"), "a table {path, column}")
         tr.require("path", why="the CSV file of response lengths")
@@ -161,9 +164,10 @@ def _response(wl: Table, base: Path | None) -> Any:
         try:
             return EmpiricalLengths.from_csv(path, column)
         except OSError as e:
-            raise PlanError(f"workload.response_trace.path: cannot read {path}: {e.strerror or e}") from None
+            msg = f"workload.response_trace.path: cannot read {path}: {e.strerror or e}"
+            raise PlanError(msg, "workload.response_trace.path") from None
         except (ValueError, csv.Error) as e:
-            raise PlanError(f"workload.response_trace: {e}") from None
+            raise nested("workload.response_trace", e) from None
     r = Table("workload.response", {}, ())
     if "response" in wl:
         r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
@@ -172,7 +176,7 @@ def _response(wl: Table, base: Path | None) -> Any:
     try:
         return LogNormalLengths(median, sigma)
     except ValueError as e:
-        raise PlanError(f"workload.response: {e}") from None
+        raise nested("workload.response", e) from None
 
 
 def _agent(wl: Table) -> AgentTurns | None:
@@ -183,7 +187,7 @@ def _agent(wl: Table) -> AgentTurns | None:
     try:
         return AgentTurns(**kw)
     except ValueError as e:
-        raise PlanError(f"workload.agent: {e}") from None
+        raise nested("workload.agent", e) from None
 
 
 def _model(name: str, base: Path | None) -> ModelSpec:
@@ -200,15 +204,15 @@ def _model(name: str, base: Path | None) -> ModelSpec:
         try:
             cfg = json.loads(path.read_text(encoding="utf-8"))
         except OSError as e:
-            raise PlanError(f"model.name: cannot read {path}: {e.strerror or e}") from None
+            raise PlanError(f"model.name: cannot read {path}: {e.strerror or e}", "model.name") from None
         except ValueError as e:
-            raise PlanError(f"model.name: {path} is not JSON: {e}") from None
+            raise PlanError(f"model.name: {path} is not JSON: {e}", "model.name") from None
         if not isinstance(cfg, dict):
-            raise PlanError(f"model.name: {path} is not a config.json object")
+            raise PlanError(f"model.name: {path} is not a config.json object", "model.name")
         try:
             return ModelSpec.from_hf_config(cfg, name=path.parent.name or path.stem)
         except (KeyError, TypeError, ValueError) as e:
-            raise PlanError(f"model.name: {path}: {e}") from None
+            raise PlanError(f"model.name: {path}: {e}", "model.name") from None
     return resolve_model(name)
 
 
@@ -223,7 +227,8 @@ def _baseline(b: Table) -> Design:
     if "update" in b:
         u = b.string("update")
         if u not in UPDATES:
-            raise PlanError(f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}")
+            msg = f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}"
+            raise PlanError(msg, "baseline.update")
         kw["update"] = u
     if "oversample" in b:
         kw["oversample"] = float(b.number("oversample", 1.0, 1))
@@ -263,9 +268,10 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
     except PlanError:
         raise
     except (TypeError, ValueError) as e:
-        raise PlanError(f"workload: {e}") from None
+        raise nested("workload", e) from None
     if "batch_size" in wl and "prompts_per_step" in wl:
-        raise PlanError("workload.batch_size and workload.prompts_per_step: give one of them, not both")
+        msg = "workload.batch_size and workload.prompts_per_step: give one of them, not both"
+        raise PlanError(msg, "workload.prompts_per_step")
     if "batch_size" in wl:
         return workload, wl.integer("batch_size", lo=1)
     return workload, wl.integer("prompts_per_step", 32, lo=1) * n
@@ -274,11 +280,12 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
 def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     """The :class:`PlanSpec` of a spec file's tables; ``base`` resolves a relative trace path."""
     if not isinstance(data, dict):
-        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}")
+        raise PlanError(f"a plan spec is a table of tables, got {shown(data)}", "")
     for name in data:
         if name not in _TABLES:
             valid = ", ".join(sorted(_TABLES))
-            raise PlanError(f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})")
+            msg = f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})"
+            raise PlanError(msg, str(name))
     t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
     cl, mo, wl, sp, co, se = (
         t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
@@ -298,7 +305,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     elif n > 1:
         kw["update"] = ("drain", "partial", "abort_reprefill", "inflight", "abort")
     if "oversample" in sp and "oversample_prompts" in sp:
-        raise PlanError("space.oversample and space.oversample_prompts: give one of them, not both")
+        msg = "space.oversample and space.oversample_prompts: give one of them, not both"
+        raise PlanError(msg, "space.oversample")
     if "oversample" in sp:
         kw["oversample"] = sp.numbers("oversample")
     elif "oversample_prompts" in sp:  # slime's --over-sampling-batch-size: prompts launched per step
@@ -308,7 +316,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
             if count < prompts:
                 raise PlanError(
                     f"space.oversample_prompts[{i}] must be at least the prompts per step "
-                    f"({prompts}), got {count}"
+                    f"({prompts}), got {count}",
+                    f"space.oversample_prompts[{i}]",
                 )
         kw["oversample"] = tuple(count / prompts for count in counts)
     elif n > 1:
