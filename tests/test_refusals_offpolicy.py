@@ -143,6 +143,7 @@ MISMATCH: list[tuple[str, Callable[[], Any], str]] = [
     ("probe-batch", lambda: ProbeConfig(n_prompts=4, batch_n=5), "batch_n"),
     ("probe-seed", lambda: ProbeConfig(seed=2**64), "seed"),
     ("probe-prompts", lambda: ProbeConfig(n_prompts=2.0), "n_prompts"),  # type: ignore[arg-type]
+    ("probe-prompts-zero", lambda: ProbeConfig(n_prompts=0), "n_prompts"),
     ("probe-engine-batches", lambda: ProbeConfig(engine_batches=(1, 0)), "engine_batches"),
     ("probe-knobs", lambda: ProbeConfig(knobs=1), "knobs"),  # type: ignore[arg-type]
     (
