@@ -88,6 +88,14 @@ YAML: list[tuple[str, str, str]] = [
     ),
     ("not-yaml", "schema_version: 1\nname: !!python/object/apply:os.system [true]\n", ""),
     ("batch_size-zero", "schema_version: 1\npipeline: {batch_size: 0}\n", "pipeline.batch_size"),
+    # a key given twice: PyYAML alone keeps the second and drops the first silently
+    ("table-twice", "schema_version: 1\npipeline: {batch_size: 8}\npipeline: {steps: 2}\n", "pipeline"),
+    ("key-twice", "schema_version: 1\npipeline: {batch_size: 8, batch_size: 16}\n", "pipeline.batch_size"),
+    (
+        "key-twice-in-a-list",
+        "schema_version: 1\ndurations: {type: TraceDurations, values: [1, 2]}\nx: [{a: 1, a: 2}]\n",
+        "x[0].a",
+    ),
 ]
 
 
