@@ -145,7 +145,7 @@ def run_probe(
         raise FieldError(
             f"prompts too long for the model's context: the longest prompt has {longest} tokens and "
             f"--new-tokens {T} needs {longest + T} positions, but the context is {m16.info.context}",
-            "--new-tokens",
+            "new_tokens",  # the field; its flag is in the sentence, as ProbeConfig names it
         )
     pad = tok.pad_id
 

@@ -22,8 +22,10 @@ shape and raw bytes, in sorted name order; see :func:`state_digest`). ``load_che
 checks each of these before touching torch's ``load_state_dict``, so a corrupt file, one from
 another architecture, or one with a single flipped byte inside its tensor data (which torch's
 zip reader accepts silently) raises ``CheckpointError`` with a readable message instead of a
-shape mismatch from deep in torch or silently wrong weights. Writes are atomic (temporary
-file + ``os.replace``).
+shape mismatch from deep in torch or silently wrong weights. The error is a ``FieldError``: its
+``file`` is the checkpoint and its ``field`` the part refused (``""`` for a file torch cannot
+read, ``format``, ``config``, ``vocab``, ``state_dict``, ``state_dict.<name>``, ``sha256``).
+Writes are atomic (temporary file + ``os.replace``).
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ from offpolicy.checks import FieldError, check_int, check_real, refuse, shown
 CHECKPOINT_FORMAT = "offpolicy.tinyagent.v2"  # v2: adds the sha256 of the tensor data
 
 
-class CheckpointError(ValueError):
-    """A checkpoint file is unreadable, corrupt, or belongs to another architecture/vocabulary."""
+class CheckpointError(FieldError):
+    """A checkpoint file is unreadable, corrupt, or belongs to another architecture/vocabulary:
+    ``file`` the checkpoint, ``field`` the part of it refused (``""``: the whole file)."""
 
 
 @dataclass(frozen=True)
@@ -217,40 +220,47 @@ def load_checkpoint(
         raise
     except Exception as err:  # pickle/zip errors: truncated or garbage file
         raise CheckpointError(
-            f"checkpoint {path} is corrupt or unreadable: {type(err).__name__}: {err}"
+            f"checkpoint {path} is corrupt or unreadable: {type(err).__name__}: {err}", "", str(path)
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path} is not a {CHECKPOINT_FORMAT} file")
+        raise CheckpointError(f"checkpoint {path} is not a {CHECKPOINT_FORMAT} file", "format", str(path))
     try:
         cfg = ModelConfig(**payload["config"])
     except (TypeError, ValueError, KeyError) as err:
-        raise CheckpointError(f"checkpoint {path} has an invalid model config: {err}") from None
+        msg = f"checkpoint {path} has an invalid model config: {err}"
+        inner = getattr(err, "field", "")
+        raise CheckpointError(msg, f"config.{inner}" if inner else "config", str(path)) from None
     vocab = payload.get("vocab")
     if not isinstance(vocab, list) or len(vocab) != cfg.vocab_size:
-        raise CheckpointError(f"checkpoint {path}: vocabulary missing or inconsistent with vocab_size")
+        msg = f"checkpoint {path}: vocabulary missing or inconsistent with vocab_size"
+        raise CheckpointError(msg, "vocab", str(path))
     if expected_cfg is not None and cfg != expected_cfg:
-        raise CheckpointError(f"checkpoint {path} has architecture {cfg}, expected {expected_cfg}")
+        msg = f"checkpoint {path} has architecture {cfg}, expected {expected_cfg}"
+        raise CheckpointError(msg, "config", str(path))
     if expected_vocab is not None and vocab != list(expected_vocab):
-        raise CheckpointError(f"checkpoint {path} was built with a different tokenizer vocabulary")
+        msg = f"checkpoint {path} was built with a different tokenizer vocabulary"
+        raise CheckpointError(msg, "vocab", str(path))
     model = TinyAgent(cfg)
     state = payload.get("state_dict")
     own = model.state_dict()
     if not isinstance(state, dict) or set(state) != set(own):
-        raise CheckpointError(f"checkpoint {path}: parameter names do not match the TinyAgent architecture")
+        msg = f"checkpoint {path}: parameter names do not match the TinyAgent architecture"
+        raise CheckpointError(msg, "state_dict", str(path))
     for name, tensor in own.items():
         value = state[name]
         if not isinstance(value, torch.Tensor) or value.shape != tensor.shape:
             shape = getattr(value, "shape", None)
-            raise CheckpointError(
-                f"checkpoint {path}: {name} has shape {shape}, expected {tuple(tensor.shape)}"
-            )
+            msg = f"checkpoint {path}: {name} has shape {shape}, expected {tuple(tensor.shape)}"
+            raise CheckpointError(msg, f"state_dict.{name}", str(path))
     digest = payload.get("sha256")
     if not isinstance(digest, str) or digest != state_digest(state):
-        raise CheckpointError(
+        msg = (
             f"checkpoint {path}: tensor data checksum mismatch (sha256 missing or wrong): the file is corrupt"
         )
+        raise CheckpointError(msg, "sha256", str(path))
     for name in own:
         if not torch.isfinite(state[name]).all():
-            raise CheckpointError(f"checkpoint {path}: {name} contains non-finite values")
+            msg = f"checkpoint {path}: {name} contains non-finite values"
+            raise CheckpointError(msg, f"state_dict.{name}", str(path))
     model.load_state_dict(state)
     return model, vocab, dict(payload.get("meta", {}))

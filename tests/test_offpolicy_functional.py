@@ -59,11 +59,6 @@ def test_group_advantages_matches_loop(groups: int, k: int, seed: int, norm: boo
             assert got[g * k + i].item() == pytest.approx(want, abs=1e-5)
 
 
-def test_group_advantages_rejects_bad_group_size() -> None:
-    with pytest.raises(ValueError, match="group_size"):
-        group_advantages(torch.zeros(6), 4)
-
-
 @given(SHAPES, st.floats(0.05, 0.5), st.floats(0.05, 0.5))
 @settings(max_examples=25, deadline=None)
 def test_ppo_policy_loss_matches_loop(shape: tuple[int, int, int], lo: float, hi: float) -> None:
@@ -134,16 +129,6 @@ def test_weights_are_detached() -> None:
     pi = torch.zeros(2, 3, requires_grad=True)
     for fn in (tis_weights, mis_weights, seq_tis_weights):
         assert not fn(pi, torch.zeros(2, 3), torch.ones(2, 3)).requires_grad
-
-
-def test_weight_functions_reject_bad_arguments() -> None:
-    z, m = torch.zeros(1, 2), torch.ones(1, 2)
-    with pytest.raises(ValueError, match="cap"):
-        tis_weights(z, z, m, cap=0.0)
-    with pytest.raises(ValueError, match="cap"):
-        seq_tis_weights(z, z, m, cap=-1.0)
-    with pytest.raises(ValueError, match="band"):
-        mis_weights(z, z, m, low=2.0, high=1.0)
 
 
 # Section 13.4 of the chapter, as printed: golden numbers by design (same generator, same draws).

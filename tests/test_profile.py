@@ -15,6 +15,7 @@ from pipesim.compute import HF_CONFIGS, MODELS, gpu
 from pipesim.compute.measured import read_measurements, report, score
 from pipesim.compute.profile import COLUMNS, OPS, Shapes, catalog_configs, model_config
 from pipesim.compute.roofline import gemm_time_s, linear_times_s
+from pipesim.core.validate import FieldError
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "pipesim" / "compute" / "profile.py"
@@ -141,9 +142,10 @@ GOOD = "qkv,1,64,,,4096,32,8,128,12288,1,,,0.0001"
 def test_a_bad_measurement_csv_is_refused_naming_its_column(
     tmp_path: Path, header: str, line: str, column: str
 ):
-    with pytest.raises(ValueError, match=column) as err:
-        read_measurements(_csv(tmp_path, header, line))
-    assert "m.csv" in str(err.value)
+    path = _csv(tmp_path, header, line)
+    with pytest.raises(FieldError) as err:
+        read_measurements(path)
+    assert (err.value.field, err.value.file) == (column, str(path)), str(err.value)
 
 
 def test_report_lists_each_op_with_its_error(tmp_path: Path) -> None:

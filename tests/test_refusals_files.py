@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import pipesim
 from pipesim import PipelineConfig, Scenario, TraceDurations
@@ -21,6 +23,7 @@ from pipesim.io.fit_readers import FitError
 from pipesim.io.saved import load
 from pipesim.io.saved_files import SavedRunError
 from pipesim.io.scenario_schema import ScenarioFileError
+from pipesim.io.yamlfile import RepeatedKey, load_yaml
 
 V1 = "schema_version = 1\n"
 TOML: list[tuple[str, str, str]] = [  # id, the file's text, the field
@@ -88,6 +91,14 @@ YAML: list[tuple[str, str, str]] = [
     ),
     ("not-yaml", "schema_version: 1\nname: !!python/object/apply:os.system [true]\n", ""),
     ("batch_size-zero", "schema_version: 1\npipeline: {batch_size: 0}\n", "pipeline.batch_size"),
+    # a key given twice: PyYAML alone keeps the second and drops the first silently
+    ("table-twice", "schema_version: 1\npipeline: {batch_size: 8}\npipeline: {steps: 2}\n", "pipeline"),
+    ("key-twice", "schema_version: 1\npipeline: {batch_size: 8, batch_size: 16}\n", "pipeline.batch_size"),
+    (
+        "key-twice-in-a-list",
+        "schema_version: 1\ndurations: {type: TraceDurations, values: [1, 2]}\nx: [{a: 1, a: 2}]\n",
+        "x[0].a",
+    ),
 ]
 
 
@@ -104,6 +115,22 @@ def test_a_bad_scenario_file_names_the_file_and_the_key(
     with pytest.raises(ScenarioFileError) as info:
         sf.load_scenario(path)
     assert (info.value.field, info.value.file) == (field, str(path)), str(info.value)
+
+
+_STEP = st.one_of(st.sampled_from(["pipeline", "a", "b"]), st.just(0))  # a key, or a list's first item
+
+
+@given(steps=st.lists(_STEP, max_size=4), key=st.sampled_from(["batch_size", "x"]))
+def test_a_yaml_key_given_twice_is_named_by_its_dotted_path(steps: list[str | int], key: str) -> None:
+    """However deep, through mappings and lists, the repeated key's path is the field."""
+    text, want = f"{{{key}: 1, {key}: 2}}", ""
+    for step in reversed(steps):
+        text = f"[{text}]" if isinstance(step, int) else f"{{{step}: {text}}}"
+    for step in [*steps, key]:
+        want += f"[{step}]" if isinstance(step, int) else f".{step}" if want else step
+    with pytest.raises(RepeatedKey) as info:
+        load_yaml(text)
+    assert info.value.path == want
 
 
 @pytest.mark.parametrize(

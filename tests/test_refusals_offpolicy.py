@@ -23,13 +23,23 @@ from offpolicy import checks, stats
 from offpolicy.base import BaseConfig, base_config
 from offpolicy.experiment import seeds_from_args
 from offpolicy.functional import group_advantages, mis_weights, seq_tis_weights, tis_weights
-from offpolicy.model import ModelConfig
-from offpolicy.rl import EvalSpec, RLConfig
+from offpolicy.gym import build_tokenizer, make_tasks
+from offpolicy.model import ModelConfig, TinyAgent
+from offpolicy.rl import EvalSpec, RLConfig, evaluate, train_rl
 from offpolicy.staleness import build_grid
+from pipesim.core.validate import FieldError
 from scenarios import cosim_report
 from scenarios.cosim import CosimConfig
+from scenarios.cosim_episodes import CosimDurations, batch_advantages
+from tests.test_refusals_core import check_refusal
 
 Z, M = torch.zeros(1, 2), torch.ones(1, 2)
+TOK = build_tokenizer()
+
+
+def _agent() -> TinyAgent:
+    return TinyAgent(ModelConfig(vocab_size=len(TOK)), generator=torch.Generator().manual_seed(0))
+
 
 OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("rl-lr-nan", lambda: RLConfig(lr=math.nan), "lr"),
@@ -67,7 +77,22 @@ OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("eval-episodes", lambda: EvalSpec(tasks=(), every=0, episodes_per_task=2.0), "eval_episodes"),  # type: ignore[arg-type]
     ("eval-seed", lambda: EvalSpec(tasks=(), every=0, seed=-1), "eval_seed"),
     ("eval-no-tasks", lambda: EvalSpec(tasks=(), every=1), "eval_tasks"),
+    ("eval-every-negative", lambda: EvalSpec(tasks=make_tasks("heldout", "defect"), every=-1), "eval_every"),
+    ("evaluate-no-tasks", lambda: evaluate(_agent(), [], TOK, 4, torch.Generator()), "tasks"),
+    (
+        "evaluate-episodes",
+        lambda: evaluate(_agent(), make_tasks("heldout", "defect"), TOK, 0, torch.Generator()),
+        "episodes_per_task",
+    ),
+    ("train-rl-no-tasks", lambda: train_rl(_agent(), [], TOK, RLConfig(), 1), "tasks"),
+    (
+        "train-rl-steps",
+        lambda: train_rl(_agent(), make_tasks("train", "defect"), TOK, RLConfig(), 0),
+        "steps",
+    ),
+    ("tasks-gym", lambda: make_tasks("train", "bogus"), "gym"),
     ("cosim-target", lambda: CosimConfig(target_pass_rate=True), "target_pass_rate"),
+    ("cosim-gym", lambda: CosimConfig(gym="bogus"), "gym"),
     ("cosim-eval-episodes", lambda: CosimConfig(eval_episodes_per_task=0), "eval_episodes_per_task"),
     ("group-advantages", lambda: group_advantages(torch.zeros(6), 4), "rewards"),
     ("group-size-zero", lambda: group_advantages(torch.zeros(6), 0), "group_size"),
@@ -99,10 +124,26 @@ COSIM_FLAGS: list[tuple[str, Callable[[], Any], str]] = [  # the co-simulation s
     ("stored-runs-absent", lambda: cosim_report._stored_runs("/nonexistent/x.json", "--json"), "--json"),
 ]
 
+COSIM_EPISODES: list[tuple[str, Callable[[], Any], str]] = [  # scenarios.cosim_episodes: pipesim's FieldError
+    ("tokens-scale", lambda: CosimDurations(tokens_scale=0), "tokens_scale"),
+    ("tool-sigma", lambda: CosimDurations(tool_sigma=-1.0), "tool_sigma"),
+    ("groups-unsorted", lambda: batch_advantages(torch.ones(3), [(1, 0), (0, 0), (0, 1)]), "groups"),
+    ("groups-count", lambda: batch_advantages(torch.ones(3), [(0, 0)]), "groups"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "field"), [r[1:] for r in COSIM_EPISODES], ids=[r[0] for r in COSIM_EPISODES]
+)
+def test_the_cosimulation_episodes_name_the_field_they_refuse(call: Callable[[], Any], field: str) -> None:
+    check_refusal(call, FieldError, field)
+
+
 MISMATCH: list[tuple[str, Callable[[], Any], str]] = [
     ("probe-batch", lambda: ProbeConfig(n_prompts=4, batch_n=5), "batch_n"),
     ("probe-seed", lambda: ProbeConfig(seed=2**64), "seed"),
     ("probe-prompts", lambda: ProbeConfig(n_prompts=2.0), "n_prompts"),  # type: ignore[arg-type]
+    ("probe-prompts-zero", lambda: ProbeConfig(n_prompts=0), "n_prompts"),
     ("probe-engine-batches", lambda: ProbeConfig(engine_batches=(1, 0)), "engine_batches"),
     ("probe-knobs", lambda: ProbeConfig(knobs=1), "knobs"),  # type: ignore[arg-type]
     (

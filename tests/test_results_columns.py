@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from pipesim import PipelineConfig, Scenario, run
 from pipesim.core.episode import ABORTED, RUNNING, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
+from pipesim.core.validate import FieldError
 from pipesim.policies.base import PartialRollout
 from pipesim.policies.faults import Timeout
 from pipesim.policies.replicas import PerReplicaSync, Replicas
@@ -35,6 +36,7 @@ from pipesim.results.run import RunResult
 from pipesim.testing import policy_scenarios, scenarios
 from pipesim.workload.durations import LogNormalDurations, TraceDurations
 from tests.reference_results import ReferenceRunResult
+from tests.test_refusals_core import check_refusal
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -260,8 +262,7 @@ def test_sums_add_left_to_right_like_python(values: list[float]) -> None:
 def test_columns_from_arrays_and_update_index() -> None:
     cols = EpisodeColumns.from_arrays({"start_s": [0.0, 1.0], "status": np.array([0, 2], dtype=np.int8)})
     assert cols.n == 2 and cols.status_names[2] == TRAINED and cols.start_s.tolist() == [0.0, 1.0]
-    with pytest.raises(ValueError, match="differ in length"):
-        EpisodeColumns.from_arrays({"a": [1], "b": [1, 2]})
+    check_refusal(lambda: EpisodeColumns.from_arrays({"a": [1], "b": [1, 2]}), FieldError, "arrays")
     ups = [UpdateRecord(0, 1, 1, True, replica=1), UpdateRecord(1, 2, 2, True)]
     u = UpdateIndex(ups, lambda: np.array([0, 1]))
     assert not u.shared

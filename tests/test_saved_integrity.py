@@ -256,8 +256,9 @@ def test_a_summary_that_disagrees_with_its_tables_is_refused_naming_the_field(
     assert summary[key] != value
     (saved / "summary.json").write_text(json.dumps({**summary, key: value}))
     reseal(saved)
-    with pytest.raises(SavedRunError, match=rf"summary\.json: {key} is {value!r}, but") as info:
+    with pytest.raises(SavedRunError) as info:
         load(saved)
+    assert (info.value.field, info.value.file) == (key, str(saved / "summary.json")), str(info.value)
     assert "\n" not in str(info.value)
 
 
@@ -279,8 +280,9 @@ def test_any_changed_count_is_refused(saved_once: Path, key: str, delta: float) 
     try:
         (saved_once / "summary.json").write_text(json.dumps(summary))
         reseal(saved_once)
-        with pytest.raises(SavedRunError, match=rf"summary\.json: {key} is "):
+        with pytest.raises(SavedRunError) as info:
             load(saved_once)
+        assert (info.value.field, info.value.file) == (key, str(saved_once / "summary.json"))
     finally:
         (saved_once / "summary.json").write_bytes(original)
         reseal(saved_once)
@@ -367,7 +369,7 @@ def test_a_save_over_a_run_replaces_it_whole_and_leaves_nothing_beside(
 
 
 def test_a_format_1_run_loads_with_a_warning_and_saves_as_format_2(tmp_path: Path) -> None:
-    with pytest.warns(UnverifiedRunWarning, match="format 1, without content hashes") as record:
+    with pytest.warns(UnverifiedRunWarning) as record:  # its type says it: no hashes to check
         old = load(V1_FIXTURE)
     assert len(record) == 1 and record[0].filename == __file__  # points at the caller
     assert old.summary()["episodes_trained"] == 8 == len(old.trained) == len(old.episode_table)
@@ -416,8 +418,9 @@ def test_save_refuses_a_directory_whose_meta_is_not_a_saved_runs(
     UnicodeDecodeError from save; now it is no saved run, so a non-empty directory save refuses."""
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "meta.json").write_bytes(meta)
-    with pytest.raises(SavedRunError, match="not a saved run; refusing"):
+    with pytest.raises(SavedRunError) as info:
         save(small_run, tmp_path / "d")
+    assert (info.value.field, info.value.file) == ("", str(tmp_path / "d"))
     assert (tmp_path / "d" / "meta.json").read_bytes() == meta and _siblings(tmp_path / "d") == ["d"]
 
 
@@ -433,8 +436,9 @@ def test_save_refuses_the_current_directory_or_one_above_it(
     here = run_dir / "work" if target == ".." else tmp_path / "work"
     here.mkdir()
     monkeypatch.chdir(here)
-    with pytest.raises(SavedRunError, match="the current directory or one above it"):
+    with pytest.raises(SavedRunError) as info:
         save(small_run, target)
+    assert (info.value.field, info.value.file) == ("", str(here if target == "." else here.parent))
     assert list(here.iterdir()) == []  # nothing written, nothing beside
     inside = [*before, "work"] if target == ".." else before
     assert sorted(f.name for f in run_dir.iterdir()) == sorted(inside)

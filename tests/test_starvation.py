@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from pipesim import run
+from pipesim.core.validate import FieldError
 from scenarios import starvation
+from tests.test_refusals_core import check_refusal
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,7 @@ def test_a_requeued_task_keeps_its_id_and_its_length() -> None:
 
 
 def test_unknown_design_is_refused() -> None:
-    with pytest.raises(ValueError, match="design"):
-        starvation.scenario("sometimes", 1)
+    check_refusal(lambda: starvation.scenario("sometimes", 1), FieldError, "design")
 
 
 def test_cli_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from pipesim import DropStale, Timeout, run
+from pipesim.core.validate import FieldError
 from pipesim.io.registry import FIG13_1, get_scenario
 from pipesim.io.viz import (
     design_comparison_figure,
@@ -19,6 +20,7 @@ from pipesim.io.viz import (
     timeline,
     timelines,
 )
+from tests.test_refusals_core import check_refusal
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +115,11 @@ def test_forced_webgl_matches_svg_segments(fig13_1: dict) -> None:
     assert len(hover.x) == len(fig13_1["async"].events.query("kind == 'gen'"))
 
 
-def test_timelines_rejects_non_results() -> None:
-    with pytest.raises(ValueError, match="'bad' is a dict"):
-        timelines({"bad": {}})  # type: ignore[dict-item]
+@pytest.mark.parametrize(
+    ("results", "field"), [({"bad": {}}, "results['bad']"), ({}, "results"), ([], "results")]
+)
+def test_timelines_rejects_non_results(results: object, field: str) -> None:
+    check_refusal(lambda: timelines(results), FieldError, field)  # type: ignore[arg-type]
 
 
 def _agg(n_seeds: int) -> pd.DataFrame:
@@ -143,8 +147,12 @@ def test_sweep_figures_draw_bands_only_over_several_seeds() -> None:
 
 
 def test_sweep_figure_names_missing_columns() -> None:
-    with pytest.raises(ValueError, match="throughput_per_hour_lo"):
-        lines_figure(_agg(2).drop(columns=["throughput_per_hour_lo"]), "max_staleness", "throughput_per_hour")
+    agg = _agg(2).drop(columns=["throughput_per_hour_lo"])
+    check_refusal(
+        lambda: lines_figure(agg, "max_staleness", "throughput_per_hour"),
+        FieldError,
+        "agg.throughput_per_hour_lo",
+    )
 
 
 def test_html_embeds_plotlyjs_once_and_loads_nothing(fig13_1: dict) -> None:

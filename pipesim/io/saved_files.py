@@ -105,9 +105,10 @@ def reading(path: Path) -> Iterator[None]:
         ) from None
     except _read_errors() as exc:
         first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if isinstance(exc, KeyError):
-            first = f"lacks {first}"
         field = exc.field if isinstance(exc, FieldError) else ""
+        if isinstance(exc, KeyError):  # a key or column read and not there: it is the field
+            first = f"lacks {first}"
+            field = exc.args[0] if exc.args and isinstance(exc.args[0], str) else ""
         raise SavedRunError(f"{path}: {first[:300]}", field, str(path)) from None
 
 

@@ -218,13 +218,14 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
     elif fmt == "yaml":
         import yaml
 
-        from pipesim.io.yamlfile import load_yaml
+        from pipesim.io.yamlfile import RepeatedKey, load_yaml
 
         try:
             data = load_yaml(text)
-        except yaml.YAMLError as exc:
+        except yaml.YAMLError as exc:  # a key given twice is named; the rest refuses the whole file
             text = " ".join(str(exc).split())
-            raise ScenarioFileError(f"{source}: not valid YAML: {text}", "", source) from None
+            field = exc.path if isinstance(exc, RepeatedKey) else ""
+            raise ScenarioFileError(f"{source}: not valid YAML: {text}", field, source) from None
     else:
         raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
     return scenario_from_dict(data, source)

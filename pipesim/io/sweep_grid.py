@@ -135,7 +135,8 @@ def aggregate(
     return pd.DataFrame(rows, columns=columns)
 
 
-def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any]) -> None:
+def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any], field: str) -> None:
+    """FieldError naming ``field[i]`` (the repeat's index) where a label repeats an earlier one."""
     for i, lab in enumerate(labels):
         # equality, not identity: 1 and 1.0 would share a row of the table just the same
         for j in range(i):
@@ -144,7 +145,7 @@ def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any]) -> No
                 raise FieldError(
                     f"{what} holds {shown(labels[j])} twice{same}: each value may appear once, since cells "
                     f"are labelled by value and a repeat would count the same runs twice",
-                    f"{what}[{i}]",
+                    f"{field}[{i}]",
                 )
 
 
@@ -165,19 +166,20 @@ def grid(
     over = dict(over or {})
     if "seed" in over:
         raise FieldError(
-            "over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)", "over[seed]"
+            "over['seed']: a sweep runs its seeds in every cell; pass seeds= (a count, a list)", "over.seed"
         )
-    for k, vs in over.items():
+    for k, vs in over.items():  # the field is over.<key> (a mapping's key is dotted, as in a file)
         if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
-            raise refuse(f"over[{shown(k)}]", f"must be a non-empty list of values, got {shown(vs)}")
-        _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs])
+            msg = f"over[{shown(k)}] must be a non-empty list of values, got {shown(vs)}"
+            raise FieldError(msg, f"over.{k}")
+        _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs], f"over.{k}")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise refuse("seeds", f"must be >= 1, got {seeds}")
     elif not (isinstance(seeds, Sequence) and seeds and all(isinstance(s, int) for s in seeds)):
         raise refuse("seeds", f"must be a count >= 1 or a non-empty list of integers, got {shown(seeds)}")
     else:
-        _check_unique("seeds", seeds, seeds)
+        _check_unique("seeds", seeds, seeds, "seeds")
     cells: list[Cell] = []
     for design, base in designs.items():
         seed_list = list(range(base.seed, base.seed + seeds)) if isinstance(seeds, int) else list(seeds)

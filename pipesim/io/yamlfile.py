@@ -5,7 +5,9 @@
 * Numbers in exponent notation without a dot (``1e3``, ``6e1``, ``1e-300``) are floats, as in
   YAML 1.2 and TOML; PyYAML's YAML 1.1 resolver reads them as strings.
 
-Errors are :class:`yaml.YAMLError`, as the safe loader's are, so callers keep one ``except``.
+Errors are :class:`yaml.YAMLError`, as the safe loader's are, so callers keep one ``except``; a
+repeated key is a :class:`RepeatedKey` whose ``path`` is the key's dotted path in the document
+(``pipeline.batch_size``), which a file's refusal reports as its field.
 """
 
 from __future__ import annotations
@@ -15,13 +17,44 @@ from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from pipesim.core.errors import shown
 
 
+class RepeatedKey(ConstructorError):
+    """A key given twice in one mapping: ``path`` its dotted path (``pipeline.batch_size``)."""
+
+    def __init__(self, path: str, *args: Any) -> None:
+        super().__init__(*args)
+        self.path = path
+
+
+def _steps_to(root: Node | None, target: Node) -> list[str] | None:
+    """The steps from ``root`` down to ``target`` (``.key`` through a mapping, ``[i]`` through a
+    sequence); None when ``target`` is not below ``root``."""
+    if root is target:
+        return []
+    children: list[tuple[str, Node]] = []
+    if isinstance(root, MappingNode):
+        children = [(f".{k.value if isinstance(k, ScalarNode) else '?'}", v) for k, v in root.value]
+    elif isinstance(root, SequenceNode):
+        children = [(f"[{i}]", v) for i, v in enumerate(root.value)]
+    for step, child in children:
+        below = _steps_to(child, target)
+        if below is not None:
+            return [step, *below]
+    return None
+
+
 class StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` refusing duplicate keys and reading ``1e3`` as a float."""
+
+    _root: Node | None = None
+
+    def construct_document(self, node: Node) -> Any:
+        self._root = node  # where a repeated key's path starts
+        return super().construct_document(node)
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -34,7 +67,9 @@ class StrictLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: the safe loader says so itself
                 break
             if duplicate:
-                raise ConstructorError(
+                name = "".join([*(_steps_to(self._root, node) or []), f".{key}"]).lstrip(".")
+                raise RepeatedKey(
+                    name,
                     "while reading a mapping",
                     node.start_mark,
                     f"the key {shown(key)} is given twice",

@@ -126,7 +126,7 @@ class EpisodeColumns:
         """A view over given columns (``status`` as codes into ``status_names``); no episode objects."""
         lengths = {len(v) for v in arrays.values()}
         if len(lengths) > 1:
-            raise FieldError(f"columns differ in length: {sorted(lengths)}", "arrays")
+            raise FieldError(f"arrays: columns differ in length: {sorted(lengths)}", "arrays")
         self = cls([])
         self.n = lengths.pop() if lengths else 0
         self.__dict__["status_names"] = tuple(status_names)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.phasefit import PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile
+from pipesim.core.validate import FieldError
 
 FIXED = ("fwd_efficiency", "micro_batch_s", "optimizer_step_s", "step_s")
 """The profile constants the transfer fit keeps (one row of two phases cannot set them)."""
@@ -107,13 +108,13 @@ def fit_trainer(
     """The fit of the module docstring: ``trainer`` is the stated run's (its profile is the one
     refitted), ``tokens_per_step`` and ``samples_per_step`` what it trained per trainer step;
     ``step_s``, ``gen_s`` and ``update_s`` the row's published step, ``gen`` and ``update_actor``
-    over ``k`` trainer steps. ``ValueError`` naming ``row`` when the fit leaves a constant out of
+    over ``k`` trainer steps. ``FieldError`` naming ``row`` when the fit leaves a constant out of
     range (an ``update_actor`` too short for any efficiency in (0, 1])."""
     obs = observations(trainer, tokens_per_step, samples_per_step, k, step_s, gen_s, update_s)
     base = trainer.framework
     try:
         fitted: ProfileFit = fit_profile(base, obs, fix=FIXED)
-    except ValueError as e:
-        raise ValueError(f"{row}: {e}") from None
+    except ValueError as e:  # a FieldError keeps its field (observations), the row in front
+        raise FieldError(f"{row}: {e}", getattr(e, "field", "")) from None
     name = f"{base.name} (fitted)"
     return TrainerFit(dataclasses.replace(fitted.profile, name=name, source=f"fitted on {row}"), row)

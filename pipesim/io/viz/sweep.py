@@ -60,7 +60,8 @@ def _integer_axis(fig: go.Figure, values: Sequence[object], **where: int) -> Non
 def _need(agg: pd.DataFrame, cols: Sequence[str]) -> None:
     missing = [c for c in cols if c not in agg.columns]
     if missing:
-        raise FieldError(f"aggregate table lacks columns {missing}; it has {list(agg.columns)}", "agg")
+        msg = f"aggregate table lacks columns {missing}; it has {list(agg.columns)}"
+        raise FieldError(msg, f"agg.{missing[0]}")  # the argument's first missing column
 
 
 def add_band_line(

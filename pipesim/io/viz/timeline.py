@@ -33,7 +33,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
-from pipesim.core.validate import FieldError, refuse
+from pipesim.core.validate import FieldError
 from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
@@ -340,11 +340,12 @@ def timelines(
     Each run has two rows: its trainer and sync lanes, ``LANE_ROW_PX`` pixels high whatever the
     number of slots, and its slots below them."""
     named = dict(results) if isinstance(results, Mapping) else {r.scenario.name: r for r in results}
-    if not named:
-        raise refuse("timelines", "needs at least one RunResult")
+    if not named:  # the field is the argument (results), an item its key: results['sync']
+        raise FieldError("timelines: results needs at least one RunResult", "results")
     for k, r in named.items():
         if not (isinstance(r, RunResult) or (hasattr(r, "events") and hasattr(r, "episode_table"))):
-            raise FieldError(f"timelines: {shown(k)} is a {type(r).__name__}, not a RunResult", "timelines")
+            msg = f"timelines: results[{shown(k)}] is a {type(r).__name__}, not a RunResult"
+            raise FieldError(msg, f"results[{shown(k)}]")
     titles: list[str] = []
     px: list[int] = []
     for k, r in named.items():
