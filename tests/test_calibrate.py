@@ -26,6 +26,7 @@ from pipesim.calibrate.fit import _lengths, capped_mean
 from pipesim.calibrate.sample import sample_log
 from pipesim.calibrate.trainer import config, fit_trainer_profile, switch_s
 from pipesim.compute.phases import phase_times_s
+from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
 from pipesim.plan import specfile
 from pipesim.plan.runspec import from_dict, load, read, run
@@ -632,5 +633,6 @@ def test_fit_profile_weights_equal_for_all_change_nothing_and_bad_ones_are_refus
         assert getattr(b.profile, k) == pytest.approx(getattr(a.profile, k), rel=1e-9)
         assert b.intervals[k] == pytest.approx(a.intervals[k], rel=1e-9)
     for bad in ([1.0] * (len(obs) - 1), [0.0] * len(obs), [math.nan] * len(obs)):
-        with pytest.raises(ValueError, match="^weights"):
+        with pytest.raises(FieldError) as err:
             fit_profile(cfg.framework, obs, fix=fix, weights=bad)
+        assert err.value.field == "weights"

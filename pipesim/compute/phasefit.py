@@ -120,7 +120,7 @@ def fit_profile(
     if weights is not None:  # weighted least squares: each row scaled by sqrt(weight)
         w = np.sqrt(np.asarray(weights, float))
         if w.shape != y.shape or not np.all(np.isfinite(w)) or not np.all(w > 0):
-            raise ValueError(f"weights: one positive finite number per observation, got {shown(weights)}")
+            raise refuse("weights", f"one positive finite number per observation, got {shown(weights)}")
         x, y = x * w[:, None], y * w
     a = x[:, free]
     scale = np.linalg.norm(a, axis=0)
