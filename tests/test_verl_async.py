@@ -98,3 +98,18 @@ def test_a_group_cap_below_one_prompt_is_refused() -> None:
     with pytest.raises(FieldError) as err:
         VerlRollouter(0.5, 1, max_concurrent=3, samples_per_prompt=4)
     assert err.value.field == "max_concurrent"
+
+
+def test_gen_is_the_trainers_wait_without_the_weight_sync() -> None:
+    """fully_async_trainer.py times wait_last_valid and sync_weights into timing_s/param_sync,
+    outside the ``step`` and ``gen`` timers: a README step's predicted ``gen`` is its trainer
+    steps' span less their training, less the one weight sync of the parameter version. Before:
+    the sync was counted as ``gen`` (the 64-GPU row's 1.96 s of ``gen`` was its sync)."""
+    from scenarios.published import verl
+
+    k = verl.VERL_SYNC_STEP
+    m = verl.verl_async(64, 0.5, True)
+    assert m.syncs >= 2 and m.sync_s > 0
+    span_less_train = k * (m.steady_step_s - m.steady_train_s)
+    assert m.gen_s(k) == pytest.approx(max(span_less_train - m.sync_s, 0.0))
+    assert m.gen_s(k) < span_less_train
