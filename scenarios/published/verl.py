@@ -2,8 +2,11 @@
 
 Sources: volcengine/verl ``recipe/fully_async_policy/README.md`` ("Experiments") and the scripts
 under ``recipe/fully_async_policy/exp/qwen2-7B-math_128/`` (named beside each value). The preset
-is :func:`scenarios.systems.verl_fully_async` (the rollouter's counter, the message queue, partial
-rollouts resent with a re-prefill).
+is :func:`scenarios.systems.verl_fully_async` (the rollouter's counter and its concurrency cap, both
+in prompts of ``rollout.n`` responses; the message queue; partial rollouts resent with a re-prefill).
+A fully async run's ``gen`` is verl's: the trainer's wait for samples without the weight sync
+(:class:`VerlAsyncMeasured`). ``docs/published.md`` ("verlasync") answers what verl measures and
+does, with file and line.
 """
 
 from __future__ import annotations
