@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from pipesim import run
 from pipesim.core.validate import FieldError
+from pipesim.policies.groups import WholeGroups
 from pipesim.policies.verl import VerlRollouter
 from pipesim.results.run import RunResult
 from pipesim.testing import check_invariants
@@ -93,11 +94,25 @@ def test_the_stale_counter_caps_whole_prompts(
     assert all(len(eps) == n for eps in _groups(r, n).values())
 
 
-def test_a_group_cap_below_one_prompt_is_refused() -> None:
-    """A cap of fewer responses than one prompt has could never start a prompt: refused, naming it."""
+def _other_batching() -> None:
+    sc = systems.verl_fully_async(samples_per_prompt=4, batch_size=8, **SMALL)
+    run(sc.with_(batching=WholeGroups(4)))
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        # fewer responses than one prompt has: not one prompt could ever start
+        (lambda: VerlRollouter(0.5, 1, max_concurrent=3, samples_per_prompt=4), "max_concurrent"),
+        # complete prompts are counted in the group book VerlMessageQueue keeps; another batch
+        # rule takes groups out without it
+        (_other_batching, "samples_per_prompt"),
+    ],
+)
+def test_prompt_rollouter_refusals_name_the_field(make: Any, field: str) -> None:
     with pytest.raises(FieldError) as err:
-        VerlRollouter(0.5, 1, max_concurrent=3, samples_per_prompt=4)
-    assert err.value.field == "max_concurrent"
+        make()
+    assert err.value.field == field
 
 
 def test_gen_is_the_trainers_wait_without_the_weight_sync() -> None:

@@ -114,6 +114,14 @@ class VerlRollouter:
         """verl's ``len(active_tasks)`` with n > 1: prompt groups started and not yet complete
         (complete: trained, evicted whole by the queue, or all n buffered)."""
         n, b = self.samples_per_prompt, p.batch_size
+        queue = p.scenario.batching
+        if not (isinstance(queue, VerlMessageQueue) and queue.samples_per_group == n):
+            raise FieldError(
+                f"VerlRollouter with samples_per_prompt {n} counts complete prompts in the group book "
+                f"its VerlMessageQueue keeps: give batching=VerlMessageQueue(samples_per_group={n}) "
+                f"(scenarios.systems.verl_fully_async does), not {type(queue).__name__}",
+                "samples_per_prompt",
+            )
         book = group_book(p, n, b, "VerlRollouter")
         book.absorb(p.buffered)
         done = (p.batches_taken * b + p.n_dropped) // n + len(book.complete)
