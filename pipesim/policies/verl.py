@@ -197,7 +197,10 @@ class VerlMessageQueue:
       (per-replica or in-flight updates, which verl does not have) would need the version each
       episode finished under and the queue's version at that instant, which the port does not
       expose. That needs a hook: ``Episode.finish_version`` on the port, or a batch-policy
-      ``on_put(episode, p)`` the engine calls when an episode enters the buffer.
+      ``on_put(episode, p)`` the engine calls when an episode enters the buffer. (The check is in
+      development versions of the recipe; in the merged ``message_queue.py``, at ``b25bb7d4f``
+      (``put_sample``, lines 67-96) and at verl's newest snapshot ``b178a3c``, it only evicts when
+      full. Either way nothing is dropped.)
     * ``samples_per_group`` n > 1: a queue item is a ``RolloutSample``, one prompt with its
       ``rollout.n`` responses (``_process_single_sample_streaming`` puts it once
       ``generate_single_sample_async`` has all n), so the queue holds complete groups (sample
