@@ -149,6 +149,11 @@ def verl_fully_async(
       never drops a sample (the class says why, and what hook other weight updates would need).
       ``samples_per_prompt`` (``rollout.n``) > 1: one episode is one response and a queue item
       is a prompt's ``rollout.n`` responses, queued once all are done.
+    * ``samples_per_prompt`` > 1 also makes the rollouter work in prompts, as verl's does
+      (``_processor_worker``: one ``active_tasks`` entry and one count per ``RolloutSample``):
+      a prompt's responses start together, the counter's cap is a whole number of prompts, and
+      ``max_concurrent_samples`` (given in responses) caps the prompts in flight, each holding
+      its place until its last response finishes (:class:`~pipesim.policies.systems.VerlRollouter`).
     """
     check_int("trigger_parameter_sync_step", trigger_parameter_sync_step, 1)
     check_int("require_batches", require_batches, 1)
@@ -166,7 +171,7 @@ def verl_fully_async(
     inner: WeightUpdate = AbortReprefill() if partial_rollout else Drain()
     wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
     k = trigger_parameter_sync_step
-    adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size)
+    adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size, samples_per_prompt)
     queue = VerlMessageQueue(max_queue_size, staleness_threshold, k, samples_per_prompt)
     return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
 

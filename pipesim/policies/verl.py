@@ -3,7 +3,8 @@
 * :class:`VerlRollouter` -- the rollouter's stale-sample counter (``fully_async_rollouter.py``),
   reset at each parameter update to the work in flight and queued; generation pauses while it
   reaches ``(1 + staleness_threshold) x trigger_parameter_sync_step x require_batches x
-  ppo_mini_batch_size`` or the queue is full; concurrency capped by ``max_concurrent_samples``.
+  ppo_mini_batch_size`` or the queue is full; concurrency capped by ``max_concurrent_samples``
+  prompts, each holding its place until all its ``rollout.n`` responses are done.
 * :class:`VerlMessageQueue` -- ``message_queue.py`` (``MessageQueue.put_sample``): a bounded
   queue that evicts its oldest sample when full; its freshness check (:func:`verl_put_accepted`).
 
@@ -63,12 +64,28 @@ class VerlRollouter:
     this rule with :class:`~pipesim.policies.updates.AbortReprefill`. verl's processor also waits
     for every active task to finish after a pause before it looks again; nothing can start then
     anyway (the counter only moves at a reset), so that wait changes nothing here.
+
+    **Prompts, not responses** (``samples_per_prompt`` n = ``rollout.n`` > 1; one episode is one
+    response, group ``t // n``). verl's unit of work is a ``RolloutSample``: one prompt, whose n
+    responses ``generate_sequences_no_post`` (``agent_loop/agent_loop.py``) starts together as n
+    requests and gathers; ``_processor_worker`` adds it to ``active_tasks`` as *one* task, counts
+    it once in ``staleness_samples`` and caps ``len(active_tasks)`` at ``max_concurrent_samples``
+    (``while len(self.active_tasks) >= self.max_concurrent_samples``: wait for one task to
+    complete). So here, with n > 1: new work starts as whole groups (the rest of a group in
+    progress is always admitted); a group is *active* from its start until all n of its
+    responses have finished, and a new one starts only while fewer than ``max_concurrent // n``
+    groups are active (``max_concurrent`` stays in responses, ``servers x 16 x n`` for verl's
+    ``servers x 16`` prompts); and the counter's cap is verl's, in prompts:
+    ``int(B / n x (1 + threshold) x k)`` groups. A group's short responses therefore keep its
+    place while its longest one decodes, which caps the responses in flight below the slots
+    (the per-response cap this replaces refilled a place as soon as any response finished).
     """
 
     staleness_threshold: float = 0.5
     trigger_parameter_sync_step: int = 1
     max_concurrent: int | None = None
     max_queue_size: int | None = None
+    samples_per_prompt: int = 1
 
     def __post_init__(self) -> None:
         check_number("staleness_threshold", self.staleness_threshold, 0.0)
@@ -77,10 +94,38 @@ class VerlRollouter:
             check_int("max_concurrent", self.max_concurrent, 1)
         if self.max_queue_size is not None:
             check_int("max_queue_size", self.max_queue_size, 1)
+        check_int("samples_per_prompt", self.samples_per_prompt, 1)
+        n = self.samples_per_prompt
+        if n > 1 and self.max_concurrent is not None and self.max_concurrent < n:
+            raise FieldError(
+                f"max_concurrent {self.max_concurrent} < samples_per_prompt {n}: not one prompt "
+                "group could ever run",
+                "max_concurrent",
+            )
 
     def max_required_samples(self, batch_size: int) -> int:
-        """verl's ``max_required_samples``: int() truncates, as in ``set_max_required_samples``."""
-        return int(batch_size * (self.staleness_threshold + 1) * self.trigger_parameter_sync_step)
+        """verl's ``max_required_samples`` (in responses): int() truncates, as in
+        ``set_max_required_samples``, and verl counts prompts, so with n > 1 it is a whole
+        number of prompt groups."""
+        n, k = self.samples_per_prompt, self.trigger_parameter_sync_step
+        return int(batch_size // n * (self.staleness_threshold + 1) * k) * n
+
+    def active_groups(self, p: PipelineView) -> int:
+        """verl's ``len(active_tasks)`` with n > 1: prompt groups started and not yet complete
+        (complete: trained, evicted whole by the queue, or all n buffered)."""
+        n, b = self.samples_per_prompt, p.batch_size
+        queue = p.scenario.batching
+        if not (isinstance(queue, VerlMessageQueue) and queue.samples_per_group == n):
+            raise FieldError(
+                f"VerlRollouter with samples_per_prompt {n} counts complete prompts in the group book "
+                f"its VerlMessageQueue keeps: give batching=VerlMessageQueue(samples_per_group={n}) "
+                f"(scenarios.systems.verl_fully_async does), not {type(queue).__name__}",
+                "samples_per_prompt",
+            )
+        book = group_book(p, n, b, "VerlRollouter")
+        book.absorb(p.buffered)
+        done = (p.batches_taken * b + p.n_dropped) // n + len(book.complete)
+        return -(-p.started // n) - done
 
     def stale_samples(self, p: PipelineView) -> int:
         """verl's ``staleness_samples`` now: the reset value at the last update plus new starts."""
@@ -89,15 +134,25 @@ class VerlRollouter:
         return p.started - p.n_dropped - param_version * p.batch_size
 
     def admits(self, p: PipelineView) -> bool:
+        n = self.samples_per_prompt
+        if n > 1 and p.started % n:
+            return True  # the rest of the prompt group being started: its n requests go together
         cap = self.max_required_samples(p.batch_size)
         concurrent = cap if self.max_concurrent is None else min(self.max_concurrent, cap)
-        if p.n_running >= concurrent:
+        if n > 1:
+            if self.active_groups(p) >= concurrent // n:
+                return False
+        elif p.n_running >= concurrent:
             return False
         return not self.closed(p)
 
     def closed(self, p: PipelineView) -> bool:
         """The counter or the queue says no: a finishing episode only grows the queue, so only a
-        start, a drop or a new version changes this (the concurrency cap is not part of it)."""
+        start, a drop or a new version changes this (the concurrency cap is not part of it; nor
+        is a prompt group half started, which is always admitted)."""
+        n = self.samples_per_prompt
+        if n > 1 and p.started % n:
+            return False
         cap = self.max_required_samples(p.batch_size)
         queue_cap = cap if self.max_queue_size is None else self.max_queue_size
         return self.stale_samples(p) >= cap or p.n_buffered >= queue_cap
@@ -142,7 +197,10 @@ class VerlMessageQueue:
       (per-replica or in-flight updates, which verl does not have) would need the version each
       episode finished under and the queue's version at that instant, which the port does not
       expose. That needs a hook: ``Episode.finish_version`` on the port, or a batch-policy
-      ``on_put(episode, p)`` the engine calls when an episode enters the buffer.
+      ``on_put(episode, p)`` the engine calls when an episode enters the buffer. (The check is in
+      development versions of the recipe; in the merged ``message_queue.py``, at ``b25bb7d4f``
+      (``put_sample``, lines 67-96) and at verl's newest snapshot ``b178a3c``, it only evicts when
+      full. Either way nothing is dropped.)
     * ``samples_per_group`` n > 1: a queue item is a ``RolloutSample``, one prompt with its
       ``rollout.n`` responses (``_process_single_sample_streaming`` puts it once
       ``generate_single_sample_async`` has all n), so the queue holds complete groups (sample

@@ -2,8 +2,11 @@
 
 Sources: volcengine/verl ``recipe/fully_async_policy/README.md`` ("Experiments") and the scripts
 under ``recipe/fully_async_policy/exp/qwen2-7B-math_128/`` (named beside each value). The preset
-is :func:`scenarios.systems.verl_fully_async` (the rollouter's counter, the message queue, partial
-rollouts resent with a re-prefill).
+is :func:`scenarios.systems.verl_fully_async` (the rollouter's counter and its concurrency cap, both
+in prompts of ``rollout.n`` responses; the message queue; partial rollouts resent with a re-prefill).
+A fully async run's ``gen`` is verl's: the trainer's wait for samples without the weight sync
+(:class:`VerlAsyncMeasured`). ``docs/published.md`` ("verlasync") answers what verl measures and
+does, with file and line.
 """
 
 from __future__ import annotations
@@ -87,6 +90,23 @@ def verl_colocate(n_gpus: int, v: Variant = POINT) -> Measured:
     return common.measure(sc, cl, verl_workload(v), tr, warmup=1, seed=v.seed)
 
 
+@dataclasses.dataclass(frozen=True)
+class VerlAsyncMeasured(Measured):
+    """A fully async run, whose ``gen`` is verl's: the trainer's wait for its samples, the weight
+    sync *not* included. ``fully_async_trainer.py`` (``fit``): the ``gen`` timer wraps
+    ``_get_samples_from_queue`` alone, and ``_trigger_parameter_sync_after_step`` times
+    ``wait_last_valid`` and ``sync_weights`` into their own ``timing_s/param_sync`` dict, outside
+    ``timing_s/step``; the ``MetricsAggregator`` sums ``timing_s/*`` over the
+    ``trigger_parameter_sync_step`` trainer steps of one parameter version (``detach_utils.py``,
+    ``time_sum``), so a README step's ``gen`` is the wait of its k trainer steps. (Colocated, verl's
+    ``gen`` wraps ``generate_sequences``, whose weight resharding into vLLM it includes:
+    :meth:`Measured.gen_s` is that one.)"""
+
+    def gen_s(self, k: int) -> float:
+        syncs = k / VERL_SYNC_STEP  # one weight sync per trigger_parameter_sync_step trainer steps
+        return max(super().gen_s(k) - syncs * self.sync_s, 0.0)
+
+
 @RunCache
 def verl_async(
     n_gpus: int, staleness_threshold: float, partial_rollout: bool, v: Variant = POINT
@@ -112,7 +132,8 @@ def verl_async(
         steps=published_steps * VERL_SYNC_STEP,
     )
     tr = _trainer(eng, train_gpus, old_logp=False, v=v)
-    return common.measure(sc, cl, verl_workload(v), tr, warmup=VERL_SYNC_STEP, seed=v.seed)
+    m = common.measure(sc, cl, verl_workload(v), tr, warmup=VERL_SYNC_STEP, seed=v.seed)
+    return VerlAsyncMeasured(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)})
 
 
 def verl_step_s(m: Measured, kernel_steps_per_step: int) -> float:
@@ -121,6 +142,15 @@ def verl_step_s(m: Measured, kernel_steps_per_step: int) -> float:
 
 
 def verl_diag(m: Measured, k: int) -> str:
+    """The step in phases; a fully async run also says whether its rollouter kept up: the wait
+    (verl's ``gen``) apart from the weight sync, and the rollouter's idle share (verl's
+    ``rollouter/idle_ratio``, over the whole run: near 0 means generation-bound)."""
     train = m.steady_train_s * k
     step = m.steady_step_s * k
-    return f"wait {step - train:.1f} s, train {train:.1f} s"
+    if not isinstance(m, VerlAsyncMeasured):
+        return f"wait {step - train:.1f} s, train {train:.1f} s"
+    idle = m.summary.get("fully_async/rollouter/idle_ratio", float("nan"))
+    return (
+        f"wait {m.gen_s(k):.1f} s + sync {step - train - m.gen_s(k):.1f} s, train {train:.1f} s, "
+        f"rollouter idle {idle:.0%}"
+    )
