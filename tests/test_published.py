@@ -87,13 +87,22 @@ def _fake_measured(scenario: Any, trainer: Any = None) -> published.Measured:
     )
 
 
+class _Calls(list):  # type: ignore[type-arg]
+    """The recorded runs (scenario, cluster, workload, trainer), and each scenario's routing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.routing: dict[str, Any] = {}
+
+
 @pytest.fixture
 def recorded(monkeypatch, fresh_runs):
     """Every run the claims ask for, recorded instead of simulated (a fixed fake result)."""
-    calls: list[tuple[Any, Any, Any, Any]] = []
+    calls: _Calls = _Calls()
 
-    def fake(scenario, cluster, workload, trainer, warmup, seed=0):
+    def fake(scenario, cluster, workload, trainer, warmup, seed=0, routing=None):
         calls.append((scenario, cluster, workload, trainer))
+        calls.routing[scenario.name] = routing
         return _fake_measured(scenario, trainer)
 
     monkeypatch.setattr(published.common, "measure", fake)  # every system module calls common.measure
@@ -232,6 +241,9 @@ def test_each_claims_setup(recorded):
     assert verl[1].n_gpus == 128 and verl[1].colocated and verl[1].engine.gpu.name == GPUS["h20"].name
     assert verl[0].pipeline.batch_size == 512 * 16 and verl[2].max_response_tokens == 28 * 1024
     assert verl[3].recompute_old_logp
+    # the hybrid engine's chunks of the interleaved batch: whole prompt groups of rollout.n per replica
+    home = calls.routing["verl colocate 128"]
+    assert isinstance(home, pipesim.GroupAffinity) and home.group_size == 16
     fa = [c for c in by["verl fully async"] if c[1].n_gpus == 128]
     assert {c[1].trainer_gpus for c in fa} == {64} and {c[0].pipeline.batch_size for c in fa} == {4 * 32 * 16}
     assert all(not c[3].recompute_old_logp for c in fa)

@@ -169,10 +169,13 @@ def measure(
     trainer: TrainerConfig | None,
     warmup: int,
     seed: int = 0,
+    routing: Any = None,
 ) -> Measured:
+    """One run of ``scenario`` on ``cluster``, its steady state measured after ``warmup`` steps;
+    ``routing`` picks each admitted sample's replica (None: the engine's ``LeastLoaded``)."""
     run_compute: Any = _lazy("run_compute")
     t0 = time.perf_counter()
-    run = run_compute(scenario, cluster, workload, seed=seed, trainer=trainer)
+    run = run_compute(scenario, cluster, workload, seed=seed, trainer=trainer, routing=routing)
     wall = time.perf_counter() - t0
     log = run.result.train_log
     steps = len(log)

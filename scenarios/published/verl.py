@@ -87,7 +87,10 @@ def verl_colocate(n_gpus: int, v: Variant = POINT) -> Measured:
     )
     cl = _cluster(eng, n_gpus, 0)
     tr = _trainer(eng, n_gpus, old_logp=True, v=v)
-    return common.measure(sc, cl, verl_workload(v), tr, warmup=1, seed=v.seed)
+    # the hybrid engine hands each TP group a contiguous chunk of the batch, whose rollout.n copies
+    # of a prompt are adjacent (``repeat(interleave=True)``): whole prompt groups per replica
+    routing = pipesim.GroupAffinity(VERL_N)
+    return common.measure(sc, cl, verl_workload(v), tr, warmup=1, seed=v.seed, routing=routing)
 
 
 @dataclasses.dataclass(frozen=True)
