@@ -31,7 +31,7 @@ from pipesim.compute import (
     TrainerConfig,
     length_spec,
 )
-from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS
+from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS, profiles
 from scenarios import published
 
 KEYS = {
@@ -194,12 +194,16 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
         assert trainer is not None
         assert trainer.optimizer_bytes_per_param == trainer_defaults.optimizer_bytes_per_param
         assert trainer.mfu is None and trainer.step_overhead_s == trainer_defaults.step_overhead_s
-        if trainer.profile is None:  # stated: the global default profile
-            assert trainer.framework == trainer_defaults.framework
-        else:  # transfer: exactly the profile fitted on the calibration row, and only for verl
-            assert trainer.profile == fit.profile
+        if trainer.profile == fit.profile:  # transfer: the profile fitted on the calibration row, verl only
             assert sc.name.startswith("verl")
             fitted += 1
+        else:  # stated: a registry profile by name (the default unless the system states its backend),
+            # its constants untouched; only the run's layout (tp, pp, ep) is the run's own
+            prof = trainer.framework
+            reg = profiles()[prof.name]
+            assert dataclasses.replace(prof, tp=reg.tp, pp=reg.pp, ep=reg.ep) == reg
+            if trainer.profile is None:
+                assert prof == trainer_defaults.framework
     assert fitted and any(r["protocol"] == "transfer" for r in rows)
     # and the source never names one (a per-claim constant would have to be written there); the
     # fit module sets the trainer's profile from a TrainerFit and names no number for it
