@@ -24,6 +24,7 @@ slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
 OpenRLHF async         OpenRLHFBatches                  Drain
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
+ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
 PipelineRL             PipelineRLLag                    InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
                                                         WholeGroups
@@ -48,6 +49,7 @@ from pipesim.policies.base import (
     not_a_knob,
 )
 from pipesim.policies.groups import WholeGroups
+from pipesim.policies.roll import RollReplayBuffer
 from pipesim.policies.systems import (
     OpenRLHFBatches,
     PipelineRLLag,
@@ -290,6 +292,32 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
         admission=RollGroupAdmission(ratio),
         weight_update=PartialRollout(),
         batching=RollGroupExpiry(ratio, samples_per_prompt),
+    )
+
+
+def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
+    """ROLL's RLVR pipeline asynchronous (``async_generation_ratio`` >= 1), from its code.
+
+    Source: alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py``, ``ReplayBuffer``
+    (``advance_step``, ``_check_send_new_request``, ``get_batch``, ``gc``) and ``ItemsGroup.get_batch``
+    -- the RLVR pipeline's scheduler; :func:`roll` models the agentic pipeline's ``GroupQueue``.
+    Supply: ``running + completed < ceil(B r) + (s + 1) B`` prompts, aborted prompts leaving both, so
+    they are sent again (:class:`~pipesim.policies.admission.AReaLThrottle` at eta = r). Batch:
+    oldest start step first, waiting on each step's running prompts, then the running prompts of
+    steps ``<= v - r`` aborted (:class:`~pipesim.policies.roll.RollReplayBuffer`, which discards
+    them as they finish: the one departure, stated there). In-flight samples pause for the sync
+    and continue (:class:`~pipesim.policies.base.PartialRollout`, as :func:`roll`). A prompt's
+    ``num_return_sequences_in_group`` samples (``samples_per_prompt``) are committed together.
+    """
+    check_int("async_generation_ratio", async_generation_ratio, 1)
+    return _scenario(
+        "ROLL RLVR",
+        pipeline,
+        async_generation_ratio,
+        "async_generation_ratio",
+        admission=AReaLThrottle(),
+        weight_update=PartialRollout(),
+        batching=RollReplayBuffer(async_generation_ratio, samples_per_prompt),
     )
 
 

@@ -250,11 +250,11 @@ def test_each_claims_setup(recorded):
     assert april[1].engine.tp == 2 and april[2].max_response_tokens == 16384
     assert april[0].batching.samples_per_group == 8  # 32 whole groups of 8 (--n-samples-per-prompt)
     # ROLL: the guide's RLVR example (64 x 8, 8K responses, ratio 1, 16 of 24 GPUs train) on 128 GPUs
-    roll_async, roll_sync = by["ROLL"][0], by["ROLL sync"][0]
+    roll_async, roll_sync = by["ROLL RLVR"][0], by["ROLL sync"][0]
     assert roll_async[1].n_gpus == roll_sync[1].n_gpus == 128 and roll_sync[1].colocated
     assert roll_async[1].trainer_gpus == 85 and roll_async[0].pipeline.batch_size == 64 * 8
     assert roll_async[2].max_response_tokens == 8192 and roll_async[2].samples_per_prompt == 8
-    assert roll_async[0].admission.ratio == 1
+    assert roll_async[0].batching.ratio == 1 and roll_async[0].pipeline.max_staleness == 1
     # whole prompt groups where the system's trainer takes them (verl's RolloutSample, AReaL's
     # RLVRWorkflow, ROLL's GroupQueue, APRIL's generate_rollout_async)
     assert {c[0].batching.samples_per_group for c in fa} == {16}
