@@ -298,16 +298,12 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
 def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
     """ROLL's RLVR pipeline asynchronous (``async_generation_ratio`` >= 1), from its code.
 
-    Source: alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py``, ``ReplayBuffer``
-    (``advance_step``, ``_check_send_new_request``, ``get_batch``, ``gc``) and ``ItemsGroup.get_batch``
-    -- the RLVR pipeline's scheduler; :func:`roll` models the agentic pipeline's ``GroupQueue``.
-    Supply: ``running + completed < ceil(B r) + (s + 1) B`` prompts, aborted prompts leaving both, so
-    they are sent again (:class:`~pipesim.policies.admission.AReaLThrottle` at eta = r). Batch:
-    oldest start step first, waiting on each step's running prompts, then the running prompts of
-    steps ``<= v - r`` aborted (:class:`~pipesim.policies.roll.RollReplayBuffer`, which discards
-    them as they finish: the one departure, stated there). In-flight samples pause for the sync
-    and continue (:class:`~pipesim.policies.base.PartialRollout`, as :func:`roll`). A prompt's
-    ``num_return_sequences_in_group`` samples (``samples_per_prompt``) are committed together.
+    Source: alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py``, ``ReplayBuffer`` and
+    ``ItemsGroup`` (:func:`roll` is the agentic pipeline's ``GroupQueue``): aborted prompts are sent
+    again (:class:`~pipesim.policies.admission.AReaLThrottle` at eta = ratio); batches take the
+    oldest start step first, waiting on its running prompts, then expire steps ``<= v - ratio``
+    (:class:`~pipesim.policies.roll.RollReplayBuffer`, whose docstring has the rules and its one
+    departure); in-flight samples pause for the sync and continue (``PartialRollout``).
     """
     check_int("async_generation_ratio", async_generation_ratio, 1)
     return _scenario(
