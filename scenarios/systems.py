@@ -24,6 +24,7 @@ slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
 OpenRLHF async         OpenRLHFBatches                  Drain
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
+ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
 PipelineRL             PipelineRLLag                    InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
                                                         WholeGroups
@@ -48,6 +49,7 @@ from pipesim.policies.base import (
     not_a_knob,
 )
 from pipesim.policies.groups import WholeGroups
+from pipesim.policies.roll import RollReplayBuffer
 from pipesim.policies.systems import (
     OpenRLHFBatches,
     PipelineRLLag,
@@ -295,6 +297,28 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
         admission=RollGroupAdmission(ratio),
         weight_update=PartialRollout(),
         batching=RollGroupExpiry(ratio, samples_per_prompt),
+    )
+
+
+def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
+    """ROLL's RLVR pipeline asynchronous (``async_generation_ratio`` >= 1), from its code.
+
+    Source: alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py``, ``ReplayBuffer`` and
+    ``ItemsGroup`` (:func:`roll` is the agentic pipeline's ``GroupQueue``): aborted prompts are sent
+    again (:class:`~pipesim.policies.admission.AReaLThrottle` at eta = ratio); batches take the
+    oldest start step first, waiting on its running prompts, then expire steps ``<= v - ratio``
+    (:class:`~pipesim.policies.roll.RollReplayBuffer`, whose docstring has the rules and its one
+    departure); in-flight samples pause for the sync and continue (``PartialRollout``).
+    """
+    check_int("async_generation_ratio", async_generation_ratio, 1)
+    return _scenario(
+        "ROLL RLVR",
+        pipeline,
+        async_generation_ratio,
+        "async_generation_ratio",
+        admission=AReaLThrottle(),
+        weight_update=PartialRollout(),
+        batching=RollReplayBuffer(async_generation_ratio, samples_per_prompt),
     )
 
 

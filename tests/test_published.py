@@ -31,7 +31,7 @@ from pipesim.compute import (
     TrainerConfig,
     length_spec,
 )
-from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS
+from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS, profiles
 from pipesim.core.validate import FieldError
 from scenarios import published
 
@@ -204,12 +204,16 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
         assert trainer is not None
         assert trainer.optimizer_bytes_per_param == trainer_defaults.optimizer_bytes_per_param
         assert trainer.mfu is None and trainer.step_overhead_s == trainer_defaults.step_overhead_s
-        if trainer.profile is None:  # stated: the global default profile
-            assert trainer.framework == trainer_defaults.framework
-        else:  # transfer: exactly the profile fitted on the calibration row, and only for verl
-            assert trainer.profile == fit.profile
+        if trainer.profile == fit.profile:  # transfer: the profile fitted on the calibration row, verl only
             assert sc.name.startswith("verl")
             fitted += 1
+        else:  # stated: a registry profile by name (the default unless the system states its backend),
+            # its constants untouched; only the run's layout (tp, pp, ep) is the run's own
+            prof = trainer.framework
+            reg = profiles()[prof.name]
+            assert dataclasses.replace(prof, tp=reg.tp, pp=reg.pp, ep=reg.ep) == reg
+            if trainer.profile is None:
+                assert prof == trainer_defaults.framework
     assert fitted and any(r["protocol"] == "transfer" for r in rows)
     # and the source never names one (a per-claim constant would have to be written there); the
     # fit module sets the trainer's profile from a TrainerFit and names no number for it
@@ -259,11 +263,11 @@ def test_each_claims_setup(recorded):
     assert april[1].engine.tp == 2 and april[2].max_response_tokens == 16384
     assert april[0].batching.samples_per_group == 8  # 32 whole groups of 8 (--n-samples-per-prompt)
     # ROLL: the guide's RLVR example (64 x 8, 8K responses, ratio 1, 16 of 24 GPUs train) on 128 GPUs
-    roll_async, roll_sync = by["ROLL"][0], by["ROLL sync"][0]
+    roll_async, roll_sync = by["ROLL RLVR"][0], by["ROLL sync"][0]
     assert roll_async[1].n_gpus == roll_sync[1].n_gpus == 128 and roll_sync[1].colocated
     assert roll_async[1].trainer_gpus == 85 and roll_async[0].pipeline.batch_size == 64 * 8
     assert roll_async[2].max_response_tokens == 8192 and roll_async[2].samples_per_prompt == 8
-    assert roll_async[0].admission.ratio == 1
+    assert roll_async[0].batching.ratio == 1 and roll_async[0].pipeline.max_staleness == 1
     # whole prompt groups where the system's trainer takes them (verl's RolloutSample, AReaL's
     # RLVRWorkflow, ROLL's GroupQueue, APRIL's generate_rollout_async)
     assert {c[0].batching.samples_per_group for c in fa} == {16}

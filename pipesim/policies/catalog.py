@@ -77,6 +77,7 @@ POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.systems",
     "pipesim.policies.verl",
     "pipesim.policies.groups",
+    "pipesim.policies.roll",
 )
 """pipesim's own policy modules, scanned for policy classes."""
 

@@ -7,7 +7,10 @@ AReaL's README and its nightly runner (named beside each value). The preset is
 
 from __future__ import annotations
 
-from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload
+import dataclasses
+
+from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload, TrainerConfig
+from pipesim.compute.profiles import profile
 from scenarios import systems
 from scenarios.published import common
 from scenarios.published.common import (
@@ -29,8 +32,9 @@ minimal impact", and AReaL's async-PPO examples use ``max_head_offpolicyness=4``
 
 
 def areal_engine() -> EngineConfig:
-    # actor.bf16=False in the nightly runner: AReaL trains in fp32 there; the trainer model
-    # counts bf16 peak FLOPs at the global MFU (not modelled, see docs/published.md)
+    # actor.bf16=False in the nightly runner: fp16 with loss scaling, not fp32 (realhf/api/cli_args.py
+    # v0.3.0, ModelTrainEvalConfig.bf16: "Use bf16 precision (otherwise fp16)"); an H800's fp16
+    # and bf16 dense peaks are the same, so the trainer counts the bf16 peak
     return EngineConfig(
         model=MODELS["deepseek-r1-distill-qwen-1.5b"],  # blog: R1-Distill-Qwen-1.5B
         gpu=GPUS["h800"],  # AReaL's README: "16 nodes, each equipped with 8 H800 GPUs"
@@ -58,6 +62,47 @@ AREAL_SYNC_TRAIN_GPUS = 64
 ``allocation_mode=sglang.d64m1p1+d64p1m1``, 64 GPUs generate and 64 train, one phase at a time."""
 
 
+AREAL_PROFILE = "megatron-dense"
+"""AReaL v0.3 (boba) trains with realhf's ``megatron`` backend, the only choice of
+``ModelTrainEvalConfig.backend`` (``realhf/api/cli_args.py`` at v0.3.0): ReaL's own model under
+Megatron-core's ``DistributedDataParallel`` with ``use_distributed_optimizer``,
+``overlap_grad_reduce`` and ``grad_reduce_in_fp32`` (``DistributedDataParallelConfig``), not verl's
+FSDP2. Gradient checkpointing is on (the default there), as in verl's calibration row
+(``enable_gradient_checkpointing: True`` in verl's ``hf_model.yaml``): the profile's efficiencies
+absorb the recomputed forward alike."""
+AREAL_TRAIN_TP = 1
+"""The trainer's layout: ``d32p1m1`` (async) and ``d64p1m1`` (sync) in ``allocation_mode`` are data
+parallel 32 or 64, pipeline 1, model (tensor) parallel 1; ``megatron-dense``'s tp 4 is replaced."""
+AREAL_PPO_MINIBATCHES = 4
+"""``ppo.ppo_n_minibatches=4`` (the nightly runner and ``training/configs/async-ppo.yaml``): four
+optimizer steps per step; realhf's ``ppo_interface.py`` splits each rank's share by samples."""
+AREAL_MAX_TOKENS_PER_MB = 30720
+"""``actor_train.mb_spec.max_tokens_per_mb=30720`` (the runner and ``async-ppo.yaml``): the
+training micro-batch's token budget per GPU; ``async-ppo.yaml`` sets ``actor_inf`` (the proximal
+log-probs' recompute) to the same."""
+AREAL_SYNC_LOG_PROB_TOKENS = 10**12
+"""The nightly runner leaves ``actor_inf.mb_spec`` at realhf's default ``MicroBatchSpec``
+(``n_mbs=1``, ``max_tokens_per_mb=int(1e12)``): one forward micro-batch per rank in the sync run."""
+
+
+def areal_trainer(train_gpus: int, eta: int, v: Variant = POINT) -> TrainerConfig:
+    """AReaL's trainer as its 1.5B runs state it: :data:`AREAL_PROFILE` at :data:`AREAL_TRAIN_TP`,
+    :data:`AREAL_PPO_MINIBATCHES` mini-batches, :data:`AREAL_MAX_TOKENS_PER_MB` per micro-batch;
+    the proximal log-probs recomputed (``recompute_logprob`` and ``use_decoupled_loss``), no
+    reference model (``ppo.kl_ctl=0.0``: ``ppo_math_exp.py`` drops ``ref_inf``). ``eta`` 0 is the
+    synchronous runner (its ``actor_inf`` budget, :data:`AREAL_SYNC_LOG_PROB_TOKENS`). Under the
+    transfer protocol (``v.fit``) the fitted profile replaces the stated one, as for every run."""
+    base = _trainer(areal_engine(), train_gpus, old_logp=True, v=v)
+    framework = v.fit.profile if v.fit is not None else profile(AREAL_PROFILE)
+    return dataclasses.replace(
+        base,
+        profile=dataclasses.replace(framework, tp=AREAL_TRAIN_TP),
+        ppo_mini_batch_samples=AREAL_PROMPTS * 16 // AREAL_PPO_MINIBATCHES,
+        micro_batch_tokens=AREAL_MAX_TOKENS_PER_MB,
+        log_prob_micro_batch_tokens=AREAL_SYNC_LOG_PROB_TOKENS if eta == 0 else AREAL_MAX_TOKENS_PER_MB,
+    )
+
+
 @RunCache
 def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS, v: Variant = POINT) -> Measured:
     """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
@@ -69,7 +114,7 @@ def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS, v: V
     # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
     sc = systems.areal(max_head_offpolicyness=eta, samples_per_prompt=16, batch_size=batch, steps=steps)
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
-    tr = _trainer(eng, train_gpus, old_logp=True, v=v)
+    tr = areal_trainer(train_gpus, eta, v)
     return common.measure(sc, cl, areal_workload(v), tr, warmup=min(2, steps - 1), seed=v.seed)
 
 

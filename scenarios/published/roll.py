@@ -58,14 +58,16 @@ def roll_engine() -> EngineConfig:
 @RunCache
 def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT) -> Measured:
     """ROLL-Sync colocated (every GPU generates, then trains) against ROLL Flash asynchronous on a
-    split of the same GPUs (:func:`scenarios.systems.roll` with the ratio above)."""
+    split of the same GPUs (:func:`scenarios.systems.roll_rlvr`, ROLL's RLVR replay buffer, with
+    the ratio above; :func:`scenarios.systems.roll` is the agentic pipeline's ``GroupQueue``)."""
     eng = roll_engine()
     batch = ROLL_PROMPTS * ROLL_N
     wl = math_workload(LENGTHS_QWEN3, ROLL_RESPONSE_CAP, ROLL_N, v)
     if asynchronous:
         train_gpus = round(ROLL_GPUS * ROLL_TRAIN_SHARE)
-        # GroupQueue.get hands over whole groups of num_return_sequences_in_group
-        sc = systems.roll(ROLL_RATIO, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
+        # the RLVR pipeline's ReplayBuffer (not the agentic GroupQueue): a prompt's
+        # num_return_sequences_in_group samples are committed together
+        sc = systems.roll_rlvr(ROLL_RATIO, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
         cl = _cluster(eng, ROLL_GPUS, train_gpus)
         return common.measure(
             sc, cl, wl, _trainer(eng, train_gpus, old_logp=True, v=v), warmup=2, seed=v.seed
