@@ -402,6 +402,7 @@ PRESETS = {
     "slime_fully_async": lambda **kw: slime("fully_async", **kw),
     "openrlhf_async": openrlhf_async,
     "roll": roll,
+    "roll_rlvr": roll_rlvr,
     "pipelinerl": pipelinerl,
     "april": april,
 }
