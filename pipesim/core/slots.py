@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from pipesim.core import errors
-from pipesim.core.episode import Episode
+from pipesim.core.episode import BUFFERED, Episode
 
 if TYPE_CHECKING:
     from pipesim.core.clock import Clock
@@ -74,6 +74,8 @@ class Slots:
         env, p = self.env, self.p
         take_in_place, wake_at = env.take_in_place, env.wake_at
         quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
+        alone = p.reports_in_place and p._single is self  # a lone completion is finished here
+        items, updates, controller_pass = p._items, self._updates, p._controller_pass
         finish_due, nsmallest = self._finish_due, heapq.nsmallest
         never = env.event()  # idle: woken only by an interrupt
         wake = env.wake_up()  # the wake-up: one event, scheduled again once processed
@@ -106,6 +108,29 @@ class Slots:
                         self._sleeping = True
                         yield wake
                         self._sleeping = False
+                    elif alone and k == 0 and not p._pass_due and p.pass_in_place:
+                        # taken in place: nothing else is scheduled by ``at``, and the target is
+                        # still the heap top. If it is the only completion due, finish it here and
+                        # run the controller pass in place, as _finish_due and on_finished would
+                        heappop(running)
+                        if (
+                            running
+                            and (e := running[0][2]).start_s + e.work_s + (self.offset - e.offset_start) <= at
+                        ):
+                            heappush(running, target)  # a tie: the general path (keys are unique)
+                        else:
+                            now = at
+                            heappush(self.free, ep.slot)
+                            ep.end_s = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                            ep.update_to = len(updates)
+                            self._target = None
+                            self.accepting = True  # not paused: a target is only set while running
+                            ep.status = BUFFERED
+                            items.append(ep)
+                            controller_pass(now, self)
+                            if not running:
+                                self.signal_drained()
+                            continue
                     now = at  # SimPy fires the wake-up at exactly this time
                     finish_due(now, False, self)
             except simpy.Interrupt:
