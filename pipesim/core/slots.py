@@ -90,8 +90,8 @@ class Slots:
                 k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
                 target = running[0] if k == 0 else nsmallest(k + 1, running)[-1]
                 self._target, self.behind = target, k > 0
-                ep = target[2]
-                at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                ep, offset = target[2], self.offset
+                at = due = ep.start_s + ep.work_s + (offset - ep.offset_start)
                 if at < now:
                     at = now
             try:
@@ -115,13 +115,13 @@ class Slots:
                         heappop(running)
                         if (
                             running
-                            and (e := running[0][2]).start_s + e.work_s + (self.offset - e.offset_start) <= at
+                            and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= at
                         ):
                             heappush(running, target)  # a tie: the general path (keys are unique)
                         else:
                             now = at
                             heappush(self.free, ep.slot)
-                            ep.end_s = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                            ep.end_s = due  # its own due time, as _finish_due sets it
                             ep.update_to = len(updates)
                             self._target = None
                             self.accepting = True  # not paused: a target is only set while running
