@@ -70,6 +70,14 @@ class Slots:
         a given ``at`` (every sum is a tie that rounds to even), so the wake-up time would depend
         on the chain of earlier wake-ups. Pushing the event at ``at`` itself, as SimPy's own
         ``schedule`` pushes ``now + delay``, makes every episode end exactly at its due time.
+
+        A wake-up taken in place whose target is the only completion due then (no tie) is
+        finished here, and the controller pass runs at once, as ``_finish_due`` and
+        ``Pipeline.on_finished`` would run it (nothing else is scheduled by now, so the end of the
+        instant is now), without their calls: this replica is the only one, no lifecycle acts at a
+        completion and no subclass watches ``on_finished`` (``Pipeline.reports_in_place``), and no
+        pass is due already. At eta > 0 nearly every completion is such a one; it is the chain
+        that costs most per episode (issue 38, ``docs/performance.md``).
         """
         env, p = self.env, self.p
         take_in_place, wake_at = env.take_in_place, env.wake_at
