@@ -169,6 +169,10 @@ class Pipeline(Decisions):
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
         self._bind_routing(replicas)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
+        self.reports_in_place = self.lifecycle is None and type(self).on_finished is Pipeline.on_finished
+        """Whether the only replica may finish a lone completion itself and run the pass in place
+        (``Slots._run``), doing what ``on_finished`` does without the call: no lifecycle decides
+        anything at a completion, and no subclass watches ``on_finished``."""
         self.quiet_completions = make_quiet(self, options)  # None where they are not allowed
         self.lazy_completions = self.quiet_completions is not None
         self._sync_start = 0.0

@@ -32,7 +32,16 @@ from typing import Any, overload
 
 import numpy as np
 
-from pipesim.core.episode import ABORTED, DISCARDED, FAILED, RARE_DEFAULTS, STATUSES, TRAINED, Episode
+from pipesim.core.episode import (
+    ABORTED,
+    DISCARDED,
+    FAILED,
+    RARE_DEFAULTS,
+    STATUSES,
+    TRAINED,
+    Episode,
+    episode_values,
+)
 
 ARCHIVE_BLOCK_EPISODES = 1024
 """Trained episodes gathered before they are written as arrays (a block's fixed cost is about a
@@ -143,7 +152,7 @@ class EpisodeRecords(Sequence[Episode]):
         n = len(eps)
         if not n:
             return
-        ids = np.fromiter(map(attrgetter("id"), eps), np.int64, count=n)
+        ids = np.fromiter(episode_values(eps, "id"), np.int64, count=n)
         self._reserve(int(ids.max()) + 1)
         arrays = self.arrays
         sizes = [len(batch) for batch, *_ in batches]  # step, version and status, per hand-over
@@ -156,16 +165,16 @@ class EpisodeRecords(Sequence[Episode]):
         for name in READ_INT_FIELDS:
             col = arrays[name]
             try:
-                col[ids] = np.fromiter(map(attrgetter(name), eps), col.dtype, count=n)
+                col[ids] = np.fromiter(episode_values(eps, name), col.dtype, count=n)
             except OverflowError:  # a value beyond int32: this field is int64 from now on
                 col = arrays[name] = col.astype(np.int64)
-                col[ids] = np.fromiter(map(attrgetter(name), eps), np.int64, count=n)
+                col[ids] = np.fromiter(episode_values(eps, name), np.int64, count=n)
         for name in FLOAT_FIELDS:
-            arrays[name][ids] = np.fromiter(map(attrgetter(name), eps), np.float64, count=n)
-        work = np.fromiter(map(attrgetter("work_s"), eps), np.float64, count=n)
+            arrays[name][ids] = np.fromiter(episode_values(eps, name), np.float64, count=n)
+        work = np.fromiter(episode_values(eps, "work_s"), np.float64, count=n)
         differs = np.nonzero(work != arrays["duration_s"][ids])[0]
         self.work_s.update(zip(ids[differs].tolist(), work[differs].tolist()))
-        task = np.fromiter(map(attrgetter("task_id"), eps), np.int64, count=n)
+        task = np.fromiter(episode_values(eps, "task_id"), np.int64, count=n)
         differs = np.nonzero(task != ids)[0]  # a relaunch runs an earlier task; the rest run their own
         self.task_id.update(zip(ids[differs].tolist(), task[differs].tolist()))
         # one tuple of the rare fields per episode, compared with the defaults' in one go

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from pipesim.core import errors
-from pipesim.core.episode import Episode
+from pipesim.core.episode import BUFFERED, Episode
 
 if TYPE_CHECKING:
     from pipesim.core.clock import Clock
@@ -70,10 +70,20 @@ class Slots:
         a given ``at`` (every sum is a tie that rounds to even), so the wake-up time would depend
         on the chain of earlier wake-ups. Pushing the event at ``at`` itself, as SimPy's own
         ``schedule`` pushes ``now + delay``, makes every episode end exactly at its due time.
+
+        A wake-up taken in place whose target is the only completion due then (no tie) is
+        finished here, and the controller pass runs at once, as ``_finish_due`` and
+        ``Pipeline.on_finished`` would run it (nothing else is scheduled by now, so the end of the
+        instant is now), without their calls: this replica is the only one, no lifecycle acts at a
+        completion and no subclass watches ``on_finished`` (``Pipeline.reports_in_place``), and no
+        pass is due already. At eta > 0 nearly every completion is such a one; it is the chain
+        that costs most per episode (issue 38, ``docs/performance.md``).
         """
         env, p = self.env, self.p
         take_in_place, wake_at = env.take_in_place, env.wake_at
         quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
+        alone = p.reports_in_place and p._single is self  # a lone completion is finished here
+        items, updates, controller_pass = p._items, self._updates, p._controller_pass
         finish_due, nsmallest = self._finish_due, heapq.nsmallest
         never = env.event()  # idle: woken only by an interrupt
         wake = env.wake_up()  # the wake-up: one event, scheduled again once processed
@@ -88,8 +98,8 @@ class Slots:
                 k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
                 target = running[0] if k == 0 else nsmallest(k + 1, running)[-1]
                 self._target, self.behind = target, k > 0
-                ep = target[2]
-                at = ep.start_s + ep.work_s + (self.offset - ep.offset_start)
+                ep, offset = target[2], self.offset
+                at = due = ep.start_s + ep.work_s + (offset - ep.offset_start)
                 if at < now:
                     at = now
             try:
@@ -106,6 +116,29 @@ class Slots:
                         self._sleeping = True
                         yield wake
                         self._sleeping = False
+                    elif alone and k == 0 and not p._pass_due and p.pass_in_place:
+                        # taken in place: nothing else is scheduled by ``at``, and the target is
+                        # still the heap top. If it is the only completion due, finish it here and
+                        # run the controller pass in place, as _finish_due and on_finished would
+                        heappop(running)
+                        if (
+                            running
+                            and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= at
+                        ):
+                            heappush(running, target)  # a tie: the general path (keys are unique)
+                        else:
+                            now = at
+                            heappush(self.free, ep.slot)
+                            ep.end_s = due  # its own due time, as _finish_due sets it
+                            ep.update_to = len(updates)
+                            self._target = None
+                            self.accepting = True  # not paused: a target is only set while running
+                            ep.status = BUFFERED
+                            items.append(ep)
+                            controller_pass(now, self)
+                            if not running:
+                                self.signal_drained()
+                            continue
                     now = at  # SimPy fires the wake-up at exactly this time
                     finish_due(now, False, self)
             except simpy.Interrupt:

@@ -12,6 +12,7 @@ from pipesim.config import PipelineConfig, Scenario, check_int, check_time
 from pipesim.core.collector import during_run
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import shown
+from pipesim.core.records import EpisodeRecords
 from pipesim.core.validate import refuse
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
@@ -118,15 +119,26 @@ def simulate_pipeline(
 def _chapter_dict(r: RunResult, steps: int, batch_size: int) -> dict[str, Any]:
     """The chapter's dict of run ``r``: its events (gen, train, sync) and its metrics."""
     s = _chapter_metrics(r)
-    c = r.columns  # read once for the metrics above; the events come from the same arrays
-    ended = c.ended
-    gen = (
-        c.slot[ended].tolist(),
-        c.start_s[ended].tolist(),
-        c.end_s[ended].tolist(),
-        c.version[ended].tolist(),
-    )
-    events: list[tuple[str, int, float, float, int]] = list(zip(repeat("gen"), *gen))
+    records = r.episodes
+    events: list[tuple[str, int, float, float, int]]
+    if isinstance(records, EpisodeRecords) and not records.n_archived:
+        # every episode is still an object (a run below archive_min_episodes): a tuple from each
+        # that ended, in id order, costs less than four columns, their lists and a zip
+        events = [
+            ("gen", e.slot, e.start_s, e.end_s, e.version)
+            for e in records.live.values()
+            if e.end_s is not None
+        ]
+    else:
+        c = r.columns  # read once for the metrics above; the events come from the same arrays
+        ended = c.ended
+        gen = (
+            c.slot[ended].tolist(),
+            c.start_s[ended].tolist(),
+            c.end_s[ended].tolist(),
+            c.version[ended].tolist(),
+        )
+        events = list(zip(repeat("gen"), *gen))
     events += [("train", 0, a, b, v) for _, a, b, v in r.train_log]
     events += [("sync", 0, a, b, v - 1) for a, b, v in r.sync_log]
     return dict(

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from pipesim.core.episode import (
     Episode,
     UpdateRecord,
     episode_column,
+    episode_values,
 )
 from pipesim.core.records import ARCHIVED_FIELDS, EpisodeRecords
 from pipesim.core.validate import FieldError
@@ -206,9 +206,9 @@ class EpisodeColumns:
         n_rest = self.n - len(few)
         try:
             if len(few) == 0:
-                out[:] = np.fromiter(map(attrgetter("end_s"), eps), np.float64, count=self.n)
+                out[:] = np.fromiter(episode_values(eps, "end_s"), np.float64, count=self.n)
             elif n_rest:
-                it = map(attrgetter("end_s"), compress(eps, rest.tolist()))
+                it = episode_values(compress(eps, rest.tolist()), "end_s")
                 out[rest] = np.fromiter(it, np.float64, count=n_rest)
         except TypeError:  # an episode that is neither running nor aborted and has no end
             out = self._read("end_s", object).astype(np.float64)
@@ -225,7 +225,7 @@ class EpisodeColumns:
         names = list(STATUSES)
         code = {s: i for i, s in enumerate(names)}
         try:  # in one pass over the objects, without a column of their strings
-            statuses = map(attrgetter("status"), self._episodes)
+            statuses = episode_values(self._episodes, "status")
             codes = np.fromiter(map(code.__getitem__, statuses), np.int8, count=self.n)
         except KeyError:  # a status this module does not know: add it after the known ones
             raw = self._read("status", object)
