@@ -12,7 +12,7 @@ The published table's transfer rows take their trainer from verl's calibration r
    each phase is its mean over 4; the tokens are not published, so they are what the stated setup
    trains per trainer step: the stated run (``verl_async(128, 0.5, True)``, the length entry
    ``math-reasoning-7b`` under the 28K cap) simulated, its steady trained tokens per sample (an
-   asynchronous trainer trains the short samples first: 1,862 tokens where the entry's closed-form
+   asynchronous trainer trains the short samples first: 1,912 tokens where the entry's closed-form
    mean is 1,943), the prompt's :data:`~pipesim.compute.profiles.CALIBRATION_PROMPT_TOKENS` apart.
    These are the tokens the direct fit read. A table of means is one distinct step, written
    :data:`REPEAT` times (the fewest a log may hold);
