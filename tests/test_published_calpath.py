@@ -158,3 +158,12 @@ def test_a_remainder_shorter_than_the_per_sample_part_is_fitted_per_sample() -> 
         assert got["fwd_bwd_efficiency"].value == pytest.approx(0.6, rel=1e-9)
         assert got["step_s"].value == 0.0
         assert any("fitted per sample" in n for n in notes)
+
+
+def test_the_run_spec_exports_to_the_same_tables(tmp_path: Path) -> None:
+    folder = tmp_path / "published"
+    shutil.copytree(FOLDER, folder)
+    out = folder / "exported.toml"
+    assert main(["export", str(folder / calpath.SPEC.name), "--out", str(out)]) == 0
+    assert read(out) == read(calpath.SPEC)
+    assert load(out) == load(calpath.SPEC)
