@@ -125,7 +125,7 @@ def _sig(x: float) -> float:
 def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
     data = copy.deepcopy(rs.data)
     data["calibration"] = {"values": dict(values)}
-    return from_dict(data)
+    return from_dict(data, rs.base)
 
 
 def _sim(

@@ -22,7 +22,9 @@ hold the constants a noisy sample log was made with). What a log cannot identify
 profile's value, with a note:
 
 * ``sample_s`` always: every step of a log trains the same number of samples, so the per-sample
-  remainder is not told from the per-step one (``step_s`` takes it all);
+  remainder is not told from the per-step one (``step_s`` takes it all; but when the remainder is
+  shorter than the profile's per-sample part, ``step_s`` would fall below 0: then ``step_s`` is 0
+  and ``sample_s`` takes it all, as the profile's own calibration puts a remainder per sample);
 * ``fwd_efficiency`` without an ``old_log_prob`` or ``ref`` column (``fwd_bwd_efficiency``
   without ``update_actor``; ``step_s`` without the remainder);
 * the fixed costs ``micro_batch_s`` and ``optimizer_step_s`` when the steps' tokens vary by less
@@ -190,7 +192,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "micro_batch_s, optimizer_step_s: the steps' tokens barely vary, so a fixed cost cannot be "
             "told from the efficiency; the profile's kept"
         )
-    prof, fixed, zeroed = base, set(fix), []
+    prof, fixed, zeroed, moved = base, set(fix), [], False
     fallback = iter(("micro_batch_s", "optimizer_step_s", "step_s"))
     fit: ProfileFit | None = None
     why = ""
@@ -201,6 +203,14 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             break
         except ValueError as e:
             fit, why = None, str(e).removeprefix("observations: ")
+        bad = next((k for k in FITTED if k in why), None)
+        if bad == "step_s" and "out of range" in why and "sample_s" in fix and "step_s" not in fixed:
+            # the remainder is shorter than the profile's per-sample part: it is per sample (step_s 0)
+            prof = dataclasses.replace(prof, step_s=0.0)
+            fixed, fix = (fixed - {"sample_s"}) | {"step_s"}, [k for k in fix if k != "sample_s"]
+            moved, why = True, ""
+            zeroed.append("step_s")
+            continue
         bad = next((k for k in FITTED if k in why), None)
         if bad in _FIXED_COSTS and "out of range" in why and bad not in fixed:
             zero: dict[str, Any] = {bad: 0.0}  # a fixed cost below 0: none seen
@@ -222,9 +232,15 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         else:
             reason = f"a fit with it fails: {why}" if why else "no logged phase holds it"
             notes.append(f"{k}: not identified ({reason}); the profile's {getattr(base, k):.4g} kept")
-    notes.append(
-        "sample_s: every step trains the same number of samples, so step_s holds the whole remainder"
-    )
+    if moved:
+        notes.append(
+            "step_s: the remainder is shorter than the profile's per-sample part; fitted per sample "
+            "(sample_s), step_s set to 0"
+        )
+    else:
+        notes.append(
+            "sample_s: every step trains the same number of samples, so step_s holds the whole remainder"
+        )
     values = {}
     intervals = _widen(fit, len(obs))
     for k in fit.fitted:

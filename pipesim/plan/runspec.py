@@ -122,6 +122,9 @@ class RunSpec:
     steps: int = DEFAULT_STEPS
     seed: int = 0
     data: dict[str, Any] = field(default_factory=dict, compare=False)
+    base: Path | None = field(default=None, compare=False)
+    """The folder a relative path in ``data`` (``model.name``, ``workload.response_trace``) is read
+    from: the spec file's (:func:`load`), kept so the data can be read again (a calibration does)."""
 
     @property
     def step_overhead_s(self) -> float:
@@ -316,7 +319,9 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         )
     spec = plan_spec(tables, cal, base)
     _check_design(spec, design)
-    return RunSpec(plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)))
+    return RunSpec(
+        plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)), base=base
+    )
 
 
 def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | None = None) -> PlanSpec:

@@ -211,6 +211,9 @@ class PlanSpec:
     framework: FrameworkProfile | None = None
     """The trainer's framework profile (``model.framework``, calibrated constants applied); None:
     the one-MFU model at ``mfu`` (:class:`~pipesim.compute.TrainerConfig`)."""
+    recompute_old_logp: bool = True
+    """The trainer recomputes the old log-probs (``model.recompute_old_logp``; false: it takes the
+    rollout's, verl's ``use_rollout_log_probs``, and has no ``old_log_prob`` phase)."""
     baseline: Design | None = None
     """The user's current design (``[baseline]``): run in full beside the plan's, and every
     design is compared with it."""
@@ -337,6 +340,7 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
         mfu=mfu,
         step_overhead_s=spec.step_overhead_s,
         profile=spec.framework,
+        recompute_old_logp=spec.recompute_old_logp,
     )
 
 

@@ -2,7 +2,8 @@
 
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
 ``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``framework``: a
-trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model), ``[workload]``
+trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model;
+``recompute_old_logp``, default true), ``[workload]``
 (``prompts_per_step`` or ``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
 ``{median_tokens, sigma}`` or ``response_trace`` = ``{path, column}``, ``max_response_tokens``,
 ``difficulty_sigma``, ``drift_per_version``, ``agent`` = AgentTurns' fields), ``[constraints]``,
@@ -47,6 +48,7 @@ _TABLES = {
         "share_group_prefix",
         "framework",
         "tool_kv",
+        "recompute_old_logp",
     },
     "workload": {
         "prompts_per_step",
@@ -362,6 +364,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["framework"] = _framework(mo.string("framework"), extra.get("mfu"))
     if "tool_kv" in mo:
         extra["tool_kv"] = mo.string("tool_kv")
+    if "recompute_old_logp" in mo:  # false: the rollout's log-probs (verl's use_rollout_log_probs)
+        extra["recompute_old_logp"] = mo.flag("recompute_old_logp")
     if "env_workers" in cl:
         extra["env_workers"] = cl.integer("env_workers", lo=1)
     if "cost_per_gpu_hour" in cl:

@@ -154,9 +154,18 @@ VERL_ROWS: tuple[Claim, ...] = (
 
 
 def verl_fit() -> TrainerFit:
-    """The transfer profile, fitted on :data:`VERL_CALIBRATION` (its stated run at the point: its
-    trainer, the tokens and samples it trained per trainer step; the row's published step, ``gen``
-    and ``update_actor``)."""
+    """The transfer profile: ``pipesim calibrate`` of the log written from :data:`VERL_CALIBRATION`
+    and the run spec of its setup (:func:`scenarios.published.calpath.transfer_fit`, memoised)."""
+    from scenarios.published.calpath import transfer_fit
+
+    return transfer_fit()
+
+
+def verl_direct_fit() -> TrainerFit:
+    """The transfer profile fitted directly on :data:`VERL_CALIBRATION` (its stated run at the
+    point: its trainer, the tokens and samples it trained per trainer step; the row's published
+    step, ``gen`` and ``update_actor``): what :func:`verl_fit` was before it went through
+    ``pipesim calibrate``, kept as the reference it equals (``tests/test_published_calpath.py``)."""
     rows = {c.phase: c.published for c in VERL_ROWS if c.calibration}
     m = verl_async(128, 0.5, True, POINT)
     assert m.trainer is not None

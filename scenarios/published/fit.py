@@ -23,6 +23,13 @@ Two equations, two constants: the others (``fwd_efficiency``, ``micro_batch_s``,
 generated itself on a profile that differs only in those two constants the fit returns that
 profile (``tests/test_published.py``). No number is named here: the row's values come from the
 claims, the profile from the stated trainer.
+
+The table's transfer rows take this profile through the user's path (issue 42):
+:func:`scenarios.published.claims.verl_fit` is ``pipesim calibrate`` of a log written from the
+row's published means and the row's run spec (:mod:`scenarios.published.calpath`,
+``examples/published/``), which forms the same two observations and fits the same two constants;
+:func:`fit_trainer` stays as its reference (``claims.verl_direct_fit``; the two are equal to 1e-9,
+``tests/test_published_calpath.py``).
 """
 
 from __future__ import annotations
