@@ -16,10 +16,11 @@ knob                            slime                                        pip
 
 The names this preset had before (``oversample_factor``, a factor of B; ``carry_over``;
 ``samples_per_prompt``) still work, with a :class:`DeprecationWarning`; giving one knob under both
-names is refused, naming the new one. Old names are read from the keyword overrides, not the
-signature, so an exported file carries only slime's names. It is re-exported from
-:mod:`scenarios.systems` (``systems.april``); its helpers live there, imported when called (that
-module imports this one).
+names is refused, naming the new one (detected where the new name is off its default: a new name
+passed at its default value cannot be told from one not passed, and the old name's value wins).
+Old names are read from the keyword overrides, not the signature, so an exported file carries only
+slime's names. It is re-exported from :mod:`scenarios.systems` (``systems.april``); its helpers
+live there, imported when called (that module imports this one).
 """
 
 from __future__ import annotations
