@@ -14,6 +14,8 @@ goal checks asked for:
   its measured staleness and discard must meet the limits (goal: feasible in a run 4x longer);
 * ``--rerun``: the plan again with ``constraints.mean_staleness`` 10% looser, on the run cache the
   first plan filled; goal: at most half the first plan's wall time;
+* ``--reference --sample TOP DRAW``: a reduced check, reported as one: the plan's TOP full-run
+  designs (the pick first) and DRAW drawn from the space (seed 43), at full length with 5 seeds;
 * ``--reference``: the exhaustive grid over the same space, every design at full length with 5
   seeds (``--reference-seeds``), judged as the plan judges; goal: the pick is within 5% of the
   grid's best feasible design or tied with it by a paired test on the shared seeds. On the agent
@@ -27,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import random
 import sys
 import tempfile
 import time
+from typing import Any
 
 import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
@@ -119,13 +123,31 @@ def check_longer(sp: plan.PlanSpec, result: plan.PlanResult) -> bool:
     return ok
 
 
-def reference(sp: plan.PlanSpec, result: plan.PlanResult, seeds: int, workers: int) -> None:
-    """The exhaustive grid at full length with ``seeds`` seeds, and the pick against its best."""
+def sampled(sp: plan.PlanSpec, result: plan.PlanResult, top: int, draw: int, seed: int) -> list[Any]:
+    """The plan's ``top`` full-run designs by throughput, the pick first, plus ``draw`` others drawn
+    from the whole space by a generator seeded with ``seed``: a reduced check, not the reference."""
+    full = sorted(result.full, key=lambda e: -e.throughput)
+    chosen = [result.best.design] if result.best is not None else []
+    chosen += [e.design for e in full if e.design not in chosen][: max(0, top - len(chosen))]
+    rest = [d for d in plan.candidates(sp) if d not in chosen]
+    return chosen + random.Random(seed).sample(rest, min(draw, len(rest)))
+
+
+def reference(
+    sp: plan.PlanSpec,
+    result: plan.PlanResult,
+    seeds: int,
+    workers: int,
+    sample: tuple[int, int] | None = None,
+) -> None:
+    """The exhaustive grid at full length with ``seeds`` seeds, and the pick against its best; with
+    ``sample`` = (top, draw), only :func:`sampled`'s designs, reported as a sample."""
     from concurrent.futures import ProcessPoolExecutor
 
     ref = sp.with_(seeds=seeds)
-    pool = plan.candidates(ref)
-    print(f"reference: {len(pool)} designs x {seeds} seeds x {ref.steps} steps")
+    pool = plan.candidates(ref) if sample is None else sampled(ref, result, *sample, seed=43)
+    what = "reference" if sample is None else f"SAMPLED check, not the reference ({len(pool)} designs)"
+    print(f"{what}: {len(pool)} designs x {seeds} seeds x {ref.steps} steps")
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers) as ex:
         evals = Evaluator(ref, ex, progress=True).evaluate(pool, ref.steps, seeds, desc="reference")
@@ -142,7 +164,8 @@ def reference(sp: plan.PlanSpec, result: plan.PlanResult, seeds: int, workers: i
     gap = pick.throughput / top.throughput - 1
     p = paired([r["throughput_per_hour"] for r in top.runs], [r["throughput_per_hour"] for r in pick.runs])
     print(
-        f"reference best: {top.design.label(sp.n_gpus)} {top.throughput:,.0f}; pick {pick.throughput:,.0f} "
+        f"{'sample' if sample else 'reference'} best: {top.design.label(sp.n_gpus)} "
+        f"{top.throughput:,.0f}; pick {pick.throughput:,.0f} "
         f"({gap:+.1%}); within 5%: {gap >= -0.05}; tied by the paired test: {p.tied}; "
         f"pick feasible: {pick.feasible}"
     )
@@ -159,9 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerun", action="store_true")
     ap.add_argument("--reference", action="store_true")
     ap.add_argument("--reference-seeds", type=int, default=5)
+    ap.add_argument("--cache-dir", help="the plan's run cache (default: a fresh temporary one)")
+    ap.add_argument(
+        "--sample",
+        nargs=2,
+        type=int,
+        metavar=("TOP", "DRAW"),
+        help="with --reference: only the plan's TOP full-run designs and DRAW drawn at random (seed 43)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     sp = plan.load(args.spec) if args.spec else verl_scale(args.screen_steps, args.steps, args.trials)
-    with tempfile.TemporaryDirectory(prefix="bench_plan_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_plan_") as scratch:
+        tmp = args.cache_dir or scratch
         cache = DiskCache(tmp)
         result, wall = timed_plan(sp, args.workers, cache)
         describe(sp, result, wall, args.workers)
@@ -178,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check_longer:
         check_longer(sp, result)
     if args.reference:
-        reference(sp, result, args.reference_seeds, args.workers)
+        sample = None if args.sample is None else (args.sample[0], args.sample[1])
+        reference(sp, result, args.reference_seeds, args.workers, sample)
     return 0
 
 

@@ -39,7 +39,7 @@ from typing import Any
 from pipesim import PipelineConfig, Scenario
 from pipesim.core.errors import check_int
 from pipesim.core.validate import FieldError, refuse
-from pipesim.policies.admission import AReaLThrottle, OverSample
+from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import (
     CountThrottle,
     Drain,
@@ -59,7 +59,8 @@ from pipesim.policies.systems import (
     VerlMessageQueue,
     VerlRollouter,
 )
-from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, InFlightUpdate, SyncEveryK
+from scenarios.systems_slime import april as april  # slime's knob names; re-exported here
 
 CHAPTER = PipelineConfig(
     n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20
@@ -344,53 +345,6 @@ def pipelinerl(
         0,
         admission=PipelineRLLag(lag, attempts),
         weight_update=InFlightUpdate(load_time_s),
-    )
-
-
-def april(
-    oversample_factor: float = 1.5, carry_over: bool = True, samples_per_prompt: int = 1, **pipeline: Any
-) -> Scenario:
-    """APRIL (active partial rollouts, in slime): over-sample, train the first B/n groups to finish.
-
-    Source: RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py`` (and THUDM/slime
-    ``slime/rollout/sglang_rollout.py``). ``generate_rollout_async`` submits
-    ``--over-sampling-batch-size`` groups (``submit_generate_tasks``, one task per group,
-    ``generate_and_rm_group``; ``oversample_factor`` x B here), appends finished *groups* to
-    ``data`` until ``--rollout-batch-size`` are done and calls ``abort``, which aborts every
-    request still running. One episode is one sample; ``samples_per_prompt`` is
-    ``--n-samples-per-prompt`` and B = groups x n, so the trainer takes the first B / n groups to
-    complete, whole (:class:`~pipesim.policies.groups.WholeGroups`, in completion order; main's
-    preset took the first B samples whatever their group).
-
-    With ``--partial-rollout`` (``carry_over=True``) ``abort`` puts each unfinished group back in
-    the data buffer whole: its finished samples keep their responses (``generate_and_rm``
-    returns a completed sample unchanged) and the next rollout fetches it first, where
-    ``generate`` sends ``prompt + response`` as a new request with ``max_new_tokens`` reduced by
-    what was generated. The carried prefix is prefilled again under the new weights
-    (:class:`~pipesim.policies.updates.AbortReprefill` keeps the partial response and charges the
-    re-prefill; ``PipelineView.abort_running`` would lose it, which APRIL does not). Without it
-    ``abort`` collects nothing: unfinished groups are gone, finished samples included
-    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``, and ``WholeGroups``
-    with ``drop_stale`` at eta 0 drops the rest of each such group). Completed groups beyond B / n
-    in the same instant are kept for the next step (slime drops them; it is rare).
-
-    slime's loop (``train.py``: generate, train, update weights) generates nothing between one
-    rollout's abort and the next rollout, so the preset is ``colocated`` by default: generation
-    pauses while the trainer trains, from the instant the batch forms, which is when slime calls
-    ``abort``. Pass ``colocated=False`` to let the carried-over requests run on during training.
-    """
-    _bool("carry_over", carry_over)
-    pipeline.setdefault("colocated", True)
-    wu: WeightUpdate = AbortReprefill() if carry_over else AbortRestart(restart=False)
-    groups = WholeGroups(samples_per_prompt, drop_stale=not carry_over)
-    return _scenario(
-        "APRIL",
-        pipeline,
-        0,
-        "fixed at 0 (over-sampled, aborted at each batch)",
-        admission=OverSample(oversample_factor),
-        weight_update=wu,
-        batching=groups,
     )
 
 

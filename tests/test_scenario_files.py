@@ -320,3 +320,34 @@ def test_export_writes_a_system_preset_in_its_own_knob_names(tmp_path: Path) -> 
     table = tomllib.loads(out.read_text())["system"]
     assert table["max_head_offpolicyness"] == 8 and table["max_concurrent_rollouts"] == "none"
     assert sf.load_scenario(out) == registry()["systems:areal"].build(max_head_offpolicyness=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.sampled_from([1, 2, 4, 8]),
+    extra=st.integers(0, 40),
+    partial=st.booleans(),
+    fmt=st.sampled_from(["toml", "yaml"]),
+)
+def test_april_exports_slime_s_own_knobs_and_its_count_is_slime_s(
+    n: int, extra: int, partial: bool, fmt: str
+) -> None:
+    """``systems:april`` writes slime's knobs (``--over-sampling-batch-size`` in prompts,
+    ``--partial-rollout``, ``--n-samples-per-prompt``); the file loads back to the preset, whose
+    over-sampling factor is that count over the rollout batch (B / n prompts); the old keyword
+    names build the same scenario, with a DeprecationWarning."""
+    from pipesim.policies.admission import OverSample
+    from scenarios import systems
+
+    batch = systems.CHAPTER.batch_size
+    over = batch // n + extra  # slime samples at least the rollout batch
+    knobs = dict(over_sampling_batch_size=over, partial_rollout=partial, n_samples_per_prompt=n)
+    text = sf.dumps(sf.system_to_dict("systems:april", **knobs), fmt)
+    assert f"over_sampling_batch_size{' = ' if fmt == 'toml' else ': '}{over}" in text
+    loaded = sf.loads(text, fmt)
+    assert loaded == registry()["systems:april"].build(**knobs)
+    assert loaded.admission == OverSample(over * n / batch)
+    assert loaded.batching.samples_per_group == n  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match="over_sampling_batch_size"):
+        old = systems.april(oversample_factor=over * n / batch, carry_over=partial, samples_per_prompt=n)
+    assert loaded == old

@@ -475,7 +475,7 @@ def test_verl_queue_of_groups_evicts_the_oldest_group_and_roll_expires_groups_wh
         ),
         lambda: systems.roll(1, samples_per_prompt=4, **SMALL),
         lambda: systems.areal(2, samples_per_prompt=4, **SMALL),
-        lambda: systems.april(2.0, samples_per_prompt=4, **SMALL),
+        lambda: systems.april(over_sampling_batch_size=4, n_samples_per_prompt=4, **SMALL),
     ],
 )
 def test_group_batch_rules_keep_their_hints_honest(make: Any) -> None:

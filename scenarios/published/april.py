@@ -50,9 +50,11 @@ def april_run(partial: bool, steps: int = 8, v: Variant = POINT) -> Measured:
     eng = april_engine()
     batch = APRIL_PROMPTS * APRIL_N
     if partial:
-        factor = APRIL_OVERSAMPLE / APRIL_PROMPTS
         sc = systems.april(
-            oversample_factor=factor, samples_per_prompt=APRIL_N, batch_size=batch, steps=steps
+            over_sampling_batch_size=APRIL_OVERSAMPLE,
+            n_samples_per_prompt=APRIL_N,
+            batch_size=batch,
+            steps=steps,
         )
     else:
         cfg = pipesim.PipelineConfig(batch_size=batch, steps=steps, max_staleness=0, colocated=True)

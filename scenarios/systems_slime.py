@@ -1,0 +1,152 @@
+"""The APRIL preset (active partial rollouts, in slime) in slime's own knob names.
+
+:func:`april` takes slime's command-line knobs under their own names, so the file
+``pipesim export systems:april`` writes reads as a slime launch script does:
+
+==============================  ===========================================  =====================
+knob                            slime                                        pipesim
+==============================  ===========================================  =====================
+``over_sampling_batch_size``    ``--over-sampling-batch-size`` (prompts)     ``OverSample`` factor
+                                                                             = this x n / B
+``partial_rollout``             ``--partial-rollout``                        ``AbortReprefill`` or
+                                                                             ``AbortRestart``
+``n_samples_per_prompt``        ``--n-samples-per-prompt``                   ``WholeGroups(n)``
+``batch_size`` (samples)        ``--rollout-batch-size`` x n                 ``PipelineConfig``
+==============================  ===========================================  =====================
+
+The names this preset had before (``oversample_factor``, a factor of B; ``carry_over``;
+``samples_per_prompt``) still work, with a :class:`DeprecationWarning`; giving one knob under both
+names is refused, naming the new one (detected where the new name is off its default: a new name
+passed at its default value cannot be told from one not passed, and the old name's value wins).
+Old names are read from the keyword overrides, not the signature, so an exported file carries only
+slime's names. It is re-exported from :mod:`scenarios.systems` (``systems.april``); its helpers
+live there, imported when called (that module imports this one).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from pipesim import Scenario
+from pipesim.core.errors import check_int
+from pipesim.core.validate import check_number, refuse
+from pipesim.policies.admission import OverSample
+from pipesim.policies.base import WeightUpdate
+from pipesim.policies.groups import WholeGroups
+from pipesim.policies.updates import AbortReprefill, AbortRestart
+
+#: APRIL's default over-sampling when ``over_sampling_batch_size`` is None: 1.5 x the rollout batch
+#: (the preset's default since it was written; slime's own default, None, means no over-sampling:
+#: pass the rollout batch's prompt count, ``batch_size // n_samples_per_prompt``, for that).
+DEFAULT_OVERSAMPLE = 1.5
+
+#: old keyword -> slime's name (still accepted, with a DeprecationWarning)
+RENAMED = {
+    "oversample_factor": "over_sampling_batch_size",
+    "carry_over": "partial_rollout",
+    "samples_per_prompt": "n_samples_per_prompt",
+}
+
+
+def _old_names(pipeline: dict[str, Any], given: dict[str, bool]) -> dict[str, Any]:
+    """Pop the old keyword names out of ``pipeline``: {new name: value}, warning for each; an old
+    name given alongside its new one (``given[new]``) is refused, naming the new field."""
+    found: dict[str, Any] = {}
+    for old, new in RENAMED.items():
+        if old not in pipeline:
+            continue
+        value = pipeline.pop(old)
+        if given[new]:
+            raise refuse(new, f"given twice: as {new} and under its old name {old}; give {new} only")
+        warnings.warn(
+            f"april({old}=...) is deprecated: use {new} (slime's own knob name)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        found[new] = value
+    return found
+
+
+def april(
+    over_sampling_batch_size: int | None = None,
+    partial_rollout: bool = True,
+    n_samples_per_prompt: int = 1,
+    **pipeline: Any,
+) -> Scenario:
+    """APRIL (active partial rollouts, in slime): over-sample, train the first B/n groups to finish.
+
+    Source: RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py`` (and THUDM/slime
+    ``slime/rollout/sglang_rollout.py``). ``generate_rollout_async`` submits
+    ``--over-sampling-batch-size`` groups (``submit_generate_tasks``, one task per group,
+    ``generate_and_rm_group``; ``over_sampling_batch_size`` here, in prompts, a factor of
+    ``over_sampling_batch_size x n / B`` over the batch), appends finished *groups* to ``data``
+    until ``--rollout-batch-size`` are done and calls ``abort``, which aborts every request still
+    running. One episode is one sample; ``n_samples_per_prompt`` is ``--n-samples-per-prompt``
+    and B (``batch_size``, samples) = ``--rollout-batch-size`` x n, so the trainer takes the first
+    B / n groups to complete, whole (:class:`~pipesim.policies.groups.WholeGroups`, in completion
+    order). ``over_sampling_batch_size`` must be at least B / n (slime samples at least a batch);
+    None is 1.5 x B / n (:data:`DEFAULT_OVERSAMPLE`).
+
+    With ``--partial-rollout`` (``partial_rollout=True``) ``abort`` puts each unfinished group back
+    in the data buffer whole: its finished samples keep their responses (``generate_and_rm``
+    returns a completed sample unchanged) and the next rollout fetches it first, where
+    ``generate`` sends ``prompt + response`` as a new request with ``max_new_tokens`` reduced by
+    what was generated. The carried prefix is prefilled again under the new weights
+    (:class:`~pipesim.policies.updates.AbortReprefill` keeps the partial response and charges the
+    re-prefill; ``PipelineView.abort_running`` would lose it, which APRIL does not). Without it
+    ``abort`` collects nothing: unfinished groups are gone, finished samples included
+    (:class:`~pipesim.policies.updates.AbortRestart` with ``restart=False``, and ``WholeGroups``
+    with ``drop_stale`` at eta 0 drops the rest of each such group). Completed groups beyond B / n
+    in the same instant are kept for the next step (slime drops them; it is rare).
+
+    slime's loop (``train.py``: generate, train, update weights) generates nothing between one
+    rollout's abort and the next rollout, so the preset is ``colocated`` by default: generation
+    pauses while the trainer trains, from the instant the batch forms, which is when slime calls
+    ``abort``. Pass ``colocated=False`` to let the carried-over requests run on during training.
+    """
+    from scenarios.systems import CHAPTER, _bool, _scenario  # that module imports this one
+
+    given = {
+        "over_sampling_batch_size": over_sampling_batch_size is not None,
+        "partial_rollout": partial_rollout is not True,
+        "n_samples_per_prompt": n_samples_per_prompt != 1,
+    }
+    old = _old_names(pipeline, given)
+    if "partial_rollout" in old:
+        _bool("carry_over", old["partial_rollout"])  # checked under the name the caller used
+        partial_rollout = old["partial_rollout"]
+    if "n_samples_per_prompt" in old:
+        check_int("samples_per_prompt", old["n_samples_per_prompt"], 1)
+        n_samples_per_prompt = old["n_samples_per_prompt"]
+    _bool("partial_rollout", partial_rollout)
+    check_int("n_samples_per_prompt", n_samples_per_prompt, 1)
+    batch = pipeline.get("batch_size", CHAPTER.batch_size)
+    factor = old.get("over_sampling_batch_size")
+    if factor is not None:
+        check_number("oversample_factor", factor, 1.0)
+    elif over_sampling_batch_size is None:
+        factor = DEFAULT_OVERSAMPLE
+    else:
+        check_int("over_sampling_batch_size", over_sampling_batch_size, 1)
+        check_int("batch_size", batch, 1)
+        prompts = max(1, batch // n_samples_per_prompt)
+        if over_sampling_batch_size < prompts:
+            raise refuse(
+                "over_sampling_batch_size",
+                f"must be at least --rollout-batch-size = batch_size / n_samples_per_prompt = {prompts} "
+                f"prompts (slime samples at least a batch), got {over_sampling_batch_size}",
+            )
+        factor = over_sampling_batch_size * n_samples_per_prompt / batch
+    pipeline.setdefault("colocated", True)
+    wu: WeightUpdate = AbortReprefill() if partial_rollout else AbortRestart(restart=False)
+    groups = WholeGroups(n_samples_per_prompt, drop_stale=not partial_rollout)
+    return _scenario(
+        "APRIL",
+        pipeline,
+        0,
+        "fixed at 0 (over-sampled, aborted at each batch)",
+        admission=OverSample(factor),
+        weight_update=wu,
+        batching=groups,
+    )

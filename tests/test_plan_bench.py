@@ -1,0 +1,42 @@
+"""``benchmarks/bench_plan.py --reference --sample TOP DRAW``: the designs of the reduced check.
+
+The check is reported as a sample, so what it runs must be exactly what it says: the pick first,
+then the plan's best full-run designs by throughput, then distinct designs drawn from the space by
+the seeded generator (the same seed, the same designs)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pipesim.plan as plan
+from benchmarks.bench_plan import sampled
+from tests.test_plan import small_spec
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), top=st.integers(0, 6), draw=st.integers(0, 40), seed=st.integers(0, 2**16))
+def test_the_sample_is_the_pick_the_plans_best_and_distinct_draws(
+    data: st.DataObject, top: int, draw: int, seed: int
+) -> None:
+    spec = small_spec()
+    space = plan.candidates(spec)
+    full_designs = data.draw(st.lists(st.sampled_from(space), min_size=1, max_size=8, unique=True))
+    speeds = data.draw(st.lists(st.floats(1.0, 1e6), min_size=len(full_designs), max_size=len(full_designs)))
+    full = [SimpleNamespace(design=d, throughput=v) for d, v in zip(full_designs, speeds, strict=True)]
+    best = data.draw(st.sampled_from(full))
+    result = SimpleNamespace(best=best, full=full)
+
+    chosen = sampled(spec, result, top, draw, seed)  # type: ignore[arg-type]
+
+    assert len(chosen) == len(set(chosen))  # no design twice
+    assert set(chosen) <= set(space)
+    assert chosen[0] == best.design  # the pick is always in the check
+    head = max(1, min(top, len(full)))
+    others = [e.design for e in sorted(full, key=lambda e: -e.throughput) if e.design != best.design]
+    assert chosen[1:head] == others[: head - 1]  # then the plan's best, fastest first
+    assert len(chosen) == head + min(draw, len(space) - head)
+    again = sampled(spec, result, top, draw, seed)  # type: ignore[arg-type]
+    assert again == chosen  # seeded: reproducible
