@@ -258,7 +258,7 @@ def test_preemption_keeps_kv_within_budget() -> None:
     cfg = config_with_budget(3000, max_num_seqs=64)
     seqs = [(0.01 * i, 200, 400 + 20 * i) for i in range(24)]
     fluid, rep = run_replica(cfg, seqs)
-    assert max_rel_error(fluid, reference(cfg, seqs)) < 1e-6  # preempted and recomputed alike
+    assert max_rel_error(fluid, reference(cfg, seqs)) < 1e-9  # preempted and recomputed alike
     assert rep.preemptions > 0 and rep.recompute_tokens > 0
     assert rep.peak_kv_tokens <= rep.cost.budget + 1e-6
     assert rep.tokens_generated == pytest.approx(sum(s[2] for s in seqs), rel=1e-9)
