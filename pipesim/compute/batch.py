@@ -242,6 +242,17 @@ class BatchState:
             k = math.floor(cur + 1e-9) + 1.0
         return vb + k
 
+    def _mid_iteration(self) -> bool:
+        """Whether the token clock is inside a decode iteration (not at one of its boundaries).
+
+        The engine schedules between iterations only: the check that preempts before an
+        iteration whose tokens would overflow the cache (and admission) happens at a boundary,
+        so an event inside an iteration (an arrival, a tool call's return) preempts no one, even
+        when the cache would overflow one token later; :meth:`_full_v` aims the timer at the
+        boundary where it does."""
+        off = self.v - self._vb
+        return off - math.floor(off + 1e-6) > 1e-6
+
     def _preempt_if_full(self) -> None:
         """Before an iteration: while its tokens would overflow the cache, preempt the newest."""
         while self.n > 0 and self.kv_base + self.n * (self.v + 1.0) + self.held_total > self._budget + 1e-6:
@@ -320,12 +331,9 @@ class BatchState:
                 if self._fits(waiting[0]):
                     self._admit_t = self.t0
                 return
-            vb = self._vb  # decoding: a newcomer joins at the end of this iteration
-            off = v - vb
-            whole = math.floor(off + 1e-6)
-            if off - whole > 1e-6:
+            if self._mid_iteration():  # decoding: a newcomer joins at the end of this iteration
                 if self._fits(waiting[0]):
-                    self._admit_v = vb + whole + 1.0
+                    self._admit_v = self._vb + math.floor(v - self._vb + 1e-6) + 1.0
                 return
         new_tokens, pairs, k = 0.0, 0.0, 0
         heap, admitted, held = self.heap, self.admitted, self.held

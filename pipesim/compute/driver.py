@@ -286,8 +286,8 @@ class ReplicaDriver(BatchState):
             done = self._finish_due(now)
             n = self.n
             over = self.kv_base + n * (self.v + 1.0) + self.held_total > self._budget + 1e-6
-            if n and self._preempt and over:  # _preempt_if_full's loop condition, tested here first
-                self._preempt_if_full()
+            if n and self._preempt and over and not self._mid_iteration():
+                self._preempt_if_full()  # over is its loop condition, tested here first
             if self.paused_since is None:
                 if self.waiting:
                     self._admit(now)

@@ -18,9 +18,13 @@ reads grows by ``b`` tokens per iteration, so real time is a quadratic in ``v``:
 
 the integral of the iteration time with a half-token (midpoint) correction, which makes an
 interval of whole iterations *exact* against stepping them one at a time; it is inverted in
-closed form. What stays approximate: an interval may end mid-iteration (a real engine finishes
-the iteration before admitting anyone, so arrivals here start up to one iteration early), and
-partial tokens are fluid.
+closed form. The scheduler acts only at iteration boundaries, as a real engine does: an event
+inside an iteration (an arrival, a tool call's return) admits no one before the iteration ends,
+and preempts no one even when the cache would overflow one token later (the preemption comes at
+the boundary where the next iteration's tokens no longer fit). So, for every timing constant,
+completion times agree with stepping the scheduler one iteration at a time to rounding
+(``tests/test_compute_fluid_exact.py``). What stays approximate: a pause or a re-prefill may
+come mid-iteration, and partial tokens are fluid there.
 
 Prefill (prompts, and recomputed contexts after a preemption or a KV drop) is a **stall of the
 whole batch**: the sequences admitted at one instant are prefilled together in one iteration of
