@@ -85,6 +85,14 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "a pipesim framework profile (fsdp2-dense, megatron-dense, megatron-moe, ideal): its "
         "efficiencies and fixed costs, set from published breakdowns, not the systems' own knob",
     ),
+    "model.recompute_old_logp": (
+        "not actor_rollout_ref.rollout.use_rollout_log_probs (the fully-async recipe's switch)",
+        "-",
+        "-",
+        "-",
+        "whether the trainer recomputes old log-probs (verl's timing_s/old_log_prob phase); false "
+        "takes the rollout's; default true",
+    ),
     "model.share_group_prefix": (
         "actor_rollout_ref.rollout.enable_prefix_caching",
         "vllm.enable_prefix_caching / SGLang's radix cache",
