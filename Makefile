@@ -59,7 +59,8 @@ COMPILED_TESTS := tests/test_compiled.py tests/test_engine_numpy.py tests/test_p
 	tests/test_core_golden.py
 test-compiled: $(COMPILED)/.built
 	PIPESIM_EXPECT_COMPILED=1 PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) HYPOTHESIS_PROFILE=ci \
-		$(PY) -m pytest -q --import-mode=append $(sort $(COMPILED_TESTS))
+		$(PY) -m pytest -q --import-mode=append $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS)) \
+		$(sort $(COMPILED_TESTS))
 
 bench-compute: $(COMPILED)/.built
 	PYTHONSAFEPATH=1 PYTHONPATH=$(COMPILED) $(PY) benchmarks/bench_compute.py --clock cpu

@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from pipesim import PipelineConfig, Scenario, run
 from pipesim.io.registry import CHAPTER_DESIGNS
@@ -26,6 +24,14 @@ from pipesim.policies.batching import DropStale
 from pipesim.policies.faults import DropFailed, RequeueFailed, Timeout
 from pipesim.policies.synccost import sync_time_table
 from pipesim.workload.durations import ExponentialDurations, chapter_pool, straggler_ratios
+
+if TYPE_CHECKING:
+    import torch  # noqa: F401
+
+# torch is imported inside the two tables that draw with it, not here: every ``pipesim`` command
+# that looks a name up loads this module through the registry's entry points, and importing
+# torch costs about 2 s of CPU per command (``python -X importtime -m pipesim export
+# systems:areal``), more than the rest of the command.
 
 DESIGNS: dict[str, dict[str, Any]] = {
     name: dict(max_staleness=eta, interrupt=not drain) for name, (eta, drain) in CHAPTER_DESIGNS.items()
@@ -60,6 +66,8 @@ def weight_sync_table() -> list[tuple[str, float, list[float]]]:
 
 def duration_stats() -> dict[str, float]:
     """Section 13.2: the pool's mean, quantiles, and the straggler ratios at B = 8, 64, 512."""
+    import torch
+
     d = chapter_pool()
     q = d.quantile(torch.tensor([0.5, 0.9, 0.99]))
     out = {"mean": d.mean().item(), "median": q[0].item(), "p90": q[1].item(), "p99": q[2].item()}
@@ -107,6 +115,8 @@ _SWEPT = {"synchronous": 0, "async eta=2, partial": 2}
 
 def failure_bias() -> dict[str, float]:
     """Section 13.7: a constant hazard of one failure per 2,000 s, drawn as the chapter does (seed 1)."""
+    import torch
+
     d = chapter_pool()
     fail = torch.rand(len(d), generator=torch.Generator().manual_seed(1)) < 1 - torch.exp(-d * HAZARD_PER_S)
     long = d > d.quantile(0.9)
