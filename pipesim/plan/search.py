@@ -28,6 +28,7 @@ from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
 from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
+from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
 
 
@@ -212,7 +213,7 @@ def search(
         raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty
     method = spec.method
     if method == "auto":
-        method = "grid" if len(pool) <= spec.grid_limit else "optuna"
+        method = "grid" if len(pool) <= spec.grid_limit else "slices"
     n_all = len(pool)
     ev = Evaluator(spec, executor, progress, seed, cache)
     steps = rung_steps(spec)
@@ -224,14 +225,28 @@ def search(
             pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
         if method == "grid":
             current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
+        elif method == "slices":
+            ceilings = cut.ceilings or {d: ceiling(spec, d, {}) for d in pool}
+            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
+            screens, probes = slice_search(spec, ev, pool, ceilings, pre[: spec.trials])
+            quota = max(math.ceil(len(probes) / spec.reduction), min(spec.min_full, len(probes)))
+            keep = pick_full(spec, probes, quota)
+            current = ev.evaluate(keep, spec.steps, spec.seeds, desc="full")
+            screened = screens  # the rungs: the screen, the probes, the full runs
+            rungs += [
+                (spec.screen_steps, len(screens)),
+                (spec.steps, len(probes)),
+                (spec.steps, len(current)),
+            ]
         else:
             pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
             current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
             if len(steps) == 1:
                 current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
-        screened = current
-        rungs.append((steps[0], len(current)))
-        for i, st in enumerate(steps[1:], start=1):
+        if method != "slices":
+            screened = current
+            rungs.append((steps[0], len(current)))
+        for i, st in enumerate([] if method == "slices" else steps[1:], start=1):
             quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
             keep = promote(spec, current, quota)
             last = i == len(steps) - 1
