@@ -1,6 +1,9 @@
 """The search: screen candidates with short runs, promote the promising ones by successive halving,
 and run the survivors in full over several seeds.
 
+* ``slices`` (chosen by name; ``auto`` takes Optuna above ``grid_limit``) screens each slice's
+  fluid balance split, probes slices at full length along the split axis and takes the full rung
+  from the probes (:mod:`pipesim.plan.slices`); no successive halving.
 * ``grid`` screens every candidate; ``optuna`` screens ``trials`` designs chosen by Optuna's
   NSGA-II (three objectives: throughput, mean staleness, discarded share; the constraints as
   Optuna constraints), asked and told in batches of ``spec.batch`` in ask order, so neither the
@@ -213,7 +216,7 @@ def search(
         raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty
     method = spec.method
     if method == "auto":
-        method = "grid" if len(pool) <= spec.grid_limit else "slices"
+        method = "grid" if len(pool) <= spec.grid_limit else "optuna"
     n_all = len(pool)
     ev = Evaluator(spec, executor, progress, seed, cache)
     steps = rung_steps(spec)

@@ -195,8 +195,8 @@ class PlanSpec:
     sync_scale: float = 1.0
     inflight_load_time_s: float = 1.0
     method: str = "auto"
-    """``grid``, ``slices``, ``optuna`` or ``auto`` (the grid when the space has at most
-    ``grid_limit`` designs, else the slices: :mod:`pipesim.plan.slices`)."""
+    """``grid``, ``slices`` (:mod:`pipesim.plan.slices`), ``optuna`` or ``auto`` (the grid when the
+    space has at most ``grid_limit`` designs, else Optuna)."""
     trials: int = 200
     """Optuna: designs to screen; slices: designs to screen, and full-length probes, each at most."""
     grid_limit: int = 256
