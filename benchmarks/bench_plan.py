@@ -14,8 +14,10 @@ goal checks asked for:
   its measured staleness and discard must meet the limits (goal: feasible in a run 4x longer);
 * ``--rerun``: the plan again with ``constraints.mean_staleness`` 10% looser, on the run cache the
   first plan filled; goal: at most half the first plan's wall time;
-* ``--reference --sample TOP DRAW``: a reduced check, reported as one: the plan's TOP full-run
-  designs (the pick first) and DRAW drawn from the space (seed 43), at full length with 5 seeds;
+* ``--reference --sample TOP DRAW [--sample-fluid N]``: a reduced check, reported as one: the
+  plan's TOP full-run designs (the pick first), DRAW drawn from the space (seed 43) and the N best
+  by the fluid ceiling, at full length with 5 seeds (with ``--cache-dir``, the plan's runs are
+  reused: a run is a pure function of design, length and seed);
 * ``--reference``: the exhaustive grid over the same space, every design at full length with 5
   seeds (``--reference-seeds``), judged as the plan judges; goal: the pick is within 5% of the
   grid's best feasible design or tied with it by a paired test on the shared seeds. On the agent
@@ -39,6 +41,7 @@ import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluator, run_design
+from pipesim.plan.fluid import ceiling
 from pipesim.plan.judge import HORIZON
 from pipesim.plan.report import cut_line
 from pipesim.plan.stats import paired
@@ -123,14 +126,25 @@ def check_longer(sp: plan.PlanSpec, result: plan.PlanResult) -> bool:
     return ok
 
 
-def sampled(sp: plan.PlanSpec, result: plan.PlanResult, top: int, draw: int, seed: int) -> list[Any]:
+def sampled(
+    sp: plan.PlanSpec, result: plan.PlanResult, top: int, draw: int, seed: int, fluid: int = 0
+) -> list[Any]:
     """The plan's ``top`` full-run designs by throughput, the pick first, plus ``draw`` others drawn
-    from the whole space by a generator seeded with ``seed``: a reduced check, not the reference."""
+    from the whole space by a generator seeded with ``seed`` (the same draw whatever ``fluid``
+    is), plus the ``fluid`` best designs by the fluid ceiling not already in: a reduced check,
+    not the reference."""
     full = sorted(result.full, key=lambda e: -e.throughput)
     chosen = [result.best.design] if result.best is not None else []
     chosen += [e.design for e in full if e.design not in chosen][: max(0, top - len(chosen))]
-    rest = [d for d in plan.candidates(sp) if d not in chosen]
-    return chosen + random.Random(seed).sample(rest, min(draw, len(rest)))
+    pool = plan.candidates(sp)
+    rest = [d for d in pool if d not in chosen]
+    chosen += random.Random(seed).sample(rest, min(draw, len(rest)))
+    if fluid:
+        memo: dict[Any, float] = {}
+        ceilings = {d: ceiling(sp, d, memo) for d in pool}
+        by_ceiling = sorted((d for d in pool if d not in chosen), key=lambda d: (-ceilings[d], d))
+        chosen += by_ceiling[:fluid]
+    return chosen
 
 
 def reference(
@@ -139,18 +153,22 @@ def reference(
     seeds: int,
     workers: int,
     sample: tuple[int, int] | None = None,
+    fluid: int = 0,
+    cache: DiskCache | None = None,
 ) -> None:
     """The exhaustive grid at full length with ``seeds`` seeds, and the pick against its best; with
     ``sample`` = (top, draw), only :func:`sampled`'s designs, reported as a sample."""
     from concurrent.futures import ProcessPoolExecutor
 
     ref = sp.with_(seeds=seeds)
-    pool = plan.candidates(ref) if sample is None else sampled(ref, result, *sample, seed=43)
+    pool = plan.candidates(ref) if sample is None else sampled(ref, result, *sample, seed=43, fluid=fluid)
     what = "reference" if sample is None else f"SAMPLED check, not the reference ({len(pool)} designs)"
     print(f"{what}: {len(pool)} designs x {seeds} seeds x {ref.steps} steps")
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers) as ex:
-        evals = Evaluator(ref, ex, progress=True).evaluate(pool, ref.steps, seeds, desc="reference")
+        evals = Evaluator(ref, ex, progress=True, disk=cache).evaluate(
+            pool, ref.steps, seeds, desc="reference"
+        )
     feasible = sorted((e for e in evals if e.feasible), key=lambda e: -e.throughput)
     print(f"reference wall {time.perf_counter() - t0:.0f} s; {len(feasible)} feasible")
     if not feasible or result.best is None:
@@ -190,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("TOP", "DRAW"),
         help="with --reference: only the plan's TOP full-run designs and DRAW drawn at random (seed 43)",
     )
+    ap.add_argument(
+        "--sample-fluid",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --sample: add the N best designs by the fluid ceiling (pipesim.plan.fluid)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     sp = plan.load(args.spec) if args.spec else verl_scale(args.screen_steps, args.steps, args.trials)
     with tempfile.TemporaryDirectory(prefix="bench_plan_") as scratch:
@@ -211,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         check_longer(sp, result)
     if args.reference:
         sample = None if args.sample is None else (args.sample[0], args.sample[1])
-        reference(sp, result, args.reference_seeds, args.workers, sample)
+        ref_cache = DiskCache(args.cache_dir) if args.cache_dir else None  # the plan's runs, reused
+        reference(sp, result, args.reference_seeds, args.workers, sample, args.sample_fluid, ref_cache)
     return 0
 
 

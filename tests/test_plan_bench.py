@@ -40,3 +40,29 @@ def test_the_sample_is_the_pick_the_plans_best_and_distinct_draws(
     assert len(chosen) == head + min(draw, len(space) - head)
     again = sampled(spec, result, top, draw, seed)  # type: ignore[arg-type]
     assert again == chosen  # seeded: reproducible
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), top=st.integers(0, 4), draw=st.integers(0, 12), fluid=st.integers(1, 12))
+def test_the_fluid_addition_is_the_best_ceilings_left_and_keeps_the_draw(
+    data: st.DataObject, top: int, draw: int, fluid: int
+) -> None:
+    """``--sample-fluid N`` appends the N designs with the highest fluid ceiling not already in the
+    sample, and leaves the pick, the plan's best and the seeded draw as they were."""
+    from pipesim.plan.fluid import ceiling
+
+    spec = small_spec()
+    space = plan.candidates(spec)
+    designs = data.draw(st.lists(st.sampled_from(space), min_size=1, max_size=4, unique=True))
+    full = [SimpleNamespace(design=d, throughput=float(i + 1)) for i, d in enumerate(designs)]
+    result = SimpleNamespace(best=full[0], full=full)
+
+    base = sampled(spec, result, top, draw, 43)  # type: ignore[arg-type]
+    more = sampled(spec, result, top, draw, 43, fluid=fluid)  # type: ignore[arg-type]
+
+    assert more[: len(base)] == base
+    added = more[len(base) :]
+    assert len(added) == min(fluid, len(space) - len(base)) and not set(added) & set(base)
+    ceilings = {d: ceiling(spec, d) for d in space}
+    left = [d for d in space if d not in more]
+    assert all(ceilings[a] >= ceilings[d] for a in added for d in left)  # the best ceilings left

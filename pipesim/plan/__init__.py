@@ -117,7 +117,7 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--method",
-        choices=("auto", "grid", "optuna"),
+        choices=("auto", "grid", "slices", "optuna"),
         help="override the spec's search method; e.g. --method grid",
     )
     add_option(

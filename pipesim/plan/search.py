@@ -1,6 +1,9 @@
 """The search: screen candidates with short runs, promote the promising ones by successive halving,
 and run the survivors in full over several seeds.
 
+* ``slices`` (chosen by name; ``auto`` takes Optuna above ``grid_limit``) screens each slice's
+  fluid balance split, probes slices at full length along the split axis and takes the full rung
+  from the probes (:mod:`pipesim.plan.slices`); no successive halving.
 * ``grid`` screens every candidate; ``optuna`` screens ``trials`` designs chosen by Optuna's
   NSGA-II (three objectives: throughput, mean staleness, discarded share; the constraints as
   Optuna constraints), asked and told in batches of ``spec.batch`` in ask order, so neither the
@@ -28,6 +31,7 @@ from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
 from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
+from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
 
 
@@ -224,14 +228,28 @@ def search(
             pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
         if method == "grid":
             current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
+        elif method == "slices":
+            ceilings = cut.ceilings or {d: ceiling(spec, d, {}) for d in pool}
+            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
+            screens, probes = slice_search(spec, ev, pool, ceilings, pre[: spec.trials])
+            quota = max(math.ceil(len(probes) / spec.reduction), min(spec.min_full, len(probes)))
+            keep = pick_full(spec, probes, quota)
+            current = ev.evaluate(keep, spec.steps, spec.seeds, desc="full")
+            screened = screens  # the rungs: the screen, the probes, the full runs
+            rungs += [
+                (spec.screen_steps, len(screens)),
+                (spec.steps, len(probes)),
+                (spec.steps, len(current)),
+            ]
         else:
             pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
             current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
             if len(steps) == 1:
                 current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
-        screened = current
-        rungs.append((steps[0], len(current)))
-        for i, st in enumerate(steps[1:], start=1):
+        if method != "slices":
+            screened = current
+            rungs.append((steps[0], len(current)))
+        for i, st in enumerate([] if method == "slices" else steps[1:], start=1):
             quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
             keep = promote(spec, current, quota)
             last = i == len(steps) - 1

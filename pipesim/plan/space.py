@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
+METHODS = ("auto", "grid", "slices", "optuna")
 
 
 @dataclass(frozen=True, order=True)
@@ -194,9 +195,10 @@ class PlanSpec:
     sync_scale: float = 1.0
     inflight_load_time_s: float = 1.0
     method: str = "auto"
-    """``grid``, ``optuna`` or ``auto`` (the grid when the space has at most ``grid_limit`` designs)."""
+    """``grid``, ``slices`` (:mod:`pipesim.plan.slices`), ``optuna`` or ``auto`` (the grid when the
+    space has at most ``grid_limit`` designs, else Optuna)."""
     trials: int = 200
-    """Optuna: designs to screen."""
+    """Optuna: designs to screen; slices: designs to screen, and full-length probes, each at most."""
     grid_limit: int = 256
     reduction: int = 3
     """Successive halving: keep 1 / reduction of a rung's designs for the next."""
@@ -272,9 +274,9 @@ class PlanSpec:
         if self.framework is not None and not isinstance(self.framework, FrameworkProfile):
             msg = f"model.framework must be a profile, got {shown(self.framework)}"
             raise PlanError(msg, "model.framework")
-        if not isinstance(self.method, str) or self.method not in ("auto", "grid", "optuna"):
-            hint = did_you_mean(self.method, ("auto", "grid", "optuna"))
-            msg = f"search.method must be auto, grid or optuna, got {shown(self.method)}{hint}"
+        if not isinstance(self.method, str) or self.method not in METHODS:
+            hint = did_you_mean(self.method, METHODS)
+            msg = f"search.method must be auto, grid, slices or optuna, got {shown(self.method)}{hint}"
             raise PlanError(msg, "search.method")
         if self.baseline is not None and not isinstance(self.baseline, Design):
             raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}", "baseline")
