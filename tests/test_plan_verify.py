@@ -102,3 +102,24 @@ def test_a_rerun_with_the_cache_does_no_new_long_runs(tmp_path: Path) -> None:
     again = plan.plan(spec.with_(min_full=5), with_sensitivity=False, cache=DiskCache(tmp_path))
     assert again.runs == 0
     assert [(e.design, e.verified) for e in again.full] == [(e.design, e.verified) for e in first.full]
+
+
+def test_with_no_bound_proved_design_in_full_the_fallback_runs_the_fastest_proved_one() -> None:
+    """A full rung of estimated designs only, and no budget: nothing of it is recommended, so the
+    fastest fallback design (proved by its bound) is run in full and appended, feasible; the one
+    after it is not run."""
+    spec = ridge_spec(
+        space=plan.Space(placement=(0, 2), eta=(0,), update=("partial", "drain"), oversample=(1.0, 1.25))
+    )
+    ev = Evaluator(spec)
+    estimated = [d for d in plan.candidates(spec) if needs_verification(spec, d)]
+    proved = [d for d in plan.candidates(spec) if not needs_verification(spec, d)]
+    assert len(proved) == 2
+    full = ev.evaluate(estimated, spec.steps, spec.seeds)
+    checked = verify(spec, ev, full, budget=0, fallback=proved)
+    assert [e.design for e in checked[: len(full)]] == estimated and not any(
+        e.feasible for e in checked[: len(full)]
+    )
+    assert [e.design for e in checked[len(full) :]] == proved[:1]
+    assert checked[-1].feasible and checked[-1].verified == "fallback: proved by its declared bound"
+    assert not any(d == proved[1] for d, _, _ in ev.cache)  # the next fallback was not needed

@@ -36,7 +36,7 @@ from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
 from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
-from pipesim.plan.verify import verify
+from pipesim.plan.verify import needs_verification, verify
 
 
 class PlanInfeasible(PlanError):
@@ -263,7 +263,9 @@ def search(
         if spec.baseline is not None and spec.baseline not in {e.design for e in current}:
             # the user's design, run in full beside the plan's (not counted in the rungs)
             current = [*current, *ev.evaluate([spec.baseline], spec.steps, spec.seeds, desc="baseline")]
-        current = verify(spec, ev, current)  # the recommendation holds HORIZON x as long
+        proved = sorted((e for e in screened if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
+        fallback = [e.design for e in proved if not needs_verification(spec, e.design)][: spec.min_full]
+        current = verify(spec, ev, current, fallback=fallback)  # the pick holds HORIZON x as long
     except KeyboardInterrupt:
         done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
         full_done = finished(ev, spec.steps, spec.seeds)

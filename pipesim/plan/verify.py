@@ -19,8 +19,9 @@ of five 48-step runs. So before a design is recommended:
   verifications (:data:`BUDGET`);
 * when the budget is spent, the feasible designs left unverified above the first design proved
   by a bound are marked infeasible (``not verified: verification budget (3) spent``): the recommendation
-  falls back to the fastest design proved by a bound, and the page says so. If there is none,
-  the plan has no feasible design.
+  falls back to the fastest design proved by a bound, and the page says so. If the full rung has
+  none, the fastest screened designs proved by their bounds are run in full (``fallback``) until
+  one is judged feasible; if none is, the plan has no feasible design.
 
 The verification runs go through the plan's :class:`~pipesim.plan.evaluate.Evaluator`: they are
 counted in its runs and kept in its run cache (memory and disk), so a re-run of the plan reuses
@@ -75,18 +76,45 @@ def broken(spec: PlanSpec, runs: Sequence[dict[str, float]], steps: int, seeds: 
     return None
 
 
-def verify(spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int = BUDGET) -> list[Evaluated]:
+def verify(
+    spec: PlanSpec,
+    ev: Evaluator,
+    full: Sequence[Evaluated],
+    budget: int = BUDGET,
+    fallback: Sequence[Design] = (),
+) -> list[Evaluated]:
     """``full`` (the full rung) with the feasible designs verified from the fastest down (module
     docstring): each returned design carries its ``verified`` note, and those that broke or were
-    left unverified above the recommendation are infeasible. The order of ``full`` is kept."""
+    left unverified above the recommendation are infeasible. The order of ``full`` is kept.
+
+    ``fallback``: designs screened and proved by their bounds, fastest first; when no design of
+    ``full`` is left to recommend, they are run in full (``steps``, ``seeds``) one by one until
+    one is judged feasible, and appended, marked ``fallback: proved by its declared bound``."""
     out = {e.design: e for e in full}
+    if _check(spec, ev, full, budget, out):
+        return [out[e.design] for e in full]
+    extra = []
+    for d in fallback:
+        if d in out or needs_verification(spec, d):
+            continue
+        e = ev.evaluate([d], spec.steps, spec.seeds, desc="fallback")[0]
+        extra.append(replace(e, verified="fallback: proved by its declared bound" if e.feasible else ""))
+        if e.feasible:
+            break
+    return [*(out[e.design] for e in full), *extra]
+
+
+def _check(
+    spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int, out: dict[Design, Evaluated]
+) -> bool:
+    """Verify ``full``'s feasible designs into ``out``; True when one is left to recommend."""
     seeds = ev.seeds(spec.seeds)
     steps = HORIZON * spec.steps
     spent = 0
     for e in sorted((e for e in full if e.feasible), key=lambda e: (-e.throughput, e.design)):
         if not needs_verification(spec, e.design):
             out[e.design] = replace(e, verified="proved by its declared bound")
-            break  # the recommendation: proved at any length
+            return True  # the recommendation: proved at any length
         if spent >= budget:
             note = f"not verified: verification budget ({budget}) spent"
             out[e.design] = replace(e, feasible=False, verified=note)
@@ -96,9 +124,9 @@ def verify(spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int
         why = broken(spec, longer.runs, steps, seeds)
         if why is None:
             out[e.design] = replace(e, verified=f"held at {steps} steps on seeds {_span(seeds)}")
-            break  # the recommendation: it holds HORIZON times as long
+            return True  # the recommendation: it holds HORIZON times as long
         out[e.design] = replace(e, feasible=False, verified=f"verified: {why}")
-    return [out[e.design] for e in full]
+    return False
 
 
 def _span(seeds: Sequence[int]) -> str:
@@ -114,7 +142,7 @@ def verify_lines(result: PlanResult) -> list[str]:
     n = result.spec.n_gpus
     out = [f"verification (the fastest feasible designs run {HORIZON}x as long before recommending):"]
     out += [f"  {e.design.label(n)}: {e.verified}" for e in done]
-    if any(e.verified.startswith("not verified") for e in done) and result.best is not None:
+    if any(e.verified.startswith(("not verified", "fallback")) for e in done) and result.best is not None:
         out.append(
             "  the budget was spent: the recommendation falls back to the fastest design proved by a bound"
         )
