@@ -123,3 +123,18 @@ def test_with_no_bound_proved_design_in_full_the_fallback_runs_the_fastest_prove
     assert [e.design for e in checked[len(full) :]] == proved[:1]
     assert checked[-1].feasible and checked[-1].verified == "fallback: proved by its declared bound"
     assert not any(d == proved[1] for d, _, _ in ev.cache)  # the next fallback was not needed
+
+
+def test_when_every_estimated_design_breaks_and_none_is_proved_the_plan_is_infeasible_and_says_why() -> None:
+    """Only the two colocated designs, both breaking at 24 steps, and no bound-proved design to
+    fall back on: the plan has no recommendation, and its message names the verification."""
+    spec = ridge_spec(
+        space=plan.Space(placement=(0,), eta=(0,), update=("partial", "abort_reprefill"), oversample=(1.25,))
+    )
+    try:
+        result = plan.plan(spec, with_sensitivity=False)
+    except plan.PlanInfeasible as e:
+        assert "Verified 4x as long" in str(e) and "broke max_staleness at 24 steps" in str(e)
+        assert e.result.best is None and all(x.verified for x in e.result.full)
+    else:
+        raise AssertionError(f"recommended {result.best.design if result.best else None}")
