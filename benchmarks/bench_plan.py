@@ -10,7 +10,8 @@
 It prints the wall time, the rungs, the runs, the first cut and the recommendation, then the
 goal checks asked for:
 
-* ``--check-longer``: the recommendation re-run ``HORIZON`` (4) x as long on the plan's seeds;
+* ``--check-longer [--longer-seeds N]``: the recommendation re-run ``HORIZON`` (4) x as long on
+  the plan's seeds (or N seeds), with ``run_design`` (not the plan's cache);
   its measured staleness and discard must meet the limits (goal: feasible in a run 4x longer);
 * ``--rerun``: the plan again with ``constraints.mean_staleness`` 10% looser, on the run cache the
   first plan filled; goal: at most half the first plan's wall time;
@@ -45,6 +46,7 @@ from pipesim.plan.fluid import ceiling
 from pipesim.plan.judge import HORIZON
 from pipesim.plan.report import cut_line
 from pipesim.plan.stats import paired
+from pipesim.plan.verify import verify_lines
 
 WORKLOAD = TokenWorkload(
     response=LogNormalLengths(1500.0, 0.9),
@@ -98,6 +100,8 @@ def describe(sp: plan.PlanSpec, result: plan.PlanResult, wall: float, workers: i
     print(f"screened {result.n_screened}, run in full {result.n_full}, runs {result.runs}")
     print(cut_line(result))
     print(f"wall {wall:.1f} s ({wall / 60:.1f} min)")
+    for line in verify_lines(result):
+        print(line)
     if result.best is not None:
         m = result.best.metrics
         print(
@@ -107,13 +111,15 @@ def describe(sp: plan.PlanSpec, result: plan.PlanResult, wall: float, workers: i
         )
 
 
-def check_longer(sp: plan.PlanSpec, result: plan.PlanResult) -> bool:
-    """The pick re-run HORIZON x as long on every seed of the plan: do the limits hold?"""
+def check_longer(sp: plan.PlanSpec, result: plan.PlanResult, n_seeds: int | None = None) -> bool:
+    """The pick re-run HORIZON x as long on every seed of the plan (or the first ``n_seeds``
+    simulation seeds, independently of the plan's runs and cache): do the limits hold?"""
     if result.best is None:
         print("longer run: no recommendation")
         return False
     ok = True
-    for seed in result.sim_seeds():
+    seeds = result.sim_seeds() if n_seeds is None else [sp.sim_seed + i for i in range(n_seeds)]
+    for seed in seeds:
         m = run_design(sp, result.best.design, sp.steps * HORIZON, seed)
         good = sp.constraints.feasible(m)
         ok &= good
@@ -197,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--trials", type=int, default=128, help="Optuna: designs to screen (0: the grid)")
     ap.add_argument("--check-longer", action="store_true")
+    ap.add_argument(
+        "--longer-seeds", type=int, metavar="N", help="--check-longer on N seeds (default: the plan's)"
+    )
     ap.add_argument("--rerun", action="store_true")
     ap.add_argument("--reference", action="store_true")
     ap.add_argument("--reference-seeds", type=int, default=5)
@@ -233,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{again.runs} new runs; at most half: {wall2 <= wall / 2}"
             )
     if args.check_longer:
-        check_longer(sp, result)
+        check_longer(sp, result, args.longer_seeds)
     if args.reference:
         sample = None if args.sample is None else (args.sample[0], args.sample[1])
         ref_cache = DiskCache(args.cache_dir) if args.cache_dir else None  # the plan's runs, reused

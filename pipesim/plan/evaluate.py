@@ -127,6 +127,9 @@ class Evaluated:
     """Constraint -> (``met``/``violated``/``open``, the estimate judged)."""
     p_feasible: float = 0.0
     """The chance every constraint holds at full length (:func:`pipesim.plan.judge.p_met`)."""
+    verified: str = ""
+    """What verification found (:mod:`pipesim.plan.verify`): held or broke ``HORIZON`` times as
+    long, proved by a bound, or not verified; empty when it was not reached."""
 
     @property
     def censored(self) -> bool:

@@ -6,7 +6,8 @@ that were not promoted), with columns
 * the design's keys (:meth:`~pipesim.plan.space.Design.as_dict`) and its ``label``;
 * ``stage`` (``full`` or ``screened``), ``steps``, ``seeds``, ``feasible``, ``on_front``,
   ``recommended`` and ``tied_with_best`` (a paired test on shared seeds, see
-  :mod:`pipesim.plan.stats`);
+  :mod:`pipesim.plan.stats`), ``verified`` (what the run ``HORIZON`` times as long found,
+  :mod:`pipesim.plan.verify`; empty where none was needed);
 * every metric (:func:`pipesim.plan.evaluate.run_design`'s keys, averaged over seeds) and the 95%
   interval of the throughput (``throughput_ci``, ``throughput_lo``, ``throughput_hi``).
 
@@ -93,6 +94,7 @@ def frame(result: PlanResult) -> pd.DataFrame:
                     "on_front": e.design in front,
                     "recommended": e.design == best,
                     "tied_with_best": e.design in ties,
+                    "verified": e.verified,
                     **m,
                     "throughput_lo": e.throughput - ci,
                     "throughput_hi": e.throughput + ci,

@@ -16,6 +16,7 @@ from pipesim.plan.frame import provenance, whole
 from pipesim.plan.search import PlanResult
 from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
 from pipesim.plan.stats import comparison, merge_duplicates, merged_label, seeds_to_separate, tied_with_best
+from pipesim.plan.verify import verify_lines
 
 
 def _fmt(v: float, spec: str = ",.0f") -> str:
@@ -300,6 +301,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         "identical designs merged with '='):",
         table(rows(result, result.feasible, top), header(result)),
         *tie_lines(result),
+        *verify_lines(result),
         *baseline_lines(result),
         "",
         "Pareto front (feasible, non-dominated: throughput vs mean staleness vs discarded share):",
@@ -348,6 +350,7 @@ def _entry(e: Evaluated, n_gpus: int) -> dict[str, Any]:
         "design": e.design.as_dict(),
         "steps": e.steps,
         "feasible": e.feasible,
+        "verified": e.verified,
         "metrics": {k: whole(k, v) for k, v in e.metrics.items()},
     }
 

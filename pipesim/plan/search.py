@@ -10,6 +10,9 @@ and run the survivors in full over several seeds.
   worker count nor the order in which runs finish changes what is asked next.
 * A rung keeps ``max(ceil(n / reduction), min_full)`` designs: two thirds by throughput among those
   feasible at that rung, then the rung's Pareto front, then the least infeasible.
+* Verification (:mod:`pipesim.plan.verify`): before the fastest feasible full-run design is
+  recommended, it is run ``HORIZON`` times as long on the same seeds unless a declared bound
+  proves its staleness; a design that breaks a limit there is infeasible, and the next is tried.
 * The front is the feasible full-run designs no other feasible full-run design dominates
   (throughput up, mean staleness and discarded share down).
 """
@@ -33,6 +36,7 @@ from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
 from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
+from pipesim.plan.verify import needs_verification, verify
 
 
 class PlanInfeasible(PlanError):
@@ -259,6 +263,9 @@ def search(
         if spec.baseline is not None and spec.baseline not in {e.design for e in current}:
             # the user's design, run in full beside the plan's (not counted in the rungs)
             current = [*current, *ev.evaluate([spec.baseline], spec.steps, spec.seeds, desc="baseline")]
+        proved = sorted((e for e in screened if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
+        fallback = [e.design for e in proved if not needs_verification(spec, e.design)][: spec.min_full]
+        current = verify(spec, ev, current, fallback=fallback)  # the pick holds HORIZON x as long
     except KeyboardInterrupt:
         done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
         full_done = finished(ev, spec.steps, spec.seeds)
@@ -271,7 +278,11 @@ def search(
     result.elapsed_s = time.perf_counter() - t0
     if result.best is None:
         latest = {e.design: e for e in screened} | {e.design: e for e in result.full}  # the longest run
-        raise PlanInfeasible(infeasible_message(spec, list(latest.values())), result)
+        message = infeasible_message(spec, list(latest.values()))
+        notes = [f"{e.design.label(spec.n_gpus)}: {e.verified}" for e in result.full if e.verified]
+        if notes:  # judged feasible at full length, refused by verification
+            message += " Verified 4x as long: " + "; ".join(notes) + "."
+        raise PlanInfeasible(message, result)
     return result
 
 

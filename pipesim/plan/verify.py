@@ -1,0 +1,149 @@
+"""Verify before recommending: a design whose staleness verdict rests on an estimate is run
+:data:`~pipesim.plan.judge.HORIZON` times as long before the plan recommends it (issue 43).
+
+The full rung's judgement (:mod:`pipesim.plan.judge`) accepts a constraint in one of two ways: a
+bound the design's own policies declare (``drain`` with the count throttle bounds staleness by
+eta, at any length), or an estimate from the runs' settled part and tail. An estimate can be
+wrong: on issue 43's agent spec the designs at the top hold a maximum staleness of 4 with about
+one sample there per 12-step run, the tail estimate's cap on an unseen level depends on the seed
+count (``HORIZON x 0.5 / seeds`` samples beyond the limit), and the pick broke the limit on one
+of five 48-step runs. So before a design is recommended:
+
+* a design every one of whose staleness constraints (mean, maximum) is proved by its declared
+  bound (:func:`needs_verification` is False) is taken as it is: it is never re-run;
+* otherwise the design is run ``HORIZON x steps`` steps on the plan's simulation seeds, and it
+  *holds* when every seed's run meets every limit (mean staleness, maximum staleness, discarded
+  share: the metrics the judge reads, :meth:`~pipesim.plan.space.Constraints.violations`);
+* a design that breaks is marked infeasible with the reason (``broke max_staleness at 48 steps
+  (5 > 4), seed 2``), and the next fastest feasible design is verified, up to ``budget``
+  verifications (:data:`BUDGET`);
+* when the budget is spent, the feasible designs left unverified above the first design proved
+  by a bound are marked infeasible (``not verified: verification budget (3) spent``): the recommendation
+  falls back to the fastest design proved by a bound, and the page says so. If the full rung has
+  none, the fastest screened designs proved by their bounds are run in full (``fallback``) until
+  one is judged feasible; if none is, the plan has no feasible design.
+
+The verification runs go through the plan's :class:`~pipesim.plan.evaluate.Evaluator`: they are
+counted in its runs and kept in its run cache (memory and disk), so a re-run of the plan reuses
+them. The seed-count dependence of the tail estimate is left as it is; verification decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pipesim.plan.evaluate import Evaluated, Evaluator, priced
+from pipesim.plan.judge import HORIZON, bound
+from pipesim.plan.space import Design, PlanSpec
+
+if TYPE_CHECKING:
+    from pipesim.plan.search import PlanResult
+
+__all__ = ["BUDGET", "broken", "needs_verification", "verify", "verify_lines"]
+
+BUDGET = 3
+"""Verifications (each ``seeds`` runs of ``HORIZON x steps`` steps) a plan spends at most."""
+
+_METRIC = {"mean_staleness": "staleness_mean", "max_staleness": "staleness_max"}
+_METRIC |= {"discarded_share": "discarded_share", "cost_per_mtok": "cost_per_mtok"}
+
+
+def needs_verification(spec: PlanSpec, d: Design) -> bool:
+    """True when a staleness constraint of ``spec`` (mean or maximum) is not proved for ``d`` by
+    the bound its own policies declare (:func:`pipesim.plan.judge.bound`)."""
+    c = spec.constraints
+    limits = [float(v) for v in (c.mean_staleness, c.max_staleness) if v is not None]
+    if not limits:
+        return False
+    b = bound(spec, d)
+    return b is None or any(b > lim for lim in limits)
+
+
+def broken(spec: PlanSpec, runs: Sequence[dict[str, float]], steps: int, seeds: Sequence[int]) -> str | None:
+    """Why the runs of ``steps`` steps (one per seed of ``seeds``) break a limit, naming the first
+    constraint and seed that does; None when every run meets every limit."""
+    c = spec.constraints
+    for seed, r in zip(seeds, runs, strict=True):
+        if r.get("failed"):
+            return f"failed at {steps} steps, seed {seed}: {r.get('error', '')}"
+        m = priced(r, spec.cost_per_gpu_hour)
+        for name, excess in c.violations(m).items():
+            if excess > 1e-12:
+                v, lim = float(m[_METRIC[name]]), getattr(c, name)
+                return f"broke {name} at {steps} steps ({v:g} > {lim:g}), seed {seed}"
+    return None
+
+
+def verify(
+    spec: PlanSpec,
+    ev: Evaluator,
+    full: Sequence[Evaluated],
+    budget: int = BUDGET,
+    fallback: Sequence[Design] = (),
+) -> list[Evaluated]:
+    """``full`` (the full rung) with the feasible designs verified from the fastest down (module
+    docstring): each returned design carries its ``verified`` note, and those that broke or were
+    left unverified above the recommendation are infeasible. The order of ``full`` is kept.
+
+    ``fallback``: designs screened and proved by their bounds, fastest first; when no design of
+    ``full`` is left to recommend, they are run in full (``steps``, ``seeds``) one by one until
+    one is judged feasible, and appended, marked ``fallback: proved by its declared bound``."""
+    out = {e.design: e for e in full}
+    if _check(spec, ev, full, budget, out):
+        return [out[e.design] for e in full]
+    extra = []
+    for d in fallback:
+        if d in out or needs_verification(spec, d):
+            continue
+        e = ev.evaluate([d], spec.steps, spec.seeds, desc="fallback")[0]
+        extra.append(replace(e, verified="fallback: proved by its declared bound" if e.feasible else ""))
+        if e.feasible:
+            break
+    return [*(out[e.design] for e in full), *extra]
+
+
+def _check(
+    spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int, out: dict[Design, Evaluated]
+) -> bool:
+    """Verify ``full``'s feasible designs into ``out``; True when one is left to recommend."""
+    seeds = ev.seeds(spec.seeds)
+    steps = HORIZON * spec.steps
+    spent = 0
+    for e in sorted((e for e in full if e.feasible), key=lambda e: (-e.throughput, e.design)):
+        if not needs_verification(spec, e.design):
+            out[e.design] = replace(e, verified="proved by its declared bound")
+            return True  # the recommendation: proved at any length
+        if spent >= budget:
+            note = f"not verified: verification budget ({budget}) spent"
+            out[e.design] = replace(e, feasible=False, verified=note)
+            continue
+        spent += 1
+        longer = ev.evaluate([e.design], steps, spec.seeds, desc="verify")[0]
+        why = broken(spec, longer.runs, steps, seeds)
+        if why is None:
+            out[e.design] = replace(e, verified=f"held at {steps} steps on seeds {_span(seeds)}")
+            return True  # the recommendation: it holds HORIZON times as long
+        out[e.design] = replace(e, feasible=False, verified=f"verified: {why}")
+    return False
+
+
+def _span(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+
+
+def verify_lines(result: PlanResult) -> list[str]:
+    """What verification found (:mod:`pipesim.plan.verify`), fastest first, and the fallback to a
+    bound when the budget ran out."""
+    done = [e for e in result.full if e.verified]
+    if not done:
+        return []
+    n = result.spec.n_gpus
+    out = [f"verification (the fastest feasible designs run {HORIZON}x as long before recommending):"]
+    out += [f"  {e.design.label(n)}: {e.verified}" for e in done]
+    if any(e.verified.startswith(("not verified", "fallback")) for e in done) and result.best is not None:
+        out.append(
+            "  the budget was spent: the recommendation falls back to the fastest design proved by a bound"
+        )
+    return out

@@ -1,0 +1,140 @@
+"""Verify before recommending (issue 43, :mod:`pipesim.plan.verify`): a design whose staleness
+verdict rests on the judge's estimate is run ``HORIZON`` times as long on the plan's seeds before it
+is recommended; one that breaks a limit there is not recommended, and the outputs say why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pipesim.plan as plan
+from pipesim.compute import LogNormalLengths
+from pipesim.plan import report
+from pipesim.plan.cache import DiskCache
+from pipesim.plan.evaluate import Evaluator, run_design
+from pipesim.plan.judge import HORIZON, bound
+from pipesim.plan.verify import needs_verification, verify
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_plan import WORK, small_spec  # noqa: E402
+
+
+def ridge_spec(**changes: object) -> plan.PlanSpec:
+    """8 GPUs, a long response tail, eta 0 over-sampled 1.25x: leftover samples carry over, so the
+    colocated designs (the fastest) reach a maximum staleness of 2 -- the limit -- on every one of
+    5 seeds of 6 steps, often enough for the tail estimate to accept it, and 3 on one seed of 24."""
+    spec = small_spec(
+        method="grid",
+        workload=dataclasses.replace(WORK, response=LogNormalLengths(300.0, 1.2)),
+        seeds=5,
+        constraints=plan.Constraints(max_staleness=2),
+        space=plan.Space(
+            placement=(0, 2), eta=(0,), update=("partial", "abort_reprefill"), oversample=(1.25,)
+        ),
+    )
+    return spec.with_(**changes)
+
+
+def test_a_fastest_design_that_breaks_its_limit_at_four_times_the_steps_is_not_recommended() -> None:
+    """The colocated designs pass the 6-step judgement (every constraint ``met``) and are the
+    fastest, but a run 4x as long breaks the maximum on a seed (checked here independently with
+    ``run_design``): they are not recommended, and the text, JSON and DataFrame say why."""
+    spec = ridge_spec()
+    result = plan.plan(spec, with_sensitivity=False)
+    assert result.best is not None
+    longer = HORIZON * spec.steps
+    broke = [e for e in result.full if e.verified.startswith("verified: broke")]
+    assert broke, [(e.design, e.verified) for e in result.full]
+    for e in broke:
+        assert all(state == "met" for state, _ in e.status.values())  # the short judgement passed it
+        assert e.throughput > result.best.throughput and not e.feasible
+        assert f"broke max_staleness at {longer} steps" in e.verified
+        seed = int(e.verified.rsplit("seed ", 1)[1])
+        assert run_design(spec, e.design, longer, seed)["staleness_max"] > 2  # the reason is true
+    # the recommendation held on every seed 4x as long
+    assert result.best.verified == f"held at {longer} steps on seeds 0-4"
+    for s in result.sim_seeds():
+        assert run_design(spec, result.best.design, longer, s)["staleness_max"] <= 2
+    page = report.text(result)
+    assert all(e.verified in page for e in broke)
+    entries = {json.dumps(x["design"]): x for x in report.as_json(result)["full"]}
+    for e in broke:
+        got = entries[json.dumps(e.design.as_dict())]
+        assert got["verified"] == e.verified and got["feasible"] is False
+    df = result.frame()
+    assert set(df.loc[~df["feasible"] & (df["stage"] == "full"), "verified"]) == {e.verified for e in broke}
+
+
+def test_a_design_proved_by_a_bound_is_never_rerun_and_the_budget_falls_back_to_one() -> None:
+    """With a budget of one verification, the fastest (estimated) design is run 4x as long and
+    breaks, the next estimated ones are refused unverified, and the recommendation falls back to
+    the fastest design proved by its declared bound (drain), which is never run 4x as long."""
+    spec = ridge_spec(
+        space=plan.Space(placement=(0, 2), eta=(0,), update=("partial", "drain"), oversample=(1.0, 1.25))
+    )
+    ev = Evaluator(spec)
+    full = ev.evaluate(plan.candidates(spec), spec.steps, spec.seeds)
+    proved = [e.design for e in full if not needs_verification(spec, e.design)]
+    assert proved and all(bound(spec, d) == 0 for d in proved)
+    checked = verify(spec, ev, full, budget=1)
+    longer = HORIZON * spec.steps
+    rerun = {d for d, steps, _ in ev.cache if steps == longer}
+    assert len(rerun) == 1 and not rerun & set(proved)
+    feasible = sorted((e for e in checked if e.feasible), key=lambda e: -e.throughput)
+    assert feasible and feasible[0].design in proved
+    assert feasible[0].verified == "proved by its declared bound"
+    above = [e for e in checked if e.throughput > feasible[0].throughput]
+    assert above and all(not e.feasible for e in above)
+    assert {e.verified.split(":")[0] for e in above} == {"verified", "not verified"}
+
+
+def test_a_rerun_with_the_cache_does_no_new_long_runs(tmp_path: Path) -> None:
+    """The verification runs are counted in the plan's runs and kept in the disk cache: a re-run
+    (here with a changed constraint that keeps the same designs) simulates nothing and reaches the
+    same verdicts."""
+    spec = ridge_spec()
+    first = plan.plan(spec, with_sensitivity=False, cache=DiskCache(tmp_path))
+    n_plain = sum(n * (spec.seeds if st == spec.steps else 1) for st, n in first.rungs)
+    verified = [e for e in first.full if e.verified and not e.verified.startswith("proved")]
+    assert first.runs == n_plain + spec.seeds * len(verified) > n_plain
+    again = plan.plan(spec.with_(min_full=5), with_sensitivity=False, cache=DiskCache(tmp_path))
+    assert again.runs == 0
+    assert [(e.design, e.verified) for e in again.full] == [(e.design, e.verified) for e in first.full]
+
+
+def test_with_no_bound_proved_design_in_full_the_fallback_runs_the_fastest_proved_one() -> None:
+    """A full rung of estimated designs only, and no budget: nothing of it is recommended, so the
+    fastest fallback design (proved by its bound) is run in full and appended, feasible; the one
+    after it is not run."""
+    spec = ridge_spec(
+        space=plan.Space(placement=(0, 2), eta=(0,), update=("partial", "drain"), oversample=(1.0, 1.25))
+    )
+    ev = Evaluator(spec)
+    estimated = [d for d in plan.candidates(spec) if needs_verification(spec, d)]
+    proved = [d for d in plan.candidates(spec) if not needs_verification(spec, d)]
+    assert len(proved) == 2
+    full = ev.evaluate(estimated, spec.steps, spec.seeds)
+    checked = verify(spec, ev, full, budget=0, fallback=proved)
+    assert [e.design for e in checked[: len(full)]] == estimated and not any(
+        e.feasible for e in checked[: len(full)]
+    )
+    assert [e.design for e in checked[len(full) :]] == proved[:1]
+    assert checked[-1].feasible and checked[-1].verified == "fallback: proved by its declared bound"
+    assert not any(d == proved[1] for d, _, _ in ev.cache)  # the next fallback was not needed
+
+
+def test_when_every_estimated_design_breaks_and_none_is_proved_the_plan_is_infeasible_and_says_why() -> None:
+    """Only the two colocated designs, both breaking at 24 steps, and no bound-proved design to
+    fall back on: the plan has no recommendation, and its message names the verification."""
+    spec = ridge_spec(
+        space=plan.Space(placement=(0,), eta=(0,), update=("partial", "abort_reprefill"), oversample=(1.25,))
+    )
+    try:
+        result = plan.plan(spec, with_sensitivity=False)
+    except plan.PlanInfeasible as e:
+        assert "Verified 4x as long" in str(e) and "broke max_staleness at 24 steps" in str(e)
+        assert e.result.best is None and all(x.verified for x in e.result.full)
+    else:
+        raise AssertionError(f"recommended {result.best.design if result.best else None}")
