@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipesim import PipelineConfig, Scenario, run
 from pipesim.io.registry import CHAPTER_DESIGNS
@@ -24,9 +24,6 @@ from pipesim.policies.batching import DropStale
 from pipesim.policies.faults import DropFailed, RequeueFailed, Timeout
 from pipesim.policies.synccost import sync_time_table
 from pipesim.workload.durations import ExponentialDurations, chapter_pool, straggler_ratios
-
-if TYPE_CHECKING:
-    import torch  # noqa: F401
 
 # torch is imported inside the two tables that draw with it, not here: every ``pipesim`` command
 # that looks a name up loads this module through the registry's entry points, and importing

@@ -34,6 +34,7 @@ from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
 from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
+from pipesim.plan.judge import HORIZON
 from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
 from pipesim.plan.verify import needs_verification, verify
@@ -202,6 +203,11 @@ def _optuna_screen(
     return [seen[d] for d in sorted(seen)]
 
 
+def _quota(spec: PlanSpec, n: int) -> int:
+    """How many of a rung's ``n`` designs go on: ``n / reduction``, at least ``min_full``."""
+    return max(math.ceil(n / spec.reduction), min(spec.min_full, n))
+
+
 def search(
     spec: PlanSpec,
     *,
@@ -230,32 +236,31 @@ def search(
     try:
         if spec.first_cut:
             pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
-        if method == "grid":
-            current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
-        elif method == "slices":
+        later = steps[1:]  # the successive-halving rungs after the screen
+        if method == "slices":
             ceilings = cut.ceilings or {d: ceiling(spec, d, {}) for d in pool}
             pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
             screens, probes = slice_search(spec, ev, pool, ceilings, pre[: spec.trials])
-            quota = max(math.ceil(len(probes) / spec.reduction), min(spec.min_full, len(probes)))
-            keep = pick_full(spec, probes, quota)
+            keep = pick_full(spec, probes, _quota(spec, len(probes)))
             current = ev.evaluate(keep, spec.steps, spec.seeds, desc="full")
-            screened = screens  # the rungs: the screen, the probes, the full runs
+            screened, later = screens, []  # the rungs: the screen, the probes, the full runs
             rungs += [
                 (spec.screen_steps, len(screens)),
                 (spec.steps, len(probes)),
                 (spec.steps, len(current)),
             ]
         else:
-            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
-            current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
-            if len(steps) == 1:
-                current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
-        if method != "slices":
+            if method == "grid":
+                current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
+            else:
+                pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
+                current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
+                if len(steps) == 1:
+                    current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
             screened = current
             rungs.append((steps[0], len(current)))
-        for i, st in enumerate([] if method == "slices" else steps[1:], start=1):
-            quota = max(math.ceil(len(current) / spec.reduction), min(spec.min_full, len(current)))
-            keep = promote(spec, current, quota)
+        for i, st in enumerate(later, start=1):
+            keep = promote(spec, current, _quota(spec, len(current)))
             last = i == len(steps) - 1
             desc = "full" if last else f"rung {i} ({st} steps)"
             current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
@@ -281,7 +286,7 @@ def search(
         message = infeasible_message(spec, list(latest.values()))
         notes = [f"{e.design.label(spec.n_gpus)}: {e.verified}" for e in result.full if e.verified]
         if notes:  # judged feasible at full length, refused by verification
-            message += " Verified 4x as long: " + "; ".join(notes) + "."
+            message += f" Verified {HORIZON}x as long: " + "; ".join(notes) + "."
         raise PlanInfeasible(message, result)
     return result
 

@@ -89,6 +89,15 @@ class Design:
         }
 
 
+CONSTRAINT_METRICS = {
+    "mean_staleness": "staleness_mean",
+    "max_staleness": "staleness_max",
+    "discarded_share": "discarded_share",
+    "cost_per_mtok": "cost_per_mtok",
+}
+"""Each constraint of :class:`Constraints` -> the run metric it limits."""
+
+
 @dataclass(frozen=True)
 class Constraints:
     """Limits a feasible design meets; None: no limit."""
@@ -111,12 +120,7 @@ class Constraints:
     def violations(self, m: dict[str, float]) -> dict[str, float]:
         """Constraint name -> how far metric ``m`` is past its limit (<= 0: met)."""
         out = {}
-        for name, key in (
-            ("mean_staleness", "staleness_mean"),
-            ("max_staleness", "staleness_max"),
-            ("discarded_share", "discarded_share"),
-            ("cost_per_mtok", "cost_per_mtok"),
-        ):
+        for name, key in CONSTRAINT_METRICS.items():
             limit = getattr(self, name)
             if limit is not None and (key in m or name != "cost_per_mtok"):  # a run's raw metrics
                 out[name] = float(m[key]) - float(limit)  # have no price (evaluate.priced adds it)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.plan.evaluate import Evaluated, Evaluator, priced
 from pipesim.plan.judge import HORIZON, bound
-from pipesim.plan.space import Design, PlanSpec
+from pipesim.plan.space import CONSTRAINT_METRICS, Design, PlanSpec
 
 if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
@@ -45,9 +45,6 @@ __all__ = ["BUDGET", "broken", "needs_verification", "verify", "verify_lines"]
 
 BUDGET = 3
 """Verifications (each ``seeds`` runs of ``HORIZON x steps`` steps) a plan spends at most."""
-
-_METRIC = {"mean_staleness": "staleness_mean", "max_staleness": "staleness_max"}
-_METRIC |= {"discarded_share": "discarded_share", "cost_per_mtok": "cost_per_mtok"}
 
 
 def needs_verification(spec: PlanSpec, d: Design) -> bool:
@@ -71,7 +68,7 @@ def broken(spec: PlanSpec, runs: Sequence[dict[str, float]], steps: int, seeds: 
         m = priced(r, spec.cost_per_gpu_hour)
         for name, excess in c.violations(m).items():
             if excess > 1e-12:
-                v, lim = float(m[_METRIC[name]]), getattr(c, name)
+                v, lim = float(m[CONSTRAINT_METRICS[name]]), getattr(c, name)
                 return f"broke {name} at {steps} steps ({v:g} > {lim:g}), seed {seed}"
     return None
 
