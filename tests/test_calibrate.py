@@ -512,7 +512,7 @@ def test_the_plans_mfu_sensitivity_slows_a_profiled_trainer() -> None:
 def test_the_plans_pasted_code_keeps_the_calibrated_profile(tmp_path: Path) -> None:
     """The recommendation's code builds the trainer with the spec's (calibrated) profile, not the
     one-MFU model at model.mfu."""
-    from pipesim.plan.report import scenario_code
+    from pipesim.plan.code import scenario_code
 
     data = read(SPEC)
     data["calibration"] = {"values": dict(PROFILE_TRUE)}

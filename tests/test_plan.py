@@ -264,8 +264,8 @@ def test_import_is_light() -> None:
 
 
 def test_shared_prefixes_reach_the_engine_the_routing_the_code_and_the_spec_file(tmp_path: Path) -> None:
+    from pipesim.plan.code import scenario_code
     from pipesim.plan.evaluate import run_design
-    from pipesim.plan.report import scenario_code
     from pipesim.plan.space import routing
 
     on, off = small_spec(share_group_prefix=True), small_spec()

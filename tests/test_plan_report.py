@@ -18,6 +18,7 @@ import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS
 from pipesim.compute.catalog import HF_CONFIGS
 from pipesim.plan import report
+from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.stats import merge_duplicates, paired, tied_with_best
 from tests.test_refusals_core import check_refusal
 
@@ -95,7 +96,7 @@ def test_the_baseline_runs_in_full_and_every_design_is_compared_with_it(grid: pl
 
 def test_recommended_code_wraps_and_still_runs(grid: plan.PlanResult) -> None:
     assert grid.best is not None
-    code = report.wrap_code(report.scenario_code(grid.spec, grid.best.design))
+    code = wrap_code(scenario_code(grid.spec, grid.best.design))
     assert max(len(line) for line in code.splitlines()) <= 100
     scope: dict[str, object] = {}
     exec(code.replace(f"steps={grid.spec.steps}", "steps=2"), scope)  # noqa: S102 - the printed code

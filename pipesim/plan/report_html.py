@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from pipesim.plan.report import _fmt, _write, header, rows, scenario_code, text, wrap_code
+from pipesim.plan.code import scenario_code, wrap_code
+from pipesim.plan.report import _fmt, _write, header, rows, text
 from pipesim.plan.search import PlanResult
 
 

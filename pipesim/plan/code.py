@@ -1,0 +1,90 @@
+"""The recommended design as code: Python a user pastes to build and run the design a plan
+picked (``pipesim.compute.run_compute``), and the wrapping that fits it on a page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pipesim.compute import GPUS, MODELS, LogNormalLengths
+from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
+
+__all__ = ["scenario_code", "wrap_code"]
+
+
+def _key(table: Mapping[str, Any], value: Any) -> str:
+    return next((k for k, v in table.items() if v == value), getattr(value, "name", "?"))
+
+
+def _default_sync(spec: PlanSpec, d: Design) -> float:
+    import pipesim.compute as pc
+
+    cluster: Any = pc.Cluster
+    c = cluster(engine=engine_config(spec, d.tp), n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
+    return float(c.sync_time_s())
+
+
+def scenario_code(spec: PlanSpec, d: Design) -> str:
+    """Python that builds and runs design ``d`` (``pipesim.compute.run_compute``)."""
+    eng = engine_config(spec, d.tp)
+    n_rep = (spec.n_gpus - d.trainer_gpus) // d.tp
+    sc = scenario(spec, d, spec.steps, n_slots=n_rep * eng.max_num_seqs)
+    w = spec.workload
+    if isinstance(w.response, LogNormalLengths):
+        work = repr(w)
+    else:
+        work = "...  # the spec's TokenWorkload (a response trace)"
+    base = spec.sync_time_s
+    if base is None and spec.sync_scale == 1:
+        sync = "None"  # the cluster's default
+    else:
+        sync = repr((base if base is not None else _default_sync(spec, d)) * spec.sync_scale)
+    return "\n".join(
+        [
+            "import pipesim",
+            "from pipesim.compute import *",
+            f"engine = EngineConfig(model=MODELS[{_key(MODELS, spec.model)!r}], "
+            f"gpu=GPUS[{_key(GPUS, spec.gpu)!r}], "
+            f"tp={d.tp}, max_model_len={eng.max_model_len!r}, max_num_seqs={eng.max_num_seqs}, "
+            f"gpu_memory_utilization={eng.gpu_memory_utilization}"
+            + (", share_group_prefix=True)" if eng.share_group_prefix else ")"),
+            f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus})",
+            f"workload = {work}",
+            f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "
+            f"steps={spec.steps}, max_staleness={d.eta}), admission=pipesim.{sc.admission!r}, "
+            f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
+            f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
+            f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, "
+            + (f"mfu={spec.mfu})" if spec.framework is None else f"profile={spec.framework!r})"),
+            f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync}"
+            + (f", routing=pipesim.{rule!r})" if (rule := routing(spec)) is not None else ")"),
+        ]
+    ).replace("inner=", "inner=pipesim.")
+
+
+def wrap_code(code: str, width: int = 96) -> str:
+    """Each line of ``code`` longer than ``width`` broken after its first ``(`` into one argument
+    per line (top-level commas only), so the recommended code fits a page."""
+    out = []
+    for line in code.splitlines():
+        start = line.find("(")
+        if len(line) <= width or start < 0 or not line.endswith(")"):
+            out.append(line)
+            continue
+        args, depth, cur = [], 0, ""
+        for ch in line[start + 1 : -1]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                args.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            args.append(cur.strip())
+        out.append(line[: start + 1])
+        out += [f"    {a}," for a in args]
+        out.append(")")
+    return "\n".join(out)
