@@ -22,7 +22,9 @@ goal checks asked for:
 * ``--reference``: the exhaustive grid over the same space, every design at full length with 5
   seeds (``--reference-seeds``), judged as the plan judges; goal: the pick is within 5% of the
   grid's best feasible design or tied with it by a paired test on the shared seeds. On the agent
-  spec this is 1,548 designs x 5 seeds of 12 steps, hours on a 2-core machine.
+  spec this is 1,548 designs x 5 seeds of 12 steps, hours on a 2-core machine;
+  ``benchmarks/plan_reference.py`` answers the same question in stages that skip only runs
+  which cannot change it.
 
 The issue's goals: the agent spec plans in at most 4 minutes with ``--workers 2`` on 2 cores, and a
 re-run with one constraint changed takes at most half that.

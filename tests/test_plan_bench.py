@@ -66,3 +66,39 @@ def test_the_fluid_addition_is_the_best_ceilings_left_and_keeps_the_draw(
     ceilings = {d: ceiling(spec, d) for d in space}
     left = [d for d in space if d not in more]
     assert all(ceilings[a] >= ceilings[d] for a in added for d in left)  # the best ceilings left
+
+
+def test_the_staged_reference_finds_what_the_exhaustive_grid_finds() -> None:
+    """``benchmarks/plan_reference.py`` skips runs: exactly where a run already broke the maximum,
+    and below a first-seed floor. With a margin that leaves the floor at zero, its feasible designs
+    must be the exhaustive grid's (every design on every seed), and its ``HORIZON`` x check must
+    agree with a run of every seed at that length."""
+    from benchmarks.plan_reference import staged_reference
+    from pipesim.plan.evaluate import Evaluator, run_design
+    from pipesim.plan.judge import HORIZON
+    from pipesim.plan.verify import broken
+
+    spec = small_spec(constraints=plan.Constraints(mean_staleness=0.9, max_staleness=2), seeds=3)
+    naive = Evaluator(spec).evaluate(plan.candidates(spec), spec.steps, 3)
+    feasible = sorted((e for e in naive if e.feasible), key=lambda e: -e.throughput)
+    assert 0 < len(feasible) < len(naive)  # the limits bind: some designs leave exactly
+    pick = min(naive, key=lambda e: e.throughput).design  # the slowest: others beat it, C runs
+
+    ref = staged_reference(spec, Evaluator(spec), pick, 3, margin=1e9)
+
+    assert [e.design for e in ref.feasible] == [e.design for e in feasible]
+    assert [e.throughput for e in ref.feasible] == [e.throughput for e in feasible]
+    assert ref.ahead, "the check of the longer runs was not exercised"
+    longer = spec.steps * HORIZON
+    for e in ref.ahead:
+        runs = [run_design(spec, e.design, longer, s) for s in range(spec.sim_seed, spec.sim_seed + 3)]
+        holds = broken(spec, runs, longer, list(range(3))) is None
+        assert holds == (e in ref.holding), e.design
+        assert holds == (e.design not in ref.broke)
+    assert ref.reading2 == (not ref.holding)
+
+    # with no margin, the designs left are the feasible ones whose first seed reaches 1.05 x pick
+    tight = staged_reference(spec, Evaluator(spec), pick, 3, margin=0.0)
+    floor = 1.05 * ref.pick.throughput
+    kept = [e.design for e in feasible if e.runs[0]["throughput_per_hour"] >= floor]
+    assert [e.design for e in tight.feasible] == kept
