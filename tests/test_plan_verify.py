@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pipesim.plan as plan
 from pipesim.compute import LogNormalLengths
@@ -97,7 +101,7 @@ def test_a_rerun_with_the_cache_does_no_new_long_runs(tmp_path: Path) -> None:
     spec = ridge_spec()
     first = plan.plan(spec, with_sensitivity=False, cache=DiskCache(tmp_path))
     n_plain = sum(n * (spec.seeds if st == spec.steps else 1) for st, n in first.rungs)
-    verified = [e for e in first.full if e.verified and not e.verified.startswith("proved")]
+    verified = [e for e in first.full if e.verified.startswith(("verified:", "held"))]  # those run
     assert first.runs == n_plain + spec.seeds * len(verified) > n_plain
     again = plan.plan(spec.with_(min_full=5), with_sensitivity=False, cache=DiskCache(tmp_path))
     assert again.runs == 0
@@ -138,3 +142,53 @@ def test_when_every_estimated_design_breaks_and_none_is_proved_the_plan_is_infea
         assert e.result.best is None and all(x.verified for x in e.result.full)
     else:
         raise AssertionError(f"recommended {result.best.design if result.best else None}")
+
+
+class _Longer:
+    """An evaluator stand-in for verification: design i's long runs break the maximum when i is
+    below ``first_holding`` (the faster designs break); it counts the designs it ran."""
+
+    def __init__(self, spec: plan.PlanSpec, first_holding: int) -> None:
+        self.spec, self.first_holding, self.ran = spec, first_holding, []
+
+    def seeds(self, n: int) -> list[int]:
+        return list(range(n))
+
+    def evaluate(self, designs, steps, n_seeds, desc=""):  # type: ignore[no-untyped-def]
+        from pipesim.plan.evaluate import Evaluated
+
+        (d,) = designs
+        self.ran.append(d)
+        top = 5.0 if d.trainer_gpus < self.first_holding else 1.0
+        run = {"staleness_mean": 0.1, "staleness_max": top, "discarded_share": 0.0}
+        return [Evaluated(d, steps, [run] * n_seeds)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 40), first=st.integers(0, 41), budget=st.integers(0, 8))
+def test_verification_bisects_for_the_fastest_design_that_holds(n: int, first: int, budget: int) -> None:
+    """Designs 0..n-1, fastest first, the first ``first`` breaking 4x as long: verification runs at
+    most ``budget`` designs, recommends only a design that held, refuses every faster one, and with
+    ``1 + ceil(log2(n))`` verifications finds exactly the fastest design that holds."""
+    from unittest import mock
+
+    from pipesim.plan.evaluate import Evaluated
+    from pipesim.plan.verify import _check
+
+    spec = small_spec(constraints=plan.Constraints(max_staleness=2))
+    full = [
+        Evaluated(plan.Design(i), spec.steps, [], {"throughput_per_hour": 1000.0 - i}, True) for i in range(n)
+    ]
+    ev = _Longer(spec, first)
+    out = {e.design: e for e in full}  # as verify() hands it over
+    with mock.patch("pipesim.plan.verify.needs_verification", return_value=True):
+        found = _check(spec, ev, full, budget, out)  # type: ignore[arg-type]
+    assert len(ev.ran) <= budget and len(set(ev.ran)) == len(ev.ran)
+    feasible = [e for e in full if out[e.design].feasible]
+    best = min(feasible, key=lambda e: e.design.trainer_gpus) if feasible else None
+    assert found == (best is not None)
+    if best is not None:
+        assert best.design in ev.ran and best.design.trainer_gpus >= first  # it was run, and held
+        assert all(not out[e.design].feasible for e in full[: best.design.trainer_gpus])
+    if budget >= 1 + math.ceil(math.log2(n)):  # enough to bisect all the way
+        assert (best.design.trainer_gpus if best else n) == min(first, n)

@@ -15,13 +15,19 @@ of five 48-step runs. So before a design is recommended:
   *holds* when every seed's run meets every limit (mean staleness, maximum staleness, discarded
   share: the metrics the judge reads, :meth:`~pipesim.plan.space.Constraints.violations`);
 * a design that breaks is marked infeasible with the reason (``broke max_staleness at 48 steps
-  (5 > 4), seed 2``), and the next fastest feasible design is verified, up to ``budget``
-  verifications (:data:`BUDGET`);
-* when the budget is spent, the feasible designs left unverified above the first design proved
-  by a bound are marked infeasible (``not verified: verification budget (3) spent``): the recommendation
-  falls back to the fastest design proved by a bound, and the page says so. If the full rung has
-  none, the fastest screened designs proved by their bounds are run in full (``fallback``) until
-  one is judged feasible; if none is, the plan has no feasible design.
+  (5 > 4), seed 2``). The fastest is verified first; when it breaks, the designs between it and
+  the fastest design proved by a bound are searched by **bisection** for the fastest that holds,
+  up to ``budget`` verifications in all (:data:`BUDGET`). Bisection assumes that a faster design
+  breaks more easily, as on issue 43's agent spec: there the designs that break at 48 steps are
+  the fastest of a family whose 12-step runs look alike (``benchmarks/plan_reference.py``:
+  33 of 155 broke, at 10,197-12,965 samples/h; 122 held, at up to 11,550), and walking down from
+  the fastest spent the whole budget on designs that broke. A design faster than one that broke
+  is refused without a run (``not verified: a slower design broke``);
+* the feasible designs left unverified above the recommendation are marked infeasible (``not
+  verified: verification budget (3) spent``); when none holds, the recommendation falls back to
+  the fastest design proved by a bound, and the page says so. If the full rung has none, the
+  fastest screened designs proved by their bounds are run in full (``fallback``) until one is
+  judged feasible; if none is, the plan has no feasible design.
 
 The verification runs go through the plan's :class:`~pipesim.plan.evaluate.Evaluator`: they are
 counted in its runs and kept in its run cache (memory and disk), so a re-run of the plan reuses
@@ -104,26 +110,52 @@ def verify(
 def _check(
     spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int, out: dict[Design, Evaluated]
 ) -> bool:
-    """Verify ``full``'s feasible designs into ``out``; True when one is left to recommend."""
+    """Verify ``full``'s feasible designs into ``out``; True when one is left to recommend.
+
+    The designs to verify are the feasible ones above the fastest design proved by a bound (the
+    recommendation if none of them holds), fastest first. The fastest is verified first; if it
+    breaks, the rest are searched by bisection for the fastest that holds (module docstring)."""
     seeds = ev.seeds(spec.seeds)
     steps = HORIZON * spec.steps
-    spent = 0
-    for e in sorted((e for e in full if e.feasible), key=lambda e: (-e.throughput, e.design)):
+    order = sorted((e for e in full if e.feasible), key=lambda e: (-e.throughput, e.design))
+    todo: list[Evaluated] = []
+    for e in order:
         if not needs_verification(spec, e.design):
             out[e.design] = replace(e, verified="proved by its declared bound")
-            return True  # the recommendation: proved at any length
-        if spent >= budget:
-            note = f"not verified: verification budget ({budget}) spent"
-            out[e.design] = replace(e, feasible=False, verified=note)
-            continue
-        spent += 1
+            break
+        todo.append(e)
+    proved = len(todo) < len(order)
+    ran: set[Design] = set()
+
+    def holds(e: Evaluated) -> bool:
         longer = ev.evaluate([e.design], steps, spec.seeds, desc="verify")[0]
         why = broken(spec, longer.runs, steps, seeds)
-        if why is None:
-            out[e.design] = replace(e, verified=f"held at {steps} steps on seeds {_span(seeds)}")
-            return True  # the recommendation: it holds HORIZON times as long
-        out[e.design] = replace(e, feasible=False, verified=f"verified: {why}")
-    return False
+        note = f"verified: {why}" if why else f"held at {steps} steps on seeds {_span(seeds)}"
+        out[e.design] = replace(e, feasible=why is None, verified=note)
+        ran.add(e.design)
+        return why is None
+
+    best: int | None = None
+    spent, lo, hi = 0, 1, len(todo) - 1
+    if todo and budget > 0:
+        spent = 1
+        best = 0 if holds(todo[0]) else None
+        while best is None or best > 0:  # bisect [lo, hi] for the fastest that holds
+            if lo > hi or spent >= budget:
+                break
+            mid = (lo + hi) // 2
+            spent += 1
+            if holds(todo[mid]):
+                best, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+    for i, e in enumerate(todo[: len(todo) if best is None else best]):
+        if e.design in ran:  # verified, and broke
+            continue
+        # faster than a design that broke (assumed to break too), or never reached
+        why = "a slower design broke" if spent and i < lo else f"verification budget ({budget}) spent"
+        out[e.design] = replace(e, feasible=False, verified=f"not verified: {why}")
+    return best is not None or proved
 
 
 def _span(seeds: Sequence[int]) -> str:
@@ -139,8 +171,11 @@ def verify_lines(result: PlanResult) -> list[str]:
     n = result.spec.n_gpus
     out = [f"verification (the fastest feasible designs run {HORIZON}x as long before recommending):"]
     out += [f"  {e.design.label(n)}: {e.verified}" for e in done]
-    if any(e.verified.startswith(("not verified", "fallback")) for e in done) and result.best is not None:
+    best = result.best
+    skipped = any(e.verified.startswith(("not verified", "fallback")) for e in done)
+    if skipped and best is not None and not best.verified.startswith("held"):
         out.append(
-            "  the budget was spent: the recommendation falls back to the fastest design proved by a bound"
+            "  no verified design held within the budget: the recommendation falls back to the fastest "
+            "design proved by a bound"
         )
     return out
