@@ -85,9 +85,17 @@ def _label(spec: plan.PlanSpec, e: Evaluated) -> str:
 
 
 def parse_pick(text: str) -> Design:
-    parts = text.split(",")
-    over = float(parts[4]) if len(parts) > 4 else 1.0
-    return Design(int(parts[0]), int(parts[1]), int(parts[2]), parts[3].strip(), oversample=over)
+    """``trainer_gpus,tp,eta,update[,oversample]`` -> a Design (argparse's type for ``--pick``)."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        if len(parts) not in (4, 5):
+            raise ValueError
+        over = float(parts[4]) if len(parts) == 5 else 1.0
+        return Design(int(parts[0]), int(parts[1]), int(parts[2]), parts[3], oversample=over)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--pick {text[:80]!r}: expected trainer_gpus,tp,eta,update[,oversample], e.g. 30,2,0,drain,1.25"
+        ) from None
 
 
 def staged_reference(
@@ -164,15 +172,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--margin", type=float, default=0.25)
-    ap.add_argument("--pick", help="trainer_gpus,tp,eta,update[,oversample] (default: the plan's pick)")
+    ap.add_argument(
+        "--pick", type=parse_pick, help="trainer_gpus,tp,eta,update[,oversample] (default: the plan's pick)"
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.seeds < 1 or args.workers < 1 or not args.margin >= 0:
+        ap.error("--seeds and --workers must be at least 1 and --margin at least 0")
     sp = plan.load(args.spec)
     cache = DiskCache(args.cache_dir)
+    try:
+        return _run(sp, cache, args)
+    except KeyboardInterrupt:  # every finished run is in the cache: a re-run resumes from there
+        print(f"\ninterrupted: the finished runs are kept in {args.cache_dir}; run again to resume")
+        return 130
+
+
+def _run(sp: plan.PlanSpec, cache: DiskCache, args: argparse.Namespace) -> int:
     with ProcessPoolExecutor(args.workers) as ex:
         if args.pick:
-            pick = parse_pick(args.pick)
+            pick = args.pick
+            if pick not in plan.candidates(sp):
+                print(f"--pick {pick.label(sp.n_gpus)} is not a design of the spec's space")
+                return 2
         else:
-            result = plan.plan(sp, workers=args.workers, progress=True, with_sensitivity=False, cache=cache)
+            try:
+                result = plan.plan(
+                    sp, workers=args.workers, progress=True, with_sensitivity=False, cache=cache
+                )
+            except plan.PlanInfeasible as e:
+                result = e.result
             if result.best is None:
                 print("the plan recommends nothing")
                 return 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,3 +103,21 @@ def test_the_staged_reference_finds_what_the_exhaustive_grid_finds() -> None:
     floor = 1.05 * ref.pick.throughput
     kept = [e.design for e in feasible if e.runs[0]["throughput_per_hour"] >= floor]
     assert [e.design for e in tight.feasible] == kept
+
+
+@pytest.mark.parametrize("text", ["", "1,2", "a,1,0,drain", "1,1,0,drain,x", "1,1,0,drain,1,2"])
+def test_a_bad_pick_is_refused_naming_the_option(text: str) -> None:
+    import argparse
+
+    from benchmarks.plan_reference import parse_pick
+
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        parse_pick(text)
+    assert str(err.value).startswith("--pick ")
+
+
+def test_a_pick_reads_back_as_the_design_it_names() -> None:
+    from benchmarks.plan_reference import parse_pick
+
+    assert parse_pick("30, 2, 0, drain, 1.25") == plan.Design(30, 2, 0, "drain", oversample=1.25)
+    assert parse_pick("0,1,1,partial") == plan.Design(0, 1, 1, "partial")
