@@ -192,3 +192,55 @@ def test_verification_bisects_for_the_fastest_design_that_holds(n: int, first: i
         assert all(not out[e.design].feasible for e in full[: best.design.trainer_gpus])
     if budget >= 1 + math.ceil(math.log2(n)):  # enough to bisect all the way
         assert (best.design.trainer_gpus if best else n) == min(first, n)
+
+
+class _Slice:
+    """A stand-in evaluator for one slice of splits 1..n-1: a full run is feasible with throughput
+    rising with the split; a run ``HORIZON`` x as long breaks the maximum from split ``first_broken``
+    up (staleness rises with the trainer's share)."""
+
+    def __init__(self, spec: plan.PlanSpec, first_broken: int) -> None:
+        self.spec, self.first_broken, self.full, self.long = spec, first_broken, [], []
+
+    def seeds(self, n: int) -> list[int]:
+        return list(range(n))
+
+    def evaluate(self, designs, steps, n_seeds, desc=""):  # type: ignore[no-untyped-def]
+        from pipesim.plan.evaluate import Evaluated
+
+        (d,) = designs
+        if steps == self.spec.steps:
+            self.full.append(d)
+            return [Evaluated(d, steps, [], {"throughput_per_hour": 1000.0 + d.trainer_gpus}, True)]
+        self.long.append(d)
+        top = 5.0 if d.trainer_gpus >= self.first_broken else 1.0
+        run = {"staleness_mean": 0.1, "staleness_max": top, "discarded_share": 0.0}
+        return [Evaluated(d, steps, [run] * n_seeds)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(3, 40), first=st.integers(1, 40), budget=st.integers(0, 7))
+def test_a_broken_slice_is_bisected_for_its_largest_split_that_holds(n: int, first: int, budget: int) -> None:
+    """The slice's top split n-1 broke 4x as long (splits from ``first`` up break): ``along_slices``
+    runs at most ``budget`` new designs, all below the broken one, marks each as it verified, and
+    with ``ceil(log2(n))`` designs finds the largest split that holds (split ``first - 1``)."""
+    from pipesim.plan.evaluate import Evaluated
+    from pipesim.plan.verify import along_slices
+
+    first = min(first, n - 1)
+    spec = small_spec(constraints=plan.Constraints(max_staleness=2))
+    pool = [plan.Design(k, 1, 0, "partial") for k in range(1, n)]
+    top = Evaluated(
+        pool[-1], spec.steps, [], {"throughput_per_hour": 1e6}, False, verified="verified: broke it"
+    )
+    ev = _Slice(spec, first)
+    out = along_slices(spec, ev, [top], pool, budget=budget)  # type: ignore[arg-type]
+    added = out[1:]
+    assert len(added) == len(ev.full) <= budget and len({e.design for e in added}) == len(added)
+    assert all(e.design.trainer_gpus < n - 1 for e in added)
+    for e in added:
+        assert e.feasible == (e.design.trainer_gpus < first)
+        assert e.verified.startswith("held" if e.feasible else "verified: broke")
+    if budget >= math.ceil(math.log2(n)):
+        held = [e.design.trainer_gpus for e in added if e.feasible]
+        assert max(held, default=0) == first - 1

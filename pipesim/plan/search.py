@@ -37,7 +37,7 @@ from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
 from pipesim.plan.judge import HORIZON
 from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
-from pipesim.plan.verify import needs_verification, verify
+from pipesim.plan.verify import along_slices, needs_verification, verify
 
 
 class PlanInfeasible(PlanError):
@@ -271,6 +271,8 @@ def search(
         proved = sorted((e for e in screened if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
         fallback = [e.design for e in proved if not needs_verification(spec, e.design)][: spec.min_full]
         current = verify(spec, ev, current, fallback=fallback)  # the pick holds HORIZON x as long
+        if method == "slices":  # a slice whose fastest broke: its slower splits, bisected
+            current = along_slices(spec, ev, current, pool)
     except KeyboardInterrupt:
         done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
         full_done = finished(ev, spec.steps, spec.seeds)

@@ -23,6 +23,10 @@ of five 48-step runs. So before a design is recommended:
   33 of 155 broke, at 10,197-12,965 samples/h; 122 held, at up to 11,550), and walking down from
   the fastest spent the whole budget on designs that broke. A design faster than one that broke
   is refused without a run (``not verified: a slower design broke``);
+* with the slice search, :func:`along_slices` then bisects the slice of the fastest design that
+  broke (if it beat the recommendation) below it: its smaller splits age samples by fewer
+  versions (:mod:`pipesim.plan.slices`), and on the agent spec the rung held only each slice's
+  fastest, which broke, while slower splits of the same slices held;
 * the feasible designs left unverified above the recommendation are marked infeasible (``not
   verified: verification budget (3) spent``); when none holds, the recommendation falls back to
   the fastest design proved by a bound, and the page says so. If the full rung has none, the
@@ -47,7 +51,7 @@ from pipesim.plan.space import CONSTRAINT_METRICS, Design, PlanSpec
 if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
 
-__all__ = ["BUDGET", "broken", "needs_verification", "verify", "verify_lines"]
+__all__ = ["BUDGET", "along_slices", "broken", "needs_verification", "verify", "verify_lines"]
 
 BUDGET = 3
 """Verifications (each ``seeds`` runs of ``HORIZON x steps`` steps) a plan spends at most."""
@@ -156,6 +160,56 @@ def _check(
         why = "a slower design broke" if spent and i < lo else f"verification budget ({budget}) spent"
         out[e.design] = replace(e, feasible=False, verified=f"not verified: {why}")
     return best is not None or proved
+
+
+def along_slices(
+    spec: PlanSpec, ev: Evaluator, checked: Sequence[Evaluated], pool: Sequence[Design], budget: int = BUDGET
+) -> list[Evaluated]:
+    """After :func:`verify`, for the slice search: a disaggregated design that broke ``HORIZON`` x
+    as long and beat the recommendation has slower splits in its slice (:mod:`pipesim.plan.slices`:
+    same TP, eta, update, sync and over-sampling) whose staleness is lower, since staleness rises
+    with the trainer's share. The largest of them that holds is found by bisection over the splits
+    below it, each run in full on the plan's seeds, judged, and if feasible run ``HORIZON`` x as
+    long: at most ``budget`` designs in all, the broken designs' slices fastest first. Returns
+    ``checked`` with those designs appended, each marked as verification marks a design."""
+    from pipesim.plan.slices import key, slices
+
+    seeds = ev.seeds(spec.seeds)
+    longer = HORIZON * spec.steps
+    out = list(checked)
+    best = max((e.throughput for e in out if e.feasible), default=0.0)
+    broke = [e for e in out if e.verified.startswith("verified: broke") and not e.design.colocated]
+    by_slice, seen, spent = slices(pool), {e.design for e in out}, 0
+    for b in sorted(broke, key=lambda e: (-e.throughput, e.design)):
+        if spent >= budget or b.throughput <= best:
+            break
+        splits = [d for d in by_slice.get(key(b.design), []) if d.trainer_gpus < b.design.trainer_gpus]
+        lo, hi = 0, len(splits) - 1
+        while lo <= hi and spent < budget:  # the largest split that holds lies in [lo, hi]
+            mid = (lo + hi) // 2
+            d = splits[mid]
+            if d in seen:  # already run in full: its verdict stands
+                e = next(x for x in out if x.design == d)
+                ok = e.feasible
+            else:
+                spent += 1
+                e = ev.evaluate([d], spec.steps, spec.seeds, desc="along the slice")[0]
+                why = None
+                if e.feasible:
+                    why = broken(
+                        spec, ev.evaluate([d], longer, spec.seeds, desc="verify")[0].runs, longer, seeds
+                    )
+                    note = f"verified: {why}" if why else f"held at {longer} steps on seeds {_span(seeds)}"
+                    e = replace(e, feasible=why is None, verified=note)
+                ok = e.feasible
+                out.append(e)
+                seen.add(d)
+            if ok:
+                best = max(best, e.throughput)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+    return out
 
 
 def _span(seeds: Sequence[int]) -> str:
