@@ -237,9 +237,9 @@ def search(
         if spec.first_cut:
             pool, cut = first_cut(spec, ev, pool, steps[0], n_screen, seed)
         later = steps[1:]  # the successive-halving rungs after the screen
+        pre = [] if method == "grid" else ev.evaluate(cut.anchors, steps[0], 1)  # the first cut ran them
         if method == "slices":
             ceilings = cut.ceilings or {d: ceiling(spec, d, {}) for d in pool}
-            pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
             screens, probes = slice_search(spec, ev, pool, ceilings, pre[: spec.trials])
             keep = pick_full(spec, probes, _quota(spec, len(probes)))
             current = ev.evaluate(keep, spec.steps, spec.seeds, desc="full")
@@ -253,7 +253,6 @@ def search(
             if method == "grid":
                 current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
             else:
-                pre = ev.evaluate(cut.anchors, steps[0], 1)  # cached: the first cut ran them
                 current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
                 if len(steps) == 1:
                     current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")

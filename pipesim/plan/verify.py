@@ -119,8 +119,6 @@ def _check(
     The designs to verify are the feasible ones above the fastest design proved by a bound (the
     recommendation if none of them holds), fastest first. The fastest is verified first; if it
     breaks, the rest are searched by bisection for the fastest that holds (module docstring)."""
-    seeds = ev.seeds(spec.seeds)
-    steps = HORIZON * spec.steps
     order = sorted((e for e in full if e.feasible), key=lambda e: (-e.throughput, e.design))
     todo: list[Evaluated] = []
     for e in order:
@@ -132,12 +130,9 @@ def _check(
     ran: set[Design] = set()
 
     def holds(e: Evaluated) -> bool:
-        longer = ev.evaluate([e.design], steps, spec.seeds, desc="verify")[0]
-        why = broken(spec, longer.runs, steps, seeds)
-        note = f"verified: {why}" if why else f"held at {steps} steps on seeds {_span(seeds)}"
-        out[e.design] = replace(e, feasible=why is None, verified=note)
+        out[e.design] = checked = _run_longer(spec, ev, e)
         ran.add(e.design)
-        return why is None
+        return checked.feasible
 
     best: int | None = None
     spent, lo, hi = 0, 1, len(todo) - 1
@@ -174,12 +169,10 @@ def along_slices(
     ``checked`` with those designs appended, each marked as verification marks a design."""
     from pipesim.plan.slices import key, slices
 
-    seeds = ev.seeds(spec.seeds)
-    longer = HORIZON * spec.steps
-    out = list(checked)
-    best = max((e.throughput for e in out if e.feasible), default=0.0)
-    broke = [e for e in out if e.verified.startswith("verified: broke") and not e.design.colocated]
-    by_slice, seen, spent = slices(pool), {e.design for e in out}, 0
+    out = {e.design: e for e in checked}
+    best = max((e.throughput for e in checked if e.feasible), default=0.0)
+    broke = [e for e in checked if e.verified.startswith("verified: broke") and not e.design.colocated]
+    by_slice, spent = slices(pool), 0
     for b in sorted(broke, key=lambda e: (-e.throughput, e.design)):
         if spent >= budget or b.throughput <= best:
             break
@@ -188,28 +181,26 @@ def along_slices(
         while lo <= hi and spent < budget:  # the largest split that holds lies in [lo, hi]
             mid = (lo + hi) // 2
             d = splits[mid]
-            if d in seen:  # already run in full: its verdict stands
-                e = next(x for x in out if x.design == d)
-                ok = e.feasible
-            else:
+            if d not in out:  # a design already run in full keeps its verdict
                 spent += 1
                 e = ev.evaluate([d], spec.steps, spec.seeds, desc="along the slice")[0]
-                why = None
-                if e.feasible:
-                    why = broken(
-                        spec, ev.evaluate([d], longer, spec.seeds, desc="verify")[0].runs, longer, seeds
-                    )
-                    note = f"verified: {why}" if why else f"held at {longer} steps on seeds {_span(seeds)}"
-                    e = replace(e, feasible=why is None, verified=note)
-                ok = e.feasible
-                out.append(e)
-                seen.add(d)
-            if ok:
-                best = max(best, e.throughput)
+                out[d] = _run_longer(spec, ev, e) if e.feasible else e
+            if out[d].feasible:
+                best = max(best, out[d].throughput)
                 lo = mid + 1
             else:
                 hi = mid - 1
-    return out
+    return list(out.values())
+
+
+def _run_longer(spec: PlanSpec, ev: Evaluator, e: Evaluated) -> Evaluated:
+    """``e`` run ``HORIZON x steps`` steps on the plan's seeds: feasible when every run meets every
+    limit, with the note saying which held or what broke."""
+    seeds, steps = ev.seeds(spec.seeds), HORIZON * spec.steps
+    runs = ev.evaluate([e.design], steps, spec.seeds, desc="verify")[0].runs
+    why = broken(spec, runs, steps, seeds)
+    note = f"verified: {why}" if why else f"held at {steps} steps on seeds {_span(seeds)}"
+    return replace(e, feasible=why is None, verified=note)
 
 
 def _span(seeds: Sequence[int]) -> str:
