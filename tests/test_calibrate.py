@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pipesim.calibrate import LogError, TrainingLog, calibrate, read_columns_map, read_log
 from pipesim.calibrate.fit import _lengths, capped_mean
 from pipesim.calibrate.sample import sample_log
-from pipesim.calibrate.trainer import config, fit_trainer_profile, switch_s
+from pipesim.calibrate.trainer import config, fit_trainer_profile, spread, switch_s
 from pipesim.compute.phases import phase_times_s
 from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
@@ -55,6 +55,12 @@ def _log(steps: int, noise: float, seed: int = 3) -> pd.DataFrame:
     data["calibration"] = {"values": dict(TRUE)}
     data["run"] = {"steps": steps, "seed": seed}
     return sample_log(from_dict(data), np.random.default_rng(seed + 100), noise=noise)
+
+
+def _spec(seed: int = 3) -> Any:
+    """The sample spec with its run at ``seed``: the seed :func:`_log` made its log with, so the fit
+    deals each step's samples to the ranks as the log's run did (pipesim.calibrate.trainer.dealt)."""
+    return load(SPEC, [f"run.seed={seed}"])
 
 
 def _write(tmp_path: Path, df: pd.DataFrame, name: str = "log.csv") -> Path:
@@ -95,8 +101,9 @@ def _phase_log(profile_values: dict[str, float], t: np.ndarray) -> TrainingLog:
     cfg = config(rs, dataclasses.replace(config(rs).framework, **profile_values))
     batch = rs.plan.batch_size
     rows = []
+    spreads = spread(rs, t)  # each step's tokens per sample as the fit assumes them
     for i, x in enumerate(t):
-        ph = phase_times_s(cfg, float(x), batch)
+        ph = phase_times_s(cfg, float(x), batch, spreads[i])
         rows.append(
             {
                 "step": i,
@@ -175,7 +182,7 @@ def test_the_profile_fit_says_when_the_tokens_do_not_vary() -> None:
 
 def test_without_old_log_prob_the_forward_efficiency_is_the_profiles(tmp_path: Path) -> None:
     df = _log(12, 0.03).drop(columns="timing_s/old_log_prob")
-    rs = load(SPEC)
+    rs = _spec()
     cal = calibrate(read_log(_write(tmp_path, df)), rs)
     assert "fwd_efficiency" not in cal.values and "fwd_bwd_efficiency" in cal.values
     assert any(n.startswith("fwd_efficiency: not identified") for n in cal.not_identified)
@@ -185,17 +192,21 @@ def test_without_old_log_prob_the_forward_efficiency_is_the_profiles(tmp_path: P
 
 # -- recovery from a log pipesim wrote ----------------------------------------------------------
 def test_a_noiseless_log_gives_back_the_trainer_constants(tmp_path: Path) -> None:
+    """With the spec's run at the log's seed, the fit deals the log's own prompts to the ranks
+    (pipesim.calibrate.trainer.dealt), so the constants come back (to 2%: see below)."""
     log = read_log(_write(tmp_path, _log(12, 0.0)))
-    cal = calibrate(log, load(SPEC))
+    cal = calibrate(log, _spec())
     got = {k: cal.values[k].value for k in PROFILE_TRUE}
-    assert got == pytest.approx(PROFILE_TRUE, rel=1e-4, abs=1e-4)  # the CSV keeps 6 decimals
+    # not to the CSV's 6 decimals: the fit deals samples drawn at the lengths it fitted (a median
+    # of 722 tokens for the log's 700), so each rank's share differs a little from the log's run
+    assert got == pytest.approx(PROFILE_TRUE, rel=2e-2, abs=1e-4)
     for phase in ("timing_s/update_actor", "timing_s/old_log_prob", "remainder"):  # held out, per step
-        assert abs(cal.residuals[phase]["mean"]) < 1e-5, (phase, cal.residuals[phase])
+        assert abs(cal.residuals[phase]["mean"]) < 5e-3, (phase, cal.residuals[phase])
 
 
 def test_a_noisy_log_gives_intervals_holding_the_constants(tmp_path: Path) -> None:
     log = read_log(_write(tmp_path, _log(20, 0.03)))
-    cal = calibrate(log, load(SPEC))
+    cal = calibrate(log, _spec())
     for k, true in TRUE.items():
         v = cal.values[k]
         assert v.lo <= true <= v.hi, (k, v)
@@ -211,7 +222,7 @@ def test_a_noisy_log_gives_intervals_holding_the_constants(tmp_path: Path) -> No
 
 def test_twenty_steps_narrow_the_intervals_of_ten(tmp_path: Path) -> None:
     path = _write(tmp_path, _log(20, 0.03))
-    rs = load(SPEC)
+    rs = _spec()
     ten, twenty = calibrate(read_log(path, steps=":10"), rs), calibrate(read_log(path), rs)
     assert len(ten.log) == 10 and len(twenty.log) == 20
     for k in (*PROFILE_TRUE, "iteration_overhead_s", "response_median_tokens"):
@@ -373,7 +384,7 @@ def test_held_out_means_are_predicted_within_their_noise(tmp_path: Path) -> None
     prediction made from the other steps (the per-step spread over the held-out count, twice: the
     prediction is the mean of as many simulated steps)."""
     df = _log(20, 0.03)
-    cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
+    cal = calibrate(read_log(_write(tmp_path, df)), _spec())
     k = len(cal.held_out)
     for col in ("timing_s/gen", "timing_s/step"):
         x = df[col].to_numpy()
@@ -390,7 +401,7 @@ def test_a_calibrated_prediction_of_another_split_holds_the_true_run() -> None:
     from pipesim.calibrate import calibrated_spec
     from pipesim.calibrate.predict import predict
 
-    rs = load(SPEC)
+    rs = _spec()
     cal = calibrate(TrainingLog("mem", "0" * 64, _log(20, 0.03)), rs)
     data = calibrated_spec(rs, cal)
     data["design"].update(placement=4, eta=1, update="partial")
@@ -468,7 +479,7 @@ def test_an_open_interval_is_written_as_valid_json_and_toml(tmp_path: Path) -> N
     reciprocal's reaches 0); the spec (TOML inf) and the JSON ("inf", JSON having no infinity)
     still read back."""
     df = pd.read_csv(EXAMPLES / "verl_sample_log.csv").head(4)
-    z = np.exp(0.25 * np.random.default_rng(0).standard_normal(4))
+    z = np.exp(0.25 * np.random.default_rng(1).standard_normal(4))  # seed 0's draw closes it
     log = _write(tmp_path, df.assign(**{"timing_s/update_actor": df["timing_s/update_actor"] * z}))
     out, js = tmp_path / "cal.toml", tmp_path / "cal.json"
     assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out), "--json", str(js)]) == 0
@@ -565,7 +576,8 @@ def test_a_table_of_means_gives_the_efficiencies_at_the_profiles_fixed_costs(tmp
     df = published_log(_records(truth, np.array([2e5])), repeat=3)
     assert len(df) == 3 and list(df["step"]) == [0, 1, 2]
     cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
-    assert {k: cal.values[k].value for k in truth} == pytest.approx(truth, rel=1e-5)
+    # each repeated row is dealt to the ranks as its own step (steps 0, 1, 2 of the spec's run)
+    assert {k: cal.values[k].value for k in truth} == pytest.approx(truth, rel=1e-4)
     assert "micro_batch_s" not in cal.values and "optimizer_step_s" not in cal.values
     assert any("tokens barely vary" in n for n in cal.not_identified)
 
@@ -618,7 +630,8 @@ def test_fit_profile_weights_equal_for_all_change_nothing_and_bad_ones_are_refus
     from pipesim.compute.phasefit import PhaseObservation, fit_profile
 
     rs = load(SPEC)
-    cfg = config(rs)
+    # efficiencies well inside (0, 1]: the noisy fit must not leave the range
+    cfg = config(rs, dataclasses.replace(config(rs).framework, fwd_bwd_efficiency=0.5, fwd_efficiency=0.4))
     rng = np.random.default_rng(4)
     obs = [
         PhaseObservation(cfg, ph, float(x), 128, phase_times_s(cfg, float(x), 128)[ph] * math.exp(0.03 * z))

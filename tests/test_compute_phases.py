@@ -29,8 +29,8 @@ from pipesim.compute.profiles import (
     CALIBRATION_SAMPLES,
     CALIBRATION_SECONDS,
     CALIBRATION_TOKENS_PER_SAMPLE,
-    PRIOR,
     _calibration_config,
+    calibration_draws,
     profile,
     profiles,
 )
@@ -141,7 +141,11 @@ def test_each_profile_runs_by_name(name: str) -> None:
     assert run.ledger.closes()
     s = run.summary()
     for _, tokens, parts in run.phase_log:
-        assert parts == trainer.phase_times_s(tokens, 16)
+        exact = trainer.phase_times_s(tokens, 16)
+        if trainer.framework.balance == "exact":
+            assert parts == exact
+        else:  # each mini-batch waits for its busiest rank (tests/test_compute_balance.py)
+            assert all(parts[p] >= exact[p] * (1 - 1e-12) for p in exact)
     assert s["timing_s/update_actor"] == pytest.approx(
         np.mean([p["update_actor"] for _, _, p in run.phase_log])
     )
@@ -161,21 +165,16 @@ def test_unset_profile_and_mfu() -> None:
 
 
 def test_fsdp2_dense_reproduces_its_calibration_row() -> None:
+    """On the mean over the row's seeded draws (each mini-batch at its busiest rank), the
+    calibrated profile gives back the row's three phases; the exact form of the mean is faster."""
     config = _calibration_config(profile("fsdp2-dense"))
-    got = config.phase_times_s(CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE, CALIBRATION_SAMPLES)
+    tokens = CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE
+    runs = [config.phase_times_s(tokens, CALIBRATION_SAMPLES, per) for per in calibration_draws()]
     for phase, seconds in CALIBRATION_SECONDS.items():
-        assert got[phase] == pytest.approx(seconds, rel=1e-12)
-    assert got["ref"] == 0.0
-    # the calibration is the fit of the priors to that one row with the priors' constants fixed
-    obs = [
-        PhaseObservation(
-            config, phase, CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE, CALIBRATION_SAMPLES, s
-        )
-        for phase, s in CALIBRATION_SECONDS.items()
-    ]
-    fit = fit_profile(PRIOR, obs, fix=("micro_batch_s", "optimizer_step_s", "step_s"))
-    for name in ("fwd_bwd_efficiency", "fwd_efficiency", "sample_s"):
-        assert getattr(fit.profile, name) == pytest.approx(getattr(profile("fsdp2-dense"), name), rel=1e-9)
+        assert np.mean([r[phase] for r in runs]) == pytest.approx(seconds, rel=1e-12)
+    assert all(r["ref"] == 0.0 for r in runs)
+    exact = config.phase_times_s(tokens, CALIBRATION_SAMPLES)
+    assert exact["update_actor"] < CALIBRATION_SECONDS["update_actor"]
 
 
 TRUTH = FrameworkProfile(

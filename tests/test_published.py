@@ -351,6 +351,8 @@ def test_transfer_fit_recovers_the_profile_of_a_row_the_model_generated():
     )
     stated = published.trainer_config(eng, 2, old_logp=False)
     assert stated.profile is None and stated.mfu is None  # the default profile's
+    # ranks exactly balanced: a row tells the fit its mean tokens, not the run's own batches
+    stated = dataclasses.replace(stated, profile=dataclasses.replace(stated.framework, balance="exact"))
     base = stated.framework
     truth = dataclasses.replace(base, fwd_bwd_efficiency=0.23, sample_s=0.04)
     true = dataclasses.replace(stated, profile=truth)

@@ -17,7 +17,7 @@ import tomllib
 
 from pipesim.calibrate import TrainingLog
 from pipesim.calibrate.published import published_log
-from pipesim.calibrate.trainer import config, fit_trainer_profile
+from pipesim.calibrate.trainer import config, fit_trainer_profile, spread
 from pipesim.compute.phases import phase_times_s
 from pipesim.io.cli import main
 from pipesim.plan.checks import PlanError
@@ -26,7 +26,14 @@ from pipesim.plan.space import engine_config, trainer_config
 from scenarios.published import calpath
 from scenarios.published.claims import verl_direct_fit, verl_fit
 from scenarios.published.fit import trainer_config as published_trainer
-from scenarios.published.verl import VERL_MINI, VERL_MODEL, VERL_N, VERL_REQUIRE_BATCHES, verl_engine
+from scenarios.published.verl import (
+    VERL_BATCH,
+    VERL_MINI,
+    VERL_MODEL,
+    VERL_N,
+    VERL_REQUIRE_BATCHES,
+    verl_engine,
+)
 
 FOLDER = calpath.SPEC.parent
 
@@ -42,14 +49,14 @@ def _numbers(profile: object) -> dict[str, float]:
 def test_the_run_spec_is_the_presets_setup() -> None:
     """The spec's engine model, GPU, batch and trainer are those ``verl_async(128, 0.5, True)``
     runs: the 32K-context model, one trainer step of 128 prompts x 16, 64 trainer GPUs that take
-    the rollout's log-probs (no old_log_prob phase)."""
+    the rollout's log-probs (no old_log_prob phase), trained with verl's batch knobs."""
     rs = load(calpath.SPEC)
     eng = engine_config(rs.plan, rs.design.tp)
     assert dataclasses.replace(eng.model, name=VERL_MODEL.name) == VERL_MODEL
     assert eng.gpu == verl_engine().gpu and eng.tp == verl_engine().tp
     assert rs.plan.batch_size == VERL_REQUIRE_BATCHES * VERL_MINI * VERL_N
     ours = trainer_config(rs.plan, rs.design)
-    theirs = published_trainer(verl_engine(), 64, old_logp=False)
+    theirs = published_trainer(verl_engine(), 64, old_logp=False, batch=VERL_BATCH)
     assert ours.framework == theirs.framework  # fsdp2-dense, by name there and by default here
     assert dataclasses.replace(ours, model=theirs.model, mfu=None, profile=theirs.framework) == (
         dataclasses.replace(theirs, mfu=None, profile=theirs.framework)
@@ -84,7 +91,7 @@ def test_the_shipped_log_is_the_published_row() -> None:
     """``examples/published/verl_async_128_log.csv`` is what :func:`calpath.write_log` writes now
     (the README's means over 4 trainer steps, the stated run's tokens)."""
     shipped = pd.read_csv(calpath.LOG)
-    fresh = published_log(calpath.rows(), repeat=calpath.REPEAT)
+    fresh = published_log(calpath.rows(), repeat=calpath.REPEAT, first_step=calpath.FIRST_STEP)
     pd.testing.assert_frame_equal(shipped, fresh, check_dtype=False, rtol=1e-12)
     assert shipped["timing_s/step"].iloc[0] * 4 == pytest.approx(150.63)
     assert shipped["timing_s/update_actor"].iloc[0] * 4 == pytest.approx(113.16)
@@ -92,9 +99,13 @@ def test_the_shipped_log_is_the_published_row() -> None:
 
 def test_the_calibrated_profile_is_the_direct_fit() -> None:
     """``pipesim calibrate`` on the log and spec gives the profile the direct fit gives on the
-    calibration run (same observations, same two constants: ``fwd_bwd_efficiency``, ``sample_s``)."""
+    calibration run (same observations, same two constants: ``fwd_bwd_efficiency``, ``sample_s``),
+    but for the ranks' dealing, a simulation input: the direct fit deals the spec's run at the
+    lengths calibrate ends with (median 945 tokens, bias-corrected), calibrate at those it had
+    when it fitted the trainer (891, before the correction); that moves the efficiency 1.6%."""
     got, want = _numbers(calpath.transfer_fit().profile), _numbers(verl_direct_fit().profile)
-    assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert got == pytest.approx(want, rel=2e-2, abs=1e-12)
+    assert got["sample_s"] == pytest.approx(want["sample_s"], rel=1e-9)  # the remainder: no dealing
 
 
 def test_the_table_transfers_with_the_calibrated_profile() -> None:
@@ -139,8 +150,9 @@ def test_a_remainder_shorter_than_the_per_sample_part_is_fitted_per_sample() -> 
         cfg = config(rs, true)
         tokens = np.full(3, 3.5e6)
         rows = []
+        spreads = spread(rs, tokens)  # the tokens per sample the fit assumes for each step
         for i, t in enumerate(tokens):
-            ph = phase_times_s(cfg, float(t), rs.plan.batch_size)
+            ph = phase_times_s(cfg, float(t), rs.plan.batch_size, spreads[i])
             gen = 10.0
             rows.append(
                 {

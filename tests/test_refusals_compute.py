@@ -29,6 +29,7 @@ from pipesim.compute import (
     SyncModel,
     TrainerConfig,
 )
+from pipesim.compute.balance import rank_loads, rank_samples
 from pipesim.compute.cluster import Cluster, Offload, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.measured import read_measurements
@@ -315,6 +316,12 @@ TRAINER: Rows = [
     ("n_gpus-too-few-for-the-model", lambda: _trainer(model=MODELS["qwen3-32b"]), "n_gpus"),
     ("profile-number", lambda: _trainer(profile=3), "profile"),
     ("profile-unknown", lambda: _trainer(profile="fsdp3"), "profile"),
+    ("batch_order-unknown", lambda: _trainer(batch_order="finish"), "batch_order"),
+    (
+        "sample_tokens-one-short",
+        lambda: _trainer(profile="fsdp2-dense").phase_times_s(8e3, 8, [1e3] * 7),
+        "sample_tokens",
+    ),
     ("trainer/config-text", lambda: ComputeTrainer("cfg", None), "config"),  # type: ignore[arg-type]
 ]
 
@@ -334,6 +341,10 @@ PROFILE: Rows = [
     ("fwd_efficiency-above-one", lambda: _profile(fwd_efficiency=1.5), "fwd_efficiency"),
     ("comm_overlap-above-one", lambda: _profile(comm_overlap=1.5), "comm_overlap"),
     ("pp-two-for-fsdp", lambda: _profile(pp=2), "pp"),
+    ("balance-unknown", lambda: _profile(balance="greedy"), "balance"),
+    ("balance-none", lambda: _profile(balance=None), "balance"),
+    ("deal/exact-has-no-dealing", lambda: rank_samples([1.0] * 4, 2, 2, [4.0], "exact"), "balance"),
+    ("deal/balance-unknown", lambda: rank_loads([1.0] * 4, 2, 2, [4.0], "lpt"), "balance"),
     ("lookup-unknown", lambda: profile("fsdp3", "trainer.profile"), "trainer.profile"),
     ("fit/profile-name", lambda: fit_profile("fsdp2-dense", []), "profile"),  # type: ignore[arg-type]
     ("fit/fix-unknown", lambda: fit_profile(_profile(), [_obs()], fix=("tp",)), "fix"),
@@ -342,6 +353,7 @@ PROFILE: Rows = [
     ("fit/observations-one", lambda: fit_profile(_profile(), [_obs()]), "observations"),
     ("observation/config", lambda: PhaseObservation("cfg", "ref", 1e4, 8, 1.0), "config"),  # type: ignore[arg-type]
     ("observation/phase", lambda: _obs(phase="rollout"), "phase"),
+    ("observation/sample_tokens-short", lambda: _obs(sample_tokens=(1e3,) * 7), "sample_tokens"),
 ]
 
 

@@ -105,6 +105,9 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
         "cluster.cost_per_gpu_hour",
     ),
     ("spec-first_cut-int", lambda: _spec(first_cut=1), "search.first_cut"),
+    ("spec-mini-batch-zero", lambda: _spec(ppo_mini_batch_samples=0), "model.ppo_mini_batch_samples"),
+    ("spec-micro-tokens-float", lambda: _spec(micro_batch_tokens=1.5), "model.micro_batch_tokens"),
+    ("spec-sequence-parallel-huge", lambda: _spec(sequence_parallel=10**9), "model.sequence_parallel"),
     ("spec-screen_steps-above-steps", lambda: _spec(screen_steps=50, steps=10), "search.screen_steps"),
     (  # no TP degree of the space holds the model
         "fits-model-too-big",
@@ -191,6 +194,30 @@ SPEC_ROWS: list[tuple[str, str, str, str]] = [  # id, text replaced, replacement
         "oversample = [1.0]",
         "oversample_prompts = [2]",
         "space.oversample_prompts[0]",
+    ),
+    (
+        "model-ppo_mini_batch_samples-zero",
+        'name = "qwen3-0.6b"',
+        'name = "qwen3-0.6b"\nppo_mini_batch_samples = 0',
+        "model.ppo_mini_batch_samples",
+    ),
+    (
+        "model-micro_batch_tokens-float",
+        'name = "qwen3-0.6b"',
+        'name = "qwen3-0.6b"\nmicro_batch_tokens = 4096.5',
+        "model.micro_batch_tokens",
+    ),
+    (
+        "model-log_prob_micro_batch_tokens-text",
+        'name = "qwen3-0.6b"',
+        'name = "qwen3-0.6b"\nlog_prob_micro_batch_tokens = "big"',
+        "model.log_prob_micro_batch_tokens",
+    ),
+    (
+        "model-sequence_parallel-zero",
+        'name = "qwen3-0.6b"',
+        'name = "qwen3-0.6b"\nsequence_parallel = 0',
+        "model.sequence_parallel",
     ),
     (
         "baseline-update",

@@ -68,6 +68,7 @@ __all__ = [
     "parse_steps",
     "read_columns_map",
     "read_log",
+    "with_lengths",
 ]
 
 OVERHEAD_PROBE_S = (0.0, 0.01)
@@ -120,6 +121,16 @@ class Calibration:
 def _sig(x: float) -> float:
     """``x`` to six significant digits (what a calibrated spec shows)."""
     return float(f"{x:.6g}")
+
+
+def with_lengths(rs: RunSpec, values: dict[str, Fitted]) -> RunSpec:
+    """``rs`` at the response lengths fitted in ``values`` (its other calibration kept): the
+    trainer's fit deals the spec's run's samples to the ranks (:func:`pipesim.calibrate.trainer.dealt`),
+    whose spread should be the log's, not the spec's guess."""
+    lengths = {k: v.value for k, v in values.items() if k in ("response_median_tokens", "response_sigma")}
+    if not lengths:
+        return rs
+    return _with_values(rs, {**rs.data.get("calibration", {}).get("values", {}), **lengths})
 
 
 def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
@@ -257,7 +268,8 @@ def _fit(
             notes.append(
                 "trainer: a step's tool-observation tokens are not in verl's columns and are not counted"
             )
-        got, why = fit_trainer_profile(log, rs, t)
+        # the ranks' dealing comes from the spec's run at the lengths fitted so far
+        got, why = fit_trainer_profile(log, with_lengths(rs, values), t)
         values.update(got)
         notes += why
     else:
@@ -335,7 +347,7 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Si
         if rest.has(c) and rest.col(c).mean() > 0:
             seen = float(rest.col(c).mean())
             out[c] = {"mean": (seen - pred[c]) / seen}
-    out.update(trainer_residuals(rest, rs, vals))
+    out.update(trainer_residuals(rest, with_lengths(rs, vals), vals))
     return out
 
 

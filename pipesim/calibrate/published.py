@@ -43,10 +43,13 @@ _VERL = {
 }
 
 
-def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1) -> pd.DataFrame:
+def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_step: int = 0) -> pd.DataFrame:
     """The verl-style log of ``rows`` (module docstring), each written ``repeat`` times as
-    consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold)."""
+    consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold),
+    numbered from ``first_step`` (a table of means over a long run describes its steady state:
+    number its rows past the warm-up, which is what ``pipesim calibrate`` matches them to)."""
     check_int("repeat", repeat, 1)
+    check_int("first_step", first_step, 0)
     if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence) or not rows:
         raise refuse("rows", "must be a non-empty sequence of records (one per published step)")
     out = []
@@ -69,5 +72,6 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1) -> pd.Da
         out += [rec] * repeat
     df = pd.DataFrame(out)
     steps = [float(r.get("step", i)) for i, r in enumerate(rows)]
-    df.insert(0, "step", range(len(df)) if repeat > 1 or len(set(steps)) < len(steps) else steps)
+    numbered = repeat > 1 or len(set(steps)) < len(steps)
+    df.insert(0, "step", range(first_step, first_step + len(df)) if numbered else steps)
     return df

@@ -51,7 +51,16 @@ from pipesim.compute.trainer import TrainerConfig
 from pipesim.plan.runspec import RunSpec
 from pipesim.plan.space import engine_config, trainer_config
 
-__all__ = ["TRAINER_PHASES", "fit_trainer_profile", "remainder", "switch_s", "tokens", "trainer_residuals"]
+__all__ = [
+    "TRAINER_PHASES",
+    "fit_trainer_profile",
+    "remainder",
+    "dealt",
+    "spread",
+    "switch_s",
+    "tokens",
+    "trainer_residuals",
+]
 
 TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
 _HOW = {
@@ -109,8 +118,53 @@ def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     return np.asarray(rest, float)
 
 
-def _observations(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> list[PhaseObservation]:
+MAX_DEALT_STEPS = 20
+"""Steps of the spec's own run whose batches :func:`dealt` takes (a longer log reuses them in turn)."""
+
+
+def dealt(rs: RunSpec, steps: int) -> list[tuple[int, ...]] | None:
+    """The tokens of each sample as the spec's own run deals its batches to the ranks, step by step
+    (``ComputeRun.dealt_log``; its first ``steps``, at most :data:`MAX_DEALT_STEPS`, matched to the
+    log's rows in order): a log gives a step's mean, not its samples, and the spec's run at its seed
+    has the design's batch order, its warm-up and the workload's spread (the scale comes from the
+    log: :func:`spread`). None for an exactly balanced profile (nothing to deal)."""
+    if config(rs).framework.balance == "exact":
+        return None
+    from pipesim.plan.runspec import run
+
+    n = max(1, min(steps, MAX_DEALT_STEPS))
+    out = [per for _, per in run(dataclasses.replace(rs, steps=n)).dealt_log]
+    return out or None
+
+
+def spread(
+    rs: RunSpec,
+    t: np.ndarray,
+    batches: list[tuple[int, ...]] | None = None,
+    steps: np.ndarray | None = None,
+) -> list[tuple[float, ...] | None]:
+    """Each step's tokens per sample, for a profile whose ranks wait for the busiest
+    (:mod:`pipesim.compute.balance`): the row of step ``s`` (``steps``; default 0, 1, ...) takes
+    ``batches[s]`` (in turn past their end; default :func:`dealt` of the spec) scaled to its tokens
+    ``t``. None per step for an exactly balanced profile."""
+    if config(rs).framework.balance == "exact":
+        return [None] * len(t)
+    at = np.arange(len(t)) if steps is None else np.asarray(steps, int)
+    batches = dealt(rs, int(at.max()) + 1 if len(at) else 1) if batches is None else batches
+    if not batches:
+        return [None] * len(t)
+    out: list[tuple[float, ...] | None] = []
+    for step, total in zip(at, t, strict=True):
+        per = np.asarray(batches[int(step) % len(batches)], float)
+        out.append(tuple(per * (float(total) / per.sum())) if per.sum() > 0 else None)
+    return out
+
+
+def _observations(
+    log: TrainingLog, rs: RunSpec, t: np.ndarray, batches: list[tuple[int, ...]] | None = None
+) -> list[PhaseObservation]:
     tcfg, batch = config(rs), rs.plan.batch_size
+    per = spread(rs, t, batches, log.steps)
     obs = []
     for c in TRAINER_PHASES:
         if not log.has(c):
@@ -119,7 +173,10 @@ def _observations(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> list[PhaseObs
         cfg = dataclasses.replace(tcfg, reference_model=True) if phase == "ref" else tcfg
         if phase == "old_log_prob" and not cfg.recompute_old_logp:
             continue
-        obs += [PhaseObservation(cfg, phase, float(x), batch, float(y)) for x, y in zip(t, log.col(c))]
+        obs += [
+            PhaseObservation(cfg, phase, float(x), batch, float(y), s)
+            for x, y, s in zip(t, log.col(c), per, strict=True)
+        ]
     rest = remainder(log, rs)
     if rest is not None:
         obs += [
@@ -145,7 +202,8 @@ def _weights(fit: ProfileFit, obs: list[PhaseObservation]) -> list[float] | None
     resid: dict[str, list[float]] = {}
     for o in obs:
         cfg = dataclasses.replace(o.config, profile=fit.profile)
-        resid.setdefault(o.phase, []).append(o.seconds - phase_times_s(cfg, o.tokens, o.samples)[o.phase])
+        got = phase_times_s(cfg, o.tokens, o.samples, o.sample_tokens)[o.phase]
+        resid.setdefault(o.phase, []).append(o.seconds - got)
     var = {}
     for phase, r in resid.items():
         dof = len(r) - sum(k in fit.fitted for k in _TOUCHES[phase])
@@ -181,7 +239,9 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     """The profile's constants the log identifies, with 95% intervals, and notes on the rest
     (module docstring). ``t``: each step's tokens (:func:`tokens`)."""
     base = config(rs).framework
-    obs = _observations(log, rs, t)
+    last = int(log.steps.max()) + 1 if len(log) else 1
+    batches = dealt(rs, last)
+    obs = _observations(log, rs, t, batches)
     notes = []
     if not any(o.phase != "remainder" for o in obs):
         return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
@@ -243,6 +303,11 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         )
     values = {}
     intervals = _widen(fit, len(obs))
+    if batches is not None:  # the log has each step's mean, not its samples
+        notes.append(
+            f"trainer: each step's samples are dealt to the ranks as the spec's run deals them at seed "
+            f"{rs.seed} (a log holds means only; another dealing moves the constants, docs/calibrate.md)"
+        )
     for k in fit.fitted:
         lo, hi = intervals[k]
         values[k] = Fitted(getattr(fit.profile, k), lo, hi, f"least squares, {_HOW[k]} (fit_profile)")
@@ -268,8 +333,10 @@ def trainer_residuals(
         return {}
     prof = fitted_profile(rs, values)
     cfg = config(rs, prof)
+    ref_cfg = dataclasses.replace(cfg, reference_model=True)
     pred = [
-        phase_times_s(dataclasses.replace(cfg, reference_model=True), float(x), rs.plan.batch_size) for x in t
+        phase_times_s(ref_cfg, float(x), rs.plan.batch_size, s)
+        for x, s in zip(t, spread(rs, t, steps=rest.steps), strict=True)
     ]
     out: dict[str, dict[str, float]] = {}
     total_seen, total_pred = np.zeros(len(rest)), np.zeros(len(rest))

@@ -245,6 +245,9 @@ class ComputeRun:
     ``record=True``, else None): running and queued sequences, KV occupancy, tokens/s, bound."""
     phase_log: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
     """The trainer's ``(step, tokens, {phase: seconds})`` (``ComputeTrainer.phase_log``)."""
+    dealt_log: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
+    """The trainer's ``(step, tokens of each sample as dealt to the ranks)``
+    (``ComputeTrainer.dealt_log``; empty for an exactly balanced profile)."""
 
     def summary(self) -> dict[str, float]:
         s = Summary(self.result.summary())  # old metric names read through (issue 43)
@@ -409,6 +412,7 @@ def run_compute(
         switch,
         series,
         model_trainer.phase_log,
+        model_trainer.dealt_log,
     )
 
 

@@ -47,6 +47,9 @@ class PhaseObservation:
     tokens: float
     samples: int
     seconds: float
+    sample_tokens: tuple[float, ...] | None = None
+    """Each sample's tokens in batch order, for a profile whose ranks wait for the busiest
+    (:mod:`pipesim.compute.balance`); None: every rank holds the mean."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, TrainerConfig):
@@ -56,6 +59,9 @@ class PhaseObservation:
         check_number("tokens", self.tokens, 0.0)
         check_int("samples", self.samples, 0)
         check_number("seconds", self.seconds, 0.0)
+        if self.sample_tokens is not None and len(self.sample_tokens) != self.samples:
+            got = len(self.sample_tokens)
+            raise refuse("sample_tokens", f"must hold one count per sample ({self.samples}), got {got}")
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ def _row(profile: FrameworkProfile, obs: PhaseObservation) -> tuple[list[float],
     config = dataclasses.replace(obs.config, profile=profile, mfu=None)
     if obs.phase == "remainder":
         return [0.0, 0.0, 0.0, 0.0, 1.0, float(obs.samples)], obs.seconds - config.step_overhead_s
-    p = phase_parts(config, obs.tokens, obs.samples)[obs.phase]
+    p = phase_parts(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]
     if obs.phase == "update_actor":
         x = [p["compute_flop_s"], 0.0, p["micro"], p["opt"], 0.0, 0.0]
     else:

@@ -42,6 +42,13 @@ x (ep - 1) / ep`` bytes), and pipeline parallelism idles ``(pp - 1) / m`` of the
 1F1B bubble, ``m`` micro-batches per mini-batch). Attention's quadratic FLOPs are not counted: the
 efficiencies absorb them.
 
+**Ranks wait for the busiest** (:mod:`pipesim.compute.balance`). Given the step's tokens per sample
+(``sample_tokens``, in batch order), a profile whose ``balance`` is not ``"exact"`` deals the
+samples to the ``dp`` ranks as its framework does, and each mini-batch is timed at its busiest
+rank: its compute at ``dp`` times that rank's tokens, its micro-batch count from that rank's tokens
+(verl pads every rank to the same count, ``same_micro_num_in_dp``). A forward-only phase waits for
+the rank with the most tokens over the step. Without ``sample_tokens`` every rank holds the mean.
+
 :func:`phase_times_s` is the closed form; :func:`reference_phase_times_s` the slow loop over every
 epoch, mini-batch and micro-batch that the tests hold it to. The named profiles and
 their calibration live in :mod:`pipesim.compute.profiles`; fitting one to data, in
@@ -51,9 +58,13 @@ their calibration live in :mod:`pipesim.compute.profiles`; fitting one to data, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from pipesim.compute.balance import busiest, check_balance, rank_samples
 from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.validate import refuse
 
@@ -96,6 +107,8 @@ class FrameworkProfile:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    balance: str = "exact"
+    """How the step's samples reach the ranks (:data:`pipesim.compute.balance.BALANCES`)."""
     source: str = ""
     """What the constants were set from."""
 
@@ -111,6 +124,7 @@ class FrameworkProfile:
         for name in ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s", "grad_reduce_bytes"):
             check_number(name, getattr(self, name), 0.0)
         check_number("comm_overlap", self.comm_overlap, 0.0)
+        check_balance(self.balance)
         if self.comm_overlap > 1:
             raise refuse("comm_overlap", f"must be in [0, 1], got {shown(self.comm_overlap)}")
         for name in ("tp", "pp", "ep"):
@@ -137,6 +151,10 @@ class Batching:
     """Micro-batches per rank of each mini-batch (one epoch)."""
     fwd_micro: int
     """Micro-batches per rank of a forward-only phase over the whole batch."""
+    mini_tokens: tuple[float, ...] = ()
+    """Tokens of each mini-batch as its busiest rank makes it last (``dp`` x that rank's)."""
+    fwd_tokens: float = 0.0
+    """Tokens of the whole batch as a forward-only phase's busiest rank makes it last."""
 
     @property
     def n_opt_per_epoch(self) -> int:
@@ -155,8 +173,12 @@ def _micro(
     return max(1, math.ceil(samples * tokens_per_sample / (dp * budget * sp) - 1e-9))
 
 
-def batching(config: TrainerConfig, tokens: float, samples: int) -> Batching:
-    """The split of a batch of ``samples`` samples and ``tokens`` tokens under ``config``."""
+def batching(
+    config: TrainerConfig, tokens: float, samples: int, sample_tokens: Sequence[float] | None = None
+) -> Batching:
+    """The split of a batch of ``samples`` samples and ``tokens`` tokens under ``config``; with
+    ``sample_tokens`` (one per sample, in batch order) each rank's share is dealt out as the
+    profile's ``balance`` says and the counts follow the busiest rank."""
     prof = config.framework
     dp = config.n_gpus // (prof.tp * prof.pp * config.sequence_parallel)
     tps = tokens / samples if samples else 0.0
@@ -165,10 +187,23 @@ def batching(config: TrainerConfig, tokens: float, samples: int) -> Batching:
     sizes = (float(mini),) * full + ((float(rest),) if rest else ())
     sp = config.sequence_parallel
     budget, mbs = config.micro_batch_tokens_resolved, config.micro_batch_samples
-    micro = tuple(_micro(s, tps, dp, budget, mbs, sp) for s in sizes)
     fwd_budget = config.log_prob_micro_batch_tokens or budget
-    fwd = _micro(float(samples), tps, dp, fwd_budget, mbs, sp)
-    return Batching(dp, sizes, micro, fwd)
+    if sample_tokens is None or prof.balance == "exact" or not samples:
+        micro = tuple(_micro(s, tps, dp, budget, mbs, sp) for s in sizes)
+        fwd = _micro(float(samples), tps, dp, fwd_budget, mbs, sp)
+        return Batching(dp, sizes, micro, fwd, tuple(s * tps for s in sizes), float(tokens))
+    ranks = rank_samples(sample_tokens, config.n_gpus, dp, sizes, prof.balance)
+    top, top_total = busiest(np.array([[float(r[j].sum()) for r in ranks] for j in range(len(sizes))]))
+    if mbs is not None:  # the busiest rank's count of real samples (padding adds empty ones)
+        micro = tuple(
+            max(1, max(-(-int(np.count_nonzero(r[j])) // mbs) for r in ranks)) for j in range(len(sizes))
+        )
+        fwd = max(1, max(-(-sum(int(np.count_nonzero(m)) for m in r) // mbs) for r in ranks))
+    else:
+        assert budget is not None and fwd_budget is not None
+        micro = tuple(max(1, math.ceil(t / (budget * sp) - 1e-9)) for t in top)
+        fwd = max(1, math.ceil(top_total / (fwd_budget * sp) - 1e-9))
+    return Batching(dp, sizes, micro, fwd, tuple(float(t) * dp for t in top), top_total * dp)
 
 
 def _comm_per_micro_s(config: TrainerConfig, tokens_per_micro: float, backward: bool) -> float:
@@ -208,28 +243,29 @@ def _bubble(config: TrainerConfig, micro: int) -> float:
     return 1.0 + (pp - 1) / micro if pp > 1 and micro > 0 else 1.0
 
 
-def phase_parts(config: TrainerConfig, tokens: float, samples: int) -> dict[str, dict[str, float]]:
+def phase_parts(
+    config: TrainerConfig, tokens: float, samples: int, sample_tokens: Sequence[float] | None = None
+) -> dict[str, dict[str, float]]:
     """Each phase's parts: ``compute_flop_s`` (seconds at efficiency 1, the bubble included),
     ``micro`` (micro-batches per rank), ``opt`` (optimizer steps), ``comm_s`` (exposed
-    communication), ``samples``; the linear pieces :func:`phase_times_s` and the fit combine."""
+    communication), ``samples``; the linear pieces :func:`phase_times_s` and the fit combine.
+    ``sample_tokens``: each sample's tokens in batch order (module docstring, "Ranks wait")."""
     prof = config.framework
-    b = batching(config, tokens, samples)
+    b = batching(config, tokens, samples, sample_tokens)
     peak = config.n_gpus * config.gpu.bf16_flops_per_s
     n = config.model.n_active_params
     exposed = 1.0 - prof.comm_overlap
-    tpm_fwd = tokens / (b.dp * b.fwd_micro) if b.fwd_micro else 0.0
+    tpm_fwd = b.fwd_tokens / (b.dp * b.fwd_micro) if b.fwd_micro else 0.0
     fwd_comm = b.fwd_micro * _comm_per_micro_s(config, tpm_fwd, backward=False) * exposed
     fwd = dict(
-        compute_flop_s=2.0 * n * tokens / peak * _bubble(config, b.fwd_micro),
+        compute_flop_s=2.0 * n * b.fwd_tokens / peak * _bubble(config, b.fwd_micro),
         micro=float(b.fwd_micro),
         opt=0.0,
         comm_s=fwd_comm,
     )
     epochs = config.ppo_epochs
     upd_compute = upd_comm = 0.0
-    tps = tokens / samples if samples else 0.0
-    for size, micro in zip(b.mini_sizes, b.micro_per_mini, strict=True):
-        mini_tokens = size * tps
+    for mini_tokens, micro in zip(b.mini_tokens, b.micro_per_mini, strict=True):
         upd_compute += 6.0 * n * mini_tokens / peak * _bubble(config, micro)
         tpm = mini_tokens / (b.dp * micro) if micro else 0.0
         upd_comm += micro * _comm_per_micro_s(config, tpm, backward=True)
@@ -248,10 +284,12 @@ def phase_parts(config: TrainerConfig, tokens: float, samples: int) -> dict[str,
     }
 
 
-def phase_times_s(config: TrainerConfig, tokens: float, samples: int) -> dict[str, float]:
+def phase_times_s(
+    config: TrainerConfig, tokens: float, samples: int, sample_tokens: Sequence[float] | None = None
+) -> dict[str, float]:
     """Seconds of each of :data:`PHASES` for one step (closed form; see the module docstring)."""
     prof = config.framework
-    parts = phase_parts(config, tokens, samples)
+    parts = phase_parts(config, tokens, samples, sample_tokens)
     out = {}
     for phase in ("old_log_prob", "ref", "update_actor"):
         p = parts[phase]

@@ -2,8 +2,9 @@
 
 ``python -m pipesim.compute.phasescore`` prints two Markdown tables (``docs/compute.md``):
 verl's ``fully_async_policy`` README rows other than the calibration row (the trainer's phases of
-``fsdp2-dense`` at each row's trainer GPUs, with the calibration's tokens per sample, since no row
-states its length), and its checkpoint-engine ablation (the sync model, checkpoint engine on).
+``fsdp2-dense`` at each row's trainer GPUs, on the calibration's seeded draws of the stated
+workload, since no row states its length; each mini-batch at its busiest rank), and its
+checkpoint-engine ablation (the sync model, checkpoint engine on).
 Setups the README leaves out are assumed once, here: the Megatron layout of each profile and the
 engine's tensor parallelism (4 for the 7B and 30B models, 8 for the 235B one).
 """
@@ -16,15 +17,14 @@ from pipesim.compute.catalog import MODELS
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.gpus import GPUS
 from pipesim.compute.models import ModelSpec
-from pipesim.compute.profiles import (
-    CALIBRATION_SAMPLES,
-    CALIBRATION_TOKENS_PER_SAMPLE,
-    _calibration_config,
-    profile,
-)
+from pipesim.compute.profiles import _calibration_config, calibration_draws, profile
 from pipesim.compute.sync import SyncModel
 
 SRC = "volcengine/verl verl/experimental/fully_async_policy/README.md"
+
+ASYNC_STEPS = 4
+"""A fully-async README step is ``trigger_parameter_sync_step`` = 4 trainer steps of
+``require_batches`` 4 x ``ppo_mini_batch_size`` 32 prompts x 16 (2,048 samples) each."""
 
 TRAINER_ROWS = (  # (row, trainer GPUs, phase, published seconds): "Experiments", Qwen2.5-Math-7B
     ("colocate 32", 32, "old_log_prob", 107.71),
@@ -54,16 +54,28 @@ QWEN3_235B = ModelSpec(  # Qwen/Qwen3-235B-A22B config.json
 )
 
 
+def row_seconds(gpus: int, phase: str, fully_async: bool) -> float:
+    """Seconds of ``phase`` per README step at ``gpus`` trainer GPUs: the mean over the
+    calibration's seeded draws (:func:`~pipesim.compute.profiles.calibration_draws`, prompt order),
+    each dealt to the ranks as one colocated step of 8,192 samples, or, fully async, as
+    :data:`ASYNC_STEPS` trainer steps of its consecutive quarters (whole prompts, as they complete)."""
+    config = dataclasses.replace(_calibration_config(profile("fsdp2-dense")), n_gpus=gpus)
+    total = []
+    for per in calibration_draws():
+        n = len(per) // ASYNC_STEPS
+        chunks = [per[k * n : (k + 1) * n] for k in range(ASYNC_STEPS)]
+        parts = chunks if fully_async else [per]
+        total.append(sum(config.phase_times_s(sum(c), len(c), c)[phase] for c in parts))
+    return sum(total) / len(total)
+
+
 def trainer_table() -> list[str]:
-    base = _calibration_config(profile("fsdp2-dense"))
-    tokens = CALIBRATION_SAMPLES * CALIBRATION_TOKENS_PER_SAMPLE
     out = [
         "| row | trainer GPUs | phase | published s | predicted s | ratio |",
         "|---|---:|---|---:|---:|---:|",
     ]
     for row, gpus, phase, published in TRAINER_ROWS:
-        config = dataclasses.replace(base, n_gpus=gpus)
-        got = config.phase_times_s(tokens, CALIBRATION_SAMPLES)[phase]
+        got = row_seconds(gpus, phase, fully_async=not row.startswith("colocate"))
         out.append(f"| {row} | {gpus} | {phase} | {published:.2f} | {got:.2f} | {got / published:.2f} |")
     return out
 

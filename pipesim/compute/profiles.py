@@ -101,6 +101,7 @@ to absolute tokens). Not published; the efficiencies are only as right as this l
 PRIOR = FrameworkProfile(
     name="fsdp2-dense",
     backend="fsdp",
+    balance="step",
     fwd_bwd_efficiency=0.5,  # replaced by the calibration
     fwd_efficiency=0.5,  # replaced by the calibration
     micro_batch_s=0.05,
@@ -112,10 +113,30 @@ PRIOR = FrameworkProfile(
 """The stated priors of ``fsdp2-dense`` (round guesses, not fitted to any row):
 ``micro_batch_s`` 0.05 s (a micro-batch's launches, sequence packing and host-side Python),
 ``optimizer_step_s`` 0.5 s (gradient-norm clipping and its host sync, the optimizer over the shard,
-the wait for the slowest rank at the mini-batch's barrier), ``comm_overlap`` 0.5 (FSDP2 prefetches
+the barrier), ``comm_overlap`` 0.5 (FSDP2 prefetches
 the next layer's all-gather and overlaps the reduce-scatter with the backward, but the first gather,
 the last reduce-scatter and link contention stay exposed), ``grad_reduce_bytes`` 4 (verl's FSDP
-``mixed_precision.reduce_dtype`` fp32)."""
+``mixed_precision.reduce_dtype`` fp32), ``balance`` ``"step"`` (not a guess: verl's dealing of
+samples to ranks at the calibration row's commit, :mod:`pipesim.compute.balance`)."""
+
+CALIBRATION_DRAWS = 4
+"""Seeded draws of the calibration row's stated workload (seeds 0-3) whose mean the calibration
+reads: with ``balance = "step"`` a mini-batch lasts as long as its busiest rank, which depends on
+the lengths drawn, not only on their mean."""
+
+
+def drawn_sample_tokens(workload: TokenWorkload, samples: int, seed: int) -> list[int]:
+    """Tokens (prompt, response, observation) of ``samples`` samples of ``workload`` drawn with
+    ``seed``, in prompt order with a prompt's samples adjacent (a synchronous batch's order)."""
+    import numpy as np
+
+    from pipesim.compute.source import TokenSource
+
+    src = TokenSource(workload, np.random.default_rng(seed))
+    for i in range(samples):
+        src.work_s(i, i, 0, -1)
+    return [src.prompt[i] + src.response[i] + src.observation[i] for i in range(samples)]
+
 
 MOE_GEMM_FACTOR = 0.5
 """Efficiency of grouped expert GEMMs relative to a dense layer's (small per-expert batches, the
@@ -141,16 +162,32 @@ def _calibration_config(profile: FrameworkProfile) -> TrainerConfig:
     )
 
 
+@functools.cache
+def calibration_draws() -> tuple[tuple[float, ...], ...]:
+    """The calibration row's tokens per sample, :data:`CALIBRATION_DRAWS` seeded draws of
+    :func:`calibration_workload` in prompt order, each scaled to the closed-form mean
+    :data:`CALIBRATION_TOKENS_PER_SAMPLE` (the seeds move the ranks' spread, not the mean)."""
+    out = []
+    for seed in range(CALIBRATION_DRAWS):
+        per = drawn_sample_tokens(calibration_workload(), CALIBRATION_SAMPLES, seed)
+        scale = CALIBRATION_TOKENS_PER_SAMPLE * CALIBRATION_SAMPLES / sum(per)
+        out.append(tuple(t * scale for t in per))
+    return tuple(out)
+
+
 def calibrated_fsdp2_dense() -> FrameworkProfile:
-    """``fsdp2-dense``: :data:`PRIOR` with the three constants the calibration row sets."""
+    """``fsdp2-dense``: :data:`PRIOR` with the three constants the calibration row sets, on the
+    mean of the row's phases over :func:`calibration_draws` (each mini-batch at its busiest rank)."""
     from pipesim.compute.phases import phase_parts
 
     config = _calibration_config(PRIOR)
     samples = CALIBRATION_SAMPLES
-    parts = phase_parts(config, samples * CALIBRATION_TOKENS_PER_SAMPLE, samples)
+    scale = CALIBRATION_TOKENS_PER_SAMPLE * samples
     effs = {}
+    draws = calibration_draws()
     for phase in ("update_actor", "old_log_prob"):
-        p = parts[phase]
+        parts = [phase_parts(config, scale, samples, per)[phase] for per in draws]
+        p = {k: sum(d[k] for d in parts) / len(parts) for k in ("compute_flop_s", "micro", "opt", "comm_s")}
         fixed = p["micro"] * PRIOR.micro_batch_s + p["opt"] * PRIOR.optimizer_step_s + p["comm_s"]
         effs[phase] = p["compute_flop_s"] / (CALIBRATION_SECONDS[phase] - fixed)
     return dataclasses.replace(

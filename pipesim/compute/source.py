@@ -222,6 +222,11 @@ class TokenSource:
         """(prompt, response, max_tokens) of episode ``episode_id``."""
         return self.prompt[episode_id], self.response[episode_id], self.max_tokens[episode_id]
 
+    def sample_tokens(self, batch: list[Episode]) -> list[int]:
+        """Prompt, response and observation tokens of each episode of ``batch``, in its order."""
+        prompt, response, obs = self.prompt, self.response, self.observation
+        return [prompt[ep.id] + response[ep.id] + obs[ep.id] for ep in batch]
+
     def batch_tokens(self, batch: list[Episode]) -> int:
         """Prompt, response and observation tokens of the episodes in ``batch`` (the trainer's)."""
         prompt, response, obs = self.prompt, self.response, self.observation

@@ -23,6 +23,11 @@ How the older knobs fold into the profile:
   :data:`DEFAULT_MICRO_BATCH_TOKENS`) or ``micro_batch_samples`` (``ppo_micro_batch_size_per_gpu``),
   ``log_prob_micro_batch_tokens`` (``log_prob_max_token_len_per_gpu``; None: the training budget),
   ``ppo_epochs`` and ``sequence_parallel`` (Ulysses).
+* ``batch_order`` (:data:`BATCH_ORDERS`): the order the batch's samples reach the framework, which
+  decides how a ``"step"``-balanced profile deals them to ranks (:mod:`pipesim.compute.balance`):
+  ``"arrival"`` (default), as the trainer received them (a fully asynchronous trainer's queue), or
+  ``"submission"``, in the order their prompts were sent (a synchronous trainer's batch, which
+  verl's colocated ``generate_sequences`` returns in prompt order, a prompt's samples adjacent).
 
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,6 +59,9 @@ FSDP/Megatron RL trainers report (30-45%), not a measurement."""
 
 DEFAULT_PROFILE = "fsdp2-dense"
 """The framework profile of a :class:`TrainerConfig` given neither ``profile`` nor ``mfu``."""
+
+BATCH_ORDERS = ("arrival", "submission")
+"""The orders a batch can reach the framework in (module docstring, ``batch_order``)."""
 
 DEFAULT_MICRO_BATCH_TOKENS = 16384
 """Tokens per GPU per micro-batch when neither budget is given: verl's default
@@ -78,6 +87,7 @@ class TrainerConfig:
     log_prob_micro_batch_tokens: int | None = None
     ppo_epochs: int = 1
     sequence_parallel: int = 1
+    batch_order: str = "arrival"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -104,6 +114,10 @@ class TrainerConfig:
                 "micro_batch_samples: give a micro-batch in tokens (micro_batch_tokens, verl's "
                 "use_dynamic_bsz) or in samples, not both",
                 "micro_batch_samples",
+            )
+        if self.batch_order not in BATCH_ORDERS:
+            raise refuse(
+                "batch_order", f"must be one of {', '.join(BATCH_ORDERS)}, got {shown(self.batch_order)}"
             )
         check_int("ppo_epochs", self.ppo_epochs, 1)
         check_int("sequence_parallel", self.sequence_parallel, 1)
@@ -157,12 +171,20 @@ class TrainerConfig:
         passes = 6.0 * self.ppo_epochs + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
         return passes * n
 
-    def phase_times_s(self, tokens: float, samples: int = 1) -> dict[str, float]:
+    def phase_times_s(
+        self, tokens: float, samples: int = 1, sample_tokens: Sequence[float] | None = None
+    ) -> dict[str, float]:
         """Seconds of each phase (:data:`~pipesim.compute.phases.PHASES`) of one step over
-        ``tokens`` tokens in ``samples`` samples (default 1: every token in one sample)."""
+        ``tokens`` tokens in ``samples`` samples (default 1: every token in one sample);
+        ``sample_tokens``, each sample's tokens in batch order, lets a balanced profile time each
+        mini-batch at its busiest rank (:mod:`pipesim.compute.balance`)."""
         check_number("tokens", tokens, 0)
         check_int("samples", samples, 0)
-        return phase_times_s(self, float(tokens), samples)
+        if sample_tokens is not None and len(sample_tokens) != samples:
+            raise refuse(
+                "sample_tokens", f"must hold one count per sample ({samples}), got {len(sample_tokens)}"
+            )
+        return phase_times_s(self, float(tokens), samples, sample_tokens)
 
     def step_time_s(self, tokens: float, samples: int = 1) -> float:
         """Seconds of one step over ``tokens`` tokens in ``samples`` samples: the phases' sum."""
@@ -187,13 +209,23 @@ class ComputeTrainer:
         self.switch_s = float(switch_s)
         self.log: list[tuple[int, float, float]] = []
         self.phase_log: list[tuple[int, float, dict[str, float]]] = []
+        self.dealt_log: list[tuple[int, tuple[int, ...]]] = []
+        """``(step, tokens of each sample in the order dealt to the ranks)``, for a profile whose
+        ranks wait for the busiest (empty for an exactly balanced one)."""
 
     def batch_tokens(self, batch: list[Episode]) -> float:
         return float(self.source.batch_tokens(batch))
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
         tokens = self.batch_tokens(batch)
-        phases = self.config.phase_times_s(tokens, len(batch))
+        per_sample = None
+        if self.config.framework.balance != "exact":
+            ordered = (
+                sorted(batch, key=lambda ep: ep.id) if self.config.batch_order == "submission" else batch
+            )
+            per_sample = self.source.sample_tokens(ordered)
+            self.dealt_log.append((step, tuple(per_sample)))
+        phases = self.config.phase_times_s(tokens, len(batch), per_sample)
         seconds = sum(phases[p] for p in PHASES)
         self.log.append((step, tokens, seconds))
         self.phase_log.append((step, tokens, phases))

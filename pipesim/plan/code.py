@@ -3,11 +3,12 @@ picked (``pipesim.compute.run_compute``), and the wrapping that fits it on a pag
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pipesim.compute import GPUS, MODELS, LogNormalLengths
-from pipesim.plan.space import Design, PlanSpec, engine_config, routing, scenario
+from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
+from pipesim.plan.space import Design, PlanSpec, batch_knobs, engine_config, routing, scenario, trainer_config
 
 __all__ = ["scenario_code", "wrap_code"]
 
@@ -55,11 +56,22 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
             f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
             f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, "
-            + (f"mfu={spec.mfu})" if spec.framework is None else f"profile={spec.framework!r})"),
+            + (f"mfu={spec.mfu}" if spec.framework is None else f"profile={spec.framework!r}")
+            + _trainer_extras(spec, d)
+            + ")",
             f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync}"
             + (f", routing=pipesim.{rule!r})" if (rule := routing(spec)) is not None else ")"),
         ]
     ).replace("inner=", "inner=pipesim.")
+
+
+def _trainer_extras(spec: PlanSpec, d: Design) -> str:
+    """The trainer's arguments that differ from :class:`~pipesim.compute.TrainerConfig`'s defaults
+    (its batch knobs, the old log-prob recompute, the batch order), as ``, name=value`` text."""
+    tcfg = trainer_config(spec, d)
+    default = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}
+    names = ("recompute_old_logp", *batch_knobs(spec), "batch_order")
+    return "".join(f", {n}={getattr(tcfg, n)!r}" for n in names if getattr(tcfg, n) != default[n])
 
 
 def wrap_code(code: str, width: int = 96) -> str:

@@ -93,6 +93,34 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "whether the trainer recomputes old log-probs (verl's timing_s/old_log_prob phase); false "
         "takes the rollout's; default true",
     ),
+    "model.ppo_mini_batch_samples": (
+        "actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n (verl counts prompts)",
+        "the batch / actor.ppo_n_minibatches (AReaL counts mini-batches)",
+        "--global-batch-size",
+        "actor_train.training_args: per_device_train_batch_size x gradient_accumulation_steps x dp",
+        "samples per optimizer step; none: the whole batch is one",
+    ),
+    "model.micro_batch_tokens": (
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu (use_dynamic_bsz)",
+        "actor.mb_spec.max_tokens_per_mb",
+        "--max-tokens-per-gpu (--use-dynamic-batch-size)",
+        "actor_train.max_tokens_per_microbatch_in_train (use_dynamic_batching_in_train)",
+        "tokens per GPU per training micro-batch",
+    ),
+    "model.log_prob_micro_batch_tokens": (
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+        "-",
+        "--log-probs-max-tokens-per-gpu",
+        "actor_train.max_tokens_per_microbatch_in_infer",
+        "tokens per GPU per forward-only micro-batch; none: the training budget",
+    ),
+    "model.sequence_parallel": (
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        "-",
+        "--context-parallel-size (Megatron's context parallelism, not Ulysses)",
+        "-",
+        "ranks that split each sequence; the trainer's GPUs must be a multiple",
+    ),
     "model.share_group_prefix": (
         "actor_rollout_ref.rollout.enable_prefix_caching",
         "vllm.enable_prefix_caching / SGLang's radix cache",

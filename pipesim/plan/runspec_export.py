@@ -21,7 +21,7 @@ from pipesim.compute import GPUS, MODELS, LogNormalLengths
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
 from pipesim.plan.checks import PlanError
-from pipesim.plan.space import Design, PlanSpec
+from pipesim.plan.space import Design, PlanSpec, batch_knobs
 
 __all__ = ["design_to_runspec", "spec_tables", "write_best"]
 
@@ -64,6 +64,10 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     }
     if spec.tool_kv != "keep":
         model["tool_kv"] = spec.tool_kv
+    if not spec.recompute_old_logp:
+        model["recompute_old_logp"] = False
+    defaults = {"sequence_parallel": 1}
+    model |= {k: v for k, v in batch_knobs(spec).items() if v is not None and v != defaults.get(k)}
     if spec.framework is not None:
         from pipesim.compute.profiles import profile, profiles
 

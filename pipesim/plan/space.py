@@ -220,6 +220,18 @@ class PlanSpec:
     recompute_old_logp: bool = True
     """The trainer recomputes the old log-probs (``model.recompute_old_logp``; false: it takes the
     rollout's, verl's ``use_rollout_log_probs``, and has no ``old_log_prob`` phase)."""
+    ppo_mini_batch_samples: int | None = None
+    """Samples per optimizer step (``model.ppo_mini_batch_samples``: verl's ``ppo_mini_batch_size``
+    x ``rollout.n``; None: the whole batch is one; :class:`~pipesim.compute.TrainerConfig`)."""
+    micro_batch_tokens: int | None = None
+    """Tokens per GPU per training micro-batch (``model.micro_batch_tokens``: verl's
+    ``ppo_max_token_len_per_gpu`` under ``use_dynamic_bsz``; None: the trainer's default)."""
+    log_prob_micro_batch_tokens: int | None = None
+    """Tokens per GPU per forward-only micro-batch (``model.log_prob_micro_batch_tokens``; None:
+    the training budget)."""
+    sequence_parallel: int = 1
+    """Ulysses sequence parallelism of the trainer (``model.sequence_parallel``): a split's trainer
+    GPUs must be a multiple of it."""
     baseline: Design | None = None
     """The user's current design (``[baseline]``): run in full beside the plan's, and every
     design is compared with it."""
@@ -282,6 +294,10 @@ class PlanSpec:
             hint = did_you_mean(self.method, METHODS)
             msg = f"search.method must be auto, grid, slices or optuna, got {shown(self.method)}{hint}"
             raise PlanError(msg, "search.method")
+        for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "log_prob_micro_batch_tokens"):
+            if getattr(self, name) is not None:
+                integer(f"model.{name}", getattr(self, name), 1)
+        integer("model.sequence_parallel", self.sequence_parallel, 1, MAX_GPUS)
         if self.baseline is not None and not isinstance(self.baseline, Design):
             raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}", "baseline")
         if self.env_workers is not None:
@@ -347,7 +363,24 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
         step_overhead_s=spec.step_overhead_s,
         profile=spec.framework,
         recompute_old_logp=spec.recompute_old_logp,
+        ppo_mini_batch_samples=spec.ppo_mini_batch_samples,
+        micro_batch_tokens=spec.micro_batch_tokens,
+        log_prob_micro_batch_tokens=spec.log_prob_micro_batch_tokens,
+        sequence_parallel=spec.sequence_parallel,
+        # a synchronous colocated step hands its batch over in prompt order (verl's
+        # generate_sequences); an asynchronous trainer takes groups as they complete
+        batch_order="submission" if design.colocated and design.eta == 0 else "arrival",
     )
+
+
+def batch_knobs(spec: PlanSpec) -> dict[str, int | None]:
+    """The trainer's batch knobs of ``spec`` as :class:`~pipesim.compute.TrainerConfig` names them."""
+    return {
+        "ppo_mini_batch_samples": spec.ppo_mini_batch_samples,
+        "micro_batch_tokens": spec.micro_batch_tokens,
+        "log_prob_micro_batch_tokens": spec.log_prob_micro_batch_tokens,
+        "sequence_parallel": spec.sequence_parallel,
+    }
 
 
 def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
@@ -413,7 +446,13 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
     fits = []
     for t in allowed:
         try:
-            TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t or n, mfu=spec.mfu)
+            TrainerConfig(
+                model=spec.model,
+                gpu=spec.gpu,
+                n_gpus=t or n,
+                mfu=spec.mfu,
+                sequence_parallel=spec.sequence_parallel,
+            )
         except ValueError:
             continue
         if t == 0 and n % tp:

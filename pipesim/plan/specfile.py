@@ -3,7 +3,8 @@
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
 ``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``framework``: a
 trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model;
-``recompute_old_logp``, default true), ``[workload]``
+``recompute_old_logp``, default true; the trainer's batch knobs ``ppo_mini_batch_samples``,
+``micro_batch_tokens``, ``log_prob_micro_batch_tokens``, ``sequence_parallel``), ``[workload]``
 (``prompts_per_step`` or ``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
 ``{median_tokens, sigma}`` or ``response_trace`` = ``{path, column}``, ``max_response_tokens``,
 ``difficulty_sigma``, ``drift_per_version``, ``agent`` = AgentTurns' fields), ``[constraints]``,
@@ -49,6 +50,10 @@ _TABLES = {
         "framework",
         "tool_kv",
         "recompute_old_logp",
+        "ppo_mini_batch_samples",
+        "micro_batch_tokens",
+        "log_prob_micro_batch_tokens",
+        "sequence_parallel",
     },
     "workload": {
         "prompts_per_step",
@@ -366,6 +371,14 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["tool_kv"] = mo.string("tool_kv")
     if "recompute_old_logp" in mo:  # false: the rollout's log-probs (verl's use_rollout_log_probs)
         extra["recompute_old_logp"] = mo.flag("recompute_old_logp")
+    for k in (
+        "ppo_mini_batch_samples",
+        "micro_batch_tokens",
+        "log_prob_micro_batch_tokens",
+        "sequence_parallel",
+    ):
+        if k in mo:  # the trainer's batch knobs (verl's names in pipesim.plan.keys)
+            extra[k] = mo.integer(k, lo=1)
     if "env_workers" in cl:
         extra["env_workers"] = cl.integer("env_workers", lo=1)
     if "cost_per_gpu_hour" in cl:

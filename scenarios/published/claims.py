@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from scenarios.published import areal
 from scenarios.published.april import april_run
 from scenarios.published.areal import (
@@ -170,6 +172,15 @@ def verl_direct_fit() -> TrainerFit:
     m = verl_async(128, 0.5, True, POINT)
     assert m.trainer is not None
     samples = VERL_REQUIRE_BATCHES * VERL_MINI * VERL_N  # one trainer step: require_batches mini-batches
+    # the tokens per sample calibrate deals the log's rows: the spec's run at the lengths it fitted
+    # (a simulation input shared with calibrate; the trainer's fit below is this function's own)
+    from pipesim.calibrate import with_lengths
+    from pipesim.calibrate.trainer import spread
+    from scenarios.published.calpath import FIRST_STEP, REPEAT, calibrated
+
+    rs, cal = calibrated()
+    at = np.arange(FIRST_STEP, FIRST_STEP + REPEAT)
+    spreads = spread(with_lengths(rs, cal.values), np.full(REPEAT, m.steady_tokens), steps=at)
     return fit_trainer(
         m.trainer,
         m.steady_tokens,
@@ -179,6 +190,7 @@ def verl_direct_fit() -> TrainerFit:
         rows["gen"],
         rows["update_actor"],
         VERL_CALIBRATION,
+        spreads,
     )
 
 

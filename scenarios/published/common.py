@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,11 +206,18 @@ def _cluster(engine: EngineConfig, n_gpus: int, trainer_gpus: int) -> Any:
 
 
 def _trainer(
-    engine: EngineConfig, n_gpus: int, *, old_logp: bool, reference: bool = False, v: Variant = POINT
+    engine: EngineConfig,
+    n_gpus: int,
+    *,
+    old_logp: bool,
+    reference: bool = False,
+    v: Variant = POINT,
+    batch: Mapping[str, Any] | None = None,
 ) -> TrainerConfig:
     """The trainer of a run: :func:`scenarios.published.fit.trainer_config`, the one place its
-    constants are chosen (the global defaults, or ``v.fit`` under the transfer protocol)."""
-    return trainer_config(engine, n_gpus, old_logp=old_logp, reference=reference, fit=v.fit)
+    constants are chosen (the global defaults, or ``v.fit`` under the transfer protocol), with the
+    run's stated batch knobs."""
+    return trainer_config(engine, n_gpus, old_logp=old_logp, reference=reference, fit=v.fit, batch=batch)
 
 
 # --------------------------------------------------------------------------------------------

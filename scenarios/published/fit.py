@@ -35,7 +35,9 @@ row's published means and the row's run spec (:mod:`scenarios.published.calpath`
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.phasefit import PhaseObservation, ProfileFit, fit_profile
@@ -62,9 +64,12 @@ def trainer_config(
     old_logp: bool,
     reference: bool = False,
     fit: TrainerFit | None = None,
+    batch: Mapping[str, Any] | None = None,
 ) -> TrainerConfig:
     """The trainer of ``engine``'s model on ``n_gpus`` GPUs: the global default profile (stated),
-    or the profile of ``fit`` (transfer)."""
+    or the profile of ``fit`` (transfer); ``batch``: the run's stated batch knobs
+    (:class:`~pipesim.compute.TrainerConfig`'s ``ppo_mini_batch_samples``, ``micro_batch_tokens``,
+    ``log_prob_micro_batch_tokens``, ``sequence_parallel``, ``batch_order``), never a constant."""
     return TrainerConfig(
         model=engine.model,
         gpu=engine.gpu,
@@ -72,6 +77,7 @@ def trainer_config(
         recompute_old_logp=old_logp,
         reference_model=reference,
         profile=None if fit is None else fit.profile,
+        **dict(batch or {}),
     )
 
 
@@ -93,12 +99,22 @@ def observations(
     step_s: float,
     gen_s: float,
     update_s: float,
+    spreads: Sequence[tuple[float, ...] | None] = (None,),
 ) -> list[PhaseObservation]:
-    """The calibration row as two phase observations of one trainer step (module docstring)."""
+    """The calibration row as two phase observations of one trainer step (module docstring), one
+    pair per entry of ``spreads`` (each a draw of the step's tokens per sample, for a profile whose
+    ranks wait for the busiest; None: the mean)."""
     remainder = max(step_s - gen_s - update_s, 0.0) / k
+    upd = [
+        PhaseObservation(trainer, "update_actor", tokens_per_step, samples_per_step, update_s / k, s)
+        for s in spreads
+    ]
     return [
-        PhaseObservation(trainer, "update_actor", tokens_per_step, samples_per_step, update_s / k),
-        PhaseObservation(trainer, "remainder", tokens_per_step, samples_per_step, remainder),
+        *upd,
+        *(
+            PhaseObservation(trainer, "remainder", tokens_per_step, samples_per_step, remainder)
+            for _ in spreads
+        ),
     ]
 
 
@@ -111,13 +127,15 @@ def fit_trainer(
     gen_s: float,
     update_s: float,
     row: str,
+    spreads: Sequence[tuple[float, ...] | None] = (None,),
 ) -> TrainerFit:
     """The fit of the module docstring: ``trainer`` is the stated run's (its profile is the one
     refitted), ``tokens_per_step`` and ``samples_per_step`` what it trained per trainer step;
     ``step_s``, ``gen_s`` and ``update_s`` the row's published step, ``gen`` and ``update_actor``
-    over ``k`` trainer steps. ``FieldError`` naming ``row`` when the fit leaves a constant out of
-    range (an ``update_actor`` too short for any efficiency in (0, 1])."""
-    obs = observations(trainer, tokens_per_step, samples_per_step, k, step_s, gen_s, update_s)
+    over ``k`` trainer steps; ``spreads`` as in :func:`observations`. ``FieldError`` naming ``row``
+    when the fit leaves a constant out of range (an ``update_actor`` too short for any efficiency in
+    (0, 1])."""
+    obs = observations(trainer, tokens_per_step, samples_per_step, k, step_s, gen_s, update_s, spreads)
     base = trainer.framework
     try:
         fitted: ProfileFit = fit_profile(base, obs, fix=FIXED)

@@ -12,6 +12,7 @@ does, with file and line.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, ModelSpec, TokenWorkload
@@ -34,6 +35,17 @@ max_position_embeddings in config.json to 32768" and pass
 VERL_PROMPTS, VERL_N, VERL_MINI = 512, 16, 32  # train_batch_size, rollout.n, ppo_mini_batch_size (README)
 VERL_REQUIRE_BATCHES, VERL_SYNC_STEP = 4, 4  # require_batches, trigger_parameter_sync_step (README)
 VERL_STEPS = 400  # the README's step count (total time over 400 steps)
+VERL_BATCH: dict[str, Any] = {
+    "ppo_mini_batch_samples": VERL_MINI * VERL_N,  # ppo_mini_batch_size 32 prompts x rollout.n (README)
+    "micro_batch_tokens": 2 * (2048 + 28 * 1024),  # use_dynamic_bsz, actor_ppo_max_token_len (run.sh)
+    "log_prob_micro_batch_tokens": 3 * (2048 + 28 * 1024),  # infer_ppo_max_token_len (run.sh)
+    "sequence_parallel": 4,  # sp_size=4: ulysses_sequence_parallel_size (run.sh)
+}
+"""The trainer's batch knobs as the 7B scripts set them (``exp/qwen2-7B-math_128/{fsdp2_colocate,
+fsdp2_fully-async_64-64}/run.sh`` at 8f62a942ab; the same in ``shell/dapo_7b_math_fsdp2_*.sh``
+later), which the default profile's calibration row also trained with
+(:func:`pipesim.compute.profiles._calibration_config`). Samples reach the ranks as verl's
+``_balance_batch`` dealt them then (``balance = "step"``, :mod:`pipesim.compute.balance`)."""
 
 
 def verl_engine() -> EngineConfig:
@@ -86,7 +98,8 @@ def verl_colocate(n_gpus: int, v: Variant = POINT) -> Measured:
         weight_update=pipesim.Drain(),
     )
     cl = _cluster(eng, n_gpus, 0)
-    tr = _trainer(eng, n_gpus, old_logp=True, v=v)
+    # generate_sequences returns the batch in prompt order: the trainer deals it out in that order
+    tr = _trainer(eng, n_gpus, old_logp=True, v=v, batch={**VERL_BATCH, "batch_order": "submission"})
     # the hybrid engine hands each TP group a contiguous chunk of the batch, whose rollout.n copies
     # of a prompt are adjacent (``repeat(interleave=True)``): whole prompt groups per replica
     routing = pipesim.GroupAffinity(VERL_N)
@@ -134,7 +147,8 @@ def verl_async(
         samples_per_prompt=VERL_N,  # a RolloutSample is one prompt's rollout.n responses
         steps=published_steps * VERL_SYNC_STEP,
     )
-    tr = _trainer(eng, train_gpus, old_logp=False, v=v)
+    # the queue's order: whole prompts as they complete (assemble_batch_from_rollout_samples)
+    tr = _trainer(eng, train_gpus, old_logp=False, v=v, batch=VERL_BATCH)
     m = common.measure(sc, cl, verl_workload(v), tr, warmup=VERL_SYNC_STEP, seed=v.seed)
     return VerlAsyncMeasured(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)})
 

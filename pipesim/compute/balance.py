@@ -1,0 +1,155 @@
+"""How a step's samples reach the data-parallel ranks, and how long each mini-batch waits for its
+busiest rank.
+
+A data-parallel trainer synchronises its ranks at every micro-batch (FSDP gathers the parameters
+layer by layer; every backward ends in a gradient reduction) and at every optimizer step, so a
+mini-batch lasts as long as its busiest rank. How busy each rank is depends on how the framework
+deals the step's samples out, which :data:`BALANCES` names:
+
+* ``"exact"``: every rank holds the same tokens (the mean); the closed form of
+  :mod:`pipesim.compute.phases` without samples. The ``ideal`` profile's.
+* ``"step"``: verl up to October 2025, which is the code behind its ``fully_async_policy`` README
+  (volcengine/verl ``b25bb7d4f``, ``verl/trainer/ppo/ray_trainer.py::_balance_batch``): the whole
+  step's batch is cut into ``world_size`` partitions of equal size and balanced total tokens by the
+  largest differencing method (``verl/utils/seqlen_balancing.py::karmarkar_karp`` with
+  ``equal_size=True``), each partition keeps the batch's order (``_check_and_sort_partitions``), a
+  data-parallel rank's data is its ``world_size / dp`` consecutive partitions (with Ulysses the
+  sequence-parallel group gathers its members'), and ``dp_actor.update_policy`` then slices that
+  data into mini-batches in order. Totals are balanced over the step, not per mini-batch: a
+  mini-batch of a rank that drew a 28K-token sample waits for it, and so does every other rank.
+  verl's own PR #3605 ("DP workload balance", 62221fa13, 23 Oct 2025): "all ranks must synchronize
+  after mini batch in DP. Stragglers with longer sequences delay all workers."
+* ``"mini_batch"``: that PR's remedy (``_balance_batch(keep_minibatch=True)``): each mini-batch's
+  samples are balanced over the ``dp`` ranks on their own.
+
+The batch order matters under ``"step"``: a synchronous colocated trainer gets its batch in prompt
+order (``TrainerConfig.batch_order = "submission"``); a fully asynchronous one in the order prompt
+groups complete (``"arrival"``). :func:`rank_loads` returns each rank's tokens per mini-batch;
+:mod:`pipesim.compute.phases` times each mini-batch at its busiest rank.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import numpy as np
+
+from pipesim.core.errors import shown
+from pipesim.core.validate import refuse
+
+BALANCES = ("exact", "step", "mini_batch")
+"""How a framework deals samples to ranks (module docstring)."""
+
+
+def equal_size_partitions(weights: Sequence[float], k: int) -> list[list[int]]:
+    """Indices of ``weights`` in ``k`` partitions of equal size and near-equal sums, by the largest
+    differencing method (Karmarkar-Karp) as verl runs it with ``equal_size=True``: the items,
+    sorted, are taken ``k`` at a time as states of ``k`` one-item sets; the two states of largest
+    spread are merged, the largest set of one with the smallest of the other, until one is left.
+    The item count must be a multiple of ``k``; each partition comes back in index order."""
+    n = len(weights)
+    if k < 1 or n % k:
+        raise ValueError(f"weights: {n} items do not split into {k} partitions of equal size")
+    order = sorted(range(n), key=lambda i: (weights[i], i))
+    heap: list[tuple[float, int, list[tuple[float, list[int]]]]] = []
+    for tie, start in enumerate(range(0, n, k)):
+        sets = sorted(((float(weights[i]), [i]) for i in order[start : start + k]), reverse=True)
+        heapq.heappush(heap, (-(sets[0][0] - sets[-1][0]), tie, sets))
+    tie = len(heap)
+    while len(heap) > 1:
+        _, _, a = heapq.heappop(heap)
+        _, _, b = heapq.heappop(heap)
+        merged = sorted(
+            ((sa + sb, ia + ib) for (sa, ia), (sb, ib) in zip(a, reversed(b), strict=True)), reverse=True
+        )
+        heapq.heappush(heap, (-(merged[0][0] - merged[-1][0]), tie, merged))
+        tie += 1
+    return [sorted(items) for _, items in heap[0][2]]
+
+
+def _cuts(local: int, mini_sizes: Sequence[float]) -> list[int]:
+    """Positions cutting a rank's ``local`` samples into its share of each mini-batch, in order."""
+    total, cum, out = float(sum(mini_sizes)), 0.0, [0]
+    for size in mini_sizes:
+        cum += size
+        out.append(round(local * cum / total))
+    return out
+
+
+def rank_samples(
+    sample_tokens: Sequence[float], world: int, dp: int, mini_sizes: Sequence[float], balance: str
+) -> list[list[np.ndarray]]:
+    """Each data-parallel rank's samples (their tokens), mini-batch by mini-batch: ``out[r][j]``,
+    for a step whose samples hold ``sample_tokens`` in batch order, cut into mini-batches of
+    ``mini_sizes`` samples and dealt out over ``world`` GPUs as ``balance`` says (module
+    docstring). A batch that does not split into equal partitions is padded with empty samples
+    (verl asserts instead). ``"exact"`` has no samples to deal: it is refused here."""
+    check_balance(balance)
+    tokens = np.asarray(sample_tokens, dtype=float)
+    n = len(tokens)
+    if balance == "step":
+        padded = np.concatenate([tokens, np.zeros((-n) % world)])
+        parts = equal_size_partitions(padded.tolist(), world)
+        per_rank = world // dp
+        out = []
+        for r in range(dp):
+            local = padded[[i for p in parts[r * per_rank : (r + 1) * per_rank] for i in p]]
+            cuts = _cuts(len(local), mini_sizes)
+            out.append([local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))])
+        return out
+    if balance == "mini_batch":
+        cuts = _cuts(n, mini_sizes)
+        out = [[] for _ in range(dp)]
+        for j in range(len(mini_sizes)):
+            chunk = tokens[cuts[j] : cuts[j + 1]]
+            chunk = np.concatenate([chunk, np.zeros((-len(chunk)) % dp)])
+            for r, part in enumerate(equal_size_partitions(chunk.tolist(), dp)):
+                out[r].append(chunk[part])
+        return out
+    raise refuse("balance", "must name a dealing to deal samples (step or mini_batch), got 'exact'")
+
+
+def rank_loads(
+    sample_tokens: Sequence[float], world: int, dp: int, mini_sizes: Sequence[float], balance: str
+) -> np.ndarray:
+    """Tokens of each data-parallel rank (columns, ``dp``) in each mini-batch (rows) of
+    :func:`rank_samples`; ``"exact"``: every rank the mean share of each mini-batch."""
+    check_balance(balance)
+    total = float(np.sum(sample_tokens)) if len(sample_tokens) else 0.0
+    if balance == "exact" or not len(sample_tokens):
+        whole = float(sum(mini_sizes)) or 1.0
+        return np.array([[total * size / whole / dp] * dp for size in mini_sizes]).reshape(
+            len(mini_sizes), dp
+        )
+    ranks = rank_samples(sample_tokens, world, dp, mini_sizes, balance)
+    return np.array([[float(ranks[r][j].sum()) for r in range(dp)] for j in range(len(mini_sizes))]).reshape(
+        len(mini_sizes), dp
+    )
+
+
+def busiest(loads: np.ndarray) -> tuple[np.ndarray, float]:
+    """Per mini-batch, the busiest rank's tokens; and over the whole step, the busiest rank's
+    total (a forward-only phase balances its micro-batches within a rank, so it waits only for the
+    rank with the most tokens in all)."""
+    if loads.size == 0:
+        return np.zeros(len(loads)), 0.0
+    return loads.max(axis=1), float(loads.sum(axis=0).max())
+
+
+def mean_factor(loads: np.ndarray) -> float:
+    """How much longer the step's mini-batches take than with exactly balanced ranks (>= 1)."""
+    total = loads.sum()
+    if total <= 0:
+        return 1.0
+    return float(loads.max(axis=1).sum() * loads.shape[1] / total)
+
+
+def check_balance(value: object) -> str:
+    """``value`` if it is one of :data:`BALANCES`; else ``ValueError`` naming ``balance``."""
+    if value not in BALANCES:
+        raise refuse("balance", f"must be one of {', '.join(BALANCES)}, got {shown(value)}")
+    return str(value)
+
+
+__all__ = ["BALANCES", "busiest", "check_balance", "equal_size_partitions", "mean_factor", "rank_loads"]

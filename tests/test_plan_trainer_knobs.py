@@ -1,0 +1,72 @@
+"""The trainer's batch knobs in plan and run specs (``model.ppo_mini_batch_samples``,
+``micro_batch_tokens``, ``log_prob_micro_batch_tokens``, ``sequence_parallel``): they reach the
+trainer, survive an export, appear in the recommended code, and split placements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from pipesim import plan
+from pipesim.io.cli import main
+from pipesim.plan.code import scenario_code
+from pipesim.plan.runspec import load, read
+from pipesim.plan.space import placements, trainer_config
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SPEC = EXAMPLES / "run_verl_8gpu.toml"
+KNOBS = {
+    "ppo_mini_batch_samples": 32,
+    "micro_batch_tokens": 8192,
+    "log_prob_micro_batch_tokens": 12288,
+    "sequence_parallel": 2,
+}
+SETS = [f"model.{k}={v}" for k, v in KNOBS.items()]
+
+
+def test_the_knobs_reach_the_trainer_and_survive_an_export(tmp_path: Path) -> None:
+    rs = load(SPEC, SETS)
+    tcfg = trainer_config(rs.plan, rs.design)
+    assert {k: getattr(tcfg, k) for k in KNOBS} == KNOBS
+    # a synchronous colocated step hands its batch over in prompt order
+    assert rs.design.colocated and rs.design.eta == 0 and tcfg.batch_order == "submission"
+    base = tmp_path / "knobs.toml"
+    data = read(SPEC)
+    data["model"].update(KNOBS)
+    base.write_bytes(tomli_w.dumps(data).encode())
+    out = tmp_path / "exported.toml"
+    assert main(["export", str(base), "--out", str(out)]) == 0
+    assert {k: read(out)["model"].get(k) for k in KNOBS} == KNOBS
+    assert trainer_config(load(out).plan, load(out).design) == tcfg
+
+
+def test_without_knobs_the_trainer_keeps_its_defaults_and_the_export_writes_none() -> None:
+    rs = load(SPEC)
+    tcfg = trainer_config(rs.plan, rs.design)
+    assert (tcfg.ppo_mini_batch_samples, tcfg.micro_batch_tokens, tcfg.sequence_parallel) == (None, None, 1)
+    from pipesim.plan.runspec_export import spec_tables
+
+    assert not set(KNOBS) & set(spec_tables(rs.plan)["model"])
+
+
+def test_the_recommended_code_builds_the_same_trainer() -> None:
+    rs = load(SPEC, SETS)
+    code = scenario_code(rs.plan, rs.design)
+    scope: dict[str, object] = {}
+    exec(code.split("\nrun = ")[0], scope)  # everything but the run itself
+    assert scope["trainer"] == trainer_config(rs.plan, rs.design)
+
+
+@pytest.mark.parametrize("sp", [1, 2, 4])
+def test_a_splits_trainer_gpus_are_a_multiple_of_the_sequence_parallel_degree(sp: int) -> None:
+    spec = load(SPEC, [f"model.sequence_parallel={sp}"]).plan
+    for tp in (1, 2):
+        got = placements(spec, tp)
+        assert got and all(t % sp == 0 for t in got if t)
+        widest = placements(load(SPEC).plan, tp)
+        assert set(got) == {t for t in widest if t % sp == 0}
+    with pytest.raises(plan.PlanError) as e:
+        load(SPEC, ["model.sequence_parallel=0"])
+    assert e.value.field == "model.sequence_parallel"
