@@ -161,6 +161,21 @@ def test_constraints_no_design_meets_name_the_tightest() -> None:
     assert info.value.result.full and not info.value.result.feasible
 
 
+def test_a_cost_limit_no_design_meets_is_named_as_the_tightest() -> None:
+    """A price per million trained tokens no design reaches: the message names cost_per_mtok (it
+    had no entry in the explanation's table, which then had no row to name)."""
+    spec = small_spec(
+        constraints=plan.Constraints(cost_per_mtok=1e-9),
+        cost_per_gpu_hour=2.0,
+        space=plan.Space(placement=(2, 4), eta=(1,), update=("partial",)),
+        steps=4,
+        seeds=1,
+    )
+    with pytest.raises(plan.PlanInfeasible) as info:
+        plan.plan(spec, with_sensitivity=False)
+    assert "tightest is cost_per_mtok" in str(info.value)
+
+
 def test_model_that_does_not_fit_is_rejected_before_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     import pipesim.plan.evaluate as ev
 

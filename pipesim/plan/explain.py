@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluated, Evaluator
-from pipesim.plan.space import PlanSpec
+from pipesim.plan.space import CONSTRAINT_METRICS, PlanSpec
 
 if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
@@ -49,11 +49,13 @@ def no_candidates(spec: PlanSpec) -> str:
     return f"no candidate design of {n} GPUs: " + "; ".join(why)
 
 
-_NAMES = {
-    "mean_staleness": ("mean staleness", "staleness_mean", "{:.3g}"),
-    "max_staleness": ("max staleness", "staleness_max", "{:.3g}"),
-    "discarded_share": ("discarded-token share", "discarded_share", "{:.2%}"),
+_WORDS = {
+    "mean_staleness": ("mean staleness", "{:.3g}"),
+    "max_staleness": ("max staleness", "{:.3g}"),
+    "discarded_share": ("discarded-token share", "{:.2%}"),
+    "cost_per_mtok": ("cost per million trained tokens", "{:.4g}"),
 }
+"""How each constraint of :data:`~pipesim.plan.space.CONSTRAINT_METRICS` reads (its metric is there)."""
 
 
 def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
@@ -65,14 +67,17 @@ def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
         errors = {str(e.metrics.get("error", "")) for e in evals}
         return "no design could be run: " + "; ".join(sorted(errors))[:500]
     rows = []
-    for name, (words, key, fmt) in _NAMES.items():
+    for name, key in CONSTRAINT_METRICS.items():
+        words, fmt = _WORDS[name]
         limit = getattr(c, name)
-        if limit is None:
+        if limit is None or any(key not in e.metrics for e in ok):
             continue
         n_bad = sum(1 for e in ok if e.metrics[key] > limit + 1e-12)
         best = min(ok, key=lambda e: (e.metrics[key], -e.throughput, e.design))
         gap = (best.metrics[key] - limit) / max(abs(limit), 0.05)
         rows.append((n_bad, gap, name, words, key, fmt, limit, best))
+    if not rows:  # a limit whose metric the runs do not report
+        return f"no design meets the constraints ({len(ok)} evaluated); relax them or widen the space."
     rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
     n_bad, gap, name, words, key, fmt, limit, best = rows[0]
     alone = (

@@ -7,7 +7,8 @@ or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.pol
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 from weakref import WeakKeyDictionary
 
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
+    from pipesim.core.roles import RunSpec
 
 
 class GroupBook:
@@ -70,3 +72,26 @@ def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
             )
         book = _BOOKS[p] = GroupBook(n)
     return book
+
+
+@dataclass(frozen=True)
+class RatioGroups:
+    """What ROLL's two batch rules share (``policies.roll.RollReplayBuffer``, RLVR's replay buffer;
+    ``policies.systems.RollGroupExpiry``, the agentic pipeline's group queue): ``ratio``
+    (``async_generation_ratio``) bounds staleness and is the rule's own promise, groups are
+    ``samples_per_group`` consecutive samples, and a batch needs ``batch_size`` finished samples.
+    ``MIN_RATIO``: the smallest ``ratio`` the rule accepts."""
+
+    ratio: int = 1
+    samples_per_group: int = 1
+    MIN_RATIO: ClassVar[int] = 1
+
+    def __post_init__(self) -> None:
+        check_int("ratio", self.ratio, self.MIN_RATIO)
+        check_int("samples_per_group", self.samples_per_group, 1)
+
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
+        return self.ratio
+
+    def min_items(self, p: PipelineView) -> int:
+        return p.batch_size

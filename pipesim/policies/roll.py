@@ -34,12 +34,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-from pipesim.policies.bookkeeping import check_int, group_book
+from pipesim.policies.bookkeeping import RatioGroups, group_book
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
-    from pipesim.core.roles import RunSpec
 
 __all__ = ["RollReplayBuffer"]
 
@@ -66,21 +65,9 @@ def _window_groups(p: PipelineView, w: int, n: int) -> range:
 
 
 @dataclass(frozen=True)
-class RollReplayBuffer:
-    """ROLL RLVR's batch rule (see the module docstring): ``ratio`` is ``async_generation_ratio``."""
-
-    ratio: int = 1
-    samples_per_group: int = 1
-
-    def __post_init__(self) -> None:
-        check_int("ratio", self.ratio, 1)
-        check_int("samples_per_group", self.samples_per_group, 1)
-
-    def staleness_bound(self, scenario: RunSpec) -> int | None:
-        return self.ratio
-
-    def min_items(self, p: PipelineView) -> int:
-        return p.batch_size
+class RollReplayBuffer(RatioGroups):
+    """ROLL RLVR's batch rule (see the module docstring): ``ratio`` is ``async_generation_ratio``
+    (at least 1: a window of 0 would expire the batch it waits on)."""
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         n, r = self.samples_per_group, self.ratio

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import PipelineError
-from pipesim.policies.bookkeeping import check_int, group_book
+from pipesim.policies.bookkeeping import RatioGroups, check_int, group_book
 from pipesim.policies.verl import VerlMessageQueue, VerlRollouter, verl_put_accepted
 
 __all__ = [
@@ -96,7 +96,7 @@ class RollGroupAdmission:
 
 
 @dataclass(frozen=True)
-class RollGroupExpiry:
+class RollGroupExpiry(RatioGroups):
     """ROLL: groups older than ``async_generation_ratio`` steps expire; their rollouts are ignored.
 
     alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``: ``GroupQueue.advance_step(step)``
@@ -114,18 +114,7 @@ class RollGroupExpiry:
     complete, whole; a group expires as a whole (its create step is that of its first sample).
     """
 
-    ratio: int = 1
-    samples_per_group: int = 1
-
-    def __post_init__(self) -> None:
-        check_int("ratio", self.ratio, 0)
-        check_int("samples_per_group", self.samples_per_group, 1)
-
-    def staleness_bound(self, scenario: RunSpec) -> int | None:
-        return self.ratio
-
-    def min_items(self, p: PipelineView) -> int:
-        return p.batch_size
+    MIN_RATIO = 0  # ratio 0: groups of the current step only
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b, oldest_ok = p.batch_size, p.version - self.ratio
