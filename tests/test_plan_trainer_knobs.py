@@ -4,6 +4,7 @@ trainer, survive an export, appear in the recommended code, and split placements
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,25 @@ def test_a_splits_trainer_gpus_are_a_multiple_of_the_sequence_parallel_degree(sp
     with pytest.raises(plan.PlanError) as e:
         load(SPEC, ["model.sequence_parallel=0"])
     assert e.value.field == "model.sequence_parallel"
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [["model.sequence_parallel=3"], ["model.sequence_parallel=2", "design.placement=3"]],
+    ids=["colocated-8-by-3", "split-3-by-2"],
+)
+def test_a_run_spec_whose_trainer_gpus_sequence_parallel_does_not_divide_names_the_key(
+    sets: list[str],
+) -> None:
+    with pytest.raises(plan.PlanError) as e:
+        load(SPEC, sets)
+    assert e.value.field == "model.sequence_parallel"
+
+
+def test_a_plan_whose_sequence_parallel_fits_no_trainer_says_so() -> None:
+    """8 GPUs, Ulysses 16: no split and not colocated; the refusal names the knob."""
+    spec = dataclasses.replace(load(SPEC).plan, sequence_parallel=16)
+    assert all(not placements(spec, tp) for tp in (1, 2))
+    with pytest.raises(plan.PlanError) as e:
+        plan.search(spec)
+    assert "model.sequence_parallel=16" in str(e.value)

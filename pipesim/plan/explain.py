@@ -38,7 +38,9 @@ def no_candidates(spec: PlanSpec) -> str:
                 f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
             )
         else:
-            parts.append(f"no trainer of at least {lo} GPUs holds {spec.model.name}")
+            sp = spec.sequence_parallel
+            dividing = f" on a multiple of model.sequence_parallel={sp} GPUs" if sp > 1 else ""
+            parts.append(f"no trainer of at least {lo} GPUs{dividing} holds {spec.model.name}")
         if n < lo:
             parts.append(f"colocated trains on all {n} GPUs, fewer than min_trainer_gpus={lo}")
         elif n % tp:

@@ -221,8 +221,17 @@ def _check_design(spec: PlanSpec, d: Design) -> None:
         raise PlanError(
             f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}", "design.placement"
         ) from None
+    sp, t = spec.sequence_parallel, d.trainer_gpus or n
+    if t % sp:
+        where = (
+            f"design.placement ({t} trainer GPUs)" if d.trainer_gpus else f"cluster.n_gpus ({n}, colocated)"
+        )
+        raise PlanError(
+            f"model.sequence_parallel ({sp}) must divide the trainer's GPUs: {where}",
+            "model.sequence_parallel",
+        )
     try:
-        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=d.trainer_gpus or n, mfu=spec.mfu)
+        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
     except ValueError as e:
         key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
         raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
