@@ -166,3 +166,33 @@ def test_a_fully_async_step_deals_whole_partitions_and_updates_faster() -> None:
     assert fully_async < 0.95 * colocated
     # and more GPUs help the colocated update less than 1/GPUs
     assert row_seconds(128, "update_actor", fully_async=False) > 0.55 * colocated
+
+
+def test_a_run_reports_the_share_of_its_update_spent_waiting_for_the_busiest_rank() -> None:
+    """``trainer/rank_wait_share``: 0 for an exactly balanced trainer, in (0, 1) for verl's dealing of
+    a long-tailed workload; and the phase log's update is the balanced one plus that wait."""
+    import pipesim
+    from pipesim.compute import Cluster, EngineConfig, LogNormalLengths, TokenWorkload, run_compute
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096)
+    work = TokenWorkload(response=LogNormalLengths(300.0, 1.2), prompt=64, max_response_tokens=3000)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=64, steps=3, max_staleness=0))
+    shares = {}
+    for name in ("fsdp2-dense", "ideal"):
+        trainer = TrainerConfig(
+            model=eng.model,
+            gpu=eng.gpu,
+            n_gpus=8,
+            profile=name,
+            ppo_mini_batch_samples=16,
+            micro_batch_tokens=2048,
+        )
+        run = run_compute(sc, Cluster(engine=eng, n_gpus=8, trainer_gpus=0), work, seed=1, trainer=trainer)
+        shares[name] = run.summary()["trainer/rank_wait_share"]
+        if name == "ideal":
+            assert not run.dealt_log and not run.balanced_update_s
+        else:
+            assert len(run.balanced_update_s) == len(run.phase_log)
+            for (_, _, p), balanced in zip(run.phase_log, run.balanced_update_s, strict=True):
+                assert p["update_actor"] >= balanced * (1 - 1e-12)
+    assert shares["ideal"] == 0.0 and 0.0 < shares["fsdp2-dense"] < 1.0

@@ -248,6 +248,9 @@ class ComputeRun:
     dealt_log: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     """The trainer's ``(step, tokens of each sample as dealt to the ranks)``
     (``ComputeTrainer.dealt_log``; empty for an exactly balanced profile)."""
+    balanced_update_s: list[float] = field(default_factory=list)
+    """``update_actor`` seconds per dealt step had the ranks been exactly balanced
+    (``ComputeTrainer.balanced_update_s``)."""
 
     def summary(self) -> dict[str, float]:
         s = Summary(self.result.summary())  # old metric names read through (issue 43)
@@ -278,6 +281,10 @@ class ComputeRun:
         )
         # idle ratios, timing_s/* and perf/throughput in verl's names
         s.update(verl_metrics(self.result, self.engines, self.phase_log, c.n_gpus))
+        # the share of the actor update spent waiting for the busiest rank (0: exactly balanced)
+        dealt = {step for step, _ in self.dealt_log}
+        actual = sum(p["update_actor"] for step, _, p in self.phase_log if step in dealt)
+        s["trainer/rank_wait_share"] = 1.0 - sum(self.balanced_update_s) / actual if actual > 0 else 0.0
         g = self.groups
         s.update(
             groups_trained=float(g.groups_trained) if g else math.nan,
@@ -413,6 +420,7 @@ def run_compute(
         series,
         model_trainer.phase_log,
         model_trainer.dealt_log,
+        model_trainer.balanced_update_s,
     )
 
 

@@ -212,6 +212,9 @@ class ComputeTrainer:
         self.dealt_log: list[tuple[int, tuple[int, ...]]] = []
         """``(step, tokens of each sample in the order dealt to the ranks)``, for a profile whose
         ranks wait for the busiest (empty for an exactly balanced one)."""
+        self.balanced_update_s: list[float] = []
+        """Per step (beside ``dealt_log``), the ``update_actor`` seconds had every rank held the
+        mean: what the wait for the busiest rank costs is the phase log's less these."""
 
     def batch_tokens(self, batch: list[Episode]) -> float:
         return float(self.source.batch_tokens(batch))
@@ -225,6 +228,7 @@ class ComputeTrainer:
             )
             per_sample = self.source.sample_tokens(ordered)
             self.dealt_log.append((step, tuple(per_sample)))
+            self.balanced_update_s.append(self.config.phase_times_s(tokens, len(batch))["update_actor"])
         phases = self.config.phase_times_s(tokens, len(batch), per_sample)
         seconds = sum(phases[p] for p in PHASES)
         self.log.append((step, tokens, seconds))

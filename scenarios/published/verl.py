@@ -161,13 +161,17 @@ def verl_step_s(m: Measured, kernel_steps_per_step: int) -> float:
 def verl_diag(m: Measured, k: int) -> str:
     """The step in phases; a fully async run also says whether its rollouter kept up: the wait
     (verl's ``gen``) apart from the weight sync, and the rollouter's idle share (verl's
-    ``rollouter/idle_ratio``, over the whole run: near 0 means generation-bound)."""
+    ``rollouter/idle_ratio``, over the whole run: near 0 means generation-bound); and the share
+    of the actor update spent waiting for the busiest rank (``trainer/rank_wait_share``)."""
     train = m.steady_train_s * k
     step = m.steady_step_s * k
+    ranks = (
+        f" ({m.summary.get('trainer/rank_wait_share', 0.0):.0%} of the update waiting for the busiest rank)"
+    )
     if not isinstance(m, VerlAsyncMeasured):
-        return f"wait {step - train:.1f} s, train {train:.1f} s"
+        return f"wait {step - train:.1f} s, train {train:.1f} s{ranks}"
     idle = m.summary.get("fully_async/rollouter/idle_ratio", float("nan"))
     return (
-        f"wait {m.gen_s(k):.1f} s + sync {step - train - m.gen_s(k):.1f} s, train {train:.1f} s, "
+        f"wait {m.gen_s(k):.1f} s + sync {step - train - m.gen_s(k):.1f} s, train {train:.1f} s{ranks}, "
         f"rollouter idle {idle:.0%}"
     )
