@@ -17,7 +17,7 @@ from pipesim.compute.profiles import calibration_workload, drawn_sample_tokens, 
 
 H20 = GPUS["h20"]
 DENSE = MODELS["qwen2.5-math-7b"]
-MODES = ("step", "mini_batch")
+MODES = ("step", "sorted", "mini_batch")
 
 
 def _heavy(n: int, seed: int) -> list[float]:
@@ -136,9 +136,11 @@ def test_more_ranks_wait_longer_for_their_busiest_under_step_balancing() -> None
     sizes = [512.0] * 16
     factors = [mean_factor(rank_loads(per, g, g // 4, sizes, "step")) for g in (32, 64, 128)]
     assert factors[0] < factors[1] < factors[2]
-    # the remedy (balancing each mini-batch on its own) waits less at every GPU count
+    # both remedies of verl's PR #3605 (each mini-batch balanced on its own; or each rank's share
+    # ordered by workload so the ranks' j-th mini-batches hold alike samples) wait less at every count
     for g, f in zip((32, 64, 128), factors, strict=True):
         assert mean_factor(rank_loads(per, g, g // 4, sizes, "mini_batch")) < f
+        assert mean_factor(rank_loads(per, g, g // 4, sizes, "sorted")) < f
 
 
 def test_sorting_a_batch_by_length_first_leaves_the_ranks_less_apart() -> None:

@@ -93,3 +93,34 @@ def test_a_plan_whose_sequence_parallel_fits_no_trainer_says_so() -> None:
     with pytest.raises(plan.PlanError) as e:
         plan.search(spec)
     assert "model.sequence_parallel=16" in str(e.value)
+
+
+@pytest.mark.parametrize("balance", ["step", "sorted", "mini_batch", "exact"])
+def test_model_balance_sets_the_trainers_dealing_and_survives_an_export(tmp_path: Path, balance: str) -> None:
+    rs = load(SPEC, [f"model.balance={balance}"])
+    tcfg = trainer_config(rs.plan, rs.design)
+    assert tcfg.framework.balance == balance
+    assert tcfg.framework.name == "fsdp2-dense"  # the profile's constants are kept
+    data = read(SPEC)
+    data["model"]["balance"] = balance
+    base, out = tmp_path / "b.toml", tmp_path / "exported.toml"
+    base.write_bytes(tomli_w.dumps(data).encode())
+    assert main(["export", str(base), "--out", str(out)]) == 0
+    assert read(out)["model"]["balance"] == balance
+    scope: dict[str, object] = {}
+    exec(scenario_code(rs.plan, rs.design).split("\nrun = ")[0], scope)
+    assert scope["trainer"] == tcfg
+
+
+def test_model_balance_without_a_framework_deals_for_the_one_mfu_trainer() -> None:
+    data = read(SPEC)
+    data["model"].pop("framework")
+    data["model"]["balance"] = "step"
+    from pipesim.plan.runspec import from_dict
+
+    rs = from_dict(data)
+    tcfg = trainer_config(rs.plan, rs.design)
+    assert tcfg.framework.balance == "step" and tcfg.framework.fwd_bwd_efficiency == rs.plan.mfu
+    with pytest.raises(plan.PlanError) as e:
+        load(SPEC, ["model.balance=sortd"])
+    assert e.value.field == "model.balance" and "sorted" in str(e.value)

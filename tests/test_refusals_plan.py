@@ -106,6 +106,7 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
     ),
     ("spec-first_cut-int", lambda: _spec(first_cut=1), "search.first_cut"),
     ("spec-mini-batch-zero", lambda: _spec(ppo_mini_batch_samples=0), "model.ppo_mini_batch_samples"),
+    ("spec-balance-unknown", lambda: _spec(balance="greedy"), "model.balance"),
     ("spec-micro-tokens-float", lambda: _spec(micro_batch_tokens=1.5), "model.micro_batch_tokens"),
     ("spec-sequence-parallel-huge", lambda: _spec(sequence_parallel=10**9), "model.sequence_parallel"),
     ("spec-screen_steps-above-steps", lambda: _spec(screen_steps=50, steps=10), "search.screen_steps"),
@@ -207,6 +208,7 @@ SPEC_ROWS: list[tuple[str, str, str, str]] = [  # id, text replaced, replacement
         'name = "qwen3-0.6b"\nmicro_batch_tokens = 4096.5',
         "model.micro_batch_tokens",
     ),
+    ("model-balance-number", 'name = "qwen3-0.6b"', 'name = "qwen3-0.6b"\nbalance = 3', "model.balance"),
     (
         "model-log_prob_micro_batch_tokens-text",
         'name = "qwen3-0.6b"',

@@ -19,8 +19,13 @@ deals the step's samples out, which :data:`BALANCES` names:
   mini-batch of a rank that drew a 28K-token sample waits for it, and so does every other rank.
   verl's own PR #3605 ("DP workload balance", 62221fa13, 23 Oct 2025): "all ranks must synchronize
   after mini batch in DP. Stragglers with longer sequences delay all workers."
-* ``"mini_batch"``: that PR's remedy (``_balance_batch(keep_minibatch=True)``): each mini-batch's
-  samples are balanced over the ``dp`` ranks on their own.
+* ``"sorted"``: verl since that PR, its default path (``_balance_batch`` at ``b178a3c``): the step
+  is cut into ``dp`` equal-size partitions balanced on verl's workload estimate
+  ``24576 t + t^2`` for ``t`` tokens (``seqlen_balancing.py::calculate_workload``), and each
+  partition is ordered by that workload, the even places rising then the odd ones falling ("smaller
+  micro-batches at both ends"), so the ranks' ``j``-th mini-batches hold alike samples.
+* ``"mini_batch"``: the PR's other remedy (``_balance_batch(keep_minibatch=True)``): each
+  mini-batch's samples are balanced over the ``dp`` ranks on their own.
 
 The batch order matters under ``"step"``: a synchronous colocated trainer gets its batch in prompt
 order (``TrainerConfig.batch_order = "submission"``); a fully asynchronous one in the order prompt
@@ -38,7 +43,7 @@ import numpy as np
 from pipesim.core.errors import shown
 from pipesim.core.validate import refuse
 
-BALANCES = ("exact", "step", "mini_batch")
+BALANCES = ("exact", "step", "sorted", "mini_batch")
 """How a framework deals samples to ranks (module docstring)."""
 
 
@@ -66,6 +71,18 @@ def equal_size_partitions(weights: Sequence[float], k: int) -> list[list[int]]:
         heapq.heappush(heap, (-(merged[0][0] - merged[-1][0]), tie, merged))
         tie += 1
     return [sorted(items) for _, items in heap[0][2]]
+
+
+def verl_workload(tokens: np.ndarray) -> np.ndarray:
+    """verl's estimate of a sequence's training cost from its tokens (``calculate_workload``:
+    ``12 h^2 t + 2 h t^2`` at ``h`` 4,096, scaled), which ``"sorted"`` balances and orders by."""
+    return 24576.0 * tokens + tokens * tokens
+
+
+def _both_ends(part: list[int], weight: np.ndarray) -> list[int]:
+    """``part`` ordered by weight (then index), the even places rising and the odd ones falling."""
+    ranked = sorted(part, key=lambda i: (weight[i], i))
+    return ranked[::2] + ranked[1::2][::-1]
 
 
 def _cuts(local: int, mini_sizes: Sequence[float]) -> list[int]:
@@ -98,6 +115,15 @@ def rank_samples(
             cuts = _cuts(len(local), mini_sizes)
             out.append([local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))])
         return out
+    if balance == "sorted":
+        padded = np.concatenate([tokens, np.zeros((-n) % dp)])
+        weight = verl_workload(padded)
+        out = []
+        for part in equal_size_partitions(weight.tolist(), dp):
+            local = padded[_both_ends(part, weight)]
+            cuts = _cuts(len(local), mini_sizes)
+            out.append([local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))])
+        return out
     if balance == "mini_batch":
         cuts = _cuts(n, mini_sizes)
         out = [[] for _ in range(dp)]
@@ -107,7 +133,7 @@ def rank_samples(
             for r, part in enumerate(equal_size_partitions(chunk.tolist(), dp)):
                 out[r].append(chunk[part])
         return out
-    raise refuse("balance", "must name a dealing to deal samples (step or mini_batch), got 'exact'")
+    raise refuse("balance", "must name a dealing to deal samples (step, sorted or mini_batch), got 'exact'")
 
 
 def rank_loads(

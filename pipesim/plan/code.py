@@ -35,6 +35,7 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
         work = repr(w)
     else:
         work = "...  # the spec's TokenWorkload (a response trace)"
+    tcfg = trainer_config(spec, d)
     base = spec.sync_time_s
     if base is None and spec.sync_scale == 1:
         sync = "None"  # the cluster's default
@@ -56,7 +57,7 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
             f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
             f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, "
-            + (f"mfu={spec.mfu}" if spec.framework is None else f"profile={spec.framework!r}")
+            + (f"mfu={tcfg.mfu}" if tcfg.profile is None else f"profile={tcfg.profile!r}")
             + _trainer_extras(spec, d)
             + ")",
             f"run = run_compute(scenario, cluster, workload, trainer=trainer, sync_time_s={sync}"

@@ -121,6 +121,13 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "-",
         "ranks that split each sequence; the trainer's GPUs must be a multiple",
     ),
+    "model.balance": (
+        "trainer.balance_batch (step: before PR #3605; sorted: since; mini_batch: keep_minibatch)",
+        "-",
+        "-",
+        "-",
+        "how the trainer deals a step's samples to its ranks (pipesim.compute.balance); none: the profile's",
+    ),
     "model.share_group_prefix": (
         "actor_rollout_ref.rollout.enable_prefix_caching",
         "vllm.enable_prefix_caching / SGLang's radix cache",

@@ -68,6 +68,8 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
         model["recompute_old_logp"] = False
     defaults = {"sequence_parallel": 1}
     model |= {k: v for k, v in batch_knobs(spec).items() if v is not None and v != defaults.get(k)}
+    if spec.balance is not None:
+        model["balance"] = spec.balance
     if spec.framework is not None:
         from pipesim.compute.profiles import profile, profiles
 

@@ -26,7 +26,9 @@ from typing import Any
 
 import pipesim
 from pipesim.compute import EngineConfig, GPUSpec, ModelSpec, TokenWorkload, TrainerConfig
+from pipesim.compute.balance import BALANCES
 from pipesim.compute.phases import FrameworkProfile
+from pipesim.compute.profiles import profile
 from pipesim.core.errors import shown
 from pipesim.plan.checks import (
     MAX_ETA,
@@ -232,6 +234,10 @@ class PlanSpec:
     sequence_parallel: int = 1
     """Ulysses sequence parallelism of the trainer (``model.sequence_parallel``): a split's trainer
     GPUs must be a multiple of it."""
+    balance: str | None = None
+    """How the trainer's framework deals samples to its ranks (``model.balance``,
+    :data:`pipesim.compute.balance.BALANCES`); None: the profile's (``"step"``, verl before its PR
+    #3605, for every registered profile but ``ideal``). ``"sorted"`` is verl's default since."""
     baseline: Design | None = None
     """The user's current design (``[baseline]``): run in full beside the plan's, and every
     design is compared with it."""
@@ -298,6 +304,10 @@ class PlanSpec:
             if getattr(self, name) is not None:
                 integer(f"model.{name}", getattr(self, name), 1)
         integer("model.sequence_parallel", self.sequence_parallel, 1, MAX_GPUS)
+        if self.balance is not None and self.balance not in BALANCES:
+            hint = did_you_mean(str(self.balance), BALANCES)
+            msg = f"model.balance must be one of {', '.join(BALANCES)}, got {shown(self.balance)}{hint}"
+            raise PlanError(msg, "model.balance")
         if self.baseline is not None and not isinstance(self.baseline, Design):
             raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}", "baseline")
         if self.env_workers is not None:
@@ -355,13 +365,18 @@ def routing(spec: PlanSpec) -> Any:
 def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
     n = spec.n_gpus if design.colocated else design.trainer_gpus
     mfu = spec.mfu if spec.framework is None else None  # a profile holds its own efficiencies
+    prof = spec.framework
+    if spec.balance is not None:  # the dealing on the profile (the one-MFU one at mfu without a framework)
+        one_mfu = replace(profile("ideal"), fwd_bwd_efficiency=spec.mfu, fwd_efficiency=spec.mfu)
+        base = prof if prof is not None else one_mfu
+        prof, mfu = replace(base, balance=spec.balance), None
     return TrainerConfig(
         model=spec.model,
         gpu=spec.gpu,
         n_gpus=n,
         mfu=mfu,
         step_overhead_s=spec.step_overhead_s,
-        profile=spec.framework,
+        profile=prof,
         recompute_old_logp=spec.recompute_old_logp,
         ppo_mini_batch_samples=spec.ppo_mini_batch_samples,
         micro_batch_tokens=spec.micro_batch_tokens,

@@ -4,7 +4,8 @@ Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_
 ``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``framework``: a
 trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model;
 ``recompute_old_logp``, default true; the trainer's batch knobs ``ppo_mini_batch_samples``,
-``micro_batch_tokens``, ``log_prob_micro_batch_tokens``, ``sequence_parallel``), ``[workload]``
+``micro_batch_tokens``, ``log_prob_micro_batch_tokens``, ``sequence_parallel``; ``balance``, how
+its framework deals samples to ranks), ``[workload]``
 (``prompts_per_step`` or ``batch_size`` in samples, ``samples_per_prompt``, ``prompt_tokens``, ``response`` =
 ``{median_tokens, sigma}`` or ``response_trace`` = ``{path, column}``, ``max_response_tokens``,
 ``difficulty_sigma``, ``drift_per_version``, ``agent`` = AgentTurns' fields), ``[constraints]``,
@@ -54,6 +55,7 @@ _TABLES = {
         "micro_batch_tokens",
         "log_prob_micro_batch_tokens",
         "sequence_parallel",
+        "balance",
     },
     "workload": {
         "prompts_per_step",
@@ -379,6 +381,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     ):
         if k in mo:  # the trainer's batch knobs (verl's names in pipesim.plan.keys)
             extra[k] = mo.integer(k, lo=1)
+    if "balance" in mo:  # how the framework deals samples to ranks (pipesim.compute.balance)
+        extra["balance"] = mo.string("balance")
     if "env_workers" in cl:
         extra["env_workers"] = cl.integer("env_workers", lo=1)
     if "cost_per_gpu_hour" in cl:
