@@ -29,8 +29,8 @@ from pipesim.compute.phases import phase_times_s
 from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
 from pipesim.plan import specfile
+from pipesim.plan.build import trainer_config
 from pipesim.plan.runspec import from_dict, load, read, run
-from pipesim.plan.space import trainer_config
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SPEC = EXAMPLES / "run_verl_8gpu.toml"

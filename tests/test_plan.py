@@ -12,8 +12,8 @@ import pytest
 import pipesim
 import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, ClosedLoop, LogNormalLengths, TokenWorkload, TrainerConfig
+from pipesim.plan.build import engine_config
 from pipesim.plan.evaluate import dominates, objectives
-from pipesim.plan.space import engine_config
 from tests.test_refusals_core import check_refusal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,9 +279,9 @@ def test_import_is_light() -> None:
 
 
 def test_shared_prefixes_reach_the_engine_the_routing_the_code_and_the_spec_file(tmp_path: Path) -> None:
+    from pipesim.plan.build import routing
     from pipesim.plan.code import scenario_code
     from pipesim.plan.evaluate import run_design
-    from pipesim.plan.space import routing
 
     on, off = small_spec(share_group_prefix=True), small_spec()
     assert engine_config(on, 1).share_group_prefix and not engine_config(off, 1).share_group_prefix

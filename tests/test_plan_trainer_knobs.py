@@ -12,9 +12,9 @@ import tomli_w
 
 from pipesim import plan
 from pipesim.io.cli import main
+from pipesim.plan.build import placements, trainer_config
 from pipesim.plan.code import scenario_code
 from pipesim.plan.runspec import load, read
-from pipesim.plan.space import placements, trainer_config
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SPEC = EXAMPLES / "run_verl_8gpu.toml"

@@ -20,9 +20,9 @@ from pipesim.calibrate.published import published_log
 from pipesim.calibrate.trainer import config, fit_trainer_profile, spread
 from pipesim.compute.phases import phase_times_s
 from pipesim.io.cli import main
+from pipesim.plan.build import engine_config, trainer_config
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec import load, read, run
-from pipesim.plan.space import engine_config, trainer_config
 from scenarios.published import calpath
 from scenarios.published.claims import verl_direct_fit, verl_fit
 from scenarios.published.fit import trainer_config as published_trainer

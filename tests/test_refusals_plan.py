@@ -15,8 +15,8 @@ import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
 from pipesim.core.validate import FieldError
 from pipesim.plan import checks
+from pipesim.plan.build import check_fits
 from pipesim.plan.checks import PlanError, Table
-from pipesim.plan.space import check_fits
 from tests.test_plan_input import variant
 from tests.test_refusals_core import check_refusal
 

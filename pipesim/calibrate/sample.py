@@ -33,8 +33,8 @@ import pandas as pd
 
 from pipesim.compute.series import step_breakdown
 from pipesim.core.errors import check_number, shown
+from pipesim.plan.build import trainer_config
 from pipesim.plan.runspec import RunSpec, run
-from pipesim.plan.space import trainer_config
 
 __all__ = ["DEFAULT_NOISE", "sample_log"]
 

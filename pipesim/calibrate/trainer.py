@@ -48,8 +48,8 @@ from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
+from pipesim.plan.build import engine_config, trainer_config
 from pipesim.plan.runspec import RunSpec
-from pipesim.plan.space import engine_config, trainer_config
 
 __all__ = [
     "TRAINER_PHASES",

@@ -23,10 +23,11 @@ import sys
 from typing import Any
 
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask
+from pipesim.plan.build import candidates
 from pipesim.plan.checks import MAX_SEED
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
 from pipesim.plan.search import PlanInfeasible, PlanInterrupted, PlanResult, plan, search, sensitivity
-from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space, candidates
+from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space
 from pipesim.plan.specfile import from_dict, load
 
 __all__ = [

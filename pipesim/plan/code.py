@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
-from pipesim.plan.space import Design, PlanSpec, batch_knobs, engine_config, routing, scenario, trainer_config
+from pipesim.plan.build import batch_knobs, engine_config, routing, scenario, trainer_config
+from pipesim.plan.space import Design, PlanSpec
 
 __all__ = ["scenario_code", "wrap_code"]
 

@@ -19,8 +19,9 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
+from pipesim.plan.build import engine_config, routing, scenario, trainer_config
 from pipesim.plan.cache import DiskCache, run_key
-from pipesim.plan.space import Constraints, Design, PlanSpec, engine_config, routing, scenario, trainer_config
+from pipesim.plan.space import Constraints, Design, PlanSpec
 
 # two-sided 95% Student t quantiles by degrees of freedom
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}

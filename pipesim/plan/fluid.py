@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.plan.space import Design, PlanSpec, engine_config, trainer_config
+from pipesim.plan.build import engine_config, trainer_config
+from pipesim.plan.space import Design, PlanSpec
 
 __all__ = ["AUDIT_MIN", "AUDIT_SHARE", "FLOOR_SHARE", "Cut", "ceiling", "proved"]
 

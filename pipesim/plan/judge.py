@@ -40,7 +40,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipesim.plan.space import Constraints, Design, PlanSpec, scenario
+from pipesim.plan.build import scenario
+from pipesim.plan.space import Constraints, Design, PlanSpec
 
 __all__ = ["HORIZON", "bound", "judge", "p_met", "warmup_steps"]
 

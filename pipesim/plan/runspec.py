@@ -47,6 +47,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
+from pipesim.plan.build import engine_config, routing, scenario, trainer_config
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -56,7 +57,7 @@ from pipesim.plan.checks import (
     Table,
     did_you_mean,
 )
-from pipesim.plan.space import UPDATES, Design, PlanSpec, engine_config, routing, scenario, trainer_config
+from pipesim.plan.space import UPDATES, Design, PlanSpec
 
 __all__ = [
     "KIND",

@@ -20,8 +20,9 @@ from typing import Any
 from pipesim.compute import GPUS, MODELS, LogNormalLengths
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
+from pipesim.plan.build import batch_knobs
 from pipesim.plan.checks import PlanError
-from pipesim.plan.space import Design, PlanSpec, batch_knobs
+from pipesim.plan.space import Design, PlanSpec
 
 __all__ = ["design_to_runspec", "spec_tables", "write_best"]
 

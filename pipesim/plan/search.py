@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.plan.build import candidates, check_fits, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
@@ -36,7 +37,7 @@ from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
 from pipesim.plan.judge import HORIZON
 from pipesim.plan.slices import pick_full, slice_search
-from pipesim.plan.space import Design, PlanError, PlanSpec, candidates, check_fits, placements
+from pipesim.plan.space import Design, PlanError, PlanSpec
 from pipesim.plan.verify import along_slices, needs_verification, verify
 
 

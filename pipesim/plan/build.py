@@ -1,0 +1,204 @@
+"""What a plan spec's design builds: its engine, trainer, routing, scenario and the designs a
+space holds (:func:`candidates`), from a :class:`~pipesim.plan.space.PlanSpec` and a
+:class:`~pipesim.plan.space.Design`. Split from :mod:`pipesim.plan.space`, which keeps the
+spec's types and their validation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pipesim
+from pipesim.compute import EngineConfig, TrainerConfig
+from pipesim.compute.profiles import profile
+from pipesim.plan.checks import (
+    PlanError,
+)
+from pipesim.plan.space import Design, PlanSpec
+
+
+def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
+    extra: dict[str, Any] = {}
+    if spec.iteration_overhead_s is not None:  # calibrated (pipesim calibrate); else EngineConfig's
+        extra["iteration_overhead_s"] = spec.iteration_overhead_s
+    return EngineConfig(
+        **extra,
+        model=spec.model,
+        gpu=spec.gpu,
+        tp=tp,
+        max_model_len=spec.max_model_len,
+        max_num_seqs=spec.max_num_seqs,
+        gpu_memory_utilization=spec.gpu_memory_utilization,
+        share_group_prefix=spec.share_group_prefix,
+        tool_kv=spec.tool_kv,
+    )
+
+
+def routing(spec: PlanSpec) -> Any:
+    """The replicas' routing rule: a group's samples together when the engines share prefixes."""
+    if spec.share_group_prefix and spec.has_groups:
+        return pipesim.GroupAffinity(spec.workload.samples_per_prompt)
+    return None
+
+
+def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
+    n = spec.n_gpus if design.colocated else design.trainer_gpus
+    mfu = spec.mfu if spec.framework is None else None  # a profile holds its own efficiencies
+    prof = spec.framework
+    if spec.balance is not None:  # the dealing on the profile (the one-MFU one at mfu without a framework)
+        one_mfu = replace(profile("ideal"), fwd_bwd_efficiency=spec.mfu, fwd_efficiency=spec.mfu)
+        base = prof if prof is not None else one_mfu
+        prof, mfu = replace(base, balance=spec.balance), None
+    return TrainerConfig(
+        model=spec.model,
+        gpu=spec.gpu,
+        n_gpus=n,
+        mfu=mfu,
+        step_overhead_s=spec.step_overhead_s,
+        profile=prof,
+        recompute_old_logp=spec.recompute_old_logp,
+        ppo_mini_batch_samples=spec.ppo_mini_batch_samples,
+        micro_batch_tokens=spec.micro_batch_tokens,
+        log_prob_micro_batch_tokens=spec.log_prob_micro_batch_tokens,
+        sequence_parallel=spec.sequence_parallel,
+        # a synchronous colocated step hands its batch over in prompt order (verl's
+        # generate_sequences); an asynchronous trainer takes groups as they complete
+        batch_order="submission" if design.colocated and design.eta == 0 else "arrival",
+    )
+
+
+def batch_knobs(spec: PlanSpec) -> dict[str, int | None]:
+    """The trainer's batch knobs of ``spec`` as :class:`~pipesim.compute.TrainerConfig` names them."""
+    return {
+        "ppo_mini_batch_samples": spec.ppo_mini_batch_samples,
+        "micro_batch_tokens": spec.micro_batch_tokens,
+        "log_prob_micro_batch_tokens": spec.log_prob_micro_batch_tokens,
+        "sequence_parallel": spec.sequence_parallel,
+    }
+
+
+def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
+    """The engine of each TP degree the model fits at; PlanError before any search when none does.
+
+    A sample longer than the context is the workload's problem, not the GPU's: it is reported as
+    such (:func:`context_problem`), with the sum that gives the longest sample."""
+    engines, reasons = {}, []
+    for tp in spec.space.tp:
+        try:
+            engines[tp] = engine_config(spec, tp)
+        except ValueError as e:
+            reasons.append(f"tp={tp}: {e}")
+    if not engines:
+        # the field is the TP list a user widens (each reason names its tp)
+        raise PlanError(
+            f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons), "space.tp"
+        )
+    problem = context_problem(spec, next(iter(engines.values())).context_len)
+    if problem is not None:
+        raise PlanError(problem)
+    try:
+        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
+    except ValueError as e:
+        raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
+    return engines
+
+
+def context_problem(spec: PlanSpec, context_tokens: int) -> str | None:
+    """Why the longest sample outgrows the engines' context, as the sum that gives it; None: it fits.
+
+    The longest sample is the largest prompt plus ``turns`` responses of ``max_response_tokens``
+    and ``turns - 1`` observations (one response without an agent), as
+    :attr:`~pipesim.compute.TokenWorkload.max_sequence_tokens` counts it."""
+    w = spec.workload
+    longest = w.max_sequence_tokens
+    if longest <= context_tokens:
+        return None
+    prompt = w.prompt if isinstance(w.prompt, int) else w.max_prompt_tokens
+    parts = [f"prompt {prompt:,}"]
+    if w.agent is None:
+        parts.append(f"max_response_tokens {w.max_response_tokens:,}")
+        lower = "workload.max_response_tokens"
+    else:
+        a = w.agent
+        parts.append(f"{a.turns} turns x max_response_tokens {w.max_response_tokens:,}")
+        parts.append(f"{a.turns - 1} observations x {a.observation_tokens:,}")
+        lower = "workload.max_response_tokens, agent.turns or agent.observation_tokens"
+    source = "model.max_model_len" if spec.max_model_len is not None else f"{spec.model.name}'s context"
+    return (
+        f"workload: the longest sample ({' + '.join(parts)} = {longest:,} tokens) exceeds the engines' "
+        f"context ({source} = {context_tokens:,} tokens); raise model.max_model_len or lower {lower}"
+    )
+
+
+def placements(spec: PlanSpec, tp: int) -> list[int]:
+    """Trainer-GPU counts allowed with replicas of ``tp`` GPUs (0: colocated)."""
+    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    # colocated trains on all n GPUs, so it too must meet the trainer's minimum
+    allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
+    if spec.space.placement is not None:
+        allowed = [t for t in allowed if t in spec.space.placement]
+    fits = []
+    for t in allowed:
+        try:
+            TrainerConfig(
+                model=spec.model,
+                gpu=spec.gpu,
+                n_gpus=t or n,
+                mfu=spec.mfu,
+                sequence_parallel=spec.sequence_parallel,
+            )
+        except ValueError:
+            continue
+        if t == 0 and n % tp:
+            continue
+        fits.append(t)
+    return fits
+
+
+def candidates(spec: PlanSpec) -> list[Design]:
+    """Every valid design of the space, sorted."""
+    engines = check_fits(spec)
+    sp = spec.space
+    factors = sp.oversample if spec.has_groups else (1.0,)
+    out = []
+    for tp in sorted(engines):
+        for t in placements(spec, tp):
+            for eta in sp.eta:
+                for u in sp.update:
+                    for k in sp.sync_every:
+                        for f in factors:
+                            out.append(Design(t, tp, eta, u, k, float(f)))
+    return sorted(set(out))
+
+
+def valid(spec: PlanSpec, d: Design, engines: dict[int, EngineConfig]) -> bool:
+    return d.tp in engines and d.trainer_gpus in placements(spec, d.tp)
+
+
+def update_policy(spec: PlanSpec, d: Design) -> Any:
+    inner: Any = {
+        "drain": pipesim.Drain,
+        "partial": pipesim.PartialRollout,
+        "abort_reprefill": pipesim.AbortReprefill,
+        "inflight": lambda: pipesim.InFlightUpdate(load_time_s=spec.inflight_load_time_s),
+        "abort": lambda: pipesim.AbortRestart(restart=False),
+    }[d.update]()
+    return pipesim.SyncEveryK(k=d.sync_every, inner=inner) if d.sync_every > 1 else inner
+
+
+def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int = 0) -> pipesim.Scenario:
+    """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``)."""
+    admission: Any = pipesim.OverSample(factor=d.oversample) if d.oversample > 1 else pipesim.CountThrottle()
+    cfg = pipesim.PipelineConfig(batch_size=spec.batch_size, steps=steps, max_staleness=d.eta)
+    pool = None
+    if d.oversample > 1 or d.update == "abort":
+        pool = math.ceil((steps + d.eta + 2) * spec.batch_size * d.oversample * 3) + 2 * n_slots
+    return pipesim.Scenario(
+        pipeline=cfg,
+        admission=admission,
+        weight_update=update_policy(spec, d),
+        seed=seed,
+        pool_size=pool,
+        name=d.label(spec.n_gpus),
+    )
