@@ -3,7 +3,7 @@
 A :class:`Design` is one point of the space: a placement (``trainer_gpus``, 0 = colocated), the
 engine replicas' TP degree, the admission bound ``eta`` (the count throttle) with an optional
 over-sampling ``factor`` (:class:`pipesim.OverSample`), the weight-update policy and the sync
-interval. :func:`build` turns a design into what :func:`pipesim.compute.run_compute` runs.
+interval. :mod:`pipesim.plan.build` turns a design into what :func:`pipesim.compute.run_compute` runs.
 
 Weight-update policies (``update``):
 
