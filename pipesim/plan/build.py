@@ -19,6 +19,7 @@ from pipesim.plan.space import Design, PlanSpec
 
 
 def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
+    """The engine replica of ``spec`` at TP degree ``tp`` (its calibrated overhead, if any)."""
     extra: dict[str, Any] = {}
     if spec.iteration_overhead_s is not None:  # calibrated (pipesim calibrate); else EngineConfig's
         extra["iteration_overhead_s"] = spec.iteration_overhead_s
@@ -43,6 +44,8 @@ def routing(spec: PlanSpec) -> Any:
 
 
 def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
+    """The trainer of ``design``: every GPU when colocated, else its trainer GPUs; ``spec``'s
+    profile (or the one-MFU model at ``mfu``), batch knobs and dealing (``model.balance``)."""
     n = spec.n_gpus if design.colocated else design.trainer_gpus
     mfu = spec.mfu if spec.framework is None else None  # a profile holds its own efficiencies
     prof = spec.framework
