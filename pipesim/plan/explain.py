@@ -103,7 +103,9 @@ def sensitivity(
     progress: bool = False,
     cache: DiskCache | None = None,
 ) -> list[dict[str, Any]]:
-    """The best few feasible designs re-run in full under three perturbations of the engine model."""
+    """The best few feasible designs re-run in full under three perturbations of the engine model,
+    and a fourth for a trainer that deals samples as verl did before its PR #3605 (``"step"``):
+    the same designs with today's verl dealing (``"sorted"``)."""
     spec = result.spec
     base = result.feasible[:top]
     if not base:
@@ -116,6 +118,9 @@ def sensitivity(
         ),
         "trainer MFU -20%": _slower_trainer(spec, 0.8),
     }
+    dealing = spec.balance or (spec.framework.balance if spec.framework is not None else "exact")
+    if dealing == "step":  # what verl's newer dealing (its PR #3605, pipesim.compute.balance) would give
+        variants["ranks dealt as verl does since PR #3605"] = spec.with_(balance="sorted")
     out = []
     rec = base[0]
     for name, sp in variants.items():
