@@ -304,3 +304,20 @@ def test_shared_prefixes_reach_the_engine_the_routing_the_code_and_the_spec_file
         "response = { median_tokens = 200, sigma = 0.5 }\nmax_response_tokens = 1024\n"
     )
     assert plan.load(spec).share_group_prefix
+
+
+def test_a_step_dealing_trainer_gets_a_sensitivity_line_for_verls_newer_dealing() -> None:
+    """With a framework profile that deals as verl did before its PR #3605 ("step"), the note adds
+    the same designs dealt "sorted"; with the exactly balanced one-MFU trainer it does not."""
+    from pipesim.compute.profiles import profile
+    from pipesim.plan.explain import sensitivity
+
+    space = plan.Space(placement=(0, 4), eta=(1,), update=("partial",))
+    kw: dict[str, object] = dict(method="grid", space=space, steps=3, screen_steps=1, seeds=1)
+    kw |= dict(ppo_mini_batch_samples=16, constraints=plan.Constraints())
+    line = "ranks dealt as verl does since PR #3605"
+    one_mfu = plan.plan(small_spec(**kw), with_sensitivity=False)
+    assert line not in {s["variant"] for s in sensitivity(one_mfu)}
+    framework = plan.plan(small_spec(framework=profile("fsdp2-dense"), **kw), with_sensitivity=False)
+    lines = {s["variant"]: s for s in sensitivity(framework)}
+    assert line in lines and lines[line]["throughput_after"] >= lines[line]["throughput_before"] * 0.98
