@@ -198,3 +198,25 @@ def test_a_run_reports_the_share_of_its_update_spent_waiting_for_the_busiest_ran
             for (_, _, p), balanced in zip(run.phase_log, run.balanced_update_s, strict=True):
                 assert p["update_actor"] >= balanced * (1 - 1e-12)
     assert shares["ideal"] == 0.0 and 0.0 < shares["fsdp2-dense"] < 1.0
+
+
+def test_a_shuffled_batch_is_dealt_in_a_seeded_order_per_step() -> None:
+    """``batch_order="shuffled"`` (realhf's): the same samples, in an order the seed and the step
+    fix: a rerun deals them alike, another seed otherwise."""
+    import pipesim
+    from pipesim.compute import Cluster, EngineConfig, LogNormalLengths, TokenWorkload, run_compute
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096)
+    work = TokenWorkload(response=LogNormalLengths(300.0, 1.2), prompt=64, max_response_tokens=3000)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=64, steps=2, max_staleness=0))
+
+    def dealt(order: str, seed: int) -> list[tuple[int, ...]]:
+        knobs = {"ppo_mini_batch_samples": 16, "batch_order": order, "shuffle_seed": seed}
+        trainer = TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=8, **knobs)
+        run = run_compute(sc, Cluster(engine=eng, n_gpus=8, trainer_gpus=0), work, seed=1, trainer=trainer)
+        return [per for _, per in run.dealt_log]
+
+    once, again, other = dealt("shuffled", 0), dealt("shuffled", 0), dealt("shuffled", 5)
+    by_prompt = dealt("submission", 0)
+    assert once == again and once != other and once != by_prompt
+    assert [sorted(a) for a in once] == [sorted(b) for b in other] == [sorted(c) for c in by_prompt]

@@ -317,6 +317,7 @@ TRAINER: Rows = [
     ("profile-number", lambda: _trainer(profile=3), "profile"),
     ("profile-unknown", lambda: _trainer(profile="fsdp3"), "profile"),
     ("batch_order-unknown", lambda: _trainer(batch_order="finish"), "batch_order"),
+    ("shuffle_seed-negative", lambda: _trainer(shuffle_seed=-1), "shuffle_seed"),
     (
         "sample_tokens-one-short",
         lambda: _trainer(profile="fsdp2-dense").phase_times_s(8e3, 8, [1e3] * 7),

@@ -27,7 +27,9 @@ How the older knobs fold into the profile:
   decides how a ``"step"``-balanced profile deals them to ranks (:mod:`pipesim.compute.balance`):
   ``"arrival"`` (default), as the trainer received them (a fully asynchronous trainer's queue), or
   ``"submission"``, in the order their prompts were sent (a synchronous trainer's batch, which
-  verl's colocated ``generate_sequences`` returns in prompt order, a prompt's samples adjacent).
+  verl's colocated ``generate_sequences`` returns in prompt order, a prompt's samples adjacent), or
+  ``"shuffled"``, in a random order drawn per step from ``numpy.random.default_rng((shuffle_seed,
+  step))`` (realhf, AReaL v0.3, shuffles each rank's share before splitting it into mini-batches).
 
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
@@ -42,6 +44,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
@@ -60,7 +64,7 @@ FSDP/Megatron RL trainers report (30-45%), not a measurement."""
 DEFAULT_PROFILE = "fsdp2-dense"
 """The framework profile of a :class:`TrainerConfig` given neither ``profile`` nor ``mfu``."""
 
-BATCH_ORDERS = ("arrival", "submission")
+BATCH_ORDERS = ("arrival", "submission", "shuffled")
 """The orders a batch can reach the framework in (module docstring, ``batch_order``)."""
 
 DEFAULT_MICRO_BATCH_TOKENS = 16384
@@ -88,6 +92,7 @@ class TrainerConfig:
     ppo_epochs: int = 1
     sequence_parallel: int = 1
     batch_order: str = "arrival"
+    shuffle_seed: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, ModelSpec):
@@ -115,6 +120,7 @@ class TrainerConfig:
                 "use_dynamic_bsz) or in samples, not both",
                 "micro_batch_samples",
             )
+        check_int("shuffle_seed", self.shuffle_seed, 0)
         if self.batch_order not in BATCH_ORDERS:
             raise refuse(
                 "batch_order", f"must be one of {', '.join(BATCH_ORDERS)}, got {shown(self.batch_order)}"
@@ -223,9 +229,11 @@ class ComputeTrainer:
         tokens = self.batch_tokens(batch)
         per_sample = None
         if self.config.framework.balance != "exact":
-            ordered = (
-                sorted(batch, key=lambda ep: ep.id) if self.config.batch_order == "submission" else batch
-            )
+            order = self.config.batch_order
+            ordered = sorted(batch, key=lambda ep: ep.id) if order != "arrival" else batch
+            if order == "shuffled":  # a permutation per step from a seeded generator (the step's own)
+                perm = np.random.default_rng((self.config.shuffle_seed, step)).permutation(len(ordered))
+                ordered = [ordered[i] for i in perm]
             per_sample = self.source.sample_tokens(ordered)
             self.dealt_log.append((step, tuple(per_sample)))
             self.balanced_update_s.append(self.config.phase_times_s(tokens, len(batch))["update_actor"])

@@ -100,6 +100,7 @@ def areal_trainer(train_gpus: int, eta: int, v: Variant = POINT) -> TrainerConfi
         ppo_mini_batch_samples=AREAL_PROMPTS * 16 // AREAL_PPO_MINIBATCHES,
         micro_batch_tokens=AREAL_MAX_TOKENS_PER_MB,
         log_prob_micro_batch_tokens=AREAL_SYNC_LOG_PROB_TOKENS if eta == 0 else AREAL_MAX_TOKENS_PER_MB,
+        batch_order="shuffled",  # realhf shuffles each rank's share (ppo_interface.py 802-808)
     )
 
 
