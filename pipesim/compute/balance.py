@@ -94,6 +94,12 @@ def _cuts(local: int, mini_sizes: Sequence[float]) -> list[int]:
     return out
 
 
+def _by_mini(local: np.ndarray, mini_sizes: Sequence[float]) -> list[np.ndarray]:
+    """One rank's ``local`` samples sliced in order into its share of each mini-batch."""
+    cuts = _cuts(len(local), mini_sizes)
+    return [local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))]
+
+
 def rank_samples(
     sample_tokens: Sequence[float], world: int, dp: int, mini_sizes: Sequence[float], balance: str
 ) -> list[list[np.ndarray]]:
@@ -109,24 +115,18 @@ def rank_samples(
         padded = np.concatenate([tokens, np.zeros((-n) % world)])
         parts = equal_size_partitions(padded.tolist(), world)
         per_rank = world // dp
-        out = []
-        for r in range(dp):
-            local = padded[[i for p in parts[r * per_rank : (r + 1) * per_rank] for i in p]]
-            cuts = _cuts(len(local), mini_sizes)
-            out.append([local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))])
-        return out
+        return [
+            _by_mini(padded[[i for p in parts[r * per_rank : (r + 1) * per_rank] for i in p]], mini_sizes)
+            for r in range(dp)
+        ]
     if balance == "sorted":
         padded = np.concatenate([tokens, np.zeros((-n) % dp)])
         weight = verl_workload(padded)
-        out = []
-        for part in equal_size_partitions(weight.tolist(), dp):
-            local = padded[_both_ends(part, weight)]
-            cuts = _cuts(len(local), mini_sizes)
-            out.append([local[cuts[j] : cuts[j + 1]] for j in range(len(mini_sizes))])
-        return out
+        parts = equal_size_partitions(weight.tolist(), dp)
+        return [_by_mini(padded[_both_ends(part, weight)], mini_sizes) for part in parts]
     if balance == "mini_batch":
         cuts = _cuts(n, mini_sizes)
-        out = [[] for _ in range(dp)]
+        out: list[list[np.ndarray]] = [[] for _ in range(dp)]
         for j in range(len(mini_sizes)):
             chunk = tokens[cuts[j] : cuts[j + 1]]
             chunk = np.concatenate([chunk, np.zeros((-len(chunk)) % dp)])
@@ -148,10 +148,13 @@ def rank_loads(
         return np.array([[total * size / whole / dp] * dp for size in mini_sizes]).reshape(
             len(mini_sizes), dp
         )
-    ranks = rank_samples(sample_tokens, world, dp, mini_sizes, balance)
-    return np.array([[float(ranks[r][j].sum()) for r in range(dp)] for j in range(len(mini_sizes))]).reshape(
-        len(mini_sizes), dp
-    )
+    return loads_of(rank_samples(sample_tokens, world, dp, mini_sizes, balance), len(mini_sizes))
+
+
+def loads_of(ranks: list[list[np.ndarray]], n_mini: int) -> np.ndarray:
+    """The tokens of :func:`rank_samples`' dealing: rows the ``n_mini`` mini-batches, columns the
+    ranks."""
+    return np.array([[float(r[j].sum()) for r in ranks] for j in range(n_mini)]).reshape(n_mini, len(ranks))
 
 
 def busiest(loads: np.ndarray) -> tuple[np.ndarray, float]:
@@ -178,4 +181,14 @@ def check_balance(value: object) -> str:
     return str(value)
 
 
-__all__ = ["BALANCES", "busiest", "check_balance", "equal_size_partitions", "mean_factor", "rank_loads"]
+__all__ = [
+    "BALANCES",
+    "busiest",
+    "check_balance",
+    "equal_size_partitions",
+    "loads_of",
+    "mean_factor",
+    "rank_loads",
+    "rank_samples",
+    "verl_workload",
+]

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipesim.compute.balance import busiest, check_balance, rank_samples
+from pipesim.compute.balance import busiest, check_balance, loads_of, rank_samples
 from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.validate import refuse
 
@@ -193,7 +193,7 @@ def batching(
         fwd = _micro(float(samples), tps, dp, fwd_budget, mbs, sp)
         return Batching(dp, sizes, micro, fwd, tuple(s * tps for s in sizes), float(tokens))
     ranks = rank_samples(sample_tokens, config.n_gpus, dp, sizes, prof.balance)
-    top, top_total = busiest(np.array([[float(r[j].sum()) for r in ranks] for j in range(len(sizes))]))
+    top, top_total = busiest(loads_of(ranks, len(sizes)))
     if mbs is not None:  # the busiest rank's count of real samples (padding adds empty ones)
         micro = tuple(
             max(1, max(-(-int(np.count_nonzero(r[j])) // mbs) for r in ranks)) for j in range(len(sizes))

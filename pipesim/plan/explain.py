@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from pipesim.plan.build import trainer_config
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluated, Evaluator
 from pipesim.plan.space import CONSTRAINT_METRICS, PlanSpec
@@ -118,8 +119,9 @@ def sensitivity(
         ),
         "trainer MFU -20%": _slower_trainer(spec, 0.8),
     }
-    dealing = spec.balance or (spec.framework.balance if spec.framework is not None else "exact")
-    if dealing == "step":  # what verl's newer dealing (its PR #3605, pipesim.compute.balance) would give
+    # what verl's newer dealing (its PR #3605, pipesim.compute.balance) would give, for a trainer
+    # that deals as verl did before it (the profile resolved as the runs resolve it)
+    if trainer_config(spec, base[0].design).framework.balance == "step":
         variants["ranks dealt as verl does since PR #3605"] = spec.with_(balance="sorted")
     out = []
     rec = base[0]
