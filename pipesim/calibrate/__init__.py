@@ -17,7 +17,9 @@ columns identify:
 * the trainer: the constants of the spec's framework profile (``model.framework``; none named: the
   one-MFU ``ideal`` profile at ``model.mfu``) that ``timing_s/update_actor``, ``old_log_prob``,
   ``ref`` and the step's remainder identify, by weighted least squares through
-  :func:`pipesim.compute.phasefit.fit_profile` (:mod:`pipesim.calibrate.trainer`);
+  :func:`pipesim.compute.phasefit.fit_profile` (:mod:`pipesim.calibrate.trainer`), which deals each
+  step's samples to the ranks as the spec's run at the fitted lengths deals them (refitted once the
+  lengths are bias-corrected, so the calibrated spec deals what its trainer was fitted on);
 * the weight sync (``timing_s/param_sync``): its mean, with a t interval;
 * the decode overhead (``timing_s/gen``): the engine's ``iteration_overhead_s``, by simulation --
   the design run for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per
@@ -261,6 +263,7 @@ def _fit(
         notes.append("response lengths: no response_length/mean column")
     # the trainer: the framework profile's constants from the phases it has (calibrate.trainer)
     t = tokens(log, rs)
+    trainer_notes: list[str] = []
     if not log.has("prompt_length/mean") and isinstance(wl.prompt, int):
         notes.append(f"prompt_length/mean: not in the log; the spec's {wl.prompt} tokens assumed")
     if t is not None:
@@ -269,9 +272,8 @@ def _fit(
                 "trainer: a step's tool-observation tokens are not in verl's columns and are not counted"
             )
         # the ranks' dealing comes from the spec's run at the lengths fitted so far
-        got, why = fit_trainer_profile(log, with_lengths(rs, values), t)
+        got, trainer_notes = fit_trainer_profile(log, with_lengths(rs, values), t)
         values.update(got)
-        notes += why
     else:
         notes.append("trainer: the profile's constants need response_length/mean and the prompt length")
     ps = log.col("timing_s/param_sync") if log.has("timing_s/param_sync") else np.zeros(0)
@@ -303,6 +305,13 @@ def _fit(
             current["response_sigma"] = values["response_sigma"].value
             fitted = _with_values(rs, current)
             sim0 = _sim(fitted, o0, n_sim, seed)
+        if t is not None:  # deal at the corrected lengths, those the calibrated spec runs at
+            got, trainer_notes = fit_trainer_profile(log, with_lengths(rs, values), t)
+            values.update(got)
+            current.update({k: v.value for k, v in got.items()})
+            fitted = _with_values(rs, current)
+            sim0 = _sim(fitted, o0, n_sim, seed)
+    notes += trainer_notes
     if log.has("timing_s/gen"):
         sim1 = _sim(fitted, o1, n_sim, seed)
         g0, g1 = sim0["timing_s/gen"], sim1["timing_s/gen"]
