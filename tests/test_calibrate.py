@@ -308,6 +308,11 @@ BAD_LOGS: list[tuple[str, Any, str]] = [
     ("inf in update_actor", lambda d: _bad(d, timing_s__update_actor=(2, math.inf)), "timing_s/update_actor"),
     ("a negative length", lambda d: _bad(d, response_length__mean=(1, -5.0)), "response_length/mean"),
     ("a step twice", lambda d: _bad(d, step=(1, 0)), "step"),
+    (
+        "a clip ratio above 1",
+        lambda d: _bad(d, response_length__clip_ratio=(2, 1.5)),
+        "response_length/clip_ratio",
+    ),
     ("two steps", lambda d: d.head(2), "steps"),
 ]
 
@@ -323,6 +328,39 @@ def test_bad_logs_are_one_line_errors_naming_the_column(
     assert main(["calibrate", str(path), "--spec", str(SPEC), "--out", str(tmp_path / "c.toml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pipesim: error:") and field in err[0]
+    assert not (tmp_path / "c.toml").exists()
+
+
+OFF_SPEC_LOGS: list[tuple[str, Any, str]] = [
+    (
+        "a mean above the cap",
+        lambda d, cap: _bad(d, response_length__mean=(4, cap + 1.0)),
+        "response_length/mean",
+    ),
+    (
+        "a max above the cap",
+        lambda d, cap: _bad(
+            d.assign(**{"response_length/max": float(cap)}), response_length__max=(0, 10.0 * cap)
+        ),
+        "response_length/max",
+    ),
+]
+
+
+@pytest.mark.parametrize("why,mutate,field", OFF_SPEC_LOGS, ids=[b[0] for b in OFF_SPEC_LOGS])
+def test_a_log_the_spec_cannot_have_written_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], why: str, mutate: Any, field: str
+) -> None:
+    """A response length above the spec's cap: the log reads, calibrate refuses it naming the column."""
+    cap = load(SPEC).plan.workload.max_response_tokens
+    path = _write(tmp_path, mutate(_log(12, 0.03), cap))
+    log = read_log(path)
+    with pytest.raises(LogError) as e:
+        calibrate(log, load(SPEC))
+    assert e.value.field == field and field in str(e.value) and "max_response_tokens" in str(e.value)
+    assert main(["calibrate", str(path), "--spec", str(SPEC), "--out", str(tmp_path / "c.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0]
     assert not (tmp_path / "c.toml").exists()
 
 

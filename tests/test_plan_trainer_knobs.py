@@ -124,3 +124,19 @@ def test_model_balance_without_a_framework_deals_for_the_one_mfu_trainer() -> No
     with pytest.raises(plan.PlanError) as e:
         load(SPEC, ["model.balance=sortd"])
     assert e.value.field == "model.balance" and "sorted" in str(e.value)
+
+
+@pytest.mark.parametrize("knob", ["micro_batch_tokens", "log_prob_micro_batch_tokens"])
+@pytest.mark.parametrize("sp", [1, 2, 4])
+def test_a_token_budget_must_hold_the_longest_sample_across_the_sequence_parallel_group(
+    knob: str, sp: int
+) -> None:
+    """verl asserts ``max_token_len * ulysses >= the sequence length``: the smallest budget that
+    holds the spec's longest sample is accepted, one token less is refused naming the knob."""
+    longest = load(SPEC).plan.workload.max_sequence_tokens
+    least = -(-longest // sp)
+    ok = load(SPEC, [f"model.sequence_parallel={sp}", f"model.{knob}={least}"])
+    assert getattr(trainer_config(ok.plan, ok.design), knob) == least
+    with pytest.raises(plan.PlanError) as e:
+        load(SPEC, [f"model.sequence_parallel={sp}", f"model.{knob}={least - 1}"])
+    assert e.value.field == f"model.{knob}" and f"{longest:,}" in str(e.value)

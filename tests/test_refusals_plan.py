@@ -109,6 +109,16 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
     ("spec-balance-unknown", lambda: _spec(balance="greedy"), "model.balance"),
     ("spec-micro-tokens-float", lambda: _spec(micro_batch_tokens=1.5), "model.micro_batch_tokens"),
     ("spec-sequence-parallel-huge", lambda: _spec(sequence_parallel=10**9), "model.sequence_parallel"),
+    (  # verl asserts a micro-batch's token budget holds the longest sample (seqlen_balancing.py)
+        "spec-micro-tokens-below-a-sample",
+        lambda: _spec(micro_batch_tokens=WORK.max_sequence_tokens - 1),
+        "model.micro_batch_tokens",
+    ),
+    (
+        "spec-log-prob-tokens-below-a-sample",
+        lambda: _spec(log_prob_micro_batch_tokens=WORK.max_sequence_tokens // 2, sequence_parallel=1),
+        "model.log_prob_micro_batch_tokens",
+    ),
     ("spec-screen_steps-above-steps", lambda: _spec(screen_steps=50, steps=10), "search.screen_steps"),
     (  # no TP degree of the space holds the model
         "fits-model-too-big",

@@ -67,6 +67,7 @@ __all__ = [
     "TrainingLog",
     "calibrate",
     "calibrated_spec",
+    "check_log",
     "parse_steps",
     "read_columns_map",
     "read_log",
@@ -360,8 +361,27 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Si
     return out
 
 
+def check_log(log: TrainingLog, rs: RunSpec) -> None:
+    """Refuse a log that cannot come from a run of ``rs``: a response length (mean or max) above
+    the spec's ``workload.max_response_tokens`` (LogError naming the column, its step and the cap)."""
+    cap = rs.plan.workload.max_response_tokens
+    for c in ("response_length/mean", "response_length/max"):
+        if not log.has(c):
+            continue
+        over = np.flatnonzero(log.col(c) > cap * (1 + 1e-9))
+        if len(over):
+            i = int(over[0])
+            raise LogError(
+                f"{log.path}: column {c!r}, step {log.steps[i]:g}: {log.col(c)[i]:g} tokens is above the "
+                f"spec's workload.max_response_tokens ({cap}): is the log from a run of this spec?",
+                c,
+            )
+
+
 def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
-    """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring)."""
+    """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
+    cannot come from a run of ``rs`` is refused first (:func:`check_log`)."""
+    check_log(log, rs)
     residuals: dict[str, dict[str, float]] = {}
     held: list[int] = []
     n = len(log)

@@ -10,8 +10,9 @@ keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rol
 
 Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
 holds the column or key): no such file, an unknown suffix, no ``step`` column, a cell that is not a
-finite number (with its row), a step given twice, a negative time or length, a mapped column the
-log does not have, too few steps.
+finite number (with its row), a step given twice, a negative time or length, a clip ratio above 1,
+a mapped column the log does not have, too few steps. :func:`pipesim.calibrate.check_log` then
+refuses a response length above the spec's cap (the log is of another run).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ COLUMNS = (
 )
 """verl's metric names the calibration reads (``verl/trainer/ppo/metric_utils.py``:
 ``compute_timing_metrics`` and ``compute_data_metrics``)."""
+SHARES = ("response_length/clip_ratio",)
+"""Columns that are a share of the step's samples, in [0, 1]."""
 MIN_STEPS = 3
 """The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
 
@@ -160,6 +163,12 @@ def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
     if name != "step" and (num < 0).any():
         i = int(np.flatnonzero((num < 0).to_numpy())[0])
         raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is negative", source)
+    if name in SHARES and (num > 1).any():
+        i = int(np.flatnonzero((num > 1).to_numpy())[0])
+        raise LogError(
+            f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is above 1 (a share of the batch)",
+            source,
+        )
     return num.astype(float)
 
 

@@ -301,6 +301,18 @@ class PlanSpec:
             if getattr(self, name) is not None:
                 integer(f"model.{name}", getattr(self, name), 1)
         integer("model.sequence_parallel", self.sequence_parallel, 1, MAX_GPUS)
+        longest = self.workload.max_sequence_tokens
+        for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
+            budget = getattr(self, name)
+            if budget is not None and budget * self.sequence_parallel < longest:
+                # verl: seqlen_balancing.rearrange_micro_batches asserts max_token_len >= the sequence length
+                msg = (
+                    f"model.{name} ({budget:,}) x model.sequence_parallel ({self.sequence_parallel}) is "
+                    f"below the longest sample ({longest:,} tokens: prompt and responses), which verl "
+                    f"refuses (a micro-batch holds at least one whole sample); raise it to at least "
+                    f"{-(-longest // self.sequence_parallel):,}"
+                )
+                raise PlanError(msg, f"model.{name}")
         if self.balance is not None and self.balance not in BALANCES:
             hint = did_you_mean(str(self.balance), BALANCES)
             msg = f"model.balance must be one of {', '.join(BALANCES)}, got {shown(self.balance)}{hint}"
