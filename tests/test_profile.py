@@ -216,3 +216,80 @@ def test_prefill_attention_is_causal_after_the_prefix_with_or_without_the_causal
     assert not torch.allclose(_sdpa(q, k, k, 0)[..., -1:, :], expected[..., -1:, :], atol=1e-3)
     one = q[:, :, :1]
     assert torch.allclose(_sdpa(one, k, k, None), sdpa(one, k, k, enable_gqa=True), atol=1e-6)
+
+
+PROFILE_REFUSALS = [  # (why, changed options, the option the one-line error names)
+    ("no CUDA here", ["--device", "cuda"], "--device"),
+    ("not a device", ["--device", "abacus"], "--device"),
+    ("a device timing cannot clock", ["--device", "meta"], "--device"),
+    ("no TP degree divides the heads", ["--tp", "3"], "--tp"),
+    ("a decode batch of 0", ["--decode", "0x32"], "--decode"),
+    ("a negative cached prefix", ["--prefill", "8x-1"], "--prefill"),
+    ("a token count of 0", ["--tokens", "0"], "--tokens"),
+    ("the out folder is missing", ["--out", "missing/gpu.csv"], "--out"),
+    ("the out path is a folder", ["--out", "."], "--out"),
+]
+
+
+@pytest.mark.parametrize("why,change,option", PROFILE_REFUSALS, ids=[r[0] for r in PROFILE_REFUSALS])
+def test_profile_refuses_bad_options_before_measuring(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    why: str,
+    change: list[str],
+    option: str,
+) -> None:
+    """Every option is checked before the first kernel runs (a typo in ``--out`` must not cost the
+    minutes of a measurement): the error is one line naming the option, nothing is measured and
+    no CSV is left behind."""
+    torch = pytest.importorskip("torch")
+    if option == "--device" and change[1] == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    from pipesim.compute import profile
+    from pipesim.io.cli import main
+
+    def no_measuring(*_: object, **__: object) -> list[dict[str, object]]:
+        raise AssertionError("measured before the options were checked")
+
+    monkeypatch.setattr(profile, "measure_gemms", no_measuring)
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", "gpu.csv"] if option != "--out" else []
+    assert main(["profile", *TINY, *out, *change]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0]
+    assert not list(tmp_path.glob("*.csv*"))
+
+
+def test_a_tp_degree_that_does_not_divide_the_heads_is_skipped_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    from pipesim.io.cli import main
+
+    out = tmp_path / "gpu.csv"
+    tiny = [*TINY, "--tokens", "1", "--decode", "1x8", "--prefill", "8x0"]
+    assert main(["profile", *tiny, "--tp", "1,3", "--out", str(out)]) == 0
+    assert "--tp 3: skipped" in capsys.readouterr().out
+    assert {m.ints["tp"] for m in read_measurements(out)} == {1}
+
+
+def test_an_interrupted_profile_keeps_the_rows_it_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C during attention: the GEMM rows already measured are written, whole, and the command
+    exits 130; the CSV reads back as a measurement."""
+    pytest.importorskip("torch")
+    from pipesim.compute import profile
+    from pipesim.io.cli import main
+
+    def interrupted(*_: object, **__: object) -> list[dict[str, object]]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profile, "measure_attention", interrupted)
+    out = tmp_path / "gpu.csv"
+    assert main(["profile", *TINY, "--tp", "1", "--out", str(out)]) == 130
+    kept = read_measurements(out)
+    assert kept and {m.op for m in kept} == {*profile.GEMM_OPS, "linear"}
+    assert "interrupted" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*.part"))

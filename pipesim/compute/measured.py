@@ -72,6 +72,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     integer, a time that is not a positive number)."""
     path = Path(path)
     rows: list[Measurement] = []
+    if not path.is_file():
+        raise FieldError(f"{path}: no such file (a measurement CSV, e.g. pipesim profile's --out)", "csv")
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("op", "median_s") if c not in (reader.fieldnames or ())]

@@ -225,12 +225,17 @@ class Timer:
 
 
 def measure_gemms(
-    shapes: Shapes, tokens: Iterable[int], tps: Iterable[int], t: Timer
+    shapes: Shapes,
+    tokens: Iterable[int],
+    tps: Iterable[int],
+    t: Timer,
+    into: list[dict[str, object]] | None = None,
 ) -> list[dict[str, object]]:
-    """The four projections (and their sum, ``linear``) at every token count and TP degree."""
+    """The four projections (and their sum, ``linear``) at every token count and TP degree, each
+    row appended to ``into`` (returned; a new list by default) as soon as it is measured."""
     import torch
 
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = [] if into is None else into
     for tp in (tp for tp in tps if not shapes.n_heads % tp):
         for n in tokens:
             times = {
@@ -272,9 +277,11 @@ def measure_attention(
     prefill: Iterable[tuple[int, int]],
     tps: Iterable[int],
     t: Timer,
+    into: list[dict[str, object]] | None = None,
 ) -> list[dict[str, object]]:
-    """Decode and prefill attention through SDPA with this GPU's heads, for each TP degree."""
-    rows: list[dict[str, object]] = []
+    """Decode and prefill attention through SDPA with this GPU's heads, for each TP degree (rows
+    appended to ``into`` as they are measured, as :func:`measure_gemms` does)."""
+    rows: list[dict[str, object]] = [] if into is None else into
     d = shapes.head_dim
     for tp in (tp for tp in tps if not shapes.n_heads % tp):
         hq, hkv = shapes.n_heads // tp, -(-shapes.n_kv_heads // tp)
@@ -354,7 +361,8 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     return values
 
 
-def _pairs(text: str, name: str) -> tuple[tuple[int, int], ...]:
+def _pairs(text: str, name: str, least_second: int = 1) -> tuple[tuple[int, int], ...]:
+    """``AxB,...`` as pairs, ``A >= 1`` and ``B >= least_second`` (a prefill's cached tokens may be 0)."""
     out = []
     for item in text.split(","):
         parts = item.split("x")
@@ -362,8 +370,46 @@ def _pairs(text: str, name: str) -> tuple[tuple[int, int], ...]:
             a, b = (int(p) for p in parts)
         except ValueError:
             raise ValueError(f"{name}: a comma list of AxB pairs (e.g. 16x1024), got {text!r}") from None
+        if a < 1 or b < least_second:
+            raise ValueError(f"{name}: AxB with A >= 1 and B >= {least_second} (e.g. 16x1024), got {item!r}")
         out.append((a, b))
     return tuple(out)
+
+
+def _device(text: str | None) -> Any:
+    """The torch device ``--device`` names (default: cuda when torch sees a GPU, else cpu);
+    ValueError naming ``--device`` for a device this machine lacks or one timing cannot use."""
+    import torch
+
+    try:
+        device = torch.device(text or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device: cuda, cuda:N or cpu, got {text!r}") from None
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(
+            f"--device: cuda, cuda:N or cpu (timing uses CUDA events or the CPU clock), got {text!r}"
+        )
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"--device {text}: torch {torch.__version__} sees no CUDA GPU on this machine; "
+                "use --device cpu"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    return device
+
+
+def _check_out(path: str) -> None:
+    """ValueError naming ``--out`` when the CSV cannot be written there (checked before measuring,
+    so minutes of measurement are not lost to a typo in the folder)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--out {path}: a folder; give a file name, e.g. {p / 'gpu.csv'}")
+    if not p.parent.is_dir():
+        raise ValueError(f"--out {path}: the folder {str(p.parent)!r} does not exist")
+    if not os.access(p.parent, os.W_OK):
+        raise ValueError(f"--out {path}: the folder {str(p.parent)!r} is not writable")
 
 
 _OPTIONS: tuple[tuple[str, str | None, str], ...] = (
@@ -407,7 +453,8 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
     import torch
 
     shapes = Shapes.from_hf_config(model_config(args.model, args.config))
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    _check_out(args.out)
+    device = _device(args.device)
     if device.type == "cpu":
         torch.set_num_threads(1)  # tiny CPU kernels: threads only add scheduling noise
     dtype = getattr(torch, args.dtype, None)
@@ -417,6 +464,20 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
         if getattr(args, name) < (0 if name == "warmup" else 1):
             raise ValueError(f"--{name} must be at least {0 if name == 'warmup' else 1}")
     tps = _ints(args.tp, "--tp")
+    tokens = _ints(args.tokens, "--tokens")
+    decode, prefill = _pairs(args.decode, "--decode"), _pairs(args.prefill, "--prefill", least_second=0)
+    usable = tuple(tp for tp in tps if not shapes.n_heads % tp)
+    if not usable:
+        raise ValueError(f"--tp: none of {args.tp} divides the model's {shapes.n_heads} attention heads")
+    if usable != tps:
+        skipped = ", ".join(str(tp) for tp in tps if tp not in usable)
+        say(f"--tp {skipped}: skipped (does not divide the model's {shapes.n_heads} attention heads)")
+    if args.allreduce_gpus:
+        worlds = _ints(args.allreduce_gpus, "--allreduce-gpus")
+    else:
+        count = torch.cuda.device_count() if args.allreduce_backend == "nccl" else 0
+        worlds = tuple(n for n in (2, 4, 8) if n <= count)
+    sizes = _ints(args.allreduce_bytes, "--allreduce-bytes")
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     say(f"profiling on {gpu_name} ({device}), torch {torch.__version__}, {args.dtype}")
     if shapes.moe:
@@ -425,33 +486,34 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
             "(attention projections only)"
         )
     timer = Timer(device, dtype, args.warmup, args.repeats)
-    rows = measure_gemms(shapes, _ints(args.tokens, "--tokens"), tps, timer)
-    rows += measure_attention(
-        shapes, _pairs(args.decode, "--decode"), _pairs(args.prefill, "--prefill"), tps, timer
-    )
-    if args.allreduce_gpus:
-        worlds = _ints(args.allreduce_gpus, "--allreduce-gpus")
-    else:
-        count = torch.cuda.device_count() if args.allreduce_backend == "nccl" else 0
-        worlds = tuple(n for n in (2, 4, 8) if n <= count)
-    if worlds:
-        rows += measure_allreduce(
-            worlds, _ints(args.allreduce_bytes, "--allreduce-bytes"), args.allreduce_backend, timer
-        )
-    else:
-        say("all-reduce: skipped (one GPU; needs two or more)")
+    rows: list[dict[str, object]] = []
+    try:
+        measure_gemms(shapes, tokens, usable, timer, into=rows)
+        measure_attention(shapes, decode, prefill, usable, timer, into=rows)
+        if worlds:
+            rows += measure_allreduce(worlds, sizes, args.allreduce_backend, timer)
+        else:
+            say("all-reduce: skipped (one GPU; needs two or more)")
+    except KeyboardInterrupt:  # keep what was measured: minutes of a GPU's time
+        if rows:
+            write_csv(rows, args.out)
+            say(f"interrupted: wrote the {len(rows)} rows measured so far to {args.out}")
+        raise
     write_csv(rows, args.out)
     say(f"wrote {len(rows)} rows to {args.out}")
     return rows
 
 
 def write_csv(rows: Iterable[Mapping[str, object]], path: str | os.PathLike[str]) -> None:
-    """Write measurement rows in the :data:`COLUMNS` format."""
-    with open(path, "w", newline="") as f:
+    """Write measurement rows in the :data:`COLUMNS` format (whole or not at all: a temporary file
+    beside ``path``, then renamed)."""
+    tmp = Path(f"{os.fspath(path)}.part")
+    with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
         w.writeheader()
         for row in rows:
             w.writerow(row)
+    os.replace(tmp, path)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python pipesim/compute/profile.py") -> int:
@@ -461,6 +523,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python pipesim/compute/
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
