@@ -71,11 +71,15 @@ def load_result(path: str) -> dict[str, Any]:
     another shape is one clear error rather than a ``KeyError`` inside the tables."""
     from mismatch.probe import SCHEMA, TOP_LEVEL_KEYS
 
-    with open(path) as fh:
-        try:
-            result = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise FieldError(f"--from-json {path}: not JSON ({exc})", "--from-json", str(path)) from None
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not text"
+        raise FieldError(f"--from-json {path}: cannot read it ({why})", "--from-json", str(path)) from None
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FieldError(f"--from-json {path}: not JSON ({exc})", "--from-json", str(path)) from None
     if not isinstance(result, dict) or result.get("schema") != SCHEMA:
         found = result.get("schema") if isinstance(result, dict) else type(result).__name__
         raise FieldError(

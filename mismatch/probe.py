@@ -56,6 +56,12 @@ def _check_count(name: str, value: object, low: int = 1, high: int | None = None
         raise FieldError(f"{name} must be at most {what or high} ({high}), got {value}", name.split(" (")[0])
 
 
+MAX_PROMPTS = 4096
+"""The most prompts one probe takes: the engine samples them as one batch (``--batch`` defaults to
+all of them), so memory grows with the count; the chapter uses 30. Larger studies run several
+probes with other ``--seed`` values."""
+
+
 @dataclass(frozen=True)
 class ProbeConfig:
     """What to measure. ``batch_n`` defaults to the number of prompts (the chapter's batch 30)."""
@@ -68,7 +74,9 @@ class ProbeConfig:
     knobs: bool = True
 
     def __post_init__(self) -> None:
-        _check_count("n_prompts (--prompts)", self.n_prompts)
+        _check_count(
+            "n_prompts (--prompts)", self.n_prompts, 1, MAX_PROMPTS, "MAX_PROMPTS, one probe's batch"
+        )
         _check_count("new_tokens (--new-tokens)", self.new_tokens)
         _check_count("seed (--seed)", self.seed, 0, 2**64 - 1)  # torch's manual_seed range
         if self.batch_n is not None:

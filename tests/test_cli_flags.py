@@ -342,3 +342,13 @@ def test_staleness_checks_the_files_it_writes_beside_its_json(
         staleness.main(["--seeds", "1", "--json", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert info.value.code == 2 and f"x{beside}: is a directory" in err, err
+
+
+@pytest.mark.parametrize("where", ["missing.json", "."], ids=["no such file", "a folder"])
+def test_a_from_json_that_cannot_be_read_is_named(
+    where: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / where
+    assert mismatch_main(["--from-json", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --from-json {path}: ") and "Traceback" not in err, err

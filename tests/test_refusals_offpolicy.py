@@ -144,6 +144,7 @@ MISMATCH: list[tuple[str, Callable[[], Any], str]] = [
     ("probe-seed", lambda: ProbeConfig(seed=2**64), "seed"),
     ("probe-prompts", lambda: ProbeConfig(n_prompts=2.0), "n_prompts"),  # type: ignore[arg-type]
     ("probe-prompts-zero", lambda: ProbeConfig(n_prompts=0), "n_prompts"),
+    ("probe-prompts-huge", lambda: ProbeConfig(n_prompts=10**8), "n_prompts"),  # one batch: memory
     ("probe-engine-batches", lambda: ProbeConfig(engine_batches=(1, 0)), "engine_batches"),
     ("probe-knobs", lambda: ProbeConfig(knobs=1), "knobs"),  # type: ignore[arg-type]
     (
