@@ -32,6 +32,7 @@ from pipesim.plan.runspec import (
 from pipesim.plan.space import UPDATES, Design
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "run_qwen3_8b.toml"
+EXAMPLE_8GPU = EXAMPLE.parent / "run_verl_8gpu.toml"
 
 SPEC: dict[str, Any] = {
     "kind": "compute",
@@ -328,3 +329,26 @@ def test_the_agent_keys_and_the_framework_reach_the_run_and_come_back() -> None:
     assert back["model"]["tool_kv"] == "drop" and back["model"]["framework"] == "megatron-dense"
     again = from_dict({**data, **{k: back[k] for k in ("cluster", "model", "workload")}})
     assert again.plan == rs.plan
+
+
+def test_a_calibrated_run_spec_planned_over_exports_its_calibration(tmp_path: Path) -> None:
+    """``pipesim plan calibrated.toml --export-best best.toml``: the exported run spec carries the
+    source's ``[calibration]`` and its run's sync time, so ``pipesim run best.toml`` runs the model
+    the plan ran (it used to drop both: another trainer, another decode overhead)."""
+    data = specfile.read(EXAMPLE_8GPU)
+    data["calibration"] = {
+        "values": {"fwd_bwd_efficiency": 0.2, "iteration_overhead_s": 0.01, "response_median_tokens": 700.0}
+    }
+    data["run"] = {"steps": 3, "seed": 0, "sync_time_s": 4.5}
+    source = tmp_path / "calibrated.toml"
+    source.write_text(dumps(data))
+    planned = specfile.load(source)
+    d = Design(0, 1, 1, "partial", 1, 1.0)
+    exported = design_to_runspec(source, d, steps=3, seed=2)
+    assert exported["calibration"] == data["calibration"] and exported["run"]["sync_time_s"] == 4.5
+    rs = from_dict(exported)
+    search = ("steps", "screen_steps", "seeds", "sim_seed")  # the plan's search settings, not the model
+    assert rs.plan == planned.with_(**{k: getattr(rs.plan, k) for k in search})
+    assert run(rs).summary()["throughput_per_hour"] == pytest.approx(
+        run_design(planned, d, steps=3, seed=2)["throughput_per_hour"]
+    )

@@ -144,6 +144,10 @@ def design_to_runspec(
         "oversample": design.oversample,
     }
     search = data.get("search", {}) if isinstance(data.get("search", {}), Mapping) else {}
+    # a run spec planned over (kind = "compute", e.g. pipesim calibrate's output) keeps its run's
+    # sync times and its whole [calibration]: without them the export would run another model
+    source_run = data.get("run", {}) if data.get("kind") == KIND else {}
+    source_run = source_run if isinstance(source_run, Mapping) else {}
     run_t: dict[str, Any] = {
         "steps": steps if steps is not None else search.get("steps", DEFAULT_STEPS),
         "seed": seed,
@@ -151,7 +155,11 @@ def design_to_runspec(
     for k in ("sync_time_s", "inflight_load_time_s"):
         if k in search:
             run_t[k] = search[k]
+        elif k in source_run:
+            run_t[k] = source_run[k]
     out["run"] = run_t
+    if data.get("kind") == KIND and isinstance(data.get("calibration"), Mapping):
+        out["calibration"] = copy.deepcopy(dict(data["calibration"]))
     return out
 
 
