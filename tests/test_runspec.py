@@ -352,3 +352,51 @@ def test_a_calibrated_run_spec_planned_over_exports_its_calibration(tmp_path: Pa
     assert run(rs).summary()["throughput_per_hour"] == pytest.approx(
         run_design(planned, d, steps=3, seed=2)["throughput_per_hour"]
     )
+
+
+def _small_plan(tmp_path: Path) -> Path:
+    plan_data = {k: copy.deepcopy(SPEC[k]) for k in ("cluster", "model", "workload")}
+    plan_data["space"] = {"placement": [0, 4], "tp": [1], "eta": [0, 1], "update": ["partial"]}
+    plan_data["search"] = {"steps": 3, "screen_steps": 1, "seeds": 1}
+    path = tmp_path / "plan.toml"
+    path.write_text(dumps(plan_data).replace('kind = "compute"\n', ""))
+    return path
+
+
+def test_plan_set_edits_the_spec_before_it_is_read_and_the_export_is_the_edited_one(tmp_path: Path) -> None:
+    """``pipesim plan SPEC --set TABLE.KEY=VALUE``: the plan runs the edited spec (the same as a
+    file written with the edit), and ``--export-best`` writes the edited tables."""
+    path = _small_plan(tmp_path)
+    sets = ["space.eta=[1]", "workload.max_response_tokens=2048"]
+    edited = specfile.read(path)
+    edited["space"]["eta"] = [1]
+    edited["workload"]["max_response_tokens"] = 2048
+    by_hand = tmp_path / "by_hand.toml"
+    by_hand.write_text(dumps(edited).replace('kind = "compute"\n', ""))
+    assert specfile.load(path, sets) == specfile.load(by_hand)
+    out = tmp_path / "best.toml"
+    argv = ["plan", str(path), "--quiet", "--no-sensitivity", "--no-cache", "--export-best", str(out)]
+    assert main([*argv, *[x for s in sets for x in ("--set", s)]]) == 0
+    rs = load(out)
+    assert rs.design.eta == 1 and rs.plan.workload.max_response_tokens == 2048
+
+
+@pytest.mark.parametrize(
+    "pair,field",
+    [
+        ("clusterr.n_gpus=4", "clusterr.n_gpus"),  # an unknown table
+        ("cluster", "cluster"),  # no value
+        ("space.eta=[-1]", "space.eta"),  # the spec's own check, on the edited value
+        ("search.steps=100000000", "search.steps"),  # a run of that length is out of memory
+    ],
+)
+def test_a_bad_plan_set_is_one_line_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pair: str, field: str
+) -> None:
+    path = _small_plan(tmp_path)
+    with pytest.raises(PlanError) as e:
+        specfile.load(path, [pair])
+    assert e.value.field is not None and e.value.field.startswith(field) and str(path) in str(e.value)
+    assert main(["plan", str(path), "--quiet", "--no-cache", "--set", pair]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field.split(".")[0] in err[0]

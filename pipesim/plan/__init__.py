@@ -108,6 +108,14 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         help="print every spec key with verl's, AReaL's, slime's and ROLL's names and exit; "
         "e.g. pipesim plan --explain-keys",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TABLE.KEY=VALUE",
+        help="override a key of the spec file before it is read; repeatable; e.g. --set cluster.n_gpus=128, "
+        "--set 'space.eta=[0, 1, 2]', --set workload.max_response_tokens=16384",
+    )
     add_option(ap, "workers", default=1, help="processes (default 1); e.g. --workers 2")
     add_option(ap, "seed", default=0, help="search and simulation seed (default 0); e.g. --seed 3")
     ap.add_argument(
@@ -227,7 +235,7 @@ def _main(argv: list[str] | None) -> int:
     if problem is not None:
         return _error(problem)
     try:
-        spec = load(args.spec)  # its errors name the file
+        spec = load(args.spec, args.set)  # its errors name the file
         if args.trials is not None:
             spec = spec.with_(trials=args.trials)
         if args.method is not None:
@@ -275,6 +283,8 @@ def _main(argv: list[str] | None) -> int:
     _write_all(result, args)
     if args.export_best and result.best is not None:
         from pipesim.plan.runspec import write_best
+        from pipesim.plan.specfile import edited
 
-        print(write_best(args.spec, result, args.export_best), file=text_out)
+        source = edited(args.spec, args.set) if args.set else args.spec  # the tables the plan read
+        print(write_best(source, result, args.export_best), file=text_out)
     return 0

@@ -371,47 +371,12 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
     return plan_spec(plan_tables(data), _calibrated(data.get("calibration", {})), base)
 
 
-def _value(text: str) -> Any:
-    """A ``--set`` value as TOML reads it (``2``, ``0.5``, ``true``, ``[1, 2]``, ``{a = 1}``, ``"x"``);
-    a bare word that is not TOML is a string."""
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
 def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
-    """``data`` with each ``table.key=value`` (``design.eta=2``) set; PlanError naming a bad pair."""
-    out = copy.deepcopy(dict(data))
-    for pair in sets:
-        key, eq, text = pair.partition("=")
-        key = key.strip()
-        parts = key.split(".")
-        if not eq or len(parts) < 2 or not all(parts):
-            raise PlanError(
-                f"--set {shown(pair)}: a run spec takes TABLE.KEY=VALUE "
-                "(e.g. design.eta=2, cluster.n_gpus=32)",
-                key,
-            )
-        valid = (*PLAN_TABLES, "design", "run")
-        if parts[0] not in valid:
-            raise PlanError(
-                f"--set {key}: unknown table {parts[0]!r}{did_you_mean(parts[0], valid)} "
-                f"(choose from {', '.join(valid)})",
-                key,
-            )
-        node = out
-        for i, p in enumerate(parts[:-1]):
-            nxt = node.get(p)
-            if nxt is None:
-                nxt = node[p] = {}
-            if not isinstance(nxt, dict):
-                raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table", key)
-            node = nxt
-        node[parts[-1]] = _value(text.strip())
-    return out
+    """``data`` with each ``table.key=value`` (``design.eta=2``) set; PlanError naming a bad pair
+    (:func:`pipesim.plan.sets.apply_sets` on a run spec's tables)."""
+    from pipesim.plan.sets import apply_sets as set_keys
+
+    return set_keys(data, sets, (*PLAN_TABLES, "design", "run"), "a run spec")
 
 
 def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) -> RunSpec:

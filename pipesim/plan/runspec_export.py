@@ -163,7 +163,7 @@ def design_to_runspec(
     return out
 
 
-def write_best(plan_spec: str | Path | PlanSpec, result: Any, out: str | Path) -> str:
+def write_best(plan_spec: str | Path | Mapping[str, Any] | PlanSpec, result: Any, out: str | Path) -> str:
     """Write the plan's recommended design (``result.best``) as a run spec to ``out`` (``.toml`` or
     ``.yaml``), with the plan's full-run length and first seed; returns the line to print."""
     from pipesim.io.interrupts import write_text_atomic

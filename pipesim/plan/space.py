@@ -26,7 +26,7 @@ from typing import Any
 from pipesim.compute import GPUSpec, ModelSpec, TokenWorkload
 from pipesim.compute.balance import BALANCES
 from pipesim.compute.phases import FrameworkProfile
-from pipesim.core.errors import shown
+from pipesim.core.errors import MAX_POOL_TASKS, shown
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -334,6 +334,16 @@ class PlanSpec:
         if not isinstance(self.first_cut, bool):
             raise PlanError(
                 f"search.first_cut must be true or false, got {shown(self.first_cut)}", "search.first_cut"
+            )
+        # the largest task pool a design of the space draws (plan.build.scenario), slots bounded above
+        sp = self.space
+        pool = (self.steps + max(sp.eta) + 2) * self.batch_size * max(sp.oversample) * 3
+        if pool + 2 * self.n_gpus * self.max_num_seqs > MAX_POOL_TASKS:
+            raise PlanError(
+                f"search.steps ({self.steps:,}) x workload.batch_size ({self.batch_size:,}): a run of the "
+                f"space would draw about {pool:,.0f} tasks, more than the {MAX_POOL_TASKS:,} a run may; "
+                "fewer steps or a smaller batch",
+                "search.steps",
             )
         if self.screen_steps > self.steps:
             msg = f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -411,15 +412,32 @@ def _framework(name: str, mfu: float | None) -> Any:
     return prof if mfu is None else dataclasses.replace(prof, fwd_bwd_efficiency=mfu, fwd_efficiency=mfu)
 
 
-def load(path: str | Path) -> PlanSpec:
-    """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file; every
-    :class:`PlanError` names the file."""
-    data = read(path)
+def load(path: str | Path, sets: Sequence[str] = ()) -> PlanSpec:
+    """The :class:`PlanSpec` of a TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file, with
+    ``--set TABLE.KEY=VALUE`` pairs applied (:func:`edited`); every :class:`PlanError` names the file."""
+    data = edited(path, sets)
     try:
         if data.get("kind") == "compute":  # a run spec: its cluster, model and workload, calibration applied
             from pipesim.plan.runspec import load_plan_spec
 
             return load_plan_spec(data, Path(path).parent)
         return from_dict(data, Path(path).parent)
+    except PlanError as e:
+        raise PlanError(f"{path}: {e}", e.field, str(path)) from None
+
+
+def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
+    """A spec file's tables with ``--set`` pairs applied (:mod:`pipesim.plan.sets`): a plan spec's
+    tables, or a run spec's when the file says ``kind = "compute"``; PlanError naming the file."""
+    data = read(path)
+    if not sets:
+        return data
+    from pipesim.plan.runspec import PLAN_TABLES
+    from pipesim.plan.sets import apply_sets
+
+    run = data.get("kind") == "compute"
+    tables = (*PLAN_TABLES, "design", "run") if run else tuple(_TABLES)
+    try:
+        return apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
     except PlanError as e:
         raise PlanError(f"{path}: {e}", e.field, str(path)) from None
