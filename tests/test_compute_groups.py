@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 import pipesim
 from pipesim.compute import GPUS, MODELS
-from pipesim.compute.cluster import PCIE_X16_BYTES_PER_S, Cluster, ComputeRun, Offload, run_compute
+from pipesim.compute.cluster import Cluster, ComputeRun, run_compute
 from pipesim.compute.cost import EngineConfig
+from pipesim.compute.offload import PCIE_X16_BYTES_PER_S, Offload
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.episode import Episode
 from pipesim.core.validate import FieldError

@@ -30,9 +30,10 @@ from pipesim.compute import (
     TrainerConfig,
 )
 from pipesim.compute.balance import rank_loads, rank_samples
-from pipesim.compute.cluster import Cluster, Offload, run_compute
+from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
 from pipesim.compute.measured import read_measurements
+from pipesim.compute.offload import Offload
 from pipesim.compute.overrides import check_overridden
 from pipesim.compute.phasefit import fit_profile
 from pipesim.compute.profiles import profile, profiles

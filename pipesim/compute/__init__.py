@@ -63,7 +63,7 @@ _LAZY = {
     "ComputeReplica": "pipesim.compute.engine",
     "Cluster": "pipesim.compute.cluster",
     "ComputeRun": "pipesim.compute.cluster",
-    "Offload": "pipesim.compute.cluster",
+    "Offload": "pipesim.compute.offload",
     "run_compute": "pipesim.compute.cluster",
     "ClosedLoop": "pipesim.compute.closedloop",
 }
