@@ -431,8 +431,26 @@ def test_idle_ratios_of_a_never_idle_engine_are_zero_not_below() -> None:
         weight_update=pipesim.PartialRollout(),
     )
     s = run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=1), wl, seed=0).summary()
-    assert s["rollout_idle_ratio"] == s["rollouter/idle_ratio"] == 0.0
+    assert s["slot_idle_ratio"] == 0.0  # the kernel's share of idle slots, clamped at 0
+    # verl's rollouter/idle_ratio is the engines' idle time: a replica always decoding is idle for
+    # the first prefill's instants only
+    assert s["rollout_idle_ratio"] == s["rollouter/idle_ratio"] == pytest.approx(1 - s["engine_busy_share"])
+    assert 0.0 <= s["rollouter/idle_ratio"] < 1e-4
     assert 0.0 <= s["trainer_idle_ratio"] <= 1.0
+
+
+def test_a_compute_runs_rollouter_idle_ratio_is_the_engines_not_the_slots() -> None:
+    """An engine with 256 places decoding a few dozen sequences is busy: ``rollouter/idle_ratio``
+    is one minus the replicas' busy share (verl's ``1 - active_time / version_time``), while
+    ``slot_idle_ratio`` keeps the kernel's share of idle slots, which is large here."""
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=256)
+    wl = TokenWorkload(response=LogNormalLengths(300, 0.5), prompt=64, max_response_tokens=1024)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=32, steps=3, max_staleness=1))
+    s = run_compute(sc, Cluster(engine=eng, n_gpus=2, trainer_gpus=1), wl, seed=0).summary()
+    assert s["rollouter/idle_ratio"] == pytest.approx(1 - s["engine_busy_share"])
+    assert s["rollouter/idle_ratio"] == pytest.approx(s["fully_async/rollouter/idle_ratio"])
+    # 64 sequences at most (eta 1, batch 32) in 256 places: most slots idle, the engine not
+    assert s["slot_idle_ratio"] > 0.7 and s["rollouter/idle_ratio"] < 0.1
 
 
 def test_numpy_times_run_as_python_floats_do() -> None:

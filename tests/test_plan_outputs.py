@@ -139,6 +139,35 @@ def test_run_key_changes_with_what_a_run_reads() -> None:
         assert other != key
 
 
+def test_run_key_changes_with_pipesims_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached run answers only the code that made it: the key holds the hash of every source
+    file of the package, so editing one (between two commits of one version) misses the cache."""
+    import shutil
+
+    from pipesim.plan import cache
+
+    spec = _from(TINY)
+    d = plan.candidates(spec)[0]
+    key = run_key(spec, d, 4, 0)
+    assert run_key(spec, d, 4, 0) == key  # stable within a process
+    copy = tmp_path / "pipesim"
+    shutil.copytree(
+        Path(cache.__file__).resolve().parents[1], copy, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    fake = copy / "plan" / "cache.py"
+    monkeypatch.setattr(cache, "__file__", str(fake))
+    cache.code_hash.cache_clear()
+    try:
+        assert run_key(spec, d, 4, 0) == key  # the same code elsewhere: the same key
+        (copy / "compute" / "trainer.py").write_text(
+            (copy / "compute" / "trainer.py").read_text() + "\n# edited\n"
+        )
+        cache.code_hash.cache_clear()
+        assert run_key(spec, d, 4, 0) != key
+    finally:
+        cache.code_hash.cache_clear()
+
+
 def test_outputs_record_version_spec_hash_seeds_and_integer_counts(tmp_path: Path) -> None:
     from pipesim.plan import frame, report
 

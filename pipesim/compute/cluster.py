@@ -186,6 +186,11 @@ class ComputeRun:
         )
         # idle ratios, timing_s/* and perf/throughput in verl's names
         s.update(verl_metrics(self.result, self.engines, self.phase_log, c.n_gpus))
+        # the kernel's rollouter/idle_ratio is the share of idle slots, and a replica's slots are
+        # its max_num_seqs places, not its GPUs (a replica decoding 30 of 256 is busy, not 88%
+        # idle): verl's meaning is the engines' idle time, which fully_async/rollouter/ holds
+        s["slot_idle_ratio"] = s["rollouter/idle_ratio"]
+        s["rollouter/idle_ratio"] = min(max(s["fully_async/rollouter/idle_ratio"], 0.0), 1.0)
         # the share of the actor update spent waiting for the busiest rank (0: exactly balanced)
         dealt = {step for step, _ in self.dealt_log}
         actual = sum(p["update_actor"] for step, _, p in self.phase_log if step in dealt)

@@ -3,12 +3,14 @@
 A run of the plan is a pure function of (spec's run-relevant parts, design, steps, seed): the
 simulation reads the cluster, the model constants, the engine settings, the workload, the weight
 sync and the design, never the constraints or the search settings. :func:`run_key` hashes exactly
-those, plus pipesim's version, so
+those, plus pipesim's version and the hash of its code (:func:`code_hash`), so
 
 * a re-run with a changed constraint, a widened space or other search settings finds every run it
   already did (the constraints are not in the key);
 * a changed model constant (a GPU's bandwidth, a model's layer count), workload, run length or
-  seed, or another pipesim version, misses: its runs are not the same runs.
+  seed, or another pipesim version, misses: its runs are not the same runs;
+* so does any change to pipesim's code, released or not (a checkout between two commits of the
+  same version): a model fixed since a run was cached must not be answered from it.
 
 :class:`DiskCache` keeps one small JSON file per run under a directory (default
 ``~/.cache/pipesim/plan``, or ``$PIPESIM_CACHE``), written whole or not at all
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -30,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DiskCache", "canonical", "default_dir", "run_key", "spec_hash", "version"]
+__all__ = ["DiskCache", "canonical", "code_hash", "default_dir", "run_key", "spec_hash", "version"]
 
 # the PlanSpec fields a run does not read: limits and search settings
 _NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed", "method", "trials"}
 _NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour"}
 
 
-RUNS_FORMAT = 2
+RUNS_FORMAT = 3
 """The metrics a run records (:func:`pipesim.plan.evaluate.run_design`); part of every key, raised
 when they change, so a cache written by older code of the same version is not read as new."""
 
@@ -51,6 +54,22 @@ def version() -> str:
         return _version("pipesim")
     except PackageNotFoundError:  # a source tree on sys.path, not installed
         return "unknown"
+
+
+@functools.cache
+def code_hash() -> str:
+    """The SHA-256 of pipesim's Python source (every ``.py`` file of the package, by its path
+    inside it; about 150 files, read once per process): part of every run's key."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def canonical(obj: Any) -> Any:
@@ -106,6 +125,7 @@ def run_key(spec: Any, design: Any, steps: int, seed: int) -> str:
             "steps": steps,
             "seed": seed,
             "version": version(),
+            "code": code_hash(),
             "format": RUNS_FORMAT,
         }
     )
