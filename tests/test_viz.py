@@ -220,7 +220,7 @@ def test_aggregate_view_counts_agree_with_the_tables(fig13_1: dict) -> None:
     total = sum(in_flight(res.events, t).values())
     for ti, n in zip(t, total):
         assert n == int(((gen["start_s"] <= ti) & (gen["end_s"] > ti)).sum())
-    util = {tr.name: np.asarray(tr.y) for tr in fig.data if tr.name in ("engine utilisation", "trainer busy")}
+    util = {tr.name: np.asarray(tr.y) for tr in fig.data if tr.name in ("slots generating", "trainer busy")}
     for y in util.values():
         assert y.min() >= 0 and y.max() <= 1
     # the bins' mean utilisation is the run's generation share (segments, pauses excluded)

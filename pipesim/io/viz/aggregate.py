@@ -7,7 +7,7 @@
 2. **buffer depth** -- finished episodes waiting for the trainer: an episode enters at its end
    and leaves when the training step that takes it starts (a dropped one at the next step's
    start after its end, where the batch policy discards it; one still buffered at the run's end);
-3. **engine utilisation** -- the share of slots generating, per time bin, and **trainer busy**,
+3. **slots generating** -- the share of slots generating, per time bin, and **trainer busy**,
    the share of each bin the trainer trains, both clipped to [0, 1];
 
 and below them, on its own axis, 4. **staleness per trained batch** -- a heatmap of how many
@@ -111,7 +111,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         subplot_titles=(
             f"{name}: episodes in flight by generating version ({n_slots:,} slots)",
             "buffer depth (finished, waiting for the trainer)",
-            "engine utilisation and trainer busy (share of each bin)",
+            "slots generating and trainer busy (share of each bin)",
             "staleness of each trained batch (episodes per step and staleness)",
         ),
     )
@@ -153,7 +153,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     train = ev[ev["kind"] == "train"]
     for series, color, vals in (
         (
-            "engine utilisation",
+            "slots generating",
             UTIL_COLOR,
             busy_share(edges, gen["start_s"].to_numpy(), gen["end_s"].to_numpy(), n_slots),
         ),
