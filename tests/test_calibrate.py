@@ -687,3 +687,25 @@ def test_fit_profile_weights_equal_for_all_change_nothing_and_bad_ones_are_refus
         with pytest.raises(FieldError) as err:
             fit_profile(cfg.framework, obs, fix=fix, weights=bad)
         assert err.value.field == "weights"
+
+
+def test_an_agent_logs_response_is_its_turns_not_one_turn() -> None:
+    """verl counts a multi-turn episode's responses and observations as one response: an agent
+    spec's log may hold means above ``max_response_tokens`` (up to the turns' sum), not above it."""
+    from pipesim.calibrate import check_log
+
+    data = read(SPEC)
+    data["workload"]["max_response_tokens"] = 1024
+    data["workload"]["agent"] = {"turns": 3, "tool_latency_s": 1.0, "observation_tokens": 200}
+    rs = from_dict(data)
+    cap = 3 * 1024 + 2 * 200
+
+    def log_of(mean: float) -> TrainingLog:
+        frame = pd.DataFrame({"step": [0.0, 1.0, 2.0], "response_length/mean": [mean] * 3})
+        return TrainingLog("agent.csv", "0" * 64, frame)
+
+    check_log(log_of(2.5 * 1024), rs)  # above one turn's cap: accepted
+    check_log(log_of(cap), rs)
+    with pytest.raises(LogError) as e:
+        check_log(log_of(cap + 1), rs)
+    assert e.value.field == "response_length/mean" and f"{cap:,}" in str(e.value)

@@ -363,8 +363,13 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Si
 
 def check_log(log: TrainingLog, rs: RunSpec) -> None:
     """Refuse a log that cannot come from a run of ``rs``: a response length (mean or max) above
-    the spec's ``workload.max_response_tokens`` (LogError naming the column, its step and the cap)."""
-    cap = rs.plan.workload.max_response_tokens
+    the longest response the spec allows, ``workload.max_response_tokens`` (for an agent workload,
+    its turns' responses and observations: what verl counts as one response), LogError naming the
+    column, its step and the cap."""
+    wl = rs.plan.workload
+    prompt = wl.prompt if isinstance(wl.prompt, int) else wl.max_prompt_tokens
+    cap = wl.max_sequence_tokens - prompt
+    what = "workload.max_response_tokens" + (" x agent.turns + observations" if wl.agent is not None else "")
     for c in ("response_length/mean", "response_length/max"):
         if not log.has(c):
             continue
@@ -373,7 +378,7 @@ def check_log(log: TrainingLog, rs: RunSpec) -> None:
             i = int(over[0])
             raise LogError(
                 f"{log.path}: column {c!r}, step {log.steps[i]:g}: {log.col(c)[i]:g} tokens is above the "
-                f"spec's workload.max_response_tokens ({cap}): is the log from a run of this spec?",
+                f"longest response the spec allows ({what} = {cap:,}): is the log from a run of this spec?",
                 c,
             )
 
