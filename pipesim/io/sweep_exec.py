@@ -288,9 +288,16 @@ def run_cells(
         return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
     except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
         for fut, cell in pending.items():
-            if not fut.cancel() and fut.done() and not isinstance(fut.exception(), BrokenProcessPool):
+            if not fut.cancel() and fut.done() and not _interrupted(fut.exception()):
                 results[cell.index] = _row(fut)
         raise
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """A cell that did not finish: its pool broke, or Ctrl-C reached its worker (the whole process
+    group gets it: the worker's KeyboardInterrupt comes back as the future's exception, and the
+    cell is the user's to rerun, not a failed row)."""
+    return isinstance(exc, BrokenProcessPool | KeyboardInterrupt)
 
 
 def _row(fut: Future[dict[str, Any]]) -> dict[str, Any]:
@@ -317,6 +324,9 @@ def _collect_cells(
             cell = pending.pop(fut)
             bar.update(1)
             exc = fut.exception()
+            if isinstance(exc, KeyboardInterrupt):  # Ctrl-C reached the worker first: stop here too
+                pending[fut] = cell  # not finished: the handler below must not record it
+                raise KeyboardInterrupt("a worker was interrupted")
             if isinstance(exc, BrokenProcessPool):
                 lost.append(cell)
             else:
