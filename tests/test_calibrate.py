@@ -709,3 +709,24 @@ def test_an_agent_logs_response_is_its_turns_not_one_turn() -> None:
     with pytest.raises(LogError) as e:
         check_log(log_of(cap + 1), rs)
     assert e.value.field == "response_length/mean" and f"{cap:,}" in str(e.value)
+
+
+def test_the_notes_give_the_efficiencies_over_other_dealings(tmp_path: Path) -> None:
+    """A log made at seed 3 and fitted as the spec's run at seed 0 deals it: the note gives each
+    fitted efficiency's range over seed 0 (the one used, inside the range) and seeds 1-4, one of
+    them the log's own; a one-MFU ``ideal`` profile (exactly balanced, nothing dealt) has no note."""
+    import re
+
+    log = read_log(_write(tmp_path, _log(12, 0.0)))
+    cal = calibrate(log, _spec(0))
+    [note] = [n for n in cal.not_identified if n.startswith("trainer: over the dealings")]
+    assert "seed 0 (used) and seeds 1-4" in note
+    for k in ("fwd_bwd_efficiency", "fwd_efficiency"):
+        lo, hi = (float(x) for x in re.search(rf"{k} ([\d.]+)-([\d.]+)", note).groups())  # type: ignore[union-attr]
+        assert lo <= cal.values[k].value * (1 + 1e-3) and cal.values[k].value <= hi * (1 + 1e-3)
+        # seed 3 dealt as the log was made: its fit is near the truth, and inside the range
+        assert lo <= PROFILE_TRUE[k] * 1.05 and PROFILE_TRUE[k] * 0.95 <= hi
+    data = read(SPEC)
+    data["model"].pop("framework", None)  # the one-MFU ideal profile
+    ideal = from_dict(data)
+    assert not any("over the dealings" in n for n in calibrate(log, ideal).not_identified)

@@ -55,7 +55,7 @@ import numpy as np
 
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
-from pipesim.calibrate.trainer import fit_trainer_profile, tokens, trainer_residuals
+from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens, trainer_residuals
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 
@@ -397,6 +397,9 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
         vals, _, pred = _fit(part, rs, seed, predict=(n - k, n))
         residuals = _validate(rest, rs, vals, pred)
     values, notes, _ = _fit(log, rs, seed)
+    t = tokens(log, rs)
+    if t is not None and (spread := dealing_spread(log, with_lengths(rs, values), t, values)) is not None:
+        notes.append(spread)
     return Calibration(values, notes, residuals, log, held, seed)
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "TRAINER_PHASES",
     "fit_trainer_profile",
     "remainder",
+    "dealing_spread",
     "dealt",
     "spread",
     "switch_s",
@@ -314,6 +315,35 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     for k in zeroed:
         values[k] = Fitted(0.0, 0.0, 0.0, f"least squares, {_HOW[k]}, floored at 0")
     return values, notes
+
+
+DEALING_SEEDS = 4
+"""Other dealings :func:`dealing_spread` refits the trainer on (the spec's run at seeds
+``seed + 1 .. seed + DEALING_SEEDS``)."""
+
+
+def dealing_spread(log: TrainingLog, rs: RunSpec, t: np.ndarray, values: dict[str, Fitted]) -> str | None:
+    """How far the efficiencies move when the log's steps are dealt to the ranks as the spec's run
+    at :data:`DEALING_SEEDS` other seeds deals them (``rs`` at the fitted lengths): a note giving
+    each fitted efficiency's range, which the intervals do not hold (a log has means, not which
+    samples each rank held). None for an exactly balanced profile or when nothing was fitted."""
+    keys = [k for k in ("fwd_bwd_efficiency", "fwd_efficiency") if k in values]
+    if config(rs).framework.balance == "exact" or not keys:
+        return None
+    seen: dict[str, list[float]] = {k: [values[k].value] for k in keys}
+    seeds = [(rs.seed + i) % 2**32 for i in range(1, DEALING_SEEDS + 1)]
+    for s in seeds:
+        got, _ = fit_trainer_profile(log, dataclasses.replace(rs, seed=s), t)
+        for k in keys:
+            if k in got:
+                seen[k].append(got[k].value)
+    parts = [f"{k} {min(v):.4g}-{max(v):.4g}" for k, v in seen.items() if len(v) > 1]
+    if not parts:
+        return None
+    return (
+        f"trainer: over the dealings of the spec's run at seed {rs.seed} (used) and seeds "
+        f"{seeds[0]}-{seeds[-1]}: {', '.join(parts)} (a spread the intervals do not hold; docs/calibrate.md)"
+    )
 
 
 def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
