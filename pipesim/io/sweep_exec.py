@@ -148,12 +148,20 @@ def timeout_refusal(ex: Executor, timeout_s: float | None) -> str | None:
 
 
 def default_executor(workers: int | None = None) -> ProcessPoolExecutor:
-    """A local process pool (forkserver, ``pipesim.io.api`` preloaded); ``workers`` defaults to the CPUs."""
+    """A local process pool (forkserver, ``pipesim.io.api`` preloaded); ``workers`` defaults to the
+    CPUs. Its workers ignore Ctrl-C (:func:`ignore_sigint`): a terminal sends it to the whole
+    process group, and the parent, which keeps the finished cells, stops them."""
     n = workers or os.cpu_count() or 1
     ctx = multiprocessing.get_context("forkserver")
     # torch only serves the chapter's draws (AgentDurations); a missing torch is skipped here
     ctx.set_forkserver_preload(["pipesim.io.api", "torch"])
-    return ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=ignore_sigint)
+
+
+def ignore_sigint() -> None:
+    """A pool worker leaves Ctrl-C to its parent (no worker answers a cell with KeyboardInterrupt,
+    and none prints a traceback); the parent kills the workers when it stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # -- the main-module guard ---------------------------------------------------------------------------
