@@ -237,7 +237,7 @@ def test_bad_specs_are_one_line_errors_naming_the_key(
     assert len(err) == 1 and err[0].startswith("pipesim: error:") and key in err[0], err
 
 
-@pytest.mark.parametrize("which", ["slot", "uncalibrated", "one run"])
+@pytest.mark.parametrize("which", ["slot", "uncalibrated", "one run", "a million runs"])
 def test_intervals_need_a_calibrated_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], which: str
 ) -> None:
@@ -245,7 +245,9 @@ def test_intervals_need_a_calibrated_spec(
     if which == "one run":
         data["calibration"] = {"values": {"mfu": 0.3}, "intervals": {"mfu": [0.2, 0.4]}}
     target = "synchronous" if which == "slot" else str(_write(tmp_path, data))
-    n = "1" if which == "one run" else "3"
+    if which == "a million runs":  # calibrated, but each draw is a whole run: bounded
+        data["calibration"] = {"values": {"mfu": 0.3}, "intervals": {"mfu": [0.2, 0.4]}}
+    n = {"one run": "1", "a million runs": "1000000"}.get(which, "3")
     assert main(["run", target, "--intervals", n]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--intervals" in err[0], err

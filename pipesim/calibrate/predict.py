@@ -21,7 +21,11 @@ import numpy as np
 from pipesim.core.errors import check_int, shown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 
-__all__ = ["METRICS", "predict"]
+__all__ = ["MAX_DRAWS", "METRICS", "predict"]
+
+MAX_DRAWS = 1000
+"""The most runs ``--intervals`` takes: each is a whole run (a second or more), and percentiles of
+1,000 draws are already steady to a fraction of their width."""
 
 METRICS = (
     "throughput_per_hour",
@@ -54,7 +58,7 @@ def _draw(values: dict[str, float], intervals: dict[str, Any], rng: np.random.Ge
 def predict(rs: RunSpec, n: int, rng: np.random.Generator) -> dict[str, dict[str, float]]:
     """Metric -> ``{"value", "lo", "hi"}``: the spec's own run and the 95% range of ``n`` runs with
     the calibrated values drawn from their intervals (module docstring)."""
-    check_int("n", n, 2)
+    check_int("n", n, 2, MAX_DRAWS)
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {shown(rng)}")
     cal = rs.data.get("calibration")
