@@ -105,6 +105,7 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
         "cluster.cost_per_gpu_hour",
     ),
     ("spec-first_cut-int", lambda: _spec(first_cut=1), "search.first_cut"),
+    ("spec-seeds-huge", lambda: _spec(seeds=10**6), "search.seeds"),  # each full run, on every seed
     ("spec-mini-batch-zero", lambda: _spec(ppo_mini_batch_samples=0), "model.ppo_mini_batch_samples"),
     ("spec-balance-unknown", lambda: _spec(balance="greedy"), "model.balance"),
     ("spec-micro-tokens-float", lambda: _spec(micro_batch_tokens=1.5), "model.micro_batch_tokens"),

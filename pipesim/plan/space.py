@@ -129,6 +129,10 @@ class Constraints:
         return not m.get("failed") and all(v <= 1e-12 for v in self.violations(m).values())
 
 
+MAX_SEEDS = 100
+"""The most seeds a plan repeats each full run on (``search.seeds``)."""
+
+
 @dataclass(frozen=True)
 class Space:
     """The values searched. ``placement`` holds trainer-GPU counts (0: colocated); None: every
@@ -272,6 +276,9 @@ class PlanSpec:
             )
         for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
             integer(f"search.{name}", getattr(self, name), 1)
+        # every full run is repeated on each seed: 100 already gives a mean's interval to a tenth of
+        # the runs' spread, and the paired test needs far fewer
+        integer("search.seeds", self.seeds, 1, MAX_SEEDS)
         for name in ("grid_limit", "min_full"):
             integer(f"search.{name}", getattr(self, name), 0)
         integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - self.seeds)
