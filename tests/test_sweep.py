@@ -74,6 +74,14 @@ BAD: list[tuple[str, Callable[[], object], type[BaseException], str]] = [  # id,
     ("values-text", lambda: grid(small(), over={"max_staleness": "01"}), FieldError, "over.max_staleness"),
     ("seeds-zero", lambda: grid(small(), seeds=0), FieldError, "seeds"),
     ("seeds-empty", lambda: grid(small(), seeds=[]), FieldError, "seeds"),
+    # each cell holds a Scenario: 10^8 seeds filled memory before a cell ran
+    ("seeds-too-many", lambda: grid(small(), seeds=10**8), FieldError, "seeds"),
+    (
+        "values-too-many",
+        lambda: grid(small(), over={"n_slots": range(1, 400), "steps": range(1, 400)}),
+        FieldError,
+        "over",
+    ),
     # a seed axis said "with_() got multiple values for 'seed'"
     ("seed-in-over", lambda: grid(small(), over={"seed": [1, 2]}), FieldError, "over.seed"),
     ("no-scenarios", lambda: grid({}), FieldError, "scenarios"),

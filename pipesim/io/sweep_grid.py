@@ -149,6 +149,11 @@ def _check_unique(what: str, values: Sequence[Any], labels: Sequence[Any], field
                 )
 
 
+MAX_CELLS = 100_000
+"""The most cells one sweep takes: each is a whole run and holds its own Scenario until the sweep
+ends (10^8 seeds used to fill memory before the first cell ran)."""
+
+
 def grid(
     scenarios: Scenario | Mapping[str, Scenario],
     over: Mapping[str, Sequence[Any]] | None = None,
@@ -180,6 +185,16 @@ def grid(
         raise refuse("seeds", f"must be a count >= 1 or a non-empty list of integers, got {shown(seeds)}")
     else:
         _check_unique("seeds", seeds, seeds, "seeds")
+    n_seeds = seeds if isinstance(seeds, int) else len(seeds)
+    n_values = math.prod(len(vs) for vs in over.values())
+    if len(designs) * n_values * n_seeds > MAX_CELLS:  # each cell holds its own Scenario
+        key = "seeds" if len(designs) * n_values <= MAX_CELLS else "over"  # which pushed it over
+        raise FieldError(
+            f"{key}: a sweep of {len(designs):,} design(s) x {n_values:,} value combination(s) x {n_seeds:,} "
+            f"seed(s) = {len(designs) * n_values * n_seeds:,} cells is more than the {MAX_CELLS:,} one "
+            "sweep takes (each cell is a whole run); split it",
+            key,
+        )
     cells: list[Cell] = []
     for design, base in designs.items():
         seed_list = list(range(base.seed, base.seed + seeds)) if isinstance(seeds, int) else list(seeds)
