@@ -402,3 +402,21 @@ def test_a_bad_plan_set_is_one_line_naming_the_key(
     assert main(["plan", str(path), "--quiet", "--no-cache", "--set", pair]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field.split(".")[0] in err[0]
+
+
+def test_set_asks_a_what_if_of_a_calibrated_value(tmp_path: Path) -> None:
+    """``--set calibration.values.KEY=V`` replaces one calibrated value (checked as the file's
+    own would be): the trainer takes it, a faster trainer shortens update_actor, a bad value names
+    its key."""
+    data = copy.deepcopy(SPEC)
+    data["model"]["framework"] = "fsdp2-dense"
+    data["calibration"] = {"values": {"fwd_bwd_efficiency": 0.3}}
+    path = _write(tmp_path, data)
+    from pipesim.plan.build import trainer_config
+
+    base, faster = load(path), load(path, ["calibration.values.fwd_bwd_efficiency=0.6"])
+    assert trainer_config(faster.plan, faster.design).framework.fwd_bwd_efficiency == 0.6
+    assert run(faster).summary()["timing_s/update_actor"] < run(base).summary()["timing_s/update_actor"]
+    with pytest.raises(PlanError) as e:
+        load(path, ["calibration.values.fwd_bwd_efficiency=1.5"])
+    assert e.value.field == "calibration.values.fwd_bwd_efficiency"

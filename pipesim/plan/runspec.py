@@ -111,6 +111,9 @@ CALIBRATED = (
 )
 """The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
 DEFAULT_STEPS = 12
+SET_TABLES = (*PLAN_TABLES, "design", "run", "calibration")
+"""The tables ``--set`` edits in a run spec: ``calibration.values.KEY`` asks what-ifs of a
+calibrated spec (``--set calibration.values.fwd_bwd_efficiency=0.5``)."""
 
 
 @dataclass(frozen=True)
@@ -376,7 +379,7 @@ def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
     (:func:`pipesim.plan.sets.apply_sets` on a run spec's tables)."""
     from pipesim.plan.sets import apply_sets as set_keys
 
-    return set_keys(data, sets, (*PLAN_TABLES, "design", "run"), "a run spec")
+    return set_keys(data, sets, SET_TABLES, "a run spec")
 
 
 def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) -> RunSpec:

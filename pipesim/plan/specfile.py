@@ -432,11 +432,11 @@ def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     data = read(path)
     if not sets:
         return data
-    from pipesim.plan.runspec import PLAN_TABLES
+    from pipesim.plan.runspec import SET_TABLES
     from pipesim.plan.sets import apply_sets
 
     run = data.get("kind") == "compute"
-    tables = (*PLAN_TABLES, "design", "run") if run else tuple(_TABLES)
+    tables = SET_TABLES if run else tuple(_TABLES)
     try:
         return apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
     except PlanError as e:
