@@ -61,6 +61,12 @@ def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
     return stats.fmt_interval(stats.bootstrap_mean(values, np.random.default_rng(TABLE_SEED)), digits)
 
 
+CLI_LIMITS = {"steps": 100_000, "seeds": 1_000}
+"""The most steps a run and seeds a study takes on the training CLIs: a run of 40 steps takes
+seconds, so these are hours to days, and far past them a typo ran until killed (``--seeds 10**8``
+first built a list of the seeds)."""
+
+
 def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The checks the training CLIs (``offpolicy.staleness``, ``lr_sweep``, ``fp8``) share, made
     before any training: a bad value is ``parser.error`` (usage, exit 2) naming the flag, not a
@@ -73,6 +79,11 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         least = 0 if flag == "eval_every" else 1  # --eval-every 0: never
         if v is not None and v < least:
             parser.error(f"--{flag.replace('_', '-')} must be at least {least}, got {v}")
+        most = CLI_LIMITS.get(flag)
+        if v is not None and most is not None and v > most:
+            parser.error(
+                f"--{flag.replace('_', '-')} must be at most {most:,} (split a longer study), got {v:,}"
+            )
     for flag in ("lags", "seed_list"):
         bad = [v for v in getattr(args, flag, None) or () if v < 0]
         if bad:

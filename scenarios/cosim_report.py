@@ -35,6 +35,7 @@ import torch
 from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
 from offpolicy.base import base_config
 from offpolicy.checks import FieldError, check_seed, shown
+from offpolicy.experiment import CLI_LIMITS
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
@@ -358,8 +359,8 @@ def cli(argv: Sequence[str]) -> int:
             return 0
         designs = _names(args.designs, list(DESIGNS), "--designs")
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
-        if args.seeds < 1:
-            raise FieldError(f"--seeds must be >= 1, got {args.seeds}", "--seeds")
+        if not 1 <= args.seeds <= CLI_LIMITS["seeds"]:
+            raise FieldError(f"--seeds must be 1 to {CLI_LIMITS['seeds']:,}, got {args.seeds:,}", "--seeds")
         if args.lr is not None and args.lr <= 0:
             raise FieldError(f"--lr must be > 0, got {args.lr}", "--lr")
         rl = RLConfig() if args.lr is None else RLConfig(lr=args.lr)

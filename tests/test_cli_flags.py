@@ -58,6 +58,9 @@ CASES: list[tuple[str, Main, list[str], str]] = [
     ("staleness-lag", staleness.main, ["--lags", "-1"], "--lags must be >= 0, got -1"),
     ("staleness-correction", staleness.main, ["--corrections", "bogus"], "unknown correction 'bogus'"),
     ("staleness-seeds", staleness.main, ["--seeds", "0"], "--seeds must be at least 1, got 0"),
+    # 10^8 seeds first built the list of them, then ran until killed
+    ("staleness-seeds-huge", staleness.main, ["--seeds", "100000000"], "--seeds must be at most 1,000"),
+    ("lr-sweep-steps-huge", lr_sweep.main, ["--steps", "100000000"], "--steps must be at most 100,000"),
     (
         "staleness-steps",
         staleness.main,
@@ -96,6 +99,7 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         "--json /no/such/dir/p.json: no directory",
     ),
     ("cosim-retable", cosim.main, ["--retable", "no-such.json"], "--retable no-such.json: cannot read it"),
+    ("cosim-seeds-huge", cosim.main, ["--seeds", "100000000"], "--seeds must be 1 to 1,000"),
     ("mismatch-threads", mismatch_main, ["--tiny", "--threads", "0"], "--threads must be at least 1, got 0"),
     (
         "mismatch-json",
