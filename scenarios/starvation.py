@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim import PipelineConfig, Scenario, run
+from pipesim.core.errors import MAX_POOL_TASKS
 from pipesim.core.validate import refuse
 from pipesim.policies.admission import AReaLThrottle, QueueAhead
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
@@ -200,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--etas: values must be distinct, got {args.etas}")
     check_output(ap, "--html", args.html)  # before the runs
     most = 4 * ((args.steps + max(args.etas) + 2) * BASE["batch_size"] + BASE["n_slots"])
+    if most > MAX_POOL_TASKS:  # the pool of task lengths drawn up front: 10^8 steps asked for 95 GiB
+        ap.error(
+            f"--steps {args.steps:,} with --etas up to {max(args.etas):,}: the runs would draw {most:,} "
+            f"task lengths, more than the {MAX_POOL_TASKS:,} a run may; fewer steps or smaller etas"
+        )
     with np.errstate(over="ignore"):  # the overflow is the error below, not a warning
         longest = float(task_durations(most, sigma=args.sigma, seed=args.seed).max())
     if not math.isfinite(longest):  # exp(sigma z) overflowed: the runs would refuse an inf length
