@@ -148,7 +148,8 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         (["run", "fig13.1-sync", "--json", "pyproject.toml/run.json"], "'pyproject.toml' is a file"),
         (["run", "fig13.1-sync", "--html", "tests"], "--html: 'tests' is a directory"),
         (["run", "fig13.1-sync", "--events", "no/such/dir/ev.csv"], "does not exist"),
-        (["sweep", "fig13.1-sync", "--workers", "-1"], "--workers must be >= 1"),
+        (["sweep", "fig13.1-sync", "--workers", "-1"], "--workers must be at least 1"),
+        (["sweep", "fig13.1-sync", "--workers", "100000"], "--workers 100,000: at most"),  # processes
         (["sweep", "fig13.1-sync", "--csv", "no/such/dir/x.csv"], "--csv: directory"),
         (["report", "--seeds", "0"], "--seeds must be >= 1"),
         (

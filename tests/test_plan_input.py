@@ -370,3 +370,20 @@ def test_other_options_out_of_range(
 ) -> None:
     (tmp_path / "s.toml").write_text(SPEC)
     assert f"{option} must be" in run_cli(tmp_path / "s.toml", option, value, capsys=capsys)
+
+
+def test_more_workers_than_the_machine_can_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_search: None
+) -> None:
+    """Each worker is a process and the runs are CPU-bound: 1,000 on a few CPUs is refused before
+    any process starts, naming --workers (the CLI) or workers (the API)."""
+    from pipesim.io.cli_options import max_workers
+
+    (tmp_path / "s.toml").write_text(SPEC)
+    too_many = max_workers() + 1
+    assert "--workers" in run_cli(tmp_path / "s.toml", "--workers", str(too_many), capsys=capsys)
+    from pipesim.plan.search import plan as real_plan  # the fixture stands in for pipesim.plan.plan
+
+    with pytest.raises(plan.PlanError) as info:
+        real_plan(plan.load(tmp_path / "s.toml"), workers=too_many)
+    assert info.value.field == "workers"

@@ -87,6 +87,7 @@ BAD: list[tuple[str, Callable[[], object], type[BaseException], str]] = [  # id,
     ("no-scenarios", lambda: grid({}), FieldError, "scenarios"),
     ("executor-text", lambda: sweep(small(), seeds=1, executor="x"), FieldError, "executor"),  # type: ignore[arg-type]
     ("workers-negative", lambda: sweep(small(), seeds=1, workers=-1), FieldError, "workers"),
+    ("workers-too-many", lambda: sweep(small(), seeds=1, workers=10**6), FieldError, "workers"),  # processes
     ("workers-fraction", lambda: sweep(small(), seeds=1, workers=2.5), FieldError, "workers"),  # type: ignore[arg-type]
     # a value twice in one axis: the field indexes the repeat
     ("twice", lambda: grid(small(), over={"max_staleness": [1, 1]}), FieldError, "over.max_staleness[1]"),

@@ -36,6 +36,36 @@ __all__ = [
     "open_dask",
 ]
 
+WORKERS_PER_CPU = 4
+"""The most ``--workers`` processes per CPU: each is a process with its own copy of pipesim, and a
+simulation is CPU-bound, so more only add memory (1,000 on 2 CPUs started one process per task)."""
+
+
+def max_workers() -> int:
+    """The most worker processes a pool of pipesim's own takes on this machine."""
+    import os
+
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
+def workers_problem(n: int | None) -> str | None:
+    """What is wrong with a ``--workers`` count (None: not given, or nothing wrong): below 1, or
+    above :data:`WORKERS_PER_CPU` per CPU of this machine."""
+    import os
+
+    if n is None:
+        return None
+    if n < 1:
+        return f"--workers must be at least 1, got {n}"
+    cpus = os.cpu_count() or 1
+    if n > max_workers():
+        return (
+            f"--workers {n:,}: at most {max_workers()} on this machine ({cpus} CPUs, "
+            f"{WORKERS_PER_CPU} processes each: the runs are CPU-bound, and each worker is a process)"
+        )
+    return None
+
+
 SCENARIO_HELP = (
     "a registered name (pipesim list), a scenario file (.toml, .yaml, .yml), package.module:factory "
     "or path/to/file.py:factory; e.g. systems:areal, my.toml, ./mine.py:make"

@@ -27,7 +27,7 @@ from pipesim.io.cli_common import (
     split_values,
     table,
 )
-from pipesim.io.cli_options import DaskError, close_dask, open_dask
+from pipesim.io.cli_options import DaskError, close_dask, open_dask, workers_problem
 from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
@@ -130,8 +130,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if (problem := workers_problem(args.workers)) is not None:
+        raise UsageError(problem)
     timeout_s = cell_limit(args.timeout_s, args.dask)
     check_output("csv", args.csv)
     check_output("html", args.html)

@@ -18,6 +18,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
+from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
@@ -26,8 +27,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if (problem := workers_problem(args.workers)) is not None:
+        raise UsageError(problem)
     check_output("out", args.out)
     if args.run is not None:
         from pipesim.io.viz import run_page

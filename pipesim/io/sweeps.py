@@ -158,7 +158,9 @@ def sweep(
     if executor is not None and (refusal := timeout_refusal(executor, timeout_s)) is not None:
         raise FieldError(refusal, "timeout_s")
     if workers is not None:
-        check_int("workers", workers, 1)
+        from pipesim.io.cli_options import max_workers
+
+        check_int("workers", workers, 1, max_workers(), "CPU-bound runs: 4 processes per CPU at most")
     cells = grid(scenarios, over, seeds)
     own = executor is None
     if own or (executor is not None and reimports_main(executor)):

@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import Any
 
-from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask
+from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask, workers_problem
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import MAX_SEED
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
@@ -158,8 +158,8 @@ def _check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the options, before the spec is read or anything runs; None: nothing."""
     from pipesim.io.cli_common import UsageError, check_output
 
-    if args.workers < 1:
-        return f"--workers must be at least 1, got {args.workers}"
+    if (problem := workers_problem(args.workers)) is not None:
+        return problem
     if not 0 <= args.seed < MAX_SEED:
         return f"--seed must be an integer in [0, 2**32) (the range of Optuna's sampler), got {args.seed}"
     if args.trials is not None and args.trials < 1:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.io.cli_options import max_workers
 from pipesim.plan.build import candidates, check_fits, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
@@ -358,7 +359,7 @@ def plan(
     (:class:`~pipesim.plan.cache.DiskCache`). Ctrl-C raises :class:`PlanInterrupted` with what
     finished."""
     check_seed(seed)
-    integer("workers", workers, 1)
+    integer("workers", workers, 1, max_workers())  # CPU-bound runs: 4 processes per CPU at most
     own = executor is None and workers > 1
     ex = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint) if own else executor
     try:

@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import sigterm_as_interrupt, write_atomic
 from scenarios.outputs import check_output
 from scenarios.published import common
@@ -249,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
     ap.add_argument("--workers", type=int, default=1, metavar="N", help="processes for the runs (default 1)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.workers < 1:
-        ap.error("--workers must be at least 1")
+    if (problem := workers_problem(args.workers)) is not None:
+        ap.error(problem)
     check_output(ap, "--json", args.json)  # before the runs
     t0 = time.perf_counter()
 
