@@ -251,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--steps must be at least 1")
     check_output(ap, "--json", args.json)  # before the runs
     wl = workload(args.lengths)
-    runs = run_designs(args.steps, wl)
+    try:
+        runs = run_designs(args.steps, wl)
+    except ValueError as exc:  # a run that cannot start (10^8 steps: the task pool): one line
+        ap.error(f"--steps {args.steps:,}: {' '.join(str(exc).split())}")
     print(report(replica_throughput(wl=wl), runs))
     if args.json:
         with open(args.json, "w") as f:

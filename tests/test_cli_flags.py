@@ -32,6 +32,12 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         "--etas: a staleness bound must be >= 0, got -1",
     ),
     ("starvation-steps", starvation.main, ["--steps", "0"], "--steps must be at least 1, got 0"),
+    (
+        "compute-steps-huge",
+        scenario_compute.main,
+        ["--steps", "100000000"],
+        "--steps 100,000,000: ",
+    ),  # a traceback
     # the task lengths are drawn up front: 10^8 steps was a numpy MemoryError traceback (95 GiB)
     ("starvation-steps-huge", starvation.main, ["--steps", "100000000"], "--steps 100,000,000 with --etas"),
     ("starvation-seed", starvation.main, ["--seed", "-1"], "--seed must be >= 0, got -1"),
