@@ -72,3 +72,24 @@ def test_a_saved_run_gives_the_same_trace_discards_included(tmp_path: pytest.Tem
     buffered = [[e for e in t if e["ph"] == "C" and e["name"] == "buffered"] for t in (live, again)]
     assert buffered[0] == buffered[1]
     assert min(e["args"]["episodes"] for e in buffered[1]) >= 0
+
+
+def test_a_trace_too_large_to_open_is_refused_naming_the_events(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    """Above MAX_TRACE_EVENTS the trace is refused before any JSON is built (a verl-scale run was
+    gigabytes), one line naming ``events`` from the CLI; at the bound it is written."""
+    from pipesim.core.validate import FieldError
+    from pipesim.io import trace
+    from pipesim.io.cli import main
+
+    res = pipesim.run(pipesim.Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=3)))
+    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", len(res.events) - 1)
+    with pytest.raises(FieldError) as info:
+        run_to_trace(res)
+    assert info.value.field == "events"
+    out = tmp_path / "t.json"  # type: ignore[operator]
+    assert main(["trace", "fig13.1-sync", "--out", str(out)]) == 2
+    assert not out.exists()
+    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", len(res.events))
+    assert run_to_trace(res)["traceEvents"]

@@ -35,6 +35,10 @@ from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
 
 GEN_PID, TRAIN_PID, SYNC_PID = 1, 2, 3
+MAX_TRACE_EVENTS = 1_000_000
+"""The most events a trace takes: about 300 bytes of JSON each, so 300 MB, past what a browser's
+trace viewer opens (a verl-scale run has millions; the aggregate view of ``pipesim run --html``
+draws any run)."""
 US = 1_000_000.0
 
 
@@ -164,6 +168,13 @@ def events_to_trace(
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
         raise FieldError(f"events table lacks columns {sorted(missing)}", sorted(missing)[0])
+    if len(events) > MAX_TRACE_EVENTS:
+        raise FieldError(
+            f"events: the run has {len(events):,} events, more than the {MAX_TRACE_EVENTS:,} a trace takes "
+            f"(about {len(events) * 300 / 1e9:.1f} GB of JSON, past what a viewer opens): trace fewer steps, "
+            "or draw the run with `pipesim run --html` (its aggregate view takes any size)",
+            "events",
+        )
     for col in ("start_s", "end_s"):
         times = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
         bad = np.nonzero(~np.isfinite(times))[0]
