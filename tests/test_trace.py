@@ -93,3 +93,18 @@ def test_a_trace_too_large_to_open_is_refused_naming_the_events(
     assert not out.exists()
     monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", len(res.events))
     assert run_to_trace(res)["traceEvents"]
+
+
+def test_run_writes_its_other_outputs_before_a_refused_trace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    """``pipesim run --trace`` of a run too large to trace: the JSON and the saved run are kept
+    (the trace comes last), the command exits 2 naming events."""
+    from pipesim.io import trace
+    from pipesim.io.cli import main
+
+    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", 10)
+    js, saved, tr = (tmp_path / n for n in ("r.json", "saved", "t.json"))  # type: ignore[operator]
+    argv = ["run", "fig13.1-sync", "--json", str(js), "--save", str(saved), "--trace", str(tr)]
+    assert main(argv) == 2
+    assert js.exists() and saved.is_dir() and not tr.exists()

@@ -242,8 +242,9 @@ def write_run_outputs(
     html_page: Callable[[], str],
 ) -> None:
     """What ``pipesim run`` writes beside its summary, for a slot scenario and a run spec alike:
-    ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--trace``, ``--save``
-    (``saved`` is the line it prints) and ``--html`` (``html_page()``), each written atomically."""
+    ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--save`` (``saved``
+    is the line it prints), ``--html`` (``html_page()``) and, last, ``--trace`` (refused above
+    :data:`pipesim.io.trace.MAX_TRACE_EVENTS` once the others are written), each atomically."""
     from pipesim.io.interrupts import write_atomic, write_text_atomic
 
     if args.json and payload is not None:
@@ -260,14 +261,14 @@ def write_run_outputs(
         else:
             write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
         print(f"wrote {args.events}", file=out)
-    if args.trace:
-        from pipesim.io.trace import write_trace
-
-        write_atomic(args.trace, lambda p: write_trace(result, p))
-        print(f"wrote {args.trace}", file=out)
     if args.save:
         result.save(args.save)
         print(saved, file=out)
     if args.html:
         write_text_atomic(args.html, html_page())
         print(f"wrote {args.html}", file=out)
+    if args.trace:  # last: a run too large to trace is refused after the other outputs are kept
+        from pipesim.io.trace import write_trace
+
+        write_atomic(args.trace, lambda p: write_trace(result, p))
+        print(f"wrote {args.trace}", file=out)
