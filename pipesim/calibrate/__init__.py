@@ -110,8 +110,8 @@ class Calibration:
         lines = [f"calibrated from {self.log.path} ({len(self.log)} steps, sha256 {self.log.sha256[:12]}...)"]
         for k, v in self.values.items():
             lines.append(f"  {k:<24} {v.value:>12.5g}   95% [{v.lo:.5g}, {v.hi:.5g}]   ({v.how})")
-        for note in self.not_identified:
-            lines.append(f"  not identified: {note}")
+        for note in self.not_identified:  # what the log leaves unidentified, and how the fit read it
+            lines.append(f"  note: {note}")
         if self.residuals:
             lines.append(f"held-out steps {self.held_out}: (logged - predicted) / logged")
             for k, r in self.residuals.items():
