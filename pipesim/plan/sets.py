@@ -41,8 +41,11 @@ def apply_sets(
         key = key.strip()
         parts = key.split(".")
         if not eq or len(parts) < 2 or not all(parts):
-            example = ", ".join(f"{t}.KEY" for t in tables[:2])
-            raise PlanError(f"--set {shown(pair)}: {what} takes TABLE.KEY=VALUE (e.g. {example})", key)
+            raise PlanError(
+                f"--set {shown(pair)}: {what} takes TABLE.KEY=VALUE (e.g. cluster.n_gpus=32), TABLE one "
+                f"of {', '.join(tables)}",
+                key,
+            )
         if parts[0] not in tables:
             raise PlanError(
                 f"--set {key}: unknown table {parts[0]!r}{did_you_mean(parts[0], tables)} "
