@@ -367,8 +367,7 @@ def check_log(log: TrainingLog, rs: RunSpec) -> None:
     its turns' responses and observations: what verl counts as one response), LogError naming the
     column, its step and the cap."""
     wl = rs.plan.workload
-    prompt = wl.prompt if isinstance(wl.prompt, int) else wl.max_prompt_tokens
-    cap = wl.max_sequence_tokens - prompt
+    cap = wl.longest_response_tokens
     what = "workload.max_response_tokens" + (" x agent.turns + observations" if wl.agent is not None else "")
     for c in ("response_length/mean", "response_length/max"):
         if not log.has(c):

@@ -281,13 +281,23 @@ class TokenWorkload:
         return dataclasses.replace(self, trajectory=one, drift_per_version=0.0)
 
     @property
-    def max_sequence_tokens(self) -> int:
-        """The longest sequence a sample can become (largest prompt + ``max_response_tokens``)."""
-        prompt = self.prompt if isinstance(self.prompt, int) else self.max_prompt_tokens
+    def longest_prompt_tokens(self) -> int:
+        """The largest prompt: the fixed one, or ``max_prompt_tokens`` for a drawn one."""
+        return self.prompt if isinstance(self.prompt, int) else self.max_prompt_tokens
+
+    @property
+    def longest_response_tokens(self) -> int:
+        """The longest response a sample can hold: ``max_response_tokens``, or for agent episodes
+        every turn's response and the observations between them (what verl logs as one response)."""
         if self.agent is None:
-            return prompt + self.max_response_tokens
+            return self.max_response_tokens
         a = self.agent
-        return prompt + a.turns * self.max_response_tokens + (a.turns - 1) * a.observation_tokens
+        return a.turns * self.max_response_tokens + (a.turns - 1) * a.observation_tokens
+
+    @property
+    def max_sequence_tokens(self) -> int:
+        """The longest sequence a sample can become (largest prompt + longest response)."""
+        return self.longest_prompt_tokens + self.longest_response_tokens
 
     def check_context(self, context_tokens: int) -> None:
         """``ValueError`` naming ``max_response_tokens`` (and, for agent episodes, ``agent.turns``

@@ -57,10 +57,10 @@ def workers_problem(n: int | None) -> str | None:
         return None
     if n < 1:
         return f"--workers must be at least 1, got {n}"
-    cpus = os.cpu_count() or 1
-    if n > max_workers():
+    most = max_workers()
+    if n > most:
         return (
-            f"--workers {n:,}: at most {max_workers()} on this machine ({cpus} CPUs, "
+            f"--workers {n:,}: at most {most} on this machine ({os.cpu_count() or 1} CPUs, "
             f"{WORKERS_PER_CPU} processes each: the runs are CPU-bound, and each worker is a process)"
         )
     return None

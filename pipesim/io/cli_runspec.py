@@ -51,7 +51,6 @@ def phases_first(summary: dict[str, float]) -> dict[str, float]:
 
 def run_spec(args: argparse.Namespace) -> int:
     """``pipesim run SPEC.toml`` for a run spec (see the module docstring)."""
-    from pipesim.calibrate.predict import MAX_DRAWS
     from pipesim.plan.runspec import run
 
     check_output("json", args.json, stdout=True)
@@ -60,8 +59,11 @@ def run_spec(args: argparse.Namespace) -> int:
     check_output("trace", args.trace)
     check_save_dir(args.save)
     n = getattr(args, "intervals", None)
-    if n is not None and not 2 <= n <= MAX_DRAWS:
-        raise UsageError(f"--intervals must be 2 to {MAX_DRAWS:,} runs (each is a whole run), got {n}")
+    if n is not None:
+        from pipesim.calibrate.predict import MAX_DRAWS
+
+        if not 2 <= n <= MAX_DRAWS:
+            raise UsageError(f"--intervals must be 2 to {MAX_DRAWS:,} runs (each is a whole run), got {n}")
     rs = _load(args)
     if n is not None and not rs.data.get("calibration", {}).get("values"):
         raise UsageError(

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
+__all__ = ["ignore_sigint", "sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
+
+
+def ignore_sigint() -> None:
+    """A pool worker's initializer: leave Ctrl-C to the parent (a terminal sends it to the whole
+    process group), which keeps what finished and stops the pool; no worker answers a task with
+    KeyboardInterrupt or prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

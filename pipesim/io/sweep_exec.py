@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
+from pipesim.io.interrupts import ignore_sigint
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -156,12 +157,6 @@ def default_executor(workers: int | None = None) -> ProcessPoolExecutor:
     # torch only serves the chapter's draws (AgentDurations); a missing torch is skipped here
     ctx.set_forkserver_preload(["pipesim.io.api", "torch"])
     return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=ignore_sigint)
-
-
-def ignore_sigint() -> None:
-    """A pool worker leaves Ctrl-C to its parent (no worker answers a cell with KeyboardInterrupt,
-    and none prints a traceback); the parent kills the workers when it stops."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # -- the main-module guard ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pipesim.compute.profiles import profile
 from pipesim.plan.checks import (
     PlanError,
 )
-from pipesim.plan.space import Design, PlanSpec
+from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
 
 def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
@@ -61,6 +61,7 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
         step_overhead_s=spec.step_overhead_s,
         profile=prof,
         recompute_old_logp=spec.recompute_old_logp,
+        # the batch knobs (BATCH_KNOBS) by name, so each keeps its own type for the checker
         ppo_mini_batch_samples=spec.ppo_mini_batch_samples,
         micro_batch_tokens=spec.micro_batch_tokens,
         log_prob_micro_batch_tokens=spec.log_prob_micro_batch_tokens,
@@ -73,12 +74,7 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
 
 def batch_knobs(spec: PlanSpec) -> dict[str, int | None]:
     """The trainer's batch knobs of ``spec`` as :class:`~pipesim.compute.TrainerConfig` names them."""
-    return {
-        "ppo_mini_batch_samples": spec.ppo_mini_batch_samples,
-        "micro_batch_tokens": spec.micro_batch_tokens,
-        "log_prob_micro_batch_tokens": spec.log_prob_micro_batch_tokens,
-        "sequence_parallel": spec.sequence_parallel,
-    }
+    return {k: getattr(spec, k) for k in BATCH_KNOBS}
 
 
 def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
@@ -117,7 +113,7 @@ def context_problem(spec: PlanSpec, context_tokens: int) -> str | None:
     longest = w.max_sequence_tokens
     if longest <= context_tokens:
         return None
-    prompt = w.prompt if isinstance(w.prompt, int) else w.max_prompt_tokens
+    prompt = w.longest_prompt_tokens
     parts = [f"prompt {prompt:,}"]
     if w.agent is None:
         parts.append(f"max_response_tokens {w.max_response_tokens:,}")

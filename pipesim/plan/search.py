@@ -20,7 +20,6 @@ and run the survivors in full over several seeds.
 from __future__ import annotations
 
 import math
-import signal
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pipesim.io.cli_options import max_workers
+from pipesim.io.interrupts import ignore_sigint
 from pipesim.plan.build import candidates, check_fits, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
@@ -361,7 +361,7 @@ def plan(
     check_seed(seed)
     integer("workers", workers, 1, max_workers())  # CPU-bound runs: 4 processes per CPU at most
     own = executor is None and workers > 1
-    ex = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint) if own else executor
+    ex = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint) if own else executor
     try:
         result = search(spec, seed=seed, executor=ex, progress=progress, cache=cache)
         if with_sensitivity:
@@ -383,12 +383,6 @@ def plan(
     finally:
         if own and ex is not None:
             ex.shutdown()
-
-
-def _ignore_sigint() -> None:
-    """A worker process leaves Ctrl-C to the parent (the terminal sends it to the whole group):
-    the parent stops the pool, and no worker prints a traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _stop(ex: ProcessPoolExecutor) -> None:

@@ -42,6 +42,7 @@ from pipesim.plan.checks import (
 from pipesim.plan.resolve import resolve_gpu, resolve_model
 
 __all__ = [
+    "BATCH_KNOBS",
     "UPDATES",
     "Constraints",
     "Design",
@@ -53,6 +54,14 @@ __all__ = [
 ]
 
 UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
+BATCH_KNOBS = (
+    "ppo_mini_batch_samples",
+    "micro_batch_tokens",
+    "log_prob_micro_batch_tokens",
+    "sequence_parallel",
+)
+"""The trainer's batch knobs: :class:`PlanSpec` fields, ``[model]`` keys and
+:class:`~pipesim.compute.TrainerConfig` fields of the same names (verl's in :mod:`pipesim.plan.keys`)."""
 METHODS = ("auto", "grid", "slices", "optuna")
 
 

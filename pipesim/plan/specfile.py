@@ -34,7 +34,16 @@ from typing import Any
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
-from pipesim.plan.space import UPDATES, Constraints, Design, PlanSpec, Space, resolve_gpu, resolve_model
+from pipesim.plan.space import (
+    BATCH_KNOBS,
+    UPDATES,
+    Constraints,
+    Design,
+    PlanSpec,
+    Space,
+    resolve_gpu,
+    resolve_model,
+)
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 _NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
@@ -52,10 +61,7 @@ _TABLES = {
         "framework",
         "tool_kv",
         "recompute_old_logp",
-        "ppo_mini_batch_samples",
-        "micro_batch_tokens",
-        "log_prob_micro_batch_tokens",
-        "sequence_parallel",
+        *BATCH_KNOBS,
         "balance",
     },
     "workload": {
@@ -374,12 +380,7 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["tool_kv"] = mo.string("tool_kv")
     if "recompute_old_logp" in mo:  # false: the rollout's log-probs (verl's use_rollout_log_probs)
         extra["recompute_old_logp"] = mo.flag("recompute_old_logp")
-    for k in (
-        "ppo_mini_batch_samples",
-        "micro_batch_tokens",
-        "log_prob_micro_batch_tokens",
-        "sequence_parallel",
-    ):
+    for k in BATCH_KNOBS:
         if k in mo:  # the trainer's batch knobs (verl's names in pipesim.plan.keys)
             extra[k] = mo.integer(k, lo=1)
     if "balance" in mo:  # how the framework deals samples to ranks (pipesim.compute.balance)
