@@ -125,6 +125,7 @@ FIELD_VALUES: dict[str, Any] = {
     "reprefill_tokens": st.floats(0, 1e6),
     "reprefill_s": st.floats(0, 1e4),
     "discarded_s": st.none() | st.floats(0, 1e6),
+    "tokens_before_update": st.floats(0, 1e6),
 }
 field_values = st.fixed_dictionaries(FIELD_VALUES)
 

@@ -34,6 +34,7 @@ from pipesim.compute import (
 from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS, profiles
 from pipesim.core.validate import FieldError
 from scenarios import published
+from scenarios.published.april import offpolicy_sensitivity
 
 KEYS = {
     "claim", "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high",
@@ -307,6 +308,31 @@ def test_smoke_april(fresh_runs):
     assert base.steps == april.steps == 8
     assert published.rollout_throughput(april) > published.rollout_throughput(base)
     assert re.search(r"APRIL", published.table(rows))
+    # the held-out off-policy ratio (README: about 40%) is shown beside the run's, never scored:
+    # slime's loop trains on-policy; APRIL's carried-over samples are generated partly (or wholly,
+    # a finished sample whose group was still running) by an older policy
+    assert base.summary["offpolicy_token_share"] == base.summary["partial_rollout/off_policy_ratio"] == 0.0
+    assert (
+        0.0 < april.summary["partial_rollout/off_policy_ratio"] < april.summary["offpolicy_token_share"] < 1.0
+    )
+    assert april.summary["mixed_version_share"] > 0.0
+    assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
+
+
+def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(capsys, fresh_runs):
+    """``--april-offpolicy``: APRIL's off-policy ratio over length scales and spreads (a held-out
+    diagnosis); its row at the entry's own lengths is the scored run, gain for gain."""
+    assert published.main(["--april-offpolicy"]) == 0
+    out = capsys.readouterr().out
+    assert "README's about 40%" in out and len(out.strip().splitlines()) == 2 + 5 + 4
+    rows = offpolicy_sensitivity()
+    entry = length_spec(published.LENGTHS_QWEN3)
+    own = (entry.sigma, entry.difficulty_sigma)
+    point = next(r for r in rows if r["scale"] == 1.0 and (r["sigma"], r["difficulty_sigma"]) == own)
+    a, b = published.april_run(True), published.april_run(False)
+    assert point["gain"] == published.rollout_throughput(a) / published.rollout_throughput(b)
+    assert point["off_policy_ratio"] == a.summary["partial_rollout/off_policy_ratio"]
+    assert all(0.0 < r["off_policy_ratio"] <= 0.5 and 0.0 < r["offpolicy_token_share"] < 1.0 for r in rows)
 
 
 @pytest.mark.slow

@@ -67,6 +67,7 @@ class Seq:
         "fresh",
         "group",
         "ref",
+        "gen_at_update",
     )
 
     def __init__(
@@ -98,6 +99,7 @@ class Seq:
         self.fresh = prompt  # context tokens never prefilled yet (the rest of a prefill is recompute)
         self.group = -1  # its prompt group, where the replica shares prompts (share_group_prefix)
         self.ref = False  # it holds a reference on its group's shared prompt KV
+        self.gen_at_update = 0.0  # tokens it had generated when its replica's weights last changed
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -62,6 +62,7 @@ from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
+from pipesim.results.columns import S_TRAINED
 from pipesim.results.names import Summary
 from pipesim.results.run import RunResult
 
@@ -195,6 +196,21 @@ class ComputeRun:
         dealt = {step for step, _ in self.dealt_log}
         actual = sum(p["update_actor"] for step, _, p in self.phase_log if step in dealt)
         s["trainer/rank_wait_share"] = 1.0 - sum(self.balanced_update_s) / actual if actual > 0 else 0.0
+        # per token, the share of trained samples an older policy generated (ledger.py); per
+        # sample, the share generated under more than one version (a partial rollout's)
+        led = self.ledger
+        s["offpolicy_token_share"] = led.offpolicy_trained / led.trained if led.trained > 0 else 0.0
+        cols, n_trained = self.result.columns, s["episodes_trained"]
+        if n_trained:
+            mixed = int(np.count_nonzero(cols.tokens_before_update[cols.status == S_TRAINED] > 0))
+        else:
+            mixed = 0
+        s["mixed_version_share"] = mixed / n_trained if n_trained else 0.0
+        # slime/APRIL's own ratio (its megatron_utils/data.py): the prefixes of resumed samples
+        # over the tokens decoded plus those prefixes (each prefix counted once, when it resumes)
+        resumed = cols.total("tokens_before_update")
+        denom = led.generated + resumed
+        s["partial_rollout/off_policy_ratio"] = resumed / denom if denom > 0 else 0.0
         g = self.groups
         s.update(
             groups_trained=float(g.groups_trained) if g else math.nan,
@@ -307,7 +323,7 @@ def run_compute(
     group_stats = batching.stats(p) if batching is not None else None
     filtered = group_stats.filtered_ids if group_stats is not None else ()
     over_length = isinstance(p.scenario.batching, DropOverlong)
-    ledger = token_ledger(p.episodes, source, engines, filtered, over_length)
+    ledger = token_ledger(p.episodes, source, engines, filtered, over_length, result.newest_versions)
     if not ledger.closes():  # a loss no summary would show: refused, not reported
         raise PipelineError(
             f"the token ledger does not close: {ledger.generated:,.0f} tokens generated, "

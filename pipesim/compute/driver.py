@@ -90,6 +90,7 @@ class ReplicaDriver(BatchState):
         self._updates = pipeline.updates  # the host's list (appended to, never replaced mid-run)
         self.n_slots = n_slots
         self.version = 0
+        self._weights_version = 0  # the version its sequences' gen_at_update was taken at
         self.behind = False  # no quiet completions here
         self.source = source
         # the table's lookup and containers, bound once (a table appends to its lists and writes
@@ -361,6 +362,8 @@ class ReplicaDriver(BatchState):
             ep.update_to = n_upd
             g = clock - seq.origin  # generated_s(ep)
             ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
+            if seq.gen_at_update > 0.0:
+                ep.tokens_before_update = seq.gen_at_update
             episodes.append(ep)
         self.p.on_finished(episodes, now)
 

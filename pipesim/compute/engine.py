@@ -173,6 +173,8 @@ class ComputeReplica(ReplicaDriver):
             ev.succeed()
 
     def resume(self) -> None:
+        if self.version != self._weights_version:
+            self._weights_changed()
         if self.paused_since is None:
             return
         now = self.env.now
@@ -184,6 +186,22 @@ class ComputeReplica(ReplicaDriver):
         self._stall_left = 0.0
         self._rate()
         self._step(now)
+
+    def _weights_changed(self) -> None:
+        """The kernel gave this replica new weights (it sets ``version``, then resumes it): each
+        sequence on it notes the tokens it generated under the old ones (``gen_at_update``, the
+        episode's ``tokens_before_update`` when it finishes). Paused, the clock is where the pause
+        left it; an atomic swap while generating reads it without moving it (no event changes)."""
+        self._weights_version = self.version
+        v = self.v
+        if self.paused_since is None and self.n:
+            if self._dirty:
+                self._advance(self.env.now)
+                v = self.v
+            else:
+                v = self._v_at(self.env.now)
+        for seq in self._resident() + self._off_gpu():
+            seq.gen_at_update = seq.gen_before + (v - seq.v_start if seq.stamp > 0 else 0.0)
 
     def drained(self) -> simpy.Event:
         ev = self.env.event()
@@ -272,6 +290,7 @@ class ComputeReplica(ReplicaDriver):
             self._generated[seq.id] = self._generated_tokens(seq)
             if seq.ep is not None:
                 seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
+                seq.ep.tokens_before_update = seq.gen_at_update
 
     def timeline_frame(self) -> pd.DataFrame:
         """This replica over time, one row per bin of its series (see :func:`timeline_frame`)."""

@@ -18,6 +18,15 @@ out of ``discarded_stale`` and the closure stays exact. Recomputed tokens (a
 preemption's or a sync's re-prefill) are prefill, not generation, and are not in the ledger; the
 engines count them (``recompute_tokens``). ``truncated_trained`` (informational, inside
 ``trained``) is the tokens of trained samples cut at ``max_response_tokens``.
+
+``offpolicy_trained`` (informational, inside ``trained``) is the tokens of trained samples that a
+policy older than the trainer's generated (:func:`offpolicy_tokens`): all of a sample whose
+newest generating version is older than the version that trained it, and the part a partial
+rollout generated before its last weight update (``Episode.tokens_before_update``) of a sample
+trained on the version it finished under. The chapter's Section 13.3 point, per token: "no single
+policy generated it". A synchronous run trains none. (slime's ``off_policy_ratio``, which APRIL's
+README puts at "about 40%", counts something else, the prefixes of resumed samples over the tokens
+decoded: ``partial_rollout/off_policy_ratio`` in a compute run's summary.)
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ class TokenLedger:
     in_flight: float
     truncated_trained: float
     discarded_over_length: float = 0.0
+    offpolicy_trained: float = 0.0
 
     @property
     def discarded(self) -> float:
@@ -101,6 +111,7 @@ def token_ledger(
     engines: Sequence[ComputeReplica],
     filtered: Collection[int] = (),
     over_length: bool = False,
+    newest: npt.NDArray[np.int64] | None = None,
 ) -> TokenLedger:
     """The ledger of a finished run (call the engines' ``flush`` first, as ``run_compute`` does).
 
@@ -108,6 +119,8 @@ def token_ledger(
     policy drops truncated samples (:class:`~pipesim.policies.batching.DropOverlong`), so a
     discarded sample that was truncated was dropped for its length. The others were stale.
     Each term is summed over the episodes in id order, as columns (the side table read as arrays).
+    ``newest``: per episode, the newest version it generated under (``RunResult.newest_versions``),
+    for ``offpolicy_trained`` (0 without it).
     """
     cols = EpisodeColumns(episodes)  # archived episodes are read from their arrays, not rebuilt
     ids = np.asarray(cols.id, dtype=np.intp)
@@ -130,4 +143,29 @@ def token_ledger(
     cut = (bins == _BIN["trained"]) & trunc
     truncated = _sum_by(np.zeros(int(cut.sum()), dtype=np.intp), tokens[cut], 1)[0]
     generated = sum(e.tokens_generated for e in engines)
-    return TokenLedger(generated=generated, truncated_trained=truncated, **sums)
+    trained = bins == _BIN["trained"]
+    off = 0.0
+    if newest is not None and trained.any():
+        off_each = offpolicy_tokens(
+            tokens[trained],
+            cols.tokens_before_update[trained],
+            cols.trained_version[trained],
+            newest[trained],
+        )
+        off = _sum_by(np.zeros(len(off_each), dtype=np.intp), off_each, 1)[0]
+    return TokenLedger(generated=generated, truncated_trained=truncated, offpolicy_trained=off, **sums)
+
+
+def offpolicy_tokens(
+    tokens: npt.NDArray[np.float64],
+    before_update: npt.NDArray[np.float64],
+    trained_version: npt.ArrayLike,
+    newest_version: npt.ArrayLike,
+) -> npt.NDArray[np.float64]:
+    """Per trained sample, its tokens that a policy older than the trainer's generated.
+
+    A sample whose newest generating version is older than the version that trained it is
+    off-policy whole; one trained on the version it finished under is off-policy for the tokens it
+    generated before its last weight update (``before_update``, at most its tokens)."""
+    stale = np.asarray(trained_version) > np.asarray(newest_version)
+    return np.where(stale, tokens, np.minimum(before_update, tokens))

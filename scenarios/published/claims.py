@@ -7,13 +7,14 @@ study's calibration row (``docs/published.md``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from scenarios.published import areal
-from scenarios.published.april import april_run
+from scenarios.published.april import APRIL_OFFPOLICY_README, april_run
 from scenarios.published.areal import (
     AREAL_ETA,
     AREAL_STEPS,
@@ -93,12 +94,18 @@ def _april_gain(v: Variant) -> float:
 
 
 def _april_diag(v: Variant) -> str:
-    """Rollout seconds per step, and (not scored) the gain in trained *tokens* per rollout second:
-    the first groups to complete are the short ones, so samples per second favour APRIL more."""
+    """Rollout seconds per step, and (not scored) the gain in trained *tokens* per rollout second
+    (the first groups to complete are the short ones, so samples per second favour APRIL more),
+    and APRIL's own off-policy ratio (resumed prefixes over the tokens decoded plus those,
+    ``partial_rollout/off_policy_ratio``) against the README's, over the run's 8 steps."""
     b, a = april_run(False, 8, v), april_run(True, 8, v)
     gb, ga = 1.0 / rollout_throughput(b), 1.0 / rollout_throughput(a)
     tokens = (a.tokens_trained / a.steps / ga) / (b.tokens_trained / b.steps / gb) - 1.0
-    return f"rollout per step: sync {gb:.1f} s, APRIL {ga:.1f} s; tokens/s gain {100 * tokens:+.0f}%"
+    off = a.summary.get("partial_rollout/off_policy_ratio", math.nan)
+    return (
+        f"rollout per step: sync {gb:.1f} s, APRIL {ga:.1f} s; tokens/s gain {100 * tokens:+.0f}%; "
+        f"off-policy ratio {100 * off:.0f}% (README: about {100 * APRIL_OFFPOLICY_README:.0f}%)"
+    )
 
 
 def _roll_diag(v: Variant) -> str:

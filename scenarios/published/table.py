@@ -249,7 +249,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scenarios.published", description=DESCRIPTION)
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
     ap.add_argument("--workers", type=int, default=1, metavar="N", help="processes for the runs (default 1)")
+    ap.add_argument(
+        "--april-offpolicy",
+        action="store_true",
+        help="print only APRIL's off-policy ratio against its README's, over length scales and spreads",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.april_offpolicy:
+        from scenarios.published.april import offpolicy_report
+
+        print(offpolicy_report())
+        return 0
     if (problem := workers_problem(args.workers)) is not None:
         ap.error(problem)
     check_output(ap, "--json", args.json)  # before the runs
