@@ -176,6 +176,29 @@ def test_a_cost_limit_no_design_meets_is_named_as_the_tightest() -> None:
     assert "tightest is cost_per_mtok" in str(info.value)
 
 
+def test_an_offpolicy_token_limit_keeps_the_designs_whose_trained_tokens_meet_it() -> None:
+    """``constraints.offpolicy_token_share``: every design kept (front and recommendation) trains at
+    most that share of tokens an older policy generated, over its full runs; a zero limit leaves
+    only designs that train on-policy, and an infeasible limit is named as the tightest."""
+    space = plan.Space(placement=(0, 4), eta=(0, 1, 2), update=("drain", "partial"), oversample=(1.0,))
+    spec = small_spec(constraints=plan.Constraints(offpolicy_token_share=0.0), space=space, steps=4, seeds=1)
+    result = plan.plan(spec, with_sensitivity=False)
+    assert result.best is not None and result.front
+    for e in result.front:
+        assert e.metrics["offpolicy_token_share"] == 0.0
+    # the run metric the limit reads is the compute summary's, and asynchronous designs train some
+    assert any(e.metrics["offpolicy_token_share"] > 0 for e in result.screened if e.design.eta > 0)
+    tight = small_spec(
+        constraints=plan.Constraints(offpolicy_token_share=0.0),
+        space=plan.Space(placement=(4,), eta=(2,), update=("partial",)),
+        steps=4,
+        seeds=1,
+    )
+    with pytest.raises(plan.PlanInfeasible) as info:
+        plan.plan(tight, with_sensitivity=False)
+    assert "tightest is offpolicy_token_share" in str(info.value)
+
+
 def test_model_that_does_not_fit_is_rejected_before_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     import pipesim.plan.evaluate as ev
 

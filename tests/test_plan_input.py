@@ -155,6 +155,8 @@ def test_unknown_key_in_a_yaml_inline_table(
         ("max_staleness = 4", "max_staleness = -1", "constraints.max_staleness"),
         ("max_staleness = 4", "mean_staleness = -0.5", "constraints.mean_staleness"),
         ("max_staleness = 4", "discarded_share = 1.5", "constraints.discarded_share"),
+        ("max_staleness = 4", "offpolicy_token_share = 1.5", "constraints.offpolicy_token_share"),
+        ("max_staleness = 4", "offpolicy_token_share = -0.1", "constraints.offpolicy_token_share"),
         ("max_staleness = 4", "min_trainer_gpus = -1", "constraints.min_trainer_gpus"),
         ("max_staleness = 4", "min_trainer_gpus = 2.5", "constraints.min_trainer_gpus"),
         ("sigma = 0.5", "sigma = nan", "workload.response.sigma"),

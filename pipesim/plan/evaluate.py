@@ -62,6 +62,7 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
         "staleness_mean": s["staleness_mean"],
         "staleness_max": s["staleness_max"],
         "discarded_share": s["tokens_discarded"] / gen if gen > 0 else 0.0,
+        "offpolicy_token_share": s["offpolicy_token_share"],
         "gpu_hours_per_mtok": spec.n_gpus * T / 3600 / (trained / 1e6) if trained > 0 else math.inf,
         "step_time_s": s["step_time_s_mean"],
         "train_time_s": s["train_time_s_mean"],
@@ -154,6 +155,7 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
             "staleness_mean": math.inf,
             "staleness_max": math.inf,
             "discarded_share": 1.0,
+            "offpolicy_token_share": 1.0,
             "gpu_hours_per_mtok": math.inf,
         }
     keys = [k for k, v in runs[0].items() if isinstance(v, int | float)]

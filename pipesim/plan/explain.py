@@ -56,6 +56,7 @@ _WORDS = {
     "mean_staleness": ("mean staleness", "{:.3g}"),
     "max_staleness": ("max staleness", "{:.3g}"),
     "discarded_share": ("discarded-token share", "{:.2%}"),
+    "offpolicy_token_share": ("off-policy token share", "{:.2%}"),
     "cost_per_mtok": ("cost per million trained tokens", "{:.4g}"),
 }
 """How each constraint of :data:`~pipesim.plan.space.CONSTRAINT_METRICS` reads (its metric is there)."""

@@ -146,8 +146,9 @@ def ceiling(spec: PlanSpec, d: Design, _memo: dict[Any, float] | None = None) ->
 
 def proved(spec: PlanSpec, d: Design) -> bool:
     """Whether ``d``'s own policies prove every constraint at any length: a declared staleness
-    bound within the staleness limits, and a design that discards nothing (no abort, no
-    over-sampling) where a discard limit is set."""
+    bound within the staleness limits, a design that discards nothing (no abort, no
+    over-sampling) where a discard limit is set, and one that trains on-policy only (eta 0,
+    draining, weights moved every step) where an off-policy token limit below 1 is set."""
     from pipesim.plan.judge import bound
 
     c = spec.constraints
@@ -155,6 +156,9 @@ def proved(spec: PlanSpec, d: Design) -> bool:
     for lim in (c.mean_staleness, c.max_staleness):
         if lim is not None and (b is None or b > lim):
             return False
+    on_policy = d.eta == 0 and d.update == "drain" and d.sync_every == 1
+    if c.offpolicy_token_share is not None and c.offpolicy_token_share < 1 and not on_policy:
+        return False
     return not (c.discarded_share is not None and (d.update == "abort" or d.oversample > 1))
 
 

@@ -108,7 +108,13 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
     c: Constraints = spec.constraints
     out: dict[str, tuple[str, float]] = {}
     if m.get("failed"):
-        names = ("mean_staleness", "max_staleness", "discarded_share", "cost_per_mtok")
+        names = (
+            "mean_staleness",
+            "max_staleness",
+            "discarded_share",
+            "offpolicy_token_share",
+            "cost_per_mtok",
+        )
         return {n: (VIOLATED, math.inf) for n in names if getattr(c, n) is not None}
     b = bound(spec, d)
     full = steps >= spec.steps
@@ -145,6 +151,14 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
         lim = float(c.discarded_share)
         v = float(m["discarded_share"])
         out["discarded_share"] = (
+            (MET if v <= lim + 1e-12 else VIOLATED, v)
+            if full
+            else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
+        )
+    if c.offpolicy_token_share is not None:  # a share, judged as the discarded one
+        lim = float(c.offpolicy_token_share)
+        v = float(m["offpolicy_token_share"])
+        out["offpolicy_token_share"] = (
             (MET if v <= lim + 1e-12 else VIOLATED, v)
             if full
             else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))

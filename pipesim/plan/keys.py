@@ -210,6 +210,13 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "pipesim judges the trained samples' staleness; the systems bound admission",
     ),
     "constraints.discarded_share": ("-", "-", "-", "-", "a limit on the result"),
+    "constraints.offpolicy_token_share": (
+        "-",
+        "-",
+        "partial_rollout/off_policy_ratio (resumed prefixes over decoded tokens: another ratio)",
+        "-",
+        "a limit on the result: trained tokens an older policy generated, over trained tokens",
+    ),
     "constraints.min_trainer_gpus": ("-", "-", "-", "-", "a limit on the placements searched"),
     "constraints.cost_per_mtok": ("-", "-", "-", "-", "a budget on the result (needs cost_per_gpu_hour)"),
     "space.placement": (

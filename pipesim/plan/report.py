@@ -36,6 +36,7 @@ def _row(e: Evaluated, n_gpus: int, label: str | None = None, mark: str = "", ba
         _fmt(m["staleness_mean"], ".2f"),
         _fmt(m["staleness_max"], ".0f"),
         _fmt(m["discarded_share"] * 100, ".1f"),
+        _fmt(m.get("offpolicy_token_share", math.nan) * 100, ".0f"),
         f"{_fmt(m['step_time_s'], '.1f')} = {_fmt(m['train_time_s'], '.1f')}+{_fmt(m['sync_time_s'], '.1f')}"
         f"+{_fmt(m['wait_time_s'], '.1f')}",
         f"{_fmt(m['trainer/idle_ratio'] * 100, '.0f')}/{_fmt((1 - m['engine_busy_share']) * 100, '.0f')}"
@@ -60,6 +61,7 @@ HEADER = [
     "stale mean",
     "stale max",
     "disc %",
+    "off-pol %",
     "step s = train+sync+wait",
     "idle % trainer/engine, GPU busy %",
     "ledger Mtok gen/trained/disc/buf/inflight",
@@ -202,7 +204,7 @@ def text(result: PlanResult, top: int = 8) -> str:
     c = spec.constraints
     limits = ", ".join(
         f"{k} <= {getattr(c, k)}"
-        for k in ("mean_staleness", "max_staleness", "discarded_share")
+        for k in ("mean_staleness", "max_staleness", "discarded_share", "offpolicy_token_share")
         if getattr(c, k) is not None
     )
     out = [

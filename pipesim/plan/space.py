@@ -101,6 +101,7 @@ CONSTRAINT_METRICS = {
     "mean_staleness": "staleness_mean",
     "max_staleness": "staleness_max",
     "discarded_share": "discarded_share",
+    "offpolicy_token_share": "offpolicy_token_share",
     "cost_per_mtok": "cost_per_mtok",
 }
 """Each constraint of :class:`Constraints` -> the run metric it limits."""
@@ -114,6 +115,10 @@ class Constraints:
     max_staleness: float | None = None
     discarded_share: float | None = None
     """Discarded generated tokens / generated tokens."""
+    offpolicy_token_share: float | None = None
+    """Trained tokens an older policy than the trainer's generated / trained tokens (stale samples
+    whole, and the prefixes partial rollouts generated before their last weight update:
+    ``docs/compute.md``, "Off-policy tokens")."""
     min_trainer_gpus: int = 1
     cost_per_mtok: float | None = None
     """Budget: the price of a million trained tokens (``cluster.cost_per_gpu_hour`` x GPU-hours)."""
@@ -123,6 +128,7 @@ class Constraints:
         optional_number("constraints.mean_staleness", self.mean_staleness, 0)
         optional_number("constraints.max_staleness", self.max_staleness, 0)
         optional_number("constraints.discarded_share", self.discarded_share, 0, 1)
+        optional_number("constraints.offpolicy_token_share", self.offpolicy_token_share, 0, 1)
         integer("constraints.min_trainer_gpus", self.min_trainer_gpus, 0, MAX_GPUS)
 
     def violations(self, m: dict[str, float]) -> dict[str, float]:

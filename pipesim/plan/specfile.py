@@ -81,6 +81,7 @@ _TABLES = {
         "mean_staleness",
         "max_staleness",
         "discarded_share",
+        "offpolicy_token_share",
         "min_trainer_gpus",
         "cost_per_mtok",
     },
@@ -342,6 +343,7 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         mean_staleness=co.number("mean_staleness"),
         max_staleness=co.number("max_staleness"),
         discarded_share=co.number("discarded_share"),
+        offpolicy_token_share=co.number("offpolicy_token_share"),
         min_trainer_gpus=co.integer("min_trainer_gpus", 1),
         cost_per_mtok=co.number("cost_per_mtok"),
     )
