@@ -147,26 +147,22 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
         else:  # at the ceiling a short run can show, an unbounded max may grow one a step
             ceiling = top >= steps - 1 and top > 0
             out["max_staleness"] = (OPEN, (spec.steps - 1) * top / max(steps - 1, 1) if ceiling else top)
-    if c.discarded_share is not None:
-        lim = float(c.discarded_share)
-        v = float(m["discarded_share"])
-        out["discarded_share"] = (
-            (MET if v <= lim + 1e-12 else VIOLATED, v)
-            if full
-            else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
-        )
-    if c.offpolicy_token_share is not None:  # a share, judged as the discarded one
-        lim = float(c.offpolicy_token_share)
-        v = float(m["offpolicy_token_share"])
-        out["offpolicy_token_share"] = (
-            (MET if v <= lim + 1e-12 else VIOLATED, v)
-            if full
-            else ((VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v))
-        )
+    for share in ("discarded_share", "offpolicy_token_share"):
+        limit = getattr(c, share)
+        if limit is not None:
+            out[share] = _share_state(float(m[share]), float(limit), full)
     if c.cost_per_mtok is not None and "cost_per_mtok" in m:
         lim, v = float(c.cost_per_mtok), float(m["cost_per_mtok"])
         out["cost_per_mtok"] = (MET if v <= lim else VIOLATED if full or v > 1.5 * lim else OPEN, v)
     return out
+
+
+def _share_state(v: float, lim: float, full: bool) -> tuple[str, float]:
+    """A share's state: met or violated on a full run; on a screen, violated past 1.5 x the limit,
+    open past the limit, met below it."""
+    if full:
+        return (MET if v <= lim + 1e-12 else VIOLATED, v)
+    return (VIOLATED, v) if v > 1.5 * lim + 1e-9 else (OPEN if v > lim else MET, v)
 
 
 def p_met(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> float:
