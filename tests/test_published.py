@@ -319,13 +319,16 @@ def test_smoke_april(fresh_runs):
     assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
 
 
-def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(capsys, fresh_runs):
+def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(capsys, fresh_runs, tmp_path):
     """``--april-offpolicy``: APRIL's off-policy ratio over length scales and spreads (a held-out
-    diagnosis); its row at the entry's own lengths is the scored run, gain for gain."""
-    assert published.main(["--april-offpolicy"]) == 0
+    diagnosis), printed and, with ``--json``, written; its row at the entry's own lengths is the
+    scored run, gain for gain."""
+    path = tmp_path / "april.json"
+    assert published.main(["--april-offpolicy", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "README's about 40%" in out and len(out.strip().splitlines()) == 2 + 5 + 4
     rows = offpolicy_sensitivity()
+    assert json.loads(path.read_text()) == rows
     entry = length_spec(published.LENGTHS_QWEN3)
     own = (entry.sigma, entry.difficulty_sigma)
     point = next(r for r in rows if r["scale"] == 1.0 and (r["sigma"], r["difficulty_sigma"]) == own)

@@ -115,14 +115,15 @@ def offpolicy_sensitivity() -> list[dict[str, float]]:
     return rows
 
 
-def offpolicy_report() -> str:
-    """:func:`offpolicy_sensitivity` as a table (``python -m scenarios.published --april-offpolicy``)."""
+def offpolicy_report(rows: list[dict[str, float]] | None = None) -> str:
+    """``rows`` (default: :func:`offpolicy_sensitivity`'s) as a table (``python -m
+    scenarios.published --april-offpolicy``)."""
     lines = [
         f"APRIL's off-policy ratio against its README's about {APRIL_OFFPOLICY_README:.0%} "
         "(held out, not scored)",
         "scale  sigma  difficulty  gain  off_policy_ratio  offpolicy_token_share  sync truncated",
     ]
-    for r in offpolicy_sensitivity():
+    for r in offpolicy_sensitivity() if rows is None else rows:
         lines.append(
             f"{r['scale']:5.2f}  {r['sigma']:5.2f}  {r['difficulty_sigma']:10.2f}  {r['gain']:4.2f}  "
             f"{r['off_policy_ratio']:16.3f}  {r['offpolicy_token_share']:21.3f}  "

@@ -252,17 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--april-offpolicy",
         action="store_true",
-        help="print only APRIL's off-policy ratio against its README's, over length scales and spreads",
+        help="instead of the table: APRIL's off-policy ratio against its README's, over length scales "
+        "and spreads (held out, about 2 s in one process; --json writes its rows)",
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.april_offpolicy:
-        from scenarios.published.april import offpolicy_report
-
-        print(offpolicy_report())
-        return 0
     if (problem := workers_problem(args.workers)) is not None:
         ap.error(problem)
     check_output(ap, "--json", args.json)  # before the runs
+    if args.april_offpolicy:
+        return _april_offpolicy(ap.prog, args.json)
     t0 = time.perf_counter()
 
     def progress(text: str) -> None:
@@ -278,5 +276,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line, and --json is whole or untouched
         kept = f"; {args.json} was not written" if args.json else ""
         print(f"{ap.prog}: interrupted{kept}", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _april_offpolicy(prog: str, path: str | None) -> int:
+    """``--april-offpolicy``: the sensitivity table (:func:`scenarios.published.april.
+    offpolicy_sensitivity`), and its rows as JSON with ``--json``; an interrupt is one line."""
+    from scenarios.published.april import offpolicy_report, offpolicy_sensitivity
+
+    try:
+        with sigterm_as_interrupt():
+            rows = offpolicy_sensitivity()
+            print(offpolicy_report(rows))
+            if path:
+
+                def dump(p: Path) -> None:
+                    with open(p, "w") as f:
+                        json.dump(rows, f, indent=1)
+
+                write_atomic(path, dump)
+    except KeyboardInterrupt:
+        kept = f"; {path} was not written" if path else ""
+        print(f"{prog}: interrupted{kept}", file=sys.stderr)
         return 130
     return 0
