@@ -48,7 +48,6 @@ import simpy
 from pipesim.core import errors
 from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.clock import Clock
-from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, during_run
 from pipesim.core.decisions import Decisions
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError, shown
@@ -56,6 +55,7 @@ from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import FixedWork
 from pipesim.core.quiet import make_quiet
 from pipesim.core.records import EpisodeRecords
+from pipesim.core.runbooks import RunBooks
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
 from pipesim.core.validate import FieldError
@@ -67,7 +67,7 @@ _INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
 
 
-class Pipeline(Decisions):
+class Pipeline(Decisions, RunBooks):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
     Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
@@ -330,12 +330,6 @@ class Pipeline(Decisions):
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 
-    def _clock(self) -> float:
-        """SimPy's clock, typed: a float, or a numpy float (a float subclass) where a user's time
-        made it one."""
-        now: float = self.env.now
-        return now
-
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
         colocated = self.config.colocated
         for step in range(self.config.steps):
@@ -401,85 +395,3 @@ class Pipeline(Decisions):
                     "publishes exactly one version (one end_sync or skip_sync)"
                 )
             self._sync_done.succeed()
-
-    def release(self) -> None:
-        """Hand the run's records over to their new owner (a RunResult) and drop them here.
-
-        The processes, the environment and the engines refer to each other, so a finished
-        pipeline is garbage only the cyclic collector can free, and everything it refers to waits
-        with it. Dropping the records (every Episode) lets them be freed by reference counting as
-        soon as the result is, which keeps back-to-back runs (sweeps) from piling up garbage.
-        """
-        self.episodes, self.updates = EpisodeRecords(0), []
-        self._live = self.episodes.live
-        self.buffer.items = self._items = []
-        for e in self.engines:
-            e.release()
-
-    def run(self) -> None:
-        """Run to the end of the last step's sync; raise :class:`PipelineError` if that cannot happen.
-
-        A stall is known from SimPy's state: the run's event queue ran dry before the last sync.
-        An exception a policy or seam raises inside the run reaches the caller as it was raised
-        (its own type, message, cause and traceback, not SimPy's copy of it), with a note naming
-        the policy (:func:`pipesim.core.errors.from_user_code`).
-
-        Python's cyclic garbage collector is paused for the run where the caller opted in
-        (:func:`pipesim.core.collector.pause_collector_during_runs`): a run allocates many small
-        long-lived objects (episodes, heap entries), and each full collection rescans all of them,
-        which made large runs markedly slower per episode. Nothing here needs the collector mid-run:
-        SimPy breaks each event's reference to its process once the event is processed, so the
-        garbage is freed by reference counting; the collector resumes when the run returns.
-        """
-        self.poke()
-        planned = self.config.steps * self.batch_size
-        done = self.done
-        # the run ends when `done` is processed (SimPy's own stop) or when nothing is left to
-        # happen: a stall is read from SimPy's state (its queue ran dry before `done`), never
-        # from the wording of an error, so a policy's own exception is never taken for one
-        with during_run(young_first=planned >= YOUNG_FIRST_MIN_EPISODES):
-            try:
-                came = self.env.run_until(done)
-                if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
-                    raise errors.clock_overflow(self, "a sync or an episode")
-            except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
-                raise errors.detached(PipelineError(str(exc))) from None
-            except OverflowError:  # a time of the run past the largest float (SimPy's clock)
-                raise errors.detached(errors.clock_overflow(self, "a time")) from None
-            except Exception as exc:  # a policy's or a seam's own error: the user's, unchanged
-                original = errors.from_user_code(exc, self._roles())
-                raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
-        if not came:  # SimPy's queue ran dry and the last sync never came
-            raise errors.stalled(self)
-        self._check_books()
-
-    def _check_books(self) -> None:
-        """Every launched episode is trained, running, buffered or dropped, at every step.
-
-        Read from the engine's own counts (``ledger_log``, one line per batch taken), not from
-        the episodes' statuses: a batch policy that deletes a buffered episode without returning
-        it as discarded leaves its status ``buffered`` and every summary normal, so without this
-        check the loss is silent. Costs one pass over ``steps`` tuples per run.
-        """
-        for step, started, trained, running, buffered, dropped in self.ledger_log:
-            if started != trained + running + buffered + dropped:
-                here = {id(ep) for ep in self.buffer.items}
-                lost = next(
-                    (ep.id for ep in self.episodes if ep.status == BUFFERED and id(ep) not in here), None
-                )
-                raise errors.lost_episodes(self, step, started - trained - running - buffered - dropped, lost)
-
-    def _roles(self) -> list[tuple[str, object]]:
-        """The user-pluggable objects of this run, by role, for naming the one that raised."""
-        s = self.scenario
-        return [
-            ("admission", self.admission),
-            ("weight update", self.weight_update),
-            ("batch", self.batching),
-            ("timeout", s.timeout),
-            ("failure", s.failures),
-            ("replicas", s.replicas),
-            ("episode source", self.source),
-            ("batch observer", self.observer),
-            ("trainer", self.trainer),
-        ]
