@@ -188,3 +188,23 @@ def test_published_roll_runs_the_rlvr_replay_buffer(monkeypatch) -> None:
     assert isinstance(sc.admission, AReaLThrottle)
     assert sc.batching == RollReplayBuffer(roll.ROLL_RATIO, roll.ROLL_N)  # async_generation_ratio 1, n 8
     assert sc.pipeline.max_staleness == roll.ROLL_RATIO == 1
+
+
+@pytest.mark.parametrize("ratio", roll.ROLL_DIAG_RATIOS)
+def test_the_roll_diagnosis_runs_each_ratio_past_its_warm_up(monkeypatch, ratio: int) -> None:
+    """The ROLL row's diagnosis (not scored) runs ROLL's RLVR buffer at each ratio; a rollout that
+    may run ``ratio`` steps ahead is measured after ``1 + ratio`` steps (2 at the guide's 1, as the
+    scored run always was), within the diagnosis's run length."""
+    seen: list[tuple[Any, int]] = []
+
+    def fake(scenario, cluster, workload, trainer, warmup, seed=0):
+        seen.append((scenario, warmup))
+        return common.PLACEHOLDER
+
+    monkeypatch.setattr(common, "measure", fake)
+    roll.roll_run.cache_clear()
+    roll.roll_run(True, roll.ROLL_DIAG_STEPS, common.POINT, ratio)
+    roll.roll_run.cache_clear()
+    ((sc, warmup),) = seen
+    assert sc.batching == RollReplayBuffer(ratio, roll.ROLL_N) and sc.pipeline.max_staleness == ratio
+    assert warmup == 1 + ratio < roll.ROLL_DIAG_STEPS

@@ -55,11 +55,20 @@ def roll_engine() -> EngineConfig:
     )
 
 
+ROLL_DIAG_RATIOS = (1, 2, 4)
+"""The ratios of the ROLL row's diagnosis (not scored): the paper says most of the gain comes at
+a small ``async_generation_ratio``; the diagnosis shows the model's speedup at each."""
+ROLL_DIAG_STEPS = 20
+"""Steps of the diagnosis's runs: the steady step of ratio 4 moves by about 10% between 10 and 20
+steps (its warm-up is ``1 + ratio`` steps), ratio 1's by under 1%."""
+
+
 @RunCache
-def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT) -> Measured:
+def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT, ratio: int = ROLL_RATIO) -> Measured:
     """ROLL-Sync colocated (every GPU generates, then trains) against ROLL Flash asynchronous on a
-    split of the same GPUs (:func:`scenarios.systems.roll_rlvr`, ROLL's RLVR replay buffer, with
-    the ratio above; :func:`scenarios.systems.roll` is the agentic pipeline's ``GroupQueue``)."""
+    split of the same GPUs (:func:`scenarios.systems.roll_rlvr`, ROLL's RLVR replay buffer, at
+    ``ratio``, the guide's by default; :func:`scenarios.systems.roll` is the agentic pipeline's
+    ``GroupQueue``)."""
     eng = roll_engine()
     batch = ROLL_PROMPTS * ROLL_N
     wl = math_workload(LENGTHS_QWEN3, ROLL_RESPONSE_CAP, ROLL_N, v)
@@ -67,10 +76,11 @@ def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT) -> Measured
         train_gpus = round(ROLL_GPUS * ROLL_TRAIN_SHARE)
         # the RLVR pipeline's ReplayBuffer (not the agentic GroupQueue): a prompt's
         # num_return_sequences_in_group samples are committed together
-        sc = systems.roll_rlvr(ROLL_RATIO, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
+        sc = systems.roll_rlvr(ratio, samples_per_prompt=ROLL_N, batch_size=batch, steps=steps)
         cl = _cluster(eng, ROLL_GPUS, train_gpus)
+        # the rollout may run `ratio` steps ahead: the steps before are its warm-up (2 at the guide's 1)
         return common.measure(
-            sc, cl, wl, _trainer(eng, train_gpus, old_logp=True, v=v), warmup=2, seed=v.seed
+            sc, cl, wl, _trainer(eng, train_gpus, old_logp=True, v=v), warmup=1 + ratio, seed=v.seed
         )
     cfg = pipesim.PipelineConfig(batch_size=batch, steps=min(steps, 3), max_staleness=0)
     sc = pipesim.Scenario(
