@@ -201,10 +201,8 @@ class ComputeRun:
         led = self.ledger
         s["offpolicy_token_share"] = led.offpolicy_trained / led.trained if led.trained > 0 else 0.0
         cols, n_trained = self.result.columns, s["episodes_trained"]
-        if n_trained:
-            mixed = int(np.count_nonzero(cols.tokens_before_update[cols.status == S_TRAINED] > 0))
-        else:
-            mixed = 0
+        before = cols.tokens_before_update
+        mixed = int(np.count_nonzero(before[cols.status == S_TRAINED] > 0))
         s["mixed_version_share"] = mixed / n_trained if n_trained else 0.0
         # slime/APRIL's own ratio (its megatron_utils/data.py): the prefixes of resumed samples
         # over the tokens decoded plus those prefixes (each prefix counted once, when it resumes)

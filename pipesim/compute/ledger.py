@@ -140,10 +140,10 @@ def token_ledger(
     if over_length:
         bins[stale & trunc] = _BIN["discarded_over_length"]
     sums = dict(zip(_TERMS, _sum_by(bins, tokens, len(_TERMS)), strict=True))
-    cut = (bins == _BIN["trained"]) & trunc
+    trained = bins == _BIN["trained"]
+    cut = trained & trunc
     truncated = _sum_by(np.zeros(int(cut.sum()), dtype=np.intp), tokens[cut], 1)[0]
     generated = sum(e.tokens_generated for e in engines)
-    trained = bins == _BIN["trained"]
     off = 0.0
     if newest is not None and trained.any():
         off_each = offpolicy_tokens(

@@ -12,9 +12,7 @@ from typing import Any
 import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
-from pipesim.plan.checks import (
-    PlanError,
-)
+from pipesim.plan.checks import PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
 

@@ -75,7 +75,7 @@ def _april(partial: bool, steps: int, v: Variant, wl: TokenWorkload) -> Measured
 
 
 APRIL_GAIN_README = 1.225
-"""The claim's gain (+22.5%), shown beside the grid (the table scores it; ``claims``)."""
+"""The claim's gain (+22.5%, scored as this ratio by ``claims``), shown beside the grid."""
 APRIL_OFFPOLICY_README = 0.40
 """APRIL's README (FAQ): "the proportion of off-policy tokens in one round is about 40%", the
 ``partial_rollout/off_policy_ratio`` its code logs. Held out: shown beside the runs' own ratio,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scenarios.published import areal
-from scenarios.published.april import APRIL_OFFPOLICY_README, april_run
+from scenarios.published.april import APRIL_GAIN_README, APRIL_OFFPOLICY_README, april_run
 from scenarios.published.areal import (
     AREAL_ETA,
     AREAL_STEPS,
@@ -268,7 +268,7 @@ CLAIMS: tuple[Claim, ...] = (
         "APRIL",
         "arXiv 2509.18521; RLsys-Foundation/APRIL",
         "x",
-        1.225,
+        APRIL_GAIN_README,
         _april_gain,
         _april_diag,
         phase="gain",

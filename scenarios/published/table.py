@@ -234,10 +234,15 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def write_json(rows: list[dict[str, Any]], path: str) -> None:
     """The rows as a JSON list, written whole or not at all (an interrupt leaves the old file)."""
+    _dump_json(json_rows(rows), path)
+
+
+def _dump_json(obj: Any, path: str) -> None:
+    """``obj`` as indented JSON at ``path``, written whole or not at all."""
 
     def dump(p: Path) -> None:
         with open(p, "w") as f:
-            json.dump(json_rows(rows), f, indent=1)
+            json.dump(obj, f, indent=1)
 
     write_atomic(path, dump)
 
@@ -253,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         "--april-offpolicy",
         action="store_true",
         help="instead of the table: APRIL's off-policy ratio against its README's, over length scales "
-        "and spreads (held out, about 2 s in one process; --json writes its rows)",
+        "and spreads (held out, about 4 s in one process; --json writes its rows)",
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if (problem := workers_problem(args.workers)) is not None:
@@ -290,12 +295,7 @@ def _april_offpolicy(prog: str, path: str | None) -> int:
             rows = offpolicy_sensitivity()
             print(offpolicy_report(rows))
             if path:
-
-                def dump(p: Path) -> None:
-                    with open(p, "w") as f:
-                        json.dump(rows, f, indent=1)
-
-                write_atomic(path, dump)
+                _dump_json(rows, path)
     except KeyboardInterrupt:
         kept = f"; {path} was not written" if path else ""
         print(f"{prog}: interrupted{kept}", file=sys.stderr)
