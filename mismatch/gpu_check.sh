@@ -69,8 +69,11 @@ profile() {
   rc=$?
   echo "== profile: rc=$rc in $(( $(date +%s) - t0 ))s" >> "$LOG"
   if (( rc == 0 )); then
-    "$PY" -m pipesim check-roofline "$OUT/profile.csv" --gpu "$PROFILE_GPU" >> "$OUT/profile.txt" 2>&1 \
-      || echo "check-roofline: pipesim does not import here; run: pipesim check-roofline profile.csv --gpu $PROFILE_GPU" >> "$OUT/profile.txt"
+    if "$PY" -c "import pipesim" 2> /dev/null; then
+      "$PY" -m pipesim check-roofline "$OUT/profile.csv" --gpu "$PROFILE_GPU" >> "$OUT/profile.txt" 2>&1
+    else  # torch alone (no simpy): say so in one line, not with an ImportError's traceback
+      echo "check-roofline: pipesim does not import here; run: pipesim check-roofline profile.csv --gpu $PROFILE_GPU" >> "$OUT/profile.txt"
+    fi
   fi
   return $rc
 }

@@ -1,4 +1,5 @@
-"""``pipesim profile`` (``pipesim/compute/profile.py``) and the roofline check that reads its CSV
+"""``pipesim profile`` (``pipesim/compute/profile.py`` and its torch-free sibling ``profile_shapes.py``)
+and the roofline check that reads its CSV
 (``pipesim/compute/measured.py``): the standalone script on torch alone (CPU, tiny shapes), its
 shapes against the roofline's, the catalog read without pipesim, and bad CSVs refused by name."""
 
@@ -13,7 +14,7 @@ import pytest
 
 from pipesim.compute import HF_CONFIGS, MODELS, gpu
 from pipesim.compute.measured import read_measurements, report, score
-from pipesim.compute.profile import COLUMNS, OPS, Shapes, catalog_configs, model_config
+from pipesim.compute.profile_shapes import COLUMNS, OPS, Shapes, catalog_configs, model_config
 from pipesim.compute.roofline import gemm_time_s, linear_times_s
 from pipesim.core.validate import FieldError
 
@@ -290,6 +291,6 @@ def test_an_interrupted_profile_keeps_the_rows_it_measured(
     out = tmp_path / "gpu.csv"
     assert main(["profile", *TINY, "--tp", "1", "--out", str(out)]) == 130
     kept = read_measurements(out)
-    assert kept and {m.op for m in kept} == {*profile.GEMM_OPS, "linear"}
+    assert kept and {m.op for m in kept} == {*profile.ps.GEMM_OPS, "linear"}
     assert "interrupted" in capsys.readouterr().out
     assert not list(tmp_path.glob("*.part"))

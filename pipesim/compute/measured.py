@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import ModelSpec
-from pipesim.compute.profile import COLUMNS, OPS
+from pipesim.compute.profile_shapes import COLUMNS, OPS
 from pipesim.compute.roofline import (
     DEFAULT_ALLREDUCE_LATENCY_S,
     Efficiency,
@@ -179,7 +179,7 @@ def score(
     efficiency: Efficiency | None = None,
     allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S,
 ) -> dict[str, Score]:
-    """One :class:`Score` per op present in ``rows``, in :data:`~pipesim.compute.profile.OPS` order."""
+    """One :class:`Score` per op present in ``rows``, in :data:`~pipesim.compute.profile_shapes.OPS` order."""
     errors: dict[str, list[float]] = {}
     for m in rows:
         predicted = predict_s(m, gpu, efficiency, allreduce_latency_s)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from pipesim.compute.profile import DESCRIPTION as PROFILE_DESCRIPTION
-from pipesim.compute.profile import add_arguments as add_profile_arguments
+from pipesim.compute.profile_shapes import DESCRIPTION as PROFILE_DESCRIPTION
+from pipesim.compute.profile_shapes import add_arguments as add_profile_arguments
 from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
 from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile

@@ -1,0 +1,253 @@
+"""What ``pipesim profile`` measures and writes, without torch: the model's shapes (from a
+``config.json`` dict, the catalog's or ``--config FILE``'s), the command's options and the
+measurement CSV's format (:data:`COLUMNS`). The measuring, with torch, is :mod:`pipesim.compute.profile`.
+
+Like ``profile.py``, this imports only the standard library, and never the ``pipesim`` package:
+``python pipesim/compute/profile.py`` imports it as the top-level module ``profile_shapes`` on a
+machine where only torch is installed (``profile.py``'s docstring says how), and
+:mod:`pipesim.compute.measured` reads :data:`COLUMNS` here without torch.
+``--model NAME`` reads the catalog's ``config.json`` dicts by evaluating only ``catalog.py``'s
+config-building code (:func:`catalog_configs`); ``--config FILE`` reads any Hugging Face
+``config.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_HEADER = "op,tp,n_tokens,batch_size,kv_len,hidden_size,n_heads,n_kv_heads,head_dim,intermediate_size"
+COLUMNS: tuple[str, ...] = (*_HEADER.split(","), "gated_mlp", "size_bytes", "n_gpus", "median_s")
+"""The measurement CSV's header (the roofline check reads this format); a field an op does not use
+is empty. Shapes are the whole model's (``n_heads`` of all GPUs), ``tp`` says how they are split."""
+
+DESCRIPTION = (
+    "Measure a model's GEMMs, SDPA attention with a KV cache and all-reduce on this GPU; write the "
+    "CSV the roofline check reads (pipesim check-roofline)."
+)
+GEMM_OPS = ("qkv", "attn_out", "gate_up", "down")
+OPS = (*GEMM_OPS, "linear", "decode_attention", "prefill_attention", "all_reduce")
+
+DEFAULT_TOKENS = (1, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_DECODE = ((1, 1024), (16, 1024), (64, 1024), (128, 1024), (32, 4096), (64, 4096), (16, 16384))
+"""(batch_size, kv_len) of the decode-attention rows: batch sizes and context lengths of RL rollouts."""
+DEFAULT_PREFILL = ((512, 0), (2048, 0), (2048, 2048), (8192, 0))
+"""(n_tokens, kv_len) of the prefill-attention rows: whole prompts and a chunk after a prefix."""
+DEFAULT_ALLREDUCE_BYTES = tuple(2**k for k in range(12, 28, 2))
+"""4 KiB to 64 MiB: a decode step's activations to a large prefill's."""
+
+TINY_CONFIG: Mapping[str, Any] = {
+    "model_type": "llama",
+    "num_hidden_layers": 1,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 128,
+    "max_position_embeddings": 256,
+}
+"""``--model tiny``: shapes small enough for a CPU test to measure in seconds."""
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What the profiled kernels' shapes depend on, read from a ``config.json`` dict."""
+
+    hidden_size: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    gated_mlp: bool = True
+    moe: bool = False
+
+    @classmethod
+    def from_hf_config(cls, d: Mapping[str, Any]) -> Shapes:
+        """The shapes of a Hugging Face ``config.json`` dict (``ValueError`` naming a missing or
+        non-integer key); ``head_dim`` defaults to ``hidden_size / num_attention_heads``; the MLP is
+        gated (SwiGLU), as in every model type the catalog reads."""
+
+        def key(name: str, default: int | None = None) -> int:
+            value = d.get(name, default)
+            if value is None:
+                raise ValueError(f"config is missing required key {name!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"config key {name!r} must be an integer >= 1, got {value!r}")
+            return value
+
+        hidden, heads = key("hidden_size"), key("num_attention_heads")
+        moe = bool(d.get("num_experts") or d.get("n_routed_experts"))
+        inter = key("moe_intermediate_size") if moe else key("intermediate_size")
+        return cls(
+            hidden_size=hidden,
+            n_heads=heads,
+            n_kv_heads=key("num_key_value_heads", heads),
+            head_dim=key("head_dim") if d.get("head_dim") is not None else hidden // heads,
+            intermediate_size=inter,
+            moe=moe,
+        )
+
+    def gemms(self, tp: int) -> dict[str, tuple[int, int]]:
+        """``op -> (k, m)``: the weight shard of each projection on one of ``tp`` GPUs, as
+        :func:`pipesim.compute.roofline.linear_times_s` splits them (KV heads replicated when
+        ``tp`` exceeds them; MLP width rounded up). MoE layers: the attention projections only."""
+        q = -(-self.n_heads // tp) * self.head_dim
+        kv = -(-self.n_kv_heads // tp) * self.head_dim
+        out = {"qkv": (self.hidden_size, q + 2 * kv), "attn_out": (q, self.hidden_size)}
+        if not self.moe:
+            width = -(-self.intermediate_size // tp)
+            out["gate_up"] = (self.hidden_size, (2 if self.gated_mlp else 1) * width)
+            out["down"] = (width, self.hidden_size)
+        return out
+
+    def row(self, op: str, tp: int, **fields: object) -> dict[str, object]:
+        """A CSV row of ``op`` with these shapes."""
+        return {
+            "op": op,
+            "tp": tp,
+            "hidden_size": self.hidden_size,
+            "n_heads": self.n_heads,
+            "n_kv_heads": self.n_kv_heads,
+            "head_dim": self.head_dim,
+            "intermediate_size": self.intermediate_size,
+            "gated_mlp": int(self.gated_mlp),
+            **fields,
+        }
+
+
+def catalog_configs(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The shipped ``config.json`` dicts by model name, read from ``catalog.py`` beside this file
+    without importing ``pipesim``: only the catalog's module-level constants, its ``_*`` config
+    builders and its ``HF_CONFIGS`` assignment are evaluated (the part that needs no import but
+    ``typing.Any`` and ``MappingProxyType``). ``tests/test_profile.py`` checks it equals the
+    package's :data:`~pipesim.compute.catalog.HF_CONFIGS`."""
+    from types import MappingProxyType
+
+    source = (path or Path(__file__).with_name("catalog.py")).read_text()
+    keep: list[ast.stmt] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("_"):
+            keep.append(node)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name) and (target.id.startswith("_") or target.id == "HF_CONFIGS"):
+                keep.append(node)
+    namespace: dict[str, Any] = {"Any": Any, "MappingProxyType": MappingProxyType, "Mapping": Mapping}
+    code = compile(ast.Module(body=keep, type_ignores=[]), "catalog.py", "exec")
+    exec(code, namespace)  # noqa: S102 -- this repository's own catalog, reduced to literal-building code
+    return {name: dict(cfg) for name, cfg in namespace["HF_CONFIGS"].items()}
+
+
+def model_config(name: str | None, config_path: str | None) -> dict[str, Any]:
+    """The ``config.json`` dict of ``--model NAME`` (``tiny`` or a catalog name) or ``--config FILE``."""
+    if config_path:
+        with open(config_path) as f:
+            loaded = json.load(f)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"--config {config_path}: a config.json holds a JSON object")
+        return loaded
+    if name is None:
+        raise ValueError("give --model NAME or --config FILE")
+    key = name.strip().lower()
+    if key == "tiny":
+        return dict(TINY_CONFIG)
+    configs = catalog_configs()
+    if key not in configs:
+        raise ValueError(f"--model: unknown model {name!r}; valid: tiny, {', '.join(sorted(configs))}")
+    return configs[key]
+
+
+# -- the command's options and its CSV ---------------------------------------------------------
+
+
+def parse_ints(text: str, name: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"{name}: a comma list of integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{name}: a comma list of integers >= 1, got {text!r}")
+    return values
+
+
+def parse_pairs(text: str, name: str, least_second: int = 1) -> tuple[tuple[int, int], ...]:
+    """``AxB,...`` as pairs, ``A >= 1`` and ``B >= least_second`` (a prefill's cached tokens may be 0)."""
+    out = []
+    for item in text.split(","):
+        parts = item.split("x")
+        try:
+            a, b = (int(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"{name}: a comma list of AxB pairs (e.g. 16x1024), got {text!r}") from None
+        if a < 1 or b < least_second:
+            raise ValueError(f"{name}: AxB with A >= 1 and B >= {least_second} (e.g. 16x1024), got {item!r}")
+        out.append((a, b))
+    return tuple(out)
+
+
+def check_out(path: str) -> None:
+    """ValueError naming ``--out`` when the CSV cannot be written there (checked before measuring,
+    so minutes of measurement are not lost to a typo in the folder)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--out {path}: a folder; give a file name, e.g. {p / 'gpu.csv'}")
+    if not p.parent.is_dir():
+        raise ValueError(f"--out {path}: the folder {str(p.parent)!r} does not exist")
+    if not os.access(p.parent, os.W_OK):
+        raise ValueError(f"--out {path}: the folder {str(p.parent)!r} is not writable")
+
+
+_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
+    ("--model", None, "a catalog model name (docs/compute.md) or 'tiny', e.g. qwen3-8b"),
+    ("--config", None, "a Hugging Face config.json instead of --model, e.g. ./config.json"),
+    ("--device", None, "cuda or cpu, default cuda when available; e.g. cpu"),
+    ("--tokens", ",".join(map(str, DEFAULT_TOKENS)), "GEMM token counts, e.g. 1,64,4096"),
+    ("--tp", ",".join(map(str, DEFAULT_TP)), "TP degrees to shard for, e.g. 1,2"),
+    ("--decode", ",".join(f"{b}x{k}" for b, k in DEFAULT_DECODE), "decode BATCHxKV_LEN pairs, e.g. 64x4096"),
+    ("--prefill", ",".join(f"{n}x{k}" for n, k in DEFAULT_PREFILL), "prefill NEWxCACHED pairs, e.g. 2048x0"),
+    ("--allreduce-bytes", ",".join(map(str, DEFAULT_ALLREDUCE_BYTES)), "all-reduce sizes, e.g. 4096,1048576"),
+    ("--allreduce-gpus", None, "all-reduce process counts, default 2/4/8 up to the GPUs; e.g. 2,4"),
+    ("--allreduce-backend", "nccl", "nccl (GPUs) or gloo (CPU processes, for tests); e.g. gloo"),
+    ("--dtype", "bfloat16", "the tensors' dtype, bfloat16 (the roofline's) by default; e.g. float32"),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The profiler's options on ``p`` (this file's parser and ``pipesim profile``'s)."""
+    p.add_argument("--out", required=True, help="the CSV to write, e.g. gpu.csv")
+    for flag, default, text in _OPTIONS:
+        p.add_argument(flag, default=default, help=text)
+    p.add_argument("--warmup", type=int, default=5, help="untimed runs before each measurement, e.g. 5")
+    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement (median), e.g. 20")
+
+
+def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=DESCRIPTION,
+        epilog="examples:\n  python pipesim/compute/profile.py --model qwen3-8b --out gpu.csv\n"
+        "  python pipesim/compute/profile.py --model tiny --device cpu --out cpu.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(p)
+    return p
+
+
+def write_csv(rows: Iterable[Mapping[str, object]], path: str | os.PathLike[str]) -> None:
+    """Write measurement rows in the :data:`COLUMNS` format (whole or not at all: a temporary file
+    beside ``path``, then renamed)."""
+    tmp = Path(f"{os.fspath(path)}.part")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for row in rows:
+            w.writerow(row)
+    os.replace(tmp, path)
