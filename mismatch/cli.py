@@ -39,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--attn", default="sdpa", choices=("sdpa", "eager"), help="baseline attention (default sdpa)"
     )
     p.add_argument("--no-knobs", action="store_true", help="skip the knob variants")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads, 1 to the CPUs here (default: torch's choice)",
+    )
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--html", metavar="FILE", help="write the CDF figure as HTML (needs plotly)")
     return p
@@ -131,8 +136,9 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.threads is not None and args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
+    cpus = os.cpu_count() or 1  # more torch threads than CPUs only slows the probe down (or crashes it)
+    if args.threads is not None and not 1 <= args.threads <= cpus:
+        parser.error(f"--threads must be 1 to {cpus} (the CPUs here), got {args.threads}")
     check_outputs(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)

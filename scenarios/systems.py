@@ -37,7 +37,7 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.core.errors import check_int
+from pipesim.core.errors import MAX_POOL_TASKS, check_int
 from pipesim.core.validate import FieldError, refuse
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import (
@@ -89,6 +89,16 @@ def _scenario(
     cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
     if pool_size is None:  # relaunching policies need more than the throttle's default pool
         pool_size = 4 * ((cfg.steps + cfg.max_staleness + 2) * cfg.batch_size + cfg.n_slots)
+        if pool_size > MAX_POOL_TASKS:  # name the key the user set, not the pool it derives
+            bound = knob or "max_staleness"
+            field, value = (
+                (bound, cfg.max_staleness) if cfg.max_staleness > cfg.steps else ("steps", cfg.steps)
+            )
+            raise FieldError(
+                f"{field} ({value:,}): the preset's task pool, 4 x ((steps + {bound} + 2) x batch_size + "
+                f"n_slots), would be {pool_size:,}, more than the {MAX_POOL_TASKS:,} a run may draw",
+                field,
+            )
     return Scenario(pipeline=cfg, name=name, pool_size=pool_size, seed=seed, **policies)
 
 

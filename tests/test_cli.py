@@ -139,7 +139,12 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["run", "fig13.1-sync", "--set", "pool_size=3"], "durations pool exhausted"),
+        (  # a pool that covers the trained tasks but not the in-flight ones runs dry part-way
+            ["run", "async-eta2", "--set", "steps=4", "--set", "pool_size=256"],
+            "durations pool exhausted",
+        ),
+        (["run", "fig13.1-sync", "--set", "pool_size=3"], "pool_size (3)"),  # refused before it runs
+        (["run", "async-eta2", "--set", "steps=2000"], "pool_size (65,536)"),  # the chapter's pool
         (
             ["run", "fig13.1-sync", "--seed", "100000000000000000000"],
             "--seed must be an integer in [0, 2**64)",
@@ -245,7 +250,14 @@ def test_cli_errors_are_one_line_exit_2(
             "row 0 of the events ends",
         ),
         ("k.csv", b"kind,lane,start_s,end_s,version,episode_id\nfoo,s0,0,1,0,0\n", "has kind = 'foo'"),
+        (
+            "l.csv",
+            b"kind,lane,start_s,end_s,version,episode_id\ngen,s0,0,1,0,0\ngen,,0,1,0,1\n",
+            "row 1 of the events has lane",
+        ),
         ("s.json", b'{"recipe": {"scenario": "fig13.1-sync", "set": [1]}}', "set (a list of text)"),
+        ("n.json", b'{"recipe": {"scenario": "fig13.1-sync", "seed": -5}}', "recipe's seed"),  # not --seed
+        ("t.json", b'{"recipe": {"scen', "not valid JSON"),  # was "no 'recipe'"
     ],
 )
 def test_trace_of_a_bad_file_is_one_line(
@@ -267,7 +279,7 @@ def test_run_json_is_valid_json_when_the_summary_holds_nan(capsys: pytest.Captur
 
 
 def test_sweep_whose_every_cell_fails_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["sweep", "fig13.1-sync", "--set", "pool_size=3", "--workers", "1", "--quiet"]
+    argv = ["sweep", "async-eta2", "--set", "steps=4", "--set", "pool_size=256", "--workers", "1", "--quiet"]
     assert main(argv) == 2
     lines = _err_lines(capsys)
     assert len(lines) == 1 and "every cell of the sweep failed (1 of 1)" in lines[0]
@@ -547,3 +559,35 @@ def test_pipesim_plan_is_wired_into_the_cli(capsys: pytest.CaptureFixture[str], 
     assert main(["plan", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.strip()
+
+
+@pytest.mark.parametrize("key", ["steps=200", "batch_size=256", "n_slots=512"])
+def test_a_preset_sizes_its_pool_for_the_steps_set_on_it(key: str) -> None:
+    """``--set steps=200`` on ``systems:areal`` reaches the factory, which sizes its task pool by it:
+    set on the built scenario, it kept the pool drawn for the preset's 20 steps and the run ran dry
+    at version 98 of 200."""
+    from pipesim.io.registry import build, get_entry
+
+    entry = get_entry("systems:areal")
+    name, text = key.split("=")
+    scenario, given = build(entry, [key])
+    assert scenario.pool_size == entry.build(**{name: int(text)}).pool_size > entry.build().pool_size
+    assert given == {name: text}
+    if name == "steps":
+        assert main(["run", "systems:areal", "--set", key]) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"max_head_offpolicyness": 10**12}, "max_head_offpolicyness"), ({"steps": 10**8}, "steps")],
+)
+def test_a_preset_whose_pool_would_be_too_large_names_the_key_that_sized_it(
+    kwargs: dict[str, int], field: str
+) -> None:
+    """The pool is the preset's derivation, not a key the user set: the refusal names the one they set."""
+    from pipesim.core.validate import FieldError
+    from scenarios import systems
+
+    with pytest.raises(FieldError) as info:
+        systems.areal(**kwargs)
+    assert info.value.field == field

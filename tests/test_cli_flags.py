@@ -108,7 +108,8 @@ CASES: list[tuple[str, Main, list[str], str]] = [
     ),
     ("cosim-retable", cosim.main, ["--retable", "no-such.json"], "--retable no-such.json: cannot read it"),
     ("cosim-seeds-huge", cosim.main, ["--seeds", "100000000"], "--seeds must be 1 to 1,000"),
-    ("mismatch-threads", mismatch_main, ["--tiny", "--threads", "0"], "--threads must be at least 1, got 0"),
+    ("mismatch-threads", mismatch_main, ["--tiny", "--threads", "0"], "--threads must be 1 to"),
+    ("mismatch-threads-huge", mismatch_main, ["--tiny", "--threads", "100000"], "--threads must be 1 to"),
     (
         "mismatch-json",
         mismatch_main,
@@ -364,3 +365,13 @@ def test_a_from_json_that_cannot_be_read_is_named(
     assert mismatch_main(["--from-json", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --from-json {path}: ") and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_full_device_names_the_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--json /dev/full`` said "[Errno 28] No space left on device" and not which output."""
+    from pipesim.io.cli import main as pipesim_main
+
+    assert pipesim_main(["run", "fig13.1-sync", "--set", "steps=2", "--json", "/dev/full"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "/dev/full" in err[0], err

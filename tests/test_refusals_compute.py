@@ -32,7 +32,7 @@ from pipesim.compute import (
 from pipesim.compute.balance import rank_loads, rank_samples
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
-from pipesim.compute.measured import read_measurements
+from pipesim.compute.measured import read_measurements, score
 from pipesim.compute.offload import Offload
 from pipesim.compute.overrides import check_overridden
 from pipesim.compute.phasefit import fit_profile
@@ -166,6 +166,18 @@ ENGINE: Rows = [
                 (lambda: TokenSource(TokenWorkload(), np.random.default_rng(), "16384"), "context_tokens"),
                 (lambda: TokenWorkload(samples_per_prompt=0), "samples_per_prompt"),
                 (lambda: TokenWorkload(difficulty_sigma=True), "difficulty_sigma"),
+                (
+                    lambda: TokenWorkload(difficulty_sigma=1e200),
+                    "difficulty_sigma",
+                ),  # overflowed the plan's fluid
+                (  # each spread alone passes; together a draw 8 sigmas up overflows
+                    lambda: TokenWorkload(LogNormalLengths(5000.0, 80.0), difficulty_sigma=40.0),
+                    "difficulty_sigma",
+                ),
+                (
+                    lambda: TokenWorkload(EmpiricalLengths((10, 20)), difficulty_sigma=100.0),
+                    "difficulty_sigma",
+                ),
                 (
                     lambda: _engine(model=Q8, iteration_overhead_s=1e304),
                     "iteration_overhead_s",
@@ -656,6 +668,7 @@ MEASURED: list[tuple[str, tuple[str, ...], str]] = [  # a measurement CSV's line
     ("batch_size-zero", (_HEADER, _GOOD.replace(",8,128", ",0,128")), "batch_size"),
     ("median_s-negative", (_HEADER, _GOOD.replace("1e-5", "-1")), "median_s"),
     ("median_s-inf", (_HEADER, _GOOD.replace("1e-5", "inf")), "median_s"),
+    ("header-only", (_HEADER,), "csv"),  # printed an empty table and exited 0
 ]
 
 
@@ -667,6 +680,29 @@ def test_a_measurement_csv_names_the_column_and_the_file(
     path = _csv(tmp_path, *lines)
     err = check_refusal(lambda: read_measurements(path), FieldError, field)
     assert err.file == str(path)
+
+
+def test_a_measurement_csv_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"op,median_s\n\xda\xff,1\n")
+    assert check_refusal(lambda: read_measurements(path), FieldError, "csv").file == str(path)
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        (_GOOD.replace("decode_attention,1,", "decode_attention,3,"), "tp"),  # 3 does not divide 32 heads
+        ("qkv,1,16,,,64,4000000000000,2,16,128,1e-5", "n_heads"),  # past int32: no model
+    ],
+    ids=["tp-not-dividing-heads", "n_heads-huge"],
+)
+def test_a_measurement_row_no_model_has_is_named_by_its_line(tmp_path: Path, row: str, field: str) -> None:
+    """Rows that read but that the roofline cannot shape a model from: refused with the file and
+    line (they were a bare message before)."""
+    path = _csv(tmp_path, _HEADER, _GOOD, row)
+    rows = read_measurements(path)
+    err = check_refusal(lambda: score(rows, GPUS["h200"]), FieldError, field)
+    assert err.file == str(path) and f"{path}:3" in str(err)
 
 
 def test_a_replica_series_names_its_bin_width() -> None:

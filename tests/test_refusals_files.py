@@ -248,3 +248,94 @@ def test_a_duration_csv_names_the_column_and_row(
     with pytest.raises(FieldError) as info:
         TraceDurations.from_csv(path, column)
     assert (info.value.field, info.value.file) == (field, str(path))
+
+
+def _nest(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _deep_loaders(tmp_path: Path) -> list[tuple[str, Callable[[int], object], type[FieldError], int]]:
+    """(id, a call reading a value nested ``depth`` arrays deep, what it raises when too deep, the
+    levels around the value: the file's top table, and a plan's ``[space]``)."""
+    from pipesim.plan import specfile
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.sets import apply_sets
+
+    def plan_file(suffix: str, line: str) -> Callable[[int], object]:
+        def read(depth: int) -> object:
+            path = tmp_path / f"p{depth}{suffix}"
+            path.write_text(line.format(_nest(depth)))
+            return specfile.read(path)
+
+        return read
+
+    return [
+        ("scenario-toml", lambda d: sf.loads(V1 + f"name = {_nest(d)}\n"), ScenarioFileError, 1),
+        (
+            "scenario-yaml",
+            lambda d: sf.loads(f"schema_version: 1\nname: {_nest(d)}\n", "yaml"),
+            ScenarioFileError,
+            1,
+        ),
+        ("plan-toml", plan_file(".toml", "[space]\neta = {}\n"), PlanError, 2),
+        ("plan-yaml", plan_file(".yaml", "space:\n  eta: {}\n"), PlanError, 2),
+        ("set-value", lambda d: apply_sets({}, [f"space.eta={_nest(d)}"], ("space",)), PlanError, 0),
+    ]
+
+
+DEEP_IDS = ["scenario-toml", "scenario-yaml", "plan-toml", "plan-yaml", "set"]
+
+
+@pytest.mark.parametrize("depth", [None, 600, 5000])
+@pytest.mark.parametrize("case", range(5), ids=DEEP_IDS)
+def test_a_value_nested_too_deep_is_refused_naming_the_file_not_a_recursion_error(
+    tmp_path: Path, case: int, depth: int | None
+) -> None:
+    """At 600 and 5,000 levels the parsers themselves recursed out (a RecursionError with no file
+    or key); one level past the limit they parse, and the nesting check refuses it the same way."""
+    from pipesim.core.validate import MAX_NESTING
+
+    name, call, kind, around = _deep_loaders(tmp_path)[case]
+    depth = MAX_NESTING - around + 1 if depth is None else depth
+    with pytest.raises(kind) as info:
+        call(depth)
+    if name.startswith("plan"):
+        assert info.value.file == str(tmp_path / f"p{depth}.{name[5:]}")
+    if name == "set-value":
+        assert info.value.field == "space.eta"
+
+
+@pytest.mark.parametrize("case", range(5), ids=DEEP_IDS)
+def test_a_value_nested_to_the_limit_is_not_refused_for_its_depth(tmp_path: Path, case: int) -> None:
+    """:data:`~pipesim.core.validate.MAX_NESTING` levels, the file's own included, are read
+    (whatever the key's own check then says of the value)."""
+    from pipesim.core.validate import MAX_NESTING
+
+    _, call, _, around = _deep_loaders(tmp_path)[case]
+    try:
+        call(MAX_NESTING - around)
+    except FieldError as e:
+        assert e.field == "name"  # the key's own check, not the whole file refused
+
+
+def _depth(x: object) -> int:
+    """The slow reference: the recursive depth of lists and dicts (0 for a scalar)."""
+    if isinstance(x, dict):
+        return 1 + max((_depth(v) for v in x.values()), default=0)
+    if isinstance(x, list):
+        return 1 + max((_depth(v) for v in x), default=0)
+    return 0
+
+
+NESTS = st.recursive(
+    st.integers(0, 3) | st.text(max_size=2),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=2), kids, max_size=3),
+    max_leaves=40,
+)
+
+
+@given(NESTS, st.integers(0, 8))
+def test_the_nesting_check_agrees_with_a_recursive_depth(data: object, limit: int) -> None:
+    from pipesim.core.validate import nested_too_deep
+
+    assert nested_too_deep(data, limit) == (_depth(data) > limit)

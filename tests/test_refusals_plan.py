@@ -121,6 +121,9 @@ CONFIGS: list[tuple[str, Callable[[], Any], str]] = [
         "model.log_prob_micro_batch_tokens",
     ),
     ("spec-screen_steps-above-steps", lambda: _spec(screen_steps=50, steps=10), "search.screen_steps"),
+    # a run draws a task per engine place besides its pool: the key to lower is the one that is large
+    ("spec-pool-steps", lambda: _spec(steps=10**6, batch_size=4096), "search.steps"),
+    ("spec-pool-max_num_seqs", lambda: _spec(max_num_seqs=10**8), "model.max_num_seqs"),
     (  # no TP degree of the space holds the model
         "fits-model-too-big",
         lambda: check_fits(_spec(gpu=GPUS["l40s"], model=MODELS["qwen3-32b"], max_model_len=None)),

@@ -121,7 +121,7 @@ BAD: list[tuple[str, Callable[[], object], type[BaseException], str]] = [  # id,
     ),
     *[
         (f"timeout_s-{bad!r}", functools.partial(_threads, timeout_s=bad), FieldError, "timeout_s")
-        for bad in (0, -1.0, math.inf, True, "5")
+        for bad in (0, -1.0, math.inf, 1e10, True, "5")  # 1e10 s overflowed the deadline's time_t
     ],
 ]
 

@@ -214,6 +214,7 @@ def test_pipesim_sweep_passes_the_default_limit_and_takes_none(monkeypatch: pyte
         (["--timeout-s", "60"], "--timeout-s none"),
         (["--timeout-s", "0"], "--timeout-s"),
         (["--timeout-s", "soon"], "--timeout-s"),
+        (["--timeout-s", "1e10"], "--timeout-s"),  # failed every cell (time_t overflow) before
     ],
 )
 def test_pipesim_sweep_refuses_a_limit_it_cannot_enforce_in_one_line(

@@ -69,12 +69,19 @@ class Measurement:
 def read_measurements(path: str | Path) -> list[Measurement]:
     """The rows of a measurement CSV; ``ValueError`` naming the file, line and column of the first
     bad cell (a missing column, an unknown op, a field the op needs left empty or not a positive
-    integer, a time that is not a positive number)."""
+    integer, a time that is not a positive number), or that it is not UTF-8 or holds no rows."""
     path = Path(path)
-    rows: list[Measurement] = []
     if not path.is_file():
         raise FieldError(f"{path}: no such file (a measurement CSV, e.g. pipesim profile's --out)", "csv")
-    with path.open(newline="") as f:
+    try:
+        return _read_rows(path)
+    except UnicodeDecodeError:
+        raise FieldError(f"{path}: not UTF-8 text (a measurement CSV)", "csv", str(path)) from None
+
+
+def _read_rows(path: Path) -> list[Measurement]:
+    rows: list[Measurement] = []
+    with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("op", "median_s") if c not in (reader.fieldnames or ())]
         if missing:
@@ -117,6 +124,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
                 )
             gated = (row.get("gated_mlp") or "1").strip() not in ("0", "False", "false")
             rows.append(Measurement(op, ints, gated, seconds, where))
+    if not rows:
+        raise FieldError(f"{path}: no measurement rows below the header", "csv", str(path))
     return rows
 
 
@@ -182,7 +191,11 @@ def score(
     """One :class:`Score` per op present in ``rows``, in :data:`~pipesim.compute.profile_shapes.OPS` order."""
     errors: dict[str, list[float]] = {}
     for m in rows:
-        predicted = predict_s(m, gpu, efficiency, allreduce_latency_s)
+        try:
+            predicted = predict_s(m, gpu, efficiency, allreduce_latency_s)
+        except ValueError as e:  # shapes no model has (tp not dividing the heads, 4e12 heads): the row
+            file = m.where.rpartition(":")[0]
+            raise FieldError(f"{m.where}: {e}", getattr(e, "field", "") or "op", file) from None
         errors.setdefault(m.op, []).append(predicted / m.median_s - 1)
     out = {}
     for op in OPS:

@@ -37,7 +37,7 @@ import numpy as np
 
 from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.core.errors import check_int, check_number, check_tail, shown
-from pipesim.core.validate import FieldError
+from pipesim.core.validate import TAIL_SIGMAS, FieldError
 
 if TYPE_CHECKING:
     pass
@@ -213,6 +213,7 @@ class TokenWorkload:
         else:
             _length_model("prompt", self.prompt)
         check_number("difficulty_sigma", self.difficulty_sigma, 0.0)
+        self._check_difficulty_tail()
         if self.agent is not None and not isinstance(self.agent, AgentTurns):
             raise FieldError(f"agent must be an AgentTurns or None, got {shown(self.agent)}", "agent")
         check_number("drift_per_version", self.drift_per_version, -1.0, strict=True)
@@ -235,6 +236,25 @@ class TokenWorkload:
                     "trajectory",
                 )
             self.length_warp(0)  # every point resolved now: a point no log-normal meets is refused here
+
+    def _check_difficulty_tail(self) -> None:
+        """A length times its group's multiplier, :data:`~pipesim.core.validate.TAIL_SIGMAS` of
+        their joint spread above the median, must be a finite float (``difficulty_sigma`` names it:
+        the response model's own spread was checked alone)."""
+        if not self.difficulty_sigma:
+            return
+        r = self.response
+        median, spread = 1.0, self.difficulty_sigma
+        if isinstance(r, LogNormalLengths):
+            median, spread = float(r.median_tokens), math.hypot(r.sigma, self.difficulty_sigma)
+        try:
+            check_tail(("median", "spread"), median, spread)
+        except FieldError:
+            raise FieldError(
+                f"difficulty_sigma ({shown(self.difficulty_sigma)}): a length {TAIL_SIGMAS:g} sigmas of the "
+                f"joint spread ({shown(spread)}) above the median overflows to infinity",
+                "difficulty_sigma",
+            ) from None
 
     @property
     def base_sigma(self) -> float | None:

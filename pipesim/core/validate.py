@@ -158,3 +158,26 @@ def check_tail(names: tuple[str, str], median: float, sigma: float) -> None:
             "above the median overflow to infinity",
             names[1],
         )
+
+
+MAX_NESTING = 32
+"""How deep a spec or scenario file (or a ``--set`` value) may nest arrays and tables. Real ones
+nest three or four levels; a parser or a copy recursing through hundreds of levels would die of a
+``RecursionError`` instead of naming the file."""
+
+
+def nested_too_deep(data: object, limit: int = MAX_NESTING) -> bool:
+    """Whether ``data``'s lists, tuples and dicts nest more than ``limit`` levels (walked without
+    recursion, so any depth a parser returned is measured)."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list | tuple) else None
+        )
+        if children is None:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

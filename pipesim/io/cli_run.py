@@ -33,6 +33,30 @@ from pipesim.io.cli_common import (
 from pipesim.io.interrupts import write_text_atomic
 
 
+def _refuse_a_spec(name: str) -> None:
+    """UsageError saying what a run spec or a plan spec is listed with (they have no scenario keys;
+    read as scenario files they were refused for a missing ``schema_version``)."""
+    from pipesim.plan import specfile
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import is_runspec
+
+    if is_runspec(name):
+        raise UsageError(
+            f'{name}: a run spec (kind = "compute"), not a scenario: `pipesim export {name} --out -` '
+            f"prints it with every key (docs/runspec.md), `pipesim run {name}` runs it"
+        )
+    path = Path(name)
+    if path.suffix.lower() in specfile.SUFFIXES and path.is_file():
+        try:
+            data = specfile.read(path)
+        except PlanError:
+            return
+        if "schema_version" not in data and {"cluster", "space", "search"} & set(data):
+            raise UsageError(
+                f"{name}: a plan spec, not a scenario: `pipesim plan {name} --explain-keys` lists its keys"
+            )
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from pipesim.io.registry import build, registry, resolve, valid_keys
     from pipesim.policies.catalog import KINDS, catalog
@@ -40,6 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.scenario is not None:
         from pipesim.io.scenario_files import dumps
 
+        _refuse_a_spec(args.scenario)
         try:
             entry = resolve(args.scenario)
             scen, _ = build(entry, [])

@@ -99,7 +99,7 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
 
     ``--dask`` cannot stop a late cell (Dask abandons it; its worker stays busy), so with it a limit,
     the default included, is refused: no limit must be asked for (``--timeout-s none``)."""
-    from pipesim.io.sweeps import DEFAULT_CELL_TIMEOUT_S
+    from pipesim.io.sweeps import DEFAULT_CELL_TIMEOUT_S, MAX_CELL_TIMEOUT_S
 
     if text is None:
         value: float | None = DEFAULT_CELL_TIMEOUT_S
@@ -110,8 +110,10 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--timeout-s must be a number of seconds > 0 or none, got {shown(text)}")
+        if not 0 < value <= MAX_CELL_TIMEOUT_S:  # NaN too
+            raise UsageError(
+                f"--timeout-s must be seconds in (0, {MAX_CELL_TIMEOUT_S:,.0f}] or none, got {shown(text)}"
+            )
     if dask is not None and value is not None:
         given = (
             f"the default --timeout-s {DEFAULT_CELL_TIMEOUT_S:g}" if text is None else f"--timeout-s {text}"

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipesim.core.errors import shown
+from pipesim.core.errors import MAX_SEED, shown
 from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
 from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import write_atomic, write_text_atomic
@@ -71,9 +71,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
             raise UsageError(f"{src}: {one_line(exc)}") from None
     elif suffix == ".json":
         try:
-            recipe = json.loads(src.read_text())["recipe"]
+            data = json.loads(src.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
+            raise UsageError(f"{src}: {why} (a run file written by `pipesim run --json`)") from None
+        try:
+            recipe = data["recipe"]
             spec, sets, seed = recipe["scenario"], list(recipe.get("set", [])), recipe.get("seed")
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        except (KeyError, TypeError, AttributeError):
             raise UsageError(f"{src}: not a run file written by `pipesim run --json` (no 'recipe')") from None
         if (
             not isinstance(spec, str)
@@ -84,6 +89,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                 f"{src}: its recipe needs a scenario (text), set (a list of text) and seed (an integer), "
                 f"got {shown(recipe)}"
             )
+        if args.seed is None and seed is not None and not 0 <= seed < MAX_SEED:  # the file's, not a flag
+            raise UsageError(f"{src}: its recipe's seed must be an integer in [0, 2**64), got {shown(seed)}")
         result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
     else:

@@ -67,19 +67,30 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
     if target.is_symlink():  # write the file it names, as open() would, rather than replace the link
         target = target.resolve()
     if _special(target):
-        write(target)
+        try:
+            write(target)
+        except OSError as e:  # /dev/full: "No space left on device", naming no file
+            raise _named(e, path) from None
         return
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except OSError as e:  # a full disk names the hidden temporary file, or nothing
+            raise _named(e, path) from None
         # mkstemp makes the file private (0600); give it the mode the target had, or a plain file's
         os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode) if target.exists() else 0o644)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _named(e: OSError, path: str | Path) -> OSError:
+    """``e`` as the output ``path``'s error (what the user asked to write, not a temporary name)."""
+    return type(e)(e.errno, e.strerror or str(e), str(path))
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

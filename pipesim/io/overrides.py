@@ -211,11 +211,20 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
     return scenario, given
 
 
+POOL_KEYS = ("steps", "batch_size", "n_slots")
+"""The pipeline keys a preset's task pool is sized by: a factory taking ``**pipeline`` gets them
+itself, so ``--set steps=200`` on ``systems:areal`` draws a pool for 200 steps (set afterwards, they
+left the pool the preset had drawn for its own steps, and the run ran dry part-way)."""
+
+
 def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     """Build ``entry`` with ``key=value`` overrides: keys that are the factory's named parameters go
-    to the factory, the others are applied to the scenario it returns, in order."""
+    to the factory, and so do :data:`POOL_KEYS` where it takes ``**pipeline``; the others are
+    applied to the scenario it returns, in order."""
     params = entry.parameters()
+    to_pipeline = entry.takes_pipeline()
     factory_args: dict[str, Any] = {}
+    pipeline_text: dict[str, str] = {}
     rest: list[str] = []
     given: dict[str, str] = {}
     for pair in pairs:
@@ -225,8 +234,17 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
                 factory_args[key] = parse_parameter(entry, key, text)
                 given[key] = text
                 continue
+            if to_pipeline and key in POOL_KEYS:
+                pipeline_text[key] = given[key] = text
+                continue
         rest.append(pair)
     scenario = entry.build(**factory_args)
+    if pipeline_text:  # each value read as the scenario's own key, then the preset built with them
+        try:
+            sized = {k: parse_value(scenario, k, t) for k, t in pipeline_text.items()}
+        except ValueError as exc:
+            raise FieldError(str(exc), getattr(exc, "field", "") or next(iter(pipeline_text))) from None
+        scenario = entry.build(**factory_args, **sized)
     try:
         scenario, more = apply_overrides(scenario, rest)
     except ValueError as exc:
@@ -235,7 +253,24 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             raise FieldError(f"{exc}; parameters of {entry.name}: {', '.join(params)}", field) from None
         raise
     given.update(more)
+    check_pool_covers_steps(scenario)
     return scenario, given
+
+
+def check_pool_covers_steps(scenario: Scenario) -> None:
+    """FieldError naming ``pool_size`` when a set pool holds fewer tasks than the run trains
+    (``steps x batch_size``, each a task of its own): the run would stop part-way with the pool
+    exhausted, after simulating up to there (``--set steps=2000`` on a chapter design, whose pool
+    is the chapter's 65,536 draws). Refused before it runs."""
+    pool, cfg = scenario.pool_size, scenario.pipeline
+    need = cfg.steps * cfg.batch_size
+    if pool is not None and pool < need:
+        raise FieldError(
+            f"pool_size ({pool:,}) holds fewer tasks than the run trains (steps {cfg.steps:,} x batch_size "
+            f"{cfg.batch_size:,} = {need:,}), so it would stop part-way: set pool_size too (at least "
+            f"{scenario.default_pool_size:,}, this pipeline's default; designs that relaunch need more)",
+            "pool_size",
+        )
 
 
 def cell_label(value: Any) -> Any:

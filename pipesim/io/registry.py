@@ -115,6 +115,15 @@ class Entry:
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not n.startswith("_")
         }
 
+    def takes_pipeline(self) -> bool:
+        """Whether the factory takes ``**pipeline`` (the presets' convention: PipelineConfig keys it
+        builds its pipeline from, and sizes its own task pool by)."""
+        try:
+            sig = inspect.signature(self.factory)
+        except (TypeError, ValueError):
+            return False
+        return any(p.kind is p.VAR_KEYWORD and n == "pipeline" for n, p in sig.parameters.items())
+
     def parameter_hints(self) -> dict[str, Any]:
         try:
             return typing.get_type_hints(self.factory)

@@ -70,7 +70,7 @@ from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
-from pipesim.core.validate import FieldError, refuse
+from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -202,6 +202,10 @@ def load_scenario(path: str | Path) -> Scenario:
     return loads(raw, fmt, str(path))
 
 
+_TOO_DEEP = object()
+"""What :func:`loads` holds when the parser itself recursed too deep."""
+
+
 def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Scenario:
     """Parse scenario text of format ``fmt``; ``source`` names it in errors."""
     if isinstance(text, bytes):
@@ -215,6 +219,8 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioFileError(f"{source}: not valid TOML: {exc}", "", source) from None
+        except RecursionError:
+            data = _TOO_DEEP
     elif fmt == "yaml":
         import yaml
 
@@ -226,8 +232,14 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
             text = " ".join(str(exc).split())
             field = exc.path if isinstance(exc, RepeatedKey) else ""
             raise ScenarioFileError(f"{source}: not valid YAML: {text}", field, source) from None
+        except RecursionError:
+            data = _TOO_DEEP
     else:
         raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
+    if data is _TOO_DEEP or nested_too_deep(data):
+        raise ScenarioFileError(
+            f"{source}: arrays or tables nest more than {MAX_NESTING} levels deep", "", source
+        )
     return scenario_from_dict(data, source)
 
 

@@ -58,6 +58,10 @@ DEFAULT_CELL_TIMEOUT_S = 3600.0
 seconds to minutes, but finite, so that a hung cell cannot hold a sweep forever. ``timeout_s=None``
 lifts it (no limit), which an executor that cannot stop a cell requires (:func:`timeout_refusal`)."""
 
+MAX_CELL_TIMEOUT_S = 30 * 86400.0
+"""The largest per-cell limit (30 days): past it the deadline's clock arithmetic overflows on some
+platforms (``time_t``), and a cell that long is no limit at all: say ``timeout_s=None``."""
+
 # how long a cell in a process pool may look "running" before its worker is killed: a future
 # counts as running once it is in the pool's call queue (workers + 1 deep), so it may wait behind
 # two rounds of cells (each stopped by the alarm at timeout_s) before it really starts

@@ -40,7 +40,6 @@ The parts: :mod:`pipesim.io.sweep_grid` plans the cells and builds the tables (:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -50,6 +49,7 @@ from pipesim.core.errors import check_int, shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.sweep_exec import (
     DEFAULT_CELL_TIMEOUT_S,
+    MAX_CELL_TIMEOUT_S,
     SIGNED_SUMMARY,
     CellTimeout,
     MetricsFn,
@@ -146,12 +146,11 @@ def sweep(
     if timeout_s is not None and not (
         isinstance(timeout_s, int | float)
         and not isinstance(timeout_s, bool)
-        and math.isfinite(timeout_s)
-        and timeout_s > 0
+        and 0 < timeout_s <= MAX_CELL_TIMEOUT_S
     ):
         raise refuse(
             "timeout_s",
-            f"must be a finite number of seconds > 0, or None for no limit, got {shown(timeout_s)}",
+            f"must be seconds in (0, {MAX_CELL_TIMEOUT_S:,.0f}] or None (no limit), got {shown(timeout_s)}",
         )
     if executor is not None and not isinstance(executor, Executor):
         raise refuse("executor", f"must be a concurrent.futures.Executor or None, got {shown(executor)}")

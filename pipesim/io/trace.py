@@ -145,6 +145,16 @@ def _check_events(events: pd.DataFrame) -> None:
             raise FieldError(
                 f"row {row} of the events has {col} = {shown(value)}: need an integer", f"{col}[{row}]"
             )
+    gen = events["kind"].isin(("gen", "pause")).to_numpy()  # their lane is their track's name
+    named = events["lane"].map(lambda lane: isinstance(lane, str) and lane != "").to_numpy(dtype=bool)
+    bad = np.nonzero(gen & ~named)[0]
+    if len(bad):
+        row = int(bad[0])
+        value = events["lane"].iloc[row]
+        raise FieldError(
+            f"row {row} of the events has lane = {shown(value)}: need the slot's name (r0/slot0)",
+            f"lane[{row}]",
+        )
     start = pd.to_numeric(events["start_s"]).to_numpy(dtype=np.float64)
     end = pd.to_numeric(events["end_s"]).to_numpy(dtype=np.float64)
     bad = np.nonzero(end < start)[0]

@@ -15,9 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import MAX_NESTING, nested_too_deep
 from pipesim.plan.checks import PlanError, did_you_mean
 
 __all__ = ["apply_sets", "parse_value"]
+
+
+_TOO_DEEP = object()
 
 
 def parse_value(text: str) -> Any:
@@ -25,9 +29,14 @@ def parse_value(text: str) -> Any:
     import tomllib
 
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        value = _TOO_DEEP
+    if value is _TOO_DEEP or nested_too_deep(value):
+        raise ValueError(f"arrays nest more than {MAX_NESTING} levels deep")
+    return value
 
 
 def apply_sets(
@@ -60,5 +69,8 @@ def apply_sets(
             if not isinstance(nxt, dict):
                 raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table", key)
             node = nxt
-        node[parts[-1]] = parse_value(text.strip())
+        try:
+            node[parts[-1]] = parse_value(text.strip())
+        except ValueError as e:
+            raise PlanError(f"--set {key}: {e}", key) from None
     return out

@@ -360,11 +360,20 @@ class PlanSpec:
         # the largest task pool a design of the space draws (plan.build.scenario), slots bounded above
         sp = self.space
         pool = (self.steps + max(sp.eta) + 2) * self.batch_size * max(sp.oversample) * 3
-        if pool + 2 * self.n_gpus * self.max_num_seqs > MAX_POOL_TASKS:
+        slots = 2 * self.n_gpus * self.max_num_seqs
+        if pool + slots > MAX_POOL_TASKS and slots >= pool:  # the engines' places are the bulk
+            raise PlanError(
+                f"model.max_num_seqs ({self.max_num_seqs:,}) x cluster.n_gpus ({self.n_gpus:,}): the "
+                f"space's engines would hold up to {slots:,} sequences, and a run draws a task per "
+                f"place besides its {pool:,.0f}, more than the {MAX_POOL_TASKS:,} a run may; a smaller "
+                "max_num_seqs",
+                "model.max_num_seqs",
+            )
+        if pool + slots > MAX_POOL_TASKS:
             raise PlanError(
                 f"search.steps ({self.steps:,}) x workload.batch_size ({self.batch_size:,}): a run of the "
-                f"space would draw about {pool:,.0f} tasks, more than the {MAX_POOL_TASKS:,} a run may; "
-                "fewer steps or a smaller batch",
+                f"space would draw about {pool + slots:,.0f} tasks, more than the {MAX_POOL_TASKS:,} a run "
+                "may; fewer steps or a smaller batch",
                 "search.steps",
             )
         if self.screen_steps > self.steps:

@@ -33,6 +33,7 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import shown
+from pipesim.core.validate import MAX_NESTING, nested_too_deep
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
 from pipesim.plan.space import (
     BATCH_KNOBS,
@@ -105,6 +106,10 @@ _TABLES = {
 }
 
 
+_TOO_DEEP = object()
+"""What :func:`read` holds when the parser itself recursed too deep."""
+
+
 def read(path: str | Path) -> dict[str, Any]:
     """The tables of a spec file; PlanError (naming the file) when it cannot be read or parsed."""
     p = Path(path)
@@ -130,6 +135,8 @@ def read(path: str | Path) -> dict[str, Any]:
             data = load_yaml(text)  # a safe loader refusing a key given twice
         except yaml.YAMLError as e:
             raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
+        except RecursionError:
+            data = _TOO_DEEP
         if data is None:
             raise PlanError(f"{path}: the file is empty; {_NEEDS}", "", str(path))
     else:
@@ -139,6 +146,10 @@ def read(path: str | Path) -> dict[str, Any]:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
+        except RecursionError:
+            data = _TOO_DEEP
+    if data is _TOO_DEEP or nested_too_deep(data):
+        raise PlanError(f"{path}: arrays or tables nest more than {MAX_NESTING} levels deep", "", str(path))
     if not isinstance(data, dict):
         msg = f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}"
         raise PlanError(msg, "", str(path))
