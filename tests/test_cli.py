@@ -591,3 +591,14 @@ def test_a_preset_whose_pool_would_be_too_large_names_the_key_that_sized_it(
     with pytest.raises(FieldError) as info:
         systems.areal(**kwargs)
     assert info.value.field == field
+
+
+def test_a_sweep_over_a_presets_steps_sizes_each_cells_pool(tmp_path: Path) -> None:
+    """``--over steps=...`` on a preset builds each cell with the factory (the cell at 150 steps ran
+    dry at version 98 when the steps were set on the preset's built scenario)."""
+    out = tmp_path / "s.csv"
+    argv = ["sweep", "systems:areal", "--over", "steps=2,150", "--seeds", "1", "--workers", "1", "--quiet"]
+    assert main([*argv, "--csv", str(out)]) == 0
+    rows = pd.read_csv(out).set_index("design")
+    assert (rows["status"] == "ok").all() and rows["error"].isna().all(), rows
+    assert rows.loc["steps=150", "episodes_trained"] == 150 * 64

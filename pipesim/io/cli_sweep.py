@@ -67,19 +67,24 @@ def parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
 
 def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dict[str, Any]:
     """``--over`` axes over the factory's parameters (``max_head_offpolicyness=1,2,4`` of
-    ``systems:areal``): one design per combination, built by the factory and labelled by it."""
+    ``systems:areal``), and over the keys it sizes its task pool by (``steps``: :data:`POOL_KEYS`):
+    one design per combination, built by the factory and labelled by it."""
     import itertools
+    from functools import partial
 
-    from pipesim.io.registry import build, parse_parameter
+    from pipesim.io.overrides import POOL_KEYS
+    from pipesim.io.registry import build, parse_parameter, parse_value
 
+    scen, _ = build(entry, list(sets))
     axes: dict[str, list[str]] = {}
     for item in items:
         key, values = _axis(item, list(axes))
         axes[key] = split_values(values)
         if not axes[key]:
             raise UsageError(f"--over {key}: no values given")
-        try:
-            parsed = [parse_parameter(entry, key, v) for v in axes[key]]
+        try:  # a pool key (steps: the preset sizes its pool by it) is read as the scenario's
+            read = partial(parse_value, scen) if key in POOL_KEYS else partial(parse_parameter, entry)
+            parsed = [read(key, v) for v in axes[key]]
         except ValueError as exc:
             raise UsageError(one_line(exc)) from None
         if len(set(map(repr, parsed))) != len(parsed):  # 1 and 01 are one value
@@ -142,8 +147,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         entry = resolve(args.scenario)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
-    params = entry.parameters()
-    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in params and "=" in i]
+    from pipesim.io.overrides import POOL_KEYS
+
+    factory_keys = {*entry.parameters(), *(POOL_KEYS if entry.takes_pipeline() else ())}
+    preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in factory_keys and "=" in i]
     over = parse_over(scen, [i for i in args.over if i not in preset_items])
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
     try:
