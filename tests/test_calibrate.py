@@ -364,6 +364,14 @@ def test_a_log_the_spec_cannot_have_written_is_refused(
     assert not (tmp_path / "c.toml").exists()
 
 
+def test_a_column_map_nested_too_deep_names_the_columns(tmp_path: Path) -> None:
+    mapping = tmp_path / "map.toml"
+    mapping.write_text("[columns]\nstep = " + "[" * 3000 + "]" * 3000 + "\n")  # a RecursionError before
+    with pytest.raises(LogError) as e:
+        read_columns_map(mapping)
+    assert e.value.field == "columns"
+
+
 @pytest.mark.parametrize(
     "args,field",
     [

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.calibrate.checks import check_log, in_range
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens, trainer_residuals
@@ -361,27 +362,6 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Si
     return out
 
 
-def check_log(log: TrainingLog, rs: RunSpec) -> None:
-    """Refuse a log that cannot come from a run of ``rs``: a response length (mean or max) above
-    the longest response the spec allows, ``workload.max_response_tokens`` (for an agent workload,
-    its turns' responses and observations: what verl counts as one response), LogError naming the
-    column, its step and the cap."""
-    wl = rs.plan.workload
-    cap = wl.longest_response_tokens
-    what = "workload.max_response_tokens" + (" x agent.turns + observations" if wl.agent is not None else "")
-    for c in ("response_length/mean", "response_length/max"):
-        if not log.has(c):
-            continue
-        over = np.flatnonzero(log.col(c) > cap * (1 + 1e-9))
-        if len(over):
-            i = int(over[0])
-            raise LogError(
-                f"{log.path}: column {c!r}, step {log.steps[i]:g}: {log.col(c)[i]:g} tokens is above the "
-                f"longest response the spec allows ({what} = {cap:,}): is the log from a run of this spec?",
-                c,
-            )
-
-
 def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
     """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
     cannot come from a run of ``rs`` is refused first (:func:`check_log`)."""
@@ -399,6 +379,7 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
     t = tokens(log, rs)
     if t is not None and (spread := dealing_spread(log, with_lengths(rs, values), t, values)) is not None:
         notes.append(spread)
+    values = {k: in_range(k, v) for k, v in values.items()}
     return Calibration(values, notes, residuals, log, held, seed)
 
 

@@ -10,9 +10,12 @@ keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rol
 
 Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
 holds the column or key): no such file, an unknown suffix, no ``step`` column, a cell that is not a
-finite number (with its row), a step given twice, a negative time or length, a clip ratio above 1,
-a mapped column the log does not have, too few steps. :func:`pipesim.calibrate.check_log` then
-refuses a response length above the spec's cap (the log is of another run).
+finite number (with its row), a step that is not an integer up to :data:`MAX_STEP`, a step given
+twice, a negative time or length, a time above :data:`MAX_TIMING_S` (or below
+:data:`MIN_TIMING_S` but not 0), a response length of 0, a clip ratio above 1, a trainer phase of 0 s
+where other steps time it (a phase column of 0 s at every step is left out, and said so), a mapped
+column the log does not have, too few steps. :func:`pipesim.calibrate.check_log` then refuses a
+length above what the spec allows (the log is of another run).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = ["COLUMNS", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
 
@@ -46,6 +50,21 @@ COLUMNS = (
 ``compute_timing_metrics`` and ``compute_data_metrics``)."""
 SHARES = ("response_length/clip_ratio",)
 """Columns that are a share of the step's samples, in [0, 1]."""
+POSITIVE = ("response_length/mean", "response_length/max")
+"""Columns above 0: a response holds at least one token (its end), so no step's mean or max is 0."""
+PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
+"""The trainer's phase columns: all 0 is a phase the log did not time (the column is not used, as
+an all-0 ``timing_s/param_sync`` is no sync); a single 0 among times is no phase's time (refused)."""
+MAX_STEP = 10**9
+"""The largest step number (in magnitude): a billion optimizer steps is beyond any training run (a
+step a second for 30 years); a larger number is a timestamp or a sample count, not a step."""
+MAX_TIMING_S = MAX_STEP_TIME_S
+"""The longest time a ``timing_s/*`` cell may hold, a week: one training step (or phase of one)
+takes seconds to hours; a week is a unit slip (milliseconds, nanoseconds), not a step (and the
+longest a calibrated time may be, :data:`pipesim.plan.runspec_calibration.MAX_STEP_TIME_S`)."""
+MIN_TIMING_S = 1e-9
+"""The shortest nonzero time a ``timing_s/*`` cell may hold, a nanosecond (no timer resolves less):
+below it, relative residuals ``(logged - predicted) / logged`` overflow."""
 MIN_STEPS = 3
 """The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
 
@@ -99,6 +118,8 @@ def read_columns_map(path: str | Path | None) -> dict[str, str]:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "columns") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise LogError(f"{path}: not valid TOML: {e}", "columns") from None
+    except RecursionError:  # arrays hundreds deep: the parser recursed out
+        raise LogError(f"{path}: arrays nest too deep for a column map", "columns") from None
     cols = data.get("columns")
     if not isinstance(cols, dict) or set(data) != {"columns"}:
         raise LogError(f"{path}: a column map is one [columns] table (verl name = the log's name)", "columns")
@@ -163,6 +184,10 @@ def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
     if name != "step" and (num < 0).any():
         i = int(np.flatnonzero((num < 0).to_numpy())[0])
         raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is negative", source)
+    problem = _out_of_range(name, num)
+    if problem is not None:
+        i, why = problem
+        raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} {why}", source)
     if name in SHARES and (num > 1).any():
         i = int(np.flatnonzero((num > 1).to_numpy())[0])
         raise LogError(
@@ -170,6 +195,50 @@ def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
             source,
         )
     return num.astype(float)
+
+
+def _out_of_range(name: str, num: pd.Series) -> tuple[int, str] | None:
+    """The first row of verl's column ``name`` that no training log holds, and why (None: none):
+    a step that is not an integer of magnitude up to :data:`MAX_STEP`, a time above
+    :data:`MAX_TIMING_S` or between 0 and :data:`MIN_TIMING_S`, a response length of 0."""
+    x = num.fillna(0.0).to_numpy(dtype=float)
+    if name == "step":
+        bad, why = (
+            (np.abs(x) > MAX_STEP) | (x != np.round(x)),
+            f"is not a step number (an integer up to {MAX_STEP:.0e})",
+        )
+    elif name.startswith("timing_s/"):
+        bad = (x > MAX_TIMING_S) | ((x > 0) & (x < MIN_TIMING_S))
+        why = (
+            f"seconds is out of range (0, or {MIN_TIMING_S:g} s to a week, {MAX_TIMING_S:g} s: a unit slip?)"
+        )
+    elif name in POSITIVE:
+        bad, why = num.notna().to_numpy() & (x == 0), "tokens: a response holds at least one token (its end)"
+    else:
+        return None
+    hits = np.flatnonzero(bad)
+    return (int(hits[0]), why) if len(hits) else None
+
+
+def _phases(path: str | Path, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The trainer's phase columns (:data:`PHASES`) of the steps used: all 0, dropped with a note (a
+    phase the log did not time); a 0 among times, LogError naming the column and the step."""
+    notes = []
+    for c in PHASES:
+        if c not in frame.columns:
+            continue
+        zero = (frame[c] == 0).to_numpy()
+        if zero.all():
+            notes.append(f"{c}: 0 s at every step (the phase not timed); the column is not used")
+            frame = frame.drop(columns=c)
+        elif zero.any():
+            step = frame["step"].iloc[int(np.flatnonzero(zero)[0])]
+            raise LogError(
+                f"{path}: column {c!r}, step {step:g}: 0 s, where other steps time the phase (a phase "
+                "that runs takes time; leave the cell empty and the column is not used)",
+                c,
+            )
+    return frame, notes
 
 
 def read_log(
@@ -223,4 +292,5 @@ def read_log(
         if empty:
             notes.append(f"{c}: {empty} of {len(frame)} steps have no value; the column is not used")
             frame = frame.drop(columns=c)
-    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes))
+    frame, zeros = _phases(path, frame)
+    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes + zeros))

@@ -4,10 +4,12 @@ from their intervals (``pipesim run CALIBRATED.toml --intervals N``).
 Each of ``n`` draws takes every value of ``[calibration.values]`` from a normal distribution whose
 95% interval is the value's (``sd = (hi - lo) / 3.92``; an interval open above, the MFU's when the
 slope's interval reaches zero, counts as the distance below on both sides), cut to the value's valid
-range, and runs the design with its own seed (``run.seed + 1 + i``), so the spread holds both the
-calibration's uncertainty and the run's own randomness. The interval of a metric is the 2.5th and
-97.5th percentiles of the draws. Values are drawn independently: the fit's correlations (the MFU's
-with the step overhead, for one) are not kept, which widens the trainer's interval somewhat.
+range (:func:`pipesim.plan.runspec_calibration.value_range`, inside an open bound: a drift above
+-1, a median above 0), and runs the design with its own seed (``run.seed + 1 + i``), so the spread
+holds both the calibration's uncertainty and the run's own randomness. The interval of a metric is
+the 2.5th and 97.5th percentiles of the draws. Values are drawn independently: the fit's
+correlations (the MFU's with the step overhead, for one) are not kept, which widens the trainer's
+interval somewhat.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from pipesim.core.errors import check_int, shown
 from pipesim.plan.runspec import RunSpec, from_dict, run
+from pipesim.plan.runspec_calibration import value_range
 
 __all__ = ["MAX_DRAWS", "METRICS", "predict"]
 
@@ -50,7 +53,9 @@ def _draw(values: dict[str, float], intervals: dict[str, Any], rng: np.random.Ge
         below, above = v - float(lo), float(hi) - v
         sd = (below + (above if math.isfinite(above) else below)) / 3.92
         x = v + sd * float(rng.standard_normal())
-        a, b = _BOUNDS.get(k, (0.0, math.inf))
+        lo_k, hi_k, open_below = value_range(k)  # the value's own range (a drift's goes below 0)
+        a, b = _BOUNDS.get(k, (lo_k, hi_k))
+        a, b = max(a, math.nextafter(lo_k, math.inf) if open_below else lo_k), min(b, hi_k)
         out[k] = min(max(x, a), b)
     return out
 

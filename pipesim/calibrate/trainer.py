@@ -356,9 +356,10 @@ def trainer_residuals(
     rest: TrainingLog, rs: RunSpec, values: dict[str, Fitted]
 ) -> dict[str, dict[str, float]]:
     """``(logged - predicted) / logged`` of each trainer phase on the held-out steps ``rest``, step
-    by step from its tokens, and of their sum."""
+    by step from its tokens, and of their sum (a phase logged as 0 s at some step has none:
+    :func:`~pipesim.calibrate.log.read_log` leaves no such column)."""
     t = tokens(rest, rs)
-    phases = [c for c in TRAINER_PHASES if rest.has(c)]
+    phases = [c for c in TRAINER_PHASES if rest.has(c) and bool((rest.col(c) > 0).all())]
     if t is None or not phases:
         return {}
     prof = fitted_profile(rs, values)

@@ -25,6 +25,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -102,8 +103,9 @@ def fit_profile(
     """Fit ``profile``'s constants (:data:`FITTED`, less ``fix``) to ``observations`` (see the
     module docstring); ``weights`` (one per observation, default 1) weigh the squared residuals,
     e.g. ``1 / variance`` of each phase's noise. ``ValueError`` naming ``observations`` when they
-    cannot separate the constants asked for (rank-deficient), or when the fit leaves a constant out
-    of its range."""
+    cannot separate the constants asked for (rank-deficient), when the fit leaves a constant out
+    of its range, or when its arithmetic overflows (seconds or tokens far outside a float's range:
+    an error, not numpy's RuntimeWarning)."""
     if not isinstance(profile, FrameworkProfile):
         raise refuse("profile", f"must be a FrameworkProfile, got {shown(profile)}")
     unknown = [name for name in fix if name not in FITTED]
@@ -116,6 +118,39 @@ def fit_profile(
         raise refuse("confidence", f"must be in (0, 1), got {shown(confidence)}")
     if not observations or not all(isinstance(o, PhaseObservation) for o in observations):
         raise FieldError("observations must be a non-empty sequence of PhaseObservation", "observations")
+    w = None
+    if weights is not None:  # weighted least squares: each row scaled by sqrt(weight)
+        w = np.asarray(weights, float)
+        if w.shape != (len(observations),) or not np.all(np.isfinite(w)) or not np.all(w > 0):
+            raise refuse("weights", f"one positive finite number per observation, got {shown(weights)}")
+    try:  # numpy's overflow or 0/0 as an error, not a RuntimeWarning and an inf in the fit
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            solved, intervals, rms, free = _solve(profile, observations, fix, confidence, w)
+    except FloatingPointError as e:
+        raise FieldError(
+            f"observations: the least squares of {len(observations)} observation(s) fail ({e}): "
+            "seconds or tokens far outside a float's range",
+            "observations",
+        ) from None
+    try:
+        values: dict[str, Any] = dict(solved)
+        fitted = dataclasses.replace(profile, **values)
+    except ValueError as e:
+        raise FieldError(
+            f"observations: the least-squares fit leaves a constant out of range: {e}", "observations"
+        ) from None
+    return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))
+
+
+def _solve(
+    profile: FrameworkProfile,
+    observations: Sequence[PhaseObservation],
+    fix: Collection[str],
+    confidence: float,
+    weights: np.ndarray | None,
+) -> tuple[dict[str, float], dict[str, tuple[float, float]], float, list[int]]:
+    """The least squares of :func:`fit_profile`: the fitted values, their intervals, the RMS
+    residual and the indices of :data:`FITTED` fitted (run under ``np.errstate(... "raise")``)."""
     rows = [_row(profile, o) for o in observations]
     x = np.array([r[0] for r in rows])
     y = np.array([r[1] for r in rows])
@@ -123,10 +158,8 @@ def fit_profile(
     free = [i for i, name in enumerate(FITTED) if name not in fix and np.any(x[:, i] != 0.0)]
     kept = [i for i in range(len(FITTED)) if i not in free]
     y = y - x[:, kept] @ theta[kept]
-    if weights is not None:  # weighted least squares: each row scaled by sqrt(weight)
-        w = np.sqrt(np.asarray(weights, float))
-        if w.shape != y.shape or not np.all(np.isfinite(w)) or not np.all(w > 0):
-            raise refuse("weights", f"one positive finite number per observation, got {shown(weights)}")
+    if weights is not None:  # checked: one positive finite number per observation
+        w = np.sqrt(weights)
         x, y = x * w[:, None], y * w
     a = x[:, free]
     scale = np.linalg.norm(a, axis=0)
@@ -151,18 +184,12 @@ def fit_profile(
         half = z * math.sqrt(max(cov[j, j], 0.0)) if cov is not None else math.nan
         lo, hi = theta[i] - half, theta[i] + half
         if i < 2:  # an efficiency: theta is its reciprocal
-            values[name] = 1.0 / theta[i]
+            values[name] = 1.0 / float(theta[i]) if theta[i] != 0 else math.inf  # out of range below
             intervals[name] = (1.0 / hi if hi > 0 else math.nan, 1.0 / lo if lo > 0 else math.inf)
             if math.isnan(half):
                 intervals[name] = (math.nan, math.nan)
         else:
             values[name] = float(theta[i])
             intervals[name] = (lo, hi)
-    try:
-        fitted = dataclasses.replace(profile, **values)
-    except ValueError as e:
-        raise FieldError(
-            f"observations: the least-squares fit leaves a constant out of range: {e}", "observations"
-        ) from None
     rms = math.sqrt(float(resid @ resid) / n)
-    return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))
+    return values, intervals, rms, free

@@ -22,7 +22,8 @@ too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, `
   ``sample_s``) in place of ``model.framework``'s (of the one-MFU ``ideal`` profile at ``model.mfu``
   when no framework is named). A file calibrated before the phases (``mfu``, ``step_overhead_s``)
   keeps loading: those two still apply as they did. The tables stay as
-  the user wrote them, so a file keeps both what was assumed and what was measured.
+  the user wrote them, so a file keeps both what was assumed and what was measured. ``values`` and
+  ``intervals`` are checked under one rule per key (:mod:`pipesim.plan.runspec_calibration`).
 
 ``kind`` tells a run spec from a slot scenario file (which has no ``kind``): ``pipesim run``,
 ``pipesim export`` and ``--set`` dispatch on it (:func:`is_runspec`). ``--set`` takes dotted keys
@@ -57,6 +58,9 @@ from pipesim.plan.checks import (
     Table,
     did_you_mean,
 )
+from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
+from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
+from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated
 from pipesim.plan.space import UPDATES, Design, PlanSpec
 
 __all__ = [
@@ -79,37 +83,6 @@ KIND = "compute"
 PLAN_TABLES = ("cluster", "model", "workload")
 DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
 RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
-CALIBRATION_KEYS = (
-    "values",
-    "intervals",
-    "method",
-    "residuals",
-    "log",
-    "log_sha256",
-    "steps",
-    "not_identified",
-    "seed",
-)
-PROFILE_KEYS = (
-    "fwd_bwd_efficiency",
-    "fwd_efficiency",
-    "micro_batch_s",
-    "optimizer_step_s",
-    "step_s",
-    "sample_s",
-)
-"""The framework profile's constants a calibration fits (:data:`pipesim.compute.phasefit.FITTED`)."""
-CALIBRATED = (
-    "mfu",
-    "step_overhead_s",
-    "iteration_overhead_s",
-    "response_median_tokens",
-    "response_sigma",
-    "sync_time_s",
-    "drift_per_version",
-    *PROFILE_KEYS,
-)
-"""The keys of ``[calibration.values]`` a run applies (see the module docstring)."""
 DEFAULT_STEPS = 12
 SET_TABLES = (*PLAN_TABLES, "design", "run", "calibration")
 """The tables ``--set`` edits in a run spec: ``calibration.values.KEY`` asks what-ifs of a
@@ -241,26 +214,13 @@ def _check_design(spec: PlanSpec, d: Design) -> None:
         raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
 
 
-def _calibrated(data: Any) -> dict[str, float]:
-    """The values of ``[calibration.values]`` a run applies, checked."""
-    cal = Table("calibration", data, CALIBRATION_KEYS)
-    if "values" not in cal:
-        return {}
-    v = cal.table("values", CALIBRATED)
-    out = {}
-    for k in CALIBRATED:
-        if k in v:  # a drift may be negative (lengths shrinking), above -1
-            out[k] = float(v.number(k, above=-1) if k == "drift_per_version" else v.number(k, lo=0))
-    return out
-
-
 def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec's ``[cluster]``, ``[model]``, ``[workload]`` and ``[run]`` as plan-spec tables,
     the calibrated mfu and response lengths applied: what ``pipesim plan`` reads of a run spec."""
     out: dict[str, Any] = {
         k: copy.deepcopy(dict(data[k])) for k in PLAN_TABLES if k in data and isinstance(data[k], Mapping)
     }
-    cal = _calibrated(data.get("calibration", {}))
+    cal = calibrated(data)
     if "mfu" in cal:
         out.setdefault("model", {})["mfu"] = cal["mfu"]
     if "response_median_tokens" in cal or "response_sigma" in cal:
@@ -317,7 +277,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     r = Table("run", data.get("run", {}), RUN_KEYS)
     steps = r.integer("steps", DEFAULT_STEPS, lo=1)
     seed = r.integer("seed", 0, lo=0, hi=MAX_SIM_SEED - 1)
-    cal = _calibrated(data.get("calibration", {}))
+    cal = calibrated(data)
     tables = plan_tables(data)
     tables["search"] = {
         **tables.get("search", {}),
@@ -326,10 +286,6 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         "seeds": 1,
         "sim_seed": seed,
     }
-    if "mfu" in cal and not 0 < cal["mfu"] <= 1:
-        raise PlanError(
-            f"calibration.values.mfu must be in (0, 1], got {shown(cal['mfu'])}", "calibration.values.mfu"
-        )
     spec = plan_spec(tables, cal, base)
     _check_design(spec, design)
     return RunSpec(
@@ -371,7 +327,7 @@ def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
 def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpec:
     """What ``pipesim plan`` reads of a run spec: its tables as a plan spec (the default space),
     every calibrated value applied."""
-    return plan_spec(plan_tables(data), _calibrated(data.get("calibration", {})), base)
+    return plan_spec(plan_tables(data), calibrated(data), base)
 
 
 def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:

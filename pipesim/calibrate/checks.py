@@ -1,0 +1,87 @@
+"""What a calibration refuses of a log given the spec, and the ranges it writes intervals in.
+
+:func:`check_log`: a log that no run of the spec can have written (a length above what the spec
+allows) is refused before anything is fitted, a :class:`~pipesim.calibrate.log.LogError` naming the
+column, the step and the spec's key. What needs no spec (a cell that is not a number, a negative
+time, a step that is no step number) :func:`pipesim.calibrate.log.read_log` refuses.
+
+:func:`in_range`: a fitted interval cut to the value's range, as a run spec's
+``[calibration.intervals]`` must hold it (:mod:`pipesim.plan.runspec_calibration`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pipesim.calibrate.fit import Fitted
+from pipesim.calibrate.log import LogError, TrainingLog
+from pipesim.plan.build import engine_config
+from pipesim.plan.runspec import RunSpec
+from pipesim.plan.runspec_calibration import value_range
+
+__all__ = ["check_log", "in_range"]
+
+_SLACK = 1 + 1e-9
+"""A logged mean may exceed a cap by rounding (a CSV's six decimals), not more."""
+
+
+def _first_over(log: TrainingLog, column: str, values: np.ndarray, cap: float, what: str, key: str) -> None:
+    """LogError at the first step where ``values`` (of ``column``) exceed ``cap`` (``what``, ``key``)."""
+    over = np.flatnonzero(values > cap * _SLACK)
+    if len(over):
+        i = int(over[0])
+        raise LogError(
+            f"{log.path}: column {column!r}, step {log.steps[i]:g}: {values[i]:g} tokens is above {what} "
+            f"({key} = {cap:,}): is the log from a run of this spec?",
+            column.split(" + ")[0],
+        )
+
+
+def check_log(log: TrainingLog, rs: RunSpec) -> None:
+    """Refuse a log that cannot come from a run of ``rs``, a LogError naming the column, its step
+    and the cap:
+
+    * a response length (mean or max) above the longest response the spec allows,
+      ``workload.max_response_tokens`` (for an agent workload, its turns' responses and
+      observations: what verl counts as one response);
+    * a mean prompt length above the longest prompt the spec allows: the model context
+      (``model.max_model_len``; a drawn prompt: ``workload.max_prompt_tokens`` if smaller), or a
+      mean prompt and response together above the context (every sample's sequence fits it, so
+      their means do too)."""
+    wl = rs.plan.workload
+    cap = wl.longest_response_tokens
+    key = "workload.max_response_tokens" + (" x agent.turns + observations" if wl.agent is not None else "")
+    for c in ("response_length/mean", "response_length/max"):
+        if log.has(c):
+            _first_over(log, c, log.col(c), cap, "the longest response the spec allows", key)
+    if not log.has("prompt_length/mean"):
+        return
+    context = engine_config(rs.plan, rs.design.tp).context_len
+    spec = rs.plan
+    ctx = (
+        "the model context",
+        "model.max_model_len" if spec.max_model_len else f"{spec.model.name}'s context",
+    )
+    prompt = log.col("prompt_length/mean")
+    if not isinstance(wl.prompt, int) and wl.max_prompt_tokens < context:
+        longest = ("the longest prompt the spec allows", "workload.max_prompt_tokens")
+        _first_over(log, "prompt_length/mean", prompt, wl.max_prompt_tokens, *longest)
+    _first_over(log, "prompt_length/mean", prompt, context, *ctx)
+    if log.has("response_length/mean"):
+        both = prompt + log.col("response_length/mean")
+        _first_over(log, "prompt_length/mean + response_length/mean", both, context, *ctx)
+
+
+def in_range(key: str, v: Fitted) -> Fitted:
+    """``v`` with its interval cut to the value's range (bounds included,
+    :func:`~pipesim.plan.runspec_calibration.value_range`), what a run spec's
+    ``[calibration.intervals]`` must hold: a fixed cost's lower end below 0 at 0, an efficiency's
+    upper end above 1 at 1 (an open one, ``inf``, stays open), an end the fit left undetermined
+    (NaN: no residual degrees of freedom) at the range's bound. The true value lies in the range,
+    so the cut interval holds it as often as the uncut one."""
+    lo_b, hi_b, _ = value_range(key)
+    lo = lo_b if math.isnan(v.lo) else min(max(v.lo, lo_b), hi_b)
+    hi = hi_b if math.isnan(v.hi) else v.hi if v.hi == math.inf else min(max(v.hi, lo), hi_b)
+    return Fitted(v.value, lo, hi, v.how)

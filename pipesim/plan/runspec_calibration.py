@@ -1,0 +1,182 @@
+"""A run spec's ``[calibration]`` table, checked (``docs/runspec.md``): the ``values`` a run applies
+and their ``intervals``, each under one rule per key (:func:`check_value`), so that a value, an end
+of its interval and a draw of ``pipesim run --intervals`` (:mod:`pipesim.calibrate.predict`) obey
+the same one.
+
+* ``values``: the keys of :data:`CALIBRATED`, each a finite number in its range
+  (:data:`RANGES`: an efficiency or the MFU in (0, 1], ``iteration_overhead_s`` at most
+  :data:`~pipesim.compute.roofline.MAX_FIXED_COST_S`, ``drift_per_version`` above -1,
+  ``response_median_tokens`` above 0, ``response_sigma`` >= 0, a time per step in [0, a week]).
+* ``intervals``: the same keys, each ``[lo, hi]``: two numbers, ``lo <= hi``, ``lo`` finite and
+  ``hi`` finite or ``inf`` (open above: ``pipesim calibrate`` writes that for an efficiency whose
+  reciprocal's interval reaches 0); each end in the value's range, its bounds included (an
+  efficiency's interval may reach 0: a fit with no residual degrees of freedom bounds it no better),
+  except that ``lo`` may lie below it (``pipesim calibrate`` before 0.3 wrote a fixed cost's
+  interval through 0, ``micro_batch_s = [-0.0019, 0.395]``; every draw is cut to the range, so such
+  a file still loads, its draws kept in range), and, for the response lengths, a median end with the
+  sigma in effect (and a sigma end with the median) must not overflow a draw
+  (:func:`~pipesim.core.validate.check_tail`), as the values must not. An interval need not hold its
+  value: ``--set calibration.values.KEY`` asks what-ifs outside it, and ``--intervals`` draws values
+  outside it.
+
+Every error is a :class:`~pipesim.plan.checks.PlanError` naming ``calibration.values.KEY`` or
+``calibration.intervals.KEY``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pipesim.compute.roofline import MAX_FIXED_COST_S
+from pipesim.core.validate import FieldError, check_tail, shown
+from pipesim.plan.checks import PlanError, Table, is_number, number
+
+__all__ = [
+    "CALIBRATED",
+    "CALIBRATION_KEYS",
+    "PROFILE_KEYS",
+    "MAX_STEP_TIME_S",
+    "RANGES",
+    "calibrated",
+    "check_value",
+    "value_range",
+]
+
+CALIBRATION_KEYS = (
+    "values",
+    "intervals",
+    "method",
+    "residuals",
+    "log",
+    "log_sha256",
+    "steps",
+    "not_identified",
+    "seed",
+)
+PROFILE_KEYS = (
+    "fwd_bwd_efficiency",
+    "fwd_efficiency",
+    "micro_batch_s",
+    "optimizer_step_s",
+    "step_s",
+    "sample_s",
+)
+"""The framework profile's constants a calibration fits (:data:`pipesim.compute.phasefit.FITTED`)."""
+CALIBRATED = (
+    "mfu",
+    "step_overhead_s",
+    "iteration_overhead_s",
+    "response_median_tokens",
+    "response_sigma",
+    "sync_time_s",
+    "drift_per_version",
+    *PROFILE_KEYS,
+)
+"""The keys of ``[calibration.values]`` a run applies (see :mod:`pipesim.plan.runspec`)."""
+MAX_STEP_TIME_S = 7 * 86400.0
+"""The longest seconds a calibrated time per step may be (``sync_time_s``, ``step_overhead_s``, the
+profile's fixed costs), a week: the longest time a training log's ``timing_s/*`` cell may hold
+(:data:`pipesim.calibrate.log.MAX_TIMING_S`), so what a log fits stays loadable; a longer step is a
+unit slip, and its run's numbers nonsense (a draw of ``[0, 1e308]`` made an idle ratio of 1e-306)."""
+_WEEK = (0.0, MAX_STEP_TIME_S, False)
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "mfu": (0.0, 1.0, True),
+    "fwd_bwd_efficiency": (0.0, 1.0, True),
+    "fwd_efficiency": (0.0, 1.0, True),
+    "iteration_overhead_s": (0.0, MAX_FIXED_COST_S, False),
+    "drift_per_version": (-1.0, math.inf, True),
+    "response_median_tokens": (0.0, math.inf, True),
+    "response_sigma": (0.0, math.inf, False),
+    **{k: _WEEK for k in ("sync_time_s", "step_overhead_s", "micro_batch_s", "optimizer_step_s")},
+    **{k: _WEEK for k in ("step_s", "sample_s")},
+}
+"""``key -> (lo, hi, open below)`` of each calibrated value: the MFU and the efficiencies in (0, 1]
+(``TrainerConfig``, ``FrameworkProfile``), the decode overhead a fixed cost of at most an hour
+(``EngineConfig``), a drift above -1 (lengths shrinking, never to 0), a median above 0
+(``workload.response``), a sigma >= 0, the times per step up to :data:`MAX_STEP_TIME_S`."""
+_RESPONSE = {"response_median_tokens": "median_tokens", "response_sigma": "sigma"}
+
+
+def value_range(key: str) -> tuple[float, float, bool]:
+    """``(lo, hi, open below)`` of a calibrated value (:data:`RANGES`; a key not there ``[0, inf)``)."""
+    return RANGES.get(key, (0.0, math.inf, False))
+
+
+def check_value(where: str, key: str, x: object, closed: bool = False) -> float:
+    """``x`` as a float if it is a finite number in ``key``'s range (``closed``: its open bound
+    included, as an interval's end may be); PlanError naming ``where`` otherwise."""
+    lo, hi, open_below = value_range(key)
+    strict = open_below and not closed
+    what = f" {'>' if strict else '>='} {lo:g}" + (f" and <= {hi:g}" if hi < math.inf else "")
+    return number(
+        where,
+        x,
+        None if strict else lo,
+        None if hi == math.inf else hi,
+        above=lo if strict else None,
+        what=what,
+    )
+
+
+def calibrated(data: Mapping[str, Any]) -> dict[str, float]:
+    """The values of a run spec's ``[calibration.values]`` (``data``: the spec's tables), checked,
+    and its ``[calibration.intervals]`` checked against them (module docstring)."""
+    cal = Table("calibration", data.get("calibration", {}), CALIBRATION_KEYS)
+    out: dict[str, float] = {}
+    if "values" in cal:
+        v = cal.table("values", CALIBRATED)
+        out = {k: check_value(v.name(k), k, v.raw(k)) for k in CALIBRATED if k in v}
+    if "intervals" in cal:
+        t = cal.table("intervals", CALIBRATED)
+        for k in CALIBRATED:
+            if k in t:
+                _interval(t.name(k), k, t.raw(k), data, out)
+    return out
+
+
+def _interval(where: str, key: str, v: object, data: Mapping[str, Any], values: dict[str, float]) -> None:
+    """One ``[lo, hi]`` of ``[calibration.intervals]`` (module docstring)."""
+    if not isinstance(v, list | tuple) or len(v) != 2:
+        raise PlanError(f"{where} must be a list of two numbers [lo, hi], got {shown(v)}", where)
+    lo, hi = v
+    for end, x in (("lower", lo), ("upper", hi)):
+        if end == "upper" and isinstance(x, float) and x == math.inf:
+            continue  # open above
+        if not is_number(x):
+            raise PlanError(
+                f"{where}: the {end} end must be a finite number"
+                + (" (or inf: open above)" if end == "upper" else "")
+                + f", got {shown(x)}",
+                where,
+            )
+        if end == "lower" and x < value_range(key)[0]:  # cut there by every draw (predict.py)
+            continue
+        try:
+            check_value(f"{where} ({end} end)", key, x, closed=True)
+        except PlanError as e:
+            raise PlanError(f"{e} (the range of calibration.values.{key})", where) from None
+    if lo > hi:
+        raise PlanError(f"{where} must be [lo, hi] with lo <= hi, got {shown(v)}", where)
+    if key in _RESPONSE:
+        other = "response_sigma" if key == "response_median_tokens" else "response_median_tokens"
+        with_ = _in_effect(data, values, other)
+        for x in (lo, hi):
+            if with_ is None or not math.isfinite(x):
+                continue
+            median, sigma = (x, with_) if key == "response_median_tokens" else (with_, x)
+            try:
+                check_tail(("response_median_tokens", "response_sigma"), median, sigma)
+            except FieldError as e:
+                raise PlanError(f"{where}: {e}", where) from None
+
+
+def _in_effect(data: Mapping[str, Any], values: dict[str, float], key: str) -> float | None:
+    """The calibrated value of ``key``, else ``workload.response``'s, else None (a trace, a default)."""
+    if key in values:
+        return values[key]
+    wl = data.get("workload")
+    r = wl.get("response") if isinstance(wl, Mapping) else None
+    x = r.get(_RESPONSE[key]) if isinstance(r, Mapping) else None
+    return float(x) if x is not None and is_number(x) else None
