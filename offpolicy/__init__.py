@@ -21,7 +21,9 @@ The pieces
     rollout     batched sampling (one forward per decode step for the whole batch) that records
                 each token's behaviour log-prob ``sample_logp`` and weight version; episodes are
                 plain data, can be paused and continued under newer weights, and ``collate`` turns
-                any list of them into a training batch.
+                any list of them into a training batch. Non-finite logits, losses or gradient
+                norms (an lr far too large) raise ``Diverged``; the scripts keep such a run as
+                diverged (held-out 0, counted as collapsed) instead of failing.
     functional  the math as pure tensor functions: ``selected_log_probs``, group advantages,
                 the PPO policy loss, ``tis_weights``, ``mis_weights``, ``seq_tis_weights``.
     rl          ``RLConfig``, ``rl_update``, ``train_rl`` (on-policy) and ``evaluate``; an
@@ -66,6 +68,7 @@ from offpolicy.gym import Task, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.model import CheckpointError, ModelConfig, TinyAgent, load_checkpoint, save_checkpoint
 from offpolicy.rl import EvalSpec, RLConfig, compute_advantages, evaluate, rl_update, sample_step, train_rl
 from offpolicy.rollout import (
+    Diverged,
     Episode,
     behavior_stats,
     collate,
@@ -87,6 +90,7 @@ __all__ = [
     "CORRECTIONS",
     "BaseConfig",
     "CheckpointError",
+    "Diverged",
     "Episode",
     "EvalSpec",
     "ModelConfig",

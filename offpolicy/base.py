@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from offpolicy.checks import check_int, check_real, check_seed, refuse, shown
+from offpolicy.checks import check_int, check_lr, check_real, check_seed, refuse, shown
 from offpolicy.gym import (
     BUG_RHS,
     DEFAULT_GYM,
@@ -93,7 +93,7 @@ class BaseConfig:
             check_int(name, getattr(self, name), 1)
         check_seed("seed", self.seed)
         check_real("p_correct", self.p_correct, 0, 1)
-        check_real("lr", self.lr, 0, open_low=True)
+        check_lr("lr", self.lr)
         check_real("aux_weight", self.aux_weight, 0)
         check_gym(self.gym)
         if self.wrong not in ("off-by-one", "decoy"):

@@ -7,8 +7,10 @@ checks of its own, a small twin of :mod:`pipesim.core.validate`: :class:`FieldEr
 ``field`` (and ``file``) as pipesim's does, :func:`refuse` builds the message from the field, and
 :func:`check_int` / :func:`check_real` mirror ``check_int`` / ``check_number``: a bool is
 not a number, a float field takes an int or a float and must be finite, and a numpy scalar is
-named with the conversion to use. Nor does it import ``scenarios`` (which imports offpolicy), so
-:func:`check_output` is its own copy of ``scenarios.outputs.check_output``.
+named with the conversion to use. Every learning rate is checked by :func:`check_lr` (the
+scripts' ``--lr`` / ``--lrs`` too, through :func:`lr_problem`). Nor does it import
+``scenarios`` (which imports offpolicy), so :func:`check_output` is its own copy of
+``scenarios.outputs.check_output``.
 """
 
 from __future__ import annotations
@@ -70,6 +72,31 @@ def shown(value: object, limit: int = 80) -> str:
 #: The largest seed ``torch.Generator.manual_seed`` takes (it refuses 2**64 with an unnamed
 #: ``RuntimeError``); every seed field is checked against it.
 SEED_MAX = 2**64 - 1
+
+
+#: The largest learning rate a config takes (every ``lr`` field, and so every ``--lr`` / ``--lrs``).
+#: Adam's first step moves a weight by up to ``lr / (1 - beta1) = 10 * lr``, computed in float32,
+#: which overflows near 3.4e38: ``lr=1e38`` failed inside torch's Adam. Far below that, 1e6 still
+#: reaches every learning rate at which TinyAgent's training breaks (its reward falls to 0 within 20
+#: steps from lr 0.1, and from about 1e5 its logits overflow: a run recorded as diverged), so an lr
+#: sweep can find them; an lr above it is no step size anyone means (Adam moves each weight by about
+#: ``lr`` per step; TinyAgent's weights are about 0.1).
+LR_MAX = 1e6
+
+
+def check_lr(name: str, value: object) -> None:
+    """FieldError for ``name`` unless ``value`` is a finite learning rate in ``(0, LR_MAX]``."""
+    check_real(name, value, 0, LR_MAX, open_low=True)
+
+
+def lr_problem(flag: str, lr: float) -> str | None:
+    """A script's usage error for learning rate ``lr`` given as ``flag`` (None: none), by the rule
+    of every config's ``lr`` (:func:`check_lr`), said with the flag."""
+    try:
+        check_lr(flag, lr)
+    except FieldError:
+        return f"{flag}: a learning rate must be a finite number > 0 and at most {LR_MAX:g}, got {shown(lr)}"
+    return None
 
 
 def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:

@@ -15,12 +15,14 @@ function in table order. Changing that order changes every digit.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 import torch
 
 from offpolicy.checks import check_output
 from offpolicy.functional import mis_weights, tis_weights
+from offpolicy.interrupts import INTERRUPTED, sigterm_as_interrupt
 
 WeightFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 V, N, REPS = 100, 64, 4000
@@ -85,18 +87,29 @@ def format_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+PROG = "python -m offpolicy.estimator"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="also write the table to this text file")
     args = parser.parse_args(argv)
     check_output(parser, "--out", args.out)  # before the table
     torch.set_num_threads(1)
-    text = format_table(estimator_table())
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+    text = None
+    try:
+        with sigterm_as_interrupt():
+            text = format_table(estimator_table())
+            print(text)
+            if args.out:
+                with open(args.out, "w") as fh:
+                    fh.write(text + "\n")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line, as the other scripts
+        said = "before the table was done" if text is None else f"while writing {args.out} (incomplete)"
+        print(f"{PROG}: interrupted {said}", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

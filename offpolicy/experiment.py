@@ -7,9 +7,9 @@ stored as plain dicts (config, per-step history, held-out stats), and every cell
 the mean over seeds with a 95% percentile-bootstrap interval, ``mean [lo, hi]``
 (:mod:`offpolicy.stats`, drawn from a generator seeded ``TABLE_SEED`` afresh for each cell, so
 tables are reproducible); ``collapsed`` counts runs that end below a held-out pass rate of 0.05
-(a quarter of a blind guess), and :func:`paired_table` compares settings on the seeds they
-share. Figures keep a Student-t band (:func:`mean_ci`). Results files are rewritten after
-every run, so a long grid can be resumed (``--resume``) after an interruption.
+(a quarter of a blind guess; a diverged run counts too), and :func:`paired_table` compares
+settings on the seeds they share. Figures keep a Student-t band (:func:`mean_ci`). Results files
+are rewritten after every run, so a long grid can be resumed (``--resume``) after an interruption.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import torch
 
 from offpolicy import stats
 from offpolicy.base import base_config, make_rl_base
-from offpolicy.checks import SEED_MAX, FieldError, check_output, refuse
+from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, refuse
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
+from offpolicy.rollout import Diverged
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
@@ -57,8 +58,14 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
 
 
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
-    """'mean [lo, hi]': the mean over seeds and its 95% bootstrap interval, ``digits`` decimals."""
-    return stats.fmt_interval(stats.bootstrap_mean(values, np.random.default_rng(TABLE_SEED)), digits)
+    """'mean [lo, hi]': the mean over seeds and its 95% bootstrap interval, ``digits`` decimals. A
+    NaN (a window a diverged run never reached: :func:`history_mean`) is left out and the cell
+    says over how many runs it is, ``(n=2)``; ``n/a`` when none is left."""
+    kept = [v for v in values if not math.isnan(v)]
+    if not kept:
+        return "n/a"
+    cell = stats.fmt_interval(stats.bootstrap_mean(kept, np.random.default_rng(TABLE_SEED)), digits)
+    return cell if len(kept) == len(values) else f"{cell} (n={len(kept)})"
 
 
 CLI_LIMITS = {"steps": 100_000, "seeds": 1_000}
@@ -96,9 +103,11 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if unknown:
         known = ", ".join(CORRECTIONS)
         parser.error(f"--corrections: unknown correction {unknown[0]!r} (choose from {known})")
-    lrs = list(getattr(args, "lrs", None) or ()) + [getattr(args, "lr", None) or 1.0]
-    if not all(math.isfinite(lr) and lr > 0 for lr in lrs):
-        parser.error(f"--lr/--lrs: a learning rate must be a finite number > 0, got {lrs}")
+    for flag in ("lr", "lrs"):  # --lr: one float or None (RLConfig's); --lrs: a list
+        value = getattr(args, flag, None)
+        for lr in [value] if isinstance(value, float) else value or ():
+            if (problem := lr_problem(f"--{flag}", lr)) is not None:
+                parser.error(problem)
     check_output(parser, "--html", getattr(args, "html", None))  # before training
     for seed in getattr(args, "seed_list", None) or ():  # the evaluation's generator is EVAL_SEED + seed
         if seed > SEED_MAX - EVAL_SEED:
@@ -187,18 +196,31 @@ def run_one(
     Every ``eval_every`` steps the *current* policy is also evaluated on the held-out tasks
     (``eval_every_episodes`` per task, its own generator seeded ``EVAL_SEED + seed``), so the
     history shows when a collapse happens; this never changes the training itself.
+
+    A run whose numbers stop being finite (:class:`~offpolicy.rollout.Diverged`, an lr far too
+    large) ends there and is kept: ``history`` holds the steps before it, ``diverged`` says at
+    which step and what (None for a run that did not diverge), and its held-out record is
+    :data:`DIVERGED_HELDOUT` (a policy that cannot act), so the tables count it as collapsed.
     """
     cfg = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
     model = copy.deepcopy(base)
     spec = EvalSpec(make_tasks("heldout", gym), eval_every, eval_every_episodes, EVAL_SEED + seed)
     start = time.perf_counter()
-    history = train_offpolicy(
-        model, make_tasks("train", gym), tok, cfg, steps, lag, correction, sampler=sampler, eval_spec=spec
-    )
+    diverged: dict[str, Any] | None = None
+    try:
+        history = train_offpolicy(
+            model, make_tasks("train", gym), tok, cfg, steps, lag, correction, sampler=sampler, eval_spec=spec
+        )
+    except Diverged as exc:
+        history, diverged = exc.history, dict(step=exc.step, where=exc.where, message=str(exc))
     seconds = time.perf_counter() - start
-    held = evaluate(
-        model, make_tasks("heldout", gym), tok, eval_episodes, torch.Generator().manual_seed(EVAL_SEED + seed)
-    )
+    held = dict(DIVERGED_HELDOUT)
+    if diverged is None:
+        gen = torch.Generator().manual_seed(EVAL_SEED + seed)
+        try:
+            held = evaluate(model, make_tasks("heldout", gym), tok, eval_episodes, gen)
+        except Diverged as exc:  # the last update left weights that cannot act
+            diverged = dict(step=steps, where=exc.where, message=str(exc))
     return {
         "lag": lag,
         "correction": correction,
@@ -211,7 +233,21 @@ def run_one(
         "eval_every": eval_every,
         "history": history,
         "heldout": held,
+        "diverged": diverged,
     }
+
+
+#: The held-out record of a diverged run: weights that are not finite sample no action at all.
+DIVERGED_HELDOUT = {"pass_rate": 0.0, "reads": 0.0, "invalid": 1.0}
+
+
+def diverged_note(run: dict[str, Any]) -> str:
+    """For the progress line: where a diverged run stopped (``''`` for any other run)."""
+    d = run.get("diverged")
+    if not d:
+        return ""
+    at = f"in step {d['step'] + 1} of {run['steps']}" if d["step"] < run["steps"] else "after its last step"
+    return f"; DIVERGED {at} ({d['message']}), counted as collapsed"
 
 
 def eval_trace(run: dict[str, Any]) -> str:
@@ -252,9 +288,10 @@ def group_runs(
 
 
 def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = None) -> float:
-    """Mean of ``key`` over steps [lo, hi) of a run's history."""
+    """Mean of ``key`` over steps [lo, hi) of a run's history; NaN when it has none of them (a
+    diverged run stops early), which :func:`fmt_ci` leaves out."""
     rows = run["history"][lo:hi]
-    return sum(float(r[key]) for r in rows) / len(rows)
+    return sum(float(r[key]) for r in rows) / len(rows) if rows else math.nan
 
 
 def summary_table(
@@ -291,10 +328,14 @@ def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(payload, fh, indent=1)
-    os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=1)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C mid-write: the file stays as it was, no temporary one is left
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 #: What every stored run carries that the tables and the figure read.
@@ -328,8 +369,10 @@ def write_reward_figure(
     fig = go.Figure()
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
     for i, (key, group) in enumerate(group_runs(runs, keys).items()):
-        steps = min(len(r["history"]) for r in group)
-        stats = [mean_ci([r["history"][s]["reward"] for r in group]) for s in range(steps)]
+        steps = max(len(r["history"]) for r in group)  # a diverged run stops early: the rest go on
+        stats = [
+            mean_ci([r["history"][s]["reward"] for r in group if s < len(r["history"])]) for s in range(steps)
+        ]
         mean = [m for m, _ in stats]
         lo, hi = [m - h for m, h in stats], [m + h for m, h in stats]
         color, name = palette[i % len(palette)], ", ".join(f"{k}={v}" for k, v in zip(keys, key))

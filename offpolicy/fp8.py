@@ -6,7 +6,9 @@ back) for each correction, plus an exact-sampler baseline, and prints the mismat
 distribution (mean / p99 / max of |log pi_old - log mu|), the share of tokens over the cap,
 the last-10-step reward and the held-out pass rate, each as mean [lo, hi] with a 95% bootstrap
 interval over seeds, the collapsed-run count, and the paired held-out difference of each fp8
-setting against the exact sampler. ``--seed-list`` runs exactly the given seeds.
+setting against the exact sampler. ``--seed-list`` runs exactly the given seeds. A run that
+diverges (its numbers stop being finite) is kept as diverged and counted as collapsed. Ctrl-C (or
+SIGTERM) stops it with one line saying how many finished runs the JSON keeps, and exit status 130.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
     check_cli_args,
+    diverged_note,
     fmt_ci,
     history_mean,
     load_base,
@@ -29,11 +33,14 @@ from offpolicy.experiment import (
     write_json,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.update import fp8_copy
 
+PROG = "python -m offpolicy.fp8"
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
@@ -45,10 +52,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
     torch.set_num_threads(1)
+    return run_keeping(PROG, args.json, lambda kept: compare(args, argv, kept), resumable=False)
+
+
+def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
+    """Every (sampler, correction, seed), then the table; ``kept`` follows what the JSON holds."""
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base(args.gym)
     settings = [("exact", "none")] + [("fp8", c) for c in args.corrections]
-    runs = []
+    runs: list[dict[str, Any]] = []
     for name, correction in settings:
         for seed in seeds:
             run = run_one(
@@ -64,14 +76,12 @@ def main(argv: list[str] | None = None) -> None:
                 gym=args.gym,
             )
             run["sampler"] = name
+            command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
+            write_json(args.json, {"command": command, "runs": [*runs, run]})
             runs.append(run)
-            write_json(
-                args.json,
-                {
-                    "command": "python -m offpolicy.fp8 " + " ".join(sys.argv[1:] if argv is None else argv),
-                    "runs": runs,
-                },
-            )
+            kept.written = len(runs)
+            if note := diverged_note(run):
+                print(f"{name} {correction} seed {seed}{note}", flush=True)
     lines = [
         "sampler correction | n | mismatch | health p99 | health max | over cap | last-10 reward | held-out"
         " | collapsed"
@@ -101,4 +111,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -7,6 +7,11 @@ mismatch, each mean ± 95% interval over seeds. Staleness is measured in updates
 chapter's "policy speed" argument predicts that the damage of a fixed lag grows with the
 learning rate, and the ``mismatch`` column (mean |log pi_old - log mu|) shows by how much
 the sampler has drifted from the trainer.
+
+An lr at which training diverges (its numbers stop being finite) is what the sweep exists to find:
+such a run is kept as diverged and counted as collapsed, and its reward cells leave out the steps
+it never reached. Ctrl-C (or SIGTERM) stops the sweep with one line saying how many finished runs
+the JSON keeps, and exit status 130; ``--resume`` continues from them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from offpolicy.experiment import (
     COLLAPSED,
     check_cli_args,
+    diverged_note,
     fmt_ci,
     group_runs,
     history_mean,
@@ -32,10 +38,13 @@ from offpolicy.experiment import (
     write_json,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.interrupts import Kept, run_keeping
+
+PROG = "python -m offpolicy.lr_sweep"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 8])
     parser.add_argument("--corrections", nargs="+", default=["none"])
@@ -49,9 +58,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
     torch.set_num_threads(1)
+    return run_keeping(PROG, args.json, lambda kept: sweep(args, argv, kept), resumable=True)
+
+
+def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
+    """Every (lr, lag, correction, seed) not yet in the JSON, then the table; ``kept`` follows
+    what the JSON holds."""
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base(args.gym)
     runs = read_runs(args.json) if args.resume else []
+    kept.before = len(runs)
     done = {(r["lr"], r["lag"], r["correction"], r["seed"], r.get("steps")) for r in runs}
     meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
     for lr in args.lrs:
@@ -60,21 +76,23 @@ def main(argv: list[str] | None = None) -> None:
                 for seed in seeds:
                     if (lr, lag, correction, seed, args.steps) in done:
                         continue
-                    runs.append(
-                        run_one(
-                            base,
-                            tok,
-                            lag,
-                            correction,
-                            seed,
-                            args.steps,
-                            lr,
-                            eval_every=args.eval_every,
-                            gym=args.gym,
-                        )
+                    run = run_one(
+                        base,
+                        tok,
+                        lag,
+                        correction,
+                        seed,
+                        args.steps,
+                        lr,
+                        eval_every=args.eval_every,
+                        gym=args.gym,
                     )
-                    write_json(args.json, dict(meta, runs=runs))
-                    print(f"lr {lr:g} lag {lag} {correction} seed {seed} done", flush=True)
+                    write_json(args.json, dict(meta, runs=[*runs, run]))
+                    runs.append(run)
+                    kept.written = len(runs)
+                    print(
+                        f"lr {lr:g} lag {lag} {correction} seed {seed} done{diverged_note(run)}", flush=True
+                    )
     lines = [
         "      lr lag correction | n | reward [0-10) | reward last 10 | mismatch | over cap"
         " | held-out | reads | collapsed"
@@ -101,4 +119,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,16 +24,17 @@ weights, so a run with evaluation is step for step the run without it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from offpolicy.checks import FieldError, check_int, check_real, check_seed, refuse, shown
+from offpolicy.checks import FieldError, check_int, check_lr, check_real, check_seed, refuse, shown
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
 from offpolicy.gym import Task, Tokenizer
-from offpolicy.rollout import Episode, behavior_stats, collate, pick_tasks, sample_episodes
+from offpolicy.rollout import Diverged, Episode, behavior_stats, collate, pick_tasks, sample_episodes
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class RLConfig:
         group_size: episodes per task in a step; they share the group baseline.
         lr: Adam learning rate. 3e-4 since the issue gym's lr sweep (``docs/offpolicy.md``:
             on-policy held-out 0.94 at 3e-4 against 0.53 at the earlier default 1e-3, 10 seeds).
+            At most ``checks.LR_MAX`` (1e6, below Adam's float32 overflow); an lr at which the
+            numbers stop being finite raises :class:`~offpolicy.rollout.Diverged` in training.
         temperature: sampling temperature; the trainer divides logits by the same value.
         minibatches: gradient steps per training step (one epoch over the batch).
         clip_low: PPO clip, lower side: ratio >= 1 - clip_low.
@@ -71,7 +74,7 @@ class RLConfig:
         for name in ("episodes_per_step", "group_size", "minibatches", "max_turns"):
             check_int(name, getattr(self, name), 1)
         check_seed("seed", self.seed)
-        check_real("lr", self.lr, 0, open_low=True)
+        check_lr("lr", self.lr)
         check_real("temperature", self.temperature, 0, open_low=True)
         check_real("clip_low", self.clip_low, 0, 1)
         check_real("clip_high", self.clip_high, 0)
@@ -110,9 +113,13 @@ def minibatch_step(
     """One PPO gradient step on a minibatch: ids [b, T]; old_logp, token_adv, mask [b, T-1]."""
     logp = policy_log_probs(model, ids, cfg.temperature)  # [b, T-1]
     loss, stats = ppo_policy_loss(logp, old_logp, token_adv, mask, cfg.clip_low, cfg.clip_high)
+    if not bool(torch.isfinite(loss)):  # its gradients would turn every weight into NaN
+        raise Diverged("the policy loss is not finite: training diverged", "loss")
     optimizer.zero_grad()
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+    if not bool(torch.isfinite(grad_norm)):  # clipping would scale the gradients by NaN
+        raise Diverged("the gradient norm is not finite: training diverged", "gradient")
     optimizer.step()
     return dict(stats, loss=loss.item(), grad_norm=float(grad_norm))
 
@@ -204,13 +211,25 @@ def train_rl(
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     history: list[dict[str, Any]] = []
     for step in range(steps):
-        episodes = sample_step(model, tasks, tok, cfg, gen)
-        batch = collate(episodes, tok.pad_id)
-        record: dict[str, Any] = dict(step=step, **behavior_stats(episodes))
-        record.update(rl_update(model, optimizer, batch, compute_advantages(batch, cfg), cfg, gen))
-        record.update(eval_record(model, step, eval_spec, tok, cfg))
+        with diverged_at(step, history):
+            episodes = sample_step(model, tasks, tok, cfg, gen)
+            batch = collate(episodes, tok.pad_id)
+            record: dict[str, Any] = dict(step=step, **behavior_stats(episodes))
+            record.update(rl_update(model, optimizer, batch, compute_advantages(batch, cfg), cfg, gen))
+            record.update(eval_record(model, step, eval_spec, tok, cfg))
         history.append(record)
     return history
+
+
+@contextmanager
+def diverged_at(step: int, history: list[dict[str, Any]]) -> Iterator[None]:
+    """A :class:`~offpolicy.rollout.Diverged` raised in the block leaves with ``step`` and the
+    ``history`` of the steps before it, so the caller keeps what the run did."""
+    try:
+        yield
+    except Diverged as exc:
+        exc.step, exc.history = step, history
+        raise
 
 
 def evaluate(

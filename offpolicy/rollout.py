@@ -27,11 +27,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from offpolicy.checks import FieldError, refuse
 from offpolicy.gym import MAX_ACTION_TOKENS, Task, Tokenizer, env_step, prompt_ids
+
+
+class Diverged(ArithmeticError):
+    """Training produced numbers that are not finite (logits, a loss, a gradient norm): the weights
+    no longer describe a policy, and sampling from them would fail inside torch. ``where`` says what
+    was found; the training loops set ``step`` (the 0-based step it happened in) and ``history``
+    (the records of the steps before it), so a caller can keep the run as a diverged one."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+        self.step: int | None = None
+        self.history: list[dict[str, Any]] = []
 
 
 @dataclass
@@ -144,6 +158,8 @@ def continue_episodes(
                         logits = torch.empty(len(active), part.shape[1])
                     logits[rows] = part  # back to the active rows' order
             logits = logits / temperature  # [A, V]
+            if not bool(torch.isfinite(logits).all()):  # multinomial would fail on NaN or inf
+                raise Diverged("the policy's logits are not finite: training diverged", "logits")
             logp = torch.log_softmax(logits, dim=-1)  # [A, V]
             picked = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [A]
             picked_logp = logp.gather(1, picked[:, None]).squeeze(1)  # [A]

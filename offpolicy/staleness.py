@@ -11,6 +11,10 @@ those seeds (instead of ``range(--seeds)``). Every cell is ``mean [lo, hi]`` wit
 interval, and a paired table follows: each correction minus ``none`` at the same lag, and each
 uncorrected lag minus lag 0, on the seeds both ran, marked significant only when the interval
 excludes 0. ``--gym defect`` runs the defect gym instead of the default issue gym.
+
+A run whose numbers stop being finite (a learning rate far too large) is kept as diverged and
+counted as collapsed. Ctrl-C (or SIGTERM) stops the grid with one line saying how many finished
+runs the JSON keeps, and exit status 130; ``--resume`` continues from them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch
 from offpolicy.checks import FieldError
 from offpolicy.experiment import (
     check_cli_args,
+    diverged_note,
     eval_trace,
     load_base,
     paired_table,
@@ -37,9 +42,11 @@ from offpolicy.experiment import (
     write_reward_figure,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.rl import RLConfig
 from offpolicy.update import CORRECTIONS
 
+PROG = "python -m offpolicy.staleness"
 CHAPTER_GRID = [(0, "none"), (2, "none"), (4, "none"), (8, "none"), (4, "tis"), (8, "tis"), (8, "mis")]
 
 
@@ -59,8 +66,8 @@ def build_grid(lags: list[int], corrections: list[str], grid: str) -> list[tuple
     return pairs
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 2, 4, 8])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis", "mis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
@@ -78,9 +85,15 @@ def main(argv: list[str] | None = None) -> None:
     check_cli_args(parser, args)
     torch.set_num_threads(1)
     if args.table_only:
-        report(read_runs(args.json), args.json, args.html)
-        return
+        body = lambda _: report(read_runs(args.json), args.json, args.html)  # noqa: E731
+    else:
+        body = lambda kept: run_grid(args, argv, kept)  # noqa: E731
+    return run_keeping(PROG, args.json, body, resumable=True)
 
+
+def run_grid(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
+    """Every (lag, correction, seed) of the grid not yet in the JSON, then the report; ``kept``
+    follows what the JSON holds."""
     pairs = build_grid(args.lags, args.corrections, args.grid)
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base(args.gym)
@@ -89,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     runs = read_runs(args.json) if args.resume else []
+    kept.before = len(runs)
     done = {
         (r["lag"], r["correction"], r["seed"], r["lr"], r.get("steps")) for r in runs
     }  # steps: a resume at other steps reruns
@@ -112,12 +126,13 @@ def main(argv: list[str] | None = None) -> None:
                 eval_every=args.eval_every,
                 gym=args.gym,
             )
+            write_json(args.json, dict(meta, runs=[*runs, run]))
             runs.append(run)
-            write_json(args.json, dict(meta, runs=runs))
+            kept.written = len(runs)
             print(
                 f"lag {lag} {correction:<7} seed {seed}: held-out {run['heldout']['pass_rate']:.3f} "
                 f"({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')}); current policy by update "
-                f"(pass/invalid): {eval_trace(run)}",
+                f"(pass/invalid): {eval_trace(run)}{diverged_note(run)}",
                 flush=True,
             )
     report(runs, args.json, args.html)
@@ -146,4 +161,4 @@ def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

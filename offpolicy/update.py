@@ -37,6 +37,7 @@ from offpolicy.rl import (
     EvalSpec,
     RLConfig,
     compute_advantages,
+    diverged_at,
     eval_record,
     mean_stats,
     minibatch_step,
@@ -193,17 +194,18 @@ def train_offpolicy(
     for step in range(steps):
         behavior.load_state_dict(versions[0].state)  # the oldest kept version
         acting = sampler(behavior) if sampler is not None else behavior
-        episodes = sample_step(acting, tasks, tok, cfg, gen)
-        batch = collate(episodes, tok.pad_id)
-        record: dict[str, Any] = dict(
-            step=step, staleness=step - versions[0].version, **behavior_stats(episodes)
-        )
-        record.update(
-            offpolicy_update(
-                model, optimizer, batch, compute_advantages(batch, cfg), cfg, correction, cap, band, gen
+        with diverged_at(step, history):  # non-finite numbers: the caller keeps the steps before
+            episodes = sample_step(acting, tasks, tok, cfg, gen)
+            batch = collate(episodes, tok.pad_id)
+            record: dict[str, Any] = dict(
+                step=step, staleness=step - versions[0].version, **behavior_stats(episodes)
             )
-        )
-        record.update(eval_record(model, step, eval_spec, tok, cfg))
+            record.update(
+                offpolicy_update(
+                    model, optimizer, batch, compute_advantages(batch, cfg), cfg, correction, cap, band, gen
+                )
+            )
+            record.update(eval_record(model, step, eval_spec, tok, cfg))
         versions = (versions + [take_snapshot(model, step + 1)])[-(lag + 1) :]
         history.append(record)
     return history

@@ -59,6 +59,7 @@ from offpolicy import (
 from offpolicy.base import base_config
 from offpolicy.checks import SEED_MAX, check_real, refuse, shown
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.rollout import Diverged
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.engine import Pipeline
@@ -303,6 +304,9 @@ class CosimResult:
     counts: dict[str, int]
     real: dict[int, RealEpisode]
     """The real episode behind each launched simulated episode (by simulated episode id)."""
+    diverged: dict[str, Any] | None = None
+    """Where training diverged (its numbers stopped being finite; the run ended there): the
+    training steps done, the simulated second, what was found; None for a run that did not."""
 
     def time_to_target_h(self, target: float | None = None) -> float:
         """Simulated hours at the first evaluation reaching ``target`` (NaN if none did)."""
@@ -312,12 +316,13 @@ class CosimResult:
     def summary(self) -> dict[str, float]:
         s = self.run.summary()
 
-        def mean(k: str) -> float:
-            return sum(r[k] for r in self.steps) / len(self.steps)
+        def mean(k: str) -> float:  # NaN: a run that diverged in its first step has none
+            return sum(r[k] for r in self.steps) / len(self.steps) if self.steps else math.nan
 
+        final = self.evals[-1]["pass_rate"] if self.evals else math.nan
         return dict(
             time_to_target_h=self.time_to_target_h(),
-            final_pass_rate=self.evals[-1]["pass_rate"] if self.evals else math.nan,
+            final_pass_rate=0.0 if self.diverged else final,  # a diverged policy cannot act
             sim_hours=self.run.sim_time_s / 3600,
             staleness_mean=s["staleness_mean"],
             staleness_max=s["staleness_max"],
@@ -344,7 +349,11 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
     # the pool only bounds the number of tasks: the driver supplies each episode's seconds
     placeholder = [0.0] * (scenario.pool_size or scenario.default_pool_size)
     p = Pipeline(scenario, placeholder, source=driver, observer=driver)
-    p.run()
+    diverged = None
+    try:
+        p.run()
+    except Diverged as exc:  # an lr far too large: keep the run up to there as a diverged one
+        diverged = dict(steps_done=len(driver.step_log), sim_s=p.env.now, where=exc.where, message=str(exc))
     cpu = time.process_time() - t0
     run = RunResult(
         scenario, p.env.now, p.episodes, p.updates, p.train_log, p.sync_log, ledger_log=p.ledger_log
@@ -358,7 +367,7 @@ def run_cosim(cfg: CosimConfig, model: TinyAgent | None = None) -> CosimResult:
         launched=len(d.live),
     )
     real = {i: live.episode for i, live in d.live.items()}
-    return CosimResult(cfg, run, d.step_log, d.eval_log, cpu, counts, real)
+    return CosimResult(cfg, run, d.step_log, d.eval_log, cpu, counts, real, diverged)
 
 
 def main(argv: list[str] | None = None) -> int:

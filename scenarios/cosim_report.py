@@ -9,7 +9,10 @@ staleness, the share of mixed-version episodes and the mismatch mean |log pi_old
 ``--retable JSON`` re-prints the table of stored runs (and with ``--json`` / ``--html`` rewrites
 the table / the figure). ``--perf``
 instead measures the CPU time of one co-simulated run against a plain ``train_rl`` run of the same
-length.
+length. A run whose training diverges (an lr far too large: its numbers stop being finite) ends
+there and is kept as diverged, its final pass rate 0 (collapsed). Ctrl-C (or SIGTERM) stops the
+grid with one line saying how many finished runs ``--json`` keeps, and exit status 130;
+``--resume`` continues from them.
 
 The figure plots held-out pass rate against simulated hours and against trained episodes: per
 design, the mean over seeds at each evaluation (seeds evaluate at the same step, at slightly
@@ -20,24 +23,23 @@ to the highest seed.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import math
 import statistics
-import time
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from offpolicy import CORRECTIONS, RLConfig, build_tokenizer, make_rl_base, make_tasks, train_rl
-from offpolicy.base import base_config
-from offpolicy.checks import FieldError, check_seed, shown
+from offpolicy import CORRECTIONS, RLConfig
+from offpolicy.checks import FieldError, check_seed, lr_problem, shown
 from offpolicy.experiment import CLI_LIMITS
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.interrupts import INTERRUPTED, Kept
+from pipesim.io.interrupts import sigterm_as_interrupt, write_text_atomic
 from scenarios.cosim import DESIGNS, CosimConfig, CosimResult, run_cosim
+from scenarios.cosim_perf import PERF_GOAL, PERF_RUN_LIMIT, PERF_SEEDS, perf_protocol, perf_ratio  # noqa: F401
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
     TABLE_KEYS,
     aggregate,
@@ -81,6 +83,8 @@ def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             ap.error(f"{flag} is a held-out pass rate in [0, 1], got {value}")
     if args.eval_every < 1:  # the table's times to target read the held-out evaluations
         ap.error(f"--eval-every must be >= 1 (the table reads the held-out pass rate), got {args.eval_every}")
+    if args.lr is not None and (problem := lr_problem("--lr", args.lr)) is not None:
+        ap.error(problem)  # every mode, --perf too: the rule of RLConfig.lr
     check_output(ap, "--json", args.json)
     check_output(ap, "--html", args.html)
 
@@ -114,10 +118,12 @@ def run_grid(
                     on_run(r)
                 if log:
                     s = r.summary()
+                    d = r.diverged
                     print(
                         f"{design:11s} {corr:5s} seed {seed}: final {s['final_pass_rate']:.3f}, "
                         f"target at {s['time_to_target_h']:.3f} h, {s['sim_hours']:.2f} h simulated, "
-                        f"{r.cpu_s:.0f} s CPU",
+                        f"{r.cpu_s:.0f} s CPU"
+                        + (f"; DIVERGED after {d['steps_done']} step(s) ({d['message']})" if d else ""),
                         flush=True,
                     )
     return out
@@ -148,17 +154,19 @@ def run_record(r: CosimResult) -> dict[str, Any]:
         counts=r.counts,
         evals=r.evals,
         steps=[{k: clean(v) for k, v in s.items()} for s in r.steps],
+        diverged=r.diverged,
     )
 
 
 def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass rate."""
+    """Per (design, correction) and evaluation: mean sim hours, trained episodes, mean/min/max pass
+    rate, each over the runs that made that evaluation (a diverged run stops early)."""
     out: dict[tuple[str, str], dict[str, list[float]]] = {}
     for key in dict.fromkeys((r["design"], r["correction"]) for r in records):
         runs = [r for r in records if (r["design"], r["correction"]) == key]
-        n = min(len(r["evals"]) for r in runs)
+        n = max(len(r["evals"]) for r in runs)
         b = runs[0]["batch_size"]
-        at = [[r["evals"][i] for r in runs] for i in range(n)]
+        at = [[r["evals"][i] for r in runs if i < len(r["evals"])] for i in range(n)]
         out[key] = dict(
             sim_h=[statistics.fmean(e["sim_h"] for e in es) for es in at],
             episodes=[es[0]["step"] * b for es in at],
@@ -225,66 +233,6 @@ def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -
     return dict(table=[{k: clean(v) for k, v in r.items()} for r in rows], runs=list(records))
 
 
-PERF_SEEDS = (101, 202, 303, 404, 505)
-PERF_GOAL, PERF_RUN_LIMIT = 1.5, 1.8  # median and single-run ceilings of the cost ratio (issue 20)
-
-
-def perf_ratio(
-    design: str = "async-eta4",
-    steps: int = 40,
-    seed: int = 0,
-    gym: str = DEFAULT_GYM,
-    lr: float | None = None,
-) -> dict[str, float]:
-    """CPU seconds of a co-simulated run (no evaluation) over a plain ``train_rl`` run of ``steps``
-    (both at ``lr``, default ``RLConfig``'s)."""
-    torch.set_num_threads(1)
-    tok = build_tokenizer()
-    base = make_rl_base(tok, base_config(gym))
-    rl = RLConfig(seed=seed) if lr is None else RLConfig(seed=seed, lr=lr)
-    t0 = time.process_time()
-    train_rl(copy.deepcopy(base), make_tasks("train", gym), tok, rl, steps)
-    plain = time.process_time() - t0
-    cfg = CosimConfig(design=design, steps=steps, eval_every_steps=0, rl=rl, gym=gym)
-    r = run_cosim(cfg, copy.deepcopy(base))
-    return dict(seed=seed, train_rl_cpu_s=plain, cosim_cpu_s=r.cpu_s, ratio=r.cpu_s / plain, **r.counts)
-
-
-def perf_protocol(
-    design: str,
-    steps: int = 40,
-    seeds: Sequence[int] = PERF_SEEDS,
-    gym: str = DEFAULT_GYM,
-    log: bool = True,
-    lr: float | None = None,
-) -> dict[str, Any]:
-    """One :func:`perf_ratio` per seed (each its own ``train_rl`` and co-simulated run, alternating)
-    -> the per-run ratios, their median and maximum, and whether both meet the goal."""
-    runs = []
-    for seed in seeds:
-        r = perf_ratio(design, steps, seed, gym, lr)
-        runs.append(r)
-        if log:
-            print(
-                f"{design} seed {seed}: train_rl {r['train_rl_cpu_s']:.1f} s, "
-                f"cosim {r['cosim_cpu_s']:.1f} s CPU, "
-                f"ratio {r['ratio']:.2f}",
-                flush=True,
-            )
-    ratios = [r["ratio"] for r in runs]
-    med, worst = statistics.median(ratios), max(ratios)
-    return dict(
-        design=design,
-        steps=steps,
-        gym=gym,
-        ratios=ratios,
-        median=med,
-        max=worst,
-        meets_goal=med <= PERF_GOAL and worst <= PERF_RUN_LIMIT,
-        runs=runs,
-    )
-
-
 def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
     """The runs of a ``--json`` file written before (``--retable``, or ``--json`` with
     ``--resume``): ValueError naming the flag and the file."""
@@ -300,8 +248,11 @@ def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
     return runs
 
 
+PROG = "python -m scenarios.cosim"
+
+
 def cli(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scenarios.cosim", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma list of: {', '.join(DESIGNS)}")
     ap.add_argument("--corrections", default="none,tis", help=f"comma list of: {', '.join(CORRECTIONS)}")
     ap.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
@@ -325,6 +276,19 @@ def cli(argv: Sequence[str]) -> int:
     ap.add_argument("--retable", metavar="JSON", help="only re-print the table of a stored --json file")
     args = ap.parse_args(list(argv))
     _check_flags(ap, args)
+    kept = Kept(args.json or "")
+    try:
+        with sigterm_as_interrupt():  # SIGTERM unwinds as Ctrl-C does
+            return _run(ap, args, kept)
+    except KeyboardInterrupt:  # one line, never SimPy's traceback: --json holds every finished run
+        if kept.written:
+            return kept.interrupted(PROG, resumable=True)
+        print(f"{PROG}: interrupted: no run was saved (without --json none is)", file=sys.stderr, flush=True)
+        return INTERRUPTED
+
+
+def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> int:
+    """The mode the flags ask for; ``kept`` follows what ``--json`` holds in the grid."""
     try:
         if args.retable is not None:
             records = in_design_order(_stored_runs(args.retable))
@@ -335,7 +299,7 @@ def cli(argv: Sequence[str]) -> int:
             if args.also_target is not None:
                 print("\n" + race_table(records, args.also_target))
             if args.json:  # rewrite the stored table with this aggregation
-                Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
+                write_text_atomic(args.json, json.dumps(to_json(records, rows), indent=1))
             if args.html:
                 write_html(records, args.html, args.target)
             return 0
@@ -355,14 +319,12 @@ def cli(argv: Sequence[str]) -> int:
             lines.append(f"goal: median <= {PERF_GOAL} and every run <= {PERF_RUN_LIMIT}")
             print("\n".join(lines))
             if args.json:
-                Path(args.json).write_text(json.dumps(dict(table="\n".join(lines), designs=outs), indent=1))
+                write_text_atomic(args.json, json.dumps(dict(table="\n".join(lines), designs=outs), indent=1))
             return 0
         designs = _names(args.designs, list(DESIGNS), "--designs")
         corrections = _names(args.corrections, list(CORRECTIONS), "--corrections")
         if not 1 <= args.seeds <= CLI_LIMITS["seeds"]:
             raise FieldError(f"--seeds must be 1 to {CLI_LIMITS['seeds']:,}, got {args.seeds:,}", "--seeds")
-        if args.lr is not None and args.lr <= 0:
-            raise FieldError(f"--lr must be > 0, got {args.lr}", "--lr")
         rl = RLConfig() if args.lr is None else RLConfig(lr=args.lr)
         base = CosimConfig(
             steps=args.steps,
@@ -377,12 +339,16 @@ def cli(argv: Sequence[str]) -> int:
         records = _stored_runs(args.json, "--json") if stored else []
     except ValueError as exc:
         ap.error(str(exc))
+    kept.before = len(records)
 
     def save(r: CosimResult) -> None:  # after every run, so an interrupted grid can --resume
-        records.append(run_record(r))
-        if args.json:
-            rows = aggregate(records, args.target, args.also_target)
-            Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
+        done = [*records, run_record(r)]
+        if args.json:  # whole or not at all: an interrupt mid-write leaves the runs before
+            write_text_atomic(
+                args.json, json.dumps(to_json(done, aggregate(done, args.target, args.also_target)), indent=1)
+            )
+            kept.written = len(done)
+        records[:] = done
 
     run_grid(designs, corrections, seed_list or args.seeds, base, done=list(records), on_run=save)
     records[:] = in_design_order(records)
@@ -391,7 +357,7 @@ def cli(argv: Sequence[str]) -> int:
     print("\n" + claims_table(records))
     print("\n" + race_table(records, args.target))
     if args.json:
-        Path(args.json).write_text(json.dumps(to_json(records, rows), indent=1))
+        write_text_atomic(args.json, json.dumps(to_json(records, rows), indent=1))
     if args.html:
         write_html(records, args.html, args.target)
     return 0

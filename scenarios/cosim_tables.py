@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from offpolicy import CORRECTIONS
@@ -76,15 +76,28 @@ def aggregate(
             row["reached_also"] = sum(math.isfinite(t) for t in also)
         means = ("final_pass_rate", "staleness_mean", "mixed_share", "mismatch", "sim_hours", "lone_share")
         for key in means:
-            row[key] = statistics.fmean(s[key] for s in sums)
-        row["final_pass_rate_sd"] = statistics.pstdev(s["final_pass_rate"] for s in sums)
-        row["staleness_max"] = max(s["staleness_max"] for s in sums)
-        row["token_staleness_mean"] = statistics.fmean(s["token_staleness_mean"] for s in sums)
-        row["length_bias"] = statistics.fmean(
-            s["trained_duration_s"] / s["launched_duration_s"] for s in sums
+            row[key] = _mean(s[key] for s in sums)
+        finals = [s["final_pass_rate"] for s in sums if s["final_pass_rate"] is not None]
+        row["final_pass_rate_sd"] = statistics.pstdev(finals) if finals else math.nan
+        row["staleness_max"] = max(
+            (s["staleness_max"] for s in sums if s["staleness_max"] is not None), default=math.nan
+        )
+        row["token_staleness_mean"] = _mean(s["token_staleness_mean"] for s in sums)
+        row["length_bias"] = _mean(
+            s["trained_duration_s"] / s["launched_duration_s"]
+            if s["trained_duration_s"] is not None and s["launched_duration_s"]
+            else None
+            for s in sums
         )
         rows.append(row)
     return rows
+
+
+def _mean(values: Iterable[float | None]) -> float:
+    """The mean of the values a run has (a stored NaN is None: a run that diverged in its first
+    step has no mismatch, for one); NaN when none has one."""
+    have = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.fmean(have) if have else math.nan
 
 
 def _hours(x: float) -> str:

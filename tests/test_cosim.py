@@ -319,3 +319,35 @@ def test_race_table_counts_who_reached_the_target_first_per_seed() -> None:
     # seeds 0-7: async first; seed 8: async never, sync at 2 h (later); seed 9: neither (tied)
     assert "async-eta2 none  |  8 /  1 /  1 of 10 | p = 0.039, significant" in table
     assert "sync none" not in table
+
+
+def test_a_diverging_run_is_kept_as_collapsed_and_the_tables_read_it(tmp_path: Path) -> None:
+    """lr 1e6 broke TinyAgent inside the SimPy run (a torch traceback from sampling, raised through
+    pipesim); now the run ends there, ``diverged`` says where, its final pass rate is 0 (collapsed)
+    and every table and the figure read it beside a healthy run."""
+    from scenarios.cosim_report import claims_table
+
+    huge = RLConfig(episodes_per_step=8, group_size=4, minibatches=2, lr=1e6)
+    bad = run_small(small("async-eta2", steps=6, eval_every_steps=1, rl=huge))
+    assert bad.diverged is not None and bad.diverged["steps_done"] < 6
+    assert len(bad.steps) == bad.diverged["steps_done"] and bad.summary()["final_pass_rate"] == 0.0
+    good = run_small(small("async-eta2", steps=2, eval_every_steps=1))
+    records = [dict(run_record(bad), seed=1), dict(run_record(good), seed=2)]
+    records = json.loads(json.dumps(records))  # as stored (NaN -> None)
+    assert records[0]["diverged"] == bad.diverged and records[1]["diverged"] is None
+    rows = aggregate(records, 0.5)
+    assert rows[0]["seeds"] == 2 and format_table(rows, 0.5)
+    assert "| 1/2" in claims_table(records)  # the diverged seed is counted as collapsed
+    assert len(curves(records)[("async-eta2", "none")]["mean"]) == max(len(r["evals"]) for r in records)
+    write_html(records, tmp_path / "f.html", 0.5)
+
+
+def test_ctrl_c_keeps_the_finished_runs_and_exits_130(tmp_path: Path) -> None:
+    """Ctrl-C used to print SimPy's KeyboardInterrupt traceback and die from SIGINT; now one line
+    saying what --json keeps, exit 130, and the finished runs are in the file (written whole)."""
+    from tests.test_offpolicy_interrupts import check_one_line, interrupt_after_first_run
+
+    out = tmp_path / "runs.json"
+    argv = ["--designs", "sync", "--corrections", "none", "--seeds", "50", "--steps", "2"]
+    rc, err, runs, seen = interrupt_after_first_run("scenarios.cosim", [*argv, "--json", str(out)], out)
+    check_one_line(rc, err, runs, seen, "python -m scenarios.cosim", out)

@@ -5,8 +5,10 @@ mismatch field (``n_prompts (--prompts)``) is in its message, not in its field."
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,15 @@ OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("rl-lr-nan", lambda: RLConfig(lr=math.nan), "lr"),
     ("rl-lr-zero", lambda: RLConfig(lr=0.0), "lr"),
     ("rl-lr-float32", lambda: RLConfig(lr=np.float32(1e-3)), "lr"),
+    # 1e38 failed inside torch's Adam (float32 overflow); above LR_MAX is refused, any lr below it
+    # that breaks training is a diverged run (tests/test_offpolicy_diverged.py)
+    ("rl-lr-1e38", lambda: RLConfig(lr=1e38), "lr"),
+    ("rl-lr-inf", lambda: RLConfig(lr=math.inf), "lr"),
+    ("rl-lr-above-max", lambda: RLConfig(lr=checks.LR_MAX * 1.5), "lr"),
+    ("rl-lr-negative", lambda: RLConfig(lr=-1e-3), "lr"),
+    ("base-lr-1e38", lambda: BaseConfig(lr=1e38), "lr"),
+    ("cosim-rl-lr", lambda: CosimConfig(rl=RLConfig(lr=1e38)), "lr"),
+    ("check-lr", lambda: checks.check_lr("lr", 1e7), "lr"),
     ("rl-temperature", lambda: RLConfig(temperature=math.inf), "temperature"),
     ("rl-clip-low", lambda: RLConfig(clip_low=1.5), "clip_low"),
     ("rl-clip-high", lambda: RLConfig(clip_high=-0.1), "clip_high"),
@@ -123,6 +134,42 @@ COSIM_FLAGS: list[tuple[str, Callable[[], Any], str]] = [  # the co-simulation s
     ("seed-list-negative", lambda: cosim_report._seed_list("-5"), "--seed-list"),
     ("stored-runs-absent", lambda: cosim_report._stored_runs("/nonexistent/x.json", "--json"), "--json"),
 ]
+
+
+def test_the_largest_learning_rate_is_taken() -> None:
+    """``LR_MAX`` itself is a learning rate (a run at it diverges and is recorded as such)."""
+    assert RLConfig(lr=checks.LR_MAX).lr == BaseConfig(lr=checks.LR_MAX).lr == checks.LR_MAX
+
+
+LR_FLAGS: list[tuple[str, str, list[str], str]] = [  # every script flag that sets a learning rate
+    ("staleness-1e38", "offpolicy.staleness", ["--lr", "1e38"], "--lr"),
+    ("staleness-inf", "offpolicy.staleness", ["--lr", "inf"], "--lr"),
+    ("staleness-zero", "offpolicy.staleness", ["--lr", "0"], "--lr"),  # was taken: `0 or 1.0`
+    ("staleness-above-max", "offpolicy.staleness", ["--lr", "2e6"], "--lr"),
+    ("fp8-1e38", "offpolicy.fp8", ["--lr", "1e38"], "--lr"),
+    ("fp8-nan", "offpolicy.fp8", ["--lr", "nan"], "--lr"),
+    ("lr-sweep-1e38", "offpolicy.lr_sweep", ["--lrs", "1e-3", "1e38"], "--lrs"),
+    ("lr-sweep-negative", "offpolicy.lr_sweep", ["--lrs", "-1e-3"], "--lrs"),
+    ("cosim-1e38", "scenarios.cosim", ["--lr", "1e38"], "--lr"),
+    ("cosim-nan", "scenarios.cosim", ["--lr", "nan"], "--lr"),
+    ("cosim-perf-1e38", "scenarios.cosim", ["--perf", "sync", "--lr", "1e38"], "--lr"),  # the perf mode too
+]
+
+
+@pytest.mark.parametrize(("module", "args", "flag"), [r[1:] for r in LR_FLAGS], ids=[r[0] for r in LR_FLAGS])
+def test_a_learning_rate_flag_out_of_range_is_a_usage_error_naming_it(
+    module: str, args: list[str], flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before any training (exit 2, the flag named on the error line), by the rule of
+    ``RLConfig.lr`` (``checks.check_lr``), not a torch traceback from inside the first run."""
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--json", str(tmp_path / "out.json")])
+    assert info.value.code == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(error) == 1 and flag in error[0].split("error:", 1)[1], error
+    assert not (tmp_path / "out.json").exists()
+
 
 COSIM_EPISODES: list[tuple[str, Callable[[], Any], str]] = [  # scenarios.cosim_episodes: pipesim's FieldError
     ("tokens-scale", lambda: CosimDurations(tokens_scale=0), "tokens_scale"),
