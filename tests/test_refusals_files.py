@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import pipesim
@@ -339,3 +339,34 @@ def test_the_nesting_check_agrees_with_a_recursive_depth(data: object, limit: in
     from pipesim.core.validate import nested_too_deep
 
     assert nested_too_deep(data, limit) == (_depth(data) > limit)
+
+
+@st.composite
+def shared_nests(draw: st.DrawFn) -> object:
+    """Containers built bottom-up, each holding earlier ones, so one object sits at several depths
+    (as YAML aliases make it): the walk that skips a container seen before must still take its
+    deepest place."""
+    built: list[object] = [0]
+    for _ in range(draw(st.integers(1, 12))):
+        kids = draw(st.lists(st.sampled_from(built), max_size=3))
+        built.append(kids if draw(st.booleans()) else {str(i): k for i, k in enumerate(kids)})
+    return built[-1]
+
+
+_X: list[object] = [[0]]
+
+
+@given(shared_nests(), st.integers(0, 8))
+@example([[_X], _X], 3)  # met first at depth 1 (the last item is walked first), then at depth 2
+def test_the_nesting_check_counts_a_shared_container_at_its_deepest(data: object, limit: int) -> None:
+    from pipesim.core.validate import nested_too_deep
+
+    assert nested_too_deep(data, limit) == (_depth(data) > limit)
+
+
+def test_a_self_referring_value_is_too_deep_not_a_hang() -> None:
+    from pipesim.core.validate import nested_too_deep
+
+    loop: list[object] = [1]
+    loop.append(loop)  # yaml.safe_load("&a [1, *a]") builds this
+    assert nested_too_deep(loop) and nested_too_deep({"k": [loop]}, 5)

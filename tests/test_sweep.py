@@ -148,7 +148,7 @@ def test_grid_expands_seeds() -> None:
 
 def test_same_numbers_on_threads_and_dask_and_failures_kept() -> None:
     distributed = pytest.importorskip("distributed")
-    over = {"max_staleness": [0, 1], "pool_size": [None, 1]}  # pool_size=1 runs dry: a failing cell
+    over = {"max_staleness": [0, 1], "pool_size": [None, 1]}  # pool_size=1 is too small: a failing cell
     a = sweep(small(), over, seeds=2, executor=ThreadPoolExecutor(2), timeout_s=None, progress=False)
     with distributed.Client(
         processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
@@ -255,7 +255,7 @@ def test_timeout_kills_a_worker_that_does_not_stop() -> None:
 
 
 def test_every_cell_failing_raises_and_lists_the_failures() -> None:
-    over = {"max_staleness": [0, 1]}  # pool_size=1 runs dry in every cell
+    over = {"max_staleness": [0, 1]}  # pool_size=1 is too small in every cell
     with pytest.raises(SweepError) as info:
         sweep(
             small().with_(pool_size=1), over, executor=ThreadPoolExecutor(1), timeout_s=None, progress=False
@@ -409,3 +409,15 @@ def test_pipesim_sweep_over_max_staleness_of_such_a_preset_is_a_usage_error(
     assert main(["sweep", "systems:pipelinerl", "--over", "max_staleness=0,1", "--seeds", "1"]) == 2
     err = capsys.readouterr().err
     assert "max_staleness is not a knob of PipelineRLLag" in err and "max_lag" in err, err
+
+
+def test_a_cell_whose_pool_is_too_small_fails_before_it_simulates() -> None:
+    """A set pool below steps x batch_size: the default cell function refuses the cell naming
+    ``pool_size`` (a FieldError row, before any simulation) where the cell ran until the pool was
+    spent (PipelineError "durations pool exhausted"); the other cells run as before."""
+    sc = small().with_(pool_size=30)  # 3 steps x 8 = 24 tasks: enough for steps 3, not for steps 4
+    res = sweep(sc, {"steps": [3, 4]}, executor=ThreadPoolExecutor(1), timeout_s=None, progress=False)
+    ok = res.runs[res.runs["status"] == "ok"]
+    assert list(ok["steps"]) == [3] and list(res.failures["steps"]) == [4]
+    error = res.failures["error"].iloc[0]
+    assert error.startswith("FieldError") and "pool_size" in error and "exhausted" not in error

@@ -168,8 +168,14 @@ nest three or four levels; a parser or a copy recursing through hundreds of leve
 
 def nested_too_deep(data: object, limit: int = MAX_NESTING) -> bool:
     """Whether ``data``'s lists, tuples and dicts nest more than ``limit`` levels (walked without
-    recursion, so any depth a parser returned is measured)."""
+    recursion, so any depth a parser returned is measured).
+
+    A container met again (YAML aliases share one object) is walked again only from a greater depth
+    than before, where its subtree could reach deeper: a few hundred bytes of aliases expand to 10**8
+    leaves, which a walk of every path would visit. A self-referring alias deepens on every lap, so
+    it is found too deep rather than walked forever."""
     stack: list[tuple[object, int]] = [(data, 0)]
+    deepest: dict[int, int] = {}  # id of a container -> the greatest depth it was walked from
     while stack:
         node, depth = stack.pop()
         children = (
@@ -179,5 +185,8 @@ def nested_too_deep(data: object, limit: int = MAX_NESTING) -> bool:
             continue
         if depth >= limit:
             return True
+        if deepest.get(id(node), -1) >= depth:
+            continue
+        deepest[id(node)] = depth
         stack.extend((child, depth + 1) for child in children)
     return False

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
 from pipesim.io.interrupts import ignore_sigint
+from pipesim.io.overrides import check_pool_covers_steps
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -86,9 +87,13 @@ def run_summary(scenario: Scenario) -> dict[str, float]:
     ``length_bias`` is the summary's, trained mean duration / launched mean duration (below 1 when
     the trainer sees shorter episodes than were started: the chapter's oldest-finished-first bias);
     ``length_bias_excess`` is the same as a signed deviation, ``length_bias - 1``.
+
+    A cell whose set pool holds fewer tasks than it trains fails at once, naming ``pool_size``
+    (:func:`~pipesim.io.overrides.check_pool_covers_steps`), where it ran until the pool was spent.
     """
     from pipesim.io.api import run
 
+    check_pool_covers_steps(scenario)
     s = dict(run(scenario).summary())
     s["length_bias_excess"] = s["length_bias"] - 1
     return s
