@@ -8,11 +8,15 @@ run (and renders ``--html``) without running anything, e.g. for results brought 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import stat
 import sys
-from collections.abc import Sequence
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +148,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     from mismatch.report import format_report
 
+    written: list[str] = []  # the outputs written so far, for the line an interrupt prints
+    try:
+        with sigterm_as_interrupt():
+            return _run_and_write(args, format_report, written)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line; an output is written whole or not at all
+        kept = f"{', '.join(written)} written; the rest not" if written else "nothing written"
+        print(f"python -m mismatch: interrupted: {kept}", file=sys.stderr, flush=True)
+        return 130
+
+
+def _run_and_write(args: argparse.Namespace, format_report: Any, written: list[str]) -> int:
+    """Run (or load) the probe, print the tables, write ``--json`` and ``--html`` (each added to
+    ``written`` once it is)."""
     try:
         result = load_result(args.from_json) if args.from_json else run(args)
         report = format_report(result)
@@ -160,18 +177,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report)
     try:
         if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(result, fh)
+            write_atomic(args.json, lambda tmp: tmp.write_text(json.dumps(result)))
+            written.append(args.json)
             print(f"wrote {args.json}")
         if args.html:
             from mismatch.figure import write_html
 
-            write_html(result, args.html)
+            write_atomic(args.html, lambda tmp: write_html(result, str(tmp)))
+            written.append(args.html)
             print(f"wrote {args.html}")
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def write_atomic(path: str, write: Any) -> None:
+    """``write(tmp)`` to a temporary file beside ``path``, then rename it over ``path``: an
+    interrupt leaves the old file or none, never half of one. A pipe or a terminal (``/dev/stdout``)
+    is written in place. (``mismatch`` does not import pipesim, whose ``write_atomic`` this twins.)"""
+    if _special(path):
+        write(Path(path))
+        return
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; results are meant to be shared
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _special(path: str) -> bool:

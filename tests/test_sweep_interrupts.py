@@ -360,3 +360,35 @@ def test_an_atomic_write_keeps_what_a_plain_write_would(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "real.csv"]
     write_text_atomic("/dev/null", "x")
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.timeout(120)
+def test_make_demo_interrupted_says_so_in_one_line_and_leaves_no_report(tmp_path: Path) -> None:
+    """``make demo`` (``python -m pipesim.io.demo``) stopped by Ctrl-C once the table is printed
+    printed a KeyboardInterrupt traceback from wherever it was; now one line, exit 130, and the
+    report (written whole or not at all) is not there."""
+    out = tmp_path / "report.html"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipesim.io.demo", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a command
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the table is printed; the report is being built
+            if line.startswith("writing the report"):
+                break
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode == 0:  # the report was done before the signal arrived: nothing to test
+        pytest.skip("the report finished before the interrupt")
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
+    assert str(out) in lines[0] and not out.exists()
+    assert not list(tmp_path.glob("*.tmp*")), "a temporary file was left behind"

@@ -13,13 +13,24 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipesim.io.report import build_report, chapter_pool, design_table, format_design_table
+    """Print the table, write the report; 130 after one line on Ctrl-C or SIGTERM (the report is
+    written whole or not at all, so an interrupt leaves the old page or none)."""
+    from pipesim.io.interrupts import sigterm_as_interrupt
 
     out = Path(argv[0] if argv else "report.html")
-    print("Chapter 13 design table, reproduced by pipesim (chapter's numbers in brackets):\n")
-    print(format_design_table(design_table(chapter_pool())))
-    print("\nwriting the report (Figures 13.1 and 13.2, design, sync-time, timeout and straggler tables)...")
-    path = build_report(out)
+    try:
+        with sigterm_as_interrupt():
+            from pipesim.io.report import build_report, chapter_pool, design_table, format_design_table
+
+            print("Chapter 13 design table, reproduced by pipesim (chapter's numbers in brackets):\n")
+            print(format_design_table(design_table(chapter_pool())))
+            what = "Figures 13.1 and 13.2, design, sync-time, timeout and straggler tables"
+            print(f"\nwriting the report ({what})...")
+            path = build_report(out)
+    except KeyboardInterrupt:
+        kept = "the old one is unchanged" if out.exists() else "none was written"
+        print(f"make demo: interrupted before {out} was written; {kept}", file=sys.stderr, flush=True)
+        return 130
     print(f"\nreport written to {path.resolve()}\nopen it in a browser; it needs no network.")
     return 0
 
