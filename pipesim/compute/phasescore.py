@@ -102,7 +102,11 @@ def sync_table() -> list[str]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    doc = (__doc__ or "").splitlines()[0]
+    argparse.ArgumentParser(prog="python -m pipesim.compute.phasescore", description=doc).parse_args(argv)
     print(f"Trainer phases (fsdp2-dense) on {SRC}, rows other than the calibration row:\n")
     print("\n".join(trainer_table()))
     print(f"\nWeight sync on {SRC}, checkpoint-engine ablation (on):\n")

@@ -15,9 +15,14 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     """Print the table, write the report; 130 after one line on Ctrl-C or SIGTERM (the report is
     written whole or not at all, so an interrupt leaves the old page or none)."""
+    import argparse
+
     from pipesim.io.interrupts import sigterm_as_interrupt
 
-    out = Path(argv[0] if argv else "report.html")
+    doc = (__doc__ or "").splitlines()[0]
+    ap = argparse.ArgumentParser(prog="python -m pipesim.io.demo", description=doc)
+    ap.add_argument("out", nargs="?", default="report.html", help="the report to write (default report.html)")
+    out = Path(ap.parse_args(argv).out)
     try:
         with sigterm_as_interrupt():
             from pipesim.io.report import build_report, chapter_pool, design_table, format_design_table

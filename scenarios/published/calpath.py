@@ -112,6 +112,18 @@ def transfer_fit(spec: str | Path = SPEC, log: str | Path = LOG) -> TrainerFit:
     return TrainerFit(dataclasses.replace(base, name=name, source=src), VERL_CALIBRATION)
 
 
-if __name__ == "__main__":  # python -m scenarios.published.calpath: rewrite the log, print the fit
+def main(argv: list[str] | None = None) -> int:
+    """``python -m scenarios.published.calpath``: rewrite the log (:data:`LOG`), print the fit."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m scenarios.published.calpath",
+        description=f"Rewrite {LOG.relative_to(LOG.parents[2])} from the README's means and print its calibration.",
+    ).parse_args(argv)
     print(f"wrote {write_log()}")
     print(calibrated()[1].text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
