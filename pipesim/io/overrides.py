@@ -143,7 +143,10 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         except ValueError as exc:
             raise FieldError(f"{key}: {exc}", key) from None
     if key == "sync_time_s" and "(" in text:
-        cost = parse_policy(text, kind="sync_cost")
+        try:
+            cost = parse_policy(text, kind="sync_cost")
+        except ValueError as exc:  # named by the key the user set, not the policy kind it reads
+            raise FieldError(f"{key}: {exc}", key) from None
         return float(cost.sync_time_s)
     hints = {**typing.get_type_hints(PipelineConfig), **typing.get_type_hints(Scenario)}
     if key not in hints or key == "pipeline":
@@ -204,7 +207,10 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
                 unsettled, unsettled_field = f"{key}={text}: {exc}", exc.field or key
             pending = changes
         except (ValueError, TypeError) as exc:
-            raise FieldError(f"{key}={text}: {exc}", getattr(exc, "field", "") or key) from None
+            field = getattr(exc, "field", "") or key
+            if field == "pool_size":  # the pool this key's value derives is too large: the key is named
+                field = key
+            raise FieldError(f"{key}={text}: {exc}", field) from None
         given[key] = text
     if pending:
         raise FieldError(unsettled, unsettled_field)
@@ -253,7 +259,13 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             raise FieldError(f"{exc}; parameters of {entry.name}: {', '.join(params)}", field) from None
         raise
     given.update(more)
-    check_pool_covers_steps(scenario)
+    try:
+        check_pool_covers_steps(scenario)
+    except FieldError as exc:  # named by the key set here that outgrew the pool, if one did
+        grew = [k for k in ("steps", "batch_size") if k in given and "pool_size" not in given]
+        if not grew:
+            raise
+        raise FieldError(f"{grew[0]}={given[grew[0]]}: {exc}", grew[0]) from None
     return scenario, given
 
 

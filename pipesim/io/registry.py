@@ -131,11 +131,17 @@ class Entry:
             return {}
 
     def build(self, **params: Any) -> Scenario:
+        """The factory's scenario for ``params``. A refusal names the parameter the caller gave,
+        not the field of whatever the factory built from it (``systems:roll`` with
+        ``async_generation_ratio=-1`` was refused as ``ratio``): see :meth:`_blame`."""
         try:
             s = self.factory(**params)
         except (ValueError, TypeError) as exc:
             msg = str(exc)
             field = exc.field if isinstance(exc, FieldError) else ""
+            given = self._blame(params, field)
+            if given is not None:
+                msg, field = f"{given}={shown(params[given])}: {msg}", given
             raise FieldError(
                 msg if msg.startswith(self.name) else f"scenario {shown(self.name)}: {msg}", field
             ) from None
@@ -145,6 +151,24 @@ class Entry:
                 "scenario",
             )
         return s
+
+    def _blame(self, params: dict[str, Any], field: str) -> str | None:
+        """Which of ``params`` a refusal of ``field`` comes from, when ``field`` is not one of them
+        (a factory turns its parameters into other configs' fields: ROLL's
+        ``async_generation_ratio`` into ``ratio``, PipelineRL's ``batch_size`` into ``max_lag``):
+        the first that the factory refuses alone, with its defaults for the rest; None when the
+        field is a given parameter, or no single one is refused alone (then the refusal stands as
+        it is). Runs only on the error path; a factory is cheap to build."""
+        if not params or field in params or field.rsplit(".", 1)[-1] in params:
+            return None
+        for key, value in params.items():
+            if len(params) == 1:
+                return key
+            try:
+                self.factory(**{key: value})
+            except (ValueError, TypeError):
+                return key
+        return None
 
 
 def chapter_design(name: str, max_staleness: int, drain: bool = False, **pipeline: Any) -> Scenario:
