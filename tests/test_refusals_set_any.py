@@ -12,6 +12,7 @@ returns a scenario or raises :class:`FieldError` whose ``field`` holds the key t
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
@@ -21,6 +22,8 @@ from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.validate import FieldError
 from pipesim.io.overrides import build
 from pipesim.io.registry import registry
+from pipesim.plan import specfile
+from pipesim.plan.checks import PlanError
 
 ENTRIES = registry()
 SCENARIO_KEYS = sorted(
@@ -72,3 +75,34 @@ def test_of_several_parameters_the_refused_one_is_named(name: str, pairs: list[s
     with pytest.raises(FieldError) as info:
         build(ENTRIES[name], pairs)
     assert info.value.field == field
+
+
+# ``pipesim plan SPEC --set TABLE.KEY=VALUE``: the same property over a plan spec's keys. Measured
+# before: steps, prompts_per_step, samples_per_prompt or max_num_seqs set to 1e308 (read as a
+# 309-digit int) raised OverflowError from the pool bound's float product; prompt_tokens=1e308 was
+# refused as ``workload.prompt`` with all 309 digits in the message.
+PLAN_SPEC = Path(__file__).resolve().parents[1] / "examples" / "plan_qwen3_8b.toml"
+PLAN_KEYS = sorted(f"{t}.{k}" for t, keys in specfile._TABLES.items() if t != "baseline" for k in keys)
+PLAN_TEXTS = [
+    *("0", "-1", "1", "2", "0.5", "1e308", "1e999", "nan", "inf", "99999999999999999999999", "1000000"),
+    *("true", "x", '""', "[]", "[1,2]", "[0]", "[-1]", "['x']", "{}", "{a = 1}", "[1e999]", "[[1]]"),
+]
+POOL_PRODUCT = {  # keys whose product sizes the pool: that refusal names search.steps and batch_size
+    *("workload.samples_per_prompt", "workload.prompts_per_step", "workload.batch_size", "search.steps")
+}
+
+
+@given(st.sampled_from(PLAN_KEYS), st.sampled_from(PLAN_TEXTS) | st.integers(-(10**30), 10**30).map(str))
+@example("search.steps", "1e308")
+@example("workload.prompts_per_step", "1e308")
+@example("model.max_num_seqs", "1e308")
+@example("workload.prompt_tokens", "1e308")
+def test_a_plan_spec_value_is_taken_or_refused_naming_its_key(key: str, text: str) -> None:
+    try:
+        specfile.load(PLAN_SPEC, [f"{key}={text}"])
+    except PlanError as exc:
+        # its field, or its sentence where it conflicts with another key ("give one of them")
+        named = key in (exc.field or "") or key.rsplit(".", 1)[1] in str(exc)
+        named = named or (key in POOL_PRODUCT and exc.field == "search.steps")
+        assert named, (key, text, exc.field, str(exc))
+        assert len(str(exc)) < 1000, str(exc)[:300]

@@ -207,9 +207,8 @@ class TokenWorkload:
             check_int("prompt", self.prompt, 1)
         if isinstance(self.prompt, int):
             if self.prompt > self.max_prompt_tokens:
-                raise FieldError(
-                    f"prompt ({self.prompt}) exceeds max_prompt_tokens ({self.max_prompt_tokens})", "prompt"
-                )
+                msg = f"prompt ({shown(self.prompt)}) exceeds max_prompt_tokens ({self.max_prompt_tokens})"
+                raise FieldError(msg, "prompt")
         else:
             _length_model("prompt", self.prompt)
         check_number("difficulty_sigma", self.difficulty_sigma, 0.0)

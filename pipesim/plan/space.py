@@ -21,6 +21,7 @@ Weight-update policies (``update``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec, TokenWorkload
@@ -281,7 +282,9 @@ class PlanSpec:
             msg = f"constraints and space must be a Constraints and a Space, got {shown(getattr(self, name))}"
             raise PlanError(msg, name)
         integer("cluster.n_gpus", self.n_gpus, 1, MAX_GPUS)
-        integer("workload.batch_size", self.batch_size, 1)
+        # each a count of tasks or places a run draws: above the largest pool a run may draw they
+        # are no plan (and a 300-digit int read from 1e308 overflowed the pool's float product)
+        integer("workload.batch_size", self.batch_size, 1, MAX_POOL_TASKS)
         n = self.workload.samples_per_prompt
         if self.batch_size % n:  # 10 samples of 4 per prompt: the group designs train whole prompts
             raise PlanError(
@@ -290,7 +293,7 @@ class PlanSpec:
                 "workload.batch_size",
             )
         for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
-            integer(f"search.{name}", getattr(self, name), 1)
+            integer(f"search.{name}", getattr(self, name), 1, MAX_POOL_TASKS)
         # every full run is repeated on each seed: 100 already gives a mean's interval to a tenth of
         # the runs' spread, and the paired test needs far fewer
         integer("search.seeds", self.seeds, 1, MAX_SEEDS)
@@ -299,7 +302,7 @@ class PlanSpec:
         integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - self.seeds)
         if self.max_model_len is not None:
             integer("model.max_model_len", self.max_model_len, 1)
-        integer("model.max_num_seqs", self.max_num_seqs, 1)
+        integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_POOL_TASKS)
         for name in ("gpu_memory_utilization", "mfu"):
             number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
         if not isinstance(self.share_group_prefix, bool):
@@ -359,20 +362,21 @@ class PlanSpec:
             )
         # the largest task pool a design of the space draws (plan.build.scenario), slots bounded above
         sp = self.space
-        pool = (self.steps + max(sp.eta) + 2) * self.batch_size * max(sp.oversample) * 3
+        # exact (a Fraction, not a float): steps = 1e308 read as an int overflowed a float product
+        pool = int((self.steps + max(sp.eta) + 2) * self.batch_size * Fraction(max(sp.oversample)) * 3)
         slots = 2 * self.n_gpus * self.max_num_seqs
         if pool + slots > MAX_POOL_TASKS and slots >= pool:  # the engines' places are the bulk
             raise PlanError(
                 f"model.max_num_seqs ({self.max_num_seqs:,}) x cluster.n_gpus ({self.n_gpus:,}): the "
                 f"space's engines would hold up to {slots:,} sequences, and a run draws a task per "
-                f"place besides its {pool:,.0f}, more than the {MAX_POOL_TASKS:,} a run may; a smaller "
+                f"place besides its {pool:,}, more than the {MAX_POOL_TASKS:,} a run may; a smaller "
                 "max_num_seqs",
                 "model.max_num_seqs",
             )
         if pool + slots > MAX_POOL_TASKS:
             raise PlanError(
                 f"search.steps ({self.steps:,}) x workload.batch_size ({self.batch_size:,}): a run of the "
-                f"space would draw about {pool + slots:,.0f} tasks, more than the {MAX_POOL_TASKS:,} a run "
+                f"space would draw about {pool + slots:,} tasks, more than the {MAX_POOL_TASKS:,} a run "
                 "may; fewer steps or a smaller batch",
                 "search.steps",
             )

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
-from pipesim.core.errors import shown
-from pipesim.core.validate import MAX_NESTING, nested_too_deep
+from pipesim.core.errors import MAX_POOL_TASKS, shown
+from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
 from pipesim.plan.space import (
     BATCH_KNOBS,
@@ -281,7 +281,7 @@ def read_model(mo: Table, base: Path | None = None) -> ModelSpec:
 def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, int]:
     """``[workload]``'s :class:`TokenWorkload` and the samples per step (``prompts_per_step`` x
     ``samples_per_prompt``, or ``batch_size``); for the run specs too (stable name)."""
-    n = wl.integer("samples_per_prompt", 1, lo=1)
+    n = wl.integer("samples_per_prompt", 1, lo=1, hi=MAX_POOL_TASKS)
     try:
         workload = TokenWorkload(
             response=_response(wl, base),
@@ -296,13 +296,22 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
     except PlanError:
         raise
     except (TypeError, ValueError) as e:
+        if getattr(e, "field", "") == "prompt" and "prompt_tokens" in wl:  # the file's name for it
+            e = FieldError(str(e), "prompt_tokens")
         raise nested("workload", e) from None
     if "batch_size" in wl and "prompts_per_step" in wl:
         msg = "workload.batch_size and workload.prompts_per_step: give one of them, not both"
         raise PlanError(msg, "workload.prompts_per_step")
     if "batch_size" in wl:
-        return workload, wl.integer("batch_size", lo=1)
-    return workload, wl.integer("prompts_per_step", 32, lo=1) * n
+        return workload, wl.integer("batch_size", lo=1, hi=MAX_POOL_TASKS)
+    prompts = wl.integer("prompts_per_step", 32, lo=1, hi=MAX_POOL_TASKS)
+    if prompts * n > MAX_POOL_TASKS:  # named here: the spec's batch_size is their product
+        raise PlanError(
+            f"workload.prompts_per_step ({prompts:,}) x workload.samples_per_prompt ({n:,}) = "
+            f"{prompts * n:,} samples a step, more than the {MAX_POOL_TASKS:,} a run may draw",
+            "workload.prompts_per_step",
+        )
+    return workload, prompts * n
 
 
 def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
