@@ -18,9 +18,9 @@ Checked before any search, each error one line naming the file and the key (``ta
 :mod:`pipesim.plan.checks` for the types and bounds): unknown tables and keys, in inline tables
 too (``response``, ``response_trace``, ``agent``), with the closest valid name; a value of the
 wrong type (a fractional float where an integer belongs is an error, never truncated); a value out
-of range; ``response`` with ``response_trace``, or ``batch_size`` with ``prompts_per_step``. A file
-is read as UTF-8 (a byte-order mark is skipped); its suffix says TOML or YAML, any other is an
-error; a YAML key given twice is an error, as in TOML; YAML's ``null`` is a key not given.
+of range; ``response`` with ``response_trace``, or ``batch_size`` with ``prompts_per_step``. How a file
+becomes tables (its encoding, suffix, YAML's duplicate keys and ``null``, nesting) is
+:mod:`pipesim.plan.specread`, which run specs share.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
 from pipesim.core.errors import MAX_POOL_TASKS, shown
-from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep
+from pipesim.core.validate import FieldError
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
 from pipesim.plan.space import (
     BATCH_KNOBS,
@@ -45,9 +45,8 @@ from pipesim.plan.space import (
     resolve_gpu,
     resolve_model,
 )
+from pipesim.plan.specread import NEEDS, SUFFIXES, read  # noqa: F401  (read, SUFFIXES: kept as specfile.read)
 
-SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
-_NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
 _AGENT = {f.name: f.default for f in dataclasses.fields(AgentTurns)}
 
 _TABLES = {
@@ -104,65 +103,6 @@ _TABLES = {
         "first_cut",
     },
 }
-
-
-_TOO_DEEP = object()
-"""What :func:`read` holds when the parser itself recursed too deep."""
-
-
-def read(path: str | Path) -> dict[str, Any]:
-    """The tables of a spec file; PlanError (naming the file) when it cannot be read or parsed."""
-    p = Path(path)
-    fmt = SUFFIXES.get(p.suffix.lower())
-    if fmt is None:
-        hint = " (JSON is YAML: name the file .yaml)" if p.suffix.lower() == ".json" else ""
-        raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}", "", str(path))
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise PlanError(f"{path}: cannot read: {e.strerror or e}", "", str(path)) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise PlanError(f"{path}: not UTF-8 text", "", str(path)) from None
-    data: Any
-    if fmt == "yaml":
-        import yaml
-
-        from pipesim.io.yamlfile import load_yaml
-
-        try:
-            data = load_yaml(text)  # a safe loader refusing a key given twice
-        except yaml.YAMLError as e:
-            raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
-        except RecursionError:
-            data = _TOO_DEEP
-        if data is None:
-            raise PlanError(f"{path}: the file is empty; {_NEEDS}", "", str(path))
-    else:
-        import tomllib
-
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
-        except RecursionError:
-            data = _TOO_DEEP
-    if data is _TOO_DEEP or nested_too_deep(data):
-        raise PlanError(f"{path}: arrays or tables nest more than {MAX_NESTING} levels deep", "", str(path))
-    if not isinstance(data, dict):
-        msg = f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}"
-        raise PlanError(msg, "", str(path))
-    return data
-
-
-def _yaml_problem(e: Any) -> str:
-    """A YAML error as ``problem (line L, column C)``."""
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None)
-    if problem is None:
-        return " ".join(str(e).split())
-    return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
 
 
 def _placement(where: str, v: Any) -> int:
@@ -267,14 +207,14 @@ def read_cluster(cl: Table) -> tuple[GPUSpec, int]:
     """``[cluster]``'s GPU (a catalog name or an alias) and GPU count; for the run specs too
     (stable name). The optional keys (``env_workers``, ``cost_per_gpu_hour``) are read by
     :func:`from_dict`."""
-    cl.require("gpu", "n_gpus", why=_NEEDS)
+    cl.require("gpu", "n_gpus", why=NEEDS)
     return resolve_gpu(cl.string("gpu")), cl.integer("n_gpus")
 
 
 def read_model(mo: Table, base: Path | None = None) -> ModelSpec:
     """``[model]``'s model: a catalog name, a Hugging Face id or a ``config.json`` path relative
     to ``base``; for the run specs too (stable name)."""
-    mo.require("name", why=_NEEDS)
+    mo.require("name", why=NEEDS)
     return _model(mo.string("name"), base)
 
 

@@ -1,0 +1,79 @@
+"""A spec file (a plan spec or a run spec) read into tables, before any key is looked at.
+
+A file is read as UTF-8 (a byte-order mark is skipped); its suffix says TOML or YAML, any other is
+an error (a ``.json`` is told to be named ``.yaml``, which reads JSON); a YAML key given twice is
+an error, as in TOML; YAML's ``null`` is a key not given; arrays or tables nested more than
+:data:`~pipesim.core.validate.MAX_NESTING` levels are refused (the parser's own RecursionError
+included). Every refusal is a :class:`~pipesim.plan.checks.PlanError` naming the file.
+:mod:`pipesim.plan.specfile` reads a plan spec's tables from here, and so do the run specs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipesim.core.errors import shown
+from pipesim.core.validate import MAX_NESTING, nested_too_deep
+from pipesim.plan.checks import PlanError
+
+SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
+NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
+
+_TOO_DEEP = object()
+"""What :func:`read` holds when the parser itself recursed too deep."""
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """The tables of a spec file; PlanError (naming the file) when it cannot be read or parsed."""
+    p = Path(path)
+    fmt = SUFFIXES.get(p.suffix.lower())
+    if fmt is None:
+        hint = " (JSON is YAML: name the file .yaml)" if p.suffix.lower() == ".json" else ""
+        raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}", "", str(path))
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise PlanError(f"{path}: cannot read: {e.strerror or e}", "", str(path)) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: not UTF-8 text", "", str(path)) from None
+    data: Any
+    if fmt == "yaml":
+        import yaml
+
+        from pipesim.io.yamlfile import load_yaml
+
+        try:
+            data = load_yaml(text)  # a safe loader refusing a key given twice
+        except yaml.YAMLError as e:
+            raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
+        except RecursionError:
+            data = _TOO_DEEP
+        if data is None:
+            raise PlanError(f"{path}: the file is empty; {NEEDS}", "", str(path))
+    else:
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
+        except RecursionError:
+            data = _TOO_DEEP
+    if data is _TOO_DEEP or nested_too_deep(data):
+        raise PlanError(f"{path}: arrays or tables nest more than {MAX_NESTING} levels deep", "", str(path))
+    if not isinstance(data, dict):
+        msg = f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}"
+        raise PlanError(msg, "", str(path))
+    return data
+
+
+def _yaml_problem(e: Any) -> str:
+    """A YAML error as ``problem (line L, column C)``."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None)
+    if problem is None:
+        return " ".join(str(e).split())
+    return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
