@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argparse.ArgumentParser(
         prog="python -m scenarios.published.calpath",
-        description=f"Rewrite {LOG.relative_to(LOG.parents[2])} from the README's means and print its calibration.",
+        description=f"Rewrite {LOG.relative_to(ROOT)} from the README's means; print its calibration.",
     ).parse_args(argv)
     print(f"wrote {write_log()}")
     print(calibrated()[1].text())
