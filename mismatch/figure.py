@@ -14,9 +14,12 @@ from typing import Any
 def mismatch_figure(result: dict[str, Any]) -> Any:
     """Two-panel Plotly figure from a probe result -> plotly.graph_objects.Figure."""
     import plotly.graph_objects as go
+    from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
     names = {c["key"]: c["name"] for c in result["comparisons"]}
+    keys = list(dict.fromkeys([*names, *result["samples"]["d"]]))
+    color = {k: qualitative.Plotly[i % len(qualitative.Plotly)] for i, k in enumerate(keys)}  # line = bars
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -29,13 +32,23 @@ def mismatch_figure(result: dict[str, Any]) -> Any:
         zeros = total - len(nonzero)
         cdf = [(zeros + i + 1) / total for i in range(len(nonzero))]
         label = f"{names[key]} ({zeros / total:.0%} exactly 0)" if zeros else names[key]
-        fig.add_trace(go.Scatter(x=nonzero, y=cdf, mode="lines", name=label, legendgroup=key), row=1, col=1)
+        line = go.Scatter(x=nonzero, y=cdf, mode="lines", name=label, legendgroup=key, line_color=color[key])
+        fig.add_trace(line, row=1, col=1)
     bins = result["bins"]
     ticks = [f"[{b['lo']:.1f}, {b['hi']:.1f}{']' if b['hi'] >= 1 else ')'} n={b['n_tokens']}" for b in bins]
     for key in names:
         vals = [b["mean_abs_d"][key] for b in bins]
         fig.add_trace(
-            go.Bar(x=ticks, y=vals, name=names[key], legendgroup=key, showlegend=False), row=1, col=2
+            go.Bar(
+                x=ticks,
+                y=vals,
+                name=names[key],
+                legendgroup=key,
+                showlegend=key not in result["samples"]["d"],  # else its CDF line names it
+                marker_color=color[key],
+            ),
+            row=1,
+            col=2,
         )
     fig.update_xaxes(type="log", title_text="|d| (nats)", row=1, col=1)
     fig.update_yaxes(title_text="fraction of tokens", range=[0, 1], row=1, col=1)

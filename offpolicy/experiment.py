@@ -387,10 +387,16 @@ def write_reward_figure(
                 opacity=0.15,
                 showlegend=False,
                 hoverinfo="skip",
+                legendgroup=name,  # hidden with its line
             )
         )
-        fig.add_trace(go.Scatter(x=xs, y=mean, name=f"{name} (n={len(group)})", line={"color": color}))
+        line = go.Scatter(
+            x=xs, y=mean, name=f"{name} (n={len(group)})", line={"color": color}, legendgroup=name
+        )
+        fig.add_trace(line)
     fig.update_layout(
         title=title, xaxis_title="training step", yaxis_title="mean episode reward", template="plotly_white"
     )
+    few = max((len(r["history"]) for r in runs), default=0) <= 12  # plotly would tick between steps
+    fig.update_xaxes(tickformat="d", dtick=1 if few else None)
     fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline

@@ -214,16 +214,25 @@ def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: floa
         fig.update_yaxes(title_text="held-out pass rate", range=[0, 1], row=1, col=col)
         fig.update_yaxes(title_text="held-out pass rate", range=[0, 1], row=2, col=col)
         for row in (1, 2):
-            fig.add_hline(y=target, line_dash="dot", line_color="grey", row=row, col=col)  # type: ignore[arg-type]
+            fig.add_hline(
+                y=target, line_dash="dot", line_color="grey", annotation_text=f"target {target:g}",
+                annotation_position="bottom right", row=row, col=col,  # type: ignore[arg-type]
+            )  # fmt: skip
     seeds = max(sum(1 for r in records if (r["design"], r["correction"]) == k) for k in cv)
-    title = f"TinyAgent co-simulated in the pipeline: mean of {seeds} seeds, band = min..max"
+    what = f"mean of {seeds} seeds, band = min..max" if seeds > 1 else "one seed"
     fig.update_layout(
-        title=dict(text=title, y=0.985),
-        height=900, width=600 * len(corrs) + 80,
+        title=dict(text=f"TinyAgent co-simulated in the pipeline: {what}", y=0.985),
+        height=900,  # no width: the page's (a column per correction, 4 of them fit a laptop's)
         legend=dict(orientation="h", x=0.0, y=1.045, xanchor="left", yanchor="bottom"),
         margin=dict(t=150),
     )  # fmt: skip
-    fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline
+    fig.write_html(  # embedded: a CDN script renders blank offline
+        str(path),
+        include_plotlyjs=True,
+        config={"responsive": True},
+        default_width="100%",
+        default_height="900px",
+    )
 
 
 def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -155,13 +155,17 @@ def starvation_figure(df: pd.DataFrame) -> Any:
     fig = go.Figure()
     for design, rows in df.groupby("design", sort=False):
         rows = rows.sort_values("eta")
+        # "pacing, partial" is drawn after pacing and often on it: pacing is wider (a thick dotted
+        # line, rings round the points) so it shows round the thin line drawn over it
+        under = str(design) == "pacing"
         fig.add_trace(
             go.Scatter(
                 x=rows["eta"],
                 y=rows["long_never_trained_share"],
                 mode="lines+markers",
                 name=str(design),
-                line_dash="dot" if str(design) == "pacing" else "solid",  # pacing, partial lies on it
+                line=dict(dash="dot" if under else "solid", width=6 if under else 2),
+                marker=dict(symbol="circle-open" if under else "circle", size=14 if under else 7),
                 customdata=rows[["never_trained_share", "throughput_per_hour"]].to_numpy(),
                 hovertemplate="eta=%{x}<br>long tasks never trained: %{y:.0%}"
                 "<br>all tasks never trained: %{customdata[0]:.1%}"

@@ -162,7 +162,7 @@ def _table_html(df: pd.DataFrame, caption: str) -> str:
     def fmt(x: float) -> str:
         return f"{x:,.3g}" if abs(x) < 10 else f"{x:,.0f}"
 
-    table = df.to_html(index=False, float_format=fmt, border=0, classes="tbl")
+    table = df.to_html(index=False, float_format=fmt, border=0, classes="tbl", na_rep="\u2013")  # no NaN
     return table.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)
 
 
@@ -232,13 +232,17 @@ def build_report(
         ytitle="episodes trained per hour",
     )
     t_sync, t_async = (r.sim_time_s for r in fig1.values())
+    bands = (
+        f"banded figures show the mean and 95% interval over {seeds} fresh pools (seeds 0..{seeds - 1})"
+        if seeds > 1
+        else "figures show one fresh pool (seed 0), so no interval"
+    )
     ch1 = CHAPTER["fig13_1"]
     parts: list[str] = [
         "<h1>pipesim: the chapter's rollout-pipeline results, reproduced</h1>",
         "<p class=note>Chapter 13, Sections 13.2, 13.3 and 13.7. "
-        "Tables use the chapter's pool (65,536 agent "
-        f"durations, seed 0); banded figures show the mean and 95% interval over {seeds} fresh pools "
-        f"(seeds 0..{seeds - 1}). Generated in {{elapsed}} s.</p>",
+        f"Tables use the chapter's pool (65,536 agent durations, seed 0); {bands}. "
+        "Generated in {elapsed} s.</p>",
         "<h2>13.2 Where the time goes: long-tailed episodes</h2>",
         _table_html(stats, "Duration pool"),
         _table_html(strag, "Straggler table: expected slowest episode of B"),

@@ -138,7 +138,8 @@ def write_html(result: PlanResult, path: str) -> None:
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pipesim plan</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}"
-        "pre{background:#f6f6f6;padding:1em}</style></head><body>",
+        "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"  # long lines wrap
+        "</style></head><body>",
         f"<h1>pipesim plan: {html.escape(spec.model.name)} on {n} x {html.escape(spec.gpu.name)}</h1>",
         f"<pre>{html.escape(text(result).split(chr(10) + chr(10))[0])}</pre>",
         fig_html,

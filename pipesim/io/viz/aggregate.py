@@ -29,12 +29,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pipesim.io.viz.timeline import TRAIN_COLOR, version_colors
+from pipesim.io.viz.timeline import TRAIN_COLOR, n_versions_of, version_colors
 
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""
 N_BINS = 400
 BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
+STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
+"""The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
 
 __all__ = ["AGGREGATE_THRESHOLD", "aggregate_view", "busy_share", "in_flight", "buffer_depth"]
 
@@ -116,8 +118,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         ),
     )
     flight = in_flight(ev, mid)
-    n_versions = max(flight, default=0) + 2
-    colors = version_colors(n_versions)
+    colors = version_colors(n_versions_of(ev))  # the timeline's colours for the same run
     for v, counts in flight.items():
         fig.add_trace(
             go.Scatter(
@@ -188,7 +189,8 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 x=np.arange(s0, s0 + grid.shape[1]),
                 y=np.arange(smax + 1),
                 z=np.where(grid > 0, grid, np.nan),
-                colorscale="Purples",
+                colorscale=STALENESS_SCALE,
+                zmin=0,
                 colorbar=dict(
                     title=dict(text="episodes", side="top"),
                     orientation="h",
@@ -207,7 +209,16 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
             col=1,
         )
         eta = int(result.scenario.pipeline.max_staleness)
-        fig.add_hline(y=eta + 0.5, line=dict(color="#9467bd", dash="dot"), row=4, col=1)
+        if eta <= smax + 1:  # the bound's line, labelled, inside the panel (a far one would squash it)
+            fig.add_hline(
+                y=eta + 0.5,
+                line=dict(color="#d62728", dash="dot"),
+                annotation=dict(text=f"bound eta = {eta}", font_color="#d62728"),
+                annotation_position="top left",
+                row=4,
+                col=1,
+            )
+            fig.update_yaxes(range=[-0.5, max(smax + 0.5, eta + 1.2)], row=4, col=1)
     for r in (1, 2, 3):
         fig.update_xaxes(range=[0, T * 1.01], row=r, col=1, showgrid=True, gridcolor="#eee")
     fig.update_xaxes(matches="x", row=2, col=1)
@@ -219,7 +230,9 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     fig.update_yaxes(title_text="episodes", row=1, col=1, rangemode="tozero", tickformat=",d")
     fig.update_yaxes(title_text="episodes", row=2, col=1, rangemode="tozero", tickformat=",d")
     fig.update_yaxes(title_text="share", row=3, col=1, range=[0, 1.05], tickformat=".0%")
-    fig.update_yaxes(title_text="staleness", row=4, col=1, dtick=1)
+    smax = int(tr["staleness"].max()) if len(tr) else 0  # ticks at the staleness values drawn only
+    ticks = list(range(0, smax + 1, max(1, (smax + 9) // 10)))
+    fig.update_yaxes(title_text="staleness", row=4, col=1, tickmode="array", tickvals=ticks)
     fig.update_layout(
         height=1000,
         plot_bgcolor="white",

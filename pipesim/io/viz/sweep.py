@@ -39,6 +39,26 @@ SHARE_METRICS = (
 """Metrics that are shares: their 95% bands are clipped to [0, 1]."""
 
 
+METRIC_LABELS = {
+    "throughput_per_hour": "episodes trained per hour",
+    "gen_util": "slot utilisation (share)",
+    "staleness_mean": "mean staleness (versions)",
+    "staleness_max": "max staleness (versions)",
+    "length_bias": "length bias (trained / launched mean duration)",
+    "trained_duration_mean": "trained episode mean duration (s)",
+    "sim_time_s": "simulated time (s)",
+    "lost_work_s": "lost work (s)",
+}
+"""Axis titles, with units, of the metrics a sweep figure draws by default; others keep their name."""
+
+
+def metric_label(metric: str) -> str:
+    """The axis title of ``metric``: :data:`METRIC_LABELS`, a share's name with "(share)", or itself."""
+    if metric in METRIC_LABELS:
+        return METRIC_LABELS[metric]
+    return f"{metric} (share)" if _is_share(metric) else metric
+
+
 def _is_share(metric: str) -> bool:
     return metric in SHARE_METRICS or "util" in metric or metric.endswith(("_share", "idle_ratio"))
 
@@ -138,7 +158,7 @@ def lines_figure(
     fig.update_layout(
         title=title,
         xaxis_title=xtitle or x,
-        yaxis_title=ytitle or metric,
+        yaxis_title=ytitle or metric_label(metric),
         height=420,
         plot_bgcolor="white",
         hovermode="closest",
@@ -190,11 +210,11 @@ def staleness_throughput_figure(
     return fig
 
 
-DESIGN_PANELS = [
+DESIGN_PANELS = [  # a title fits its quarter of a 1,000 px figure: long ones break (<br>)
     ("throughput_per_hour", "episodes / hour"),
     ("gen_util", "slot utilisation"),
-    ("staleness_mean", "staleness (mean, max as marker)"),
-    ("length_bias", "length bias (trained / launched mean duration)"),
+    ("staleness_mean", "staleness (versions):<br>mean bar, max marker"),
+    ("length_bias", "length bias (trained /<br>launched mean duration)"),
 ]
 
 
@@ -237,5 +257,6 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
                 col=j,
             )
     fig.update_xaxes(tickangle=-35)
-    fig.update_layout(height=440, plot_bgcolor="white", margin=dict(b=140))
+    fig.update_annotations(yshift=8)  # two-line titles clear the plots
+    fig.update_layout(height=460, plot_bgcolor="white", margin=dict(b=140, t=80))
     return fig

@@ -47,6 +47,8 @@ MARKS = {  # status -> (legend label, marker symbol, colour); each its own colou
     "retried": ("retry of a failed or aborted episode", "triangle-right-open", "#e377c2"),
     "over_bound": ("staleness > eta", "diamond-open", "#9467bd"),
 }
+HOVER_COLS = "episode_id task_id duration_s version version_episode newest_version stale_text status end_s"
+"""The segments' columns in ``customdata[0]`` .. ``[8]`` of ``HOVER``, space-separated."""
 LANE_ROW_PX = 56
 """Pixel height of the trainer and sync lanes, whatever the number of slots."""
 LEGEND_TITLE = "colour = version that generated the segment"
@@ -63,6 +65,24 @@ def version_colors(n_versions: int) -> list[str]:
     if n_versions <= 1:
         return sample_colorscale("Blues", [0.6])
     return sample_colorscale("Viridis", list(np.linspace(0.95, 0.05, n_versions)))
+
+
+def n_versions_of(events: pd.DataFrame) -> int:
+    """How many version colours a run needs: its newest version + 2 (the timeline and the
+    aggregate view both size their palette with it, so a version has one colour in both)."""
+    return int(max(events["version"].max() if len(events) else 0, 0)) + 2
+
+
+LABEL_PX = 14
+"""Fewest pixels between two slot tick labels (12 px text): closer ones overlap."""
+
+
+def tick_step(n_lanes: int, rows_px: int) -> int:
+    """Label every k-th slot, k the least of 1, 2, 4, 5, 8, 10, 16, 20, ... that keeps labels
+    ``LABEL_PX`` apart in ``rows_px`` pixels."""
+    need = n_lanes * LABEL_PX / max(rows_px, 1)
+    nice = sorted({m * 10**e for e in range(7) for m in (1, 2, 5)} | {2**e for e in range(24)})
+    return next((k for k in nice if k >= need), nice[-1])
 
 
 def _lanes(gen: pd.DataFrame) -> dict[tuple[int, int], int]:
@@ -105,16 +125,22 @@ def retried_ids(result: Any) -> np.ndarray:
 
 
 def add_run(
-    fig: go.Figure, result: Any, row: int = 1, *, webgl: bool | None = None, showlegend: bool = True
+    fig: go.Figure,
+    result: Any,
+    row: int = 1,
+    *,
+    webgl: bool | None = None,
+    showlegend: bool = True,
+    n_versions: int | None = None,
 ) -> None:
     """Draw ``result`` into subplots ``row`` (trainer and sync lanes) and ``row + 1`` (the slots)
-    of ``fig`` (see the module docstring for the layout)."""
+    of ``fig`` (see the module docstring for the layout). ``n_versions`` sizes the version
+    palette (default: this run's :func:`n_versions_of`; runs drawn together share one)."""
     lane_row, row = row, row + 1
     seg = segments_frame(result)
     ev = result.events
     eta = result.scenario.pipeline.max_staleness
-    n_versions = int(max(ev["version"].max() if len(ev) else 0, 0)) + 2
-    colors = version_colors(n_versions)
+    colors = version_colors(n_versions or n_versions_of(ev))
     use_gl = len(seg) > WEBGL_THRESHOLD if webgl is None else webgl
     n_rows = int(seg["y"].max()) + 1 if len(seg) else 1
     T = result.sim_time_s
@@ -160,17 +186,7 @@ def add_run(
             col=1,
         )
 
-    cd_cols = [
-        "episode_id",
-        "task_id",
-        "duration_s",
-        "version",
-        "version_episode",
-        "newest_version",
-        "stale_text",
-        "status",
-        "end_s",
-    ]
+    cd_cols = HOVER_COLS.split()
     if not use_gl:
         pause = ev[ev["kind"] == "pause"]
         if len(pause):
@@ -294,7 +310,7 @@ def add_run(
         )
 
     lanes = [f"r{r}/slot{s}" for r, s in _lanes(seg)]  # as the events table names them
-    step = max(1, len(lanes) // 40)
+    step = tick_step(len(lanes), slot_rows_px(n_rows))
     ticks = list(range(0, len(lanes), step))
     fig.update_yaxes(
         tickvals=ticks,
@@ -367,8 +383,17 @@ def timelines(
         vertical_spacing=spacing,
         row_heights=[float(p) for p in px],
     )
+    n_versions = max(n_versions_of(r.events) for r in named.values())  # one colour per version
     for i, r in enumerate(named.values()):
-        add_run(fig, r, row=2 * i + 1, webgl=webgl, showlegend=(i == 0))
+        add_run(fig, r, row=2 * i + 1, webgl=webgl, n_versions=n_versions)
+    # each legend entry once, from whichever run draws it first (a pause or a mark may be the second's)
+    in_legend: set[str] = set()
+    for trace in fig.data:
+        if trace.showlegend is not False:
+            trace.showlegend = trace.name not in in_legend
+            in_legend.add(trace.name)
+    T = max(float(r.sim_time_s) for r in named.values())  # the axis is shared: the longest run
+    fig.update_xaxes(range=[0, T * 1.01])
     fig.update_layout(
         barmode="overlay",
         height=fig_height,
