@@ -168,7 +168,9 @@ def paired_table(
             continue
         iv = stats.paired_difference(va, vb, np.random.default_rng(TABLE_SEED))
         verdict = "significant" if iv.excludes_zero else "not significant"
-        if iv.n < MIN_CLAIM_SEEDS:
+        if iv.n < 2:  # one seed's difference is its own interval: it cannot say noise from effect
+            verdict = "one seed: no interval, no claim"
+        elif iv.n < MIN_CLAIM_SEEDS:
             verdict += f" (n < {MIN_CLAIM_SEEDS}: no claim)"
         name_a, name_b = " ".join(map(str, a)), " ".join(map(str, b))
         lines.append(

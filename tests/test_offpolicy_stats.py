@@ -138,3 +138,11 @@ def test_sign_test_equals_enumerating_every_sign_pattern() -> None:
             assert stats.sign_test(wins, n - wins) == pytest.approx(min(1.0, extreme / 2**n), abs=1e-12)
     assert stats.sign_test(10, 0) == pytest.approx(2 / 1024)
     # a negative count: rows sign-test-{wins,losses} of tests/test_refusals_offpolicy.py
+
+
+def test_a_one_seed_difference_claims_nothing() -> None:
+    """One shared seed gives an interval of one point, which excludes 0 whenever the runs differ at
+    all: the table said "significant (n < 10: no claim)" for -0.00 [-0.00, -0.00]."""
+    runs = [_run(0, "none", 101, 0.8), _run(8, "none", 101, 0.79), _run(8, "none", 202, 0.1)]
+    line = paired_table(runs, [((8, "none"), (0, "none"))]).splitlines()[1]
+    assert "n=1" in line and "significant" not in line and "no claim" in line
