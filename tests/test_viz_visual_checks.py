@@ -21,7 +21,7 @@ from pipesim import run
 from pipesim.io.registry import get_scenario
 from pipesim.io.viz import aggregate_view, design_comparison_figure, lines_figure, timeline, timelines
 from pipesim.io.viz.aggregate import STALENESS_SCALE
-from pipesim.io.viz.sweep import DESIGN_PANELS
+from pipesim.io.viz.sweep import DESIGN_PANELS, policy_words, staleness_throughput_figure
 from pipesim.io.viz.timeline import LABEL_PX, slot_rows_px, tick_step
 
 
@@ -122,6 +122,18 @@ def test_sweep_axes_say_what_and_in_which_unit() -> None:
         title = lines_figure(_agg(), "max_staleness", metric).layout.yaxis.title.text
         assert title and title != metric and "_" not in title
     assert lines_figure(_agg(), "max_staleness", "gen_util", ytitle="mine").layout.yaxis.title.text == "mine"
+
+
+def test_figure_13_2_names_its_policies_in_words() -> None:
+    """Its legend read ``weight_update`` over ``PartialRollout()`` and ``Drain()`` (the cell labels)
+    beside the staleness lines: now words, and a title saying which panel is which."""
+    agg = _agg().assign(weight_update=lambda d: d["design"].map({"a": "PartialRollout()", "b": "Drain()"}))
+    fig = staleness_throughput_figure(agg)
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert {"partial rollout", "drain"} <= set(names) and not any("(" in n for n in names)
+    assert "_" not in fig.layout.legend.title.text
+    assert policy_words("AReaLThrottle()") == "AReaLThrottle"  # an acronym keeps its spelling
+    assert policy_words("InFlightUpdate(load_time_s=0.5)") == "InFlightUpdate(load_time_s=0.5)"
 
 
 def test_design_panel_titles_fit_their_quarter() -> None:

@@ -9,6 +9,7 @@ ticks (no "1.5 slots"), and bands of a share (a utilisation, an idle ratio) are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -173,6 +174,17 @@ def lines_figure(
     return fig
 
 
+def policy_words(label: str) -> str:
+    """A policy's cell label as words: ``PartialRollout()`` -> ``partial rollout``; a label with
+    arguments (``InFlightUpdate(load_time_s=0.5)``), or not a class name, is kept as it is."""
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9]*\(\)", label):
+        return label
+    name = label[:-2]
+    if re.search(r"[A-Z]{2}", name):  # an acronym (AReaLThrottle): the class's own spelling
+        return name
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).lower()
+
+
 def staleness_throughput_figure(
     agg: pd.DataFrame, x: str = "max_staleness", by: str = "weight_update"
 ) -> go.Figure:
@@ -189,7 +201,8 @@ def staleness_throughput_figure(
     )
     groups = list(agg.groupby(by, sort=False))
     for i, (key, g) in enumerate(groups):
-        add_band_line(fig, g, x, "throughput_per_hour", str(key), PALETTE[i % len(PALETTE)], row=1, col=1)
+        name = policy_words(str(key))
+        add_band_line(fig, g, x, "throughput_per_hour", name, PALETTE[i % len(PALETTE)], row=1, col=1)
     partial = [g for k, g in groups if "partial" in str(k).lower()]
     g = partial[0] if partial else groups[0][1]
     add_band_line(fig, g, x, "staleness_mean", "mean staleness", PALETTE[2], row=1, col=2)
@@ -204,7 +217,8 @@ def staleness_throughput_figure(
     fig.update_yaxes(title_text="episodes trained per hour", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="staleness (versions)", row=1, col=2, rangemode="tozero")
     fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest", legend_title_text=by)
+    legend = f"{by.replace('_', ' ')} (left), staleness (right)"
+    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest", legend_title_text=legend)
     _integer_axis(fig, list(agg[x]), row=1, col=1)
     _integer_axis(fig, list(agg[x]), row=1, col=2)
     return fig
