@@ -153,6 +153,12 @@ class Clock(simpy.Environment):
         """Whether nothing is scheduled: the run can only end."""
         return not self.queue
 
+    def alone(self, event: object) -> bool:
+        """Whether ``event`` is the only thing scheduled: once it is processed, nothing else is
+        left to happen but what its waiter does (a policy's generator spinning in a stalled run)."""
+        queue = self.queue
+        return len(queue) == 1 and queue[0][3] is event
+
     def run_until(self, done: simpy.Event) -> bool:
         """Run until ``done`` is processed or nothing is left to happen; return whether ``done``
         came (False: the queue ran dry first, a stall). Errors raised in processes propagate."""

@@ -10,19 +10,38 @@ the buffer is too short for any batch (the one hint read here: it also feeds qui
 and :class:`~pipesim.core.engine.Pipeline`) and holds the bound policy methods. Users write
 policies, so an answer is checked where it is used: a numpy bool counts as a bool, a numpy integer
 as an int, anything else (``None``, ``"no"``, ``1``) is a :class:`~pipesim.core.errors.PipelineError`
-naming the policy, the method and the type it returned, not a truth value.
+naming the policy, the method and the type it returned, not a truth value. The check costs an
+identity test on the common answer (``is True`` / ``is False``), so the hot pass pays nothing.
+
+A policy's own SimPy code (the weight update's ``sync`` generator, and any generator it starts with
+``p.process``) runs through :meth:`Decisions._checked`: each thing it yields must be a SimPy event
+(not SimPy's "Invalid yield value" from inside its kernel), and a generator that spins -- yields
+:data:`SPIN_LIMIT` events in a row without time advancing, or while its own event is the only
+thing left in the queue (nothing else can ever happen: the stall of a run whose queue would
+otherwise have run dry) -- is a ``PipelineError`` naming it, not a run that never returns. Syncs
+yield a few events a step, so the wrapper costs nothing measurable; the episodes' own events never
+pass through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
+import simpy
+
 from pipesim.core import errors
+from pipesim.core.errors import shown
 from pipesim.core.port import BindsPipeline, MinItemsHint, warn_dropped_hints
 from pipesim.core.port_impl import PolicyPort
 
+SPIN_LIMIT = 100_000
+"""How many events in a row a policy's generator may yield at one instant, or as the only event
+left in the run, before it is refused as spinning (about a second of SimPy events; a real sync
+yields a handful per step)."""
+
 if TYPE_CHECKING:
+    from pipesim.core.clock import Clock
     from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
     from pipesim.core.roles import ReplicaLayout
@@ -34,6 +53,7 @@ class Decisions(PolicyPort):
 
     admission: Any
     batching: Any
+    env: Clock
     _items: list[Episode]
     _admits: Callable[[Any], object]
     _blocks: Callable[[Any], object]
@@ -68,8 +88,70 @@ class Decisions(PolicyPort):
             self._choose = cast(Any, routing.choose)
 
     def _blocked(self) -> bool:
-        """Whether the weight-update policy blocks admission now."""
-        return bool(self._blocks(self))
+        """Whether the weight-update policy blocks admission now (its answer checked)."""
+        yes = self._blocks(self)
+        return yes is True or (yes is not False and self._blocked_answer(yes))
+
+    def _blocked_answer(self, yes: object) -> bool:
+        """``blocks_admission``'s answer when it is not a bool: a numpy bool, else an error."""
+        return errors.bool_answer(self.weight_update, "blocks_admission", yes)
+
+    def _check_sync(self, before: int, name: str) -> None:
+        """After weight update ``name``'s sync: no policy wrote the view's counters
+        (:func:`~pipesim.core.errors.view_written`), and the sync published exactly one version."""
+        if (err := errors.view_written(cast("Any", self))) is not None:
+            raise err
+        if self.version != before + 1:  # end_sync or skip_sync, once
+            raise errors.PipelineError(
+                f"{name}.sync moved the trainer's version from {before} to {self.version}: a sync "
+                "publishes exactly one version (one end_sync or skip_sync)"
+            )
+
+    def _check_choice(self, engine: object) -> None:
+        """The launch on the replica the routing rule chose failed: a ``PipelineError`` naming the
+        rule where its choice was no accepting replica of this run (else the launch's own error
+        stands). Asked only after a failure, so a good choice costs nothing."""
+        if any(engine is e for e in self.engines) and getattr(engine, "accepting", False):
+            return
+        routing = type(getattr(self._choose, "__self__", self._choose)).__name__
+        got = next((f"replica {e.index}, which accepts none now" for e in self.engines if e is engine), None)
+        raise errors.PipelineError(
+            f"{routing}.choose must return one of the replicas it is given that accepts an episode "
+            f"(or None), got {got or shown(engine)}"
+        ) from None
+
+    def _checked(self, steps: object, what: str) -> Generator[simpy.Event, Any, None]:
+        """Run a policy's generator ``steps`` (``what`` names it: ``"Drain.sync"``) as a SimPy
+        process would, checking what it yields (module docstring): a non-event or a spin is a
+        ``PipelineError`` naming ``what``. An event that fails (a sub-process that raised) is
+        thrown into ``steps``, as ``yield from`` would."""
+        if isinstance(steps, Iterator) and not isinstance(steps, Generator):
+            steps = (ev for ev in steps)  # an iterator of events: driven like a generator
+        if not isinstance(steps, Generator):
+            raise errors.PipelineError(f"{what} must be a generator (yield its events), got {shown(steps)}")
+        env, spins, last = self.env, 0, -1.0
+        send: Any = None
+        thrown: Exception | None = None
+        while True:
+            try:
+                ev = steps.send(send) if thrown is None else steps.throw(thrown)
+            except StopIteration:
+                return
+            if not isinstance(ev, simpy.Event):
+                raise errors.PipelineError(
+                    f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield what "
+                    "p.timeout, p.drained, p.all_of or p.process return"
+                )
+            now = env.now
+            spins = spins + 1 if now == last or env.alone(ev) else 0
+            last = now
+            if spins >= SPIN_LIMIT:
+                raise errors.spinning(cast("Any", self), what, spins)
+            send, thrown = None, None
+            try:
+                send = yield ev
+            except Exception as exc:  # the event failed: the generator handles it, or raises it
+                thrown = exc
 
     def _admitted(self) -> bool:
         """Whether the admission rule lets one more episode start now."""

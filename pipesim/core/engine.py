@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -50,7 +50,8 @@ from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.clock import Clock
 from pipesim.core.decisions import Decisions
 from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
-from pipesim.core.errors import PipelineError, shown
+from pipesim.core.errors import PipelineError as PipelineError  # re-exported (pipesim, batching)
+from pipesim.core.errors import shown
 from pipesim.core.lifecycle import EpisodeLifecycle
 from pipesim.core.port import FixedWork
 from pipesim.core.quiet import make_quiet
@@ -295,7 +296,7 @@ class Pipeline(Decisions, RunBooks):
             self.finished = True
             self.done.succeed()
             return
-        if not self._blocks(self):  # the weight update's answer, as _blocked() reads it
+        if (b := self._blocks(self)) is False or (b is not True and not self._blocked_answer(b)):
             started_before = self.started
             if (single := self._single) is not None:  # one engine: no routing rule to ask
                 # _admitted() inlined: the admission rule is asked once per episode started
@@ -318,7 +319,11 @@ class Pipeline(Decisions, RunBooks):
                     if (engine := choose(self.engines)) is None:
                         refused = False  # no replica accepts one
                         break
-                    self.launch(engine)
+                    try:
+                        self.launch(engine)
+                    except Exception:
+                        self._check_choice(engine)  # no replica, or a full one: the rule is named
+                        raise
                 self.admission_refused = refused
             if self.started != started_before and (awake is None or single is not awake):
                 for e in self.engines:  # a new episode may finish before a sleeping replica's target
@@ -383,15 +388,8 @@ class Pipeline(Decisions, RunBooks):
             yield self._sync_request
             self._sync_request = self.env.event()
             before, name = self.version, type(self.weight_update).__name__
-            steps = self.weight_update.sync(self)
-            if not isinstance(steps, Iterator):
-                raise PipelineError(f"{name}.sync must be a generator (yield its events), got {shown(steps)}")
-            yield from steps
+            yield from self._checked(self.weight_update.sync(self), f"{name}.sync")
             if self._clock() == math.inf:
                 raise errors.clock_overflow(self, f"the sync of {name}")
-            if self.version != before + 1:  # end_sync or skip_sync, once
-                raise PipelineError(
-                    f"{name}.sync moved the trainer's version from {before} to {self.version}: a sync "
-                    "publishes exactly one version (one end_sync or skip_sync)"
-                )
+            self._check_sync(before, name)  # one version published, no counter written
             self._sync_done.succeed()

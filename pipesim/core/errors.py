@@ -69,7 +69,19 @@ def no_batch(p: Pipeline, launched: int) -> PipelineError:
 def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
     return PipelineError(
         f"durations pool exhausted: the run needed more than {pool_size} episodes (at {_where(p)}); "
-        f"pass at least {p.scenario.default_pool_size} durations or set pool_size"
+        f"pass at least {p.scenario.default_pool_size} durations or set pool_size{_no_batch_yet(p)}"
+    )
+
+
+def _no_batch_yet(p: Pipeline) -> str:
+    """Where the trainer waits with a full batch's worth buffered: the batch policy is the suspect."""
+    n = len(p.buffer.items)
+    if not p.buffer.get_queue or n < p.batch_size:
+        return ""
+    return (
+        f"; but the trainer is waiting with {n} episodes buffered (batch_size {p.batch_size}) and the "
+        f"batch policy {type(p.batching).__name__} formed no batch (its select returned None, or its "
+        "min_items asked for more)"
     )
 
 
@@ -109,11 +121,76 @@ def clock_overflow(p: Pipeline, what: str) -> PipelineError:
 
 
 def stalled(p: Pipeline) -> PipelineError:
+    """Nothing is left to happen before the last sync; the message names the likeliest culprit,
+    read from the run's state (only here, once: the hot path pays nothing)."""
     return PipelineError(
         f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "
-        f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; the "
-        f"admission policy {type(p.admission).__name__} admits no further episode (with "
-        f"{type(p.weight_update).__name__} and {type(p.batching).__name__})"
+        f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; {_culprit(p)}"
+    )
+
+
+def _culprit(p: Pipeline) -> str:
+    """Why a stalled run stalled: the books do not close (a policy wrote the pipeline's state), the
+    weight update blocks admission, the batch policy forms no batch from a full buffer, a replica
+    is paused or the routing rule picks none, or (the common case) the admission rule says no."""
+    names = f"(with {type(p.weight_update).__name__} and {type(p.batching).__name__})"
+    missing = p.started - p.n_trained - p.n_running - len(p.buffer.items) - p.n_dropped
+    if missing:
+        return (
+            f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: a policy "
+            f"of {_policies(p)} changed the pipeline's counters or buffer, which are read-only (change "
+            "state only through the port's actions)"
+        )
+    try:
+        blocked = p._blocked()
+    except Exception:  # it raised, or answered no bool: the run would have said so already
+        blocked = False
+    if blocked:
+        return f"the weight update {type(p.weight_update).__name__}.blocks_admission says True for good"
+    if no_batch := _no_batch_yet(p):
+        return no_batch[len("; but ") :]
+    if any(e.paused for e in p.engines):
+        return f"generation is paused on a replica and nothing resumes it {names}"
+    if not p.admission_refused and p.scenario.replicas is not None:
+        routing = type(p.scenario.replicas.routing).__name__
+        return f"the routing rule {routing}.choose picks no replica though one accepts {names}"
+    return f"the admission policy {type(p.admission).__name__} admits no further episode {names}"
+
+
+def spinning(p: Pipeline, what: str, spins: int) -> PipelineError:
+    """A policy's generator (``what``) yielded ``spins`` events in a row with no time passing or
+    nothing else left to happen (:meth:`pipesim.core.decisions.Decisions._checked`)."""
+    return PipelineError(
+        f"{what} yielded {spins:,} events in a row at {_where(p)} without time advancing or with "
+        "nothing else left to happen: it waits for something that can never come (a sync must end "
+        "with end_sync or skip_sync; give a polling loop an end)"
+    )
+
+
+def view_written(p: Pipeline) -> PipelineError | None:
+    """A policy assigned to a counter of the view (``p.version = 3``, ``p.batch_size = 2``): the
+    view is the engine itself, so Python does not stop the write, and the run would go on with
+    wrong numbers. Checked once per sync and at the end of the run (never per event)."""
+    c = p.config
+    wrong = [
+        f"{name} is {shown(got)}, not {want}"
+        for name, got, want in (
+            (
+                "version (one per entry of started_at_version, less one)",
+                p.version,
+                len(p.started_at_version) - 1,
+            ),
+            ("batch_size", p.batch_size, c.batch_size),
+            ("max_staleness", p.max_staleness, c.max_staleness),
+            ("batches_taken", p.batches_taken, len(p.ledger_log)),
+        )
+        if got != want
+    ]
+    if not wrong:
+        return None
+    return PipelineError(
+        f"a policy of {_policies(p)} wrote the pipeline's state (at {_where(p)}): {'; '.join(wrong)}; "
+        "the view's counters are read-only (change state only through the port's actions)"
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipesim.core.episode import FAILED, Episode
+from pipesim.core.validate import FieldError, check_number
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
@@ -31,6 +32,11 @@ class EpisodeLifecycle:
     ) -> None:
         self.cap_s = timeout.cap_s if timeout is not None else math.inf
         self.failures = failures
+        if failures is not None:  # a user's failure policy: its hazard checked once, here
+            try:
+                check_number("failures.hazard_per_s", failures.hazard_per_s, 0.0, strict=True)
+            except FieldError as exc:
+                raise FieldError(f"{exc} (the failure policy {type(failures).__name__})", exc.field) from None
         self.mean_life_s = 1.0 / failures.hazard_per_s if failures is not None else math.inf
         self.rng = rng
 

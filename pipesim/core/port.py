@@ -55,6 +55,8 @@ import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pipesim.core import errors
+
 if TYPE_CHECKING:
     import simpy
 
@@ -240,8 +242,13 @@ class BindsPipeline(Protocol):
 
 
 def pauses_only(policy: object) -> bool:
-    """Whether a weight-update policy promises to touch episodes in flight only by pausing them."""
-    return isinstance(policy, PausesOnly) and bool(policy.pauses_only())
+    """Whether a weight-update policy promises to touch episodes in flight only by pausing them.
+    Asked once per run; an answer that is no bool (``None``, ``"yes"``) is a ``PipelineError``
+    naming the policy (a truthy one would take the shortcut on a promise never made)."""
+    if not isinstance(policy, PausesOnly):
+        return False
+    yes = policy.pauses_only()
+    return yes if type(yes) is bool else errors.bool_answer(policy, "pauses_only", yes)
 
 
 DROPPED_HINTS = {

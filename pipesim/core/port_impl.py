@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
+DROPPED = frozenset((DISCARDED, ABORTED, FAILED))
+"""The statuses :meth:`PolicyPort.drop` gives: an episode dropped is discarded, aborted or failed."""
 
 
 class PolicyPort:
@@ -113,6 +115,7 @@ class PolicyPort:
             raise PipelineError(
                 f"a policy asked for a timeout of {shown(delay_s)} s (weight update "
                 f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
+                f"{errors.float_hint(delay_s)}"
             )
         return self.env.timeout(delay_s)
 
@@ -120,7 +123,13 @@ class PolicyPort:
         return self.env.all_of(list(events))
 
     def process(self, generator: Generator[Any, Any, None]) -> simpy.Event:
-        return self.env.process(generator)
+        """A policy's own process, checked as the sync is (``Decisions._checked``): what it yields
+        must be events, and a process that spins alone is an error naming it, not a hang."""
+        what = f"the process {getattr(generator, '__qualname__', type(generator).__name__)}"
+        return self.env.process(self._checked(generator, what))
+
+    def _checked(self, steps: object, what: str) -> Generator[simpy.Event, Any, None]:
+        raise NotImplementedError  # the pipeline's (pipesim.core.decisions)
 
     def drained(self) -> simpy.Event:
         """An event that succeeds once no replica runs an episode (at once if none does)."""
@@ -176,6 +185,8 @@ class PolicyPort:
         return parent
 
     def drop(self, episodes: list[Episode], status: str) -> None:
+        if status not in DROPPED:  # the records and results know these three alone
+            raise PipelineError(f"drop: status must be one of {sorted(DROPPED)}, got {shown(status)}")
         for ep in episodes:
             if ep.status in FINAL:  # trained or dropped already (or twice in this list)
                 raise PipelineError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pipesim.core import errors
 from pipesim.core.port import ClosedHint, MinItemsHint, pauses_only
 
 if TYPE_CHECKING:
@@ -50,13 +51,17 @@ def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | No
 
     def quiet(n_running: int) -> int:
         """How many of the next completions, with ``n_running`` episodes in flight, are quiet."""
-        if not closed(p):
+        shut = closed(p)  # checked: a truthy non-bool would take the shortcut on a lie
+        if shut is not True and (shut is False or not errors.bool_answer(admission, "closed", shut)):
             return 0
         k = n_running - 1
         if buffer.get_queue:
             if min_items is None:
                 return 0
-            k = min(k, min_items(p) - len(buffer.items) - 1)
+            n = min_items(p)
+            if type(n) is not int:  # checked as the pass checks it (a numpy integer converted)
+                n = errors.int_answer(p.batching, "min_items", n)
+            k = min(k, n - len(buffer.items) - 1)
         return k if k > 0 else 0
 
     return quiet

@@ -108,6 +108,8 @@ class RunBooks:
                 raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
         if not came:  # SimPy's queue ran dry and the last sync never came
             raise errors.stalled(cast("Pipeline", self))
+        if (written := errors.view_written(cast("Pipeline", self))) is not None:  # p.version = 9 ended it
+            raise written
         self._check_books()
 
     def _check_books(self) -> None:

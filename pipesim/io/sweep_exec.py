@@ -301,7 +301,7 @@ def run_cells(
     except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
         for fut, cell in pending.items():
             if not fut.cancel() and fut.done() and not _interrupted(fut.exception()):
-                results[cell.index] = _row(fut)
+                results[cell.index] = _row(fut, cell.scenario)
         raise
 
 
@@ -312,12 +312,34 @@ def _interrupted(exc: BaseException | None) -> bool:
     return isinstance(exc, BrokenProcessPool | KeyboardInterrupt)
 
 
-def _row(fut: Future[dict[str, Any]]) -> dict[str, Any]:
-    """A finished future's result row (a failed row when the executor raised)."""
+def _row(fut: Future[dict[str, Any]], scenario: Scenario) -> dict[str, Any]:
+    """A finished future's result row (a failed row when the executor raised; a cell a process
+    pool could not send names the scenario field that holds what does not pickle)."""
     exc = fut.exception()
     if exc is not None:
-        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        return {"status": "failed", "error": f"{type(exc).__name__}: {exc}{unpicklable_field(scenario)}"}
     return fut.result()
+
+
+def unpicklable_field(scenario: Scenario) -> str:
+    """``"; scenario field X (a Y) does not pickle: ..."`` for the first field of ``scenario`` (a
+    policy, usually) that ``pickle`` refuses, or ``""`` when every field pickles. A process pool
+    sends each cell's scenario to a worker by pickling it; pickle's own message names the object
+    that failed (``'_thread.lock'``), not the policy holding it."""
+    import dataclasses
+    import pickle
+
+    for f in dataclasses.fields(scenario):
+        value = getattr(scenario, f.name)
+        try:
+            pickle.dumps(value)
+        except Exception:  # pickle raises TypeError, AttributeError or PicklingError, by the object
+            return (
+                f"; scenario field {f.name!r} ({type(value).__name__}) does not pickle, so a process "
+                "pool cannot send it to a worker: make it picklable (no locks, open files or lambdas "
+                "in its attributes) or sweep on threads (executor=ThreadPoolExecutor(...), timeout_s=None)"
+            )
+    return ""
 
 
 def _collect_cells(
@@ -342,7 +364,7 @@ def _collect_cells(
             if isinstance(exc, BrokenProcessPool):
                 lost.append(cell)
             else:
-                results[cell.index] = _row(fut)
+                results[cell.index] = _row(fut, cell.scenario)
         if deadline_s is None:
             continue
         now = time.monotonic()

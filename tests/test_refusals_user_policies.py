@@ -1,0 +1,410 @@
+"""A user's own policy that goes wrong is named, promptly: the exception type and the policy (and
+the method or value at fault) in its message or note, never a hang, never SimPy's internals as the
+only message, never silently wrong numbers (rows: id, call, exception type, names the error must
+carry; never the sentence).
+
+The policies here are written as a user writes them: plain classes against the port, no pipesim
+base class. Hangs (a sync or a process of the policy's that never ends) are bounded by the engine's
+own spin limit (``pipesim.core.decisions.SPIN_LIMIT``); pytest-timeout's marker is only the guard.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pipesim
+from pipesim import OldestFinishedFirst, PartialRollout, PipelineConfig, Scenario
+from pipesim.core.errors import PipelineError
+from pipesim.core.validate import FieldError
+from pipesim.io.sweeps import SweepError
+from pipesim.policies.replicas import Replicas
+
+CFG = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, steps=3)
+
+
+class UserAdmission:
+    """Admits like the count throttle, or answers what ``answer(p)`` returns."""
+
+    def __init__(self, answer: Callable[[Any], object] | None = None) -> None:
+        self.answer = answer
+
+    def admits(self, p: Any) -> object:
+        if self.answer is not None:
+            return self.answer(p)
+        return p.started < (p.version + 1) * p.batch_size
+
+
+class UserClosed(UserAdmission):
+    def closed(self, p: Any) -> object:
+        return "yes"
+
+
+class UserUpdate:
+    """Blocks while syncing and pauses for the sync, or as ``blocks`` / ``sync`` say."""
+
+    def __init__(self, blocks: Callable[[Any], object] | None = None, sync: Any = None) -> None:
+        self.blocks, self.steps = blocks, sync
+
+    def blocks_admission(self, p: Any) -> object:
+        return p.syncing if self.blocks is None else self.blocks(p)
+
+    def sync(self, p: Any) -> Any:
+        return PartialRollout().sync(p) if self.steps is None else self.steps(self, p)
+
+
+class UserPausesOnly(UserUpdate):
+    def pauses_only(self) -> object:
+        return None
+
+
+class UserBatch:
+    """Takes the oldest ``batch_size``, or answers what ``answer(buffer, p)`` returns."""
+
+    def __init__(self, answer: Callable[[list[Any], Any], object] | None = None) -> None:
+        self.answer = answer
+
+    def select(self, buffer: list[Any], p: Any) -> object:
+        if self.answer is not None:
+            return self.answer(buffer, p)
+        return OldestFinishedFirst().select(buffer, p)
+
+
+class UserMinItems(UserBatch):
+    def __init__(self, n: object) -> None:
+        super().__init__()
+        self.n = n
+
+    def min_items(self, p: Any) -> object:
+        return self.n
+
+
+class UserRouting:
+    def __init__(self, pick: Callable[[Any], object]) -> None:
+        self.pick = pick
+
+    def choose(self, engines: Any) -> object:
+        return self.pick(engines)
+
+
+class UserFailures:
+    def __init__(self, hazard: object) -> None:
+        self.hazard_per_s = hazard
+
+    def on_failure(self, p: Any, ep: Any) -> None:
+        pass
+
+
+class UserWindow:
+    def __init__(self) -> None:
+        self.window = 4
+
+    def admits(self, p: Any) -> bool:
+        return bool(p.started < (p.version + 1) * self.window)
+
+
+class ForgotSuper(UserWindow):
+    def __init__(self, extra: int) -> None:  # no super().__init__(): self.window never set
+        self.extra = extra
+
+
+class UnpicklableAdmission(UserAdmission):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()  # a process pool cannot send it to a worker
+
+
+# -- what the user's syncs do --------------------------------------------------------------------
+def yields_a_number(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    yield 1.0
+    p.end_sync()
+
+
+def never_ends(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    while True:  # waits for something that never comes: time passes, nothing else happens
+        yield p.timeout(1.0)
+
+
+def spins_in_place(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    while True:  # time never advances
+        yield p.timeout(0)
+
+
+def ticker(p: Any) -> Generator[Any, Any, None]:
+    while True:
+        yield p.timeout(1.0)
+
+
+def starts_a_ticker_that_never_ends(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    yield p.all_of([p.process(ticker(p))])
+    p.end_sync()
+
+
+def returns_none(self: Any, p: Any) -> None:
+    p.end_sync()
+
+
+def asks_nan_seconds(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    yield p.timeout(float("nan"))
+    p.end_sync()
+
+
+# -- what the user's admission rules and batch policies do to the state they are handed -----------
+def writes_version(p: Any) -> bool:
+    if p.version == 1:
+        p.version = 5  # ends the run early with wrong numbers unless caught
+    return bool(p.started < (p.version + 1) * p.batch_size)
+
+
+def writes_batch_size(p: Any) -> bool:
+    p.batch_size = 2
+    return bool(p.started < (p.version + 1) * 4)
+
+
+def clears_the_buffer(p: Any) -> bool:
+    if p.n_buffered:
+        p.buffered.clear()  # type: ignore[attr-defined]
+    return bool(p.started < (p.version + 1) * p.batch_size)
+
+
+def drops_with_a_made_up_status(buffer: list[Any], p: Any) -> object:
+    if len(buffer) < 4:
+        return None, []
+    batch = buffer[:4]
+    del buffer[:4]
+    p.drop(batch[:1], "whatever")
+    return batch[1:], []
+
+
+def run(**policies: Any) -> Callable[[], object]:
+    return lambda: pipesim.run(Scenario(pipeline=CFG, **policies))
+
+
+def _load_unknown() -> object:
+    from pipesim.io.scenario_files import loads
+
+    return loads('schema_version = 1\nname = "x"\n[admission]\ntype = "MyThrottle"\n')
+
+
+def _sweep_unpicklable() -> object:
+    return pipesim.sweep({"a": Scenario(pipeline=CFG, admission=UnpicklableAdmission())}, workers=2)
+
+
+Row = tuple[str, Callable[[], object], type[BaseException], tuple[str, ...]]
+
+ROWS: list[Row] = [
+    # wrong types at the port boundary
+    ("admits-none", run(admission=UserAdmission(lambda p: None)), PipelineError, ("UserAdmission", "admits")),
+    ("admits-float", run(admission=UserAdmission(lambda p: 1.0)), PipelineError, ("UserAdmission", "admits")),
+    (
+        "admits-nan",
+        run(admission=UserAdmission(lambda p: np.nan)),
+        PipelineError,
+        ("UserAdmission", "admits"),
+    ),
+    ("closed-str", run(admission=UserClosed()), PipelineError, ("UserClosed", "closed")),
+    (
+        "blocks-none",
+        run(weight_update=UserUpdate(lambda p: None)),
+        PipelineError,
+        ("UserUpdate", "blocks_admission"),
+    ),
+    (
+        "blocks-float",
+        run(weight_update=UserUpdate(lambda p: 0.0)),
+        PipelineError,
+        ("UserUpdate", "blocks_admission"),
+    ),
+    (
+        "blocks-str",
+        run(weight_update=UserUpdate(lambda p: "no")),
+        PipelineError,
+        ("UserUpdate", "blocks_admission"),
+    ),
+    (
+        "pauses-only-none",
+        run(weight_update=UserPausesOnly()),
+        PipelineError,
+        ("UserPausesOnly", "pauses_only"),
+    ),
+    ("min-items-float", run(batching=UserMinItems(4.0)), PipelineError, ("UserMinItems", "min_items")),
+    ("min-items-inf", run(batching=UserMinItems(float("inf"))), PipelineError, ("UserMinItems", "min_items")),
+    ("min-items-none", run(batching=UserMinItems(None)), PipelineError, ("UserMinItems", "min_items")),
+    ("select-none", run(batching=UserBatch(lambda b, p: None)), PipelineError, ("UserBatch", "select")),
+    (
+        "sync-returns-none",
+        run(weight_update=UserUpdate(sync=returns_none)),
+        PipelineError,
+        ("UserUpdate", "sync"),
+    ),
+    (
+        "sync-yields-number",
+        run(weight_update=UserUpdate(sync=yields_a_number)),
+        PipelineError,
+        ("UserUpdate", "sync"),
+    ),
+    (
+        "sync-nan-seconds",
+        run(weight_update=UserUpdate(sync=asks_nan_seconds)),
+        PipelineError,
+        ("UserUpdate", "timeout"),
+    ),
+    ("failures-nan", run(failures=UserFailures(float("nan"))), FieldError, ("UserFailures", "hazard_per_s")),
+    ("failures-negative", run(failures=UserFailures(-1.0)), FieldError, ("UserFailures", "hazard_per_s")),
+    ("failures-none", run(failures=UserFailures(None)), FieldError, ("UserFailures", "hazard_per_s")),
+    (
+        "routing-index",
+        run(replicas=Replicas(2, UserRouting(lambda e: 0))),
+        PipelineError,
+        ("UserRouting", "choose"),
+    ),
+    (
+        "routing-full",
+        run(replicas=Replicas(2, UserRouting(lambda e: e[0]))),
+        PipelineError,
+        ("UserRouting", "choose"),
+    ),
+    # raises: the user's own exception, the policy named in a note
+    ("admits-raises", run(admission=UserAdmission(lambda p: 1 / 0)), ZeroDivisionError, ("UserAdmission",)),
+    ("forgot-super-init", run(admission=ForgotSuper(1)), AttributeError, ("ForgotSuper", "window")),
+    # never admits, never lets training proceed: a stall names the policy at fault
+    (
+        "never-admits",
+        run(admission=UserAdmission(lambda p: False)),
+        PipelineError,
+        ("UserAdmission", "admits"),
+    ),
+    (
+        "always-blocks",
+        run(weight_update=UserUpdate(lambda p: True)),
+        PipelineError,
+        ("UserUpdate", "blocks_admission"),
+    ),
+    (
+        "never-selects",
+        run(batching=UserBatch(lambda b, p: (None, []))),
+        PipelineError,
+        ("UserBatch", "select"),
+    ),
+    (
+        "never-selects-admits-all",  # the pool runs dry first: the batch policy is still named
+        run(admission=UserAdmission(lambda p: True), batching=UserBatch(lambda b, p: (None, []))),
+        PipelineError,
+        ("UserBatch", "select"),
+    ),
+    (
+        "routing-none",
+        run(replicas=Replicas(2, UserRouting(lambda e: None))),
+        PipelineError,
+        ("UserRouting", "choose"),
+    ),
+    # mutates the state it was handed
+    (
+        "writes-version",
+        run(admission=UserAdmission(writes_version)),
+        PipelineError,
+        ("UserAdmission", "version"),
+    ),
+    (
+        "writes-batch-size",
+        run(admission=UserAdmission(writes_batch_size)),
+        PipelineError,
+        ("UserAdmission", "batch_size"),
+    ),
+    (
+        "clears-buffer",
+        run(admission=UserAdmission(clears_the_buffer)),
+        PipelineError,
+        ("UserAdmission", "read-only"),
+    ),
+    (
+        "drop-status",
+        run(batching=UserBatch(drops_with_a_made_up_status)),
+        PipelineError,
+        ("drop", "whatever"),
+    ),
+    # built wrong, named wrong, shipped wrong
+    (
+        "missing-method",
+        lambda: Scenario(pipeline=CFG, weight_update=UserBatch()),
+        FieldError,
+        ("UserBatch", "sync"),
+    ),
+    ("file-unknown-name", _load_unknown, FieldError, ("MyThrottle", "admission")),
+    # a process pool pickles each cell's scenario: pickle's own error names the lock, the sweep's
+    # the scenario field and the policy's class holding it
+    ("sweep-unpicklable", _sweep_unpicklable, SweepError, ("pickle", "admission", "UnpicklableAdmission")),
+]
+
+HANGS: list[Row] = [  # bounded by the engine's spin limit, not by the guard
+    (
+        "sync-never-ends",
+        run(weight_update=UserUpdate(sync=never_ends)),
+        PipelineError,
+        ("UserUpdate", "sync"),
+    ),
+    (
+        "sync-spins-in-place",
+        run(weight_update=UserUpdate(sync=spins_in_place)),
+        PipelineError,
+        ("UserUpdate", "sync"),
+    ),
+    (
+        "process-never-ends",
+        run(weight_update=UserUpdate(sync=starts_a_ticker_that_never_ends)),
+        PipelineError,
+        ("ticker",),
+    ),
+]
+
+
+def _said(err: BaseException) -> str:
+    return " ".join([str(err), *getattr(err, "__notes__", [])])
+
+
+def _check(call: Callable[[], object], kind: type[BaseException], names: tuple[str, ...]) -> None:
+    with pytest.raises(kind) as info:
+        call()
+    said = _said(info.value)
+    for name in names:
+        assert name in said, said
+    assert "Invalid yield value" not in said  # SimPy's own words are never the whole story
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("call", "kind", "names"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_a_users_policy_that_goes_wrong_is_named(
+    call: Callable[[], object], kind: type[BaseException], names: tuple[str, ...]
+) -> None:
+    _check(call, kind, names)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("call", "kind", "names"), [r[1:] for r in HANGS], ids=[r[0] for r in HANGS])
+def test_a_users_generator_that_never_ends_is_refused_not_waited_for(
+    call: Callable[[], object], kind: type[BaseException], names: tuple[str, ...]
+) -> None:
+    _check(call, kind, names)
+
+
+def test_numpy_answers_count_as_python_ones() -> None:
+    """A numpy bool or integer is an answer, not an error: the run is the plain policy's."""
+    plain = pipesim.run(Scenario(pipeline=CFG)).summary()
+    numpy = pipesim.run(
+        Scenario(
+            pipeline=CFG,
+            admission=UserAdmission(lambda p: np.bool_(p.started < (p.version + 1) * p.batch_size)),
+            weight_update=UserUpdate(lambda p: np.bool_(p.syncing)),
+            batching=UserMinItems(np.int64(4)),
+        )
+    ).summary()
+    assert numpy == plain
