@@ -408,3 +408,64 @@ def test_numpy_answers_count_as_python_ones() -> None:
         )
     ).summary()
     assert numpy == plain
+
+
+class PromisingAdmission(UserAdmission):
+    """The count throttle, promising a staleness bound of ``bound``."""
+
+    def __init__(self, bound: object) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def staleness_bound(self, scenario: Any) -> object:
+        return self.bound
+
+
+class PromisingUpdate(UserUpdate):
+    """Partial rollouts, promising pauses of at most ``limit`` seconds and single versions."""
+
+    def __init__(self, limit: object = 10.0, single: object = False) -> None:
+        super().__init__()
+        self.limit, self.single = limit, single
+
+    def max_pause_s(self) -> object:
+        return self.limit
+
+    def single_version(self, scenario: Any) -> object:
+        return self.single
+
+
+PROMISES: list[tuple[str, dict[str, Any], str, str]] = [  # a promise of the wrong kind: named
+    ("bound-str", dict(admission=PromisingAdmission("2")), "PromisingAdmission", "staleness_bound"),
+    ("bound-float", dict(admission=PromisingAdmission(2.0)), "PromisingAdmission", "staleness_bound"),
+    ("bound-negative", dict(admission=PromisingAdmission(-1)), "PromisingAdmission", "staleness_bound"),
+    ("pause-nan", dict(weight_update=PromisingUpdate(limit=np.nan)), "PromisingUpdate", "max_pause_s"),
+    ("pause-none", dict(weight_update=PromisingUpdate(limit=None)), "PromisingUpdate", "max_pause_s"),
+    ("single-str", dict(weight_update=PromisingUpdate(single="no")), "PromisingUpdate", "single_version"),
+]
+
+
+@pytest.mark.parametrize(
+    ("policies", "cls", "method"), [r[1:] for r in PROMISES], ids=[r[0] for r in PROMISES]
+)
+def test_a_promise_of_the_wrong_kind_is_named_by_the_invariant_check(
+    policies: dict[str, Any], cls: str, method: str
+) -> None:
+    """``staleness_bound`` of ``"2"`` was read as 2, and a NaN ``max_pause_s`` passed whatever the
+    pauses were (a comparison with NaN is false): both silently, in the kit users test with."""
+    from pipesim.testing import InvariantError, check_invariants
+
+    result = pipesim.run(Scenario(pipeline=CFG, **policies))
+    with pytest.raises(InvariantError) as info:
+        check_invariants(result)
+    assert info.value.invariant == "promises are well-formed"
+    assert cls in str(info.value) and method in str(info.value)
+
+
+def test_well_formed_promises_in_numpy_types_pass() -> None:
+    from pipesim.testing import check_invariants
+
+    policies = dict(
+        admission=PromisingAdmission(np.int64(1)), weight_update=PromisingUpdate(np.float32(10.0))
+    )
+    check_invariants(pipesim.run(Scenario(pipeline=CFG, **policies)))

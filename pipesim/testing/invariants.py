@@ -32,8 +32,12 @@ imported lazily: ``import pipesim.testing`` works without it.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import Counter
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
@@ -95,8 +99,25 @@ def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None
         if isinstance(policy, StalenessPromise):
             b = policy.staleness_bound(sc)
             if b is not None:
-                bounds.append(int(b))
+                bounds.append(_promised(policy, "staleness_bound", b, "an int >= 0, or None", _is_count))
     return min(bounds) if bounds else None
+
+
+def _is_count(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool) and int(x) >= 0
+
+
+def _promised(policy: object, method: str, got: Any, what: str, ok: Any) -> Any:
+    """A policy's promise ``got`` from ``method`` as a plain number, or ``_fail`` naming the class
+    and the method: a bound of ``"2"`` was read as 2, and a NaN pause bound made its check pass
+    whatever the pauses were (a comparison with NaN is false)."""
+    if not ok(got):
+        _fail(
+            "promises are well-formed",
+            f"{type(policy).__name__}.{method} returned {shown(got)} ({type(got).__name__}); "
+            f"a promise is {what}",
+        )
+    return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
 def check_invariants(result: RunResult, scenario: Scenario | None = None) -> None:
@@ -155,10 +176,14 @@ def _check_pause_promise(result: RunResult) -> None:
     wu = result.scenario.weight_update
     if not isinstance(wu, PausePromise):
         return
-    limit = float(wu.max_pause_s())
+    limit = _promised(wu, "max_pause_s", wu.max_pause_s(), "seconds >= 0 (inf: no bound)", _is_seconds)
     for u in result.updates:
         if u.kind == "sync" and u.paused and u.end_s - u.start_s > limit + 1e-9 * max(1.0, u.end_s):
             _fail("promised pause bound", f"sync paused [{u.start_s}, {u.end_s}) longer than {limit} s")
+
+
+def _is_seconds(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and not math.isnan(x) and float(x) >= 0
 
 
 def _check_single_version(result: RunResult) -> None:
@@ -166,7 +191,7 @@ def _check_single_version(result: RunResult) -> None:
     promised = [
         type(pol).__name__
         for pol in (sc.admission, sc.weight_update, sc.batching)
-        if isinstance(pol, SingleVersionPromise) and pol.single_version(sc)
+        if isinstance(pol, SingleVersionPromise) and _promised_bool(pol, sc)
     ]
     if not promised:
         return
@@ -178,6 +203,11 @@ def _check_single_version(result: RunResult) -> None:
                 f"{promised[0]} promises no episode spans two versions; episode {ep.id} ran under "
                 f"{sorted(versions)}",
             )
+
+
+def _promised_bool(policy: Any, scenario: Scenario) -> bool:
+    yes = policy.single_version(scenario)
+    return bool(_promised(policy, "single_version", yes, "a bool", lambda x: isinstance(x, bool | np.bool_)))
 
 
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> bool:
@@ -194,8 +224,6 @@ def _check_phases(result: RunResult) -> None:
     gen = result.events[result.events["kind"] == "gen"]
     paused = [(u.start_s, u.end_s, u.replica) for u in result.updates if u.paused]
     if len(gen) and paused:
-        import numpy as np
-
         a, b, rep = gen["start_s"].to_numpy(), gen["end_s"].to_numpy(), gen["replica"].to_numpy()
         for s0, s1, r in paused:
             if s1 <= s0:
