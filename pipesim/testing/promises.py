@@ -4,7 +4,10 @@ The engine acts on a policy's promises (:mod:`pipesim.core.port`): it sleeps pas
 an admission rule promises cannot reopen it (``closed``) while the buffer stays short of what the
 batch policy needs (``min_items``), skips asking for a batch where ``ready`` says none can form,
 and hands a source that promises ``FixedWork`` nothing at a sync. A promise that lies shows as a
-difference between the run with the shortcuts and the run without them.
+difference between the run with the shortcuts and the run without them. Where the two differ,
+the scenario is run once more as it first ran: a policy that draws from an unseeded source
+(``random``, the clock) differs from itself too, and is named as that ("runs are
+deterministic"), not as a lying promise.
 
 Quiet completions, the shortcut ``closed`` and ``min_items`` feed, are taken only in a plain
 configuration (:func:`pipesim.core.quiet.make_quiet`): one replica, no timeout, no failure
@@ -92,6 +95,13 @@ def _compare(scenario: Scenario, where: str) -> None:
     fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
     if fast == plain:
         return
+    if run_trace(scenario) != fast:  # the same run twice differs: no promise can be judged
+        _fail(
+            "runs are deterministic",
+            "the same scenario and seed gave two different traces with the same engine options: a "
+            f"policy of {_policy_names(scenario)} draws from an unseeded source (random, the clock, "
+            f"a set's order); draw from a generator seeded from the view's state{where}",
+        )
     if fast[0] == "error" or plain[0] == "error":
         _fail("promises hold", f"with the shortcuts: {fast!r:.200}; without: {plain!r:.200}{where}")
     names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
@@ -107,3 +117,8 @@ def _compare(scenario: Scenario, where: str) -> None:
             else:
                 detail = f"{a!r:.200} vs {b!r:.200}"
             _fail("promises hold", f"the shortcuts change the {name} (with vs without){where}: {detail}")
+
+
+def _policy_names(scenario: Scenario) -> str:
+    slots = ("admission", "weight_update", "batching", "timeout", "failures", "replicas")
+    return " / ".join(type(v).__name__ for v in (getattr(scenario, k) for k in slots) if v is not None)
