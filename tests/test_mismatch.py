@@ -190,33 +190,16 @@ def test_cli_end_to_end_tiny(tmp_path: Path, capsys) -> None:
 def test_cli_interrupted_says_so_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     """Ctrl-C in a probe run printed a KeyboardInterrupt traceback from inside torch; now one line
     after the progress lines, exit 130, and no --json (written whole or not at all)."""
-    import os
-    import signal
+    from tests.test_offpolicy_interrupts import ctrl_c_at_line
 
     out = tmp_path / "r.json"
     argv = ["--tiny", "--prompts", "30", "--new-tokens", "32", "--threads", "1", "--json", str(out)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mismatch", *argv],
-        cwd=Path(__file__).parents[1],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # a process group of its own, as a shell gives a command
-    )
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # the model is built; the probe is running
-            if line.startswith("[mismatch] model:"):
-                break
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    if proc.returncode == 0:
+    # once the model is built, the probe is running
+    rc, err = ctrl_c_at_line(["mismatch", *argv], "[mismatch] model:", stream="stderr")
+    if rc == 0:
         pytest.skip("the probe finished before the interrupt")
     lines = [x for x in err.strip().splitlines() if not x.startswith("[mismatch]")]
-    assert proc.returncode == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
+    assert rc == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
     assert "interrupted" in lines[0] and not out.exists() and not list(tmp_path.iterdir())
 
 

@@ -62,6 +62,33 @@ def interrupt_after_first_run(
     return proc.returncode, err, _runs(out), seen
 
 
+def ctrl_c_at_line(args: list[str], prefix: str, stream: str = "stdout") -> tuple[int, str]:
+    """Run ``python -m args`` in a process group of its own, read its ``stream`` (``"stdout"`` or
+    ``"stderr"``) until a line starts with ``prefix`` (the work is under way), send SIGINT to the
+    group as a terminal's Ctrl-C does -> (exit status, the stderr not yet read)."""
+    pipe, quiet = subprocess.PIPE, subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        stdout=pipe if stream == "stdout" else quiet,
+        stderr=pipe,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        lines = proc.stdout if stream == "stdout" else proc.stderr
+        assert lines is not None
+        for line in lines:
+            if line.startswith(prefix):
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err
+
+
 def check_one_line(rc: int, err: str, runs: list[dict[str, object]], seen: int, prog: str, out: Path) -> None:
     """Exit 130, one line on stderr naming the file (no traceback), every run seen still there."""
     lines = err.strip().splitlines()

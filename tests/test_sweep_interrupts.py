@@ -367,28 +367,14 @@ def test_make_demo_interrupted_says_so_in_one_line_and_leaves_no_report(tmp_path
     """``make demo`` (``python -m pipesim.io.demo``) stopped by Ctrl-C once the table is printed
     printed a KeyboardInterrupt traceback from wherever it was; now one line, exit 130, and the
     report (written whole or not at all) is not there."""
+    from tests.test_offpolicy_interrupts import ctrl_c_at_line
+
     out = tmp_path / "report.html"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipesim.io.demo", str(out)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a shell gives a command
-    )
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # the table is printed; the report is being built
-            if line.startswith("writing the report"):
-                break
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    if proc.returncode == 0:  # the report was done before the signal arrived: nothing to test
+    # once the table is printed, the report is being built
+    rc, err = ctrl_c_at_line(["pipesim.io.demo", str(out)], "writing the report")
+    if rc == 0:  # the report was done before the signal arrived: nothing to test
         pytest.skip("the report finished before the interrupt")
     lines = err.strip().splitlines()
-    assert proc.returncode == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
+    assert rc == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
     assert str(out) in lines[0] and not out.exists()
     assert not list(tmp_path.glob("*.tmp*")), "a temporary file was left behind"
