@@ -17,6 +17,9 @@ and the lengths are all drawn, and every completion time must agree within 1e-9 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +92,23 @@ def test_the_issue_case_preempts_and_agrees_for_other_constants(kw: dict[str, An
     over) under the constants that used to make it disagree: it must still preempt (else it
     would check nothing), and agree."""
     assert _check({"max_num_seqs": 64, **kw}, 3000, FILLING) > 10
+
+
+def test_the_docs_table_script_agrees_and_preempts() -> None:
+    """``benchmarks/fluid_reference.py`` prints ``docs/compute.md``'s table: its quick run's three
+    rows must each agree to 1e-9 at most, and its tight-budget row must preempt (else it would
+    compare nothing the first two rows do not)."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "fluid_reference.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "e-" in line]
+    assert len(rows) == 3, out
+    for name, sequences, *errors in rows:
+        assert int(sequences.replace(",", "")) > 100, name
+        assert all(float(e) < 1e-9 for e in errors), (name, errors)
+    assert int(rows[2][0].split("(")[1].split()[0].replace(",", "")) > 10
