@@ -9,17 +9,15 @@ the mean over seeds with a 95% percentile-bootstrap interval, ``mean [lo, hi]``
 tables are reproducible); ``collapsed`` counts runs that end below a held-out pass rate of 0.05
 (a quarter of a blind guess; a diverged run counts too), and :func:`paired_table` compares
 settings on the seeds they share. Figures keep a Student-t band (:func:`mean_ci`). Results files
-are rewritten after every run, so a long grid can be resumed (``--resume``) after an interruption.
+are rewritten after every run (:mod:`offpolicy.runfile`), so a long grid can be resumed (``--resume``)
+after an interruption.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +32,7 @@ from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, ref
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.rollout import Diverged
+from offpolicy.runfile import read_runs
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
@@ -323,43 +322,6 @@ def summary_table(
         label = " ".join(f"{str(v):>10}" for v in key)
         lines.append(f"{label} | {len(group)} | " + " ".join(cells) + " | " + " | ".join(cols))
     return "\n".join(lines)
-
-
-def write_json(path: str | Path, payload: dict[str, Any]) -> None:
-    """Atomic JSON write (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:  # Ctrl-C mid-write: the file stays as it was, no temporary one is left
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-#: What every stored run carries that the tables and the figure read.
-RUN_KEYS = frozenset({"seed", "correction", "heldout", "history"})
-
-
-def read_runs(path: str | Path) -> list[dict[str, Any]]:
-    """Runs stored in a results JSON (empty when the file does not exist); a file of another
-    shape is a ``ValueError`` naming it (not a ``KeyError`` or ``min()`` of nothing in a table)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    bad = f"{path}: not a results file of these scripts (a 'runs' list of run records)"
-    with open(path) as fh:
-        try:
-            payload = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise FieldError(f"{path}: not JSON ({exc})", "", str(path)) from None
-    runs = payload.get("runs") if isinstance(payload, dict) else None
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
-        raise FieldError(bad, "runs", str(path))
-    return list(runs)
 
 
 def write_reward_figure(

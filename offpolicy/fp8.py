@@ -30,10 +30,10 @@ from offpolicy.experiment import (
     paired_table,
     run_one,
     seeds_from_args,
-    write_json,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
+from offpolicy.runfile import write_json
 from offpolicy.update import fp8_copy
 
 PROG = "python -m offpolicy.fp8"

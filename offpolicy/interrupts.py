@@ -1,7 +1,7 @@
 """Ctrl-C in the training scripts: keep the finished runs, say so in one line, exit 130.
 
 The scripts (``offpolicy.staleness``, ``lr_sweep``, ``fp8``, ``estimator``) run for minutes to
-hours and write their results file after every run (:func:`offpolicy.experiment.write_json`: a
+hours and write their results file after every run (:func:`offpolicy.runfile.write_json`: a
 temporary file and a rename, so an interrupt never leaves it half-written). Stopped by Ctrl-C or
 SIGTERM they print one line saying what the file holds and exit 130, as ``pipesim`` and
 ``python -m scenarios.published`` do, never a traceback. ``offpolicy`` does not import pipesim,

@@ -32,13 +32,12 @@ from offpolicy.experiment import (
     history_mean,
     load_base,
     paired_table,
-    read_runs,
     run_one,
     seeds_from_args,
-    write_json,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
+from offpolicy.runfile import read_runs, write_json
 
 PROG = "python -m offpolicy.lr_sweep"
 

@@ -34,16 +34,15 @@ from offpolicy.experiment import (
     eval_trace,
     load_base,
     paired_table,
-    read_runs,
     run_one,
     seeds_from_args,
     summary_table,
-    write_json,
     write_reward_figure,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.rl import RLConfig
+from offpolicy.runfile import read_runs, write_json
 from offpolicy.update import CORRECTIONS
 
 PROG = "python -m offpolicy.staleness"
