@@ -14,6 +14,9 @@
   swap) never pauses generation longer than that per sync;
 * a policy that promises ``single_version(scenario)`` (``Drain``) never lets an episode run under
   two versions;
+* every episode keeps the fields the kernel gave it: its id, the version its replica ran when it
+  started, its start, and (slots engine) its time on the slot (:mod:`pipesim.testing.fields`);
+  a policy that writes ``ep.version = 0`` fails here;
 * re-prefill (``AbortReprefill``) charges each episode exactly the prefill of what it had
   generated at each sync, never more than it generates (:mod:`pipesim.testing.reprefill`).
 
@@ -45,7 +48,8 @@ from pipesim.core.errors import shown
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
 from pipesim.core.validate import FieldTypeError, refuse
 from pipesim.results.run import RunResult
-from pipesim.testing.promises import check_promises, run_trace
+from pipesim.testing.fields import episode_field_errors, first
+from pipesim.testing.promises import check_promises, policy_names, run_trace
 from pipesim.testing.reprefill import reprefill_errors
 
 if TYPE_CHECKING:
@@ -128,6 +132,9 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     _need_result(result, scenario)
     if scenario is not None and scenario is not result.scenario and scenario != result.scenario:
         _fail("scenario matches", "the scenario passed is not the one the result was run with")
+    if bad := episode_field_errors(result):  # first: the other checks read these fields
+        names = policy_names(result.scenario)
+        _fail("episodes keep the fields the kernel gave them", f"{first(bad)}; the run's policies: {names}")
     cfg = result.scenario.pipeline
     T = result.sim_time_s
     ev = result.events

@@ -99,7 +99,7 @@ def _compare(scenario: Scenario, where: str) -> None:
         _fail(
             "runs are deterministic",
             "the same scenario and seed gave two different traces with the same engine options: a "
-            f"policy of {_policy_names(scenario)} draws from an unseeded source (random, the clock, "
+            f"policy of {policy_names(scenario)} draws from an unseeded source (random, the clock, "
             f"a set's order); draw from a generator seeded from the view's state{where}",
         )
     if fast[0] == "error" or plain[0] == "error":
@@ -119,6 +119,6 @@ def _compare(scenario: Scenario, where: str) -> None:
             _fail("promises hold", f"the shortcuts change the {name} (with vs without){where}: {detail}")
 
 
-def _policy_names(scenario: Scenario) -> str:
+def policy_names(scenario: Scenario) -> str:
     slots = ("admission", "weight_update", "batching", "timeout", "failures", "replicas")
     return " / ".join(type(v).__name__ for v in (getattr(scenario, k) for k in slots) if v is not None)
