@@ -49,6 +49,22 @@ from scenarios.outputs import check_output
 
 DESIGNS = ("drop+requeue", "pacing", "pacing, partial")
 BASE: dict[str, Any] = dict(n_slots=64, batch_size=32, train_time_s=60.0, sync_time_s=10.0, steps=40)
+COLUMN_LABELS = {
+    "design": "design",
+    "eta": "staleness bound eta (versions)",
+    "long_s": "long task threshold (s)",
+    "tasks": "tasks counted",
+    "long_tasks": "long tasks counted",
+    "never_trained_share": "tasks never trained (%)",
+    "long_never_trained_share": "long tasks never trained (%)",
+    "max_launches_per_task": "most launches of one task",
+    "throughput_per_hour": "throughput (episodes trained / hour)",
+    "staleness_max": "max staleness (versions)",
+    "discarded_share": "episodes discarded (%)",
+}
+"""The header a reader sees for each column of :func:`starvation_table` (words, with units)."""
+REPORT_COLUMNS = ("design", "eta", "long_never_trained_share", "never_trained_share", "throughput_per_hour")
+"""The columns of :func:`starvation_table` that the report's table shows."""
 
 
 def task_durations(n_tasks: int, median_s: float = 60.0, sigma: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -133,10 +149,39 @@ def starvation_table(
     return pd.DataFrame(rows)
 
 
+def readable_table(df: pd.DataFrame, columns: tuple[str, ...] = REPORT_COLUMNS) -> pd.DataFrame:
+    """``columns`` of a :func:`starvation_table` as a reader sees them: headers in words with their
+    units (:data:`COLUMN_LABELS`), shares as percentages. A copy: ``df`` keeps its names and shares."""
+    out = df[list(columns)].copy()
+    for col in out.columns:
+        if str(col).endswith("_share"):
+            out[col] = 100 * out[col]
+    return out.rename(columns=COLUMN_LABELS)
+
+
+def page_table(df: pd.DataFrame, caption: str) -> str:
+    """``df`` as an HTML table for the ``--html`` page (numbers formatted as the report's tables)."""
+    import html
+
+    def fmt(x: float) -> str:
+        return f"{x:,.3g}" if abs(x) < 10 else f"{x:,.0f}"
+
+    table = df.to_html(index=False, float_format=fmt, border=0, na_rep="\u2013", classes="tbl")
+    return PAGE_CSS + table.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)
+
+
+PAGE_CSS = """<style>.tbl{border-collapse:collapse;margin:1em;font:14px sans-serif}
+.tbl td,.tbl th{padding:4px 10px;border-bottom:1px solid #eee;text-align:right}
+.tbl caption{text-align:left;font-weight:600;padding:4px 0}</style>"""
+
+
+TABLE_CAPTION = "Share of tasks never trained against eta"
+
+
 def report_section(figure_div: Any, table_html: Any) -> list[str]:
     """The report's section (registered in the ``pipesim.report`` entry-point group)."""
     df = starvation_table()
-    shown = df[["design", "eta", "long_never_trained_share", "never_trained_share", "throughput_per_hour"]]
+    shown = readable_table(df)
     return [
         "<h2>Discard and requeue starves long tasks</h2>",
         "<p class=note>64 slots, B = 32, 40 steps, log-normal task lengths (median 60 s, sigma 1); a "
@@ -144,7 +189,7 @@ def report_section(figure_div: Any, table_html: Any) -> list[str]:
         "consumption and requeuing them never trains the long tasks; pacing admission does "
         "(<code>python -m scenarios.starvation</code>).</p>",
         figure_div(starvation_figure(df), "fig-starvation"),
-        table_html(shown, "Share of tasks never trained against eta"),
+        table_html(shown, TABLE_CAPTION),
     ]
 
 
@@ -191,7 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sigma", type=float, default=1.0, help="log-space spread of task lengths")
     ap.add_argument("--steps", type=int, default=BASE["steps"])
-    ap.add_argument("--html", metavar="FILE", help="also write the figure to a self-contained HTML page")
+    ap.add_argument(
+        "--html", metavar="FILE", help="also write the figure and its table to a self-contained HTML page"
+    )
     args = ap.parse_args(argv)
     if min(args.etas) < 0:
         ap.error(f"--etas: a staleness bound must be >= 0, got {min(args.etas)}")
@@ -220,9 +267,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.html:
         from pipesim.io.viz import figures_to_html
 
+        page = figures_to_html([starvation_figure(df)], title="starvation")
+        table = page_table(readable_table(df, tuple(COLUMN_LABELS)), TABLE_CAPTION)
         with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(figures_to_html([starvation_figure(df)], title="starvation"))
-        print(f"figure written to {args.html}")
+            fh.write(page.replace("</body>", table + "</body>", 1))  # the table below the figure
+        print(f"figure and table written to {args.html}")
 
 
 if __name__ == "__main__":

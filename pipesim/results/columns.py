@@ -106,7 +106,14 @@ class EpisodeColumns:
         "trained_version",
         "parent",
     )
-    FLOAT_COLUMNS = ("duration_s", "start_s", "lost_s", "reprefill_tokens", "reprefill_s", "tokens_before_update")
+    FLOAT_COLUMNS = (
+        "duration_s",
+        "start_s",
+        "lost_s",
+        "reprefill_tokens",
+        "reprefill_s",
+        "tokens_before_update",
+    )
 
     def __init__(self, episodes: Sequence[Episode]) -> None:
         self.n = len(episodes)

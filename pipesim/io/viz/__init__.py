@@ -14,6 +14,7 @@
 * :func:`compute_view` -- KV-cache occupancy and decode tokens/s per replica of a compute-engine
   run (:mod:`pipesim.io.viz.compute`).
 * :func:`figures_to_html` -- several figures in one self-contained page with plotly.js inlined once.
+* :func:`version_colors` and the other colours the views share -- :mod:`pipesim.io.viz.palette`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import plotly.graph_objects as go
 
 from pipesim.io.viz.aggregate import AGGREGATE_THRESHOLD, aggregate_view
 from pipesim.io.viz.compute import compute_view
+from pipesim.io.viz.palette import version_colors
 from pipesim.io.viz.sweep import design_comparison_figure, lines_figure, staleness_throughput_figure
-from pipesim.io.viz.timeline import WEBGL_THRESHOLD, segments_frame, timeline, timelines, version_colors
+from pipesim.io.viz.timeline import WEBGL_THRESHOLD, segments_frame, timeline, timelines
 
 __all__ = [
     "AGGREGATE_THRESHOLD",

@@ -29,7 +29,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pipesim.io.viz.timeline import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
 
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""

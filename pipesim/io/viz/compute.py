@@ -4,8 +4,10 @@
 (resident tokens over the replica's KV budget, in [0, 1]) and the **decode tokens/s** the replica
 generates. Each replica's batch timeline is a step function (its values hold until the next
 event), so each series is its time-weighted mean over ``n_bins`` bins, computed from cumulative
-integrals: a figure's size does not grow with the run. :func:`pipesim.io.viz.run_views` adds it
-below the other views when handed a ``ComputeRun`` that recorded its timelines.
+integrals: a figure's size does not grow with the run. Each replica has its own colour
+(:func:`pipesim.io.viz.palette.replica_colors`: D3 up to ten, distinct colours for 48 or more) and
+its name in the legend and the hover. :func:`pipesim.io.viz.run_views` adds it below the other
+views when handed a ``ComputeRun`` that recorded its timelines.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.errors import check_int
 from pipesim.core.validate import refuse
-from pipesim.io.viz.sweep import PALETTE
+from pipesim.io.viz.palette import replica_colors
 
 __all__ = ["binned_mean", "compute_view"]
 
@@ -60,6 +62,7 @@ def compute_view(crun: Any, title: str | None = None, *, n_bins: int = 400) -> g
         subplot_titles=(f"{name}: KV-cache occupancy per replica", "decode tokens/s per replica"),
     )
     top = 0.0
+    colors = replica_colors(len(crun.timelines))  # D3 up to ten replicas, then distinct colours
     for i, (tl, stats) in enumerate(zip(crun.timelines, crun.engines)):
         if not tl:
             continue
@@ -67,7 +70,7 @@ def compute_view(crun: Any, title: str | None = None, *, n_bins: int = 400) -> g
         budget = float(stats.get("kv_budget_tokens") or 0.0)
         occ = binned_mean(arr[:, 0], arr[:, 1], edges) / budget if budget > 0 else np.zeros(n_bins)
         rate = binned_mean(arr[:, 0], arr[:, 2], edges)
-        color = PALETTE[i % len(PALETTE)]
+        color = colors[i]
         top = max(top, float(np.clip(occ, 0.0, 1.0).max(initial=0.0)))
         for row, y, fmt in ((1, np.clip(occ, 0.0, 1.0), ".0%"), (2, rate, ",.0f")):
             fig.add_trace(

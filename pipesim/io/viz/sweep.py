@@ -14,12 +14,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from pipesim.core.validate import FieldError
-
-PALETTE = qualitative.D3
+from pipesim.io.viz.palette import PALETTE
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -50,14 +48,34 @@ METRIC_LABELS = {
     "sim_time_s": "simulated time (s)",
     "lost_work_s": "lost work (s)",
 }
-"""Axis titles, with units, of the metrics a sweep figure draws by default; others keep their name."""
+"""Axis titles, with units, of the metrics a sweep figure draws by default; others are put in words."""
+PARAM_LABELS = {
+    "max_staleness": "staleness bound eta",
+    "n_slots": "generation slots",
+    "batch_size": "batch size B",
+    "steps": "training steps",
+}
+"""Words for the parameters a sweep often varies (a column name in seconds reads "... (s)" anyway)."""
+
+
+def words(name: str) -> str:
+    """A column name as words: ``sync_time_s`` -> ``sync time (s)``, ``trainer/idle_ratio`` ->
+    ``trainer idle ratio``."""
+    if name in PARAM_LABELS:
+        return PARAM_LABELS[name]
+    unit = " (s)" if name.endswith("_s") else ""
+    base = name[:-2] if unit else name
+    return re.sub(r"[_/]+", " ", base).strip() + unit
 
 
 def metric_label(metric: str) -> str:
-    """The axis title of ``metric``: :data:`METRIC_LABELS`, a share's name with "(share)", or itself."""
+    """The axis title of ``metric``: :data:`METRIC_LABELS`, a share's name in words with "(share)",
+    or its name in words (:func:`words`)."""
     if metric in METRIC_LABELS:
         return METRIC_LABELS[metric]
-    return f"{metric} (share)" if _is_share(metric) else metric
+    if _is_share(metric):
+        return f"{words(metric.removesuffix('_share'))} (share)"
+    return words(metric)
 
 
 def _is_share(metric: str) -> bool:
@@ -132,7 +150,7 @@ def add_band_line(
             showlegend=showlegend,
             line=dict(color=color, dash=dash),
             customdata=list(zip(lo, hi, n)),
-            hovertemplate=f"{name}<br>{x}=%{{x}}<br>{metric}: %{{y:.3g}} "
+            hovertemplate=f"{name}<br>{words(x)}: %{{x}}<br>{metric_label(metric)}: %{{y:.3g}} "
             "(95%: %{customdata[0]:.3g} to %{customdata[1]:.3g}, %{customdata[2]} seeds)<extra></extra>",
         ),
         row=row,
@@ -158,7 +176,7 @@ def lines_figure(
         add_band_line(fig, g, x, metric, str(key), PALETTE[i % len(PALETTE)])
     fig.update_layout(
         title=title,
-        xaxis_title=xtitle or x,
+        xaxis_title=xtitle or words(x),
         yaxis_title=ytitle or metric_label(metric),
         height=420,
         plot_bgcolor="white",
@@ -252,7 +270,7 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
                 error_y=dict(
                     type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo, visible=True
                 ),
-                hovertemplate="%{x}<br>" + m + ": %{y:.3g}<extra></extra>",
+                hovertemplate="%{x}<br>" + metric_label(m) + ": %{y:.3g}<extra></extra>",
             ),
             row=1,
             col=j,

@@ -19,6 +19,11 @@ line segments (``Scattergl``, one trace per version) and hover comes from one We
 at segment midpoints; pause bars are omitted (the gap plus the sync band shows the pause), and
 slot tick labels are thinned. For runs that large the aggregate view
 (:mod:`pipesim.io.viz.aggregate`) says more; :func:`pipesim.io.viz.run_views` picks it.
+
+This module draws. The frame of segments it draws (one row per segment, with its episode's
+details and its row) is built in :mod:`pipesim.io.viz.segments`, and the colours (versions, lanes,
+marks, the legend's title) are in :mod:`pipesim.io.viz.palette`, shared with the aggregate view;
+both are imported here, so ``from pipesim.io.viz.timeline import MARKS, segments_frame`` still works.
 """
 
 from __future__ import annotations
@@ -27,50 +32,35 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.viz.palette import (  # moved there; importing them from here still works
+    LEGEND_TITLE,
+    MARKS,
+    PAUSE_COLOR,
+    SYNC_COLOR,
+    TRAIN_COLOR,
+    n_versions_of,
+    version_colors,
+)
+from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
 from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
-TRAIN_COLOR, SYNC_COLOR, PAUSE_COLOR = "#17becf", "#f2c80f", "#c8c8c8"
-MARKS = {  # status -> (legend label, marker symbol, colour); each its own colour
-    "discarded": ("dropped", "x", "#d62728"),
-    "aborted": ("aborted", "x-thin-open", "#8b0000"),
-    "truncated": ("timed out", "line-ns-open", "#ff7f0e"),
-    "failed": ("failed (worker)", "star-triangle-down", "#8c564b"),
-    "retried": ("retry of a failed or aborted episode", "triangle-right-open", "#e377c2"),
-    "over_bound": ("staleness > eta", "diamond-open", "#9467bd"),
-}
 HOVER_COLS = "episode_id task_id duration_s version version_episode newest_version stale_text status end_s"
 """The segments' columns in ``customdata[0]`` .. ``[8]`` of ``HOVER``, space-separated."""
 LANE_ROW_PX = 56
 """Pixel height of the trainer and sync lanes, whatever the number of slots."""
-LEGEND_TITLE = "colour = version that generated the segment"
 HOVER = (
     "episode %{customdata[0]} (task %{customdata[1]})<br>duration %{customdata[2]:.1f} s<br>"
     "segment v%{customdata[3]}, started v%{customdata[4]}, newest v%{customdata[5]}<br>"
     "staleness at training: %{customdata[6]}<br>status: %{customdata[7]}"
     "<br>%{base:.1f} s to %{customdata[8]:.1f} s<extra></extra>"
 )
-
-
-def version_colors(n_versions: int) -> list[str]:
-    """One colour per version, light to dark (the chapter shades bars by version)."""
-    if n_versions <= 1:
-        return sample_colorscale("Blues", [0.6])
-    return sample_colorscale("Viridis", list(np.linspace(0.95, 0.05, n_versions)))
-
-
-def n_versions_of(events: pd.DataFrame) -> int:
-    """How many version colours a run needs: its newest version + 2 (the timeline and the
-    aggregate view both size their palette with it, so a version has one colour in both)."""
-    return int(max(events["version"].max() if len(events) else 0, 0)) + 2
 
 
 LABEL_PX = 14
@@ -83,45 +73,6 @@ def tick_step(n_lanes: int, rows_px: int) -> int:
     need = n_lanes * LABEL_PX / max(rows_px, 1)
     nice = sorted({m * 10**e for e in range(7) for m in (1, 2, 5)} | {2**e for e in range(24)})
     return next((k for k in nice if k >= need), nice[-1])
-
-
-def _lanes(gen: pd.DataFrame) -> dict[tuple[int, int], int]:
-    pairs = sorted({(int(r), int(s)) for r, s in zip(gen["replica"], gen["slot"])})
-    return {p: i for i, p in enumerate(pairs)}
-
-
-def _episode_info(result: RunResult) -> pd.DataFrame:
-    """Per episode: task, duration, versions, staleness at training (text), status and marks."""
-    eps = result.episode_table.set_index("episode_id")
-    tr = result.trained.set_index("episode_id")
-    info = eps[["task_id", "duration_s", "version", "newest_version", "status", "truncated"]].copy()
-    stale = tr["staleness"].reindex(info.index)
-    info["staleness"] = stale
-    info["stale_text"] = [f"{int(s)}" if s == s else "not trained" for s in stale]
-    return info
-
-
-def segments_frame(result: RunResult) -> pd.DataFrame:
-    """The run's generation segments joined with episode information and a row index ``y``."""
-    ev = result.events
-    gen = ev[ev["kind"] == "gen"]
-    info = _episode_info(result)
-    seg = gen.join(info.rename(columns={"version": "version_episode"}), on="episode_id")
-    lanes = _lanes(gen)
-    seg["y"] = [lanes[(int(r), int(s))] for r, s in zip(seg["replica"], seg["slot"])]
-    return seg
-
-
-def retried_ids(result: Any) -> np.ndarray:
-    """Ids of the episodes that relaunch a failed or aborted one (their parent is set)."""
-    cols = getattr(result, "columns", None)
-    if cols is not None and hasattr(cols, "parent"):
-        parent = np.asarray(cols.parent)
-        return np.asarray(cols.id)[parent >= 0]  # type: ignore[no-any-return]
-    lineage = getattr(result, "lineage", None)  # a loaded run keeps the parents beside its tables
-    if lineage is not None and len(lineage):
-        return lineage.loc[lineage["parent"] >= 0, "episode_id"].to_numpy()  # type: ignore[no-any-return]
-    return np.zeros(0, dtype=np.int64)
 
 
 def add_run(
@@ -309,7 +260,7 @@ def add_run(
             col=1,
         )
 
-    lanes = [f"r{r}/slot{s}" for r, s in _lanes(seg)]  # as the events table names them
+    lanes = [f"r{r}/slot{s}" for r, s in lane_index(seg)]  # as the events table names them
     step = tick_step(len(lanes), slot_rows_px(n_rows))
     ticks = list(range(0, len(lanes), step))
     fig.update_yaxes(

@@ -1,0 +1,60 @@
+"""The data a run's timeline draws: its generation segments as one frame, and its retries.
+
+:func:`segments_frame` joins each generation segment of a run's events table (one per episode and
+policy version it generated under) with its episode's task, duration, versions, staleness at
+training and status, and gives it the row ``y`` of its (replica, slot) lane; :func:`retried_ids`
+names the episodes that relaunch a failed or aborted one. They are pandas and numpy only (no
+plotly), split from :mod:`pipesim.io.viz.timeline`, which draws them, so that module stays a
+readable size and this part can be used (and tested) without a figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipesim.results.run import RunResult
+
+__all__ = ["episode_info", "lane_index", "retried_ids", "segments_frame"]
+
+
+def lane_index(gen: pd.DataFrame) -> dict[tuple[int, int], int]:
+    """Row of each (replica, slot) pair of ``gen`` (rows with those columns), in sorted order."""
+    pairs = sorted({(int(r), int(s)) for r, s in zip(gen["replica"], gen["slot"])})
+    return {p: i for i, p in enumerate(pairs)}
+
+
+def episode_info(result: RunResult) -> pd.DataFrame:
+    """Per episode: task, duration, versions, staleness at training (text), status and marks."""
+    eps = result.episode_table.set_index("episode_id")
+    tr = result.trained.set_index("episode_id")
+    info = eps[["task_id", "duration_s", "version", "newest_version", "status", "truncated"]].copy()
+    stale = tr["staleness"].reindex(info.index)
+    info["staleness"] = stale
+    info["stale_text"] = [f"{int(s)}" if s == s else "not trained" for s in stale]
+    return info
+
+
+def segments_frame(result: RunResult) -> pd.DataFrame:
+    """The run's generation segments joined with episode information and a row index ``y``."""
+    ev = result.events
+    gen = ev[ev["kind"] == "gen"]
+    info = episode_info(result)
+    seg = gen.join(info.rename(columns={"version": "version_episode"}), on="episode_id")
+    lanes = lane_index(gen)
+    seg["y"] = [lanes[(int(r), int(s))] for r, s in zip(seg["replica"], seg["slot"])]
+    return seg
+
+
+def retried_ids(result: Any) -> np.ndarray:
+    """Ids of the episodes that relaunch a failed or aborted one (their parent is set)."""
+    cols = getattr(result, "columns", None)
+    if cols is not None and hasattr(cols, "parent"):
+        parent = np.asarray(cols.parent)
+        return np.asarray(cols.id)[parent >= 0]  # type: ignore[no-any-return]
+    lineage = getattr(result, "lineage", None)  # a loaded run keeps the parents beside its tables
+    if lineage is not None and len(lineage):
+        return lineage.loc[lineage["parent"] >= 0, "episode_id"].to_numpy()  # type: ignore[no-any-return]
+    return np.zeros(0, dtype=np.int64)
