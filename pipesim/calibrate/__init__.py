@@ -53,8 +53,9 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.checks import check_log, in_range
+from pipesim.calibrate.checks import check_log, in_range, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
+from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens, trainer_residuals
 from pipesim.compute.series import step_breakdown
@@ -91,6 +92,9 @@ class Calibration:
     log: TrainingLog
     held_out: list[int] = field(default_factory=list)
     seed: int = 0
+
+    def __post_init__(self) -> None:  # each field checked (frame.check_calibration), a LogError
+        check_calibration(self)
 
     def table(self) -> dict[str, Any]:
         """The ``[calibration]`` table of the calibrated spec."""
@@ -131,6 +135,7 @@ def with_lengths(rs: RunSpec, values: dict[str, Fitted]) -> RunSpec:
     """``rs`` at the response lengths fitted in ``values`` (its other calibration kept): the
     trainer's fit deals the spec's run's samples to the ranks (:func:`pipesim.calibrate.trainer.dealt`),
     whose spread should be the log's, not the spec's guess."""
+    check_fitted(values)
     lengths = {k: v.value for k, v in values.items() if k in ("response_median_tokens", "response_sigma")}
     if not lengths:
         return rs
@@ -313,7 +318,7 @@ def _fit(
             current.update({k: v.value for k, v in got.items()})
             fitted = _with_values(rs, current)
             sim0 = _sim(fitted, o0, n_sim, seed)
-    notes += trainer_notes
+    notes += trainer_notes + (remainder_note(log, rs) if t is not None else [])
     if log.has("timing_s/gen"):
         sim1 = _sim(fitted, o1, n_sim, seed)
         g0, g1 = sim0["timing_s/gen"], sim1["timing_s/gen"]
@@ -364,7 +369,9 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Si
 
 def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
     """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
-    cannot come from a run of ``rs`` is refused first (:func:`check_log`)."""
+    cannot come from a run of ``rs`` is refused first (:func:`check_log`), as are arguments of the
+    wrong kind and a log of fewer than 3 steps (:func:`~pipesim.calibrate.frame.check_calibrate_args`)."""
+    check_calibrate_args(log, rs, seed)
     check_log(log, rs)
     residuals: dict[str, dict[str, float]] = {}
     held: list[int] = []
@@ -385,6 +392,8 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
 
 def calibrated_spec(rs: RunSpec, cal: Calibration) -> dict[str, Any]:
     """The run spec's data with the ``[calibration]`` table (what ``--out`` writes)."""
+    check_kind("rs", rs, RunSpec, "a RunSpec (pipesim.plan.runspec.load reads one)")
+    check_kind("cal", cal, Calibration, "a Calibration (calibrate returns one)")
     data = copy.deepcopy(rs.data)
     data["calibration"] = cal.table()
     return data

@@ -16,12 +16,14 @@ import math
 import numpy as np
 
 from pipesim.calibrate.fit import Fitted
+from pipesim.calibrate.frame import check_calibrate_args, check_kind
 from pipesim.calibrate.log import LogError, TrainingLog
+from pipesim.core.validate import shown
 from pipesim.plan.build import engine_config
 from pipesim.plan.runspec import RunSpec
 from pipesim.plan.runspec_calibration import value_range
 
-__all__ = ["check_log", "in_range"]
+__all__ = ["check_log", "in_range", "remainder_note"]
 
 _SLACK = 1 + 1e-9
 """A logged mean may exceed a cap by rounding (a CSV's six decimals), not more."""
@@ -39,6 +41,24 @@ def _first_over(log: TrainingLog, column: str, values: np.ndarray, cap: float, w
         )
 
 
+def _clipped_floor(log: TrainingLog, cap: int) -> None:
+    """LogError at the first step whose response mean is below what its clip ratio gives: the
+    clipped share ``c`` holds ``cap`` tokens each, the rest at least one, so the mean is at least
+    ``c cap + (1 - c)`` (a log of a run with a shorter cap)."""
+    clip, mean = log.col("response_length/clip_ratio"), log.col("response_length/mean")
+    floor = clip * cap + (1.0 - clip)
+    under = np.flatnonzero(mean * (1 + 1e-6) < floor)  # a CSV's rounding of either, not more
+    if len(under):
+        i = int(under[0])
+        raise LogError(
+            f"{log.path}: column 'response_length/clip_ratio', step {log.steps[i]:g}: {clip[i]:g} of the "
+            f"samples at the cap (workload.max_response_tokens = {cap:,}) is a mean of at least "
+            f"{floor[i]:g} tokens, but response_length/mean is {mean[i]:g}: is the log from a run of "
+            "this spec?",
+            "response_length/clip_ratio",
+        )
+
+
 def check_log(log: TrainingLog, rs: RunSpec) -> None:
     """Refuse a log that cannot come from a run of ``rs``, a LogError naming the column, its step
     and the cap:
@@ -46,16 +66,21 @@ def check_log(log: TrainingLog, rs: RunSpec) -> None:
     * a response length (mean or max) above the longest response the spec allows,
       ``workload.max_response_tokens`` (for an agent workload, its turns' responses and
       observations: what verl counts as one response);
+    * a response mean below what the clip ratio gives (its share of the samples hold
+      ``workload.max_response_tokens`` each; a single-turn workload);
     * a mean prompt length above the longest prompt the spec allows: the model context
       (``model.max_model_len``; a drawn prompt: ``workload.max_prompt_tokens`` if smaller), or a
       mean prompt and response together above the context (every sample's sequence fits it, so
       their means do too)."""
+    check_calibrate_args(log, rs, min_steps=1)
     wl = rs.plan.workload
     cap = wl.longest_response_tokens
     key = "workload.max_response_tokens" + (" x agent.turns + observations" if wl.agent is not None else "")
     for c in ("response_length/mean", "response_length/max"):
         if log.has(c):
             _first_over(log, c, log.col(c), cap, "the longest response the spec allows", key)
+    if wl.agent is None and log.has("response_length/mean") and log.has("response_length/clip_ratio"):
+        _clipped_floor(log, wl.max_response_tokens)
     if not log.has("prompt_length/mean"):
         return
     context = engine_config(rs.plan, rs.design.tp).context_len
@@ -81,7 +106,29 @@ def in_range(key: str, v: Fitted) -> Fitted:
     upper end above 1 at 1 (an open one, ``inf``, stays open), an end the fit left undetermined
     (NaN: no residual degrees of freedom) at the range's bound. The true value lies in the range,
     so the cut interval holds it as often as the uncut one."""
+    from pipesim.plan.runspec_calibration import CALIBRATED
+
+    if key not in CALIBRATED:
+        raise LogError(f"key {shown(key)} is not a calibrated value ({', '.join(CALIBRATED)})", "key")
+    check_kind("v", v, Fitted, "a Fitted value")
     lo_b, hi_b, _ = value_range(key)
     lo = lo_b if math.isnan(v.lo) else min(max(v.lo, lo_b), hi_b)
     hi = hi_b if math.isnan(v.hi) else v.hi if v.hi == math.inf else min(max(v.hi, lo), hi_b)
     return Fitted(v.value, lo, hi, v.how)
+
+
+def remainder_note(log: TrainingLog, rs: RunSpec) -> list[str]:
+    """A note when ``timing_s/step`` is shorter than its logged parts (gen, param_sync, the trainer
+    phases) and the spec's offload/reload at some steps: the trainer's fit takes such a step's
+    remainder as 0 s (:func:`pipesim.calibrate.trainer.remainder`), which is no measurement."""
+    from pipesim.calibrate.trainer import remainder
+
+    rest = remainder(log, rs)
+    if rest is None or not (rest < 0).any():
+        return []
+    i = int(np.argmin(rest))
+    return [
+        f"timing_s/step: shorter than gen, param_sync and the trainer's phases (and the spec's "
+        f"offload/reload) at {int((rest < 0).sum())} of {len(rest)} steps (step {log.steps[i]:g} by "
+        f"{-rest[i]:.3g} s): their remainder is taken as 0 s (do the timers overlap?)"
+    ]

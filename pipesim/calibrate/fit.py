@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+import pandas as pd
+
+from pipesim.core.validate import check_int, check_number, refuse, shown
 
 __all__ = [
     "BOOTSTRAP",
@@ -58,6 +61,8 @@ _T95 += (2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 def t95(df: int) -> float:
     """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (1.96 beyond 120)."""
+    if isinstance(df, bool) or not isinstance(df, int):
+        raise refuse("df", f"must be an integer (degrees of freedom), got {shown(df)}")
     if df < 1:
         return math.inf
     if df <= len(_T95):
@@ -76,7 +81,14 @@ class Fitted:
 
     def __post_init__(self) -> None:  # numpy scalars as floats: a spec file writes plain numbers
         for name in ("value", "lo", "hi"):
-            object.__setattr__(self, name, float(getattr(self, name)))
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, int | float | np.integer | np.floating):
+                raise refuse(name, f"must be a number, got {shown(x)}")
+            object.__setattr__(self, name, float(x))
+        if math.isnan(self.value):
+            raise refuse("value", "must be a number, got nan (an interval's end may be nan, not the value)")
+        if not isinstance(self.how, str):
+            raise refuse("how", f"must be a string, got {shown(self.how)}")
 
     @property
     def width(self) -> float:
@@ -84,7 +96,13 @@ class Fitted:
 
 
 def capped_mean(mu: float, s: float, cap: float) -> float:
-    """``E min(L, cap)`` for ``ln L ~ N(mu, s**2)``."""
+    """``E min(L, cap)`` for ``ln L ~ N(mu, s**2)``: ``mu`` within +-700 (``exp`` of it a float),
+    ``s >= 0``, ``cap > 0`` (FieldError naming the argument otherwise)."""
+    check_number("mu", mu, -700.0)
+    if mu > 700:
+        raise refuse("mu", f"must be at most 700 (ln of a length), got {mu:g}")
+    check_number("s", s, 0.0)
+    check_number("cap", cap, 0.0, strict=True)
     if s <= 0:
         return min(math.exp(mu), cap)
     lc = math.log(cap)
@@ -139,7 +157,21 @@ def fit_lengths(
     rng: np.random.Generator,
 ) -> tuple[dict[str, Fitted], list[str]]:
     """``response_median_tokens`` and ``response_sigma`` from per-step response statistics (module
-    docstring), with bootstrap intervals; and what could not be identified."""
+    docstring), with bootstrap intervals; and what could not be identified. Each series is one
+    per step (a 1-D array of the same length, finite: lengths above 0, clip shares in [0, 1]); a
+    FieldError (a LogError for a series) names the argument otherwise."""
+    from pipesim.calibrate.frame import check_kind, check_series
+
+    mean = check_series("mean", mean, positive=True)
+    clip = check_series("clip", clip, len(mean)) if clip is not None else None
+    maxes = check_series("maxes", maxes, len(mean), positive=True) if maxes is not None else None
+    if clip is not None and (clip > 1).any():
+        raise refuse("clip", f"must be shares in [0, 1], got {clip.max():g}")
+    check_number("cap", cap, 0.0, strict=True)
+    check_int("batch", batch, 1)
+    check_number("difficulty_sigma", difficulty_sigma, 0.0)
+    check_number("sigma_prior", sigma_prior, 0.0)
+    check_kind("rng", rng, np.random.Generator, "a numpy Generator (np.random.default_rng(seed))")
     s_prior = math.hypot(sigma_prior, difficulty_sigma)
 
     def one(idx: np.ndarray) -> tuple[float, float, str]:
@@ -172,10 +204,19 @@ def fit_lengths(
 
 def fit_drift(steps: np.ndarray, mean: np.ndarray) -> Fitted | None:
     """``drift_per_version`` from the steps' mean response lengths (module docstring); None with
-    fewer than :data:`MIN_DRIFT_STEPS` steps."""
-    x, y = np.asarray(steps, float), np.log(np.asarray(mean, float))
+    fewer than :data:`MIN_DRIFT_STEPS` steps. ``steps``: distinct, ``mean``: above 0, as many (a
+    FieldError naming the argument otherwise)."""
+    from pipesim.calibrate.frame import check_series
+
+    mean = check_series("mean", mean, positive=True)
+    x = np.asarray(steps, float) if isinstance(steps, np.ndarray | pd.Series | list | tuple) else None
+    if x is None or x.shape != mean.shape or not np.isfinite(x).all() or len(np.unique(x)) < len(x):
+        raise refuse(
+            "steps", f"must be {len(mean)} distinct finite step numbers (one per mean), got {shown(steps)}"
+        )
+    y = np.log(mean)
     n = len(x)
-    if n < MIN_DRIFT_STEPS or not np.all(np.isfinite(y)):
+    if n < MIN_DRIFT_STEPS:
         return None
     xm, ym = x.mean(), y.mean()
     sxx = float(((x - xm) ** 2).sum())

@@ -11,17 +11,22 @@ keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rol
 Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
 holds the column or key): no such file, an unknown suffix, no ``step`` column, a cell that is not a
 finite number (with its row), a step that is not an integer up to :data:`MAX_STEP`, a step given
-twice, a negative time or length, a time above :data:`MAX_TIMING_S` (or below
-:data:`MIN_TIMING_S` but not 0), a response length of 0, a clip ratio above 1, a trainer phase of 0 s
-where other steps time it (a phase column of 0 s at every step is left out, and said so), a mapped
-column the log does not have, too few steps. :func:`pipesim.calibrate.check_log` then refuses a
-length above what the spec allows (the log is of another run).
+twice, a negative time or length, a time above :data:`MAX_TIMING_S` (or below :data:`MIN_TIMING_S`
+but not 0), a length (response mean or max, prompt mean) below 1 token, a step's response max below
+its mean, a clip ratio above 1, a trainer phase of 0 s where other steps time it (a phase column of
+0 s at every step is left out, and said so), a mapped column the log does not have, too few steps,
+more than :data:`~pipesim.calibrate.frame.MAX_LOG_STEPS` steps (cut with ``--steps``).
+:func:`pipesim.calibrate.check_log` then refuses a length above what the spec allows, or a mean
+below what the clip ratio's samples at the cap give (the log is of another run). A
+:class:`TrainingLog` built in Python from a DataFrame is checked by the same rules
+(:mod:`pipesim.calibrate.frame`), as are the calibration's arguments.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = ["COLUMNS", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
@@ -50,8 +56,9 @@ COLUMNS = (
 ``compute_timing_metrics`` and ``compute_data_metrics``)."""
 SHARES = ("response_length/clip_ratio",)
 """Columns that are a share of the step's samples, in [0, 1]."""
-POSITIVE = ("response_length/mean", "response_length/max")
-"""Columns above 0: a response holds at least one token (its end), so no step's mean or max is 0."""
+POSITIVE = ("response_length/mean", "response_length/max", "prompt_length/mean")
+"""Columns of at least 1 token: a response holds at least one token (its end) and a prompt at least
+one, so no step's mean or max is below 1 (0, or a fraction of a token: a share, not a length)."""
 PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
 """The trainer's phase columns: all 0 is a phase the log did not time (the column is not used, as
 an all-0 ``timing_s/param_sync`` is no sync); a single 0 among times is no phase's time (refused)."""
@@ -69,17 +76,22 @@ MIN_STEPS = 3
 """The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
 
 
-class LogError(ValueError):
-    """A log, a column map or a step range that cannot be read; ``field`` names the column or key."""
+class LogError(FieldError):
+    """A log, a column map or a step range that cannot be read, or a :class:`TrainingLog` (or an
+    argument of the calibration) that cannot be used; ``field`` names the column, key or argument.
+    A :class:`~pipesim.core.validate.FieldError`, so a ``ValueError``."""
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
+    def __init__(self, message: str, field: str = "", file: str | None = None) -> None:
+        super().__init__(message, field, file)
 
 
 @dataclass(frozen=True)
 class TrainingLog:
-    """The steps of a log (sorted by ``step``), the verl columns it has, and the file's SHA-256."""
+    """The steps of a log (sorted by ``step``), the verl columns it has, and the file's SHA-256.
+
+    Built by :func:`read_log`, or directly from a DataFrame: every argument is checked as a log's
+    cells are (:func:`pipesim.calibrate.frame.check_log_frame`), a :class:`LogError` naming the
+    argument or the column; the frame is kept as a float copy with a fresh index."""
 
     path: str
     sha256: str
@@ -87,6 +99,12 @@ class TrainingLog:
     """``step`` and the :data:`COLUMNS` present and complete, as floats."""
     notes: tuple[str, ...] = ()
     """Columns left out (a cell empty in the steps used), said as the calibration reports them."""
+
+    def __post_init__(self) -> None:
+        from pipesim.calibrate.frame import check_log_args
+
+        for name, value in zip(("path", "sha256", "frame", "notes"), check_log_args(self), strict=True):
+            object.__setattr__(self, name, value)
 
     @property
     def steps(self) -> np.ndarray:
@@ -99,7 +117,14 @@ class TrainingLog:
         return np.asarray(self.frame[column].to_numpy(dtype=float))
 
     def select(self, mask: np.ndarray) -> TrainingLog:
-        return TrainingLog(self.path, self.sha256, self.frame[mask].reset_index(drop=True), self.notes)
+        """The steps where ``mask`` (booleans, one per step) is true."""
+        m = np.asarray(mask)
+        if m.dtype != bool or m.shape != (len(self),):
+            raise LogError(
+                f"mask must be {len(self)} booleans (one per step), got {m.dtype} of shape {m.shape}", "mask"
+            )
+        # by position (``m``): a boolean Series of another index would be aligned on its labels
+        return TrainingLog(self.path, self.sha256, self.frame[m].reset_index(drop=True), self.notes)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -109,6 +134,8 @@ def read_columns_map(path: str | Path | None) -> dict[str, str]:
     """verl's name -> the log's, from a ``[columns]`` table of a TOML file (empty for None)."""
     if path is None:
         return {}
+    if not isinstance(path, str | os.PathLike):
+        raise LogError(f"columns: a column map is a path to a TOML file, got {shown(path)}", "columns")
     import tomllib
 
     p = Path(path)
@@ -123,18 +150,31 @@ def read_columns_map(path: str | Path | None) -> dict[str, str]:
     cols = data.get("columns")
     if not isinstance(cols, dict) or set(data) != {"columns"}:
         raise LogError(f"{path}: a column map is one [columns] table (verl name = the log's name)", "columns")
-    valid = ("step", *COLUMNS)
-    for k, v in cols.items():
-        if k not in valid:
-            import difflib
+    return check_columns_map(cols, f"{path}: ")
 
-            close = difflib.get_close_matches(k, valid, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise LogError(
-                f"{path}: columns.{k}: not a verl metric name{hint} (valid: {', '.join(valid)})", k
-            )
+
+def not_a_column(name: object) -> str:
+    """Why ``name`` is not a verl metric name (with the closest one), for a message."""
+    import difflib
+
+    valid = ("step", *COLUMNS)
+    close = difflib.get_close_matches(name, valid, n=1) if isinstance(name, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"not a verl metric name{hint} (valid: {', '.join(valid)})"
+
+
+def check_columns_map(cols: object, where: str = "") -> dict[str, str]:
+    """``cols`` as a column map (verl's name -> the log's), or a LogError naming the key."""
+    if not isinstance(cols, dict):
+        raise LogError(
+            f"{where}columns must be a dict of verl's name -> the log's, got {shown(cols)}", "columns"
+        )
+    for k, v in cols.items():
+        if k not in ("step", *COLUMNS):
+            name = k if isinstance(k, str) else shown(k)
+            raise LogError(f"{where}columns.{name}: {not_a_column(k)}", str(name))
         if not isinstance(v, str):
-            raise LogError(f"{path}: columns.{k} must be the log's column name, got {shown(v)}", k)
+            raise LogError(f"{where}columns.{k} must be the log's column name, got {shown(v)}", k)
     return dict(cols)
 
 
@@ -142,6 +182,8 @@ def parse_steps(text: str | None) -> tuple[float, float]:
     """``A:B`` as ``(A, B)``, ``-inf`` / ``inf`` for a side left out; LogError naming ``--steps``."""
     if text is None:
         return (-math.inf, math.inf)
+    if not isinstance(text, str):
+        raise LogError(f"--steps must be a string A:B (or None), got {shown(text)}", "steps")
     a, colon, b = text.partition(":")
     try:
         if not colon:
@@ -181,43 +223,42 @@ def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
         i = int(np.flatnonzero(bad.to_numpy())[0])
         where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
         raise LogError(f"{p}: {where}, row {i + 1}: {shown(col.iloc[i])} is not a finite number", source)
-    if name != "step" and (num < 0).any():
-        i = int(np.flatnonzero((num < 0).to_numpy())[0])
-        raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is negative", source)
-    problem = _out_of_range(name, num)
+    problem = first_bad(name, num.to_numpy(dtype=float))
     if problem is not None:
         i, why = problem
         raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} {why}", source)
-    if name in SHARES and (num > 1).any():
-        i = int(np.flatnonzero((num > 1).to_numpy())[0])
-        raise LogError(
-            f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} is above 1 (a share of the batch)",
-            source,
-        )
     return num.astype(float)
 
 
-def _out_of_range(name: str, num: pd.Series) -> tuple[int, str] | None:
-    """The first row of verl's column ``name`` that no training log holds, and why (None: none):
-    a step that is not an integer of magnitude up to :data:`MAX_STEP`, a time above
-    :data:`MAX_TIMING_S` or between 0 and :data:`MIN_TIMING_S`, a response length of 0."""
-    x = num.fillna(0.0).to_numpy(dtype=float)
+def first_bad(name: str, values: np.ndarray) -> tuple[int, str] | None:
+    """The first of the finite ``values`` (NaN: an empty cell, passed) of verl's column ``name``
+    that no training log holds, and why (None: none): a negative time or length, a step that is
+    not an integer of magnitude up to :data:`MAX_STEP`, a time above :data:`MAX_TIMING_S` or
+    between 0 and :data:`MIN_TIMING_S`, a length below 1 token, a share above 1."""
+    x = np.nan_to_num(np.asarray(values, dtype=float), nan=0.0)
+    checks: list[tuple[np.ndarray, str]] = []
     if name == "step":
-        bad, why = (
-            (np.abs(x) > MAX_STEP) | (x != np.round(x)),
-            f"is not a step number (an integer up to {MAX_STEP:.0e})",
+        checks.append(
+            (
+                (np.abs(x) > MAX_STEP) | (x != np.round(x)),
+                f"is not a step number (an integer up to {MAX_STEP:.0e})",
+            )
         )
-    elif name.startswith("timing_s/"):
-        bad = (x > MAX_TIMING_S) | ((x > 0) & (x < MIN_TIMING_S))
+    else:
+        checks.append((x < 0, "is negative"))
+    if name.startswith("timing_s/"):
         why = (
             f"seconds is out of range (0, or {MIN_TIMING_S:g} s to a week, {MAX_TIMING_S:g} s: a unit slip?)"
         )
+        checks.append(((x > MAX_TIMING_S) | ((x > 0) & (x < MIN_TIMING_S)), why))
     elif name in POSITIVE:
-        bad, why = num.notna().to_numpy() & (x == 0), "tokens: a response holds at least one token (its end)"
-    else:
-        return None
-    hits = np.flatnonzero(bad)
-    return (int(hits[0]), why) if len(hits) else None
+        below = ~np.isnan(np.asarray(values, dtype=float)) & (x >= 0) & (x < 1)
+        what = "a prompt holds" if name.startswith("prompt") else "a response holds"
+        checks.append((below, f"tokens is below 1: {what} at least one token"))
+    if name in SHARES:
+        checks.append((x > 1, "is above 1 (a share of the batch)"))
+    hits = [(int(np.flatnonzero(bad)[0]), why) for bad, why in checks if bad.any()]
+    return min(hits) if hits else None
 
 
 def _phases(path: str | Path, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -246,6 +287,10 @@ def read_log(
 ) -> TrainingLog:
     """The log at ``path``, its columns renamed by ``columns`` (verl name -> the log's) and its rows
     cut to ``steps`` (``A:B``); see the module docstring for what is refused."""
+    if not isinstance(path, str | os.PathLike):
+        raise LogError(f"log: a log is a path to a file, got {shown(path)}", "log")
+    columns = check_columns_map(columns) if columns is not None else None
+    parse_steps(steps)  # a bad range is refused before the file is read
     p = Path(path)
     try:
         raw = p.read_bytes()

@@ -16,8 +16,9 @@ fixed costs and nothing else (the tokens do not vary, which the calibration says
 of zero width that measure nothing but the rounding; the published steps themselves would give
 more. A missing ``step_s`` is the sum of the phases given (no remainder is then identified).
 
-Every value is checked: a missing required key or a value that is not a finite number ``>= 0`` is
-a :class:`~pipesim.core.validate.FieldError` naming ``rows[i].key``.
+Every value is checked: a missing required key or a value that is not a finite number ``>= 0``
+(``>= 1`` for the tokens: a prompt and a response hold at least one) is a
+:class:`~pipesim.core.validate.FieldError` naming ``rows[i].key``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,18 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
     consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold),
     numbered from ``first_step`` (a table of means over a long run describes its steady state:
     number its rows past the warm-up, which is what ``pipesim calibrate`` matches them to)."""
-    check_int("repeat", repeat, 1)
-    check_int("first_step", first_step, 0)
+    from pipesim.calibrate.frame import MAX_LOG_STEPS
+    from pipesim.calibrate.log import MAX_STEP
+
+    check_int("repeat", repeat, 1, MAX_LOG_STEPS, "the most steps a log may hold")
+    check_int("first_step", first_step, 0, MAX_STEP, "the largest step number")
     if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence) or not rows:
         raise refuse("rows", "must be a non-empty sequence of records (one per published step)")
+    if len(rows) * repeat > MAX_LOG_STEPS:
+        raise refuse(
+            "repeat",
+            f"x {len(rows)} rows must be at most {MAX_LOG_STEPS:,} steps (what a log holds), got {repeat}",
+        )
     out = []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
@@ -64,7 +73,7 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
                 if key not in row:
                     raise refuse(key, "missing")
             for key, value in row.items():
-                check_number(key, value, 0.0)
+                check_number(key, value, 1.0 if key.endswith("_tokens") else 0.0)
         rec = {verl: float(row[k]) for k, verl in _VERL.items() if k in row}
         rec["timing_s/step"] = float(row["step_s"]) if "step_s" in row else sum(rec.values())
         rec["response_length/mean"] = float(row["response_tokens"])

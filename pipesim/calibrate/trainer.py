@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted, t95
+from pipesim.calibrate.frame import check_calibrate_args, check_fitted, check_series, check_spec, check_steps
 from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
@@ -78,6 +79,7 @@ def switch_s(rs: RunSpec) -> float:
     """A colocated engine's offload and reload seconds per step (0 when disaggregated)."""
     from pipesim.compute.cluster import Cluster
 
+    check_spec(rs)
     eng = engine_config(rs.plan, rs.design.tp)
     return float(
         Cluster(engine=eng, n_gpus=rs.plan.n_gpus, trainer_gpus=rs.design.trainer_gpus).switch_time_s()
@@ -86,6 +88,7 @@ def switch_s(rs: RunSpec) -> float:
 
 def tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     """Each step's tokens, ``batch * (prompt + response)``; None without the response mean."""
+    check_calibrate_args(log, rs, min_steps=1)
     wl = rs.plan.workload
     if not log.has("response_length/mean"):
         return None
@@ -100,6 +103,7 @@ def tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
 
 def config(rs: RunSpec, profile: FrameworkProfile | None = None) -> TrainerConfig:
     """The spec's trainer (its profile, or ``profile``), the old step overhead at 0."""
+    check_spec(rs)
     tcfg = trainer_config(rs.plan, rs.design)
     prof = tcfg.framework if profile is None else profile
     return dataclasses.replace(tcfg, profile=prof, mfu=None, step_overhead_s=0.0)
@@ -107,6 +111,7 @@ def config(rs: RunSpec, profile: FrameworkProfile | None = None) -> TrainerConfi
 
 def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     """Each step's remainder (module docstring); None when the log cannot give it."""
+    check_calibrate_args(log, rs, min_steps=1)
     tcfg = config(rs)
     need = ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]
     need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
@@ -133,7 +138,7 @@ def dealt(rs: RunSpec, steps: int) -> list[tuple[int, ...]] | None:
         return None
     from pipesim.plan.runspec import run
 
-    n = max(1, min(steps, MAX_DEALT_STEPS))
+    n = max(1, min(int(check_steps(steps, None)[0]), MAX_DEALT_STEPS))
     out = [per for _, per in run(dataclasses.replace(rs, steps=n)).dealt_log]
     return out or None
 
@@ -148,9 +153,10 @@ def spread(
     (:mod:`pipesim.compute.balance`): the row of step ``s`` (``steps``; default 0, 1, ...) takes
     ``batches[s]`` (in turn past their end; default :func:`dealt` of the spec) scaled to its tokens
     ``t``. None per step for an exactly balanced profile."""
+    t = check_series("t", t, positive=True)
     if config(rs).framework.balance == "exact":
         return [None] * len(t)
-    at = np.arange(len(t)) if steps is None else np.asarray(steps, int)
+    at = np.arange(len(t)) if steps is None else check_steps(steps, len(t))
     batches = dealt(rs, int(at.max()) + 1 if len(at) else 1) if batches is None else batches
     if not batches:
         return [None] * len(t)
@@ -238,7 +244,10 @@ def _widen(fit: ProfileFit, n: int) -> dict[str, tuple[float, float]]:
 
 def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[dict[str, Fitted], list[str]]:
     """The profile's constants the log identifies, with 95% intervals, and notes on the rest
-    (module docstring). ``t``: each step's tokens (:func:`tokens`)."""
+    (module docstring). ``t``: each step's tokens (:func:`tokens`; LogError naming ``t`` unless
+    one number above 0 per step of ``log``)."""
+    check_calibrate_args(log, rs, min_steps=1)
+    t = check_series("t", t, len(log), positive=True)
     base = config(rs).framework
     last = int(log.steps.max()) + 1 if len(log) else 1
     batches = dealt(rs, last)
@@ -327,6 +336,7 @@ def dealing_spread(log: TrainingLog, rs: RunSpec, t: np.ndarray, values: dict[st
     at :data:`DEALING_SEEDS` other seeds deals them (``rs`` at the fitted lengths): a note giving
     each fitted efficiency's range, which the intervals do not hold (a log has means, not which
     samples each rank held). None for an exactly balanced profile or when nothing was fitted."""
+    check_fitted(values)
     keys = [k for k in ("fwd_bwd_efficiency", "fwd_efficiency") if k in values]
     if config(rs).framework.balance == "exact" or not keys:
         return None
@@ -358,6 +368,7 @@ def trainer_residuals(
     """``(logged - predicted) / logged`` of each trainer phase on the held-out steps ``rest``, step
     by step from its tokens, and of their sum (a phase logged as 0 s at some step has none:
     :func:`~pipesim.calibrate.log.read_log` leaves no such column)."""
+    check_fitted(values)
     t = tokens(rest, rs)
     phases = [c for c in TRAINER_PHASES if rest.has(c) and bool((rest.col(c) > 0).all())]
     if t is None or not phases:
