@@ -44,11 +44,9 @@ LIMIT = 5
 def episode_field_errors(result: RunResult) -> list[str]:
     """What in the episodes' fields disagrees with the run's books (empty: nothing)."""
     eps, updates = result.episodes, list(result.updates)
-    bad: list[str] = []
     for i, ep in enumerate(eps):
         if ep.id != i:
-            bad.append(f"episode {i} launched has id {ep.id!r}")
-            return bad  # everything after is read through ids
+            return [f"episode {i} launched has id {ep.id!r}"]  # everything after is read through ids
     if result.engine == "slots":
         reps = result.scenario.replicas
         n = reps.n_replicas if reps is not None else 1
@@ -57,38 +55,40 @@ def episode_field_errors(result: RunResult) -> list[str]:
         slots = result.scenario.pipeline.n_slots
         if wrong := [ep for ep in eps if not 0 <= ep.slot < slots]:
             return [f"episode {ep.id}: slot {ep.slot!r} of {slots} (0..{slots - 1})" for ep in wrong]
-    versions = _versions_at(updates, {int(ep.replica) for ep in eps})
-    for ep in eps:
-        k = int(ep.update_from)
-        if not 0 <= k <= len(updates):
-            bad.append(f"episode {ep.id}: update_from {k} outside the update log (0..{len(updates)})")
-            continue
-        expect = versions[int(ep.replica)][k]
-        if ep.version != expect:
-            bad.append(
-                f"episode {ep.id}: version {ep.version!r}, its replica {ep.replica} ran {expect} at its start"
-            )
-        start = float(ep.start_s)
-        after_prev = k == 0 or updates[k - 1].end_s <= start
-        before_next = k == len(updates) or start <= updates[k].end_s
-        if not (after_prev and before_next):
-            bad.append(f"episode {ep.id}: start_s {start!r} is not where update {k} of the log places it")
+    bad = _version_and_start_errors(result)
     if result.engine == "slots":
         bad += _time_errors(result, updates)
     return bad
 
 
-def _versions_at(updates: list[UpdateRecord], replicas: set[int]) -> dict[int, list[int]]:
-    """Per replica, the version it ran after the first ``k`` updates of the log, for every ``k``."""
-    out = {}
-    for r in replicas:
-        v, row = 0, [0]
-        for u in updates:
-            if u.applies_to(r):
-                v = u.version_after
-            row.append(v)
-        out[r] = row
-    return out
+def _version_and_start_errors(result: RunResult) -> list[str]:
+    """Episodes whose version is not the one their replica ran at ``update_from`` (the run's own
+    :class:`~pipesim.results.columns.UpdateIndex`, as ``newest_versions`` reads it, from 0), or
+    whose start lies outside the updates around that index."""
+    c, u = result.columns, result.update_index
+    if c.n == 0:
+        return []
+    k, m = c.update_from.astype(np.int64), u.m
+    if (outside := np.nonzero((k < 0) | (k > m))[0]).size:
+        return [
+            f"episode {i}: update_from {int(k[i])} outside the update log (0..{m})" for i in outside.tolist()
+        ]
+    zero = np.zeros(c.n, dtype=np.int64)
+    expect = u.newest_version(u.rows(c.replica), zero, k, zero)
+    v, r = c.version, c.replica
+    bad = [
+        f"episode {i}: version {int(v[i])}, its replica {int(r[i])} ran {int(expect[i])} at its start"
+        for i in np.nonzero(v != expect)[0].tolist()
+    ]
+    if m:
+        start = c.start_s
+        after_prev = (k == 0) | (u.end_s[np.maximum(k - 1, 0)] <= start)
+        before_next = (k == m) | (start <= u.end_s[np.minimum(k, m - 1)])
+        bad += [
+            f"episode {i}: start_s {float(start[i])!r} is not where update {int(k[i])} of the log places it"
+            for i in np.nonzero(~(after_prev & before_next))[0].tolist()
+        ]
+    return bad
 
 
 def _time_errors(result: RunResult, updates: list[UpdateRecord]) -> list[str]:
