@@ -160,14 +160,11 @@ def readable_table(df: pd.DataFrame, columns: tuple[str, ...] = REPORT_COLUMNS) 
 
 
 def page_table(df: pd.DataFrame, caption: str) -> str:
-    """``df`` as an HTML table for the ``--html`` page (numbers formatted as the report's tables)."""
-    import html
+    """``df`` as an HTML table for the ``--html`` page: the report's table
+    (:func:`pipesim.io.report.table_html`) with its own style, the page having no report CSS."""
+    from pipesim.io.report import table_html
 
-    def fmt(x: float) -> str:
-        return f"{x:,.3g}" if abs(x) < 10 else f"{x:,.0f}"
-
-    table = df.to_html(index=False, float_format=fmt, border=0, na_rep="\u2013", classes="tbl")
-    return PAGE_CSS + table.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)
+    return PAGE_CSS + table_html(df, caption)
 
 
 PAGE_CSS = """<style>.tbl{border-collapse:collapse;margin:1em;font:14px sans-serif}

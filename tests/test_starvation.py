@@ -63,8 +63,8 @@ def test_the_report_carries_the_starvation_figure() -> None:
     """Registered in the pipesim.report entry-point group: the report includes it, and pipesim
     itself never imports scenarios."""
     from pipesim.io import viz
-    from pipesim.io.report import _table_html, contributed_sections
+    from pipesim.io.report import contributed_sections, table_html
 
-    parts = contributed_sections(viz.figure_div, _table_html)
+    parts = contributed_sections(viz.figure_div, table_html)
     page = "\n".join(parts)
     assert "Discard and requeue starves long tasks" in page and 'id="fig-starvation"' in page

@@ -69,15 +69,15 @@ def table() -> pd.DataFrame:
 def test_the_reports_starvation_table_has_human_headers_and_the_data_keeps_its_names() -> None:
     """Through the report's own path: the section's table, as ``pipesim report`` renders it."""
     from pipesim.io import viz
-    from pipesim.io.report import _table_html, contributed_sections
+    from pipesim.io.report import contributed_sections, table_html
 
     shown: list[pd.DataFrame] = []
 
-    def table_html(df: pd.DataFrame, caption: str) -> str:
+    def recording_table(df: pd.DataFrame, caption: str) -> str:
         shown.append(df)
-        return _table_html(df, caption)
+        return table_html(df, caption)
 
-    page = "\n".join(contributed_sections(viz.figure_div, table_html))
+    page = "\n".join(contributed_sections(viz.figure_div, recording_table))
     assert shown, "the starvation section shows a table"
     headers = _headers(page)
     assert headers and not [h for h in headers if "_" in h], headers  # it showed the frame's names

@@ -227,9 +227,9 @@ def test_reward_figure_ticks_whole_training_steps(monkeypatch: pytest.MonkeyPatc
 
 
 def test_report_tables_show_no_nan() -> None:
-    from pipesim.io.report import _table_html
+    from pipesim.io.report import table_html
 
-    page = _table_html(pd.DataFrame({"design": ["a", "b"], "share": [0.5, np.nan]}), "t")
+    page = table_html(pd.DataFrame({"design": ["a", "b"], "share": [0.5, np.nan]}), "t")
     assert "NaN" not in page and "nan" not in page and page.count("<td>") == 4
 
 

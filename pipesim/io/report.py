@@ -158,7 +158,9 @@ def timeout_table(d: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _table_html(df: pd.DataFrame, caption: str) -> str:
+def table_html(df: pd.DataFrame, caption: str) -> str:
+    """``df`` as the report's HTML table (class ``tbl``): numbers to 3 figures, NaN as a dash."""
+
     def fmt(x: float) -> str:
         return f"{x:,.3g}" if abs(x) < 10 else f"{x:,.0f}"
 
@@ -244,10 +246,10 @@ def build_report(
         f"Tables use the chapter's pool (65,536 agent durations, seed 0); {bands}. "
         "Generated in {elapsed} s.</p>",
         "<h2>13.2 Where the time goes: long-tailed episodes</h2>",
-        _table_html(stats, "Duration pool"),
-        _table_html(strag, "Straggler table: expected slowest episode of B"),
+        table_html(stats, "Duration pool"),
+        table_html(strag, "Straggler table: expected slowest episode of B"),
         "<h2>13.3 Synchronous, one-step-ahead and asynchronous pipelines</h2>",
-        _table_html(designs, "Design table (64 slots, B=64, 60 s train, 10 s sync, 20 steps)"),
+        table_html(designs, "Design table (64 slots, B=64, 60 s train, 10 s sync, 20 steps)"),
         viz.figure_div(f_design, "fig-designs"),
         "<h3>Figure 13.1: timelines, 8 slots, B=8, 4 steps</h3>"
         f"<p class=note>pipesim: synchronous {t_sync:,.0f} s, async eta=1 partial {t_async:,.0f} s "
@@ -258,13 +260,13 @@ def build_report(
         "<h3>Figure 13.2: throughput and staleness against the staleness bound (64 slots, B=64)</h3>",
         viz.figure_div(f_eta, "fig-13-2"),
         "<h2>13.7 Design problems in practice</h2>",
-        _table_html(syncs, "The cost of weight synchronisation (episodes/hour)"),
+        table_html(syncs, "The cost of weight synchronisation (episodes/hour)"),
         viz.figure_div(f_sync, "fig-sync"),
-        _table_html(timeouts, "A timeout at the 95th percentile, synchronous pipeline"),
+        table_html(timeouts, "A timeout at the 95th percentile, synchronous pipeline"),
     ]
-    parts += contributed_sections(viz.figure_div, _table_html)
+    parts += contributed_sections(viz.figure_div, table_html)
     if len(failed):
-        parts.append(_table_html(failed, "Sweep cells that failed"))
+        parts.append(table_html(failed, "Sweep cells that failed"))
     body = "\n".join(parts).replace("{elapsed}", f"{time.perf_counter() - t0:.0f}")
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>pipesim report</title>'
