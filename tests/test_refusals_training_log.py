@@ -308,6 +308,13 @@ ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ("spread, steps short", lambda: spread(_spec(), _TOKENS, steps=np.arange(3)), "steps"),
     ("spread, fractional steps", lambda: spread(_spec(), _TOKENS, steps=np.arange(20) + 0.5), "steps"),
     ("dealt a string", lambda: dealt(_spec(), "5"), "steps"),  # type: ignore[arg-type]
+    ("spread of batches a string", lambda: spread(_spec(), _TOKENS, "junk"), "batches"),  # type: ignore[arg-type]
+    ("spread of batches an int", lambda: spread(_spec(), _TOKENS, 5), "batches"),  # type: ignore[arg-type]
+    ("spread of batches with an empty step", lambda: spread(_spec(), _TOKENS, [(10, 20), ()]), "batches"),
+    ("spread of batches of strings", lambda: spread(_spec(), _TOKENS, [(1, "a")]), "batches"),  # type: ignore[list-item]
+    ("spread of batches below a token", lambda: spread(_spec(), _TOKENS, [(-1, 2)]), "batches"),
+    ("spread of fractional batches", lambda: spread(_spec(), _TOKENS, [(1.5, 2)]), "batches"),  # type: ignore[list-item]
+    ("spread of NaN batches", lambda: spread(_spec(), _TOKENS, [(math.nan,)]), "batches"),  # type: ignore[list-item]
     ("config of None", lambda: config(None), "rs"),  # type: ignore[arg-type]
     ("switch_s of a path", lambda: switch_s(str(SPEC)), "rs"),  # type: ignore[arg-type]
     ("remainder of a DataFrame", lambda: remainder(_frame(), _spec()), "log"),  # type: ignore[arg-type]
@@ -413,3 +420,12 @@ def test_a_step_shorter_than_its_parts_is_noted() -> None:
     note = [n for n in cal.not_identified if n.startswith("timing_s/step: shorter")]
     assert note and "20 of 20 steps" in note[0]
     assert not any(n.startswith("timing_s/step: shorter") for n in calibrate(_log(), _spec()).not_identified)
+
+
+def test_spread_of_given_batches_scales_each_to_its_steps_tokens() -> None:
+    """The accepting side of the ``batches`` rows: numpy or Python ints, lists or tuples, are each
+    step's samples in proportion, summing to the step's tokens, taken in turn past their end."""
+    rows = spread(_spec(), _TOKENS, [(1, 3), [np.int64(2), np.int64(2)]])
+    for step, (row, total) in enumerate(zip(rows, _TOKENS, strict=True)):
+        assert row is not None and math.isclose(sum(row), total, rel_tol=1e-12)
+        assert math.isclose(row[1] / row[0], 3.0 if step % 2 == 0 else 1.0, rel_tol=1e-12)

@@ -204,6 +204,35 @@ def check_series(name: str, values: object, n: int | None = None, positive: bool
     return x
 
 
+def check_batches(batches: object) -> list[tuple[int, ...]]:
+    """``batches`` (what :func:`dealt` returns: per step, each sample's tokens) as that, or a
+    LogError naming ``batches``: a list of non-empty tuples of integers >= 1, at most
+    MAX_LOG_STEPS of them."""
+
+    def tokens_ok(row: object) -> bool:
+        return (
+            isinstance(row, tuple | list)
+            and 0 < len(row) <= 10**7
+            and all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v >= 1 for v in row)
+        )
+
+    rows = batches if isinstance(batches, list | tuple) else None
+    if rows is None or not 1 <= len(rows) <= MAX_LOG_STEPS:
+        raise LogError(
+            f"batches must be a list of steps (1 to {MAX_LOG_STEPS:,}), each a tuple of every "
+            f"sample's tokens, as dealt() returns; got {shown(batches)}",
+            "batches",
+        )
+    for i, row in enumerate(rows):
+        if not tokens_ok(row):
+            raise LogError(
+                f"batches[{i}] must be a non-empty tuple of each sample's tokens (integers >= 1), "
+                f"got {shown(row)}",
+                "batches",
+            )
+    return [tuple(int(v) for v in row) for row in rows]
+
+
 def check_fitted(values: object) -> None:
     """LogError naming ``values`` (or its key) unless it is a dict of names to Fitted values."""
     from pipesim.calibrate.fit import Fitted

@@ -44,7 +44,14 @@ from typing import Any
 import numpy as np
 
 from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted, t95
-from pipesim.calibrate.frame import check_calibrate_args, check_fitted, check_series, check_spec, check_steps
+from pipesim.calibrate.frame import (
+    check_batches,
+    check_calibrate_args,
+    check_fitted,
+    check_series,
+    check_spec,
+    check_steps,
+)
 from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
@@ -157,7 +164,7 @@ def spread(
     if config(rs).framework.balance == "exact":
         return [None] * len(t)
     at = np.arange(len(t)) if steps is None else check_steps(steps, len(t))
-    batches = dealt(rs, int(at.max()) + 1 if len(at) else 1) if batches is None else batches
+    batches = dealt(rs, int(at.max()) + 1 if len(at) else 1) if batches is None else check_batches(batches)
     if not batches:
         return [None] * len(t)
     out: list[tuple[float, ...] | None] = []
