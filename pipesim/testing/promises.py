@@ -5,8 +5,8 @@ an admission rule promises cannot reopen it (``closed``) while the buffer stays 
 batch policy needs (``min_items``), skips asking for a batch where ``ready`` says none can form,
 and hands a source that promises ``FixedWork`` nothing at a sync. A promise that lies shows as a
 difference between the run with the shortcuts and the run without them. Where the two differ,
-each run is repeated as it first ran (:data:`REPEATS` times): a policy that draws from an unseeded source
-(``random``, the clock) differs from itself too, and is named as that ("runs are
+each run is repeated as it first ran (:data:`REPEATS` times): a policy that draws from an
+unseeded source (``random``, the clock) differs from itself too, and is named as that ("runs are
 deterministic"), not as a lying promise.
 
 Quiet completions, the shortcut ``closed`` and ``min_items`` feed, are taken only in a plain
