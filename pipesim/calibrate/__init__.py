@@ -21,12 +21,14 @@ columns identify:
   step's samples to the ranks as the spec's run at the fitted lengths deals them (refitted once the
   lengths are bias-corrected, so the calibrated spec deals what its trainer was fitted on);
 * the weight sync (``timing_s/param_sync``): its mean, with a t interval;
-* the decode overhead (``timing_s/gen``): the engine's ``iteration_overhead_s``, by simulation --
-  the design run for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per
-  iteration, the logged mean ``gen`` interpolated between the two simulated means (``gen`` is
-  affine in the overhead: every iteration pays it once). Its interval maps the bootstrap interval
-  of the logged mean (the simulation's own noise is not in it). Not identified when ``gen`` barely
-  moves with it (a trainer-bound asynchronous design, whose ``gen`` is the trainer's wait).
+* the decode overhead (``timing_s/gen``, else ``timing_s/step``): the engine's
+  ``iteration_overhead_s``, by simulation (:mod:`pipesim.calibrate.simulated`) -- the design run
+  for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per iteration, the logged
+  mean interpolated between the two simulated means (``gen`` is affine in the overhead: every
+  iteration pays it once). Its interval maps the bootstrap interval of the logged mean (the
+  simulation's own noise is not in it). Fitted to the step, it holds every second the model
+  misses (said in a note). Not identified when the column barely moves with it (a trainer-bound
+  asynchronous design, whose ``gen`` is the trainer's wait).
 
 **Validation**: with at least :data:`MIN_HOLDOUT_STEPS` steps, the last quarter (at least two) is
 held out, everything is fitted on the rest, and the held-out steps are predicted: the trainer per
@@ -46,7 +48,6 @@ wrote from the same spec is not replayed draw for draw.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,9 +58,9 @@ from pipesim.calibrate.checks import check_log, in_range, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
+from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens, trainer_residuals
-from pipesim.compute.series import step_breakdown
-from pipesim.plan.runspec import RunSpec, from_dict, run
+from pipesim.plan.runspec import RunSpec
 
 __all__ = [
     "COLUMNS",
@@ -76,8 +77,6 @@ __all__ = [
     "with_lengths",
 ]
 
-OVERHEAD_PROBE_S = (0.0, 0.01)
-"""The two decode overheads (seconds per iteration) the simulation is run at to interpolate ``gen``."""
 MIN_HOLDOUT_STEPS = 6
 """The fewest steps of which some are held out for validation."""
 
@@ -139,52 +138,10 @@ def with_lengths(rs: RunSpec, values: dict[str, Fitted]) -> RunSpec:
     lengths = {k: v.value for k, v in values.items() if k in ("response_median_tokens", "response_sigma")}
     if not lengths:
         return rs
-    return _with_values(rs, {**rs.data.get("calibration", {}).get("values", {}), **lengths})
+    return with_values(rs, {**rs.data.get("calibration", {}).get("values", {}), **lengths})
 
 
-def _with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
-    data = copy.deepcopy(rs.data)
-    data["calibration"] = {"values": dict(values)}
-    return from_dict(data, rs.base)
-
-
-def _sim(
-    rs: RunSpec, overhead: float | None, steps: int, seed: int, window: tuple[int, int] | None = None
-) -> _Sim:
-    """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
-    None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
-    o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
-    r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
-    a, b = window if window is not None else (0, steps)
-    br = step_breakdown(r.result)
-    br = br[(br["step"] >= a) & (br["step"] < b)]
-    wl = rs.plan.workload
-    prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan
-    out = {c: float(br[c].mean()) for c in ("timing_s/gen", "timing_s/step")}
-    sync = br["timing_s/param_sync"].to_numpy()
-    out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
-    logged = [step for step, _, _ in r.trainer_log if a <= step < b]
-    tokens = np.array([t for step, t, _ in r.trainer_log if a <= step < b], float)
-    per_step = tokens / rs.plan.batch_size - prompt
-    out["response_length/mean"] = float(per_step.mean())
-    clip = r.result.trained.groupby("step")["truncated"].mean()
-    return _Sim(out, per_step, np.array([float(clip.get(s, 0.0)) for s in logged]))
-
-
-@dataclass(frozen=True)
-class _Sim:
-    """A simulated run's per-step means in the log's names (``sim["timing_s/gen"]``), and its
-    per-step trained response mean and clip share (what :func:`_sigma_bias` fits again)."""
-
-    means: dict[str, float]
-    length_mean: np.ndarray
-    clip: np.ndarray
-
-    def __getitem__(self, column: str) -> float:
-        return self.means[column]
-
-
-def _sigma_bias(rs: RunSpec, sim: _Sim, values: dict[str, Fitted], log: TrainingLog, seed: int) -> str | None:
+def _sigma_bias(rs: RunSpec, sim: Sim, values: dict[str, Fitted], log: TrainingLog, seed: int) -> str | None:
     """Correct ``response_sigma`` for the trained batch's bias, as the median is corrected: the
     length fit is applied to the simulated run of the fitted spec (its per-step trained mean and
     clip share) and the fitted sigma is scaled by (fitted / refitted). None when it applied, else
@@ -234,7 +191,7 @@ def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
 
 def _fit(
     log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None
-) -> tuple[dict[str, Fitted], list[str], _Sim]:
+) -> tuple[dict[str, Fitted], list[str], Sim]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
     the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
     first logged step: the held-out ones), else over the log's."""
@@ -291,10 +248,10 @@ def _fit(
     else:
         notes.append("sync_time_s: no timing_s/param_sync (or all zero); the cluster's weight sync kept")
     current = {k: v.value for k, v in values.items()}
-    fitted = _with_values(rs, current)
+    fitted = with_values(rs, current)
     n_sim = max(len(log), 4)
-    o0, o1 = OVERHEAD_PROBE_S
-    sim0 = _sim(fitted, o0, n_sim, seed)
+    o0 = OVERHEAD_PROBE_S[0]
+    sim0 = simulate(fitted, o0, n_sim, seed)
     # an asynchronous design trains short samples first: the trained batch's mean is biased low
     if "response_median_tokens" in values and rs.design.eta > 0 and sim0["response_length/mean"] > 0:
         ratio = float(log.col("response_length/mean").mean()) / sim0["response_length/mean"]
@@ -303,58 +260,35 @@ def _fit(
             v.value * ratio, v.lo * ratio, v.hi * ratio, v.how + ", bias-corrected"
         )
         current["response_median_tokens"] = values["response_median_tokens"].value
-        fitted = _with_values(rs, current)
-        sim0 = _sim(fitted, o0, n_sim, seed)
+        fitted = with_values(rs, current)
+        sim0 = simulate(fitted, o0, n_sim, seed)
         if "response_sigma" in values:
             why_not = _sigma_bias(fitted, sim0, values, log, seed)
             if why_not is not None:
                 notes.append(why_not)
             current["response_sigma"] = values["response_sigma"].value
-            fitted = _with_values(rs, current)
-            sim0 = _sim(fitted, o0, n_sim, seed)
+            fitted = with_values(rs, current)
+            sim0 = simulate(fitted, o0, n_sim, seed)
         if t is not None:  # deal at the corrected lengths, those the calibrated spec runs at
             got, trainer_notes = fit_trainer_profile(log, with_lengths(rs, values), t)
             values.update(got)
             current.update({k: v.value for k, v in got.items()})
-            fitted = _with_values(rs, current)
-            sim0 = _sim(fitted, o0, n_sim, seed)
+            fitted = with_values(rs, current)
+            sim0 = simulate(fitted, o0, n_sim, seed)
     notes += trainer_notes + (remainder_note(log, rs) if t is not None else [])
-    if log.has("timing_s/gen"):
-        sim1 = _sim(fitted, o1, n_sim, seed)
-        g0, g1 = sim0["timing_s/gen"], sim1["timing_s/gen"]
-        gen = log.col("timing_s/gen")
-        if g1 - g0 > 0.02 * max(g0, 1e-9):
-            slope = (o1 - o0) / (g1 - g0)
-            boots = [gen[rng.integers(0, len(gen), len(gen))].mean() for _ in range(200)]
-            lo_g, hi_g = np.percentile(boots, [2.5, 97.5])
-            o = o0 + (gen.mean() - g0) * slope
-            if o < 0:
-                notes.append(
-                    f"iteration_overhead_s: the logged gen is {1 - gen.mean() / g0:.0%} faster than the "
-                    "model with no overhead at all (the roofline's decode is too slow here); set to 0"
-                )
-            values["iteration_overhead_s"] = Fitted(
-                max(o, 0.0),
-                max(o0 + (lo_g - g0) * slope, 0.0),
-                max(o0 + (hi_g - g0) * slope, 0.0),
-                "simulated gen at 0 and 10 ms per iteration, interpolated",
-            )
-            current["iteration_overhead_s"] = values["iteration_overhead_s"].value
-            fitted = _with_values(rs, current)
-            sim0 = _sim(fitted, None, n_sim, seed)
-        else:
-            notes.append(
-                "iteration_overhead_s: the simulated gen barely moves with it in this design "
-                "(gen is the trainer's wait, not the engines' decode)"
-            )
-    else:
-        notes.append("iteration_overhead_s: no timing_s/gen column")
+    overhead, why = fit_overhead(log, fitted, sim0, n_sim, seed, rng)
+    notes += why
+    if overhead is not None:
+        values["iteration_overhead_s"] = overhead
+        current["iteration_overhead_s"] = overhead.value
+        fitted = with_values(rs, current)
+        sim0 = simulate(fitted, None, n_sim, seed)
     if predict is not None:  # the held-out steps' own versions (lengths may drift)
-        sim0 = _sim(fitted, None, predict[1], seed, window=predict)
+        sim0 = simulate(fitted, None, predict[1], seed, window=predict)
     return values, notes, sim0
 
 
-def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: _Sim) -> dict[str, Any]:
+def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: Sim) -> dict[str, Any]:
     """Relative residuals ``(logged - predicted) / logged`` on the held-out steps ``rest``: the
     simulated means, and the trainer per step from its tokens (the phases' sum, and
     ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs)."""
