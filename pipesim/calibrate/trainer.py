@@ -53,6 +53,7 @@ from pipesim.calibrate.frame import (
     check_steps,
 )
 from pipesim.calibrate.log import TrainingLog
+from pipesim.calibrate.scale import fit_trainer_scale
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
@@ -260,8 +261,9 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     batches = dealt(rs, last)
     obs = _observations(log, rs, t, batches)
     notes = []
-    if not any(o.phase != "remainder" for o in obs):
-        return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
+    if not any(o.phase != "remainder" for o in obs):  # one scale from step less gen, where it can
+        per = spread(rs, t, batches, log.steps)
+        return fit_trainer_scale(log, config(rs), t, rs.plan.batch_size, per, switch_s(rs))
     fix = ["sample_s"]
     if t.std() / t.mean() < MIN_TOKEN_SPREAD:
         fix += ["micro_batch_s", "optimizer_step_s"]
