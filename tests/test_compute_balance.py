@@ -7,12 +7,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pipesim.compute import GPUS, MODELS, TrainerConfig
 from pipesim.compute.balance import busiest, equal_size_partitions, mean_factor, rank_loads, rank_samples
 from pipesim.compute.phaseref import ranked_reference_times_s
+from pipesim.compute.phases import phase_parts
 from pipesim.compute.profiles import calibration_workload, drawn_sample_tokens, profiles
 
 H20 = GPUS["h20"]
@@ -94,11 +95,15 @@ def test_equal_samples_cost_exactly_the_closed_form_of_the_mean(mode: str) -> No
     epochs=st.integers(1, 2),
     seed=st.integers(0, 2**16),
 )
+@example(dp=4, sp=4, mini_per_rank=8, n_mini=2, budget=4_096, mode="sorted", epochs=1, seed=0)  # see below
 def test_the_closed_form_is_the_rank_by_rank_reference(
     dp: int, sp: int, mini_per_rank: int, n_mini: int, budget: int | None, mode: str, epochs: int, seed: int
 ) -> None:
     """Each mini-batch at its busiest rank, in closed form, equals walking every rank's micro-batches
-    (pipesim.compute.phaseref); and neither is below the exactly balanced form."""
+    (pipesim.compute.phaseref); and its compute is never below the exactly balanced form's. Its
+    seconds can be: the balanced form gives every mini-batch the mean's micro-batch count, rounded
+    up, and a mini-batch lighter than the mean may need one fewer (dp 4, sp 4, 4,096-token budget,
+    seed 0: 3 micro-batches where the balanced form has 4, so less of the FSDP gathers)."""
     prof = dataclasses.replace(profiles()["fsdp2-dense"], balance=mode)
     samples = dp * mini_per_rank * n_mini
     kw = {"micro_batch_tokens": budget} if budget else {"micro_batch_samples": 2}
@@ -117,9 +122,9 @@ def test_the_closed_form_is_the_rank_by_rank_reference(
     got = cfg.phase_times_s(sum(per), samples, per)
     want = ranked_reference_times_s(cfg, sum(per), samples, per)
     assert got == pytest.approx(want, rel=1e-9)
-    exact = cfg.phase_times_s(sum(per), samples)
+    dealt, exact = phase_parts(cfg, sum(per), samples, per), phase_parts(cfg, sum(per), samples)
     for phase in ("old_log_prob", "update_actor"):
-        assert got[phase] >= exact[phase] * (1 - 1e-9)
+        assert dealt[phase]["compute_flop_s"] >= exact[phase]["compute_flop_s"] * (1 - 1e-9)
 
 
 def test_an_exactly_balanced_profile_ignores_the_samples() -> None:

@@ -280,7 +280,8 @@ def step_breakdown(
             olp, ref, upd, rest = (
                 float(parts.get(k, 0.0)) for k in ("old_log_prob", "ref", "update_actor", "remainder")
             )
-            split = (olp, ref, upd, max(span - olp - ref - upd - rest, 0.0), rest)
+            off = span - olp - ref - upd - rest  # what the span holds beyond the phases
+            split = (olp, ref, upd, off if off > OFFLOAD_ROUNDING * span else 0.0, rest)
         total = end - prev
         rate = tokens / (total * n_gpus) if n_gpus is not None and total > 0 else math.nan
         rows.append(
@@ -299,6 +300,11 @@ def step_breakdown(
             "perf/throughput",
         ],
     )
+
+
+OFFLOAD_ROUNDING = 1e-9
+"""A step's offload below this share of its training span is the phases' rounding (the span is an
+end less a start, the phases a sum), shown as 0 rather than as 1e-14 s."""
 
 
 def verl_metrics(
