@@ -70,3 +70,18 @@ def test_a_trainer_faster_than_peak_keeps_the_profile_and_says_why(tmp_path: Pat
     cal = _calibrated(tmp_path, df)
     assert "fwd_bwd_efficiency" not in cal.values
     assert any("faster than peak" in n for n in cal.not_identified)
+
+
+def test_the_constants_of_one_scale_are_drawn_together(tmp_path: Path) -> None:
+    """``--intervals`` draws a scaled profile's constants from one normal draw: the efficiencies
+    move against the fixed costs, every time, where independent draws would average out."""
+    from pipesim.calibrate.predict import _draw
+
+    table = _calibrated(tmp_path, _log(1.6)[COLUMNS]).table()
+    rng = np.random.default_rng(0)
+    draws = [_draw(table["values"], table["intervals"], rng, table["method"]) for _ in range(200)]
+    eff = np.array([d["fwd_bwd_efficiency"] for d in draws])
+    fixed = np.array([d["optimizer_step_s"] for d in draws])
+    other = np.array([d["iteration_overhead_s"] for d in draws])
+    assert np.corrcoef(eff, fixed)[0, 1] < -0.99
+    assert abs(np.corrcoef(fixed, other)[0, 1]) < 0.3  # a value of another fit is drawn on its own

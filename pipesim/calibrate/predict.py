@@ -9,7 +9,10 @@ range (:func:`pipesim.plan.runspec_calibration.value_range`, inside an open boun
 holds both the calibration's uncertainty and the run's own randomness. The interval of a metric is
 the 2.5th and 97.5th percentiles of the draws. Values are drawn independently: the fit's
 correlations (the MFU's with the step overhead, for one) are not kept, which widens the trainer's
-interval somewhat.
+interval somewhat. Except where they are one value: the constants of a profile scaled as a whole
+(:mod:`pipesim.calibrate.scale`, their ``method`` says so) share one normal draw, its sign turned
+for the efficiencies, so a draw makes the whole trainer slower or faster, as the one fitted scale
+does; drawn apart, five constants of one scale would average out and narrow the interval.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.calibrate.scale import EFFICIENCIES, SCALE_METHOD
 from pipesim.core.errors import check_int, shown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 from pipesim.plan.runspec_calibration import value_range
@@ -46,13 +50,21 @@ _BOUNDS = {
 }
 
 
-def _draw(values: dict[str, float], intervals: dict[str, Any], rng: np.random.Generator) -> dict[str, float]:
+def _draw(
+    values: dict[str, float], intervals: dict[str, Any], rng: np.random.Generator, methods: dict[str, Any]
+) -> dict[str, float]:
     out = {}
+    scaled = [k for k in values if methods.get(k) == SCALE_METHOD]
+    shared = float(rng.standard_normal()) if scaled else 0.0  # the one draw of a profile's scale
     for k, v in values.items():
         lo, hi = (intervals.get(k) or [v, v])[:2]
         below, above = v - float(lo), float(hi) - v
         sd = (below + (above if math.isfinite(above) else below)) / 3.92
-        x = v + sd * float(rng.standard_normal())
+        if k in scaled:
+            z = -shared if k in EFFICIENCIES else shared
+        else:
+            z = float(rng.standard_normal())
+        x = v + sd * z
         lo_k, hi_k, open_below = value_range(k)  # the value's own range (a drift's goes below 0)
         a, b = _BOUNDS.get(k, (lo_k, hi_k))
         a, b = max(a, math.nextafter(lo_k, math.inf) if open_below else lo_k), min(b, hi_k)
@@ -75,7 +87,9 @@ def predict(rs: RunSpec, n: int, rng: np.random.Generator) -> dict[str, dict[str
     draws = []
     for i in range(n):
         data = copy.deepcopy(rs.data)
-        data["calibration"]["values"] = _draw(cal["values"], cal.get("intervals", {}), rng)
+        data["calibration"]["values"] = _draw(
+            cal["values"], cal.get("intervals", {}), rng, cal.get("method", {})
+        )
         data.setdefault("run", {})["seed"] = rs.seed + 1 + i
         s = run(from_dict(data)).summary()
         draws.append([float(s[m]) for m in METRICS])

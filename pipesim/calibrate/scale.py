@@ -29,12 +29,14 @@ from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
 
-__all__ = ["EFFICIENCIES", "FIXED_COSTS", "fit_trainer_scale", "scaled"]
+__all__ = ["EFFICIENCIES", "FIXED_COSTS", "SCALE_METHOD", "fit_trainer_scale", "scaled"]
 
 EFFICIENCIES = ("fwd_bwd_efficiency", "fwd_efficiency")
 """The profile's efficiencies, divided by the scale."""
 FIXED_COSTS = ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
 """The profile's fixed costs, multiplied by the scale."""
+SCALE_METHOD = "one scale on the profile, from step less gen (fit_trainer_scale)"
+"""The ``method`` of every constant this fit writes: :mod:`pipesim.calibrate.predict` draws them together."""
 _PHASES = ("old_log_prob", "ref", "update_actor", "remainder")
 
 
@@ -96,7 +98,7 @@ def fit_trainer_scale(
     resid = seen - (a * k + c)
     half = t95(len(seen) - 1) * math.sqrt(float(resid @ resid) / (len(seen) - 1) / float(a @ a))
     lo, hi = max(k - half, peak), k + half
-    how = "one scale on the profile, from step less gen (fit_trainer_scale)"
+    how = SCALE_METHOD
     values = {
         e: Fitted(getattr(prof, e) / k, getattr(prof, e) / hi, getattr(prof, e) / lo, how)
         for e in EFFICIENCIES
