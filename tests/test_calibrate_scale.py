@@ -10,11 +10,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pipesim.calibrate import calibrate, read_log
+from pipesim.calibrate import TrainingLog, calibrate, read_log
 from pipesim.calibrate.sample import sample_log
 from pipesim.calibrate.scale import EFFICIENCIES, FIXED_COSTS, scaled
-from pipesim.calibrate.trainer import config
+from pipesim.calibrate.trainer import config, fit_trainer_profile, spread, switch_s
+from pipesim.compute.phases import phase_times_s
 from pipesim.plan.runspec import from_dict, load, read
 
 SPEC = Path(__file__).resolve().parent.parent / "examples" / "run_verl_8gpu.toml"
@@ -85,3 +88,33 @@ def test_the_constants_of_one_scale_are_drawn_together(tmp_path: Path) -> None:
     other = np.array([d["iteration_overhead_s"] for d in draws])
     assert np.corrcoef(eff, fixed)[0, 1] < -0.99
     assert abs(np.corrcoef(fixed, other)[0, 1]) < 0.3  # a value of another fit is drawn on its own
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.floats(1.0, 20.0), seed=st.integers(0, 2**31))
+def test_the_scale_is_exact_on_a_noiseless_log(k: float, seed: int) -> None:
+    """A log straight from the phase model (no simulation) of the sample profile ``k`` times slower:
+    the fit gives back every scaled constant, and the held-out seconds it implies, exactly."""
+    rs = load(SPEC)
+    base = config(rs).framework
+    cfg = config(rs, scaled(base, k))
+    batch = rs.plan.batch_size
+    t = np.random.default_rng(seed).uniform(1e5, 2.5e5, 10)
+    per = spread(rs, t)
+    trained = [sum(phase_times_s(cfg, float(x), batch, s).values()) for x, s in zip(t, per, strict=True)]
+    frame = pd.DataFrame(
+        {
+            "step": np.arange(len(t)),
+            "timing_s/gen": 7.0,
+            "timing_s/step": 7.0 + switch_s(rs) + np.array(trained),
+            "response_length/mean": t / batch - 512.0,
+            "prompt_length/mean": 512.0,
+        }
+    )
+    got, notes = fit_trainer_profile(TrainingLog("mem", "0" * 64, frame), rs, t)
+    truth = scaled(base, k)
+    for name in (*EFFICIENCIES, *FIXED_COSTS):
+        if getattr(base, name) > 0:
+            assert got[name].value == pytest.approx(getattr(truth, name), rel=1e-9)
+            assert got[name].lo <= got[name].value <= got[name].hi
+    assert any(f"x{k:.3g}" in n for n in notes)
