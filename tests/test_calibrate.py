@@ -629,7 +629,8 @@ def test_a_table_of_means_gives_the_efficiencies_at_the_profiles_fixed_costs(tmp
 
 
 BAD_RECORDS: list[tuple[str, Any, dict[str, Any], str]] = [
-    ("missing gen", [{"update_actor": 1.0, "response_tokens": 500, "prompt_tokens": 100}], {}, "rows[0].gen"),
+    ("no time", [{"old_log_prob": 1.0, "response_tokens": 500, "prompt_tokens": 100}], {}, "rows[0].step_s"),
+    ("missing a length", [{"step_s": 9.0, "gen": 1.0, "prompt_tokens": 100}], {}, "rows[0].response_tokens"),
     (
         "negative update_actor",
         [{"gen": 1.0, "update_actor": -1.0, "response_tokens": 500, "prompt_tokens": 100}],

@@ -99,3 +99,21 @@ def test_the_solver_meets_a_column_with_a_kink(
     # the slope of the last bracket: the local one, or a secant across the kink (steeper in
     # overhead per second, since the flat part adds overhead and no seconds)
     assert slope >= (1.0 - 1e-9) / per_iteration
+
+
+def test_a_published_table_of_step_times_alone_calibrates_the_step(tmp_path: Path) -> None:
+    """A published step time and its lengths (no phase, no gen), through published_log and a CSV:
+    the calibrated spec runs at that step time."""
+    from pipesim.calibrate.published import published_log
+    from pipesim.compute.series import step_breakdown
+    from pipesim.plan.runspec import run
+
+    rs = load(SPEC)
+    own = float(step_breakdown(run(rs).result)["timing_s/step"].mean())
+    row = {"step_s": 1.5 * own, "response_tokens": 1100.0, "prompt_tokens": 512.0}
+    cal = _calibrated(tmp_path, published_log([row], repeat=6))
+    assert "iteration_overhead_s" in cal.values
+    data = read(SPEC)
+    data["calibration"] = cal.table()
+    got = float(step_breakdown(run(from_dict(data)).result)["timing_s/step"].mean())
+    assert got == pytest.approx(1.5 * own, rel=0.02)

@@ -51,9 +51,13 @@ _BOUNDS = {
 
 
 def _draw(
-    values: dict[str, float], intervals: dict[str, Any], rng: np.random.Generator, methods: dict[str, Any]
+    values: dict[str, float],
+    intervals: dict[str, Any],
+    rng: np.random.Generator,
+    methods: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     out = {}
+    methods = methods or {}
     scaled = [k for k in values if methods.get(k) == SCALE_METHOD]
     shared = float(rng.standard_normal()) if scaled else 0.0  # the one draw of a profile's scale
     for k, v in values.items():

@@ -2,8 +2,8 @@
 ``pipesim calibrate`` like a user's own (issue 42: transfer rows through this path).
 
 :func:`published_log` takes one record per step, with the names verl's README tables use
-(``step``, ``gen``, ``old_log_prob``, ``update_actor``, and where published ``ref``,
-``param_sync``, ``step_s`` for the whole step) plus the step's mean ``response_tokens`` and
+(``step``, ``gen``, ``old_log_prob``, ``update_actor``, ``ref``, ``param_sync``, ``step_s``
+for the whole step: those published) plus the step's mean ``response_tokens`` and
 ``prompt_tokens`` (published, or what the stated setup gives: say which in the caller), and returns
 the log in verl's metric names (:data:`pipesim.calibrate.log.COLUMNS`): ``timing_s/gen``,
 ``timing_s/old_log_prob``, ``timing_s/update_actor``, ``timing_s/step``, ``response_length/mean``,
@@ -15,6 +15,10 @@ setup) is one distinct step: written ``repeat`` times it gives the efficiencies 
 fixed costs and nothing else (the tokens do not vary, which the calibration says), with intervals
 of zero width that measure nothing but the rounding; the published steps themselves would give
 more. A missing ``step_s`` is the sum of the phases given (no remainder is then identified).
+A record needs the two token counts and at least one time (``step_s``, ``gen`` or
+``update_actor``): a published table of step times alone (hours over a number of steps) is a log
+of ``timing_s/step``, which calibrates the decode overhead, and with ``gen`` the trainer's scale
+(:mod:`pipesim.calibrate.scale`).
 
 Every value is checked: a missing required key or a value that is not a finite number ``>= 0``
 (``>= 1`` for the tokens: a prompt and a response hold at least one) is a
@@ -31,8 +35,10 @@ from pipesim.core.validate import check_int, check_number, refuse, within
 
 __all__ = ["PUBLISHED_KEYS", "published_log"]
 
-REQUIRED = ("gen", "update_actor", "response_tokens", "prompt_tokens")
-OPTIONAL = ("step", "old_log_prob", "ref", "param_sync", "step_s")
+REQUIRED = ("response_tokens", "prompt_tokens")
+TIMES = ("step_s", "gen", "update_actor")
+"""A record holds at least one of these: a time to calibrate against."""
+OPTIONAL = ("step", "gen", "update_actor", "old_log_prob", "ref", "param_sync", "step_s")
 PUBLISHED_KEYS = REQUIRED + OPTIONAL
 """The keys a record may hold (seconds for the phases, tokens for the lengths)."""
 _VERL = {
@@ -64,7 +70,9 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
     out = []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise refuse(f"rows[{i}]", f"must be a record of {', '.join(REQUIRED)}, ...")
+            raise refuse(
+                f"rows[{i}]", f"must be a record of {', '.join(REQUIRED)}, and a time ({', '.join(TIMES)})"
+            )
         with within(f"rows[{i}]"):
             for key in row:
                 if key not in PUBLISHED_KEYS:
@@ -72,6 +80,11 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
             for key in REQUIRED:
                 if key not in row:
                     raise refuse(key, "missing")
+            if not any(key in row for key in TIMES):
+                raise refuse(
+                    "step_s",
+                    "missing: a record needs a time, step_s (the whole step), gen or update_actor",
+                )
             for key, value in row.items():
                 check_number(key, value, 1.0 if key.endswith("_tokens") else 0.0)
         rec = {verl: float(row[k]) for k, verl in _VERL.items() if k in row}
