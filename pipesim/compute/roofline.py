@@ -16,7 +16,7 @@ A layer's linear part is four kernels (the Megatron split, as vLLM and Vidur run
 projection and the fused gate/up projection are column parallel (each GPU holds ``1/tp`` of the
 heads and of the MLP width; KV heads are replicated when ``tp > n_kv_heads``), the attention output
 and the down projection are row parallel. The all-reduce after the row-parallel ones is
-communication, not modelled here.
+communication, not a kernel of this roofline: :mod:`pipesim.compute.allreduce` times it.
 
 Mixture of experts (simple on purpose): a router GEMM (``hidden x n_experts``) is a fifth kernel;
 gate/up and down are grouped GEMMs over the ``n_tokens * n_active_experts`` token-expert pairs,
@@ -52,6 +52,9 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING
 
+from pipesim.compute.allreduce import DEFAULT_ALLREDUCE_LATENCY_S as DEFAULT_ALLREDUCE_LATENCY_S
+from pipesim.compute.allreduce import NCCL_ALLREDUCE_LATENCY_S as NCCL_ALLREDUCE_LATENCY_S
+from pipesim.compute.allreduce import allreduce_time_s as allreduce_time_s  # re-exported: knobs, measured
 from pipesim.core.errors import FieldError, check_int, shown
 from pipesim.core.validate import refuse
 
@@ -315,35 +318,6 @@ def linear_time_s(
 ) -> float:
     """Seconds for one layer's linear part: the sum of :func:`linear_times_s`."""
     return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency, ep).values())
-
-
-DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
-"""Fixed seconds of one tensor-parallel all-reduce through vLLM's custom all-reduce, which vLLM uses
-for decode-sized messages under CUDA graphs unless ``disable_custom_all_reduce`` is set
-(``EngineConfig.allreduce_latency_s``'s default). A round figure: no public per-kernel
-measurement of the custom all-reduce was found (``docs/decode.md``)."""
-
-NCCL_ALLREDUCE_LATENCY_S = 40e-6
-"""Fixed seconds of one tensor-parallel all-reduce through NCCL, what vLLM runs when
-``disable_custom_all_reduce`` is set (``EngineConfig.disable_custom_all_reduce``). Measured, not
-chosen: the pooled median of Vidur's NCCL all-reduce kernel times of one node (A100 and H100 DGX,
-2/4/8 GPUs, the 60 rows of 2 KiB to 2 MiB in ``tests/data/vidur/all_reduce_*_dgx.csv``) less
-their ring bandwidth term is 37.9 us (A100 43.0 us, H100 37.2 us), rounded to 10 us. These are
-kineto's GPU-side kernel times, so they hold what a CUDA graph keeps (the NCCL kernel's protocol
-and its wait for the other ranks) and not the host launch it removes. One constant for every GPU;
-``tests/test_decode_checks.py`` scores it, ``docs/decode.md`` has an end-to-end cross-check."""
-
-
-def allreduce_time_s(
-    gpu: GPUSpec, size_bytes: float, n_gpus: int, latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
-) -> float:
-    """Seconds of a ring all-reduce of ``size_bytes`` over ``n_gpus`` GPUs of one NVLink domain:
-    ``latency_s + 2 (n - 1) / n * size_bytes / (NVLink one way)``; zero on one GPU."""
-    check_int("n_gpus", n_gpus, 1)
-    if n_gpus == 1:
-        return 0.0
-    ring = 2.0 * (n_gpus - 1) / n_gpus * size_bytes
-    return latency_s + ring / gpu.nvlink_bandwidth_per_direction_bytes_per_s
 
 
 def decode_attention_time_s(

@@ -20,21 +20,20 @@ too (``response``, ``response_trace``, ``agent``), with the closest valid name; 
 wrong type (a fractional float where an integer belongs is an error, never truncated); a value out
 of range; ``response`` with ``response_trace``, or ``batch_size`` with ``prompts_per_step``. How a file
 becomes tables (its encoding, suffix, YAML's duplicate keys and ``null``, nesting) is
-:mod:`pipesim.plan.specread`, which run specs share.
+:mod:`pipesim.plan.specread`, which run specs share; how ``[workload]`` becomes a
+:class:`~pipesim.compute.TokenWorkload` is :mod:`pipesim.plan.specworkload`.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipesim.compute import AgentTurns, EmpiricalLengths, GPUSpec, LogNormalLengths, ModelSpec, TokenWorkload
-from pipesim.core.errors import MAX_POOL_TASKS, shown
-from pipesim.core.validate import FieldError
-from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, nested
+from pipesim.compute import GPUSpec, ModelSpec
+from pipesim.core.errors import shown
+from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
 from pipesim.plan.space import (
     BATCH_KNOBS,
     UPDATES,
@@ -46,8 +45,7 @@ from pipesim.plan.space import (
     resolve_model,
 )
 from pipesim.plan.specread import NEEDS, SUFFIXES, read  # noqa: F401  (read, SUFFIXES: kept as specfile.read)
-
-_AGENT = {f.name: f.default for f in dataclasses.fields(AgentTurns)}
+from pipesim.plan.specworkload import read_workload
 
 _TABLES = {
     "cluster": {"gpu", "n_gpus", "env_workers", "cost_per_gpu_hour"},
@@ -117,47 +115,6 @@ def _placement(where: str, v: Any) -> int:
     return as_int(where, v)
 
 
-def _response(wl: Table, base: Path | None) -> Any:
-    """The response-length model: ``response = {median_tokens, sigma}`` or ``response_trace``."""
-    if "response" in wl and "response_trace" in wl:
-        msg = "workload.response and workload.response_trace: give one of them, not both"
-        raise PlanError(msg, "workload.response")
-    if "response_trace" in wl:
-        tr = wl.table("response_trace", ("path", "column"), "a table {path, column}")
-        tr.require("path", why="the CSV file of response lengths")
-        path = Path(tr.string("path"))
-        column = tr.string("column", "num_decode_tokens")
-        if base is not None and not path.is_absolute():
-            path = base / path
-        try:
-            return EmpiricalLengths.from_csv(path, column)
-        except OSError as e:
-            msg = f"workload.response_trace.path: cannot read {path}: {e.strerror or e}"
-            raise PlanError(msg, "workload.response_trace.path") from None
-        except (ValueError, csv.Error) as e:
-            raise nested("workload.response_trace", e) from None
-    r = Table("workload.response", {}, ())
-    if "response" in wl:
-        r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
-    median = float(r.number("median_tokens", 2000.0, above=0))
-    sigma = float(r.number("sigma", 0.8, 0))
-    try:
-        return LogNormalLengths(median, sigma)
-    except ValueError as e:
-        raise nested("workload.response", e) from None
-
-
-def _agent(wl: Table) -> AgentTurns | None:
-    if "agent" not in wl:
-        return None
-    a = wl.table("agent", _AGENT, f"a table of AgentTurns fields ({', '.join(_AGENT)})")
-    kw = {k: a.integer(k) if isinstance(d, int) else a.number(k) for k, d in _AGENT.items() if k in a}
-    try:
-        return AgentTurns(**kw)
-    except ValueError as e:
-        raise nested("workload.agent", e) from None
-
-
 def _model(name: str, base: Path | None) -> ModelSpec:
     """A catalog name, a Hugging Face id (``Qwen/Qwen3-8B``), or a path to a checkpoint's
     ``config.json`` (or its directory), relative to the spec file."""
@@ -216,42 +173,6 @@ def read_model(mo: Table, base: Path | None = None) -> ModelSpec:
     to ``base``; for the run specs too (stable name)."""
     mo.require("name", why=NEEDS)
     return _model(mo.string("name"), base)
-
-
-def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, int]:
-    """``[workload]``'s :class:`TokenWorkload` and the samples per step (``prompts_per_step`` x
-    ``samples_per_prompt``, or ``batch_size``); for the run specs too (stable name)."""
-    n = wl.integer("samples_per_prompt", 1, lo=1, hi=MAX_POOL_TASKS)
-    try:
-        workload = TokenWorkload(
-            response=_response(wl, base),
-            prompt=wl.integer("prompt_tokens", 512, lo=1),
-            samples_per_prompt=n,
-            max_response_tokens=wl.integer("max_response_tokens", 8192, lo=1),
-            max_prompt_tokens=wl.integer("max_prompt_tokens", 4096, lo=1),
-            difficulty_sigma=float(wl.number("difficulty_sigma", 0.0, 0)),
-            drift_per_version=float(wl.number("drift_per_version", 0.0, above=-1)),
-            agent=_agent(wl),
-        )
-    except PlanError:
-        raise
-    except (TypeError, ValueError) as e:
-        if getattr(e, "field", "") == "prompt" and "prompt_tokens" in wl:  # the file's name for it
-            e = FieldError(str(e), "prompt_tokens")
-        raise nested("workload", e) from None
-    if "batch_size" in wl and "prompts_per_step" in wl:
-        msg = "workload.batch_size and workload.prompts_per_step: give one of them, not both"
-        raise PlanError(msg, "workload.prompts_per_step")
-    if "batch_size" in wl:
-        return workload, wl.integer("batch_size", lo=1, hi=MAX_POOL_TASKS)
-    prompts = wl.integer("prompts_per_step", 32, lo=1, hi=MAX_POOL_TASKS)
-    if prompts * n > MAX_POOL_TASKS:  # named here: the spec's batch_size is their product
-        raise PlanError(
-            f"workload.prompts_per_step ({prompts:,}) x workload.samples_per_prompt ({n:,}) = "
-            f"{prompts * n:,} samples a step, more than the {MAX_POOL_TASKS:,} a run may draw",
-            "workload.prompts_per_step",
-        )
-    return workload, prompts * n
 
 
 def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:

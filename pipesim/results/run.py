@@ -59,6 +59,7 @@ from pipesim.results.events import EVENT_COLUMNS as EVENT_COLUMNS  # re-exported
 from pipesim.results.events import EVENT_KINDS as EVENT_KINDS
 from pipesim.results.events import event_table
 from pipesim.results.names import Summary
+from pipesim.results.order import training_order as _training_order
 
 TRAINED_COLUMNS = [
     "episode_id",
@@ -353,42 +354,6 @@ class RunResult:
         }
         out.update(self.extra)
         return Summary(out)
-
-
-def _training_order(c: EpisodeColumns, sel: np.ndarray) -> np.ndarray:
-    """The order that sorts episodes ``sel`` by (step, end, id), stable.
-
-    Ids rise along the episode list (launch order) in every run, so ties in (step, end) keep
-    list order and the id key is dropped; and when every step trained the same number of
-    episodes, the steps are sorted one by one as the rows of a matrix. Each key is read when it
-    is needed and dropped after (a million episodes make these temporaries the peak memory).
-    """
-    n = len(sel)
-    if n < 2:
-        return np.arange(n)
-    ids = c.id[sel]
-    if not (ids[1:] > ids[:-1]).all():
-        return np.lexsort((ids, c.end_s[sel], c.trained_step[sel]))
-    del ids
-    rel = c.trained_step[sel]
-    rel -= rel.min()
-    if int(rel.max()) < np.iinfo(np.int16).max:
-        rel = rel.astype(np.int16)  # a stable sort of 16-bit integers is a radix sort
-    by_step = np.argsort(rel, kind="stable")
-    sizes = np.bincount(rel)
-    del rel
-    if sizes.min() > 0 and (sizes == sizes[0]).all():
-        rows = by_step.reshape(len(sizes), int(sizes[0]))
-        ends = c.end_s[sel[rows]]
-        within = np.argsort(ends, axis=1)  # not stable, but much faster: right unless ends tie
-        srt = np.take_along_axis(ends, within, axis=1)
-        ties = np.nonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))[0]
-        del srt
-        if len(ties):  # the steps with tied ends, again with a stable sort
-            within[ties] = np.argsort(ends[ties], axis=1, kind="stable")
-        del ends
-        return np.take_along_axis(rows, within, axis=1).ravel()
-    return np.lexsort((c.end_s[sel], c.trained_step[sel]))
 
 
 def _share(share: float) -> float:
