@@ -40,6 +40,7 @@ from pipesim.calibrate.checks import in_range
 from pipesim.calibrate.fit import capped_mean, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import MAX_LOG_STEPS
 from pipesim.calibrate.published import published_log
+from pipesim.calibrate.residuals import trainer_residuals
 from pipesim.calibrate.trainer import (
     config,
     dealing_spread,
@@ -49,7 +50,6 @@ from pipesim.calibrate.trainer import (
     spread,
     switch_s,
     tokens,
-    trainer_residuals,
 )
 from pipesim.core.validate import FieldError
 from pipesim.plan.runspec import RunSpec, load

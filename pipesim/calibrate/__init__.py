@@ -58,8 +58,9 @@ from pipesim.calibrate.checks import check_log, in_range, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
+from pipesim.calibrate.residuals import trainer_residuals
 from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
-from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens, trainer_residuals
+from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens
 from pipesim.plan.runspec import RunSpec
 
 __all__ = [

@@ -69,7 +69,6 @@ __all__ = [
     "spread",
     "switch_s",
     "tokens",
-    "trainer_residuals",
 ]
 
 TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
@@ -369,39 +368,3 @@ def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
     """The spec's profile with the fitted constants in place."""
     fitted: dict[str, Any] = {k: float(getattr(v, "value", v)) for k, v in values.items() if k in FITTED}
     return dataclasses.replace(config(rs).framework, **fitted)
-
-
-def trainer_residuals(
-    rest: TrainingLog, rs: RunSpec, values: dict[str, Fitted]
-) -> dict[str, dict[str, float]]:
-    """``(logged - predicted) / logged`` of each trainer phase on the held-out steps ``rest``, step
-    by step from its tokens, and of their sum (a phase logged as 0 s at some step has none:
-    :func:`~pipesim.calibrate.log.read_log` leaves no such column)."""
-    check_fitted(values)
-    t = tokens(rest, rs)
-    phases = [c for c in TRAINER_PHASES if rest.has(c) and bool((rest.col(c) > 0).all())]
-    if t is None or not phases:
-        return {}
-    prof = fitted_profile(rs, values)
-    cfg = config(rs, prof)
-    ref_cfg = dataclasses.replace(cfg, reference_model=True)
-    pred = [
-        phase_times_s(ref_cfg, float(x), rs.plan.batch_size, s)
-        for x, s in zip(t, spread(rs, t, steps=rest.steps), strict=True)
-    ]
-    out: dict[str, dict[str, float]] = {}
-    total_seen, total_pred = np.zeros(len(rest)), np.zeros(len(rest))
-    for c in phases:
-        seen = rest.col(c)
-        p = np.array([d[c.removeprefix("timing_s/")] for d in pred])
-        total_seen, total_pred = total_seen + seen, total_pred + p
-        r = (seen - p) / seen
-        out[c] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
-    name = "trainer (" + " + ".join(p.removeprefix("timing_s/") for p in phases) + ")"
-    r = (total_seen - total_pred) / total_seen
-    out[name] = {"mean": float(r.mean()), "abs_mean": float(np.abs(r).mean())}
-    rem = remainder(rest, rs)
-    if rem is not None and rem.mean() > 0:
-        p = np.array([d["remainder"] for d in pred])
-        out["remainder"] = {"mean": float((rem.mean() - p.mean()) / rem.mean())}
-    return out
