@@ -332,6 +332,8 @@ def test_help_of_every_subcommand_describes_each_argument_with_an_example(
             main([name, "--help"])
         out = capsys.readouterr().out
         assert "examples:" in out and f"pipesim {name}" in out, name
+        # argparse %-formats help strings, not a description without %(prog): no "%%" shows
+        assert "%%" not in out and "%(" not in out, (name, out)
     from pipesim.plan import parser as plan_parser  # the planner parses its own arguments
 
     for action in plan_parser()._actions:

@@ -65,9 +65,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "calibrate",
         help="fit a run spec to a verl-style training log (CSV or JSONL, one row per step)",
         description=(
-            "Fit the response lengths, the trainer's MFU and step overhead, the weight sync and the "
-            "engine's decode overhead of a run spec to a training log in verl's metric names; each "
-            "value with a 95%% interval, checked on held-out steps (docs/calibrate.md)."
+            "Fit the response lengths, the trainer's framework profile, the weight sync and the "
+            "engine's decode overhead of a run spec to a training log in verl's metric names, as "
+            "far as its columns identify them (step times alone will do; gen and the trainer's "
+            "phases split the fit further); each value with a 95% interval, checked on held-out "
+            "steps (docs/calibrate.md)."
         ),
         epilog=examples(
             "pipesim calibrate examples/verl_sample_log.csv --spec examples/run_verl_8gpu.toml "
