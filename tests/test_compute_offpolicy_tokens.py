@@ -53,8 +53,8 @@ def _drive(
 
     def arrivals() -> Any:
         for ep, (at, _, _) in sorted(zip(eps, seqs, strict=True), key=lambda x: x[1][0]):
-            if at > p.env.now:
-                yield p.env.timeout(at - p.env.now)
+            if at > p.env.now:  # at the absolute time (timeout(at - now) can land an ulp off)
+                yield p.env.wake_at(p.env.wake_up(), at)
             rep.start(ep, p.env.now)
 
     def update() -> Any:
