@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser(
         "run",
         help="run one scenario and print its summary",
-        description="Run one scenario and print its summary.",
+        description=(
+            'Run one scenario, or a compute-grounded run spec (kind = "compute": a cluster, a '
+            "model, a workload and one design; a calibrated one from pipesim calibrate), and print "
+            "its summary."
+        ),
         epilog=examples(
             "pipesim run synchronous",
             "pipesim run async-eta2 --set n_slots=128 --seed 3 --html timeline.html",
