@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,12 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesim.calibrate import TrainingLog, calibrate, read_log
+from pipesim.calibrate import TrainingLog
 from pipesim.calibrate.sample import sample_log
 from pipesim.calibrate.scale import EFFICIENCIES, FIXED_COSTS, scaled
 from pipesim.calibrate.trainer import config, fit_trainer_profile, spread, switch_s
 from pipesim.compute.phases import phase_times_s
 from pipesim.plan.runspec import from_dict, load, read
+from tests.test_calibrate_overhead import _calibrated  # the sample spec at seed 3, from a CSV
 
 SPEC = Path(__file__).resolve().parent.parent / "examples" / "run_verl_8gpu.toml"
 COLUMNS = ["step", "timing_s/step", "timing_s/gen", "timing_s/param_sync", "response_length/mean"]
@@ -33,12 +33,6 @@ def _log(k: float) -> pd.DataFrame:
     data["calibration"] = {"values": {n: getattr(prof, n) for n in (*EFFICIENCIES, *FIXED_COSTS)} | OTHER}
     data["run"] = {"steps": 16, "seed": 3}
     return sample_log(from_dict(data), np.random.default_rng(103), noise=0.03)
-
-
-def _calibrated(tmp_path: Path, df: pd.DataFrame) -> Any:
-    path = tmp_path / "log.csv"
-    df.to_csv(path, index=False)
-    return calibrate(read_log(path), load(SPEC, ["run.seed=3"]))
 
 
 @pytest.mark.parametrize("k", [1.0, 1.6, 3.0])
