@@ -199,26 +199,14 @@ def parse_steps(text: str | None) -> tuple[float, float]:
     return lo, hi
 
 
-def _read_frame(p: Path, raw: bytes) -> pd.DataFrame:
-    import io
-
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
-        if suffix in (".csv", ".tsv"):
-            return pd.read_csv(io.BytesIO(raw), sep="\t" if suffix == ".tsv" else ",", dtype=str)
-    except (ValueError, pd.errors.ParserError) as e:
-        raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
-    raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
-
-
 def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
     """Column ``source`` (verl's ``name``) as floats; LogError naming the first bad cell's row."""
     col = df[source]
     num = pd.to_numeric(col, errors="coerce")
     bad = num.isna() & col.notna() & (col.astype(str).str.strip() != "")
     bad |= ~np.isfinite(num.fillna(0.0))
+    # a JSON true or false is no number (pandas reads it as 1 or 0): a flag in a number's column
+    bad |= col.map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
@@ -296,8 +284,11 @@ def read_log(
         raw = p.read_bytes()
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "log") from None
-    df = _read_frame(p, raw)
-    mapping = {"step": "step", **{c: c for c in COLUMNS}, **(columns or {})}
+    from pipesim.calibrate.logfile import column_mapping, read_frame, repeated_columns, shadowed
+
+    df = read_frame(p, raw)
+    mapping, mapped = column_mapping(path, columns or {})
+    repeated_columns(p, raw, set(mapping.values()))
     for name, source in (columns or {}).items():
         if source not in df.columns:
             raise LogError(
@@ -331,7 +322,11 @@ def read_log(
             + f"; at least {MIN_STEPS} needed",
             "steps",
         )
-    notes = []
+    notes = [
+        f"{name}: the log's column {source!r} is {mapped[source]} (--columns); {name} is not read"
+        for name, source in shadowed(columns or {}).items()
+        if source in df.columns
+    ]
     for c in list(frame.columns[1:]):
         empty = int(frame[c].isna().sum())
         if empty:

@@ -85,6 +85,20 @@ class FieldTypeError(FieldError, TypeError):
     """A :class:`FieldError` that was a ``TypeError``: an argument of the wrong kind of object."""
 
 
+MAX_KEY_CHARS = 60
+"""The most characters of a user's key (a file's, a spec's, a table's) an error names: a key is a
+word, and a 100 kB one (a slip, or a hostile file) must not make a 100 kB message."""
+
+
+def key_shown(key: object) -> str:
+    """A user's key as a message names it: whole when short, else its ends around ``...``."""
+    text = str(key)
+    if len(text) <= MAX_KEY_CHARS:
+        return text
+    half = (MAX_KEY_CHARS - 3) // 2
+    return f"{text[:half]}...{text[-half:]}"
+
+
 def refuse(field: str, problem: str, kind: type[FieldError] = FieldError) -> FieldError:
     """The error saying ``field`` ``problem`` (``"must be a bool, got 3"``): its message is the
     field's name followed by the problem, so the name a program reads is the one a person reads."""

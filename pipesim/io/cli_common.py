@@ -16,6 +16,7 @@ The subcommands themselves are :mod:`pipesim.io.cli_run` (list, run, export),
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -97,8 +98,28 @@ def build_scenario(spec: str, sets: Sequence[str], seed: int | None) -> tuple[An
         if seed is not None:
             scen = scen.with_(seed=seed)
     except ValueError as exc:
+        if is_plan_spec(spec):  # read as a scenario file it lacked schema_version: say what it is
+            raise UsageError(
+                f"{spec}: a plan spec (docs/plan.md), not a scenario: `pipesim plan {spec}` searches it"
+            ) from None
         raise UsageError(one_line(exc)) from None
     return scen, given
+
+
+def is_plan_spec(name: str) -> bool:
+    """Whether ``name`` is a plan spec file (``[cluster]``, ``[space]`` or ``[search]``, no
+    ``schema_version``): what a scenario's command refuses as one, naming ``pipesim plan``."""
+    from pipesim.plan import specfile
+    from pipesim.plan.checks import PlanError
+
+    path = Path(name)
+    if path.suffix.lower() not in specfile.SUFFIXES or not path.is_file():
+        return False
+    try:
+        data = specfile.read(path)
+    except PlanError:
+        return False
+    return "schema_version" not in data and bool({"cluster", "space", "search"} & set(data))
 
 
 def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdout: bool = False) -> None:
@@ -115,10 +136,29 @@ def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdou
             raise UsageError(f"--{opt}: {shown(str(anc))} is a file, not a directory")
     if not parent.exists():
         raise UsageError(f"--{opt}: directory {shown(str(parent))} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--{opt}: directory {shown(str(parent))} is not writable")
     if suffixes and p.suffix.lower() not in suffixes:
         raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {shown(p.name)}")
+    if p.exists() and not p.is_file():  # a device or a pipe (/dev/stdout) is written in place
+        return
+    if (why := unwritable(parent)) is not None:
+        raise UsageError(f"--{opt}: directory {shown(str(parent))} is not writable ({why})")
+
+
+def unwritable(directory: Path) -> str | None:
+    """Why no file can be made in ``directory`` (None: one can): a file is made there and removed,
+    as the output's temporary file will be (:func:`pipesim.io.interrupts.write_atomic`).
+    ``os.access`` is not asked: it says yes to root everywhere, /proc and read-only mounts
+    included, and the run's output then failed after the work."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".pipesim-probe-", suffix=".tmp", dir=directory)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    os.close(fd)
+    with contextlib.suppress(OSError):  # made but not removable (another user's sticky directory)
+        os.unlink(name)
+    return None
 
 
 def scenario_dict(scen: Any) -> dict[str, Any]:
@@ -165,8 +205,8 @@ def check_save_dir(path: str | None) -> None:
             raise UsageError(f"--save: {shown(str(anc))} is a file, not a directory")
     # the nearest existing directory (the run's own, or the ancestor its parents are made in)
     here = next((d for d in (p, *p.parents) if d.exists()), Path("."))
-    if not os.access(here, os.W_OK):
-        raise UsageError(f"--save: directory {shown(str(here))} is not writable")
+    if (why := unwritable(here)) is not None:
+        raise UsageError(f"--save: directory {shown(str(here))} is not writable ({why})")
 
 
 def load_saved(path: str) -> Any:

@@ -19,6 +19,11 @@ from pipesim.io.cli_common import UsageError, build_scenario, check_output, one_
 def cmd_fit(args: argparse.Namespace) -> int:
     from pipesim.io.fit import FitError, fit_trace, format_result, to_json, write_qq
 
+    if args.model is not None and args.scenario_out is None:  # it chooses what that file holds, only
+        raise UsageError(
+            f"--model {args.model} chooses the fit --scenario-out writes; give --scenario-out FILE"
+        )
+    model = args.model or "lognormal"
     check_output("qq", args.qq, (".html",))
     check_output("json", args.json, stdout=True)
     if args.scenario_out is not None:
@@ -52,7 +57,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         from pipesim.io.scenario_files import save_scenario
 
         assert base is not None
-        scen = base.with_(durations=result.fits[args.model].model, pool_size=None)
+        scen = base.with_(durations=result.fits[model].model, pool_size=None)
         save_scenario(scen, args.scenario_out)
-        print(f"wrote {args.scenario_out} ({args.base} with the {args.model} fit as its durations)", file=out)
+        print(f"wrote {args.scenario_out} ({args.base} with the {model} fit as its durations)", file=out)
     return 0

@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--model",
         choices=("lognormal", "agent", "empirical"),
-        default="lognormal",
+        default=None,
         help="the model --scenario-out writes (default lognormal); e.g. --model agent",
     )
     f.add_argument(

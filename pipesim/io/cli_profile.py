@@ -10,12 +10,77 @@ default constants or (``--measured``) the attention constants checked against Vi
 from __future__ import annotations
 
 import argparse
+import json
+import os
+
+from pipesim.core.errors import shown
+from pipesim.io.cli_common import UsageError, check_output
+
+MAX_REPEATS = 10_000
+"""The most ``--warmup`` or ``--repeats`` runs per measurement: a median of 10,000 is as steady as
+timing gets; a billion ran for days (each shape is measured that many times)."""
+BACKENDS = ("nccl", "gloo")
+
+
+def check_profile_args(args: argparse.Namespace) -> None:
+    """What :func:`pipesim.compute.profile.run` would refuse late, or never: UsageError naming the
+    option, before torch measures anything. ``--out`` is written to by a probe (a root user's
+    ``os.access`` says /proc is writable); ``--config`` must be a JSON object; ``--warmup`` and
+    ``--repeats`` at most :data:`MAX_REPEATS`; ``--allreduce-backend`` nccl or gloo, and each
+    ``--allreduce-gpus`` count no more than the processes that backend can run (one per GPU for
+    nccl, four per CPU for gloo: 100,000 spawned that many processes)."""
+    check_output("out", args.out)
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                loaded = json.load(f)
+        except OSError as e:
+            raise UsageError(f"--config {shown(args.config)}: cannot read it ({e.strerror or e})") from None
+        except (ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise UsageError(f"--config {shown(args.config)}: not a JSON config.json ({e})") from None
+        if not isinstance(loaded, dict):
+            raise UsageError(f"--config {shown(args.config)}: a config.json holds a JSON object")
+    for name in ("warmup", "repeats"):
+        value = getattr(args, name)
+        if value > MAX_REPEATS:
+            raise UsageError(f"--{name} must be at most {MAX_REPEATS:,}, got {value:,}")
+    if args.allreduce_backend not in BACKENDS:
+        raise UsageError(f"--allreduce-backend: nccl or gloo, got {shown(args.allreduce_backend)}")
+    if args.allreduce_gpus:
+        from pipesim.compute import profile_shapes
+
+        try:
+            worlds = profile_shapes.parse_ints(args.allreduce_gpus, "--allreduce-gpus")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.allreduce_backend == "nccl":
+            import torch
+
+            most, what = torch.cuda.device_count(), "CUDA GPUs (nccl: one process per GPU)"
+        else:
+            cpus = os.cpu_count() or 1
+            most, what = 4 * cpus, f"processes gloo may spawn on {cpus} CPUs (4 each)"
+        if max(worlds) > most:
+            raise UsageError(
+                f"--allreduce-gpus {shown(args.allreduce_gpus)}: at most {most:,}, the {what} of this machine"
+            )
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from pipesim.compute import profile
 
-    profile.run(args)
+    check_profile_args(args)
+    try:
+        profile.run(args)
+    except RuntimeError as e:  # torch's allocators: a shape too large for the device's memory
+        text = str(e)
+        if "out of memory" not in text.lower() and "allocate" not in text.lower():
+            raise
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        raise UsageError(
+            "--tokens, --decode or --prefill: a shape needs more memory than the device has "
+            f"({first[:200]}); give smaller ones"
+        ) from None
     return 0
 
 

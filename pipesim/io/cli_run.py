@@ -24,6 +24,7 @@ from pipesim.io.cli_common import (
     build_scenario,
     check_output,
     check_save_dir,
+    is_plan_spec,
     one_line,
     recipe_source,
     scenario_dict,
@@ -36,8 +37,6 @@ from pipesim.io.interrupts import write_text_atomic
 def _refuse_a_spec(name: str) -> None:
     """UsageError saying what a run spec or a plan spec is listed with (they have no scenario keys;
     read as scenario files they were refused for a missing ``schema_version``)."""
-    from pipesim.plan import specfile
-    from pipesim.plan.checks import PlanError
     from pipesim.plan.runspec import is_runspec
 
     if is_runspec(name):
@@ -45,16 +44,10 @@ def _refuse_a_spec(name: str) -> None:
             f'{name}: a run spec (kind = "compute"), not a scenario: `pipesim export {name} --out -` '
             f"prints it with every key (docs/runspec.md), `pipesim run {name}` runs it"
         )
-    path = Path(name)
-    if path.suffix.lower() in specfile.SUFFIXES and path.is_file():
-        try:
-            data = specfile.read(path)
-        except PlanError:
-            return
-        if "schema_version" not in data and {"cluster", "space", "search"} & set(data):
-            raise UsageError(
-                f"{name}: a plan spec, not a scenario: `pipesim plan {name} --explain-keys` lists its keys"
-            )
+    if is_plan_spec(name):
+        raise UsageError(
+            f"{name}: a plan spec, not a scenario: `pipesim plan {name} --explain-keys` lists its keys"
+        )
 
 
 def cmd_list(args: argparse.Namespace) -> int:

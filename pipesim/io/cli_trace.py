@@ -50,6 +50,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     suffix = src.suffix.lower()
     if suffix in (".json", ".parquet", ".csv") and not src.exists():
         raise UsageError(f"{src}: no such file")
+    if (src.is_dir() or suffix in (".parquet", ".csv")) and (args.set or args.seed is not None):
+        # a saved run or an events table is drawn as it stands: nothing reruns, so a --set or a
+        # --seed would be ignored without a word (a run file, or a scenario, reruns with them)
+        given = "--set" if args.set else "--seed"
+        what = "a saved run" if src.is_dir() else "an events table"
+        raise UsageError(
+            f"{given}: {src} is {what}, traced as it was run; --set and --seed rebuild a run from a "
+            "run file (pipesim run --json) or a scenario"
+        )
     if src.is_dir():
         from pipesim.io.trace import events_to_trace
 
@@ -82,6 +91,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             raise UsageError(f"{src}: not a run file written by `pipesim run --json` (no 'recipe')") from None
         if (
             not isinstance(spec, str)
+            or not isinstance(recipe.get("set", []), list)  # a string's characters are no pairs
             or not all(isinstance(s, str) for s in sets)
             or not (seed is None or (isinstance(seed, int) and not isinstance(seed, bool)))
         ):

@@ -60,7 +60,7 @@ from pipesim.io.fit_models import (
 from pipesim.io.fit_models import (
     _turn_moments as _turn_moments,  # the tests check the turn moments directly
 )
-from pipesim.io.fit_readers import MIN_VALUES, FitError, column_values, read_column, read_table
+from pipesim.io.fit_readers import MIN_VALUES, FitError, column_values, read_column, read_table, scaled
 from pipesim.workload.durations import AgentDurations
 
 FIT_RANGE_S = (1e-6, 1e9)
@@ -213,7 +213,7 @@ def fit_trace(
     if not (math.isfinite(scale) and scale > 0):
         raise FitError(f"--scale must be a finite number > 0, got {shown(scale)}", "--scale")
     df = read_table(path)
-    col = column_values(df, path, column).to_numpy(dtype=np.float64) * scale
+    col = scaled(column_values(df, path, column), scale, path, column)
     keep = np.isfinite(col) & (col > 0)
     turns = None
     if turns_column is not None:

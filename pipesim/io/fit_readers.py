@@ -18,7 +18,7 @@ import pandas as pd
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
 
-__all__ = ["FitError", "column_values", "read_column", "read_table"]
+__all__ = ["FitError", "column_values", "read_column", "read_table", "scaled"]
 
 MIN_VALUES = 10
 """The fewest usable values a fit accepts."""
@@ -42,7 +42,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if suffix == ".json":
             return pd.read_json(p)
         if suffix in (".csv", ".tsv", ".txt"):
-            return pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
+            sep = "\t" if suffix == ".tsv" else ","
+            df = pd.read_csv(p, sep=sep)
+            # the header as written: pandas renames a repeated name (d, d.1), and the fit would
+            # read the first of two columns without a word (column_values refuses it)
+            df.attrs["header"] = list(pd.read_csv(p, sep=sep, header=None, nrows=1, dtype=str).iloc[0])
+            return df
         if suffix == ".parquet":
             return pd.read_parquet(p)
     except (ValueError, OSError) as exc:
@@ -64,15 +69,36 @@ def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
             str(column),
             str(path),
         )
+    if list(df.attrs.get("header", ())).count(column) > 1:
+        raise FitError(
+            f"{path}: column {shown(column)} is given twice in the header; keep one", str(column), str(path)
+        )
     col = pd.to_numeric(df[column], errors="coerce")
     if col.notna().sum() == 0:
         raise FitError(f"{path}: column {shown(column)} holds no numbers", str(column), str(path))
     return col
 
 
+def scaled(values: pd.Series, scale: float, path: str | Path, column: str) -> np.ndarray:
+    """``values`` times ``scale`` as floats; FitError naming ``--scale`` where a finite value
+    becomes infinite (1e308 made every row unusable, and the error blamed the column)."""
+    x = values.to_numpy(dtype=np.float64)
+    with np.errstate(over="ignore"):
+        out = x * scale
+    over = np.isfinite(x) & ~np.isfinite(out)
+    if over.any():
+        raise FitError(
+            f"--scale {scale:g}: column {shown(column)} of {path} times it overflows "
+            f"(e.g. {x[over][0]:g} x {scale:g}); a scale is seconds per unit, e.g. 0.025",
+            "--scale",
+            str(path),
+        )
+    return out
+
+
 def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.ndarray, int]:
     """The finite positive values of ``column`` (times ``scale``) and how many rows were dropped."""
-    col = column_values(read_table(path), path, column).to_numpy(dtype=np.float64) * scale
+    col = scaled(column_values(read_table(path), path, column), scale, path, column)
     keep = np.isfinite(col) & (col > 0)
     if keep.sum() < MIN_VALUES:
         raise FitError(

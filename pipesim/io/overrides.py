@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import FieldError, shown
+from pipesim.core.validate import key_shown
 from pipesim.policies.base import UnreadStaleness
 from pipesim.policies.catalog import parse_policy, policy_classes
 
@@ -204,13 +205,13 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
             pending, unsettled, unsettled_field = {}, "", ""
         except UnreadStaleness as exc:
             if not unsettled:  # the one that began it
-                unsettled, unsettled_field = f"{key}={text}: {exc}", exc.field or key
+                unsettled, unsettled_field = f"{key}={key_shown(text)}: {exc}", exc.field or key
             pending = changes
         except (ValueError, TypeError) as exc:
             field = getattr(exc, "field", "") or key
             if field == "pool_size":  # the pool this key's value derives is too large: the key is named
                 field = key
-            raise FieldError(f"{key}={text}: {exc}", field) from None
+            raise FieldError(f"{key}={key_shown(text)}: {exc}", field) from None
         given[key] = text
     if pending:
         raise FieldError(unsettled, unsettled_field)

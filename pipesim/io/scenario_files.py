@@ -70,7 +70,7 @@ from typing import Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
-from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep, refuse
+from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -318,7 +318,7 @@ def _signature(entry: Any) -> Mapping[str, Any]:
 
 
 def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
-    from pipesim.io.registry import resolve
+    from pipesim.io.registry import get_entry
 
     r.check_keys(data, ["schema_version", "system"], "")
     table = data["system"]
@@ -329,8 +329,8 @@ def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
         raise r.error(
             "system.name", f"expected a preset name (str, as pipesim list shows), got {shown(name)}"
         )
-    try:
-        entry = resolve(name)
+    try:  # a registered preset only: a file is data, so it never names a module or a file to run
+        entry = get_entry(name)
     except ValueError as exc:
         raise r.error("system.name", str(exc)) from None
     params = entry.parameters()
@@ -341,7 +341,8 @@ def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
     for k in knobs:
         if k not in known:
             why = f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
-            raise r.error(f"system.{k}", why, refuse(f"system.{k}", why).field) from None
+            where = f"system.{key_shown(k)}"
+            raise r.error(where, why, refuse(where, why).field) from None
     try:
         return entry.build(**{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
     except ValueError as exc:

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from pipesim.core.validate import FieldError, shown
+from pipesim.core.validate import FieldError, key_shown, shown
 from pipesim.policies import catalog
 
 NONE = "none"
@@ -80,7 +80,7 @@ class Reader:
             if not isinstance(key, str) or key not in valid:
                 close = difflib.get_close_matches(str(key), valid, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                path = f"{where}.{key}" if where else str(key)
+                path = f"{where}.{key_shown(key)}" if where else key_shown(key)
                 listed = f"valid keys: {', '.join(valid)}" if valid else "this table takes no other keys"
                 raise self.error(path, f"unknown key{hint} ({listed})")
 

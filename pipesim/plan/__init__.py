@@ -22,6 +22,7 @@ import argparse
 import sys
 from typing import Any
 
+from pipesim.io.cli_common import UsageError
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask, workers_problem
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import MAX_SEED
@@ -156,7 +157,7 @@ def _error(message: str) -> int:
 
 def _check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the options, before the spec is read or anything runs; None: nothing."""
-    from pipesim.io.cli_common import UsageError, check_output
+    from pipesim.io.cli_common import check_output
 
     if (problem := workers_problem(args.workers)) is not None:
         return problem
@@ -171,6 +172,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"--{' and --'.join(outs)} cannot all be '-' (standard output)"
     if args.no_cache and args.resume:
         return "--resume continues from the run cache; it cannot go with --no-cache"
+    if args.no_cache and args.cache_dir is not None:
+        return "--cache-dir names the run cache; it cannot go with --no-cache"
+    if not args.no_cache and (problem := _cache_problem(args.cache_dir)) is not None:
+        return problem
     try:  # a directory, a missing parent, an unwritable one: not after the search
         check_output("json", args.json, stdout=True)
         check_output("html", args.html, stdout=True)
@@ -182,18 +187,50 @@ def _check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _cache_problem(cache_dir: str | None) -> str | None:
+    """Why the run cache (``--cache-dir``, else ``$PIPESIM_CACHE`` or the default) cannot hold the
+    runs, or None: a file in its place or above it, or a directory no file can be made in. Checked
+    before the search: the cache is what ``--resume`` continues an interrupted plan from, and a
+    cache that cannot be written failed the plan at its first run, naming the spec."""
+    from pathlib import Path
+
+    from pipesim.io.cli_common import unwritable
+    from pipesim.plan.cache import DiskCache
+
+    root = DiskCache(cache_dir).root
+    opt = (
+        "--cache-dir" if cache_dir is not None else "the run cache ($PIPESIM_CACHE or ~/.cache/pipesim/plan)"
+    )
+    for d in (root, *root.parents):
+        if d.exists() and not d.is_dir():
+            return f"{opt}: {d} is a file, not a directory"
+    here = next((d for d in (root, *root.parents) if d.exists()), Path("."))
+    if (why := unwritable(here)) is not None:
+        return f"{opt}: {root} cannot be made or written in ({here}: {why})"
+    return None
+
+
 def _write_all(result: PlanResult, args: argparse.Namespace) -> None:
-    """Every requested output of ``result`` (whole files: an interrupt leaves the old one)."""
+    """Every requested output of ``result`` (whole files: an interrupt leaves the old one). An
+    output that cannot be written (the disk filled, the directory went away since the check) is a
+    UsageError naming its option, after the others are written: the search is not lost to one."""
     from pipesim.plan import frame, report
 
-    if args.json:
-        report.write_json(result, args.json)
-    if args.html:
-        report.write_html(result, args.html)
-    if args.csv:
-        frame.write_csv(result, args.csv)
-    if args.parquet:
-        frame.write_parquet(result, args.parquet)
+    outputs = (
+        ("json", args.json, report.write_json),
+        ("html", args.html, report.write_html),
+        ("csv", args.csv, frame.write_csv),
+        ("parquet", args.parquet, frame.write_parquet),
+    )
+    failed = []
+    for opt, path, write in outputs:
+        if path:
+            try:
+                write(result, path)
+            except OSError as e:
+                failed.append(f"--{opt} {path}: cannot write it ({e.strerror or e})")
+    if failed:
+        raise UsageError("; ".join(failed))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,11 +304,17 @@ def _main(argv: list[str] | None) -> int:
             cache=disk,
         )
     except PlanInterrupted as e:
-        _write_all(e.result, args)
+        try:
+            _write_all(e.result, args)
+        except UsageError as w:
+            print(f"pipesim plan: error: {' '.join(str(w).split())}", file=sys.stderr)
         raise
     except PlanInfeasible as e:
         print(f"pipesim plan: {e}", file=sys.stderr)
-        _write_all(e.result, args)
+        try:
+            _write_all(e.result, args)
+        except UsageError as w:
+            return _error(str(w))
         return 3
     except (PlanError, OSError, ValueError) as e:  # the model does not fit, no candidate design
         return _error(f"{args.spec}: {e}")
@@ -280,11 +323,19 @@ def _main(argv: list[str] | None) -> int:
     if args.resume or (disk is not None and disk.hits):
         print(f"run cache {disk.root if disk else ''}: {disk.hits if disk else 0} runs reused", file=text_out)
     print(report.text(result), file=text_out)
-    _write_all(result, args)
-    if args.export_best and result.best is not None:
-        from pipesim.plan.runspec import write_best
-        from pipesim.plan.specfile import edited
+    try:
+        _write_all(result, args)
+        if args.export_best and result.best is not None:
+            from pipesim.plan.runspec import write_best
+            from pipesim.plan.specfile import edited
 
-        source = edited(args.spec, args.set) if args.set else args.spec  # the tables the plan read
-        print(write_best(source, result, args.export_best), file=text_out)
+            source = edited(args.spec, args.set) if args.set else args.spec  # the tables the plan read
+            try:
+                print(write_best(source, result, args.export_best), file=text_out)
+            except OSError as e:
+                raise UsageError(
+                    f"--export-best {args.export_best}: cannot write it ({e.strerror or e})"
+                ) from None
+    except UsageError as e:  # the designs are in the run cache: rerunning with another path reuses them
+        return _error(str(e))
     return 0

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipesim.core import errors
-from pipesim.core.validate import FieldError, shown
+from pipesim.core.validate import FieldError, key_shown, shown
 
 MAX_GPUS = 65536
 MAX_ETA = 1024
@@ -147,7 +147,7 @@ class Table:
                 )
 
     def name(self, key: object) -> str:
-        return f"{self.where}.{key}"
+        return f"{self.where}.{key_shown(key)}"
 
     def __contains__(self, key: str) -> bool:
         return key in self.data
@@ -172,12 +172,19 @@ class Table:
         return integer(self.name(key), as_int(self.name(key), self.data[key]), lo, hi)
 
     def number(
-        self, key: str, default: Any = None, lo: float | None = None, *, above: float | None = None
+        self,
+        key: str,
+        default: Any = None,
+        lo: float | None = None,
+        *,
+        above: float | None = None,
+        hi: float | None = None,
     ) -> Any:
-        """A finite number ``>= lo`` (``> above``), as given (an int stays one); ``default`` when absent."""
+        """A finite number ``>= lo`` (``> above``, ``<= hi``), as given (an int stays one);
+        ``default`` when absent."""
         if key not in self.data:
             return default
-        number(self.name(key), self.data[key], lo, above=above)
+        number(self.name(key), self.data[key], lo, hi, above=above)
         return self.data[key]
 
     def string(self, key: str, default: Any = None) -> Any:

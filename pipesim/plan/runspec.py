@@ -49,19 +49,24 @@ from typing import Any
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
 from pipesim.plan.build import engine_config, routing, scenario, trainer_config
-from pipesim.plan.checks import (
-    MAX_ETA,
-    MAX_GPUS,
-    MAX_OVERSAMPLE,
-    MAX_SIM_SEED,
-    PlanError,
-    Table,
-    did_you_mean,
-)
+from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
 from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated
-from pipesim.plan.space import UPDATES, Design, PlanSpec
+from pipesim.plan.runspec_checks import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported
+from pipesim.plan.runspec_checks import DESIGN_KEYS as DESIGN_KEYS  # re-exported
+from pipesim.plan.runspec_checks import KIND as KIND  # re-exported
+from pipesim.plan.runspec_checks import PLAN_TABLES as PLAN_TABLES  # re-exported
+from pipesim.plan.runspec_checks import (
+    RUN_IN_SEARCH,
+    as_run_key,
+    check_design,
+    check_tables,
+    read_design,
+    run_table,
+)
+from pipesim.plan.runspec_checks import RUN_KEYS as RUN_KEYS  # re-exported
+from pipesim.plan.space import Design, PlanSpec
 
 __all__ = [
     "KIND",
@@ -79,11 +84,6 @@ __all__ = [
     "write_best",
 ]
 
-KIND = "compute"
-PLAN_TABLES = ("cluster", "model", "workload")
-DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
-RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
-DEFAULT_STEPS = 12
 SET_TABLES = (*PLAN_TABLES, "design", "run", "calibration")
 """The tables ``--set`` edits in a run spec: ``calibration.values.KEY`` asks what-ifs of a
 calibrated spec (``--set calibration.values.fwd_bwd_efficiency=0.5``)."""
@@ -138,82 +138,6 @@ def read(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _design(data: Any) -> Design:
-    t = Table("design", data, DESIGN_KEYS)
-    t.require("placement", why='"colocated" or the trainer-GPU count')
-    place = t.raw("placement")
-    if isinstance(place, str):
-        if place != "colocated":
-            raise PlanError(
-                f"design.placement must be 'colocated' or a trainer-GPU count, got {shown(place)}"
-                f"{did_you_mean(place, ('colocated',))}",
-                "design.placement",
-            )
-        trainer = 0
-    else:
-        trainer = t.integer("placement", lo=0, hi=MAX_GPUS)
-    update = t.string("update", "partial")
-    if update not in UPDATES:
-        raise PlanError(
-            f"design.update: unknown {shown(update)}{did_you_mean(update, UPDATES)} "
-            f"(choose from {list(UPDATES)})",
-            "design.update",
-        )
-    over = t.number("oversample", 1.0, 1)
-    if over > MAX_OVERSAMPLE:
-        raise PlanError(
-            f"design.oversample must be a finite number in [1, {MAX_OVERSAMPLE:g}], got {shown(over)}",
-            "design.oversample",
-        )
-    return Design(
-        trainer_gpus=trainer,
-        tp=t.integer("tp", 1, lo=1, hi=MAX_GPUS),
-        eta=t.integer("eta", 1, lo=0, hi=MAX_ETA),
-        update=update,
-        sync_every=t.integer("sync_every", 1, lo=1),
-        oversample=float(over),
-    )
-
-
-def _check_design(spec: PlanSpec, d: Design) -> None:
-    """One-line errors naming the design key when the design does not fit the cluster."""
-    from pipesim.compute import TrainerConfig
-    from pipesim.compute.cluster import Cluster
-
-    n = spec.n_gpus
-    if d.trainer_gpus >= n:
-        raise PlanError(
-            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
-            f"cluster.n_gpus ({n})",
-            "design.placement",
-        )
-    try:
-        eng = engine_config(spec, d.tp)
-        spec.workload.check_context(eng.context_len)
-    except ValueError as e:
-        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}", "design.tp") from None
-    try:
-        Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
-    except ValueError as e:
-        raise PlanError(
-            f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}", "design.placement"
-        ) from None
-    sp, t = spec.sequence_parallel, d.trainer_gpus or n
-    if t % sp:
-        where = (
-            f"design.placement ({t} trainer GPUs)" if d.trainer_gpus else f"cluster.n_gpus ({n}, colocated)"
-        )
-        raise PlanError(
-            f"model.sequence_parallel ({sp}) must divide the trainer's GPUs: {where}",
-            "model.sequence_parallel",
-        )
-    try:
-        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
-    except ValueError as e:
-        key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
-        raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
-
-
 def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec's ``[cluster]``, ``[model]``, ``[workload]`` and ``[run]`` as plan-spec tables,
     the calibrated mfu and response lengths applied: what ``pipesim plan`` reads of a run spec."""
@@ -249,34 +173,13 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     """The :class:`RunSpec` of a run spec's data; ``base`` resolves a relative trace path."""
-    if not isinstance(data, Mapping):
-        raise PlanError(f"a run spec is a table of tables, got {shown(data)}")
-    if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
-        raise PlanError(
-            "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
-            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)',
-            "kind",
-        )
-    if data.get("kind") != KIND:
-        raise PlanError(
-            f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}', "kind"
-        )
-    valid = ("kind", *PLAN_TABLES, "design", "run", "calibration")
-    for name in data:
-        if name not in valid:
-            raise PlanError(
-                f"unknown table [{name}]{did_you_mean(name, valid)} (a run spec has: {', '.join(valid[1:])};"
-                " [space], [constraints] and [search] belong to a plan spec)",
-                name,
-            )
+    check_tables(data)
     if "design" not in data:
         raise PlanError(
             "[design] is missing (a run spec needs one design: placement, tp, eta, update, ...)", "design"
         )
-    design = _design(data["design"])
-    r = Table("run", data.get("run", {}), RUN_KEYS)
-    steps = r.integer("steps", DEFAULT_STEPS, lo=1)
-    seed = r.integer("seed", 0, lo=0, hi=MAX_SIM_SEED - 1)
+    design = read_design(data["design"])
+    steps, seed = run_table(data)
     cal = calibrated(data)
     tables = plan_tables(data)
     tables["search"] = {
@@ -286,8 +189,11 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         "seeds": 1,
         "sim_seed": seed,
     }
-    spec = plan_spec(tables, cal, base)
-    _check_design(spec, design)
+    try:
+        spec = plan_spec(tables, cal, base)
+    except PlanError as e:
+        raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
+    check_design(spec, design)
     return RunSpec(
         plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)), base=base
     )
@@ -326,8 +232,18 @@ def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
 
 def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpec:
     """What ``pipesim plan`` reads of a run spec: its tables as a plan spec (the default space),
-    every calibrated value applied."""
-    return plan_spec(plan_tables(data), calibrated(data), base)
+    every calibrated value applied. The rest of the run spec is checked as ``pipesim run`` checks
+    it (no unknown table, ``[design]`` and ``[run]`` well formed), though the plan searches its own
+    designs: a typo is refused, not ignored."""
+    check_tables(data)
+    if "design" in data:
+        read_design(data["design"])
+    run_table(data)
+    cal = calibrated(data)
+    try:
+        return plan_spec(plan_tables(data), cal, base)
+    except PlanError as e:  # the sync times are the run spec's [run] keys; the rest is the plan's
+        raise as_run_key(e, cal, ("search.sync_time_s", "search.inflight_load_time_s")) from None
 
 
 def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:

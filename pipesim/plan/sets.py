@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipesim.core.errors import shown
-from pipesim.core.validate import MAX_NESTING, nested_too_deep
+from pipesim.core.validate import MAX_NESTING, key_shown, nested_too_deep
 from pipesim.plan.checks import PlanError, did_you_mean
 
 __all__ = ["apply_sets", "parse_value"]
@@ -48,18 +48,19 @@ def apply_sets(
     for pair in sets:
         key, eq, text = pair.partition("=")
         key = key.strip()
+        name = key_shown(key)  # what a message names: a 100 kB key is cut to its ends
         parts = key.split(".")
         if not eq or len(parts) < 2 or not all(parts):
             raise PlanError(
                 f"--set {shown(pair)}: {what} takes TABLE.KEY=VALUE (e.g. cluster.n_gpus=32), TABLE one "
                 f"of {', '.join(tables)}",
-                key,
+                name,
             )
         if parts[0] not in tables:
             raise PlanError(
-                f"--set {key}: unknown table {parts[0]!r}{did_you_mean(parts[0], tables)} "
+                f"--set {name}: unknown table {key_shown(parts[0])!r}{did_you_mean(parts[0], tables)} "
                 f"(choose from {', '.join(tables)})",
-                key,
+                name,
             )
         node = out
         for i, p in enumerate(parts[:-1]):
@@ -67,10 +68,11 @@ def apply_sets(
             if nxt is None:
                 nxt = node[p] = {}
             if not isinstance(nxt, dict):
-                raise PlanError(f"--set {key}: {'.'.join(parts[: i + 1])} is {shown(nxt)}, not a table", key)
+                where = key_shown(".".join(parts[: i + 1]))
+                raise PlanError(f"--set {name}: {where} is {shown(nxt)}, not a table", name)
             node = nxt
         try:
             node[parts[-1]] = parse_value(text.strip())
         except ValueError as e:
-            raise PlanError(f"--set {key}: {e}", key) from None
+            raise PlanError(f"--set {name}: {e}", name) from None
     return out

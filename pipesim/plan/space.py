@@ -41,6 +41,7 @@ from pipesim.plan.checks import (
     optional_number,
 )
 from pipesim.plan.resolve import resolve_gpu, resolve_model
+from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = [
     "BATCH_KNOBS",
@@ -310,8 +311,10 @@ class PlanSpec:
                 f"model.share_group_prefix must be true or false, got {shown(self.share_group_prefix)}",
                 "model.share_group_prefix",
             )
-        optional_number("search.sync_time_s", self.sync_time_s, 0)
-        number("search.inflight_load_time_s", self.inflight_load_time_s, 0)
+        # seconds of one sync or load: up to a week, the longest time a step may take (a longer
+        # one is a unit slip, and 1e308 overflowed the simulated clock mid-run, naming no key)
+        optional_number("search.sync_time_s", self.sync_time_s, 0, MAX_STEP_TIME_S)
+        number("search.inflight_load_time_s", self.inflight_load_time_s, 0, MAX_STEP_TIME_S)
         number("sync_scale", self.sync_scale, above=0)
         number("calibration.values.step_overhead_s", self.step_overhead_s, 0)
         optional_number("calibration.values.iteration_overhead_s", self.iteration_overhead_s, 0)

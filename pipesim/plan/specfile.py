@@ -33,7 +33,8 @@ from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec
 from pipesim.core.errors import shown
-from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean
+from pipesim.core.validate import key_shown
+from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, number
 from pipesim.plan.space import (
     BATCH_KNOBS,
     UPDATES,
@@ -182,8 +183,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     for name in data:
         if name not in _TABLES:
             valid = ", ".join(sorted(_TABLES))
-            msg = f"unknown table [{name}]{did_you_mean(name, _TABLES)} (valid tables: {valid})"
-            raise PlanError(msg, str(name))
+            msg = f"unknown table [{key_shown(name)}]{did_you_mean(name, _TABLES)} (valid tables: {valid})"
+            raise PlanError(msg, key_shown(name))
     t = {name: Table(name, data.get(name, {}), keys) for name, keys in _TABLES.items()}
     cl, mo, wl, sp, co, se = (
         t[k] for k in ("cluster", "model", "workload", "space", "constraints", "search")
@@ -253,8 +254,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         if k in mo:
             extra[k] = mo.integer(k)
     for k in ("gpu_memory_utilization", "mfu"):
-        if k in mo:
-            extra[k] = mo.number(k)
+        if k in mo:  # checked here too: a framework's profile takes the mfu before PlanSpec sees it
+            extra[k] = number(mo.name(k), mo.raw(k), hi=1, above=0, what=" in (0, 1]")
     if "share_group_prefix" in mo:
         extra["share_group_prefix"] = mo.flag("share_group_prefix")
     if "framework" in mo:  # a named profile; an mfu given too replaces its efficiencies

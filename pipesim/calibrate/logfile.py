@@ -1,0 +1,104 @@
+"""A log file's bytes as a frame, and which of its columns the fit reads
+(:func:`pipesim.calibrate.log.read_log`, ``docs/calibrate.md``).
+
+Reading is pandas' (:func:`read_frame`: CSV and TSV as strings, JSON lines as parsed), but pandas
+quietly settles two things the user should: a column given twice (it keeps the first of a CSV's
+and the last of a JSON line's; :func:`repeated_columns` refuses either, naming the column) and a
+``--columns`` map that reads one column as two metrics or takes over ``step``'s
+(:func:`column_mapping`). Where the map gives a metric's own column to another name
+(``"timing_s/gen" = "timing_s/step"``), that metric is not read from it (:func:`shadowed`) and
+``read_log`` says so in a note.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipesim.calibrate.log import COLUMNS, LogError
+from pipesim.core.errors import shown
+
+__all__ = ["column_mapping", "read_frame", "repeated_columns", "shadowed"]
+
+
+def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
+    import io
+
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+        if suffix in (".csv", ".tsv"):
+            return pd.read_csv(io.BytesIO(raw), sep="\t" if suffix == ".tsv" else ",", dtype=str)
+    except (ValueError, pd.errors.ParserError) as e:
+        raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
+    raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
+
+
+def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:
+    """LogError naming a column of ``used`` that the log holds twice: pandas keeps the first of a
+    CSV's (the second becomes ``name.1``) and the last of a JSON line's, so the fit read one of two
+    columns without a word. Which one is the log's is the user's to say."""
+    import csv
+    import io
+    import json
+
+    text = raw.decode("utf-8-sig", errors="replace")
+    if p.suffix.lower() in (".csv", ".tsv"):
+        header = next(
+            csv.reader(io.StringIO(text), delimiter="\t" if p.suffix.lower() == ".tsv" else ","), []
+        )
+        seen: set[str] = set()
+        for name in header:
+            if name in seen and name in used:
+                raise LogError(f"{p}: column {shown(name)} is given twice in the header; keep one", name)
+            seen.add(name)
+        return
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in items]
+        for k in used.intersection(keys):
+            if keys.count(k) > 1:
+                raise LogError(f"{p}: column {shown(k)} is given twice in a line; keep one", k)
+        return dict(items)
+
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                json.loads(line, object_pairs_hook=pairs)
+            except (ValueError, RecursionError) as e:
+                if isinstance(e, LogError):
+                    raise
+                continue  # pandas read the line: what json refuses here it took
+
+
+def shadowed(columns: dict[str, str]) -> dict[str, str]:
+    """verl's names whose own column the map gives to another name (``"timing_s/gen" =
+    "timing_s/step"``): the map says what that column is, so the name is not read from it."""
+    claimed = set(columns.values())
+    return {c: c for c in ("step", *COLUMNS) if c not in columns and c in claimed}
+
+
+def column_mapping(path: str | Path, columns: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """verl's name -> the log's column, the map's over the names' own, and each mapped column's
+    verl name; LogError where the map reads one column as two names, or takes ``step``'s."""
+    mapped: dict[str, str] = {}
+    for name, source in columns.items():
+        if source in mapped:
+            raise LogError(
+                f"{path}: the column map reads the log's column {shown(source)} as both {mapped[source]} "
+                f"and {name}; one column holds one metric",
+                source,
+            )
+        mapped[source] = name
+    taken = shadowed(columns)
+    if "step" in taken:
+        raise LogError(
+            f"{path}: the column map reads the log's 'step' column as {mapped['step']}; map step to "
+            "the column of step numbers too (--columns: step = ...)",
+            "step",
+        )
+    own = {c: c for c in ("step", *COLUMNS) if c not in taken}
+    return {**own, **columns}, mapped

@@ -1,0 +1,175 @@
+"""What a run spec's own tables must hold, checked before its plan spec is built
+(:mod:`pipesim.plan.runspec`, ``docs/runspec.md``).
+
+A run spec is a plan spec's ``[cluster]``, ``[model]`` and ``[workload]`` plus what only a run
+spec has: ``kind = "compute"``, one ``[design]`` and an optional ``[run]``. Those are checked here,
+each error one line naming the run spec's key (``design.tp``, ``run.steps``), never the plan-spec
+key a value was read into: ``[run]``'s steps, seed and sync times travel to the plan spec's
+``[search]``, and :func:`as_run_key` names them back (``calibration.values.sync_time_s`` where the
+calibration set the sync). :func:`check_design` asks whether the design fits the cluster (engine
+GPUs left, the model fits at ``tp``, ``sequence_parallel`` divides the trainer) once the plan spec
+exists. ``pipesim plan RUN.toml`` runs the same checks, so a typo is refused rather than ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipesim.core.errors import MAX_POOL_TASKS, shown
+from pipesim.core.validate import key_shown
+from pipesim.plan.build import engine_config
+from pipesim.plan.checks import (
+    MAX_ETA,
+    MAX_GPUS,
+    MAX_OVERSAMPLE,
+    MAX_SIM_SEED,
+    PlanError,
+    Table,
+    did_you_mean,
+)
+from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
+from pipesim.plan.space import UPDATES, Design, PlanSpec
+
+__all__ = ["as_run_key", "check_design", "check_tables", "read_design", "run_table"]
+
+KIND = "compute"
+PLAN_TABLES = ("cluster", "model", "workload")
+DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
+RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
+DEFAULT_STEPS = 12
+
+
+def read_design(data: Any) -> Design:
+    t = Table("design", data, DESIGN_KEYS)
+    t.require("placement", why='"colocated" or the trainer-GPU count')
+    place = t.raw("placement")
+    if isinstance(place, str):
+        if place != "colocated":
+            raise PlanError(
+                f"design.placement must be 'colocated' or a trainer-GPU count, got {shown(place)}"
+                f"{did_you_mean(place, ('colocated',))}",
+                "design.placement",
+            )
+        trainer = 0
+    else:
+        trainer = t.integer("placement", lo=0, hi=MAX_GPUS)
+    update = t.string("update", "partial")
+    if update not in UPDATES:
+        raise PlanError(
+            f"design.update: unknown {shown(update)}{did_you_mean(update, UPDATES)} "
+            f"(choose from {list(UPDATES)})",
+            "design.update",
+        )
+    over = t.number("oversample", 1.0, 1)
+    if over > MAX_OVERSAMPLE:
+        raise PlanError(
+            f"design.oversample must be a finite number in [1, {MAX_OVERSAMPLE:g}], got {shown(over)}",
+            "design.oversample",
+        )
+    return Design(
+        trainer_gpus=trainer,
+        tp=t.integer("tp", 1, lo=1, hi=MAX_GPUS),
+        eta=t.integer("eta", 1, lo=0, hi=MAX_ETA),
+        update=update,
+        sync_every=t.integer("sync_every", 1, lo=1),
+        oversample=float(over),
+    )
+
+
+def check_design(spec: PlanSpec, d: Design) -> None:
+    """One-line errors naming the design key when the design does not fit the cluster."""
+    from pipesim.compute import TrainerConfig
+    from pipesim.compute.cluster import Cluster
+
+    n = spec.n_gpus
+    if d.trainer_gpus >= n:
+        raise PlanError(
+            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
+            f"cluster.n_gpus ({n})",
+            "design.placement",
+        )
+    try:
+        eng = engine_config(spec, d.tp)
+        spec.workload.check_context(eng.context_len)
+    except ValueError as e:
+        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}", "design.tp") from None
+    try:
+        Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
+    except ValueError as e:
+        raise PlanError(
+            f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}", "design.placement"
+        ) from None
+    sp, t = spec.sequence_parallel, d.trainer_gpus or n
+    if t % sp:
+        where = (
+            f"design.placement ({t} trainer GPUs)" if d.trainer_gpus else f"cluster.n_gpus ({n}, colocated)"
+        )
+        raise PlanError(
+            f"model.sequence_parallel ({sp}) must divide the trainer's GPUs: {where}",
+            "model.sequence_parallel",
+        )
+    try:
+        TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
+    except ValueError as e:
+        key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
+        raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
+
+
+def check_tables(data: Mapping[str, Any]) -> None:
+    """``data`` is a run spec's tables: ``kind = "compute"`` and no table a run spec lacks."""
+    if not isinstance(data, Mapping):
+        raise PlanError(f"a run spec is a table of tables, got {shown(data)}")
+    if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
+        raise PlanError(
+            "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
+            f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)',
+            "kind",
+        )
+    if data.get("kind") != KIND:
+        raise PlanError(
+            f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}', "kind"
+        )
+    valid = ("kind", *PLAN_TABLES, "design", "run", "calibration")
+    for name in data:
+        if name not in valid:
+            raise PlanError(
+                f"unknown table [{key_shown(name)}]{did_you_mean(name, valid)} (a run spec has: "
+                f"{', '.join(valid[1:])}; [space], [constraints] and [search] belong to a plan spec)",
+                key_shown(name),
+            )
+
+
+def run_table(data: Mapping[str, Any]) -> tuple[int, int]:
+    """``[run]``'s steps and seed, its sync times checked: each error names ``run.KEY``."""
+    r = Table("run", data.get("run", {}), RUN_KEYS)
+    steps = r.integer("steps", DEFAULT_STEPS, lo=1, hi=MAX_POOL_TASKS)
+    seed = r.integer("seed", 0, lo=0, hi=MAX_SIM_SEED - 1)
+    for k in ("sync_time_s", "inflight_load_time_s"):  # seconds of one sync or load: up to a week
+        r.number(k, lo=0, hi=MAX_STEP_TIME_S)
+    return steps, seed
+
+
+RUN_IN_SEARCH = {
+    "search.steps": "run.steps",
+    "search.sim_seed": "run.seed",
+    "search.sync_time_s": "run.sync_time_s",
+    "search.inflight_load_time_s": "run.inflight_load_time_s",
+}
+"""The ``[run]`` keys a run spec reads into its plan spec's ``[search]``: an error there names the
+run spec's key (a run spec has no ``[search]``)."""
+
+
+def as_run_key(e: PlanError, cal: Mapping[str, float], keys: Sequence[str]) -> PlanError:
+    """``e`` naming the run spec's key where it names the ``[search]`` key one of ``keys`` of
+    :data:`RUN_IN_SEARCH` was read into (``calibration.values.sync_time_s`` where the calibration
+    set it)."""
+    text, field_ = str(e), e.field
+    for key in keys:
+        where = RUN_IN_SEARCH[key]
+        if key == "search.sync_time_s" and "sync_time_s" in cal:
+            where = "calibration.values.sync_time_s"
+        text = text.replace(key, where)
+        if field_ == key:
+            field_ = where
+    return PlanError(text, field_, e.file)
