@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim import (
     AgentDurations,
@@ -152,3 +154,38 @@ def test_straggler_ratios_on_arrays_and_tensors_agree() -> None:
     t = agent_episode_durations(8 * 512, torch.Generator().manual_seed(0))
     a, b = straggler_ratios(t), straggler_ratios(t.numpy().astype(np.float64))
     assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-5) for k in a)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hi_log10=st.floats(0.0, 300.0),
+    tool_log10=st.floats(-3.0, 300.0),
+    sigma=st.floats(0.0, 20.0),
+    rate_log10=st.floats(-3.0, 6.0),
+    max_turns=st.integers(1, 64),
+    draws=st.sampled_from(["chapter", "numpy"]),
+)
+def test_an_agent_model_that_constructs_draws_finite_durations(
+    hi_log10: float, tool_log10: float, sigma: float, rate_log10: float, max_turns: int, draws: str
+) -> None:
+    """Construction is the only gate: a model it accepts draws finite, non-negative seconds with
+    the generator its ``draws`` names (the chapter's float32 torch draws once made NaN from
+    40 turns of 1.5e299 s), and a refusal names a field."""
+    import torch
+
+    kw = dict(
+        tokens_per_turn=(1.0, 10.0**hi_log10),
+        tool_median_s=10.0**tool_log10,
+        tool_sigma=sigma,
+        decode_rate_tok_s=10.0**rate_log10,
+        max_turns=max_turns,
+        draws=draws,
+    )
+    try:
+        model = AgentDurations(**kw)  # type: ignore[arg-type]
+    except FieldError as e:
+        assert e.field in kw or e.field.startswith("tokens_per_turn"), e
+        return
+    gen = torch.Generator().manual_seed(0) if draws == "chapter" else np.random.default_rng(0)
+    out = np.asarray(model.sample(64, gen), dtype=float)
+    assert np.isfinite(out).all() and (out >= 0).all()

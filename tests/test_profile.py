@@ -136,6 +136,8 @@ GOOD = "qkv,1,64,,,4096,32,8,128,12288,1,,,0.0001"
         (HEADER, GOOD.replace(",64,", ",-3,"), "n_tokens"),
         (HEADER, GOOD.replace("0.0001", "-1"), "median_s"),
         (HEADER, GOOD.replace("0.0001", "fast"), "median_s"),
+        (HEADER, GOOD.replace("0.0001", "1e308"), "median_s"),  # scored every op -100%
+        (HEADER, GOOD.replace("0.0001", "1e-320"), "median_s"),  # its error ratio overflowed
         (HEADER, "all_reduce,2,,,,,,,,,,,2,0.0001", "size_bytes"),
         (HEADER, "decode_attention,1,,,1024,4096,32,32,128,,,,,0.0001", "batch_size"),
     ],

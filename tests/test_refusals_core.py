@@ -231,6 +231,13 @@ DURATIONS: list[Row] = (
             "decode_rate_tok_s",
         ),
         ("agent-draws", lambda: AgentDurations(draws="torch"), FieldError, "draws"),  # type: ignore[arg-type]
+        (  # the chapter's draws are float32: 40 turns of 1.5e299 s became inf, then NaN
+            "agent-tokens-float32",
+            lambda: AgentDurations(tokens_per_turn=(100, 6e300)),
+            FieldError,
+            "tokens_per_turn",
+        ),
+        ("agent-tool-float32", lambda: AgentDurations(tool_median_s=1e37), FieldError, "tool_median_s"),
         ("lognormal-tail", lambda: LogNormalDurations(median_s=1e308, sigma=5), FieldError, "sigma"),
     ]
     + [

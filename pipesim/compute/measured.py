@@ -54,6 +54,14 @@ _NEEDS: Mapping[str, tuple[str, ...]] = {
 """The integer fields each op's prediction reads (``ValueError`` naming one that is empty)."""
 
 
+MIN_KERNEL_S = 1e-9
+"""The shortest median a measurement row may give: a nanosecond, below any GPU kernel's launch
+(a smaller one is a unit slip, and the error ratio against it overflows)."""
+MAX_KERNEL_S = 3600.0
+"""The longest median a measurement row may give: an hour. One kernel (a GEMM, an attention, a
+decode step) takes milliseconds; 1e308 s is a slip, and read as-is it scores every prediction -100%."""
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One CSV row: ``op``, the integer fields it uses (0 where empty), ``median_s`` and where it
@@ -118,9 +126,12 @@ def _read_rows(path: Path) -> list[Measurement]:
                 seconds = float(text)
             except ValueError:
                 seconds = float("nan")
-            if not seconds > 0 or seconds == float("inf"):
+            if not MIN_KERNEL_S <= seconds <= MAX_KERNEL_S:
                 raise FieldError(
-                    f"{where}: median_s: a positive number of seconds, got {text!r}", "median_s", str(path)
+                    f"{where}: median_s: seconds of one kernel, from {MIN_KERNEL_S:g} to {MAX_KERNEL_S:g}, "
+                    f"got {text!r}",
+                    "median_s",
+                    str(path),
                 )
             gated = (row.get("gated_mlp") or "1").strip() not in ("0", "False", "false")
             rows.append(Measurement(op, ints, gated, seconds, where))

@@ -34,8 +34,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.core.errors import check_int, check_number, check_tail, shown
-from pipesim.core.validate import FieldError, FieldTypeError, refuse
+from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, refuse
 from pipesim.workload.seconds import Array, as_durations, check_durations
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest float32: the chapter's torch draws are float32 (:meth:`AgentDurations._check_float32`)."""
 
 if TYPE_CHECKING:
     import torch
@@ -183,6 +186,28 @@ class AgentDurations:
             )
         if self.draws not in ("chapter", "numpy"):
             raise refuse("draws", f"must be 'chapter' or 'numpy', got {shown(self.draws)}")
+        if self.draws == "chapter":
+            self._check_float32(hi)
+
+    def _check_float32(self, hi: float) -> None:
+        """The chapter's draws are torch's float32: an episode of ``max_turns`` turns, each at its
+        largest decode and a tool call :data:`~pipesim.core.validate.TAIL_SIGMAS` sigmas up, must
+        stay below float32's largest value, or a draw becomes inf (and inf times a turn not taken,
+        NaN). Past that, ``draws="numpy"`` draws in float64. The field named is the larger part."""
+        log_max = math.log(FLOAT32_MAX)
+        log_turns = math.log(self.max_turns)
+        log_decode = log_turns + math.log(hi / self.decode_rate_tok_s) if hi > 0 else -math.inf
+        log_tool = log_turns + math.log(self.tool_median_s) + TAIL_SIGMAS * self.tool_sigma
+        if not max(log_decode, log_tool) + math.log(2) < log_max:  # their sum below float32's max
+            name = "tokens_per_turn" if log_decode >= log_tool else "tool_median_s"
+            top = max(log_decode, log_tool)
+            took = f"{math.exp(top):.3g}" if top < 709 else f"e^{top:.0f}"
+            raise FieldError(
+                f"{name}: an episode of {self.max_turns} turns may take {took} s, "
+                f"past what the chapter's float32 draws hold ({FLOAT32_MAX:.3g}); lower it, or draw in "
+                "float64 with draws='numpy'",
+                name,
+            )
 
     @overload
     def sample_turns(self, n: int, generator: np.random.Generator) -> tuple[Array, Array]: ...
