@@ -191,11 +191,13 @@ def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
 
 
 def _fit(
-    log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None
+    log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None, means: bool = True
 ) -> tuple[dict[str, Fitted], list[str], Sim]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
     the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
-    first logged step: the held-out ones), else over the log's."""
+    first logged step: the held-out ones), else over the log's. With ``means=False`` and no
+    ``predict`` the last simulation is skipped (a whole run of the log's steps, a seventh of a
+    calibration's time): the means returned are then those before the overhead was fitted."""
     rng = np.random.default_rng(seed)
     values: dict[str, Fitted] = {}
     notes: list[str] = list(log.notes)
@@ -283,9 +285,10 @@ def _fit(
         values["iteration_overhead_s"] = overhead
         current["iteration_overhead_s"] = overhead.value
         fitted = with_values(rs, current)
-        sim0 = simulate(fitted, None, n_sim, seed)
     if predict is not None:  # the held-out steps' own versions (lengths may drift)
         sim0 = simulate(fitted, None, predict[1], seed, window=predict)
+    elif overhead is not None and means:
+        sim0 = simulate(fitted, None, n_sim, seed)
     return values, notes, sim0
 
 
@@ -317,7 +320,7 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
         held = [int(s) for s in rest.steps]
         vals, _, pred = _fit(part, rs, seed, predict=(n - k, n))
         residuals = _validate(rest, rs, vals, pred)
-    values, notes, _ = _fit(log, rs, seed)
+    values, notes, _ = _fit(log, rs, seed, means=False)  # its means are not used
     t = tokens(log, rs)
     if t is not None and (spread := dealing_spread(log, with_lengths(rs, values), t, values)) is not None:
         notes.append(spread)
