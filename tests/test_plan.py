@@ -344,3 +344,31 @@ def test_a_step_dealing_trainer_gets_a_sensitivity_line_for_verls_newer_dealing(
     framework = plan.plan(small_spec(framework=profile("fsdp2-dense"), **kw), with_sensitivity=False)
     lines = {s["variant"]: s for s in sensitivity(framework)}
     assert line in lines and lines[line]["throughput_after"] >= lines[line]["throughput_before"] * 0.98
+
+
+def test_the_recommended_code_is_formatted_as_ruff_formats_it() -> None:
+    """The code a plan prints (every candidate design of two specs, wrapped as printed) is the
+    same program as the one built (formatting only changes quotes and a blank line), and
+    ``ruff format`` leaves it unchanged: a user pastes it into a project that formats its code
+    (docs/plan.md holds one, and the repository's format check covers the docs)."""
+    import ast
+    import subprocess
+    import sys
+
+    from pipesim.plan.code import _program, scenario_code, wrap_code
+
+    for spec in (small_spec(share_group_prefix=True), small_spec()):
+        designs = plan.candidates(spec)
+        programs = [wrap_code(scenario_code(spec, d)) for d in designs]
+        for d, code in zip(designs, programs, strict=True):
+            assert ast.dump(ast.parse(code)) == ast.dump(ast.parse(_program(spec, d))), d
+        text = "\n\n".join(sorted(set(programs))) + "\n"
+        proc = subprocess.run(
+            [sys.executable, "-m", "ruff", "format", "--diff", "-"],
+            input=text.replace("\n\nimport pipesim", "\n\n\nimport pipesim"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]

@@ -27,7 +27,12 @@ def _default_sync(spec: PlanSpec, d: Design) -> float:
 
 
 def scenario_code(spec: PlanSpec, d: Design) -> str:
-    """Python that builds and runs design ``d`` (``pipesim.compute.run_compute``)."""
+    """Python that builds and runs design ``d`` (``pipesim.compute.run_compute``), formatted."""
+    return _as_formatted(_program(spec, d))
+
+
+def _program(spec: PlanSpec, d: Design) -> str:
+    """:func:`scenario_code`'s program as built, one statement a line, the reprs' quotes kept."""
     eng = engine_config(spec, d.tp)
     n_rep = (spec.n_gpus - d.trainer_gpus) // d.tp
     sc = scenario(spec, d, spec.steps, n_slots=n_rep * eng.max_num_seqs)
@@ -65,6 +70,38 @@ def scenario_code(spec: PlanSpec, d: Design) -> str:
             + (f", routing=pipesim.{rule!r})" if (rule := routing(spec)) is not None else ")"),
         ]
     ).replace("inner=", "inner=pipesim.")
+
+
+def _as_formatted(code: str) -> str:
+    """``code`` as ``ruff format`` leaves it, for the lines :func:`scenario_code` makes: a blank
+    line after the imports, and each string literal in double quotes (the reprs inside give
+    single) unless it holds one. A user pastes it into a project that formats its code."""
+    import io
+    import tokenize
+
+    out, last = [], (1, 0)
+    lines = code.splitlines(keepends=True)
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.ENDMARKER:
+            break
+        text = tok.string
+        if tok.type == tokenize.STRING and text[:1] == "'" and '"' not in text and "\\" not in text:
+            text = '"' + text[1:-1] + '"'
+        if tok.start != last:  # the source between tokens (spaces, line ends) as it was
+            out.append(_between(lines, last, tok.start))
+        out.append(text)
+        last = tok.end
+    out.append(_between(lines, last, (len(lines), len(lines[-1]))))
+    body = "".join(out)
+    head, sep, rest = body.partition("from pipesim.compute import *\n")
+    return head + sep + "\n" + rest if sep else body
+
+
+def _between(lines: list[str], a: tuple[int, int], b: tuple[int, int]) -> str:
+    """The source text from position ``a`` to ``b`` (tokenize's (row, column), rows from 1)."""
+    if a[0] == b[0]:
+        return lines[a[0] - 1][a[1] : b[1]]
+    return lines[a[0] - 1][a[1] :] + "".join(lines[a[0] : b[0] - 1]) + lines[b[0] - 1][: b[1]]
 
 
 def _trainer_extras(spec: PlanSpec, d: Design) -> str:
