@@ -26,9 +26,11 @@ COMPILED = [
     "pipesim/compute/batch.py",
     "pipesim/compute/driver.py",
     "pipesim/compute/engine.py",
+    "pipesim/compute/inplace.py",
     "pipesim/compute/pool.py",
     "pipesim/compute/prefix.py",
     "pipesim/compute/refill.py",
+    "pipesim/compute/seq.py",
     "pipesim/compute/source.py",
 ]
 """The modules the compiled build turns into C extensions."""

@@ -39,10 +39,12 @@ from pipesim.compute import (
     cluster,
     driver,
     engine,
+    inplace,
     is_compiled,
     pool,
     prefix,
     refill,
+    seq,
     source,
 )
 from pipesim.compute.closedloop import ClosedLoop
@@ -54,7 +56,7 @@ from pipesim.policies.replicas import GroupAffinity
 from tests.test_compute_engine import config_with_budget
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = (batch, driver, engine, pool, prefix, refill, source)
+MODULES = (batch, driver, engine, inplace, pool, prefix, refill, seq, source)
 """The modules ``setup.py`` compiles (``test_the_build_compiles_what_setup_lists`` checks the list)."""
 
 

@@ -1,12 +1,13 @@
 """The state of one replica's batch: the fluid token clock and the KV-cache scheduler.
 
 :class:`BatchState` is the lowest layer of :class:`~pipesim.compute.engine.ComputeReplica`, the one
-that knows nothing of SimPy or the kernel: the virtual token clock ``v`` and the curve ``t(v)`` that maps it
-to real time, the heap of resident sequences keyed by the token at which each finishes, the queue
-waiting for the KV cache, FIFO admission (``max_num_seqs``, the KV policy, the watermark),
-preemption by recompute, and prefill stalls; with ``share_group_prefix``, the prompt KV a group
-shares on the replica (:mod:`pipesim.compute.prefix`). ``docs/compute.md`` and the engine module's
-docstring describe the model; the replica drives this state at its events.
+that knows nothing of SimPy or the kernel: the virtual token clock ``v`` and the curve ``t(v)`` that
+maps it to real time, the heap of resident sequences (:class:`~pipesim.compute.seq.Seq`) keyed by
+the token at which each finishes, the queue waiting for the KV cache, FIFO admission
+(``max_num_seqs``, the KV policy, the watermark), preemption by recompute, and prefill stalls; with
+``share_group_prefix``, the prompt KV a group shares on the replica (:mod:`pipesim.compute.prefix`).
+``docs/compute.md`` and the engine module's docstring describe the model; the replica drives this
+state at its events.
 """
 
 from __future__ import annotations
@@ -20,86 +21,13 @@ from mypy_extensions import mypyc_attr
 
 from pipesim.compute import prefix
 from pipesim.compute.cost import ReplicaCost
+from pipesim.compute.seq import Seq  # re-exported (engine, pool, prefix, refill and tests import it here)
 from pipesim.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipesim.compute.series import ReplicaSeries
-    from pipesim.core.episode import Episode
 
 _INF = math.inf
-
-
-@mypyc_attr(acyclic=True)
-class Seq:
-    """One sequence on a replica: everything its turns need, so that no turn reads its episode.
-
-    The replica copies what it needs of the episode when the sequence starts (its ``id``, its
-    ``slot``, and ``origin``: its start less the replica's paused seconds by then, the zero of the
-    seconds it generates), and writes the episode once, when it finishes or leaves the replica
-    (:meth:`pipesim.compute.driver.ReplicaDriver._finished`). A closed loop keeps no episode at
-    all (``ep`` is None: :class:`pipesim.compute.refill.LoopReplica`). So the compiled leaf
-    never reads or writes an :class:`~pipesim.core.episode.Episode`, a plain Python object, on
-    a turn; only at an episode's start and end, and when the kernel pauses, aborts or
-    re-prefills the replica.
-
-    Compiled, it is invisible to the cyclic collector (``acyclic``: no GC header, faster to make
-    and to free): nothing it refers to (its episode, the token counts of its turns) refers back
-    to it, so it is never part of a reference cycle.
-    """
-
-    __slots__ = (
-        "ep",
-        "id",
-        "slot",
-        "origin",
-        "prompt",
-        "response",
-        "max_tokens",
-        "gen_before",
-        "v_start",
-        "kv_off",
-        "stamp",
-        "turns",
-        "turn",
-        "turn_end",
-        "obs",
-        "cached",
-        "fresh",
-        "group",
-        "ref",
-        "gen_at_update",
-    )
-
-    def __init__(
-        self,
-        ep: Episode | None,
-        id: int,
-        prompt: int,
-        response: int,
-        max_tokens: int,
-        turns: list[tuple[int, float, int]] | None = None,
-    ) -> None:
-        self.ep = ep  # the kernel's episode, written when it finishes; None in a closed loop
-        self.id = id  # the episode's id: the side table's row, the heap's tie-break
-        self.slot = -1  # the replica's slot it holds
-        self.origin = 0.0  # start_s - offset_start: generated seconds = (now - offset) - origin
-        self.prompt, self.response = prompt, response
-        # the most its context can grow past the prompt (what kv_policy="reserve" holds for it):
-        # the responses' maximum, and the observations of an agent's turns
-        self.max_tokens = max_tokens if turns is None else max_tokens + sum(t[2] for t in turns)
-        self.gen_before = 0.0  # tokens generated before its current residency
-        self.v_start = 0.0
-        self.kv_off = 0.0  # its KV is kv_off + v
-        self.stamp = -1  # > 0 while resident: matches its heap entry
-        self.turns = turns  # (response tokens, tool seconds, observation tokens) per turn, or None
-        self.turn = 0
-        self.turn_end = response if turns is None else turns[0][0]  # generated tokens at the turn's end
-        self.obs = 0  # observation tokens in its context
-        self.cached = 0.0  # KV tokens kept for it while it is off the GPU (a tool call)
-        self.fresh = prompt  # context tokens never prefilled yet (the rest of a prefill is recompute)
-        self.group = -1  # its prompt group, where the replica shares prompts (share_group_prefix)
-        self.ref = False  # it holds a reference on its group's shared prompt KV
-        self.gen_at_update = 0.0  # tokens it had generated when its replica's weights last changed
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

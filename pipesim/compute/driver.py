@@ -5,7 +5,7 @@
 below it knows nothing of SimPy (the token clock, the heap of resident sequences, the KV
 scheduler); this layer turns its next batch change into one pending wakeup on SimPy's queue (a
 :class:`~pipesim.core.clock.Wakeup`; superseded ones ignored), or handles it in place when it
-comes strictly before every other queued event (:meth:`ReplicaDriver._drive`); finishes
+comes strictly before every other queued event (:mod:`pipesim.compute.inplace`); finishes
 sequences and hands the episodes to the kernel; and sends multi-turn sequences to their tool
 calls and back (:class:`~pipesim.compute.pool.EnvWorkers`, or one wakeup per call when the
 environment workers are unlimited). The engine module above adds the kernel's
@@ -25,6 +25,7 @@ from mypy_extensions import mypyc_attr
 from pipesim.compute import prefix
 from pipesim.compute.batch import BatchState, Seq
 from pipesim.compute.cost import ReplicaCost
+from pipesim.compute.inplace import drive
 from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import ReplicaSeries
 from pipesim.compute.source import TokenTable
@@ -210,69 +211,9 @@ class ReplicaDriver(BatchState):
             self._drive(now)
 
     def _drive(self, now: float) -> None:
-        """Handle the batch change due now; then, while this replica's next change comes strictly
-        before every other event in SimPy's queue, handle it here at its instant instead of
-        through a timeout of its own, and arm a timeout for the first one that does not.
-
-        That is exactly what SimPy would do with the timeout: it would pop it next (nothing else
-        is due before it, nor at the same instant, where a queued event's lower id would go
-        first), set its clock to ``now + delay`` and call :meth:`_on_timer`. Setting the clock
-        (:meth:`~pipesim.core.clock.Clock.advance_to`, as :meth:`simpy.Environment.step` does)
-        and handling the change directly leaves every result bit-identical and saves an event,
-        its heap push and its pop; in a closed loop on one replica the whole run is one event.
-        This replica's own superseded timeouts at the head of the queue are dropped on the way
-        (popped, they would do nothing).
-        (``pipesim/core/slots.py`` takes its wake-ups in place in the same spirit, and the
-        kernel's ``Pipeline.on_finished`` runs its controller pass in place on the same test,
-        :meth:`~pipesim.core.clock.Clock.free_until`.)
-        """
-        env = self.env
-        on_timer, on_tool, tooling = self._on_timer_cb, self._on_tool_cb, self.tooling
-        while True:
-            at = self._step(now, rearm=False)
-            if at == math.inf:
-                return
-            if not self.handle_in_place:  # the reference: every change through a timeout
-                timer = env.timeout(at - now if at > now else 0.0)
-                timer.callbacks.append(on_timer)  # type: ignore[union-attr]
-                self._timer = timer
-                return
-            t = now + (at - now) if at > now else now + 0.0  # when SimPy's timeout would fire
-            at_t = True  # the next change is the one planned for t (not a tool return before it)
-            # what SimPy would pop before t (float(): a user's numpy time makes SimPy's clock a
-            # numpy float, whose comparison is a numpy bool; the compiled build wants a bool)
-            while (head := env.first_due(t)) is not None:
-                tt, cb, seq = head
-                if cb is on_timer:  # this replica's superseded timeout: popped, it does nothing
-                    env.drop_first()
-                    continue
-                if cb is not on_tool or float(tt) >= t:
-                    self._arm_at(t)  # someone else's event comes first
-                    return
-                # this replica's tool call returns first: what SimPy and _on_tool would do
-                env.drop_first()
-                env.advance_to(tt)
-                now = tt
-                if seq not in tooling:
-                    continue  # taken off the replica during the call
-                del tooling[seq]
-                self.waiting.append(seq)
-                if self._settle_pending or not env.free_until(now):
-                    if not self._settle_pending:  # others at this instant: settle after them
-                        self._settle_later()
-                    self._arm_at(t)
-                    return
-                at_t = False
-                break
-            if at_t:
-                env.advance_to(t)
-                now = t
-                self._advance(now)
-                target = self._target_v  # _snap(now, force=True), inlined
-                if self.v != target < math.inf:
-                    self._snap_tokens(now, target)
-            else:
-                self._advance(now)
+        """Handle the batch change due now, and the ones after it while this replica's come first
+        in SimPy's queue, in place (:func:`pipesim.compute.inplace.drive`)."""
+        drive(self, now)
 
     def _arm_at(self, t: float) -> None:
         """Arm the timer at the absolute time ``t`` (what ``env.timeout(t - now)`` computed as
