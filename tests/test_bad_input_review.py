@@ -354,6 +354,12 @@ def test_a_fit_of_an_ambiguous_or_overflowing_column_names_it(case: str, field: 
         (["profile", "--config", "TRACE", "--device", "cpu", "--out", "p.csv"], "--config"),
         (["profile", "--config", "SAVED", "--device", "cpu", "--out", "p.csv"], "--config"),
         (["run", "PLAN"], "pipesim plan"),  # a plan spec read as a scenario: 'schema_version: missing'
+        # a key both set and swept: the axis replaced the set value in every cell without a word
+        (["sweep", "async-eta2", "--set", "max_staleness=3", "--over", "max_staleness=1,2"], "max_staleness"),
+        (
+            ["sweep", "async-eta2", "--set", "durations.tool_median_s=3", "--over", "durations=x,y"],
+            "durations",
+        ),
     ],
 )
 def test_a_flag_that_would_be_ignored_or_run_unbounded_is_refused(

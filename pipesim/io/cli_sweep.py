@@ -131,6 +131,21 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
     return value
 
 
+def _check_set_not_swept(sets: Sequence[str], overs: Sequence[str]) -> None:
+    """A key both ``--set`` and swept by ``--over`` (or one inside the other: ``--set
+    durations.tool_median_s=3`` with ``--over durations=...``) is refused: the axis's values would
+    replace the set value in every cell without a word."""
+    set_keys = [s.split("=", 1)[0].strip() for s in sets if "=" in s]
+    for item in overs:
+        axis = item.split("=", 1)[0].strip()
+        for key in set_keys:
+            if key == axis or key.startswith(axis + ".") or axis.startswith(key + "."):
+                raise UsageError(
+                    f"--set {shown(key)} and --over {shown(axis)}: the axis's values replace the set "
+                    "value in every cell; give the key once (as an --over axis, or as a --set)"
+                )
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
     from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
@@ -140,6 +155,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if (problem := workers_problem(args.workers)) is not None:
         raise UsageError(problem)
     timeout_s = cell_limit(args.timeout_s, args.dask)
+    _check_set_not_swept(args.set, args.over)
     check_output("csv", args.csv)
     check_output("html", args.html)
     scen, _ = build_scenario(args.scenario, args.set, None)
