@@ -354,6 +354,9 @@ def test_a_fit_of_an_ambiguous_or_overflowing_column_names_it(case: str, field: 
         (["profile", "--config", "TRACE", "--device", "cpu", "--out", "p.csv"], "--config"),
         (["profile", "--config", "SAVED", "--device", "cpu", "--out", "p.csv"], "--config"),
         (["run", "PLAN"], "pipesim plan"),  # a plan spec read as a scenario: 'schema_version: missing'
+        # a saved run's page draws the run as it was: --seeds and --workers were ignored
+        (["report", "SAVED", "--seeds", "5"], "--seeds"),
+        (["report", "SAVED", "--workers", "2"], "--workers"),
         # a key both set and swept: the axis replaced the set value in every cell without a word
         (["sweep", "async-eta2", "--set", "max_staleness=3", "--over", "max_staleness=1,2"], "max_staleness"),
         (

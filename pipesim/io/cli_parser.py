@@ -187,7 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default="report.html", metavar="PATH", help="the page to write; e.g. --out report.html"
     )
     rep.add_argument(
-        "--seeds", type=int, default=3, metavar="N", help="seeds per banded point (>= 1); e.g. --seeds 3"
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seeds per banded point of the chapter's report (>= 1, default 3); e.g. --seeds 3",
     )
     add_options(rep, "workers", "quiet")
     rep.set_defaults(func=cmd_report)

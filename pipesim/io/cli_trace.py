@@ -25,8 +25,16 @@ from pipesim.io.interrupts import write_atomic, write_text_atomic
 def cmd_report(args: argparse.Namespace) -> int:
     from pipesim.io.report import build_report
 
-    if args.seeds < 1:
-        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.run is not None and (args.seeds is not None or args.workers is not None):
+        # a saved run's page draws the run as it was: nothing reruns, so either would be ignored
+        given = "--seeds" if args.seeds is not None else "--workers"
+        raise UsageError(
+            f"{given}: {args.run} is a saved run, reported as it was run; {given} is for the "
+            "chapter's report (pipesim report --out report.html)"
+        )
+    seeds = 3 if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {seeds}")
     if (problem := workers_problem(args.workers)) is not None:
         raise UsageError(problem)
     check_output("out", args.out)
@@ -37,7 +45,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text_atomic(args.out, run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
         print(f"wrote {Path(args.out).resolve()}")
         return 0
-    path = build_report(args.out, seeds=args.seeds, workers=args.workers, progress=not args.quiet)
+    path = build_report(args.out, seeds=seeds, workers=args.workers, progress=not args.quiet)
     print(f"wrote {path.resolve()}")
     return 0
 
