@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_readme import shell
 from tests.test_testing_kit import DOCS as KIT_DOCS
 from tests.test_testing_kit import readme_example
 
@@ -269,27 +270,11 @@ def command_found(doc: str, command: str) -> bool:
 )
 def test_the_cheap_command_runs(doc: str, command: str, workdir: Path) -> None:
     assert command_found(doc, command), f"docs/{doc} no longer runs {command!r}: update CHEAP_COMMANDS"
-    shim = workdir / "bin" / "pipesim"
-    shim.parent.mkdir(exist_ok=True)
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pipesim "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", command],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert proc.returncode == 0, f"{command}\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
-    assert "Traceback" not in proc.stderr
+    stdout = shell(command, workdir, TIMEOUT_S)  # the README's runner: the environment active
     if "check-roofline" in command:  # docs/decode.md's table holds the rows it prints
         table = (DOCS / "decode.md").read_text()
-        rows = re.findall(
-            r"^(\w+)\s+(\d+)\s+([\d.]+%)\s+([\d.]+%)\s+([+-][\d.]+%)\s+(\d+%)$", proc.stdout, re.M
-        )
-        assert rows, proc.stdout
+        rows = re.findall(r"^(\w+)\s+(\d+)\s+([\d.]+%)\s+([\d.]+%)\s+([+-][\d.]+%)\s+(\d+%)$", stdout, re.M)
+        assert rows, stdout
         for op, n, median, p90, bias, within in rows:
             cells = [n, r"default[^|]*", median, p90, bias, within]
             row = r"\|\s*" + r"\s*\|\s*".join(rf"\**{re.escape(c) if '%' in c else c}\**" for c in cells)

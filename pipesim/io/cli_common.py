@@ -200,13 +200,22 @@ def check_save_dir(path: str | None) -> None:
         raise UsageError(f"--save: {one_line(exc)}") from None
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise UsageError(f"--save: {shown(path)} is a non-empty directory that is not a saved run")
-    for anc in p.parents:  # missing parents are made, like the directory itself
+    if (problem := directory_problem(p)) is not None:
+        raise UsageError(f"--save: {problem}")
+
+
+def directory_problem(p: Path) -> str | None:
+    """Why a directory at ``p``, made with its missing parents, could not hold files (None: it
+    could): a file in its place or above it, or no file can be made in the nearest existing one
+    (the directory itself, or the ancestor its parents are made in). ``--save`` and the plan's run
+    cache are both checked by it before any work."""
+    for anc in (p, *p.parents):
         if anc.exists() and not anc.is_dir():
-            raise UsageError(f"--save: {shown(str(anc))} is a file, not a directory")
-    # the nearest existing directory (the run's own, or the ancestor its parents are made in)
+            return f"{shown(str(anc))} is a file, not a directory"
     here = next((d for d in (p, *p.parents) if d.exists()), Path("."))
     if (why := unwritable(here)) is not None:
-        raise UsageError(f"--save: directory {shown(str(here))} is not writable ({why})")
+        return f"directory {shown(str(here))} is not writable ({why})"
+    return None
 
 
 def load_saved(path: str) -> Any:

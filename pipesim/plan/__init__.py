@@ -192,22 +192,16 @@ def _cache_problem(cache_dir: str | None) -> str | None:
     runs, or None: a file in its place or above it, or a directory no file can be made in. Checked
     before the search: the cache is what ``--resume`` continues an interrupted plan from, and a
     cache that cannot be written failed the plan at its first run, naming the spec."""
-    from pathlib import Path
-
-    from pipesim.io.cli_common import unwritable
+    from pipesim.io.cli_common import directory_problem
     from pipesim.plan.cache import DiskCache
 
     root = DiskCache(cache_dir).root
+    if (problem := directory_problem(root)) is None:
+        return None
     opt = (
         "--cache-dir" if cache_dir is not None else "the run cache ($PIPESIM_CACHE or ~/.cache/pipesim/plan)"
     )
-    for d in (root, *root.parents):
-        if d.exists() and not d.is_dir():
-            return f"{opt}: {d} is a file, not a directory"
-    here = next((d for d in (root, *root.parents) if d.exists()), Path("."))
-    if (why := unwritable(here)) is not None:
-        return f"{opt}: {root} cannot be made or written in ({here}: {why})"
-    return None
+    return f"{opt} {root}: {problem}"
 
 
 def _write_all(result: PlanResult, args: argparse.Namespace) -> None:
@@ -306,8 +300,8 @@ def _main(argv: list[str] | None) -> int:
     except PlanInterrupted as e:
         try:
             _write_all(e.result, args)
-        except UsageError as w:
-            print(f"pipesim plan: error: {' '.join(str(w).split())}", file=sys.stderr)
+        except UsageError as w:  # said, and the interrupt still ends the plan
+            _error(str(w))
         raise
     except PlanInfeasible as e:
         print(f"pipesim plan: {e}", file=sys.stderr)
@@ -323,19 +317,19 @@ def _main(argv: list[str] | None) -> int:
     if args.resume or (disk is not None and disk.hits):
         print(f"run cache {disk.root if disk else ''}: {disk.hits if disk else 0} runs reused", file=text_out)
     print(report.text(result), file=text_out)
+    # an output that cannot be written: the designs are in the run cache, and rerunning with
+    # another path reuses them
     try:
         _write_all(result, args)
-        if args.export_best and result.best is not None:
-            from pipesim.plan.runspec import write_best
-            from pipesim.plan.specfile import edited
-
-            source = edited(args.spec, args.set) if args.set else args.spec  # the tables the plan read
-            try:
-                print(write_best(source, result, args.export_best), file=text_out)
-            except OSError as e:
-                raise UsageError(
-                    f"--export-best {args.export_best}: cannot write it ({e.strerror or e})"
-                ) from None
-    except UsageError as e:  # the designs are in the run cache: rerunning with another path reuses them
+    except UsageError as e:
         return _error(str(e))
+    if args.export_best and result.best is not None:
+        from pipesim.plan.runspec import write_best
+        from pipesim.plan.specfile import edited
+
+        source = edited(args.spec, args.set) if args.set else args.spec  # the tables the plan read
+        try:
+            print(write_best(source, result, args.export_best), file=text_out)
+        except OSError as e:
+            return _error(f"--export-best {args.export_best}: cannot write it ({e.strerror or e})")
     return 0
