@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,15 @@ from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_length
 from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.calibrate.residuals import trainer_residuals
-from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
+from pipesim.calibrate.simulated import (
+    OVERHEAD_PROBE_S,
+    Sim,
+    fit_overhead,
+    report,
+    reporting,
+    simulate,
+    with_values,
+)
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens
 from pipesim.plan.runspec import RunSpec
 
@@ -305,12 +314,23 @@ def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: Sim
     return out
 
 
-def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
+def calibrate(
+    log: TrainingLog, rs: RunSpec, seed: int = 0, progress: Callable[[str], None] | None = None
+) -> Calibration:
     """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
     cannot come from a run of ``rs`` is refused first (:func:`check_log`), as are arguments of the
-    wrong kind and a log of fewer than 3 steps (:func:`~pipesim.calibrate.frame.check_calibrate_args`)."""
+    wrong kind and a log of fewer than 3 steps (:func:`~pipesim.calibrate.frame.check_calibrate_args`).
+    ``progress`` is called with one line as each part and each simulation starts (the CLI prints
+    them on stderr)."""
     check_calibrate_args(log, rs, seed)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable taking one str, or None; got {type(progress).__name__}")
     check_log(log, rs)
+    with reporting(progress):
+        return _calibrate(log, rs, seed)
+
+
+def _calibrate(log: TrainingLog, rs: RunSpec, seed: int) -> Calibration:
     residuals: dict[str, dict[str, float]] = {}
     held: list[int] = []
     n = len(log)
@@ -318,8 +338,10 @@ def calibrate(log: TrainingLog, rs: RunSpec, seed: int = 0) -> Calibration:
         k = max(2, round(0.25 * n))
         part, rest = log.select(np.arange(n) < n - k), log.select(np.arange(n) >= n - k)
         held = [int(s) for s in rest.steps]
+        report(f"validation: fitting the first {n - k:,} steps, predicting the last {k:,} (held out)")
         vals, _, pred = _fit(part, rs, seed, predict=(n - k, n))
         residuals = _validate(rest, rs, vals, pred)
+    report(f"fitting all {n:,} steps")
     values, notes, _ = _fit(log, rs, seed, means=False)  # its means are not used
     t = tokens(log, rs)
     if t is not None and (spread := dealing_spread(log, with_lengths(rs, values), t, values)) is not None:

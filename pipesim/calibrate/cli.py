@@ -1,13 +1,18 @@
 """``pipesim calibrate LOG --spec RUN.toml --out CALIBRATED.toml``: the command (see
 :mod:`pipesim.calibrate`). Output paths are checked before anything is read or run; a bad log, map,
-step range or spec is one line naming the file and the column or key (exit status 2)."""
+step range or spec is one line naming the file and the column or key (exit status 2). On a
+terminal, one status line on stderr says which part and which simulation is running (a
+1,000-step log takes about 20 s; ``--quiet`` hides it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import time
 from pathlib import Path
+from typing import TextIO
 
 from pipesim.io.cli_common import UsageError, check_output, one_line
 from pipesim.io.interrupts import write_text_atomic
@@ -26,11 +31,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rs = load(args.spec)
     except PlanError as exc:
         raise UsageError(f"--spec {one_line(exc)}") from None
+    status = _StatusLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     try:
         log = read_log(args.log, read_columns_map(args.columns), args.steps)
-        cal = calibrate(log, rs, seed=args.seed or 0)
+        cal = calibrate(log, rs, seed=args.seed or 0, progress=status)
     except LogError as exc:
         raise UsageError(one_line(exc)) from None
+    finally:
+        if status is not None:
+            status.close()
     out = sys.stderr if args.json == "-" else sys.stdout
     print(cal.text(), file=out)
     data = calibrated_spec(rs, cal)
@@ -57,9 +66,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StatusLine:
+    """The calibration's progress as one line rewritten in place on a terminal (``stream``), with
+    the seconds since it started; :meth:`close` clears it. Not a terminal (a log, a pipe): silent."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.start, self.shown = stream, time.perf_counter(), False
+
+    def __call__(self, text: str) -> None:
+        width = max(shutil.get_terminal_size((100, 20)).columns - 1, 20)
+        line = f"calibrate [{time.perf_counter() - self.start:5.1f} s] {text}"[:width]
+        self.stream.write("\r\033[K" + line)
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The ``calibrate`` subparser."""
-    from pipesim.io.cli_options import examples
+    from pipesim.io.cli_options import add_option, examples
 
     c = sub.add_parser(
         "calibrate",
@@ -106,4 +136,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     c.add_argument(
         "--json", metavar="FILE", help="also write the [calibration] table as JSON; e.g. --json cal.json"
     )
+    add_option(c, "quiet", help="no progress line on a terminal; e.g. --quiet")
     c.set_defaults(func=cmd_calibrate)

@@ -19,13 +19,22 @@ Which column it is fitted to:
 
 Neither is identified where the simulated column barely moves with the overhead: a trainer-bound
 asynchronous design, whose ``gen`` is the trainer's wait and whose step is the trainer's.
+
+The simulations are a calibration's time (a 1,000-step log: about 20 s on one core). Each says
+what it runs through :func:`report`, to the callback :func:`reporting` installed (``pipesim
+calibrate`` prints them on stderr; :func:`pipesim.calibrate.calibrate` takes ``progress=``); a
+context variable, so the fitting functions keep their signatures and concurrent calibrations in
+threads or tasks do not mix their lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +44,7 @@ from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 
-__all__ = ["OVERHEAD_PROBE_S", "Sim", "fit_overhead", "simulate", "with_values"]
+__all__ = ["OVERHEAD_PROBE_S", "Sim", "fit_overhead", "report", "reporting", "simulate", "with_values"]
 
 OVERHEAD_PROBE_S = (0.0, 0.01)
 """The two decode overheads (seconds per iteration) the simulation is run at to interpolate ``gen``."""
@@ -48,6 +57,26 @@ REFINE_RUNS = 10
 """The most simulations spent refining the interpolated overhead where the column is not affine in it."""
 REFINE_TOL = 0.005
 """The relative miss of the logged mean at which the refinement stops."""
+
+
+_PROGRESS: ContextVar[Callable[[str], None] | None] = ContextVar("calibrate_progress", default=None)
+
+
+@contextlib.contextmanager
+def reporting(progress: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, :func:`report` passes its lines to ``progress`` (None: nowhere)."""
+    token = _PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def report(text: str) -> None:
+    """Tell the installed progress callback (:func:`reporting`) what starts now."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress(text)
 
 
 def with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
@@ -76,6 +105,8 @@ def simulate(
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
     None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
+    at = "the engine's default decode overhead" if o is None else f"{o * 1e3:.3g} ms per decode iteration"
+    report(f"simulating {steps:,} steps at {at}")
     r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
     a, b = window if window is not None else (0, steps)
     br = step_breakdown(r.result)

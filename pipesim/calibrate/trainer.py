@@ -54,6 +54,7 @@ from pipesim.calibrate.frame import (
 )
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
+from pipesim.calibrate.simulated import report
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
@@ -146,6 +147,7 @@ def dealt(rs: RunSpec, steps: int) -> list[tuple[int, ...]] | None:
     from pipesim.plan.runspec import run
 
     n = max(1, min(int(check_steps(steps, None)[0]), MAX_DEALT_STEPS))
+    report(f"simulating {n:,} steps to deal their samples to the trainer's ranks")
     out = [per for _, per in run(dataclasses.replace(rs, steps=n)).dealt_log]
     return out or None
 
