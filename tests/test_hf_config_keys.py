@@ -37,6 +37,8 @@ CASES: list[tuple[dict[str, Any], dict[str, Any], str, str]] = [
     (QWEN3, {"num_key_value_heads": 5}, "num_key_value_heads", "n_kv_heads"),
     (QWEN3, {"num_attention_heads": 30}, "num_attention_heads", "n_heads"),
     (MOE, {"num_experts_per_tok": 129}, "num_experts_per_tok", "n_active_experts"),
+    # no head_dim and heads that do not divide hidden_size: a typo, not a 128.03-wide head
+    (QWEN3, {"head_dim": None, "hidden_size": 4097}, "hidden_size", "q_size"),
 ]
 
 
@@ -53,6 +55,14 @@ def test_a_refused_config_names_its_own_key(
 def test_a_good_config_still_loads() -> None:
     spec = ModelSpec.from_hf_config(QWEN3)
     assert (spec.n_heads, spec.n_kv_heads) == (32, 8)
+
+
+def test_head_dim_given_explicitly_needs_no_division() -> None:
+    """Where the config states head_dim, hidden_size need not be a multiple of the heads (the
+    projections are heads x head_dim wide, as transformers builds them)."""
+    spec = ModelSpec.from_hf_config({**QWEN3, "hidden_size": 4100, "head_dim": 128})
+    assert spec.head_dim == 128 and spec.hidden_size == 4100
+    assert ModelSpec.from_hf_config({**QWEN3, "head_dim": None}).head_dim == 4096 // 32
 
 
 @pytest.mark.parametrize("field", ["weight_dtype", "kv_dtype"])

@@ -185,6 +185,35 @@ def drops_with_a_made_up_status(buffer: list[Any], p: Any) -> object:
     return batch[1:], []
 
 
+def writes_started(p: Any) -> bool:
+    if p.version == 2:
+        p.started = 0  # the run's books no longer close; no batch policy is at fault
+    return bool(p.started < (p.version + 1) * p.batch_size)
+
+
+def one_short(buffer: list[Any], p: Any) -> object:
+    if len(buffer) < p.batch_size:
+        return None, []
+    batch = buffer[: p.batch_size - 1]
+    del buffer[: p.batch_size - 1]
+    return batch, []
+
+
+def one_over(buffer: list[Any], p: Any) -> object:
+    if len(buffer) < p.batch_size + 1:
+        return None, []
+    batch = buffer[: p.batch_size + 1]
+    del buffer[: p.batch_size + 1]
+    return batch, []
+
+
+def raising_steps(p: Any) -> Generator[Any, Any, None]:
+    """A sync's steps built by a helper that is not a method: no frame of it holds the policy."""
+    p.begin_sync(pause=True)
+    yield p.timeout(1.0)
+    raise ZeroDivisionError("the staging buffer is empty")
+
+
 def run(**policies: Any) -> Callable[[], object]:
     return lambda: pipesim.run(Scenario(pipeline=CFG, **policies))
 
@@ -275,6 +304,18 @@ ROWS: list[Row] = [
     ),
     # raises: the user's own exception, the policy named in a note
     ("admits-raises", run(admission=UserAdmission(lambda p: 1 / 0)), ZeroDivisionError, ("UserAdmission",)),
+    (
+        "sync-helper-raises",
+        run(weight_update=UserUpdate(sync=lambda self, p: raising_steps(p))),
+        ZeroDivisionError,
+        ("UserUpdate.sync",),
+    ),
+    (
+        "choose-raises",
+        run(replicas=Replicas(2, UserRouting(lambda e: 1 / 0))),
+        ZeroDivisionError,
+        ("routing", "UserRouting"),
+    ),
     ("forgot-super-init", run(admission=ForgotSuper(1)), AttributeError, ("ForgotSuper", "window")),
     # never admits, never lets training proceed: a stall names the policy at fault
     (
@@ -325,6 +366,19 @@ ROWS: list[Row] = [
         run(admission=UserAdmission(clears_the_buffer)),
         PipelineError,
         ("UserAdmission", "read-only"),
+    ),
+    (
+        "writes-started",
+        run(admission=UserAdmission(writes_started)),
+        PipelineError,
+        ("UserAdmission", "p.started", "read-only"),
+    ),
+    ("batch-one-short", run(batching=UserBatch(one_short)), PipelineError, ("UserBatch", "batch size is 4")),
+    (
+        "batch-one-over",  # one step ahead, so a fifth episode can finish
+        run(admission=UserAdmission(lambda p: p.started < (p.version + 2) * 4), batching=UserBatch(one_over)),
+        PipelineError,
+        ("UserBatch", "batch size is 4"),
     ),
     (
         "drop-status",

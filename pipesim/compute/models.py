@@ -257,14 +257,16 @@ class ModelSpec:
         ``"qwen2"``, ``"qwen3"`` or ``"qwen3_moe"``.
 
         ``head_dim`` is read when present (Qwen3's differs from ``hidden_size / num_attention_heads``)
-        and defaults to that ratio otherwise; ``num_key_value_heads`` defaults to the head count
-        (multi-head attention) and ``tie_word_embeddings`` to false, as in ``transformers``. Qwen2
-        always has QKV biases, Qwen3 always has q/k norms. An unknown ``model_type`` or a missing
-        required key raises ``ValueError`` naming it; so does an integer key that is not an integer in
-        ``[minimum, MAX_MODEL_DIM]`` and a Qwen3-MoE config with dense layers (``mlp_only_layers``
-        not empty or ``decoder_sparse_step`` other than 1), which this spec cannot hold. A null
-        optional key reads as its default, as in ``transformers``, except ``decoder_sparse_step``:
-        ``transformers`` divides by it, so null is an error there too.
+        and defaults to that ratio otherwise (where the heads do not divide ``hidden_size``,
+        ``transformers`` would floor it, and a typo in either key would pass unseen, so the config
+        must then give ``head_dim`` itself: :func:`_default_head_dim`); ``num_key_value_heads``
+        defaults to the head count (multi-head attention) and ``tie_word_embeddings`` to false, as in
+        ``transformers``. Qwen2 always has QKV biases, Qwen3 always has q/k norms. An unknown
+        ``model_type`` or a missing required key raises ``ValueError`` naming it; so does an integer
+        key that is not an integer in ``[minimum, MAX_MODEL_DIM]`` and a Qwen3-MoE config with dense
+        layers (``mlp_only_layers`` not empty or ``decoder_sparse_step`` other than 1), which this
+        spec cannot hold. A null optional key reads as its default, as in ``transformers``, except
+        ``decoder_sparse_step``: ``transformers`` divides by it, so null is an error there too.
         """
         if not isinstance(d, Mapping):
             raise refuse("config", f"must be a dict, got {type(d).__name__}")
@@ -350,7 +352,7 @@ class ModelSpec:
                 hidden_size=hidden,
                 n_heads=heads,
                 n_kv_heads=integer("num_key_value_heads", heads),
-                head_dim=integer("head_dim", hidden // heads),
+                head_dim=integer("head_dim", _default_head_dim(hidden, heads, d)),
                 intermediate_size=integer("intermediate_size"),
                 vocab_size=integer("vocab_size"),
                 max_context_len=integer("max_position_embeddings"),
@@ -386,3 +388,17 @@ def _in_hf_keys(message: str) -> str:
 
 
 _HF_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "qwen3_moe"})
+
+
+def _default_head_dim(hidden: int, heads: int, d: Mapping[str, Any]) -> int:
+    """``hidden_size / num_attention_heads`` for a config without ``head_dim`` (a null one counts
+    as missing, as in ``transformers``); refused, naming both keys, where the heads do not divide
+    ``hidden_size``, unless ``head_dim`` is given (then this default is not used)."""
+    if d.get("head_dim") is None and hidden % heads:
+        raise FieldError(
+            f"config key 'hidden_size' ({hidden}) is not a multiple of 'num_attention_heads' ({heads}) "
+            "and the config gives no 'head_dim': give head_dim if the model's heads really are "
+            f"{hidden // heads} wide, else correct one of the two",
+            "hidden_size",
+        )
+    return hidden // heads

@@ -72,7 +72,8 @@ class Shapes:
     @classmethod
     def from_hf_config(cls, d: Mapping[str, Any]) -> Shapes:
         """The shapes of a Hugging Face ``config.json`` dict (``ValueError`` naming a missing or
-        non-integer key); ``head_dim`` defaults to ``hidden_size / num_attention_heads``; the MLP is
+        non-integer key); ``head_dim`` defaults to ``hidden_size / num_attention_heads``, which
+        must then be whole; the MLP is
         gated (SwiGLU), as in every model type the catalog reads."""
 
         def key(name: str, default: int | None = None) -> int:
@@ -84,6 +85,11 @@ class Shapes:
             return value
 
         hidden, heads = key("hidden_size"), key("num_attention_heads")
+        if d.get("head_dim") is None and hidden % heads:  # as ModelSpec.from_hf_config refuses it
+            raise ValueError(
+                f"config key 'hidden_size' ({hidden}) is not a multiple of 'num_attention_heads' "
+                f"({heads}) and the config gives no 'head_dim'"
+            )
         moe = bool(d.get("num_experts") or d.get("n_routed_experts"))
         inter = key("moe_intermediate_size") if moe else key("intermediate_size")
         return cls(

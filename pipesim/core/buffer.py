@@ -80,5 +80,11 @@ class EpisodeBuffer(BaseResource):
                     f"{type(policy).__name__}.select must return a non-empty list as its batch, or None "
                     f"to wait, got {shown(batch)}"
                 )
+            if len(batch) != self._pipeline.batch_size:  # every step trains batch_size episodes
+                raise PipelineError(
+                    f"{type(policy).__name__}.select returned a batch of {len(batch)} episodes; the "
+                    f"batch size is {self._pipeline.batch_size} (return None to wait for more, and "
+                    "put the rest back in the buffer)"
+                )
             event.succeed(batch)
         return True

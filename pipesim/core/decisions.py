@@ -60,6 +60,8 @@ class Decisions(PolicyPort):
     _min_items: Callable[[Any], object] | None
     _single: EngineReplica | None
     _choose: Callable[[list[EngineReplica]], EngineReplica | None] | None
+    routing: object
+    """The routing rule this run routes with (its own fresh copy), None with one engine."""
 
     def _bind_policies(self, options: EngineOptions) -> None:
         """Bind the policies' methods once; act on the batch policy's ``min_items`` unless
@@ -81,8 +83,9 @@ class Decisions(PolicyPort):
         none accepts); routing sees the replicas through the port and returns one of them."""
         self._single = self.engines[0] if replicas is None else None
         self._choose = None  # one engine: the admission loop starts episodes on it directly
+        self.routing = None
         if replicas is not None:
-            routing = replicas.fresh_routing()
+            routing = self.routing = replicas.fresh_routing()
             if isinstance(routing, BindsPipeline):  # it reads the pipeline (the upcoming task)
                 routing.bind(cast("PipelineView", self))
             self._choose = cast(Any, routing.choose)
@@ -137,6 +140,11 @@ class Decisions(PolicyPort):
                 ev = steps.send(send) if thrown is None else steps.throw(thrown)
             except StopIteration:
                 return
+            except errors.PipelineError:
+                raise
+            except Exception as exc:  # the policy's own error: say whose (its frames may not)
+                errors.note_culprit(exc, what)
+                raise
             if not isinstance(ev, simpy.Event):
                 raise errors.PipelineError(
                     f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield what "

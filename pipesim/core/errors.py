@@ -194,17 +194,23 @@ def view_written(p: Pipeline) -> PipelineError | None:
     )
 
 
-def lost_episodes(p: Pipeline, step: int, n: int, episode_id: int | None) -> PipelineError:
-    """The books did not close at ``step``: ``n`` launched episodes are nowhere (``n`` < 0: counted twice)."""
-    which = (
-        f" (episode {episode_id} is marked buffered but is not in the buffer)"
-        if episode_id is not None
-        else ""
-    )
+def lost_episodes(p: Pipeline, line: tuple[int, ...], episode_id: int | None) -> PipelineError:
+    """The books did not close at the ledger ``line`` (step, started, trained, running, buffered,
+    dropped). An episode marked buffered that is not in the buffer was taken out by the batch
+    policy and never returned; otherwise a policy wrote a counter (``p.started``) or the buffer,
+    and every policy of the run is named."""
+    step, started, trained, running, buffered, dropped = line
+    if episode_id is not None:
+        return PipelineError(
+            f"episodes lost at step {step}: episode {episode_id} is marked buffered but is not in the "
+            f"buffer; the batch policy {type(p.batching).__name__} must return every episode it takes "
+            "out of the buffer, in the batch or as discarded"
+        )
     return PipelineError(
-        f"episodes lost at step {step}: {n} launched episode(s) are neither trained, running, buffered "
-        f"nor dropped{which}; the batch policy {type(p.batching).__name__} must return every episode "
-        "it takes out of the buffer, in the batch or as discarded"
+        f"the books do not close at step {step}: {started} episodes started against {trained} "
+        f"trained + {running} running + {buffered} buffered + {dropped} dropped; a policy of "
+        f"{_policies(p)} changed the pipeline's counters (p.started, p.n_dropped) or buffer, which "
+        "are read-only (change state only through the port's actions)"
     )
 
 
@@ -223,17 +229,45 @@ def from_user_code(exc: Exception, roles: list[tuple[str, object]]) -> Exception
         original = cause
         original.__suppress_context__ = True
     culprit: tuple[str, object] | None = None
+    codes = [(role, obj, _codes(obj)) for role, obj in roles if obj is not None]
     tb = original.__traceback__
     while tb is not None:
-        me = tb.tb_frame.f_locals.get("self")
-        for role, obj in roles:
-            if obj is not None and me is obj:
+        frame = tb.tb_frame
+        me = frame.f_locals.get("self")
+        for role, obj, code in codes:
+            if me is obj or frame.f_code in code:
                 culprit = (role, obj)
         tb = tb.tb_next
-    add_note = getattr(original, "add_note", None)
-    if culprit is not None and add_note is not None:
-        add_note(f"raised by the {culprit[0]} policy {type(culprit[1]).__name__} during the pipesim run")
+    if culprit is not None:
+        note_culprit(original, f"the {culprit[0]} policy {type(culprit[1]).__name__}")
     return original
+
+
+NOTE_END = "during the pipesim run"
+"""How every note naming a culprit ends (one note per exception: the innermost names it)."""
+
+
+def note_culprit(exc: BaseException, who: str) -> None:
+    """Add the note "raised by ``who`` during the pipesim run" to ``exc``, unless a note naming a
+    culprit is there already (the innermost policy generator that saw it added it)."""
+    add_note = getattr(exc, "add_note", None)
+    if add_note is None or any(str(n).endswith(NOTE_END) for n in getattr(exc, "__notes__", ())):
+        return
+    add_note(f"raised by {who} {NOTE_END}")
+
+
+def _codes(obj: object) -> set[object]:
+    """The code objects of the methods ``obj``'s class and its bases define (plain, static, class
+    methods and properties): a frame running one is the policy's, even where it has no ``self``
+    (a static method, a helper the method returned)."""
+    out: set[object] = set()
+    for klass in type(obj).__mro__[:-1]:  # not object's
+        for v in vars(klass).values():
+            f = v.__func__ if isinstance(v, (staticmethod, classmethod)) else getattr(v, "fget", v)
+            code = getattr(f, "__code__", None)
+            if code is not None:
+                out.add(code)
+    return out
 
 
 def detached(err: PipelineError) -> PipelineError:

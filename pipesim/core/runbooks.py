@@ -120,15 +120,14 @@ class RunBooks:
         it as discarded leaves its status ``buffered`` and every summary normal, so without this
         check the loss is silent. Costs one pass over ``steps`` tuples per run.
         """
-        for step, started, trained, running, buffered, dropped in self.ledger_log:
+        for line in self.ledger_log:
+            _, started, trained, running, buffered, dropped = line
             if started != trained + running + buffered + dropped:
                 here = {id(ep) for ep in self.buffer.items}
                 lost = next(
                     (ep.id for ep in self.episodes if ep.status == BUFFERED and id(ep) not in here), None
                 )
-                raise errors.lost_episodes(
-                    cast("Pipeline", self), step, started - trained - running - buffered - dropped, lost
-                )
+                raise errors.lost_episodes(cast("Pipeline", self), line, lost)
 
     def _roles(self) -> list[tuple[str, object]]:
         """The user-pluggable objects of this run, by role, for naming the one that raised."""
@@ -140,6 +139,7 @@ class RunBooks:
             ("timeout", s.timeout),
             ("failure", s.failures),
             ("replicas", s.replicas),
+            ("routing", getattr(self, "routing", None)),
             ("episode source", self.source),
             ("batch observer", self.observer),
             ("trainer", self.trainer),

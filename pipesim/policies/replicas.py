@@ -20,6 +20,7 @@ when the slowest replica is done. Routing costs O(n_replicas) per admitted episo
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -163,9 +164,17 @@ class Replicas:
         return [q + (i < r) for i in range(self.n_replicas)]
 
     def fresh_routing(self) -> Routing:
-        """The routing object for one run: a copy of a stateful rule, the rule itself otherwise."""
+        """The routing object for one run: the rule's :meth:`~FreshRouting.fresh` copy where it has
+        one, else a deep copy, so state a rule keeps (a round-robin turn) starts afresh in every
+        run and the same scenario and seed route the same way however often it runs. A rule that
+        cannot be copied (it holds a lock, say) is used as it is: give it ``fresh()``."""
         routing = self.routing
-        return routing.fresh() if isinstance(routing, FreshRouting) else routing
+        if isinstance(routing, FreshRouting):
+            return routing.fresh()
+        try:
+            return copy.deepcopy(routing)
+        except (TypeError, copy.Error, RecursionError):
+            return routing
 
 
 @dataclass(frozen=True)

@@ -111,16 +111,60 @@ def _compare(scenario: Scenario, where: str) -> None:
     names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
     for name, a, b in zip(names, fast, plain, strict=True):
         if a != b:
-            if name == "episodes":
-                i = (
-                    next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
-                    if len(a) == len(b)
-                    else min(len(a), len(b))
-                )
-                detail = f"episode {i}: {a[i] if i < len(a) else None} vs {b[i] if i < len(b) else None}"
-            else:
-                detail = f"{a!r:.200} vs {b!r:.200}"
-            _fail("promises hold", f"the shortcuts change the {name} (with vs without){where}: {detail}")
+            detail = _episode_diff(a, b) if name == "episodes" else f"{a!r:.200} vs {b!r:.200}"
+            _fail(
+                "promises hold",
+                f"the shortcuts change the {name} (with vs without){where}: {detail}; {_hints(scenario)}",
+            )
+
+
+EPISODE_COLUMNS = (
+    "id",
+    "task_id",
+    "parent",
+    "slot",
+    "replica",
+    "start_s",
+    "end_s",
+    "version",
+    "status",
+    "work_s",
+    "update_from",
+    "update_to",
+    "trained_step",
+    "lost_s",
+)
+"""The fields of each episode in :func:`pipeline_trace`, in order."""
+
+
+def _episode_diff(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str:
+    """The first episode the two traces disagree on, by its fields' names."""
+    if len(a) != len(b):
+        return f"{len(a)} episodes vs {len(b)}"
+    i = next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
+    fields = [f"{n} {x!r} vs {y!r}" for n, x, y in zip(EPISODE_COLUMNS, a[i], b[i]) if x != y]
+    return f"episode {a[i][0]}: {', '.join(fields)}"
+
+
+def _hints(scenario: Scenario) -> str:
+    """Which promises the engine acted on: one of them promises more than its policy keeps."""
+    from pipesim.core.port import ClosedHint, MinItemsHint, PausesOnly
+
+    held = [
+        f"{type(policy).__name__}.{method}"
+        for policy, hint, method in (
+            (scenario.admission, ClosedHint, "closed"),
+            (scenario.batching, MinItemsHint, "min_items"),
+            (scenario.weight_update, PausesOnly, "pauses_only"),
+        )
+        if isinstance(policy, hint)
+    ]
+    if not held:
+        return "no policy declares a hint, so the engine's own shortcut is wrong: please report it"
+    return (
+        f"the hints the engine acted on: {', '.join(held)}; one promises more than its policy keeps "
+        "(docs/policies.md, 'Hints that make runs faster')"
+    )
 
 
 REPEATS = 2
@@ -133,5 +177,12 @@ def _repeats(scenario: Scenario, trace: tuple[Any, ...], options: Any) -> bool:
 
 
 def policy_names(scenario: Scenario) -> str:
+    """The classes of the scenario's policies, "A / B / C", the routing rule beside its replicas."""
     slots = ("admission", "weight_update", "batching", "timeout", "failures", "replicas")
-    return " / ".join(type(v).__name__ for v in (getattr(scenario, k) for k in slots) if v is not None)
+    names = []
+    for v in (getattr(scenario, k) for k in slots):
+        if v is not None:
+            routing = getattr(v, "routing", None)
+            inner = f"(routing={type(routing).__name__})" if routing is not None else ""
+            names.append(type(v).__name__ + inner)
+    return " / ".join(names)

@@ -107,13 +107,15 @@ def timeouts() -> SearchStrategy[Any]:
     return st.builds(Timeout, st.floats(1.0, 200.0))
 
 
-def replica_configs() -> SearchStrategy[Any]:
+def replica_configs(routings_: Any = None) -> SearchStrategy[Any]:
+    """``Replicas`` of 1-3 engines routed by one of ``routings_`` (a list or a strategy; default:
+    the built-in rules)."""
     from hypothesis import strategies as st
 
     from pipesim.policies.replicas import GroupAffinity, LeastLoaded, Replicas, RoundRobin
 
-    routings = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
-    return st.builds(Replicas, st.integers(1, 3), st.sampled_from(routings))
+    builtin = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
+    return st.builds(Replicas, st.integers(1, 3), _as_strategy(routings_, st.sampled_from(builtin)))
 
 
 def duration_models() -> SearchStrategy[Any]:
@@ -159,8 +161,15 @@ def policy_scenarios(
     durations: Any = None,
     with_timeouts: bool = True,
     with_replicas: bool = True,
+    routings_: Any = None,
 ) -> SearchStrategy[Any]:
-    """Small runnable scenarios drawing every policy family (pin one with a list or a strategy)."""
+    """Small runnable scenarios drawing every policy family (pin one with a list or a strategy).
+
+    ``admissions_``, ``weight_updates_``, ``batchings_``: the policies of each role to draw from
+    (default: the built-in ones); ``failures`` and ``durations``: strategies of failure policies
+    and duration models; ``with_timeouts`` / ``with_replicas``: whether a timeout / several
+    replicas may be drawn; ``routings_``: the routing rules the replicas draw from (default: the
+    built-in ones; giving it makes every scenario have replicas, 1-3 of them)."""
     from hypothesis import strategies as st
 
     from pipesim.config import Scenario
@@ -179,9 +188,14 @@ def policy_scenarios(
     @st.composite
     def build(draw: Any) -> Scenario:
         cfg = draw(pipeline_configs(max_slots=12, max_batch=10, max_steps=5))
-        replicas = draw(st.none() | replica_configs()) if with_replicas else None
+        if routings_ is not None:
+            replicas = draw(replica_configs(routings_))
+        else:
+            replicas = draw(st.none() | replica_configs()) if with_replicas else None
         if replicas is not None and replicas.n_replicas > cfg.n_slots:
-            replicas = None
+            # more replicas than slots: as many as there are slots where the routing is pinned
+            pinned = routings_ is not None
+            replicas = dataclasses.replace(replicas, n_replicas=cfg.n_slots) if pinned else None
         sc = Scenario(
             pipeline=dataclasses.replace(cfg, max_staleness=0),
             durations=draw(du),
