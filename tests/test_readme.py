@@ -216,3 +216,6 @@ def test_the_own_cluster_block_runs(tmp_path: Path) -> None:
     designs = pd.read_csv(tmp_path / "designs.csv", comment="#")  # a provenance line first
     assert len(designs) > 2 and designs["recommended"].sum() == 1
     assert (designs["throughput_per_hour"] > 0).all()
+    # the run spec's plan takes the limit the block sets: the pick discards at most 5%
+    assert "discarded_share <= 0.05" in out
+    assert designs.loc[designs["recommended"].astype(bool), "discarded_share"].item() <= 0.05

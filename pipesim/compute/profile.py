@@ -286,6 +286,11 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
     sizes = ps.parse_ints(args.allreduce_bytes, "--allreduce-bytes")
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     say(f"profiling on {gpu_name} ({device}), torch {torch.__version__}, {args.dtype}")
+    if device.type == "cpu" and args.device is None:  # chosen for the user: say what it means
+        say(
+            "no CUDA GPU here: these are the CPU's times, not a GPU's (pipesim check-roofline "
+            "scores a GPU's), and full-size shapes take minutes on a CPU; --device cpu says it on purpose"
+        )
     if shapes.moe:
         say(
             "mixture of experts: the routed experts' fused kernel is not profiled "

@@ -114,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except KeyboardInterrupt:  # `pipesim sweep` says what it kept itself
         print(
-            f"pipesim: interrupted: {argv[0]} stopped before it finished; no output is left half-written",
+            f"pipesim: interrupted: {argv[0]} stopped before it finished; every file it wrote is "
+            "whole (none is left half-written)",
             file=sys.stderr,
         )
         return 130

@@ -320,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument(
         "--measured",
         action="store_true",
-        help="use MEASURED_EFFICIENCY's attention constants, e.g. --measured",
+        help="kept for old command lines: the default constants include the measured attention "
+        "ones now, so it selects the same (docs/decode.md); e.g. --measured",
     )
     cr.set_defaults(func=cmd_check_roofline)
     return p

@@ -199,6 +199,47 @@ def baseline_lines(result: PlanResult) -> list[str]:
     return out
 
 
+NOTE_DISCARDED_SHARE = 0.10
+"""A recommendation that discards more than this share of the tokens it generates, with no
+``discarded_share`` limit set, is printed with a note: its samples/h counts the samples that
+finish first (the aborted ones are the long ones), so it rewards throwing work away."""
+NOTE_OFFPOLICY_SHARE = 0.5
+"""Likewise for a recommendation training more than this share of its tokens from an older
+policy with no ``offpolicy_token_share`` limit set (what that costs in learning is not in the plan)."""
+
+
+def unlimited_notes(result: PlanResult) -> list[str]:
+    """Notes on what the recommended design does that no limit of the spec rules on: a large
+    discarded share or off-policy share (see :data:`NOTE_DISCARDED_SHARE`), each with the limit
+    that would rule such designs out."""
+    best = result.best
+    if best is None:
+        return []
+    c = result.spec.constraints
+    out = []
+    for key, threshold, does, why, limit in (
+        (
+            "discarded_share",
+            NOTE_DISCARDED_SHARE,
+            "discards {:.0%} of the tokens it generates",
+            "its samples/h counts the samples that finish first, biased short",
+            "[constraints] discarded_share = 0.05 (or --set constraints.discarded_share=0.05) rules "
+            "such designs out",
+        ),
+        (
+            "offpolicy_token_share",
+            NOTE_OFFPOLICY_SHARE,
+            "trains {:.0%} of its tokens from an older policy",
+            "its cost in learning is not in samples/h: docs/offpolicy.md",
+            "[constraints] offpolicy_token_share = 0.5 (or lower) limits it",
+        ),
+    ):
+        share = best.metrics.get(key, 0.0)
+        if getattr(c, key) is None and share > threshold:
+            out.append(f"note: no limit on {key}, and this design {does.format(share)} ({why}); {limit}")
+    return out
+
+
 def text(result: PlanResult, top: int = 8) -> str:
     spec, best = result.spec, result.best
     c = spec.constraints
@@ -237,6 +278,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         out += [
             "",
             f"recommended: {best.design.label(spec.n_gpus)}",
+            *unlimited_notes(result),
             wrap_code(scenario_code(spec, best.design)),
         ]
     if result.sensitivity:
@@ -296,7 +338,11 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             "elapsed_s": result.elapsed_s,
             "recommended": None
             if best is None
-            else {**_entry(best, n), "code": wrap_code(scenario_code(spec, best.design))},
+            else {
+                **_entry(best, n),
+                "code": wrap_code(scenario_code(spec, best.design)),
+                "notes": unlimited_notes(result),
+            },
             "baseline": None if result.baseline is None else _entry(result.baseline, n),
             "tied_with_best": [_entry(e, n) for e in tied_with_best(result)],
             "front": [_entry(e, n) for e in result.front],

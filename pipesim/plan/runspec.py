@@ -2,14 +2,16 @@
 
 A run spec is a plan spec's ``[cluster]``, ``[model]`` and ``[workload]`` tables (read by
 :func:`pipesim.plan.specfile.from_dict`, so every key a plan spec takes there a run spec takes
-too), with ``kind = "compute"`` at the top and, in place of ``[constraints]``, ``[space]`` and
-``[search]``:
+too), with ``kind = "compute"`` at the top and, in place of ``[space]`` and ``[search]``:
 
 * ``[design]`` -- one point of the planner's space (:class:`~pipesim.plan.space.Design`):
   ``placement`` (``"colocated"`` or the trainer-GPU count), ``tp``, ``eta``, ``update`` (one of
   :data:`~pipesim.plan.space.UPDATES`), ``sync_every``, ``oversample``;
 * ``[run]`` (optional) -- ``steps`` (default 12), ``seed`` (default 0), ``sync_time_s`` (default:
   the cluster's weight sync), ``inflight_load_time_s``;
+* ``[constraints]`` (optional) -- the plan spec's limits (``max_staleness``, ``discarded_share``,
+  ...), which ``pipesim plan RUN.toml`` applies to the designs it searches around the run;
+  ``pipesim run`` checks them and has nothing to apply them to;
 * ``[calibration]`` (optional, written by ``pipesim calibrate``, :mod:`pipesim.calibrate`) --
   ``values`` (the fitted constants), ``intervals``, ``residuals``, the log's ``log_sha256`` and
   what the log did not identify. The fitted ``values`` override what the tables say: ``mfu``
@@ -84,7 +86,7 @@ __all__ = [
     "write_best",
 ]
 
-SET_TABLES = (*PLAN_TABLES, "design", "run", "calibration")
+SET_TABLES = (*PLAN_TABLES, "design", "run", "calibration", "constraints")
 """The tables ``--set`` edits in a run spec: ``calibration.values.KEY`` asks what-ifs of a
 calibrated spec (``--set calibration.values.fwd_bwd_efficiency=0.5``)."""
 
@@ -139,10 +141,13 @@ def read(path: str | Path) -> dict[str, Any]:
 
 
 def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A run spec's ``[cluster]``, ``[model]``, ``[workload]`` and ``[run]`` as plan-spec tables,
-    the calibrated mfu and response lengths applied: what ``pipesim plan`` reads of a run spec."""
+    """A run spec's ``[cluster]``, ``[model]``, ``[workload]``, ``[constraints]`` and ``[run]`` as
+    plan-spec tables, the calibrated mfu and response lengths applied: what ``pipesim plan`` reads
+    of a run spec."""
     out: dict[str, Any] = {
-        k: copy.deepcopy(dict(data[k])) for k in PLAN_TABLES if k in data and isinstance(data[k], Mapping)
+        k: copy.deepcopy(dict(data[k]))
+        for k in (*PLAN_TABLES, "constraints")
+        if k in data and isinstance(data[k], Mapping)
     }
     cal = calibrated(data)
     if "mfu" in cal:

@@ -130,14 +130,18 @@ def check_tables(data: Mapping[str, Any]) -> None:
         raise PlanError(
             f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}', "kind"
         )
-    valid = ("kind", *PLAN_TABLES, "design", "run", "calibration")
+    valid = ("kind", *PLAN_TABLES, "design", "run", "calibration", "constraints")
     for name in data:
         if name not in valid:
             raise PlanError(
                 f"unknown table [{key_shown(name)}]{did_you_mean(name, valid)} (a run spec has: "
-                f"{', '.join(valid[1:])}; [space], [constraints] and [search] belong to a plan spec)",
+                f"{', '.join(valid[1:])}; [space] and [search] belong to a plan spec)",
                 key_shown(name),
             )
+    if "constraints" in data:  # pipesim plan's limits; pipesim run checks them, and has none to apply
+        from pipesim.plan.specfile import read_constraints
+
+        read_constraints(data["constraints"])
 
 
 def run_table(data: Mapping[str, Any]) -> tuple[int, int]:

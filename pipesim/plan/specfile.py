@@ -221,14 +221,7 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         kw["oversample"] = tuple(count / prompts for count in counts)
     elif n > 1:
         kw["oversample"] = (1.0, 1.25)
-    constraints = Constraints(
-        mean_staleness=co.number("mean_staleness"),
-        max_staleness=co.number("max_staleness"),
-        discarded_share=co.number("discarded_share"),
-        offpolicy_token_share=co.number("offpolicy_token_share"),
-        min_trainer_gpus=co.integer("min_trainer_gpus", 1),
-        cost_per_mtok=co.number("cost_per_mtok"),
-    )
+    constraints = _constraints(co)
     extra: dict[str, Any] = {}
     for k in (
         "steps",
@@ -285,6 +278,23 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         space=Space(**kw),
         **extra,
     )
+
+
+def _constraints(co: Table) -> Constraints:
+    return Constraints(
+        mean_staleness=co.number("mean_staleness"),
+        max_staleness=co.number("max_staleness"),
+        discarded_share=co.number("discarded_share"),
+        offpolicy_token_share=co.number("offpolicy_token_share"),
+        min_trainer_gpus=co.integer("min_trainer_gpus", 1),
+        cost_per_mtok=co.number("cost_per_mtok"),
+    )
+
+
+def read_constraints(raw: Any) -> Constraints:
+    """A ``[constraints]`` table as the plan reads it (a run spec's too: :mod:`pipesim.plan.runspec`),
+    each error naming ``constraints.KEY``."""
+    return _constraints(Table("constraints", raw, _TABLES["constraints"]))
 
 
 def _framework(name: str, mfu: float | None) -> Any:
