@@ -75,3 +75,17 @@ def test_no_note_where_a_limit_is_set_or_the_share_is_small(
 
 def test_no_recommendation_no_note() -> None:
     assert unlimited_notes(SimpleNamespace(best=None, spec=None)) == []  # type: ignore[arg-type]
+
+
+def test_an_exported_run_spec_keeps_the_plans_limits(tmp_path: Path) -> None:
+    """pipesim plan SPEC --export-best best.toml, then pipesim plan best.toml: the same limits."""
+    from pipesim.plan.runspec import dumps
+    from pipesim.plan.runspec_export import design_to_runspec
+    from pipesim.plan.space import Design
+
+    plan = Path(__file__).resolve().parent.parent / "examples" / "plan_qwen3_8b.toml"
+    data = design_to_runspec(plan, Design(trainer_gpus=0, tp=2, eta=0, update="partial", oversample=1.25))
+    out = tmp_path / "best.toml"
+    out.write_text(dumps(data, "toml"))
+    assert specfile.load(out).constraints == specfile.load(plan).constraints
+    load(out)  # and pipesim run reads it

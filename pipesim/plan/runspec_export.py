@@ -118,8 +118,9 @@ def design_to_runspec(
     seed: int = 0,
 ) -> dict[str, Any]:
     """The run spec (as data) of ``design`` under a plan spec (its file, its tables or a
-    :class:`PlanSpec`): the plan's ``[cluster]``, ``[model]`` and ``[workload]``, the design, and a
-    ``[run]`` of the plan's full-run length (``search.steps``) unless ``steps`` is given.
+    :class:`PlanSpec`): the plan's ``[cluster]``, ``[model]``, ``[workload]`` and (from a file or
+    tables) ``[constraints]``, the design, and a ``[run]`` of the plan's full-run length
+    (``search.steps``) unless ``steps`` is given.
     :func:`pipesim.plan.runspec.dumps` writes it; ``pipesim run`` runs it."""
     from pipesim.plan.runspec import DEFAULT_STEPS, KIND, PLAN_TABLES
 
@@ -135,6 +136,8 @@ def design_to_runspec(
     for k in PLAN_TABLES:
         if k in data:
             out[k] = copy.deepcopy(data[k])
+    if isinstance(data.get("constraints"), Mapping):  # the limits a plan from the export applies again
+        out["constraints"] = copy.deepcopy(dict(data["constraints"]))
     out["design"] = {
         "placement": "colocated" if design.colocated else design.trainer_gpus,
         "tp": design.tp,
