@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=None,
-        help="torch CPU threads, 1 to the CPUs here (default: torch's choice)",
+        help="torch CPU threads, 1 to the CPUs here (default: 1 for --tiny on the CPU, whose "
+        "kernels are too small to split; torch's choice otherwise)",
     )
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--html", metavar="FILE", help="write the CDF figure as HTML (needs plotly)")
@@ -144,8 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None and not 1 <= args.threads <= cpus:
         parser.error(f"--threads must be 1 to {cpus} (the CPUs here), got {args.threads}")
     check_outputs(parser, args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    tiny_on_cpu = not (args.model or args.random_06b or args.from_json) and args.device == "cpu"
+    threads = args.threads if args.threads is not None else (1 if tiny_on_cpu else None)
+    if threads:  # the tiny model's kernels take microseconds: threads only add waits, and on
+        # cores another job shares, torch's default made --tiny 7x slower (64 s against 9 s)
+        torch.set_num_threads(threads)
     from mismatch.report import format_report
 
     written: list[str] = []  # the outputs written so far, for the line an interrupt prints

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,26 @@ def test_cli_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     )  # plotly.js embedded
     assert main(["--from-json", str(out)]) == 0
     assert "RANDOM weights" in capsys.readouterr().out
+
+
+def test_cli_tiny_on_the_cpu_runs_one_thread_unless_told(tmp_path: Path) -> None:
+    """The tiny model's kernels are too small to split: by default --tiny on the CPU runs on one
+    torch thread (torch's default made it 7x slower on shared cores); --threads still decides."""
+
+    from mismatch.cli import main
+
+    before = torch.get_num_threads()
+    out = tmp_path / "r.json"
+    small = ["--tiny", "--prompts", "2", "--new-tokens", "2", "--no-knobs", "--json", str(out)]
+    try:
+        torch.set_num_threads(2)
+        assert main(small) == 0
+        assert json.loads(out.read_text())["env"]["cpu_threads"] == 1
+        if (os.cpu_count() or 1) >= 2:
+            assert main([*small, "--threads", "2"]) == 0
+            assert json.loads(out.read_text())["env"]["cpu_threads"] == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.timeout(120)
