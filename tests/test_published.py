@@ -269,6 +269,10 @@ def test_each_claims_setup(recorded):
     assert roll_async[1].trainer_gpus == 85 and roll_async[0].pipeline.batch_size == 64 * 8
     assert roll_async[2].max_response_tokens == 8192 and roll_async[2].samples_per_prompt == 8
     assert roll_async[0].batching.ratio == 1 and roll_async[0].pipeline.max_staleness == 1
+    # ROLL's sync example sends a prompt's group as one request (is_num_return_sequences_expand
+    # false), its async one each sample (true): whole groups per replica only in the sync run
+    assert calls.routing["ROLL sync"] == pipesim.GroupAffinity(8)
+    assert calls.routing.get("ROLL RLVR") is None
     # whole prompt groups where the system's trainer takes them (verl's RolloutSample, AReaL's
     # RLVRWorkflow, ROLL's GroupQueue, APRIL's generate_rollout_async)
     assert {c[0].batching.samples_per_group for c in fa} == {16}

@@ -318,12 +318,20 @@ def verl_metrics(
     ``fully_async/trainer/idle_ratio`` is verl's ``timing_s/gen / timing_s/step`` (summed over the
     steps: the trainer's share of time waiting for data; ``MetricsAggregator`` in
     ``verl/experimental/fully_async_policy/detach_utils.py``, logged as ``trainer/idle_ratio`` in
-    older versions). ``fully_async/rollouter/idle_ratio`` is verl's ``1 - active_time /
-    version_time`` (``fully_async_rollouter.py``), here over the whole run and every replica: the
-    mean share of time a replica had no batch resident or was paused (``ComputeReplica.stats``'
-    ``busy_share``), so a replica holding slots whose sequences wait in tool calls is idle. Plus
-    the per-step means of :func:`step_breakdown`'s columns (``phases`` and ``n_gpus`` passed on),
-    ``perf/throughput`` included.
+    older versions; the compute summary's ``trainer/idle_ratio`` is this same figure). The weight
+    sync is not idle time here: it is ``timing_s/param_sync``, inside ``timing_s/step`` and not in
+    ``gen``. verl times its sync after its ``step`` timer closes, leaving it out of both, so a long
+    sync makes this read a little below verl's ``gen / (step - param_sync)``. verl logs one ratio
+    per parameter version (sums over its ``trigger_parameter_sync_step`` steps); this is the ratio
+    of the sums over the whole run, not a mean of per-version ratios.
+
+    ``fully_async/rollouter/idle_ratio`` is verl's ``1 - active_time / version_time``
+    (``fully_async_rollouter.py``), here over the whole run and every replica: the mean share of
+    time a replica had no batch resident or was paused (``ComputeReplica.stats``' ``busy_share``),
+    so a replica holding slots whose sequences wait in tool calls is idle.
+
+    Plus the per-step means of :func:`step_breakdown`'s columns (``phases`` and ``n_gpus`` passed
+    on), ``perf/throughput`` included.
     """
     steps = step_breakdown(result, phases, n_gpus)
     total = float(steps["timing_s/step"].sum()) if len(steps) else 0.0

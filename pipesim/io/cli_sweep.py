@@ -190,6 +190,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             workers=args.workers,
             progress=not args.quiet,
             timeout_s=timeout_s,
+            label=f"sweep {args.scenario}",
         )
     except SweepError as exc:
         raise UsageError(sweep_failure(exc)) from None
@@ -205,6 +206,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if c in agg
     ]
     print(table(agg[cols]))
+    if (agg["n_seeds"] < 2).any():
+        print(no_interval_note(agg), file=sys.stderr)
     if len(res.failures):
         print(f"\n{len(res.failures)} cell(s) failed:", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
@@ -227,6 +230,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         write_text_atomic(args.html, viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
         print(f"wrote {args.html}")
     return 0
+
+
+def no_interval_note(agg: Any) -> str:
+    """The line under a table with cells of one seed: their ``_lo`` and ``_hi`` are NaN, since one
+    seed gives no interval (they used to repeat the mean, which read as an interval of width 0)."""
+    one = int((agg["n_seeds"] < 2).sum())
+    which = "every cell" if one == len(agg) else f"{one} of {len(agg)} cells"
+    return (
+        f"note: {which} ran one seed, so no interval: _lo and _hi are NaN there "
+        "(--seeds 3 or more gives a 95% interval)"
+    )
 
 
 def sweep_failure(exc: Exception) -> str:

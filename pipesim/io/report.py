@@ -174,6 +174,14 @@ h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}.tbl{border-co
 .tbl caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0}.note{color:#555}"""
 
 
+REPORT_SWEEPS = {
+    "designs": "report 1/3: designs (13.3)",
+    "eta": "report 2/3: staleness bound (fig 13.2)",
+    "sync": "report 3/3: sync time (13.7)",
+}
+"""The progress bar's label of each of the report's sweeps: what its runs are for."""
+
+
 def build_report(
     out: str | Path = "report.html",
     *,
@@ -213,13 +221,19 @@ def build_report(
     base = {
         k: chapter_design(k, eta, drain).with_(pool_size=None) for k, (eta, drain) in CHAPTER_DESIGNS.items()
     }
-    sw_designs = sweep(base, **run_kw)
+    # each bar says which figure its runs are for (three bars all headed "sweep" said nothing)
+    sw_designs = sweep(base, **run_kw, label=REPORT_SWEEPS["designs"])
     eta_base = chapter_design("eta sweep", 0).with_(pool_size=None)
     sw_eta = sweep(
-        eta_base, over={"max_staleness": list(etas), "weight_update": [PartialRollout(), Drain()]}, **run_kw
+        eta_base,
+        over={"max_staleness": list(etas), "weight_update": [PartialRollout(), Drain()]},
+        **run_kw,
+        label=REPORT_SWEEPS["eta"],
     )
     sync_base = {k: base[k] for k in ("synchronous", "async eta=2, partial")}
-    sw_sync = sweep(sync_base, over={"sync_time_s": [1.0, 10.0, 30.0, 60.0]}, **run_kw)
+    sw_sync = sweep(
+        sync_base, over={"sync_time_s": [1.0, 10.0, 30.0, 60.0]}, **run_kw, label=REPORT_SWEEPS["sync"]
+    )
     failed = pd.concat([s.failures for s in (sw_designs, sw_eta, sw_sync)])
 
     f_tl = viz.timelines(fig1)

@@ -256,12 +256,15 @@ def reimports_main(ex: Executor) -> bool:
 # -- running cells -----------------------------------------------------------------------------------
 
 
-def progress_bar(total: int, enabled: bool | None) -> Any:
+def progress_bar(total: int, enabled: bool | None, label: str = "sweep") -> Any:
+    """A tqdm bar of ``total`` runs, headed ``label`` (say what the runs are for: a command that
+    runs several sweeps showed several bars all headed ``sweep``); None shows it for 20 runs or
+    more on a terminal."""
     from tqdm.auto import tqdm
 
     if enabled is None:
         enabled = total >= 20 and sys.stderr.isatty()
-    return tqdm(total=total, desc="sweep", unit="run", disable=not enabled)
+    return tqdm(total=total, desc=label, unit="run", disable=not enabled)
 
 
 def kill_workers(ex: Executor) -> None:

@@ -99,7 +99,8 @@ class SweepResult:
 
     @cached_property
     def aggregate(self) -> pd.DataFrame:
-        """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval), ``n_seeds``."""
+        """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval; NaN for a
+        cell of one seed, which has none), ``n_seeds``."""
         return aggregate(self.runs, self.keys, self.metrics, self.nonnegative)
 
 
@@ -110,8 +111,9 @@ def aggregate(
 
     The interval of a metric in ``nonnegative`` stops at 0: with few seeds a t interval of a
     count or a time can reach below zero (2 seeds of ``staleness_max``, 0 and 3: down to -17.6),
-    which no mean of such values can be. With no successful cell the table is empty but keeps
-    its columns.
+    which no mean of such values can be. A cell with one successful seed has no interval: its
+    ``_lo`` and ``_hi`` are NaN (they were the mean, which read as an interval of width 0). With
+    no successful cell the table is empty but keeps its columns.
     """
     floor = set(nonnegative)
     ok = runs[runs["status"] == "ok"]
@@ -128,8 +130,8 @@ def aggregate(
         for m in metrics:
             col = g[m].astype(float)
             mean = float(col.mean())
-            half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n) if n > 1 else 0.0
-            lo = max(mean - half, 0.0) if m in floor and mean >= 0 else mean - half
+            half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n)  # NaN for one seed: no interval
+            lo = max(mean - half, 0.0) if m in floor and mean >= 0 and n > 1 else mean - half
             row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, mean + half
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)

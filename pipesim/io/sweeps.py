@@ -125,13 +125,15 @@ def sweep(
     progress: bool | None = None,
     fn: MetricsFn = run_summary,
     timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
+    label: str = "sweep",
 ) -> SweepResult:
     """Run every cell of ``grid(scenarios, over, seeds)`` on ``executor`` and collect a tidy table.
 
     ``executor``: any ``concurrent.futures.Executor``, e.g. ``Client(...).get_executor()`` for
     Dask. When None, a local process pool of ``workers`` processes is created and shut down here.
     ``fn`` maps a scenario to a flat dict of metrics and must be a picklable top-level function.
-    ``progress`` shows a tqdm bar (None: only for >= 20 cells on a terminal).
+    ``progress`` shows a tqdm bar (None: only for >= 20 cells on a terminal), headed ``label``
+    (say what the sweep is for where a script runs several).
     ``timeout_s`` bounds each cell's seconds, counted from the cell's own start; a cell past it is a
     failed row ("timed out") and the others still run. The default is
     :data:`DEFAULT_CELL_TIMEOUT_S`; None means no limit. Only a process pool can enforce a limit (an
@@ -168,7 +170,9 @@ def sweep(
             raise SweepError(problem)
     results: dict[int, dict[str, Any]] = {}
     signed = SIGNED_SUMMARY if fn is run_summary else None
-    bar = progress_bar(len(cells), progress)
+    if not isinstance(label, str):
+        raise refuse("label", f"must be a string, got {shown(label)}")
+    bar = progress_bar(len(cells), progress, label)
     try:
         ex: Executor = default_executor(workers) if executor is None else executor
         suspects = _run_on(ex, own, cells, fn, timeout_s, results, bar)

@@ -10,7 +10,14 @@ Sources, each value named beside it:
   batch (``rollout_batch_size: 64`` prompts x ``num_return_sequences_in_group: 8``), the caps
   (``prompt_length: 2048``, ``response_length: 8192``), ``async_generation_ratio: 1``, and the
   split (``actor_train`` on ``list(range(0,16))``, ``actor_infer`` on ``list(range(16,24))``:
-  two thirds of the GPUs train), SGLang with no tensor parallelism given (TP 1).
+  two thirds of the GPUs train), SGLang with no tensor parallelism given (TP 1);
+* ROLL's request fan-out (alibaba/ROLL at 8eb27cc, ``roll/configs/base_config.py``
+  ``is_num_return_sequences_expand``, default false: a prompt's ``num_return_sequences`` samples
+  are one request, so one engine generates the whole group): the synchronous example
+  (``examples/qwen2.5-7B-rlvr_megatron/rlvr_config.yaml``) leaves it at the default, the
+  asynchronous one sets it true (each sample its own request, which the paper's Fig. 1a calls
+  prompt replication, one of ROLL Flash's optimizations). So the synchronous run routes whole
+  groups (``GroupAffinity(8)``) and the asynchronous one each sample (the engine's ``LeastLoaded``).
 
 The stored copy of the paper holds its opening only, so its experiment section (the exact batch
 and split behind 2.24x) could not be read; the guide's example is ROLL's one documented
@@ -87,4 +94,7 @@ def roll_run(asynchronous: bool, steps: int = 6, v: Variant = POINT, ratio: int 
         pipeline=cfg, name="ROLL sync", admission=pipesim.CountThrottle(), weight_update=pipesim.Drain()
     )
     cl = _cluster(eng, ROLL_GPUS, 0)
-    return common.measure(sc, cl, wl, _trainer(eng, ROLL_GPUS, old_logp=True, v=v), warmup=1, seed=v.seed)
+    tr = _trainer(eng, ROLL_GPUS, old_logp=True, v=v)
+    # the synchronous example keeps is_num_return_sequences_expand false: a group is one request
+    routing = pipesim.GroupAffinity(ROLL_N)
+    return common.measure(sc, cl, wl, tr, warmup=1, seed=v.seed, routing=routing)
