@@ -96,10 +96,22 @@ class Slots:
                 self.behind = False  # paused (pause() caught up) or empty
             else:
                 k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
-                target = running[0] if k == 0 else nsmallest(k + 1, running)[-1]
+                offset = self.offset
+                if k == 0:
+                    target = running[0]
+                    ep = target[2]
+                    at = due = ep.start_s + ep.work_s + (offset - ep.offset_start)
+                else:
+                    # the heap orders by key (start less offset, plus work) and a due time is
+                    # computed from the episode's own start and offset: two equal keys can give
+                    # due times an ulp apart, in either order. Aimed at the k + 1-th key's due
+                    # time, an earlier key due an ulp later would not be due at the wake-up, so
+                    # nothing would finish and the same instant would repeat for ever; aim at the
+                    # latest due time among the k + 1 instead (each still ends at its own)
+                    first = nsmallest(k + 1, running)
+                    target = first[-1]
+                    at = max(e.start_s + e.work_s + (offset - e.offset_start) for _, _, e in first)
                 self._target, self.behind = target, k > 0
-                ep, offset = target[2], self.offset
-                at = due = ep.start_s + ep.work_s + (offset - ep.offset_start)
                 if at < now:
                     at = now
             try:
