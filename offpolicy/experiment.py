@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from offpolicy import stats
@@ -36,11 +35,9 @@ from offpolicy.runfile import read_runs
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
-TABLE_SEED = 0  # seed of the bootstrap generator behind every table cell
+TABLE_SEED = 0  # seed of the generators behind a table (kept for callers; the t intervals draw none)
 COLLAPSED = stats.COLLAPSED
 MIN_CLAIM_SEEDS = 10  # a paired difference over fewer seeds is printed but not claimed
-# two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..10
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
@@ -52,18 +49,17 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     if n == 1:
         return mean, 0.0
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    return mean, t * sd / math.sqrt(n)
+    return mean, stats.t_quantile(n - 1) * sd / math.sqrt(n)
 
 
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
-    """'mean [lo, hi]': the mean over seeds and its 95% bootstrap interval, ``digits`` decimals. A
+    """'mean [lo, hi]': the mean over seeds and its 95% t interval, ``digits`` decimals. A
     NaN (a window a diverged run never reached: :func:`history_mean`) is left out and the cell
     says over how many runs it is, ``(n=2)``; ``n/a`` when none is left."""
     kept = [v for v in values if not math.isnan(v)]
     if not kept:
         return "n/a"
-    cell = stats.fmt_interval(stats.bootstrap_mean(kept, np.random.default_rng(TABLE_SEED)), digits)
+    cell = stats.fmt_interval(stats.t_interval(kept), digits)
     return cell if len(kept) == len(values) else f"{cell} (n={len(kept)})"
 
 
@@ -153,9 +149,15 @@ def paired_table(
     metric: str = "pass_rate",
 ) -> str:
     """For each (setting a, setting b): the held-out ``metric`` difference a - b over the seeds
-    both ran, its 95% bootstrap interval, and whether that interval excludes 0."""
+    both ran, its 95% t interval, whether that interval excludes 0, and the exact sign-flip
+    p-value; then which differences of the table's family survive Holm's adjustment of those
+    p-values (the comparisons of a table are many: each at 5% alone is not 5% for the table)."""
     groups = group_runs(runs, keys)
-    lines = [f"paired held-out {metric} difference, a - b over shared seeds (95% bootstrap interval)"]
+    lines = [
+        f"paired held-out {metric} difference, a - b over shared seeds (95% t interval; "
+        "p: exact sign-flip, two-sided)"
+    ]
+    family: list[tuple[str, float]] = []
     for a, b in pairs:
         if a not in groups or b not in groups:
             continue
@@ -165,15 +167,27 @@ def paired_table(
         )
         if not seeds:
             continue
-        iv = stats.paired_difference(va, vb, np.random.default_rng(TABLE_SEED))
+        iv = stats.paired_t(va, vb)
         verdict = "significant" if iv.excludes_zero else "not significant"
+        p = stats.sign_flip_p([x - y for x, y in zip(va, vb)]) if iv.n <= stats.MAX_EXACT_FLIPS else math.nan
         if iv.n < 2:  # one seed's difference is its own interval: it cannot say noise from effect
             verdict = "one seed: no interval, no claim"
         elif iv.n < MIN_CLAIM_SEEDS:
             verdict += f" (n < {MIN_CLAIM_SEEDS}: no claim)"
         name_a, name_b = " ".join(map(str, a)), " ".join(map(str, b))
+        name = f"{name_a} - {name_b}"
+        if iv.n >= MIN_CLAIM_SEEDS and not math.isnan(p):
+            family.append((name, p))
         lines.append(
-            f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | {verdict}"
+            f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | "
+            f"p={p:.3f} | {verdict}"
+        )
+    if len(family) > 1:
+        adjusted = stats.holm([p for _, p in family])
+        kept = [name for (name, _), q in zip(family, adjusted) if q < 1 - stats.LEVEL]
+        lines.append(
+            f"Holm over the {len(family)} comparisons of >= {MIN_CLAIM_SEEDS} seeds (sign-flip p, 5%): "
+            + (", ".join(kept) if kept else "none survives")
         )
     return "\n".join(lines)
 

@@ -33,7 +33,7 @@ from offpolicy.experiment import (
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
-from offpolicy.runfile import write_json
+from offpolicy.runfile import read_runs, write_json
 from offpolicy.update import fp8_copy
 
 PROG = "python -m offpolicy.fp8"
@@ -49,8 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
+    parser.add_argument("--table-only", action="store_true", help="re-render the table from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    if args.table_only:
+        runs = read_runs(args.json)
+        found = list(dict.fromkeys(r["correction"] for r in runs if r.get("sampler") == "fp8"))
+        table = fp8_table(runs, found)
+        print(table)
+        Path(args.json).with_suffix(".txt").write_text(table + "\n")
+        return 0
     torch.set_num_threads(1)
     return run_keeping(PROG, args.json, lambda kept: compare(args, argv, kept), resumable=False)
 
@@ -82,6 +90,16 @@ def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> Non
             kept.written = len(runs)
             if note := diverged_note(run):
                 print(f"{name} {correction} seed {seed}{note}", flush=True)
+    table = fp8_table(runs, list(args.corrections))
+    print(f"RL base held-out pass rate {base_held['pass_rate']:.3f}")
+    print(table)
+    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+
+
+def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:
+    """The exact sampler's row and one per fp8 correction, then each fp8 row against the exact
+    one on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
+    settings = [("exact", "none")] + [("fp8", c) for c in corrections]
     lines = [
         "sampler correction | n | mismatch | health p99 | health max | over cap | last-10 reward | held-out"
         " | collapsed"
@@ -103,11 +121,8 @@ def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> Non
                 ]
             )
         )
-    pairs = [(("fp8", c), ("exact", "none")) for c in args.corrections]
-    table = "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("sampler", "correction"))
-    print(f"RL base held-out pass rate {base_held['pass_rate']:.3f}")
-    print(table)
-    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+    pairs = [(("fp8", c), ("exact", "none")) for c in corrections]
+    return "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("sampler", "correction"))
 
 
 if __name__ == "__main__":

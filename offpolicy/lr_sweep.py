@@ -54,8 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/lr_sweep.json")
     parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
+    parser.add_argument("--table-only", action="store_true", help="re-render the table from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    if args.table_only:
+        table = lr_table(read_runs(args.json))
+        print(table)
+        Path(args.json).with_suffix(".txt").write_text(table + "\n")
+        return 0
     torch.set_num_threads(1)
     return run_keeping(PROG, args.json, lambda kept: sweep(args, argv, kept), resumable=True)
 
@@ -92,6 +98,14 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
                     print(
                         f"lr {lr:g} lag {lag} {correction} seed {seed} done{diverged_note(run)}", flush=True
                     )
+    table = lr_table(runs)
+    print(table)
+    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+
+
+def lr_table(runs: list[dict[str, Any]]) -> str:
+    """One row per (lr, lag, correction), then each lag against lag 0 at the same lr and
+    correction on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
     lines = [
         "      lr lag correction | n | reward [0-10) | reward last 10 | mismatch | over cap"
         " | held-out | reads | collapsed"
@@ -112,9 +126,7 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
     pairs: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
         (c, (c[0], 0, c[2])) for c in settings if c[1] != 0 and (c[0], 0, c[2]) in settings
     ]
-    table = "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("lr", "lag", "correction"))
-    print(table)
-    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+    return "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("lr", "lag", "correction"))
 
 
 if __name__ == "__main__":

@@ -20,9 +20,20 @@ seed is identical.
   Binomial(n, 1/2); the p-value doubles the smaller tail, capped at 1.
 * :func:`fmt_interval` -- ``'0.85 [0.70, 0.95]'``.
 
-With few values a bootstrap interval is too narrow (with 3 seeds it can only ever span the
-observed values); it is reported as it is, with n, and claims are made only from cells of at
-least 10 seeds.
+* :func:`t_interval` -- the mean and its Student-t interval, ``mean +- t(n-1) s / sqrt(n)``:
+  what every table prints, for a cell's mean over seeds and for a paired difference
+  (:func:`paired_t`). A difference is *significant* when that interval excludes 0.
+* :func:`sign_flip_p` -- the exact two-sided sign-flip permutation p-value of paired
+  differences (every one of the ``2**n`` sign assignments, for n up to :data:`MAX_EXACT_FLIPS`),
+  which assumes no shape for the outcomes; :func:`holm` adjusts a family of them.
+
+Why t and not the percentile bootstrap the tables printed before: over 10 seeds a percentile
+bootstrap interval is a normal interval with a standard deviation biased low (it divides by n,
+and uses 1.96 for 2.26): its simulated coverage was 91% for normal values, 86.5% for the
+skewed differences of the co-simulation and 83% at n = 5, where the t interval holds 95% for
+normal values (``tests/test_offpolicy_stats.py`` checks both). With few values any interval is
+weak; claims are made only from cells of at least 10 seeds, and within a table's family of
+comparisons the Holm-adjusted sign-flip p-values say which survive the number of comparisons.
 """
 
 from __future__ import annotations
@@ -38,6 +49,14 @@ from offpolicy.checks import FieldError, refuse
 N_BOOT = 10_000
 LEVEL = 0.95
 COLLAPSED = 0.05
+MAX_EXACT_FLIPS = 20
+"""The most pairs :func:`sign_flip_p` enumerates (2**20 sign assignments)."""
+T95: tuple[float, ...] = (
+    *(12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228),
+    *(2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086),
+    *(2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+)
+"""Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30 (scipy.stats.t.ppf)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,69 @@ def paired_by_seed(a: dict[int, float], b: dict[int, float]) -> tuple[list[int],
 def collapsed(values: Sequence[float], threshold: float = COLLAPSED) -> int:
     """How many of ``values`` are below ``threshold``."""
     return sum(1 for v in values if v < threshold)
+
+
+def t_quantile(df: int, level: float = LEVEL) -> float:
+    """The two-sided Student-t quantile t((1 + level) / 2, df): exact from :data:`T95` at 95%
+    and df <= 30, else the Cornish-Fisher expansion in 1/df (within 0.2% of the exact value at
+    df >= 5 for levels 0.8-0.99)."""
+    if df < 1:
+        raise refuse("df", f"must be >= 1, got {df}")
+    if level == LEVEL and df <= len(T95):
+        return T95[df - 1]
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf((1.0 + level) / 2.0)
+    g1 = (z**3 + z) / 4.0
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96.0
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
+    return z + g1 / df + g2 / df**2 + g3 / df**3
+
+
+def t_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
+    """Mean of ``values`` with its Student-t interval at ``level`` (one value: the value itself,
+    with no width: it cannot tell noise from effect, and the tables say so)."""
+    arr = _check(values, 1, level)
+    mean = float(arr.mean())
+    if arr.size == 1:
+        return Interval(mean, mean, mean, 1)
+    half = t_quantile(arr.size - 1, level) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
+    return Interval(mean, mean - half, mean + half, int(arr.size))
+
+
+def paired_t(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Interval:
+    """Mean of ``a[i] - b[i]`` (same seeds, same order) with its Student-t interval."""
+    if len(a) != len(b):
+        raise FieldError(f"a and b must pair up (same seeds): lengths {len(a)} and {len(b)}", "b")
+    return t_interval([x - y for x, y in zip(a, b)], level)
+
+
+def sign_flip_p(diffs: Sequence[float]) -> float:
+    """Exact two-sided p-value of paired differences under "no difference": the share of the
+    ``2**n`` ways to flip their signs whose mean is at least as far from 0 as the observed one
+    (a tolerance of 1e-12 counts ties as at least as far). Exact, so it can never go below
+    ``2 / 2**n`` (0.0625 at n = 5, 0.002 at n = 10)."""
+    arr = _check(diffs, 1, LEVEL)
+    n = arr.size
+    if n > MAX_EXACT_FLIPS:
+        raise refuse("diffs", f"at most {MAX_EXACT_FLIPS} pairs are enumerated exactly, got {n}")
+    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # [2**n, n] of +-1
+    means = np.abs(signs @ np.abs(arr)) / n
+    observed = abs(float(arr.mean()))
+    return float(np.mean(means >= observed - 1e-12))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (same order as given): the i-th
+    smallest is multiplied by (m - i), each kept at least the one before it and at most 1."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def sign_test(wins: int, losses: int) -> float:
