@@ -312,7 +312,7 @@ def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = No
 def summary_table(
     runs: Sequence[dict[str, Any]], keys: Sequence[str] = ("lag", "correction"), window: int = 10
 ) -> str:
-    """The chapter's staleness table, every cell a mean [95% bootstrap interval] over seeds."""
+    """The chapter's staleness table, every cell a mean [95% t interval] over seeds."""
     groups = group_runs(runs, keys)
     steps = min(r["steps"] for r in runs)
     windows = [(lo, min(lo + window, steps)) for lo in range(0, steps, window)]

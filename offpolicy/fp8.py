@@ -4,7 +4,7 @@
 lag 0 with ``sampler=fp8_copy`` (every weight of the behaviour copy rounded to float8 e4m3 and
 back) for each correction, plus an exact-sampler baseline, and prints the mismatch, its health
 distribution (mean / p99 / max of |log pi_old - log mu|), the share of tokens over the cap,
-the last-10-step reward and the held-out pass rate, each as mean [lo, hi] with a 95% bootstrap
+the last-10-step reward and the held-out pass rate, each as mean [lo, hi] with a 95% t
 interval over seeds, the collapsed-run count, and the paired held-out difference of each fp8
 setting against the exact sampler. ``--seed-list`` runs exactly the given seeds. A run that
 diverges (its numbers stop being finite) is kept as diverged and counted as collapsed. Ctrl-C (or

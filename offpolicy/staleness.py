@@ -7,7 +7,7 @@ runs to the JSON file (after each run, so ``--resume`` continues an interrupted 
 Plotly figure of reward curves with seed bands next to it (``--html``). ``--grid chapter``
 runs only the chapter's seven configurations; corrections at lag 0 are skipped unless
 ``--grid full`` (at lag 0 there is nothing to correct). ``--seed-list 101 202 ...`` runs exactly
-those seeds (instead of ``range(--seeds)``). Every cell is ``mean [lo, hi]`` with a 95% bootstrap
+those seeds (instead of ``range(--seeds)``). Every cell is ``mean [lo, hi]`` with a 95% t
 interval, and a paired table follows: each correction minus ``none`` at the same lag, and each
 uncorrected lag minus lag 0, on the seeds both ran, marked significant only when the interval
 excludes 0. ``--gym defect`` runs the defect gym instead of the default issue gym.

@@ -6,7 +6,7 @@ stored JSON file re-tables without running anything:
 * :func:`aggregate` / :func:`format_table` -- one row per (design, correction): the median time to
   the target over seeds (a seed that never reached it counts as slowest), how many reached it,
   the final pass rate, staleness, mixed-version share and mismatch.
-* :func:`claims_table` -- the final held-out pass rate as ``mean [lo, hi]`` (95% bootstrap), the
+* :func:`claims_table` -- the final held-out pass rate as ``mean [lo, hi]`` (95% t interval), the
   collapsed count and the paired differences on shared seeds.
 * :func:`race_table` -- who reached a target first on each shared seed, against sync, with an
   exact sign test: the paired claim behind "reaches it first".
@@ -129,7 +129,7 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
 
 
 def claims_table(records: Sequence[dict[str, Any]]) -> str:
-    """The final held-out pass rate per (design, correction) as ``mean [lo, hi]`` (95% bootstrap
+    """The final held-out pass rate per (design, correction) as ``mean [lo, hi]`` (95% t interval
     over seeds, as offpolicy's tables), the collapsed count (final < 0.05), and the paired
     differences on shared seeds: TIS (and any other correction) - none per design, and each
     design - sync per correction, marked significant only where the interval excludes 0."""
@@ -145,7 +145,7 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
         for r in records
     ]
     groups = group_runs(runs, ("design", "correction"))
-    lines = ["design      corr  | n  | final held-out [95% bootstrap] | collapsed"]
+    lines = ["design      corr  | n  | final held-out [95% t interval] | collapsed"]
     for (design, corr), group in groups.items():
         finals = [g["heldout"]["pass_rate"] for g in group]
         n_bad = sum(f < COLLAPSED for f in finals)
