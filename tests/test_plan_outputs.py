@@ -194,6 +194,7 @@ def test_outputs_record_version_spec_hash_seeds_and_integer_counts(tmp_path: Pat
     frame.write_csv(result, str(tmp_path / "p.csv"))
     text = (tmp_path / "p.csv").read_text()
     assert ",21504.0," not in text and pd.read_csv(tmp_path / "p.csv", comment="#")["seeds"].dtype == "int64"
+    assert pd.read_csv(tmp_path / "p.csv", comment="#")["failed"].dtype == bool  # a flag, not 0.0
 
 
 WORK_AGENT = TokenWorkload(

@@ -96,6 +96,7 @@ def frame(result: PlanResult) -> pd.DataFrame:
                     "tied_with_best": e.design in ties,
                     "verified": e.verified,
                     **m,
+                    "failed": bool(m.get("failed", 0.0)),  # a flag (the metrics hold every value as a float)
                     "throughput_lo": e.throughput - ci,
                     "throughput_hi": e.throughput + ci,
                     "error": str(e.metrics.get("error", "")),
