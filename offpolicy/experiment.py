@@ -4,11 +4,11 @@ A *run* is: copy the RL base, ``train_offpolicy`` for ``steps`` steps with one (
 correction, lr, sampler) setting and one seed, then evaluate on the held-out tasks with
 ``eval_episodes`` episodes per task from a generator seeded ``EVAL_SEED + seed``. Runs are
 stored as plain dicts (config, per-step history, held-out stats), and every cell of a table is
-the mean over seeds with a 95% percentile-bootstrap interval, ``mean [lo, hi]``
-(:mod:`offpolicy.stats`, drawn from a generator seeded ``TABLE_SEED`` afresh for each cell, so
-tables are reproducible); ``collapsed`` counts runs that end below a held-out pass rate of 0.05
-(a quarter of a blind guess; a diverged run counts too), and :func:`paired_table` compares
-settings on the seeds they share. Figures keep a Student-t band (:func:`mean_ci`). Results files
+the mean over seeds with its 95% Student-t interval, ``mean [lo, hi]`` (:mod:`offpolicy.stats`;
+no random draw, so a table printed twice is identical); ``collapsed`` counts runs that end below
+a held-out pass rate of 0.05 (a quarter of a blind guess; a diverged run counts too), and
+:func:`paired_table` compares settings on the seeds they share. Figures draw the same t interval
+as a band (:func:`mean_ci`). Results files
 are rewritten after every run (:mod:`offpolicy.runfile`), so a long grid can be resumed (``--resume``)
 after an interruption.
 """
@@ -35,21 +35,15 @@ from offpolicy.runfile import read_runs
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
-TABLE_SEED = 0  # seed of the generators behind a table (kept for callers; the t intervals draw none)
 COLLAPSED = stats.COLLAPSED
 MIN_CLAIM_SEEDS = 10  # a paired difference over fewer seeds is printed but not claimed
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% t-interval (0 for a single value)."""
-    n = len(values)
-    if n == 0:
-        raise FieldError("values: need at least one value", "values")
-    mean = sum(values) / n
-    if n == 1:
-        return mean, 0.0
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, stats.t_quantile(n - 1) * sd / math.sqrt(n)
+    """Mean and half-width of the 95% t interval (:func:`offpolicy.stats.t_interval`; 0 for a
+    single value)."""
+    iv = stats.t_interval(values)
+    return iv.mean, iv.hi - iv.mean
 
 
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:

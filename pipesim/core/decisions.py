@@ -116,7 +116,7 @@ class Decisions(PolicyPort):
         stands). Asked only after a failure, so a good choice costs nothing."""
         if any(engine is e for e in self.engines) and getattr(engine, "accepting", False):
             return
-        routing = type(getattr(self._choose, "__self__", self._choose)).__name__
+        routing = type(self.routing).__name__
         got = next((f"replica {e.index}, which accepts none now" for e in self.engines if e is engine), None)
         raise errors.PipelineError(
             f"{routing}.choose must return one of the replicas it is given that accepts an episode "

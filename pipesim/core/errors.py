@@ -137,9 +137,8 @@ def _culprit(p: Pipeline) -> str:
     missing = p.started - p.n_trained - p.n_running - len(p.buffer.items) - p.n_dropped
     if missing:
         return (
-            f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: a policy "
-            f"of {_policies(p)} changed the pipeline's counters or buffer, which are read-only (change "
-            "state only through the port's actions)"
+            f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: "
+            f"{_state_written(p)}"
         )
     try:
         blocked = p._blocked()
@@ -208,9 +207,16 @@ def lost_episodes(p: Pipeline, line: tuple[int, ...], episode_id: int | None) ->
         )
     return PipelineError(
         f"the books do not close at step {step}: {started} episodes started against {trained} "
-        f"trained + {running} running + {buffered} buffered + {dropped} dropped; a policy of "
-        f"{_policies(p)} changed the pipeline's counters (p.started, p.n_dropped) or buffer, which "
-        "are read-only (change state only through the port's actions)"
+        f"trained + {running} running + {buffered} buffered + {dropped} dropped; {_state_written(p)}"
+    )
+
+
+def _state_written(p: Pipeline) -> str:
+    """Why launched episodes are unaccounted for when no batch policy kept one: the sentence the
+    end-of-run books (:func:`lost_episodes`) and a stall (:func:`_culprit`) both give."""
+    return (
+        f"a policy of {_policies(p)} changed the pipeline's counters (p.started, p.n_dropped) or "
+        "buffer, which are read-only (change state only through the port's actions)"
     )
 
 

@@ -60,6 +60,7 @@ from pipesim.plan.runspec_checks import DESIGN_KEYS as DESIGN_KEYS  # re-exporte
 from pipesim.plan.runspec_checks import KIND as KIND  # re-exported
 from pipesim.plan.runspec_checks import PLAN_TABLES as PLAN_TABLES  # re-exported
 from pipesim.plan.runspec_checks import (
+    PLANNED_TABLES,
     RUN_IN_SEARCH,
     as_run_key,
     check_design,
@@ -145,9 +146,7 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
     plan-spec tables, the calibrated mfu and response lengths applied: what ``pipesim plan`` reads
     of a run spec."""
     out: dict[str, Any] = {
-        k: copy.deepcopy(dict(data[k]))
-        for k in (*PLAN_TABLES, "constraints")
-        if k in data and isinstance(data[k], Mapping)
+        k: copy.deepcopy(dict(data[k])) for k in PLANNED_TABLES if k in data and isinstance(data[k], Mapping)
     }
     cal = calibrated(data)
     if "mfu" in cal:

@@ -35,6 +35,9 @@ __all__ = ["as_run_key", "check_design", "check_tables", "read_design", "run_tab
 
 KIND = "compute"
 PLAN_TABLES = ("cluster", "model", "workload")
+PLANNED_TABLES = (*PLAN_TABLES, "constraints")
+"""The tables a plan of a run spec reads as a plan spec's (:func:`pipesim.plan.runspec.plan_tables`),
+and an exported run spec carries over from its plan spec (``--export-best``)."""
 DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
 RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
 DEFAULT_STEPS = 12

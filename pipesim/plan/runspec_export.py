@@ -122,7 +122,8 @@ def design_to_runspec(
     tables) ``[constraints]``, the design, and a ``[run]`` of the plan's full-run length
     (``search.steps``) unless ``steps`` is given.
     :func:`pipesim.plan.runspec.dumps` writes it; ``pipesim run`` runs it."""
-    from pipesim.plan.runspec import DEFAULT_STEPS, KIND, PLAN_TABLES
+    from pipesim.plan.runspec import DEFAULT_STEPS, KIND
+    from pipesim.plan.runspec_checks import PLANNED_TABLES
 
     if isinstance(plan_spec, PlanSpec):
         data = spec_tables(plan_spec)
@@ -133,11 +134,9 @@ def design_to_runspec(
     if not isinstance(design, Design):
         raise PlanError(f"design must be a pipesim.plan.Design, got {shown(design)}", "design")
     out: dict[str, Any] = {"kind": KIND}
-    for k in PLAN_TABLES:
+    for k in PLANNED_TABLES:  # [constraints] too: a plan of the export applies the same limits
         if k in data:
             out[k] = copy.deepcopy(data[k])
-    if isinstance(data.get("constraints"), Mapping):  # the limits a plan from the export applies again
-        out["constraints"] = copy.deepcopy(dict(data["constraints"]))
     out["design"] = {
         "placement": "colocated" if design.colocated else design.trainer_gpus,
         "tp": design.tp,

@@ -148,17 +148,18 @@ def _episode_diff(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str:
 
 def _hints(scenario: Scenario) -> str:
     """Which promises the engine acted on: one of them promises more than its policy keeps."""
-    from pipesim.core.port import ClosedHint, MinItemsHint, PausesOnly
+    from pipesim.core.port import ClosedHint, MinItemsHint, pauses_only
 
     held = [
         f"{type(policy).__name__}.{method}"
         for policy, hint, method in (
             (scenario.admission, ClosedHint, "closed"),
             (scenario.batching, MinItemsHint, "min_items"),
-            (scenario.weight_update, PausesOnly, "pauses_only"),
         )
         if isinstance(policy, hint)
     ]
+    if pauses_only(scenario.weight_update):  # as the engine reads it: a False answer promises nothing
+        held.append(f"{type(scenario.weight_update).__name__}.pauses_only")
     if not held:
         return "no policy declares a hint, so the engine's own shortcut is wrong: please report it"
     return (
