@@ -46,6 +46,13 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return iv.mean, iv.hi - iv.mean
 
 
+def show_table(table: str, json_path: str | Path) -> None:
+    """Print ``table`` and write it beside the study's JSON (``.txt``): what every experiment
+    script does when it finishes or re-renders (``--table-only``)."""
+    print(table)
+    Path(json_path).with_suffix(".txt").write_text(table + "\n")
+
+
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
     """'mean [lo, hi]': the mean over seeds and its 95% t interval, ``digits`` decimals. A
     NaN (a window a diverged run never reached: :func:`history_mean`) is left out and the cell

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,6 +29,7 @@ from offpolicy.experiment import (
     paired_table,
     run_one,
     seeds_from_args,
+    show_table,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table_only:
         runs = read_runs(args.json)
         found = list(dict.fromkeys(r["correction"] for r in runs if r.get("sampler") == "fp8"))
-        table = fp8_table(runs, found)
-        print(table)
-        Path(args.json).with_suffix(".txt").write_text(table + "\n")
+        show_table(fp8_table(runs, found), args.json)
         return 0
     torch.set_num_threads(1)
     return run_keeping(PROG, args.json, lambda kept: compare(args, argv, kept), resumable=False)
@@ -90,10 +88,8 @@ def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> Non
             kept.written = len(runs)
             if note := diverged_note(run):
                 print(f"{name} {correction} seed {seed}{note}", flush=True)
-    table = fp8_table(runs, list(args.corrections))
     print(f"RL base held-out pass rate {base_held['pass_rate']:.3f}")
-    print(table)
-    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+    show_table(fp8_table(runs, list(args.corrections)), args.json)
 
 
 def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:

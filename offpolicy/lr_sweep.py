@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +33,7 @@ from offpolicy.experiment import (
     paired_table,
     run_one,
     seeds_from_args,
+    show_table,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
@@ -58,9 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
     if args.table_only:
-        table = lr_table(read_runs(args.json))
-        print(table)
-        Path(args.json).with_suffix(".txt").write_text(table + "\n")
+        show_table(lr_table(read_runs(args.json)), args.json)
         return 0
     torch.set_num_threads(1)
     return run_keeping(PROG, args.json, lambda kept: sweep(args, argv, kept), resumable=True)
@@ -98,9 +96,7 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
                     print(
                         f"lr {lr:g} lag {lag} {correction} seed {seed} done{diverged_note(run)}", flush=True
                     )
-    table = lr_table(runs)
-    print(table)
-    Path(args.json).with_suffix(".txt").write_text(table + "\n")
+    show_table(lr_table(runs), args.json)
 
 
 def lr_table(runs: list[dict[str, Any]]) -> str:

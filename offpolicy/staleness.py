@@ -36,6 +36,7 @@ from offpolicy.experiment import (
     paired_table,
     run_one,
     seeds_from_args,
+    show_table,
     summary_table,
     write_reward_figure,
 )
@@ -153,10 +154,9 @@ def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None
     """Print the table, write it next to the JSON (.txt) and the reward figure (.html)."""
     pairs = comparison_pairs(runs)
     table = summary_table(runs) + ("\n\n" + paired_table(runs, pairs) if pairs else "")
-    print(table)
     title = "TinyAgent reward under stale sampling (95% band over seeds)"
     write_reward_figure(runs, html or str(Path(json_path).with_suffix(".html")), ("lag", "correction"), title)
-    Path(json_path).with_suffix(".txt").write_text(table + "\n")
+    show_table(table, json_path)
 
 
 if __name__ == "__main__":
