@@ -1,4 +1,4 @@
-"""Speed of the compute engine (issue 17): samples simulated per second against raw SimPy.
+"""Speed of the compute engine: samples simulated per second against raw SimPy.
 
 For each concurrency (64, 1,024 and 8,192 sequences in flight) it measures, in one process so the
 ratios share the machine's load:
@@ -19,7 +19,7 @@ cache holds the whole concurrency and the table measures the simulator, not pree
 
 Then a verl-scale run: Qwen3-8B, 64 H100 (32 train, 32 replicas of 256 sequences), 512 prompts x
 16 samples per step (8,192 samples), eta 1 with partial rollouts, ``--steps`` steps (default 10;
-the issue's figure is 100 steps, 819,200 samples), with its wall time, summary and ledger.
+the full-size run is 100 steps, 819,200 samples), with its wall time, summary and ledger.
 The first line says whether the compute engine runs compiled (``make fast``: ``setup.py`` turns
 its hot modules into C with mypyc; ``make bench-compute`` runs this script on that build) or as
 pure Python (about half the speed). Wall time is ``time.perf_counter``; the machine may be

@@ -1,6 +1,6 @@
 """Throughput of pipesim against the chapter's own loop (and, ``--suite all``, the oracle loop and raw SimPy).
 
-``--suite chapter`` (the default) is the comparison of issue 16, "Performance": the chapter's
+``--suite chapter`` (the default) is the comparison with the chapter's own loop: the chapter's
 ``simulate_pipeline``, imported at run time from ``../shared/reference/chapter_loop.py`` (relative
 to the repository root) when that file is there -- nothing in the project copies it -- against
 
@@ -15,7 +15,7 @@ at 4,096, for eta=0 and eta=2, both with ``interrupt=True``. Timing is CPU time
 round. Rates are episodes generated (the ``gen`` events of the output, the same on every side when
 they agree) per CPU second. The outputs are checked to agree (time, throughput, staleness_mean,
 staleness_max, trained_duration: equal or within 1e-9 relative; and the sorted events).
-Goals (issue 16): simulate_pipeline >= 2x the loop at 64 slots, >= 50x at 4,096; ``run`` alone keeps
+Goals: simulate_pipeline >= 2x the loop at 64 slots, >= 50x at 4,096; ``run`` alone keeps
 its ratio (about 2.0x at 64 slots, 70-90x at 4,096) within 10%.
 
 ``--suite all`` adds the older table. For each size (n_slots = B in 64, 1,024, 4,096, 16,384) and
@@ -64,7 +64,7 @@ import pipesim  # noqa: E402
 from pipesim import CountThrottle, Drain, PartialRollout, PipelineConfig, Scenario, run  # noqa: E402
 
 CHAPTER_LOOP = ROOT.parent / "shared" / "reference" / "chapter_loop.py"
-# (slots, steps) as issue 16 sets them; batch = slots, 60 s train, 10 s sync, interrupt=True.
+# (slots, steps) of the comparison's goals; batch = slots, 60 s train, 10 s sync, interrupt=True.
 CHAPTER_SIZES = [(64, 200), (4096, 4)]
 CHAPTER_POOL, CHAPTER_SEED = 400_000, 7
 CHECKED = ("time", "throughput", "staleness_mean", "staleness_max", "trained_duration")

@@ -1,11 +1,12 @@
-"""How long a plan takes, and whether its pick holds (issue 43's goals). A script, not CI.
+"""How long a plan takes, and whether its pick holds (the goals below). A script, not CI.
 
 ``python benchmarks/bench_plan.py [SPEC] [--workers N] [--check-longer] [--rerun] [--reference]``
 
 * Without ``SPEC``: a verl-scale plan, 128 H100s, Qwen3-8B, 512 prompts x 16 samples per step
   (560 designs: colocated and 13 splits of 8 GPUs, TP 1/2, eta 0-3, five weight-update policies),
   NSGA-II screening ``--trials`` (128) designs with 2-step runs, full runs of 5 steps.
-* ``SPEC`` (e.g. ``examples/agent_plan.toml``, issue 43's agent spec): that spec as written.
+* ``SPEC`` (e.g. ``examples/agent_plan.toml``, the agent spec of ``docs/plan.md``): that spec as
+  written.
 
 It prints the wall time, the rungs, the runs, the first cut and the recommendation, then the
 goal checks asked for:
@@ -26,7 +27,7 @@ goal checks asked for:
   ``benchmarks/plan_reference.py`` answers the same question in stages that skip only runs
   which cannot change it.
 
-The issue's goals: the agent spec plans in at most 4 minutes with ``--workers 2`` on 2 cores, and a
+The goals: the agent spec plans in at most 4 minutes with ``--workers 2`` on 2 cores, and a
 re-run with one constraint changed takes at most half that.
 """
 

@@ -1,6 +1,6 @@
 """What the results of a big run cost against the run itself: ``summary()``, ``events``, ``trained``.
 
-The workload is the issue's: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with partial rollouts
+The workload: 1,024 slots, B = 1,024, 1,000 steps, eta = 2 with partial rollouts
 (about 1.03M episodes, 3.07M event rows), a pool of ``agent_episode_durations`` (generator seed 0).
 ``--steps`` scales it down. Each implementation runs in a fresh process, one after the other:
 
@@ -23,7 +23,7 @@ archived episodes' arrays, ``pipesim.core.records``) and the two DataFrames' own
 Usage: ``python benchmarks/bench_results.py [--steps 1000] [--slots 1024] [--impl new,old] [--rounds 3]``
 (rounds: fresh processes per implementation, interleaved, and the median ratio; the machines this
 runs on are shared, and the run's CPU time moves with the neighbours' load).
-Goals (issue 16): (summary + events + trained) / run <= 30%; peak growth <= 250 bytes per episode.
+Goals: (summary + events + trained) / run <= 30%; peak growth <= 250 bytes per episode.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 43's exhaustive reference for a plan spec, run in stages that skip only what cannot matter.
+"""The exhaustive reference for a plan spec, run in stages that skip only what cannot matter.
 
 ``python benchmarks/plan_reference.py SPEC --cache-dir DIR [--workers N] [--seeds 5] [--margin 0.25]``
 

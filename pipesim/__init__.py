@@ -81,7 +81,7 @@ __all__ = [
     "simulate_pipeline",
 ]
 
-# -- scheduling policies of real systems (issue 3) ------------------------------------------------
+# -- scheduling policies of real systems ---------------------------------------------------------
 from pipesim.policies.admission import (  # noqa: E402
     AReaLThrottle,
     AsyncRatio,
@@ -133,7 +133,7 @@ __all__ += [
     "WindowedFIFO",
 ]
 
-# -- hardware and models, as data (issue 17) -----------------------------------------------------
+# -- hardware and models, as data ----------------------------------------------------------------
 from pipesim.compute import GPUS, MODELS, Efficiency, GPUSpec, ModelSpec  # noqa: E402
 from pipesim.core.errors import shown  # noqa: E402
 

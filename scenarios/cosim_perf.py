@@ -2,7 +2,8 @@
 
 :func:`perf_ratio` runs one co-simulated run (no evaluation) and a plain :func:`offpolicy.train_rl`
 run of the same length and seed and returns the ratio of their CPU seconds; :func:`perf_protocol`
-repeats it over seeds and compares the median and the worst ratio with the goal (issue 20).
+repeats it over seeds and compares the median and the worst ratio with the goal (``docs/cosim.md``,
+*Performance*).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from offpolicy.gym import DEFAULT_GYM
 from scenarios.cosim import CosimConfig, run_cosim
 
 PERF_SEEDS = (101, 202, 303, 404, 505)
-PERF_GOAL, PERF_RUN_LIMIT = 1.5, 1.8  # median and single-run ceilings of the cost ratio (issue 20)
+PERF_GOAL, PERF_RUN_LIMIT = 1.5, 1.8  # median and single-run ceilings of the cost ratio (the goal)
 
 
 def perf_ratio(

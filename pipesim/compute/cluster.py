@@ -177,7 +177,7 @@ class ComputeRun:
     (``ComputeTrainer.balanced_update_s``)."""
 
     def summary(self) -> dict[str, float]:
-        s = ComputeSummary(self.result.summary())  # old metric names read through (issue 43)
+        s = ComputeSummary(self.result.summary())  # old metric names read through (names.RENAMED)
         T = self.result.sim_time_s
         c = self.cluster
         s.update(self.ledger.as_dict())

@@ -23,8 +23,8 @@ token counts or GPU counts are at hand.
 they take ``fsdp2-dense``'s efficiencies (the same GEMMs on the same GPUs) and differ in their
 communication (per optimizer step, plus tensor and expert parallelism) and, for MoE, in the
 grouped-GEMM factor :data:`MOE_GEMM_FACTOR` (a stated prior). ``ideal`` is the model of before
-issue 41: one efficiency (:data:`~pipesim.compute.trainer.DEFAULT_TRAINER_MFU`), no fixed costs,
-communication fully hidden.
+the trainer was split into phases: one efficiency (:data:`~pipesim.compute.trainer.DEFAULT_TRAINER_MFU`),
+no fixed costs, communication fully hidden.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def profiles() -> Mapping[str, FrameworkProfile]:
         fwd_bwd_efficiency=DEFAULT_TRAINER_MFU,
         fwd_efficiency=DEFAULT_TRAINER_MFU,
         comm_overlap=1.0,
-        source="the one-MFU model of before issue 41 (DEFAULT_TRAINER_MFU, no fixed costs)",
+        source="the one-MFU model from before the phased trainer (DEFAULT_TRAINER_MFU, no fixed costs)",
     )
     return MappingProxyType({p.name: p for p in (fsdp, megatron, moe, ideal)})
 

@@ -86,7 +86,7 @@ class Efficiency:
 
     Attention and mixture-of-experts kernels (``docs/decode.md`` has the checks and their numbers;
     the attention defaults are the values checked against Vidur's A100 attention profile, and
-    :data:`GEMM_ONLY_EFFICIENCY` runs attention at the GEMMs' fractions as before issue 42):
+    :data:`GEMM_ONLY_EFFICIENCY` runs attention at the GEMMs' fractions, the defaults before these):
 
     * ``attention_flop_fraction = 0.5`` -- a prefill attention kernel's sustained FLOPs over peak
       dense (``None``: ``flop_fraction``);
@@ -162,13 +162,13 @@ median against 20.4% with the GEMM constants (A40, held out: 8.6% against 16.9%)
 against 70.4%; the linear layers' error is the same (the GEMM constants did not move)."""
 
 MEASURED_EFFICIENCY = DEFAULT_EFFICIENCY
-"""The name the measured attention constants had while they were not the default (issue 42)."""
+"""The name the measured attention constants had while they were not the default."""
 
 GEMM_ONLY_EFFICIENCY = Efficiency(
     attention_flop_fraction=None, attention_bandwidth_fraction=None, attention_block_s=0.0
 )
-"""The defaults before issue 42: attention kernels at the GEMMs' fractions, no per-block cost (the
-check's point of comparison, ``docs/decode.md``)."""
+"""The defaults before the measured attention constants: attention kernels at the GEMMs'
+fractions, no per-block cost (the check's point of comparison, ``docs/decode.md``)."""
 
 
 def kernel_time_s(

@@ -77,7 +77,7 @@ class Slots:
         instant is now), without their calls: this replica is the only one, no lifecycle acts at a
         completion and no subclass watches ``on_finished`` (``Pipeline.reports_in_place``), and no
         pass is due already. At eta > 0 nearly every completion is such a one; it is the chain
-        that costs most per episode (issue 38, ``docs/performance.md``).
+        that costs most per episode (``docs/performance.md``).
         """
         env, p = self.env, self.p
         take_in_place, wake_at = env.take_in_place, env.wake_at

@@ -1,5 +1,5 @@
 """``pipesim plan``: the highest-throughput design for a cluster, a model and a workload under
-staleness and discard constraints, and the Pareto front around it (issue 19, ``docs/plan.md``).
+staleness and discard constraints, and the Pareto front around it (``docs/plan.md``).
 
 * :mod:`~pipesim.plan.space` -- :class:`PlanSpec`, :class:`Constraints`, :class:`Space`,
   :class:`Design` and the candidates (placements at replica granularity, TP, eta, weight update,

@@ -1,5 +1,5 @@
 """A first cut before any simulation: a fluid ceiling on each design's throughput, and the designs
-it rules out (issue 43 item 3).
+it rules out.
 
 **The ceiling.** A step trains ``B`` samples of ``L`` tokens on average (the prompt, the mean
 response of the length model cut at ``max_response_tokens``, per turn for an agent, and the

@@ -3,7 +3,8 @@
 A short run censors staleness twice. Its maximum cannot exceed ``s - 1`` (a sample trained at
 step k is at most k versions old), and its *mean* is low too: the first steps train samples that
 could not be stale yet, so a design with eta = 2 averages 0.97 over 3 steps and 1.81 over 12 (the
-agent spec of issue 43). Judging either from a short screen calls designs feasible that are not.
+agent spec of ``docs/plan.md``). Judging either from a short screen calls designs feasible that are
+not.
 So each constraint of a design is one of
 
 * ``met`` -- proved at any length, by the bound the design's own policies declare
@@ -46,7 +47,7 @@ from pipesim.plan.space import Constraints, Design, PlanSpec
 __all__ = ["HORIZON", "bound", "judge", "p_met", "warmup_steps"]
 
 HORIZON = 4
-"""Runs a recommendation must hold for, in multiples of the plan's full run (issue 43's goal)."""
+"""Runs a recommendation must hold for, in multiples of the plan's full run (the plan's goal)."""
 
 MET, VIOLATED, OPEN = "met", "violated", "open"
 

@@ -1,7 +1,7 @@
 """Every plan-spec key and the config keys verl, AReaL, slime and ROLL use for the same knob
 (``pipesim plan --explain-keys``; the table in ``docs/plan.md``).
 
-Read from the systems' own sources (the commits below, fetched for issue 43):
+Read from the systems' own sources (the commits below):
 
 * verl ``b178a3c``: ``verl/trainer/config/data/legacy_data.yaml`` (``data.*``),
   ``verl/trainer/config/rollout/rollout.yaml`` (``actor_rollout_ref.rollout.*``),

@@ -1,5 +1,6 @@
 """The slice search: screens and full-length probes spent along the trainer:rollout split, where the
-answer can change (issue 43: the best feasible design sits on a ridge against the staleness limits).
+answer can change (on the agent spec of ``docs/plan.md`` the best feasible design sits on a ridge
+against the staleness limits).
 
 A *slice* is every disaggregated design that shares the non-placement axes (TP, eta, weight
 update, sync interval, over-sampling); its designs differ only in the trainer GPUs. Two facts of
@@ -55,8 +56,8 @@ from pipesim.plan.space import Design, PlanSpec
 __all__ = ["SCREEN_GAIN", "SliceTrace", "balance", "meets", "pick_full", "slice_search", "slices"]
 
 SCREEN_GAIN = 1.25
-"""A full run's throughput over its screen's, at most (measured 1.10-1.12 on issue 43's agent spec:
-a screen's first step waits for a whole batch)."""
+"""A full run's throughput over its screen's, at most (measured 1.10-1.12 on the agent spec of
+``docs/plan.md``: a screen's first step waits for a whole batch)."""
 
 Key = tuple[int, int, str, int, float]
 

@@ -202,8 +202,8 @@ class PlanSpec:
     screen_steps: int = 3
     """Training steps of a screening run (the first rung of successive halving)."""
     seeds: int = 3
-    """Seeds per design in full runs (the confidence interval and the paired test; at least 3 is
-    the default since issue 43: with 2 the t interval has one degree of freedom)."""
+    """Seeds per design in full runs (the confidence interval and the paired test; the default
+    was raised from 2 to 3: with 2 the t interval has one degree of freedom)."""
     sim_seed: int = 0
     """The simulations use seeds ``sim_seed, sim_seed + 1, ...``; the plan's seed drives Optuna."""
     max_model_len: int | None = None

@@ -1,13 +1,13 @@
 """Verify before recommending: a design whose staleness verdict rests on an estimate is run
-:data:`~pipesim.plan.judge.HORIZON` times as long before the plan recommends it (issue 43).
+:data:`~pipesim.plan.judge.HORIZON` times as long before the plan recommends it.
 
 The full rung's judgement (:mod:`pipesim.plan.judge`) accepts a constraint in one of two ways: a
 bound the design's own policies declare (``drain`` with the count throttle bounds staleness by
 eta, at any length), or an estimate from the runs' settled part and tail. An estimate can be
-wrong: on issue 43's agent spec the designs at the top hold a maximum staleness of 4 with about
-one sample there per 12-step run, the tail estimate's cap on an unseen level depends on the seed
-count (``HORIZON x 0.5 / seeds`` samples beyond the limit), and the pick broke the limit on one
-of five 48-step runs. So before a design is recommended:
+wrong: on the agent spec of ``docs/plan.md`` the designs at the top hold a maximum staleness of 4
+with about one sample there per 12-step run, the tail estimate's cap on an unseen level depends on
+the seed count (``HORIZON x 0.5 / seeds`` samples beyond the limit), and the pick broke the limit
+on one of five 48-step runs. So before a design is recommended:
 
 * a design every one of whose staleness constraints (mean, maximum) is proved by its declared
   bound (:func:`needs_verification` is False) is taken as it is: it is never re-run;
@@ -18,7 +18,7 @@ of five 48-step runs. So before a design is recommended:
   (5 > 4), seed 2``). The fastest is verified first; when it breaks, the designs between it and
   the fastest design proved by a bound are searched by **bisection** for the fastest that holds,
   up to ``budget`` verifications in all (:data:`BUDGET`). Bisection assumes that a faster design
-  breaks more easily, as on issue 43's agent spec: there the designs that break at 48 steps are
+  breaks more easily, as on that agent spec: there the designs that break at 48 steps are
   the fastest of a family whose 12-step runs look alike (``benchmarks/plan_reference.py``:
   33 of 155 broke, at 10,197-12,965 samples/h; 122 held, at up to 11,550), and walking down from
   the fastest spent the whole budget on designs that broke. A design faster than one that broke

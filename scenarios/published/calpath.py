@@ -1,4 +1,4 @@
-"""The transfer protocol through the user's path: a log, a run spec, ``pipesim calibrate`` (issue 42).
+"""The transfer protocol through the user's path: a log, a run spec, ``pipesim calibrate``.
 
 The published table's transfer rows take their trainer from verl's calibration row
 (:data:`scenarios.published.claims.VERL_CALIBRATION`: 128 H20s split 64:64, fully async, staleness

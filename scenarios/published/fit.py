@@ -24,7 +24,7 @@ generated itself on a profile that differs only in those two constants the fit r
 profile (``tests/test_published.py``). No number is named here: the row's values come from the
 claims, the profile from the stated trainer.
 
-The table's transfer rows take this profile through the user's path (issue 42):
+The table's transfer rows take this profile through the user's path:
 :func:`scenarios.published.claims.verl_fit` is ``pipesim calibrate`` of a log written from the
 row's published means and the row's run spec (:mod:`scenarios.published.calpath`,
 ``examples/published/``), which forms the same two observations and fits the same two constants;
