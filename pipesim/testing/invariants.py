@@ -127,7 +127,7 @@ def _promised(policy: object, method: str, got: Any, what: str, ok: Any) -> Any:
 def check_invariants(result: RunResult, scenario: Scenario | None = None) -> None:
     """Assert every pipeline invariant on ``result``; raise :class:`InvariantError` naming the first broken.
 
-    ``scenario`` defaults to ``result.scenario`` (the issue's spelling passes it explicitly).
+    ``scenario`` defaults to ``result.scenario``; ``check_invariants(result, scenario)`` passes it explicitly.
     """
     _need_result(result, scenario)
     if scenario is not None and scenario is not result.scenario and scenario != result.scenario:

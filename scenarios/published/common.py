@@ -37,7 +37,7 @@ LENGTHS_QWEN3 = "math-reasoning-qwen3"
 
 LENGTH_BAND = 1.3
 """The length band of every range: lengths from 1/1.3 to 1.3 times the entry's (a run whose
-lengths drift 1.3x, the issue's example, shows as an interval rather than as a miss). Chosen once;
+lengths drift 1.3x shows as an interval rather than as a miss). Chosen once;
 no source gives the spread of a run's lengths around a registry entry."""
 
 
