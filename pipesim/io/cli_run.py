@@ -139,9 +139,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             pass  # a policy outside the catalog: the recipe alone rebuilds the run
 
     def html_page() -> str:
-        from pipesim.io.viz import figures_to_html, run_views
+        from pipesim.io.viz import run_page
 
-        return str(figures_to_html(run_views(result, args.scenario), title=args.scenario))
+        # the summary's headline numbers above the views, as `pipesim report DIR` writes them
+        return str(run_page(result, title=f"pipesim run {args.scenario}", name=args.scenario))
 
     write_run_outputs(
         args,

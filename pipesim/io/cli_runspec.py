@@ -102,9 +102,9 @@ def run_spec(args: argparse.Namespace) -> int:
         }
 
     def html_page() -> str:
-        from pipesim.io.viz import figures_to_html, run_views
+        from pipesim.io.viz import run_page
 
-        return str(figures_to_html(run_views(crun, rs.label), title=rs.label))
+        return str(run_page(crun, title=f"pipesim run {args.scenario}: {rs.label}", name=rs.label))
 
     write_run_outputs(
         args,

@@ -227,9 +227,35 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             figs.append(
                 viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}")
             )
-        write_text_atomic(args.html, viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}"))
+        page = viz.figures_to_html(
+            figs, title=f"pipesim sweep {args.scenario}", preamble=sweep_preamble(args, agg[cols])
+        )
+        write_text_atomic(args.html, page)
         print(f"wrote {args.html}")
     return 0
+
+
+def sweep_preamble(args: argparse.Namespace, printed: Any) -> str:
+    """The sweep page's heading: what was swept, over how many seeds, what a band is, and the
+    table the command printed (the same numbers, formatted as printed)."""
+    import html
+
+    from pipesim.io.cli_common import fmt_number
+
+    axes = "; ".join(html.escape(a) for a in args.over)
+    bands = (
+        f"bands and the _lo/_hi columns: 95% t interval over {args.seeds} seeds (0..{args.seeds - 1})"
+        if args.seeds > 1
+        else "one seed: no interval"
+    )
+    rows = printed.to_html(index=False, float_format=fmt_number, border=0)
+    return (
+        '<div style="font:13px sans-serif"><h2>pipesim sweep ' + html.escape(str(args.scenario)) + "</h2>"
+        f"<p>over {axes}; {bands}.</p>"
+        "<style>.dataframe td,.dataframe th{padding:2px 8px;text-align:right;border-bottom:1px solid #eee}"
+        ".dataframe{border-collapse:collapse}</style>"
+        '<div style="overflow-x:auto">' + rows + "</div></div>"  # a wide table scrolls, not the page
+    )
 
 
 def no_interval_note(agg: Any) -> str:

@@ -27,7 +27,7 @@ __all__ = ["Comparison", "FIGURE_METRICS", "compare"]
 FIGURE_METRICS = (
     ("throughput_per_hour", "episodes / hour"),
     ("gen_util", "slot utilisation"),
-    ("staleness_mean", "mean staleness"),
+    ("staleness_mean", "mean staleness (versions)"),
     ("length_bias", "length bias"),
 )
 
@@ -41,7 +41,9 @@ class Comparison:
     figure: go.Figure
 
     def _repr_html_(self) -> str:
-        return str(self.table.to_html(float_format=lambda v: f"{v:,.4g}"))
+        from pipesim.io.cli_common import fmt_number  # 28,096 (",.4g" wrote 2.81e+04)
+
+        return str(self.table.to_html(float_format=fmt_number))
 
     def __iter__(self) -> Any:  # table, figure = pipesim.compare(...)
         return iter((self.table, self.figure))
@@ -89,7 +91,7 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
         index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
     )
     fig = make_subplots(rows=1, cols=len(FIGURE_METRICS), subplot_titles=[t for _, t in FIGURE_METRICS])
-    from pipesim.io.viz.sweep import PALETTE
+    from pipesim.io.viz.sweep import NUM, PALETTE
 
     names = list(summaries)
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
@@ -101,11 +103,15 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
                 marker_color=colors,
                 name=label,
                 showlegend=False,
-                hovertemplate="%{x}<br>" + label + ": %{y:,.4g}<extra></extra>",
+                hovertemplate="%{x}<br>" + label + ": %{y:" + NUM + "}<extra></extra>",
+                texttemplate="%{y:" + NUM + "}",  # the value on each bar: a zero is a visible 0
+                textposition="outside",
+                cliponaxis=False,
             ),
             row=1,
             col=j,
         )
-    fig.update_yaxes(range=[0, 1], row=1, col=2)
-    fig.update_layout(height=380, plot_bgcolor="white", title="designs side by side")
+    fig.update_yaxes(range=[0, 1.1], row=1, col=2)
+    fig.update_yaxes(separatethousands=True, rangemode="tozero")
+    fig.update_layout(height=380, plot_bgcolor="white", title="designs side by side (one run each)")
     return Comparison(results=results, table=table, figure=fig)

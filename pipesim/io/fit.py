@@ -257,7 +257,7 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
     """A Plotly QQ plot: each model's quantiles against the data's, on log axes, with y = x."""
     import plotly.graph_objects as go
 
-    from pipesim.io.viz.sweep import PALETTE
+    from pipesim.io.viz.sweep import NUM, PALETTE
 
     x = result.values
     p = (np.arange(1, n_points + 1) - 0.5) / n_points
@@ -271,7 +271,7 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
                 mode="markers",
                 marker=dict(size=5, color=PALETTE[i % len(PALETTE)]),
                 name=f"{f.name} (KS D = {f.ks:.3f})",
-                hovertemplate="data %{x:.4g}, model %{y:.4g}<extra></extra>",
+                hovertemplate=f"{f.name}<br>data %{{x:{NUM}}} s, model %{{y:{NUM}}} s<extra></extra>",
             )
         )
     lo, hi = float(data_q.min()), float(data_q.max())
@@ -280,8 +280,8 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
     )
     fig.update_layout(
         title=f"QQ plot of {result.column} ({result.source}, {result.n:,} values)",
-        xaxis_title=f"data quantile ({result.column})",
-        yaxis_title="model quantile",
+        xaxis_title=f"data quantile of {result.column} (s)",  # seconds, after --scale
+        yaxis_title="model quantile (s)",
         legend_title_text="model",
         height=560,
         width=720,
@@ -293,10 +293,11 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
 
 
 def write_qq(result: FitResult, path: str | Path) -> Path:
+    from pipesim.io.interrupts import write_text_atomic
     from pipesim.io.viz import figures_to_html
 
-    p = Path(path)
-    p.write_text(figures_to_html([qq_figure(result)], title=f"QQ plot: {result.column}"))
+    p = Path(path)  # whole or not at all, as the other pages are written
+    write_text_atomic(p, figures_to_html([qq_figure(result)], title=f"QQ plot: {result.column}"))
     return p
 
 

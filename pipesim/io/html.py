@@ -15,7 +15,7 @@ from typing import Any
 
 from pipesim.config import Scenario
 
-__all__ = ["HEADLINE_KEYS", "attach_views", "run_html", "scenario_html"]
+__all__ = ["COMPUTE_HEADLINE_KEYS", "HEADLINE_KEYS", "attach_views", "run_html", "scenario_html"]
 
 HEADLINE_KEYS = (
     ("throughput_per_hour", "episodes / hour"),
@@ -60,13 +60,20 @@ def _table(title: str, pairs: list[tuple[str, Any]]) -> str:
     return f"<table {_TABLE}>{caption}{_rows(pairs)}</table>"
 
 
-def scenario_pairs(scenario: Scenario) -> list[tuple[str, Any]]:
-    """(label, value) rows: the pipeline's fields, then each policy by its repr."""
+UNUSED_BY_COMPUTE = ("train_time_s", "durations")
+"""Scenario fields a compute-engine run leaves at their defaults and does not read (the trainer is
+timed from its tokens, lengths come from the workload): its page does not show them."""
+
+
+def scenario_pairs(scenario: Scenario, skip: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
+    """(label, value) rows: the pipeline's fields, then each policy by its repr (``skip``: names left out)."""
     p = scenario.pipeline
-    pairs: list[tuple[str, Any]] = [(f.name, getattr(p, f.name)) for f in dataclasses.fields(p)]
+    pairs: list[tuple[str, Any]] = [
+        (f.name, getattr(p, f.name)) for f in dataclasses.fields(p) if f.name not in skip
+    ]
     for name in ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas"):
         value = getattr(scenario, name)
-        if value is not None:
+        if value is not None and name not in skip:
             pairs.append((name, repr(value)))
     pairs += [("seed", scenario.seed), ("pool_size", scenario.pool_size or scenario.default_pool_size)]
     return pairs
@@ -77,21 +84,55 @@ def scenario_html(scenario: Scenario) -> str:
     return _table(f"Scenario {scenario.name}", scenario_pairs(scenario))
 
 
+COMPUTE_HEADLINE_KEYS = (
+    ("step_time_s_mean", "mean step (s)"),
+    ("train_time_s_mean", "mean train time (s)"),
+    ("decode_tokens_per_s", "decode tokens / s"),
+    ("gpu_busy_share", "GPU busy share"),
+    ("engine_busy_share", "engine busy share"),
+    ("offpolicy_token_share", "off-policy token share"),
+    ("n_replicas", "engine replicas"),
+)
+"""Headline rows a compute-engine run adds (its summary has them; a slot run's does not)."""
+
+
 def run_html(result: Any) -> str:
-    """A run (RunResult or a loaded SavedRun) as its headline numbers beside its scenario."""
+    """A run (RunResult, a loaded SavedRun or a ComputeRun) as its headline numbers beside its
+    scenario. A ComputeRun's numbers are its own summary's (the one ``pipesim run SPEC`` prints)."""
     s = result.summary()
-    head = [(label, s[k]) for k, label in HEADLINE_KEYS if k in s]
-    pool = getattr(result, "pool", None)
+    head = [(label, s[k]) for k, label in HEADLINE_KEYS + COMPUTE_HEADLINE_KEYS if k in s]
+    inner = result.result if hasattr(result, "result") and hasattr(result, "timelines") else result
+    pool = getattr(inner, "pool", None)
     if pool is not None:
         head.append(("durations", f"a pool of {len(pool):,} given to run (not the scenario's model)"))
-    if not getattr(result, "scenario_exact", True):
-        head.append(("policies as run", result.scenario_repr))
-    scen = result.scenario
+    if not getattr(inner, "scenario_exact", True):
+        head.append(("policies as run", inner.scenario_repr))
+    scen = inner.scenario
     cell = 'style="vertical-align:top;padding-right:24px"'
+    if inner is result:
+        right = scenario_html(scen)
+    else:  # a compute run: its cluster, and the scenario's fields it reads
+        right = _table("Cluster", cluster_pairs(result.cluster)) + _table(
+            f"Scenario {scen.name}", scenario_pairs(scen, UNUSED_BY_COMPUTE)
+        )
     return (
         f"<div><table><tr><td {cell}>{_table(f'Run of {scen.name}', head)}</td>"
-        f"<td {cell}>{scenario_html(scen)}</td></tr></table></div>"
+        f"<td {cell}>{right}</td></tr></table></div>"
     )
+
+
+def cluster_pairs(cluster: Any) -> list[tuple[str, Any]]:
+    """(label, value) rows of a compute run's cluster: model, GPU, GPUs, the split, the engine."""
+    e = cluster.engine
+    return [
+        ("model", e.model.name),
+        ("gpu", e.gpu.name),
+        ("n_gpus", cluster.n_gpus),
+        ("trainer_gpus", cluster.trainer_gpus or "0 (colocated)"),
+        ("tp", e.tp),
+        ("max_num_seqs", e.max_num_seqs),
+        ("max_model_len", e.max_model_len),
+    ]
 
 
 def attach_views() -> None:

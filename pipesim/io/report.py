@@ -164,7 +164,20 @@ def table_html(df: pd.DataFrame, caption: str) -> str:
     def fmt(x: float) -> str:
         return f"{x:,.3g}" if abs(x) < 10 else f"{x:,.0f}"
 
-    table = df.to_html(index=False, float_format=fmt, border=0, classes="tbl", na_rep="\u2013")  # no NaN
+    def seconds(x: float) -> str:  # as the demo prints durations: 97.7, not 98 (the chapter's 97.73)
+        if x != x:
+            return "\u2013"
+        # rounded to 3 decimals first, as the chapter prints them: 623.650391 and the chapter's
+        # 623.650 both read 623.6 (straight to one decimal they read 623.7 and 623.6)
+        x = round(float(x), 3)
+        return f"{x:,.0f}" if x.is_integer() else f"{x:,.1f}"
+
+    timed: dict[Any, Any] = {
+        c: seconds for c in df.columns if str(c).endswith("(s)") and pd.api.types.is_float_dtype(df[c])
+    }
+    table = df.to_html(
+        index=False, float_format=fmt, formatters=timed, border=0, classes="tbl", na_rep="\u2013"
+    )  # no NaN
     return table.replace(">", f"><caption>{html.escape(caption)}</caption>", 1)
 
 
@@ -264,6 +277,11 @@ def build_report(
         table_html(strag, "Straggler table: expected slowest episode of B"),
         "<h2>13.3 Synchronous, one-step-ahead and asynchronous pipelines</h2>",
         table_html(designs, "Design table (64 slots, B=64, 60 s train, 10 s sync, 20 steps)"),
+        # the figure is over fresh pools, the table the chapter's one: say so, or its max markers
+        # (a mean over seeds, 6.3) read as contradicting the table's 7
+        f"<p class=note>The same designs over fresh pools: bars are the mean over {seeds} seed(s)"
+        + (" with a 95% interval" if seeds > 1 else "")
+        + "; a diamond is the mean of each pool's largest staleness.</p>",
         viz.figure_div(f_design, "fig-designs"),
         "<h3>Figure 13.1: timelines, 8 slots, B=8, 4 steps</h3>"
         f"<p class=note>pipesim: synchronous {t_sync:,.0f} s, async eta=1 partial {t_async:,.0f} s "

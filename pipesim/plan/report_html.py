@@ -10,6 +10,13 @@ from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.report import _fmt, _write, header, rows, text
 from pipesim.plan.search import PlanResult
 
+HOVER_X = {
+    "staleness_mean": "mean staleness %{x:.2f} versions",
+    "discarded_share": "discarded %{x:.1%} of tokens",
+}
+"""The x value of a point in its hover text, by the panel's metric."""
+HOVER_Y = "trained samples/h<extra></extra>"
+
 
 def figure(result: PlanResult) -> Any:
     """Throughput against mean staleness and against discarded share: screened designs (grey),
@@ -64,7 +71,8 @@ def figure(result: PlanResult) -> Any:
                         f"{_fmt(e.metrics['gpu_hours_per_mtok'], '.2f')} GPU-h/Mtok"
                         for e in evals
                     ],
-                    hoverinfo="text+x+y",
+                    hovertemplate=f"%{{text}}<br>{name}<br>{HOVER_X[key]}<br>%{{y:,.0f}} {HOVER_Y}",
+                    cliponaxis=False,  # a design at 0 (no staleness, nothing discarded) shows whole
                 ),
                 row=1,
                 col=col,
@@ -80,6 +88,7 @@ def figure(result: PlanResult) -> Any:
                     name="Pareto front",
                     legendgroup="front",
                     showlegend=col == 1,
+                    hoverinfo="skip",
                 ),
                 row=1,
                 col=col,
@@ -96,7 +105,8 @@ def figure(result: PlanResult) -> Any:
                     showlegend=col == 1,
                     marker=dict(symbol="star", size=16, color="gold", line=dict(color="black", width=1)),
                     text=[b.design.label(n)],
-                    hoverinfo="text+x+y",
+                    hovertemplate=f"recommended: %{{text}}<br>{HOVER_X[key]}<br>%{{y:,.0f}} {HOVER_Y}",
+                    cliponaxis=False,
                 ),
                 row=1,
                 col=col,
@@ -106,18 +116,15 @@ def figure(result: PlanResult) -> Any:
     top_stale = max([e.metrics["staleness_mean"] for e in shown] + [0.0])
     top_disc = max([e.metrics["discarded_share"] for e in shown] + [0.0])
     top_thr = max([e.throughput for e in shown] + [0.0])
+    # a little left of 0 and below it, so that a design at 0 clears the axis and its tick labels
+    x1, x2, y = max(top_stale * 1.08, 0.5), max(top_disc * 1.08, 0.01), max(top_thr * 1.08, 1.0)
+    fig.update_xaxes(title_text="mean staleness (versions)", range=[-0.03 * x1, x1], row=1, col=1)
     fig.update_xaxes(
-        title_text="mean staleness (versions)", range=[0, max(top_stale * 1.08, 0.5)], row=1, col=1
+        title_text="discarded / generated tokens", tickformat=".0%", range=[-0.03 * x2, x2], row=1, col=2
     )
-    fig.update_xaxes(
-        title_text="discarded / generated tokens",
-        tickformat=".0%",
-        range=[0, max(top_disc * 1.08, 0.01)],
-        row=1,
-        col=2,
-    )
-    fig.update_yaxes(range=[0, max(top_thr * 1.08, 1.0)])
-    fig.update_yaxes(title_text="trained samples per hour", row=1, col=1)
+    fig.update_xaxes(zeroline=True, zerolinecolor="#ccc")
+    fig.update_yaxes(range=[-0.03 * y, y])
+    fig.update_yaxes(title_text="trained samples per hour", separatethousands=True)
     fig.update_layout(height=520, template="plotly_white", legend=dict(orientation="h", y=-0.2))
     return fig
 
@@ -133,7 +140,7 @@ def write_html(result: PlanResult, path: str) -> None:
     to ``path`` (``-``: standard output)."""
     spec = result.spec
     n = spec.n_gpus
-    fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True)
+    fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True, config={"displaylogo": False})
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pipesim plan</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
@@ -153,9 +160,10 @@ def write_html(result: PlanResult, path: str) -> None:
             f"<h2>Recommended: {html.escape(result.best.design.label(n))}</h2>",
             f"<pre>{html.escape(wrap_code(scenario_code(spec, result.best.design)))}</pre>",
         ]
-    if result.sensitivity:
-        parts.append(
-            "<h2>Sensitivity</h2><pre>" + html.escape(text(result).split("sensitivity")[-1]) + "</pre>"
-        )
+    if result.sensitivity:  # the text's section from its "sensitivity (...):" line on, heading and all
+        report = text(result)
+        at = report.find("\nsensitivity")
+        section = report[at + 1 :] if at >= 0 else ""
+        parts.append("<h2>Sensitivity</h2><pre>" + html.escape(section) + "</pre>")
     parts.append("</body></html>")
     _write("\n".join(parts), path)

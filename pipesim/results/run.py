@@ -335,7 +335,7 @@ class RunResult:
             "trained_duration_mean": trained_mean,
             "launched_duration_mean": launched_mean,
             "length_bias": trained_mean / launched_mean if launched_mean > 0 else float("nan"),
-            "episodes_launched": int(n_eps),  # counts are integers (issue 43)
+            "episodes_launched": int(n_eps),  # counts are Python ints: JSON and CSV write 21504, not 21504.0
             "episodes_trained": int(n_trained),
             "episodes_in_flight": int(n_inflight),
             "episodes_buffered": counts["buffered"],

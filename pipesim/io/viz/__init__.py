@@ -94,9 +94,13 @@ def run_views(result: Any, title: str | None = None, *, aggregate: bool | None =
     return [timeline(result, title), aggregate_view(result, title)]
 
 
-def run_page(result: Any, title: str = "pipesim run", *, aggregate: bool | None = None) -> str:
-    """One run as a self-contained page: its summary and scenario tables, then :func:`run_views`."""
+def run_page(
+    result: Any, title: str = "pipesim run", *, aggregate: bool | None = None, name: str | None = None
+) -> str:
+    """One run as a self-contained page: its summary and scenario tables (the numbers the CLI
+    prints), then :func:`run_views` (``name`` heads the figures; default the scenario's name). A
+    recorded ``ComputeRun`` also gets its engines' view."""
     from pipesim.io.html import run_html
 
     head = f'<h2 style="font-family:sans-serif">{html.escape(title)}</h2>{run_html(result)}'
-    return figures_to_html(run_views(result, aggregate=aggregate), title=title, preamble=head)
+    return figures_to_html(run_views(result, name, aggregate=aggregate), title=title, preamble=head)

@@ -130,7 +130,6 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 fillcolor=colors[v % len(colors)],
                 name=f"v{v}",
                 legendgroup=f"v{v}",
-                legendgrouptitle_text="colour = generating version" if v == min(flight) else None,
                 hovertemplate=f"v{v}: %{{y:,}} in flight at %{{x:,.0f}} s<extra></extra>",
             ),
             row=1,
@@ -144,7 +143,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
             line=dict(color=BUFFER_COLOR, shape="hv"),
             name="buffer depth",
             legendgroup="series",
-            legendgrouptitle_text="series",
+            legend="legend2",
             hovertemplate="%{y:,} buffered at %{x:,.0f} s<extra></extra>",
         ),
         row=2,
@@ -172,6 +171,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 line=dict(color=color, shape="hv"),
                 name=series,
                 legendgroup="series",
+                legend="legend2",
                 hovertemplate=f"{series}: %{{y:.0%}} at %{{x:,.0f}} s<extra></extra>",
             ),
             row=3,
@@ -232,12 +232,24 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     fig.update_yaxes(title_text="share", row=3, col=1, range=[0, 1.05], tickformat=".0%")
     smax = int(tr["staleness"].max()) if len(tr) else 0  # ticks at the staleness values drawn only
     ticks = list(range(0, smax + 1, max(1, (smax + 9) // 10)))
-    fig.update_yaxes(title_text="staleness", row=4, col=1, tickmode="array", tickvals=ticks)
+    fig.update_yaxes(title_text="staleness (versions)", row=4, col=1, tickmode="array", tickvals=ticks)
+    # two legends, each beside what it names: the versions beside the in-flight panel (scrolling
+    # within it when there are many), the three series beside the buffer and share panels; in one
+    # legend the series came after every version, beside the heatmap, or past the figure's end
+    top_row1, top_row2 = fig.layout.yaxis.domain[1], fig.layout.yaxis2.domain[1]
     fig.update_layout(
         height=1000,
         plot_bgcolor="white",
         hovermode="closest",
         margin=dict(l=70, r=20, t=50, b=110),
-        legend=dict(groupclick="toggleitem"),
+        legend=dict(
+            title_text="colour = generating version",
+            groupclick="toggleitem",
+            y=top_row1,
+            yanchor="top",
+            tracegroupgap=0,  # each version is its own group: no gap between them
+            maxheight=0.3,  # of the figure's height: it stops above the series' legend
+        ),
+        legend2=dict(title_text="series", y=top_row2, yanchor="top", x=1.02, xanchor="left"),
     )
     return fig

@@ -58,6 +58,11 @@ PARAM_LABELS = {
 """Words for the parameters a sweep often varies (a column name in seconds reads "... (s)" anyway)."""
 
 
+NUM = ",.4~r"
+"""The d3 format of a number in hover text: four significant digits in decimal notation with
+thousands separators (2,110, 0.9525, 28,100). ``.3g`` wrote a throughput of 2110 as 2.11e+3."""
+
+
 def words(name: str) -> str:
     """A column name as words: ``sync_time_s`` -> ``sync time (s)``, ``trainer/idle_ratio`` ->
     ``trainer idle ratio``."""
@@ -150,8 +155,9 @@ def add_band_line(
             showlegend=showlegend,
             line=dict(color=color, dash=dash),
             customdata=list(zip(lo, hi, n)),
-            hovertemplate=f"{name}<br>{words(x)}: %{{x}}<br>{metric_label(metric)}: %{{y:.3g}} "
-            "(95%: %{customdata[0]:.3g} to %{customdata[1]:.3g}, %{customdata[2]} seeds)<extra></extra>",
+            hovertemplate=f"{name}<br>{words(x)}: %{{x}}<br>{metric_label(metric)}: %{{y:{NUM}}} "
+            f"(95%: %{{customdata[0]:{NUM}}} to %{{customdata[1]:{NUM}}}, %{{customdata[2]}} seeds)"
+            "<extra></extra>",
         ),
         row=row,
         col=col,
@@ -188,7 +194,7 @@ def lines_figure(
     else:
         _integer_axis(fig, list(agg[x]))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero", separatethousands=True)
     return fig
 
 
@@ -234,7 +240,7 @@ def staleness_throughput_figure(
     fig.update_xaxes(title_text="staleness bound eta", showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title_text="episodes trained per hour", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="staleness (versions)", row=1, col=2, rangemode="tozero")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", separatethousands=True)
     legend = f"{by.replace('_', ' ')} (left), staleness (right)"
     fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest", legend_title_text=legend)
     _integer_axis(fig, list(agg[x]), row=1, col=1)
@@ -270,7 +276,7 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
                 error_y=dict(
                     type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo, visible=True
                 ),
-                hovertemplate="%{x}<br>" + metric_label(m) + ": %{y:.3g}<extra></extra>",
+                hovertemplate="%{x}<br>" + metric_label(m) + ": %{y:" + NUM + "}<extra></extra>",
             ),
             row=1,
             col=j,
@@ -283,12 +289,13 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
                     mode="markers",
                     name="max staleness",
                     marker=dict(symbol="diamond", size=10, color="#333"),
-                    hovertemplate="%{x}<br>max staleness: %{y:.3g}<extra></extra>",
+                    hovertemplate="%{x}<br>max staleness: %{y:" + NUM + "}<extra></extra>",
                 ),
                 row=1,
                 col=j,
             )
     fig.update_xaxes(tickangle=-35)
+    fig.update_yaxes(separatethousands=True)
     fig.update_annotations(yshift=8)  # two-line titles clear the plots
     fig.update_layout(height=460, plot_bgcolor="white", margin=dict(b=140, t=80))
     return fig

@@ -348,7 +348,11 @@ def timelines(
     fig.update_layout(
         barmode="overlay",
         height=fig_height,
-        legend=dict(orientation="h", y=-60 / fig_height, title_text=LEGEND_TITLE, yanchor="top"),
+        # the title above the entries ("top"): beside them, plotly wraps the entries as if the title
+        # took no width, and a row's last versions ran off the right edge (v12-v14 of 20 hidden)
+        legend=dict(
+            orientation="h", y=-60 / fig_height, title=dict(text=LEGEND_TITLE, side="top"), yanchor="top"
+        ),
         margin=dict(l=80, r=20, t=50, b=110),
         plot_bgcolor="white",
         uniformtext=dict(minsize=8, mode="hide"),
