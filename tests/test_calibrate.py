@@ -657,6 +657,12 @@ BAD_RECORDS: list[tuple[str, Any, dict[str, Any], str]] = [
         {"repeat": 0},
         "repeat",
     ),
+    (
+        "step_includes_sync a word",
+        [{"gen": 1.0, "update_actor": 1.0, "response_tokens": 500, "prompt_tokens": 100}],
+        {"step_includes_sync": "no"},
+        "step_includes_sync",
+    ),
 ]
 
 

@@ -87,7 +87,7 @@ def test_the_solver_meets_a_column_with_a_kink(
 
     runs: list[float] = []
 
-    def fake(rs: Any, overhead: float, steps: int, seed: int) -> Any:
+    def fake(rs: Any, overhead: float, steps: int, seed: int, **kw: Any) -> Any:  # kw: holds_sync
         runs.append(overhead)
         return {"timing_s/step": column(overhead)}
 

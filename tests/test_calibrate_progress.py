@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipesim.calibrate import MIN_HOLDOUT_STEPS, calibrate, read_log
+from pipesim.calibrate import MIN_HOLDOUT_STEPS, LogError, calibrate, read_log
 from pipesim.calibrate.cli import _StatusLine
 from pipesim.io.cli import main
 from pipesim.plan.runspec import load
@@ -36,8 +36,9 @@ def test_progress_names_each_part_and_simulation_and_leaves_the_fit_alone() -> N
 
 @pytest.mark.parametrize("bad", ["stderr", 3])
 def test_a_progress_that_cannot_be_called_is_refused(bad: object) -> None:
-    with pytest.raises(TypeError, match="progress"):
+    with pytest.raises(LogError, match="progress") as e:
         calibrate(read_log(LOG), load(SPEC), progress=bad)  # type: ignore[arg-type]
+    assert e.value.field == "progress"  # as every other bad argument (a LogError, so a ValueError)
 
 
 def test_the_status_line_rewrites_itself_and_clears_at_the_end() -> None:

@@ -202,6 +202,12 @@ ROWS: list[tuple[str, Callable[[], Any], str]] = [
     ("calibrate at seed True", lambda: calibrate(_log(), _spec(), True), "seed"),
     ("calibrate at seed 2**32", lambda: calibrate(_log(), _spec(), 2**32), "seed"),
     ("calibrate 2 steps", lambda: calibrate(_log().select(np.arange(20) < 2), _spec()), "steps"),
+    ("calibrate with a non-callable progress", lambda: calibrate(_log(), _spec(), progress="x"), "progress"),
+    (
+        "calibrate with step_includes_sync 'no'",
+        lambda: calibrate(_log(), _spec(), step_includes_sync="no"),
+        "step_includes_sync",
+    ),
     ("check_log None", lambda: check_log(None, _spec()), "log"),  # type: ignore[arg-type]
     (
         "check_log, all clipped at a mean below the cap",

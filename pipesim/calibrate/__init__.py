@@ -20,7 +20,10 @@ columns identify:
   :func:`pipesim.compute.phasefit.fit_profile` (:mod:`pipesim.calibrate.trainer`), which deals each
   step's samples to the ranks as the spec's run at the fitted lengths deals them (refitted once the
   lengths are bias-corrected, so the calibrated spec deals what its trainer was fitted on);
-* the weight sync (``timing_s/param_sync``): its mean, with a t interval;
+* the weight sync (``timing_s/param_sync``): its mean, with a t interval; whether the logged
+  ``timing_s/step`` holds it follows verl's trainers (colocated: yes; split, fully async: no) or
+  ``step_includes_sync`` (:mod:`pipesim.calibrate.steptime`, which converts between the log's
+  meaning and the simulated step's; a note says which was used);
 * the decode overhead (``timing_s/gen``, else ``timing_s/step``): the engine's
   ``iteration_overhead_s``, by simulation (:mod:`pipesim.calibrate.simulated`) -- the design run
   for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per iteration, the logged
@@ -48,6 +51,7 @@ wrote from the same spec is not replayed draw for draw.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,7 +73,9 @@ from pipesim.calibrate.simulated import (
     simulate,
     with_values,
 )
+from pipesim.calibrate.steptime import includes_sync, step_note
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens
+from pipesim.core.errors import shown
 from pipesim.plan.runspec import RunSpec
 
 __all__ = [
@@ -210,6 +216,9 @@ def _fit(
     rng = np.random.default_rng(seed)
     values: dict[str, Fitted] = {}
     notes: list[str] = list(log.notes)
+    holds = includes_sync(log, rs)  # does the log's step hold the weight sync (steptime)
+    if log.has("timing_s/step"):
+        notes.append(step_note(log, rs))
     wl, spec = rs.plan.workload, rs.plan
     batch = spec.batch_size
     if log.has("response_length/mean"):
@@ -263,7 +272,7 @@ def _fit(
     fitted = with_values(rs, current)
     n_sim = max(len(log), 4)
     o0 = OVERHEAD_PROBE_S[0]
-    sim0 = simulate(fitted, o0, n_sim, seed)
+    sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
     # an asynchronous design trains short samples first: the trained batch's mean is biased low
     if "response_median_tokens" in values and rs.design.eta > 0 and sim0["response_length/mean"] > 0:
         ratio = float(log.col("response_length/mean").mean()) / sim0["response_length/mean"]
@@ -273,20 +282,20 @@ def _fit(
         )
         current["response_median_tokens"] = values["response_median_tokens"].value
         fitted = with_values(rs, current)
-        sim0 = simulate(fitted, o0, n_sim, seed)
+        sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
         if "response_sigma" in values:
             why_not = _sigma_bias(fitted, sim0, values, log, seed)
             if why_not is not None:
                 notes.append(why_not)
             current["response_sigma"] = values["response_sigma"].value
             fitted = with_values(rs, current)
-            sim0 = simulate(fitted, o0, n_sim, seed)
+            sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
         if t is not None:  # deal at the corrected lengths, those the calibrated spec runs at
             got, trainer_notes = fit_trainer_profile(log, with_lengths(rs, values), t)
             values.update(got)
             current.update({k: v.value for k, v in got.items()})
             fitted = with_values(rs, current)
-            sim0 = simulate(fitted, o0, n_sim, seed)
+            sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
     notes += trainer_notes + (remainder_note(log, rs) if t is not None else [])
     overhead, why = fit_overhead(log, fitted, sim0, n_sim, seed, rng)
     notes += why
@@ -295,36 +304,55 @@ def _fit(
         current["iteration_overhead_s"] = overhead.value
         fitted = with_values(rs, current)
     if predict is not None:  # the held-out steps' own versions (lengths may drift)
-        sim0 = simulate(fitted, None, predict[1], seed, window=predict)
+        sim0 = simulate(fitted, None, predict[1], seed, window=predict, holds_sync=holds)
     elif overhead is not None and means:
-        sim0 = simulate(fitted, None, n_sim, seed)
+        sim0 = simulate(fitted, None, n_sim, seed, holds_sync=holds)
     return values, notes, sim0
 
 
 def _validate(rest: TrainingLog, rs: RunSpec, vals: dict[str, Fitted], pred: Sim) -> dict[str, Any]:
     """Relative residuals ``(logged - predicted) / logged`` on the held-out steps ``rest``: the
     simulated means, and the trainer per step from its tokens (the phases' sum, and
-    ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs)."""
+    ``update_actor`` and ``old_log_prob`` each by the model's split of the FLOPs). ``step`` in the
+    log's meaning (with or without the sync: ``pred`` was simulated so); ``param_sync`` over the
+    steps that synced, as the simulated mean and ``sync_time_s`` take it (a design that syncs
+    every ``k`` steps logs 0 at the others)."""
     out: dict[str, dict[str, float]] = {}
     for c in ("timing_s/gen", "timing_s/step", "timing_s/param_sync", "response_length/mean"):
-        if rest.has(c) and rest.col(c).mean() > 0:
-            seen = float(rest.col(c).mean())
+        x = rest.col(c) if rest.has(c) else np.zeros(0)
+        x = x[x > 0] if c == "timing_s/param_sync" else x
+        if len(x) and x.mean() > 0:
+            seen = float(x.mean())
             out[c] = {"mean": (seen - pred[c]) / seen}
     out.update(trainer_residuals(rest, with_lengths(rs, vals), vals))
     return out
 
 
 def calibrate(
-    log: TrainingLog, rs: RunSpec, seed: int = 0, progress: Callable[[str], None] | None = None
+    log: TrainingLog,
+    rs: RunSpec,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    step_includes_sync: bool | None = None,
 ) -> Calibration:
     """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
     cannot come from a run of ``rs`` is refused first (:func:`check_log`), as are arguments of the
-    wrong kind and a log of fewer than 3 steps (:func:`~pipesim.calibrate.frame.check_calibrate_args`).
+    wrong kind and a log of fewer than 3 steps (:func:`~pipesim.calibrate.frame.check_calibrate_args`),
+    each a :class:`LogError` naming the argument.
     ``progress`` is called with one line as each part and each simulation starts (the CLI prints
-    them on stderr)."""
+    them on stderr). ``step_includes_sync``: whether the log's ``timing_s/step`` holds the weight
+    sync; None (the default): the log's own ``step_includes_sync``, else as verl times the spec's
+    design, colocated yes, split (fully async) no (:mod:`pipesim.calibrate.steptime`; a note says
+    which was used)."""
     check_calibrate_args(log, rs, seed)
     if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be a callable taking one str, or None; got {type(progress).__name__}")
+        raise LogError(
+            f"progress must be a callable taking one str (print, list.append), or None; "
+            f"got {shown(progress)}",
+            "progress",
+        )
+    if step_includes_sync is not None:
+        log = dataclasses.replace(log, step_includes_sync=step_includes_sync)  # checked: a LogError
     check_log(log, rs)
     with reporting(progress):
         return _calibrate(log, rs, seed)

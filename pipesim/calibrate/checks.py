@@ -118,17 +118,24 @@ def in_range(key: str, v: Fitted) -> Fitted:
 
 
 def remainder_note(log: TrainingLog, rs: RunSpec) -> list[str]:
-    """A note when ``timing_s/step`` is shorter than its logged parts (gen, param_sync, the trainer
-    phases) and the spec's offload/reload at some steps: the trainer's fit takes such a step's
-    remainder as 0 s (:func:`pipesim.calibrate.trainer.remainder`), which is no measurement."""
+    """A note when ``timing_s/step`` is shorter than its logged parts (gen, the trainer phases,
+    param_sync where the step holds the sync: :mod:`pipesim.calibrate.steptime`) and the spec's
+    offload/reload at some steps: the trainer's fit takes such a step's remainder as 0 s
+    (:func:`pipesim.calibrate.trainer.remainder`), which is no measurement."""
+    from pipesim.calibrate.steptime import includes_sync
     from pipesim.calibrate.trainer import remainder
 
     rest = remainder(log, rs)
     if rest is None or not (rest < 0).any():
         return []
     i = int(np.argmin(rest))
+    parts = (
+        "gen, param_sync and the trainer's phases"
+        if includes_sync(log, rs)
+        else "gen and the trainer's phases"
+    )
     return [
-        f"timing_s/step: shorter than gen, param_sync and the trainer's phases (and the spec's "
+        f"timing_s/step: shorter than {parts} (and the spec's "
         f"offload/reload) at {int((rest < 0).sum())} of {len(rest)} steps (step {log.steps[i]:g} by "
         f"{-rest[i]:.3g} s): their remainder is taken as 0 s (do the timers overlap?)"
     ]

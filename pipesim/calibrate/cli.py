@@ -34,7 +34,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     status = _StatusLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     try:
         log = read_log(args.log, read_columns_map(args.columns), args.steps)
-        cal = calibrate(log, rs, seed=args.seed or 0, progress=status)
+        holds = {None: None, "yes": True, "no": False}[args.step_includes_sync]
+        cal = calibrate(log, rs, seed=args.seed or 0, progress=status, step_includes_sync=holds)
     except LogError as exc:
         raise UsageError(one_line(exc)) from None
     finally:
@@ -126,6 +127,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--steps",
         metavar="A:B",
         help="use the steps A <= step < B (either side may be left out); e.g. --steps 5:",
+    )
+    c.add_argument(
+        "--step-includes-sync",
+        choices=("yes", "no"),
+        help="whether the log's timing_s/step holds the weight sync (timing_s/param_sync); default: as "
+        "verl times the spec's design, colocated yes, split (fully async) no (docs/calibrate.md); "
+        "e.g. --step-includes-sync yes for verl's one_step_off_policy",
     )
     c.add_argument(
         "--seed",

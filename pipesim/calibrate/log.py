@@ -99,12 +99,22 @@ class TrainingLog:
     """``step`` and the :data:`COLUMNS` present and complete, as floats."""
     notes: tuple[str, ...] = ()
     """Columns left out (a cell empty in the steps used), said as the calibration reports them."""
+    step_includes_sync: bool | None = None
+    """Whether ``timing_s/step`` holds the weight sync (``timing_s/param_sync``), as the trainer
+    that wrote the log times it; None: as verl times the spec's design (colocated: yes; split,
+    fully async: no; :mod:`pipesim.calibrate.steptime`)."""
 
     def __post_init__(self) -> None:
         from pipesim.calibrate.frame import check_log_args
 
         for name, value in zip(("path", "sha256", "frame", "notes"), check_log_args(self), strict=True):
             object.__setattr__(self, name, value)
+        if self.step_includes_sync is not None and not isinstance(self.step_includes_sync, bool):
+            raise LogError(
+                "step_includes_sync must be True, False or None (as verl times the spec's design), "
+                f"got {shown(self.step_includes_sync)}",
+                "step_includes_sync",
+            )
 
     @property
     def steps(self) -> np.ndarray:
@@ -124,7 +134,8 @@ class TrainingLog:
                 f"mask must be {len(self)} booleans (one per step), got {m.dtype} of shape {m.shape}", "mask"
             )
         # by position (``m``): a boolean Series of another index would be aligned on its labels
-        return TrainingLog(self.path, self.sha256, self.frame[m].reset_index(drop=True), self.notes)
+        frame = self.frame[m].reset_index(drop=True)
+        return TrainingLog(self.path, self.sha256, frame, self.notes, self.step_includes_sync)
 
     def __len__(self) -> int:
         return len(self.frame)

@@ -1,5 +1,7 @@
 """A verl-style log written from published per-step numbers, so a published run goes through
-``pipesim calibrate`` like a user's own (issue 42: transfer rows through this path).
+``pipesim calibrate`` like a user's own: the published table's transfer rows take their trainer
+from such a log of verl's calibration row, calibrated by this command
+(:mod:`scenarios.published.calpath`, ``docs/calibrate.md``, "The published rows through this path").
 
 :func:`published_log` takes one record per step, with the names verl's README tables use
 (``step``, ``gen``, ``old_log_prob``, ``update_actor``, ``ref``, ``param_sync``, ``step_s``
@@ -14,7 +16,11 @@ means (verl's ``fully_async_policy`` README gives each phase's mean over 400 ste
 setup) is one distinct step: written ``repeat`` times it gives the efficiencies at the profile's
 fixed costs and nothing else (the tokens do not vary, which the calibration says), with intervals
 of zero width that measure nothing but the rounding; the published steps themselves would give
-more. A missing ``step_s`` is the sum of the phases given (no remainder is then identified).
+more. A missing ``step_s`` is the sum of the phases given (no remainder is then identified), with
+``param_sync`` in it only where ``step_includes_sync`` (default True) says the step holds the sync:
+as the calibration reads the step (:mod:`pipesim.calibrate.steptime`: verl's colocated trainer
+times its sync inside the step, its fully-async trainer apart), pass False for a split design's
+published row, else its sync is read as a remainder. A published ``step_s`` is taken as it is.
 A record needs the two token counts and at least one time (``step_s``, ``gen`` or
 ``update_actor``): a published table of step times alone (hours over a number of steps) is a log
 of ``timing_s/step``, which calibrates the decode overhead, and with ``gen`` the trainer's scale
@@ -31,7 +37,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from pipesim.core.validate import check_int, check_number, refuse, within
+from pipesim.core.validate import check_int, check_number, refuse, shown, within
 
 __all__ = ["PUBLISHED_KEYS", "published_log"]
 
@@ -50,7 +56,12 @@ _VERL = {
 }
 
 
-def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_step: int = 0) -> pd.DataFrame:
+def published_log(
+    rows: Sequence[Mapping[str, float]],
+    repeat: int = 1,
+    first_step: int = 0,
+    step_includes_sync: bool = True,
+) -> pd.DataFrame:
     """The verl-style log of ``rows`` (module docstring), each written ``repeat`` times as
     consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold),
     numbered from ``first_step`` (a table of means over a long run describes its steady state:
@@ -60,6 +71,8 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
 
     check_int("repeat", repeat, 1, MAX_LOG_STEPS, "the most steps a log may hold")
     check_int("first_step", first_step, 0, MAX_STEP, "the largest step number")
+    if not isinstance(step_includes_sync, bool):
+        raise refuse("step_includes_sync", f"must be True or False, got {shown(step_includes_sync)}")
     if isinstance(rows, Mapping | str) or not isinstance(rows, Sequence) or not rows:
         raise refuse("rows", "must be a non-empty sequence of records (one per published step)")
     if len(rows) * repeat > MAX_LOG_STEPS:
@@ -88,7 +101,8 @@ def published_log(rows: Sequence[Mapping[str, float]], repeat: int = 1, first_st
             for key, value in row.items():
                 check_number(key, value, 1.0 if key.endswith("_tokens") else 0.0)
         rec = {verl: float(row[k]) for k, verl in _VERL.items() if k in row}
-        rec["timing_s/step"] = float(row["step_s"]) if "step_s" in row else sum(rec.values())
+        parts = [v for k, v in rec.items() if step_includes_sync or k != "timing_s/param_sync"]
+        rec["timing_s/step"] = float(row["step_s"]) if "step_s" in row else sum(parts)
         rec["response_length/mean"] = float(row["response_tokens"])
         rec["prompt_length/mean"] = float(row["prompt_tokens"])
         out += [rec] * repeat

@@ -12,7 +12,9 @@ training step in verl's names (:data:`pipesim.calibrate.log.COLUMNS`):
   with its calibrated constants;
 * ``timing_s/step``: the sum of those and of what no column holds: the phases' remainder (reward,
   advantages, the driver: ``step_s + samples x sample_s``) and a colocated engine's offload and
-  reload;
+  reload; without ``param_sync`` where the trainer verl runs the design with times its sync apart
+  (a split design: verl's fully-async trainer; :mod:`pipesim.calibrate.steptime`), or as
+  ``step_includes_sync`` says;
 * ``response_length/mean``: the trained batch's tokens over its samples, less the prompt (exact for
   a fixed prompt and one turn, which is all this writer accepts); ``response_length/clip_ratio``:
   the share of the batch truncated at ``max_response_tokens``; ``prompt_length/mean``.
@@ -42,13 +44,23 @@ DEFAULT_NOISE = 0.03
 """Log-space spread of the multiplicative noise on each timing (a round figure, not a measurement)."""
 
 
-def sample_log(rs: RunSpec, rng: np.random.Generator, noise: float = DEFAULT_NOISE) -> pd.DataFrame:
-    """The verl-style log of a run of ``rs`` (see the module docstring), one row per trained step."""
+def sample_log(
+    rs: RunSpec,
+    rng: np.random.Generator,
+    noise: float = DEFAULT_NOISE,
+    step_includes_sync: bool | None = None,
+) -> pd.DataFrame:
+    """The verl-style log of a run of ``rs`` (see the module docstring), one row per trained step;
+    its ``timing_s/step`` holds the weight sync where ``step_includes_sync`` says so, None: as verl
+    times the design (colocated: yes; split, fully async: no)."""
     if not isinstance(rs, RunSpec):
         raise ValueError(f"rs must be a RunSpec, got {shown(rs)}")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {shown(rng)}")
     check_number("noise", noise, 0)
+    if step_includes_sync is not None and not isinstance(step_includes_sync, bool):
+        raise ValueError(f"step_includes_sync must be True, False or None, got {shown(step_includes_sync)}")
+    holds = rs.design.colocated if step_includes_sync is None else step_includes_sync
     wl = rs.plan.workload
     if wl.agent is not None or not isinstance(wl.prompt, int):
         raise ValueError(
@@ -70,7 +82,7 @@ def sample_log(rs: RunSpec, rng: np.random.Generator, noise: float = DEFAULT_NOI
         for k in timed:
             row[k] = float(steps.loc[step, k]) * float(np.exp(noise * rng.standard_normal()))
         rest = sum(float(steps.loc[step, k]) for k in unlogged) * float(np.exp(noise * rng.standard_normal()))
-        row["timing_s/step"] = sum(row[k] for k in timed) + rest
+        row["timing_s/step"] = sum(row[k] for k in timed if holds or k != "timing_s/param_sync") + rest
         row["response_length/mean"] = tokens / batch - wl.prompt
         row["response_length/clip_ratio"] = float(clip.get(step, 0.0))
         row["prompt_length/mean"] = float(wl.prompt)

@@ -2,8 +2,10 @@
 
 Many logs, and most published tables, give a step's seconds and its generation (``timing_s/step``,
 ``timing_s/gen``) but not the trainer's phases. What the trainer took is then the difference:
-``step - gen - param_sync - offload/reload`` (the remainder's definition, :mod:`~pipesim.calibrate.
-trainer`), which is every phase of the spec's trainer plus its remainder. One number per step
+``step - gen - offload/reload``, less ``param_sync`` where the log's step holds the sync (the
+remainder's definition, :mod:`~pipesim.calibrate.trainer`; verl's colocated trainer times the sync
+inside its step, its fully-async trainer apart: :func:`pipesim.calibrate.steptime.trainer_span_s`),
+which is every phase of the spec's trainer plus its remainder. One number per step
 identifies one constant, so the profile is scaled as a whole, its split between phases kept: at
 scale ``k`` every efficiency is divided by ``k`` and every fixed cost multiplied by it (a trainer
 ``k`` times slower at everything it computes), while the trainer's own communication, which the
@@ -26,6 +28,7 @@ import numpy as np
 
 from pipesim.calibrate.fit import Fitted, t95
 from pipesim.calibrate.log import TrainingLog
+from pipesim.calibrate.steptime import trainer_span_s
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
 
@@ -66,17 +69,18 @@ def fit_trainer_scale(
     batch: int,
     spreads: list,
     switch_s: float,
+    holds_sync: bool = True,
 ) -> tuple[dict[str, Fitted], list[str]]:
     """The profile's constants scaled to the log's ``step - gen`` (see the module), with 95%
     intervals, and the note that says how; or nothing and why. ``cfg``: the spec's trainer;
     ``t``: each step's tokens; ``spreads``: each step's tokens per sample as the ranks hold them
     (:func:`~pipesim.calibrate.trainer.spread`); ``switch_s``: a colocated engine's offload and
-    reload per step."""
-    if not (log.has("timing_s/step") and log.has("timing_s/gen")):
+    reload per step; ``holds_sync``: whether the log's step holds the weight sync
+    (:func:`pipesim.calibrate.steptime.includes_sync`: verl's colocated trainer's does, its
+    fully-async trainer's does not), so that ``param_sync`` is subtracted only then."""
+    seen = trainer_span_s(log, holds_sync, switch_s)
+    if seen is None:
         return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
-    seen = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s
-    if log.has("timing_s/param_sync"):
-        seen = seen - log.col("timing_s/param_sync")
     prof = cfg.framework
     one = _trainer_s(cfg, t, batch, spreads)
     a = _trainer_s(dataclasses.replace(cfg, profile=scaled(prof, 2.0)), t, batch, spreads) - one
@@ -105,9 +109,10 @@ def fit_trainer_scale(
     }
     # a fixed cost the profile has at 0 stays at 0: not a fitted value
     values.update({f: Fitted(v * k, v * lo, v * hi, how) for f in FIXED_COSTS if (v := getattr(prof, f)) > 0})
+    less = " and param_sync" if holds_sync and log.has("timing_s/param_sync") else ""
     note = (
         f"trainer: no phase column; the profile scaled as a whole to the logged step less gen"
-        f"{' and param_sync' if log.has('timing_s/param_sync') else ''} (x{k:.3g}: every efficiency / "
+        f"{less} (x{k:.3g}: every efficiency / "
         f"{k:.3g}, every fixed cost x {k:.3g}); the split between phases is the profile's, not the log's"
     )
     return values, [note]

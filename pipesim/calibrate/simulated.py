@@ -11,7 +11,9 @@ Which column it is fitted to:
 
 * ``timing_s/gen`` where the log has it: the generation the overhead belongs to.
 * else ``timing_s/step``, the whole step, which moves with the overhead by the same seconds
-  where the step waits for its generation (a colocated or synchronous design). The overhead then
+  where the step waits for its generation (a colocated or synchronous design); the simulated step
+  is taken in the log's meaning, with or without the weight sync as the logged trainer times it
+  (:mod:`pipesim.calibrate.steptime`). The overhead then
   holds every second of the step the model misses, training's and the remainder's included, and
   the note says so. Before, a log of step times alone calibrated nothing the step depends on:
   a run spec predicting 41 s for a logged 120 s was written back unchanged, with the held-out
@@ -41,6 +43,7 @@ import numpy as np
 
 from pipesim.calibrate.fit import Fitted
 from pipesim.calibrate.log import TrainingLog
+from pipesim.calibrate.steptime import includes_sync, simulated_step_s
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 
@@ -100,10 +103,17 @@ class Sim:
 
 
 def simulate(
-    rs: RunSpec, overhead: float | None, steps: int, seed: int, window: tuple[int, int] | None = None
+    rs: RunSpec,
+    overhead: float | None,
+    steps: int,
+    seed: int,
+    window: tuple[int, int] | None = None,
+    holds_sync: bool = True,
 ) -> Sim:
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
-    None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all)."""
+    None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all).
+    ``timing_s/step`` in the log's meaning: with the step's weight sync where the log's step holds
+    it (``holds_sync``), else without (:func:`pipesim.calibrate.steptime.simulated_step_s`)."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
     at = "the engine's default decode overhead" if o is None else f"{o * 1e3:.3g} ms per decode iteration"
     report(f"simulating {steps:,} steps at {at}")
@@ -113,7 +123,8 @@ def simulate(
     br = br[(br["step"] >= a) & (br["step"] < b)]
     wl = rs.plan.workload
     prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan
-    out = {c: float(br[c].mean()) for c in ("timing_s/gen", "timing_s/step")}
+    out = {"timing_s/gen": float(br["timing_s/gen"].mean())}
+    out["timing_s/step"] = float(simulated_step_s(br, holds_sync).mean())
     sync = br["timing_s/param_sync"].to_numpy()
     out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
     logged = [step for step, _, _ in r.trainer_log if a <= step < b]
@@ -128,14 +139,16 @@ def fit_overhead(
     log: TrainingLog, rs: RunSpec, sim0: Sim, steps: int, seed: int, rng: np.random.Generator
 ) -> tuple[Fitted | None, list[str]]:
     """The decode overhead ``log`` identifies for ``rs`` (its other values fitted already;
-    ``sim0``: its simulation at the first probe, ``steps`` long), with the notes on how it was read;
-    None, with why, where it is not identified (see the module)."""
+    ``sim0``: its simulation at the first probe, ``steps`` long, with the log's step meaning:
+    :func:`pipesim.calibrate.steptime.includes_sync`), with the notes on how it was read; None,
+    with why, where it is not identified (see the module)."""
     column = next((c for c in ("timing_s/gen", "timing_s/step") if log.has(c)), None)
     if column is None:
         return None, ["iteration_overhead_s: no timing_s/gen or timing_s/step column"]
     name = column.removeprefix("timing_s/")
     o0, o1 = OVERHEAD_PROBE_S
-    g0, g1 = sim0[column], simulate(rs, o1, steps, seed)[column]
+    holds = includes_sync(log, rs)
+    g0, g1 = sim0[column], simulate(rs, o1, steps, seed, holds_sync=holds)[column]
     if g1 - g0 <= MIN_MOVE * max(g0, 1e-9):
         why = "the trainer's wait, not the engines' decode" if name == "gen" else "the trainer's"
         return None, [
@@ -151,7 +164,7 @@ def fit_overhead(
         )
     seen = log.col(column)
     target = float(seen.mean())
-    o, slope = _solve(rs, column, target, ((o0, g0), (o1, g1)), steps, seed)
+    o, slope = _solve(rs, column, target, ((o0, g0), (o1, g1)), steps, seed, holds)
     boots = [seen[rng.integers(0, len(seen), len(seen))].mean() for _ in range(BOOTSTRAP)]
     lo_g, hi_g = np.percentile(boots, [2.5, 97.5])
     if o < 0:
@@ -176,6 +189,7 @@ def _solve(
     probes: tuple[tuple[float, float], ...],
     steps: int,
     seed: int,
+    holds_sync: bool = True,
 ) -> tuple[float, float]:
     """The overhead at which the simulated mean of ``column`` is ``target``, and the slope
     (seconds of overhead per second of the column) of the last bracket, which maps its interval.
@@ -198,7 +212,7 @@ def _solve(
     for _ in range(REFINE_RUNS):
         if o < 0 or slope <= 0 or any(p[0] == o for p in points):
             break
-        got = simulate(rs, o, steps, seed)[column]
+        got = simulate(rs, o, steps, seed, holds_sync=holds_sync)[column]
         if abs(got - target) <= REFINE_TOL * target:
             break
         points.append((o, got))

@@ -9,10 +9,12 @@ profile (:mod:`pipesim.compute.profiles`; none named: the one-MFU ``ideal`` prof
   n_opt optimizer_step_s + comm``;
 * ``timing_s/old_log_prob`` and ``timing_s/ref``: ``2 N T / (G F fwd_efficiency) + n_micro
   micro_batch_s + comm``;
-* the remainder, ``timing_s/step`` less ``gen``, ``param_sync``, the phases above and a colocated
-  engine's offload and reload (which the model puts in the training span): ``step_s + batch
-  sample_s`` (only when the log has ``step``, ``gen``, ``update_actor`` and, if the trainer
-  recomputes them, ``old_log_prob``: else the remainder would absorb a missing phase).
+* the remainder, ``timing_s/step`` less ``gen``, the phases above, a colocated engine's offload
+  and reload (which the model puts in the training span) and ``param_sync`` where the log's step
+  holds the sync (verl's colocated trainer times it inside its step, its fully-async trainer
+  apart: :mod:`pipesim.calibrate.steptime`): ``step_s + batch sample_s`` (only when the log has
+  ``step``, ``gen``, ``update_actor`` and, if the trainer recomputes them, ``old_log_prob``: else
+  the remainder would absorb a missing phase).
 
 :func:`pipesim.compute.phasefit.fit_profile` solves them together by least squares, with normal
 intervals (95%, widened to Student's t for the observations' degrees of freedom), weighted: a
@@ -55,6 +57,7 @@ from pipesim.calibrate.frame import (
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
 from pipesim.calibrate.simulated import report
+from pipesim.calibrate.steptime import includes_sync, trainer_span_s
 from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
@@ -125,8 +128,10 @@ def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
     if not all(log.has(c) for c in need):
         return None
-    rest = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s(rs)
-    for c in ("timing_s/param_sync", *TRAINER_PHASES):
+    rest = trainer_span_s(log, includes_sync(log, rs), switch_s(rs))  # the step's meaning: steptime
+    if rest is None:
+        return None
+    for c in TRAINER_PHASES:
         if log.has(c):
             rest = rest - log.col(c)
     return np.asarray(rest, float)
@@ -264,7 +269,9 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     notes = []
     if not any(o.phase != "remainder" for o in obs):  # one scale from step less gen, where it can
         per = spread(rs, t, batches, log.steps)
-        return fit_trainer_scale(log, config(rs), t, rs.plan.batch_size, per, switch_s(rs))
+        return fit_trainer_scale(
+            log, config(rs), t, rs.plan.batch_size, per, switch_s(rs), includes_sync(log, rs)
+        )
     fix = ["sample_s"]
     if t.std() / t.mean() < MIN_TOKEN_SPREAD:
         fix += ["micro_batch_s", "optimizer_step_s"]

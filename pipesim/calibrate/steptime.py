@@ -1,0 +1,107 @@
+"""Whether a log's ``timing_s/step`` holds the weight sync: as the trainer that wrote it times it.
+
+pipesim's own step (:func:`pipesim.compute.series.step_breakdown`, what a calibration simulates)
+runs from the end of the previous step's training to the end of its own, so it holds the weight
+sync before its training (``timing_s/param_sync``), in every design. verl's trainers do not all
+time it so (volcengine/verl at ``b178a3c``, 2026-01-29, the lines of that commit):
+
+* the colocated (hybrid-engine) trainer, ``verl/trainer/ppo/ray_trainer.py``, ``fit``: the
+  weight sync from the trainer to the rollout (``checkpoint_manager.update_weights()``, under its
+  own ``update_weights`` timer, lines 1610-1611) runs inside ``marked_timer("step", ...)`` (line
+  1388): **the step holds the sync**;
+* the fully-async trainer, ``verl/experimental/fully_async_policy/fully_async_trainer.py``
+  (``recipe/fully_async_policy/`` before commit ``031de42``), ``fit``: the ``step`` timer (lines
+  320-329: ``gen`` is the wait for samples from the message queue, then the batch's phases) closes
+  before ``_trigger_parameter_sync_after_step`` is called (line 343), which times
+  ``timing_s/wait_last_valid`` and ``timing_s/param_sync`` on their own (lines 542-567): **the step
+  leaves the sync out**;
+* the one-step-off-policy trainer, ``verl/experimental/one_step_off_policy/ray_trainer.py``,
+  ``fit``: ``sync_rollout_weights`` is timed inside the ``step`` timer (lines 499-510): the step
+  holds the sync.
+
+Which one a log is read as (:func:`includes_sync`): the log's ``step_includes_sync`` where given
+(``pipesim calibrate --step-includes-sync yes|no``, :func:`pipesim.calibrate.calibrate`'s
+``step_includes_sync``), else the spec's design as verl runs it: a colocated design is verl's
+hybrid-engine trainer (the step holds the sync), a split one its fully-async trainer (it does not;
+pipesim's split placement is verl's fully-async ``rollout.n_gpus_per_node``,
+:mod:`pipesim.plan.keys`). A split run logged by a trainer whose step holds the sync (verl's
+one-step-off-policy trainer, another framework's) needs ``--step-includes-sync yes``; the
+calibration's notes say which reading was used (:func:`step_note`).
+
+The two meanings meet here only, in both directions:
+
+* the log's side, :func:`trainer_span_s`: what the trainer took, ``step - gen - offload/reload``
+  less ``param_sync`` only where the step holds it (the remainder of
+  :func:`pipesim.calibrate.trainer.remainder` and the scale of :mod:`pipesim.calibrate.scale`);
+  before, ``param_sync`` was always subtracted, so a fully-async log's remainder came out short by
+  the sync;
+* the simulated side, :func:`simulated_step_s`: the simulated step in the log's meaning, less the
+  step's simulated sync where the log's step leaves it out (what ``timing_s/step`` is fitted and
+  validated against, :mod:`pipesim.calibrate.simulated`).
+
+Not handled: verl's fully-async trainer logs one row per parameter version, each ``timing_s/*``
+summed over its ``trigger_parameter_sync_step`` trainer steps (``MetricsAggregator`` in
+``verl/experimental/fully_async_policy/detach_utils.py``, lines 256-257 and 294-295), while a
+calibration reads one row per trainer step: divide such a log's times by that count first
+(``docs/calibrate.md``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pipesim.calibrate.log import TrainingLog
+from pipesim.plan.runspec import RunSpec
+
+__all__ = ["VERL_COMMIT", "includes_sync", "simulated_step_s", "step_note", "trainer_span_s"]
+
+VERL_COMMIT = "b178a3c"
+"""The volcengine/verl commit whose trainers the two readings follow (the module docstring)."""
+
+
+def includes_sync(log: TrainingLog, rs: RunSpec) -> bool:
+    """Whether ``log``'s ``timing_s/step`` holds the weight sync: its ``step_includes_sync`` where
+    given, else as verl times the spec's design (colocated: yes; split, fully async: no)."""
+    given = log.step_includes_sync
+    return bool(rs.design.colocated) if given is None else given
+
+
+def step_note(log: TrainingLog, rs: RunSpec) -> str:
+    """The note that says how the log's ``timing_s/step`` was read, and why."""
+    holds = includes_sync(log, rs)
+    what = "holding the weight sync" if holds else "leaving out the weight sync (timing_s/param_sync)"
+    if log.step_includes_sync is not None:
+        flag = "yes" if holds else "no"
+        return f"timing_s/step: read as {what}, as given (step_includes_sync, --step-includes-sync {flag})"
+    if holds:
+        return (
+            f"timing_s/step: read as {what}, as verl's colocated trainer times it (ray_trainer.py: "
+            "update_weights inside the step timer); a trainer that times it apart: --step-includes-sync no"
+        )
+    return (
+        f"timing_s/step: read as {what}, as verl's fully-async trainer times it for a split design "
+        "(fully_async_trainer.py: param_sync after the step timer closes); a trainer that times it "
+        "inside the step (verl's one_step_off_policy): --step-includes-sync yes"
+    )
+
+
+def trainer_span_s(log: TrainingLog, holds_sync: bool, switch_s: float) -> np.ndarray | None:
+    """Each step's seconds of training, ``timing_s/step`` less ``gen``, a colocated engine's offload
+    and reload (``switch_s``) and, where the step holds it (``holds_sync``), ``param_sync``; None
+    without a ``step`` and a ``gen`` column. Without a ``param_sync`` column, a sync the step holds
+    is counted as training."""
+    if not (log.has("timing_s/step") and log.has("timing_s/gen")):
+        return None
+    span = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s
+    if holds_sync and log.has("timing_s/param_sync"):
+        span = span - log.col("timing_s/param_sync")
+    return np.asarray(span, float)
+
+
+def simulated_step_s(breakdown: pd.DataFrame, holds_sync: bool) -> np.ndarray:
+    """Each simulated step's ``timing_s/step`` in the log's meaning: pipesim's step
+    (:func:`~pipesim.compute.series.step_breakdown`, which holds the sync) less its
+    ``timing_s/param_sync`` where the log's step leaves the sync out."""
+    step = breakdown["timing_s/step"].to_numpy(dtype=float)
+    return step if holds_sync else step - breakdown["timing_s/param_sync"].to_numpy(dtype=float)
