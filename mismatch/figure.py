@@ -3,11 +3,14 @@
 Plotly is imported inside the functions only, so ``import mismatch`` never needs it. The figure is
 built from the result dict (``samples.d`` holds every per-token difference), so JSON written on a
 GPU machine without Plotly can be rendered later. Exact zeros cannot sit on a log axis; their
-share is written in the legend instead. The HTML embeds plotly.js, so it renders offline.
+share is written in the legend instead. The HTML embeds plotly.js, so it renders offline, and
+the figure takes the window's width.
 """
 
 from __future__ import annotations
 
+import html
+import io
 from typing import Any
 
 
@@ -54,15 +57,31 @@ def mismatch_figure(result: dict[str, Any]) -> Any:
     fig.update_yaxes(title_text="fraction of tokens", range=[0, 1], row=1, col=1)
     fig.update_yaxes(type="log", title_text="mean |d| (nats)", row=1, col=2)
     fig.update_layout(
-        title=f"Training-inference mismatch: {result['model']['label']}",
+        title=page_title(result),
         barmode="group",
-        height=520,
-        width=1250,
+        height=520,  # no width: the window's (1,250 px fixed needed a scroll bar on a laptop)
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
 
 
+def page_title(result: dict[str, Any]) -> str:
+    """The ``<title>`` of the page: what it shows and of which model."""
+    return f"Training-inference mismatch: {result['model']['label']}"
+
+
 def write_html(result: dict[str, Any], path: str) -> None:
-    """Write the figure as a self-contained HTML file (plotly.js embedded)."""
-    mismatch_figure(result).write_html(path, include_plotlyjs=True, full_html=True)
+    """Write the figure as a self-contained HTML file (plotly.js embedded) as wide as the window,
+    titled :func:`page_title` (plotly writes no ``<title>``: the tab showed the file's name)."""
+    page = io.StringIO()
+    mismatch_figure(result).write_html(
+        page,
+        include_plotlyjs=True,
+        full_html=True,
+        config={"responsive": True},
+        default_width="100%",
+        default_height="520px",
+    )
+    title = f"<head><title>{html.escape(page_title(result))}</title>"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(page.getvalue().replace("<head>", title, 1))

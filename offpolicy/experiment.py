@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import html
+import io
 import math
 import time
 from collections.abc import Sequence
@@ -361,6 +363,7 @@ def write_reward_figure(
                 x=xs + xs[::-1],
                 y=hi + lo[::-1],
                 fill="toself",
+                mode="lines",  # plotly's default for 20 points or fewer adds markers round the band
                 line={"width": 0},
                 fillcolor=color,
                 opacity=0.15,
@@ -378,4 +381,12 @@ def write_reward_figure(
     )
     few = max((len(r["history"]) for r in runs), default=0) <= 12  # plotly would tick between steps
     fig.update_xaxes(tickformat="d", dtick=1 if few else None)
-    fig.write_html(str(path), include_plotlyjs=True)  # embedded: a CDN script renders blank offline
+    page = io.StringIO()
+    fig.write_html(page, include_plotlyjs=True)  # embedded: a CDN script renders blank offline
+    Path(path).write_text(titled_page(page.getvalue(), title), encoding="utf-8")
+
+
+def titled_page(page: str, title: str) -> str:
+    """``page`` (plotly's ``write_html``, which writes no ``<title>``: a tab, a bookmark and the
+    history then showed the file's name) with ``<title>title</title>`` first in its head."""
+    return page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)

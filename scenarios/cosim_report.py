@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import math
 import statistics
@@ -34,7 +35,7 @@ from typing import Any
 
 from offpolicy import CORRECTIONS, RLConfig
 from offpolicy.checks import FieldError, check_seed, lr_problem, shown
-from offpolicy.experiment import CLI_LIMITS
+from offpolicy.experiment import CLI_LIMITS, titled_page
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import INTERRUPTED, Kept
 from pipesim.io.interrupts import sigterm_as_interrupt, write_text_atomic
@@ -177,6 +178,10 @@ def curves(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str,
     return out
 
 
+PAGE_TITLE = "TinyAgent co-simulated in the pipeline: held-out pass rate by design and correction"
+"""The ``<title>`` of the page :func:`write_html` writes (its tab, bookmark and history entry)."""
+
+
 def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: float) -> None:
     """Held-out pass rate vs simulated hours (top) and trained episodes (bottom); a column per correction."""
     import plotly.graph_objects as go
@@ -197,6 +202,7 @@ def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: floa
             fig.add_trace(
                 go.Scatter(
                     x=x + x[::-1], y=c["hi"] + c["lo"][::-1], fill="toself", fillcolor=color, opacity=0.15,
+                    mode="lines",  # plotly's default for 20 points or fewer ringed the band with markers
                     line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=design,
                 ),
                 row=row, col=col,
@@ -226,13 +232,15 @@ def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: floa
         legend=dict(orientation="h", x=0.0, y=1.045, xanchor="left", yanchor="bottom"),
         margin=dict(t=150),
     )  # fmt: skip
+    page = io.StringIO()
     fig.write_html(  # embedded: a CDN script renders blank offline
-        str(path),
+        page,
         include_plotlyjs=True,
         config={"responsive": True},
         default_width="100%",
         default_height="900px",
     )
+    write_text_atomic(path, titled_page(page.getvalue(), PAGE_TITLE))
 
 
 def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

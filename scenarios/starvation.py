@@ -191,29 +191,49 @@ def report_section(figure_div: Any, table_html: Any) -> list[str]:
 
 
 def starvation_figure(df: pd.DataFrame) -> Any:
-    """The share of long tasks never trained against eta, one line per design (a plotly figure)."""
+    """The share of long tasks never trained against eta, one line per design (a plotly figure).
+
+    A design whose line lies on one drawn before it (pacing with and without partial rollouts
+    train every long task: both lines lie at 0%) is dashed over it, the one under it wide and
+    dotted with rings round its points, and a note on the figure says so: drawn alike, the later
+    line hid the other."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    lines = {
+        str(d): [float(y) for y in rows.sort_values("eta")["long_never_trained_share"]]
+        for d, rows in df.groupby("design", sort=False)
+    }
+    drawn: dict[str, list[float]] = {}
     for design, rows in df.groupby("design", sort=False):
         rows = rows.sort_values("eta")
-        # "pacing, partial" is drawn after pacing and often on it: pacing is wider (a thick dotted
-        # line, rings round the points) so it shows round the thin line drawn over it
-        under = str(design) == "pacing"
+        ys = lines[str(design)]
+        same = next((d for d, prior in drawn.items() if prior == ys), None)
+        drawn[str(design)] = ys
+        under = not same and list(lines.values()).count(ys) > 1  # a dashed line is drawn over it
         fig.add_trace(
             go.Scatter(
                 x=rows["eta"],
-                y=rows["long_never_trained_share"],
+                y=ys,
                 mode="lines+markers",
                 name=str(design),
-                line=dict(dash="dot" if under else "solid", width=6 if under else 2),
+                line=dict(dash="dot" if under else "dash" if same else "solid", width=6 if under else 2),
                 marker=dict(symbol="circle-open" if under else "circle", size=14 if under else 7),
                 customdata=rows[["never_trained_share", "throughput_per_hour"]].to_numpy(),
                 hovertemplate="eta=%{x}<br>long tasks never trained: %{y:.0%}"
                 "<br>all tasks never trained: %{customdata[0]:.1%}"
-                "<br>episodes/hour: %{customdata[1]:.0f}<extra>%{fullData.name}</extra>",
+                "<br>episodes/hour: %{customdata[1]:,.0f}<extra>%{fullData.name}</extra>",
             )
         )
+        if same:  # said on the figure too: the legend alone showed two lines and the plot one
+            fig.add_annotation(
+                x=float(rows["eta"].mean()),
+                y=ys[len(ys) // 2],
+                text=f"{design} (dashed) lies on {same} (dotted)",
+                showarrow=False,
+                yshift=14,
+                font=dict(size=12, color="#444"),
+            )
     fig.update_layout(
         title="Discard and requeue starves long tasks",
         xaxis_title="staleness bound eta",
@@ -223,7 +243,10 @@ def starvation_figure(df: pd.DataFrame) -> Any:
         yaxis_title="share of long tasks never trained",
         yaxis_tickformat=".0%",
         yaxis_range=[-0.05, 1.05],
+        plot_bgcolor="white",  # as the other figures of the report
     )
+    fig.update_xaxes(showgrid=True, gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(showgrid=True, gridcolor="#eee", zeroline=False)
     return fig
 
 

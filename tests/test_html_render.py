@@ -10,6 +10,13 @@ review (every page rendered in headless Chromium and looked at) that failed befo
 * The timeline's legend keeps every version inside the figure (v12-v14 of 20 ran off its right
   edge); the aggregate view's two legends sit beside their panels without overlapping.
 * The plan's figure shows a design at 0 whole (it was cut in half by the axis).
+* A compute run of many replicas draws their median and min-max band, not a line each (48 lines
+  and a scrolling 48-entry legend).
+* The staleness heatmap's eta line and the timeline's over-eta marks say what eta bounds: under
+  a partial rollout an episode continued across updates trains above an admission bound by design.
+* The starvation figure has the white plot of the others, and its two lines at 0 both show.
+* The offpolicy, cosim and mismatch pages have a ``<title>``; cosim's bands no longer wear markers;
+  the mismatch figure takes the window's width.
 
 The browser tests measure the drawn page (legend boxes, hover text) through a script added to it,
 read back with ``--dump-dom``; they skip without Chromium unless ``CI`` is set.
@@ -199,6 +206,174 @@ def test_plan_page_shows_designs_at_zero_whole_and_its_sensitivity(tmp_path: Pat
     offline_once(page)
     assert result.sensitivity
     assert "<h2>Sensitivity</h2><pre>sensitivity (" in page  # the section whole, not from mid-line
+
+
+def _compute_run(n_replicas: int) -> Any:
+    from pipesim.compute import (
+        GPUS,
+        MODELS,
+        Cluster,
+        EngineConfig,
+        LogNormalLengths,
+        TokenWorkload,
+        run_compute,
+    )
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
+    wl = TokenWorkload(response=LogNormalLengths(300.0, 0.5), prompt=100, max_response_tokens=1000)
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=16 * n_replicas, steps=2))
+    return run_compute(sc, Cluster(engine=eng, n_gpus=n_replicas + 1, trainer_gpus=1), wl, record=True)
+
+
+def test_many_replicas_draw_their_median_and_band_not_a_line_each() -> None:
+    import numpy as np
+
+    from pipesim.io.viz import compute_view
+    from pipesim.io.viz.compute import PER_REPLICA_MAX
+
+    n = PER_REPLICA_MAX + 4
+    crun = _compute_run(n)
+    fig = compute_view(crun)
+    for axis in ("y", "y2"):  # each metric: low edge, band, median; 12 lines before
+        assert len([t for t in fig.data if t.yaxis == axis]) == 3, axis
+    assert [t.name for t in fig.data if t.showlegend] == [
+        f"min to max of {n} replicas",
+        f"median of {n} replicas",
+    ]
+    assert all(f"median of {n} replicas" in a.text for a in fig.layout.annotations)  # both panels say so
+    lines = compute_view(crun, per_replica=True)  # the same series, a line each
+    assert len(lines.data) == 2 * n
+    for axis in ("y", "y2"):
+        each = np.vstack([t.y for t in lines.data if t.yaxis == axis])
+        lo, hi, med = (t for t in fig.data if t.yaxis == axis)
+        assert np.allclose(med.y, np.median(each, axis=0)) and np.allclose(lo.y, each.min(axis=0))
+        assert np.allclose(hi.y, each.max(axis=0)) and hi.fill == "tonexty"
+        assert (np.asarray(med.customdata)[:, 3] < n).all()  # the replica at the max, by number
+    rate = next(t for t in fig.data if t.yaxis == "y2" and t.hovertemplate)
+    assert "replica %{customdata[3]}" in rate.hovertemplate and ":,.4~r}" in rate.hovertemplate
+    few = compute_view(_compute_run(2))  # at or below the threshold: a line per replica
+    assert [t.name for t in few.data if t.showlegend] == ["replica 0", "replica 1"]
+    assert compute_view(crun, per_replica=False).data[2].name == f"median of {n} replicas"
+
+
+def _eta_texts(res: Any) -> tuple[list[str], dict[str, Any]]:
+    from pipesim.io.viz import aggregate_view, timeline
+
+    line = [a.text for a in aggregate_view(res).layout.annotations if "eta =" in (a.text or "")]
+    return line, {str(t.name): t for t in timeline(res).data if "eta" in str(t.name)}
+
+
+def test_eta_line_and_marks_say_what_eta_bounds() -> None:
+    """Staleness counts from the version an episode started under: a partial rollout continues
+    an episode across updates, past an admission bound by design (it read as a broken bound)."""
+    res = pipesim.run(get_scenario("fig13.1-async"))  # the count throttle with partial rollouts
+    line, marks = _eta_texts(res)
+    assert line == ["admission bound eta = 1"]
+    (over,) = marks.values()
+    assert over.name == "staleness > eta (continued across updates)"
+    staler = res.trained[res.trained["staleness"] > 1]
+    assert len(over.x) == len(staler) > 0
+    gen = res.events[res.events["kind"] == "gen"]
+    versions = gen.groupby("episode_id")["version"].nunique()
+    assert (versions.loc[staler["episode_id"]] > 1).all()  # each did continue across an update
+    line, marks = _eta_texts(pipesim.run(get_scenario("fig13.1-async").with_(weight_update=pipesim.Drain())))
+    assert line == ["staleness bound eta = 1"] and marks == {}  # drain + count throttle promise it
+    own = pipesim.run(get_scenario("systems:verl_fully_async").with_(steps=6))  # eta 0, never read
+    assert own.trained["staleness"].max() > 0
+    assert _eta_texts(own) == ([], {})  # no line at 0.5 and no mark on every stale episode
+
+
+def test_starvation_figure_is_white_and_shows_both_lines_at_zero() -> None:
+    from scenarios.starvation import starvation_figure
+
+    df = pd.DataFrame(
+        [
+            {"design": d, "eta": e, "long_never_trained_share": y, "never_trained_share": 0.0}
+            | {"throughput_per_hour": 1234.0}
+            for d, y in (("drop+requeue", 0.9), ("pacing", 0.0), ("pacing, partial", 0.0))
+            for e in (0, 1, 2)
+        ]
+    )
+    fig = starvation_figure(df)
+    assert fig.layout.plot_bgcolor == "white"  # plotly's grey default, unlike the report's others
+    lines = {t.name: t for t in fig.data}
+    assert lines["pacing, partial"].line.dash == "dash" and lines["pacing"].line.dash == "dot"
+    assert lines["drop+requeue"].line.dash == "solid"  # only where two lines coincide
+    (note,) = fig.layout.annotations
+    assert "pacing, partial" in note.text and "lies on pacing" in note.text
+    assert ":,.0f}" in lines["pacing"].hovertemplate  # episodes/hour with a thousands separator
+
+
+def one_title(page: str) -> str:
+    """The page's one ``<title>`` (plotly.js carries an SVG title of its own, in its script)."""
+    outside = re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+    titles = re.findall(r"<title>([^<]*)</title>", outside)
+    assert len(titles) == 1, titles
+    assert page.index("<title>") < page.index("</head>")
+    return titles[0]
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures plotly's write_html draws (it still writes them)."""
+    import plotly.graph_objects as go
+
+    seen: list[Any] = []
+    original = go.Figure.write_html
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        seen.append(self)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(go.Figure, "write_html", spy)
+    return seen
+
+
+def test_offpolicy_cosim_and_mismatch_pages_have_a_title(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mismatch.figure import write_html as mismatch_html
+    from offpolicy.experiment import write_reward_figure
+    from scenarios.cosim_report import write_html as cosim_html
+
+    drawn = _drawn(monkeypatch)
+    runs = [
+        {
+            "lag": 0,
+            "correction": "none",
+            "seed": s,
+            "history": [{"step": i, "reward": 0.1 * i} for i in range(5)],
+        }
+        for s in range(2)
+    ]
+    write_reward_figure(runs, tmp_path / "o.html", ("lag",), "TinyAgent reward <under> stale sampling")
+    page = (tmp_path / "o.html").read_text(encoding="utf-8")
+    offline_once(page)
+    assert one_title(page) == "TinyAgent reward &lt;under&gt; stale sampling"
+
+    evals = [{"sim_h": 0.1 * i, "step": i, "pass_rate": 0.2 + 0.1 * i} for i in range(3)]
+    records = [
+        {"design": d, "correction": "none", "seed": s, "batch_size": 8, "evals": evals}
+        for d in ("sync", "async-eta2")
+        for s in (0, 1)
+    ]
+    cosim_html(records, tmp_path / "c.html", 0.5)
+    page = (tmp_path / "c.html").read_text(encoding="utf-8")
+    offline_once(page)
+    assert "co-simulated" in one_title(page)
+    bands = [t for t in drawn[-1].data if t.fill == "toself"]
+    assert len(bands) == 4 and all(t.mode == "lines" for t in bands)  # 6 points: plotly added markers
+
+    result = {
+        "model": {"label": "tiny"},
+        "comparisons": [{"key": "k", "name": "comparison k"}],
+        "samples": {"d": {"k": [[0.0, 1e-3, 2e-3]]}},
+        "bins": [{"lo": 0.0, "hi": 1.0, "n_tokens": 3, "mean_abs_d": {"k": 1e-3}}],
+    }
+    mismatch_html(result, str(tmp_path / "m.html"))
+    page = (tmp_path / "m.html").read_text(encoding="utf-8")
+    offline_once(page)
+    assert one_title(page) == "Training-inference mismatch: tiny"
+    assert drawn[-1].layout.width is None and "width:100%" in page  # the window's width, not 1,250 px
 
 
 # -- in a browser -----------------------------------------------------------------------------------

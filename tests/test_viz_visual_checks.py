@@ -58,7 +58,7 @@ def test_the_legend_names_every_mark_once_whichever_run_draws_it(fig13_1: dict[s
     assert sorted(in_legend) == sorted(set(in_legend))  # each once
     assert set(in_legend) == drawn
     # the second run's pauses and over-bound marks are the ones the first run lacks
-    assert {"paused (sync)", "staleness > eta"} <= set(in_legend)
+    assert {"paused (sync)", "staleness > eta (continued across updates)"} <= set(in_legend)
 
 
 def test_a_version_has_one_colour_in_every_run_and_view(fig13_1: dict[str, Any]) -> None:

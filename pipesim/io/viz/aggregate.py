@@ -11,7 +11,10 @@
    the share of each bin the trainer trains, both clipped to [0, 1];
 
 and below them, on its own axis, 4. **staleness per trained batch** -- a heatmap of how many
-episodes of each training step had each staleness (trained version minus starting version).
+episodes of each training step had each staleness (trained version minus starting version), with
+eta a dotted line labelled with what it bounds (:func:`eta_bounds`): "staleness bound" where a
+policy promises it of every trained episode, "admission bound" where it paces the starts only (a
+partial rollout trains episodes continued across updates above it by design).
 
 Every series is computed from the ``events``, ``trained`` and ``episode_table`` tables with
 cumulative sums over sorted interval ends (no per-bin loop over episodes), so a run of millions
@@ -29,7 +32,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pipesim.core.port import StalenessPromise
 from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.policies.base import OwnStalenessBound
 
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""
@@ -38,7 +43,24 @@ BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
 """The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
 
-__all__ = ["AGGREGATE_THRESHOLD", "aggregate_view", "busy_share", "in_flight", "buffer_depth"]
+__all__ = ["AGGREGATE_THRESHOLD", "aggregate_view", "busy_share", "buffer_depth", "eta_bounds", "in_flight"]
+
+
+def eta_bounds(scenario: Any) -> str | None:
+    """What the pipeline's ``max_staleness`` (eta) bounds in ``scenario``, as the figures label it:
+    ``"staleness"`` where a policy promises that no trained episode is staler than eta
+    (:class:`~pipesim.core.port.StalenessPromise`: ``DropStale``, ``Drain`` under the count
+    throttle); ``"admission"`` where it paces only the starts (the count throttle with a partial
+    rollout: staleness counts from the version an episode started under, so one continued across
+    updates trains staler than eta by design); None where the admission rule has a bound of its own
+    and never reads eta (:class:`~pipesim.policies.base.OwnStalenessBound`)."""
+    eta = int(scenario.pipeline.max_staleness)
+    for policy in (scenario.admission, scenario.weight_update, scenario.batching):
+        if isinstance(policy, StalenessPromise):
+            bound = policy.staleness_bound(scenario)
+            if bound is not None and bound <= eta:
+                return "staleness"
+    return None if isinstance(scenario.admission, OwnStalenessBound) else "admission"
 
 
 def _count_at(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -209,11 +231,12 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
             col=1,
         )
         eta = int(result.scenario.pipeline.max_staleness)
-        if eta <= smax + 1:  # the bound's line, labelled, inside the panel (a far one would squash it)
+        bounds = eta_bounds(result.scenario)  # the line says what eta bounds; none where it is unread
+        if bounds and eta <= smax + 1:  # labelled, inside the panel (a far one would squash it)
             fig.add_hline(
                 y=eta + 0.5,
                 line=dict(color="#d62728", dash="dot"),
-                annotation=dict(text=f"bound eta = {eta}", font_color="#d62728"),
+                annotation=dict(text=f"{bounds} bound eta = {eta}", font_color="#d62728"),
                 annotation_position="top left",
                 row=4,
                 col=1,

@@ -9,8 +9,11 @@ rollout shows as bars of two or more colours on one row with a grey pause betwee
 intervals are also drawn as translucent yellow bands across all slot rows, so the pause of every
 in-flight episode is visible. Markers, each in its own colour: at an episode's end, dropped
 (discarded), aborted, cut by a timeout (``truncated``), failed (an environment-worker failure),
-and trained with staleness above the bound eta (the count throttle lets that happen); at an
-episode's start, a retry (it relaunches a failed or aborted episode). Hover on a segment shows
+and trained with staleness above eta: "continued across updates" where the episode generated under
+two versions or more (a partial rollout: its staleness counts from its start, so it passes an
+admission bound by design), plain where it did not, none where the admission rule has a bound of
+its own (:func:`pipesim.io.viz.aggregate.eta_bounds`); at an episode's start, a retry (it
+relaunches a failed or aborted episode). Hover on a segment shows
 episode id, task, duration, versions (started, segment, newest), staleness at training and status.
 
 Scale: up to ``WEBGL_THRESHOLD`` segments, segments are SVG bars (crisp, with version labels on
@@ -37,6 +40,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.viz.aggregate import eta_bounds
 from pipesim.io.viz.palette import (  # moved there; importing them from here still works
     LEGEND_TITLE,
     MARKS,
@@ -53,6 +57,9 @@ WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
 HOVER_COLS = "episode_id task_id duration_s version version_episode newest_version stale_text status end_s"
 """The segments' columns in ``customdata[0]`` .. ``[8]`` of ``HOVER``, space-separated."""
+OVER_CONTINUED = ("staleness > eta (continued across updates)", "diamond-open", "#a55194")
+"""The mark of a trained episode staler than eta that generated under two versions or more (a
+partial rollout's: its staleness counts from its start), apart from ``MARKS["over_bound"]``."""
 LANE_ROW_PX = 56
 """Pixel height of the trainer and sync lanes, whatever the number of slots."""
 HOVER = (
@@ -221,21 +228,26 @@ def add_run(
 
     last = seg.sort_values("end_s").drop_duplicates("episode_id", keep="last")
     first = seg.sort_values("start_s").drop_duplicates("episode_id", keep="first")
-    over = last["staleness"].fillna(-1) > eta
+    # above eta: marked where eta bounds something (not under a rule with its own bound), and
+    # apart where the episode generated under two versions or more (a partial rollout: its
+    # staleness counts from its start, above an admission bound by design)
+    over = (last["staleness"].fillna(-1) > eta) & (eta_bounds(result.scenario) is not None)
+    continued = last["episode_id"].map(seg.groupby("episode_id")["version"].nunique()) > 1
     flags = {
         "discarded": (last, last["status"] == "discarded"),
         "aborted": (last, last["status"] == "aborted"),
         "truncated": (last, last["truncated"].astype(bool)),
         "failed": (last, last["status"] == "failed"),
         "retried": (first, first["episode_id"].isin(retried_ids(result))),
-        "over_bound": (last, over),
+        "over_bound": (last, over & ~continued),
+        "over_continued": (last, over & continued),
     }
     Scatter = go.Scattergl if use_gl else go.Scatter
     for key, (frame, mask) in flags.items():
         pts = frame[mask.to_numpy()]
         if not len(pts):
             continue
-        name, symbol, color = MARKS[key]
+        name, symbol, color = OVER_CONTINUED if key == "over_continued" else MARKS[key]
         at = "start_s" if key == "retried" else "end_s"
         fig.add_trace(
             Scatter(
