@@ -481,3 +481,39 @@ def test_hover_and_bar_labels_read_as_numbers(browser: str, tmp_path: Path) -> N
     assert "28,100" in hover and "27,000 to 29,000" in hover and "e+" not in hover
     staleness = f"{b.summary()['staleness_mean']:.4g}"
     assert "0" in compare["bars"] and staleness in compare["bars"]  # a zero bar is a visible 0
+
+
+def test_truncated_episodes_are_named_by_what_cut_them() -> None:
+    """A slot run truncates only at its timeout's cap; a compute run at the response cap. The page's
+    headline and the timeline's mark say which (a compute run's page read 'timed out')."""
+    from pipesim.compute import (
+        GPUS,
+        MODELS,
+        Cluster,
+        EngineConfig,
+        LogNormalLengths,
+        TokenWorkload,
+        run_compute,
+    )
+    from pipesim.io.viz import run_page
+    from pipesim.io.viz.timeline import timelines
+    from pipesim.policies.faults import Timeout
+
+    engine = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024)
+    work = TokenWorkload(
+        response=LogNormalLengths(300, 1.0), prompt=64, samples_per_prompt=4, max_response_tokens=256
+    )
+    scen = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=8, steps=2, max_staleness=1))
+    crun = run_compute(scen, Cluster(engine=engine, n_gpus=2, trainer_gpus=1), work, seed=0, record=True)
+    slot = pipesim.run(
+        get_scenario("synchronous").with_(n_slots=8, batch_size=8, steps=2, timeout=Timeout(30.0))
+    )
+    for run, label, other in ((crun, "cut at the response cap", "timed out"), (slot, "timed out", "cut at")):
+        n = run.summary()["episodes_truncated"]
+        assert n > 0
+        page = run_page(run, "run")
+        assert headline(page)[label] == n
+        assert other not in page.split("<script", 1)[0]
+        inner = run.result if hasattr(run, "timelines") else run
+        names = {t.name for t in timelines({"r": inner}).data}
+        assert label in names and not any(str(x).startswith(other) for x in names)

@@ -14,6 +14,7 @@ import html
 from typing import Any
 
 from pipesim.config import Scenario
+from pipesim.io.viz.palette import truncated_label
 
 __all__ = ["COMPUTE_HEADLINE_KEYS", "HEADLINE_KEYS", "attach_views", "run_html", "scenario_html"]
 
@@ -100,8 +101,9 @@ def run_html(result: Any) -> str:
     """A run (RunResult, a loaded SavedRun or a ComputeRun) as its headline numbers beside its
     scenario. A ComputeRun's numbers are its own summary's (the one ``pipesim run SPEC`` prints)."""
     s = result.summary()
-    head = [(label, s[k]) for k, label in HEADLINE_KEYS + COMPUTE_HEADLINE_KEYS if k in s]
     inner = result.result if hasattr(result, "result") and hasattr(result, "timelines") else result
+    label = {"episodes_truncated": truncated_label(inner.scenario)}
+    head = [(label.get(k, text), s[k]) for k, text in HEADLINE_KEYS + COMPUTE_HEADLINE_KEYS if k in s]
     pool = getattr(inner, "pool", None)
     if pool is not None:
         head.append(("durations", f"a pool of {len(pool):,} given to run (not the scenario's model)"))

@@ -48,6 +48,7 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     SYNC_COLOR,
     TRAIN_COLOR,
     n_versions_of,
+    truncated_label,
     version_colors,
 )
 from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
@@ -248,6 +249,8 @@ def add_run(
         if not len(pts):
             continue
         name, symbol, color = OVER_CONTINUED if key == "over_continued" else MARKS[key]
+        if key == "truncated":
+            name = truncated_label(result.scenario)
         at = "start_s" if key == "retried" else "end_s"
         fig.add_trace(
             Scatter(
