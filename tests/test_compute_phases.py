@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import pipesim
 from pipesim.compute import GPUS, MODELS, EngineConfig, LogNormalLengths, TokenWorkload
 from pipesim.compute.cluster import Cluster, run_compute
-from pipesim.compute.phasefit import FITTED, PhaseObservation, fit_profile
+from pipesim.compute.phasefit import FITTED, PhaseObservation, fit_profile, predicted_s
 from pipesim.compute.phases import (
     GPUS_PER_NODE,
     PHASES,
@@ -225,6 +225,32 @@ def test_fit_recovers_the_constants_that_made_the_data() -> None:
         lo, hi = noisy.intervals[name]
         assert lo <= getattr(TRUTH, name) <= hi, (name, lo, hi)
         assert lo < getattr(noisy.profile, name) < hi
+
+
+def test_a_group_is_fitted_as_the_mean_of_its_members() -> None:
+    """An observation that is a group (a log row averaging several trainer steps) is the mean of its
+    members' phases: groups whose seconds are that mean give back the constants that made them, a
+    group of one is its member, and predicted_s is the mean the fit was made against."""
+    single = _observations()
+    # pair each observation with the next one of the same phase: each group spans two token counts
+    by_phase: dict[str, list[PhaseObservation]] = {}
+    for o in single:
+        by_phase.setdefault(o.phase, []).append(o)
+    groups = []
+    for obs in by_phase.values():
+        for a, b in zip(obs[:-1], obs[1:], strict=True):
+            mean = (a.seconds + b.seconds) / 2
+            groups.append(tuple(dataclasses.replace(o, seconds=mean) for o in (a, b)))
+    start = dataclasses.replace(TRUTH, fwd_bwd_efficiency=0.9, fwd_efficiency=0.9, micro_batch_s=0.0)
+    fit = fit_profile(start, groups)
+    for name in FITTED:
+        assert getattr(fit.profile, name) == pytest.approx(getattr(TRUTH, name), rel=1e-6), name
+    assert all(predicted_s(g, TRUTH) == pytest.approx(g[0].seconds, rel=1e-9) for g in groups)
+    alone = fit_profile(start, single)
+    as_groups = fit_profile(start, [(o,) for o in single])
+    assert as_groups.profile == alone.profile and as_groups.intervals == alone.intervals
+    check_refusal(lambda: fit_profile(TRUTH, [()]), FieldError, "observations")
+    check_refusal(lambda: fit_profile(TRUTH, [(single[0], "x")]), FieldError, "observations")
 
 
 def test_fit_refuses_what_the_data_cannot_separate() -> None:

@@ -47,6 +47,7 @@ from pipesim.calibrate.trainer import (
     dealt,
     fit_trainer_profile,
     remainder,
+    row_members,
     spread,
     switch_s,
     tokens,
@@ -67,6 +68,11 @@ def _spec() -> RunSpec:
 
 
 @functools.cache
+def _calibrate_rows_of(k: Any) -> Callable[[], Any]:
+    """A calibration of the sample log at ``trainer_steps_per_row=k`` (a row of the table)."""
+    return lambda: calibrate(_log(), _spec(), trainer_steps_per_row=k)
+
+
 def _log() -> TrainingLog:
     return read_log(LOG)
 
@@ -208,6 +214,29 @@ ROWS: list[tuple[str, Callable[[], Any], str]] = [
         lambda: calibrate(_log(), _spec(), step_includes_sync="no"),
         "step_includes_sync",
     ),
+    *[
+        (
+            f"calibrate with trainer_steps_per_row {name}",
+            _calibrate_rows_of(k),
+            "trainer_steps_per_row",
+        )
+        for name, k in (
+            ("0", 0),
+            ("-1", -1),
+            ("1.5", 1.5),
+            ("True", True),
+            ("'2'", "2"),
+            ("past MAX_LOG_STEPS", MAX_LOG_STEPS + 1),
+            ("300 (20 rows of 300 steps to simulate)", 300),
+        )
+    ],
+    (
+        "TrainingLog with trainer_steps_per_row 0",
+        lambda: TrainingLog("mem", SHA, _frame(), trainer_steps_per_row=0),
+        "trainer_steps_per_row",
+    ),
+    ("dealt at per_row 0", lambda: dealt(_spec(), 5, 0), "per_row"),
+    ("row_members at per_row '2'", lambda: row_members(_spec(), _TOKENS, per_row="2"), "per_row"),  # type: ignore[arg-type]
     ("check_log None", lambda: check_log(None, _spec()), "log"),  # type: ignore[arg-type]
     (
         "check_log, all clipped at a mean below the cap",

@@ -41,6 +41,12 @@ up; the trainer's phases are predicted step by step from the step's tokens). The
 relative: ``(logged - predicted) / logged``. The values written are then
 fitted on every step.
 
+**Rows of several trainer steps**: verl's fully-async trainer logs one row per parameter version,
+its ``timing_s/*`` summed over ``trigger_parameter_sync_step`` trainer steps and one
+``param_sync``; ``trainer_steps_per_row=K`` (``--trainer-steps-per-row K``) reads each row as its
+``K`` steps (:mod:`pipesim.calibrate.rows`): the sums per step, the sync once a row, the
+simulations ``K`` steps a row, and a note says so.
+
 The calibrated spec is ``RUN.toml`` with a ``[calibration]`` table: ``values`` (what a run applies,
 :data:`pipesim.plan.runspec.CALIBRATED`), ``intervals``, ``method``, ``residuals``, the log's path
 and ``log_sha256``, the steps used, ``not_identified`` and the simulation ``seed``. ``pipesim run``
@@ -64,6 +70,7 @@ from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_length
 from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.calibrate.residuals import trainer_residuals
+from pipesim.calibrate.rows import centres, max_draws, row_note
 from pipesim.calibrate.simulated import (
     OVERHEAD_PROBE_S,
     Sim,
@@ -188,7 +195,8 @@ def _sigma_bias(rs: RunSpec, sim: Sim, values: dict[str, Fitted], log: TrainingL
 def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
     """Fit the length trajectory; where its interval excludes 0, keep it and move the median back
     to the first step's version (the run starts there); else say none was seen."""
-    d = fit_drift(log.steps, log.col("response_length/mean"))
+    at = centres(log)  # the trainer step each row's mean sits at (a row per step: its step)
+    d = fit_drift(at, log.col("response_length/mean"))
     if d is None:
         return [f"drift_per_version: fewer than {MIN_DRIFT_STEPS} steps for a length trajectory"]
     if d.lo <= 0.0 <= d.hi:
@@ -196,7 +204,7 @@ def _drift(log: TrainingLog, values: dict[str, Fitted]) -> list[str]:
             f"drift_per_version: none seen (95% interval [{d.lo:.3g}, {d.hi:.3g}] holds 0); the spec's kept"
         ]
     values["drift_per_version"] = d
-    back = (1.0 + d.value) ** float(np.mean(log.steps - log.steps.min()))
+    back = (1.0 + d.value) ** float(np.mean(at - log.steps.min() * log.per_row))
     m = values.get("response_median_tokens")
     if m is not None:
         values["response_median_tokens"] = Fitted(
@@ -209,16 +217,19 @@ def _fit(
     log: TrainingLog, rs: RunSpec, seed: int, predict: tuple[int, int] | None = None, means: bool = True
 ) -> tuple[dict[str, Fitted], list[str], Sim]:
     """Every value the log identifies, the notes on what it does not, and the simulated means of
-    the fitted spec (the predictions): over the steps ``predict`` (``[a, b)`` counted from the
-    first logged step: the held-out ones), else over the log's. With ``means=False`` and no
-    ``predict`` the last simulation is skipped (a whole run of the log's steps, a seventh of a
-    calibration's time): the means returned are then those before the overhead was fitted."""
+    the fitted spec (the predictions): over the rows ``predict`` (``[a, b)`` counted from the
+    first logged row: the held-out ones; ``K`` simulated steps a row of ``K``), else over the
+    log's. With ``means=False`` and no ``predict`` the last simulation is skipped (a whole run of
+    the log's steps, a seventh of a calibration's time): the means returned are then those before
+    the overhead was fitted."""
     rng = np.random.default_rng(seed)
     values: dict[str, Fitted] = {}
     notes: list[str] = list(log.notes)
     holds = includes_sync(log, rs)  # does the log's step hold the weight sync (steptime)
     if log.has("timing_s/step"):
         notes.append(step_note(log, rs))
+    if (rows := row_note(log, rs)) is not None:
+        notes.append(rows)
     wl, spec = rs.plan.workload, rs.plan
     batch = spec.batch_size
     if log.has("response_length/mean"):
@@ -230,7 +241,7 @@ def _fit(
             clip,
             mx,
             wl.max_response_tokens,
-            batch,
+            max_draws(log, batch) if mx is not None else batch,  # a row's max: of K steps' responses
             wl.difficulty_sigma,
             sigma,
             rng,
@@ -270,7 +281,8 @@ def _fit(
         notes.append("sync_time_s: no timing_s/param_sync (or all zero); the cluster's weight sync kept")
     current = {k: v.value for k, v in values.items()}
     fitted = with_values(rs, current)
-    n_sim = max(len(log), 4)
+    per_row = log.per_row
+    n_sim = max(len(log) * per_row, 4)  # the trainer steps the log's rows cover
     o0 = OVERHEAD_PROBE_S[0]
     sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
     # an asynchronous design trains short samples first: the trained batch's mean is biased low
@@ -304,7 +316,8 @@ def _fit(
         current["iteration_overhead_s"] = overhead.value
         fitted = with_values(rs, current)
     if predict is not None:  # the held-out steps' own versions (lengths may drift)
-        sim0 = simulate(fitted, None, predict[1], seed, window=predict, holds_sync=holds)
+        window = (predict[0] * per_row, predict[1] * per_row)
+        sim0 = simulate(fitted, None, window[1], seed, window=window, holds_sync=holds)
     elif overhead is not None and means:
         sim0 = simulate(fitted, None, n_sim, seed, holds_sync=holds)
     return values, notes, sim0
@@ -334,6 +347,7 @@ def calibrate(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     step_includes_sync: bool | None = None,
+    trainer_steps_per_row: int | None = None,
 ) -> Calibration:
     """Fit ``rs`` to ``log`` and validate on held-out steps (see the module docstring); a log that
     cannot come from a run of ``rs`` is refused first (:func:`check_log`), as are arguments of the
@@ -343,7 +357,10 @@ def calibrate(
     them on stderr). ``step_includes_sync``: whether the log's ``timing_s/step`` holds the weight
     sync; None (the default): the log's own ``step_includes_sync``, else as verl times the spec's
     design, colocated yes, split (fully async) no (:mod:`pipesim.calibrate.steptime`; a note says
-    which was used)."""
+    which was used). ``trainer_steps_per_row``: how many trainer steps each row covers, ``K`` for
+    verl's fully-async trainer (one row per parameter version, its ``timing_s/*`` summed over
+    ``trigger_parameter_sync_step = K`` steps, one ``param_sync``); None (the default): the log's
+    own, else one (:mod:`pipesim.calibrate.rows`; a note says how the rows were read)."""
     check_calibrate_args(log, rs, seed)
     if progress is not None and not callable(progress):
         raise LogError(
@@ -353,6 +370,8 @@ def calibrate(
         )
     if step_includes_sync is not None:
         log = dataclasses.replace(log, step_includes_sync=step_includes_sync)  # checked: a LogError
+    if trainer_steps_per_row is not None:
+        log = dataclasses.replace(log, trainer_steps_per_row=trainer_steps_per_row)  # checked likewise
     check_log(log, rs)
     with reporting(progress):
         return _calibrate(log, rs, seed)

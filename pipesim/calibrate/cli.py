@@ -35,7 +35,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         log = read_log(args.log, read_columns_map(args.columns), args.steps)
         holds = {None: None, "yes": True, "no": False}[args.step_includes_sync]
-        cal = calibrate(log, rs, seed=args.seed or 0, progress=status, step_includes_sync=holds)
+        cal = calibrate(
+            log,
+            rs,
+            seed=args.seed or 0,
+            progress=status,
+            step_includes_sync=holds,
+            trainer_steps_per_row=args.trainer_steps_per_row,
+        )
     except LogError as exc:
         raise UsageError(one_line(exc)) from None
     finally:
@@ -134,6 +141,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="whether the log's timing_s/step holds the weight sync (timing_s/param_sync); default: as "
         "verl times the spec's design, colocated yes, split (fully async) no (docs/calibrate.md); "
         "e.g. --step-includes-sync yes for verl's one_step_off_policy",
+    )
+    c.add_argument(
+        "--trainer-steps-per-row",
+        type=int,
+        metavar="K",
+        help="the trainer steps each row of the log covers (default 1): verl's fully-async trainer logs "
+        "one row per parameter version, its timing_s/* summed over trigger_parameter_sync_step steps "
+        "(docs/calibrate.md); e.g. --trainer-steps-per-row 4",
     )
     c.add_argument(
         "--seed",

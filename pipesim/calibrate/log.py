@@ -38,7 +38,7 @@ from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
-__all__ = ["COLUMNS", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
+__all__ = ["COLUMNS", "SUMMED", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
 
 COLUMNS = (
     "timing_s/step",
@@ -54,6 +54,12 @@ COLUMNS = (
 )
 """verl's metric names the calibration reads (``verl/trainer/ppo/metric_utils.py``:
 ``compute_timing_metrics`` and ``compute_data_metrics``)."""
+SUMMED = tuple(c for c in COLUMNS if c.startswith("timing_s/") and c != "timing_s/param_sync")
+"""The columns verl's fully-async trainer sums over the trainer steps of a logged row (its
+``MetricsAggregator`` sums every ``timing_s/*`` metric of a step: ``detach_utils.py`` lines 256-257
+and 294-295 at volcengine/verl ``b178a3c``); ``timing_s/param_sync`` is not a step's metric there
+but one sync timed after the row's steps (:mod:`pipesim.calibrate.rows`). :meth:`TrainingLog.col`
+reads them per trainer step."""
 SHARES = ("response_length/clip_ratio",)
 """Columns that are a share of the step's samples, in [0, 1]."""
 POSITIVE = ("response_length/mean", "response_length/max", "prompt_length/mean")
@@ -103,6 +109,11 @@ class TrainingLog:
     """Whether ``timing_s/step`` holds the weight sync (``timing_s/param_sync``), as the trainer
     that wrote the log times it; None: as verl times the spec's design (colocated: yes; split,
     fully async: no; :mod:`pipesim.calibrate.steptime`)."""
+    trainer_steps_per_row: int | None = None
+    """How many trainer steps each row covers: verl's fully-async trainer logs one row per
+    parameter version, aggregated over its ``trigger_parameter_sync_step`` trainer steps (its
+    ``timing_s/*`` summed: :data:`SUMMED`); None: one (a row per step), as given to
+    :func:`pipesim.calibrate.calibrate` or ``--trainer-steps-per-row`` (:mod:`pipesim.calibrate.rows`)."""
 
     def __post_init__(self) -> None:
         from pipesim.calibrate.frame import check_log_args
@@ -115,6 +126,24 @@ class TrainingLog:
                 f"got {shown(self.step_includes_sync)}",
                 "step_includes_sync",
             )
+        k = self.trainer_steps_per_row
+        if k is not None:
+            from pipesim.calibrate.frame import MAX_LOG_STEPS
+
+            if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_LOG_STEPS:
+                raise LogError(
+                    f"trainer_steps_per_row must be an integer from 1 to {MAX_LOG_STEPS:,} (the trainer "
+                    f"steps a row covers: verl's trigger_parameter_sync_step), or None (one), got {shown(k)}",
+                    "trainer_steps_per_row",
+                )
+            if len(self) * int(k) > MAX_LOG_STEPS:
+                raise LogError(
+                    f"{self.path}: trainer_steps_per_row {int(k)}: {len(self)} rows of {int(k)} trainer "
+                    f"steps are {len(self) * int(k):,} steps; a calibration simulates at most "
+                    f"{MAX_LOG_STEPS:,} (cut the log: --steps A:B)",
+                    "trainer_steps_per_row",
+                )
+            object.__setattr__(self, "trainer_steps_per_row", int(k))
 
     @property
     def steps(self) -> np.ndarray:
@@ -123,8 +152,18 @@ class TrainingLog:
     def has(self, column: str) -> bool:
         return column in self.frame.columns and bool(self.frame[column].notna().all())
 
+    @property
+    def per_row(self) -> int:
+        """The trainer steps each row covers (:attr:`trainer_steps_per_row`, 1 where None)."""
+        return self.trainer_steps_per_row or 1
+
     def col(self, column: str) -> np.ndarray:
-        return np.asarray(self.frame[column].to_numpy(dtype=float))
+        """``column``'s values per trainer step: a column verl's aggregator sums over a row's
+        trainer steps (:data:`SUMMED`) divided by :attr:`per_row` (the mean of the row's steps);
+        any other as logged (a row's lengths are verl's means over its steps, ``response_length/max``
+        their maximum, ``param_sync`` the row's one sync). The only place a row's sums are divided."""
+        x = np.asarray(self.frame[column].to_numpy(dtype=float))
+        return x / self.per_row if column in SUMMED and self.per_row > 1 else x
 
     def select(self, mask: np.ndarray) -> TrainingLog:
         """The steps where ``mask`` (booleans, one per step) is true."""
@@ -135,7 +174,9 @@ class TrainingLog:
             )
         # by position (``m``): a boolean Series of another index would be aligned on its labels
         frame = self.frame[m].reset_index(drop=True)
-        return TrainingLog(self.path, self.sha256, frame, self.notes, self.step_includes_sync)
+        return TrainingLog(
+            self.path, self.sha256, frame, self.notes, self.step_includes_sync, self.trainer_steps_per_row
+        )
 
     def __len__(self) -> int:
         return len(self.frame)

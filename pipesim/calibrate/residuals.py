@@ -17,8 +17,8 @@ import numpy as np
 from pipesim.calibrate.fit import Fitted
 from pipesim.calibrate.frame import check_fitted
 from pipesim.calibrate.log import TrainingLog
-from pipesim.calibrate.trainer import TRAINER_PHASES, config, fitted_profile, remainder, spread, tokens
-from pipesim.compute.phases import phase_times_s
+from pipesim.calibrate.trainer import TRAINER_PHASES, config, fitted_profile, remainder, row_members, tokens
+from pipesim.compute.phases import PHASES, phase_times_s
 from pipesim.plan.runspec import RunSpec
 
 __all__ = ["trainer_residuals"]
@@ -38,9 +38,10 @@ def trainer_residuals(
     prof = fitted_profile(rs, values)
     cfg = config(rs, prof)
     ref_cfg = dataclasses.replace(cfg, reference_model=True)
-    pred = [
-        phase_times_s(ref_cfg, float(x), rs.plan.batch_size, s)
-        for x, s in zip(t, spread(rs, t, steps=rest.steps), strict=True)
+    batch = rs.plan.batch_size
+    pred = [  # each row's mean over its trainer steps (a row per step: the step)
+        {p: float(np.mean([phase_times_s(ref_cfg, x, batch, s)[p] for x, s in row])) for p in PHASES}
+        for row in row_members(rs, t, steps=rest.steps, per_row=rest.per_row)
     ]
     out: dict[str, dict[str, float]] = {}
     total_seen, total_pred = np.zeros(len(rest)), np.zeros(len(rest))

@@ -50,15 +50,18 @@ def scaled(profile: FrameworkProfile, k: float) -> FrameworkProfile:
     return dataclasses.replace(profile, **eff, **fixed)
 
 
-def _trainer_s(cfg: TrainerConfig, t: np.ndarray, batch: int, spreads: list) -> np.ndarray:
-    """Each step's trainer seconds under ``cfg`` (its phases the spec runs, and the remainder)."""
+def _trainer_s(
+    cfg: TrainerConfig, t: np.ndarray, batch: int, spreads: list, members: list | None = None
+) -> np.ndarray:
+    """Each step's trainer seconds under ``cfg`` (its phases the spec runs, and the remainder); with
+    ``members`` (each row's trainer steps, :func:`pipesim.calibrate.trainer.row_members`), each row's
+    mean over its steps."""
     keep = [p for p in _PHASES if p != "ref" or cfg.reference_model]
     keep = [p for p in keep if p != "old_log_prob" or cfg.recompute_old_logp]
+    rows = members if members is not None else [[(float(x), s)] for x, s in zip(t, spreads, strict=True)]
     return np.array(
-        [
-            sum(phase_times_s(cfg, float(x), batch, s)[p] for p in keep)
-            for x, s in zip(t, spreads, strict=True)
-        ]
+        [np.mean([sum(phase_times_s(cfg, x, batch, s)[p] for p in keep) for x, s in row]) for row in rows],
+        dtype=float,
     )
 
 
@@ -70,6 +73,7 @@ def fit_trainer_scale(
     spreads: list,
     switch_s: float,
     holds_sync: bool = True,
+    members: list | None = None,
 ) -> tuple[dict[str, Fitted], list[str]]:
     """The profile's constants scaled to the log's ``step - gen`` (see the module), with 95%
     intervals, and the note that says how; or nothing and why. ``cfg``: the spec's trainer;
@@ -77,13 +81,15 @@ def fit_trainer_scale(
     (:func:`~pipesim.calibrate.trainer.spread`); ``switch_s``: a colocated engine's offload and
     reload per step; ``holds_sync``: whether the log's step holds the weight sync
     (:func:`pipesim.calibrate.steptime.includes_sync`: verl's colocated trainer's does, its
-    fully-async trainer's does not), so that ``param_sync`` is subtracted only then."""
+    fully-async trainer's does not), so that ``param_sync`` is subtracted only then; ``members``:
+    each row's trainer steps where a row covers several (:func:`~pipesim.calibrate.trainer.row_members`:
+    the row's seconds are their mean; ``spreads`` is then not read)."""
     seen = trainer_span_s(log, holds_sync, switch_s)
     if seen is None:
         return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
     prof = cfg.framework
-    one = _trainer_s(cfg, t, batch, spreads)
-    a = _trainer_s(dataclasses.replace(cfg, profile=scaled(prof, 2.0)), t, batch, spreads) - one
+    one = _trainer_s(cfg, t, batch, spreads, members)
+    a = _trainer_s(dataclasses.replace(cfg, profile=scaled(prof, 2.0)), t, batch, spreads, members) - one
     c = one - a
     why = ""
     if len(seen) < 2 or float(a @ a) <= 0:

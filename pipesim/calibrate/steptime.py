@@ -39,11 +39,11 @@ The two meanings meet here only, in both directions:
   step's simulated sync where the log's step leaves it out (what ``timing_s/step`` is fitted and
   validated against, :mod:`pipesim.calibrate.simulated`).
 
-Not handled: verl's fully-async trainer logs one row per parameter version, each ``timing_s/*``
-summed over its ``trigger_parameter_sync_step`` trainer steps (``MetricsAggregator`` in
-``verl/experimental/fully_async_policy/detach_utils.py``, lines 256-257 and 294-295), while a
-calibration reads one row per trainer step: divide such a log's times by that count first
-(``docs/calibrate.md``).
+verl's fully-async trainer logs one row per parameter version, each ``timing_s/*`` summed over its
+``trigger_parameter_sync_step`` trainer steps and one ``param_sync`` (``MetricsAggregator`` in
+``verl/experimental/fully_async_policy/detach_utils.py``, lines 256-257 and 294-295): such a log
+(``trainer_steps_per_row``) is read per trainer step (:mod:`pipesim.calibrate.rows`), so the step
+here is a row's mean step and, where it holds the sync, holds its share of the row's one sync.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.calibrate.log import TrainingLog
+from pipesim.calibrate.rows import sync_per_step
 from pipesim.plan.runspec import RunSpec
 
 __all__ = ["VERL_COMMIT", "includes_sync", "simulated_step_s", "step_note", "trainer_span_s"]
@@ -88,14 +89,15 @@ def step_note(log: TrainingLog, rs: RunSpec) -> str:
 
 def trainer_span_s(log: TrainingLog, holds_sync: bool, switch_s: float) -> np.ndarray | None:
     """Each step's seconds of training, ``timing_s/step`` less ``gen``, a colocated engine's offload
-    and reload (``switch_s``) and, where the step holds it (``holds_sync``), ``param_sync``; None
+    and reload (``switch_s``) and, where the step holds it (``holds_sync``), ``param_sync`` (per
+    trainer step where a row covers several: :mod:`pipesim.calibrate.rows`); None
     without a ``step`` and a ``gen`` column. Without a ``param_sync`` column, a sync the step holds
     is counted as training."""
     if not (log.has("timing_s/step") and log.has("timing_s/gen")):
         return None
-    span = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s
+    span = log.col("timing_s/step") - log.col("timing_s/gen") - switch_s  # per trainer step (rows)
     if holds_sync and log.has("timing_s/param_sync"):
-        span = span - log.col("timing_s/param_sync")
+        span = span - sync_per_step(log)  # a row of K steps holds one sync: 1/K of it a step
     return np.asarray(span, float)
 
 

@@ -54,13 +54,14 @@ from pipesim.calibrate.frame import (
     check_spec,
     check_steps,
 )
-from pipesim.calibrate.log import TrainingLog
+from pipesim.calibrate.log import LogError, TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
 from pipesim.calibrate.simulated import report
 from pipesim.calibrate.steptime import includes_sync, trainer_span_s
-from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile
-from pipesim.compute.phases import FrameworkProfile, phase_times_s
+from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile, predicted_s
+from pipesim.compute.phases import FrameworkProfile
 from pipesim.compute.trainer import TrainerConfig
+from pipesim.core.errors import shown
 from pipesim.plan.build import engine_config, trainer_config
 from pipesim.plan.runspec import RunSpec
 
@@ -70,6 +71,7 @@ __all__ = [
     "remainder",
     "dealing_spread",
     "dealt",
+    "row_members",
     "spread",
     "switch_s",
     "tokens",
@@ -137,21 +139,32 @@ def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     return np.asarray(rest, float)
 
 
+def _per_row(per_row: object) -> int:
+    """``per_row`` as a count of trainer steps a row covers (an integer >= 1), or a LogError naming it."""
+    if isinstance(per_row, bool) or not isinstance(per_row, int | np.integer) or per_row < 1:
+        raise LogError(
+            f"per_row must be an integer >= 1 (trainer steps a row covers), got {shown(per_row)}", "per_row"
+        )
+    return int(per_row)
+
+
 MAX_DEALT_STEPS = 20
 """Steps of the spec's own run whose batches :func:`dealt` takes (a longer log reuses them in turn)."""
 
 
-def dealt(rs: RunSpec, steps: int) -> list[tuple[int, ...]] | None:
+def dealt(rs: RunSpec, steps: int, per_row: int = 1) -> list[tuple[int, ...]] | None:
     """The tokens of each sample as the spec's own run deals its batches to the ranks, step by step
-    (``ComputeRun.dealt_log``; its first ``steps``, at most :data:`MAX_DEALT_STEPS`, matched to the
-    log's rows in order): a log gives a step's mean, not its samples, and the spec's run at its seed
-    has the design's batch order, its warm-up and the workload's spread (the scale comes from the
-    log: :func:`spread`). None for an exactly balanced profile (nothing to deal)."""
+    (``ComputeRun.dealt_log``; its first ``steps``, at most :data:`MAX_DEALT_STEPS` rows of
+    ``per_row`` trainer steps, matched to the log's rows in order: :func:`spread`): a log gives a
+    step's mean, not its samples, and the spec's run at its seed has the design's batch order, its
+    warm-up and the workload's spread (the scale comes from the log: :func:`spread`). None for an
+    exactly balanced profile (nothing to deal)."""
     if config(rs).framework.balance == "exact":
         return None
     from pipesim.plan.runspec import run
 
-    n = max(1, min(int(check_steps(steps, None)[0]), MAX_DEALT_STEPS))
+    k = _per_row(per_row)
+    n = max(1, min(int(check_steps(steps, None)[0]), MAX_DEALT_STEPS * k))
     report(f"simulating {n:,} steps to deal their samples to the trainer's ranks")
     out = [per for _, per in run(dataclasses.replace(rs, steps=n)).dealt_log]
     return out or None
@@ -181,12 +194,51 @@ def spread(
     return out
 
 
+Member = tuple[float, tuple[float, ...] | None]
+"""One trainer step of a log row: its tokens and each sample's (None: every rank holds the mean)."""
+
+
+def row_members(
+    rs: RunSpec,
+    t: np.ndarray,
+    batches: list[tuple[int, ...]] | None = None,
+    steps: np.ndarray | None = None,
+    per_row: int = 1,
+) -> list[list[Member]]:
+    """The trainer steps of each row of ``t`` tokens (a step's mean over the row): a row per step is
+    that step, dealt as :func:`spread` deals it; a row of ``per_row`` steps ``K`` (verl's
+    fully-async rows, :mod:`pipesim.calibrate.rows`) numbered ``s`` is the spec's run's steps
+    ``s K .. s K + K - 1`` as it dealt them (:func:`dealt`, in turn past their end), scaled
+    together to the row's mean tokens ``t`` (each step keeps its share of the row's tokens). An
+    exactly balanced profile's row is one step at ``t`` (no step's own tokens are known)."""
+    k = _per_row(per_row)
+    if k == 1:
+        return [[(float(x), s)] for x, s in zip(t, spread(rs, t, batches, steps), strict=True)]
+    t = check_series("t", t, positive=True)
+    at = np.arange(len(t)) if steps is None else check_steps(steps, len(t))
+    if config(rs).framework.balance == "exact":
+        return [[(float(x), None)] for x in t]
+    last = (int(at.max()) + 1) * k if len(at) else 1
+    batches = dealt(rs, last, k) if batches is None else check_batches(batches)
+    if not batches:
+        return [[(float(x), None)] for x in t]
+    out: list[list[Member]] = []
+    for step, total in zip(at, t, strict=True):
+        per = [np.asarray(batches[(int(step) * k + j) % len(batches)], float) for j in range(k)]
+        f = float(total) / float(np.mean([b.sum() for b in per]))
+        out.append([(float(b.sum()) * f, tuple(b * f)) for b in per])
+    return out
+
+
 def _observations(
     log: TrainingLog, rs: RunSpec, t: np.ndarray, batches: list[tuple[int, ...]] | None = None
-) -> list[PhaseObservation]:
+) -> list[tuple[PhaseObservation, ...]]:
+    """Each row's observation of each phase it logs: one per trainer step the row covers (a row
+    per step: one), each with the row's seconds (:func:`pipesim.compute.phasefit.fit_profile` fits
+    a group's mean)."""
     tcfg, batch = config(rs), rs.plan.batch_size
-    per = spread(rs, t, batches, log.steps)
-    obs = []
+    rows = row_members(rs, t, batches, log.steps, log.per_row)
+    obs: list[tuple[PhaseObservation, ...]] = []
     for c in TRAINER_PHASES:
         if not log.has(c):
             continue
@@ -195,13 +247,14 @@ def _observations(
         if phase == "old_log_prob" and not cfg.recompute_old_logp:
             continue
         obs += [
-            PhaseObservation(cfg, phase, float(x), batch, float(y), s)
-            for x, y, s in zip(t, log.col(c), per, strict=True)
+            tuple(PhaseObservation(cfg, phase, x, batch, float(y), s) for x, s in row)
+            for y, row in zip(log.col(c), rows, strict=True)
         ]
     rest = remainder(log, rs)
     if rest is not None:
         obs += [
-            PhaseObservation(tcfg, "remainder", float(x), batch, max(float(y), 0.0)) for x, y in zip(t, rest)
+            (PhaseObservation(tcfg, "remainder", float(x), batch, max(float(y), 0.0)),)
+            for x, y in zip(t, rest, strict=True)
         ]
     return obs
 
@@ -215,16 +268,15 @@ _TOUCHES = {
 }
 
 
-def _weights(fit: ProfileFit, obs: list[PhaseObservation]) -> list[float] | None:
+def _weights(fit: ProfileFit, obs: list[tuple[PhaseObservation, ...]]) -> list[float] | None:
     """``1 / variance`` of each phase's residuals under a first fit (the second pass of a feasible
     weighted least squares: the phases' noise differs, ``update_actor``'s seconds being the
     longest), each phase's variance over its own degrees of freedom (its observations less the
     fitted constants its rows hold); None when a phase has none left or every residual is 0."""
     resid: dict[str, list[float]] = {}
-    for o in obs:
-        cfg = dataclasses.replace(o.config, profile=fit.profile)
-        got = phase_times_s(cfg, o.tokens, o.samples, o.sample_tokens)[o.phase]
-        resid.setdefault(o.phase, []).append(o.seconds - got)
+    for g in obs:  # a row: the mean of its trainer steps (one, for a row per step)
+        o = g[0]
+        resid.setdefault(o.phase, []).append(o.seconds - predicted_s(g, fit.profile))
     var = {}
     for phase, r in resid.items():
         dof = len(r) - sum(k in fit.fitted for k in _TOUCHES[phase])
@@ -233,7 +285,7 @@ def _weights(fit: ProfileFit, obs: list[PhaseObservation]) -> list[float] | None
         var[phase] = float(np.sum(np.square(r))) / dof
     if min(var.values()) <= 0.0:
         return None
-    return [1.0 / var[o.phase] for o in obs]
+    return [1.0 / var[g[0].phase] for g in obs]
 
 
 def _widen(fit: ProfileFit, n: int) -> dict[str, tuple[float, float]]:
@@ -263,15 +315,14 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     check_calibrate_args(log, rs, min_steps=1)
     t = check_series("t", t, len(log), positive=True)
     base = config(rs).framework
-    last = int(log.steps.max()) + 1 if len(log) else 1
-    batches = dealt(rs, last)
+    last = (int(log.steps.max()) + 1) * log.per_row if len(log) else 1
+    batches = dealt(rs, last, log.per_row)
     obs = _observations(log, rs, t, batches)
     notes = []
-    if not any(o.phase != "remainder" for o in obs):  # one scale from step less gen, where it can
-        per = spread(rs, t, batches, log.steps)
-        return fit_trainer_scale(
-            log, config(rs), t, rs.plan.batch_size, per, switch_s(rs), includes_sync(log, rs)
-        )
+    if not any(g[0].phase != "remainder" for g in obs):  # one scale from step less gen, where it can
+        rows = row_members(rs, t, batches, log.steps, log.per_row)
+        cfg, holds = config(rs), includes_sync(log, rs)
+        return fit_trainer_scale(log, cfg, t, rs.plan.batch_size, [None] * len(t), switch_s(rs), holds, rows)
     fix = ["sample_s"]
     if t.std() / t.mean() < MIN_TOKEN_SPREAD:
         fix += ["micro_batch_s", "optimizer_step_s"]
@@ -334,6 +385,14 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         notes.append(
             f"trainer: each step's samples are dealt to the ranks as the spec's run deals them at seed "
             f"{rs.seed} (a log holds means only; another dealing moves the constants, docs/calibrate.md)"
+        )
+    if log.per_row > 1:  # a row's phases: the mean of its steps, whose own tokens the log does not keep
+        notes.append(
+            f"trainer: each row's phases fitted as the mean of its {log.per_row} trainer steps, dealt as "
+            "the spec's run dealt them and sharing the row's tokens as that run's did; a mean of whole "
+            "micro-batch counts follows the tokens nearly in proportion, so micro_batch_s and the "
+            "efficiencies are told apart less well than from a row per step, by more than their "
+            "intervals (docs/calibrate.md)"
         )
     for k in fit.fitted:
         lo, hi = intervals[k]

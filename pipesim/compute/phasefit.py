@@ -16,6 +16,13 @@ values, and gives each fitted constant a normal-approximation interval from the 
 ``RSS / (n - p)`` and ``(X'X)^-1``; with no residual degrees of freedom (``n == p``) the intervals
 are NaN: an exact solve carries no estimate of its error. An efficiency's interval is the inverse
 of its reciprocal's.
+
+An observation may also be a **group** of :class:`PhaseObservation` (a sequence of them, each
+with the group's seconds): the mean of several trainer steps, as a log that aggregates steps
+writes it (verl's fully-async trainer logs a row per parameter version). Its row of ``X`` is the
+mean of its members' rows, each with its own tokens and dealing (hence its own whole micro-batch
+counts: one step at the mean tokens stands for none of them), and its known terms the mean of
+theirs. A group of one is that observation.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
+from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
@@ -76,6 +83,33 @@ class ProfileFit:
     fitted: tuple[str, ...]
 
 
+Observed = PhaseObservation | Sequence[PhaseObservation]
+"""What :func:`fit_profile` takes per observation: one phase, or a group whose mean was observed
+(the module docstring)."""
+
+
+def members(obs: Observed) -> list[PhaseObservation]:
+    """The phases an observation stands for: itself, or its group's members."""
+    return [obs] if isinstance(obs, PhaseObservation) else list(obs)
+
+
+def predicted_s(obs: Observed, profile: FrameworkProfile) -> float:
+    """The seconds ``profile`` predicts for an observation: its phase's, or its group's mean."""
+    times = []
+    for o in members(obs):
+        cfg = dataclasses.replace(o.config, profile=profile)
+        times.append(phase_times_s(cfg, o.tokens, o.samples, o.sample_tokens)[o.phase])
+    return float(np.mean(times))
+
+
+def _group_row(profile: FrameworkProfile, obs: Observed) -> tuple[np.ndarray, float]:
+    """A group's row of ``X`` and its ``y``: the means of its members' (a single phase's own)."""
+    rows = [_row(profile, o) for o in members(obs)]
+    if len(rows) == 1:
+        return np.asarray(rows[0][0], float), rows[0][1]
+    return np.mean([r[0] for r in rows], axis=0), float(np.mean([r[1] for r in rows]))
+
+
 def _row(profile: FrameworkProfile, obs: PhaseObservation) -> tuple[list[float], float]:
     config = dataclasses.replace(obs.config, profile=profile, mfu=None)
     if obs.phase == "remainder":
@@ -95,7 +129,7 @@ def _theta(profile: FrameworkProfile) -> np.ndarray:
 
 def fit_profile(
     profile: FrameworkProfile,
-    observations: Sequence[PhaseObservation],
+    observations: Sequence[Observed],
     fix: Collection[str] = (),
     confidence: float = 0.95,
     weights: Sequence[float] | None = None,
@@ -116,8 +150,11 @@ def fit_profile(
     check_number("confidence", confidence, 0.0, strict=True)
     if confidence >= 1:
         raise refuse("confidence", f"must be in (0, 1), got {shown(confidence)}")
-    if not observations or not all(isinstance(o, PhaseObservation) for o in observations):
-        raise FieldError("observations must be a non-empty sequence of PhaseObservation", "observations")
+    if not observations or not all(_is_observed(o) for o in observations):
+        raise FieldError(
+            "observations must be a non-empty sequence of PhaseObservation (or of non-empty groups of them)",
+            "observations",
+        )
     w = None
     if weights is not None:  # weighted least squares: each row scaled by sqrt(weight)
         w = np.asarray(weights, float)
@@ -142,16 +179,22 @@ def fit_profile(
     return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))
 
 
+def _is_observed(obs: object) -> bool:
+    if isinstance(obs, PhaseObservation):
+        return True
+    return isinstance(obs, Sequence) and len(obs) > 0 and all(isinstance(o, PhaseObservation) for o in obs)
+
+
 def _solve(
     profile: FrameworkProfile,
-    observations: Sequence[PhaseObservation],
+    observations: Sequence[Observed],
     fix: Collection[str],
     confidence: float,
     weights: np.ndarray | None,
 ) -> tuple[dict[str, float], dict[str, tuple[float, float]], float, list[int]]:
     """The least squares of :func:`fit_profile`: the fitted values, their intervals, the RMS
     residual and the indices of :data:`FITTED` fitted (run under ``np.errstate(... "raise")``)."""
-    rows = [_row(profile, o) for o in observations]
+    rows = [_group_row(profile, o) for o in observations]
     x = np.array([r[0] for r in rows])
     y = np.array([r[1] for r in rows])
     theta = _theta(profile)
