@@ -14,9 +14,15 @@ import html
 from typing import Any
 
 from pipesim.config import Scenario
-from pipesim.io.viz.palette import truncated_label
 
-__all__ = ["COMPUTE_HEADLINE_KEYS", "HEADLINE_KEYS", "attach_views", "run_html", "scenario_html"]
+__all__ = [
+    "COMPUTE_HEADLINE_KEYS",
+    "HEADLINE_KEYS",
+    "attach_views",
+    "run_html",
+    "scenario_html",
+    "truncated_label",
+]
 
 HEADLINE_KEYS = (
     ("throughput_per_hour", "episodes / hour"),
@@ -34,6 +40,13 @@ HEADLINE_KEYS = (
 )
 _TABLE = 'style="border-collapse:collapse;font:12px sans-serif;text-align:left"'
 _CELL = 'style="padding:1px 8px;border-bottom:1px solid #eee;vertical-align:top"'
+
+
+def truncated_label(scenario: object) -> str:
+    """What a truncated episode is in ``scenario``'s run: a slot run truncates only at its timeout
+    policy's cap ("timed out", as the timeline's mark reads); with no timeout, truncation is the
+    compute engine's response cap."""
+    return "timed out" if getattr(scenario, "timeout", None) is not None else "cut at the response cap"
 
 
 def _fmt(v: Any) -> str:

@@ -31,7 +31,6 @@ __all__ = [
     "SYNC_COLOR",
     "TRAIN_COLOR",
     "delta_e",
-    "truncated_label",
     "n_versions_of",
     "replica_colors",
     "version_colors",
@@ -48,13 +47,6 @@ MARKS = {  # status -> (legend label, marker symbol, colour); each its own colou
     "over_bound": ("staleness > eta", "diamond-open", "#9467bd"),
 }
 LEGEND_TITLE = "colour = version that generated the segment"
-
-
-def truncated_label(scenario: object) -> str:
-    """What a truncated episode is in ``scenario``'s run: a slot run truncates only at its timeout
-    policy's cap ("timed out"); with no timeout, truncation is the compute engine's response cap."""
-    timed = getattr(scenario, "timeout", None) is not None
-    return MARKS["truncated"][0] if timed else "cut at the response cap"
 
 
 def version_colors(n_versions: int) -> list[str]:

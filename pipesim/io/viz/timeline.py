@@ -40,6 +40,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.html import truncated_label
 from pipesim.io.viz.aggregate import eta_bounds
 from pipesim.io.viz.palette import (  # moved there; importing them from here still works
     LEGEND_TITLE,
@@ -48,7 +49,6 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     SYNC_COLOR,
     TRAIN_COLOR,
     n_versions_of,
-    truncated_label,
     version_colors,
 )
 from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
