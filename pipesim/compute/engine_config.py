@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.knobs import MAX_BATCHED_TOKENS
-from pipesim.compute.models import ModelSpec, dtype_bytes
+from pipesim.compute.models import MAX_MODEL_DIM, ModelSpec, dtype_bytes
 from pipesim.compute.roofline import DEFAULT_EFFICIENCY, MAX_FIXED_COST_S, Efficiency, check_ep, check_tp
 from pipesim.core.errors import MAX_SLOTS, FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
@@ -137,7 +137,7 @@ class EngineConfig:
                     "max_num_batched_tokens",
                 )
         if self.max_model_len is not None:
-            check_int("max_model_len", self.max_model_len, 1)
+            check_int("max_model_len", self.max_model_len, 1, MAX_MODEL_DIM, "the largest int32")
             if self.max_model_len > m.max_context_len:
                 raise FieldError(
                     f"max_model_len ({self.max_model_len}) exceeds the model's context "

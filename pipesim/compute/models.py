@@ -288,8 +288,11 @@ class ModelSpec:
             if value is None:
                 assert default is not None
                 return default
-            if isinstance(value, float) and value.is_integer():
-                if value > MAX_MODEL_DIM:  # named as written (1e+20), not as a 21-digit int
+            integral = isinstance(value, float) and value.is_integer()
+            whole = integral or (isinstance(value, int) and not isinstance(value, bool))
+            big = whole and value > MAX_MODEL_DIM  # type: ignore[operator]
+            if big or integral:
+                if big:  # named as written (1e+20), a 300-digit int cut short (check_int writes it whole)
                     raise FieldError(
                         f"config key {shown(key)} must be at most {MAX_MODEL_DIM:,} ({_DIM_WHY}), got "
                         f"{shown(value)}",

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipesim.compute.gpus import GPUSpec
-from pipesim.compute.models import ModelSpec
+from pipesim.compute.models import MAX_MODEL_DIM, ModelSpec
 from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
@@ -70,6 +70,22 @@ BATCH_ORDERS = ("arrival", "submission", "shuffled")
 DEFAULT_MICRO_BATCH_TOKENS = 16384
 """Tokens per GPU per micro-batch when neither budget is given: verl's default
 ``ppo_max_token_len_per_gpu`` (``verl/trainer/config/actor/actor.yaml``)."""
+
+
+MAX_BUDGET = 2**53
+"""The most samples or tokens a mini- or micro-batch budget may hold: the largest integer a float
+holds exactly. A budget past every batch means "no cap" (AReaL states ``max_tokens_per_mb`` as
+``int(1e12)``), so the bound sits far above any batch, not at a context's int32."""
+_BUDGET_WHY = "2**53, the largest integer a float holds exactly; a budget past the batch is no cap"
+
+MAX_STEP_OVERHEAD_S = 7 * 86400.0
+"""The most fixed seconds a step may add (``step_overhead_s``): a week, the longest step time a
+run spec or a log may hold (a longer one is a unit slip, and 1e308 overflowed the clock mid-run).
+``optimizer_bytes_per_param`` stops at 1,024 bytes (Adam's mixed-precision state takes 16)."""
+
+MAX_PPO_EPOCHS = 1024
+"""The most passes over a batch a step takes (``ppo_epochs``; verl's default is 1): each is a
+whole update, and 10**308 of them overflowed the phases' float arithmetic."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +115,7 @@ class TrainerConfig:
             raise refuse("model", f"must be a pipesim.ModelSpec, got {shown(self.model)}")
         if not isinstance(self.gpu, GPUSpec):
             raise refuse("gpu", f"must be a pipesim.GPUSpec, got {shown(self.gpu)}")
-        check_int("n_gpus", self.n_gpus, 1)
+        check_int("n_gpus", self.n_gpus, 1, MAX_MODEL_DIM, "the largest int32")
         mfu = self.mfu
         number = isinstance(mfu, int | float) and not isinstance(mfu, bool)
         if mfu is not None and (not number or not 0 < mfu <= 1):
@@ -107,13 +123,20 @@ class TrainerConfig:
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
                 raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
-        for name in ("step_overhead_s", "optimizer_bytes_per_param"):
+        for name, hi in (("step_overhead_s", MAX_STEP_OVERHEAD_S), ("optimizer_bytes_per_param", 1024.0)):
             check_number(name, getattr(self, name), 0)
-        for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "micro_batch_samples"):
+            if getattr(self, name) > hi:  # 1e308 overflowed a step's time; 10**308 bytes, a division
+                raise refuse(name, f"must be at most {hi:g}, got {shown(getattr(self, name))}")
+        # each a count of samples or tokens a float holds exactly: 10**308 overflowed the phases'
+        # float arithmetic (an OverflowError, or a clock overflow naming no field)
+        for name in (
+            "ppo_mini_batch_samples",
+            "micro_batch_tokens",
+            "micro_batch_samples",
+            "log_prob_micro_batch_tokens",
+        ):
             if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1)
-        if self.log_prob_micro_batch_tokens is not None:
-            check_int("log_prob_micro_batch_tokens", self.log_prob_micro_batch_tokens, 1)
+                check_int(name, getattr(self, name), 1, MAX_BUDGET, _BUDGET_WHY)
         if self.micro_batch_tokens is not None and self.micro_batch_samples is not None:
             raise FieldError(
                 "micro_batch_samples: give a micro-batch in tokens (micro_batch_tokens, verl's "
@@ -125,7 +148,7 @@ class TrainerConfig:
             raise refuse(
                 "batch_order", f"must be one of {', '.join(BATCH_ORDERS)}, got {shown(self.batch_order)}"
             )
-        check_int("ppo_epochs", self.ppo_epochs, 1)
+        check_int("ppo_epochs", self.ppo_epochs, 1, MAX_PPO_EPOCHS, "passes over one batch")
         check_int("sequence_parallel", self.sequence_parallel, 1)
         prof = self.framework  # resolves the name (ValueError naming profile)
         ranks = prof.tp * prof.pp * self.sequence_parallel

@@ -35,12 +35,18 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from pipesim.compute.models import MAX_MODEL_DIM
 from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.core.errors import check_int, check_number, check_tail, shown
 from pipesim.core.validate import TAIL_SIGMAS, FieldError
 
 if TYPE_CHECKING:
     pass
+
+
+_TOKENS_WHY = "the largest int32, as for a model's dimensions: no context comes near it"
+"""Why a token count (or a count of turns) stops at :data:`~pipesim.compute.models.MAX_MODEL_DIM`:
+a 300-digit int read from 1e308 made a 300-digit message and overflowed float arithmetic."""
 
 
 def _power(base: float, exponent: float) -> float:
@@ -150,8 +156,8 @@ class AgentTurns:
     observation_tokens: int = 256
 
     def __post_init__(self) -> None:
-        check_int("turns", self.turns, 1)
-        check_int("observation_tokens", self.observation_tokens, 0)
+        check_int("turns", self.turns, 1, MAX_MODEL_DIM, _TOKENS_WHY)
+        check_int("observation_tokens", self.observation_tokens, 0, MAX_MODEL_DIM, _TOKENS_WHY)
         for name in ("tool_latency_s", "tool_latency_sigma"):
             check_number(name, getattr(self, name), 0)
         check_tail(("tool_latency_s", "tool_latency_sigma"), self.tool_latency_s, self.tool_latency_sigma)
@@ -202,9 +208,9 @@ class TokenWorkload:
     def __post_init__(self) -> None:
         _length_model("response", self.response)
         for name in ("samples_per_prompt", "max_response_tokens", "max_prompt_tokens"):
-            check_int(name, getattr(self, name), 1)
+            check_int(name, getattr(self, name), 1, MAX_MODEL_DIM, _TOKENS_WHY)
         if isinstance(self.prompt, numbers.Real):  # a count: check_int names np.int64, 100.0 or True
-            check_int("prompt", self.prompt, 1)
+            check_int("prompt", self.prompt, 1, MAX_MODEL_DIM, _TOKENS_WHY)
         if isinstance(self.prompt, int):
             if self.prompt > self.max_prompt_tokens:
                 msg = f"prompt ({shown(self.prompt)}) exceeds max_prompt_tokens ({self.max_prompt_tokens})"

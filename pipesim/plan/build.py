@@ -12,7 +12,7 @@ from typing import Any
 import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
-from pipesim.plan.checks import PlanError
+from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
 
@@ -154,7 +154,9 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
 
 
 def candidates(spec: PlanSpec) -> list[Design]:
-    """Every valid design of the space, sorted."""
+    """Every valid design of the space, sorted (PlanError naming ``space`` first when the space
+    holds more designs than a plan enumerates: :func:`check_space_size`)."""
+    check_space_size(spec)
     engines = check_fits(spec)
     sp = spec.space
     factors = sp.oversample if spec.has_groups else (1.0,)
@@ -199,3 +201,31 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
         pool_size=pool,
         name=d.label(spec.n_gpus),
     )
+
+
+def check_space_size(spec: PlanSpec) -> None:
+    """The space holds at most :data:`~pipesim.plan.checks.MAX_DESIGNS` designs, counted from its
+    axes' lengths before any is built (the placements per ``tp`` as
+    :func:`pipesim.plan.build.placements` allows them, before the fit checks): a plan enumerates
+    every design before its first run, and 4,096 GPUs x 1,025 etas x 4 tps made 33 million,
+    gigabytes and minutes before anything ran. :func:`pipesim.plan.build.candidates` checks it, not
+    a spec: a run spec's default space is never searched (a run on 65,536 GPUs is no plan)."""
+    sp, n = spec.space, spec.n_gpus
+    lo = max(spec.constraints.min_trainer_gpus, 1)
+    chosen = None if sp.placement is None else set(sp.placement)
+    places = 0
+    for tp in set(sp.tp):
+        split = max((n - lo) // tp, 0)  # trainer counts t in [lo, n - tp] leaving a multiple of tp
+        count = split + (n >= spec.constraints.min_trainer_gpus)
+        places += count if chosen is None else min(count, len(chosen))
+    factors = len(set(sp.oversample)) if spec.has_groups else 1
+    per_place = len(set(sp.eta)) * len(set(sp.update)) * len(set(sp.sync_every)) * factors
+    total = places * per_place
+    if total > MAX_DESIGNS:
+        raise PlanError(
+            f"space: about {total:,} designs ({places:,} placements over space.tp x {len(set(sp.eta))} "
+            f"eta x {len(set(sp.update))} update x {len(set(sp.sync_every))} sync_every x {factors} "
+            f"oversample), more than the {MAX_DESIGNS:,} a plan enumerates; shorten the lists or give "
+            "space.placement",
+            "space",
+        )

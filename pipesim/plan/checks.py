@@ -17,6 +17,20 @@ that never ends:
 * :data:`MAX_ETA` (1,024): ``space.eta`` (the staleness bound; runs draw a pool of durations
   that grows with it, and a bound beyond a run's steps bounds nothing);
 * :data:`MAX_OVERSAMPLE` (16): ``space.oversample`` (the pool grows with it too);
+* :data:`MAX_SYNC_EVERY` (2**28, the most steps a run may take): ``space.sync_every``,
+  ``design.sync_every``, ``baseline.sync_every`` (an interval beyond every run's steps never syncs,
+  and a 300-digit one read from 1e308 made a design's name too long to run);
+* :data:`MAX_TOKENS` (2**31 - 1, the largest int32, as for a model's dimensions): every token
+  count of a spec (``workload.prompt_tokens``, ``max_response_tokens``, ``max_prompt_tokens``,
+  ``agent.observation_tokens``, ``model.max_model_len``); no model's context comes near it,
+  and 1e308 read as an int overflowed a float mid-run;
+* :data:`MAX_BUDGET` (2**53, the largest integer a float holds exactly): the trainer's batch
+  budgets (``model.ppo_mini_batch_samples``, ``model.micro_batch_tokens``,
+  ``model.log_prob_micro_batch_tokens``), where a value past every batch means no cap (AReaL
+  writes ``int(1e12)``);
+* :data:`MAX_DESIGNS` (2**20): the designs a space holds (the product of its axes' lengths, the
+  placements counted per ``tp``): every design is enumerated before the search starts, and a few
+  long lists made millions of them, gigabytes before the first run;
 * :data:`MAX_SEED` (2**32): the search seed (``--seed``, ``plan(seed=)``), the range of Optuna's
   sampler; :data:`MAX_SIM_SEED` (2**64): ``search.sim_seed`` and the seeds after it.
 """
@@ -34,6 +48,10 @@ from pipesim.core.validate import FieldError, key_shown, shown
 MAX_GPUS = 65536
 MAX_ETA = 1024
 MAX_OVERSAMPLE = 16.0
+MAX_SYNC_EVERY = errors.MAX_POOL_TASKS
+MAX_TOKENS = 2**31 - 1
+MAX_BUDGET = 2**53
+MAX_DESIGNS = 2**20
 MAX_SEED = 2**32
 MAX_SIM_SEED = errors.MAX_SEED  # the simulator's seeds
 

@@ -24,6 +24,7 @@ from pipesim.plan.checks import (
     MAX_GPUS,
     MAX_OVERSAMPLE,
     MAX_SIM_SEED,
+    MAX_SYNC_EVERY,
     PlanError,
     Table,
     did_you_mean,
@@ -75,38 +76,47 @@ def read_design(data: Any) -> Design:
         tp=t.integer("tp", 1, lo=1, hi=MAX_GPUS),
         eta=t.integer("eta", 1, lo=0, hi=MAX_ETA),
         update=update,
-        sync_every=t.integer("sync_every", 1, lo=1),
+        sync_every=t.integer("sync_every", 1, lo=1, hi=MAX_SYNC_EVERY),
         oversample=float(over),
     )
 
 
-def check_design(spec: PlanSpec, d: Design) -> None:
-    """One-line errors naming the design key when the design does not fit the cluster."""
+def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
+    """One-line errors naming the design key (``table.KEY``: a run spec's ``[design]``, a plan
+    spec's ``[baseline]``) when the design does not fit the cluster; ``model.max_model_len`` past
+    the model's context is named itself (no tp changes a context), and the message of a sample
+    longer than the engines' context names the spec keys (``workload.max_response_tokens``)."""
     from pipesim.compute import TrainerConfig
     from pipesim.compute.cluster import Cluster
 
     n = spec.n_gpus
     if d.trainer_gpus >= n:
         raise PlanError(
-            f"design.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
+            f"{table}.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
             f"cluster.n_gpus ({n})",
-            "design.placement",
+            f"{table}.placement",
         )
     try:
         eng = engine_config(spec, d.tp)
         spec.workload.check_context(eng.context_len)
     except ValueError as e:
-        raise PlanError(f"design.tp ({d.tp}): {spec.model.name} does not fit: {e}", "design.tp") from None
+        inner, text = getattr(e, "field", ""), str(e)
+        if inner in _CONTEXT_KEYS and text.startswith(inner):  # the spec's name for the key
+            text = _CONTEXT_KEYS[inner] + text[len(inner) :]
+        if inner == "max_model_len":  # longer than the model's context: no tp changes that
+            raise PlanError(text, "model.max_model_len") from None
+        msg = f"{table}.tp ({d.tp}): {spec.model.name} does not fit: {text}"
+        raise PlanError(msg, f"{table}.tp") from None
     try:
         Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
     except ValueError as e:
         raise PlanError(
-            f"design.placement ({d.trainer_gpus}) with design.tp ({d.tp}): {e}", "design.placement"
+            f"{table}.placement ({d.trainer_gpus}) with {table}.tp ({d.tp}): {e}", f"{table}.placement"
         ) from None
     sp, t = spec.sequence_parallel, d.trainer_gpus or n
     if t % sp:
         where = (
-            f"design.placement ({t} trainer GPUs)" if d.trainer_gpus else f"cluster.n_gpus ({n}, colocated)"
+            f"{table}.placement ({t} trainer GPUs)" if d.trainer_gpus else f"cluster.n_gpus ({n}, colocated)"
         )
         raise PlanError(
             f"model.sequence_parallel ({sp}) must divide the trainer's GPUs: {where}",
@@ -115,8 +125,16 @@ def check_design(spec: PlanSpec, d: Design) -> None:
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
     except ValueError as e:
-        key = "design.placement" if d.trainer_gpus else "cluster.n_gpus"
+        key = f"{table}.placement" if d.trainer_gpus else "cluster.n_gpus"
         raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
+
+
+_CONTEXT_KEYS = {
+    "max_model_len": "model.max_model_len",
+    "max_response_tokens": "workload.max_response_tokens",
+}
+"""The engine's or workload's field a context refusal names -> the spec key that sets it, which
+the message names (``workload.max_response_tokens (100000): the longest sample ...``)."""
 
 
 def check_tables(data: Mapping[str, Any]) -> None:

@@ -223,6 +223,10 @@ def search(
     seed is not in [0, 2**32), the range of Optuna's sampler)."""
     check_seed(seed)
     t0 = time.perf_counter()
+    if spec.baseline is not None:  # run last: a baseline that does not fit is refused before the search
+        from pipesim.plan.runspec_checks import check_design
+
+        check_design(spec, spec.baseline, "baseline")
     pool = candidates(spec)
     if not pool:
         raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty

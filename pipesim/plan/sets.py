@@ -34,6 +34,10 @@ def parse_value(text: str) -> Any:
         return text
     except RecursionError:
         value = _TOO_DEEP
+    except ValueError as e:  # an integer past Python's digit limit (tomllib converts it)
+        from pipesim.plan.specread import too_long_int
+
+        raise ValueError(too_long_int(e)) from None
     if value is _TOO_DEEP or nested_too_deep(value):
         raise ValueError(f"arrays nest more than {MAX_NESTING} levels deep")
     return value

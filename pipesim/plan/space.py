@@ -29,10 +29,13 @@ from pipesim.compute.balance import BALANCES
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import MAX_POOL_TASKS, shown
 from pipesim.plan.checks import (
+    MAX_BUDGET,
     MAX_ETA,
     MAX_GPUS,
     MAX_OVERSAMPLE,
     MAX_SIM_SEED,
+    MAX_SYNC_EVERY,
+    MAX_TOKENS,
     PlanError,
     did_you_mean,
     integer,
@@ -181,7 +184,7 @@ class Space:
             ints("space.placement", self.placement, 0, MAX_GPUS)
         ints("space.tp", self.tp, 1, MAX_GPUS)
         ints("space.eta", self.eta, 0, MAX_ETA)
-        ints("space.sync_every", self.sync_every, 1)
+        ints("space.sync_every", self.sync_every, 1, MAX_SYNC_EVERY)
         for i, f in enumerate(self.oversample):
             number(f"space.oversample[{i}]", f, 1, MAX_OVERSAMPLE)
 
@@ -302,7 +305,7 @@ class PlanSpec:
             integer(f"search.{name}", getattr(self, name), 0)
         integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - self.seeds)
         if self.max_model_len is not None:
-            integer("model.max_model_len", self.max_model_len, 1)
+            integer("model.max_model_len", self.max_model_len, 1, MAX_TOKENS)
         integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_POOL_TASKS)
         for name in ("gpu_memory_utilization", "mfu"):
             number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
@@ -325,9 +328,11 @@ class PlanSpec:
             hint = did_you_mean(self.method, METHODS)
             msg = f"search.method must be auto, grid, slices or optuna, got {shown(self.method)}{hint}"
             raise PlanError(msg, "search.method")
+        # a budget at most 2**53 (past every batch it is no cap): 1e308 read as an int overflowed
+        # the trainer's float arithmetic mid-run, as a clock overflow naming no key
         for name in ("ppo_mini_batch_samples", "micro_batch_tokens", "log_prob_micro_batch_tokens"):
             if getattr(self, name) is not None:
-                integer(f"model.{name}", getattr(self, name), 1)
+                integer(f"model.{name}", getattr(self, name), 1, MAX_BUDGET)
         integer("model.sequence_parallel", self.sequence_parallel, 1, MAX_GPUS)
         longest = self.workload.max_sequence_tokens
         for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
@@ -345,8 +350,8 @@ class PlanSpec:
             hint = did_you_mean(str(self.balance), BALANCES)
             msg = f"model.balance must be one of {', '.join(BALANCES)}, got {shown(self.balance)}{hint}"
             raise PlanError(msg, "model.balance")
-        if self.baseline is not None and not isinstance(self.baseline, Design):
-            raise PlanError(f"baseline must be a Design, got {shown(self.baseline)}", "baseline")
+        if self.baseline is not None:
+            check_baseline(self.baseline, self.n_gpus)
         if self.env_workers is not None:
             integer("cluster.env_workers", self.env_workers, 1, MAX_GPUS * 1024)
         if self.tool_kv not in ("keep", "drop"):
@@ -365,8 +370,12 @@ class PlanSpec:
             )
         # the largest task pool a design of the space draws (plan.build.scenario), slots bounded above
         sp = self.space
+        etas, factors = list(sp.eta), list(sp.oversample)
+        if self.baseline is not None:  # run in full beside the plan's designs: its pool counts too
+            etas.append(self.baseline.eta)
+            factors.append(self.baseline.oversample)
         # exact (a Fraction, not a float): steps = 1e308 read as an int overflowed a float product
-        pool = int((self.steps + max(sp.eta) + 2) * self.batch_size * Fraction(max(sp.oversample)) * 3)
+        pool = int((self.steps + max(etas) + 2) * self.batch_size * Fraction(max(factors)) * 3)
         slots = 2 * self.n_gpus * self.max_num_seqs
         if pool + slots > MAX_POOL_TASKS and slots >= pool:  # the engines' places are the bulk
             raise PlanError(
@@ -393,3 +402,28 @@ class PlanSpec:
     @property
     def has_groups(self) -> bool:
         return self.workload.samples_per_prompt > 1
+
+
+def check_baseline(d: object, n_gpus: int) -> None:
+    """The ``[baseline]`` design holds values a design of the space may: each error names
+    ``baseline.KEY`` (a 10**18 eta or oversample was refused as the run's pool, a 1e308 sync interval
+    as the design's name, an oversample of 1e308 as an OverflowError)."""
+    if not isinstance(d, Design):
+        raise PlanError(f"baseline must be a Design, got {shown(d)}", "baseline")
+    integer("baseline.placement", d.trainer_gpus, 0, MAX_GPUS)
+    if d.trainer_gpus >= n_gpus:
+        raise PlanError(
+            f"baseline.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
+            f"cluster.n_gpus ({n_gpus})",
+            "baseline.placement",
+        )
+    integer("baseline.tp", d.tp, 1, MAX_GPUS)
+    integer("baseline.eta", d.eta, 0, MAX_ETA)
+    if not isinstance(d.update, str) or d.update not in UPDATES:
+        raise PlanError(
+            f"baseline.update: unknown {shown(d.update)}{did_you_mean(d.update, UPDATES)} "
+            f"(choose from {list(UPDATES)})",
+            "baseline.update",
+        )
+    integer("baseline.sync_every", d.sync_every, 1, MAX_SYNC_EVERY)
+    number("baseline.oversample", d.oversample, 1, MAX_OVERSAMPLE)

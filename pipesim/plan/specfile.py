@@ -153,7 +153,8 @@ def _baseline(b: Table) -> Design:
     if "update" in b:
         u = b.string("update")
         if u not in UPDATES:
-            msg = f"baseline.update: unknown {shown(u)}{did_you_mean(u, UPDATES)}"
+            hint = f"{did_you_mean(u, UPDATES)} (choose from {list(UPDATES)})"
+            msg = f"baseline.update: unknown {shown(u)}{hint}"
             raise PlanError(msg, "baseline.update")
         kw["update"] = u
     if "oversample" in b:
@@ -181,6 +182,12 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     if not isinstance(data, dict):
         raise PlanError(f"a plan spec is a table of tables, got {shown(data)}", "")
     for name in data:
+        if name == "kind":  # a run spec's marker, misspelt (``pipesim run`` sent it here as a plan spec)
+            raise PlanError(
+                f'kind must be "compute" (a run spec, for pipesim run), got {shown(data[name])}; '
+                "a plan spec has no kind",
+                "kind",
+            )
         if name not in _TABLES:
             valid = ", ".join(sorted(_TABLES))
             msg = f"unknown table [{key_shown(name)}]{did_you_mean(name, _TABLES)} (valid tables: {valid})"

@@ -51,6 +51,8 @@ def read(path: str | Path) -> dict[str, Any]:
             raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
         except RecursionError:
             data = _TOO_DEEP
+        except ValueError as e:  # an integer past Python's digit limit, which the parser converts
+            raise PlanError(f"{path}: not valid YAML: {too_long_int(e)}", "", str(path)) from None
         if data is None:
             raise PlanError(f"{path}: the file is empty; {NEEDS}", "", str(path))
     else:
@@ -62,12 +64,26 @@ def read(path: str | Path) -> dict[str, Any]:
             raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
         except RecursionError:
             data = _TOO_DEEP
+        except ValueError as e:  # an integer past Python's digit limit, which the parser converts
+            raise PlanError(f"{path}: not valid TOML: {too_long_int(e)}", "", str(path)) from None
     if data is _TOO_DEEP or nested_too_deep(data):
         raise PlanError(f"{path}: arrays or tables nest more than {MAX_NESTING} levels deep", "", str(path))
     if not isinstance(data, dict):
         msg = f"{path}: a plan spec is a table of tables, got {type(data).__name__} {shown(data)}"
         raise PlanError(msg, "", str(path))
     return data
+
+
+def too_long_int(e: ValueError) -> str:
+    """What a parser's ValueError means, in the spec's words rather than Python's: the one a valid
+    TOML or YAML text raises is an integer longer than ``sys.get_int_max_str_digits()`` digits
+    (Python refuses to convert it; no spec value comes near it)."""
+    import sys
+
+    if "digits" in str(e):
+        limit = sys.get_int_max_str_digits()
+        return f"an integer has more than {limit:,} digits (no spec value comes near it)"
+    return " ".join(str(e).split())[:200]
 
 
 def _yaml_problem(e: Any) -> str:

@@ -19,8 +19,9 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
 from pipesim.core.errors import MAX_POOL_TASKS
-from pipesim.core.validate import FieldError
-from pipesim.plan.checks import PlanError, Table, nested
+from pipesim.core.validate import FieldError, shown
+from pipesim.plan.checks import MAX_TOKENS, PlanError, Table, nested
+from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = ["read_workload"]
 
@@ -49,7 +50,7 @@ def _response(wl: Table, base: Path | None) -> Any:
     r = Table("workload.response", {}, ())
     if "response" in wl:
         r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
-    median = float(r.number("median_tokens", 2000.0, above=0))
+    median = float(r.number("median_tokens", 2000.0, above=0, hi=MAX_TOKENS))
     sigma = float(r.number("sigma", 0.8, 0))
     try:
         return LogNormalLengths(median, sigma)
@@ -61,11 +62,24 @@ def _agent(wl: Table) -> AgentTurns | None:
     if "agent" not in wl:
         return None
     a = wl.table("agent", _AGENT, f"a table of AgentTurns fields ({', '.join(_AGENT)})")
-    kw = {k: a.integer(k) if isinstance(d, int) else a.number(k) for k, d in _AGENT.items() if k in a}
+    # token counts and turns at most MAX_TOKENS (a 300-digit int read from 1e308 made a 300-digit
+    # message); a tool call's median at most a week, once AgentTurns has checked its spread
+    kw = {
+        k: a.integer(k, lo=int(k == "turns"), hi=MAX_TOKENS) if isinstance(d, int) else a.number(k, lo=0)
+        for k, d in _AGENT.items()
+        if k in a
+    }
     try:
-        return AgentTurns(**kw)
+        agent = AgentTurns(**kw)
     except ValueError as e:
         raise nested("workload.agent", e) from None
+    if agent.tool_latency_s > MAX_STEP_TIME_S:  # a longer median is a unit slip (ms for s)
+        raise PlanError(
+            f"workload.agent.tool_latency_s must be a finite number in [0, {MAX_STEP_TIME_S:g}] (a week), "
+            f"got {shown(agent.tool_latency_s)}",
+            "workload.agent.tool_latency_s",
+        )
+    return agent
 
 
 def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, int]:
@@ -75,10 +89,10 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
     try:
         workload = TokenWorkload(
             response=_response(wl, base),
-            prompt=wl.integer("prompt_tokens", 512, lo=1),
+            prompt=wl.integer("prompt_tokens", 512, lo=1, hi=MAX_TOKENS),
             samples_per_prompt=n,
-            max_response_tokens=wl.integer("max_response_tokens", 8192, lo=1),
-            max_prompt_tokens=wl.integer("max_prompt_tokens", 4096, lo=1),
+            max_response_tokens=wl.integer("max_response_tokens", 8192, lo=1, hi=MAX_TOKENS),
+            max_prompt_tokens=wl.integer("max_prompt_tokens", 4096, lo=1, hi=MAX_TOKENS),
             difficulty_sigma=float(wl.number("difficulty_sigma", 0.0, 0)),
             drift_per_version=float(wl.number("drift_per_version", 0.0, above=-1)),
             agent=_agent(wl),
