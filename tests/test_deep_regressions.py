@@ -7,8 +7,10 @@ each was scheduled; a pause of every replica (even one of no length) re-arms the
 so InFlightUpdate(0.0) and OverlappedSwap can train different episodes from the same run. Within
 one replica ties go in start order (``Slots._finish_due``). Reordering the buffer in
 ``Pipeline.on_finished`` was tried and breaks batch policies that keep their own place in the
-buffer (VerlMessageQueue's group book: "not a buffered episode" in the published table), so the
-fix has to order same-instant completions before they are appended.
+buffer (VerlMessageQueue's group book: "not a buffered episode" in the published table), and so
+does reordering only the tail appended since the last controller pass (VerlRollouter's admission
+reads the same book from on_finished's has-work check): the fix has to order same-instant
+completions before they are appended, e.g. by deferring them to the end of the instant.
 """
 
 from __future__ import annotations
