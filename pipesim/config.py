@@ -17,7 +17,7 @@ from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
-from pipesim.core.validate import FieldError, refuse, within
+from pipesim.core.validate import FieldError, int_shown, refuse, within
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -116,9 +116,9 @@ class Scenario:
         elif self.default_pool_size > MAX_POOL_TASKS:
             p = self.pipeline
             raise FieldError(
-                f"this scenario needs a pool (pool_size) of {self.default_pool_size:,} tasks "
-                f"((steps {p.steps:,} + "
-                f"max_staleness + 1) x batch_size {p.batch_size:,} + n_slots), more than the "
+                f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
+                f"((steps {int_shown(p.steps)} + "
+                f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots), more than the "
                 f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch",
                 "pool_size",
             )

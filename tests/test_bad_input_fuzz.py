@@ -13,6 +13,12 @@ longer than ``model.max_model_len`` blamed ``design.tp``; a space of millions of
 enumerated for minutes and gigabytes before the first run; ``kind = "Compute"`` was an "unknown
 table" to ``pipesim plan``; an integer of more than 4,300 digits surfaced Python's own ValueError;
 the compute configs took 10**308 GPUs, epochs, bytes or seconds and overflowed later.
+
+A second pass: a config's bound printed the whole int (490 characters for 10**308, Python's
+ValueError past 4,300 digits), and so did the pool-size refusal; a scenario file's 5,000-digit
+integer surfaced Python's ValueError naming no file; ``pipesim run`` called a run spec with
+``kind = "Compute"`` a plan spec; a CSV row with fewer fields than the header was read with NaN
+(one with more was refused); a JSON ``true`` in a number column was shown as ``np.True_``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from typing import Any
 import pytest
 
 import pipesim.plan as plan
+from pipesim import PipelineConfig, Scenario
+from pipesim.calibrate.log import LogError, read_log
 from pipesim.compute import (
     GPUS,
     HF_CONFIGS,
@@ -38,6 +46,8 @@ from pipesim.compute import (
 )
 from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
+from pipesim.io.cli_common import build_scenario
+from pipesim.io.scenario_files import ScenarioFileError, dumps, load_scenario
 from pipesim.plan import runspec, specfile
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import PlanError
@@ -292,3 +302,137 @@ def test_the_bounds_keep_real_values() -> None:
     _trainer(micro_batch_tokens=10**6, ppo_epochs=4, step_overhead_s=60.0)
     _trainer(micro_batch_tokens=int(1e12), log_prob_micro_batch_tokens=int(1e12))  # AReaL's "no cap"
     specfile.load(PLAN_SPEC, ["model.micro_batch_tokens=1e12", "model.ppo_mini_batch_samples=1e12"])
+
+
+# -- the second pass: long ints in messages, scenario files, the run's kind, logs -----------------
+
+BIG_INT_ROWS: list[tuple[str, Callable[[], Any], str]] = [
+    ("pipeline-batch-size-1e308", lambda: PipelineConfig(batch_size=10**308), "batch_size"),
+    ("pipeline-batch-size-5000-digits", lambda: PipelineConfig(batch_size=10**5_000), "batch_size"),
+    ("pipeline-n-slots-5000-digits", lambda: PipelineConfig(n_slots=10**5_000), "n_slots"),
+    ("scenario-seed-5000-digits", lambda: Scenario(seed=10**5_000), "seed"),
+    (
+        "scenario-pool-steps-1e308",
+        lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**308)),
+        "pool_size",
+    ),
+    (
+        "scenario-pool-steps-5000-digits",
+        lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**5_000)),
+        "pool_size",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "field"), [r[1:] for r in BIG_INT_ROWS], ids=[r[0] for r in BIG_INT_ROWS])
+def test_a_huge_int_is_shown_short(call: Callable[[], Any], field: str) -> None:
+    """``got {value:,}`` wrote 10**308 in 490 characters, and past 4,300 digits raised Python's
+    own ValueError in place of the refusal."""
+    err = refused(call, FieldError, field)
+    assert "Exceeds the limit" not in str(err) and len(str(err)) < 300, str(err)[:300]
+    assert "e+" in str(err)  # 1.00e+308: the value's size, in scientific notation
+
+
+def test_an_ordinary_int_keeps_its_separators() -> None:
+    err = refused(lambda: PipelineConfig(batch_size=10**8), FieldError, "batch_size")
+    assert str(err).endswith("got 100,000,000"), str(err)
+    err = refused(
+        lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**8)), FieldError, "pool_size"
+    )
+    assert "steps 100,000,000" in str(err), str(err)
+
+
+def _scenario_file(tmp_path: Path, suffix: str) -> Path:
+    path = tmp_path / f"scenario{suffix}"
+    text = dumps(Scenario(pipeline=PipelineConfig(batch_size=8, steps=3)), suffix[1:])
+    sep = " = " if suffix == ".toml" else ": "
+    assert f"steps{sep}3\n" in text
+    path.write_text(text.replace(f"steps{sep}3\n", f"steps{sep}{DIGITS}\n"))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml"])
+def test_a_scenario_files_integer_past_pythons_digit_limit_names_the_file(
+    tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The parser's ValueError came through whole, naming no file."""
+    path = _scenario_file(tmp_path, suffix)
+    with pytest.raises(ScenarioFileError) as info:
+        load_scenario(path)
+    assert info.value.file == str(path) and str(info.value).startswith(str(path))
+    assert "digits" in str(info.value) and "sys.set_int_max_str_digits" not in str(info.value)
+    assert len(str(info.value)) < MAX_MESSAGE
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "Exceeds the limit" not in err and len(err) < MAX_MESSAGE, err[:300]
+
+
+KIND_ROWS: list[tuple[str, str]] = [
+    ("capitalised", '"Compute"'),
+    ("unknown", '"abc"'),
+    ("a-number", "3"),
+]
+
+
+@pytest.mark.parametrize("kind", [r[1] for r in KIND_ROWS], ids=[r[0] for r in KIND_ROWS])
+def test_a_misspelt_kind_is_named_by_run(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pipesim run`` (and ``list``, ``sweep``: every scenario command) called a run spec whose
+    kind is not ``"compute"`` a plan spec."""
+    path = tmp_path / "run.toml"
+    path.write_text(RUN_SPEC.read_text().replace('kind = "compute"', f"kind = {kind}"))
+    err = refused(lambda: build_scenario(str(path), [], None), PlanError, "kind")
+    assert err.file == str(path) and 'kind must be "compute"' in str(err), str(err)
+    for argv in (["run", str(path)], ["list", str(path)]):
+        assert main(argv) == 2
+        out = capsys.readouterr().err
+        assert 'kind must be "compute"' in out and "plan spec" not in out, out
+
+
+def test_a_plan_spec_is_still_named_by_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(PLAN_SPEC)]) == 2
+    assert "a plan spec" in capsys.readouterr().err
+
+
+LOG_ROWS: list[tuple[str, str, str, str, str]] = [
+    # (id, file name, text, field, words the message holds)
+    ("csv-row-short", "log.csv", "step,timing_s/step\n1,10.0\n2\n3,12.0\n", "log", "line 3, saw 1"),
+    ("csv-row-long", "log.csv", "step,timing_s/step\n1,10.0\n2,11.0,5\n3,12.0\n", "log", "line 3, saw 3"),
+    ("tsv-row-short", "log.tsv", "step\ttiming_s/step\n1\t10.0\n2\n3\t12.0\n", "log", "line 3, saw 1"),
+    (
+        "jsonl-true",
+        "log.jsonl",
+        '{"step": 1, "timing_s/step": 10.0}\n{"step": 2, "timing_s/step": true}\n',
+        "timing_s/step",
+        "row 2: true is not",
+    ),
+    (
+        "jsonl-all-flags",
+        "log.jsonl",
+        '{"step": 1, "timing_s/step": false}\n{"step": 2, "timing_s/step": true}\n',
+        "timing_s/step",
+        "row 1: false is not",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field", "words"), [r[1:] for r in LOG_ROWS], ids=[r[0] for r in LOG_ROWS]
+)
+def test_a_bad_log_row_is_refused_naming_it(
+    tmp_path: Path, name: str, text: str, field: str, words: str
+) -> None:
+    """A CSV row short of the header was read with NaN (a long one was refused); a JSON ``true``
+    was shown as numpy's ``np.True_``."""
+    path = tmp_path / name
+    path.write_text(text)
+    err = refused(lambda: read_log(path), LogError, field)
+    assert str(err).startswith(str(path)) and words in str(err), str(err)
+    assert "np." not in str(err)
+
+
+def test_a_blank_line_in_a_csv_is_no_short_row(tmp_path: Path) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text("step,timing_s/step\n1,10.0\n\n   \n2,11.0\n3,12.0\n")
+    assert list(read_log(path).frame["step"]) == [1.0, 2.0, 3.0]

@@ -262,7 +262,9 @@ def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
-        raise LogError(f"{p}: {where}, row {i + 1}: {shown(col.iloc[i])} is not a finite number", source)
+        cell = col.iloc[i]  # a JSON true or false as the log writes it, not as numpy holds it
+        got = ("true" if cell else "false") if isinstance(cell, bool | np.bool_) else shown(cell)
+        raise LogError(f"{p}: {where}, row {i + 1}: {got} is not a finite number", source)
     problem = first_bad(name, num.to_numpy(dtype=float))
     if problem is not None:
         i, why = problem

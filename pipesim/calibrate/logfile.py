@@ -31,10 +31,27 @@ def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
         if suffix in (".jsonl", ".ndjson"):
             return pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
         if suffix in (".csv", ".tsv"):
-            return pd.read_csv(io.BytesIO(raw), sep="\t" if suffix == ".tsv" else ",", dtype=str)
+            sep = "\t" if suffix == ".tsv" else ","
+            frame = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str)
+            _short_row(raw, sep)
+            return frame
     except (ValueError, pd.errors.ParserError) as e:
         raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
     raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
+
+
+def _short_row(raw: bytes, sep: str) -> None:
+    """ValueError naming the first line with fewer fields than the header, worded as pandas' for
+    one with more (:func:`read_frame` refuses both alike): pandas fills a short row's last cells
+    with NaN, and the fit went on without them."""
+    import csv
+    import io
+
+    rows = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace")), delimiter=sep)
+    n = len(next(rows, []))
+    for row in rows:
+        if len(row) < n and "".join(row).strip():  # a blank line (pandas skips it) is no row
+            raise ValueError(f"Expected {n} fields in line {rows.line_num}, saw {len(row)}")
 
 
 def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:

@@ -56,6 +56,19 @@ def shown(value: object) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
 
 
+def int_shown(value: int) -> str:
+    """An int as a message shows it: with thousands separators (``16,777,216``) below 10**24,
+    a larger one in scientific notation, truncated (``1.00e+308``): a 1e308 read as an int is
+    309 digits, and past ``sys.get_int_max_str_digits()`` (4,300) Python refuses to write one."""
+    v = abs(value)
+    if v < 10**24:
+        return f"{value:,}"
+    n = int((v.bit_length() - 1) * math.log10(2))  # the exponent, or one less
+    n += v >= 10 ** (n + 1)
+    lead = str(v // 10 ** (n - 2))  # the first three digits
+    return f"{'-' if value < 0 else ''}{lead[0]}.{lead[1:]}e+{n}"
+
+
 class FieldError(ValueError):
     """A value a field cannot take. ``field``: its dotted path; ``file``: the file, or None."""
 
@@ -133,7 +146,7 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
             hint = " (a Python int: int(x) converts a numpy integer)"
         raise refuse(name, f"must be an integer >= {minimum}{hint}, got {shown(value)}")
     if maximum is not None and value > maximum:
-        raise refuse(name, f"must be at most {maximum:,}{f' ({why})' if why else ''}, got {value:,}")
+        raise refuse(name, f"must be at most {maximum:,}{f' ({why})' if why else ''}, got {int_shown(value)}")
 
 
 def check_number(name: str, value: object, minimum: float, strict: bool = False, unit: str = "") -> None:

@@ -108,9 +108,12 @@ def build_scenario(spec: str, sets: Sequence[str], seed: int | None) -> tuple[An
 
 def is_plan_spec(name: str) -> bool:
     """Whether ``name`` is a plan spec file (``[cluster]``, ``[space]`` or ``[search]``, no
-    ``schema_version``): what a scenario's command refuses as one, naming ``pipesim plan``."""
+    ``schema_version``; a run spec is one too, to ``pipesim plan``): what a scenario's command
+    refuses as one, naming ``pipesim plan``. A ``kind`` other than ``"compute"`` (``kind =
+    "Compute"``) is a run spec misspelt, not a plan spec: PlanError naming ``kind`` and the file."""
     from pipesim.plan import specfile
     from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec_checks import KIND
 
     path = Path(name)
     if path.suffix.lower() not in specfile.SUFFIXES or not path.is_file():
@@ -119,7 +122,12 @@ def is_plan_spec(name: str) -> bool:
         data = specfile.read(path)
     except PlanError:
         return False
-    return "schema_version" not in data and bool({"cluster", "space", "search"} & set(data))
+    if "schema_version" in data:
+        return False
+    if "kind" in data and data["kind"] != KIND:
+        msg = f'{name}: kind must be "{KIND}" (a run spec of the compute engine), got {shown(data["kind"])}'
+        raise PlanError(msg, "kind", name)
+    return bool({"cluster", "space", "search"} & set(data))
 
 
 def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdout: bool = False) -> None:

@@ -221,6 +221,10 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
             raise ScenarioFileError(f"{source}: not valid TOML: {exc}", "", source) from None
         except RecursionError:
             data = _TOO_DEEP
+        except ValueError as exc:  # an integer past Python's digit limit, which the parser converts
+            from pipesim.plan.specread import too_long_int  # here: pipesim.plan is not loaded for a scenario
+
+            raise ScenarioFileError(f"{source}: not valid TOML: {too_long_int(exc)}", "", source) from None
     elif fmt == "yaml":
         import yaml
 
@@ -234,6 +238,10 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
             raise ScenarioFileError(f"{source}: not valid YAML: {text}", field, source) from None
         except RecursionError:
             data = _TOO_DEEP
+        except ValueError as exc:  # as TOML's
+            from pipesim.plan.specread import too_long_int
+
+            raise ScenarioFileError(f"{source}: not valid YAML: {too_long_int(exc)}", "", source) from None
     else:
         raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
     if data is _TOO_DEEP or nested_too_deep(data):
