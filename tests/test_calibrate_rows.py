@@ -248,3 +248,18 @@ def test_read_log_keeps_the_rows_as_written(tmp_path: Path) -> None:
     log = read_log(path)
     assert log.trainer_steps_per_row is None and log.per_row == 1
     assert np.allclose(log.col("timing_s/step"), agg["timing_s/step"])
+
+
+def test_a_floored_fixed_cost_leaves_the_other_intervals_as_wide_as_the_data() -> None:
+    """On the 2-steps-a-row log micro_batch_s is fitted below 0 and floored; the refit's intervals
+    held given the floor only (fwd_bwd_efficiency 0.2641-0.2709, 2.5% wide, for a true 0.35).
+    They now cover the fit without the floor: the floored cost runs from 0 to that fit's upper end,
+    and the efficiencies' intervals are as wide as the unfloored fit says."""
+    _, agg = _logs(2, 12)
+    got = _calibrate(agg, 2, trainer_steps_per_row=2)
+    floored = [k for k in ("micro_batch_s", "optimizer_step_s") if got.values[k].value == 0.0]
+    assert floored and any("fitted below 0 and set to 0" in n for n in got.not_identified)
+    assert all(got.values[k].lo == 0.0 < got.values[k].hi for k in floored)
+    for k in ("fwd_bwd_efficiency", "fwd_efficiency"):
+        v = got.values[k]
+        assert v.lo < v.value < v.hi <= 1.0 and (v.hi - v.lo) / v.value > 0.15, (k, v)

@@ -58,7 +58,14 @@ from pipesim.calibrate.log import LogError, TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
 from pipesim.calibrate.simulated import report
 from pipesim.calibrate.steptime import includes_sync, trainer_span_s
-from pipesim.compute.phasefit import FITTED, PhaseObservation, ProfileFit, fit_profile, predicted_s
+from pipesim.compute.phasefit import (
+    FITTED,
+    PhaseObservation,
+    ProfileFit,
+    fit_profile,
+    predicted_s,
+    solve_unbounded,
+)
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import shown
@@ -390,16 +397,57 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         notes.append(
             f"trainer: each row's phases fitted as the mean of its {log.per_row} trainer steps, dealt as "
             "the spec's run dealt them and sharing the row's tokens as that run's did; a mean of whole "
-            "micro-batch counts follows the tokens nearly in proportion, so micro_batch_s and the "
-            "efficiencies are told apart less well than from a row per step, by more than their "
-            "intervals (docs/calibrate.md)"
+            "micro-batch counts follows the tokens nearly in proportion, and the log keeps no step's own "
+            "tokens, so micro_batch_s and the efficiencies are told apart less well than from a row per "
+            "step and can sit outside their intervals (on a sample log of 2 steps a row, fwd_bwd_efficiency "
+            "0.27 [0.22, 0.32] for a true 0.35); the trainer's seconds are not (docs/calibrate.md)"
+        )
+    floored = [k for k in zeroed if not (moved and k == "step_s")]
+    loose = _unfloored(prof, obs, fixed - set(floored), fit) if floored else {}
+    if loose:
+        notes.append(
+            f"{', '.join(floored)}: fitted below 0 and set to 0; the intervals of the constants fitted "
+            "beside it cover the fit without that floor too (given the floor alone they came out "
+            "narrower than the data allow)"
         )
     for k in fit.fitted:
-        lo, hi = intervals[k]
+        lo, hi = _hull(k, intervals[k], loose.get(k))
         values[k] = Fitted(getattr(fit.profile, k), lo, hi, f"least squares, {_HOW[k]} (fit_profile)")
     for k in zeroed:
-        values[k] = Fitted(0.0, 0.0, 0.0, f"least squares, {_HOW[k]}, floored at 0")
+        hi = max(loose[k][1], 0.0) if k in loose else 0.0
+        values[k] = Fitted(0.0, 0.0, hi, f"least squares, {_HOW[k]}, floored at 0")
     return values, notes
+
+
+def _unfloored(
+    prof: FrameworkProfile, obs: list[tuple[PhaseObservation, ...]], fixed: set[str], fit: ProfileFit
+) -> dict[str, tuple[float, float]]:
+    """The 95% intervals of the fit without the floors at 0 (:func:`pipesim.compute.phasefit.
+    solve_unbounded`, weighted as the fit was), widened to Student's t as :func:`_widen` widens
+    the fit's: each end moved away from the value by the same factor. Empty where it cannot be
+    solved."""
+    try:
+        vals, ivs, n_free = solve_unbounded(prof, obs, sorted(fixed), weights=_weights(fit, obs))
+    except ValueError:
+        return {}
+    scale = t95(len(obs) - n_free) / t95(10**6)
+    out = {}
+    for k, (lo, hi) in ivs.items():
+        v = vals[k]
+        out[k] = (v - (v - lo) * scale, v + (hi - v) * scale) if math.isfinite(lo + hi) else (lo, hi)
+    return out
+
+
+def _hull(k: str, fitted: tuple[float, float], loose: tuple[float, float] | None) -> tuple[float, float]:
+    """``fitted`` widened to hold ``loose`` too, within the constant's range (an efficiency in
+    (0, 1], a fixed cost at least 0)."""
+    lo, hi = fitted
+    if loose is None or not all(math.isfinite(x) for x in loose):
+        return lo, hi
+    lo, hi = min(lo, loose[0]), max(hi, loose[1])
+    if k.endswith("efficiency"):
+        return (max(lo, 0.0) if lo > 0 else fitted[0]), min(hi, 1.0)
+    return max(lo, 0.0), hi
 
 
 DEALING_SEEDS = 4

@@ -179,6 +179,27 @@ def fit_profile(
     return ProfileFit(fitted, intervals, rms, tuple(FITTED[i] for i in free))
 
 
+def solve_unbounded(
+    profile: FrameworkProfile,
+    observations: Sequence[Observed],
+    fix: Collection[str] = (),
+    confidence: float = 0.95,
+    weights: Sequence[float] | None = None,
+) -> tuple[dict[str, float], dict[str, tuple[float, float]], int]:
+    """The least squares of :func:`fit_profile` without its ranges: the values (a fixed cost may
+    come out below 0), their normal intervals and the count of constants fitted. For a caller that
+    floors a constant at 0 and refits: the refit's intervals hold only given the floor, and this
+    fit's say how far the data leave the others. ValueError naming ``observations`` where the
+    least squares cannot be solved."""
+    w = None if weights is None else np.asarray(weights, float)
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            values, intervals, _, free = _solve(profile, observations, fix, confidence, w)
+    except FloatingPointError as e:
+        raise FieldError(f"observations: the least squares fail ({e})", "observations") from None
+    return values, intervals, len(free)
+
+
 def _is_observed(obs: object) -> bool:
     if isinstance(obs, PhaseObservation):
         return True
