@@ -40,12 +40,12 @@ profile's value, with a note:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted, t95
+from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted
+from pipesim.calibrate.fitbounds import hull, phase_weights, unfloored, widen
 from pipesim.calibrate.frame import (
     check_batches,
     check_calibrate_args,
@@ -63,8 +63,6 @@ from pipesim.compute.phasefit import (
     PhaseObservation,
     ProfileFit,
     fit_profile,
-    predicted_s,
-    solve_unbounded,
 )
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.compute.trainer import TrainerConfig
@@ -267,52 +265,6 @@ def _observations(
 
 
 _FIXED_COSTS = ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
-_TOUCHES = {
-    "update_actor": ("fwd_bwd_efficiency", "micro_batch_s", "optimizer_step_s"),
-    "old_log_prob": ("fwd_efficiency", "micro_batch_s"),
-    "ref": ("fwd_efficiency", "micro_batch_s"),
-    "remainder": ("step_s", "sample_s"),
-}
-
-
-def _weights(fit: ProfileFit, obs: list[tuple[PhaseObservation, ...]]) -> list[float] | None:
-    """``1 / variance`` of each phase's residuals under a first fit (the second pass of a feasible
-    weighted least squares: the phases' noise differs, ``update_actor``'s seconds being the
-    longest), each phase's variance over its own degrees of freedom (its observations less the
-    fitted constants its rows hold); None when a phase has none left or every residual is 0."""
-    resid: dict[str, list[float]] = {}
-    for g in obs:  # a row: the mean of its trainer steps (one, for a row per step)
-        o = g[0]
-        resid.setdefault(o.phase, []).append(o.seconds - predicted_s(g, fit.profile))
-    var = {}
-    for phase, r in resid.items():
-        dof = len(r) - sum(k in fit.fitted for k in _TOUCHES[phase])
-        if dof < 1:
-            return None
-        var[phase] = float(np.sum(np.square(r))) / dof
-    if min(var.values()) <= 0.0:
-        return None
-    return [1.0 / var[g[0].phase] for g in obs]
-
-
-def _widen(fit: ProfileFit, n: int) -> dict[str, tuple[float, float]]:
-    """``fit``'s normal intervals widened to Student's t with ``n - fitted`` degrees of freedom
-    (a short log's few steps); an efficiency's on its reciprocal, as ``fit_profile`` gives it."""
-    scale = t95(n - len(fit.fitted)) / t95(10**6)
-    out = {}
-    for k in fit.fitted:
-        lo, hi = fit.intervals[k]
-        v = getattr(fit.profile, k)
-        if k.endswith("efficiency"):  # the interval of 1 / v, mapped back
-            r_lo = 1.0 / hi if hi > 0 and math.isfinite(hi) else 0.0
-            r_hi = 1.0 / lo if lo > 0 else math.inf
-            half = scale * max(1.0 / v - r_lo, r_hi - 1.0 / v)
-            a, b = 1.0 / v - half, 1.0 / v + half
-            out[k] = (1.0 / b, 1.0 / a if a > 0 else math.inf)
-        else:
-            half = scale * (hi - lo) / 2.0
-            out[k] = (v - half, v + half)
-    return out
 
 
 def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[dict[str, Fitted], list[str]]:
@@ -344,7 +296,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     for _ in range(2 * len(FITTED)):
         try:
             fit = fit_profile(prof, obs, fix=sorted(fixed))
-            fit = fit_profile(prof, obs, fix=sorted(fixed), weights=_weights(fit, obs))
+            fit = fit_profile(prof, obs, fix=sorted(fixed), weights=phase_weights(fit, obs))
             break
         except ValueError as e:
             fit, why = None, str(e).removeprefix("observations: ")
@@ -387,7 +339,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "sample_s: every step trains the same number of samples, so step_s holds the whole remainder"
         )
     values = {}
-    intervals = _widen(fit, len(obs))
+    intervals = widen(fit, len(obs))
     if batches is not None:  # the log has each step's mean, not its samples
         notes.append(
             f"trainer: each step's samples are dealt to the ranks as the spec's run deals them at seed "
@@ -403,7 +355,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "0.27 [0.22, 0.32] for a true 0.35); the trainer's seconds are not (docs/calibrate.md)"
         )
     floored = [k for k in zeroed if not (moved and k == "step_s")]
-    loose = _unfloored(prof, obs, fixed - set(floored), fit) if floored else {}
+    loose = unfloored(prof, obs, fixed - set(floored), fit) if floored else {}
     if loose:
         notes.append(
             f"{', '.join(floored)}: fitted below 0 and set to 0; the intervals of the constants fitted "
@@ -411,43 +363,12 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "narrower than the data allow)"
         )
     for k in fit.fitted:
-        lo, hi = _hull(k, intervals[k], loose.get(k))
+        lo, hi = hull(k, intervals[k], loose.get(k))
         values[k] = Fitted(getattr(fit.profile, k), lo, hi, f"least squares, {_HOW[k]} (fit_profile)")
     for k in zeroed:
         hi = max(loose[k][1], 0.0) if k in loose else 0.0
         values[k] = Fitted(0.0, 0.0, hi, f"least squares, {_HOW[k]}, floored at 0")
     return values, notes
-
-
-def _unfloored(
-    prof: FrameworkProfile, obs: list[tuple[PhaseObservation, ...]], fixed: set[str], fit: ProfileFit
-) -> dict[str, tuple[float, float]]:
-    """The 95% intervals of the fit without the floors at 0 (:func:`pipesim.compute.phasefit.
-    solve_unbounded`, weighted as the fit was), widened to Student's t as :func:`_widen` widens
-    the fit's: each end moved away from the value by the same factor. Empty where it cannot be
-    solved."""
-    try:
-        vals, ivs, n_free = solve_unbounded(prof, obs, sorted(fixed), weights=_weights(fit, obs))
-    except ValueError:
-        return {}
-    scale = t95(len(obs) - n_free) / t95(10**6)
-    out = {}
-    for k, (lo, hi) in ivs.items():
-        v = vals[k]
-        out[k] = (v - (v - lo) * scale, v + (hi - v) * scale) if math.isfinite(lo + hi) else (lo, hi)
-    return out
-
-
-def _hull(k: str, fitted: tuple[float, float], loose: tuple[float, float] | None) -> tuple[float, float]:
-    """``fitted`` widened to hold ``loose`` too, within the constant's range (an efficiency in
-    (0, 1], a fixed cost at least 0)."""
-    lo, hi = fitted
-    if loose is None or not all(math.isfinite(x) for x in loose):
-        return lo, hi
-    lo, hi = min(lo, loose[0]), max(hi, loose[1])
-    if k.endswith("efficiency"):
-        return (max(lo, 0.0) if lo > 0 else fitted[0]), min(hi, 1.0)
-    return max(lo, 0.0), hi
 
 
 DEALING_SEEDS = 4
