@@ -349,7 +349,9 @@ def test_a_calibrated_run_spec_planned_over_exports_its_calibration(tmp_path: Pa
     exported = design_to_runspec(source, d, steps=3, seed=2)
     assert exported["calibration"] == data["calibration"] and exported["run"]["sync_time_s"] == 4.5
     rs = from_dict(exported)
-    search = ("steps", "screen_steps", "seeds", "sim_seed")  # the plan's search settings, not the model
+    # the plan's search settings, not the model: a plan of a run spec also runs the spec's design as
+    # its baseline and searches its sync interval
+    search = ("steps", "screen_steps", "seeds", "sim_seed", "baseline", "space")
     assert rs.plan == planned.with_(**{k: getattr(rs.plan, k) for k in search})
     assert run(rs).summary()["throughput_per_hour"] == pytest.approx(
         run_design(planned, d, steps=3, seed=2)["throughput_per_hour"]
@@ -420,3 +422,20 @@ def test_set_asks_a_what_if_of_a_calibrated_value(tmp_path: Path) -> None:
     with pytest.raises(PlanError) as e:
         load(path, ["calibration.values.fwd_bwd_efficiency=1.5"])
     assert e.value.field == "calibration.values.fwd_bwd_efficiency"
+
+
+def test_a_plan_of_a_run_spec_searches_its_sync_interval_and_compares_with_its_design(tmp_path: Path) -> None:
+    """verl's fully-async trainer syncs every trigger_parameter_sync_step steps: a plan of a run
+    spec that syncs every 4 searched every-step syncs alone (each step paying the whole sync) and
+    never ran the spec's own design. It now searches the spec's interval beside the default space's
+    and runs the design as the baseline; a design that does not fit the cluster is no baseline."""
+    data = specfile.read(EXAMPLE_8GPU)
+    data["design"].update(placement=4, eta=1, update="partial", sync_every=4)
+    source = tmp_path / "async.toml"
+    source.write_text(dumps(data))
+    planned = specfile.load(source)
+    assert planned.space.sync_every == (1, 4)
+    assert planned.baseline == Design(4, 1, 1, "partial", 4, 1.0)
+    from pipesim.plan.runspec import _with_own_design  # 8 trainer GPUs of 8 leave no engine GPU
+
+    assert _with_own_design(planned.with_(baseline=None), Design(8, 1, 1, "partial", 4, 1.0)).baseline is None

@@ -352,7 +352,8 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "micro-batch counts follows the tokens nearly in proportion, and the log keeps no step's own "
             "tokens, so micro_batch_s and the efficiencies are told apart less well than from a row per "
             "step and can sit outside their intervals (on a sample log of 2 steps a row, fwd_bwd_efficiency "
-            "0.27 [0.22, 0.32] for a true 0.35); the trainer's seconds are not (docs/calibrate.md)"
+            "0.27 [0.22, 0.32] for a true 0.35); the trainer's seconds on the logged design are not, "
+            "on another split they can be off by about 10% (docs/calibrate.md)"
         )
     floored = [k for k in zeroed if not (moved and k == "step_s")]
     loose = unfloored(prof, obs, fixed - set(floored), fit) if floored else {}

@@ -43,6 +43,7 @@ reads a run spec through :func:`load_plan_spec` (every calibrated value applied,
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ from pipesim.plan.runspec_checks import (
     run_table,
 )
 from pipesim.plan.runspec_checks import RUN_KEYS as RUN_KEYS  # re-exported
-from pipesim.plan.space import Design, PlanSpec
+from pipesim.plan.space import Design, PlanSpec, check_baseline
 
 __all__ = [
     "KIND",
@@ -240,14 +241,34 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
     it (no unknown table, ``[design]`` and ``[run]`` well formed), though the plan searches its own
     designs: a typo is refused, not ignored."""
     check_tables(data)
-    if "design" in data:
-        read_design(data["design"])
+    design = read_design(data["design"]) if "design" in data else None
     run_table(data)
     cal = calibrated(data)
     try:
-        return plan_spec(plan_tables(data), cal, base)
+        spec = plan_spec(plan_tables(data), cal, base)
     except PlanError as e:  # the sync times are the run spec's [run] keys; the rest is the plan's
         raise as_run_key(e, cal, ("search.sync_time_s", "search.inflight_load_time_s")) from None
+    return _with_own_design(spec, design)
+
+
+def _with_own_design(spec: PlanSpec, design: Design | None) -> PlanSpec:
+    """The plan of a run spec searches its design's sync interval beside the default space's
+    (verl's fully-async ``trigger_parameter_sync_step``: a plan that searched every-step syncs
+    alone charged each step the whole sync), and runs the design itself as the baseline every
+    design is compared with (``[baseline]``), where the design fits the cluster."""
+    if design is None:
+        return spec
+    space = spec.space
+    if design.sync_every not in space.sync_every:
+        space = dataclasses.replace(space, sync_every=tuple(sorted({*space.sync_every, design.sync_every})))
+    spec = spec.with_(space=space)
+    if spec.baseline is None:
+        try:
+            spec = spec.with_(baseline=design)
+            check_baseline(design, spec.n_gpus)
+        except PlanError:  # the run spec's design does not fit the plan's cluster: no baseline
+            spec = spec.with_(baseline=None)
+    return spec
 
 
 def apply_sets(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
