@@ -263,3 +263,30 @@ def test_a_floored_fixed_cost_leaves_the_other_intervals_as_wide_as_the_data() -
     for k in ("fwd_bwd_efficiency", "fwd_efficiency"):
         v = got.values[k]
         assert v.lo < v.value < v.hi <= 1.0 and (v.hi - v.lo) / v.value > 0.15, (k, v)
+
+
+def test_verls_two_records_of_a_version_read_as_one_row(tmp_path: Path) -> None:
+    """verl logs a version's aggregated metrics, then its wait_last_valid and param_sync, in two
+    calls at the same step: a JSON-lines log of them was refused ('step 1 is given twice'). Records
+    of one step that add columns are one row, read as the merged frame reads; a column given two
+    values at one step is still refused, naming the column."""
+    _, agg = _logs(2, 12)
+    agg = agg.assign(step=np.arange(1, len(agg) + 1))
+    sync = ["timing_s/param_sync"]
+    first = agg.drop(columns=sync).to_dict("records")
+    second = agg[["step", *sync]].to_dict("records")
+    lines = [pd.Series(r).to_json() for pair in zip(first, second, strict=True) for r in pair]
+    path = tmp_path / "verl.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    merged = read_log(path)
+    whole = tmp_path / "whole.jsonl"
+    whole.write_text("\n".join(pd.Series(r).to_json() for r in agg.to_dict("records")) + "\n")
+    expect = read_log(whole)
+    assert len(merged) == len(agg) and list(merged.steps) == list(expect.steps)
+    for c in ("timing_s/step", "timing_s/param_sync", "response_length/mean"):
+        assert np.allclose(merged.col(c), expect.col(c)), c
+    lines[1] = pd.Series({"step": 1, "timing_s/param_sync": 99.0, "timing_s/step": 1.0}).to_json()
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LogError, match="timing_s/step") as e:
+        read_log(path)
+    assert e.value.field == "step"

@@ -364,9 +364,8 @@ def read_log(
     if frame["step"].isna().any():
         i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
         raise LogError(f"{path}: column {shown(mapping['step'])}, row {i + 1}: no step number", "step")
-    dup = frame["step"].duplicated()
-    if dup.any():
-        raise LogError(f"{path}: column 'step': step {frame['step'][dup].iloc[0]:g} is given twice", "step")
+    if frame["step"].duplicated().any():
+        frame = _merged_records(path, frame)
     lo, hi = parse_steps(steps)
     frame = frame[(frame["step"] >= lo) & (frame["step"] < hi)].sort_values("step").reset_index(drop=True)
     if len(frame) < MIN_STEPS:
@@ -388,3 +387,24 @@ def read_log(
             frame = frame.drop(columns=c)
     frame, zeros = _phases(path, frame)
     return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes + zeros))
+
+
+def _merged_records(path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """Records of one step that hold different columns, as one row: verl's fully-async trainer
+    logs a parameter version in two calls at the same step, the aggregated metrics and then
+    ``timing_s/wait_last_valid`` and ``timing_s/param_sync`` (``fully_async_trainer.py``,
+    ``_trigger_parameter_sync_after_step``, lines 525-567 at volcengine/verl b178a3c). A column
+    given two different values at one step (a restarted run logging a step again) is refused."""
+    by = frame.groupby("step", sort=False)
+    for c in frame.columns:
+        if c == "step":
+            continue
+        n = by[c].nunique(dropna=True)
+        if (n > 1).any():
+            step = float(n.index[(n > 1).to_numpy()][0])
+            raise LogError(
+                f"{path}: column 'step': step {step:g} is given twice, with two values of {shown(c)} "
+                "(records of one step may add columns, not change them)",
+                "step",
+            )
+    return by.first().reset_index()
