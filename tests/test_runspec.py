@@ -439,3 +439,19 @@ def test_a_plan_of_a_run_spec_searches_its_sync_interval_and_compares_with_its_d
     from pipesim.plan.runspec import _with_own_design  # 8 trainer GPUs of 8 leave no engine GPU
 
     assert _with_own_design(planned.with_(baseline=None), Design(8, 1, 1, "partial", 4, 1.0)).baseline is None
+
+
+def test_a_calibrated_profile_says_where_its_constants_come_from(tmp_path: Path) -> None:
+    """The plan's code built the calibrated profile with the default profile's source (a verl README
+    row), though its constants came from the user's log: the source now says which were calibrated."""
+    data = specfile.read(EXAMPLE_8GPU)
+    data["calibration"] = {"values": {"fwd_bwd_efficiency": 0.3, "micro_batch_s": 0.2}}
+    source = tmp_path / "calibrated.toml"
+    source.write_text(dumps(data))
+    prof = specfile.load(source).framework
+    assert prof is not None and prof.fwd_bwd_efficiency == 0.3
+    assert "calibrated from a log" in prof.source and "fwd_bwd_efficiency, micro_batch_s" in prof.source
+    del data["calibration"]
+    source.write_text(dumps(data))
+    plain = specfile.load(source).framework
+    assert plain is None or "calibrated" not in plain.source

@@ -218,8 +218,6 @@ def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | 
 def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
     """``model.framework`` with the calibrated profile constants (:data:`PROFILE_KEYS`) in place;
     without a framework, the one-MFU profile (``ideal`` at ``model.mfu``) is the one calibrated."""
-    import dataclasses
-
     from pipesim.compute.profiles import profile
 
     fitted: dict[str, Any] = {k: cal[k] for k in PROFILE_KEYS if k in cal}
@@ -228,8 +226,10 @@ def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
     base = spec.framework
     if base is None:
         base = dataclasses.replace(profile("ideal"), fwd_bwd_efficiency=spec.mfu, fwd_efficiency=spec.mfu)
+    names = ", ".join(sorted(fitted))
+    source = f"{base.source}; calibrated from a log ([calibration]: {names})"
     try:
-        return dataclasses.replace(base, **fitted)
+        return dataclasses.replace(base, **fitted, source=source)
     except ValueError as e:
         key = f"calibration.values.{getattr(e, 'field', '') or next(iter(fitted))}"
         raise PlanError(f"{key}: {e}", key) from None
