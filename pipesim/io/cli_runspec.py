@@ -82,6 +82,8 @@ def run_spec(args: argparse.Namespace) -> int:
         file=out,
     )
     print(summary_table(summary), file=out)
+    if (note := verl_step_note(rs, summary)) is not None:
+        print(note, file=sys.stderr)  # stdout stays the table: key and value per line
     intervals = None
     if getattr(args, "intervals", None) is not None:
         intervals = _intervals(rs, args.intervals, out)
@@ -169,3 +171,17 @@ def export_spec(args: argparse.Namespace) -> int:
         write_text_atomic(args.out, text)
         print(f"wrote {args.out} (run it: pipesim run {args.out})")
     return 0
+
+
+def verl_step_note(rs: Any, summary: dict[str, Any]) -> str | None:
+    """A split design's ``timing_s/step`` holds its weight sync (pipesim's step, every design);
+    verl's fully-async trainer, which a split design is (:mod:`pipesim.calibrate.steptime`), logs
+    its step without it: the note gives the step to compare with such a log."""
+    step, sync = summary.get("timing_s/step"), summary.get("timing_s/param_sync")
+    if rs.design.colocated or not step or not sync:
+        return None
+    return (
+        f"note: timing_s/step holds the weight sync (timing_s/param_sync, averaged over every step); "
+        f"verl's fully-async trainer logs its step without it: compare such a log's step with "
+        f"{float(step) - float(sync):,.4g} s"
+    )
