@@ -290,3 +290,28 @@ def test_verls_two_records_of_a_version_read_as_one_row(tmp_path: Path) -> None:
     with pytest.raises(LogError, match="timing_s/step") as e:
         read_log(path)
     assert e.value.field == "step"
+
+
+@pytest.mark.parametrize(
+    ("why", "named"),
+    [
+        (
+            "the least-squares fit leaves a constant out of range: fwd_bwd_efficiency must be a finite "
+            "number > 0.0, got -0.2444180132494786",
+            ("fwd_bwd_efficiency", "-0.2444"),
+        ),
+        (
+            "the least-squares fit leaves a constant out of range: micro_batch_s must be >= 0, got 'x'",
+            ("micro_batch_s", "'x'"),
+        ),
+        ("12 row(s) cannot separate micro_batch_s, optimizer_step_s", ("cannot separate",)),
+    ],
+)
+def test_a_failed_fit_is_told_by_the_constant_it_put_out_of_range(why: str, named: tuple[str, ...]) -> None:
+    """A user read 'a fit with it fails: the least-squares fit leaves a constant out of range:
+    fwd_bwd_efficiency must be a finite number > 0.0, got -0.244...' in a note: the note now names
+    the constant and its value; a message of another shape is kept whole."""
+    from pipesim.calibrate.trainer import _fails
+
+    told = _fails(why)
+    assert all(n in told for n in named) and "must be" not in told

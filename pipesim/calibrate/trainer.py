@@ -40,6 +40,7 @@ profile's value, with a note:
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -327,7 +328,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         if k in zeroed:
             notes.append(f"{k}: fitted below 0 (no such fixed cost seen); set to 0")
         else:
-            reason = f"a fit with it fails: {why}" if why else "no logged phase holds it"
+            reason = _fails(why) if why else "no logged phase holds it"
             notes.append(f"{k}: not identified ({reason}); the profile's {getattr(base, k):.4g} kept")
     if moved:
         notes.append(
@@ -406,3 +407,16 @@ def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
     """The spec's profile with the fitted constants in place."""
     fitted: dict[str, Any] = {k: float(getattr(v, "value", v)) for k, v in values.items() if k in FITTED}
     return dataclasses.replace(config(rs).framework, **fitted)
+
+
+def _fails(why: str) -> str:
+    """Why a fit with a constant failed, in the user's terms where the solver's message allows: the
+    constant it put out of range and the value (the solver's own message otherwise)."""
+    m = re.search(r"(\w+) must be [^,]*, got (\S+)$", why)
+    if m is None:
+        return f"a fit with it fails: {why}"
+    try:
+        got = f"{float(m.group(2)):.4g}"
+    except ValueError:
+        got = m.group(2)
+    return f"fitted with it, {m.group(1)} comes out {got}, outside its range"
