@@ -38,6 +38,7 @@ import pandas as pd
 import pytest
 
 import pipesim
+from pipesim.compute import GPUS, MODELS, Cluster, EngineConfig, LogNormalLengths, TokenWorkload, run_compute
 from pipesim.io.cli import main
 from pipesim.io.html import COMPUTE_HEADLINE_KEYS, HEADLINE_KEYS
 from pipesim.io.registry import get_scenario
@@ -95,15 +96,6 @@ def test_run_page_heads_the_views_with_the_printed_summary(
 
 
 def test_compute_run_page_shows_its_cluster_and_its_own_numbers() -> None:
-    from pipesim.compute import (
-        GPUS,
-        MODELS,
-        Cluster,
-        EngineConfig,
-        LogNormalLengths,
-        TokenWorkload,
-        run_compute,
-    )
     from pipesim.io.viz import run_page
 
     engine = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096)
@@ -209,15 +201,6 @@ def test_plan_page_shows_designs_at_zero_whole_and_its_sensitivity(tmp_path: Pat
 
 
 def _compute_run(n_replicas: int) -> Any:
-    from pipesim.compute import (
-        GPUS,
-        MODELS,
-        Cluster,
-        EngineConfig,
-        LogNormalLengths,
-        TokenWorkload,
-        run_compute,
-    )
 
     eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=16)
     wl = TokenWorkload(response=LogNormalLengths(300.0, 0.5), prompt=100, max_response_tokens=1000)
@@ -486,15 +469,6 @@ def test_hover_and_bar_labels_read_as_numbers(browser: str, tmp_path: Path) -> N
 def test_truncated_episodes_are_named_by_what_cut_them() -> None:
     """A slot run truncates only at its timeout's cap; a compute run at the response cap. The page's
     headline and the timeline's mark say which (a compute run's page read 'timed out')."""
-    from pipesim.compute import (
-        GPUS,
-        MODELS,
-        Cluster,
-        EngineConfig,
-        LogNormalLengths,
-        TokenWorkload,
-        run_compute,
-    )
     from pipesim.io.viz import run_page
     from pipesim.io.viz.timeline import timelines
     from pipesim.policies.faults import Timeout
