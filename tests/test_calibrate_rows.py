@@ -215,6 +215,7 @@ def test_the_command_reads_rows_of_several_steps(tmp_path: Path, capsys: pytest.
     assert main([*args, "--trainer-steps-per-row", "2"]) == 0
     printed = capsys.readouterr().out
     assert "rows: each read as 2 trainer steps" in printed
+    assert "(12 rows of 2 trainer steps," in printed and "held-out rows [" in printed  # not 'steps'
     assert main([*args, "--trainer-steps-per-row", "0"]) == 2
     assert "trainer_steps_per_row" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -134,13 +134,16 @@ class Calibration:
         }
 
     def text(self) -> str:
-        lines = [f"calibrated from {self.log.path} ({len(self.log)} steps, sha256 {self.log.sha256[:12]}...)"]
+        per = self.log.per_row
+        what = f"{len(self.log)} steps" if per == 1 else f"{len(self.log)} rows of {per} trainer steps"
+        lines = [f"calibrated from {self.log.path} ({what}, sha256 {self.log.sha256[:12]}...)"]
         for k, v in self.values.items():
             lines.append(f"  {k:<24} {v.value:>12.5g}   95% [{v.lo:.5g}, {v.hi:.5g}]   ({v.how})")
         for note in self.not_identified:  # what the log leaves unidentified, and how the fit read it
             lines.append(f"  note: {note}")
         if self.residuals:
-            lines.append(f"held-out steps {self.held_out}: (logged - predicted) / logged")
+            rows = "steps" if self.log.per_row == 1 else "rows"
+            lines.append(f"held-out {rows} {self.held_out}: (logged - predicted) / logged")
             for k, r in self.residuals.items():
                 lines.append(f"  {k:<28} " + ", ".join(f"{m} {x:+.3f}" for m, x in r.items()))
         else:
