@@ -160,15 +160,7 @@ def fit_profile(
         w = np.asarray(weights, float)
         if w.shape != (len(observations),) or not np.all(np.isfinite(w)) or not np.all(w > 0):
             raise refuse("weights", f"one positive finite number per observation, got {shown(weights)}")
-    try:  # numpy's overflow or 0/0 as an error, not a RuntimeWarning and an inf in the fit
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
-            solved, intervals, rms, free = _solve(profile, observations, fix, confidence, w)
-    except FloatingPointError as e:
-        raise FieldError(
-            f"observations: the least squares of {len(observations)} observation(s) fail ({e}): "
-            "seconds or tokens far outside a float's range",
-            "observations",
-        ) from None
+    solved, intervals, rms, free = _solve_raising(profile, observations, fix, confidence, w)
     try:
         values: dict[str, Any] = dict(solved)
         fitted = dataclasses.replace(profile, **values)
@@ -192,12 +184,28 @@ def solve_unbounded(
     fit's say how far the data leave the others. ValueError naming ``observations`` where the
     least squares cannot be solved."""
     w = None if weights is None else np.asarray(weights, float)
+    values, intervals, _, free = _solve_raising(profile, observations, fix, confidence, w)
+    return values, intervals, len(free)
+
+
+def _solve_raising(
+    profile: FrameworkProfile,
+    observations: Sequence[Observed],
+    fix: Collection[str],
+    confidence: float,
+    weights: np.ndarray | None,
+) -> tuple[dict[str, float], dict[str, tuple[float, float]], float, list[int]]:
+    """:func:`_solve` with numpy's overflow or 0/0 as a FieldError naming ``observations``, not a
+    RuntimeWarning and an inf in the fit."""
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
-            values, intervals, _, free = _solve(profile, observations, fix, confidence, w)
+            return _solve(profile, observations, fix, confidence, weights)
     except FloatingPointError as e:
-        raise FieldError(f"observations: the least squares fail ({e})", "observations") from None
-    return values, intervals, len(free)
+        raise FieldError(
+            f"observations: the least squares of {len(observations)} observation(s) fail ({e}): "
+            "seconds or tokens far outside a float's range",
+            "observations",
+        ) from None
 
 
 def _is_observed(obs: object) -> bool:

@@ -42,6 +42,7 @@ reads a run spec through :func:`load_plan_spec` (every calibrated value applied,
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -70,7 +71,7 @@ from pipesim.plan.runspec_checks import (
     run_table,
 )
 from pipesim.plan.runspec_checks import RUN_KEYS as RUN_KEYS  # re-exported
-from pipesim.plan.space import Design, PlanSpec, check_baseline
+from pipesim.plan.space import Design, PlanSpec
 
 __all__ = [
     "KIND",
@@ -263,11 +264,10 @@ def _with_own_design(spec: PlanSpec, design: Design | None) -> PlanSpec:
         space = dataclasses.replace(space, sync_every=tuple(sorted({*space.sync_every, design.sync_every})))
     spec = spec.with_(space=space)
     if spec.baseline is None:
-        try:
+        # PlanSpec checks a baseline (check_baseline); a design that does not fit the plan's
+        # cluster is no baseline
+        with contextlib.suppress(PlanError):
             spec = spec.with_(baseline=design)
-            check_baseline(design, spec.n_gpus)
-        except PlanError:  # the run spec's design does not fit the plan's cluster: no baseline
-            spec = spec.with_(baseline=None)
     return spec
 
 
