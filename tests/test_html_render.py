@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from pipesim.io.cli import main
 from pipesim.io.html import COMPUTE_HEADLINE_KEYS, HEADLINE_KEYS
 from pipesim.io.registry import get_scenario
 from pipesim.io.report import external_urls
+from tests.test_report_browser import chromium_or_skip, offline_flags
 
 SMALL = ["--set", "n_slots=16", "--set", "batch_size=16", "--set", "steps=3"]
 BANNER = "* plotly.js v"  # the first line of the plotly.js bundle: one per copy inlined
@@ -388,14 +388,7 @@ PROBE = """<script>window.addEventListener('load', function () { setTimeout(func
 
 @pytest.fixture(scope="module")
 def browser() -> str:
-    from tests.test_report_browser import _find_chromium
-
-    path = _find_chromium()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but no chromium is installed (.ci/run installs it with apt)")
-        pytest.skip("no chromium/chrome on PATH (install with `apt-get install chromium`); CI unset")
-    return path
+    return chromium_or_skip()
 
 
 def measure(browser: str, page: str, tmp_path: Path, width: int = 1400) -> list[dict[str, Any]]:
@@ -405,12 +398,7 @@ def measure(browser: str, page: str, tmp_path: Path, width: int = 1400) -> list[
     html.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     with tempfile.TemporaryDirectory() as profile:
         cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--user-data-dir={profile}",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            *offline_flags(browser, profile),
             f"--window-size={width},2400",
             "--virtual-time-budget=10000",
             "--dump-dom",

@@ -64,22 +64,41 @@ def _find_chromium() -> str | None:
     return None
 
 
+def chromium_or_skip() -> str:
+    """The Chromium to draw with; without one the test fails under CI (.ci/run installs it) and is
+    skipped elsewhere."""
+    path = _find_chromium()
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but no chromium is installed (.ci/run installs it with apt)")
+        pytest.skip("no chromium/chrome on PATH (install with `apt-get install chromium`); CI unset")
+    return path
+
+
+def offline_flags(browser: str, profile: str) -> list[str]:
+    """Headless Chromium with a fresh profile that resolves no host: a page that asks for anything
+    over the network fails to load it (docs/viz.md's flags)."""
+    return [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+    ]
+
+
 def render(browser: str, page: Path, shot: Path, window: str, *extra: str, budget_ms: int = 20000) -> None:
     """Screenshot ``page`` in headless Chromium, offline (the flags of docs/viz.md); assert that a
     screenshot was written and that the page asked for nothing over the network."""
     with tempfile.TemporaryDirectory() as profile:
         cmd = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
+            *offline_flags(browser, profile),
             "--enable-logging=stderr",
             "--v=0",
             f"--screenshot={shot}",
@@ -136,11 +155,7 @@ def _png_pixels(path: Path) -> np.ndarray:
 
 @pytest.mark.browser
 def test_report_draws_plots_offline_in_headless_chromium(report: Path) -> None:
-    browser = _find_chromium()
-    if browser is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but no chromium is installed (.ci/run installs it with apt)")
-        pytest.skip("no chromium/chrome on PATH (install with `apt-get install chromium`); CI unset")
+    browser = chromium_or_skip()
     shot = report.parent / "report.png"
     render(browser, report, shot, "1400,3000", "--force-device-scale-factor=0.5", budget_ms=15000)
     px = _png_pixels(shot).astype(int)

@@ -22,19 +22,14 @@ from pipesim import DropStale, RetryFailed, Timeout, run
 from pipesim.io.registry import get_scenario
 from pipesim.io.report import external_urls
 from pipesim.io.viz import figures_to_html, lines_figure, run_page, staleness_throughput_figure, timeline
-from tests.test_report_browser import _find_chromium, _png_pixels, render
+from tests.test_report_browser import _png_pixels, chromium_or_skip, render
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def browser() -> str:
-    path = _find_chromium()
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but no chromium is installed (.ci/run installs it with apt)")
-        pytest.skip("no chromium/chrome on PATH (install with `apt-get install chromium`); CI unset")
-    return path
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="module")
