@@ -15,6 +15,7 @@ import pytest
 import pipesim.plan as plan
 import pipesim.plan.evaluate as ev
 from pipesim.compute import GPUS, MODELS, AgentTurns, LogNormalLengths, TokenWorkload
+from pipesim.io.parquet import read_parquet
 from pipesim.plan.cache import DiskCache, run_key, spec_hash
 
 TINY = """
@@ -189,7 +190,7 @@ def test_outputs_record_version_spec_hash_seeds_and_integer_counts(tmp_path: Pat
     assert df.loc[df["recommended"], "label"].tolist() == [result.best.design.label(spec.n_gpus)]  # type: ignore[union-attr]
     assert (df["throughput_lo"] <= df["throughput_per_hour"]).all()
     frame.write_parquet(result, str(tmp_path / "p.parquet"))
-    back = pd.read_parquet(tmp_path / "p.parquet")
+    back = read_parquet(tmp_path / "p.parquet")
     assert back["label"].tolist() == df["label"].tolist()
     frame.write_csv(result, str(tmp_path / "p.csv"))
     text = (tmp_path / "p.csv").read_text()

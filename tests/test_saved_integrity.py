@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import pipesim
 from pipesim import PipelineConfig, RetryFailed, Scenario, run
 from pipesim.io import saved_files
+from pipesim.io.parquet import read_parquet
 from pipesim.io.saved import SavedRun, SavedRunError, UnverifiedRunWarning, _lineage, load, save
 
 V1_FIXTURE = Path(__file__).parent / "data" / "saved-run-v1"
@@ -150,7 +151,7 @@ def _escape(body: dict) -> None:
 
 
 def _drop_trained_row(d: Path) -> None:
-    pd.read_parquet(d / "trained.parquet").iloc[1:].to_parquet(d / "trained.parquet", index=False)
+    read_parquet(d / "trained.parquet").iloc[1:].to_parquet(d / "trained.parquet", index=False)
 
 
 REFUSALS: list[tuple[str, Callable[[Path], None], str, str]] = [

@@ -78,8 +78,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     elif suffix in (".parquet", ".csv"):
         import pandas as pd
 
+        from pipesim.io.parquet import read_parquet
+
         try:
-            events = pd.read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
+            events = read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
             raise UsageError(f"{src}: not an events table ({one_line(exc)})") from None
         try:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.parquet import read_parquet
 
 __all__ = ["FitError", "column_values", "read_column", "read_table", "scaled"]
 
@@ -49,7 +50,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
             df.attrs["header"] = list(pd.read_csv(p, sep=sep, header=None, nrows=1, dtype=str).iloc[0])
             return df
         if suffix == ".parquet":
-            return pd.read_parquet(p)
+            return read_parquet(p)
     except (ValueError, OSError) as exc:
         raise FitError(
             f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}", "", str(p)

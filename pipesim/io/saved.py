@@ -52,6 +52,7 @@ import pandas as pd
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
+from pipesim.io.parquet import read_parquet
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
 from pipesim.io.saved_checks import check_columns, check_summary, json_number, read_summary
 from pipesim.io.saved_files import (
@@ -230,7 +231,7 @@ class _Files:
     def table(self, name: str, columns_of: str | None) -> pd.DataFrame:
         data = self.raw(name)
         with reading(self.dir / name):
-            table = pd.read_parquet(io.BytesIO(data))
+            table = read_parquet(data)
             if columns_of is not None:
                 check_columns(table, columns_of)
             return table
