@@ -1,21 +1,16 @@
 """Regressions found by a deep Hypothesis run (more examples, other seeds than CI's).
 
-Known and not yet fixed (strict xfail: each test fails today, and passes, failing the suite, once
-the engine is fixed; then drop the mark): episodes that finish at the same instant on different
-replicas reach the buffer in the order SimPy fires the replicas' wake-ups, which depends on when
-each was scheduled; a pause of every replica (even one of no length) re-arms them in index order,
-so InFlightUpdate(0.0) and OverlappedSwap can train different episodes from the same run. Within
-one replica ties go in start order (``Slots._finish_due``). Reordering the buffer in
-``Pipeline.on_finished`` was tried and breaks batch policies that keep their own place in the
-buffer (VerlMessageQueue's group book: "not a buffered episode" in the published table), and so
-does reordering only the tail appended since the last controller pass (VerlRollouter's admission
-reads the same book from on_finished's has-work check): the fix has to order same-instant
-completions before they are appended, e.g. by deferring them to the end of the instant.
+Episodes that finish at the same instant on different replicas reached the buffer in the order
+SimPy fired the replicas' wake-ups, which depends on when each was scheduled; a pause of every
+replica (even one of no length) re-armed them in index order, so InFlightUpdate(0.0) and
+OverlappedSwap could train different episodes from the same run. Reordering the buffer afterwards
+broke batch policies that keep their own place in it (VerlMessageQueue's group book); the fix
+orders them before they are appended: the first replica to look at an instant finishes every
+replica's completions due then, in one finishing order (``pipesim.core.slots.finish_together``).
+Within one replica ties always went in start order (``Slots._finish_due``).
 """
 
 from __future__ import annotations
-
-import pytest
 
 import pipesim
 from pipesim import (
@@ -38,9 +33,6 @@ def _decisions(sc: Scenario) -> list[tuple[object, ...]]:
     return [(e.id, e.task_id, e.replica, e.slot, e.start_s, e.end_s, e.version, e.status) for e in r.episodes]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="same-instant completions across replicas buffer in wake-up order (module docstring)"
-)
 def test_same_instant_completions_on_two_replicas_buffer_in_start_order() -> None:
     """Episodes 1 and 2 start together on two replicas and both hit the timeout at the same
     instant. They went to the buffer in the order the replicas' wake-ups were scheduled: under
@@ -76,9 +68,6 @@ def test_same_instant_completions_on_two_replicas_buffer_in_start_order() -> Non
     assert requeued == [1, 2]  # requeued in the order they were buffered: start order
 
 
-@pytest.mark.xfail(
-    strict=True, reason="same-instant completions across replicas buffer in wake-up order (module docstring)"
-)
 def test_the_shrunk_tie_trains_the_episode_that_started_first() -> None:
     """The shrunk case: episodes 0 and 1 start together on replicas 0 and 1 and are both cut at
     the 1 s timeout. Under the overlapped swap episode 1 reached the buffer first and was

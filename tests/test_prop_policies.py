@@ -286,10 +286,11 @@ def test_windowed_fifo_spans_fifo_to_lowest_version_first(sc: Scenario, window: 
 def test_fifo_policies_train_in_finishing_order(sc: Scenario) -> None:
     """The policies that take the oldest-finished B (after discarding, for DropStale and
     EvictStalest) never train an episode after one that finished later: step by step, the
-    finishing times never go back."""
+    finishing times never go back, and episodes that finished at the same instant, on one replica
+    or several, go in start order (id order)."""
     steps = trained_steps(run(sc))
     for a, b in zip(steps, steps[1:]):
-        assert max(e.end_s for e in a) <= min(e.end_s for e in b)  # type: ignore[type-var]
+        assert max((e.end_s, e.id) for e in a) <= min((e.end_s, e.id) for e in b)  # type: ignore[type-var]
 
 
 @FEW

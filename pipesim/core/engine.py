@@ -168,6 +168,13 @@ class Pipeline(Decisions, RunBooks):
             Slots if engine_factory is None else engine_factory
         )
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
+        self.slot_group: list[Slots] | None = (
+            cast(list[Slots], self.engines)
+            if len(self.engines) > 1 and all(type(e) is Slots for e in self.engines)
+            else None
+        )
+        """Several slot replicas: whichever looks at an instant first finishes every replica's
+        completions due then, in one order (:func:`pipesim.core.slots.finish_together`)."""
         self._bind_routing(replicas)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         self.reports_in_place = self.lifecycle is None and type(self).on_finished is Pipeline.on_finished

@@ -305,7 +305,33 @@ class Slots:
         """Finish every episode due by ``now`` (the current time), in finishing order; ties go to
         the buffer in start order, as in the chapter. Every episode ends at its own due time,
         quiet completions the process slept past included (no weight update can have happened
-        since: see catch_up)."""
+        since: see catch_up).
+
+        With several replicas, the first of them to look at an instant (its wake-up, or a pause)
+        finishes what every replica has due by then, in one finishing order
+        (:func:`finish_together`), unless nothing else is scheduled by now: otherwise
+        same-instant completions on two replicas would reach the buffer in the order SimPy fires
+        their wake-ups, which depends on when each was scheduled (a pause of every replica
+        re-arms them in index order)."""
+        if (group := self.p.slot_group) is not None and not self.env.free_until(now):
+            # another replica may have something due now: its wake-up (or interrupt) is then in
+            # the queue by now, so a free queue means this replica's completions are the only ones
+            self._target = None
+            finish_together(group, now, in_pass, awake)
+            return
+        done = self.pop_due(now)
+        self._target = None
+        if not done:
+            return
+        if len(done) > 1:
+            done.sort(key=finishing_order)
+        self.p.on_finished(done, now, in_pass, awake)
+        if not self.running:
+            self.signal_drained()
+
+    def pop_due(self, now: float) -> list[Episode]:
+        """Take every episode due by ``now`` off the slots, each ending at its own due time (in
+        heap order; the caller sorts them into finishing order). Reports nothing."""
         running, free, offset = self.running, self.free, self.offset
         n_upd = len(self._updates)
         done = []
@@ -316,15 +342,9 @@ class Slots:
             e.end_s = due  # its own end (== now, unless a quiet completion the process slept past)
             e.update_to = n_upd
             done.append(e)
-        self._target = None
-        if not done:
-            return
-        self.accepting = self.paused_since is None
-        if len(done) > 1:
-            done.sort(key=_finishing_order)
-        self.p.on_finished(done, now, in_pass, awake)
-        if not running:
-            self.signal_drained()
+        if done:
+            self.accepting = self.paused_since is None
+        return done
 
     def signal_drained(self) -> None:
         """Succeed the pending ``drained()`` event, if any (the caller knows nothing is running)."""
@@ -333,5 +353,27 @@ class Slots:
             ev.succeed()
 
 
-def _finishing_order(ep: Episode) -> tuple[float, int]:
+def finishing_order(ep: Episode) -> tuple[float, int]:
+    """The buffer's order for episodes finished together: by end time, ties by id (start order)."""
     return ep.end_s, ep.id  # type: ignore[return-value]  # end_s is set: the episode finished
+
+
+def finish_together(group: list[Slots], now: float, in_pass: bool, awake: Slots | None) -> None:
+    """Finish what every running replica of ``group`` (all of a pipeline's replicas) has due by
+    ``now`` (a paused one has nothing due: its virtual clock stands still), and report it to the
+    pipeline once, in finishing order: same-instant completions reach the buffer in start order
+    whichever replica looks first. The other replicas' wake-ups at ``now``
+    still fire, find nothing due and re-aim; their targets are left alone (a start that would
+    finish sooner still interrupts them, as :meth:`Slots.kick` decides)."""
+    done: list[Episode] = []
+    for replica in group:
+        if replica.running and replica.paused_since is None:  # a paused clock stands still
+            done += replica.pop_due(now)
+    if not done:
+        return
+    if len(done) > 1:
+        done.sort(key=finishing_order)
+    group[0].p.on_finished(done, now, in_pass, awake)
+    for replica in group:
+        if not replica.running:
+            replica.signal_drained()
