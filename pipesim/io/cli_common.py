@@ -144,12 +144,37 @@ def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdou
             raise UsageError(f"--{opt}: {shown(str(anc))} is a file, not a directory")
     if not parent.exists():
         raise UsageError(f"--{opt}: directory {shown(str(parent))} does not exist")
+    if (run := saved_run_holding(parent)) is not None:
+        # a saved run holds exactly the files its manifest lists: one added makes every later
+        # load refuse it ("not listed in manifest.json"), so nothing is written inside one
+        where = shown(str(run if run.name else run.resolve()))
+        raise UsageError(
+            f"--{opt}: {shown(path)} is inside the saved run {where}, which would no longer load "
+            "with a file added; write it next to the run instead"
+        )
     if suffixes and p.suffix.lower() not in suffixes:
         raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {shown(p.name)}")
     if p.exists() and not p.is_file():  # a device or a pipe (/dev/stdout) is written in place
         return
     if (why := unwritable(parent)) is not None:
         raise UsageError(f"--{opt}: directory {shown(str(parent))} is not writable ({why})")
+
+
+def progress_wanted(quiet: bool) -> bool:
+    """Whether a command shows its progress bar: on a terminal, unless ``--quiet``. A pipe or a
+    file (a CI log, ``2> log``) never gets one: its carriage returns would fill the log."""
+    return not quiet and sys.stderr.isatty()
+
+
+def saved_run_holding(directory: Path) -> Path | None:
+    """The saved run (a directory :func:`pipesim.io.saved.save` wrote) that ``directory`` is or
+    lies inside, if any."""
+    from pipesim.io.saved import is_saved_run
+
+    for d in (directory, *directory.resolve().parents):
+        if is_saved_run(d):
+            return d
+    return None
 
 
 def unwritable(directory: Path) -> str | None:

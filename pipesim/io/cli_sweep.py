@@ -24,6 +24,7 @@ from pipesim.io.cli_common import (
     build_scenario,
     check_output,
     one_line,
+    progress_wanted,
     split_values,
     table,
 )
@@ -39,14 +40,20 @@ def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
     if key in seen:
         raise UsageError(f"--over {key} is given twice; list every value once: --over {key}=v1,v2,...")
     if key == "seed":
-        raise UsageError("--over seed: a sweep runs seeds 0 .. N-1 of every cell; set N with --seeds")
+        raise UsageError(
+            "--over seed: a sweep runs N seeds in every cell (the scenario's seed, then the next "
+            "N-1: --set seed=S starts at S); set N with --seeds"
+        )
     parts = split_values(values, keep_empty=True)
     if len(parts) > 1 and "" in parts:  # 0,,1 ran cells 0 and 1 without a word
         raise UsageError(f"--over {key}: an empty value in {shown(values)}")
     return key, values
 
 
-def parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
+def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, list[Any]]:
+    """The ``--over`` axes over the scenario's own keys; an unknown key's error also lists (and
+    suggests from) the parameters of ``entry``, the preset named, where it has any."""
+    from pipesim.io.overrides import unknown_key
     from pipesim.io.registry import parse_value
 
     over: dict[str, list[Any]] = {}
@@ -59,6 +66,9 @@ def parse_over(scen: Any, items: Sequence[str]) -> dict[str, list[Any]]:
         try:
             over[key] = [parse_value(scen, key, v) for v in split_values(values)]
         except ValueError as exc:
+            params = list(entry.parameters()) if entry is not None else []
+            if params and getattr(exc, "field", "") == key and str(exc).startswith("unknown key"):
+                exc = unknown_key(key, scen, params, entry.name)
             raise UsageError(one_line(exc)) from None
         if not over[key]:
             raise UsageError(f"--over {key}: no values given")
@@ -167,7 +177,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     factory_keys = {*entry.parameters(), *(POOL_KEYS if entry.takes_pipeline() else ())}
     preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in factory_keys and "=" in i]
-    over = parse_over(scen, [i for i in args.over if i not in preset_items])
+    over = parse_over(scen, [i for i in args.over if i not in preset_items], entry)
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
     try:
         grid(designs, over, args.seeds)  # validates every cell before any worker starts
@@ -188,12 +198,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             args.seeds,
             executor=executor,
             workers=args.workers,
-            progress=not args.quiet,
+            progress=progress_wanted(args.quiet),
             timeout_s=timeout_s,
             label=f"sweep {args.scenario}",
         )
     except SweepError as exc:
-        raise UsageError(sweep_failure(exc)) from None
+        message = sweep_failure(exc)
+        if args.csv and exc.result is not None:  # every cell failed: each failure is still a row
+            write_runs(exc.result.runs, args.csv, partial=False)
+            message += f" (wrote every cell's error to {args.csv})"
+        raise UsageError(message) from None
     except SweepInterrupted as exc:
         return interrupted(exc, args.csv)
     finally:
@@ -265,7 +279,7 @@ def no_interval_note(agg: Any) -> str:
     which = "every cell" if one == len(agg) else f"{one} of {len(agg)} cells"
     return (
         f"note: {which} ran one seed, so no interval: _lo and _hi are NaN there "
-        "(--seeds 3 or more gives a 95% interval)"
+        "(--seeds 2 or more gives a 95% interval)"
     )
 
 
@@ -283,8 +297,14 @@ def sweep_failure(exc: Exception) -> str:
 def write_runs(runs: Any, path: str, partial: bool) -> None:
     """The ``--csv`` table: one row per cell and a ``partial`` column, True on every row of an
     interrupted sweep (it holds only the cells that finished) and False on a complete one; the
-    file is written whole or not at all."""
+    file is written whole or not at all. A count (``episodes_*``) stays an integer where a failed
+    cell leaves it empty (pandas would write every count as ``128.0``)."""
     table_ = runs.assign(partial=partial)
+    for c in table_.columns:
+        if c.startswith("episodes_"):
+            values = table_[c].dropna()
+            if len(values) and (values == values.round()).all():
+                table_[c] = table_[c].astype("Int64")
     write_atomic(path, lambda p: table_.to_csv(p, index=False))
 
 

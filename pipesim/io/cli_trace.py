@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import MAX_SEED, shown
-from pipesim.io.cli_common import UsageError, build_scenario, check_output, load_saved, one_line
+from pipesim.io.cli_common import (
+    UsageError,
+    build_scenario,
+    check_output,
+    load_saved,
+    one_line,
+    progress_wanted,
+)
 from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import write_atomic, write_text_atomic
 
@@ -45,7 +52,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_text_atomic(args.out, run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
         print(f"wrote {Path(args.out).resolve()}")
         return 0
-    path = build_report(args.out, seeds=seeds, workers=args.workers, progress=not args.quiet)
+    path = build_report(args.out, seeds=seeds, workers=args.workers, progress=progress_wanted(args.quiet))
     print(f"wrote {path.resolve()}")
     return 0
 

@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
@@ -64,6 +65,17 @@ def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> 
     if entry is not None:
         keys += [k for k in entry.parameters() if k not in keys]
     return keys
+
+
+def unknown_key(key: str, scenario: Scenario, params: Sequence[str] = (), owner: str = "") -> FieldError:
+    """The error for a key that is neither a scenario key nor (where a preset is named, ``owner``)
+    one of the preset's parameters ``params``: the closest of either as a suggestion, then both
+    lists."""
+    keys = valid_keys(scenario)
+    close = difflib.get_close_matches(key, [*params, *keys], n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    more = f"; parameters of {owner}: {', '.join(params)}" if params else ""
+    return FieldError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(keys)}{more}", key)
 
 
 def _coerce(key: str, text: str, hint: Any) -> Any:
@@ -129,7 +141,7 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         model = scenario.durations
         sub = key.split(".", 1)[1]
         if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
-            raise FieldError(f"unknown key {shown(key)}; valid keys: {', '.join(valid_keys(scenario))}", key)
+            raise unknown_key(key, scenario)
         hints = typing.get_type_hints(type(model))
         try:
             return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
@@ -151,11 +163,7 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         return float(cost.sync_time_s)
     hints = {**typing.get_type_hints(PipelineConfig), **typing.get_type_hints(Scenario)}
     if key not in hints or key == "pipeline":
-        close = difflib.get_close_matches(key, valid_keys(scenario), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise FieldError(
-            f"unknown key {shown(key)}{hint}; valid keys: {', '.join(valid_keys(scenario))}", key
-        )
+        raise unknown_key(key, scenario)
     return _coerce(key, text, hints[key])
 
 
@@ -255,9 +263,9 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     try:
         scenario, more = apply_overrides(scenario, rest)
     except ValueError as exc:
-        if params and "unknown key" in str(exc):
-            field = getattr(exc, "field", "")
-            raise FieldError(f"{exc}; parameters of {entry.name}: {', '.join(params)}", field) from None
+        field = getattr(exc, "field", "")
+        if params and field and str(exc).startswith("unknown key"):
+            raise unknown_key(field, scenario, list(params), entry.name) from None
         raise
     given.update(more)
     try:

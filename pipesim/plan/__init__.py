@@ -22,7 +22,7 @@ import argparse
 import sys
 from typing import Any
 
-from pipesim.io.cli_common import UsageError
+from pipesim.io.cli_common import UsageError, progress_wanted
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask, workers_problem
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import MAX_SEED
@@ -292,7 +292,7 @@ def _main(argv: list[str] | None) -> int:
             spec,
             seed=args.seed,
             workers=args.workers,
-            progress=not args.quiet,
+            progress=progress_wanted(args.quiet),
             with_sensitivity=not args.no_sensitivity,
             executor=executor,
             cache=disk,
