@@ -4,12 +4,13 @@ from the step less gen."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pipesim.calibrate import TrainingLog
@@ -86,6 +87,7 @@ def test_the_constants_of_one_scale_are_drawn_together(tmp_path: Path) -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(k=st.floats(1.0, 20.0), seed=st.integers(0, 2**31))
+@example(k=2.045, seed=7)  # a deep run's find: the printed scale rounds the other way
 def test_the_scale_is_exact_on_a_noiseless_log(k: float, seed: int) -> None:
     """A log straight from the phase model (no simulation) of the sample profile ``k`` times slower:
     the fit gives back every scaled constant, and the held-out seconds it implies, exactly."""
@@ -111,4 +113,7 @@ def test_the_scale_is_exact_on_a_noiseless_log(k: float, seed: int) -> None:
         if getattr(base, name) > 0:
             assert got[name].value == pytest.approx(getattr(truth, name), rel=1e-9)
             assert got[name].lo <= got[name].value <= got[name].hi
-    assert any(f"x{k:.3g}" in n for n in notes)
+    # the note prints the fitted scale to 3 digits: read it back (a k of 2.045 fitted an ulp above
+    # prints 2.05 where f"{2.045:.3g}" is 2.04, so the printed strings need not match)
+    shown = [float(m) for n in notes for m in re.findall(r"\(x([0-9.e+-]+):", n)]
+    assert shown and shown[0] == pytest.approx(k, rel=5e-3)

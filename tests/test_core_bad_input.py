@@ -22,7 +22,7 @@ from pipesim.workload.durations import ExponentialDurations, LogNormalDurations
 
 
 def test_exhausted_pool_says_how_many_were_needed() -> None:
-    with pytest.raises(PipelineError, match=r"needed more than 10 episodes.*at least 80") as info:
+    with pytest.raises(PipelineError, match=r"launched all 10 tasks.*at least 80") as info:
         simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, max_staleness=0, steps=8)
     assert "simpy" not in str(info.value).lower()
     assert info.value.__cause__ is None and info.value.__suppress_context__
@@ -192,7 +192,8 @@ class _Sync:
         return self._steps(p)
 
     def _steps(self, p: Any) -> Any:
-        p.begin_sync(pause=True)
+        if self.how != "no-begin":
+            p.begin_sync(pause=True)
         if self.how == "stretch":
             p.stretch_running(lambda ep, g: (math.nan, 0.0))
         elif self.how in ("nan", "inf", "-1"):
@@ -218,7 +219,8 @@ class _Sync:
         ("-1", "timeout of -1.0 s"),
         ("stretch", "a stretch of weight update _Sync must be finite seconds >= 0, got nan"),
         ("not-a-generator", "_Sync.sync must be a generator"),
-        ("twice", "moved the trainer's version from 0 to 2"),  # it ended the run a step early
+        ("twice", "_Sync.sync called end_sync with no sync begun"),  # it ended the run a step early
+        ("no-begin", "_Sync.sync called end_sync with no sync begun"),  # the sync log took t=0
         ("requeue", "requeue: task must be an int in [0, 210)"),  # an IndexError from numpy
         ("pause-replica", "pause_replica: replica must be an int in [0, 1)"),
         ("drop-twice", "is aborted already; it ends once"),

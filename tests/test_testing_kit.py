@@ -129,7 +129,7 @@ def test_every_shipped_policy_family_keeps_its_promises(seed: int) -> None:
 
     for sc in [
         _small(pipesim.CountThrottle()).with_(seed=seed, max_staleness=1),
-        _small(pipesim.QueueAhead(1.5)).with_(seed=seed, batching=pipesim.DropStale()),
+        _small(pipesim.QueueAhead(1.5)).with_(seed=seed, batching=pipesim.DropStale(), pool_size=400),
         _small(pipesim.AReaLThrottle(max_concurrent=5)).with_(seed=seed, weight_update=pipesim.Drain()),
         _small(pipesim.CountThrottle()).with_(seed=seed, weight_update=pipesim.SyncEveryK(2)),
     ]:

@@ -113,11 +113,18 @@ class Decisions(PolicyPort):
     def _check_choice(self, engine: object) -> None:
         """The launch on the replica the routing rule chose failed: a ``PipelineError`` naming the
         rule where its choice was no accepting replica of this run (else the launch's own error
-        stands). Asked only after a failure, so a good choice costs nothing."""
+        stands). Asked only after a failure, or for a choice whose ``index`` is not this run's
+        replica (one kept from an earlier run would start episodes outside this run's books)."""
         if any(engine is e for e in self.engines) and getattr(engine, "accepting", False):
             return
         routing = type(self.routing).__name__
         got = next((f"replica {e.index}, which accepts none now" for e in self.engines if e is engine), None)
+        index = getattr(engine, "index", None)
+        if got is None and isinstance(index, int) and hasattr(engine, "accepting"):
+            got = (
+                f"a replica of another run (its replica {index}: a rule that keeps the "
+                "replicas it was given from one run to the next routes into a run that is over)"
+            )
         raise errors.PipelineError(
             f"{routing}.choose must return one of the replicas it is given that accepts an episode "
             f"(or None), got {got or shown(engine)}"

@@ -320,12 +320,15 @@ class Pipeline(Decisions, RunBooks):
                 # the admission rule first: the routing rule is asked only for an episode that
                 # will start, so its state (round robin's turn) never depends on passes that
                 # start nothing
-                choose, refused = self._choose, True
+                choose, refused, engines = self._choose, True, self.engines
                 assert choose is not None  # bound by _bind_routing where there are replicas
                 while self._admitted():
-                    if (engine := choose(self.engines)) is None:
+                    if (engine := choose(engines)) is None:
                         refused = False  # no replica accepts one
                         break
+                    i = getattr(engine, "index", None)  # this run's replica, not one kept from another run
+                    if type(i) is not int or not 0 <= i < len(engines) or engines[i] is not engine:
+                        self._check_choice(engine)
                     try:
                         self.launch(engine)
                     except Exception:

@@ -67,9 +67,36 @@ def no_batch(p: Pipeline, launched: int) -> PipelineError:
 
 
 def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
+    """Every task of the pool was launched before the run's last step. Below the default pool
+    (sized for runs that train what they launch) the advice is that size; at or above it, the run
+    launched more than it trains, and the message says where the surplus went (dropped, or still
+    running and buffered under the admission rule), naming those policies, not just a number."""
+    default = p.scenario.default_pool_size
+    running, buffered = p.n_running, len(p.buffer.items)
+    books = f"{p.n_trained} trained, {p.n_dropped} dropped, {running} running, {buffered} buffered"
+    if pool_size < default:
+        advice = f"pass at least {default} durations or set pool_size"
+    else:
+        surplus = []
+        if p.n_dropped:
+            surplus.append(
+                f"dropped {p.n_dropped} (the batch policy {type(p.batching).__name__} or the weight "
+                f"update {type(p.weight_update).__name__} discarded them)"
+            )
+        if running + buffered:
+            surplus.append(
+                f"holds {running + buffered} running or buffered (as the admission policy "
+                f"{type(p.admission).__name__} allows)"
+            )
+        need = p.config.steps * p.batch_size
+        advice = (
+            f"the run trains {need:,} in all and {' and '.join(surplus) or 'launched more'}, which "
+            f"the pool of {pool_size:,} (the default is sized for a run that trains what it "
+            "launches) does not cover: set pool_size higher"
+        )
     return PipelineError(
-        f"durations pool exhausted: the run needed more than {pool_size} episodes (at {_where(p)}); "
-        f"pass at least {p.scenario.default_pool_size} durations or set pool_size{_no_batch_yet(p)}"
+        f"durations pool exhausted: the run launched all {pool_size} tasks (at {_where(p)}: "
+        f"{books}); {advice}{_no_batch_yet(p)}"
     )
 
 
@@ -139,6 +166,13 @@ def _culprit(p: Pipeline) -> str:
         return (
             f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: "
             f"{_state_written(p)}"
+        )
+    if p.syncing:  # begun and never ended: the sync waits on something that cannot come
+        wu = type(p.weight_update).__name__
+        return (
+            f"the weight update {wu}.sync began a sync at t={p._sync_start:g} and never ended it: it "
+            "waits for an event that cannot come (drained() while it keeps the engines paused, "
+            "say); a sync ends with end_sync"
         )
     try:
         blocked = p._blocked()

@@ -243,6 +243,12 @@ class PolicyPort:
         The update record spans the pause (from ``pause_engines``), or is an instant swap if
         generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
         """
+        if not self.syncing:  # the sync log would take an old start, and the request stay pending
+            raise PipelineError(
+                f"{type(self.weight_update).__name__}.sync called end_sync with no sync begun at "
+                f"t={self.env.now:g}: a sync starts with begin_sync(pause=...) and ends with one "
+                "end_sync (or publishes with skip_sync alone)"
+            )
         now = self.env.now
         if self.source is not None:
             self._publish_to_source(self.version + 1, engines)

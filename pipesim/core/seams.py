@@ -110,7 +110,7 @@ class EngineOptions:
     hints: bool = True
     """Act on the policies' hints: sleep past completions that cannot change a decision (quiet
     completions, :mod:`pipesim.core.quiet`: one replica, no per-episode lifecycle, no episode
-    source), skip asking the batch policy for a batch where its ``ready`` says none can form,
+    source), skip asking the batch policy for a batch while the buffer is shorter than its ``min_items``,
     and hand a source that promises ``FixedWork`` no episodes in flight at a sync.
     False: a wake-up and the general instant for every completion, ``select`` at every pass
     the trainer waits, and every source handed the episodes in flight."""

@@ -2,7 +2,7 @@
 
 The engine acts on a policy's promises (:mod:`pipesim.core.port`): it sleeps past completions
 an admission rule promises cannot reopen it (``closed``) while the buffer stays short of what the
-batch policy needs (``min_items``), skips asking for a batch where ``ready`` says none can form,
+batch policy needs (``min_items``), skips asking for a batch while the buffer is shorter than that,
 and hands a source that promises ``FixedWork`` nothing at a sync. A promise that lies shows as a
 difference between the run with the shortcuts and the run without them. Where the two differ,
 each run is repeated as it first ran (:data:`REPEATS` times): a policy that draws from an
@@ -82,10 +82,46 @@ def check_promises(scenario: Scenario) -> None:
     from pipesim.testing.invariants import _need_scenario
 
     _need_scenario(scenario)
+    before = policy_state(scenario)
     _compare(scenario, "")
     twin = plain_twin(scenario)
     if twin != scenario:
         _compare(twin, " (in the scenario's plain twin: no replicas, timeout or failures)")
+    _state_unchanged(scenario, before)
+
+
+def policy_state(scenario: Scenario) -> dict[tuple[str, str], bytes]:
+    """Each policy attribute that pickles, as bytes, keyed by (policy class, attribute): what a run
+    must leave as it found it. Routing rules are left out (each run routes with its own copy), and
+    so is what does not pickle (a lock; a ``WeakKeyDictionary`` holding live runs)."""
+    import pickle
+
+    state: dict[tuple[str, str], bytes] = {}
+    for role in ("admission", "weight_update", "batching", "timeout", "failures"):
+        policy = getattr(scenario, role)
+        for name, value in getattr(policy, "__dict__", {}).items():
+            try:
+                state[(type(policy).__name__, name)] = pickle.dumps(value)
+            except Exception:  # noqa: BLE001 - anything that does not pickle is not compared
+                continue
+    return state
+
+
+def _state_unchanged(scenario: Scenario, before: dict[tuple[str, str], bytes]) -> None:
+    """A policy that changed its own attributes during the runs keeps per-run state on itself: a
+    scenario run twice (or a sweep's runs, which share it) then differs from itself, which a single
+    check would blame on an unseeded source, or miss where the state only grows."""
+    from pipesim.testing.invariants import _fail
+
+    after = policy_state(scenario)
+    changed = [f"{cls}.{attr}" for (cls, attr), b in before.items() if after.get((cls, attr), b) != b]
+    if changed:
+        _fail(
+            "policies keep no state between runs",
+            f"running the scenario changed {', '.join(changed)}: a policy is shared by every run of "
+            "a scenario and of a sweep, so state kept on it carries from one run into the next; keep "
+            "per-run state keyed by the run (docs/policies.md, a WeakKeyDictionary from p)",
+        )
 
 
 def _compare(scenario: Scenario, where: str) -> None:
@@ -94,6 +130,8 @@ def _compare(scenario: Scenario, where: str) -> None:
 
     fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
     if fast == plain:
+        if fast[0] == "error":  # the same refusal both ways is no promise kept: the run fails
+            _fail("the run completes", f"the scenario's run stops with an error{where}: {fast[1]}")
         return
     # Before blaming a promise, repeat both runs as they were: a policy drawing from an unseeded
     # source can repeat one trace by chance (a coin-flip admission rule did, 1 run in 15), so
