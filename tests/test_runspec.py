@@ -272,10 +272,20 @@ def test_save_html_and_events_of_a_run_spec(tmp_path: Path) -> None:
     html, saved, events = tmp_path / "run.html", tmp_path / "saved", tmp_path / "events.csv"
     args = ["run", str(path), "--html", str(html), "--save", str(saved), "--events", str(events)]
     assert main(args) == 0
-    direct = run(load(path)).result
+    crun = run(load(path))
+    direct = crun.result
     loaded = pipesim.load(saved)
     assert loaded.summary()["throughput_per_hour"] == pytest.approx(direct.summary()["throughput_per_hour"])
     assert len(pd.read_csv(events)) == len(direct.events)
+    # the saved run is the compute run printed: its summary (idle ratios, phases, ledger), marked
+    # compute, with the spec it reruns from (its scenario is only the kernel's stand-in)
+    printed = crun.summary()
+    assert loaded.engine == "compute" and loaded.runspec is not None
+    for key in ("trainer/idle_ratio", "rollouter/idle_ratio", "timing_s/step", "perf/throughput"):
+        assert loaded.summary()[key] == pytest.approx(printed[key]), key
+    again = run(from_dict(loaded.runspec["runspec"])).summary()
+    assert again["timing_s/step"] == pytest.approx(printed["timing_s/step"])
+    assert loaded.runspec["recipe"]["seed"] == load(path).seed
     assert "plotly" in html.read_text()[:200000].lower()
 
 

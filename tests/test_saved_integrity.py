@@ -459,3 +459,21 @@ def test_cli_run_save_to_the_current_directory_is_refused_before_the_run(
     assert out == "" and len(err.strip().splitlines()) == 1  # no summary: the run never started
     assert "--save" in err and "the current directory or one above it" in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("engine", ["gpu", 3, None])
+def test_an_engine_in_meta_that_is_neither_slots_nor_compute_is_refused(saved: Path, engine: object) -> None:
+    """meta.json's ``engine`` (written for a compute run, absent for a slot run) is checked, named."""
+    meta = json.loads((saved / "meta.json").read_text())
+    (saved / "meta.json").write_text(json.dumps({**meta, "engine": engine}))
+    reseal(saved)
+    with pytest.raises(SavedRunError, match="engine"):
+        load(saved)
+
+
+def test_a_slot_run_saves_no_engine_and_loads_as_slots(saved: Path) -> None:
+    assert "engine" not in json.loads((saved / "meta.json").read_text())
+    loaded = load(saved)
+    assert loaded.engine == "slots" and loaded.runspec is None
+    again = save(loaded, saved.parent / "again")
+    assert "engine" not in json.loads((again / "meta.json").read_text())

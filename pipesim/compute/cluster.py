@@ -107,6 +107,14 @@ class Cluster:
                 f"the {rollout} rollout GPUs must be a multiple of the engine's tp ({self.engine.tp})",
                 "engine.tp",
             )
+        slots = rollout // self.engine.tp * self.engine.max_num_seqs
+        if slots > MAX_SLOTS:  # named here, not as the pipeline's n_slots the run would refuse
+            raise FieldError(
+                f"n_gpus {self.n_gpus:,} runs {rollout // self.engine.tp:,} replicas of max_num_seqs "
+                f"{self.engine.max_num_seqs:,}: {slots:,} sequence slots, above the {MAX_SLOTS:,} one "
+                "run holds (each is a Python object): fewer GPUs, a larger tp or a smaller max_num_seqs",
+                "n_gpus",
+            )
 
     @property
     def colocated(self) -> bool:
@@ -297,6 +305,12 @@ def run_compute(
     tcfg = _trainer_config(cluster, trainer)
     per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
     check_int("slots_per_replica", per, 1, MAX_SLOTS, "each slot is a Python object")
+    if cluster.n_replicas * per > MAX_SLOTS:
+        raise refuse(
+            "slots_per_replica",
+            f"{per:,} on {cluster.n_replicas:,} replicas is {cluster.n_replicas * per:,} slots, above "
+            f"the {MAX_SLOTS:,} one run holds",
+        )
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
     if routing is not None and not isinstance(routing, Routing):

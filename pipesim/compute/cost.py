@@ -17,7 +17,9 @@ hold ``K`` tokens in all::
 Decode attention is :func:`~pipesim.compute.roofline.decode_attention_time_s`, which is exactly
 linear in ``K`` past its fixed kernel cost (both its FLOPs and its bytes are), hence ``B``. The
 all-reduce after the two row-parallel projections of each layer (``tp > 1``) is a ring:
-``allreduce_latency_s + 2 (tp-1)/tp * b * hidden * 2 bytes / NVLink one-way``. The LM head is a
+``allreduce_latency_s + 2 (tp-1)/tp * b * hidden * 2 bytes / link one-way``, the link NVLink
+within a node and the per-GPU network for a ``tp`` wider than a node (which also loses vLLM's
+custom all-reduce: :func:`~pipesim.compute.knobs.allreduce_latency_s`). The LM head is a
 ``hidden x vocab/tp`` GEMM of ``b`` rows. ``iteration_overhead_s`` is the engine's per-step
 CPU and launch cost (scheduling, sampling); its default is a round guess, not a measurement.
 
@@ -58,6 +60,7 @@ from pipesim.compute.engine_config import TOOL_KV as TOOL_KV  # re-exported
 from pipesim.compute.engine_config import EngineConfig
 from pipesim.compute.knobs import allreduce_latency_s, chunked_prefill_s, eager_s
 from pipesim.compute.models import dtype_bytes
+from pipesim.compute.phases import link_bytes_per_s
 from pipesim.compute.roofline import decode_attention_efficiency, gemm_time_s, kernel_time_s, linear_time_s
 
 SHARED_TABLE_CONFIGS = 8
@@ -119,18 +122,11 @@ class ReplicaCost:
         """``B``: seconds a decode iteration spends per cached token it reads."""
         # A(b) by batch size, linear_s by tokens, lm_head_s by sequences: filled on demand
         self._a, self._lin, self._lm = _shared_tables(c)
-        self._ring = (
-            2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / g.nvlink_bandwidth_per_direction_bytes_per_s
-        )
+        # the link a collective crosses: NVLink within a node, the per-GPU network past one
+        # (a tp or ep group wider than GPUS_PER_NODE spans nodes; phases.link_bytes_per_s)
+        self._ring = 2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / link_bytes_per_s(g, c.tp)
         ep = c.ep  # all-to-all: seconds per token of one direction (dispatch or combine) per GPU
-        self._a2a = (
-            m.n_active_experts
-            * (ep - 1)
-            / ep**2
-            * 2
-            * m.hidden_size
-            / g.nvlink_bandwidth_per_direction_bytes_per_s
-        )
+        self._a2a = m.n_active_experts * (ep - 1) / ep**2 * 2 * m.hidden_size / link_bytes_per_s(g, ep)
         self._vocab = -(-m.vocab_size // c.tp)
         flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
         self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)

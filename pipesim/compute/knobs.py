@@ -55,8 +55,16 @@ def allreduce_latency_s(c: EngineConfig) -> float:
     all-reduce) or, with ``disable_custom_all_reduce``, the measured NCCL latency
     :data:`~pipesim.compute.roofline.NCCL_ALLREDUCE_LATENCY_S` (``CudaCommunicator.all_reduce``
     in ``vllm/distributed/device_communicators/cuda_communicator.py`` tries the custom all-reduce
-    first and falls back to pynccl, which CUDA graphs capture)."""
-    return NCCL_ALLREDUCE_LATENCY_S if c.disable_custom_all_reduce else c.allreduce_latency_s
+    first and falls back to pynccl, which CUDA graphs capture). A tensor-parallel group wider than
+    a node (``tp`` above :data:`~pipesim.compute.phases.GPUS_PER_NODE`) gets NCCL too: vLLM's
+    custom all-reduce refuses a group that spans nodes ("Custom allreduce is disabled because this
+    process group spans across nodes", ``custom_all_reduce.py``). NCCL's latency across nodes is
+    higher than this intra-node measurement; no measurement of it is used, so it is a floor."""
+    from pipesim.compute.phases import GPUS_PER_NODE
+
+    if c.disable_custom_all_reduce or c.tp > GPUS_PER_NODE:
+        return NCCL_ALLREDUCE_LATENCY_S
+    return c.allreduce_latency_s
 
 
 def chunked_prefill_s(

@@ -322,10 +322,12 @@ def write_run_outputs(
     *,
     saved: str,
     html_page: Callable[[], str],
+    save: Callable[[str], object] | None = None,
 ) -> None:
     """What ``pipesim run`` writes beside its summary, for a slot scenario and a run spec alike:
     ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--save`` (``saved``
-    is the line it prints), ``--html`` (``html_page()``) and, last, ``--trace`` (refused above
+    is the line it prints; ``save(path)`` where the run saves more than its tables), ``--html``
+    (``html_page()``) and, last, ``--trace`` (refused above
     :data:`pipesim.io.trace.MAX_TRACE_EVENTS` once the others are written), each atomically."""
     from pipesim.io.interrupts import write_atomic, write_text_atomic
 
@@ -344,7 +346,7 @@ def write_run_outputs(
             write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
         print(f"wrote {args.events}", file=out)
     if args.save:
-        result.save(args.save)
+        (save or result.save)(args.save)
         print(saved, file=out)
     if args.html:
         write_text_atomic(args.html, html_page())

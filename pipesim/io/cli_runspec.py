@@ -89,6 +89,7 @@ def run_spec(args: argparse.Namespace) -> int:
         intervals = _intervals(rs, args.intervals, out)
     result = crun.result
     payload: dict[str, Any] | None = None
+    recipe = {"scenario": str(Path(args.scenario).resolve()), "set": list(args.set or ()), "seed": rs.seed}
     if args.json:
         from pipesim.io.saved import json_number
 
@@ -96,12 +97,14 @@ def run_spec(args: argparse.Namespace) -> int:
             "summary": {k: json_number(v) for k, v in summary.items()},
             **({"intervals": intervals} if intervals is not None else {}),
             "runspec": rs.data,
-            "recipe": {
-                "scenario": str(Path(args.scenario).resolve()),
-                "set": list(args.set or ()),
-                "seed": rs.seed,
-            },
+            "recipe": recipe,
         }
+
+    def save(path: str) -> None:
+        """The kernel's tables, with the summary printed above and the spec to rerun it from."""
+        from pipesim.io.saved import save as save_run
+
+        save_run(result, path, summary=dict(summary), spec={"runspec": rs.data, "recipe": recipe})
 
     def html_page() -> str:
         from pipesim.io.viz import run_page
@@ -115,6 +118,7 @@ def run_spec(args: argparse.Namespace) -> int:
         payload,
         saved=f"saved the run's tables to {args.save} (pipesim.load, `pipesim report {args.save}`)",
         html_page=html_page,
+        save=save,
     )
     return 0
 

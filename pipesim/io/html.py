@@ -124,7 +124,10 @@ def run_html(result: Any) -> str:
         head.append(("policies as run", inner.scenario_repr))
     scen = inner.scenario
     cell = 'style="vertical-align:top;padding-right:24px"'
-    if inner is result:
+    if inner is result and getattr(inner, "engine", "slots") == "compute":  # a saved compute run
+        head.append(("engine", "compute: rerun it from the run spec its meta.json keeps"))
+        right = _table(f"Scenario {scen.name}", scenario_pairs(scen, UNUSED_BY_COMPUTE))
+    elif inner is result:
         right = scenario_html(scen)
     else:  # a compute run: its cluster, and the scenario's fields it reads
         right = _table("Cluster", cluster_pairs(result.cluster)) + _table(

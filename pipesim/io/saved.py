@@ -84,10 +84,21 @@ def _json(data: Any) -> bytes:
     return json.dumps(data, indent=1).encode()
 
 
-def save(result: RunResult | SavedRun, path: str | Path) -> Path:
+def save(
+    result: RunResult | SavedRun,
+    path: str | Path,
+    summary: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> Path:
     """Write ``result`` as a saved-run directory at ``path`` (created with its parents; an
     existing saved run there is replaced, any other non-empty directory is refused), atomically:
-    a save that fails leaves ``path`` as it was. Returns the path."""
+    a save that fails leaves ``path`` as it was. Returns the path.
+
+    A compute run (``result.engine == "compute"``: ``pipesim run SPEC --save``) keeps the summary
+    its command printed (``summary``: the compute summary, a superset of the kernel's) and its run
+    spec (``spec``: the spec's data and the recipe) in ``meta.json``, with ``"engine":
+    "compute"``. Its scenario is the kernel's stand-in (the compute engine reads its pipeline and
+    policies, not its durations or train time): rerun it from the spec, not from the scenario."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise SavedRunError(f"{p}: exists and is not a directory")
@@ -108,7 +119,8 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
     pool = getattr(result, "pool", None)
     if pool is not None:
         files["pool.parquet"] = _parquet(pd.DataFrame({"duration_s": np.asarray(pool, dtype=np.float64)}))
-    files["summary.json"] = _json({k: json_number(v) for k, v in result.summary().items()})
+    shown_summary = result.summary() if summary is None else summary
+    files["summary.json"] = _json({k: json_number(v) for k, v in shown_summary.items()})
     files["scenario.json"] = _json(
         {
             "scenario": scenario_data,
@@ -117,9 +129,15 @@ def save(result: RunResult | SavedRun, path: str | Path) -> Path:
             "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
         }
     )
-    files["meta.json"] = _json(
-        {"format": FORMAT, "version": VERSION, "sim_time_s": result.sim_time_s, "name": scen.name}
-    )
+    meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "sim_time_s": result.sim_time_s}
+    meta["name"] = scen.name
+    if (engine := getattr(result, "engine", "slots")) != "slots":
+        meta["engine"] = engine
+    if spec is None:  # a loaded compute run saved again keeps its spec
+        spec = getattr(result, "runspec", None)
+    if spec is not None:
+        meta["runspec"] = spec
+    files["meta.json"] = _json(meta)
     write_run_dir(p, files)
     return p
 
@@ -164,6 +182,12 @@ class SavedRun:
     scenario_exact: bool = True
     """False where a policy of the run was outside the catalog: ``scenario`` is then the saved
     pipeline with default policies, and only ``scenario_repr`` says what ran."""
+    engine: str = "slots"
+    """The engine that ran it (``RunResult.engine``): ``"compute"`` for a run spec's run, whose
+    ``scenario`` is the kernel's stand-in; ``runspec`` then holds the spec to rerun it from."""
+    runspec: dict[str, Any] | None = None
+    """A compute run's spec, as ``pipesim run SPEC --save`` kept it: ``{"runspec": the spec's
+    data, "recipe": {"scenario": file, "set": [...], "seed": n}}``; None for a slot run."""
 
     def summary(self) -> dict[str, float]:
         """The summary as it was saved (a copy); a metric renamed since reads by both names
@@ -320,7 +344,18 @@ def load(path: str | Path) -> SavedRun:
         lineage=lineage,
         pool=pool,
         scenario_exact=sc.get("scenario") is not None,
+        engine=_engine(meta, p),
+        runspec=meta.get("runspec") if isinstance(meta.get("runspec"), dict) else None,
     )
+
+
+def _engine(meta: dict[str, Any], p: Path) -> str:
+    """meta.json's ``engine`` (absent: a slot run, as every run saved before it was written)."""
+    engine = meta.get("engine", "slots")
+    if engine not in ("slots", "compute"):
+        with reading(p / "meta.json"):
+            raise refuse("engine", f"must be slots or compute, got {shown(engine)}")
+    return str(engine)
 
 
 def _read_pool(files: _Files, pool_given: bool) -> np.ndarray | None:

@@ -110,6 +110,12 @@ def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
     try:
         Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
     except ValueError as e:
+        if getattr(e, "field", "") == "n_gpus":  # too many slots: the GPUs, whatever the design
+            raise PlanError(f"cluster.n_gpus ({n}): {e}", "cluster.n_gpus") from None
+        if not d.trainer_gpus:  # colocated: every GPU rolls out, so the cluster's size is at fault
+            raise PlanError(
+                f"cluster.n_gpus ({n}, colocated) with {table}.tp ({d.tp}): {e}", "cluster.n_gpus"
+            ) from None
         raise PlanError(
             f"{table}.placement ({d.trainer_gpus}) with {table}.tp ({d.tp}): {e}", f"{table}.placement"
         ) from None

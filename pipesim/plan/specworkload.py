@@ -19,7 +19,7 @@ from typing import Any
 
 from pipesim.compute import AgentTurns, EmpiricalLengths, LogNormalLengths, TokenWorkload
 from pipesim.core.errors import MAX_POOL_TASKS
-from pipesim.core.validate import FieldError, shown
+from pipesim.core.validate import shown
 from pipesim.plan.checks import MAX_TOKENS, PlanError, Table, nested
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
@@ -45,8 +45,9 @@ def _response(wl: Table, base: Path | None) -> Any:
         except OSError as e:
             msg = f"workload.response_trace.path: cannot read {path}: {e.strerror or e}"
             raise PlanError(msg, "workload.response_trace.path") from None
-        except (ValueError, csv.Error) as e:
-            raise nested("workload.response_trace", e) from None
+        except (ValueError, csv.Error) as e:  # the file and column named: the values are theirs
+            msg = f"workload.response_trace: {path}, column {column!r}: {e}"
+            raise PlanError(msg, "workload.response_trace.path") from None
     r = Table("workload.response", {}, ())
     if "response" in wl:
         r = wl.table("response", ("median_tokens", "sigma"), "a table {median_tokens, sigma}")
@@ -100,8 +101,10 @@ def read_workload(wl: Table, base: Path | None = None) -> tuple[TokenWorkload, i
     except PlanError:
         raise
     except (TypeError, ValueError) as e:
-        if getattr(e, "field", "") == "prompt" and "prompt_tokens" in wl:  # the file's name for it
-            e = FieldError(str(e), "prompt_tokens")
+        if getattr(e, "field", "") == "prompt" and "prompt_tokens" in wl:  # the file's names for it
+            text = str(e).replace("prompt (", "workload.prompt_tokens (", 1)
+            text = text.replace("exceeds max_prompt_tokens", "exceeds workload.max_prompt_tokens")
+            raise PlanError(text, "workload.prompt_tokens") from None
         raise nested("workload", e) from None
     if "batch_size" in wl and "prompts_per_step" in wl:
         msg = "workload.batch_size and workload.prompts_per_step: give one of them, not both"
