@@ -67,6 +67,8 @@ class LeastLoaded:
         best: ReplicaView | None = None
         for e in engines:
             if e.accepting and (best is None or e.n_running < best.n_running):
+                if e.n_running == 0:  # nothing beats an idle replica, and this is the first one:
+                    return e  # the same choice, without scanning the rest (a huge, idle cluster)
                 best = e
         return best
 
