@@ -55,6 +55,22 @@ def show_table(table: str, json_path: str | Path) -> None:
     Path(json_path).with_suffix(".txt").write_text(table + "\n")
 
 
+def resume_mismatch(stored: Sequence[dict[str, Any]], args: argparse.Namespace) -> str | None:
+    """Why the runs of a ``--json`` file cannot be resumed with ``args`` (None: they can): a run
+    of other steps or, where the command has one learning rate, another lr would be tabled in the
+    same cell as the new runs (a seed counted twice, 5- and 6-step runs pooled)."""
+    steps = {r.get("steps") for r in stored}
+    if stored and steps != {args.steps}:
+        return f"holds runs of --steps {sorted(map(str, steps))}, not {args.steps}: resume with its settings"
+    lr = getattr(args, "lr", None)
+    if not hasattr(args, "lrs") and stored:  # one lr a command (the lr sweep has it as an axis)
+        want = lr if lr is not None else RLConfig().lr
+        lrs = {r.get("lr") for r in stored}
+        if lrs != {want}:
+            return f"holds runs at --lr {sorted(map(str, lrs))}, not {want:g}: resume with its settings"
+    return None
+
+
 def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
     """'mean [lo, hi]': the mean over seeds and its 95% t interval, ``digits`` decimals. A
     NaN (a window a diverged run never reached: :func:`history_mean`) is left out and the cell
@@ -112,9 +128,11 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             parser.error(f"--seed-list: a seed must be at most {SEED_MAX - EVAL_SEED}, got {seed}")
     if getattr(args, "resume", False) and Path(args.json).is_file():
         try:
-            read_runs(args.json)  # a file of another shape, refused before any training
+            stored = read_runs(args.json)  # a file of another shape, refused before any training
         except ValueError as exc:
             parser.error(f"--resume: {exc}")
+        if (problem := resume_mismatch(stored, args)) is not None:
+            parser.error(f"--resume: {args.json} {problem}")
     if getattr(args, "table_only", False):
         if not Path(args.json).is_file():
             parser.error(f"--table-only reads --json {args.json}, which does not exist")
@@ -172,7 +190,8 @@ def paired_table(
             continue
         iv = stats.paired_t(va, vb)
         verdict = "significant" if iv.excludes_zero else "not significant"
-        p = stats.sign_flip_p([x - y for x, y in zip(va, vb)]) if iv.n <= stats.MAX_EXACT_FLIPS else math.nan
+        p = stats.sign_flip_p([x - y for x, y in zip(va, vb)])  # exact to 20 pairs, then drawn
+        drawn = f" (from {stats.FLIP_DRAWS:,} random flips)" if iv.n > stats.MAX_EXACT_FLIPS else ""
         if iv.n < 2:  # one seed's difference is its own interval: it cannot say noise from effect
             verdict = "one seed: no interval, no claim"
         elif iv.n < MIN_CLAIM_SEEDS:
@@ -183,7 +202,7 @@ def paired_table(
             family.append((name, p))
         lines.append(
             f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | "
-            f"p={p:.3f} | {verdict}"
+            f"p={p:.3f}{drawn} | {verdict}"
         )
     if len(family) > 1:
         adjusted = stats.holm([p for _, p in family])

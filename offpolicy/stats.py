@@ -24,8 +24,9 @@ seed is identical.
   what every table prints, for a cell's mean over seeds and for a paired difference
   (:func:`paired_t`). A difference is *significant* when that interval excludes 0.
 * :func:`sign_flip_p` -- the exact two-sided sign-flip permutation p-value of paired
-  differences (every one of the ``2**n`` sign assignments, for n up to :data:`MAX_EXACT_FLIPS`),
-  which assumes no shape for the outcomes; :func:`holm` adjusts a family of them.
+  differences (every one of the ``2**n`` sign assignments, for n up to :data:`MAX_EXACT_FLIPS`;
+  above, estimated from :data:`FLIP_DRAWS` seeded random assignments), which assumes no shape for
+  the outcomes; :func:`holm` adjusts a family of them.
 
 Why t and not the percentile bootstrap the tables printed before: over 10 seeds a percentile
 bootstrap interval is a normal interval with a standard deviation biased low (it divides by n,
@@ -171,12 +172,31 @@ def sign_flip_p(diffs: Sequence[float]) -> float:
     ``2 / 2**n`` (0.0625 at n = 5, 0.002 at n = 10)."""
     arr = _check(diffs, 1, LEVEL)
     n = arr.size
-    if n > MAX_EXACT_FLIPS:
-        raise refuse("diffs", f"at most {MAX_EXACT_FLIPS} pairs are enumerated exactly, got {n}")
+    observed = abs(float(arr.mean()))
+    if n > MAX_EXACT_FLIPS:  # the docs ask for 40-55 seeds: estimate it instead (p=nan before)
+        return _sign_flip_p_drawn(np.abs(arr), observed, np.random.default_rng(FLIP_SEED))
     signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # [2**n, n] of +-1
     means = np.abs(signs @ np.abs(arr)) / n
-    observed = abs(float(arr.mean()))
     return float(np.mean(means >= observed - 1e-12))
+
+
+FLIP_DRAWS = 200_000
+"""Random sign assignments :func:`sign_flip_p` draws above :data:`MAX_EXACT_FLIPS` pairs."""
+FLIP_SEED = 0
+"""The seed of those draws: the same differences give the same p-value on every run."""
+
+
+def _sign_flip_p_drawn(magnitudes: np.ndarray, observed: float, rng: np.random.Generator) -> float:
+    """The sign-flip p-value estimated from :data:`FLIP_DRAWS` random sign assignments, counted
+    as ``(1 + hits) / (1 + draws)`` (the observed assignment is one of them), so it is never 0
+    and its Monte Carlo error is about ``sqrt(p / draws)`` (0.0005 at p = 0.05)."""
+    n, hits, left = magnitudes.size, 0, FLIP_DRAWS
+    while left:
+        k = min(left, 20_000)  # 20,000 x n signs at a time: bounded memory at any n
+        signs = 1.0 - 2.0 * rng.integers(0, 2, size=(k, n))
+        hits += int(np.count_nonzero(np.abs(signs @ magnitudes) / n >= observed - 1e-12))
+        left -= k
+    return (1 + hits) / (1 + FLIP_DRAWS)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -206,6 +226,9 @@ def sign_test(wins: int, losses: int) -> float:
 
 
 def fmt_interval(iv: Interval, digits: int = 2, signed: bool = False) -> str:
-    """``'mean [lo, hi]'`` with ``digits`` decimals (``signed``: a leading + on positives)."""
+    """``'mean [lo, hi]'`` with ``digits`` decimals (``signed``: a leading + on positives); one
+    value has no interval, and says so (``'0.41 [1 seed]'``) rather than print one of no width."""
     sign = "+" if signed else ""
+    if iv.n < 2:
+        return f"{iv.mean:{sign}.{digits}f} [1 seed]"
     return f"{iv.mean:{sign}.{digits}f} [{iv.lo:{sign}.{digits}f}, {iv.hi:{sign}.{digits}f}]"

@@ -62,6 +62,8 @@ def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
     bad = [n for n in names if n not in valid]
     if bad or not names:
         raise FieldError(f"{field}: unknown name(s) {bad or [text]}; valid: {', '.join(valid)}", field)
+    if len(set(names)) != len(names):  # each run would be run and counted twice
+        raise FieldError(f"{field}: values must be distinct, got {', '.join(names)}", field)
     return names
 
 
@@ -354,6 +356,12 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
             raise FieldError("--resume needs --json", "--resume")
         stored = args.resume and Path(args.json).exists()
         records = _stored_runs(args.json, "--json") if stored else []
+        if any(not _same_settings(r, base) for r in records):  # they would share a cell with the new
+            raise FieldError(
+                f"--resume: {args.json} holds runs of another --lr, --gym or --steps than this "
+                "command's: resume with its settings, or write another --json",
+                "--resume",
+            )
     except ValueError as exc:
         ap.error(str(exc))
     kept.before = len(records)

@@ -1,0 +1,67 @@
+"""What a user's walkthrough of docs/offpolicy.md and docs/cosim.md found: ``--resume`` over a
+file of other settings pooled its runs with the new ones in one cell (a seed counted twice, 5- and
+6-step runs averaged), and a repeated design or correction ran and counted every run twice."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from offpolicy.experiment import resume_mismatch
+from offpolicy.rl import RLConfig
+from scenarios.cosim import CosimConfig
+from scenarios.cosim_report import cli
+
+
+def runs(steps: int, lr: float) -> list[dict[str, object]]:
+    return [{"seed": s, "steps": steps, "lr": lr} for s in (101, 202)]
+
+
+@pytest.mark.parametrize(
+    ("stored", "args", "needle"),
+    [
+        (runs(5, RLConfig().lr), argparse.Namespace(steps=6, lr=None), "--steps"),
+        (runs(5, RLConfig().lr), argparse.Namespace(steps=5, lr=1e-3), "--lr"),
+        (runs(5, 1e-3), argparse.Namespace(steps=5, lr=None), "--lr"),
+    ],
+    ids=["other-steps", "other-lr", "default-lr-against-another"],
+)
+def test_resuming_a_file_of_other_settings_is_refused(
+    stored: list[dict[str, object]], args: argparse.Namespace, needle: str
+) -> None:
+    problem = resume_mismatch(stored, args)
+    assert problem is not None and needle in problem
+
+
+def test_resuming_a_file_of_the_same_settings_is_allowed() -> None:
+    assert resume_mismatch(runs(5, RLConfig().lr), argparse.Namespace(steps=5, lr=None)) is None
+    assert resume_mismatch(runs(5, 1e-3), argparse.Namespace(steps=5, lr=1e-3)) is None
+    assert resume_mismatch([], argparse.Namespace(steps=5, lr=None)) is None
+    lr_sweep = argparse.Namespace(steps=5, lr=None, lrs=[1e-3, 3e-4])  # lr is its axis
+    assert resume_mismatch(runs(5, 1e-3) + runs(5, 3e-4), lr_sweep) is None
+
+
+@pytest.mark.parametrize("flag", ["--designs", "--corrections"])
+def test_a_repeated_design_or_correction_is_refused(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    value = "sync,sync" if flag == "--designs" else "none,none"
+    with pytest.raises(SystemExit) as info:
+        cli([flag, value, "--seeds", "1", "--steps", "1"])
+    assert info.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_a_cosim_resume_over_runs_of_other_steps_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = {"design": "sync", "correction": "none", "seed": 0, "batch_size": 8, "summary": {}}
+    record |= {"evals": [], "steps": [{}, {}], "lr": RLConfig().lr, "gym": CosimConfig().gym}
+    path = tmp_path / "cosim.json"
+    path.write_text(json.dumps({"runs": [record]}))
+    with pytest.raises(SystemExit) as info:
+        cli(
+            ["--designs", "sync", "--corrections", "none", "--seeds", "1", "--steps", "3"]
+            + ["--json", str(path), "--resume"]
+        )
+    assert info.value.code == 2 and "--resume" in capsys.readouterr().err
