@@ -30,7 +30,7 @@ from pipesim.policies.base import (
 )
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
-from pipesim.workload.durations import AgentDurations, DurationModel
+from pipesim.workload.durations import AgentDurations, DurationModel, check_chapter_seed
 
 MAX_NAME_CHARS = 200
 """The longest scenario name: it labels tables, reports and saved runs."""
@@ -110,6 +110,8 @@ class Scenario:
         if not isinstance(self.pipeline, PipelineConfig):
             raise refuse("pipeline", f"must be a PipelineConfig, got {type(self.pipeline).__name__}")
         check_int("seed", self.seed, 0, MAX_SEED - 1, "the largest seed torch's generator takes")
+        if isinstance(self.durations, AgentDurations) and self.durations.draws == "chapter":
+            check_chapter_seed(self.seed)
         _check_name(self.name)
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")

@@ -91,3 +91,22 @@ def test_a_misspelt_preset_parameter_is_suggested_and_the_parameters_listed(
     err = capsys.readouterr().err
     assert "did you mean max_head_offpolicyness?" in err
     assert "parameters of systems:areal: max_head_offpolicyness" in err
+
+
+def test_a_share_interval_stops_at_1_as_at_0() -> None:
+    """Two seeds of a utilisation near 1 gave ``gen_util_hi 1.069``; a count's band is not capped."""
+    from pipesim.io.sweep_grid import aggregate, shares_of
+
+    runs = pd.DataFrame(
+        {
+            "design": ["a", "a"],
+            "status": ["ok", "ok"],
+            "gen_util": [0.95, 1.0],
+            "episodes_trained": [5.0, 9.0],
+        }
+    )
+    metrics = ["gen_util", "episodes_trained"]
+    assert shares_of(metrics) == ("gen_util",)
+    row = aggregate(runs, ["design"], metrics, metrics, shares_of(metrics)).iloc[0]
+    assert row["gen_util_hi"] == 1.0 and 0 <= row["gen_util_lo"] < 0.95
+    assert row["episodes_trained_hi"] > 9.0

@@ -91,6 +91,8 @@ class SweepResult:
     metrics: tuple[str, ...] = field(default=())
     nonnegative: tuple[str, ...] = field(default=())
     """Metrics that cannot be negative (counts, times, rates, shares): their intervals stop at 0."""
+    shares: tuple[str, ...] = field(default=())
+    """Metrics that are shares of a whole (at most 1): their intervals stop at 1 too."""
 
     @property
     def failures(self) -> pd.DataFrame:
@@ -101,21 +103,26 @@ class SweepResult:
     def aggregate(self) -> pd.DataFrame:
         """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval; NaN for a
         cell of one seed, which has none), ``n_seeds``."""
-        return aggregate(self.runs, self.keys, self.metrics, self.nonnegative)
+        return aggregate(self.runs, self.keys, self.metrics, self.nonnegative, self.shares)
 
 
 def aggregate(
-    runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], nonnegative: Sequence[str] = ()
+    runs: pd.DataFrame,
+    keys: Sequence[str],
+    metrics: Sequence[str],
+    nonnegative: Sequence[str] = (),
+    shares: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Mean and 95% interval over seeds of each metric, one row per combination of ``keys``.
 
     The interval of a metric in ``nonnegative`` stops at 0: with few seeds a t interval of a
     count or a time can reach below zero (2 seeds of ``staleness_max``, 0 and 3: down to -17.6),
-    which no mean of such values can be. A cell with one successful seed has no interval: its
+    which no mean of such values can be; that of a metric in ``shares`` stops at 1 as well (2 seeds
+    of ``gen_util`` reached 1.069). A cell with one successful seed has no interval: its
     ``_lo`` and ``_hi`` are NaN (they were the mean, which read as an interval of width 0). With
     no successful cell the table is empty but keeps its columns.
     """
-    floor = set(nonnegative)
+    floor, ceiling = set(nonnegative), set(shares)
     ok = runs[runs["status"] == "ok"]
     columns = [*keys, "n_seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "lo", "hi"))]
     rows = []
@@ -132,7 +139,8 @@ def aggregate(
             mean = float(col.mean())
             half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n)  # NaN for one seed: no interval
             lo = max(mean - half, 0.0) if m in floor and mean >= 0 and n > 1 else mean - half
-            row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, mean + half
+            hi = min(mean + half, 1.0) if m in ceiling and mean <= 1 and n > 1 else mean + half
+            row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, hi
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 
@@ -237,4 +245,14 @@ def collect(
     keys = tuple(k for k in cells[0].labels if k != "seed")
     runs = pd.DataFrame(rows)
     floor = () if signed is None else tuple(m for m in metrics if m not in signed)
-    return SweepResult(runs=runs, keys=keys, metrics=tuple(metrics), nonnegative=floor)
+    return SweepResult(
+        runs=runs, keys=keys, metrics=tuple(metrics), nonnegative=floor, shares=shares_of(floor)
+    )
+
+
+def shares_of(metrics: Sequence[str]) -> tuple[str, ...]:
+    """The metrics of a run's summary that are shares of a whole (utilisations, idle ratios,
+    ``*_share``): each run's value lies in [0, 1], so their intervals stop at 1 as well as 0."""
+    return tuple(
+        m for m in metrics if m.startswith("gen_util") or m.endswith("_share") or m.endswith("idle_ratio")
+    )

@@ -81,8 +81,26 @@ def _torch(why: str) -> Any:
     return torch
 
 
+CHAPTER_SEEDS = 2**32
+"""Seeds the chapter's torch generator tells apart: its CPU generator keeps a seed's low 32 bits,
+so ``manual_seed(2**32 + 1)`` draws what ``manual_seed(1)`` draws (checked with torch 2.13)."""
+
+
+def check_chapter_seed(seed: int) -> None:
+    """Refuse a seed the chapter's generator would alias to a smaller one (a run of seed 2**32
+    was the run of seed 0 without a word)."""
+    if seed >= CHAPTER_SEEDS:
+        raise refuse(
+            "seed",
+            f"must be below 2**32 ({CHAPTER_SEEDS:,}) for AgentDurations(draws='chapter'), got "
+            f"{seed:,}: the chapter's torch generator keeps 32 bits, so it would repeat seed "
+            f"{seed % CHAPTER_SEEDS:,} (draws='numpy' takes any seed)",
+        )
+
+
 def chapter_generator(seed: int) -> torch.Generator:
     """The chapter's generator for ``seed``: ``torch.Generator().manual_seed(seed)`` (needs torch)."""
+    check_chapter_seed(seed)
     torch = _torch("the chapter's generator (AgentDurations with draws='chapter', the chapter's exact draws)")
     return torch.Generator().manual_seed(seed)
 
