@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     check_cli_args(parser, args)
     if args.table_only:
         runs = read_runs(args.json)
+        if not any(r.get("sampler") == "exact" for r in runs):  # another script's file (IndexError before)
+            parser.error(
+                f"--table-only: {args.json} holds no runs of the exact sampler: not a results file of {PROG}"
+            )
         found = list(dict.fromkeys(r["correction"] for r in runs if r.get("sampler") == "fp8"))
         show_table(fp8_table(runs, found), args.json)
         return 0

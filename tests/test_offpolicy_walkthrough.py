@@ -65,3 +65,17 @@ def test_a_cosim_resume_over_runs_of_other_steps_is_refused(
             + ["--json", str(path), "--resume"]
         )
     assert info.value.code == 2 and "--resume" in capsys.readouterr().err
+
+
+def test_fp8_table_only_on_another_scripts_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It raised an IndexError from inside the table (a staleness JSON has no exact-sampler run)."""
+    from offpolicy.fp8 import main
+
+    path = tmp_path / "staleness.json"
+    run = {"seed": 1, "correction": "none", "heldout": {"pass_rate": 0.5}, "history": [], "lag": 0}
+    path.write_text(json.dumps({"runs": [run]}))
+    with pytest.raises(SystemExit) as info:
+        main(["--table-only", "--json", str(path)])
+    assert info.value.code == 2 and "--table-only" in capsys.readouterr().err
