@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from offpolicy.checks import FieldError, refuse
+from offpolicy.checks import FieldError, check_real, refuse
 
 __all__ = [
     "selected_log_probs",
@@ -97,8 +97,7 @@ def tis_weights(
     logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, cap: float = 2.0
 ) -> torch.Tensor:
     """Truncated IS weights min(pi/mu, cap), detached: [B, T] -> [B, T], 0 where mask is 0."""
-    if cap <= 0:
-        raise refuse("cap", f"must be > 0, got {cap}")
+    check_real("cap", cap, 0.0, open_low=True)  # NaN made every weight NaN
     log_ratio = (logp_trainer - logp_sampler).detach()  # [B, T]
     return log_ratio.clamp(max=math.log(cap)).exp() * mask
 
@@ -111,6 +110,8 @@ def mis_weights(
     high: float = 5.0,
 ) -> torch.Tensor:
     """Masked IS weights (IcePop): pi/mu where low <= pi/mu <= high, else 0; detached [B, T] -> [B, T]."""
+    check_real("low", low, 0.0)  # NaN or a negative band made every weight 0
+    check_real("high", high, 0.0, open_low=True)
     if low > high:
         raise FieldError(f"band: low={low} must not exceed high={high}", "band")
     ratio = (logp_trainer - logp_sampler).detach().exp()  # [B, T]
@@ -126,7 +127,6 @@ def seq_tis_weights(
     [B, T] -> [B, T], detached, 0 where mask is 0. The sum of log-ratios is taken over the
     policy tokens only (observation tokens were not sampled, so they carry no ratio).
     """
-    if cap <= 0:
-        raise refuse("cap", f"must be > 0, got {cap}")
+    check_real("cap", cap, 0.0, open_low=True)
     seq_log_ratio = ((logp_trainer - logp_sampler).detach() * mask).sum(dim=-1, keepdim=True)  # [B, 1]
     return seq_log_ratio.clamp(max=math.log(cap)).exp() * mask  # [B, T]

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offpolicy.checks import FieldError, refuse
+from offpolicy.checks import FieldError, check_real, refuse
 
 N_BOOT = 10_000
 LEVEL = 0.95
@@ -202,6 +202,8 @@ def _sign_flip_p_drawn(magnitudes: np.ndarray, observed: float, rng: np.random.G
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values (same order as given): the i-th
     smallest is multiplied by (m - i), each kept at least the one before it and at most 1."""
+    for i, p in enumerate(pvalues):  # NaN or 1.5 came back as 1.0, a p-value like any other
+        check_real(f"pvalues[{i}]", p, 0.0, 1.0)
     m = len(pvalues)
     order = sorted(range(m), key=lambda i: pvalues[i])
     out = [0.0] * m

@@ -79,3 +79,39 @@ def test_fp8_table_only_on_another_scripts_file_is_a_usage_error(
     with pytest.raises(SystemExit) as info:
         main(["--table-only", "--json", str(path)])
     assert info.value.code == 2 and "--table-only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        ("tis", "cap"),
+        ("seq_tis", "cap"),
+        ("mis_low", "low"),
+        ("mis_negative", "low"),
+        ("holm_nan", "pvalues[0]"),
+        ("holm_above_1", "pvalues[1]"),
+    ],
+)
+def test_a_nan_or_out_of_range_weight_knob_or_p_value_is_named(call: str, field: str) -> None:
+    """NaN caps gave all-NaN weights, a NaN or negative band all-zero weights, and holm read NaN
+    or 1.5 as a p-value of 1: each is refused, naming the argument."""
+    import math
+
+    import torch
+
+    from offpolicy import stats
+    from offpolicy.checks import FieldError
+    from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
+
+    a, b, mask = torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3)
+    calls = {
+        "tis": lambda: tis_weights(a, b, mask, cap=math.nan),
+        "seq_tis": lambda: seq_tis_weights(a, b, mask, cap=math.nan),
+        "mis_low": lambda: mis_weights(a, b, mask, low=math.nan),
+        "mis_negative": lambda: mis_weights(a, b, mask, low=-1.0, high=-0.5),
+        "holm_nan": lambda: stats.holm([math.nan]),
+        "holm_above_1": lambda: stats.holm([0.01, 1.5]),
+    }
+    with pytest.raises(FieldError) as info:
+        calls[call]()
+    assert info.value.field == field
