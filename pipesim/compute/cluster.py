@@ -107,10 +107,10 @@ class Cluster:
                 f"the {rollout} rollout GPUs must be a multiple of the engine's tp ({self.engine.tp})",
                 "engine.tp",
             )
-        slots = rollout // self.engine.tp * self.engine.max_num_seqs
+        slots = self.n_replicas * self.engine.max_num_seqs
         if slots > MAX_SLOTS:  # named here, not as the pipeline's n_slots the run would refuse
             raise FieldError(
-                f"n_gpus {self.n_gpus:,} runs {rollout // self.engine.tp:,} replicas of max_num_seqs "
+                f"n_gpus {self.n_gpus:,} runs {self.n_replicas:,} replicas of max_num_seqs "
                 f"{self.engine.max_num_seqs:,}: {slots:,} sequence slots, above the {MAX_SLOTS:,} one "
                 "run holds (each is a Python object): fewer GPUs, a larger tp or a smaller max_num_seqs",
                 "n_gpus",

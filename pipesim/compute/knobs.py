@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pipesim.compute.phases import GPUS_PER_NODE
 from pipesim.compute.roofline import NCCL_ALLREDUCE_LATENCY_S, kernel_time_s
 from pipesim.core.errors import check_int
 
@@ -60,8 +61,6 @@ def allreduce_latency_s(c: EngineConfig) -> float:
     custom all-reduce refuses a group that spans nodes ("Custom allreduce is disabled because this
     process group spans across nodes", ``custom_all_reduce.py``). NCCL's latency across nodes is
     higher than this intra-node measurement; no measurement of it is used, so it is a floor."""
-    from pipesim.compute.phases import GPUS_PER_NODE
-
     if c.disable_custom_all_reduce or c.tp > GPUS_PER_NODE:
         return NCCL_ALLREDUCE_LATENCY_S
     return c.allreduce_latency_s

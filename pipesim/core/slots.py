@@ -319,6 +319,8 @@ class Slots:
             self._target = None
             finish_together(group, now, in_pass, awake)
             return
+        # finish_together((self,), ...) does what follows; inlined, as this is the path of every
+        # completion that is not taken in place (a call and a loop more cost 7% of such a run)
         done = self.pop_due(now)
         self._target = None
         if not done:

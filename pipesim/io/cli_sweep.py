@@ -53,7 +53,7 @@ def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
 def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, list[Any]]:
     """The ``--over`` axes over the scenario's own keys; an unknown key's error also lists (and
     suggests from) the parameters of ``entry``, the preset named, where it has any."""
-    from pipesim.io.overrides import unknown_key
+    from pipesim.io.overrides import with_preset_params
     from pipesim.io.registry import parse_value
 
     over: dict[str, list[Any]] = {}
@@ -66,10 +66,7 @@ def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, 
         try:
             over[key] = [parse_value(scen, key, v) for v in split_values(values)]
         except ValueError as exc:
-            params = list(entry.parameters()) if entry is not None else []
-            if params and getattr(exc, "field", "") == key and str(exc).startswith("unknown key"):
-                exc = unknown_key(key, scen, params, entry.name)
-            raise UsageError(one_line(exc)) from None
+            raise UsageError(one_line(with_preset_params(exc, scen, entry))) from None
         if not over[key]:
             raise UsageError(f"--over {key}: no values given")
     return over

@@ -67,7 +67,12 @@ def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> 
     return keys
 
 
-def unknown_key(key: str, scenario: Scenario, params: Sequence[str] = (), owner: str = "") -> FieldError:
+class UnknownKeyError(FieldError):
+    """A ``--set`` or ``--over`` key that is no key of the scenario (nor, where a preset is named,
+    one of its parameters): a FieldError whose ``field`` is the key."""
+
+
+def unknown_key(key: str, scenario: Scenario, params: Sequence[str] = (), owner: str = "") -> UnknownKeyError:
     """The error for a key that is neither a scenario key nor (where a preset is named, ``owner``)
     one of the preset's parameters ``params``: the closest of either as a suggestion, then both
     lists."""
@@ -75,7 +80,15 @@ def unknown_key(key: str, scenario: Scenario, params: Sequence[str] = (), owner:
     close = difflib.get_close_matches(key, [*params, *keys], n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     more = f"; parameters of {owner}: {', '.join(params)}" if params else ""
-    return FieldError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(keys)}{more}", key)
+    return UnknownKeyError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(keys)}{more}", key)
+
+
+def with_preset_params(exc: ValueError, scenario: Scenario, entry: Entry | None) -> ValueError:
+    """``exc`` as a user of preset ``entry`` should read it: an unknown key redone to suggest from
+    the preset's parameters too and list them (``--set`` and ``--over`` alike); else ``exc``."""
+    if entry is None or not isinstance(exc, UnknownKeyError) or not (params := list(entry.parameters())):
+        return exc
+    return unknown_key(exc.field, scenario, params, entry.name)
 
 
 def _coerce(key: str, text: str, hint: Any) -> Any:
@@ -263,9 +276,8 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     try:
         scenario, more = apply_overrides(scenario, rest)
     except ValueError as exc:
-        field = getattr(exc, "field", "")
-        if params and field and str(exc).startswith("unknown key"):
-            raise unknown_key(field, scenario, list(params), entry.name) from None
+        if (better := with_preset_params(exc, scenario, entry)) is not exc:
+            raise better from None
         raise
     given.update(more)
     try:

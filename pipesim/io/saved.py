@@ -129,8 +129,12 @@ def save(
             "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
         }
     )
-    meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "sim_time_s": result.sim_time_s}
-    meta["name"] = scen.name
+    meta: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "sim_time_s": result.sim_time_s,
+        "name": scen.name,
+    }
     if (engine := getattr(result, "engine", "slots")) != "slots":
         meta["engine"] = engine
     if spec is None:  # a loaded compute run saved again keeps its spec
