@@ -127,6 +127,8 @@ def test_parse_policy_builds_the_object(text: str, expected: object) -> None:
         ("Drain(", ["cannot parse"]),
         ("", ["empty policy"]),
         ("1 + 2", ["not a policy"]),
+        ("InFlightUpdate(load_time_s=x)", ["'x' is neither a number, a quoted string ('x')"]),
+        ("SyncEveryK(inner=InFlightUpdat)", ["'InFlightUpdat' is neither", "did you mean InFlightUpdate"]),
     ],
 )
 def test_parse_policy_errors_are_one_line_value_errors(text: str, needles: list[str]) -> None:
@@ -276,3 +278,34 @@ def test_a_user_package_registers_scenarios_through_the_entry_point_group(
     assert entry.description == "A tiny pipeline." and "systems:areal" in reg_mod.registry()
     scen, given = reg_mod.build(entry, ["n_slots=2", "steps=3"])
     assert scen.pipeline.n_slots == 2 and scen.pipeline.steps == 3 and given == {"n_slots": "2", "steps": "3"}
+
+
+def test_a_run_saved_with_a_plugin_policy_reports_with_or_without_its_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_catalog: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run saved under ``--policies FILE`` names the plug-in's class in scenario.json. Loading it
+    where that module is not registered is not a corrupt file: the run loads with its saved pipeline
+    and a one-line warning naming the class and ``--policies``; with ``--policies`` it loads whole."""
+    from pipesim.io.cli import main
+    from pipesim.io.saved import load
+
+    user = tmp_path / "plug.py"
+    user.write_text(textwrap.dedent(USER_MODULE))
+    run = tmp_path / "run"
+    setting = ["--set", "admission=HeadroomThrottle(headroom=2)", "--set", "steps=3"]
+    before = list(catalog._registered)
+    assert main(["run", "synchronous", "--policies", str(user), *setting, "--save", str(run)]) == 0
+    catalog._registered[:] = before  # a later process: the plug-in is not registered
+    catalog._cache = None
+    with pytest.raises(catalog.UnknownPolicyError):
+        catalog.lookup("HeadroomThrottle")
+    with pytest.warns(UserWarning, match="HeadroomThrottle.*--policies"):
+        saved = load(run)
+    assert saved.scenario.pipeline.steps == 3 and "HeadroomThrottle(headroom=2)" in saved.scenario_repr
+    capsys.readouterr()
+    assert main(["report", str(run), "--out", str(tmp_path / "a.html")]) == 0
+    err = capsys.readouterr().err
+    assert "pipesim: warning:" in err and "HeadroomThrottle" in err and "Traceback" not in err
+    assert main(["report", str(run), "--policies", str(user), "--out", str(tmp_path / "b.html")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert type(load(run).scenario.admission).__name__ == "HeadroomThrottle"

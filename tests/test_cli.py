@@ -173,6 +173,7 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         ),
         (["run", "systems:areal", "--set", "bogus=1"], "parameters of systems:areal: max_head_offpolicyness"),
         (["run", "no/such.toml"], "no such scenario file"),
+        (["run", "README.md"], "'README.md' is a file but not a scenario file"),
         (["run", "no_such_pkg.mod:make"], "cannot import module 'no_such_pkg.mod'"),
         (["run", "tests/no_such.py:make"], "no such file"),
         (["run", "scenarios.systems:nope"], "has no 'nope'"),

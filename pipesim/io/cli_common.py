@@ -253,12 +253,19 @@ def directory_problem(p: Path) -> str | None:
 
 def load_saved(path: str) -> Any:
     """The saved run at ``path`` (``pipesim run --save``); UsageError when it is not one."""
+    import warnings
+
     from pipesim.io.saved import load
 
     try:
-        return load(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = load(path)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
+    for w in caught:  # a person reads these: one line each, not Python's file:line form
+        print(f"pipesim: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
+    return run
 
 
 def split_values(text: str, keep_empty: bool = False) -> list[str]:

@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="seeds per banded point of the chapter's report (>= 1, default 3); e.g. --seeds 3",
     )
-    add_options(rep, "workers", "quiet")
+    add_options(rep, "workers", "quiet", "policies")
     rep.set_defaults(func=cmd_report)
 
     t = sub.add_parser(

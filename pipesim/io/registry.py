@@ -355,4 +355,12 @@ def resolve(spec: str) -> Entry:
         where, _, attr = spec.rpartition(":")
         if where and attr.isidentifier() and is_module_path(where):
             return Entry(spec, f"{attr} from {where}", import_factory(where, attr, spec))
+        if Path(spec).is_file():
+            raise FieldError(
+                f"{shown(spec)} is a file but not a scenario file: scenario files end in "
+                f"{', '.join(SCENARIO_FILE_SUFFIXES)} (pipesim export writes one); a Python file "
+                "is named with its factory, path/to/file.py:factory",
+                "scenario",
+                spec,
+            )
     return _named(reg, spec)

@@ -316,17 +316,30 @@ def load(path: str | Path) -> SavedRun:
     with reading(p / "scenario.json"):
         if not isinstance(sc, dict):
             raise FieldError(f"must be a JSON object, got {type(sc).__name__}")
+        missing_policy = None
         if sc.get("scenario") is not None:
             from pipesim.io.scenario_files import scenario_from_dict
+            from pipesim.policies.catalog import UnknownPolicyError
 
-            scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
-        else:  # a policy was outside the catalog: the saved pipeline with default policies stands in
+            try:
+                scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
+            except FieldError as exc:  # a plug-in policy not registered here: not a corrupt file
+                if not isinstance(exc.__cause__, UnknownPolicyError):
+                    raise
+                missing_policy = (
+                    f"its scenario names a policy this process has not registered ({exc.field}: "
+                    f"{str(exc.__cause__).split(';')[0]}); pass its module with --policies FILE, or "
+                    "register it (pipesim.policies.catalog.register_module) before loading"
+                )
+        else:
+            missing_policy = "a policy of this run was outside the catalog when it was saved"
+        if missing_policy is not None:  # the saved pipeline with default policies stands in
             scenario = Scenario(
                 pipeline=PipelineConfig(**sc["pipeline"]), name=str(meta.get("name", "scenario"))
             )
             warnings.warn(
-                f"{p}: a policy of this run is outside the catalog, so its scenario is shown as the saved "
-                f"pipeline with default policies; SavedRun.scenario_repr has the run's own: "
+                f"{p}: {missing_policy}, so its scenario is shown as the saved pipeline with default "
+                f"policies; SavedRun.scenario_repr has the run's own: "
                 f"{str(sc.get('scenario_repr', ''))[:200]}",
                 stacklevel=2,
             )

@@ -114,6 +114,8 @@ class Reader:
         else:
             try:
                 cls = catalog.lookup(name, kind)
+            except catalog.UnknownPolicyError as exc:  # kept as the cause: saved.load reads it
+                raise self.error(f"{where}.type", str(exc)) from exc
             except ValueError as exc:
                 raise self.error(f"{where}.type", str(exc)) from None
             if kind is not None and kind not in catalog.kinds_of(cls):

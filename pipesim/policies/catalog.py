@@ -183,7 +183,13 @@ def lookup(name: str, kind: str | None = None) -> type:
     )
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
-    raise FieldError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}", "type")
+    raise UnknownPolicyError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}", "type")
+
+
+class UnknownPolicyError(FieldError):
+    """A class name the catalog does not hold: a typo, or a policy of a module not registered in
+    this process (``--policies FILE``, :func:`register_module`). Its own type so that a reader of
+    saved work (:func:`pipesim.io.saved.load`) can tell a missing plug-in from a malformed file."""
 
 
 def name_of(obj: Any) -> str:
@@ -219,6 +225,14 @@ def _literal(node: ast.expr, text: str) -> Any:
             return float("inf")
         if node.id in ("nan", "NaN"):  # a number (the policy says whether it may be NaN)
             return float("nan")
+        if node.id not in catalog() and _norm(node.id) not in {_norm(n) for n in catalog()}:
+            # a bare word as an argument: most often a string left unquoted, not a policy misspelt
+            close = difflib.get_close_matches(node.id, list(catalog()), n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise _Reject(
+                f"{node.id!r} is neither a number, a quoted string ({node.id!r}) nor a catalogued "
+                f"policy{hint}"
+            )
         return _construct(node.id, [], {}, text)
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
