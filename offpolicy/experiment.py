@@ -324,6 +324,12 @@ def group_runs(
     return out
 
 
+def window_of(runs: Sequence[dict[str, Any]], window: int = 10) -> int:
+    """The reward window of a table over ``runs``: ``window`` steps, or the shortest run's steps
+    when it has fewer (a run of 8 steps is read over its 8, and the header says 8, not 10)."""
+    return max(1, min([window, *(int(r["steps"]) for r in runs)]))
+
+
 def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = None) -> float:
     """Mean of ``key`` over steps [lo, hi) of a run's history; NaN when it has none of them (a
     diverged run stops early), which :func:`fmt_ci` leaves out."""

@@ -30,6 +30,7 @@ from offpolicy.experiment import (
     run_one,
     seeds_from_args,
     show_table,
+    window_of,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
@@ -100,9 +101,10 @@ def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:
     """The exact sampler's row and one per fp8 correction, then each fp8 row against the exact
     one on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
     settings = [("exact", "none")] + [("fp8", c) for c in corrections]
+    w = window_of(runs)  # 10 steps, or every step of a shorter run (a label that says so)
     lines = [
-        "sampler correction | n | mismatch | health p99 | health max | over cap | last-10 reward | held-out"
-        " | collapsed"
+        f"sampler correction | n | mismatch | health p99 | health max | over cap | last-{w} reward "
+        "| held-out | collapsed"
     ]
     for name, correction in settings:
         group = [r for r in runs if r["sampler"] == name and r["correction"] == correction]
@@ -115,7 +117,7 @@ def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:
                     fmt_ci([history_mean(r, "health_p99") for r in group], 4),
                     fmt_ci([history_mean(r, "health_max") for r in group], 4),
                     fmt_ci([history_mean(r, "over_cap") for r in group], 4),
-                    fmt_ci([history_mean(r, "reward", steps - 10) for r in group], 3),
+                    fmt_ci([history_mean(r, "reward", steps - w) for r in group], 3),
                     fmt_ci([r["heldout"]["pass_rate"] for r in group], 3),
                     f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}",
                 ]
@@ -126,4 +128,6 @@ def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from offpolicy.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -5,12 +5,14 @@ hours and write their results file after every run (:func:`offpolicy.runfile.wri
 temporary file and a rename, so an interrupt never leaves it half-written). Stopped by Ctrl-C or
 SIGTERM they print one line saying what the file holds and exit 130, as ``pipesim`` and
 ``python -m scenarios.published`` do, never a traceback. ``offpolicy`` does not import pipesim,
-so :func:`sigterm_as_interrupt` is a twin of ``pipesim.io.interrupts.sigterm_as_interrupt``.
+so :func:`sigterm_as_interrupt` and :func:`reader_may_leave` are twins of those of
+``pipesim.io.interrupts``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -20,6 +22,16 @@ from types import FrameType
 
 INTERRUPTED = 130
 """The exit status of a script stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports it)."""
+
+
+def reader_may_leave(main: Callable[[], int | None]) -> int:
+    """``main()``'s exit status; a reader that leaves early (``... | head``) ends it quietly with 0
+    (the twin of ``pipesim.io.interrupts.reader_may_leave``)."""
+    try:
+        return main() or 0
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until the interpreter exits
+        return 0
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -34,6 +34,7 @@ from offpolicy.experiment import (
     run_one,
     seeds_from_args,
     show_table,
+    window_of,
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
@@ -102,15 +103,16 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
 def lr_table(runs: list[dict[str, Any]]) -> str:
     """One row per (lr, lag, correction), then each lag against lag 0 at the same lr and
     correction on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
+    w = window_of(runs)  # 10 steps, or every step of a shorter run (a label that says so)
     lines = [
-        "      lr lag correction | n | reward [0-10) | reward last 10 | mismatch | over cap"
+        f"      lr lag correction | n | reward [0-{w}) | reward last {w} | mismatch | over cap"
         " | held-out | reads | collapsed"
     ]
     for (lr, lag, correction), group in group_runs(runs, ("lr", "lag", "correction")).items():
         steps = group[0]["steps"]
         cells = [
-            fmt_ci([history_mean(r, "reward", 0, 10) for r in group]),
-            fmt_ci([history_mean(r, "reward", steps - 10) for r in group]),
+            fmt_ci([history_mean(r, "reward", 0, w) for r in group]),
+            fmt_ci([history_mean(r, "reward", steps - w) for r in group]),
             fmt_ci([history_mean(r, "mismatch") for r in group], 3),
             fmt_ci([history_mean(r, "over_cap") for r in group], 3),
             fmt_ci([r["heldout"]["pass_rate"] for r in group]),
@@ -126,4 +128,6 @@ def lr_table(runs: list[dict[str, Any]]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from offpolicy.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -43,7 +43,8 @@ class RLConfig:
 
     Attributes:
         episodes_per_step: episodes sampled per training step (a multiple of group_size).
-        group_size: episodes per task in a step; they share the group baseline.
+        group_size: episodes per task in a step (>= 2); they share the group baseline, so a
+            group of one would have no advantage to learn from.
         lr: Adam learning rate. 3e-4 since the issue gym's lr sweep (``docs/offpolicy.md``:
             on-policy held-out 0.94 at 3e-4 against 0.53 at the earlier default 1e-3, 10 seeds).
             At most ``checks.LR_MAX`` (1e6, below Adam's float32 overflow); an lr at which the
@@ -71,8 +72,10 @@ class RLConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("episodes_per_step", "group_size", "minibatches", "max_turns"):
+        for name in ("episodes_per_step", "minibatches", "max_turns"):
             check_int(name, getattr(self, name), 1)
+        # a group is its own baseline: one episode's advantage is 0 and trains nothing
+        check_int("group_size", self.group_size, 2)
         check_seed("seed", self.seed)
         check_lr("lr", self.lr)
         check_real("temperature", self.temperature, 0, open_low=True)

@@ -160,4 +160,6 @@ def report(runs: list[dict[str, Any]], json_path: str, html: str | None) -> None
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from offpolicy.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario, run
@@ -234,4 +233,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from pipesim.io.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -267,7 +267,25 @@ def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
     return runs
 
 
+def _stored_targets(path: str) -> tuple[float, float | None]:
+    """The target and second target a stored ``--json`` table was aggregated at (its first row's),
+    so ``--retable`` alone re-prints that table; :data:`DEFAULT_TARGET` for a file without them."""
+    table = json.loads(Path(path).read_text()).get("table")
+    row = table[0] if isinstance(table, list) and table and isinstance(table[0], dict) else {}
+
+    def rate(key: str) -> float | None:
+        v = row.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        return float(v) if math.isfinite(v) and 0 <= v <= 1 else None
+
+    target = rate("target")
+    return DEFAULT_TARGET if target is None else target, rate("also_target")
+
+
 PROG = "python -m scenarios.cosim"
+DEFAULT_TARGET = 0.5
+"""The held-out pass rate a run's time to target is read at, unless ``--target`` says otherwise."""
 
 
 def cli(argv: Sequence[str]) -> int:
@@ -280,8 +298,17 @@ def cli(argv: Sequence[str]) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the runs already in --json, skip them")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
-    ap.add_argument("--target", type=float, default=0.5, help="target held-out pass rate")
-    ap.add_argument("--also-target", type=float, help="a second target pass rate for the table")
+    ap.add_argument(
+        "--target",
+        type=float,
+        default=None,
+        help=f"target held-out pass rate (default {DEFAULT_TARGET}; with --retable, the stored table's)",
+    )
+    ap.add_argument(
+        "--also-target",
+        type=float,
+        help="a second target pass rate for the table (with --retable, the stored table's if it has one)",
+    )
     ap.add_argument("--eval-every", type=int, default=5, help="evaluate every k steps")
     ap.add_argument("--json", help="write the table, per-run summaries and curves here")
     ap.add_argument("--html", help="write the figure here")
@@ -311,6 +338,11 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
     try:
         if args.retable is not None:
             records = in_design_order(_stored_runs(args.retable))
+            stored_target, stored_also = _stored_targets(args.retable)
+            if args.target is None:  # re-print what was stored, unless asked for another target
+                args.target = stored_target
+                if args.also_target is None:
+                    args.also_target = stored_also
             rows = aggregate(records, args.target, args.also_target)
             print(format_table(rows, args.target))
             print("\n" + claims_table(records))
@@ -322,6 +354,8 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
             if args.html:
                 write_html(records, args.html, args.target)
             return 0
+        if args.target is None:
+            args.target = DEFAULT_TARGET
         seed_list = _seed_list(args.seed_list) if args.seed_list else None
         if args.perf is not None:  # one design or a comma list, each over the same seeds
             outs = [

@@ -295,4 +295,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from pipesim.io.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -375,3 +375,16 @@ def test_a_full_device_names_the_output(capsys: pytest.CaptureFixture[str]) -> N
     assert pipesim_main(["run", "fig13.1-sync", "--set", "steps=2", "--json", "/dev/full"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "/dev/full" in err[0], err
+
+
+def test_retable_alone_reprints_the_stored_tables_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    """The committed table was aggregated at 0.8 and 0.9; ``--retable`` alone printed it at the
+    run default 0.5, another table than the one stored. It now reads the stored targets; a given
+    ``--target`` still wins."""
+    stored = str(Path(__file__).resolve().parents[1] / "results" / "cosim" / "cosim.json")
+    assert cosim.main(["--retable", stored]) == 0
+    alone = capsys.readouterr().out
+    assert cosim.main(["--retable", stored, "--target", "0.8", "--also-target", "0.9"]) == 0
+    assert capsys.readouterr().out == alone
+    assert cosim.main(["--retable", stored, "--target", "0.5"]) == 0
+    assert capsys.readouterr().out != alone

@@ -115,3 +115,38 @@ def test_a_nan_or_out_of_range_weight_knob_or_p_value_is_named(call: str, field:
     with pytest.raises(FieldError) as info:
         calls[call]()
     assert info.value.field == field
+
+
+def _history_run(steps: int, seed: int, **keys: object) -> dict[str, object]:
+    """A run whose step i has reward i (so a window's mean says which steps it read)."""
+    row = {"mismatch": 0.0, "over_cap": 0.0, "health_p99": 0.0, "health_max": 0.0}
+    history = [dict(row, reward=float(i)) for i in range(steps)]
+    return {
+        "steps": steps,
+        "seed": seed,
+        "history": history,
+        "heldout": {"pass_rate": 0.5, "reads": 1.0},
+        **keys,
+    }
+
+
+@pytest.mark.parametrize("steps", [4, 8, 10, 30])
+def test_reward_windows_read_what_their_headers_say(steps: int) -> None:
+    """At 8 steps, 'last 10' read steps [-2:] (the last 2): the window is min(10, steps), and the
+    header says which; at 10 steps and more nothing changes."""
+    from offpolicy.fp8 import fp8_table
+    from offpolicy.lr_sweep import lr_table
+
+    w = min(10, steps)
+    last = sum(range(steps - w, steps)) / w
+    first = sum(range(w)) / w
+    lr_runs = [_history_run(steps, s, lr=1e-3, lag=0, correction="none") for s in (0, 1)]
+    head, row = lr_table(lr_runs).splitlines()[:2]
+    assert f"reward [0-{w}) | reward last {w} |" in head
+    assert row.split("|")[2].strip().startswith(f"{first:.2f}")
+    assert row.split("|")[3].strip().startswith(f"{last:.2f}")
+    fp8_runs = [_history_run(steps, s, sampler=n, correction="none") for s in (0, 1) for n in ("exact",)]
+    fp8_runs += [_history_run(steps, s, sampler="fp8", correction="tis") for s in (0, 1)]
+    head, row = fp8_table(fp8_runs, ["tis"]).splitlines()[:2]
+    assert f"last-{w} reward" in head
+    assert row.split("|")[6].strip().startswith(f"{last:.3f}")

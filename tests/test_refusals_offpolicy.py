@@ -62,6 +62,7 @@ OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("rl-max-grad-norm", lambda: RLConfig(max_grad_norm=0), "max_grad_norm"),
     ("rl-max-turns", lambda: RLConfig(max_turns=0), "max_turns"),
     ("rl-group-size-bool", lambda: RLConfig(group_size=True), "group_size"),
+    ("rl-group-of-one", lambda: RLConfig(group_size=1), "group_size"),  # no advantage: trains nothing
     ("rl-episodes-float", lambda: RLConfig(episodes_per_step=64.0), "episodes_per_step"),  # type: ignore[arg-type]
     ("rl-seed-numpy", lambda: RLConfig(seed=np.int64(3)), "seed"),  # type: ignore[arg-type]
     ("rl-seed-huge", lambda: RLConfig(seed=2**64), "seed"),

@@ -41,4 +41,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from pipesim.io.interrupts import reader_may_leave
+
+    sys.exit(reader_may_leave(lambda: main(sys.argv[1:])))

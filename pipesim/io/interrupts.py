@@ -17,13 +17,14 @@ import contextlib
 import os
 import signal
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["ignore_sigint", "sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
+__all__ = ["ignore_sigint", "reader_may_leave", "sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
 
 
 def ignore_sigint() -> None:
@@ -31,6 +32,18 @@ def ignore_sigint() -> None:
     process group), which keeps what finished and stops the pool; no worker answers a task with
     KeyboardInterrupt or prints a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def reader_may_leave(main: Callable[[], int | None]) -> int:
+    """``main()``'s exit status, where a reader that leaves early (``python -m ... | head``) ends
+    the command quietly with 0 instead of a BrokenPipeError traceback. Files are written whole or
+    not at all (:func:`write_atomic`), so stopping at the closed pipe loses nothing half-written;
+    stdout then points at the null device so the interpreter's last flush cannot fail again."""
+    try:
+        return main() or 0
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until the interpreter exits
+        return 0
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -126,4 +126,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from pipesim.io.interrupts import reader_may_leave
+
+    raise SystemExit(reader_may_leave(main))

@@ -1,0 +1,34 @@
+"""``python -m ... | head``: a reader that leaves before the command writes ends it quietly.
+
+The read end is closed before the child prints anything, so its first write to stdout fails
+every time (no race with the pipe's buffer): the command must exit 0 with no traceback, as
+``pipesim`` itself does (``tests/test_cli.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS = [
+    ["scenarios.cosim", "--retable", "results/cosim/cosim.json"],
+    ["offpolicy.lr_sweep", "--table-only", "--json", "results/offpolicy/lr_sweep.json"],
+    ["pipesim", "list"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(command: list[str]) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    _, err = proc.communicate(timeout=120)
+    text = err.decode()
+    assert "Traceback" not in text and "BrokenPipeError" not in text, text
+    assert proc.returncode == 0, text
