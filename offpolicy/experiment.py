@@ -33,7 +33,7 @@ from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, ref
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.rollout import Diverged
-from offpolicy.runfile import read_runs
+from offpolicy.runfile import read_runs, write_text
 from offpolicy.update import CORRECTIONS, Sampler, train_offpolicy
 
 EVAL_SEED = 1000
@@ -52,7 +52,7 @@ def show_table(table: str, json_path: str | Path) -> None:
     """Print ``table`` and write it beside the study's JSON (``.txt``): what every experiment
     script does when it finishes or re-renders (``--table-only``)."""
     print(table)
-    Path(json_path).with_suffix(".txt").write_text(table + "\n")
+    write_text(Path(json_path).with_suffix(".txt"), table + "\n")
 
 
 def resume_mismatch(stored: Sequence[dict[str, Any]], args: argparse.Namespace) -> str | None:
@@ -407,8 +407,9 @@ def write_reward_figure(
     few = max((len(r["history"]) for r in runs), default=0) <= 12  # plotly would tick between steps
     fig.update_xaxes(tickformat="d", dtick=1 if few else None)
     page = io.StringIO()
-    fig.write_html(page, include_plotlyjs=True)  # embedded: a CDN script renders blank offline
-    Path(path).write_text(titled_page(page.getvalue(), title), encoding="utf-8")
+    # embedded: a CDN script renders blank offline; a fixed div id: the same runs, the same bytes
+    fig.write_html(page, include_plotlyjs=True, div_id="figure")
+    write_text(path, titled_page(page.getvalue(), title))
 
 
 def titled_page(page: str, title: str) -> str:

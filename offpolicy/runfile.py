@@ -19,12 +19,17 @@ from offpolicy.checks import FieldError
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
     """Atomic JSON write (temporary file + rename)."""
+    write_text(path, json.dumps(payload, indent=1))
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Atomic text write (temporary file + rename): the results' JSON, table and figure."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=1)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:  # Ctrl-C mid-write: the file stays as it was, no temporary one is left

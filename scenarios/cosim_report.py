@@ -238,6 +238,7 @@ def write_html(records: Sequence[dict[str, Any]], path: str | Path, target: floa
     fig.write_html(  # embedded: a CDN script renders blank offline
         page,
         include_plotlyjs=True,
+        div_id="figure",  # the same runs, the same bytes (plotly's default id is random)
         config={"responsive": True},
         default_width="100%",
         default_height="900px",

@@ -150,3 +150,15 @@ def test_reward_windows_read_what_their_headers_say(steps: int) -> None:
     head, row = fp8_table(fp8_runs, ["tis"]).splitlines()[:2]
     assert f"last-{w} reward" in head
     assert row.split("|")[6].strip().startswith(f"{last:.3f}")
+
+
+def test_the_reward_figure_is_the_same_bytes_for_the_same_runs(tmp_path: Path) -> None:
+    """plotly's div id was a random uuid, so re-rendering committed results changed the file."""
+    from offpolicy.experiment import write_reward_figure
+
+    runs = [_history_run(12, s, lag=lag, correction="none") for s in (0, 1) for lag in (0, 2)]
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    write_reward_figure(runs, a, ("lag", "correction"), "reward")
+    write_reward_figure(runs, b, ("lag", "correction"), "reward")
+    assert a.read_bytes() == b.read_bytes()
+    assert not list(tmp_path.glob("*.tmp"))  # written through a temporary file, none left
