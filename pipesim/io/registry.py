@@ -335,6 +335,35 @@ def _named(reg: Mapping[str, Entry], name: str) -> Entry:
     return reg[name]
 
 
+@dataclass(frozen=True)
+class PresetFile(Entry):
+    """A scenario file naming a preset (``pipesim export systems:areal``'s ``[system]`` table),
+    built as the preset is: its knobs are the preset's parameters with the file's values as their
+    defaults, so ``--set`` on the file does what it does on the preset's name (a knob goes to the
+    factory, and ``steps`` sizes the preset's task pool, :func:`pipesim.io.overrides.build`). Built
+    as written, it goes through the file's reader, whose refusals name the file and key."""
+
+    preset: Entry
+    knobs: Mapping[str, Any]
+    path: Path
+
+    def parameters(self) -> dict[str, inspect.Parameter]:
+        return {
+            n: p.replace(default=self.knobs[n]) if n in self.knobs else p
+            for n, p in self.preset.parameters().items()
+        }
+
+    def parameter_hints(self) -> dict[str, Any]:
+        return self.preset.parameter_hints()
+
+    def build(self, **params: Any) -> Scenario:
+        if not params:
+            from pipesim.io.scenario_files import load_scenario
+
+            return load_scenario(self.path)
+        return self.preset.build(**{**self.knobs, **params})
+
+
 SCENARIO_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
 
 
@@ -346,11 +375,16 @@ def resolve(spec: str) -> Entry:
     reg = registry()
     if spec not in reg:
         if spec.lower().endswith(SCENARIO_FILE_SUFFIXES):
-            from pipesim.io.scenario_files import load_scenario
+            from pipesim.io.scenario_files import load_scenario, preset_of
 
             path = Path(spec)
             if not path.is_file():
                 raise FieldError(f"{spec}: no such scenario file", "scenario", spec)
+            preset = preset_of(path)
+            if preset is not None:
+                return PresetFile(
+                    spec, f"scenario file {spec} ({preset[0].name})", preset[0].factory, *preset, path
+                )
             return Entry(spec, f"scenario file {spec}", lambda: load_scenario(path))
         where, _, attr = spec.rpartition(":")
         if where and attr.isidentifier() and is_module_path(where):

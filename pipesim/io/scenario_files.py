@@ -66,13 +66,16 @@ import dataclasses
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
+
+if TYPE_CHECKING:
+    from pipesim.io.registry import Entry
 
 __all__ = [
     "NONE",
@@ -208,6 +211,28 @@ _TOO_DEEP = object()
 
 def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Scenario:
     """Parse scenario text of format ``fmt``; ``source`` names it in errors."""
+    return scenario_from_dict(_parse(text, fmt, source), source)
+
+
+def preset_of(path: str | Path) -> tuple[Entry, dict[str, Any]] | None:
+    """The registered preset a ``[system]`` file names and the knobs it sets (checked as
+    :func:`load_scenario` checks them), or None for a file of plain scenario keys. ``pipesim run``
+    builds such a file as it builds the preset (:class:`pipesim.io.registry.PresetFile`), so
+    ``--set steps=200`` sizes the preset's task pool and ``--set`` takes the preset's knobs."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
+    data = _parse(raw, file_format(path), str(path))
+    if not isinstance(data, Mapping) or "system" not in data:
+        return None
+    scenario_from_dict(data, str(path))  # the file's own refusals, named by file and key
+    return _system_knobs(Reader(str(path)), data)
+
+
+def _parse(text: str | bytes, fmt: str, source: str) -> Any:
+    """The file's content (tables, arrays, scalars) before any scenario key is read."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
@@ -248,7 +273,7 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
         raise ScenarioFileError(
             f"{source}: arrays or tables nest more than {MAX_NESTING} levels deep", "", source
         )
-    return scenario_from_dict(data, source)
+    return data
 
 
 def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
@@ -326,6 +351,17 @@ def _signature(entry: Any) -> Mapping[str, Any]:
 
 
 def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
+    entry, knobs = _system_knobs(r, data)
+    try:
+        return entry.build(**knobs)
+    except ValueError as exc:
+        field = exc.field if isinstance(exc, FieldError) and exc.field else ""
+        where = f"system.{field}" if field in knobs else "system"
+        raise r.error(where, str(exc), where) from None
+
+
+def _system_knobs(r: Reader, data: Mapping[str, Any]) -> tuple[Entry, dict[str, Any]]:
+    """The preset a ``[system]`` table names and its knobs as the factory takes them."""
     from pipesim.io.registry import get_entry
 
     r.check_keys(data, ["schema_version", "system"], "")
@@ -351,12 +387,7 @@ def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
             why = f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
             where = f"system.{key_shown(k)}"
             raise r.error(where, why, refuse(where, why).field) from None
-    try:
-        return entry.build(**{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
-    except ValueError as exc:
-        field = exc.field if isinstance(exc, FieldError) and exc.field else ""
-        where = f"system.{field}" if field in knobs else "system"
-        raise r.error(where, str(exc), where) from None
+    return entry, {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()}
 
 
 def _field_in(message: str, names: list[str]) -> str:
