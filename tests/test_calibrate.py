@@ -481,14 +481,43 @@ def test_an_asynchronous_design_recovers_its_constants(tmp_path: Path) -> None:
         assert cal.values[k].lo <= v <= cal.values[k].hi, (k, cal.values[k])
 
 
-def test_a_column_with_gaps_is_left_out_and_said(tmp_path: Path) -> None:
+def test_a_step_with_an_empty_cell_is_left_out_and_said(tmp_path: Path) -> None:
+    """One blank ``update_actor`` (verl's first ``critic_warmup`` steps log none) used to leave the
+    whole column out, and the spec calibrated without it missed the log's update by 54%. Now the
+    step is left out and the column kept: the calibration is the one of the log without that step
+    (its independent reference), and the note names the step."""
     df = _log(12, 0.03).copy()
-    df.loc[4, "response_length/clip_ratio"] = np.nan
+    df.loc[4, "timing_s/update_actor"] = np.nan
+    df.loc[7, "response_length/clip_ratio"] = np.nan
     log = read_log(_write(tmp_path, df))
-    assert "response_length/clip_ratio" not in log.frame.columns
+    assert "timing_s/update_actor" in log.frame.columns and len(log) == 10
+    assert list(log.steps) == [s for i, s in enumerate(df["step"]) if i not in (4, 7)]
+    without = read_log(_write(tmp_path, df.drop(index=[4, 7]), "without.csv"))
+    cal, ref = calibrate(log, _spec()), calibrate(without, _spec())
+    assert cal.values == ref.values
+    step = f"{df['step'][4]:g}"
+    note = f"timing_s/update_actor: no value at step {step}; those steps are left out"
+    assert note in log.notes
+
+
+def test_a_column_empty_at_many_steps_is_left_out_and_said(tmp_path: Path) -> None:
+    """A column logged now and then (over a quarter of its steps empty) is left out, not the steps."""
+    df = _log(12, 0.03).copy()
+    df.loc[::2, "response_length/clip_ratio"] = np.nan  # every other step
+    log = read_log(_write(tmp_path, df))
+    assert "response_length/clip_ratio" not in log.frame.columns and len(log) == 12
     cal = calibrate(log, load(SPEC))
-    assert any(n.startswith("response_length/clip_ratio: 1 of 12 steps") for n in cal.not_identified)
+    assert any(n.startswith("response_length/clip_ratio: 6 of 12 steps") for n in cal.not_identified)
     assert "response_sigma" not in cal.values and "fwd_bwd_efficiency" in cal.values
+
+
+def test_gaps_that_leave_too_few_steps_name_the_steps(tmp_path: Path) -> None:
+    df = _log(4, 0.03).copy()
+    df.loc[1, "timing_s/gen"] = np.nan
+    df.loc[2, "timing_s/update_actor"] = np.nan
+    with pytest.raises(LogError) as info:
+        read_log(_write(tmp_path, df))
+    assert info.value.field == "steps"
 
 
 def test_a_negative_fixed_cost_is_set_to_zero_and_said(tmp_path: Path) -> None:
