@@ -482,6 +482,30 @@ def test_run_file_recipe_of_a_scenario_file_rebuilds_the_trace(tmp_path: Path) -
     assert json.loads(t1.read_text()) == json.loads(t2.read_text())
 
 
+@pytest.mark.parametrize("change", ["edited", "moved"])
+def test_a_run_file_traces_its_run_after_its_scenario_file_changes(
+    tmp_path: Path, change: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recipe names the file by path: after an edit the trace was of another run (AReaL at
+    eta 4 for a run at eta 2), and after a move it failed. The run file's own scenario is traced,
+    with a note; --seed still reruns it at another seed."""
+    toml = tmp_path / "areal.toml"
+    assert main(["export", "systems:areal", "--out", str(toml)]) == 0
+    j, direct, later = tmp_path / "r.json", tmp_path / "direct.json", tmp_path / "later.json"
+    assert main(["run", str(toml), "--set", "steps=3", "--json", str(j), "--trace", str(direct)]) == 0
+    if change == "edited":
+        toml.write_text(toml.read_text().replace("max_head_offpolicyness = 2", "max_head_offpolicyness = 4"))
+    else:
+        toml.rename(tmp_path / "elsewhere.toml")
+    capsys.readouterr()
+    assert main(["trace", str(j), "--out", str(later)]) == 0
+    assert direct.read_bytes() == later.read_bytes()
+    assert "tracing the run as" in capsys.readouterr().err
+    reseeded = tmp_path / "seed5.json"
+    assert main(["trace", str(j), "--seed", "5", "--out", str(reseeded)]) == 0
+    assert reseeded.read_bytes() != direct.read_bytes()
+
+
 @pytest.mark.slow
 def test_dask_address_that_does_not_answer_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("distributed")

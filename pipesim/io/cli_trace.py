@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
     check_output,
+    check_seed,
     load_saved,
     one_line,
     progress_wanted,
@@ -118,13 +120,58 @@ def cmd_trace(args: argparse.Namespace) -> int:
             )
         if args.seed is None and seed is not None and not 0 <= seed < MAX_SEED:  # the file's, not a flag
             raise UsageError(f"{src}: its recipe's seed must be an integer in [0, 2**64), got {shown(seed)}")
-        result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
+        recorded = _recorded(src, data, spec, sets, seed)
+        if recorded is None:
+            result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
+        else:  # the scenario moved or changed since the run: trace the run the file records
+            result = _run_recorded(recorded, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
     else:
         result = _rerun(args.run, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
+
+
+def _recorded(src: Path, data: dict[str, Any], spec: str, sets: list[str], seed: int | None) -> Any:
+    """The scenario a run file records (its ``scenario_file``, the run's whole scenario), where
+    its recipe no longer builds that scenario: the scenario file was edited or moved since the
+    run (before, the trace was of the edited file's run, without a word); None where the recipe
+    rebuilds it, or the run file records no scenario (a policy outside the catalog, a run spec).
+    A note on stderr says which was traced."""
+    from pipesim.io.scenario_files import scenario_from_dict
+    from pipesim.plan.runspec import is_runspec
+
+    kept = data.get("scenario_file")
+    if not isinstance(kept, dict) or is_runspec(spec):
+        return None
+    try:
+        scenario = scenario_from_dict(kept, source=f"{src} (scenario_file)")
+    except ValueError:
+        return None  # written by another pipesim, or a plug-in not registered: the recipe it is
+    try:
+        rebuilt, _ = build_scenario(spec, sets, seed)
+    except UsageError as exc:
+        why = f"its recipe no longer builds ({one_line(exc)})"
+    else:
+        if rebuilt == scenario:
+            return None
+        why = f"{spec} has changed since the run"
+    print(f"pipesim: note: {why}; tracing the run as {src} records it (its scenario_file)", file=sys.stderr)
+    return scenario
+
+
+def _run_recorded(scenario: Any, sets: list[str], seed: int | None) -> Any:
+    """The recorded scenario's run, with the trace's own ``--set`` and ``--seed`` over it."""
+    from pipesim.io.api import run
+    from pipesim.io.overrides import apply_overrides
+
+    check_seed(seed)
+    try:
+        scenario, _ = apply_overrides(scenario, list(sets))
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    return run(scenario if seed is None else scenario.with_(seed=seed))
 
 
 def _rerun(spec: str, sets: list[str], seed: int | None) -> Any:
