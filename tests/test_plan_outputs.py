@@ -306,3 +306,64 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr[-800:]
+
+
+def test_a_second_interrupt_while_saving_still_writes_what_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second SIGINT (Ctrl-C twice, or ``timeout``'s signal to the process and then its group)
+    arrived while the first interrupt's partial result was being gathered, and the plan said
+    "interrupted before any design was run; nothing written" after hundreds of runs. The saving
+    now holds signals off: the JSON holds the finished designs, and the message counts them."""
+    import os
+    import signal
+
+    import importlib
+
+    search_mod = importlib.import_module("pipesim.plan.search")  # the module, not plan.search
+
+    real_run, real_finished = ev.run_design, search_mod.finished
+    calls = {"n": 0}
+
+    def interrupted(*a: Any) -> dict[str, float]:
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt
+        return real_run(*a)
+
+    def finished_with_a_second_signal(*a: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, mid-save
+        return real_finished(*a)
+
+    monkeypatch.setattr(ev, "run_design", interrupted)
+    monkeypatch.setattr(search_mod, "finished", finished_with_a_second_signal)
+    out = tmp_path / "p.json"
+    args = [str(tiny_spec(tmp_path)), "--quiet", "--no-sensitivity", "--no-cache", "--json", str(out)]
+    assert plan.main(args) == 130
+    err = capsys.readouterr().err
+    assert "5 runs done" in err and "written with partial: true" in err, err
+    assert json.loads(out.read_text())["partial"] is True
+
+
+def test_deferred_interrupts_ignore_a_second_signal_and_restore_the_handlers() -> None:
+    import os
+    import signal
+
+    from pipesim.io.interrupts import deferred_interrupts
+
+    done = []
+    with deferred_interrupts():
+        os.kill(os.getpid(), signal.SIGINT)
+        done.append("the block ran to its end")
+    assert done == ["the block ran to its end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_two_outputs_on_one_path_are_refused_before_the_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json same.out --csv same.out`` ran the search and left only the CSV."""
+    same = str(tmp_path / "same.out")
+    assert plan.main([str(tiny_spec(tmp_path)), "--no-cache", "--json", same, "--csv", same]) == 2
+    assert "--json and --csv name the same path" in capsys.readouterr().err
+    assert not (tmp_path / "same.out").exists()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pipesim.io.cli_common import UsageError, check_output, one_line
+from pipesim.io.cli_common import UsageError, check_distinct, check_output, one_line
 from pipesim.io.interrupts import write_text_atomic
 
 
@@ -25,6 +25,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     check_output("out", args.out, (".toml", ".yaml", ".yml"))
     check_output("json", args.json, stdout=True)
+    check_distinct(
+        [("out", args.out), ("json", args.json)],
+        [("log", args.log), ("run spec (--spec)", args.spec), ("column map (--columns)", args.columns)],
+    )
     if args.seed is not None and not 0 <= args.seed < 2**32:
         raise UsageError(f"--seed must be an integer in [0, 2**32), got {args.seed}")
     try:

@@ -31,6 +31,7 @@ from pipesim.core.errors import MAX_SEED, shown
 __all__ = [
     "MAX_SEED",
     "UsageError",
+    "check_distinct",
     "check_output",
     "check_save_dir",
     "check_seed",
@@ -128,6 +129,25 @@ def is_plan_spec(name: str) -> bool:
         msg = f'{name}: kind must be "{KIND}" (a run spec of the compute engine), got {shown(data["kind"])}'
         raise PlanError(msg, "kind", name)
     return bool({"cluster", "space", "search"} & set(data))
+
+
+def check_distinct(
+    outputs: Sequence[tuple[str, str | None]], inputs: Sequence[tuple[str, str | None]] = ()
+) -> None:
+    """UsageError where two outputs name one path (or one holds the other: ``--save DIR`` and
+    ``--json DIR/r.json``), or an output names an input: the second write would replace the first,
+    or the input the command reads (``pipesim fit t.csv --json t.csv`` replaced the trace, and
+    ``calibrate --out b.toml --json b.toml`` left a TOML file holding JSON). Each is ``(option,
+    path)``; None and ``-`` (standard output) are skipped. Checked before any work."""
+    named = [(o, Path(v).resolve()) for o, v in outputs if v is not None and v != "-"]
+    for i, (o, p) in enumerate(named):
+        for o2, p2 in named[:i]:
+            if p == p2 or p2 in p.parents or p in p2.parents:  # one would overwrite (or hold) the other
+                raise UsageError(f"--{o2} and --{o} name the same path ({p}); give each its own")
+    for o, p in named:
+        for what, v in inputs:
+            if v is not None and v != "-" and Path(v).resolve() == p:
+                raise UsageError(f"--{o} {shown(str(v))} is the {what} this command reads; write elsewhere")
 
 
 def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdout: bool = False) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from pipesim.io.cli_common import UsageError, build_scenario, check_output, one_line
+from pipesim.io.cli_common import UsageError, build_scenario, check_distinct, check_output, one_line
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -30,6 +30,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         from pipesim.io.scenario_files import SUFFIXES
 
         check_output("scenario-out", args.scenario_out, tuple(SUFFIXES))
+    outputs = [("qq", args.qq), ("json", args.json), ("scenario-out", args.scenario_out)]
+    check_distinct(outputs, [("trace", args.trace), ("--base scenario file", args.base)])
     base = None
     if args.scenario_out is not None or args.base != "synchronous":
         base, _ = build_scenario(args.base, [], None)

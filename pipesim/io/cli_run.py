@@ -22,6 +22,7 @@ from pipesim.core.errors import shown
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
+    check_distinct,
     check_output,
     check_save_dir,
     is_plan_spec,
@@ -109,12 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_output("events", args.events, (".parquet", ".csv"))
     check_output("trace", args.trace)
     check_save_dir(args.save)
-    named = [(o, getattr(args, o)) for o in ("json", "html", "events", "trace", "save")]
-    paths = [(o, Path(v).resolve()) for o, v in named if v is not None and v != "-"]
-    for i, (o, p) in enumerate(paths):
-        for o2, p2 in paths[:i]:
-            if p == p2 or p2 in p.parents or p in p2.parents:  # one would overwrite (or hold) the other
-                raise UsageError(f"--{o2} and --{o} name the same path ({p}); give each its own")
+    outputs = [(o, getattr(args, o)) for o in ("json", "html", "events", "trace", "save")]
+    check_distinct(outputs, [("scenario file", args.scenario)])
     scen, given = build_scenario(args.scenario, args.set, args.seed)
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
     result = run(scen)

@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["ignore_sigint", "reader_may_leave", "sigterm_as_interrupt", "write_atomic", "write_text_atomic"]
+__all__ = [
+    "deferred_interrupts",
+    "ignore_sigint",
+    "reader_may_leave",
+    "sigterm_as_interrupt",
+    "write_atomic",
+    "write_text_atomic",
+]
 
 
 def ignore_sigint() -> None:
@@ -44,6 +51,25 @@ def reader_may_leave(main: Callable[[], int | None]) -> int:
     except BrokenPipeError:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until the interpreter exits
         return 0
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while a command that is already stopping saves what the first
+    interrupt left it (the designs finished, the outputs asked for). A second signal there (Ctrl-C
+    pressed twice; ``timeout`` signals the process and then its group) would otherwise unwind the
+    saving itself and lose the work: ``pipesim plan`` said "nothing written" after hundreds of
+    runs. The command is stopping anyway, so the second signal changes nothing; the handlers are
+    restored when the block ends. Outside the main thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

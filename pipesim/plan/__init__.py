@@ -157,7 +157,7 @@ def _error(message: str) -> int:
 
 def _check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the options, before the spec is read or anything runs; None: nothing."""
-    from pipesim.io.cli_common import check_output
+    from pipesim.io.cli_common import check_distinct, check_output
 
     if (problem := workers_problem(args.workers)) is not None:
         return problem
@@ -182,6 +182,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
         check_output("export-best", args.export_best, (".toml", ".yaml", ".yml"))
         check_output("csv", args.csv, stdout=True)
         check_output("parquet", args.parquet)
+        outputs = [
+            (o.replace("_", "-"), getattr(args, o)) for o in ("json", "html", "csv", "parquet", "export_best")
+        ]
+        check_distinct(outputs, [("spec", args.spec)])
     except UsageError as e:
         return str(e)
     return None
@@ -243,16 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_as_interrupt():
             return _main(argv)
     except PlanInterrupted as e:
-        print(f"pipesim plan: interrupted: {e.result.runs} runs done; {_kept(e.result)}", file=sys.stderr)
+        print(f"pipesim plan: interrupted: {e.result.runs} runs done; {_kept(e.result, e)}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("pipesim plan: interrupted before any design was run; nothing written", file=sys.stderr)
         return 130
 
 
-def _kept(result: PlanResult) -> str:
+def _kept(result: PlanResult, e: PlanInterrupted) -> str:
     n = len(result.full) + len(result.screened)
-    return f"{n} designs written with partial: true" if result.partial else "nothing written"
+    if not result.partial:
+        return "nothing written"
+    if not getattr(e, "outputs_asked", True):  # set by _main: no --json/--csv/--html/--parquet
+        return f"{n} designs finished (no output was asked for)"
+    return f"{n} designs written with partial: true"
 
 
 def _main(argv: list[str] | None) -> int:
@@ -298,8 +306,15 @@ def _main(argv: list[str] | None) -> int:
             cache=disk,
         )
     except PlanInterrupted as e:
+        from pipesim.io.interrupts import deferred_interrupts
+
+        e.outputs_asked = any(  # type: ignore[attr-defined]
+            getattr(args, k, None) for k in ("json", "html", "csv", "parquet")
+        )
+
         try:
-            _write_all(e.result, args)
+            with deferred_interrupts():  # a second Ctrl-C while writing: the files first
+                _write_all(e.result, args)
         except UsageError as w:  # said, and the interrupt still ends the plan
             _error(str(w))
         raise

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from pipesim.io.cli_options import max_workers
-from pipesim.io.interrupts import ignore_sigint
+from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
 from pipesim.plan.build import candidates, check_fits, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
@@ -279,11 +279,12 @@ def search(
         if method == "slices":  # a slice whose fastest broke: its slower splits, bisected
             current = along_slices(spec, ev, current, pool)
     except KeyboardInterrupt:
-        done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
-        full_done = finished(ev, spec.steps, spec.seeds)
-        result = _result(spec, method, n_all, rungs or [(steps[0], len(done))], full_done, done)
-        result.partial, result.seed, result.cut = True, seed, cut
-        result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
+        with deferred_interrupts():  # a second Ctrl-C must not lose what finished
+            done = finished(ev, steps[0], 1 if len(steps) > 1 else spec.seeds)
+            full_done = finished(ev, spec.steps, spec.seeds)
+            result = _result(spec, method, n_all, rungs or [(steps[0], len(done))], full_done, done)
+            result.partial, result.seed, result.cut = True, seed, cut
+            result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
         raise PlanInterrupted(result) from None
     result = _result(spec, method, n_all, rungs, current, screened)
     result.runs, result.seed, result.cut = ev.runs, seed, cut
