@@ -32,3 +32,28 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(command: list[str])
     text = err.decode()
     assert "Traceback" not in text and "BrokenPipeError" not in text, text
     assert proc.returncode == 0, text
+
+
+def test_a_reader_that_leaves_early_still_gets_every_file(tmp_path: Path) -> None:
+    """``pipesim run ... --trace t.json --events e.parquet | head``: the summary's first print
+    hit the closed pipe and the command ended with 0 before it wrote either file."""
+    trace, events = tmp_path / "t.json", tmp_path / "e.parquet"
+    command = [
+        "pipesim",
+        "run",
+        "async-eta1",
+        "--set",
+        "steps=3",
+        "--trace",
+        str(trace),
+        "--events",
+        str(events),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err.decode(), err.decode()
+    assert trace.stat().st_size > 0 and events.stat().st_size > 0

@@ -91,7 +91,17 @@ _one_line = one_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for usage errors and runs that cannot finish)."""
+    """Entry point; returns the exit status (2 for usage errors and runs that cannot finish).
+    A reader that leaves early (``pipesim run ... --trace t.json | head``) does not stop the
+    command: what it prints is dropped, and every file asked for is written (before, the first
+    print to the closed pipe ended the command with 0 and no trace)."""
+    from pipesim.io.interrupts import stdout_may_close
+
+    with stdout_may_close():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
         from pipesim.plan import main as plan_main

@@ -14,6 +14,7 @@ written in place, since renaming over it would replace the device rather than wr
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import stat
@@ -23,12 +24,14 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 __all__ = [
     "deferred_interrupts",
     "ignore_sigint",
     "reader_may_leave",
     "sigterm_as_interrupt",
+    "stdout_may_close",
     "write_atomic",
     "write_text_atomic",
 ]
@@ -42,15 +45,68 @@ def ignore_sigint() -> None:
 
 
 def reader_may_leave(main: Callable[[], int | None]) -> int:
-    """``main()``'s exit status, where a reader that leaves early (``python -m ... | head``) ends
-    the command quietly with 0 instead of a BrokenPipeError traceback. Files are written whole or
-    not at all (:func:`write_atomic`), so stopping at the closed pipe loses nothing half-written;
-    stdout then points at the null device so the interpreter's last flush cannot fail again."""
-    try:
+    """``main()``'s exit status, where a reader that leaves early (``python -m ... | head``)
+    does not stop the command: what it prints after that is dropped (:func:`stdout_may_close`),
+    and every file it was asked for is still written. Before, the first print to the closed pipe
+    raised BrokenPipeError, and a command that prints before it writes (``pipesim run --trace``)
+    exited 0 without its files."""
+    with stdout_may_close():
         return main() or 0
-    except BrokenPipeError:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until the interpreter exits
-        return 0
+
+
+class _MayClose(io.TextIOBase):
+    """A text stream over ``inner`` that drops what it is given once its reader has gone: the
+    first BrokenPipeError points the file descriptor at the null device (so the interpreter's
+    last flush cannot fail) and every later write is dropped."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.gone = inner, False
+
+    def _closed(self) -> None:
+        self.gone = True
+        with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.inner.fileno())
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.inner.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.inner.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def isatty(self) -> bool:
+        return not self.gone and bool(self.inner.isatty())
+
+    def fileno(self) -> int:
+        return int(self.inner.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", "utf-8"))
+
+
+@contextlib.contextmanager
+def stdout_may_close() -> Iterator[None]:
+    """Standard output as a stream a reader may close early (``pipesim ... | head``): the command
+    goes on, writes every file, and ends with its own status; output to the closed pipe is
+    dropped. ``sys.stdout`` is restored when the block ends."""
+    before = sys.stdout
+    sys.stdout = _MayClose(before)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = before
 
 
 @contextlib.contextmanager
