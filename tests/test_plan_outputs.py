@@ -315,10 +315,9 @@ def test_a_second_interrupt_while_saving_still_writes_what_finished(
     arrived while the first interrupt's partial result was being gathered, and the plan said
     "interrupted before any design was run; nothing written" after hundreds of runs. The saving
     now holds signals off: the JSON holds the finished designs, and the message counts them."""
+    import importlib
     import os
     import signal
-
-    import importlib
 
     search_mod = importlib.import_module("pipesim.plan.search")  # the module, not plan.search
 
