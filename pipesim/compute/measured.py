@@ -17,8 +17,12 @@ and one all-reduce latency for every row (the global constants; nothing is fitte
   ``size_bytes`` over ``n_gpus`` NVLink GPUs.
 
 :func:`score` reports, per op, the count, the median and 90th percentile of ``|predicted /
-measured - 1|``, the signed median (bias) and the share within 25%. ``pipesim check-roofline
-FILE --gpu NAME`` prints it (:func:`report`).
+measured - 1|``, the signed median (bias) and the share within 25%; a row the roofline predicts
+as 0 s (an all-reduce over one GPU, a decode over no cached tokens) is left out, since any
+measurement scores -100% against it, and :func:`report` says so. ``pipesim check-roofline FILE``
+prints :func:`report` on the GPU :func:`pick_gpu` chooses (``--gpu NAME``, else the one the CSV's
+``device`` column names), after :func:`caveats`: rows measured on a CPU, in a dtype other than
+the roofline's bf16, by an interrupted profile, or on another GPU than the one scored.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipesim.compute.gpus import GPUSpec
+from pipesim.compute.gpus import GPUS, GPUSpec, normalize_gpu_name
+from pipesim.compute.gpus import gpu as catalog_gpu
 from pipesim.compute.models import ModelSpec
-from pipesim.compute.profile_shapes import COLUMNS, OPS
+from pipesim.compute.profile_shapes import COLUMNS, OPS, PROVENANCE
 from pipesim.compute.roofline import (
     DEFAULT_ALLREDUCE_LATENCY_S,
     Efficiency,
@@ -64,14 +69,18 @@ decode step) takes milliseconds; 1e308 s is a slip, and read as-is it scores eve
 
 @dataclass(frozen=True)
 class Measurement:
-    """One CSV row: ``op``, the integer fields it uses (0 where empty), ``median_s`` and where it
-    came from (``file:line``)."""
+    """One CSV row: ``op``, the integer fields it uses (0 where empty), ``median_s``, where it
+    came from (``file:line``) and what measured it (the :data:`~pipesim.compute.profile_shapes.
+    PROVENANCE` columns: ``""`` and ``None`` where the CSV lacks them, as Vidur's extracts do)."""
 
     op: str
     ints: Mapping[str, int]
     gated_mlp: bool
     median_s: float
     where: str
+    device: str = ""
+    dtype: str = ""
+    complete: bool | None = None
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
@@ -79,6 +88,8 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     bad cell (a missing column, an unknown op, a field the op needs left empty or not a positive
     integer, a time that is not a positive number), or that it is not UTF-8 or holds no rows."""
     path = Path(path)
+    if path.is_dir():
+        raise FieldError(f"{path}: a directory; give a measurement CSV in it, e.g. {path / 'gpu.csv'}", "csv")
     if not path.is_file():
         raise FieldError(f"{path}: no such file (a measurement CSV, e.g. pipesim profile's --out)", "csv")
     try:
@@ -98,8 +109,10 @@ def _read_rows(path: Path) -> list[Measurement]:
                 missing[0],
                 str(path),
             )
-        for line, row in enumerate(reader, start=2):
-            where = f"{path}:{line}"
+        header = list(reader.fieldnames or ())
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            _check_field_count(row, header, where, path)
             op = (row.get("op") or "").strip()
             if op not in OPS:
                 raise FieldError(f"{where}: op: unknown {op!r}; valid: {', '.join(OPS)}", "op", str(path))
@@ -134,10 +147,39 @@ def _read_rows(path: Path) -> list[Measurement]:
                     str(path),
                 )
             gated = (row.get("gated_mlp") or "1").strip() not in ("0", "False", "false")
-            rows.append(Measurement(op, ints, gated, seconds, where))
+            device, dtype, complete = ((row.get(c) or "").strip() for c in PROVENANCE)
+            if complete not in ("", "0", "1"):
+                raise FieldError(
+                    f"{where}: complete: 1 (a whole profile) or 0 (an interrupted one), got {complete!r}",
+                    "complete",
+                    str(path),
+                )
+            done = None if not complete else complete == "1"
+            rows.append(Measurement(op, ints, gated, seconds, where, device, dtype, done))
     if not rows:
         raise FieldError(f"{path}: no measurement rows below the header", "csv", str(path))
     return rows
+
+
+def _check_field_count(row: Mapping[str | None, object], header: list[str], where: str, path: Path) -> None:
+    """FieldError naming the line of a row with fewer or more fields than the header has columns
+    (:class:`csv.DictReader` reads the missing ones as ``None``, the extra ones under ``None``).
+    A row may stop before the provenance columns (a row of the format before them): they read as
+    unknown."""
+    extra = row.get(None)
+    missing = [c for c in header if row.get(c) is None]
+    if isinstance(extra, list):
+        n, field = len(header) + len(extra), "csv"
+    elif missing and not set(missing) <= set(PROVENANCE):
+        n, field = len(header) - len(missing), missing[0]
+    else:
+        return
+    raise FieldError(
+        f"{where}: {n} fields where the header has {len(header)} columns (each row has one per column, "
+        "empty where an op does not use it)",
+        field,
+        str(path),
+    )
 
 
 def _model(m: Measurement) -> ModelSpec:
@@ -199,15 +241,36 @@ def score(
     efficiency: Efficiency | None = None,
     allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S,
 ) -> dict[str, Score]:
-    """One :class:`Score` per op present in ``rows``, in :data:`~pipesim.compute.profile_shapes.OPS` order."""
+    """One :class:`Score` per op present in ``rows``, in :data:`~pipesim.compute.profile_shapes.OPS`
+    order; rows the roofline predicts as 0 s are left out (:func:`unscored` lists them)."""
+    return _score(rows, gpu, efficiency, allreduce_latency_s)[0]
+
+
+def unscored(
+    rows: Iterable[Measurement], gpu: GPUSpec, efficiency: Efficiency | None = None
+) -> list[Measurement]:
+    """The rows :func:`score` leaves out: those the roofline predicts as 0 s."""
+    return _score(rows, gpu, efficiency)[1]
+
+
+def _score(
+    rows: Iterable[Measurement],
+    gpu: GPUSpec,
+    efficiency: Efficiency | None = None,
+    allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S,
+) -> tuple[dict[str, Score], list[Measurement]]:
     errors: dict[str, list[float]] = {}
+    zero: list[Measurement] = []
     for m in rows:
         try:
             predicted = predict_s(m, gpu, efficiency, allreduce_latency_s)
         except ValueError as e:  # shapes no model has (tp not dividing the heads, 4e12 heads): the row
             file = m.where.rpartition(":")[0]
             raise FieldError(f"{m.where}: {e}", getattr(e, "field", "") or "op", file) from None
-        errors.setdefault(m.op, []).append(predicted / m.median_s - 1)
+        if predicted > 0:
+            errors.setdefault(m.op, []).append(predicted / m.median_s - 1)
+        else:  # -100% whatever was measured: says nothing of the roofline
+            zero.append(m)
     out = {}
     for op in OPS:
         if op not in errors:
@@ -217,12 +280,19 @@ def score(
         p90 = size[min(len(size) - 1, int(0.9 * len(size)))]
         within = sum(e <= 0.25 for e in size) / len(size)
         out[op] = Score(op, len(size), statistics.median(size), p90, statistics.median(signed), within)
-    return out
+    return out, zero
 
 
-def report(path: str | Path, gpu: GPUSpec, efficiency: Efficiency | None = None) -> str:
-    """The table ``pipesim check-roofline`` prints: one line per op of ``path``'s rows."""
-    scores = score(read_measurements(path), gpu, efficiency)
+def report(
+    path: str | Path,
+    gpu: GPUSpec,
+    efficiency: Efficiency | None = None,
+    rows: list[Measurement] | None = None,
+) -> str:
+    """The table ``pipesim check-roofline`` prints: one line per op of ``path``'s rows (``rows``
+    where already read), and a note naming the rows left out (predicted as 0 s)."""
+    measured = read_measurements(path) if rows is None else rows
+    scores, zero = _score(measured, gpu, efficiency)
     lines = [
         f"roofline vs {path} on {gpu.name} (|predicted/measured - 1|)",
         f"{'op':<18} {'rows':>5} {'median':>7} {'p90':>7} {'bias':>7} {'<=25%':>6}",
@@ -232,4 +302,86 @@ def report(path: str | Path, gpu: GPUSpec, efficiency: Efficiency | None = None)
             f"{s.op:<18} {s.rows:>5} {s.median:>7.1%} {s.p90:>7.1%} "
             f"{s.signed_median:>+7.1%} {s.within_25:>6.0%}"
         )
+    if zero:
+        why = "an all-reduce over one GPU" if zero[0].op == "all_reduce" else "no cached tokens"
+        lines.append(
+            f"note: {len(zero)} row(s) left out: the roofline predicts 0 s for them, so any measurement "
+            f"would score -100% (first: {zero[0].where}, {zero[0].op}, {why})"
+        )
     return "\n".join(lines)
+
+
+# -- what measured the rows: the GPU to score against, and what to warn of ----------------------
+
+
+def _gpus_named(rows: Iterable[Measurement]) -> list[str]:
+    """The distinct GPU names of the rows' ``device`` column (not ``cpu``, not empty), in order."""
+    return list(dict.fromkeys(m.device for m in rows if m.device and m.device.lower() != "cpu"))
+
+
+def pick_gpu(path: str | Path, rows: list[Measurement], name: str | None) -> tuple[GPUSpec, str]:
+    """The catalog GPU to score ``rows`` against and a line saying why: ``--gpu name`` when given,
+    else the one GPU the ``device`` column names. FieldError naming ``gpu`` when neither does:
+    the rows were measured on a CPU, name no device (Vidur's extracts), name several GPUs, or one
+    the catalog lacks. No default: scoring against the wrong GPU's figures gives wrong numbers
+    (Vidur's A100 MLP rows: 3.0% median error on the A100, 55% on the H100)."""
+    valid = f"--gpu NAME (one of {', '.join(sorted(GPUS))})"
+    if name is not None:
+        return catalog_gpu(name), ""
+    named = _gpus_named(rows)
+    if not named and any(m.device.lower() == "cpu" for m in rows):
+        raise FieldError(
+            f"{path}: measured on the CPU (its device column says cpu): a GPU's roofline against CPU "
+            f"times checks nothing; profile on a GPU, or give {valid} to score it anyway",
+            "gpu",
+        )
+    if not named:
+        raise FieldError(
+            f"{path}: no device column names the GPU that measured it (Vidur's extracts have none); "
+            f"give {valid}",
+            "gpu",
+        )
+    if len(named) > 1:
+        raise FieldError(f"{path}: rows of several GPUs ({', '.join(named)}); give {valid}", "gpu")
+    if normalize_gpu_name(named[0]) not in GPUS:
+        raise FieldError(
+            f"{path}: measured on {named[0]}, which the GPU catalog lacks; give {valid} to score "
+            "it against that GPU's datasheet figures",
+            "gpu",
+        )
+    spec = catalog_gpu(named[0])
+    return (
+        spec,
+        f"GPU: {spec.name} (the CSV's device column: {named[0]}); --gpu NAME scores against another",
+    )
+
+
+def caveats(path: str | Path, rows: list[Measurement], gpu: GPUSpec) -> list[str]:
+    """What makes ``rows``' errors against ``gpu`` say less than they seem to, one line each: rows
+    measured on a CPU, on another GPU than ``gpu``, in a dtype other than the roofline's bf16, or
+    by an interrupted profile (``complete`` 0)."""
+    out = []
+    cpu = [m for m in rows if m.device.lower() == "cpu"]
+    if cpu:
+        ops = ", ".join(dict.fromkeys(m.op for m in cpu))
+        out.append(
+            f"{len(cpu)} of {len(rows)} rows ({ops}) were measured on the CPU (device cpu): their "
+            f"errors against {gpu.name}'s roofline say nothing about the roofline; profile on a GPU"
+        )
+    other = [d for d in _gpus_named(rows) if normalize_gpu_name(d) != gpu.name]
+    if other:
+        out.append(f"rows measured on {', '.join(other)} are scored against {gpu.name}'s datasheet figures")
+    dtypes = [d for d in dict.fromkeys(m.dtype for m in rows) if d and d != "bfloat16"]
+    if dtypes:
+        n = sum(m.dtype in dtypes for m in rows)
+        out.append(
+            f"{n} rows were measured in {', '.join(dtypes)}; the roofline assumes bfloat16 (2-byte "
+            "elements at the GPU's bf16 tensor-core peak), so their errors include the dtype's cost; "
+            "profile with --dtype bfloat16"
+        )
+    if any(m.complete is False for m in rows):
+        out.append(
+            f"{path} is an interrupted profile (complete=0): the shapes it would have measured "
+            "after the interruption are missing"
+        )
+    return out

@@ -12,7 +12,10 @@ One CSV row per measurement (:data:`COLUMNS`; seconds, the median of ``--repeats
 :func:`~pipesim.compute.roofline.linear_times_s` splits them) and their sum ``linear``;
 ``decode_attention`` and ``prefill_attention`` through ``scaled_dot_product_attention`` with this
 GPU's heads (a contiguous KV cache, not vLLM's paged blocks); ``all_reduce`` over one process per
-GPU (``torch.distributed``; skipped with a message on one GPU). ``docs/decode.md`` has the details.
+GPU (``torch.distributed``; skipped with a message on one GPU). Every row also says what measured
+it (:data:`~pipesim.compute.profile_shapes.PROVENANCE`: the device's name, the dtype, and whether
+the profile completed or was interrupted), which ``pipesim check-roofline`` reads to pick the GPU
+and to warn. ``docs/decode.md`` has the details.
 
 Design: it must run where only torch is installed. Two files, this one (the measuring and the
 command) and :mod:`pipesim.compute.profile_shapes` (what is measured and written: the shapes, the
@@ -184,6 +187,7 @@ def _allreduce_worker(
         if device.type == "cuda":
             torch.cuda.set_device(device)
         mine = Timer(device, torch.bfloat16, t.warmup, t.repeats)
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         rows = []
         for size in sizes:
             buf = mine.full(max(size // 2, 1))
@@ -196,6 +200,8 @@ def _allreduce_worker(
                     "n_gpus": world,
                     "size_bytes": size,
                     "median_s": f"{sec:.6g}",
+                    "device": name,
+                    "dtype": "bfloat16",
                 }
             )
         if rank == 0:
@@ -258,11 +264,9 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
     shapes = ps.Shapes.from_hf_config(ps.model_config(args.model, args.config))
     ps.check_out(args.out)
     device = _device(args.device)
+    dtype = getattr(torch, ps.check_dtype(args.dtype))
     if device.type == "cpu":
         torch.set_num_threads(1)  # tiny CPU kernels: threads only add scheduling noise
-    dtype = getattr(torch, args.dtype, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"--dtype: a torch dtype name (bfloat16, float32), got {args.dtype!r}")
     for name in ("warmup", "repeats"):
         if getattr(args, name) < (0 if name == "warmup" else 1):
             raise ValueError(f"--{name} must be at least {0 if name == 'warmup' else 1}")
@@ -279,13 +283,14 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
         skipped = ", ".join(str(tp) for tp in tps if tp not in usable)
         say(f"--tp {skipped}: skipped (does not divide the model's {shapes.n_heads} attention heads)")
     if args.allreduce_gpus:
-        worlds = ps.parse_ints(args.allreduce_gpus, "--allreduce-gpus")
+        worlds = ps.parse_worlds(args.allreduce_gpus)
     else:
         count = torch.cuda.device_count() if args.allreduce_backend == "nccl" else 0
         worlds = tuple(n for n in (2, 4, 8) if n <= count)
     sizes = ps.parse_ints(args.allreduce_bytes, "--allreduce-bytes")
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     say(f"profiling on {gpu_name} ({device}), torch {torch.__version__}, {args.dtype}")
+    meta = {"device": gpu_name, "dtype": args.dtype}
     if device.type == "cpu" and args.device is None:  # chosen for the user: say what it means
         say(
             "no CUDA GPU here: these are the CPU's times, not a GPU's (pipesim check-roofline "
@@ -307,10 +312,13 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
             say("all-reduce: skipped (one GPU; needs two or more)")
     except KeyboardInterrupt:  # keep what was measured: minutes of a GPU's time
         if rows:
-            ps.write_csv(rows, args.out)
-            say(f"interrupted: wrote the {len(rows)} rows measured so far to {args.out}")
+            ps.write_csv(rows, args.out, {**meta, "complete": 0})
+            say(
+                f"interrupted: wrote the {len(rows)} rows measured so far to {args.out} "
+                "(marked complete=0: pipesim check-roofline warns of it)"
+            )
         raise
-    ps.write_csv(rows, args.out)
+    ps.write_csv(rows, args.out, {**meta, "complete": 1})
     say(f"wrote {len(rows)} rows to {args.out}")
     return rows
 

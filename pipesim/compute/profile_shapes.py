@@ -24,9 +24,23 @@ from pathlib import Path
 from typing import Any
 
 _HEADER = "op,tp,n_tokens,batch_size,kv_len,hidden_size,n_heads,n_kv_heads,head_dim,intermediate_size"
-COLUMNS: tuple[str, ...] = (*_HEADER.split(","), "gated_mlp", "size_bytes", "n_gpus", "median_s")
+PROVENANCE = ("device", "dtype", "complete")
+"""The columns that say what measured a row: ``device`` (torch's name for it: ``cpu``, or the GPU's,
+e.g. ``NVIDIA H100 80GB HBM3``), ``dtype`` (the tensors', e.g. ``bfloat16``) and ``complete`` (1,
+or 0 in every row of a profile that was interrupted). Vidur's extracts lack them (empty when read)."""
+COLUMNS: tuple[str, ...] = (
+    *_HEADER.split(","),
+    "gated_mlp",
+    "size_bytes",
+    "n_gpus",
+    "median_s",
+    *PROVENANCE,
+)
 """The measurement CSV's header (the roofline check reads this format); a field an op does not use
 is empty. Shapes are the whole model's (``n_heads`` of all GPUs), ``tp`` says how they are split."""
+DTYPES = ("bfloat16", "float16", "float32")
+"""The ``--dtype`` values: those ``torch.matmul`` and SDPA run in on a GPU (the roofline assumes
+bfloat16; the others are for comparison)."""
 
 DESCRIPTION = (
     "Measure a model's GEMMs, SDPA attention with a KV cache and all-reduce on this GPU; write the "
@@ -153,7 +167,10 @@ def catalog_configs(path: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def model_config(name: str | None, config_path: str | None) -> dict[str, Any]:
-    """The ``config.json`` dict of ``--model NAME`` (``tiny`` or a catalog name) or ``--config FILE``."""
+    """The ``config.json`` dict of ``--model NAME`` (``tiny`` or a catalog name) or ``--config FILE``
+    (ValueError when both are given: they name the model twice)."""
+    if name is not None and config_path:
+        raise ValueError(f"--model {name} and --config {config_path}: both name the model; give one")
     if config_path:
         with open(config_path) as f:
             loaded = json.load(f)
@@ -182,6 +199,25 @@ def parse_ints(text: str, name: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise ValueError(f"{name}: a comma list of integers >= 1, got {text!r}")
     return values
+
+
+def parse_worlds(text: str) -> tuple[int, ...]:
+    """``--allreduce-gpus``: process counts of two or more (one process has nothing to reduce
+    with, and the roofline predicts 0 s for it)."""
+    worlds = parse_ints(text, "--allreduce-gpus")
+    if min(worlds) < 2:
+        raise ValueError(
+            f"--allreduce-gpus: process counts of 2 or more (an all-reduce over one process "
+            f"exchanges nothing), got {text!r}"
+        )
+    return worlds
+
+
+def check_dtype(text: str) -> str:
+    """``--dtype``: one of :data:`DTYPES` (ValueError naming it otherwise), before torch runs."""
+    if text not in DTYPES:
+        raise ValueError(f"--dtype: one of {', '.join(DTYPES)}, got {text!r}")
+    return text
 
 
 def parse_pairs(text: str, name: str, least_second: int = 1) -> tuple[tuple[int, int], ...]:
@@ -222,7 +258,7 @@ _OPTIONS: tuple[tuple[str, str | None, str], ...] = (
     ("--allreduce-bytes", ",".join(map(str, DEFAULT_ALLREDUCE_BYTES)), "all-reduce sizes, e.g. 4096,1048576"),
     ("--allreduce-gpus", None, "all-reduce process counts, default 2/4/8 up to the GPUs; e.g. 2,4"),
     ("--allreduce-backend", "nccl", "nccl (GPUs) or gloo (CPU processes, for tests); e.g. gloo"),
-    ("--dtype", "bfloat16", "the tensors' dtype, bfloat16 (the roofline's) by default; e.g. float32"),
+    ("--dtype", "bfloat16", "the tensors' dtype: bfloat16 (the roofline's), float16, float32; e.g. float32"),
 )
 
 
@@ -247,13 +283,18 @@ def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.Argument
     return p
 
 
-def write_csv(rows: Iterable[Mapping[str, object]], path: str | os.PathLike[str]) -> None:
+def write_csv(
+    rows: Iterable[Mapping[str, object]],
+    path: str | os.PathLike[str],
+    meta: Mapping[str, object] | None = None,
+) -> None:
     """Write measurement rows in the :data:`COLUMNS` format (whole or not at all: a temporary file
-    beside ``path``, then renamed)."""
+    beside ``path``, then renamed); ``meta`` fills the columns a row leaves out (its
+    :data:`PROVENANCE`: the device, the dtype, whether the profile completed)."""
     tmp = Path(f"{os.fspath(path)}.part")
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
         w.writeheader()
         for row in rows:
-            w.writerow(row)
+            w.writerow({**(meta or {}), **row})
     os.replace(tmp, path)

@@ -301,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         "profile",
         help="measure this GPU's GEMMs, attention and all-reduce for a model (docs/decode.md)",
         description=PROFILE_DESCRIPTION,
-        epilog=examples("pipesim profile --model qwen3-8b --out gpu.csv", "pipesim check-roofline gpu.csv"),
+        epilog=examples(
+            "pipesim profile --model qwen3-8b --out gpu.csv", "pipesim check-roofline gpu.csv --gpu h100-sxm"
+        ),
         formatter_class=fmt,
     )
     add_profile_arguments(pr)
@@ -316,7 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     cr.add_argument("csv", help="the measurement CSV, e.g. gpu.csv")
-    cr.add_argument("--gpu", default="h100-sxm", help="the catalog GPU it was measured on, e.g. a100-80gb")
+    cr.add_argument(
+        "--gpu",
+        default=None,
+        help="the catalog GPU it was measured on, e.g. a100-80gb; default: the GPU the CSV's device "
+        "column names (pipesim profile writes it), required where it names none (Vidur's extracts)",
+    )
     cr.add_argument(
         "--measured",
         action="store_true",
