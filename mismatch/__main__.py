@@ -9,6 +9,7 @@ from mismatch.cli import main
 
 try:
     sys.exit(main())
-except BrokenPipeError:  # `python -m mismatch ... | head`: the reader left; nothing to report
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until the interpreter exits
+except BrokenPipeError:  # a last resort: main() drops output to a reader that left (cli.DropOnClosedPipe)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail
     sys.exit(0)

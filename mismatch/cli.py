@@ -18,15 +18,37 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from mismatch.checks import FieldError
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every usage error is one line, ``error: ...``, exit 2: the shape of the errors found after
+    parsing (a saved file, a model, a device), instead of argparse's usage block for some only."""
+
+    parsing = False  # within parse_args: argparse's own errors also point at --help
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see {self.prog} --help)" if self.parsing else ""
+        self.exit(2, f"error: {message}{hint}\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self.parsing = True
+        try:
+            return super().parse_args(args, namespace)
+        finally:
+            self.parsing = False
+
+
+#: flags that set up a new run: meaningless with --from-json, which runs nothing
+RUN_ONLY = ("device", "prompts", "new_tokens", "batch", "seed", "attn", "no_knobs", "threads")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mismatch", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m mismatch", description=__doc__.splitlines()[0])
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", metavar="PATH", help="local checkpoint dir or cached hub id (no download)")
     src.add_argument("--tiny", action="store_true", help="tiny random Qwen3 (default)")
@@ -130,20 +152,105 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None) -
         target.unlink()
 
 
+def given_flags(argv: Sequence[str] | None) -> set[str]:
+    """The ``dest`` of each flag ``argv`` gives (its value may equal the default): ``argv`` parsed
+    again with every default suppressed. ``argv`` has parsed once already, so this cannot fail."""
+    quiet = build_parser()
+    for action in quiet._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(quiet.parse_args(argv)))
+
+
+def check_from_json(parser: argparse.ArgumentParser, args: argparse.Namespace, given: set[str]) -> None:
+    """With --from-json nothing runs: --json (a new run's output) and the flags that set up a run
+    are refused by name rather than ignored."""
+    if not args.from_json:
+        return
+    if args.json:
+        parser.error("--json writes a new run; with --from-json nothing is run (the file is the JSON)")
+    ignored = [f"--{dest.replace('_', '-')}" for dest in RUN_ONLY if dest in given]
+    if ignored:
+        parser.error(
+            f"{', '.join(ignored)} set up a new run; with --from-json nothing is run "
+            "(drop them, or run without --from-json)"
+        )
+
+
 def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors for the output flags, before any work (a probe run takes minutes)."""
-    if args.json and args.from_json:
-        parser.error("--json writes a new run; with --from-json nothing is run (the file is the JSON)")
     for flag in ("json", "html"):
         check_output(parser, f"--{flag}", getattr(args, flag))
 
 
+class DropOnClosedPipe:
+    """A stdout that, once its reader has left (``| head``), drops what is written instead of
+    raising BrokenPipeError: the run goes on and writes its files. The first broken write points
+    the stream's file descriptor at os.devnull, so the interpreter's final flush of what is still
+    buffered cannot fail either (that made the exit status 120). Anything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.dropping = False
+
+    def write(self, text: str) -> int:
+        if not self.dropping:
+            try:
+                return int(self.stream.write(text))
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.dropping:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self.dropping = True
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing to flush
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def closed_pipe_dropped() -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` are :class:`DropOnClosedPipe` within the block (``|&
+    head`` closes both), flushed at its end and then restored."""
+    guards = {name: DropOnClosedPipe(getattr(sys, name)) for name in ("stdout", "stderr")}
+    for name, guard in guards.items():
+        setattr(sys, name, guard)
+    try:
+        yield
+    finally:
+        for name, guard in guards.items():
+            guard.flush()
+            if getattr(sys, name) is guard:
+                setattr(sys, name, guard.stream)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with closed_pipe_dropped():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     cpus = os.cpu_count() or 1  # more torch threads than CPUs only slows the probe down (or crashes it)
     if args.threads is not None and not 1 <= args.threads <= cpus:
         parser.error(f"--threads must be 1 to {cpus} (the CPUs here), got {args.threads}")
+    check_from_json(parser, args, given_flags(argv))
     check_outputs(parser, args)
     tiny_on_cpu = not (args.model or args.random_06b or args.from_json) and args.device == "cpu"
     threads = args.threads if args.threads is not None else (1 if tiny_on_cpu else None)

@@ -28,6 +28,7 @@ are bimodal-ish (repeats are near-certain), so bins are populated, but not like 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -105,6 +106,11 @@ def _resolve_local(name_or_path: str) -> str:
         if not os.path.isfile(os.path.join(name_or_path, "config.json")):
             raise FileNotFoundError(f"model path {name_or_path!r} is a directory without config.json")
         return name_or_path
+    if os.path.exists(name_or_path):  # a file (or a device): there, but no checkpoint
+        raise FileNotFoundError(
+            f"model path {name_or_path!r} is a file, not a model directory; pass the checkpoint's "
+            "directory (the one holding config.json and the weights)"
+        )
     looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
     if looks_like_path:
         raise FileNotFoundError(
@@ -166,6 +172,43 @@ def load_tokenizer(name_or_path: str) -> Tokenizer:
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"no usable tokenizer files for model {name_or_path!r} in {path}") from exc
     return HFTokenizer(tok, name_or_path)
+
+
+def config_vocab_size(path: str) -> int | None:
+    """``vocab_size`` of ``path/config.json`` (or of its ``text_config``), read without building
+    the model; None where the file does not say (the model's own default then applies)."""
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return None  # from_pretrained reports an unreadable config.json in its own words
+    for where in (cfg, cfg.get("text_config") if isinstance(cfg, dict) else None):
+        if isinstance(where, dict):
+            value = where.get("vocab_size")
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def check_vocab(model: str, vocab_size: int | None, n_tokens: int | None, pad_id: int | None = None) -> None:
+    """FieldError (field ``vocab_size``) naming both sizes when the tokenizer can produce an id the
+    model has no embedding row for: the forward pass would fail inside torch with "index out of
+    range in self". A tokenizer smaller than the vocabulary is normal (Qwen3 pads its table)."""
+    if vocab_size is None:
+        return
+    if n_tokens is not None and n_tokens > vocab_size:
+        raise FieldError(
+            f"model {model!r}: its tokenizer has {n_tokens} tokens but config.json's vocab_size is "
+            f"{vocab_size}, so token ids {vocab_size} to {n_tokens - 1} have no embedding; are the "
+            "tokenizer files from another model?",
+            "vocab_size",
+        )
+    if pad_id is not None and not 0 <= pad_id < vocab_size:
+        raise FieldError(
+            f"model {model!r}: the tokenizer's pad id {pad_id} is outside config.json's vocab_size "
+            f"{vocab_size} (ids 0 to {vocab_size - 1})",
+            "vocab_size",
+        )
 
 
 def tiny_qwen3_config(attn_implementation: str = "sdpa") -> Any:
@@ -310,8 +353,12 @@ class ModelSource:
     def real(cls, name_or_path: str, device: str = "cpu", attn_implementation: str = "sdpa") -> ModelSource:
         _check_attn(attn_implementation)
         dev = resolve_device(device)
-        _resolve_local(name_or_path)  # fail before anything heavy happens
-        return cls("real", dev, attn_implementation, load_tokenizer(name_or_path), path=name_or_path)
+        path = _resolve_local(name_or_path)  # fail before anything heavy happens
+        tokenizer = load_tokenizer(name_or_path)
+        check_vocab(
+            name_or_path, config_vocab_size(path), getattr(tokenizer, "n_tokens", None), tokenizer.pad_id
+        )
+        return cls("real", dev, attn_implementation, tokenizer, path=name_or_path)
 
     def get(self, dtype: torch.dtype) -> LabelledModel:
         if dtype not in self._cache:

@@ -148,6 +148,13 @@ def run_probe(
     timings["load"] = time.perf_counter() - t_start
     log(f"model: {m16.info.label}")
     prompts = [torch.tensor(tok.encode(p), dtype=torch.long) for p in make_prompts(cfg.n_prompts)]
+    top = max([int(p.max()) for p in prompts if p.numel()] + [tok.pad_id])
+    if top >= m16.info.vocab_size:  # else torch.embedding's "index out of range in self" mid-run
+        raise FieldError(
+            f"tokenizer {tok.name!r} gives token id {top} but the model's vocab_size is "
+            f"{m16.info.vocab_size} (ids 0 to {m16.info.vocab_size - 1}); is it the model's own tokenizer?",
+            "vocab_size",
+        )
     longest = max(len(p) for p in prompts)
     if longest + T > m16.info.context:
         raise FieldError(

@@ -117,6 +117,7 @@ class HFTokenizer:
         if pad is None:
             raise FieldError(f"tokenizer {name!r} has neither a pad nor an eos token id", "tokenizer")
         self.pad_id = int(pad)
+        self.n_tokens = len(tokenizer)  # with added tokens: the ids it can produce are below this
 
     def encode(self, text: str) -> list[int]:
         return [int(i) for i in self._tok(text, add_special_tokens=False)["input_ids"]]
