@@ -119,6 +119,8 @@ WITH: list[Row] = [  # Scenario.with_: a PipelineConfig refused inside a scenari
         "pipeline.max_staleness",
     ),
     ("pool_size-huge", lambda: _small().with_(pool_size=10**10), FieldError, "pool_size"),
+    # 2**28 was accepted and died in a 40 GB allocation (about 1.1-1.7 KB a task): core.errors.MAX_POOL_TASKS
+    ("pool_size-past-memory", lambda: _small().with_(pool_size=2**28), FieldError, "pool_size"),
     ("steps-need-a-huge-pool", lambda: _small().with_(steps=10**12), FieldError, "pool_size"),
     ("pipeline-not-config", lambda: _small().with_(pipeline=3, n_slots=2), FieldError, "pipeline"),
     (
