@@ -366,3 +366,19 @@ def test_two_outputs_on_one_path_are_refused_before_the_search(
     assert plan.main([str(tiny_spec(tmp_path)), "--no-cache", "--json", same, "--csv", same]) == 2
     assert "--json and --csv name the same path" in capsys.readouterr().err
     assert not (tmp_path / "same.out").exists()
+
+
+def test_a_priced_cluster_shows_its_cost_per_million_tokens_in_the_text() -> None:
+    """docs/plan.md: cost_per_gpu_hour adds a cost_per_mtok column; the JSON and CSV had it, the
+    text table did not. The column is GPU-h/Mtok times the price, row by row."""
+    from pipesim.plan import report
+
+    result = plan.plan(_from(TINY, cost_per_gpu_hour=2.5), with_sensitivity=False)
+    head = report.header(result)
+    at = head.index("cost/Mtok")
+    assert head[at - 1] == "GPU-h/Mtok"
+    for cells in report.rows(result, result.feasible):
+        assert len(cells) == len(head)
+        assert float(cells[at]) == pytest.approx(2.5 * float(cells[at - 1]), abs=0.02)
+    unpriced = plan.plan(_from(TINY), with_sensitivity=False)
+    assert "cost/Mtok" not in report.header(unpriced)

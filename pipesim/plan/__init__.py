@@ -118,7 +118,13 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         "--set 'space.eta=[0, 1, 2]', --set workload.max_response_tokens=16384",
     )
     add_option(ap, "workers", default=1, help="processes (default 1); e.g. --workers 2")
-    add_option(ap, "seed", default=0, help="search and simulation seed (default 0); e.g. --seed 3")
+    add_option(
+        ap,
+        "seed",
+        default=0,
+        help="the search's seed: Optuna's sampler and the first cut's audit, not the runs' "
+        "(search.sim_seed; default 0); e.g. --seed 3",
+    )
     ap.add_argument(
         "--trials",
         metavar="N",

@@ -22,9 +22,16 @@ def _fmt(v: float, spec: str = ",.0f") -> str:
     return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
 
-def _row(e: Evaluated, n_gpus: int, label: str | None = None, mark: str = "", base: float = 0.0) -> list[str]:
+def _row(
+    e: Evaluated,
+    n_gpus: int,
+    label: str | None = None,
+    mark: str = "",
+    base: float = 0.0,
+    priced: bool = False,
+) -> list[str]:
     """One design's cells (:data:`HEADER`); ``mark``: ``best``, ``tied`` or empty; ``base``: the
-    baseline's samples/h (0: no baseline column)."""
+    baseline's samples/h (0: no baseline column); ``priced``: the cost column after GPU-h/Mtok."""
     m = e.metrics
     cells = [
         label if label is not None else e.design.label(n_gpus),
@@ -46,6 +53,8 @@ def _row(e: Evaluated, n_gpus: int, label: str | None = None, mark: str = "", ba
             for k in ("generated", "trained", "discarded", "buffered", "in_flight")
         ),
     ]
+    if priced:
+        cells.insert(COST_AT, _fmt(m.get("cost_per_mtok", math.nan), ",.2f"))
     if base:
         cells.insert(3, f"{e.throughput / base - 1:+.0%}")
     return cells
@@ -69,8 +78,14 @@ HEADER = [
 """The table's columns; with a ``[baseline]``, ``vs baseline`` follows the samples/h."""
 
 
+COST_AT = HEADER.index("GPU-h/Mtok") + 1
+"""Where the price per million trained tokens goes when the cluster has ``cost_per_gpu_hour``."""
+
+
 def header(result: PlanResult) -> list[str]:
     h = list(HEADER)
+    if result.spec.cost_per_gpu_hour is not None:
+        h.insert(COST_AT, "cost/Mtok")
     if result.baseline is not None:
         h.insert(3, "vs baseline")
     return h
@@ -90,7 +105,8 @@ def rows(result: PlanResult, evals: list[Evaluated], top: int | None = None) -> 
         mark = "best" if best in designs else "tied" if designs & ties else ""
         if result.baseline is not None and result.baseline.design in designs:
             mark = (mark + " baseline").strip()
-        out.append(_row(first, n, merged_label(first, same, n), mark, base))
+        priced = result.spec.cost_per_gpu_hour is not None
+        out.append(_row(first, n, merged_label(first, same, n), mark, base, priced))
     return out
 
 
