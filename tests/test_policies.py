@@ -164,8 +164,10 @@ def test_count_throttle_loses_its_headroom_to_drops() -> None:
     """The chapter's throttle counts dropped episodes: each drop spends eta's headroom for good."""
     r = run(small(batching=DropStale()).with_(steps=20))  # drops stop once no headroom is left
     assert r.summary()["episodes_discarded"] == CFG.max_staleness * CFG.batch_size
-    with pytest.raises(PipelineError, match="CountThrottle admits no further episode"):
+    with pytest.raises(PipelineError, match="CountThrottle admits no further episode") as info:
         run(small(failures=DropFailed(1 / 200)).with_(steps=20))  # failures keep dropping: it stalls
+    # the message names the cause and the ways out (it named the throttle alone)
+    assert "(DropFailed) still count as started" in str(info.value) and "AReaLThrottle" in str(info.value)
     check_invariants(run(small(admission=AReaLThrottle(), failures=DropFailed(1 / 200)).with_(steps=20)))
 
 

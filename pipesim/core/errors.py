@@ -190,7 +190,16 @@ def _culprit(p: Pipeline) -> str:
     if not p.admission_refused and p.scenario.replicas is not None:
         routing = type(p.scenario.replicas.routing).__name__
         return f"the routing rule {routing}.choose picks no replica though one accepts {names}"
-    return f"the admission policy {type(p.admission).__name__} admits no further episode {names}"
+    adm = type(p.admission).__name__
+    if p.n_dropped:  # the common cause: dropped episodes still count as started, so none replaces them
+        what = type(p.scenario.failures).__name__ if p.scenario.failures is not None else "a drop policy"
+        return (
+            f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
+            f"dropped episode(s) ({what}) still count as started there, so none is replaced: an "
+            "admission that counts dropped episodes out (AReaLThrottle) or a retry (RetryFailed) "
+            "lets the run finish"
+        )
+    return f"the admission policy {adm} admits no further episode {names}"
 
 
 def spinning(p: Pipeline, what: str, spins: int) -> PipelineError:
