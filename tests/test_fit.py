@@ -160,3 +160,15 @@ def test_turns_beyond_the_models_cap_are_named_not_clamped() -> None:
     near = fit_agent(totals, turns=np.full(40, 40.0))  # all at the cap: beyond the capped mean's reach
     assert "beyond max_turns 40: the closest" in near.how
     assert "beyond" not in fit_agent(totals, turns=np.full(40, 5.0)).how
+
+
+def test_a_json_true_is_not_a_one_second_episode(tmp_path: Path) -> None:
+    """pandas' JSON reader turned ``"duration_s": true`` into 1 (a 1 s episode in the fit and in
+    an empirical scenario); a flag is not a number: the row is dropped and counted."""
+    from pipesim.io.fit_readers import read_column
+
+    rows = [{"duration_s": float(v)} for v in range(10, 22)] + [{"duration_s": True}, {"duration_s": False}]
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    values, dropped = read_column(p, "duration_s")
+    assert sorted(values.tolist()) == [float(v) for v in range(10, 22)] and dropped == 2

@@ -39,9 +39,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(p, lines=True)
+            return pd.read_json(p, lines=True, dtype=False)  # a true stays a bool, not 1
         if suffix == ".json":
-            return pd.read_json(p)
+            return pd.read_json(p, dtype=False)
         if suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else ","
             df = pd.read_csv(p, sep=sep)
@@ -75,6 +75,11 @@ def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
             f"{path}: column {shown(column)} is given twice in the header; keep one", str(column), str(path)
         )
     col = pd.to_numeric(df[column], errors="coerce")
+    # a JSON true or false is no duration (pandas reads it as 1 or 0): dropped with the other
+    # cells that are not numbers, and counted as such
+    flags = df[column].map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)
+    if flags.any():
+        col = col.mask(flags.to_numpy())
     if col.notna().sum() == 0:
         raise FitError(f"{path}: column {shown(column)} holds no numbers", str(column), str(path))
     return col
