@@ -108,3 +108,36 @@ def test_run_writes_its_other_outputs_before_a_refused_trace(
     argv = ["run", "fig13.1-sync", "--json", str(js), "--save", str(saved), "--trace", str(tr)]
     assert main(argv) == 2
     assert js.exists() and saved.is_dir() and not tr.exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ("negative-start", "start_s[0]"),  # drew at ts = -10,000,000 without a word
+        ("header-only", "events"),  # wrote an empty trace that opens blank
+    ],
+)
+def test_an_events_table_no_run_could_write_is_refused_naming_the_field(edit: str, field: str) -> None:
+    from pipesim.core.validate import FieldError
+    from pipesim.io.api import run as run_scenario
+    from pipesim.io.registry import get_scenario
+    from pipesim.io.trace import events_to_trace
+
+    events = run_scenario(get_scenario("fig13.1-sync").with_(steps=2)).events.copy()
+    if edit == "negative-start":
+        events.loc[0, "start_s"] = -10.0
+    else:
+        events = events.iloc[:0]
+    with pytest.raises(FieldError) as info:
+        events_to_trace(events)
+    assert info.value.field == field
+
+
+def test_a_trace_without_flow_arrows_says_so() -> None:
+    """Above MAX_FLOWS trained episodes the arrows are left out; the command said only 'wrote'."""
+    import pandas as pd
+
+    from pipesim.io.trace import MAX_FLOWS, flows_note
+
+    assert flows_note(None) == "" and flows_note(pd.DataFrame({"x": range(MAX_FLOWS)})) == ""
+    assert "no flow arrows: 20,001 trained episodes" in flows_note(pd.DataFrame({"x": range(MAX_FLOWS + 1)}))

@@ -379,7 +379,7 @@ def write_run_outputs(
         write_text_atomic(args.html, html_page())
         print(f"wrote {args.html}", file=out)
     if args.trace:  # last: a run too large to trace is refused after the other outputs are kept
-        from pipesim.io.trace import write_trace
+        from pipesim.io.trace import flows_note, write_trace
 
         write_atomic(args.trace, lambda p: write_trace(result, p))
-        print(f"wrote {args.trace}", file=out)
+        print(f"wrote {args.trace}{flows_note(getattr(result, 'trained', None))}", file=out)

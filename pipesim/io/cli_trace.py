@@ -60,7 +60,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from pipesim.io.trace import write_trace
+    from pipesim.io.trace import flows_note, write_trace
 
     check_output("out", args.out)
     src = Path(args.run)
@@ -76,10 +76,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
             f"{given}: {src} is {what}, traced as it was run; --set and --seed rebuild a run from a "
             "run file (pipesim run --json) or a scenario"
         )
+    trained = None  # the trained table, where there is one: the note on flow arrows reads it
     if src.is_dir():
         from pipesim.io.trace import events_to_trace
 
         saved = load_saved(args.run)
+        trained = saved.trained
         trace = events_to_trace(
             saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
         )
@@ -126,10 +128,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
         else:  # the scenario moved or changed since the run: trace the run the file records
             result = _run_recorded(recorded, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
+        trained = result.trained
     else:
         result = _rerun(args.run, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
-    print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing)")
+        trained = result.trained
+    print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing){flows_note(trained)}")
     return 0
 
 

@@ -124,6 +124,19 @@ def _counters_and_flows(
     return out
 
 
+MAX_FLOWS = 20_000
+"""Above this many trained episodes the trace leaves the flow arrows out (a viewer slows to a crawl
+drawing them); :func:`flows_note` says so where a command writes a trace."""
+
+
+def flows_note(trained: pd.DataFrame | None) -> str:
+    """`` (no flow arrows: ...)`` where a trace of ``trained`` leaves them out, else empty."""
+    n = 0 if trained is None else len(trained)
+    if n <= MAX_FLOWS:
+        return ""
+    return f" (no flow arrows: {n:,} trained episodes, more than the {MAX_FLOWS:,} a trace draws them for)"
+
+
 def _check_events(events: pd.DataFrame) -> None:
     """ValueError naming the first row whose kind, ids or times a run could not have written
     (an edited or foreign events file): they were truncated (1.5), kept as huge ints (1e300),
@@ -164,6 +177,13 @@ def _check_events(events: pd.DataFrame) -> None:
             f"row {row} of the events ends (end_s {end[row]}) before it starts ({start[row]})",
             f"end_s[{row}]",
         )
+    bad = np.nonzero(start < 0)[0]  # a run starts at t = 0; -10 s drew at ts = -10,000,000
+    if len(bad):
+        row = int(bad[0])
+        raise FieldError(
+            f"row {row} of the events starts before the run (start_s {start[row]}; a run starts at 0)",
+            f"start_s[{row}]",
+        )
 
 
 def events_to_trace(
@@ -171,7 +191,7 @@ def events_to_trace(
     episodes: pd.DataFrame | None = None,
     name: str = "pipesim",
     trained: pd.DataFrame | None = None,
-    max_flows: int = 20_000,
+    max_flows: int = MAX_FLOWS,
 ) -> dict[str, Any]:
     """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``
     and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
@@ -194,6 +214,8 @@ def events_to_trace(
             raise FieldError(
                 f"row {row} of the events has {col} = {shown(value)}: need a number", f"{col}[{row}]"
             )
+    if not len(events):  # a header alone: an empty trace that opens blank, without a word
+        raise FieldError("events: the table has no rows (a run writes at least one)", "events")
     _check_events(events)
     info = episodes.set_index("episode_id") if episodes is not None and len(episodes) else None
     out: list[dict[str, Any]] = [
