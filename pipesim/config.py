@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipesim.core.errors import MAX_POOL_TASKS, MAX_SEED, shown
+from pipesim.core.errors import MAX_DURATION_POOL, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
@@ -114,14 +114,14 @@ class Scenario:
             check_chapter_seed(self.seed)
         _check_name(self.name)
         if self.pool_size is not None:
-            check_int("pool_size", self.pool_size, 1, MAX_POOL_TASKS, "a pool larger is out of memory")
-        elif self.default_pool_size > MAX_POOL_TASKS:
+            check_int("pool_size", self.pool_size, 1, MAX_DURATION_POOL, "a pool larger is out of memory")
+        elif self.default_pool_size > MAX_DURATION_POOL:
             p = self.pipeline
             raise FieldError(
                 f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
                 f"((steps {int_shown(p.steps)} + "
                 f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots), more than the "
-                f"{MAX_POOL_TASKS:,} a run may draw: fewer steps, or a smaller batch",
+                f"{MAX_DURATION_POOL:,} a run may draw: fewer steps, or a smaller batch",
                 "pool_size",
             )
         for name, protocol, what in _POLICY_SLOTS:

@@ -38,12 +38,16 @@ and a heap entry, so past this a run is out of memory before it starts."""
 MAX_SEED = 2**64
 """Seeds are integers in [0, 2**64): what both numpy's and the chapter's torch generator accept
 (``torch.Generator.manual_seed`` refuses 2**64 with an overflow that names nothing)."""
-MAX_POOL_TASKS = 2**22
-"""The most tasks a duration pool may hold (4,194,304). A pool costs about 1.1 KB a task with the
-chapter's draws and 1.7 KB with numpy's, as measured at 1M and 4M tasks (peak RSS of a one-step
-run of async-eta2 over its pool): 2**22 tasks is about 7 GB, and the earlier 2**28 was 300 GB
-that a 24 GB machine could only meet with a raw allocation error (``pool_size=268435456``) or a
-box brought down (``systems:areal --set steps=400000``, 16 GB). A million-episode run draws 1M."""
+MAX_POOL_TASKS = 2**28
+"""The most tasks a compute run or a plan's workload may draw (a token-side row each): past this
+a run is out of memory, not a run. A scenario's duration pool is bounded tighter
+(:data:`MAX_DURATION_POOL`)."""
+MAX_DURATION_POOL = 2**22
+"""The most durations a scenario's pool may hold (4,194,304). A pool costs about 1.1 KB a task with
+the chapter's draws and 1.7 KB with numpy's, as measured at 1M and 4M tasks (peak RSS of a one-step
+run of async-eta2 over its pool): 2**22 tasks is about 7 GB, and the earlier bound of 2**28 was
+300 GB that a 24 GB machine met with a raw allocation error (``pool_size=268435456``) or a box
+brought down (``systems:areal --set steps=400000``, 16 GB). A million-episode run draws 1M."""
 
 
 def _where(p: Pipeline) -> str:
