@@ -774,3 +774,19 @@ def test_the_notes_give_the_efficiencies_over_other_dealings(tmp_path: Path) -> 
     data["model"].pop("framework", None)  # the one-MFU ideal profile
     ideal = from_dict(data)
     assert not any("over the dealings" in n for n in calibrate(log, ideal).not_identified)
+
+
+def test_a_logged_ref_phase_the_spec_cannot_run_is_said(tmp_path: Path) -> None:
+    """A log of a run with a reference model (sampled from the spec with model.reference_model)
+    calibrated against the spec without one: the note names the key to set; with it, none."""
+    data = read(SPEC)
+    data["model"]["reference_model"] = True
+    data["calibration"] = {"values": dict(TRUE)}
+    data["run"] = {"steps": 8, "seed": 3}
+    df = sample_log(from_dict(data), np.random.default_rng(103), noise=0.02)
+    assert df["timing_s/ref"].gt(0).all()
+    log = read_log(_write(tmp_path, df))
+    without = calibrate(log, _spec())
+    assert any("model.reference_model = true" in n for n in without.not_identified)
+    with_ref = calibrate(log, load(SPEC, ["run.seed=3", "model.reference_model=true"]))
+    assert not any("model.reference_model" in n for n in with_ref.not_identified)

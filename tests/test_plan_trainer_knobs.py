@@ -140,3 +140,25 @@ def test_a_token_budget_must_hold_the_longest_sample_across_the_sequence_paralle
     with pytest.raises(plan.PlanError) as e:
         load(SPEC, [f"model.sequence_parallel={sp}", f"model.{knob}={least - 1}"])
     assert e.value.field == f"model.{knob}" and f"{longest:,}" in str(e.value)
+
+
+def test_a_reference_model_is_a_spec_key_that_times_the_ref_phase_and_survives_an_export(
+    tmp_path: Path,
+) -> None:
+    """A GRPO log with a KL term times timing_s/ref; no run spec could run one ('unknown key'), so
+    the calibrated step was short by it (110.6 s for a logged 119.4 s on a walkthrough's log)."""
+    from pipesim.plan.runspec import run
+
+    off, on = load(SPEC, ["run.steps=3"]), load(SPEC, ["run.steps=3", "model.reference_model=true"])
+    assert not trainer_config(off.plan, off.design).reference_model
+    assert trainer_config(on.plan, on.design).reference_model
+    s_off, s_on = run(off).summary(), run(on).summary()
+    assert s_off["timing_s/ref"] == 0 < s_on["timing_s/ref"]
+    assert s_on["timing_s/step"] > s_off["timing_s/step"]
+    base = tmp_path / "ref.toml"
+    data = read(SPEC)
+    data["model"]["reference_model"] = True
+    base.write_bytes(tomli_w.dumps(data).encode())
+    out = tmp_path / "exported.toml"
+    assert main(["export", str(base), "--out", str(out)]) == 0
+    assert read(out)["model"]["reference_model"] is True

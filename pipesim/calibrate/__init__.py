@@ -233,6 +233,14 @@ def _fit(
         notes.append(step_note(log, rs))
     if (rows := row_note(log, rs)) is not None:
         notes.append(rows)
+    if log.has("timing_s/ref") and not rs.plan.reference_model:
+        # fitted (the forward efficiency reads it), but a run of the spec has no ref phase: its
+        # step would be short by the logged ref time (7% on a walkthrough's GRPO log)
+        notes.append(
+            f"timing_s/ref: the log times a reference model ({float(log.col('timing_s/ref').mean()):.3g} s "
+            "a step) and the spec runs none; set model.reference_model = true in the spec (and "
+            "calibrate again) so that its runs time the ref phase"
+        )
     wl, spec = rs.plan.workload, rs.plan
     batch = spec.batch_size
     if log.has("response_length/mean"):

@@ -59,6 +59,7 @@ def trainer_config(spec: PlanSpec, design: Design) -> TrainerConfig:
         step_overhead_s=spec.step_overhead_s,
         profile=prof,
         recompute_old_logp=spec.recompute_old_logp,
+        reference_model=spec.reference_model,
         # the batch knobs (BATCH_KNOBS) by name, so each keeps its own type for the checker
         ppo_mini_batch_samples=spec.ppo_mini_batch_samples,
         micro_batch_tokens=spec.micro_batch_tokens,

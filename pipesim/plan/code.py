@@ -109,7 +109,7 @@ def _trainer_extras(spec: PlanSpec, d: Design) -> str:
     (its batch knobs, the old log-prob recompute, the batch order), as ``, name=value`` text."""
     tcfg = trainer_config(spec, d)
     default = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}
-    names = ("recompute_old_logp", *batch_knobs(spec), "batch_order")
+    names = ("recompute_old_logp", "reference_model", *batch_knobs(spec), "batch_order")
     return "".join(f", {n}={getattr(tcfg, n)!r}" for n in names if getattr(tcfg, n) != default[n])
 
 

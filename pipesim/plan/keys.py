@@ -93,6 +93,14 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "whether the trainer recomputes old log-probs (verl's timing_s/old_log_prob phase); false "
         "takes the rollout's; default true",
     ),
+    "model.reference_model": (
+        "actor_rollout_ref.actor.use_kl_loss or algorithm.use_kl_in_reward (a reference policy)",
+        "-",
+        "-",
+        "-",
+        "whether the trainer runs a reference model's forward (verl's timing_s/ref phase); default "
+        "false",
+    ),
     "model.ppo_mini_batch_samples": (
         "actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n (verl counts prompts)",
         "the batch / actor.ppo_n_minibatches (AReaL counts mini-batches)",

@@ -67,6 +67,8 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
         model["tool_kv"] = spec.tool_kv
     if not spec.recompute_old_logp:
         model["recompute_old_logp"] = False
+    if spec.reference_model:
+        model["reference_model"] = True
     defaults = {"sequence_parallel": 1}
     model |= {k: v for k, v in batch_knobs(spec).items() if v is not None and v != defaults.get(k)}
     if spec.balance is not None:

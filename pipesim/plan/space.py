@@ -243,6 +243,9 @@ class PlanSpec:
     recompute_old_logp: bool = True
     """The trainer recomputes the old log-probs (``model.recompute_old_logp``; false: it takes the
     rollout's, verl's ``use_rollout_log_probs``, and has no ``old_log_prob`` phase)."""
+    reference_model: bool = False
+    """The trainer runs a reference model's forward (``model.reference_model``: a KL term, verl's
+    ``use_kl_loss`` or ``use_kl_in_reward``; its ``timing_s/ref`` phase); default false."""
     ppo_mini_batch_samples: int | None = None
     """Samples per optimizer step (``model.ppo_mini_batch_samples``: verl's ``ppo_mini_batch_size``
     x ``rollout.n``; None: the whole batch is one; :class:`~pipesim.compute.TrainerConfig`)."""

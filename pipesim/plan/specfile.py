@@ -60,6 +60,7 @@ _TABLES = {
         "framework",
         "tool_kv",
         "recompute_old_logp",
+        "reference_model",
         *BATCH_KNOBS,
         "balance",
     },
@@ -264,6 +265,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["tool_kv"] = mo.string("tool_kv")
     if "recompute_old_logp" in mo:  # false: the rollout's log-probs (verl's use_rollout_log_probs)
         extra["recompute_old_logp"] = mo.flag("recompute_old_logp")
+    if "reference_model" in mo:  # true: a KL term's reference forward (verl's timing_s/ref)
+        extra["reference_model"] = mo.flag("reference_model")
     for k in BATCH_KNOBS:
         if k in mo:  # the trainer's batch knobs (verl's names in pipesim.plan.keys)
             extra[k] = mo.integer(k, lo=1)
