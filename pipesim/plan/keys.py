@@ -98,8 +98,7 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "-",
         "-",
         "-",
-        "whether the trainer runs a reference model's forward (verl's timing_s/ref phase); default "
-        "false",
+        "whether the trainer runs a reference model's forward (verl's timing_s/ref phase); default false",
     ),
     "model.ppo_mini_batch_samples": (
         "actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n (verl counts prompts)",
