@@ -139,7 +139,7 @@ def test_yaml_loading_never_executes_code(tmp_path: Path) -> None:
         ("schema_version = 1\n[pipeline]\nn_slots = 0\n", ["pipeline", "n_slots must be an integer >= 1"]),
         ('schema_version = 1\nseed = "x"\n', ["seed: expected an integer"]),
         ("schema_version = 1\ntimeout = 600\n", ["timeout: expected a table naming a Timeout"]),
-        ("schema_version = 1\n[timeout]\ncap_s = -1\n", ["timeout: Timeout(cap_s=-1): cap_s must be"]),
+        ("schema_version = 1\n[timeout]\ncap_s = -1\n", ["timeout.cap_s: Timeout(cap_s=-1): cap_s must be"]),
         (
             'schema_version = 1\n[admission]\ntype = "AReaLThrotle"\n',
             ["admission.type: unknown", "AReaLThrottle"],
@@ -151,7 +151,7 @@ def test_yaml_loading_never_executes_code(tmp_path: Path) -> None:
         ("schema_version = 1\n[admission]\nmax_concurrent = 4\n", ["admission.type: missing"]),
         (
             'schema_version = 1\n[admission]\ntype = "AReaLThrottle"\nmax_concurrent = 0\n',
-            ["admission: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"],
+            ["admission.max_concurrent: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"],
         ),
         (
             'schema_version = 1\n[weight_update]\ntype = "SyncEveryK"\n'

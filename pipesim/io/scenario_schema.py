@@ -73,7 +73,7 @@ class Reader:
         under ``where`` (``pipeline`` + ``n_slots``), any other error the table's."""
         inner = getattr(exc, "field", "") if isinstance(exc, FieldError) else ""
         field = f"{where}.{inner}" if where and inner else (inner or where)
-        return self.error(where, str(exc), field)
+        return self.error(field, str(exc), field)  # the key first: the line a person reads
 
     def check_keys(self, table: Mapping[str, Any], valid: list[str], where: str) -> None:
         for key in table:
