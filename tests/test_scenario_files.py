@@ -151,7 +151,9 @@ def test_yaml_loading_never_executes_code(tmp_path: Path) -> None:
         ("schema_version = 1\n[admission]\nmax_concurrent = 4\n", ["admission.type: missing"]),
         (
             'schema_version = 1\n[admission]\ntype = "AReaLThrottle"\nmax_concurrent = 0\n',
-            ["admission.max_concurrent: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"],
+            [
+                "admission.max_concurrent: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"
+            ],
         ),
         (
             'schema_version = 1\n[weight_update]\ntype = "SyncEveryK"\n'
@@ -388,3 +390,13 @@ def test_an_edited_preset_file_takes_the_presets_knobs_over_its_own(tmp_path: Pa
     with pytest.raises(FieldError) as info:
         build(entry, ["max_head_offpolicyness=-1"])
     assert info.value.field == "max_head_offpolicyness"
+
+
+def test_yaml_null_is_none_where_toml_writes_none(tmp_path: Path) -> None:
+    """TOML has no null, so a file writes None as "none"; YAML's own null was refused
+    ("expected a table naming a Timeout, got None") where its "none" was read."""
+    null, text = tmp_path / "null.yaml", tmp_path / "text.yaml"
+    null.write_text("schema_version: 1\ntimeout: null\n")
+    text.write_text("schema_version: 1\ntimeout: none\n")
+    assert sf.load_scenario(null) == sf.load_scenario(text)
+    assert sf.load_scenario(null).timeout is None

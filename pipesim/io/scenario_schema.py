@@ -23,6 +23,11 @@ NONE = "none"
 """How None is written for a field whose default is not None (see :mod:`pipesim.io.scenario_files`)."""
 
 
+def _a(noun: str) -> str:
+    """``noun`` with its article: a Timeout, an Admission."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 class ScenarioFileError(FieldError):
     """A scenario file that cannot be read: the message names the file, the key and the problem.
 
@@ -133,7 +138,7 @@ class Reader:
                 return self.policy(value, None, where, kind)
             return tuple(value) if isinstance(value, list) else value
         if origin in (typing.Union, types.UnionType) or (args and type(None) in args and origin is not tuple):
-            if value == NONE and type(None) in args:
+            if (value == NONE or value is None) and type(None) in args:  # TOML "none", YAML null
                 return None
             options = [a for a in args if a is not type(None)]
             errors: list[ScenarioFileError] = []
@@ -182,9 +187,9 @@ class Reader:
             if isinstance(value, str):
                 raise self.error(
                     where,
-                    f"expected a table naming a {_describe(hint)} (type = {shown(value)}), got a string",
+                    f"expected a table naming {_a(_describe(hint))} (type = {shown(value)}), got a string",
                 )
-            raise self.error(where, f"expected a table naming a {_describe(hint)}, got {shown(value)}")
+            raise self.error(where, f"expected a table naming {_a(_describe(hint))}, got {shown(value)}")
         return value
 
 
