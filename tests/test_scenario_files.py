@@ -151,9 +151,7 @@ def test_yaml_loading_never_executes_code(tmp_path: Path) -> None:
         ("schema_version = 1\n[admission]\nmax_concurrent = 4\n", ["admission.type: missing"]),
         (
             'schema_version = 1\n[admission]\ntype = "AReaLThrottle"\nmax_concurrent = 0\n',
-            [
-                "admission.max_concurrent: AReaLThrottle(max_concurrent=0): max_concurrent must be an integer >= 1"
-            ],
+            ["admission.max_concurrent: AReaLThrottle(max_concurrent=0): max_concurrent must be"],
         ),
         (
             'schema_version = 1\n[weight_update]\ntype = "SyncEveryK"\n'
