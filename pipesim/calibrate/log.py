@@ -368,13 +368,7 @@ def read_log(
         frame = _merged_records(path, frame)
     lo, hi = parse_steps(steps)
     frame = frame[(frame["step"] >= lo) & (frame["step"] < hi)].sort_values("step").reset_index(drop=True)
-    if len(frame) < MIN_STEPS:
-        raise LogError(
-            f"{path}: {len(frame)} steps"
-            + (f" in --steps {steps}" if steps else "")
-            + f"; at least {MIN_STEPS} needed",
-            "steps",
-        )
+    _check_enough(path, len(frame), steps, "steps")
     notes = [
         f"{name}: the log's column {source!r} is {mapped[source]} (--columns); {name} is not read"
         for name, source in shadowed(columns or {}).items()
@@ -412,14 +406,15 @@ def _gaps(path: str | Path, frame: pd.DataFrame, steps: str | None) -> tuple[pd.
             frame = frame.drop(columns=c)
     if drop_rows.any():
         frame = frame[~drop_rows].reset_index(drop=True)
-        if len(frame) < MIN_STEPS:
-            raise LogError(
-                f"{path}: {len(frame)} steps have a value in every column"
-                + (f" in --steps {steps}" if steps else "")
-                + f"; at least {MIN_STEPS} needed",
-                "steps",
-            )
+        _check_enough(path, len(frame), steps, "steps have a value in every column")
     return frame, notes
+
+
+def _check_enough(path: str | Path, n: int, steps: str | None, what: str) -> None:
+    """LogError naming ``steps`` when fewer than :data:`MIN_STEPS` steps are left to fit."""
+    if n < MIN_STEPS:
+        cut = f" in --steps {steps}" if steps else ""
+        raise LogError(f"{path}: {n} {what}{cut}; at least {MIN_STEPS} needed", "steps")
 
 
 def _merged_records(path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
