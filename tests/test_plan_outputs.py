@@ -382,3 +382,14 @@ def test_a_priced_cluster_shows_its_cost_per_million_tokens_in_the_text() -> Non
         assert float(cells[at]) == pytest.approx(2.5 * float(cells[at - 1]), abs=0.02)
     unpriced = plan.plan(_from(TINY), with_sensitivity=False)
     assert "cost/Mtok" not in report.header(unpriced)
+
+
+def test_a_placement_of_every_gpu_and_a_seed_count_of_zero_say_what_is_wrong() -> None:
+    """space.placement [4] on 4 GPUs was 'no split leaves a multiple of 1'; search.seeds = 0 gave
+    the range [1, 268435456] where the limit is 100."""
+    with pytest.raises(plan.PlanError) as info:
+        plan.search(_from(TINY).with_(space=plan.Space(placement=(4,))))
+    assert "trains on all 4 GPUs, leaving none for rollout" in str(info.value)
+    with pytest.raises(plan.PlanError) as info:
+        _from(TINY, seeds=0)
+    assert info.value.field == "search.seeds" and "[1, 100]" in str(info.value)

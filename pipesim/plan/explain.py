@@ -35,9 +35,13 @@ def no_candidates(spec: PlanSpec) -> str:
                 f"{max(rollout, 0)} of the {n} GPUs for rollout"
             )
         elif spec.space.placement is not None:
-            parts.append(
-                f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
-            )
+            whole = [p for p in spec.space.placement if p and p >= n]  # trainer GPUs: none left
+            if whole:
+                parts.append(f"space.placement {whole} trains on all {n} GPUs, leaving none for rollout")
+            else:
+                parts.append(
+                    f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
+                )
         else:
             sp = spec.sequence_parallel
             dividing = f" on a multiple of model.sequence_parallel={sp} GPUs" if sp > 1 else ""

@@ -299,8 +299,9 @@ class PlanSpec:
                 f"got {self.batch_size}: a step trains whole prompts",
                 "workload.batch_size",
             )
-        for name in ("steps", "screen_steps", "seeds", "trials", "reduction", "batch"):
+        for name in ("steps", "screen_steps", "trials", "reduction", "batch"):
             integer(f"search.{name}", getattr(self, name), 1, MAX_POOL_TASKS)
+        # (seeds has its own range, said whole: [1, 268435456] for seeds = 0 hid the limit of 100)
         # every full run is repeated on each seed: 100 already gives a mean's interval to a tenth of
         # the runs' spread, and the paired test needs far fewer
         integer("search.seeds", self.seeds, 1, MAX_SEEDS)
