@@ -341,11 +341,12 @@ class PresetFile(Entry):
     built as the preset is: its knobs are the preset's parameters with the file's values as their
     defaults, so ``--set`` on the file does what it does on the preset's name (a knob goes to the
     factory, and ``steps`` sizes the preset's task pool, :func:`pipesim.io.overrides.build`). Built
-    as written, it goes through the file's reader, whose refusals name the file and key."""
+    as written, it is the scenario the file's reader built (:func:`~pipesim.io.scenario_files.
+    read_scenario_file`, whose refusals name the file and key)."""
 
     preset: Entry
     knobs: Mapping[str, Any]
-    path: Path
+    as_written: Scenario
 
     def parameters(self) -> dict[str, inspect.Parameter]:
         return {
@@ -358,9 +359,7 @@ class PresetFile(Entry):
 
     def build(self, **params: Any) -> Scenario:
         if not params:
-            from pipesim.io.scenario_files import load_scenario
-
-            return load_scenario(self.path)
+            return self.as_written
         return self.preset.build(**{**self.knobs, **params})
 
 
@@ -375,17 +374,18 @@ def resolve(spec: str) -> Entry:
     reg = registry()
     if spec not in reg:
         if spec.lower().endswith(SCENARIO_FILE_SUFFIXES):
-            from pipesim.io.scenario_files import load_scenario, preset_of
+            from pipesim.io.scenario_files import read_scenario_file
 
             path = Path(spec)
             if not path.is_file():
                 raise FieldError(f"{spec}: no such scenario file", "scenario", spec)
-            preset = preset_of(path)
+            scenario, preset = read_scenario_file(path)  # read and built once, here
             if preset is not None:
+                entry, knobs = preset
                 return PresetFile(
-                    spec, f"scenario file {spec} ({preset[0].name})", preset[0].factory, *preset, path
+                    spec, f"scenario file {spec} ({entry.name})", entry.factory, entry, knobs, scenario
                 )
-            return Entry(spec, f"scenario file {spec}", lambda: load_scenario(path))
+            return Entry(spec, f"scenario file {spec}", lambda: scenario)
         where, _, attr = spec.rpartition(":")
         if where and attr.isidentifier() and is_module_path(where):
             return Entry(spec, f"{attr} from {where}", import_factory(where, attr, spec))

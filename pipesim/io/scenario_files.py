@@ -196,13 +196,26 @@ def save_scenario(scenario: Scenario, path: str | Path) -> Path:
 # -- reading ---------------------------------------------------------------------------------------
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file (``.toml``, ``.yaml``, ``.yml``); ScenarioFileError says what is wrong."""
+    return read_scenario_file(path)[0]
+
+
+def read_scenario_file(path: str | Path) -> tuple[Scenario, tuple[Entry, dict[str, Any]] | None]:
+    """The scenario a file holds (read, parsed and built once), and for a ``[system]`` file the
+    registered preset it names with the knobs it sets (None for a file of plain scenario keys).
+    ``pipesim run`` builds a ``[system]`` file as it builds the preset
+    (:class:`pipesim.io.registry.PresetFile`), so ``--set steps=200`` sizes the preset's task pool
+    and ``--set`` takes the preset's knobs."""
     path = Path(path)
     fmt = file_format(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
-    return loads(raw, fmt, str(path))
+    data = _parse(raw, fmt, str(path))
+    scenario = scenario_from_dict(data, str(path))  # the file's own refusals, named by file and key
+    if not isinstance(data, Mapping) or "system" not in data:
+        return scenario, None
+    return scenario, _system_knobs(Reader(str(path)), data)
 
 
 _TOO_DEEP = object()
@@ -212,23 +225,6 @@ _TOO_DEEP = object()
 def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Scenario:
     """Parse scenario text of format ``fmt``; ``source`` names it in errors."""
     return scenario_from_dict(_parse(text, fmt, source), source)
-
-
-def preset_of(path: str | Path) -> tuple[Entry, dict[str, Any]] | None:
-    """The registered preset a ``[system]`` file names and the knobs it sets (checked as
-    :func:`load_scenario` checks them), or None for a file of plain scenario keys. ``pipesim run``
-    builds such a file as it builds the preset (:class:`pipesim.io.registry.PresetFile`), so
-    ``--set steps=200`` sizes the preset's task pool and ``--set`` takes the preset's knobs."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
-    data = _parse(raw, file_format(path), str(path))
-    if not isinstance(data, Mapping) or "system" not in data:
-        return None
-    scenario_from_dict(data, str(path))  # the file's own refusals, named by file and key
-    return _system_knobs(Reader(str(path)), data)
 
 
 def _parse(text: str | bytes, fmt: str, source: str) -> Any:
