@@ -225,15 +225,16 @@ def _literal(node: ast.expr, text: str) -> Any:
             return float("inf")
         if node.id in ("nan", "NaN"):  # a number (the policy says whether it may be NaN)
             return float("nan")
-        if node.id not in catalog() and _norm(node.id) not in {_norm(n) for n in catalog()}:
-            # a bare word as an argument: most often a string left unquoted, not a policy misspelt
+        try:
+            cls = lookup(node.id)
+        except UnknownPolicyError:  # a bare word: most often a string left unquoted
             close = difflib.get_close_matches(node.id, list(catalog()), n=2, cutoff=0.6)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise _Reject(
                 f"{node.id!r} is neither a number, a quoted string ({node.id!r}) nor a catalogued "
                 f"policy{hint}"
-            )
-        return _construct(node.id, [], {}, text)
+            ) from None
+        return construct(cls, [], {})
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name):
             raise _Reject(f"call a catalogued name, got {shown(ast.get_source_segment(text, node.func))}")
