@@ -256,22 +256,29 @@ def to_json(records: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -
 def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
     """The runs of a ``--json`` file written before (``--retable``, or ``--json`` with
     ``--resume``): ValueError naming the flag and the file."""
+    return list(_stored(path, flag)["runs"])
+
+
+def _stored(path: str, flag: str) -> dict[str, Any]:
+    """A ``--json`` file written before, read once: its ``runs`` checked (ValueError naming the
+    flag and the file), its ``table`` as stored."""
     bad = f"{flag} {path}: not a --json file of this command (no 'runs' list of run records)"
     try:
-        runs = json.loads(Path(path).read_text())["runs"]
+        data = json.loads(Path(path).read_text())
+        runs = data["runs"]
     except OSError as exc:
         raise FieldError(f"{flag} {path}: cannot read it ({exc.strerror})", flag, path) from None
     except (ValueError, KeyError, TypeError):
         raise FieldError(bad, flag, path) from None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
         raise FieldError(bad, flag, path)
-    return runs
+    return dict(data)
 
 
-def _stored_targets(path: str) -> tuple[float, float | None]:
+def _stored_targets(stored: dict[str, Any]) -> tuple[float, float | None]:
     """The target and second target a stored ``--json`` table was aggregated at (its first row's),
     so ``--retable`` alone re-prints that table; :data:`DEFAULT_TARGET` for a file without them."""
-    table = json.loads(Path(path).read_text()).get("table")
+    table = stored.get("table")
     row = table[0] if isinstance(table, list) and table and isinstance(table[0], dict) else {}
 
     def rate(key: str) -> float | None:
@@ -338,8 +345,9 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
     """The mode the flags ask for; ``kept`` follows what ``--json`` holds in the grid."""
     try:
         if args.retable is not None:
-            records = in_design_order(_stored_runs(args.retable))
-            stored_target, stored_also = _stored_targets(args.retable)
+            kept = _stored(args.retable, "--retable")
+            records = in_design_order(kept["runs"])
+            stored_target, stored_also = _stored_targets(kept)
             if args.target is None:  # re-print what was stored, unless asked for another target
                 args.target = stored_target
                 if args.also_target is None:
