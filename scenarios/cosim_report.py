@@ -345,9 +345,9 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
     """The mode the flags ask for; ``kept`` follows what ``--json`` holds in the grid."""
     try:
         if args.retable is not None:
-            kept = _stored(args.retable, "--retable")
-            records = in_design_order(kept["runs"])
-            stored_target, stored_also = _stored_targets(kept)
+            stored_file = _stored(args.retable, "--retable")
+            records = in_design_order(stored_file["runs"])
+            stored_target, stored_also = _stored_targets(stored_file)
             if args.target is None:  # re-print what was stored, unless asked for another target
                 args.target = stored_target
                 if args.also_target is None:
