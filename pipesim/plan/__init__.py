@@ -264,7 +264,7 @@ def _kept(result: PlanResult, e: PlanInterrupted) -> str:
     n = len(result.full) + len(result.screened)
     if not result.partial:
         return "nothing written"
-    if not getattr(e, "outputs_asked", True):  # set by _main: no --json/--csv/--html/--parquet
+    if not e.outputs_asked:  # no --json/--csv/--html/--parquet
         return f"{n} designs finished (no output was asked for)"
     return f"{n} designs written with partial: true"
 
@@ -314,9 +314,7 @@ def _main(argv: list[str] | None) -> int:
     except PlanInterrupted as e:
         from pipesim.io.interrupts import deferred_interrupts
 
-        e.outputs_asked = any(  # type: ignore[attr-defined]
-            getattr(args, k, None) for k in ("json", "html", "csv", "parquet")
-        )
+        e.outputs_asked = any(getattr(args, k, None) for k in ("json", "html", "csv", "parquet"))
 
         try:
             with deferred_interrupts():  # a second Ctrl-C while writing: the files first

@@ -58,6 +58,9 @@ class PlanInterrupted(KeyboardInterrupt):
     def __init__(self, result: PlanResult) -> None:
         super().__init__(f"interrupted after {result.runs} runs")
         self.result = result
+        self.outputs_asked = True
+        """Whether the command was asked to write any output (``pipesim plan`` sets it): what its
+        last line says was written."""
 
 
 @dataclass
