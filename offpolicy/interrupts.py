@@ -5,8 +5,9 @@ hours and write their results file after every run (:func:`offpolicy.runfile.wri
 temporary file and a rename, so an interrupt never leaves it half-written). Stopped by Ctrl-C or
 SIGTERM they print one line saying what the file holds and exit 130, as ``pipesim`` and
 ``python -m scenarios.published`` do, never a traceback. ``offpolicy`` does not import pipesim,
-so :func:`sigterm_as_interrupt` and :func:`reader_may_leave` are twins of those of
-``pipesim.io.interrupts``.
+so :func:`sigterm_as_interrupt` is a twin of ``pipesim.io.interrupts.sigterm_as_interrupt``.
+:func:`reader_may_leave` is not a twin: pipesim's goes on writing after its reader leaves, and
+this one stops the script there (its JSON already holds every finished run, written after each).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ INTERRUPTED = 130
 
 
 def reader_may_leave(main: Callable[[], int | None]) -> int:
-    """``main()``'s exit status; a reader that leaves early (``... | head``) ends it quietly with 0
-    (the twin of ``pipesim.io.interrupts.reader_may_leave``)."""
+    """``main()``'s exit status; a reader that leaves early (``... | head``) ends the script there,
+    quietly, with 0: the runs finished so far are in its JSON (see the module docstring)."""
     try:
         return main() or 0
     except BrokenPipeError:
