@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import pipesim.plan as plan
 from pipesim.plan.evaluate import Evaluator, run_design
-from pipesim.plan.judge import HORIZON, bound, exceed_expected
+from pipesim.plan.judge import HORIZON, bound, exceed_expected, p_met
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_plan import small_spec  # noqa: E402
@@ -112,6 +112,46 @@ def test_a_max_well_under_the_limit_with_many_samples_there_is_met() -> None:
         "episodes_trained_run": 6144.0,
     }
     assert exceed_expected(m, 4, HORIZON) < 0.5
+
+
+def _screen(at: float, below: float) -> dict[str, float]:
+    """A 3-step screen's staleness counts with the max at the ceiling a 3-step run can show."""
+    return {"staleness_max": 2.0, "at_max": at, "below_max": below, "episodes_trained_run": 1536.0}
+
+
+def test_a_censored_max_is_promoted_by_its_tail_not_written_off() -> None:
+    """examples/plan_qwen3_8b.toml's screens (3 of 12 steps, max 2 for every stale design). An
+    eta-0 over-sampled partial design (17 samples at 2, 191 at 1) holds max 3 over 12 steps; an
+    eta-3 one (487 and 512) reaches 11. Read as a straggler growing a version a step, both had a
+    chance near 0, so the full rung never ran the first kind on 4 of 5 search seeds."""
+    spec = small_spec(steps=12, constraints=plan.Constraints(max_staleness=4))
+    d = plan.Design(4, 1, 0, "partial", oversample=1.25)
+    assert bound(spec, d) is None
+    thin, thick = p_met(spec, d, 3, _screen(17, 191)), p_met(spec, d, 3, _screen(487, 512))
+    assert thin > 0.5 > 0.01 > thick > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    at=st.integers(1, 1500),
+    more=st.integers(1, 500),
+    below=st.integers(0, 1500),
+    limit=st.integers(3, 8),
+)
+def test_a_censored_max_chance_falls_as_the_tail_thickens_and_rises_with_the_limit(
+    at: int, more: int, below: int, limit: int
+) -> None:
+    spec = small_spec(steps=12, constraints=plan.Constraints(max_staleness=limit))
+    looser = small_spec(steps=12, constraints=plan.Constraints(max_staleness=limit + 1))
+    d = plan.Design(4, 1, 0, "partial")
+    p = p_met(spec, d, 3, _screen(at, below))
+    assert 0.0 < p <= 1.0
+    assert p_met(spec, d, 3, _screen(at + more, below)) <= p  # more samples at the ceiling
+    assert p <= p_met(looser, d, 3, _screen(at, below))
+    full = {**_screen(at, below), "staleness_max": 11.0}  # at the full run's ceiling: judged, not promoted
+    assert p_met(spec, d, 12, full) == 0.0
+    one_level = {**_screen(at, below), "staleness_max": 1.0}  # a 2-step screen: no tail to read
+    assert p_met(spec, d, 2, one_level) == p_met(spec, d, 2, {**one_level, "at_max": 1.0})
 
 
 def rollout_bound_spec() -> plan.PlanSpec:
