@@ -189,7 +189,11 @@ def update_policy(spec: PlanSpec, d: Design) -> Any:
 
 def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int = 0) -> pipesim.Scenario:
     """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``)."""
-    admission: Any = pipesim.OverSample(factor=d.oversample) if d.oversample > 1 else pipesim.CountThrottle()
+    # abort drops what it interrupts: the count throttle counts starts, so each dropped sample would
+    # use up its budget for good (the run turns synchronous); OverSample subtracts drops, and at a
+    # factor of 1 it is the count throttle otherwise (slime's abort path pairs them the same way)
+    over = d.oversample > 1 or d.update == "abort"
+    admission: Any = pipesim.OverSample(factor=d.oversample) if over else pipesim.CountThrottle()
     cfg = pipesim.PipelineConfig(batch_size=spec.batch_size, steps=steps, max_staleness=d.eta)
     pool = None
     if d.oversample > 1 or d.update == "abort":

@@ -72,6 +72,11 @@ class AbortRestart:
     The aborted episode keeps its record (status ``aborted``, ``lost_s`` = seconds it generated);
     a restart is a new episode with the same task and ``parent`` = the aborted one's id, launched
     before any new task.
+
+    Pair it with an admission rule that subtracts drops (``OverSample``, ``AReaLThrottle``; slime
+    pairs abort with over-sampling): :class:`~pipesim.policies.base.CountThrottle` counts starts,
+    so every aborted episode (and its restart) uses up budget for good and the run drifts to
+    synchronous as it goes on.
     """
 
     restart: bool = True
