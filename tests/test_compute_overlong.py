@@ -100,3 +100,31 @@ def test_the_ledger_closes_whenever_over_length_samples_are_dropped(
     dropped = table[table["status"] == "discarded"]
     assert dropped["truncated"].all()
     assert led.discarded_over_length == pytest.approx(len(dropped) * WORK.max_response_tokens)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    eta=st.integers(0, 2),
+    update=st.sampled_from([pipesim.PartialRollout(), pipesim.AbortRestart(restart=False), pipesim.Drain()]),
+)
+def test_truncated_counts_the_samples_that_reached_the_cap_and_no_others(
+    seed: int, eta: int, update: object
+) -> None:
+    """A sample is truncated where it finishes at the cap: an aborted one, or one still in flight
+    at the end, was never cut, though its drawn length passes the cap (the engine once marked it
+    at launch, and the summary counted in-flight and aborted samples as truncated)."""
+    cfg = pipesim.PipelineConfig(batch_size=16, steps=3, max_staleness=eta)
+    sc = pipesim.Scenario(
+        pipeline=cfg,
+        admission=pipesim.AReaLThrottle(),
+        weight_update=update,  # type: ignore[arg-type]
+        pool_size=4096,
+    )
+    run = run_compute(sc, Cluster(engine=ENGINE, n_gpus=2, trainer_gpus=1), WORK, seed=seed)
+    table = run.result.episode_table
+    finished = table["status"].isin(["trained", "buffered", "discarded"])
+    assert not table[~finished]["truncated"].any()  # aborted or in flight: never cut
+    assert run.summary()["episodes_truncated"] == int(table["truncated"].sum())
+    cut_trained = int(run.result.trained["truncated"].sum())  # each trained at the cap, no more
+    assert run.ledger.truncated_trained == pytest.approx(cut_trained * WORK.max_response_tokens)

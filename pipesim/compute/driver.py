@@ -301,6 +301,8 @@ class ReplicaDriver(BatchState):
                 raise TypeError(f"sequence {seq.id} finished on replica {self.index} without an episode")
             ep.end_s = end
             ep.update_to = n_upd
+            if self._truncated[ep.id]:
+                ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
             g = clock - seq.origin  # generated_s(ep)
             ep.duration_s = ep.work_s = g if g > 0.0 else 0.0
             if seq.gen_at_update > 0.0:

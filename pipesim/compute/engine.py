@@ -125,9 +125,7 @@ class ComputeReplica(ReplicaDriver):
         ep.replica = self.index
         ep.start_s = now + 0.0  # a float, as the compiled build makes it (SimPy's clock starts at int 0)
         ep.update_from = len(self._updates)
-        ep.offset_start = self.offset
-        if self._truncated[i]:
-            ep.truncated = True  # cut at max_response_tokens (DropOverlong drops it)
+        ep.offset_start = self.offset  # marked truncated where it finishes at the cap (_finished)
 
     def _launch(self, ep: Episode | None, i: int, now: float) -> Seq:
         """The sequence of episode ``i`` (``ep``, or None in a closed loop), queued for admission
