@@ -121,7 +121,8 @@ class Scenario:
                 f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
                 f"((steps {int_shown(p.steps)} + "
                 f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots), more than the "
-                f"{MAX_DURATION_POOL:,} a run may draw: fewer steps, or a smaller batch",
+                f"{MAX_DURATION_POOL:,} a run may draw: fewer steps, a smaller batch, or fewer slots "
+                f"(n_slots {int_shown(p.n_slots)}: replicas x max_num_seqs in a compute-grounded run)",
                 "pool_size",
             )
         for name, protocol, what in _POLICY_SLOTS:

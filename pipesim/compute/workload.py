@@ -331,7 +331,10 @@ class TokenWorkload:
             fields = f"max_response_tokens ({self.max_response_tokens})"
             if self.agent is not None:
                 a = self.agent
-                fields += f" x agent.turns ({a.turns}) + agent.observation_tokens ({a.observation_tokens})"
+                fields += (
+                    f" x agent.turns ({a.turns}) + agent.observation_tokens ({a.observation_tokens})"
+                    f" x (agent.turns - 1)"
+                )
             raise FieldError(
                 f"{fields}: the longest sample "
                 f"({self.max_sequence_tokens} tokens: prompt, responses and observations) exceeds the "
