@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
+import shlex
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -309,3 +310,102 @@ def test_a_run_saved_with_a_plugin_policy_reports_with_or_without_its_module(
     assert main(["report", str(run), "--policies", str(user), "--out", str(tmp_path / "b.html")]) == 0
     assert "warning" not in capsys.readouterr().err
     assert type(load(run).scenario.admission).__name__ == "HeadroomThrottle"
+
+
+@pytest.mark.parametrize("kind", ["ValueError", "KeyError", "RuntimeError"])
+def test_a_plugin_policy_that_raises_is_named_with_its_exception_type_on_the_command_line(
+    tmp_path: Path, clean_catalog: None, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A user's ValueError read as a pipesim refusal ("pipesim: error: bad"): no type, no policy.
+    The one line now names the exception's type and the role and class that raised it."""
+    from pipesim.io.cli import main
+
+    user = tmp_path / "raising.py"
+    user.write_text(
+        textwrap.dedent(
+            f"""
+            class Raises:
+                def admits(self, p):
+                    if p.started > 5:
+                        raise {kind}("bad")
+                    return True
+            """
+        )
+    )
+    assert main(["run", "synchronous", "--policies", str(user), "--set", "admission=Raises()"]) == 2
+    err = capsys.readouterr().err
+    assert kind in err and "admission" in err and "Raises" in err and "Traceback" not in err
+
+
+def test_a_policy_file_whose_name_is_no_module_name_runs_in_sweep_workers(
+    tmp_path: Path, clean_catalog: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``my-policies.py`` was imported under a private name only the parent process knew: every
+    cell of ``pipesim sweep --workers 2`` failed in its worker ("No module named
+    '_pipesim_user_...'"), where ``pipesim run`` worked. The name now spells the path, and
+    workers find the file by it."""
+    from pipesim.io.cli import main
+
+    user = tmp_path / "my-policies.py"
+    user.write_text(textwrap.dedent(USER_MODULE))
+    out = tmp_path / "s.csv"
+    over = "admission=HeadroomThrottle(headroom=1),HeadroomThrottle(headroom=2)"
+    argv = ["sweep", "synchronous", "--policies", str(user), "--set", "steps=2", "--over", over]
+    assert main([*argv, "--workers", "2", "--csv", str(out)]) == 0
+    assert main([*argv, "--workers", "1", "--csv", str(tmp_path / "one.csv")]) == 0
+    assert "failed" not in capsys.readouterr().err
+    assert out.read_text() == (tmp_path / "one.csv").read_text()  # the workers ran what one process runs
+
+
+def test_a_user_class_under_the_name_of_a_builtin_is_warned_and_the_builtin_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_catalog: None
+) -> None:
+    """A user's ``CountThrottle`` in ``--policies shadow.py`` ran pipesim's CountThrottle with no
+    word. The catalog still keeps pipesim's (a plug-in never replaces a built-in), and says so."""
+    (tmp_path / "shadowing_mod.py").write_text(
+        textwrap.dedent(
+            """
+            from dataclasses import dataclass
+
+            @dataclass(frozen=True)
+            class CountThrottle:
+                def admits(self, p) -> bool:
+                    return p.started < (p.version + 1) * p.batch_size
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "shadowing_mod", raising=False)
+    with pytest.warns(UserWarning, match="CountThrottle.*pipesim's"):
+        catalog.register_module("shadowing_mod")
+    assert catalog.lookup("CountThrottle") is pipesim.CountThrottle
+
+
+def test_a_user_module_of_new_names_registers_without_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_catalog: None
+) -> None:
+    import warnings
+
+    _user_module(tmp_path, monkeypatch, "fresh_names_mod")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert catalog.register_module("fresh_names_mod") == ["HeadroomThrottle"]
+
+
+def test_list_keys_and_export_take_the_policies_a_file_adds(
+    tmp_path: Path, clean_catalog: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pipesim list --keys --policies FILE`` was refused ("unrecognized arguments"), and
+    ``export --policies`` told the user to run the file without the ``--policies`` it needs."""
+    from pipesim.io.cli import main
+
+    user = tmp_path / "plug.py"
+    user.write_text(textwrap.dedent(USER_MODULE))
+    assert main(["list", "--keys", "--policies", str(user)]) == 0
+    assert "HeadroomThrottle" in capsys.readouterr().out
+    out = tmp_path / "hr.toml"
+    setting = ["--set", "admission=HeadroomThrottle(headroom=2)"]
+    assert main(["export", "synchronous", "--policies", str(user), *setting, "--out", str(out)]) == 0
+    hint = capsys.readouterr().out.split("run it: ", 1)[1].rstrip().rstrip(")")
+    argv = shlex.split(hint)[1:]  # the printed command, less "pipesim"
+    assert main([*argv, "--set", "steps=2"]) == 0

@@ -14,6 +14,7 @@ from pipesim.core.engine import Pipeline
 from pipesim.core.errors import shown
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.validate import refuse
+from pipesim.io import user_code as _user_code  # noqa: F401 - its finder: workers import users' files
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from pipesim.core.collector import pause_collector_during_runs
@@ -118,7 +119,11 @@ def _main(argv: Sequence[str] | None) -> int:
         # SIGTERM unwinds like Ctrl-C (nothing is left half-written); this process is the
         # command's, so its runs pause the cyclic collector while they run
         with sigterm_as_interrupt(), pause_collector_during_runs():
-            register_policies(getattr(args, "policies", None) or [])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                register_policies(getattr(args, "policies", None) or [])
+            for w in caught:  # a person reads these: one line each
+                print(f"pipesim: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
             return int(args.func(args))
     except UsageError as exc:
         return _fail(str(exc))
@@ -135,10 +140,15 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (PIPESIM_TRACEBACK=1 shows it)
         if os.environ.get("PIPESIM_TRACEBACK"):
             raise
-        from pipesim.core.errors import PipelineError
+        from pipesim.core.errors import NOTE_END, PipelineError
 
         if isinstance(exc, PipelineError):
             return _fail(f"the run cannot finish: {one_line(exc)}")
+        culprit = [str(n) for n in getattr(exc, "__notes__", ()) if str(n).endswith(NOTE_END)]
+        if culprit:  # a policy's own exception: its type, and which policy raised it
+            return _fail(
+                f"{type(exc).__name__}: {one_line(exc)} ({culprit[0]}; PIPESIM_TRACEBACK=1 shows where)"
+            )
         if isinstance(exc, ValueError | OSError):
             return _fail(one_line(exc))
         return _fail(f"{type(exc).__name__}: {one_line(exc)} (PIPESIM_TRACEBACK=1 shows where)")

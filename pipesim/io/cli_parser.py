@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--keys", action="store_true", help="also list the keys --set accepts and every policy; e.g. --keys"
     )
+    add_options(ls, "policies")  # --keys lists the classes a --policies module adds
     ls.set_defaults(func=cmd_list)
 
     r = sub.add_parser(

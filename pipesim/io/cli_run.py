@@ -14,6 +14,7 @@ or SIGTERM leaves no file that half loads; :func:`pipesim.io.cli.main` says so i
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -193,5 +194,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         write_text_atomic(args.out, text)
-        print(f"wrote {args.out} (run it: pipesim run {args.out})")
+        plugins = "".join(f" --policies {shlex.quote(f)}" for f in getattr(args, "policies", None) or [])
+        print(f"wrote {args.out} (run it: pipesim run {shlex.quote(args.out)}{plugins})")
     return 0

@@ -4,14 +4,20 @@ Design: a user's file or module is imported only because the user named it (``--
 mine.py``, ``pipesim run mine.py:make``, ``pipesim run mypkg.scenarios:make``), never by scanning.
 A ``.py`` file is imported under its own name when that name finds this very file, so that the
 classes it defines pickle to sweep workers (a process pool re-imports them by module name);
-otherwise under a private name. Every failure is a ``ValueError`` (or the user's own exception from
-:func:`import_file`) whose message names the spec, so the CLI reports it in one line.
+otherwise (``my-policies.py``, or a name another module holds, such as ``random.py``) under a
+private name that spells the file's path, ``_pipesim_user_<path in hex>``, which
+:class:`UserFileFinder` -- on ``sys.meta_path`` in every process that imports
+:mod:`pipesim.io.api`, the sweep workers' preload -- turns back into the file. Every failure is a
+``ValueError`` (or the user's own exception from :func:`import_file`) whose message names the
+spec, so the CLI reports it in one line.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
@@ -22,6 +28,39 @@ from types import ModuleType
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+
+PRIVATE_PREFIX = "_pipesim_user_"
+
+
+def private_name(path: Path) -> str:
+    """The module name a user's file is imported under when its own name cannot be: the prefix
+    and its resolved path's UTF-8 bytes in hex, so any process can find the file again."""
+    return PRIVATE_PREFIX + str(path).encode().hex()
+
+
+class UserFileFinder(importlib.abc.MetaPathFinder):
+    """Finds the module :func:`private_name` names: a worker unpickling a class of a user's
+    ``my-policies.py`` imports it by that name and gets the same file."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(PRIVATE_PREFIX):
+            return None
+        try:
+            file = Path(bytes.fromhex(fullname[len(PRIVATE_PREFIX) :]).decode())
+        except ValueError:  # not hex, or not UTF-8: not one of ours
+            return None
+        return importlib.util.spec_from_file_location(fullname, file) if file.is_file() else None
+
+
+def install_finder() -> None:
+    """Put one :class:`UserFileFinder` on ``sys.meta_path`` (idempotent)."""
+    if not any(isinstance(f, UserFileFinder) for f in sys.meta_path):
+        sys.meta_path.append(UserFileFinder())
+
+
+install_finder()
 
 
 def import_file(path: Path) -> ModuleType:
@@ -42,7 +81,9 @@ def import_file(path: Path) -> ModuleType:
             found = importlib.util.find_spec(stem)
             if found is not None and found.origin and Path(found.origin).resolve() == path:
                 return importlib.import_module(stem)
-    mod_name = f"_pipesim_user_{abs(hash(str(path)))}"
+    mod_name = private_name(path)
+    if mod_name in sys.modules:  # imported already (a sweep worker that unpickled a class of it)
+        return sys.modules[mod_name]
     spec_obj = importlib.util.spec_from_file_location(mod_name, path)
     if spec_obj is None or spec_obj.loader is None:
         raise ImportError(f"cannot import {path}")

@@ -38,6 +38,7 @@ import difflib
 import importlib
 import inspect
 import re
+import warnings
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -105,6 +106,20 @@ def register_module(name: str) -> list[str]:
     entries = scan_module(mod)
     if not entries:
         raise FieldError(f"module {shown(name)} defines no policy class", "module")
+    own = {
+        e.name: e.cls
+        for m in POLICY_MODULES + DURATION_MODULES
+        for e in scan_module(importlib.import_module(m))
+    }
+    for e in entries:
+        if e.name in own and own[e.name] is not e.cls:  # a subclass under the same name, or a new class
+            warnings.warn(
+                f"{e.name} of {name} has the name of pipesim's own {e.name}; the catalog keeps "
+                f"pipesim's, so --set and scenario files that name {e.name} run pipesim's. Rename "
+                "yours to use it by name",
+                UserWarning,
+                stacklevel=2,
+            )
     if name in _registered:  # registered again: it becomes the latest
         _registered.remove(name)
     _registered.append(name)
@@ -183,7 +198,10 @@ def lookup(name: str, kind: str | None = None) -> type:
     )
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
-    raise UnknownPolicyError(f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}", "type")
+    plugin = "; a class of your own: --policies FILE (the command line) or register_module (Python)"
+    raise UnknownPolicyError(
+        f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}{plugin}", "type"
+    )
 
 
 class UnknownPolicyError(FieldError):
