@@ -67,6 +67,7 @@ def test_the_kit_catches_a_broken_promise() -> None:
     with pytest.raises(InvariantError) as info:
         check_invariants(r, sc)
     assert info.value.invariant == "promised staleness bound"
+    assert "Lies" in str(info.value)  # who promised it (a subclass of CountThrottle under Drain did not)
     with pytest.raises(InvariantError) as info:
         check_invariants(r, sc.with_(seed=1))
     assert info.value.invariant == "scenario matches"
@@ -222,3 +223,21 @@ def test_an_invariant_error_carries_the_invariant_it_names_across_pickling() -> 
     back = pickle.loads(pickle.dumps(info.value))
     assert (type(back), back.invariant, str(back)) == (InvariantError, info.value.invariant, str(info.value))
     assert info.value.invariant and info.value.invariant in str(info.value)  # the message names it too
+
+
+def test_drain_promises_its_bound_for_the_count_throttle_not_for_a_subclass_that_admits_more() -> None:
+    """A user's ``WideThrottle(CountThrottle)`` admitting two batches further ahead, with Drain:
+    Drain promised eta for any CountThrottle subclass, and check_invariants failed the run on a
+    promise the user never made."""
+
+    @dataclass(frozen=True)
+    class WideThrottle(pipesim.CountThrottle):
+        def admits(self, p: pipesim.Pipeline) -> bool:
+            return p.started < (p.version + 3 + p.max_staleness) * p.batch_size
+
+    cfg = pipesim.PipelineConfig(n_slots=8, batch_size=4, steps=6, max_staleness=0)
+    wide = pipesim.Scenario(pipeline=cfg, admission=WideThrottle(), weight_update=pipesim.Drain())
+    plain = wide.with_(admission=pipesim.CountThrottle())
+    assert pipesim.Drain().staleness_bound(plain) == 0
+    assert pipesim.Drain().staleness_bound(wide) is None
+    check_invariants(pipesim.run(wide), wide)

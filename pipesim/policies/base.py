@@ -193,8 +193,10 @@ class Drain:
         return p.syncing or p.sync_pending
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:
-        """With the count throttle, draining bounds staleness by eta: no episode outlives a sync."""
-        return scenario.pipeline.max_staleness if isinstance(scenario.admission, CountThrottle) else None
+        """With the count throttle, draining bounds staleness by eta: no episode outlives a sync.
+        The count throttle itself, not a subclass: a user's ``CountThrottle`` subclass may admit
+        further ahead, and the promise would be a lie the invariants blame on it."""
+        return scenario.pipeline.max_staleness if type(scenario.admission) is CountThrottle else None
 
     def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         yield p.drained()  # every replica, not only the first

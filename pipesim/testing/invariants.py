@@ -153,7 +153,16 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     if len(tr) and tr["staleness"].min() < 0:
         _fail("staleness >= 0", f"min staleness {tr['staleness'].min()}")
     if bound is not None and len(tr) and tr["staleness"].max() > bound:
-        _fail("promised staleness bound", f"max staleness {tr['staleness'].max()} > {bound}")
+        sc = result.scenario
+        who = [
+            f"{type(q).__name__}.staleness_bound"
+            for q in (sc.admission, sc.weight_update, sc.batching)
+            if isinstance(q, StalenessPromise) and q.staleness_bound(sc) == bound
+        ]
+        _fail(
+            "promised staleness bound",
+            f"max staleness {tr['staleness'].max()} > {bound}, the bound {' and '.join(who)} promised",
+        )
 
 
 def _check_slots(ev: Any, T: float, n_slots: int) -> None:
@@ -333,16 +342,12 @@ def scenarios(
 
     from pipesim.config import Scenario
     from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+    from pipesim.testing.strategies import as_strategy
     from pipesim.workload.durations import TraceDurations
 
-    def as_strategy(x: Any, default: list[Any]) -> Any:
-        if x is None:
-            return st.sampled_from(default)
-        return st.sampled_from(list(x)) if isinstance(x, list | tuple) else x
-
-    wu = as_strategy(weight_updates, [PartialRollout(), Drain()])
-    ba = as_strategy(batchings, [OldestFinishedFirst()])
-    ad = as_strategy(admissions, [CountThrottle()])
+    wu = as_strategy(weight_updates, st.sampled_from([PartialRollout(), Drain()]), "weight_updates")
+    ba = as_strategy(batchings, st.sampled_from([OldestFinishedFirst()]), "batchings")
+    ad = as_strategy(admissions, st.sampled_from([CountThrottle()]), "admissions")
 
     @st.composite
     def build(draw: Any) -> Scenario:

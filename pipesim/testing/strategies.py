@@ -9,7 +9,12 @@ rule of your own against every other policy.
 Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
 verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
 combined with policies that never drop work. (Such a combination, built by hand, ends with
-a :class:`~pipesim.PipelineError`, never a hang.) Hypothesis is imported lazily.
+a :class:`~pipesim.PipelineError`, never a hang.) pipesim knows its own policies that drop; a
+batch policy or weight update of yours that drops episodes says so with a class attribute
+``drops_work = True``; such a batch policy is then not drawn under ``SyncEveryK`` either (the
+trainer runs ``k - 1`` versions ahead of the weights there, so a policy dropping what is older
+than its own bound may drop everything), unless the weight updates are pinned. Hypothesis is
+imported lazily.
 """
 
 from __future__ import annotations
@@ -21,12 +26,29 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
 
-def _as_strategy(x: Any, default: Any) -> Any:
+def as_strategy(x: Any, default: Any, name: str = "policies") -> Any:
+    """``x`` as a strategy: None -> ``default``, a non-empty list or tuple -> one of its items, a
+    strategy as it is; anything else is a FieldError naming the argument ``name`` (one policy
+    instead of a list reached Hypothesis as "object has no attribute 'validate'")."""
     from hypothesis import strategies as st
+    from hypothesis.strategies import SearchStrategy
+
+    from pipesim.core.errors import shown
+    from pipesim.core.validate import FieldError
 
     if x is None:
         return default
-    return st.sampled_from(list(x)) if isinstance(x, list | tuple) else x
+    if isinstance(x, list | tuple):
+        if not x:
+            raise FieldError(f"{name}: an empty list draws nothing; give at least one, or None", name)
+        return st.sampled_from(list(x))
+    if isinstance(x, SearchStrategy):
+        return x
+    raise FieldError(
+        f"{name}: must be a list of objects or a Hypothesis strategy, got {shown(x)}; "
+        f"one object: {name}=[{type(x).__name__}(...)]",
+        name,
+    )
 
 
 def admissions() -> SearchStrategy[Any]:
@@ -115,7 +137,9 @@ def replica_configs(routings_: Any = None) -> SearchStrategy[Any]:
     from pipesim.policies.replicas import GroupAffinity, LeastLoaded, Replicas, RoundRobin
 
     builtin = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
-    return st.builds(Replicas, st.integers(1, 3), _as_strategy(routings_, st.sampled_from(builtin)))
+    return st.builds(
+        Replicas, st.integers(1, 3), as_strategy(routings_, st.sampled_from(builtin), "routings_")
+    )
 
 
 def duration_models() -> SearchStrategy[Any]:
@@ -139,6 +163,7 @@ def drops_work(sc: Any) -> bool:
         sc.failures is not None
         or isinstance(sc.batching, DropStale | EvictStalest)
         or isinstance(sc.weight_update, AbortRestart)
+        or any(getattr(q, "drops_work", False) is True for q in (sc.batching, sc.weight_update))
     )
 
 
@@ -179,11 +204,11 @@ def policy_scenarios(
     from pipesim.policies.updates import SyncEveryK
     from pipesim.testing import pipeline_configs
 
-    ad = _as_strategy(admissions_, admissions())
-    wu = _as_strategy(weight_updates_, weight_updates())
-    ba = _as_strategy(batchings_, batchings())
-    fa = _as_strategy(failures, st.none() | failure_policies())
-    du = _as_strategy(durations, duration_models())
+    ad = as_strategy(admissions_, admissions(), "admissions_")
+    wu = as_strategy(weight_updates_, weight_updates(), "weight_updates_")
+    ba = as_strategy(batchings_, batchings(), "batchings_")
+    fa = as_strategy(failures, st.none() | failure_policies(), "failures")
+    du = as_strategy(durations, duration_models(), "durations")
 
     @st.composite
     def build(draw: Any) -> Scenario:
@@ -211,6 +236,10 @@ def policy_scenarios(
         if admissions_ is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
+        if k > 1 and weight_updates_ is None and getattr(sc.batching, "drops_work", False) is True:
+            # a user's dropping batch policy keeps a bound of its own, which no max_staleness
+            # moves: under SyncEveryK it may drop every episode, so it gets the inner update
+            sc, k = sc.with_(weight_update=sc.weight_update.inner), 1
         if isinstance(sc.batching, DropStale | EvictStalest) and k - 1 > sc.pipeline.max_staleness:
             # the trainer's version runs k - 1 ahead of the weights between real syncs, so every
             # episode is staler than eta and dropped: a dead end by construction, not a finding
