@@ -277,3 +277,21 @@ def test_compute_view_shows_kv_occupancy_and_tokens_per_replica() -> None:
         3.0,
         4.0,
     ]
+
+
+def test_a_run_of_many_episodes_gets_the_aggregate_view_alone(
+    fig13_1: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 256-slot run of 1,000 steps drew its timeline: an 88 MB page of one solid block, because
+    the choice read the slots alone. Above ``AGGREGATE_EPISODES`` episodes the page is the
+    aggregate view, whose size does not grow with the run."""
+    import pipesim.io.viz as viz
+
+    res = fig13_1["async"]
+    n = res.columns.n
+    monkeypatch.setattr(viz, "AGGREGATE_EPISODES", n)
+    assert len(viz.run_views(res)) == 2  # at the limit: the timeline too
+    monkeypatch.setattr(viz, "AGGREGATE_EPISODES", n - 1)
+    views = viz.run_views(res)
+    assert len(views) == 1 and views[0].to_json() == viz.aggregate_view(res).to_json()
+    assert len(viz.run_views(res, aggregate=False)) == 2  # the caller may still ask for the timeline

@@ -25,13 +25,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from pipesim.io.viz.aggregate import AGGREGATE_THRESHOLD, aggregate_view
+from pipesim.io.viz.aggregate import AGGREGATE_EPISODES, AGGREGATE_THRESHOLD, aggregate_view
 from pipesim.io.viz.compute import compute_view
 from pipesim.io.viz.palette import version_colors
 from pipesim.io.viz.sweep import design_comparison_figure, lines_figure, staleness_throughput_figure
 from pipesim.io.viz.timeline import WEBGL_THRESHOLD, segments_frame, timeline, timelines
 
 __all__ = [
+    "AGGREGATE_EPISODES",
     "AGGREGATE_THRESHOLD",
     "WEBGL_THRESHOLD",
     "aggregate_view",
@@ -81,12 +82,14 @@ def figures_to_html(figures: Sequence[go.Figure], title: str = "pipesim", preamb
 
 def run_views(result: Any, title: str | None = None, *, aggregate: bool | None = None) -> list[go.Figure]:
     """The figures for one run: the timeline and the aggregate view, or above
-    ``AGGREGATE_THRESHOLD`` slots the aggregate view alone (``aggregate`` forces either way). A
+    ``AGGREGATE_THRESHOLD`` slots or ``AGGREGATE_EPISODES`` episodes the aggregate view alone
+    (``aggregate`` forces either way). A
     ``ComputeRun`` that recorded its timelines also gets :func:`compute_view` (KV cache, tokens/s)."""
     if hasattr(result, "result") and hasattr(result, "timelines"):  # a ComputeRun
         extra = [compute_view(result, title)] if result.timelines else []
         return run_views(result.result, title, aggregate=aggregate) + extra
-    big = result.scenario.pipeline.n_slots > AGGREGATE_THRESHOLD
+    episodes = getattr(getattr(result, "columns", None), "n", 0)
+    big = result.scenario.pipeline.n_slots > AGGREGATE_THRESHOLD or episodes > AGGREGATE_EPISODES
     if aggregate is None:
         aggregate = big
     if aggregate:

@@ -38,12 +38,25 @@ from pipesim.policies.base import OwnStalenessBound
 
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""
+AGGREGATE_EPISODES = 20_000
+"""Episodes above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the
+timeline: a timeline holds every episode's segment and legend entry per version, about 350 bytes
+an episode (a 256-slot run of 1,000 steps, 256,000 episodes, was an 88 MB page of one solid block
+that took 157 s to write and 28 s to render)."""
 N_BINS = 400
 BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
 """The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
 
-__all__ = ["AGGREGATE_THRESHOLD", "aggregate_view", "busy_share", "buffer_depth", "eta_bounds", "in_flight"]
+__all__ = [
+    "AGGREGATE_EPISODES",
+    "AGGREGATE_THRESHOLD",
+    "aggregate_view",
+    "busy_share",
+    "buffer_depth",
+    "eta_bounds",
+    "in_flight",
+]
 
 
 def eta_bounds(scenario: Any) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -18,6 +19,15 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.validate import FieldError
 from pipesim.io.viz.palette import PALETTE
+from pipesim.io.viz.sweep_axes import (
+    axes_of,
+    category_order,
+    cell_text,
+    is_number_column,
+    ordered,
+    split_columns,
+    varied,
+)
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -123,7 +133,8 @@ def add_band_line(
 ) -> None:
     """One line of ``<metric>_mean`` against ``x`` with its 95% band (``_lo`` .. ``_hi``)."""
     _need(agg, [x, f"{metric}_mean", f"{metric}_lo", f"{metric}_hi"])
-    d = agg.sort_values(x)
+    # numbers in numeric order; categories as the rows give them (the sweep's order), not alphabetical
+    d = agg.sort_values(x, kind="stable") if is_number_column(agg[x]) else agg
     xs = list(d[x])
     lo, hi = d[f"{metric}_lo"], d[f"{metric}_hi"]
     if _is_share(metric):
@@ -175,11 +186,26 @@ def lines_figure(
     xtitle: str | None = None,
     log_x: bool = False,
 ) -> go.Figure:
-    """``metric`` against ``x``, one line per value of ``by`` (e.g. throughput against sync time)."""
-    _need(agg, [by])
+    """``metric`` against ``x``, one line per value of ``by`` (e.g. throughput against sync time)
+    and of every other axis of the sweep that splits the rows further: a grid over ``x`` and
+    ``weight_update`` draws one line per weight update, named by its value (a line per design
+    alone zig-zagged through both values at every x). The legend is titled with the columns that
+    vary among the lines; lines and categories come in the order the sweep was given its values.
+    A line that would still hold one x twice is a ``ValueError``."""
+    _need(agg, [by, x])
+    cols = split_columns(agg, [by], [a for a in axes_of(agg) if a not in (x, by)])
+    named = varied(agg, cols) or [by]
     fig = make_subplots(rows=1, cols=1)
-    for i, (key, g) in enumerate(agg.groupby(by, sort=False)):
-        add_band_line(fig, g, x, metric, str(key), PALETTE[i % len(PALETTE)])
+    groups = ordered(agg, [*cols, x]).groupby(cols, sort=False, dropna=False)
+    for i, (_, g) in enumerate(groups):
+        name = cell_text(g.iloc[0], named)
+        if g[x].duplicated().any():
+            raise ValueError(
+                f"lines_figure: the line {name!r} holds {x}={g[x][g[x].duplicated()].iloc[0]!r} more than "
+                f"once: the table has rows that differ in columns other than {[*cols, x]}; pick one "
+                f"slice (filter the rows) or pass by= the column that tells them apart"
+            )
+        add_band_line(fig, g, x, metric, name, PALETTE[i % len(PALETTE)])
     fig.update_layout(
         title=title,
         xaxis_title=xtitle or words(x),
@@ -187,12 +213,14 @@ def lines_figure(
         height=420,
         plot_bgcolor="white",
         hovermode="closest",
-        legend_title_text=by,
+        legend_title_text=", ".join(named),
     )
     if log_x:
         fig.update_xaxes(type="log")
-    else:
+    elif is_number_column(agg[x]):
         _integer_axis(fig, list(agg[x]))
+    else:
+        fig.update_xaxes(categoryorder="array", categoryarray=category_order(agg[x]))
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero", separatethousands=True)
     return fig
@@ -256,14 +284,48 @@ DESIGN_PANELS = [  # a title fits its quarter of a 1,000 px figure: long ones br
 ]
 
 
+def _bar_cells(agg: pd.DataFrame, by: str) -> tuple[pd.DataFrame, list[Any], list[str], list[str], str]:
+    """The comparison's cells in order, their x (one category per cell: ``by``'s value; two levels,
+    a group of the other axes over a number axis, when several axes vary), colours, hover labels
+    and the x axis title. Rows that no axis tells apart are a ``ValueError``."""
+    cols = split_columns(agg, [by], [a for a in axes_of(agg) if a != by])
+    shown = varied(agg, cols) or [by]
+    if agg.duplicated(cols).any():
+        raise ValueError(
+            f"design_comparison_figure: {int(agg.duplicated(cols).sum()) + 1} rows share one bar of "
+            f"{cols}: their other columns do not say which cell each is; pick one slice (filter the "
+            "rows) or pass by= the column that names the bars"
+        )
+    if len(shown) == 1:
+        d = ordered(agg, shown)
+        x: list[Any] = [str(v) for v in d[shown[0]]]
+        colors = [PALETTE[i % len(PALETTE)] for i in range(len(d))]
+        xtitle = ""
+    else:  # one bar per cell: the number axis inside, the rest as groups, coloured by group
+        numbers = [c for c in shown if is_number_column(agg[c])]
+        inner = numbers[-1] if numbers else shown[-1]
+        outer = [c for c in shown if c != inner]
+        d = ordered(agg, [*outer, inner])
+        groups = [cell_text(r, outer, named=True) for _, r in d.iterrows()]
+        x = [groups, [str(v) for v in d[inner]]]
+        order = list(dict.fromkeys(groups))
+        colors = [PALETTE[order.index(g) % len(PALETTE)] for g in groups]
+        xtitle = words(inner)
+    hover = [
+        "<br>".join(str(r[c]) if c == by else f"{words(c)}: {r[c]}" for c in shown) for _, r in d.iterrows()
+    ]
+    return d, x, colors, hover, xtitle
+
+
 def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure:
-    """Designs side by side on throughput, utilisation, staleness (mean bar, max marker) and length bias."""
+    """Designs side by side on throughput, utilisation, staleness (mean bar, max marker) and length
+    bias: one bar per cell. A sweep over more than designs (``max_staleness`` x ``weight_update``)
+    gets a bar per combination, grouped on a two-level axis (a bar per design summed all of them)."""
     _need(agg, [by] + [f"{m}_mean" for m, _ in DESIGN_PANELS])
+    d, names, colors, hover, xtitle = _bar_cells(agg, by)
     fig = make_subplots(rows=1, cols=len(DESIGN_PANELS), subplot_titles=[t for _, t in DESIGN_PANELS])
-    names = [str(v) for v in agg[by]]
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     for j, (m, _) in enumerate(DESIGN_PANELS, start=1):
-        lo, hi, mean = agg[f"{m}_lo"], agg[f"{m}_hi"], agg[f"{m}_mean"]
+        lo, hi, mean = d[f"{m}_lo"], d[f"{m}_hi"], d[f"{m}_mean"]
         if _is_share(m):
             lo, hi = lo.clip(0.0, 1.0), hi.clip(0.0, 1.0)
         fig.add_trace(
@@ -273,28 +335,33 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
                 marker_color=colors,
                 showlegend=False,
                 name=m,
+                customdata=hover,
                 error_y=dict(
                     type="data", symmetric=False, array=hi - mean, arrayminus=mean - lo, visible=True
                 ),
-                hovertemplate="%{x}<br>" + metric_label(m) + ": %{y:" + NUM + "}<extra></extra>",
+                hovertemplate="%{customdata}<br>" + metric_label(m) + ": %{y:" + NUM + "}<extra></extra>",
             ),
             row=1,
             col=j,
         )
-        if m == "staleness_mean" and "staleness_max_mean" in agg:
+        if m == "staleness_mean" and "staleness_max_mean" in d:
             fig.add_trace(
                 go.Scatter(
                     x=names,
-                    y=agg["staleness_max_mean"],
+                    y=d["staleness_max_mean"],
                     mode="markers",
                     name="max staleness",
-                    marker=dict(symbol="diamond", size=10, color="#333"),
-                    hovertemplate="%{x}<br>max staleness: %{y:" + NUM + "}<extra></extra>",
+                    customdata=hover,
+                    marker=dict(symbol="diamond", size=10 if xtitle == "" else 7, color="#333"),
+                    hovertemplate="%{customdata}<br>max staleness: %{y:" + NUM + "}<extra></extra>",
                 ),
                 row=1,
                 col=j,
             )
-    fig.update_xaxes(tickangle=-35)
+    if xtitle:
+        fig.update_xaxes(title_text=xtitle, title_font_size=12)
+    else:
+        fig.update_xaxes(tickangle=-35)
     fig.update_yaxes(separatethousands=True)
     fig.update_annotations(yshift=8)  # two-line titles clear the plots
     fig.update_layout(height=460, plot_bgcolor="white", margin=dict(b=140, t=80))

@@ -31,6 +31,7 @@ both are imported here, so ``from pipesim.io.viz.timeline import MARKS, segments
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -306,6 +307,12 @@ def timeline(result: Any, title: str | None = None, *, webgl: bool | None = None
     return timelines({title or result.scenario.name: result}, webgl=webgl)
 
 
+LEGEND_PER_ROW = 12
+"""Legend entries a row of the horizontal legend holds at the page's usual width (about 1,300 px)."""
+LEGEND_ROW_PX = 22
+"""A legend row's height."""
+
+
 def slot_rows_px(n_slots: int) -> int:
     """Pixel height of a run's slot rows: 22 px a slot for small runs, bounded for large ones."""
     return int(min(900, max(160, n_slots * 22 if n_slots <= 40 else 500 + n_slots // 8)))
@@ -337,7 +344,12 @@ def timelines(
             "",
         ]
         px += [LANE_ROW_PX, slot_rows_px(r.scenario.pipeline.n_slots)]
-    gap_px, margin_px = 14 if len(named) == 1 else 40, 160  # margins: t=50 + b=110
+    n_versions = max(n_versions_of(r.events) for r in named.values())  # one colour per version
+    # the legend below the plot wraps at about LEGEND_PER_ROW entries (versions and ~8 marks); rows
+    # past two take height of their own, or plotly takes it from the plot and the slot labels,
+    # thinned for the planned rows, overlapped (200 versions: ~260 px of a planned 532)
+    legend_px = LEGEND_ROW_PX * max(0, math.ceil((n_versions + 8) / LEGEND_PER_ROW) - 2)
+    gap_px, margin_px = 14 if len(named) == 1 else 40, 160 + legend_px  # margins: t=50 + b=110+
     plot_px = sum(px) + gap_px * (len(px) - 1)
     fig_height = height or int(plot_px + margin_px)
     spacing = gap_px / max(fig_height - margin_px, 1)
@@ -349,7 +361,6 @@ def timelines(
         vertical_spacing=spacing,
         row_heights=[float(p) for p in px],
     )
-    n_versions = max(n_versions_of(r.events) for r in named.values())  # one colour per version
     for i, r in enumerate(named.values()):
         add_run(fig, r, row=2 * i + 1, webgl=webgl, n_versions=n_versions)
     # each legend entry once, from whichever run draws it first (a pause or a mark may be the second's)
@@ -368,7 +379,7 @@ def timelines(
         legend=dict(
             orientation="h", y=-60 / fig_height, title=dict(text=LEGEND_TITLE, side="top"), yanchor="top"
         ),
-        margin=dict(l=80, r=20, t=50, b=110),
+        margin=dict(l=80, r=20, t=50, b=110 + legend_px),
         plot_bgcolor="white",
         uniformtext=dict(minsize=8, mode="hide"),
         hovermode="closest",
