@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -295,3 +296,14 @@ def test_a_run_of_many_episodes_gets_the_aggregate_view_alone(
     views = viz.run_views(res)
     assert len(views) == 1 and views[0].to_json() == viz.aggregate_view(res).to_json()
     assert len(viz.run_views(res, aggregate=False)) == 2  # the caller may still ask for the timeline
+
+
+def test_the_same_run_writes_the_same_page(tmp_path: Path) -> None:
+    """plotly names each figure's div with a random id: two ``pipesim run --html`` of the same run
+    differed in those alone, so a page could not be diffed or cached by its bytes."""
+    from pipesim.io.cli import main
+
+    pages = [tmp_path / "a.html", tmp_path / "b.html"]
+    for p in pages:
+        assert main(["run", "synchronous", "--set", "steps=2", "--html", str(p)]) == 0
+    assert pages[0].read_bytes() == pages[1].read_bytes()

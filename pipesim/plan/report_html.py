@@ -140,7 +140,9 @@ def write_html(result: PlanResult, path: str) -> None:
     to ``path`` (``-``: standard output)."""
     spec = result.spec
     n = spec.n_gpus
-    fig_html = figure(result).to_html(full_html=False, include_plotlyjs=True, config={"displaylogo": False})
+    fig_html = figure(result).to_html(
+        full_html=False, include_plotlyjs=True, div_id="fig-plan", config={"displaylogo": False}
+    )
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>pipesim plan</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"

@@ -72,8 +72,9 @@ def figure_div(fig: go.Figure, div_id: str | None = None) -> str:
 
 def figures_to_html(figures: Sequence[go.Figure], title: str = "pipesim", preamble: str = "") -> str:
     """A self-contained offline page: plotly.js once in the head, then ``preamble`` (HTML) and
-    each figure's div."""
-    body = preamble + "\n".join(figure_div(f) for f in figures)
+    each figure's div, numbered (``fig-1``, ...): plotly's own ids are random, and the same run
+    wrote a different page each time."""
+    body = preamble + "\n".join(figure_div(f, f"fig-{i}") for i, f in enumerate(figures, start=1))
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"{plotlyjs_script()}</head><body>{body}</body></html>"
