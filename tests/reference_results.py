@@ -132,9 +132,9 @@ class ReferenceRunResult:
         trained_mean = sum(self._dur(e) for e in trained) / len(trained) if trained else 0.0
         rollout_idle = 1 - (busy + busy_inflight + aborted_busy) / denom
         trainer_idle = 1 - train_busy / T if T > 0 else float("nan")
-        # the summary's rule: an idle share within 1e-9 below zero is rounding, reported as 0
-        rollout_idle = 0.0 if -1e-9 < rollout_idle < 0 else rollout_idle
-        trainer_idle = 0.0 if -1e-9 < trainer_idle < 0 else trainer_idle
+        # the summary's rule: an idle share within 1e-9 below zero or 1e-12 above is rounding, 0
+        rollout_idle = 0.0 if -1e-9 < rollout_idle < 1e-12 else rollout_idle
+        trainer_idle = 0.0 if -1e-9 < trainer_idle < 1e-12 else trainer_idle
 
         def share(x: float) -> float:  # and a busy share within 1e-9 above one is reported as 1
             return 1.0 if 1 < x < 1 + 1e-9 else x
