@@ -38,6 +38,7 @@ __all__ = [
     "fmt_number",
     "load_saved",
     "one_line",
+    "read_inputs",
     "recipe_source",
     "register_policies",
     "build_scenario",
@@ -150,6 +151,16 @@ def check_distinct(
                 raise UsageError(f"--{o} {shown(str(v))} is the {what} this command reads; write elsewhere")
 
 
+def read_inputs(spec: str | None, modules: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The files a command reads for its scenario, as :func:`check_distinct` takes them: the
+    scenario file (``mine.toml``, or the ``.py`` of ``file.py:name``) and each ``--policies`` file;
+    a name that is no file (``synchronous``, from the registry) adds none."""
+    where, sep, _ = (spec or "").rpartition(":")
+    path = where if sep and where.endswith(".py") else spec
+    found = [("scenario file", path)] if path and Path(path).is_file() else []
+    return found + [("--policies module", m) for m in modules if m.endswith(".py")]
+
+
 def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdout: bool = False) -> None:
     """Fail before any work when ``path`` cannot be written: a directory, a missing or non-directory
     parent, or a wrong suffix. ``-`` (standard output) is allowed where ``stdout``."""
@@ -164,17 +175,12 @@ def check_output(opt: str, path: str | None, suffixes: Sequence[str] = (), stdou
             raise UsageError(f"--{opt}: {shown(str(anc))} is a file, not a directory")
     if not parent.exists():
         raise UsageError(f"--{opt}: directory {shown(str(parent))} does not exist")
-    if (run := saved_run_holding(parent)) is not None:
-        # a saved run holds exactly the files its manifest lists: one added makes every later
-        # load refuse it ("not listed in manifest.json"), so nothing is written inside one
-        where = shown(str(run if run.name else run.resolve()))
-        raise UsageError(
-            f"--{opt}: {shown(path)} is inside the saved run {where}, which would no longer load "
-            "with a file added; write it next to the run instead"
-        )
+    refuse_inside_saved_run(opt, path, parent, "a file")
     if suffixes and p.suffix.lower() not in suffixes:
         raise UsageError(f"--{opt}: file must end in {' or '.join(suffixes)}, got {shown(p.name)}")
-    if p.exists() and not p.is_file():  # a device or a pipe (/dev/stdout) is written in place
+    from pipesim.io.interrupts import writes_in_place
+
+    if writes_in_place(p):  # a device, a pipe, /dev/stdout: written in place, no file made beside it
         return
     if (why := unwritable(parent)) is not None:
         raise UsageError(f"--{opt}: directory {shown(str(parent))} is not writable ({why})")
@@ -195,6 +201,18 @@ def saved_run_holding(directory: Path) -> Path | None:
         if is_saved_run(d):
             return d
     return None
+
+
+def refuse_inside_saved_run(opt: str, path: str, parent: Path, what: str) -> None:
+    """UsageError where ``parent``, the directory ``--opt path`` is made in, is or lies inside a
+    saved run: it holds exactly the files its manifest lists, so ``what`` added there (a file; a
+    run saved inside it) made every later load refuse it ("not listed in manifest.json")."""
+    if (run := saved_run_holding(parent)) is not None:
+        where = shown(str(run if run.name else run.resolve()))
+        raise UsageError(
+            f"--{opt}: {shown(path)} is inside the saved run {where}, which would no longer load "
+            f"with {what} added; write it next to the run instead"
+        )
 
 
 def unwritable(directory: Path) -> str | None:
@@ -238,7 +256,8 @@ def recipe_source(spec: str) -> str:
 
 
 def check_save_dir(path: str | None) -> None:
-    """``--save DIR``: a new directory (missing parents are made), an empty one, or a saved run."""
+    """``--save DIR``: a new directory (missing parents are made), an empty one, or a saved run;
+    not one inside a saved run (which would then fail to load, as for a file: :func:`check_output`)."""
     if path is None:
         return
     from pipesim.io.saved import is_saved_run
@@ -253,6 +272,7 @@ def check_save_dir(path: str | None) -> None:
         raise UsageError(f"--save: {one_line(exc)}") from None
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise UsageError(f"--save: {shown(path)} is a non-empty directory that is not a saved run")
+    refuse_inside_saved_run("save", path, p.parent, "a directory")
     if (problem := directory_problem(p)) is not None:
         raise UsageError(f"--save: {problem}")
 

@@ -7,7 +7,9 @@ values split at top-level commas, so ``Replicas(2, LeastLoaded()),Replicas(4, Le
 two values); an axis over a parameter of the scenario's factory (``max_head_offpolicyness`` of
 ``systems:areal``) builds one design per combination with the factory (:func:`preset_designs`).
 ``--dask`` runs on a cluster through :mod:`pipesim.io.cli_options`; a sweep whose every cell fails
-is one line naming the first failure (:func:`sweep_failure`).
+is one line naming the first failure (:func:`sweep_failure`). Outputs are checked before anything
+runs (none over the scenario file or over another output); what is written, and where an
+interrupted sweep puts its partial table, is :mod:`pipesim.io.sweep_outputs`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,35 @@ from pipesim.core.errors import shown
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
+    check_distinct,
     check_output,
     one_line,
     progress_wanted,
+    read_inputs,
     split_values,
     table,
 )
 from pipesim.io.cli_options import DaskError, close_dask, open_dask, workers_problem
-from pipesim.io.interrupts import write_atomic, write_text_atomic
+from pipesim.io.sweep_outputs import (
+    failures_line,
+    interrupted,
+    no_interval_note,
+    sweep_preamble,
+    write_html,
+    write_runs,
+)
+
+__all__ = [
+    "cell_limit",
+    "cmd_sweep",
+    "interrupted",
+    "no_interval_note",
+    "parse_over",
+    "preset_designs",
+    "sweep_failure",
+    "sweep_preamble",
+    "write_runs",
+]
 
 
 def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
@@ -153,6 +176,36 @@ def _check_set_not_swept(sets: Sequence[str], overs: Sequence[str]) -> None:
                 )
 
 
+def _check_seed_range(designs: Any, seeds: int) -> None:
+    """``--seeds N`` runs seeds S..S+N-1 from the scenario's seed S: where the last is past the
+    largest seed the scenario takes, the refusal names ``--seeds`` and S. Before, the grid's own
+    error named S+1 (``got 4,294,967,296``), a seed nobody had given."""
+    from pipesim.core.errors import MAX_SEED
+    from pipesim.workload.durations import CHAPTER_SEEDS
+
+    if seeds < 2:  # the scenario's own seed: checked where it was built
+        return
+    for scen in designs.values() if isinstance(designs, dict) else [designs]:
+        top = scen.seed + seeds - 1
+        try:
+            scen.with_(seed=top)
+        except ValueError as exc:
+            fits = [m for m in (MAX_SEED - 1, CHAPTER_SEEDS - 1) if scen.seed <= m < top and _takes(scen, m)]
+            largest = f"the largest {fits[0]}" if fits else f"what this scenario takes ({one_line(exc)})"
+            raise UsageError(
+                f"--seeds {seeds}: seed {scen.seed} + --seeds {seeds} needs seeds up to {top}, past "
+                f"{largest}; lower --seeds or the seed (--set seed=...)"
+            ) from None
+
+
+def _takes(scen: Any, seed: int) -> bool:
+    try:
+        scen.with_(seed=seed)
+    except ValueError:
+        return False
+    return True
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
     from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
@@ -165,6 +218,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _check_set_not_swept(args.set, args.over)
     check_output("csv", args.csv)
     check_output("html", args.html)
+    # the CSV over the scenario file it sweeps (or the page over the CSV) was written without a word
+    check_distinct([("csv", args.csv), ("html", args.html)], read_inputs(args.scenario, args.policies))
     scen, _ = build_scenario(args.scenario, args.set, None)
     try:
         entry = resolve(args.scenario)
@@ -176,6 +231,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in factory_keys and "=" in i]
     over = parse_over(scen, [i for i in args.over if i not in preset_items], entry)
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
+    _check_seed_range(designs, args.seeds)
     try:
         grid(designs, over, args.seeds)  # validates every cell before any worker starts
     except ValueError as exc:
@@ -220,64 +276,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if (agg["n_seeds"] < 2).any():
         print(no_interval_note(agg), file=sys.stderr)
     if len(res.failures):
-        print(f"\n{len(res.failures)} cell(s) failed:", file=sys.stderr)
+        print(f"\n{failures_line(res)}", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
     if args.csv:
         write_runs(res.runs, args.csv, partial=False)
         print(f"wrote {args.csv}")
     if args.html:
-        from pipesim.io import viz
-
-        figs = []
-        for k in over:
-            others = [o for o in res.keys if o not in (k, "design")]
-            by = others[0] if others else "design"
-            figs.append(
-                viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}")
-            )
-            figs.append(
-                viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}")
-            )
-        page = viz.figures_to_html(
-            figs, title=f"pipesim sweep {args.scenario}", preamble=sweep_preamble(args, agg[cols])
-        )
-        write_text_atomic(args.html, page)
+        write_html(args, res, over, agg[cols])
         print(f"wrote {args.html}")
     return 0
-
-
-def sweep_preamble(args: argparse.Namespace, printed: Any) -> str:
-    """The sweep page's heading: what was swept, over how many seeds, what a band is, and the
-    table the command printed (the same numbers, formatted as printed)."""
-    import html
-
-    from pipesim.io.cli_common import fmt_number
-
-    axes = "; ".join(html.escape(a) for a in args.over)
-    bands = (
-        f"bands and the _lo/_hi columns: 95% t interval over {args.seeds} seeds (0..{args.seeds - 1})"
-        if args.seeds > 1
-        else "one seed: no interval"
-    )
-    rows = printed.to_html(index=False, float_format=fmt_number, border=0)
-    return (
-        '<div style="font:13px sans-serif"><h2>pipesim sweep ' + html.escape(str(args.scenario)) + "</h2>"
-        f"<p>over {axes}; {bands}.</p>"
-        "<style>.dataframe td,.dataframe th{padding:2px 8px;text-align:right;border-bottom:1px solid #eee}"
-        ".dataframe{border-collapse:collapse}</style>"
-        '<div style="overflow-x:auto">' + rows + "</div></div>"  # a wide table scrolls, not the page
-    )
-
-
-def no_interval_note(agg: Any) -> str:
-    """The line under a table with cells of one seed: their ``_lo`` and ``_hi`` are NaN, since one
-    seed gives no interval (they used to repeat the mean, which read as an interval of width 0)."""
-    one = int((agg["n_seeds"] < 2).sum())
-    which = "every cell" if one == len(agg) else f"{one} of {len(agg)} cells"
-    return (
-        f"note: {which} ran one seed, so no interval: _lo and _hi are NaN there "
-        "(--seeds 2 or more gives a 95% interval)"
-    )
 
 
 def sweep_failure(exc: Exception) -> str:
@@ -289,33 +296,3 @@ def sweep_failure(exc: Exception) -> str:
     where = ", ".join(f"{k}={row[k]}" for k in (*res.keys, "seed") if k in row)
     first = " ".join(str(row["error"]).split())
     return f"every cell of the sweep failed ({len(f)} of {len(res.runs)}); the first ({where}): {first}"
-
-
-def write_runs(runs: Any, path: str, partial: bool) -> None:
-    """The ``--csv`` table: one row per cell and a ``partial`` column, True on every row of an
-    interrupted sweep (it holds only the cells that finished) and False on a complete one; the
-    file is written whole or not at all. A count (``episodes_*``) stays an integer where a failed
-    cell leaves it empty (pandas would write every count as ``128.0``)."""
-    table_ = runs.assign(partial=partial)
-    for c in table_.columns:
-        if c.startswith("episodes_"):
-            values = table_[c].dropna()
-            if len(values) and (values == values.round()).all():
-                table_[c] = table_[c].astype("Int64")
-    write_atomic(path, lambda p: table_.to_csv(p, index=False))
-
-
-def interrupted(exc: Any, csv: str | None) -> int:
-    """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True), one
-    line on standard error says so, and the exit status is 130 (the shell's for an interrupt)."""
-    res, total = exc.result, exc.total
-    done = 0 if res is None else len(res.runs)
-    if csv is None:
-        kept = "nothing written (no --csv)"
-    elif res is None:
-        kept = f"nothing written to {csv}"
-    else:
-        write_runs(res.runs, csv, partial=True)
-        kept = f"wrote them to {csv} with partial=True"
-    print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
-    return 130

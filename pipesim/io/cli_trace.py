@@ -21,11 +21,13 @@ from pipesim.core.errors import MAX_SEED, shown
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
+    check_distinct,
     check_output,
     check_seed,
     load_saved,
     one_line,
     progress_wanted,
+    read_inputs,
 )
 from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import write_atomic, write_text_atomic
@@ -67,6 +69,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     suffix = src.suffix.lower()
     if suffix in (".json", ".parquet", ".csv") and not src.exists():
         raise UsageError(f"{src}: no such file")
+    # the trace over the run file or events table it was made from replaced its own input: refused
+    # once the input has been read (a broken one says so first), before anything runs or is written
+    read = {".json": "run file", ".csv": "events table", ".parquet": "events table"}.get(suffix)
+    inputs = [(read, args.run)] if read is not None else read_inputs(args.run)
+    inputs += read_inputs(None, args.policies)
     if (src.is_dir() or suffix in (".parquet", ".csv")) and (args.set or args.seed is not None):
         # a saved run or an events table is drawn as it stands: nothing reruns, so a --set or a
         # --seed would be ignored without a word (a run file, or a scenario, reruns with them)
@@ -81,6 +88,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from pipesim.io.trace import events_to_trace
 
         saved = load_saved(args.run)
+        check_distinct([("out", args.out)], inputs)
         trained = saved.trained
         trace = events_to_trace(
             saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
@@ -95,6 +103,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             events = read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
             raise UsageError(f"{src}: not an events table ({one_line(exc)})") from None
+        check_distinct([("out", args.out)], inputs)
         try:
             write_atomic(args.out, lambda p: write_trace(events, p))
         except ValueError as exc:
@@ -122,6 +131,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             )
         if args.seed is None and seed is not None and not 0 <= seed < MAX_SEED:  # the file's, not a flag
             raise UsageError(f"{src}: its recipe's seed must be an integer in [0, 2**64), got {shown(seed)}")
+        check_distinct([("out", args.out)], [*inputs, *read_inputs(spec)])  # and the recipe's scenario
         recorded = _recorded(src, data, spec, sets, seed)
         if recorded is None:
             result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
@@ -130,6 +140,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         write_atomic(args.out, lambda p: write_trace(result, p))
         trained = result.trained
     else:
+        check_distinct([("out", args.out)], inputs)
         result = _rerun(args.run, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
         trained = result.trained

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import signal
 import stat
 import sys
@@ -34,6 +35,7 @@ __all__ = [
     "stdout_may_close",
     "write_atomic",
     "write_text_atomic",
+    "writes_in_place",
 ]
 
 
@@ -154,19 +156,43 @@ def _special(path: Path) -> bool:
         return False
 
 
+_FD_PATH = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/(task/\d+/)?fd/\d+")
+"""A path that names one of the process's open files (``/dev/stdout``, ``/proc/self/fd/1``)."""
+
+
+def writes_in_place(path: str | Path) -> bool:
+    """Whether an output at ``path`` is written in place rather than replaced: ``path`` (or a link
+    it goes through) names an open file of the process (``/dev/stdout``, ``/dev/fd/3``), or it
+    ends at something that is not a regular file (a FIFO, a terminal, a socket, ``/dev/null``).
+    Asked of the path as given, before any link is resolved: ``/dev/stdout`` on a pipe resolves to
+    ``/proc/N/fd/pipe:[...]``, a name that does not exist, and the temporary file beside it could
+    not be made, so ``--csv /dev/stdout | cat`` failed after all the work."""
+    p = Path(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        if _special(p) or _FD_PATH.fullmatch(os.path.abspath(p)):
+            return True
+        try:
+            link = os.readlink(p)
+        except OSError:  # not a link (or gone): a regular file or a new one
+            return False
+        p = p.parent / link
+    return False
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], object]) -> None:
     """``write(p)`` writes the whole output to ``p``; it is given a temporary sibling of ``path``,
     which then replaces ``path`` in one step. On any exception (an interrupt included) the temporary
-    file is removed and ``path`` is left as it was."""
-    target = Path(path)
-    if target.is_symlink():  # write the file it names, as open() would, rather than replace the link
-        target = target.resolve()
-    if _special(target):
+    file is removed and ``path`` is left as it was. A target that is not a regular file, or that
+    names an open file of the process (:func:`writes_in_place`), is written in place."""
+    if writes_in_place(path):  # before any link is resolved: /dev/stdout on a pipe names no file
         try:
-            write(target)
+            write(Path(path))
         except OSError as e:  # /dev/full: "No space left on device", naming no file
             raise _named(e, path) from None
         return
+    target = Path(path)
+    if target.is_symlink():  # write the file it names, as open() would, rather than replace the link
+        target = target.resolve()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)

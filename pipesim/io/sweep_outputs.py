@@ -1,0 +1,165 @@
+"""What ``pipesim sweep`` writes: the ``--csv`` table, the ``--html`` page and, when it is
+interrupted, the finished cells.
+
+Design: every file is written whole or not at all (:func:`pipesim.io.interrupts.write_atomic`). A
+sweep's result says which cells failed or timed out, and so does everything written from it: the
+CSV has their rows, standard error counts them, and the page says so above its table
+(:func:`failures_note`), since its figures and table hold only the cells that ran. An interrupted
+sweep never replaces a complete file it finds at ``--csv``: its partial table goes beside it
+(:func:`partial_path`), so a rerun stopped early keeps the earlier result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipesim.core.errors import shown
+from pipesim.io.cli_common import fmt_number
+from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_place
+
+__all__ = [
+    "failures_line",
+    "failures_note",
+    "interrupted",
+    "no_interval_note",
+    "partial_path",
+    "sweep_preamble",
+    "write_html",
+    "write_runs",
+]
+
+LISTED = 20
+"""The failed cells the page names one by one; the rest are counted (the CSV has them all)."""
+
+
+def write_runs(runs: Any, path: str, partial: bool) -> None:
+    """The ``--csv`` table: one row per cell and a ``partial`` column, True on every row of an
+    interrupted sweep (it holds only the cells that finished) and False on a complete one; the
+    file is written whole or not at all. A count (``episodes_*``) stays an integer where a failed
+    cell leaves it empty (pandas would write every count as ``128.0``)."""
+    table_ = runs.assign(partial=partial)
+    for c in table_.columns:
+        if c.startswith("episodes_"):
+            values = table_[c].dropna()
+            if len(values) and (values == values.round()).all():
+                table_[c] = table_[c].astype("Int64")
+    write_atomic(path, lambda p: table_.to_csv(p, index=False))
+
+
+def partial_path(path: str) -> str:
+    """Where an interrupted sweep writes its partial table for the output ``path``: ``path``
+    itself, unless a regular file is there already (a complete table of an earlier sweep, which a
+    rerun stopped early used to replace with a few rows); then beside it, ``keep.csv`` ->
+    ``keep.partial.csv`` (an earlier partial table there is replaced). A pipe or a device is
+    written in place."""
+    p = Path(path)
+    if writes_in_place(p) or not p.exists():
+        return path
+    return str(p.with_name(f"{p.stem}.partial{p.suffix}"))
+
+
+def interrupted(exc: Any, csv: str | None) -> int:
+    """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True; beside
+    it where a file is there already, :func:`partial_path`), one line on standard error says so,
+    and the exit status is 130 (the shell's for an interrupt)."""
+    res, total = exc.result, exc.total
+    done = 0 if res is None else len(res.runs)
+    if csv is None:
+        kept = "nothing written (no --csv)"
+    elif res is None:
+        kept = f"nothing written to {csv}"
+    else:
+        target = partial_path(csv)
+        write_runs(res.runs, target, partial=True)
+        kept = f"wrote them to {target} with partial=True"
+        if target != csv:
+            kept += f" (--csv {csv} already existed and is left as it was)"
+    print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
+    return 130
+
+
+def _timed_out(failures: Any) -> int:
+    return int(failures["error"].astype(str).str.startswith("timed out").sum())
+
+
+def failures_line(res: Any) -> str:
+    """The line on standard error above the failed cells' table: how many of the cells failed,
+    how many of those timed out, and that the table printed leaves them out."""
+    f = res.failures
+    late = _timed_out(f)
+    why = f" ({late} timed out)" if late else ""
+    return f"{len(f)} of {len(res.runs)} cells failed{why}; the table above leaves them out:"
+
+
+def failures_note(res: Any) -> str:
+    """The page's note on failed cells (empty where none failed): how many failed or timed out and
+    which, by the values that vary in the sweep and the seed, with the first line of each error.
+    Before, the page showed the cells that ran and said nothing of the rest."""
+    f = res.failures
+    if not len(f):
+        return ""
+    late = _timed_out(f)
+    head = f"{len(f)} of {len(res.runs)} cells failed" + (f" ({late} of them timed out)" if late else "")
+    items = []
+    for _, row in f.head(LISTED).iterrows():
+        where = ", ".join(f"{k}={shown(row[k])}" for k in (*res.keys, "seed") if k in row)
+        first = next((ln.strip() for ln in str(row["error"]).splitlines() if ln.strip()), "")
+        items.append(f"<li>{html.escape(where)}: {html.escape(first[:200])}</li>")
+    if len(f) > LISTED:
+        items.append(f"<li>... and {len(f) - LISTED} more (the --csv table has every one)</li>")
+    return (
+        '<div class="pipesim-failures" style="border:1px solid #d33;background:#fff4f4;padding:4px 10px;'
+        'margin:8px 0"><p><b>' + html.escape(head) + "</b>; the table and figures below leave "
+        "them out:</p><ul>" + "".join(items) + "</ul></div>"
+    )
+
+
+def sweep_preamble(args: argparse.Namespace, printed: Any, failures: str = "") -> str:
+    """The sweep page's heading: what was swept, over how many seeds, what a band is, the cells
+    that failed (``failures``, :func:`failures_note`), and the table the command printed (the same
+    numbers, formatted as printed)."""
+    axes = "; ".join(html.escape(a) for a in args.over)
+    bands = (
+        f"bands and the _lo/_hi columns: 95% t interval over {args.seeds} seeds (0..{args.seeds - 1})"
+        if args.seeds > 1
+        else "one seed: no interval"
+    )
+    rows = printed.to_html(index=False, float_format=fmt_number, border=0)
+    return (
+        '<div style="font:13px sans-serif"><h2>pipesim sweep ' + html.escape(str(args.scenario)) + "</h2>"
+        f"<p>over {axes}; {bands}.</p>" + failures + "<style>.dataframe td,.dataframe th{padding:2px 8px;"
+        "text-align:right;border-bottom:1px solid #eee}.dataframe{border-collapse:collapse}</style>"
+        '<div style="overflow-x:auto">' + rows + "</div></div>"  # a wide table scrolls, not the page
+    )
+
+
+def write_html(args: argparse.Namespace, res: Any, over: Any, printed: Any) -> None:
+    """``--html``: a figure of throughput and of mean staleness against each swept key, under
+    :func:`sweep_preamble` (which names any failed cell)."""
+    from pipesim.io import viz
+
+    agg = res.aggregate
+    figs = []
+    for k in over:
+        others = [o for o in res.keys if o not in (k, "design")]
+        by = others[0] if others else "design"
+        figs.append(viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}"))
+        figs.append(viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}"))
+    preamble = sweep_preamble(args, printed, failures_note(res))
+    page = viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}", preamble=preamble)
+    write_text_atomic(args.html, page)
+
+
+def no_interval_note(agg: Any) -> str:
+    """The line under a table with cells of one seed: their ``_lo`` and ``_hi`` are NaN, since one
+    seed gives no interval (they used to repeat the mean, which read as an interval of width 0)."""
+    one = int((agg["n_seeds"] < 2).sum())
+    which = "every cell" if one == len(agg) else f"{one} of {len(agg)} cells"
+    return (
+        f"note: {which} ran one seed, so no interval: _lo and _hi are NaN there "
+        "(--seeds 2 or more gives a 95% interval)"
+    )
