@@ -87,6 +87,19 @@ def test_sweep_csv_and_html_on_one_path_are_refused_before_running(
     assert same.read_text() == "the user's own file\n"
 
 
+@pytest.mark.parametrize("opt", ["--csv", "--html"])
+def test_a_dash_output_of_a_sweep_is_refused_not_written_to_a_file_named_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], opt: str
+) -> None:
+    """``run --json -`` is standard output; ``sweep --csv -`` wrote a file named '-' (a sweep's
+    standard output holds its table). It is refused before the sweep runs, naming /dev/stdout."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["sweep", "synchronous", *SMALL, "--over", "max_staleness=0,1", opt, "-"]
+    assert main(argv) == 2
+    assert opt in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+
+
 def test_a_policies_file_and_a_py_scenario_file_are_inputs(tmp_path: Path) -> None:
     """``--csv`` over a ``--policies`` module, or over the ``.py`` of ``file.py:name``, is refused
     (checked here without importing a module: the catalog is shared by the whole test session)."""

@@ -216,6 +216,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     timeout_s = cell_limit(args.timeout_s, args.dask)
     _check_set_not_swept(args.set, args.over)
+    for opt in ("csv", "html"):
+        if getattr(args, opt) == "-":  # run's --json - is standard output; a sweep prints its table there
+            raise UsageError(
+                f"--{opt} -: a sweep prints its table to standard output; give a file, or /dev/stdout "
+                f"to send the {opt.upper()} there instead"
+            )
     check_output("csv", args.csv)
     check_output("html", args.html)
     # the CSV over the scenario file it sweeps (or the page over the CSV) was written without a word
