@@ -378,3 +378,45 @@ def test_make_demo_interrupted_says_so_in_one_line_and_leaves_no_report(tmp_path
     assert rc == 130 and "Traceback" not in err and len(lines) == 1, err[-2000:]
     assert str(out) in lines[0] and not out.exists()
     assert not list(tmp_path.glob("*.tmp*")), "a temporary file was left behind"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_the_forkserver_ignores_ctrl_c_while_it_preloads() -> None:
+    """A terminal's Ctrl-C reaches the whole process group; the forkserver ignored SIGINT only
+    after its preload (about a second here: pipesim.io.api and torch), so an interrupt in a
+    sweep's first seconds printed a traceback from its imports. It now ignores SIGINT from its
+    start: read at once, before its preload can have finished, its SigIgn mask holds SIGINT."""
+    code = textwrap.dedent(
+        """
+        import multiprocessing, signal
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["pipesim.io.api", "torch"])
+        from multiprocessing import forkserver
+        from pipesim.io.sweep_exec import start_forkserver
+        start_forkserver()
+        pid = forkserver._forkserver._forkserver_pid
+        line = [x for x in open(f"/proc/{pid}/status") if x.startswith("SigIgn:")][0]
+        print(int(line.split()[1], 16) >> 1 & 1)  # SIGINT is signal 2: bit 1
+        print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)  # the parent's, restored
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["1", "True"]
+
+
+def test_held_interrupts_deliver_a_ctrl_c_when_the_block_ends_not_inside_it() -> None:
+    """A pool's submit may start a worker; cut half-way, the worker printed a traceback of its own.
+    The submits run under held_interrupts: a Ctrl-C inside waits for the block's end, and is raised
+    there under the caller's handler."""
+    from pipesim.io.interrupts import held_interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    finished = False
+    with pytest.raises(KeyboardInterrupt), held_interrupts():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # a signal handler runs between bytecodes: it would have raised here
+        finished = True
+    assert finished
+    assert signal.getsignal(signal.SIGINT) is before
+    with held_interrupts():  # nothing held: nothing raised
+        pass

@@ -29,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "deferred_interrupts",
+    "held_interrupts",
     "ignore_sigint",
     "reader_may_leave",
     "sigterm_as_interrupt",
@@ -128,6 +129,31 @@ def deferred_interrupts() -> Iterator[None]:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while the block runs, then delivered again under the handlers it
+    restores: for a step that must not be cut half-way. A process pool starting a worker forks it
+    from the forkserver and then hands it its arguments; cut between the two, the worker died with a
+    20-line traceback of its own under the sweep's clean "interrupted" line. Outside the main
+    thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)
+
+    before = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(held):  # each once, under the handler the caller had
+            signal.raise_signal(sig)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
-from pipesim.io.interrupts import ignore_sigint
+from pipesim.io.interrupts import held_interrupts, ignore_sigint
 from pipesim.io.overrides import check_pool_covers_steps
 
 if TYPE_CHECKING:
@@ -165,7 +165,29 @@ def default_executor(workers: int | None = None) -> ProcessPoolExecutor:
     ctx = multiprocessing.get_context("forkserver")
     # torch only serves the chapter's draws (AgentDurations); a missing torch is skipped here
     ctx.set_forkserver_preload(["pipesim.io.api", "torch"])
+    start_forkserver()
     return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=ignore_sigint)
+
+
+def start_forkserver() -> None:
+    """Start the forkserver (if it is not running) with Ctrl-C ignored from its first instruction.
+
+    Its preload (``pipesim.io.api``, torch: seconds) runs before it ignores SIGINT itself, and a
+    terminal's Ctrl-C reaches the whole process group, so an interrupt in a sweep's first seconds
+    printed a 20-line traceback from the forkserver's imports under the sweep's clean "interrupted"
+    line. A disposition of SIG_IGN survives exec: the parent ignores SIGINT for the moment of the
+    spawn (milliseconds, main thread only) and restores its handler; the workers ignore it anyway
+    (:func:`ignore_sigint`)."""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        forkserver.ensure_running()  # signals are the main thread's, and a handler not Python's stays
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # -- the main-module guard ---------------------------------------------------------------------------
@@ -296,9 +318,10 @@ def run_cells(
     if timeout_s is not None and not procs:
         raise FieldError(str(timeout_refusal(ex, timeout_s)), "timeout_s")
     deadline_s = None if timeout_s is None else _KILL_ROUNDS * timeout_s + _KILL_GRACE_S
-    pending: dict[Future[dict[str, Any]], Cell] = {
-        ex.submit(run_cell, c.index, c.scenario, fn, timeout_s): c for c in cells
-    }
+    with held_interrupts():  # a submit may start a worker: one cut half-way dies with a traceback
+        pending: dict[Future[dict[str, Any]], Cell] = {
+            ex.submit(run_cell, c.index, c.scenario, fn, timeout_s): c for c in cells
+        }
     try:
         return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
     except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
