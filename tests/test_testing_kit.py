@@ -179,7 +179,7 @@ def test_check_promises_catches_a_lying_closed_at_the_documented_settings(seed: 
     """The README's settings (30 examples, every other family drawn) catch the lie in every
     seed: ``check_promises`` also runs each draw's plain twin, where quiet completions are on.
     Without the twin, 3 seeds in 10 caught it."""
-    from hypothesis import Phase, given, settings
+    from hypothesis import Phase, assume, given, settings
     from hypothesis import seed as hypothesis_seed
 
     from pipesim.testing import check_promises, policy_scenarios
@@ -188,7 +188,14 @@ def test_check_promises_catches_a_lying_closed_at_the_documented_settings(seed: 
     @settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate])
     @given(policy_scenarios(admissions_=[LyingClosed()]))
     def check(scenario: pipesim.Scenario) -> None:
-        check_promises(scenario)
+        try:
+            check_promises(scenario)
+        except InvariantError as exc:
+            # a draw that stops alike both ways (the rule counts started episodes, so a batch
+            # policy that drops them can stall it) blames no promise: not the lie looked for here.
+            # Raised first, it failed this test in 4 full-suite runs (never alone)
+            assume(exc.invariant != "the run completes")
+            raise
 
     with pytest.raises(InvariantError) as info:
         check()
