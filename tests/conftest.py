@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -32,3 +36,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # `pipesim plan` keeps its runs in $PIPESIM_CACHE (default ~/.cache/pipesim/plan): a test session
 # gets a fresh one, so no test reads runs an earlier session (or other code) left there
 os.environ.setdefault("PIPESIM_CACHE", tempfile.mkdtemp(prefix="pipesim-plan-cache-"))
+
+
+RELEASE = threading.Event()
+"""Set when a test's one-thread pool shuts down: a cell waiting on it (an interrupted sweep's
+cell that must not finish) is let go."""
+
+
+@pytest.fixture
+def one_thread() -> Iterator[ThreadPoolExecutor]:
+    """One thread runs a sweep's cells in order, so eta 0 and 1 have finished when eta 2 interrupts."""
+    RELEASE.clear()
+    ex = ThreadPoolExecutor(1)
+    try:
+        yield ex
+    finally:
+        RELEASE.set()
+        ex.shutdown(wait=True)

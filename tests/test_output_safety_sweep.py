@@ -12,11 +12,9 @@ go in ``/proc/N/fd/``); ``--seeds 2`` past the largest seed named seed S+1, whic
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,12 +28,13 @@ from pipesim.config import Scenario
 from pipesim.io.cli import main
 from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_place
 from pipesim.io.registry import get_scenario
+from pipesim.io.saved import load
 from pipesim.io.sweep_grid import SweepResult
 from pipesim.io.sweep_outputs import failures_note, partial_path
+from tests.test_sweep_interrupts import SWEEP, _on_threads, interrupt_on_eta2
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--set", "n_slots=4", "--set", "batch_size=4", "--set", "steps=2"]
-RELEASE = threading.Event()
 
 
 def _bytes(*paths: Path) -> list[bytes]:
@@ -186,7 +185,7 @@ def test_save_inside_a_saved_run_is_refused_and_the_run_still_loads(
     err = capsys.readouterr().err
     assert "--save" in err and str(saved) in err
     assert sorted(p.name for p in saved.iterdir()) == before
-    pipesim.load(saved)
+    load(saved)  # the run still loads
 
 
 def test_save_over_a_saved_run_or_beside_it_is_still_accepted(tmp_path: Path) -> None:
@@ -291,26 +290,6 @@ def fail_on_eta1(scenario: Scenario) -> dict[str, float]:
     return {"throughput_per_hour": 1.0 + eta, "staleness_mean": float(eta)}
 
 
-def _on_threads(monkeypatch: pytest.MonkeyPatch, ex: ThreadPoolExecutor, fn: Any) -> None:
-    real = sweeps.sweep
-
-    def threaded(*args: Any, **kwargs: Any) -> Any:
-        return real(*args, **{**kwargs, "executor": ex, "timeout_s": None, "fn": fn})
-
-    monkeypatch.setattr(sweeps, "sweep", threaded)
-
-
-@pytest.fixture
-def one_thread() -> Iterator[ThreadPoolExecutor]:
-    RELEASE.clear()
-    ex = ThreadPoolExecutor(1)
-    try:
-        yield ex
-    finally:
-        RELEASE.set()
-        ex.shutdown(wait=True)
-
-
 def test_sweep_html_names_the_failed_cells(
     tmp_path: Path,
     one_thread: ThreadPoolExecutor,
@@ -357,17 +336,6 @@ def test_failures_note_counts_timed_out_cells_and_lists_each() -> None:
 
 
 # 7. an interrupted rerun keeps the complete CSV it finds
-
-
-def interrupt_on_eta2(scenario: Scenario) -> dict[str, float]:
-    eta = scenario.pipeline.max_staleness
-    if eta == 2:
-        os.kill(os.getpid(), signal.SIGINT)
-        RELEASE.wait(30)
-    return {"eta": float(eta), "throughput_per_hour": 1.0 + eta}
-
-
-SWEEP = ["sweep", "fig13.1-sync", "--over", "max_staleness=0,1,2,3", "--quiet"]
 
 
 def test_an_interrupted_rerun_writes_beside_an_existing_csv(

@@ -18,9 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,9 +30,9 @@ import pipesim.io.sweeps as sweeps
 from pipesim.config import Scenario
 from pipesim.io.cli import main
 from pipesim.io.registry import get_scenario
+from tests.conftest import RELEASE
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASE = threading.Event()
 
 
 def small() -> Scenario:
@@ -53,18 +51,6 @@ def interrupt_on_eta2(scenario: Scenario) -> dict[str, float]:
 
 def quick(scenario: Scenario) -> dict[str, float]:
     return {"eta": float(scenario.pipeline.max_staleness), "throughput_per_hour": 1.0}
-
-
-@pytest.fixture
-def one_thread() -> Iterator[ThreadPoolExecutor]:
-    """One thread runs the cells in order, so eta 0 and 1 have finished when eta 2 interrupts."""
-    RELEASE.clear()
-    ex = ThreadPoolExecutor(1)
-    try:
-        yield ex
-    finally:
-        RELEASE.set()
-        ex.shutdown(wait=True)
 
 
 def test_an_interrupted_sweep_raises_with_the_cells_that_finished(one_thread: ThreadPoolExecutor) -> None:

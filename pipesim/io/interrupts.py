@@ -152,8 +152,8 @@ def held_interrupts() -> Iterator[None]:
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(held):  # each once, under the handler the caller had
-            signal.raise_signal(sig)
+        for signum in dict.fromkeys(held):  # each once, under the handler the caller had
+            signal.raise_signal(signum)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
