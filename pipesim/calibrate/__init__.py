@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.checks import check_log, in_range, remainder_note
+from pipesim.calibrate.checks import check_log, implausible, in_range, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import check_calibrate_args, check_calibration, check_fitted, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
@@ -405,6 +405,7 @@ def _calibrate(log: TrainingLog, rs: RunSpec, seed: int) -> Calibration:
     if t is not None and (spread := dealing_spread(log, with_lengths(rs, values), t, values)) is not None:
         notes.append(spread)
     values = {k: in_range(k, v) for k, v in values.items()}
+    notes += implausible(values)
     return Calibration(values, notes, residuals, log, held, seed)
 
 

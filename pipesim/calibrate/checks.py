@@ -23,7 +23,7 @@ from pipesim.plan.build import engine_config
 from pipesim.plan.runspec import RunSpec
 from pipesim.plan.runspec_calibration import value_range
 
-__all__ = ["check_log", "in_range", "remainder_note"]
+__all__ = ["PLAUSIBLE", "check_log", "implausible", "in_range", "remainder_note"]
 
 _SLACK = 1 + 1e-9
 """A logged mean may exceed a cap by rounding (a CSV's six decimals), not more."""
@@ -139,3 +139,34 @@ def remainder_note(log: TrainingLog, rs: RunSpec) -> list[str]:
         f"offload/reload) at {int((rest < 0).sum())} of {len(rest)} steps (step {log.steps[i]:g} by "
         f"{-rest[i]:.3g} s): their remainder is taken as 0 s (do the timers overlap?)"
     ]
+
+
+PLAUSIBLE: dict[str, tuple[float, float]] = {
+    "mfu": (0.005, 1.0),
+    "fwd_bwd_efficiency": (0.005, 1.0),
+    "fwd_efficiency": (0.005, 1.0),
+    "iteration_overhead_s": (0.0, 0.5),
+    "sync_time_s": (0.0, 3600.0),
+}
+"""Ranges no real run's fitted constant leaves: a trainer below half a percent of its GPUs' peak, a
+decode iteration with half a second of fixed cost, an hour-long weight sync. A log in milliseconds
+fits inside the range a cell may hold (a week) and its held-out residuals stay small, since the
+spec is fitted to it: fitted, it read an efficiency of 0.00046, 13 s an iteration and a 1,490 s
+sync, and the calibrated spec ran 7 samples an hour (a user's walkthrough)."""
+
+
+def implausible(values: dict[str, Fitted]) -> list[str]:
+    """A note for each fitted constant outside :data:`PLAUSIBLE`, saying what would explain it."""
+    notes = []
+    for name, (lo, hi) in PLAUSIBLE.items():
+        f = values.get(name)
+        if f is None or lo <= f.value <= hi:
+            continue
+        slow = f.value < lo if hi <= 1.0 else f.value > hi  # an efficiency low, a time long: slow
+        why = (
+            "is the log in seconds? (verl's timing_s/* are; a log in milliseconds reads 1,000x slow)"
+            if slow
+            else "faster than the GPUs can run: does the spec's model, GPU or GPU count match the log's run?"
+        )
+        notes.append(f"{name}: {f.value:.3g} is outside what real runs fit ({lo:g} to {hi:g}); {why}")
+    return notes

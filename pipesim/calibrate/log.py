@@ -251,7 +251,7 @@ def parse_steps(text: str | None) -> tuple[float, float]:
     return lo, hi
 
 
-def _numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
+def column_numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
     """Column ``source`` (verl's ``name``) as floats; LogError naming the first bad cell's row."""
     col = df[source]
     num = pd.to_numeric(col, errors="coerce")
@@ -338,7 +338,7 @@ def read_log(
         raw = p.read_bytes()
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "log") from None
-    from pipesim.calibrate.logfile import column_mapping, read_frame, repeated_columns, shadowed
+    from pipesim.calibrate.logfile import column_mapping, inside_step, read_frame, repeated_columns, shadowed
 
     df = read_frame(p, raw)
     mapping, mapped = column_mapping(path, columns or {})
@@ -359,8 +359,9 @@ def read_log(
     out: dict[str, Any] = {}
     for name, source in mapping.items():
         if source in df.columns:
-            out[name] = _numbers(p, df, name, source)
+            out[name] = column_numbers(p, df, name, source)
     frame = pd.DataFrame(out)
+    inside = inside_step(p, df, frame)
     if frame["step"].isna().any():
         i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
         raise LogError(f"{path}: column {shown(mapping['step'])}, row {i + 1}: no step number", "step")
@@ -376,7 +377,9 @@ def read_log(
     ]
     frame, gaps = _gaps(path, frame, steps)
     frame, zeros = _phases(path, frame)
-    return TrainingLog(str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(notes + gaps + zeros))
+    return TrainingLog(
+        str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(inside + notes + gaps + zeros)
+    )
 
 
 MAX_GAP_SHARE = 0.25
