@@ -180,6 +180,13 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     """Usage errors for the output flags, before any work (a probe run takes minutes)."""
     for flag in ("json", "html"):
         check_output(parser, f"--{flag}", getattr(args, flag))
+    for flag in ("json", "from_json"):  # one file for two: the figure replaced the run's JSON
+        path = getattr(args, flag)
+        if args.html and path and Path(args.html).resolve() == Path(path).resolve() and not _special(path):
+            parser.error(
+                f"--html {args.html} is also --{flag.replace('_', '-')}: the figure would replace it; "
+                "give --html another path"
+            )
 
 
 class DropOnClosedPipe:

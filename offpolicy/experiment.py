@@ -146,10 +146,29 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         # the results are written after each run (write_json: a temporary file and a rename): a
         # path that cannot be written would fail after the first run's minutes of training
         check_output(parser, "--json", getattr(args, "json", None), replace=True)
-    if json_path := getattr(args, "json", None):  # beside it: the table, and the figure of staleness
-        check_output(parser, "--json (the table beside it)", str(Path(json_path).with_suffix(".txt")))
-        if hasattr(args, "html") and not args.html:
-            check_output(parser, "--json (the figure beside it)", str(Path(json_path).with_suffix(".html")))
+        try:  # a rerun without --resume replaced a study's finished runs with its own
+            n = 0 if getattr(args, "resume", False) else len(read_runs(args.json))
+        except ValueError:  # a file of another shape: no finished run to lose
+            n = 0
+        if n:
+            how = "pass --resume to continue them, or " if hasattr(args, "resume") else ""  # fp8 has none
+            parser.error(
+                f"--json {args.json} holds {n} finished run{'s' * (n != 1)}; {how}choose another path "
+                "(or delete it)"
+            )
+    beside = Path(args.json)  # the table is written beside it, and (staleness) the figure unless --html
+    outs = [("--json", args.json), ("--json (the table beside it)", str(beside.with_suffix(".txt")))]
+    if hasattr(args, "html"):
+        figure = str(beside.with_suffix(".html"))
+        outs.append(("--html", args.html) if args.html else ("--json (the figure beside it)", figure))
+    for i, (flag, path) in enumerate(outs):  # one file for two: --json run.txt lost its runs to the table
+        for other, other_path in outs[:i]:
+            if Path(path).resolve() == Path(other_path).resolve():
+                what = "table" if "table" in flag else "figure"
+                fix = "give --html another path" if flag == "--html" else "give --json a name ending in .json"
+                parser.error(f"{flag} {path} is also {other}: the {what} would replace it; {fix}")
+        if flag.startswith("--json ("):
+            check_output(parser, flag, path)
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:
@@ -194,8 +213,8 @@ def paired_table(
         drawn = f" (from {stats.FLIP_DRAWS:,} random flips)" if iv.n > stats.MAX_EXACT_FLIPS else ""
         if iv.n < 2:  # one seed's difference is its own interval: it cannot say noise from effect
             verdict = "one seed: no interval, no claim"
-        elif iv.n < MIN_CLAIM_SEEDS:
-            verdict += f" (n < {MIN_CLAIM_SEEDS}: no claim)"
+        elif iv.n < MIN_CLAIM_SEEDS:  # the interval's t-test, not the sign-flip p printed before it
+            verdict = f"t-test p {'<' if iv.excludes_zero else '>='} 0.05 (n < {MIN_CLAIM_SEEDS}: no claim)"
         name_a, name_b = " ".join(map(str, a)), " ".join(map(str, b))
         name = f"{name_a} - {name_b}"
         if iv.n >= MIN_CLAIM_SEEDS and not math.isnan(p):

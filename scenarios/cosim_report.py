@@ -90,6 +90,27 @@ def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(problem)  # every mode, --perf too: the rule of RLConfig.lr
     check_output(ap, "--json", args.json)
     check_output(ap, "--html", args.html)
+    for flag, path in (("--json", args.json), ("--retable", args.retable)):  # the figure replaced it
+        if args.html and path and _same_file(args.html, path):
+            ap.error(
+                f"--html {args.html} is also {flag}: the figure would replace it; give --html another path"
+            )
+    grid = args.retable is None and args.perf is None
+    if args.json and not (grid and args.resume) and args.retable is None and Path(args.json).is_file():
+        try:  # a rerun without --resume (or a --perf) replaced the grid's finished runs with its own
+            n = len(_stored_runs(args.json, "--json"))
+        except ValueError:  # a file of another shape (a --perf file): no finished run to lose
+            n = 0
+        if n:
+            how = "pass --resume to continue them, or " if grid else ""
+            runs = f"{n} finished run{'s' * (n != 1)}"
+            ap.error(f"--json {args.json} holds {runs}; {how}choose another path (or delete it)")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two output paths are one file (two streams, ``/dev/stdout``, are not one file)."""
+    target = Path(a).resolve()
+    return target == Path(b).resolve() and (target.is_file() or not target.exists())
 
 
 def run_grid(
@@ -122,9 +143,11 @@ def run_grid(
                 if log:
                     s = r.summary()
                     d = r.diverged
+                    hours = s["time_to_target_h"]  # NaN: never reached
+                    reached = f"target at {hours:.3f} h" if math.isfinite(hours) else "target never reached"
                     print(
                         f"{design:11s} {corr:5s} seed {seed}: final {s['final_pass_rate']:.3f}, "
-                        f"target at {s['time_to_target_h']:.3f} h, {s['sim_hours']:.2f} h simulated, "
+                        f"{reached}, {s['sim_hours']:.2f} h simulated, "
                         f"{r.cpu_s:.0f} s CPU"
                         + (f"; DIVERGED after {d['steps_done']} step(s) ({d['message']})" if d else ""),
                         flush=True,

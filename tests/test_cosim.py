@@ -351,3 +351,41 @@ def test_ctrl_c_keeps_the_finished_runs_and_exits_130(tmp_path: Path) -> None:
     argv = ["--designs", "sync", "--corrections", "none", "--seeds", "50", "--steps", "2"]
     rc, err, runs, seen = interrupt_after_first_run("scenarios.cosim", [*argv, "--json", str(out)], out)
     check_one_line(rc, err, runs, seen, "python -m scenarios.cosim", out)
+
+
+def test_race_table_holds_its_claims_to_holm_over_the_races() -> None:
+    """Each race row's verdict is its own p; the doc called four designs significantly first to 0.8
+    on those, where Holm over the 8 races keeps one. The table now says which survive, and a row
+    of fewer than 10 seeds makes no claim (it printed "significant (n < 10: no claim)")."""
+    from offpolicy.stats import holm, sign_test
+    from scenarios.cosim_report import race_table
+
+    def rec(design: str, seed: int, first: bool) -> dict[str, object]:
+        hours = [0.0, 0.5 if first else 2.0]
+        return dict(
+            design=design,
+            correction="none",
+            seed=seed,
+            evals=[dict(sim_h=h, pass_rate=p) for h, p in zip(hours, [0.1, 0.9])],
+        )
+
+    records = [
+        dict(
+            design="sync",
+            correction="none",
+            seed=s,
+            evals=[dict(sim_h=0.0, pass_rate=0.1), dict(sim_h=1.0, pass_rate=0.9)],
+        )
+        for s in range(10)
+    ]
+    wins = {"a": 10, "b": 9, "c": 8}  # first on that many of 10 seeds, later on the rest
+    for design, w in wins.items():
+        records += [rec(design, s, s < w) for s in range(10)]
+    table = race_table(records, 0.8)
+    ps = [sign_test(w, 10 - w) for w in wins.values()]
+    kept = [d for d, q in zip(wins, holm(ps)) if q < 0.05]
+    survivors = ", ".join(d + " none" for d in kept) or "none survives"
+    assert kept == ["a", "b"]  # 10/10 and 9/10 survive (0.006, 0.042 adjusted); 8/10 (p = 0.109) not
+    assert f"Holm over the 3 races of >= 10 seeds (sign test, 5%): {survivors}" in table
+    few = race_table([r for r in records if int(r["seed"]) < 5], 0.8)  # type: ignore[call-overload]
+    assert "no claim" in few and "significant" not in few and "Holm" not in few
