@@ -66,3 +66,27 @@ def test_a_log_in_milliseconds_is_said_and_the_same_log_in_seconds_is_not(tmp_pa
     slow = [n for n in calibrate(read_log(path), load(SPEC)).not_identified if "milliseconds" in n]
     assert slow  # the efficiencies (or the overhead) fall outside every real run's
     assert not [n for n in calibrate(read_log(LOG), load(SPEC)).not_identified if "milliseconds" in n]
+
+
+def test_a_log_numbered_from_1_read_with_first_step_1_calibrates_as_the_log_numbered_from_0(
+    tmp_path: Path,
+) -> None:
+    """Each step's samples are dealt as the spec's run dealt that step, so verl's numbering from 1,
+    read from 0, moved the trainer's constants (fwd_bwd_efficiency 0.545 for 0.450 on a noiseless
+    log of known constants). ``first_step=1`` reads the verl-numbered log exactly as the same log
+    numbered from 0; without it, a note says so."""
+    df = pd.read_csv(LOG)
+    assert int(df["step"].min()) == 0
+    path = tmp_path / "from1.csv"
+    df.assign(step=df["step"] + 1).to_csv(path, index=False)
+    plain, shifted = calibrate(read_log(LOG), load(SPEC)), calibrate(read_log(path, first_step=1), load(SPEC))
+    assert {k: v.value for k, v in shifted.values.items()} == {k: v.value for k, v in plain.values.items()}
+    assert any("--first-step 1" in n for n in read_log(path).notes)
+    assert not any("--first-step" in n for n in read_log(LOG).notes)
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "1", 5])
+def test_a_first_step_that_is_no_step_number_of_the_log_is_refused(bad: object) -> None:
+    with pytest.raises(LogError) as info:
+        read_log(LOG, first_step=bad)  # type: ignore[arg-type]
+    assert info.value.field == "first_step"

@@ -37,7 +37,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"--spec {one_line(exc)}") from None
     status = _StatusLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     try:
-        log = read_log(args.log, read_columns_map(args.columns), args.steps)
+        log = read_log(args.log, read_columns_map(args.columns), args.steps, args.first_step)
         holds = {None: None, "yes": True, "no": False}[args.step_includes_sync]
         cal = calibrate(
             log,
@@ -138,6 +138,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--steps",
         metavar="A:B",
         help="use the steps A <= step < B (either side may be left out); e.g. --steps 5:",
+    )
+    c.add_argument(
+        "--first-step",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the number the log gives the run's first step (default 0; verl's start at 1): step s is "
+        "read as the run's step s - N; e.g. --first-step 1",
     )
     c.add_argument(
         "--step-includes-sync",

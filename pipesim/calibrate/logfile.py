@@ -154,3 +154,26 @@ def inside_step(p: Path, df: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
                 f"{p}: row {i + 1}: {name} is not shorter than timing_s/step, which holds it", name
             )
     return notes
+
+
+def renumbered(path: str | Path, frame: pd.DataFrame, first_step: int) -> list[str]:
+    """``frame``'s steps less ``first_step`` (in place), and the note on the log's origin."""
+    if isinstance(first_step, bool) or not isinstance(first_step, int | np.integer) or first_step < 0:
+        raise LogError(f"first_step must be an integer >= 0, got {shown(first_step)}", "first_step")
+    first = float(frame["step"].min())
+    if first_step > first:
+        raise LogError(
+            f"{path}: first_step (--first-step) {first_step} is after the log's step {first:g}; it is the "
+            "number the log gives the run's first step (verl: 1)",
+            "first_step",
+        )
+    if first_step:
+        frame["step"] = frame["step"] - first_step
+        return [f"step: the log's step s read as the run's step s - {first_step} (--first-step {first_step})"]
+    if first == 1:
+        return [
+            "step: the log starts at step 1, as verl numbers them, and is read from the run's step 1 (its "
+            "second); each step's samples are dealt to the ranks as that run step's were, so the "
+            "trainer's constants move with the numbering: --first-step 1 reads verl's step 1 as the first"
+        ]
+    return []
