@@ -255,7 +255,7 @@ def test_the_plan_guides_printed_recommendation_is_what_plan_prints_today() -> N
     shown = re.search(r"```python\n(.*?)```", text, re.S)
     assert shown is not None, "docs/plan.md lost its printed recommendation"
     spec = load(ROOT / "examples" / "plan_qwen3_8b.toml")
-    design = Design(trainer_gpus=0, tp=2, eta=0, update="partial", oversample=1.25)
+    design = Design(trainer_gpus=0, tp=2, eta=0, update="abort_reprefill", sync_every=2, oversample=1.25)
     assert shown.group(1) == wrap_code(scenario_code(spec, design)) + "\n"
 
 

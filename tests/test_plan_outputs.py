@@ -393,3 +393,23 @@ def test_a_placement_of_every_gpu_and_a_seed_count_of_zero_say_what_is_wrong() -
     with pytest.raises(plan.PlanError) as info:
         _from(TINY, seeds=0)
     assert info.value.field == "search.seeds" and "[1, 100]" in str(info.value)
+
+
+def test_the_printed_code_wraps_a_long_argument_too_and_stays_the_same_program() -> None:
+    """An argument that is itself a long call (``weight_update=SyncEveryK(k=2, inner=...),``)
+    stayed one 120-character line; each long line now breaks at its own arguments, and the wrapped
+    code parses to the same program."""
+    import ast
+
+    from pipesim.plan import load
+    from pipesim.plan.code import scenario_code, wrap_code
+    from pipesim.plan.space import Design
+
+    spec = load(Path(__file__).resolve().parent.parent / "examples" / "plan_qwen3_8b.toml")
+    for update in ("partial", "abort_reprefill", "inflight"):
+        for sync_every in (1, 2):
+            d = Design(trainer_gpus=0, tp=2, eta=0, update=update, sync_every=sync_every, oversample=1.25)
+            raw = scenario_code(spec, d)
+            wrapped = wrap_code(raw)
+            assert ast.dump(ast.parse(wrapped)) == ast.dump(ast.parse(raw))
+            assert max(len(line) for line in wrapped.splitlines()) <= 96

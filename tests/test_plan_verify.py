@@ -244,3 +244,38 @@ def test_a_broken_slice_is_bisected_for_its_largest_split_that_holds(n: int, fir
     if budget >= math.ceil(math.log2(n)):
         held = [e.design.trainer_gpus for e in added if e.feasible]
         assert max(held, default=0) == first - 1
+
+
+def test_a_maximum_only_the_tail_doubts_is_open_and_verified_on_twice_the_seeds() -> None:
+    """A full run whose maximum sits at the limit with many samples there met the limit but was
+    refused on the tail alone (the README's plan spec under max_staleness = 3 passed over a design
+    holding exactly 3 for 384 steps). It is now open, and verification runs it HORIZON x as long on
+    twice the seeds; it is recommended if every one of them holds."""
+    from pipesim.plan.evaluate import Evaluated
+    from pipesim.plan.judge import judge
+    from pipesim.plan.verify import _check, tail_open
+
+    spec = small_spec(steps=12, seeds=3, constraints=plan.Constraints(max_staleness=3))
+    d = plan.Design(4, 1, 0, "partial", oversample=1.25)
+    m = {
+        "staleness_mean": 0.2,
+        "staleness_max": 3.0,
+        "at_max": 93.0,
+        "below_max": 175.0,
+        "episodes_trained_run": 6144.0,
+        "seeds": 3.0,
+        "discarded_share": 0.0,
+    }
+    status = judge(spec, d, 12, m)
+    assert status["max_staleness"][0] == "open"  # met by the runs, doubted by the tail
+    assert judge(spec, d, 12, {**m, "staleness_max": 11.0})["max_staleness"][0] == "violated"  # growing
+    e = Evaluated(d, 12, [], {**m, "throughput_per_hour": 1000.0}, False, status)
+    assert tail_open(spec, e)
+    ev = _Longer(spec, first_holding=0)  # every run 4x as long holds
+    out = {d: e}
+    assert _check(spec, ev, [e], 3, out)  # type: ignore[arg-type]
+    assert out[d].feasible and out[d].verified == "held at 48 steps on seeds 0-5"
+    broken = _Longer(spec, first_holding=99)  # ... or breaks: refused with the reason
+    out = {d: e}
+    assert not _check(spec, broken, [e], 3, out)  # type: ignore[arg-type]
+    assert not out[d].feasible and out[d].verified.startswith("verified: broke max_staleness")

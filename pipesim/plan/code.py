@@ -115,15 +115,19 @@ def _trainer_extras(spec: PlanSpec, d: Design) -> str:
 
 def wrap_code(code: str, width: int = 96) -> str:
     """Each line of ``code`` longer than ``width`` broken after its first ``(`` into one argument
-    per line (top-level commas only), so the recommended code fits a page."""
+    per line (top-level commas only), so the recommended code fits a page; a call that is itself
+    an argument (``weight_update=SyncEveryK(...),``) keeps its indent and its comma."""
     out = []
     for line in code.splitlines():
         start = line.find("(")
-        if len(line) <= width or start < 0 or not line.endswith(")"):
+        comma = "," if line.endswith("),") else ""
+        body = line[:-1] if comma else line
+        if len(line) <= width or start < 0 or not body.endswith(")"):
             out.append(line)
             continue
+        indent = line[: len(line) - len(line.lstrip())]
         args, depth, cur = [], 0, ""
-        for ch in line[start + 1 : -1]:
+        for ch in body[start + 1 : -1]:
             if ch in "([{":
                 depth += 1
             elif ch in ")]}":
@@ -136,6 +140,7 @@ def wrap_code(code: str, width: int = 96) -> str:
         if cur.strip():
             args.append(cur.strip())
         out.append(line[: start + 1])
-        out += [f"    {a}," for a in args]
-        out.append(")")
-    return "\n".join(out)
+        out += [f"{indent}    {a}," for a in args]
+        out.append(f"{indent}){comma}")
+    wrapped = "\n".join(out)
+    return wrapped if wrapped == code else wrap_code(wrapped, width)  # an argument may be long too
