@@ -1,0 +1,141 @@
+"""The command-line checks the training CLIs (``offpolicy.staleness``, ``lr_sweep``, ``fp8``) share.
+
+Everything here runs before any training, on the parsed flags: :func:`check_cli_args` turns a bad
+value, an output path that cannot be written, or a ``--json`` file that a run would overwrite or
+cannot resume into a usage error naming the flag (exit 2), never a traceback after minutes of
+training. It is apart from :mod:`offpolicy.experiment` (the runs, the tables and the figures) so
+that module stays about running and reporting; every name here is re-exported there, so
+``from offpolicy.experiment import check_cli_args`` and the like keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, refuse
+from offpolicy.rl import RLConfig
+from offpolicy.runfile import read_runs
+from offpolicy.update import CORRECTIONS
+
+EVAL_SEED = 1000
+"""The evaluation's generator is seeded ``EVAL_SEED + seed`` (:func:`offpolicy.experiment.run_one`),
+so a ``--seed-list`` seed is at most ``SEED_MAX - EVAL_SEED``."""
+
+
+def resume_mismatch(stored: Sequence[dict[str, Any]], args: argparse.Namespace) -> str | None:
+    """Why the runs of a ``--json`` file cannot be resumed with ``args`` (None: they can): a run
+    of other steps or, where the command has one learning rate, another lr would be tabled in the
+    same cell as the new runs (a seed counted twice, 5- and 6-step runs pooled)."""
+    steps = {r.get("steps") for r in stored}
+    if stored and steps != {args.steps}:
+        return f"holds runs of --steps {sorted(map(str, steps))}, not {args.steps}: resume with its settings"
+    lr = getattr(args, "lr", None)
+    if not hasattr(args, "lrs") and stored:  # one lr a command (the lr sweep has it as an axis)
+        want = lr if lr is not None else RLConfig().lr
+        lrs = {r.get("lr") for r in stored}
+        if lrs != {want}:
+            return f"holds runs at --lr {sorted(map(str, lrs))}, not {want:g}: resume with its settings"
+    return None
+
+
+CLI_LIMITS = {"steps": 100_000, "seeds": 1_000}
+"""The most steps a run and seeds a study takes on the training CLIs: a run of 40 steps takes
+seconds, so these are hours to days, and far past them a typo ran until killed (``--seeds 10**8``
+first built a list of the seeds)."""
+
+
+def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The checks the training CLIs (``offpolicy.staleness``, ``lr_sweep``, ``fp8``) share, made
+    before any training: a bad value is ``parser.error`` (usage, exit 2) naming the flag, not a
+    traceback, and never an error raised after minutes of training (``--steps 0`` divided by
+    zero in the report). Flags a CLI does not have are skipped."""
+    for flag in ("steps", "seeds", "eval_every"):
+        v = getattr(args, flag, None)
+        if flag == "seeds" and getattr(args, "seed_list", None):
+            continue  # --seed-list replaces --seeds
+        least = 0 if flag == "eval_every" else 1  # --eval-every 0: never
+        if v is not None and v < least:
+            parser.error(f"--{flag.replace('_', '-')} must be at least {least}, got {v}")
+        most = CLI_LIMITS.get(flag)
+        if v is not None and most is not None and v > most:
+            parser.error(
+                f"--{flag.replace('_', '-')} must be at most {most:,} (split a longer study), got {v:,}"
+            )
+    for flag in ("lags", "seed_list"):
+        bad = [v for v in getattr(args, flag, None) or () if v < 0]
+        if bad:
+            parser.error(f"--{flag.replace('_', '-')} must be >= 0, got {bad[0]}")
+    for flag in ("seed_list", "lags", "lrs", "corrections"):  # a repeat trains one seed twice, counted as two
+        values = getattr(args, flag, None) or []
+        if len(set(values)) != len(values):
+            parser.error(f"--{flag.replace('_', '-')}: values must be distinct, got {values}")
+    unknown = [c for c in getattr(args, "corrections", None) or () if c not in CORRECTIONS]
+    if unknown:
+        known = ", ".join(CORRECTIONS)
+        parser.error(f"--corrections: unknown correction {unknown[0]!r} (choose from {known})")
+    for flag in ("lr", "lrs"):  # --lr: one float or None (RLConfig's); --lrs: a list
+        value = getattr(args, flag, None)
+        for lr in [value] if isinstance(value, float) else value or ():
+            if (problem := lr_problem(f"--{flag}", lr)) is not None:
+                parser.error(problem)
+    check_output(parser, "--html", getattr(args, "html", None))  # before training
+    for seed in getattr(args, "seed_list", None) or ():  # the evaluation's generator is EVAL_SEED + seed
+        if seed > SEED_MAX - EVAL_SEED:
+            parser.error(f"--seed-list: a seed must be at most {SEED_MAX - EVAL_SEED}, got {seed}")
+    if getattr(args, "resume", False) and Path(args.json).is_file():
+        try:
+            stored = read_runs(args.json)  # a file of another shape, refused before any training
+        except ValueError as exc:
+            parser.error(f"--resume: {exc}")
+        if (problem := resume_mismatch(stored, args)) is not None:
+            parser.error(f"--resume: {args.json} {problem}")
+    if getattr(args, "table_only", False):
+        if not Path(args.json).is_file():
+            parser.error(f"--table-only reads --json {args.json}, which does not exist")
+        try:
+            stored = read_runs(args.json)
+        except ValueError as exc:
+            parser.error(f"--table-only: {exc}")
+        if not stored:
+            parser.error(f"--table-only: --json {args.json} holds no runs")
+    else:
+        # the results are written after each run (write_json: a temporary file and a rename): a
+        # path that cannot be written would fail after the first run's minutes of training
+        check_output(parser, "--json", getattr(args, "json", None), replace=True)
+        try:  # a rerun without --resume replaced a study's finished runs with its own
+            n = 0 if getattr(args, "resume", False) else len(read_runs(args.json))
+        except ValueError:  # a file of another shape: no finished run to lose
+            n = 0
+        if n:
+            how = "pass --resume to continue them, or " if hasattr(args, "resume") else ""  # fp8 has none
+            parser.error(
+                f"--json {args.json} holds {n} finished run{'s' * (n != 1)}; {how}choose another path "
+                "(or delete it)"
+            )
+    beside = Path(args.json)  # the table is written beside it, and (staleness) the figure unless --html
+    outs = [("--json", args.json), ("--json (the table beside it)", str(beside.with_suffix(".txt")))]
+    if hasattr(args, "html"):
+        figure = str(beside.with_suffix(".html"))
+        outs.append(("--html", args.html) if args.html else ("--json (the figure beside it)", figure))
+    for i, (flag, path) in enumerate(outs):  # one file for two: --json run.txt lost its runs to the table
+        for other, other_path in outs[:i]:
+            if Path(path).resolve() == Path(other_path).resolve():
+                what = "table" if "table" in flag else "figure"
+                fix = "give --html another path" if flag == "--html" else "give --json a name ending in .json"
+                parser.error(f"{flag} {path} is also {other}: the {what} would replace it; {fix}")
+        if flag.startswith("--json ("):
+            check_output(parser, flag, path)
+
+
+def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:
+    """The seeds a CLI runs: ``--seed-list`` when given, else ``range(--seeds)``."""
+    if seed_list:
+        if len(set(seed_list)) != len(seed_list):
+            raise FieldError(f"seed-list: seeds must be distinct, got {list(seed_list)}", "seed-list")
+        return list(seed_list)
+    if seeds <= 0:
+        raise refuse("seeds", f"must be > 0, got {seeds}")
+    return list(range(seeds))
