@@ -90,3 +90,16 @@ def test_a_first_step_that_is_no_step_number_of_the_log_is_refused(bad: object) 
     with pytest.raises(LogError) as info:
         read_log(LOG, first_step=bad)  # type: ignore[arg-type]
     assert info.value.field == "first_step"
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--trainer-steps-per-row", "0"), ("--first-step", "3")])
+def test_a_bad_calibrate_flag_is_named_as_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    """The refusal named the Python field (``trainer_steps_per_row must be ...``), not the flag."""
+    from pipesim.io.cli import main
+
+    argv = ["calibrate", str(LOG), "--spec", str(SPEC), "--out", str(tmp_path / "c.toml"), flag, value]
+    assert main(argv) == 2
+    assert f"error: {flag}" in capsys.readouterr().err
+    assert not (tmp_path / "c.toml").exists()

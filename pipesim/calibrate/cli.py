@@ -48,7 +48,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             trainer_steps_per_row=args.trainer_steps_per_row,
         )
     except LogError as exc:
-        raise UsageError(one_line(exc)) from None
+        flag = {"trainer_steps_per_row": "--trainer-steps-per-row", "first_step": "--first-step"}.get(
+            str(getattr(exc, "field", ""))
+        )
+        why = one_line(exc)
+        raise UsageError(f"{flag}: {why}" if flag and not why.startswith(flag) else why) from None
     finally:
         if status is not None:
             status.close()
