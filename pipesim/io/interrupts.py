@@ -32,6 +32,7 @@ __all__ = [
     "held_interrupts",
     "ignore_sigint",
     "reader_may_leave",
+    "signals_to",
     "sigterm_as_interrupt",
     "stdout_may_close",
     "write_atomic",
@@ -113,22 +114,35 @@ def stdout_may_close() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def deferred_interrupts() -> Iterator[None]:
+def signals_to(
+    handler: Any, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+) -> Iterator[None]:
+    """Within the block each of ``signals`` goes to ``handler`` (a function, or ``SIG_IGN``); the
+    handlers before are restored when it ends. Only the main thread can set a handler, and one not
+    set from Python (``getsignal`` is None) cannot be restored, so there this changes nothing. The
+    one mechanism under :func:`deferred_interrupts`, :func:`held_interrupts`,
+    :func:`sigterm_as_interrupt` and the sweep pool's forkserver start."""
+    if threading.current_thread() is not threading.main_thread() or any(
+        signal.getsignal(sig) is None for sig in signals
+    ):
+        yield
+        return
+    before = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, previous in before.items():
+            signal.signal(sig, previous)
+
+
+def deferred_interrupts() -> contextlib.AbstractContextManager[None]:
     """Ctrl-C and SIGTERM ignored while a command that is already stopping saves what the first
     interrupt left it (the designs finished, the outputs asked for). A second signal there (Ctrl-C
     pressed twice; ``timeout`` signals the process and then its group) would otherwise unwind the
     saving itself and lose the work: ``pipesim plan`` said "nothing written" after hundreds of
     runs. The command is stopping anyway, so the second signal changes nothing; the handlers are
     restored when the block ends. Outside the main thread this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    return signals_to(signal.SIG_IGN)
 
 
 @contextlib.contextmanager
@@ -138,20 +152,11 @@ def held_interrupts() -> Iterator[None]:
     from the forkserver and then hands it its arguments; cut between the two, the worker died with a
     20-line traceback of its own under the sweep's clean "interrupted" line. Outside the main
     thread this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     held: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append(signum)
-
-    before = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with signals_to(lambda signum, frame: held.append(signum)):
+            yield
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
         for signum in dict.fromkeys(held):  # each once, under the handler the caller had
             signal.raise_signal(signum)
 
@@ -160,18 +165,10 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does; the previous handler is
     restored after. Only the main thread can set a handler, so elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return signals_to(_raise_interrupt, (signal.SIGTERM,))
 
 
 def _special(path: Path) -> bool:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
-from pipesim.io.interrupts import held_interrupts, ignore_sigint
+from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to
 from pipesim.io.overrides import check_pool_covers_steps
 
 if TYPE_CHECKING:
@@ -180,14 +180,8 @@ def start_forkserver() -> None:
     (:func:`ignore_sigint`)."""
     from multiprocessing import forkserver
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
-        forkserver.ensure_running()  # signals are the main thread's, and a handler not Python's stays
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with signals_to(signal.SIG_IGN, (signal.SIGINT,)):
         forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 # -- the main-module guard ---------------------------------------------------------------------------
