@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import importlib
 import inspect
 import re
@@ -106,11 +107,7 @@ def register_module(name: str) -> list[str]:
     entries = scan_module(mod)
     if not entries:
         raise FieldError(f"module {shown(name)} defines no policy class", "module")
-    own = {
-        e.name: e.cls
-        for m in POLICY_MODULES + DURATION_MODULES
-        for e in scan_module(importlib.import_module(m))
-    }
+    own = {e.name: e.cls for e in _own_entries()}
     for e in entries:
         if e.name in own and own[e.name] is not e.cls:  # a subclass under the same name, or a new class
             warnings.warn(
@@ -125,6 +122,15 @@ def register_module(name: str) -> list[str]:
     _registered.append(name)
     _cache = None
     return [e.name for e in entries]
+
+
+@functools.cache
+def _own_entries() -> tuple[CatalogEntry, ...]:
+    """pipesim's own catalogued classes (:data:`POLICY_MODULES`, :data:`DURATION_MODULES`), scanned
+    once: the catalog starts from them, and a registered module is checked against them."""
+    return tuple(
+        e for name in POLICY_MODULES + DURATION_MODULES for e in scan_module(importlib.import_module(name))
+    )
 
 
 def _entry_point_entries() -> Iterable[CatalogEntry]:
@@ -154,8 +160,7 @@ def catalog() -> dict[str, CatalogEntry]:
         for e in entries:
             out.setdefault(e.name, e)
 
-    for name in POLICY_MODULES + DURATION_MODULES:
-        add(scan_module(importlib.import_module(name)))
+    add(_own_entries())
     add(_entry_point_entries())
     for name in reversed(_registered):
         add(scan_module(importlib.import_module(name)))
