@@ -97,14 +97,21 @@ def _need_result(result: object, scenario: object) -> None:
 def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None) -> int | None:
     """The tightest staleness bound any of the scenario's policies promises, or None."""
     _need_result(result, scenario)
-    sc = scenario if scenario is not None else result.scenario
-    bounds = []
+    bounds = [b for _, b in _declared_bounds(scenario if scenario is not None else result.scenario)]
+    return min(bounds) if bounds else None
+
+
+def _declared_bounds(sc: Scenario) -> list[tuple[object, int]]:
+    """Each policy of ``sc`` that promises a staleness bound, with its bound (checked well-formed)."""
+    out: list[tuple[object, int]] = []
     for policy in (sc.admission, sc.weight_update, sc.batching):
         if isinstance(policy, StalenessPromise):
             b = policy.staleness_bound(sc)
             if b is not None:
-                bounds.append(_promised(policy, "staleness_bound", b, "an int >= 0, or None", _is_count))
-    return min(bounds) if bounds else None
+                out.append(
+                    (policy, _promised(policy, "staleness_bound", b, "an int >= 0, or None", _is_count))
+                )
+    return out
 
 
 def _is_count(x: object) -> bool:
@@ -153,11 +160,8 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
     if len(tr) and tr["staleness"].min() < 0:
         _fail("staleness >= 0", f"min staleness {tr['staleness'].min()}")
     if bound is not None and len(tr) and tr["staleness"].max() > bound:
-        sc = result.scenario
         who = [
-            f"{type(q).__name__}.staleness_bound"
-            for q in (sc.admission, sc.weight_update, sc.batching)
-            if isinstance(q, StalenessPromise) and q.staleness_bound(sc) == bound
+            f"{type(q).__name__}.staleness_bound" for q, b in _declared_bounds(result.scenario) if b == bound
         ]
         _fail(
             "promised staleness bound",
