@@ -415,9 +415,9 @@ def _gaps(path: str | Path, frame: pd.DataFrame, steps: str | None) -> tuple[pd.
         n = int(empty.sum())
         if n <= MAX_GAP_SHARE * len(frame):
             drop_rows |= empty
-            shown_steps = ", ".join(f"{x:g}" for x in frame["step"][empty].iloc[:5])
-            more = f" and {n - 5} more" if n > 5 else ""
-            notes.append(f"{c}: no value at step {shown_steps}{more}; those steps are left out")
+            notes.append(
+                f"{c}: no value at step {listed_steps(frame['step'][empty])}; those steps are left out"
+            )
         else:
             notes.append(f"{c}: {n} of {len(frame)} steps have no value; the column is not used")
             frame = frame.drop(columns=c)
@@ -425,6 +425,12 @@ def _gaps(path: str | Path, frame: pd.DataFrame, steps: str | None) -> tuple[pd.
         frame = frame[~drop_rows].reset_index(drop=True)
         _check_enough(path, len(frame), steps, "steps have a value in every column")
     return frame, notes
+
+
+def listed_steps(steps: pd.Series) -> str:
+    """The step numbers a note names: the first five, then how many more (``3, 8, 13 and 2 more``)."""
+    first = ", ".join(f"{x:g}" for x in steps.iloc[:5])
+    return first + (f" and {len(steps) - 5} more" if len(steps) > 5 else "")
 
 
 def _check_enough(path: str | Path, n: int, steps: str | None, what: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipesim.calibrate.log import COLUMNS, LogError, column_numbers
+from pipesim.calibrate.log import COLUMNS, LogError, column_numbers, listed_steps
 from pipesim.core.errors import shown
 
 __all__ = ["column_mapping", "read_frame", "repeated_columns", "shadowed"]
@@ -143,11 +143,8 @@ def inside_step(p: Path, df: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         if not timed.any():
             continue
         frame["timing_s/step"] = frame["timing_s/step"] - extra.to_numpy()
-        where = ", ".join(f"{x:g}" for x in frame["step"][timed.to_numpy()].iloc[:5])
-        more = f" and {int(timed.sum()) - 5} more" if int(timed.sum()) > 5 else ""
-        notes.append(
-            f"timing_s/step: {name} subtracted at step {where}{more} (verl times it inside the step)"
-        )
+        where = listed_steps(frame["step"][timed.to_numpy()])
+        notes.append(f"timing_s/step: {name} subtracted at step {where} (verl times it inside the step)")
         if (frame["timing_s/step"] <= 0).any():
             i = int(np.flatnonzero((frame["timing_s/step"] <= 0).to_numpy())[0])
             raise LogError(
