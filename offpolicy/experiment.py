@@ -112,13 +112,10 @@ def paired_table(
             f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | "
             f"p={p:.3f}{drawn} | {verdict}"
         )
-    if len(family) > 1:
-        adjusted = stats.holm([p for _, p in family])
-        kept = [name for (name, _), q in zip(family, adjusted) if q < 1 - stats.LEVEL]
-        lines.append(
-            f"Holm over the {len(family)} comparisons of >= {MIN_CLAIM_SEEDS} seeds (sign-flip p, 5%): "
-            + (", ".join(kept) if kept else "none survives")
-        )
+    if (
+        holm := stats.holm_line(family, f"comparisons of >= {MIN_CLAIM_SEEDS} seeds (sign-flip p, 5%)")
+    ) is not None:
+        lines.append(holm)
     return "\n".join(lines)
 
 

@@ -214,6 +214,17 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     return out
 
 
+def holm_line(family: Sequence[tuple[str, float]], what: str) -> str | None:
+    """The line under a table of claims: which of ``family`` ((name, p-value) pairs) survive Holm's
+    adjustment at ``1 - LEVEL`` (``what`` names the family and its test); None for fewer than two,
+    where each row's own p says as much."""
+    if len(family) < 2:
+        return None
+    adjusted = holm([p for _, p in family])
+    kept = [name for (name, _), q in zip(family, adjusted, strict=True) if q < 1 - LEVEL]
+    return f"Holm over the {len(family)} {what}: " + (", ".join(kept) if kept else "none survives")
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign-test p-value of ``wins`` against ``losses`` (ties left out)."""
     if wins < 0 or losses < 0:

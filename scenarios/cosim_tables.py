@@ -165,10 +165,11 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
     design reached it first, later, or tied with sync's run of the same seed (both never
     counts as a tie), and the exact two-sided sign test of wins against losses. The median
     times in :func:`format_table` describe; this is the paired claim behind "reaches it first"."""
-    from offpolicy.stats import holm, sign_test
+    from offpolicy.experiment import MIN_CLAIM_SEEDS
+    from offpolicy.stats import holm_line, sign_test
 
     times = {(r["design"], r["correction"], r["seed"]): time_to(r["evals"], target) for r in records}
-    family: list[tuple[str, float]] = []  # the races of >= 10 shared seeds: Holm's family
+    family: list[tuple[str, float]] = []  # the races of >= MIN_CLAIM_SEEDS shared seeds: Holm's family
     cells = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
     lines = [f"paired time to {target:.2f} against sync (same seeds): first / later / tied | sign test"]
     for design, corr in cells:
@@ -179,8 +180,8 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
         wins = sum(a < b for a, b in pairs)
         losses = sum(a > b for a, b in pairs)
         p = sign_test(wins, losses)
-        if len(pairs) < 10:
-            verdict = f"p {'<' if p < 0.05 else '>='} 0.05 (n < 10: no claim)"
+        if len(pairs) < MIN_CLAIM_SEEDS:
+            verdict = f"p {'<' if p < 0.05 else '>='} 0.05 (n < {MIN_CLAIM_SEEDS}: no claim)"
         else:
             verdict = "significant" if p < 0.05 else "not significant"
             family.append((f"{design} {corr}", p))
@@ -188,11 +189,7 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
             f"{design + ' ' + corr:16s} | {wins:2d} / {losses:2d} / {len(pairs) - wins - losses:2d} "
             f"of {len(pairs):2d} | p = {p:.3f}, {verdict}"
         )
-    if len(family) > 1:  # each row's verdict is its own p; a claim over the table needs the family's
-        adjusted = holm([p for _, p in family])
-        kept = [name for (name, _), q in zip(family, adjusted, strict=True) if q < 0.05]
-        lines.append(
-            f"Holm over the {len(family)} races of >= 10 seeds (sign test, 5%): "
-            + (", ".join(kept) if kept else "none survives")
-        )
+    # each row's verdict is its own p; a claim over the table needs the family's
+    if (holm := holm_line(family, f"races of >= {MIN_CLAIM_SEEDS} seeds (sign test, 5%)")) is not None:
+        lines.append(holm)
     return "\n".join(lines)
