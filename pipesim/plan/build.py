@@ -196,7 +196,7 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
     admission: Any = pipesim.OverSample(factor=d.oversample) if over else pipesim.CountThrottle()
     cfg = pipesim.PipelineConfig(batch_size=spec.batch_size, steps=steps, max_staleness=d.eta)
     pool = None
-    if d.oversample > 1 or d.update == "abort":
+    if over:  # episodes dropped or left over: a pool beyond the count throttle's
         pool = math.ceil((steps + d.eta + 2) * spec.batch_size * d.oversample * 3) + 2 * n_slots
     return pipesim.Scenario(
         pipeline=cfg,
