@@ -169,6 +169,7 @@ def test_unknown_key_in_a_yaml_inline_table(
         ("min_full = 2", "min_full = 2\nsync_time_s = nan", "search.sync_time_s"),
         ("min_full = 2", "min_full = 2\nsync_time_s = -5", "search.sync_time_s"),
         ("min_full = 2", "min_full = 2\nsim_seed = -1", "search.sim_seed"),
+        ("min_full = 2", "min_full = 2\nsim_seed = 5000000000", "search.sim_seed"),
         ("min_full = 2", "min_full = 2\nbatch = 0", "search.batch"),
         ('name = "qwen3-0.6b"', 'name = "qwen3-0.6b"\nmfu = nan', "model.mfu"),
         ('name = "qwen3-0.6b"', 'name = "qwen3-0.6b"\nmax_num_seqs = 0', "model.max_num_seqs"),
@@ -389,3 +390,24 @@ def test_more_workers_than_the_machine_can_run_is_refused(
     with pytest.raises(plan.PlanError) as info:
         real_plan(plan.load(tmp_path / "s.toml"), workers=too_many)
     assert info.value.field == "workers"
+
+
+@pytest.mark.parametrize("seeds", [1, 3, 7])
+def test_every_seed_a_plan_may_run_is_a_valid_simulation_seed(tmp_path: Path, seeds: int) -> None:
+    """The largest ``search.sim_seed`` accepted leaves room for every seed a plan runs, the
+    verification's extra seeds included (:data:`~pipesim.plan.checks.SEED_SPAN` x ``seeds``; it
+    once allowed ``2**64 - seeds``, and a verification on twice the seeds then ran past the
+    simulator's range); one more is refused, naming the key."""
+    from pipesim.plan.build import scenario
+    from pipesim.plan.checks import MAX_SIM_SEED, SEED_SPAN, PlanError
+    from pipesim.plan.evaluate import Evaluator
+
+    path = tmp_path / "s.toml"
+    path.write_text(variant("seeds = 1", f"seeds = {seeds}"))
+    spec = plan.load(path)
+    top = MAX_SIM_SEED - SEED_SPAN * seeds
+    design = plan.candidates(spec)[0]
+    for s in Evaluator(spec.with_(sim_seed=top)).seeds(SEED_SPAN * seeds):
+        scenario(spec, design, spec.steps, s)  # the run the plan would build: accepted
+    with pytest.raises(PlanError, match="search.sim_seed"):
+        spec.with_(sim_seed=top + 1)

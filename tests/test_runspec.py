@@ -200,6 +200,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ("unknown design key", ["design.tpp=2"], "design.tpp"),
     ("zero steps", ["run.steps=0"], "run.steps"),
     ("bad seed", ["run.seed=-3"], "run.seed"),
+    ("seed past the duration draws' 32 bits", ["run.seed=5000000000"], "run.seed"),
     ("unknown gpu", ['cluster.gpu="h1000"'], "cluster.gpu"),
     ("model too big for one GPU", ['model.name="qwen3-32b"', 'cluster.gpu="l40s"'], "design.tp"),
     (

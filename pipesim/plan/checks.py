@@ -32,7 +32,10 @@ that never ends:
   placements counted per ``tp``): every design is enumerated before the search starts, and a few
   long lists made millions of them, gigabytes before the first run;
 * :data:`MAX_SEED` (2**32): the search seed (``--seed``, ``plan(seed=)``), the range of Optuna's
-  sampler; :data:`MAX_SIM_SEED` (2**64): ``search.sim_seed`` and the seeds after it.
+  sampler; :data:`MAX_SIM_SEED` (2**32): ``search.sim_seed``, ``run.seed`` and the seeds after
+  them (:data:`SEED_SPAN` times ``search.seeds`` of them). A compute run keeps the chapter's
+  duration draws, whose torch generator takes 32 bits; at 2**64, a plan on ``sim_seed = 5e9`` was
+  accepted and then refused by the first run, naming ``AgentDurations``, not the key.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any
 
 from pipesim.core import errors
 from pipesim.core.validate import FieldError, key_shown, shown
+from pipesim.workload.durations import CHAPTER_SEEDS
 
 MAX_GPUS = 65536
 MAX_ETA = 1024
@@ -53,7 +57,10 @@ MAX_TOKENS = 2**31 - 1
 MAX_BUDGET = 2**53
 MAX_DESIGNS = 2**20
 MAX_SEED = 2**32
-MAX_SIM_SEED = errors.MAX_SEED  # the simulator's seeds
+MAX_SIM_SEED = CHAPTER_SEEDS  # the seeds the chapter's duration draws take
+SEED_SPAN = 2
+"""A plan runs seeds ``sim_seed .. sim_seed + SEED_SPAN x seeds - 1``: the selection's, and as many
+more to verify a design whose maximum the tail doubts (:mod:`pipesim.plan.verify`)."""
 
 
 class PlanError(FieldError):

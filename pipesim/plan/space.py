@@ -36,6 +36,7 @@ from pipesim.plan.checks import (
     MAX_SIM_SEED,
     MAX_SYNC_EVERY,
     MAX_TOKENS,
+    SEED_SPAN,
     PlanError,
     did_you_mean,
     integer,
@@ -307,7 +308,7 @@ class PlanSpec:
         integer("search.seeds", self.seeds, 1, MAX_SEEDS)
         for name in ("grid_limit", "min_full"):
             integer(f"search.{name}", getattr(self, name), 0)
-        integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - self.seeds)
+        integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - SEED_SPAN * self.seeds)
         if self.max_model_len is not None:
             integer("model.max_model_len", self.max_model_len, 1, MAX_TOKENS)
         integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_POOL_TASKS)
