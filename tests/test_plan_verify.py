@@ -19,7 +19,7 @@ from pipesim.plan import report
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluator, run_design
 from pipesim.plan.judge import HORIZON, bound
-from pipesim.plan.verify import needs_verification, verify
+from pipesim.plan.verify import needs_verification, untested_share, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_plan import WORK, small_spec  # noqa: E402
@@ -63,6 +63,8 @@ def test_a_fastest_design_that_breaks_its_limit_at_four_times_the_steps_is_not_r
         assert run_design(spec, result.best.design, longer, s)["staleness_max"] <= 2
     page = report.text(result)
     assert all(e.verified in page for e in broke)
+    # the residual risk of a pick held on 5 seeds: (1 - 0.451) ** 5 = 0.05
+    assert "the pick held on 5 runs; a run as long may still break it on up to 45% of seeds" in page
     entries = {json.dumps(x["design"]): x for x in report.as_json(result)["full"]}
     for e in broke:
         got = entries[json.dumps(e.design.as_dict())]
@@ -279,3 +281,13 @@ def test_a_maximum_only_the_tail_doubts_is_open_and_verified_on_twice_the_seeds(
     out = {d: e}
     assert not _check(spec, broken, [e], 3, out)  # type: ignore[arg-type]
     assert not out[d].feasible and out[d].verified.startswith("verified: broke max_staleness")
+
+
+@given(st.integers(1, 10_000))
+def test_the_untested_share_is_the_exact_bound_for_no_failures(runs: int) -> None:
+    """At the share :func:`untested_share` gives, ``runs`` runs all hold with probability 5%
+    exactly, and more runs narrow it."""
+    p = untested_share(runs)
+    assert 0 < p < 1
+    assert math.isclose((1 - p) ** runs, 0.05, rel_tol=1e-9)
+    assert untested_share(runs + 1) < p

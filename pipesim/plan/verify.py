@@ -54,7 +54,15 @@ from pipesim.plan.space import CONSTRAINT_METRICS, Design, PlanSpec
 if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
 
-__all__ = ["BUDGET", "along_slices", "broken", "needs_verification", "verify", "verify_lines"]
+__all__ = [
+    "BUDGET",
+    "along_slices",
+    "broken",
+    "needs_verification",
+    "untested_share",
+    "verify",
+    "verify_lines",
+]
 
 BUDGET = 3
 """Verifications (each ``seeds`` runs of ``HORIZON x steps`` steps) a plan spends at most."""
@@ -242,4 +250,26 @@ def verify_lines(result: PlanResult) -> list[str]:
             "  no verified design held within the budget: the recommendation falls back to the fastest "
             "design proved by a bound"
         )
+    if best is not None and best.verified.startswith("held"):
+        runs = _held_runs(best.verified)
+        out.append(
+            f"  the pick held on {runs} runs; a run as long may still break it on up to "
+            f"{untested_share(runs):.0%} of seeds (95%, none of {runs} broke): only a declared bound "
+            "(drain) proves a maximum"
+        )
     return out
+
+
+def untested_share(runs: int, level: float = 0.95) -> float:
+    """The largest share of seeds on which a run breaks that is still consistent, at ``level``,
+    with ``runs`` runs none of which broke: ``1 - (1 - level) ** (1 / runs)`` (the exact binomial
+    bound for no failures; about ``3 / runs``). On the agent spec a pick held on 5 seeds, and
+    broke on seed 11 of 5-11: a bound of 45% says that can happen."""
+    return 1.0 - (1.0 - level) ** (1.0 / runs)
+
+
+def _held_runs(note: str) -> int:
+    """The number of seeds a ``held at S steps on seeds A-B`` note names."""
+    span = note.rsplit(" ", 1)[1]
+    first, _, last = span.partition("-")
+    return int(last or first) - int(first) + 1
