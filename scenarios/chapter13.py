@@ -134,9 +134,11 @@ def failure_policies() -> dict[str, dict[str, float]]:
 
 
 def exercise1(
-    batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0, steps: int = 30
+    batch_sizes: tuple[int, ...] = (8, 64, 512), mean_s: float = 96.0, steps: int = 400
 ) -> dict[int, dict[str, float]]:
-    """Exercise 1: synchronous step time with exponential durations against m * H_B + train + sync."""
+    """Exercise 1: synchronous step time with exponential durations against m * H_B + train + sync.
+    A step's time is a maximum of ``B`` draws, so its mean settles slowly: 30 steps printed 361.8 s
+    for B = 8 against 330.9 s (9% off, noise); 400 steps give 331.4 s."""
     out = {}
     for b in batch_sizes:
         cfg = PipelineConfig(b, b, 60.0, 10.0, 0, steps)
@@ -159,7 +161,7 @@ def exercise2(etas: range = range(9)) -> dict[int, dict[str, float]]:
     }
 
 
-def free_from(ex2: dict[int, dict[str, float]], tol: float = 1e-3) -> int:
+def free_from(ex2: dict[int, dict[str, float]], tol: float = 1e-3) -> int:  # tol: the 0.1% printed
     """The smallest eta from which dropping stale episodes costs no throughput (within ``tol``)."""
     out = max(ex2)
     for eta in sorted(ex2, reverse=True):
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
             f"  simulated eta=2, {name:<7}: {r['throughput_per_hour']:5.0f} episodes/hour, trained mean "
             f"{r['trained_duration_mean']:.1f} s, {r['episodes_failed']:.0f} failed"
         )
-    print("\nExercise 1: exponential durations (m = 96 s), synchronous step time")
+    print("\nExercise 1: exponential durations (m = 96 s), synchronous step time over 400 steps")
     for b, r in exercise1().items():
         pred, sim = r["predicted_step_s"], r["simulated_step_s"]
         print(f"  B = {b:3d}: m*H_B + 70 = {pred:6.1f} s | simulated {sim:6.1f} s")
@@ -229,7 +231,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['plain_throughput_per_hour']:6.0f}"
         )
 
-    print(f"  discarding stops costing throughput at eta = {free_from(ex2)}")
+    print(
+        f"  discarding stops costing throughput at eta = {free_from(ex2)} (within 0.1% of the plain throttle)"
+    )
 
 
 if __name__ == "__main__":

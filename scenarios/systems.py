@@ -110,8 +110,9 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     syncs the weights to the rollout workers (``sync_rollout_weights``, then ``clear_kv_cache``),
     starts generating the next whole batch, and trains on the awaited one. So generation runs one
     batch ahead (eta = 1, :class:`~pipesim.policies.base.CountThrottle`) and the sync waits for it to
-    finish (:class:`~pipesim.policies.base.Drain`): every episode is exactly one version stale and none
-    spans two versions.
+    finish (:class:`~pipesim.policies.base.Drain`): every episode after the first batch is exactly
+    one version stale (the first batch, generated before any step, is fresh) and none spans two
+    versions.
     """
     knob = "fixed at 1 (one step off-policy; verl_fully_async has a staleness_threshold)"
     return _scenario(
@@ -244,8 +245,9 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     aborted group back in the data buffer, and ``sglang_rollout.generate`` resends prompt plus
     partial response (``sample.tokens``) with the remaining token budget. So the trajectory
     continues under the new weights after re-prefilling its prefix: no work is lost, the prefix
-    is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`; the prompt's own prefill is not
-    modelled, pipesim has no prompt lengths). ``--partial-rollout`` only decides whether those
+    is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`: on fixed-duration slots, which
+    have no prompt lengths, the generated tokens only; the compute engine re-prefills prompt,
+    observations and generated tokens). ``--partial-rollout`` only decides whether those
     earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``).
     """
     if mode == "drain":
