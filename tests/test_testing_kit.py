@@ -20,11 +20,15 @@ DOCS = (ROOT / "README.md", ROOT / "docs" / "policies.md")
 """The two documents that carry the example: the README's copy and the policy guide's."""
 
 
-def readme_example(doc: Path = DOCS[0]) -> str:
+def readme_example(doc: Path = DOCS[0], at_its_lines: bool = False) -> str:
+    """The example block of ``doc``; ``at_its_lines``: preceded by blank lines, so that compiled
+    under ``doc``'s name its code sits at its own lines (Hypothesis reads a test's source back
+    from the file it names, and from the wrong line read the page's prose as Python)."""
     block = r"<!-- readme-example:start -->\n```python\n(.*?)```\n<!-- readme-example:end -->"
-    m = re.search(block, doc.read_text(), re.S)
+    text = doc.read_text()
+    m = re.search(block, text, re.S)
     assert m, f"{doc.relative_to(ROOT)} lost its example block"
-    return m.group(1)
+    return "\n" * text[: m.start(1)].count("\n") * at_its_lines + m.group(1)
 
 
 def test_the_two_copies_of_the_example_are_one() -> None:
@@ -36,7 +40,7 @@ def test_the_two_copies_of_the_example_are_one() -> None:
 def test_the_documented_example_runs_as_written(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = types.ModuleType("readme_example")  # a real module, as the user's test file would be
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(readme_example(doc), str(doc), "exec"), module.__dict__)
+    exec(compile(readme_example(doc, at_its_lines=True), str(doc), "exec"), module.__dict__)
     ns: dict[str, Any] = module.__dict__
     tests = [fn for name, fn in ns.items() if name.startswith("test_")]
     assert tests
