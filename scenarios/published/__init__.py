@@ -26,7 +26,7 @@ published value, the predicted point and range and their ratio; every verl step 
 ``gen`` and ``update_actor`` rows. ``--json FILE`` writes the rows as a list of ``{"claim",
 "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high"}``.
 AReaL's "throughput grows with eta" is a trend row: ``predicted`` is 1.0 when predicted throughput
-does not fall (by more than :data:`TREND_TOLERANCE`) as eta grows, else 0.0.
+rises from each eta to the next (:func:`~scenarios.published.common.rises`), else 0.0.
 
 The package, by module: :mod:`~scenarios.published.common` (the choices made once, measuring a
 run, the memoised runs), :mod:`~scenarios.published.fit` (the trainer's constants), one module
@@ -69,14 +69,13 @@ from scenarios.published.common import (
     LENGTHS_QWEN3,
     POINT,
     PROMPT_TOKENS,
-    TREND_TOLERANCE,
     UNSTATED,
     Measured,
     Unstated,
     Variant,
-    does_not_fall,
     math_workload,
     measure,
+    rises,
     rollout_throughput,
 )
 from scenarios.published.fit import TrainerFit, fit_trainer, trainer_config, update_actor_s
@@ -94,13 +93,13 @@ from scenarios.published.verl import (
 __all__ = [
     "APRIL_N", "APRIL_OVERSAMPLE", "APRIL_PROMPTS", "AREAL_ETA", "AREAL_GPUS", "AREAL_STEPS",
     "AREAL_TREND_ETAS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE", "LENGTHS_DISTILL", "LENGTHS_QWEN3",
-    "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "TREND_TOLERANCE", "UNSTATED",
+    "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "UNSTATED",
     "VERL_CALIBRATION", "VERL_PROFILE_ROW", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim",
     "Measured", "TrainerFit",
     "Unstated", "Variant", "fit_trainer", "scores", "trainer_config", "update_actor_s", "verl_fit",
     "_areal_trend", "april_engine", "april_run", "areal",
     "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_workload", "common",
-    "does_not_fall", "json_rows", "main", "math_workload", "measure", "predict", "roll_engine",
+    "json_rows", "main", "math_workload", "rises", "measure", "predict", "roll_engine",
     "roll_run", "rollout_throughput", "table", "verl_async", "verl_colocate", "verl_step_s",
     "verl_workload", "within", "write_json",
 ]  # fmt: skip

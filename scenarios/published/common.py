@@ -64,10 +64,6 @@ PROMPT_TOKENS = 256
 """Prompt length of a math problem with its chat template: none of the sources states the mean
 (verl's ``max_prompt_length`` is 2,048, a cap); a competition math problem is a few hundred tokens."""
 
-TREND_TOLERANCE = 0.02
-"""A trend "does not fall": each eta's throughput at least (1 - tolerance) times the previous one's
-(the runs are short, so a 2% dip is noise, not a trend)."""
-
 
 @dataclass(frozen=True)
 class Unstated:
@@ -287,9 +283,11 @@ PLACEHOLDER = Measured(
 """What a run returns while recording (its values are never shown)."""
 
 
-def does_not_fall(values: list[float], tolerance: float = TREND_TOLERANCE) -> bool:
-    """Each value at least ``(1 - tolerance)`` times the one before it."""
-    return all(b >= a * (1 - tolerance) for a, b in zip(values, values[1:], strict=False))
+def rises(values: list[float]) -> bool:
+    """Each value above the one before it: the claim's "grows", read as it is written. (It was
+    "does not fall by more than 2%", read as noise; on seeds 0-3 the model's eta 4 is 0.0-1.1%
+    below its eta 2 every time, a flat curve, not noise: that rule passed it.)"""
+    return all(b > a for a, b in zip(values, values[1:], strict=False))
 
 
 def rollout_throughput(m: Measured) -> float:
