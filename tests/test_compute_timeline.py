@@ -32,13 +32,13 @@ AGENT = TokenWorkload(
 )
 
 
-def assert_integrates(rep: ComputeReplica) -> None:
-    """The series' bins sum to the replica's own counters."""
-    tl = rep.timeline_frame()
+def assert_integrates(rep: ComputeReplica, end_s: float | None = None) -> None:
+    """The series' bins (up to ``end_s``) sum to the replica's own counters."""
+    tl = rep.timeline_frame(end_s)
     assert rep.series is not None
-    w = rep.series.width_s
+    w = tl["t_end_s"] - tl["t_start_s"]
     assert len(tl) <= rep.series.max_bins
-    assert np.allclose(tl["t_end_s"] - tl["t_start_s"], w)
+    assert np.allclose(w.iloc[:-1], rep.series.width_s) and 0 < w.iloc[-1] <= rep.series.width_s * (1 + 1e-12)
     assert tl["tokens"].sum() == pytest.approx(rep.tokens_generated, rel=1e-9)
     assert (tl["decode_tokens_per_s"] * w).sum() == pytest.approx(rep.tokens_generated, rel=1e-9)
     assert (tl["running"] * w).sum() == pytest.approx(rep.seq_time_integral, rel=1e-9)
@@ -128,13 +128,28 @@ def test_run_series_steps_and_idle_ratios(
     T = run.result.sim_time_s
     for rep, stats in zip(captured, run.engines, strict=True):
         assert_integrates(rep)
+        assert_integrates(rep, T)
+        # cut at the run's end, the last bin's means are over the time it covers
+        last = rep.timeline_frame(T).iloc[-1]
+        assert last["t_start_s"] < T == last["t_end_s"]
+        assert 0 <= last["busy_share"] + last["paused_share"] <= 1 + 1e-9
+    if run.replica_timeline is not None:
+        ends = run.replica_timeline.groupby("replica")["t_end_s"].max()
+        assert (ends == T).all()
         assert rep.timeline_frame()["tokens"].sum() == pytest.approx(stats["tokens_generated"], rel=1e-9)
         tl = rep.timeline_frame()
         w = rep.series.width_s  # type: ignore[union-attr]
         assert ((tl["busy_share"] + tl["paused_share"]) * w).sum() <= T * (1 + 1e-9)
     if design == "sync" and trainer_gpus == 0:  # colocated: the engines pause while the trainer trains
         assert max((rep.timeline_frame()["paused_share"]).sum() for rep in captured) > 0
-    stacked = replica_timeline(captured)
+        # the run ends training: its last bin, cut at the end, is paused throughout when the last
+        # training outlasts a bin (averaged over the bin's full width it read as partly idle)
+        train_s = run.result.train_log[-1][2] - run.result.train_log[-1][1]
+        for rep in captured:
+            tl = rep.timeline_frame(T)
+            if train_s > 2 * rep.series.width_s:  # type: ignore[union-attr]
+                assert tl["paused_share"].iloc[-1] == pytest.approx(1.0, rel=1e-9)
+    stacked = replica_timeline(captured, T)
     assert sorted(stacked["replica"].unique()) == [r.index for r in captured]
     steps = step_breakdown(run.result)
     assert len(steps) == len(run.result.train_log)

@@ -365,7 +365,7 @@ def run_compute(
         )
     stats = [e.stats(T) for e in engines]
     timelines = [e.timeline for e in engines] if record else []
-    series = replica_timeline(engines) if record else None
+    series = replica_timeline(engines, T) if record else None
     p.release()
     return ComputeRun(
         result,

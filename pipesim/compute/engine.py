@@ -290,11 +290,12 @@ class ComputeReplica(ReplicaDriver):
                 seq.ep.duration_s = seq.ep.work_s = self.generated_s(seq.ep)
                 seq.ep.tokens_before_update = seq.gen_at_update
 
-    def timeline_frame(self) -> pd.DataFrame:
-        """This replica over time, one row per bin of its series (see :func:`timeline_frame`)."""
+    def timeline_frame(self, end_s: float | None = None) -> pd.DataFrame:
+        """This replica over time, one row per bin of its series up to ``end_s`` (the run's end;
+        see :func:`timeline_frame`)."""
         if self.series is None:
             raise refuse("series", f"is off: replica {self.index} keeps no series (built with series=False)")
-        return timeline_frame(self.series, self._budget)
+        return timeline_frame(self.series, self._budget, end_s)
 
     def stats(self, sim_time_s: float) -> dict[str, Any]:
         """This replica's counters: tokens, prefill, preemptions, busy and compute-bound shares."""

@@ -182,8 +182,14 @@ class ReplicaSeries:
 
 
 # -- results over time -----------------------------------------------------------------------------
-def timeline_frame(series: ReplicaSeries, kv_budget_tokens: float) -> pd.DataFrame:
+def timeline_frame(
+    series: ReplicaSeries, kv_budget_tokens: float, end_s: float | None = None
+) -> pd.DataFrame:
     """One replica's binned series as a DataFrame, one row per bin (see :class:`ReplicaSeries`).
+
+    ``end_s``: the run's end. The bins after it are left out and the last one ends there, its
+    means taken over the part it covers: averaged over its full width, a run ending 0.06 s into
+    a 1 s bin showed its KV occupancy at 0.075 for a true 0.93.
 
     Columns: ``t_start_s``, ``t_end_s``; ``running`` (mean sequences decoding: resident and not
     paused), ``queued`` (mean waiting for the KV cache), ``kv_tokens`` (mean KV tokens held,
@@ -194,7 +200,15 @@ def timeline_frame(series: ReplicaSeries, kv_budget_tokens: float) -> pd.DataFra
     whichever the bin spent most of its busy time as (idle: never busy).
     """
     a = series.arrays()
-    w = series.width_s
+    if end_s is not None:  # the bins from end_s on fold into the last (an instant's tokens at end_s)
+        keep = max(int(np.searchsorted(a["t_start_s"], end_s, side="left")), 1)
+        cut = {k: v[:keep].copy() for k, v in a.items()}
+        for k in ReplicaSeries.COLUMNS:
+            cut[k][-1] += a[k][keep:].sum()
+        cut["t_end_s"][-1] = max(min(cut["t_end_s"][-1], end_s), cut["t_start_s"][-1])
+        a = cut
+    w = a["t_end_s"] - a["t_start_s"]
+    w = np.where(w > 0.0, w, series.width_s)  # a run ending at 0: its (empty) first bin whole
     busy, cb = a["busy_s"], a["compute_bound_s"]
     mb = busy - cb
     bound = np.where(busy <= 0.0, "idle", np.where(cb > mb, "compute", "memory"))
@@ -217,9 +231,10 @@ def timeline_frame(series: ReplicaSeries, kv_budget_tokens: float) -> pd.DataFra
     )
 
 
-def replica_timeline(replicas: list[ComputeReplica]) -> pd.DataFrame:
-    """Every replica's :meth:`ComputeReplica.timeline_frame`, stacked with a ``replica`` column."""
-    frames = [r.timeline_frame().assign(replica=r.index) for r in replicas if r.series is not None]
+def replica_timeline(replicas: list[ComputeReplica], end_s: float | None = None) -> pd.DataFrame:
+    """Every replica's :meth:`ComputeReplica.timeline_frame` up to ``end_s``, stacked with a
+    ``replica`` column."""
+    frames = [r.timeline_frame(end_s).assign(replica=r.index) for r in replicas if r.series is not None]
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
