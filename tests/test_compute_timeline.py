@@ -133,13 +133,12 @@ def test_run_series_steps_and_idle_ratios(
         last = rep.timeline_frame(T).iloc[-1]
         assert last["t_start_s"] < T == last["t_end_s"]
         assert 0 <= last["busy_share"] + last["paused_share"] <= 1 + 1e-9
-    if run.replica_timeline is not None:
-        ends = run.replica_timeline.groupby("replica")["t_end_s"].max()
-        assert (ends == T).all()
         assert rep.timeline_frame()["tokens"].sum() == pytest.approx(stats["tokens_generated"], rel=1e-9)
         tl = rep.timeline_frame()
         w = rep.series.width_s  # type: ignore[union-attr]
         assert ((tl["busy_share"] + tl["paused_share"]) * w).sum() <= T * (1 + 1e-9)
+    assert run.replica_timeline is not None
+    assert (run.replica_timeline.groupby("replica")["t_end_s"].max() == T).all()
     if design == "sync" and trainer_gpus == 0:  # colocated: the engines pause while the trainer trains
         assert max((rep.timeline_frame()["paused_share"]).sum() for rep in captured) > 0
         # the run ends training: its last bin, cut at the end, is paused throughout when the last
