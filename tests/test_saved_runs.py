@@ -207,10 +207,14 @@ def test_a_run_with_a_policy_outside_the_catalog_loads_with_a_warning(tmp_path: 
             return p.started < (p.version + 1) * p.batch_size
 
     sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2), admission=Mine())
-    path = run(sc).save(tmp_path / "mine")
+    with pytest.warns(UserWarning, match="admission: .*Mine is not in the policy catalog") as saving:
+        path = run(sc).save(tmp_path / "mine")
+    assert "default policies" in str(saving[0].message)  # said when saving, not only when loading
     with pytest.warns(UserWarning, match="outside the catalog"):
         loaded = pipesim.load(path)
     assert not loaded.scenario_exact and "Mine" in loaded.scenario_repr
+    # the stand-in says what it is: run again, its results carry the name
+    assert "stand-in" in loaded.scenario.name and loaded.scenario != sc
     assert "policies as run" in loaded._repr_html_()
     assert pipesim.load(run(Scenario()).save(tmp_path / "plain")).scenario_exact
 

@@ -110,8 +110,14 @@ def save(
         from pipesim.io.scenario_files import scenario_to_dict
 
         scenario_data = scenario_to_dict(scen)
-    except ValueError:  # a policy outside the catalog: keep its repr, for people
+    except ValueError as exc:  # a policy outside the catalog: keep its repr, for people
         scenario_data = None
+        warnings.warn(
+            f"{p}: {exc}. The run is saved with its scenario's repr only: loaded back, its scenario "
+            "is the saved pipeline with default policies, not the design that ran",
+            UserWarning,
+            stacklevel=3,
+        )
     files = {name: _parquet(getattr(result, attr)) for attr, name in TABLES.items()}
     lineage = _lineage(result)
     if lineage is not None:
@@ -334,8 +340,10 @@ def load(path: str | Path) -> SavedRun:
         else:
             missing_policy = "a policy of this run was outside the catalog when it was saved"
         if missing_policy is not None:  # the saved pipeline with default policies stands in
+            # named as one: a stand-in run again would otherwise pass for the design that ran
             scenario = Scenario(
-                pipeline=PipelineConfig(**sc["pipeline"]), name=str(meta.get("name", "scenario"))
+                pipeline=PipelineConfig(**sc["pipeline"]),
+                name=f"{meta.get('name', 'scenario')} (stand-in: default policies)",
             )
             warnings.warn(
                 f"{p}: {missing_policy}, so its scenario is shown as the saved pipeline with default "
