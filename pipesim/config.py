@@ -89,6 +89,7 @@ class Scenario:
     ``pool_size`` is the number of durations drawn up front (default: enough for the count
     throttle, ``(steps + max_staleness + 1) * batch_size + n_slots``). Policies that relaunch
     work (restarts, retries, over-sampling) may need a larger pool; the run says so if it runs dry.
+    A set pool below ``steps x batch_size`` is refused by :meth:`check_pool_size` before a run.
     """
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -151,6 +152,36 @@ class Scenario:
                 self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
             raise UnreadStaleness(why)
+
+    def check_pool_size(self) -> None:
+        """Refuse, naming ``pool_size``, a set pool below :attr:`min_pool_size`: its run would stop
+        part-way with the pool exhausted for certain. :func:`pipesim.run` asks before it draws the
+        pool (it ran to the pool's end and raised a PipelineError naming no field); a sweep asks per
+        cell, so such a cell fails as a row, not the whole grid. Construction does not refuse it:
+        ``with_(steps=...)`` of a design whose pool is set, a grid over ``steps`` and ``--set``
+        pairs in either order build such scenarios on the way to a valid one. A pool at or above the
+        bound may still run dry where the run launches more than it trains (policies and draws
+        decide); the run's PipelineError then names the pool_size set."""
+        need = self.min_pool_size
+        if self.pool_size is not None and self.pool_size < need:
+            p = self.pipeline
+            raise FieldError(
+                f"pool_size ({self.pool_size:,}) holds fewer tasks than the run trains (steps "
+                f"{p.steps:,} x batch_size {p.batch_size:,} = {need:,}, each a task of its own), so the "
+                f"run would stop part-way: it needs at least {need:,}, and more where it launches more "
+                f"than it trains (pool_size=None draws {self.default_pool_size:,}, which covers a run "
+                "that trains what it launches; designs that drop or relaunch work need more)",
+                "pool_size",
+            )
+
+    @property
+    def min_pool_size(self) -> int:
+        """The fewest tasks any run of this scenario draws, whatever its policies: ``steps x
+        batch_size`` (each step trains ``batch_size`` episodes, each a task of its own; a relaunch
+        reuses the task of an episode that was not trained): a set ``pool_size`` below it is refused
+        by :meth:`check_pool_size`."""
+        p = self.pipeline
+        return p.steps * p.batch_size
 
     @property
     def needs_lifecycle(self) -> bool:

@@ -22,15 +22,20 @@ from pipesim.workload.durations import ExponentialDurations, LogNormalDurations
 
 
 def test_exhausted_pool_says_how_many_were_needed() -> None:
-    with pytest.raises(PipelineError, match=r"launched all 10 tasks.*at least 80") as info:
-        simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, max_staleness=0, steps=8)
+    # 70 durations cover the 64 trained (8 x 8), not the count throttle's launches ahead: the run
+    # stops part-way, saying so and what covers it (fewer than 64: refused before the run)
+    with pytest.raises(PipelineError, match=r"launched all 70 tasks.*pass more durations; 88") as info:
+        simulate_pipeline([1.0] * 70, 8, 8, 1.0, 1.0, max_staleness=1, steps=8)
     assert "simpy" not in str(info.value).lower()
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
 def test_exhausted_pool_with_scenario_model() -> None:
-    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=5), pool_size=6)
-    with pytest.raises(PipelineError, match="durations pool exhausted"):
+    # 22 covers the 20 trained (below them: refused naming pool_size, tests/test_pool_checks.py)
+    sc = Scenario(pipeline=PipelineConfig(n_slots=4, batch_size=4, steps=5, max_staleness=1), pool_size=22)
+    with pytest.raises(
+        PipelineError, match="durations pool exhausted.*pool_size is set to 22: set it higher"
+    ):
         run(sc)
 
 
@@ -108,8 +113,8 @@ def test_run_restores_the_garbage_collector() -> None:
     assert gc.isenabled()
     simulate_pipeline([1.0] * 100, 4, 4, 1.0, 1.0, steps=2)
     assert gc.isenabled()
-    with pytest.raises(PipelineError):
-        simulate_pipeline([1.0] * 10, 8, 8, 1.0, 1.0, steps=8)
+    with pytest.raises(PipelineError):  # stops inside the run (70 >= the 64 trained)
+        simulate_pipeline([1.0] * 70, 8, 8, 1.0, 1.0, max_staleness=1, steps=8)
     assert gc.isenabled()
 
 

@@ -199,7 +199,7 @@ def test_zero_time_relaunch_loop_is_detected() -> None:
             p.requeue([(e.task_id, e.id) for e in out])  # type: ignore[attr-defined]
             return None, out
 
-    sc = Scenario(pipeline=CFG, durations=TraceDurations.from_values([0.0] * 50), pool_size=50)
+    sc = Scenario(pipeline=CFG, durations=TraceDurations.from_values([0.0] * 64), pool_size=64)
     with pytest.raises(PipelineError, match="no progress"):
         run(sc.with_(admission=AReaLThrottle(), batching=RequeueEverything()))
 

@@ -77,12 +77,17 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
     """Every task of the pool was launched before the run's last step. Below the default pool
     (sized for runs that train what they launch) the advice is that size; at or above it, the run
     launched more than it trains, and the message says where the surplus went (dropped, or still
-    running and buffered under the admission rule), naming those policies, not just a number."""
+    running and buffered under the admission rule), naming those policies, not just a number.
+    Either way the way to more tasks is the one that applies (:func:`_more_pool`): a ``pool_size``
+    the scenario set is named with its value, never advised to be set."""
     default = p.scenario.default_pool_size
     running, buffered = p.n_running, len(p.buffer.items)
     books = f"{p.n_trained} trained, {p.n_dropped} dropped, {running} running, {buffered} buffered"
+    more = _more_pool(p, pool_size)
     if pool_size < default:
-        advice = f"pass at least {default} durations or set pool_size"
+        advice = (
+            f"{more}; {default:,}, this pipeline's default pool, covers a run that trains what it launches"
+        )
     else:
         surplus = []
         if p.n_dropped:
@@ -99,12 +104,30 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
         advice = (
             f"the run trains {need:,} in all and {' and '.join(surplus) or 'launched more'}, which "
             f"the pool of {pool_size:,} (the default is sized for a run that trains what it "
-            "launches) does not cover: set pool_size higher"
+            f"launches) does not cover: {more}"
         )
     return PipelineError(
         f"durations pool exhausted: the run launched all {pool_size} tasks (at {_where(p)}: "
         f"{books}); {advice}{_no_batch_yet(p)}"
     )
+
+
+def _more_pool(p: Pipeline, pool_size: int) -> str:
+    """How to give the run more tasks: where the scenario set ``pool_size`` and the pool is the one
+    it drew, raise that (naming its value, not advising to set it); where the pool is smaller or
+    larger than both the set size and the default, it was passed in (``run(scenario, durations)``,
+    ``simulate_pipeline``), so more durations; otherwise (the default pool) set pool_size."""
+    set_to, default = p.scenario.pool_size, p.scenario.default_pool_size
+    if set_to is not None and pool_size == set_to:
+        return f"pool_size is set to {set_to:,}: set it higher"
+    if set_to is not None:
+        return (
+            f"pass more durations (pool_size, {set_to:,}, sizes a pool the run draws, "
+            "not the durations given)"
+        )
+    if pool_size != default:
+        return "pass more durations"
+    return "set pool_size higher"
 
 
 def _no_batch_yet(p: Pipeline) -> str:

@@ -41,7 +41,11 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     """
     if not isinstance(scenario, Scenario):
         raise refuse("scenario", f"must be a pipesim.Scenario, got {type(scenario).__name__}")
-    pool = draw_pool(scenario) if durations is None else as_durations(durations)
+    if durations is None:
+        scenario.check_pool_size()  # a set pool_size below steps x batch_size: refused, not run dry
+        pool = draw_pool(scenario)
+    else:
+        pool = _given_pool(scenario, durations)
     p = Pipeline(scenario, pool)  # the engine reads the array in place
     p.run()
     result = RunResult(
@@ -56,6 +60,26 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     )
     p.release()
     return result
+
+
+def _given_pool(scenario: Scenario, durations: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``durations`` checked (:func:`~pipesim.workload.durations.as_durations`), and refused naming
+    ``durations`` where it holds fewer than the run trains (``steps x batch_size``, each a task of
+    its own): such a pool is exhausted part-way for certain, whatever the policies (the run's
+    PipelineError named no field and advised a pool_size, which durations passed here override)."""
+    pool = as_durations(durations)
+    need = scenario.min_pool_size
+    if len(pool) < need:
+        cfg = scenario.pipeline
+        raise refuse(
+            "durations",
+            f"holds {len(pool):,} episode durations but the run trains {need:,} (steps {cfg.steps:,} x "
+            f"batch_size {cfg.batch_size:,}), each a duration of its own, consumed in order: pass at "
+            f"least {need:,}, and more where the run launches more than it trains ("
+            f"{scenario.default_pool_size:,}, (steps + max_staleness + 1) x batch_size + n_slots, "
+            "covers the count throttle)",
+        )
+    return pool
 
 
 def _chapter_metrics(r: RunResult) -> dict[str, float]:

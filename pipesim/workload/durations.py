@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from pipesim.core.errors import check_int, check_number, check_tail, shown
 from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, refuse
-from pipesim.workload.seconds import Array, as_durations, check_durations
+from pipesim.workload.seconds import Array, as_durations
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """The largest float32: the chapter's torch draws are float32 (:meth:`AgentDurations._check_float32`)."""
@@ -322,15 +322,18 @@ class TraceDurations:
     cycle: bool = False
 
     def __post_init__(self) -> None:
-        if len(self.values) == 0:
+        data = as_durations(self.values, "values")  # one-dimensional real seconds: no bool, no grid
+        if len(data) == 0:
             raise refuse("values", "must hold at least one duration")
-        check_durations(self.values, name="values")
+        if type(self.values) is not tuple:  # a list (or an array) kept made the scenario unhashable
+            object.__setattr__(self, "values", tuple(data.tolist()))
 
     @classmethod
     def from_values(cls, values: Sequence[float] | npt.ArrayLike, cycle: bool = False) -> TraceDurations:
-        """From a list, a numpy array or anything array-like (a CPU torch tensor included)."""
-        seq = np.asarray(values, dtype=np.float64).ravel().tolist()
-        return cls(values=tuple(seq), cycle=cycle)
+        """From a list, a numpy array or anything array-like (a CPU torch tensor included): one
+        dimension of real seconds, checked as a run's pool is (a 2-D array was flattened, booleans
+        read as 1.0 and 0.0)."""
+        return cls(values=tuple(as_durations(values, "values").tolist()), cycle=cycle)
 
     @classmethod
     def from_csv(cls, path: str | Path, column: str, cycle: bool = False) -> TraceDurations:
