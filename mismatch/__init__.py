@@ -24,8 +24,9 @@ Models (``mismatch.models``): ``load_model`` (local dir or HF cache, never the n
 weights with a calibrated logit scale). Every result carries the model's label; random weights
 are never presented as Qwen3. Run ``python -m mismatch --tiny`` for the tables; see docs/mismatch.md.
 
-Importing this package is light: only ``logprob_health`` (torch) is loaded eagerly; everything
-that needs transformers is loaded on first attribute access.
+Importing this package is light: nothing is loaded until first attribute access (torch for
+``logprob_health``, transformers for the rest), so ``python -m mismatch`` can say in one line that
+Ctrl-C stopped it while torch was still importing.
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mismatch.health import logprob_health
-
 _LAZY = {
+    "logprob_health": "mismatch.health",
     "load_model": "mismatch.models",
     "tiny_qwen3": "mismatch.models",
     "qwen3_0_6b_random": "mismatch.models",
@@ -53,7 +53,7 @@ _LAZY = {
     "make_prompts": "mismatch.prompts",
 }
 
-__all__ = ["logprob_health", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

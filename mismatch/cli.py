@@ -3,26 +3,29 @@
 Exactly one model source: ``--model PATH`` (a local checkpoint or an HF-cache id, never downloaded),
 ``--tiny`` (the default) or ``--random-0.6b``. ``--from-json FILE`` re-prints the tables of a saved
 run (and renders ``--html``) without running anything, e.g. for results brought back from a GPU.
+Ctrl-C or SIGTERM stops a run in one line (exit 130); once the main comparisons exist, their tables
+are printed and ``--json`` is written with the result so far, marked ``incomplete``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
-import stat
 import sys
-import tempfile
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
 
 from mismatch.checks import FieldError
+from mismatch.cliio import (
+    closed_pipe_dropped,
+    interrupts_stop_once,
+    special_path,
+    write_atomic,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,9 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--from-json", metavar="FILE", help="print tables (and --html) of a saved run")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    p.add_argument("--prompts", type=int, default=30, help="number of prompts (default 30)")
+    p.add_argument("--prompts", type=int, default=30, help="number of prompts, 2 or more (default 30)")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens sampled per prompt (default 32)")
-    p.add_argument("--batch", type=int, default=None, help="batch N for trainer/engine (default: --prompts)")
+    p.add_argument(
+        "--batch", type=int, default=None, help="batch N for trainer/engine, 2 or more (default: --prompts)"
+    )
     p.add_argument("--seed", type=int, default=0, help="weights and sampling seed (default 0)")
     p.add_argument(
         "--attn", default="sdpa", choices=("sdpa", "eager"), help="baseline attention (default sdpa)"
@@ -77,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Build the source and run the probe (no printing of tables)."""
+def run(args: argparse.Namespace, partial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Build the source and run the probe (no printing of tables); ``partial`` is
+    ``run_probe``'s: the result so far, for a run that is stopped part-way."""
     from mismatch.models import ModelSource
     from mismatch.probe import ProbeConfig, run_probe
 
@@ -95,7 +101,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         source = ModelSource.random_0_6b(args.seed, args.device, args.attn)
     else:
         source = ModelSource.tiny(args.seed, args.device, args.attn)
-    return run_probe(source, cfg, log=lambda s: print(f"[mismatch] {s}", file=sys.stderr, flush=True))
+    return run_probe(
+        source, cfg, log=lambda s: print(f"[mismatch] {s}", file=sys.stderr, flush=True), partial=partial
+    )
 
 
 def load_result(path: str) -> dict[str, Any]:
@@ -135,7 +143,7 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None) -
     neither ``scenarios`` nor ``offpolicy``, whose ``check_output`` this copies.)"""
     if not path:
         return
-    if _special(path):  # a pipe, a terminal, /dev/null: opening it to test would block or drain it
+    if special_path(path):  # a pipe, a terminal, /dev/null: opening it to test would block or drain it
         return
     target = Path(path).resolve()
     if not target.parent.is_dir():
@@ -182,68 +190,16 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         check_output(parser, f"--{flag}", getattr(args, flag))
     for flag in ("json", "from_json"):  # one file for two: the figure replaced the run's JSON
         path = getattr(args, flag)
-        if args.html and path and Path(args.html).resolve() == Path(path).resolve() and not _special(path):
+        if (
+            args.html
+            and path
+            and Path(args.html).resolve() == Path(path).resolve()
+            and not special_path(path)
+        ):
             parser.error(
                 f"--html {args.html} is also --{flag.replace('_', '-')}: the figure would replace it; "
                 "give --html another path"
             )
-
-
-class DropOnClosedPipe:
-    """A stdout that, once its reader has left (``| head``), drops what is written instead of
-    raising BrokenPipeError: the run goes on and writes its files. The first broken write points
-    the stream's file descriptor at os.devnull, so the interpreter's final flush of what is still
-    buffered cannot fail either (that made the exit status 120). Anything else is the stream's."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.dropping = False
-
-    def write(self, text: str) -> int:
-        if not self.dropping:
-            try:
-                return int(self.stream.write(text))
-            except BrokenPipeError:
-                self._drop()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.dropping:
-            try:
-                self.stream.flush()
-            except BrokenPipeError:
-                self._drop()
-
-    def _drop(self) -> None:
-        self.dropping = True
-        try:
-            fd = self.stream.fileno()
-        except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing to flush
-            return
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, fd)
-        finally:
-            os.close(devnull)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-
-@contextlib.contextmanager
-def closed_pipe_dropped() -> Iterator[None]:
-    """``sys.stdout`` and ``sys.stderr`` are :class:`DropOnClosedPipe` within the block (``|&
-    head`` closes both), flushed at its end and then restored."""
-    guards = {name: DropOnClosedPipe(getattr(sys, name)) for name in ("stdout", "stderr")}
-    for name, guard in guards.items():
-        setattr(sys, name, guard)
-    try:
-        yield
-    finally:
-        for name, guard in guards.items():
-            guard.flush()
-            if getattr(sys, name) is guard:
-                setattr(sys, name, guard.stream)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -251,9 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+#: the flags that take a path: an empty one (``--json ""``, an unset shell variable) was taken as
+#: "not given" (``--model ""`` ran the tiny model), so it is refused by name
+PATH_FLAGS = ("model", "from_json", "json", "html")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for dest in PATH_FLAGS:
+        value = getattr(args, dest)
+        if value is not None and not value.strip():
+            flag = f"--{dest.replace('_', '-')}"
+            parser.error(f"{flag} {value!r}: an empty path; give a {'model' if dest == 'model' else 'file'}")
     cpus = os.cpu_count() or 1  # more torch threads than CPUs only slows the probe down (or crashes it)
     if args.threads is not None and not 1 <= args.threads <= cpus:
         parser.error(f"--threads must be 1 to {cpus} (the CPUs here), got {args.threads}")
@@ -267,23 +233,52 @@ def _main(argv: Sequence[str] | None) -> int:
     from mismatch.report import format_report
 
     written: list[str] = []  # the outputs written so far, for the line an interrupt prints
+    partial: dict[str, Any] = {}  # the result so far (run_probe fills it once the main rows exist)
+    with interrupts_stop_once():
+        try:
+            return _run_and_write(args, format_report, written, partial)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line; an output is written whole or not at all
+            so_far = _save_partial(args, format_report, partial, written)
+            kept = f"{', '.join(written)} written{so_far}; the rest not" if written else "nothing written"
+            print(f"python -m mismatch: interrupted: {kept}", file=sys.stderr, flush=True)
+            return 130
+
+
+def _save_partial(
+    args: argparse.Namespace, format_report: Any, partial: dict[str, Any], written: list[str]
+) -> str:
+    """After an interrupt or a later stage's error: print the tables of the result so far and
+    write it to ``--json`` (marked ``incomplete``), where the main comparisons exist and the JSON
+    is not written yet -> what to add to the line that says what was written."""
+    if not partial or args.from_json or (args.json and args.json in written):
+        return ""
+    print(format_report(partial))
+    if not args.json:
+        return ""
     try:
-        with sigterm_as_interrupt():
-            return _run_and_write(args, format_report, written)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: one line; an output is written whole or not at all
-        kept = f"{', '.join(written)} written; the rest not" if written else "nothing written"
-        print(f"python -m mismatch: interrupted: {kept}", file=sys.stderr, flush=True)
-        return 130
+        write_atomic(args.json, lambda tmp: tmp.write_text(json.dumps(partial)))
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ""
+    written.append(args.json)
+    stage = partial.get("incomplete", {}).get("stage")
+    return f" (the result so far, stopped during {stage})" if stage else ""
 
 
-def _run_and_write(args: argparse.Namespace, format_report: Any, written: list[str]) -> int:
+def _run_and_write(
+    args: argparse.Namespace, format_report: Any, written: list[str], partial: dict[str, Any]
+) -> int:
     """Run (or load) the probe, print the tables, write ``--json`` and ``--html`` (each added to
-    ``written`` once it is)."""
+    ``written`` once it is). A run that fails part-way (a later stage out of GPU memory) still
+    prints and writes the result so far (:func:`_save_partial`)."""
     try:
-        result = load_result(args.from_json) if args.from_json else run(args)
+        result = load_result(args.from_json) if args.from_json else run(args, partial)
         report = format_report(result)
     except (ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        kept = _save_partial(args, format_report, partial, written)
+        if written:
+            print(f"python -m mismatch: wrote {', '.join(written)}{kept}", file=sys.stderr)
         return 2
     except (KeyError, TypeError, IndexError) as exc:  # a saved file whose inner rows have another shape
         if not args.from_json:
@@ -308,49 +303,3 @@ def _run_and_write(args: argparse.Namespace, format_report: Any, written: list[s
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
-
-
-def write_atomic(path: str, write: Any) -> None:
-    """``write(tmp)`` to a temporary file beside ``path``, then rename it over ``path``: an
-    interrupt leaves the old file or none, never half of one. A pipe or a terminal (``/dev/stdout``)
-    is written in place. (``mismatch`` does not import pipesim, whose ``write_atomic`` this twins.)"""
-    if _special(path):
-        write(Path(path))
-        return
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; results are meant to be shared
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _special(path: str) -> bool:
-    """Whether ``path`` is an existing pipe, character device or socket (``/dev/stdout``, a FIFO,
-    ``>(cat)``), which a script writes as a stream: nothing to test by opening it."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)

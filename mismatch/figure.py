@@ -67,7 +67,8 @@ def mismatch_figure(result: dict[str, Any]) -> Any:
 
 def page_title(result: dict[str, Any]) -> str:
     """The ``<title>`` of the page: what it shows and of which model."""
-    return f"Training-inference mismatch: {result['model']['label']}"
+    cut = " (INCOMPLETE run)" if "incomplete" in result else ""
+    return f"Training-inference mismatch: {result['model']['label']}{cut}"
 
 
 def write_html(result: dict[str, Any], path: str) -> None:

@@ -6,6 +6,9 @@ the real model):
 
 * ``load_model(path_or_id, ...)``: a local directory or an entry of the Hugging Face cache, loaded
   with ``local_files_only=True``. Nothing is downloaded; absent weights raise ``FileNotFoundError``.
+  Only Qwen3 checkpoints (config.json ``model_type`` ``qwen3``) are taken: the probe is about that
+  architecture, and ``AutoModelForCausalLM`` would otherwise run any causal LM (or give a BERT a
+  randomly initialised LM head) under a "REAL weights" label.
 * ``tiny_qwen3(seed)``: a 3-layer Qwen3 with about 0.17M random parameters, for tests and ``--tiny``.
 * ``qwen3_0_6b_random(seed)``: the real Qwen3-0.6B configuration (28 layers, hidden 1024, tied
   embeddings, vocab 151936) with random weights, for a GPU run when the checkpoint is missing.
@@ -28,7 +31,6 @@ are bimodal-ish (repeats are near-certain), so bins are populated, but not like 
 from __future__ import annotations
 
 import copy
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -36,8 +38,16 @@ from typing import Any
 
 import torch
 
+from mismatch.checkpoint import (
+    check_architecture,
+    check_vocab,
+    config_vocab_size,
+    load_tokenizer,
+    read_config,
+    resolve_local,
+)
 from mismatch.checks import FieldError, refuse
-from mismatch.prompts import ByteTokenizer, HFTokenizer, Tokenizer, make_prompts
+from mismatch.prompts import ByteTokenizer, Tokenizer, make_prompts
 from mismatch.sampling import engine_sample
 
 TARGET_MEAN_PROB = 0.35  # mean probability of a sampled token, about the chapter's Qwen3-0.6B value
@@ -45,7 +55,6 @@ CALIBRATION_STEPS = 12  # bisection steps on log(alpha) in [log 0.5, log 200]
 CALIBRATION_PROMPTS = 8  # prompts decoded per step, each cut to its last 64 bytes, 16 new tokens
 CALIBRATION_PROMPT_BYTES = 64
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 QWEN3_PAD_ID = 151643  # <|endoftext|> in the Qwen3 vocabulary
 
 
@@ -100,44 +109,18 @@ def _check_attn(attn_implementation: str) -> None:
         )
 
 
-def _resolve_local(name_or_path: str) -> str:
-    """A local directory, or a snapshot of the HF cache for a hub id; FileNotFoundError otherwise."""
-    if os.path.isdir(name_or_path):
-        if not os.path.isfile(os.path.join(name_or_path, "config.json")):
-            raise FileNotFoundError(f"model path {name_or_path!r} is a directory without config.json")
-        return name_or_path
-    if os.path.exists(name_or_path):  # a file (or a device): there, but no checkpoint
-        raise FileNotFoundError(
-            f"model path {name_or_path!r} is a file, not a model directory; pass the checkpoint's "
-            "directory (the one holding config.json and the weights)"
-        )
-    looks_like_path = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
-    if looks_like_path:
-        raise FileNotFoundError(
-            f"model path {name_or_path!r} does not exist; pass a local checkpoint directory, a hub id "
-            "already in the Hugging Face cache, or use --random-0.6b for a labelled random stand-in"
-        )
-    from huggingface_hub import snapshot_download
-
-    try:
-        return str(snapshot_download(name_or_path, local_files_only=True))
-    except Exception as exc:  # huggingface_hub raises several types for "not cached"
-        raise FileNotFoundError(
-            f"weights for {name_or_path!r} are not in the local Hugging Face cache and this probe never "
-            "downloads; pass a local directory, or use --random-0.6b for a labelled random stand-in"
-        ) from exc
-
-
 def load_model(
     name_or_path: str,
     dtype: torch.dtype = torch.bfloat16,
     device: str | torch.device = "cpu",
     attn_implementation: str = "sdpa",
 ) -> LabelledModel:
-    """Load a real checkpoint from a local directory or the HF cache (never the network)."""
+    """Load a real Qwen3 checkpoint from a local directory or the HF cache (never the network);
+    FieldError (field ``model``) for a config.json that is not valid JSON or not a Qwen3's."""
     _check_attn(attn_implementation)
     dev = resolve_device(device)
-    path = _resolve_local(name_or_path)
+    path = resolve_local(name_or_path)
+    check_architecture(name_or_path, read_config(name_or_path, path), os.path.join(path, "config.json"))
     from transformers import AutoModelForCausalLM
 
     model: Any = AutoModelForCausalLM.from_pretrained(
@@ -155,60 +138,6 @@ def load_model(
         context=int(cfg.max_position_embeddings),
     )
     return LabelledModel(model, info, dtype, dev, attn_implementation)
-
-
-def load_tokenizer(name_or_path: str) -> Tokenizer:
-    """The checkpoint's own tokenizer, from the same local directory or cache entry."""
-    from transformers import AutoTokenizer
-
-    path = _resolve_local(name_or_path)
-    if not any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES):
-        # transformers 5 would silently build an empty tokenizer from config.json alone
-        raise FileNotFoundError(
-            f"no tokenizer files ({', '.join(TOKENIZER_FILES)}) for model {name_or_path!r} in {path}"
-        )
-    try:
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise FileNotFoundError(f"no usable tokenizer files for model {name_or_path!r} in {path}") from exc
-    return HFTokenizer(tok, name_or_path)
-
-
-def config_vocab_size(path: str) -> int | None:
-    """``vocab_size`` of ``path/config.json`` (or of its ``text_config``), read without building
-    the model; None where the file does not say (the model's own default then applies)."""
-    try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
-            cfg = json.load(fh)
-    except (OSError, ValueError):
-        return None  # from_pretrained reports an unreadable config.json in its own words
-    for where in (cfg, cfg.get("text_config") if isinstance(cfg, dict) else None):
-        if isinstance(where, dict):
-            value = where.get("vocab_size")
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return None
-
-
-def check_vocab(model: str, vocab_size: int | None, n_tokens: int | None, pad_id: int | None = None) -> None:
-    """FieldError (field ``vocab_size``) naming both sizes when the tokenizer can produce an id the
-    model has no embedding row for: the forward pass would fail inside torch with "index out of
-    range in self". A tokenizer smaller than the vocabulary is normal (Qwen3 pads its table)."""
-    if vocab_size is None:
-        return
-    if n_tokens is not None and n_tokens > vocab_size:
-        raise FieldError(
-            f"model {model!r}: its tokenizer has {n_tokens} tokens but config.json's vocab_size is "
-            f"{vocab_size}, so token ids {vocab_size} to {n_tokens - 1} have no embedding; are the "
-            "tokenizer files from another model?",
-            "vocab_size",
-        )
-    if pad_id is not None and not 0 <= pad_id < vocab_size:
-        raise FieldError(
-            f"model {model!r}: the tokenizer's pad id {pad_id} is outside config.json's vocab_size "
-            f"{vocab_size} (ids 0 to {vocab_size - 1})",
-            "vocab_size",
-        )
 
 
 def tiny_qwen3_config(attn_implementation: str = "sdpa") -> Any:
@@ -353,10 +282,12 @@ class ModelSource:
     def real(cls, name_or_path: str, device: str = "cpu", attn_implementation: str = "sdpa") -> ModelSource:
         _check_attn(attn_implementation)
         dev = resolve_device(device)
-        path = _resolve_local(name_or_path)  # fail before anything heavy happens
+        path = resolve_local(name_or_path)  # fail before anything heavy happens
+        cfg = read_config(name_or_path, path)
+        check_architecture(name_or_path, cfg, os.path.join(path, "config.json"))
         tokenizer = load_tokenizer(name_or_path)
         check_vocab(
-            name_or_path, config_vocab_size(path), getattr(tokenizer, "n_tokens", None), tokenizer.pad_id
+            name_or_path, config_vocab_size(cfg), getattr(tokenizer, "n_tokens", None), tokenizer.pad_id
         )
         return cls("real", dev, attn_implementation, tokenizer, path=name_or_path)
 

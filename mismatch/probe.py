@@ -12,6 +12,9 @@ Flow (all comparisons are over the same sampled tokens, so they are token-aligne
 
 ``run_probe`` returns a plain dict with a fixed schema (``SCHEMA``, checked by tests) so results
 from a GPU machine can be rendered and compared later on a laptop. The model's label is in it.
+Once steps 1-3 are done the dict exists, and later stages add their rows to it as they finish: a
+run stopped part-way (``python -m mismatch`` on Ctrl-C or SIGTERM) saves it with an
+``"incomplete"`` key naming the stage that was running.
 """
 
 from __future__ import annotations
@@ -45,13 +48,18 @@ TOP_LEVEL_KEYS = (
     "samples",
     "timings_s",
 )
+OPTIONAL_KEYS = ("incomplete",)
+"""Only in a result saved part-way (an interrupt, or a later stage's error): ``{"stage": ...}``
+names the stage that was running, whose rows (``engine_batches`` or ``knobs``) may be partly or
+wholly missing; every other key is whole. A complete result never has it."""
 
 
 def _check_count(name: str, value: object, low: int = 1, high: int | None = None, what: str = "") -> None:
     """FieldError naming ``name`` (its field: ``name`` less the flag in parentheses) unless ``value`` is
     an int (not a bool) in ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise FieldError(f"{name} must be an integer >= {low}, got {shown(value)}", name.split(" (")[0])
+        why = " (batch 1 against batch N needs N >= 2)" if low == 2 and value == 1 else ""
+        raise FieldError(f"{name} must be an integer >= {low}, got {shown(value)}{why}", name.split(" (")[0])
     if high is not None and value > high:
         raise FieldError(f"{name} must be at most {what or high} ({high}), got {value}", name.split(" (")[0])
 
@@ -74,14 +82,17 @@ class ProbeConfig:
     knobs: bool = True
 
     def __post_init__(self) -> None:
+        # N >= 2: with one prompt (or --batch 1) every "batch 1 vs batch N" row compares a pass
+        # with itself ("batch 1 vs batch 1", all zeros) and the engine batch rows have nothing to
+        # compare, so the tables would say nothing while looking like a result.
         _check_count(
-            "n_prompts (--prompts)", self.n_prompts, 1, MAX_PROMPTS, "MAX_PROMPTS, one probe's batch"
+            "n_prompts (--prompts)", self.n_prompts, 2, MAX_PROMPTS, "MAX_PROMPTS, one probe's batch"
         )
         _check_count("new_tokens (--new-tokens)", self.new_tokens)
         _check_count("seed (--seed)", self.seed, 0, 2**64 - 1)  # torch's manual_seed range
         if self.batch_n is not None:
             # A batch above the prompts would label its rows "batch N" for a batch that never ran.
-            _check_count("batch_n (--batch)", self.batch_n, 1, self.n_prompts, "the number of prompts")
+            _check_count("batch_n (--batch)", self.batch_n, 2, self.n_prompts, "the number of prompts")
         for b in self.engine_batches:
             _check_count("engine_batches", b)
         if not isinstance(self.knobs, bool):
@@ -138,9 +149,19 @@ def _rounded(t: torch.Tensor) -> list[list[float]]:
 
 
 def run_probe(
-    source: ModelSource, cfg: ProbeConfig, log: Callable[[str], None] = lambda s: None
+    source: ModelSource,
+    cfg: ProbeConfig,
+    log: Callable[[str], None] = lambda s: None,
+    partial: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run every comparison on ``source`` -> dict with the keys in ``TOP_LEVEL_KEYS``."""
+    """Run every comparison on ``source`` -> dict with the keys in ``TOP_LEVEL_KEYS``.
+
+    ``partial``, when given, is filled with the result so far as soon as the five main comparisons
+    exist, and kept up to date as each later row is measured; until the run completes it also has
+    the key ``"incomplete"`` (the stage that was running). A caller stopped by an interrupt (or a
+    later stage's error, such as running out of GPU memory) can save it: the main comparisons, the
+    samples and every finished row, instead of nothing. Before the main comparisons it stays empty.
+    """
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     tok, n, T = source.tokenizer, cfg.n, cfg.new_tokens
@@ -173,8 +194,6 @@ def run_probe(
     scores = {
         (name, b): trainer(lm.model, ids, b) for name, lm in (("bf16", m16), ("fp32", m32)) for b in (1, n)
     }
-    timings["main"] = time.perf_counter() - t
-    log("sampled and re-scored")
 
     pairs: list[tuple[str, str, torch.Tensor, torch.Tensor]] = [
         ("bf16_b1_vs_engine", "bf16 trainer, batch 1 vs engine", scores["bf16", 1], mu),
@@ -183,11 +202,38 @@ def run_probe(
         ("bf16_b1_vs_bN", f"bf16 trainer: batch 1 vs batch {n}", scores["bf16", 1], scores["bf16", n]),
         ("fp32_b1_vs_bN", f"fp32 trainer: batch 1 vs batch {n}", scores["fp32", 1], scores["fp32", n]),
     ]
-    comparisons = [{"key": k, **mismatch_row(name, a, b).to_dict()} for k, name, a, b in pairs]
     diffs = {k: a - b for k, _, a, b in pairs}
+    eng_rows: list[dict[str, Any]] = []  # filled below; the same lists are in ``partial``
+    knobs: list[dict[str, Any]] = []
+    result: dict[str, Any] = partial if partial is not None else {}
+    result.update(
+        {
+            "schema": SCHEMA,
+            "model": {
+                **m16.info.to_dict(),
+                "attn_implementation": source.attn_implementation,
+                "tokenizer": tok.name,
+            },
+            "config": {**asdict(cfg), "engine_batches": list(cfg.engine_batches), "batch_n": n},
+            "env": _env(source.device),
+            "comparisons": [{"key": k, **mismatch_row(name, a, b).to_dict()} for k, name, a, b in pairs],
+            "bins": probability_bins(mu, diffs),
+            "ratios": ratio_ranges(scores["bf16", 1], mu),
+            "engine_batches": eng_rows,
+            "knobs": knobs,
+            "samples": {"engine_logp": _rounded(mu), "d": {k: _rounded(v) for k, v in diffs.items()}},
+            "timings_s": {},
+            "incomplete": {"stage": "engine_batches"},
+        }
+    )
 
+    def timed(key: str, since: float) -> None:
+        timings[key] = time.perf_counter() - since
+        result["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
+
+    timed("main", t)
+    log("sampled and re-scored")  # the result so far is in ``partial`` from here on
     t = time.perf_counter()
-    eng_rows: list[dict[str, Any]] = []
 
     def add(key: str, name: str, x: torch.Tensor, y: torch.Tensor) -> None:
         eng_rows.append({"key": key, **mismatch_row(name, x, y).to_dict()})
@@ -199,29 +245,16 @@ def run_probe(
     e32_1 = engine_sample(m32.model, prompts, T, pad_id=pad, batch_size=1, force_ids=ids).logp
     add("fp32_engine_b1_vs_bN", f"fp32 engine: batch 1 vs batch {n}", e32_1, e32)
     add("fp32_b1_vs_fp32_engine", "fp32 trainer, batch 1 vs fp32 engine", scores["fp32", 1], e32)
-    timings["engine_batches"] = time.perf_counter() - t
+    timed("engine_batches", t)
 
     t = time.perf_counter()
-    knobs = _knobs(source, cfg, prompts, ids, mu, scores, trainer) if cfg.knobs else []
-    timings["knobs"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t_start
-    return {
-        "schema": SCHEMA,
-        "model": {
-            **m16.info.to_dict(),
-            "attn_implementation": source.attn_implementation,
-            "tokenizer": tok.name,
-        },
-        "config": {**asdict(cfg), "engine_batches": list(cfg.engine_batches), "batch_n": n},
-        "env": _env(source.device),
-        "comparisons": comparisons,
-        "bins": probability_bins(mu, diffs),
-        "ratios": ratio_ranges(scores["bf16", 1], mu),
-        "engine_batches": eng_rows,
-        "knobs": knobs,
-        "samples": {"engine_logp": _rounded(mu), "d": {k: _rounded(v) for k, v in diffs.items()}},
-        "timings_s": {k: round(v, 3) for k, v in timings.items()},
-    }
+    result["incomplete"] = {"stage": "knobs"}
+    if cfg.knobs:
+        _knobs(source, cfg, prompts, ids, mu, scores, trainer, into=knobs)
+    timed("knobs", t)
+    timed("total", t_start)
+    del result["incomplete"]
+    return result
 
 
 def _knob_entry(
@@ -246,8 +279,10 @@ def _knobs(
     mu: torch.Tensor,
     scores: dict[tuple[str, int], torch.Tensor],
     trainer: Callable[..., torch.Tensor],
+    into: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each knob on both sides, re-scoring the baseline's sampled tokens with the bf16 model."""
+    """Each knob on both sides, re-scoring the baseline's sampled tokens with the bf16 model; each
+    entry is appended to ``into`` (returned; a new list by default) as soon as it is measured."""
     model, n, pad, T = source.get(torch.bfloat16).model, cfg.n, source.tokenizer.pad_id, cfg.new_tokens
 
     def measure(head_fp32: bool = False) -> tuple[MismatchRow, MismatchRow]:
@@ -259,7 +294,8 @@ def _knobs(
 
     base = source.attn_implementation
     other = next(a for a in ATTN_IMPLEMENTATIONS if a != base)
-    rows = [
+    rows = [] if into is None else into
+    rows.append(
         _knob_entry(
             "baseline",
             f"baseline (bf16, {base})",
@@ -268,9 +304,9 @@ def _knobs(
                 mismatch_row("trainer b1 vs engine", scores["bf16", 1], mu),
                 mismatch_row("trainer b1 vs bN", scores["bf16", 1], scores["bf16", n]),
             ),
-        ),
-        _knob_entry("lm_head_fp32", "LM head + log-softmax fp32 (ex. 5)", n, measure(head_fp32=True)),
-    ]
+        )
+    )
+    rows.append(_knob_entry("lm_head_fp32", "LM head + log-softmax fp32 (ex. 5)", n, measure(head_fp32=True)))
     with attention(model, other):
         rows.append(_knob_entry(f"attn_{other}", f"attention {other} instead of {base}", n, measure()))
     name = "bf16 reduced-precision reduction off"

@@ -12,6 +12,17 @@ def _rows(entries: list[dict[str, Any]]) -> list[MismatchRow]:
     return [MismatchRow(**{k: e[k] for k in fields}) for e in entries]
 
 
+def _incomplete(result: dict[str, Any]) -> list[str]:
+    """The line saying a result was saved part-way (``"incomplete"``), or none."""
+    if "incomplete" not in result:
+        return []
+    stage = (result["incomplete"] or {}).get("stage", "?")
+    return [
+        f"INCOMPLETE: the run stopped during {stage}: its rows and the stages after it are missing "
+        "or partial; the main comparisons, bins and ratios are whole"
+    ]
+
+
 def format_report(result: dict[str, Any]) -> str:
     """Every table of the probe, each headed by the model's label."""
     m, cfg, env = result["model"], result["config"], result["env"]
@@ -24,6 +35,7 @@ def format_report(result: dict[str, Any]) -> str:
         f"{cfg['n_prompts']} prompts x {cfg['new_tokens']} new tokens = {n_tok} sampled tokens | "
         f"seed {cfg['seed']} | device {env['device']} ({env['device_name']}) | "
         f"torch {env['torch']} | transformers {env['transformers']}",
+        *_incomplete(result),
         "",
         format_rows(f"comparison ({n_tok} sampled tokens)", _rows(result["comparisons"])),
         "",

@@ -9,7 +9,9 @@ so that every comparison is token-aligned. There is no early stop; every row get
 
 Trainer (``trainer_log_probs``): prompt + sampled tokens right-padded, one full forward per chunk of
 ``batch_size`` sequences, the LM head over every position (as a trainer computes it), then the
-fp32 log-softmax of the rows that predict the sampled tokens.
+fp32 log-softmax of the rows that predict the sampled tokens. The head's logits are made for as
+many sequences at a time as fit in ``MAX_LOGITS_BYTES`` (all of a default run's), so memory does
+not grow with ``batch_size`` past that.
 
 ``head_fp32=True`` is the chapter's exercise 5: the decoder runs in the model's dtype, and the LM
 head matmul and log-softmax run in fp32 (the head weights are the model's, upcast).
@@ -28,6 +30,12 @@ from typing import Any
 import torch
 
 from mismatch.checks import FieldError, refuse
+
+MAX_LOGITS_BYTES = 8 * 2**30
+"""The most bytes of LM-head logits the trainer holds at once (8 GiB). The probe's default, 30
+sequences of ~214 positions at Qwen3's 151,936-token vocabulary, is 3.9 GB in fp32: one head GEMM
+per batch, as before. Without a bound, ~600 prompts in one batch needed 78 GB for the logits
+alone, after calibration and sampling had already run."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,14 @@ def engine_sample(
     return EngineOutput(torch.cat(all_ids), torch.cat(all_logp))
 
 
+def head_groups(n_seqs: int, width: int, vocab: int, element_size: int, max_logits_bytes: int) -> int:
+    """How many sequences of ``width`` positions one LM-head GEMM takes so that its logits
+    (``[group, width, vocab]`` of ``element_size`` bytes) stay within ``max_logits_bytes``: all
+    ``n_seqs`` when they fit (the head as one GEMM, as before), else fewer (at least one)."""
+    per_seq = max(1, width * vocab * element_size)
+    return max(1, min(n_seqs, max_logits_bytes // per_seq))
+
+
 def trainer_log_probs(
     model: Any,
     prompt_ids: Sequence[torch.Tensor],
@@ -137,12 +153,24 @@ def trainer_log_probs(
     pad_id: int,
     batch_size: int = 1,
     head_fp32: bool = False,
+    max_logits_bytes: int = MAX_LOGITS_BYTES,
 ) -> torch.Tensor:
-    """Trainer-style recomputation of the new tokens' log-probs -> [B, n_new] fp32 on the CPU."""
+    """Trainer-style recomputation of the new tokens' log-probs -> [B, n_new] fp32 on the CPU.
+
+    The decoder runs over each batch of ``batch_size`` sequences in one forward. The LM head's
+    full-vocabulary logits (``batch x width x vocab``: 130 MB per sequence of 214 positions at
+    Qwen3's 151,936 tokens in fp32) are made for as many of the batch's sequences at a time as fit
+    in ``max_logits_bytes`` (:func:`head_groups`): all of them, as one GEMM, up to that size, so
+    the numbers are those of one head GEMM over the batch; past it the memory stays bounded
+    instead of growing with the batch."""
     if len(prompt_ids) != new_ids.shape[0]:
         raise FieldError(f"{len(prompt_ids)} prompts but new_ids has {new_ids.shape[0]} rows", "new_ids")
+    if isinstance(max_logits_bytes, bool) or not isinstance(max_logits_bytes, int) or max_logits_bytes < 1:
+        raise refuse("max_logits_bytes", f"must be an integer >= 1, got {max_logits_bytes!r}")
     device = next(model.parameters()).device
     n_new = new_ids.shape[1]
+    head = model.get_output_embeddings().weight
+    vocab, element_size = int(head.shape[0]), 4 if head_fp32 else head.element_size()
     out: list[torch.Tensor] = []
     with torch.no_grad():
         for rows in _chunks(len(prompt_ids), batch_size):
@@ -155,9 +183,14 @@ def trainer_log_probs(
                 attn[r, : len(s)] = 1
             ids, attn = ids.to(device), attn.to(device)
             pos = (attn.cumsum(-1) - 1).clamp(min=0)  # [b, T]
-            logits = _head_logits(model, _hidden(model, ids, attn, pos), head_fp32)  # [b, T, V]
-            for r, s in enumerate(seqs):
-                start = len(s) - n_new - 1  # the row predicting the first new token
-                logp = torch.log_softmax(logits[r, start : start + n_new].float(), dim=-1)  # [n_new, V]
-                out.append(logp.gather(-1, ids[r, start + 1 : start + 1 + n_new, None])[:, 0].cpu())
+            hidden = _hidden(model, ids, attn, pos)  # [b, T, H]
+            group = head_groups(len(seqs), width, vocab, element_size, max_logits_bytes)
+            for g in range(0, len(seqs), group):
+                logits = _head_logits(model, hidden[g : g + group], head_fp32)  # [g, T, V]
+                for r in range(g, min(g + group, len(seqs))):
+                    start = len(seqs[r]) - n_new - 1  # the row predicting the first new token
+                    rows_t = logits[r - g, start : start + n_new]  # [n_new, V]
+                    logp = torch.log_softmax(rows_t.float(), dim=-1)
+                    out.append(logp.gather(-1, ids[r, start + 1 : start + 1 + n_new, None])[:, 0].cpu())
+                del logits  # before the next group's: at most one group's logits at a time
     return torch.stack(out)  # [B, n_new]

@@ -267,8 +267,12 @@ def test_gpu_check_cpu_smoke_run_from_outside_the_repo(tmp_path: Path) -> None:
     last = done.stdout.strip().splitlines()[-1]
     out = tmp_path / "out"
     assert done.returncode == 0 and last.startswith("gpu_check: every step passed"), done.stdout[-3000:]
-    for name in ("random06b.json", "rerun.json", "profile.csv", "env.txt"):
+    for name in ("random06b.json", "rerun.json", "profile.csv", "tables.txt"):
         assert (out / name).stat().st_size > 0, name
+    # at most 7 files (the lent machine brings back 8), no temporary ones; versions are in the log
+    names = {p.name for p in out.iterdir()}
+    assert names == {"log.txt", "tables.txt", "random06b.json", "rerun.json", "profile.csv", "profile.txt"}
+    assert "torch" in (out / "log.txt").read_text() and "RANDOM weights" in (out / "tables.txt").read_text()
     assert (
         "determinism: rerun in a fresh process reproduced every sample and row: True"
         in (out / "log.txt").read_text()

@@ -15,7 +15,8 @@ GPU's heads (a contiguous KV cache, not vLLM's paged blocks); ``all_reduce`` ove
 GPU (``torch.distributed``; skipped with a message on one GPU). Every row also says what measured
 it (:data:`~pipesim.compute.profile_shapes.PROVENANCE`: the device's name, the dtype, and whether
 the profile completed or was interrupted), which ``pipesim check-roofline`` reads to pick the GPU
-and to warn. ``docs/decode.md`` has the details.
+and to warn. Ctrl-C or SIGTERM (``timeout``'s default signal) writes the rows measured so far.
+``docs/decode.md`` has the details.
 
 Design: it must run where only torch is installed. Two files, this one (the measuring and the
 command) and :mod:`pipesim.compute.profile_shapes` (what is measured and written: the shapes, the
@@ -39,12 +40,15 @@ Python, because a process the all-reduce spawns (``torch.multiprocessing``) re-r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -232,6 +236,37 @@ def measure_allreduce(
 
 # -- the command --------------------------------------------------------------------------------
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_once() -> Iterator[None]:
+    """Within the block the first SIGINT or SIGTERM raises KeyboardInterrupt, so a profile stopped
+    by ``timeout`` (SIGTERM by default), a scheduler or Ctrl-C writes the rows it measured; every
+    later one is ignored until the block ends, so that the writing cannot be cut short (``timeout``
+    signals the process and then its whole process group: each signal comes twice). The handlers
+    before are restored after; outside the main thread this does nothing. A twin of
+    ``pipesim.io.interrupts.sigterm_as_interrupt`` and ``deferred_interrupts`` together: run as a
+    file this script imports nothing of pipesim (see the module docstring)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _stop(signum: int, frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    # a signal ignored from the start (a script's background job) stays ignored, as Python leaves it
+    before = {
+        sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
 
 def _device(text: str | None) -> Any:
     """The torch device ``--device`` names (default: cuda when torch sees a GPU, else cpu);
@@ -303,22 +338,23 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
         )
     timer = Timer(device, dtype, args.warmup, args.repeats)
     rows: list[dict[str, object]] = []
-    try:
-        measure_gemms(shapes, tokens, usable, timer, into=rows)
-        measure_attention(shapes, decode, prefill, usable, timer, into=rows)
-        if worlds:
-            rows += measure_allreduce(worlds, sizes, args.allreduce_backend, timer)
-        else:
-            say("all-reduce: skipped (one GPU; needs two or more)")
-    except KeyboardInterrupt:  # keep what was measured: minutes of a GPU's time
-        if rows:
-            ps.write_csv(rows, args.out, {**meta, "complete": 0})
-            say(
-                f"interrupted: wrote the {len(rows)} rows measured so far to {args.out} "
-                "(marked complete=0: pipesim check-roofline warns of it)"
-            )
-        raise
-    ps.write_csv(rows, args.out, {**meta, "complete": 1})
+    with stop_once():  # SIGTERM too: `timeout` stops a profile with it, and no row was kept
+        try:
+            measure_gemms(shapes, tokens, usable, timer, into=rows)
+            measure_attention(shapes, decode, prefill, usable, timer, into=rows)
+            if worlds:
+                rows += measure_allreduce(worlds, sizes, args.allreduce_backend, timer)
+            else:
+                say("all-reduce: skipped (one GPU; needs two or more)")
+        except KeyboardInterrupt:  # keep what was measured: minutes of a GPU's time
+            if rows:
+                ps.write_csv(rows, args.out, {**meta, "complete": 0})
+                say(
+                    f"interrupted: wrote the {len(rows)} rows measured so far to {args.out} "
+                    "(marked complete=0: pipesim check-roofline warns of it)"
+                )
+            raise
+        ps.write_csv(rows, args.out, {**meta, "complete": 1})
     say(f"wrote {len(rows)} rows to {args.out}")
     return rows
 
