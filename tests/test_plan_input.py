@@ -166,6 +166,8 @@ def test_unknown_key_in_a_yaml_inline_table(
             "workload.batch_size",
         ),
         ("steps = 3", "steps = 3.5", "search.steps"),
+        ("min_full = 2", "min_full = 2\nreduction = 1", "search.reduction"),  # looped forever
+        ("min_full = 2", "min_full = 2\nreduction = 0", "search.reduction"),
         ("min_full = 2", "min_full = 2\nsync_time_s = nan", "search.sync_time_s"),
         ("min_full = 2", "min_full = 2\nsync_time_s = -5", "search.sync_time_s"),
         ("min_full = 2", "min_full = 2\nsim_seed = -1", "search.sim_seed"),

@@ -300,8 +300,11 @@ class PlanSpec:
                 f"got {self.batch_size}: a step trains whole prompts",
                 "workload.batch_size",
             )
-        for name in ("steps", "screen_steps", "trials", "reduction", "batch"):
+        for name in ("steps", "screen_steps", "trials", "batch"):
             integer(f"search.{name}", getattr(self, name), 1, MAX_POOL_TASKS)
+        # each rung keeps 1 / reduction of the last: at 1 no rung is ever cut and the rung lengths
+        # never grow (rung_steps looped forever)
+        integer("search.reduction", self.reduction, 2, MAX_POOL_TASKS)
         # (seeds has its own range, said whole: [1, 268435456] for seeds = 0 hid the limit of 100)
         # every full run is repeated on each seed: 100 already gives a mean's interval to a tenth of
         # the runs' spread, and the paired test needs far fewer
