@@ -150,6 +150,13 @@ def _escape(body: dict) -> None:
     body["files"]["../outside.parquet"] = body["files"].pop("pool.parquet")
 
 
+def _events(change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Path], None]:
+    def edit(d: Path) -> None:
+        change(read_parquet(d / "events.parquet")).to_parquet(d / "events.parquet", index=False)
+
+    return edit
+
+
 def _drop_trained_row(d: Path) -> None:
     read_parquet(d / "trained.parquet").iloc[1:].to_parquet(d / "trained.parquet", index=False)
 
@@ -216,6 +223,23 @@ REFUSALS: list[tuple[str, Callable[[Path], None], str, str]] = [
     ("summary-nested", _resealed(_write("summary.json", b"[" * 100_000)), "summary.json", ""),
     ("trained-row-dropped", _resealed(_drop_trained_row), "episodes.parquet", "trained.parquet has"),
     ("v2-without-manifest", lambda d: (d / "manifest.json").unlink(), "manifest.json", "format-2"),
+    # events the views cannot read or that contradict the run (resealed: the hashes pass); a NaN
+    # slot stopped the report with "cannot convert float NaN to integer", naming no file
+    ("events-nan-slot", _resealed(_events(lambda e: e.assign(slot=np.nan))), "events.parquet", "slot"),
+    ("events-str", _resealed(_events(lambda e: e.astype({"version": str}))), "events.parquet", "version"),
+    (
+        "events-negative-time",
+        _resealed(_events(lambda e: e.assign(end_s=-e["end_s"]))),
+        "events.parquet",
+        "not inside the run",
+    ),
+    (
+        "events-past-the-end",
+        _resealed(_events(lambda e: e.assign(end_s=e["end_s"] * 10))),
+        "events.parquet",
+        "inside",
+    ),
+    ("events-empty", _resealed(_events(lambda e: e.iloc[:0])), "events.parquet", "train events"),
 ]
 
 

@@ -54,7 +54,7 @@ from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.parquet import read_parquet
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
-from pipesim.io.saved_checks import check_columns, check_summary, json_number, read_summary
+from pipesim.io.saved_checks import check_columns, check_events, check_summary, json_number, read_summary
 from pipesim.io.saved_files import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -357,6 +357,7 @@ def load(path: str | Path) -> SavedRun:
     pool = _read_pool(files, pool_given)
     lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
     check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)
+    check_events(p, tables["events"], tables["trained"], sim_time_s)
     return SavedRun(
         scenario=scenario,
         sim_time_s=sim_time_s,

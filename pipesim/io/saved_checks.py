@@ -16,6 +16,10 @@ the file and the field.
   ``meta.json``, ``staleness_mean`` / ``staleness_max`` those of the trained table's
   ``staleness``, and ``throughput_per_hour`` the trained episodes per simulated hour. A key the
   summary lacks is not checked (only the headline keys are required).
+- :func:`check_events`: ``events.parquet``'s values are what the views read: integer slots,
+  replicas, versions and episode ids (a NaN there stopped the report with "cannot convert float
+  NaN to integer", naming no file), intervals inside the run, known kinds, and one ``train``
+  event per trained step.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
@@ -162,4 +167,43 @@ def check_summary(
                 f"{directory / 'summary.json'}: {key} is {shown(summary[key])}, but {source} make it "
                 f"{shown(want)} (edited, or not written by RunResult.save)",
                 key,
+            )
+
+
+EVENT_INTS = ("slot", "replica", "version", "episode_id")
+"""The events' integer columns (the lanes and the timeline's ids)."""
+
+
+def check_events(directory: Path, events: pd.DataFrame, trained: pd.DataFrame, sim_time_s: float) -> None:
+    """Refuse an events table the views cannot read or that contradicts the run, naming the column."""
+    from pipesim.results.events import EVENT_KINDS
+
+    with reading(directory / "events.parquet"):
+        for col in EVENT_INTS:
+            if not pd.api.types.is_integer_dtype(events[col]):
+                raise FieldError(f"{col} must hold integers, got {events[col].dtype} values", col)
+        for col in ("start_s", "end_s"):
+            if not pd.api.types.is_numeric_dtype(events[col]) or pd.api.types.is_bool_dtype(events[col]):
+                raise FieldError(f"{col} must hold seconds, got {events[col].dtype} values", col)
+        start, end = events["start_s"].to_numpy(float), events["end_s"].to_numpy(float)
+        top = sim_time_s * (1 + 1e-9) + 1e-9
+        bad = ~(np.isfinite(start) & np.isfinite(end) & (start >= 0) & (start <= end) & (end <= top))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise FieldError(
+                f"row {i}: interval [{shown(float(start[i]))}, {shown(float(end[i]))}] s is not inside "
+                f"the run's [0, {shown(sim_time_s)}] s (edited, or not written by save)",
+                "start_s",
+            )
+        kinds = set(events["kind"].astype(str))
+        if not kinds <= set(EVENT_KINDS):
+            other = sorted(kinds - set(EVENT_KINDS))
+            raise FieldError(f"kind holds {other}; the kinds are {EVENT_KINDS}", "kind")
+        n_train = int((events["kind"].astype(str) == "train").sum())
+        steps = int(trained["step"].max()) + 1 if len(trained) else 0
+        if n_train < steps:
+            raise FieldError(
+                f"holds {n_train} train events, but trained.parquet trains {steps} steps "
+                "(edited, or not written by save)",
+                "kind",
             )
