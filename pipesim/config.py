@@ -164,13 +164,28 @@ class Scenario:
         decide); the run's PipelineError then names the pool_size set."""
         need = self.min_pool_size
         if self.pool_size is not None and self.pool_size < need:
-            p = self.pipeline
+            p, default = self.pipeline, self.default_pool_size
+            if need > MAX_DURATION_POOL:  # no pool_size would do: say so, not a size refused next
+                fix = (
+                    f"no pool can: a pool holds at most {MAX_DURATION_POOL:,} tasks, so fewer steps "
+                    "or a smaller batch"
+                )
+            elif default > MAX_DURATION_POOL:
+                fix = (
+                    f"it needs at least {need:,}, and more where it launches more than it trains (a "
+                    f"pool holds at most {MAX_DURATION_POOL:,}, below this pipeline's default "
+                    f"{default:,}: fewer steps if the run runs dry)"
+                )
+            else:
+                fix = (
+                    f"it needs at least {need:,}, and more where it launches more than it trains "
+                    f"(pool_size=None draws {default:,}, which covers a run that trains what it "
+                    "launches; designs that drop or relaunch work need more)"
+                )
             raise FieldError(
                 f"pool_size ({self.pool_size:,}) holds fewer tasks than the run trains (steps "
                 f"{p.steps:,} x batch_size {p.batch_size:,} = {need:,}, each a task of its own), so the "
-                f"run would stop part-way: it needs at least {need:,}, and more where it launches more "
-                f"than it trains (pool_size=None draws {self.default_pool_size:,}, which covers a run "
-                "that trains what it launches; designs that drop or relaunch work need more)",
+                f"run would stop part-way: {fix}",
                 "pool_size",
             )
 

@@ -12,6 +12,7 @@ The rows follow tests/test_refusals_core.py: the exception type and the field, n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -166,3 +167,19 @@ def test_a_trace_from_any_sequence_equals_and_hashes_as_the_tuple(values: list[f
     assert hash(from_list) == hash(from_array) == hash(as_tuple)
     assert isinstance(from_list.values, tuple) and isinstance(from_array.values, tuple)
     assert hash(Scenario(durations=from_list)) == hash(Scenario(durations=as_tuple))
+
+
+@pytest.mark.parametrize("steps", [5, 1_000, 262_144, 300_000])
+def test_the_remedy_for_a_short_pool_is_one_a_pool_may_take(steps: int) -> None:
+    """The refusal's advice never names a pool larger than a pool may hold: at 100,000 steps of 64
+    it said "set pool_size too (at least 6,400,256)", which pool_size then refused (at most
+    4,194,304). Past that, it says no pool can, and what can."""
+    from pipesim.core.errors import MAX_DURATION_POOL
+
+    sc = _walk(64).with_(steps=steps)
+    with pytest.raises(FieldError) as info:
+        sc.check_pool_size()
+    assert info.value.field == "pool_size"
+    advised = [int(n.replace(",", "")) for n in re.findall(r"at least ([\d,]+)", str(info.value))]
+    assert all(n <= MAX_DURATION_POOL for n in advised)
+    assert ("no pool can" in str(info.value)) == (steps * WALK.batch_size > MAX_DURATION_POOL)

@@ -295,15 +295,7 @@ def check_pool_covers_steps(scenario: Scenario) -> None:
     (``steps x batch_size``, each a task of its own): the run would stop part-way with the pool
     exhausted, after simulating up to there (``--set steps=2000`` on a chapter design, whose pool
     is the chapter's 65,536 draws). Refused before it runs."""
-    pool, cfg = scenario.pool_size, scenario.pipeline
-    need = cfg.steps * cfg.batch_size
-    if pool is not None and pool < need:
-        raise FieldError(
-            f"pool_size ({pool:,}) holds fewer tasks than the run trains (steps {cfg.steps:,} x batch_size "
-            f"{cfg.batch_size:,} = {need:,}), so it would stop part-way: set pool_size too (at least "
-            f"{scenario.default_pool_size:,}, this pipeline's default; designs that relaunch need more)",
-            "pool_size",
-        )
+    scenario.check_pool_size()  # one rule and one message, pipesim.run's too
 
 
 def cell_label(value: Any) -> Any:
