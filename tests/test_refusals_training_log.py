@@ -464,3 +464,11 @@ def test_spread_of_given_batches_scales_each_to_its_steps_tokens() -> None:
     for step, (row, total) in enumerate(zip(rows, _TOKENS, strict=True)):
         assert row is not None and math.isclose(sum(row), total, rel_tol=1e-12)
         assert math.isclose(row[1] / row[0], 3.0 if step % 2 == 0 else 1.0, rel_tol=1e-12)
+
+
+def test_a_log_of_step_numbers_alone_is_refused(tmp_path: Path) -> None:
+    """Twenty step numbers and nothing else 'calibrated' (the spec written back unchanged, with a
+    note that 20 steps were fewer than 6): refused, naming the file and what calibrate reads."""
+    pd.DataFrame({"step": range(20)}).to_csv(tmp_path / "log.csv", index=False)
+    err = check_refusal(lambda: read_log(tmp_path / "log.csv"), LogError, "log")
+    assert str(err).startswith(str(tmp_path / "log.csv")) and "timing_s/step" in str(err)

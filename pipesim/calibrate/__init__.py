@@ -146,8 +146,10 @@ class Calibration:
             lines.append(f"held-out {rows} {self.held_out}: (logged - predicted) / logged")
             for k, r in self.residuals.items():
                 lines.append(f"  {k:<28} " + ", ".join(f"{m} {x:+.3f}" for m, x in r.items()))
-        else:
+        elif len(self.log) < MIN_HOLDOUT_STEPS:
             lines.append(f"no held-out validation: fewer than {MIN_HOLDOUT_STEPS} steps")
+        else:
+            lines.append("no held-out validation: the log has no timing column to predict")
         return "\n".join(lines)
 
 

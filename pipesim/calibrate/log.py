@@ -374,6 +374,13 @@ def read_log(
         if source in df.columns:
             out[name] = column_numbers(p, df, name, source)
     frame = pd.DataFrame(out)
+    if list(frame.columns) == ["step"]:  # it wrote the spec back unchanged, "calibrated"
+        raise LogError(
+            f"{path}: nothing to calibrate from: the log has step numbers and no column calibrate "
+            f"reads ({', '.join(c for c in mapping if c != 'step')[:300]}; map other names with "
+            f"--columns); columns: {', '.join(map(str, df.columns[:12]))}",
+            "log",
+        )
     inside = inside_step(p, df, frame)
     if frame["step"].isna().any():
         i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
