@@ -137,29 +137,123 @@ class DaskError(Exception):
     """``--dask`` cannot be used: the message is the one line to print (it names ``--dask``)."""
 
 
-def open_dask(address: str, n_workers: int) -> tuple[Any, Any]:
+DASK_CONNECT_TIMEOUT_S = 10.0
+"""Seconds ``--dask ADDRESS`` has to connect and complete Dask's handshake, all of it together."""
+
+DASK_SCHEDULER_PORT, DASK_DASHBOARD_PORT = 8786, 8787
+_GRACE_S = 1.0
+
+
+def open_dask(address: str, n_workers: int, timeout_s: float | None = None) -> tuple[Any, Any]:
     """A Dask ``Client`` for ``--dask ADDRESS`` and the LocalCluster it started (None for an address).
 
     ``local`` starts ``n_workers`` worker processes of one thread each; anything else is a
-    scheduler address, given 10 s to answer. :class:`DaskError` when ``distributed`` is missing or
-    the cluster cannot be reached.
+    scheduler address, given ``timeout_s`` (:data:`DASK_CONNECT_TIMEOUT_S`) to connect and answer,
+    on a wall clock: Dask's own timeout covers only the connection, and a peer that accepts it and
+    never speaks (a firewall, a stuck process) held the command forever. A peer that answers in
+    another protocol (the dashboard's HTTP, on 8787) made Dask read its bytes as a frame length
+    and fail to allocate exabytes (a MemoryError); it is named as not a scheduler. :class:`DaskError`
+    (one line naming ``--dask``) when ``distributed`` is missing or the cluster cannot be used.
     """
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise DaskError("--dask needs dask[distributed]: pip install 'pipesim[dask]'") from None
-    cluster = None
-    try:
-        if address == "local":
+    if address == "local":
+        try:
             cluster = LocalCluster(
                 n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None
             )
-            client = Client(cluster)
-        else:
-            client = Client(address, timeout="10s")
-    except (OSError, TimeoutError, ValueError) as exc:
+            return Client(cluster), cluster
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise DaskError(f"--dask: cannot start a local Dask cluster: {one_line(exc)}") from None
+    limit = DASK_CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        return _connect_within(Client, address, limit), None
+    except DaskError:
+        raise
+    except (OSError, TimeoutError) as exc:  # refused, unreachable: Dask retries until its timeout
+        raise DaskError(
+            f"--dask: cannot connect to the Dask scheduler at {address} within {limit:g} s: {one_line(exc)}"
+        ) from None
+    except ValueError as exc:  # not an address Dask reads (an unknown scheme)
         raise DaskError(f"--dask: cannot connect to {address}: {one_line(exc)}") from None
-    return client, cluster
+    except Exception as exc:  # noqa: BLE001 - MemoryError included: another protocol's bytes as a frame
+        raise DaskError(_not_a_scheduler(address, exc, limit)) from None
+
+
+def _connect_within(client_type: Any, address: str, limit: float) -> Any:
+    """``client_type(address)`` made in a daemon thread and waited for ``limit`` seconds (and
+    :data:`_GRACE_S`, so that Dask's own timeout answers first where it holds); its exception is
+    raised here. Past the limit the thread is left behind (a daemon: it does not
+    hold the process at exit), and a client it makes later is closed there."""
+    import threading
+
+    box: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def connect() -> None:
+        try:
+            client = client_type(address, timeout=f"{limit}s")
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+            return
+        with lock:
+            if "late" not in box:
+                box["client"] = client
+                return
+        client.close()  # the caller gave up on it
+
+    thread = threading.Thread(target=connect, name="pipesim --dask connect", daemon=True)
+    thread.start()
+    thread.join(limit + _GRACE_S)  # Dask's own timeout first, where it holds (a refused connection)
+    with lock:
+        if "client" in box:
+            return box["client"]
+        if "error" in box:  # asyncio's CancelledError is no Exception: the caller catches those
+            err = box["error"]
+            raise err if isinstance(err, Exception) else RuntimeError(f"{type(err).__name__}: {err}")
+        box["late"] = True
+    raise DaskError(
+        f"--dask: cannot connect to the Dask scheduler at {address} within {limit:g} s: it accepted the "
+        f"connection but did not complete Dask's handshake (is a Dask scheduler listening there? its "
+        f"port is usually {DASK_SCHEDULER_PORT})"
+    )
+
+
+def _not_a_scheduler(address: str, exc: BaseException, limit: float) -> str:
+    """The line for a peer at ``address`` that answered, but not in Dask's protocol."""
+    reply = _first_reply(address, min(limit, 2.0))
+    hint = f"a scheduler is usually port {DASK_SCHEDULER_PORT}"
+    if reply.startswith("HTTP/"):
+        said = f"it answered {reply!r}, a web server's reply"
+        hint = f"the dashboard is usually port {DASK_DASHBOARD_PORT}, the scheduler {DASK_SCHEDULER_PORT}"
+    elif reply:
+        said = f"it answered {reply!r}"
+    else:
+        said = f"its reply is not Dask's protocol: {type(exc).__name__}: {one_line(exc)}"
+    return f"--dask {address}: not a Dask scheduler ({said}; {hint})"
+
+
+def _first_reply(address: str, limit: float) -> str:
+    """The first line (80 characters at most) that a TCP peer at ``address`` answers to a plain
+    HTTP request within ``limit`` seconds, or "" (not TCP, no answer, nothing printable)."""
+    import socket
+
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+
+        scheme, loc = parse_address(address)
+        if scheme != "tcp":
+            return ""
+        host, port = parse_host_port(loc)
+        with socket.create_connection((host, port), timeout=limit) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\nHost: pipesim\r\n\r\n")
+            data = sock.recv(200)
+    except Exception:  # noqa: BLE001 - only to describe a failure already found
+        return ""
+    first = data.split(b"\n", 1)[0].decode("ascii", "replace").strip()
+    return first[:80] if first.isprintable() else ""
 
 
 def close_dask(client: Any, cluster: Any) -> None:

@@ -207,6 +207,17 @@ def _takes(scen: Any, seed: int) -> bool:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``pipesim sweep``. The first Ctrl-C or SIGTERM stops it, and the cells finished by then are
+    written (:func:`~pipesim.io.sweep_outputs.interrupted`); a later one is dropped until the
+    command ends (:func:`~pipesim.io.interrupts.interrupt_once`), since one landing in the saving
+    lost the cells: a second Ctrl-C 30 ms after the first left no ``--csv``."""
+    from pipesim.io.interrupts import interrupt_once
+
+    with interrupt_once():
+        return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
     from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
 
@@ -268,6 +279,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             message += f" (wrote every cell's error to {args.csv})"
         raise UsageError(message) from None
     except SweepInterrupted as exc:
+        from pipesim.io.interrupts import stopping
+
+        stopping()  # it may have come as no signal (a worker's): a signal now must not cut the saving
         return interrupted(exc, args.csv)
     finally:
         close_dask(client, cluster)

@@ -9,6 +9,9 @@ temporary name and moved over it with :func:`os.replace`, which is atomic on one
 reader sees the old file or the whole new one, and an interrupt mid-write removes the temporary
 file (:func:`write_atomic`). A target that is not a regular file (``/dev/stdout``, a pipe) is
 written in place, since renaming over it would replace the device rather than write to it.
+A command that saves what it finished when it is stopped (``pipesim sweep``, ``pipesim plan``)
+runs under :func:`interrupt_once`: the first signal stops it, and later ones are dropped until it
+has written its outputs (a second Ctrl-C 30 ms after the first used to cut that writing).
 """
 
 from __future__ import annotations
@@ -28,13 +31,16 @@ from types import FrameType
 from typing import Any
 
 __all__ = [
+    "Once",
     "deferred_interrupts",
     "held_interrupts",
     "ignore_sigint",
+    "interrupt_once",
     "reader_may_leave",
     "signals_to",
     "sigterm_as_interrupt",
     "stdout_may_close",
+    "stopping",
     "write_atomic",
     "write_text_atomic",
     "writes_in_place",
@@ -131,8 +137,8 @@ def signals_to(
     try:
         yield
     finally:
-        for sig, previous in before.items():
-            signal.signal(sig, previous)
+        for sig, previous in before.items():  # a stopped command's process only exits now
+            signal.signal(sig, signal.SIG_IGN if _EXITING else previous)
 
 
 def deferred_interrupts() -> contextlib.AbstractContextManager[None]:
@@ -163,6 +169,75 @@ def held_interrupts() -> Iterator[None]:
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+class Once:
+    """The handler of :func:`interrupt_once`: the first Ctrl-C or SIGTERM raises KeyboardInterrupt,
+    every later one is counted in ``later`` and dropped. ``stopping`` says whether the command is
+    stopping (an interrupt came, by a signal or as :func:`stopping` says)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.later: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping:
+            self.later.append(signum)
+            return
+        self.stopping = True
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+_ONCE: list[Once] = []
+"""The :func:`interrupt_once` blocks open, innermost last."""
+
+
+@contextlib.contextmanager
+def interrupt_once() -> Iterator[Once]:
+    """Within the block the first Ctrl-C or SIGTERM raises KeyboardInterrupt (SIGTERM as Ctrl-C
+    does), and every later one is dropped until the block ends: for a command that keeps what it
+    finished when it is stopped. Stopping takes time (a pool's workers are ended, the finished
+    work is gathered and written), and a second Ctrl-C pressed soon after the first, or
+    ``timeout`` signalling the process and then its group, used to land there and unwind the
+    saving itself: ``pipesim sweep`` stopped with no ``--csv`` after its cells had finished, or
+    died of the signal (status -2, not 130). :func:`deferred_interrupts` covers one step; this
+    covers the whole way out. An interrupt that comes as no signal (a worker's KeyboardInterrupt,
+    raised again in the parent) marks the command stopping through :func:`stopping`. The handlers
+    are restored when the block ends (a caller in the same process gets Ctrl-C back); outside the
+    main thread this does nothing."""
+    global _EXITING
+    once = Once()
+    _ONCE.append(once)
+    try:
+        with signals_to(once):
+            try:
+                yield once
+            finally:
+                _EXITING = _EXITING or (once.stopping and _command_is_the_program())
+    finally:
+        _ONCE.remove(once)
+
+
+_EXITING = False
+"""Whether pipesim's command line, run as this process's program, was stopped: the process only
+exits from then on, and every handler :func:`signals_to` would restore is SIG_IGN instead. The
+interpreter's exit (a pool's, a cluster's cleanup) takes tens of milliseconds, and a second Ctrl-C
+there killed a sweep that had said "interrupted" (status -2, not 130)."""
+
+
+def _command_is_the_program() -> bool:
+    """Whether this process runs pipesim's command line as its program (``pipesim``, ``python -m
+    pipesim``: their ``__main__`` calls a ``main`` of pipesim's), rather than a caller that goes on
+    after the command returns (a test, a notebook), whose Ctrl-C must work again."""
+    main = getattr(sys.modules.get("__main__"), "main", None)
+    return str(getattr(main, "__module__", "")).split(".")[0] == "pipesim"
+
+
+def stopping() -> None:
+    """Mark every open :func:`interrupt_once` block as stopping: from now on a Ctrl-C or SIGTERM is
+    dropped there. For an interrupt that came as no signal to this process (a worker's)."""
+    for once in _ONCE:
+        once.stopping = True
 
 
 def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:

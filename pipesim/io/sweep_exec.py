@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
-from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to
+from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
 from pipesim.io.overrides import check_pool_covers_steps
 
 if TYPE_CHECKING:
@@ -318,7 +318,9 @@ def run_cells(
         }
     try:
         return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
-    except BaseException:  # Ctrl-C: keep the cells that finished; the queued ones need not start
+    except BaseException as exc:  # Ctrl-C: keep the cells that finished; the queued ones need not start
+        if isinstance(exc, KeyboardInterrupt):  # a worker's, perhaps: a later signal must not cut the saving
+            stopping()
         for fut, cell in pending.items():
             if not fut.cancel() and fut.done() and not _interrupted(fut.exception()):
                 results[cell.index] = _row(fut, cell.scenario)

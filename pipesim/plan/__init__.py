@@ -247,17 +247,20 @@ def main(argv: list[str] | None = None) -> int:
     the designs finished by then (``partial: true``). ``--json -`` / ``--html -`` / ``--csv -``
     write to standard output, and the text goes to stderr.
     """
-    from pipesim.io.interrupts import sigterm_as_interrupt
+    from pipesim.io.interrupts import interrupt_once
 
-    try:
-        with sigterm_as_interrupt():
+    # the first Ctrl-C or SIGTERM stops the plan; a later one is dropped until it has written what
+    # finished (one 30 ms after the first cut the saving, or killed the process with -2)
+    with interrupt_once():
+        try:
             return _main(argv)
-    except PlanInterrupted as e:
-        print(f"pipesim plan: interrupted: {e.result.runs} runs done; {_kept(e.result, e)}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:
-        print("pipesim plan: interrupted before any design was run; nothing written", file=sys.stderr)
-        return 130
+        except PlanInterrupted as e:
+            said = f"pipesim plan: interrupted: {e.result.runs} runs done; {_kept(e.result, e)}"
+            print(said, file=sys.stderr)
+            return 130
+        except KeyboardInterrupt:
+            print("pipesim plan: interrupted before any design was run; nothing written", file=sys.stderr)
+            return 130
 
 
 def _kept(result: PlanResult, e: PlanInterrupted) -> str:
@@ -312,8 +315,9 @@ def _main(argv: list[str] | None) -> int:
             cache=disk,
         )
     except PlanInterrupted as e:
-        from pipesim.io.interrupts import deferred_interrupts
+        from pipesim.io.interrupts import deferred_interrupts, stopping
 
+        stopping()  # it may have come as no signal (a worker's): a signal now must not cut the saving
         e.outputs_asked = any(getattr(args, k, None) for k in ("json", "html", "csv", "parquet"))
 
         try:
