@@ -44,8 +44,13 @@ def test_side_by_side_shares_time_axis_and_draws_every_segment(fig13_1: dict) ->
         # one colour per version: every bar of a trace has the trace's version
         for b in bars:
             assert all(row[3] == int(b.name[1:]) for row in b.customdata)
-    # sync bands across the slots: one rectangle per sync in each run
-    assert len(fig.layout.shapes) == sum(len(r.sync_log) for r in fig13_1.values())
+    # sync bands across the slots: one path per run (one shape per sync was quadratic to build),
+    # on the run's slot rows, with one rectangle per sync
+    assert [(s.type, s.yref) for s in fig.layout.shapes] == [("path", "y2"), ("path", "y4")]
+    for band, res in zip(fig.layout.shapes, fig13_1.values()):
+        assert band.path.count("M") == band.path.count("Z") == len(res.sync_log)
+        a, b, _ = res.sync_log[0]
+        assert band.path.startswith(f"M{a:.6f},-0.5H{b:.6f}V")
     title = fig.layout.annotations[0].text
     assert f"{fig13_1['synchronous'].sim_time_s:,.0f} s" in title
 

@@ -89,7 +89,8 @@ def run_views(result: Any, title: str | None = None, *, aggregate: bool | None =
     if hasattr(result, "result") and hasattr(result, "timelines"):  # a ComputeRun
         extra = [compute_view(result, title)] if result.timelines else []
         return run_views(result.result, title, aggregate=aggregate) + extra
-    episodes = getattr(getattr(result, "columns", None), "n", 0)
+    cols = getattr(result, "columns", None)  # a RunResult's; a saved run has its episode table
+    episodes = cols.n if cols is not None else len(getattr(result, "episode_table", ()))
     big = result.scenario.pipeline.n_slots > AGGREGATE_THRESHOLD or episodes > AGGREGATE_EPISODES
     if aggregate is None:
         aggregate = big

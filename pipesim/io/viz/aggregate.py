@@ -34,6 +34,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.port import StalenessPromise
 from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.io.viz.traces import add_specs
 from pipesim.policies.base import OwnStalenessBound
 
 AGGREGATE_THRESHOLD = 256
@@ -131,6 +132,22 @@ def buffer_depth(result: Any, t: np.ndarray) -> np.ndarray:
     return _count_at(t, enter, leave)
 
 
+def _support(counts: np.ndarray) -> np.ndarray:
+    """The bins where ``counts`` is not zero, and their neighbours (the zeros its line rises from
+    and falls to). A stacked trace drawn on these alone looks the same (the stack takes a zero
+    wherever a trace has no point: ``stackgaps="infer zero"``), and a run of thousands of versions,
+    each in flight for a few bins, draws ``n_bins`` points a version no longer (8,000 versions were
+    3.2M points, nearly all zeros). A version in flight at no bin's middle keeps its first bin (a
+    zero): plotly lists no trace without points in the legend, and the legend lists every version."""
+    nz = counts != 0
+    keep = nz.copy()
+    keep[1:] |= nz[:-1]
+    keep[:-1] |= nz[1:]
+    if len(keep) and not keep.any():
+        keep[0] = True
+    return keep
+
+
 def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BINS) -> go.Figure:
     """The aggregate view of one run (see the module docstring)."""
     ev = result.events
@@ -154,22 +171,25 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     )
     flight = in_flight(ev, mid)
     colors = version_colors(n_versions_of(ev))  # the timeline's colours for the same run
+    stack: list[dict[str, Any]] = []
     for v, counts in flight.items():
-        fig.add_trace(
-            go.Scatter(
-                x=mid,
-                y=counts,
+        keep = _support(counts)  # a version's own bins: the stack infers zero elsewhere
+        stack.append(
+            dict(
+                type="scatter",
+                x=mid[keep].tolist(),  # a few points each: lists are cheaper than arrays to add
+                y=counts[keep].tolist(),
                 mode="lines",
                 stackgroup="flight",
+                stackgaps="infer zero",
                 line=dict(width=0.5, color=colors[v % len(colors)]),
                 fillcolor=colors[v % len(colors)],
                 name=f"v{v}",
                 legendgroup=f"v{v}",
                 hovertemplate=f"v{v}: %{{y:,}} in flight at %{{x:,.0f}} s<extra></extra>",
-            ),
-            row=1,
-            col=1,
+            )
         )
+    add_specs(fig, stack, row=1)  # one trace a version, thousands in a long run: added at once
     fig.add_trace(
         go.Scatter(
             x=mid,

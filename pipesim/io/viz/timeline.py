@@ -53,6 +53,7 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     version_colors,
 )
 from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
+from pipesim.io.viz.traces import add_specs
 from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
@@ -84,6 +85,15 @@ def tick_step(n_lanes: int, rows_px: int) -> int:
     return next((k for k in nice if k >= need), nice[-1])
 
 
+def sync_band_path(sync_log: Sequence[tuple[float, float, int]], n_rows: int) -> str:
+    """The sync bands of a run as one SVG path (data coordinates): per sync ``(a, b, version)`` a
+    rectangle from ``a`` to ``b`` across the ``n_rows`` slot rows. One shape, not one per sync:
+    plotly copies the layout's shapes at each ``add_shape``, so a shape per sync took time
+    quadratic in the steps (122 s of 1,000 steps), and the browser drew thousands of elements."""
+    top, bottom = "-0.5", f"{n_rows - 0.5:.1f}"
+    return "".join(f"M{a:.6f},{top}H{b:.6f}V{bottom}H{a:.6f}Z" for a, b, _ in sync_log)
+
+
 def add_run(
     fig: go.Figure,
     result: Any,
@@ -105,13 +115,10 @@ def add_run(
     n_rows = int(seg["y"].max()) + 1 if len(seg) else 1
     T = result.sim_time_s
 
-    for a, b, _ in [(a, b, v) for a, b, v in result.sync_log]:  # sync bands across every slot
+    if bands := sync_band_path(result.sync_log, n_rows):  # sync bands across every slot
         fig.add_shape(
-            type="rect",
-            x0=a,
-            x1=b,
-            y0=-0.5,
-            y1=n_rows - 0.5,
+            type="path",
+            path=bands,
             fillcolor=SYNC_COLOR,
             opacity=0.25,
             line_width=0,
@@ -168,38 +175,40 @@ def add_run(
                 col=1,
             )
         label_bars = len(seg) <= 400
-        for v, g in seg.groupby("version", sort=True):
-            fig.add_trace(
-                go.Bar(
-                    y=g["y"],
-                    x=g["end_s"] - g["start_s"],
-                    base=g["start_s"],
-                    orientation="h",
-                    marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
-                    width=0.8,
-                    name=f"v{v}",
-                    legendgroup=f"v{v}",
-                    showlegend=showlegend,
-                    customdata=g[cd_cols].to_numpy(),
-                    hovertemplate=HOVER,
-                    text=[f"v{x}" for x in g["version_episode"]] if label_bars else None,
-                    textposition="inside",
-                    insidetextanchor="middle",
-                    textangle=0,
-                ),
-                row=row,
-                col=1,
+        bars = [
+            dict(
+                type="bar",
+                y=g["y"].to_numpy(),
+                x=(g["end_s"] - g["start_s"]).to_numpy(),
+                base=g["start_s"].to_numpy(),
+                orientation="h",
+                marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
+                width=0.8,
+                name=f"v{v}",
+                legendgroup=f"v{v}",
+                showlegend=showlegend,
+                customdata=g[cd_cols].to_numpy(),
+                hovertemplate=HOVER,
+                text=[f"v{x}" for x in g["version_episode"]] if label_bars else None,
+                textposition="inside",
+                insidetextanchor="middle",
+                textangle=0,
             )
+            for v, g in seg.groupby("version", sort=True)
+        ]
+        add_specs(fig, bars, row)  # one trace a version, thousands in a long run: added at once
     else:
         width = float(np.clip(700 / max(n_rows, 1), 1, 6))
+        lines: list[dict[str, Any]] = []
         for v, g in seg.groupby("version", sort=True):
             k = len(g)
             xs = np.full(3 * k, np.nan)
             ys = np.full(3 * k, np.nan)
             xs[0::3], xs[1::3] = g["start_s"], g["end_s"]
             ys[0::3], ys[1::3] = g["y"], g["y"]
-            fig.add_trace(
-                go.Scattergl(
+            lines.append(
+                dict(
+                    type="scattergl",
                     x=xs,
                     y=ys,
                     mode="lines",
@@ -209,10 +218,9 @@ def add_run(
                     showlegend=showlegend,
                     hoverinfo="skip",
                     connectgaps=False,
-                ),
-                row=row,
-                col=1,
+                )
             )
+        add_specs(fig, lines, row)
         fig.add_trace(
             go.Scattergl(
                 x=(seg["start_s"] + seg["end_s"]) / 2,
