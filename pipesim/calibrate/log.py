@@ -36,6 +36,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.readfile import LOG_MAX_BYTES, SPEC_MAX_BYTES, read_bytes, read_text
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = ["COLUMNS", "SUMMED", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
@@ -192,7 +193,7 @@ def read_columns_map(path: str | Path | None) -> dict[str, str]:
 
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8-sig"))
+        data = tomllib.loads(read_text(p, "column maps", SPEC_MAX_BYTES))
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "columns") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -341,7 +342,7 @@ def read_log(
     parse_steps(steps)  # a bad range is refused before the file is read
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_bytes(p, "logs", LOG_MAX_BYTES)  # a FIFO, /dev/zero: refused, not waited on
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "log") from None
     from pipesim.calibrate.logfile import (

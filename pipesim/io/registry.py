@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import os
 import typing
 import warnings
 from collections.abc import Callable, Mapping
@@ -377,7 +378,7 @@ def resolve(spec: str) -> Entry:
             from pipesim.io.scenario_files import read_scenario_file
 
             path = Path(spec)
-            if not path.is_file():
+            if not os.path.lexists(path):  # a directory, a FIFO, a loop: the reader says which
                 raise FieldError(f"{spec}: no such scenario file", "scenario", spec)
             scenario, preset = read_scenario_file(path)  # read and built once, here
             if preset is not None:

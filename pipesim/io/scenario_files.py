@@ -1,10 +1,11 @@
 """Scenario files: a :class:`~pipesim.config.Scenario` as TOML or YAML, and back.
 
 A scenario file is data. Loading one never executes code, never imports a path written in the
-file and never unpickles: TOML is read with :mod:`tomllib`, YAML with ``yaml.safe_load``, and
-every policy is named from the policy catalog (:mod:`pipesim.policies.catalog`) by its class name.
-``pipesim export NAME --out my.toml`` writes any registered scenario; ``pipesim run my.toml`` runs
-it; loading what was saved gives an equal Scenario, hence the same results.
+file and never unpickles: TOML is read with :mod:`tomllib`, YAML with a safe loader reading YAML
+1.2's numbers (:mod:`pipesim.io.yamlfile`), at most :data:`~pipesim.io.readfile.SCENARIO_MAX_BYTES`
+of a regular file, and every policy is named from the policy catalog (:mod:`pipesim.policies.catalog`)
+by its class name. ``pipesim export NAME --out my.toml`` writes any registered scenario; ``pipesim
+run my.toml`` runs it; loading what was saved gives an equal Scenario, hence the same results.
 
 The format (schema version 1)::
 
@@ -71,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
+from pipesim.io.readfile import SCENARIO_MAX_BYTES, read_bytes
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 
@@ -171,9 +173,9 @@ def dumps(scenario: Scenario | Mapping[str, Any], fmt: str = "toml") -> str:
 
         return head + tomli_w.dumps(data)
     if fmt == "yaml":
-        import yaml
+        from pipesim.io.yamlfile import dump_yaml  # strings YAML 1.2 reads as numbers quoted
 
-        return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+        return head + dump_yaml(data, sort_keys=False, default_flow_style=False)
     raise refuse("format", f"must be 'toml' or 'yaml', got {shown(fmt)}")
 
 
@@ -208,7 +210,7 @@ def read_scenario_file(path: str | Path) -> tuple[Scenario, tuple[Entry, dict[st
     path = Path(path)
     fmt = file_format(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, "scenario files", SCENARIO_MAX_BYTES)  # a FIFO, /dev/zero: refused
     except OSError as exc:
         raise ScenarioFileError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
     data = _parse(raw, fmt, str(path))
@@ -249,11 +251,13 @@ def _parse(text: str | bytes, fmt: str, source: str) -> Any:
     elif fmt == "yaml":
         import yaml
 
-        from pipesim.io.yamlfile import RepeatedKey, load_yaml
+        from pipesim.io.yamlfile import NodeError, RepeatedKey, load_yaml
 
         try:
             data = load_yaml(text)
         except yaml.YAMLError as exc:  # a key given twice is named; the rest refuses the whole file
+            if isinstance(exc, NodeError) and not isinstance(exc, RepeatedKey):  # ``n_slots: 016``
+                raise ScenarioFileError(f"{source}: {exc.said()}", exc.path, source) from None
             text = " ".join(str(exc).split())
             field = exc.path if isinstance(exc, RepeatedKey) else ""
             raise ScenarioFileError(f"{source}: not valid YAML: {text}", field, source) from None

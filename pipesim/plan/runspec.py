@@ -297,10 +297,10 @@ def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) ->
 def dumps(data: Mapping[str, Any], fmt: str = "toml") -> str:
     """A run spec's data as TOML or YAML text, ``kind`` first."""
     ordered = {"kind": data.get("kind", KIND), **{k: v for k, v in data.items() if k != "kind"}}
-    if fmt == "yaml":
-        import yaml
+    if fmt == "yaml":  # text a YAML 1.1 reader would take for a number ('09', '1e3') is quoted
+        from pipesim.io.yamlfile import dump_yaml
 
-        return str(yaml.safe_dump(ordered, sort_keys=False))
+        return dump_yaml(ordered, sort_keys=False)
     import tomli_w
 
     return tomli_w.dumps(ordered)

@@ -122,6 +122,8 @@ def _model(name: str, base: Path | None) -> ModelSpec:
     ``config.json`` (or its directory), relative to the spec file."""
     import json
 
+    from pipesim.io.readfile import SPEC_MAX_BYTES, read_text
+
     path = Path(name)
     if base is not None and not path.is_absolute():
         path = base / path
@@ -129,7 +131,7 @@ def _model(name: str, base: Path | None) -> ModelSpec:
         path = path / "config.json"
     if name.endswith(".json") or path.is_file():
         try:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
+            cfg = json.loads(read_text(path, "config.json files", SPEC_MAX_BYTES, "utf-8"))
         except OSError as e:
             raise PlanError(f"model.name: cannot read {path}: {e.strerror or e}", "model.name") from None
         except ValueError as e:

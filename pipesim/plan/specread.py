@@ -1,10 +1,12 @@
 """A spec file (a plan spec or a run spec) read into tables, before any key is looked at.
 
-A file is read as UTF-8 (a byte-order mark is skipped); its suffix says TOML or YAML, any other is
-an error (a ``.json`` is told to be named ``.yaml``, which reads JSON); a YAML key given twice is
-an error, as in TOML; YAML's ``null`` is a key not given; arrays or tables nested more than
-:data:`~pipesim.core.validate.MAX_NESTING` levels are refused (the parser's own RecursionError
-included). Every refusal is a :class:`~pipesim.plan.checks.PlanError` naming the file.
+A file is read as UTF-8 (a byte-order mark is skipped), a regular file of at most
+:data:`~pipesim.io.readfile.SPEC_MAX_BYTES` (:mod:`pipesim.io.readfile`); its suffix says TOML or
+YAML, any other is an error (a ``.json`` is told to be named ``.yaml``, which reads JSON); YAML's
+numbers are YAML 1.2's (:mod:`pipesim.io.yamlfile`: ``0b101`` is text, ``010`` is refused); a
+YAML key given twice is an error, as in TOML; YAML's ``null`` is a key not given; arrays or tables
+nested more than :data:`~pipesim.core.validate.MAX_NESTING` levels are refused (the parser's own
+RecursionError included). Every refusal is a :class:`~pipesim.plan.checks.PlanError` naming the file.
 :mod:`pipesim.plan.specfile` reads a plan spec's tables from here, and so do the run specs.
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import MAX_NESTING, nested_too_deep
+from pipesim.io.readfile import SPEC_MAX_BYTES, read_bytes
 from pipesim.plan.checks import PlanError
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
@@ -32,7 +35,7 @@ def read(path: str | Path) -> dict[str, Any]:
         hint = " (JSON is YAML: name the file .yaml)" if p.suffix.lower() == ".json" else ""
         raise PlanError(f"{path}: a plan spec is TOML (.toml) or YAML (.yaml, .yml){hint}", "", str(path))
     try:
-        raw = p.read_bytes()
+        raw = read_bytes(p, "spec files", SPEC_MAX_BYTES)  # a FIFO, /dev/zero, a huge file: refused
     except OSError as e:
         raise PlanError(f"{path}: cannot read: {e.strerror or e}", "", str(path)) from None
     try:
@@ -43,10 +46,14 @@ def read(path: str | Path) -> dict[str, Any]:
     if fmt == "yaml":
         import yaml
 
-        from pipesim.io.yamlfile import load_yaml
+        from pipesim.io.yamlfile import NodeError, RepeatedKey, load_yaml
 
         try:
-            data = load_yaml(text)  # a safe loader refusing a key given twice
+            data = load_yaml(text)  # YAML 1.2's numbers; a key given twice, ``n_gpus: 010`` refused
+        except NodeError as e:
+            if isinstance(e, RepeatedKey):
+                raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", e.path, str(path)) from None
+            raise PlanError(f"{path}: {e.said()}", e.path, str(path)) from None
         except yaml.YAMLError as e:
             raise PlanError(f"{path}: not valid YAML: {_yaml_problem(e)}", "", str(path)) from None
         except RecursionError:

@@ -1,0 +1,130 @@
+"""A user's file read whole, bounded: a regular file of at most a named size, or an error naming
+what the path is instead.
+
+``Path.read_bytes`` on a FIFO waits for a writer that never comes (``mkfifo ff.csv``: ``pipesim
+calibrate ff.csv`` hung); on ``/dev/zero`` (``ln -s /dev/zero z.toml``) it reads until the process
+is killed for memory; on a 50 MB YAML file the parser ran 65 s and 446 MB before the first
+refusal. :func:`read_bytes` checks the path before opening it (a FIFO's ``open`` itself blocks),
+opens without blocking, checks again on the open file (it may have been swapped since), and reads
+at most its cap plus one byte, so no file costs more than the cap in time or memory.
+
+Each refusal is an :class:`OSError` whose ``strerror`` says what the path is (``is a directory``,
+``is a FIFO (a named pipe), not a file``, ``is 50.0 MiB; scenario files are at most 16 MiB``),
+so a reader's ``except OSError as e: ... f"{path}: cannot read: {e.strerror}"`` names the file and
+the reason in its own error type, as it does for a missing file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = [
+    "LOG_MAX_BYTES",
+    "SCENARIO_MAX_BYTES",
+    "SPEC_MAX_BYTES",
+    "NotAFile",
+    "read_bytes",
+    "read_text",
+]
+
+MiB = 1 << 20
+
+SPEC_MAX_BYTES = 1 * MiB
+"""The largest plan spec, run spec, ``--columns`` map or model ``config.json`` read. These are a
+few tables of settings: the examples are 1-4 KB, a calibrated run spec under 10 KB, a Hugging Face
+``config.json`` a few KB (tens with a label map). 1 MiB is hundreds of times any of them, and
+TOML or YAML of that size parses in about a second."""
+
+SCENARIO_MAX_BYTES = 16 * MiB
+"""The largest scenario file read. A scenario is a few tables, except that ``pipesim fit
+--model empirical --scenario-out`` writes every fitted duration into it (about 20 bytes each):
+16 MiB holds about 800,000 of them. YAML parses at about 1 MiB/s (PyYAML's Python parser), so the
+largest file takes about 16 s to read; a 50 MB file is refused before parsing."""
+
+LOG_MAX_BYTES = 256 * MiB
+"""The largest training log ``pipesim calibrate`` reads. A calibration takes at most 5,000 steps
+(:data:`pipesim.calibrate.frame.MAX_LOG_STEPS`, ``docs/calibrate.md``), but a longer log may be
+cut with ``--steps A:B``: 256 MiB is about 40,000 rows of verl's ~150 metrics (about 6 KB a row of
+JSON lines), or a million rows of a CSV of the fit's columns."""
+
+
+class NotAFile(OSError):
+    """A path that is not a regular file, or one past its cap: ``strerror`` says which."""
+
+
+def _size(n: int) -> str:
+    """``n`` bytes in the caps' units (``50.0 MiB``, ``3.2 KiB``)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _cap(n: int) -> str:
+    """A cap in bytes as it is defined (``16 MiB``)."""
+    return f"{n // MiB} MiB" if n % MiB == 0 else f"{n:,} bytes"
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of ``mode`` is, when it is not a regular file (None when it is)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (a named pipe), not a file"
+    if stat.S_ISCHR(mode):
+        return "is a character device, not a file"
+    if stat.S_ISBLK(mode):
+        return "is a block device, not a file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return "is not a regular file"
+
+
+def _refuse(path: Path, code: int, why: str) -> NotAFile:
+    if path.is_symlink():  # say where the link points: 'z.csv' alone does not say /dev/zero
+        with contextlib.suppress(OSError):
+            why = f"is a symlink to {os.readlink(path)}, which {why}"
+    return NotAFile(code, why, str(path))
+
+
+def _checked(path: Path, st: os.stat_result, max_bytes: int, what: str) -> None:
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise _refuse(path, errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL, kind)
+    if st.st_size > max_bytes:
+        why = f"is {_size(st.st_size)}; {what} are at most {_cap(max_bytes)}"
+        raise NotAFile(errno.EFBIG, why, str(path))
+
+
+def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path`` (a symlink is followed), at most ``max_bytes``.
+
+    ``what`` names such files in a refusal (``"scenario files"``: "is 50.0 MiB; scenario files
+    are at most 16 MiB"). OSError when the path cannot be read: missing or unreadable (the system's
+    own error), a symlink loop, or not a regular file or too large (:class:`NotAFile`); each one's
+    ``strerror`` says why, in a few words."""
+    p = Path(path)
+    try:
+        _checked(p, os.stat(p), max_bytes, what)  # before open: opening a FIFO blocks
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotAFile(errno.ELOOP, "is a symlink loop (a link leading back to itself)", str(p)) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        _checked(p, os.fstat(fd), max_bytes, what)  # the file opened, not the one looked at
+        data = f.read(max_bytes + 1)  # bounded: a file grown since cannot be read past its cap
+    if len(data) > max_bytes:
+        raise NotAFile(errno.EFBIG, f"grew past {_cap(max_bytes)}, the most {what} may be", str(p))
+    return data
+
+
+def read_text(path: str | os.PathLike[str], what: str, max_bytes: int, encoding: str = "utf-8-sig") -> str:
+    """:func:`read_bytes` decoded (UnicodeDecodeError when the bytes are not ``encoding``)."""
+    return read_bytes(path, what, max_bytes).decode(encoding)
