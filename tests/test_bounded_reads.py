@@ -1,5 +1,5 @@
 """A file a user names is read only when it is a regular file within its size cap
-(:mod:`pipesim.io.readfile`), at every reader: a FIFO (whose ``open`` waited for a writer
+(:mod:`pipesim.core.readfile`), at every reader: a FIFO (whose ``open`` waited for a writer
 forever), a symlink to ``/dev/zero`` (read until the process was killed for memory), a directory, a
 symlink loop and a file past the cap are each refused at once, with the reader's own error type
 naming the file and saying what the path is. Rows: the reader, the kind of path, the error type,
@@ -20,10 +20,10 @@ import pytest
 
 import pipesim.plan as plan
 from pipesim.calibrate import LogError, read_columns_map, read_log
+from pipesim.core.readfile import LOG_MAX_BYTES, SCENARIO_MAX_BYTES, SPEC_MAX_BYTES, NotAFile, read_bytes
 from pipesim.core.validate import FieldError
 from pipesim.io import scenario_files as sf
 from pipesim.io.cli import main
-from pipesim.io.readfile import LOG_MAX_BYTES, SCENARIO_MAX_BYTES, SPEC_MAX_BYTES, NotAFile, read_bytes
 from pipesim.io.scenario_schema import ScenarioFileError
 from pipesim.plan import runspec
 from pipesim.plan.checks import PlanError
@@ -187,3 +187,29 @@ def test_a_dev_zero_link_names_its_target(tmp_path: Path) -> None:
     with pytest.raises(NotAFile) as info:
         read_bytes(path, "logs", LOG_MAX_BYTES)
     assert info.value.strerror == "is a symlink to /dev/zero, which is a character device, not a file"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+@pytest.mark.parametrize("reader", ["lengths", "trajectory", "measured", "durations"])
+def test_the_apis_csv_readers_refuse_a_special_path_at_once(tmp_path: Path, reader: str, kind: str) -> None:
+    """The CSVs the Python API reads (a length trace, a trajectory, measurements, durations) go
+    through the same check: a FIFO hung each of them, a link to /dev/zero filled the memory. They
+    raise the OSError an unreadable file always raised there (the plan names its key around it)."""
+    from pipesim.compute.measured import read_measurements
+    from pipesim.compute.trajectory import LengthTrajectory
+    from pipesim.compute.workload import EmpiricalLengths
+    from pipesim.workload.durations import TraceDurations
+
+    read: dict[str, Callable[[Path], object]] = {
+        "lengths": lambda p: EmpiricalLengths.from_csv(p, "tokens"),
+        "trajectory": LengthTrajectory.from_csv,
+        "measured": read_measurements,
+        "durations": lambda p: TraceDurations.from_csv(p, "seconds"),
+    }
+    path = _special(tmp_path / "t.csv", kind, LOG_MAX_BYTES)
+    t0 = time.perf_counter()
+    with pytest.raises((OSError, FieldError)) as info:
+        read[reader](path)
+    assert time.perf_counter() - t0 < 10
+    assert "t.csv" in str(info.value) and KINDS[kind] in str(info.value)

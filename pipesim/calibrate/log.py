@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.readfile import LOG_MAX_BYTES, SPEC_MAX_BYTES, read_bytes, read_text
 from pipesim.core.validate import FieldError
-from pipesim.io.readfile import LOG_MAX_BYTES, SPEC_MAX_BYTES, read_bytes, read_text
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
 __all__ = ["COLUMNS", "SUMMED", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]

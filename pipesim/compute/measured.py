@@ -28,6 +28,8 @@ the roofline's bf16, by an interrupted profile, or on another GPU than the one s
 from __future__ import annotations
 
 import csv
+import io
+import os
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ from pipesim.compute.roofline import (
     prefill_attention_time_s,
 )
 from pipesim.core.errors import FieldError
+from pipesim.core.readfile import LOG_MAX_BYTES, read_text
 
 _NEEDS: Mapping[str, tuple[str, ...]] = {
     **dict.fromkeys(
@@ -90,7 +93,7 @@ def read_measurements(path: str | Path) -> list[Measurement]:
     path = Path(path)
     if path.is_dir():
         raise FieldError(f"{path}: a directory; give a measurement CSV in it, e.g. {path / 'gpu.csv'}", "csv")
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO or a device link: read_table_text says which
         raise FieldError(f"{path}: no such file (a measurement CSV, e.g. pipesim profile's --out)", "csv")
     try:
         return _read_rows(path)
@@ -100,7 +103,7 @@ def read_measurements(path: str | Path) -> list[Measurement]:
 
 def _read_rows(path: Path) -> list[Measurement]:
     rows: list[Measurement] = []
-    with path.open(newline="", encoding="utf-8-sig") as f:
+    with io.StringIO(read_text(path, "measurement CSVs", LOG_MAX_BYTES), newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in ("op", "median_s") if c not in (reader.fieldnames or ())]
         if missing:

@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import bisect
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
 from pipesim.core.errors import check_int, check_number, shown
+from pipesim.core.readfile import LOG_MAX_BYTES, read_text
 from pipesim.core.validate import FieldError
 
 P99_Z = NormalDist().inv_cdf(0.99)
@@ -146,7 +148,7 @@ class LengthTrajectory:
         empty cell: not known at that step). Errors name the file, the line and the column."""
         if Path(path).is_dir():
             raise FieldError(f"{path} is a directory, not a CSV file", "path")
-        with open(path, newline="", encoding="utf-8-sig") as f:
+        with io.StringIO(read_text(path, "length trajectories", LOG_MAX_BYTES), newline="") as f:
             reader = csv.DictReader(f)
             names = reader.fieldnames or []
             for need in ("step", "mean_tokens"):

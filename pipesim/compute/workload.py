@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import io
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ import numpy as np
 from pipesim.compute.models import MAX_MODEL_DIM
 from pipesim.compute.trajectory import LengthTrajectory
 from pipesim.core.errors import check_int, check_number, check_tail, shown
+from pipesim.core.readfile import LOG_MAX_BYTES, read_text
 from pipesim.core.validate import TAIL_SIGMAS, FieldError
 
 if TYPE_CHECKING:
@@ -108,7 +110,8 @@ class EmpiricalLengths:
         column's name."""
         if Path(path).is_dir():
             raise FieldError(f"{path}: path is a directory, not a CSV file", "path", str(path))
-        with open(path, newline="", encoding="utf-8-sig") as f:
+        # a regular file under the logs' cap: a FIFO hung here, /dev/zero filled the memory
+        with io.StringIO(read_text(path, "trace CSVs", LOG_MAX_BYTES), newline="") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or column not in reader.fieldnames:
                 raise FieldError(

@@ -2,7 +2,7 @@
 
 A scenario file is data. Loading one never executes code, never imports a path written in the
 file and never unpickles: TOML is read with :mod:`tomllib`, YAML with a safe loader reading YAML
-1.2's numbers (:mod:`pipesim.io.yamlfile`), at most :data:`~pipesim.io.readfile.SCENARIO_MAX_BYTES`
+1.2's numbers (:mod:`pipesim.io.yamlfile`), at most :data:`~pipesim.core.readfile.SCENARIO_MAX_BYTES`
 of a regular file, and every policy is named from the policy catalog (:mod:`pipesim.policies.catalog`)
 by its class name. ``pipesim export NAME --out my.toml`` writes any registered scenario; ``pipesim
 run my.toml`` runs it; loading what was saved gives an equal Scenario, hence the same results.
@@ -71,8 +71,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import shown
+from pipesim.core.readfile import SCENARIO_MAX_BYTES, read_bytes
 from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
-from pipesim.io.readfile import SCENARIO_MAX_BYTES, read_bytes
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.policies import catalog
 

@@ -122,7 +122,7 @@ def _model(name: str, base: Path | None) -> ModelSpec:
     ``config.json`` (or its directory), relative to the spec file."""
     import json
 
-    from pipesim.io.readfile import SPEC_MAX_BYTES, read_text
+    from pipesim.core.readfile import SPEC_MAX_BYTES, read_text
 
     path = Path(name)
     if base is not None and not path.is_absolute():

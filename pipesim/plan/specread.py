@@ -1,7 +1,7 @@
 """A spec file (a plan spec or a run spec) read into tables, before any key is looked at.
 
 A file is read as UTF-8 (a byte-order mark is skipped), a regular file of at most
-:data:`~pipesim.io.readfile.SPEC_MAX_BYTES` (:mod:`pipesim.io.readfile`); its suffix says TOML or
+:data:`~pipesim.core.readfile.SPEC_MAX_BYTES` (:mod:`pipesim.core.readfile`); its suffix says TOML or
 YAML, any other is an error (a ``.json`` is told to be named ``.yaml``, which reads JSON); YAML's
 numbers are YAML 1.2's (:mod:`pipesim.io.yamlfile`: ``0b101`` is text, ``010`` is refused); a
 YAML key given twice is an error, as in TOML; YAML's ``null`` is a key not given; arrays or tables
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import shown
+from pipesim.core.readfile import SPEC_MAX_BYTES, read_bytes
 from pipesim.core.validate import MAX_NESTING, nested_too_deep
-from pipesim.io.readfile import SPEC_MAX_BYTES, read_bytes
 from pipesim.plan.checks import PlanError
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}

@@ -23,6 +23,7 @@ the same episodes; :func:`draw` gives the pool a scenario runs on (``draw_pool``
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipesim.core.errors import check_int, check_number, check_tail, shown
+from pipesim.core.readfile import LOG_MAX_BYTES, read_text
 from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, refuse
 from pipesim.workload.seconds import Array, as_durations
 
@@ -337,7 +339,7 @@ class TraceDurations:
 
     @classmethod
     def from_csv(cls, path: str | Path, column: str, cycle: bool = False) -> TraceDurations:
-        with open(path, newline="") as fh:
+        with io.StringIO(read_text(path, "trace CSVs", LOG_MAX_BYTES, encoding="utf-8"), newline="") as fh:
             reader = csv.DictReader(fh)
             if reader.fieldnames is None or column not in reader.fieldnames:
                 raise FieldError(
