@@ -23,37 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.test_plan_outputs import TINY
+
 ROOT = Path(__file__).resolve().parents[1]
 
-PLAN_SPEC = """
-[cluster]
-gpu = "h100-sxm"
-n_gpus = 4
-[model]
-name = "qwen3-0.6b"
-max_model_len = 4096
-max_num_seqs = 32
-[workload]
-prompts_per_step = 8
-samples_per_prompt = 4
-prompt_tokens = 128
-response = { median_tokens = 200, sigma = 0.6 }
-max_response_tokens = 1024
-[constraints]
-mean_staleness = 1.5
-max_staleness = 4
-[space]
-placement = [0, 2]
-eta = [0, 1]
-update = ["drain", "partial"]
-oversample = [1.0]
-[search]
-method = "grid"
-screen_steps = 2
-steps = 4
-seeds = 3
-min_full = 4
-"""
+PLAN_SPEC = TINY  # the plan outputs tests' 4-GPU spec, 16 designs
 
 SLOW_EXIT = """
 import atexit, time
