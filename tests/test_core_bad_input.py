@@ -380,3 +380,21 @@ def test_a_run_pauses_the_collector_only_for_a_caller_that_opted_in() -> None:
     assert gc.isenabled()
     n = len(seen) // 2
     assert seen[:n] == [False] * n and all(seen[n:])  # paused in the opted-in run only
+
+
+@pytest.mark.parametrize(("train_time_s", "warns"), [(60.0, False), (1e9, False), (1e17, True)])
+def test_a_run_whose_clock_lost_precision_says_so(train_time_s: float, warns: bool) -> None:
+    """At train_time_s = 1e17 with 10 s episodes the clock ends near 3e17 s, where a float steps by
+    tens of seconds: the events' gen intervals averaged 7.8 s for 10.3 s drawn, silently. The run
+    now warns; at 1e9 s (31 years a step) the clock still resolves microseconds, and it does not."""
+    import warnings
+
+    cfg = PipelineConfig(
+        n_slots=8, batch_size=8, train_time_s=train_time_s, sync_time_s=1, max_staleness=1, steps=3
+    )
+    sc = Scenario(pipeline=cfg, durations=LogNormalDurations(median_s=10, sigma=0.5))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(sc)
+    lost = [w for w in caught if "lost precision" in str(w.message)]
+    assert bool(lost) == warns and all(w.category is RuntimeWarning for w in lost)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from itertools import repeat
 from typing import Any
 
@@ -59,7 +61,31 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
         pool=None if durations is None else pool[: p.next_task],  # the tasks it consumed
     )
     p.release()
+    coarse_clock(result.sim_time_s, pool[: p.next_task])
     return result
+
+
+CLOCK_RESOLUTION = 1e-6
+"""The coarsest clock step a run may end on, as a share of its median episode: past it a float
+clock rounds each episode's times (``train_time_s = 1e17`` with 10 s episodes ended at 3e17 s,
+where a float steps by 32 s, and the events' gen intervals averaged 7.8 s for 10.3 s drawn)."""
+
+
+def coarse_clock(end_s: float, durations: npt.NDArray[np.float64]) -> None:
+    """A RuntimeWarning when the clock, at the run's end ``end_s``, resolves more coarsely than
+    :data:`CLOCK_RESOLUTION` x the median positive duration the run drew: its times lost precision."""
+    drawn = durations[durations > 0]
+    if not drawn.size or not math.isfinite(end_s):
+        return
+    median, step = float(np.median(drawn)), float(np.spacing(end_s))
+    if step > CLOCK_RESOLUTION * median:
+        warnings.warn(
+            f"the run ended at t = {end_s:.3g} s, where the clock (a float) steps by {step:.3g} s, more "
+            f"than {CLOCK_RESOLUTION:g} of its median episode ({median:.3g} s): its times and "
+            "durations have lost precision; give times on a smaller scale (train_time_s, sync_time_s)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def _given_pool(scenario: Scenario, durations: npt.ArrayLike) -> npt.NDArray[np.float64]:
