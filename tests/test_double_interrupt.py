@@ -155,3 +155,45 @@ def test_a_plan_stopped_twice_writes_its_finished_designs_and_exits_130(tmp_path
     assert lines[0] == "pipesim plan: interrupted: 5 runs done; 5 designs written with partial: true"
     data = json.loads(out.read_text())
     assert data["partial"] is True and len(data["screened"]) == 5
+
+
+@pytest.mark.timeout(60)
+def test_a_sweep_stopped_while_writing_its_finished_table_writes_it_whole(tmp_path: Path) -> None:
+    """Every cell done, a Ctrl-C while the CSV is written waited for nothing: the writing was cut
+    and every cell's row lost. Now the signal waits for the outputs, then stops the command."""
+    mark, csv = tmp_path / "writing", tmp_path / "all.csv"
+    argv = ["sweep", "fig13.1-sync", "--over", "max_staleness=0,1,2,3", "--quiet", "--workers", "1"]
+    script = tmp_path / "sweep_stopped_writing.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+            from pathlib import Path
+
+            def quick(scenario):
+                return {{"eta": float(scenario.pipeline.max_staleness), "throughput_per_hour": 1.0}}
+
+            if __name__ == "__main__":
+                import sys
+                import pipesim.io.cli_sweep as cli_sweep
+                import pipesim.io.sweeps as sweeps
+                from pipesim.io.cli import main
+
+                real_sweep, real_write = sweeps.sweep, cli_sweep.write_runs
+                sweeps.sweep = lambda *a, **kw: real_sweep(*a, **{{**kw, "fn": quick}})
+
+                def slow_write(*a, **kw):
+                    Path({str(mark)!r}).touch()
+                    time.sleep(0.8)  # a slow disk: the signals land here
+                    real_write(*a, **kw)
+
+                cli_sweep.write_runs = slow_write
+                sys.exit(main({[*argv, "--csv", str(csv)]!r}))
+            """
+        )
+    )
+    rc, err = _stop_twice(script, mark, tmp_path)
+    assert rc in (0, 130), (rc, err[-3000:])
+    runs = pd.read_csv(csv)  # whole: every cell's row
+    assert list(runs["max_staleness"]) == [0, 1, 2, 3] and not runs["partial"].any()
+    assert not list(tmp_path.glob(".*.tmp")), "a temporary file was left behind"

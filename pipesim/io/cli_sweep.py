@@ -298,12 +298,17 @@ def _sweep(args: argparse.Namespace) -> int:
     if len(res.failures):
         print(f"\n{failures_line(res)}", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
-    if args.csv:
-        write_runs(res.runs, args.csv, partial=False)
-        print(f"wrote {args.csv}")
-    if args.html:
-        write_html(args, res, over, agg[cols])
-        print(f"wrote {args.html}")
+    from pipesim.io.interrupts import held_interrupts
+
+    # every cell is done: a Ctrl-C now waits for the outputs (it cut the CSV's writing, and the
+    # whole sweep's rows with it), then stops the command as usual
+    with held_interrupts():
+        if args.csv:
+            write_runs(res.runs, args.csv, partial=False)
+            print(f"wrote {args.csv}")
+        if args.html:
+            write_html(args, res, over, agg[cols])
+            print(f"wrote {args.html}")
     return 0
 
 
