@@ -492,3 +492,24 @@ def test_a_split_runs_output_gives_the_step_a_verl_async_log_compares_with(
         if noted:
             want = rows["timing_s/step"] - rows["timing_s/param_sync"]
             assert float(lines[0].rsplit(" ", 2)[1].replace(",", "")) == pytest.approx(want, rel=2e-3)
+
+
+def test_an_observer_sees_each_trained_step_once_in_order() -> None:
+    """``pipesim run SPEC`` shows a bar of the trainer's steps (a 30,000-step run ran minutes
+    without a word): the observer it passes sees every step of the run, once, in order, and
+    leaves the run as it was."""
+    from pipesim.plan.runspec import load, run
+
+    rs = load(EXAMPLE, ["run.steps=4"])
+
+    class Steps:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def on_batch(self, step: int, version: int, batch: list[Any], now_s: float) -> None:
+            self.seen.append(step)
+
+    obs = Steps()
+    watched = run(rs, observer=obs).summary()
+    assert obs.seen == list(range(4))
+    assert watched == run(rs).summary()

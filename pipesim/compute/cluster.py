@@ -59,6 +59,7 @@ from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
+from pipesim.core.seams import BatchObserver
 from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
@@ -260,6 +261,7 @@ def run_compute(
     groups: WholeGroups | bool = False,
     record: bool = False,
     routing: Routing | None = None,
+    observer: BatchObserver | None = None,
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
@@ -275,7 +277,9 @@ def run_compute(
     ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
     is used as given; either replaces the scenario's batch policy.
     ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned
-    series (``ComputeRun.replica_timeline``). ``routing`` picks the replica of each admitted
+    series (``ComputeRun.replica_timeline``). ``observer`` sees each batch the trainer takes
+    (:class:`~pipesim.core.seams.BatchObserver`: ``pipesim run SPEC`` shows its progress so).
+    ``routing`` picks the replica of each admitted
     sample (default :class:`~pipesim.policies.replicas.LeastLoaded`, which spreads a group over the
     replicas; ``GroupAffinity(workload.samples_per_prompt)`` keeps a prompt's samples together, so
     that ``EngineConfig.share_group_prefix`` can share their prompt).
@@ -346,7 +350,12 @@ def run_compute(
         pool = math.ceil(1.5 * pool / (1.0 - batching.filter_rate)) + scenario.pipeline.batch_size
     placeholder = [0.0] * pool
     p = Pipeline(
-        scenario, placeholder, source=source, trainer=model_trainer, engine_factory=cast(Any, factory)
+        scenario,
+        placeholder,
+        source=source,
+        observer=observer,
+        trainer=model_trainer,
+        engine_factory=cast(Any, factory),
     )
     p.run()
     for e in engines:

@@ -25,6 +25,7 @@ from pipesim.io.cli_common import (
     check_output,
     check_save_dir,
     one_line,
+    progress_wanted,
     summary_table,
     write_run_outputs,
 )
@@ -70,10 +71,14 @@ def run_spec(args: argparse.Namespace) -> int:
             f"--intervals needs a calibrated spec ([calibration] values; pipesim calibrate): {args.scenario}"
         )
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
+    bar = _step_bar(rs.steps, getattr(args, "quiet", False))
     try:
-        crun = run(rs, record=bool(args.html))
+        crun = run(rs, record=bool(args.html), observer=bar)
     except ValueError as exc:
         raise UsageError(f"{args.scenario}: the run cannot start: {one_line(exc)}") from None
+    finally:
+        if bar is not None:
+            bar.close()
     summary = phases_first(crun.summary())
     given = ", ".join(args.set or ())
     print(
@@ -189,3 +194,24 @@ def verl_step_note(rs: Any, summary: dict[str, Any]) -> str | None:
         f"verl's fully-async trainer logs its step without it: compare such a log's step with "
         f"{float(step) - float(sync):,.4g} s"
     )
+
+
+class _StepBar:
+    """A tqdm bar of the trainer's steps, fed as a :class:`~pipesim.core.seams.BatchObserver`: a
+    run of 30,000 steps ran minutes without a word."""
+
+    def __init__(self, steps: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=steps, desc="steps", unit="step", leave=False)
+
+    def on_batch(self, step: int, version: int, batch: list[Any], now_s: float) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _step_bar(steps: int, quiet: bool) -> _StepBar | None:
+    """The progress bar of a run spec's run, where progress is shown (a terminal, not --quiet)."""
+    return _StepBar(steps) if progress_wanted(quiet) else None

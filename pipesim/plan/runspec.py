@@ -306,10 +306,11 @@ def dumps(data: Mapping[str, Any], fmt: str = "toml") -> str:
     return tomli_w.dumps(ordered)
 
 
-def run(rs: RunSpec, record: bool = False) -> Any:
+def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
     """Run the spec's design on the compute engine (:func:`pipesim.compute.run_compute`): the same
     cluster, scenario, trainer and routing a plan runs for that design
-    (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec."""
+    (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec.
+    ``observer`` sees each batch the trainer takes (the command line's progress bar)."""
     from pipesim.compute.cluster import Cluster, run_compute
 
     spec, d = rs.plan, rs.design
@@ -329,6 +330,7 @@ def run(rs: RunSpec, record: bool = False) -> Any:
         sync_time_s=sync,
         routing=routing(spec),
         record=record,
+        observer=observer,
     )
 
 
