@@ -281,21 +281,13 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
         raise
     given.update(more)
     try:
-        check_pool_covers_steps(scenario)
+        scenario.check_pool_size()  # refused before it runs, not when the pool runs dry
     except FieldError as exc:  # named by the key set here that outgrew the pool, if one did
         grew = [k for k in ("steps", "batch_size") if k in given and "pool_size" not in given]
         if not grew:
             raise
         raise FieldError(f"{grew[0]}={given[grew[0]]}: {exc}", grew[0]) from None
     return scenario, given
-
-
-def check_pool_covers_steps(scenario: Scenario) -> None:
-    """FieldError naming ``pool_size`` when a set pool holds fewer tasks than the run trains
-    (``steps x batch_size``, each a task of its own): the run would stop part-way with the pool
-    exhausted, after simulating up to there (``--set steps=2000`` on a chapter design, whose pool
-    is the chapter's 65,536 draws). Refused before it runs."""
-    scenario.check_pool_size()  # one rule and one message, pipesim.run's too
 
 
 def cell_label(value: Any) -> Any:

@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import Scenario
 from pipesim.core.validate import FieldError
 from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
-from pipesim.io.overrides import check_pool_covers_steps
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -89,11 +88,11 @@ def run_summary(scenario: Scenario) -> dict[str, float]:
     ``length_bias_excess`` is the same as a signed deviation, ``length_bias - 1``.
 
     A cell whose set pool holds fewer tasks than it trains fails at once, naming ``pool_size``
-    (:func:`~pipesim.io.overrides.check_pool_covers_steps`), where it ran until the pool was spent.
+    (:meth:`~pipesim.config.Scenario.check_pool_size`, which :func:`pipesim.run` asks before it
+    draws the pool), where it ran until the pool was spent.
     """
     from pipesim.io.api import run
 
-    check_pool_covers_steps(scenario)
     s = dict(run(scenario).summary())
     s["length_bias_excess"] = s["length_bias"] - 1
     return s
