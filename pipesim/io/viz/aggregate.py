@@ -3,7 +3,9 @@
 :func:`aggregate_view` draws, on one shared time axis,
 
 1. **episodes in flight by version** -- generation segments running at each instant, stacked by
-   the version generating them (the same colours as the timeline);
+   the version generating them (the same colours as the timeline; past
+   :data:`~pipesim.io.viz.palette.MAX_VERSION_LEGEND` versions, by the timeline's bands of
+   consecutive versions, :func:`~pipesim.io.viz.palette.version_band`, one trace a band);
 2. **buffer depth** -- finished episodes waiting for the trainer: an episode enters at its end
    and leaves when the training step that takes it starts (a dropped one at the next step's
    start after its end, where the batch policy discards it; one still buffered at the run's end);
@@ -33,7 +35,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pipesim.core.port import StalenessPromise
-from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_band, version_colors
 from pipesim.io.viz.traces import add_specs
 from pipesim.policies.base import OwnStalenessBound
 
@@ -170,10 +172,16 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         ),
     )
     flight = in_flight(ev, mid)
-    colors = version_colors(n_versions_of(ev))  # the timeline's colours for the same run
+    n_versions = n_versions_of(ev)
+    colors = version_colors(n_versions)  # the timeline's colours for the same run
+    bands: dict[tuple[int, int, str], np.ndarray] = {}
+    for v, counts in flight.items():  # versions in order: so are their bands
+        band = version_band(v, n_versions)
+        bands[band] = bands[band] + counts if band in bands else counts
     stack: list[dict[str, Any]] = []
-    for v, counts in flight.items():
-        keep = _support(counts)  # a version's own bins: the stack infers zero elsewhere
+    for (lo, hi, label), counts in bands.items():
+        keep = _support(counts)  # a band's own bins: the stack infers zero elsewhere
+        color = colors[((lo + hi) // 2) % len(colors)]
         stack.append(
             dict(
                 type="scatter",
@@ -182,11 +190,11 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 mode="lines",
                 stackgroup="flight",
                 stackgaps="infer zero",
-                line=dict(width=0.5, color=colors[v % len(colors)]),
-                fillcolor=colors[v % len(colors)],
-                name=f"v{v}",
-                legendgroup=f"v{v}",
-                hovertemplate=f"v{v}: %{{y:,}} in flight at %{{x:,.0f}} s<extra></extra>",
+                line=dict(width=0.5, color=color),
+                fillcolor=color,
+                name=label,
+                legendgroup=label,
+                hovertemplate=f"{label}: %{{y:,}} in flight at %{{x:,.0f}} s<extra></extra>",
             )
         )
     add_specs(fig, stack, row=1)  # one trace a version, thousands in a long run: added at once

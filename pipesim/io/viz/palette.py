@@ -3,7 +3,9 @@
 * Lines: :data:`PALETTE` (plotly's D3), one colour per design or policy in the sweep figures.
 * Versions: :func:`version_colors`, light to dark, sized by :func:`n_versions_of`; the timeline
   (:mod:`pipesim.io.viz.timeline`) and the aggregate view (:mod:`pipesim.io.viz.aggregate`) both
-  use it, so version 3 has the same colour in both.
+  use it, so version 3 has the same colour in both. Past :data:`MAX_VERSION_LEGEND` versions both
+  list bands of consecutive versions in their legends (:func:`version_band`), the same bands in
+  both.
 * The timeline's lanes and marks: :data:`TRAIN_COLOR`, :data:`SYNC_COLOR`, :data:`PAUSE_COLOR`,
   :data:`MARKS` and the legend's title :data:`LEGEND_TITLE`.
 * Replicas: :func:`replica_colors`, the D3 colours for up to ten replicas (as before), then, for
@@ -26,6 +28,7 @@ from plotly.colors import qualitative, sample_colorscale
 __all__ = [
     "LEGEND_TITLE",
     "MARKS",
+    "MAX_VERSION_LEGEND",
     "PALETTE",
     "PAUSE_COLOR",
     "SYNC_COLOR",
@@ -33,7 +36,9 @@ __all__ = [
     "delta_e",
     "n_versions_of",
     "replica_colors",
+    "version_band",
     "version_colors",
+    "version_entries",
 ]
 
 PALETTE = qualitative.D3
@@ -54,6 +59,33 @@ def version_colors(n_versions: int) -> list[str]:
     if n_versions <= 1:
         return sample_colorscale("Blues", [0.6])
     return sample_colorscale("Viridis", list(np.linspace(0.95, 0.05, n_versions)))
+
+
+MAX_VERSION_LEGEND = 64
+"""Version entries a legend lists at most. Past it, consecutive versions share one entry (a
+band): a run of 2,000 versions listed 2,000 entries, a timeline's legend longer than the page,
+and an 8,000-version aggregate view took Chromium 26 s to render. No reader tells 2,000 shades
+apart; each segment keeps its version's colour and hover."""
+
+
+def version_band(version: int, n_versions: int) -> tuple[int, int, str]:
+    """The legend band of ``version`` in a palette of ``n_versions``: ``(first, last, label)``.
+    Bands are ``ceil(n_versions / MAX_VERSION_LEGEND)`` versions wide from version 0, so there are
+    at most :data:`MAX_VERSION_LEGEND` of them, and a palette of that many versions or fewer has
+    one band a version, labelled ``v3`` as before; a wider band is labelled ``v64-v127``."""
+    width = _band_width(n_versions)
+    first = int(version) // width * width
+    last = max(min(first + width, int(n_versions)) - 1, int(version))  # the last band may be short
+    return first, last, f"v{first}" if width == 1 else f"v{first}-v{last}"
+
+
+def version_entries(n_versions: int) -> int:
+    """How many legend entries (bands) a palette of ``n_versions`` versions lists."""
+    return -(-int(n_versions) // _band_width(n_versions))
+
+
+def _band_width(n_versions: int) -> int:
+    return max(1, -(-int(n_versions) // MAX_VERSION_LEGEND))
 
 
 def n_versions_of(events: pd.DataFrame) -> int:

@@ -50,7 +50,9 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     SYNC_COLOR,
     TRAIN_COLOR,
     n_versions_of,
+    version_band,
     version_colors,
+    version_entries,
 )
 from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
 from pipesim.io.viz.traces import add_specs
@@ -184,8 +186,8 @@ def add_run(
                 orientation="h",
                 marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
                 width=0.8,
-                name=f"v{v}",
-                legendgroup=f"v{v}",
+                name=version_band(int(str(v)), len(colors))[2],  # v3, or its band: v64-v127
+                legendgroup=version_band(int(str(v)), len(colors))[2],
                 showlegend=showlegend,
                 customdata=g[cd_cols].to_numpy(),
                 hovertemplate=HOVER,
@@ -213,8 +215,8 @@ def add_run(
                     y=ys,
                     mode="lines",
                     line=dict(color=colors[int(str(v)) % len(colors)], width=width),
-                    name=f"v{v}",
-                    legendgroup=f"v{v}",
+                    name=version_band(int(str(v)), len(colors))[2],
+                    legendgroup=version_band(int(str(v)), len(colors))[2],
                     showlegend=showlegend,
                     hoverinfo="skip",
                     connectgaps=False,
@@ -353,10 +355,9 @@ def timelines(
         ]
         px += [LANE_ROW_PX, slot_rows_px(r.scenario.pipeline.n_slots)]
     n_versions = max(n_versions_of(r.events) for r in named.values())  # one colour per version
-    # the legend below the plot wraps at about LEGEND_PER_ROW entries (versions and ~8 marks); rows
-    # past two take height of their own, or plotly takes it from the plot and the slot labels,
-    # thinned for the planned rows, overlapped (200 versions: ~260 px of a planned 532)
-    legend_px = LEGEND_ROW_PX * max(0, math.ceil((n_versions + 8) / LEGEND_PER_ROW) - 2)
+    # the legend wraps at LEGEND_PER_ROW entries (version bands, ~8 marks); rows past two take height
+    # of their own, or plotly takes it from the plot (200 versions: ~260 px of a planned 532)
+    legend_px = LEGEND_ROW_PX * max(0, math.ceil((version_entries(n_versions) + 8) / LEGEND_PER_ROW) - 2)
     gap_px, margin_px = 14 if len(named) == 1 else 40, 160 + legend_px  # margins: t=50 + b=110+
     plot_px = sum(px) + gap_px * (len(px) - 1)
     fig_height = height or int(plot_px + margin_px)
