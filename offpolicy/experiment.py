@@ -7,8 +7,12 @@ stored as plain dicts (config, per-step history, held-out stats), and every cell
 the mean over seeds with its 95% Student-t interval, ``mean [lo, hi]`` (:mod:`offpolicy.stats`;
 no random draw, so a table printed twice is identical); ``collapsed`` counts runs that end below
 a held-out pass rate of 0.05 (a quarter of a blind guess; a diverged run counts too), and
-:func:`paired_table` compares settings on the seeds they share. Figures draw the same t interval
-as a band (:func:`mean_ci`). Results files
+:func:`paired_table` compares settings on the seeds they share. A metric that cannot leave a
+range (a pass rate, a reward, a share in [0, 1]; a count or a mismatch at or above 0:
+:data:`METRIC_BOUNDS`) has its interval cut there and the cut end marked ``*``, with a line under
+the table saying what that means (:data:`offpolicy.stats.CLIP_NOTE`): pass rates 0.0 and 0.8 over
+2 seeds printed ``0.40 [-4.68, 5.48]``. One seed prints ``[1 seed]``, no interval. Figures draw the
+same cut t interval as a band where at least 2 runs have the step (:func:`band`). Results files
 are rewritten after every run (:mod:`offpolicy.runfile`), so a long grid can be resumed (``--resume``)
 after an interruption. The flag checks the scripts share, made before any training, are in
 :mod:`offpolicy.cli_checks` (re-exported here).
@@ -45,12 +49,35 @@ from offpolicy.update import Sampler, train_offpolicy
 COLLAPSED = stats.COLLAPSED
 MIN_CLAIM_SEEDS = 10  # a paired difference over fewer seeds is printed but not claimed
 
+METRIC_BOUNDS: dict[str, stats.Bounds] = {
+    **dict.fromkeys(("reward", "pass_rate", "eval_pass_rate", "invalid", "eval_invalid"), stats.RATE),
+    **dict.fromkeys(("over_cap", "clip_frac", "out_of_band", "at_cap"), stats.RATE),  # token shares
+    **dict.fromkeys(("mismatch", "reads", "eval_reads"), stats.NONNEGATIVE),
+    **dict.fromkeys(("health_mean", "health_p99", "health_max"), stats.NONNEGATIVE),
+}
+"""What each run metric can take: every episode's reward is 0 or 1 (:mod:`offpolicy.gym`), so a
+reward or pass-rate mean is a rate; ``over_cap`` and the like are shares of tokens; ``mismatch`` and
+``health_*`` are means of ``|log pi - log mu|``, ``reads`` a count per episode."""
+
+
+def bounds_of(metric: str) -> stats.Bounds:
+    """The bounds of ``metric`` (:data:`METRIC_BOUNDS`); none for a metric it does not list."""
+    return METRIC_BOUNDS.get(metric, stats.UNBOUNDED)
+
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% t interval (:func:`offpolicy.stats.t_interval`; 0 for a
-    single value)."""
+    """Mean and half-width of the 95% t interval (:func:`offpolicy.stats.t_interval`), with no
+    bounds (a half-width is symmetric: :func:`band` cuts at a bound); 0 for a single value, which
+    has no interval: a caller draws no band there, as :func:`write_reward_figure` does."""
     iv = stats.t_interval(values)
-    return iv.mean, iv.hi - iv.mean
+    return (iv.mean, iv.hi - iv.mean) if iv.n > 1 else (iv.mean, 0.0)
+
+
+def band(values: Sequence[float], bounds: stats.Bounds = stats.UNBOUNDED) -> tuple[float, float, float]:
+    """(mean, lo, hi) of the 95% t interval cut at ``bounds``, for a figure's band; for one value
+    lo and hi are the bounds (no interval), which a figure leaves out rather than draw."""
+    iv = stats.t_interval(values, bounds=bounds)
+    return iv.mean, iv.lo, iv.hi
 
 
 def show_table(table: str, json_path: str | Path) -> None:
@@ -60,14 +87,15 @@ def show_table(table: str, json_path: str | Path) -> None:
     write_text(Path(json_path).with_suffix(".txt"), table + "\n")
 
 
-def fmt_ci(values: Sequence[float], digits: int = 2) -> str:
-    """'mean [lo, hi]': the mean over seeds and its 95% t interval, ``digits`` decimals. A
-    NaN (a window a diverged run never reached: :func:`history_mean`) is left out and the cell
-    says over how many runs it is, ``(n=2)``; ``n/a`` when none is left."""
+def fmt_ci(values: Sequence[float], digits: int = 2, bounds: stats.Bounds = stats.UNBOUNDED) -> str:
+    """'mean [lo, hi]': the mean over seeds and its 95% t interval, ``digits`` decimals, cut at
+    ``bounds`` (the quantity's: :func:`bounds_of`) with the cut end marked ``*``; one value prints
+    ``[1 seed]``. A NaN (a window a diverged run never reached: :func:`history_mean`) is left out
+    and the cell says over how many runs it is, ``(n=2)``; ``n/a`` when none is left."""
     kept = [v for v in values if not math.isnan(v)]
     if not kept:
         return "n/a"
-    cell = stats.fmt_interval(stats.t_interval(kept), digits)
+    cell = stats.fmt_interval(stats.t_interval(kept, bounds=bounds), digits)
     return cell if len(kept) == len(values) else f"{cell} (n={len(kept)})"
 
 
@@ -78,15 +106,18 @@ def paired_table(
     metric: str = "pass_rate",
 ) -> str:
     """For each (setting a, setting b): the held-out ``metric`` difference a - b over the seeds
-    both ran, its 95% t interval, whether that interval excludes 0, and the exact sign-flip
+    both ran, its 95% t interval (cut at what a difference of ``metric`` can take: [-1, 1] for a
+    pass rate, :func:`bounds_of`), whether that interval excludes 0, and the exact sign-flip
     p-value; then which differences of the table's family survive Holm's adjustment of those
-    p-values (the comparisons of a table are many: each at 5% alone is not 5% for the table)."""
+    p-values (the comparisons of a table are many: each at 5% alone is not 5% for the table), and
+    what a cut end ``*`` means where one was printed."""
     groups = group_runs(runs, keys)
     lines = [
         f"paired held-out {metric} difference, a - b over shared seeds (95% t interval; "
         "p: exact sign-flip, two-sided)"
     ]
     family: list[tuple[str, float]] = []
+    cells: list[str] = []
     for a, b in pairs:
         if a not in groups or b not in groups:
             continue
@@ -96,7 +127,7 @@ def paired_table(
         )
         if not seeds:
             continue
-        iv = stats.paired_t(va, vb)
+        iv = stats.paired_t(va, vb, bounds=bounds_of(metric))
         verdict = "significant" if iv.excludes_zero else "not significant"
         p = stats.sign_flip_p([x - y for x, y in zip(va, vb)])  # exact to 20 pairs, then drawn
         drawn = f" (from {stats.FLIP_DRAWS:,} random flips)" if iv.n > stats.MAX_EXACT_FLIPS else ""
@@ -108,14 +139,14 @@ def paired_table(
         name = f"{name_a} - {name_b}"
         if iv.n >= MIN_CLAIM_SEEDS and not math.isnan(p):
             family.append((name, p))
-        lines.append(
-            f"{name_a:>12} - {name_b:<12} | {stats.fmt_interval(iv, 2, signed=True)} | n={iv.n} | "
-            f"p={p:.3f}{drawn} | {verdict}"
-        )
+        cells.append(stats.fmt_interval(iv, 2, signed=True))
+        lines.append(f"{name_a:>12} - {name_b:<12} | {cells[-1]} | n={iv.n} | p={p:.3f}{drawn} | {verdict}")
     if (
         holm := stats.holm_line(family, f"comparisons of >= {MIN_CLAIM_SEEDS} seeds (sign-flip p, 5%)")
     ) is not None:
         lines.append(holm)
+    if (note := stats.clip_note(cells)) is not None:
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -245,7 +276,9 @@ def history_mean(run: dict[str, Any], key: str, lo: int = 0, hi: int | None = No
 def summary_table(
     runs: Sequence[dict[str, Any]], keys: Sequence[str] = ("lag", "correction"), window: int = 10
 ) -> str:
-    """The chapter's staleness table, every cell a mean [95% t interval] over seeds."""
+    """The chapter's staleness table, every cell a mean [95% t interval] over seeds, cut at what
+    its metric can take (:data:`METRIC_BOUNDS`), with :data:`~offpolicy.stats.CLIP_NOTE` under it
+    where a cell was cut."""
     groups = group_runs(runs, keys)
     steps = min(r["steps"] for r in runs)
     windows = [(lo, min(lo + window, steps)) for lo in range(0, steps, window)]
@@ -255,42 +288,48 @@ def summary_table(
         + " ".join(f"[{lo}-{hi})" for lo, hi in windows)
     )
     head += " | mismatch | over cap | clip frac | held-out | reads | collapsed"
-    lines = [head]
+    lines, printed = [head], []
     for key, group in groups.items():
-        cells = [fmt_ci([history_mean(r, "reward", lo, hi) for r in group]) for lo, hi in windows]
-        cols = [
-            fmt_ci([history_mean(r, "mismatch") for r in group], 3),
-            fmt_ci([history_mean(r, "over_cap") for r in group], 3),
-            fmt_ci([history_mean(r, "clip_frac") for r in group], 4),
-            fmt_ci([r["heldout"]["pass_rate"] for r in group], 2),
-            fmt_ci([r["heldout"]["reads"] for r in group], 2),
+        cells = [
+            fmt_ci([history_mean(r, "reward", lo, hi) for r in group], bounds=bounds_of("reward"))
+            for lo, hi in windows
         ]
+        cols = [
+            fmt_ci([history_mean(r, m) for r in group], digits, bounds_of(m))
+            for m, digits in (("mismatch", 3), ("over_cap", 3), ("clip_frac", 4))
+        ]
+        cols += [fmt_ci([r["heldout"][m] for r in group], 2, bounds_of(m)) for m in ("pass_rate", "reads")]
+        printed += cells + cols
         cols.append(f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}")
         label = " ".join(f"{str(v):>10}" for v in key)
         lines.append(f"{label} | {len(group)} | " + " ".join(cells) + " | " + " | ".join(cols))
+    if (note := stats.clip_note(printed)) is not None:
+        lines.append(note)
     return "\n".join(lines)
 
 
 def write_reward_figure(
     runs: Sequence[dict[str, Any]], path: str | Path, keys: Sequence[str], title: str
 ) -> None:
-    """Plotly HTML: mean training reward per step for each group with a 95% band over seeds."""
+    """Plotly HTML: mean training reward per step for each group with a 95% band over seeds (the t
+    interval cut at [0, 1], :func:`band`), drawn over the steps at least 2 of its runs reached: one
+    run has no interval, and a band of no width would read as a certain one."""
     import plotly.graph_objects as go  # lazy: the package itself needs only torch
 
     fig = go.Figure()
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
     for i, (key, group) in enumerate(group_runs(runs, keys).items()):
         steps = max(len(r["history"]) for r in group)  # a diverged run stops early: the rest go on
-        stats = [
-            mean_ci([r["history"][s]["reward"] for r in group if s < len(r["history"])]) for s in range(steps)
-        ]
-        mean = [m for m, _ in stats]
-        lo, hi = [m - h for m, h in stats], [m + h for m, h in stats]
+        at = [[r["history"][s]["reward"] for r in group if s < len(r["history"])] for s in range(steps)]
+        cells = [band(values, bounds_of("reward")) for values in at]
+        mean = [m for m, _, _ in cells]
+        banded = sum(len(values) > 1 for values in at)  # runs only stop early: a prefix of the steps
+        lo, hi = [c[1] for c in cells[:banded]], [c[2] for c in cells[:banded]]
         color, name = palette[i % len(palette)], ", ".join(f"{k}={v}" for k, v in zip(keys, key))
         xs = list(range(steps))
         fig.add_trace(
             go.Scatter(
-                x=xs + xs[::-1],
+                x=xs[:banded] + xs[:banded][::-1],
                 y=hi + lo[::-1],
                 fill="toself",
                 mode="lines",  # plotly's default for 20 points or fewer adds markers round the band

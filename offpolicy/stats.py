@@ -18,11 +18,23 @@ seed is identical.
   (which of two designs reached a target first on each seed, where "never" is a valid outcome
   and has no number to average): under "neither is faster" the wins among the untied pairs are
   Binomial(n, 1/2); the p-value doubles the smaller tail, capped at 1.
-* :func:`fmt_interval` -- ``'0.85 [0.70, 0.95]'``.
+* :func:`fmt_interval` -- ``'0.85 [0.70, 0.95]'``; ``'0.95 [0.80, 1.00*]'`` where cut at a bound.
 
 * :func:`t_interval` -- the mean and its Student-t interval, ``mean +- t(n-1) s / sqrt(n)``:
   what every table prints, for a cell's mean over seeds and for a paired difference
   (:func:`paired_t`). A difference is *significant* when that interval excludes 0.
+* ``bounds`` -- a share or a rate (a pass rate, a reward of 0 or 1 per episode, a clipped share)
+  lies in :data:`RATE` = [0, 1], a difference of two in [-1, 1], a count or a log-ratio size in
+  :data:`NONNEGATIVE`. The t interval knows nothing of that: over 2 seeds t(0.975, 1) = 12.7,
+  and pass rates 0.0 and 0.8 gave ``0.40 [-4.68, 5.48]``. Given the quantity's bounds,
+  :func:`t_interval` cuts the interval at them and says so (``Interval.lo_clipped`` /
+  ``hi_clipped``; :func:`fmt_interval` prints the cut end with :data:`CLIP_MARK`, explained by
+  :data:`CLIP_NOTE`). The cut costs no coverage: the true mean lies within the bounds, so it is
+  inside the cut interval exactly when it is inside the t interval. A value outside the bounds is
+  an error (it means the bounds, or the value, are wrong), not something to cut.
+* One value has no interval (the t interval with 0 degrees of freedom is infinite): its ``lo`` and
+  ``hi`` are the bounds (``-inf`` and ``inf`` when there are none), and :func:`fmt_interval`
+  prints ``'0.41 [1 seed]'``, never an interval of no width.
 * :func:`sign_flip_p` -- the exact two-sided sign-flip permutation p-value of paired
   differences (every one of the ``2**n`` sign assignments, for n up to :data:`MAX_EXACT_FLIPS`;
   above, estimated from :data:`FLIP_DRAWS` seeded random assignments), which assumes no shape for
@@ -40,7 +52,7 @@ comparisons the Holm-adjusted sign-flip p-values say which survive the number of
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,26 +71,49 @@ T95: tuple[float, ...] = (
 )
 """Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30 (scipy.stats.t.ppf)."""
 
+Bounds = tuple[float, float]
+"""The least and the greatest value a quantity can take (``-inf`` / ``inf`` for no bound)."""
+UNBOUNDED: Bounds = (-math.inf, math.inf)
+RATE: Bounds = (0.0, 1.0)
+"""A share or a rate: a pass rate, a mean reward of 0-or-1 episodes, a share of tokens."""
+RATE_DIFF: Bounds = (-1.0, 1.0)
+"""The difference of two rates (what :func:`paired_t` derives from ``bounds=RATE``)."""
+NONNEGATIVE: Bounds = (0.0, math.inf)
+"""A count, a size or a time: no upper bound, but never below 0."""
+CLIP_MARK = "*"
+"""What :func:`fmt_interval` prints after an end of an interval cut at the quantity's bound."""
+CLIP_NOTE = (
+    f"{CLIP_MARK} the t interval reached past what the quantity can take (a rate lies in [0, 1], a "
+    "difference of rates in [-1, 1], a count at or above 0) and is cut there; the true mean lies "
+    "inside those bounds, so the cut loses no coverage"
+)
+"""The line under a table that printed a :data:`CLIP_MARK` (:func:`clip_note`)."""
+
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with a bootstrap interval.
+    """A point estimate with an interval (Student t or percentile bootstrap).
 
     Attributes:
         mean: the estimate (mean of the values, or of the paired differences).
-        lo: lower end of the interval.
-        hi: upper end of the interval.
+        lo: lower end of the interval (the lower bound for one value: no interval).
+        hi: upper end of the interval (the upper bound for one value: no interval).
         n: number of values (or of pairs).
+        lo_clipped: the t interval reached below the quantity's lower bound, and ``lo`` is that bound.
+        hi_clipped: the same at the upper bound.
     """
 
     mean: float
     lo: float
     hi: float
     n: int
+    lo_clipped: bool = False
+    hi_clipped: bool = False
 
     @property
     def excludes_zero(self) -> bool:
-        """Whether 0 lies outside [lo, hi] (for a difference: significant at the interval's level)."""
+        """Whether 0 lies outside [lo, hi] (for a difference: significant at the interval's level;
+        never for one value, whose interval is the whole of its bounds)."""
         return self.lo > 0.0 or self.hi < 0.0
 
 
@@ -95,10 +130,34 @@ def _check(values: Sequence[float], n_boot: int, level: float) -> np.ndarray:
     return arr
 
 
+def check_bounds(bounds: Bounds) -> Bounds:
+    """``bounds`` as two floats ``lo < hi`` (either may be infinite), else a FieldError naming it."""
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise refuse("bounds", f"must be two numbers (lo, hi), got {bounds!r}") from None
+    if not lo < hi:  # also NaN
+        raise refuse("bounds", f"must have lo < hi, got {bounds!r}")
+    return lo, hi
+
+
+def _check_within(arr: np.ndarray, bounds: Bounds, field: str) -> None:
+    """A FieldError naming ``field`` (its message: the index and value) for the first value outside
+    ``bounds``: the bounds (or the value) are wrong, and cutting an interval at them would hide it."""
+    lo, hi = bounds
+    outside = np.flatnonzero((arr < lo) | (arr > hi))
+    if outside.size:
+        i = int(outside[0])
+        raise FieldError(
+            f"{field}[{i}] = {float(arr[i])!r} lies outside the quantity's bounds [{lo}, {hi}]", field
+        )
+
+
 def bootstrap_mean(
     values: Sequence[float], rng: np.random.Generator, n_boot: int = N_BOOT, level: float = LEVEL
 ) -> Interval:
-    """Mean of ``values`` with a percentile-bootstrap interval at ``level`` drawn from ``rng``."""
+    """Mean of ``values`` with a percentile-bootstrap interval at ``level`` drawn from ``rng``
+    (resample means lie between the least and the greatest value, so it needs no bounds)."""
     arr = _check(values, n_boot, level)
     idx = rng.integers(0, arr.size, size=(n_boot, arr.size))  # [n_boot, n]
     means = arr[idx].mean(axis=1)  # [n_boot]
@@ -147,22 +206,40 @@ def t_quantile(df: int, level: float = LEVEL) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3
 
 
-def t_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
-    """Mean of ``values`` with its Student-t interval at ``level`` (one value: the value itself,
-    with no width: it cannot tell noise from effect, and the tables say so)."""
+def t_interval(values: Sequence[float], level: float = LEVEL, bounds: Bounds = UNBOUNDED) -> Interval:
+    """Mean of ``values`` with its Student-t interval at ``level``, cut at ``bounds`` (what the
+    quantity can take: :data:`RATE` for a share; a value outside them is a FieldError), each cut
+    end marked. One value has no interval: ``lo`` and ``hi`` are then the bounds themselves (the
+    t interval with no degree of freedom is infinite), and the tables print ``[1 seed]``."""
     arr = _check(values, 1, level)
-    mean = float(arr.mean())
+    b_lo, b_hi = check_bounds(bounds)
+    _check_within(arr, (b_lo, b_hi), "values")
+    mean = min(max(float(arr.mean()), b_lo), b_hi)  # a rounding ulp past a bound such as 0.7
     if arr.size == 1:
-        return Interval(mean, mean, mean, 1)
+        return Interval(mean, b_lo, b_hi, 1)
     half = t_quantile(arr.size - 1, level) * float(arr.std(ddof=1)) / math.sqrt(arr.size)
-    return Interval(mean, mean - half, mean + half, int(arr.size))
+    lo, hi = mean - half, mean + half
+    return Interval(mean, max(lo, b_lo), min(hi, b_hi), int(arr.size), lo < b_lo, hi > b_hi)
 
 
-def paired_t(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Interval:
-    """Mean of ``a[i] - b[i]`` (same seeds, same order) with its Student-t interval."""
+def difference_bounds(bounds: Bounds) -> Bounds:
+    """The bounds of ``a - b`` for ``a`` and ``b`` within ``bounds``: [0, 1] gives [-1, 1]."""
+    lo, hi = check_bounds(bounds)
+    return lo - hi, hi - lo
+
+
+def paired_t(
+    a: Sequence[float], b: Sequence[float], level: float = LEVEL, bounds: Bounds = UNBOUNDED
+) -> Interval:
+    """Mean of ``a[i] - b[i]`` (same seeds, same order) with its Student-t interval; ``bounds``
+    are those of ``a`` and ``b`` (:data:`RATE` for pass rates), and the difference's interval is
+    cut at :func:`difference_bounds` of them ([-1, 1])."""
     if len(a) != len(b):
         raise FieldError(f"a and b must pair up (same seeds): lengths {len(a)} and {len(b)}", "b")
-    return t_interval([x - y for x, y in zip(a, b)], level)
+    b_lo, b_hi = check_bounds(bounds)
+    for field, values in (("a", a), ("b", b)):
+        _check_within(np.asarray(values, dtype=np.float64), (b_lo, b_hi), field)
+    return t_interval([x - y for x, y in zip(a, b)], level, difference_bounds((b_lo, b_hi)))
 
 
 def sign_flip_p(diffs: Sequence[float]) -> float:
@@ -239,9 +316,18 @@ def sign_test(wins: int, losses: int) -> float:
 
 
 def fmt_interval(iv: Interval, digits: int = 2, signed: bool = False) -> str:
-    """``'mean [lo, hi]'`` with ``digits`` decimals (``signed``: a leading + on positives); one
+    """``'mean [lo, hi]'`` with ``digits`` decimals (``signed``: a leading + on positives), an end
+    cut at the quantity's bound followed by :data:`CLIP_MARK` (``'0.40 [0.00*, 1.00*]'``); one
     value has no interval, and says so (``'0.41 [1 seed]'``) rather than print one of no width."""
     sign = "+" if signed else ""
     if iv.n < 2:
         return f"{iv.mean:{sign}.{digits}f} [1 seed]"
-    return f"{iv.mean:{sign}.{digits}f} [{iv.lo:{sign}.{digits}f}, {iv.hi:{sign}.{digits}f}]"
+    lo = f"{iv.lo:{sign}.{digits}f}" + (CLIP_MARK if iv.lo_clipped else "")
+    hi = f"{iv.hi:{sign}.{digits}f}" + (CLIP_MARK if iv.hi_clipped else "")
+    return f"{iv.mean:{sign}.{digits}f} [{lo}, {hi}]"
+
+
+def clip_note(cells: Iterable[str]) -> str | None:
+    """:data:`CLIP_NOTE` when any of ``cells`` (:func:`fmt_interval`'s text) printed a cut end,
+    for the line under its table; None when none did."""
+    return CLIP_NOTE if any(CLIP_MARK in c for c in cells) else None

@@ -124,7 +124,7 @@ def test_tables_print_mean_with_t_interval_and_paired_differences() -> None:
     lines = paired.splitlines()
     # lag 8 none is below lag 0 on every one of 3 seeds: p = 2/8 at best, and the t interval over
     # 3 values is wide; 3 seeds make no claim either way
-    down = stats.paired_t([0.0, 0.5, 0.0], [0.8, 0.81, 0.82])
+    down = stats.paired_t([0.0, 0.5, 0.0], [0.8, 0.81, 0.82], bounds=stats.RATE)  # rewards: in [0, 1]
     assert f"{stats.fmt_interval(down, 2, signed=True)} | n=3 | p=0.250 |" in lines[1]
     assert "no claim" in lines[1]
     assert "n=2 |" in lines[2] and "+0.25 [" in lines[2]  # seeds 101 and 202 only: +0.60 and -0.10

@@ -276,7 +276,7 @@ def test_mean_ci() -> None:
 
 def _fake_run(lag: int, seed: int) -> dict[str, object]:
     hist = [
-        {"reward": 0.1 * seed + s / 20, "mismatch": 0.01 * lag, "over_cap": 0.0, "clip_frac": 0.01}
+        {"reward": 0.05 * seed + s / 25, "mismatch": 0.01 * lag, "over_cap": 0.0, "clip_frac": 0.01}
         for s in range(20)
     ]
     return {

@@ -157,6 +157,8 @@ def test_the_reward_figure_is_the_same_bytes_for_the_same_runs(tmp_path: Path) -
     from offpolicy.experiment import write_reward_figure
 
     runs = [_history_run(12, s, lag=lag, correction="none") for s in (0, 1) for lag in (0, 2)]
+    for run in runs:  # a reward is a share of episodes fixed, in [0, 1]
+        run["history"] = [dict(h, reward=h["reward"] / 12) for h in run["history"]]
     a, b = tmp_path / "a.html", tmp_path / "b.html"
     write_reward_figure(runs, a, ("lag", "correction"), "reward")
     write_reward_figure(runs, b, ("lag", "correction"), "reward")
