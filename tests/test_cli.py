@@ -408,8 +408,8 @@ def test_set_policies_with_arguments(tmp_path: Path) -> None:
     assert sc["replicas"] == "Replicas(n_replicas=2, routing=LeastLoaded())"
     assert sc["durations"] == "LogNormalDurations(median_s=60, sigma=0.5)"
     assert sc["pipeline"]["sync_time_s"] == pytest.approx(1.64)
-    # and back to none
-    assert main(["run", "fig13.1-async", "--set", "timeout=Timeout(cap_s=600)", "--set", "timeout=none"]) == 0
+    # and none (given after a Timeout it was a key given twice, refused since: test_inputs_fix_set_repeats)
+    assert main(["run", "fig13.1-async", "--set", "timeout=none"]) == 0
 
 
 def test_preset_parameters_go_to_the_factory(tmp_path: Path) -> None:

@@ -189,12 +189,20 @@ def test_bad_numbers_are_errors_naming_the_key(
     assert f"{key} must be" in err, err
 
 
-def test_integral_floats_read_as_integers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [("n_gpus = 4", "n_gpus = 4.0", "cluster.n_gpus"), ("tp = [1]", "tp = [1.0, 2]", "space.tp[0]")],
+)
+def test_integral_floats_are_refused_as_scenario_files_refuse_them(
+    tmp_path: Path, old: str, new: str, key: str
+) -> None:
+    """``4.0`` where an integer belongs is refused naming the key (it read as 4 before; a scenario
+    file refused it: one rule now, tests/test_inputs_fix_int_floats.py)."""
     path = tmp_path / "s.toml"
-    path.write_text(variant("n_gpus = 4", "n_gpus = 4.0").replace("tp = [1]", "tp = [1.0, 2]"))
-    spec = plan.load(path)
-    assert spec.n_gpus == 4 and type(spec.n_gpus) is int
-    assert spec.space.tp == (1, 2) and all(type(t) is int for t in spec.space.tp)
+    path.write_text(variant(old, new))
+    with pytest.raises(plan.PlanError) as info:
+        plan.load(path)
+    assert info.value.field == key
 
 
 # (the configs refusing a bad key at construction: tests/test_refusals_plan.py, configs/*)

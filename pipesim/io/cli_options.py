@@ -8,19 +8,30 @@ with :func:`add_option` (keywords override the spec: a command's own help or def
 :func:`add_options` (several, as specified). :mod:`pipesim.io.cli_parser` builds ``pipesim``'s
 subcommands this way and :mod:`pipesim.plan` its own parser, so the two cannot drift apart.
 
+``--set`` refuses a key given twice, as ``--over`` does (:class:`SetPairs`, :func:`repeated_key`):
+the last value used to win without a word (``--set run.steps=10 --set run.steps=20`` ran 20). A
+key that replaces a table an earlier key changed inside (``durations.median_s=60`` then
+``durations=...``) is refused too; a table first and then one of its fields edits the table set.
+``pipesim plan``, whose parser is its own, has the same check where it reads the spec
+(:func:`pipesim.plan.specfile.check_sets`). The readers of pairs (``apply_overrides``,
+``runspec.load``) keep the last value: ``pipesim trace RUN.json --set`` lays the user's pairs over
+the recipe's, and there the last is meant to win.
+
 ``--dask`` means the same in both: ``local`` starts a LocalCluster of one-thread worker
 processes, anything else is a scheduler address; :func:`open_dask` connects (or raises
 :class:`DaskError` with the one line to print) and :func:`close_dask` shuts both down.
 
-This module imports only argparse and :mod:`pipesim.io.cli_common` (``distributed`` when ``--dask`` is
-used), so ``pipesim --help`` stays fast.
+This module imports only argparse, :mod:`pipesim.io.cli_common` and :mod:`pipesim.core.validate`
+(``distributed`` when ``--dask`` is used), so ``pipesim --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
+from pipesim.core.validate import key_shown
 from pipesim.io.cli_common import one_line
 
 __all__ = [
@@ -29,11 +40,14 @@ __all__ = [
     "SCENARIO_HELP",
     "SET_HELP",
     "DaskError",
+    "SetPairs",
     "add_option",
     "add_options",
     "close_dask",
     "examples",
     "open_dask",
+    "repeated_key",
+    "repeated_problem",
 ]
 
 WORKERS_PER_CPU = 4
@@ -71,7 +85,7 @@ SCENARIO_HELP = (
     "or path/to/file.py:factory; e.g. systems:areal, my.toml, ./mine.py:make"
 )
 SET_HELP = (
-    "override a field, a policy (with arguments) or a factory parameter; repeatable; e.g. "
+    "override a field, a policy (with arguments) or a factory parameter; repeatable, each key once; e.g. "
     "--set n_slots=8, --set 'weight_update=InFlightUpdate(load_time_s=2)', "
     "--set 'replicas=Replicas(2, LeastLoaded())', --set timeout=none, --set max_head_offpolicyness=4"
 )
@@ -84,9 +98,53 @@ OVER_HELP = (
     "--over 'replicas=Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())'"
 )
 
+
+def repeated_key(pairs: Sequence[str]) -> tuple[str, str] | None:
+    """The first key of the ``KEY=VALUE`` ``pairs`` that would silently undo an earlier one, and
+    that earlier key; None where none does. It undoes one when it is the same key again, or a table
+    that an earlier key changed a field of (``durations`` after ``durations.median_s``,
+    ``workload.response`` after ``workload.response.sigma``). A table first and then one of its
+    fields edits the table set, and is no repeat. A pair without ``=`` is left to the reader."""
+    seen: list[str] = []
+    for pair in pairs:
+        key, eq, _ = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            continue
+        for earlier in seen:
+            if earlier == key or earlier.startswith(key + "."):
+                return key, earlier
+        seen.append(key)
+    return None
+
+
+def repeated_problem(key: str, earlier: str) -> str:
+    """What :func:`repeated_key`'s finding means, naming the key first (``steps is given twice...``)."""
+    name = key_shown(key)
+    if key == earlier:
+        return f"{name} is given twice; give each key once (the last would replace the first without a word)"
+    before = key_shown(earlier)
+    return (
+        f"{name} after {before}: it replaces all of {name}, and {before} would be lost without a word; "
+        f"give {name} first, then {before}"
+    )
+
+
+class SetPairs(argparse.Action):
+    """``--set KEY=VALUE``, appended as argparse's ``append`` does; a key given twice (or a table
+    after one of its fields, :func:`repeated_key`) is a usage error naming the key."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        pairs = [*(getattr(namespace, self.dest, None) or []), values]
+        found = repeated_key(pairs)
+        if found is not None:
+            raise argparse.ArgumentError(self, repeated_problem(*found))
+        setattr(namespace, self.dest, pairs)
+
+
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "scenario": (("scenario",), {"help": SCENARIO_HELP}),
-    "set": (("--set",), {"action": "append", "default": [], "metavar": "KEY=VALUE", "help": SET_HELP}),
+    "set": (("--set",), {"action": SetPairs, "default": [], "metavar": "KEY=VALUE", "help": SET_HELP}),
     "policies": (
         ("--policies",),
         {"action": "append", "default": [], "metavar": "MODULE", "help": POLICIES_HELP},

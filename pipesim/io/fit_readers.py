@@ -5,7 +5,10 @@ every reading failure is one :class:`FitError` that names the file, the column a
 (a missing file, an unknown suffix, an unparsable file, a missing or non-numeric column, fewer than
 10 usable values). The suffix chooses the reader: ``.csv``/``.txt``, ``.tsv``, ``.jsonl``/``.ndjson``,
 ``.json`` and ``.parquet``. Values that are missing, not numbers, not finite or not positive are
-dropped and counted. :mod:`pipesim.io.fit` re-exports these names.
+dropped and counted. In the typed formats (JSON, JSON lines, Parquet) a number written as text
+(``"12.5"``) is refused, naming the column and the row: it was read as the number without a word,
+so a writer that quotes its numbers passed for one that does not (a CSV's cells are all text, and
+its numbers are read from it). :mod:`pipesim.io.fit` re-exports these names.
 """
 
 from __future__ import annotations
@@ -39,9 +42,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(p, lines=True, dtype=False)  # a true stays a bool, not 1
+            return _typed(pd.read_json(p, lines=True, dtype=False))  # a true stays a bool, not 1
         if suffix == ".json":
-            return pd.read_json(p, dtype=False)
+            return _typed(pd.read_json(p, dtype=False))
         if suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else ","
             df = pd.read_csv(p, sep=sep)
@@ -50,7 +53,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
             df.attrs["header"] = list(pd.read_csv(p, sep=sep, header=None, nrows=1, dtype=str).iloc[0])
             return df
         if suffix == ".parquet":
-            return read_parquet(p)
+            return _typed(read_parquet(p))
     except (ValueError, OSError) as exc:
         raise FitError(
             f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}", "", str(p)
@@ -60,6 +63,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
         "",
         str(p),
     )
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``, marked as read from a format whose cells have types (a number is no string)."""
+    df.attrs["typed"] = True
+    return df
 
 
 def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
@@ -75,6 +84,16 @@ def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
             f"{path}: column {shown(column)} is given twice in the header; keep one", str(column), str(path)
         )
     col = pd.to_numeric(df[column], errors="coerce")
+    if df.attrs.get("typed"):  # "12.5" in a JSON or Parquet table: text, which to_numeric reads
+        quoted = df[column].map(lambda v: isinstance(v, str)).astype(bool) & col.notna()
+        if quoted.any():
+            i = int(np.flatnonzero(quoted.to_numpy())[0])
+            raise FitError(
+                f"{path}: column {shown(column)}, row {i + 1}: {shown(df[column].iloc[i])} is text, not a "
+                "number; write the column's numbers as numbers, not strings",
+                str(column),
+                str(path),
+            )
     # a JSON true or false is no duration (pandas reads it as 1 or 0): dropped with the other
     # cells that are not numbers, and counted as such
     flags = df[column].map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)

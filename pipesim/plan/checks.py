@@ -5,8 +5,9 @@ Every error is a :class:`PlanError` (a :class:`~pipesim.core.validate.FieldError
 is the key, as ``table.key`` (``cluster.n_gpus``, ``workload.response.median_tokens``, ``space.tp``),
 and whose message starts with it and says what the value must be and what it was.
 
-* An *integer* is an ``int``, never a bool. A spec file's integral float (``4.0``) reads as one; a
-  fractional one (``4.7``) is an error, never truncated.
+* An *integer* is an ``int``, never a bool, never a float: ``4.0`` is refused as ``4.7`` is (never
+  truncated), the rule scenario files keep (:mod:`pipesim.io.scenario_schema`); TOML, YAML and
+  ``--set`` all tell ``4`` from ``4.0``.
 * A *number* is a finite int or float, never a bool.
 
 Documented bounds, so that a slip of the keyboard stops at once instead of allocating a search
@@ -112,8 +113,16 @@ def integer(where: str, v: object, lo: int | None = None, hi: int | None = None,
     """``v`` if it is an int (not a bool) in ``[lo, hi]``; PlanError naming ``where`` otherwise."""
     if not is_int(v) or (lo is not None and v < lo) or (hi is not None and v > hi):  # type: ignore[operator]
         bounds = what or _range(lo, hi)
-        raise PlanError(f"{where} must be an integer{bounds}, got {shown(v)}", where)
+        raise PlanError(f"{where} must be an integer{bounds}, got {shown(v)}{_float_hint(v)}", where)
     return v  # type: ignore[return-value]
+
+
+def _float_hint(v: object) -> str:
+    """How to write the integer a float such as ``8.0`` or ``1e12`` meant; "" for anything else."""
+    if not (isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 1e18):
+        return ""
+    n = int(v)
+    return f" (a float: write {n}{f' or {n:_}' if abs(n) >= 10_000 else ''})"
 
 
 def number(
@@ -191,10 +200,10 @@ class Table:
         return Table(self.name(key), self.data[key], keys, what)
 
     def integer(self, key: str, default: Any = None, lo: int | None = None, hi: int | None = None) -> Any:
-        """An integer in ``[lo, hi]`` (an integral float reads as one); ``default`` when absent."""
+        """An integer in ``[lo, hi]`` (a float, even ``4.0``, is refused); ``default`` when absent."""
         if key not in self.data:
             return default
-        return integer(self.name(key), as_int(self.name(key), self.data[key]), lo, hi)
+        return integer(self.name(key), self.data[key], lo, hi)
 
     def number(
         self,
@@ -241,11 +250,9 @@ class Table:
 
 
 def as_int(where: str, v: object) -> int:
-    """An int, or an integral finite float as one; PlanError naming ``where`` otherwise."""
-    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
-        return int(v)
+    """An int (:func:`is_int`: a float, even ``4.0``, is refused); PlanError naming ``where`` otherwise."""
     if not is_int(v):
-        raise PlanError(f"{where} must be an integer, got {shown(v)}", where)
+        raise PlanError(f"{where} must be an integer, got {shown(v)}{_float_hint(v)}", where)
     return v  # type: ignore[return-value]
 
 

@@ -333,9 +333,21 @@ def load(path: str | Path, sets: Sequence[str] = ()) -> PlanSpec:
         raise PlanError(f"{path}: {e}", e.field, str(path)) from None
 
 
+def check_sets(sets: Sequence[str]) -> None:
+    """PlanError naming the key where ``--set`` pairs give a key twice, or a table after one of its
+    fields (:func:`pipesim.io.cli_options.repeated_key`, the rule ``pipesim``'s own ``--set`` has):
+    the last value used to replace the first without a word."""
+    from pipesim.io.cli_options import repeated_key, repeated_problem
+
+    found = repeated_key(sets)
+    if found is not None:
+        raise PlanError(f"--set {repeated_problem(*found)}", key_shown(found[0]))
+
+
 def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     """A spec file's tables with ``--set`` pairs applied (:mod:`pipesim.plan.sets`): a plan spec's
-    tables, or a run spec's when the file says ``kind = "compute"``; PlanError naming the file."""
+    tables, or a run spec's when the file says ``kind = "compute"``; PlanError naming the file
+    (and the key: one given twice is refused, :func:`check_sets`)."""
     data = read(path)
     if not sets:
         return data
@@ -345,6 +357,7 @@ def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     run = data.get("kind") == "compute"
     tables = SET_TABLES if run else tuple(_TABLES)
     try:
+        check_sets(sets)
         return apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
     except PlanError as e:
         raise PlanError(f"{path}: {e}", e.field, str(path)) from None
