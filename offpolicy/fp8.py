@@ -21,6 +21,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    bounds_of,
     check_cli_args,
     diverged_note,
     fmt_ci,
@@ -35,6 +36,7 @@ from offpolicy.experiment import (
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.runfile import read_runs, write_json
+from offpolicy.stats import clip_note
 from offpolicy.update import fp8_copy
 
 PROG = "python -m offpolicy.fp8"
@@ -99,30 +101,33 @@ def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> Non
 
 def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:
     """The exact sampler's row and one per fp8 correction, then each fp8 row against the exact
-    one on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
+    one on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it). Each
+    interval is cut at what its metric can take (:func:`~offpolicy.experiment.bounds_of`: the
+    mismatch and its health at or above 0, the over-cap share, reward and pass rate in [0, 1]), the
+    cut end marked ``*`` and explained by a line under the rows."""
     settings = [("exact", "none")] + [("fp8", c) for c in corrections]
     w = window_of(runs)  # 10 steps, or every step of a shorter run (a label that says so)
     lines = [
         f"sampler correction | n | mismatch | health p99 | health max | over cap | last-{w} reward "
         "| held-out | collapsed"
     ]
+    printed: list[str] = []
     for name, correction in settings:
         group = [r for r in runs if r["sampler"] == name and r["correction"] == correction]
         steps = group[0]["steps"]
-        lines.append(
-            f"{name:<7} {correction:<10} | {len(group)} | "
-            + " | ".join(
-                [
-                    fmt_ci([history_mean(r, "mismatch") for r in group], 4),
-                    fmt_ci([history_mean(r, "health_p99") for r in group], 4),
-                    fmt_ci([history_mean(r, "health_max") for r in group], 4),
-                    fmt_ci([history_mean(r, "over_cap") for r in group], 4),
-                    fmt_ci([history_mean(r, "reward", steps - w) for r in group], 3),
-                    fmt_ci([r["heldout"]["pass_rate"] for r in group], 3),
-                    f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}",
-                ]
-            )
-        )
+        cells = [
+            fmt_ci([history_mean(r, m) for r in group], 4, bounds_of(m))
+            for m in ("mismatch", "health_p99", "health_max", "over_cap")
+        ]
+        cells += [
+            fmt_ci([history_mean(r, "reward", steps - w) for r in group], 3, bounds_of("reward")),
+            fmt_ci([r["heldout"]["pass_rate"] for r in group], 3, bounds_of("pass_rate")),
+        ]
+        printed += cells
+        cells.append(f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}")
+        lines.append(f"{name:<7} {correction:<10} | {len(group)} | " + " | ".join(cells))
+    if (note := clip_note(printed)) is not None:  # a cell cut at its metric's bound: say what * means
+        lines.append(note)
     pairs = [(("fp8", c), ("exact", "none")) for c in corrections]
     return "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("sampler", "correction"))
 

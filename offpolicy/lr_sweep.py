@@ -24,6 +24,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    bounds_of,
     check_cli_args,
     diverged_note,
     fmt_ci,
@@ -39,6 +40,7 @@ from offpolicy.experiment import (
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.runfile import read_runs, write_json
+from offpolicy.stats import clip_note
 
 PROG = "python -m offpolicy.lr_sweep"
 
@@ -102,24 +104,31 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
 
 def lr_table(runs: list[dict[str, Any]]) -> str:
     """One row per (lr, lag, correction), then each lag against lag 0 at the same lr and
-    correction on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it)."""
+    correction on shared seeds (what ``--json``'s ``.txt`` holds; ``--table-only`` re-renders it).
+    Each interval is cut at what its metric can take (:func:`~offpolicy.experiment.bounds_of`: a
+    reward or pass rate in [0, 1], a mismatch or reads at or above 0), the cut end marked ``*`` and
+    explained by a line under the rows."""
     w = window_of(runs)  # 10 steps, or every step of a shorter run (a label that says so)
     lines = [
         f"      lr lag correction | n | reward [0-{w}) | reward last {w} | mismatch | over cap"
         " | held-out | reads | collapsed"
     ]
+    printed: list[str] = []
     for (lr, lag, correction), group in group_runs(runs, ("lr", "lag", "correction")).items():
         steps = group[0]["steps"]
         cells = [
-            fmt_ci([history_mean(r, "reward", 0, w) for r in group]),
-            fmt_ci([history_mean(r, "reward", steps - w) for r in group]),
-            fmt_ci([history_mean(r, "mismatch") for r in group], 3),
-            fmt_ci([history_mean(r, "over_cap") for r in group], 3),
-            fmt_ci([r["heldout"]["pass_rate"] for r in group]),
-            fmt_ci([r["heldout"]["reads"] for r in group]),
-            f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}",
+            fmt_ci([history_mean(r, "reward", 0, w) for r in group], bounds=bounds_of("reward")),
+            fmt_ci([history_mean(r, "reward", steps - w) for r in group], bounds=bounds_of("reward")),
+            fmt_ci([history_mean(r, "mismatch") for r in group], 3, bounds_of("mismatch")),
+            fmt_ci([history_mean(r, "over_cap") for r in group], 3, bounds_of("over_cap")),
+            fmt_ci([r["heldout"]["pass_rate"] for r in group], bounds=bounds_of("pass_rate")),
+            fmt_ci([r["heldout"]["reads"] for r in group], bounds=bounds_of("reads")),
         ]
+        printed += cells
+        cells.append(f"{sum(r['heldout']['pass_rate'] < COLLAPSED for r in group)}/{len(group)}")
         lines.append(f"{lr:8.0e} {lag:3d} {correction:<10} | {len(group)} | " + " | ".join(cells))
+    if (note := clip_note(printed)) is not None:  # a cell cut at its metric's bound: say what * means
+        lines.append(note)
     settings = list(group_runs(runs, ("lr", "lag", "correction")))
     pairs: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
         (c, (c[0], 0, c[2])) for c in settings if c[1] != 0 and (c[0], 0, c[2]) in settings

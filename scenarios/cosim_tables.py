@@ -130,10 +130,12 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
 
 def claims_table(records: Sequence[dict[str, Any]]) -> str:
     """The final held-out pass rate per (design, correction) as ``mean [lo, hi]`` (95% t interval
-    over seeds, as offpolicy's tables), the collapsed count (final < 0.05), and the paired
-    differences on shared seeds: TIS (and any other correction) - none per design, and each
-    design - sync per correction, marked significant only where the interval excludes 0."""
-    from offpolicy.experiment import COLLAPSED, fmt_ci, group_runs, paired_table
+    over seeds, as offpolicy's tables, cut at [0, 1] with the cut end marked ``*`` and a line
+    under the rows saying why), the collapsed count (final < 0.05), and the paired differences on
+    shared seeds: TIS (and any other correction) - none per design, and each design - sync per
+    correction, marked significant only where the interval excludes 0."""
+    from offpolicy.experiment import COLLAPSED, bounds_of, fmt_ci, group_runs, paired_table
+    from offpolicy.stats import clip_note
 
     runs = [
         dict(
@@ -146,12 +148,14 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
     ]
     groups = group_runs(runs, ("design", "correction"))
     lines = ["design      corr  | n  | final held-out [95% t interval] | collapsed"]
+    printed: list[str] = []
     for (design, corr), group in groups.items():
         finals = [g["heldout"]["pass_rate"] for g in group]
         n_bad = sum(f < COLLAPSED for f in finals)
-        lines.append(
-            f"{design:11s} {corr:5s} | {len(group):<2d} | {fmt_ci(finals):30s} | {n_bad}/{len(group)}"
-        )
+        printed.append(fmt_ci(finals, bounds=bounds_of("pass_rate")))
+        lines.append(f"{design:11s} {corr:5s} | {len(group):<2d} | {printed[-1]:30s} | {n_bad}/{len(group)}")
+    if (note := clip_note(printed)) is not None:  # an interval cut at [0, 1]: say what * means
+        lines.append(note)
     cells = list(groups)
     pairs = [((d, c), (d, "none")) for d, c in cells if c != "none" and (d, "none") in groups]
     pairs += [((d, c), ("sync", c)) for d, c in cells if d != "sync" and ("sync", c) in groups]

@@ -118,9 +118,10 @@ def test_a_nan_or_out_of_range_weight_knob_or_p_value_is_named(call: str, field:
 
 
 def _history_run(steps: int, seed: int, **keys: object) -> dict[str, object]:
-    """A run whose step i has reward i (so a window's mean says which steps it read)."""
+    """A run whose step i has reward i / steps (so a window's mean says which steps it read; a
+    reward is a share of episodes fixed, so it lies in [0, 1], which the tables check)."""
     row = {"mismatch": 0.0, "over_cap": 0.0, "health_p99": 0.0, "health_max": 0.0}
-    history = [dict(row, reward=float(i)) for i in range(steps)]
+    history = [dict(row, reward=i / steps) for i in range(steps)]
     return {
         "steps": steps,
         "seed": seed,
@@ -138,18 +139,22 @@ def test_reward_windows_read_what_their_headers_say(steps: int) -> None:
     from offpolicy.lr_sweep import lr_table
 
     w = min(10, steps)
-    last = sum(range(steps - w, steps)) / w
-    first = sum(range(w)) / w
+    last = sum(range(steps - w, steps)) / w / steps
+    first = sum(range(w)) / w / steps
+
+    def mean_of(cell: str) -> float:  # a cell prints its mean to 2 or 3 decimals
+        return float(cell.split()[0])
+
     lr_runs = [_history_run(steps, s, lr=1e-3, lag=0, correction="none") for s in (0, 1)]
     head, row = lr_table(lr_runs).splitlines()[:2]
     assert f"reward [0-{w}) | reward last {w} |" in head
-    assert row.split("|")[2].strip().startswith(f"{first:.2f}")
-    assert row.split("|")[3].strip().startswith(f"{last:.2f}")
+    assert mean_of(row.split("|")[2]) == pytest.approx(first, abs=0.006)
+    assert mean_of(row.split("|")[3]) == pytest.approx(last, abs=0.006)
     fp8_runs = [_history_run(steps, s, sampler=n, correction="none") for s in (0, 1) for n in ("exact",)]
     fp8_runs += [_history_run(steps, s, sampler="fp8", correction="tis") for s in (0, 1)]
     head, row = fp8_table(fp8_runs, ["tis"]).splitlines()[:2]
     assert f"last-{w} reward" in head
-    assert row.split("|")[6].strip().startswith(f"{last:.3f}")
+    assert mean_of(row.split("|")[6]) == pytest.approx(last, abs=0.0006)
 
 
 def test_the_reward_figure_is_the_same_bytes_for_the_same_runs(tmp_path: Path) -> None:
@@ -157,8 +162,6 @@ def test_the_reward_figure_is_the_same_bytes_for_the_same_runs(tmp_path: Path) -
     from offpolicy.experiment import write_reward_figure
 
     runs = [_history_run(12, s, lag=lag, correction="none") for s in (0, 1) for lag in (0, 2)]
-    for run in runs:  # a reward is a share of episodes fixed, in [0, 1]
-        run["history"] = [dict(h, reward=h["reward"] / 12) for h in run["history"]]
     a, b = tmp_path / "a.html", tmp_path / "b.html"
     write_reward_figure(runs, a, ("lag", "correction"), "reward")
     write_reward_figure(runs, b, ("lag", "correction"), "reward")

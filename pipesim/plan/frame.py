@@ -9,7 +9,9 @@ that were not promoted), with columns
   :mod:`pipesim.plan.stats`), ``verified`` (what the run ``HORIZON`` times as long found,
   :mod:`pipesim.plan.verify`; empty where none was needed);
 * every metric (:func:`pipesim.plan.evaluate.run_design`'s keys, averaged over seeds) and the 95%
-  interval of the throughput (``throughput_ci``, ``throughput_lo``, ``throughput_hi``).
+  interval of the throughput (``throughput_ci``, ``throughput_lo``, ``throughput_hi``); a
+  throughput is never below 0, so ``throughput_lo`` is cut there, and a design run on one seed
+  has no interval: the three are NaN (empty in the CSV), never an interval of no width.
 
 Counts (tokens, preemptions, seeds) are integer columns where every value is a whole number, so
 a CSV says ``21504``, not ``21504.0``. The frame's ``attrs`` (and the Parquet file's metadata, and a
@@ -20,6 +22,7 @@ search seed and whether the plan was interrupted (``partial``).
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -83,7 +86,10 @@ def frame(result: PlanResult) -> pd.DataFrame:
     ):
         for e in evals:
             m = {k: v for k, v in e.metrics.items() if k != "error"}
-            ci = float(m.get("throughput_ci", 0.0))
+            ci = float(m.get("throughput_ci", 0.0))  # NaN: one seed; 0.0: a failed design
+            lo, hi = (math.nan, math.nan)
+            if math.isfinite(ci):
+                lo, hi = max(e.throughput - ci, 0.0), e.throughput + ci
             rows.append(
                 {
                     **e.design.as_dict(),
@@ -97,8 +103,8 @@ def frame(result: PlanResult) -> pd.DataFrame:
                     "verified": e.verified,
                     **m,
                     "failed": bool(m.get("failed", 0.0)),  # a flag (the metrics hold every value as a float)
-                    "throughput_lo": e.throughput - ci,
-                    "throughput_hi": e.throughput + ci,
+                    "throughput_lo": lo,
+                    "throughput_hi": hi,
                     "error": str(e.metrics.get("error", "")),
                 }
             )

@@ -31,12 +31,14 @@ def _row(
     priced: bool = False,
 ) -> list[str]:
     """One design's cells (:data:`HEADER`); ``mark``: ``best``, ``tied`` or empty; ``base``: the
-    baseline's samples/h (0: no baseline column); ``priced``: the cost column after GPU-h/Mtok."""
+    baseline's samples/h (0: no baseline column); ``priced``: the cost column after GPU-h/Mtok.
+    A design run on one seed has no interval (``throughput_ci`` NaN): ``12,345 (1 seed)``."""
     m = e.metrics
+    ci = m.get("throughput_ci", 0.0)  # NaN with one seed: no interval, never a fake "± 0"
     cells = [
         label if label is not None else e.design.label(n_gpus),
         mark,
-        f"{_fmt(m['throughput_per_hour'])} ± {_fmt(m.get('throughput_ci', 0.0))}",
+        f"{_fmt(m['throughput_per_hour'])} " + (f"± {_fmt(ci)}" if math.isfinite(ci) else "(1 seed)"),
         _fmt(m["tokens_per_hour"] / 1e6, ".1f"),
         _fmt(m.get("tokens_per_s_per_gpu", math.nan), ",.0f"),
         _fmt(m["gpu_hours_per_mtok"], ".2f"),
@@ -209,6 +211,8 @@ def baseline_lines(result: PlanResult) -> list[str]:
     if best is not None and best.design != b.design:
         p = comparison(best, b)
         verdict = "tied by the paired test" if p.tied else "separated by the paired test"
+        if not p.tested:  # one shared seed: no test, so neither tied nor separated
+            verdict = "one seed: no paired test"
         out.append(
             f"  the recommendation is {best.throughput / b.throughput - 1:+.1%} against it ({verdict})"
         )
