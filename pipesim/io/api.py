@@ -18,6 +18,7 @@ from pipesim.core.records import EpisodeRecords
 from pipesim.core.validate import refuse
 from pipesim.io import user_code as _user_code  # noqa: F401 - its finder: workers import users' files
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
+from pipesim.policies.missing import refuse_missing
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
 from pipesim.workload.durations import as_durations, draw
@@ -43,6 +44,7 @@ def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult
     """
     if not isinstance(scenario, Scenario):
         raise refuse("scenario", f"must be a pipesim.Scenario, got {type(scenario).__name__}")
+    refuse_missing(scenario)  # a saved run's policy not rebuilt here (MissingPolicy): before any draw
     if durations is None:
         scenario.check_pool_size()  # a set pool_size below steps x batch_size: refused, not run dry
         pool = draw_pool(scenario)

@@ -7,8 +7,9 @@ Layout of a saved run (format version 2; docs/saved-runs.md says what it guarant
                        (pipesim.io.saved_files)
       meta.json        {"format": "pipesim-run", "version": 2, "sim_time_s": ..., "name": ...}
       summary.json     RunResult.summary()
-      scenario.json    the scenario in scenario-file form (pipesim.io.scenario_files), or null
-                       (with "scenario_repr") when a policy is outside the catalog
+      scenario.json    the scenario in scenario-file form (pipesim.io.scenario_files), its repr and
+                       the module of each user policy; where a policy is outside the catalog, null,
+                       the rest in "scenario_partial" and that policy's text in "missing_policies"
       events.parquet   RunResult.events   (kind and lane as Categoricals)
       trained.parquet  RunResult.trained
       episodes.parquet RunResult.episode_table
@@ -26,9 +27,12 @@ against the tables (:mod:`pipesim.io.saved_checks`). Format 1 (no manifest, pipe
 hashes) still loads, with an :class:`UnverifiedRunWarning`; re-saving it writes format 2.
 
 Loading never executes code and never unpickles: Parquet holds plain columns, JSON plain data,
-and the scenario goes through the scenario-file reader (policies named from the catalog).
-:func:`load` returns a :class:`SavedRun`, which has what the views, the trace export and the
-report read of a :class:`~pipesim.results.run.RunResult` (``events``, ``trained``,
+and the scenario goes through the scenario-file reader (policies named from the catalog). A
+policy this process cannot build (its module not registered here, or outside the catalog at the
+save) stands in as a :class:`~pipesim.policies.catalog.MissingPolicy`, which refuses to run
+(:func:`pipesim.io.saved_checks.read_scenario`; docs/saved-runs.md). :func:`load` returns a
+:class:`SavedRun`, which has what the views, the trace export and the report read of a
+:class:`~pipesim.results.run.RunResult` (``events``, ``trained``,
 ``episode_table``, ``summary()``, ``scenario``, ``sim_time_s``, ``train_log``, ``sync_log``);
 the engine's raw episode records are not kept, so a loaded run cannot be re-analysed below the
 tables (re-run the scenario for that: it is deterministic given its seed).
@@ -49,12 +53,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipesim.config import PipelineConfig, Scenario
+from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.parquet import read_parquet
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
-from pipesim.io.saved_checks import check_columns, check_events, check_summary, json_number, read_summary
+from pipesim.io.saved_checks import (
+    check_columns,
+    check_events,
+    check_summary,
+    json_number,
+    read_scenario,
+    read_summary,
+    saved_name,
+    scenario_record,
+)
 from pipesim.io.saved_files import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -65,6 +78,7 @@ from pipesim.io.saved_files import (
     verified_files,
     write_run_dir,
 )
+from pipesim.policies.missing import fix_hint
 from pipesim.results.run import EVENT_KINDS, RunResult
 
 FORMAT, VERSION = "pipesim-run", 2
@@ -105,16 +119,12 @@ def save(
     if p.is_dir() and any(p.iterdir()) and not is_saved_run(p):
         raise SavedRunError(f"{p}: a non-empty directory that is not a saved run; refusing to write into it")
     scen = result.scenario
-    scenario_data: dict[str, Any] | None
-    try:
-        from pipesim.io.scenario_files import scenario_to_dict
-
-        scenario_data = scenario_to_dict(scen)
-    except ValueError as exc:  # a policy outside the catalog: keep its repr, for people
-        scenario_data = None
+    record, why = scenario_record(scen)
+    if why:  # a policy outside the catalog: kept as text, for people
         warnings.warn(
-            f"{p}: {exc}. The run is saved with its scenario's repr only: loaded back, its scenario "
-            "is the saved pipeline with default policies, not the design that ran",
+            f"{p}: {why}. The run is saved with that policy's text only: loaded back, its scenario "
+            "holds a placeholder in that slot, which refuses to run (not default policies, which "
+            "would run another design)",
             UserWarning,
             stacklevel=3,
         )
@@ -129,7 +139,7 @@ def save(
     files["summary.json"] = _json({k: json_number(v) for k, v in shown_summary.items()})
     files["scenario.json"] = _json(
         {
-            "scenario": scenario_data,
+            **record,
             "scenario_repr": repr(scen),
             "pipeline": dataclasses.asdict(scen.pipeline),
             "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
@@ -139,7 +149,7 @@ def save(
         "format": FORMAT,
         "version": VERSION,
         "sim_time_s": result.sim_time_s,
-        "name": scen.name,
+        "name": saved_name(scen),
     }
     if (engine := getattr(result, "engine", "slots")) != "slots":
         meta["engine"] = engine
@@ -190,8 +200,9 @@ class SavedRun:
     pool: np.ndarray | None = None
     """The durations the run was given in place of its scenario's duration model, or None."""
     scenario_exact: bool = True
-    """False where a policy of the run was outside the catalog: ``scenario`` is then the saved
-    pipeline with default policies, and only ``scenario_repr`` says what ran."""
+    """False where a policy of the run could not be rebuilt here: ``scenario`` then holds a
+    :class:`~pipesim.policies.catalog.MissingPolicy` in its slot, which refuses to run, and
+    ``scenario_repr`` says what ran."""
     engine: str = "slots"
     """The engine that ran it (``RunResult.engine``): ``"compute"`` for a run spec's run, whose
     ``scenario`` is the kernel's stand-in; ``runspec`` then holds the spec to rerun it from."""
@@ -322,33 +333,15 @@ def load(path: str | Path) -> SavedRun:
     with reading(p / "scenario.json"):
         if not isinstance(sc, dict):
             raise FieldError(f"must be a JSON object, got {type(sc).__name__}")
-        missing_policy = None
-        if sc.get("scenario") is not None:
-            from pipesim.io.scenario_files import scenario_from_dict
-            from pipesim.policies.catalog import UnknownPolicyError
-
-            try:
-                scenario = scenario_from_dict(sc["scenario"], source=str(p / "scenario.json"))
-            except FieldError as exc:  # a plug-in policy not registered here: not a corrupt file
-                if not isinstance(exc.__cause__, UnknownPolicyError):
-                    raise
-                missing_policy = (
-                    f"its scenario names a policy this process has not registered ({exc.field}: "
-                    f"{str(exc.__cause__).split(';')[0]}); pass its module with --policies FILE, or "
-                    "register it (pipesim.policies.catalog.register_module) before loading"
-                )
-        else:
-            missing_policy = "a policy of this run was outside the catalog when it was saved"
-        if missing_policy is not None:  # the saved pipeline with default policies stands in
-            # named as one: a stand-in run again would otherwise pass for the design that ran
-            scenario = Scenario(
-                pipeline=PipelineConfig(**sc["pipeline"]),
-                name=f"{meta.get('name', 'scenario')} (stand-in: default policies)",
-            )
+        scenario, missing = read_scenario(sc, str(meta.get("name", "scenario")), str(p / "scenario.json"))
+        if missing:  # its name says it is a stand-in (read_scenario)
+            slots = ", ".join(m.slot for m in missing)
             warnings.warn(
-                f"{p}: {missing_policy}, so its scenario is shown as the saved pipeline with default "
-                f"policies; SavedRun.scenario_repr has the run's own: "
-                f"{str(sc.get('scenario_repr', ''))[:200]}",
+                f"{p}: its {slots} policy could not be rebuilt in this process ("
+                + "; ".join(f"{m.slot}: {m.text[:120]} {_why_missing(m)}" for m in missing)
+                + f"), so its scenario holds a placeholder there (MissingPolicy) that refuses to run: "
+                f"{fix_hint(missing[0].module)}. The saved tables, summary and report read as they "
+                "are; SavedRun.scenario_repr has the run's scenario as it ran",
                 stacklevel=2,
             )
         pool_given = sc.get("pool_given", False)
@@ -369,10 +362,17 @@ def load(path: str | Path) -> SavedRun:
         scenario_repr=str(sc.get("scenario_repr", "")),
         lineage=lineage,
         pool=pool,
-        scenario_exact=sc.get("scenario") is not None,
+        scenario_exact=not missing,
         engine=_engine(meta, p),
         runspec=meta.get("runspec") if isinstance(meta.get("runspec"), dict) else None,
     )
+
+
+def _why_missing(m: Any) -> str:
+    """Why placeholder ``m`` stands in: its class is not registered here, or had no name to save."""
+    if m.data is not None:
+        return "is not registered here"
+    return "was outside the catalog when the run was saved"
 
 
 def _engine(meta: dict[str, Any], p: Path) -> str:

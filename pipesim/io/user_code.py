@@ -28,8 +28,7 @@ from types import ModuleType
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
-
-PRIVATE_PREFIX = "_pipesim_user_"
+from pipesim.policies.missing import PRIVATE_PREFIX as PRIVATE_PREFIX  # read by saved runs too
 
 
 def private_name(path: Path) -> str:

@@ -103,8 +103,9 @@ def unread_staleness(scenario: Any) -> str:
 
 def _pipesim_own(policy: object) -> bool:
     """Whether ``policy`` and the policies it holds (``SyncEveryK``'s inner one) are pipesim's."""
-    if not type(policy).__module__.startswith("pipesim."):
-        return False
+    module = type(policy).__module__
+    if not module.startswith("pipesim.") or module == "pipesim.policies.missing":
+        return False  # a MissingPolicy stands for a user's policy, which may read the field
     if dataclasses.is_dataclass(policy):
         held = (getattr(policy, f.name) for f in dataclasses.fields(policy))
         nested = [

@@ -28,6 +28,9 @@ is not in the catalog is an error that lists the closest names. A bare name (``D
 ``drain``, case and ``-``/``_`` ignored) means the class called without arguments. Bad arguments
 give the class's own message prefixed with the call (``AReaLThrottle(max_concurrent=0):
 max_concurrent must be an integer >= 1, got 0``).
+
+:class:`pipesim.policies.missing.MissingPolicy` stands in a scenario loaded from a saved run for a
+policy this process cannot build (its module not registered here).
 """
 
 from __future__ import annotations
