@@ -189,3 +189,32 @@ def test_an_agent_model_that_constructs_draws_finite_durations(
     gen = torch.Generator().manual_seed(0) if draws == "chapter" else np.random.default_rng(0)
     out = np.asarray(model.sample(64, gen), dtype=float)
     assert np.isfinite(out).all() and (out >= 0).all()
+
+
+@pytest.mark.parametrize("draws", ["numpy", "chapter"])
+@settings(max_examples=12, deadline=None)
+@given(
+    steps=st.integers(1, 40),
+    eta=st.integers(0, 6),
+    batch=st.integers(1, 300),
+    extra_steps=st.integers(1, 40),
+    extra_eta=st.integers(0, 6),
+)
+def test_a_default_pool_starts_with_the_same_durations_whatever_its_size(
+    draws: str, steps: int, eta: int, batch: int, extra_steps: int, extra_eta: int
+) -> None:
+    """The chapter consumes one pool so that every design sees the same episodes. A default pool's
+    size follows the design ((steps + max_staleness + 1) x batch + slots): one draw of each size
+    gave every duration anew, so designs differing in eta alone ran on different episodes."""
+    if draws == "chapter":
+        pytest.importorskip("torch")
+    model = AgentDurations(draws=draws)  # type: ignore[arg-type]
+    base = Scenario(
+        pipeline=PipelineConfig(n_slots=8, batch_size=batch, steps=steps, max_staleness=eta),
+        durations=model,
+        seed=7,
+    )
+    bigger = base.with_(steps=steps + extra_steps, max_staleness=eta + extra_eta)
+    small, large = draw_pool(base), draw_pool(bigger)
+    assert len(small) == base.default_pool_size < len(large) == bigger.default_pool_size
+    assert np.array_equal(small, large[: len(small)])

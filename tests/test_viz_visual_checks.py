@@ -213,7 +213,7 @@ def test_reward_figure_ticks_whole_training_steps(monkeypatch: pytest.MonkeyPatc
     from offpolicy.experiment import write_reward_figure
 
     def fake(lag: int, seed: int, steps: int) -> dict[str, Any]:
-        hist = [{"step": s, "reward": 0.1 * s + 0.01 * seed} for s in range(steps)]
+        hist = [{"step": s, "reward": (0.1 * s + 0.01 * seed) / 5} for s in range(steps)]  # shares: in [0, 1]
         return {"lag": lag, "correction": "none", "seed": seed, "history": hist}
 
     seen = _capture_write_html(monkeypatch)

@@ -22,6 +22,7 @@ from pipesim.policies.missing import refuse_missing
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
 from pipesim.workload.durations import as_durations, draw
+from pipesim.workload.pools import draw_stable
 
 
 def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
@@ -29,10 +30,15 @@ def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
 
     The generator is ``numpy.random.default_rng(scenario.seed)``, except for ``AgentDurations``
     with ``draws="chapter"`` (the default), drawn from the chapter's torch generator for its
-    exact numbers (see :func:`pipesim.workload.durations.draw`).
+    exact numbers (see :func:`pipesim.workload.durations.draw`). A set ``pool_size`` is one draw
+    of that size, as the chapter's ``agent_episode_durations(n, generator)``; the default pool,
+    whose size follows the design, is drawn so that its first durations do not depend on its size
+    (:func:`~pipesim.workload.pools.draw_stable`): designs that differ in steps or eta run on
+    the same episodes.
     """
-    n = scenario.pool_size or scenario.default_pool_size
-    return draw(scenario.durations, n, scenario.seed)
+    if scenario.pool_size is not None:
+        return draw(scenario.durations, scenario.pool_size, scenario.seed)
+    return draw_stable(scenario.durations, scenario.default_pool_size, scenario.seed)
 
 
 def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult:

@@ -1,0 +1,67 @@
+"""The default duration pool, drawn so that its first durations do not depend on its size.
+
+A scenario that sets no ``pool_size`` runs on ``(steps + max_staleness + 1) x batch_size +
+n_slots`` durations, a size that follows the design. :class:`~pipesim.workload.durations.AgentDurations`
+draws the turn counts, then the tokens, then the tool latencies of the whole pool, so one draw of
+another size changed every duration: two designs that differed in eta alone, or in steps, ran on
+different episodes, a second seed hidden in the design (``--set max_staleness=4`` and
+``--set max_head_offpolicyness=4`` gave 2,034.3 and 2,035.1 episodes/h). The chapter consumes one
+pool in order so that every design sees the same episodes; :func:`draw_stable` keeps that for the
+default pool. A set ``pool_size`` is one draw of that size, as the chapter's
+``agent_episode_durations(n, generator)``, so the chapter's tables are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pipesim.workload.durations import (
+    AgentDurations,
+    DurationModel,
+    _check_count,
+    chapter_generator,
+    draw,
+)
+from pipesim.workload.seconds import Array, as_durations
+
+__all__ = ["FIRST_CHUNK", "MAX_CHUNK_CELLS", "chunk_sizes", "draw_stable"]
+
+FIRST_CHUNK = 64
+"""Durations the first chunk holds; each next chunk holds twice the last, up to
+``MAX_CHUNK_CELLS`` turn cells. The chunks' sizes depend on the model alone, never on the pool's
+size, which is what keeps a pool's start the same; doubling keeps a pool of 10 to one small draw
+and a pool of a million to some twenty (chunks of 1,024 made the chapter's draw of 1.28M
+durations 8x slower than one draw)."""
+MAX_CHUNK_CELLS = 1 << 24
+"""Turn cells (durations x ``max_turns``) one chunk holds at most: 419,430 durations of 40 turns."""
+
+
+def chunk_sizes(max_turns: int) -> Iterator[int]:
+    """The sizes of the chunks a default pool of a model with ``max_turns`` is drawn in, forever."""
+    cap = max(1, MAX_CHUNK_CELLS // max_turns)
+    size = min(FIRST_CHUNK, cap)
+    while True:
+        yield size
+        size = min(2 * size, cap)
+
+
+def draw_stable(model: DurationModel, n: int, seed: int) -> Array:
+    """The ``n`` durations of a scenario's default pool: :func:`~pipesim.workload.durations.draw`'s
+    generator, drawn in the chunks of :func:`chunk_sizes` and cut at ``n``, so the first ``k`` are
+    the same for every ``n >= k``. Only :class:`AgentDurations` needs it: the other models draw one value at a
+    time, in order, and are stable already (a trace is replayed as it is; a user's model is drawn
+    as it draws)."""
+    if not isinstance(model, AgentDurations):
+        return draw(model, n, seed)
+    _check_count(n)
+    gen: Any = chapter_generator(seed) if model.draws == "chapter" else np.random.default_rng(seed)
+    chunks, drawn = [], 0
+    sizes = chunk_sizes(model.max_turns)
+    while drawn < n:
+        part: Any = model.sample(next(sizes), gen)
+        chunks.append(part.numpy() if model.draws == "chapter" else part)
+        drawn += len(part)
+    return as_durations(np.concatenate(chunks)[:n] if chunks else np.zeros(0))
