@@ -262,3 +262,20 @@ def test_a_stand_in_beside_a_rule_with_its_own_staleness_bound_still_loads(tmp_p
     assert loaded.scenario.pipeline.max_staleness == 2
     assert loaded.scenario.admission == PipelineRLLag(max_lag=1)
     assert isinstance(loaded.scenario.weight_update, MissingPolicy)
+
+
+def test_a_compute_run_refuses_a_stand_in_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_compute builds its own engine: it asks as pipesim.run does, before any simulated work."""
+    from pipesim.compute import Cluster, TokenWorkload, run_compute
+    from pipesim.core.validate import FieldError as _FieldError
+    from tests.test_compute_engine import SMALL
+
+    def no_engine(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run built its pipeline")
+
+    monkeypatch.setattr("pipesim.compute.cluster.Pipeline", no_engine)
+    stand_in = MissingPolicy(slot="batching", text="MyBatch()", module="mypol")
+    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=4, steps=2), batching=stand_in)
+    with pytest.raises(_FieldError) as err:
+        run_compute(sc, Cluster(engine=SMALL, n_gpus=2), TokenWorkload(max_response_tokens=512))
+    assert err.value.field == "batching" and "register_module('mypol')" in str(err.value)

@@ -63,6 +63,7 @@ from pipesim.core.seams import BatchObserver
 from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import GroupStats, WholeGroups
+from pipesim.policies.missing import refuse_missing
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
 from pipesim.results.columns import S_TRAINED
 from pipesim.results.names import Summary
@@ -286,6 +287,7 @@ def run_compute(
     """
     if not isinstance(scenario, Scenario):
         raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
+    refuse_missing(scenario)  # a saved run's policy not rebuilt here: refused before any work
     for name, instead in (
         ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
         ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
