@@ -180,8 +180,8 @@ class Decisions(PolicyPort):
         if min_items is None:
             return True
         n = min_items(self)
-        if type(n) is not int:  # the answer checked: a numpy integer converted, else named
-            n = errors.int_answer(self.batching, "min_items", n)
+        if type(n) is not int or n < 0:  # the answer checked: a numpy integer converted, else named
+            n = errors.count_answer(self.batching, "min_items", n)
         return len(self._items) >= n
 
     def _controller_has_work(self) -> bool:

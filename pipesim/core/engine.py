@@ -299,7 +299,7 @@ class Pipeline(Decisions, RunBooks):
             return
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.catch_up(now)  # policies and the results see every completion due by now
-        if self.version >= self._steps:
+        if (version := self.version) >= self._steps:
             self.finished = True
             self.done.succeed()
             return
@@ -339,9 +339,13 @@ class Pipeline(Decisions, RunBooks):
                 for e in self.engines:  # a new episode may finish before a sleeping replica's target
                     if e is not awake:
                         e.kick()
+        if self.version != version:  # only a sync publishes: a policy wrote p.version (one compare a pass)
+            raise errors.version_written(self, version, "admission")
         # the trainer takes its batch after admission, as in the chapter
         if (buffer := self.buffer).get_queue and self._batch_may_form():
             buffer.serve()
+            if self.version != version:
+                raise errors.version_written(self, version, "batch")
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
 

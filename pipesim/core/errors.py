@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +27,8 @@ from pipesim.core.validate import float_hint as float_hint  # re-exported
 from pipesim.core.validate import shown as shown  # re-exported
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from pipesim.core.engine import Pipeline
 
 
@@ -90,7 +94,14 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
         )
     else:
         surplus = []
-        if p.n_dropped:
+        t, at_batch, _, aborts = p._abort_loop
+        if p.n_dropped and aborts and t == p.env.now and at_batch == p._started_at_batch:
+            surplus.append(  # abort_running between starts at this instant: the admission loop's
+                f"dropped {p.n_dropped} (abort_running was called {aborts + 1:,} times at this instant, "
+                "each after new starts, with no batch trained: a zero-time loop of starts and aborts, "
+                f"most likely abort_running in {type(p.admission).__name__}.admits, which must only read)"
+            )
+        elif p.n_dropped:
             surplus.append(
                 f"dropped {p.n_dropped} (the batch policy {type(p.batching).__name__} or the weight "
                 f"update {type(p.weight_update).__name__} discarded them)"
@@ -197,6 +208,11 @@ def _culprit(p: Pipeline) -> str:
             f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: "
             f"{_state_written(p)}"
         )
+    if (wrong := _written(p)) is not None:  # p.version = 0 in admits: the rule says no for good
+        return (
+            f"a policy of {_policies(p)} wrote the pipeline's state: {wrong}; the view's counters "
+            "are read-only (change state only through the port's actions)"
+        )
     if p.syncing:  # begun and never ended: the sync waits on something that cannot come
         wu = type(p.weight_update).__name__
         return (
@@ -242,7 +258,39 @@ def spinning(p: Pipeline, what: str, spins: int) -> PipelineError:
 def view_written(p: Pipeline) -> PipelineError | None:
     """A policy assigned to a counter of the view (``p.version = 3``, ``p.batch_size = 2``): the
     view is the engine itself, so Python does not stop the write, and the run would go on with
-    wrong numbers. Checked once per sync and at the end of the run (never per event)."""
+    wrong numbers. Checked once per sync, at a stall and at the end of the run (never per event);
+    the version also after each controller pass (:func:`version_written`)."""
+    wrong = _written(p)
+    if wrong is None:
+        return None
+    return PipelineError(
+        f"a policy of {_policies(p)} wrote the pipeline's state (at {_where(p)}): {wrong}; "
+        "the view's counters are read-only (change state only through the port's actions)"
+    )
+
+
+def version_written(p: Pipeline, before: int, stage: str) -> PipelineError:
+    """``p.version`` changed during a controller pass (``stage``: its admission part, or the
+    batch part), where only a sync publishes one: the policies asked there wrote it. One
+    comparison a pass finds it (:meth:`pipesim.core.engine.Pipeline._controller_pass`)."""
+    if stage == "admission":
+        asked = [
+            f"the admission policy {type(p.admission).__name__} (admits)",
+            f"the weight update {type(p.weight_update).__name__} (blocks_admission)",
+        ]
+        if p.routing is not None:
+            asked.append(f"the routing rule {type(p.routing).__name__} (choose)")
+    else:
+        asked = [f"the batch policy {type(p.batching).__name__} (select, min_items)"]
+    return PipelineError(
+        f"{' or '.join(asked)} wrote p.version at t={p.env.now:.6g} s: it was {before} and is "
+        f"{shown(p.version)}, and only a sync publishes a version; the view's counters are "
+        "read-only (mypy rejects p.version = ...; change state only through the port's actions)"
+    )
+
+
+def _written(p: Pipeline) -> str | None:
+    """What a policy wrote of the view's counters (:func:`view_written`), or None."""
     c = p.config
     wrong = [
         f"{name} is {shown(got)}, not {want}"
@@ -258,12 +306,7 @@ def view_written(p: Pipeline) -> PipelineError | None:
         )
         if got != want
     ]
-    if not wrong:
-        return None
-    return PipelineError(
-        f"a policy of {_policies(p)} wrote the pipeline's state (at {_where(p)}): {'; '.join(wrong)}; "
-        "the view's counters are read-only (change state only through the port's actions)"
-    )
+    return "; ".join(wrong) if wrong else None
 
 
 def lost_episodes(p: Pipeline, line: tuple[int, ...], episode_id: int | None) -> PipelineError:
@@ -307,19 +350,40 @@ def from_user_code(exc: Exception, roles: list[tuple[str, object]]) -> Exception
         exc.__cause__ = None
         original = cause
         original.__suppress_context__ = True
-    culprit: tuple[str, object] | None = None
-    codes = [(role, obj, _codes(obj)) for role, obj in roles if obj is not None]
+    frames = []
     tb = original.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
+    while tb is not None:  # outermost first: the last match is the innermost
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    if (culprit := _policy_of(reversed(frames), roles)) is not None:
+        note_culprit(original, culprit)
+    return original
+
+
+def calling_policy(p: Pipeline) -> str:
+    """Who called the port action that is refusing ("the batch policy X"): the innermost frame on
+    the stack that runs a method of one of the run's policies or seams, found as
+    :func:`from_user_code` finds the culprit of an exception; "a policy" where none does (a call
+    from outside the run). Walks the stack, so only an error pays for it."""
+    frames = []
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:  # innermost first
+        frames.append(frame)
+        frame = frame.f_back
+    return _policy_of(frames, p._roles()) or "a policy"
+
+
+def _policy_of(frames: Iterable[FrameType], roles: list[tuple[str, object]]) -> str | None:
+    """The first of ``frames`` (innermost first) that runs code of one of ``roles``' objects
+    (a method of its class, or any function whose ``self`` is the object), named by role (the
+    last role that matches, where one object plays several)."""
+    codes = [(role, obj, _codes(obj)) for role, obj in reversed(roles) if obj is not None]
+    for frame in frames:
         me = frame.f_locals.get("self")
         for role, obj, code in codes:
             if me is obj or frame.f_code in code:
-                culprit = (role, obj)
-        tb = tb.tb_next
-    if culprit is not None:
-        note_culprit(original, f"the {culprit[0]} policy {type(culprit[1]).__name__}")
-    return original
+                return f"the {role} policy {type(obj).__name__}"
+    return None
 
 
 NOTE_END = "during the pipesim run"
@@ -378,3 +442,12 @@ def int_answer(policy: object, method: str, got: object) -> int:
             f"{type(policy).__name__}.{method} must return an int, got {shown(got)} ({type(got).__name__})"
         )
     return int(got)
+
+
+def count_answer(policy: object, method: str, got: object) -> int:
+    """A policy's answer to ``method`` as a count: an int >= 0 (a numpy integer converted), else a
+    :class:`PipelineError` naming it (``min_items`` of -1, a float, None)."""
+    n = int_answer(policy, method, got)
+    if n < 0:
+        raise PipelineError(f"{type(policy).__name__}.{method} must return a count >= 0, got {shown(got)}")
+    return n

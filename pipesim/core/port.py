@@ -19,7 +19,14 @@ exactly what a real scheduler can change:
   :meth:`PipelineView.process`, :meth:`PipelineView.drained`.
 
 Every action that can open admission (a requeue, a drop, a published version) asks the
-controller to look again at the end of the instant; a policy never has to.
+controller to look again at the end of the instant; a policy never has to. An action given what
+it cannot take (a requeue of a bare task id, a stretch that is no callable, a drop of an episode
+still on a slot) is a ``PipelineError`` naming the policy that called it, the action and the value.
+
+The view is read-only: mypy rejects ``p.version = 3``. At run time the view is the engine itself
+(a read is a plain attribute read), so Python does not stop such a write; the engine finds it at
+no cost per call: ``p.version`` is compared after each controller pass (a write in ``admits`` or
+``select`` is named there), the other counters at each sync, at a stall and at the end of the run.
 
 Promises
 --------
@@ -153,22 +160,33 @@ class PipelineView(Protocol):
     # -- tasks and episodes ---------------------------------------------------------------------
     def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
         """Put ``(task id, id of the episode it replaces)`` pairs back in the queue (``first``: ahead
-        of the queue, in the given order); they are launched before any new task."""
+        of the queue, in the given order); they are launched before any new task. Each item is a
+        pair: ``p.requeue([(ep.task_id, ep.id)])``, with -1 for a task that replaces no episode."""
 
     def relaunch(self, replica: int, task: int, parent: int) -> None:
         """Start ``task`` again now on replica ``replica`` (a retry on a fresh worker)."""
 
     def drop(self, episodes: list[Episode], status: str) -> None:
-        """Record launched episodes, no longer on a slot or in the buffer, that will never be trained.
+        """Drop launched episodes for good: ``status`` is ``"discarded"``, ``"aborted"`` or ``"failed"``.
 
+        A buffered episode (one of ``p.buffered``) leaves the buffer and is discarded (it finished,
+        so only ``"discarded"`` is accepted): a weight update may drop stale buffered episodes at a
+        sync, and the books still close (launched = trained + in flight + buffered + dropped). One
+        taken off its slot (``abort_running`` returns them) or out of the buffer already (by a
+        batch policy's ``select``, in place) is recorded as given. An episode still running on a
+        slot, one trained or dropped already, or one given twice is refused, and nothing changes.
         They are final from the trainer's next step on: in a long run the records then keep them
         as arrays (:mod:`pipesim.core.records`), so a change made to one after that is not kept."""
 
     def abort_running(self) -> list[Episode]:
-        """Take every running episode off its slot now: aborted, its generated seconds lost."""
+        """Take every running episode off its slot now: aborted, its generated seconds lost. For a
+        weight update's ``sync``: called from ``admits``, each start is aborted at once, and the
+        run is refused as a zero-time loop of starts and aborts."""
 
     def stretch_running(self, extra: Callable[[Episode, float], tuple[float, float]]) -> None:
-        """Charge each running episode ``extra(ep, generated_s) -> (seconds, re-prefill tokens)``."""
+        """Charge each running episode ``extra(ep, generated_s) -> (seconds, re-prefill tokens)``:
+        ``extra`` is a callable, asked once per running episode with the seconds it has generated
+        (``lambda ep, g: (g * 0.1, 0.0)``), not a number."""
 
     # -- weights ----------------------------------------------------------------------------------
     def begin_sync(self, pause: bool) -> None: ...

@@ -20,7 +20,7 @@ import simpy
 
 from pipesim.core import errors
 from pipesim.core.clock import Clock
-from pipesim.core.episode import ABORTED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError, shown
 
 if TYPE_CHECKING:
@@ -34,13 +34,19 @@ FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
 DROPPED = frozenset((DISCARDED, ABORTED, FAILED))
 """The statuses :meth:`PolicyPort.drop` gives: an episode dropped is discarded, aborted or failed."""
+ABORT_LOOP_LIMIT = 100
+"""How many ``abort_running`` calls in a row at one instant, each after new starts and with no
+batch taken between them, are refused (beyond one per replica) as a zero-time loop of starts and
+aborts. A weight update aborts once per sync (or per replica's sync), and a sync needs a batch, so
+a real run makes one such call in a row; below this many, an exhausted pool says the same."""
 
 
 class PolicyPort:
     """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`.
 
     Users write policies, so every value a policy passes in is checked by the method it reaches,
-    which names the method and the bad value (a ``PipelineError``), not later by whatever reads it.
+    which names the calling policy, the method and the bad value (a ``PipelineError``,
+    :meth:`_refused`), not later by whatever reads it.
     """
 
     env: Clock
@@ -63,12 +69,22 @@ class PolicyPort:
     _sync_start: float
     _pause_start: float | None
     _durations: Sequence[float]
+    _started_at_batch: int  # the engine's: started when the trainer last took a batch
+    _abort_loop: tuple[float, int, int, int] = (-1.0, -1, -1, 0)
+    """(time, started at the last batch, started, count) of the last abort_running: how many calls
+    in a row came at one instant, each after new starts, with no batch taken (ABORT_LOOP_LIMIT)."""
 
     def poke(self) -> None:  # implemented by the pipeline
         raise NotImplementedError
 
     def launch(self, engine: EngineReplica, task: int | None = None, parent: int = -1) -> Episode:
         raise NotImplementedError
+
+    def _refused(self, message: str) -> PipelineError:
+        """The error for a port action a policy misused: ``message`` starts with the action, and the
+        policy that called it is named (:func:`~pipesim.core.errors.calling_policy`; only an error
+        pays for the stack walk)."""
+        return PipelineError(f"{errors.calling_policy(cast('Pipeline', self))} called {message}")
 
     # -- reads ------------------------------------------------------------------------------------
     @property
@@ -112,10 +128,9 @@ class PolicyPort:
             or not isinstance(delay_s, int | float)
             or not 0.0 <= float(delay_s) < math.inf
         ):
-            raise PipelineError(
-                f"a policy asked for a timeout of {shown(delay_s)} s (weight update "
-                f"{type(self.weight_update).__name__}): need a finite number of seconds >= 0"
-                f"{errors.float_hint(delay_s)}"
+            raise self._refused(
+                f"timeout: asked for a timeout of {shown(delay_s)} s: need a finite number of "
+                f"seconds >= 0{errors.float_hint(delay_s)}"
             )
         return self.env.timeout(delay_s)
 
@@ -138,13 +153,21 @@ class PolicyPort:
 
     # -- tasks and episodes ---------------------------------------------------------------------
     def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
-        pairs = list(tasks)
+        try:
+            pairs = list(tasks)
+        except TypeError:
+            raise self._refused(
+                f"requeue with {shown(tasks)}: tasks must be an iterable of (task, parent) pairs"
+            ) from None
         if not pairs:
             return
         checked = []
         for pair in pairs:
             if not isinstance(pair, tuple) or len(pair) != 2:
-                raise PipelineError(f"requeue: each item must be a (task, parent) pair, got {shown(pair)}")
+                raise self._refused(
+                    "requeue: each item must be a (task, parent) pair (a task id, and the id of the "
+                    f"episode it replaces or -1), got {shown(pair)}"
+                )
             task, parent = pair
             checked.append((self._check_task(task, "requeue"), self._check_parent(parent, "requeue")))
         if first:
@@ -159,19 +182,19 @@ class PolicyPort:
         parent_id = self._check_parent(parent, "relaunch")
         running = self._running_on(engine)
         if running >= getattr(engine, "n_slots", math.inf):
-            raise PipelineError(f"relaunch on replica {replica}: no free slot ({running} running)")
+            raise self._refused(f"relaunch on replica {replica}: no free slot ({running} running)")
         self.launch(engine, task=t, parent=parent_id)
 
     def _replica(self, replica: object, action: str) -> int:
         if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < len(self.engines):
             n = len(self.engines)
-            raise PipelineError(f"{action}: replica must be an int in [0, {n}), got {shown(replica)}")
+            raise self._refused(f"{action}: replica must be an int in [0, {n}), got {shown(replica)}")
         return replica
 
     def _check_task(self, task: object, action: str) -> int:
         n = len(self._durations)
         if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
-            raise PipelineError(
+            raise self._refused(
                 f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {shown(task)}"
             )
         return task
@@ -179,35 +202,98 @@ class PolicyPort:
     def _check_parent(self, parent: object, action: str) -> int:
         """The episode a relaunch replaces: its id (an int field of the new episode), or -1."""
         if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
-            raise PipelineError(
+            raise self._refused(
                 f"{action}: parent must be an int (the lost episode's id, or -1), got {shown(parent)}"
             )
         return parent
 
     def drop(self, episodes: list[Episode], status: str) -> None:
+        """Drop launched episodes for good (``PipelineView.drop``). A buffered one leaves the buffer
+        (dropped as discarded: it finished); one still on a slot is refused (``abort_running``
+        takes episodes off their slots); each is checked before any changes, so a refusal
+        leaves the books as they were."""
+        try:
+            eps = list(episodes)
+        except TypeError:
+            raise self._refused(f"drop with {shown(episodes)}: drop takes a list of episodes") from None
+        self._drop(eps, status, True)
+
+    def _drop(self, episodes: list[Episode], status: str, checked: bool) -> None:
+        """Drop ``episodes`` with ``status``; ``checked``: refuse one still on a slot (the port's
+        ``drop``; ``abort_running`` drops what its replicas took off their slots)."""
         if status not in DROPPED:  # the records and results know these three alone
-            raise PipelineError(f"drop: status must be one of {sorted(DROPPED)}, got {shown(status)}")
+            raise self._refused(f"drop: status must be one of {sorted(DROPPED)}, got {shown(status)}")
+        seen: set[int] = set()
+        leaving: set[int] = set()  # buffered ones, which leave the buffer
         for ep in episodes:
-            if ep.status in FINAL:  # trained or dropped already (or twice in this list)
-                raise PipelineError(
-                    f"drop({shown(status)}): {shown(ep)} is {ep.status} already; it ends once"
+            if not isinstance(ep, Episode):
+                raise self._refused(f"drop({shown(status)}) with {shown(ep)}: drop takes launched episodes")
+            if ep.status in FINAL or id(ep) in seen:  # trained or dropped already, or twice in this list
+                was = ep.status if ep.status in FINAL else f"given twice, {ep.status}"
+                raise self._refused(f"drop({shown(status)}): {shown(ep)} is {was} already; it ends once")
+            seen.add(id(ep))
+            if ep.status == BUFFERED:
+                if status != DISCARDED:
+                    raise self._refused(
+                        f"drop({shown(status)}): {shown(ep)} is buffered (it finished): drop a "
+                        f"buffered episode as {DISCARDED!r}"
+                    )
+                leaving.add(id(ep))
+            elif checked and ep.end_s is None:  # running, on a slot: it would finish into the buffer
+                raise self._refused(
+                    f"drop({shown(status)}): {shown(ep)} is still running on a slot: take running "
+                    "episodes off their slots with abort_running (it drops them as aborted; requeue "
+                    "their tasks to run them again)"
                 )
+        now = self.env.now
+        for ep in episodes:
+            if id(ep) in leaving:
+                ep.discarded_s = now  # when it left the buffer, as for a batch policy's discards
             ep.status = status
+        if leaving:  # in place: the buffer's list is the one a batch policy's select edits
+            items = self.buffer.items
+            items[:] = [ep for ep in items if id(ep) not in leaving]
         self.n_dropped += len(episodes)
         self.episodes.retire(episodes, status)  # final: kept as arrays, not objects
         if episodes:
             self.poke()  # dropped work frees admission budget for rules that subtract it
 
     def abort_running(self) -> list[Episode]:
+        self._check_abort_loop()
         aborted = []
         for e in self.engines:
             for ep, generated_s in e.abort_all():
                 ep.lost_s = generated_s
                 aborted.append(ep)
-        self.drop(aborted, ABORTED)
+        self._drop(aborted, ABORTED, False)
         return aborted
 
+    def _check_abort_loop(self) -> None:
+        """Refuse the :data:`ABORT_LOOP_LIMIT`-th abort_running in a row at one instant, each after
+        new starts, with no batch taken: every episode admitted is aborted at once, and the run
+        would use up its pool without time advancing (``abort_running`` in ``admits``, which must
+        only read). The policy that called it is named; a run pays a few comparisons per abort."""
+        now, at_batch, started = self.env.now, self._started_at_batch, self.started
+        t, batch_mark, before, count = self._abort_loop
+        if t != now or batch_mark != at_batch:
+            count = 0
+        elif started > before:
+            count += 1
+        self._abort_loop = (now, at_batch, started, count)
+        if count >= ABORT_LOOP_LIMIT + len(self.engines):
+            raise self._refused(
+                f"abort_running {count:,} times at t={now:.6g} s, each after new episodes started and "
+                "with no batch trained: every episode admitted is aborted at once, a zero-time loop of "
+                "starts and aborts. admits (asked before every start) must only read the view; abort "
+                "in a weight update's sync"
+            )
+
     def stretch_running(self, extra: Callable[[Episode, float], object]) -> None:
+        if not callable(extra):
+            raise self._refused(
+                f"stretch_running with {shown(extra)} ({type(extra).__name__}): extra must be a callable "
+                "(episode, generated_s) -> (seconds, re-prefill tokens), e.g. lambda ep, g: (2.0, 0.0)"
+            )
         what = f"a stretch of weight update {type(self.weight_update).__name__}"
 
         def charge(ep: Episode, generated_s: float) -> float:

@@ -59,8 +59,8 @@ def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | No
             if min_items is None:
                 return 0
             n = min_items(p)
-            if type(n) is not int:  # checked as the pass checks it (a numpy integer converted)
-                n = errors.int_answer(p.batching, "min_items", n)
+            if type(n) is not int or n < 0:  # checked as the pass checks it (a numpy integer converted)
+                n = errors.count_answer(p.batching, "min_items", n)
             k = min(k, n - len(buffer.items) - 1)
         return k if k > 0 else 0
 
