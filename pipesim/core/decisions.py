@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from pipesim.core import errors
+from pipesim.core import blame, errors
 from pipesim.core.errors import shown
 from pipesim.core.port import BindsPipeline, MinItemsHint, warn_dropped_hints
 from pipesim.core.port_impl import PolicyPort
@@ -97,7 +97,7 @@ class Decisions(PolicyPort):
 
     def _blocked_answer(self, yes: object) -> bool:
         """``blocks_admission``'s answer when it is not a bool: a numpy bool, else an error."""
-        return errors.bool_answer(self.weight_update, "blocks_admission", yes)
+        return blame.bool_answer(self.weight_update, "blocks_admission", yes)
 
     def _check_sync(self, before: int, name: str) -> None:
         """After weight update ``name``'s sync: no policy wrote the view's counters
@@ -150,7 +150,7 @@ class Decisions(PolicyPort):
             except errors.PipelineError:
                 raise
             except Exception as exc:  # the policy's own error: say whose (its frames may not)
-                errors.note_culprit(exc, what)
+                blame.note_culprit(exc, what)
                 raise
             if not isinstance(ev, simpy.Event):
                 raise errors.PipelineError(
@@ -171,7 +171,7 @@ class Decisions(PolicyPort):
     def _admitted(self) -> bool:
         """Whether the admission rule lets one more episode start now."""
         yes = self._admits(self)
-        return yes is True or (yes is not False and errors.bool_answer(self.admission, "admits", yes))
+        return yes is True or (yes is not False and blame.bool_answer(self.admission, "admits", yes))
 
     def _batch_may_form(self) -> bool:
         """Whether the batch policy may form a batch from the buffer now: no where the buffer is
@@ -181,7 +181,7 @@ class Decisions(PolicyPort):
             return True
         n = min_items(self)
         if type(n) is not int or n < 0:  # the answer checked: a numpy integer converted, else named
-            n = errors.count_answer(self.batching, "min_items", n)
+            n = blame.count_answer(self.batching, "min_items", n)
         return len(self._items) >= n
 
     def _controller_has_work(self) -> bool:

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 import simpy
 
-from pipesim.core import errors
+from pipesim.core import blame, errors
 from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.clock import Clock
 from pipesim.core.decisions import Decisions
@@ -264,7 +264,7 @@ class Pipeline(Decisions, RunBooks):
                 self.next_task = task + 1
         version, work_s = engine.version, self._work_s
         if type(version) is not int:  # a replica's own version (a numpy int converted), else named
-            version = errors.int_answer(engine, "version", version)
+            version = blame.int_answer(engine, "version", version)
         if work_s is None:
             work = self._durations[task]
         else:  # its answer checked here: a clear error naming the source, not a bad clock later
@@ -311,7 +311,7 @@ class Pipeline(Decisions, RunBooks):
                 while single.accepting:
                     yes = admits(self)
                     if yes is not True and (
-                        yes is False or not errors.bool_answer(self.admission, "admits", yes)
+                        yes is False or not blame.bool_answer(self.admission, "admits", yes)
                     ):
                         break
                     launch(single)

@@ -62,7 +62,7 @@ import warnings
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from pipesim.core import errors
+from pipesim.core import blame
 
 if TYPE_CHECKING:
     import simpy
@@ -266,7 +266,7 @@ def pauses_only(policy: object) -> bool:
     if not isinstance(policy, PausesOnly):
         return False
     yes = policy.pauses_only()
-    return yes if type(yes) is bool else errors.bool_answer(policy, "pauses_only", yes)
+    return yes if type(yes) is bool else blame.bool_answer(policy, "pauses_only", yes)
 
 
 DROPPED_HINTS = {

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from pipesim.core import errors
+from pipesim.core import blame, errors
 from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError, shown
@@ -82,9 +82,9 @@ class PolicyPort:
 
     def _refused(self, message: str) -> PipelineError:
         """The error for a port action a policy misused: ``message`` starts with the action, and the
-        policy that called it is named (:func:`~pipesim.core.errors.calling_policy`; only an error
+        policy that called it is named (:func:`~pipesim.core.blame.calling_policy`; only an error
         pays for the stack walk)."""
-        return PipelineError(f"{errors.calling_policy(cast('Pipeline', self))} called {message}")
+        return PipelineError(f"{blame.calling_policy(cast('Pipeline', self))} called {message}")
 
     # -- reads ------------------------------------------------------------------------------------
     @property
@@ -101,7 +101,7 @@ class PolicyPort:
     def _running_on(self, e: EngineReplica) -> int:
         """Replica ``e``'s running count (a numpy int converted), else a ``PipelineError`` naming it."""
         n = e.n_running
-        return n if type(n) is int else errors.int_answer(e, "n_running", n)
+        return n if type(n) is int else blame.int_answer(e, "n_running", n)
 
     @property
     def n_buffered(self) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipesim.core import errors
+from pipesim.core import blame
 from pipesim.core.port import ClosedHint, MinItemsHint, pauses_only
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | No
     def quiet(n_running: int) -> int:
         """How many of the next completions, with ``n_running`` episodes in flight, are quiet."""
         shut = closed(p)  # checked: a truthy non-bool would take the shortcut on a lie
-        if shut is not True and (shut is False or not errors.bool_answer(admission, "closed", shut)):
+        if shut is not True and (shut is False or not blame.bool_answer(admission, "closed", shut)):
             return 0
         k = n_running - 1
         if buffer.get_queue:
@@ -60,7 +60,7 @@ def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | No
                 return 0
             n = min_items(p)
             if type(n) is not int or n < 0:  # checked as the pass checks it (a numpy integer converted)
-                n = errors.count_answer(p.batching, "min_items", n)
+                n = blame.count_answer(p.batching, "min_items", n)
             k = min(k, n - len(buffer.items) - 1)
         return k if k > 0 else 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, cast
 
-from pipesim.core import errors
+from pipesim.core import blame, errors
 from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, during_run
 from pipesim.core.episode import BUFFERED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
@@ -79,7 +79,7 @@ class RunBooks:
         A stall is known from SimPy's state: the run's event queue ran dry before the last sync.
         An exception a policy or seam raises inside the run reaches the caller as it was raised
         (its own type, message, cause and traceback, not SimPy's copy of it), with a note naming
-        the policy (:func:`pipesim.core.errors.from_user_code`).
+        the policy (:func:`pipesim.core.blame.from_user_code`).
 
         Python's cyclic garbage collector is paused for the run where the caller opted in
         (:func:`pipesim.core.collector.pause_collector_during_runs`): a run allocates many small
@@ -100,11 +100,11 @@ class RunBooks:
                 if not self._clock() < math.inf:  # a sync or a completion the clock cannot hold
                     raise errors.clock_overflow(cast("Pipeline", self), "a sync or an episode")
             except PipelineError as exc:  # raised inside a process: re-raise without SimPy's frames
-                raise errors.detached(PipelineError(str(exc))) from None
+                raise blame.detached(PipelineError(str(exc))) from None
             except OverflowError:  # a time of the run past the largest float (SimPy's clock)
-                raise errors.detached(errors.clock_overflow(cast("Pipeline", self), "a time")) from None
+                raise blame.detached(errors.clock_overflow(cast("Pipeline", self), "a time")) from None
             except Exception as exc:  # a policy's or a seam's own error: the user's, unchanged
-                original = errors.from_user_code(exc, self._roles())
+                original = blame.from_user_code(exc, self._roles())
                 raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
         if not came:  # SimPy's queue ran dry and the last sync never came
             raise errors.stalled(cast("Pipeline", self))

@@ -140,7 +140,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback (PIPESIM_TRACEBACK=1 shows it)
         if os.environ.get("PIPESIM_TRACEBACK"):
             raise
-        from pipesim.core.errors import NOTE_END, PipelineError
+        from pipesim.core.blame import NOTE_END
+        from pipesim.core.errors import PipelineError
 
         if isinstance(exc, PipelineError):
             return _fail(f"the run cannot finish: {one_line(exc)}")
