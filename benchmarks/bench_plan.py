@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import random
 import sys
 import tempfile
@@ -97,6 +98,13 @@ def timed_plan(sp: plan.PlanSpec, workers: int, cache: DiskCache) -> tuple[plan.
     return result, time.perf_counter() - t0
 
 
+def interval(m: dict[str, float]) -> str:
+    """``± 1,234`` (the 95% interval over seeds), or ``(1 seed)`` where one seed gives none
+    (``throughput_ci`` NaN, as the plan's table prints it; ``± nan`` before)."""
+    ci = float(m.get("throughput_ci", 0.0))
+    return f"± {ci:,.0f}" if math.isfinite(ci) else "(1 seed)"
+
+
 def describe(sp: plan.PlanSpec, result: plan.PlanResult, wall: float, workers: int) -> None:
     print(f"candidates {result.n_candidates}; method {result.method}; workers {workers}")
     print("rungs: " + ", ".join(f"{k} designs x {s} steps" for s, k in result.rungs))
@@ -109,7 +117,7 @@ def describe(sp: plan.PlanSpec, result: plan.PlanResult, wall: float, workers: i
         m = result.best.metrics
         print(
             f"recommended: {result.best.design.label(sp.n_gpus)}: {m['throughput_per_hour']:,.0f} "
-            f"± {m.get('throughput_ci', 0):,.0f} samples/h, mean staleness {m['staleness_mean']:.2f}, "
+            f"{interval(m)} samples/h, mean staleness {m['staleness_mean']:.2f}, "
             f"max {m['staleness_max']:.0f}, {m['gpu_hours_per_mtok']:.2f} GPU-h per M trained tokens"
         )
 

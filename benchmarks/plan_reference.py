@@ -35,6 +35,7 @@ colocated).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -75,10 +76,17 @@ def _over_max(spec: plan.PlanSpec, r: dict[str, float]) -> bool:
     return bool(r.get("failed")) or (lim is not None and float(r["staleness_max"]) > lim)
 
 
+def interval(m: dict[str, float]) -> str:
+    """``± 1,234`` (the 95% interval over seeds), or ``(1 seed)`` where one seed gives none
+    (``throughput_ci`` NaN, as the plan's table prints it)."""
+    ci = float(m.get("throughput_ci", 0.0))
+    return f"± {ci:,.0f}" if math.isfinite(ci) else "(1 seed)"
+
+
 def _label(spec: plan.PlanSpec, e: Evaluated) -> str:
     m = e.metrics
     return (
-        f"{e.design.label(spec.n_gpus)}: {e.throughput:,.0f} ± {m.get('throughput_ci', 0):,.0f} "
+        f"{e.design.label(spec.n_gpus)}: {e.throughput:,.0f} {interval(m)} "
         f"samples/h, staleness mean {m['staleness_mean']:.2f} max {m['staleness_max']:.0f}, "
         f"discarded {m['discarded_share']:.1%}"
     )

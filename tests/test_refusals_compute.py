@@ -607,7 +607,11 @@ RUN_SPEC: Rows = [
         lambda: _runspec('model.name="qwen3-32b"', 'design.placement="colocated"', "cluster.n_gpus=1"),
         "cluster.n_gpus",
     ),
-    ("response-too-long", lambda: _runspec("workload.max_response_tokens=100000"), "design.tp"),
+    (
+        "response-too-long",
+        lambda: _runspec("workload.max_response_tokens=100000"),
+        "workload.max_response_tokens",
+    ),
     ("calibrated-mfu-above-one", lambda: _runspec("calibration.values.mfu=2.0"), "calibration.values.mfu"),
     ("set-no-table", lambda: runspec.apply_sets(RUN_SPEC_DATA, ["eta=2"]), "eta"),
     ("set-unknown-table", lambda: runspec.apply_sets(RUN_SPEC_DATA, ["desgn.eta=2"]), "desgn.eta"),

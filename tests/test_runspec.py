@@ -208,7 +208,7 @@ BAD: list[tuple[str, list[str], str]] = [
         ['model.name="qwen3-32b"', "design.placement=1", "design.tp=1"],
         "design.placement",
     ),
-    ("response too long", ["workload.max_response_tokens=100000"], "design.tp"),
+    ("response too long", ["workload.max_response_tokens=100000"], "workload.max_response_tokens"),
     ("calibrated mfu above 1", ["calibration.values.mfu=2.0"], "calibration.values.mfu"),
     ("unknown table", ["space.tp=[1]"], "space"),
 ]

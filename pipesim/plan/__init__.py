@@ -272,6 +272,26 @@ def _kept(result: PlanResult, e: PlanInterrupted) -> str:
     return f"{n} designs written with partial: true"
 
 
+def _cache_line(disk: Any, before: int) -> str:
+    """How many runs the cache gave back, and why it gave back no more: runs of this plan cached by
+    other code (a run's key holds the hash of pipesim's code, :mod:`pipesim.plan.cache`), or, with
+    none of those, how many runs of other plans it held (``before``: counted before the plan)."""
+    line = f"run cache {disk.root}: {disk.hits} runs reused"
+    if disk.stale:
+        return line + (
+            f"; {disk.stale} cached runs from other code were not reused (pipesim's code or version "
+            "changed since they ran, and a run's key holds the code's hash)"
+        )
+    if not disk.hits:
+        if not before:
+            return line + "; it was empty"
+        return line + (
+            f"; none of the {before} runs it held is one of this plan's (other specs, lengths or "
+            "seeds, or runs an older pipesim cached)"
+        )
+    return line
+
+
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.explain_keys:
@@ -294,6 +314,7 @@ def _main(argv: list[str] | None) -> int:
     from pipesim.plan.cache import DiskCache
 
     disk = None if args.no_cache else DiskCache(args.cache_dir)
+    before = disk.files() if disk is not None and args.resume else 0  # what --resume had to go on
     text_out = sys.stderr if "-" in (args.json, args.html, args.csv) else sys.stdout
     client: Any = None
     cluster: Any = None
@@ -337,8 +358,8 @@ def _main(argv: list[str] | None) -> int:
         return _error(f"{args.spec}: {e}")
     finally:
         close_dask(client, cluster)
-    if args.resume or (disk is not None and disk.hits):
-        print(f"run cache {disk.root if disk else ''}: {disk.hits if disk else 0} runs reused", file=text_out)
+    if disk is not None and (args.resume or disk.hits or disk.stale):
+        print(_cache_line(disk, before), file=text_out)
     print(report.text(result), file=text_out)
     # an output that cannot be written: the designs are in the run cache, and rerunning with
     # another path reuses them

@@ -15,7 +15,9 @@ those, plus pipesim's version and the hash of its code (:func:`code_hash`), so
 :class:`DiskCache` keeps one small JSON file per run under a directory (default
 ``~/.cache/pipesim/plan``, or ``$PIPESIM_CACHE``), written whole or not at all
 (:func:`pipesim.io.interrupts.write_text_atomic`), so an interrupted plan leaves only finished
-runs behind and ``--resume`` (or any re-run) picks them up. :func:`spec_hash` is the hash every
+runs behind and ``--resume`` (or any re-run) picks them up. A run cached by another build (the
+code changed since) is not reused, and the plan says how many were passed over
+(:attr:`DiskCache.stale`). :func:`spec_hash` is the hash every
 output records: the whole spec, constraints and search settings included.
 """
 
@@ -115,20 +117,15 @@ def spec_hash(spec: Any) -> str:
 
 
 def run_key(spec: Any, design: Any, steps: int, seed: int) -> str:
-    """The key of one run: what the simulation reads of ``spec`` (not its constraints or search
-    settings), the design, the run length, the seed and pipesim's version."""
+    """The key of one run, ``RUN-BUILD``: RUN hashes what the simulation reads of ``spec`` (not its
+    constraints or search settings), the design, the run length and the seed; BUILD hashes
+    pipesim's version, its code (:func:`code_hash`) and :data:`RUNS_FORMAT`. Both are part of the
+    key (a run of other code is never reused); they are apart so that a miss can tell a run cached
+    by other code (:attr:`DiskCache.stale`) from one never run."""
     fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name not in _NOT_RUN}
-    return _digest(
-        {
-            "spec": fields,
-            "design": design,
-            "steps": steps,
-            "seed": seed,
-            "version": version(),
-            "code": code_hash(),
-            "format": RUNS_FORMAT,
-        }
-    )
+    run = _digest({"spec": fields, "design": design, "steps": steps, "seed": seed})
+    build = _digest({"version": version(), "code": code_hash(), "format": RUNS_FORMAT})
+    return f"{run}-{build[:16]}"
 
 
 def default_dir() -> Path:
@@ -138,20 +135,48 @@ def default_dir() -> Path:
 
 
 class DiskCache:
-    """One JSON file per run under ``root`` (``<key[:2]>/<key>.json``), keyed by :func:`run_key`."""
+    """One JSON file per run under ``root``, keyed by :func:`run_key`: ``<run[:2]>/<run>/<build>.json``
+    (``RUN-BUILD``), so the runs of one spec, design, length and seed by every build of pipesim sit
+    in one directory; a key without a ``-`` is kept as ``<key[:2]>/<key>.json``."""
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_dir()
         self.hits = 0
+        """Runs found (and reused)."""
+        self.stale = 0
+        """Runs missed while the same run (spec, design, length, seed) is cached from another build
+        of pipesim (other code or version): not reused, by design, but a user is told so."""
 
     def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
+        run, sep, build = key.partition("-")
+        if not sep:
+            return self.root / key[:2] / f"{key}.json"
+        return self.root / run[:2] / run / f"{build}.json"
+
+    def _other_builds(self, key: str) -> bool:
+        """Whether the run of ``key`` is cached by another build (a sibling file of its path)."""
+        if "-" not in key:
+            return False
+        path = self._path(key)
+        try:
+            return any(p.suffix == ".json" and p.name != path.name for p in path.parent.iterdir())
+        except OSError:  # no directory: never run
+            return False
+
+    def files(self) -> int:
+        """How many runs the cache holds, of every spec and build (a walk of ``root``)."""
+        try:
+            return sum(1 for p in self.root.rglob("*.json") if not p.name.startswith("."))
+        except OSError:
+            return 0
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The metrics stored under ``key``; None when absent or unreadable (then it is re-run)."""
+        """The metrics stored under ``key``; None when absent or unreadable (then it is re-run),
+        counted in :attr:`stale` when another build cached the same run."""
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
+            self.stale += self._other_builds(key)
             return None
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             return None

@@ -13,13 +13,20 @@ from pipesim.io.interrupts import write_text_atomic
 from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.evaluate import Evaluated
 from pipesim.plan.frame import provenance, whole
+from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report's public names)
+    NOTE_DISCARDED_SHARE,
+    NOTE_OFFPOLICY_SHARE,
+    _fmt,
+    baseline_lines,
+    full_count,
+    recommended_lines,
+    sensitivity_lines,
+    tie_lines,
+    unlimited_notes,
+)
 from pipesim.plan.search import PlanResult
-from pipesim.plan.stats import comparison, merge_duplicates, merged_label, seeds_to_separate, tied_with_best
+from pipesim.plan.stats import merge_duplicates, merged_label, tied_with_best
 from pipesim.plan.verify import verify_lines
-
-
-def _fmt(v: float, spec: str = ",.0f") -> str:
-    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
 
 def _row(
@@ -171,93 +178,13 @@ def cut_line(result: PlanResult) -> str:
     )
 
 
-def tie_lines(result: PlanResult) -> list[str]:
-    """What the paired test says about the best, and what would separate the closest tie."""
-    best, spec = result.best, result.spec
-    if best is None:
-        return []
-    seeds = result.sim_seeds()
-    if spec.seeds < 2:
-        return [f"one seed per design ({seeds}): no test separates the best from the rest; use seeds >= 3"]
-    ties = tied_with_best(result)
-    head = f"paired t-test on the shared seeds {seeds} (95%): "
-    if not ties:
-        return [head + "the best is separated from every other feasible design"]
-    closest = ties[0]
-    p = comparison(best, closest)
-    need = seeds_to_separate(p)
-    sep = (
-        "no number of seeds separates them (identical on every seed)"
-        if need is None
-        else f"about {need} seeds would separate it at the spread seen (search.seeds = {need})"
+def best_heading(result: PlanResult) -> str:
+    """The heading of the best-designs table: how many designs ran in full (:func:`full_count`)
+    and how many of them are feasible."""
+    return (
+        f"best feasible designs (of {full_count(result)}; {len(result.feasible)} feasible; "
+        "identical designs merged with '=')"
     )
-    return [
-        head + f"{len(ties)} design(s) tied with the best, marked 'tied'; the closest, "
-        f"{closest.design.label(spec.n_gpus)}, differs by {_fmt(p.mean_diff)} ± {_fmt(p.half_width)} "
-        f"samples/h: {sep}"
-    ]
-
-
-def baseline_lines(result: PlanResult) -> list[str]:
-    b, best, n = result.baseline, result.best, result.spec.n_gpus
-    if b is None:
-        return []
-    state = (
-        "feasible"
-        if b.feasible
-        else "infeasible (" + ", ".join(f"{k} {st}" for k, (st, _) in b.status.items() if st != "met") + ")"
-    )
-    out = [f"baseline (your design): {b.design.label(n)}: {_fmt(b.throughput)} samples/h, {state}"]
-    if best is not None and best.design != b.design:
-        p = comparison(best, b)
-        verdict = "tied by the paired test" if p.tied else "separated by the paired test"
-        if not p.tested:  # one shared seed: no test, so neither tied nor separated
-            verdict = "one seed: no paired test"
-        out.append(
-            f"  the recommendation is {best.throughput / b.throughput - 1:+.1%} against it ({verdict})"
-        )
-    return out
-
-
-NOTE_DISCARDED_SHARE = 0.10
-"""A recommendation that discards more than this share of the tokens it generates, with no
-``discarded_share`` limit set, is printed with a note: its samples/h counts the samples that
-finish first (the aborted ones are the long ones), so it rewards throwing work away."""
-NOTE_OFFPOLICY_SHARE = 0.5
-"""Likewise for a recommendation training more than this share of its tokens from an older
-policy with no ``offpolicy_token_share`` limit set (what that costs in learning is not in the plan)."""
-
-
-def unlimited_notes(result: PlanResult) -> list[str]:
-    """Notes on what the recommended design does that no limit of the spec rules on: a large
-    discarded share or off-policy share (see :data:`NOTE_DISCARDED_SHARE`), each with the limit
-    that would rule such designs out."""
-    best = result.best
-    if best is None:
-        return []
-    c = result.spec.constraints
-    out = []
-    for key, threshold, does, why, limit in (
-        (
-            "discarded_share",
-            NOTE_DISCARDED_SHARE,
-            "discards {:.0%} of the tokens it generates",
-            "its samples/h counts the samples that finish first, biased short",
-            "[constraints] discarded_share = 0.05 (or --set constraints.discarded_share=0.05) rules "
-            "such designs out",
-        ),
-        (
-            "offpolicy_token_share",
-            NOTE_OFFPOLICY_SHARE,
-            "trains {:.0%} of its tokens from an older policy",
-            "its cost in learning is not in samples/h: docs/offpolicy.md",
-            "[constraints] offpolicy_token_share = 0.5 (or lower) limits it",
-        ),
-    ):
-        share = best.metrics.get(key, 0.0)
-        if getattr(c, key) is None and share > threshold:
-            out.append(f"note: no limit on {key}, and this design {does.format(share)} ({why}); {limit}")
-    return out
 
 
 def text(result: PlanResult, top: int = 8) -> str:
@@ -281,8 +208,7 @@ def text(result: PlanResult, top: int = 8) -> str:
             **provenance(result), part=" (PARTIAL: interrupted)" if result.partial else ""
         ),
         "",
-        f"best feasible designs (of {len(result.full)} run in full, {len(result.feasible)} feasible; "
-        "identical designs merged with '='):",
+        best_heading(result) + ":",
         table(rows(result, result.feasible, top), header(result)),
         *tie_lines(result),
         *verify_lines(result),
@@ -295,27 +221,9 @@ def text(result: PlanResult, top: int = 8) -> str:
         ascii_front(result),
     ]
     if best is not None:
-        out += [
-            "",
-            f"recommended: {best.design.label(spec.n_gpus)}",
-            *unlimited_notes(result),
-            wrap_code(scenario_code(spec, best.design)),
-        ]
+        out += ["", *recommended_lines(result), wrap_code(scenario_code(spec, best.design))]
     if result.sensitivity:
-        out += ["", "sensitivity (the best designs re-run in full):"]
-        for s in result.sensitivity:
-            move = (
-                "recommendation unchanged"
-                if s["best_after"] == s["recommended"]
-                else f"best becomes {s['best_after']} ({_fmt(s['best_after_throughput'])} samples/h)"
-                if s["best_after"]
-                else "none of the best designs stays feasible"
-            )
-            out.append(
-                f"  {s['variant']}: {_fmt(s['throughput_before'])} -> "
-                f"{_fmt(s['throughput_after'])} samples/h "
-                f"({s['change']:+.1%}{'' if s['still_feasible'] else ', infeasible'}); {move}"
-            )
+        out += ["", *sensitivity_lines(result)]
     return "\n".join(out)
 
 

@@ -4,10 +4,12 @@ against mean staleness and against discarded share, the tables and the recommend
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 from pipesim.plan.code import scenario_code, wrap_code
-from pipesim.plan.report import _fmt, _write, header, rows, text
+from pipesim.plan.report import _fmt, _write, best_heading, header, rows, text
+from pipesim.plan.report_lines import conclusion
 from pipesim.plan.search import PlanResult
 
 HOVER_X = {
@@ -16,6 +18,22 @@ HOVER_X = {
 }
 """The x value of a point in its hover text, by the panel's metric."""
 HOVER_Y = "trained samples/h<extra></extra>"
+
+
+SHARE_TICKS = 5
+"""The fewest ticks past 0 the discarded-share axis gets (fewer than 2.5x as many: 1-2-5 steps)."""
+
+
+def share_ticks(top: float) -> tuple[float, str]:
+    """The tick step and d3 format of a share axis from 0 to ``top``: the largest step of 1, 2 or
+    5 x 10^k giving at least :data:`SHARE_TICKS` ticks past 0, and as many decimals of a percent
+    as the step has, so no two ticks print alike (``.0%`` printed ``0% 0% 0% 1% 1% 1%`` over 0-1%)."""
+    raw = max(top, 1e-9) / SHARE_TICKS
+    exp = math.floor(math.log10(raw))
+    step = next(m * 10.0**exp for m in (5, 2, 1) if m * 10.0**exp <= raw * (1 + 1e-9))
+    step = float(f"{step:.12g}")  # 0.002, not 0.0020000000000000005
+    decimals = max(0, -math.floor(math.log10(step * 100) + 1e-9))
+    return step, f".{decimals}%"
 
 
 def figure(result: PlanResult) -> Any:
@@ -119,8 +137,15 @@ def figure(result: PlanResult) -> Any:
     # a little left of 0 and below it, so that a design at 0 clears the axis and its tick labels
     x1, x2, y = max(top_stale * 1.08, 0.5), max(top_disc * 1.08, 0.01), max(top_thr * 1.08, 1.0)
     fig.update_xaxes(title_text="mean staleness (versions)", range=[-0.03 * x1, x1], row=1, col=1)
+    step, fmt = share_ticks(x2)
     fig.update_xaxes(
-        title_text="discarded / generated tokens", tickformat=".0%", range=[-0.03 * x2, x2], row=1, col=2
+        title_text="discarded / generated tokens",
+        tickformat=fmt,
+        tick0=0.0,
+        dtick=step,
+        range=[-0.03 * x2, x2],
+        row=1,
+        col=2,
     )
     fig.update_xaxes(zeroline=True, zerolinecolor="#ccc")
     fig.update_yaxes(range=[-0.03 * y, y])
@@ -133,6 +158,10 @@ def _html_table(result: PlanResult, body_rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header(result))
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body_rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _section(title: str, lines: list[str]) -> str:
+    return f"<h2>{html.escape(title)}</h2><pre class='said'>{html.escape(chr(10).join(lines))}</pre>"
 
 
 def write_html(result: PlanResult, path: str) -> None:
@@ -148,24 +177,30 @@ def write_html(result: PlanResult, path: str) -> None:
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}"
         "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"  # long lines wrap
+        "pre.said{background:#fffbe6;font-size:13px}"  # the conclusion's sentences, not code
         "</style></head><body>",
         f"<h1>pipesim plan: {html.escape(spec.model.name)} on {n} x {html.escape(spec.gpu.name)}</h1>",
         f"<pre>{html.escape(text(result).split(chr(10) + chr(10))[0])}</pre>",
         fig_html,
-        "<h2>Best feasible designs</h2>",
+        f"<h2>Best feasible designs</h2><p>{html.escape(best_heading(result))}:</p>",
         _html_table(result, rows(result, result.feasible, 12)),
-        "<h2>Pareto front</h2>",
-        _html_table(result, rows(result, result.front)),
     ]
+    # the conclusion, section by section, in the text's words (pipesim.plan.report_lines): the
+    # paired test, verification and its fallback, the baseline's verdict under the first table,
+    # then the front, the recommendation (its tie and notes over its code) and the sensitivity
+    sections = dict(conclusion(result))
+    for title in ("Paired test", "Verification", "Baseline"):
+        if title in sections:
+            parts.append(_section(title, sections[title]))
+    parts += ["<h2>Pareto front</h2>", _html_table(result, rows(result, result.front))]
     if result.best is not None:
+        said = [s.removeprefix("  ") for s in sections["Recommended"][1:]]  # the first is the heading
         parts += [
             f"<h2>Recommended: {html.escape(result.best.design.label(n))}</h2>",
+            *([f"<pre class='said'>{html.escape(chr(10).join(said))}</pre>"] if said else []),
             f"<pre>{html.escape(wrap_code(scenario_code(spec, result.best.design)))}</pre>",
         ]
-    if result.sensitivity:  # the text's section from its "sensitivity (...):" line on, heading and all
-        report = text(result)
-        at = report.find("\nsensitivity")
-        section = report[at + 1 :] if at >= 0 else ""
-        parts.append("<h2>Sensitivity</h2><pre>" + html.escape(section) + "</pre>")
+    if "Sensitivity" in sections:  # heading line and all, as the text prints it
+        parts.append("<h2>Sensitivity</h2><pre>" + html.escape("\n".join(sections["Sensitivity"])) + "</pre>")
     parts.append("</body></html>")
     _write("\n".join(parts), path)

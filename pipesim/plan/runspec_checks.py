@@ -18,7 +18,7 @@ from typing import Any
 
 from pipesim.core.errors import MAX_POOL_TASKS, shown
 from pipesim.core.validate import key_shown
-from pipesim.plan.build import engine_config
+from pipesim.plan.build import context_problem, engine_config
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -84,12 +84,20 @@ def read_design(data: Any) -> Design:
 def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
     """One-line errors naming the design key (``table.KEY``: a run spec's ``[design]``, a plan
     spec's ``[baseline]``) when the design does not fit the cluster; ``model.max_model_len`` past
-    the model's context is named itself (no tp changes a context), and the message of a sample
-    longer than the engines' context names the spec keys (``workload.max_response_tokens``)."""
+    the model's context is named itself (no tp changes a context), and a sample longer than the
+    engines' context is refused first, in the words of a plan without a design
+    (:func:`~pipesim.plan.build.context_problem`: ``model.max_model_len`` and the workload's keys),
+    never as the design's ``tp``."""
     from pipesim.compute import TrainerConfig
     from pipesim.compute.cluster import Cluster
 
     n = spec.n_gpus
+    context = spec.max_model_len if spec.max_model_len is not None else spec.model.max_context_len
+    # first: a sample longer than the context is the workload's or max_model_len's problem at every
+    # tp and placement, so it names those keys, as a plan without a design does (a max_model_len
+    # past the model's own context is refused below, naming itself)
+    if context <= spec.model.max_context_len and (problem := context_problem(spec, context)):
+        raise PlanError(problem, "workload.max_response_tokens")
     if d.trainer_gpus >= n:
         raise PlanError(
             f"{table}.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "

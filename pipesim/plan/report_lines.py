@@ -1,0 +1,227 @@
+"""The sentences of a plan's conclusion, one builder per section, shared by the text report
+(:func:`pipesim.plan.report.text`) and the HTML page (:mod:`pipesim.plan.report_html`), so the
+page says what the text says in the same words: the paired test, verification and its fallback,
+the baseline's verdict, the recommendation (with the fresher design it is tied with, if any, and
+the notes on what no limit rules on) and the sensitivity. :func:`conclusion` lists the sections
+in the text's order; :func:`full_count` says what the count of full runs holds beyond the search's
+last rung (the baseline, designs the fallback or a slice ran)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from pipesim.plan.stats import comparison, seeds_to_separate, tied_with_best
+from pipesim.plan.verify import verify_lines
+
+if TYPE_CHECKING:
+    from pipesim.plan.evaluate import Evaluated
+    from pipesim.plan.search import PlanResult
+
+__all__ = [
+    "NOTE_DISCARDED_SHARE",
+    "NOTE_OFFPOLICY_SHARE",
+    "baseline_lines",
+    "conclusion",
+    "fresher_tie",
+    "full_count",
+    "recommended_lines",
+    "sensitivity_lines",
+    "tie_lines",
+    "unlimited_notes",
+]
+
+
+def _fmt(v: float | None, spec: str = ",.0f") -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+
+def full_count(result: PlanResult) -> str:
+    """``61 run in full: the last rung's 60 and your baseline`` where the full runs hold designs
+    beyond the search's last rung (the header's ``60 run for 12 steps`` counts that rung only):
+    the ``[baseline]``, run in full beside the plan's, the designs the fallback of verification ran
+    and the splits bisected along a slice."""
+    n, rung = len(result.full), result.rungs[-1][1] if result.rungs else len(result.full)
+    extra = n - rung
+    if extra <= 0 or result.partial:
+        return f"{n} run in full"
+    b = result.baseline
+    fallback = any(e.verified.startswith("fallback") for e in result.full)
+    if b is not None and extra == 1 and not fallback and result.method != "slices":
+        return f"{n} run in full: the last rung's {rung} and your baseline"
+    why = [
+        *(["your baseline"] if b is not None else []),
+        *(["the fallback's designs"] if fallback else []),
+        *(["splits along a slice"] if result.method == "slices" else []),
+    ]
+    return f"{n} run in full: the last rung's {rung} and {extra} more ({', '.join(why) or 'verification'})"
+
+
+def tie_lines(result: PlanResult) -> list[str]:
+    """What the paired test says about the best, and what would separate the closest tie."""
+    best, spec = result.best, result.spec
+    if best is None:
+        return []
+    seeds = result.sim_seeds()
+    if spec.seeds < 2:
+        return [f"one seed per design ({seeds}): no test separates the best from the rest; use seeds >= 3"]
+    ties = tied_with_best(result)
+    head = f"paired t-test on the shared seeds {seeds} (95%): "
+    if not ties:
+        return [head + "the best is separated from every other feasible design"]
+    closest = ties[0]
+    p = comparison(best, closest)
+    need = seeds_to_separate(p)
+    sep = (
+        "no number of seeds separates them (identical on every seed)"
+        if need is None
+        else f"about {need} seeds would separate it at the spread seen (search.seeds = {need})"
+    )
+    return [
+        head + f"{len(ties)} design(s) tied with the best, marked 'tied'; the closest, "
+        f"{closest.design.label(spec.n_gpus)}, differs by {_fmt(p.mean_diff)} ± {_fmt(p.half_width)} "
+        f"samples/h: {sep}"
+    ]
+
+
+def baseline_lines(result: PlanResult) -> list[str]:
+    """The baseline's throughput and verdict (the limits it breaks), and the recommendation's
+    change against it with the paired test's word on it."""
+    b, best, n = result.baseline, result.best, result.spec.n_gpus
+    if b is None:
+        return []
+    state = (
+        "feasible"
+        if b.feasible
+        else "infeasible (" + ", ".join(f"{k} {st}" for k, (st, _) in b.status.items() if st != "met") + ")"
+    )
+    out = [f"baseline (your design): {b.design.label(n)}: {_fmt(b.throughput)} samples/h, {state}"]
+    if best is not None and best.design != b.design:
+        p = comparison(best, b)
+        verdict = "tied by the paired test" if p.tied else "separated by the paired test"
+        if not p.tested:  # one shared seed: no test, so neither tied nor separated
+            verdict = "one seed: no paired test"
+        out.append(
+            f"  the recommendation is {best.throughput / b.throughput - 1:+.1%} against it ({verdict})"
+        )
+    return out
+
+
+def _freshness(e: Evaluated) -> tuple[float, float]:
+    m = e.metrics
+    return (m.get("offpolicy_token_share", math.nan), m.get("staleness_mean", math.nan))
+
+
+def fresher_tie(result: PlanResult) -> Evaluated | None:
+    """The freshest design tied with the recommendation (:func:`~pipesim.plan.stats.tied_with_best`)
+    that trains no larger off-policy share and no higher mean staleness, and less of one of them;
+    None when no tied design is fresher. The recommendation stays the fastest (``docs/plan.md``,
+    item 7): this only says what the paired test leaves open."""
+    best = result.best
+    if best is None:
+        return None
+    mine = _freshness(best)
+    fresher = [
+        e
+        for e in tied_with_best(result)
+        if all(math.isfinite(v) for v in (*_freshness(e), *mine))
+        and all(a <= b for a, b in zip(_freshness(e), mine, strict=True))
+        and _freshness(e) != mine
+    ]
+    return min(fresher, key=lambda e: (*_freshness(e), -e.throughput), default=None)
+
+
+def recommended_lines(result: PlanResult) -> list[str]:
+    """``recommended: LABEL``; the fresher design it is tied with (:func:`fresher_tie`), with the
+    difference and what it trains off-policy; the notes of :func:`unlimited_notes`."""
+    best, n = result.best, result.spec.n_gpus
+    if best is None:
+        return []
+    out = [f"recommended: {best.design.label(n)}"]
+    other = fresher_tie(result)
+    if other is not None:
+        p = comparison(best, other)
+        off, stale = _freshness(other)
+        mine_off, mine_stale = _freshness(best)
+        out.append(
+            f"  tied with {other.design.label(n)} (the pick differs by {_fmt(p.mean_diff)} ± "
+            f"{_fmt(p.half_width)} samples/h), which trains {off:.0%} of its tokens off-policy at mean "
+            f"staleness {stale:.2f} (the pick: {mine_off:.0%}, {mine_stale:.2f}): the pick is faster on "
+            "these seeds, not proved faster"
+        )
+    return out + unlimited_notes(result)
+
+
+NOTE_DISCARDED_SHARE = 0.10
+"""A recommendation that discards more than this share of the tokens it generates, with no
+``discarded_share`` limit set, is printed with a note: its samples/h counts the samples that
+finish first (the aborted ones are the long ones), so it rewards throwing work away."""
+NOTE_OFFPOLICY_SHARE = 0.5
+"""Likewise for a recommendation training more than this share of its tokens from an older
+policy with no ``offpolicy_token_share`` limit set (what that costs in learning is not in the plan)."""
+
+
+def unlimited_notes(result: PlanResult) -> list[str]:
+    """Notes on what the recommended design does that no limit of the spec rules on: a large
+    discarded share or off-policy share (see :data:`NOTE_DISCARDED_SHARE`), each with the limit
+    that would rule such designs out."""
+    best = result.best
+    if best is None:
+        return []
+    c = result.spec.constraints
+    out = []
+    for key, threshold, does, why, limit in (
+        (
+            "discarded_share",
+            NOTE_DISCARDED_SHARE,
+            "discards {:.0%} of the tokens it generates",
+            "its samples/h counts the samples that finish first, biased short",
+            "[constraints] discarded_share = 0.05 (or --set constraints.discarded_share=0.05) rules "
+            "such designs out",
+        ),
+        (
+            "offpolicy_token_share",
+            NOTE_OFFPOLICY_SHARE,
+            "trains {:.0%} of its tokens from an older policy",
+            "its cost in learning is not in samples/h: docs/offpolicy.md",
+            "[constraints] offpolicy_token_share = 0.5 (or lower) limits it",
+        ),
+    ):
+        share = best.metrics.get(key, 0.0)
+        if getattr(c, key) is None and share > threshold:
+            out.append(f"note: no limit on {key}, and this design {does.format(share)} ({why}); {limit}")
+    return out
+
+
+def sensitivity_lines(result: PlanResult) -> list[str]:
+    """The sensitivity section, its heading line first (none when it was not run)."""
+    if not result.sensitivity:
+        return []
+    out = ["sensitivity (the best designs re-run in full):"]
+    for s in result.sensitivity:
+        move = (
+            "recommendation unchanged"
+            if s["best_after"] == s["recommended"]
+            else f"best becomes {s['best_after']} ({_fmt(s['best_after_throughput'])} samples/h)"
+            if s["best_after"]
+            else "none of the best designs stays feasible"
+        )
+        out.append(
+            f"  {s['variant']}: {_fmt(s['throughput_before'])} -> "
+            f"{_fmt(s['throughput_after'])} samples/h "
+            f"({s['change']:+.1%}{'' if s['still_feasible'] else ', infeasible'}); {move}"
+        )
+    return out
+
+
+def conclusion(result: PlanResult) -> list[tuple[str, list[str]]]:
+    """The conclusion's sections in the text's order, as (title, lines), empty ones left out:
+    what the HTML page prints under its tables (the text prints the same lines)."""
+    sections = [
+        ("Paired test", tie_lines(result)),
+        ("Verification", verify_lines(result)),
+        ("Baseline", baseline_lines(result)),
+        ("Recommended", recommended_lines(result)),
+        ("Sensitivity", sensitivity_lines(result)),
+    ]
+    return [(title, lines) for title, lines in sections if lines]
