@@ -86,7 +86,7 @@ RUN_ROWS: list[tuple[str, list[str], str]] = [
     ("max-prompt-tokens-1e308", ["workload.max_prompt_tokens=1e308"], "workload.max_prompt_tokens"),
     ("max-model-len-1e308", ["model.max_model_len=1e308"], "model.max_model_len"),
     ("max-model-len-past-the-model", ["model.max_model_len=50000"], "model.max_model_len"),
-    ("max-model-len-below-a-sample", ["model.max_model_len=1000"], "design.tp"),
+    ("max-model-len-below-a-sample", ["model.max_model_len=1000"], "workload.max_response_tokens"),
     ("median-tokens-1e18", ["workload.response.median_tokens=1e18"], "workload.response.median_tokens"),
     ("agent-turns-1e308", ["workload.agent={turns = 1e308}"], "workload.agent.turns"),
     (
@@ -109,14 +109,16 @@ def test_a_run_spec_refuses_a_bad_value_naming_the_key(pairs: list[str], field: 
 
 def test_a_context_refusal_names_the_spec_keys() -> None:
     """``model.max_model_len`` past the model's context was refused as ``design.tp (1): ... does
-    not fit``, the one key that cannot help; a sample longer than the engines' context keeps
-    ``design.tp`` as its field (tests/test_runspec.py) but says the spec's key, not the config's."""
+    not fit``, the one key that cannot help; a sample longer than the engines' context names the
+    workload's key and ``model.max_model_len`` (it named ``design.tp`` until ada9eab), the spec's
+    keys, not the config's."""
     with pytest.raises(PlanError) as info:
         runspec.load(RUN_SPEC, ["model.max_model_len=50000"])
     assert str(info.value).endswith("model.max_model_len (50000) exceeds the model's context (40960 tokens)")
     with pytest.raises(PlanError) as info:
         runspec.load(RUN_SPEC, ["model.max_model_len=1000"])
-    assert "does not fit: workload.max_response_tokens (4096)" in str(info.value)
+    assert info.value.field == "workload.max_response_tokens"
+    assert "max_response_tokens 4,096" in str(info.value) and "model.max_model_len = 1,000" in str(info.value)
 
 
 # -- a plan spec, one --set at a time ------------------------------------------------------------
