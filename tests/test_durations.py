@@ -23,6 +23,7 @@ from pipesim import (
     draw_pool,
     run,
 )
+from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError, FieldTypeError
 from pipesim.workload.durations import draw, straggler_ratios
 from tests.test_refusals_core import check_refusal
@@ -218,3 +219,18 @@ def test_a_default_pool_starts_with_the_same_durations_whatever_its_size(
     small, large = draw_pool(base), draw_pool(bigger)
     assert len(small) == base.default_pool_size < len(large) == bigger.default_pool_size
     assert np.array_equal(small, large[: len(small)])
+
+
+def test_a_trace_shorter_than_the_default_pool_runs_when_the_run_needs_less() -> None:
+    """A 200-duration trace under a default pool of 208 was refused, though the run launches 176."""
+    values = np.random.default_rng(1).lognormal(4.0, 0.5, 200).tolist()
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=16, batch_size=16, steps=10, max_staleness=1),
+        durations=TraceDurations.from_values(values),
+    )
+    assert sc.default_pool_size > len(values)
+    res = run(sc)
+    assert res.summary()["episodes_trained"] == 160
+    assert np.array_equal(draw_pool(sc), np.asarray(values))  # the trace, in order
+    with pytest.raises(PipelineError, match=r"cycle=True"):  # a run that needs more is told so
+        run(sc.with_(steps=12))

@@ -130,6 +130,9 @@ def _more_pool(p: Pipeline, pool_size: int) -> str:
             f"pass more durations (pool_size, {set_to:,}, sizes a pool the run draws, "
             "not the durations given)"
         )
+    values = getattr(p.scenario.durations, "values", None)  # a TraceDurations
+    if isinstance(values, tuple) and pool_size == len(values):
+        return f"the trace holds {pool_size:,} durations: a longer trace, or TraceDurations(cycle=True)"
     if pool_size != default:
         return "pass more durations"
     return "set pool_size higher"

@@ -21,7 +21,7 @@ from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.policies.missing import refuse_missing
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
 from pipesim.results.run import RunResult
-from pipesim.workload.durations import as_durations, draw
+from pipesim.workload.durations import TraceDurations, as_durations, draw
 from pipesim.workload.pools import draw_stable
 
 
@@ -34,11 +34,16 @@ def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
     of that size, as the chapter's ``agent_episode_durations(n, generator)``; the default pool,
     whose size follows the design, is drawn so that its first durations do not depend on its size
     (:func:`~pipesim.workload.pools.draw_stable`): designs that differ in steps or eta run on
-    the same episodes.
+    the same episodes. A trace that does not cycle is the whole default pool where it is shorter
+    (a run refused a 200-duration trace for a default pool of 208 though it launched 176).
     """
     if scenario.pool_size is not None:
         return draw(scenario.durations, scenario.pool_size, scenario.seed)
-    return draw_stable(scenario.durations, scenario.default_pool_size, scenario.seed)
+    n = scenario.default_pool_size
+    dur = scenario.durations
+    if isinstance(dur, TraceDurations) and not dur.cycle:  # a trace is all the pool there is
+        n = min(n, len(dur.values))  # a run that launches more is told so, naming the trace
+    return draw_stable(dur, n, scenario.seed)
 
 
 def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult:
