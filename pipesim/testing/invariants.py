@@ -5,8 +5,9 @@
 * time conservation per slot: intervals never overlap, and busy + paused + idle = simulated time;
 * no generation while a sync pauses the engine, and syncs never overlap training steps;
 * every trained batch has exactly ``batch_size`` episodes;
-* episode conservation: launched = trained + buffered + in flight + discarded + aborted, from
-  the statuses at the end and from the engine's books at every training step;
+* episode conservation: launched = trained + buffered + in flight + discarded + aborted +
+  failed, from the statuses at the end; and launched = trained + running + buffered + dropped
+  (discarded, aborted or failed) from the engine's books at every training step;
 * versions only increase (trainer steps, syncs, and the segments of each episode);
 * staleness is never negative, and stays within any bound a policy promises. A policy promises a
   bound by defining ``staleness_bound(scenario) -> int | None``;
@@ -21,20 +22,29 @@
   generated at each sync, never more than it generates (:mod:`pipesim.testing.reprefill`).
 
 ``check_promises(scenario)`` checks the promises that enable the engine's shortcuts
-(``closed``, ``min_items``, ``ready``, ``pauses_only``; :mod:`pipesim.core.port`): it runs the scenario
-with the shortcuts and without, and compares the event traces (:mod:`pipesim.testing.promises`).
+(``closed``, ``min_items``, ``pauses_only``; :mod:`pipesim.core.port`; the per-start hints of
+pipesim 0.1, ``ready`` among them, are no longer read): it runs the scenario on the slots engine
+(``pipesim.run``'s) with the shortcuts and without, and compares the event traces
+(:mod:`pipesim.testing.promises`).
+
+A compute run (:func:`pipesim.compute.run_compute`) is checked too: ``check_invariants(run)``
+takes its ``run.result``. ``run_compute`` rewrites the scenario it is given from the cluster
+(``n_slots``, ``sync_time_s``, ``colocated``, ``replicas``; the batch policy with ``groups``), so
+the scenario to pass beside it is ``run.result.scenario``, or none.
 
 Strategies for every policy family (``admissions``, ``weight_updates``, ``batchings``,
 ``failure_policies``, ``duration_models``) let a user property-test a policy of their own
 against all the others.
 
-The Hypothesis strategies (``pipeline_configs``, ``duration_lists``, ``scenarios``) are public so
-users can property-test their own policies the same way the project's tests do. Hypothesis is
-imported lazily: ``import pipesim.testing`` works without it.
+The Hypothesis strategies (``pipeline_configs``, ``duration_lists``, ``scenarios``,
+``policy_scenarios``; :mod:`pipesim.testing.strategies`) are public so users can property-test
+their own policies the same way the project's tests do. Hypothesis is imported lazily:
+``import pipesim.testing`` works without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections import Counter
@@ -53,7 +63,7 @@ from pipesim.testing.promises import check_promises, policy_names, run_trace
 from pipesim.testing.reprefill import reprefill_errors
 
 if TYPE_CHECKING:
-    from hypothesis.strategies import SearchStrategy
+    from pipesim.compute.cluster import ComputeRun
 
 EPS = 1e-9
 
@@ -88,15 +98,28 @@ def _need_scenario(scenario: object) -> None:
     _need("scenario", scenario, Scenario, "pipesim.Scenario")
 
 
-def _need_result(result: object, scenario: object) -> None:
-    _need("result", result, RunResult, "pipesim.RunResult (what pipesim.run returns)")
+def _need_result(result: object, scenario: object) -> RunResult:
+    """``result`` as a :class:`RunResult`: a compute run's ``.result``, where it is one."""
+    if not isinstance(result, RunResult) and isinstance(getattr(result, "result", None), RunResult):
+        from pipesim.compute.cluster import ComputeRun  # only here: the kit runs without it
+
+        if isinstance(result, ComputeRun):
+            result = result.result
+    _need(
+        "result",
+        result,
+        RunResult,
+        "pipesim.RunResult (what pipesim.run returns; run.result of a run_compute)",
+    )
     if scenario is not None:
         _need_scenario(scenario)
+    assert isinstance(result, RunResult)  # checked by _need
+    return result
 
 
-def promised_staleness_bound(result: RunResult, scenario: Scenario | None = None) -> int | None:
+def promised_staleness_bound(result: RunResult | ComputeRun, scenario: Scenario | None = None) -> int | None:
     """The tightest staleness bound any of the scenario's policies promises, or None."""
-    _need_result(result, scenario)
+    result = _need_result(result, scenario)
     bounds = [b for _, b in _declared_bounds(scenario if scenario is not None else result.scenario)]
     return min(bounds) if bounds else None
 
@@ -131,14 +154,18 @@ def _promised(policy: object, method: str, got: Any, what: str, ok: Any) -> Any:
     return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
-def check_invariants(result: RunResult, scenario: Scenario | None = None) -> None:
+def check_invariants(result: RunResult | ComputeRun, scenario: Scenario | None = None) -> None:
     """Assert every pipeline invariant on ``result``; raise :class:`InvariantError` naming the first broken.
 
-    ``scenario`` defaults to ``result.scenario``; ``check_invariants(result, scenario)`` passes it explicitly.
+    ``result`` is what ``pipesim.run`` returns, or a compute run (``run_compute``'s), whose
+    ``.result`` is checked. ``scenario`` defaults to ``result.scenario``;
+    ``check_invariants(result, scenario)`` passes it explicitly, and it must be the scenario the
+    result ran: for a compute run that is ``run.result.scenario``, not the one given to
+    ``run_compute``, which rewrites it from the cluster.
     """
-    _need_result(result, scenario)
+    result = _need_result(result, scenario)
     if scenario is not None and scenario is not result.scenario and scenario != result.scenario:
-        _fail("scenario matches", "the scenario passed is not the one the result was run with")
+        _fail("scenario matches", _mismatch(scenario, result))
     if bad := episode_field_errors(result):  # first: the other checks read these fields
         names = policy_names(result.scenario)
         _fail("episodes keep the fields the kernel gave them", f"{first(bad)}; the run's policies: {names}")
@@ -167,6 +194,30 @@ def check_invariants(result: RunResult, scenario: Scenario | None = None) -> Non
             "promised staleness bound",
             f"max staleness {tr['staleness'].max()} > {bound}, the bound {' and '.join(who)} promised",
         )
+
+
+def _mismatch(given: Scenario, result: RunResult) -> str:
+    """Why ``given`` is not ``result.scenario``: the fields that differ, and for a compute run the
+    fix (``run_compute`` rewrites the scenario from the cluster, so the user's own never matches)."""
+    ran = result.scenario
+    pairs: list[tuple[str, str, object, object]] = [
+        ("pipeline.", f.name, given.pipeline, ran.pipeline) for f in dataclasses.fields(ran.pipeline)
+    ]
+    pairs += [("", f.name, given, ran) for f in dataclasses.fields(ran) if f.name != "pipeline"]
+    diffs = [
+        f"{prefix}{name} {shown(getattr(a, name))} given, {shown(getattr(b, name))} run"
+        for prefix, name, a, b in pairs
+        if getattr(a, name) != getattr(b, name)
+    ]
+    where = f" ({'; '.join(diffs[:4])}{' ...' if len(diffs) > 4 else ''})" if diffs else ""
+    text = f"the scenario passed is not the one the result was run with{where}"
+    if result.engine == "compute":
+        text += (
+            "; run_compute rewrites the scenario it is given from the cluster (n_slots, sync_time_s, "
+            "colocated, replicas; the batch policy with groups): pass run.result.scenario, or leave "
+            "the scenario out"
+        )
+    return text
 
 
 def _check_slots(ev: Any, T: float, n_slots: int) -> None:
@@ -305,79 +356,16 @@ def _check_versions(result: RunResult) -> None:
             _fail("versions only increase", f"episode {ep.id} segments {seg_versions}")
 
 
-# -- Hypothesis strategies ----------------------------------------------------------------------
-def pipeline_configs(max_slots: int = 16, max_batch: int = 12, max_steps: int = 6) -> SearchStrategy[Any]:
-    """Random valid :class:`~pipesim.config.PipelineConfig` values, small enough to run fast."""
-    from hypothesis import strategies as st
-
-    from pipesim.config import PipelineConfig
-
-    times = st.one_of(st.integers(0, 50).map(float), st.floats(0, 50, allow_nan=False))
-    return st.builds(
-        PipelineConfig,
-        n_slots=st.integers(1, max_slots),
-        batch_size=st.integers(1, max_batch),
-        train_time_s=times,
-        sync_time_s=times,
-        max_staleness=st.integers(0, 4),
-        steps=st.integers(1, max_steps),
-    )
-
-
-def duration_lists(size: int, integer: bool | None = None) -> SearchStrategy[list[float]]:
-    """Lists of ``size`` valid durations; integer-valued ones produce many exact ties."""
-    from hypothesis import strategies as st
-
-    ints = st.lists(st.integers(0, 200).map(float), min_size=size, max_size=size)
-    floats = st.lists(st.floats(0, 500, allow_nan=False, allow_infinity=False), min_size=size, max_size=size)
-    if integer is None:
-        return st.one_of(ints, floats)
-    return ints if integer else floats
-
-
-def scenarios(
-    weight_updates: Any = None, batchings: Any = None, admissions: Any = None
-) -> SearchStrategy[Any]:
-    """Random :class:`~pipesim.config.Scenario` values with trace durations of a sufficient pool.
-
-    Pass strategies (or lists of policy objects) to vary the policies; defaults are the chapter's.
-    """
-    from hypothesis import strategies as st
-
-    from pipesim.config import Scenario
-    from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
-    from pipesim.testing.strategies import as_strategy
-    from pipesim.workload.durations import TraceDurations
-
-    wu = as_strategy(weight_updates, st.sampled_from([PartialRollout(), Drain()]), "weight_updates")
-    ba = as_strategy(batchings, st.sampled_from([OldestFinishedFirst()]), "batchings")
-    ad = as_strategy(admissions, st.sampled_from([CountThrottle()]), "admissions")
-
-    @st.composite
-    def build(draw: Any) -> Scenario:
-        cfg = draw(pipeline_configs())
-        pool = (cfg.steps + cfg.max_staleness + 1) * cfg.batch_size + cfg.n_slots
-        values = draw(duration_lists(pool))
-        return Scenario(
-            pipeline=cfg,
-            durations=TraceDurations.from_values(values),
-            admission=draw(ad),
-            weight_update=draw(wu),
-            batching=draw(ba),
-            pool_size=pool,
-            seed=draw(st.integers(0, 2**16)),
-        )
-
-    return build()
-
-
-from pipesim.testing.strategies import (  # noqa: E402  (re-exported: the policy families' strategies)
+from pipesim.testing.strategies import (  # noqa: E402  (re-exported: the kit's strategies)
     admissions,
     batchings,
+    duration_lists,
     duration_models,
     failure_policies,
+    pipeline_configs,
     policy_scenarios,
     replica_configs,
+    scenarios,
     timeouts,
     weight_updates,
 )

@@ -78,6 +78,11 @@ def check_promises(scenario: Scenario) -> None:
     that lies -- a ``closed`` that says no while a completion could make the rule admit -- shows
     up as a difference; :class:`~pipesim.testing.InvariantError` names the first, and the twin
     where it was the twin that showed it.
+
+    The runs are on the slots engine (``pipesim.run``'s), whatever engine the scenario is meant
+    for: ``check_promises(sc)`` for a scenario given to ``run_compute`` checks its policies' promises
+    with the scenario's own durations, not the cluster's tokens, and a promise only the compute
+    engine acts on (a source's ``fixed_work``) is not checked.
     """
     from pipesim.testing.invariants import _need_scenario
 

@@ -4,7 +4,16 @@
 ``replica_configs()`` and ``duration_models()`` draw valid policy objects with small parameters;
 ``policy_scenarios(...)`` composes them into runnable scenarios. Pass a list of objects or a
 strategy for any family to pin it, e.g. ``policy_scenarios(admissions=[MyRule()])`` to test a
-rule of your own against every other policy.
+rule of your own against every other policy. (The names ``admissions_``, ``weight_updates_``,
+``batchings_`` and ``routings_`` of earlier releases still work, with a ``DeprecationWarning``.)
+
+**Sizes, and promises the draws can break.** Scenarios have 1-``max_slots`` slots (12), batches
+of 1-``max_batch`` (10) and 1-``max_steps`` steps (5), and run in milliseconds. A run of ``s``
+steps trains nothing more than ``s - 1`` versions stale, so 5 steps never broke a promised bound
+of 4 (a rule promising 4 that delivered 7 passed 300 draws). Where ``max_steps`` is left out and
+a policy you pinned promises a bound ``b``, three draws in four are made to break it
+(:func:`to_break`: ``b + 2`` steps or more, a fast trainer, two slots per episode of the batch);
+draws without such a promise are unchanged. ``max_steps`` given fixes the range.
 
 Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
 verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
@@ -24,6 +33,101 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
+
+
+def pipeline_configs(max_slots: int = 16, max_batch: int = 12, max_steps: int = 6) -> SearchStrategy[Any]:
+    """Random valid :class:`~pipesim.config.PipelineConfig` values, small enough to run fast."""
+    from hypothesis import strategies as st
+
+    from pipesim.config import PipelineConfig
+
+    times = st.one_of(st.integers(0, 50).map(float), st.floats(0, 50, allow_nan=False))
+    return st.builds(
+        PipelineConfig,
+        n_slots=st.integers(1, max_slots),
+        batch_size=st.integers(1, max_batch),
+        train_time_s=times,
+        sync_time_s=times,
+        max_staleness=st.integers(0, 4),
+        steps=st.integers(1, max_steps),
+    )
+
+
+def duration_lists(size: int, integer: bool | None = None) -> SearchStrategy[list[float]]:
+    """Lists of ``size`` valid durations; integer-valued ones produce many exact ties."""
+    from hypothesis import strategies as st
+
+    ints = st.lists(st.integers(0, 200).map(float), min_size=size, max_size=size)
+    floats = st.lists(st.floats(0, 500, allow_nan=False, allow_infinity=False), min_size=size, max_size=size)
+    if integer is None:
+        return st.one_of(ints, floats)
+    return ints if integer else floats
+
+
+def scenarios(
+    weight_updates: Any = None,
+    batchings: Any = None,
+    admissions: Any = None,
+    *,
+    max_slots: int = 16,
+    max_batch: int = 12,
+    max_steps: int | None = None,
+) -> SearchStrategy[Any]:
+    """Random :class:`~pipesim.config.Scenario` values with trace durations of a sufficient pool.
+
+    Pass strategies (or lists of policy objects) to vary the policies; defaults are the chapter's.
+    ``max_slots``, ``max_batch``, ``max_steps``: the largest pipeline drawn; ``max_steps`` left out
+    is 6, or more where a policy given here promises a staleness bound (as in
+    :func:`policy_scenarios`).
+    """
+    from hypothesis import strategies as st
+
+    from pipesim.config import Scenario
+    from pipesim.policies.base import CountThrottle, Drain, OldestFinishedFirst, PartialRollout
+    from pipesim.workload.durations import TraceDurations
+
+    check_sizes(max_slots, max_batch, max_steps)
+    wu = as_strategy(weight_updates, st.sampled_from([PartialRollout(), Drain()]), "weight_updates")
+    ba = as_strategy(batchings, st.sampled_from([OldestFinishedFirst()]), "batchings")
+    ad = as_strategy(admissions, st.sampled_from([CountThrottle()]), "admissions")
+    pinned = tuple(role for role, x in zip(ROLES, (admissions, weight_updates, batchings)) if x is not None)
+
+    def pool_of(cfg: Any, ahead: int = 0) -> int:
+        """Tasks enough for a rule that starts at most ``max(eta, ahead)`` versions ahead."""
+        return int((cfg.steps + max(cfg.max_staleness, ahead) + 1) * cfg.batch_size + cfg.n_slots)
+
+    @st.composite
+    def build(draw: Any) -> Scenario:
+        cfg = draw(pipeline_configs(max_slots, max_batch, max_steps or 6))
+        pool = pool_of(cfg)
+        values = draw(duration_lists(pool))
+        sc = Scenario(
+            pipeline=cfg,
+            durations=TraceDurations.from_values(values),
+            admission=draw(ad),
+            weight_update=draw(wu),
+            batching=draw(ba),
+            pool_size=pool,
+            seed=draw(st.integers(0, 2**16)),
+        )
+        if (b := pinned_bound(sc, pinned)) is not None:
+            # a rule promising b may start b versions ahead (LyingCap-like), more than eta
+            sc = to_break(draw, sc, b, max_slots) if max_steps is None else sc
+            if (more := pool_of(sc.pipeline, b) - pool) > 0:  # the trace replays in order
+                values = values + draw(duration_lists(more))
+            sc = sc.with_(durations=TraceDurations.from_values(values), pool_size=len(values))
+        return sc
+
+    return build()
+
+
+def check_sizes(max_slots: object, max_batch: object, max_steps: object) -> None:
+    """A FieldError naming the size argument of a strategy that is no whole number >= 1."""
+    from pipesim.core.validate import check_int
+
+    for name, value in (("max_slots", max_slots), ("max_batch", max_batch), ("max_steps", max_steps)):
+        if value is not None or name != "max_steps":
+            check_int(name, value, 1)
 
 
 def as_strategy(x: Any, default: Any, name: str = "policies") -> Any:
@@ -129,17 +233,16 @@ def timeouts() -> SearchStrategy[Any]:
     return st.builds(Timeout, st.floats(1.0, 200.0))
 
 
-def replica_configs(routings_: Any = None) -> SearchStrategy[Any]:
-    """``Replicas`` of 1-3 engines routed by one of ``routings_`` (a list or a strategy; default:
+def replica_configs(routings: Any = None, **deprecated: Any) -> SearchStrategy[Any]:
+    """``Replicas`` of 1-3 engines routed by one of ``routings`` (a list or a strategy; default:
     the built-in rules)."""
     from hypothesis import strategies as st
 
     from pipesim.policies.replicas import GroupAffinity, LeastLoaded, Replicas, RoundRobin
 
+    ((routings, name),) = _renamed("replica_configs", {"routings": routings}, deprecated).values()
     builtin = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
-    return st.builds(
-        Replicas, st.integers(1, 3), as_strategy(routings_, st.sampled_from(builtin), "routings_")
-    )
+    return st.builds(Replicas, st.integers(1, 3), as_strategy(routings, st.sampled_from(builtin), name))
 
 
 def duration_models() -> SearchStrategy[Any]:
@@ -178,23 +281,59 @@ def _at_staleness(sc: Any, k: int) -> Any:
         return sc
 
 
+STEPS_PAST_BOUND = 4
+"""A draw made to break a staleness bound ``b`` has ``b + 2`` to ``b + STEPS_PAST_BOUND`` steps."""
+
+MAX_PROMISE_STEPS = 32
+"""The most steps such a draw has: a bound of ``MAX_PROMISE_STEPS - 1`` or more is not tested."""
+
+
+def to_break(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
+    """``sc``, three draws in four made able to break a staleness bound ``b`` (see the module):
+    ``b + 2`` steps or more, a trainer and a sync of 0-5 s, at least 4 slots and 2 slots per
+    episode of the batch, so that a slow episode can fall ``b + 1`` versions behind while the
+    other slots fill batches. Only sizes and times change: the policies are the ones drawn."""
+    from hypothesis import strategies as st
+
+    if not draw(st.sampled_from((True, True, True, False))):
+        return sc
+    top = min(max(5, b + STEPS_PAST_BOUND), MAX_PROMISE_STEPS)
+    n_slots = max(sc.pipeline.n_slots, min(4, max_slots))  # only more: the replicas still fit
+    return sc.with_(
+        steps=draw(st.integers(min(b + 2, top), top)),
+        train_time_s=float(draw(st.integers(0, 5))),
+        sync_time_s=float(draw(st.integers(0, 5))),
+        n_slots=n_slots,
+        batch_size=min(sc.pipeline.batch_size, max(1, n_slots // 2)),
+    )
+
+
 def policy_scenarios(
-    admissions_: Any = None,
-    weight_updates_: Any = None,
-    batchings_: Any = None,
+    admissions: Any = None,
+    weight_updates: Any = None,
+    batchings: Any = None,
     failures: Any = None,
     durations: Any = None,
     with_timeouts: bool = True,
     with_replicas: bool = True,
-    routings_: Any = None,
+    routings: Any = None,
+    *,
+    max_slots: int = 12,
+    max_batch: int = 10,
+    max_steps: int | None = None,
+    **deprecated: Any,
 ) -> SearchStrategy[Any]:
     """Small runnable scenarios drawing every policy family (pin one with a list or a strategy).
 
-    ``admissions_``, ``weight_updates_``, ``batchings_``: the policies of each role to draw from
+    ``admissions``, ``weight_updates``, ``batchings``: the policies of each role to draw from
     (default: the built-in ones); ``failures`` and ``durations``: strategies of failure policies
     and duration models; ``with_timeouts`` / ``with_replicas``: whether a timeout / several
-    replicas may be drawn; ``routings_``: the routing rules the replicas draw from (default: the
-    built-in ones; giving it makes every scenario have replicas, 1-3 of them)."""
+    replicas may be drawn; ``routings``: the routing rules the replicas draw from (default: the
+    built-in ones; giving it makes every scenario have replicas, 1-3 of them).
+
+    ``max_slots``, ``max_batch``, ``max_steps``: the largest pipeline drawn. ``max_steps`` left out
+    is 5, or more where a policy pinned here promises a staleness bound, enough steps to break it
+    (see the module). The names ending in ``_`` of earlier releases still work, deprecated."""
     from hypothesis import strategies as st
 
     from pipesim.config import Scenario
@@ -202,25 +341,32 @@ def policy_scenarios(
     from pipesim.policies.base import CountThrottle
     from pipesim.policies.batching import DropStale, EvictStalest
     from pipesim.policies.updates import SyncEveryK
-    from pipesim.testing import pipeline_configs
+    from pipesim.testing import strategies as kit
 
-    ad = as_strategy(admissions_, admissions(), "admissions_")
-    wu = as_strategy(weight_updates_, weight_updates(), "weight_updates_")
-    ba = as_strategy(batchings_, batchings(), "batchings_")
+    given = {"admissions": admissions, "weight_updates": weight_updates, "batchings": batchings}
+    pins = _renamed("policy_scenarios", {**given, "routings": routings}, deprecated)
+    (admissions, ad_name), (weight_updates, wu_name) = pins["admissions"], pins["weight_updates"]
+    (batchings, ba_name), (routings, ro_name) = pins["batchings"], pins["routings"]
+    check_sizes(max_slots, max_batch, max_steps)
+    ad = as_strategy(admissions, kit.admissions(), ad_name)
+    wu = as_strategy(weight_updates, kit.weight_updates(), wu_name)
+    ba = as_strategy(batchings, kit.batchings(), ba_name)
     fa = as_strategy(failures, st.none() | failure_policies(), "failures")
     du = as_strategy(durations, duration_models(), "durations")
+    routes = None if routings is None else replica_configs(as_strategy(routings, None, ro_name))
+    pinned = tuple(role for role, x in zip(ROLES, (admissions, weight_updates, batchings)) if x is not None)
 
     @st.composite
     def build(draw: Any) -> Scenario:
-        cfg = draw(pipeline_configs(max_slots=12, max_batch=10, max_steps=5))
-        if routings_ is not None:
-            replicas = draw(replica_configs(routings_))
+        cfg = draw(pipeline_configs(max_slots=max_slots, max_batch=max_batch, max_steps=max_steps or 5))
+        if routes is not None:
+            replicas = draw(routes)
         else:
             replicas = draw(st.none() | replica_configs()) if with_replicas else None
         if replicas is not None and replicas.n_replicas > cfg.n_slots:
             # more replicas than slots: as many as there are slots where the routing is pinned
-            pinned = routings_ is not None
-            replicas = dataclasses.replace(replicas, n_replicas=cfg.n_slots) if pinned else None
+            pinned_routing = routes is not None
+            replicas = dataclasses.replace(replicas, n_replicas=cfg.n_slots) if pinned_routing else None
         sc = Scenario(
             pipeline=dataclasses.replace(cfg, max_staleness=0),
             durations=draw(du),
@@ -233,10 +379,10 @@ def policy_scenarios(
             seed=draw(st.integers(0, 2**16)),
         )
         sc = _at_staleness(sc, cfg.max_staleness)
-        if admissions_ is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
+        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
-        if k > 1 and weight_updates_ is None and getattr(sc.batching, "drops_work", False) is True:
+        if k > 1 and weight_updates is None and getattr(sc.batching, "drops_work", False) is True:
             # a user's dropping batch policy keeps a bound of its own, which no max_staleness
             # moves: under SyncEveryK it may drop every episode, so it gets the inner update
             sc, k = sc.with_(weight_update=sc.weight_update.inner), 1
@@ -244,6 +390,49 @@ def policy_scenarios(
             # the trainer's version runs k - 1 ahead of the weights between real syncs, so every
             # episode is staler than eta and dropped: a dead end by construction, not a finding
             sc = _at_staleness(sc, k - 1)
+        if max_steps is None and (b := pinned_bound(sc, pinned)) is not None:
+            sc = to_break(draw, sc, b, max_slots)
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
+
+
+ROLES = ("admission", "weight_update", "batching")
+"""The scenario fields the pinned policies of :func:`policy_scenarios` fill, in its order."""
+
+
+def pinned_bound(sc: Any, roles: tuple[str, ...]) -> int | None:
+    """The tightest staleness bound the policies of ``roles`` promise in ``sc``, or None. A promise
+    that is no count, or raises, is left to ``check_invariants`` to name (its ``promises are
+    well-formed``), not refused while drawing."""
+    from pipesim.core.port import StalenessPromise
+
+    bounds = []
+    for role in roles:
+        policy = getattr(sc, role)
+        if isinstance(policy, StalenessPromise):
+            try:
+                b = policy.staleness_bound(sc)
+            except Exception:  # noqa: BLE001 - the run and the kit's checks name it
+                continue
+            if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+                bounds.append(b)
+    return min(bounds) if bounds else None
+
+
+def _renamed(func: str, given: dict[str, Any], deprecated: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Each argument of ``given`` as ``(value, name)``, taking a value given under the old name
+    (``admissions_``) with a DeprecationWarning; ``name`` is the keyword the caller wrote, which
+    a refusal names. Any other keyword is a TypeError, as Python's own."""
+    import warnings
+
+    out = {name: (value, name) for name, value in given.items()}
+    for old, value in deprecated.items():
+        new = old.removesuffix("_")
+        if not old.endswith("_") or new not in given:
+            raise TypeError(f"{func}() got an unexpected keyword argument {old!r}")
+        if given[new] is not None:
+            raise TypeError(f"{func}() got {new}= and {old}=, the old name of the same argument; give {new}=")
+        warnings.warn(f"{func}({old}=...) is deprecated: write {new}=...", DeprecationWarning, stacklevel=3)
+        out[new] = (value, old)
+    return out
