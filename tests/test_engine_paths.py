@@ -100,7 +100,7 @@ def lazy_eligible(draw: st.DrawFn) -> Scenario:
     update = draw(st.sampled_from([inner, SyncEveryK(2, inner), SyncEveryK(3, inner)]))
     sc = draw(
         policy_scenarios(
-            weight_updates_=[update], failures=st.none(), with_timeouts=False, with_replicas=False
+            weight_updates=[update], failures=st.none(), with_timeouts=False, with_replicas=False
         )
     )
     return sc.with_(pool_size=4 * sc.default_pool_size)

@@ -238,7 +238,7 @@ def test_bad_parameters_name_the_field(make: object, field: str) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(policy_scenarios(weight_updates_=[PartialRollout()], failures=[None], with_timeouts=False))
+@given(policy_scenarios(weight_updates=[PartialRollout()], failures=[None], with_timeouts=False))
 def test_admission_and_batching_keep_the_invariants(sc: Scenario) -> None:
     check_invariants(run(sc), sc)
 

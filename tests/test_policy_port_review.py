@@ -108,7 +108,7 @@ def test_the_suspects_include_the_routing_rule() -> None:
 
 
 @settings(max_examples=10, deadline=None)
-@given(policy_scenarios(routings_=[TurnTaker()]))
+@given(policy_scenarios(routings=[TurnTaker()]))
 def test_the_strategies_pin_a_routing_rule(scenario: Scenario) -> None:
     assert scenario.replicas is not None and isinstance(scenario.replicas.routing, TurnTaker)
     check_invariants(pipesim.run(scenario), scenario)

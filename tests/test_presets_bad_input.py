@@ -125,9 +125,9 @@ def test_the_policy_strategy_pins_a_rule_with_its_own_bound() -> None:
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(
         policy_scenarios(
-            admissions_=[RollGroupAdmission(1)],
-            batchings_=[EvictStalest(40)],
-            weight_updates_=[SyncEveryK(3, pipesim.PartialRollout())],
+            admissions=[RollGroupAdmission(1)],
+            batchings=[EvictStalest(40)],
+            weight_updates=[SyncEveryK(3, pipesim.PartialRollout())],
         )
     )
     def check(sc: Scenario) -> None:

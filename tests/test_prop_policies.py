@@ -111,11 +111,11 @@ def test_each_admission_rule_keeps_its_own_cap_at_every_training_step(sc: Scenar
 
 
 NO_DROPS = dict(
-    admissions_=[CountThrottle()],
+    admissions=[CountThrottle()],
     failures=[None],
-    batchings_=st.sampled_from([OldestFinishedFirst(), LowestVersionFirst()])
+    batchings=st.sampled_from([OldestFinishedFirst(), LowestVersionFirst()])
     | st.builds(WindowedFIFO, st.integers(1, 40)),
-    weight_updates_=st.sampled_from([PartialRollout(), Drain(), OverlappedSwap()])
+    weight_updates=st.sampled_from([PartialRollout(), Drain(), OverlappedSwap()])
     | st.builds(AbortReprefill, st.floats(1.0, 100.0), st.floats(10.0, 10_000.0))
     | st.builds(InFlightUpdate, st.floats(0.0, 5.0)),
 )
@@ -149,7 +149,7 @@ SIMPLE_UPDATES = [
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=SIMPLE_UPDATES))
+@given(policy_scenarios(weight_updates=SIMPLE_UPDATES))
 def test_sync_every_one_step_is_its_inner_update(sc: Scenario) -> None:
     """``SyncEveryK(1, inner)`` moves the weights after every step: the same run as ``inner``."""
     assert run_trace(sc.with_(weight_update=SyncEveryK(1, sc.weight_update))) == run_trace(sc)
@@ -158,7 +158,7 @@ def test_sync_every_one_step_is_its_inner_update(sc: Scenario) -> None:
 @FEW
 @given(
     policy_scenarios(
-        weight_updates_=st.builds(SyncEveryK, st.integers(2, 3), st.sampled_from([PartialRollout(), Drain()]))
+        weight_updates=st.builds(SyncEveryK, st.integers(2, 3), st.sampled_from([PartialRollout(), Drain()]))
     )
 )
 def test_sync_every_k_generates_only_with_weights_of_a_multiple_of_k(sc: Scenario) -> None:
@@ -171,7 +171,7 @@ def test_sync_every_k_generates_only_with_weights_of_a_multiple_of_k(sc: Scenari
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=[OverlappedSwap()]))
+@given(policy_scenarios(weight_updates=[OverlappedSwap()]))
 def test_overlapped_swap_never_pauses_generation(sc: Scenario) -> None:
     """The swap overlaps generation: no update pauses an engine and no slot shows a pause."""
     r = run(sc)
@@ -181,7 +181,7 @@ def test_overlapped_swap_never_pauses_generation(sc: Scenario) -> None:
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=st.builds(AbortRestart, st.booleans())))
+@given(policy_scenarios(weight_updates=st.builds(AbortRestart, st.booleans())))
 def test_abort_restart_loses_exactly_what_it_generated(sc: Scenario) -> None:
     """An aborted episode's ``lost_s`` is the time its slot spent generating it, and the summary's
     lost work adds those up; with ``restart=False`` no aborted task is started again."""
@@ -203,7 +203,7 @@ def test_abort_restart_loses_exactly_what_it_generated(sc: Scenario) -> None:
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=[PartialRollout(), Drain()], failures=[None], with_timeouts=False))
+@given(policy_scenarios(weight_updates=[PartialRollout(), Drain()], failures=[None], with_timeouts=False))
 def test_pausing_updates_generate_each_episode_exactly_its_duration(sc: Scenario) -> None:
     """PartialRollout and Drain only pause: every finished episode spent exactly its drawn duration
     generating (its gen intervals add up to it) and one still running spent less."""
@@ -238,7 +238,7 @@ EVERY_WAY_TO_TREAT_IN_FLIGHT = {
 
 @FEW
 @given(
-    policy_scenarios(admissions_=[CountThrottle()], weight_updates_=[PartialRollout()], failures=[None]),
+    policy_scenarios(admissions=[CountThrottle()], weight_updates=[PartialRollout()], failures=[None]),
     st.sampled_from(sorted(EVERY_WAY_TO_TREAT_IN_FLIGHT)),
 )
 def test_at_eta_zero_what_a_sync_does_to_episodes_in_flight_does_not_matter(sc: Scenario, other: str) -> None:
@@ -249,7 +249,7 @@ def test_at_eta_zero_what_a_sync_does_to_episodes_in_flight_does_not_matter(sc: 
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=[PartialRollout()], failures=[None]))
+@given(policy_scenarios(weight_updates=[PartialRollout()], failures=[None]))
 def test_a_free_reprefill_is_a_partial_rollout(sc: Scenario) -> None:
     """AbortReprefill with an unbounded prefill rate re-prefills in no time: the run of
     PartialRollout, decision for decision."""
@@ -257,7 +257,7 @@ def test_a_free_reprefill_is_a_partial_rollout(sc: Scenario) -> None:
 
 
 @FEW
-@given(policy_scenarios(weight_updates_=[OverlappedSwap()]))
+@given(policy_scenarios(weight_updates=[OverlappedSwap()]))
 def test_an_in_flight_update_without_load_time_is_an_overlapped_swap(sc: Scenario) -> None:
     """PipelineRL's in-flight update pauses each replica for ``load_time_s``; with none, it is
     the overlapped swap."""
@@ -266,7 +266,7 @@ def test_an_in_flight_update_without_load_time_is_an_overlapped_swap(sc: Scenari
 
 # -- batching -----------------------------------------------------------------------------------
 @FEW
-@given(policy_scenarios(batchings_=[OldestFinishedFirst(), LowestVersionFirst()]), st.integers(1, 12))
+@given(policy_scenarios(batchings=[OldestFinishedFirst(), LowestVersionFirst()]), st.integers(1, 12))
 def test_windowed_fifo_spans_fifo_to_lowest_version_first(sc: Scenario, window: int) -> None:
     """A window of at most B is FIFO; a window wider than any buffer is lowest-version-first."""
     if isinstance(sc.batching, OldestFinishedFirst):
@@ -279,7 +279,7 @@ def test_windowed_fifo_spans_fifo_to_lowest_version_first(sc: Scenario, window: 
 @FEW
 @given(
     policy_scenarios(
-        batchings_=st.sampled_from([OldestFinishedFirst(), DropStale(False), DropStale(True)])
+        batchings=st.sampled_from([OldestFinishedFirst(), DropStale(False), DropStale(True)])
         | st.builds(EvictStalest, st.integers(12, 36))
     )
 )
@@ -296,9 +296,9 @@ def test_fifo_policies_train_in_finishing_order(sc: Scenario) -> None:
 @FEW
 @given(
     policy_scenarios(
-        batchings_=[LowestVersionFirst()],
+        batchings=[LowestVersionFirst()],
         failures=[None],
-        weight_updates_=[PartialRollout(), Drain(), OverlappedSwap()],
+        weight_updates=[PartialRollout(), Drain(), OverlappedSwap()],
     )
 )
 def test_lowest_version_first_never_leaves_an_older_episode_waiting(sc: Scenario) -> None:
@@ -319,7 +319,7 @@ def test_lowest_version_first_never_leaves_an_older_episode_waiting(sc: Scenario
 
 
 @FEW
-@given(policy_scenarios(batchings_=st.builds(EvictStalest, st.integers(10, 36))))
+@given(policy_scenarios(batchings=st.builds(EvictStalest, st.integers(10, 36))))
 def test_evict_stalest_keeps_the_buffer_within_capacity(sc: Scenario) -> None:
     """After each batch is taken the buffer holds at most capacity - B episodes (it was cut to the
     capacity, then B left)."""
@@ -330,7 +330,7 @@ def test_evict_stalest_keeps_the_buffer_within_capacity(sc: Scenario) -> None:
 
 
 @FEW
-@given(policy_scenarios(batchings_=st.builds(DropStale, st.booleans())))
+@given(policy_scenarios(batchings=st.builds(DropStale, st.booleans())))
 def test_drop_stale_discards_only_episodes_that_fell_behind(sc: Scenario) -> None:
     """A discarded episode started under a version more than eta behind the trainer's version at
     some step, so more than eta behind the last step's version (versions only increase)."""
@@ -540,7 +540,7 @@ def test_active_utilisation_is_the_slots_generation_time(sc: Scenario) -> None:
 
 @FEW
 @given(
-    policy_scenarios(weight_updates_=[AbortRestart(True)])
+    policy_scenarios(weight_updates=[AbortRestart(True)])
     | policy_scenarios(failures=st.builds(RequeueFailed, st.floats(1e-4, 2e-3)))
 )
 def test_a_requeued_task_starts_before_any_new_one(sc: Scenario) -> None:

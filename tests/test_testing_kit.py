@@ -190,7 +190,7 @@ def test_check_promises_catches_a_lying_closed_at_the_documented_settings(seed: 
 
     @hypothesis_seed(seed)
     @settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate])
-    @given(policy_scenarios(admissions_=[LyingClosed()]))
+    @given(policy_scenarios(admissions=[LyingClosed()]))
     def check(scenario: pipesim.Scenario) -> None:
         try:
             check_promises(scenario)
