@@ -187,6 +187,12 @@ class ComputeRun:
     (``ComputeTrainer.balanced_update_s``)."""
 
     def summary(self) -> dict[str, float]:
+        """The kernel's summary plus the ledger, engine and trainer figures (``docs/compute.md``).
+
+        ``decode_tokens_per_s`` here is the cluster's throughput: every replica's decoded tokens
+        over the run's simulated time, pauses and idle replicas included. A replica's own
+        ``decode_tokens_per_s`` (``self.engines[i]``) is its tokens over its *busy* seconds; this
+        one is the sum of those times each replica's ``busy_share``."""
         s = ComputeSummary(self.result.summary())  # old metric names read through (names.RENAMED)
         T = self.result.sim_time_s
         c = self.cluster
@@ -334,6 +340,7 @@ def run_compute(
         changes["batching"] = batching
     scenario = scenario.with_(**changes)
     source = TokenSource(workload, np.random.default_rng(seed), context_tokens=eng.context_len)
+    tcfg.check_longest_sample(workload.max_sequence_tokens, "trainer.")  # after the context's check
     model_trainer = ComputeTrainer(tcfg, source, switch_s=switch)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []

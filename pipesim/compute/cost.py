@@ -20,7 +20,10 @@ all-reduce after the two row-parallel projections of each layer (``tp > 1``) is 
 ``allreduce_latency_s + 2 (tp-1)/tp * b * hidden * 2 bytes / link one-way``, the link NVLink
 within a node and the per-GPU network for a ``tp`` wider than a node (which also loses vLLM's
 custom all-reduce: :func:`~pipesim.compute.knobs.allreduce_latency_s`). The LM head is a
-``hidden x vocab/tp`` GEMM of ``b`` rows. ``iteration_overhead_s`` is the engine's per-step
+``hidden x vocab/tp`` GEMM of ``b`` rows. Every GEMM reads its weights at ``weight_dtype``'s
+bytes per element (weight-only quantization: activations and math stay bf16), the same bytes
+``EngineConfig.weight_bytes_per_gpu`` holds, so a memory-bound step is never charged less than
+reading them. ``iteration_overhead_s`` is the engine's per-step
 CPU and launch cost (scheduling, sampling); its default is a round guess, not a measurement.
 
 Expert parallelism (``ep > 1``, a mixture of experts): the routed experts are split whole across
@@ -131,6 +134,7 @@ class ReplicaCost:
         flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
         self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
         self._weight_bytes = c.weight_bytes_per_gpu
+        self._wb = dtype_bytes(c.weight_dtype, "weight_dtype")  # bytes per weight element read
         self._attn_flops_all = self.n_layers * attn_flops_tok
         self._attn_bytes_all = self.n_layers * self._attn_bytes_tok
         self._peak = eff.flop_fraction * g.bf16_flops_per_s
@@ -157,9 +161,9 @@ class ReplicaCost:
         t = self._lin.get(n_tokens)
         if t is None:
             c = self.config
-            t = linear_time_s(c.model, c.gpu, n_tokens, c.tp, c.efficiency, c.ep) + self._allreduce_s(
-                n_tokens
-            )
+            t = linear_time_s(
+                c.model, c.gpu, n_tokens, c.tp, c.efficiency, c.ep, c.weight_dtype
+            ) + self._allreduce_s(n_tokens)
             self._lin[n_tokens] = t
         return t
 
@@ -171,7 +175,7 @@ class ReplicaCost:
                 while len(a) <= b:
                     n = len(a)
                     c = self.config
-                    lm_head = gemm_time_s(c.gpu, n, c.model.hidden_size, self._vocab, efficiency=c.efficiency)
+                    lm_head = self._lm_head_gemm_s(n)
                     attn_fixed = c.efficiency.kernel_overhead_s + n * self._block_s
                     a.append(
                         self.n_layers * (self.linear_s(n) + attn_fixed)
@@ -217,13 +221,17 @@ class ReplicaCost:
         if len(memo) <= n_seqs:
             with _TABLES_LOCK:  # shared, as in fixed_s
                 while len(memo) <= n_seqs:
-                    c = self.config
-                    memo.append(
-                        gemm_time_s(
-                            c.gpu, len(memo), c.model.hidden_size, self._vocab, efficiency=c.efficiency
-                        )
-                    )
+                    memo.append(self._lm_head_gemm_s(len(memo)))
         return memo[n_seqs]
+
+    def _lm_head_gemm_s(self, n_rows: int) -> float:
+        """The LM head's GEMM (``hidden x vocab / tp``) of ``n_rows`` rows, its weights read at
+        ``weight_dtype`` like every other weight (as :attr:`EngineConfig.weight_bytes_per_gpu`
+        counts them)."""
+        c = self.config
+        return gemm_time_s(
+            c.gpu, n_rows, c.model.hidden_size, self._vocab, efficiency=c.efficiency, weight_bytes=self._wb
+        )
 
     def compute_bound(self, b: int, kv_tokens: float) -> bool:
         """Whether a decode iteration is compute bound (FLOP time above HBM time, roofline terms)."""

@@ -298,7 +298,12 @@ class ComputeReplica(ReplicaDriver):
         return timeline_frame(self.series, self._budget, end_s)
 
     def stats(self, sim_time_s: float) -> dict[str, Any]:
-        """This replica's counters: tokens, prefill, preemptions, busy and compute-bound shares."""
+        """This replica's counters: tokens, prefill, preemptions, busy and compute-bound shares.
+
+        ``decode_tokens_per_s`` is this replica's tokens over its *busy* seconds (a batch resident
+        and not paused): its speed while it works, not the run's throughput (the summary's
+        ``decode_tokens_per_s``, tokens over the run's time, is the sum over replicas of this
+        times ``busy_share``)."""
         busy = self.busy_s
         return {
             "replica": self.index,

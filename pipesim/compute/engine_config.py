@@ -69,7 +69,15 @@ class EngineConfig:
     """Fixed seconds per tensor-parallel all-reduce through vLLM's custom all-reduce (the default
     path; :data:`~pipesim.compute.roofline.DEFAULT_ALLREDUCE_LATENCY_S`)."""
     weight_dtype: str = "bf16"
+    """How the weights are stored (``"bf16"``, ``"fp8"``, ``"int4"``, ``"fp32"``, ...:
+    :data:`~pipesim.compute.models.DTYPE_BYTES`): what each GPU holds (so the KV budget) and what
+    every GEMM reads, LM head included, at that many bytes per element. Weight-only quantization
+    (W8A16, W4A16): activations stay bf16 and the math runs at the bf16 peak
+    (:func:`~pipesim.compute.roofline.gemm_time_s`), so a memory-bound decode step speeds up as the
+    weights shrink and a compute-bound prefill does not; W8A8's doubled fp8 peak is not modelled."""
     kv_dtype: str = "bf16"
+    """How the KV cache is stored (vLLM's ``kv_cache_dtype``): the bytes per cached token, so the
+    KV budget and the decode attention's reads."""
     efficiency: Efficiency = field(default=DEFAULT_EFFICIENCY)
     enforce_eager: bool = False
     """vLLM's ``enforce_eager``: run the model without CUDA graphs, so every decode iteration pays
@@ -80,7 +88,8 @@ class EngineConfig:
     iteration processes; running decodes take one each and a prefill takes the rest, so a long
     prompt is split into chunks that share iterations with the decodes
     (:func:`~pipesim.compute.knobs.chunked_prefill_s`). At least ``max_num_seqs``, as vLLM requires. ``None``
-    (the default): a prefill is one iteration that stalls the batch (prefill first, no chunking)."""
+    (the default): a prefill is one iteration that stalls the batch (prefill first, no chunking:
+    vLLM V0 with chunked prefill off). vLLM V1 always chunks; set this to model a V1 engine."""
     disable_custom_all_reduce: bool = False
     """vLLM's ``disable_custom_all_reduce``: tensor-parallel all-reduces go through NCCL, whose
     fixed cost is the measured :data:`~pipesim.compute.roofline.NCCL_ALLREDUCE_LATENCY_S` in place

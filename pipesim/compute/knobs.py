@@ -10,7 +10,9 @@ hide that. Chunked prefill: vLLM V1's scheduler (``vllm/v1/core/sched/scheduler.
 each running request its decode token, then fills what is left of ``max_num_batched_tokens``
 (``SchedulerConfig``, ``vllm/config/scheduler.py``, which also requires it to be at least
 ``max_num_seqs``) with prompt chunks, so a long prompt is prefilled over several iterations that
-the decodes share. ``docs/decode.md`` says what checks these and what does not.
+the decodes share (V1 always schedules so; unset, ``max_num_batched_tokens=None`` is vLLM V0's
+prefill-first step with chunked prefill off). ``docs/decode.md`` says what checks these and what
+does not.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 from pipesim.compute.allreduce import DEFAULT_ALLREDUCE_LATENCY_S as DEFAULT_ALLREDUCE_LATENCY_S
 from pipesim.compute.allreduce import NCCL_ALLREDUCE_LATENCY_S as NCCL_ALLREDUCE_LATENCY_S
 from pipesim.compute.allreduce import allreduce_time_s as allreduce_time_s  # re-exported: knobs, measured
+from pipesim.compute.models import dtype_bytes
 from pipesim.core.errors import FieldError, check_int, shown
 from pipesim.core.validate import refuse
 
@@ -63,7 +64,8 @@ if TYPE_CHECKING:
     from pipesim.compute.models import ModelSpec
 
 ACTIVATION_BYTES = 2
-"""Activations and weights are bf16 in every kernel modelled here."""
+"""Activations are bf16 in every kernel modelled here; weights are bf16 too unless a GEMM is given
+another ``weight_dtype`` (weight-only quantization: :func:`gemm_time_s`)."""
 
 
 MAX_FIXED_COST_S = 3600.0
@@ -196,10 +198,19 @@ def gemm_time_s(
     m: int,
     weight_elements: float | None = None,
     efficiency: Efficiency | None = None,
+    weight_bytes: float = ACTIVATION_BYTES,
 ) -> float:
-    """Seconds for ``n_rows`` rows through a ``k x m`` bf16 weight (reading ``weight_elements`` of it,
-    all ``k*m`` by default)."""
+    """Seconds for ``n_rows`` rows through a ``k x m`` weight (reading ``weight_elements`` of it,
+    all ``k*m`` by default) stored at ``weight_bytes`` bytes per element (bf16's 2 by default).
+
+    Weight-only quantization (W8A16, W4A16; what ``EngineConfig.weight_dtype`` means): the weights
+    are read at their stored width and dequantized in the kernel, the activations stay bf16 and
+    the math runs at the bf16 peak, so only the weight bytes change. (An fp8 GEMM at twice the
+    bf16 peak needs fp8 activations too, W8A8, which is not modelled.) With the default the bytes
+    are ``2 * (weights + activations)`` to the bit, as before the argument existed."""
     weights = k * m if weight_elements is None else weight_elements
+    if weight_bytes != ACTIVATION_BYTES:  # weights in activation-sized units
+        weights = weights * (weight_bytes / ACTIVATION_BYTES)
     flops = 2.0 * n_rows * k * m
     bytes_moved = ACTIVATION_BYTES * (weights + n_rows * (k + m))
     return kernel_time_s(gpu, flops, bytes_moved, efficiency)
@@ -251,6 +262,7 @@ def linear_times_s(
     tp: int = 1,
     efficiency: Efficiency | None = None,
     ep: int = 1,
+    weight_dtype: str = "bf16",
 ) -> dict[str, float]:
     """Seconds of each projection kernel of one layer on one GPU, by name (``qkv``, ``attn_out``,
     ``gate_up``, ``down``; for a mixture of experts also ``router`` and, with a shared expert,
@@ -266,9 +278,14 @@ def linear_times_s(
     expected weight bytes are those of ``ep=1`` -- both designs split every touched expert's bytes
     evenly over the GPUs in expectation -- but it reads the activations of its own pairs only. The
     all-to-all that moves the pairs is communication, in :class:`pipesim.compute.cost.ReplicaCost`.
+
+    ``weight_dtype``: how the weights are stored (``"bf16"`` by default; ``"fp8"``, ``"int4"``,
+    ... weight-only, :func:`gemm_time_s`): each kernel reads its weights at that width, the
+    activations and the math stay bf16.
     """
     _check(model, n_tokens, tp)
     check_ep(model, tp, ep)
+    wb = dtype_bytes(weight_dtype, "weight_dtype")
     eff = efficiency or DEFAULT_EFFICIENCY
     names = ["qkv", "attn_out", "gate_up", "down"]
     if model.is_moe:
@@ -282,13 +299,15 @@ def linear_times_s(
     kv_heads = -(-model.n_kv_heads // tp)
     up = 2 if model.gated_mlp else 1
     out = {
-        "qkv": gemm_time_s(gpu, n, h, (q_heads + 2 * kv_heads) * model.head_dim, efficiency=eff),
-        "attn_out": gemm_time_s(gpu, n, q_heads * model.head_dim, h, efficiency=eff),
+        "qkv": gemm_time_s(
+            gpu, n, h, (q_heads + 2 * kv_heads) * model.head_dim, efficiency=eff, weight_bytes=wb
+        ),
+        "attn_out": gemm_time_s(gpu, n, q_heads * model.head_dim, h, efficiency=eff, weight_bytes=wb),
     }
     if not model.is_moe:
         width = -(-model.intermediate_size // tp)
-        out["gate_up"] = gemm_time_s(gpu, n, h, up * width, efficiency=eff)
-        out["down"] = gemm_time_s(gpu, n, width, h, efficiency=eff)
+        out["gate_up"] = gemm_time_s(gpu, n, h, up * width, efficiency=eff, weight_bytes=wb)
+        out["down"] = gemm_time_s(gpu, n, width, h, efficiency=eff, weight_bytes=wb)
         return out
     etp = tp // ep  # the GPUs one expert is sharded over
     width = -(-model.expert_intermediate_size // etp)
@@ -298,13 +317,13 @@ def linear_times_s(
         pairs /= ep  # this GPU's share of the pairs and of the touched experts
         touched /= ep
     moe = eff.moe_gemm_fraction  # the fused-MoE kernel against the dense roofline
-    out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff) / moe
-    out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff) / moe
-    out["router"] = gemm_time_s(gpu, n, h, model.n_experts, efficiency=eff)
+    out["gate_up"] = gemm_time_s(gpu, pairs, h, up * width, touched * h * up * width, eff, wb) / moe
+    out["down"] = gemm_time_s(gpu, pairs, width, h, touched * width * h, eff, wb) / moe
+    out["router"] = gemm_time_s(gpu, n, h, model.n_experts, efficiency=eff, weight_bytes=wb)
     if model.shared_expert_intermediate_size:
         shared = -(-model.shared_expert_intermediate_size // tp)
-        out["shared_gate_up"] = gemm_time_s(gpu, n, h, up * shared, efficiency=eff)
-        out["shared_down"] = gemm_time_s(gpu, n, shared, h, efficiency=eff)
+        out["shared_gate_up"] = gemm_time_s(gpu, n, h, up * shared, efficiency=eff, weight_bytes=wb)
+        out["shared_down"] = gemm_time_s(gpu, n, shared, h, efficiency=eff, weight_bytes=wb)
     return out
 
 
@@ -315,9 +334,10 @@ def linear_time_s(
     tp: int = 1,
     efficiency: Efficiency | None = None,
     ep: int = 1,
+    weight_dtype: str = "bf16",
 ) -> float:
     """Seconds for one layer's linear part: the sum of :func:`linear_times_s`."""
-    return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency, ep).values())
+    return sum(linear_times_s(model, gpu, n_tokens, tp, efficiency, ep, weight_dtype).values())
 
 
 def decode_attention_time_s(

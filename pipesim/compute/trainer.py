@@ -35,6 +35,11 @@ Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
 GPUs (ZeRO-3 / FSDP); if they exceed the GPUs' HBM the config raises ``ValueError`` naming
 ``n_gpus``.
+
+Parallel layout: ``n_gpus`` must be a multiple of the profile's ``tp x pp x sequence_parallel``,
+and a profile with expert parallelism (``ep > 1``, ``megatron-moe``) needs a mixture-of-experts
+model whose experts ``ep`` divides and ``n_gpus`` a multiple of ``tp x pp x ep``
+(:func:`check_expert_parallel`): what Megatron refuses is refused here, naming the field.
 """
 
 from __future__ import annotations
@@ -158,6 +163,7 @@ class TrainerConfig:
                 f"of the {prof.name} profile",
                 "n_gpus",
             )
+        check_expert_parallel(self.model, self.n_gpus, prof)
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
         if need > self.gpu.hbm_bytes:
             raise FieldError(
@@ -200,6 +206,27 @@ class TrainerConfig:
         passes = 6.0 * self.ppo_epochs + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
         return passes * n
 
+    def check_longest_sample(self, longest_tokens: int, prefix: str = "") -> None:
+        """Refuse a token budget (``micro_batch_tokens``, ``log_prob_micro_batch_tokens``) that,
+        times ``sequence_parallel``, is below ``longest_tokens``, the longest sample the workload
+        can make (:attr:`~pipesim.compute.workload.TokenWorkload.max_sequence_tokens`):
+        ``ValueError`` naming ``prefix + `` the budget's field. verl asserts ``max_token_len >= ``
+        the sequence length (``seqlen_balancing.rearrange_micro_batches``), since a micro-batch
+        holds at least one whole sample; the phases would instead charge a fraction of a sample
+        per micro-batch. Only a budget set here is checked, as the plan and run-spec paths check
+        theirs (a default budget is the trainer's, not the user's, and is left as it was)."""
+        sp = self.sequence_parallel
+        for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
+            budget = getattr(self, name)
+            if budget is not None and budget * sp < longest_tokens:
+                raise FieldError(
+                    f"{prefix}{name} ({budget:,}) x sequence_parallel ({sp}) is below the longest sample "
+                    f"({longest_tokens:,} tokens: prompt, responses and observations), which verl refuses "
+                    f"(a micro-batch holds at least one whole sample); raise it to at least "
+                    f"{-(-longest_tokens // sp):,}",
+                    f"{prefix}{name}",
+                )
+
     def phase_times_s(
         self, tokens: float, samples: int = 1, sample_tokens: Sequence[float] | None = None
     ) -> dict[str, float]:
@@ -218,6 +245,39 @@ class TrainerConfig:
     def step_time_s(self, tokens: float, samples: int = 1) -> float:
         """Seconds of one step over ``tokens`` tokens in ``samples`` samples: the phases' sum."""
         return sum(self.phase_times_s(tokens, samples).values())
+
+
+def check_expert_parallel(model: ModelSpec, n_gpus: int, prof: FrameworkProfile) -> None:
+    """Refuse a profile's expert parallelism (``ep > 1``) that Megatron would refuse: on a dense
+    model (``ValueError`` naming ``profile``: there are no experts to split, and the profile's MoE
+    efficiencies would slow a dense model for nothing), over more groups than the model has
+    experts' divisors (``profile``: Megatron's MoE layer needs ``num_moe_experts %
+    expert_model_parallel_size == 0``), or on GPUs the expert groups do not tile (``n_gpus``:
+    Megatron-Core's ``initialize_model_parallel`` refuses a ``data_parallel_size *
+    context_parallel_size`` not divisible by ``expert_model_parallel_size``, i.e. ``n_gpus`` must
+    be a multiple of ``tp x pp x ep``). The same rules as :class:`~pipesim.compute.cost.EngineConfig`'s
+    ``ep`` on the rollout side."""
+    ep = prof.ep
+    if ep == 1:
+        return
+    if not model.is_moe:
+        raise FieldError(
+            f"profile: {prof.name} splits experts over ep={ep} GPUs, which needs a mixture-of-experts "
+            f"model; {model.name} is dense (use megatron-dense or fsdp2-dense)",
+            "profile",
+        )
+    if model.n_experts % ep:
+        raise FieldError(
+            f"profile: {prof.name}'s ep ({ep}) must divide {model.name}'s n_experts ({model.n_experts})",
+            "profile",
+        )
+    group = prof.tp * prof.pp * ep
+    if n_gpus % group:
+        raise FieldError(
+            f"n_gpus ({n_gpus}) must be a multiple of tp x pp x ep ({group}) of the {prof.name} profile: "
+            "Megatron needs ep to divide the data-parallel size (times sequence parallelism)",
+            "n_gpus",
+        )
 
 
 class ComputeTrainer:

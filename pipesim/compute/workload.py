@@ -328,8 +328,18 @@ class TokenWorkload:
         return self.longest_prompt_tokens + self.longest_response_tokens
 
     def check_context(self, context_tokens: int) -> None:
-        """``ValueError`` naming ``max_response_tokens`` (and, for agent episodes, ``agent.turns``
-        and ``agent.observation_tokens``) when a sample can outgrow ``context_tokens``."""
+        """``ValueError`` when a sample can outgrow ``context_tokens``: naming the prompt's field
+        (``prompt`` when it is a fixed count, else ``max_prompt_tokens``) when the largest prompt
+        alone leaves no room for one response token, else ``max_response_tokens`` (and, for agent
+        episodes, ``agent.turns`` and ``agent.observation_tokens``)."""
+        prompt = self.longest_prompt_tokens
+        if prompt >= context_tokens:  # every response holds at least one token
+            name = "prompt" if isinstance(self.prompt, int) else "max_prompt_tokens"
+            raise FieldError(
+                f"{name} ({prompt}): the largest prompt leaves no room for a response token in the "
+                f"model context ({context_tokens} tokens); lower {name} or raise max_model_len",
+                name,
+            )
         if self.max_sequence_tokens > context_tokens:
             fields = f"max_response_tokens ({self.max_response_tokens})"
             if self.agent is not None:

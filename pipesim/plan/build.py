@@ -139,11 +139,12 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
     fits = []
     for t in allowed:
         try:
-            TrainerConfig(
+            TrainerConfig(  # with the framework's layout: a placement it refuses is skipped
                 model=spec.model,
                 gpu=spec.gpu,
                 n_gpus=t or n,
-                mfu=spec.mfu,
+                mfu=spec.mfu if spec.framework is None else None,
+                profile=spec.framework,
                 sequence_parallel=spec.sequence_parallel,
             )
         except ValueError:
