@@ -28,8 +28,9 @@ columns identify:
   ``iteration_overhead_s``, by simulation (:mod:`pipesim.calibrate.simulated`) -- the design run
   for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per iteration, the logged
   mean interpolated between the two simulated means (``gen`` is affine in the overhead: every
-  iteration pays it once). Its interval maps the bootstrap interval of the logged mean (the
-  simulation's own noise is not in it). Fitted to the step, it holds every second the model
+  iteration pays it once). Its interval maps the bootstrap interval of the logged mean, widened
+  for a short log (:func:`~pipesim.calibrate.fit.small_sample`; the simulation's own noise is not
+  in it). Fitted to the step, it holds every second the model
   misses (said in a note). Not identified when the column barely moves with it (a trainer-bound
   asynchronous design, whose ``gen`` is the trainer's wait).
 
@@ -77,6 +78,7 @@ from pipesim.calibrate.simulated import (
     fit_overhead,
     report,
     reporting,
+    reusing,
     simulate,
     with_values,
 )
@@ -143,7 +145,7 @@ class Calibration:
             lines.append(f"  note: {note}")
         if self.residuals:
             rows = "steps" if self.log.per_row == 1 else "rows"
-            lines.append(f"held-out {rows} {self.held_out}: (logged - predicted) / logged")
+            lines.append(f"held-out {rows} {_listed(self.held_out)}: (logged - predicted) / logged")
             for k, r in self.residuals.items():
                 lines.append(f"  {k:<28} " + ", ".join(f"{m} {x:+.3f}" for m, x in r.items()))
         elif len(self.log) < MIN_HOLDOUT_STEPS:
@@ -151,6 +153,13 @@ class Calibration:
         else:
             lines.append("no held-out validation: the log has no timing column to predict")
         return "\n".join(lines)
+
+
+def _listed(steps: list[int]) -> str:
+    """The held-out steps as a list, its middle elided past 10 (a 2,000-step log holds out 500)."""
+    if len(steps) <= 10:
+        return str(steps)
+    return f"[{steps[0]}, {steps[1]}, ..., {steps[-1]}] ({len(steps):,})"
 
 
 def _sig(x: float) -> float:
@@ -322,7 +331,10 @@ def _fit(
             fitted = with_values(rs, current)
             sim0 = simulate(fitted, o0, n_sim, seed, holds_sync=holds)
     notes += trainer_notes + (remainder_note(log, rs) if t is not None else [])
-    overhead, why = fit_overhead(log, fitted, sim0, n_sim, seed, rng)
+    # the held-out prediction runs the whole log at the fitted overhead: the solver's runs go that
+    # far, so that the last of them (at that overhead) is the prediction (simulated.reusing)
+    horizon = predict[1] * per_row if predict is not None else None
+    overhead, why = fit_overhead(log, fitted, sim0, n_sim, seed, rng, horizon)
     notes += why
     if overhead is not None:
         values["iteration_overhead_s"] = overhead
@@ -386,7 +398,7 @@ def calibrate(
     if trainer_steps_per_row is not None:
         log = dataclasses.replace(log, trainer_steps_per_row=trainer_steps_per_row)  # checked likewise
     check_log(log, rs)
-    with reporting(progress):
+    with reporting(progress), reusing():
         return _calibrate(log, rs, seed)
 
 

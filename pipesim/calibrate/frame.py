@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pipesim.calibrate.log import COLUMNS, MIN_STEPS, PHASES, LogError, first_bad, not_a_column
+from pipesim.calibrate.log import (
+    COLUMNS,
+    MIN_STEPS,
+    PHASES,
+    STEPS_NEEDED,
+    LogError,
+    first_bad,
+    not_a_column,
+)
 from pipesim.core.validate import shown
 
 if TYPE_CHECKING:
@@ -152,7 +160,8 @@ def check_calibrate_args(log: Any, rs: Any, seed: Any = 0, min_steps: int = MIN_
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise LogError(f"seed must be an integer in [0, 2**32), got {shown(seed)}", "seed")
     if len(log) < min_steps:
-        raise LogError(f"{log.path}: {len(log)} steps; at least {min_steps} needed", "steps")
+        need = STEPS_NEEDED if min_steps == MIN_STEPS else f"at least {min_steps} needed"
+        raise LogError(f"{log.path}: {len(log)} steps; {need}", "steps")
 
 
 def check_spec(rs: Any) -> None:

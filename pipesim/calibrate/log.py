@@ -81,6 +81,13 @@ MIN_TIMING_S = 1e-9
 below it, relative residuals ``(logged - predicted) / logged`` overflow."""
 MIN_STEPS = 3
 """The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
+STEPS_NEEDED = (
+    f"at least {MIN_STEPS} needed (the trainer's fit draws a line through the steps' times); "
+    "its intervals need 4 or more (3 steps leave update_actor's noise unestimated), "
+    "a held-out validation 6"
+)
+"""What a log too short to calibrate is told (the counts: :data:`MIN_STEPS`,
+:func:`pipesim.calibrate.fitbounds.unbounded_note`, :data:`pipesim.calibrate.MIN_HOLDOUT_STEPS`)."""
 
 
 class LogError(FieldError):
@@ -445,7 +452,7 @@ def _check_enough(path: str | Path, n: int, steps: str | None, what: str) -> Non
     """LogError naming ``steps`` when fewer than :data:`MIN_STEPS` steps are left to fit."""
     if n < MIN_STEPS:
         cut = f" in --steps {steps}" if steps else ""
-        raise LogError(f"{path}: {n} {what}{cut}; at least {MIN_STEPS} needed", "steps")
+        raise LogError(f"{path}: {n} {what}{cut}; {STEPS_NEEDED}", "steps")
 
 
 def _merged_records(path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,7 @@ Which column it is fitted to:
 Neither is identified where the simulated column barely moves with the overhead: a trainer-bound
 asynchronous design, whose ``gen`` is the trainer's wait and whose step is the trainer's.
 
-The simulations are a calibration's time (a 1,000-step log: about 20 s on one core). Each says
+The simulations are a calibration's time (a 2,000-step log: about 40 s on one core). Each says
 what it runs through :func:`report`, to the callback :func:`reporting` installed (``pipesim
 calibrate`` prints them on stderr; :func:`pipesim.calibrate.calibrate` takes ``progress=``); a
 context variable, so the fitting functions keep their signatures and concurrent calibrations in
@@ -38,16 +38,26 @@ import math
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.fit import Fitted
+from pipesim.calibrate.fit import Fitted, small_sample
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.steptime import includes_sync, simulated_step_s
 from pipesim.compute.series import step_breakdown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 
-__all__ = ["OVERHEAD_PROBE_S", "Sim", "fit_overhead", "report", "reporting", "simulate", "with_values"]
+__all__ = [
+    "OVERHEAD_PROBE_S",
+    "Sim",
+    "fit_overhead",
+    "report",
+    "reporting",
+    "reusing",
+    "simulate",
+    "with_values",
+]
 
 OVERHEAD_PROBE_S = (0.0, 0.01)
 """The two decode overheads (seconds per iteration) the simulation is run at to interpolate ``gen``."""
@@ -63,6 +73,7 @@ REFINE_TOL = 0.005
 
 
 _PROGRESS: ContextVar[Callable[[str], None] | None] = ContextVar("calibrate_progress", default=None)
+_LAST: ContextVar[list[tuple[RunSpec, Any]] | None] = ContextVar("calibrate_last_run", default=None)
 
 
 @contextlib.contextmanager
@@ -73,6 +84,31 @@ def reporting(progress: Callable[[str], None] | None) -> Iterator[None]:
         yield
     finally:
         _PROGRESS.reset(token)
+
+
+@contextlib.contextmanager
+def reusing() -> Iterator[None]:
+    """Within the block, :func:`simulate` keeps its last run and runs it again only for another
+    spec, overhead, length or seed (a calibration's held-out prediction is the overhead solver's
+    last run: :func:`fit_overhead`'s ``horizon``). One run is kept, and dropped at the end."""
+    token = _LAST.set([])
+    try:
+        yield
+    finally:
+        _LAST.reset(token)
+
+
+def _run(rs: RunSpec, at: str) -> Any:
+    """``run(rs)``, said as run ``at`` an overhead, or the last run of an equal spec (its plan,
+    design, steps and seed) inside :func:`reusing` (nothing starts, so nothing is said)."""
+    last = _LAST.get()
+    if last and last[0][0] == rs:
+        return last[0][1]
+    report(f"simulating {rs.steps:,} steps at {at}")
+    r = run(rs)
+    if last is not None:
+        last[:] = [(rs, r)]
+    return r
 
 
 def report(text: str) -> None:
@@ -109,15 +145,19 @@ def simulate(
     seed: int,
     window: tuple[int, int] | None = None,
     holds_sync: bool = True,
+    horizon: int | None = None,
 ) -> Sim:
     """Per-step means of a simulated run of ``rs`` (at ``overhead`` seconds per decode iteration;
     None: the spec's) in the log's names, over the steps ``window`` (``[a, b)``; None: all).
     ``timing_s/step`` in the log's meaning: with the step's weight sync where the log's step holds
-    it (``holds_sync``), else without (:func:`pipesim.calibrate.steptime.simulated_step_s`)."""
+    it (``holds_sync``), else without (:func:`pipesim.calibrate.steptime.simulated_step_s`).
+    ``horizon``: run that many steps when more than ``steps`` (the means still over ``window``): a
+    run's first steps do not depend on how many follow, so a later call for the longer run (the
+    held-out steps') reuses it inside :func:`reusing`."""
     o = rs.iteration_overhead_s if overhead is None else overhead  # None: the spec's own
     at = "the engine's default decode overhead" if o is None else f"{o * 1e3:.3g} ms per decode iteration"
-    report(f"simulating {steps:,} steps at {at}")
-    r = run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=steps, seed=seed))
+    total = max(steps, horizon or 0)
+    r = _run(dataclasses.replace(rs, plan=rs.plan.with_(iteration_overhead_s=o), steps=total, seed=seed), at)
     a, b = window if window is not None else (0, steps)
     br = step_breakdown(r.result)
     br = br[(br["step"] >= a) & (br["step"] < b)]
@@ -136,12 +176,20 @@ def simulate(
 
 
 def fit_overhead(
-    log: TrainingLog, rs: RunSpec, sim0: Sim, steps: int, seed: int, rng: np.random.Generator
+    log: TrainingLog,
+    rs: RunSpec,
+    sim0: Sim,
+    steps: int,
+    seed: int,
+    rng: np.random.Generator,
+    horizon: int | None = None,
 ) -> tuple[Fitted | None, list[str]]:
     """The decode overhead ``log`` identifies for ``rs`` (its other values fitted already;
     ``sim0``: its simulation at the first probe, ``steps`` long, with the log's step meaning:
     :func:`pipesim.calibrate.steptime.includes_sync`), with the notes on how it was read; None,
-    with why, where it is not identified (see the module)."""
+    with why, where it is not identified (see the module). ``horizon``: the solver's runs, each of
+    which may be the last, run that many steps (:func:`simulate`): the validation's held-out
+    prediction at the fitted overhead is then the last of them, not one more run."""
     column = next((c for c in ("timing_s/gen", "timing_s/step") if log.has(c)), None)
     if column is None:
         return None, ["iteration_overhead_s: no timing_s/gen or timing_s/step column"]
@@ -164,9 +212,10 @@ def fit_overhead(
         )
     seen = log.col(column)
     target = float(seen.mean())
-    o, slope = _solve(rs, column, target, ((o0, g0), (o1, g1)), steps, seed, holds)
+    o, slope = _solve(rs, column, target, ((o0, g0), (o1, g1)), steps, seed, holds, horizon)
     boots = [seen[rng.integers(0, len(seen), len(seen))].mean() for _ in range(BOOTSTRAP)]
-    lo_g, hi_g = np.percentile(boots, [2.5, 97.5])
+    lo_b, hi_b = np.percentile(boots, [2.5, 97.5])
+    lo_g, hi_g = small_sample(target, float(lo_b), float(hi_b), len(seen))  # widened for a short log
     if o < 0:
         slow = "the roofline's decode is too slow here" if name == "gen" else "the model's step is too slow"
         notes.append(
@@ -190,6 +239,7 @@ def _solve(
     steps: int,
     seed: int,
     holds_sync: bool = True,
+    horizon: int | None = None,
 ) -> tuple[float, float]:
     """The overhead at which the simulated mean of ``column`` is ``target``, and the slope
     (seconds of overhead per second of the column) of the last bracket, which maps its interval.
@@ -212,7 +262,7 @@ def _solve(
     for _ in range(REFINE_RUNS):
         if o < 0 or slope <= 0 or any(p[0] == o for p in points):
             break
-        got = simulate(rs, o, steps, seed, holds_sync=holds_sync)[column]
+        got = simulate(rs, o, steps, seed, holds_sync=holds_sync, horizon=horizon)[column]
         if abs(got - target) <= REFINE_TOL * target:
             break
         points.append((o, got))

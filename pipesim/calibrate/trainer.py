@@ -17,7 +17,8 @@ profile (:mod:`pipesim.compute.profiles`; none named: the one-MFU ``ideal`` prof
   the remainder would absorb a missing phase).
 
 :func:`pipesim.compute.phasefit.fit_profile` solves them together by least squares, with normal
-intervals (95%, widened to Student's t for the observations' degrees of freedom), weighted: a
+intervals (95%, widened to Student's t at the residual degrees of freedom of the phases that hold
+each constant: :mod:`pipesim.calibrate.fitbounds`), weighted: a
 first fit gives each phase's residual variance, a second weighs each observation by its inverse
 (the phases' noise differs: pooled, the long ``update_actor``'s intervals came out too narrow to
 hold the constants a noisy sample log was made with). What a log cannot identify stays at the
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted
-from pipesim.calibrate.fitbounds import hull, phase_weights, unfloored, widen
+from pipesim.calibrate.fitbounds import hull, phase_weights, unbounded_note, unfloored, widen
 from pipesim.calibrate.frame import (
     check_batches,
     check_calibrate_args,
@@ -340,7 +341,9 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "sample_s: every step trains the same number of samples, so step_s holds the whole remainder"
         )
     values = {}
-    intervals = widen(fit, len(obs))
+    intervals = widen(fit, obs)
+    if (short := unbounded_note(fit.fitted, obs)) is not None:
+        notes.append(short)
     if batches is not None:  # the log has each step's mean, not its samples
         notes.append(
             f"trainer: each step's samples are dealt to the ranks as the spec's run deals them at seed "

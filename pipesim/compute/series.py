@@ -9,6 +9,8 @@ idle ratios under verl's ``fully_async_policy`` names. Nothing here runs the sim
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -282,10 +284,16 @@ def step_breakdown(
         check_int("n_gpus", n_gpus, 1)
     by_step = {step: (tokens, parts) for step, tokens, parts in phases or ()}
     syncs = sorted((a, b) for a, b, _ in result.sync_log)
+    starts = [a for a, _ in syncs]
+    reach = list(itertools.accumulate((b for _, b in syncs), max))  # the latest end so far
     rows = []
     prev = 0.0
     for step, start, end, _ in result.train_log:
-        sync = sum(max(0.0, min(b, start) - max(a, prev)) for a, b in syncs)
+        # only the syncs that start before the step's training and whose prefix reaches past the
+        # previous step's end can overlap [prev, start]: the sum over all of them, the others
+        # adding exactly 0 (O(steps log syncs), not O(steps x syncs))
+        first, last = bisect.bisect_right(reach, prev), bisect.bisect_left(starts, start)
+        sync = sum((max(0.0, min(b, start) - max(a, prev)) for a, b in syncs[first:last]), 0.0)
         wait = max(start - prev, 0.0)
         span = end - start
         tokens, parts = by_step.get(step, (math.nan, None))

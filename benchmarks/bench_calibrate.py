@@ -1,0 +1,78 @@
+"""How long ``pipesim calibrate`` takes against the log's length, and how much it simulates.
+
+For each length it writes the sample log of ``examples/run_verl_8gpu.toml`` with the constants
+``examples/make_verl_sample_log.py`` makes the shipped sample with (that many steps, 3% noise,
+noise seed 11), calibrates the spec to it as the command does (:func:`pipesim.calibrate.calibrate`,
+seed 0) and prints one row: CPU seconds of this process (``time.process_time``, which other jobs
+on a shared machine disturb less), wall seconds, the simulations run and the steps they covered
+(read from the progress lines: a run the calibration reuses is not one). Where the seconds go
+inside is for ``cProfile`` (``docs/calibrate.md``, "Time").
+
+    .venv/bin/python benchmarks/bench_calibrate.py                    # 20, 500 and 2,000 steps
+    .venv/bin/python benchmarks/bench_calibrate.py --steps 20 5000    # any lengths
+    PYTHONPATH=/tmp/old .venv/bin/python benchmarks/bench_calibrate.py   # another tree's code
+
+Writing each log runs the spec once (not timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+TRUE_VALUES = {  # examples/make_verl_sample_log.py
+    "fwd_bwd_efficiency": 0.35,
+    "fwd_efficiency": 0.25,
+    "micro_batch_s": 0.3,
+    "optimizer_step_s": 1.0,
+    "step_s": 2.0,
+    "iteration_overhead_s": 0.004,
+    "response_median_tokens": 700.0,
+    "response_sigma": 0.7,
+}
+
+
+def _row(steps: int) -> tuple[int, float, float, int, int]:
+    """(steps, CPU s, wall s, simulations, simulated steps) of one calibration."""
+    import pandas as pd
+
+    from pipesim.calibrate import TrainingLog, calibrate
+    from pipesim.calibrate.sample import sample_log
+    from pipesim.plan.runspec import from_dict, read
+
+    data = read(ROOT / "examples" / "run_verl_8gpu.toml")
+    spec = from_dict(dict(data), ROOT / "examples")
+    made = {**data, "calibration": {"values": dict(TRUE_VALUES)}, "run": {"steps": steps, "seed": 0}}
+    frame = sample_log(from_dict(made, ROOT / "examples"), np.random.default_rng(11)).round(6)
+    log = TrainingLog(f"sample_{steps}.csv", "0" * 64, pd.DataFrame(frame))
+    lines: list[str] = []
+    cpu, wall = time.process_time(), time.perf_counter()
+    calibrate(log, spec, progress=lines.append)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    said = (re.match(r"simulating ([\d,]+) steps", ln) for ln in lines)
+    runs = [int(m.group(1).replace(",", "")) for m in said if m is not None]
+    return steps, cpu, wall, len(runs), sum(runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--steps", type=int, nargs="+", default=[20, 500, 2000], help="log lengths")
+    args = ap.parse_args(argv)
+    import pipesim
+
+    print(f"pipesim from {Path(pipesim.__file__).parent}")
+    print(f"{'log steps':>10} {'cpu s':>9} {'wall s':>9} {'runs':>5} {'simulated steps':>16}")
+    for n in args.steps:
+        steps, cpu, wall, runs, simulated = _row(n)
+        print(f"{steps:>10,} {cpu:>9.1f} {wall:>9.1f} {runs:>5} {simulated:>16,}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
