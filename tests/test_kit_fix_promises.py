@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import Phase, find, given, seed, settings
+from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis import strategies as st
 
 import pipesim
@@ -247,3 +247,17 @@ def test_a_slots_run_given_another_scenario_names_the_field_without_the_compute_
         check_invariants(pipesim.run(sc), sc.with_(n_slots=5))
     assert info.value.invariant == "scenario matches"
     assert "pipeline.n_slots" in str(info.value) and "run_compute" not in str(info.value)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(policy_scenarios(max_batch=30, max_slots=40, max_steps=3))
+def test_the_kits_own_draws_run_at_a_large_max_batch(sc: pipesim.Scenario) -> None:
+    """LagBound (10-40) and EvictStalest (capacity 12-36) were drawn for batches up to 30: such a
+    scenario cannot run (no batch fills), a failure of the kit, not of the user's policy."""
+    from pipesim.policies.admission import LagBound
+    from pipesim.policies.batching import EvictStalest
+
+    if isinstance(sc.admission, LagBound):
+        assert sc.admission.max_lag_samples >= sc.pipeline.batch_size
+    if isinstance(sc.batching, EvictStalest):
+        assert sc.batching.capacity >= sc.pipeline.batch_size

@@ -29,3 +29,13 @@ def test_every_candidate_trainer_fits_the_frameworks_layout(model: str, framewor
     assert designs
     for d in designs:
         trainer_config(spec, d)  # raises where the layout refuses the design's trainer GPUs
+
+
+@pytest.mark.parametrize("framework", ["megatron-moe"])
+def test_a_profile_the_model_cannot_use_is_named_not_reported_as_capacity(framework: str) -> None:
+    """Every placement skipped read as 'no trainer of at least 8 GPUs holds qwen3-8b'."""
+    from pipesim.plan.checks import PlanError
+
+    with pytest.raises(PlanError) as err:
+        candidates(specfile.load(SPEC, ['model.name="qwen3-8b"', f'model.framework="{framework}"']))
+    assert err.value.field == "model.framework" and "dense" in str(err.value)

@@ -14,7 +14,7 @@ import pipesim
 from pipesim import run
 from pipesim.io.registry import get_scenario
 from pipesim.io.viz import aggregate_view, run_views, timeline
-from pipesim.io.viz.aggregate import _support, in_flight
+from pipesim.io.viz.aggregate import _support, in_flight_mean
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +40,10 @@ def test_in_flight_stack_keeps_each_versions_bins_and_the_zeros_around_them(
     edges = np.linspace(0.0, long_run.sim_time_s, 401)
     mid = (edges[:-1] + edges[1:]) / 2
     total = 0
-    for v, counts in in_flight(long_run.events, mid).items():
+    for v, counts in in_flight_mean(long_run.events, edges).items():
         t = stacked[f"v{v}"]
         assert t.stackgaps == "infer zero"
-        full = np.zeros(len(mid), dtype=np.int64)
+        full = np.zeros(len(mid))
         full[np.searchsorted(mid, np.asarray(t.x))] = np.asarray(t.y)
         assert (full == counts).all()  # the stack's inferred zeros give back every bin
         total += len(t.x)

@@ -120,6 +120,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     shown = ", ".join(f"{k}={v}" for k, v in given.items())
     print(f"{args.scenario} (seed {scen.seed})" + (f" with {shown}" if given else ""), file=out)
     print(summary_table(summary), file=out)
+    from pipesim.io.sweep_outputs import tail_note, tail_share
+
+    if (note := tail_note([tail_share(result)], float(result.sim_time_s))) is not None:
+        print(note, file=sys.stderr)  # throughput counts the final drain and sync: say so on a short run
     payload: dict[str, Any] | None = None
     if args.json:
         from pipesim.io.saved import json_number

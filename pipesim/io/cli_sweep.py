@@ -38,6 +38,9 @@ from pipesim.io.sweep_outputs import (
     interrupted,
     no_interval_note,
     sweep_preamble,
+    tail_note,
+    tail_share,
+    trace_note,
     write_html,
     write_runs,
 )
@@ -49,6 +52,7 @@ __all__ = [
     "no_interval_note",
     "parse_over",
     "preset_designs",
+    "summary_and_tail",
     "sweep_failure",
     "sweep_preamble",
     "write_runs",
@@ -219,6 +223,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from pipesim.io.registry import resolve
+    from pipesim.io.sweep_exec import SIGNED_SUMMARY
     from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
 
     if args.seeds < 1:
@@ -250,7 +255,7 @@ def _sweep(args: argparse.Namespace) -> int:
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
     _check_seed_range(designs, args.seeds)
     try:
-        grid(designs, over, args.seeds)  # validates every cell before any worker starts
+        cells = grid(designs, over, args.seeds)  # validates every cell before any worker starts
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
     client = cluster = None
@@ -271,7 +276,8 @@ def _sweep(args: argparse.Namespace) -> int:
             progress=progress_wanted(args.quiet),
             timeout_s=timeout_s,
             label=f"sweep {args.scenario}",
-        )
+            fn=summary_and_tail,
+        ).with_signed(SIGNED_SUMMARY)  # the default cell function's metrics, and their bounds
     except SweepError as exc:
         message = sweep_failure(exc)
         if args.csv and exc.result is not None:  # every cell failed: each failure is still a row
@@ -295,6 +301,9 @@ def _sweep(args: argparse.Namespace) -> int:
     print(table(agg[cols]))
     if (agg["n_seeds"] < 2).any():
         print(no_interval_note(agg), file=sys.stderr)
+    notes = _notes(cells, res, args.seeds)
+    for note in notes:
+        print(note, file=sys.stderr)
     if len(res.failures):
         print(f"\n{failures_line(res)}", file=sys.stderr)
         print(res.failures.to_string(index=False), file=sys.stderr)
@@ -307,9 +316,38 @@ def _sweep(args: argparse.Namespace) -> int:
             write_runs(res.runs, args.csv, partial=False)
             print(f"wrote {args.csv}")
         if args.html:
-            write_html(args, res, over, agg[cols])
+            write_html(args, res, over, agg[cols], notes)
             print(f"wrote {args.html}")
     return 0
+
+
+def summary_and_tail(scenario: Any) -> dict[str, float]:
+    """The sweep's cell function: :func:`~pipesim.io.sweep_exec.run_summary`'s metrics, and the
+    share of the run after its last training step as the side value ``_tail_share`` (not a metric,
+    nor a CSV column: :func:`~pipesim.io.sweep_grid.collect`), for :func:`_notes`."""
+    from pipesim.io.api import run
+
+    result = run(scenario)
+    s = dict(result.summary())
+    s["length_bias_excess"] = s["length_bias"] - 1  # as run_summary
+    s["_tail_share"] = tail_share(result)
+    return s
+
+
+def _notes(cells: Sequence[Any], res: Any, seeds: int) -> list[str]:
+    """The lines under the table on cells that replay a trace at every seed and on runs whose
+    time after the last training step weighs on their throughput."""
+    from pipesim.workload.durations import TraceDurations
+
+    notes = []
+    label = [tuple(str(c.labels[k]) for k in res.keys) for c in cells]
+    traced = {lab for lab, c in zip(label, cells) if isinstance(c.scenario.durations, TraceDurations)}
+    if seeds > 1 and traced:
+        notes.append(trace_note(len(traced), len(set(label))))
+    ok = res.runs[res.runs["status"] == "ok"]
+    if "_tail_share" in ok and (note := tail_note(list(ok["_tail_share"].astype(float)))) is not None:
+        notes.append(note)
+    return notes
 
 
 def sweep_failure(exc: Exception) -> str:

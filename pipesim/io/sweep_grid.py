@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipesim.config import Scenario
@@ -29,9 +30,19 @@ from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.overrides import cell_label
 
-__all__ = ["Cell", "SweepResult", "aggregate", "all_failed_message", "cell_label", "collect", "grid", "t975"]
+__all__ = [
+    "Cell",
+    "SweepResult",
+    "aggregate",
+    "all_failed_message",
+    "cell_label",
+    "collect",
+    "grid",
+    "t975",
+    "t_quantile_975",
+]
 
-# two-sided 95% Student t quantiles by degrees of freedom (1..30); 1.96 beyond
+# two-sided 95% Student t quantiles by degrees of freedom, 1..30 (scipy.stats.t.ppf(0.975, df))
 _T975 = [
     12.706,
     4.303,
@@ -77,9 +88,29 @@ class Cell:
 
 def t975(n: int) -> float:
     """The 97.5% quantile of Student's t with ``n - 1`` degrees of freedom (nan for n < 2)."""
-    if n < 2:
-        return float("nan")
-    return _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return float("nan") if n < 2 else t_quantile_975(n - 1)
+
+
+_Z975 = 1.959963984540054
+"""The normal distribution's 97.5% quantile."""
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t with ``df`` >= 1 degrees of freedom (a two-sided 95%
+    interval's factor): tabulated to 30, then the Cornish-Fisher expansion in the normal quantile z,
+    ``z + (z^3 + z) / 4v + (5z^5 + 16z^3 + 3z) / 96v^2 + (3z^7 + 19z^5 + 17z^3 - 15z) / 384v^3``,
+    within 2e-6 of the exact value from 31 on (1e-5 at 20). It was 1.96 past 30: 4% too narrow at
+    32 seeds, t(31) = 2.040. The sweep's intervals (:func:`t975`) and the plan's
+    (``pipesim.plan.stats.t95``) both read it."""
+    if isinstance(df, bool) or not isinstance(df, int | np.integer) or df < 1:
+        raise FieldError(f"df must be an integer >= 1 (degrees of freedom), got {shown(df)}", "df")
+    if df <= len(_T975):
+        return _T975[int(df) - 1]
+    z, v = _Z975, float(df)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / v + g2 / v**2 + g3 / v**3
 
 
 @dataclass(frozen=True)
@@ -99,10 +130,17 @@ class SweepResult:
         """The failed cells with their error, for reporting."""
         return self.runs[self.runs["status"] != "ok"][[*self.keys, "seed", "error"]]
 
+    def with_signed(self, signed: Collection[str]) -> SweepResult:
+        """This result with every metric but ``signed`` known to be non-negative (and the shares
+        among them at most 1): what :func:`collect` infers for the default cell function, for a
+        cell function that wraps it."""
+        floor = tuple(m for m in self.metrics if m not in signed)
+        return SweepResult(self.runs, self.keys, self.metrics, floor, shares_of(floor))
+
     @cached_property
     def aggregate(self) -> pd.DataFrame:
         """Per grid cell over seeds: ``<metric>_mean``, ``_lo``, ``_hi`` (95% t interval; NaN for a
-        cell of one seed, which has none), ``n_seeds``."""
+        cell of one seed, or of seeds that all gave the same run, which has none), ``n_seeds``."""
         return aggregate(self.runs, self.keys, self.metrics, self.nonnegative, self.shares)
 
 
@@ -119,8 +157,11 @@ def aggregate(
     count or a time can reach below zero (2 seeds of ``staleness_max``, 0 and 3: down to -17.6),
     which no mean of such values can be; that of a metric in ``shares`` stops at 1 as well (2 seeds
     of ``gen_util`` reached 1.069). A cell with one successful seed has no interval: its
-    ``_lo`` and ``_hi`` are NaN (they were the mean, which read as an interval of width 0). With
-    no successful cell the table is empty but keeps its columns.
+    ``_lo`` and ``_hi`` are NaN (they were the mean, which read as an interval of width 0). So has
+    a cell whose seeds all gave the same value of every metric: they repeated one run (durations
+    from a trace, which ignores the seed, and nothing else drawn at random), and an interval of
+    width 0 would read as certainty (``274.3 [274.3, 274.3]`` over 3 "seeds"). With no
+    successful cell the table is empty but keeps its columns.
     """
     floor, ceiling = set(nonnegative), set(shares)
     ok = runs[runs["status"] == "ok"]
@@ -134,10 +175,12 @@ def aggregate(
         row: dict[str, Any] = dict(zip(keys, key))
         n = len(g)
         row["n_seeds"] = n
+        # seeds that repeated one run (a trace's durations, nothing else drawn) are one run: no interval
+        same = n > 1 and bool(metrics) and bool((g[list(metrics)].nunique(dropna=False) <= 1).all())
         for m in metrics:
             col = g[m].astype(float)
             mean = float(col.mean())
-            half = t975(n) * float(col.std(ddof=1)) / math.sqrt(n)  # NaN for one seed: no interval
+            half = math.nan if same else t975(n) * float(col.std(ddof=1)) / math.sqrt(n)  # NaN: 1 seed
             lo = max(mean - half, 0.0) if m in floor and mean >= 0 and n > 1 else mean - half
             hi = min(mean + half, 1.0) if m in ceiling and mean <= 1 and n > 1 else mean + half
             row[f"{m}_mean"], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, hi
@@ -232,14 +275,17 @@ def collect(
     cells: list[Cell], results: Mapping[int, Mapping[str, Any]], signed: Collection[str] | None = None
 ) -> SweepResult:
     """The tidy result. ``signed``: the metrics that may be negative, where the cell function
-    says (the default's); every other metric is then non-negative. None: nothing is known."""
+    says (the default's); every other metric is then non-negative. None: nothing is known. A
+    result key that starts with ``_`` is a side value: a column of ``runs``, never a metric (nor
+    aggregated, nor written to ``--csv``)."""
     rows = []
     metrics: list[str] = []
     for c in cells:
         res = dict(results.get(c.index, {"status": "failed", "error": "no result"}))
         res.pop("_index", None)
-        for k, v in res.items():
-            if k not in ("status", "error") and k not in metrics and isinstance(v, int | float):
+        for k, v in res.items():  # a key from "_" is a side value the caller reads from runs
+            side = k in ("status", "error") or k.startswith("_")
+            if not side and k not in metrics and isinstance(v, int | float):
                 metrics.append(k)
         rows.append({**c.labels, "status": res.pop("status"), "error": res.pop("error"), **res})
     keys = tuple(k for k in cells[0].labels if k != "seed")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import html
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,16 @@ from pipesim.io.cli_common import fmt_number
 from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_place
 
 __all__ = [
+    "TAIL_NOTE_SHARE",
     "failures_line",
     "failures_note",
     "interrupted",
     "no_interval_note",
     "partial_path",
     "sweep_preamble",
+    "tail_note",
+    "tail_share",
+    "trace_note",
     "write_html",
     "write_runs",
 ]
@@ -42,6 +47,7 @@ def write_runs(runs: Any, path: str, partial: bool) -> None:
     file is written whole or not at all. A count (``episodes_*``) stays an integer where a failed
     cell leaves it empty (pandas would write every count as ``128.0``)."""
     table_ = runs.assign(partial=partial)
+    table_ = table_[[c for c in table_.columns if not str(c).startswith("_")]]  # side values: no column
     for c in table_.columns:
         if c.startswith("episodes_"):
             values = table_[c].dropna()
@@ -137,9 +143,11 @@ def sweep_preamble(args: argparse.Namespace, printed: Any, failures: str = "") -
     )
 
 
-def write_html(args: argparse.Namespace, res: Any, over: Any, printed: Any) -> None:
+def write_html(
+    args: argparse.Namespace, res: Any, over: Any, printed: Any, notes: Sequence[str] = ()
+) -> None:
     """``--html``: a figure of throughput and of mean staleness against each swept key, under
-    :func:`sweep_preamble` (which names any failed cell)."""
+    :func:`sweep_preamble` (which names any failed cell) and the notes standard error printed."""
     from pipesim.io import viz
 
     agg = res.aggregate
@@ -149,7 +157,8 @@ def write_html(args: argparse.Namespace, res: Any, over: Any, printed: Any) -> N
         by = others[0] if others else "design"
         figs.append(viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}"))
         figs.append(viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}"))
-    preamble = sweep_preamble(args, printed, failures_note(res))
+    said = "".join(f"<p>{html.escape(n)}</p>" for n in notes)
+    preamble = sweep_preamble(args, printed, failures_note(res) + said)
     page = viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}", preamble=preamble)
     write_text_atomic(args.html, page)
 
@@ -162,4 +171,58 @@ def no_interval_note(agg: Any) -> str:
     return (
         f"note: {which} ran one seed, so no interval: _lo and _hi are NaN there "
         "(--seeds 2 or more gives a 95% interval)"
+    )
+
+
+def trace_note(n_trace: int, n_cells: int) -> str:
+    """The line under a table of several seeds whose cells take their durations from a trace
+    (:class:`~pipesim.workload.durations.TraceDurations` replays its values in order and ignores
+    the generator): their seeds ran the same episodes, so the interval says nothing of how the
+    result varies (it printed ``274.3 [274.3, 274.3]`` over 3 seeds without a word)."""
+    which = "every cell takes" if n_trace == n_cells else f"{n_trace} of {n_cells} cells take"
+    return (
+        f"note: {which} their durations from a trace, which every seed replays the same, so an "
+        "interval over their seeds measures nothing: _lo and _hi are NaN where every seed gave the "
+        "same run (a model fitted to the trace, pipesim fit, draws new durations per seed)"
+    )
+
+
+TAIL_NOTE_SHARE = 0.10
+"""The share of a run's simulated time after its last training step above which ``pipesim run``
+and ``pipesim sweep`` say that throughput counts that tail (:func:`tail_note`)."""
+
+
+def tail_share(result: Any) -> float:
+    """The share of ``result``'s simulated time after its last training step ended (the final
+    weight update: a drain waits for every episode in flight, then the sync), from the trainer's
+    log (the ``events`` table's ``train`` rows); 0 for a run that trained nothing."""
+    T = float(result.sim_time_s)
+    ends = [float(end) for _, _, end, _ in result.train_log]
+    return max(T - max(ends), 0.0) / T if ends and T > 0 else 0.0
+
+
+def tail_note(shares: Sequence[float], T: float | None = None) -> str | None:
+    """One line on standard error where a run spent more than :data:`TAIL_NOTE_SHARE` of its
+    simulated time after its last training step (``shares``: one per run; ``T``: the one run's
+    simulated seconds): ``throughput_per_hour`` is trained / ``sim_time_s``, as the chapter counts
+    it, so the tail weighs on short runs of draining designs (3 steps of async-eta4-drain: 469 s
+    of 1,530). None where no run's tail is that long."""
+    over = [float(x) for x in shares if float(x) > TAIL_NOTE_SHARE]
+    if not over:
+        return None
+    what = "the final weight update (a drain waits for the episodes in flight) and sync"
+    if T is not None and len(over) == 1:
+        head = (
+            f"{over[0]:.0%} of the run ({over[0] * T:,.0f} s of {T:,.0f} s) came after its last training step"
+        )
+        where = "docs/usage.md"
+    else:
+        head = (
+            f"in {len(over)} of {len(shares)} runs more than {TAIL_NOTE_SHARE:.0%} of the simulated "
+            f"time (up to {max(over):.0%}) came after the last training step"
+        )
+        where = "docs/sweeps.md"
+    return (
+        f"note: {head}: {what}; throughput_per_hour = trained / sim_time_s counts it, so short runs "
+        f"of draining designs read slow (more steps shrink the tail; {where})"
     )

@@ -12,6 +12,7 @@ from typing import Any
 import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
+from pipesim.compute.trainer import check_expert_parallel
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
@@ -95,6 +96,11 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
     problem = context_problem(spec, next(iter(engines.values())).context_len)
     if problem is not None:
         raise PlanError(problem)
+    if (prof := spec.framework) is not None:  # a profile the model cannot use at any placement:
+        try:  # said as such, not as 'no trainer holds the model' once every placement is skipped
+            check_expert_parallel(spec.model, prof.tp * prof.pp * prof.ep, prof)
+        except ValueError as e:
+            raise PlanError(f"model.framework: {e}", "model.framework") from None
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
     except ValueError as e:

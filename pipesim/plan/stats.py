@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipesim.core.validate import refuse
+from pipesim.io.sweep_grid import t_quantile_975  # io sits below plan: one quantile for both
 
 if TYPE_CHECKING:
     from pipesim.plan.evaluate import Evaluated
@@ -46,19 +47,13 @@ __all__ = [
     "tied_with_best",
 ]
 
-# two-sided 95% Student t quantiles by degrees of freedom (scipy.stats.t.ppf(0.975, df))
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-_T95.update({10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042})
-
 
 def t95(df: int) -> float:
-    """The two-sided 95% t quantile for ``df`` degrees of freedom (the next tabulated lower df
-    above 10, which errs wide; 1.96 beyond 30)."""
-    if df < 1:
-        raise ValueError(f"df must be at least 1, got {df}")
-    if df > 30:
-        return 1.96
-    return _T95[max(k for k in _T95 if k <= df)]
+    """The two-sided 95% t quantile for ``df`` degrees of freedom: the sweep's
+    (:func:`pipesim.io.sweep_grid.t_quantile_975`, tabulated to 30, a Cornish-Fisher expansion
+    beyond), so a plan and a sweep give one seed count one interval. It took the next tabulated
+    lower df above 10 and 1.96 beyond 30 (t(31) = 2.040). A df below 1 is a ValueError."""
+    return t_quantile_975(df)
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,9 @@ def as_strategy(x: Any, default: Any, name: str = "policies") -> Any:
     )
 
 
-def admissions() -> SearchStrategy[Any]:
+def admissions(max_batch: int = 10) -> SearchStrategy[Any]:
+    """pipesim's admission rules with arguments every pipeline of a batch up to ``max_batch`` can
+    run (LagBound's lag at least the batch, or no batch fills)."""
     from hypothesis import strategies as st
 
     from pipesim.policies.admission import (
@@ -173,7 +175,8 @@ def admissions() -> SearchStrategy[Any]:
         st.builds(AReaLThrottle, st.none() | st.integers(1, 16)),
         st.builds(QueueAhead, st.floats(1.0, 3.0)),
         st.builds(AsyncRatio, st.floats(0.0, 3.0)),
-        st.builds(LagBound, st.integers(10, 40)),  # >= the largest batch drawn, or no batch fills
+        # >= the largest batch drawn, or no batch fills (10-40 at the default batches)
+        st.builds(LagBound, st.integers(max(10, max_batch), max(40, 4 * max_batch))),
         st.builds(StaleFraction, st.floats(0.0, 1.0), st.integers(1, 2)),
         st.builds(OverSample, st.floats(1.0, 2.0)),
     )
@@ -348,9 +351,9 @@ def policy_scenarios(
     (admissions, ad_name), (weight_updates, wu_name) = pins["admissions"], pins["weight_updates"]
     (batchings, ba_name), (routings, ro_name) = pins["batchings"], pins["routings"]
     check_sizes(max_slots, max_batch, max_steps)
-    ad = as_strategy(admissions, kit.admissions(), ad_name)
+    ad = as_strategy(admissions, kit.admissions(max_batch), ad_name)  # runnable at every batch drawn
     wu = as_strategy(weight_updates, kit.weight_updates(), wu_name)
-    ba = as_strategy(batchings, kit.batchings(), ba_name)
+    ba = as_strategy(batchings, kit.batchings(min_capacity=max(12, max_batch)), ba_name)
     fa = as_strategy(failures, st.none() | failure_policies(), "failures")
     du = as_strategy(durations, duration_models(), "durations")
     routes = None if routings is None else replica_configs(as_strategy(routings, None, ro_name))

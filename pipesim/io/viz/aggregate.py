@@ -2,13 +2,14 @@
 
 :func:`aggregate_view` draws, on one shared time axis,
 
-1. **episodes in flight by version** -- generation segments running at each instant, stacked by
-   the version generating them (the same colours as the timeline; past
+1. **episodes in flight by version** -- episodes on a slot, generating or paused (through a
+   sync), stacked by the version they were generating under (the timeline's colours; past
    :data:`~pipesim.io.viz.palette.MAX_VERSION_LEGEND` versions, by the timeline's bands of
    consecutive versions, :func:`~pipesim.io.viz.palette.version_band`, one trace a band);
-2. **buffer depth** -- finished episodes waiting for the trainer: an episode enters at its end
-   and leaves when the training step that takes it starts (a dropped one at the next step's
-   start after its end, where the batch policy discards it; one still buffered at the run's end);
+2. **buffer depth** -- finished episodes waiting for the trainer, the mean over each bin: an
+   episode enters at its end and leaves when the training step that takes it starts (a dropped one
+   at the next step's start after its end, where the batch policy discards it; one still buffered
+   at the run's end);
 3. **slots generating** -- the share of slots generating, per time bin, and **trainer busy**,
    the share of each bin the trainer trains, both clipped to [0, 1];
 
@@ -18,16 +19,18 @@ eta a dotted line labelled with what it bounds (:func:`eta_bounds`): "staleness 
 policy promises it of every trained episode, "admission bound" where it paces the starts only (a
 partial rollout trains episodes continued across updates above it by design).
 
-Every series is computed from the ``events``, ``trained`` and ``episode_table`` tables with
-cumulative sums over sorted interval ends (no per-bin loop over episodes), so a run of millions
-of segments draws in a second and the figure holds ``n_bins`` points per series whatever the run's
-size. It works on a :class:`~pipesim.results.run.RunResult` and on a run loaded with
-:func:`pipesim.load`. :func:`pipesim.io.viz.run_views` chooses it instead of the timeline above
-``AGGREGATE_THRESHOLD`` slots; it is available for any run.
+Every series is a time-weighted mean per bin (:func:`binned_means`: one pass over the tables, no
+loop over episodes or versions), so a run of millions of segments draws in a second in ``n_bins``
+points a series (counts at each bin's middle drew a 2,500-step run's 5 s syncs as drops to zero
+in flight, and its buffer as noise). Count axes tick without repeats (:func:`count_ticks`); the
+version legend lies under the first panel, every entry shown. It works on a ``RunResult`` and on
+a run loaded with :func:`pipesim.load`; :func:`pipesim.io.viz.run_views` chooses it instead of the
+timeline above ``AGGREGATE_THRESHOLD`` slots.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -57,8 +60,13 @@ __all__ = [
     "aggregate_view",
     "busy_share",
     "buffer_depth",
+    "buffer_mean",
+    "count_ticks",
     "eta_bounds",
     "in_flight",
+    "in_flight_mean",
+    "binned_means",
+    "mean_count",
 ]
 
 
@@ -85,35 +93,66 @@ def _count_at(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
 
 
-def _integral(t: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """sum over ``points`` p <= t of (t - p), at each ``t`` (``points`` sorted)."""
-    k = np.searchsorted(points, t, side="right")
-    csum = np.concatenate([[0.0], np.cumsum(points)])
-    return k * t - csum[k]  # type: ignore[no-any-return]
-
-
 def busy_share(edges: np.ndarray, start: np.ndarray, end: np.ndarray, capacity: float) -> np.ndarray:
     """Per bin between ``edges``, the interval-seconds inside it over ``capacity`` x the bin's
     width, clipped to [0, 1] (``capacity`` 1 for the trainer, ``n_slots`` for the engine)."""
-    s, e = np.sort(start.astype(np.float64)), np.sort(end.astype(np.float64))
-    busy = _integral(edges, s) - _integral(edges, e)  # interval-seconds in [0, edge]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.clip(np.nan_to_num(mean_count(edges, start, end) / capacity), 0.0, 1.0)
+
+
+def binned_means(
+    edges: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """``(n_groups, n_bins)``: per group and bin between ``edges``, the time-weighted mean number of
+    the group's intervals [start, end) open in it. One pass: an interval adds its partial overlaps
+    to its first and last bins and counts once in each bin it covers whole (a difference array of
+    integers: a bin no interval overlaps is exactly 0, which :func:`_support` skips)."""
+    n_bins = len(edges) - 1
+    s = np.clip(np.asarray(start, dtype=np.float64), edges[0], edges[-1])
+    e = np.clip(np.asarray(end, dtype=np.float64), edges[0], edges[-1])
+    bs = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, n_bins - 1)
+    be = np.clip(np.searchsorted(edges, e, side="right") - 1, 0, n_bins - 1)
+    base = group.astype(np.int64) * n_bins
+    one = bs == be
+    part = np.where(one, e - s, edges[bs + 1] - s)  # the first bin's share (all of it in one bin)
+    size = n_groups * n_bins
+    seconds = np.bincount(base + bs, weights=part, minlength=size)
+    seconds += np.bincount((base + be)[~one], weights=(e - edges[be])[~one], minlength=size)
+    # whole bins bs+1 .. be-1 of each interval, a difference array (a group's ends before the next's)
+    full = np.bincount((base + bs + 1)[~one], minlength=size) - np.bincount((base + be)[~one], minlength=size)
+    whole = np.cumsum(full).reshape(n_groups, n_bins)
     width = np.diff(edges)
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.diff(busy) / (capacity * width)
-    return np.clip(np.nan_to_num(share), 0.0, 1.0)
+        mean = np.nan_to_num(seconds.reshape(n_groups, n_bins) / width) + whole
+    return np.maximum(mean, 0.0)  # type: ignore[no-any-return]
+
+
+def mean_count(edges: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per bin between ``edges``, the time-weighted mean number of intervals [start, end) open in it."""
+    return binned_means(edges, start, end, np.zeros(len(start), dtype=np.int64), 1)[0]
 
 
 def in_flight(events: Any, t: np.ndarray) -> dict[int, np.ndarray]:
-    """Per generating version, the segments running at each instant ``t``."""
-    gen = events[events["kind"] == "gen"]
-    out: dict[int, np.ndarray] = {}
-    for v, g in gen.groupby("version", sort=True, observed=True):
-        out[int(str(v))] = _count_at(t, g["start_s"].to_numpy(), g["end_s"].to_numpy())
-    return out
+    """Per version, the segments generating at each instant ``t`` (the figure: :func:`in_flight_mean`)."""
+    groups = events[events["kind"] == "gen"].groupby("version", sort=True, observed=True)
+    return {int(str(v)): _count_at(t, g["start_s"].to_numpy(), g["end_s"].to_numpy()) for v, g in groups}
 
 
-def buffer_depth(result: Any, t: np.ndarray) -> np.ndarray:
-    """Finished episodes waiting for the trainer at each instant ``t`` (see the module docstring)."""
+def in_flight_mean(events: Any, edges: np.ndarray, key: Any = int) -> dict[Any, np.ndarray]:
+    """Per version (per ``key(version)``: the figure passes its band), the mean number of episodes
+    on a slot in each bin between ``edges``: generating (``gen`` segments) or paused between them
+    (``pause``, under the version it was generating), so an episode counts from start to end."""
+    rows = events[events["kind"].isin(["gen", "pause"])]
+    versions, inverse = np.unique(rows["version"].to_numpy(), return_inverse=True)
+    keys = list(dict.fromkeys(key(v) for v in versions.tolist()))  # in version order
+    index = {k: i for i, k in enumerate(keys)}
+    group = np.array([index[key(v)] for v in versions.tolist()], dtype=np.int64)[inverse]
+    means = binned_means(edges, rows["start_s"].to_numpy(), rows["end_s"].to_numpy(), group, len(keys))
+    return dict(zip(keys, means))
+
+
+def _buffered(result: Any) -> tuple[np.ndarray, np.ndarray]:
+    """When each finished episode entered the buffer and left it (see the module docstring)."""
     eps = result.episode_table
     train = result.events[result.events["kind"] == "train"]
     step_start = np.sort(train["start_s"].to_numpy(dtype=np.float64))
@@ -130,8 +169,33 @@ def buffer_depth(result: Any, t: np.ndarray) -> np.ndarray:
         dropped = (ended["status"] == "discarded").to_numpy()
         nxt = np.searchsorted(step_start, enter[dropped], side="left")
         leave[dropped] = np.where(nxt < len(step_start), step_start[np.minimum(nxt, len(step_start) - 1)], T)
-    leave = np.maximum(leave, enter)
-    return _count_at(t, enter, leave)
+    return enter, np.maximum(leave, enter)
+
+
+def buffer_depth(result: Any, t: np.ndarray) -> np.ndarray:
+    """Finished episodes waiting for the trainer at each instant ``t`` (see the module docstring)."""
+    return _count_at(t, *_buffered(result))
+
+
+def buffer_mean(result: Any, edges: np.ndarray) -> np.ndarray:
+    """The mean number of finished episodes waiting for the trainer in each bin between ``edges``."""
+    return mean_count(edges, *_buffered(result))
+
+
+COUNT_TICKS = 4
+"""The fewest ticks past 0 a count axis gets (fewer than 2.5x as many: 1-2-5 steps)."""
+
+
+def count_ticks(top: float) -> tuple[float, str]:
+    """The tick step and d3 format of a count axis from 0 to ``top``: the largest step of 1, 2 or
+    5 x 10^k giving :data:`COUNT_TICKS` ticks or more past 0, with the decimals the step has, so no
+    two ticks print alike (as ``pipesim.plan.report_html.share_ticks`` does for shares)."""
+    raw = max(float(top), 1e-9) / COUNT_TICKS
+    exp = math.floor(math.log10(raw))
+    step = next(m * 10.0**exp for m in (5, 2, 1) if m * 10.0**exp <= raw * (1 + 1e-9))
+    step = float(f"{step:.12g}")  # 0.2, not 0.20000000000000001
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    return step, f",.{decimals}~f" if decimals else ",d"
 
 
 def _support(counts: np.ndarray) -> np.ndarray:
@@ -152,12 +216,14 @@ def _support(counts: np.ndarray) -> np.ndarray:
 
 def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BINS) -> go.Figure:
     """The aggregate view of one run (see the module docstring)."""
-    ev = result.events
-    T = float(result.sim_time_s)
+    ev, T = result.events, float(result.sim_time_s)
     n_slots = int(result.scenario.pipeline.n_slots)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
     mid = (edges[:-1] + edges[1:]) / 2
     name = title or result.scenario.name
+    n_versions = n_versions_of(ev)
+    colors = version_colors(n_versions)  # the timeline's colours for the same run
+    bands = in_flight_mean(ev, edges, key=lambda v: version_band(v, n_versions))  # a grid of bands
     fig = make_subplots(
         rows=4,
         cols=1,
@@ -165,19 +231,13 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         vertical_spacing=0.085,
         row_heights=[0.34, 0.18, 0.18, 0.30],
         subplot_titles=(
-            f"{name}: episodes in flight by generating version ({n_slots:,} slots)",
-            "buffer depth (finished, waiting for the trainer)",
+            f"{name}: episodes in flight by version (on a slot, generating or paused; "
+            f"mean per bin; {n_slots:,} slots)",
+            "buffer depth (finished, waiting for the trainer; mean per bin)",
             "slots generating and trainer busy (share of each bin)",
             "staleness of each trained batch (episodes per step and staleness)",
         ),
     )
-    flight = in_flight(ev, mid)
-    n_versions = n_versions_of(ev)
-    colors = version_colors(n_versions)  # the timeline's colours for the same run
-    bands: dict[tuple[int, int, str], np.ndarray] = {}
-    for v, counts in flight.items():  # versions in order: so are their bands
-        band = version_band(v, n_versions)
-        bands[band] = bands[band] + counts if band in bands else counts
     stack: list[dict[str, Any]] = []
     for (lo, hi, label), counts in bands.items():
         keep = _support(counts)  # a band's own bins: the stack infers zero elsewhere
@@ -194,37 +254,16 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 fillcolor=color,
                 name=label,
                 legendgroup=label,
-                hovertemplate=f"{label}: %{{y:,}} in flight at %{{x:,.0f}} s<extra></extra>",
+                hovertemplate=f"{label}: %{{y:,.1f}} in flight (bin mean) at %{{x:,.0f}} s<extra></extra>",
             )
         )
     add_specs(fig, stack, row=1)  # one trace a version, thousands in a long run: added at once
-    fig.add_trace(
-        go.Scatter(
-            x=mid,
-            y=buffer_depth(result, mid),
-            mode="lines",
-            line=dict(color=BUFFER_COLOR, shape="hv"),
-            name="buffer depth",
-            legendgroup="series",
-            legend="legend2",
-            hovertemplate="%{y:,} buffered at %{x:,.0f} s<extra></extra>",
-        ),
-        row=2,
-        col=1,
-    )
-    gen = ev[ev["kind"] == "gen"]
-    train = ev[ev["kind"] == "train"]
-    for series, color, vals in (
-        (
-            "slots generating",
-            UTIL_COLOR,
-            busy_share(edges, gen["start_s"].to_numpy(), gen["end_s"].to_numpy(), n_slots),
-        ),
-        (
-            "trainer busy",
-            TRAIN_COLOR,
-            busy_share(edges, train["start_s"].to_numpy(), train["end_s"].to_numpy(), 1.0),
-        ),
+    depth = buffer_mean(result, edges)
+    gen, train = ev[ev["kind"] == "gen"], ev[ev["kind"] == "train"]
+    for row, series, color, vals, hover in (
+        (2, "buffer depth", BUFFER_COLOR, depth, "%{y:,.1f} buffered (bin mean)"),
+        (3, "slots generating", UTIL_COLOR, busy_share(edges, gen["start_s"], gen["end_s"], n_slots), ""),
+        (3, "trainer busy", TRAIN_COLOR, busy_share(edges, train["start_s"], train["end_s"], 1.0), ""),
     ):
         fig.add_trace(
             go.Scatter(
@@ -235,9 +274,9 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 name=series,
                 legendgroup="series",
                 legend="legend2",
-                hovertemplate=f"{series}: %{{y:.0%}} at %{{x:,.0f}} s<extra></extra>",
+                hovertemplate=f"{hover or series + ': %{y:.0%}'} at %{{x:,.0f}} s<extra></extra>",
             ),
-            row=3,
+            row=row,
             col=1,
         )
     tr = result.trained
@@ -263,6 +302,9 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                     y=-0.09,
                     yanchor="top",
                     thickness=10,
+                    tick0=0,
+                    dtick=max(1.0, count_ticks(float(grid.max()))[0]),  # whole episodes: 1, 2, not 1.5
+                    tickformat=",d",
                 ),
                 hovertemplate="step %{x}, staleness %{y}: %{z:,} episodes<extra></extra>",
                 name="staleness",
@@ -291,29 +333,65 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     fig.update_xaxes(
         title_text="training step", row=4, col=1, dtick=max(1, (len(result.train_log) + 19) // 20)
     )
-    fig.update_yaxes(title_text="episodes", row=1, col=1, rangemode="tozero", tickformat=",d")
-    fig.update_yaxes(title_text="episodes", row=2, col=1, rangemode="tozero", tickformat=",d")
+    top = np.sum(list(bands.values()), axis=0).max() if bands else 0.0  # the stack's highest bin
+    for row, peak in ((1, float(top)), (2, float(depth.max(initial=0.0)))):
+        step, fmt = count_ticks(peak)
+        rng = [0, max(peak, step) * 1.05]
+        fig.update_yaxes(
+            title_text="episodes", row=row, col=1, range=rng, tick0=0, dtick=step, tickformat=fmt
+        )
     fig.update_yaxes(title_text="share", row=3, col=1, range=[0, 1.05], tickformat=".0%")
     smax = int(tr["staleness"].max()) if len(tr) else 0  # ticks at the staleness values drawn only
     ticks = list(range(0, smax + 1, max(1, (smax + 9) // 10)))
     fig.update_yaxes(title_text="staleness (versions)", row=4, col=1, tickmode="array", tickvals=ticks)
-    # two legends, each beside what it names: the versions beside the in-flight panel (scrolling
-    # within it when there are many), the three series beside the buffer and share panels; in one
-    # legend the series came after every version, beside the heatmap, or past the figure's end
-    top_row1, top_row2 = fig.layout.yaxis.domain[1], fig.layout.yaxis2.domain[1]
+    _lay_out(fig, len(bands), max((len(label) for _, _, label in bands), default=2))
+    return fig
+
+
+ROW_PX, GAP_PX, LEGEND_ROW_PX, MARGIN_PX = (213, 113, 113, 188), 71, 22, (50, 110)
+LEGEND_WIDTH_PX = 720
+"""The plot width the version legend's rows are planned for (plotly wraps it at the plot's width,
+about 720 px in a 1,000 px window; a wider page leaves its last rows blank)."""
+
+
+def legend_rows(n_entries: int, label_chars: int) -> tuple[int, int]:
+    """The px of a version legend entry's text (all alike: columns) and the rows ``n_entries`` take
+    across :data:`LEGEND_WIDTH_PX` (10 a row of ``v12``, 5 of ``v1984-v2047``)."""
+    text_px = 7 * label_chars + 8
+    per_row = max(1, LEGEND_WIDTH_PX // (text_px + 40))
+    return text_px, max(1, -(-n_entries // per_row))
+
+
+def _lay_out(fig: go.Figure, n_entries: int, label_chars: int) -> None:
+    """Panels of :data:`ROW_PX`; the version legend under the first, every entry shown (at most
+    ``MAX_VERSION_LEGEND``), the series' legend beside the buffer and share panels it names."""
+    text_px, rows = legend_rows(n_entries, label_chars)
+    legend_px = LEGEND_ROW_PX * (rows + 1)  # the title on a line of its own
+    gaps = [GAP_PX + 20 + legend_px, GAP_PX, GAP_PX]  # under the first panel: its ticks, the legend
+    plot_px = sum(ROW_PX) + sum(gaps)
+    top = float(plot_px)
+    domains = []
+    for i, h in enumerate(ROW_PX):
+        domains.append((max(top - h, 0.0) / plot_px, top / plot_px))
+        top -= h + (gaps[i] if i < len(gaps) else 0)
+    for i, dom in enumerate(domains):
+        fig.layout[f"yaxis{i + 1 if i else ''}"].domain = dom
+        fig.layout.annotations[i].y = dom[1]  # the panel's title (make_subplots' i-th annotation)
     fig.update_layout(
-        height=1000,
+        height=plot_px + sum(MARGIN_PX),
         plot_bgcolor="white",
         hovermode="closest",
-        margin=dict(l=70, r=20, t=50, b=110),
+        margin=dict(l=70, r=20, t=MARGIN_PX[0], b=MARGIN_PX[1]),
         legend=dict(
-            title_text="colour = generating version",
-            groupclick="toggleitem",
-            y=top_row1,
+            title=dict(text="colour = generating version", side="top"),
+            orientation="h",
+            x=0,
+            xanchor="left",
+            y=domains[0][0] - 28 / plot_px,  # below the first panel's tick labels
             yanchor="top",
+            entrywidth=text_px,
+            groupclick="toggleitem",
             tracegroupgap=0,  # each version is its own group: no gap between them
-            maxheight=0.3,  # of the figure's height: it stops above the series' legend
         ),
-        legend2=dict(title_text="series", y=top_row2, yanchor="top", x=1.02, xanchor="left"),
+        legend2=dict(title_text="series", y=domains[1][1], yanchor="top", x=1.02, xanchor="left"),
     )
-    return fig

@@ -175,6 +175,24 @@ def add_band_line(
     )
 
 
+def _lines(agg: pd.DataFrame, x: str, by: str, caller: str) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """The lines of a figure of ``x``: one per value of ``by`` and of every other axis that splits
+    the rows further (:func:`~pipesim.io.viz.sweep_axes.split_columns`), each with its cell's
+    values and its rows in ``x`` order. A line that still holds one x twice is a ``ValueError``."""
+    cols = split_columns(agg, [by], [a for a in axes_of(agg) if a not in (x, by)])
+    out = []
+    for _, g in ordered(agg, [*cols, x]).groupby(cols, sort=False, dropna=False):
+        cell = {c: g.iloc[0][c] for c in cols}
+        if g[x].duplicated().any():
+            raise ValueError(
+                f"{caller}: the line {cell} holds {x}={g[x][g[x].duplicated()].iloc[0]!r} more than once: "
+                f"the table has rows that differ in columns other than {[*cols, x]}; pick one slice "
+                "(filter the rows) or pass by= the column that tells them apart"
+            )
+        out.append((cell, g))
+    return out
+
+
 def lines_figure(
     agg: pd.DataFrame,
     x: str,
@@ -193,19 +211,12 @@ def lines_figure(
     vary among the lines; lines and categories come in the order the sweep was given its values.
     A line that would still hold one x twice is a ``ValueError``."""
     _need(agg, [by, x])
-    cols = split_columns(agg, [by], [a for a in axes_of(agg) if a not in (x, by)])
-    named = varied(agg, cols) or [by]
+    lines = _lines(agg, x, by, "lines_figure")
+    named = varied(agg, list(lines[0][0])) if lines else []
+    named = named or [by]
     fig = make_subplots(rows=1, cols=1)
-    groups = ordered(agg, [*cols, x]).groupby(cols, sort=False, dropna=False)
-    for i, (_, g) in enumerate(groups):
-        name = cell_text(g.iloc[0], named)
-        if g[x].duplicated().any():
-            raise ValueError(
-                f"lines_figure: the line {name!r} holds {x}={g[x][g[x].duplicated()].iloc[0]!r} more than "
-                f"once: the table has rows that differ in columns other than {[*cols, x]}; pick one "
-                f"slice (filter the rows) or pass by= the column that tells them apart"
-            )
-        add_band_line(fig, g, x, metric, name, PALETTE[i % len(PALETTE)])
+    for i, (cell, g) in enumerate(lines):
+        add_band_line(fig, g, x, metric, cell_text(cell, named), PALETTE[i % len(PALETTE)])
     fig.update_layout(
         title=title,
         xaxis_title=xtitle or words(x),
@@ -241,7 +252,10 @@ def staleness_throughput_figure(
     agg: pd.DataFrame, x: str = "max_staleness", by: str = "weight_update"
 ) -> go.Figure:
     """Figure 13.2: left, throughput against eta per weight-update policy (partial vs drain);
-    right, mean and max staleness of trained episodes against eta for partial rollouts, with y = eta."""
+    right, mean and max staleness of trained episodes against eta for partial rollouts, with y = eta.
+    A sweep over more axes (``n_slots`` too) draws a line per combination, named by the values
+    that vary (joined into one line per policy, the cells zig-zagged between the slot counts);
+    rows no axis tells apart are a ``ValueError``, as in :func:`lines_figure`."""
     _need(agg, [x, by])
     fig = make_subplots(
         rows=1,
@@ -251,15 +265,22 @@ def staleness_throughput_figure(
             "Staleness of trained episodes (partial rollouts)",
         ),
     )
-    groups = list(agg.groupby(by, sort=False))
-    for i, (key, g) in enumerate(groups):
-        name = policy_words(str(key))
+    lines = _lines(agg, x, by, "staleness_throughput_figure")
+    extra = [c for c in varied(agg, list(lines[0][0])) if c != by] if lines else []
+    partial = [(i, line) for i, line in enumerate(lines) if "partial" in str(line[0][by]).lower()]
+    partial = partial or [(0, line) for line in lines[:1]]
+    for i, (cell, g) in enumerate(lines):
+        name = ", ".join([policy_words(str(cell[by])), *(f"{c}={cell[c]}" for c in extra)])
         add_band_line(fig, g, x, "throughput_per_hour", name, PALETTE[i % len(PALETTE)], row=1, col=1)
-    partial = [g for k, g in groups if "partial" in str(k).lower()]
-    g = partial[0] if partial else groups[0][1]
-    add_band_line(fig, g, x, "staleness_mean", "mean staleness", PALETTE[2], row=1, col=2)
-    add_band_line(fig, g, x, "staleness_max", "max staleness", PALETTE[3], row=1, col=2, dash="dot")
-    xs = sorted(agg[x])
+    for i, (cell, g) in partial:
+        where = ", ".join(f"{c}={cell[c]}" for c in extra)
+        suffix = f" ({where})" if where else ""  # in its throughput line's colour, max dotted
+        colors = (PALETTE[2], PALETTE[3]) if len(partial) == 1 else (PALETTE[i % len(PALETTE)],) * 2
+        add_band_line(fig, g, x, "staleness_mean", "mean staleness" + suffix, colors[0], row=1, col=2)
+        add_band_line(
+            fig, g, x, "staleness_max", "max staleness" + suffix, colors[1], row=1, col=2, dash="dot"
+        )
+    xs = sorted(set(agg[x]))
     fig.add_trace(
         go.Scatter(x=xs, y=xs, mode="lines", name="bound eta", line=dict(color="#999", dash="dash")),
         row=1,
@@ -269,8 +290,14 @@ def staleness_throughput_figure(
     fig.update_yaxes(title_text="episodes trained per hour", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="staleness (versions)", row=1, col=2, rangemode="tozero")
     fig.update_yaxes(showgrid=True, gridcolor="#eee", separatethousands=True)
-    legend = f"{by.replace('_', ' ')} (left), staleness (right)"
-    fig.update_layout(height=440, plot_bgcolor="white", hovermode="closest", legend_title_text=legend)
+    legend = f"{', '.join(w.replace('_', ' ') for w in [by, *extra])} (left), staleness (right)"
+    entries = len(lines) + 2 * len(partial) + 1  # ~30 px each: tall enough that none scrolls
+    fig.update_layout(
+        height=max(440, 210 + 30 * entries),
+        plot_bgcolor="white",
+        hovermode="closest",
+        legend_title_text=legend,
+    )
     _integer_axis(fig, list(agg[x]), row=1, col=1)
     _integer_axis(fig, list(agg[x]), row=1, col=2)
     return fig
