@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from pipesim.calibrate.agent import check_episodes
 from pipesim.calibrate.fit import Fitted
 from pipesim.calibrate.frame import check_calibrate_args, check_kind
 from pipesim.calibrate.log import LogError, TrainingLog
@@ -68,6 +69,8 @@ def check_log(log: TrainingLog, rs: RunSpec) -> None:
       observations: what verl counts as one response);
     * a response mean below what the clip ratio gives (its share of the samples hold
       ``workload.max_response_tokens`` each; a single-turn workload);
+    * for an agent workload, a response mean below its shortest episode (a token a turn and the
+      observations: :func:`pipesim.calibrate.agent.check_episodes`; a log of the turns alone);
     * a mean prompt length above the longest prompt the spec allows: the model context
       (``model.max_model_len``; a drawn prompt: ``workload.max_prompt_tokens`` if smaller), or a
       mean prompt and response together above the context (every sample's sequence fits it, so
@@ -81,6 +84,7 @@ def check_log(log: TrainingLog, rs: RunSpec) -> None:
             _first_over(log, c, log.col(c), cap, "the longest response the spec allows", key)
     if wl.agent is None and log.has("response_length/mean") and log.has("response_length/clip_ratio"):
         _clipped_floor(log, wl.max_response_tokens)
+    check_episodes(log, rs)
     if not log.has("prompt_length/mean"):
         return
     context = engine_config(rs.plan, rs.design.tp).context_len

@@ -1,6 +1,9 @@
 """``pipesim calibrate LOG --spec RUN.toml --out CALIBRATED.toml``: the command (see
 :mod:`pipesim.calibrate`). Output paths are checked before anything is read or run; a bad log, map,
-step range or spec is one line naming the file and the column or key (exit status 2). On a
+step range or spec is one line naming the file and the column or key (exit status 2). A spec
+that misses the log's held-out steps (:mod:`pipesim.calibrate.result`, the held-out guard) is
+written with the warning in its ``not_identified`` list, and the warning is printed (on stdout
+with the results, and on stderr). On a
 terminal, one status line on stderr says which part and which simulation is running (a
 1,000-step log takes about 20 s; ``--quiet`` hides it)."""
 
@@ -79,6 +82,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             sys.stdout.write(text + "\n")
         else:
             write_text_atomic(args.json, text)
+    for w in cal.misses:  # written, and said: the spec misses its own held-out steps (calibrate.result)
+        print(f"pipesim: warning: {args.out}: {w}", file=sys.stderr)
     return 0
 
 

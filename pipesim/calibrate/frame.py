@@ -6,7 +6,7 @@ column), so that a log the fits accept gives no NaN and no negative time.
 A frame holds a ``step`` column and any of :data:`~pipesim.calibrate.log.COLUMNS`, each of an int or
 float dtype (no bools, no objects: ``frame.astype(float)`` converts), complete (a NaN is an empty
 cell: drop the column, as ``read_log`` does), with the cells' rules of ``read_log``; its steps are
-distinct and sorted; a trainer phase (:data:`~pipesim.calibrate.log.PHASES`) is not 0 s at any step;
+distinct and sorted; a trainer phase (:data:`~pipesim.calibrate.cells.PHASES`) is not 0 s at any step;
 a step's ``response_length/max`` is not below its mean (a file read by ``read_log`` too); at most
 :data:`MAX_LOG_STEPS` steps. ``path`` is a string (or a path), ``sha256`` 64 hex digits,
 ``notes`` a tuple of strings.
@@ -21,15 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pipesim.calibrate.log import (
-    COLUMNS,
-    MIN_STEPS,
-    PHASES,
-    STEPS_NEEDED,
-    LogError,
-    first_bad,
-    not_a_column,
-)
+from pipesim.calibrate.cells import COLUMNS, PHASES, LogError, first_bad, not_a_column
+from pipesim.calibrate.log import MIN_STEPS, STEPS_NEEDED
 from pipesim.core.validate import shown
 
 if TYPE_CHECKING:
@@ -174,7 +167,7 @@ def check_spec(rs: Any) -> None:
 def check_steps(steps: object, n: int | None) -> np.ndarray:
     """``steps`` as ``n`` step numbers (integers of magnitude up to ``MAX_STEP``; ``n`` None: one,
     not in a sequence), or a LogError naming ``steps``: the rows of the spec's dealing they take."""
-    from pipesim.calibrate.log import MAX_STEP
+    from pipesim.calibrate.cells import MAX_STEP
 
     seq = np.ndarray | pd.Series | list | tuple | range
     one = n is None and isinstance(steps, int | np.integer) and not isinstance(steps, bool)

@@ -1,7 +1,7 @@
 """A log file's bytes as a frame, and which of its columns the fit reads
 (:func:`pipesim.calibrate.log.read_log`, ``docs/calibrate.md``).
 
-Reading is pandas' (:func:`read_frame`: CSV and TSV as strings, JSON lines as parsed), but pandas
+Reading is pandas' (:func:`read_frame`: CSV and TSV as strings, JSON lines as parsed and typed), but pandas
 quietly settles two things the user should: a column given twice (it keeps the first of a CSV's
 and the last of a JSON line's; :func:`repeated_columns` refuses either, naming the column) and a
 ``--columns`` map that reads one column as two metrics or takes over ``step``'s
@@ -18,19 +18,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipesim.calibrate.log import COLUMNS, LogError, column_numbers, listed_steps
+from pipesim.calibrate.cells import COLUMNS, TYPED, LogError, column_numbers
+from pipesim.calibrate.log import listed_steps
 from pipesim.core.errors import shown
 
 __all__ = ["column_mapping", "read_frame", "repeated_columns", "shadowed"]
 
 
 def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
+    """The log's cells: a CSV's or TSV's as strings (its numbers are read from them), a JSON line's
+    as parsed, marked :data:`~pipesim.calibrate.cells.TYPED` (a number written as a string is
+    refused there)."""
     import io
 
     suffix = p.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+            frame = pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+            frame.attrs[TYPED] = True  # its cells have types: a quoted number is text (cells.py)
+            return frame
         if suffix in (".csv", ".tsv"):
             sep = "\t" if suffix == ".tsv" else ","
             frame = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str)

@@ -66,8 +66,8 @@ def published_log(
     consecutive steps (a table of means: ``repeat >= 3``, the fewest steps a log may hold),
     numbered from ``first_step`` (a table of means over a long run describes its steady state:
     number its rows past the warm-up, which is what ``pipesim calibrate`` matches them to)."""
+    from pipesim.calibrate.cells import MAX_STEP
     from pipesim.calibrate.frame import MAX_LOG_STEPS
-    from pipesim.calibrate.log import MAX_STEP
 
     check_int("repeat", repeat, 1, MAX_LOG_STEPS, "the most steps a log may hold")
     check_int("first_step", first_step, 0, MAX_STEP, "the largest step number")

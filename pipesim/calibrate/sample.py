@@ -16,8 +16,11 @@ training step in verl's names (:data:`pipesim.calibrate.log.COLUMNS`):
   (a split design: verl's fully-async trainer; :mod:`pipesim.calibrate.steptime`), or as
   ``step_includes_sync`` says;
 * ``response_length/mean``: the trained batch's tokens over its samples, less the prompt (exact for
-  a fixed prompt and one turn, which is all this writer accepts); ``response_length/clip_ratio``:
-  the share of the batch truncated at ``max_response_tokens``; ``prompt_length/mean``.
+  a fixed prompt, which is all this writer accepts; for an agent workload, the whole episode, every
+  turn's response and the observations between them, as verl counts it: :mod:`pipesim.calibrate.agent`);
+  ``response_length/clip_ratio``: the share of the batch truncated at ``max_response_tokens``
+  (single-turn only: verl's is the share of episodes filling the response window, which the run
+  does not record); ``prompt_length/mean``.
 
 No ``response_length/max`` (the run's tables keep no per-sample lengths): a log with missing
 columns, as real ones are.
@@ -62,10 +65,8 @@ def sample_log(
         raise ValueError(f"step_includes_sync must be True, False or None, got {shown(step_includes_sync)}")
     holds = rs.design.colocated if step_includes_sync is None else step_includes_sync
     wl = rs.plan.workload
-    if wl.agent is not None or not isinstance(wl.prompt, int):
-        raise ValueError(
-            "sample_log writes single-turn workloads with a fixed prompt (workload.prompt_tokens)"
-        )
+    if not isinstance(wl.prompt, int):
+        raise ValueError("sample_log writes workloads with a fixed prompt (workload.prompt_tokens)")
     crun = run(rs)
     steps = step_breakdown(crun.result, crun.phase_log).set_index("step")
     tcfg = trainer_config(rs.plan, rs.design)
@@ -84,7 +85,8 @@ def sample_log(
         rest = sum(float(steps.loc[step, k]) for k in unlogged) * float(np.exp(noise * rng.standard_normal()))
         row["timing_s/step"] = sum(row[k] for k in timed if holds or k != "timing_s/param_sync") + rest
         row["response_length/mean"] = tokens / batch - wl.prompt
-        row["response_length/clip_ratio"] = float(clip.get(step, 0.0))
+        if wl.agent is None:
+            row["response_length/clip_ratio"] = float(clip.get(step, 0.0))
         row["prompt_length/mean"] = float(wl.prompt)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,0 +1,169 @@
+"""What a training log's columns are and what a cell of each may hold (``docs/calibrate.md``).
+
+The vocabulary: :data:`COLUMNS`, verl's metric names the calibration reads, and their kinds (summed
+over a row of several trainer steps, a share, a length, a trainer phase). The cell rules:
+:func:`column_numbers` reads one column of a file's frame as floats and :func:`first_bad` finds the
+first value no training log holds, each refusal a :class:`LogError` naming the column and the row
+(:func:`pipesim.calibrate.log.read_log` reads a file with them; :mod:`pipesim.calibrate.frame`
+checks a frame built in Python by the same rules).
+
+A CSV's cells are text, and its numbers are read from the text. A JSON-lines log's cells have
+types, so a number written as a string (``"12.5"``) is refused, naming the column and the row ("is
+text, not a number"): read as the number without a word, a writer that quotes its numbers passed
+for one that does not (as :mod:`pipesim.io.fit_readers` refuses it in a trace). A JSON ``true`` or
+``false`` is no number either (pandas reads it as 1 or 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipesim.core.errors import shown
+from pipesim.core.validate import FieldError
+from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
+
+__all__ = [
+    "COLUMNS",
+    "MAX_STEP",
+    "MAX_TIMING_S",
+    "MIN_TIMING_S",
+    "PHASES",
+    "POSITIVE",
+    "SHARES",
+    "SUMMED",
+    "TYPED",
+    "LogError",
+    "column_numbers",
+    "first_bad",
+    "not_a_column",
+]
+
+COLUMNS = (
+    "timing_s/step",
+    "timing_s/gen",
+    "timing_s/old_log_prob",
+    "timing_s/ref",
+    "timing_s/update_actor",
+    "timing_s/param_sync",
+    "response_length/mean",
+    "response_length/max",
+    "response_length/clip_ratio",
+    "prompt_length/mean",
+)
+"""verl's metric names the calibration reads (``verl/trainer/ppo/metric_utils.py``:
+``compute_timing_metrics`` and ``compute_data_metrics``)."""
+SUMMED = tuple(c for c in COLUMNS if c.startswith("timing_s/") and c != "timing_s/param_sync")
+"""The columns verl's fully-async trainer sums over the trainer steps of a logged row (its
+``MetricsAggregator`` sums every ``timing_s/*`` metric of a step: ``detach_utils.py`` lines 256-257
+and 294-295 at volcengine/verl ``b178a3c``); ``timing_s/param_sync`` is not a step's metric there
+but one sync timed after the row's steps (:mod:`pipesim.calibrate.rows`). :meth:`TrainingLog.col`
+reads them per trainer step."""
+SHARES = ("response_length/clip_ratio",)
+"""Columns that are a share of the step's samples, in [0, 1]."""
+POSITIVE = ("response_length/mean", "response_length/max", "prompt_length/mean")
+"""Columns of at least 1 token: a response holds at least one token (its end) and a prompt at least
+one, so no step's mean or max is below 1 (0, or a fraction of a token: a share, not a length)."""
+PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
+"""The trainer's phase columns: all 0 is a phase the log did not time (the column is not used, as
+an all-0 ``timing_s/param_sync`` is no sync); a single 0 among times is no phase's time (refused)."""
+MAX_STEP = 10**9
+"""The largest step number (in magnitude): a billion optimizer steps is beyond any training run (a
+step a second for 30 years); a larger number is a timestamp or a sample count, not a step."""
+MAX_TIMING_S = MAX_STEP_TIME_S
+"""The longest time a ``timing_s/*`` cell may hold, a week: one training step (or phase of one)
+takes seconds to hours; a week is a unit slip (milliseconds, nanoseconds), not a step (and the
+longest a calibrated time may be, :data:`pipesim.plan.runspec_calibration.MAX_STEP_TIME_S`)."""
+MIN_TIMING_S = 1e-9
+"""The shortest nonzero time a ``timing_s/*`` cell may hold, a nanosecond (no timer resolves less):
+below it, relative residuals ``(logged - predicted) / logged`` overflow."""
+
+
+class LogError(FieldError):
+    """A log, a column map or a step range that cannot be read, or a :class:`TrainingLog` (or an
+    argument of the calibration) that cannot be used; ``field`` names the column, key or argument.
+    A :class:`~pipesim.core.validate.FieldError`, so a ``ValueError``."""
+
+    def __init__(self, message: str, field: str = "", file: str | None = None) -> None:
+        super().__init__(message, field, file)
+
+
+def not_a_column(name: object) -> str:
+    """Why ``name`` is not a verl metric name (with the closest one), for a message."""
+    import difflib
+
+    valid = ("step", *COLUMNS)
+    close = difflib.get_close_matches(name, valid, n=1) if isinstance(name, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"not a verl metric name{hint} (valid: {', '.join(valid)})"
+
+
+TYPED = "typed"
+"""The key of ``DataFrame.attrs`` that marks a frame read from a format whose cells have types
+(JSON lines, :func:`pipesim.calibrate.logfile.read_frame`): there a string is no number."""
+
+
+def column_numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Series:
+    """Column ``source`` (verl's ``name``) as floats; LogError naming the first bad cell's row: a
+    cell that is no finite number, a number as text in a typed frame (:data:`TYPED`: a JSON line's
+    ``"12.5"``), a value :func:`first_bad` refuses."""
+    col = df[source]
+    num = pd.to_numeric(col, errors="coerce")
+    if df.attrs.get(TYPED):  # "12.5" in a JSON line: text, which to_numeric reads as 12.5
+        text = col.map(lambda v: isinstance(v, str)).astype(bool) & num.notna()
+        if text.any():
+            i = int(np.flatnonzero(text.to_numpy())[0])
+            where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
+            raise LogError(
+                f"{p}: {where}, row {i + 1}: {shown(col.iloc[i])} is text, not a number; write the "
+                "column's numbers as JSON numbers, not strings",
+                source,
+            )
+    bad = num.isna() & col.notna() & (col.astype(str).str.strip() != "")
+    bad |= ~np.isfinite(num.fillna(0.0))
+    # a JSON true or false is no number (pandas reads it as 1 or 0): a flag in a number's column
+    bad |= col.map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
+        cell = col.iloc[i]  # a JSON true or false as the log writes it, not as numpy holds it
+        got = ("true" if cell else "false") if isinstance(cell, bool | np.bool_) else shown(cell)
+        raise LogError(f"{p}: {where}, row {i + 1}: {got} is not a finite number", source)
+    problem = first_bad(name, num.to_numpy(dtype=float))
+    if problem is not None:
+        i, why = problem
+        raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} {why}", source)
+    return num.astype(float)
+
+
+def first_bad(name: str, values: np.ndarray) -> tuple[int, str] | None:
+    """The first of the finite ``values`` (NaN: an empty cell, passed) of verl's column ``name``
+    that no training log holds, and why (None: none): a negative time or length, a step that is
+    not an integer of magnitude up to :data:`MAX_STEP`, a time above :data:`MAX_TIMING_S` or
+    between 0 and :data:`MIN_TIMING_S`, a length below 1 token, a share above 1."""
+    x = np.nan_to_num(np.asarray(values, dtype=float), nan=0.0)
+    checks: list[tuple[np.ndarray, str]] = []
+    if name == "step":
+        checks.append(
+            (
+                (np.abs(x) > MAX_STEP) | (x != np.round(x)),
+                f"is not a step number (an integer up to {MAX_STEP:.0e})",
+            )
+        )
+    else:
+        checks.append((x < 0, "is negative"))
+    if name.startswith("timing_s/"):
+        why = (
+            f"seconds is out of range (0, or {MIN_TIMING_S:g} s to a week, {MAX_TIMING_S:g} s: a unit slip?)"
+        )
+        checks.append(((x > MAX_TIMING_S) | ((x > 0) & (x < MIN_TIMING_S)), why))
+    elif name in POSITIVE:
+        below = ~np.isnan(np.asarray(values, dtype=float)) & (x >= 0) & (x < 1)
+        what = "a prompt holds" if name.startswith("prompt") else "a response holds"
+        checks.append((below, f"tokens is below 1: {what} at least one token"))
+    if name in SHARES:
+        checks.append((x > 1, "is above 1 (a share of the batch)"))
+    hits = [(int(np.flatnonzero(bad)[0]), why) for bad, why in checks if bad.any()]
+    return min(hits) if hits else None
