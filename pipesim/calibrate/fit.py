@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.validate import check_int, check_number, refuse, shown
+from pipesim.io.sweep_grid import t_quantile_975
 
 __all__ = [
     "BOOTSTRAP",
@@ -56,21 +57,15 @@ MIN_TOKEN_SPREAD = 0.01
 """The least coefficient of variation of the steps' tokens that separates slope from intercept."""
 
 _N = NormalDist()
-_T95: tuple[float, ...] = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-_T95 += (2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069)
-_T95 += (2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-"""Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom."""
 
 
 def t95(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom (1.96 beyond 120)."""
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom, infinite below 1
+    (:func:`pipesim.io.sweep_grid.t_quantile_975`, the one sweeps and plans read; this module kept
+    a table of its own that stepped 2.021, 2.000, 1.980 past 30, up to 1% off)."""
     if isinstance(df, bool) or not isinstance(df, int):
         raise refuse("df", f"must be an integer (degrees of freedom), got {shown(df)}")
-    if df < 1:
-        return math.inf
-    if df <= len(_T95):
-        return _T95[df - 1]
-    return 2.021 if df <= 40 else 2.000 if df <= 60 else 1.980 if df <= 120 else 1.960
+    return math.inf if df < 1 else t_quantile_975(df)
 
 
 def small_sample(value: float, lo: float, hi: float, n: int) -> tuple[float, float]:
@@ -89,7 +84,9 @@ def small_sample(value: float, lo: float, hi: float, n: int) -> tuple[float, flo
     if n < 2:
         return -math.inf, math.inf
     f = t95(n - 1) * math.sqrt(n / (n - 1)) / t95(10**6)
-    return value - f * (value - lo), value + f * (hi - value)
+    # never narrower than the bootstrap's own ends, and holding the estimate: a nonlinear fit's
+    # estimate may lie outside its percentile interval, where widening from it moved an end inwards
+    return min(lo, value, value - f * (value - lo)), max(hi, value, value + f * (hi - value))
 
 
 def _ends(draws: np.ndarray) -> tuple[float, float]:
