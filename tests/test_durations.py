@@ -234,3 +234,26 @@ def test_a_trace_shorter_than_the_default_pool_runs_when_the_run_needs_less() ->
     assert np.array_equal(draw_pool(sc), np.asarray(values))  # the trace, in order
     with pytest.raises(PipelineError, match=r"cycle=True"):  # a run that needs more is told so
         run(sc.with_(steps=12))
+
+
+@pytest.mark.parametrize("max_turns", [1, 40, 1024, 5000, 65_536])
+def test_the_default_pools_chunks_stay_small_for_a_small_pool(max_turns: int) -> None:
+    """A pool of 10 at max_turns 65,536 drew a first chunk of 64 x 65,536 cells (172 MB)."""
+    from itertools import islice
+
+    from pipesim.workload.pools import FIRST_CHUNK_CELLS, MAX_CHUNK_CELLS, chunk_sizes
+
+    sizes = list(islice(chunk_sizes(max_turns), 40))
+    assert sizes[0] == 1 or sizes[0] * max_turns <= FIRST_CHUNK_CELLS
+    assert all(s == 1 or s * max_turns <= MAX_CHUNK_CELLS for s in sizes)
+    assert sizes == sorted(sizes) and sizes[-1] == max(1, MAX_CHUNK_CELLS // max_turns)
+
+
+def test_the_run_page_shows_the_pool_the_run_drew() -> None:
+    from pipesim.io.html import scenario_pairs
+
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=16, batch_size=16, steps=10, max_staleness=1),
+        durations=TraceDurations.from_values([5.0] * 200),
+    )
+    assert dict(scenario_pairs(sc))["pool_size"] == 200 < sc.default_pool_size

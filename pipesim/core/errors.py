@@ -130,8 +130,9 @@ def _more_pool(p: Pipeline, pool_size: int) -> str:
             f"pass more durations (pool_size, {set_to:,}, sizes a pool the run draws, "
             "not the durations given)"
         )
-    values = getattr(p.scenario.durations, "values", None)  # a TraceDurations
-    if isinstance(values, tuple) and pool_size == len(values):
+    dur = p.scenario.durations
+    values = getattr(dur, "values", None)  # a TraceDurations that does not cycle
+    if isinstance(values, tuple) and pool_size == len(values) and not getattr(dur, "cycle", True):
         return f"the trace holds {pool_size:,} durations: a longer trace, or TraceDurations(cycle=True)"
     if pool_size != default:
         return "pass more durations"

@@ -39,11 +39,18 @@ def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
     """
     if scenario.pool_size is not None:
         return draw(scenario.durations, scenario.pool_size, scenario.seed)
-    n = scenario.default_pool_size
+    return draw_stable(scenario.durations, pool_len(scenario), scenario.seed)
+
+
+def pool_len(scenario: Scenario) -> int:
+    """How many durations ``scenario``'s pool holds: its ``pool_size``, else the default, cut to a
+    trace that does not cycle (all the pool there is: a run that launches more is told so)."""
+    if scenario.pool_size is not None:
+        return int(scenario.pool_size)
     dur = scenario.durations
-    if isinstance(dur, TraceDurations) and not dur.cycle:  # a trace is all the pool there is
-        n = min(n, len(dur.values))  # a run that launches more is told so, naming the trace
-    return draw_stable(dur, n, scenario.seed)
+    if isinstance(dur, TraceDurations) and not dur.cycle:
+        return min(scenario.default_pool_size, len(dur.values))
+    return scenario.default_pool_size
 
 
 def run(scenario: Scenario, durations: npt.ArrayLike | None = None) -> RunResult:

@@ -89,7 +89,9 @@ def scenario_pairs(scenario: Scenario, skip: tuple[str, ...] = ()) -> list[tuple
         value = getattr(scenario, name)
         if value is not None and name not in skip:
             pairs.append((name, repr(value)))
-    pairs += [("seed", scenario.seed), ("pool_size", scenario.pool_size or scenario.default_pool_size)]
+    from pipesim.io.api import pool_len  # the pool the run drew (a short trace is all of it)
+
+    pairs += [("seed", scenario.seed), ("pool_size", pool_len(scenario))]
     return pairs
 
 

@@ -29,13 +29,15 @@ hashes) still loads, with an :class:`UnverifiedRunWarning`; re-saving it writes 
 Loading never executes code and never unpickles: Parquet holds plain columns, JSON plain data,
 and the scenario goes through the scenario-file reader (policies named from the catalog). A
 policy this process cannot build (its module not registered here, or outside the catalog at the
-save) stands in as a :class:`~pipesim.policies.catalog.MissingPolicy`, which refuses to run
+save) stands in as a :class:`~pipesim.policies.missing.MissingPolicy`, which refuses to run
 (:func:`pipesim.io.saved_checks.read_scenario`; docs/saved-runs.md). :func:`load` returns a
 :class:`SavedRun`, which has what the views, the trace export and the report read of a
 :class:`~pipesim.results.run.RunResult` (``events``, ``trained``,
 ``episode_table``, ``summary()``, ``scenario``, ``sim_time_s``, ``train_log``, ``sync_log``);
 the engine's raw episode records are not kept, so a loaded run cannot be re-analysed below the
-tables (re-run the scenario for that: it is deterministic given its seed).
+tables (re-run the scenario for that: it is deterministic given its seed and pipesim's
+version: a run saved before December 2026 with a default pool drew its durations otherwise,
+docs/saved-runs.md).
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ class SavedRun:
     """The durations the run was given in place of its scenario's duration model, or None."""
     scenario_exact: bool = True
     """False where a policy of the run could not be rebuilt here: ``scenario`` then holds a
-    :class:`~pipesim.policies.catalog.MissingPolicy` in its slot, which refuses to run, and
+    :class:`~pipesim.policies.missing.MissingPolicy` in its slot, which refuses to run, and
     ``scenario_repr`` says what ran."""
     engine: str = "slots"
     """The engine that ran it (``RunResult.engine``): ``"compute"`` for a run spec's run, whose

@@ -21,7 +21,7 @@ the file and the field.
   NaN to integer", naming no file), intervals inside the run, known kinds, and one ``train``
   event per trained step.
 - :func:`scenario_record` / :func:`read_scenario`: ``scenario.json``'s scenario, written and read
-  back with a :class:`~pipesim.policies.catalog.MissingPolicy` in each slot whose policy this
+  back with a :class:`~pipesim.policies.missing.MissingPolicy` in each slot whose policy this
   process cannot build (its module not registered, or outside the catalog at the save).
 """
 
@@ -300,7 +300,7 @@ def _user_modules(scen: Any, slots: tuple[str, ...]) -> dict[str, str]:
 
 def read_scenario(sc: dict[str, Any], name: str, source: str) -> tuple[Any, list[Any]]:
     """The scenario scenario.json describes (``sc``; ``name`` from meta.json for a run that kept
-    no scenario data), and the placeholders (:class:`~pipesim.policies.catalog.MissingPolicy`)
+    no scenario data), and the placeholders (:class:`~pipesim.policies.missing.MissingPolicy`)
     standing in its slots for the policies this process cannot build: a class not registered
     here (its table is kept, to build it once its module is registered), or one that was outside
     the catalog at the save (its text is kept). Call inside ``reading(scenario.json)``."""

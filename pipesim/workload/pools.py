@@ -27,7 +27,7 @@ from pipesim.workload.durations import (
 )
 from pipesim.workload.seconds import Array, as_durations
 
-__all__ = ["FIRST_CHUNK", "MAX_CHUNK_CELLS", "chunk_sizes", "draw_stable"]
+__all__ = ["FIRST_CHUNK", "FIRST_CHUNK_CELLS", "MAX_CHUNK_CELLS", "chunk_sizes", "draw_stable"]
 
 FIRST_CHUNK = 64
 """Durations the first chunk holds; each next chunk holds twice the last, up to
@@ -35,6 +35,9 @@ FIRST_CHUNK = 64
 size, which is what keeps a pool's start the same; doubling keeps a pool of 10 to one small draw
 and a pool of a million to some twenty (chunks of 1,024 made the chapter's draw of 1.28M
 durations 8x slower than one draw)."""
+FIRST_CHUNK_CELLS = 1 << 16
+"""Turn cells the first chunk holds at most: 64 durations of up to 1,024 turns; one of 65,536
+turns (a pool of 10 at max_turns 65,536 drew 64 x 65,536 cells, 172 MB, for 27 MB drawn at once)."""
 MAX_CHUNK_CELLS = 1 << 24
 """Turn cells (durations x ``max_turns``) one chunk holds at most: 419,430 durations of 40 turns."""
 
@@ -42,7 +45,7 @@ MAX_CHUNK_CELLS = 1 << 24
 def chunk_sizes(max_turns: int) -> Iterator[int]:
     """The sizes of the chunks a default pool of a model with ``max_turns`` is drawn in, forever."""
     cap = max(1, MAX_CHUNK_CELLS // max_turns)
-    size = min(FIRST_CHUNK, cap)
+    size = max(1, min(FIRST_CHUNK, FIRST_CHUNK_CELLS // max_turns))  # a pool of 10 stays small
     while True:
         yield size
         size = min(2 * size, cap)
