@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
 from pipesim.io.cli_options import SetPairs, repeated_key
 from pipesim.io.cli_parser import build_parser
@@ -163,3 +164,22 @@ def test_a_trace_may_still_set_over_its_recipe() -> None:
 
     rs = runspec.load(RUN_SPEC, ["run.steps=3", "run.steps=2"])
     assert rs.steps == 2
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        ["max_staleness=4", "max_head_offpolicyness=1"],
+        ["max_head_offpolicyness=1", "max_staleness=4"],
+    ],
+)
+def test_a_key_that_undoes_a_factory_parameter_is_refused_naming_it(pairs: list[str]) -> None:
+    """Both orders exported eta 4: the factory takes its parameter first, the field is set after."""
+    from pipesim.io.overrides import build
+    from pipesim.io.registry import get_entry
+
+    with pytest.raises(FieldError) as err:
+        build(get_entry("systems:areal"), pairs)
+    assert err.value.field == "max_staleness" and "max_head_offpolicyness" in str(err.value)
+    scenario, _ = build(get_entry("systems:areal"), ["max_head_offpolicyness=1", "steps=3"])
+    assert scenario.pipeline.max_staleness == 1 and scenario.pipeline.steps == 3  # other keys still apply

@@ -267,6 +267,7 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
                 continue
         rest.append(pair)
     scenario = entry.build(**factory_args)
+    _check_knob_kept(entry, factory_args, scenario, rest)
     if pipeline_text:  # each value read as the scenario's own key, then the preset built with them
         try:
             sized = {k: parse_value(scenario, k, t) for k, t in pipeline_text.items()}
@@ -288,6 +289,32 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             raise
         raise FieldError(f"{grew[0]}={given[grew[0]]}: {exc}", grew[0]) from None
     return scenario, given
+
+
+def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, rest: list[str]) -> None:
+    """Refuse a key that sets a field one of the factory's parameters set: applied after the
+    factory, it undid the parameter without a word (``--set max_head_offpolicyness=1 --set
+    max_staleness=4`` on ``systems:areal`` exported eta 4). A parameter's fields are those that
+    differ from the scenario built without it (so a parameter given its default value sets none)."""
+    keys = {split_pair(p)[0].split(".")[0]: split_pair(p)[0] for p in rest if "=" in p}
+    if not keys or not args:
+        return
+    for name, value in args.items():
+        base = entry.build(**{k: v for k, v in args.items() if k != name})
+        changed = {
+            f.name
+            for f in dataclasses.fields(scenario.pipeline)
+            if getattr(base.pipeline, f.name) != getattr(scenario.pipeline, f.name)
+        } | {
+            f.name
+            for f in dataclasses.fields(scenario)
+            if f.name not in ("pipeline", "name") and getattr(base, f.name) != getattr(scenario, f.name)
+        }
+        for field in sorted(changed & set(keys)):
+            raise FieldError(
+                f"{keys[field]} would undo {name}={value!r}, which sets {field}: give one of them",
+                keys[field],
+            )
 
 
 def cell_label(value: Any) -> Any:
