@@ -8,12 +8,15 @@ the last-10-step reward and the held-out pass rate, each as mean [lo, hi] with a
 interval over seeds, the collapsed-run count, and the paired held-out difference of each fp8
 setting against the exact sampler. ``--seed-list`` runs exactly the given seeds. A run that
 diverges (its numbers stop being finite) is kept as diverged and counted as collapsed. Ctrl-C (or
-SIGTERM) stops it with one line saying how many finished runs the JSON keeps, and exit status 130.
+SIGTERM) stops it with one line saying how many finished runs the JSON keeps, and exit status 130;
+``--resume`` continues from them (:func:`offpolicy.runfile.run_cells`, the loop of ``staleness``
+and ``lr_sweep`` too), and refuses a file of another gym, steps, lr or script.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -33,13 +36,15 @@ from offpolicy.experiment import (
     show_table,
     window_of,
 )
-from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.gym import DEFAULT_GYM, GYMS, Tokenizer
 from offpolicy.interrupts import Kept, run_keeping
-from offpolicy.runfile import read_runs, write_json
+from offpolicy.rl import RLConfig
+from offpolicy.runfile import Cell, check_resume, read_runs, run_cells, stored_runs
 from offpolicy.stats import clip_note
 from offpolicy.update import fp8_copy
 
 PROG = "python -m offpolicy.fp8"
+KEY_FIELDS = ("sampler", "correction", "seed", "lr", "steps")  # a run of the study; --resume skips those held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
     parser.add_argument("--json", default="results/offpolicy/fp8.json")
+    parser.add_argument("--resume", action="store_true", help="skip runs already in the JSON file")
     parser.add_argument("--table-only", action="store_true", help="re-render the table from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    check_resume(parser, args, {"gym": [args.gym], "sampler": ["exact", "fp8"]})
     if args.table_only:
         runs = read_runs(args.json)
         if not any(r.get("sampler") == "exact" for r in runs):  # another script's file (IndexError before)
@@ -65,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         show_table(fp8_table(runs, found), args.json)
         return 0
     torch.set_num_threads(1)
-    return run_keeping(PROG, args.json, lambda kept: compare(args, argv, kept), resumable=False)
+    return run_keeping(PROG, args.json, lambda kept: compare(args, argv, kept), resumable=True)
 
 
 def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
@@ -73,30 +80,45 @@ def compare(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> Non
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, base_held = load_base(args.gym)
     settings = [("exact", "none")] + [("fp8", c) for c in args.corrections]
-    runs: list[dict[str, Any]] = []
-    for name, correction in settings:
-        for seed in seeds:
-            run = run_one(
-                base,
-                tok,
-                0,
-                correction,
-                seed,
-                args.steps,
-                args.lr,
-                sampler=fp8_copy if name == "fp8" else None,
-                eval_every=args.eval_every,
-                gym=args.gym,
-            )
-            run["sampler"] = name
-            command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
-            write_json(args.json, {"command": command, "runs": [*runs, run]})
-            runs.append(run)
-            kept.written = len(runs)
-            if note := diverged_note(run):
-                print(f"{name} {correction} seed {seed}{note}", flush=True)
+    runs = stored_runs(args.json, args.resume, KEY_FIELDS)
+    lr = args.lr or RLConfig().lr
+    cells = [
+        Cell(
+            (name, correction, seed, lr, args.steps),
+            functools.partial(one_run, args, base, tok, name, correction, seed),
+        )
+        for name, correction in settings
+        for seed in seeds
+    ]
+    meta = {"command": f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)}
+
+    def said(run: dict[str, Any]) -> None:
+        if note := diverged_note(run):
+            print(f"{run['sampler']} {run['correction']} seed {run['seed']}{note}", flush=True)
+
+    runs = run_cells(args.json, meta, cells, KEY_FIELDS, runs, kept, said)
     print(f"RL base held-out pass rate {base_held['pass_rate']:.3f}")
     show_table(fp8_table(runs, list(args.corrections)), args.json)
+
+
+def one_run(
+    args: argparse.Namespace, base: torch.nn.Module, tok: Tokenizer, sampler: str, correction: str, seed: int
+) -> dict[str, Any]:
+    """One run at lag 0 with the ``sampler`` (``exact`` or ``fp8``) and ``correction``."""
+    run = run_one(
+        base,
+        tok,
+        0,
+        correction,
+        seed,
+        args.steps,
+        args.lr,
+        sampler=fp8_copy if sampler == "fp8" else None,
+        eval_every=args.eval_every,
+        gym=args.gym,
+    )
+    run["sampler"] = sampler
+    return run
 
 
 def fp8_table(runs: list[dict[str, Any]], corrections: list[str]) -> str:

@@ -17,6 +17,7 @@ the JSON keeps, and exit status 130; ``--resume`` continues from them.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 
@@ -39,10 +40,11 @@ from offpolicy.experiment import (
 )
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
-from offpolicy.runfile import read_runs, write_json
+from offpolicy.runfile import Cell, check_resume, read_runs, run_cells, stored_runs
 from offpolicy.stats import clip_note
 
 PROG = "python -m offpolicy.lr_sweep"
+KEY_FIELDS = ("lr", "lag", "correction", "seed", "steps")  # a run of the sweep; --resume skips those held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="re-render the table from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    check_resume(parser, args, {"gym": [args.gym], "sampler": [None]})
     if args.table_only:
         show_table(lr_table(read_runs(args.json)), args.json)
         return 0
@@ -72,33 +75,35 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
     what the JSON holds."""
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base(args.gym)
-    runs = read_runs(args.json) if args.resume else []
-    kept.before = len(runs)
-    done = {(r["lr"], r["lag"], r["correction"], r["seed"], r.get("steps")) for r in runs}
+    runs = stored_runs(args.json, args.resume, KEY_FIELDS)
     meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
-    for lr in args.lrs:
-        for lag in args.lags:
-            for correction in args.corrections:
-                for seed in seeds:
-                    if (lr, lag, correction, seed, args.steps) in done:
-                        continue
-                    run = run_one(
-                        base,
-                        tok,
-                        lag,
-                        correction,
-                        seed,
-                        args.steps,
-                        lr,
-                        eval_every=args.eval_every,
-                        gym=args.gym,
-                    )
-                    write_json(args.json, dict(meta, runs=[*runs, run]))
-                    runs.append(run)
-                    kept.written = len(runs)
-                    print(
-                        f"lr {lr:g} lag {lag} {correction} seed {seed} done{diverged_note(run)}", flush=True
-                    )
+    cells = [
+        Cell(
+            (lr, lag, correction, seed, args.steps),
+            functools.partial(
+                run_one,
+                base,
+                tok,
+                lag,
+                correction,
+                seed,
+                args.steps,
+                lr,
+                eval_every=args.eval_every,
+                gym=args.gym,
+            ),
+        )
+        for lr in args.lrs
+        for lag in args.lags
+        for correction in args.corrections
+        for seed in seeds
+    ]
+
+    def said(run: dict[str, Any]) -> None:
+        setting = f"lr {run['lr']:g} lag {run['lag']} {run['correction']} seed {run['seed']}"
+        print(f"{setting} done{diverged_note(run)}", flush=True)
+
+    runs = run_cells(args.json, meta, cells, KEY_FIELDS, runs, kept, said)
     show_table(lr_table(runs), args.json)
 
 

@@ -20,6 +20,7 @@ runs the JSON keeps, and exit status 130; ``--resume`` continues from them.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -43,10 +44,11 @@ from offpolicy.experiment import (
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import Kept, run_keeping
 from offpolicy.rl import RLConfig
-from offpolicy.runfile import read_runs, write_json
+from offpolicy.runfile import Cell, check_resume, read_runs, run_cells, stored_runs
 from offpolicy.update import CORRECTIONS
 
 PROG = "python -m offpolicy.staleness"
+KEY_FIELDS = ("lag", "correction", "seed", "lr", "steps")  # a run of the grid; --resume skips those held
 CHAPTER_GRID = [(0, "none"), (2, "none"), (4, "none"), (8, "none"), (4, "tis"), (8, "tis"), (8, "mis")]
 
 
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="re-render table and figure from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    check_resume(parser, args, {"gym": [args.gym], "sampler": [None]})
     torch.set_num_threads(1)
     if args.table_only:
         body = lambda _: report(read_runs(args.json), args.json, args.html)  # noqa: E731
@@ -101,21 +104,18 @@ def run_grid(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> No
         f"RL base held-out: pass rate {base_held['pass_rate']:.3f}, reads {base_held['reads']:.2f}",
         flush=True,
     )
-    runs = read_runs(args.json) if args.resume else []
-    kept.before = len(runs)
-    done = {
-        (r["lag"], r["correction"], r["seed"], r["lr"], r.get("steps")) for r in runs
-    }  # steps: a resume at other steps reruns
+    runs = stored_runs(args.json, args.resume, KEY_FIELDS)
     meta = {
         "command": "python -m offpolicy.staleness " + " ".join(sys.argv[1:] if argv is None else argv),
         "base_heldout": base_held,
         "gym": args.gym,
     }
-    for lag, correction in pairs:
-        for seed in seeds:
-            if (lag, correction, seed, args.lr or RLConfig().lr, args.steps) in done:
-                continue
-            run = run_one(
+    lr = args.lr or RLConfig().lr
+    cells = [
+        Cell(
+            (lag, correction, seed, lr, args.steps),
+            functools.partial(
+                run_one,
                 base,
                 tok,
                 lag,
@@ -125,16 +125,21 @@ def run_grid(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> No
                 args.lr,
                 eval_every=args.eval_every,
                 gym=args.gym,
-            )
-            write_json(args.json, dict(meta, runs=[*runs, run]))
-            runs.append(run)
-            kept.written = len(runs)
-            print(
-                f"lag {lag} {correction:<7} seed {seed}: held-out {run['heldout']['pass_rate']:.3f} "
-                f"({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')}); current policy by update "
-                f"(pass/invalid): {eval_trace(run)}{diverged_note(run)}",
-                flush=True,
-            )
+            ),
+        )
+        for lag, correction in pairs
+        for seed in seeds
+    ]
+
+    def said(run: dict[str, Any]) -> None:
+        print(
+            f"lag {run['lag']} {run['correction']:<7} seed {run['seed']}: held-out "
+            f"{run['heldout']['pass_rate']:.3f} ({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')}); "
+            f"current policy by update (pass/invalid): {eval_trace(run)}{diverged_note(run)}",
+            flush=True,
+        )
+
+    runs = run_cells(args.json, meta, cells, KEY_FIELDS, runs, kept, said)
     report(runs, args.json, args.html)
 
 

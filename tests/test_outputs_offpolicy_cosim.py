@@ -52,7 +52,7 @@ def refused(main: Callable[[list[str]], int], argv: list[str], capsys: pytest.Ca
 def offpolicy_file(path: Path, n: int, steps: int = 2) -> bytes:
     """A results file of ``n`` finished staleness runs at ``steps`` steps (the default lr)."""
     hist = [{"reward": 0.2, "mismatch": 0.0, "over_cap": 0.0, "clip_frac": 0.01}] * steps
-    run = {"lag": 0, "correction": "none", "lr": 3e-4, "steps": steps, "history": hist}
+    run = {"lag": 0, "correction": "none", "lr": 3e-4, "steps": steps, "gym": "issue", "history": hist}
     runs = [dict(run, seed=s, heldout={"pass_rate": 0.4, "reads": 1.0, "invalid": 0.0}) for s in range(n)]
     path.write_text(json.dumps({"command": "test", "runs": runs}, indent=1))
     return path.read_bytes()
@@ -133,7 +133,7 @@ def test_mismatch_html_on_the_json_is_refused(
     [
         (staleness.main, ["--lags", "0", "--corrections", "none"], "pass --resume to continue them, or "),
         (lr_sweep.main, ["--lrs", "3e-4", "--lags", "0"], "pass --resume to continue them, or "),
-        (fp8.main, [], ""),  # fp8 cannot resume
+        (fp8.main, [], "pass --resume to continue them, or "),
     ],
     ids=["staleness", "lr-sweep", "fp8"],
 )
