@@ -14,6 +14,8 @@ import argparse
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
@@ -183,3 +185,28 @@ def test_a_key_that_undoes_a_factory_parameter_is_refused_naming_it(pairs: list[
     assert err.value.field == "max_staleness" and "max_head_offpolicyness" in str(err.value)
     scenario, _ = build(get_entry("systems:areal"), ["max_head_offpolicyness=1", "steps=3"])
     assert scenario.pipeline.max_staleness == 1 and scenario.pipeline.steps == 3  # other keys still apply
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "a.x", "a.y", "b.z", "c"]), max_size=8))
+def test_checking_each_new_pair_finds_what_checking_all_of_them_finds(keys: list[str]) -> None:
+    """SetPairs checks each new pair against the earlier ones only (it re-checked every pair at
+    each --set: 2,000 pairs ran past 120 s before the refusal of the first unknown key)."""
+    pairs = [f"{k}=1" for k in keys]
+    incremental = next(
+        (found for n in range(1, len(pairs) + 1) if (found := repeated_key(pairs[:n], start=n - 1))),
+        None,
+    )
+    assert incremental == repeated_key(pairs)
+
+
+def test_a_factory_parameter_that_moves_the_default_pool_leaves_pool_size_free() -> None:
+    from pipesim.io.overrides import build
+    from pipesim.io.registry import get_entry
+
+    for pairs in (
+        ["max_head_offpolicyness=4", "pool_size=10000"],
+        ["pool_size=10000", "max_head_offpolicyness=4"],
+    ):
+        scenario, _ = build(get_entry("systems:areal"), pairs)
+        assert scenario.pool_size == 10000 and scenario.pipeline.max_staleness == 4

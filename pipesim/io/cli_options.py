@@ -99,21 +99,22 @@ OVER_HELP = (
 )
 
 
-def repeated_key(pairs: Sequence[str]) -> tuple[str, str] | None:
+def repeated_key(pairs: Sequence[str], start: int = 0) -> tuple[str, str] | None:
     """The first key of the ``KEY=VALUE`` ``pairs`` that would silently undo an earlier one, and
     that earlier key; None where none does. It undoes one when it is the same key again, or a table
     that an earlier key changed a field of (``durations`` after ``durations.median_s``,
     ``workload.response`` after ``workload.response.sigma``). A table first and then one of its
     fields edits the table set, and is no repeat. A pair without ``=`` is left to the reader."""
     seen: list[str] = []
-    for pair in pairs:
+    for i, pair in enumerate(pairs):
         key, eq, _ = pair.partition("=")
         key = key.strip()
         if not eq or not key:
             continue
-        for earlier in seen:
-            if earlier == key or earlier.startswith(key + "."):
-                return key, earlier
+        if i >= start:  # the pairs before start were checked already (one --set at a time)
+            for earlier in seen:
+                if earlier == key or earlier.startswith(key + "."):
+                    return key, earlier
         seen.append(key)
     return None
 
@@ -136,7 +137,7 @@ class SetPairs(argparse.Action):
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
         pairs = [*(getattr(namespace, self.dest, None) or []), values]
-        found = repeated_key(pairs)
+        found = repeated_key(pairs, start=len(pairs) - 1)  # the new pair against the earlier: O(n)
         if found is not None:
             raise argparse.ArgumentError(self, repeated_problem(*found))
         setattr(namespace, self.dest, pairs)

@@ -308,7 +308,8 @@ def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, res
         } | {
             f.name
             for f in dataclasses.fields(scenario)
-            if f.name not in ("pipeline", "name") and getattr(base, f.name) != getattr(scenario, f.name)
+            if f.name not in ("pipeline", "name", "pool_size")  # a pool sized for the design: not a knob
+            and getattr(base, f.name) != getattr(scenario, f.name)
         }
         for field in sorted(changed & set(keys)):
             raise FieldError(
