@@ -279,3 +279,14 @@ def test_a_compute_run_refuses_a_stand_in_before_any_work(monkeypatch: pytest.Mo
     with pytest.raises(_FieldError) as err:
         run_compute(sc, Cluster(engine=SMALL, n_gpus=2), TokenWorkload(max_response_tokens=512))
     assert err.value.field == "batching" and "register_module('mypol')" in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["\x1b[2J\x1b[31mEVIL\r\n", "Cap(\x07)", "x" * 5000])
+def test_saved_text_reaches_messages_escaped_and_bounded(text: str) -> None:
+    """A saved scenario.json is data: an escape sequence in a policy's text cleared the terminal."""
+    from pipesim.policies.missing import PRIVATE_PREFIX, fix_hint
+
+    err = MissingPolicy(slot="admission", text=text, module="mypol").error()
+    hint = fix_hint(PRIVATE_PREFIX + "/tmp/x\x1b[31mEVIL\nline2".encode().hex())
+    for message in (str(err), hint):
+        assert all(c.isprintable() for c in message) and len(message) < 1200

@@ -80,7 +80,7 @@ from pipesim.io.saved_files import (
     verified_files,
     write_run_dir,
 )
-from pipesim.policies.missing import fix_hint
+from pipesim.policies.missing import fix_hint, plain
 from pipesim.results.run import EVENT_KINDS, RunResult
 
 FORMAT, VERSION = "pipesim-run", 2
@@ -340,7 +340,7 @@ def load(path: str | Path) -> SavedRun:
             slots = ", ".join(m.slot for m in missing)
             warnings.warn(
                 f"{p}: its {slots} policy could not be rebuilt in this process ("
-                + "; ".join(f"{m.slot}: {m.text[:120]} {_why_missing(m)}" for m in missing)
+                + "; ".join(f"{plain(m.slot)}: {plain(m.text, 120)} {_why_missing(m)}" for m in missing)
                 + f"), so its scenario holds a placeholder there (MissingPolicy) that refuses to run: "
                 f"{fix_hint(missing[0].module)}. The saved tables, summary and report read as they "
                 "are; SavedRun.scenario_repr has the run's scenario as it ran",

@@ -40,8 +40,8 @@ class MissingPolicy:
     def error(self) -> UnknownPolicyError:
         """The refusal a run of it raises (its field: the slot)."""
         return UnknownPolicyError(
-            f"{self.slot}: {self.text} was not rebuilt when this scenario was loaded from a saved run "
-            f"(its class is not in this process's policy catalog), so the scenario cannot run: "
+            f"{plain(self.slot)}: {plain(self.text)} was not rebuilt when this scenario was loaded from a "
+            f"saved run (its class is not in this process's policy catalog), so the scenario cannot run: "
             f"{fix_hint(self.module)}. The run's saved tables, summary and report read as they are",
             self.slot,
         )
@@ -68,11 +68,20 @@ class MissingPolicy:
         raise self.error()
 
 
+def plain(text: str, limit: int = 240) -> str:
+    """``text`` from a saved file as a message may print it: control characters escaped (a saved
+    ``scenario.json`` is data, and an escape sequence in it cleared the terminal that printed the
+    load warning) and at most ``limit`` characters."""
+    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
 def fix_hint(module: str) -> str:
     """How to make the classes of ``module`` (as a saved run recorded it) known to this process."""
+    module = plain(module)
     if module.startswith(PRIVATE_PREFIX):  # a --policies file imported under its path's name
         try:
-            path = bytes.fromhex(module[len(PRIVATE_PREFIX) :]).decode()
+            path = plain(bytes.fromhex(module[len(PRIVATE_PREFIX) :]).decode())
         except ValueError:
             path = "FILE"
         return (
