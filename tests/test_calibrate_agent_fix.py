@@ -169,3 +169,19 @@ def test_a_miss_the_steps_spread_explains_is_no_warning() -> None:
     assert noise(_calibration(noisy, 0.3).log, "timing_s/step", 3) > 0.3
     assert _calibration(noisy, 0.3).misses == []
     assert _calibration([100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.0, 99.0], 0.3).misses != []
+
+
+@pytest.mark.parametrize("mean_tokens", [1.0, 1.2])
+def test_a_median_under_one_token_is_refused_naming_the_column(mean_tokens: float) -> None:
+    """An agent log at the shortest episode left a turn's mean at 1 token, and the fit wrote a
+    median of 0.62 tokens [0.62, 0.62] that pipesim run accepted; a response holds >= 1 token."""
+    import numpy as np
+
+    from pipesim.calibrate.fit import fit_lengths
+    from pipesim.core.validate import FieldError
+
+    with pytest.raises(FieldError) as err:
+        fit_lengths(np.full(10, mean_tokens), None, None, 1536.0, 32, 0.5, 0.8, np.random.default_rng(0))
+    assert err.value.field == "response_length/mean"
+    fitted, _ = fit_lengths(np.full(10, 300.0), None, None, 1536.0, 32, 0.5, 0.8, np.random.default_rng(0))
+    assert fitted["response_median_tokens"].value >= 1

@@ -34,7 +34,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from pipesim.core.validate import check_int, check_number, refuse, shown
+from pipesim.core.validate import FieldError, check_int, check_number, refuse, shown
 from pipesim.io.sweep_grid import t_quantile_975
 
 __all__ = [
@@ -206,6 +206,14 @@ def fit_lengths(
 
     n = len(mean)
     mu, s, how = one(np.arange(n))
+    if math.exp(mu) < 1.0:  # a response holds whole tokens, at least one: its median is >= 1
+        raise FieldError(
+            f"response_length/mean: the responses' mean ({float(mean.mean()):.4g} tokens a response, "
+            f"at sigma {s:.3g}) gives a median of {math.exp(mu):.3g} tokens, under one: the log's "
+            "responses are at the one-token floor (an agent spec's observations account for nearly "
+            "all of each episode: check agent.turns and agent.observation_tokens)",
+            "response_length/mean",
+        )
     notes = []
     if how.startswith("mean"):
         notes.append(
