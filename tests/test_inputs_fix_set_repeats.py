@@ -210,3 +210,12 @@ def test_a_factory_parameter_that_moves_the_default_pool_leaves_pool_size_free()
     ):
         scenario, _ = build(get_entry("systems:areal"), pairs)
         assert scenario.pool_size == 10000 and scenario.pipeline.max_staleness == 4
+
+
+def test_a_sweep_axis_over_a_field_a_set_parameter_sets_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """'--set max_head_offpolicyness=3 --over max_staleness=0,1' ran eta 0 and 1 without a word."""
+    args = ["sweep", "systems:areal", "--over", "max_staleness=0,1", "--set", "max_head_offpolicyness=3"]
+    assert main([*args, "--set", "steps=2", "--quiet"]) == 2
+    assert "max_staleness would undo max_head_offpolicyness=3" in capsys.readouterr().err

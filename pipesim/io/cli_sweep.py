@@ -247,11 +247,15 @@ def _sweep(args: argparse.Namespace) -> int:
         entry = resolve(args.scenario)
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
-    from pipesim.io.overrides import POOL_KEYS
+    from pipesim.io.overrides import POOL_KEYS, check_axes_kept
 
     factory_keys = {*entry.parameters(), *(POOL_KEYS if entry.takes_pipeline() else ())}
     preset_items = [i for i in args.over if i.split("=", 1)[0].strip() in factory_keys and "=" in i]
     over = parse_over(scen, [i for i in args.over if i not in preset_items], entry)
+    try:  # an axis over a field a --set preset parameter sets would undo it in every cell
+        check_axes_kept(entry, list(args.set), list(over))
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
     designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
     _check_seed_range(designs, args.seeds)
     try:

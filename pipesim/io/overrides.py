@@ -291,6 +291,20 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     return scenario, given
 
 
+def check_axes_kept(entry: Entry, pairs: list[str], keys: list[str]) -> None:
+    """Refuse a sweep axis (``--over KEY=...``) over a field that a factory parameter given in
+    ``pairs`` (``--set``) sets: each cell set the field after the factory, so ``--set
+    max_head_offpolicyness=3 --over max_staleness=0,1`` ran eta 0 and 1 without a word, as a
+    ``--set`` of the field after the parameter did (:func:`_check_knob_kept`)."""
+    params = entry.parameters()
+    args = {}
+    for pair in pairs:
+        if "=" in pair and (key := split_pair(pair)[0]) in params:
+            args[key] = parse_parameter(entry, key, split_pair(pair)[1])
+    if args and keys:
+        _check_knob_kept(entry, args, entry.build(**args), [f"{k}=axis" for k in keys])
+
+
 def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, rest: list[str]) -> None:
     """Refuse a key that sets a field one of the factory's parameters set: applied after the
     factory, it undid the parameter without a word (``--set max_head_offpolicyness=1 --set
