@@ -124,3 +124,15 @@ def test_a_context_refusal_names_the_field_at_fault(work: TokenWorkload, field: 
 
 def test_a_prompt_that_leaves_one_token_fits() -> None:
     TokenWorkload(prompt=4095, max_prompt_tokens=5000, max_response_tokens=1).check_context(4096)
+
+
+def test_the_longest_sample_must_be_a_number_above_zero() -> None:
+    """check_longest_sample(nan) passed every budget (nan < budget is False)."""
+    from pipesim.compute import GPUS, MODELS, TrainerConfig
+    from pipesim.core.validate import FieldError
+
+    tc = TrainerConfig(model=MODELS["qwen3-8b"], gpu=GPUS["h100-sxm"], n_gpus=8, micro_batch_tokens=4096)
+    for bad in (float("nan"), 0, -5.0):
+        with pytest.raises(FieldError) as err:
+            tc.check_longest_sample(bad)  # type: ignore[arg-type]
+        assert err.value.field == "longest_tokens"

@@ -58,3 +58,11 @@ def test_a_bad_df_is_refused_naming_df(df: object) -> None:
     with pytest.raises(ValueError) as err:
         t95(df)  # type: ignore[arg-type]
     assert getattr(err.value, "field", "") == "df"
+
+
+def test_a_huge_df_gives_the_normal_quantile_not_an_overflow() -> None:
+    """t_quantile_975(10**400) raised OverflowError (float(df))."""
+    from pipesim.io.sweep_grid import t_quantile_975
+
+    q = t_quantile_975(10**400)
+    assert q == pytest.approx(1.959964, abs=1e-6) and q <= t_quantile_975(10**6)

@@ -215,6 +215,7 @@ class TrainerConfig:
         holds at least one whole sample; the phases would instead charge a fraction of a sample
         per micro-batch. Only a budget set here is checked, as the plan and run-spec paths check
         theirs (a default budget is the trainer's, not the user's, and is left as it was)."""
+        check_number("longest_tokens", longest_tokens, 0, strict=True)  # NaN passed every budget
         sp = self.sequence_parallel
         for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
             budget = getattr(self, name)
