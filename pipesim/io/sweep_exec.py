@@ -45,6 +45,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
+from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError
 from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
 
@@ -126,7 +127,10 @@ def run_cell(index: int, scenario: Scenario, fn: MetricsFn, alarm_s: float | Non
         out = {"_index": index, "status": "failed", "error": _timeout_error(alarm_s)}
     except Exception as exc:  # a bad cell must not take the sweep down
         tb = traceback.extract_tb(exc.__traceback__)
-        where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+        # where a bug raised (a user's policy) helps; a refusal names its field, and pipesim's path
+        # in it read as a crash ("FieldError: TraceDurations holds 1 durations ... at .../durations.py:367")
+        refusal = isinstance(exc, FieldError | PipelineError)
+        where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb and not refusal else ""
         out = {"_index": index, "status": "failed", "error": f"{type(exc).__name__}: {exc}{where}"}
     return out
 
