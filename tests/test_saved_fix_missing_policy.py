@@ -287,6 +287,6 @@ def test_saved_text_reaches_messages_escaped_and_bounded(text: str) -> None:
     from pipesim.policies.missing import PRIVATE_PREFIX, fix_hint
 
     err = MissingPolicy(slot="admission", text=text, module="mypol").error()
-    hint = fix_hint(PRIVATE_PREFIX + "/tmp/x\x1b[31mEVIL\nline2".encode().hex())
+    hint = fix_hint(PRIVATE_PREFIX + b"/tmp/x\x1b[31mEVIL\nline2".hex())
     for message in (str(err), hint):
         assert all(c.isprintable() for c in message) and len(message) < 1200
