@@ -290,3 +290,13 @@ def test_saved_text_reaches_messages_escaped_and_bounded(text: str) -> None:
     hint = fix_hint(PRIVATE_PREFIX + b"/tmp/x\x1b[31mEVIL\nline2".hex())
     for message in (str(err), hint):
         assert all(c.isprintable() for c in message) and len(message) < 1200
+
+
+def test_naming_a_stand_in_says_what_it_stands_for() -> None:
+    """Re-saving a loaded stand-in advised registering pipesim.policies.missing.MissingPolicy."""
+    from pipesim.policies.catalog import name_of
+
+    with pytest.raises(FieldError) as err:
+        name_of(MissingPolicy(slot="durations", text="MyDur(3)", module="mypol"))
+    assert err.value.field == "durations" and "MyDur(3)" in str(err.value)
+    assert "pipesim.policies.missing" not in str(err.value)

@@ -219,8 +219,12 @@ class UnknownPolicyError(FieldError):
 
 
 def name_of(obj: Any) -> str:
-    """The catalog name of ``obj``'s class; ValueError if it is not catalogued."""
+    """The catalog name of ``obj``'s class; ValueError if it is not catalogued (a saved run's
+    stand-in, :class:`~pipesim.policies.missing.MissingPolicy`, says which policy it stands for and
+    how to rebuild it, not that pipesim's own class should be registered)."""
     cls = type(obj)
+    if cls.__module__ == "pipesim.policies.missing":
+        raise obj.error()
     for n, e in catalog().items():
         if e.cls is cls:
             return n
