@@ -300,3 +300,33 @@ def test_naming_a_stand_in_says_what_it_stands_for() -> None:
         name_of(MissingPolicy(slot="durations", text="MyDur(3)", module="mypol"))
     assert err.value.field == "durations" and "MyDur(3)" in str(err.value)
     assert "pipesim.policies.missing" not in str(err.value)
+
+
+def _partial(**over: object) -> dict:  # type: ignore[type-arg]
+    from pipesim.io.scenario_files import scenario_to_dict
+
+    data = scenario_to_dict(pipesim.Scenario(name="capped"))
+    return {"scenario": None, "scenario_partial": {**data, **over}, "policy_modules": {}}
+
+
+def test_a_slot_standing_in_is_not_also_built_from_its_table() -> None:
+    """A slot both kept as a table (of a class not here) and named in missing_policies failed the
+    whole load with 'unknown policy TightCap'; the stand-in is what the save meant."""
+    from pipesim.io.saved_checks import read_scenario
+
+    sc = _partial(admission={"type": "TightCap", "cap": 1})
+    sc["missing_policies"] = {"admission": "TightCap(cap=1)"}
+    scenario, missing = read_scenario(sc, "capped", "scenario.json")
+    assert [m.slot for m in missing] == ["admission"] and isinstance(scenario.admission, MissingPolicy)
+
+
+def test_a_timeout_named_as_missing_is_refused_naming_the_key() -> None:
+    """It was refused with the loader's own stand-in in the message ('timeout must be a Timeout ...,
+    got MissingPolicy(...)'): the timeout slot holds pipesim's Timeout, rebuilt from its table."""
+    from pipesim.io.saved_checks import read_scenario
+
+    sc = _partial()
+    sc["missing_policies"] = {"timeout": "MyTimeout()"}
+    with pytest.raises(FieldError) as err:
+        read_scenario(sc, "capped", "scenario.json")
+    assert err.value.field == "missing_policies" and "MissingPolicy(" not in str(err.value)

@@ -318,9 +318,11 @@ def read_scenario(sc: dict[str, Any], name: str, source: str) -> tuple[Any, list
         texts = dict.fromkeys(STAND_IN_SLOTS, OLD_STAND_IN)
     if not isinstance(data, dict):
         raise FieldError(f"must be a table of scenario keys, got {type(data).__name__}", "scenario")
-    if bad := [s for s in texts if s not in POLICY_SLOTS]:
-        raise FieldError(f"names {shown(bad[0])}, not a policy slot", "missing_policies")
-    data = dict(data)
+    if bad := [s for s in texts if s not in POLICY_SLOTS or s == "timeout"]:
+        what = "pipesim's Timeout, rebuilt from its table" if bad[0] == "timeout" else "not a policy slot"
+        raise FieldError(f"names {shown(bad[0])}: {what}", "missing_policies")
+    # a slot standing in is not also built from a table (replicas keeps its n_replicas skeleton)
+    data = {k: v for k, v in data.items() if k not in texts or k == "replicas"}
     missing = {s: MissingPolicy(s, t, modules.get(s, "")) for s, t in texts.items()}
     for _ in POLICY_SLOTS:  # each pass takes out one slot whose class is not registered here
         try:
