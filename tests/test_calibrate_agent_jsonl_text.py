@@ -67,3 +67,14 @@ def test_text_that_is_no_number_is_still_no_finite_number(tmp_path: Path) -> Non
     with pytest.raises(LogError) as e:
         read_log(_jsonl(tmp_path, rows))
     assert e.value.field == "timing_s/gen" and "not a finite number" in str(e.value)
+
+
+def test_an_infinite_cell_is_shown_as_the_log_has_it(tmp_path: Path) -> None:
+    """It read 'np.float64(inf) is not a finite number'."""
+    from pipesim.calibrate import read_log
+
+    log = tmp_path / "inf.jsonl"
+    log.write_text('{"step": 1, "timing_s/step": Infinity}\n{"step": 2, "timing_s/step": 3.0}\n')
+    with pytest.raises(ValueError) as err:
+        read_log(log)
+    assert "row 1: inf is not a finite number" in str(err.value) and "np.float64" not in str(err.value)

@@ -129,7 +129,12 @@ def column_numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Seri
         i = int(np.flatnonzero(bad.to_numpy())[0])
         where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
         cell = col.iloc[i]  # a JSON true or false as the log writes it, not as numpy holds it
-        got = ("true" if cell else "false") if isinstance(cell, bool | np.bool_) else shown(cell)
+        if isinstance(cell, bool | np.bool_):
+            got = "true" if cell else "false"
+        elif isinstance(cell, float | np.floating):  # inf, not np.float64(inf)
+            got = shown(float(cell))
+        else:
+            got = shown(cell)
         raise LogError(f"{p}: {where}, row {i + 1}: {got} is not a finite number", source)
     problem = first_bad(name, num.to_numpy(dtype=float))
     if problem is not None:
