@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from offpolicy import stats
 from offpolicy.checks import FieldError
 from offpolicy.experiment import bounds_of, fmt_ci, paired_table, summary_table
-from pipesim.core.validate import FieldError as PipesimFieldError
-from pipesim.plan.stats import SHARE, mean_interval, paired, t95
+from pipesim.plan.stats import paired
 
 RATES = st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=12)
 UNBOUNDED = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=40)
@@ -148,45 +147,10 @@ def test_bad_values_or_bounds_name_the_field(call: Any, field: str) -> None:
     assert info.value.field == field
 
 
-@given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=12))
-@settings(max_examples=200, deadline=None)
-def test_the_plans_share_interval_stays_in_0_1(values: list[float]) -> None:
-    iv = mean_interval(values, SHARE)
-    assert 0.0 <= iv.lo <= iv.mean <= iv.hi <= 1.0
-    if len(values) == 1:
-        assert (iv.lo, iv.hi) == SHARE  # no interval, not one of no width
-
-
-@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=40))
-@settings(max_examples=200, deadline=None)
-def test_the_plans_unbounded_interval_is_its_t_formula(values: list[float]) -> None:
-    iv = mean_interval(values)
-    half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    mean = statistics.fmean(values)
-    assert (iv.mean, iv.lo, iv.hi) == pytest.approx((mean, mean - half, mean + half), abs=1e-9 * 1e6)
-    assert not (iv.lo_clipped or iv.hi_clipped)
-
-
 def test_the_plans_one_seed_comparison_has_no_interval() -> None:
     p = paired([1000.0], [900.0])
     assert math.isnan(p.half_width) and not p.tested
     assert paired([1000.0, 1010.0], [900.0, 905.0]).tested
-
-
-@pytest.mark.parametrize(
-    ("call", "field"),
-    [
-        (lambda: mean_interval([0.5, 1.5], SHARE), "values[1]"),
-        (lambda: mean_interval([math.nan, 0.5]), "values[0]"),
-        (lambda: mean_interval([]), "values"),
-        (lambda: mean_interval([0.5], (1.0, 0.0)), "bounds"),
-        (lambda: mean_interval([0.5], ("x", 1.0)), "bounds"),  # type: ignore[arg-type]
-    ],
-)
-def test_the_plans_bad_values_or_bounds_name_the_field(call: Any, field: str) -> None:
-    with pytest.raises(PipesimFieldError) as info:
-        call()
-    assert info.value.field == field
 
 
 def test_the_reward_band_stays_in_0_1_and_leaves_out_steps_of_one_run(

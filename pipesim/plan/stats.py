@@ -10,12 +10,6 @@ what the page reports, and :func:`seeds_to_separate` says how many seeds would s
 at the observed spread (the normal approximation ``n = (2.0 * sd / mean)^2``, at least one more
 than now). With one seed there is no interval (:attr:`Paired.half_width` is NaN, not 0): no claim
 either way can be made, and a caller says so rather than "separated by the paired test".
-
-:func:`mean_interval` is the 95% t interval of a mean over seeds cut at what the quantity can take
-(``bounds``: :data:`NONNEGATIVE` for a throughput, :data:`SHARE` for a discarded or off-policy
-share). Over 2 seeds t(0.975, 1) = 12.7, so an uncut interval of a share reaches far outside
-[0, 1]; the true mean lies within the bounds, so the cut loses no coverage, and ``lo_clipped`` /
-``hi_clipped`` say where it was made. One seed has no interval: ``lo`` and ``hi`` are the bounds.
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipesim.core.validate import refuse
 from pipesim.io.sweep_grid import t_quantile_975  # io sits below plan: one quantile for both
 
 if TYPE_CHECKING:
@@ -34,12 +27,8 @@ if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
 
 __all__ = [
-    "NONNEGATIVE",
-    "SHARE",
-    "MeanInterval",
     "Paired",
     "merge_duplicates",
-    "mean_interval",
     "merged_label",
     "paired",
     "seeds_to_separate",
@@ -92,55 +81,6 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Paired:
         return Paired(mean, math.nan, n, 0.0)
     sd = statistics.stdev(d)
     return Paired(mean, t95(n - 1) * sd / math.sqrt(n), n, sd)
-
-
-Bounds = tuple[float, float]
-"""The least and the greatest value a quantity can take (``-inf`` / ``inf`` for no bound)."""
-UNBOUNDED: Bounds = (-math.inf, math.inf)
-NONNEGATIVE: Bounds = (0.0, math.inf)
-"""A throughput, a count, a time."""
-SHARE: Bounds = (0.0, 1.0)
-"""A share or a rate (``discarded_share``, ``offpolicy_token_share``, a busy share)."""
-
-
-@dataclass(frozen=True)
-class MeanInterval:
-    """A mean over seeds and its 95% t interval, cut at the quantity's bounds."""
-
-    mean: float
-    lo: float
-    """The lower end (the lower bound itself with one seed: no interval)."""
-    hi: float
-    """The upper end (the upper bound itself with one seed: no interval)."""
-    n: int
-    lo_clipped: bool = False
-    """The t interval reached below the lower bound, and ``lo`` is that bound."""
-    hi_clipped: bool = False
-    """The same at the upper bound."""
-
-
-def mean_interval(values: Sequence[float], bounds: Bounds = UNBOUNDED) -> MeanInterval:
-    """The mean of ``values`` (one per seed) and its 95% Student t interval, ``mean +- t95(n - 1)
-    sd / sqrt(n)``, cut at ``bounds``; a value outside the bounds, or bounds that are not
-    ``lo < hi``, is a FieldError naming ``values[i]`` or ``bounds``."""
-    try:
-        b_lo, b_hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise refuse("bounds", f"must be two numbers (lo, hi), got {bounds!r}") from None
-    if not b_lo < b_hi:  # also NaN
-        raise refuse("bounds", f"must have lo < hi, got {bounds!r}")
-    if not values:
-        raise refuse("values", "must hold at least one value")
-    for i, v in enumerate(values):
-        if not (math.isfinite(v) and b_lo <= v <= b_hi):
-            raise refuse(f"values[{i}]", f"must be finite and within [{b_lo}, {b_hi}], got {v!r}")
-    n = len(values)
-    mean = min(max(statistics.fmean(values), b_lo), b_hi)  # a rounding ulp past a bound
-    if n < 2:
-        return MeanInterval(mean, b_lo, b_hi, n)
-    half = t95(n - 1) * statistics.stdev(values) / math.sqrt(n)
-    lo, hi = mean - half, mean + half
-    return MeanInterval(mean, max(lo, b_lo), min(hi, b_hi), n, lo < b_lo, hi > b_hi)
 
 
 def seeds_to_separate(p: Paired) -> int | None:
