@@ -330,12 +330,10 @@ def summary_and_tail(scenario: Any) -> dict[str, float]:
     share of the run after its last training step as the side value ``_tail_share`` (not a metric,
     nor a CSV column: :func:`~pipesim.io.sweep_grid.collect`), for :func:`_notes`."""
     from pipesim.io.api import run
+    from pipesim.io.sweep_exec import summary_metrics
 
     result = run(scenario)
-    s = dict(result.summary())
-    s["length_bias_excess"] = s["length_bias"] - 1  # as run_summary
-    s["_tail_share"] = tail_share(result)
-    return s
+    return {**summary_metrics(result), "_tail_share": tail_share(result)}
 
 
 def _notes(cells: Sequence[Any], res: Any, seeds: int) -> list[str]:

@@ -94,7 +94,12 @@ def run_summary(scenario: Scenario) -> dict[str, float]:
     """
     from pipesim.io.api import run
 
-    s = dict(run(scenario).summary())
+    return summary_metrics(run(scenario))
+
+
+def summary_metrics(result: Any) -> dict[str, float]:
+    """A run's default metrics (:func:`run_summary`'s): its summary and ``length_bias_excess``."""
+    s = dict(result.summary())
     s["length_bias_excess"] = s["length_bias"] - 1
     return s
 
