@@ -9,11 +9,18 @@ active exception`` and exit status 134 (-6 under ``subprocess``). It is a known 
 that loads a saved run. Measured here (pyarrow 26.0.1, 2 cores): a fresh interpreter that reads a
 saved run's ``events.parquet`` from bytes with ``pyarrow.parquet.read_table`` and exits aborted in
 23 of 40 runs on the default path and in 0 of 40 with ``use_threads=False, pre_buffer=False``
-(either alone also gave 0 of 40). A saved run's tables are small, so reading them on the calling
-thread costs nothing a user waits for, and a user's script that loads a run exits 0.
+(either alone also gave 0 of 40). That was not all: the conversion to pandas
+(``Table.to_pandas``) runs on the CPU pool too unless told otherwise, and a read with only the two
+flags above still aborted in CI once (5 fresh interpreters in a loaded 2-core run) and here in 2
+of 40 runs with both cores busy. With ``to_pandas_kwargs={"use_threads": False}`` as well, none
+of 200 aborted under the same load (pandas >= 3.0 passes that argument through). A saved run's
+tables are small, so reading them on the calling thread costs nothing a user waits for, and a
+user's script that loads a run exits 0.
 
 Writes are left as they are: pyarrow's Parquet writer encodes on the calling thread unless told
-otherwise, and a script that only wrote a table and exited aborted in 0 of 30 runs.
+otherwise, and a script that only wrote a table and exited aborted in 0 of 30 runs (and in 0 of
+100 with both cores busy, writing a 50,000-row table, large enough for ``Table.from_pandas`` to
+convert columns on the pool).
 """
 
 from __future__ import annotations
@@ -29,4 +36,4 @@ __all__ = ["read_parquet"]
 def read_parquet(source: str | Path | bytes) -> pd.DataFrame:
     """The Parquet file (a path, or its bytes) as a DataFrame, read on the calling thread only."""
     src: str | Path | io.BytesIO = io.BytesIO(source) if isinstance(source, bytes) else source
-    return pd.read_parquet(src, use_threads=False, pre_buffer=False)
+    return pd.read_parquet(src, use_threads=False, pre_buffer=False, to_pandas_kwargs={"use_threads": False})
