@@ -105,3 +105,16 @@ def test_a_script_that_reads_through_the_reader_exits_0(tmp_path: Path) -> None:
             timeout=120,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_pandas_2_path_gives_the_same_table(tmp_path: Path, monkeypatch) -> None:
+    """Python 3.10 gets pandas 2, which has no ``to_pandas_kwargs``: the reader's other path
+    (pyarrow's read then conversion, both on the calling thread) gives the same table."""
+    import pipesim.io.parquet as reader
+
+    df = frame()
+    df.to_parquet(tmp_path / "t.parquet", index=False)
+    expected = pd.read_parquet(tmp_path / "t.parquet")
+    monkeypatch.setattr(reader, "_PANDAS_MAJOR", 2)
+    pd.testing.assert_frame_equal(reader.read_parquet(tmp_path / "t.parquet"), expected)
+    pd.testing.assert_frame_equal(reader.read_parquet((tmp_path / "t.parquet").read_bytes()), expected)

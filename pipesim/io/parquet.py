@@ -13,7 +13,9 @@ saved run's ``events.parquet`` from bytes with ``pyarrow.parquet.read_table`` an
 (``Table.to_pandas``) runs on the CPU pool too unless told otherwise, and a read with only the two
 flags above still aborted in CI once (5 fresh interpreters in a loaded 2-core run) and here in 2
 of 40 runs with both cores busy. With ``to_pandas_kwargs={"use_threads": False}`` as well, none
-of 200 aborted under the same load (pandas >= 3.0 passes that argument through). A saved run's
+of 200 aborted under the same load (pandas >= 3.0 passes that argument through; under pandas 2 the read
+is pyarrow's ``read_table`` then ``to_pandas``, both on the calling thread: pandas 2's own
+default read, without the pools). A saved run's
 tables are small, so reading them on the calling thread costs nothing a user waits for, and a
 user's script that loads a run exits 0.
 
@@ -32,8 +34,23 @@ import pandas as pd
 
 __all__ = ["read_parquet"]
 
+_PANDAS_MAJOR = int(pd.__version__.split(".")[0])
+
 
 def read_parquet(source: str | Path | bytes) -> pd.DataFrame:
     """The Parquet file (a path, or its bytes) as a DataFrame, read on the calling thread only."""
     src: str | Path | io.BytesIO = io.BytesIO(source) if isinstance(source, bytes) else source
-    return pd.read_parquet(src, use_threads=False, pre_buffer=False, to_pandas_kwargs={"use_threads": False})
+    if _PANDAS_MAJOR >= 3:
+        return pd.read_parquet(
+            src,
+            engine="pyarrow",
+            use_threads=False,
+            pre_buffer=False,
+            to_pandas_kwargs={"use_threads": False},
+        )
+    # pandas 2 (Python 3.10 gets no pandas 3) has no to_pandas_kwargs; its default read is
+    # read_table then to_pandas, which is what this does with both kept off the pools.
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src, use_threads=False, pre_buffer=False)
+    return table.to_pandas(use_threads=False)
