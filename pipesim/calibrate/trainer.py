@@ -16,6 +16,9 @@ profile (:mod:`pipesim.compute.profiles`; none named: the one-MFU ``ideal`` prof
   ``step``, ``gen``, ``update_actor`` and, if the trainer recomputes them, ``old_log_prob``: else
   the remainder would absorb a missing phase).
 
+Each step's tokens, the remainder and the samples dealt to the ranks are read in
+:mod:`pipesim.calibrate.trainer_inputs`; this module fits them.
+
 :func:`pipesim.compute.phasefit.fit_profile` solves them together by least squares, with normal
 intervals (95%, widened to Student's t at the residual degrees of freedom of the phases that hold
 each constant: :mod:`pipesim.calibrate.fitbounds`), weighted: a
@@ -48,18 +51,22 @@ import numpy as np
 
 from pipesim.calibrate.fit import MIN_TOKEN_SPREAD, Fitted
 from pipesim.calibrate.fitbounds import hull, phase_weights, unbounded_note, unfloored, widen
-from pipesim.calibrate.frame import (
-    check_batches,
-    check_calibrate_args,
-    check_fitted,
-    check_series,
-    check_spec,
-    check_steps,
-)
-from pipesim.calibrate.log import LogError, TrainingLog
+from pipesim.calibrate.frame import check_calibrate_args, check_fitted, check_series
+from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
-from pipesim.calibrate.simulated import report
-from pipesim.calibrate.steptime import includes_sync, trainer_span_s
+from pipesim.calibrate.steptime import includes_sync
+from pipesim.calibrate.trainer_inputs import MAX_DEALT_STEPS as MAX_DEALT_STEPS  # re-exported
+from pipesim.calibrate.trainer_inputs import (
+    TRAINER_PHASES,
+    config,
+    dealt,
+    remainder,
+    row_members,
+    spread,
+    switch_s,
+    tokens,
+)
+from pipesim.calibrate.trainer_inputs import Member as Member  # re-exported
 from pipesim.compute.phasefit import (
     FITTED,
     PhaseObservation,
@@ -67,9 +74,6 @@ from pipesim.compute.phasefit import (
     fit_profile,
 )
 from pipesim.compute.phases import FrameworkProfile
-from pipesim.compute.trainer import TrainerConfig
-from pipesim.core.errors import shown
-from pipesim.plan.build import engine_config, trainer_config
 from pipesim.plan.runspec import RunSpec
 
 __all__ = [
@@ -84,7 +88,6 @@ __all__ = [
     "tokens",
 ]
 
-TRAINER_PHASES = ("timing_s/update_actor", "timing_s/old_log_prob", "timing_s/ref")
 _HOW = {
     "fwd_bwd_efficiency": "update_actor on its FLOPs",
     "fwd_efficiency": "old_log_prob/ref on their FLOPs",
@@ -93,148 +96,6 @@ _HOW = {
     "step_s": "the remainder (step less the phases)",
     "sample_s": "the remainder per sample",
 }
-
-
-def switch_s(rs: RunSpec) -> float:
-    """A colocated engine's offload and reload seconds per step (0 when disaggregated)."""
-    from pipesim.compute.cluster import Cluster
-
-    check_spec(rs)
-    eng = engine_config(rs.plan, rs.design.tp)
-    return float(
-        Cluster(engine=eng, n_gpus=rs.plan.n_gpus, trainer_gpus=rs.design.trainer_gpus).switch_time_s()
-    )
-
-
-def tokens(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
-    """Each step's tokens, ``batch * (prompt + response)``; None without the response mean."""
-    check_calibrate_args(log, rs, min_steps=1)
-    wl = rs.plan.workload
-    if not log.has("response_length/mean"):
-        return None
-    if log.has("prompt_length/mean"):
-        prompt = log.col("prompt_length/mean")
-    elif isinstance(wl.prompt, int):
-        prompt = np.full(len(log), float(wl.prompt))
-    else:
-        return None
-    return rs.plan.batch_size * (prompt + log.col("response_length/mean"))
-
-
-def config(rs: RunSpec, profile: FrameworkProfile | None = None) -> TrainerConfig:
-    """The spec's trainer (its profile, or ``profile``), the old step overhead at 0."""
-    check_spec(rs)
-    tcfg = trainer_config(rs.plan, rs.design)
-    prof = tcfg.framework if profile is None else profile
-    return dataclasses.replace(tcfg, profile=prof, mfu=None, step_overhead_s=0.0)
-
-
-def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
-    """Each step's remainder (module docstring); None when the log cannot give it."""
-    check_calibrate_args(log, rs, min_steps=1)
-    tcfg = config(rs)
-    need = ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]
-    need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
-    if not all(log.has(c) for c in need):
-        return None
-    rest = trainer_span_s(log, includes_sync(log, rs), switch_s(rs))  # the step's meaning: steptime
-    if rest is None:
-        return None
-    for c in TRAINER_PHASES:
-        if log.has(c):
-            rest = rest - log.col(c)
-    return np.asarray(rest, float)
-
-
-def _per_row(per_row: object) -> int:
-    """``per_row`` as a count of trainer steps a row covers (an integer >= 1), or a LogError naming it."""
-    if isinstance(per_row, bool) or not isinstance(per_row, int | np.integer) or per_row < 1:
-        raise LogError(
-            f"per_row must be an integer >= 1 (trainer steps a row covers), got {shown(per_row)}", "per_row"
-        )
-    return int(per_row)
-
-
-MAX_DEALT_STEPS = 20
-"""Steps of the spec's own run whose batches :func:`dealt` takes (a longer log reuses them in turn)."""
-
-
-def dealt(rs: RunSpec, steps: int, per_row: int = 1) -> list[tuple[int, ...]] | None:
-    """The tokens of each sample as the spec's own run deals its batches to the ranks, step by step
-    (``ComputeRun.dealt_log``; its first ``steps``, at most :data:`MAX_DEALT_STEPS` rows of
-    ``per_row`` trainer steps, matched to the log's rows in order: :func:`spread`): a log gives a
-    step's mean, not its samples, and the spec's run at its seed has the design's batch order, its
-    warm-up and the workload's spread (the scale comes from the log: :func:`spread`). None for an
-    exactly balanced profile (nothing to deal)."""
-    if config(rs).framework.balance == "exact":
-        return None
-    from pipesim.plan.runspec import run
-
-    k = _per_row(per_row)
-    n = max(1, min(int(check_steps(steps, None)[0]), MAX_DEALT_STEPS * k))
-    report(f"simulating {n:,} steps to deal their samples to the trainer's ranks")
-    out = [per for _, per in run(dataclasses.replace(rs, steps=n)).dealt_log]
-    return out or None
-
-
-def spread(
-    rs: RunSpec,
-    t: np.ndarray,
-    batches: list[tuple[int, ...]] | None = None,
-    steps: np.ndarray | None = None,
-) -> list[tuple[float, ...] | None]:
-    """Each step's tokens per sample, for a profile whose ranks wait for the busiest
-    (:mod:`pipesim.compute.balance`): the row of step ``s`` (``steps``; default 0, 1, ...) takes
-    ``batches[s]`` (in turn past their end; default :func:`dealt` of the spec) scaled to its tokens
-    ``t``. None per step for an exactly balanced profile."""
-    t = check_series("t", t, positive=True)
-    if config(rs).framework.balance == "exact":
-        return [None] * len(t)
-    at = np.arange(len(t)) if steps is None else check_steps(steps, len(t))
-    batches = dealt(rs, int(at.max()) + 1 if len(at) else 1) if batches is None else check_batches(batches)
-    if not batches:
-        return [None] * len(t)
-    out: list[tuple[float, ...] | None] = []
-    for step, total in zip(at, t, strict=True):
-        per = np.asarray(batches[int(step) % len(batches)], float)
-        out.append(tuple(per * (float(total) / per.sum())) if per.sum() > 0 else None)
-    return out
-
-
-Member = tuple[float, tuple[float, ...] | None]
-"""One trainer step of a log row: its tokens and each sample's (None: every rank holds the mean)."""
-
-
-def row_members(
-    rs: RunSpec,
-    t: np.ndarray,
-    batches: list[tuple[int, ...]] | None = None,
-    steps: np.ndarray | None = None,
-    per_row: int = 1,
-) -> list[list[Member]]:
-    """The trainer steps of each row of ``t`` tokens (a step's mean over the row): a row per step is
-    that step, dealt as :func:`spread` deals it; a row of ``per_row`` steps ``K`` (verl's
-    fully-async rows, :mod:`pipesim.calibrate.rows`) numbered ``s`` is the spec's run's steps
-    ``s K .. s K + K - 1`` as it dealt them (:func:`dealt`, in turn past their end), scaled
-    together to the row's mean tokens ``t`` (each step keeps its share of the row's tokens). An
-    exactly balanced profile's row is one step at ``t`` (no step's own tokens are known)."""
-    k = _per_row(per_row)
-    if k == 1:
-        return [[(float(x), s)] for x, s in zip(t, spread(rs, t, batches, steps), strict=True)]
-    t = check_series("t", t, positive=True)
-    at = np.arange(len(t)) if steps is None else check_steps(steps, len(t))
-    if config(rs).framework.balance == "exact":
-        return [[(float(x), None)] for x in t]
-    last = (int(at.max()) + 1) * k if len(at) else 1
-    batches = dealt(rs, last, k) if batches is None else check_batches(batches)
-    if not batches:
-        return [[(float(x), None)] for x in t]
-    out: list[list[Member]] = []
-    for step, total in zip(at, t, strict=True):
-        per = [np.asarray(batches[(int(step) * k + j) % len(batches)], float) for j in range(k)]
-        f = float(total) / float(np.mean([b.sum() for b in per]))
-        out.append([(float(b.sum()) * f, tuple(b * f)) for b in per])
-    return out
 
 
 def _observations(

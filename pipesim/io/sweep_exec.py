@@ -24,12 +24,12 @@ to avoid exactly that per-cell process and its pickling.
 
 A process pool re-imports the main script in each worker (``spawn`` and ``forkserver`` both do), so
 a script that starts a sweep at top level would start a sweep in every worker;
-:func:`main_guard_problem` finds that case before a pool starts.
+:func:`~pipesim.io.main_guard.main_guard_problem` finds that case before a pool starts (its own
+module: it reads the caller's stack and source, and runs nothing).
 """
 
 from __future__ import annotations
 
-import ast
 import multiprocessing
 import os
 import signal
@@ -40,7 +40,6 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +47,8 @@ from pipesim.config import Scenario
 from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError
 from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
+from pipesim.io.main_guard import main_guard_problem as main_guard_problem  # re-exported
+from pipesim.io.main_guard import reimports_main as reimports_main  # re-exported
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -190,91 +191,6 @@ def start_forkserver() -> None:
 
     with signals_to(signal.SIG_IGN, (signal.SIGINT,)):
         forkserver.ensure_running()
-
-
-# -- the main-module guard ---------------------------------------------------------------------------
-
-
-def _is_main_guard(node: ast.stmt) -> bool:
-    """``if __name__ == "__main__":`` (either side of the ``==``)."""
-    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
-        return False
-    t = node.test
-    if len(t.ops) != 1 or not isinstance(t.ops[0], ast.Eq):
-        return False
-    sides = [t.left, t.comparators[0]]
-    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
-    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
-    return len(names) == 1 and len(consts) == 1
-
-
-def _guarded(body: Sequence[ast.stmt], line: int) -> bool | None:
-    """Whether ``line`` of a module lies inside an ``if __name__ == "__main__":`` block (None: not found)."""
-    for node in body:
-        if not node.lineno <= line <= (node.end_lineno or node.lineno):
-            continue
-        if _is_main_guard(node):
-            assert isinstance(node, ast.If)
-            inside = any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in node.body)
-            return True if inside else _guarded(node.orelse, line)
-        for attr in ("body", "orelse", "finalbody", "handlers"):
-            inner = getattr(node, attr, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt | ast.excepthandler):
-                found = _guarded([s for s in inner if isinstance(s, ast.stmt)], line)
-                if found:
-                    return True
-        return False
-    return None
-
-
-_GUARD_ADVICE = (
-    'put the code that runs the sweep under `if __name__ == "__main__":` (a process pool re-imports '
-    "the main script in every worker), or pass executor=ThreadPoolExecutor(...) with timeout_s=None"
-)
-
-
-def main_guard_problem() -> str | None:
-    """Why a process pool's workers would re-run this very sweep, or None when they would not.
-
-    That is the case when the sweep is started from a main script's top level outside
-    ``if __name__ == "__main__":``, or from inside a worker that is re-importing the main script.
-    The caller raises the message (:class:`~pipesim.io.sweeps.SweepError`).
-    """
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        return f"pipesim.sweep was called while a worker process imported the main script: {_GUARD_ADVICE}"
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if main is None or not path:
-        return None  # interactive or -c: nothing is re-imported
-    if not Path(path).is_file():  # ``python - < script.py``: __file__ is "<stdin>"
-        return (
-            f"pipesim.sweep was started from a main script read from {path}, which a process pool's "
-            "workers cannot re-import (each would fail to start): save the script as a file and run "
-            "that, or pass executor=ThreadPoolExecutor(...) with timeout_s=None"
-        )
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    try:
-        tree = ast.parse(Path(path).read_text(), str(path))
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return None
-    if _guarded(tree.body, frame.f_lineno) is False:
-        return (
-            f"pipesim.sweep was started at {path}:{frame.f_lineno} outside "
-            f'`if __name__ == "__main__":`: {_GUARD_ADVICE}'
-        )
-    return None
-
-
-def reimports_main(ex: Executor) -> bool:
-    if not isinstance(ex, ProcessPoolExecutor):
-        return False
-    ctx = getattr(ex, "_mp_context", None)
-    method = ctx.get_start_method() if ctx is not None else multiprocessing.get_start_method()
-    return method != "fork"
 
 
 # -- running cells -----------------------------------------------------------------------------------

@@ -1,21 +1,11 @@
 """What a plan searches: the cluster, model, workload and constraints, and the space of designs.
 
-A :class:`Design` is one point of the space: a placement (``trainer_gpus``, 0 = colocated), the
-engine replicas' TP degree, the admission bound ``eta`` (the count throttle) with an optional
-over-sampling ``factor`` (:class:`pipesim.OverSample`), the weight-update policy and the sync
-interval. :mod:`pipesim.plan.build` turns a design into what :func:`pipesim.compute.run_compute` runs.
-
-Weight-update policies (``update``):
-
-* ``drain`` -- :class:`pipesim.Drain`: wait for the episodes in flight, then sync;
-* ``partial`` -- :class:`pipesim.PartialRollout`: pause, sync, resume with the KV cache kept;
-* ``abort_reprefill`` -- :class:`pipesim.AbortReprefill`: partial rollout with the KV cache dropped
-  (every sequence in flight re-prefills what it holds after the sync);
-* ``inflight`` -- :class:`pipesim.InFlightUpdate` (PipelineRL): weights stream while generating;
-* ``abort`` -- :class:`pipesim.AbortRestart` ``(restart=False)``: in-flight episodes are dropped at
-  the sync (with over-sampling: APRIL); their tokens count as discarded.
-
-``sync_every`` = k > 1 wraps the policy in :class:`pipesim.SyncEveryK`.
+:class:`Space` holds the values each field of a :class:`~pipesim.plan.design.Design` is drawn from
+(a placement, the TP degree, ``eta``, the over-sampling factor, the weight-update policy and the
+sync interval: :mod:`pipesim.plan.design`, which also names the policies), and :class:`PlanSpec`
+everything else a plan needs, checked as a whole (the task pool a design of the space draws
+included). The limits a feasible design meets are :class:`~pipesim.plan.constraints.Constraints`.
+:mod:`pipesim.plan.build` turns a design into what :func:`pipesim.compute.run_compute` runs.
 """
 
 from __future__ import annotations
@@ -44,6 +34,9 @@ from pipesim.plan.checks import (
     number,
     optional_number,
 )
+from pipesim.plan.constraints import CONSTRAINT_METRICS as CONSTRAINT_METRICS  # re-exported
+from pipesim.plan.constraints import Constraints
+from pipesim.plan.design import UPDATES, Design, check_baseline
 from pipesim.plan.resolve import resolve_gpu, resolve_model
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 
@@ -59,7 +52,6 @@ __all__ = [
     "resolve_model",
 ]
 
-UPDATES = ("drain", "partial", "abort_reprefill", "inflight", "abort")
 BATCH_KNOBS = (
     "ppo_mini_batch_samples",
     "micro_batch_tokens",
@@ -69,85 +61,6 @@ BATCH_KNOBS = (
 """The trainer's batch knobs: :class:`PlanSpec` fields, ``[model]`` keys and
 :class:`~pipesim.compute.TrainerConfig` fields of the same names (verl's in :mod:`pipesim.plan.keys`)."""
 METHODS = ("auto", "grid", "slices", "optuna")
-
-
-@dataclass(frozen=True, order=True)
-class Design:
-    """One candidate design (see the module docstring)."""
-
-    trainer_gpus: int
-    tp: int = 1
-    eta: int = 1
-    update: str = "partial"
-    sync_every: int = 1
-    oversample: float = 1.0
-
-    @property
-    def colocated(self) -> bool:
-        return self.trainer_gpus == 0
-
-    def label(self, n_gpus: int) -> str:
-        place = "colocated" if self.colocated else f"split {self.trainer_gpus}:{n_gpus - self.trainer_gpus}"
-        extra = f" k={self.sync_every}" if self.sync_every > 1 else ""
-        extra += f" os={self.oversample:g}" if self.oversample > 1 else ""
-        return f"{place} tp{self.tp} eta={self.eta} {self.update}{extra}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "trainer_gpus": self.trainer_gpus,
-            "tp": self.tp,
-            "eta": self.eta,
-            "update": self.update,
-            "sync_every": self.sync_every,
-            "oversample": self.oversample,
-        }
-
-
-CONSTRAINT_METRICS = {
-    "mean_staleness": "staleness_mean",
-    "max_staleness": "staleness_max",
-    "discarded_share": "discarded_share",
-    "offpolicy_token_share": "offpolicy_token_share",
-    "cost_per_mtok": "cost_per_mtok",
-}
-"""Each constraint of :class:`Constraints` -> the run metric it limits."""
-
-
-@dataclass(frozen=True)
-class Constraints:
-    """Limits a feasible design meets; None: no limit."""
-
-    mean_staleness: float | None = None
-    max_staleness: float | None = None
-    discarded_share: float | None = None
-    """Discarded generated tokens / generated tokens."""
-    offpolicy_token_share: float | None = None
-    """Trained tokens an older policy than the trainer's generated / trained tokens (stale samples
-    whole, and the prefixes partial rollouts generated before their last weight update:
-    ``docs/compute.md``, "Off-policy tokens")."""
-    min_trainer_gpus: int = 1
-    cost_per_mtok: float | None = None
-    """Budget: the price of a million trained tokens (``cluster.cost_per_gpu_hour`` x GPU-hours)."""
-
-    def __post_init__(self) -> None:
-        optional_number("constraints.cost_per_mtok", self.cost_per_mtok, 0)
-        optional_number("constraints.mean_staleness", self.mean_staleness, 0)
-        optional_number("constraints.max_staleness", self.max_staleness, 0)
-        optional_number("constraints.discarded_share", self.discarded_share, 0, 1)
-        optional_number("constraints.offpolicy_token_share", self.offpolicy_token_share, 0, 1)
-        integer("constraints.min_trainer_gpus", self.min_trainer_gpus, 0, MAX_GPUS)
-
-    def violations(self, m: dict[str, float]) -> dict[str, float]:
-        """Constraint name -> how far metric ``m`` is past its limit (<= 0: met)."""
-        out = {}
-        for name, key in CONSTRAINT_METRICS.items():
-            limit = getattr(self, name)
-            if limit is not None and (key in m or name != "cost_per_mtok"):  # a run's raw metrics
-                out[name] = float(m[key]) - float(limit)  # have no price (evaluate.priced adds it)
-        return out
-
-    def feasible(self, m: dict[str, float]) -> bool:
-        return not m.get("failed") and all(v <= 1e-12 for v in self.violations(m).values())
 
 
 MAX_SEEDS = 100
@@ -410,28 +323,3 @@ class PlanSpec:
     @property
     def has_groups(self) -> bool:
         return self.workload.samples_per_prompt > 1
-
-
-def check_baseline(d: object, n_gpus: int) -> None:
-    """The ``[baseline]`` design holds values a design of the space may: each error names
-    ``baseline.KEY`` (a 10**18 eta or oversample was refused as the run's pool, a 1e308 sync interval
-    as the design's name, an oversample of 1e308 as an OverflowError)."""
-    if not isinstance(d, Design):
-        raise PlanError(f"baseline must be a Design, got {shown(d)}", "baseline")
-    integer("baseline.placement", d.trainer_gpus, 0, MAX_GPUS)
-    if d.trainer_gpus >= n_gpus:
-        raise PlanError(
-            f"baseline.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
-            f"cluster.n_gpus ({n_gpus})",
-            "baseline.placement",
-        )
-    integer("baseline.tp", d.tp, 1, MAX_GPUS)
-    integer("baseline.eta", d.eta, 0, MAX_ETA)
-    if not isinstance(d.update, str) or d.update not in UPDATES:
-        raise PlanError(
-            f"baseline.update: unknown {shown(d.update)}{did_you_mean(d.update, UPDATES)} "
-            f"(choose from {list(UPDATES)})",
-            "baseline.update",
-        )
-    integer("baseline.sync_every", d.sync_every, 1, MAX_SYNC_EVERY)
-    number("baseline.oversample", d.oversample, 1, MAX_OVERSAMPLE)

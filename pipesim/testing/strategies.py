@@ -12,8 +12,9 @@ of 1-``max_batch`` (10) and 1-``max_steps`` steps (5), and run in milliseconds. 
 steps trains nothing more than ``s - 1`` versions stale, so 5 steps never broke a promised bound
 of 4 (a rule promising 4 that delivered 7 passed 300 draws). Where ``max_steps`` is left out and
 a policy you pinned promises a bound ``b``, three draws in four are made to break it
-(:func:`to_break`: ``b + 2`` steps or more, a fast trainer, two slots per episode of the batch);
-draws without such a promise are unchanged. ``max_steps`` given fixes the range.
+(:func:`~pipesim.testing.adjustments.to_break`: ``b + 2`` steps or more, a fast trainer, two slots
+per episode of the batch); draws without such a promise are unchanged. ``max_steps`` given fixes
+the range. These changes to a drawn scenario live in :mod:`pipesim.testing.adjustments`.
 
 Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
 verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
@@ -30,6 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
+
+from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
+from pipesim.testing.adjustments import ROLES, _at_staleness, drops_work, pinned_bound, to_break
+from pipesim.testing.adjustments import STEPS_PAST_BOUND as STEPS_PAST_BOUND  # re-exported
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -260,57 +265,6 @@ def duration_models() -> SearchStrategy[Any]:
     )
 
 
-def drops_work(sc: Any) -> bool:
-    """Whether a scenario can drop launched episodes (so count-all admission could stall)."""
-    from pipesim.policies.batching import DropStale, EvictStalest
-    from pipesim.policies.updates import AbortRestart
-
-    return (
-        sc.failures is not None
-        or isinstance(sc.batching, DropStale | EvictStalest)
-        or isinstance(sc.weight_update, AbortRestart)
-        or any(getattr(q, "drops_work", False) is True for q in (sc.batching, sc.weight_update))
-    )
-
-
-def _at_staleness(sc: Any, k: int) -> Any:
-    """``sc`` at ``max_staleness`` k, or as it is where none of its policies reads the field
-    (an admission rule with a bound of its own: such a scenario is refused, not run)."""
-    from pipesim.policies.base import UnreadStaleness
-
-    try:
-        return sc.with_(max_staleness=k)
-    except UnreadStaleness:
-        return sc
-
-
-STEPS_PAST_BOUND = 4
-"""A draw made to break a staleness bound ``b`` has ``b + 2`` to ``b + STEPS_PAST_BOUND`` steps."""
-
-MAX_PROMISE_STEPS = 32
-"""The most steps such a draw has: a bound of ``MAX_PROMISE_STEPS - 1`` or more is not tested."""
-
-
-def to_break(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
-    """``sc``, three draws in four made able to break a staleness bound ``b`` (see the module):
-    ``b + 2`` steps or more, a trainer and a sync of 0-5 s, at least 4 slots and 2 slots per
-    episode of the batch, so that a slow episode can fall ``b + 1`` versions behind while the
-    other slots fill batches. Only sizes and times change: the policies are the ones drawn."""
-    from hypothesis import strategies as st
-
-    if not draw(st.sampled_from((True, True, True, False))):
-        return sc
-    top = min(max(5, b + STEPS_PAST_BOUND), MAX_PROMISE_STEPS)
-    n_slots = max(sc.pipeline.n_slots, min(4, max_slots))  # only more: the replicas still fit
-    return sc.with_(
-        steps=draw(st.integers(min(b + 2, top), top)),
-        train_time_s=float(draw(st.integers(0, 5))),
-        sync_time_s=float(draw(st.integers(0, 5))),
-        n_slots=n_slots,
-        batch_size=min(sc.pipeline.batch_size, max(1, n_slots // 2)),
-    )
-
-
 def policy_scenarios(
     admissions: Any = None,
     weight_updates: Any = None,
@@ -398,29 +352,6 @@ def policy_scenarios(
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
-
-
-ROLES = ("admission", "weight_update", "batching")
-"""The scenario fields the pinned policies of :func:`policy_scenarios` fill, in its order."""
-
-
-def pinned_bound(sc: Any, roles: tuple[str, ...]) -> int | None:
-    """The tightest staleness bound the policies of ``roles`` promise in ``sc``, or None. A promise
-    that is no count, or raises, is left to ``check_invariants`` to name (its ``promises are
-    well-formed``), not refused while drawing."""
-    from pipesim.core.port import StalenessPromise
-
-    bounds = []
-    for role in roles:
-        policy = getattr(sc, role)
-        if isinstance(policy, StalenessPromise):
-            try:
-                b = policy.staleness_bound(sc)
-            except Exception:  # noqa: BLE001 - the run and the kit's checks name it
-                continue
-            if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
-                bounds.append(b)
-    return min(bounds) if bounds else None
 
 
 def _renamed(func: str, given: dict[str, Any], deprecated: dict[str, Any]) -> dict[str, tuple[Any, str]]:

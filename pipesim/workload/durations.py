@@ -13,7 +13,9 @@ the same episodes; :func:`draw` gives the pool a scenario runs on (``draw_pool``
   exact numbers, so ``agent_episode_durations(65_536, torch.Generator().manual_seed(0))`` gives the
   chapter's pool, and a scenario with ``AgentDurations()`` (``draws="chapter"``, the default) runs
   on the chapter's draws for its seed. That is the only place torch is needed, and it is imported
-  there, on first use; ``AgentDurations(draws="numpy")`` and every other model run without torch.
+  there, on first use (:mod:`pipesim.workload.chapter_torch` holds the import, the generator and
+  the seeds it tells apart); ``AgentDurations(draws="numpy")`` and every other model run without
+  torch.
 * :class:`ExponentialDurations` has a closed form for the expected slowest of B (m * H_B), which
   makes it the limit case for testing synchronous step times.
 * :class:`LogNormalDurations` is a one-parameter heavy tail.
@@ -37,6 +39,10 @@ import numpy.typing as npt
 from pipesim.core.errors import check_int, check_number, check_tail, shown
 from pipesim.core.readfile import LOG_MAX_BYTES, read_text
 from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, refuse
+from pipesim.workload.chapter_torch import CHAPTER_SEEDS as CHAPTER_SEEDS  # re-exported
+from pipesim.workload.chapter_torch import _torch, chapter_generator
+from pipesim.workload.chapter_torch import check_chapter_seed as check_chapter_seed  # re-exported
+from pipesim.workload.chapter_torch import straggler_ratios as straggler_ratios  # re-exported
 from pipesim.workload.seconds import Array, as_durations
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -69,42 +75,6 @@ def _numpy_generator(model: object, generator: object) -> np.random.Generator:
             "generator",
         )
     return generator
-
-
-def _torch(why: str) -> Any:
-    """torch, imported on first use, or an ImportError that says what needed it."""
-    try:
-        import torch
-    except ImportError as exc:  # ModuleNotFoundError, or None in sys.modules
-        raise ImportError(
-            f"{why} needs torch, which is not installed (pip install torch); "
-            "AgentDurations(draws='numpy') and the other duration models run without it"
-        ) from exc
-    return torch
-
-
-CHAPTER_SEEDS = 2**32
-"""Seeds the chapter's torch generator tells apart: its CPU generator keeps a seed's low 32 bits,
-so ``manual_seed(2**32 + 1)`` draws what ``manual_seed(1)`` draws (checked with torch 2.13)."""
-
-
-def check_chapter_seed(seed: int) -> None:
-    """Refuse a seed the chapter's generator would alias to a smaller one (a run of seed 2**32
-    was the run of seed 0 without a word)."""
-    if seed >= CHAPTER_SEEDS:
-        raise refuse(
-            "seed",
-            f"must be below 2**32 ({CHAPTER_SEEDS:,}) for AgentDurations(draws='chapter'), got "
-            f"{seed:,}: the chapter's torch generator keeps 32 bits, so it would repeat seed "
-            f"{seed % CHAPTER_SEEDS:,} (draws='numpy' takes any seed)",
-        )
-
-
-def chapter_generator(seed: int) -> torch.Generator:
-    """The chapter's generator for ``seed``: ``torch.Generator().manual_seed(seed)`` (needs torch)."""
-    check_chapter_seed(seed)
-    torch = _torch("the chapter's generator (AgentDurations with draws='chapter', the chapter's exact draws)")
-    return torch.Generator().manual_seed(seed)
 
 
 @overload
@@ -392,24 +362,3 @@ def chapter_pool() -> torch.Tensor:
     Drawn once per process and shared, so callers must not modify it in place.
     """
     return agent_episode_durations(65_536, chapter_generator(0))
-
-
-def straggler_ratios(durations: Any, batch_sizes: Sequence[int] = (8, 64, 512)) -> dict[int, float]:
-    """E[slowest of B] / mean for each B, estimated by splitting the pool into batches of B.
-
-    ``durations``: a numpy array, or the chapter's torch tensor (computed in torch, as the chapter does).
-    """
-    if isinstance(durations, Sequence):
-        durations = np.asarray(durations, dtype=np.float64)
-    out = {}
-    for b in batch_sizes:
-        usable = (len(durations) // b) * b
-        if usable == 0:
-            raise FieldError(
-                f"pool of {len(durations)} durations is smaller than batch size {b}", "durations"
-            )
-        if isinstance(durations, np.ndarray):
-            out[b] = float(durations[:usable].reshape(-1, b).max(-1).mean() / durations.mean())
-        else:
-            out[b] = (durations[:usable].view(-1, b).max(-1).values.mean() / durations.mean()).item()
-    return out

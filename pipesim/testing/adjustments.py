@@ -1,0 +1,97 @@
+"""What the scenario strategies change in a scenario once it is drawn: kept runnable, and made
+able to break the staleness bound a pinned policy promises.
+
+:mod:`pipesim.testing.strategies` draws each policy family on its own; composed into a scenario,
+some draws need a second look, and these rules give it:
+
+* **runnable**: :func:`drops_work` says whether a scenario can drop launched episodes (so that an
+  admission rule counting every episode could stall, and is not drawn beside it), and
+  ``_at_staleness`` moves ``max_staleness`` only where a policy of the scenario reads it;
+* **a promise put to the test**: :func:`pinned_bound` is the tightest staleness bound the pinned
+  policies (:data:`ROLES`) promise, and :func:`to_break` reshapes three draws in four so that a
+  slow episode can fall past it (``b + 2`` to ``b + STEPS_PAST_BOUND`` steps, a fast trainer, two
+  slots per episode of the batch), changing sizes and times only.
+
+They read and change a finished scenario, never a strategy, so they live apart from the strategies
+that draw: the rules every draw obeys sit in one place, and the strategies stay a plain list of
+what each family draws. Like the strategies, they import Hypothesis only when called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def drops_work(sc: Any) -> bool:
+    """Whether a scenario can drop launched episodes (so count-all admission could stall)."""
+    from pipesim.policies.batching import DropStale, EvictStalest
+    from pipesim.policies.updates import AbortRestart
+
+    return (
+        sc.failures is not None
+        or isinstance(sc.batching, DropStale | EvictStalest)
+        or isinstance(sc.weight_update, AbortRestart)
+        or any(getattr(q, "drops_work", False) is True for q in (sc.batching, sc.weight_update))
+    )
+
+
+def _at_staleness(sc: Any, k: int) -> Any:
+    """``sc`` at ``max_staleness`` k, or as it is where none of its policies reads the field
+    (an admission rule with a bound of its own: such a scenario is refused, not run)."""
+    from pipesim.policies.base import UnreadStaleness
+
+    try:
+        return sc.with_(max_staleness=k)
+    except UnreadStaleness:
+        return sc
+
+
+STEPS_PAST_BOUND = 4
+"""A draw made to break a staleness bound ``b`` has ``b + 2`` to ``b + STEPS_PAST_BOUND`` steps."""
+
+MAX_PROMISE_STEPS = 32
+"""The most steps such a draw has: a bound of ``MAX_PROMISE_STEPS - 1`` or more is not tested."""
+
+
+def to_break(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
+    """``sc``, three draws in four made able to break a staleness bound ``b`` (see the module):
+    ``b + 2`` steps or more, a trainer and a sync of 0-5 s, at least 4 slots and 2 slots per
+    episode of the batch, so that a slow episode can fall ``b + 1`` versions behind while the
+    other slots fill batches. Only sizes and times change: the policies are the ones drawn."""
+    from hypothesis import strategies as st
+
+    if not draw(st.sampled_from((True, True, True, False))):
+        return sc
+    top = min(max(5, b + STEPS_PAST_BOUND), MAX_PROMISE_STEPS)
+    n_slots = max(sc.pipeline.n_slots, min(4, max_slots))  # only more: the replicas still fit
+    return sc.with_(
+        steps=draw(st.integers(min(b + 2, top), top)),
+        train_time_s=float(draw(st.integers(0, 5))),
+        sync_time_s=float(draw(st.integers(0, 5))),
+        n_slots=n_slots,
+        batch_size=min(sc.pipeline.batch_size, max(1, n_slots // 2)),
+    )
+
+
+ROLES = ("admission", "weight_update", "batching")
+"""The scenario fields the pinned policies of :func:`~pipesim.testing.strategies.policy_scenarios`
+fill, in its order."""
+
+
+def pinned_bound(sc: Any, roles: tuple[str, ...]) -> int | None:
+    """The tightest staleness bound the policies of ``roles`` promise in ``sc``, or None. A promise
+    that is no count, or raises, is left to ``check_invariants`` to name (its ``promises are
+    well-formed``), not refused while drawing."""
+    from pipesim.core.port import StalenessPromise
+
+    bounds = []
+    for role in roles:
+        policy = getattr(sc, role)
+        if isinstance(policy, StalenessPromise):
+            try:
+                b = policy.staleness_bound(sc)
+            except Exception:  # noqa: BLE001 - the run and the kit's checks name it
+                continue
+            if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+                bounds.append(b)
+    return min(bounds) if bounds else None
