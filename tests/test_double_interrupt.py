@@ -105,7 +105,7 @@ def test_a_sweep_stopped_twice_writes_its_finished_cells_and_exits_130(tmp_path:
     lines = err.strip().splitlines()
     assert rc == 130 and len(lines) == 1, (rc, err[-3000:])
     said = f"pipesim: interrupted: 2 of 4 cells had finished; wrote them to {csv} with partial=True"
-    assert lines[0] == said
+    assert lines[0] == said + "; the same command with --resume runs the rest"
     runs = pd.read_csv(csv)  # whole: it parses, and holds the two cells
     assert list(runs["max_staleness"]) == [0, 1] and runs["partial"].all()
     assert not list(tmp_path.glob(".*.tmp")), "a temporary file was left behind"

@@ -120,7 +120,8 @@ def test_pipesim_sweep_on_ctrl_c_writes_the_finished_cells_marked_partial(
     assert list(runs["max_staleness"]) == [0, 1] and runs["partial"].tolist() == [True, True]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert err[0] == f"pipesim: interrupted: 2 of 4 cells had finished; wrote them to {csv} with partial=True"
+    said = f"pipesim: interrupted: 2 of 4 cells had finished; wrote them to {csv} with partial=True"
+    assert err[0] == said + "; the same command with --resume runs the rest"
 
 
 def test_pipesim_sweep_without_csv_says_nothing_was_kept(
@@ -200,7 +201,7 @@ def test_pipesim_sweep_stopped_keeps_the_finished_cells_and_exits_130(tmp_path: 
     lines = err.strip().splitlines()
     said = re.fullmatch(
         rf"pipesim: interrupted: (\d) of 4 cells had finished; wrote them to {re.escape(str(csv))} "
-        "with partial=True",
+        "with partial=True; the same command with --resume runs the rest",
         lines[0] if len(lines) == 1 else "",
     )
     assert said, lines

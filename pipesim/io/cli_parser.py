@@ -22,7 +22,7 @@ from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
 from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
-from pipesim.io.cli_sweep import cmd_sweep
+from pipesim.io.cli_sweep import add_resume_option, cmd_sweep
 from pipesim.io.cli_trace import cmd_report, cmd_trace
 
 __all__ = ["Parser", "build_parser"]
@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted: the finished runs only); e.g. --csv runs.csv",
     )
     add_option(s, "html", help="write sweep figures; e.g. --html sweep.html")
+    add_resume_option(s)
     add_option(s, "quiet")
     s.set_defaults(func=cmd_sweep)
 

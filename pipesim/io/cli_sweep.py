@@ -33,6 +33,7 @@ from pipesim.io.cli_common import (
     table,
 )
 from pipesim.io.cli_options import DaskError, close_dask, open_dask, workers_problem
+from pipesim.io.sweep_dask import quiet_dask_shutdown, workers_ignore_interrupts
 from pipesim.io.sweep_outputs import (
     failures_line,
     interrupted,
@@ -44,43 +45,37 @@ from pipesim.io.sweep_outputs import (
     write_html,
     write_runs,
 )
+from pipesim.io.sweep_presets import (
+    _axis,
+    add_resume_option,
+    check_knob_axes,
+    preset_designs,
+    preset_grid,
+    with_knobs,
+)
+from pipesim.io.sweep_resume import SweepBook, drop_sidecar, resume_rows
 
 __all__ = [
+    "add_resume_option",
     "cell_limit",
     "cmd_sweep",
     "interrupted",
     "no_interval_note",
     "parse_over",
     "preset_designs",
+    "preset_grid",
     "summary_and_tail",
     "sweep_failure",
     "sweep_preamble",
+    "with_knobs",
     "write_runs",
 ]
-
-
-def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
-    """``KEY=V1,V2,...`` of one ``--over``, checked: a key given twice, or ``seed``, is an error."""
-    if "=" not in item:
-        raise UsageError(f"--over {shown(item)} is not key=v1,v2,...")
-    key, values = (s.strip() for s in item.split("=", 1))
-    if key in seen:
-        raise UsageError(f"--over {key} is given twice; list every value once: --over {key}=v1,v2,...")
-    if key == "seed":
-        raise UsageError(
-            "--over seed: a sweep runs N seeds in every cell (the scenario's seed, then the next "
-            "N-1: --set seed=S starts at S); set N with --seeds"
-        )
-    parts = split_values(values, keep_empty=True)
-    if len(parts) > 1 and "" in parts:  # 0,,1 ran cells 0 and 1 without a word
-        raise UsageError(f"--over {key}: an empty value in {shown(values)}")
-    return key, values
 
 
 def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, list[Any]]:
     """The ``--over`` axes over the scenario's own keys; an unknown key's error also lists (and
     suggests from) the parameters of ``entry``, the preset named, where it has any."""
-    from pipesim.io.overrides import with_preset_params
+    from pipesim.io.overrides import over_keys, with_preset_params
     from pipesim.io.registry import parse_value
 
     over: dict[str, list[Any]] = {}
@@ -93,44 +88,10 @@ def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, 
         try:
             over[key] = [parse_value(scen, key, v) for v in split_values(values)]
         except ValueError as exc:
-            raise UsageError(one_line(with_preset_params(exc, scen, entry))) from None
+            raise UsageError(one_line(with_preset_params(exc, scen, entry, over_keys(scen)))) from None
         if not over[key]:
             raise UsageError(f"--over {key}: no values given")
     return over
-
-
-def preset_designs(entry: Any, sets: Sequence[str], items: Sequence[str]) -> dict[str, Any]:
-    """``--over`` axes over the factory's parameters (``max_head_offpolicyness=1,2,4`` of
-    ``systems:areal``), and over the keys it sizes its task pool by (``steps``: :data:`POOL_KEYS`):
-    one design per combination, built by the factory and labelled by it."""
-    import itertools
-    from functools import partial
-
-    from pipesim.io.overrides import POOL_KEYS
-    from pipesim.io.registry import build, parse_parameter, parse_value
-
-    scen, _ = build(entry, list(sets))
-    axes: dict[str, list[str]] = {}
-    for item in items:
-        key, values = _axis(item, list(axes))
-        axes[key] = split_values(values)
-        if not axes[key]:
-            raise UsageError(f"--over {key}: no values given")
-        try:  # a pool key (steps: the preset sizes its pool by it) is read as the scenario's
-            read = partial(parse_value, scen) if key in POOL_KEYS else partial(parse_parameter, entry)
-            parsed = [read(key, v) for v in axes[key]]
-        except ValueError as exc:
-            raise UsageError(one_line(exc)) from None
-        if len(set(map(repr, parsed))) != len(parsed):  # 1 and 01 are one value
-            raise UsageError(f"--over {key}: a value is given twice")
-    designs: dict[str, Any] = {}
-    for combo in itertools.product(*axes.values()):
-        pairs = [f"{k}={v}" for k, v in zip(axes, combo)]
-        try:
-            designs[", ".join(pairs)], _ = build(entry, [*sets, *pairs])
-        except ValueError as exc:
-            raise UsageError(one_line(exc)) from None
-    return designs
 
 
 def cell_limit(text: str | None, dask: str | None) -> float | None:
@@ -256,21 +217,25 @@ def _sweep(args: argparse.Namespace) -> int:
         check_axes_kept(entry, list(args.set), list(over))
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
-    designs = preset_designs(entry, args.set, preset_items) if preset_items else scen
+    designs, knobs = preset_grid(entry, args.set, preset_items) if preset_items else (scen, {})
+    check_knob_axes(entry, args.set, knobs, list(over))
     _check_seed_range(designs, args.seeds)
     try:
         cells = grid(designs, over, args.seeds)  # validates every cell before any worker starts
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
+    book = SweepBook(cells, args, knobs, SIGNED_SUMMARY)
+    done = _resumed(args, book)
     client = cluster = None
     executor = None
-    if args.dask is not None:
-        try:
-            client, cluster = open_dask(args.dask, args.workers or 2)
-        except DaskError as exc:
-            raise UsageError(str(exc)) from None
-        executor = client.get_executor()
     try:
+        if args.dask is not None:
+            try:  # its workers ignore Ctrl-C, as the process pool's do (pipesim.io.sweep_dask)
+                with workers_ignore_interrupts():
+                    client, cluster = open_dask(args.dask, args.workers or 2)
+            except DaskError as exc:
+                raise UsageError(str(exc)) from None
+            executor = client.get_executor()
         res = sweep(
             designs,
             over,
@@ -281,47 +246,91 @@ def _sweep(args: argparse.Namespace) -> int:
             timeout_s=timeout_s,
             label=f"sweep {args.scenario}",
             fn=summary_and_tail,
+            done=done,
         ).with_signed(SIGNED_SUMMARY)  # the default cell function's metrics, and their bounds
     except SweepError as exc:
         message = sweep_failure(exc)
         if args.csv and exc.result is not None:  # every cell failed: each failure is still a row
-            write_runs(exc.result.runs, args.csv, partial=False)
+            write_runs(with_knobs(exc.result, knobs).runs, args.csv, partial=False)
+            drop_sidecar(args.csv)
             message += f" (wrote every cell's error to {args.csv})"
         raise UsageError(message) from None
     except SweepInterrupted as exc:
         from pipesim.io.interrupts import stopping
 
         stopping()  # it may have come as no signal (a worker's): a signal now must not cut the saving
-        return interrupted(exc, args.csv)
+        if exc.result is None or len(exc.result.runs) < exc.total:
+            return interrupted(exc, args.csv, book)
+        res = exc.result.with_signed(SIGNED_SUMMARY)  # every cell had finished: the outputs are whole
     finally:
-        close_dask(client, cluster)
-    agg = res.aggregate
-    cols = [*res.keys, "n_seeds"] + [
-        c
-        for m in ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
-        for c in (f"{m}_mean", f"{m}_lo", f"{m}_hi")
-        if c in agg
-    ]
-    print(table(agg[cols]))
-    if (agg["n_seeds"] < 2).any():
-        print(no_interval_note(agg), file=sys.stderr)
-    notes = _notes(cells, res, args.seeds)
-    for note in notes:
-        print(note, file=sys.stderr)
-    if len(res.failures):
-        print(f"\n{failures_line(res)}", file=sys.stderr)
-        print(res.failures.to_string(index=False), file=sys.stderr)
-    from pipesim.io.interrupts import held_interrupts
+        with quiet_dask_shutdown(client):
+            close_dask(client, cluster)
+    return _outputs(args, with_knobs(res, knobs), over, cells)
 
-    # every cell is done: a Ctrl-C now waits for the outputs (it cut the CSV's writing, and the
-    # whole sweep's rows with it), then stops the command as usual
-    with held_interrupts():
+
+def _resumed(args: argparse.Namespace, book: SweepBook) -> dict[int, dict[str, Any]]:
+    """``--resume``: the cells an interrupted run of this sweep finished, read back from the tables
+    it left for ``--csv`` (:func:`~pipesim.io.sweep_resume.resume_rows`), said on standard error."""
+    if not getattr(args, "resume", False):
+        return {}
+    if not args.csv:
+        raise UsageError(
+            "--resume reads the finished cells back from the table an interrupted sweep wrote for "
+            "--csv: give the --csv it had"
+        )
+    try:
+        done, used = resume_rows(args.csv, book)
+    except ValueError as exc:
+        raise UsageError(one_line(exc)) from None
+    total = len(book.cells)
+    if used:
+        said = f"{len(done)} of {total} cells read back from {', '.join(used)}; running the other "
+        said += str(total - len(done))
+    else:
+        said = f"no table of this sweep at {args.csv} or beside it; running every cell"
+    print(f"pipesim: --resume: {said}", file=sys.stderr)
+    return done
+
+
+def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]) -> int:
+    """Every cell finished: the table, the notes, ``--csv`` and ``--html``. A Ctrl-C or SIGTERM from
+    here on waits for the outputs (one cut the CSV's writing, and the whole sweep's rows with it)
+    and then only says so: the outputs are complete, so the exit status is 0 (it was 130 with
+    "stopped before it finished", which a script read as a lost sweep)."""
+    from pipesim.io.interrupts import signals_to
+
+    held: list[int] = []
+    with signals_to(lambda signum, frame: held.append(signum)):
+        agg = res.aggregate
+        cols = [*res.keys, "n_seeds"] + [
+            c
+            for m in ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
+            for c in (f"{m}_mean", f"{m}_lo", f"{m}_hi")
+            if c in agg
+        ]
+        print(table(agg[cols]))
+        if (agg["n_seeds"] < 2).any():
+            print(no_interval_note(agg), file=sys.stderr)
+        notes = _notes(cells, res, args.seeds)
+        for note in notes:
+            print(note, file=sys.stderr)
+        if len(res.failures):
+            print(f"\n{failures_line(res)}", file=sys.stderr)
+            print(res.failures.to_string(index=False), file=sys.stderr)
         if args.csv:
             write_runs(res.runs, args.csv, partial=False)
+            drop_sidecar(args.csv)
             print(f"wrote {args.csv}")
         if args.html:
             write_html(args, res, over, agg[cols], notes)
             print(f"wrote {args.html}")
+    if held:
+        wrote = " and ".join(p for p in (args.csv, args.html) if p)
+        print(
+            "pipesim: interrupted after every cell had finished; the outputs are complete"
+            + (f" ({wrote})" if wrote else ""),
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -342,12 +351,14 @@ def _notes(cells: Sequence[Any], res: Any, seeds: int) -> list[str]:
     from pipesim.workload.durations import TraceDurations
 
     notes = []
-    label = [tuple(str(c.labels[k]) for k in res.keys) for c in cells]
+    keys = [k for k in res.keys if k in cells[0].labels]  # not the preset axes with_knobs adds
+    label = [tuple(str(c.labels[k]) for k in keys) for c in cells]
     traced = {lab for lab, c in zip(label, cells) if isinstance(c.scenario.durations, TraceDurations)}
     if seeds > 1 and traced:
         notes.append(trace_note(len(traced), len(set(label))))
     ok = res.runs[res.runs["status"] == "ok"]
-    if "_tail_share" in ok and (note := tail_note(list(ok["_tail_share"].astype(float)))) is not None:
+    shares = list(ok["_tail_share"].astype(float).dropna()) if "_tail_share" in ok else []  # none resumed
+    if shares and (note := tail_note(shares)) is not None:
         notes.append(note)
     return notes
 

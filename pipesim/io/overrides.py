@@ -44,6 +44,7 @@ __all__ = [
     "cell_label",
     "changes_for",
     "label",
+    "over_keys",
     "parse_parameter",
     "parse_value",
     "policy_classes",
@@ -72,23 +73,43 @@ class UnknownKeyError(FieldError):
     one of its parameters): a FieldError whose ``field`` is the key."""
 
 
-def unknown_key(key: str, scenario: Scenario, params: Sequence[str] = (), owner: str = "") -> UnknownKeyError:
+def over_keys(scenario: Scenario) -> list[str]:
+    """The scenario's keys ``--over`` takes: :func:`valid_keys` without ``seed`` (a sweep runs
+    ``--seeds`` seeds in every cell) and ``durations.FIELD`` (an axis sweeps ``durations=Model(...)``
+    instead), which its unknown-key message listed as valid and then refused."""
+    return [k for k in valid_keys(scenario) if k != "seed" and not k.startswith("durations.")]
+
+
+def unknown_key(
+    key: str,
+    scenario: Scenario,
+    params: Sequence[str] = (),
+    owner: str = "",
+    keys: Sequence[str] | None = None,
+) -> UnknownKeyError:
     """The error for a key that is neither a scenario key nor (where a preset is named, ``owner``)
     one of the preset's parameters ``params``: the closest of either as a suggestion, then both
-    lists."""
-    keys = valid_keys(scenario)
+    lists. ``keys``: the scenario keys the option takes (default :func:`valid_keys`; ``--over``'s
+    are :func:`over_keys`)."""
+    keys = valid_keys(scenario) if keys is None else list(keys)
     close = difflib.get_close_matches(key, [*params, *keys], n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     more = f"; parameters of {owner}: {', '.join(params)}" if params else ""
     return UnknownKeyError(f"unknown key {shown(key)}{hint}; valid keys: {', '.join(keys)}{more}", key)
 
 
-def with_preset_params(exc: ValueError, scenario: Scenario, entry: Entry | None) -> ValueError:
+def with_preset_params(
+    exc: ValueError, scenario: Scenario, entry: Entry | None, keys: Sequence[str] | None = None
+) -> ValueError:
     """``exc`` as a user of preset ``entry`` should read it: an unknown key redone to suggest from
-    the preset's parameters too and list them (``--set`` and ``--over`` alike); else ``exc``."""
-    if entry is None or not isinstance(exc, UnknownKeyError) or not (params := list(entry.parameters())):
+    the preset's parameters too and list them (``--set`` and ``--over`` alike), and from ``keys``
+    (the option's own scenario keys, :func:`unknown_key`) where given; else ``exc``."""
+    if not isinstance(exc, UnknownKeyError):
         return exc
-    return unknown_key(exc.field, scenario, params, entry.name)
+    params = list(entry.parameters()) if entry is not None else []
+    if not params and keys is None:
+        return exc
+    return unknown_key(exc.field, scenario, params, entry.name if entry is not None else "", keys)
 
 
 def _coerce(key: str, text: str, hint: Any) -> Any:

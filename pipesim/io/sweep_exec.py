@@ -137,8 +137,17 @@ def run_cell(index: int, scenario: Scenario, fn: MetricsFn, alarm_s: float | Non
         # in it read as a crash ("FieldError: TraceDurations holds 1 durations ... at .../durations.py:367")
         refusal = isinstance(exc, FieldError | PipelineError)
         where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb and not refusal else ""
-        out = {"_index": index, "status": "failed", "error": f"{type(exc).__name__}: {exc}{where}"}
+        error = f"{type(exc).__name__}: {exc}{where}{_notes(exc)}"
+        out = {"_index": index, "status": "failed", "error": error}
     return out
+
+
+def _notes(exc: BaseException) -> str:
+    """The exception's notes (``__notes__``) as the row's error keeps them, `` (NOTE; NOTE)``: a
+    policy's exception carries "raised by the admission policy X during the pipesim run", which a
+    plain run prints and a sweep's row left out."""
+    notes = [" ".join(str(n).split()) for n in getattr(exc, "__notes__", ()) or ()]
+    return f" ({'; '.join(n for n in notes if n)})" if any(notes) else ""
 
 
 def _timeout_error(timeout_s: float | None, killed: bool = False) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "interrupted",
     "no_interval_note",
     "partial_path",
+    "seeds_text",
     "sweep_preamble",
     "tail_note",
     "tail_share",
@@ -68,16 +69,24 @@ def partial_path(path: str) -> str:
     return str(p.with_name(f"{p.stem}.partial{p.suffix}"))
 
 
-def interrupted(exc: Any, csv: str | None) -> int:
+def interrupted(exc: Any, csv: str | None, book: Any = None) -> int:
     """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True; beside
-    it where a file is there already, :func:`partial_path`), one line on standard error says so,
-    and the exit status is 130 (the shell's for an interrupt)."""
+    it where a file is there already, or merged with a partial table of the same sweep there:
+    :func:`pipesim.io.sweep_resume.write_partial` where ``book``, the sweep's
+    :class:`~pipesim.io.sweep_resume.SweepBook`, is given; else :func:`partial_path`), one line on
+    standard error says so, and the exit status is 130 (the
+    shell's for an interrupt)."""
     res, total = exc.result, exc.total
     done = 0 if res is None else len(res.runs)
     if csv is None:
         kept = "nothing written (no --csv)"
     elif res is None:
         kept = f"nothing written to {csv}"
+    elif book is not None:
+        from pipesim.io.sweep_resume import write_partial
+
+        target, note = write_partial(book.results_of(res.runs), csv, book)
+        kept = f"wrote them to {target} with partial=True{note}; the same command with --resume runs the rest"
     else:
         target = partial_path(csv)
         write_runs(res.runs, target, partial=True)
@@ -124,15 +133,27 @@ def failures_note(res: Any) -> str:
     )
 
 
-def sweep_preamble(args: argparse.Namespace, printed: Any, failures: str = "") -> str:
-    """The sweep page's heading: what was swept, over how many seeds, what a band is, the cells
+def seeds_text(seeds: Sequence[int]) -> str:
+    """The seeds a sweep ran, as the page names them: ``7..9`` for a run of them, else listed."""
+    ran = sorted({int(s) for s in seeds})
+    if len(ran) > 2 and ran == list(range(ran[0], ran[-1] + 1)):
+        return f"{ran[0]}..{ran[-1]}"
+    return ", ".join(map(str, ran))
+
+
+def sweep_preamble(
+    args: argparse.Namespace, printed: Any, failures: str = "", seeds: Sequence[int] | None = None
+) -> str:
+    """The sweep page's heading: what was swept, over how many seeds and which (``seeds``: those
+    that ran; the page said ``0..N-1`` whatever the scenario's seed), what a band is, the cells
     that failed (``failures``, :func:`failures_note`), and the table the command printed (the same
     numbers, formatted as printed)."""
     axes = "; ".join(html.escape(a) for a in args.over)
+    which = f" ({seeds_text(seeds)})" if seeds is not None and len(seeds) else ""
     bands = (
-        f"bands and the _lo/_hi columns: 95% t interval over {args.seeds} seeds (0..{args.seeds - 1})"
+        f"bands and the _lo/_hi columns: 95% t interval over {args.seeds} seeds{which}"
         if args.seeds > 1
-        else "one seed: no interval"
+        else f"one seed{which}: no interval"
     )
     rows = printed.to_html(index=False, float_format=fmt_number, border=0)
     return (
@@ -146,19 +167,25 @@ def sweep_preamble(args: argparse.Namespace, printed: Any, failures: str = "") -
 def write_html(
     args: argparse.Namespace, res: Any, over: Any, printed: Any, notes: Sequence[str] = ()
 ) -> None:
-    """``--html``: a figure of throughput and of mean staleness against each swept key, under
-    :func:`sweep_preamble` (which names any failed cell) and the notes standard error printed."""
+    """``--html``: a figure of throughput and of mean staleness against each swept key, the
+    preset's parameters included (the columns :func:`pipesim.io.cli_sweep.with_knobs` adds: their
+    axes became designs, and the page drew none of them), under :func:`sweep_preamble` (which
+    names any failed cell) and the notes standard error printed."""
     from pipesim.io import viz
 
     agg = res.aggregate
+    swept = [k for k in res.keys if k != "design" and k not in over] + list(over)  # preset axes first
+    if len(swept) > len(over):  # a design per preset value: one line across them, not one per design
+        agg = agg.assign(design=str(args.scenario))
     figs = []
-    for k in over:
+    for k in swept:
         others = [o for o in res.keys if o not in (k, "design")]
         by = others[0] if others else "design"
         figs.append(viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}"))
         figs.append(viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}"))
     said = "".join(f"<p>{html.escape(n)}</p>" for n in notes)
-    preamble = sweep_preamble(args, printed, failures_note(res) + said)
+    ran = list(res.runs["seed"]) if "seed" in res.runs else None
+    preamble = sweep_preamble(args, printed, failures_note(res) + said, ran)
     page = viz.figures_to_html(figs, title=f"pipesim sweep {args.scenario}", preamble=preamble)
     write_text_atomic(args.html, page)
 

@@ -126,6 +126,7 @@ def sweep(
     fn: MetricsFn = run_summary,
     timeout_s: float | None = DEFAULT_CELL_TIMEOUT_S,
     label: str = "sweep",
+    done: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> SweepResult:
     """Run every cell of ``grid(scenarios, over, seeds)`` on ``executor`` and collect a tidy table.
 
@@ -140,6 +141,10 @@ def sweep(
     alarm stops the cell inside its worker, and a worker that ignores it is killed); on any other
     executor (threads, Dask) a limit, the default included, is a ValueError naming the executor,
     so there pass ``timeout_s=None``.
+
+    ``done``: the result rows of cells that already ran (a resumed sweep: ``pipesim sweep
+    --resume`` reads them back from an interrupted sweep's table), by cell index in the grid (the
+    :class:`Cell` ``index``); they are not run again, and are collected as if they had been.
 
     Raises :class:`SweepError` when every cell fails (the message lists them) and when a process
     pool would re-import an unguarded main script that starts this sweep, and
@@ -168,14 +173,17 @@ def sweep(
         problem = main_guard_problem()
         if problem is not None:
             raise SweepError(problem)
-    results: dict[int, dict[str, Any]] = {}
+    results = _done_rows(done, len(cells))
+    todo = [c for c in cells if c.index not in results]
     signed = SIGNED_SUMMARY if fn is run_summary else None
     if not isinstance(label, str):
         raise refuse("label", f"must be a string, got {shown(label)}")
-    bar = progress_bar(len(cells), progress, label)
+    bar = progress_bar(len(todo), progress, label)
     try:
-        ex: Executor = default_executor(workers) if executor is None else executor
-        suspects = _run_on(ex, own, cells, fn, timeout_s, results, bar)
+        suspects: list[Cell] = []
+        if todo:
+            ex: Executor = default_executor(workers) if executor is None else executor
+            suspects = _run_on(ex, own, todo, fn, timeout_s, results, bar)
         # a dead worker broke the pool: rerun the unfinished cells one by one so only the culprits fail
         for cell in sorted(suspects, key=lambda c: c.index):
             if _run_on(default_executor(1), True, [cell], fn, timeout_s, results, NoBar()):
@@ -192,6 +200,23 @@ def sweep(
     if not (res.runs["status"] == "ok").any():
         raise SweepError(all_failed_message(res), res)
     return res
+
+
+def _done_rows(done: Mapping[int, Mapping[str, Any]] | None, n: int) -> dict[int, dict[str, Any]]:
+    """``done`` checked: cell indexes of the grid, each a row with its ``status`` and ``error``."""
+    rows: dict[int, dict[str, Any]] = {}
+    if done is None:
+        return rows
+    if not isinstance(done, Mapping):
+        raise refuse("done", f"must be a mapping of cell index to result row, got {shown(done)}")
+    for i, row in done.items():
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+            raise FieldError(f"done: {shown(i)} is no cell index of this grid (0..{n - 1})", "done")
+        if not isinstance(row, Mapping) or "status" not in row or "error" not in row:
+            msg = f"done[{i}] must be a result row with status and error, got {shown(row)}"
+            raise FieldError(msg, "done")
+        rows[i] = dict(row)
+    return rows
 
 
 def _run_on(
