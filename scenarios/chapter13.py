@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario, run
-from pipesim.io.registry import CHAPTER_DESIGNS
+from pipesim.io.registry import CHAPTER_DESIGNS, get_scenario
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import Drain, PartialRollout
 from pipesim.policies.batching import DropStale
@@ -70,6 +70,15 @@ def duration_stats() -> dict[str, float]:
     out["max"] = d.max().item()
     out.update({f"straggler_{b}": r for b, r in straggler_ratios(d).items()})
     return out
+
+
+def figure13_1() -> dict[str, float]:
+    """Figure 13.1: the simulated seconds of the 4 steps of 8 slots, synchronous and asynchronous
+    (eta = 1, partial): the ``fig13.1-sync`` and ``fig13.1-async`` scenarios that draw it."""
+    return {
+        name: run(get_scenario(f"fig13.1-{name}"), chapter_pool()).summary()["sim_time_s"]
+        for name in ("sync", "async")
+    }
 
 
 def designs() -> dict[str, dict[str, float]]:
@@ -186,9 +195,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:<11} {gb:5.1f} GB | {cols}")
     st = duration_stats()
     print("\n13.2 durations and stragglers")
-    print("  " + " | ".join(f"{k} {st[k]:.0f} s" for k in ("mean", "median", "p90", "p99")))
+    print("  " + " | ".join(f"{k} {st[k]:.0f} s" for k in ("mean", "median", "p90", "p99", "max")))
     for b in (8, 64, 512):
-        print(f"  B = {b:3d}: slowest of the batch = {st[f'straggler_{b}']:.1f} x the mean")
+        ratio = st[f"straggler_{b}"]
+        print(f"  B = {b:3d}: expected slowest episode {ratio * st['mean']:4.0f} s = {ratio:.1f} x the mean")
+    fig = figure13_1()
+    print(
+        f"\nFigure 13.1: 8 slots, 4 steps: synchronous {fig['sync']:.0f} s | "
+        f"async eta=1, partial {fig['async']:.0f} s"
+    )
     print("\n13.3 designs: episodes/hour | slot util | staleness mean, max | trained episode mean (s)")
     for name, r in designs().items():
         print(

@@ -116,5 +116,14 @@ def test_main_prints_every_section(
     monkeypatch.setattr(chapter13, "failure_policies", dict)
     chapter13.main()
     out = capsys.readouterr().out
-    for text in ("65.6 GB", "4.3 x", "2077", "661", "2261", "13.6%", "m*H_B", "Exercise 2"):
+    for text in ("65.6 GB", "4.3 x", "2077", "661", "2261", "13.6%", "m*H_B", "Exercise 2", "max 624 s"):
+        assert text in out, text
+    # the chapter's own lines: its pool's expected stragglers, and Figure 13.1's two spans
+    for text in (
+        "expected slowest episode  251 s",
+        " 415 s",
+        " 515 s",
+        "synchronous 1130 s",
+        "partial 493 s",
+    ):
         assert text in out, text

@@ -6,7 +6,8 @@ review (every page rendered in headless Chromium and looked at) that failed befo
   printed; a compute run's page shows its cluster, not the scenario fields it does not read.
 * ``pipesim sweep --html`` shows the table the command printed, and hover text reads in decimal
   notation (``.3g`` wrote a throughput of 2,110 as ``2.11e+3``).
-* The report's seconds read as the chapter prints them (97.7, not 98; 623.6 beside 623.6).
+* The report's seconds read as the chapter prints them (97.7, not 98; the pool's maximum
+  623.650391 and the chapter's 623.650 both 623.7).
 * The timeline's legend keeps every version inside the figure (v12-v14 of 20 ran off its right
   edge); the aggregate view's two legends sit beside their panels without overlapping.
 * The plan's figure shows a design at 0 whole (it was cut in half by the axis).
@@ -174,6 +175,7 @@ def test_report_seconds_read_as_the_chapter_prints_them() -> None:
     cells = re.findall(r"<td>([^<]+)</td>", table_html(stats, "pool"))
     for i in range(0, len(cells), 3):  # statistic, pipesim, chapter: equal to 3 decimals, equal drawn
         assert cells[i + 1] == cells[i + 2], cells[i : i + 3]
+    assert ["max", "623.7", "623.7"] in [cells[i : i + 3] for i in range(0, len(cells), 3)]  # not 623.6
     designs = table_html(design_table(d), "designs")
     assert "<td>97.7</td>" in designs and "<td>94.1</td>" in designs  # the demo prints 97.7 [97.7]
 

@@ -22,6 +22,7 @@ import html
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -167,10 +168,14 @@ def table_html(df: pd.DataFrame, caption: str) -> str:
     def seconds(x: float) -> str:  # as the demo prints durations: 97.7, not 98 (the chapter's 97.73)
         if x != x:
             return "\u2013"
-        # rounded to 3 decimals first, as the chapter prints them: 623.650391 and the chapter's
-        # 623.650 both read 623.6 (straight to one decimal they read 623.7 and 623.6)
+        # rounded to 3 decimals first, as the chapter prints them, then half up in decimal: the
+        # pool's 623.650391 and the chapter's 623.650 both read 623.7 (the chapter's 624). Binary
+        # rounding of 623.650 gives 623.6 (it is 623.6499... as a double), so the half-up step is
+        # what keeps both columns equal and correctly rounded.
         x = round(float(x), 3)
-        return f"{x:,.0f}" if x.is_integer() else f"{x:,.1f}"
+        if x.is_integer():
+            return f"{x:,.0f}"
+        return f"{Decimal(f'{x:.3f}').quantize(Decimal('0.1'), rounding=ROUND_HALF_UP):,}"
 
     timed: dict[Any, Any] = {
         c: seconds for c in df.columns if str(c).endswith("(s)") and pd.api.types.is_float_dtype(df[c])
