@@ -115,7 +115,8 @@ def _phase_log(profile_values: dict[str, float], t: np.ndarray) -> TrainingLog:
                 "prompt_length/mean": 512.0,
             }
         )
-    return TrainingLog("mem", "0" * 64, pd.DataFrame(rows))
+    # the step holds no sync (none is added above): said, so none is taken out of it
+    return TrainingLog("mem", "0" * 64, pd.DataFrame(rows), step_includes_sync=False)
 
 
 @settings(max_examples=25, deadline=None)
@@ -160,7 +161,8 @@ def test_the_profile_intervals_cover_their_constants() -> None:
         df["timing_s/step"] = rest + df[
             ["timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor"]
         ].sum(axis=1)
-        got, _ = fit_trainer_profile(TrainingLog("mem", "0" * 64, df), rs, t)
+        log = TrainingLog("mem", "0" * 64, df, step_includes_sync=False)  # as _phase_log's
+        got, _ = fit_trainer_profile(log, rs, t)
         for k, v in truth.items():
             held[k] += k in got and got[k].lo <= v <= got[k].hi
     assert min(held.values()) >= 52, held
@@ -637,7 +639,8 @@ def test_a_log_written_from_published_steps_calibrates_to_its_constants(tmp_path
     t = np.random.default_rng(9).uniform(1.6e5, 2.6e5, 8)
     log = _write(tmp_path, published_log(_records(PROFILE_TRUE, t)))
     out = tmp_path / "cal.toml"
-    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out)]) == 0
+    argv = ["calibrate", str(log), "--spec", str(SPEC), "--out", str(out), "--step-includes-sync", "no"]
+    assert main(argv) == 0  # the records' steps hold no sync (_phase_log)
     got = specfile.read(out)["calibration"]["values"]
     assert {k: got[k] for k in PROFILE_TRUE} == pytest.approx(PROFILE_TRUE, rel=1e-4, abs=1e-4)
 
@@ -650,7 +653,7 @@ def test_a_table_of_means_gives_the_efficiencies_at_the_profiles_fixed_costs(tmp
     truth = {"fwd_bwd_efficiency": 0.3, "fwd_efficiency": 0.2, "step_s": 1.5}
     df = published_log(_records(truth, np.array([2e5])), repeat=3)
     assert len(df) == 3 and list(df["step"]) == [0, 1, 2]
-    cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC))
+    cal = calibrate(read_log(_write(tmp_path, df)), load(SPEC), step_includes_sync=False)
     # each repeated row is dealt to the ranks as its own step (steps 0, 1, 2 of the spec's run)
     assert {k: cal.values[k].value for k in truth} == pytest.approx(truth, rel=1e-4)
     assert "micro_batch_s" not in cal.values and "optimizer_step_s" not in cal.values

@@ -100,7 +100,7 @@ def _noisy_phase_log(t: np.ndarray, rng: np.random.Generator) -> TrainingLog:
                 "prompt_length/mean": 512.0,
             }
         )
-    return TrainingLog("mem", "0" * 64, pd.DataFrame(rows))
+    return TrainingLog("mem", "0" * 64, pd.DataFrame(rows), step_includes_sync=False)  # no sync in it
 
 
 def test_the_trainer_intervals_cover_their_constants_on_a_few_steps() -> None:

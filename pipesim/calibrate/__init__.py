@@ -57,8 +57,10 @@ simulations ``K`` steps a row, and a note says so.
 The calibrated spec is ``RUN.toml`` with a ``[calibration]`` table: ``values`` (what a run applies,
 :data:`pipesim.plan.runspec.CALIBRATED`), ``intervals``, ``method``, ``residuals``, the log's path
 and ``log_sha256``, the steps used, ``not_identified`` and the simulation ``seed``. ``pipesim run``
-and ``pipesim plan`` read it. Simulations use their own ``seed`` (not the spec's), so a log pipesim
-wrote from the same spec is not replayed draw for draw.
+and ``pipesim plan`` read it. Simulations use their own ``seed`` (default 0), not the spec's run
+seed; where the two are equal (the shipped sample: a log pipesim wrote from the spec at its seed
+0), the simulations replay the log's own draws, and the held-out response mean and the decode
+overhead come out closer than an independent run gets (docs/calibrate.md; ``--seed`` to differ).
 """
 
 from __future__ import annotations
@@ -118,7 +120,9 @@ def calibrate(
     which was used). ``trainer_steps_per_row``: how many trainer steps each row covers, ``K`` for
     verl's fully-async trainer (one row per parameter version, its ``timing_s/*`` summed over
     ``trigger_parameter_sync_step = K`` steps, one ``param_sync``); None (the default): the log's
-    own, else one (:mod:`pipesim.calibrate.rows`; a note says how the rows were read)."""
+    own, else one (:mod:`pipesim.calibrate.rows`; a note says how the rows were read). ``seed``:
+    the simulations' and the bootstrap's (module docstring: equal to the spec's run seed, it
+    replays a log pipesim wrote from the spec)."""
     check_calibrate_args(log, rs, seed)
     if progress is not None and not callable(progress):
         raise LogError(

@@ -175,7 +175,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--seed",
         type=int,
         metavar="N",
-        help="the simulations' and the bootstrap's seed (default 0); e.g. --seed 3",
+        help="the simulations' and the bootstrap's seed (default 0; equal to the spec's run seed, it "
+        "replays a log pipesim wrote from that spec: docs/calibrate.md); e.g. --seed 3",
     )
     c.add_argument(
         "--json", metavar="FILE", help="also write the [calibration] table as JSON; e.g. --json cal.json"

@@ -218,7 +218,9 @@ def fit_lengths(
     if how.startswith("mean"):
         notes.append(
             "response_sigma: no clip ratio in (0, 0.5) and no uncapped response_length/max; "
-            "sigma kept from the spec"
+            f"sigma kept from the spec ({sigma_prior:g}), and the median is fitted from the mean at "
+            "that sigma: its interval holds only given that sigma (another sigma moves the median "
+            "the same mean gives; docs/calibrate.md)"
         )
     boots = [one(rng.integers(0, n, n))[:2] for _ in range(BOOTSTRAP)]
     med = np.exp([b[0] for b in boots])

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from pipesim.calibrate.agent import length_notes, turn_means
-from pipesim.calibrate.checks import remainder_note
+from pipesim.calibrate.checks import outlier_notes, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import check_fitted
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.residuals import trainer_residuals
 from pipesim.calibrate.rows import centres, max_draws, row_note
 from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
-from pipesim.calibrate.steptime import includes_sync, step_note
+from pipesim.calibrate.steptime import includes_sync, step_note, sync_note
 from pipesim.calibrate.trainer import fit_trainer_profile, tokens
 from pipesim.plan.runspec import RunSpec
 
@@ -106,6 +106,9 @@ def fit_spec(
     holds = includes_sync(log, rs)  # does the log's step hold the weight sync (steptime)
     if log.has("timing_s/step"):
         notes.append(step_note(log, rs))
+    if (sync := sync_note(log, rs)) is not None:
+        notes.append(sync)
+    notes += outlier_notes(log)
     if (rows := row_note(log, rs)) is not None:
         notes.append(rows)
     if log.has("timing_s/ref") and not rs.plan.reference_model:

@@ -274,7 +274,8 @@ def read_log(
         if source not in df.columns:
             raise LogError(
                 f"{path}: the column map names {shown(source)} for {name}, which the log does not have "
-                f"(columns: {', '.join(map(str, df.columns))})",
+                f"(a run that does not log it: drop or comment out that line of the map; columns: "
+                f"{', '.join(map(str, df.columns))})",
                 source,
             )
     if mapping["step"] not in df.columns:

@@ -28,7 +28,7 @@ import numpy as np
 
 from pipesim.calibrate.fit import Fitted, t95
 from pipesim.calibrate.log import TrainingLog
-from pipesim.calibrate.steptime import trainer_span_s
+from pipesim.calibrate.steptime import timed_sync, trainer_span_s
 from pipesim.compute.phases import FrameworkProfile, phase_times_s
 from pipesim.compute.trainer import TrainerConfig
 
@@ -41,6 +41,15 @@ FIXED_COSTS = ("micro_batch_s", "optimizer_step_s", "step_s", "sample_s")
 SCALE_METHOD = "one scale on the profile, from step less gen (fit_trainer_scale)"
 """The ``method`` of every constant this fit writes: :mod:`pipesim.calibrate.predict` draws them together."""
 _PHASES = ("old_log_prob", "ref", "update_actor", "remainder")
+
+
+GIVEN = (
+    "a prediction's intervals (--intervals) hold given the profile's constants for the phases the "
+    "log does not have, which nothing here measures: on another split they can miss by more than "
+    "their width (on such logs the 4:4 split's 95% ranges held the true run in 0-1 of 6; docs/calibrate.md)"
+)
+"""What a trainer calibrated without phase columns says about its intervals (:mod:`pipesim.calibrate.predict`
+prints the same under the ranges)."""
 
 
 def scaled(profile: FrameworkProfile, k: float) -> FrameworkProfile:
@@ -74,6 +83,7 @@ def fit_trainer_scale(
     switch_s: float,
     holds_sync: bool = True,
     members: list | None = None,
+    spec_sync: np.ndarray | None = None,
 ) -> tuple[dict[str, Fitted], list[str]]:
     """The profile's constants scaled to the log's ``step - gen`` (see the module), with 95%
     intervals, and the note that says how; or nothing and why. ``cfg``: the spec's trainer;
@@ -84,9 +94,11 @@ def fit_trainer_scale(
     fully-async trainer's does not), so that ``param_sync`` is subtracted only then; ``members``:
     each row's trainer steps where a row covers several (:func:`~pipesim.calibrate.trainer.row_members`:
     the row's seconds are their mean; ``spreads`` is then not read)."""
-    seen = trainer_span_s(log, holds_sync, switch_s)
+    seen = trainer_span_s(log, holds_sync, switch_s, spec_sync)
     if seen is None:
-        return {}, ["trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept"]
+        return {}, [
+            f"trainer: no timing_s/update_actor, old_log_prob or ref column; the profile kept; {GIVEN}"
+        ]
     prof = cfg.framework
     one = _trainer_s(cfg, t, batch, spreads, members)
     a = _trainer_s(dataclasses.replace(cfg, profile=scaled(prof, 2.0)), t, batch, spreads, members) - one
@@ -104,7 +116,9 @@ def fit_trainer_scale(
                 f"it would put an efficiency above 1 (scale {k:.3g}: the logged trainer is faster than peak)"
             )
     if why:
-        return {}, [f"trainer: no phase column, and step less gen cannot scale the profile ({why}); kept"]
+        return {}, [
+            f"trainer: no phase column, and step less gen cannot scale the profile ({why}); kept; {GIVEN}"
+        ]
     resid = seen - (a * k + c)
     half = t95(len(seen) - 1) * math.sqrt(float(resid @ resid) / (len(seen) - 1) / float(a @ a))
     lo, hi = max(k - half, peak), k + half
@@ -115,10 +129,21 @@ def fit_trainer_scale(
     }
     # a fixed cost the profile has at 0 stays at 0: not a fitted value
     values.update({f: Fitted(v * k, v * lo, v * hi, how) for f in FIXED_COSTS if (v := getattr(prof, f)) > 0})
-    less = " and param_sync" if holds_sync and log.has("timing_s/param_sync") else ""
+    less = (
+        (
+            " and param_sync"
+            if timed_sync(log)
+            else " and the spec's simulated sync"
+            if spec_sync is not None
+            else ""
+        )
+        if holds_sync
+        else ""
+    )
     note = (
         f"trainer: no phase column; the profile scaled as a whole to the logged step less gen"
         f"{less} (x{k:.3g}: every efficiency / "
-        f"{k:.3g}, every fixed cost x {k:.3g}); the split between phases is the profile's, not the log's"
+        f"{k:.3g}, every fixed cost x {k:.3g}); the split between phases is the profile's, not the log's; "
+        f"{GIVEN}"
     )
     return values, [note]

@@ -44,6 +44,7 @@ profile's value, with a note:
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
@@ -54,7 +55,7 @@ from pipesim.calibrate.fitbounds import hull, phase_weights, unbounded_note, unf
 from pipesim.calibrate.frame import check_calibrate_args, check_fitted, check_series
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.scale import fit_trainer_scale
-from pipesim.calibrate.steptime import includes_sync
+from pipesim.calibrate.steptime import includes_sync, spec_sync_s
 from pipesim.calibrate.trainer_inputs import MAX_DEALT_STEPS as MAX_DEALT_STEPS  # re-exported
 from pipesim.calibrate.trainer_inputs import (
     TRAINER_PHASES,
@@ -144,7 +145,10 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     if not any(g[0].phase != "remainder" for g in obs):  # one scale from step less gen, where it can
         rows = row_members(rs, t, batches, log.steps, log.per_row)
         cfg, holds = config(rs), includes_sync(log, rs)
-        return fit_trainer_scale(log, cfg, t, rs.plan.batch_size, [None] * len(t), switch_s(rs), holds, rows)
+        sync = spec_sync_s(log, rs)
+        return fit_trainer_scale(
+            log, cfg, t, rs.plan.batch_size, [None] * len(t), switch_s(rs), holds, rows, sync
+        )
     fix = ["sample_s"]
     if t.std() / t.mean() < MIN_TOKEN_SPREAD:
         fix += ["micro_batch_s", "optimizer_step_s"]
@@ -156,6 +160,7 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     fallback = iter(("micro_batch_s", "optimizer_step_s", "step_s"))
     fit: ProfileFit | None = None
     why = ""
+    reasons: dict[str, str] = {}  # a constant the fallback fixed: the failure that fixed it
     for _ in range(2 * len(FITTED)):
         try:
             fit = fit_profile(prof, obs, fix=sorted(fixed))
@@ -182,15 +187,19 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
         if nxt is None:
             break
         fixed.add(nxt)
+        reasons[nxt] = _fails(why)
+    notes += _recompute_note(log, rs)
     if fit is None:
-        return {}, [*notes, f"trainer: the profile's constants could not be fitted ({why}); the profile kept"]
+        fast = _faster_than_peak(why)
+        said = fast if fast is not None else f"({why})"
+        return {}, [*notes, f"trainer: the profile's constants could not be fitted {said}; the profile kept"]
     for k in FITTED:
         if k in fit.fitted or k in fix:
             continue
         if k in zeroed:
             notes.append(f"{k}: fitted below 0 (no such fixed cost seen); set to 0")
         else:
-            reason = _fails(why) if why else "no logged phase holds it"
+            reason = reasons.get(k) or _absent(k, log, rs)
             notes.append(f"{k}: not identified ({reason}); the profile's {getattr(base, k):.4g} kept")
     if moved:
         notes.append(
@@ -273,10 +282,64 @@ def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
     return dataclasses.replace(config(rs).framework, **fitted)
 
 
+def _faster_than_peak(why: str) -> str | None:
+    """The user's words for a fit that put an efficiency above 1 (the solver's message ``... efficiency
+    must be in (0, 1], got 1.48``): the logged trainer is faster than peak; None for another failure.
+    Before, the validator's text was the note."""
+    m = re.search(r"(\w*efficiency) must be .*, got (\S+)$", why)
+    try:
+        got = float(m.group(2)) if m is not None else math.nan
+    except ValueError:
+        return None
+    if m is None or not got > 1:
+        return None
+    return (
+        f"(the logged trainer is faster than peak: {m.group(1)} would be {got:.3g}, above 1; check the "
+        "spec's GPU, model or GPU count against the logged run's)"
+    )
+
+
+def _recompute_note(log: TrainingLog, rs: RunSpec) -> list[str]:
+    """A note when the spec's trainer recomputes the old log-probs and the log, which times other
+    phases, has no ``old_log_prob`` column (the remainder and ``fwd_efficiency`` then go unfitted)."""
+    if not config(rs).recompute_old_logp or log.has("timing_s/old_log_prob"):
+        return []
+    return [
+        "timing_s/old_log_prob: the spec's trainer recomputes the old log-probs (model.recompute_old_logp, "
+        "default true) but the log has no such column: the remainder (step_s) is not fitted, and a run "
+        "of the spec times old_log_prob from the profile; a trainer that uses the rollout's log-probs "
+        "(verl's use_rollout_log_probs): set model.recompute_old_logp = false in the spec"
+    ]
+
+
+def _absent(k: str, log: TrainingLog, rs: RunSpec) -> str:
+    """Why ``k`` is in no observation of the fit: which logged phase would hold it."""
+    if k in ("fwd_bwd_efficiency", "optimizer_step_s"):
+        return "no timing_s/update_actor column, the phase that holds it"
+    if k == "fwd_efficiency":
+        return "no timing_s/old_log_prob or timing_s/ref column, the phases that hold it"
+    if k == "micro_batch_s":
+        return "no logged phase holds it"
+    if k == "step_s":
+        tcfg = config(rs)
+        need = ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]
+        need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
+        missing = [c for c in need if not log.has(c)]
+        if missing:
+            return (
+                f"the remainder, step less gen and the phases, needs {', '.join(missing)}: without "
+                "it the remainder would absorb the missing phase"
+            )
+    return "no logged phase holds it"
+
+
 def _fails(why: str) -> str:
     """Why a fit with a constant failed, in the user's terms where the solver's message allows: the
     constant it put out of range and the value (the solver's own message otherwise)."""
-    m = re.search(r"(\w+) must be [^,]*, got (\S+)$", why)
+    fast = _faster_than_peak(why)
+    if fast is not None:
+        return f"a fit with it fails {fast}"
+    m = re.search(r"(\w+) must be .*, got (\S+)$", why)
     if m is None:
         return f"a fit with it fails: {why}"
     try:

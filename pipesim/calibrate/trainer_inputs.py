@@ -31,7 +31,7 @@ from pipesim.calibrate.frame import (
 )
 from pipesim.calibrate.log import LogError, TrainingLog
 from pipesim.calibrate.simulated import report
-from pipesim.calibrate.steptime import includes_sync, trainer_span_s
+from pipesim.calibrate.steptime import includes_sync, spec_sync_s, trainer_span_s
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import shown
@@ -96,7 +96,8 @@ def remainder(log: TrainingLog, rs: RunSpec) -> np.ndarray | None:
     need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
     if not all(log.has(c) for c in need):
         return None
-    rest = trainer_span_s(log, includes_sync(log, rs), switch_s(rs))  # the step's meaning: steptime
+    holds = includes_sync(log, rs)  # the step's meaning: steptime
+    rest = trainer_span_s(log, holds, switch_s(rs), spec_sync_s(log, rs))
     if rest is None:
         return None
     for c in TRAINER_PHASES:
