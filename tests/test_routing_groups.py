@@ -133,7 +133,7 @@ def test_upcoming_task_is_the_oldest_requeued_task_then_the_next_new_one() -> No
     p = Pipeline(pipesim.Scenario(), [1.0] * 50)
     assert p.upcoming_task == 0
     p.next_task = 5
-    p.requeue([(2, 11), (3, 12)])
+    p.requeue([(2, -1), (3, -1)])
     assert p.upcoming_task == 2
     p.requeued.popleft()
     assert p.upcoming_task == 3

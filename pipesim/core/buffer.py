@@ -10,7 +10,14 @@ waits, and costs no SimPy event), and ``get()`` succeeds with a full batch as so
 Gets are served only at the end of an instant (the controller calls :meth:`EpisodeBuffer.serve`
 after admitting episodes), never the moment an episode lands. That is the chapter's order -- start
 episodes, then start training, then process what happens next -- and it matters when training
-or episodes take zero time.
+or episodes take zero time. :meth:`EpisodeBuffer.serve` walks the get queue itself (SimPy's
+``BaseResource._trigger_get`` loop, in a few lines): an exception raised in a batch policy's
+``select`` then shows the user's frames under pipesim's, with no frame of SimPy's between them.
+
+A batch policy may requeue the tasks of episodes it discards in the same ``select``
+(``DropStale(requeue=True)``): the parent is still buffered when ``requeue`` checks it, so the
+port notes it (:meth:`EpisodeBuffer.requeued_from`) and the buffer checks, once ``select`` has
+returned, that it came back as discarded.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ class EpisodeBuffer(BaseResource):
         self.items: list[Episode] = []
         self._pipeline = pipeline
         self._on_discard = on_discard
+        self.selecting = False
+        """Whether the batch policy's ``select`` is running (the port reads it in ``requeue``)."""
+        self._parents: list[Episode] = []  # buffered parents requeued during this select
+        self.lost_in_select = 0
+        """Episodes ``select`` took out of the buffer and returned neither in a batch nor as
+        discarded (nor dropped through the port), over the run: a stall or unbalanced books then
+        name the batch policy, and otherwise the policies that may not edit ``p.buffered``."""
 
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)
@@ -55,23 +69,49 @@ class EpisodeBuffer(BaseResource):
 
     def serve(self) -> None:
         """Serve pending gets now (the controller calls it at the end of an instant, when
-        the batch policy's hints say a batch may be formed; serving when none can is harmless)."""
-        BaseResource._trigger_get(self, None)
+        the batch policy's hints say a batch may be formed; serving when none can is harmless).
+        The loop of ``BaseResource._trigger_get``, kept here so that no SimPy frame sits between
+        the controller and a batch policy's ``select`` in a traceback: each get still waiting is
+        asked in turn, and one that succeeds leaves the queue."""
+        queue = self.get_queue
+        i = 0
+        while i < len(queue):
+            event = queue[i]
+            self._do_get(event)
+            if event.triggered:
+                del queue[i]
+            else:
+                i += 1
+
+    def requeued_from(self, parent: Episode) -> None:
+        """``select`` requeued the task of ``parent``, still buffered: it must return it as discarded."""
+        self._parents.append(parent)
 
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
-        policy = self._pipeline.batching
-        got = policy.select(self.items, self._pipeline)
+        pipeline = self._pipeline
+        policy = pipeline.batching
+        before, dropped = len(self.items), pipeline.n_dropped
+        self.selecting = True
+        try:
+            got = policy.select(self.items, pipeline)
+        finally:
+            self.selecting = False
+        # what left the buffer in select, less what the port's drop took: what select returns
+        gone = before - len(self.items) - (pipeline.n_dropped - dropped)
         if not isinstance(got, tuple) or len(got) != 2:
             raise PipelineError(
                 f"{type(policy).__name__}.select must return (batch or None, discarded), got {shown(got)}"
             )
         batch, discarded = got
         if discarded:
+            gone -= len(discarded)
             for ep in discarded:
                 if getattr(ep, "status", None) != BUFFERED:  # twice, or never in the buffer
                     raise not_buffered(self._pipeline, ep, "as discarded")
                 ep.status = DISCARDED
             self._on_discard(discarded)
+        if self._parents:
+            self._check_parents(policy)
         if batch is not None:
             if isinstance(batch, tuple):
                 batch = list(batch)
@@ -86,5 +126,21 @@ class EpisodeBuffer(BaseResource):
                     f"batch size is {self._pipeline.batch_size} (return None to wait for more, and "
                     "put the rest back in the buffer)"
                 )
+            gone -= len(batch)
             event.succeed(batch)
+        if gone > 0:  # counted, not refused: the books' check names it (pipesim.core.errors)
+            self.lost_in_select += gone
         return True
+
+    def _check_parents(self, policy: object) -> None:
+        """Each buffered episode whose task ``select`` requeued came back as discarded (else the
+        requeue relaunches an episode that is trained, or still buffered)."""
+        parents, self._parents = self._parents, []
+        for ep in parents:
+            if ep.status != DISCARDED:
+                raise PipelineError(
+                    f"the batch policy {type(policy).__name__} called requeue with parent {ep.id} (task "
+                    f"{ep.task_id}) in select, and then did not return episode {ep.id} as discarded (it "
+                    f"is {ep.status}): a parent is an episode dropped for good, so requeue the tasks of "
+                    "the episodes select returns as discarded, or pass parent -1"
+                )

@@ -12,6 +12,8 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
 from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
 from pipesim.core.validate import FieldError as FieldError  # re-exported
@@ -160,6 +162,29 @@ def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineEr
     )
 
 
+def bad_parent(task: int, parent: int, n: int, found: tuple[str, int] | None) -> str:
+    """Why ``(task, parent)`` given to ``requeue`` or ``relaunch`` is refused: ``parent`` is no
+    episode of the run (``n`` launched), or ``found`` (its status and task) is not a dropped
+    episode of ``task``. The port's ``_check_parent`` decides; the caller names the policy."""
+    if found is None:
+        ids = f"ids 0 to {n - 1}" if n else "none launched yet"
+        return (
+            f"parent {parent} is not an episode of this run ({ids}): a parent is the id of the "
+            "dropped episode the task relaunches, or -1"
+        )
+    status, parent_task = found
+    if parent_task != task:
+        return (
+            f"({task}, {parent}): episode {parent} ran task {parent_task}, not task {task}; a "
+            "relaunch runs its parent's task (pass (ep.task_id, ep.id)), or give parent -1"
+        )
+    return (
+        f"parent {parent} is {status}, not dropped: a parent is an episode aborted, discarded or "
+        "failed, whose task the relaunch runs again (drop it first, or take it off its slot with "
+        "abort_running), or -1 for a task that replaces no episode"
+    )
+
+
 def seconds(value: object, what: str, unit: str = "seconds") -> float:
     """``value`` as float seconds, finite and >= 0 (an int or a numpy real converted: an episode's
     seconds are floats, which the compiled build's episode holds and checks, and a numpy float32
@@ -202,10 +227,7 @@ def _culprit(p: Pipeline) -> str:
     names = f"(with {type(p.weight_update).__name__} and {type(p.batching).__name__})"
     missing = p.started - p.n_trained - p.n_running - len(p.buffer.items) - p.n_dropped
     if missing:
-        return (
-            f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: "
-            f"{_state_written(p)}"
-        )
+        return f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: {_lost(p)}"
     if (wrong := _written(p)) is not None:  # p.version = 0 in admits: the rule says no for good
         return (
             f"a policy of {_policies(p)} wrote the pipeline's state: {wrong}; the view's counters "
@@ -233,14 +255,75 @@ def _culprit(p: Pipeline) -> str:
         return f"the routing rule {routing}.choose picks no replica though one accepts {names}"
     adm = type(p.admission).__name__
     if p.n_dropped:  # the common cause: dropped episodes still count as started, so none replaces them
-        what = type(p.scenario.failures).__name__ if p.scenario.failures is not None else "a drop policy"
         return (
             f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
-            f"dropped episode(s) ({what}) still count as started there, so none is replaced: an "
+            f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: an "
             "admission that counts dropped episodes out (AReaLThrottle) or a retry (RetryFailed) "
             "lets the run finish"
         )
     return f"the admission policy {adm} admits no further episode {names}"
+
+
+def _droppers(p: Pipeline) -> str:
+    """Who dropped a stalled run's episodes, by status (read once, at the stall): failed ones the
+    failure policy, aborted ones the weight update (``abort_running``), discarded ones the batch
+    policy (``select``) or the weight update (``p.drop``)."""
+    from pipesim.core.episode import ABORTED, DISCARDED, FAILED, STATUSES
+
+    rec = p.episodes
+    counts = dict.fromkeys(STATUSES, 0)
+    for ep in rec.live.values():
+        counts[ep.status] = counts.get(ep.status, 0) + 1
+    if rec.n_archived:  # the archived ones' codes: every id that is not live
+        codes = rec.column("status", len(rec)).copy()
+        codes[list(rec.live)] = -1
+        for code, k in zip(*np.unique(codes[codes >= 0], return_counts=True), strict=True):
+            counts[STATUSES[code]] += int(k)
+    batch, update = type(p.batching).__name__, type(p.weight_update).__name__
+    ours = type(p.weight_update).__module__.startswith("pipesim.")  # pipesim's own never p.drop
+    by_drop = "" if ours else f" or {update}'s p.drop"
+    failures = type(p.scenario.failures).__name__ if p.scenario.failures is not None else "the failure policy"
+    if counts[FAILED] == p.n_dropped:  # the common case, named by its policy alone
+        return failures
+    named = (
+        (FAILED, failures),
+        (ABORTED, f"by {update}'s abort_running"),
+        (DISCARDED, f"by {batch}.select{by_drop}"),
+    )
+    return ", ".join(f"{counts[s]} {s} {who}" for s, who in named if counts[s])
+
+
+def _lost(p: Pipeline) -> str:
+    """Why a stalled run's books do not close: an episode marked buffered is not in the buffer
+    (:func:`_taken_from_buffer` says who took it), or a policy wrote a counter."""
+    from pipesim.core.episode import BUFFERED
+
+    here = {id(ep) for ep in p.buffer.items}
+    lost = next((ep for ep in p.episodes.live.values() if ep.status == BUFFERED and id(ep) not in here), None)
+    if lost is None:
+        return _state_written(p)
+    return f"episode {lost.id} is marked buffered but is not in the buffer: {_taken_from_buffer(p)}"
+
+
+def _taken_from_buffer(p: Pipeline) -> str:
+    """Who took buffered episodes out of the buffer without a batch, a discard or a drop. The buffer
+    counts what each ``select`` removed and did not return (``EpisodeBuffer.lost_in_select``):
+    where it did, the batch policy is named alone (``select`` is told to edit its buffer, so it
+    broke no read-only rule: it kept what it took); else another policy edited ``p.buffered``."""
+    if p.buffer.lost_in_select:
+        return (
+            f"the batch policy {type(p.batching).__name__}.select took {p.buffer.lost_in_select} "
+            "episode(s) out of the buffer it edits and returned them neither in a batch nor as "
+            "discarded; select must return every episode it takes out (to wait, return None with "
+            "what it removed as discarded, or leave the buffer as it was)"
+        )
+    others = [f"the admission policy {type(p.admission).__name__}"]
+    others.append(f"the weight update {type(p.weight_update).__name__}")
+    return (
+        f"{' or '.join(others)} took it out of p.buffered, which is read-only outside the batch "
+        "policy's select (change state only through the port's actions: p.drop(episodes, "
+        "'discarded') takes buffered episodes out and keeps the books)"
+    )
 
 
 def spinning(p: Pipeline, what: str, spins: int) -> PipelineError:
@@ -309,15 +392,14 @@ def _written(p: Pipeline) -> str | None:
 
 def lost_episodes(p: Pipeline, line: tuple[int, ...], episode_id: int | None) -> PipelineError:
     """The books did not close at the ledger ``line`` (step, started, trained, running, buffered,
-    dropped). An episode marked buffered that is not in the buffer was taken out by the batch
-    policy and never returned; otherwise a policy wrote a counter (``p.started``) or the buffer,
-    and every policy of the run is named."""
+    dropped). An episode marked buffered that is not in the buffer was taken out and never
+    returned (:func:`_taken_from_buffer` names who); otherwise a policy wrote a counter
+    (``p.started``), and every policy of the run is named."""
     step, started, trained, running, buffered, dropped = line
     if episode_id is not None:
         return PipelineError(
             f"episodes lost at step {step}: episode {episode_id} is marked buffered but is not in the "
-            f"buffer; the batch policy {type(p.batching).__name__} must return every episode it takes "
-            "out of the buffer, in the batch or as discarded"
+            f"buffer; {_taken_from_buffer(p)}"
         )
     return PipelineError(
         f"the books do not close at step {step}: {started} episodes started against {trained} "
@@ -329,6 +411,7 @@ def _state_written(p: Pipeline) -> str:
     """Why launched episodes are unaccounted for when no batch policy kept one: the sentence the
     end-of-run books (:func:`lost_episodes`) and a stall (:func:`_culprit`) both give."""
     return (
-        f"a policy of {_policies(p)} changed the pipeline's counters (p.started, p.n_dropped) or "
-        "buffer, which are read-only (change state only through the port's actions)"
+        f"a policy of {_policies(p)} changed the pipeline's counters (p.started, p.n_dropped), "
+        "which are read-only (change state only through the port's actions; only the batch "
+        "policy's select edits the buffer, by taking out what it returns)"
     )

@@ -21,6 +21,7 @@ import simpy
 from pipesim.core import blame, errors
 from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import STATUSES as STATUSES_BY_CODE
 from pipesim.core.errors import PipelineError, shown
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ class PolicyPort:
                     "requeue: each item must be a (task, parent) pair (a task id, and the id of the "
                     f"episode it replaces or -1), got {shown(pair)}"
                 )
-            task, parent = pair
-            checked.append((self._check_task(task, "requeue"), self._check_parent(parent, "requeue")))
+            task = self._check_task(pair[0], "requeue")
+            checked.append((task, self._check_parent(pair[1], task, "requeue")))
         if first:
             self.requeued.extendleft(reversed(checked))
         else:
@@ -179,7 +180,7 @@ class PolicyPort:
     def relaunch(self, replica: int, task: int, parent: int) -> None:
         engine = self.engines[self._replica(replica, "relaunch")]
         t = self._check_task(task, "relaunch")
-        parent_id = self._check_parent(parent, "relaunch")
+        parent_id = self._check_parent(parent, t, "relaunch")
         running = self._running_on(engine)
         if running >= getattr(engine, "n_slots", math.inf):
             raise self._refused(f"relaunch on replica {replica}: no free slot ({running} running)")
@@ -199,13 +200,36 @@ class PolicyPort:
             )
         return task
 
-    def _check_parent(self, parent: object, action: str) -> int:
-        """The episode a relaunch replaces: its id (an int field of the new episode), or -1."""
+    def _check_parent(self, parent: object, task: int, action: str) -> int:
+        """The episode a relaunch of ``task`` replaces: its id, or -1 for none. A parent is an
+        episode of this run dropped for good (aborted, discarded or failed) that ran ``task``: the
+        relaunch runs the lost episode again (:mod:`pipesim.core.episode`). One that a batch
+        policy's ``select`` discards is still buffered while ``select`` runs: the buffer checks it
+        once ``select`` returns (:meth:`EpisodeBuffer.requeued_from`). O(1) a pair."""
         if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
             raise self._refused(
                 f"{action}: parent must be an int (the lost episode's id, or -1), got {shown(parent)}"
             )
-        return parent
+        if parent == -1:
+            return parent
+        n = len(self.episodes)
+        found = self._status_and_task(parent) if parent < n else None
+        if found is not None and found[1] == task:
+            if found[0] in DROPPED:
+                return parent
+            if found[0] == BUFFERED and self.buffer.selecting:  # select discards it: checked on return
+                self.buffer.requeued_from(self.episodes.live[parent])
+                return parent
+        raise self._refused(f"{action}: {errors.bad_parent(task, parent, n, found)}")
+
+    def _status_and_task(self, episode_id: int) -> tuple[str, int]:
+        """The status and task of launched episode ``episode_id``, live or archived (records)."""
+        records = self.episodes
+        ep = records.live.get(episode_id)
+        if ep is not None:
+            return ep.status, ep.task_id
+        code = int(records.arrays["status"][episode_id])
+        return STATUSES_BY_CODE[code], records.task_id.get(episode_id, episode_id)
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         """Drop launched episodes for good (``PipelineView.drop``). A buffered one leaves the buffer

@@ -18,6 +18,7 @@ from pipesim.config import Scenario
 __all__ = [
     "COMPUTE_HEADLINE_KEYS",
     "HEADLINE_KEYS",
+    "LAUNCHED_PARTS",
     "attach_views",
     "run_html",
     "scenario_html",
@@ -30,14 +31,32 @@ HEADLINE_KEYS = (
     ("staleness_mean", "staleness mean"),
     ("staleness_max", "staleness max"),
     ("length_bias", "length bias"),
-    ("episodes_trained", "episodes trained"),
     ("episodes_launched", "episodes launched"),
-    ("episodes_discarded", "dropped"),
+    ("episodes_trained", "trained"),
+    ("episodes_in_flight", "in flight"),
+    ("episodes_buffered", "buffered"),
+    ("episodes_discarded", "discarded"),
+    ("episodes_aborted", "aborted"),
     ("episodes_failed", "failed"),
     ("episodes_truncated", "timed out"),
     ("trainer/idle_ratio", "trainer idle"),
     ("sim_time_s", "simulated seconds"),
 )
+"""The rows of a run's notebook table and of ``pipesim.compare``'s, as (summary key, label). The
+episodes launched come with every place one can end up, so the rows under it add up to it:
+launched = trained + in flight + buffered + discarded + aborted + failed (the summary's books).
+"Dropped", elsewhere in pipesim, is the last three together (``p.n_dropped``), so no row bears
+that name. "Timed out" counts the episodes cut at the timeout whatever their fate, so it is no
+part of the sum."""
+LAUNCHED_PARTS = (
+    "episodes_trained",
+    "episodes_in_flight",
+    "episodes_buffered",
+    "episodes_discarded",
+    "episodes_aborted",
+    "episodes_failed",
+)
+"""The summary keys whose sum is ``episodes_launched`` (every launched episode is in one)."""
 _TABLE = 'style="border-collapse:collapse;font:12px sans-serif;text-align:left"'
 _CELL = 'style="padding:1px 8px;border-bottom:1px solid #eee;vertical-align:top"'
 
