@@ -134,9 +134,12 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
     passes it on ``/proc``), so the check writes as the script will: it opens the file for
     appending (and removes it if it was not there), or, where ``replace`` (the results JSON, which
     ``write_json`` replaces through a temporary file and a rename, making its directory first),
-    makes the directory and a temporary file in it, removed again."""
-    if not path:
+    makes the directory and a temporary file in it, removed again. An empty path (``--json ''``,
+    an unset shell variable) is refused by name (:func:`refuse_empty_path`), never taken as "not
+    given" nor as the current directory."""
+    if path is None:
         return
+    refuse_empty_path(parser, flag, path)
     if _special(path):  # a pipe, a terminal, /dev/null: opening it to test would block or drain it
         if replace:
             parser.error(f"{flag} {path}: not a regular file (a pipe or a device); it is written by a rename")
@@ -164,6 +167,14 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
         parser.error(f"{flag} {path}: cannot write it ({exc.strerror})")
     if not replace and not existed:
         target.unlink()
+
+
+def refuse_empty_path(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
+    """``parser.error`` naming ``flag`` when ``path`` is given but empty or blank (``--json ''``):
+    taken as "not given" it silently wrote nothing, and as a path it is the current directory
+    (``Path('')`` is ``.``), which ``--resume`` then tried to read as a file. None: not given."""
+    if path is not None and not path.strip():
+        parser.error(f"{flag} {path!r}: an empty path; give a file")
 
 
 def _special(path: str) -> bool:

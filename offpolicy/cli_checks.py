@@ -11,11 +11,12 @@ that module stays about running and reporting; every name here is re-exported th
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, refuse
+from offpolicy.checks import SEED_MAX, FieldError, check_output, lr_problem, refuse, refuse_empty_path
 from offpolicy.rl import RLConfig
 from offpolicy.runfile import read_runs
 from offpolicy.update import CORRECTIONS
@@ -52,6 +53,8 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     before any training: a bad value is ``parser.error`` (usage, exit 2) naming the flag, not a
     traceback, and never an error raised after minutes of training (``--steps 0`` divided by
     zero in the report). Flags a CLI does not have are skipped."""
+    for dest in ("json", "html"):  # first: --json '' is '.', which --resume read as a file
+        refuse_empty_path(parser, f"--{dest}", getattr(args, dest, None))
     for flag in ("steps", "seeds", "eval_every"):
         v = getattr(args, flag, None)
         if flag == "seeds" and getattr(args, "seed_list", None):
@@ -72,6 +75,8 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         values = getattr(args, flag, None) or []
         if len(set(values)) != len(values):
             parser.error(f"--{flag.replace('_', '-')}: values must be distinct, got {values}")
+    if not getattr(args, "table_only", False) and getattr(args, "grid", None) != "chapter":
+        check_lags(parser, getattr(args, "lags", None) or (), args.steps, "--lags")  # chapter: its own
     unknown = [c for c in getattr(args, "corrections", None) or () if c not in CORRECTIONS]
     if unknown:
         known = ", ".join(CORRECTIONS)
@@ -128,6 +133,37 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
                 parser.error(f"{flag} {path} is also {other}: the {what} would replace it; {fix}")
         if flag.startswith("--json ("):
             check_output(parser, flag, path)
+
+
+def check_lags(parser: argparse.ArgumentParser, lags: Sequence[int], steps: int, flag: str) -> None:
+    """``parser.error`` naming ``flag`` and ``--steps`` for a lag of ``steps`` or more.
+
+    At update t the behaviour policy is version ``max(0, t - lag)``
+    (:func:`offpolicy.update.train_offpolicy`), so in a run of ``steps`` updates it is never more
+    than ``steps - 1`` updates old: every lag from ``steps - 1`` up is the same run, draw for draw
+    (``--lags 3 20 --steps 4`` tabled two identical runs as lag 3 and lag 20). A lag of ``steps``
+    or more is therefore refused rather than warned about: the table would print it under a label
+    it never had. Lags below ``steps`` all give different behaviour schedules."""
+    lag = max(lags, default=0)
+    if lag >= steps:
+        parser.error(
+            f"{flag}: lag {lag} is not below --steps {steps}: in {steps} update(s) the behaviour policy "
+            f"is never more than {steps - 1} update(s) old, so lag {lag} would be the run of lag "
+            f"{steps - 1} under another label; give lags below --steps (or --steps {lag + 1} or more)"
+        )
+
+
+class NumbersParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that reads a negative number in any float spelling (``-1e-3``,
+    ``-.5``, ``-2E+1``) as a value, not as a flag: argparse's own rule takes ``-1e-3`` for an
+    unknown option, so ``--lrs -1e-3`` said "expected at least one argument" instead of the
+    learning-rate rule naming ``--lrs``. None of the scripts has an option that starts with a
+    digit, so nothing else changes. This is the one place that sets argparse's private
+    ``_negative_number_matcher`` (its default is ``^-\\d+$|^-\\d*\\.\\d+$``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def seeds_from_args(seeds: int, seed_list: Sequence[int] | None) -> list[int]:

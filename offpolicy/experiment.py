@@ -36,7 +36,9 @@ from offpolicy.base import base_config, make_rl_base
 from offpolicy.cli_checks import (  # noqa: F401  (re-exported: the CLIs' checks live there)
     CLI_LIMITS,
     EVAL_SEED,
+    NumbersParser,
     check_cli_args,
+    check_lags,
     resume_mismatch,
     seeds_from_args,
 )
@@ -118,6 +120,7 @@ def paired_table(
     ]
     family: list[tuple[str, float]] = []
     cells: list[str] = []
+    rows: list[tuple[str, str, str]] = []  # name a, name b, the rest of the line
     for a, b in pairs:
         if a not in groups or b not in groups:
             continue
@@ -140,7 +143,10 @@ def paired_table(
         if iv.n >= MIN_CLAIM_SEEDS and not math.isnan(p):
             family.append((name, p))
         cells.append(stats.fmt_interval(iv, 2, signed=True))
-        lines.append(f"{name_a:>12} - {name_b:<12} | {cells[-1]} | n={iv.n} | p={p:.3f}{drawn} | {verdict}")
+        rows.append((name_a, name_b, f"{cells[-1]} | n={iv.n} | p={p:.3f}{drawn} | {verdict}"))
+    wa = max([12, *(len(a) for a, _, _ in rows)])  # the co-simulation's "async-eta2 seq-tis" is 18
+    wb = max([12, *(len(b) for _, b, _ in rows)])
+    lines += [f"{a:>{wa}} - {b:<{wb}} | {rest}" for a, b, rest in rows]
     if (
         holm := stats.holm_line(family, f"comparisons of >= {MIN_CLAIM_SEEDS} seeds (sign-flip p, 5%)")
     ) is not None:

@@ -24,6 +24,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    NumbersParser,
     bounds_of,
     check_cli_args,
     diverged_note,
@@ -48,7 +49,7 @@ KEY_FIELDS = ("sampler", "correction", "seed", "lr", "steps")  # a run of the st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = NumbersParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")

@@ -109,8 +109,14 @@ def mis_weights(
     low: float = 0.5,
     high: float = 5.0,
 ) -> torch.Tensor:
-    """Masked IS weights (IcePop): pi/mu where low <= pi/mu <= high, else 0; detached [B, T] -> [B, T]."""
-    check_real("low", low, 0.0)  # NaN or a negative band made every weight 0
+    """Masked IS weights (IcePop): pi/mu where low <= pi/mu <= high, else 0; detached [B, T] -> [B, T].
+
+    ``low = 0`` is meaningful: no lower mask (every ratio is >= 0, so only ratios above ``high``
+    are masked). A NaN bound made every weight 0 (every comparison with NaN is false), ``high =
+    0`` masked every token with a ratio above 0, and a negative ``low`` means no more than 0
+    does, so those are refused; :func:`offpolicy.update.check_correction_args` takes the same band.
+    """
+    check_real("low", low, 0.0)
     check_real("high", high, 0.0, open_low=True)
     if low > high:
         raise FieldError(f"band: low={low} must not exceed high={high}", "band")

@@ -25,6 +25,7 @@ import torch
 
 from offpolicy.experiment import (
     COLLAPSED,
+    NumbersParser,
     bounds_of,
     check_cli_args,
     diverged_note,
@@ -48,7 +49,7 @@ KEY_FIELDS = ("lr", "lag", "correction", "seed", "steps")  # a run of the sweep;
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = NumbersParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--lrs", type=float, nargs="+", default=[3e-4, 1e-3, 3e-3])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 8])
     parser.add_argument("--corrections", nargs="+", default=["none"])

@@ -177,11 +177,27 @@ class EvalSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_int("eval_every", self.every, 0)
+        # each refusal names the dataclass field (``field``) and, in the message, what the
+        # training scripts call it (``run_one(eval_every=...)``, ``--eval-every``)
+        with _also_named("eval_every"):
+            check_int("every", self.every, 0)
         if self.every and not self.tasks:
-            raise FieldError("eval_tasks: need at least one task to evaluate on", "eval_tasks")
-        check_int("eval_episodes", self.episodes_per_task, 1)
-        check_seed("eval_seed", self.seed)
+            raise FieldError("tasks (eval_tasks): need at least one task to evaluate on", "tasks")
+        with _also_named("eval_episodes"):
+            check_int("episodes_per_task", self.episodes_per_task, 1)
+        with _also_named("eval_seed"):
+            check_seed("seed", self.seed)
+
+
+@contextmanager
+def _also_named(alias: str) -> Iterator[None]:
+    """A FieldError raised in the block keeps its ``field`` and says ``alias`` beside it in the
+    message (``every (eval_every) must be an integer >= 0, got -1``)."""
+    try:
+        yield
+    except FieldError as exc:
+        head, _, rest = str(exc).partition(" ")
+        raise FieldError(f"{head} ({alias}) {rest}", exc.field, exc.file) from None
 
 
 def eval_record(

@@ -63,6 +63,8 @@ def read_runs(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
+    if path.is_dir():  # Path('') is '.': an empty --json reached here as the current directory
+        raise FieldError(f"{path}: is a directory, not a results file; give a file name", "", str(path))
     bad = f"{path}: not a results file of these scripts (a 'runs' list of run records)"
     with open(path) as fh:
         try:

@@ -30,7 +30,9 @@ import torch
 
 from offpolicy.checks import FieldError
 from offpolicy.experiment import (
+    NumbersParser,
     check_cli_args,
+    check_lags,
     diverged_note,
     eval_trace,
     load_base,
@@ -69,7 +71,7 @@ def build_grid(lags: list[int], corrections: list[str], grid: str) -> list[tuple
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = NumbersParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 2, 4, 8])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis", "mis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-only", action="store_true", help="re-render table and figure from the JSON")
     args = parser.parse_args(argv)
     check_cli_args(parser, args)
+    if args.grid == "chapter" and not args.table_only:  # its lags, not --lags
+        check_lags(parser, sorted({lag for lag, _ in CHAPTER_GRID}), args.steps, "--grid chapter")
     check_resume(parser, args, {"gym": [args.gym], "sampler": [None]})
     torch.set_num_threads(1)
     if args.table_only:
@@ -132,10 +136,12 @@ def run_grid(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> No
     ]
 
     def said(run: dict[str, Any]) -> None:
+        trace = eval_trace(run)  # empty: no evaluation fell within the run's steps (or --eval-every 0)
         print(
             f"lag {run['lag']} {run['correction']:<7} seed {run['seed']}: held-out "
-            f"{run['heldout']['pass_rate']:.3f} ({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')}); "
-            f"current policy by update (pass/invalid): {eval_trace(run)}{diverged_note(run)}",
+            f"{run['heldout']['pass_rate']:.3f} ({run['train_seconds']:.0f} s, {time.strftime('%H:%M:%S')})"
+            + (f"; current policy by update (pass/invalid): {trace}" if trace else "")
+            + diverged_note(run),
             flush=True,
         )
 

@@ -51,14 +51,18 @@ Sampler = Callable[[torch.nn.Module], torch.nn.Module]
 
 
 def check_correction_args(correction: str, cap: float, band: tuple[float, float]) -> None:
-    """Raise ValueError naming the bad argument (unknown correction, cap <= 0, band low > high)."""
+    """Raise ValueError naming the bad argument (unknown correction, cap <= 0, a band that is not
+    ``0 <= low <= high`` with ``high > 0``): the band :func:`offpolicy.functional.mis_weights` takes,
+    where ``low = 0`` means no lower mask."""
     if correction not in CORRECTIONS:
         raise refuse("correction", f"must be one of {CORRECTIONS}, got {shown(correction)}")
     check_real("cap", cap, 0, open_low=True)
     ok = isinstance(band, tuple | list) and len(band) == 2
     if ok:
-        for i, b in enumerate(band):
-            check_real(f"band[{i}]", b, 0, open_low=True)  # NaN or <= 0 made every MIS weight 0
+        # a NaN bound made every MIS weight 0 (NaN compares false), and so did high <= 0; a
+        # negative low is no lower mask, as 0 is (every ratio is >= 0), and is refused as a slip
+        check_real("band[0]", band[0], 0)
+        check_real("band[1]", band[1], 0, open_low=True)
     if not ok or band[0] > band[1]:
         raise refuse("band", f"must be (low, high) with low <= high, got {band}")
 

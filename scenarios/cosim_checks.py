@@ -19,6 +19,7 @@ from typing import Any
 
 from offpolicy import RLConfig
 from offpolicy.checks import FieldError, check_seed, lr_problem, shown
+from offpolicy.experiment import CLI_LIMITS
 from scenarios.cosim import CosimConfig
 from scenarios.outputs import check_output
 
@@ -27,8 +28,21 @@ from scenarios.outputs import check_output
 RUN_KEYS = frozenset({"design", "correction", "seed", "batch_size", "summary", "evals"})
 
 
+def _items(text: str, field: str) -> list[str]:
+    """The items of a comma list, stripped; an empty one (``sync,``, ``1,,2``) is refused naming
+    ``field``, where it was dropped silently (a doubled comma is a typo for a missing item)."""
+    items = [x.strip() for x in text.split(",")]
+    if len(items) > 1 and not all(items):
+        raise FieldError(
+            f"{field}: an empty item in {shown(text)} (a doubled, leading or trailing comma); "
+            "give a comma list such as a,b",
+            field,
+        )
+    return [x for x in items if x]
+
+
 def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = _items(text, field)
     bad = [n for n in names if n not in valid]
     if bad or not names:
         raise FieldError(f"{field}: unknown name(s) {bad or [text]}; valid: {', '.join(valid)}", field)
@@ -39,7 +53,9 @@ def _names(text: str, valid: Sequence[str], field: str) -> list[str]:
 
 def _seed_list(text: str) -> list[int]:
     try:
-        seeds = [int(x) for x in text.split(",") if x.strip()]
+        seeds = [int(x) for x in _items(text, "--seed-list")]
+    except FieldError:
+        raise
     except ValueError:
         raise FieldError(f"--seed-list: comma list of integers, got {shown(text)}", "--seed-list") from None
     if not seeds or len(set(seeds)) != len(seeds):
@@ -51,6 +67,13 @@ def _seed_list(text: str) -> list[int]:
 
 def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Usage errors for the flags every mode reads, before any run (a grid runs for hours)."""
+    for dest in ("json", "html", "retable", "seed_list", "perf", "designs", "corrections"):
+        value = getattr(args, dest)  # '' was taken as "not given" (--json '' wrote nothing)
+        if value is not None and not value.strip():
+            what = "path; give a file" if dest in ("json", "html", "retable") else "value; give a comma list"
+            ap.error(f"--{dest.replace('_', '-')} {value!r}: an empty {what}")
+    if not 1 <= args.steps <= CLI_LIMITS["steps"]:  # CosimConfig's own error named no flag
+        ap.error(f"--steps must be 1 to {CLI_LIMITS['steps']:,}, got {args.steps:,}")
     for flag, value in (("--target", args.target), ("--also-target", args.also_target)):
         if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
             ap.error(f"{flag} is a held-out pass rate in [0, 1], got {value}")
@@ -83,12 +106,56 @@ def _same_file(a: str, b: str) -> bool:
     return target == Path(b).resolve() and (target.is_file() or not target.exists())
 
 
+def eval_steps(every: int, steps: int) -> list[int]:
+    """The training steps after which a run of ``steps`` steps evaluating every ``every`` is
+    evaluated (:class:`~scenarios.cosim.CosimDriver`): 0, each multiple of ``every``, and the last."""
+    if not every:
+        return []
+    return [0, *(s for s in range(1, steps + 1) if s % every == 0 or s == steps)]
+
+
+def _settings_mismatch(record: dict[str, Any], base: CosimConfig) -> str | None:
+    """Why a stored run cannot share a table with runs made at ``base`` (None: it can), a phrase
+    after "holds runs" naming the flag (``of --lr 0.001, not 0.0003``): another learning rate,
+    gym or number of steps (a resume at other settings reran nothing and showed the old runs), or
+    another evaluation schedule (``--eval-every``: the time to target
+    is the first evaluation at or above it, so runs evaluated every 4 steps against every 1 step
+    compared first passages at different cadences) or number of evaluation episodes. Not the
+    targets: the tables recompute every time to target from the stored evaluations. A record
+    without ``lr`` or ``gym`` predates the field and counts as the default's; one without
+    ``eval_every`` is judged by the steps of its evaluations (a diverged run's stop early), and
+    one without ``eval_episodes`` is not judged on it."""
+    lr = record.get("lr", RLConfig().lr)
+    if lr != base.rl.lr:
+        return f"of --lr {lr:g}, not {base.rl.lr:g}"
+    gym = record.get("gym", CosimConfig().gym)
+    if gym != base.gym:
+        return f"of --gym {gym}, not {base.gym}"
+    total = record.get("train_steps")  # else the steps it logged: a diverged run logs fewer
+    logged = len(record["steps"]) if isinstance(record.get("steps"), list) else None
+    if total is None and logged is not None and (logged > base.steps or not record.get("diverged")):
+        total = logged
+    if total is not None and total != base.steps:
+        return f"of --steps {total}, not {base.steps}"
+    episodes = record.get("eval_episodes")  # unrecorded: the CLI's only value, 8, or a caller's
+    if episodes is not None and episodes != base.eval_episodes_per_task:
+        return f"of {episodes} evaluation episodes per task, not {base.eval_episodes_per_task}"
+    want = eval_steps(base.eval_every_steps, base.steps)
+    evals = record.get("evals")
+    done = [e.get("step") for e in evals if isinstance(e, dict)] if isinstance(evals, list) else []
+    if "eval_every" in record:
+        every = record["eval_every"]
+        if eval_steps(every, base.steps) != want:
+            return f"of --eval-every {every}, not {base.eval_every_steps}"
+    elif done and (done != want[: len(done)] or (len(done) < len(want) and not record.get("diverged"))):
+        every = base.eval_every_steps
+        return f"evaluated at steps {shown(done)}, not at --eval-every {every}'s {shown(want)}"
+    return None
+
+
 def _same_settings(record: dict[str, Any], base: CosimConfig) -> bool:
-    """Whether a stored run was made with ``base``'s learning rate, gym and steps (a resume at
-    other settings reran nothing and showed the old runs)."""
-    if record.get("lr", RLConfig().lr) != base.rl.lr or record.get("gym", CosimConfig().gym) != base.gym:
-        return False
-    return "steps" not in record or len(record["steps"]) == base.steps
+    """Whether a stored run was made at ``base``'s settings (:func:`_settings_mismatch`)."""
+    return _settings_mismatch(record, base) is None
 
 
 def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:

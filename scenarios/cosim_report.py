@@ -35,7 +35,7 @@ from typing import Any
 
 from offpolicy import CORRECTIONS, RLConfig
 from offpolicy.checks import FieldError
-from offpolicy.experiment import CLI_LIMITS, titled_page
+from offpolicy.experiment import CLI_LIMITS, NumbersParser, titled_page
 from offpolicy.gym import DEFAULT_GYM, GYMS
 from offpolicy.interrupts import INTERRUPTED, Kept
 from pipesim.io.interrupts import sigterm_as_interrupt, write_text_atomic
@@ -48,9 +48,11 @@ from scenarios.cosim_checks import (  # noqa: F401  (re-exported: the CLI's chec
     _same_file,
     _same_settings,
     _seed_list,
+    _settings_mismatch,
     _stored,
     _stored_runs,
     _stored_targets,
+    eval_steps,
 )
 from scenarios.cosim_perf import PERF_GOAL, PERF_RUN_LIMIT, PERF_SEEDS, perf_protocol, perf_ratio  # noqa: F401
 from scenarios.cosim_tables import (  # noqa: F401  (re-exported: the report's tables live there)
@@ -75,9 +77,9 @@ def run_grid(
 ) -> list[CosimResult]:
     """Every design x correction x seed (``seeds``: a count for 0..seeds-1, or the seeds),
     sequentially, in that order; runs whose (design, correction, seed) is in ``done`` (records)
-    at ``base``'s learning rate, gym and number of steps are skipped (a record without ``lr`` or
-    ``gym`` predates the field and counts as the default's); ``on_run(result)`` is called after
-    each run."""
+    at ``base``'s settings are skipped (:func:`~scenarios.cosim_checks._settings_mismatch`: lr,
+    gym, steps and evaluation schedule; a record without a field predates it and counts as the
+    default's); ``on_run(result)`` is called after each run."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     skip = {(r["design"], r["correction"], r["seed"]) for r in done if _same_settings(r, base)}
     out = []
@@ -118,6 +120,9 @@ def run_record(r: CosimResult) -> dict[str, Any]:
         seed=r.config.seed,
         gym=r.config.gym,
         lr=r.config.rl.lr,
+        train_steps=r.config.steps,
+        eval_every=r.config.eval_every_steps,
+        eval_episodes=r.config.eval_episodes_per_task,
         batch_size=r.config.batch_size,
         summary={k: clean(v) for k, v in r.summary().items()},
         counts=r.counts,
@@ -223,7 +228,7 @@ PROG = "python -m scenarios.cosim"
 
 
 def cli(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    ap = NumbersParser(prog=PROG, description=__doc__.split("\n\n")[0])  # --lr -1e-3: a number
     ap.add_argument("--designs", default=",".join(DESIGNS), help=f"comma list of: {', '.join(DESIGNS)}")
     ap.add_argument("--corrections", default="none,tis", help=f"comma list of: {', '.join(CORRECTIONS)}")
     ap.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
@@ -325,12 +330,13 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
             raise FieldError("--resume needs --json", "--resume")
         stored = args.resume and Path(args.json).exists()
         records = _stored_runs(args.json, "--json") if stored else []
-        if any(not _same_settings(r, base) for r in records):  # they would share a cell with the new
-            raise FieldError(
-                f"--resume: {args.json} holds runs of another --lr, --gym or --steps than this "
-                "command's: resume with its settings, or write another --json",
-                "--resume",
-            )
+        for r in records:  # a run of other settings would share a cell (and a race) with the new
+            if (problem := _settings_mismatch(r, base)) is not None:
+                raise FieldError(
+                    f"--resume: {args.json} holds runs {problem}: resume with its settings, "
+                    "or write another --json",
+                    "--resume",
+                )
     except ValueError as exc:
         ap.error(str(exc))
     kept.before = len(records)

@@ -104,9 +104,16 @@ def _hours(x: float) -> str:
     return f"{x:9.3f}" if math.isfinite(x) else f"{'never':>9s}"
 
 
+def _corr_width(corrections: Iterable[str]) -> int:
+    """The correction column's width: ``none`` and ``tis`` fit in 5, ``seq-tis`` needs 7 (it
+    pushed every later column of its row out of line)."""
+    return max([5, *(len(c) for c in corrections)])
+
+
 def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
+    cw = _corr_width(r["correction"] for r in rows)
     head = (
-        f"{'design':11s} {'corr':5s} {'h to ' + format(target, '.2f'):>9s} {'reached':>7s} {'final':>12s} "
+        f"{'design':11s} {'corr':{cw}s} {'h to ' + format(target, '.2f'):>9s} {'reached':>7s} {'final':>12s} "
         f"{'stale':>6s} {'max':>4s} {'mixed':>6s} {'mismatch':>8s} {'sim h':>6s}"
     )
     also = rows[0].get("also_target") if rows else None
@@ -115,7 +122,7 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r['design']:11s} {r['correction']:5s} {_hours(r['time_to_target_h'])} "
+            f"{r['design']:11s} {r['correction']:{cw}s} {_hours(r['time_to_target_h'])} "
             f"{r['reached']:>3d}/{r['seeds']:<3d} {r['final_pass_rate']:6.3f}±{r['final_pass_rate_sd']:.3f} "
             f"{r['staleness_mean']:6.2f} {r['staleness_max']:4.0f} {r['mixed_share']:6.3f} "
             f"{r['mismatch']:8.4f} {r['sim_hours']:6.2f}"
@@ -147,13 +154,16 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
         for r in records
     ]
     groups = group_runs(runs, ("design", "correction"))
-    lines = ["design      corr  | n  | final held-out [95% t interval] | collapsed"]
+    cw = _corr_width(c for _, c in groups)
+    lines = [f"{'design':11s} {'corr':{cw}s} | n  | final held-out [95% t interval] | collapsed"]
     printed: list[str] = []
     for (design, corr), group in groups.items():
         finals = [g["heldout"]["pass_rate"] for g in group]
         n_bad = sum(f < COLLAPSED for f in finals)
         printed.append(fmt_ci(finals, bounds=bounds_of("pass_rate")))
-        lines.append(f"{design:11s} {corr:5s} | {len(group):<2d} | {printed[-1]:30s} | {n_bad}/{len(group)}")
+        lines.append(
+            f"{design:11s} {corr:{cw}s} | {len(group):<2d} | {printed[-1]:30s} | {n_bad}/{len(group)}"
+        )
     if (note := clip_note(printed)) is not None:  # an interval cut at [0, 1]: say what * means
         lines.append(note)
     cells = list(groups)
@@ -175,7 +185,13 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
     times = {(r["design"], r["correction"], r["seed"]): time_to(r["evals"], target) for r in records}
     family: list[tuple[str, float]] = []  # the races of >= MIN_CLAIM_SEEDS shared seeds: Holm's family
     cells = list(dict.fromkeys((r["design"], r["correction"]) for r in records))
-    lines = [f"paired time to {target:.2f} against sync (same seeds): first / later / tied | sign test"]
+    title = f"paired time to {target:.2f} against sync (same seeds)"
+    if not any(d == "sync" for d, _ in cells):  # a header over no rows read as a table lost
+        return f"{title}: none (no sync runs to race against; add sync to --designs)"
+    if not any(d != "sync" for d, _ in cells):
+        return f"{title}: none (only sync runs; add another design to --designs)"
+    width = max([16, *(len(f"{d} {c}") for d, c in cells)])  # async-eta4 seq-tis is 18
+    lines = [f"{title}: first / later / tied | sign test"]
     for design, corr in cells:
         if design == "sync" or ("sync", corr) not in cells:
             continue
@@ -190,7 +206,7 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
             verdict = "significant" if p < 0.05 else "not significant"
             family.append((f"{design} {corr}", p))
         lines.append(
-            f"{design + ' ' + corr:16s} | {wins:2d} / {losses:2d} / {len(pairs) - wins - losses:2d} "
+            f"{design + ' ' + corr:{width}s} | {wins:2d} / {losses:2d} / {len(pairs) - wins - losses:2d} "
             f"of {len(pairs):2d} | p = {p:.3f}, {verdict}"
         )
     # each row's verdict is its own p; a claim over the table needs the family's

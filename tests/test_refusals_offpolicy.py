@@ -84,12 +84,12 @@ OFFPOLICY: list[tuple[str, Callable[[], Any], str]] = [
     ("base-seed", lambda: BaseConfig(seed=-1), "seed"),
     ("base-wrong", lambda: BaseConfig(wrong="often"), "wrong"),  # type: ignore[arg-type]
     ("base-config-gym", lambda: base_config("bogus"), "gym"),
-    ("eval-every-float", lambda: EvalSpec(tasks=(), every=1.5), "eval_every"),  # type: ignore[arg-type]
-    ("eval-every-bool", lambda: EvalSpec(tasks=(), every=True), "eval_every"),
-    ("eval-episodes", lambda: EvalSpec(tasks=(), every=0, episodes_per_task=2.0), "eval_episodes"),  # type: ignore[arg-type]
-    ("eval-seed", lambda: EvalSpec(tasks=(), every=0, seed=-1), "eval_seed"),
-    ("eval-no-tasks", lambda: EvalSpec(tasks=(), every=1), "eval_tasks"),
-    ("eval-every-negative", lambda: EvalSpec(tasks=make_tasks("heldout", "defect"), every=-1), "eval_every"),
+    ("eval-every-float", lambda: EvalSpec(tasks=(), every=1.5), "every"),  # type: ignore[arg-type]
+    ("eval-every-bool", lambda: EvalSpec(tasks=(), every=True), "every"),
+    ("eval-episodes", lambda: EvalSpec(tasks=(), every=0, episodes_per_task=2.0), "episodes_per_task"),  # type: ignore[arg-type]
+    ("eval-seed", lambda: EvalSpec(tasks=(), every=0, seed=-1), "seed"),
+    ("eval-no-tasks", lambda: EvalSpec(tasks=(), every=1), "tasks"),
+    ("eval-every-negative", lambda: EvalSpec(tasks=make_tasks("heldout", "defect"), every=-1), "every"),
     ("evaluate-no-tasks", lambda: evaluate(_agent(), [], TOK, 4, torch.Generator()), "tasks"),
     (
         "evaluate-episodes",
