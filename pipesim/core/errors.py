@@ -12,8 +12,6 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
 from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
 from pipesim.core.validate import FieldError as FieldError  # re-exported
@@ -209,100 +207,6 @@ def clock_overflow(p: Pipeline, what: str) -> PipelineError:
         f"the simulated clock overflowed (t={shown(p.env.now)} at version {p.version} of {p.config.steps}): "
         f"{what} is too long for a float; the scenario's times must be far below 1e308 s"
     )
-
-
-def stalled(p: Pipeline) -> PipelineError:
-    """Nothing is left to happen before the last sync; the message names the likeliest culprit,
-    read from the run's state (only here, once: the hot path pays nothing)."""
-    return PipelineError(
-        f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "
-        f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; {_culprit(p)}"
-    )
-
-
-def _culprit(p: Pipeline) -> str:
-    """Why a stalled run stalled: the books do not close (a policy wrote the pipeline's state), the
-    weight update blocks admission, the batch policy forms no batch from a full buffer, a replica
-    is paused or the routing rule picks none, or (the common case) the admission rule says no."""
-    names = f"(with {type(p.weight_update).__name__} and {type(p.batching).__name__})"
-    missing = p.started - p.n_trained - p.n_running - len(p.buffer.items) - p.n_dropped
-    if missing:
-        return f"{missing} launched episode(s) are neither trained, running, buffered nor dropped: {_lost(p)}"
-    if (wrong := _written(p)) is not None:  # p.version = 0 in admits: the rule says no for good
-        return (
-            f"a policy of {_policies(p)} wrote the pipeline's state: {wrong}; the view's counters "
-            "are read-only (change state only through the port's actions)"
-        )
-    if p.syncing:  # begun and never ended: the sync waits on something that cannot come
-        wu = type(p.weight_update).__name__
-        return (
-            f"the weight update {wu}.sync began a sync at t={p._sync_start:g} and never ended it: it "
-            "waits for an event that cannot come (drained() while it keeps the engines paused, "
-            "say); a sync ends with end_sync"
-        )
-    try:
-        blocked = p._blocked()
-    except Exception:  # it raised, or answered no bool: the run would have said so already
-        blocked = False
-    if blocked:
-        return f"the weight update {type(p.weight_update).__name__}.blocks_admission says True for good"
-    if no_batch := _no_batch_yet(p):
-        return no_batch[len("; but ") :]
-    if any(e.paused for e in p.engines):
-        return f"generation is paused on a replica and nothing resumes it {names}"
-    if not p.admission_refused and p.scenario.replicas is not None:
-        routing = type(p.scenario.replicas.routing).__name__
-        return f"the routing rule {routing}.choose picks no replica though one accepts {names}"
-    adm = type(p.admission).__name__
-    if p.n_dropped:  # the common cause: dropped episodes still count as started, so none replaces them
-        return (
-            f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
-            f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: an "
-            "admission that counts dropped episodes out (AReaLThrottle) or a retry (RetryFailed) "
-            "lets the run finish"
-        )
-    return f"the admission policy {adm} admits no further episode {names}"
-
-
-def _droppers(p: Pipeline) -> str:
-    """Who dropped a stalled run's episodes, by status (read once, at the stall): failed ones the
-    failure policy, aborted ones the weight update (``abort_running``), discarded ones the batch
-    policy (``select``) or the weight update (``p.drop``)."""
-    from pipesim.core.episode import ABORTED, DISCARDED, FAILED, STATUSES
-
-    rec = p.episodes
-    counts = dict.fromkeys(STATUSES, 0)
-    for ep in rec.live.values():
-        counts[ep.status] = counts.get(ep.status, 0) + 1
-    if rec.n_archived:  # the archived ones' codes: every id that is not live
-        codes = rec.column("status", len(rec)).copy()
-        codes[list(rec.live)] = -1
-        for code, k in zip(*np.unique(codes[codes >= 0], return_counts=True), strict=True):
-            counts[STATUSES[code]] += int(k)
-    batch, update = type(p.batching).__name__, type(p.weight_update).__name__
-    ours = type(p.weight_update).__module__.startswith("pipesim.")  # pipesim's own never p.drop
-    by_drop = "" if ours else f" or {update}'s p.drop"
-    failures = type(p.scenario.failures).__name__ if p.scenario.failures is not None else "the failure policy"
-    if counts[FAILED] == p.n_dropped:  # the common case, named by its policy alone
-        return failures
-    named = (
-        (FAILED, failures),
-        (ABORTED, f"by {update}'s abort_running"),
-        (DISCARDED, f"by {batch}.select{by_drop}"),
-    )
-    return ", ".join(f"{counts[s]} {s} {who}" for s, who in named if counts[s])
-
-
-def _lost(p: Pipeline) -> str:
-    """Why a stalled run's books do not close: an episode marked buffered is not in the buffer
-    (:func:`_taken_from_buffer` says who took it), or a policy wrote a counter."""
-    from pipesim.core.episode import BUFFERED
-
-    here = {id(ep) for ep in p.buffer.items}
-    lost = next((ep for ep in p.episodes.live.values() if ep.status == BUFFERED and id(ep) not in here), None)
-    if lost is None:
-        return _state_written(p)
-    return f"episode {lost.id} is marked buffered but is not in the buffer: {_taken_from_buffer(p)}"
 
 
 def _taken_from_buffer(p: Pipeline) -> str:

@@ -21,8 +21,9 @@ import simpy
 from pipesim.core import blame, errors
 from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
-from pipesim.core.episode import STATUSES as STATUSES_BY_CODE
 from pipesim.core.errors import PipelineError, shown
+from pipesim.core.port_args import DROPPED as DROPPED  # re-exported
+from pipesim.core.port_args import PortArgs
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
-DROPPED = frozenset((DISCARDED, ABORTED, FAILED))
-"""The statuses :meth:`PolicyPort.drop` gives: an episode dropped is discarded, aborted or failed."""
 ABORT_LOOP_LIMIT = 100
 """How many ``abort_running`` calls in a row at one instant, each after new starts and with no
 batch taken between them, are refused (beyond one per replica) as a zero-time loop of starts and
@@ -42,7 +41,7 @@ aborts. A weight update aborts once per sync (or per replica's sync), and a sync
 a real run makes one such call in a row; below this many, an exhausted pool says the same."""
 
 
-class PolicyPort:
+class PolicyPort(PortArgs):
     """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`.
 
     Users write policies, so every value a policy passes in is checked by the method it reaches,
@@ -185,51 +184,6 @@ class PolicyPort:
         if running >= getattr(engine, "n_slots", math.inf):
             raise self._refused(f"relaunch on replica {replica}: no free slot ({running} running)")
         self.launch(engine, task=t, parent=parent_id)
-
-    def _replica(self, replica: object, action: str) -> int:
-        if isinstance(replica, bool) or not isinstance(replica, int) or not 0 <= replica < len(self.engines):
-            n = len(self.engines)
-            raise self._refused(f"{action}: replica must be an int in [0, {n}), got {shown(replica)}")
-        return replica
-
-    def _check_task(self, task: object, action: str) -> int:
-        n = len(self._durations)
-        if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < n:
-            raise self._refused(
-                f"{action}: task must be an int in [0, {n}) (the pool's tasks), got {shown(task)}"
-            )
-        return task
-
-    def _check_parent(self, parent: object, task: int, action: str) -> int:
-        """The episode a relaunch of ``task`` replaces: its id, or -1 for none. A parent is an
-        episode of this run dropped for good (aborted, discarded or failed) that ran ``task``: the
-        relaunch runs the lost episode again (:mod:`pipesim.core.episode`). One that a batch
-        policy's ``select`` discards is still buffered while ``select`` runs: the buffer checks it
-        once ``select`` returns (:meth:`EpisodeBuffer.requeued_from`). O(1) a pair."""
-        if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
-            raise self._refused(
-                f"{action}: parent must be an int (the lost episode's id, or -1), got {shown(parent)}"
-            )
-        if parent == -1:
-            return parent
-        n = len(self.episodes)
-        found = self._status_and_task(parent) if parent < n else None
-        if found is not None and found[1] == task:
-            if found[0] in DROPPED:
-                return parent
-            if found[0] == BUFFERED and self.buffer.selecting:  # select discards it: checked on return
-                self.buffer.requeued_from(self.episodes.live[parent])
-                return parent
-        raise self._refused(f"{action}: {errors.bad_parent(task, parent, n, found)}")
-
-    def _status_and_task(self, episode_id: int) -> tuple[str, int]:
-        """The status and task of launched episode ``episode_id``, live or archived (records)."""
-        records = self.episodes
-        ep = records.live.get(episode_id)
-        if ep is not None:
-            return ep.status, ep.task_id
-        code = int(records.arrays["status"][episode_id])
-        return STATUSES_BY_CODE[code], records.task_id.get(episode_id, episode_id)
 
     def drop(self, episodes: list[Episode], status: str) -> None:
         """Drop launched episodes for good (``PipelineView.drop``). A buffered one leaves the buffer

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, cast
 
-from pipesim.core import blame, errors
+from pipesim.core import blame, errors, stall
 from pipesim.core.collector import YOUNG_FIRST_MIN_EPISODES, during_run
 from pipesim.core.episode import BUFFERED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError
@@ -107,7 +107,7 @@ class RunBooks:
                 original = blame.from_user_code(exc, self._roles())
                 raise original  # noqa: B904 (its own cause and traceback are kept, SimPy's copy hidden)
         if not came:  # SimPy's queue ran dry and the last sync never came
-            raise errors.stalled(cast("Pipeline", self))
+            raise stall.stalled(cast("Pipeline", self))
         if (written := errors.view_written(cast("Pipeline", self))) is not None:  # p.version = 9 ended it
             raise written
         self._check_books()
