@@ -104,7 +104,7 @@ def test_ctrl_c_before_any_run_is_one_line(
 
 
 def _strip(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in ("elapsed_s", "runs")}
+    return {k: v for k, v in d.items() if k not in ("elapsed_s", "runs", "runs_reused")}
 
 
 def test_disk_cache_gives_the_fresh_results_and_a_changed_constraint_reuses_it(tmp_path: Path) -> None:

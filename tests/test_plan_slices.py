@@ -76,10 +76,11 @@ def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(tr
     assert ev.runs == len(screens) + len(probes)  # nothing run twice
 
 
-def test_a_slice_is_probed_from_its_least_stale_split_and_bisected() -> None:
-    """Within a slice the first probe is its lowest split, and every later one lies strictly
-    between the largest split known to meet the limits and the smallest known to break them (the
-    balance split when none breaks them yet)."""
+def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_around_its_fastest() -> None:
+    """Within a slice the first probe is its lowest split and the second its balance; no split
+    is probed twice or at or above a split known to break the limits; a later probe lies above
+    the fastest probe that meets them (a step up, or the gap to the next probe above), or below
+    it only when a slower probe above brackets the peak."""
     spec = ridge_spec(trials=40)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
@@ -93,15 +94,21 @@ def test_a_slice_is_probed_from_its_least_stale_split_and_bisected() -> None:
             g = groups[k] if not d.colocated else [d]
             i = g.index(d)
             prior = seen.setdefault((d.colocated, k), [])
-            ok = [j for j in prior if meets(spec, got[g[j]])]
+            ok = {j: got[g[j]].throughput for j in prior if meets(spec, got[g[j]])}
             bad = [j for j in prior if not meets(spec, got[g[j]])]
+            assert i not in prior
+            assert i < min(bad, default=len(g))
             if not prior:
                 assert i == 0
-            else:
-                lo, hi = max(ok), min(bad, default=balance(g, ceilings) + 1)
-                assert lo < i < hi or (not bad and i == balance(g, ceilings))
+            elif len(prior) == 1 and balance(g, ceilings) > 0:
+                assert i == balance(g, ceilings) and ok
+            elif i != balance(g, ceilings):
+                fastest = max(ok, key=lambda j: (ok[j], -j))
+                slower_above = [j for j in ok if j > fastest]
+                if i < fastest:
+                    assert slower_above
             prior.append(i)
-    assert any(len(v) > 2 for v in seen.values())  # some slice was bisected
+    assert any(len(v) > 2 for v in seen.values())  # some slice was searched past its balance
 
 
 def test_the_probe_budget_is_a_cap() -> None:

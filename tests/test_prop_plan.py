@@ -20,7 +20,7 @@ from pipesim.compute import GPUS, MODELS
 from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.io.sweeps import sweep
 from pipesim.plan import Constraints, Design, Evaluated, PlanSpec, Space, nondominated, run_design
-from pipesim.plan.evaluate import aggregate, dominates, objectives
+from pipesim.plan.evaluate import FRONT_TOLERANCE, aggregate, dominates, objectives
 from pipesim.testing import policy_scenarios
 
 DESIGNS = st.builds(
@@ -50,10 +50,10 @@ def evaluations(draw: st.DrawFn) -> list[Evaluated]:
 @settings(max_examples=60)
 @given(evaluations(), st.randoms(use_true_random=False))
 def test_the_front_is_what_nothing_dominates_in_any_order(evals: list[Evaluated], rnd: Any) -> None:
-    """``nondominated`` (vectorised) keeps exactly the evaluations a pairwise loop finds no
+    """With no tolerance, ``nondominated`` keeps exactly the evaluations a pairwise loop finds no
     dominator for, sorted by throughput descending; every one it leaves out is dominated by one it
     keeps; and shuffling the input changes nothing."""
-    front = nondominated(evals)
+    front = nondominated(evals, tol=(0.0, 0.0, 0.0))
     slow = [
         e for e in evals if not any(dominates(objectives(o.metrics), objectives(e.metrics)) for o in evals)
     ]
@@ -63,6 +63,30 @@ def test_the_front_is_what_nothing_dominates_in_any_order(evals: list[Evaluated]
     for e in evals:
         if id(e) not in kept:
             assert any(dominates(objectives(f.metrics), objectives(e.metrics)) for f in front)
+    shuffled = list(evals)
+    rnd.shuffle(shuffled)
+    assert [e.design for e in nondominated(shuffled, tol=(0.0, 0.0, 0.0))] == [e.design for e in front]
+
+
+@settings(max_examples=60)
+@given(evaluations(), st.randoms(use_true_random=False))
+def test_the_front_within_its_tolerance(evals: list[Evaluated], rnd: Any) -> None:
+    """With the front's tolerance (``FRONT_TOLERANCE``): no design on the front dominates another
+    within it, every design left out is dominated within it by a design on the front at least as
+    fast, the fastest design is always on it, and the order of the input changes nothing."""
+    front = nondominated(evals)
+    obj = {id(e): objectives(e.metrics) for e in evals}
+    for f in front:
+        assert not any(dominates(obj[id(g)], obj[id(f)], FRONT_TOLERANCE) for g in front if g is not f)
+    kept = {id(e) for e in front}
+    for e in evals:
+        if id(e) not in kept:
+            assert any(
+                dominates(obj[id(f)], obj[id(e)], FRONT_TOLERANCE) and f.throughput >= e.throughput
+                for f in front
+            )
+    if evals:
+        assert front and front[0].throughput == max(e.throughput for e in evals)
     shuffled = list(evals)
     rnd.shuffle(shuffled)
     assert [e.design for e in nondominated(shuffled)] == [e.design for e in front]

@@ -34,7 +34,10 @@ How the older knobs fold into the profile:
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
 GPUs (ZeRO-3 / FSDP); if they exceed the GPUs' HBM the config raises ``ValueError`` naming
-``n_gpus``.
+``n_gpus``. A micro-batch's activations come on top (:attr:`TrainerConfig.activation_bytes_per_gpu`,
+an estimate from the formulas there, not a measurement): they are not refused, but
+:attr:`TrainerConfig.memory_short_bytes` says by how much the two exceed the HBM, and the planner
+warns of a trainer placement they overfill (:func:`pipesim.plan.build.placements`).
 
 Parallel layout: ``n_gpus`` must be a multiple of the profile's ``tp x pp x sequence_parallel``,
 and a profile with expert parallelism (``ep > 1``, ``megatron-moe``) needs a mixture-of-experts
@@ -71,6 +74,18 @@ DEFAULT_PROFILE = "fsdp2-dense"
 
 BATCH_ORDERS = ("arrival", "submission", "shuffled")
 """The orders a batch can reach the framework in (module docstring, ``batch_order``)."""
+
+ACTIVATION_BYTES_PER_TOKEN = 34
+"""Bytes of one transformer layer's activations per token per unit of hidden size while it is
+recomputed and backpropagated: ``34 s b h`` of Korthikanti et al. 2022 (*Reducing Activation
+Recomputation in Large Transformer Models*, bf16, no tensor parallelism), whose ``5 a s / h``
+attention-score term flash attention removes. A mixture-of-experts layer is counted as a dense one
+of its hidden size."""
+CHECKPOINT_BYTES_PER_TOKEN = 2
+"""Bytes per token per unit of hidden size kept for each layer under full activation
+checkpointing (its bf16 input; verl's FSDP actor enables gradient checkpointing by default)."""
+LOGIT_BYTES = 2
+"""Bytes per logit of the micro-batch's LM-head output (bf16), tokens x vocabulary."""
 
 DEFAULT_MICRO_BATCH_TOKENS = 16384
 """Tokens per GPU per micro-batch when neither budget is given: verl's default
@@ -171,6 +186,28 @@ class TrainerConfig:
                 f"GPUs, more than a {self.gpu.name}'s {self.gpu.hbm_bytes / 2**30:.0f} GiB; use more GPUs",
                 "n_gpus",
             )
+
+    @property
+    def state_bytes_per_gpu(self) -> float:
+        """Weights, gradients and optimizer state per trainer GPU (sharded: ZeRO-3 / FSDP)."""
+        return self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
+
+    @property
+    def activation_bytes_per_gpu(self) -> float:
+        """An estimate of one training micro-batch's activations per GPU: its tokens
+        (``micro_batch_tokens``, default :data:`DEFAULT_MICRO_BATCH_TOKENS`) x the hidden size x
+        (:data:`CHECKPOINT_BYTES_PER_TOKEN` per layer + :data:`ACTIVATION_BYTES_PER_TOKEN` for the
+        layer being recomputed), plus their logits (:data:`LOGIT_BYTES` x the vocabulary). Neither
+        the allocator's fragmentation nor the CUDA context is counted."""
+        m = self.model
+        tokens = self.micro_batch_tokens or DEFAULT_MICRO_BATCH_TOKENS
+        per_token = m.hidden_size * (CHECKPOINT_BYTES_PER_TOKEN * m.n_layers + ACTIVATION_BYTES_PER_TOKEN)
+        return float(tokens * (per_token + LOGIT_BYTES * m.vocab_size))
+
+    @property
+    def memory_short_bytes(self) -> float:
+        """How far the state and one micro-batch's activations exceed a GPU's HBM (<= 0: they fit)."""
+        return self.state_bytes_per_gpu + self.activation_bytes_per_gpu - self.gpu.hbm_bytes
 
     @functools.cached_property
     def framework(self) -> FrameworkProfile:

@@ -6,13 +6,14 @@ spec's types and their validation."""
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import replace
 from typing import Any
 
 import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
-from pipesim.compute.trainer import check_expert_parallel
+from pipesim.compute.trainer import DEFAULT_MICRO_BATCH_TOKENS, check_expert_parallel
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
@@ -32,6 +33,8 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
         gpu_memory_utilization=spec.gpu_memory_utilization,
         share_group_prefix=spec.share_group_prefix,
         tool_kv=spec.tool_kv,
+        weight_dtype=spec.weight_dtype,
+        kv_dtype=spec.kv_dtype,
     )
 
 
@@ -142,23 +145,50 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
     allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
     if spec.space.placement is not None:
         allowed = [t for t in allowed if t in spec.space.placement]
-    fits = []
+    fits, tight = [], []
     for t in allowed:
         try:
-            TrainerConfig(  # with the framework's layout: a placement it refuses is skipped
+            cfg = TrainerConfig(  # with the framework's layout: a placement it refuses is skipped
                 model=spec.model,
                 gpu=spec.gpu,
                 n_gpus=t or n,
                 mfu=spec.mfu if spec.framework is None else None,
                 profile=spec.framework,
                 sequence_parallel=spec.sequence_parallel,
+                micro_batch_tokens=spec.micro_batch_tokens,
             )
         except ValueError:
             continue
         if t == 0 and n % tp:
             continue
         fits.append(t)
+        if cfg.memory_short_bytes > 0:
+            tight.append(cfg)
+    if tight:
+        _warn_tight(spec, tight)
     return fits
+
+
+class TrainerMemoryWarning(UserWarning):
+    """A trainer placement whose weights and optimizer state fit its GPUs but leave less than one
+    micro-batch's activations (an estimate, :attr:`~pipesim.compute.TrainerConfig.
+    activation_bytes_per_gpu`): kept in the space, since the estimate is not a measurement."""
+
+
+def _warn_tight(spec: PlanSpec, tight: list[TrainerConfig]) -> None:
+    gib = 2**30
+    worst = min(tight, key=lambda c: c.n_gpus)
+    counts = ", ".join(str(c.n_gpus) for c in sorted(tight, key=lambda c: c.n_gpus))
+    warnings.warn(
+        f"a trainer of {counts} x {spec.gpu.name} for {spec.model.name} holds its weights and "
+        f"optimizer state ({worst.state_bytes_per_gpu / gib:.1f} GiB per GPU on {worst.n_gpus}) but "
+        f"not also a micro-batch's activations (about {worst.activation_bytes_per_gpu / gib:.1f} GiB "
+        f"at {spec.micro_batch_tokens or DEFAULT_MICRO_BATCH_TOKENS} tokens) within "
+        f"{spec.gpu.hbm_bytes / gib:.0f} GiB; such placements stay in the space but may not run: raise "
+        "constraints.min_trainer_gpus or lower model.micro_batch_tokens",
+        TrainerMemoryWarning,
+        stacklevel=3,
+    )
 
 
 def candidates(spec: PlanSpec) -> list[Design]:

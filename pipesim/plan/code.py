@@ -55,7 +55,14 @@ def _program(spec: PlanSpec, d: Design) -> str:
             f"gpu=GPUS[{_key(GPUS, spec.gpu)!r}], "
             f"tp={d.tp}, max_model_len={eng.max_model_len!r}, max_num_seqs={eng.max_num_seqs}, "
             f"gpu_memory_utilization={eng.gpu_memory_utilization}"
-            + (", share_group_prefix=True)" if eng.share_group_prefix else ")"),
+            + (", share_group_prefix=True" if eng.share_group_prefix else "")
+            + (f", tool_kv={eng.tool_kv!r}" if eng.tool_kv != "keep" else "")
+            + "".join(
+                f", {k}={getattr(eng, k)!r}"
+                for k in ("weight_dtype", "kv_dtype")
+                if getattr(eng, k) != "bf16"
+            )
+            + ")",
             f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus})",
             f"workload = {work}",
             f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "

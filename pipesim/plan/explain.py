@@ -136,6 +136,7 @@ def sensitivity(
         ev = Evaluator(sp, executor, progress, seed, cache)
         evals = ev.evaluate([e.design for e in base], spec.steps, spec.seeds, desc=name)
         result.runs += ev.runs
+        result.reused += ev.reused
         # met by its runs, doubted by the tail alone: as the recommendation itself was before its
         # verification (a variant is not verified), so it is not called infeasible on that
         fits = {e.design: e.feasible or tail_open(sp, e) for e in evals}

@@ -7,16 +7,20 @@ that were not promoted), with columns
 * ``stage`` (``full`` or ``screened``), ``steps``, ``seeds``, ``feasible``, ``on_front``,
   ``recommended`` and ``tied_with_best`` (a paired test on shared seeds, see
   :mod:`pipesim.plan.stats`), ``verified`` (what the run ``HORIZON`` times as long found,
-  :mod:`pipesim.plan.verify`; empty where none was needed);
+  :mod:`pipesim.plan.verify`; empty where none was needed), ``why_infeasible`` (empty when
+  feasible) and, per constraint, ``<name>_limit``, ``<name>_judged`` (the value the judge read:
+  the settled mean, not the whole run's), ``<name>_measured`` and ``<name>_state`` (``met``,
+  ``violated``, ``open``; :mod:`pipesim.plan.verdicts`);
 * every metric (:func:`pipesim.plan.evaluate.run_design`'s keys, averaged over seeds) and the 95%
   interval of the throughput (``throughput_ci``, ``throughput_lo``, ``throughput_hi``); a
   throughput is never below 0, so ``throughput_lo`` is cut there, and a design run on one seed
   has no interval: the three are NaN (empty in the CSV), never an interval of no width.
 
-Counts (tokens, preemptions, seeds) are integer columns where every value is a whole number, so
-a CSV says ``21504``, not ``21504.0``. The frame's ``attrs`` (and the Parquet file's metadata, and a
-``#`` header line of the CSV) record pipesim's version, the spec's hash, the simulation seeds, the
-search seed and whether the plan was interrupted (``partial``).
+Metrics are means over a design's seeds; counts (tokens, preemptions, seeds, samples trained) are
+integer columns where every value is a whole number, so a CSV says ``21504``, not ``21504.0``, and
+decimal columns where a mean over seeds is not (:data:`COUNTS`). The frame's ``attrs`` (and the
+Parquet file's metadata, and a ``#`` header line of the CSV) record pipesim's version, the spec's
+hash, the simulation seeds, the search seed and whether the plan was interrupted (``partial``).
 """
 
 from __future__ import annotations
@@ -43,9 +47,15 @@ COUNTS = frozenset(
         "tokens_discarded",
         "tokens_buffered",
         "tokens_in_flight",
+        "episodes_trained_run",
+        "at_max",
+        "below_max",
     }
 )
-"""Metrics that count things: integers wherever a run gives them whole."""
+"""Metrics that count things. A design's metric is the mean over its seeds, so a count is an
+integer where that mean is whole (``episodes_trained_run`` 6144, every seed training the same
+number) and a decimal otherwise (``at_max`` 31.2: the samples at the maximum staleness, averaged
+over five seeds)."""
 
 
 def provenance(result: PlanResult) -> dict[str, Any]:
@@ -73,6 +83,7 @@ def frame(result: PlanResult) -> pd.DataFrame:
     import pandas as pd
 
     from pipesim.plan.stats import tied_with_best
+    from pipesim.plan.verdicts import constraint_states, why_infeasible
 
     spec = result.spec
     front = {e.design for e in result.front}
@@ -101,7 +112,13 @@ def frame(result: PlanResult) -> pd.DataFrame:
                     "recommended": e.design == best,
                     "tied_with_best": e.design in ties,
                     "verified": e.verified,
+                    "why_infeasible": why_infeasible(spec, e),
                     **m,
+                    **{
+                        f"{name}_{k}": v
+                        for name, st in constraint_states(spec, e).items()
+                        for k, v in st.items()
+                    },
                     "failed": bool(m.get("failed", 0.0)),  # a flag (the metrics hold every value as a float)
                     "throughput_lo": lo,
                     "throughput_hi": hi,

@@ -149,6 +149,21 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "-",
         "KV kept or dropped during a tool call (the engine's cache policy)",
     ),
+    "model.weight_dtype": (
+        "-",
+        "-",
+        "-",
+        "-",
+        "the engines' weights, as vLLM's quantization (weight-only here: the math stays at the bf16 "
+        "peak); the systems' own keys for it were not traced; the trainer keeps bf16",
+    ),
+    "model.kv_dtype": (
+        "-",
+        "-",
+        "-",
+        "-",
+        "the engines' KV cache, as vLLM's kv_cache_dtype; the systems' own keys for it were not traced",
+    ),
     "workload.prompts_per_step": (
         "data.train_batch_size",
         "train_dataset.batch_size",

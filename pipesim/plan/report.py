@@ -11,7 +11,7 @@ from typing import Any
 
 from pipesim.io.interrupts import write_text_atomic
 from pipesim.plan.code import scenario_code, wrap_code
-from pipesim.plan.evaluate import Evaluated
+from pipesim.plan.evaluate import FRONT_TOLERANCE, Evaluated
 from pipesim.plan.frame import provenance, whole
 from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report's public names)
     NOTE_DISCARDED_SHARE,
@@ -19,13 +19,16 @@ from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report'
     _fmt,
     baseline_lines,
     full_count,
+    infeasible_lines,
     recommended_lines,
     sensitivity_lines,
     tie_lines,
     unlimited_notes,
 )
 from pipesim.plan.search import PlanResult
+from pipesim.plan.space import PlanSpec
 from pipesim.plan.stats import merge_duplicates, merged_label, tied_with_best
+from pipesim.plan.verdicts import constraint_states, why_infeasible
 from pipesim.plan.verify import verify_lines
 
 
@@ -159,13 +162,22 @@ def ascii_front(result: PlanResult, width: int = 60, height: int = 14) -> str:
     return "\n".join(lines)
 
 
+def runs_said(result: PlanResult) -> str:
+    """``199 runs (78 simulated, 121 from the run cache)``: every run the answer rests on, and how
+    many this invocation simulated (a resumed plan's new ones; the JSON's ``runs``)."""
+    total = result.runs + result.reused
+    if not result.reused:
+        return f"{total} runs"
+    return f"{total} runs ({result.runs} simulated, {result.reused} from the run cache)"
+
+
 def cut_line(result: PlanResult) -> str:
     """The fluid first cut in one line, with the share of its audited designs that disagreed."""
     cut = result.cut
     if not cut.ceilings:
         return "first cut: off"
     if not cut.ruled_out:
-        return f"first cut (fluid ceiling): none of {len(cut.ceilings)} designs below the floor"
+        return f"first cut (fluid ceiling, docs/plan.md): none of {len(cut.ceilings)} designs below the floor"
     share = cut.disagreement
     told = (
         "no audit"
@@ -201,7 +213,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         f"min trainer GPUs {c.min_trainer_gpus}",
         f"search: {result.method}, {result.n_candidates} candidates, "
         + ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
-        + f" ({spec.seeds} seeds in full); {result.runs} runs in {result.elapsed_s:.1f} s",
+        + f" ({spec.seeds} seeds in full); {runs_said(result)} in {result.elapsed_s:.1f} s",
         cut_line(result),
         "pipesim {pipesim_version}, spec {spec_hash}, simulation seeds {sim_seeds}, search seed "
         "{search_seed}{part}".format(
@@ -213,8 +225,11 @@ def text(result: PlanResult, top: int = 8) -> str:
         *tie_lines(result),
         *verify_lines(result),
         *baseline_lines(result),
+        *(["", *bad] if (bad := infeasible_lines(result, top)) else []),
         "",
-        "Pareto front (feasible, non-dominated: throughput vs mean staleness vs discarded share):",
+        "Pareto front (feasible, non-dominated: throughput vs mean staleness vs discarded share; "
+        f"within {FRONT_TOLERANCE[1]:g} in mean staleness and {FRONT_TOLERANCE[2]:g} in discarded "
+        "share a faster design dominates):",
         table(rows(result, result.front), header(result)),
         "",
         "samples/h of the full runs against mean staleness (o infeasible, # feasible, F front, * best):",
@@ -237,13 +252,18 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _entry(e: Evaluated, n_gpus: int) -> dict[str, Any]:
+def _entry(e: Evaluated, spec: PlanSpec) -> dict[str, Any]:
+    """One design in the JSON: its metrics (counts whole where every seed's is: means over seeds
+    otherwise, :func:`~pipesim.plan.frame.whole`), each constraint's limit, value judged, value
+    measured and verdict, and why it is infeasible (:mod:`pipesim.plan.verdicts`)."""
     return {
-        "label": e.design.label(n_gpus),
+        "label": e.design.label(spec.n_gpus),
         "design": e.design.as_dict(),
         "steps": e.steps,
         "feasible": e.feasible,
         "verified": e.verified,
+        "constraints": constraint_states(spec, e),
+        "why_infeasible": why_infeasible(spec, e),
         "metrics": {k: whole(k, v) for k, v in e.metrics.items()},
     }
 
@@ -263,19 +283,21 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             "rungs": [{"steps": s, "designs": k} for s, k in result.rungs],
             "first_cut": result.cut.as_dict(),
             "runs": result.runs,
+            "runs_reused": result.reused,
+            "runs_total": result.runs + result.reused,
             "elapsed_s": result.elapsed_s,
             "recommended": None
             if best is None
             else {
-                **_entry(best, n),
+                **_entry(best, spec),
                 "code": wrap_code(scenario_code(spec, best.design)),
                 "notes": unlimited_notes(result),
             },
-            "baseline": None if result.baseline is None else _entry(result.baseline, n),
-            "tied_with_best": [_entry(e, n) for e in tied_with_best(result)],
-            "front": [_entry(e, n) for e in result.front],
-            "full": [_entry(e, n) for e in result.full],
-            "screened": [_entry(e, n) for e in result.screened],
+            "baseline": None if result.baseline is None else _entry(result.baseline, spec),
+            "tied_with_best": [_entry(e, spec) for e in tied_with_best(result)],
+            "front": [_entry(e, spec) for e in result.front],
+            "full": [_entry(e, spec) for e in result.full],
+            "screened": [_entry(e, spec) for e in result.screened],
             "sensitivity": result.sensitivity,
         }
     )

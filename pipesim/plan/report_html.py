@@ -11,6 +11,7 @@ from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.report import _fmt, _write, best_heading, header, rows, text
 from pipesim.plan.report_lines import conclusion
 from pipesim.plan.search import PlanResult
+from pipesim.plan.verdicts import why_infeasible
 
 HOVER_X = {
     "staleness_mean": "mean staleness %{x:.2f} versions",
@@ -18,6 +19,9 @@ HOVER_X = {
 }
 """The x value of a point in its hover text, by the panel's metric."""
 HOVER_Y = "trained samples/h<extra></extra>"
+INFEASIBLE = "full, infeasible"
+"""The trace of the infeasible full runs: its hover says why each is (the mean staleness the x
+axis shows is the whole run's; the judge reads the settled one, :mod:`pipesim.plan.verdicts`)."""
 
 
 SHARE_TICKS = 5
@@ -55,7 +59,7 @@ def figure(result: PlanResult) -> Any:
             dict(color="lightgrey", size=6),
         ),
         (
-            "full, infeasible",
+            INFEASIBLE,
             [e for e in result.full if not e.feasible and not e.metrics.get("failed")],
             dict(color="indianred", size=8, symbol="circle-open"),
         ),
@@ -87,6 +91,11 @@ def figure(result: PlanResult) -> Any:
                     text=[
                         f"{e.design.label(n)}<br>{e.steps} steps<br>"
                         f"{_fmt(e.metrics['gpu_hours_per_mtok'], '.2f')} GPU-h/Mtok"
+                        + (
+                            f"<br>infeasible: {html.escape(why_infeasible(spec, e))}"
+                            if name == INFEASIBLE
+                            else ""
+                        )
                         for e in evals
                     ],
                     hovertemplate=f"%{{text}}<br>{name}<br>{HOVER_X[key]}<br>%{{y:,.0f}} {HOVER_Y}",
@@ -186,10 +195,11 @@ def write_html(result: PlanResult, path: str) -> None:
         _html_table(result, rows(result, result.feasible, 12)),
     ]
     # the conclusion, section by section, in the text's words (pipesim.plan.report_lines): the
-    # paired test, verification and its fallback, the baseline's verdict under the first table,
-    # then the front, the recommendation (its tie and notes over its code) and the sensitivity
+    # paired test, verification and its fallback, the baseline's verdict and the infeasible full
+    # runs with why under the first table, then the front, the recommendation (its tie and notes
+    # over its code) and the sensitivity
     sections = dict(conclusion(result))
-    for title in ("Paired test", "Verification", "Baseline"):
+    for title in ("Paired test", "Verification", "Baseline", "Infeasible"):
         if title in sections:
             parts.append(_section(title, sections[title]))
     parts += ["<h2>Pareto front</h2>", _html_table(result, rows(result, result.front))]

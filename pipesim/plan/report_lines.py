@@ -2,9 +2,10 @@
 (:func:`pipesim.plan.report.text`) and the HTML page (:mod:`pipesim.plan.report_html`), so the
 page says what the text says in the same words: the paired test, verification and its fallback,
 the baseline's verdict, the recommendation (with the fresher design it is tied with, if any, and
-the notes on what no limit rules on) and the sensitivity. :func:`conclusion` lists the sections
-in the text's order; :func:`full_count` says what the count of full runs holds beyond the search's
-last rung (the baseline, designs the fallback or a slice ran)."""
+the notes on what no limit rules on), the infeasible full runs with why, and the sensitivity.
+:func:`conclusion` lists the sections in the text's order; :func:`full_count` says what the count
+of full runs holds beyond the search's last rung (the baseline, designs the fallback or a slice
+ran)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ __all__ = [
     "conclusion",
     "fresher_tie",
     "full_count",
+    "infeasible_lines",
     "recommended_lines",
     "sensitivity_lines",
     "tie_lines",
@@ -214,6 +216,22 @@ def sensitivity_lines(result: PlanResult) -> list[str]:
     return out
 
 
+def infeasible_lines(result: PlanResult, top: int = 8) -> list[str]:
+    """The fastest ``top`` full-run designs that are not feasible, each with why
+    (:func:`~pipesim.plan.verdicts.why_infeasible`): the tables print the whole run's mean
+    staleness, and the judge reads the settled one."""
+    from pipesim.plan.verdicts import why_infeasible
+
+    bad = [e for e in result.full if not e.feasible][:top]
+    if not bad:
+        return []
+    n = result.spec.n_gpus
+    out = ["infeasible full runs, fastest first (the value judged, not always the one printed):"]
+    for e in bad:
+        out.append(f"  {e.design.label(n)}, {_fmt(e.throughput)} samples/h: {why_infeasible(result.spec, e)}")
+    return out
+
+
 def conclusion(result: PlanResult) -> list[tuple[str, list[str]]]:
     """The conclusion's sections in the text's order, as (title, lines), empty ones left out:
     what the HTML page prints under its tables (the text prints the same lines)."""
@@ -221,6 +239,7 @@ def conclusion(result: PlanResult) -> list[tuple[str, list[str]]]:
         ("Paired test", tie_lines(result)),
         ("Verification", verify_lines(result)),
         ("Baseline", baseline_lines(result)),
+        ("Infeasible", infeasible_lines(result)),
         ("Recommended", recommended_lines(result)),
         ("Sensitivity", sensitivity_lines(result)),
     ]

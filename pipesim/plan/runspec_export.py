@@ -65,6 +65,9 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     }
     if spec.tool_kv != "keep":
         model["tool_kv"] = spec.tool_kv
+    for k in ("weight_dtype", "kv_dtype"):
+        if getattr(spec, k) != "bf16":
+            model[k] = getattr(spec, k)
     if not spec.recompute_old_logp:
         model["recompute_old_logp"] = False
     if spec.reference_model:

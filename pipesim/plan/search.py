@@ -77,6 +77,10 @@ class PlanResult:
     best: Evaluated | None
     elapsed_s: float = 0.0
     runs: int = 0
+    """Runs simulated by this plan (a resumed plan's new ones)."""
+    reused: int = 0
+    """Runs the run cache gave back (:class:`~pipesim.plan.cache.DiskCache`): with :attr:`runs`,
+    every run the plan's answer rests on (``--resume`` after an interrupt: the runs before it)."""
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
     cut: Cut = field(default_factory=Cut)
     """The fluid first cut (:mod:`pipesim.plan.fluid`): designs ruled out, the audit."""
@@ -132,7 +136,7 @@ def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Desi
     chosen += [e.design for e in ranked[: max(math.ceil(2 * quota / 3) - len(chosen), 0)]]
     rest = [e for e in alive if e.design not in chosen]
     while rest and len(chosen) < quota:
-        layer = nondominated(rest)
+        layer = nondominated(rest, tol=(0.0, 0.0, 0.0))  # raw layers: the report's tolerance is for the front
         chosen += [e.design for e in layer[: quota - len(chosen)]]
         taken = {e.design for e in layer}
         rest = [e for e in rest if e.design not in taken]
@@ -287,10 +291,10 @@ def search(
             full_done = finished(ev, spec.steps, spec.seeds)
             result = _result(spec, method, n_all, rungs or [(steps[0], len(done))], full_done, done)
             result.partial, result.seed, result.cut = True, seed, cut
-            result.runs, result.elapsed_s = ev.runs, time.perf_counter() - t0
+            result.runs, result.reused, result.elapsed_s = ev.runs, ev.reused, time.perf_counter() - t0
         raise PlanInterrupted(result) from None
     result = _result(spec, method, n_all, rungs, current, screened)
-    result.runs, result.seed, result.cut = ev.runs, seed, cut
+    result.runs, result.reused, result.seed, result.cut = ev.runs, ev.reused, seed, cut
     result.elapsed_s = time.perf_counter() - t0
     if result.best is None:
         latest = {e.design: e for e in screened} | {e.design: e for e in result.full}  # the longest run

@@ -16,6 +16,7 @@ from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec, TokenWorkload
 from pipesim.compute.balance import BALANCES
+from pipesim.compute.models import DTYPE_BYTES
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import MAX_POOL_TASKS, shown
 from pipesim.plan.checks import (
@@ -184,6 +185,14 @@ class PlanSpec:
     agent's tool call waits for a free one; None: as many as there are calls."""
     tool_kv: str = "keep"
     """A sequence's KV during a tool call: ``keep`` or ``drop`` (``EngineConfig.tool_kv``)."""
+    weight_dtype: str = "bf16"
+    """How the engines store the weights (``model.weight_dtype``: ``bf16``, ``fp8``, ``int8``,
+    ``int4``, ... :data:`~pipesim.compute.models.DTYPE_BYTES`; ``EngineConfig.weight_dtype``,
+    weight-only quantization): the weights each GPU holds, so the KV budget, and the bytes every
+    decode GEMM reads. The trainer's copy stays bf16."""
+    kv_dtype: str = "bf16"
+    """How the engines store the KV cache (``model.kv_dtype``, vLLM's ``kv_cache_dtype``;
+    ``EngineConfig.kv_dtype``): the bytes per cached token, so the KV budget and attention reads."""
     cost_per_gpu_hour: float | None = None
     """Price of one GPU-hour (any currency): adds ``cost_per_mtok`` (per million trained tokens)."""
     first_cut: bool = True
@@ -279,6 +288,12 @@ class PlanSpec:
             hint = did_you_mean(str(self.tool_kv), ("keep", "drop"))
             msg = f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}"
             raise PlanError(msg, "model.tool_kv")
+        for name in ("weight_dtype", "kv_dtype"):  # the engine's storage types (DTYPE_BYTES)
+            v = getattr(self, name)
+            if not isinstance(v, str) or v.lower() not in DTYPE_BYTES:
+                hint = did_you_mean(str(v), DTYPE_BYTES)
+                msg = f"model.{name} must be one of {', '.join(DTYPE_BYTES)}, got {shown(v)}{hint}"
+                raise PlanError(msg, f"model.{name}")
         optional_number("cluster.cost_per_gpu_hour", self.cost_per_gpu_hour, 0)
         if self.constraints.cost_per_mtok is not None and self.cost_per_gpu_hour is None:
             raise PlanError(

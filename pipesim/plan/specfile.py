@@ -1,7 +1,8 @@
 """A plan spec from a TOML or YAML file (see ``docs/plan.md`` and ``examples/plan_qwen3_8b.toml``).
 
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
-``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``framework``: a
+``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``weight_dtype`` and
+``kv_dtype`` (the engines' storage types, default ``bf16``), ``framework``: a
 trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model;
 ``recompute_old_logp``, default true; the trainer's batch knobs ``ppo_mini_batch_samples``,
 ``micro_batch_tokens``, ``log_prob_micro_batch_tokens``, ``sequence_parallel``; ``balance``, how
@@ -59,6 +60,8 @@ _TABLES = {
         "share_group_prefix",
         "framework",
         "tool_kv",
+        "weight_dtype",
+        "kv_dtype",
         "recompute_old_logp",
         "reference_model",
         *BATCH_KNOBS,
@@ -265,6 +268,9 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
         extra["framework"] = _framework(mo.string("framework"), extra.get("mfu"))
     if "tool_kv" in mo:
         extra["tool_kv"] = mo.string("tool_kv")
+    for k in ("weight_dtype", "kv_dtype"):  # the engines' storage types (checked by PlanSpec)
+        if k in mo:
+            extra[k] = mo.string(k)
     if "recompute_old_logp" in mo:  # false: the rollout's log-probs (verl's use_rollout_log_probs)
         extra["recompute_old_logp"] = mo.flag("recompute_old_logp")
     if "reference_model" in mo:  # true: a KL term's reference forward (verl's timing_s/ref)
