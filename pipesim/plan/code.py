@@ -122,8 +122,10 @@ def _trainer_extras(spec: PlanSpec, d: Design) -> str:
 
 def wrap_code(code: str, width: int = 96) -> str:
     """Each line of ``code`` longer than ``width`` broken after its first ``(`` into one argument
-    per line (top-level commas only), so the recommended code fits a page; a call that is itself
-    an argument (``weight_update=SyncEveryK(...),``) keeps its indent and its comma."""
+    per line (top-level commas only, none inside a string literal: a framework profile's
+    ``source`` holds commas and brackets, and splitting at them printed code that did not parse),
+    so the recommended code fits a page; a call that is itself an argument
+    (``weight_update=SyncEveryK(...),``) keeps its indent and its comma."""
     out = []
     for line in code.splitlines():
         start = line.find("(")
@@ -134,12 +136,17 @@ def wrap_code(code: str, width: int = 96) -> str:
             continue
         indent = line[: len(line) - len(line.lstrip())]
         args, depth, cur = [], 0, ""
+        quote, escaped = "", False  # inside a string literal: its brackets and commas are text
         for ch in body[start + 1 : -1]:
-            if ch in "([{":
+            if quote:
+                escaped, quote = (False, quote) if escaped else (ch == "\\", "" if ch == quote else quote)
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "([{":
                 depth += 1
             elif ch in ")]}":
                 depth -= 1
-            if ch == "," and depth == 0:
+            if ch == "," and depth == 0 and not quote:
                 args.append(cur.strip())
                 cur = ""
             else:
