@@ -94,4 +94,6 @@ class RatioGroups:
         return self.ratio
 
     def min_items(self, p: PipelineView) -> int:
+        """``batch_size``: each rule's ``select`` returns at once, dropping nothing, below it, so
+        the engine that skips those calls drops the same episodes at the same times."""
         return p.batch_size

@@ -70,6 +70,8 @@ class RollReplayBuffer(RatioGroups):
     (at least 1: a window of 0 would expire the batch it waits on)."""
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        if len(buffer) < p.batch_size:  # no batch can form: nothing is dropped (min_items' promise)
+            return None, []
         n, r = self.samples_per_group, self.ratio
         book = group_book(p, n, p.batch_size, "RollReplayBuffer")
         state = _STATES.setdefault(p, _State())

@@ -118,6 +118,8 @@ class RollGroupExpiry(RatioGroups):
 
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         b, oldest_ok = p.batch_size, p.version - self.ratio
+        if len(buffer) < b:  # no request to serve yet: nothing expires (min_items' promise)
+            return None, []
         n = self.samples_per_group
         if n > 1:
             book = group_book(p, n, b, "RollGroupExpiry")
