@@ -177,7 +177,9 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
 def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
     """Paired time to ``target`` against sync, per correction: on how many shared seeds each
     design reached it first, later, or tied with sync's run of the same seed (both never
-    counts as a tie), and the exact two-sided sign test of wins against losses. The median
+    counts as a tie), and the exact two-sided sign test of wins against losses. A design whose
+    correction has no sync run (a resumed file can hold ``async-eta2 tis`` beside only
+    ``sync none``), or none on a shared seed, gets a row saying so rather than no row. The median
     times in :func:`format_table` describe; this is the paired claim behind "reaches it first"."""
     from offpolicy.experiment import MIN_CLAIM_SEEDS
     from offpolicy.stats import holm_line, sign_test
@@ -193,9 +195,15 @@ def race_table(records: Sequence[dict[str, Any]], target: float) -> str:
     width = max([16, *(len(f"{d} {c}") for d, c in cells)])  # async-eta4 seq-tis is 18
     lines = [f"{title}: first / later / tied | sign test"]
     for design, corr in cells:
-        if design == "sync" or ("sync", corr) not in cells:
+        if design == "sync":
+            continue
+        if ("sync", corr) not in cells:  # a row left out read as a race never asked for
+            lines.append(f"{design + ' ' + corr:{width}s} | none (no sync {corr} runs to race against)")
             continue
         seeds = [s for (d, c, s) in times if (d, c) == (design, corr) and ("sync", corr, s) in times]
+        if not seeds:  # 0 / 0 / 0 of 0 with p = 1 read as a race run and lost
+            lines.append(f"{design + ' ' + corr:{width}s} | none (no seed shared with sync {corr})")
+            continue
         pairs = [(times[(design, corr, s)], times[("sync", corr, s)]) for s in seeds]
         wins = sum(a < b for a, b in pairs)
         losses = sum(a > b for a, b in pairs)

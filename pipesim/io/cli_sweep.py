@@ -357,8 +357,11 @@ def _notes(cells: Sequence[Any], res: Any, seeds: int) -> list[str]:
     if seeds > 1 and traced:
         notes.append(trace_note(len(traced), len(set(label))))
     ok = res.runs[res.runs["status"] == "ok"]
-    shares = list(ok["_tail_share"].astype(float).dropna()) if "_tail_share" in ok else []  # none resumed
-    if shares and (note := tail_note(shares)) is not None:
+    # every ok cell of the table: a cell read back by --resume has the share its partial table's
+    # sidecar kept (pipesim.io.sweep_resume.TAIL_SHARES); one whose sidecar kept none is counted
+    # as not known, and the note says so, rather than taken as no tail
+    shares = list(ok["_tail_share"].astype(float).dropna()) if "_tail_share" in ok else []
+    if shares and (note := tail_note(shares, unknown=len(ok) - len(shares))) is not None:
         notes.append(note)
     return notes
 

@@ -228,12 +228,14 @@ def tail_share(result: Any) -> float:
     return max(T - max(ends), 0.0) / T if ends and T > 0 else 0.0
 
 
-def tail_note(shares: Sequence[float], T: float | None = None) -> str | None:
+def tail_note(shares: Sequence[float], T: float | None = None, unknown: int = 0) -> str | None:
     """One line on standard error where a run spent more than :data:`TAIL_NOTE_SHARE` of its
     simulated time after its last training step (``shares``: one per run; ``T``: the one run's
     simulated seconds): ``throughput_per_hour`` is trained / ``sim_time_s``, as the chapter counts
     it, so the tail weighs on short runs of draining designs (3 steps of async-eta4-drain: 469 s
-    of 1,530). None where no run's tail is that long."""
+    of 1,530). ``unknown``: the runs of the table whose share is not known (read back by
+    ``--resume`` from a partial table that kept none), said rather than counted as no tail.
+    None where no run's tail is that long."""
     over = [float(x) for x in shares if float(x) > TAIL_NOTE_SHARE]
     if not over:
         return None
@@ -249,6 +251,8 @@ def tail_note(shares: Sequence[float], T: float | None = None) -> str | None:
             f"time (up to {max(over):.0%}) came after the last training step"
         )
         where = "docs/sweeps.md"
+        if unknown:
+            head += f" ({unknown} more read back by --resume without it, not counted)"
     return (
         f"note: {head}: {what}; throughput_per_hour = trained / sim_time_s counts it, so short runs "
         f"of draining designs read slow (more steps shrink the tail; {where})"

@@ -16,7 +16,9 @@ its own 4. ``--resume`` (:func:`resume_rows`) reads the finished cells back from
 those names that is of this sweep, so they are not run again; a partial table of another sweep
 there is refused, naming what differs. Rows are matched to cells by their labels as the CSV
 writes them (:func:`_text`), and read back with their numbers exact (``round_trip``), so a resumed
-sweep's CSV is the uninterrupted one's.
+sweep's CSV is the uninterrupted one's. The sidecar also keeps each finished cell's share of
+time after its last training step (:data:`TAIL_SHARES`), which the CSV has no column for, so the
+resumed sweep's note on it counts the cells read back too.
 """
 
 from __future__ import annotations
@@ -118,6 +120,17 @@ def sidecar(path: str | Path) -> Path:
     return p.with_name(p.name + ".sweep.json")
 
 
+TAIL_SHARES = "tail_shares"
+"""The sidecar's key for each finished cell's ``_tail_share`` (by cell index): a side value, not a
+CSV column, that ``--resume`` reads back so the note on time after the last training step counts
+every cell of the final table, not only those run after the resume. Not part of the fingerprint
+(:func:`differences` compares only the grid, the version and the settings)."""
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _stored(path: str | Path) -> dict[str, Any] | None:
     try:
         data = json.loads(sidecar(path).read_text())
@@ -203,13 +216,20 @@ class SweepBook:
         return out
 
     def read(self, path: str | Path) -> dict[int, dict[str, Any]]:
-        """The finished cells of the table at ``path`` (labels as text, numbers exact)."""
+        """The finished cells of the table at ``path`` (labels as text, numbers exact), each with
+        the ``_tail_share`` its sidecar kept (:data:`TAIL_SHARES`) where it kept one."""
         conv = {c: str for c in self.label_cols}
         if int(pd.__version__.split(".")[0]) >= 3:  # reads floats exactly itself (the option is deprecated)
             frame = pd.read_csv(path, converters=conv)
         else:
             frame = pd.read_csv(path, converters=conv, float_precision="round_trip")
-        return self.results_of(frame)
+        rows = self.results_of(frame)
+        kept = (_stored(path) or {}).get(TAIL_SHARES)
+        for index, row in rows.items():
+            share = kept.get(str(index)) if isinstance(kept, dict) else None
+            if row["status"] == "ok" and share is not None and _finite(share):
+                row["_tail_share"] = float(share)
+        return rows
 
     def result(self, results: Mapping[int, Mapping[str, Any]]) -> SweepResult | None:
         """The :class:`SweepResult` of the cells in ``results`` (None where there are none), with
@@ -269,7 +289,11 @@ def write_partial(results: Mapping[int, Mapping[str, Any]], csv: str, book: Swee
     res = book.result(all_rows)
     assert res is not None  # the caller has finished cells
     if not writes_in_place(target):
-        write_text_atomic(sidecar(target), json.dumps(book.fingerprint, indent=1) + "\n")
+        shares = {
+            str(i): float(r["_tail_share"]) for i, r in all_rows.items() if _finite(r.get("_tail_share"))
+        }
+        kept = {**book.fingerprint, TAIL_SHARES: shares}
+        write_text_atomic(sidecar(target), json.dumps(kept, indent=1) + "\n")
     write_runs(res.runs, target, partial=True)
     if extra := len(set(merged_rows) - set(results)):
         note = f" (with the {extra} finished cell(s) of an earlier interrupted run of this sweep it held)"
