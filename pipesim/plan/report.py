@@ -190,12 +190,14 @@ def cut_line(result: PlanResult) -> str:
     )
 
 
-def best_heading(result: PlanResult) -> str:
-    """The heading of the best-designs table: how many designs ran in full (:func:`full_count`)
-    and how many of them are feasible."""
+def best_heading(result: PlanResult, top: int) -> str:
+    """The heading of the best-designs table: how many designs ran in full (:func:`full_count`),
+    how many of them are feasible, and how many the table shows (the text shows ``top`` 8, the
+    HTML page 12: each says its own)."""
+    shown = min(top, len(result.feasible))
     return (
-        f"best feasible designs (of {full_count(result)}; {len(result.feasible)} feasible; "
-        "identical designs merged with '=')"
+        f"best feasible designs (of {full_count(result)}; {len(result.feasible)} feasible, the fastest "
+        f"{shown} shown; identical designs merged with '=')"
     )
 
 
@@ -220,7 +222,7 @@ def text(result: PlanResult, top: int = 8) -> str:
             **provenance(result), part=" (PARTIAL: interrupted)" if result.partial else ""
         ),
         "",
-        best_heading(result) + ":",
+        best_heading(result, top) + ":",
         table(rows(result, result.feasible, top), header(result)),
         *tie_lines(result),
         *verify_lines(result),

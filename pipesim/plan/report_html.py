@@ -27,6 +27,9 @@ axis shows is the whole run's; the judge reads the settled one, :mod:`pipesim.pl
 SHARE_TICKS = 5
 """The fewest ticks past 0 the discarded-share axis gets (fewer than 2.5x as many: 1-2-5 steps)."""
 
+HTML_TOP = 12
+"""Rows of the page's best-designs table (the text shows 8; the heading says how many)."""
+
 
 def share_ticks(top: float) -> tuple[float, str]:
     """The tick step and d3 format of a share axis from 0 to ``top``: the largest step of 1, 2 or
@@ -191,8 +194,8 @@ def write_html(result: PlanResult, path: str) -> None:
         f"<h1>pipesim plan: {html.escape(spec.model.name)} on {n} x {html.escape(spec.gpu.name)}</h1>",
         f"<pre>{html.escape(text(result).split(chr(10) + chr(10))[0])}</pre>",
         fig_html,
-        f"<h2>Best feasible designs</h2><p>{html.escape(best_heading(result))}:</p>",
-        _html_table(result, rows(result, result.feasible, 12)),
+        f"<h2>Best feasible designs</h2><p>{html.escape(best_heading(result, HTML_TOP))}:</p>",
+        _html_table(result, rows(result, result.feasible, HTML_TOP)),
     ]
     # the conclusion, section by section, in the text's words (pipesim.plan.report_lines): the
     # paired test, verification and its fallback, the baseline's verdict and the infeasible full
