@@ -30,8 +30,9 @@ columns identify:
   for the log's number of steps at :data:`OVERHEAD_PROBE_S` = (0, 10 ms) per iteration, the logged
   mean interpolated between the two simulated means (``gen`` is affine in the overhead: every
   iteration pays it once). Its interval maps the bootstrap interval of the logged mean, widened
-  for a short log (:func:`~pipesim.calibrate.fit.small_sample`; the simulation's own noise is not
-  in it). Fitted to the step, it holds every second the model
+  for a short log (:func:`~pipesim.calibrate.fit.small_sample`) and for the simulation's own
+  noise (its mean is one draw at the calibration's seed; the fitted lengths' is not in it). Fitted
+  to the step, it holds every second the model
   misses (said in a note). Not identified when the column barely moves with it (a trainer-bound
   asynchronous design, whose ``gen`` is the trainer's wait).
 

@@ -7,6 +7,17 @@ decode iteration), by :func:`fit_overhead`: the design is run at the two overhea
 :data:`OVERHEAD_PROBE_S` and the logged mean is interpolated between the two simulated means. Every
 decode iteration pays the overhead once, so generation is close to affine in it.
 
+Its 95% interval maps an interval of the logged mean through the slope, and that interval holds
+two noises: the logged mean's (a bootstrap over the steps, widened for a short log:
+:func:`pipesim.calibrate.fit.small_sample`) and the simulation's, whose mean is one draw of as
+many steps at the calibration's seed. The two add in variance: each end's distance from the logged
+mean ``d`` becomes ``hypot(d, t95(N - 1) se)``, ``se`` the simulated mean's standard error over its
+``N`` steps (:attr:`Sim.se`), taken linearly between the two probes to the fitted overhead, so no
+run is added. Before, the simulation's noise was left out: at calibration seeds other than the
+sample log's own run seed the true overhead fell outside, and a log whose ``gen`` barely varies got
+an interval of about zero width (``tests/test_calnoise_overhead_interval.py``). The fitted
+lengths' error, which moves the simulated mean too, is still not in it.
+
 Which column it is fitted to:
 
 * ``timing_s/gen`` where the log has it: the generation the overhead belongs to.
@@ -42,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.fit import Fitted, small_sample
+from pipesim.calibrate.fit import Fitted, small_sample, t95
 from pipesim.calibrate.log import TrainingLog
 from pipesim.calibrate.steptime import includes_sync, simulated_step_s
 from pipesim.compute.series import step_breakdown
@@ -128,11 +139,15 @@ def with_values(rs: RunSpec, values: dict[str, float]) -> RunSpec:
 @dataclass(frozen=True)
 class Sim:
     """A simulated run's per-step means in the log's names (``sim["timing_s/gen"]``), and its
-    per-step trained response mean and clip share (what the sigma's bias correction fits again)."""
+    per-step trained response mean and clip share (what the sigma's bias correction fits again);
+    ``se``: the standard error of the ``gen`` and ``step`` means (the steps' sd over the root of
+    their count, 0 for one step), the seed-to-seed noise of the simulation the decode overhead is
+    read against (:func:`fit_overhead`)."""
 
     means: dict[str, float]
     length_mean: np.ndarray
     clip: np.ndarray
+    se: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, column: str) -> float:
         return self.means[column]
@@ -163,8 +178,9 @@ def simulate(
     br = br[(br["step"] >= a) & (br["step"] < b)]
     wl = rs.plan.workload
     prompt = float(wl.prompt) if isinstance(wl.prompt, int) else math.nan
-    out = {"timing_s/gen": float(br["timing_s/gen"].mean())}
-    out["timing_s/step"] = float(simulated_step_s(br, holds_sync).mean())
+    gen, whole = br["timing_s/gen"].to_numpy(float), np.asarray(simulated_step_s(br, holds_sync), float)
+    out = {"timing_s/gen": float(gen.mean()), "timing_s/step": float(whole.mean())}
+    se = {"timing_s/gen": _se(gen), "timing_s/step": _se(whole)}
     sync = br["timing_s/param_sync"].to_numpy()
     out["timing_s/param_sync"] = float(sync[sync > 0].mean()) if (sync > 0).any() else 0.0
     logged = [step for step, _, _ in r.trainer_log if a <= step < b]
@@ -172,7 +188,12 @@ def simulate(
     per_step = tokens / rs.plan.batch_size - prompt
     out["response_length/mean"] = float(per_step.mean())
     clip = r.result.trained.groupby("step")["truncated"].mean()
-    return Sim(out, per_step, np.array([float(clip.get(s, 0.0)) for s in logged]))
+    return Sim(out, per_step, np.array([float(clip.get(s, 0.0)) for s in logged]), se)
+
+
+def _se(x: np.ndarray) -> float:
+    """The standard error of the mean of the steps ``x`` (0 for fewer than two)."""
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else 0.0
 
 
 def fit_overhead(
@@ -196,7 +217,8 @@ def fit_overhead(
     name = column.removeprefix("timing_s/")
     o0, o1 = OVERHEAD_PROBE_S
     holds = includes_sync(log, rs)
-    g0, g1 = sim0[column], simulate(rs, o1, steps, seed, holds_sync=holds)[column]
+    sim1 = simulate(rs, o1, steps, seed, holds_sync=holds)
+    g0, g1 = sim0[column], sim1[column]
     if g1 - g0 <= MIN_MOVE * max(g0, 1e-9):
         why = "the trainer's wait, not the engines' decode" if name == "gen" else "the trainer's"
         return None, [
@@ -216,6 +238,9 @@ def fit_overhead(
     boots = [seen[rng.integers(0, len(seen), len(seen))].mean() for _ in range(BOOTSTRAP)]
     lo_b, hi_b = np.percentile(boots, [2.5, 97.5])
     lo_g, hi_g = small_sample(target, float(lo_b), float(hi_b), len(seen))  # widened for a short log
+    # the simulation's own noise: its mean is one draw at this seed (module docstring)
+    sim_half = t95(steps - 1) * _se_at(o, (o0, sim0.se.get(column, 0.0)), (o1, sim1.se.get(column, 0.0)))
+    lo_g, hi_g = target - math.hypot(target - lo_g, sim_half), target + math.hypot(hi_g - target, sim_half)
     if o < 0:
         slow = "the roofline's decode is too slow here" if name == "gen" else "the model's step is too slow"
         notes.append(
@@ -229,6 +254,15 @@ def fit_overhead(
         f"simulated {name} at 0 and 10 ms per iteration, interpolated",
     )
     return fitted, notes
+
+
+def _se_at(o: float, p0: tuple[float, float], p1: tuple[float, float]) -> float:
+    """The simulated mean's standard error at overhead ``o``, linear between the probes'
+    ``(overhead, se)`` (the steps' spread grows with the overhead, which every decode iteration
+    pays), not extrapolated below the first probe nor below the smaller of the two."""
+    (a, sa), (b, sb) = p0, p1
+    w = max(o - a, 0.0) / (b - a)
+    return max(sa + w * (sb - sa), min(sa, sb))
 
 
 def _solve(
