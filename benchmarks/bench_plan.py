@@ -206,6 +206,25 @@ def reference(
     )
 
 
+def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse what would only fail (or pass vacuously) after the plan has run, naming the flag:
+    ``--longer-seeds 0`` once printed "feasible in a run 4x longer: True" after no run at all."""
+    at_least_one = ("workers", "screen_steps", "steps", "reference_seeds")
+    for name in at_least_one:
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.trials < 0:
+        ap.error(f"--trials must be at least 0 (0: the grid), got {args.trials}")
+    if args.longer_seeds is not None and args.longer_seeds < 1:
+        ap.error(f"--longer-seeds must be at least 1, got {args.longer_seeds}")
+    if args.longer_seeds is not None and not args.check_longer:
+        ap.error("--longer-seeds needs --check-longer")
+    if args.sample is not None and (not args.reference or min(args.sample) < 0):
+        ap.error("--sample TOP DRAW needs --reference and two counts >= 0")
+    if args.sample_fluid and (args.sample is None or args.sample_fluid < 0):
+        ap.error("--sample-fluid N needs --sample and N >= 0")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("spec", nargs="?", help="a plan spec (default: the built-in verl-scale one)")
@@ -236,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --sample: add the N best designs by the fluid ceiling (pipesim.plan.fluid)",
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    _check_args(ap, args)
     sp = plan.load(args.spec) if args.spec else verl_scale(args.screen_steps, args.steps, args.trials)
     with tempfile.TemporaryDirectory(prefix="bench_plan_") as scratch:
         tmp = args.cache_dir or scratch
