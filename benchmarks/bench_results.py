@@ -172,8 +172,11 @@ def main() -> None:
     for impl in [i for _ in range(args.rounds) for i in impls]:
         cmd = [sys.executable, __file__, "--child", "--impl", impl, "--steps", str(args.steps)]
         cmd += ["--slots", str(args.slots), "--rev", args.rev]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ)).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        if proc.returncode:  # the child's own message (a bad --rev, say), not CalledProcessError's
+            said = proc.stderr.strip().splitlines()
+            ap.error(said[-1] if said else f"the child run exited {proc.returncode}")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     first = rows[0]
     print(
         f"{args.slots} slots, {args.steps} steps, eta=2: {first['episodes']:,} episodes, "
