@@ -53,12 +53,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pipesim.io.viz import run_page
 
         saved = load_saved(args.run)
-        write_text_atomic(args.out, run_page(saved, title=f"pipesim run {saved.scenario.name} ({args.run})"))
+        write_text_atomic(args.out, run_page(saved, title=f"pipesim run {_saved_name(saved)} ({args.run})"))
         print(f"wrote {Path(args.out).resolve()}")
         return 0
     path = build_report(args.out, seeds=seeds, workers=args.workers, progress=progress_wanted(args.quiet))
     print(f"wrote {path.resolve()}")
     return 0
+
+
+def _saved_name(saved: Any) -> str:
+    """A saved run's name in a title: a compute run's without its stand-in tail (the run was the
+    compute engine's, not the stand-in scenario's: :func:`pipesim.io.saved_scenario.compute_stand_in`)."""
+    from pipesim.io.saved_scenario import saved_name
+
+    return str(saved_name(saved.scenario) if saved.engine == "compute" else saved.scenario.name)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -91,7 +99,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         check_distinct([("out", args.out)], inputs)
         trained = saved.trained
         trace = events_to_trace(
-            saved.events, saved.episode_table, name=saved.scenario.name, trained=saved.trained
+            saved.events, saved.episode_table, name=_saved_name(saved), trained=saved.trained
         )
         write_text_atomic(args.out, json.dumps(trace, separators=(",", ":")))
     elif suffix in (".parquet", ".csv"):
@@ -132,8 +140,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if args.seed is None and seed is not None and not 0 <= seed < MAX_SEED:  # the file's, not a flag
             raise UsageError(f"{src}: its recipe's seed must be an integer in [0, 2**64), got {shown(seed)}")
         check_distinct([("out", args.out)], [*inputs, *read_inputs(spec)])  # and the recipe's scenario
-        recorded = _recorded(src, data, spec, sets, seed)
-        if recorded is None:
+        kept_spec = _recorded_runspec(src, data, spec, sets, seed)
+        recorded = None if kept_spec is not None else _recorded(src, data, spec, sets, seed)
+        if kept_spec is not None:  # a compute run: rebuilt from the spec the run file holds
+            result = _run_runspec(spec, kept_spec, args.set, args.seed)
+        elif recorded is None:
             result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
         else:  # the scenario moved or changed since the run: trace the run the file records
             result = _run_recorded(recorded, args.set, args.seed)
@@ -174,6 +185,55 @@ def _recorded(src: Path, data: dict[str, Any], spec: str, sets: list[str], seed:
         why = f"{spec} has changed since the run"
     print(f"pipesim: note: {why}; tracing the run as {src} records it (its scenario_file)", file=sys.stderr)
     return scenario
+
+
+def _recorded_runspec(
+    src: Path, data: dict[str, Any], spec: str, sets: list[str], seed: int | None
+) -> dict[str, Any] | None:
+    """The run spec a compute run's file holds (``runspec``: the spec's data with the run's
+    ``--set`` pairs and seed applied, as ``pipesim run --json`` wrote it), or None for a slot run.
+    The run is rebuilt from it, not from the file its recipe names: that file may have been edited
+    or moved since (before, the trace was of the edited file's run without a word, and a deleted
+    file was refused). A note on stderr says where the file no longer builds the recorded spec."""
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import is_runspec, load
+
+    kept = data.get("runspec")
+    if not isinstance(kept, dict):
+        return None
+    if not is_runspec(spec):
+        why = f"{spec} is gone or no longer a run spec"
+    else:
+        try:
+            now = load(spec, sets, seed).data
+        except PlanError as exc:
+            why = f"its recipe no longer builds ({one_line(exc)})"
+        else:
+            if now == kept:
+                return kept
+            why = f"{spec} has changed since the run"
+    print(f"pipesim: note: {why}; tracing the run as {src} records it (its runspec)", file=sys.stderr)
+    return kept
+
+
+def _run_runspec(spec: str, kept: dict[str, Any], sets: list[str], seed: int | None) -> Any:
+    """The kernel's result of the run spec ``kept`` (read relative to ``spec``'s folder), with the
+    trace's own ``--set`` pairs and ``--seed`` over it."""
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import apply_sets, from_dict, run
+
+    check_seed(seed)
+    try:
+        data = apply_sets(kept, list(sets))
+        if seed is not None:
+            if not isinstance(data.get("run", {}), dict):
+                raise PlanError("run must be a table", "run")
+            data.setdefault("run", {})["seed"] = seed
+        return run(from_dict(data, Path(spec).parent)).result
+    except PlanError as exc:
+        raise UsageError(f"{spec} (as the run file records it): {one_line(exc)}") from None
+    except ValueError as exc:
+        raise UsageError(f"{spec}: the run cannot start: {one_line(exc)}") from None
 
 
 def _run_recorded(scenario: Any, sets: list[str], seed: int | None) -> Any:

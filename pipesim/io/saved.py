@@ -58,10 +58,8 @@ import pandas as pd
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
-from pipesim.io.parquet import read_parquet
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
 from pipesim.io.saved_checks import (
-    check_columns,
     check_events,
     check_summary,
     json_number,
@@ -75,17 +73,17 @@ from pipesim.io.saved_files import (
     MANIFEST_FORMAT,
     SavedRunError,
     UnverifiedRunWarning,
-    read_bytes,
     reading,
-    verified_files,
     write_run_dir,
 )
+from pipesim.io.saved_open import FORMAT as FORMAT  # re-exported
+from pipesim.io.saved_open import REQUIRED as REQUIRED  # re-exported
+from pipesim.io.saved_open import TABLES as TABLES  # re-exported
+from pipesim.io.saved_open import VERSION as VERSION  # re-exported
+from pipesim.io.saved_open import _engine, _events_categoricals, _open, _read_pool
+from pipesim.io.saved_scenario import compute_stand_in
 from pipesim.policies.missing import fix_hint, plain
-from pipesim.results.run import EVENT_KINDS, RunResult
-
-FORMAT, VERSION = "pipesim-run", 2
-TABLES = {"events": "events.parquet", "trained": "trained.parquet", "episode_table": "episodes.parquet"}
-REQUIRED = ("meta.json", "summary.json", "scenario.json", *TABLES.values())
+from pipesim.results.run import RunResult
 
 __all__ = ["SavedRun", "SavedRunError", "UnverifiedRunWarning", "is_saved_run", "json_number", "load", "save"]
 
@@ -142,7 +140,7 @@ def save(
     files["scenario.json"] = _json(
         {
             **record,
-            "scenario_repr": repr(scen),
+            "scenario_repr": _repr_of(result),
             "pipeline": dataclasses.asdict(scen.pipeline),
             "pool_given": pool is not None,  # the durations came from pool.parquet, not the model
         }
@@ -162,6 +160,15 @@ def save(
     files["meta.json"] = _json(meta)
     write_run_dir(p, files)
     return p
+
+
+def _repr_of(result: Any) -> str:
+    """scenario.json's ``scenario_repr``: the scenario's repr; a loaded compute run's as it was
+    saved (its scenario now holds the stand-in's placeholder, :func:`compute_stand_in`)."""
+    kept = getattr(result, "scenario_repr", "")
+    if getattr(result, "engine", "slots") == "compute" and isinstance(result, SavedRun) and kept:
+        return str(kept)
+    return repr(result.scenario)
 
 
 def _lineage(result: Any) -> pd.DataFrame | None:
@@ -204,10 +211,13 @@ class SavedRun:
     scenario_exact: bool = True
     """False where a policy of the run could not be rebuilt here: ``scenario`` then holds a
     :class:`~pipesim.policies.missing.MissingPolicy` in its slot, which refuses to run, and
-    ``scenario_repr`` says what ran."""
+    ``scenario_repr`` says what ran. Always False for a compute run (``engine == "compute"``)."""
     engine: str = "slots"
     """The engine that ran it (``RunResult.engine``): ``"compute"`` for a run spec's run, whose
-    ``scenario`` is the kernel's stand-in; ``runspec`` then holds the spec to rerun it from."""
+    ``scenario`` is the kernel's stand-in (named ``... (stand-in: compute engine not rebuilt)``, its
+    durations a placeholder that refuses to run: :func:`pipesim.io.saved_scenario.compute_stand_in`);
+    ``runspec`` then holds the spec to rerun it from:
+    ``pipesim.plan.runspec.run(pipesim.plan.runspec.from_dict(saved.runspec["runspec"]))``."""
     runspec: dict[str, Any] | None = None
     """A compute run's spec, as ``pipesim run SPEC --save`` kept it: ``{"runspec": the spec's
     data, "recipe": {"scenario": file, "set": [...], "seed": n}}``; None for a slot run."""
@@ -243,83 +253,6 @@ class SavedRun:
         return run_html(self)
 
 
-def _events_categoricals(ev: pd.DataFrame) -> pd.DataFrame:
-    """Parquet keeps Categoricals (pyarrow dictionaries); make sure kind keeps every kind."""
-    kind = ev.get("kind")
-    if (
-        kind is not None
-        and isinstance(kind.dtype, pd.CategoricalDtype)
-        and list(kind.cat.categories) != EVENT_KINDS
-    ):
-        ev["kind"] = ev["kind"].cat.set_categories(EVENT_KINDS)
-    return ev
-
-
-class _Files:
-    """The files of one saved run, read once each: the verified contents (format 2), or read
-    from disk on demand (format 1). Every parse goes through :func:`reading`."""
-
-    def __init__(self, directory: Path, verified: dict[str, bytes] | None) -> None:
-        self.dir, self.verified = directory, verified
-
-    def has(self, name: str) -> bool:
-        return name in self.verified if self.verified is not None else (self.dir / name).exists()
-
-    def raw(self, name: str) -> bytes:
-        if self.verified is not None:
-            return self.verified[name]
-        return read_bytes(self.dir / name)
-
-    def json_of(self, name: str) -> Any:
-        data = self.raw(name)
-        with reading(self.dir / name):
-            return json.loads(data.decode("utf-8"))
-
-    def table(self, name: str, columns_of: str | None) -> pd.DataFrame:
-        data = self.raw(name)
-        with reading(self.dir / name):
-            table = read_parquet(data)
-            if columns_of is not None:
-                check_columns(table, columns_of)
-            return table
-
-
-def _open(p: Path) -> tuple[_Files, dict[str, Any]]:
-    """The run's files (verified against the manifest first where there is one) and its meta."""
-    if not p.exists():
-        raise SavedRunError(f"{p}: no such directory")
-    if not p.is_dir():
-        raise SavedRunError(f"{p}: not a directory (a saved run is a directory written by RunResult.save)")
-    manifest = p / MANIFEST
-    files = _Files(p, verified_files(p) if manifest.exists() or manifest.is_symlink() else None)
-    if not files.has("meta.json"):
-        raise SavedRunError(f"{p}: not a saved run (no meta.json)")
-    meta = files.json_of("meta.json")
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise SavedRunError(f"{p / 'meta.json'}: not a pipesim saved run")
-    version = meta.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= VERSION:
-        raise SavedRunError(
-            f"{p / 'meta.json'}: saved-run format version {shown(version)}; this pipesim reads 1 to {VERSION}"
-        )
-    if files.verified is None:
-        if version >= 2:
-            raise SavedRunError(
-                f"{manifest}: missing (a format-{version} saved run lists its files' hashes there)"
-            )
-        warnings.warn(
-            UnverifiedRunWarning(
-                f"{p}: saved in format 1, without content hashes, so a corrupted file in it cannot be "
-                f"detected; save it again (pipesim.load(path).save(path)) to add them"
-            ),
-            stacklevel=3,
-        )
-    missing = [n for n in REQUIRED if not files.has(n)]
-    if missing:
-        raise SavedRunError(f"{p}: incomplete saved run, missing {', '.join(missing)}")
-    return files, meta
-
-
 def load(path: str | Path) -> SavedRun:
     """Read a directory written by ``RunResult.save`` (or :func:`save`); a :class:`SavedRunError`
     naming the file (and the field) for any file missing, added, corrupted or inconsistent."""
@@ -350,6 +283,15 @@ def load(path: str | Path) -> SavedRun:
         if not isinstance(pool_given, bool):
             raise refuse("pool_given", f"must be true or false, got {shown(pool_given)}")
     pool = _read_pool(files, pool_given)
+    engine = _engine(meta, p)
+    if engine == "compute" and not missing:  # the kernel's stand-in: marked so, and it refuses to run
+        kept = sc.get("scenario")
+        table = kept.get("durations") if isinstance(kept, dict) else None
+        if table is None:
+            from pipesim.io.scenario_files import policy_to_dict
+
+            table = policy_to_dict(scenario.durations, "durations")
+        scenario = compute_stand_in(scenario, table)
     lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
     check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)
     check_events(p, tables["events"], tables["trained"], sim_time_s)
@@ -364,8 +306,8 @@ def load(path: str | Path) -> SavedRun:
         scenario_repr=str(sc.get("scenario_repr", "")),
         lineage=lineage,
         pool=pool,
-        scenario_exact=not missing,
-        engine=_engine(meta, p),
+        scenario_exact=not missing and engine == "slots",
+        engine=engine,
         runspec=meta.get("runspec") if isinstance(meta.get("runspec"), dict) else None,
     )
 
@@ -375,36 +317,3 @@ def _why_missing(m: Any) -> str:
     if m.data is not None:
         return "is not registered here"
     return "was outside the catalog when the run was saved"
-
-
-def _engine(meta: dict[str, Any], p: Path) -> str:
-    """meta.json's ``engine`` (absent: a slot run, as every run saved before it was written)."""
-    engine = meta.get("engine", "slots")
-    if engine not in ("slots", "compute"):
-        with reading(p / "meta.json"):
-            raise refuse("engine", f"must be slots or compute, got {shown(engine)}")
-    return str(engine)
-
-
-def _read_pool(files: _Files, pool_given: bool) -> np.ndarray | None:
-    """pool.parquet's durations: present exactly when scenario.json says the run was given a pool."""
-    pool_file = files.dir / "pool.parquet"
-    if not pool_given and not files.has("pool.parquet"):
-        return None
-    with reading(pool_file):
-        if not files.has("pool.parquet"):
-            raise FieldError(
-                "missing: the run was given a pool (scenario.json says pool_given), saved here", "pool_given"
-            )
-        if not pool_given:
-            raise FieldError(
-                "present, but scenario.json says the run drew its own pool (pool_given false)", "pool_given"
-            )
-    table = files.table("pool.parquet", None)
-    with reading(pool_file):
-        from pipesim.workload.durations import as_durations
-
-        pool = as_durations(table["duration_s"].to_numpy(), "duration_s")
-        if not len(pool):
-            raise FieldError("holds no durations", "durations")
-    return pool

@@ -24,11 +24,15 @@ from typing import Any, cast
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.policies.catalog import UnknownPolicyError
+from pipesim.policies.missing import MissingPolicy
 
 __all__ = [
+    "COMPUTE_STAND_IN",
     "OLD_STAND_IN",
     "STAND_IN_SLOTS",
     "STAND_IN_TAIL",
+    "compute_stand_in",
     "read_scenario",
     "saved_name",
     "scenario_record",
@@ -216,6 +220,37 @@ def _stand_in_name(name: str, slots: str) -> str:
 
     tail = f" (stand-in: {slots} not rebuilt)"
     return name[: max(1, MAX_NAME_CHARS - len(tail))] + tail
+
+
+COMPUTE_STAND_IN = "compute engine"
+"""The slots part of a compute run's stand-in name: ``NAME (stand-in: compute engine not rebuilt)``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _ComputeRun(MissingPolicy):
+    """The durations placeholder of a saved compute run's scenario (:func:`compute_stand_in`)."""
+
+    def error(self) -> UnknownPolicyError:
+        return UnknownPolicyError(
+            "durations: this scenario is the kernel's stand-in of a compute run (pipesim run SPEC "
+            "--save): the compute engine drew its episodes token by token from its run spec, not "
+            "from these durations, so a run of it would be another design; rerun the spec the "
+            "run kept, SavedRun.runspec: pipesim.plan.runspec.run(pipesim.plan.runspec.from_dict("
+            'saved.runspec["runspec"])), or `pipesim run` on the spec file',
+            "durations",
+        )
+
+
+def compute_stand_in(scenario: Any, table: Any) -> Any:
+    """The scenario of a saved compute run (``pipesim run SPEC --save``) marked as the kernel's
+    stand-in it is: the compute engine generated its episodes token by token from its run spec and
+    never read this scenario's durations, so :func:`pipesim.run` of it ran another design (864/h
+    for a saved 11,700/h) under the run's name. Its durations slot holds a :class:`_ComputeRun`
+    placeholder, which refuses to run, naming the spec to rerun from (``SavedRun.runspec``), and
+    keeps the saved durations ``table`` (a save writes it back as it was: :func:`saved_name` takes
+    the name's tail off again)."""
+    held = _ComputeRun("durations", _table_text(table), "", table)
+    return dataclasses.replace(scenario, durations=held, name=_stand_in_name(scenario.name, COMPUTE_STAND_IN))
 
 
 def _str_map(value: Any, field: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
 from pipesim.compute.trainer import DEFAULT_MICRO_BATCH_TOKENS, check_expert_parallel
+from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
@@ -224,17 +225,26 @@ def update_policy(spec: PlanSpec, d: Design) -> Any:
     return pipesim.SyncEveryK(k=d.sync_every, inner=inner) if d.sync_every > 1 else inner
 
 
-def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int = 0) -> pipesim.Scenario:
-    """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``)."""
+def scenario(
+    spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int = 0, steps_key: str = "search.steps"
+) -> pipesim.Scenario:
+    """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``).
+
+    ``n_slots`` is the engines' sequences (replicas x ``model.max_num_seqs``; 0: the pipeline's
+    default), which the task pool holds beside the batches: a pool past
+    :data:`~pipesim.core.errors.MAX_DURATION_POOL` is refused here, a PlanError naming ``steps_key``
+    (``run.steps`` for a run spec) with the most steps the design may run (:func:`pool_tasks`).
+    Before, the Scenario refused it with the pipeline's default 64 slots and its own field names
+    (``pool_size``, ``n_slots``), or ``run_compute`` did once the engines' slots were set."""
     # abort drops what it interrupts: the count throttle counts starts, so each dropped sample would
     # use up its budget for good (the run turns synchronous); OverSample subtracts drops, and at a
     # factor of 1 it is the count throttle otherwise (slime's abort path pairs them the same way)
     over = d.oversample > 1 or d.update == "abort"
     admission: Any = pipesim.OverSample(factor=d.oversample) if over else pipesim.CountThrottle()
     cfg = pipesim.PipelineConfig(batch_size=spec.batch_size, steps=steps, max_staleness=d.eta)
-    pool = None
-    if over:  # episodes dropped or left over: a pool beyond the count throttle's
-        pool = math.ceil((steps + d.eta + 2) * spec.batch_size * d.oversample * 3) + 2 * n_slots
+    # the default pool holds the pipeline's slots (its default 64 until run_compute sets the engines')
+    check_pool(spec, d, steps, n_slots or (0 if over else cfg.n_slots), steps_key)
+    pool = pool_tasks(spec, d, steps, n_slots) if over else None
     return pipesim.Scenario(
         pipeline=cfg,
         admission=admission,
@@ -242,6 +252,51 @@ def scenario(spec: PlanSpec, d: Design, steps: int, seed: int = 0, n_slots: int 
         seed=seed,
         pool_size=pool,
         name=d.label(spec.n_gpus),
+    )
+
+
+def pool_tasks(spec: PlanSpec, d: Design, steps: int, n_slots: int) -> int:
+    """The tasks a run of ``d`` for ``steps`` steps draws with ``n_slots`` engine sequences: the
+    count throttle's default, ``(steps + eta + 1) x batch_size + n_slots``; where episodes are
+    dropped or left over (``oversample > 1``, ``update = "abort"``), a pool beyond it,
+    ``ceil((steps + eta + 2) x batch_size x oversample x 3) + 2 x n_slots``."""
+    if d.oversample > 1 or d.update == "abort":
+        return math.ceil((steps + d.eta + 2) * spec.batch_size * d.oversample * 3) + 2 * n_slots
+    return (steps + d.eta + 1) * spec.batch_size + n_slots
+
+
+def max_steps(spec: PlanSpec, d: Design, n_slots: int) -> int:
+    """The most steps :func:`pool_tasks` keeps within :data:`MAX_DURATION_POOL` (0: not one)."""
+    lo, hi = 0, MAX_DURATION_POOL  # pool_tasks grows with steps by at least batch_size >= 1 each
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if pool_tasks(spec, d, mid, n_slots) <= MAX_DURATION_POOL:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: str = "search.steps") -> None:
+    """PlanError naming ``steps_key`` where a run of ``d`` for ``steps`` steps draws more tasks than
+    :data:`MAX_DURATION_POOL`, with the most steps it may run and the spec keys that size the pool."""
+    need = pool_tasks(spec, d, steps, n_slots)
+    if need <= MAX_DURATION_POOL:
+        return
+    top = max_steps(spec, d, n_slots)
+    extra = d.oversample > 1 or d.update == "abort"
+    sizes = (
+        f"ceil((steps + design.eta {d.eta} + 2) x batch {spec.batch_size:,} x design.oversample "
+        f"{d.oversample:g} x 3) + 2 x {n_slots:,} engine sequences"
+        if extra
+        else f"(steps + design.eta {d.eta} + 1) x batch {spec.batch_size:,} + {n_slots:,} engine sequences"
+    )
+    fix = f"at most {top:,} steps with this design" if top >= 1 else "no number of steps fits"
+    raise PlanError(
+        f"{steps_key} ({steps:,}): the run draws a task pool of {need:,} tasks ({sizes}), more than the "
+        f"{MAX_DURATION_POOL:,} a run may draw: {fix}; or a smaller batch (workload.prompts_per_step x "
+        "workload.samples_per_prompt) or fewer engine sequences (model.max_num_seqs x the replicas)",
+        steps_key,
     )
 
 

@@ -319,7 +319,8 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
         engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
     )
     sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
-    sc = scenario(spec, d, rs.steps, rs.seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
+    n_slots = cluster.n_replicas * eng.max_num_seqs
+    sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")
     trainer = trainer_config(spec, d)
     return run_compute(
         sc,
