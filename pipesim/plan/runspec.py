@@ -147,6 +147,9 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
     """A run spec's ``[cluster]``, ``[model]``, ``[workload]``, ``[constraints]`` and ``[run]`` as
     plan-spec tables, the calibrated mfu and response lengths applied: what ``pipesim plan`` reads
     of a run spec."""
+    for k in PLANNED_TABLES:  # a table given as a list or a number: said so, not read as missing
+        if k in data and data[k] is not None and not isinstance(data[k], Mapping):
+            raise PlanError(f"{k} must be a table, got {shown(data[k])}", k)
     out: dict[str, Any] = {
         k: copy.deepcopy(dict(data[k])) for k in PLANNED_TABLES if k in data and isinstance(data[k], Mapping)
     }
