@@ -21,3 +21,16 @@ def test_a_table_of_the_wrong_type_is_refused_naming_it(table: str, value: Any) 
     with pytest.raises(PlanError) as info:
         from_dict(data)
     assert info.value.field == table and "must be a table" in str(info.value)
+
+
+def test_a_model_that_does_not_fit_is_said_once() -> None:
+    """The engine's reason follows the spec's key once: it read "design.tp (1): qwen3-32b does not
+    fit: model qwen3-32b does not fit: 61.0 GiB ..."."""
+    data = read(SPEC)
+    data["cluster"] = {**data["cluster"], "gpu": "l40s", "n_gpus": 16}
+    data["model"] = {"name": "qwen3-32b"}
+    data["design"] = {**data["design"], "placement": 8, "tp": 1}
+    with pytest.raises(PlanError) as info:
+        from_dict(data)
+    said = str(info.value)
+    assert info.value.field == "design.tp" and said.count("does not fit") == 1, said

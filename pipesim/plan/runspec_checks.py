@@ -113,6 +113,8 @@ def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
             text = _CONTEXT_KEYS[inner] + text[len(inner) :]
         if inner == "max_model_len":  # longer than the model's context: no tp changes that
             raise PlanError(text, "model.max_model_len") from None
+        said = f"model {spec.model.name} does not fit: "  # the engine's own opening: said once
+        text = text[len(said) :] if text.startswith(said) else text
         msg = f"{table}.tp ({d.tp}): {spec.model.name} does not fit: {text}"
         raise PlanError(msg, f"{table}.tp") from None
     try:
