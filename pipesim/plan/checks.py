@@ -118,11 +118,12 @@ def integer(where: str, v: object, lo: int | None = None, hi: int | None = None,
 
 
 def _float_hint(v: object) -> str:
-    """How to write the integer a float such as ``8.0`` or ``1e12`` meant; "" for anything else."""
+    """How to write the integer a float such as ``8.0`` or ``1e12`` meant; "" for anything else.
+    The digits alone: ``100_000`` is an integer in TOML and ``--set`` but text in YAML (YAML 1.2,
+    which a spec file is read as), so offering it sent a YAML user from one refusal to another."""
     if not (isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 1e18):
         return ""
-    n = int(v)
-    return f" (a float: write {n}{f' or {n:_}' if abs(n) >= 10_000 else ''})"
+    return f" (a float: write {int(v)})"
 
 
 def number(
