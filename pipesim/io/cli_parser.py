@@ -22,8 +22,9 @@ from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
 from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
-from pipesim.io.cli_sweep import add_resume_option, cmd_sweep
+from pipesim.io.cli_sweep import cmd_sweep
 from pipesim.io.cli_trace import cmd_report, cmd_trace
+from pipesim.io.sweep_resume import add_resume_option
 
 __all__ = ["Parser", "build_parser"]
 

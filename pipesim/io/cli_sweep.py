@@ -47,7 +47,6 @@ from pipesim.io.sweep_outputs import (
 )
 from pipesim.io.sweep_presets import (
     _axis,
-    add_resume_option,
     check_knob_axes,
     preset_designs,
     preset_grid,
@@ -56,7 +55,6 @@ from pipesim.io.sweep_presets import (
 from pipesim.io.sweep_resume import SweepBook, drop_sidecar, resume_rows
 
 __all__ = [
-    "add_resume_option",
     "cell_limit",
     "cmd_sweep",
     "interrupted",

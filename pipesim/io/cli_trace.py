@@ -183,7 +183,7 @@ def _recorded(src: Path, data: dict[str, Any], spec: str, sets: list[str], seed:
         if rebuilt == scenario:
             return None
         why = f"{spec} has changed since the run"
-    print(f"pipesim: note: {why}; tracing the run as {src} records it (its scenario_file)", file=sys.stderr)
+    _say_recorded(why, src, "scenario_file")
     return scenario
 
 
@@ -212,8 +212,13 @@ def _recorded_runspec(
             if now == kept:
                 return kept
             why = f"{spec} has changed since the run"
-    print(f"pipesim: note: {why}; tracing the run as {src} records it (its runspec)", file=sys.stderr)
+    _say_recorded(why, src, "runspec")
     return kept
+
+
+def _say_recorded(why: str, src: Path, key: str) -> None:
+    """The one note of both readers above: why the run file's own record (``key``) is traced."""
+    print(f"pipesim: note: {why}; tracing the run as {src} records it (its {key})", file=sys.stderr)
 
 
 def _run_runspec(spec: str, kept: dict[str, Any], sets: list[str], seed: int | None) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 from pipesim.core.errors import shown
 from pipesim.io.cli_common import UsageError, one_line, split_values
 
-__all__ = ["add_resume_option", "check_knob_axes", "preset_designs", "preset_grid", "with_knobs"]
+__all__ = ["check_knob_axes", "preset_designs", "preset_grid", "with_knobs"]
 
 
 def _axis(item: str, seen: Sequence[str]) -> tuple[str, str]:
@@ -104,17 +104,6 @@ def with_knobs(res: Any, knobs: Mapping[str, Mapping[str, Any]]) -> Any:
         runs.insert(at + i, name, [knobs[d][name] for d in runs["design"]])
     keys = ("design", *names, *(k for k in res.keys if k != "design"))
     return SweepResult(runs, keys, res.metrics, res.nonnegative, res.shares)
-
-
-def add_resume_option(parser: Any) -> None:
-    """``--resume`` of ``pipesim sweep`` (:mod:`pipesim.io.sweep_resume`), as ``pipesim plan`` and
-    the offpolicy scripts name it."""
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted sweep: the cells its --csv partial table holds are read back, "
-        "not run again (the sweep must be the same: scenario, --set, --over, --seeds); e.g. --resume",
-    )
 
 
 def check_knob_axes(entry: Any, sets: Sequence[str], knobs: Mapping[str, Any], keys: list[str]) -> None:

@@ -41,6 +41,7 @@ from pipesim.io.interrupts import write_text_atomic, writes_in_place
 from pipesim.io.sweep_grid import Cell, SweepResult, collect
 
 __all__ = [
+    "add_resume_option",
     "SweepBook",
     "candidates",
     "differences",
@@ -307,3 +308,14 @@ def drop_sidecar(csv: str) -> None:
     """After a complete table is written at ``csv``: the fingerprint a partial one left there goes."""
     if not writes_in_place(csv):
         sidecar(csv).unlink(missing_ok=True)
+
+
+def add_resume_option(parser: Any) -> None:
+    """``--resume`` of ``pipesim sweep`` (:mod:`pipesim.io.sweep_resume`), as ``pipesim plan`` and
+    the offpolicy scripts name it."""
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted sweep: the cells its --csv partial table holds are read back, "
+        "not run again (the sweep must be the same: scenario, --set, --over, --seeds); e.g. --resume",
+    )
