@@ -19,20 +19,12 @@ from pipesim.calibrate.log import LogError, TrainingLog, read_columns_map
 from pipesim.calibrate.predict import _draw
 from pipesim.calibrate.sample import sample_log
 from pipesim.plan.runspec import from_dict, load, read, run
+from tests.test_calnoise_overhead_interval import _true_values
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "run_verl_8gpu.toml"
 SAMPLE = ROOT / "examples" / "verl_sample_log.csv"
-TRUE = {
-    "fwd_bwd_efficiency": 0.35,
-    "fwd_efficiency": 0.25,
-    "micro_batch_s": 0.3,
-    "optimizer_step_s": 1.0,
-    "step_s": 2.0,
-    "iteration_overhead_s": 0.004,
-    "response_median_tokens": 700.0,
-    "response_sigma": 0.7,
-}
+TRUE = _true_values()  # the constants the sample log was written with, read from its script
 
 
 def _frame_log(df: pd.DataFrame, name: str = "walk.csv") -> TrainingLog:
