@@ -110,17 +110,10 @@ def spec_sync_s(log: TrainingLog, rs: RunSpec) -> np.ndarray:
     sync_every == 0`` (the first step has no sync before it), a row's mean over its trainer steps
     (:mod:`pipesim.calibrate.rows`). What a step that holds the sync holds where the log has no
     ``param_sync`` column to take out (:func:`trainer_span_s`)."""
-    from pipesim.compute.cluster import Cluster
-    from pipesim.plan.build import engine_config
+    from pipesim.plan.build import design_cluster, sync_seconds
 
     spec, d = rs.plan, rs.design
-    cluster = Cluster(
-        engine=engine_config(spec, d.tp),
-        n_gpus=spec.n_gpus,
-        trainer_gpus=d.trainer_gpus,
-        env_workers=spec.env_workers,
-    )
-    sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
+    sync = sync_seconds(spec, design_cluster(spec, d)[1])
     k, every = log.per_row, max(int(d.sync_every), 1)
     steps = np.asarray(log.steps, dtype=np.int64)[:, None] * k + np.arange(k)[None, :]
     return sync * ((steps >= 1) & (steps % every == 0)).mean(axis=1)

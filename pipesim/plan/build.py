@@ -39,6 +39,25 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
     )
 
 
+def design_cluster(spec: PlanSpec, d: Design) -> tuple[EngineConfig, Any]:
+    """Design ``d``'s engine settings and :class:`~pipesim.compute.cluster.Cluster`, as a plan's
+    run, ``pipesim run`` of a run spec and calibrate's simulated sync all build them."""
+    from pipesim.compute.cluster import Cluster
+
+    eng = engine_config(spec, d.tp)
+    cluster = Cluster(
+        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+    )
+    return eng, cluster
+
+
+def sync_seconds(spec: PlanSpec, cluster: Any) -> float:
+    """The weight sync a run of ``spec`` charges: its ``sync_time_s`` where given, else the
+    cluster's own (:meth:`~pipesim.compute.cluster.Cluster.sync_time_s`), times ``sync_scale``."""
+    base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
+    return float(base * spec.sync_scale)
+
+
 def routing(spec: PlanSpec) -> Any:
     """The replicas' routing rule: a group's samples together when the engines share prefixes."""
     if spec.share_group_prefix and spec.has_groups:

@@ -19,7 +19,7 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
-from pipesim.plan.build import engine_config, routing, scenario, trainer_config
+from pipesim.plan.build import design_cluster, routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.cache import DiskCache, run_key
 from pipesim.plan.space import Constraints, Design, PlanSpec
 from pipesim.plan.stats import t95
@@ -27,14 +27,9 @@ from pipesim.plan.stats import t95
 
 def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, float]:
     """The metrics of one run of ``d`` for ``steps`` steps (``failed`` = 1 when the run fails)."""
-    Cluster: Any = _compute.Cluster  # lazy attributes of pipesim.compute
-    run_compute: Any = _compute.run_compute
-    eng = engine_config(spec, d.tp)
-    cluster = Cluster(
-        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
-    )
-    base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
-    sync = base * spec.sync_scale
+    run_compute: Any = _compute.run_compute  # a lazy attribute of pipesim.compute
+    eng, cluster = design_cluster(spec, d)
+    sync = sync_seconds(spec, cluster)
     sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
     try:
         run = run_compute(

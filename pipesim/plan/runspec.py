@@ -52,7 +52,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
-from pipesim.plan.build import engine_config, routing, scenario, trainer_config
+from pipesim.plan.build import design_cluster, routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
@@ -314,14 +314,11 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
     cluster, scenario, trainer and routing a plan runs for that design
     (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec.
     ``observer`` sees each batch the trainer takes (the command line's progress bar)."""
-    from pipesim.compute.cluster import Cluster, run_compute
+    from pipesim.compute.cluster import run_compute
 
     spec, d = rs.plan, rs.design
-    eng = engine_config(spec, d.tp)
-    cluster = Cluster(
-        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
-    )
-    sync = (cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s) * spec.sync_scale
+    eng, cluster = design_cluster(spec, d)
+    sync = sync_seconds(spec, cluster)
     n_slots = cluster.n_replicas * eng.max_num_seqs
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")
     trainer = trainer_config(spec, d)
