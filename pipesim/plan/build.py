@@ -319,6 +319,32 @@ def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: s
     )
 
 
+def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None:
+    """PlanError naming ``search.steps`` where a run of ``designs`` (the plan's candidates and its
+    baseline) ``horizon x search.steps`` steps long, verification's length, draws a pool a run
+    refuses (:func:`check_pool`): checked before the search's first run, not when its pick is
+    verified hours later. Like :func:`check_space_size` it checks a plan, never a run spec."""
+    steps, worst, fewest = horizon * spec.steps, None, (MAX_DURATION_POOL, 0)
+    for d in designs:
+        eng, cluster = design_cluster(spec, d)
+        n_slots = cluster.n_replicas * eng.max_num_seqs
+        if pool_tasks(spec, d, steps, n_slots) > MAX_DURATION_POOL:
+            top = max_steps(spec, d, n_slots)
+            if worst is None or top < fewest[0]:
+                worst, fewest = d, (top, n_slots)
+    if worst is None:
+        return
+    if fewest[0] < horizon:  # not one plan step fits: the engines' places are the bulk (check_pool says)
+        check_pool(spec, worst, steps, fewest[1], "search.steps")
+    raise PlanError(
+        f"search.steps ({spec.steps:,}): verifying a pick runs it {horizon}x as long ({steps:,} steps), "
+        f"and design {worst.label(spec.n_gpus)} would then draw more than the {MAX_DURATION_POOL:,} "
+        f"tasks a run may; at most {fewest[0] // horizon:,} steps, or a smaller batch "
+        "(workload.prompts_per_step x workload.samples_per_prompt)",
+        "search.steps",
+    )
+
+
 def check_space_size(spec: PlanSpec) -> None:
     """The space holds at most :data:`~pipesim.plan.checks.MAX_DESIGNS` designs, counted from its
     axes' lengths before any is built (the placements per ``tp`` as

@@ -59,6 +59,9 @@ MAX_BUDGET = 2**53
 MAX_DESIGNS = 2**20
 MAX_SEED = 2**32
 MAX_SIM_SEED = CHAPTER_SEEDS  # the seeds the chapter's duration draws take
+HORIZON = 4
+"""Runs a recommendation must hold for, in multiples of the plan's full run (the plan's goal):
+verification runs the pick ``HORIZON x search.steps`` steps, the longest run a plan draws."""
 SEED_SPAN = 2
 """A plan runs seeds ``sim_seed .. sim_seed + SEED_SPAN x seeds - 1``: the selection's, and as many
 more to verify a design whose maximum the tail doubts (:mod:`pipesim.plan.verify`)."""

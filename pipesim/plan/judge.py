@@ -61,12 +61,11 @@ import math
 from typing import Any
 
 from pipesim.plan.build import scenario
+from pipesim.plan.checks import HORIZON
 from pipesim.plan.space import Constraints, Design, PlanSpec
 
 __all__ = ["HORIZON", "bound", "judge", "p_met", "warmup_steps"]
 
-HORIZON = 4
-"""Runs a recommendation must hold for, in multiples of the plan's full run (the plan's goal)."""
 
 MET, VIOLATED, OPEN = "met", "violated", "open"
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
-from pipesim.plan.build import candidates, check_fits, placements
+from pipesim.plan.build import candidates, check_fits, check_plan_pool, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
@@ -237,6 +237,7 @@ def search(
     pool = candidates(spec)
     if not pool:
         raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty
+    check_plan_pool(spec, [*pool, *([spec.baseline] if spec.baseline is not None else [])], HORIZON)
     method = spec.method
     if method == "auto":
         method = "grid" if len(pool) <= spec.grid_limit else "optuna"
