@@ -36,6 +36,7 @@ import argparse
 import gc
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -157,27 +158,61 @@ def verl_scale(steps: int, multi_turn: bool = False) -> None:
     )
 
 
-def main() -> None:
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
+    negative count, a size that would run for hours or fill memory) is argparse's usage error
+    naming the flag (exit 2), before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
+        return value
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--samples", type=int, default=40_000, help="samples per measurement (default 40,000)")
-    ap.add_argument("--steps", type=int, default=10, help="steps of the verl-scale run (default 10)")
+    ap.add_argument(
+        "--samples",
+        type=int_in(1, 1_000_000),
+        default=40_000,
+        help="samples per measurement, 1 to 1,000,000 (default 40,000; at least 4 x the concurrency is run)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int_in(1, 200),
+        default=10,
+        help="steps of the verl-scale run, 1 to 200 (default 10; 100 is the full-size run)",
+    )
     ap.add_argument("--no-verl", action="store_true", help="skip the verl-scale runs")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds per row; medians are printed (default 3)")
+    ap.add_argument(
+        "--rounds",
+        type=int_in(1, 100),
+        default=3,
+        help="rounds per row, 1 to 100; medians are printed (default 3)",
+    )
     ap.add_argument(
         "--clock",
         choices=("wall", "cpu"),
         default="wall",
         help="time with the wall clock (default) or this process's CPU time (less disturbed by other jobs)",
     )
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     kind = "compiled (mypyc, make fast)" if is_compiled() else "pure Python"
     print(f"compute engine: {kind} ({batch.__file__})")
     head = "concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   multi-turn turns/s"
     print(head + "   engine/raw   pipeline/raw   turns/raw")
-    if args.rounds < 1:
-        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     med = statistics.median
     for c in (64, 1024, 8192):
         n = max(args.samples, 4 * c)

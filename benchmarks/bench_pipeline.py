@@ -285,7 +285,37 @@ def loop_episodes(pool: list[float], n: int, eta: int, steps: int) -> int:
     return oracle_pipeline(pool, n, n, 60.0, 10.0, eta, bool(eta), steps).started
 
 
-def main() -> None:
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
+    negative count, a size that would run for hours or fill memory) is argparse's usage error
+    naming the flag (exit 2), before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
+        return value
+
+    return parse
+
+
+def int_list(lo: int, hi: int) -> Callable[[str], list[int]]:
+    """An argparse ``type=``: comma-separated integers, each from ``lo`` to ``hi``."""
+    each = int_in(lo, hi)
+
+    def parse(text: str) -> list[int]:
+        try:
+            return [each(s) for s in text.split(",")]
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})" if "," in text else str(exc)) from None
+
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "--suite",
@@ -294,24 +324,28 @@ def main() -> None:
         help="chapter: pipesim vs the chapter's loop (default); all: also the oracle-loop/raw-SimPy table",
     )
     ap.add_argument("--quick", action="store_true", help="fewer rounds and smaller workloads (a smoke run)")
-    ap.add_argument("--rounds", type=int, help="rounds of the chapter suite (default 5, 2 with --quick)")
     ap.add_argument(
-        "--sizes", default="64,1024,4096,16384", help="slot counts of the oracle table (comma-separated)"
+        "--rounds",
+        type=int_in(1, 100),
+        help="rounds of the chapter suite, 1 to 100 (default 5, 2 with --quick)",
     )
-    args = ap.parse_args()
-    try:
-        sizes = [int(x) for x in args.sizes.split(",")]
-    except ValueError:
-        ap.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
-    if any(n < 1 for n in sizes):
-        ap.error(f"--sizes must be positive, got {args.sizes!r}")
+    ap.add_argument(
+        "--sizes",
+        type=int_list(1, 65_536),
+        default=[64, 1024, 4096, 16384],
+        help="slot counts of the oracle table, comma-separated, each 1 to 65,536"
+        " (default 64,1024,4096,16384)",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
-    if rounds < 1:
-        ap.error(f"--rounds must be >= 1, got {rounds}")
     chapter_suite(rounds)
     if args.suite == "all":
         print()
-        oracle_suite(sizes, args.quick)
+        oracle_suite(args.sizes, args.quick)
 
 
 if __name__ == "__main__":

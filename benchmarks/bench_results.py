@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,25 +150,74 @@ def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
+    negative count, a size that would run for hours or fill memory) is argparse's usage error
+    naming the flag (exit 2), before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
+        return value
+
+    return parse
+
+
+MAX_EPISODES = 10_000 * 1024
+"""Steps x slots at most: ten times the default run, so a typo fills no memory."""
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=1000, help="training steps (1,000: about 1.03M episodes)")
-    ap.add_argument("--slots", type=int, default=1024, help="slots = batch size")
+    ap.add_argument(
+        "--steps",
+        type=int_in(1, 10_000),
+        default=1000,
+        help="training steps, 1 to 10,000 (1,000: about 1.03M episodes)",
+    )
+    ap.add_argument(
+        "--slots",
+        type=int_in(1, 10_240),
+        default=1024,
+        help=f"slots = batch size, 1 to 10,240; steps x slots at most {MAX_EPISODES:,}",
+    )
     ap.add_argument("--impl", default="new,old", help="comma-separated: new, old")
     ap.add_argument("--rev", default="b43b067", help="git revision (or file) of the 'old' results.py")
-    ap.add_argument("--rounds", type=int, default=1, help="fresh processes per implementation, interleaved")
+    ap.add_argument(
+        "--rounds",
+        type=int_in(1, 100),
+        default=1,
+        help="fresh processes per implementation, interleaved, 1 to 100",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.steps < 1 or args.slots < 1:
-        ap.error("--steps and --slots must be >= 1")
-    impls = [x.strip() for x in args.impl.split(",") if x.strip()]
-    if not impls or set(impls) - {"new", "old"}:
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, every one checked here (argparse's usage error, exit 2) before a process starts."""
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.steps * args.slots > MAX_EPISODES:
+        ap.error(
+            f"--steps x --slots must be at most {MAX_EPISODES:,} episodes, got "
+            f"{args.steps:,} x {args.slots:,} = {args.steps * args.slots:,}"
+        )
+    args.impls = [x.strip() for x in args.impl.split(",") if x.strip()]
+    if not args.impls or set(args.impls) - {"new", "old"}:
         ap.error(f"--impl takes new and/or old, got {args.impl!r}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    impls: list[str] = args.impls
     if args.child:
         print(json.dumps(child(impls[0], args.slots, args.steps, args.rev)))
         return
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
     rows = []
     for impl in [i for _ in range(args.rounds) for i in impls]:
         cmd = [sys.executable, __file__, "--child", "--impl", impl, "--steps", str(args.steps)]
@@ -175,7 +225,7 @@ def main() -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         if proc.returncode:  # the child's own message (a bad --rev, say), not CalledProcessError's
             said = proc.stderr.strip().splitlines()
-            ap.error(said[-1] if said else f"the child run exited {proc.returncode}")
+            parser().error(said[-1] if said else f"the child run exited {proc.returncode}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     first = rows[0]
     print(

@@ -41,18 +41,22 @@ steps  run --html  report      timeline
 1.6 GB resident.
 
 Usage: ``python benchmarks/bench_timeline_html.py [--steps 100,200,400,1000,4000] [--big]
-[--timeout 300]``
+[--timeout 300]``. Each flag is checked before anything runs: steps 1 to 128,000, slots 1 to 256,
+and no case larger than the ``--big`` run (steps x slots at most 2,048,000 episodes); timeout
+above 0 and at most 86,400 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,23 +129,90 @@ def measure(path: str, steps: int, slots: int, timeout: float) -> dict[str, Any]
         return None if r is None or made is None else {**r, "sim_s": made["sim_s"]}
 
 
-def main() -> None:
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
+    negative count, a size that would run for hours or fill memory) is argparse's usage error
+    naming the flag (exit 2), before any work starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
+        return value
+
+    return parse
+
+
+def int_list(lo: int, hi: int) -> Callable[[str], list[int]]:
+    """An argparse ``type=``: comma-separated integers, each from ``lo`` to ``hi``."""
+    each = int_in(lo, hi)
+
+    def parse(text: str) -> list[int]:
+        try:
+            return [each(s) for s in text.split(",")]
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})" if "," in text else str(exc)) from None
+
+    return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse ``type=``: seconds above 0, at most a day (not nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 86_400:  # nan fails it too
+        raise argparse.ArgumentTypeError(f"must be seconds above 0 and at most 86,400, got {text!r}")
+    return value
+
+
+BIG = (8000, 256)
+"""``--big``: steps and slots; no case may be larger (steps x slots, 2,048,000 episodes)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, every one checked here (argparse's usage error, exit 2) before a process starts."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", default="100,200,400,1000,4000")
-    ap.add_argument("--slots", type=int, default=16)
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--steps",
+        type=int_list(1, 128_000),
+        default=[100, 200, 400, 1000, 4000],
+        help="comma-separated step counts, each 1 to 128,000 (default 100,200,400,1000,4000)",
+    )
+    ap.add_argument("--slots", type=int_in(1, BIG[1]), default=16, help=f"slots, 1 to {BIG[1]} (default 16)")
+    ap.add_argument(
+        "--timeout",
+        type=seconds,
+        default=300.0,
+        help="seconds per case before it is killed, above 0 and at most 86,400 (default 300)",
+    )
     ap.add_argument("--big", action="store_true", help="also 256 slots x 8,000 steps, saved, through report")
     ap.add_argument("--one", choices=(*PATHS, "save"), help=argparse.SUPPRESS)
     ap.add_argument("--saved", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    largest = max(args.steps)
+    if largest * args.slots > BIG[0] * BIG[1]:
+        ap.error(
+            f"--steps x --slots must be at most {BIG[0] * BIG[1]:,} episodes (the --big run), got "
+            f"{largest:,} x {args.slots:,} = {largest * args.slots:,}"
+        )
+    if args.one and (len(args.steps) != 1 or not args.saved):
+        ap.error("--one takes one --steps value and --saved")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     if args.one:
-        print(json.dumps(one(args.one, int(args.steps), args.slots, args.saved)))
+        print(json.dumps(one(args.one, args.steps[0], args.slots, args.saved)))
         return
-    cases: list[tuple[int, int, tuple[str, ...]]] = [
-        (n, args.slots, PATHS) for n in (int(s) for s in args.steps.split(","))
-    ]
+    cases: list[tuple[int, int, tuple[str, ...]]] = [(n, args.slots, PATHS) for n in args.steps]
     if args.big:
-        cases.append((8000, 256, ("report",)))
+        cases.append((*BIG, ("report",)))
     head = ("steps", "slots", "path", "sim s", "html s", "peak MB", "page MB")
     print("{:>6} {:>5} {:<11} {:>7} {:>8} {:>8} {:>8} same".format(*head))
     timed_out: set[str] = set()

@@ -1,8 +1,8 @@
 """The fluid replica against the per-iteration reference: the table of ``docs/compute.md``.
 
 ``pipesim.compute.engine.ComputeReplica`` jumps over decode iterations in closed form (a
-quadratic in a per-replica token clock); ``reference()`` in ``tests/test_compute_engine.py``
-steps vLLM's prefill-first scheduler one prefill or decode iteration at a time. This script runs
+quadratic in a per-replica token clock); :func:`reference` steps vLLM's prefill-first scheduler
+one prefill or decode iteration at a time. This script runs
 three families of seeded cases through both and prints, per family, the completion times'
 relative error (median, 99th percentile, max) as the docs' table shows it:
 
@@ -19,26 +19,155 @@ The tests hold the same agreement to 1e-9 on Hypothesis-drawn cases
 
 Usage: ``python benchmarks/fluid_reference.py [--seed 0] [--quick]`` (a few seconds;
 ``--quick`` runs a tenth of the cases).
+
+:func:`config_with_budget`, :func:`run_replica` and :func:`reference` are copies of the helpers of
+``tests/test_compute_engine.py`` (less the pause and multi-turn options this table does not use),
+so that the script needs pipesim and numpy, not pytest and Hypothesis;
+``tests/test_bench_args.py`` checks that the copies give the test module's numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import pipesim  # noqa: E402
 from pipesim.compute import GPUS, MODELS  # noqa: E402
-from pipesim.compute.cost import EngineConfig  # noqa: E402
-from tests.test_compute_engine import config_with_budget, reference, run_replica  # noqa: E402
+from pipesim.compute.cost import EngineConfig, ReplicaCost  # noqa: E402
+from pipesim.compute.engine import ComputeReplica  # noqa: E402
+from pipesim.core.clock import Clock  # noqa: E402
 
 MODEL_NAMES = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b")
 SEQUENCES_PER_CASE = 48
+
+
+# -- the fluid replica and the per-iteration reference (copies of tests/test_compute_engine.py's) --
+def config_with_budget(tokens: int, **kw: Any) -> EngineConfig:
+    """An engine config of qwen3-0.6b whose KV budget is about ``tokens`` tokens."""
+    base = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=1024, **kw)
+    need = base.weight_bytes_per_gpu + (tokens + 0.5) * base.kv_bytes_per_token_per_gpu
+    return EngineConfig(
+        model=base.model,
+        gpu=base.gpu,
+        max_model_len=1024,
+        gpu_memory_utilization=need / base.gpu.hbm_bytes,
+        **kw,
+    )
+
+
+@dataclass
+class FixedTokens:
+    prompt: list[int]
+    response: list[int]
+    generated: list[float] = field(default_factory=list)
+    turns: dict[int, list[tuple[int, float, int]]] = field(default_factory=dict)
+    truncated: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.generated = [0.0] * len(self.prompt)
+        self.truncated = [False] * len(self.prompt)
+
+    def tokens_of(self, i: int) -> tuple[int, int, int]:
+        return self.prompt[i], self.response[i], max(self.response)
+
+
+class StubPipeline:
+    """What a replica needs of the kernel: a clock, the update log, a completion callback."""
+
+    def __init__(self) -> None:
+        self.env = Clock()  # the engines' SimPy environment (pipesim.core.clock)
+        self.updates: list[Any] = []
+        self.finished: list[pipesim.Episode] = []
+
+    def on_finished(self, episodes: list[pipesim.Episode], now: float, in_pass: bool = False) -> None:
+        self.finished.extend(episodes)
+
+
+def run_replica(cfg: EngineConfig, seqs: list[tuple[float, int, int]]) -> tuple[list[float], ComputeReplica]:
+    """Completion times of ``(arrival_s, prompt, response)`` sequences on one replica."""
+    p = StubPipeline()
+    src = FixedTokens([s[1] for s in seqs], [s[2] for s in seqs], turns={})
+    rep = ComputeReplica(p, len(seqs), 0, ReplicaCost(cfg), src)  # type: ignore[arg-type]
+    eps = [pipesim.Episode(i, i, 0.0, 0) for i in range(len(seqs))]
+
+    def arrivals() -> Any:
+        for ep, (at, _, _) in sorted(zip(eps, seqs, strict=True), key=lambda x: x[1][0]):
+            if at > p.env.now:  # starts at one instant go together, as the kernel's pass does
+                # at the absolute time, as the kernel wakes: timeout(at - now) can miss it by an
+                # ulp (from now 0.5106..., 1.9999999999999998 - now lands 2e-16 early), and the
+                # second of two starts at that time then came 2e-16 after the first's prefill
+                yield p.env.wake_at(p.env.wake_up(), at)
+            rep.start(ep, p.env.now)
+
+    p.env.process(arrivals())
+    p.env.run()
+    assert len(p.finished) == len(seqs)
+    return [float(ep.end_s) for ep in eps], rep  # type: ignore[arg-type]
+
+
+def reference(cfg: EngineConfig, seqs: list[tuple[float, int, int]]) -> list[float]:
+    """One engine step at a time (vLLM's prefill-first scheduler): at each step boundary the
+    arrivals join the queue; while the next iteration's tokens would overflow the KV budget the
+    newest sequence is preempted (to the head of the queue, to be recomputed); if some fit (FIFO,
+    up to max_num_seqs, the watermark kept free) the step prefills them all (a recomputed one its
+    prompt and what it generated), else it is one decode iteration of every running sequence,
+    reading the whole KV cache."""
+    cost = ReplicaCost(cfg)
+    order = sorted(range(len(seqs)), key=lambda i: seqs[i][0])
+    queue: list[int] = []
+    running: dict[int, int] = {}  # the sequences on the GPU
+    end = [math.nan] * len(seqs)
+    t, nxt = 0.0, 0
+    gen = [0] * len(seqs)
+    admitted: list[int] = []  # admission order, for preemption
+    budget, cap = cost.budget, cost.budget * (1 - cfg.watermark)
+
+    def kv() -> int:
+        return sum(seqs[i][1] + gen[i] for i in running)
+
+    while nxt < len(order) or queue or running:
+        while nxt < len(order) and seqs[order[nxt]][0] <= t:
+            queue.append(order[nxt])
+            nxt += 1
+        while len(running) > 1 and kv() + len(running) > budget:  # the next step's tokens overflow
+            i = admitted.pop()
+            if i in running:
+                del running[i]
+                queue.insert(0, i)
+        new = []
+        while queue and (
+            not running
+            or (
+                len(running) < cfg.max_num_seqs
+                and kv() + seqs[queue[0]][1] + gen[queue[0]] + len(running) + 1 <= cap
+            )
+        ):
+            i = queue.pop(0)
+            running[i] = gen[i]
+            admitted.append(i)
+            new.append(seqs[i][1] + gen[i])
+        if new:  # a prefill step; the scheduler looks at the queue again before decoding
+            t += cost.prefill_s(sum(new), sum(0.5 * n * n for n in new), len(new))
+            continue
+        if not running:
+            t = seqs[order[nxt]][0]
+            continue
+        t += cost.iteration_s(len(running), kv())
+        for i in list(running):
+            gen[i] += 1
+            if gen[i] == seqs[i][2]:
+                end[i] = t
+                del running[i]
+    return end
 
 
 @dataclass
@@ -113,13 +242,32 @@ def tight_budget_cases(rng: np.random.Generator, cases: int) -> Family:
     return fam
 
 
-def main(argv: list[str] | None = None) -> int:
+def seed(text: str) -> int:
+    """An argparse ``type=``: a seed numpy takes (0 to 2**64 - 1); anything else is argparse's
+    usage error naming the flag (exit 2), not numpy's traceback."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**64 - 1, got {text!r}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--seed", type=int, default=0, help="seed of the lengths, arrivals and constants (default 0)"
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the lengths, arrivals and constants, 0 to 2**64 - 1 (default 0)",
     )
     ap.add_argument("--quick", action="store_true", help="a tenth of the cases (a smoke run)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     rng = np.random.default_rng(args.seed)
     repeats, tight = (1, 8) if args.quick else (4, 80)
     t0 = time.process_time()
