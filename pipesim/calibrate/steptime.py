@@ -113,7 +113,7 @@ def spec_sync_s(log: TrainingLog, rs: RunSpec) -> np.ndarray:
     from pipesim.plan.build import design_cluster, sync_seconds
 
     spec, d = rs.plan, rs.design
-    sync = sync_seconds(spec, design_cluster(spec, d)[1])
+    sync = sync_seconds(spec, d, design_cluster(spec, d)[1])
     k, every = log.per_row, max(int(d.sync_every), 1)
     steps = np.asarray(log.steps, dtype=np.int64)[:, None] * k + np.arange(k)[None, :]
     return sync * ((steps >= 1) & (steps % every == 0)).mean(axis=1)

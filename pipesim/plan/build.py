@@ -51,10 +51,14 @@ def design_cluster(spec: PlanSpec, d: Design) -> tuple[EngineConfig, Any]:
     return eng, cluster
 
 
-def sync_seconds(spec: PlanSpec, cluster: Any) -> float:
-    """The weight sync a run of ``spec`` charges: its ``sync_time_s`` where given, else the
-    cluster's own (:meth:`~pipesim.compute.cluster.Cluster.sync_time_s`), times ``sync_scale``."""
-    base = cluster.sync_time_s() if spec.sync_time_s is None else spec.sync_time_s
+def sync_seconds(spec: PlanSpec, d: Design, cluster: Any) -> float:
+    """The weight sync a run of design ``d`` charges: ``spec``'s ``sync_time_s`` where given, else
+    the cluster's own from the design's trainer (:meth:`~pipesim.compute.cluster.Cluster.sync_time_s`
+    of :func:`trainer_config`, whose framework profile gathers the weights: a Megatron trainer
+    gathers over NVLink where FSDP gathers over the network), times ``sync_scale``. Without the
+    trainer the cluster fell back to the default profile, so a ``megatron-moe`` spec's sync cost
+    7.7 s where ``run_compute`` with the same trainer charged 4.4."""
+    base = cluster.sync_time_s(trainer_config(spec, d)) if spec.sync_time_s is None else spec.sync_time_s
     return float(base * spec.sync_scale)
 
 

@@ -8,7 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
-from pipesim.plan.build import batch_knobs, engine_config, routing, scenario, trainer_config
+from pipesim.plan.build import (
+    batch_knobs,
+    design_cluster,
+    engine_config,
+    routing,
+    scenario,
+    sync_seconds,
+    trainer_config,
+)
 from pipesim.plan.space import Design, PlanSpec
 
 __all__ = ["scenario_code", "wrap_code"]
@@ -16,14 +24,6 @@ __all__ = ["scenario_code", "wrap_code"]
 
 def _key(table: Mapping[str, Any], value: Any) -> str:
     return next((k for k, v in table.items() if v == value), getattr(value, "name", "?"))
-
-
-def _default_sync(spec: PlanSpec, d: Design) -> float:
-    import pipesim.compute as pc
-
-    cluster: Any = pc.Cluster
-    c = cluster(engine=engine_config(spec, d.tp), n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus)
-    return float(c.sync_time_s())
 
 
 def scenario_code(spec: PlanSpec, d: Design) -> str:
@@ -46,7 +46,7 @@ def _program(spec: PlanSpec, d: Design) -> str:
     if base is None and spec.sync_scale == 1:
         sync = "None"  # the cluster's default
     else:
-        sync = repr((base if base is not None else _default_sync(spec, d)) * spec.sync_scale)
+        sync = repr(sync_seconds(spec, d, design_cluster(spec, d)[1]))  # the run's, its trainer's
     return "\n".join(
         [
             "import pipesim",

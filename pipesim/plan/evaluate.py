@@ -29,7 +29,7 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
     """The metrics of one run of ``d`` for ``steps`` steps (``failed`` = 1 when the run fails)."""
     run_compute: Any = _compute.run_compute  # a lazy attribute of pipesim.compute
     eng, cluster = design_cluster(spec, d)
-    sync = sync_seconds(spec, cluster)
+    sync = sync_seconds(spec, d, cluster)
     sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
     try:
         run = run_compute(

@@ -318,7 +318,7 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
 
     spec, d = rs.plan, rs.design
     eng, cluster = design_cluster(spec, d)
-    sync = sync_seconds(spec, cluster)
+    sync = sync_seconds(spec, d, cluster)
     n_slots = cluster.n_replicas * eng.max_num_seqs
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")
     trainer = trainer_config(spec, d)
