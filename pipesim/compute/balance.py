@@ -47,30 +47,90 @@ BALANCES = ("exact", "step", "sorted", "mini_batch")
 """How a framework deals samples to ranks (module docstring)."""
 
 
+SMALL_ITEMS = 32
+"""Up to this many items, :func:`_small_partitions` (plain lists) beats the array bookkeeping."""
+
+
+def _small_partitions(w: list[float], order: list[int], k: int) -> list[list[int]]:
+    """:func:`_partition_array` in plain lists, each set a (sum, root, items) triple (the root
+    decides ties, as there)."""
+    heap: list[tuple[float, int, list[tuple[float, int, list[int]]]]] = []
+    for tie, start in enumerate(range(0, len(w), k)):
+        sets = [(w[i], i, [i]) for i in reversed(order[start : start + k])]
+        heap.append((sets[-1][0] - sets[0][0], tie, sets))
+    heapq.heapify(heap)
+    tie = len(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while len(heap) > 1:
+        a = pop(heap)[2]
+        b = pop(heap)[2]
+        merged = [(sa + sb, ra, ia + ib) for (sa, ra, ia), (sb, _, ib) in zip(a, reversed(b), strict=True)]
+        merged.sort(reverse=True)
+        push(heap, (-(merged[0][0] - merged[-1][0]), tie, merged))
+        tie += 1
+    return [sorted(items) for _, _, items in heap[0][2]]
+
+
+def _partition_array(weights: Sequence[float] | np.ndarray, k: int) -> np.ndarray:
+    """:func:`equal_size_partitions` as a ``(k, n / k)`` array of indices (rows the partitions)."""
+    w = np.asarray(weights, dtype=float).reshape(-1)
+    n = len(w)
+    if k < 1 or n % k:
+        raise ValueError(f"weights: {n} items do not split into {k} partitions of equal size")
+    if not np.isfinite(w).all():
+        raise ValueError("weights: must all be finite numbers, got NaN or infinity")
+    if k == 1 or not n:
+        return np.arange(n).reshape(k, n // k)
+    order = np.argsort(w, kind="stable")  # by (weight, index)
+    if n == k:
+        return order[::-1].reshape(k, 1).copy()
+    if n <= SMALL_ITEMS:
+        return np.array(_small_partitions(w.tolist(), order.tolist(), k)).reshape(k, n // k)
+    # Each state's sets as (sum, root) pairs, largest first: a set's root is its first item (the
+    # one it started from, and the one it keeps while it takes in other states' sets), so
+    # verl's ties between equal sums, broken by the sets' item lists, are broken by the root.
+    heads = order.reshape(-1, k)[:, ::-1]
+    sums = w[heads]
+    pairs = list(zip(sums.ravel().tolist(), heads.ravel().tolist(), strict=True))
+    heap = [(s, t, pairs[t * k : (t + 1) * k]) for t, s in enumerate((sums[:, -1] - sums[:, 0]).tolist())]
+    # Keyed (minus the spread, tie): distinct keys, so the pops come as with one push at a time.
+    heapq.heapify(heap)
+    parent = list(range(n))  # a merged-away set's root points at the root that took it in
+    tie = len(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while len(heap) > 1:
+        a = pop(heap)[2]
+        b = pop(heap)[2]
+        merged = []
+        for (sa, ra), (sb, rb) in zip(a, reversed(b), strict=True):
+            merged.append((sa + sb, ra))
+            parent[rb] = ra
+        merged.sort(reverse=True)
+        push(heap, (-(merged[0][0] - merged[-1][0]), tie, merged))
+        tie += 1
+    root = np.array(parent)
+    while True:  # pointer jumping: every item to its set's root
+        up = root[root]
+        if np.array_equal(up, root):
+            break
+        root = up
+    place = np.empty(n, dtype=np.intp)
+    place[[r for _, r in heap[0][2]]] = np.arange(k)
+    return np.argsort(place[root], kind="stable").reshape(k, n // k)
+
+
 def equal_size_partitions(weights: Sequence[float], k: int) -> list[list[int]]:
     """Indices of ``weights`` in ``k`` partitions of equal size and near-equal sums, by the largest
     differencing method (Karmarkar-Karp) as verl runs it with ``equal_size=True``: the items,
     sorted, are taken ``k`` at a time as states of ``k`` one-item sets; the two states of largest
     spread are merged, the largest set of one with the smallest of the other, until one is left.
-    The item count must be a multiple of ``k``; each partition comes back in index order."""
-    n = len(weights)
-    if k < 1 or n % k:
-        raise ValueError(f"weights: {n} items do not split into {k} partitions of equal size")
-    order = sorted(range(n), key=lambda i: (weights[i], i))
-    heap: list[tuple[float, int, list[tuple[float, list[int]]]]] = []
-    for tie, start in enumerate(range(0, n, k)):
-        sets = sorted(((float(weights[i]), [i]) for i in order[start : start + k]), reverse=True)
-        heapq.heappush(heap, (-(sets[0][0] - sets[-1][0]), tie, sets))
-    tie = len(heap)
-    while len(heap) > 1:
-        _, _, a = heapq.heappop(heap)
-        _, _, b = heapq.heappop(heap)
-        merged = sorted(
-            ((sa + sb, ia + ib) for (sa, ia), (sb, ib) in zip(a, reversed(b), strict=True)), reverse=True
-        )
-        heapq.heappush(heap, (-(merged[0][0] - merged[-1][0]), tie, merged))
-        tie += 1
-    return [sorted(items) for _, items in heap[0][2]]
+    The item count must be a multiple of ``k``; each partition comes back in index order. The
+    weights are read as float64 and must be finite (``ValueError`` naming ``weights``); ties, in
+    sums as in weights, go as in the list-based code this replaced (kept in
+    ``tests/test_balance_fast.py``); states of equal spread are taken in the order they were made,
+    where verl's ``State.__lt__`` takes the one whose largest set is larger first: the two can deal
+    differently when many states tie (all-zero padding, say); not yet followed."""
+    return _partition_array(weights, k).tolist()
 
 
 def verl_workload(tokens: np.ndarray) -> np.ndarray:
@@ -79,10 +139,11 @@ def verl_workload(tokens: np.ndarray) -> np.ndarray:
     return 24576.0 * tokens + tokens * tokens
 
 
-def _both_ends(part: list[int], weight: np.ndarray) -> list[int]:
-    """``part`` ordered by weight (then index), the even places rising and the odd ones falling."""
-    ranked = sorted(part, key=lambda i: (weight[i], i))
-    return ranked[::2] + ranked[1::2][::-1]
+def _both_ends(part: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``part`` (indices in index order) ordered by weight (then index), the even places rising and
+    the odd ones falling."""
+    ranked = part[np.argsort(weight[part], kind="stable")]
+    return np.concatenate([ranked[::2], ranked[1::2][::-1]])
 
 
 def _cuts(local: int, mini_sizes: Sequence[float]) -> list[int]:
@@ -113,16 +174,15 @@ def rank_samples(
     n = len(tokens)
     if balance == "step":
         padded = np.concatenate([tokens, np.zeros((-n) % world)])
-        parts = equal_size_partitions(padded.tolist(), world)
-        per_rank = world // dp
-        return [
-            _by_mini(padded[[i for p in parts[r * per_rank : (r + 1) * per_rank] for i in p]], mini_sizes)
-            for r in range(dp)
-        ]
+        if world == dp == 1:  # one partition, the whole batch in order
+            return [_by_mini(padded, mini_sizes)]
+        per_rank = (world // dp) * (len(padded) // world)
+        dealt = padded[_partition_array(padded, world).reshape(-1)]
+        return [_by_mini(dealt[r * per_rank : (r + 1) * per_rank], mini_sizes) for r in range(dp)]
     if balance == "sorted":
         padded = np.concatenate([tokens, np.zeros((-n) % dp)])
         weight = verl_workload(padded)
-        parts = equal_size_partitions(weight.tolist(), dp)
+        parts = _partition_array(weight, dp)
         return [_by_mini(padded[_both_ends(part, weight)], mini_sizes) for part in parts]
     if balance == "mini_batch":
         cuts = _cuts(n, mini_sizes)
@@ -130,7 +190,7 @@ def rank_samples(
         for j in range(len(mini_sizes)):
             chunk = tokens[cuts[j] : cuts[j + 1]]
             chunk = np.concatenate([chunk, np.zeros((-len(chunk)) % dp)])
-            for r, part in enumerate(equal_size_partitions(chunk.tolist(), dp)):
+            for r, part in enumerate(_partition_array(chunk, dp)):
                 out[r].append(chunk[part])
         return out
     raise refuse("balance", "must name a dealing to deal samples (step, sorted or mini_batch), got 'exact'")
