@@ -146,9 +146,30 @@ def _no_batch_yet(p: Pipeline) -> str:
         return ""
     return (
         f"; but the trainer is waiting with {n} episodes buffered (batch_size {p.batch_size}) and the "
-        f"batch policy {type(p.batching).__name__} formed no batch (its select returned None, or its "
-        "min_items asked for more)"
+        f"batch policy {type(p.batching).__name__} formed no batch ({_why_no_batch(p, n)})"
     )
+
+
+def _why_no_batch(p: Pipeline, n: int) -> str:
+    """Which of the batch policy's methods held the batch back: ``min_items``, where the engine
+    acts on it and it asks for more than the ``n`` buffered (its value named: 10**9 reads as a
+    lie at once), else ``select``, which returned None. ``min_items`` is asked again here, once,
+    at the stall; an answer that raises or is no count leaves the old, unspecific reason."""
+    min_items = getattr(p, "_min_items", None)  # None: the engine does not act on it (no hint, or off)
+    if min_items is None:
+        return "its select returned None"
+    try:
+        want = min_items(p)
+    except Exception:  # noqa: BLE001 - a diagnosis never raises; the run's own check names a bad answer
+        return "its select returned None, or its min_items asked for more"
+    if not isinstance(want, numbers.Integral) or isinstance(want, bool):
+        return "its select returned None, or its min_items asked for more"
+    if int(want) > n:
+        return (
+            f"its min_items returned {int(want):,} with {n} episodes buffered, so select was not "
+            "asked: min_items is the fewest buffered episodes select can form a batch from"
+        )
+    return f"its select returned None; its min_items returned {int(want):,}"
 
 
 def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineError:

@@ -5,7 +5,9 @@ that runs the processes and checks what they left.
 user's own exception each reach the caller as themselves, without SimPy's frames);
 :meth:`RunBooks._check_books` then checks that every launched episode was trained, running,
 buffered or dropped at every step; :meth:`RunBooks.release` hands the records over. A mixin of
-the pipeline, which holds the state it reads (declared below).
+the pipeline, which holds the state it reads (declared below). :func:`scenario_roles` names a
+scenario's policies by role, for the notes that say whose exception it was, here and where the
+testing kit reads a policy's promises outside the run (:func:`asked`).
 """
 
 from __future__ import annotations
@@ -131,16 +133,47 @@ class RunBooks:
 
     def _roles(self) -> list[tuple[str, object]]:
         """The user-pluggable objects of this run, by role, for naming the one that raised."""
-        s = self.scenario
         return [
-            ("admission", self.admission),
-            ("weight update", self.weight_update),
-            ("batch", self.batching),
-            ("timeout", s.timeout),
-            ("failure", s.failures),
-            ("replicas", s.replicas),
+            *scenario_roles(self.scenario),
             ("routing", getattr(self, "routing", None)),
             ("episode source", self.source),
             ("batch observer", self.observer),
             ("trainer", self.trainer),
         ]
+
+
+SCENARIO_ROLES: tuple[tuple[str, str], ...] = (
+    ("admission", "admission"),
+    ("weight update", "weight_update"),
+    ("batch", "batching"),
+    ("timeout", "timeout"),
+    ("failure", "failures"),
+    ("replicas", "replicas"),
+)
+"""Each policy a scenario holds, as (role, field): the role names it in a note ("raised by the batch
+policy X"), in the run and in the testing kit's calls of its promises alike."""
+
+
+def scenario_roles(scenario: Any) -> list[tuple[str, object]]:
+    """The scenario's policies by role (:data:`SCENARIO_ROLES`), None where it has none."""
+    return [(role, getattr(scenario, field)) for role, field in SCENARIO_ROLES]
+
+
+def role_of(scenario: Any, policy: object) -> str:
+    """How a note names ``policy`` ("the batch policy X"): by the first role it plays in
+    ``scenario``, or by its class alone where it plays none."""
+    role = next((r for r, obj in scenario_roles(scenario) if obj is policy), None)
+    return f"the {role} policy {type(policy).__name__}" if role else f"the policy {type(policy).__name__}"
+
+
+def asked(scenario: Any, policy: object, method: str, *args: object) -> Any:
+    """``policy.method(*args)``: a promise the testing kit reads outside the run. An exception it
+    raises gets a note naming the policy, as one raised during the run does (:func:`blame.note_culprit`),
+    "raised by the batch policy X (staleness_bound, asked by check_invariants)", unless one has it."""
+    try:
+        return getattr(policy, method)(*args)
+    except Exception as exc:
+        notes = getattr(exc, "__notes__", ())
+        if hasattr(exc, "add_note") and not any(str(n).startswith("raised by") for n in notes):
+            exc.add_note(f"raised by {role_of(scenario, policy)} ({method}, asked by check_invariants)")
+        raise

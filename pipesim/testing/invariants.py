@@ -56,6 +56,7 @@ from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
 from pipesim.core.errors import shown
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
+from pipesim.core.runbooks import asked
 from pipesim.core.validate import FieldTypeError, refuse
 from pipesim.results.run import RunResult
 from pipesim.testing.fields import episode_field_errors, first
@@ -129,7 +130,7 @@ def _declared_bounds(sc: Scenario) -> list[tuple[object, int]]:
     out: list[tuple[object, int]] = []
     for policy in (sc.admission, sc.weight_update, sc.batching):
         if isinstance(policy, StalenessPromise):
-            b = policy.staleness_bound(sc)
+            b = asked(sc, policy, "staleness_bound", sc)
             if b is not None:
                 out.append(
                     (policy, _promised(policy, "staleness_bound", b, "an int >= 0, or None", _is_count))
@@ -247,7 +248,8 @@ def _check_pause_promise(result: RunResult) -> None:
     wu = result.scenario.weight_update
     if not isinstance(wu, PausePromise):
         return
-    limit = _promised(wu, "max_pause_s", wu.max_pause_s(), "seconds >= 0 (inf: no bound)", _is_seconds)
+    pause = asked(result.scenario, wu, "max_pause_s")
+    limit = _promised(wu, "max_pause_s", pause, "seconds >= 0 (inf: no bound)", _is_seconds)
     for u in result.updates:
         if u.kind == "sync" and u.paused and u.end_s - u.start_s > limit + 1e-9 * max(1.0, u.end_s):
             _fail("promised pause bound", f"sync paused [{u.start_s}, {u.end_s}) longer than {limit} s")
@@ -277,7 +279,7 @@ def _check_single_version(result: RunResult) -> None:
 
 
 def _promised_bool(policy: Any, scenario: Scenario) -> bool:
-    yes = policy.single_version(scenario)
+    yes = asked(scenario, policy, "single_version", scenario)
     return bool(_promised(policy, "single_version", yes, "a bool", lambda x: isinstance(x, bool | np.bool_)))
 
 

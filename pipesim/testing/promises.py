@@ -167,7 +167,11 @@ def _compare(scenario: Scenario, where: str, state_kept: Callable[[], None]) -> 
     if fast == plain:  # the same refusal both ways, every time: no promise is at fault, the run is
         _fail("the run completes", f"the scenario's run stops with an error{where}: {fast[1]}")
     if fast[0] == "error" or plain[0] == "error":
-        _fail("promises hold", f"with the shortcuts: {fast!r:.200}; without: {plain!r:.200}{where}")
+        _fail(
+            "promises hold",
+            f"with the shortcuts the run {_outcome(fast)}; without them it {_outcome(plain)}{where}; "
+            f"{_hints(scenario)}",
+        )
     names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
     for name, a, b in zip(names, fast, plain, strict=True):
         if a != b:
@@ -195,6 +199,27 @@ def _episode_diff(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str:
     i = next(k for k, (x, y) in enumerate(zip(a, b)) if x != y)
     fields = [f"{n} {x!r} vs {y!r}" for n, x, y in zip(EPISODE_COLUMNS, a[i], b[i]) if x != y]
     return f"episode {a[i][0]}: {', '.join(fields)}"
+
+
+MAX_ERROR_CHARS = 2000
+"""The longest run error :func:`_outcome` quotes whole; a longer one is cut at a word, marked."""
+
+
+def _outcome(trace: tuple[Any, ...]) -> str:
+    """How one run of :func:`_compare` ended, in words: the error it stopped with (in full, up to
+    :data:`MAX_ERROR_CHARS`), or when it ended and what it trained -- not the raw trace."""
+    if trace[0] == "error":
+        text = trace[1]
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS].rsplit(" ", 1)[0] + f" ... ({len(trace[1]):,} characters)"
+        return f"stopped with the error: {text}"
+    end_s, episodes, train_log, sync_log, _, dropped = trace
+    status = EPISODE_COLUMNS.index("status")
+    trained = sum(1 for e in episodes if e[status] == "trained")
+    return (
+        f"ended at t={end_s:g} s, having launched {len(episodes)} episodes and trained {trained} in "
+        f"{len(train_log)} steps and {len(sync_log)} syncs ({dropped} dropped)"
+    )
 
 
 def _hints(scenario: Scenario) -> str:
