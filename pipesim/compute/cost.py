@@ -131,10 +131,17 @@ class ReplicaCost:
         ep = c.ep  # all-to-all: seconds per token of one direction (dispatch or combine) per GPU
         self._a2a = m.n_active_experts * (ep - 1) / ep**2 * 2 * m.hidden_size / link_bytes_per_s(g, ep)
         self._vocab = -(-m.vocab_size // c.tp)
-        flops_w = 2.0 * (m.n_active_params - m.vocab_size * m.hidden_size) / c.tp
-        self._flops_per_seq = flops_w  # linear FLOPs per decoded token (embedding lookup excluded)
-        self._weight_bytes = c.weight_bytes_per_gpu
-        self._wb = dtype_bytes(c.weight_dtype, "weight_dtype")  # bytes per weight element read
+        self._wb = wb = dtype_bytes(c.weight_dtype, "weight_dtype")  # bytes per weight element read
+        # the compute_bound flag's roofline terms (not the iteration time, which sums the layers'
+        # GEMMs and the LM head's): the LM head's FLOPs always count (a tied model's table is its
+        # head); an untied input embedding is a lookup, no FLOPs, and of its table only the rows
+        # decoded tokens read are memory traffic: one row per sequence, ``b * hidden`` elements
+        # against the ``vocab * hidden`` table dropped, left out (BatchState._rate inlines this
+        # flag on these two terms)
+        table = m.vocab_size * m.hidden_size
+        lookup = 0 if m.tied_embeddings else table
+        self._flops_per_seq = 2.0 * (m.n_active_params - lookup) / c.tp  # per decoded token
+        self._weight_bytes = c.weight_bytes_per_gpu - lookup * wb / c.tp  # weights every step reads
         self._attn_flops_all = self.n_layers * attn_flops_tok
         self._attn_bytes_all = self.n_layers * self._attn_bytes_tok
         self._peak = eff.flop_fraction * g.bf16_flops_per_s

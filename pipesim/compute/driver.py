@@ -170,10 +170,12 @@ class ReplicaDriver(BatchState):
         if waiting and self._admit_t < at:  # the end of the prefill step in progress
             at, v_next = self._admit_t, v
         self._target_v, self._timer_at = v_next, at
-        if self.record:
-            kv = self.kv_base + n * v
-            rate = self.cost.tokens_per_s(n, kv)
-            self.timeline.append((now, n, len(waiting), kv, rate, self._bound))
+        if self.record:  # the cache's resident tokens (never above the budget); the rate is priced
+            # on the tokens decode attention reads, kv_base + n*v (a shared prompt once per member,
+            # no cached prefix of a tool call)
+            read = self.kv_base + n * v
+            rate = self.cost.tokens_per_s(n, read)
+            self.timeline.append((now, n, len(waiting), read + self.held_total, rate, self._bound))
         return at
 
     def _rearm(self, now: float) -> None:

@@ -51,8 +51,11 @@ class adds the kernel's calls (the :class:`pipesim.EngineReplica` port).
 Interplay with the kernel: ``pause``/``resume`` freeze the token clock (a weight sync, or the
 trainer of a colocated design); ``abort_all`` records the tokens each sequence generated;
 ``stretch_all`` (re-prefill after dropping the KV at a sync, e.g. ``AbortReprefill``) calls the
-policy's function for its accounting but charges the real cost: one prefill stall of every
-resident context. Tokens come from the :class:`~pipesim.compute.workload.TokenSource` side table;
+policy's function for its seconds but charges the real cost: one prefill stall of every
+resident context; each resident episode's ``reprefill_tokens`` is the whole tokens of its
+context recomputed there (with sharing, a group's prompt once), so the summary's total is the
+part of ``recompute_tokens`` that the drops caused. Tokens come from the
+:class:`~pipesim.compute.workload.TokenSource` side table;
 an episode's ``duration_s`` / ``work_s`` become the seconds it generated (pauses excluded).
 
 Over time: a replica built with ``series`` (or ``record``) keeps a
@@ -244,16 +247,28 @@ class ComputeReplica(ReplicaDriver):
         resident = self._resident()
         tokens, pairs = 0.0, 0.0
         contexts = []
+        groups: set[int] = set()
         for seq in resident:
             ep = _episode(seq)
-            extra_s(ep, self.generated_s(ep))  # the policy's own accounting
+            before = ep.reprefill_tokens
+            extra_s(ep, self.generated_s(ep))  # the policy's seconds (its tokens are replaced below)
             ctx = seq.prompt + seq.obs + self._generated_tokens(seq)
             contexts.append(ctx)
             tokens += ctx
             pairs += 0.5 * ctx * ctx
+            # the tokens this re-prefill recomputes for it, whole (a partial token of the fluid
+            # clock is not counted); with sharing, a group's prompt once (its first resident)
+            own = ctx
+            if self._share:
+                if seq.group in groups:
+                    own -= seq.prompt
+                groups.add(seq.group)
+            ep.reprefill_tokens = before + float(math.floor(own + 1e-6))
         for seq in self._off_gpu():
             ep = _episode(seq)
+            before = ep.reprefill_tokens
             extra_s(ep, self.generated_s(ep))
+            ep.reprefill_tokens = before  # nothing re-prefilled now: its return pays it (recompute)
             seq.cached = 0.0  # the cached prefixes of tool calls go too
             seq.ref = False
         self.held, self.held_total = {}, 0.0
