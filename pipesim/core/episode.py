@@ -193,8 +193,11 @@ class Episode:
         return out
 
     def newest_version(self, updates: list[UpdateRecord]) -> int:
-        """The newest version the episode generated under (its last segment's)."""
-        for i in range(self.update_to - 1, self.update_from - 1, -1):
+        """The newest version the episode generated under (its last segment's, as :meth:`segments`
+        reads it): one still running has no ``update_to`` yet (0 until it finishes) and has run
+        through every update logged since it started. Only reading results calls this."""
+        hi = self.update_to if self.end_s is not None else len(updates)
+        for i in range(hi - 1, self.update_from - 1, -1):
             if updates[i].applies_to(self.replica):
                 return updates[i].version_after
         return self.version

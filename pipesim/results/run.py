@@ -149,12 +149,22 @@ class RunResult:
 
     @cached_property
     def newest_versions(self) -> np.ndarray:
-        """Per episode, the newest version it generated under."""
+        """Per episode, the newest version it generated under: its last segment's, as
+        :meth:`Episode.segments` and the events table read it. An episode that has not ended has
+        no ``update_to`` yet (it stays 0 until the episode finishes): it ran through every update
+        logged since its start, up to the run's end."""
         c = self.columns
         if c.n == 0:
             return np.zeros(0, dtype=np.int64)
         u = self.update_index
-        return u.newest_version(self._rows(None), c.update_from, c.update_to, c.version)
+        hi = c.update_to
+        live = np.flatnonzero(~c.ended)  # as Episode.segments and Episode.newest_version read them
+        if len(live):  # the finished episodes' values are left as they were, bit for bit
+            hi = hi.astype(np.int64)  # a copy: the columns are not written
+            lo = c.update_from[live].astype(np.int64)
+            end = np.full(len(live), self.sim_time_s)
+            hi[live] = u.first_start_after(lo, np.full(len(live), u.m, dtype=np.int64), end)
+        return u.newest_version(self._rows(None), c.update_from, hi, c.version)
 
     # -- tables ----------------------------------------------------------------------------------
     @cached_property

@@ -2,10 +2,15 @@
 
 :func:`compute_view` draws, on one time axis, the **KV-cache occupancy** of each engine replica
 (resident tokens over the replica's KV budget, in [0, 1]) and the **decode tokens/s** it generates.
-Each replica's batch timeline is a step function (its values hold until the next event), so each
-series is its time-weighted mean over ``n_bins`` bins, computed from cumulative integrals: a
-figure's size does not grow with the run. Up to :data:`PER_REPLICA_MAX` replicas, each has its own
-line, colour (:func:`pipesim.io.viz.palette.replica_colors`) and name in the legend and the hover;
+Both come from the run's binned series (``ComputeRun.replica_timeline``,
+:class:`pipesim.compute.series.ReplicaSeries`), whose bins integrate to each replica's own counters:
+each panel is the series' mean over ``n_bins`` bins of its own, re-binned through cumulative
+integrals (:func:`rebinned_mean`), so the tokens/s panel integrates to the replica's
+``tokens_generated`` and a figure's size does not grow with the run. The batch timeline
+(``ComputeRun.timelines``) is not used: its rows record the rate *if* decoding, held through
+prefill stalls and sync pauses, and read 7% above the tokens the replicas generated. Up to
+:data:`PER_REPLICA_MAX` replicas, each has its own line, colour
+(:func:`pipesim.io.viz.palette.replica_colors`) and name in the legend and the hover;
 above it (48 replicas drew a tangle with a scrolling 48-entry legend) each panel draws the median
 across replicas per bin with a min-max band, three traces whatever the number of replicas, and the
 hover names the replicas at the min and the max (``per_replica=`` draws one way whatever the
@@ -26,7 +31,7 @@ from pipesim.core.validate import refuse
 from pipesim.io.viz.palette import replica_colors
 from pipesim.io.viz.sweep import NUM
 
-__all__ = ["PER_REPLICA_MAX", "binned_mean", "compute_view"]
+__all__ = ["PER_REPLICA_MAX", "binned_mean", "compute_view", "rebinned_mean"]
 
 
 def binned_mean(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -49,6 +54,20 @@ def binned_mean(t: np.ndarray, v: np.ndarray, edges: np.ndarray) -> np.ndarray:
         return np.nan_to_num(np.diff(integral(edges)) / width)  # type: ignore[no-any-return]
 
 
+def rebinned_mean(t0: np.ndarray, t1: np.ndarray, amount: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Mean rate per bin of ``edges`` of the quantity that adds ``amount[i]`` evenly over
+    ``[t0[i], t1[i])`` (contiguous, rising intervals; nothing outside them): the bins of ``edges``
+    integrate to ``amount.sum()`` where they cover the intervals."""
+    t0, t1 = np.asarray(t0, dtype=np.float64), np.asarray(t1, dtype=np.float64)
+    if len(t0) == 0:
+        return np.zeros(len(edges) - 1)
+    knots = np.concatenate([t0[:1], t1])
+    area = np.concatenate([[0.0], np.cumsum(np.asarray(amount, dtype=np.float64))])
+    width = np.diff(edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num(np.diff(np.interp(edges, knots, area)) / width)  # type: ignore[no-any-return]
+
+
 PER_REPLICA_MAX = 8
 """Most replicas :func:`compute_view` draws one line each; above it, the median with a min-max band."""
 SPREAD_COLOR, SPREAD_FILL = "#1f77b4", "rgba(31,119,180,0.2)"
@@ -63,22 +82,20 @@ def compute_view(
     check_int("n_bins", n_bins, 1)
     if per_replica is not None and not isinstance(per_replica, bool):
         raise refuse("per_replica", f"must be True, False or None, got {shown(per_replica)}")
-    if not getattr(crun, "timelines", None):
+    series = getattr(crun, "replica_timeline", None)
+    if series is None or len(series) == 0:
         raise refuse("compute_view", "needs a ComputeRun recorded with run_compute(..., record=True)")
     T = float(crun.result.sim_time_s)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
     mid = (edges[:-1] + edges[1:]) / 2
     name = title or crun.result.scenario.name
     ids, occs, rates = [], [], []
-    for i, (tl, stats) in enumerate(zip(crun.timelines, crun.engines)):
-        if not tl:
-            continue
-        arr = np.asarray([(row[0], row[3], row[4]) for row in tl], dtype=np.float64)
-        budget = float(stats.get("kv_budget_tokens") or 0.0)
-        occ = binned_mean(arr[:, 0], arr[:, 1], edges) / budget if budget > 0 else np.zeros(n_bins)
-        ids.append(i)
-        occs.append(np.clip(occ, 0.0, 1.0))
-        rates.append(binned_mean(arr[:, 0], arr[:, 2], edges))
+    for i, r in series.groupby("replica", sort=True):
+        t0, t1 = r["t_start_s"].to_numpy(), r["t_end_s"].to_numpy()
+        kv_s = np.nan_to_num(r["kv_occupancy"].to_numpy() * (t1 - t0))  # share x seconds per bin
+        ids.append(int(i))  # type: ignore[call-overload]
+        occs.append(np.clip(rebinned_mean(t0, t1, kv_s, edges), 0.0, 1.0))
+        rates.append(rebinned_mean(t0, t1, r["tokens"].to_numpy(), edges))
     spread = bool(ids) and (len(ids) > PER_REPLICA_MAX if per_replica is None else not per_replica)
     what = f"median of {len(ids)} replicas, band min to max" if spread else "per replica"
     fig = make_subplots(
@@ -93,7 +110,8 @@ def compute_view(
         for row, series, fmt in panels:
             _add_spread(fig, row, mid, np.vstack(series), np.asarray(ids), fmt)
     else:
-        colors = replica_colors(len(crun.timelines))  # D3 up to ten replicas, then distinct colours
+        # D3 up to ten replicas, then distinct colours
+        colors = replica_colors(max(len(crun.engines), max(ids) + 1))
         for row, series, fmt in panels:
             for i, y in zip(ids, series):
                 fig.add_trace(
