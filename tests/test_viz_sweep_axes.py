@@ -41,7 +41,8 @@ def agg() -> pd.DataFrame:
 
 
 def _lines(fig: Any) -> list[Any]:
-    return [t for t in fig.data if t.mode == "lines+markers"]
+    """The series of a figure: lines over a numeric x, points (no lines) over a category x."""
+    return [t for t in fig.data if t.mode in ("lines+markers", "markers")]
 
 
 def _cell(agg: pd.DataFrame, **where: Any) -> pd.Series:
@@ -68,6 +69,7 @@ def test_a_line_per_value_of_the_other_axis_through_each_x_once(agg: pd.DataFram
 def test_a_category_x_keeps_the_order_given(agg: pd.DataFrame) -> None:
     fig = lines_figure(agg, "weight_update", "throughput_per_hour")
     lines = _lines(fig)
+    assert all(t.mode == "markers" for t in lines)  # unordered categories: no line joins them
     assert len(lines) == len(ETAS)  # one per staleness bound
     assert fig.layout.legend.title.text == "max_staleness"
     assert list(fig.layout.xaxis.categoryarray) == POLICIES

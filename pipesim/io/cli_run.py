@@ -143,8 +143,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     def html_page() -> str:
         from pipesim.io.viz import run_page
 
-        # the summary's headline numbers above the views, as `pipesim report DIR` writes them
-        return str(run_page(result, title=f"pipesim run {args.scenario}", name=args.scenario))
+        # the summary's headline numbers above the views, as `pipesim report DIR` writes them; the
+        # --set pairs after the title and in the run's name, as printed (the preset's own name,
+        # "async eta=2, partial", no longer says what ran once --set weight_update=... changes it)
+        page = run_page(result, title=f"pipesim run {args.scenario}", name=args.scenario, overrides=given)
+        return str(page)
 
     write_run_outputs(
         args,

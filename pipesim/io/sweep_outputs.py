@@ -32,6 +32,7 @@ __all__ = [
     "seeds_text",
     "sweep_preamble",
     "tail_note",
+    "sweep_label",
     "tail_share",
     "trace_note",
     "write_html",
@@ -157,11 +158,18 @@ def sweep_preamble(
     )
     rows = printed.to_html(index=False, float_format=fmt_number, border=0)
     return (
-        '<div style="font:13px sans-serif"><h2>pipesim sweep ' + html.escape(str(args.scenario)) + "</h2>"
+        '<div style="font:13px sans-serif"><h2>pipesim sweep ' + html.escape(sweep_label(args)) + "</h2>"
         f"<p>over {axes}; {bands}.</p>" + failures + "<style>.dataframe td,.dataframe th{padding:2px 8px;"
         "text-align:right;border-bottom:1px solid #eee}.dataframe{border-collapse:collapse}</style>"
         '<div style="overflow-x:auto">' + rows + "</div></div>"  # a wide table scrolls, not the page
     )
+
+
+def sweep_label(args: argparse.Namespace) -> str:
+    """The sweep as the command named it: the scenario and its ``--set`` pairs (``async-eta1 with
+    steps=8``), not the preset's own name, which names policies an axis may replace."""
+    sets = ", ".join(str(s).strip() for s in getattr(args, "set", None) or [])
+    return f"{args.scenario}" + (f" with {sets}" if sets else "")
 
 
 def write_html(
@@ -173,14 +181,14 @@ def write_html(
     names any failed cell) and the notes standard error printed."""
     from pipesim.io import viz
 
-    agg = res.aggregate
     swept = [k for k in res.keys if k != "design" and k not in over] + list(over)  # preset axes first
-    if len(swept) > len(over):  # a design per preset value: one line across them, not one per design
-        agg = agg.assign(design=str(args.scenario))
     figs = []
     for k in swept:
         others = [o for o in res.keys if o not in (k, "design")]
         by = others[0] if others else "design"
+        # one design, named as the command gave it, over what varies: the preset's own name
+        # ("async eta=1, partial") named a line whose points were Drain() and AbortRestart() too
+        agg = res.aggregate.assign(design=f"{sweep_label(args)}, over {k}")
         figs.append(viz.lines_figure(agg, k, "throughput_per_hour", by=by, title=f"throughput against {k}"))
         figs.append(viz.lines_figure(agg, k, "staleness_mean", by=by, title=f"mean staleness against {k}"))
     said = "".join(f"<p>{html.escape(n)}</p>" for n in notes)
@@ -239,16 +247,15 @@ def tail_note(shares: Sequence[float], T: float | None = None, unknown: int = 0)
     over = [float(x) for x in shares if float(x) > TAIL_NOTE_SHARE]
     if not over:
         return None
+    worst = _above(max(over))
     what = "the final weight update (a drain waits for the episodes in flight) and sync"
     if T is not None and len(over) == 1:
-        head = (
-            f"{over[0]:.0%} of the run ({over[0] * T:,.0f} s of {T:,.0f} s) came after its last training step"
-        )
+        head = f"{worst} of the run ({over[0] * T:,.0f} s of {T:,.0f} s) came after its last training step"
         where = "docs/usage.md"
     else:
         head = (
             f"in {len(over)} of {len(shares)} runs more than {TAIL_NOTE_SHARE:.0%} of the simulated "
-            f"time (up to {max(over):.0%}) came after the last training step"
+            f"time (up to {worst}) came after the last training step"
         )
         where = "docs/sweeps.md"
         if unknown:
@@ -257,3 +264,12 @@ def tail_note(shares: Sequence[float], T: float | None = None, unknown: int = 0)
         f"note: {head}: {what}; throughput_per_hour = trained / sim_time_s counts it, so short runs "
         f"of draining designs read slow (more steps shrink the tail; {where})"
     )
+
+
+def _above(share: float) -> str:
+    """``share`` as a percentage with the fewest decimals that show it above :data:`TAIL_NOTE_SHARE`
+    (``31%``, ``10.4%``): ``.0%`` wrote a worst run of 10.35% as "up to 10%", under "more than 10%"."""
+    for digits in range(8):
+        if round(share * 100, digits) > TAIL_NOTE_SHARE * 100:
+            break
+    return f"{share:.{digits}%}"

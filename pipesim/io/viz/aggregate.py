@@ -37,10 +37,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from pipesim.core.port import StalenessPromise
-from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_band, version_colors
+from pipesim.core.validate import check_int
+from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.io.viz.runs import band_label, eta_bounds, run_of  # eta_bounds: importable here too
 from pipesim.io.viz.traces import add_specs
-from pipesim.policies.base import OwnStalenessBound
 
 AGGREGATE_THRESHOLD = 256
 """Slots above which :func:`pipesim.io.viz.run_views` draws the aggregate view, not the timeline."""
@@ -49,7 +49,7 @@ AGGREGATE_EPISODES = 20_000
 timeline: a timeline holds every episode's segment and legend entry per version, about 350 bytes
 an episode (a 256-slot run of 1,000 steps, 256,000 episodes, was an 88 MB page of one solid block
 that took 157 s to write and 28 s to render)."""
-N_BINS = 400
+N_BINS, MAX_BINS = 400, 100_000
 BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
 """The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
@@ -68,23 +68,6 @@ __all__ = [
     "binned_means",
     "mean_count",
 ]
-
-
-def eta_bounds(scenario: Any) -> str | None:
-    """What the pipeline's ``max_staleness`` (eta) bounds in ``scenario``, as the figures label it:
-    ``"staleness"`` where a policy promises that no trained episode is staler than eta
-    (:class:`~pipesim.core.port.StalenessPromise`: ``DropStale``, ``Drain`` under the count
-    throttle); ``"admission"`` where it paces only the starts (the count throttle with a partial
-    rollout: staleness counts from the version an episode started under, so one continued across
-    updates trains staler than eta by design); None where the admission rule has a bound of its own
-    and never reads eta (:class:`~pipesim.policies.base.OwnStalenessBound`)."""
-    eta = int(scenario.pipeline.max_staleness)
-    for policy in (scenario.admission, scenario.weight_update, scenario.batching):
-        if isinstance(policy, StalenessPromise):
-            bound = policy.staleness_bound(scenario)
-            if bound is not None and bound <= eta:
-                return "staleness"
-    return None if isinstance(scenario.admission, OwnStalenessBound) else "admission"
 
 
 def _count_at(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -216,6 +199,8 @@ def _support(counts: np.ndarray) -> np.ndarray:
 
 def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BINS) -> go.Figure:
     """The aggregate view of one run (see the module docstring)."""
+    result = run_of(result)
+    check_int("n_bins", n_bins, 1, MAX_BINS, "a point a bin in every series")
     ev, T = result.events, float(result.sim_time_s)
     n_slots = int(result.scenario.pipeline.n_slots)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
@@ -223,7 +208,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     name = title or result.scenario.name
     n_versions = n_versions_of(ev)
     colors = version_colors(n_versions)  # the timeline's colours for the same run
-    bands = in_flight_mean(ev, edges, key=lambda v: version_band(v, n_versions))  # a grid of bands
+    bands = in_flight_mean(ev, edges, key=lambda v: band_label(v, n_versions))  # a grid of bands
     fig = make_subplots(
         rows=4,
         cols=1,
@@ -307,6 +292,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                     tickformat=",d",
                 ),
                 hovertemplate="step %{x}, staleness %{y}: %{z:,} episodes<extra></extra>",
+                hoverongaps=False,  # an empty cell (no episodes) has no hover
                 name="staleness",
                 showlegend=False,
             ),

@@ -31,8 +31,7 @@ from pipesim.io.viz.sweep_axes import (
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
-    h = hex_color.lstrip("#")
-    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    r, g, b = (int(hex_color.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -139,7 +138,10 @@ def add_band_line(
     lo, hi = d[f"{metric}_lo"], d[f"{metric}_hi"]
     if _is_share(metric):
         lo, hi = lo.clip(0.0, 1.0), hi.clip(0.0, 1.0)
-    if (hi > lo).any():
+    # categories (policies) have no order: a point and its error bar each, no line or band between
+    category, m = not is_number_column(agg[x]), d[f"{metric}_mean"]
+    points = dict(marker_size=9, error_y=dict(type="data", symmetric=False, array=hi - m, arrayminus=m - lo))
+    if not category and (hi > lo).any():
         fig.add_trace(
             go.Scatter(
                 x=xs + xs[::-1],
@@ -159,12 +161,13 @@ def add_band_line(
     fig.add_trace(
         go.Scatter(
             x=xs,
-            y=d[f"{metric}_mean"],
-            mode="lines+markers",
+            y=m,
+            mode="markers" if category else "lines+markers",
             name=name,
             legendgroup=name,
             showlegend=showlegend,
             line=dict(color=color, dash=dash),
+            **(points if category else {}),
             customdata=list(zip(lo, hi, n)),
             hovertemplate=f"{name}<br>{words(x)}: %{{x}}<br>{metric_label(metric)}: %{{y:{NUM}}} "
             f"(95%: %{{customdata[0]:{NUM}}} to %{{customdata[1]:{NUM}}}, %{{customdata[2]}} seeds)"
@@ -230,8 +233,9 @@ def lines_figure(
         fig.update_xaxes(type="log")
     elif is_number_column(agg[x]):
         _integer_axis(fig, list(agg[x]))
-    else:
+    else:  # the lines' points side by side at each category (scattermode "group")
         fig.update_xaxes(categoryorder="array", categoryarray=category_order(agg[x]))
+        fig.update_layout(scattermode="group", scattergap=0.5)
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero", separatethousands=True)
     return fig

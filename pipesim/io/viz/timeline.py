@@ -40,7 +40,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pipesim.core.errors import shown
-from pipesim.core.validate import FieldError
+from pipesim.core.validate import FieldTypeError, check_int, refuse
 from pipesim.io.html import truncated_label
 from pipesim.io.viz.aggregate import eta_bounds
 from pipesim.io.viz.palette import (  # moved there; importing them from here still works
@@ -50,17 +50,16 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     SYNC_COLOR,
     TRAIN_COLOR,
     n_versions_of,
-    version_band,
     version_colors,
     version_entries,
 )
+from pipesim.io.viz.runs import band_label, named_runs
 from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
 from pipesim.io.viz.traces import add_specs
-from pipesim.results.run import RunResult
 
 WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
-HOVER_COLS = "episode_id task_id duration_s version version_episode newest_version stale_text status end_s"
+HOVER_COLS = "episode_id task_id duration_text version version_episode newest_version stale_text status end_s"
 """The segments' columns in ``customdata[0]`` .. ``[8]`` of ``HOVER``, space-separated."""
 OVER_CONTINUED = ("staleness > eta (continued across updates)", "diamond-open", "#a55194")
 """The mark of a trained episode staler than eta that generated under two versions or more (a
@@ -68,10 +67,10 @@ partial rollout's: its staleness counts from its start), apart from ``MARKS["ove
 LANE_ROW_PX = 56
 """Pixel height of the trainer and sync lanes, whatever the number of slots."""
 HOVER = (
-    "episode %{customdata[0]} (task %{customdata[1]})<br>duration %{customdata[2]:.1f} s<br>"
+    "episode %{customdata[0]} (task %{customdata[1]})<br>%{customdata[2]}<br>"
     "segment v%{customdata[3]}, started v%{customdata[4]}, newest v%{customdata[5]}<br>"
     "staleness at training: %{customdata[6]}<br>status: %{customdata[7]}"
-    "<br>%{base:.1f} s to %{customdata[8]:.1f} s<extra></extra>"
+    "<br>%{base:,.1f} s to %{customdata[8]:,.1f} s<extra></extra>"
 )
 
 
@@ -148,7 +147,7 @@ def add_run(
                 legendgroup=name,
                 showlegend=showlegend,
                 customdata=np.stack([df["version"], df["end_s"]], axis=-1) if len(df) else None,
-                hovertemplate=f"{name} (v%{{customdata[0]}})<br>%{{base:.1f}} s to %{{customdata[1]:.1f}} s"
+                hovertemplate=f"{name} (v%{{customdata[0]}})<br>%{{base:,.1f}} s to %{{customdata[1]:,.1f}} s"
                 "<extra></extra>",
             ),
             row=lane_row,
@@ -186,8 +185,8 @@ def add_run(
                 orientation="h",
                 marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
                 width=0.8,
-                name=version_band(int(str(v)), len(colors))[2],  # v3, or its band: v64-v127
-                legendgroup=version_band(int(str(v)), len(colors))[2],
+                name=band_label(int(str(v)), len(colors))[2],  # v3, or its band: v64-v127
+                legendgroup=band_label(int(str(v)), len(colors))[2],
                 showlegend=showlegend,
                 customdata=g[cd_cols].to_numpy(),
                 hovertemplate=HOVER,
@@ -215,8 +214,8 @@ def add_run(
                     y=ys,
                     mode="lines",
                     line=dict(color=colors[int(str(v)) % len(colors)], width=width),
-                    name=version_band(int(str(v)), len(colors))[2],
-                    legendgroup=version_band(int(str(v)), len(colors))[2],
+                    name=band_label(int(str(v)), len(colors))[2],
+                    legendgroup=band_label(int(str(v)), len(colors))[2],
                     showlegend=showlegend,
                     hoverinfo="skip",
                     connectgaps=False,
@@ -232,7 +231,7 @@ def add_run(
                 name="segment (hover)",
                 showlegend=False,
                 customdata=np.column_stack([seg[cd_cols].to_numpy(), seg["start_s"]]),
-                hovertemplate=HOVER.replace("%{base:.1f}", "%{customdata[9]:.1f}"),
+                hovertemplate=HOVER.replace("%{base:,.1f}", "%{customdata[9]:,.1f}"),
             ),
             row=row,
             col=1,
@@ -279,8 +278,10 @@ def add_run(
                 ),
                 customdata=pts[cd_cols].to_numpy(),
                 hovertemplate=HOVER.replace(
-                    "%{base:.1f} s to ", "starts " if key == "retried" else "ends "
-                ).replace("%{customdata[8]:.1f}", "%{x:.1f}" if key == "retried" else "%{customdata[8]:.1f}"),
+                    "%{base:,.1f} s to ", "starts " if key == "retried" else "ends "
+                ).replace(
+                    "%{customdata[8]:,.1f}", "%{x:,.1f}" if key == "retried" else "%{customdata[8]:,.1f}"
+                ),
             ),
             row=row,
             col=1,
@@ -337,14 +338,13 @@ def timelines(
     """Runs stacked on a shared time axis, like Figure 13.1 (synchronous above async eta=1).
 
     Each run has two rows: its trainer and sync lanes, ``LANE_ROW_PX`` pixels high whatever the
-    number of slots, and its slots below them."""
-    named = dict(results) if isinstance(results, Mapping) else {r.scenario.name: r for r in results}
-    if not named:  # the field is the argument (results), an item its key: results['sync']
-        raise FieldError("timelines: results needs at least one RunResult", "results")
-    for k, r in named.items():
-        if not (isinstance(r, RunResult) or (hasattr(r, "events") and hasattr(r, "episode_table"))):
-            msg = f"timelines: results[{shown(k)}] is a {type(r).__name__}, not a RunResult"
-            raise FieldError(msg, f"results[{shown(k)}]")
+    number of slots, and its slots below them. ``results``: runs by title, a list of runs (titled
+    by scenario name), or one run; anything else a :class:`FieldTypeError` naming it."""
+    named = named_runs(results)
+    if webgl is not None and not isinstance(webgl, bool):
+        raise refuse("webgl", f"must be True, False or None, got {shown(webgl)}", FieldTypeError)
+    if height is not None:
+        check_int("height", height, 10)  # plotly's least
     titles: list[str] = []
     px: list[int] = []
     for k, r in named.items():
