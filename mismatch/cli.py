@@ -107,9 +107,12 @@ def run(args: argparse.Namespace, partial: dict[str, Any] | None = None) -> dict
 
 
 def load_result(path: str) -> dict[str, Any]:
-    """A saved run (``--from-json``), with its schema and top-level keys checked, so a file of
-    another shape is one clear error rather than a ``KeyError`` inside the tables."""
+    """A saved run (``--from-json``), with its schema, top-level keys and every field the tables
+    and figure read checked (:func:`mismatch.report.check_result`), so a file of another shape or
+    with impossible values is one error naming the file and the key path (exit 2), rather than a
+    traceback inside the tables or figure, or a table that prints the values."""
     from mismatch.probe import SCHEMA, TOP_LEVEL_KEYS
+    from mismatch.report import check_result
 
     try:
         text = Path(path).read_text()
@@ -132,6 +135,10 @@ def load_result(path: str) -> dict[str, Any]:
         raise FieldError(
             f"--from-json {path}: a probe result without {', '.join(missing)}", "--from-json", str(path)
         )
+    try:
+        check_result(result)  # every field the tables and the figure read
+    except FieldError as exc:
+        raise FieldError(f"--from-json {path}: {exc}", exc.field, str(path)) from None
     return result
 
 
