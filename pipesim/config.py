@@ -82,6 +82,10 @@ _POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (
 )
 
 
+POOL_DRAWS = ("whole", "stable")
+"""How a set ``pool_size`` is drawn (:attr:`Scenario.pool_draw`)."""
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A complete, runnable description of one pipeline design.
@@ -90,6 +94,13 @@ class Scenario:
     throttle, ``(steps + max_staleness + 1) * batch_size + n_slots``). Policies that relaunch
     work (restarts, retries, over-sampling) may need a larger pool; the run says so if it runs dry.
     A set pool below ``steps x batch_size`` is refused by :meth:`check_pool_size` before a run.
+
+    ``pool_draw`` says how a set ``pool_size`` is drawn: ``"whole"``, one draw of that size (the
+    chapter's ``agent_episode_durations(n, generator)``, whose first durations depend on ``n``), or
+    ``"stable"``, in the default pool's fixed chunks (:func:`pipesim.workload.pools.draw_stable`), so
+    the first durations are the same whatever the size: scenarios whose pool follows their knobs
+    (the system presets') then run on the same episodes at every knob value. The default pool is
+    always drawn stable.
     """
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -106,6 +117,8 @@ class Scenario:
     """Environment-worker failures (``DropFailed`` / ``RetryFailed`` / ``RequeueFailed``), or None."""
     replicas: Replicas | None = None
     """Several engine replicas sharing ``n_slots`` and a routing rule, or None for one engine."""
+    pool_draw: str = "whole"
+    """How a set ``pool_size`` is drawn: ``"whole"`` (one draw) or ``"stable"`` (see above)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, PipelineConfig):
@@ -114,6 +127,8 @@ class Scenario:
         if isinstance(self.durations, AgentDurations) and self.durations.draws == "chapter":
             check_chapter_seed(self.seed)
         _check_name(self.name)
+        if self.pool_draw not in POOL_DRAWS:
+            raise refuse("pool_draw", f"must be one of {', '.join(POOL_DRAWS)}, got {shown(self.pool_draw)}")
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_DURATION_POOL, "a pool larger is out of memory")
         elif self.default_pool_size > MAX_DURATION_POOL:

@@ -37,7 +37,7 @@ import dataclasses
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario
-from pipesim.core.errors import MAX_POOL_TASKS, check_int
+from pipesim.core.errors import check_int
 from pipesim.core.validate import FieldError, refuse
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import (
@@ -60,6 +60,8 @@ from pipesim.policies.systems import (
     VerlRollouter,
 )
 from pipesim.policies.updates import AbortReprefill, InFlightUpdate, SyncEveryK
+from scenarios.systems_checks import check_batch, renamed
+from scenarios.systems_pool import check_preset_pool, preset_pool_size
 from scenarios.systems_slime import april as april  # slime's knob names; re-exported here
 
 CHAPTER = PipelineConfig(
@@ -74,12 +76,18 @@ def _bool(name: str, value: object) -> None:
 
 
 def _scenario(
-    name: str, pipeline: dict[str, Any], max_staleness: int = 0, knob: str = "", **policies: Any
+    name: str,
+    pipeline: dict[str, Any],
+    max_staleness: int = 0,
+    knob: str = "",
+    group_knob: str = "samples_per_prompt",
+    **policies: Any,
 ) -> Scenario:
     """The preset's scenario; ``knob`` names what sets its staleness bound, which a
     ``max_staleness`` override would otherwise fight (``dataclasses.replace`` got it twice).
     An admission rule with a bound of its own names it itself (``staleness_knob``), the one
-    wording ``Scenario.with_`` uses too."""
+    wording ``Scenario.with_`` uses too. ``group_knob``: the preset's name for a prompt's samples,
+    named where the batch is not whole groups (:func:`~scenarios.systems_checks.check_batch`)."""
     if "max_staleness" in pipeline:
         adm = policies.get("admission")
         knob = adm.staleness_knob() if isinstance(adm, OwnStalenessBound) else knob
@@ -87,19 +95,13 @@ def _scenario(
     pool_size = pipeline.pop("pool_size", None)
     seed = pipeline.pop("seed", 0)
     cfg = dataclasses.replace(CHAPTER, max_staleness=max_staleness, **pipeline)
-    if pool_size is None:  # relaunching policies need more than the throttle's default pool
-        pool_size = 4 * ((cfg.steps + cfg.max_staleness + 2) * cfg.batch_size + cfg.n_slots)
-        if pool_size > MAX_POOL_TASKS:  # name the key the user set, not the pool it derives
-            bound = knob or "max_staleness"
-            field, value = (
-                (bound, cfg.max_staleness) if cfg.max_staleness > cfg.steps else ("steps", cfg.steps)
-            )
-            raise FieldError(
-                f"{field} ({value:,}): the preset's task pool, 4 x ((steps + {bound} + 2) x batch_size + "
-                f"n_slots), would be {pool_size:,}, more than the {MAX_POOL_TASKS:,} a run may draw",
-                field,
-            )
-    return Scenario(pipeline=cfg, name=name, pool_size=pool_size, seed=seed, **policies)
+    if pool_size is None:  # a pool larger than the default (relaunches, drops): systems_pool says why
+        check_preset_pool(cfg, knob if knob.isidentifier() else "max_staleness")
+        pool_size = preset_pool_size(cfg)
+    check_batch(cfg.batch_size, policies, group_knob)  # refused here, not mid-run by a policy
+    # drawn stable: the first durations do not follow the size, so every knob value of one seed
+    # runs on the same episodes (systems_pool)
+    return Scenario(pipeline=cfg, name=name, pool_size=pool_size, pool_draw="stable", seed=seed, **policies)
 
 
 def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
@@ -185,7 +187,10 @@ def verl_fully_async(
     inner: WeightUpdate = AbortReprefill() if partial_rollout else Drain()
     wu = inner if trigger_parameter_sync_step == 1 else SyncEveryK(trigger_parameter_sync_step, inner)
     k = trigger_parameter_sync_step
-    adm = VerlRollouter(staleness_threshold, k, max_concurrent_samples, max_queue_size, samples_per_prompt)
+    with renamed({"max_concurrent": "max_concurrent_samples"}):
+        adm = VerlRollouter(
+            staleness_threshold, k, max_concurrent_samples, max_queue_size, samples_per_prompt
+        )
     queue = VerlMessageQueue(max_queue_size, staleness_threshold, k, samples_per_prompt)
     return _scenario("verl fully async", pipeline, 0, admission=adm, weight_update=wu, batching=queue)
 
@@ -212,7 +217,8 @@ def areal(
     ``n_samples`` together and returns them as one trajectory group, so the trainer takes whole
     groups (:class:`~pipesim.policies.groups.WholeGroups`).
     """
-    adm = AReaLThrottle(max_concurrent_rollouts)
+    with renamed({"max_concurrent": "max_concurrent_rollouts"}):
+        adm = AReaLThrottle(max_concurrent_rollouts)
     check_int("samples_per_prompt", samples_per_prompt, 1)
     check_int("max_head_offpolicyness", max_head_offpolicyness, 0)
     extra: dict[str, Any] = {}
@@ -275,7 +281,8 @@ def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
     batches ahead (:class:`~pipesim.policies.systems.OpenRLHFBatches`), and drains before each
     broadcast (:class:`~pipesim.policies.base.Drain`).
     """
-    adm = OpenRLHFBatches(async_queue_size)
+    with renamed({"queue_size": "async_queue_size"}):
+        adm = OpenRLHFBatches(async_queue_size)
     return _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=Drain())
 
 
@@ -303,14 +310,10 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
     ratio: Any = async_generation_ratio  # 1.0 is 1; 0.5 is refused by the policies
     if isinstance(ratio, float) and ratio.is_integer():
         ratio = int(ratio)
-    return _scenario(
-        "ROLL",
-        pipeline,
-        0,
-        admission=RollGroupAdmission(ratio),
-        weight_update=PartialRollout(),
-        batching=RollGroupExpiry(ratio, samples_per_prompt),
-    )
+    check_int("samples_per_prompt", samples_per_prompt, 1)
+    adm = RollGroupAdmission(ratio)
+    expiry = RollGroupExpiry(ratio, samples_per_prompt)
+    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout(), batching=expiry)
 
 
 def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
@@ -324,6 +327,7 @@ def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pi
     departure); in-flight samples pause for the sync and continue (``PartialRollout``).
     """
     check_int("async_generation_ratio", async_generation_ratio, 1)
+    check_int("samples_per_prompt", samples_per_prompt, 1)
     return _scenario(
         "ROLL RLVR",
         pipeline,

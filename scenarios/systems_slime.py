@@ -146,6 +146,7 @@ def april(
         pipeline,
         0,
         "fixed at 0 (over-sampled, aborted at each batch)",
+        "n_samples_per_prompt",
         admission=OverSample(factor),
         weight_update=wu,
         batching=groups,

@@ -31,13 +31,14 @@ def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
     The generator is ``numpy.random.default_rng(scenario.seed)``, except for ``AgentDurations``
     with ``draws="chapter"`` (the default), drawn from the chapter's torch generator for its
     exact numbers (see :func:`pipesim.workload.durations.draw`). A set ``pool_size`` is one draw
-    of that size, as the chapter's ``agent_episode_durations(n, generator)``; the default pool,
+    of that size, as the chapter's ``agent_episode_durations(n, generator)``, unless its
+    ``pool_draw`` is ``"stable"``; the default pool,
     whose size follows the design, is drawn so that its first durations do not depend on its size
     (:func:`~pipesim.workload.pools.draw_stable`): designs that differ in steps or eta run on
     the same episodes. A trace that does not cycle is the whole default pool where it is shorter
     (a run refused a 200-duration trace for a default pool of 208 though it launched 176).
     """
-    if scenario.pool_size is not None:
+    if scenario.pool_size is not None and scenario.pool_draw == "whole":
         return draw(scenario.durations, scenario.pool_size, scenario.seed)
     return draw_stable(scenario.durations, pool_len(scenario), scenario.seed)
 

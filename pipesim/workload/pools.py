@@ -7,7 +7,8 @@ another size changed every duration: two designs that differed in eta alone, or 
 different episodes, a second seed hidden in the design (``--set max_staleness=4`` and
 ``--set max_head_offpolicyness=4`` gave 2,034.3 and 2,035.1 episodes/h). The chapter consumes one
 pool in order so that every design sees the same episodes; :func:`draw_stable` keeps that for the
-default pool. A set ``pool_size`` is one draw of that size, as the chapter's
+default pool, and for a set ``pool_size`` with ``pool_draw = "stable"`` (the system presets'). A
+set ``pool_size`` is otherwise one draw of that size, as the chapter's
 ``agent_episode_durations(n, generator)``, so the chapter's tables are unchanged.
 """
 
