@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import html
 import io
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -80,6 +81,23 @@ def band(values: Sequence[float], bounds: stats.Bounds = stats.UNBOUNDED) -> tup
     lo and hi are the bounds (no interval), which a figure leaves out rather than draw."""
     iv = stats.t_interval(values, bounds=bounds)
     return iv.mean, iv.lo, iv.hi
+
+
+def run_meta(json_path: str | Path, resume: bool, command: str) -> dict[str, Any]:
+    """The ``command`` fields of a results JSON: a fresh grid records ``command``; a ``--resume``
+    keeps the file's own ``command`` (the one that chose the grid) and appends its command line to
+    ``resumed_with`` (each resume rewrote ``command`` before, and the original was lost)."""
+    if not resume or not Path(json_path).is_file():
+        return {"command": command}
+    try:
+        payload = json.loads(Path(json_path).read_text())
+    except (OSError, ValueError):  # check_cli_args has refused a file it cannot resume from
+        payload = {}
+    payload = payload if isinstance(payload, dict) else {}
+    first = payload.get("command")
+    before = payload.get("resumed_with")
+    before = [c for c in before if isinstance(c, str)] if isinstance(before, list) else []
+    return {"command": first if isinstance(first, str) else command, "resumed_with": [*before, command]}
 
 
 def show_table(table: str, json_path: str | Path) -> None:

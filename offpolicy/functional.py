@@ -21,6 +21,7 @@ __all__ = [
     "selected_log_probs",
     "group_advantages",
     "ppo_policy_loss",
+    "masked_log_ratio",
     "tis_weights",
     "mis_weights",
     "seq_tis_weights",
@@ -93,12 +94,27 @@ def ppo_policy_loss(
     return loss, stats
 
 
+def masked_log_ratio(
+    logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """log pi - log mu where ``mask`` is not 0, and 0 where it is: detached, [B, T] -> [B, T].
+
+    Off the mask a log-probability may be anything, ``-inf`` included (a position the sampler
+    masked out): ``-inf - -inf`` is NaN, and ``exp(inf) * 0`` is NaN too, so the ratio is
+    masked *before* ``exp`` and before a row's sum. ``mis`` gave NaN off the mask and ``seq-tis``
+    a whole row of NaN for one ``-inf`` there. On the mask every value is the difference itself,
+    so on finite inputs the weights are bit for bit those of ``(pi - mu) * mask``.
+    """
+    log_ratio = (logp_trainer - logp_sampler).detach()  # [B, T]
+    return torch.where(mask != 0, log_ratio, 0.0)
+
+
 def tis_weights(
     logp_trainer: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, cap: float = 2.0
 ) -> torch.Tensor:
     """Truncated IS weights min(pi/mu, cap), detached: [B, T] -> [B, T], 0 where mask is 0."""
     check_real("cap", cap, 0.0, open_low=True)  # NaN made every weight NaN
-    log_ratio = (logp_trainer - logp_sampler).detach()  # [B, T]
+    log_ratio = masked_log_ratio(logp_trainer, logp_sampler, mask)  # [B, T]
     return log_ratio.clamp(max=math.log(cap)).exp() * mask
 
 
@@ -120,9 +136,9 @@ def mis_weights(
     check_real("high", high, 0.0, open_low=True)
     if low > high:
         raise FieldError(f"band: low={low} must not exceed high={high}", "band")
-    ratio = (logp_trainer - logp_sampler).detach().exp()  # [B, T]
-    inside = ((ratio >= low) & (ratio <= high)).to(ratio.dtype)  # [B, T]
-    return ratio * inside * mask
+    ratio = masked_log_ratio(logp_trainer, logp_sampler, mask).exp()  # [B, T]
+    inside = (ratio >= low) & (ratio <= high)  # [B, T]
+    return torch.where(inside, ratio, 0.0) * mask  # where: an infinite ratio outside is 0, not inf * 0
 
 
 def seq_tis_weights(
@@ -134,5 +150,6 @@ def seq_tis_weights(
     policy tokens only (observation tokens were not sampled, so they carry no ratio).
     """
     check_real("cap", cap, 0.0, open_low=True)
-    seq_log_ratio = ((logp_trainer - logp_sampler).detach() * mask).sum(dim=-1, keepdim=True)  # [B, 1]
+    log_ratio = masked_log_ratio(logp_trainer, logp_sampler, mask)  # [B, T]
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1, keepdim=True)  # [B, 1]
     return seq_log_ratio.clamp(max=math.log(cap)).exp() * mask  # [B, T]

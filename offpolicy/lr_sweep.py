@@ -34,6 +34,7 @@ from offpolicy.experiment import (
     history_mean,
     load_base,
     paired_table,
+    run_meta,
     run_one,
     seeds_from_args,
     show_table,
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corrections", nargs="+", default=["none"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
-    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument(
+        "--eval-every", type=int, default=5, help="evaluate the current policy every k steps (0: never)"
+    )
     parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--json", default="results/offpolicy/lr_sweep.json")
@@ -77,7 +80,7 @@ def sweep(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> None:
     seeds = seeds_from_args(args.seeds, args.seed_list)
     base, tok, _ = load_base(args.gym)
     runs = stored_runs(args.json, args.resume, KEY_FIELDS)
-    meta = {"command": "python -m offpolicy.lr_sweep " + " ".join(sys.argv[1:] if argv is None else argv)}
+    meta = run_meta(args.json, args.resume, f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv))
     cells = [
         Cell(
             (lr, lag, correction, seed, args.steps),
@@ -139,6 +142,10 @@ def lr_table(runs: list[dict[str, Any]]) -> str:
     pairs: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = [
         (c, (c[0], 0, c[2])) for c in settings if c[1] != 0 and (c[0], 0, c[2]) in settings
     ]
+    if not pairs:  # the header of a paired table with no row under it said nothing
+        lags = sorted({lag for _, lag, _ in settings})
+        why = "no lag 0 to compare with" if 0 not in lags else "no lag above 0 to compare with lag 0"
+        return "\n".join(lines) + f"\n\nno paired table: {why} (lags {lags})"
     return "\n".join(lines) + "\n\n" + paired_table(runs, pairs, ("lr", "lag", "correction"))
 
 

@@ -37,6 +37,7 @@ from offpolicy.experiment import (
     eval_trace,
     load_base,
     paired_table,
+    run_meta,
     run_one,
     seeds_from_args,
     show_table,
@@ -70,13 +71,29 @@ def build_grid(lags: list[int], corrections: list[str], grid: str) -> list[tuple
     return pairs
 
 
+def empty_grid(lags: list[int], corrections: list[str], grid: str) -> str | None:
+    """Why ``build_grid`` would give no (lag, correction) pair (None: it gives some). Only
+    ``--grid cross`` can: it drops every correction at lag 0, so ``--lags 0 --corrections tis``
+    left nothing to train, and the table crashed after the base was loaded."""
+    if build_grid(lags, corrections, grid):
+        return None
+    dropped = ", ".join(corrections)
+    return (
+        f"--lags {' '.join(map(str, lags))} with --corrections {dropped}: no run to train, since --grid "
+        f"{grid} skips every correction at lag 0 (there is nothing to correct); add a lag > 0, "
+        "add 'none' to --corrections, or pass --grid full"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = NumbersParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 2, 4, 8])
     parser.add_argument("--corrections", nargs="+", default=["none", "tis", "mis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
-    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument(
+        "--eval-every", type=int, default=5, help="evaluate the current policy every k steps (0: never)"
+    )
     parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")
@@ -89,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     check_cli_args(parser, args)
     if args.grid == "chapter" and not args.table_only:  # its lags, not --lags
         check_lags(parser, sorted({lag for lag, _ in CHAPTER_GRID}), args.steps, "--grid chapter")
+    if not args.table_only and (problem := empty_grid(args.lags, args.corrections, args.grid)):
+        parser.error(problem)  # before the base is loaded and evaluated: a min() of no runs after
     check_resume(parser, args, {"gym": [args.gym], "sampler": [None]})
     torch.set_num_threads(1)
     if args.table_only:
@@ -109,11 +128,8 @@ def run_grid(args: argparse.Namespace, argv: list[str] | None, kept: Kept) -> No
         flush=True,
     )
     runs = stored_runs(args.json, args.resume, KEY_FIELDS)
-    meta = {
-        "command": "python -m offpolicy.staleness " + " ".join(sys.argv[1:] if argv is None else argv),
-        "base_heldout": base_held,
-        "gym": args.gym,
-    }
+    command = f"{PROG} " + " ".join(sys.argv[1:] if argv is None else argv)
+    meta = {**run_meta(args.json, args.resume, command), "base_heldout": base_held, "gym": args.gym}
     lr = args.lr or RLConfig().lr
     cells = [
         Cell(
