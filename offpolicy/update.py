@@ -31,7 +31,7 @@ import torch
 
 from mismatch.health import logprob_health
 from offpolicy.checks import check_int, check_real, refuse, shown
-from offpolicy.functional import mis_weights, seq_tis_weights, tis_weights
+from offpolicy.functional import masked_log_ratio, mis_weights, seq_tis_weights, tis_weights
 from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
     EvalSpec,
@@ -115,7 +115,7 @@ def offpolicy_update(
         minibatch_step(model, optimizer, ids[rows], old_logp[rows], token_adv[rows], mask[rows], cfg)
         for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches)
     ]
-    log_ratio = (old_logp - sample_logp) * mask  # [B, T-1]
+    log_ratio = masked_log_ratio(old_logp, sample_logp, mask)  # [B, T-1], 0 off the mask (a -inf there too)
     n = mask.sum().clamp(min=1.0)
     if correction == "seq-tis":
         capped = (log_ratio.sum(-1, keepdim=True) > math.log(cap)).float() * mask  # [B, T-1]

@@ -160,6 +160,35 @@ def test_offpolicy_update_reports_mismatch_of_a_different_sampler() -> None:
     assert 0.0 < stats["mismatch"] < 0.5 and stats["health_max"] >= stats["health_mean"] > 0.0
 
 
+@pytest.mark.parametrize("correction", ["tis", "mis", "seq-tis"])
+def test_offpolicy_update_statistics_ignore_minus_inf_off_the_mask(correction: str) -> None:
+    """A sampler log-prob of -inf where the mask is 0 (a padding convention) made ``mismatch``,
+    ``over_cap`` and ``out_of_band`` NaN (``-inf x 0``); they are the statistics of the masked
+    tokens, the same as with finite padding."""
+    model = fresh_model(5)
+    eps = sample_episodes(model, make_tasks("train", "defect")[:4], TOK, torch.Generator().manual_seed(0), 4)
+    batch = collate(eps, TOK.pad_id)
+    padded = dict(
+        batch, sample_logp=batch["sample_logp"].masked_fill(batch["action_mask"] == 0, float("-inf"))
+    )
+    assert (batch["action_mask"] == 0).any()
+    adv = torch.randn(16, generator=torch.Generator().manual_seed(1))
+    got = [
+        offpolicy_update(
+            copy.deepcopy(model),
+            torch.optim.SGD([torch.zeros(1)], lr=0.0),
+            b,
+            adv,
+            SMALL,
+            correction,
+            generator=torch.Generator().manual_seed(2),
+        )
+        for b in (batch, padded)
+    ]
+    for key in ("mismatch", "over_cap", "out_of_band", "at_cap", "weight_mean"):
+        assert got[1][key] == pytest.approx(got[0][key]), key
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
