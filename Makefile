@@ -24,7 +24,7 @@ lint: $(VENV_STAMP)
 	$(PY) -m ruff format --check .
 
 typecheck: $(VENV_STAMP)
-	$(PY) -m mypy pipesim scenarios offpolicy mismatch
+	$(PY) -m mypy pipesim pipesim_entry scenarios offpolicy mismatch
 
 # The suite on PYTEST_WORKERS processes (pytest-xdist): 2, the CI machine's cores; 1 runs it in
 # this process. Every test is independent of the others' order and process (Hypothesis's ci

@@ -27,7 +27,8 @@ The parts, each under about 300 lines:
 * :mod:`~pipesim.io.cli_run` (list, run, export), :mod:`~pipesim.io.cli_sweep`,
   :mod:`~pipesim.io.cli_trace` (trace, report), :mod:`~pipesim.io.cli_fit` -- the commands.
 
-This module is the entry point (``pipesim.io.cli:main``, ``python -m pipesim.io.cli``): it
+This module is the entry point (``python -m pipesim``, ``python -m pipesim.io.cli``; the console
+script goes through :mod:`pipesim_entry`, which answers a Ctrl-C while this is imported): it
 dispatches ``plan``, runs the command and turns every error into one line. The names the parts
 define are re-exported here, where callers have always found them.
 """
@@ -56,7 +57,7 @@ from pipesim.io.cli_parser import Parser, build_parser
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
 from pipesim.io.cli_sweep import cmd_sweep, parse_over
 from pipesim.io.cli_trace import cmd_report, cmd_trace
-from pipesim.io.interrupts import sigterm_as_interrupt
+from pipesim.io.interrupts import command_finished, sigterm_as_interrupt
 
 __all__ = [
     "MAX_SEED",
@@ -96,25 +97,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     A reader that leaves early (``pipesim run ... --trace t.json | head``) does not stop the
     command: what it prints is dropped, and every file asked for is written (before, the first
     print to the closed pipe ended the command with 0 and no trace)."""
-    from pipesim.io.interrupts import stdout_may_close
+    from pipesim.io.interrupts import command_signals, stdout_may_close
 
-    with stdout_may_close():
-        return _main(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    with command_signals(words[0] if words else "pipesim"), stdout_may_close():
+        return _main(words)
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _main(argv: list[str]) -> int:
+    """The command ``argv`` names, its errors as one line each. Once it has returned, a Ctrl-C or
+    SIGTERM no longer unwinds it (:func:`~pipesim.io.interrupts.command_finished`): it says the
+    command had finished, where it had (before, one there gave 130 and "stopped before it
+    finished" after the outputs were complete)."""
     if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
         from pipesim.plan import main as plan_main
 
         try:
             with pause_collector_during_runs():
-                return plan_main(argv[1:])
+                return _finished("plan", plan_main(argv[1:]))
         except BrokenPipeError:  # `pipesim plan ... | head`: the reader left; nothing to report
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - as below
             return 0
     parser = build_parser()
     args = parser.parse_args(argv)
+    status = None  # the command's, once it has returned
     try:
         # SIGTERM unwinds like Ctrl-C (nothing is left half-written); this process is the
         # command's, so its runs pause the cyclic collector while they run
@@ -124,10 +130,14 @@ def _main(argv: Sequence[str] | None) -> int:
                 register_policies(getattr(args, "policies", None) or [])
             for w in caught:  # a person reads these: one line each
                 print(f"pipesim: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
-            return int(args.func(args))
+            status = args.func(args)  # no call between the return and the store: no signal lands
+            return _finished(argv[0], status)
     except UsageError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:  # `pipesim sweep` says what it kept itself
+        if status is not None:  # it came after the command returned (its frame's clean-up takes ms)
+            return _finished(argv[0], status, interrupted=True)
+        command_finished(argv[0], 130)  # a second Ctrl-C must not cut the line below
         print(
             f"pipesim: interrupted: {argv[0]} stopped before it finished; every file it wrote is "
             "whole (none is left half-written)",
@@ -153,6 +163,13 @@ def _main(argv: Sequence[str] | None) -> int:
         if isinstance(exc, ValueError | OSError):
             return _fail(one_line(exc))
         return _fail(f"{type(exc).__name__}: {one_line(exc)} (PIPESIM_TRACEBACK=1 shows where)")
+
+
+def _finished(command: str, status: int | None, interrupted: bool = False) -> int:
+    """``status``, once the command has returned it: a Ctrl-C from now on says so (0: the outputs
+    are complete) rather than unwinding the command's way out; ``interrupted``: one came already."""
+    command_finished(command, int(status or 0), interrupted)
+    return int(status or 0)
 
 
 def _fail(message: str) -> int:

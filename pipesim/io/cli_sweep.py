@@ -295,7 +295,7 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]
     here on waits for the outputs (one cut the CSV's writing, and the whole sweep's rows with it)
     and then only says so: the outputs are complete, so the exit status is 0 (it was 130 with
     "stopped before it finished", which a script read as a lost sweep)."""
-    from pipesim.io.interrupts import signals_to
+    from pipesim.io.interrupts import command_finished, signals_to
 
     held: list[int] = []
     with signals_to(lambda signum, frame: held.append(signum)):
@@ -322,6 +322,8 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]
         if args.html:
             write_html(args, res, over, agg[cols], notes)
             print(f"wrote {args.html}")
+        # complete: a Ctrl-C from here to the exit is recorded, not raised (interrupts.Finished)
+        command_finished("sweep", 0)
     if held:
         wrote = " and ".join(p for p in (args.csv, args.html) if p)
         print(

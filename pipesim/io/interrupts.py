@@ -12,10 +12,19 @@ written in place, since renaming over it would replace the device rather than wr
 A command that saves what it finished when it is stopped (``pipesim sweep``, ``pipesim plan``)
 runs under :func:`interrupt_once`: the first signal stops it, and later ones are dropped until it
 has written its outputs (a second Ctrl-C 30 ms after the first used to cut that writing).
+
+Once a command has returned, its outputs are complete: :func:`command_finished` records a Ctrl-C or
+SIGTERM from then on and says so in one line, keeping the exit status (one just after ``pipesim run
+--save`` said "saved the run" gave 130 and "stopped before it finished"; one in a pool's exit-time
+clean-up, "Exception ignored in atexit callback" and a traceback). :func:`command_signals` keeps
+that handler to the end of a process whose program is the command line, and gives a caller in the
+same process its handlers back; :mod:`pipesim_entry` ignores both signals in the interpreter's
+last steps (which restore their default action, and a Ctrl-C there killed the process).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
@@ -31,7 +40,10 @@ from types import FrameType
 from typing import Any
 
 __all__ = [
+    "Finished",
     "Once",
+    "command_finished",
+    "command_signals",
     "deferred_interrupts",
     "held_interrupts",
     "ignore_sigint",
@@ -138,7 +150,7 @@ def signals_to(
         yield
     finally:
         for sig, previous in before.items():  # a stopped command's process only exits now
-            signal.signal(sig, signal.SIG_IGN if _EXITING else previous)
+            signal.signal(sig, _FINISHED or (signal.SIG_IGN if _EXITING else previous))
 
 
 def deferred_interrupts() -> contextlib.AbstractContextManager[None]:
@@ -227,10 +239,83 @@ there killed a sweep that had said "interrupted" (status -2, not 130)."""
 
 def _command_is_the_program() -> bool:
     """Whether this process runs pipesim's command line as its program (``pipesim``, ``python -m
-    pipesim``: their ``__main__`` calls a ``main`` of pipesim's), rather than a caller that goes on
-    after the command returns (a test, a notebook), whose Ctrl-C must work again."""
+    pipesim``: their ``__main__`` calls a ``main`` of pipesim's, or of the console script's
+    :mod:`pipesim_entry`), rather than a caller that goes on after the command returns (a test, a
+    notebook), whose Ctrl-C must work again."""
     main = getattr(sys.modules.get("__main__"), "main", None)
-    return str(getattr(main, "__module__", "")).split(".")[0] == "pipesim"
+    return str(getattr(main, "__module__", "")).split(".")[0] in ("pipesim", "pipesim_entry")
+
+
+class Finished:
+    """Ctrl-C and SIGTERM once a command has returned (:func:`command_finished`): recorded in
+    ``signals``, never raised; the first writes ``said`` (if any) with one ``os.write`` (a handler
+    may run in the middle of another write to ``sys.stderr``)."""
+
+    def __init__(self, said: str | None) -> None:
+        self.said = said
+        self.signals: list[int] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if self.said and len(self.signals) == 1:
+            with contextlib.suppress(OSError):
+                os.write(2, f"{self.said}\n".encode())
+
+
+_FINISHED: Finished | None = None
+"""The handler of the command that has returned (:func:`command_finished`), until
+:func:`command_signals` ends (in a process that runs the command line as its program, until it
+exits); :func:`signals_to` restores it rather than the handler it replaced."""
+
+
+def command_finished(command: str, status: int, interrupted: bool = False) -> None:
+    """``pipesim COMMAND`` has returned ``status`` (0: its outputs are complete): from now on a
+    Ctrl-C or SIGTERM is recorded rather than raised (:class:`Finished`), and the first one says
+    ``pipesim: interrupted after COMMAND had finished; the outputs are complete`` where the status
+    is 0 (another status was said by the command already, so nothing more is said). The exit
+    status stays the command's; ``interrupted``: one such signal came already (as an exception).
+    Outside the main thread the handler is not set."""
+    global _FINISHED
+    if _FINISHED is None:
+        said = f"pipesim: interrupted after {command} had finished; the outputs are complete"
+        _FINISHED = Finished(said if status == 0 else None)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(sig) is not None:  # one not set from Python stays as it is
+                signal.signal(sig, _FINISHED)
+    if interrupted:
+        _FINISHED(signal.SIGINT, None)
+
+
+@contextlib.contextmanager
+def command_signals(command: str) -> Iterator[None]:
+    """The block of the command line's ``main``: when it ends, the command has returned. In a
+    process that runs the command line as its program, Ctrl-C and SIGTERM are recorded from then
+    on (:func:`command_finished`; silently, where the command did not say it had finished) and
+    ignored in the interpreter's last steps; a caller in the same process (a test) gets the
+    handlers it had back."""
+    global _FINISHED
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
+    try:
+        yield
+    finally:
+        if _command_is_the_program():
+            command_finished(command, 1)  # a no-op where the command said it had finished
+            if "pipesim_entry" not in sys.modules:  # the console script registered this first
+                atexit.register(_ignore_interrupts)
+        else:
+            _FINISHED = None
+            for sig, previous in before.items():
+                if previous is not None:
+                    signal.signal(sig, previous)
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C and SIGTERM ignored: the interpreter's last steps restore a Python handler's default."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def stopping() -> None:

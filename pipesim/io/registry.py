@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import inspect
 import os
 import typing
@@ -325,15 +326,49 @@ def get_entry(name: str) -> Entry:
     return _named(registry(), name)
 
 
-def _named(reg: Mapping[str, Entry], name: str) -> Entry:
-    """The one lookup of a name in the registry: the entry, or a ValueError with the closest names."""
+def _named(reg: Mapping[str, Entry], name: str, why: str = "") -> Entry:
+    """The one lookup of a name in the registry: the entry, or a ValueError with the closest names
+    (``why`` is said after them)."""
     if name not in reg:
-        close = difflib.get_close_matches(name, list(reg), n=2, cutoff=0.6)
+        close = _close_names(reg, name)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise FieldError(
-            f"unknown scenario {shown(name)}{hint}; valid scenarios: {', '.join(reg)}", "scenario"
+            f"unknown scenario {shown(name)}{hint}{why}; valid scenarios: {', '.join(reg)}", "scenario"
         )
     return reg[name]
+
+
+def _close_names(reg: Mapping[str, Entry], name: str) -> list[str]:
+    """The registered names closest to ``name``: one that differs only in case first."""
+    same_case = [n for n in reg if n.lower() == name.lower()]
+    return same_case or difflib.get_close_matches(name, list(reg), n=2, cutoff=0.6)
+
+
+def _importable(where: str) -> bool:
+    """Whether ``where`` (of ``where:factory``) names a file or a module that exists; imports nothing
+    but the parent packages of a dotted name."""
+    if where.endswith(".py"):
+        return Path(where).is_file()
+    try:
+        return importlib.util.find_spec(where) is not None
+    except (ImportError, ValueError):  # a parent package that is missing, or not a package
+        return False
+
+
+def _factory_or_name(reg: Mapping[str, Entry], spec: str, where: str, attr: str) -> Entry:
+    """``where:attr`` that is no registered name: the factory ``attr`` of the module or file
+    ``where``. A prefix that is a registered namespace and no module (``systems:arael``), or a module
+    that cannot be found while a registered name is close (``sytems:areal``), is a misspelled name:
+    the error names the closest ones. Both said ``cannot import module 'systems'``."""
+    namespaces = {n.split(":", 1)[0] for n in reg if ":" in n}
+    if where in namespaces and not _importable(where):
+        return _named(reg, spec)
+    try:
+        return Entry(spec, f"{attr} from {where}", import_factory(where, attr, spec))
+    except ValueError:
+        if _close_names(reg, spec) and not _importable(where):
+            _named(reg, spec, f" ({shown(where)} is neither a registered prefix nor an importable module)")
+        raise
 
 
 @dataclass(frozen=True)
@@ -389,7 +424,7 @@ def resolve(spec: str) -> Entry:
             return Entry(spec, f"scenario file {spec}", lambda: scenario)
         where, _, attr = spec.rpartition(":")
         if where and attr.isidentifier() and is_module_path(where):
-            return Entry(spec, f"{attr} from {where}", import_factory(where, attr, spec))
+            return _factory_or_name(reg, spec, where, attr)
         if Path(spec).is_file():
             raise FieldError(
                 f"{shown(spec)} is a file but not a scenario file: scenario files end in "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -101,11 +102,46 @@ def differences(stored: Mapping[str, Any] | None, fp: Mapping[str, Any]) -> str 
     said = [
         f"{name} {_shown(stored.get(key))} there, {_shown(fp[key])} here"
         for key, name in SETTINGS
-        if stored.get(key) != fp[key]
+        if not _same_setting(key, stored.get(key), fp[key])
     ]
-    if not said:  # the same words: the scenario file or a --policies module changed since
+    if not said:  # the same settings: the scenario file or a --policies module changed since
         return "is of other cells: the same settings, but the scenario they build differs (a file changed?)"
     return "is of another sweep: " + "; ".join(said)
+
+
+def _same_setting(key: str, there: Any, here: Any) -> bool:
+    """Whether a setting is the same in two fingerprints, up to the spelling of a file's path
+    (``big.yaml``, ``./big.yaml``): respelled, the sweep is the same (its grid says whether its
+    cells are), so a respelled and edited file was named as the cause rather than the edit."""
+    if there == here:
+        return True
+    if key == "scenario":
+        return isinstance(there, str) and _same_spec(there, here)
+    if key == "policies":
+        return (
+            isinstance(there, list)
+            and len(there) == len(here)
+            and all(isinstance(a, str) and _same_spec(a, b) for a, b in zip(there, here, strict=True))
+        )
+    return False
+
+
+def _same_spec(a: str, b: str) -> bool:
+    """Whether two spellings name the same file (and the same ``:factory`` of it), as seen from here."""
+    (pa, fa), (pb, fb) = (_file_part(a), _file_part(b))
+    if fa != fb or not pa or not pb:
+        return False
+    return os.path.realpath(pa) == os.path.realpath(pb)
+
+
+def _file_part(spec: str) -> tuple[str, str]:
+    """``(path, factory)`` of a spec naming a file (``f.yaml``; ``f.py:make``), else ``("", spec)``."""
+    where, sep, attr = spec.rpartition(":")
+    if sep and where.endswith(".py"):
+        return where, attr
+    if spec.lower().endswith((".toml", ".yaml", ".yml", ".py")) or os.sep in spec:
+        return spec, ""
+    return "", spec
 
 
 def _shown(value: Any) -> str:
