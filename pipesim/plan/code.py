@@ -4,7 +4,7 @@ picked (``pipesim.compute.run_compute``), and the wrapping that fits it on a pag
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
@@ -19,7 +19,7 @@ from pipesim.plan.build import (
 )
 from pipesim.plan.space import Design, PlanSpec
 
-__all__ = ["scenario_code", "wrap_code"]
+__all__ = ["code_note", "scenario_code", "wrap_code"]
 
 
 def _key(table: Mapping[str, Any], value: Any) -> str:
@@ -29,6 +29,27 @@ def _key(table: Mapping[str, Any], value: Any) -> str:
 def scenario_code(spec: PlanSpec, d: Design) -> str:
     """Python that builds and runs design ``d`` (``pipesim.compute.run_compute``), formatted."""
     return _as_formatted(_program(spec, d))
+
+
+def code_note(runs: Sequence[Mapping[str, float]], seeds: Sequence[int]) -> str:
+    """What :func:`scenario_code` reproduces, said next to it: one run at the scenario's seed
+    (0: the code passes no ``seed``), whose samples/h is not the plan's headline, the mean over
+    the plan's simulation ``seeds`` (``runs``, one per seed, in that order)."""
+    thr = [float(r["throughput_per_hour"]) for r in runs]
+    if not thr:
+        return ""
+    mean = sum(thr) / len(thr)
+    span = f"seeds {seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+    if 0 in seeds and len(seeds) == len(thr):
+        got = f"{thr[list(seeds).index(0)]:,.0f} samples/h"
+    else:
+        got = "a seed the plan did not run"
+    if len(thr) == 1 and 0 in seeds:
+        return f"# the code below runs seed 0, the plan's one seed ({got})"
+    return (
+        f"# the code below runs one seed, 0 ({got}); the plan's {mean:,.0f} samples/h is the mean over "
+        f"{span}: run_compute(..., seed=S) runs seed S"
+    )
 
 
 def _program(spec: PlanSpec, d: Design) -> str:

@@ -67,36 +67,63 @@ _WORDS = {
 
 
 def infeasible_message(spec: PlanSpec, evals: Sequence[Evaluated]) -> str:
-    """Which constraint is tightest (violated by the most designs; ties: the larger gap of the best
-    value reached) and the best value reached for it, by which design."""
+    """Which constraint is tightest and the best value reached for it, by which design.
+
+    The designs are judged on their longest runs: the full runs when there are any (a 3-step
+    screen's whole-run mean and its maximum are censored low, so they would name a value no run
+    of the spec's length reaches), the screens otherwise. The value of a constraint is the one
+    the judge read (:func:`pipesim.plan.judge.judge`: the settled mean, not the whole run's), and
+    a design breaks it when the judge marks it ``violated`` (or, without a judgement, when the
+    metric is past the limit). The tightest is broken by the most designs (ties: the larger gap of
+    the best value reached); the other constraints every design breaks are named too, since
+    relaxing the tightest alone leaves them."""
     c = spec.constraints
     ok = [e for e in evals if not e.metrics.get("failed")]
     if not ok:
         errors = {str(e.metrics.get("error", "")) for e in evals}
         return "no design could be run: " + "; ".join(sorted(errors))[:500]
+    full = [e for e in ok if e.steps >= spec.steps]
+    judged = full or ok
+    where = f"the {len(full)} run in full" if full else f"their {max(e.steps for e in ok)}-step screens"
     rows = []
     for name, key in CONSTRAINT_METRICS.items():
         words, fmt = _WORDS[name]
         limit = getattr(c, name)
-        if limit is None or any(key not in e.metrics for e in ok):
+        if limit is None or any(key not in e.metrics and name not in e.status for e in judged):
             continue
-        n_bad = sum(1 for e in ok if e.metrics[key] > limit + 1e-12)
-        best = min(ok, key=lambda e: (e.metrics[key], -e.throughput, e.design))
-        gap = (best.metrics[key] - limit) / max(abs(limit), 0.05)
-        rows.append((n_bad, gap, name, words, key, fmt, limit, best))
+
+        def value(e: Evaluated, name: str = name, key: str = key) -> float:
+            return float(e.status[name][1]) if name in e.status else float(e.metrics[key])
+
+        def bad(e: Evaluated, name: str = name, limit: float = limit) -> bool:
+            if name in e.status:
+                return e.status[name][0] == "violated"
+            return value(e) > limit + 1e-12
+
+        n_bad = sum(1 for e in judged if bad(e))
+        best = min(judged, key=lambda e: (value(e), -e.throughput, e.design))
+        gap = (value(best) - limit) / max(abs(limit), 0.05)
+        rows.append((n_bad, gap, name, words, fmt, limit, best, value(best)))
     if not rows:  # a limit whose metric the runs do not report
         return f"no design meets the constraints ({len(ok)} evaluated); relax them or widen the space."
     rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
-    n_bad, gap, name, words, key, fmt, limit, best = rows[0]
+    n_bad, gap, name, words, fmt, limit, best, v = rows[0]
     alone = (
         "no design meets it even alone" if gap > 0 else "each limit is met by some design, not all together"
     )
     label = best.design.label(spec.n_gpus)
+    also = [r for r in rows[1:] if r[0] == len(judged) and r[1] > 0]
+    extra = "".join(
+        f" {r[2]} is violated by every one of them too (best {r[4].format(r[7])}, "
+        f"{r[6].design.label(spec.n_gpus)}; limit {r[4].format(r[5])})."
+        for r in also
+    )
+    names = " and ".join([name, *(r[2] for r in also)])
     return (
-        f"no design meets the constraints ({len(ok)} evaluated). The tightest is {name} "
-        f"({words} <= {fmt.format(limit)}): {n_bad} of {len(ok)} designs violate it and {alone}; "
-        f"the best value reached is {fmt.format(best.metrics[key])} ({label}). "
-        f"Relax {name} or widen the space."
+        f"no design meets the constraints ({len(ok)} evaluated, judged on {where}). The tightest is "
+        f"{name} ({words} <= {fmt.format(limit)}): {n_bad} of {len(judged)} designs violate it and "
+        f"{alone}; the best value reached is {fmt.format(v)} ({label}).{extra} "
+        f"Relax {names} or widen the space."
     )
 
 

@@ -23,9 +23,13 @@ the declared bound. Its error is the spread of the per-step means in that half
 never ``met`` by the estimate, only by a bound. A longer run's whole-run mean includes its own
 warm-up, so it is at most the settled estimate when staleness rises to a plateau (the case here).
 
-**The maximum.** Without a bound, a maximum at the ceiling of the full run (``steps - 1``) is
-taken to grow with the run (stragglers that keep ageing), so it fails when ``HORIZON`` times it
-passes the limit. Otherwise the tail of the per-sample staleness is taken as geometric, with the
+**The maximum.** Without a bound, a maximum at the ceiling of the full run (``steps - 1``) may
+grow with the run (stragglers that keep ageing): when ``HORIZON`` times it passes the limit it is
+``open``, never ``violated`` -- the run shows no sample past the limit, and verification
+(``HORIZON`` x as long) decides. It was ``violated``: on a walkthrough spec (``qwen3-0.6b`` on 8
+H100s, 8 steps, limits 1.5 and 20) colocated TP 1 eta 1 partial over-sampled showed 7 (the
+ceiling) and reaches 12-13 at 32-128 steps, and the plan picked a design at half its 215,696
+samples/h. Otherwise the tail of the per-sample staleness is taken as geometric, with the
 ratio of the counts at the run's maximum m and at m - 1; the chance of a sample at m + 1 is that
 tail continued, but at most half a sample in all the samples the runs trained (they saw none
 there); the expected number of samples beyond the limit in a run :data:`HORIZON` times longer
@@ -168,10 +172,11 @@ def judge(spec: PlanSpec, d: Design, steps: int, m: dict[str, float]) -> dict[st
         elif top > lim + 1e-12:
             out["max_staleness"] = (VIOLATED, top)
         elif full:
-            # at the ceiling a run can show (steps - 1), an unbounded max grows with the run
-            growing = top >= steps - 1 and top > 0 and top * HORIZON > lim
+            # at the ceiling a run can show (steps - 1), an unbounded max may grow with the run:
+            # not shown broken (it is within the limit), so open, and verification decides
+            growing = _censored(m, steps) and top * HORIZON > lim
             beyond = exceed_expected(m, lim, HORIZON)
-            out["max_staleness"] = (VIOLATED if growing else OPEN if beyond >= 0.5 else MET, top)
+            out["max_staleness"] = (OPEN if growing or beyond >= 0.5 else MET, top)
         else:  # at the ceiling a short run can show, an unbounded max may grow one a step
             ceiling = _censored(m, steps)
             out["max_staleness"] = (OPEN, (spec.steps - 1) * top / max(steps - 1, 1) if ceiling else top)

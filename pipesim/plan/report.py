@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from pipesim.io.interrupts import write_text_atomic
-from pipesim.plan.code import scenario_code, wrap_code
+from pipesim.plan.code import code_note, scenario_code, wrap_code
 from pipesim.plan.evaluate import FRONT_TOLERANCE, Evaluated
 from pipesim.plan.frame import provenance, whole
 from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report's public names)
@@ -20,6 +20,7 @@ from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report'
     baseline_lines,
     full_count,
     infeasible_lines,
+    proved_twin,
     recommended_lines,
     sensitivity_lines,
     tie_lines,
@@ -114,6 +115,9 @@ def rows(result: PlanResult, evals: list[Evaluated], top: int | None = None) -> 
     out = []
     for first, same in merge_duplicates(evals)[:top]:
         designs = {first.design, *(o.design for o in same)}
+        named = proved_twin(result, first) if same else first  # a twin a bound proves names the row
+        if named is not first and named in same:
+            first, same = named, [first, *(o for o in same if o is not named)]
         mark = "best" if best in designs else "tied" if designs & ties else ""
         if result.baseline is not None and result.baseline.design in designs:
             mark = (mark + " baseline").strip()
@@ -169,6 +173,15 @@ def runs_said(result: PlanResult) -> str:
     if not result.reused:
         return f"{total} runs"
     return f"{total} runs ({result.runs} simulated, {result.reused} from the run cache)"
+
+
+def designs_said(result: PlanResult) -> str:
+    """``137 designs (18 run in full)``: the distinct designs the outputs hold, as the CSV has
+    one row each (a design run in full is in the JSON's ``full`` and ``screened`` both, and
+    counting the two lists counted it twice)."""
+    full = {e.design for e in result.full}
+    n = len(full | {e.design for e in result.screened})
+    return f"{n} designs ({len(full)} run in full)"
 
 
 def cut_line(result: PlanResult) -> str:
@@ -238,7 +251,10 @@ def text(result: PlanResult, top: int = 8) -> str:
         ascii_front(result),
     ]
     if best is not None:
-        out += ["", *recommended_lines(result), wrap_code(scenario_code(spec, best.design))]
+        shown = proved_twin(result, best)  # of identical designs, the one a bound proves
+        note = code_note(shown.runs, result.sim_seeds())
+        code = wrap_code(scenario_code(spec, shown.design))
+        out += ["", *recommended_lines(result), *([note] if note else []), code]
     if result.sensitivity:
         out += ["", *sensitivity_lines(result)]
     return "\n".join(out)
@@ -270,6 +286,22 @@ def _entry(e: Evaluated, spec: PlanSpec) -> dict[str, Any]:
     }
 
 
+PROVISIONAL = "not verified: the plan was interrupted before its full rung and verification finished"
+"""The ``verified`` note of an interrupted plan's recommendation (``partial``): the fastest design
+judged feasible among the full runs that had finished, which a finished plan could still refuse
+(verification) or beat (a full run not yet done)."""
+
+
+def _provisional(result: PlanResult) -> dict[str, Any]:
+    """The recommendation's marks in a partial plan: ``provisional`` (True when interrupted), and a
+    ``verified`` note saying it was not verified when verification had not passed it."""
+    best = result.best
+    if not result.partial or best is None:
+        return {"provisional": False}
+    held = best.verified.startswith(("held", "proved"))
+    return {"provisional": True, "verified": best.verified if held else PROVISIONAL}
+
+
 def as_json(result: PlanResult) -> dict[str, Any]:
     spec, best = result.spec, result.best
     n = spec.n_gpus
@@ -291,8 +323,10 @@ def as_json(result: PlanResult) -> dict[str, Any]:
             "recommended": None
             if best is None
             else {
-                **_entry(best, spec),
-                "code": wrap_code(scenario_code(spec, best.design)),
+                **_entry(proved_twin(result, best), spec),
+                **_provisional(result),
+                "code": wrap_code(scenario_code(spec, proved_twin(result, best).design)),
+                "code_note": code_note(best.runs, result.sim_seeds()).removeprefix("# "),
                 "notes": unlimited_notes(result),
             },
             "baseline": None if result.baseline is None else _entry(result.baseline, spec),

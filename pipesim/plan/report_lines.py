@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pipesim.plan.stats import comparison, seeds_to_separate, tied_with_best
+from pipesim.plan.space import MAX_SEEDS
+from pipesim.plan.stats import comparison, merge_duplicates, seeds_to_separate, tied_with_best
 from pipesim.plan.verify import verify_lines
 
 if TYPE_CHECKING:
@@ -71,14 +72,26 @@ def tie_lines(result: PlanResult) -> list[str]:
     head = f"paired t-test on the shared seeds {seeds} (95%): "
     if not ties:
         return [head + "the best is separated from every other feasible design"]
-    closest = ties[0]
+    group = next((g for g in merge_duplicates(result.full) if best in (g[0], *g[1])), (best, []))
+    twins = {o.design for o in (group[0], *group[1])}  # identical seed by seed: merged in its row
+    others = [e for e in ties if e.design not in twins]
+    if not others:
+        return [
+            head + f"{len(ties)} design(s) tied with the best, each identical to it on every seed "
+            "(merged in its row): no number of seeds separates them"
+        ]
+    closest = proved_twin(result, others[0])  # of identical designs, the one a bound proves
     p = comparison(best, closest)
     need = seeds_to_separate(p)
-    sep = (
-        "no number of seeds separates them (identical on every seed)"
-        if need is None
-        else f"about {need} seeds would separate it at the spread seen (search.seeds = {need})"
-    )
+    if need is None:
+        sep = "no number of seeds separates them (identical on every seed)"
+    elif need > MAX_SEEDS:  # search.seeds is refused above MAX_SEEDS: do not suggest it
+        sep = (
+            f"about {need} seeds would separate it at the spread seen, more than search.seeds allows "
+            f"({MAX_SEEDS}): it cannot be separated within the allowed seeds; take either"
+        )
+    else:
+        sep = f"about {need} seeds would separate it at the spread seen (search.seeds = {need})"
     return [
         head + f"{len(ties)} design(s) tied with the best, marked 'tied'; the closest, "
         f"{closest.design.label(spec.n_gpus)}, differs by {_fmt(p.mean_diff)} ± {_fmt(p.half_width)} "
@@ -133,15 +146,44 @@ def fresher_tie(result: PlanResult) -> Evaluated | None:
     return min(fresher, key=lambda e: (*_freshness(e), -e.throughput), default=None)
 
 
+def proved_twin(result: PlanResult, e: Evaluated) -> Evaluated:
+    """The design to name for ``e``: ``e`` itself, or a feasible design whose runs are identical
+    to ``e``'s seed by seed (:func:`~pipesim.plan.stats.merge_duplicates`: drain, partial and abort
+    at eta 0 when no sync meets a sequence in flight) and whose staleness its declared bound
+    proves when ``e``'s is not (:func:`~pipesim.plan.verify.needs_verification`). The search
+    breaks throughput ties by the design's order, which put ``abort`` (AbortRestart) first."""
+    from pipesim.plan.verify import needs_verification
+
+    spec = result.spec
+    if not needs_verification(spec, e.design):
+        return e
+    group = next((g for g in merge_duplicates(result.full) if e in (g[0], *g[1])), None)
+    twins = [] if group is None else [o for o in (group[0], *group[1]) if o is not e]
+    proved = [o for o in twins if o.feasible and not needs_verification(spec, o.design)]
+    return min(proved, key=lambda o: o.design) if proved else e
+
+
 def recommended_lines(result: PlanResult) -> list[str]:
     """``recommended: LABEL``; the fresher design it is tied with (:func:`fresher_tie`), with the
     difference and what it trains off-policy; the notes of :func:`unlimited_notes`."""
     best, n = result.best, result.spec.n_gpus
     if best is None:
         return []
-    out = [f"recommended: {best.design.label(n)}"]
+    shown = proved_twin(result, best)
+    out = [f"recommended: {shown.design.label(n)}"]
+    if shown is not best:
+        out.append(
+            f"  identical on every seed to {best.design.label(n)}; named by the twin whose declared "
+            "bound proves its staleness"
+        )
+    if result.partial and not best.verified.startswith(("held", "proved")):
+        out.append(
+            "  provisional: the plan was interrupted before its full rung and verification finished; "
+            "this design is not verified (--resume finishes it)"
+        )
     other = fresher_tie(result)
     if other is not None:
+        other = proved_twin(result, other)
         p = comparison(best, other)
         off, stale = _freshness(other)
         mine_off, mine_stale = _freshness(best)

@@ -9,9 +9,10 @@ with about one sample there per 12-step run, the tail estimate's cap on an unsee
 the seed count (``HORIZON x 0.5 / seeds`` samples beyond the limit), and the pick broke the limit
 on one of five 48-step runs. So before a design is recommended:
 
-* a full run that meets every limit but whose maximum the tail estimate doubts (``open`` at the
-  full rung: :func:`tail_open`) is verified too, on twice the plan's seeds (the selection's and as
-  many more: on the agent spec a pick at its limit held on seeds 0-4 and broke on seed 11);
+* a full run that meets every limit but whose maximum the tail estimate doubts, or sits at the
+  ceiling its run can show (``open`` at the full rung: :func:`tail_open`), is verified too, on
+  twice the plan's seeds (the selection's and as many more: on the agent spec a pick at its
+  limit held on seeds 0-4 and broke on seed 11);
 * a design every one of whose staleness constraints (mean, maximum) is proved by its declared
   bound (:func:`needs_verification` is False) is taken as it is: it is never re-run;
 * otherwise the design is run ``HORIZON x steps`` steps on the plan's simulation seeds, and it
