@@ -41,7 +41,8 @@ def test_a_number_written_as_text_in_a_json_lines_log_is_refused(
     with pytest.raises(LogError) as e:
         read_log(_jsonl(tmp_path, rows))
     assert e.value.field == column
-    assert f"row {row + 1}" in str(e.value) and "is text, not a number" in str(e.value)
+    # the cell is named by its step (rows were counted from 1 before, beside pandas' file lines)
+    assert f"step {ROWS[row]['step']}:" in str(e.value) and "is text, not a number" in str(e.value)
 
 
 def test_a_mapped_column_written_as_text_names_the_logs_column(tmp_path: Path) -> None:
@@ -77,4 +78,4 @@ def test_an_infinite_cell_is_shown_as_the_log_has_it(tmp_path: Path) -> None:
     log.write_text('{"step": 1, "timing_s/step": Infinity}\n{"step": 2, "timing_s/step": 3.0}\n')
     with pytest.raises(ValueError) as err:
         read_log(log)
-    assert "row 1: inf is not a finite number" in str(err.value) and "np.float64" not in str(err.value)
+    assert "step 1: inf is not a finite number" in str(err.value) and "np.float64" not in str(err.value)

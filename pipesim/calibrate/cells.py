@@ -100,6 +100,22 @@ def not_a_column(name: object) -> str:
     return f"not a verl metric name{hint} (valid: {', '.join(valid)})"
 
 
+STEP_SOURCE = "step_source"
+"""The key of ``DataFrame.attrs`` naming the log's own step column (``--columns`` may map it), which
+:func:`row_name` reads a bad cell's step from."""
+
+
+def row_name(df: pd.DataFrame, i: int) -> str:
+    """Row ``i`` of the log's cells as an error names it: ``step N`` where the row's step cell holds
+    a whole number, else its file line (a CSV's header is line 1; a JSON line's own line)."""
+    src = df.attrs.get(STEP_SOURCE, "step")
+    if src in df.columns:
+        v = pd.to_numeric(pd.Series([df[src].iloc[i]]), errors="coerce").iloc[0]
+        if pd.notna(v) and np.isfinite(float(v)) and float(v).is_integer():
+            return f"step {int(v)}"
+    return f"line {i + (1 if df.attrs.get(TYPED) else 2)}"
+
+
 TYPED = "typed"
 """The key of ``DataFrame.attrs`` that marks a frame read from a format whose cells have types
 (JSON lines, :func:`pipesim.calibrate.logfile.read_frame`): there a string is no number."""
@@ -117,7 +133,7 @@ def column_numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Seri
             i = int(np.flatnonzero(text.to_numpy())[0])
             where = f"column {shown(source)}" + (f" (verl's {name})" if source != name else "")
             raise LogError(
-                f"{p}: {where}, row {i + 1}: {shown(col.iloc[i])} is text, not a number; write the "
+                f"{p}: {where}, {row_name(df, i)}: {shown(col.iloc[i])} is text, not a number; write the "
                 "column's numbers as JSON numbers, not strings",
                 source,
             )
@@ -135,11 +151,11 @@ def column_numbers(p: Path, df: pd.DataFrame, name: str, source: str) -> pd.Seri
             got = shown(float(cell))
         else:
             got = shown(cell)
-        raise LogError(f"{p}: {where}, row {i + 1}: {got} is not a finite number", source)
+        raise LogError(f"{p}: {where}, {row_name(df, i)}: {got} is not a finite number", source)
     problem = first_bad(name, num.to_numpy(dtype=float))
     if problem is not None:
         i, why = problem
-        raise LogError(f"{p}: column {shown(source)}, row {i + 1}: {num.iloc[i]:g} {why}", source)
+        raise LogError(f"{p}: column {shown(source)}, {row_name(df, i)}: {num.iloc[i]:g} {why}", source)
     return num.astype(float)
 
 

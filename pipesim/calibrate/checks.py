@@ -25,7 +25,15 @@ from pipesim.plan.build import engine_config
 from pipesim.plan.runspec import RunSpec
 from pipesim.plan.runspec_calibration import value_range
 
-__all__ = ["PLAUSIBLE", "check_log", "implausible", "in_range", "outlier_notes", "remainder_note"]
+__all__ = [
+    "PLAUSIBLE",
+    "check_log",
+    "implausible",
+    "in_range",
+    "outlier_notes",
+    "outlier_steps",
+    "remainder_note",
+]
 
 _SLACK = 1 + 1e-9
 """A logged mean may exceed a cap by rounding (a CSV's six decimals), not more."""
@@ -216,3 +224,20 @@ def outlier_notes(log: TrainingLog) -> list[str]:
             "checkpoint save, a retry, a stall?); to leave a step out, empty its cell or cut it with --steps"
         )
     return notes
+
+
+def outlier_steps(log: TrainingLog) -> list[int]:
+    """The steps :func:`outlier_notes` flags in any column, in order (the held-out guard's warning
+    names them as the likely cause of a miss)."""
+    from pipesim.calibrate.cells import COLUMNS
+    from pipesim.calibrate.result import outlying
+
+    out: set[int] = set()
+    for c in COLUMNS:
+        if not (c.startswith("timing_s/") or c == "response_length/mean") or not log.has(c):
+            continue
+        x, steps = log.col(c), log.steps
+        if c == "timing_s/param_sync":
+            x, steps = x[x > 0], steps[x > 0]
+        out.update(int(s) for s in steps[outlying(x)])
+    return sorted(out)

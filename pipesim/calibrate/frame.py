@@ -154,7 +154,7 @@ def check_calibrate_args(log: Any, rs: Any, seed: Any = 0, min_steps: int = MIN_
         raise LogError(f"seed must be an integer in [0, 2**32), got {shown(seed)}", "seed")
     if len(log) < min_steps:
         need = STEPS_NEEDED if min_steps == MIN_STEPS else f"at least {min_steps} needed"
-        raise LogError(f"{log.path}: {len(log)} steps; {need}", "steps")
+        raise LogError(f"{log.path}: {len(log)} step{'' if len(log) == 1 else 's'}; {need}", "steps")
 
 
 def check_spec(rs: Any) -> None:

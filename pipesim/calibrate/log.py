@@ -45,10 +45,12 @@ from pipesim.calibrate.cells import (
     MAX_TIMING_S,
     MIN_TIMING_S,
     PHASES,
+    STEP_SOURCE,
     SUMMED,
     LogError,
     column_numbers,
     not_a_column,
+    row_name,
 )
 from pipesim.core.errors import shown
 from pipesim.core.readfile import LOG_MAX_BYTES, SPEC_MAX_BYTES, read_bytes, read_text
@@ -284,6 +286,7 @@ def read_log(
             f"another name with --columns); columns: {', '.join(map(str, df.columns[:12]))}",
             "step",
         )
+    df.attrs[STEP_SOURCE] = mapping["step"]  # a bad cell's error names its step (cells.row_name)
     out: dict[str, Any] = {}
     for name, source in mapping.items():
         if source in df.columns:
@@ -299,7 +302,7 @@ def read_log(
     inside = inside_step(p, df, frame)
     if frame["step"].isna().any():
         i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
-        raise LogError(f"{path}: column {shown(mapping['step'])}, row {i + 1}: no step number", "step")
+        raise LogError(f"{path}: column {shown(mapping['step'])}, {row_name(df, i)}: no step number", "step")
     if frame["step"].duplicated().any():
         frame = _merged_records(path, frame)
     lo, hi = parse_steps(steps)
@@ -359,7 +362,8 @@ def _check_enough(path: str | Path, n: int, steps: str | None, what: str) -> Non
     """LogError naming ``steps`` when fewer than :data:`MIN_STEPS` steps are left to fit."""
     if n < MIN_STEPS:
         cut = f" in --steps {steps}" if steps else ""
-        raise LogError(f"{path}: {n} {what}{cut}; {STEPS_NEEDED}", "steps")
+        said = what if n != 1 else what.replace("steps have", "step has").replace("steps", "step")
+        raise LogError(f"{path}: {n} {said}{cut}; {STEPS_NEEDED}", "steps")
 
 
 def _merged_records(path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:

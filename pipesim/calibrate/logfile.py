@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipesim.calibrate.cells import COLUMNS, TYPED, LogError, column_numbers
+from pipesim.calibrate.cells import COLUMNS, TYPED, LogError, column_numbers, row_name
 from pipesim.calibrate.log import listed_steps
 from pipesim.core.errors import shown
 
@@ -32,6 +32,12 @@ def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
     import io
 
     suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".csv", ".tsv") and not raw.strip():
+        raise LogError(f"{p}: the file is empty (no header, no rows)", "log")
+    if suffix in (".jsonl", ".ndjson") and raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        raise LogError(
+            f"{p}: holds a JSON array, not JSON lines: write one JSON object per line (one per step)", "log"
+        )
     try:
         if suffix in (".jsonl", ".ndjson"):
             frame = pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
@@ -154,7 +160,7 @@ def inside_step(p: Path, df: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         if (frame["timing_s/step"] <= 0).any():
             i = int(np.flatnonzero((frame["timing_s/step"] <= 0).to_numpy())[0])
             raise LogError(
-                f"{p}: row {i + 1}: {name} is not shorter than timing_s/step, which holds it", name
+                f"{p}: {row_name(df, i)}: {name} is not shorter than timing_s/step, which holds it", name
             )
     return notes
 

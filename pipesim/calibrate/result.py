@@ -137,12 +137,26 @@ class Calibration:
     def misses(self) -> list[str]:
         """One warning per held-out column the calibrated spec misses (module docstring); empty
         when it holds its log (or had no held-out steps)."""
+        from pipesim.calibrate.checks import outlier_steps
+
+        found = misses(self.residuals, self.log, len(self.held_out))
+        flagged = outlier_steps(self.log) if found else []
+        if flagged:  # the likely cause: steps the notes flag, which the fit took as they are
+            named = ", ".join(str(s) for s in flagged)
+            many = len(flagged) > 1
+            them = "them" if many else "it"
+            why = (
+                f"the log's outlier {'steps' if many else 'step'} {named} (see the notes) likely "
+                f"{'cause' if many else 'causes'} it, the fit took {them} as logged: leave {them} out "
+                "(empty the cells, or cut with --steps A:B) and calibrate again"
+            )
+        else:
+            why = "its predictions do not reproduce this log: is the log from a run of this spec?"
         return [
             f"held-out {column}: the calibrated spec misses the logged mean by {abs(r):.0%} "
             f"(mean relative error {r:+.3f}; limit {HELD_OUT_LIMIT:.0%}, the steps' spread {band:.0%}); "
-            "its predictions do not reproduce this log: is the log from a run of this spec? "
-            "(docs/calibrate.md, the held-out guard)"
-            for column, r, band in misses(self.residuals, self.log, len(self.held_out))
+            f"{why} (docs/calibrate.md, the held-out guard)"
+            for column, r, band in found
         ]
 
     def table(self) -> dict[str, Any]:
