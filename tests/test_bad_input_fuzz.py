@@ -408,14 +408,14 @@ LOG_ROWS: list[tuple[str, str, str, str, str]] = [
         "log.jsonl",
         '{"step": 1, "timing_s/step": 10.0}\n{"step": 2, "timing_s/step": true}\n',
         "timing_s/step",
-        "row 2: true is not",
+        "step 2: true is not",
     ),
     (
         "jsonl-all-flags",
         "log.jsonl",
         '{"step": 1, "timing_s/step": false}\n{"step": 2, "timing_s/step": true}\n',
         "timing_s/step",
-        "row 1: false is not",
+        "step 1: false is not",
     ),
 ]
 

@@ -443,7 +443,8 @@ def test_a_file_holding_half_a_token_is_refused(tmp_path: Path) -> None:
     df.loc[4, "response_length/mean"] = 0.25
     df.to_csv(tmp_path / "log.csv", index=False)
     err = check_refusal(lambda: read_log(tmp_path / "log.csv"), LogError, "response_length/mean")
-    assert "row 5" in str(err) and "below 1" in str(err)
+    step = int(df.loc[4, "step"])  # the cell is named by its step (it was "row 5", counted from 1)
+    assert f"step {step}:" in str(err) and "below 1" in str(err)
 
 
 def test_a_step_shorter_than_its_parts_is_noted() -> None:
