@@ -26,7 +26,6 @@ callers have always found them.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import importlib.util
 import inspect
@@ -40,9 +39,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pipesim.config import PipelineConfig, Scenario
+from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.chapter_designs import CHAPTER_DESIGNS, CHAPTER_POOL_SIZE, FIG13_1, chapter_design
 from pipesim.io.overrides import (
     OPTIONAL_POLICY_FIELDS,
     POLICY_FIELDS,
@@ -58,7 +58,6 @@ from pipesim.io.overrides import (
 )
 from pipesim.io.user_code import const_factory as _const
 from pipesim.io.user_code import import_factory, is_module_path
-from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 
 __all__ = [
     "CHAPTER_DESIGNS",
@@ -85,9 +84,6 @@ __all__ = [
     "split_pair",
     "valid_keys",
 ]
-
-CHAPTER_POOL_SIZE = 65_536
-"""The chapter draws 65,536 durations with seed 0; a scenario with this pool size replays them."""
 
 ENTRY_POINT_GROUP = "pipesim.scenarios"
 """The entry-point group through which packages register scenarios."""
@@ -171,32 +167,6 @@ class Entry:
             except (ValueError, TypeError):
                 return key
         return None
-
-
-def chapter_design(name: str, max_staleness: int, drain: bool = False, **pipeline: Any) -> Scenario:
-    """A chapter design on the chapter's pool (64 slots, B=64, 60 s train, 10 s sync, 20 steps)."""
-    cfg = dataclasses.replace(PipelineConfig(max_staleness=max_staleness), **pipeline)
-    return Scenario(
-        pipeline=cfg,
-        admission=CountThrottle(),
-        weight_update=Drain() if drain else PartialRollout(),
-        seed=0,
-        pool_size=CHAPTER_POOL_SIZE,
-        name=name,
-    )
-
-
-CHAPTER_DESIGNS: dict[str, tuple[int, bool]] = {
-    "synchronous": (0, False),
-    "one step ahead, drain": (1, True),
-    "async eta=1, partial": (1, False),
-    "async eta=2, partial": (2, False),
-    "async eta=4, drain": (4, True),
-}
-"""The chapter's design table: label -> (max_staleness, drain)."""
-
-FIG13_1 = dict(n_slots=8, batch_size=8, steps=4)
-"""Figure 13.1's small pipeline: 8 slots, 8 episodes per step, 4 steps."""
 
 
 def _builtin() -> list[Entry]:
