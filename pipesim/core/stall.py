@@ -78,18 +78,29 @@ def _culprit(p: Pipeline) -> str:
     if p.n_dropped:  # the common cause: dropped episodes still count as started, so none replaces them
         return (
             f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
-            f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: an "
-            "admission that counts dropped episodes out (AReaLThrottle) or a retry (RetryFailed) "
-            "lets the run finish"
+            f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: "
+            f"{_remedies(p)} lets the run finish"
         )
     return f"the admission policy {adm} admits no further episode {names}"
 
 
-def _droppers(p: Pipeline) -> str:
-    """Who dropped a stalled run's episodes, by status (read once, at the stall): failed ones the
-    failure policy, aborted ones the weight update (``abort_running``), discarded ones the batch
-    policy (``select``) or the weight update (``p.drop``)."""
-    from pipesim.core.episode import ABORTED, DISCARDED, FAILED, STATUSES
+def _remedies(p: Pipeline) -> str:
+    """What would let a run whose dropped episodes use up its admission finish: an admission that
+    counts them out, and a retry only where failed episodes are among them and the failure policy
+    does not retry already (it was offered to a run that had ``RetryFailed`` and whose drops were
+    a weight update's aborts)."""
+    from pipesim.core.episode import FAILED
+
+    out = ["an admission that counts dropped episodes out (AReaLThrottle, or OverSample)"]
+    retries = type(p.scenario.failures).__name__ == "RetryFailed"
+    if _drop_counts(p)[FAILED] and not retries:
+        out.append("a retry of failed episodes (RetryFailed)")
+    return " or ".join(out)
+
+
+def _drop_counts(p: Pipeline) -> dict[str, int]:
+    """The run's episodes by status, archived and live (read once, at a stall)."""
+    from pipesim.core.episode import STATUSES
 
     rec = p.episodes
     counts = dict.fromkeys(STATUSES, 0)
@@ -100,6 +111,16 @@ def _droppers(p: Pipeline) -> str:
         codes[list(rec.live)] = -1
         for code, k in zip(*np.unique(codes[codes >= 0], return_counts=True), strict=True):
             counts[STATUSES[code]] += int(k)
+    return counts
+
+
+def _droppers(p: Pipeline) -> str:
+    """Who dropped a stalled run's episodes, by status (read once, at the stall): failed ones the
+    failure policy, aborted ones the weight update (``abort_running``), discarded ones the batch
+    policy (``select``) or the weight update (``p.drop``)."""
+    from pipesim.core.episode import ABORTED, DISCARDED, FAILED
+
+    counts = _drop_counts(p)
     batch, update = type(p.batching).__name__, type(p.weight_update).__name__
     ours = type(p.weight_update).__module__.startswith("pipesim.")  # pipesim's own never p.drop
     by_drop = "" if ours else f" or {update}'s p.drop"
