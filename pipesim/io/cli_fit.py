@@ -2,28 +2,31 @@
 
 Design: the command only reads arguments and writes outputs; the fitting is
 :func:`pipesim.io.fit.fit_trace`. Output paths (``--qq``, ``--json``, ``--scenario-out``) are
-checked first. The agent fit keeps the per-turn shape of ``--base``'s agent model when it has one;
-``--scenario-out`` writes ``--base`` with the fitted ``--model`` as its durations.
+checked first, and every output is written whole or not at all (:mod:`pipesim.io.interrupts`).
+The agent fit keeps the per-turn shape of ``--base``'s agent model when it has one;
+``--scenario-out`` writes ``--base`` with the fitted ``--model`` as its durations, or without
+``--model`` the fit :func:`pipesim.io.fit.choose_model` picks (the command says which and why), and
+warns where the model written is a poor stand-in (:func:`pipesim.io.fit.fit_problems`: KS rejects
+it, or its mean is off the data's, and with it the simulated throughput).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pipesim.io.cli_common import UsageError, build_scenario, check_distinct, check_output, one_line
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from pipesim.io.fit import FitError, fit_trace, format_result, to_json, write_qq
+    from pipesim.io.interrupts import write_text_atomic
 
     if args.model is not None and args.scenario_out is None:  # it chooses what that file holds, only
         raise UsageError(
             f"--model {args.model} chooses the fit --scenario-out writes; give --scenario-out FILE"
         )
-    model = args.model or "lognormal"
     check_output("qq", args.qq, (".html",))
     check_output("json", args.json, stdout=True)
     if args.scenario_out is not None:
@@ -50,16 +53,36 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if args.json == "-":
             sys.stdout.write(to_json(result) + "\n")
         else:
-            Path(args.json).write_text(to_json(result))
+            write_text_atomic(args.json, to_json(result))
             print(f"wrote {args.json}", file=out)
     if args.qq:
         write_qq(result, args.qq)
         print(f"wrote {args.qq} (QQ plot)", file=out)
     if args.scenario_out is not None:
-        from pipesim.io.scenario_files import save_scenario
-
         assert base is not None
-        scen = base.with_(durations=result.fits[model].model, pool_size=None)
-        save_scenario(scen, args.scenario_out)
-        print(f"wrote {args.scenario_out} ({args.base} with the {model} fit as its durations)", file=out)
+        _write_scenario(args, base, result, out)
     return 0
+
+
+def _write_scenario(args: argparse.Namespace, base: Any, result: Any, out: IO[str]) -> None:
+    """``--base`` with the chosen fit as its durations, refused before writing where the file would
+    be too large to load; a warning (on stderr) where the model written is a poor stand-in."""
+    from pipesim.core.readfile import SCENARIO_MAX_BYTES
+    from pipesim.io.fit import fit_problems
+    from pipesim.io.interrupts import write_text_atomic
+    from pipesim.io.scenario_files import dumps, file_format
+
+    model = args.model or result.chosen
+    fit = result.fits[model]
+    text = dumps(base.with_(durations=fit.model, pool_size=None), file_format(args.scenario_out))
+    size = len(text.encode("utf-8"))
+    if size > SCENARIO_MAX_BYTES:  # the empirical fit is capped, so this is a base of its own size
+        raise UsageError(
+            f"--scenario-out: the scenario with --model {model} would be {size / 2**20:.1f} MiB; a "
+            f"scenario file is at most {SCENARIO_MAX_BYTES // 2**20} MiB, so nothing could load it"
+        )
+    write_text_atomic(args.scenario_out, text)
+    how = "" if args.model else ", the default model above"
+    print(f"wrote {args.scenario_out} ({args.base} with the {model} fit as its durations{how})", file=out)
+    for problem in fit_problems(fit, result.values):
+        print(f"warning: the {fit.name} fit written to {args.scenario_out}: {problem}", file=sys.stderr)

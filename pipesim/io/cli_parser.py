@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         choices=("lognormal", "agent", "empirical"),
         default=None,
-        help="the model --scenario-out writes (default lognormal); e.g. --model agent",
+        help="the model --scenario-out writes (default: the fit pipesim fit chooses, printed as "
+        "'default model'; docs/usage.md); e.g. --model agent",
     )
     f.add_argument(
         "--base",

@@ -75,8 +75,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     check_output("out", args.out)
     src = Path(args.run)
     suffix = src.suffix.lower()
-    if suffix in (".json", ".parquet", ".csv") and not src.exists():
-        raise UsageError(f"{src}: no such file")
+    if not src.exists() and (suffix in (".json", ".parquet", ".csv") or _names_a_path(args.run)):
+        raise UsageError(f"{src}: no such file or directory")
     # the trace over the run file or events table it was made from replaced its own input: refused
     # once the input has been read (a broken one says so first), before anything runs or is written
     read = {".json": "run file", ".csv": "events table", ".parquet": "events table"}.get(suffix)
@@ -157,6 +157,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
         trained = result.trained
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing){flows_note(trained)}")
     return 0
+
+
+def _names_a_path(spec: str) -> bool:
+    """Whether a missing ``spec`` was meant as a file or directory (``runs/missing``), not a scenario
+    name: it has a ``/`` and is no scenario file (``mine.toml``, ``file.py:name``: the scenario's
+    builder says that such a file is missing)."""
+    scenario_file = Path(spec.partition(".py:")[0]).suffix.lower() in (".toml", ".yaml", ".yml", ".py")
+    return ("/" in spec or "\\" in spec) and ".py:" not in spec and not scenario_file
 
 
 def _recorded(src: Path, data: dict[str, Any], spec: str, sets: list[str], seed: int | None) -> Any:

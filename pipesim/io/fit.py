@@ -3,7 +3,7 @@
 ``pipesim fit TRACE --column C`` (and :func:`fit_trace` in Python) fits three models to the
 positive values of one column (episode seconds, or token counts with ``--scale`` seconds per
 token), prints the parameters and a goodness of fit, writes a QQ plot, and can write the chosen
-model into a scenario file:
+model into a scenario file (by default the one :func:`choose_model` picks, and says why):
 
 * **log-normal** (:class:`~pipesim.workload.durations.LogNormalDurations`): the maximum-likelihood
   fit, ``median = exp(mean(log x))`` and ``sigma = std(log x)``; both identified by any sample.
@@ -47,13 +47,19 @@ import pandas as pd
 from pipesim.core.errors import shown
 from pipesim.io.fit_models import (
     AGENT_DRAWS,
+    EMPIRICAL_MAX_VALUES,
+    KS_REJECT_P,
+    MEAN_TOLERANCE,
     ModelFit,
     agent_moments,
+    choose_model,
     fit_agent,
     fit_empirical,
     fit_lognormal,
+    fit_problems,
     kolmogorov_p,
     ks_statistic,
+    model_mean,
     normal_cdf,
     normal_ppf,
 )
@@ -70,18 +76,24 @@ unit (``--scale`` converts them) or would overflow the models' moments."""
 __all__ = [
     "AGENT_DRAWS",
     "AGENT_NOTE",
+    "EMPIRICAL_MAX_VALUES",
+    "KS_REJECT_P",
+    "MEAN_TOLERANCE",
     "FitError",
     "FitResult",
     "ModelFit",
     "agent_moments",
+    "choose_model",
     "fit_agent",
     "fit_empirical",
     "fit_lognormal",
+    "fit_problems",
     "fit_trace",
     "fit_values",
     "format_result",
     "kolmogorov_p",
     "ks_statistic",
+    "model_mean",
     "model_quantiles",
     "normal_cdf",
     "normal_ppf",
@@ -112,6 +124,9 @@ class FitResult:
     values: np.ndarray
     fits: dict[str, ModelFit]
     notes: list[str] = field(default_factory=list)
+    chosen: str = "empirical"
+    """The model ``--scenario-out`` writes without ``--model`` (:func:`choose_model`)."""
+    chosen_why: str = ""
 
     def table(self) -> pd.DataFrame:
         rows = [
@@ -137,6 +152,7 @@ class FitResult:
                 for k, f in self.fits.items()
             },
             "notes": self.notes,
+            "chosen": {"model": self.chosen, "why": self.chosen_why},
         }
 
 
@@ -197,7 +213,9 @@ def fit_values(
             "agent model: the turn cap bends the spread back down, so two mean turn counts match the "
             "mean and the spread of the totals; the one whose distribution fits better (KS) is reported."
         )
-    return FitResult(source, column, len(x), n_dropped, x, fits, notes)
+    notes += [f.note for f in fits.values() if f.note]
+    chosen, why = choose_model(fits, x)
+    return FitResult(source, column, len(x), n_dropped, x, fits, notes, chosen, why)
 
 
 def fit_trace(
@@ -316,6 +334,9 @@ def format_result(result: FitResult) -> str:
         params = ", ".join(f"{k}={_num(v)}" for k, v in f.params.items())
         lines.append(f"  {f.name:<{w}}  KS D={f.ks:.4f} (p={f.p_value:.3g}, against {f.how})  {params}")
     lines += [f"note: {n}" for n in result.notes]
+    lines.append(
+        f"default model (what --scenario-out writes without --model): {result.chosen}: {result.chosen_why}"
+    )
     return "\n".join(lines)
 
 

@@ -12,7 +12,12 @@ Kolmogorov-Smirnov statistic with its asymptotic p-value.
   spread back so that two turn counts match, KS against draws of each chooses. KS is two-sample,
   against :data:`AGENT_DRAWS` draws of the fit.
 * **empirical** (:func:`fit_empirical`): the values, shuffled and cycled; KS between two random
-  halves (in-sample it would be 0).
+  halves (in-sample it would be 0). Above :data:`EMPIRICAL_MAX_VALUES` values, that many evenly
+  spaced order statistics, so that a scenario file holding them can be loaded.
+
+Which one ``--scenario-out`` writes by default (:func:`choose_model`): the parametric fit (log-normal
+or agent) with the smallest KS D of those that KS does not reject (``p >= 0.01``) and whose mean is
+within 5% of the data's (:func:`fit_problems`); where none passes, the empirical replay.
 
 No scipy: the normal CDF is an erf approximation (Abramowitz and Stegun 7.1.26, error < 1.5e-7) and
 its inverse a bisection. :mod:`pipesim.io.fit` re-exports these names.
@@ -30,18 +35,36 @@ from pipesim.workload.durations import AgentDurations, LogNormalDurations, Trace
 
 __all__ = [
     "AGENT_DRAWS",
+    "EMPIRICAL_MAX_VALUES",
+    "KS_REJECT_P",
+    "MEAN_TOLERANCE",
     "ModelFit",
     "agent_moments",
+    "choose_model",
+    "cv2_standard_error",
     "fit_agent",
     "fit_empirical",
     "fit_lognormal",
+    "fit_problems",
     "kolmogorov_p",
+    "model_mean",
     "ks_statistic",
     "normal_cdf",
     "normal_ppf",
 ]
 
 AGENT_DRAWS = 20_000
+
+EMPIRICAL_MAX_VALUES = 100_000
+"""The most values an empirical fit replays: about 2 MB in a scenario file, whose limit is 16 MiB
+(:data:`~pipesim.core.readfile.SCENARIO_MAX_BYTES`); above it, evenly spaced order statistics."""
+
+KS_REJECT_P = 0.01
+"""A fit whose KS p-value is below this is rejected: not chosen by default, and warned about."""
+
+MEAN_TOLERANCE = 0.05
+"""A fit whose mean is further than this (relative) from the data's, and further than twice the
+sample mean's standard error, gets the throughput wrong: not chosen by default, and warned about."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,8 @@ class ModelFit:
     ks: float
     p_value: float
     how: str
+    note: str = ""
+    """What the fit could not pin down, where it says so (``pipesim fit`` prints it as a note)."""
 
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -169,11 +194,54 @@ def _scaled(base: AgentDurations, mean_turns: float, target_mean: float) -> Agen
     )
 
 
+def cv2_standard_error(x: np.ndarray) -> float:
+    """Standard error of the sample's squared coefficient of variation ``var/mean**2`` (the delta
+    method: ``(4 s^6/m^6 + (m4 - s^4)/m^4 - 4 s^2 m3/m^5) / n``, with ``m3``, ``m4`` the central
+    moments; ``2/sqrt(n)`` for exponential data)."""
+    m, d = float(x.mean()), x - x.mean()
+    s2, m3, m4 = float((d**2).mean()), float((d**3).mean()), float((d**4).mean())
+    var = (4 * s2**3 / m**6 + (m4 - s2 * s2) / m**4 - 4 * s2 * m3 / m**5) / len(x)
+    return math.sqrt(max(var, 0.0))
+
+
+def _spread_note(
+    x: np.ndarray, cv2: float, grid: np.ndarray, model_cv2: np.ndarray, out_of_reach: bool
+) -> str:
+    """What the spread says about the turn count, where it says little. The model's CV^2 over
+    ``mean_turns`` rises from one turn's, peaks (the ``max_turns`` cap bends it back: about 7 turns
+    for the default shape) and falls towards one turn's over ``max_turns``; a trace's spread above
+    the peak is matched at the peak, an interior point, not at the search's edge."""
+    peak_i = int(np.argmax(model_cv2))
+    peak, at = float(model_cv2[peak_i]), float(grid[peak_i])
+    se = cv2_standard_error(x)
+    parts, interior = [], False
+    if out_of_reach:
+        i = int(np.argmin(np.abs(model_cv2 - cv2)))
+        interior = i not in (0, len(grid) - 1)
+        where = "an interior point" if interior else "the edge of the search"
+        side = "above the model's largest" if cv2 > peak else "below the model's smallest"
+        parts.append(
+            f"the trace's spread (CV^2 {cv2:.3g}) is {side} ({float(model_cv2[i]):.3g}, reached at "
+            f"mean_turns ~{float(grid[i]):.4g}, {where}): that closest turn count is reported"
+        )
+    if abs(cv2 - peak) <= 2 * se:
+        parts.append(
+            f"the trace's CV^2 is within sampling error (2 SE = {2 * se:.2g}) of the model's peak "
+            f"({peak:.3g} at mean_turns ~{at:.4g}), so the spread alone does not identify the turn count"
+        )
+    elif interior:
+        parts.append("mean_turns is poorly identified there")
+    if not parts:
+        return ""
+    return "agent model: " + "; ".join(parts) + " (--turns-column measures the turns)."
+
+
 def fit_agent(
     x: np.ndarray, base: AgentDurations | None = None, turns: np.ndarray | None = None, seed: int = 0
 ) -> ModelFit:
     """Fit the agent model by moments (see the module docstring for what is identified)."""
     base = base or AgentDurations()
+    note = ""
     mean, cv2 = float(x.mean()), float(x.var() / x.mean() ** 2)
     if turns is not None:
         target = float(np.mean(turns))
@@ -201,8 +269,8 @@ def fit_agent(
                 else:
                     hi_g = mid
             roots.append((lo_g + hi_g) / 2)
-        edge = not roots
-        if edge:  # the spread is out of the model's reach: the closest one
+        out_of_reach = not roots
+        if out_of_reach:  # the spread is out of the model's reach: the closest one
             roots = [float(grid[int(np.argmin(np.abs(gap)))])]
         # the mean and the spread can fit two turn counts (the cap bends the spread back down):
         # the shape of the distribution (KS against draws) chooses between them
@@ -214,8 +282,9 @@ def fit_agent(
         how = "20,000 draws of the fit"
         if len(roots) > 1:
             how += f" (mean turns {', '.join(f'{r:.3g}' for r in roots)} fit the mean and spread; KS chose)"
-        if edge:  # say so: a mean of 50 x max_turns is the search's edge, not a measurement
-            how += " (no turn count reaches the trace's spread: the closest, at the edge of the search)"
+        note = _spread_note(x, cv2, grid, gap + cv2, out_of_reach)
+        if out_of_reach:
+            how += " (no turn count reaches the trace's spread: see the note)"
     model = _scaled(base, mean_turns, mean)
     draws = model.sample(AGENT_DRAWS, np.random.default_rng(seed))
     d = ks_statistic(x, other=draws)
@@ -230,16 +299,88 @@ def fit_agent(
         "tokens_per_turn_hi": hi,
     }
     n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
-    return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how)
+    return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how, note)
 
 
 def fit_empirical(x: np.ndarray, seed: int = 0) -> ModelFit:
+    """The values, shuffled, replayed in a cycle; above :data:`EMPIRICAL_MAX_VALUES` values, that
+    many evenly spaced order statistics of them (the data's quantiles at ``(i + 0.5)/K``), so that
+    the scenario file holding them stays loadable (the note gives the largest CDF gap and the mean's
+    error: at most ``1/(2K)`` plus ``1/n`` in probability)."""
     rng = np.random.default_rng(seed)
     shuffled = rng.permutation(x)
     half = len(shuffled) // 2
     d = ks_statistic(shuffled[:half], other=shuffled[half:])
     n_eff = half * (len(x) - half) / len(x)
-    model = TraceDurations(values=tuple(float(v) for v in shuffled), cycle=True)
+    kept, note = shuffled, ""
+    if len(x) > EMPIRICAL_MAX_VALUES:
+        k = EMPIRICAL_MAX_VALUES
+        order = np.sort(x)
+        kept = rng.permutation(order[((np.arange(k) + 0.5) * len(x) / k).astype(np.int64)])
+        gap = ks_statistic(kept, other=order)
+        mean_err = abs(float(kept.mean()) / float(x.mean()) - 1)
+        note = (
+            f"empirical model: it replays {k:,} evenly spaced order statistics of the {len(x):,} values "
+            f"(quantiles (i + 0.5)/{k:,}), not all of them, so that a scenario file holding it stays "
+            f"under the 16 MiB a scenario file may have; their CDF is within {gap:.2g} of the data's "
+            f"(KS D) and their mean within {100 * mean_err:.2g}% of the data's."
+        )
+    model = TraceDurations(values=tuple(kept.tolist()), cycle=True)
     q = np.quantile(x, [0.5, 0.9, 0.99])
-    params = {"n_values": float(len(x)), "median": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
-    return ModelFit("empirical", model, params, d, kolmogorov_p(d, n_eff), "a held-out half")
+    params = {
+        "n_values": float(len(x)),
+        "n_replayed": float(len(kept)),
+        "median": float(q[0]),
+        "p90": float(q[1]),
+        "p99": float(q[2]),
+    }
+    return ModelFit("empirical", model, params, d, kolmogorov_p(d, n_eff), "a held-out half", note)
+
+
+# -- which model to write --------------------------------------------------------------------------
+def model_mean(fit: ModelFit) -> float:
+    """The mean seconds of a fitted model (exact; inf where a log-normal's overflows)."""
+    m = fit.model
+    if isinstance(m, LogNormalDurations):
+        try:
+            return m.median_s * math.exp(m.sigma * m.sigma / 2)
+        except OverflowError:
+            return math.inf
+    if isinstance(m, AgentDurations):
+        return agent_moments(m)[0]
+    return float(np.mean(m.values))
+
+
+def fit_problems(fit: ModelFit, x: np.ndarray) -> list[str]:
+    """Why ``fit`` is a poor stand-in for the data ``x``: KS rejects it (``p <`` :data:`KS_REJECT_P`),
+    or its mean is off the data's by more than :data:`MEAN_TOLERANCE` and more than twice the
+    data mean's standard error (a heavy-tailed sample's own mean wanders); empty where neither."""
+    problems = []
+    if not fit.p_value >= KS_REJECT_P:  # a NaN p (no spread to test) is no pass
+        problems.append(f"KS rejects it (p={fit.p_value:.2g} < {KS_REJECT_P:g})")
+    mean, data_mean = model_mean(fit), float(x.mean())
+    err = abs(mean / data_mean - 1)
+    if not err <= max(MEAN_TOLERANCE, 2 * float(x.std()) / math.sqrt(len(x)) / data_mean):
+        problems.append(
+            f"its mean, {mean:.4g} s, is {mean / data_mean - 1:+.0%} off the data's {data_mean:.4g} s"
+        )
+    return problems
+
+
+def choose_model(fits: dict[str, ModelFit], x: np.ndarray) -> tuple[str, str]:
+    """The model ``--scenario-out`` writes when ``--model`` is not given, and why. The rule: of the
+    parametric fits (log-normal, agent) that pass :func:`fit_problems` (KS does not reject them at
+    ``p >=`` :data:`KS_REJECT_P`, and their mean is within :data:`MEAN_TOLERANCE` of the data's),
+    the one with the smaller KS D; where neither passes, the empirical replay, which fits any
+    trace (its KS D is against a held-out half, so it is not compared with theirs)."""
+    passing = [k for k in ("lognormal", "agent") if k in fits and not fit_problems(fits[k], x)]
+    if passing:
+        best = min(passing, key=lambda k: fits[k].ks)
+        return best, (
+            f"the parametric fit with the smallest KS D ({fits[best].ks:.3g}) of those KS does not reject "
+            f"(p >= {KS_REJECT_P:g}) and whose mean is within {MEAN_TOLERANCE:.0%} of the data's"
+        )
+    why = "; ".join(
+        f"{fits[k].name}: {', '.join(fit_problems(fits[k], x))}" for k in ("lognormal", "agent") if k in fits
+    )
+    return "empirical", f"no parametric fit passes ({why})"

@@ -188,10 +188,13 @@ def file_format(path: str | Path) -> str:
 
 
 def save_scenario(scenario: Scenario, path: str | Path) -> Path:
-    """Write ``scenario`` to ``path`` (TOML or YAML by its suffix); returns the path."""
+    """Write ``scenario`` to ``path`` (TOML or YAML by its suffix), atomically (a file cut by a
+    Ctrl-C or a full disk is never left half written); returns the path."""
+    from pipesim.io.interrupts import write_text_atomic
+
     path = Path(path)
     text = dumps(scenario, file_format(path))
-    path.write_text(text)
+    write_text_atomic(path, text)
     return path
 
 

@@ -291,8 +291,11 @@ def run_to_trace(result: RunResult) -> dict[str, Any]:
 
 
 def write_trace(result: RunResult | pd.DataFrame, path: str | Path) -> Path:
-    """Write the trace of a run (or of an events table) to ``path``; returns the path."""
+    """Write the trace of a run (or of an events table) to ``path``, whole or not at all (an
+    interrupt or a full disk leaves ``path`` as it was); returns the path."""
+    from pipesim.io.interrupts import write_text_atomic
+
     trace = run_to_trace(result) if isinstance(result, RunResult) else events_to_trace(result)
     p = Path(path)
-    p.write_text(json.dumps(trace, separators=(",", ":")))
+    write_text_atomic(p, json.dumps(trace, separators=(",", ":")))
     return p
