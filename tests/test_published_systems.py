@@ -74,7 +74,7 @@ def test_areal_trainer_is_realhf_megatron_at_its_stated_knobs(areal_calls):
         assert tr.ppo_mini_batch_samples * 4 == batch  # ppo.ppo_n_minibatches=4
         assert tr.micro_batch_tokens == 30720  # actor_train.mb_spec.max_tokens_per_mb
         assert tr.recompute_old_logp and not tr.reference_model  # decoupled PPO; kl_ctl 0
-        sync = sc.pipeline.max_staleness == 0
+        sync = tr.n_gpus == areal.AREAL_SYNC_TRAIN_GPUS
         # actor_inf: realhf's default MicroBatchSpec in the sync runner, 30720 in async-ppo.yaml
         assert tr.log_prob_micro_batch_tokens == (10**12 if sync else 30720)
     assert {tr.n_gpus for _, tr in areal_calls} == {32, 64}

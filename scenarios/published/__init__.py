@@ -24,9 +24,11 @@ as simulated plus ``N - warmup`` steady steps. Response lengths are the registry
 The printed table has, per row, the protocol (``stated`` or ``transfer``), the claim, the
 published value, the predicted point and range and their ratio; every verl step time comes with its
 ``gen`` and ``update_actor`` rows. ``--json FILE`` writes the rows as a list of ``{"claim",
-"system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high"}``.
-AReaL's "throughput grows with eta" is a trend row: ``predicted`` is 1.0 when predicted throughput
-rises from each eta to the next (:func:`~scenarios.published.common.rises`), else 0.0.
+"system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high",
+"calibration"}`` (``calibration``: shown, not scored). A row is within 25% when
+``abs(predicted / published - 1) <= 0.25``. AReaL's "throughput grows with eta" is a trend row:
+``predicted`` is 1.0 when every eta step's paired 95% interval over seeds lies above 0
+(:func:`~scenarios.published.areal.areal_trend`), else 0.0.
 
 The package, by module: :mod:`~scenarios.published.common` (the choices made once, measuring a
 run, the memoised runs), :mod:`~scenarios.published.fit` (the trainer's constants), one module
@@ -46,10 +48,13 @@ from scenarios.published.areal import (
     AREAL_GPUS,
     AREAL_STEPS,
     AREAL_TREND_ETAS,
+    AREAL_TREND_SEEDS,
+    Rise,
     areal_engine,
     areal_run,
     areal_sync,
     areal_throughput,
+    areal_trend,
     areal_workload,
 )
 from scenarios.published.claims import (
@@ -92,13 +97,14 @@ from scenarios.published.verl import (
 
 __all__ = [
     "APRIL_N", "APRIL_OVERSAMPLE", "APRIL_PROMPTS", "AREAL_ETA", "AREAL_GPUS", "AREAL_STEPS",
-    "AREAL_TREND_ETAS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE", "LENGTHS_DISTILL", "LENGTHS_QWEN3",
+    "AREAL_TREND_ETAS", "AREAL_TREND_SEEDS", "CLAIMS", "LENGTH_BAND", "LENGTHS_7B_BASE",
+    "LENGTHS_DISTILL", "LENGTHS_QWEN3",
     "POINT", "PROMPT_TOKENS", "ROLL_GPUS", "ROLL_RATIO", "RUNS", "UNSTATED",
     "VERL_CALIBRATION", "VERL_PROFILE_ROW", "VERL_STEPS", "VERL_STUDY", "VERL_SYNC_STEP", "Claim",
-    "Measured", "TrainerFit",
+    "Measured", "Rise", "TrainerFit",
     "Unstated", "Variant", "fit_trainer", "scores", "trainer_config", "update_actor_s", "verl_fit",
     "_areal_trend", "april_engine", "april_run", "areal",
-    "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_workload", "common",
+    "areal_engine", "areal_run", "areal_sync", "areal_throughput", "areal_trend", "areal_workload", "common",
     "json_rows", "main", "math_workload", "rises", "measure", "predict", "roll_engine",
     "roll_run", "rollout_throughput", "table", "verl_async", "verl_colocate", "verl_step_s",
     "verl_workload", "within", "write_json",

@@ -8,9 +8,11 @@ AReaL's README and its nightly runner (named beside each value). The preset is
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload, TrainerConfig
 from pipesim.compute.profiles import profile
+from pipesim.plan.stats import Paired, paired
 from scenarios import systems
 from scenarios.published import common
 from scenarios.published.common import (
@@ -85,12 +87,13 @@ AREAL_SYNC_LOG_PROB_TOKENS = 10**12
 (``n_mbs=1``, ``max_tokens_per_mb=int(1e12)``): one forward micro-batch per rank in the sync run."""
 
 
-def areal_trainer(train_gpus: int, eta: int, v: Variant = POINT) -> TrainerConfig:
+def areal_trainer(train_gpus: int, sync_runner: bool, v: Variant = POINT) -> TrainerConfig:
     """AReaL's trainer as its 1.5B runs state it: :data:`AREAL_PROFILE` at :data:`AREAL_TRAIN_TP`,
     :data:`AREAL_PPO_MINIBATCHES` mini-batches, :data:`AREAL_MAX_TOKENS_PER_MB` per micro-batch;
     the proximal log-probs recomputed (``recompute_logprob`` and ``use_decoupled_loss``), no
-    reference model (``ppo.kl_ctl=0.0``: ``ppo_math_exp.py`` drops ``ref_inf``). ``eta`` 0 is the
-    synchronous runner (its ``actor_inf`` budget, :data:`AREAL_SYNC_LOG_PROB_TOKENS`). Under the
+    reference model (``ppo.kl_ctl=0.0``: ``ppo_math_exp.py`` drops ``ref_inf``). ``sync_runner``:
+    the synchronous nightly runner's ``actor_inf`` budget (:data:`AREAL_SYNC_LOG_PROB_TOKENS`);
+    otherwise ``async-ppo.yaml``'s, eta 0 of the async config's sweep included. Under the
     transfer protocol (``v.fit``) the fitted profile replaces the stated one, as for every run."""
     base = _trainer(areal_engine(), train_gpus, old_logp=True, v=v)
     framework = v.fit.profile if v.fit is not None else profile(AREAL_PROFILE)
@@ -99,29 +102,36 @@ def areal_trainer(train_gpus: int, eta: int, v: Variant = POINT) -> TrainerConfi
         profile=dataclasses.replace(framework, tp=AREAL_TRAIN_TP),
         ppo_mini_batch_samples=AREAL_PROMPTS * 16 // AREAL_PPO_MINIBATCHES,
         micro_batch_tokens=AREAL_MAX_TOKENS_PER_MB,
-        log_prob_micro_batch_tokens=AREAL_SYNC_LOG_PROB_TOKENS if eta == 0 else AREAL_MAX_TOKENS_PER_MB,
+        log_prob_micro_batch_tokens=AREAL_SYNC_LOG_PROB_TOKENS if sync_runner else AREAL_MAX_TOKENS_PER_MB,
         batch_order="shuffled",  # realhf shuffles each rank's share (ppo_interface.py 802-808)
     )
 
 
 @RunCache
-def areal_run(eta: int, steps: int = 8, train_gpus: int = AREAL_TRAIN_GPUS, v: Variant = POINT) -> Measured:
+def areal_run(
+    eta: int,
+    steps: int = 8,
+    train_gpus: int = AREAL_TRAIN_GPUS,
+    v: Variant = POINT,
+    sync_runner: bool = False,
+) -> Measured:
     """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
     ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
     eta = 0 runs one phase at a time (AReaL's docs: ``max_head_offpolicyness=0`` "will essentially
-    replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs."""
+    replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs.
+    ``sync_runner``: the synchronous nightly runner's trainer (:func:`areal_trainer`)."""
     eng = areal_engine()
     batch = AREAL_PROMPTS * 16
     # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
     sc = systems.areal(max_head_offpolicyness=eta, samples_per_prompt=16, batch_size=batch, steps=steps)
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
-    tr = areal_trainer(train_gpus, eta, v)
+    tr = areal_trainer(train_gpus, sync_runner, v)
     return common.measure(sc, cl, areal_workload(v), tr, warmup=min(2, steps - 1), seed=v.seed)
 
 
 def areal_sync(v: Variant = POINT) -> Measured:
     """Synchronous AReaL of the blog's Table 2: eta 0 on the synchronous run's 64:64 allocation."""
-    return areal_run(0, 8, AREAL_SYNC_TRAIN_GPUS, v)
+    return areal_run(0, 8, AREAL_SYNC_TRAIN_GPUS, v, sync_runner=True)
 
 
 def areal_throughput(m: Measured) -> float:
@@ -130,3 +140,50 @@ def areal_throughput(m: Measured) -> float:
 
 
 AREAL_TREND_ETAS = (0, 1, 2, 4, 8)
+"""The etas of the trend row (Fig. 7 of the blog), each on the asynchronous 96:32 config."""
+AREAL_TREND_SEEDS = (0, 1, 2, 3)
+"""The seeds the trend row pairs each eta step over (``docs/published.md``, "The trend")."""
+
+
+@dataclass(frozen=True)
+class Rise:
+    """One step of the trend, eta ``lo`` to ``hi``: the paired difference of steps per hour over
+    :data:`AREAL_TREND_SEEDS` (``hi`` minus ``lo``, seed by seed) and its 95% t interval."""
+
+    lo: int
+    hi: int
+    diff: Paired
+    base: float
+    """Mean steps per hour at ``lo`` (to show the difference as a share)."""
+
+    @property
+    def verdict(self) -> str:
+        """``rises`` (interval above 0), ``falls`` (below 0), else ``flat within noise`` (one seed:
+        no interval, so never a rise)."""
+        d, h = self.diff.mean_diff, self.diff.half_width
+        if not self.diff.tested:
+            return "flat within noise"
+        return "rises" if d - h > 0 else "falls" if d + h < 0 else "flat within noise"
+
+    def __str__(self) -> str:
+        d, h = self.diff.mean_diff, self.diff.half_width
+        return (
+            f"eta {self.lo}->{self.hi} {d:+.1f} steps/h ({100 * d / self.base:+.1f}%) "
+            f"[{d - h:+.1f}, {d + h:+.1f}] {self.verdict}"
+        )
+
+
+def areal_trend(v: Variant = POINT) -> tuple[Rise, ...]:
+    """The trend's steps: :func:`areal_run` at each eta of :data:`AREAL_TREND_ETAS` on each seed
+    of :data:`AREAL_TREND_SEEDS` (``v``'s lengths and trainer; its seed is replaced)."""
+    tp = {
+        eta: [
+            areal_throughput(areal_run(eta, 8, AREAL_TRAIN_GPUS, dataclasses.replace(v, seed=s)))
+            for s in AREAL_TREND_SEEDS
+        ]
+        for eta in AREAL_TREND_ETAS
+    }
+    return tuple(
+        Rise(lo, hi, paired(tp[hi], tp[lo]), sum(tp[lo]) / len(tp[lo]))
+        for lo, hi in zip(AREAL_TREND_ETAS, AREAL_TREND_ETAS[1:], strict=False)
+    )

@@ -62,7 +62,9 @@ POINT = Variant()
 
 PROMPT_TOKENS = 256
 """Prompt length of a math problem with its chat template: none of the sources states the mean
-(verl's ``max_prompt_length`` is 2,048, a cap); a competition math problem is a few hundred tokens."""
+(verl's ``max_prompt_length`` is 2,048, a cap); a competition math problem is a few hundred tokens.
+The same choice as :data:`pipesim.compute.profiles.CALIBRATION_PROMPT_TOKENS` (the default
+profile's calibration row is verl's; ``tests/test_published_walk_fixes.py`` ties the two)."""
 
 
 @dataclass(frozen=True)
@@ -284,9 +286,9 @@ PLACEHOLDER = Measured(
 
 
 def rises(values: list[float]) -> bool:
-    """Each value above the one before it: the claim's "grows", read as it is written. (It was
-    "does not fall by more than 2%", read as noise; on seeds 0-3 the model's eta 4 is 0.0-1.1%
-    below its eta 2 every time, a flat curve, not noise: that rule passed it.)"""
+    """Each value above the one before it (one run per value, no noise allowed for). The trend row
+    no longer uses it: one seed's ranking of eta 2 and 4 moves with the seed, so the row pairs
+    several seeds instead (:func:`scenarios.published.areal.areal_trend`)."""
     return all(b > a for a, b in zip(values, values[1:], strict=False))
 
 
