@@ -36,7 +36,6 @@ import argparse
 import gc
 import statistics
 import time
-from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -158,24 +157,9 @@ def verl_scale(steps: int, multi_turn: bool = False) -> None:
     )
 
 
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
-    negative count, a size that would run for hours or fill memory) is argparse's usage error
-    naming the flag (exit 2), before any work starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
-            value = lo - 1
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
-        return value
-
-    return parse
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from pipesim.io.argtypes import int_in  # bounded flags (imports pipesim here, not at the top)
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--samples",

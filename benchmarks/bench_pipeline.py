@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 import pipesim  # noqa: E402
 from pipesim import CountThrottle, Drain, PartialRollout, PipelineConfig, Scenario, run  # noqa: E402
+from pipesim.io.argtypes import int_in, int_list  # noqa: E402
 
 CHAPTER_LOOP = ROOT.parent / "shared" / "reference" / "chapter_loop.py"
 # (slots, steps) of the comparison's goals; batch = slots, 60 s train, 10 s sync, interrupt=True.
@@ -283,36 +284,6 @@ def loop_episodes(pool: list[float], n: int, eta: int, steps: int) -> int:
     from tests.oracle import oracle_pipeline
 
     return oracle_pipeline(pool, n, n, 60.0, 10.0, eta, bool(eta), steps).started
-
-
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
-    negative count, a size that would run for hours or fill memory) is argparse's usage error
-    naming the flag (exit 2), before any work starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
-            value = lo - 1
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
-        return value
-
-    return parse
-
-
-def int_list(lo: int, hi: int) -> Callable[[str], list[int]]:
-    """An argparse ``type=``: comma-separated integers, each from ``lo`` to ``hi``."""
-    each = int_in(lo, hi)
-
-    def parse(text: str) -> list[int]:
-        try:
-            return [each(s) for s in text.split(",")]
-        except argparse.ArgumentTypeError as exc:
-            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})" if "," in text else str(exc)) from None
-
-    return parse
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

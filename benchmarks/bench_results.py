@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,28 +149,13 @@ def child(impl: str, slots: int, steps: int, rev: str) -> dict[str, Any]:
     }
 
 
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
-    negative count, a size that would run for hours or fill memory) is argparse's usage error
-    naming the flag (exit 2), before any work starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
-            value = lo - 1
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
-        return value
-
-    return parse
-
-
 MAX_EPISODES = 10_000 * 1024
 """Steps x slots at most: ten times the default run, so a typo fills no memory."""
 
 
 def parser() -> argparse.ArgumentParser:
+    from pipesim.io.argtypes import int_in  # bounded flags (imports pipesim here, not at the top)
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--steps",
@@ -199,6 +183,7 @@ def parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags, every one checked here (argparse's usage error, exit 2) before a process starts."""
+
     ap = parser()
     args = ap.parse_args(argv)
     if args.steps * args.slots > MAX_EPISODES:

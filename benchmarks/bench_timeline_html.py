@@ -56,7 +56,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,36 +128,6 @@ def measure(path: str, steps: int, slots: int, timeout: float) -> dict[str, Any]
         return None if r is None or made is None else {**r, "sim_s": made["sim_s"]}
 
 
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """An argparse ``type=``: an integer from ``lo`` to ``hi``; anything else (a word, zero, a
-    negative count, a size that would run for hours or fill memory) is argparse's usage error
-    naming the flag (exit 2), before any work starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:  # not an integer (int() also refuses over 4,300 digits)
-            value = lo - 1
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be an integer from {lo:,} to {hi:,}, got {text!r}")
-        return value
-
-    return parse
-
-
-def int_list(lo: int, hi: int) -> Callable[[str], list[int]]:
-    """An argparse ``type=``: comma-separated integers, each from ``lo`` to ``hi``."""
-    each = int_in(lo, hi)
-
-    def parse(text: str) -> list[int]:
-        try:
-            return [each(s) for s in text.split(",")]
-        except argparse.ArgumentTypeError as exc:
-            raise argparse.ArgumentTypeError(f"{exc} (in {text!r})" if "," in text else str(exc)) from None
-
-    return parse
-
-
 def seconds(text: str) -> float:
     """An argparse ``type=``: seconds above 0, at most a day (not nan or inf)."""
     try:
@@ -176,6 +145,8 @@ BIG = (8000, 256)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags, every one checked here (argparse's usage error, exit 2) before a process starts."""
+    from pipesim.io.argtypes import int_in, int_list  # bounded flags (imports pipesim here, not at the top)
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--steps",
