@@ -40,6 +40,8 @@ from pipesim.compute.phases import FrameworkProfile
 from pipesim.core.errors import FieldError, shown
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pipesim.compute.trainer import TrainerConfig
     from pipesim.compute.workload import TokenWorkload
 
@@ -127,7 +129,19 @@ the lengths drawn, not only on their mean."""
 
 def drawn_sample_tokens(workload: TokenWorkload, samples: int, seed: int) -> list[int]:
     """Tokens (prompt, response, observation) of ``samples`` samples of ``workload`` drawn with
-    ``seed``, in prompt order with a prompt's samples adjacent (a synchronous batch's order)."""
+    ``seed``, in prompt order with a prompt's samples adjacent (a synchronous batch's order): what
+    a :class:`~pipesim.compute.source.TokenSource` draws for episodes ``0 .. samples - 1``
+    (:func:`_drawn_by_source`). A single-turn workload with a fixed prompt and no drift (the
+    calibration's) is drawn a block at a time instead (:func:`_drawn_in_blocks`), the same numbers
+    bit for bit: the sample-by-sample loop was most of :func:`calibration_draws`, once a process."""
+    w = workload
+    if isinstance(w.prompt, int) and w.agent is None and not w.drift_per_version and w.trajectory is None:
+        return _drawn_in_blocks(w, samples, seed)
+    return _drawn_by_source(w, samples, seed)
+
+
+def _drawn_by_source(workload: TokenWorkload, samples: int, seed: int) -> list[int]:
+    """:func:`drawn_sample_tokens` by the source itself, sample by sample (any workload)."""
     import numpy as np
 
     from pipesim.compute.source import TokenSource
@@ -136,6 +150,59 @@ def drawn_sample_tokens(workload: TokenWorkload, samples: int, seed: int) -> lis
     for i in range(samples):
         src.work_s(i, i, 0, -1)
     return [src.prompt[i] + src.response[i] + src.observation[i] for i in range(samples)]
+
+
+def _drawn_in_blocks(workload: TokenWorkload, samples: int, seed: int) -> list[int]:
+    """:func:`drawn_sample_tokens` for a fixed prompt, one turn and no drift, with the source's
+    arithmetic on arrays. The generator is read as the source reads it: a block of
+    :data:`~pipesim.compute.source.BLOCK` difficulties when the group that needs one starts (before
+    that sample's response block, at a tie), a block of responses every ``BLOCK`` samples; a
+    difficulty is ``exp(z) ** difficulty_sigma`` in Python (``workload._power``: numpy's power
+    need not round as ``**`` does), a length ``int(x + 0.5)`` of ``x = draw x difficulty``, at
+    least 1, past ``cap + 0.5`` (inf, NaN too) truncated to ``cap``."""
+    import numpy as np
+
+    from pipesim.compute.source import BLOCK
+    from pipesim.compute.workload import LogNormalLengths, _power
+
+    w, prompt = workload, workload.prompt
+    assert isinstance(prompt, int)
+    if samples <= 0:
+        return []
+    rng = np.random.default_rng(seed)
+    per, cap, sigma = w.samples_per_prompt, w.max_response_tokens, w.difficulty_sigma
+    groups = -(-samples // per)
+    responses: list[np.ndarray] = []
+    normals: list[np.ndarray] = []
+    unit = LogNormalLengths(1.0, 1.0)
+    for start in range(0, samples, BLOCK):  # the response block read at sample `start`
+        # a difficulty block read by a group starting before or at `start` comes first
+        while sigma and len(normals) * BLOCK < groups and len(normals) * BLOCK * per <= start:
+            normals.append(_checked(unit.draw(rng, BLOCK), BLOCK))
+        responses.append(_checked(w.response.draw(rng, BLOCK), BLOCK))
+    while sigma and len(normals) * BLOCK < groups:  # groups starting after the last response block
+        normals.append(_checked(unit.draw(rng, BLOCK), BLOCK))
+    x = np.concatenate(responses)[:samples]
+    if sigma:
+        z = np.concatenate(normals)[:groups].tolist()
+        difficulty = np.array([_power(v, sigma) for v in z], dtype=np.float64)
+        x = x * np.repeat(difficulty, per)[:samples]
+    with np.errstate(invalid="ignore"):
+        y = np.where(x < cap + 0.5, x + 0.5, cap + 1.0)
+    n = np.minimum(np.maximum(y.astype(np.int64), 1), cap)
+    return [t + prompt for t in n.tolist()]
+
+
+def _checked(block: object, n: int) -> np.ndarray:
+    """A block of draws as the source checks it (``PipelineError`` unless ``n`` finite values)."""
+    import numpy as np
+
+    from pipesim.core.errors import PipelineError
+
+    arr = np.asarray(block, dtype=np.float64)
+    if arr.shape != (n,) or not np.isfinite(arr).all():
+        raise PipelineError(f"a length model drew {arr.shape} values, not {n} finite token counts")
+    return arr
 
 
 MOE_GEMM_FACTOR = 0.5
@@ -184,9 +251,11 @@ def calibrated_fsdp2_dense() -> FrameworkProfile:
     samples = CALIBRATION_SAMPLES
     scale = CALIBRATION_TOKENS_PER_SAMPLE * samples
     effs = {}
-    draws = calibration_draws()
+    # each draw's parts once, both phases read from them (the partition of 8,192 samples over 16
+    # ranks is the calibration's cost, once a process)
+    drawn = [phase_parts(config, scale, samples, per) for per in calibration_draws()]
     for phase in ("update_actor", "old_log_prob"):
-        parts = [phase_parts(config, scale, samples, per)[phase] for per in draws]
+        parts = [d[phase] for d in drawn]
         p = {k: sum(d[k] for d in parts) / len(parts) for k in ("compute_flop_s", "micro", "opt", "comm_s")}
         fixed = p["micro"] * PRIOR.micro_batch_s + p["opt"] * PRIOR.optimizer_step_s + p["comm_s"]
         effs[phase] = p["compute_flop_s"] / (CALIBRATION_SECONDS[phase] - fixed)

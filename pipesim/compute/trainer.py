@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -318,6 +319,9 @@ def check_expert_parallel(model: ModelSpec, n_gpus: int, prof: FrameworkProfile)
         )
 
 
+_episode_id = operator.attrgetter("id")
+
+
 class ComputeTrainer:
     """The :class:`pipesim.TrainerModel` of a :class:`TrainerConfig`, reading the side table.
 
@@ -347,18 +351,25 @@ class ComputeTrainer:
         return float(self.source.batch_tokens(batch))
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
-        tokens = self.batch_tokens(batch)
-        per_sample = None
-        if self.config.framework.balance != "exact":
-            order = self.config.batch_order
-            ordered = sorted(batch, key=lambda ep: ep.id) if order != "arrival" else batch
+        config = self.config
+        n = len(batch)
+        if config.framework.balance == "exact":
+            tokens = self.batch_tokens(batch)
+            phases = phase_times_s(config, tokens, n)
+        else:
+            order = config.batch_order
+            ordered = sorted(batch, key=_episode_id) if order != "arrival" else batch
             if order == "shuffled":  # a permutation per step from a seeded generator (the step's own)
-                perm = np.random.default_rng((self.config.shuffle_seed, step)).permutation(len(ordered))
+                perm = np.random.default_rng((config.shuffle_seed, step)).permutation(n)
                 ordered = [ordered[i] for i in perm]
             per_sample = self.source.sample_tokens(ordered)
+            # the batch's tokens from the same counts (integers: the sum is exact in any order),
+            # rather than a second pass over the batch; the phases are called without the public
+            # method's checks, which hold by construction here (a count per sample, >= 0 tokens)
+            tokens = float(sum(per_sample))
             self.dealt_log.append((step, tuple(per_sample)))
-            self.balanced_update_s.append(self.config.phase_times_s(tokens, len(batch))["update_actor"])
-        phases = self.config.phase_times_s(tokens, len(batch), per_sample)
+            self.balanced_update_s.append(phase_times_s(config, tokens, n)["update_actor"])
+            phases = phase_times_s(config, tokens, n, per_sample)
         seconds = sum(phases[p] for p in PHASES)
         self.log.append((step, tokens, seconds))
         self.phase_log.append((step, tokens, phases))
