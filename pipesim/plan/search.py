@@ -30,6 +30,7 @@ import numpy as np
 
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
+from pipesim.io.pools import stop_pool
 from pipesim.plan.build import candidates, check_fits, check_plan_pool, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
@@ -391,16 +392,8 @@ def plan(
         return result
     except KeyboardInterrupt:
         if own and isinstance(ex, ProcessPoolExecutor):
-            _stop(ex)
+            stop_pool(ex)
         raise
     finally:
         if own and ex is not None:
             ex.shutdown()
-
-
-def _stop(ex: ProcessPoolExecutor) -> None:
-    """Drop the queued runs and end the running ones, so an interrupt does not wait for them."""
-    ex.shutdown(wait=False, cancel_futures=True)
-    procs: Any = getattr(ex, "_processes", None) or {}  # CPython's; absent elsewhere: just wait
-    for p in list(procs.values()):
-        p.terminate()

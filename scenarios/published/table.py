@@ -21,12 +21,13 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import sigterm_as_interrupt, write_atomic
+from pipesim.io.pools import worker_pool
 from scenarios.outputs import check_output
 from scenarios.published import common
 from scenarios.published.claims import CLAIMS, VERL_STUDY, Claim, verl_fit
@@ -65,7 +66,7 @@ def run_all(keys: list[RunKey], workers: int, progress: Progress) -> None:
         for key in todo:
             stored(*common.run_key(key))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:  # a Ctrl-C stops its workers, not only this process
         futures = [pool.submit(common.run_key, key) for key in todo]
         for f in as_completed(futures):
             stored(*f.result())
