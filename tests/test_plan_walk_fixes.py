@@ -7,6 +7,7 @@ twin no bound proves."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import sys
 from pathlib import Path
 
@@ -183,6 +184,32 @@ def test_merged_identical_designs_are_named_by_the_twin_a_bound_proves() -> None
     assert "1 design(s) tied with the best, each identical to it on every seed" in tie
     got = report.as_json(res)["recommended"]
     assert got["label"] == drain.label(8) and "AbortReprefill" not in got["code"]
+
+
+def test_the_html_and_the_exported_run_spec_name_the_twin_the_text_names(tmp_path: Path) -> None:
+    """The page's heading and code and ``--export-best`` named ``result.best`` (the unproved
+    abort-reprefill twin) while the text and the JSON named the drain twin a bound proves."""
+    from pipesim.plan.report_html import write_html
+    from pipesim.plan.runspec import write_best
+    from pipesim.plan.runspec_export import design_to_runspec
+
+    spec = small_spec(seeds=2, constraints=plan.Constraints(max_staleness=3))
+    abort, drain = plan.Design(0, 1, 0, "abort_reprefill"), plan.Design(0, 1, 0, "drain")
+    evals = Evaluator(spec).evaluate([abort, drain], spec.steps, spec.seeds)
+    res = _result(spec, "grid", 2, [(spec.steps, 2)], evals, evals)
+    assert res.best is not None and res.best.design == abort
+    page = tmp_path / "plan.html"
+    write_html(res, str(page))
+    body = page.read_text()
+    heading = body.split("<h2>Recommended: ", 1)[1]
+    assert heading.startswith(html.escape(drain.label(8)))
+    assert "AbortReprefill" not in heading
+    out = tmp_path / "best.toml"
+    write_best(spec, res, out)
+    want = design_to_runspec(spec, drain, steps=res.spec.steps, seed=res.spec.sim_seed)
+    from pipesim.plan.runspec import dumps
+
+    assert out.read_text() == dumps(want, "toml")
 
 
 def test_an_open_maximum_at_the_ceiling_says_verification_decides() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.report import _fmt, _write, best_heading, header, rows, text
-from pipesim.plan.report_lines import conclusion
+from pipesim.plan.report_lines import conclusion, proved_twin
 from pipesim.plan.search import PlanResult
 from pipesim.plan.verdicts import why_infeasible
 
@@ -124,7 +124,7 @@ def figure(result: PlanResult) -> Any:
                 col=col,
             )
         if result.best is not None:
-            b = result.best
+            b = proved_twin(result, result.best)  # the name the text gives it (the same runs)
             fig.add_trace(
                 go.Scatter(
                     x=[b.metrics[key]],
@@ -208,10 +208,11 @@ def write_html(result: PlanResult, path: str) -> None:
     parts += ["<h2>Pareto front</h2>", _html_table(result, rows(result, result.front))]
     if result.best is not None:
         said = [s.removeprefix("  ") for s in sections["Recommended"][1:]]  # the first is the heading
+        named = proved_twin(result, result.best).design  # as the text and the JSON name it
         parts += [
-            f"<h2>Recommended: {html.escape(result.best.design.label(n))}</h2>",
+            f"<h2>Recommended: {html.escape(named.label(n))}</h2>",
             *([f"<pre class='said'>{html.escape(chr(10).join(said))}</pre>"] if said else []),
-            f"<pre>{html.escape(wrap_code(scenario_code(spec, result.best.design)))}</pre>",
+            f"<pre>{html.escape(wrap_code(scenario_code(spec, named)))}</pre>",
         ]
     if "Sensitivity" in sections:  # heading line and all, as the text prints it
         parts.append("<h2>Sensitivity</h2><pre>" + html.escape("\n".join(sections["Sensitivity"])) + "</pre>")

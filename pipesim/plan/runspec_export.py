@@ -171,14 +171,16 @@ def design_to_runspec(
 
 
 def write_best(plan_spec: str | Path | Mapping[str, Any] | PlanSpec, result: Any, out: str | Path) -> str:
-    """Write the plan's recommended design (``result.best``) as a run spec to ``out`` (``.toml`` or
+    """Write the plan's recommended design (``result.best``, or the twin a bound proves that the
+    report names in its place) as a run spec to ``out`` (``.toml`` or
     ``.yaml``), with the plan's full-run length and first seed; returns the line to print."""
     from pipesim.io.interrupts import write_text_atomic
+    from pipesim.plan.report_lines import proved_twin
     from pipesim.plan.runspec import dumps
 
-    best = result.best
-    if best is None:
+    if result.best is None:
         raise PlanError("the plan has no recommended design to export")
+    best = proved_twin(result, result.best)  # of identical designs, the one the report names
     data = design_to_runspec(plan_spec, best.design, steps=result.spec.steps, seed=result.spec.sim_seed)
     fmt = "toml" if Path(out).suffix.lower() == ".toml" else "yaml"
     write_text_atomic(str(out), dumps(data, fmt))
