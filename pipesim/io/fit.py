@@ -25,6 +25,11 @@ model (two-sample); for the empirical model, between two random halves of the da
 tested on the other: in-sample it would be 0). The p-values use the asymptotic Kolmogorov
 distribution and are optimistic for the log-normal, whose parameters come from the same data.
 
+Each fit comes with 95% intervals of what the trace identifies (:mod:`pipesim.io.fit_intervals`):
+exact ones for the log-normal's median and sigma, a seeded percentile bootstrap of the episodes
+(:data:`BOOTSTRAP_RESAMPLES` resamples) for the agent model's mean turns and seconds per turn, and
+none for the empirical replay, which has no parameters. They assume independent episodes.
+
 No scipy: the normal CDF is an erf approximation (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
 
 The parts: :mod:`pipesim.io.fit_readers` reads a column of a trace, :mod:`pipesim.io.fit_models`
@@ -45,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.io.fit_intervals import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, with_intervals
 from pipesim.io.fit_models import (
     AGENT_DRAWS,
     EMPIRICAL_MAX_VALUES,
@@ -76,11 +82,13 @@ unit (``--scale`` converts them) or would overflow the models' moments."""
 __all__ = [
     "AGENT_DRAWS",
     "AGENT_NOTE",
+    "BOOTSTRAP_RESAMPLES",
     "EMPIRICAL_MAX_VALUES",
     "KS_REJECT_P",
     "MEAN_TOLERANCE",
     "FitError",
     "FitResult",
+    "INTERVAL_LEVEL",
     "ModelFit",
     "agent_moments",
     "choose_model",
@@ -148,11 +156,20 @@ class FitResult:
             "n": self.n,
             "n_dropped": self.n_dropped,
             "fits": {
-                k: {"params": f.params, "ks": f.ks, "p_value": f.p_value, "ks_against": f.how}
+                k: {
+                    "params": f.params,
+                    "ks": f.ks,
+                    "p_value": f.p_value,
+                    "ks_against": f.how,
+                    "intervals": {name: list(lo_hi) for name, lo_hi in f.intervals.items()},
+                    "intervals_how": f.interval_how,
+                }
                 for k, f in self.fits.items()
             },
             "notes": self.notes,
             "chosen": {"model": self.chosen, "why": self.chosen_why},
+            "interval_level": INTERVAL_LEVEL,
+            "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
         }
 
 
@@ -201,6 +218,7 @@ def fit_values(
         "agent": fit_agent(x, base, turns, seed),
         "empirical": fit_empirical(x, seed),
     }
+    fits = with_intervals(fits, x, base, turns, seed)
     notes = [AGENT_NOTE] if turns is None else [AGENT_NOTE.split(". Give")[0] + "."]
     if turns is not None:
         notes[0] = (
@@ -333,11 +351,22 @@ def format_result(result: FitResult) -> str:
     for f in result.fits.values():
         params = ", ".join(f"{k}={_num(v)}" for k, v in f.params.items())
         lines.append(f"  {f.name:<{w}}  KS D={f.ks:.4f} (p={f.p_value:.3g}, against {f.how})  {params}")
+        lines.append(_interval_line(f, w))
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
         f"default model (what --scenario-out writes without --model): {result.chosen}: {result.chosen_why}"
     )
     return "\n".join(lines)
+
+
+def _interval_line(f: ModelFit, w: int) -> str:
+    """``95% intervals: median_s 49.96 [49.71, 50.21], ... (how)``, under the model's line."""
+    if not f.intervals:
+        return f"  {'':<{w}}  {f.interval_how}"
+    items = ", ".join(
+        f"{k} {_num(f.params[k])} [{_num(lo)}, {_num(hi)}]" for k, (lo, hi) in f.intervals.items()
+    )
+    return f"  {'':<{w}}  {INTERVAL_LEVEL:.0%} intervals: {items} ({f.interval_how})"
 
 
 def to_json(result: FitResult) -> str:

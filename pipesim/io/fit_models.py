@@ -26,7 +26,8 @@ its inverse a bisection. :mod:`pipesim.io.fit` re-exports these names.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = [
     "KS_REJECT_P",
     "MEAN_TOLERANCE",
     "ModelFit",
+    "agent_cv2_curve",
     "agent_moments",
     "choose_model",
     "cv2_standard_error",
@@ -51,6 +53,7 @@ __all__ = [
     "ks_statistic",
     "normal_cdf",
     "normal_ppf",
+    "turn_mean_curve",
 ]
 
 AGENT_DRAWS = 20_000
@@ -79,6 +82,10 @@ class ModelFit:
     how: str
     note: str = ""
     """What the fit could not pin down, where it says so (``pipesim fit`` prints it as a note)."""
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """95% intervals of the identified parameters, by name (:mod:`pipesim.io.fit_intervals`)."""
+    interval_how: str = ""
+    """How :attr:`intervals` were found (exact, or a bootstrap), or why there are none."""
 
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -194,6 +201,37 @@ def _scaled(base: AgentDurations, mean_turns: float, target_mean: float) -> Agen
     )
 
 
+@lru_cache(maxsize=8)
+def turn_mean_curve(max_turns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The grid of ``mean_turns`` a turn column is matched on, and the mean turn count at each
+    (cached and read-only, like :func:`agent_cv2_curve`)."""
+    grid = np.geomspace(1.0001, max(4 * max_turns, 2.0), 4000)
+    means = np.array([_turn_moments(max_turns, g)[0] for g in grid])
+    grid.flags.writeable = means.flags.writeable = False
+    return grid, means
+
+
+def agent_cv2_curve(base: AgentDurations) -> tuple[np.ndarray, np.ndarray]:
+    """The grid of ``mean_turns`` the spread is matched on, and the model's CV^2 at each (it does
+    not depend on the seconds per turn); cached, since the bootstrap reads it again."""
+    lo, hi = base.tokens_per_turn
+    return _cv2_curve(base.max_turns, lo, hi, base.decode_rate_tok_s, base.tool_median_s, base.tool_sigma)
+
+
+@lru_cache(maxsize=8)
+def _cv2_curve(max_turns: int, *shape: float) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi, rate, med, sig = shape
+    base = AgentDurations(
+        max_turns=max_turns, tokens_per_turn=(lo, hi), decode_rate_tok_s=rate, tool_median_s=med,
+        tool_sigma=sig, draws="numpy",
+    )  # fmt: skip
+    grid = np.geomspace(1.0001, max(50 * max_turns, 2.0), 3000)
+    moments = [agent_moments(_scaled(base, g, 1.0)) for g in grid]
+    curve = np.array([v / (m * m) for m, v in moments])
+    grid.flags.writeable = curve.flags.writeable = False  # shared by every caller of the cache
+    return grid, curve
+
+
 def cv2_standard_error(x: np.ndarray) -> float:
     """Standard error of the sample's squared coefficient of variation ``var/mean**2`` (the delta
     method: ``(4 s^6/m^6 + (m4 - s^4)/m^4 - 4 s^2 m3/m^5) / n``, with ``m3``, ``m4`` the central
@@ -245,20 +283,19 @@ def fit_agent(
     mean, cv2 = float(x.mean()), float(x.var() / x.mean() ** 2)
     if turns is not None:
         target = float(np.mean(turns))
-        grid = np.geomspace(1.0001, max(4 * base.max_turns, 2.0), 4000)
-        means = np.array([_turn_moments(base.max_turns, g)[0] for g in grid])
+        grid, means = turn_mean_curve(base.max_turns)
         mean_turns = float(grid[int(np.argmin(np.abs(means - target)))])
         how = "20,000 draws of the fit (turns from the turn column)"
         if target > float(means.max()) * 1.001:  # the cap bends the mean: the search's edge
             how += f" (a mean of {target:.3g} turns is beyond max_turns {base.max_turns}: the closest)"
     else:
-        grid = np.geomspace(1.0001, max(50 * base.max_turns, 2.0), 3000)
+        grid, curve = agent_cv2_curve(base)
 
         def cv2_of(mt: float) -> float:
             m, v = agent_moments(_scaled(base, mt, 1.0))
             return v / (m * m)
 
-        gap = np.array([cv2_of(g) - cv2 for g in grid])
+        gap = curve - cv2
         roots = []
         for i in np.nonzero(np.sign(gap[:-1]) != np.sign(gap[1:]))[0].tolist():
             lo_g, hi_g = float(grid[i]), float(grid[i + 1])
