@@ -23,7 +23,10 @@ an existing saved run there is replaced only once the new one is complete). :fun
 the manifest first (:func:`pipesim.io.saved_files.verified_files`: a file missing, added or changed
 since the save is refused by name), parses the very bytes it hashed, each file inside one wrapper
 (any failure is a :class:`SavedRunError` naming the file), and checks the summary's counts
-against the tables (:mod:`pipesim.io.saved_checks`). Format 1 (no manifest, pipesim before the
+against the tables (:mod:`pipesim.io.saved_checks`), meta.json, the columns' types and the
+summary's ranges and exact means (:mod:`pipesim.io.saved_values`), and the scenario against its
+repr, its pipeline block and the tables, a field removed refused by name rather than read as its
+default (:mod:`pipesim.io.saved_agree`). Format 1 (no manifest, pipesim before the
 hashes) still loads, with an :class:`UnverifiedRunWarning`; re-saving it writes format 2.
 
 Loading never executes code and never unpickles: Parquet holds plain columns, JSON plain data,
@@ -45,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import math
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -58,6 +60,7 @@ import pandas as pd
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
+from pipesim.io.saved_agree import check_scenario, check_scenario_tables
 from pipesim.io.saved_checks import HEADLINE as HEADLINE
 from pipesim.io.saved_checks import (
     check_events,
@@ -82,6 +85,7 @@ from pipesim.io.saved_open import TABLES as TABLES  # re-exported
 from pipesim.io.saved_open import VERSION as VERSION  # re-exported
 from pipesim.io.saved_open import _engine, _events_categoricals, _open, _read_pool
 from pipesim.io.saved_scenario import compute_stand_in
+from pipesim.io.saved_values import check_tables, check_values, read_meta
 from pipesim.policies.missing import fix_hint, plain
 from pipesim.results.run import RunResult
 
@@ -258,10 +262,7 @@ def load(path: str | Path) -> SavedRun:
     naming the file (and the field) for any file missing, added, corrupted or inconsistent."""
     p = Path(path)
     files, meta = _open(p)
-    with reading(p / "meta.json"):
-        sim_time_s = float(meta["sim_time_s"])
-        if not math.isfinite(sim_time_s) or sim_time_s < 0:
-            raise refuse("sim_time_s", f"must be a finite time >= 0, got {shown(meta['sim_time_s'])}")
+    sim_time_s = read_meta(p / "meta.json", meta)
     tables = {attr: files.table(name, attr) for attr, name in TABLES.items()}
     summary = read_summary(p / "summary.json", files.raw("summary.json"))
     sc = files.json_of("scenario.json")
@@ -279,6 +280,10 @@ def load(path: str | Path) -> SavedRun:
                 "are; SavedRun.scenario_repr has the run's scenario as it ran",
                 stacklevel=2,
             )
+        key = "scenario" if sc.get("scenario") is not None else "scenario_partial"
+        check_scenario(
+            p / "scenario.json", sc, scenario, missing, key if sc.get(key) is not None else "pipeline"
+        )
         pool_given = sc.get("pool_given", False)
         if not isinstance(pool_given, bool):
             raise refuse("pool_given", f"must be true or false, got {shown(pool_given)}")
@@ -293,8 +298,11 @@ def load(path: str | Path) -> SavedRun:
             table = policy_to_dict(scenario.durations, "durations")
         scenario = compute_stand_in(scenario, table)
     lineage = files.table("lineage.parquet", "lineage") if files.has("lineage.parquet") else None
+    check_tables(p, tables["trained"], tables["episode_table"], lineage)
     check_summary(p, summary, tables["episode_table"], tables["trained"], lineage, sim_time_s)
+    check_values(p, summary, tables["episode_table"], tables["trained"], engine)
     check_events(p, tables["events"], tables["trained"], sim_time_s)
+    check_scenario_tables(p, scenario, tables["events"], tables["episode_table"])
     return SavedRun(
         scenario=scenario,
         sim_time_s=sim_time_s,

@@ -52,7 +52,15 @@ HEADLINE = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max"
 
 COLUMNS = {
     "events": ("kind", "lane", "slot", "replica", "start_s", "end_s", "version", "episode_id"),
-    "trained": ("episode_id", "step", "trained_version", "version", "staleness", "duration_s"),
+    "trained": (
+        "episode_id",
+        "step",
+        "trained_version",
+        "version",
+        "staleness",
+        "staleness_newest",
+        "duration_s",
+    ),
     "episode_table": ("episode_id", "task_id", "duration_s", "status", "start_s", "end_s", "version"),
     "lineage": ("episode_id", "parent"),
 }
