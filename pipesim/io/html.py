@@ -99,10 +99,14 @@ timed from its tokens, lengths come from the workload): its page does not show t
 
 
 def scenario_pairs(scenario: Scenario, skip: tuple[str, ...] = ()) -> list[tuple[str, Any]]:
-    """(label, value) rows: the pipeline's fields, then each policy by its repr (``skip``: names left out)."""
+    """(label, value) rows: the pipeline's fields, then each policy by its repr (``skip``: names
+    left out; a compute run's, :data:`UNUSED_BY_COMPUTE`, also labels ``max_staleness`` as the
+    design's eta, a bound on how far generation runs ahead, beside a measured staleness)."""
     p = scenario.pipeline
+    compute = skip == UNUSED_BY_COMPUTE
+    named = {"max_staleness": "max_staleness (eta: generation ahead of training)"} if compute else {}
     pairs: list[tuple[str, Any]] = [
-        (f.name, getattr(p, f.name)) for f in dataclasses.fields(p) if f.name not in skip
+        (named.get(f.name, f.name), getattr(p, f.name)) for f in dataclasses.fields(p) if f.name not in skip
     ]
     for name in ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas"):
         value = getattr(scenario, name)
@@ -129,6 +133,10 @@ COMPUTE_HEADLINE_KEYS = (
     ("n_replicas", "engine replicas"),
 )
 """Headline rows a compute-engine run adds (its summary has them; a slot run's does not)."""
+COMPUTE_GEN_UTIL_LABEL = "slot utilisation (of max_num_seqs places; the GPUs': engine busy share)"
+"""``gen_util``'s label on a compute run's page: a replica's slots are its ``max_num_seqs`` places,
+so it reads low for engines that decode all the time with a few dozen sequences
+(docs/compute.md); the walkthrough read 0.036 as the headline of a busy engine."""
 
 
 def run_html(result: Any) -> str:
@@ -137,6 +145,8 @@ def run_html(result: Any) -> str:
     s = result.summary()
     inner = result.result if hasattr(result, "result") and hasattr(result, "timelines") else result
     label = {"episodes_truncated": truncated_label(inner.scenario)}
+    if "engine_busy_share" in s:  # a compute run: its slots are the engines' max_num_seqs places
+        label["gen_util"] = COMPUTE_GEN_UTIL_LABEL
     head = [(label.get(k, text), s[k]) for k, text in HEADLINE_KEYS + COMPUTE_HEADLINE_KEYS if k in s]
     pool = getattr(inner, "pool", None)
     if pool is not None:
