@@ -16,7 +16,14 @@ import argparse
 import sys
 from typing import IO, Any
 
-from pipesim.io.cli_common import UsageError, build_scenario, check_distinct, check_output, one_line
+from pipesim.io.cli_common import (
+    UsageError,
+    build_scenario,
+    check_distinct,
+    check_output,
+    check_seed,
+    one_line,
+)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -27,6 +34,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--model {args.model} chooses the fit --scenario-out writes; give --scenario-out FILE"
         )
+    check_seed(args.seed)
     check_output("qq", args.qq, (".html",))
     check_output("json", args.json, stdout=True)
     if args.scenario_out is not None:
@@ -43,7 +51,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
     agent_base = base.durations if base is not None and isinstance(base.durations, AgentDurations) else None
     try:
         result = fit_trace(
-            args.trace, args.column, turns_column=args.turns_column, scale=args.scale, base=agent_base
+            args.trace,
+            args.column,
+            turns_column=args.turns_column,
+            scale=args.scale,
+            base=agent_base,
+            seed=args.seed,
         )
     except FitError as exc:
         raise UsageError(one_line(exc)) from None

@@ -274,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the scenario --scenario-out starts from (its agent model is the agent fit's shape): "
         f"{SCENARIO_HELP}; e.g. --base systems:areal",
     )
+    add_option(
+        f,
+        "seed",
+        default=0,
+        help="the seed of the agent fit's draws, the held-out half and the bootstrap, in [0, 2**64) "
+        "(default 0); e.g. --seed 3",
+    )
     f.set_defaults(func=cmd_fit)
 
     from pipesim.calibrate.cli import add_parser as add_calibrate

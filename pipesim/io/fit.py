@@ -187,6 +187,8 @@ def fit_values(
     n_dropped: int = 0,
     seed: int = 0,
 ) -> FitResult:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
+        raise FitError(f"seed must be an integer in [0, 2**64), got {shown(seed)}", "seed", source)
     x = np.asarray(x, dtype=np.float64)
     where = f"{source}: column {shown(column)}"
     if len(x) < MIN_VALUES or not (np.isfinite(x) & (x > 0)).all():
