@@ -52,7 +52,7 @@ from pipesim.io.sweep_presets import (
     preset_grid,
     with_knobs,
 )
-from pipesim.io.sweep_resume import SweepBook, drop_sidecar, resume_rows
+from pipesim.io.sweep_resume import SweepBook, drop_partials, drop_sidecar, resume_rows
 
 __all__ = [
     "cell_limit",
@@ -250,7 +250,7 @@ def _sweep(args: argparse.Namespace) -> int:
         message = sweep_failure(exc)
         if args.csv and exc.result is not None:  # every cell failed: each failure is still a row
             write_runs(with_knobs(exc.result, knobs).runs, args.csv, partial=False)
-            drop_sidecar(args.csv)
+            _drop_sidecars(args.csv, book)
             message += f" (wrote every cell's error to {args.csv})"
         raise UsageError(message) from None
     except SweepInterrupted as exc:
@@ -263,7 +263,7 @@ def _sweep(args: argparse.Namespace) -> int:
     finally:
         with quiet_dask_shutdown(client):
             close_dask(client, cluster)
-    return _outputs(args, with_knobs(res, knobs), over, cells)
+    return _outputs(args, with_knobs(res, knobs), over, book)
 
 
 def _resumed(args: argparse.Namespace, book: SweepBook) -> dict[int, dict[str, Any]]:
@@ -290,7 +290,16 @@ def _resumed(args: argparse.Namespace, book: SweepBook) -> dict[int, dict[str, A
     return done
 
 
-def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]) -> int:
+def _drop_sidecars(csv: str, book: SweepBook) -> None:
+    """The complete table is at ``csv``: its sidecar, and this sweep's partial tables beside it
+    with theirs (:func:`~pipesim.io.sweep_resume.drop_partials`), go; each table removed is said."""
+    drop_sidecar(csv)
+    for path in drop_partials(csv, book):
+        said = f"removed {path} and its .sweep.json, a partial table of this sweep: {csv} holds its cells"
+        print(f"pipesim: {said}", file=sys.stderr)
+
+
+def _outputs(args: argparse.Namespace, res: Any, over: Any, book: SweepBook) -> int:
     """Every cell finished: the table, the notes, ``--csv`` and ``--html``. A Ctrl-C or SIGTERM from
     here on waits for the outputs (one cut the CSV's writing, and the whole sweep's rows with it)
     and then only says so: the outputs are complete, so the exit status is 0 (it was 130 with
@@ -309,7 +318,7 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]
         print(table(agg[cols]))
         if (agg["n_seeds"] < 2).any():
             print(no_interval_note(agg), file=sys.stderr)
-        notes = _notes(cells, res, args.seeds)
+        notes = _notes(book.cells, res, args.seeds)
         for note in notes:
             print(note, file=sys.stderr)
         if len(res.failures):
@@ -317,7 +326,7 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, cells: Sequence[Any]
             print(res.failures.to_string(index=False), file=sys.stderr)
         if args.csv:
             write_runs(res.runs, args.csv, partial=False)
-            drop_sidecar(args.csv)
+            _drop_sidecars(args.csv, book)
             print(f"wrote {args.csv}")
         if args.html:
             write_html(args, res, over, agg[cols], notes)

@@ -16,7 +16,12 @@ its own 4. ``--resume`` (:func:`resume_rows`) reads the finished cells back from
 those names that is of this sweep, so they are not run again; a partial table of another sweep
 there is refused, naming what differs. Rows are matched to cells by their labels as the CSV
 writes them (:func:`_text`), and read back with their numbers exact (``round_trip``), so a resumed
-sweep's CSV is the uninterrupted one's. The sidecar also keeps each finished cell's share of
+sweep's CSV is the uninterrupted one's (a label None is ``none`` in the CSV and in the cells alike:
+:func:`~pipesim.io.sweep_grid.axis_label`). Once the complete table is written, this sweep's
+partial tables beside it and their sidecars go (:func:`drop_partials`): a stale one made a later
+``--resume`` rerun the cells it lacked. A complete table keeps no sidecar, so ``--resume`` onto
+one, with no partial table of this sweep beside it, is refused rather than run again in full
+(:func:`resume_rows`). The sidecar also keeps each finished cell's share of
 time after its last training step (:data:`TAIL_SHARES`), which the CSV has no column for, so the
 resumed sweep's note on it counts the cells read back too.
 """
@@ -46,6 +51,7 @@ __all__ = [
     "SweepBook",
     "candidates",
     "differences",
+    "drop_partials",
     "fingerprint",
     "resume_rows",
     "sidecar",
@@ -176,13 +182,14 @@ def _stored(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _partial_file(path: str | Path) -> bool:
-    """Whether ``path`` is a sweep table every row of which says ``partial=True``."""
+def _partial_file(path: str | Path, partial: bool = True) -> bool:
+    """Whether ``path`` is a sweep table every row of which says ``partial=True`` (``partial``
+    False: ``partial=False``, a complete table)."""
     try:
         col = pd.read_csv(path, usecols=["partial"])["partial"]
     except (OSError, ValueError, pd.errors.ParserError):
         return False
-    return bool(len(col)) and bool((col.astype(str) == "True").all())
+    return bool(len(col)) and bool((col.astype(str) == str(partial)).all())
 
 
 def candidates(csv: str) -> list[str]:
@@ -282,7 +289,8 @@ class SweepBook:
 def resume_rows(csv: str, book: SweepBook) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """``--resume``: the finished cells of every table a sweep to ``csv`` left that is of this
     sweep, and those tables' paths. ValueError where none is and a partial table there is of
-    another sweep (naming what differs)."""
+    another sweep (naming what differs), or ``csv`` is a complete table: its sweep finished (its
+    partial tables went, :func:`drop_partials`), and a resume of it used to run every cell again."""
     found: dict[int, dict[str, Any]] = {}
     used: list[str] = []
     refused: list[str] = []
@@ -298,6 +306,12 @@ def resume_rows(csv: str, book: SweepBook) -> tuple[dict[int, dict[str, Any]], l
     if not used and refused:
         raise ValueError(
             f"--resume: {refused[0]}; resume with the settings of that sweep, or give another --csv"
+        )
+    if not used and not writes_in_place(csv) and _partial_file(csv, partial=False):
+        raise ValueError(
+            f"--resume: {csv} is a complete table (partial=False on every row) and no partial table of "
+            "this sweep is beside it: the sweep that wrote it finished, so nothing is left to resume; "
+            "run without --resume to run it again (it replaces the table), or give another --csv"
         )
     return found, used
 
@@ -344,6 +358,21 @@ def drop_sidecar(csv: str) -> None:
     """After a complete table is written at ``csv``: the fingerprint a partial one left there goes."""
     if not writes_in_place(csv):
         sidecar(csv).unlink(missing_ok=True)
+
+
+def drop_partials(csv: str, book: SweepBook) -> list[str]:
+    """After this sweep's complete table is written at ``csv``: its partial tables beside it
+    (``stem.partial.csv``, ``stem.partial.N.csv``) and their sidecars go, since the complete table
+    holds their cells. They stayed, and a second ``--resume`` read 8 of 30 cells back from one and
+    ran the other 22 again. Another sweep's partial tables stay. Returns the tables removed."""
+    gone: list[str] = []
+    for path in [] if writes_in_place(csv) else candidates(csv)[1:]:
+        stored = _stored(path) if Path(path).is_file() and _partial_file(path) else None
+        if stored is not None and differences(stored, book.fingerprint) is None:
+            Path(path).unlink()  # the table first: a sidecar alone is ignored, a table alone refused
+            sidecar(path).unlink(missing_ok=True)
+            gone.append(path)
+    return gone
 
 
 def add_resume_option(parser: Any) -> None:

@@ -233,8 +233,8 @@ def lines_figure(
         fig.update_xaxes(type="log")
     elif is_number_column(agg[x]):
         _integer_axis(fig, list(agg[x]))
-    else:  # the lines' points side by side at each category (scattermode "group")
-        fig.update_xaxes(categoryorder="array", categoryarray=category_order(agg[x]))
+    else:  # categories side by side (scattermode "group"); typed, as plotly read [32, "none"] as numbers
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=category_order(agg[x]))
         fig.update_layout(scattermode="group", scattergap=0.5)
     fig.update_xaxes(showgrid=True, gridcolor="#eee")
     fig.update_yaxes(showgrid=True, gridcolor="#eee", rangemode="tozero", separatethousands=True)
@@ -392,7 +392,7 @@ def design_comparison_figure(agg: pd.DataFrame, by: str = "design") -> go.Figure
     if xtitle:
         fig.update_xaxes(title_text=xtitle, title_font_size=12)
     else:
-        fig.update_xaxes(tickangle=-35)
+        fig.update_xaxes(type="category", tickangle=-35)  # "32" and "none" are not a number axis
     fig.update_yaxes(separatethousands=True)
     fig.update_annotations(yshift=8)  # two-line titles clear the plots
     fig.update_layout(height=460, plot_bgcolor="white", margin=dict(b=140, t=80))
