@@ -6,7 +6,8 @@ scenario file, ``module:factory``) keeps its path. Output paths are checked befo
 a slot run. The summary printed is :meth:`pipesim.compute.ComputeRun.summary`, the phases in verl's
 names (``timing_s/gen``, ``timing_s/param_sync``, ``timing_s/update_actor``, ``timing_s/step``)
 first. ``--json`` holds the summary, the run spec's data (``runspec``: what ``pipesim export``
-writes) and the recipe (the file, ``--set`` pairs and seed); ``--save`` keeps the kernel's tables
+writes, its paths absolute so it reruns from any folder) and the recipe (the file, ``--set``
+pairs and seed); ``--save`` keeps the kernel's tables
 (:meth:`RunResult.save`); ``--html`` the timeline and the engines' KV and tokens/s views;
 ``--intervals N`` (a calibrated spec) adds the 95% range of each headline metric over ``N`` runs
 with the calibrated values drawn from their intervals (:mod:`pipesim.calibrate.predict`). A bad spec
@@ -52,7 +53,7 @@ def phases_first(summary: dict[str, float]) -> dict[str, float]:
 
 def run_spec(args: argparse.Namespace) -> int:
     """``pipesim run SPEC.toml`` for a run spec (see the module docstring)."""
-    from pipesim.plan.runspec import run
+    from pipesim.plan.runspec import resolved, run
 
     check_output("json", args.json, stdout=True)
     check_output("html", args.html)
@@ -95,13 +96,15 @@ def run_spec(args: argparse.Namespace) -> int:
     result = crun.result
     payload: dict[str, Any] | None = None
     recipe = {"scenario": str(Path(args.scenario).resolve()), "set": list(args.set or ()), "seed": rs.seed}
+    # its paths absolute: the saved spec reruns from any folder (from_dict(saved.runspec["runspec"]))
+    data = resolved(rs.data, rs.base)
     if args.json:
         from pipesim.io.saved import json_number
 
         payload = {
             "summary": {k: json_number(v) for k, v in summary.items()},
             **({"intervals": intervals} if intervals is not None else {}),
-            "runspec": rs.data,
+            "runspec": data,
             "recipe": recipe,
         }
 
@@ -109,7 +112,7 @@ def run_spec(args: argparse.Namespace) -> int:
         """The kernel's tables, with the summary printed above and the spec to rerun it from."""
         from pipesim.io.saved import save as save_run
 
-        save_run(result, path, summary=dict(summary), spec={"runspec": rs.data, "recipe": recipe})
+        save_run(result, path, summary=dict(summary), spec={"runspec": data, "recipe": recipe})
 
     def html_page() -> str:
         from pipesim.io.viz import run_page
@@ -161,8 +164,10 @@ def rerun(path: str, sets: list[str], seed: int | None) -> Any:
 
 
 def export_spec(args: argparse.Namespace) -> int:
-    """``pipesim export SPEC.toml --out FILE`` for a run spec: its data with ``--set`` applied."""
-    from pipesim.plan.runspec import dumps
+    """``pipesim export SPEC.toml --out FILE`` for a run spec: its data with ``--set`` applied, each
+    relative path rewritten relative to ``FILE``'s folder (to the working folder for ``-``), so
+    the written spec reads the files the original read (:func:`~pipesim.plan.runspec.relocated`)."""
+    from pipesim.plan.runspec import dumps, relocated
 
     fmt = args.format or "toml"
     if args.out != "-":
@@ -173,7 +178,7 @@ def export_spec(args: argparse.Namespace) -> int:
             raise UsageError(f"--format {args.format} does not match --out {args.out} (a {by_suffix} file)")
         fmt = by_suffix
     rs = _load(args)
-    text = dumps(rs.data, fmt)
+    text = dumps(relocated(rs.data, rs.base, args.out if args.out != "-" else "./-"), fmt)
     if args.out == "-":
         sys.stdout.write(text)
     else:

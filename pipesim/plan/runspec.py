@@ -52,13 +52,14 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
-from pipesim.plan.build import design_cluster, routing, scenario, sync_seconds, trainer_config
+from pipesim.plan.build import routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
 from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated
 from pipesim.plan.runspec_checks import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported
 from pipesim.plan.runspec_checks import DESIGN_KEYS as DESIGN_KEYS  # re-exported
+from pipesim.plan.runspec_checks import ENGINE_KEYS as ENGINE_KEYS  # re-exported
 from pipesim.plan.runspec_checks import KIND as KIND  # re-exported
 from pipesim.plan.runspec_checks import PLAN_TABLES as PLAN_TABLES  # re-exported
 from pipesim.plan.runspec_checks import (
@@ -67,7 +68,10 @@ from pipesim.plan.runspec_checks import (
     as_run_key,
     check_design,
     check_tables,
+    engine_of,
+    missing_kind,
     read_design,
+    read_engine,
     run_table,
 )
 from pipesim.plan.runspec_checks import RUN_KEYS as RUN_KEYS  # re-exported
@@ -79,6 +83,8 @@ __all__ = [
     "apply_sets",
     "design_to_runspec",
     "dumps",
+    "relocated",
+    "resolved",
     "from_dict",
     "is_runspec",
     "load",
@@ -103,6 +109,10 @@ class RunSpec:
     design: Design
     steps: int = DEFAULT_STEPS
     seed: int = 0
+    engine: tuple[tuple[str, Any], ...] = ()
+    """``[model]``'s engine options (:data:`ENGINE_KEYS`: ``max_num_batched_tokens``,
+    ``enforce_eager``, ``disable_custom_all_reduce``, ``kv_policy``) as ``(name, value)`` pairs,
+    set on the design's :class:`~pipesim.compute.EngineConfig` (the plan spec has no such keys)."""
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     base: Path | None = field(default=None, compare=False)
     """The folder a relative path in ``data`` (``model.name``, ``workload.response_trace``) is read
@@ -124,9 +134,11 @@ class RunSpec:
 
 
 def is_runspec(path: str | Path) -> bool:
-    """Whether ``path`` is a TOML or YAML file whose top level says ``kind = "compute"``; False for
-    anything else (a registered scenario name, a slot scenario file, a file that cannot be read:
-    the slot path reports those)."""
+    """Whether ``path`` is a TOML or YAML file whose top level says ``kind = "compute"``, or that
+    lacks ``kind`` but holds a ``[design]`` or ``[run]`` (a run spec missing its marker, which
+    :func:`load` refuses naming ``kind``: :func:`~pipesim.plan.runspec_checks.missing_kind`);
+    False for anything else (a registered scenario name, a slot scenario file, a file that cannot
+    be read: the slot path reports those)."""
     p = Path(str(path))
     if p.suffix.lower() not in specfile.SUFFIXES or not p.is_file():
         return False
@@ -134,7 +146,7 @@ def is_runspec(path: str | Path) -> bool:
         data = specfile.read(p)
     except PlanError:
         return False
-    return data.get("kind") == KIND
+    return data.get("kind") == KIND or missing_kind(data) is not None
 
 
 def read(path: str | Path) -> dict[str, Any]:
@@ -153,6 +165,8 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         k: copy.deepcopy(dict(data[k])) for k in PLANNED_TABLES if k in data and isinstance(data[k], Mapping)
     }
+    for k in ENGINE_KEYS:  # a run spec's own [model] keys (read_engine), not the plan spec's
+        out.get("model", {}).pop(k, None)
     cal = calibrated(data)
     if "mfu" in cal:
         out.setdefault("model", {})["mfu"] = cal["mfu"]
@@ -189,6 +203,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         )
     design = read_design(data["design"])
     steps, seed = run_table(data)
+    engine = read_engine(data)
     cal = calibrated(data)
     tables = plan_tables(data)
     tables["search"] = {
@@ -202,9 +217,15 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         spec = plan_spec(tables, cal, base)
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
-    check_design(spec, design)
+    check_design(spec, design, engine=engine)
     return RunSpec(
-        plan=spec, design=design, steps=steps, seed=seed, data=copy.deepcopy(dict(data)), base=base
+        plan=spec,
+        design=design,
+        steps=steps,
+        seed=seed,
+        engine=engine,
+        data=copy.deepcopy(dict(data)),
+        base=base,
     )
 
 
@@ -247,6 +268,17 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
     check_tables(data)
     design = read_design(data["design"]) if "design" in data else None
     run_table(data)
+    if engine := read_engine(data):  # checked, and said: the plan's engines run without them
+        import warnings
+
+        keys = ", ".join(f"model.{k}" for k, _ in engine)
+        warnings.warn(
+            f"{keys}: pipesim plan's engines do not take these run-spec keys (a plan spec has none); "
+            "the plan's designs run without them, and --export-best carries them to the exported "
+            "run spec, which pipesim run runs with them",
+            UserWarning,
+            stacklevel=3,
+        )
     cal = calibrated(data)
     try:
         spec = plan_spec(plan_tables(data), cal, base)
@@ -314,10 +346,14 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
     cluster, scenario, trainer and routing a plan runs for that design
     (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec.
     ``observer`` sees each batch the trainer takes (the command line's progress bar)."""
-    from pipesim.compute.cluster import run_compute
+    from pipesim.compute.cluster import Cluster, run_compute
 
     spec, d = rs.plan, rs.design
-    eng, cluster = design_cluster(spec, d)
+    # pipesim.plan.build.design_cluster's engine and cluster, the spec's engine options set
+    eng = engine_of(spec, d.tp, rs.engine)
+    cluster = Cluster(
+        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+    )
     sync = sync_seconds(spec, d, cluster)
     n_slots = cluster.n_replicas * eng.max_num_seqs
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")
@@ -336,4 +372,4 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
 
 
 # the export side (a plan's design as a run spec) lives in runspec_export; its names are here too
-from pipesim.plan.runspec_export import design_to_runspec, spec_tables, write_best  # noqa: E402
+from pipesim.plan.runspec_export import design_to_runspec, relocated, resolved, spec_tables, write_best  # noqa: E402, I001

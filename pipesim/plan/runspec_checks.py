@@ -13,12 +13,15 @@ exists. ``pipesim plan RUN.toml`` runs the same checks, so a typo is refused rat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipesim.compute.engine_config import KV_POLICIES
+from pipesim.compute.knobs import MAX_BATCHED_TOKENS
 from pipesim.core.errors import MAX_POOL_TASKS, shown
 from pipesim.core.validate import key_shown
-from pipesim.plan.build import context_problem, engine_config
+from pipesim.plan.build import context_problem, engine_config, trainer_config
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -32,7 +35,53 @@ from pipesim.plan.checks import (
 from pipesim.plan.runspec_calibration import MAX_STEP_TIME_S
 from pipesim.plan.space import UPDATES, Design, PlanSpec
 
-__all__ = ["as_run_key", "check_design", "check_tables", "read_design", "run_table"]
+__all__ = [
+    "as_run_key",
+    "check_design",
+    "check_tables",
+    "engine_of",
+    "missing_kind",
+    "read_design",
+    "read_engine",
+    "run_table",
+]
+
+
+def read_engine(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``[model]``'s engine options (:data:`ENGINE_KEYS`) as ``(name, value)`` pairs, each checked
+    under its ``model.KEY`` name: ``max_num_batched_tokens`` an integer of tokens in [1, 2^24],
+    ``enforce_eager`` and ``disable_custom_all_reduce`` booleans, ``kv_policy`` one of
+    :data:`~pipesim.compute.engine_config.KV_POLICIES`."""
+    model = data.get("model")
+    if not isinstance(model, Mapping):
+        return ()
+    t = Table("model", {k: model[k] for k in ENGINE_KEYS if k in model}, ENGINE_KEYS)
+    out: list[tuple[str, Any]] = []
+    if "max_num_batched_tokens" in t:
+        out.append(
+            ("max_num_batched_tokens", t.integer("max_num_batched_tokens", lo=1, hi=MAX_BATCHED_TOKENS))
+        )
+    for k in ("enforce_eager", "disable_custom_all_reduce"):
+        if k in t:
+            out.append((k, t.flag(k)))
+    if "kv_policy" in t:
+        policy = t.string("kv_policy")
+        if policy not in KV_POLICIES:
+            raise PlanError(
+                f"model.kv_policy: unknown {shown(policy)}{did_you_mean(policy, KV_POLICIES)} "
+                f"(choose from {list(KV_POLICIES)})",
+                "model.kv_policy",
+            )
+        out.append(("kv_policy", policy))
+    return tuple(out)
+
+
+def engine_of(spec: PlanSpec, tp: int, engine: Sequence[tuple[str, Any]] = ()) -> Any:
+    """The engine replica of ``spec`` at ``tp`` (:func:`~pipesim.plan.build.engine_config`) with a
+    run spec's engine options (:func:`read_engine`) set."""
+    eng = engine_config(spec, tp)
+    return dataclasses.replace(eng, **dict(engine)) if engine else eng
+
 
 KIND = "compute"
 PLAN_TABLES = ("cluster", "model", "workload")
@@ -42,6 +91,11 @@ and an exported run spec carries over from its plan spec (``--export-best``)."""
 DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
 RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
 DEFAULT_STEPS = 12
+ENGINE_KEYS = ("max_num_batched_tokens", "enforce_eager", "disable_custom_all_reduce", "kv_policy")
+"""``[model]`` keys only a run spec takes: vLLM settings :class:`~pipesim.compute.EngineConfig`
+already models (:mod:`pipesim.compute.knobs`, ``kv_policy``), under its names and units. A plan
+spec's engines do not take them yet (``PlanSpec`` has no such fields), so :func:`read_engine`
+reads them beside the plan spec and :func:`engine_of` puts them on the design's engine."""
 
 
 def read_design(data: Any) -> Design:
@@ -81,7 +135,9 @@ def read_design(data: Any) -> Design:
     )
 
 
-def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
+def check_design(
+    spec: PlanSpec, d: Design, table: str = "design", engine: Sequence[tuple[str, Any]] = ()
+) -> None:
     """One-line errors naming the design key (``table.KEY``: a run spec's ``[design]``, a plan
     spec's ``[baseline]``) when the design does not fit the cluster; ``model.max_model_len`` past
     the model's context is named itself (no tp changes a context), and a sample longer than the
@@ -105,10 +161,12 @@ def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
             f"{table}.placement",
         )
     try:
-        eng = engine_config(spec, d.tp)
+        eng = engine_of(spec, d.tp, engine)
         spec.workload.check_context(eng.context_len)
     except ValueError as e:
         inner, text = getattr(e, "field", ""), str(e)
+        if inner in ENGINE_KEYS:  # a run spec's engine option (max_num_batched_tokens < max_num_seqs)
+            raise PlanError(f"model.{text.removeprefix(inner + ': ')}", f"model.{inner}") from None
         if inner in _CONTEXT_KEYS and text.startswith(inner):  # the spec's name for the key
             text = _CONTEXT_KEYS[inner] + text[len(inner) :]
         if inner == "max_model_len":  # longer than the model's context: no tp changes that
@@ -143,6 +201,16 @@ def check_design(spec: PlanSpec, d: Design, table: str = "design") -> None:
     except ValueError as e:
         key = f"{table}.placement" if d.trainer_gpus else "cluster.n_gpus"
         raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
+    try:  # the design's own trainer: model.framework's profile on this model and these GPUs
+        trainer_config(spec, d)
+    except ValueError as e:
+        inner, text = getattr(e, "field", ""), str(e)
+        if inner == "profile":  # megatron-moe on a dense model: the spec's key, not the field's
+            raise PlanError(f"model.framework: {text.removeprefix('profile: ')}", "model.framework") from None
+        if inner == "n_gpus":  # the expert groups do not tile the trainer's GPUs
+            key = f"{table}.placement" if d.trainer_gpus else "cluster.n_gpus"
+            raise PlanError(f"{key}: {text.removeprefix('n_gpus: ')}", key) from None
+        # another field: the run reports it, as it did before this check
 
 
 _CONTEXT_KEYS = {
@@ -157,6 +225,8 @@ def check_tables(data: Mapping[str, Any]) -> None:
     """``data`` is a run spec's tables: ``kind = "compute"`` and no table a run spec lacks."""
     if not isinstance(data, Mapping):
         raise PlanError(f"a run spec is a table of tables, got {shown(data)}")
+    if (missing := missing_kind(data)) is not None:
+        raise PlanError(missing, "kind")
     if data.get("kind") is None and ("space" in data or "search" in data or "constraints" in data):
         raise PlanError(
             "kind: this is a plan spec (it has [space], [search] or [constraints]); a run spec says "
@@ -179,6 +249,20 @@ def check_tables(data: Mapping[str, Any]) -> None:
         from pipesim.plan.specfile import read_constraints
 
         read_constraints(data["constraints"])
+
+
+def missing_kind(data: Mapping[str, Any]) -> str | None:
+    """The refusal of a run spec that lacks ``kind`` (it has ``[design]`` or ``[run]``, which only
+    a run spec has, and no slot file's ``schema_version``); None for any other data. ``pipesim
+    run`` takes such a file for a run spec (:func:`pipesim.plan.runspec.is_runspec`) to say so,
+    where it used to call it a plan spec and send it to ``pipesim plan``, which refused
+    ``[design]``."""
+    if not isinstance(data, Mapping) or "kind" in data or "schema_version" in data:
+        return None
+    table = next((t for t in ("design", "run") if t in data), None)
+    if table is None:
+        return None
+    return f'kind is missing: a file with [{table}] is a run spec; add kind = "{KIND}" at its top'
 
 
 def run_table(data: Mapping[str, Any]) -> tuple[int, int]:

@@ -1,19 +1,27 @@
 """A plan's design as a run spec (:mod:`pipesim.plan.runspec`): ``pipesim plan --export-best``.
 
 :func:`design_to_runspec` takes the plan spec as its file or its tables (then ``[cluster]``,
-``[model]`` and ``[workload]`` are copied as written, a relative ``response_trace`` path included)
+``[model]`` and ``[workload]`` are copied as written, a file's relative paths made absolute)
 or as a :class:`~pipesim.plan.space.PlanSpec` (then :func:`spec_tables` writes the tables back
 from the objects: the catalog's GPU and model names, a log-normal response as
 ``{median_tokens, sigma}``, the agent's fields; a trace-backed response has no file to name and is
 refused, naming ``workload.response_trace``). Either way the run spec reads back to the same
 cluster, model and workload (a test holds it).
+
+Paths: a spec's ``workload.response_trace.path`` and a ``model.name`` that names a
+``config.json`` (or its folder) are read relative to the spec file's folder. A spec written
+elsewhere would read them relative to its own folder, so every writer rewrites them
+(:func:`relocated`: relative to the written file's folder, absolute where no relative path
+exists, e.g. another drive); :func:`resolved` makes them absolute (a saved run's spec, which
+is rerun from any folder). ``pipesim export``, ``--export-best`` and ``--save`` use them.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +32,55 @@ from pipesim.plan.build import batch_knobs
 from pipesim.plan.checks import PlanError
 from pipesim.plan.space import Design, PlanSpec
 
-__all__ = ["design_to_runspec", "spec_tables", "write_best"]
+__all__ = ["design_to_runspec", "relocated", "resolved", "spec_tables", "write_best"]
+
+
+def _is_model_path(name: str, base: Path) -> bool:
+    """Whether ``model.name`` names a file (a ``config.json`` or its folder) rather than a catalog
+    name or a Hugging Face id: the rule :func:`pipesim.plan.specfile.read_model` reads it by."""
+    p = Path(name) if Path(name).is_absolute() else base / name
+    return name.endswith(".json") or p.is_dir() or p.is_file()
+
+
+def _with_paths(data: Mapping[str, Any], base: Path | None, move: Callable[[Path], str]) -> dict[str, Any]:
+    """A deep copy of a spec's tables with each relative path it holds (``model.name`` naming a
+    file, ``workload.response_trace.path``) replaced by ``move(absolute path)``; absolute paths
+    and everything else stay as written."""
+    root = Path(os.path.abspath(base if base is not None else Path.cwd()))
+    out = copy.deepcopy(dict(data))
+
+    def fix(p: str) -> str:
+        return p if Path(p).is_absolute() else move(Path(os.path.abspath(root / p)))
+
+    model = out.get("model")
+    if isinstance(model, dict) and isinstance(model.get("name"), str) and _is_model_path(model["name"], root):
+        model["name"] = fix(model["name"])
+    wl = out.get("workload")
+    trace = wl.get("response_trace") if isinstance(wl, dict) else None
+    if isinstance(trace, dict) and isinstance(trace.get("path"), str):
+        trace["path"] = fix(trace["path"])
+    return out
+
+
+def resolved(data: Mapping[str, Any], base: Path | None) -> dict[str, Any]:
+    """``data`` with its relative paths (read from ``base``, the spec file's folder; None: the
+    working folder) made absolute: the spec reads the same files from any folder."""
+    return _with_paths(data, base, str)
+
+
+def relocated(data: Mapping[str, Any], base: Path | None, out: str | Path) -> dict[str, Any]:
+    """``data`` (read from ``base``) as a file written to ``out`` holds it: each relative path
+    rewritten relative to ``out``'s folder (absolute where none exists), so the written spec reads
+    the files the original read."""
+    where = os.path.abspath(Path(out).parent)
+
+    def move(p: Path) -> str:
+        try:
+            return Path(os.path.relpath(p, where)).as_posix()
+        except ValueError:  # another drive (Windows): no relative path
+            return str(p)
+
+    return _with_paths(data, base, move)
 
 
 def _name(catalog: Mapping[str, Any], value: Any, where: str) -> str:
@@ -125,15 +181,16 @@ def design_to_runspec(
     """The run spec (as data) of ``design`` under a plan spec (its file, its tables or a
     :class:`PlanSpec`): the plan's ``[cluster]``, ``[model]``, ``[workload]`` and (from a file or
     tables) ``[constraints]``, the design, and a ``[run]`` of the plan's full-run length
-    (``search.steps``) unless ``steps`` is given.
+    (``search.steps``) unless ``steps`` is given. From a file, its relative paths are made
+    absolute (:func:`resolved`); :func:`write_best` writes them relative to its output.
     :func:`pipesim.plan.runspec.dumps` writes it; ``pipesim run`` runs it."""
     from pipesim.plan.runspec import DEFAULT_STEPS, KIND
     from pipesim.plan.runspec_checks import PLANNED_TABLES
 
     if isinstance(plan_spec, PlanSpec):
         data = spec_tables(plan_spec)
-    elif isinstance(plan_spec, str | Path):
-        data = specfile.read(plan_spec)
+    elif isinstance(plan_spec, str | Path):  # its paths absolute: the data is read from anywhere
+        data = resolved(specfile.read(plan_spec), Path(plan_spec).parent)
     else:
         data = dict(plan_spec)
     if not isinstance(design, Design):
@@ -181,7 +238,12 @@ def write_best(plan_spec: str | Path | Mapping[str, Any] | PlanSpec, result: Any
     if result.best is None:
         raise PlanError("the plan has no recommended design to export")
     best = proved_twin(result, result.best)  # of identical designs, the one the report names
-    data = design_to_runspec(plan_spec, best.design, steps=result.spec.steps, seed=result.spec.sim_seed)
+    # the plan read the file's relative paths from its folder: written relative to ``out``'s (the
+    # tables of a plan with --set hold them absolute, pipesim.plan.specfile.edited)
+    base = Path(plan_spec).parent if isinstance(plan_spec, str | Path) else None
+    source = specfile.read(plan_spec) if isinstance(plan_spec, str | Path) else plan_spec
+    data = design_to_runspec(source, best.design, steps=result.spec.steps, seed=result.spec.sim_seed)
+    data = relocated(data, base, out)
     fmt = "toml" if Path(out).suffix.lower() == ".toml" else "yaml"
     write_text_atomic(str(out), dumps(data, fmt))
     return f"wrote {out} (run it: pipesim run {out})"

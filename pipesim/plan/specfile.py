@@ -194,6 +194,12 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
                 "a plan spec has no kind",
                 "kind",
             )
+        if name in ("design", "run") and "kind" not in data:  # a run spec without its marker
+            raise PlanError(
+                f'kind is missing: a file with [{name}] is a run spec; add kind = "compute" at its top '
+                "(pipesim run runs it, pipesim plan searches around its design)",
+                "kind",
+            )
         if name not in _TABLES:
             valid = ", ".join(sorted(_TABLES))
             msg = f"unknown table [{key_shown(name)}]{did_you_mean(name, _TABLES)} (valid tables: {valid})"
@@ -353,7 +359,8 @@ def check_sets(sets: Sequence[str]) -> None:
 def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     """A spec file's tables with ``--set`` pairs applied (:mod:`pipesim.plan.sets`): a plan spec's
     tables, or a run spec's when the file says ``kind = "compute"``; PlanError naming the file
-    (and the key: one given twice is refused, :func:`check_sets`)."""
+    (and the key: one given twice is refused, :func:`check_sets`). With pairs, the relative paths
+    are made absolute (read from the file's folder): the tables no longer say where they came from."""
     data = read(path)
     if not sets:
         return data
@@ -364,6 +371,10 @@ def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     tables = SET_TABLES if run else tuple(_TABLES)
     try:
         check_sets(sets)
-        return apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
+        data = apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
     except PlanError as e:
         raise PlanError(f"{path}: {e}", e.field, str(path)) from None
+    # tables handed on (--export-best writes them elsewhere) read the file's paths from its folder
+    from pipesim.plan.runspec_export import resolved
+
+    return resolved(data, Path(path).parent)
