@@ -90,6 +90,7 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     for seed in getattr(args, "seed_list", None) or ():  # the evaluation's generator is EVAL_SEED + seed
         if seed > SEED_MAX - EVAL_SEED:
             parser.error(f"--seed-list: a seed must be at most {SEED_MAX - EVAL_SEED}, got {seed}")
+    unread = ""  # why --json, which a rerun would replace, is not a results file of these scripts
     if getattr(args, "resume", False) and Path(args.json).is_file():
         try:
             stored = read_runs(args.json)  # a file of another shape, refused before any training
@@ -112,8 +113,8 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         check_output(parser, "--json", getattr(args, "json", None), replace=True)
         try:  # a rerun without --resume replaced a study's finished runs with its own
             n = 0 if getattr(args, "resume", False) else len(read_runs(args.json))
-        except ValueError:  # a file of another shape: no finished run to lose
-            n = 0
+        except ValueError as exc:  # not JSON, another command's file: never written over unread
+            n, unread = 0, f"--json {exc}; a run would replace it: choose another path (or delete it)"
         if n:
             how = "pass --resume to continue them, or " if hasattr(args, "resume") else ""  # fp8 has none
             parser.error(
@@ -133,6 +134,8 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
                 parser.error(f"{flag} {path} is also {other}: the {what} would replace it; {fix}")
         if flag.startswith("--json ("):
             check_output(parser, flag, path)
+    if unread:  # after the clashes above: --json run.txt is first the table's own path
+        parser.error(unread)
 
 
 def check_lags(parser: argparse.ArgumentParser, lags: Sequence[int], steps: int, flag: str) -> None:

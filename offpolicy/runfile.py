@@ -56,24 +56,70 @@ def write_text(path: str | Path, text: str) -> None:
 #: What every stored run carries that the tables and the figure read.
 RUN_KEYS = frozenset({"seed", "correction", "heldout", "history"})
 
+OFFPOLICY_SCRIPTS = "python -m offpolicy.staleness, lr_sweep or fp8"
+COSIM = "python -m scenarios.cosim"
+COSIM_PERF = "python -m scenarios.cosim --perf"
+#: What every run of a ``scenarios.cosim`` grid file carries (its own check is
+#: ``scenarios.cosim_checks.RUN_KEYS``): enough to tell its files from these scripts' by name.
+COSIM_RUN_KEYS = frozenset({"design", "correction", "seed", "summary", "evals"})
+
+
+def writer_of(payload: object) -> str | None:
+    """The command whose results file ``payload`` (parsed JSON) is, by its shape: these scripts'
+    runs carry :data:`RUN_KEYS`, a ``scenarios.cosim`` grid's :data:`COSIM_RUN_KEYS`, and a
+    ``--perf`` file has a ``designs`` list beside its table. None: none of them (or no runs to
+    tell by). A file of one command given to another is refused naming its writer."""
+    if not isinstance(payload, dict):
+        return None
+    runs = payload.get("runs")
+    if isinstance(runs, list) and runs and all(isinstance(r, dict) for r in runs):
+        for keys, writer in ((RUN_KEYS, OFFPOLICY_SCRIPTS), (COSIM_RUN_KEYS, COSIM)):
+            if all(r.keys() >= keys for r in runs):
+                return writer
+    if isinstance(payload.get("designs"), list) and "table" in payload:
+        return COSIM_PERF
+    return None
+
+
+def read_payload(path: str | Path, name: str, field: str = "") -> object:
+    """The parsed JSON of results file ``path``, ``name`` (the flag and the path) opening every
+    error: a FieldError (its ``field``: the caller's flag, if any) for a file that cannot be
+    read, is not text or is not JSON (the decoder's line and column). A file with nothing in it
+    (blank text, ``{}`` or ``[]``) is ``{}``: it holds no run, so writing over it loses nothing
+    and resuming from it starts afresh."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        payload = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise FieldError(f"{name}: not JSON ({exc})", field, str(path)) from None
+    except UnicodeDecodeError:
+        raise FieldError(f"{name}: not a text file (not UTF-8)", field, str(path)) from None
+    except OSError as exc:
+        raise FieldError(f"{name}: cannot read it ({exc.strerror})", field, str(path)) from None
+    return {} if payload in ({}, []) else payload
+
 
 def read_runs(path: str | Path) -> list[dict[str, Any]]:
-    """Runs stored in a results JSON (empty when the file does not exist); a file of another
-    shape is a ``ValueError`` naming it (not a ``KeyError`` or ``min()`` of nothing in a table)."""
+    """Runs stored in a results JSON (empty when the file does not exist, or holds nothing:
+    :func:`read_payload`); a file of another shape is a ``ValueError`` naming it (not a
+    ``KeyError`` or ``min()`` of nothing in a table), and naming the command that wrote it where
+    :func:`writer_of` knows it (a ``scenarios.cosim`` file)."""
     path = Path(path)
     if not path.exists():
         return []
     if path.is_dir():  # Path('') is '.': an empty --json reached here as the current directory
         raise FieldError(f"{path}: is a directory, not a results file; give a file name", "", str(path))
-    bad = f"{path}: not a results file of these scripts (a 'runs' list of run records)"
-    with open(path) as fh:
-        try:
-            payload = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise FieldError(f"{path}: not JSON ({exc})", "", str(path)) from None
+    payload = read_payload(path, str(path))
+    if payload == {}:
+        return []
+    writer = writer_of(payload)
+    if writer is not None and writer != OFFPOLICY_SCRIPTS:
+        raise FieldError(f"{path}: a results file of {writer}, not of these scripts", "runs", str(path))
     runs = payload.get("runs") if isinstance(payload, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
-        raise FieldError(bad, "runs", str(path))
+        raise FieldError(
+            f"{path}: not a results file of these scripts (a 'runs' list of run records)", "runs", str(path)
+        )
     return list(runs)
 
 

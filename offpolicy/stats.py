@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from offpolicy.checks import FieldError, check_real, refuse
+from offpolicy.checks import FieldError, check_real, refuse, shown
 from offpolicy.tdist import T95 as T95  # re-exported: the table beside the intervals
 from offpolicy.tdist import t_quantile
 from offpolicy.tdist import t_two_sided_tail as t_two_sided_tail
@@ -113,12 +113,31 @@ class Interval:
         return self.lo > 0.0 or self.hi < 0.0
 
 
-def _check(values: Sequence[float], n_boot: int, level: float) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
+def _floats(values: Sequence[float], field: str) -> np.ndarray:
+    """``values`` as a float array, or a FieldError naming ``field`` and the first item that is not
+    a number (numpy's own error, "could not convert string to float", named neither)."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    try:
+        items = list(values)
+    except TypeError:
+        raise FieldError(f"{field}: need a sequence of numbers, got {shown(values)}", field) from None
+    for i, v in enumerate(items):
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            raise FieldError(f"{field}[{i}] = {shown(v)} is not a number", field) from None
+    raise FieldError(f"{field}: need a flat sequence of numbers, got {shown(values)}", field)
+
+
+def _check(values: Sequence[float], n_boot: int, level: float, field: str = "values") -> np.ndarray:
+    arr = _floats(values, field)
     if arr.ndim != 1 or arr.size == 0:
-        raise FieldError("values: need a non-empty 1-d sequence", "values")
+        raise FieldError(f"{field}: need a non-empty 1-d sequence", field)
     if not np.isfinite(arr).all():
-        raise FieldError("values: must be finite", "values")
+        raise FieldError(f"{field}: must be finite", field)
     if n_boot <= 0:
         raise refuse("n_boot", f"must be > 0, got {n_boot}")
     if not 0.0 < level < 1.0:
@@ -217,7 +236,7 @@ def paired_t(
         raise FieldError(f"a and b must pair up (same seeds): lengths {len(a)} and {len(b)}", "b")
     b_lo, b_hi = check_bounds(bounds)
     for field, values in (("a", a), ("b", b)):
-        _check_within(np.asarray(values, dtype=np.float64), (b_lo, b_hi), field)
+        _check_within(_floats(values, field), (b_lo, b_hi), field)
     return t_interval([x - y for x, y in zip(a, b)], level, difference_bounds((b_lo, b_hi)))
 
 
@@ -226,7 +245,7 @@ def sign_flip_p(diffs: Sequence[float]) -> float:
     ``2**n`` ways to flip their signs whose mean is at least as far from 0 as the observed one
     (a tolerance of 1e-12 counts ties as at least as far). Exact, so it can never go below
     ``2 / 2**n`` (0.0625 at n = 5, 0.002 at n = 10)."""
-    arr = _check(diffs, 1, LEVEL)
+    arr = _check(diffs, 1, LEVEL, "diffs")
     n = arr.size
     observed = abs(float(arr.mean()))
     if n > MAX_EXACT_FLIPS:  # the docs ask for 40-55 seeds: estimate it instead (p=nan before)

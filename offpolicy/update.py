@@ -186,9 +186,18 @@ def train_offpolicy(
     ``eval_spec``, every ``eval_spec.every``-th record also has the *current* policy's
     ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads``: the training reward comes from a
     policy ``lag`` updates old and can hide a collapse that these show when it happens.
+    ``lag`` must be below ``steps`` (a FieldError naming ``lag``): every larger lag is the run of
+    lag ``steps - 1`` draw for draw, so a caller that records its ``lag`` would mislabel it.
     """
     check_int("steps", steps, 1)
     check_int("lag", lag, 0)
+    if lag >= steps:  # the CLIs' rule (offpolicy.cli_checks.check_lags), for every caller
+        raise refuse(
+            "lag",
+            f"{lag} is not below steps {steps}: in {steps} update(s) the behaviour policy is never more "
+            f"than {steps - 1} update(s) old, so lag {lag} would be the run of lag {steps - 1} under "
+            "another label",
+        )
     check_correction_args(correction, cap, band)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)

@@ -11,16 +11,16 @@ about running and reporting; every name here is re-exported there, so
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from offpolicy import RLConfig
+from offpolicy import CORRECTIONS, RLConfig
 from offpolicy.checks import FieldError, check_seed, lr_problem, shown
 from offpolicy.experiment import CLI_LIMITS
-from scenarios.cosim import CosimConfig
+from offpolicy.runfile import COSIM, COSIM_PERF, read_payload, writer_of
+from scenarios.cosim import DESIGNS, CosimConfig
 from scenarios.outputs import check_output
 
 #: What every run record (:func:`~scenarios.cosim_report.run_record`) carries that the tables read:
@@ -91,9 +91,11 @@ def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     grid = args.retable is None and args.perf is None
     if args.json and not (grid and args.resume) and args.retable is None and Path(args.json).is_file():
         try:  # a rerun without --resume (or a --perf) replaced the grid's finished runs with its own
-            n = len(_stored_runs(args.json, "--json"))
-        except ValueError:  # a file of another shape (a --perf file): no finished run to lose
-            n = 0
+            payload = read_payload(args.json, f"--json {args.json}", "--json")
+            perf_file = writer_of(payload) == COSIM_PERF and not grid  # a --perf measures afresh
+            n = 0 if payload == {} or perf_file else len(_runs_of(payload, args.json, "--json", deep=False))
+        except ValueError as exc:  # not JSON, another command's file: never written over unread
+            ap.error(f"{exc}; a run would replace it: choose another path (or delete it)")
         if n:
             how = "pass --resume to continue them, or " if grid else ""
             runs = f"{n} finished run{'s' * (n != 1)}"
@@ -166,18 +168,83 @@ def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
 
 def _stored(path: str, flag: str) -> dict[str, Any]:
     """A ``--json`` file written before, read once: its ``runs`` checked (ValueError naming the
-    flag and the file), its ``table`` as stored."""
-    bad = f"{flag} {path}: not a --json file of this command (no 'runs' list of run records)"
-    try:
-        data = json.loads(Path(path).read_text())
-        runs = data["runs"]
-    except OSError as exc:
-        raise FieldError(f"{flag} {path}: cannot read it ({exc.strerror})", flag, path) from None
-    except (ValueError, KeyError, TypeError):
-        raise FieldError(bad, flag, path) from None
+    flag, the file and, for a malformed run, its index and field: :func:`_record_problem`), its
+    ``table`` as stored. A file with nothing in it (:func:`~offpolicy.runfile.read_payload`)
+    holds no runs."""
+    payload = read_payload(path, f"{flag} {path}", flag)
+    if payload == {}:
+        return {"runs": []}
+    _runs_of(payload, path, flag, deep=True)
+    assert isinstance(payload, dict)  # _runs_of refused anything else
+    return dict(payload)
+
+
+def _runs_of(payload: object, path: str, flag: str, deep: bool) -> list[dict[str, Any]]:
+    """The run records of a parsed ``--json`` file, else a FieldError naming the flag and the file
+    (and the command that wrote it, where it is another's); ``deep``: each record's values are
+    checked too, as a table or a resume reads them (:func:`_record_problem`)."""
+    writer = writer_of(payload)
+    if writer not in (None, COSIM):
+        what = "a --perf file of this command (timings), not a grid's runs"
+        what = what if writer == COSIM_PERF else f"a results file of {writer}, not of this command"
+        raise FieldError(f"{flag} {path}: {what}", flag, path)
+    runs = payload.get("runs") if isinstance(payload, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and r.keys() >= RUN_KEYS for r in runs):
-        raise FieldError(bad, flag, path)
-    return dict(data)
+        raise FieldError(
+            f"{flag} {path}: not a --json file of this command (no 'runs' list of run records)", flag, path
+        )
+    for i, record in enumerate(runs if deep else ()):
+        if (problem := _record_problem(record)) is not None:
+            raise FieldError(f"{flag} {path}: runs[{i}].{problem}", flag, path)
+    return runs
+
+
+def _rate(value: object, low: float = 0.0, high: float = 1.0) -> bool:
+    """Whether ``value`` is a finite real number (not a bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
+def _record_problem(r: dict[str, Any]) -> str | None:
+    """What is wrong in a stored run record (None: nothing), as a phrase naming the field: a
+    design or correction this command does not know, a seed or batch size that is not an integer,
+    a summary value that is not a finite number (a stored NaN is written as null), a final pass
+    rate outside [0, 1], or an evaluation without an integer step, finite hours and a pass rate
+    in [0, 1]. The tables read each of them; a bad one printed a wrong row or a traceback."""
+    for field, valid in (("design", DESIGNS), ("correction", CORRECTIONS)):
+        if not isinstance(r[field], str) or r[field] not in valid:
+            return f"{field} {shown(r[field])} is not one of {', '.join(valid)}"
+    for field, least in (("seed", 0), ("batch_size", 1)):
+        if isinstance(r[field], bool) or not isinstance(r[field], int) or r[field] < least:
+            return f"{field} {shown(r[field])} is not an integer >= {least}"
+    summary = r["summary"]
+    if not isinstance(summary, dict) or not _rate(summary.get("final_pass_rate")):
+        final = summary.get("final_pass_rate") if isinstance(summary, dict) else summary
+        return f"summary.final_pass_rate {shown(final)} is not a pass rate in [0, 1]"
+    for key, value in summary.items():
+        if value is not None and not _rate(value, -math.inf, math.inf):
+            return f"summary.{key} {shown(value)} is not a finite number"
+    if not isinstance(r["evals"], list):
+        return f"evals {shown(r['evals'])} is not a list of evaluations"
+    for j, e in enumerate(r["evals"]):
+        step = e.get("step") if isinstance(e, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            return f"evals[{j}].step {shown(step)} is not an integer >= 0"
+        if not _rate(e.get("sim_h"), 0.0, math.inf):
+            return f"evals[{j}].sim_h {shown(e.get('sim_h'))} is not a finite number of hours >= 0"
+        if not _rate(e.get("pass_rate")):
+            return f"evals[{j}].pass_rate {shown(e.get('pass_rate'))} is not a pass rate in [0, 1]"
+    return None
+
+
+def _incomplete(record: dict[str, Any], base: CosimConfig) -> bool:
+    """Whether a stored run (of ``base``'s settings) stopped short: it has not every evaluation
+    ``base`` makes (:func:`eval_steps`), and did not diverge (a diverged run stops early, and is
+    finished). ``--resume`` runs it again, as the offpolicy scripts re-train an incomplete run."""
+    done = [e["step"] for e in record["evals"]]
+    want = eval_steps(base.eval_every_steps, base.steps)
+    return done != want and not (record.get("diverged") and done == want[: len(done)])
 
 
 def _stored_targets(stored: dict[str, Any]) -> tuple[float, float | None]:

@@ -44,6 +44,7 @@ from scenarios.cosim_checks import (  # noqa: F401  (re-exported: the CLI's chec
     DEFAULT_TARGET,
     RUN_KEYS,
     _check_flags,
+    _incomplete,
     _names,
     _same_file,
     _same_settings,
@@ -266,7 +267,7 @@ def cli(argv: Sequence[str]) -> int:
         with sigterm_as_interrupt():  # SIGTERM unwinds as Ctrl-C does
             return _run(ap, args, kept)
     except KeyboardInterrupt:  # one line, never SimPy's traceback: --json holds every finished run
-        if kept.written:
+        if args.json:  # what it keeps, or that it was not changed (it may hold earlier runs)
             return kept.interrupted(PROG, resumable=True)
         print(f"{PROG}: interrupted: no run was saved (without --json none is)", file=sys.stderr, flush=True)
         return INTERRUPTED
@@ -337,6 +338,9 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, kept: Kept) -> i
                     "or write another --json",
                     "--resume",
                 )
+        if left := [r for r in records if _incomplete(r, base)]:  # run again, as offpolicy's scripts do
+            records = [r for r in records if not _incomplete(r, base)]
+            print(f"{args.json}: {len(left)} incomplete run(s) left out, run again", file=sys.stderr)
     except ValueError as exc:
         ap.error(str(exc))
     kept.before = len(records)
