@@ -26,6 +26,12 @@ from scenarios.outputs import check_output
 #: What every run record (:func:`~scenarios.cosim_report.run_record`) carries that the tables read:
 #: a stored file whose runs lack one is refused by name rather than failing inside a table.
 RUN_KEYS = frozenset({"design", "correction", "seed", "batch_size", "summary", "evals"})
+TABLE_SUMMARY_KEYS = (
+    "final_pass_rate", "staleness_mean", "staleness_max", "token_staleness_mean", "mixed_share",
+    "mismatch", "sim_hours", "lone_share", "trained_duration_s", "launched_duration_s",
+)  # fmt: skip
+"""The summary keys of a stored run that :mod:`scenarios.cosim_tables` reads (a record without
+one stopped ``--retable`` with a KeyError)."""
 
 
 def _items(text: str, field: str) -> list[str]:
@@ -89,7 +95,8 @@ def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 f"--html {args.html} is also {flag}: the figure would replace it; give --html another path"
             )
     grid = args.retable is None and args.perf is None
-    if args.json and not (grid and args.resume) and args.retable is None and Path(args.json).is_file():
+    elsewhere = args.retable is None or not _same_file(args.json or "", args.retable)  # --retable A --json B
+    if args.json and not (grid and args.resume) and elsewhere and Path(args.json).is_file():
         try:  # a rerun without --resume (or a --perf) replaced the grid's finished runs with its own
             payload = read_payload(args.json, f"--json {args.json}", "--json")
             perf_file = writer_of(payload) == COSIM_PERF and not grid  # a --perf measures afresh
@@ -222,6 +229,8 @@ def _record_problem(r: dict[str, Any]) -> str | None:
     if not isinstance(summary, dict) or not _rate(summary.get("final_pass_rate")):
         final = summary.get("final_pass_rate") if isinstance(summary, dict) else summary
         return f"summary.final_pass_rate {shown(final)} is not a pass rate in [0, 1]"
+    if missing := [k for k in TABLE_SUMMARY_KEYS if k not in summary]:  # the tables read each one
+        return f"summary lacks {', '.join(missing)}"
     for key, value in summary.items():
         if value is not None and not _rate(value, -math.inf, math.inf):
             return f"summary.{key} {shown(value)} is not a finite number"

@@ -28,6 +28,7 @@ from offpolicy.checks import FieldError
 from offpolicy.stats import paired_t, sign_flip_p, t_interval
 from offpolicy.update import train_offpolicy
 from scenarios import cosim, cosim_perf, cosim_report
+from scenarios.cosim_checks import TABLE_SUMMARY_KEYS
 
 Main = Callable[[list[str]], int]
 
@@ -57,7 +58,8 @@ def cosim_record(seed: int, evals: int = 3) -> dict[str, Any]:
     """A whole cosim run record of 2 steps evaluated every step (``evals``: how many it made)."""
     return dict(
         design="sync", correction="none", seed=seed, gym="issue", lr=RLConfig().lr, train_steps=2,
-        eval_every=1, eval_episodes=8, batch_size=64, summary={"final_pass_rate": 0.5, "sim_hours": 0.1},
+        eval_every=1, eval_episodes=8, batch_size=64,
+        summary=dict.fromkeys(TABLE_SUMMARY_KEYS, 0.5) | {"sim_hours": 0.1},
         evals=[{"step": s, "sim_h": 0.1 * s, "pass_rate": 0.2 + 0.1 * s} for s in range(evals)],
         steps=[], diverged=None,
     )  # fmt: skip
@@ -206,7 +208,8 @@ MALFORMED = [
     ("seed", True, "runs[1].seed"),
     ("batch_size", 0, "runs[1].batch_size"),
     ("summary", {"final_pass_rate": math.nan}, "runs[1].summary.final_pass_rate"),
-    ("summary", {"final_pass_rate": 0.5, "sim_hours": "x"}, "runs[1].summary.sim_hours"),
+    ("summary", dict.fromkeys(TABLE_SUMMARY_KEYS, 0.5) | {"sim_hours": "x"}, "runs[1].summary.sim_hours"),
+    ("summary", {"final_pass_rate": 0.5, "sim_hours": 0.1}, "runs[1].summary lacks"),
     ("evals", [{"step": 0, "sim_h": 0.0, "pass_rate": math.nan}], "runs[1].evals[0].pass_rate"),
     ("evals", [{"step": "0", "sim_h": 0.0, "pass_rate": 0.5}], "runs[1].evals[0].step"),
     ("evals", [{"step": 0, "sim_h": math.inf, "pass_rate": 0.5}], "runs[1].evals[0].sim_h"),
