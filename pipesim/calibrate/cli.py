@@ -63,7 +63,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(cal.text(), file=out)
     data = calibrated_spec(rs, cal)
     fmt = "toml" if Path(args.out).suffix.lower() == ".toml" else "yaml"
-    write_text_atomic(args.out, dumps(data, fmt))
+    from pipesim.plan.runspec_export import relocated
+
+    write_text_atomic(args.out, dumps(relocated(data, rs.base, args.out), fmt))  # its paths still resolve
     print(
         f"wrote {args.out} (run it: pipesim run {args.out}; plan with it: pipesim plan {args.out})", file=out
     )
