@@ -125,6 +125,20 @@ def test_missing_kind_says_add_it(in_tmp: Path, capsys: pytest.CaptureFixture[st
     assert info.value.field == "kind" and 'kind = "compute"' in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "argv", [["sweep"], ["trace", "--out", "t.json"], ["export", "--out", "x.toml"], ["run"]]
+)
+def test_every_command_says_add_the_missing_kind(
+    argv: list[str], in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pipesim sweep`` (and the other scenario commands) called it a plan spec and sent it to
+    ``pipesim plan``, which refused its [design]."""
+    path = _tree(in_tmp, text=SPEC.replace('kind = "compute"\n', ""))
+    assert main([argv[0], str(path), *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert 'kind = "compute"' in err and "pipesim plan" not in err, err
+
+
 def test_a_profile_that_does_not_fit_names_model_framework(in_tmp: Path) -> None:
     path = _tree(in_tmp)
     with pytest.raises(PlanError) as info:

@@ -115,7 +115,7 @@ def is_plan_spec(name: str) -> bool:
     "Compute"``) is a run spec misspelt, not a plan spec: PlanError naming ``kind`` and the file."""
     from pipesim.plan import specfile
     from pipesim.plan.checks import PlanError
-    from pipesim.plan.runspec_checks import KIND
+    from pipesim.plan.runspec_checks import KIND, missing_kind
 
     path = Path(name)
     if path.suffix.lower() not in specfile.SUFFIXES or not path.is_file():
@@ -129,6 +129,8 @@ def is_plan_spec(name: str) -> bool:
     if "kind" in data and data["kind"] != KIND:
         msg = f'{name}: kind must be "{KIND}" (a run spec of the compute engine), got {shown(data["kind"])}'
         raise PlanError(msg, "kind", name)
+    if (missing := missing_kind(data)) is not None:  # [design] or [run]: a run spec without its kind
+        raise PlanError(f"{name}: {missing}", "kind", name)
     return bool({"cluster", "space", "search"} & set(data))
 
 
