@@ -15,7 +15,7 @@ import pytest
 
 from pipesim import AgentDurations, LogNormalDurations, Scenario
 from pipesim.core.readfile import SCENARIO_MAX_BYTES
-from pipesim.io import fit_models
+from pipesim.io import fit_choice, fit_models
 from pipesim.io.cli import main
 from pipesim.io.fit import fit_values
 from pipesim.io.scenario_files import dumps, load_scenario
@@ -55,7 +55,7 @@ def test_default_model_on_lognormal_data_is_the_lognormal(median: float, sigma: 
     x = LogNormalDurations(median_s=median, sigma=sigma).sample(4000, np.random.default_rng(seed))
     res = fit_values(x)
     assert res.chosen == "lognormal", res.chosen_why
-    assert fit_models.fit_problems(res.fits["lognormal"], x) == []
+    assert fit_choice.fit_problems(res.fits["lognormal"], x) == []
 
 
 def test_a_rejected_model_written_on_request_is_warned_about(
@@ -79,14 +79,14 @@ def test_the_choice_rule_prefers_a_passing_parametric_fit_with_the_smaller_ks() 
     better = fit_models.ModelFit("agent", ok.model, ok.params, ok.ks / 2, 0.5, "test")
     rejected = fit_models.ModelFit("agent", ok.model, ok.params, ok.ks / 2, 1e-5, "test")
     emp = fits["empirical"]
-    assert fit_models.choose_model({"lognormal": ok, "agent": worse, "empirical": emp}, x)[0] == "lognormal"
-    assert fit_models.choose_model({"lognormal": ok, "agent": better, "empirical": emp}, x)[0] == "agent"
+    assert fit_choice.choose_model({"lognormal": ok, "agent": worse, "empirical": emp}, x)[0] == "lognormal"
+    assert fit_choice.choose_model({"lognormal": ok, "agent": better, "empirical": emp}, x)[0] == "agent"
     assert (
-        fit_models.choose_model({"lognormal": ok, "agent": rejected, "empirical": emp}, x)[0] == "lognormal"
+        fit_choice.choose_model({"lognormal": ok, "agent": rejected, "empirical": emp}, x)[0] == "lognormal"
     )
     bad_ln = fit_models.ModelFit("log-normal", ok.model, ok.params, ok.ks, 1e-9, "test")
     assert (
-        fit_models.choose_model({"lognormal": bad_ln, "agent": rejected, "empirical": emp}, x)[0]
+        fit_choice.choose_model({"lognormal": bad_ln, "agent": rejected, "empirical": emp}, x)[0]
         == "empirical"
     )
 

@@ -50,22 +50,18 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.io.fit_choice import KS_REJECT_P, MEAN_TOLERANCE, choose_model, fit_problems, model_mean
 from pipesim.io.fit_intervals import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, with_intervals
 from pipesim.io.fit_models import (
     AGENT_DRAWS,
     EMPIRICAL_MAX_VALUES,
-    KS_REJECT_P,
-    MEAN_TOLERANCE,
     ModelFit,
     agent_moments,
-    choose_model,
     fit_agent,
     fit_empirical,
     fit_lognormal,
-    fit_problems,
     kolmogorov_p,
     ks_statistic,
-    model_mean,
     normal_cdf,
     normal_ppf,
 )

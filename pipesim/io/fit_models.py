@@ -37,19 +37,14 @@ from pipesim.workload.durations import AgentDurations, LogNormalDurations, Trace
 __all__ = [
     "AGENT_DRAWS",
     "EMPIRICAL_MAX_VALUES",
-    "KS_REJECT_P",
-    "MEAN_TOLERANCE",
     "ModelFit",
     "agent_cv2_curve",
     "agent_moments",
-    "choose_model",
     "cv2_standard_error",
     "fit_agent",
     "fit_empirical",
     "fit_lognormal",
-    "fit_problems",
     "kolmogorov_p",
-    "model_mean",
     "ks_statistic",
     "normal_cdf",
     "normal_ppf",
@@ -61,13 +56,6 @@ AGENT_DRAWS = 20_000
 EMPIRICAL_MAX_VALUES = 100_000
 """The most values an empirical fit replays: about 2 MB in a scenario file, whose limit is 16 MiB
 (:data:`~pipesim.core.readfile.SCENARIO_MAX_BYTES`); above it, evenly spaced order statistics."""
-
-KS_REJECT_P = 0.01
-"""A fit whose KS p-value is below this is rejected: not chosen by default, and warned about."""
-
-MEAN_TOLERANCE = 0.05
-"""A fit whose mean is further than this (relative) from the data's, and further than twice the
-sample mean's standard error, gets the throughput wrong: not chosen by default, and warned about."""
 
 
 @dataclass(frozen=True)
@@ -372,52 +360,3 @@ def fit_empirical(x: np.ndarray, seed: int = 0) -> ModelFit:
         "p99": float(q[2]),
     }
     return ModelFit("empirical", model, params, d, kolmogorov_p(d, n_eff), "a held-out half", note)
-
-
-# -- which model to write --------------------------------------------------------------------------
-def model_mean(fit: ModelFit) -> float:
-    """The mean seconds of a fitted model (exact; inf where a log-normal's overflows)."""
-    m = fit.model
-    if isinstance(m, LogNormalDurations):
-        try:
-            return m.median_s * math.exp(m.sigma * m.sigma / 2)
-        except OverflowError:
-            return math.inf
-    if isinstance(m, AgentDurations):
-        return agent_moments(m)[0]
-    return float(np.mean(m.values))
-
-
-def fit_problems(fit: ModelFit, x: np.ndarray) -> list[str]:
-    """Why ``fit`` is a poor stand-in for the data ``x``: KS rejects it (``p <`` :data:`KS_REJECT_P`),
-    or its mean is off the data's by more than :data:`MEAN_TOLERANCE` and more than twice the
-    data mean's standard error (a heavy-tailed sample's own mean wanders); empty where neither."""
-    problems = []
-    if not fit.p_value >= KS_REJECT_P:  # a NaN p (no spread to test) is no pass
-        problems.append(f"KS rejects it (p={fit.p_value:.2g} < {KS_REJECT_P:g})")
-    mean, data_mean = model_mean(fit), float(x.mean())
-    err = abs(mean / data_mean - 1)
-    if not err <= max(MEAN_TOLERANCE, 2 * float(x.std()) / math.sqrt(len(x)) / data_mean):
-        problems.append(
-            f"its mean, {mean:.4g} s, is {mean / data_mean - 1:+.0%} off the data's {data_mean:.4g} s"
-        )
-    return problems
-
-
-def choose_model(fits: dict[str, ModelFit], x: np.ndarray) -> tuple[str, str]:
-    """The model ``--scenario-out`` writes when ``--model`` is not given, and why. The rule: of the
-    parametric fits (log-normal, agent) that pass :func:`fit_problems` (KS does not reject them at
-    ``p >=`` :data:`KS_REJECT_P`, and their mean is within :data:`MEAN_TOLERANCE` of the data's),
-    the one with the smaller KS D; where neither passes, the empirical replay, which fits any
-    trace (its KS D is against a held-out half, so it is not compared with theirs)."""
-    passing = [k for k in ("lognormal", "agent") if k in fits and not fit_problems(fits[k], x)]
-    if passing:
-        best = min(passing, key=lambda k: fits[k].ks)
-        return best, (
-            f"the parametric fit with the smallest KS D ({fits[best].ks:.3g}) of those KS does not reject "
-            f"(p >= {KS_REJECT_P:g}) and whose mean is within {MEAN_TOLERANCE:.0%} of the data's"
-        )
-    why = "; ".join(
-        f"{fits[k].name}: {', '.join(fit_problems(fits[k], x))}" for k in ("lognormal", "agent") if k in fits
-    )
-    return "empirical", f"no parametric fit passes ({why})"
