@@ -31,14 +31,13 @@ def test_one_step_past_the_pool_is_refused_naming_steps_and_the_bound() -> None:
     top = max_steps(rs.plan, rs.design, slots)
     assert pool_tasks(rs.plan, rs.design, top, slots) <= MAX_DURATION_POOL
     assert pool_tasks(rs.plan, rs.design, top + 1, slots) > MAX_DURATION_POOL
-    past = load(SPEC, [f"run.steps={top + 1}"])
-    with pytest.raises(PlanError) as info:
-        run(past)
+    with pytest.raises(PlanError) as info:  # at load now (check_run_pool), at the run before
+        run(load(SPEC, [f"run.steps={top + 1}"]))
     assert info.value.field == "run.steps"  # the run spec's key, not the plan's search.steps
     assert f"at most {top:,} steps" in str(info.value) and f"{slots:,}" in str(info.value)
     assert "n_slots" not in str(info.value) and "pool_size" not in str(info.value)
     with pytest.raises(PlanError) as named:
-        scenario(past.plan, past.design, past.steps, 0, n_slots=slots, steps_key="run.steps")
+        scenario(rs.plan, rs.design, top + 1, 0, n_slots=slots, steps_key="run.steps")
     assert named.value.field == "run.steps" and str(named.value).startswith("run.steps")
 
 

@@ -67,6 +67,10 @@ def run_spec(args: argparse.Namespace) -> int:
         if not 2 <= n <= MAX_DRAWS:
             raise UsageError(f"--intervals must be 2 to {MAX_DRAWS:,} runs (each is a whole run), got {n}")
     rs = _load(args)
+    from pipesim.plan.build import trainer_memory_note
+
+    if (note := trainer_memory_note(rs.plan, rs.design)) is not None:
+        print(note, file=sys.stderr)
     if n is not None and not rs.data.get("calibration", {}).get("values"):
         raise UsageError(
             f"--intervals needs a calibrated spec ([calibration] values; pipesim calibrate): {args.scenario}"

@@ -25,7 +25,7 @@ from typing import Any
 from pipesim.io.cli_common import UsageError, progress_wanted
 from pipesim.io.cli_options import DaskError, add_option, close_dask, open_dask, workers_problem
 from pipesim.plan.build import candidates
-from pipesim.plan.checks import MAX_SEED
+from pipesim.plan.checks import MAX_SEED, plain_warnings
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
 from pipesim.plan.search import PlanInfeasible, PlanInterrupted, PlanResult, plan, search, sensitivity
 from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the first Ctrl-C or SIGTERM stops the plan; a later one is dropped until it has written what
     # finished (one 30 ms after the first cut the saving, or killed the process with -2)
-    with interrupt_once():
+    with interrupt_once(), plain_warnings():
         try:
             return _main(argv)
         except PlanInterrupted as e:

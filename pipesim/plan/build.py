@@ -199,20 +199,37 @@ class TrainerMemoryWarning(UserWarning):
     activation_bytes_per_gpu`): kept in the space, since the estimate is not a measurement."""
 
 
-def _warn_tight(spec: PlanSpec, tight: list[TrainerConfig]) -> None:
+def _tight_words(spec: PlanSpec, tight: list[TrainerConfig], advice: str) -> str:
+    """The warning of trainers ``tight`` (:attr:`TrainerConfig.memory_short_bytes` > 0), one line."""
     gib = 2**30
     worst = min(tight, key=lambda c: c.n_gpus)
     counts = ", ".join(str(c.n_gpus) for c in sorted(tight, key=lambda c: c.n_gpus))
-    warnings.warn(
+    return (
         f"a trainer of {counts} x {spec.gpu.name} for {spec.model.name} holds its weights and "
         f"optimizer state ({worst.state_bytes_per_gpu / gib:.1f} GiB per GPU on {worst.n_gpus}) but "
         f"not also a micro-batch's activations (about {worst.activation_bytes_per_gpu / gib:.1f} GiB "
         f"at {spec.micro_batch_tokens or DEFAULT_MICRO_BATCH_TOKENS} tokens) within "
-        f"{spec.gpu.hbm_bytes / gib:.0f} GiB; such placements stay in the space but may not run: raise "
-        "constraints.min_trainer_gpus or lower model.micro_batch_tokens",
-        TrainerMemoryWarning,
-        stacklevel=3,
+        f"{spec.gpu.hbm_bytes / gib:.0f} GiB; {advice}"
     )
+
+
+def _warn_tight(spec: PlanSpec, tight: list[TrainerConfig]) -> None:
+    advice = (
+        "such placements stay in the space but may not run: raise constraints.min_trainer_gpus or "
+        "lower model.micro_batch_tokens"
+    )
+    warnings.warn(_tight_words(spec, tight, advice), TrainerMemoryWarning, stacklevel=3)
+
+
+def trainer_memory_note(spec: PlanSpec, d: Design) -> str | None:
+    """The line ``pipesim run`` prints on stderr for a run spec whose trainer :func:`placements`
+    warns of in a plan (state and a micro-batch's activations overfill a GPU); None: it fits."""
+    cfg = trainer_config(spec, d)
+    if cfg.memory_short_bytes <= 0:
+        return None
+    where = "design.placement" if d.trainer_gpus else "cluster.n_gpus, colocated"
+    advice = f"it may not run: more trainer GPUs ({where}) or a lower model.micro_batch_tokens"
+    return f"pipesim: warning: {_tight_words(spec, [cfg], advice)}"
 
 
 def candidates(spec: PlanSpec) -> list[Design]:
@@ -302,25 +319,40 @@ def max_steps(spec: PlanSpec, d: Design, n_slots: int) -> int:
 
 def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: str = "search.steps") -> None:
     """PlanError naming ``steps_key`` where a run of ``d`` for ``steps`` steps draws more tasks than
-    :data:`MAX_DURATION_POOL`, with the most steps it may run and the spec keys that size the pool."""
+    :data:`MAX_DURATION_POOL`, with the most steps it may run and the spec keys that size the pool;
+    ``model.max_num_seqs`` where no number of steps fits and the engines' sequences are the bulk."""
     need = pool_tasks(spec, d, steps, n_slots)
     if need <= MAX_DURATION_POOL:
         return
-    top = max_steps(spec, d, n_slots)
-    extra = d.oversample > 1 or d.update == "abort"
+    top, over = max_steps(spec, d, n_slots), d.oversample > 1 or d.update == "abort"
+    batches = f"steps {steps:,} + design.eta {d.eta} + {1 + over}) x batch {spec.batch_size:,}"
     sizes = (
-        f"ceil((steps + design.eta {d.eta} + 2) x batch {spec.batch_size:,} x design.oversample "
-        f"{d.oversample:g} x 3) + 2 x {n_slots:,} engine sequences"
-        if extra
-        else f"(steps + design.eta {d.eta} + 1) x batch {spec.batch_size:,} + {n_slots:,} engine sequences"
+        f"ceil(({batches} x design.oversample {d.oversample:g} x 3) + 2 x {n_slots:,} engine sequences"
+        if over
+        else f"({batches} + {n_slots:,} engine sequences"
     )
+    key, said = steps_key, f"{steps_key} ({steps:,})"
+    replicas, rest = divmod(n_slots, spec.max_num_seqs)
+    if top < 1 and not rest and n_slots >= pool_tasks(spec, d, 1, 0):  # no step fits: not the steps
+        key, said = (
+            "model.max_num_seqs",
+            f"model.max_num_seqs ({spec.max_num_seqs:,}) x {replicas:,} replicas",
+        )
     fix = f"at most {top:,} steps with this design" if top >= 1 else "no number of steps fits"
     raise PlanError(
-        f"{steps_key} ({steps:,}): the run draws a task pool of {need:,} tasks ({sizes}), more than the "
+        f"{said}: the run draws a task pool of {need:,} tasks ({sizes}), more than the "
         f"{MAX_DURATION_POOL:,} a run may draw: {fix}; or a smaller batch (workload.prompts_per_step x "
         "workload.samples_per_prompt) or fewer engine sequences (model.max_num_seqs x the replicas)",
-        steps_key,
+        key,
     )
+
+
+def check_run_pool(spec: PlanSpec, d: Design, steps: int) -> None:
+    """:func:`check_pool` of a run spec's design at ``run.steps``, its replicas counted before any
+    engine is built (a placement leaving no whole replica: ``check_design`` names it)."""
+    rollout = spec.n_gpus - d.trainer_gpus
+    if rollout > 0 and rollout % d.tp == 0:
+        check_pool(spec, d, steps, rollout // d.tp * spec.max_num_seqs, "run.steps")
 
 
 def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None:

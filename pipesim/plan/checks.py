@@ -43,8 +43,11 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any
+import sys
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, Any
 
 from pipesim.core import errors
 from pipesim.core.validate import FieldError, key_shown, shown
@@ -270,3 +273,23 @@ def as_str(where: str, v: object) -> str:
     if not isinstance(v, str):
         raise PlanError(f"{where} must be a string, got {shown(v)}", where)
     return v
+
+
+@contextmanager
+def plain_warnings(out: IO[str] | None = None) -> Iterator[None]:
+    """Warnings shown inside (a tight trainer's, :class:`pipesim.plan.build.TrainerMemoryWarning`)
+    printed as a person reads the command's other notes: one line each, ``pipesim: warning: ...``,
+    on ``out`` (stderr), each text once, whichever line warned. Python's own form gave the
+    ``file:line`` and source line of each caller, so ``pipesim plan`` said one trainer twice
+    (``build.py:227``, ``search.py:163``). The filters still apply: ``-W error`` raises."""
+    said: set[str] = set()
+
+    def show(message: Warning | str, *_: Any, **__: Any) -> None:
+        text = " ".join(str(message).split())
+        if text not in said:
+            said.add(text)
+            print(f"pipesim: warning: {text}", file=out or sys.stderr)
+
+    with warnings.catch_warnings():  # restores showwarning and the filters on the way out
+        warnings.showwarning = show
+        yield

@@ -30,7 +30,7 @@ from pipesim.plan.search import PlanResult
 from pipesim.plan.space import PlanSpec
 from pipesim.plan.stats import merge_duplicates, merged_label, tied_with_best
 from pipesim.plan.verdicts import constraint_states, why_infeasible
-from pipesim.plan.verify import verify_lines
+from pipesim.plan.verify import TAKEN, verify_lines
 
 
 def _row(
@@ -298,7 +298,7 @@ def _provisional(result: PlanResult) -> dict[str, Any]:
     best = result.best
     if not result.partial or best is None:
         return {"provisional": False}
-    held = best.verified.startswith(("held", "proved"))
+    held = best.verified.startswith(TAKEN)
     return {"provisional": True, "verified": best.verified if held else PROVISIONAL}
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pipesim.plan.space import MAX_SEEDS
 from pipesim.plan.stats import comparison, merge_duplicates, seeds_to_separate, tied_with_best
-from pipesim.plan.verify import verify_lines
+from pipesim.plan.verify import TAKEN, verify_lines
 
 if TYPE_CHECKING:
     from pipesim.plan.evaluate import Evaluated
@@ -176,7 +176,7 @@ def recommended_lines(result: PlanResult) -> list[str]:
             f"  identical on every seed to {best.design.label(n)}; named by the twin whose declared "
             "bound proves its staleness"
         )
-    if result.partial and not best.verified.startswith(("held", "proved")):
+    if result.partial and not best.verified.startswith(TAKEN):
         out.append(
             "  provisional: the plan was interrupted before its full rung and verification finished; "
             "this design is not verified (--resume finishes it)"

@@ -52,7 +52,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
-from pipesim.plan.build import routing, scenario, sync_seconds, trainer_config
+from pipesim.plan.build import check_run_pool, routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
@@ -217,6 +217,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         spec = plan_spec(tables, cal, base)
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
+    check_run_pool(spec, design, steps)
     check_design(spec, design, engine=engine)
     return RunSpec(
         plan=spec,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import numpy as np
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
 from pipesim.io.pools import stop_pool
-from pipesim.plan.build import candidates, check_fits, check_plan_pool, placements
+from pipesim.plan.build import TrainerMemoryWarning, candidates, check_fits, check_plan_pool, placements
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
@@ -159,8 +160,11 @@ def _optuna_screen(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sp = spec.space
     engines = check_fits(spec)
+    with warnings.catch_warnings():  # candidates() warned of a tight trainer: once, not again here
+        warnings.simplefilter("ignore", TrainerMemoryWarning)
+        trainers = sorted({t for tp in engines for t in placements(spec, tp)})
     choices: dict[str, list[Any]] = {
-        "trainer_gpus": sorted({t for tp in engines for t in placements(spec, tp)}),
+        "trainer_gpus": trainers,
         "tp": sorted(engines),
         "eta": sorted(set(sp.eta)),
         "update": list(dict.fromkeys(sp.update)),

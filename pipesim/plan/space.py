@@ -11,14 +11,13 @@ included). The limits a feasible design meets are :class:`~pipesim.plan.constrai
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec, TokenWorkload
 from pipesim.compute.balance import BALANCES
 from pipesim.compute.models import DTYPE_BYTES
 from pipesim.compute.phases import FrameworkProfile
-from pipesim.core.errors import MAX_POOL_TASKS, shown
+from pipesim.core.errors import MAX_DURATION_POOL, MAX_POOL_TASKS, MAX_SLOTS, shown
 from pipesim.plan.checks import (
     MAX_BUDGET,
     MAX_ETA,
@@ -236,7 +235,8 @@ class PlanSpec:
         integer("search.sim_seed", self.sim_seed, 0, MAX_SIM_SEED - SEED_SPAN * self.seeds)
         if self.max_model_len is not None:
             integer("model.max_model_len", self.max_model_len, 1, MAX_TOKENS)
-        integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_POOL_TASKS)
+        # the engine's own bound (EngineConfig): each sequence is a Python object
+        integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS)
         for name in ("gpu_memory_utilization", "mfu"):
             number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
         if not isinstance(self.share_group_prefix, bool):
@@ -304,33 +304,35 @@ class PlanSpec:
             raise PlanError(
                 f"search.first_cut must be true or false, got {shown(self.first_cut)}", "search.first_cut"
             )
-        # the largest task pool a design of the space draws (plan.build.scenario), slots bounded above
-        sp = self.space
-        etas, factors = list(sp.eta), list(sp.oversample)
-        if self.baseline is not None:  # run in full beside the plan's designs: its pool counts too
-            etas.append(self.baseline.eta)
-            factors.append(self.baseline.oversample)
-        # exact (a Fraction, not a float): steps = 1e308 read as an int overflowed a float product
-        pool = int((self.steps + max(etas) + 2) * self.batch_size * Fraction(max(factors)) * 3)
-        slots = 2 * self.n_gpus * self.max_num_seqs
-        if pool + slots > MAX_POOL_TASKS and slots >= pool:  # the engines' places are the bulk
-            raise PlanError(
-                f"model.max_num_seqs ({self.max_num_seqs:,}) x cluster.n_gpus ({self.n_gpus:,}): the "
-                f"space's engines would hold up to {slots:,} sequences, and a run draws a task per "
-                f"place besides its {pool:,}, more than the {MAX_POOL_TASKS:,} a run may; a smaller "
-                "max_num_seqs",
-                "model.max_num_seqs",
-            )
-        if pool + slots > MAX_POOL_TASKS:
-            raise PlanError(
-                f"search.steps ({self.steps:,}) x workload.batch_size ({self.batch_size:,}): a run of the "
-                f"space would draw about {pool + slots:,} tasks, more than the {MAX_POOL_TASKS:,} a run "
-                "may; fewer steps or a smaller batch",
-                "search.steps",
-            )
+        self._check_least_pool()
         if self.screen_steps > self.steps:
             msg = f"search.screen_steps ({self.screen_steps}) exceeds search.steps ({self.steps})"
             raise PlanError(msg, "search.screen_steps")
+
+    def _check_least_pool(self) -> None:
+        """PlanError naming ``search.steps`` where even the least pool any design draws passes
+        :data:`MAX_POOL_TASKS` (``model.max_num_seqs`` is bounded on its own, as the engine bounds it).
+
+        The least pool is :func:`pipesim.plan.build.pool_tasks` at its smallest: eta 0, no
+        oversampling, one engine replica, ``(steps + 1) x batch + max_num_seqs``. It holds for a
+        plan spec and a run spec's alike, whatever the space or the design, so the message states
+        that sum and nothing of a space (a run spec has none). It is coarse: every run's pool is
+        held to :data:`~pipesim.core.errors.MAX_DURATION_POOL` where the design is known
+        (:func:`~pipesim.plan.build.check_pool`, :func:`~pipesim.plan.build.check_plan_pool`,
+        :func:`~pipesim.plan.build.check_run_pool`); this refuses at load what no design runs.
+        Before, it took the space's largest eta and oversampling and every GPU as a replica: a run
+        spec was told of its default space (``oversample 1.25 x 3``), a limit of 268,435,456, and
+        ``max_num_seqs x n_gpus`` as twice that product."""
+        least = (self.steps + 1) * self.batch_size + self.max_num_seqs
+        if least > MAX_POOL_TASKS:
+            raise PlanError(
+                f"search.steps ({self.steps:,}): a run draws at least (steps + 1) x batch + one engine "
+                f"replica's sequences, (search.steps {self.steps:,} + 1) x batch {self.batch_size:,} + "
+                f"model.max_num_seqs {self.max_num_seqs:,} = {least:,} tasks, more than the "
+                f"{MAX_DURATION_POOL:,} a run's task pool may hold; fewer steps or a smaller batch "
+                "(workload.prompts_per_step x workload.samples_per_prompt)",
+                "search.steps",
+            )
 
     def with_(self, **changes: Any) -> PlanSpec:
         return replace(self, **changes)

@@ -14,7 +14,9 @@ on one of five 48-step runs. So before a design is recommended:
   twice the plan's seeds (the selection's and as many more: on the agent spec a pick at its
   limit held on seeds 0-4 and broke on seed 11);
 * a design every one of whose staleness constraints (mean, maximum) is proved by its declared
-  bound (:func:`needs_verification` is False) is taken as it is: it is never re-run;
+  bound (:func:`needs_verification` is False) is taken as it is: it is never re-run; where the
+  spec sets no staleness limit, no design needs verifying, and the note says there is nothing to
+  verify rather than a bound the design may not declare (``partial`` declares none);
 * otherwise the design is run ``HORIZON x steps`` steps on the plan's simulation seeds, and it
   *holds* when every seed's run meets every limit (mean staleness, maximum staleness, discarded
   share: the metrics the judge reads, :meth:`~pipesim.plan.space.Constraints.violations`);
@@ -57,9 +59,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET",
+    "NO_LIMIT",
+    "PROVED",
+    "TAKEN",
     "along_slices",
     "broken",
     "needs_verification",
+    "taken_note",
     "untested_share",
     "verify",
     "verify_lines",
@@ -67,13 +73,29 @@ __all__ = [
 
 BUDGET = 3
 """Verifications (each ``seeds`` runs of ``HORIZON x steps`` steps) a plan spends at most."""
+PROVED = "proved by its declared bound"
+NO_LIMIT = "nothing to verify (no staleness limit)"
+TAKEN = ("held", PROVED, NO_LIMIT)
+"""How the ``verified`` note of a design verification passed starts: it held ``HORIZON`` x as long,
+its bound proves its staleness limits, or the spec sets none (:func:`taken_note`)."""
+
+
+def _staleness_limits(spec: PlanSpec) -> list[float]:
+    c = spec.constraints
+    return [float(v) for v in (c.mean_staleness, c.max_staleness) if v is not None]
+
+
+def taken_note(spec: PlanSpec) -> str:
+    """The note of a design taken without a longer run (:func:`needs_verification` False): proved
+    by its bound where the spec limits staleness, else nothing to verify (the design may declare
+    no bound at all: ``partial`` does not)."""
+    return PROVED if _staleness_limits(spec) else NO_LIMIT
 
 
 def needs_verification(spec: PlanSpec, d: Design) -> bool:
     """True when a staleness constraint of ``spec`` (mean or maximum) is not proved for ``d`` by
     the bound its own policies declare (:func:`pipesim.plan.judge.bound`)."""
-    c = spec.constraints
-    limits = [float(v) for v in (c.mean_staleness, c.max_staleness) if v is not None]
+    limits = _staleness_limits(spec)
     if not limits:
         return False
     b = bound(spec, d)
@@ -120,7 +142,8 @@ def verify(
 
     ``fallback``: designs screened and proved by their bounds, fastest first; when no design of
     ``full`` is left to recommend, they are run in full (``steps``, ``seeds``) one by one until
-    one is judged feasible, and appended, marked ``fallback: proved by its declared bound``."""
+    one is judged feasible, and appended, marked ``fallback: proved by its declared bound`` (or
+    ``fallback: nothing to verify ...``: :func:`taken_note`)."""
     out = {e.design: e for e in full}
     if _check(spec, ev, full, budget, out):
         return [out[e.design] for e in full]
@@ -129,7 +152,7 @@ def verify(
         if d in out or needs_verification(spec, d):
             continue
         e = ev.evaluate([d], spec.steps, spec.seeds, desc="fallback")[0]
-        extra.append(replace(e, verified="fallback: proved by its declared bound" if e.feasible else ""))
+        extra.append(replace(e, verified=f"fallback: {taken_note(spec)}" if e.feasible else ""))
         if e.feasible:
             break
     return [*(out[e.design] for e in full), *extra]
@@ -149,7 +172,7 @@ def _check(
     todo: list[Evaluated] = []
     for e in order:
         if not needs_verification(spec, e.design):
-            out[e.design] = replace(e, verified="proved by its declared bound")
+            out[e.design] = replace(e, verified=taken_note(spec))
             break
         todo.append(e)
     proved = len(todo) < len(order)
@@ -242,6 +265,8 @@ def verify_lines(result: PlanResult) -> list[str]:
     if not done:
         return []
     n = result.spec.n_gpus
+    if not _staleness_limits(result.spec):  # needs_verification is False for every design
+        return [f"verification: {NO_LIMIT}"]
     out = [f"verification (the fastest feasible designs run {HORIZON}x as long before recommending):"]
     out += [f"  {e.design.label(n)}: {e.verified}" for e in done]
     best = result.best
