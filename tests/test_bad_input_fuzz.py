@@ -161,8 +161,12 @@ def test_a_space_of_millions_is_refused_before_it_is_built(pairs: list[str]) -> 
 
 def test_a_run_spec_on_the_largest_cluster_is_no_plan() -> None:
     """A run spec is read through a plan spec with the default space: its size is a plan's
-    concern, so a run on 65,536 GPUs still loads."""
-    assert runspec.load(RUN_SPEC, ["cluster.n_gpus=65536"]).plan.n_gpus == 65536
+    concern, so a run on 65,536 GPUs still loads where its engines' sequences fit a run's task
+    pool; where they do not, it is refused at load, naming the keys that size it."""
+    assert runspec.load(RUN_SPEC, ["cluster.n_gpus=65536", "model.max_num_seqs=32"]).plan.n_gpus == 65536
+    with pytest.raises(PlanError) as info:
+        runspec.load(RUN_SPEC, ["cluster.n_gpus=65536"])
+    assert info.value.field == "model.max_num_seqs" and "cluster.n_gpus" in str(info.value)
 
 
 def test_the_baseline_update_lists_the_choices() -> None:

@@ -77,7 +77,8 @@ def test_huge_steps_name_the_key_and_sum_to_the_number_stated(path: Path, key: s
 
 def _engine_sum(msg: str) -> tuple[int, ...]:
     m = re.search(
-        rf"model.max_num_seqs \({N}\) x {N} replicas: the run draws a task pool of {N} tasks "
+        rf"model.max_num_seqs \({N}\) x {N} replicas \(the engine GPUs of cluster.n_gpus over "
+        rf"design.tp\): the run draws a task pool of {N} tasks "
         rf"\(\(steps {N} \+ design.eta {N} \+ 1\) x batch {N} \+ {N} engine sequences\)",
         msg,
     )

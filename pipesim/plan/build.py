@@ -336,7 +336,8 @@ def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: s
     if top < 1 and not rest and n_slots >= pool_tasks(spec, d, 1, 0):  # no step fits: not the steps
         key, said = (
             "model.max_num_seqs",
-            f"model.max_num_seqs ({spec.max_num_seqs:,}) x {replicas:,} replicas",
+            f"model.max_num_seqs ({spec.max_num_seqs:,}) x {replicas:,} replicas (the engine GPUs of "
+            "cluster.n_gpus over design.tp)",
         )
     fix = f"at most {top:,} steps with this design" if top >= 1 else "no number of steps fits"
     raise PlanError(

@@ -217,8 +217,8 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         spec = plan_spec(tables, cal, base)
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
+    check_design(spec, design, engine=engine)  # first: a cluster too large names cluster.n_gpus
     check_run_pool(spec, design, steps)
-    check_design(spec, design, engine=engine)
     return RunSpec(
         plan=spec,
         design=design,
