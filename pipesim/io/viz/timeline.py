@@ -329,6 +329,15 @@ def slot_rows_px(n_slots: int) -> int:
     return int(min(900, max(160, n_slots * 22 if n_slots <= 40 else 500 + n_slots // 8)))
 
 
+TITLE_NAME_CHARS = 72
+"""A run's name in its one-line subplot title is cut here (with its ``--set`` pairs it ran off
+both sides of the page); the page's heading and run table keep the whole name."""
+
+
+def short_title(name: str) -> str:
+    return name if len(name) <= TITLE_NAME_CHARS else name[: TITLE_NAME_CHARS - 1].rstrip(" ,") + "…"
+
+
 def timelines(
     results: Mapping[str, Any] | Sequence[Any],
     *,
@@ -349,7 +358,7 @@ def timelines(
     px: list[int] = []
     for k, r in named.items():
         titles += [
-            f"{k}: {r.scenario.pipeline.steps} steps in {r.sim_time_s:,.0f} s, "
+            f"{short_title(k)}: {r.scenario.pipeline.steps} steps in {r.sim_time_s:,.0f} s, "
             f"{r.summary()['throughput_per_hour']:,.0f} episodes/h",
             "",
         ]
