@@ -108,7 +108,8 @@ def record(seed: int, eval_at: list[int], **extra: Any) -> dict[str, Any]:
     """A stored cosim run of 8 steps (the keys the checks and the tables read)."""
     evals = [dict(step=s, sim_h=s / 10, pass_rate=0.5) for s in eval_at]
     base = dict(
-        design="sync", correction="none", seed=seed, batch_size=64, summary={}, evals=evals,
+        design="sync", correction="none", seed=seed, batch_size=64, evals=evals,
+        summary=dict.fromkeys(cosim_checks.TABLE_SUMMARY_KEYS, 0.5),
         steps=[{}] * 8, lr=RLConfig().lr, gym=CosimConfig().gym,
     )  # fmt: skip
     return base | extra

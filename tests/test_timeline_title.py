@@ -4,7 +4,8 @@ off both sides of the page; the name is cut with an ellipsis and the run's numbe
 from __future__ import annotations
 
 import pipesim
-from pipesim.io.viz.timeline import TITLE_NAME_CHARS, short_title, timelines
+from pipesim.io.viz.palette import TITLE_NAME_CHARS, short_title
+from pipesim.io.viz.timeline import timelines
 
 
 def _run() -> pipesim.RunResult:

@@ -26,6 +26,8 @@ import pandas as pd
 from plotly.colors import qualitative, sample_colorscale
 
 __all__ = [
+    "TITLE_NAME_CHARS",
+    "short_title",
     "LEGEND_TITLE",
     "MARKS",
     "MAX_VERSION_LEGEND",
@@ -146,3 +148,13 @@ def replica_colors(n_replicas: int) -> list[str]:
     docstring); no colour repeats up to some 2,000 replicas. Beyond a few dozen, colour alone tells
     replicas apart less well: the views name the replica in the legend and the hover too."""
     return list(_replica_palette(max(int(n_replicas), 0)))
+
+
+TITLE_NAME_CHARS = 72
+"""A run's name in its one-line subplot title is cut here (with its ``--set`` pairs it ran off
+both sides of the page); the page's heading and run table keep the whole name."""
+
+
+def short_title(name: str) -> str:
+    """``name`` cut to :data:`TITLE_NAME_CHARS` characters, an ellipsis ending the cut."""
+    return name if len(name) <= TITLE_NAME_CHARS else name[: TITLE_NAME_CHARS - 1].rstrip(" ,") + "…"

@@ -50,6 +50,7 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     SYNC_COLOR,
     TRAIN_COLOR,
     n_versions_of,
+    short_title,
     version_colors,
     version_entries,
 )
@@ -239,9 +240,8 @@ def add_run(
 
     last = seg.sort_values("end_s").drop_duplicates("episode_id", keep="last")
     first = seg.sort_values("start_s").drop_duplicates("episode_id", keep="first")
-    # above eta: marked where eta bounds something (not under a rule with its own bound), and
-    # apart where the episode generated under two versions or more (a partial rollout: its
-    # staleness counts from its start, above an admission bound by design)
+    # above eta: marked where eta bounds something (not under a rule with its own bound), and apart where
+    # the episode generated under 2+ versions (a partial rollout: its staleness counts from its start)
     over = (last["staleness"].fillna(-1) > eta) & (eta_bounds(result.scenario) is not None)
     continued = last["episode_id"].map(seg.groupby("episode_id")["version"].nunique()) > 1
     flags = {
@@ -327,15 +327,6 @@ LEGEND_ROW_PX = 22
 def slot_rows_px(n_slots: int) -> int:
     """Pixel height of a run's slot rows: 22 px a slot for small runs, bounded for large ones."""
     return int(min(900, max(160, n_slots * 22 if n_slots <= 40 else 500 + n_slots // 8)))
-
-
-TITLE_NAME_CHARS = 72
-"""A run's name in its one-line subplot title is cut here (with its ``--set`` pairs it ran off
-both sides of the page); the page's heading and run table keep the whole name."""
-
-
-def short_title(name: str) -> str:
-    return name if len(name) <= TITLE_NAME_CHARS else name[: TITLE_NAME_CHARS - 1].rstrip(" ,") + "…"
 
 
 def timelines(
