@@ -79,6 +79,7 @@ from pipesim.calibrate.fitspec import fit_spec, validate, with_lengths
 from pipesim.calibrate.frame import check_calibrate_args, check_kind
 from pipesim.calibrate.log import COLUMNS, LogError, TrainingLog, parse_steps, read_columns_map, read_log
 from pipesim.calibrate.result import HELD_OUT_LIMIT, MIN_HOLDOUT_STEPS, Calibration
+from pipesim.calibrate.rows import trainer_steps
 from pipesim.calibrate.simulated import report, reporting, reusing
 from pipesim.calibrate.trainer import dealing_spread, tokens
 from pipesim.core.errors import shown
@@ -149,7 +150,7 @@ def _calibrate(log: TrainingLog, rs: RunSpec, seed: int) -> Calibration:
         part, rest = log.select(np.arange(n) < n - k), log.select(np.arange(n) >= n - k)
         held = [int(s) for s in rest.steps]
         report(f"validation: fitting the first {n - k:,} steps, predicting the last {k:,} (held out)")
-        vals, _, pred = fit_spec(part, rs, seed, predict=(n - k, n))
+        vals, _, pred = fit_spec(part, rs, seed, predict=trainer_steps(rest).ravel())
         residuals = validate(rest, rs, vals, pred)
     report(f"fitting all {n:,} steps")
     values, notes, _ = fit_spec(log, rs, seed, means=False)  # its means are not used

@@ -261,6 +261,7 @@ def read_log(
     except OSError as e:
         raise LogError(f"{path}: cannot read: {e.strerror or e}", "log") from None
     from pipesim.calibrate.logfile import (
+        READ_NOTES,
         column_mapping,
         inside_step,
         read_frame,
@@ -270,6 +271,7 @@ def read_log(
     )
 
     df = read_frame(p, raw)
+    read_notes = list(df.attrs.get(READ_NOTES, []))  # a partial last line dropped, records flattened
     mapping, mapped = column_mapping(path, columns or {})
     repeated_columns(p, raw, set(mapping.values()))
     for name, source in (columns or {}).items():
@@ -306,6 +308,7 @@ def read_log(
     if frame["step"].duplicated().any():
         frame = _merged_records(path, frame)
     lo, hi = parse_steps(steps)
+    start = float(frame["step"].min())  # the log's first step, before the cut (renumbered reads it)
     frame = frame[(frame["step"] >= lo) & (frame["step"] < hi)].sort_values("step").reset_index(drop=True)
     _check_enough(path, len(frame), steps, "steps")
     notes = [
@@ -313,11 +316,14 @@ def read_log(
         for name, source in shadowed(columns or {}).items()
         if source in df.columns
     ]
-    origin = renumbered(path, frame, first_step)
+    origin = renumbered(path, frame, first_step, start)
     frame, gaps = _gaps(path, frame, steps)
     frame, zeros = _phases(path, frame)
     return TrainingLog(
-        str(path), hashlib.sha256(raw).hexdigest(), frame, tuple(origin + inside + notes + gaps + zeros)
+        str(path),
+        hashlib.sha256(raw).hexdigest(),
+        frame,
+        tuple(read_notes + origin + inside + notes + gaps + zeros),
     )
 
 

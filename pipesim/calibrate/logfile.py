@@ -22,7 +22,7 @@ from pipesim.calibrate.cells import COLUMNS, TYPED, LogError, column_numbers, ro
 from pipesim.calibrate.log import listed_steps
 from pipesim.core.errors import shown
 
-__all__ = ["column_mapping", "read_frame", "repeated_columns", "shadowed"]
+__all__ = ["READ_NOTES", "column_mapping", "json_records", "read_frame", "repeated_columns", "shadowed"]
 
 
 def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
@@ -40,17 +40,94 @@ def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
         )
     try:
         if suffix in (".jsonl", ".ndjson"):
-            frame = pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+            raw, records, notes = json_records(p, raw)
+            frame = (
+                pd.DataFrame.from_records(records)
+                if records is not None  # verl's file logger's nested records, flattened
+                else pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
+            )
             frame.attrs[TYPED] = True  # its cells have types: a quoted number is text (cells.py)
+            frame.attrs[READ_NOTES] = notes
             return frame
         if suffix in (".csv", ".tsv"):
             sep = "\t" if suffix == ".tsv" else ","
             frame = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str)
             _short_row(raw, sep)
             return frame
+    except LogError:
+        raise
     except (ValueError, pd.errors.ParserError) as e:
         raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
     raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
+
+
+READ_NOTES = "pipesim_read_notes"
+"""The frame's attribute holding :func:`read_frame`'s notes (a partial last line dropped), which
+:func:`pipesim.calibrate.log.read_log` passes on."""
+
+
+def json_records(p: Path, raw: bytes) -> tuple[bytes, list[dict[str, Any]] | None, list[str]]:
+    """A JSON-lines log checked line by line: its complete lines, the records flattened where
+    they are verl's file logger's (else None: pandas reads the lines), and the notes.
+
+    * A line that is no JSON object: a LogError naming its line (pandas named a byte position:
+      "Unexpected character found when decoding 'null' at position 1909").
+    * The last line cut mid-write (no newline after it, and no JSON: a killed run; verl's file
+      logger writes each record and its newline unbuffered) is dropped, with a note: the run's
+      complete steps are its log, as a CSV's last complete row is. A cut line anywhere else, or
+      one ended by a newline, is no write cut short and is refused.
+    * verl's ``file`` logger (``trainer.logger=[..., file]``) writes ``{"step": N, "data":
+      {"timing_s/gen": ..., ...}}`` (``FileLogger.log``, ``verl/utils/tracking.py`` lines
+      250-252 at volcengine/verl b178a3c): the ``data`` object's metrics are read as the
+      record's columns. Before, the log had no column but ``step`` and ``data`` ("nothing to
+      calibrate from")."""
+    import json
+
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark, which pandas took for a bad value
+    lines = raw.split(b"\n")
+    parsed: list[tuple[int, Any]] = []
+    notes: list[str] = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as e:
+            if i == len(lines) and parsed:  # the last line, with no newline after it
+                notes.append(
+                    f"log: its last line ({i}) is cut mid-write (a run stopped while writing it?) "
+                    f"and is left out; the {len(parsed)} complete lines are read"
+                )
+                raw = raw[: len(raw) - len(line)]
+                break
+            why = getattr(e, "msg", None) or str(e)
+            raise LogError(
+                f"{p}: line {i} is not a JSON object ({why}); one JSON object per line", "log"
+            ) from None
+        if not isinstance(obj, dict):
+            raise LogError(
+                f"{p}: line {i} holds a JSON {type(obj).__name__}, not an object; one JSON object per "
+                "line (one per step)",
+                "log",
+            )
+        parsed.append((i, obj))
+    if not any(isinstance(o.get("data"), dict) for _, o in parsed):
+        return raw, None, notes
+    records = []
+    for i, obj in parsed:
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            records.append(obj)
+            continue
+        rest = {k: v for k, v in obj.items() if k != "data"}
+        if clash := sorted(set(rest).intersection(data)):
+            raise LogError(
+                f"{p}: line {i}: {shown(clash[0])} is given both in the record and in its 'data'; keep one",
+                str(clash[0]),
+            )
+        records.append({**rest, **data})
+    notes.append("log: each record's 'data' object read as its columns (verl's file logger writes them so)")
+    return raw, records, notes
 
 
 def _short_row(raw: bytes, sep: str) -> None:
@@ -165,11 +242,19 @@ def inside_step(p: Path, df: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     return notes
 
 
-def renumbered(path: str | Path, frame: pd.DataFrame, first_step: int) -> list[str]:
-    """``frame``'s steps less ``first_step`` (in place), and the note on the log's origin."""
+def renumbered(
+    path: str | Path, frame: pd.DataFrame, first_step: int, first: float | None = None
+) -> list[str]:
+    """``frame``'s steps less ``first_step`` (in place), and the note on the log's origin.
+
+    ``first``: the log's first step before ``--steps`` cut it (None: ``frame``'s), which the note
+    and the check judge: ``--steps`` is in the log's own numbers, before the renumbering. Before,
+    the cut log's first step was judged, and a log numbered from 0 cut with ``--steps 1:`` was
+    said to start at step 1 "as verl numbers them" (the advice, --first-step 1, moved
+    fwd_bwd_efficiency from 0.361 to 0.470, true 0.35)."""
     if isinstance(first_step, bool) or not isinstance(first_step, int | np.integer) or first_step < 0:
         raise LogError(f"first_step must be an integer >= 0, got {shown(first_step)}", "first_step")
-    first = float(frame["step"].min())
+    first = float(frame["step"].min()) if first is None else float(first)
     if first_step > first:
         raise LogError(
             f"{path}: first_step (--first-step) {first_step} is after the log's step {first:g}; it is the "
