@@ -23,16 +23,21 @@ returned, that it came back as discarded.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
+from operator import attrgetter, eq, is_
 from typing import TYPE_CHECKING
 
 import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
-from pipesim.core.errors import PipelineError, not_buffered, shown
+from pipesim.core.errors import PipelineError, _state_written, not_buffered, shown
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
+
+
+_ID, _STATUS = attrgetter("id"), attrgetter("status")
 
 
 class BatchGet(Get):
@@ -52,10 +57,6 @@ class EpisodeBuffer(BaseResource):
         self.selecting = False
         """Whether the batch policy's ``select`` is running (the port reads it in ``requeue``)."""
         self._parents: list[Episode] = []  # buffered parents requeued during this select
-        self.lost_in_select = 0
-        """Episodes ``select`` took out of the buffer and returned neither in a batch nor as
-        discarded (nor dropped through the port), over the run: a stall or unbalanced books then
-        name the batch policy, and otherwise the policies that may not edit ``p.buffered``."""
 
     def get(self) -> BatchGet:  # type: ignore[override]
         return BatchGet(self)
@@ -90,28 +91,18 @@ class EpisodeBuffer(BaseResource):
     def _do_get(self, event: BatchGet) -> bool:  # type: ignore[override]
         pipeline = self._pipeline
         policy = pipeline.batching
-        before, dropped = len(self.items), pipeline.n_dropped
+        items = self.items
+        before, dropped = len(items), pipeline.n_dropped
         self.selecting = True
         try:
-            got = policy.select(self.items, pipeline)
+            got = policy.select(items, pipeline)
         finally:
             self.selecting = False
-        # what left the buffer in select, less what the port's drop took: what select returns
-        gone = before - len(self.items) - (pipeline.n_dropped - dropped)
         if not isinstance(got, tuple) or len(got) != 2:
             raise PipelineError(
                 f"{type(policy).__name__}.select must return (batch or None, discarded), got {shown(got)}"
             )
         batch, discarded = got
-        if discarded:
-            gone -= len(discarded)
-            for ep in discarded:
-                if getattr(ep, "status", None) != BUFFERED:  # twice, or never in the buffer
-                    raise not_buffered(self._pipeline, ep, "as discarded")
-                ep.status = DISCARDED
-            self._on_discard(discarded)
-        if self._parents:
-            self._check_parents(policy)
         if batch is not None:
             if isinstance(batch, tuple):
                 batch = list(batch)
@@ -126,10 +117,18 @@ class EpisodeBuffer(BaseResource):
                     f"batch size is {self._pipeline.batch_size} (return None to wait for more, and "
                     "put the rest back in the buffer)"
                 )
-            gone -= len(batch)
+        # what left the buffer in select, less what the port's drop took: what select returns
+        gone = before - len(items) - (pipeline.n_dropped - dropped)
+        if gone or batch is not None or discarded:
+            _check_taken(pipeline, gone, batch or [], discarded or [])
+        if discarded:
+            for ep in discarded:
+                ep.status = DISCARDED
+            self._on_discard(discarded)
+        if self._parents:
+            self._check_parents(policy)
+        if batch is not None:
             event.succeed(batch)
-        if gone > 0:  # counted, not refused: the books' check names it (pipesim.core.errors)
-            self.lost_in_select += gone
         return True
 
     def _check_parents(self, policy: object) -> None:
@@ -144,3 +143,103 @@ class EpisodeBuffer(BaseResource):
                     f"is {ep.status}): a parent is an episode dropped for good, so requeue the tasks of "
                     "the episodes select returns as discarded, or pass parent -1"
                 )
+
+
+def _check_taken(p: Pipeline, gone: int, batch: list[Episode], discarded: list[Episode]) -> None:
+    """What ``select`` took out of the buffer (``gone`` episodes, less the port's drops) is exactly
+    what it returned, in ``batch`` or as ``discarded``, by identity: each returned object is the
+    buffered episode of its id (not a copy: ``copy.copy`` or ``dataclasses.replace`` of one has its
+    status, and would be trained while the original stays buffered for good), no object twice,
+    none still in the buffer, and as many as left it. A count alone passes a select that removes
+    one set and returns another (``del buffer[:b]; return buffer[b:2 * b]``), which trains
+    episodes that stay buffered and loses the ones it removed.
+
+    O(returned + buffer), all in C (``map``, and sets of the episodes, hashed by identity): about
+    0.1 us a trained episode, against the microseconds each costs the engine. Only where that
+    finds something wrong does the loop in Python say what (:func:`not_buffered` for an episode
+    given twice, trained or dropped already; :func:`_taken_wrong` for copies, episodes left in the
+    buffer and lost ones)."""
+    live, returned = p.episodes.live, batch + discarded
+    try:  # the common case, all in C: each the live episode of its id (so an Episode, hashed by
+        # identity), distinct, buffered (the trainer checks the batch's status as it marks it), and
+        # none still in the buffer
+        if (
+            len(returned) == gone
+            and all(map(is_, map(live.get, map(_ID, returned)), returned))
+            and len(taken := set(returned)) == gone
+            and all(map(eq, map(_STATUS, discarded), repeat(BUFFERED)))  # the trainer reads the batch's
+            and taken.isdisjoint(p.buffer.items)
+        ):
+            return
+    except (AttributeError, TypeError):  # no episode (no id, or an unhashable one): named below
+        pass
+    seen = set()
+    foreign: list[tuple[Episode, str]] = []
+    for how, eps in (("in its batch", batch), ("as discarded", discarded)):
+        for ep in eps:
+            if not isinstance(ep, Episode) or id(ep) in seen:
+                raise not_buffered(p, ep, how)  # twice, or no episode at all
+            seen.add(id(ep))
+            if (own := live.get(ep.id)) is not ep and (
+                ep.status == BUFFERED or (own is not None and own.status == BUFFERED)
+            ):
+                foreign.append((ep, how))  # a copy of a buffered episode (its status copied, or not)
+            elif ep.status != BUFFERED:
+                raise not_buffered(p, ep, how)  # trained already, dropped, or never finished
+    raise _taken_wrong(p, gone, returned, len(batch), foreign)  # what the fast path found wrong
+
+
+def _taken_wrong(
+    p: Pipeline, gone: int, returned: list[Episode], n_batch: int, foreign: list[tuple[Episode, str]]
+) -> PipelineError:
+    """The :class:`PipelineError` for a ``select`` whose returned episodes are not what it took
+    out (:func:`_check_taken`): which were not from the buffer, which it returned and left in the
+    buffer, and which it took out and returned nowhere (buffered, in no list: lost). Identity is
+    read by episode id, so where a policy wrote ``p.started`` (ids then repeat or skip: fewer
+    episodes recorded than started) the written counter is named instead, with every policy."""
+    if len(p.episodes) != p.started:
+        return PipelineError(
+            f"episode ids repeat or skip at t={p.env.now:.6g} s ({p.started} started, "
+            f"{len(p.episodes)} episodes recorded): {_state_written(p)}"
+        )
+    here = {id(ep) for ep in p.buffer.items}
+    back = {id(ep) for ep in returned}
+    copied = {ep.id for ep, _ in foreign}
+    lost = [
+        ep.id
+        for ep in p.episodes.live.values()
+        if ep.status == BUFFERED and id(ep) not in here and id(ep) not in back and ep.id not in copied
+    ]
+    wrong = [
+        f"returned {_ids([ep.id for ep, h in foreign if h == how])} {how}, not from the buffer "
+        "(other objects than the buffered episodes of those ids: copies, as copy.copy or "
+        "dataclasses.replace make)"
+        for how in ("in its batch", "as discarded")
+        if any(h == how for _, h in foreign)
+    ]
+    for how, eps in (("in its batch", returned[:n_batch]), ("as discarded", returned[n_batch:])):
+        if kept := [ep.id for ep in eps if id(ep) in here]:
+            wrong.append(f"returned {_ids(kept)} {how} without taking {_them(kept)} out of the buffer")
+    if lost:
+        wrong.append(
+            f"took {_ids(lost)} out of the buffer and returned {_them(lost)} neither in its batch nor as "
+            "discarded (lost: never trained, and counted as buffered for good)"
+        )
+    if not wrong:  # counts alone: it put objects into the buffer
+        wrong.append(f"took {gone} episode(s) out of the buffer and returned {len(returned)}")
+    return PipelineError(
+        f"the batch policy {type(p.batching).__name__}.select at t={p.env.now:.6g} s, version "
+        f"{p.version}: {'; '.join(wrong)}. select must take out of its buffer exactly the episodes "
+        "it returns, in its batch or as discarded, and return the buffered episodes themselves "
+        "(to wait, return None and leave the buffer as it was)"
+    )
+
+
+def _them(ids: list[int]) -> str:
+    return "them" if len(ids) > 1 else "it"
+
+
+def _ids(ids: list[int]) -> str:
+    shown_ids = ", ".join(str(i) for i in ids[:8])
+    more = f" and {len(ids) - 8} more" if len(ids) > 8 else ""
+    return f"episode{'s' if len(ids) > 1 else ''} {shown_ids}{more}"

@@ -231,17 +231,9 @@ def clock_overflow(p: Pipeline, what: str) -> PipelineError:
 
 
 def _taken_from_buffer(p: Pipeline) -> str:
-    """Who took buffered episodes out of the buffer without a batch, a discard or a drop. The buffer
-    counts what each ``select`` removed and did not return (``EpisodeBuffer.lost_in_select``):
-    where it did, the batch policy is named alone (``select`` is told to edit its buffer, so it
-    broke no read-only rule: it kept what it took); else another policy edited ``p.buffered``."""
-    if p.buffer.lost_in_select:
-        return (
-            f"the batch policy {type(p.batching).__name__}.select took {p.buffer.lost_in_select} "
-            "episode(s) out of the buffer it edits and returned them neither in a batch nor as "
-            "discarded; select must return every episode it takes out (to wait, return None with "
-            "what it removed as discarded, or leave the buffer as it was)"
-        )
+    """Who took buffered episodes out of the buffer without a batch, a discard or a drop. Not the
+    batch policy: the buffer checks after every ``select`` that what left it is exactly what came
+    back (``pipesim.core.buffer._check_taken``), so another policy edited ``p.buffered``."""
     others = [f"the admission policy {type(p.admission).__name__}"]
     others.append(f"the weight update {type(p.weight_update).__name__}")
     return (

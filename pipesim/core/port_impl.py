@@ -152,6 +152,25 @@ class PolicyPort(PortArgs):
         return events[0] if len(events) == 1 else self.env.all_of(events)
 
     # -- tasks and episodes ---------------------------------------------------------------------
+    _relaunched: set[int] | None = None  # parents requeued or relaunched so far (made at the first)
+
+    def _relaunch_once(self, parents: list[int], action: str) -> None:
+        """A relaunch is "that lost episode run again": at most one per dropped parent (else
+        ``episodes_restarted`` exceeds the episodes dropped). Checked before any is recorded."""
+        if (done := self._relaunched) is None:
+            done = self._relaunched = set()
+        new: set[int] = set()
+        for parent in parents:
+            if parent >= 0 and (parent in done or parent in new):
+                raise self._refused(
+                    f"{action} with parent {parent} a second time{' in one call' * (parent in new)}: "
+                    f"episode {parent} is requeued or relaunched once already, and a dropped episode is "
+                    "run again at most once (give each parent once, or -1 for a task that replaces none)"
+                )
+            new.add(parent)
+        new.discard(-1)
+        done |= new  # in place: O(parents) a call
+
     def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:
         try:
             pairs = list(tasks)
@@ -170,6 +189,7 @@ class PolicyPort(PortArgs):
                 )
             task = self._check_task(pair[0], "requeue")
             checked.append((task, self._check_parent(pair[1], task, "requeue")))
+        self._relaunch_once([parent for _, parent in checked], "requeue")
         if first:
             self.requeued.extendleft(reversed(checked))
         else:
@@ -183,6 +203,7 @@ class PolicyPort(PortArgs):
         running = self._running_on(engine)
         if running >= getattr(engine, "n_slots", math.inf):
             raise self._refused(f"relaunch on replica {replica}: no free slot ({running} running)")
+        self._relaunch_once([parent_id], "relaunch")
         self.launch(engine, task=t, parent=parent_id)
 
     def drop(self, episodes: list[Episode], status: str) -> None:

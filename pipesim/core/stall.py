@@ -12,6 +12,7 @@ cannot finish: this one walks the run's records to find who is to blame.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,23 +80,38 @@ def _culprit(p: Pipeline) -> str:
         return (
             f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
             f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: "
-            f"{_remedies(p)} lets the run finish"
+            f"{_remedies(p)}"
         )
     return f"the admission policy {adm} admits no further episode {names}"
 
 
 def _remedies(p: Pipeline) -> str:
     """What would let a run whose dropped episodes use up its admission finish: an admission that
-    counts them out, and a retry only where failed episodes are among them and the failure policy
-    does not retry already (it was offered to a run that had ``RetryFailed`` and whose drops were
-    a weight update's aborts)."""
-    from pipesim.core.episode import FAILED
+    counts them out. No failure policy does: a retry (``RetryFailed``'s relaunch, ``RequeueFailed``'s
+    requeue) starts a new episode that counts as started too, while the failed one still counts, so
+    the same run stalls with any of them (it was offered as a remedy, and stalled on every seed
+    tried with ``CountThrottle``). Where the batch policy discarded episodes and does not declare
+    ``drops_work``, the declaration is named too: it keeps the testing kit from drawing the policy
+    beside such an admission rule (docs/policies.md)."""
+    from pipesim.core.episode import DISCARDED
 
-    out = ["an admission that counts dropped episodes out (AReaLThrottle, or OverSample)"]
-    retries = type(p.scenario.failures).__name__ == "RetryFailed"
-    if _drop_counts(p)[FAILED] and not retries:
-        out.append("a retry of failed episodes (RetryFailed)")
-    return " or ".join(out)
+    out = "an admission that counts dropped episodes out (AReaLThrottle, or OverSample)"
+    pool, frac = p._n_pool, p.n_dropped / max(p.started, 1)
+    need = math.ceil(1.5 * p.config.steps * p.batch_size / max(1.0 - frac, 0.05)) + p.config.n_slots
+    if need > pool:  # it launches more than it trains: the pool must cover the drops too
+        out += (
+            f", with a pool_size of about {need:,} (the run dropped {frac:.0%} of what it launched, "
+            f"and its pool holds {pool:,} tasks),"
+        )
+    out += " lets the run finish"
+    batch = p.batching
+    if _drop_counts(p)[DISCARDED] and not getattr(batch, "drops_work", False):
+        out += (
+            f"; the batch policy {type(batch).__name__} discards episodes and does not declare it: "
+            "give it the class attribute drops_work = True, so that the testing kit's "
+            "policy_scenarios draws it only beside admission rules that count drops out"
+        )
+    return out
 
 
 def _drop_counts(p: Pipeline) -> dict[str, int]:

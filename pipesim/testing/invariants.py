@@ -252,7 +252,11 @@ def _check_pause_promise(result: RunResult) -> None:
     limit = _promised(wu, "max_pause_s", pause, "seconds >= 0 (inf: no bound)", _is_seconds)
     for u in result.updates:
         if u.kind == "sync" and u.paused and u.end_s - u.start_s > limit + 1e-9 * max(1.0, u.end_s):
-            _fail("promised pause bound", f"sync paused [{u.start_s}, {u.end_s}) longer than {limit} s")
+            _fail(
+                "promised pause bound",
+                f"{type(wu).__name__} promises max_pause_s {limit} s; its sync paused "
+                f"[{u.start_s}, {u.end_s}), {u.end_s - u.start_s} s",
+            )
 
 
 def _is_seconds(x: object) -> bool:
