@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from pipesim import PipelineConfig, Scenario, run
@@ -251,7 +252,18 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-if __name__ == "__main__":
-    from pipesim.io.interrupts import reader_may_leave
+def cli() -> int:
+    """``python -m scenarios.chapter13``: Ctrl-C or SIGTERM stops it with one line and status 130
+    (it printed a torch traceback from inside the chapter's draws); it writes no file."""
+    from pipesim.io.interrupts import reader_may_leave, sigterm_as_interrupt
 
-    raise SystemExit(reader_may_leave(main))
+    try:
+        with sigterm_as_interrupt():
+            return reader_may_leave(main)
+    except KeyboardInterrupt:
+        print("python -m scenarios.chapter13: interrupted (it writes no file)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())

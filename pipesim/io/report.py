@@ -153,7 +153,7 @@ def timeout_table(d: torch.Tensor) -> pd.DataFrame:
                 "chapter episodes/hour": ch[0],
                 "slot util": r["gen_util"],
                 "chapter slot util": ch[1],
-                "truncated share": float((d > cap).float().mean()) if pool is not d else 0.0,
+                "truncated share of the pool": float((d > cap).float().mean()) if pool is not d else 0.0,
             }
         )
     return pd.DataFrame(rows)
@@ -267,9 +267,11 @@ def build_report(
     )
     t_sync, t_async = (r.sim_time_s for r in fig1.values())
     bands = (
-        f"banded figures show the mean and 95% interval over {seeds} fresh pools (seeds 0..{seeds - 1})"
+        f"banded figures show the mean and 95% interval over {seeds} fresh pools (each sized for its "
+        f"run, drawn at seeds 0..{seeds - 1}: not the chapter's pool)"
         if seeds > 1
-        else "figures show one fresh pool (seed 0), so no interval"
+        else "figures show one fresh pool (sized for its run, drawn at seed 0: not the chapter's pool), "
+        "so no interval"
     )
     ch1 = CHAPTER["fig13_1"]
     parts: list[str] = [
@@ -283,7 +285,7 @@ def build_report(
         "<h2>13.3 Synchronous, one-step-ahead and asynchronous pipelines</h2>",
         table_html(designs, "Design table (64 slots, B=64, 60 s train, 10 s sync, 20 steps)"),
         # the figure is over fresh pools, the table the chapter's one: say so, or its max markers
-        # (a mean over seeds, 6.3) read as contradicting the table's 7
+        # (a mean over seeds) read as contradicting the table's 7
         f"<p class=note>The same designs over fresh pools: bars are the mean over {seeds} seed(s)"
         + (" with a 95% interval" if seeds > 1 else "")
         + "; a diamond is the mean of each pool's largest staleness.</p>",
@@ -295,6 +297,10 @@ def build_report(
         "yellow bands are weight syncs, grey bars are pauses.</p>",
         viz.figure_div(f_tl, "fig-13-1"),
         "<h3>Figure 13.2: throughput and staleness against the staleness bound (64 slots, B=64)</h3>",
+        f"<p class=note>Over the same {seeds} fresh pool(s) as the figure above, not the chapter's pool: "
+        "its throughput and maximum staleness differ from the chapter's by the draw (the chapter's pool "
+        "gives a maximum of 7 at eta 2 and beyond, above the bound up to eta 6; "
+        "<code>python -m scenarios.chapter13</code> prints it).</p>",
         viz.figure_div(f_eta, "fig-13-2"),
         "<h2>13.7 Design problems in practice</h2>",
         table_html(syncs, "The cost of weight synchronisation (episodes/hour)"),
