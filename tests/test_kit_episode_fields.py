@@ -45,9 +45,19 @@ EDITS = [
     ("end-later", "end_s", lambda ep: ep.end_s + 1.0),
     ("replica-unknown", "replica", lambda ep: 3),
     ("slot-unknown", "slot", lambda ep: 9),
-    ("id-renumbered", "id", lambda ep: ep.id + 1000),
     ("update-from-reset", "update_from", lambda ep: 0),
 ]
+
+
+def test_a_renumbered_episode_is_refused_as_the_select_returns_it() -> None:
+    """An id written by the batch policy is caught by the buffer's identity check, at the select
+    (it was caught by ``check_invariants`` after the run)."""
+    with pytest.raises(pipesim.PipelineError, match=r"Editing\.select .*whose id was written"):
+        pipesim.run(
+            Scenario(
+                pipeline=CFG, weight_update=PartialRollout(), batching=Editing("id", lambda ep: ep.id + 1000)
+            )
+        )
 
 
 @pytest.mark.parametrize(("field", "value"), [r[1:] for r in EDITS], ids=[r[0] for r in EDITS])

@@ -213,7 +213,7 @@ def _taken_wrong(
     wrong = [
         f"returned {_ids([ep.id for ep, h in foreign if h == how])} {how}, not from the buffer "
         "(other objects than the buffered episodes of those ids: copies, as copy.copy or "
-        "dataclasses.replace make)"
+        "dataclasses.replace make, or episodes whose id was written)"
         for how in ("in its batch", "as discarded")
         if any(h == how for _, h in foreign)
     ]
