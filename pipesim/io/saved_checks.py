@@ -39,7 +39,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
-from pipesim.io.saved_files import SavedRunError, reading
+from pipesim.io.saved_files import SavedRunError, reading, same_value
 from pipesim.io.saved_scenario import OLD_STAND_IN as OLD_STAND_IN  # re-exported
 from pipesim.io.saved_scenario import STAND_IN_SLOTS as STAND_IN_SLOTS  # re-exported
 from pipesim.io.saved_scenario import STAND_IN_TAIL as STAND_IN_TAIL  # re-exported
@@ -156,12 +156,6 @@ def _expected(
     return out
 
 
-def _same(a: float, b: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def check_summary(
     directory: Path,
     summary: dict[str, float],
@@ -181,7 +175,7 @@ def check_summary(
     with reading(directory / "trained.parquet"):
         expected = _expected(episodes, trained, lineage, sim_time_s)
     for key, (want, source) in expected.items():
-        if key in summary and not _same(float(summary[key]), want):
+        if key in summary and not same_value(float(summary[key]), want):
             raise SavedRunError(
                 f"{directory / 'summary.json'}: {key} is {shown(summary[key])}, but {source} make it "
                 f"{shown(want)} (edited, or not written by RunResult.save)",

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -288,3 +289,11 @@ def _put_in_place(tmp: Path, target: Path) -> None:
         os.rename(old, target)  # put the previous run back
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def same_value(a: float, b: float) -> bool:
+    """Whether a saved summary value equals the one its tables give: to a relative 1e-9 (sums and
+    means in another order), NaN equal to NaN."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)

@@ -32,7 +32,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
-from pipesim.io.saved_files import SavedRunError, reading
+from pipesim.io.saved_files import SavedRunError, reading, same_value
 
 __all__ = ["SUMMARY_KEYS", "check_tables", "check_values", "read_meta"]
 
@@ -164,12 +164,6 @@ def _exact(episodes: pd.DataFrame, trained: pd.DataFrame) -> dict[str, tuple[flo
     return out
 
 
-def _close(a: float, b: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def check_values(
     directory: Path,
     summary: dict[str, float],
@@ -204,7 +198,7 @@ def check_values(
     with reading(directory / "trained.parquet"):
         expected = _exact(episodes, trained)
     for key, (want, source) in expected.items():
-        if key in summary and not _close(float(summary[key]), want):
+        if key in summary and not same_value(float(summary[key]), want):
             raise refuse(
                 key, f"but {source} make it {shown(want)} (edited, or not written by RunResult.save)"
             )
