@@ -11,6 +11,7 @@ from typing import Any
 
 from pipesim.io.interrupts import write_text_atomic
 from pipesim.plan.code import code_note, scenario_code, wrap_code
+from pipesim.plan.constraints import CONSTRAINT_METRICS
 from pipesim.plan.evaluate import FRONT_TOLERANCE, Evaluated
 from pipesim.plan.frame import provenance, whole
 from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report's public names)
@@ -217,10 +218,8 @@ def best_heading(result: PlanResult, top: int) -> str:
 def text(result: PlanResult, top: int = 8) -> str:
     spec, best = result.spec, result.best
     c = spec.constraints
-    limits = ", ".join(
-        f"{k} <= {getattr(c, k)}"
-        for k in ("mean_staleness", "max_staleness", "discarded_share", "offpolicy_token_share")
-        if getattr(c, k) is not None
+    limits = ", ".join(  # every limit the judge applies (cost_per_mtok was judged and not shown)
+        f"{k} <= {getattr(c, k)}" for k in CONSTRAINT_METRICS if getattr(c, k) is not None
     )
     out = [
         f"plan: {spec.model.name} on {spec.n_gpus} x {spec.gpu.name}, {spec.batch_size} samples per step "
