@@ -76,7 +76,6 @@ def _counters_and_flows(
     max_flows: int,
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    end_of_run = float(events["end_s"].max()) if len(events) else 0.0
     syncs = events[events["kind"] == "sync"]
     out += _counter(
         SYNC_PID, "version", "version", [0.0, *syncs["end_s"].astype(float)], [0, *([1] * len(syncs))]
@@ -84,7 +83,7 @@ def _counters_and_flows(
     if episodes is None or not len(episodes):
         return out
     starts = episodes["start_s"].astype(float)
-    ends = episodes["end_s"].astype(float).fillna(end_of_run)
+    ends = episodes["end_s"].astype(float).dropna()  # one still running at the end stays counted
     out += _counter(
         GEN_PID, "episodes in flight", "episodes", [*starts, *ends], [1] * len(starts) + [-1] * len(ends)
     )
