@@ -238,9 +238,15 @@ class Scenario:
         unknown = set(changes) - pipe_fields - own_fields
         if unknown:
             valid = sorted(pipe_fields | own_fields)
-            raise FieldError(
-                f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}", str(sorted(unknown)[0])
+            dotted = next((k for k in sorted(unknown) if "." in k), None)
+            hint = (  # the command line's --set durations.tool_median_s=3 is no with_ keyword
+                f"; a nested field is given with its object: {dotted.split('.')[0]}="
+                f"dataclasses.replace(scenario.{dotted.split('.')[0]}, {dotted.split('.', 1)[1]}=...)"
+                if dotted is not None
+                else ""
             )
+            said = f"unknown scenario field(s) {sorted(unknown)}; valid fields: {valid}{hint}"
+            raise FieldError(said, sorted(unknown)[0])
         if pipe:  # onto the pipeline given with them, if one is, else this scenario's
             base = own.get("pipeline", self.pipeline)
             if not isinstance(base, PipelineConfig):
