@@ -58,3 +58,19 @@ def test_the_discard_note_fires_under_no_limit_or_a_loose_one(
     else:
         (note,) = notes
         assert said in note and "139 trained tokens a sample" in note
+
+
+def _baseline(status: dict[str, tuple[str, float]], feasible: bool) -> SimpleNamespace:
+    design = SimpleNamespace(label=lambda n: "split 4:4 tp1 eta=1 partial")
+    b = SimpleNamespace(status=status, feasible=feasible, steps=8, design=design, throughput=244_329.0)
+    return SimpleNamespace(baseline=b, best=None, spec=SimpleNamespace(n_gpus=8))
+
+
+def test_a_baseline_that_breaks_nothing_is_not_called_infeasible() -> None:
+    """It read "infeasible (max_staleness open)": an open maximum is no violation, and the plan
+    never verifies the baseline."""
+    (line,) = report_lines.baseline_lines(_baseline({"max_staleness": ("open", 7.0)}, False))  # type: ignore[arg-type]
+    assert "infeasible" not in line and "not proved feasible (max_staleness open" in line
+    both = {"max_staleness": ("open", 7.0), "mean_staleness": ("violated", 3.0)}
+    (line,) = report_lines.baseline_lines(_baseline(both, False))  # type: ignore[arg-type]
+    assert "infeasible (max_staleness open, mean_staleness violated)" in line

@@ -105,11 +105,16 @@ def baseline_lines(result: PlanResult) -> list[str]:
     b, best, n = result.baseline, result.best, result.spec.n_gpus
     if b is None:
         return []
-    state = (
-        "feasible"
-        if b.feasible
-        else "infeasible (" + ", ".join(f"{k} {st}" for k, (st, _) in b.status.items() if st != "met") + ")"
-    )
+    unmet = {k: st for k, (st, _) in b.status.items() if st != "met"}
+    if b.feasible:
+        state = "feasible"
+    elif unmet and all(st == "open" for st in unmet.values()):  # nothing broken: not yet known
+        state = (
+            f"not proved feasible ({', '.join(unmet)} open: its runs of {b.steps} steps reach what they "
+            "can show, and the plan does not run the baseline longer to verify it)"
+        )
+    else:
+        state = "infeasible (" + ", ".join(f"{k} {st}" for k, st in unmet.items()) + ")"
     out = [f"baseline (your design): {b.design.label(n)}: {_fmt(b.throughput)} samples/h, {state}"]
     if best is not None and best.design != b.design:
         p = comparison(best, b)
