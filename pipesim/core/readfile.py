@@ -42,8 +42,9 @@ TOML or YAML of that size parses in about a second."""
 SCENARIO_MAX_BYTES = 16 * MiB
 """The largest scenario file read. A scenario is a few tables, except that ``pipesim fit
 --model empirical --scenario-out`` writes every fitted duration into it (about 20 bytes each):
-16 MiB holds about 800,000 of them. YAML parses at about 1 MiB/s (PyYAML's Python parser), so the
-largest file takes about 16 s to read; a 50 MB file is refused before parsing."""
+16 MiB holds about 800,000 of them. YAML is parsed by libyaml where PyYAML has it
+(:mod:`pipesim.io.yamlfile`; about 1 MiB/s with its Python parser), so the largest file takes
+about 10-20 s to read; a 50 MB file is refused before parsing."""
 
 LOG_MAX_BYTES = 256 * MiB
 """The largest training log ``pipesim calibrate`` reads. A calibration takes at most 5,000 steps

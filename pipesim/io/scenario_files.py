@@ -70,10 +70,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
-from pipesim.core.errors import shown
+from pipesim.core.errors import MAX_DURATION_POOL, shown
 from pipesim.core.readfile import SCENARIO_MAX_BYTES, read_bytes
 from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
+from pipesim.io.scenario_text import check_writable, repeated_toml_key, too_long
 from pipesim.policies import catalog
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ def save_scenario(scenario: Scenario, path: str | Path) -> Path:
 
     path = Path(path)
     text = dumps(scenario, file_format(path))
+    check_writable(path)
     write_text_atomic(path, text)
     return path
 
@@ -244,6 +246,11 @@ def _parse(text: str | bytes, fmt: str, source: str) -> Any:
         try:
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
+            if (key := repeated_toml_key(text, str(exc))) is not None:
+                where = f"line {key[1]}, column {key[2]}"
+                raise ScenarioFileError(
+                    f"{source}: {key[0]}: the key is given twice ({where})", key[0], source
+                ) from None
             raise ScenarioFileError(f"{source}: not valid TOML: {exc}", "", source) from None
         except RecursionError:
             data = _TOO_DEEP
@@ -254,16 +261,15 @@ def _parse(text: str | bytes, fmt: str, source: str) -> Any:
     elif fmt == "yaml":
         import yaml
 
-        from pipesim.io.yamlfile import NodeError, RepeatedKey, load_yaml
+        from pipesim.io.yamlfile import NodeError, load_yaml
 
         try:
             data = load_yaml(text)
         except yaml.YAMLError as exc:  # a key given twice is named; the rest refuses the whole file
-            if isinstance(exc, NodeError) and not isinstance(exc, RepeatedKey):  # ``n_slots: 016``
+            if isinstance(exc, NodeError):  # ``n_slots: 016``, a key given twice, too many values
                 raise ScenarioFileError(f"{source}: {exc.said()}", exc.path, source) from None
             text = " ".join(str(exc).split())
-            field = exc.path if isinstance(exc, RepeatedKey) else ""
-            raise ScenarioFileError(f"{source}: not valid YAML: {text}", field, source) from None
+            raise ScenarioFileError(f"{source}: not valid YAML: {text}", "", source) from None
         except RecursionError:
             data = _TOO_DEEP
         except ValueError as exc:  # as TOML's
@@ -276,7 +282,26 @@ def _parse(text: str | bytes, fmt: str, source: str) -> Any:
         raise ScenarioFileError(
             f"{source}: arrays or tables nest more than {MAX_NESTING} levels deep", "", source
         )
+    if data is None or (isinstance(data, Mapping) and not data):  # whitespace or comments only
+        raise ScenarioFileError(
+            f"{source}: the file is empty (a scenario file starts with schema_version = {SCHEMA_VERSION})",
+            "",
+            source,
+        )
+    if (long := too_long(data, MAX_ARRAY_VALUES)) is not None:
+        raise ScenarioFileError(
+            f"{source}: {long[0]}: {long[1]:,} values; an array holds at most {MAX_ARRAY_VALUES:,}",
+            long[0],
+            source,
+        )
     return data
+
+
+MAX_ARRAY_VALUES = MAX_DURATION_POOL
+"""The longest array a scenario file may hold (4,194,304): ``durations.values``, a trace, is the
+only long one, and a run never draws more durations than its pool holds
+(:data:`~pipesim.core.errors.MAX_DURATION_POOL`). YAML is bounded before its values are built
+(:data:`pipesim.io.yamlfile.MAX_VALUES`)."""
 
 
 def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
