@@ -68,6 +68,12 @@ def read(path: str | Path) -> dict[str, Any]:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
+            from pipesim.io.scenario_text import repeated_toml_key
+
+            if (twice := repeated_toml_key(text, str(e))) is not None:  # tomllib names only a line
+                key, line, column = twice
+                said = f"{key}: the key is given twice (line {line}, column {column})"
+                raise PlanError(f"{path}: {said}", key, str(path)) from None
             raise PlanError(f"{path}: not valid TOML: {e}", "", str(path)) from None
         except RecursionError:
             data = _TOO_DEEP
