@@ -62,7 +62,7 @@ def test_an_unlimited_share_past_its_threshold_gets_a_note() -> None:
 @pytest.mark.parametrize(
     ("discarded", "offpolicy", "limits"),
     [
-        (0.62, 0.93, {"discarded_share": 0.7, "offpolicy_token_share": 1.0}),  # limited: the user chose
+        (0.62, 0.93, {"discarded_share": 0.04, "offpolicy_token_share": 1.0}),  # limited: the user chose
         (NOTE_DISCARDED_SHARE, NOTE_OFFPOLICY_SHARE, {}),  # at the thresholds, not past them
         (0.0, 0.0, {}),
     ],
@@ -71,6 +71,13 @@ def test_no_note_where_a_limit_is_set_or_the_share_is_small(
     discarded: float, offpolicy: float, limits: dict[str, float]
 ) -> None:
     assert unlimited_notes(_result(discarded, offpolicy, **limits)) == []  # type: ignore[arg-type]
+
+
+def test_a_loose_discard_limit_still_notes_the_bias_and_an_offpolicy_limit_does_not() -> None:
+    """Discarding biases samples/h itself (the short samples finish first), so a limit looser than
+    the note's threshold is noted; a set off-policy limit is the user's choice."""
+    notes = unlimited_notes(_result(0.62, 0.93, discarded_share=0.7, offpolicy_token_share=1.0))  # type: ignore[arg-type]
+    assert len(notes) == 1 and "discarded_share may reach 0.7" in notes[0]
 
 
 def test_no_recommendation_no_note() -> None:

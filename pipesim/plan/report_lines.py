@@ -211,9 +211,10 @@ policy with no ``offpolicy_token_share`` limit set (what that costs in learning 
 
 
 def unlimited_notes(result: PlanResult) -> list[str]:
-    """Notes on what the recommended design does that no limit of the spec rules on (or a limit
-    looser than the note's threshold: ``discarded_share = 1.0`` let a design that aborts 69% of
-    its samples win at 10x the samples/h and 2x the tokens/h of drain, unflagged): a large
+    """Notes on what the recommended design does that no limit of the spec rules on (and, for the
+    discarded share, a limit looser than the note's threshold, since discarding biases samples/h
+    itself: ``discarded_share = 1.0`` let a design that aborts 79% of its samples win at 10x the
+    samples/h and 2x the tokens/h of drain, unflagged; a set off-policy limit is the user's choice): a large
     discarded share or off-policy share (see :data:`NOTE_DISCARDED_SHARE`), each with the limit
     that would rule such designs out."""
     best = result.best
@@ -239,7 +240,8 @@ def unlimited_notes(result: PlanResult) -> list[str]:
         ),
     ):
         share, set_to = best.metrics.get(key, 0.0), getattr(c, key)
-        if share > threshold and (set_to is None or set_to > threshold):  # a loose limit is no limit
+        loose = key == "discarded_share" and set_to is not None and set_to > threshold  # samples/h biased
+        if share > threshold and (set_to is None or loose):  # an off-policy limit is the user's choice
             head = f"no limit on {key}" if set_to is None else f"{key} may reach {set_to:g}"
             why += _per_sample(best, key)
             out.append(f"note: {head}, and this design {does.format(share)} ({why}); {limit}")
