@@ -14,8 +14,12 @@ the file and the field.
   whose status is ``trained``), the other ``episodes_*`` counts the episodes of each status (and
   the truncated ones, and the relaunches in ``lineage.parquet``), ``sim_time_s`` that of
   ``meta.json``, ``staleness_mean`` / ``staleness_max`` those of the trained table's
-  ``staleness``, and ``throughput_per_hour`` the trained episodes per simulated hour. A key the
-  summary lacks is not checked (only the headline keys are required).
+  ``staleness``, and ``throughput_per_hour`` the trained episodes per simulated hour; and the
+  means and shares the tables give exactly: ``staleness_newest_mean`` / ``_max`` from
+  ``staleness_newest``, ``trained_duration_mean`` and ``launched_duration_mean`` the mean
+  ``duration_s`` of ``trained.parquet`` and ``episodes.parquet``, ``length_bias`` their ratio,
+  ``never_trained_share`` 1 - trained / launched, ``truncated_share`` the trained episodes a
+  timeout cut. A key the summary lacks is not checked (only the headline keys are required).
 - :func:`check_events`: ``events.parquet``'s values are what the views read: integer slots,
   replicas, versions and episode ids (a NaN there stopped the report with "cannot convert float
   NaN to integer", naming no file), intervals inside the run, known kinds, and one ``train``
@@ -120,6 +124,32 @@ def check_columns(table: pd.DataFrame, which: str) -> None:
         )
 
 
+def _mean(values: pd.Series) -> float:
+    return float(values.to_numpy(dtype=float).mean()) if len(values) else 0.0
+
+
+def _exact(episodes: pd.DataFrame, trained: pd.DataFrame) -> dict[str, tuple[float, str]]:
+    n_eps, n_trained = len(episodes), len(trained)
+    out: dict[str, tuple[float, str]] = {}
+    t_mean, l_mean = _mean(trained["duration_s"]), _mean(episodes["duration_s"])
+    out["trained_duration_mean"] = (t_mean, "trained.parquet's duration_s")
+    out["launched_duration_mean"] = (l_mean, "episodes.parquet's duration_s")
+    out["length_bias"] = (
+        t_mean / l_mean if l_mean > 0 else math.nan,
+        "the mean duration_s trained / launched",
+    )
+    out["never_trained_share"] = (1 - n_trained / n_eps if n_eps else 0.0, "1 - trained / launched episodes")
+    if "staleness_newest" in trained.columns:
+        new = trained["staleness_newest"].to_numpy()
+        src = "trained.parquet's staleness_newest"
+        out["staleness_newest_max"] = (float(new.max()) if n_trained else 0.0, src)
+        out["staleness_newest_mean"] = (int(new.sum()) / n_trained if n_trained else 0.0, src)
+    if "truncated" in episodes.columns:
+        cut = int((episodes["truncated"].astype(bool) & (episodes["status"].astype(str) == "trained")).sum())
+        out["truncated_share"] = (cut / n_trained if n_trained else 0.0, "the trained episodes a timeout cut")
+    return out
+
+
 def _expected(
     episodes: pd.DataFrame, trained: pd.DataFrame, lineage: pd.DataFrame | None, sim_time_s: float
 ) -> dict[str, tuple[float, str]]:
@@ -148,6 +178,7 @@ def _expected(
             float(episodes["truncated"].astype(bool).sum()),
             "the truncated episodes in episodes.parquet",
         )
+    out.update(_exact(episodes, trained))
     if lineage is not None:
         out["episodes_restarted"] = (
             float((lineage["parent"] >= 0).sum()),

@@ -13,12 +13,8 @@ the rest of what is exact for every run pipesim saves, each refusal a
 - :func:`check_values`: the summary's shares (``gen_util``, the idle ratios, ``truncated_share``,
   ``never_trained_share``) in [0, 1], its times, counts and means >= 0 (counts whole), no key
   :meth:`~pipesim.results.run.RunResult.summary` does not write (a compute run's summary is a
-  superset and is not checked for unknown keys), and what the tables give exactly:
-  ``staleness_newest_mean`` / ``_max`` from ``trained.parquet``'s ``staleness_newest``,
-  ``trained_duration_mean`` and ``launched_duration_mean`` the mean ``duration_s`` of
-  ``trained.parquet`` and ``episodes.parquet``, ``length_bias`` their ratio,
-  ``never_trained_share`` 1 - trained / launched, ``truncated_share`` the trained episodes that a
-  timeout cut.
+  superset and is not checked for unknown keys). The values the tables give exactly are compared
+  with them in one place, :func:`pipesim.io.saved_checks.check_summary`.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
-from pipesim.io.saved_files import SavedRunError, reading, same_value
+from pipesim.io.saved_files import SavedRunError, reading
 
 __all__ = ["SUMMARY_KEYS", "check_tables", "check_values", "read_meta"]
 
@@ -138,32 +134,6 @@ def check_tables(
             _ints(lineage, ("episode_id", "parent"))
 
 
-def _mean(values: pd.Series) -> float:
-    return float(values.to_numpy(dtype=float).mean()) if len(values) else 0.0
-
-
-def _exact(episodes: pd.DataFrame, trained: pd.DataFrame) -> dict[str, tuple[float, str]]:
-    n_eps, n_trained = len(episodes), len(trained)
-    out: dict[str, tuple[float, str]] = {}
-    t_mean, l_mean = _mean(trained["duration_s"]), _mean(episodes["duration_s"])
-    out["trained_duration_mean"] = (t_mean, "trained.parquet's duration_s")
-    out["launched_duration_mean"] = (l_mean, "episodes.parquet's duration_s")
-    out["length_bias"] = (
-        t_mean / l_mean if l_mean > 0 else math.nan,
-        "the mean duration_s trained / launched",
-    )
-    out["never_trained_share"] = (1 - n_trained / n_eps if n_eps else 0.0, "1 - trained / launched episodes")
-    if "staleness_newest" in trained.columns:
-        new = trained["staleness_newest"].to_numpy()
-        src = "trained.parquet's staleness_newest"
-        out["staleness_newest_max"] = (float(new.max()) if n_trained else 0.0, src)
-        out["staleness_newest_mean"] = (int(new.sum()) / n_trained if n_trained else 0.0, src)
-    if "truncated" in episodes.columns:
-        cut = int((episodes["truncated"].astype(bool) & (episodes["status"].astype(str) == "trained")).sum())
-        out["truncated_share"] = (cut / n_trained if n_trained else 0.0, "the trained episodes a timeout cut")
-    return out
-
-
 def check_values(
     directory: Path,
     summary: dict[str, float],
@@ -171,7 +141,8 @@ def check_values(
     trained: pd.DataFrame,
     engine: str,
 ) -> None:
-    """Refuse a summary value out of its range, an unknown key, or a mean the tables contradict."""
+    """Refuse a summary value out of its range or an unknown key (a value the tables give exactly
+    is compared with them by :func:`pipesim.io.saved_checks.check_summary`)."""
     path = directory / "summary.json"
 
     def refuse(key: str, why: str) -> SavedRunError:
@@ -195,10 +166,3 @@ def check_values(
         v = summary.get(key)
         if v is not None and not math.isnan(v) and not float(v).is_integer():
             raise refuse(key, "but it counts episodes: it must be a whole number")
-    with reading(directory / "trained.parquet"):
-        expected = _exact(episodes, trained)
-    for key, (want, source) in expected.items():
-        if key in summary and not same_value(float(summary[key]), want):
-            raise refuse(
-                key, f"but {source} make it {shown(want)} (edited, or not written by RunResult.save)"
-            )
