@@ -353,14 +353,23 @@ def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, res
             )
 
 
+NONE_LABEL = "none"
+"""The label of a grid value None (no timeout, no cap): the CLI's spelling of it."""
+
+
 def cell_label(value: Any) -> Any:
-    """A grid value's label: numbers, strings and None as they are, anything else by its repr.
+    """A grid value's label: numbers and strings as they are, None as ``none``
+    (:data:`NONE_LABEL`), anything else by its repr.
 
     Policy objects are dataclasses, so their repr names the class and its arguments:
     ``InFlightUpdate(load_time_s=0.5)`` and ``InFlightUpdate(load_time_s=30.0)`` are two cells
-    (the sweep's grid and the CLI label a cell with this one function).
+    (the sweep's grid and the CLI label a cell with this one function). A None label was a missing
+    value to pandas: NaN in the tables, an empty CSV cell, ``32.0`` for the 32 beside it (the
+    column became float), and no point in a figure (``timeout=none`` vanished).
     """
-    if isinstance(value, bool | int | float | str) or value is None:
+    if value is None:
+        return NONE_LABEL
+    if isinstance(value, bool | int | float | str):
         return value
     return repr(value)
 

@@ -3,7 +3,7 @@
 Design: a sweep is planned completely before anything runs. :func:`grid` expands designs x the
 product of the ``over`` values x seeds into :class:`Cell` objects and rejects a bad key, or a value
 or seed given twice, here, before a worker starts. A cell is labelled by its values
-(:func:`axis_label`: numbers and strings as they are, None as ``none``, policy objects by their repr
+(:func:`cell_label`: numbers and strings as they are, None as ``none``, policy objects by their repr
 with arguments, so ``InFlightUpdate(load_time_s=0.5)`` and ``InFlightUpdate(load_time_s=30.0)`` are
 two rows); a value twice in one axis is an error, since it would count the same runs twice.
 
@@ -35,7 +35,6 @@ __all__ = [
     "SweepResult",
     "aggregate",
     "all_failed_message",
-    "axis_label",
     "cell_label",
     "collect",
     "grid",
@@ -55,18 +54,6 @@ _T975 = [
     2.073873068, 2.068657610, 2.063898562, 2.059538553, 2.055529439, 2.051830516, 2.048407142,
     2.045229642, 2.042272456,
 ]  # fmt: skip
-
-
-NONE_LABEL = "none"
-"""The label of an axis value None (no timeout, no cap): the CLI's spelling of it."""
-
-
-def axis_label(value: Any) -> Any:
-    """A grid value's label in a sweep's tables: :func:`cell_label`, with None as ``none``
-    (:data:`NONE_LABEL`), as the ``--over`` value and the preset's design label spell it. A None
-    label was a missing value to pandas: NaN in the tables, an empty CSV cell, ``32.0`` for the 32
-    beside it (the column became float), and no point in a figure (``timeout=none`` vanished)."""
-    return NONE_LABEL if value is None else cell_label(value)
 
 
 @dataclass(frozen=True)
@@ -210,7 +197,7 @@ def grid(
     """The cells of a sweep: designs x product of ``over`` values x seeds.
 
     ``seeds`` as an int ``n`` means ``base.seed + i`` for ``i < n``. Values in ``over`` may be typed
-    values or policy objects; the label columns hold readable labels (see :func:`axis_label`).
+    values or policy objects; the label columns hold readable labels (see :func:`cell_label`).
     A bad key, or a value or seed given twice, fails here, before anything is submitted.
     """
     designs = {scenarios.name: scenarios} if isinstance(scenarios, Scenario) else dict(scenarios)
@@ -225,7 +212,7 @@ def grid(
         if isinstance(vs, str | bytes) or not isinstance(vs, Sequence) or len(vs) == 0:
             msg = f"over[{shown(k)}] must be a non-empty list of values, got {shown(vs)}"
             raise FieldError(msg, f"over.{k}")
-        _check_unique(f"over[{shown(k)}]", vs, [axis_label(v) for v in vs], f"over.{k}")
+        _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs], f"over.{k}")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise refuse("seeds", f"must be >= 1, got {seeds}")
@@ -250,7 +237,7 @@ def grid(
             changes = dict(zip(over, combo))
             for seed in seed_list:
                 scen = base.with_(**changes, seed=seed)
-                labels = {"design": design, **{k: axis_label(v) for k, v in changes.items()}, "seed": seed}
+                labels = {"design": design, **{k: cell_label(v) for k, v in changes.items()}, "seed": seed}
                 cells.append(Cell(len(cells), labels, scen))
     return cells
 

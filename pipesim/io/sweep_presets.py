@@ -50,16 +50,15 @@ def preset_grid(
     entry: Any, sets: Sequence[str], items: Sequence[str]
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """:func:`preset_designs`, and per design the value of each axis it was built with (labelled
-    as a grid value, :func:`~pipesim.io.sweep_grid.axis_label`: ``none`` for None, as the design's
+    as a grid value, :func:`~pipesim.io.overrides.cell_label`: ``none`` for None, as the design's
     label says; a raw None was NaN in the tables and the figures): the columns :func:`with_knobs`
     adds, since a design's label (``max_head_offpolicyness=0, max_concurrent_rollouts=32``) is
     one column, and the sweep's figures and a reader of its CSV need one per axis."""
     import itertools
     from functools import partial
 
-    from pipesim.io.overrides import POOL_KEYS
+    from pipesim.io.overrides import POOL_KEYS, cell_label
     from pipesim.io.registry import build, parse_parameter, parse_value
-    from pipesim.io.sweep_grid import axis_label
 
     scen, _ = build(entry, list(sets))
     axes: dict[str, list[str]] = {}
@@ -76,7 +75,7 @@ def preset_grid(
             raise UsageError(one_line(exc)) from None
         if len(set(map(repr, parsed))) != len(parsed):  # 1 and 01 are one value
             raise UsageError(f"--over {key}: a value is given twice")
-        typed[key] = [axis_label(v) for v in parsed]
+        typed[key] = [cell_label(v) for v in parsed]
     designs: dict[str, Any] = {}
     knobs: dict[str, dict[str, Any]] = {}
     picks = itertools.product(*(range(len(v)) for v in axes.values()))

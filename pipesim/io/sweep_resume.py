@@ -17,7 +17,7 @@ those names that is of this sweep, so they are not run again; a partial table of
 there is refused, naming what differs. Rows are matched to cells by their labels as the CSV
 writes them (:func:`_text`), and read back with their numbers exact (``round_trip``), so a resumed
 sweep's CSV is the uninterrupted one's (a label None is ``none`` in the CSV and in the cells alike:
-:func:`~pipesim.io.sweep_grid.axis_label`). Once the complete table is written, this sweep's
+:func:`~pipesim.io.overrides.cell_label`). Once the complete table is written, this sweep's
 partial tables beside it and their sidecars go (:func:`drop_partials`): a stale one made a later
 ``--resume`` rerun the cells it lacked. A complete table keeps no sidecar, so ``--resume`` onto
 one, with no partial table of this sweep beside it, is refused rather than run again in full
