@@ -21,17 +21,12 @@ from offpolicy.checks import FieldError, check_seed, lr_problem, shown
 from offpolicy.experiment import CLI_LIMITS
 from offpolicy.runfile import COSIM, COSIM_PERF, read_payload, writer_of
 from scenarios.cosim import DESIGNS, CosimConfig
+from scenarios.cosim_tables import TABLE_SUMMARY_KEYS
 from scenarios.outputs import check_output
 
 #: What every run record (:func:`~scenarios.cosim_report.run_record`) carries that the tables read:
 #: a stored file whose runs lack one is refused by name rather than failing inside a table.
 RUN_KEYS = frozenset({"design", "correction", "seed", "batch_size", "summary", "evals"})
-TABLE_SUMMARY_KEYS = (
-    "final_pass_rate", "staleness_mean", "staleness_max", "token_staleness_mean", "mixed_share",
-    "mismatch", "sim_hours", "lone_share", "trained_duration_s", "launched_duration_s",
-)  # fmt: skip
-"""The summary keys of a stored run that :mod:`scenarios.cosim_tables` reads (a record without
-one stopped ``--retable`` with a KeyError)."""
 
 
 def _items(text: str, field: str) -> list[str]:

@@ -23,6 +23,14 @@ from typing import Any
 from offpolicy import CORRECTIONS
 from scenarios.cosim import DESIGNS
 
+SUMMARY_MEANS = ("final_pass_rate", "staleness_mean", "mixed_share", "mismatch", "sim_hours", "lone_share")
+"""The summary keys a table row averages over a cell's runs."""
+TABLE_SUMMARY_KEYS = (
+    *SUMMARY_MEANS, "staleness_max", "token_staleness_mean", "trained_duration_s", "launched_duration_s",
+)  # fmt: skip
+"""Every summary key of a stored run the tables read (:func:`scenarios.cosim_checks` refuses a
+record without one: it stopped ``--retable`` with a KeyError)."""
+
 TABLE_KEYS = (
     "time_to_target_h",
     "final_pass_rate",
@@ -74,8 +82,7 @@ def aggregate(
             also = [time_to(r["evals"], also_target) for r in runs]
             row.update(also_target=also_target, time_to_also_h=statistics.median(also))
             row["reached_also"] = sum(math.isfinite(t) for t in also)
-        means = ("final_pass_rate", "staleness_mean", "mixed_share", "mismatch", "sim_hours", "lone_share")
-        for key in means:
+        for key in SUMMARY_MEANS:
             row[key] = _mean(s[key] for s in sums)
         finals = [s["final_pass_rate"] for s in sums if s["final_pass_rate"] is not None]
         row["final_pass_rate_sd"] = statistics.pstdev(finals) if finals else math.nan
