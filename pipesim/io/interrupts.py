@@ -63,8 +63,8 @@ def ignore_sigint() -> None:
     """A pool worker's initializer: leave Ctrl-C to the parent (a terminal sends it to the whole
     process group), which keeps what finished and stops the pool; no worker answers a task with
     KeyboardInterrupt or prints a traceback. SIGTERM gets its default action back: a worker
-    started by ``fork`` inherits :func:`sigterm_as_interrupt`, and the parent's ``terminate()``
-    then only interrupted its task (:mod:`pipesim.io.pools`)."""
+    started by ``fork`` inherits :func:`sigterm_as_interrupt`, and a SIGTERM then only
+    interrupted its task (:mod:`pipesim.io.pools`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 

@@ -49,6 +49,7 @@ from pipesim.core.validate import FieldError
 from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
 from pipesim.io.main_guard import main_guard_problem as main_guard_problem  # re-exported
 from pipesim.io.main_guard import reimports_main as reimports_main  # re-exported
+from pipesim.io.pools import kill_workers as kill_workers  # re-exported: sweeps
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -214,12 +215,6 @@ def progress_bar(total: int, enabled: bool | None, label: str = "sweep") -> Any:
     if enabled is None:
         enabled = total >= 20 and sys.stderr.isatty()
     return tqdm(total=total, desc=label, unit="run", disable=not enabled)
-
-
-def kill_workers(ex: Executor) -> None:
-    """Kill a process pool's workers (Python 3.11 has no public call; 3.14 adds kill_workers)."""
-    for proc in list(getattr(ex, "_processes", {}).values()):
-        proc.kill()
 
 
 def run_cells(
