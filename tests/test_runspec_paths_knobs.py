@@ -159,9 +159,9 @@ def test_engine_options_reach_the_engine_and_travel(in_tmp: Path) -> None:
     path = _tree(in_tmp, model=model.replace("'", '"'))
     rs = R.load(path)
     assert dict(rs.engine) == KNOBS
-    from pipesim.plan.runspec_checks import engine_of  # the engine R.run gives each replica
+    from pipesim.plan.build import design_cluster  # the engine R.run gives each replica
 
-    built = engine_of(rs.plan, rs.design.tp, rs.engine)
+    built, _ = design_cluster(rs.plan, rs.design, rs.engine)
     assert all(getattr(built, k) == v for k, v in KNOBS.items())
     # eager mode and NCCL all-reduces make generation no faster than the defaults
     plain = R.load(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -19,9 +20,11 @@ from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
 
-def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
-    """The engine replica of ``spec`` at TP degree ``tp`` (its calibrated overhead, if any)."""
-    extra: dict[str, Any] = {}
+def engine_config(spec: PlanSpec, tp: int, options: Sequence[tuple[str, Any]] = ()) -> EngineConfig:
+    """The engine replica of ``spec`` at TP degree ``tp`` (its calibrated overhead, if any), with
+    ``options`` set: a run spec's engine options, ``(name, value)`` pairs of ``[model]``'s keys a
+    plan spec has not (:data:`pipesim.plan.runspec_checks.ENGINE_KEYS`)."""
+    extra: dict[str, Any] = dict(options)
     if spec.iteration_overhead_s is not None:  # calibrated (pipesim calibrate); else EngineConfig's
         extra["iteration_overhead_s"] = spec.iteration_overhead_s
     return EngineConfig(
@@ -39,12 +42,15 @@ def engine_config(spec: PlanSpec, tp: int) -> EngineConfig:
     )
 
 
-def design_cluster(spec: PlanSpec, d: Design) -> tuple[EngineConfig, Any]:
+def design_cluster(
+    spec: PlanSpec, d: Design, options: Sequence[tuple[str, Any]] = ()
+) -> tuple[EngineConfig, Any]:
     """Design ``d``'s engine settings and :class:`~pipesim.compute.cluster.Cluster`, as a plan's
-    run, ``pipesim run`` of a run spec and calibrate's simulated sync all build them."""
+    run, ``pipesim run`` of a run spec (with its engine ``options``, :func:`engine_config`) and
+    calibrate's simulated sync all build them."""
     from pipesim.compute.cluster import Cluster
 
-    eng = engine_config(spec, d.tp)
+    eng = engine_config(spec, d.tp, options)
     cluster = Cluster(
         engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
     )

@@ -52,7 +52,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.plan import specfile
-from pipesim.plan.build import check_run_pool, routing, scenario, sync_seconds, trainer_config
+from pipesim.plan.build import check_run_pool, design_cluster, routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
@@ -68,7 +68,6 @@ from pipesim.plan.runspec_checks import (
     as_run_key,
     check_design,
     check_tables,
-    engine_of,
     missing_kind,
     read_design,
     read_engine,
@@ -347,14 +346,10 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
     cluster, scenario, trainer and routing a plan runs for that design
     (:func:`pipesim.plan.evaluate.run_design`), the calibrated overheads in its plan spec.
     ``observer`` sees each batch the trainer takes (the command line's progress bar)."""
-    from pipesim.compute.cluster import Cluster, run_compute
+    from pipesim.compute.cluster import run_compute
 
     spec, d = rs.plan, rs.design
-    # pipesim.plan.build.design_cluster's engine and cluster, the spec's engine options set
-    eng = engine_of(spec, d.tp, rs.engine)
-    cluster = Cluster(
-        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
-    )
+    eng, cluster = design_cluster(spec, d, rs.engine)  # the spec's engine options set
     sync = sync_seconds(spec, d, cluster)
     n_slots = cluster.n_replicas * eng.max_num_seqs
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")

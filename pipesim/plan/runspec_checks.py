@@ -13,7 +13,6 @@ exists. ``pipesim plan RUN.toml`` runs the same checks, so a typo is refused rat
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +38,6 @@ __all__ = [
     "as_run_key",
     "check_design",
     "check_tables",
-    "engine_of",
     "missing_kind",
     "read_design",
     "read_engine",
@@ -76,13 +74,6 @@ def read_engine(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
-def engine_of(spec: PlanSpec, tp: int, engine: Sequence[tuple[str, Any]] = ()) -> Any:
-    """The engine replica of ``spec`` at ``tp`` (:func:`~pipesim.plan.build.engine_config`) with a
-    run spec's engine options (:func:`read_engine`) set."""
-    eng = engine_config(spec, tp)
-    return dataclasses.replace(eng, **dict(engine)) if engine else eng
-
-
 KIND = "compute"
 PLAN_TABLES = ("cluster", "model", "workload")
 PLANNED_TABLES = (*PLAN_TABLES, "constraints")
@@ -95,7 +86,8 @@ ENGINE_KEYS = ("max_num_batched_tokens", "enforce_eager", "disable_custom_all_re
 """``[model]`` keys only a run spec takes: vLLM settings :class:`~pipesim.compute.EngineConfig`
 already models (:mod:`pipesim.compute.knobs`, ``kv_policy``), under its names and units. A plan
 spec's engines do not take them yet (``PlanSpec`` has no such fields), so :func:`read_engine`
-reads them beside the plan spec and :func:`engine_of` puts them on the design's engine."""
+reads them beside the plan spec and :func:`~pipesim.plan.build.engine_config` puts them on the
+design's engine."""
 
 
 def read_design(data: Any) -> Design:
@@ -161,7 +153,7 @@ def check_design(
             f"{table}.placement",
         )
     try:
-        eng = engine_of(spec, d.tp, engine)
+        eng = engine_config(spec, d.tp, engine)
         spec.workload.check_context(eng.context_len)
     except ValueError as e:
         inner, text = getattr(e, "field", ""), str(e)
