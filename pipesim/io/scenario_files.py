@@ -72,8 +72,9 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import MAX_DURATION_POOL, shown
 from pipesim.core.readfile import SCENARIO_MAX_BYTES, read_bytes
-from pipesim.core.validate import MAX_NESTING, FieldError, key_shown, nested_too_deep, refuse
+from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
+from pipesim.io.scenario_system import system_knobs, system_scenario, system_to_dict
 from pipesim.io.scenario_text import check_writable, repeated_toml_key, too_long
 from pipesim.policies import catalog
 
@@ -90,6 +91,7 @@ __all__ = [
     "save_scenario",
     "scenario_from_dict",
     "scenario_to_dict",
+    "system_to_dict",
 ]
 
 if sys.version_info >= (3, 11):
@@ -222,7 +224,7 @@ def read_scenario_file(path: str | Path) -> tuple[Scenario, tuple[Entry, dict[st
     scenario = scenario_from_dict(data, str(path))  # the file's own refusals, named by file and key
     if not isinstance(data, Mapping) or "system" not in data:
         return scenario, None
-    return scenario, _system_knobs(Reader(str(path)), data)
+    return scenario, system_knobs(Reader(str(path)), data)
 
 
 _TOO_DEEP = object()
@@ -320,7 +322,7 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
             f"{version} is newer than this pipesim reads ({SCHEMA_VERSION}); upgrade pipesim",
         )
     if "system" in data:  # a preset in its system's own knob names (system_to_dict)
-        return _system_scenario(r, data)
+        return system_scenario(r, data)
     hints = type_hints(Scenario)
     fields = {f.name: f for f in dataclasses.fields(Scenario)}
     r.check_keys(data, ["schema_version", *fields], "")
@@ -341,81 +343,6 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
         raise r.error(
             where, str(exc), exc.field if isinstance(exc, FieldError) and exc.field else where
         ) from None
-
-
-def system_to_dict(preset: str, **knobs: Any) -> dict[str, Any]:
-    """A file naming a registered preset (``systems:areal``) by its system's own knob names: a
-    ``[system]`` table with ``name`` and every knob the preset's factory takes (``knobs`` over its
-    defaults; a knob at None, such as AReaL's uncapped ``max_concurrent_rollouts``, is written as the
-    file's none marker). The reader builds the preset from the table (the knobs, plus any
-    :class:`PipelineConfig` field the preset passes to its pipeline). The reader builds the preset
-    from it (:func:`scenario_from_dict`), so the file loads back to the scenario the preset builds,
-    and an edited knob changes the scenario as the system's own knob would."""
-    from pipesim.io.registry import resolve
-
-    entry = resolve(preset)
-    params = entry.parameters()
-    for k in knobs:
-        if k not in params:
-            raise refuse(
-                f"system.{k}", f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
-            )
-    table: dict[str, Any] = {"name": entry.name}
-    for name, p in params.items():
-        value = knobs.get(name, p.default)
-        if value is p.empty:
-            raise refuse(f"system.{name}", f"missing (a required knob of {entry.name})")
-        table[name] = _data(value, f"system.{name}")
-    return {"schema_version": SCHEMA_VERSION, "system": table}
-
-
-def _signature(entry: Any) -> Mapping[str, Any]:
-    import inspect
-
-    try:
-        return inspect.signature(entry.factory).parameters
-    except (TypeError, ValueError):
-        return {}
-
-
-def _system_scenario(r: Reader, data: Mapping[str, Any]) -> Scenario:
-    entry, knobs = _system_knobs(r, data)
-    try:
-        return entry.build(**knobs)
-    except ValueError as exc:
-        field = exc.field if isinstance(exc, FieldError) and exc.field else ""
-        where = f"system.{field}" if field in knobs else "system"
-        raise r.error(where, str(exc), where) from None
-
-
-def _system_knobs(r: Reader, data: Mapping[str, Any]) -> tuple[Entry, dict[str, Any]]:
-    """The preset a ``[system]`` table names and its knobs as the factory takes them."""
-    from pipesim.io.registry import get_entry
-
-    r.check_keys(data, ["schema_version", "system"], "")
-    table = data["system"]
-    if not isinstance(table, Mapping):
-        raise r.error("system", f"expected a table with name = a preset and its knobs, got {shown(table)}")
-    name = table.get("name")
-    if not isinstance(name, str):
-        raise r.error(
-            "system.name", f"expected a preset name (str, as pipesim list shows), got {shown(name)}"
-        )
-    try:  # a registered preset only: a file is data, so it never names a module or a file to run
-        entry = get_entry(name)
-    except ValueError as exc:
-        raise r.error("system.name", str(exc)) from None
-    params = entry.parameters()
-    known = set(params)
-    if any(p.kind is p.VAR_KEYWORD for p in _signature(entry).values()):
-        known |= {f.name for f in dataclasses.fields(PipelineConfig)}
-    knobs = {k: None if v == NONE else v for k, v in table.items() if k != "name"}
-    for k in knobs:
-        if k not in known:
-            why = f"is not a knob of {entry.name} (its knobs: {', '.join(params) or 'none'})"
-            where = f"system.{key_shown(k)}"
-            raise r.error(where, why, refuse(where, why).field) from None
-    return entry, {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()}
 
 
 def _field_in(message: str, names: list[str]) -> str:
