@@ -313,12 +313,12 @@ class PlanSpec:
         """PlanError naming ``search.steps`` where even the least pool any design draws passes
         :data:`MAX_POOL_TASKS` (``model.max_num_seqs`` is bounded on its own, as the engine bounds it).
 
-        The least pool is :func:`pipesim.plan.build.pool_tasks` at its smallest: eta 0, no
+        The least pool is :func:`pipesim.plan.pools.pool_tasks` at its smallest: eta 0, no
         oversampling, one engine replica, ``(steps + 1) x batch + max_num_seqs``. It holds for a
         plan spec and a run spec's alike, whatever the space or the design, so the message states
         that sum and nothing of a space (a run spec has none). It is coarse: every run's pool is
         held to :data:`~pipesim.core.errors.MAX_DURATION_POOL` where the design is known
-        (:func:`~pipesim.plan.build.check_pool`, :func:`~pipesim.plan.build.check_plan_pool`,
+        (:func:`~pipesim.plan.pools.check_pool`, :func:`~pipesim.plan.build.check_plan_pool`,
         :func:`~pipesim.plan.build.check_run_pool`); this refuses at load what no design runs.
         Before, it took the space's largest eta and oversampling and every GPU as a replica: a run
         spec was told of its default space (``oversample 1.25 x 3``), a limit of 268,435,456, and
