@@ -242,6 +242,8 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         ),
         (["run", "fig13.1-sync", "--set", "timeout=Timeout(cap_s=nan)"], "cap_s must be a finite number"),
         (["sweep", "fig13.1-sync", "--seed", "3"], "unrecognized arguments: --seed 3"),  # not --seeds 3
+        (["sweep", "examples/run_qwen3_8b.toml", "--over", "design.tp=2,4"], "a run spec (kind"),
+        (["sweep", "examples/plan_qwen3_8b.toml", "--over", "design.tp=2,4"], "a plan spec (docs/plan.md)"),
     ],
 )
 def test_cli_errors_are_one_line_exit_2(

@@ -90,9 +90,10 @@ def _remedies(p: Pipeline) -> str:
     counts them out. No failure policy does: a retry (``RetryFailed``'s relaunch, ``RequeueFailed``'s
     requeue) starts a new episode that counts as started too, while the failed one still counts, so
     the same run stalls with any of them (it was offered as a remedy, and stalled on every seed
-    tried with ``CountThrottle``). Where the batch policy discarded episodes and does not declare
-    ``drops_work``, the declaration is named too: it keeps the testing kit from drawing the policy
-    beside such an admission rule (docs/policies.md)."""
+    tried with ``CountThrottle``). Where a batch policy of the user's discarded episodes and does
+    not declare ``drops_work``, the declaration is named too: it keeps the testing kit from drawing
+    the policy beside such an admission rule (docs/policies.md). pipesim's own policies are never
+    told to declare it (``WholeGroups`` filtering: the advice was to edit pipesim)."""
     from pipesim.core.episode import DISCARDED
 
     out = "an admission that counts dropped episodes out (AReaLThrottle, or OverSample)"
@@ -105,7 +106,8 @@ def _remedies(p: Pipeline) -> str:
         )
     out += " lets the run finish"
     batch = p.batching
-    if _drop_counts(p)[DISCARDED] and not getattr(batch, "drops_work", False):
+    own = type(batch).__module__.startswith("pipesim.")  # pipesim's own: the kit knows them already
+    if _drop_counts(p)[DISCARDED] and not own and not getattr(batch, "drops_work", False):
         out += (
             f"; the batch policy {type(batch).__name__} discards episodes and does not declare it: "
             "give it the class attribute drops_work = True, so that the testing kit's "

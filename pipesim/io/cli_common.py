@@ -101,6 +101,14 @@ def build_scenario(spec: str, sets: Sequence[str], seed: int | None) -> tuple[An
             scen = scen.with_(seed=seed)
     except ValueError as exc:
         if is_plan_spec(spec):  # read as a scenario file it lacked schema_version: say what it is
+            from pipesim.plan.runspec import is_runspec
+
+            if is_runspec(spec):
+                raise UsageError(
+                    f'{spec}: a run spec (kind = "compute", docs/runspec.md), not a scenario: '
+                    f"`pipesim run {spec}` runs it, and `pipesim plan {spec}` compares designs "
+                    "(tp, placement, eta) with its [design] as the baseline"
+                ) from None
             raise UsageError(
                 f"{spec}: a plan spec (docs/plan.md), not a scenario: `pipesim plan {spec}` searches it"
             ) from None

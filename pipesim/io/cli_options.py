@@ -95,7 +95,7 @@ POLICIES_HELP = (
 )
 OVER_HELP = (
     "an axis of the grid; repeatable; e.g. --over max_staleness=0,1,2 or "
-    "--over 'replicas=Replicas(2, LeastLoaded()),Replicas(4, LeastLoaded())'"
+    "--over 'weight_update=Drain(),InFlightUpdate(load_time_s=2)'"
 )
 
 
