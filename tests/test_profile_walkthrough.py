@@ -80,10 +80,11 @@ def test_the_profile_records_device_dtype_and_completeness(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(profile, "measure_attention", interrupted)
-    assert main(["profile", *TINY, "--out", str(out)]) == 130
-    assert {m.complete for m in read_measurements(out)} == {False}
+    cut = tmp_path / "cut.csv"  # a fresh file: a partial profile never replaces a complete one
+    assert main(["profile", *TINY, "--out", str(cut)]) == 130
+    assert {m.complete for m in read_measurements(cut)} == {False}
     capsys.readouterr()
-    rc, text, _ = _check(capsys, str(out), "--gpu", "h100-sxm")
+    rc, text, _ = _check(capsys, str(cut), "--gpu", "h100-sxm")
     assert rc == 0 and "warning:" in text and "interrupted" in text
 
 

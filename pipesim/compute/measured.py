@@ -19,7 +19,9 @@ and one all-reduce latency for every row (the global constants; nothing is fitte
 :func:`score` reports, per op, the count, the median and 90th percentile of ``|predicted /
 measured - 1|``, the signed median (bias) and the share within 25%; a row the roofline predicts
 as 0 s (an all-reduce over one GPU, a decode over no cached tokens) is left out, since any
-measurement scores -100% against it, and :func:`report` says so. ``pipesim check-roofline FILE``
+measurement scores -100% against it, and :func:`report` says so; so is a row at a ``tp`` the
+roofline refuses for its shapes (:func:`refused_tp`: not dividing the KV heads nor a multiple of
+them, which older profiles measured), rather than refusing the whole file. ``pipesim check-roofline FILE``
 prints :func:`report` on the GPU :func:`pick_gpu` chooses (``--gpu NAME``, else the one the CSV's
 ``device`` column names), after :func:`caveats`: rows measured on a CPU, in a dtype other than
 the roofline's bf16, by an interrupted profile, or on another GPU than the one scored.
@@ -256,18 +258,30 @@ def unscored(
     return _score(rows, gpu, efficiency)[1]
 
 
+def refused_tp(rows: Iterable[Measurement], gpu: GPUSpec) -> list[tuple[Measurement, str]]:
+    """The rows :func:`score` skips, each with why: a ``tp`` the roofline refuses for the row's
+    shapes (:func:`~pipesim.compute.roofline.check_tp`, as vLLM: one not dividing the KV heads
+    nor a multiple of them), which ``pipesim profile`` measured before it applied that rule."""
+    return _score(rows, gpu)[2]
+
+
 def _score(
     rows: Iterable[Measurement],
     gpu: GPUSpec,
     efficiency: Efficiency | None = None,
     allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S,
-) -> tuple[dict[str, Score], list[Measurement]]:
+) -> tuple[dict[str, Score], list[Measurement], list[tuple[Measurement, str]]]:
     errors: dict[str, list[float]] = {}
     zero: list[Measurement] = []
+    refused: list[tuple[Measurement, str]] = []
     for m in rows:
         try:
             predicted = predict_s(m, gpu, efficiency, allreduce_latency_s)
-        except ValueError as e:  # shapes no model has (tp not dividing the heads, 4e12 heads): the row
+        except ValueError as e:
+            if getattr(e, "field", "") == "tp":  # valid shapes at a tp vLLM refuses: skip the row
+                refused.append((m, str(e)))
+                continue
+            # shapes no model has (4e12 heads): a bad row, refused naming it
             file = m.where.rpartition(":")[0]
             raise FieldError(f"{m.where}: {e}", getattr(e, "field", "") or "op", file) from None
         if predicted > 0:
@@ -283,7 +297,7 @@ def _score(
         p90 = size[min(len(size) - 1, int(0.9 * len(size)))]
         within = sum(e <= 0.25 for e in size) / len(size)
         out[op] = Score(op, len(size), statistics.median(size), p90, statistics.median(signed), within)
-    return out, zero
+    return out, zero, refused
 
 
 def report(
@@ -295,7 +309,7 @@ def report(
     """The table ``pipesim check-roofline`` prints: one line per op of ``path``'s rows (``rows``
     where already read), and a note naming the rows left out (predicted as 0 s)."""
     measured = read_measurements(path) if rows is None else rows
-    scores, zero = _score(measured, gpu, efficiency)
+    scores, zero, refused = _score(measured, gpu, efficiency)
     lines = [
         f"roofline vs {path} on {gpu.name} (|predicted/measured - 1|)",
         f"{'op':<18} {'rows':>5} {'median':>7} {'p90':>7} {'bias':>7} {'<=25%':>6}",
@@ -310,6 +324,13 @@ def report(
         lines.append(
             f"note: {len(zero)} row(s) left out: the roofline predicts 0 s for them, so any measurement "
             f"would score -100% (first: {zero[0].where}, {zero[0].op}, {why})"
+        )
+    if refused:
+        first, why = refused[0]
+        tps = ", ".join(str(t) for t in sorted({m.ints["tp"] for m, _ in refused}))
+        lines.append(
+            f"note: {len(refused)} row(s) at tp {tps} skipped: the roofline refuses that degree for "
+            f"their shapes, as vLLM does (first: {first.where}, {first.op}: {why})"
         )
     return "\n".join(lines)
 

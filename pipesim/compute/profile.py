@@ -15,8 +15,9 @@ GPU's heads (a contiguous KV cache, not vLLM's paged blocks); ``all_reduce`` ove
 GPU (``torch.distributed``; skipped with a message on one GPU). Every row also says what measured
 it (:data:`~pipesim.compute.profile_shapes.PROVENANCE`: the device's name, the dtype, and whether
 the profile completed or was interrupted), which ``pipesim check-roofline`` reads to pick the GPU
-and to warn. Ctrl-C or SIGTERM (``timeout``'s default signal) writes the rows measured so far.
-``docs/decode.md`` has the details.
+and to warn. Ctrl-C or SIGTERM (``timeout``'s default signal), or a shape too large for the
+device's memory, writes the rows measured so far, marked incomplete, and never over a file already
+at ``--out`` (beside it instead). ``docs/decode.md`` has the details.
 
 Design: it must run where only torch is installed. Two files, this one (the measuring and the
 command) and :mod:`pipesim.compute.profile_shapes` (what is measured and written: the shapes, the
@@ -107,6 +108,27 @@ class Timer:
         return statistics.median(times)
 
 
+class TooLarge(ValueError):
+    """A shape needs more memory than the device has: the option and the shape that asked for it
+    (the command writes the rows measured before it, as an interrupt does)."""
+
+
+@contextlib.contextmanager
+def _shape(option: str, shape: str, tp: int) -> Iterator[None]:
+    """Within the block, torch's allocator failing (a CUDA or CPU out-of-memory error) raises
+    :class:`TooLarge` naming ``option`` and ``shape``."""
+    try:
+        yield
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        text = str(e).strip()
+        if "out of memory" not in text.lower() and "allocate" not in text.lower():
+            raise
+        first = text.splitlines()[0][:200] if text else type(e).__name__
+        raise TooLarge(
+            f"{option} {shape} (tp {tp}): needs more memory than the device has ({first}); give a smaller one"
+        ) from None
+
+
 def measure_gemms(
     shapes: ps.Shapes,
     tokens: Iterable[int],
@@ -119,12 +141,13 @@ def measure_gemms(
     import torch
 
     rows: list[dict[str, object]] = [] if into is None else into
-    for tp in (tp for tp in tps if not shapes.n_heads % tp):
+    for tp in (tp for tp in tps if shapes.tp_refusal(tp) is None):
         for n in tokens:
-            times = {
-                op: t.median_s(partial(torch.matmul, t.full(n, k), t.full(k, m)))
-                for op, (k, m) in shapes.gemms(tp).items()
-            }
+            with _shape("--tokens", str(n), tp):
+                times = {
+                    op: t.median_s(partial(torch.matmul, t.full(n, k), t.full(k, m)))
+                    for op, (k, m) in shapes.gemms(tp).items()
+                }
             rows += [shapes.row(op, tp, n_tokens=n, median_s=f"{sec:.6g}") for op, sec in times.items()]
             if len(times) == len(ps.GEMM_OPS):
                 rows.append(shapes.row("linear", tp, n_tokens=n, median_s=f"{sum(times.values()):.6g}"))
@@ -166,15 +189,17 @@ def measure_attention(
     appended to ``into`` as they are measured, as :func:`measure_gemms` does)."""
     rows: list[dict[str, object]] = [] if into is None else into
     d = shapes.head_dim
-    for tp in (tp for tp in tps if not shapes.n_heads % tp):
+    for tp in (tp for tp in tps if shapes.tp_refusal(tp) is None):
         hq, hkv = shapes.n_heads // tp, -(-shapes.n_kv_heads // tp)
         for b, kv in decode:
-            k = t.full(b, hkv, kv, d)
-            sec = t.median_s(partial(_sdpa, t.full(b, hq, 1, d), k, k, None))
+            with _shape("--decode", f"{b}x{kv}", tp):
+                k = t.full(b, hkv, kv, d)
+                sec = t.median_s(partial(_sdpa, t.full(b, hq, 1, d), k, k, None))
             rows.append(shapes.row("decode_attention", tp, batch_size=b, kv_len=kv, median_s=f"{sec:.6g}"))
         for n, kv in prefill:
-            k = t.full(1, hkv, kv + n, d)
-            sec = t.median_s(partial(_sdpa, t.full(1, hq, n, d), k, k, kv))
+            with _shape("--prefill", f"{n}x{kv}", tp):
+                k = t.full(1, hkv, kv + n, d)
+                sec = t.median_s(partial(_sdpa, t.full(1, hq, n, d), k, k, kv))
             rows.append(shapes.row("prefill_attention", tp, n_tokens=n, kv_len=kv, median_s=f"{sec:.6g}"))
     return rows
 
@@ -208,29 +233,41 @@ def _allreduce_worker(
                     "dtype": "bfloat16",
                 }
             )
-        if rank == 0:
-            Path(out).write_text(json.dumps(rows))
+            if rank == 0:  # after each size, whole (renamed): an interrupt keeps the sizes done
+                Path(f"{out}.part").write_text(json.dumps(rows))
+                os.replace(f"{out}.part", out)
     finally:
         dist.destroy_process_group()
 
 
 def measure_allreduce(
-    n_gpus: Sequence[int], sizes: Sequence[int], backend: str, t: Timer
+    n_gpus: Sequence[int],
+    sizes: Sequence[int],
+    backend: str,
+    t: Timer,
+    into: list[dict[str, object]] | None = None,
 ) -> list[dict[str, object]]:
-    """All-reduce rows for each process count in ``n_gpus`` (one process per GPU, spawned)."""
+    """All-reduce rows for each process count in ``n_gpus`` (one process per GPU, spawned),
+    appended to ``into`` (returned) as each group finishes, and those of the sizes a group
+    finished when it is interrupted (its rank 0 writes them after each size)."""
     import tempfile
 
     import torch.multiprocessing as mp
 
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = [] if into is None else into
     for i, world in enumerate(n_gpus):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "rows.json")
             timer = Timer(None, None, t.warmup, t.repeats)  # the device is each process's own
-            mp.spawn(
-                _allreduce_worker, args=(world, backend, 29517 + i, tuple(sizes), timer, out), nprocs=world
-            )
-            rows += json.loads(Path(out).read_text())
+            try:
+                mp.spawn(
+                    _allreduce_worker,
+                    args=(world, backend, 29517 + i, tuple(sizes), timer, out),
+                    nprocs=world,
+                )
+            finally:  # interrupted too: the sizes this group finished
+                with contextlib.suppress(OSError, ValueError):
+                    rows += json.loads(Path(out).read_text())
     return rows
 
 
@@ -293,36 +330,27 @@ def _device(text: str | None) -> Any:
 
 
 def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[dict[str, object]]:
-    """Measure what ``args`` asks for and write ``args.out``; returns the rows."""
+    """Measure what ``args`` asks for and write ``args.out``; returns the rows. Every option is
+    checked before anything is measured or said. Stopped early (Ctrl-C, SIGTERM, or a shape too
+    large for the device's memory: :class:`TooLarge`), the rows measured so far are written, marked
+    ``complete`` 0, to :func:`~pipesim.compute.profile_shapes.partial_path` (``--out``, or beside a
+    file already there: a partial profile never replaces one), and the exception goes on."""
     import torch
 
     shapes = ps.Shapes.from_hf_config(ps.model_config(args.model, args.config))
     ps.check_out(args.out)
     device = _device(args.device)
     dtype = getattr(torch, ps.check_dtype(args.dtype))
+    opts = ps.read_options(args, shapes)
     if device.type == "cpu":
         torch.set_num_threads(1)  # tiny CPU kernels: threads only add scheduling noise
-    for name in ("warmup", "repeats"):
-        if getattr(args, name) < (0 if name == "warmup" else 1):
-            raise ValueError(f"--{name} must be at least {0 if name == 'warmup' else 1}")
-    tps = ps.parse_ints(args.tp, "--tp")
-    tokens = ps.parse_ints(args.tokens, "--tokens")
-    decode, prefill = (
-        ps.parse_pairs(args.decode, "--decode"),
-        ps.parse_pairs(args.prefill, "--prefill", least_second=0),
-    )
-    usable = tuple(tp for tp in tps if not shapes.n_heads % tp)
-    if not usable:
-        raise ValueError(f"--tp: none of {args.tp} divides the model's {shapes.n_heads} attention heads")
-    if usable != tps:
-        skipped = ", ".join(str(tp) for tp in tps if tp not in usable)
-        say(f"--tp {skipped}: skipped (does not divide the model's {shapes.n_heads} attention heads)")
-    if args.allreduce_gpus:
-        worlds = ps.parse_worlds(args.allreduce_gpus)
+    for line in opts.skipped:
+        say(line)
+    if opts.worlds is not None:
+        worlds = opts.worlds
     else:
         count = torch.cuda.device_count() if args.allreduce_backend == "nccl" else 0
         worlds = tuple(n for n in (2, 4, 8) if n <= count)
-    sizes = ps.parse_ints(args.allreduce_bytes, "--allreduce-bytes")
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     say(f"profiling on {gpu_name} ({device}), torch {torch.__version__}, {args.dtype}")
     meta = {"device": gpu_name, "dtype": args.dtype}
@@ -340,23 +368,40 @@ def run(args: argparse.Namespace, say: Callable[[str], object] = print) -> list[
     rows: list[dict[str, object]] = []
     with stop_once():  # SIGTERM too: `timeout` stops a profile with it, and no row was kept
         try:
-            measure_gemms(shapes, tokens, usable, timer, into=rows)
-            measure_attention(shapes, decode, prefill, usable, timer, into=rows)
+            measure_gemms(shapes, opts.tokens, opts.tps, timer, into=rows)
+            measure_attention(shapes, opts.decode, opts.prefill, opts.tps, timer, into=rows)
             if worlds:
-                rows += measure_allreduce(worlds, sizes, args.allreduce_backend, timer)
+                measure_allreduce(worlds, opts.sizes, args.allreduce_backend, timer, into=rows)
+            elif device.type == "cpu":
+                say(
+                    "all-reduce: skipped (profiling the CPU; --allreduce-backend gloo "
+                    "--allreduce-gpus 2 times it over CPU processes)"
+                )
             else:
                 say("all-reduce: skipped (one GPU; needs two or more)")
-        except KeyboardInterrupt:  # keep what was measured: minutes of a GPU's time
-            if rows:
-                ps.write_csv(rows, args.out, {**meta, "complete": 0})
-                say(
-                    f"interrupted: wrote the {len(rows)} rows measured so far to {args.out} "
-                    "(marked complete=0: pipesim check-roofline warns of it)"
-                )
+        except (KeyboardInterrupt, TooLarge) as stop:  # keep what was measured: minutes of a GPU's time
+            _write_partial(
+                rows, args.out, meta, "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped", say
+            )
             raise
         ps.write_csv(rows, args.out, {**meta, "complete": 1})
     say(f"wrote {len(rows)} rows to {args.out}")
     return rows
+
+
+def _write_partial(
+    rows: list[dict[str, object]], out: str, meta: dict[str, str], what: str, say: Callable[[str], object]
+) -> None:
+    """Write the rows of a profile stopped early, marked complete=0, and say where."""
+    if not rows:
+        return
+    path = ps.partial_path(out)
+    ps.write_csv(rows, path, {**meta, "complete": 0})
+    kept = "" if path == out else f"; {out} was left as it was (a partial profile never replaces a file)"
+    say(
+        f"{what}: wrote the {len(rows)} rows measured so far to {path} "
+        f"(marked complete=0: pipesim check-roofline warns of it){kept}"
+    )
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python pipesim/compute/profile.py") -> int:

@@ -16,11 +16,14 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import importlib.util
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 _HEADER = "op,tp,n_tokens,batch_size,kv_len,hidden_size,n_heads,n_kv_heads,head_dim,intermediate_size"
@@ -57,6 +60,10 @@ DEFAULT_PREFILL = ((512, 0), (2048, 0), (2048, 2048), (8192, 0))
 """(n_tokens, kv_len) of the prefill-attention rows: whole prompts and a chunk after a prefix."""
 DEFAULT_ALLREDUCE_BYTES = tuple(2**k for k in range(12, 28, 2))
 """4 KiB to 64 MiB: a decode step's activations to a large prefill's."""
+MAX_REPEATS = 10_000
+"""The most ``--warmup`` or ``--repeats`` runs per measurement, for the script and ``pipesim
+profile`` alike: a median of 10,000 is as steady as timing gets; a billion ran for days (each shape
+is measured that many times)."""
 
 TINY_CONFIG: Mapping[str, Any] = {
     "model_type": "llama",
@@ -114,6 +121,17 @@ class Shapes:
             intermediate_size=inter,
             moe=moe,
         )
+
+    def tp_refusal(self, tp: int) -> str | None:
+        """Why the roofline refuses ``tp`` for these shapes (``None`` when it does not): as
+        :func:`pipesim.compute.roofline.check_tp` and vLLM, ``tp`` divides the attention heads,
+        and divides the KV heads or is a multiple of them. A profile skips such a degree, since
+        ``pipesim check-roofline`` could not score its rows."""
+        if self.n_heads % tp:
+            return f"does not divide the model's {self.n_heads} attention heads"
+        if self.n_kv_heads % tp and tp % self.n_kv_heads:
+            return f"neither divides the model's {self.n_kv_heads} KV heads nor is a multiple of them"
+        return None
 
     def gemms(self, tp: int) -> dict[str, tuple[int, int]]:
         """``op -> (k, m)``: the weight shard of each projection on one of ``tp`` GPUs, as
@@ -235,6 +253,51 @@ def parse_pairs(text: str, name: str, least_second: int = 1) -> tuple[tuple[int,
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Options:
+    """The command's measurement options, parsed and checked (:func:`read_options`)."""
+
+    tps: tuple[int, ...]
+    """The ``--tp`` degrees measured (those the roofline accepts for the model)."""
+    skipped: tuple[str, ...]
+    """One line for each ``--tp`` degree left out, and why."""
+    tokens: tuple[int, ...]
+    decode: tuple[tuple[int, int], ...]
+    prefill: tuple[tuple[int, int], ...]
+    sizes: tuple[int, ...]
+    worlds: tuple[int, ...] | None
+    """``--allreduce-gpus``, or ``None`` for the default (2/4/8 up to the GPUs torch sees)."""
+
+
+def read_options(args: argparse.Namespace, shapes: Shapes) -> Options:
+    """Every measurement option of ``args``, checked before anything is measured or said
+    (ValueError naming the option): ``--warmup`` and ``--repeats`` within 0 (1) to
+    :data:`MAX_REPEATS`, the lists, and at least one ``--tp`` degree :meth:`Shapes.tp_refusal`
+    accepts."""
+    for name, least in (("warmup", 0), ("repeats", 1)):
+        value = getattr(args, name)
+        if not least <= value <= MAX_REPEATS:
+            raise ValueError(f"--{name} must be from {least} to {MAX_REPEATS:,}, got {value:,}")
+    tps = parse_ints(args.tp, "--tp")
+    why = {tp: shapes.tp_refusal(tp) for tp in dict.fromkeys(tps)}
+    usable = tuple(tp for tp in tps if why[tp] is None)
+    if not usable:
+        raise ValueError(f"--tp: no degree of {args.tp!r} suits the model: {tps[0]} {why[tps[0]]}")
+    return Options(
+        tps=usable,
+        skipped=tuple(
+            f"--tp {tp}: skipped ({text}; pipesim check-roofline refuses it)"
+            for tp, text in why.items()
+            if text
+        ),
+        tokens=parse_ints(args.tokens, "--tokens"),
+        decode=parse_pairs(args.decode, "--decode"),
+        prefill=parse_pairs(args.prefill, "--prefill", least_second=0),
+        sizes=parse_ints(args.allreduce_bytes, "--allreduce-bytes"),
+        worlds=parse_worlds(args.allreduce_gpus) if args.allreduce_gpus else None,
+    )
+
+
 def check_out(path: str) -> None:
     """ValueError naming ``--out`` when the CSV cannot be written there (checked before measuring,
     so minutes of measurement are not lost to a typo in the folder)."""
@@ -283,18 +346,52 @@ def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.Argument
     return p
 
 
+def _interrupts() -> ModuleType:
+    """:mod:`pipesim.io.interrupts` (standard library only): through the package where this file
+    was imported through it, else read from its file beside this folder, without the package."""
+    if __package__:
+        from pipesim.io import interrupts
+
+        return interrupts
+    name = "_pipesim_io_interrupts"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).parents[1] / "io" / "interrupts.py"
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its classes look their module up while they are made
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def partial_path(path: str) -> str:
+    """Where an incomplete profile (interrupted, or stopped by a shape too large) is written:
+    ``path``, unless a file with content is already there (a complete profile of before, which a
+    partial one must not replace): then ``NAME.partial.csv`` beside it. A pipe or ``/dev/stdout``
+    is written in place."""
+    p = Path(path)
+    if _interrupts().writes_in_place(p) or not p.is_file() or p.stat().st_size == 0:
+        return path
+    return str(p.with_name(f"{p.stem}.partial{p.suffix or '.csv'}"))
+
+
 def write_csv(
     rows: Iterable[Mapping[str, object]],
     path: str | os.PathLike[str],
     meta: Mapping[str, object] | None = None,
 ) -> None:
-    """Write measurement rows in the :data:`COLUMNS` format (whole or not at all: a temporary file
-    beside ``path``, then renamed); ``meta`` fills the columns a row leaves out (its
-    :data:`PROVENANCE`: the device, the dtype, whether the profile completed)."""
-    tmp = Path(f"{os.fspath(path)}.part")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-        w.writeheader()
-        for row in rows:
-            w.writerow({**(meta or {}), **row})
-    os.replace(tmp, path)
+    """Write measurement rows in the :data:`COLUMNS` format, whole or not at all
+    (:func:`pipesim.io.interrupts.write_atomic`: a temporary file beside ``path``, then renamed;
+    a FIFO or ``/dev/stdout`` is written in place, a link's file rather than the link); ``meta``
+    fills the columns a row leaves out (its :data:`PROVENANCE`: the device, the dtype, whether
+    the profile completed)."""
+
+    def write(target: Path) -> None:
+        with open(target, "w", newline="") as f:
+            w = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+            w.writeheader()
+            for row in rows:
+                w.writerow({**(meta or {}), **row})
+
+    _interrupts().write_atomic(path, write)

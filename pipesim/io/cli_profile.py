@@ -16,12 +16,10 @@ import argparse
 import json
 import os
 
+from pipesim.compute.profile_shapes import MAX_REPEATS
 from pipesim.core.errors import shown
 from pipesim.io.cli_common import UsageError, check_output
 
-MAX_REPEATS = 10_000
-"""The most ``--warmup`` or ``--repeats`` runs per measurement: a median of 10,000 is as steady as
-timing gets; a billion ran for days (each shape is measured that many times)."""
 BACKENDS = ("nccl", "gloo")
 
 
@@ -87,17 +85,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from pipesim.compute import profile
 
     check_profile_args(args)
-    try:
-        profile.run(args)
-    except RuntimeError as e:  # torch's allocators: a shape too large for the device's memory
-        text = str(e)
-        if "out of memory" not in text.lower() and "allocate" not in text.lower():
-            raise
-        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
-        raise UsageError(
-            "--tokens, --decode or --prefill: a shape needs more memory than the device has "
-            f"({first[:200]}); give smaller ones"
-        ) from None
+    # a shape too large for the device's memory raises profile.TooLarge (a ValueError naming the
+    # option and the shape) after the rows measured before it are written
+    profile.run(args)
     return 0
 
 
