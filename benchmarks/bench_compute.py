@@ -28,6 +28,8 @@ shared, so treat the rates as lower bounds.
 jobs on a shared machine disturb less; the ratios to the raw SimPy rate are what to compare.
 ``--rounds N`` (default 3) measures each row N times, the four measurements in turn, and prints
 the median of each rate and of each round's ratios: one disturbed measurement moves no ratio.
+Ctrl-C (or SIGTERM) stops it with one line on stderr and exit status 130; the rows printed by then
+are complete.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -49,6 +52,11 @@ from pipesim.compute.workload import AgentTurns, LogNormalLengths, TokenWorkload
 
 clock = time.perf_counter
 """The clock every measurement reads (``--clock``)."""
+
+
+def clock_name() -> str:
+    """What :data:`clock` measures, as the output says it: ``wall`` or ``CPU``."""
+    return "CPU" if clock is time.process_time else "wall"
 
 
 def start_clock() -> float:
@@ -142,7 +150,8 @@ def verl_scale(steps: int, multi_turn: bool = False) -> None:
         f"\nverl-scale{' multi-turn (4 turns, 5 s tools, 2,048 workers)' if multi_turn else ''}: "
         "Qwen3-8B, 64 x H100 (32 train / 32 replicas), 512 x 16 samples per step, "
         f"{steps} steps, eta 1 partial\n  {n:,} samples launched ({s['episodes_trained']:,.0f} trained) "
-        f"in {wall:.1f} s wall ({n / wall:,.0f} samples/s), summary included"
+        f"in {wall:.1f} s {clock_name()} ({n / wall:,.0f} samples per {clock_name()} second), "
+        "summary included"
     )
     print(
         f"  simulated {s['sim_time_s'] / 3600:.2f} h, step {s['step_time_s_mean']:.1f} s, "
@@ -189,16 +198,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, 2 for a usage error, 130 when Ctrl-C or SIGTERM stopped it (one line on
+    stderr saying what it was measuring; the rows printed by then are complete)."""
     args = parse_args(argv)
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    from pipesim.io.interrupts import interrupt_once
+
+    doing = ["the table"]
+    with interrupt_once():  # SIGTERM as Ctrl-C
+        try:
+            _measure(args, doing)
+        except KeyboardInterrupt:
+            print(
+                f"bench_compute: interrupted during {doing[0]}; the rows printed above are complete",
+                file=sys.stderr,
+            )
+            return 130
+    return 0
+
+
+def _measure(args: argparse.Namespace, doing: list[str]) -> None:
+    """The table, then the verl-scale runs; ``doing[0]`` says which row or run is under way."""
     kind = "compiled (mypyc, make fast)" if is_compiled() else "pure Python"
     print(f"compute engine: {kind} ({batch.__file__})")
     head = "concurrency   raw SimPy ev/s   engine samples/s   pipeline samples/s   multi-turn turns/s"
     print(head + "   engine/raw   pipeline/raw   turns/raw")
     med = statistics.median
     for c in (64, 1024, 8192):
+        doing[0] = f"the {c:,}-sequence row"
         n = max(args.samples, 4 * c)
         rounds = []
         for _ in range(args.rounds):  # the four in turn, so a disturbance hits one round's ratios
@@ -210,9 +239,11 @@ def main(argv: list[str] | None = None) -> None:
         raw, eng, pipe, turns = (med(r[k] for r in rounds) for k in range(4))
         ratios = [med(r[k] / r[0] for r in rounds) for k in (1, 2, 3)]
         rates = f"{raw:>14,.0f}   {eng:>16,.0f}   {pipe:>18,.0f}   {turns:>18,.0f}"
-        print(f"{c:>11,}   {rates}   {ratios[0]:>10.2f}   {ratios[1]:>12.2f}   {ratios[2]:>9.2f}")
+        print(f"{c:>11,}   {rates}   {ratios[0]:>10.2f}   {ratios[1]:>12.2f}   {ratios[2]:>9.2f}", flush=True)
     if not args.no_verl:
+        doing[0] = "the verl-scale run"
         verl_scale(args.steps)
+        doing[0] = "the multi-turn verl-scale run"
         verl_scale(args.steps, multi_turn=True)
 
 
@@ -220,4 +251,4 @@ if __name__ == "__main__":
     from pipesim.core.collector import pause_collector_during_runs
 
     with pause_collector_during_runs():  # as the pipesim command runs them
-        main()
+        raise SystemExit(main())

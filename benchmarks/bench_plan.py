@@ -6,7 +6,9 @@
   (560 designs: colocated and 13 splits of 8 GPUs, TP 1/2, eta 0-3, five weight-update policies),
   NSGA-II screening ``--trials`` (128) designs with 2-step runs, full runs of 5 steps.
 * ``SPEC`` (e.g. ``examples/agent_plan.toml``, the agent spec of ``docs/plan.md``): that spec as
-  written.
+  written, but for ``--screen-steps``, ``--steps`` and ``--trials`` where they are given
+  (``--trials 0``: the grid). Flags the spec cannot take together (``--screen-steps`` above
+  ``--steps``), or a spec that cannot be read, are a usage error naming them, before any run.
 
 It prints the wall time, the rungs, the runs, the first cut and the recommendation, then the
 goal checks asked for:
@@ -29,6 +31,12 @@ goal checks asked for:
 
 The goals: the agent spec plans in at most 4 minutes with ``--workers 2`` on 2 cores, and a
 re-run with one constraint changed takes at most half that.
+
+Ctrl-C (or SIGTERM) stops it with one line on stderr and exit status 130: what it had done (the
+plan's runs and designs, with the best design so far; or which check it was in, the plan above
+being complete) and where the finished runs are. Without ``--cache-dir`` the run cache is a
+temporary folder, removed on the way out, so the line says the runs are lost and suggests
+``--cache-dir DIR``, from which a re-run resumes.
 """
 
 from __future__ import annotations
@@ -44,11 +52,12 @@ from typing import Any
 
 import pipesim.plan as plan
 from pipesim.compute import GPUS, MODELS, LogNormalLengths, TokenWorkload
+from pipesim.io.interrupts import ignore_sigint
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluator, run_design
 from pipesim.plan.fluid import ceiling
 from pipesim.plan.judge import HORIZON
-from pipesim.plan.report import cut_line
+from pipesim.plan.report import cut_line, designs_said, runs_said
 from pipesim.plan.stats import paired
 from pipesim.plan.verify import verify_lines
 
@@ -88,6 +97,18 @@ def verl_scale(screen_steps: int, steps: int, trials: int | None) -> plan.PlanSp
     )
 
 
+BUILT_IN = {"screen_steps": 2, "steps": 5, "trials": 128}
+"""The built-in spec's ``--screen-steps``, ``--steps`` and ``--trials`` where none is given."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped the plan after ``wall`` seconds; ``result``: what it had finished."""
+
+    def __init__(self, result: plan.PlanResult, wall: float) -> None:
+        super().__init__(f"interrupted after {wall:.1f} s")
+        self.result, self.wall = result, wall
+
+
 def timed_plan(sp: plan.PlanSpec, workers: int, cache: DiskCache) -> tuple[plan.PlanResult, float]:
     t0 = time.perf_counter()
     try:
@@ -95,7 +116,32 @@ def timed_plan(sp: plan.PlanSpec, workers: int, cache: DiskCache) -> tuple[plan.
     except plan.PlanInfeasible as e:
         result = e.result
         print(f"infeasible: {e}")
+    except plan.PlanInterrupted as e:
+        raise Interrupted(e.result, time.perf_counter() - t0) from None
     return result, time.perf_counter() - t0
+
+
+def interrupted_line(sp: plan.PlanSpec, doing: str, e: KeyboardInterrupt, cache_dir: str | None) -> str:
+    """The one line an interrupt ends with: what was interrupted, what it had done, and where the
+    finished runs are (a temporary cache is removed on the way out)."""
+    said = f"bench_plan: interrupted during {doing}"
+    if isinstance(e, Interrupted):
+        r = e.result
+        said += f" after {e.wall:.1f} s: {runs_said(r)} done, {designs_said(r)}"
+        if r.best is not None:
+            said += f"; best so far (not a recommendation): {r.best.design.label(sp.n_gpus)}"
+    else:
+        said += " (the plan above is complete)"
+    if doing == "--check-longer":  # run_design: no run cache
+        return said + "; the longer runs printed above are complete"
+    if cache_dir:
+        return (
+            said
+            + f"; the finished runs are kept in {cache_dir}: run again with --cache-dir {cache_dir} to resume"
+        )
+    return (
+        said + "; the finished runs were in a temporary cache and are lost: pass --cache-dir DIR to keep them"
+    )
 
 
 def interval(m: dict[str, float]) -> str:
@@ -182,10 +228,14 @@ def reference(
     what = "reference" if sample is None else f"SAMPLED check, not the reference ({len(pool)} designs)"
     print(f"{what}: {len(pool)} designs x {seeds} seeds x {ref.steps} steps")
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(workers) as ex:
-        evals = Evaluator(ref, ex, progress=True, disk=cache).evaluate(
-            pool, ref.steps, seeds, desc="reference"
-        )
+    with ProcessPoolExecutor(workers, initializer=ignore_sigint) as ex:  # Ctrl-C is the parent's
+        try:
+            evals = Evaluator(ref, ex, progress=True, disk=cache).evaluate(
+                pool, ref.steps, seeds, desc="reference"
+            )
+        except KeyboardInterrupt:
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
     feasible = sorted((e for e in evals if e.feasible), key=lambda e: -e.throughput)
     print(f"reference wall {time.perf_counter() - t0:.0f} s; {len(feasible)} feasible")
     if not feasible or result.best is None:
@@ -211,9 +261,9 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     ``--longer-seeds 0`` once printed "feasible in a run 4x longer: True" after no run at all."""
     at_least_one = ("workers", "screen_steps", "steps", "reference_seeds")
     for name in at_least_one:
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.trials < 0:
+    if args.trials is not None and args.trials < 0:
         ap.error(f"--trials must be at least 0 (0: the grid), got {args.trials}")
     if args.longer_seeds is not None and args.longer_seeds < 1:
         ap.error(f"--longer-seeds must be at least 1, got {args.longer_seeds}")
@@ -225,13 +275,56 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error("--sample-fluid N needs --sample and N >= 0")
 
 
+def _spec(ap: argparse.ArgumentParser, args: argparse.Namespace) -> plan.PlanSpec:
+    """The spec to plan: the built-in one or ``SPEC``'s, with the step and trial flags given applied;
+    a spec that cannot be read or flags it cannot take are a usage error naming them."""
+    given = {k: getattr(args, k) for k in BUILT_IN if getattr(args, k) is not None}
+    if not args.spec:
+        values = {**BUILT_IN, **given}
+        try:
+            return verl_scale(values["screen_steps"], values["steps"], values["trials"])
+        except plan.PlanError as e:
+            flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items())
+            ap.error(f"{flags} (the built-in spec): {e}")
+    try:
+        sp = plan.load(args.spec)
+    except plan.PlanError as e:
+        ap.error(str(e))
+    changes: dict[str, Any] = {k: v for k, v in given.items() if k != "trials"}
+    if "trials" in given:  # 0: the grid, as for the built-in spec
+        if given["trials"] == 0:
+            changes["method"] = "grid"
+        else:
+            changes["trials"] = given["trials"]
+    try:
+        return sp.with_(**changes)
+    except plan.PlanError as e:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items())
+        ap.error(f"{flags} on {args.spec} (steps {sp.steps}, screen_steps {sp.screen_steps}): {e}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, 2 for a usage error, 130 when Ctrl-C or SIGTERM stopped it (one line on
+    stderr: :func:`interrupted_line`)."""
+    from pipesim.io.interrupts import interrupt_once
+
+    with interrupt_once():  # SIGTERM as Ctrl-C; a second signal cannot cut the way out
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("spec", nargs="?", help="a plan spec (default: the built-in verl-scale one)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--screen-steps", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--trials", type=int, default=128, help="Optuna: designs to screen (0: the grid)")
+    ap.add_argument(
+        "--screen-steps", type=int, help="steps of a screening run (default: the spec's; built-in: 2)"
+    )
+    ap.add_argument("--steps", type=int, help="steps of a full run (default: the spec's; built-in: 5)")
+    ap.add_argument(
+        "--trials",
+        type=int,
+        help="designs to screen (0: the grid; default: the spec's; built-in: 128, with Optuna)",
+    )
     ap.add_argument("--check-longer", action="store_true")
     ap.add_argument(
         "--longer-seeds", type=int, metavar="N", help="--check-longer on N seeds (default: the plan's)"
@@ -256,28 +349,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     _check_args(ap, args)
-    sp = plan.load(args.spec) if args.spec else verl_scale(args.screen_steps, args.steps, args.trials)
-    with tempfile.TemporaryDirectory(prefix="bench_plan_") as scratch:
-        tmp = args.cache_dir or scratch
-        cache = DiskCache(tmp)
-        result, wall = timed_plan(sp, args.workers, cache)
-        describe(sp, result, wall, args.workers)
-        if args.rerun:
-            c = sp.constraints
-            looser = dataclasses.replace(
-                c, mean_staleness=None if c.mean_staleness is None else c.mean_staleness * 1.1
-            )
-            again, wall2 = timed_plan(sp.with_(constraints=looser), args.workers, DiskCache(tmp))
-            print(
-                f"re-run with mean_staleness x1.1: {wall2:.1f} s ({wall2 / wall:.0%} of the first), "
-                f"{again.runs} new runs; at most half: {wall2 <= wall / 2}"
-            )
-    if args.check_longer:
-        check_longer(sp, result, args.longer_seeds)
-    if args.reference:
-        sample = None if args.sample is None else (args.sample[0], args.sample[1])
-        ref_cache = DiskCache(args.cache_dir) if args.cache_dir else None  # the plan's runs, reused
-        reference(sp, result, args.reference_seeds, args.workers, sample, args.sample_fluid, ref_cache)
+    sp = _spec(ap, args)
+    doing = "the plan"
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_plan_") as scratch:  # removed on any way out
+            tmp = args.cache_dir or scratch
+            cache = DiskCache(tmp)
+            result, wall = timed_plan(sp, args.workers, cache)
+            describe(sp, result, wall, args.workers)
+            if args.rerun:
+                doing = "the re-run"
+                c = sp.constraints
+                looser = dataclasses.replace(
+                    c, mean_staleness=None if c.mean_staleness is None else c.mean_staleness * 1.1
+                )
+                again, wall2 = timed_plan(sp.with_(constraints=looser), args.workers, DiskCache(tmp))
+                print(
+                    f"re-run with mean_staleness x1.1: {wall2:.1f} s ({wall2 / wall:.0%} of the first), "
+                    f"{again.runs} new runs; at most half: {wall2 <= wall / 2}"
+                )
+        if args.check_longer:
+            doing = "--check-longer"
+            check_longer(sp, result, args.longer_seeds)
+        if args.reference:
+            doing = "--reference"
+            sample = None if args.sample is None else (args.sample[0], args.sample[1])
+            ref_cache = DiskCache(args.cache_dir) if args.cache_dir else None  # the plan's runs, reused
+            reference(sp, result, args.reference_seeds, args.workers, sample, args.sample_fluid, ref_cache)
+    except KeyboardInterrupt as e:
+        sys.stdout.flush()
+        print(interrupted_line(sp, doing, e, args.cache_dir), file=sys.stderr)
+        return 130
     return 0
 
 

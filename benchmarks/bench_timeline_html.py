@@ -43,7 +43,8 @@ steps  run --html  report      timeline
 Usage: ``python benchmarks/bench_timeline_html.py [--steps 100,200,400,1000,4000] [--big]
 [--timeout 300]``. Each flag is checked before anything runs: steps 1 to 128,000, slots 1 to 256,
 and no case larger than the ``--big`` run (steps x slots at most 2,048,000 episodes); timeout
-above 0 and at most 86,400 s.
+above 0 and at most 86,400 s. Ctrl-C (or SIGTERM) stops it with one line on stderr and exit
+status 130: the case under way is killed, and the rows printed by then are complete.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import argparse
 import json
 import math
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,8 @@ def _child(path: str, steps: int, slots: int, saved: str, timeout: float) -> dic
     except subprocess.TimeoutExpired:
         return None
     except subprocess.CalledProcessError as exc:
+        if exc.returncode in (-signal.SIGINT, -signal.SIGTERM):  # Ctrl-C to the group: the case's too
+            raise KeyboardInterrupt from None
         sys.exit(f"{path} at {steps} steps failed:\n{exc.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -176,11 +180,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, 2 for a usage error, 130 when Ctrl-C or SIGTERM stopped it (one line on
+    stderr naming the case under way; the rows printed by then are complete)."""
     args = parse_args(argv)
     if args.one:
         print(json.dumps(one(args.one, args.steps[0], args.slots, args.saved)))
-        return
+        return 0
+    from pipesim.io.interrupts import interrupt_once
+
+    doing = ["the first case"]
+    with interrupt_once():  # SIGTERM as Ctrl-C: the case's process is killed, its folder removed
+        try:
+            _table(args, doing)
+        except KeyboardInterrupt:
+            print(
+                f"bench_timeline_html: interrupted during {doing[0]}; the rows printed above are complete",
+                file=sys.stderr,
+            )
+            return 130
+    return 0
+
+
+def _table(args: argparse.Namespace, doing: list[str]) -> None:
+    """Every case, a row each as it ends; ``doing[0]`` names the case under way."""
     cases: list[tuple[int, int, tuple[str, ...]]] = [(n, args.slots, PATHS) for n in args.steps]
     if args.big:
         cases.append((*BIG, ("report",)))
@@ -190,12 +213,16 @@ def main(argv: list[str] | None = None) -> None:
     for steps, slots, paths in cases:
         for path in paths:
             if path in timed_out and slots == args.slots:
-                print(f"{steps:>6} {slots:>5} {path:<11} {'-':>7} {'-':>8}")
+                print(f"{steps:>6} {slots:>5} {path:<11} {'-':>7} {'-':>8}", flush=True)
                 continue
+            doing[0] = f"{path} at {steps:,} steps x {slots} slots"
             r = measure(path, steps, slots, args.timeout)
             if r is None:
                 timed_out.add(path)
-                print(f"{steps:>6} {slots:>5} {path:<11} {'':>7} {'>' + format(args.timeout, '.0f'):>8}")
+                print(
+                    f"{steps:>6} {slots:>5} {path:<11} {'':>7} {'>' + format(args.timeout, '.0f'):>8}",
+                    flush=True,
+                )
                 continue
             print(
                 f"{steps:>6} {slots:>5} {path:<11} {r['sim_s']:>7.1f} {r['seconds']:>8.2f} "
@@ -205,4 +232,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--one" in sys.argv:  # a case's own process: its parent says what an interrupt stopped
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise SystemExit(main())

@@ -29,7 +29,8 @@ design judged at full length, and the best that also holds ``HORIZON`` x as long
 through the plan's disk cache, so an interrupted reference resumes where it stopped, and the
 plan's own runs are reused. The pick is the plan's (run first on the same cache) unless
 ``--pick`` names a design as ``trainer_gpus,tp,eta,update[,oversample]`` (0 trainer GPUs:
-colocated).
+colocated). A spec that cannot be read is a usage error naming it (exit 2); Ctrl-C (or SIGTERM)
+stops it with one line and exit status 130, the finished runs kept in ``--cache-dir``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import pipesim.plan as plan
+from pipesim.io.interrupts import ignore_sigint
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.evaluate import Evaluated, Evaluator
 from pipesim.plan.judge import HORIZON
@@ -186,17 +188,28 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.seeds < 1 or args.workers < 1 or not args.margin >= 0:
         ap.error("--seeds and --workers must be at least 1 and --margin at least 0")
-    sp = plan.load(args.spec)
-    cache = DiskCache(args.cache_dir)
     try:
-        return _run(sp, cache, args)
-    except KeyboardInterrupt:  # every finished run is in the cache: a re-run resumes from there
-        print(f"\ninterrupted: the finished runs are kept in {args.cache_dir}; run again to resume")
-        return 130
+        sp = plan.load(args.spec)
+    except plan.PlanError as e:  # its message names the file (and the key)
+        ap.error(str(e))
+    from pipesim.io.interrupts import interrupt_once
+
+    cache = DiskCache(args.cache_dir)
+    with interrupt_once():  # SIGTERM as Ctrl-C; a second signal cannot cut the way out
+        try:
+            return _run(sp, cache, args)
+        except KeyboardInterrupt:  # every finished run is in the cache: a re-run resumes from there
+            sys.stdout.flush()
+            print(
+                f"plan_reference: interrupted; the finished runs are kept in {args.cache_dir}: run again"
+                f" with --cache-dir {args.cache_dir} to resume",
+                file=sys.stderr,
+            )
+            return 130
 
 
 def _run(sp: plan.PlanSpec, cache: DiskCache, args: argparse.Namespace) -> int:
-    with ProcessPoolExecutor(args.workers) as ex:
+    with ProcessPoolExecutor(args.workers, initializer=ignore_sigint) as ex:  # Ctrl-C is the parent's
         if args.pick:
             pick = args.pick
             if pick not in plan.candidates(sp):

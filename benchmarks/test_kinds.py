@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("root", nargs="?", default=str(Path(__file__).resolve().parents[1]))
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
+    if not (root / "tests").is_dir():
+        parser.error(f"{args.root}: no tests folder there ({root / 'tests'} is not a directory)")
     kinds, static = count(root)
     total = sum(kinds[k] for k in KINDS)
     print(f"{root}: {total} tests collected")
