@@ -74,9 +74,9 @@ def _old_result_class(rev: str) -> Any:
     for was, now in (("pipesim.episode", "pipesim.core.episode"), ("pipesim.config", "pipesim.core.config")):
         if importlib.util.find_spec(was) is None and importlib.util.find_spec(now) is not None:
             src = src.replace(f"from {was} import", f"from {now} import")  # a module that moved
-    path = Path(tempfile.mkdtemp()) / "pipesim_results_old.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("pipesim_results_old", path)
+    old_file = Path(tempfile.mkdtemp()) / "pipesim_results_old.py"
+    old_file.write_text(src)
+    spec = importlib.util.spec_from_file_location("pipesim_results_old", old_file)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses looks the module up
