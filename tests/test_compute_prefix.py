@@ -340,7 +340,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
 def test_shared_runs_close_the_ledger_and_keep_the_invariants(
     design: str, seed: int, trainer_gpus: int, turns: str, kv_policy: str
 ) -> None:
-    tool_kv = "drop" if turns == "single" else turns
+    tool_kv = "drop" if turns == "single" or kv_policy == "reserve" else turns  # reserve never keeps
     eng = budget_config(3000, max_num_seqs=32, kv_policy=kv_policy, tool_kv=tool_kv, share_group_prefix=True)
     agent = None if turns == "single" else AgentTurns(turns=3, tool_latency_s=1.0, observation_tokens=30)
     wl = TokenWorkload(

@@ -32,7 +32,7 @@ from pipesim.compute import (
 from pipesim.compute.balance import rank_loads, rank_samples
 from pipesim.compute.cluster import Cluster, run_compute
 from pipesim.compute.cost import EngineConfig
-from pipesim.compute.measured import read_measurements, score
+from pipesim.compute.measured import read_measurements, refused_tp, score
 from pipesim.compute.offload import Offload
 from pipesim.compute.overrides import check_overridden
 from pipesim.compute.phasefit import fit_profile
@@ -695,10 +695,9 @@ def test_a_measurement_csv_that_is_not_utf8_names_the_file(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("row", "field"),
     [
-        (_GOOD.replace("decode_attention,1,", "decode_attention,3,"), "tp"),  # 3 does not divide 32 heads
         ("qkv,1,16,,,64,4000000000000,2,16,128,1e-5", "n_heads"),  # past int32: no model
     ],
-    ids=["tp-not-dividing-heads", "n_heads-huge"],
+    ids=["n_heads-huge"],
 )
 def test_a_measurement_row_no_model_has_is_named_by_its_line(tmp_path: Path, row: str, field: str) -> None:
     """Rows that read but that the roofline cannot shape a model from: refused with the file and
@@ -707,6 +706,16 @@ def test_a_measurement_row_no_model_has_is_named_by_its_line(tmp_path: Path, row
     rows = read_measurements(path)
     err = check_refusal(lambda: score(rows, GPUS["h200"]), FieldError, field)
     assert err.file == str(path) and f"{path}:3" in str(err)
+
+
+def test_a_measurement_row_at_a_tp_the_roofline_refuses_is_skipped_not_scored(tmp_path: Path) -> None:
+    """A row at a tp vLLM would refuse (3 does not divide 32 heads) is left out of the score and
+    listed with why; the file's other rows are scored (it refused the whole file before)."""
+    bad = _GOOD.replace("decode_attention,1,", "decode_attention,3,")
+    rows = read_measurements(_csv(tmp_path, _HEADER, _GOOD, bad))
+    assert score(rows, GPUS["h200"]) == score(rows[:1], GPUS["h200"])
+    (skipped, why), *more = refused_tp(rows, GPUS["h200"])
+    assert not more and skipped is rows[1] and "tp" in why
 
 
 def test_a_replica_series_names_its_bin_width() -> None:

@@ -5,13 +5,19 @@ serves an engine replica, and the replicas pause while the trainer trains on all
 kernel's ``PipelineConfig.colocated``) or **disaggregated** (``trainer_gpus`` train, the rest
 serve ``(n_gpus - trainer_gpus) / tp`` replicas). The replica is the :class:`EngineConfig` (GPU
 type, TP degree, vLLM settings). Slots are no longer a knob: each replica takes up to
-``slots_per_replica`` episodes (default ``max_num_seqs``) and the KV cache decides how many of
-them run; the pipeline's ``n_slots`` is set to the total.
+``slots_per_replica`` episodes (``Cluster.slots_per_replica`` or ``run_compute``'s; default
+``max_num_seqs``) and the KV cache and ``max_num_seqs`` decide how many of them run; the
+pipeline's ``n_slots`` is set to the total.
 
 Multi-turn workloads (:class:`~pipesim.compute.workload.AgentTurns`): tool calls leave the GPU
 and queue for ``env_workers`` environment workers shared by every replica
 (:class:`~pipesim.compute.engine.EnvWorkers`, a counting semaphore; a busy sandbox fleet can be
-the bottleneck), then the sequence queues for its replica again.
+the bottleneck), then the sequence queues for its replica again. An episode keeps its slot through
+its tool calls, though it is not resident (vLLM runs only what is on the engine), so with the
+default ``max_num_seqs`` slots a replica whose episodes mostly wait on tools decodes a fraction of
+``max_num_seqs``: raise ``slots_per_replica`` (a run spec's ``model.episodes_per_replica``).
+:func:`tool_slot_note` says when a run looks so, and ``run_compute`` warns it
+(:class:`ToolSlotWarning`).
 
 Weight sync (default): :class:`~pipesim.compute.sync.SyncModel` (``Cluster.sync``): the trainer's
 gather or reshard, the bucketed broadcast to the rollout GPUs (none when colocated) and the
@@ -42,6 +48,7 @@ figures.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -59,6 +66,8 @@ from pipesim.compute.pool import EnvWorkers
 from pipesim.compute.series import replica_timeline
 from pipesim.compute.source import TokenSource
 from pipesim.compute.sync import SyncModel
+from pipesim.compute.tool_slots import ToolSlotWarning as ToolSlotWarning  # re-exported
+from pipesim.compute.tool_slots import tool_slot_note as tool_slot_note  # re-exported
 from pipesim.compute.trainer import DEFAULT_PROFILE, ComputeTrainer, TrainerConfig
 from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
@@ -86,6 +95,11 @@ class Cluster:
     """The colocated switching cost (ignored when disaggregated)."""
     sync: SyncModel = field(default_factory=SyncModel)
     """The weight sync's model (:mod:`pipesim.compute.sync`)."""
+    slots_per_replica: int | None = None
+    """Episodes each replica takes at once (the kernel's slots; ``run_compute``'s
+    ``slots_per_replica`` overrides it); None: ``engine.max_num_seqs``. An episode holds its slot
+    through its tool calls while ``max_num_seqs`` caps the resident ones, so a multi-turn run
+    whose tools dominate needs more slots than ``max_num_seqs`` to keep the batch full."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.offload, Offload):
@@ -112,7 +126,16 @@ class Cluster:
                 f"the {rollout} rollout GPUs must be a multiple of the engine's tp ({self.engine.tp})",
                 "engine.tp",
             )
-        slots = self.n_replicas * self.engine.max_num_seqs
+        per = self.slots_per_replica
+        if per is not None:
+            check_int("slots_per_replica", per, 1, MAX_SLOTS, "each slot is a Python object")
+        slots = self.n_slots
+        if per is not None and slots > MAX_SLOTS:
+            raise refuse(
+                "slots_per_replica",
+                f"{per:,} on {self.n_replicas:,} replicas is {slots:,} slots, above the {MAX_SLOTS:,} "
+                "one run holds",
+            )
         if slots > MAX_SLOTS:  # named here, not as the pipeline's n_slots the run would refuse
             raise FieldError(
                 f"n_gpus {self.n_gpus:,} runs {self.n_replicas:,} replicas of max_num_seqs "
@@ -128,6 +151,16 @@ class Cluster:
     @property
     def n_replicas(self) -> int:
         return (self.n_gpus - self.trainer_gpus) // self.engine.tp
+
+    @property
+    def replica_slots(self) -> int:
+        """The episodes each replica takes at once: ``slots_per_replica``, else ``max_num_seqs``."""
+        return self.engine.max_num_seqs if self.slots_per_replica is None else self.slots_per_replica
+
+    @property
+    def n_slots(self) -> int:
+        """Every replica's slots: the pipeline's ``n_slots`` of a run on this cluster."""
+        return self.n_replicas * self.replica_slots
 
     @property
     def n_trainer_gpus(self) -> int:
@@ -174,6 +207,9 @@ def run_compute(
     (:meth:`Cluster.switch_time_s`). ``groups``: ``True`` batches whole groups of the workload's
     ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
     is used as given; either replaces the scenario's batch policy.
+    ``slots_per_replica`` (default ``cluster.replica_slots``: ``Cluster.slots_per_replica``, else
+    ``max_num_seqs``) is the episodes each replica takes at once; a multi-turn episode holds its
+    slot through its tool calls (:class:`ToolSlotWarning` when that looks like the limit).
     ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned
     series (``ComputeRun.replica_timeline``). ``observer`` sees each batch the trainer takes
     (:class:`~pipesim.core.seams.BatchObserver`: ``pipesim run SPEC`` shows its progress so).
@@ -206,7 +242,7 @@ def run_compute(
         raise refuse("record", f"must be a bool, got {shown(record)}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
-    per = eng.max_num_seqs if slots_per_replica is None else slots_per_replica
+    per = cluster.replica_slots if slots_per_replica is None else slots_per_replica
     check_int("slots_per_replica", per, 1, MAX_SLOTS, "each slot is a Python object")
     if cluster.n_replicas * per > MAX_SLOTS:
         raise refuse(
@@ -276,7 +312,7 @@ def run_compute(
     timelines = [e.timeline for e in engines] if record else []
     series = replica_timeline(engines, T) if record else None
     p.release()
-    return ComputeRun(
+    run = ComputeRun(
         result,
         ledger,
         stats,
@@ -290,6 +326,9 @@ def run_compute(
         model_trainer.dealt_log,
         model_trainer.balanced_update_s,
     )
+    if workload.agent is not None and (note := tool_slot_note(run)) is not None:
+        warnings.warn(note, ToolSlotWarning, stacklevel=2)
+    return run
 
 
 def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerConfig:

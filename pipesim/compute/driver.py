@@ -110,7 +110,7 @@ class ReplicaDriver(BatchState):
         self._drained: simpy.Event | None = None
         self.record = record
         self.pool = pool
-        self._keep_kv = cost.config.tool_kv == "keep" and self._preempt
+        self._keep_kv = cost.config.keeps_tool_kv  # "keep" under "reserve" is refused at construction
         self.tooling: dict[Seq, None] = {}  # sequences in a tool call
         self.tool_calls = 0
         self.timeline: list[tuple[float, int, int, float, float, bool]] = []

@@ -31,6 +31,8 @@ admitted only if its prompt plus its ``max_tokens`` fit, so no sequence is ever 
 
 
 TOOL_KV = ("keep", "drop")
+"""A multi-turn sequence's KV during a tool call (:attr:`EngineConfig.tool_kv`): ``keep`` (a prefix
+cache, ``kv_policy="preempt"`` only) or ``drop`` (recomputed on return)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,10 +54,13 @@ class EngineConfig:
     """Longest sequence (prompt + response) served; default the model's context."""
     kv_policy: str = "preempt"
     """What gives way when the KV cache is full (see :data:`KV_POLICIES`)."""
-    tool_kv: str = "keep"
+    tool_kv: str | None = None
     """Multi-turn: a sequence's KV during a tool call is ``"keep"`` (a prefix cache, counted
     against the budget and evicted oldest first when room is needed) or ``"drop"`` (recomputed on
-    return). Only ``kv_policy="preempt"`` keeps it."""
+    return). ``None`` (the default): ``keep`` under ``kv_policy="preempt"``, ``drop`` under
+    ``"reserve"``, whose admission reserves a sequence's whole context and has no cache to evict
+    from; ``"keep"`` with ``"reserve"`` is refused (it used to run as ``drop``, silently).
+    :attr:`keeps_tool_kv` is the one in effect."""
     share_group_prefix: bool = False
     """Samples of one prompt group on one replica share their prompt's KV (vLLM's automatic prefix
     caching, SGLang's RadixAttention): a sample whose group's prompt is resident there prefills
@@ -114,8 +119,8 @@ class EngineConfig:
             raise refuse("gpu_memory_utilization", f"must be in (0, 1], got {shown(u)}")
         if not isinstance(self.share_group_prefix, bool):
             raise refuse("share_group_prefix", f"must be a bool, got {shown(self.share_group_prefix)}")
-        if self.tool_kv not in TOOL_KV:
-            raise refuse("tool_kv", f"must be one of {TOOL_KV}, got {shown(self.tool_kv)}")
+        if self.tool_kv is not None and self.tool_kv not in TOOL_KV:
+            raise refuse("tool_kv", f"must be one of {TOOL_KV} or None, got {shown(self.tool_kv)}")
         if (
             isinstance(self.watermark, bool)
             or not isinstance(self.watermark, int | float)
@@ -124,6 +129,13 @@ class EngineConfig:
             raise refuse("watermark", f"must be in [0, 1), got {shown(self.watermark)}")
         if self.kv_policy not in KV_POLICIES:
             raise refuse("kv_policy", f"must be one of {KV_POLICIES}, got {shown(self.kv_policy)}")
+        if self.tool_kv == "keep" and self.kv_policy == "reserve":
+            raise FieldError(
+                "tool_kv='keep' needs kv_policy='preempt': under kv_policy='reserve' the engine does "
+                "not keep a sequence's KV through a tool call (it would run as 'drop'); set "
+                "tool_kv='drop' (or leave it None), or kv_policy='preempt'",
+                "tool_kv",
+            )
         for name in ("iteration_overhead_s", "allreduce_latency_s"):
             check_number(name, getattr(self, name), 0)
             if getattr(self, name) > MAX_FIXED_COST_S:
@@ -174,6 +186,11 @@ class EngineConfig:
     def context_len(self) -> int:
         """The longest sequence served (``max_model_len`` or the model's context)."""
         return self.max_model_len if self.max_model_len is not None else self.model.max_context_len
+
+    @property
+    def keeps_tool_kv(self) -> bool:
+        """Whether a sequence keeps its KV through a tool call: :attr:`tool_kv` in effect."""
+        return self.kv_policy == "preempt" and self.tool_kv != "drop"
 
     @property
     def weight_bytes_per_gpu(self) -> float:

@@ -35,10 +35,11 @@ define are re-exported here, where callers have always found them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pipesim.core.collector import pause_collector_during_runs
 from pipesim.io.cli_common import (
@@ -130,7 +131,8 @@ def _main(argv: list[str]) -> int:
                 register_policies(getattr(args, "policies", None) or [])
             for w in caught:  # a person reads these: one line each
                 print(f"pipesim: warning: {' '.join(str(w.message).split())}", file=sys.stderr)
-            status = args.func(args)  # no call between the return and the store: no signal lands
+            with _pipesim_warnings_one_line():
+                status = args.func(args)  # no call between the return and the store: no signal lands
             return _finished(argv[0], status)
     except UsageError as exc:
         return _fail(str(exc))
@@ -163,6 +165,27 @@ def _main(argv: list[str]) -> int:
         if isinstance(exc, ValueError | OSError):
             return _fail(one_line(exc))
         return _fail(f"{type(exc).__name__}: {one_line(exc)} (PIPESIM_TRACEBACK=1 shows where)")
+
+
+@contextlib.contextmanager
+def _pipesim_warnings_one_line() -> Iterator[None]:
+    """A warning pipesim raises (its category defined in pipesim, as ``ToolSlotWarning``) shows as
+    one ``pipesim: warning:`` line, not Python's ``file:line: Category:`` form with the source line
+    under it; other libraries' warnings show as Python shows them. The filters are untouched, so
+    each still shows once per place."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+        if category.__module__.split(".")[0] == "pipesim":
+            print(f"pipesim: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            shown(message, category, *args, **kwargs)  # type: ignore[arg-type]
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _finished(command: str, status: int | None, interrupted: bool = False) -> int:

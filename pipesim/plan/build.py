@@ -16,15 +16,29 @@ from pipesim.compute.profiles import profile
 from pipesim.compute.trainer import DEFAULT_MICRO_BATCH_TOKENS, check_expert_parallel
 from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
+from pipesim.plan.context import context_key as context_key  # re-exported
+from pipesim.plan.context import context_problem
 from pipesim.plan.pools import check_pool, max_steps, pool_tasks
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
+
+CLUSTER_OPTIONS = ("episodes_per_replica",)
+"""The run spec's ``[model]`` options (:data:`pipesim.plan.runspec_checks.ENGINE_KEYS`) that set the
+:class:`~pipesim.compute.cluster.Cluster`, not the engine: ``episodes_per_replica`` is its
+``slots_per_replica`` (``run_compute``'s; default ``max_num_seqs``)."""
 
 
 def engine_config(spec: PlanSpec, tp: int, options: Sequence[tuple[str, Any]] = ()) -> EngineConfig:
     """The engine replica of ``spec`` at TP degree ``tp`` (its calibrated overhead, if any), with
     ``options`` set: a run spec's engine options, ``(name, value)`` pairs of ``[model]``'s keys a
-    plan spec has not (:data:`pipesim.plan.runspec_checks.ENGINE_KEYS`)."""
-    extra: dict[str, Any] = dict(options)
+    plan spec has not (:data:`pipesim.plan.runspec_checks.ENGINE_KEYS`; those of
+    :data:`CLUSTER_OPTIONS` are the cluster's, :func:`design_cluster`). Under a run spec's
+    ``kv_policy = "reserve"`` the plan spec's default ``tool_kv`` (``keep``) is left to the engine's
+    default, ``drop`` there (a ``model.tool_kv = "keep"`` the spec gives is refused by
+    :func:`~pipesim.plan.runspec_checks.read_engine`, naming both keys)."""
+    extra: dict[str, Any] = {k: v for k, v in options if k not in CLUSTER_OPTIONS}
+    tool_kv: str | None = spec.tool_kv
+    if extra.get("kv_policy") == "reserve" and tool_kv == "keep":
+        tool_kv = None
     if spec.iteration_overhead_s is not None:  # calibrated (pipesim calibrate); else EngineConfig's
         extra["iteration_overhead_s"] = spec.iteration_overhead_s
     return EngineConfig(
@@ -36,7 +50,7 @@ def engine_config(spec: PlanSpec, tp: int, options: Sequence[tuple[str, Any]] = 
         max_num_seqs=spec.max_num_seqs,
         gpu_memory_utilization=spec.gpu_memory_utilization,
         share_group_prefix=spec.share_group_prefix,
-        tool_kv=spec.tool_kv,
+        tool_kv=tool_kv,
         weight_dtype=spec.weight_dtype,
         kv_dtype=spec.kv_dtype,
     )
@@ -46,13 +60,19 @@ def design_cluster(
     spec: PlanSpec, d: Design, options: Sequence[tuple[str, Any]] = ()
 ) -> tuple[EngineConfig, Any]:
     """Design ``d``'s engine settings and :class:`~pipesim.compute.cluster.Cluster`, as a plan's
-    run, ``pipesim run`` of a run spec (with its engine ``options``, :func:`engine_config`) and
-    calibrate's simulated sync all build them."""
+    run, ``pipesim run`` of a run spec (with its engine ``options``, :func:`engine_config`; a run
+    spec's ``model.episodes_per_replica`` is the cluster's ``slots_per_replica``) and calibrate's
+    simulated sync all build them."""
     from pipesim.compute.cluster import Cluster
 
     eng = engine_config(spec, d.tp, options)
+    per = dict(options).get("episodes_per_replica")
     cluster = Cluster(
-        engine=eng, n_gpus=spec.n_gpus, trainer_gpus=d.trainer_gpus, env_workers=spec.env_workers
+        engine=eng,
+        n_gpus=spec.n_gpus,
+        trainer_gpus=d.trainer_gpus,
+        env_workers=spec.env_workers,
+        slots_per_replica=per,
     )
     return eng, cluster
 
@@ -139,33 +159,6 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
     except ValueError as e:
         raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
     return engines
-
-
-def context_problem(spec: PlanSpec, context_tokens: int) -> str | None:
-    """Why the longest sample outgrows the engines' context, as the sum that gives it; None: it fits.
-
-    The longest sample is the largest prompt plus ``turns`` responses of ``max_response_tokens``
-    and ``turns - 1`` observations (one response without an agent), as
-    :attr:`~pipesim.compute.TokenWorkload.max_sequence_tokens` counts it."""
-    w = spec.workload
-    longest = w.max_sequence_tokens
-    if longest <= context_tokens:
-        return None
-    prompt = w.longest_prompt_tokens
-    parts = [f"prompt {prompt:,}"]
-    if w.agent is None:
-        parts.append(f"max_response_tokens {w.max_response_tokens:,}")
-        lower = "workload.max_response_tokens"
-    else:
-        a = w.agent
-        parts.append(f"{a.turns} turns x max_response_tokens {w.max_response_tokens:,}")
-        parts.append(f"{a.turns - 1} observations x {a.observation_tokens:,}")
-        lower = "workload.max_response_tokens, agent.turns or agent.observation_tokens"
-    source = "model.max_model_len" if spec.max_model_len is not None else f"{spec.model.name}'s context"
-    return (
-        f"workload: the longest sample ({' + '.join(parts)} = {longest:,} tokens) exceeds the engines' "
-        f"context ({source} = {context_tokens:,} tokens); raise model.max_model_len or lower {lower}"
-    )
 
 
 def placements(spec: PlanSpec, tp: int) -> list[int]:
@@ -276,8 +269,9 @@ def scenario(
 ) -> pipesim.Scenario:
     """The :class:`pipesim.Scenario` of design ``d`` (its cluster fields are set by ``run_compute``).
 
-    ``n_slots`` is the engines' sequences (replicas x ``model.max_num_seqs``; 0: the pipeline's
-    default), which the task pool holds beside the batches: a pool past
+    ``n_slots`` is the engines' sequences (replicas x ``model.max_num_seqs``, or a run spec's
+    ``model.episodes_per_replica``: ``Cluster.n_slots``; 0: the pipeline's default), which the
+    task pool holds beside the batches: a pool past
     :data:`~pipesim.core.errors.MAX_DURATION_POOL` is refused here, a PlanError naming ``steps_key``
     (``run.steps`` for a run spec) with the most steps the design may run (:func:`pool_tasks`).
     Before, the Scenario refused it with the pipeline's default 64 slots and its own field names
@@ -301,12 +295,23 @@ def scenario(
     )
 
 
-def check_run_pool(spec: PlanSpec, d: Design, steps: int) -> None:
+def check_run_pool(spec: PlanSpec, d: Design, steps: int, per_replica: int | None = None) -> None:
     """:func:`check_pool` of a run spec's design at ``run.steps``, its replicas counted before any
-    engine is built (a placement leaving no whole replica: ``check_design`` names it)."""
+    engine is built (a placement leaving no whole replica: ``check_design`` names it), each with
+    ``per_replica`` slots (``model.episodes_per_replica``; None: ``model.max_num_seqs``)."""
     rollout = spec.n_gpus - d.trainer_gpus
+    per = spec.max_num_seqs if per_replica is None else per_replica
     if rollout > 0 and rollout % d.tp == 0:
-        check_pool(spec, d, steps, rollout // d.tp * spec.max_num_seqs, "run.steps")
+        replicas = rollout // d.tp
+        least = pool_tasks(spec, d, 1, replicas * per)
+        if per_replica is not None and least > MAX_DURATION_POOL:  # the slots, not the steps
+            raise PlanError(
+                f"model.episodes_per_replica ({per:,}) x {replicas:,} replicas: a run of even one step "
+                f"draws a task pool of {least:,} tasks (the engines' slots and the batches), more than "
+                f"the {MAX_DURATION_POOL:,} a run may draw; fewer episodes per replica",
+                "model.episodes_per_replica",
+            )
+        check_pool(spec, d, steps, replicas * per, "run.steps")
 
 
 def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None:

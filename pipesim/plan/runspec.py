@@ -110,8 +110,10 @@ class RunSpec:
     seed: int = 0
     engine: tuple[tuple[str, Any], ...] = ()
     """``[model]``'s engine options (:data:`ENGINE_KEYS`: ``max_num_batched_tokens``,
-    ``enforce_eager``, ``disable_custom_all_reduce``, ``kv_policy``) as ``(name, value)`` pairs,
-    set on the design's :class:`~pipesim.compute.EngineConfig` (the plan spec has no such keys)."""
+    ``enforce_eager``, ``disable_custom_all_reduce``, ``kv_policy``, ``episodes_per_replica``) as
+    ``(name, value)`` pairs, set on the design's :class:`~pipesim.compute.EngineConfig` (the last
+    on its :class:`~pipesim.compute.Cluster`, as ``slots_per_replica``; the plan spec has no such
+    keys)."""
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     base: Path | None = field(default=None, compare=False)
     """The folder a relative path in ``data`` (``model.name``, ``workload.response_trace``) is read
@@ -217,7 +219,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
     check_design(spec, design, engine=engine)  # first: a cluster too large names cluster.n_gpus
-    check_run_pool(spec, design, steps)
+    check_run_pool(spec, design, steps, dict(engine).get("episodes_per_replica"))
     return RunSpec(
         plan=spec,
         design=design,
@@ -349,9 +351,9 @@ def run(rs: RunSpec, record: bool = False, observer: Any = None) -> Any:
     from pipesim.compute.cluster import run_compute
 
     spec, d = rs.plan, rs.design
-    eng, cluster = design_cluster(spec, d, rs.engine)  # the spec's engine options set
+    _, cluster = design_cluster(spec, d, rs.engine)  # the spec's engine and slot options set
     sync = sync_seconds(spec, d, cluster)
-    n_slots = cluster.n_replicas * eng.max_num_seqs
+    n_slots = cluster.n_slots  # model.episodes_per_replica (else max_num_seqs) per replica
     sc = scenario(spec, d, rs.steps, rs.seed, n_slots=n_slots, steps_key="run.steps")
     trainer = trainer_config(spec, d)
     return run_compute(

@@ -18,9 +18,9 @@ from typing import Any
 
 from pipesim.compute.engine_config import KV_POLICIES
 from pipesim.compute.knobs import MAX_BATCHED_TOKENS
-from pipesim.core.errors import MAX_POOL_TASKS, shown
+from pipesim.core.errors import MAX_POOL_TASKS, MAX_SLOTS, shown
 from pipesim.core.validate import key_shown
-from pipesim.plan.build import context_problem, engine_config, trainer_config
+from pipesim.plan.build import context_key, context_problem, engine_config, trainer_config
 from pipesim.plan.checks import (
     MAX_ETA,
     MAX_GPUS,
@@ -49,7 +49,9 @@ def read_engine(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``[model]``'s engine options (:data:`ENGINE_KEYS`) as ``(name, value)`` pairs, each checked
     under its ``model.KEY`` name: ``max_num_batched_tokens`` an integer of tokens in [1, 2^24],
     ``enforce_eager`` and ``disable_custom_all_reduce`` booleans, ``kv_policy`` one of
-    :data:`~pipesim.compute.engine_config.KV_POLICIES`."""
+    :data:`~pipesim.compute.engine_config.KV_POLICIES` (``reserve`` with a ``model.tool_kv =
+    "keep"`` refused: a reserving engine keeps no KV through a tool call), ``episodes_per_replica``
+    an integer in [1, 2^24]."""
     model = data.get("model")
     if not isinstance(model, Mapping):
         return ()
@@ -70,7 +72,16 @@ def read_engine(data: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
                 f"(choose from {list(KV_POLICIES)})",
                 "model.kv_policy",
             )
+        if policy == "reserve" and model.get("tool_kv") == "keep":
+            raise PlanError(
+                'model.tool_kv = "keep" needs model.kv_policy = "preempt": under "reserve" a '
+                "sequence's KV is not kept through a tool call (it ran as drop); set "
+                'model.tool_kv = "drop" or model.kv_policy = "preempt"',
+                "model.tool_kv",
+            )
         out.append(("kv_policy", policy))
+    if "episodes_per_replica" in t:
+        out.append(("episodes_per_replica", t.integer("episodes_per_replica", lo=1, hi=MAX_SLOTS)))
     return tuple(out)
 
 
@@ -82,12 +93,21 @@ and an exported run spec carries over from its plan spec (``--export-best``)."""
 DESIGN_KEYS = ("placement", "tp", "eta", "update", "sync_every", "oversample")
 RUN_KEYS = ("steps", "seed", "sync_time_s", "inflight_load_time_s")
 DEFAULT_STEPS = 12
-ENGINE_KEYS = ("max_num_batched_tokens", "enforce_eager", "disable_custom_all_reduce", "kv_policy")
+ENGINE_KEYS = (
+    "max_num_batched_tokens",
+    "enforce_eager",
+    "disable_custom_all_reduce",
+    "kv_policy",
+    "episodes_per_replica",
+)
 """``[model]`` keys only a run spec takes: vLLM settings :class:`~pipesim.compute.EngineConfig`
-already models (:mod:`pipesim.compute.knobs`, ``kv_policy``), under its names and units. A plan
-spec's engines do not take them yet (``PlanSpec`` has no such fields), so :func:`read_engine`
-reads them beside the plan spec and :func:`~pipesim.plan.build.engine_config` puts them on the
-design's engine."""
+already models (:mod:`pipesim.compute.knobs`, ``kv_policy``), under its names and units, and
+``episodes_per_replica``, the episodes each replica takes at once (the cluster's and
+``run_compute``'s ``slots_per_replica``; default ``max_num_seqs``: an episode holds its place
+through its tool calls, ``docs/compute.md``). A plan spec's engines do not take them yet
+(``PlanSpec`` has no such fields), so :func:`read_engine` reads them beside the plan spec and
+:func:`~pipesim.plan.build.engine_config` puts them on the design's engine
+(:func:`~pipesim.plan.build.design_cluster` the last on its cluster)."""
 
 
 def read_design(data: Any) -> Design:
@@ -145,7 +165,7 @@ def check_design(
     # tp and placement, so it names those keys, as a plan without a design does (a max_model_len
     # past the model's own context is refused below, naming itself)
     if context <= spec.model.max_context_len and (problem := context_problem(spec, context)):
-        raise PlanError(problem, "workload.max_response_tokens")
+        raise PlanError(problem, context_key(spec, context))
     if d.trainer_gpus >= n:
         raise PlanError(
             f"{table}.placement ({d.trainer_gpus} trainer GPUs) must leave engine GPUs of "
@@ -167,9 +187,16 @@ def check_design(
         text = text[len(said) :] if text.startswith(said) else text
         msg = f"{table}.tp ({d.tp}): {spec.model.name} does not fit: {text}"
         raise PlanError(msg, f"{table}.tp") from None
+    per = dict(engine).get("episodes_per_replica")
     try:
-        Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus)
+        Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus, slots_per_replica=per)
     except ValueError as e:
+        if getattr(e, "field", "") == "slots_per_replica":  # too many slots on these replicas
+            raise PlanError(
+                f"model.episodes_per_replica ({per:,}) on {(n - d.trainer_gpus) // d.tp:,} replicas is "
+                f"more than the {MAX_SLOTS:,} episode slots one run holds",
+                "model.episodes_per_replica",
+            ) from None
         if getattr(e, "field", "") == "n_gpus":  # too many slots: the GPUs, whatever the design
             raise PlanError(f"cluster.n_gpus ({n}): {e}", "cluster.n_gpus") from None
         if not d.trainer_gpus:  # colocated: every GPU rolls out, so the cluster's size is at fault
