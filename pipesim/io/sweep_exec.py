@@ -46,10 +46,12 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import Scenario
 from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError
-from pipesim.io.interrupts import held_interrupts, ignore_sigint, signals_to, stopping
+from pipesim.io.interrupts import ignore_sigint, signals_to, stopping
 from pipesim.io.main_guard import main_guard_problem as main_guard_problem  # re-exported
 from pipesim.io.main_guard import reimports_main as reimports_main  # re-exported
-from pipesim.io.pools import kill_workers as kill_workers  # re-exported: sweeps
+from pipesim.io.pools import POLL_S as _POLL_S
+from pipesim.io.pools import kill_workers, polled_interrupts
+from pipesim.io.pools import stop_pool as stop_pool  # re-exported: sweeps
 
 if TYPE_CHECKING:
     from pipesim.io.sweep_grid import Cell
@@ -70,7 +72,6 @@ platforms (``time_t``), and a cell that long is no limit at all: say ``timeout_s
 # two rounds of cells (each stopped by the alarm at timeout_s) before it really starts
 _KILL_ROUNDS = 3
 _KILL_GRACE_S = 2.0
-_POLL_S = 0.05
 
 
 class CellTimeout(BaseException):
@@ -240,19 +241,23 @@ def run_cells(
     if timeout_s is not None and not procs:
         raise FieldError(str(timeout_refusal(ex, timeout_s)), "timeout_s")
     deadline_s = None if timeout_s is None else _KILL_ROUNDS * timeout_s + _KILL_GRACE_S
-    with held_interrupts():  # a submit may start a worker: one cut half-way dies with a traceback
+    # Ctrl-C and SIGTERM are held from the first submit (one that starts a worker, cut half-way,
+    # left it to die with a traceback) and taken only between the waits, never inside
+    # concurrent.futures: a KeyboardInterrupt in wait() left futures' locks held, and the stopped
+    # sweep hung for good with its finished cells unwritten (pipesim.io.pools)
+    with polled_interrupts() as check:
         pending: dict[Future[dict[str, Any]], Cell] = {
             ex.submit(run_cell, c.index, c.scenario, fn, timeout_s): c for c in cells
         }
-    try:
-        return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar)
-    except BaseException as exc:  # Ctrl-C: keep the cells that finished; the queued ones need not start
-        if isinstance(exc, KeyboardInterrupt):  # a worker's, perhaps: a later signal must not cut the saving
-            stopping()
-        for fut, cell in pending.items():
-            if not fut.cancel() and fut.done() and not _interrupted(fut.exception()):
-                results[cell.index] = _row(fut, cell.scenario)
-        raise
+        try:
+            return _collect_cells(ex, pending, timeout_s, deadline_s, results, bar, check)
+        except BaseException as exc:  # Ctrl-C: keep the cells that finished; the queued ones need not start
+            if isinstance(exc, KeyboardInterrupt):
+                stopping()  # a worker's, perhaps: a later signal must not cut the saving
+            for fut, cell in pending.items():
+                if not fut.cancel() and fut.done() and not _interrupted(fut.exception()):
+                    results[cell.index] = _row(fut, cell.scenario)
+            raise
 
 
 def _interrupted(exc: BaseException | None) -> bool:
@@ -299,11 +304,16 @@ def _collect_cells(
     deadline_s: float | None,
     results: dict[int, dict[str, Any]],
     bar: Any,
+    check: Callable[[], None],
 ) -> list[Cell]:
+    """Wait for ``pending``'s cells, filling ``results``; ``check`` (:func:`polled_interrupts`'s)
+    takes a held Ctrl-C before each wait, and each wait is short (:data:`_POLL_S`, with or without
+    a per-cell limit), so the sweep still stops within a poll of the signal."""
     started: dict[Future[dict[str, Any]], float] = {}
     lost: list[Cell] = []
     while pending:
-        done, _ = wait(pending, timeout=None if deadline_s is None else _POLL_S, return_when=FIRST_COMPLETED)
+        check()
+        done, _ = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
         for fut in done:
             cell = pending.pop(fut)
             bar.update(1)

@@ -55,12 +55,12 @@ from pipesim.io.sweep_exec import (
     MetricsFn,
     NoBar,
     default_executor,
-    kill_workers,
     main_guard_problem,
     progress_bar,
     reimports_main,
     run_cells,
     run_summary,
+    stop_pool,
     timeout_refusal,
 )
 from pipesim.io.sweep_grid import (
@@ -228,14 +228,14 @@ def _run_on(
     results: dict[int, dict[str, Any]],
     bar: Any,
 ) -> list[Cell]:
-    """:func:`run_cells` on ``ex``, shutting down a pool of ours after; its workers are killed first
-    when the run is cut short (an interrupt), since shutting down would wait for their cells."""
+    """:func:`run_cells` on ``ex``, shutting down a pool of ours after; when the run is cut short
+    (an interrupt) its workers are killed first, since shutting down would wait for their cells,
+    and the pool is given a bounded time to end (:func:`~pipesim.io.pools.stop_pool`)."""
     try:
         lost = run_cells(ex, cells, fn, timeout_s, results, bar)
     except BaseException:
         if own:
-            kill_workers(ex)
-            ex.shutdown(wait=True, cancel_futures=True)
+            stop_pool(ex)
         raise
     if own:
         ex.shutdown(wait=True, cancel_futures=True)

@@ -21,13 +21,12 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from pipesim.io.cli_options import workers_problem
 from pipesim.io.interrupts import sigterm_as_interrupt, write_atomic
-from pipesim.io.pools import worker_pool
+from pipesim.io.pools import as_finished, polled_interrupts, worker_pool
 from scenarios.outputs import check_output
 from scenarios.published import common
 from scenarios.published.claims import CLAIMS, VERL_STUDY, Claim, verl_fit
@@ -66,9 +65,11 @@ def run_all(keys: list[RunKey], workers: int, progress: Progress) -> None:
         for key in todo:
             stored(*common.run_key(key))
         return
-    with worker_pool(workers) as pool:  # a Ctrl-C stops its workers, not only this process
+    # a Ctrl-C stops the workers, not only this process; it is taken between the waits, never
+    # inside concurrent.futures, where it left futures' locks held and the stop hung (pools)
+    with worker_pool(workers) as pool, polled_interrupts() as check:
         futures = [pool.submit(common.run_key, key) for key in todo]
-        for f in as_completed(futures):
+        for f in as_finished(futures, check):
             stored(*f.result())
 
 
