@@ -1,11 +1,13 @@
 """The generation slots of one inference-engine replica, as one SimPy process.
 
-Running episodes sit in a heap keyed by their end on a *virtual clock* that stops while
-generation is paused, so pausing every episode in flight for a sync costs O(1): the clock offset
-grows, and each episode's real end time is derived when it is needed. Free slots are a heap, so
-starting an episode costs O(log n_slots) and no event ever scans the slots. The process sleeps
-until the heap top is due; it is interrupted only when that target changes (an earlier episode
-starts, or the replica pauses or resumes).
+Running episodes sit in heaps by *epoch* (:mod:`pipesim.core.epochs`): those started since the
+last pause in one heap keyed by their end, ``start + work``; those started between two earlier
+pauses in one heap an epoch, keyed the same, with each epoch's head due time (the key plus each
+pause since, added one at a time as the chapter's loop adds them) in a small heap of heads. A
+pause costs O(live epochs), not O(episodes in flight). Free slots are a heap, so starting an
+episode costs O(log n_slots) and no event ever scans the slots. The process sleeps until the
+first due time; it is interrupted only when that target changes (an earlier episode starts, or
+the replica pauses or resumes).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Generator
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heapreplace
 from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from pipesim.core import errors
+from pipesim.core import epochs, errors
 from pipesim.core.episode import BUFFERED, Episode
+from pipesim.core.epochs import Entry, Epoch, Head, fold, pop_old, push_back, smallest
 
 if TYPE_CHECKING:
     from pipesim.core.clock import Clock
@@ -27,13 +30,14 @@ if TYPE_CHECKING:
 
 
 class Slots:
-    """The generation slots of one engine replica: one SimPy process, a heap of running episodes.
+    """The generation slots of one engine replica: one SimPy process, heaps of running episodes.
 
-    Invariants: ``len(free) + len(running) == n_slots``. Paused time is accounted lazily: the
-    heap is keyed by finishing time on a virtual clock that stops while paused
-    (``vend = start - offset_at_start + duration``), and an episode's real end is
-    ``start + duration + (offset_now - offset_at_start)``. For an episode that no pause touched,
-    that is exactly ``start + duration``, the same float the chapter's loop computes.
+    Invariants: ``len(free) + n_running == n_slots``. An episode ends at ``start + work`` plus
+    each pause it lived through, added one at a time (its epoch's ``tail``): the float the
+    chapter's loop computes (``end += sync_time`` at each sync), so its exact ties are the
+    chapter's. ``_cur`` holds the episodes no pause touched (due exactly at their key), ``_old``
+    the heads of the earlier epochs (:mod:`pipesim.core.epochs`). ``offset`` is the paused time
+    so far (the virtual clock that ``generated_s`` reads).
     """
 
     def __init__(self, pipeline: Pipeline, n_slots: int, index: int = 0) -> None:
@@ -43,14 +47,15 @@ class Slots:
         self.index = index
         self.n_slots = n_slots
         self.free = list(range(n_slots))  # a heap: the lowest free slot starts next
-        self.running: list[tuple[float, int, Episode]] = []  # heap of (vend, episode id, episode)
+        self._cur: list[Entry] = []  # heap of (start + work, id, episode): started since the last pause
+        self._old: list[Head] = []  # heap of the earlier epochs' heads (due, id, epoch)
         self.offset = 0.0  # total paused seconds so far
         self.version = 0  # the weights this replica generates with
         self.paused_since: float | None = None
         self.accepting = n_slots > 0
         """Whether an episode may start here now: a slot is free and generation is not paused
         (an attribute kept in step with both, read before every start)."""
-        self._target: tuple[float, int, Episode] | None = None  # the heap entry we sleep until
+        self._target: tuple[float, int, Any] | None = None  # the (due, id, ...) we sleep until
         self.behind = False  # sleeping past quiet completions (accounted lazily, see catch_up)
         self._sleeping = False  # waiting on a timer or idle (interruptible)
         self._drained: simpy.Event | None = None
@@ -58,7 +63,7 @@ class Slots:
 
     # -- the process ---------------------------------------------------------------------------
     def _run(self) -> Generator[simpy.Event, Any, None]:
-        """Aim at the heap top, sleep until it is due, finish what is due; repeat.
+        """Aim at the first due time, sleep until it, finish what is due; repeat.
 
         This loop runs once per completion instant, or once per completion that matters where
         the others are quiet (:mod:`pipesim.core.quiet`): it then aims past the quiet ones, at the
@@ -84,33 +89,25 @@ class Slots:
         quiet = p.quiet_completions  # None: no quiet completions (the pipeline is built by now)
         alone = p.reports_in_place and p._single is self  # a lone completion is finished here
         items, updates, controller_pass = p._items, self._updates, p._controller_pass
-        finish_due, nsmallest = self._finish_due, heapq.nsmallest
+        finish_due = self._finish_due
         never = env.event()  # idle: woken only by an interrupt
         wake = env.wake_up()  # the wake-up: one event, scheduled again once processed
         now = at = env.now  # now: env.now, kept in step with it (read, or the wake-up's own time)
         inf = math.inf
         while True:
-            running = self.running
-            if not running or self.paused_since is not None:
+            cur, old = self._cur, self._old
+            if not (cur or old) or self.paused_since is not None:
                 self._target = target = None
                 self.behind = False  # paused (pause() caught up) or empty
             else:
-                k = quiet(len(running)) if quiet is not None and p.admission_refused else 0
-                offset = self.offset
-                if k == 0:
-                    target = running[0]
-                    ep = target[2]
-                    at = due = ep.start_s + ep.work_s + (offset - ep.offset_start)
-                else:
-                    # the heap orders by key (start less offset, plus work) and a due time is
-                    # computed from the episode's own start and offset: two equal keys can give
-                    # due times an ulp apart, in either order. Aimed at the k + 1-th key's due
-                    # time, an earlier key due an ulp later would not be due at the wake-up, so
-                    # nothing would finish and the same instant would repeat for ever; aim at the
-                    # latest due time among the k + 1 instead (each still ends at its own)
-                    first = nsmallest(k + 1, running)
-                    target = first[-1]
-                    at = max(e.start_s + e.work_s + (offset - e.offset_start) for _, _, e in first)
+                k = quiet(self.n_running) if quiet is not None and p.admission_refused else 0
+                if k == 0:  # the first due: the current epoch's top or the first epoch head
+                    target = old[0] if old else cur[0]
+                    if cur and cur[0] < target:
+                        target = cur[0]
+                else:  # the k + 1-th due (due times are exact: each earlier one is due by then)
+                    target = smallest(k + 1, cur, old)[-1]
+                at = due = target[0]
                 self._target, self.behind = target, k > 0
                 if at < now:
                     at = now
@@ -130,14 +127,27 @@ class Slots:
                         self._sleeping = False
                     elif alone and k == 0 and not p._pass_due and p.pass_in_place:
                         # taken in place: nothing else is scheduled by ``at``, and the target is
-                        # still the heap top. If it is the only completion due, finish it here and
+                        # still the first due. If it is the only completion due, finish it here and
                         # run the controller pass in place, as _finish_due and on_finished would
-                        heappop(running)
-                        if (
-                            running
-                            and (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start) <= at
-                        ):
-                            heappush(running, target)  # a tie: the general path (keys are unique)
+                        if old and old[0] is target:  # pop_old(old), inlined
+                            entry = heappop(heap := (epoch := old[0][2]).heap)
+                            if heap:
+                                key, i, _ = heap[0]
+                                for pause in epoch.tail:
+                                    key += pause
+                                heapreplace(old, (key, i, epoch))
+                            else:
+                                heappop(old)
+                        else:
+                            entry = heappop(cur)
+                            epoch = None
+                        ep = entry[2]
+                        if cur and cur[0][0] <= at or old and old[0][0] <= at:
+                            # a tie: the general path
+                            if epoch is None:
+                                heappush(cur, entry)
+                            else:
+                                push_back(old, due, entry, epoch)
                         else:
                             now = at
                             heappush(self.free, ep.slot)
@@ -148,7 +158,7 @@ class Slots:
                             ep.status = BUFFERED
                             items.append(ep)
                             controller_pass(now, self)
-                            if not running:
+                            if not (self._cur or self._old):  # (a stretch replaces the heaps)
                                 self.signal_drained()
                             continue
                     now = at  # SimPy fires the wake-up at exactly this time
@@ -159,8 +169,19 @@ class Slots:
                 self.catch_up(now, in_pass=False)  # whoever woke us may not have caught up
 
     def due(self, ep: Episode) -> float:
-        """Real time at which running episode ``ep`` finishes if nothing else pauses it."""
-        return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)
+        """Real time at which running episode ``ep`` finishes if nothing else pauses it: its
+        ``start + work`` plus each pause it lived through, one at a time. O(in-flight): for checks."""
+        for _, _, epoch in self._old:
+            if any(e is ep for _, _, e in epoch.heap):
+                return fold(ep.start_s + ep.work_s, epoch.tail)
+        return (ep.start_s + ep.work_s) + (self.offset - ep.offset_start)  # + 0.0 where in _cur
+
+    @property
+    def running(self) -> list[tuple[float, int, Episode]]:
+        """The running episodes as a heap of ``(vend, id, episode)`` in finishing order, ``vend``
+        the end on the virtual clock (start less the offset then, plus work). O(in-flight)."""
+        entries = epochs.ordered(self._cur, self._old)
+        return [((e.start_s - e.offset_start) + e.work_s, i, e) for _, i, e in entries]
 
     def _wake(self) -> None:
         if self._sleeping:
@@ -170,7 +191,7 @@ class Slots:
     # -- primitives used by the controller and the weight-update policies ----------------------
     @property
     def n_running(self) -> int:
-        return len(self.running)
+        return self.n_slots - len(self.free)  # the invariant: a slot is free or runs one episode
 
     @property
     def paused(self) -> bool:
@@ -187,7 +208,7 @@ class Slots:
 
     def running_episodes(self) -> list[Episode]:
         """The episodes running now, in finishing order (O(in-flight log in-flight))."""
-        return [ep for _, _, ep in sorted(self.running)]
+        return [ep for _, _, ep in epochs.ordered(self._cur, self._old)]
 
     def start(self, ep: Episode, now: float, work_s: float | None = None) -> None:
         """Start ``ep`` at ``now`` (the current time) on the lowest free slot; it generates for
@@ -198,12 +219,12 @@ class Slots:
         ep.replica = self.index
         ep.start_s = now
         ep.update_from = len(self._updates)
-        ep.offset_start = offset = self.offset
+        ep.offset_start = self.offset
         if work_s is None:
             work_s = ep.work_s
         else:
             ep.work_s = work_s
-        heappush(self.running, ((now - offset) + work_s, ep.id, ep))
+        heappush(self._cur, (now + work_s, ep.id, ep))
 
     def abort_all(self) -> list[tuple[Episode, float]]:
         """Take every running episode off its slot now; return each with the seconds it generated.
@@ -212,12 +233,12 @@ class Slots:
         """
         now, n_upd = self.env.now, len(self.p.updates)
         out = []
-        for _, _, ep in sorted(self.running):
+        for _, _, ep in epochs.ordered(self._cur, self._old):
             heapq.heappush(self.free, ep.slot)
             ep.end_s = now
             ep.update_to = n_upd
             out.append((ep, self.generated_s(ep)))
-        self.running = []
+        self._cur, self._old = [], []
         self.accepting = self.paused_since is None
         self._target = None
         self._wake()
@@ -226,13 +247,9 @@ class Slots:
 
     def stretch_all(self, extra_s: Callable[[Episode, float], float]) -> None:
         """Delay each running episode by ``extra_s(ep, generated_s)`` seconds (re-prefill). O(in-flight)."""
-        running = []
-        for vend, eid, ep in self.running:
-            extra = extra_s(ep, self.generated_s(ep))
-            ep.work_s += extra
-            running.append((vend + extra, eid, ep))
-        heapq.heapify(running)
-        self.running = running
+        for _, _, ep in epochs.ordered(self._cur, self._old):
+            ep.work_s += extra_s(ep, self.generated_s(ep))
+        self._cur, self._old = epochs.rebuild(self._cur, self._old, lambda ep: True)
         self._target = None
         self._wake()
 
@@ -241,11 +258,12 @@ class Slots:
         the process sleeps past quiet completions (what is quiet may have changed).
 
         Only a sleeping process needs it: one that is running re-arms when it next yields."""
+        cur, target = self._cur, self._target
         if (
             self._sleeping
             and self.paused_since is None
-            and self.running
-            and (self._target is None or self.behind or self.running[0] < self._target)
+            and (cur or self._old)
+            and (target is None or self.behind or (cur and cur[0] < target))  # starts go to _cur
         ):
             self._wake()
 
@@ -271,22 +289,38 @@ class Slots:
         self._wake()
 
     def resume(self) -> None:
-        if self.paused_since is None:
+        """Restart the clock. Each running episode lives through the pause: the chapter's loop
+        adds ``sync_time`` to its end, so a pause that ends ``sync_time_s`` (or ``train_time_s``)
+        after it began, as floats add, counts as exactly that; any other counts as its length."""
+        now, since = self.env.now, self.paused_since
+        if since is None:
             return
-        self.offset += self.env.now - self.paused_since
+        pause = now - since
+        self.offset += pause
         self.paused_since = None
+        config = self.p.config
+        for nominal in (config.sync_time_s, config.train_time_s):
+            if since + nominal == now:
+                pause = float(nominal)
+                break
+        if pause != 0.0:  # x + 0.0 == x: a pause of nothing changes no due time
+            if old := self._old:
+                epochs.add_pause(old, pause)
+            if cur := self._cur:  # the current epoch becomes an earlier one
+                heappush(old, (cur[0][0] + pause, cur[0][1], Epoch(cur, (pause,))))
+                self._cur = []
         self.accepting = bool(self.free)
         self._wake()
 
     def release(self) -> None:
         """Drop the episodes still on the slots once the run is over (see ``Pipeline.release``)."""
-        self.running, self._target = [], None
+        self._cur, self._old, self._target = [], [], None
 
     def drained(self) -> simpy.Event:
         """An event that succeeds when no episode is running on this replica (now, if none is)."""
         ev = self.env.event()
         self.catch_up(self.env.now, in_pass=False)
-        if not self.running:
+        if not (self._cur or self._old):
             ev.succeed()
         else:
             self._drained = ev
@@ -294,8 +328,7 @@ class Slots:
 
     def remove(self, ep: Episode) -> None:
         """Take a running episode off its slot (aborts); O(n) in the running heap, as aborts are."""
-        self.running = [r for r in self.running if r[2] is not ep]
-        heapq.heapify(self.running)
+        self._cur, self._old = epochs.rebuild(self._cur, self._old, lambda e: e is not ep)
         heapq.heappush(self.free, ep.slot)
         self.accepting = self.paused_since is None
         self._target = None
@@ -328,18 +361,24 @@ class Slots:
         if len(done) > 1:
             done.sort(key=finishing_order)
         self.p.on_finished(done, now, in_pass, awake)
-        if not self.running:
+        if not (self._cur or self._old):
             self.signal_drained()
 
     def pop_due(self, now: float) -> list[Episode]:
         """Take every episode due by ``now`` off the slots, each ending at its own due time (in
         heap order; the caller sorts them into finishing order). Reports nothing."""
-        running, free, offset = self.running, self.free, self.offset
+        cur, old, free = self._cur, self._old, self.free
         n_upd = len(self._updates)
         done = []
-        # inlined self.due(ep): (start + work) + (offset - offset_at_start)
-        while running and (due := (e := running[0][2]).start_s + e.work_s + (offset - e.offset_start)) <= now:
-            heappop(running)
+        while True:  # the first due: the current epoch's top (due at its key) or an epoch head
+            if old and (not cur or old[0] < cur[0]):
+                if (due := old[0][0]) > now:
+                    break
+                e = pop_old(old)[1][2]
+            elif cur and (due := cur[0][0]) <= now:
+                e = heappop(cur)[2]
+            else:
+                break
             heappush(free, e.slot)
             e.end_s = due  # its own end (== now, unless a quiet completion the process slept past)
             e.update_to = n_upd
@@ -369,7 +408,7 @@ def finish_together(group: list[Slots], now: float, in_pass: bool, awake: Slots 
     finish sooner still interrupts them, as :meth:`Slots.kick` decides)."""
     done: list[Episode] = []
     for replica in group:
-        if replica.running and replica.paused_since is None:  # a paused clock stands still
+        if (replica._cur or replica._old) and replica.paused_since is None:  # a paused clock stands still
             done += replica.pop_due(now)
     if not done:
         return
@@ -377,5 +416,5 @@ def finish_together(group: list[Slots], now: float, in_pass: bool, awake: Slots 
         done.sort(key=finishing_order)
     group[0].p.on_finished(done, now, in_pass, awake)
     for replica in group:
-        if not replica.running:
+        if not (replica._cur or replica._old):
             replica.signal_drained()
