@@ -36,7 +36,7 @@ class ReferenceRunResult:
 
     def _dur(self, e: Episode) -> float:
         timeout = self.scenario.timeout
-        if self.fix_truncated_duration and e.truncated and timeout is not None:
+        if self.fix_truncated_duration and timeout is not None:
             return min(e.duration_s, timeout.cap_s)
         return e.duration_s
 

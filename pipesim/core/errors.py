@@ -12,6 +12,7 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
+from pipesim.core.episode import ABORTED, DISCARDED, FAILED
 from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
 from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
 from pipesim.core.validate import FieldError as FieldError  # re-exported
@@ -64,11 +65,56 @@ def zero_time_loop(p: Pipeline, launched: int) -> PipelineError:
 
 
 def no_batch(p: Pipeline, launched: int) -> PipelineError:
-    return PipelineError(
-        f"no progress: {launched} episodes launched since the trainer last took a batch ({_where(p)}, "
-        f"{p.n_dropped} dropped in all); the policies {_policies(p)} drop or relaunch everything the "
-        f"engine generates, so no batch can ever be formed"
+    """No batch taken in the run's launch limit (``Pipeline._launch_limit``: twice the pool plus
+    100 per slot and batch entry). Without failures that means the policies drop or relaunch
+    everything. With a failure policy it may be chance (a high hazard leaves few survivors, and
+    another seed may finish), so the message says what was seen, not that no batch can ever form,
+    and names the failure policy, its hazard and the share of episodes it failed."""
+    head = (
+        f"no progress: no batch formed in {launched:,} launches since the trainer last took a batch "
+        f"({_where(p)}; {p.n_dropped:,} dropped in all{_dropped_by(p, ': ')})"
     )
+    failures = p.scenario.failures
+    if failures is None:
+        return PipelineError(
+            f"{head}; the policies {_policies(p)} drop or relaunch everything the engine generates, "
+            "so no batch can ever be formed"
+        )
+    failed = _drop_counts(p).get(FAILED, 0)
+    return PipelineError(
+        f"{head}; the failure policy {type(failures).__name__} (hazard_per_s={failures.hazard_per_s:g}, "
+        f"a mean life of {1.0 / failures.hazard_per_s:,.6g} s) failed {failed:,} of the {p.started:,} "
+        f"episodes launched ({failed / max(p.started, 1):.1%}). Failures are random: a run with this few "
+        f"survivors may reach this limit ({launched:,} launches without a batch) by chance where another "
+        "seed finishes. Lower hazard_per_s or shorten the episodes (a Timeout); if failures are not "
+        f"the cause, the policies {_policies(p)} drop or relaunch what the engine generates"
+    )
+
+
+def _drop_counts(p: Pipeline) -> dict[str, int]:
+    """The run's episodes by status (read once, at an error): :func:`pipesim.core.stall._drop_counts`."""
+    from pipesim.core.stall import _drop_counts as counts  # stall imports this module: at the error only
+
+    return counts(p)
+
+
+def _dropped_by(p: Pipeline, lead: str) -> str:
+    """The dropped episodes by cause, each naming the policy that dropped them (``lead`` before it),
+    or ``""`` where the status counts do not add up to ``n_dropped`` (a counter written)."""
+    if not p.n_dropped:
+        return ""
+    counts = _drop_counts(p)
+    update, batch = type(p.weight_update).__name__, type(p.batching).__name__
+    failures = p.scenario.failures
+    named = (
+        (FAILED, f"failed by the failure policy {type(failures).__name__}"),
+        (ABORTED, f"aborted by the weight update {update} (abort_running)"),
+        (DISCARDED, f"discarded by the batch policy {batch} or the weight update {update}"),
+    )
+    parts = [f"{counts.get(s, 0):,} {who}" for s, who in named if counts.get(s, 0)]
+    if sum(counts.get(s, 0) for s, _ in named) != p.n_dropped:
+        return ""
+    return lead + ", ".join(parts)
 
 
 def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
@@ -96,10 +142,11 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
                 f"most likely abort_running in {type(p.admission).__name__}.admits, which must only read)"
             )
         elif p.n_dropped:
-            surplus.append(
-                f"dropped {p.n_dropped} (the batch policy {type(p.batching).__name__} or the weight "
-                f"update {type(p.weight_update).__name__} discarded them)"
+            by = _dropped_by(p, "") or (
+                f"the batch policy {type(p.batching).__name__} or the weight update "
+                f"{type(p.weight_update).__name__} dropped them"
             )
+            surplus.append(f"dropped {p.n_dropped} ({by})")
         if running + buffered:
             surplus.append(
                 f"holds {running + buffered} running or buffered (as the admission policy "

@@ -5,6 +5,14 @@ failure policy (:class:`~pipesim.policies.faults.FailurePolicy`) gives a constan
 to do with a failed episode. Both are read through their fields alone, so the kernel needs no
 policy module. Draws come from a generator seeded with the scenario's seed and a salt of its own,
 so adding failures never changes the duration pool.
+
+**What a timeout does to an episode.** An episode drawn longer than the cap is given the cap as
+its work at launch; its record keeps the length it was drawn with (``duration_s``), and the
+results report the cap for it (:meth:`pipesim.results.columns.EpisodeColumns.generated_s`), so a
+run with a timeout reports what a run on the pool clamped at the cap reports, failed, aborted and
+in-flight episodes included. It is flagged ``truncated`` only when it *finishes* at the cap
+(:meth:`EpisodeLifecycle.on_finished`): one that fails first, is aborted by a weight update, or is
+still generating when the run ends never reached the cap, so the timeout cut nothing.
 """
 
 from __future__ import annotations
@@ -46,10 +54,11 @@ class EpisodeLifecycle:
         return cls(scenario.timeout, scenario.failures, rng)
 
     def work_s(self, ep: Episode) -> float:
-        """Seconds the episode will generate: its duration, capped, cut short by a failure."""
+        """Seconds the episode will generate: its duration, capped, cut short by a failure.
+
+        Not flagged truncated here: only an episode that finishes at the cap was cut (on_finished)."""
         work = ep.duration_s
         if work > self.cap_s:
-            ep.truncated = True
             work = self.cap_s
         if self.failures is not None:
             life = float(self.rng.exponential(self.mean_life_s))
@@ -59,15 +68,25 @@ class EpisodeLifecycle:
         return work
 
     def on_finished(self, p: PipelineView, episodes: list[Episode]) -> list[Episode]:
-        """Return the episodes that really finished; failed ones are dropped and handled."""
+        """Return the episodes that really finished; failed ones are dropped and handled.
+
+        A finished episode drawn longer than the cap ran to it: the timeout cut it."""
+        cap = self.cap_s
         if self.failures is None:
-            return episodes
+            for ep in episodes:
+                if ep.duration_s > cap:
+                    ep.truncated = True
+            return episodes  # (a lifecycle without failures has a timeout: cap is finite)
         ok = [ep for ep in episodes if ep.fail_at_s is None]
         if len(ok) < len(episodes):
             for ep in episodes:
-                if ep.fail_at_s is not None:
+                if ep.fail_at_s is not None:  # it failed before the cap: not truncated
                     ep.lost_s = ep.work_s  # the seconds it spent on its slot, pauses excluded
                     ep.truncated = False
                     p.drop([ep], FAILED)
                     self.failures.on_failure(p, ep)
+        if cap < math.inf:
+            for ep in ok:
+                if ep.duration_s > cap:
+                    ep.truncated = True
         return ok

@@ -17,6 +17,10 @@
 
   A failed episode ends with status ``failed`` (infrastructure failures are counted apart from
   agent failures, which are ordinary finished episodes with a low reward and are not simulated).
+  Every one of the three needs an admission rule that counts failed episodes out
+  (:class:`~pipesim.policies.admission.AReaLThrottle` or ``OverSample``, as the chapter's own
+  scenarios pair them): the default ``CountThrottle`` counts them as started, runs out of
+  admissions and stalls (docs/policies.md).
 
 Every failure time is drawn from one ``numpy.random.Generator`` seeded from ``scenario.seed``, in
 launch order, so the same seed gives the same trace. The draws cost one call per launched
@@ -79,7 +83,8 @@ class RetryFailed:
 
 @dataclass(frozen=True)
 class RequeueFailed:
-    """Mark an infrastructure failure and put the task back in the queue (the chapter's default)."""
+    """Mark an infrastructure failure and put the task back in the queue (the chapter's default;
+    pair it with an admission rule that counts failures out, as the module docstring says)."""
 
     hazard_per_s: float
 

@@ -252,14 +252,17 @@ class EpisodeColumns:
         return ~np.isnan(self.end_s)
 
     def generated_s(self, cap_s: float | None) -> FloatArray:
-        """Seconds each episode generates: its duration, or the timeout cap where it was truncated."""
+        """Seconds each episode generates: its duration, at most the timeout's cap. That holds for
+        every episode drawn longer than the cap, not only the ``truncated`` ones (those that
+        finished at it): one that failed, was aborted or is still running reports the cap too, as
+        on the pool clamped at the cap (:mod:`pipesim.core.lifecycle`)."""
         dur = self.duration_s
         if cap_s is None:
             return dur  # type: ignore[no-any-return]
-        trunc = self.truncated
-        if not trunc.any():
+        cap = float(cap_s)
+        if not (dur > cap).any():
             return dur  # type: ignore[no-any-return]
-        return np.where(trunc, np.minimum(dur, float(cap_s)), dur)
+        return np.minimum(dur, cap)
 
 
 class UpdateIndex:

@@ -9,9 +9,11 @@ are built on first access and cached, so a sweep that only needs ``summary()`` n
 event table. In ``events`` the ``kind`` and ``lane`` columns are pandas Categoricals (a few
 distinct strings over millions of rows).
 
-Utilisation follows the chapter: ``gen_util`` is the slot time of *finished* episodes, pauses
-included, over ``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses, and
-``gen_util_total`` also counts the episodes still in flight when the run ends.
+Utilisation follows the chapter: ``gen_util`` is the slot time of episodes that ended on their
+slot (trained, buffered, discarded and *failed*; not *aborted*), pauses included, over
+``n_slots * sim_time_s``. ``gen_util_active`` excludes the pauses, and ``gen_util_total`` also
+counts the episodes still in flight when the run ends. ``lost_work_s`` is the generated seconds of
+*aborted* and *failed* episodes (their ``lost_s``); a *discarded* episode's seconds are not in it.
 
 Metrics users of real systems ask for: staleness by the oldest version an episode ran under
 (``staleness_*``) and by the newest (``staleness_newest_*``); length bias (``trained_duration_mean``
@@ -23,10 +25,11 @@ through :class:`~pipesim.results.names.Summary`, see :mod:`pipesim.results.names
 (infrastructure) and truncated episodes, the generation seconds lost (``lost_work_s``) and the
 re-prefill tokens.
 
-Durations are the seconds an episode generates: an episode cut by a :class:`~pipesim.policies.faults.Timeout`
-reports the cap, not the length it was drawn with (``duration_s`` in ``episode_table`` and
-``trained``, and the ``*_duration_mean`` keys), so a run with ``Timeout(cap)`` reports what a run
-on the pool clamped at ``cap`` reports.
+Durations are the seconds an episode generates: under a :class:`~pipesim.policies.faults.Timeout`
+an episode drawn longer than the cap reports the cap, failed, aborted or in flight alike
+(``duration_s`` in ``episode_table`` and ``trained``, and the ``*_duration_mean`` keys), so a run
+with ``Timeout(cap)`` reports what a run on the pool clamped at ``cap`` reports. ``truncated``
+flags only the episodes the cap cut, those that finished at it (:mod:`pipesim.core.lifecycle`).
 """
 
 from __future__ import annotations
@@ -129,14 +132,14 @@ class RunResult:
 
     @cached_property
     def generated_s(self) -> np.ndarray:
-        """Per episode, the seconds it generates: its duration, capped where it was truncated."""
+        """Per episode, the seconds it generates: its duration, at most the timeout's cap."""
         if self.timeout_cap_s is None:
             return self.columns.duration_s  # type: ignore[no-any-return]
         return self.columns.generated_s(self.timeout_cap_s)
 
     @property
     def truncated(self) -> np.ndarray:
-        """Per episode, whether a timeout cut it."""
+        """Per episode, whether a timeout cut it: it finished at the cap (not failed, aborted, running)."""
         return self.columns.truncated  # type: ignore[no-any-return]
 
     def _rows(self, idx: np.ndarray | None) -> np.ndarray | None:
@@ -284,7 +287,11 @@ class RunResult:
         return seq_sum(per_episode)
 
     def summary(self) -> dict[str, float]:
-        """A flat dict of the run's headline numbers (see the module docstring for definitions)."""
+        """A flat dict of the run's headline numbers (see the module docstring for definitions).
+
+        ``gen_util`` counts failed episodes' slot time but not aborted ones'; ``lost_work_s`` counts
+        aborted and failed work, not discarded; ``episodes_truncated`` counts episodes that finished
+        at the timeout's cap."""
         T = self.sim_time_s
         n_slots = self.scenario.pipeline.n_slots
         c = self.columns

@@ -1,27 +1,26 @@
 """Plotly timelines of one run, or several runs on a shared time axis (Figure 13.1).
 
-Layout of one run: two subplot rows. The first holds the trainer (aqua bars, one per step) and
-the weight syncs (gold bars) in ``LANE_ROW_PX`` pixels whatever the number of slots, so they stay
-readable at 1,024 slots; the second one row per generation slot, labelled as the events table
-labels its lanes (``r<replica>/slot<slot>``). Each episode is drawn as one bar per *version
-segment*, coloured by the policy version it generated under (the legend says so), so a partial
-rollout shows as bars of two or more colours on one row with a grey pause between them. Sync
-intervals are also drawn as translucent yellow bands across all slot rows, so the pause of every
-in-flight episode is visible. Markers, each in its own colour: at an episode's end, dropped
-(discarded), aborted, cut by a timeout (``truncated``), failed (an environment-worker failure),
-and trained with staleness above eta: "continued across updates" where the episode generated under
-two versions or more (a partial rollout: its staleness counts from its start, so it passes an
-admission bound by design), plain where it did not, none where the admission rule has a bound of
-its own (:func:`pipesim.io.viz.aggregate.eta_bounds`); at an episode's start, a retry (it
-relaunches a failed or aborted episode). Hover on a segment shows
-episode id, task, duration, versions (started, segment, newest), staleness at training and status.
+Layout of one run: two subplot rows. The first holds the trainer (aqua bars, one per step) and the weight
+syncs (gold bars) in ``LANE_ROW_PX`` pixels whatever the number of slots, so they stay readable at 1,024
+slots; the second one row per generation slot, labelled as the events table labels its lanes
+(``r<replica>/slot<slot>``). Each episode is drawn as one bar per *version segment*, coloured by the policy
+version it generated under (the legend says so), so a partial rollout shows as bars of two or more colours
+on one row with a grey pause between them. Sync intervals are also drawn as translucent yellow bands across
+all slot rows, so the pause of every in-flight episode is visible. Markers, each in its own colour: at an
+episode's end, dropped (discarded), aborted, cut by a timeout (``truncated``), failed (an environment-worker
+failure), and trained with staleness above eta: "continued across updates" where the episode generated under
+two versions or more (a partial rollout: its staleness counts from its start, so it passes an admission
+bound by design), plain where it did not, none where the admission rule has a bound of its own
+(:func:`pipesim.io.viz.aggregate.eta_bounds`); at an episode's start, a retry (it relaunches a failed or
+aborted episode). Hover on a segment shows episode id, task, duration, versions (started, segment, newest),
+staleness at training and status.
 
 Scale: up to ``WEBGL_THRESHOLD`` segments, segments are SVG bars (crisp, with version labels on
 small runs). Above it (e.g. 1,024 slots x 20 steps, ~25k segments) segments are drawn as WebGL
 line segments (``Scattergl``, one trace per version) and hover comes from one WebGL marker trace
 at segment midpoints; pause bars are omitted (the gap plus the sync band shows the pause), and
-slot tick labels are thinned. For runs that large the aggregate view
-(:mod:`pipesim.io.viz.aggregate`) says more; :func:`pipesim.io.viz.run_views` picks it.
+slot tick labels are thinned. For runs that large the aggregate view (:mod:`pipesim.io.viz.aggregate`)
+says more; :func:`pipesim.io.viz.run_views` picks it.
 
 This module draws. The frame of segments it draws (one row per segment, with its episode's
 details and its row) is built in :mod:`pipesim.io.viz.segments`, and the colours (versions, lanes,
@@ -60,6 +59,7 @@ from pipesim.io.viz.traces import add_specs
 
 WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
+NOT_CUT = ("aborted", "failed", "running")  # statuses a timeout never cut
 HOVER_COLS = "episode_id task_id duration_text version version_episode newest_version stale_text status end_s"
 """The segments' columns in ``customdata[0]`` .. ``[8]`` of ``HOVER``, space-separated."""
 OVER_CONTINUED = ("staleness > eta (continued across updates)", "diamond-open", "#a55194")
@@ -247,7 +247,7 @@ def add_run(
     flags = {
         "discarded": (last, last["status"] == "discarded"),
         "aborted": (last, last["status"] == "aborted"),
-        "truncated": (last, last["truncated"].astype(bool)),
+        "truncated": (last, last["truncated"].astype(bool) & ~last["status"].isin(NOT_CUT)),
         "failed": (last, last["status"] == "failed"),
         "retried": (first, first["episode_id"].isin(retried_ids(result))),
         "over_bound": (last, over & ~continued),
