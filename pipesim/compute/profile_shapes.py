@@ -346,18 +346,16 @@ def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.Argument
     return p
 
 
-def _interrupts() -> ModuleType:
-    """:mod:`pipesim.io.interrupts` (standard library only): through the package where this file
-    was imported through it, else read from its file beside this folder, without the package."""
+def _atomic() -> ModuleType:
+    """:mod:`pipesim.core.atomic` (standard library only): through the package where this file was
+    imported through it, else read from its file beside this folder, without the package."""
     if __package__:
-        from pipesim.io import interrupts
+        from pipesim.core import atomic
 
-        return interrupts
-    name = "_pipesim_io_interrupts"
+        return atomic
+    name = "_pipesim_core_atomic"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).parents[1] / "io" / "interrupts.py"
-        )
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "core" / "atomic.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # its classes look their module up while they are made
@@ -371,7 +369,7 @@ def partial_path(path: str) -> str:
     partial one must not replace): then ``NAME.partial.csv`` beside it. A pipe or ``/dev/stdout``
     is written in place."""
     p = Path(path)
-    if _interrupts().writes_in_place(p) or not p.is_file() or p.stat().st_size == 0:
+    if _atomic().writes_in_place(p) or not p.is_file() or p.stat().st_size == 0:
         return path
     return str(p.with_name(f"{p.stem}.partial{p.suffix or '.csv'}"))
 
@@ -394,4 +392,4 @@ def write_csv(
             for row in rows:
                 w.writerow({**(meta or {}), **row})
 
-    _interrupts().write_atomic(path, write)
+    _atomic().write_atomic(path, write)
