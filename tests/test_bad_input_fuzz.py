@@ -308,7 +308,7 @@ def test_the_bounds_keep_real_values() -> None:
     _trainer(micro_batch_tokens=10**6, ppo_epochs=4, step_overhead_s=60.0)
     _trainer(micro_batch_tokens=int(1e12), log_prob_micro_batch_tokens=int(1e12))  # AReaL's "no cap"
     big = "1_000_000_000_000"  # 1e12 is a float, refused where an integer belongs (as 8.0 is)
-    specfile.load(PLAN_SPEC, [f"model.micro_batch_tokens={big}", f"model.ppo_mini_batch_samples={big}"])
+    specfile.load(PLAN_SPEC, [f"model.micro_batch_tokens={big}"])  # a mini-batch past the batch is refused
 
 
 # -- the second pass: long ints in messages, scenario files, the run's kind, logs -----------------

@@ -387,6 +387,9 @@ def test_a_colocated_sync_step_grows_by_exactly_the_switch_cost() -> None:
     assert paid.ledger.generated == pytest.approx(free.ledger.generated)
     over = run_compute(sc, cl, WL, seed=5, slots_per_replica=24, switch_time_s=2.0)
     assert over.result.sim_time_s - free.result.sim_time_s == pytest.approx(6.0)
-    split = run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), WL, seed=5, switch_time_s=2.0)
+    split = run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), WL, seed=5)
     assert split.switch_time_s == 0.0  # disaggregated GPUs never switch
     assert math.isfinite(split.summary()["step_time_s_mean"])
+    with pytest.raises(FieldError) as e:  # a switch time given for them is refused, not zeroed
+        run_compute(sc, Cluster(engine=SMALL, n_gpus=2, trainer_gpus=1), WL, seed=5, switch_time_s=2.0)
+    assert e.value.field == "switch_time_s"

@@ -53,7 +53,7 @@ def configs(draw: st.DrawFn) -> TrainerConfig:
     if prof.backend == "megatron":
         prof = dataclasses.replace(
             prof,
-            tp=draw(st.sampled_from([1, 2, 4, 8])),
+            tp=draw(st.sampled_from([1, 2, 4])),  # the drawn models have 4 KV heads: Megatron refuses tp 8
             pp=draw(st.sampled_from([1, 2, 4])),
             ep=draw(st.sampled_from([1, 4, 8])) if model is MOE else 1,
             comm_overlap=draw(st.floats(0.0, 1.0)),

@@ -204,9 +204,11 @@ def run_compute(
     one given (to set its MFU, old-log-prob recompute or reference model) must train that model on
     those GPUs (``ValueError`` otherwise: the cluster places the trainer).
     ``switch_time_s`` overrides the colocated offload/reload seconds per step
-    (:meth:`Cluster.switch_time_s`). ``groups``: ``True`` batches whole groups of the workload's
-    ``samples_per_prompt`` (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups``
-    is used as given; either replaces the scenario's batch policy.
+    (:meth:`Cluster.switch_time_s`; refused on a disaggregated cluster, which never switches).
+    A trainer's ``ppo_mini_batch_samples`` may not exceed the scenario's ``batch_size``.
+    ``groups``: ``True`` batches whole groups of the workload's ``samples_per_prompt``
+    (:class:`~pipesim.policies.groups.WholeGroups`), a ``WholeGroups`` is used as given; either
+    replaces the scenario's batch policy.
     ``slots_per_replica`` (default ``cluster.replica_slots``: ``Cluster.slots_per_replica``, else
     ``max_num_seqs``) is the episodes each replica takes at once; a multi-turn episode holds its
     slot through its tool calls (:class:`ToolSlotWarning` when that looks like the limit).
@@ -250,11 +252,23 @@ def run_compute(
             f"{per:,} on {cluster.n_replicas:,} replicas is {cluster.n_replicas * per:,} slots, above "
             f"the {MAX_SLOTS:,} one run holds",
         )
+    mini, batch = tcfg.ppo_mini_batch_samples, scenario.pipeline.batch_size
+    if mini is not None and mini > batch:  # verl asserts train_batch_size >= ppo_mini_batch_size
+        raise FieldError(
+            f"trainer.ppo_mini_batch_samples ({mini:,}) exceeds the batch (PipelineConfig.batch_size "
+            f"{batch:,}), which verl refuses (a mini-batch is a part of the step's batch)",
+            "ppo_mini_batch_samples",
+        )
     if switch_time_s is not None:
         check_number("switch_time_s", switch_time_s, 0.0)
+        if not cluster.colocated:  # it was multiplied by 0: a disaggregated cluster never switches
+            raise refuse(
+                "switch_time_s",
+                "applies to a colocated cluster only (trainer_gpus=0); this one is disaggregated",
+            )
     if routing is not None and not isinstance(routing, Routing):
         raise refuse("routing", f"must have a choose(engines) method, got {shown(routing)}")
-    switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s) * cluster.colocated
+    switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s)
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
     changes: dict[str, Any] = dict(

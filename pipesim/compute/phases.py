@@ -33,14 +33,17 @@ compute). ``fsdp`` (FSDP2 / ZeRO-3, parameters sharded over all ``G``): each mic
 the bf16 parameters in the forward and again in the backward and reduce-scatters the gradients
 (``grad_reduce_bytes`` per parameter: verl's FSDP mixed precision reduces in fp32), each moving
 ``(G - 1) / G`` of its bytes through one GPU's link (NVLink within a node of
-:data:`GPUS_PER_NODE`, the per-GPU network beyond). ``megatron`` (distributed optimizer): the
-gradients are reduce-scattered and the parameters all-gathered once per optimizer step over the
-``dp`` ranks; per layer and micro-batch, tensor parallelism all-reduces the activations twice in the
-forward and twice in the backward (ring: ``2 (tp - 1) / tp`` of ``tokens x hidden x 2`` bytes over
-NVLink), expert parallelism all-to-alls the routed tokens twice each way (``tokens x k x hidden x 2
-x (ep - 1) / ep`` bytes), and pipeline parallelism idles ``(pp - 1) / m`` of the compute (the
-1F1B bubble, ``m`` micro-batches per mini-batch). Attention's quadratic FLOPs are not counted: the
-efficiencies absorb them.
+:data:`GPUS_PER_NODE`, the per-GPU network beyond: past one node a phase can slow as GPUs are
+added). ``megatron`` (distributed optimizer): once per optimizer step the gradients are
+reduce-scattered and the parameters all-gathered, each over its own group
+(:func:`optimizer_bytes_per_rank`): the non-expert ``P_d / (tp pp)`` shard over the ``dp`` ranks,
+the routed experts' ``P_e / (tp ep pp)`` over the ``G / (tp ep pp)`` expert-data-parallel ranks
+(nothing when that is 1). Per layer and micro-batch, tensor parallelism all-reduces the activations
+twice in the forward and twice in the backward (ring: ``2 (tp - 1) / tp`` of ``tokens x hidden x
+2`` bytes over NVLink), expert parallelism all-to-alls the routed tokens twice each way (``tokens x
+k x hidden x 2 x (ep - 1) / ep`` bytes), and pipeline parallelism idles ``(pp - 1) / m`` of the
+compute (the 1F1B bubble, ``m`` micro-batches per mini-batch). Attention's quadratic FLOPs are not
+counted: the efficiencies absorb them.
 
 **Ranks wait for the busiest** (:mod:`pipesim.compute.balance`). Given the step's tokens per sample
 (``sample_tokens``, in batch order), a profile whose ``balance`` is not ``"exact"`` deals the
@@ -70,6 +73,7 @@ from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.gpus import GPUSpec
+    from pipesim.compute.models import ModelSpec
     from pipesim.compute.trainer import TrainerConfig
 
 PHASES = ("old_log_prob", "ref", "update_actor", "remainder")
@@ -228,14 +232,35 @@ def _comm_per_micro_s(config: TrainerConfig, tokens_per_micro: float, backward: 
     return seconds
 
 
+def expert_params(model: ModelSpec) -> int:
+    """Parameters of the routed experts (0 if dense): what ``ep`` splits; the router and a shared
+    expert are replicated like attention (Megatron-Core's ``allreduce`` flag)."""
+    per_expert = (3 if model.gated_mlp else 2) * model.hidden_size * model.expert_intermediate_size
+    return model.n_layers * model.n_experts * per_expert
+
+
+def optimizer_bytes_per_rank(config: TrainerConfig, dp: int) -> tuple[float, float]:
+    """Bytes one rank moves per optimizer step, ``(non-expert, expert)``: Megatron-Core's
+    ``DistributedDataParallel`` (``megatron/core/distributed/distributed_data_parallel.py``) reduces
+    the ``allreduce`` parameters' buffers over the data-parallel group and the experts' over the
+    expert-data-parallel group of ``world / (expert tp x ep x pp)`` ranks (``parallel_state.py``;
+    expert tp defaults to tp). A rank holds ``1 / (tp pp)`` of the one and ``1 / (tp ep pp)`` of the
+    other, and a ring moves ``(k - 1) / k`` of it, ``grad_reduce_bytes + 2`` bytes a parameter."""
+    prof, model = config.framework, config.model
+    per = prof.grad_reduce_bytes + 2.0
+    experts = float(expert_params(model)) if prof.ep > 1 else 0.0
+    edp = config.n_gpus // (prof.tp * prof.ep * prof.pp)
+    dense = (model.n_params - experts) / (prof.tp * prof.pp) * per * (dp - 1) / dp
+    return dense, experts / (prof.tp * prof.ep * prof.pp) * per * (edp - 1) / edp
+
+
 def _optimizer_comm_s(config: TrainerConfig, dp: int) -> float:
-    """Megatron's distributed optimizer: one reduce-scatter and one all-gather per optimizer step."""
-    prof = config.framework
-    if prof.backend != "megatron" or dp == 1:
+    """Megatron's distributed optimizer: a reduce-scatter and an all-gather per optimizer step
+    (:func:`optimizer_bytes_per_rank`), both groups within a pipeline stage's ``G / pp`` GPUs."""
+    if config.framework.backend != "megatron":
         return 0.0
-    shard = config.model.n_params / (prof.tp * prof.pp)
-    span = config.n_gpus  # the dp group strides over the tp x pp groups: it spans every GPU
-    return shard * (prof.grad_reduce_bytes + 2.0) * (dp - 1) / dp / link_bytes_per_s(config.gpu, span)
+    span = config.n_gpus // config.framework.pp  # pp is Megatron's outermost rank order
+    return sum(optimizer_bytes_per_rank(config, dp)) / link_bytes_per_s(config.gpu, span)
 
 
 def _bubble(config: TrainerConfig, micro: int) -> float:
@@ -311,9 +336,9 @@ def reference_phase_times_s(config: TrainerConfig, tokens: float, samples: int) 
     flop_s_per_token = model.n_active_params / (g * gpu.bf16_flops_per_s)  # one rank's share of 1 FLOP/param
     exposed = 1.0 - prof.comm_overlap
 
-    def micro_batches(n_samples: float) -> list[float]:
-        """Token counts of one rank's micro-batches over ``n_samples`` samples of the global batch."""
-        rank_tokens = n_samples * per_sample / dp
+    def micro_batches(n_samples: float, budget: int | None = None) -> list[float]:
+        """Token counts of one rank's micro-batches over ``n_samples`` samples of the global batch
+        (``budget``: a token budget in place of the training one, as the log-prob one)."""
         if config.micro_batch_samples is not None:
             rank_samples, out = n_samples / dp, []
             while rank_samples > 1e-9:
@@ -321,10 +346,9 @@ def reference_phase_times_s(config: TrainerConfig, tokens: float, samples: int) 
                 out.append(take * per_sample)
                 rank_samples -= take
             return out
-        budget = config.micro_batch_tokens_resolved
+        budget = budget or config.micro_batch_tokens_resolved
         assert budget is not None
-        cap, out = budget * config.sequence_parallel, []
-        left = rank_tokens
+        cap, out, left = budget * config.sequence_parallel, [], n_samples * per_sample / dp
         while left > cap * (1 + 1e-12):
             out.append(cap)
             left -= cap
@@ -350,14 +374,7 @@ def reference_phase_times_s(config: TrainerConfig, tokens: float, samples: int) 
         return s
 
     def forward_phase() -> float:
-        mbs = micro_batches(float(samples))
-        fwd_cfg = config.log_prob_micro_batch_tokens
-        if fwd_cfg is not None and config.micro_batch_samples is None:
-            cap, left, mbs = fwd_cfg * config.sequence_parallel, samples * per_sample / dp, []
-            while left > cap * (1 + 1e-12):
-                mbs.append(cap)
-                left -= cap
-            mbs.append(left)
+        mbs = micro_batches(float(samples), config.log_prob_micro_batch_tokens)
         s = 0.0
         for t in mbs:
             s += 2.0 * t * dp * flop_s_per_token / prof.fwd_efficiency

@@ -42,6 +42,7 @@ from pipesim.core.errors import FieldError, shown
 if TYPE_CHECKING:
     import numpy as np
 
+    from pipesim.compute.models import ModelSpec
     from pipesim.compute.trainer import TrainerConfig
     from pipesim.compute.workload import TokenWorkload
 
@@ -306,3 +307,38 @@ def profile(name: str, field: str = "profile") -> FrameworkProfile:
             f"{field}: unknown framework profile {shown(name)}; known: {', '.join(table)}", field
         )
     return table[name]
+
+
+def check_layout(model: ModelSpec, prof: FrameworkProfile | None, sequence_parallel: int = 1) -> None:
+    """Refuse a split of ``model`` that its framework refuses, before any phase is timed:
+
+    * ``tp`` must divide the attention heads and the KV heads (Megatron-Core's ``TransformerConfig``
+      asserts ``num_attention_heads`` and ``num_query_groups % tensor_model_parallel_size == 0``);
+    * ``pp`` must divide the layers, so at most their count (Megatron splits them evenly over the
+      stages unless an uneven first or last stage is configured, which no profile describes);
+    * ``sequence_parallel`` (Ulysses) must divide the heads, and the KV heads must divide it or be
+      divisible by it (verl's ``apply_monkey_patch``, ``verl/models/transformers/monkey_patch.py``).
+
+    ``ValueError`` naming ``profile`` for ``tp`` and ``pp`` (the profile holds them, as for
+    :func:`~pipesim.compute.trainer.check_expert_parallel`) and ``sequence_parallel`` for it;
+    ``prof`` None: ``sequence_parallel`` alone (a plan spec's one-MFU trainer)."""
+    m = model
+    tp, pp = (1, 1) if prof is None else (prof.tp, prof.pp)
+    for name, value, holds, of in (
+        ("tp", tp, m.n_heads % tp == 0 and m.n_kv_heads % tp == 0, "n_heads and n_kv_heads"),
+        ("pp", pp, m.n_layers % pp == 0, "n_layers"),
+    ):
+        if not holds:
+            counts = f"{m.n_heads} and {m.n_kv_heads}" if name == "tp" else f"{m.n_layers}"
+            raise FieldError(
+                f"profile: {getattr(prof, 'name', '')}'s {name} ({value}) must divide {m.name}'s {of} "
+                f"({counts}), as Megatron requires",
+                "profile",
+            )
+    sp, kv = sequence_parallel, m.n_kv_heads
+    if m.n_heads % sp or (kv % sp and sp % kv):
+        raise FieldError(
+            f"sequence_parallel ({sp}) must divide {m.name}'s n_heads ({m.n_heads}), and its n_kv_heads "
+            f"({kv}) must divide it or be divisible by it, as verl's Ulysses requires",
+            "sequence_parallel",
+        )

@@ -7,8 +7,10 @@ A sync moves the ``W`` bytes of the bf16 weights from the trainer's layout to th
 * **gather** (trainer side). FSDP keeps every parameter sharded over the ``G`` trainer GPUs; verl
   materialises each as a full tensor (``DTensor.full_tensor()``, an all-gather) before handing it
   over, so each GPU receives ``W (G - 1) / G`` bytes. Megatron keeps whole layers per pipeline
-  stage and splits them over tensor and expert parallelism; converting to the Hugging Face layout
-  all-gathers each stage's ``W / pp`` over its ``tp x ep`` ranks (stages in parallel).
+  stage, splits the routed experts' bytes ``W_e`` over tensor and expert parallelism and the rest,
+  ``W - W_e``, over tensor parallelism alone (replicated over ``ep``); converting to the Hugging
+  Face layout all-gathers each stage's ``(W - W_e) / pp`` over its ``tp`` ranks and ``W_e / pp``
+  over its ``tp x ep`` ranks (stages in parallel).
 * **transfer** (disaggregated only). The gathered buckets (``bucket_bytes``: verl's
   ``checkpoint_engine.device_buffer_size_M``, 4096 MB by default) are broadcast from
   ``sources`` trainer ranks to every rollout GPU, pipelined bucket by bucket: ``W / sources``
@@ -37,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipesim.compute.phases import GPUS_PER_NODE, link_bytes_per_s
+from pipesim.compute.phases import GPUS_PER_NODE, expert_params, link_bytes_per_s
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
 
@@ -70,7 +72,8 @@ class SyncModel:
     fixed_s: float = 0.0
 
     def __post_init__(self) -> None:
-        check_number("bucket_bytes", self.bucket_bytes, 0.0, strict=True)
+        # at least a byte: 1e-300 made the bucket count infinite (a bare OverflowError from ceil)
+        check_number("bucket_bytes", self.bucket_bytes, 1.0)
         for name in ("bucket_latency_s", "fixed_s"):
             check_number(name, getattr(self, name), 0.0)
         for name in ("link_efficiency", "load_efficiency"):
@@ -101,9 +104,12 @@ class SyncModel:
         g = trainer_gpus
         if prof.backend == "fsdp":
             gather = w * (g - 1) / g / (link_bytes_per_s(gpu, g) * eff) if g > 1 else 0.0
-        else:
-            k = prof.tp * prof.ep
-            gather = w / prof.pp * (k - 1) / k / (link_bytes_per_s(gpu, k) * eff) if k > 1 else 0.0
+        else:  # each part over the ranks that split it: the routed experts over tp x ep, the rest over tp
+            w_e = w * expert_params(engine.model) / engine.model.n_params if prof.ep > 1 else 0.0
+            gather = 0.0
+            for part, k in ((w - w_e, prof.tp), (w_e, prof.tp * prof.ep)):
+                if k > 1:
+                    gather += part / prof.pp * (k - 1) / k / (link_bytes_per_s(gpu, k) * eff)
         buckets = math.ceil(w / self.bucket_bytes)
         if colocated:
             transfer = 0.0
@@ -128,6 +134,13 @@ class SyncModel:
         p = self.parts_s(engine, prof, trainer_gpus, colocated, n_gpus)
         move = max(p["transfer"], p["load"]) if self.overlap_load else p["transfer"] + p["load"]
         seconds = p["fixed"] + p["gather"] + move
+        if p["fixed"] == math.inf:  # a bucket count times a huge latency
+            n = math.ceil(engine.model.weight_bytes("bf16") / self.bucket_bytes)
+            raise FieldError(
+                f"bucket_latency_s ({shown(self.bucket_latency_s)}) x {n:,} buckets of bucket_bytes "
+                f"({shown(self.bucket_bytes)}) overflows a sync's seconds",
+                "bucket_latency_s",
+            )
         if not seconds < math.inf:
             gpu = engine.gpu
             span = trainer_gpus if colocated or p["gather"] == math.inf else n_gpus

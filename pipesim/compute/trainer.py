@@ -42,7 +42,9 @@ warns of a trainer placement they overfill (:func:`pipesim.plan.build.placements
 Parallel layout: ``n_gpus`` must be a multiple of the profile's ``tp x pp x sequence_parallel``,
 and a profile with expert parallelism (``ep > 1``, ``megatron-moe``) needs a mixture-of-experts
 model whose experts ``ep`` divides and ``n_gpus`` a multiple of ``tp x pp x ep``
-(:func:`check_expert_parallel`): what Megatron refuses is refused here, naming the field.
+(:func:`check_expert_parallel`); ``tp`` must divide the heads and KV heads, ``pp`` the layers, and
+``sequence_parallel`` the heads (:func:`~pipesim.compute.profiles.check_layout`): what Megatron and
+verl's Ulysses refuse is refused here, naming the field.
 """
 
 from __future__ import annotations
@@ -171,6 +173,8 @@ class TrainerConfig:
             )
         check_int("ppo_epochs", self.ppo_epochs, 1, MAX_PPO_EPOCHS, "passes over one batch")
         check_int("sequence_parallel", self.sequence_parallel, 1)
+        from pipesim.compute.profiles import check_layout
+
         prof = self.framework  # resolves the name (ValueError naming profile)
         ranks = prof.tp * prof.pp * self.sequence_parallel
         if self.n_gpus % ranks:
@@ -180,6 +184,7 @@ class TrainerConfig:
                 "n_gpus",
             )
         check_expert_parallel(self.model, self.n_gpus, prof)
+        check_layout(self.model, prof, self.sequence_parallel)  # heads, KV heads and layers split evenly
         need = self.model.n_params * self.optimizer_bytes_per_param / self.n_gpus
         if need > self.gpu.hbm_bytes:
             raise FieldError(

@@ -17,7 +17,8 @@ from pipesim.compute import GPUSpec, ModelSpec, TokenWorkload
 from pipesim.compute.balance import BALANCES
 from pipesim.compute.models import DTYPE_BYTES
 from pipesim.compute.phases import FrameworkProfile
-from pipesim.core.errors import MAX_DURATION_POOL, MAX_POOL_TASKS, MAX_SLOTS, shown
+from pipesim.compute.profiles import check_layout
+from pipesim.core.errors import MAX_DURATION_POOL, MAX_POOL_TASKS, MAX_SLOTS, FieldError, shown
 from pipesim.plan.checks import (
     MAX_BUDGET,
     MAX_ETA,
@@ -264,6 +265,24 @@ class PlanSpec:
             if getattr(self, name) is not None:
                 integer(f"model.{name}", getattr(self, name), 1, MAX_BUDGET)
         integer("model.sequence_parallel", self.sequence_parallel, 1, MAX_GPUS)
+        try:  # the trainer's split of the model (tp, pp, Ulysses), what Megatron and verl refuse
+            check_layout(self.model, self.framework, self.sequence_parallel)
+        except FieldError as e:
+            said = (
+                f"model.framework: {str(e).removeprefix('profile: ')}"
+                if e.field == "profile"
+                else f"model.{e}"
+            )
+            raise PlanError(
+                said, "model.framework" if e.field == "profile" else "model.sequence_parallel"
+            ) from None
+        mini = self.ppo_mini_batch_samples
+        if mini is not None and mini > self.batch_size:  # verl: train_batch_size >= ppo_mini_batch_size
+            raise PlanError(
+                f"model.ppo_mini_batch_samples ({mini:,}) exceeds the batch ({self.batch_size:,} samples), "
+                "which verl refuses (a mini-batch is a part of the step's batch)",
+                "model.ppo_mini_batch_samples",
+            )
         longest = self.workload.max_sequence_tokens
         for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
             budget = getattr(self, name)
