@@ -27,6 +27,7 @@ __all__ = [
     "SCENARIO_MAX_BYTES",
     "SPEC_MAX_BYTES",
     "NotAFile",
+    "NotText",
     "read_bytes",
     "read_text",
 ]
@@ -126,6 +127,29 @@ def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes
     return data
 
 
+class NotText(UnicodeDecodeError):
+    """A file whose bytes are not its encoding: the message names the file, the byte offset and
+    its line (a bare ``UnicodeDecodeError`` named neither)."""
+
+    def __str__(self) -> str:
+        return self.message
+
+    message: str
+
+
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int, encoding: str = "utf-8-sig") -> str:
-    """:func:`read_bytes` decoded (UnicodeDecodeError when the bytes are not ``encoding``)."""
-    return read_bytes(path, what, max_bytes).decode(encoding)
+    """:func:`read_bytes` decoded: :class:`NotText` (a ``UnicodeDecodeError``, and so a
+    ``ValueError``) naming the file, the byte offset and the line where the bytes are not
+    ``encoding`` (a binary file, or a Latin-1 export)."""
+    data = read_bytes(path, what, max_bytes)
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as e:
+        at = e.start + len(data) - len(e.object)  # utf-8-sig decodes after the BOM, and counts from there
+        err = NotText(e.encoding, data, at, at + e.end - e.start, e.reason)
+        line = data.count(b"\n", 0, at) + 1
+        err.message = (
+            f"{path}: not {e.encoding} text: byte {at:,} (line {line}) is 0x{data[at]:02x} "
+            f"({e.reason}); save the file as UTF-8"
+        )
+        raise err from None

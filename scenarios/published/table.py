@@ -246,13 +246,21 @@ def write_json(rows: list[dict[str, Any]], path: str) -> None:
 
 
 def _dump_json(obj: Any, path: str) -> None:
-    """``obj`` as indented JSON at ``path``, written whole or not at all."""
+    """``obj`` as indented JSON at ``path``, written whole or not at all. A path that cannot be
+    written at the end (its folder removed during the run, a full disk) is one line on stderr and
+    exit status 1 (``SystemExit``), not a traceback: the table has been printed by then."""
 
     def dump(p: Path) -> None:
         with open(p, "w") as f:
             json.dump(obj, f, indent=1)
 
-    write_atomic(path, dump)
+    try:
+        write_atomic(path, dump)
+    except OSError as e:
+        raise SystemExit(
+            f"python -m scenarios.published: --json {path}: cannot write it ({e.strerror or e}); the "
+            "table above was printed, not saved"
+        ) from None
 
 
 DESCRIPTION = "Predict published results of real systems from their stated setups (and by transfer)."
