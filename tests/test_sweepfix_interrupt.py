@@ -89,6 +89,8 @@ def _interrupt(tmp: Path, delay_s: float) -> tuple[int | None, float, str]:
             proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # 40-70 s, and under a loaded CI machine its 15 s exit limit is not the fix's: the
+# mechanism's own tests below run by default (held signal, bounded stop); this one by -m slow
 @pytest.mark.timeout(240)
 @pytest.mark.skipif(not PIPESIM.exists() or not Path("/proc/self/stat").exists(), reason="needs Linux")
 def test_interrupts_at_staggered_times_all_exit_130_with_the_finished_cells(tmp_path: Path) -> None:
