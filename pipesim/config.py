@@ -165,6 +165,10 @@ class Scenario:
                 )
             with within("pipeline"):  # the field to change is the pipeline's n_slots
                 self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
+        check = getattr(self.weight_update, "check_replicas", None)  # PerReplicaSync's times per replica
+        if callable(check) and self.replicas is not None:  # none set: a compute run's cluster sets them
+            with within("weight_update"):
+                check(self.replicas.n_replicas)
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
             raise UnreadStaleness(why)
 

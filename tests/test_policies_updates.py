@@ -10,6 +10,7 @@ from hypothesis import given, settings
 
 from pipesim import PipelineConfig, Scenario, TraceDurations, run
 from pipesim.core.validate import FieldError
+from pipesim.io.scenario_files import dumps, loads
 from pipesim.policies.admission import AReaLThrottle
 from pipesim.policies.base import Drain, PartialRollout
 from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Timeout
@@ -172,11 +173,20 @@ def test_replicas_route_and_sync_separately() -> None:
     per = {u.replica: u.end_s - u.start_s for u in ll.updates}
     assert per == {0: 1.0, 1: 2.0, 2: 4.0, 3: 8.0}
     check_refusal(lambda: small(replicas=Replicas(32)), FieldError, "pipeline.n_slots")
-    check_refusal(
-        lambda: run(small(replicas=Replicas(2), weight_update=PerReplicaSync((1.0,)))),
+    check_refusal(  # at construction, not at the run's first sync
+        lambda: small(replicas=Replicas(2), weight_update=PerReplicaSync((1.0,))),
         FieldError,
-        "sync_times_s",
+        "weight_update.sync_times_s",
     )
+
+
+def test_per_replica_sync_takes_a_list_as_a_tuple_and_refuses_a_bare_number() -> None:
+    """A list (as --set and YAML give it) hashes and round-trips as the file's tuple; a bare 1.0
+    was a TypeError naming nothing."""
+    sc = small(replicas=Replicas(2), weight_update=PerReplicaSync([1.0, 2.0]))  # type: ignore[arg-type]
+    assert hash(sc) == hash(small(replicas=Replicas(2), weight_update=PerReplicaSync((1.0, 2.0))))
+    assert sc == loads(dumps(sc))
+    check_refusal(lambda: PerReplicaSync(1.0), FieldError, "sync_times_s")  # type: ignore[arg-type]
 
 
 def test_weight_sync_cost_reproduces_section_13_1() -> None:

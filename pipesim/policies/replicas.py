@@ -189,9 +189,25 @@ class PerReplicaSync:
     sync_times_s: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.sync_times_s is not None:
-            for i, t in enumerate(self.sync_times_s):
-                check_number(f"sync_times_s[{i}]", t, 0, unit=" of seconds")
+        times = self.sync_times_s
+        if times is None:
+            return
+        if not isinstance(times, tuple | list):  # a bare 1.0: a TypeError from the loop named nothing
+            raise refuse(
+                "sync_times_s", f"must be a list of seconds (one per replica) or None, got {shown(times)}"
+            )
+        object.__setattr__(self, "sync_times_s", tuple(times))  # a list: hashable, and as a file loads it
+        for i, t in enumerate(times):
+            check_number(f"sync_times_s[{i}]", t, 0, unit=" of seconds")
+
+    def check_replicas(self, n_replicas: int) -> None:
+        """FieldError naming ``sync_times_s`` unless it has one entry per replica (or is None):
+        the scenario asks at construction, not at the run's first sync."""
+        if self.sync_times_s is not None and len(self.sync_times_s) != n_replicas:
+            raise refuse(
+                "sync_times_s",
+                f"has {len(self.sync_times_s)} entries for {n_replicas} replica(s) (Scenario.replicas)",
+            )
 
     def times_for(self, p: PipelineView) -> list[float]:
         n = len(p.replicas)
