@@ -100,7 +100,7 @@ class ReferenceRunResult:
                 "staleness": [e.trained_version - e.version for e in eps],
                 "staleness_newest": [e.trained_version - n for e, n in zip(eps, newest)],
                 "duration_s": [self._dur(e) for e in eps],
-                "versions_spanned": [n - e.version + 1 for e, n in zip(eps, newest)],
+                "versions_spanned": [len({v for v, _, _ in e.segments(list(upd))}) for e in eps],
                 "truncated": [e.truncated for e in eps],
             }
         )

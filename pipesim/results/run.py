@@ -223,11 +223,19 @@ class RunResult:
                 "staleness": tv - v,
                 "staleness_newest": tv - newest,
                 "duration_s": self.generated_s[sel],
-                "versions_spanned": newest - v + 1,
+                "versions_spanned": self._versions_spanned(sel).astype(idt, copy=False),
                 "truncated": self.truncated[sel],
             },
             copy=False,
         )
+
+    def _versions_spanned(self, sel: np.ndarray) -> np.ndarray:
+        """Per ended episode of ``sel``, the weight versions it generated under, as
+        :meth:`Episode.segments` lists them: its own and one per update that applied to it
+        (``newest - version + 1`` counted versions ``SyncEveryK(k)`` never published: 0 -> 2 read 3)."""
+        c, u = self.columns, self.update_index
+        lo, hi = c.update_from[sel].astype(np.int64), c.update_to[sel].astype(np.int64)
+        return 1 + u.applying(self._rows(sel), lo, hi)[0]
 
     # -- keeping and showing ----------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
