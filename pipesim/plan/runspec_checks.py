@@ -268,6 +268,10 @@ def check_tables(data: Mapping[str, Any]) -> None:
         from pipesim.plan.specfile import read_constraints
 
         read_constraints(data["constraints"])
+    if isinstance(model := data.get("model"), Mapping):  # a typo among the plan spec's and the run
+        from pipesim.plan.specfile import _TABLES  # spec's own keys (the plan's reader knew its own)
+
+        Table("model", model, (*_TABLES["model"], *ENGINE_KEYS))
 
 
 def missing_kind(data: Mapping[str, Any]) -> str | None:
