@@ -142,7 +142,15 @@ def verl_fully_async(
 
     * The trainer takes ``require_batches * ppo_mini_batch_size`` samples per step (pipesim's B;
       ``ppo_mini_batch_size`` defaults to ``batch_size``, and giving both is an error) and syncs
-      weights every ``trigger_parameter_sync_step`` (k) steps.
+      weights every ``trigger_parameter_sync_step`` (k) steps. **Units:** ``ppo_mini_batch_size``
+      here counts responses; verl's counts prompts (``fsdp_workers.py`` multiplies it by
+      ``rollout.n``), so from a verl config pass ``ppo_mini_batch_size * rollout.n``, as
+      ``scenarios/published/verl.py`` does.
+    * **Defaults are not verl's:** verl's ``fully_async_ppo_trainer.yaml`` sets
+      ``staleness_threshold: 0.1`` and ``trigger_parameter_sync_step: 4``; this preset's 0.5 and 1
+      are the chapter's asynchronous example. Pass verl's to model its default run.
+    * verl moved the recipe to ``verl/experimental/fully_async_policy/`` (January 2026); the
+      files cited here are the same code under the old path.
     * The stale-sample counter counts new starts and is reset at each parameter update to the work
       in flight and queued; no new sample starts while it reaches ``int((1 +
       staleness_threshold) * k * B)`` or the queue holds that many; at most
@@ -203,7 +211,8 @@ def areal(
 ) -> Scenario:
     """AReaL: interruptible rollouts under a staleness-aware throttle.
 
-    Source: inclusionAI/AReaL ``areal/core/staleness_manager.py``, ``StalenessManager.get_capacity``:
+    Source: inclusionAI/AReaL ``areal/core/staleness_manager.py`` (now
+    ``areal/infra/staleness_manager.py``), ``StalenessManager.get_capacity``:
     capacity = min(max_concurrent_rollouts - running, (max_head_offpolicyness + v + 1) * B -
     (accepted + running)), rejected rollouts leaving both counts
     (:class:`~pipesim.policies.admission.AReaLThrottle`). ``areal/engine/sglang_remote.py``:
@@ -216,6 +225,13 @@ def areal(
     (``areal/workflow/rlvr.py``, ``RLVRWorkflow.arun_episode``) generates a prompt's
     ``n_samples`` together and returns them as one trajectory group, so the trainer takes whole
     groups (:class:`~pipesim.policies.groups.WholeGroups`).
+
+    **Defaults are not AReaL's:** ``max_concurrent_rollouts`` None is the slot count here, where
+    AReaL's None is ``consumer_batch_size`` (``workflow_executor.py``: ``max_concurrent_rollouts or
+    consumer_batch_size``), and AReaL's ``max_head_offpolicyness`` defaults to 0 (``cli_args.py``)
+    where this preset takes the chapter's 2. They agree at the chapter's 64 slots and batch 64; with
+    more slots than the batch pass ``max_concurrent_rollouts=batch_size`` to model AReaL's default
+    (128 slots, batch 64: 2,864 episodes/h uncapped, 1,982/h capped at 64).
     """
     with renamed({"max_concurrent": "max_concurrent_rollouts"}):
         adm = AReaLThrottle(max_concurrent_rollouts)

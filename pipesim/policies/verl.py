@@ -1,4 +1,5 @@
-"""verl fully async's rules, read from ``recipe/fully_async_policy`` (volcengine/verl).
+"""verl fully async's rules, read from ``recipe/fully_async_policy`` (volcengine/verl; since January
+2026 ``verl/experimental/fully_async_policy``, the same code).
 
 * :class:`VerlRollouter` -- the rollouter's stale-sample counter (``fully_async_rollouter.py``),
   reset at each parameter update to the work in flight and queued; generation pauses while it
