@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
+from pipesim.compute import GPUS, MODELS, EngineConfig, LogNormalLengths, TrainerConfig
 from pipesim.plan.build import (
     batch_knobs,
     design_cluster,
@@ -52,6 +52,12 @@ def code_note(runs: Sequence[Mapping[str, float]], seeds: Sequence[int]) -> str:
     )
 
 
+_DEFAULT_OVERHEAD_S = next(
+    f.default for f in dataclasses.fields(EngineConfig) if f.name == "iteration_overhead_s"
+)
+"""EngineConfig's own per-iteration overhead: a spec's other (calibrated) one is written out."""
+
+
 def _program(spec: PlanSpec, d: Design) -> str:
     """:func:`scenario_code`'s program as built, one statement a line, the reprs' quotes kept."""
     eng = engine_config(spec, d.tp)
@@ -83,8 +89,14 @@ def _program(spec: PlanSpec, d: Design) -> str:
                 for k in ("weight_dtype", "kv_dtype")
                 if getattr(eng, k) != "bf16"
             )
+            + (  # a calibrated decode overhead (pipesim calibrate): the code fell back to 1 ms
+                f", iteration_overhead_s={eng.iteration_overhead_s!r}"
+                if eng.iteration_overhead_s != _DEFAULT_OVERHEAD_S
+                else ""
+            )
             + ")",
-            f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus})",
+            f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus}"
+            + (f", env_workers={spec.env_workers})" if spec.env_workers is not None else ")"),
             f"workload = {work}",
             f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "
             f"steps={spec.steps}, max_staleness={d.eta}), admission=pipesim.{sc.admission!r}, "
