@@ -50,7 +50,7 @@ from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
-from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, scan_module
+from pipesim.policies.catalog_scan import KINDS, CatalogEntry, kinds_of, nearest_roles, scan_module
 
 __all__ = [
     "DURATION_MODULES",
@@ -109,7 +109,9 @@ def register_module(name: str) -> list[str]:
         raise FieldError(f"cannot import policy module {shown(name)}: {exc}", "module") from None
     entries = scan_module(mod)
     if not entries:
-        raise FieldError(f"module {shown(name)} defines no policy class", "module")
+        near = nearest_roles(mod)  # a method misspelt (admit for admits): say which, not just "none"
+        why = f": {'; '.join(near[:5])}" if near else ""
+        raise FieldError(f"module {shown(name)} defines no policy class{why}", "module")
     own = {e.name: e.cls for e in _own_entries()}
     for e in entries:
         if e.name in own and own[e.name] is not e.cls:  # a subclass under the same name, or a new class

@@ -154,3 +154,34 @@ def scan_module(module: ModuleType) -> list[CatalogEntry]:
             continue  # a mixin such as CountsOnly: its subclasses are the policies
         found.append(CatalogEntry(cls.__name__, cls, kinds, module.__name__))
     return found
+
+
+def nearest_roles(module: ModuleType) -> list[str]:
+    """For a module with no policy class: each public class it defines, with the role it comes
+    closest to (the fewest members missing) and what it lacks, e.g. ``Bad lacks admits (an
+    admission policy)``; a method named within a typo of a missing one is pointed at."""
+    import difflib
+
+    out = []
+    for _, cls in inspect.getmembers(module, inspect.isclass):
+        if cls.__module__ != module.__name__ or cls.__name__.startswith("_"):
+            continue
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        best: tuple[int, str, list[str]] | None = None
+        for kind, proto in _protocols():
+            missing = [
+                m for m in _members(proto) if m not in fields and inspect.getattr_static(cls, m, None) is None
+            ]
+            if best is None or len(missing) < best[0]:
+                best = (len(missing), kind, missing)
+        if best is None or not best[2]:
+            continue
+        own = [n for n in vars(cls) if not n.startswith("_")]
+        hints = [
+            f"{m} (it has {close[0]})"
+            for m in best[2]
+            if (close := difflib.get_close_matches(m, own, 1, 0.75))
+        ]
+        lacks = ", ".join(hints) if hints else ", ".join(best[2])
+        out.append(f"{cls.__name__} lacks {lacks} (the closest role: {best[1].replace('_', ' ')})")
+    return out
