@@ -56,7 +56,7 @@ from pipesim.plan.build import check_run_pool, design_cluster, routing, scenario
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
-from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated
+from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated, check_sets_not_calibrated
 from pipesim.plan.runspec_checks import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported
 from pipesim.plan.runspec_checks import DESIGN_KEYS as DESIGN_KEYS  # re-exported
 from pipesim.plan.runspec_checks import ENGINE_KEYS as ENGINE_KEYS  # re-exported
@@ -320,6 +320,7 @@ def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) ->
     """The run spec of a file with ``--set`` pairs and a seed applied; every error names the file."""
     data = read(path)
     try:
+        check_sets_not_calibrated(data, sets)
         data = apply_sets(data, sets)
         if seed is not None:
             data.setdefault("run", {})

@@ -26,7 +26,7 @@ Every error is a :class:`~pipesim.plan.checks.PlanError` naming ``calibration.va
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipesim.compute.roofline import MAX_FIXED_COST_S
@@ -180,3 +180,31 @@ def _in_effect(data: Mapping[str, Any], values: dict[str, float], key: str) -> f
     r = wl.get("response") if isinstance(wl, Mapping) else None
     x = r.get(_RESPONSE[key]) if isinstance(r, Mapping) else None
     return float(x) if x is not None and is_number(x) else None
+
+
+CALIBRATED_OVER = {
+    "model.mfu": "mfu",
+    "workload.response.median_tokens": "response_median_tokens",
+    "workload.response.sigma": "response_sigma",
+    "workload.drift_per_version": "drift_per_version",
+    "run.sync_time_s": "sync_time_s",
+}
+"""The table keys a ``[calibration.values]`` value overrides (:func:`plan_tables`), by the value."""
+
+
+def check_sets_not_calibrated(data: Mapping[str, Any], sets: Sequence[str]) -> None:
+    """PlanError naming the key where a ``--set`` changes a table value the spec's calibration
+    overrides: the run would ignore it (``--set workload.response.median_tokens=2000`` on a
+    calibrated spec ran unchanged, silently)."""
+    cal = data.get("calibration")
+    values = cal.get("values") if isinstance(cal, Mapping) else None
+    if not isinstance(values, Mapping):
+        return
+    for pair in sets:
+        key = pair.partition("=")[0].strip()
+        if (ck := CALIBRATED_OVER.get(key)) is not None and ck in values:
+            raise PlanError(
+                f"{key}: the spec's [calibration.values] {ck} = {values[ck]!r} overrides it, so this "
+                f"--set would change nothing; --set calibration.values.{ck}=... changes the run",
+                key,
+            )
