@@ -28,6 +28,7 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io.html import LAUNCHED_PARTS  # the places a launched episode ends up
 from pipesim.io.saved_files import SavedRunError, reading
 
 __all__ = ["SUMMARY_KEYS", "check_tables", "check_values", "read_meta"]
@@ -60,17 +61,7 @@ NONNEGATIVE = (
 )
 """Summary keys that are times, tokens or means of them: >= 0."""
 
-COUNTS = (
-    "episodes_launched",
-    "episodes_trained",
-    "episodes_in_flight",
-    "episodes_buffered",
-    "episodes_discarded",
-    "episodes_aborted",
-    "episodes_failed",
-    "episodes_restarted",
-    "episodes_truncated",
-)
+COUNTS = ("episodes_launched", *LAUNCHED_PARTS, "episodes_restarted", "episodes_truncated")
 """Summary keys that count episodes: whole numbers >= 0."""
 
 SUMMARY_KEYS = frozenset(SHARES + NONNEGATIVE + COUNTS)
