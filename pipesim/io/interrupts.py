@@ -46,6 +46,7 @@ __all__ = [
     "held_interrupts",
     "ignore_sigint",
     "interrupt_once",
+    "polled_interrupts",
     "reader_may_leave",
     "signals_to",
     "sigterm_as_interrupt",
@@ -170,11 +171,41 @@ def held_interrupts() -> Iterator[None]:
     restores: for a step that must not be cut half-way. A process pool starting a worker forks it
     from the forkserver and then hands it its arguments; cut between the two, the worker died with a
     20-line traceback of its own under the sweep's clean "interrupted" line. Outside the main
-    thread this does nothing."""
+    thread this does nothing. (:func:`polled_interrupts` without taking them early.)"""
+    with polled_interrupts():
+        yield
+
+
+@contextlib.contextmanager
+def polled_interrupts() -> Iterator[Callable[[], None]]:
+    """Ctrl-C and SIGTERM held within the block, and taken only where it calls the function it
+    yields (a "check") or where it ends: each signal held is then raised again under the handler
+    the block replaced (a KeyboardInterrupt, usually), which it restores. For a loop that waits in
+    :mod:`concurrent.futures`, whose locks a KeyboardInterrupt must never cut
+    (:mod:`pipesim.io.pools`); the loop calls the check between its waits, which must be short
+    (:func:`pipesim.io.pools.as_finished`). Outside
+    the main thread this changes nothing and the check does nothing."""
     held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)
+
+    before: dict[int, Any] = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def check() -> None:
+        while held:  # (a signal held only where the block set ``hold``: the main thread)
+            signum = held.pop(0)
+            while signum in held:
+                held.remove(signum)
+            signal.signal(signum, before[signum])
+            try:
+                signal.raise_signal(signum)  # its handler runs now, here: outside any lock
+            finally:
+                signal.signal(signum, hold)
+
     try:
-        with signals_to(lambda signum, frame: held.append(signum)):
-            yield
+        with signals_to(hold):
+            yield check
     finally:
         for signum in dict.fromkeys(held):  # each once, under the handler the caller had
             signal.raise_signal(signum)

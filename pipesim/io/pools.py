@@ -25,13 +25,12 @@ time only (:data:`STOP_WAIT_S`), since the workers it killed can hold nothing up
 from __future__ import annotations
 
 import contextlib
-import signal
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
-from types import FrameType
 from typing import Any, TypeVar
 
-from pipesim.io.interrupts import ignore_sigint, signals_to
+from pipesim.io.interrupts import ignore_sigint
+from pipesim.io.interrupts import polled_interrupts as polled_interrupts  # re-exported: sweeps, table
 
 __all__ = ["POLL_S", "as_finished", "kill_workers", "polled_interrupts", "stop_pool", "worker_pool"]
 
@@ -43,40 +42,6 @@ POLL_S = 0.05
 STOP_WAIT_S = 10.0
 """How long :func:`stop_pool` waits for the pool's manager thread (seconds): its workers are dead
 by then, and it only fails their futures and closes its queues (milliseconds)."""
-
-
-@contextlib.contextmanager
-def polled_interrupts() -> Iterator[Callable[[], None]]:
-    """Ctrl-C and SIGTERM held within the block, and taken only where it calls the function it
-    yields (a "check") or where it ends: each signal held is then raised again under the handler
-    the block replaced (a KeyboardInterrupt, usually), which it restores. For a loop that waits in
-    :mod:`concurrent.futures`, whose locks a KeyboardInterrupt must never cut (see the module);
-    the loop calls the check between its waits, which must be short (:func:`as_finished`). Outside
-    the main thread this changes nothing and the check does nothing."""
-    held: list[int] = []
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append(signum)
-
-    before: dict[int, Any] = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def check() -> None:
-        while held:  # (a signal held only where the block set ``hold``: the main thread)
-            signum = held.pop(0)
-            while signum in held:
-                held.remove(signum)
-            signal.signal(signum, before[signum])
-            try:
-                signal.raise_signal(signum)  # its handler runs now, here: outside any lock
-            finally:
-                signal.signal(signum, hold)
-
-    try:
-        with signals_to(hold):
-            yield check
-    finally:
-        for signum in dict.fromkeys(held):  # each once, under the handler the caller had
-            signal.raise_signal(signum)
 
 
 def as_finished(futures: Iterable[Future[T]], check: Callable[[], None]) -> Iterator[Future[T]]:
