@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -164,3 +164,38 @@ def test_stop_pool_does_not_wait_for_ever_on_a_manager_thread_that_is_stuck(
     manager.join(20)
     assert not manager.is_alive()
     assert fut.done()
+
+
+def test_finished_counts_a_future_given_twice_once_and_takes_those_done_before() -> None:
+    """The done-callback queue: a future done before it was given comes back at once, one given
+    twice comes back once, and take() on nothing left returns at once."""
+    done: Future[int] = Future()
+    done.set_result(1)
+    later: Future[int] = Future()
+    finished = pools.Finished([done, later, later])
+    assert finished.left == 2
+    assert finished.take(0.01) == [done]
+    assert finished.take(0.01) == []  # later has not finished
+    later.set_result(2)
+    assert finished.take(0.01) == [later]
+    assert finished.left == 0
+    t0 = time.monotonic()
+    assert finished.take(5.0) == []
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_late_cell_reads_only_the_running_head_of_the_pending_cells() -> None:
+    """A sweep's deadline check stops at the first cell that is not running (a pool starts its
+    cells in submission order), and names the first running one past the deadline."""
+    from pipesim.io.sweep_exec import _late_cell
+
+    running: list[Future[dict]] = [Future() for _ in range(2)]
+    for fut in running:
+        fut.set_running_or_notify_cancel()
+    queued: Future[dict] = Future()
+    pending = {running[0]: "a", running[1]: "b", queued: "c"}
+    started: dict = {}
+    assert _late_cell(pending, started, deadline_s=60.0) is None  # type: ignore[arg-type]
+    assert set(started) == set(running)  # the queued one was not read
+    started[running[1]] -= 120.0
+    assert _late_cell(pending, started, deadline_s=60.0) is running[1]  # type: ignore[arg-type]
