@@ -39,6 +39,9 @@ START_DIR=$(pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd) || { echo "gpu_check: cannot find the repository root" >&2; exit 2; }
 # a relative path given by the caller is relative to where the script was started
 from_start() { [[ "$1" == /* ]] && echo "$1" || echo "$START_DIR/$1"; }
+if [[ -z "${OUT:-}" ]]; then  # a device machine's $OUT that is not exported reads as unset here
+  echo "gpu_check: OUT is not set (run it as OUT=\"\$OUT\" bash mismatch/gpu_check.sh): writing to $ROOT/results/mismatch/gpu" >&2
+fi
 OUT="${OUT:-$ROOT/results/mismatch/gpu}"
 OUT=$(from_start "$OUT")
 PY="${PYTHON:-python3}"
@@ -175,6 +178,7 @@ same = a["samples"] == b["samples"] and a["comparisons"] == b["comparisons"]
 cut = [p for p, r in zip(sys.argv[1:3], (a, b)) if "incomplete" in r]
 note = f" ({', '.join(cut)} stopped part-way; their main rows are whole)" if cut else ""
 print(f"determinism: rerun in a fresh process reproduced every sample and row: {same}{note}")
+sys.exit(0 if same else 1)  # a rerun that differs fails the step: the last line must not say "passed"
 PYEOF
 
 # profile: the roofline's kernels measured on this device (docs/decode.md), then the roofline's
@@ -264,7 +268,7 @@ profile
 
 REAL="${QWEN3_PATH:-}"
 if [[ -z "$REAL" ]]; then
-  HUB="${HF_HUB_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}/hub}"
+  HUB="${HF_HUB_CACHE:-${HF_HOME:-${HOME:-/root}/.cache/huggingface}/hub}"  # set -u: HOME may be unset
   for d in "$HUB"/models--Qwen--Qwen3-0.6B/snapshots/*/; do [[ -f "$d/config.json" ]] && REAL="$d" && break; done
 fi
 if [[ -n "$REAL" ]]; then
