@@ -22,7 +22,7 @@ seed is identical.
 
 * :func:`t_interval` -- the mean and its Student-t interval, ``mean +- t(n-1) s / sqrt(n)``:
   what every table prints, for a cell's mean over seeds and for a paired difference
-  (:func:`paired_t`). A difference is *significant* when that interval excludes 0.
+  (:func:`paired_t`). It is descriptive: no table's verdict rests on it (below).
 * ``bounds`` -- a share or a rate (a pass rate, a reward of 0 or 1 per episode, a clipped share)
   lies in :data:`RATE` = [0, 1], a difference of two in [-1, 1], a count or a log-ratio size in
   :data:`NONNEGATIVE`. The t interval knows nothing of that: over 2 seeds t(0.975, 1) = 12.7,
@@ -38,15 +38,29 @@ seed is identical.
 * :func:`sign_flip_p` -- the exact two-sided sign-flip permutation p-value of paired
   differences (every one of the ``2**n`` sign assignments, for n up to :data:`MAX_EXACT_FLIPS`;
   above, estimated from :data:`FLIP_DRAWS` seeded random assignments), which assumes no shape for
-  the outcomes; :func:`holm` adjusts a family of them.
+  the outcomes; :func:`holm` adjusts a family of them. A table's verdict on a paired difference
+  ("significant") is its sign-flip p < 0.05, the p it prints and Holm adjusts.
+* :func:`resampled_coverage` -- how often the t interval over ``n`` values drawn from a
+  population holds that population's mean: the check behind the paragraph below.
 
 Why t and not the percentile bootstrap the tables printed before: over 10 seeds a percentile
 bootstrap interval is a normal interval with a standard deviation biased low (it divides by n,
 and uses 1.96 for 2.26): its simulated coverage was 91% for normal values, 86.5% for the
 skewed differences of the co-simulation and 83% at n = 5, where the t interval holds 95% for
-normal values (``tests/test_offpolicy_stats.py`` checks both). With few values any interval is
-weak; claims are made only from cells of at least 10 seeds, and within a table's family of
-comparisons the Holm-adjusted sign-flip p-values say which survive the number of comparisons.
+normal values (``tests/test_offpolicy_stats.py`` checks both).
+
+The t interval does not fix coverage on *these* outcomes, though: it is exact only for normal
+values, and held-out pass rates over seeds are skewed or bimodal (most seeds near the top, a few
+far below). Taking a committed 10-seed cell as the population and drawing 10 values from it with
+replacement (:func:`resampled_coverage`, 20,000 draws, seed 0), the 95% t interval held the
+population's mean 0.77 of the time for ``staleness.json``'s lag 0 (nine seeds at 0.90-0.97, one
+at 0.78), 0.89 for its lag 4 TIS, 0.72 and 0.87 for the co-simulation's eta-2 and eta-1 TIS; 0.67
+for a population with a 10% tail of collapsed runs (the lag-0 values nine times over and 10% at
+0.0); 0.93-0.95 for the paired differences of the staleness table and for normal values. So the
+intervals are descriptive (a reader's sense of the spread), and every verdict rests on the exact
+sign-flip test, which assumes no shape; with few values any interval is weak. Claims are made only
+from cells of at least 10 seeds, and within a table's family of comparisons the Holm-adjusted
+sign-flip p-values say which survive the number of comparisons.
 """
 
 from __future__ import annotations
@@ -108,8 +122,9 @@ class Interval:
 
     @property
     def excludes_zero(self) -> bool:
-        """Whether 0 lies outside [lo, hi] (for a difference: significant at the interval's level;
-        never for one value, whose interval is the whole of its bounds)."""
+        """Whether 0 lies outside [lo, hi] (never for one value, whose interval is the whole of its
+        bounds). For a difference this is the t-test at the interval's level, which is not what a
+        table calls significant: that is the exact sign-flip p (:func:`sign_flip_p`)."""
         return self.lo > 0.0 or self.hi < 0.0
 
 
@@ -272,6 +287,25 @@ def _sign_flip_p_drawn(magnitudes: np.ndarray, observed: float, rng: np.random.G
         hits += int(np.count_nonzero(np.abs(signs @ magnitudes) / n >= observed - 1e-12))
         left -= k
     return (1 + hits) / (1 + FLIP_DRAWS)
+
+
+def resampled_coverage(
+    population: Sequence[float], n: int, rng: np.random.Generator, trials: int = 20_000, level: float = LEVEL
+) -> float:
+    """The share of ``trials`` t intervals at ``level``, each over ``n`` values drawn with
+    replacement from ``population``, that hold the population's mean: the coverage the t interval
+    actually has on outcomes shaped like ``population`` (``level`` exactly only for normal
+    values). Draws come from ``rng`` in one ``integers`` call ([trials, n] indices); a draw of n
+    equal values has an interval of no width, which holds the mean only if it equals it."""
+    for field, count, least in (("n", n, 2), ("trials", trials, 1)):  # one value has no interval
+        if isinstance(count, bool) or not isinstance(count, int) or count < least:
+            raise refuse(field, f"must be an int >= {least}, got {count!r}")
+    arr = _check(population, 1, level, "population")
+    draws = arr[rng.integers(0, arr.size, size=(trials, n))]  # [trials, n]
+    means = draws.mean(axis=1)  # [trials]
+    half = t_quantile(n - 1, level) * draws.std(axis=1, ddof=1) / math.sqrt(n)
+    truth = float(arr.mean())
+    return float(np.mean((means - half <= truth) & (truth <= means + half)))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

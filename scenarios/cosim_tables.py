@@ -5,7 +5,8 @@ stored JSON file re-tables without running anything:
 
 * :func:`aggregate` / :func:`format_table` -- one row per (design, correction): the median time to
   the target over seeds (a seed that never reached it counts as slowest), how many reached it,
-  the final pass rate, staleness, mixed-version share and mismatch.
+  the final pass rate (mean±SD over seeds, the population SD: :data:`SD_LEGEND`), staleness,
+  mixed-version share and mismatch.
 * :func:`claims_table` -- the final held-out pass rate as ``mean [lo, hi]`` (95% t interval), the
   collapsed count and the paired differences on shared seeds.
 * :func:`race_table` -- who reached a target first on each shared seed, against sync, with an
@@ -117,7 +118,15 @@ def _corr_width(corrections: Iterable[str]) -> int:
     return max([5, *(len(c) for c in corrections)])
 
 
+SD_LEGEND = "final: mean±SD of the seeds' final held-out (population SD, not an interval)"
+"""The line under :func:`format_table`: its ``0.934±0.064`` is the spread of the seeds
+(``statistics.pstdev``, divisor n), not an interval of the mean; printed unexplained beside
+:func:`claims_table`'s 95% t intervals of the same means, it could be read as one."""
+
+
 def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
+    """One line per row of :func:`aggregate` under a header and a rule, then :data:`SD_LEGEND`
+    padded to the header's width (every line of the table is as wide, for a reader's columns)."""
     cw = _corr_width(r["correction"] for r in rows)
     head = (
         f"{'design':11s} {'corr':{cw}s} {'h to ' + format(target, '.2f'):>9s} {'reached':>7s} {'final':>12s} "
@@ -139,6 +148,7 @@ def format_table(rows: Sequence[dict[str, Any]], target: float) -> str:
                 else ""
             )
         )
+    lines.append(SD_LEGEND.ljust(len(head)))
     return "\n".join(lines)
 
 
@@ -147,7 +157,8 @@ def claims_table(records: Sequence[dict[str, Any]]) -> str:
     over seeds, as offpolicy's tables, cut at [0, 1] with the cut end marked ``*`` and a line
     under the rows saying why), the collapsed count (final < 0.05), and the paired differences on
     shared seeds: TIS (and any other correction) - none per design, and each design - sync per
-    correction, marked significant only where the interval excludes 0."""
+    correction, marked significant where the exact sign-flip p printed beside it is below 0.05
+    (:func:`offpolicy.experiment.paired_table`; the interval is descriptive)."""
     from offpolicy.experiment import COLLAPSED, bounds_of, fmt_ci, group_runs, paired_table
     from offpolicy.stats import clip_note
 
