@@ -200,10 +200,14 @@ def run_blocks(chain: list[Block], cwd: Path, timeout: float = TIMEOUT_S) -> str
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One working directory for every block and command of this module, holding copies of what
-    the shell blocks read by relative path (``examples/``, ``tests/data/vidur/``)."""
+    the blocks read by relative path (``examples/``, ``tests/data/vidur/``, the committed runs that
+    docs/offpolicy.md's coverage script reads)."""
     cwd = tmp_path_factory.mktemp("doc-blocks")
     shutil.copytree(ROOT / "examples", cwd / "examples")
     shutil.copytree(ROOT / "tests" / "data" / "vidur", cwd / "tests" / "data" / "vidur")
+    for run in ("offpolicy/staleness.json", "cosim/cosim.json"):
+        (cwd / "results" / run).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "results" / run, cwd / "results" / run)
     return cwd
 
 

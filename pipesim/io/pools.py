@@ -69,12 +69,12 @@ class Finished(Generic[T]):
     """
 
     def __init__(self, futures: Iterable[Future[T]]) -> None:
-        self._queue: queue.SimpleQueue[Future[T]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[Future[T]] = queue.SimpleQueue()
         unique = list(dict.fromkeys(futures))
         self.left = len(unique)
         """How many futures have not come back from :meth:`take` yet."""
         for fut in unique:
-            fut.add_done_callback(self._queue.put)
+            fut.add_done_callback(self._done.put)
 
     def take(self, timeout_s: float) -> list[Future[T]]:
         """The futures finished since the last call, in the order they finished; waits at most
@@ -82,12 +82,12 @@ class Finished(Generic[T]):
         if self.left == 0:
             return []
         try:
-            done = [self._queue.get(timeout=timeout_s)]
+            done = [self._done.get(timeout=timeout_s)]
         except queue.Empty:
             return []
         while True:
             try:
-                done.append(self._queue.get_nowait())
+                done.append(self._done.get_nowait())
             except queue.Empty:
                 break
         self.left -= len(done)
