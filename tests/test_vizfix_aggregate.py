@@ -137,10 +137,10 @@ def test_the_version_legend_wraps_under_the_panel_with_room_for_every_row(long_r
     assert 40 < len(names) <= 64
     legend = fig.layout.legend
     assert legend.orientation == "h" and legend.maxheight is None
-    from pipesim.io.viz.aggregate import legend_rows
+    from pipesim.io.viz.aggregate import legend_rows, legend_share
 
     text_px, rows = legend_rows(len(names), max(len(n) for n in names))
-    assert legend.entrywidth == text_px
+    assert legend.entrywidthmode == "fraction" and legend.entrywidth == pytest.approx(legend_share(text_px))
     plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
     gap_px = (fig.layout.yaxis.domain[0] - fig.layout.yaxis2.domain[1]) * plot_px
     assert gap_px >= 22 * (rows + 1) + 28  # the first panel's ticks, the title and the rows

@@ -53,7 +53,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pipesim.io.viz import run_page
 
         saved = load_saved(args.run)
-        write_text_atomic(args.out, run_page(saved, title=f"pipesim run {_saved_name(saved)} ({args.run})"))
+        name = _saved_name(saved)  # heads the figures too: a compute run's without its stand-in tail
+        write_text_atomic(args.out, run_page(saved, title=f"pipesim run {name} ({args.run})", name=name))
         print(f"wrote {Path(args.out).resolve()}")
         return 0
     path = build_report(args.out, seeds=seeds, workers=args.workers, progress=progress_wanted(args.quiet))

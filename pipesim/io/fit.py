@@ -312,6 +312,10 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
     fig.add_trace(
         go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x", line=dict(color="#999", dash="dash"))
     )
+    drawn = [np.asarray(t.y if axis == "y" else t.x, dtype=np.float64) for t in fig.data for axis in "xy"]
+    vals = np.concatenate(drawn)
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    ticks = log_ticks(float(vals.min()), float(vals.max())) if len(vals) else []
     fig.update_layout(
         title=f"QQ plot of {result.column} ({result.source}, {result.n:,} values)",
         xaxis_title=f"data quantile of {result.column} (s)",  # seconds, after --scale
@@ -321,9 +325,30 @@ def qq_figure(result: FitResult, n_points: int = 200) -> Any:
         width=720,
         plot_bgcolor="white",
     )
-    fig.update_xaxes(type="log", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(type="log", showgrid=True, gridcolor="#eee")
+    # full values at 1-2-5 steps (decades over a wide span): plotly's own log ticks printed the
+    # minor ones as single digits, so 500 read "5" beside "100"
+    axis = dict(type="log", showgrid=True, gridcolor="#eee")
+    if ticks:
+        axis.update(tickmode="array", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
     return fig
+
+
+def log_ticks(lo: float, hi: float, most: int = 12) -> list[float]:
+    """The ticks of a log axis over ``[lo, hi]`` (both > 0): the first of 1 to 9, of 1, 2 and 5,
+    and of 1 alone (decades) x 10^k that gives ``most`` ticks or fewer; the one beyond each end is
+    kept (the axis pads its range a little past the data)."""
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    ticks: list[float] = []
+    for mults in (range(1, 10), (1, 2, 5), (1,)):
+        every = [float(f"{m * 10.0**k:.12g}") for k in range(k0, k1 + 1) for m in mults]
+        below = [t for t in every if t <= lo][-1:]
+        above = [t for t in every if t >= hi][:1]
+        ticks = list(dict.fromkeys(below + [t for t in every if lo < t < hi] + above))
+        if len(ticks) <= most:
+            break
+    return ticks
 
 
 def write_qq(result: FitResult, path: str | Path) -> Path:

@@ -61,11 +61,22 @@ _TABLE = 'style="border-collapse:collapse;font:12px sans-serif;text-align:left"'
 _CELL = 'style="padding:1px 8px;border-bottom:1px solid #eee;vertical-align:top"'
 
 
-def truncated_label(scenario: object) -> str:
-    """What a truncated episode is in ``scenario``'s run: a slot run truncates only at its timeout
-    policy's cap ("timed out", as the timeline's mark reads); with no timeout, truncation is the
-    compute engine's response cap."""
-    return "timed out" if getattr(scenario, "timeout", None) is not None else "cut at the response cap"
+def truncated_label(run: object) -> str:
+    """What a truncated episode is in ``run``'s page, by the engine that ran it: a slot run's is one
+    cut at its timeout policy's cap ("timed out", as the timeline's mark reads; the slot engine has
+    no response cap), a compute run's one cut at the response cap (it has no timeout). ``run``: a
+    run (``RunResult``, a loaded ``SavedRun``, a ``ComputeRun``) or its engine's name, ``"slots"``
+    or ``"compute"``. A bare scenario (no engine of its own) reads as a compute run's unless it has
+    a timeout: :mod:`pipesim.io.compare` passes a compute run's scenario."""
+    if isinstance(run, str):
+        engine: object = run
+    elif hasattr(run, "result") and hasattr(run, "timelines"):  # a ComputeRun
+        engine = "compute"
+    else:
+        engine = getattr(run, "engine", None)
+    if engine is None:  # a scenario
+        engine = "slots" if getattr(run, "timeout", None) is not None else "compute"
+    return "cut at the response cap" if engine == "compute" else "timed out"
 
 
 def _fmt(v: Any) -> str:
@@ -144,28 +155,38 @@ def run_html(result: Any) -> str:
     scenario. A ComputeRun's numbers are its own summary's (the one ``pipesim run SPEC`` prints)."""
     s = result.summary()
     inner = result.result if hasattr(result, "result") and hasattr(result, "timelines") else result
-    label = {"episodes_truncated": truncated_label(inner.scenario)}
+    label = {"episodes_truncated": truncated_label(result)}
     if "engine_busy_share" in s:  # a compute run: its slots are the engines' max_num_seqs places
         label["gen_util"] = COMPUTE_GEN_UTIL_LABEL
     head = [(label.get(k, text), s[k]) for k, text in HEADLINE_KEYS + COMPUTE_HEADLINE_KEYS if k in s]
     pool = getattr(inner, "pool", None)
     if pool is not None:
         head.append(("durations", f"a pool of {len(pool):,} given to run (not the scenario's model)"))
-    if not getattr(inner, "scenario_exact", True):
+    saved_compute = inner is result and getattr(inner, "engine", "slots") == "compute"
+    if not getattr(inner, "scenario_exact", True) and not saved_compute:
+        # a saved compute run's scenario_repr is the kernel's stand-in (its durations and train
+        # time placeholders the engine never read): its tables below say what ran
         head.append(("policies as run", inner.scenario_repr))
     scen = inner.scenario
+    name = scen.name
     cell = 'style="vertical-align:top;padding-right:24px"'
-    if inner is result and getattr(inner, "engine", "slots") == "compute":  # a saved compute run
+    if saved_compute:
+        from pipesim.io.saved_scenario import saved_name
+
+        name = saved_name(scen)  # the run's name, not the stand-in's
         head.append(("engine", "compute: rerun it from the run spec its meta.json keeps"))
-        right = _table(f"Scenario {scen.name}", scenario_pairs(scen, UNUSED_BY_COMPUTE))
+        head.append(("per-replica views", COMPUTE_VIEWS_NOT_SAVED))
+        right = _table("Cluster", saved_cluster_pairs(getattr(inner, "runspec", None))) + _table(
+            f"Scenario {name}", scenario_pairs(scen, UNUSED_BY_COMPUTE)
+        )
     elif inner is result:
         right = scenario_html(scen)
     else:  # a compute run: its cluster, and the scenario's fields it reads
         right = _table("Cluster", cluster_pairs(result.cluster)) + _table(
-            f"Scenario {scen.name}", scenario_pairs(scen, UNUSED_BY_COMPUTE)
+            f"Scenario {name}", scenario_pairs(scen, UNUSED_BY_COMPUTE)
         )
     return (
-        f"<div><table><tr><td {cell}>{_table(f'Run of {scen.name}', head)}</td>"
+        f"<div><table><tr><td {cell}>{_table(f'Run of {name}', head)}</td>"
         f"<td {cell}>{right}</td></tr></table></div>"
     )
 
@@ -182,6 +203,46 @@ def cluster_pairs(cluster: Any) -> list[tuple[str, Any]]:
         ("max_num_seqs", e.max_num_seqs),
         ("max_model_len", e.max_model_len),
     ]
+
+
+COMPUTE_VIEWS_NOT_SAVED = (
+    "not saved: the KV-cache occupancy and decode tokens/s of each engine replica are drawn by "
+    "`pipesim run SPEC --html` (a saved run keeps the kernel's tables, not the engines' series)"
+)
+"""The head row of a saved compute run's page in place of the engine panels it cannot draw."""
+
+
+def saved_cluster_pairs(runspec: Any) -> list[tuple[str, Any]]:
+    """(label, value) rows of a saved compute run's cluster (:func:`cluster_pairs`), built from the
+    run spec its ``meta.json`` keeps (``SavedRun.runspec``: ``{"runspec": data, "recipe": ...}``,
+    paths made absolute at the save) as ``pipesim run SPEC`` built it. A spec that no longer
+    builds here (a model file moved) gives the keys as the spec wrote them, and says why; a run
+    saved without its spec says that."""
+    data = runspec.get("runspec") if isinstance(runspec, dict) else None
+    if not isinstance(data, dict):
+        return [("run spec", "not kept in meta.json (saved before pipesim kept it)")]
+    from pipesim.plan.build import design_cluster
+    from pipesim.plan.runspec import from_dict
+
+    try:
+        rs = from_dict(data)
+        return cluster_pairs(design_cluster(rs.plan, rs.design, rs.engine)[1])
+    except (ValueError, OSError, KeyError, TypeError) as exc:  # PlanError is a ValueError
+        why = " ".join(str(exc).split())
+    tables: list[dict[str, Any]] = [
+        t if isinstance(t := data.get(k), dict) else {} for k in ("model", "cluster", "design")
+    ]
+    model, cl, design = tables
+    written = [
+        ("model", model.get("name")),
+        ("gpu", cl.get("gpu")),
+        ("n_gpus", cl.get("n_gpus")),
+        ("placement", design.get("placement")),
+        ("tp", design.get("tp")),
+        ("max_num_seqs", model.get("max_num_seqs")),
+        ("max_model_len", model.get("max_model_len")),
+    ]
+    return [(k, v) for k, v in written if v is not None] + [("note", f"as the spec writes them ({why})")]
 
 
 def attach_views() -> None:

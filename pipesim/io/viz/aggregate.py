@@ -30,7 +30,6 @@ timeline above ``AGGREGATE_THRESHOLD`` slots.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pipesim.core.validate import check_int
+from pipesim.io.viz.binning import (  # moved there; importing them from here still works
+    COUNT_TICKS,
+    _count_at,
+    _support,
+    binned_means,
+    busy_share,
+    count_ticks,
+    mean_count,
+)
 from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
 from pipesim.io.viz.runs import band_label, eta_bounds, run_of  # eta_bounds: importable here too
 from pipesim.io.viz.traces import add_specs
@@ -53,10 +61,15 @@ N_BINS, MAX_BINS = 400, 100_000
 BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
 """The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
+TIME_FORMAT = ",~r"
+"""The d3 format of a time axis in seconds, here and in the timeline: thousands separators
+(``2,500``, ``50,000``; plotly's default printed ``2.5k`` and ``50k``) and a short run's
+fractions kept (``0.5``, which ``,d`` would print as ``0`` or ``1``)."""
 
 __all__ = [
     "AGGREGATE_EPISODES",
     "AGGREGATE_THRESHOLD",
+    "COUNT_TICKS",
     "aggregate_view",
     "busy_share",
     "buffer_depth",
@@ -67,52 +80,18 @@ __all__ = [
     "in_flight_mean",
     "binned_means",
     "mean_count",
+    "run_name",
 ]
 
 
-def _count_at(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """How many intervals [start, end) hold each instant ``t``."""
-    s, e = np.sort(start), np.sort(end)
-    return np.searchsorted(s, t, side="right") - np.searchsorted(e, t, side="right")
+def run_name(result: Any) -> str:
+    """A run's name in a figure's title: a saved compute run's without its stand-in tail (its
+    figures draw the tables the engine recorded, not the kernel's stand-in scenario)."""
+    if getattr(result, "engine", "slots") == "compute":
+        from pipesim.io.saved_scenario import saved_name
 
-
-def busy_share(edges: np.ndarray, start: np.ndarray, end: np.ndarray, capacity: float) -> np.ndarray:
-    """Per bin between ``edges``, the interval-seconds inside it over ``capacity`` x the bin's
-    width, clipped to [0, 1] (``capacity`` 1 for the trainer, ``n_slots`` for the engine)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.clip(np.nan_to_num(mean_count(edges, start, end) / capacity), 0.0, 1.0)
-
-
-def binned_means(
-    edges: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndarray, n_groups: int
-) -> np.ndarray:
-    """``(n_groups, n_bins)``: per group and bin between ``edges``, the time-weighted mean number of
-    the group's intervals [start, end) open in it. One pass: an interval adds its partial overlaps
-    to its first and last bins and counts once in each bin it covers whole (a difference array of
-    integers: a bin no interval overlaps is exactly 0, which :func:`_support` skips)."""
-    n_bins = len(edges) - 1
-    s = np.clip(np.asarray(start, dtype=np.float64), edges[0], edges[-1])
-    e = np.clip(np.asarray(end, dtype=np.float64), edges[0], edges[-1])
-    bs = np.clip(np.searchsorted(edges, s, side="right") - 1, 0, n_bins - 1)
-    be = np.clip(np.searchsorted(edges, e, side="right") - 1, 0, n_bins - 1)
-    base = group.astype(np.int64) * n_bins
-    one = bs == be
-    part = np.where(one, e - s, edges[bs + 1] - s)  # the first bin's share (all of it in one bin)
-    size = n_groups * n_bins
-    seconds = np.bincount(base + bs, weights=part, minlength=size)
-    seconds += np.bincount((base + be)[~one], weights=(e - edges[be])[~one], minlength=size)
-    # whole bins bs+1 .. be-1 of each interval, a difference array (a group's ends before the next's)
-    full = np.bincount((base + bs + 1)[~one], minlength=size) - np.bincount((base + be)[~one], minlength=size)
-    whole = np.cumsum(full).reshape(n_groups, n_bins)
-    width = np.diff(edges)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.nan_to_num(seconds.reshape(n_groups, n_bins) / width) + whole
-    return np.maximum(mean, 0.0)  # type: ignore[no-any-return]
-
-
-def mean_count(edges: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per bin between ``edges``, the time-weighted mean number of intervals [start, end) open in it."""
-    return binned_means(edges, start, end, np.zeros(len(start), dtype=np.int64), 1)[0]
+        return saved_name(result.scenario)
+    return str(result.scenario.name)
 
 
 def in_flight(events: Any, t: np.ndarray) -> dict[int, np.ndarray]:
@@ -165,38 +144,6 @@ def buffer_mean(result: Any, edges: np.ndarray) -> np.ndarray:
     return mean_count(edges, *_buffered(result))
 
 
-COUNT_TICKS = 4
-"""The fewest ticks past 0 a count axis gets (fewer than 2.5x as many: 1-2-5 steps)."""
-
-
-def count_ticks(top: float) -> tuple[float, str]:
-    """The tick step and d3 format of a count axis from 0 to ``top``: the largest step of 1, 2 or
-    5 x 10^k giving :data:`COUNT_TICKS` ticks or more past 0, with the decimals the step has, so no
-    two ticks print alike (as ``pipesim.plan.report_html.share_ticks`` does for shares)."""
-    raw = max(float(top), 1e-9) / COUNT_TICKS
-    exp = math.floor(math.log10(raw))
-    step = next(m * 10.0**exp for m in (5, 2, 1) if m * 10.0**exp <= raw * (1 + 1e-9))
-    step = float(f"{step:.12g}")  # 0.2, not 0.20000000000000001
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
-    return step, f",.{decimals}~f" if decimals else ",d"
-
-
-def _support(counts: np.ndarray) -> np.ndarray:
-    """The bins where ``counts`` is not zero, and their neighbours (the zeros its line rises from
-    and falls to). A stacked trace drawn on these alone looks the same (the stack takes a zero
-    wherever a trace has no point: ``stackgaps="infer zero"``), and a run of thousands of versions,
-    each in flight for a few bins, draws ``n_bins`` points a version no longer (8,000 versions were
-    3.2M points, nearly all zeros). A version in flight at no bin's middle keeps its first bin (a
-    zero): plotly lists no trace without points in the legend, and the legend lists every version."""
-    nz = counts != 0
-    keep = nz.copy()
-    keep[1:] |= nz[:-1]
-    keep[:-1] |= nz[1:]
-    if len(keep) and not keep.any():
-        keep[0] = True
-    return keep
-
-
 def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BINS) -> go.Figure:
     """The aggregate view of one run (see the module docstring)."""
     result = run_of(result)
@@ -205,7 +152,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     n_slots = int(result.scenario.pipeline.n_slots)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
     mid = (edges[:-1] + edges[1:]) / 2
-    name = title or result.scenario.name
+    name = title or run_name(result)
     n_versions = n_versions_of(ev)
     colors = version_colors(n_versions)  # the timeline's colours for the same run
     bands = in_flight_mean(ev, edges, key=lambda v: band_label(v, n_versions))  # a grid of bands
@@ -277,7 +224,10 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
                 y=np.arange(smax + 1),
                 z=np.where(grid > 0, grid, np.nan),
                 colorscale=STALENESS_SCALE,
+                # both ends: plotly ignores zmin alone, and scaled the cells from the fewest to the
+                # most (a run whose cells all hold 64 drew them all the scale's middle, no ticks)
                 zmin=0,
+                zmax=max(int(grid.max()), 1),
                 colorbar=dict(
                     title=dict(text="episodes", side="top"),
                     orientation="h",
@@ -301,23 +251,37 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         )
         eta = int(result.scenario.pipeline.max_staleness)
         bounds = eta_bounds(result.scenario)  # the line says what eta bounds; none where it is unread
-        if bounds and eta <= smax + 1:  # labelled, inside the panel (a far one would squash it)
-            fig.add_hline(
+        if bounds and eta <= smax + 1:  # drawn inside the panel (a far one would squash it)
+            fig.add_hline(y=eta + 0.5, line=dict(color="#d62728", dash="dot"), row=4, col=1)
+            # labelled right of the panel, level with the line: inside it, the label sat on the
+            # cells of a large run and ran into the staleness ticks ("3admission bound")
+            fig.add_annotation(
+                text=f"{bounds} bound eta = {eta}",
+                font=dict(color="#d62728", size=11),
+                xref="x4 domain",
+                x=1.0,
+                xanchor="left",
+                xshift=6,
+                yref="y4",
                 y=eta + 0.5,
-                line=dict(color="#d62728", dash="dot"),
-                annotation=dict(text=f"{bounds} bound eta = {eta}", font_color="#d62728"),
-                annotation_position="top left",
-                row=4,
-                col=1,
+                yanchor="middle",
+                align="left",
+                showarrow=False,
             )
             fig.update_yaxes(range=[-0.5, max(smax + 0.5, eta + 1.2)], row=4, col=1)
-    for r in (1, 2, 3):
-        fig.update_xaxes(range=[0, T * 1.01], row=r, col=1, showgrid=True, gridcolor="#eee")
+    for r in (1, 2, 3):  # seconds with thousands separators (2,500, not 2.5k), fractions kept
+        fig.update_xaxes(
+            range=[0, T * 1.01], row=r, col=1, showgrid=True, gridcolor="#eee", tickformat=TIME_FORMAT
+        )
     fig.update_xaxes(matches="x", row=2, col=1)
     fig.update_xaxes(matches="x", row=3, col=1)
     fig.update_xaxes(title_text="simulated seconds", row=3, col=1)
     fig.update_xaxes(
-        title_text="training step", row=4, col=1, dtick=max(1, (len(result.train_log) + 19) // 20)
+        title_text="training step",
+        row=4,
+        col=1,
+        dtick=max(1, (len(result.train_log) + 19) // 20),
+        tickformat=",d",
     )
     top = np.sum(list(bands.values()), axis=0).max() if bands else 0.0  # the stack's highest bin
     for row, peak in ((1, float(top)), (2, float(depth.max(initial=0.0)))):
@@ -335,17 +299,36 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
 
 
 ROW_PX, GAP_PX, LEGEND_ROW_PX, MARGIN_PX = (213, 113, 113, 188), 71, 22, (50, 110)
+AXIS_TITLE_PX = 24
+"""Added to the gap under the share panel: its "simulated seconds" title, which touched the
+staleness panel's title in the 71 px the other gaps have."""
 LEGEND_WIDTH_PX = 720
-"""The plot width the version legend's rows are planned for (plotly wraps it at the plot's width,
-about 720 px in a 1,000 px window; a wider page leaves its last rows blank)."""
+"""The plot width the version legend's rows are planned for: about 720 px in a 1,000 px window.
+Each entry takes ``1 / per_row`` of the plot's width less :data:`LEGEND_GAP_FRACTION` (plotly's
+``entrywidthmode="fraction"``), so the legend has the rows planned at any width from this one up
+(sized in pixels, a 1,400 px window fit more entries a row, and a 63-entry legend left some
+100 px blank under it)."""
+LEGEND_GAP_FRACTION = 5.5 / LEGEND_WIDTH_PX
+"""What each entry's fraction gives up for plotly's 5 px gap after it: ``per_row`` entries fit
+in a plot of :data:`LEGEND_WIDTH_PX` or wider, and one more never does."""
 
 
 def legend_rows(n_entries: int, label_chars: int) -> tuple[int, int]:
     """The px of a version legend entry's text (all alike: columns) and the rows ``n_entries`` take
     across :data:`LEGEND_WIDTH_PX` (10 a row of ``v12``, 5 of ``v1984-v2047``)."""
     text_px = 7 * label_chars + 8
-    per_row = max(1, LEGEND_WIDTH_PX // (text_px + 40))
-    return text_px, max(1, -(-n_entries // per_row))
+    return text_px, max(1, -(-n_entries // legend_per_row(text_px)))
+
+
+def legend_per_row(text_px: int) -> int:
+    """Entries of ``text_px`` of text (and plotly's 40 px of symbol and gaps) a legend row holds."""
+    return max(1, LEGEND_WIDTH_PX // (text_px + 40))
+
+
+def legend_share(text_px: int) -> float:
+    """The share of the plot's width a version legend entry of ``text_px`` of text takes (plotly's
+    ``entrywidth`` in ``entrywidthmode="fraction"``): :func:`legend_per_row` of them a row."""
+    return 1 / legend_per_row(text_px) - LEGEND_GAP_FRACTION
 
 
 def _lay_out(fig: go.Figure, n_entries: int, label_chars: int) -> None:
@@ -353,7 +336,8 @@ def _lay_out(fig: go.Figure, n_entries: int, label_chars: int) -> None:
     ``MAX_VERSION_LEGEND``), the series' legend beside the buffer and share panels it names."""
     text_px, rows = legend_rows(n_entries, label_chars)
     legend_px = LEGEND_ROW_PX * (rows + 1)  # the title on a line of its own
-    gaps = [GAP_PX + 20 + legend_px, GAP_PX, GAP_PX]  # under the first panel: its ticks, the legend
+    # under the first panel: its ticks, the legend; under the third: its axis title
+    gaps = [GAP_PX + 20 + legend_px, GAP_PX, GAP_PX + AXIS_TITLE_PX]
     plot_px = sum(ROW_PX) + sum(gaps)
     top = float(plot_px)
     domains = []
@@ -375,7 +359,8 @@ def _lay_out(fig: go.Figure, n_entries: int, label_chars: int) -> None:
             xanchor="left",
             y=domains[0][0] - 28 / plot_px,  # below the first panel's tick labels
             yanchor="top",
-            entrywidth=text_px,
+            entrywidth=legend_share(text_px),
+            entrywidthmode="fraction",  # the rows planned, whatever the page's width
             groupclick="toggleitem",
             tracegroupgap=0,  # each version is its own group: no gap between them
         ),

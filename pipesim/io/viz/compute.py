@@ -28,6 +28,7 @@ from plotly.subplots import make_subplots
 
 from pipesim.core.errors import check_int, shown
 from pipesim.core.validate import refuse
+from pipesim.io.viz.aggregate import TIME_FORMAT
 from pipesim.io.viz.palette import replica_colors
 from pipesim.io.viz.sweep import NUM
 
@@ -135,7 +136,7 @@ def compute_view(
     )
     fig.update_yaxes(title_text="tokens/s", rangemode="tozero", tickformat=",d", row=2, col=1)
     fig.update_xaxes(title_text="simulated seconds", row=2, col=1)
-    fig.update_xaxes(range=[0, T * 1.01], showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(range=[0, T * 1.01], showgrid=True, gridcolor="#eee", tickformat=TIME_FORMAT)
     legend = f"{len(ids)} engine replicas" if spread else "engine replica"
     fig.update_layout(height=560, plot_bgcolor="white", legend_title_text=legend, hovermode="closest")
     return fig

@@ -41,7 +41,7 @@ from plotly.subplots import make_subplots
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldTypeError, check_int, refuse
 from pipesim.io.html import truncated_label
-from pipesim.io.viz.aggregate import eta_bounds
+from pipesim.io.viz.aggregate import TIME_FORMAT, eta_bounds
 from pipesim.io.viz.palette import (  # moved there; importing them from here still works
     LEGEND_TITLE,
     MARKS,
@@ -260,7 +260,7 @@ def add_run(
             continue
         name, symbol, color = OVER_CONTINUED if key == "over_continued" else MARKS[key]
         if key == "truncated":
-            name = truncated_label(result.scenario)
+            name = truncated_label(result)  # by the engine that ran it
         at = "start_s" if key == "retried" else "end_s"
         fig.add_trace(
             Scatter(
@@ -379,7 +379,7 @@ def timelines(
             trace.showlegend = trace.name not in in_legend
             in_legend.add(trace.name)
     T = max(float(r.sim_time_s) for r in named.values())  # the axis is shared: the longest run
-    fig.update_xaxes(range=[0, T * 1.01])
+    fig.update_xaxes(range=[0, T * 1.01], tickformat=TIME_FORMAT)  # 2,500 s, not 2.5k
     fig.update_layout(
         barmode="overlay",
         height=fig_height,
