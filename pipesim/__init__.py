@@ -101,13 +101,21 @@ from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed, Time
 from pipesim.policies.groups import WholeGroups  # noqa: E402
 from pipesim.policies.replicas import GroupAffinity, LeastLoaded, PerReplicaSync, Replicas, RoundRobin  # noqa: E402
 from pipesim.policies.synccost import WeightSyncCost  # noqa: E402
-from pipesim.policies.updates import AbortReprefill, AbortRestart, InFlightUpdate, OverlappedSwap, SyncEveryK  # noqa: E402
+from pipesim.policies.updates import (  # noqa: E402
+    AbortReprefill,
+    AbortRestart,
+    BatchDrain,
+    InFlightUpdate,
+    OverlappedSwap,
+    SyncEveryK,
+)
 
 __all__ += [
     "AReaLThrottle",
     "AbortReprefill",
     "AbortRestart",
     "AsyncRatio",
+    "BatchDrain",
     "DropFailed",
     "DropOverlong",
     "DropStale",

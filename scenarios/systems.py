@@ -22,10 +22,10 @@ verl fully async       VerlRollouter                    AbortReprefill / Drain, 
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
 slime, drain           CountThrottle, eta=1             Drain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
-OpenRLHF async         OpenRLHFBatches                  Drain
+OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
 ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
-PipelineRL             PipelineRLLag                    InFlightUpdate
+PipelineRL             PipelineRLLag                    PartialRollout / InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
                                                         WholeGroups
 =====================  ===============================  ======================================
@@ -59,7 +59,7 @@ from pipesim.policies.systems import (
     VerlMessageQueue,
     VerlRollouter,
 )
-from pipesim.policies.updates import AbortReprefill, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, BatchDrain, InFlightUpdate, SyncEveryK
 from scenarios.systems_checks import check_batch, renamed
 from scenarios.systems_pool import check_preset_pool, preset_pool_size
 from scenarios.systems_slime import april as april  # slime's knob names; re-exported here
@@ -286,20 +286,26 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
 
 
-def openrlhf_async(async_queue_size: int = 1, **pipeline: Any) -> Scenario:
-    """OpenRLHF ``--async_train``: whole batches behind a queue of ``async_queue_size`` batches.
+def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **pipeline: Any) -> Scenario:
+    """OpenRLHF ``--train.async_enable``: whole batches, at most ``--train.async_queue_size`` ahead.
 
-    Source: OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py``. ``GenerateSamplesActor.fit``
-    waits while the ray ``Queue`` (``OPENRLHF_ASYNC_QUEUE_SIZE``, default 1) is full, generates a
-    whole prompt batch and puts it on the queue; ``TrainingActor._broadcast_to_vllm`` blocks new
-    generation and waits until the batch being generated is done before broadcasting. So
-    generation runs batch by batch, never two at once, at most ``async_queue_size`` finished
-    batches ahead (:class:`~pipesim.policies.systems.OpenRLHFBatches`), and drains before each
-    broadcast (:class:`~pipesim.policies.base.Drain`).
+    Source: OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py`` (HEAD 3c3be62).
+    ``GenerateSamplesActor.fit`` takes one of ``async_queue_size`` ``rollout_slots`` tokens
+    (lines 287-297), generates a whole batch and queues it (108-151); ``TrainingActor.fit``
+    returns the token as it takes the batch (227-232): :class:`~pipesim.policies.systems.OpenRLHFBatches`.
+    The generator holds ``VLLMLock`` (19-34) for the whole batch (128-140) and ``broadcast_to_vllm``
+    takes it too (255-265): a broadcast asked for mid-batch waits, so each batch runs under one
+    version (:class:`~pipesim.policies.updates.BatchDrain`). ``partial_rollout``
+    (``--train.partial_rollout_enable``): no lock; the broadcast pauses the engines, KV kept
+    (``pause_generation``, vLLM ``mode="keep"``), and samples in flight continue
+    (:class:`~pipesim.policies.base.PartialRollout`). Commit 67302219's names (``--async_train``,
+    ``OPENRLHF_ASYNC_QUEUE_SIZE``, ``_broadcast_to_vllm``) were superseded by these.
     """
+    _bool("partial_rollout", partial_rollout)
     with renamed({"queue_size": "async_queue_size"}):
         adm = OpenRLHFBatches(async_queue_size)
-    return _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=Drain())
+    wu: WeightUpdate = PartialRollout() if partial_rollout else BatchDrain()
+    return _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=wu)
 
 
 def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
@@ -356,28 +362,35 @@ def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pi
 
 
 def pipelinerl(
-    max_lag: int | None = None, load_time_s: float = 1.0, attempts: int = 1, **pipeline: Any
+    max_lag: int | None = None, load_time_s: float | None = None, attempts: int = 1, **pipeline: Any
 ) -> Scenario:
-    """PipelineRL: in-flight weight updates under its lag bound, from its code.
+    """PipelineRL: generation runs ahead under its lag bound; a weight update pauses the engines.
 
-    Source: ServiceNow/PipelineRL ``pipelinerl/actor.py``, ``ActorLoop.run``
-    (:class:`~pipesim.policies.systems.PipelineRLLag`): groups are submitted while fewer than
-    ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``, nothing subtracted for dropped
-    work. ``max_lag`` is in samples (``finetune.max_lag``), ``attempts`` samples form a group
-    (one pipesim episode), B is ``groups_per_update``; ``max_lag = 0`` is synchronous and each
-    ``max_lag = B * attempts`` lets one more update's groups run ahead. Default: ``2 * B`` (two
-    batches ahead, as this preset always allowed). The broadcast overlaps generation; each
-    replica stops only for ``load_time_s`` and its sequences continue under the new weights.
+    Source: ServiceNow/PipelineRL (HEAD 58d3934) ``pipelinerl/actor.py``, ``ActorLoop.run``
+    (lines 509-562; :class:`~pipesim.policies.systems.PipelineRLLag`): groups are submitted while
+    fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``. ``max_lag`` counts
+    samples; ``n_slots`` and B count groups (a pipesim episode is a group of ``attempts`` samples,
+    one duration draw), where ``actor.llm_max_rollouts`` counts rollouts. ``pipelinerl/vllm1.py``,
+    ``receive_weight_update`` (lines 155-182) wraps the NCCL receive and ``load_weights`` in
+    ``pause_generation(mode="keep")``: generation stops for the whole transfer, and sequences keep
+    their KV and continue (:class:`~pipesim.policies.base.PartialRollout`). The trainer's ZeRO-3
+    path, its default, gathers each parameter while the engines wait (``finetune_loop.py`` 205-243).
+
+    ``load_time_s`` seconds instead models a double-buffered transfer that overlaps generation,
+    each replica pausing only to load (:class:`~pipesim.policies.updates.InFlightUpdate`): what the
+    planner's ``inflight`` design assumes, not PipelineRL's code (20 steps: 2,293.8 episodes/h at
+    1 s against 2,114.8/h by default; 2,266.8 against 1,786.8 at ``sync_time_s=30``).
+
+    **Defaults are not PipelineRL's:** its ``max_lag: null`` (``conf/base.yaml`` line 106) is no
+    bound (``actor.py`` line 534), old data dropped by ``pop_old_data``: not modelled. The default
+    here, ``max_lag=None``, is ``2 * batch_size * attempts`` samples (two batches ahead); an export
+    writes it as the file's none marker, which in this preset means that bound, not PipelineRL's
+    null. Give ``max_lag`` as a number to pin it.
     """
     b = pipeline.get("batch_size", CHAPTER.batch_size)
     lag = max_lag if max_lag is not None else 2 * b * attempts
-    return _scenario(
-        "PipelineRL",
-        pipeline,
-        0,
-        admission=PipelineRLLag(lag, attempts),
-        weight_update=InFlightUpdate(load_time_s),
-    )
+    wu: WeightUpdate = PartialRollout() if load_time_s is None else InFlightUpdate(load_time_s)
+    return _scenario("PipelineRL", pipeline, 0, admission=PipelineRLLag(lag, attempts), weight_update=wu)
 
 
 PRESETS = {

@@ -16,7 +16,7 @@ exactly what a real scheduler can change:
   :meth:`PipelineView.end_sync`, :meth:`PipelineView.skip_sync`, and per replica
   :meth:`PipelineView.pause_replica` / :meth:`PipelineView.publish_replica`;
 * waiting: :meth:`PipelineView.timeout`, :meth:`PipelineView.all_of`,
-  :meth:`PipelineView.process`, :meth:`PipelineView.drained`.
+  :meth:`PipelineView.process`, :meth:`PipelineView.drained`, :meth:`PipelineView.settled`.
 
 Every action that can open admission (a requeue, a drop, a published version) asks the
 controller to look again at the end of the instant; a policy never has to. An action given what
@@ -156,6 +156,13 @@ class PipelineView(Protocol):
     def process(self, generator: Generator[Any, Any, None]) -> simpy.Event: ...
     def drained(self) -> simpy.Event:
         """Succeeds once no replica runs an episode (at once if none does)."""
+
+    def settled(self) -> simpy.Event:
+        """Succeeds at this instant, after the controller's pass here (one is asked for): what the
+        pass starts is running by then. A drain succeeds before that pass, so with fewer slots
+        than the batch "nothing runs" can be the instant before the rest of a batch starts
+        (:class:`~pipesim.policies.updates.BatchDrain` waits on it); a loop of it stays at one
+        instant and is refused as spinning, as any."""
 
     # -- tasks and episodes ---------------------------------------------------------------------
     def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:

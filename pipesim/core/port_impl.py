@@ -151,6 +151,13 @@ class PolicyPort(PortArgs):
         events = [e.drained() for e in self.engines]
         return events[0] if len(events) == 1 else self.env.all_of(events)
 
+    def settled(self) -> simpy.Event:
+        """An end of instant queued behind the controller's wake-up (poked): after its pass."""
+        self.poke()
+        ev = self.env.end_of_instant()
+        ev.fire()
+        return ev
+
     # -- tasks and episodes ---------------------------------------------------------------------
     _relaunched: set[int] | None = None  # parents requeued or relaunched so far (made at the first)
 

@@ -315,7 +315,7 @@ KEYS["search.sync_time_s"] = (
     "-",
     "seconds per weight sync; the systems measure it (timing_s/update_weights in verl)",
 )
-KEYS["search.inflight_load_time_s"] = ("-", "-", "-", "-", "PipelineRL's in-flight weight load")
+KEYS["search.inflight_load_time_s"] = ("-", "-", "-", "-", "a double-buffered update's load pause")
 
 SYSTEMS = ("verl", "AReaL", "slime", "ROLL")
 

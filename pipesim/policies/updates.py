@@ -6,6 +6,8 @@ actions of the port (:class:`pipesim.core.port.PipelineView`): ``begin_sync(paus
 The chapter's two are in :mod:`pipesim.policies.base` (:class:`~pipesim.policies.base.PartialRollout`,
 :class:`~pipesim.policies.base.Drain`).
 
+* :class:`BatchDrain` -- OpenRLHF's ``VLLMLock``: the sync waits until the batch being generated
+  has wholly started and finished, so a whole batch runs under one version.
 * :class:`AbortReprefill` -- the engine aborts in-flight requests and drops their KV cache; after
   the sync each resumes under the new weights by re-prefilling the tokens it already generated
   (AReaL's interruptible rollout, slime's abort-and-resume). Tokens generated are modelled as
@@ -28,14 +30,68 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number, shown
 from pipesim.core.port import PipelineView, pauses_only
 from pipesim.core.validate import refuse
-from pipesim.policies.base import PartialRollout, WeightUpdate
+from pipesim.policies.base import CountThrottle, PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
+
+if TYPE_CHECKING:
+    from pipesim.core.roles import RunSpec
+
+
+@dataclass(frozen=True)
+class BatchDrain:
+    """Drain at batch boundaries: every batch of B is generated under one version.
+
+    OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py`` (HEAD 3c3be62): the generator
+    holds ``VLLMLock`` (lines 19-34) for a whole ``generate_samples`` batch (lines 128-140), and
+    ``TrainingActor.broadcast_to_vllm`` takes the same lock (lines 255-265). A broadcast asked for
+    mid-batch waits until the batch is generated; the next batch waits for the broadcast.
+    :class:`~pipesim.policies.base.Drain` stops admission at the request, so with fewer slots than
+    the batch it split one batch across two versions.
+
+    * ``blocks_admission``: while syncing, and while a sync is pending at a batch boundary
+      (``p.started % B == 0``); the rest of a batch begun still starts.
+    * ``sync``: waits until nothing runs and the batch has wholly started. A drain succeeds before
+      the controller's pass of its instant (slots freed together, the rest of the batch not yet
+      started), so mid-batch it waits for that pass (``p.settled()``); if the pass starts nothing
+      and nothing runs, the admission rule stopped mid-batch and the sync goes ahead.
+
+    The promises are :class:`~pipesim.policies.base.Drain`'s: no episode spans two versions (the
+    sync runs on empty engines), and under the count throttle staleness <= eta.
+    """
+
+    def pauses_only(self) -> bool:
+        """Its sync waits for the drain, then pauses empty engines (a promise to the engine)."""
+        return True
+
+    def single_version(self, scenario: RunSpec) -> bool:
+        return True
+
+    def staleness_bound(self, scenario: RunSpec) -> int | None:
+        return scenario.pipeline.max_staleness if type(scenario.admission) is CountThrottle else None
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        return p.syncing or (p.sync_pending and p.started % p.batch_size == 0)
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        while True:
+            yield p.drained()
+            if p.n_running:
+                continue  # started since the drain was signalled
+            if p.started % p.batch_size == 0:
+                break  # the batch is whole and done: the lock is free
+            before = p.started
+            yield p.settled()  # the controller's pass of this instant starts the rest
+            if not p.n_running and p.started == before:
+                break  # it started nothing: the batch cannot go on now
+        p.begin_sync(pause=True)
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
 
 
 @dataclass(frozen=True)

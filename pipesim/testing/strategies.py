@@ -194,13 +194,14 @@ def weight_updates() -> SearchStrategy[Any]:
     from pipesim.policies.updates import (
         AbortReprefill,
         AbortRestart,
+        BatchDrain,
         InFlightUpdate,
         OverlappedSwap,
         SyncEveryK,
     )
 
     return st.one_of(
-        st.sampled_from([PartialRollout(), Drain(), OverlappedSwap()]),
+        st.sampled_from([PartialRollout(), Drain(), BatchDrain(), OverlappedSwap()]),
         st.builds(AbortReprefill, st.floats(1.0, 100.0), st.floats(10.0, 10_000.0)),
         st.builds(AbortRestart, st.booleans()),
         st.builds(InFlightUpdate, st.floats(0.0, 5.0)),
