@@ -82,6 +82,15 @@ _POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (
 )
 
 
+_BATCH_CHECKED = ("admission", "weight_update", "batching")
+"""The policy slots whose ``check_batch_size(batch_size)``, where the policy has one, a scenario
+calls at construction, as it calls the weight update's ``check_replicas``: a rule that takes whole
+prompt groups (``WholeGroups``, ROLL's ``RollReplayBuffer`` and ``RollGroupExpiry``) refuses a
+``batch_size`` that is not whole groups, naming its own ``samples_per_group``
+(``batching.samples_per_group`` here, and the file where one was loaded). It was refused by the
+rule mid-run, naming neither the policy's field nor the file."""
+
+
 POOL_DRAWS = ("whole", "stable")
 """How a set ``pool_size`` is drawn (:attr:`Scenario.pool_draw`)."""
 
@@ -169,6 +178,11 @@ class Scenario:
         if callable(check) and self.replicas is not None:  # none set: a compute run's cluster sets them
             with within("weight_update"):
                 check(self.replicas.n_replicas)
+        for role in _BATCH_CHECKED:  # a rule of whole groups: the batch must be whole groups
+            check = getattr(getattr(self, role), "check_batch_size", None)
+            if callable(check):
+                with within(role):
+                    check(self.pipeline.batch_size)
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
             raise UnreadStaleness(why)
 

@@ -190,14 +190,14 @@ def test_bad_fields_name_themselves(kw: dict[str, Any], name: str) -> None:
 
 
 def test_batch_size_must_be_whole_groups() -> None:
-    sc = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=30, steps=1), batching=WholeGroups(4))
-    check_refusal(lambda: pipesim.run(sc), FieldError, "batch_size")
+    pipe = pipesim.PipelineConfig(batch_size=30, steps=1)
+    grouped = lambda: pipesim.Scenario(pipeline=pipe, batching=WholeGroups(4))  # noqa: E731
+    check_refusal(grouped, FieldError, "batching.samples_per_group")
+    plain = pipesim.Scenario(pipeline=pipe)
     check_refusal(
-        lambda: run_compute(
-            sc.with_(batching=pipesim.OldestFinishedFirst()), Cluster(engine=SMALL, n_gpus=2), WL, groups=True
-        ),
+        lambda: run_compute(plain, Cluster(engine=SMALL, n_gpus=2), WL, groups=True),
         FieldError,
-        "batch_size",
+        "samples_per_group",
     )
     bad = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size=32, steps=1))
     check_refusal(

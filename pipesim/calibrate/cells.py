@@ -107,11 +107,12 @@ STEP_SOURCE = "step_source"
 
 def row_name(df: pd.DataFrame, i: int) -> str:
     """Row ``i`` of the log's cells as an error names it: ``step N`` where the row's step cell holds
-    a whole number, else its file line (a CSV's header is line 1; a JSON line's own line)."""
+    a step number (a whole number up to :data:`MAX_STEP`), else its file line (a CSV's header is
+    line 1; a JSON line's own line). A step cell of 1e308 named its row by a 309-digit number."""
     src = df.attrs.get(STEP_SOURCE, "step")
     if src in df.columns:
         v = pd.to_numeric(pd.Series([df[src].iloc[i]]), errors="coerce").iloc[0]
-        if pd.notna(v) and np.isfinite(float(v)) and float(v).is_integer():
+        if pd.notna(v) and abs(float(v)) <= MAX_STEP and float(v).is_integer():
             return f"step {int(v)}"
     return f"line {i + (1 if df.attrs.get(TYPED) else 2)}"
 

@@ -68,6 +68,44 @@ ACTIVATION_BYTES = 2
 another ``weight_dtype`` (weight-only quantization: :func:`gemm_time_s`)."""
 
 
+MIN_FLOPS_PER_S = 1e9
+"""The lowest ``bf16_flops_per_s`` a GPU may have for a run to time its kernels: a GFLOP/s, a
+desktop CPU core of the 1990s and 10**5 times below any accelerator in the catalog. A rate is
+refused below it, naming ``gpu.bf16_flops_per_s``: at 5e-324 the roofline divided by zero (a bare
+``ZeroDivisionError``), and anywhere near it a kernel took 1e300 s, a number that is no time."""
+
+MIN_BANDWIDTH_BYTES_PER_S = 1e6
+"""The lowest bandwidth (``hbm_bandwidth_bytes_per_s``, ``nvlink_bandwidth_bytes_per_s``,
+``network_bandwidth_bytes_per_s``) a GPU may have for a run to use it: a megabyte a second, below
+any memory or link of the last forty years. Below it the roofline's or a weight sync's division
+gave zero-division errors (5e-324) or seconds past any run's length; refused naming the field."""
+
+GPU_RATE_FLOORS = {
+    "bf16_flops_per_s": MIN_FLOPS_PER_S,
+    "hbm_bandwidth_bytes_per_s": MIN_BANDWIDTH_BYTES_PER_S,
+    "nvlink_bandwidth_bytes_per_s": MIN_BANDWIDTH_BYTES_PER_S,
+    "network_bandwidth_bytes_per_s": MIN_BANDWIDTH_BYTES_PER_S,
+}
+"""Each rate of a :class:`~pipesim.compute.gpus.GPUSpec` and its floor (:func:`check_gpu_rates`)."""
+
+
+def check_gpu_rates(
+    gpu: GPUSpec, names: tuple[str, ...] = tuple(GPU_RATE_FLOORS), prefix: str = "gpu"
+) -> None:
+    """:class:`FieldError` naming ``prefix.NAME`` for the first of the GPU's rates ``names`` below
+    its floor (:data:`GPU_RATE_FLOORS`). Asked where a rate is used (a run's kernel times, a weight
+    sync, a trainer), so a GPU with a link a run never crosses is still accepted."""
+    for name in names:
+        value = getattr(gpu, name)
+        floor = GPU_RATE_FLOORS[name]
+        if not value >= floor:
+            raise FieldError(
+                f"{prefix}.{name} ({shown(value)}) is below {floor:g}, the lowest rate pipesim times "
+                f"(GPUSpec {shown(gpu.name)}; pipesim.compute.roofline.GPU_RATE_FLOORS): a slip of units?",
+                f"{prefix}.{name}",
+            )
+
+
 MAX_FIXED_COST_S = 3600.0
 """The largest fixed cost per kernel, decode iteration or collective a configuration may give (an
 hour): beyond it a run's times overflow the clock's floats or the summary's sums, which is a typing
@@ -179,6 +217,10 @@ def kernel_time_s(
     """Seconds for one kernel doing ``flops`` FLOPs and moving ``bytes_moved`` HBM bytes."""
     if not flops >= 0 or not bytes_moved >= 0:  # NaN fails too
         raise refuse("flops", f"and bytes_moved must be >= 0, got {shown(flops)} and {shown(bytes_moved)}")
+    if not (
+        gpu.bf16_flops_per_s >= MIN_FLOPS_PER_S and gpu.hbm_bandwidth_bytes_per_s >= MIN_BANDWIDTH_BYTES_PER_S
+    ):
+        check_gpu_rates(gpu, ("bf16_flops_per_s", "hbm_bandwidth_bytes_per_s"))
     eff = efficiency or DEFAULT_EFFICIENCY
     t_compute = flops / (eff.flop_fraction * gpu.bf16_flops_per_s)
     t_memory = bytes_moved / (eff.bandwidth_fraction * gpu.hbm_bandwidth_bytes_per_s)

@@ -40,11 +40,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.compute.phases import GPUS_PER_NODE, expert_params, link_bytes_per_s
+from pipesim.compute.roofline import check_gpu_rates
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     from pipesim.compute.cost import EngineConfig
+    from pipesim.compute.gpus import GPUSpec
     from pipesim.compute.phases import FrameworkProfile
 
 DEFAULT_BUCKET_BYTES = 4096 * 2**20
@@ -100,23 +102,24 @@ class SyncModel:
         from a trainer of profile ``prof`` on ``trainer_gpus`` GPUs to the engines of a cluster of
         ``n_gpus`` GPUs."""
         gpu, eff = engine.gpu, self.efficiency
+        check_gpu_rates(gpu, ("hbm_bandwidth_bytes_per_s",))  # the load's; each link's as it is crossed
         w = engine.model.weight_bytes("bf16")
         g = trainer_gpus
         if prof.backend == "fsdp":
-            gather = w * (g - 1) / g / (link_bytes_per_s(gpu, g) * eff) if g > 1 else 0.0
+            gather = w * (g - 1) / g / (_link(gpu, g) * eff) if g > 1 else 0.0
         else:  # each part over the ranks that split it: the routed experts over tp x ep, the rest over tp
             w_e = w * expert_params(engine.model) / engine.model.n_params if prof.ep > 1 else 0.0
             gather = 0.0
             for part, k in ((w - w_e, prof.tp), (w_e, prof.tp * prof.ep)):
                 if k > 1:
-                    gather += part / prof.pp * (k - 1) / k / (link_bytes_per_s(gpu, k) * eff)
+                    gather += part / prof.pp * (k - 1) / k / (_link(gpu, k) * eff)
         buckets = math.ceil(w / self.bucket_bytes)
         if colocated:
             transfer = 0.0
         else:
             sources = prof.pp if self.sources is None else self.sources
             receive = w / engine.tp if self.per_shard else w
-            link = link_bytes_per_s(gpu, n_gpus)
+            link = _link(gpu, n_gpus)
             transfer = max(w / sources, receive) / (link * eff)
         load = engine.weight_bytes_per_gpu / (gpu.hbm_bandwidth_bytes_per_s * self.load_efficiency)
         return {
@@ -155,6 +158,15 @@ class SyncModel:
                 f"gpu.{which}",
             )
         return seconds
+
+
+def _link(gpu: GPUSpec, span: int) -> float:
+    """:func:`~pipesim.compute.phases.link_bytes_per_s`, its link's rate first checked against
+    :data:`~pipesim.compute.roofline.MIN_BANDWIDTH_BYTES_PER_S` (5e-324 halved to zero: a bare
+    ``ZeroDivisionError``), naming ``gpu.`` the link's field."""
+    which = "nvlink_bandwidth_bytes_per_s" if span <= GPUS_PER_NODE else "network_bandwidth_bytes_per_s"
+    check_gpu_rates(gpu, (which,))
+    return link_bytes_per_s(gpu, span)
 
 
 @functools.cache

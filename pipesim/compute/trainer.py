@@ -60,7 +60,8 @@ import numpy as np
 
 from pipesim.compute.gpus import GPUSpec
 from pipesim.compute.models import MAX_MODEL_DIM, ModelSpec
-from pipesim.compute.phases import PHASES, FrameworkProfile, phase_times_s
+from pipesim.compute.phases import GPUS_PER_NODE, PHASES, FrameworkProfile, phase_times_s
+from pipesim.compute.roofline import check_gpu_rates
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
 
@@ -71,6 +72,14 @@ if TYPE_CHECKING:
 DEFAULT_TRAINER_MFU = 0.4
 """The efficiency of the ``"ideal"`` profile (the one-MFU model): a round figure inside what
 FSDP/Megatron RL trainers report (30-45%), not a measurement."""
+
+MIN_EFFICIENCY = 1e-4
+"""The lowest share of peak a trainer may reach (``mfu``, a profile's ``fwd_bwd_efficiency`` and
+``fwd_efficiency``): a hundredth of a percent, 50 times below the half percent under which
+``pipesim calibrate`` calls a fitted efficiency implausible (``calibrate.checks.PLAUSIBLE``; a log in
+milliseconds read as seconds fitted 0.00046). Below it a step's seconds stop being a time: at
+``model.mfu = 1e-300`` a step took 1e300 s (a 300-digit ``timing_s/step``), at 1e-320 (a subnormal)
+it was infinite and the run stopped naming neither the field nor the file."""
 
 DEFAULT_PROFILE = "fsdp2-dense"
 """The framework profile of a :class:`TrainerConfig` given neither ``profile`` nor ``mfu``."""
@@ -143,6 +152,8 @@ class TrainerConfig:
         number = isinstance(mfu, int | float) and not isinstance(mfu, bool)
         if mfu is not None and (not number or not 0 < mfu <= 1):
             raise refuse("mfu", f"must be in (0, 1] or None, got {shown(mfu)}")
+        if mfu is not None and mfu < MIN_EFFICIENCY:
+            raise refuse("mfu", f"must be at least {MIN_EFFICIENCY:g} (MIN_EFFICIENCY), got {shown(mfu)}")
         for name in ("recompute_old_logp", "reference_model"):
             if not isinstance(getattr(self, name), bool):
                 raise refuse(name, f"must be a bool, got {shown(getattr(self, name))}")
@@ -176,6 +187,19 @@ class TrainerConfig:
         from pipesim.compute.profiles import check_layout
 
         prof = self.framework  # resolves the name (ValueError naming profile)
+        for name in ("fwd_bwd_efficiency", "fwd_efficiency"):  # a profile's own (mfu's are checked)
+            if getattr(prof, name) < MIN_EFFICIENCY:
+                raise refuse(
+                    f"profile.{name}",
+                    f"must be at least {MIN_EFFICIENCY:g} (MIN_EFFICIENCY), got {shown(getattr(prof, name))}",
+                )
+        # the phases divide by the GPU's FLOP/s, and by a link's rate where a collective crosses one
+        rates = ["bf16_flops_per_s"]
+        if self.n_gpus > 1:
+            rates.append("nvlink_bandwidth_bytes_per_s")
+        if self.n_gpus > GPUS_PER_NODE:
+            rates.append("network_bandwidth_bytes_per_s")
+        check_gpu_rates(self.gpu, tuple(rates))
         ranks = prof.tp * prof.pp * self.sequence_parallel
         if self.n_gpus % ranks:
             raise FieldError(

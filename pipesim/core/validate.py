@@ -152,11 +152,21 @@ def check_int(name: str, value: object, minimum: int, maximum: int | None = None
 def check_number(name: str, value: object, minimum: float, strict: bool = False, unit: str = "") -> None:
     """:class:`FieldError` for ``name`` unless ``value`` is a finite int or float (not a bool)
     ``>= minimum`` (``> minimum`` where ``strict``): the one number check of the configs.
-    ``unit`` follows "a finite number" in the message (" of seconds")."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ``unit`` follows "a finite number" in the message (" of seconds"). An int past a float's
+    range (``10**400``) is not finite as a float: it is refused, not an ``OverflowError``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and _finite(value)
     if not ok or value < minimum or (strict and value == minimum):  # type: ignore[operator]
         bound = f"{'>' if strict else '>='} {minimum}"
         raise refuse(name, f"must be a finite number{unit} {bound}{float_hint(value)}, got {shown(value)}")
+
+
+def _finite(value: int | float) -> bool:
+    """Whether ``value`` is a finite float or an int a float holds (``math.isfinite`` raises an
+    ``OverflowError`` for an int past 1.8e308)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def check_bool(name: str, value: object) -> None:

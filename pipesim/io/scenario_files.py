@@ -339,6 +339,8 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> Scenario:
     try:
         return Scenario(**kwargs)
     except (ValueError, TypeError) as exc:
+        if isinstance(exc, FieldError) and exc.field and str(exc).startswith(exc.field):
+            raise r.error("", str(exc), exc.field) from None  # it names its key first: once is enough
         where = _field_in(str(exc), list(fields))
         raise r.error(
             where, str(exc), exc.field if isinstance(exc, FieldError) and exc.field else where

@@ -40,6 +40,14 @@ MAX_TRACE_EVENTS = 1_000_000
 trace viewer opens (a verl-scale run has millions; the aggregate view of ``pipesim run --html``
 draws any run)."""
 US = 1_000_000.0
+MAX_TRACE_S = 2**53 / US
+"""The latest time (seconds, about 9.0e9: 285 years) an event of a trace may start or end: trace
+timestamps are microseconds, which a float holds exactly up to 2**53, and Perfetto reads them into
+int64 nanoseconds, which overflow at 9.2e9 s. An ``end_s`` of 1e300 was written as a 1e306 us
+event without a word."""
+MAX_EVENT_SLOT = 2**24
+"""The most slots (and replicas) one run holds (:data:`pipesim.core.errors.MAX_SLOTS`): a
+``slot`` or ``replica`` of an events table is -1 (a step or a sync) or in ``[0, 2**24)``."""
 
 
 def _meta(pid: int, name: str, tid: int | None = None) -> dict[str, Any]:
@@ -147,15 +155,32 @@ def _check_events(events: pd.DataFrame) -> None:
         raise FieldError(
             f"row {row} of the events has kind = {shown(kind)}: need one of {EVENT_KINDS}", f"kind[{row}]"
         )
-    for col in ("version", "episode_id"):
+    # each column's integers and their range: a version counts from 0, a step's or sync's episode,
+    # slot and replica are -1; slot and replica (not drawn, but part of the table) only where given
+    ranges = {"version": (0, 2**53), "episode_id": (-1, 2**53), "slot": (-1, MAX_EVENT_SLOT)}
+    ranges["replica"] = ranges["slot"]
+    for col, (lo, hi) in ranges.items():
+        if col not in events.columns:
+            continue
         values = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
-        ok = np.isfinite(values) & (values == np.round(values)) & (np.abs(values) < 2**53)
+        ok = np.isfinite(values) & (values == np.round(values)) & (values >= lo) & (values < hi)
         bad = np.nonzero(~ok)[0]
         if len(bad):
             row = int(bad[0])
             value = str(events[col].iloc[row])
             raise FieldError(
-                f"row {row} of the events has {col} = {shown(value)}: need an integer", f"{col}[{row}]"
+                f"row {row} of the events has {col} = {shown(value)}: need an integer in [{lo}, {hi:,})",
+                f"{col}[{row}]",
+            )
+    if "complete" in events.columns and events["complete"].dtype != np.bool_:
+        flags = events["complete"].map(lambda v: isinstance(v, bool | np.bool_) or v in ("True", "False"))
+        bad = np.nonzero(~flags.to_numpy(dtype=bool))[0]
+        if len(bad):
+            row = int(bad[0])
+            raise FieldError(
+                f"row {row} of the events has complete = {shown(events['complete'].iloc[row])}: "
+                "need True or False",
+                f"complete[{row}]",
             )
     gen = events["kind"].isin(("gen", "pause")).to_numpy()  # their lane is their track's name
     named = events["lane"].map(lambda lane: isinstance(lane, str) and lane != "").to_numpy(dtype=bool)
@@ -182,6 +207,14 @@ def _check_events(events: pd.DataFrame) -> None:
         raise FieldError(
             f"row {row} of the events starts before the run (start_s {start[row]}; a run starts at 0)",
             f"start_s[{row}]",
+        )
+    bad = np.nonzero(end > MAX_TRACE_S)[0]  # end >= start here: the end is the later one
+    if len(bad):
+        row = int(bad[0])
+        raise FieldError(
+            f"row {row} of the events ends at end_s {end[row]:g}, past the {MAX_TRACE_S:.3g} s a trace's "
+            "microsecond timestamps hold (285 years: seconds in another unit?)",
+            f"end_s[{row}]",
         )
 
 

@@ -1,5 +1,11 @@
 """Shared bookkeeping of the real systems' policies: argument checks and a per-run group book.
 
+:func:`check_whole_groups` is the one check that a batch is whole prompt groups. Every batch rule
+that takes whole groups has a ``check_batch_size(batch_size)`` calling it, which
+:class:`pipesim.config.Scenario` calls at construction (as it calls ``check_replicas``), so a
+scenario file or a ``Scenario(...)`` whose ``batch_size`` is no multiple of the group is refused
+when it is built, naming ``batching.samples_per_group`` (and the file), not by the rule mid-run.
+
 :class:`GroupBook` (one per pipeline, kept beside the run in a weak dictionary, never in the frozen
 policy object) tracks which prompt groups are complete in the buffer, for the presets whose queue
 or expiry works on whole groups (:mod:`pipesim.policies.verl`, :mod:`pipesim.policies.systems`).
@@ -58,12 +64,27 @@ class GroupBook:
         return out
 
 
+def check_whole_groups(batch_size: int, n: int) -> None:
+    """:class:`FieldError` naming ``samples_per_group`` (``n``) unless ``batch_size`` is a whole
+    number of groups of ``n``: such a rule takes whole groups, so no batch of ``batch_size`` could
+    form. The message names the batch too, since either may be the one to change."""
+    if batch_size % n:
+        raise FieldError(
+            f"samples_per_group ({n}): batch_size ({batch_size:,} samples) must be a whole number of "
+            f"groups of {n} (the trainer takes whole groups): give a samples_per_group that divides "
+            f"batch_size, or a batch_size that is a multiple of {n}",
+            "samples_per_group",
+        )
+
+
 _BOOKS: WeakKeyDictionary[PipelineView, GroupBook] = WeakKeyDictionary()
 """Each run's group book, made fresh for the run, by its pipeline (it goes when the pipeline goes)."""
 
 
 def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
-    """The run's group book (created at the first call; keyed by the pipeline, not the policy)."""
+    """The run's group book (created at the first call; keyed by the pipeline, not the policy).
+    A scenario refuses a batch that is not whole groups when it is built (the rules'
+    ``check_batch_size``); this is the guard for a pipeline built some other way."""
     book = _BOOKS.get(p)
     if book is None:
         if batch_size % n:
@@ -89,6 +110,10 @@ class RatioGroups:
     def __post_init__(self) -> None:
         check_int("ratio", self.ratio, self.MIN_RATIO)
         check_int("samples_per_group", self.samples_per_group, 1)
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """:func:`check_whole_groups` (the scenario asks at construction)."""
+        check_whole_groups(batch_size, self.samples_per_group)
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:
         return self.ratio

@@ -74,7 +74,8 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 from pipesim.core.errors import PipelineError, shown
-from pipesim.core.validate import FieldError, refuse
+from pipesim.core.validate import refuse
+from pipesim.policies.bookkeeping import check_whole_groups
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -272,13 +273,10 @@ class WholeGroups:
             raise refuse("requeue", "needs drop_stale=True (only stale samples are requeued)")
 
     def check_batch_size(self, batch_size: int) -> None:
-        """``ValueError`` naming ``batch_size`` unless it is a whole number of groups."""
-        if batch_size % self.samples_per_group:
-            raise FieldError(
-                f"batch_size ({batch_size} samples) must be a multiple of samples_per_group "
-                f"({self.samples_per_group}): a batch is whole groups",
-                "batch_size",
-            )
+        """``FieldError`` naming ``samples_per_group`` unless ``batch_size`` is a whole number of
+        groups (:func:`~pipesim.policies.bookkeeping.check_whole_groups`): the scenario asks at
+        construction, a compute run of ``groups=`` before it starts."""
+        check_whole_groups(batch_size, self.samples_per_group)
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:
         """With ``drop_stale``, no trained sample is older than eta."""

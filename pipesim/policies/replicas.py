@@ -21,6 +21,7 @@ when the slowest replica is done. Routing costs O(n_replicas) per admitted episo
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -73,6 +74,18 @@ class LeastLoaded:
         return best
 
 
+def check_routing(name: str, value: object) -> None:
+    """:class:`FieldError` for ``name`` unless ``value`` is a routing rule instance: an object with
+    a ``choose`` method that is neither a class, nor a number or string, nor a numpy value. The
+    runtime-checkable :class:`Routing` protocol only asks for a ``choose`` attribute, which every
+    numpy scalar and array has (``ndarray.choose``): ``Replicas(2, routing=np.int64(3))`` passed
+    and then failed inside numpy at the run's first admission."""
+    plain = isinstance(value, type | numbers.Number | str | bytes)  # a class, a number, a word
+    numpy_value = type(value).__module__.split(".")[0] == "numpy"
+    if plain or numpy_value or not isinstance(value, Routing):
+        raise refuse(name, f"must be a routing rule instance (with choose), got {shown(value)}")
+
+
 @runtime_checkable
 class FreshRouting(Protocol):
     """A routing rule with per-run state: each run gets :meth:`fresh`'s copy."""
@@ -106,8 +119,8 @@ class GroupAffinity:
         check_int("group_size", self.group_size, 1)
         if self.fallback is None:  # None still means the default, as before
             object.__setattr__(self, "fallback", LeastLoaded())
-        elif not isinstance(self.fallback, Routing):
-            raise refuse("fallback", f"must have a choose(engines) method, got {shown(self.fallback)}")
+        else:
+            check_routing("fallback", self.fallback)
 
     def __hash__(self) -> int:
         return hash((GroupAffinity, self.group_size))
@@ -154,10 +167,7 @@ class Replicas:
     def __post_init__(self) -> None:
         if isinstance(self.n_replicas, bool) or not isinstance(self.n_replicas, int) or self.n_replicas < 1:
             raise refuse("n_replicas", f"must be an integer >= 1, got {shown(self.n_replicas)}")
-        if isinstance(self.routing, type) or not isinstance(self.routing, Routing):
-            raise refuse(
-                "routing", f"must be a routing rule instance (with choose), got {shown(self.routing)}"
-            )
+        check_routing("routing", self.routing)
 
     def slots_per_replica(self, n_slots: int) -> list[int]:
         if n_slots < self.n_replicas:

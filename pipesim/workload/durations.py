@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from pipesim.core.errors import check_int, check_number, check_tail, shown
 from pipesim.core.readfile import LOG_MAX_BYTES, read_text
-from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, refuse
+from pipesim.core.validate import TAIL_SIGMAS, FieldError, FieldTypeError, check_bool, refuse
 from pipesim.workload.chapter_torch import CHAPTER_SEEDS as CHAPTER_SEEDS  # re-exported
 from pipesim.workload.chapter_torch import _torch, chapter_generator
 from pipesim.workload.chapter_torch import check_chapter_seed as check_chapter_seed  # re-exported
@@ -140,6 +140,12 @@ class AgentDurations:
     ``mean_turns`` is the mean of the geometric turn count *before* the ``max_turns`` cap, so it may
     exceed ``max_turns`` (the episodes then pile up at the cap; with ``max_turns=1`` every episode
     is one turn): ``pipesim fit`` relies on it for a trace whose episodes mostly run to the cap.
+
+    The numbers may be ints or floats, kept as given (a file writes back what it read); the draws
+    read each as its float (:meth:`sample_turns`), and construction refuses one a float cannot hold
+    (``10**400``). An int past 2**63 (``tool_median_s = 100000000000000000000`` in a file) was
+    accepted and then stopped the chapter's torch draws with ``OverflowError: int too big to
+    convert``.
     """
 
     mean_turns: float = 8
@@ -158,6 +164,8 @@ class AgentDurations:
             raise refuse("tokens_per_turn", f"must be a pair of numbers (lo, hi), got {shown(pair)}")
         for i, x in enumerate(pair):
             check_number(f"tokens_per_turn[{i}]", x, 0.0)
+        if type(pair) is not tuple:  # a list kept made the scenario unhashable
+            object.__setattr__(self, "tokens_per_turn", tuple(pair))
         lo, hi = pair
         if not lo <= hi:
             raise refuse(
@@ -209,18 +217,22 @@ class AgentDurations:
         """Per-turn decode and tool seconds -> ([n, max_turns], [n, max_turns]), zero past the last turn.
 
         Exposed so that co-simulation can charge a real episode per turn with the same model.
+        The fields are read as floats (an int past 2**63 is no torch scalar; construction has
+        refused one no float holds); for the ints a float holds exactly, as every default, the
+        draws are the same numbers.
         """
         _check_count(n)
-        lo, hi = self.tokens_per_turn
+        lo, hi = float(self.tokens_per_turn[0]), float(self.tokens_per_turn[1])
+        rate, median, sigma = float(self.decode_rate_tok_s), float(self.tool_median_s), float(self.tool_sigma)
         log_q = math.log(1 - 1 / self.mean_turns)
         if isinstance(generator, np.random.Generator):
             u = generator.random(n)  # [n]
             turns = np.clip(np.ceil(np.log1p(-u) / log_q), 1, self.max_turns)  # [n]
             tokens = lo + (hi - lo) * generator.random((n, self.max_turns))  # [n, max_turns]
             z = generator.standard_normal((n, self.max_turns))  # [n, max_turns]
-            tool_np = self.tool_median_s * np.exp(self.tool_sigma * z)
+            tool_np = median * np.exp(sigma * z)
             used_np = np.arange(self.max_turns) < turns[:, None]  # [n, max_turns]
-            return tokens / self.decode_rate_tok_s * used_np, tool_np * used_np
+            return tokens / rate * used_np, tool_np * used_np
         torch = _torch("AgentDurations with the chapter's generator (a torch.Generator)")
         if not isinstance(generator, torch.Generator):
             raise FieldTypeError(
@@ -232,9 +244,9 @@ class AgentDurations:
         ut = torch.rand(n, generator=generator)  # [n]
         turns_t = (torch.log1p(-ut) / log_q).ceil().clamp(1, self.max_turns)  # [n]
         tokens_t = lo + (hi - lo) * torch.rand(n, self.max_turns, generator=generator)  # [n, max_turns]
-        decode_t = tokens_t / self.decode_rate_tok_s
-        tool_t = self.tool_median_s * torch.exp(
-            self.tool_sigma * torch.randn(n, self.max_turns, generator=generator)
+        decode_t = tokens_t / rate
+        tool_t = median * torch.exp(
+            sigma * torch.randn(n, self.max_turns, generator=generator)
         )  # [n, max_turns]
         used_t = torch.arange(self.max_turns) < turns_t[:, None]  # [n, max_turns]
         return decode_t * used_t, tool_t * used_t
@@ -272,8 +284,7 @@ class LogNormalDurations:
 
     def __post_init__(self) -> None:
         check_number("median_s", self.median_s, 0, strict=True)
-        if not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise refuse("sigma", f"must be finite and >= 0, got {shown(self.sigma)}")
+        check_number("sigma", self.sigma, 0.0)  # a str, None, bool or Fraction: refused as median_s's
         check_tail(("median_s", "sigma"), self.median_s, self.sigma)
 
     def sample(self, n: int, generator: np.random.Generator) -> Array:
@@ -294,6 +305,7 @@ class TraceDurations:
     cycle: bool = False
 
     def __post_init__(self) -> None:
+        check_bool("cycle", self.cycle)  # "no" was kept and read as true
         data = as_durations(self.values, "values")  # one-dimensional real seconds: no bool, no grid
         if len(data) == 0:
             raise refuse("values", "must hold at least one duration")
