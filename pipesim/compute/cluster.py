@@ -78,7 +78,7 @@ from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.missing import refuse_missing
-from pipesim.policies.replicas import LeastLoaded, Replicas, Routing
+from pipesim.policies.replicas import LeastLoaded, Replicas, Routing, check_routing
 from pipesim.results.run import RunResult
 
 
@@ -266,8 +266,8 @@ def run_compute(
                 "switch_time_s",
                 "applies to a colocated cluster only (trainer_gpus=0); this one is disaggregated",
             )
-    if routing is not None and not isinstance(routing, Routing):
-        raise refuse("routing", f"must have a choose(engines) method, got {shown(routing)}")
+    if routing is not None:  # refused here even where one replica never routes (a numpy value has .choose)
+        check_routing("routing", routing)
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s)
     batching = _group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas

@@ -57,14 +57,24 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from pipesim.compute.engine_config import KV_POLICIES as KV_POLICIES  # re-exported
 from pipesim.compute.engine_config import TOOL_KV as TOOL_KV  # re-exported
 from pipesim.compute.engine_config import EngineConfig
 from pipesim.compute.knobs import allreduce_latency_s, chunked_prefill_s, eager_s
 from pipesim.compute.models import dtype_bytes
-from pipesim.compute.phases import link_bytes_per_s
-from pipesim.compute.roofline import decode_attention_efficiency, gemm_time_s, kernel_time_s, linear_time_s
+from pipesim.compute.phases import GPUS_PER_NODE, link_bytes_per_s
+from pipesim.compute.roofline import (
+    check_gpu_rates,
+    decode_attention_efficiency,
+    gemm_time_s,
+    kernel_time_s,
+    linear_time_s,
+)
+
+if TYPE_CHECKING:
+    from pipesim.compute.gpus import GPUSpec
 
 SHARED_TABLE_CONFIGS = 8
 """Engine configurations whose per-batch-size tables (``A(b)``, the linear layers by token count,
@@ -93,6 +103,16 @@ def _shared_tables(config: EngineConfig) -> tuple[list[float], dict[int, float],
         else:
             _TABLES.move_to_end(key)
     return tables
+
+
+def _link(gpu: GPUSpec, span: int) -> float:
+    """:func:`~pipesim.compute.phases.link_bytes_per_s` for a collective over ``span`` > 1 GPUs, its
+    link's rate first checked (:func:`~pipesim.compute.roofline.check_gpu_rates`, naming
+    ``gpu.nvlink_bandwidth_bytes_per_s``, or the network's past a node): at 5e-324 the all-reduce
+    divided by zero, a bare ``ZeroDivisionError``."""
+    which = "nvlink_bandwidth_bytes_per_s" if span <= GPUS_PER_NODE else "network_bandwidth_bytes_per_s"
+    check_gpu_rates(gpu, (which,))
+    return link_bytes_per_s(gpu, span)
 
 
 class ReplicaCost:
@@ -127,9 +147,12 @@ class ReplicaCost:
         self._a, self._lin, self._lm = _shared_tables(c)
         # the link a collective crosses: NVLink within a node, the per-GPU network past one
         # (a tp or ep group wider than GPUS_PER_NODE spans nodes; phases.link_bytes_per_s)
-        self._ring = 2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / link_bytes_per_s(g, c.tp)
+        # (a single GPU crosses none: its rate is never read, as at a trainer of one GPU)
+        self._ring = 2.0 * (c.tp - 1) / c.tp * 2 * m.hidden_size / _link(g, c.tp) if c.tp > 1 else 0.0
         ep = c.ep  # all-to-all: seconds per token of one direction (dispatch or combine) per GPU
-        self._a2a = m.n_active_experts * (ep - 1) / ep**2 * 2 * m.hidden_size / link_bytes_per_s(g, ep)
+        self._a2a = (
+            m.n_active_experts * (ep - 1) / ep**2 * 2 * m.hidden_size / _link(g, ep) if ep > 1 else 0.0
+        )
         self._vocab = -(-m.vocab_size // c.tp)
         self._wb = wb = dtype_bytes(c.weight_dtype, "weight_dtype")  # bytes per weight element read
         # the compute_bound flag's roofline terms (not the iteration time, which sums the layers'

@@ -218,6 +218,11 @@ def check_design(
     try:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
     except ValueError as e:
+        inner = getattr(e, "field", "")
+        if (key := _TRAINER_KEYS.get(inner.split(".")[0])) is not None:  # a value, not the placement
+            text = str(e)
+            text = key + text[len(inner) :] if text.startswith(inner) else f"{key}: {text}"
+            raise PlanError(text, key) from None
         key = f"{table}.placement" if d.trainer_gpus else "cluster.n_gpus"
         raise PlanError(f"{key}: {str(e).removeprefix('n_gpus: ')}", key) from None
     try:  # the design's own trainer: model.framework's profile on this model and these GPUs
@@ -230,6 +235,18 @@ def check_design(
             key = f"{table}.placement" if d.trainer_gpus else "cluster.n_gpus"
             raise PlanError(f"{key}: {text.removeprefix('n_gpus: ')}", key) from None
         # another field: the run reports it, as it did before this check
+
+
+_TRAINER_KEYS = {
+    "mfu": "model.mfu",
+    "model": "model.name",
+    "gpu": "cluster.gpu",
+    "profile": "model.framework",
+    "sequence_parallel": "model.sequence_parallel",
+}
+"""A :class:`~pipesim.compute.TrainerConfig` field (its first part: ``gpu.bf16_flops_per_s``) ->
+the run spec's key that sets it. The trainer's other refusal, ``n_gpus``, is the design's placement
+(or the cluster's size, colocated); ``mfu = 1e-320`` was once reported as ``design.placement``."""
 
 
 _CONTEXT_KEYS = {

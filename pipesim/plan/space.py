@@ -18,6 +18,7 @@ from pipesim.compute.balance import BALANCES
 from pipesim.compute.models import DTYPE_BYTES
 from pipesim.compute.phases import FrameworkProfile
 from pipesim.compute.profiles import check_layout
+from pipesim.compute.trainer import MIN_EFFICIENCY
 from pipesim.core.errors import MAX_DURATION_POOL, MAX_POOL_TASKS, MAX_SLOTS, FieldError, shown
 from pipesim.plan.checks import (
     MAX_BUDGET,
@@ -238,8 +239,10 @@ class PlanSpec:
             integer("model.max_model_len", self.max_model_len, 1, MAX_TOKENS)
         # the engine's own bound (EngineConfig): each sequence is a Python object
         integer("model.max_num_seqs", self.max_num_seqs, 1, MAX_SLOTS)
-        for name in ("gpu_memory_utilization", "mfu"):
-            number(f"model.{name}", getattr(self, name), hi=1, above=0, what=" in (0, 1]")
+        number("model.gpu_memory_utilization", self.gpu_memory_utilization, hi=1, above=0, what=" in (0, 1]")
+        # below the trainer's floor a step's seconds are no time: refused here as the key, not
+        # later as "cannot be trained on the whole cluster" (TrainerConfig's MIN_EFFICIENCY)
+        number("model.mfu", self.mfu, MIN_EFFICIENCY, 1)
         if not isinstance(self.share_group_prefix, bool):
             raise PlanError(
                 f"model.share_group_prefix must be true or false, got {shown(self.share_group_prefix)}",

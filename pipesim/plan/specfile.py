@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec
+from pipesim.compute.trainer import MIN_EFFICIENCY
 from pipesim.core.errors import shown
 from pipesim.core.validate import key_shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, number
@@ -265,9 +266,16 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     for k in ("max_model_len", "max_num_seqs"):
         if k in mo:
             extra[k] = mo.integer(k)
-    for k in ("gpu_memory_utilization", "mfu"):
-        if k in mo:  # checked here too: a framework's profile takes the mfu before PlanSpec sees it
-            extra[k] = number(mo.name(k), mo.raw(k), hi=1, above=0, what=" in (0, 1]")
+    if "gpu_memory_utilization" in mo:
+        extra["gpu_memory_utilization"] = number(
+            mo.name("gpu_memory_utilization"),
+            mo.raw("gpu_memory_utilization"),
+            hi=1,
+            above=0,
+            what=" in (0, 1]",
+        )
+    if "mfu" in mo:  # checked here too: a framework's profile takes the mfu before PlanSpec sees it
+        extra["mfu"] = number(mo.name("mfu"), mo.raw("mfu"), MIN_EFFICIENCY, 1)
     if "share_group_prefix" in mo:
         extra["share_group_prefix"] = mo.flag("share_group_prefix")
     if "framework" in mo:  # a named profile; an mfu given too replaces its efficiencies

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.validate import FieldError
-from pipesim.policies.bookkeeping import check_int, check_number, group_book
+from pipesim.policies.bookkeeping import check_int, check_number, check_whole_groups, group_book
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -222,6 +222,19 @@ class VerlMessageQueue:
         check_number("staleness_threshold", self.staleness_threshold, 0.0)
         check_int("trigger_parameter_sync_step", self.trigger_parameter_sync_step, 1)
         check_int("samples_per_group", self.samples_per_group, 1)
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """``FieldError`` naming ``samples_per_group`` unless ``batch_size`` is whole groups
+        (:func:`~pipesim.policies.bookkeeping.check_whole_groups`: the trainer takes B / n queue
+        items), or ``max_queue_size`` where a set queue cannot hold one batch. The scenario asks at
+        construction; both were refused mid-run, at the first batch, naming ``batch_size``."""
+        check_whole_groups(batch_size, self.samples_per_group)
+        if self.capacity(batch_size) < batch_size:
+            raise FieldError(
+                f"max_queue_size ({self.max_queue_size:,}) < batch_size ({batch_size:,}): the queue "
+                "cannot hold one batch, so none can form",
+                "max_queue_size",
+            )
 
     def group_capacity(self, batch_size: int) -> int:
         """The queue's size in groups (``samples_per_group`` > 1)."""
