@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.episode import Episode
 from pipesim.core.validate import FieldError
 from pipesim.policies import catalog
-from pipesim.policies.groups import WholeGroups
+from pipesim.policies.groups import WholeGroups, filter_stream
 from pipesim.testing import check_invariants
 from tests.test_refusals_core import check_refusal
 
@@ -54,6 +55,7 @@ class View:
     syncing: bool = False
     replicas: tuple[Any, ...] = ()
     requeued: list[tuple[int, int]] = field(default_factory=list)
+    scenario: Any = field(default_factory=lambda: SimpleNamespace(seed=0))  # the filter reads its seed
 
     def requeue(self, tasks: Any, first: bool = False) -> None:
         self.requeued.extend(tasks)
@@ -159,11 +161,11 @@ def test_incomplete_groups_are_abandoned_when_nothing_in_flight_can_complete_the
 
 def test_rejected_groups_are_the_seeded_draws_and_never_trained() -> None:
     policy = WholeGroups(2, filter_rate=0.4, seed=7)
-    rejected = policy.rejected(5000)
-    draws = np.random.default_rng(7).random(5000) < 0.4
+    rejected = policy.rejected(5000, run_seed=3)
+    draws = filter_stream(3, 7).random(5000) < 0.4
     assert np.array_equal(rejected, draws)
     assert 0.35 < rejected.mean() < 0.45
-    r = Run(policy, batch_size=2)
+    r = Run(policy, batch_size=2, scenario=SimpleNamespace(seed=3))
     for g in range(5000):
         r.finish(2 * g)
         r.finish(2 * g + 1)
@@ -332,7 +334,7 @@ def test_ledger_closes_with_groups_and_filtering(
     assert s["groups_trained"] == 4 * 32 / 4
     trained = Counter((e.trained_step, e.task_id // 4) for e in eps if e.status == pipesim.TRAINED)
     assert set(trained.values()) == {4}
-    rejected = set(np.flatnonzero(policy.rejected(10_000)))
+    rejected = set(np.flatnonzero(policy.rejected(10_000, run.result.scenario.seed)))
     filtered_groups = {e.task_id // 4 for e in eps if e.id in run.groups.filtered_ids}  # type: ignore[union-attr]
     assert filtered_groups <= rejected and not {g for _, g in trained} & rejected
     assert s["groups_filtered"] == len(filtered_groups)

@@ -5,12 +5,14 @@ that misses the log's held-out steps (:mod:`pipesim.calibrate.result`, the held-
 written with the warning in its ``not_identified`` list, and the warning is printed (on stdout
 with the results, and on stderr). On a
 terminal, one status line on stderr says which part and which simulation is running (a
-1,000-step log takes about 20 s; ``--quiet`` hides it)."""
+1,000-step log takes about 20 s; ``--quiet`` hides it). The written spec records the log
+(``[calibration] log``) relative to its own folder, as its other paths (:func:`recorded_log`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -65,7 +67,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     fmt = "toml" if Path(args.out).suffix.lower() == ".toml" else "yaml"
     from pipesim.plan.runspec_export import relocated
 
-    write_text_atomic(args.out, dumps(relocated(data, rs.base, args.out), fmt))  # its paths still resolve
+    data = relocated(data, rs.base, args.out)  # its paths still resolve
+    data["calibration"]["log"] = recorded_log(args.log, args.out)
+    write_text_atomic(args.out, dumps(data, fmt))
     print(
         f"wrote {args.out} (run it: pipesim run {args.out}; plan with it: pipesim plan {args.out})", file=out
     )
@@ -79,7 +83,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 return [plain(x) for x in v]
             return json_number(v) if isinstance(v, float) else v
 
-        text = json.dumps(plain(data["calibration"]), indent=1, allow_nan=False)
+        table = {**data["calibration"], "log": recorded_log(args.log, "." if args.json == "-" else args.json)}
+        text = json.dumps(plain(table), indent=1, allow_nan=False)
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:
@@ -88,6 +93,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for w in [] if said else cal.misses:  # written, and said: the spec misses its held-out steps
         print(f"pipesim: warning: {args.out}: {w}", file=sys.stderr)
     return 0
+
+
+def recorded_log(log: str, written: str) -> str:
+    """The log's path as the file ``written`` records it (``[calibration] log``): relative to that
+    file's folder, as a run spec's own paths are (:func:`pipesim.plan.runspec_export.relocated`),
+    absolute where no relative path exists (another drive). ``log`` is as given, from the working
+    folder; ``written`` ``"."`` (stdout) keeps it relative to the working folder."""
+    target = os.path.abspath(log)
+    try:
+        return Path(os.path.relpath(target, os.path.abspath(Path(written).parent))).as_posix()
+    except ValueError:  # another drive (Windows): no relative path
+        return target
 
 
 class _StatusLine:

@@ -80,6 +80,8 @@ from pipesim.policies.groups import WholeGroups
 from pipesim.policies.missing import refuse_missing
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing, check_routing
 from pipesim.results.run import RunResult
+from pipesim.workload.chapter_torch import CHAPTER_SEEDS
+from pipesim.workload.durations import AgentDurations
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,6 +281,10 @@ def run_compute(
     )
     if batching is not None:
         changes["batching"] = batching
+    if seed != scenario.seed:  # the run's seed is what its policies read (WholeGroups' filter stream)
+        changes["seed"] = seed
+        if seed >= CHAPTER_SEEDS:  # the placeholder durations (never drawn here) take any seed
+            changes["durations"] = AgentDurations(draws="numpy")
     scenario = scenario.with_(**changes)
     source = TokenSource(workload, np.random.default_rng(seed), context_tokens=eng.context_len)
     tcfg.check_longest_sample(workload.max_sequence_tokens, "trainer.")  # after the context's check

@@ -29,7 +29,10 @@ How the older knobs fold into the profile:
   ``"submission"``, in the order their prompts were sent (a synchronous trainer's batch, which
   verl's colocated ``generate_sequences`` returns in prompt order, a prompt's samples adjacent), or
   ``"shuffled"``, in a random order drawn per step from ``numpy.random.default_rng((shuffle_seed,
-  step))`` (realhf, AReaL v0.3, shuffles each rank's share before splitting it into mini-batches).
+  step, run_seed))`` (realhf, AReaL v0.3, shuffles each rank's share before splitting it into
+  mini-batches). ``run_seed`` is :class:`ComputeTrainer`'s (default 0, the stream of before: numpy
+  pads the entropy with zeros). ``run_compute`` does not pass the run's seed to it, so a compute
+  run deals one order at every run seed: vary ``shuffle_seed`` with the seed to vary it.
 
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
@@ -359,13 +362,17 @@ class ComputeTrainer:
     while the trainer trains. ``log`` holds ``(step, tokens, seconds)`` per step, ``seconds``
     being the training compute alone (the kernel's ``train_log`` spans compute and switch), and
     ``phase_log`` holds ``(step, tokens, {phase: seconds})`` (:data:`PHASES`, summing to ``seconds``).
+    ``run_seed`` joins ``shuffle_seed`` in a ``"shuffled"`` batch's order (module docstring).
     """
 
-    def __init__(self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0) -> None:
+    def __init__(
+        self, config: TrainerConfig, source: TokenSource, switch_s: float = 0.0, *, run_seed: int = 0
+    ) -> None:
         if not isinstance(config, TrainerConfig):
             raise refuse("config", f"must be a TrainerConfig, got {shown(config)}")
         check_number("switch_s", switch_s, 0)
-        self.config, self.source = config, source
+        check_int("run_seed", run_seed, 0)
+        self.config, self.source, self.run_seed = config, source, run_seed
         self.switch_s = float(switch_s)
         self.log: list[tuple[int, float, float]] = []
         self.phase_log: list[tuple[int, float, dict[str, float]]] = []
@@ -389,7 +396,7 @@ class ComputeTrainer:
             order = config.batch_order
             ordered = sorted(batch, key=_episode_id) if order != "arrival" else batch
             if order == "shuffled":  # a permutation per step from a seeded generator (the step's own)
-                perm = np.random.default_rng((config.shuffle_seed, step)).permutation(n)
+                perm = np.random.default_rng((config.shuffle_seed, step, self.run_seed)).permutation(n)
                 ordered = [ordered[i] for i in perm]
             per_sample = self.source.sample_tokens(ordered)
             # the batch's tokens from the same counts (integers: the sum is exact in any order),

@@ -20,8 +20,14 @@ Rules, in the order a request sees them:
    :class:`~pipesim.core.errors.PipelineError`.
 2. **Dynamic filtering.** When a group completes it is rejected with probability
    ``filter_rate``, a decision drawn once per group: the ``g``-th uniform of
-   ``numpy.random.default_rng(seed)`` (so the same seed rejects the same groups whatever the
-   timing; :meth:`WholeGroups.rejected` lists them). A rejected group costs its generation but
+   ``numpy.random.default_rng([run_seed, seed, FILTER_SEED_SALT])`` (:func:`filter_stream`), the
+   run's seed (``Scenario.seed``) beside the policy's. So a run's seed varies which groups are
+   rejected (``pipesim sweep --seeds N`` measures the filter's variance too), while within one
+   seed the decision does not depend on timing: two designs run at one seed reject the same
+   groups (common random numbers). :meth:`WholeGroups.rejected` lists them for a run seed. The
+   salt keeps the stream apart from the run's other draws (the duration pool's
+   ``default_rng(seed)``, a compute run's token lengths, the failure stream's
+   ``[seed, FAILURE_SEED_SALT]``). A rejected group costs its generation but
    no trainer place: its samples are discarded (the token ledger counts them as
    ``discarded_filtered``). It stands for DAPO's dynamic sampling -- verl
    ``recipe/dapo/dapo_ray_trainer.py``, ``RayDAPOTrainer.fit``, keeps only prompts whose reward
@@ -73,8 +79,8 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from pipesim.core.errors import PipelineError, shown
-from pipesim.core.validate import refuse
+from pipesim.core.errors import MAX_SEED, PipelineError, shown
+from pipesim.core.validate import check_int, refuse
 from pipesim.policies.bookkeeping import check_whole_groups
 
 if TYPE_CHECKING:
@@ -83,6 +89,18 @@ if TYPE_CHECKING:
     from pipesim.core.roles import RunSpec
 
 _DRAW_BLOCK = 4096
+
+FILTER_SEED_SALT = 0xF117
+"""Mixed into the filter's seed (:func:`filter_stream`) so that its uniforms are not the ones the
+run's duration pool or token lengths draw from ``default_rng(seed)`` (``[s, 0]`` seeds as ``s``
+does), nor the failure stream's (``[seed, FAILURE_SEED_SALT]``)."""
+
+
+def filter_stream(run_seed: int, policy_seed: int) -> np.random.Generator:
+    """The generator of a run's filter decisions: group ``g`` is decided by its ``g``-th uniform.
+    Seeded by the run's seed (``Scenario.seed``) and the policy's ``seed``, and by nothing that
+    depends on timing."""
+    return np.random.default_rng([run_seed, policy_seed, FILTER_SEED_SALT])
 
 
 @dataclass
@@ -118,12 +136,12 @@ class _State:
         self.requeue: list[tuple[int, int]] = []
         self.checked_version = p.version
         self.uniforms = np.empty(0)
-        self.rng = np.random.default_rng(policy.seed)
+        self.rng = filter_stream(p.scenario.seed, policy.seed) if policy.filter_rate > 0.0 else None
         self.stats = GroupStats()
 
     def rejects(self, g: int) -> bool:
         rate = self.policy.filter_rate
-        if rate <= 0.0:
+        if self.rng is None:
             return False
         while g >= len(self.uniforms):
             self.uniforms = np.concatenate([self.uniforms, self.rng.random(_DRAW_BLOCK)])
@@ -247,7 +265,8 @@ class WholeGroups:
     """Batches of whole prompt groups of ``samples_per_group``; optionally filtered and stale-dropped.
 
     See the module docstring for the rules. ``filter_rate`` is the fraction of complete groups
-    rejected (dynamic filtering), drawn per group from ``seed``; ``drop_stale`` discards samples
+    rejected (dynamic filtering), drawn per group from the run's seed and ``seed``
+    (:func:`filter_stream`; ``seed`` picks another stream at every run seed); ``drop_stale`` discards samples
     older than eta at consumption (whole groups, or only the stale samples re-run with ``requeue``).
     """
 
@@ -282,11 +301,15 @@ class WholeGroups:
         """With ``drop_stale``, no trained sample is older than eta."""
         return scenario.pipeline.max_staleness if self.drop_stale else None
 
-    def rejected(self, n_groups: int) -> np.ndarray:
-        """Whether each of groups ``0 .. n_groups - 1`` is rejected by the filter (bool array)."""
+    def rejected(self, n_groups: int, run_seed: int = 0) -> np.ndarray:
+        """Whether each of groups ``0 .. n_groups - 1`` is rejected by the filter in a run of seed
+        ``run_seed`` (the scenario's ``seed``; a compute run's ``run.result.scenario.seed``), as a
+        bool array: the decisions that run makes of the groups that complete."""
+        check_int("n_groups", n_groups, 0)
+        check_int("run_seed", run_seed, 0, MAX_SEED - 1)
         if self.filter_rate <= 0.0:
             return np.zeros(n_groups, dtype=bool)
-        return np.asarray(np.random.default_rng(self.seed).random(n_groups) < self.filter_rate)
+        return np.asarray(filter_stream(run_seed, self.seed).random(n_groups) < self.filter_rate)
 
     def _state(self, p: PipelineView) -> _State:
         s = _STATES.get(p)
