@@ -71,3 +71,27 @@ def test_recorded_log_is_relative_to_the_written_files_folder(
     assert recorded_log("a/log.csv", "b/c/cal.toml") == "../../a/log.csv"
     assert recorded_log(str(tmp_path / "a" / "log.csv"), "cal.toml") == "a/log.csv"
     assert recorded_log("log.csv", ".") == "log.csv"
+
+
+def test_a_spec_written_elsewhere_keeps_its_log_resolvable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """export, --export-best and --save rewrite a spec's relative paths for where they write it
+    (runspec_export.relocated): the calibration's log is one of them."""
+    from pipesim.plan.runspec_export import relocated
+
+    logs = _setup(tmp_path)
+    monkeypatch.chdir(logs)
+    args = [
+        "calibrate",
+        "verl_sample_log.csv",
+        "--spec",
+        "run_verl_8gpu.toml",
+        "--out",
+        "cal.toml",
+        "--quiet",
+    ]
+    assert main(args) == 0
+    moved = relocated(specfile.read(str(logs / "cal.toml")), logs, tmp_path / "other" / "spec.toml")
+    log = (tmp_path / "other" / moved["calibration"]["log"]).resolve()
+    assert log == (logs / "verl_sample_log.csv").resolve()

@@ -44,8 +44,8 @@ def _is_model_path(name: str, base: Path) -> bool:
 
 def _with_paths(data: Mapping[str, Any], base: Path | None, move: Callable[[Path], str]) -> dict[str, Any]:
     """A deep copy of a spec's tables with each relative path it holds (``model.name`` naming a
-    file, ``workload.response_trace.path``) replaced by ``move(absolute path)``; absolute paths
-    and everything else stay as written."""
+    file, ``workload.response_trace.path``, ``calibration.log``) replaced by
+    ``move(absolute path)``; absolute paths and everything else stay as written."""
     root = Path(os.path.abspath(base if base is not None else Path.cwd()))
     out = copy.deepcopy(dict(data))
 
@@ -59,6 +59,9 @@ def _with_paths(data: Mapping[str, Any], base: Path | None, move: Callable[[Path
     trace = wl.get("response_trace") if isinstance(wl, dict) else None
     if isinstance(trace, dict) and isinstance(trace.get("path"), str):
         trace["path"] = fix(trace["path"])
+    cal = out.get("calibration")  # the log it was fitted to: provenance, relative to the spec's folder
+    if isinstance(cal, dict) and isinstance(cal.get("log"), str) and cal["log"]:
+        cal["log"] = fix(cal["log"])
     return out
 
 
