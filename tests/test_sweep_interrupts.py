@@ -277,7 +277,7 @@ def test_pipesim_report_interrupted_says_so_and_leaves_the_old_page(
     _left_as_it_was(page)
     saved = type("Saved", (), {"scenario": small(), "engine": "slots"})()
     monkeypatch.setattr(cli_trace, "load_saved", lambda path: saved)
-    monkeypatch.setattr(viz, "run_page", lambda saved, title: "<html>" + "x" * 10_000 + "</html>")
+    monkeypatch.setattr(viz, "run_page", lambda saved, title, **kw: "<html>" + "x" * 10_000 + "</html>")
     monkeypatch.setattr(Path, "write_text", _cut_short("<html>" + "x" * 10_000 + "</html>"))
     assert main(["report", str(tmp_path / "a-run"), "--out", str(page)]) == 130
     _one_interrupt_line(capsys, "report")
