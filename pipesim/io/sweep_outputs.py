@@ -212,13 +212,15 @@ def no_interval_note(agg: Any) -> str:
 def trace_note(n_trace: int, n_cells: int) -> str:
     """The line under a table of several seeds whose cells take their durations from a trace
     (:class:`~pipesim.workload.durations.TraceDurations` replays its values in order and ignores
-    the generator): their seeds ran the same episodes, so the interval says nothing of how the
-    result varies (it printed ``274.3 [274.3, 274.3]`` over 3 seeds without a word)."""
+    the generator): their seeds ran the same episodes, so the interval holds only what else the seed
+    draws (a group filter's decisions, failures), none where nothing else is drawn (it printed
+    ``274.3 [274.3, 274.3]`` over 3 seeds without a word)."""
     which = "every cell takes" if n_trace == n_cells else f"{n_trace} of {n_cells} cells take"
     return (
-        f"note: {which} their durations from a trace, which every seed replays the same, so an "
-        "interval over their seeds measures nothing: _lo and _hi are NaN where every seed gave the "
-        "same run (a model fitted to the trace, pipesim fit, draws new durations per seed)"
+        f"note: {which} their durations from a trace, which every seed replays the same, so their "
+        "seeds differ only in what else they draw (a group filter, failures): _lo and _hi are NaN "
+        "where every seed gave the same run (a model fitted to the trace, pipesim fit, draws new "
+        "durations per seed)"
     )
 
 
