@@ -18,6 +18,7 @@ import pytest
 
 import pipesim
 from pipesim import PipelineConfig, PipelineError, Scenario, TraceDurations, run, simulate_pipeline
+from pipesim.core.validate import FieldError
 from pipesim.workload.durations import ExponentialDurations, LogNormalDurations
 
 
@@ -237,45 +238,43 @@ def test_a_sync_that_asks_for_an_impossible_time_or_misuses_the_port_is_named(ho
         run(Scenario(pipeline=cfg, weight_update=_Sync(how)), [1.0, 1.0, 500.0] * 70)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    "build",
-    [
-        lambda x: PipelineConfig(train_time_s=x),
-        lambda x: pipesim.AgentDurations(decode_rate_tok_s=x),
-        lambda x: LogNormalDurations(median_s=x),
-        lambda x: pipesim.compute.LogNormalLengths(x),
-        lambda x: pipesim.compute.AgentTurns(tool_latency_s=x),
-    ],
-    ids=["train_time_s", "decode_rate_tok_s", "median_s", "median_tokens", "tool_latency_s"],
-)
+FLOAT_FIELDS: dict[str, Callable[[object], object]] = {
+    "train_time_s": lambda x: PipelineConfig(train_time_s=x),
+    "decode_rate_tok_s": lambda x: pipesim.AgentDurations(decode_rate_tok_s=x),
+    "median_s": lambda x: LogNormalDurations(median_s=x),
+    "median_tokens": lambda x: pipesim.compute.LogNormalLengths(x),
+    "tool_latency_s": lambda x: pipesim.compute.AgentTurns(tool_latency_s=x),
+}
+
+
+@pytest.mark.parametrize("field", FLOAT_FIELDS)
 @pytest.mark.parametrize("value", [np.float32(2.0), fractions.Fraction(3, 2), decimal.Decimal("2.5")])
-def test_a_real_that_is_not_a_python_number_is_refused_and_its_float_taken(
-    build: Callable[[object], object], value: object
-) -> None:
-    """A float field takes an int or a float (np.float64 is one); other reals are refused (the
-    field each names: tests/test_refusals_core.py and test_refusals_compute.py), their float taken."""
-    with pytest.raises(ValueError):
-        build(value)
-    build(float(value))  # type: ignore[arg-type]
+def test_a_real_that_is_not_a_python_number_is_refused_and_its_float_taken(field: str, value: object) -> None:
+    """A float field takes an int or a float (np.float64 is one); other reals are refused naming
+    the field (tests/test_refusals_core.py and test_refusals_compute.py), their float taken."""
+    with pytest.raises(FieldError) as info:
+        FLOAT_FIELDS[field](value)
+    assert info.value.field == field and field in str(info.value)
+    FLOAT_FIELDS[field](float(value))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    "build",
-    [
-        lambda x: pipesim.compute.TokenWorkload(prompt=x),
-        lambda x: pipesim.compute.TokenWorkload(max_response_tokens=x),
-        lambda x: pipesim.compute.AgentTurns(turns=x),
-        lambda x: pipesim.compute.AgentTurns(observation_tokens=x),
-        lambda x: pipesim.compute.EmpiricalLengths((5, x)),
-    ],
-    ids=["prompt", "max_response_tokens", "turns", "observation_tokens", "tokens"],
-)
-def test_a_numpy_integer_token_count_is_refused_and_its_int_taken(build: Callable[[object], object]) -> None:
+INT_FIELDS: dict[str, Callable[[object], object]] = {
+    "prompt": lambda x: pipesim.compute.TokenWorkload(prompt=x),
+    "max_response_tokens": lambda x: pipesim.compute.TokenWorkload(max_response_tokens=x),
+    "turns": lambda x: pipesim.compute.AgentTurns(turns=x),
+    "observation_tokens": lambda x: pipesim.compute.AgentTurns(observation_tokens=x),
+    "tokens[1]": lambda x: pipesim.compute.EmpiricalLengths((5, x)),  # the item, by its index
+}
+
+
+@pytest.mark.parametrize("field", INT_FIELDS)
+def test_a_numpy_integer_token_count_is_refused_and_its_int_taken(field: str) -> None:
     """``prompt=np.int64(100)`` was "must be a length model instance": every int field of the
-    workload refuses it (the field each names: tests/test_refusals_compute.py) and takes the int."""
-    with pytest.raises(ValueError):
-        build(np.int64(100))
-    build(100)
+    workload refuses it naming the field (tests/test_refusals_compute.py) and takes the int."""
+    with pytest.raises(FieldError) as info:
+        INT_FIELDS[field](np.int64(100))
+    assert info.value.field == field and field in str(info.value)
+    INT_FIELDS[field](100)
 
 
 def test_a_numpy_double_is_a_float() -> None:

@@ -243,8 +243,9 @@ def test_the_docs_say_how_the_a40_rows_were_scored(monkeypatch: pytest.MonkeyPat
     its rows, and that gives the table's MLP A40 median."""
     from tests.test_decode_checks import A40
 
-    with pytest.raises(FieldError):
+    with pytest.raises(FieldError) as info:
         gpu("a40")
+    assert info.value.field == "gpu" and "'a40'" in str(info.value)
     text = (REPO / "docs" / "decode.md").read_text()
     assert "--gpu a40" in text
     found = re.search(

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pipesim import PipelineConfig, Scenario, run
@@ -88,26 +88,35 @@ def assert_matches_reference(r: RunResult) -> None:
     assert_same_frame(r.episode_table, ref.episode_table)
 
 
-def run_or_skip(sc: Scenario) -> RunResult:
-    try:
-        return run(sc)
-    except PipelineError:  # a drawn combination that stalls (issue 16, item 7): not this test's concern
-        from hypothesis import assume
+def most_draws_match_the_reference(strategy: Any, examples: int) -> None:
+    """Each draw of ``strategy`` that runs matches the reference. A drawn combination that stalls
+    (a :class:`PipelineError`; issue 16, item 7) is not this test's concern and is skipped, but
+    at least 90% of the draws must run: skipped silently, a strategy whose every draw stalled
+    passed this test comparing nothing (the strategies stall in none of 800 draws today)."""
+    tried, ran = [0], [0]
 
-        assume(False)
-        raise
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(strategy)
+    def check(sc: Scenario) -> None:
+        tried[0] += 1
+        try:
+            r = run(sc)
+        except PipelineError:
+            assume(False)
+            raise
+        ran[0] += 1
+        assert_matches_reference(r)
+
+    check()
+    assert ran[0] >= 0.9 * tried[0], f"{tried[0] - ran[0]} of {tried[0]} draws stalled"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(policy_scenarios())
-def test_every_policy_family_matches_the_per_episode_reference(sc: Scenario) -> None:
-    assert_matches_reference(run_or_skip(sc))
+def test_every_policy_family_matches_the_per_episode_reference() -> None:
+    most_draws_match_the_reference(policy_scenarios(), 150)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(scenarios())
-def test_tie_heavy_trace_pools_match_the_reference(sc: Scenario) -> None:
-    assert_matches_reference(run_or_skip(sc))
+def test_tie_heavy_trace_pools_match_the_reference() -> None:
+    most_draws_match_the_reference(scenarios(), 60)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -124,7 +133,7 @@ def test_per_replica_syncs_match_the_reference(seed: int) -> None:
         pool_size=2000,
         seed=seed,
     )
-    r = run_or_skip(sc)
+    r = run(sc)
     assert {u.replica for u in r.updates} - {-1}, "per-replica updates expected"
     assert_matches_reference(r)
 

@@ -235,8 +235,9 @@ def test_a_run_saved_before_the_per_slot_record_stands_in_every_main_policy(tmp_
     slots = [m.slot for m in missing_policies(loaded.scenario)]
     assert slots == ["durations", "admission", "weight_update", "batching"]
     assert loaded.scenario.pipeline == SMALL and not loaded.scenario_exact
-    with pytest.raises(FieldError):
+    with pytest.raises(FieldError) as info:
         run(loaded.scenario)
+    assert info.value.field == "durations"  # the first stand-in the run reaches names its slot
 
 
 def test_a_stand_in_beside_a_rule_with_its_own_staleness_bound_still_loads(tmp_path: Path) -> None:

@@ -19,8 +19,9 @@ def test_a_seed_the_chapters_generator_would_alias_is_refused(seed: int) -> None
     with pytest.raises(FieldError) as info:
         Scenario(pipeline=CFG, durations=AgentDurations(), seed=seed)
     assert info.value.field == "seed" and f"{seed % CHAPTER_SEEDS:,}" in str(info.value)
-    with pytest.raises(FieldError):
+    with pytest.raises(FieldError) as info:
         chapter_generator(seed)
+    assert info.value.field == "seed"
 
 
 def test_the_largest_chapter_seed_runs_and_differs_from_seed_0() -> None:

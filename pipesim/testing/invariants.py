@@ -2,7 +2,11 @@
 
 ``check_invariants(result)`` asserts what every run must keep, whatever its policies:
 
-* time conservation per slot: intervals never overlap, and busy + paused + idle = simulated time;
+* time conservation per slot: its intervals (generating, paused) lie inside the run and never
+  overlap, so busy + paused + idle = simulated time with idle >= 0; busy + paused on each slot is the
+  slot time of the episodes it ran (start to end, or to the run's end for one still running), read
+  from the episodes' records; and across the slots, busy + paused + the idle share the summary
+  reports (``rollouter/idle_ratio`` x ``n_slots`` x simulated time) = ``n_slots`` x simulated time;
 * no generation while a sync pauses the engine, and syncs never overlap training steps;
 * every trained batch has exactly ``batch_size`` episodes;
 * episode conservation: launched = trained + buffered + in flight + discarded + aborted +
@@ -51,6 +55,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from pipesim.config import Scenario
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, RUNNING, TRAINED
@@ -58,6 +63,7 @@ from pipesim.core.errors import shown
 from pipesim.core.port import PausePromise, SingleVersionPromise, StalenessPromise
 from pipesim.core.runbooks import asked
 from pipesim.core.validate import FieldTypeError, refuse
+from pipesim.results.columns import S_ABORTED
 from pipesim.results.run import RunResult
 from pipesim.testing.fields import episode_field_errors, first
 from pipesim.testing.promises import check_promises, policy_names, run_trace
@@ -174,6 +180,7 @@ def check_invariants(result: RunResult | ComputeRun, scenario: Scenario | None =
     T = result.sim_time_s
     ev = result.events
     _check_slots(ev, T, cfg.n_slots)
+    _check_time(result, ev, T, cfg.n_slots)
     _check_phases(result)
     _check_batches(result, cfg.batch_size, cfg.steps)
     _check_conservation(result)
@@ -235,13 +242,52 @@ def _check_slots(ev: Any, T: float, n_slots: int) -> None:
                 "no overlap per slot",
                 f"lane {lane}: [{starts[i]}, {ends[i]}) overlaps the next from {starts[i + 1]}",
             )
-        busy = float((ends - starts).sum())
-        idle = T - busy
-        if idle < -1e-6 * max(1.0, T):
-            _fail("time conservation", f"lane {lane}: busy+paused {busy} exceeds simulated time {T}")
     lanes = gen["slot"].unique() if len(gen) else []
     if len(lanes) and (max(lanes) >= n_slots or min(lanes) < 0):
         _fail("slot indices", f"slots used {sorted(lanes)[:5]}... outside [0, {n_slots})")
+
+
+def _check_time(result: RunResult, ev: Any, T: float, n_slots: int) -> None:
+    """busy + paused + idle = T on each slot. The slot's intervals lie inside ``[0, T]`` and never
+    overlap (:func:`_check_slots`), so their sum is at most T and idle is what is left; what is
+    checked here is that the sum is the right one, from two other books: per slot, the slot time of
+    the episodes it ran, from their records (``start_s`` to ``end_s``, or to T for one still
+    running; an aborted one that never ended has no rows), and in all, the summary's idle share
+    (``rollouter/idle_ratio``, computed from the records apart from the events table). A table
+    that loses or invents a stretch of generation, or a summary that miscounts idle time, fails."""
+    gen = ev[ev["kind"].isin(["gen", "pause"])]
+    c = result.columns
+    tol = 1e-7 * max(1.0, T)
+    if c.n:
+        ended = c.ended
+        keep = ~(c.status_is(S_ABORTED) & ~ended)
+        slot_s = np.where(ended, c.end_s, T) - c.start_s
+        ep_key = c.replica.astype(np.int64)[keep] * n_slots + c.slot.astype(np.int64)[keep]
+        want = pd.Series(slot_s[keep]).groupby(ep_key).sum()
+    else:
+        want = pd.Series(dtype=float)
+    key = gen["replica"].to_numpy(np.int64) * n_slots + gen["slot"].to_numpy(np.int64)
+    got = pd.Series((gen["end_s"] - gen["start_s"]).to_numpy()).groupby(key).sum()
+    both = pd.concat([got.rename("events"), want.rename("episodes")], axis=1).fillna(0.0)
+    off = (both["events"] - both["episodes"]).abs() > tol
+    if off.any():
+        k = int(both.index[int(off.to_numpy().argmax())])
+        row = both.loc[k]
+        _fail(
+            "time conservation",
+            f"lane r{k // n_slots}/slot{k % n_slots}: busy+paused {row['events']} s in the events, "
+            f"but its episodes ran {row['episodes']} s on it (start to end)",
+        )
+    idle = result.summary()["rollouter/idle_ratio"]
+    if T > 0 and math.isfinite(idle):
+        busy = float(both["events"].sum())
+        total = busy + idle * n_slots * T
+        if abs(total - n_slots * T) > 1e-6 * n_slots * max(1.0, T):
+            _fail(
+                "time conservation",
+                f"busy+paused {busy} s + idle {idle} x {n_slots} slots x {T} s = {total} s, "
+                f"not {n_slots} x {T} s",
+            )
 
 
 def _check_pause_promise(result: RunResult) -> None:

@@ -14,7 +14,10 @@ of 4 (a rule promising 4 that delivered 7 passed 300 draws). Where ``max_steps``
 a policy you pinned promises a bound ``b``, three draws in four are made to break it
 (:func:`~pipesim.testing.adjustments.to_break`: ``b + 2`` steps or more, a fast trainer, two slots
 per episode of the batch); draws without such a promise are unchanged. ``max_steps`` given fixes
-the range. These changes to a drawn scenario live in :mod:`pipesim.testing.adjustments`.
+the range. These changes to a drawn scenario live in :mod:`pipesim.testing.adjustments`. A batch
+policy that takes whole groups (``check_batch_size``: ``WholeGroups``, ROLL's rules) gets a batch
+of whole groups, the nearest size at or below the one drawn (above it only where its groups are
+larger than ``max_batch``: a policy you pinned with groups of 8 gets batches of 8).
 
 Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
 verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
@@ -30,6 +33,7 @@ imported lazily.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
@@ -106,18 +110,20 @@ def scenarios(
         cfg = draw(pipeline_configs(max_slots, max_batch, max_steps or 6))
         pool = pool_of(cfg)
         values = draw(duration_lists(pool))
+        admission, weight_update, batching = draw(ad), draw(wu), draw(ba)
+        cfg = dataclasses.replace(cfg, batch_size=fit_batch(cfg.batch_size, batching, max_batch))
         sc = Scenario(
             pipeline=cfg,
             durations=TraceDurations.from_values(values),
-            admission=draw(ad),
-            weight_update=draw(wu),
-            batching=draw(ba),
+            admission=admission,
+            weight_update=weight_update,
+            batching=batching,
             pool_size=pool,
             seed=draw(st.integers(0, 2**16)),
         )
         if (b := pinned_bound(sc, pinned)) is not None:
             # a rule promising b may start b versions ahead (LyingCap-like), more than eta
-            sc = to_break(draw, sc, b, max_slots) if max_steps is None else sc
+            sc = _break(draw, sc, b, max_slots) if max_steps is None else sc
             if (more := pool_of(sc.pipeline, b) - pool) > 0:  # the trace replays in order
                 values = values + draw(duration_lists(more))
             sc = sc.with_(durations=TraceDurations.from_values(values), pool_size=len(values))
@@ -209,17 +215,100 @@ def weight_updates() -> SearchStrategy[Any]:
     )
 
 
-def batchings(min_capacity: int = 12) -> SearchStrategy[Any]:
+def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> SearchStrategy[Any]:
+    """pipesim's batch policies; ``EvictStalest`` keeps at least ``min_capacity`` episodes.
+
+    ``WholeGroups`` is drawn with ``samples_per_group`` from ``group_sizes``, filtering or not, and
+    with and without ``drop_stale`` (whose staleness bound is a promise the kit checks). A scenario
+    refuses it unless ``batch_size`` is a whole number of groups, so the default draws groups of 1,
+    which fit every batch; :func:`policy_scenarios` draws 1-4 (at most ``max_batch`` and half of
+    ``max_slots``), and it and :func:`scenarios` make a drawn batch a whole number of the batch
+    policy's groups (:func:`fit_batch`). ``group_sizes=()`` draws none."""
     from hypothesis import strategies as st
 
+    from pipesim.core.validate import check_int
+    from pipesim.policies import batching as b
     from pipesim.policies.base import OldestFinishedFirst
-    from pipesim.policies.batching import DropStale, EvictStalest, LowestVersionFirst, WindowedFIFO
+    from pipesim.policies.groups import WholeGroups
 
-    return st.one_of(
-        st.sampled_from([OldestFinishedFirst(), LowestVersionFirst()]),
-        st.builds(WindowedFIFO, st.integers(1, 40)),
-        st.builds(DropStale, st.booleans()),
-        st.builds(EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
+    families = [
+        st.sampled_from([OldestFinishedFirst(), b.LowestVersionFirst(), b.DropOverlong()]),
+        st.builds(b.WindowedFIFO, st.integers(1, 40)),
+        st.builds(b.DropStale, st.booleans()),
+        st.builds(b.EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
+    ]
+    for g in group_sizes:
+        check_int("group_sizes", g, 1)
+    if group_sizes:
+        rates = st.just(0.0) | st.floats(0.0, 0.5)
+        families.append(
+            st.booleans().flatmap(
+                lambda stale: st.builds(
+                    WholeGroups,
+                    st.sampled_from(list(group_sizes)),
+                    filter_rate=rates,
+                    drop_stale=st.just(stale),
+                    requeue=st.booleans() if stale else st.just(False),
+                )
+            )
+        )
+    return st.one_of(*families)
+
+
+def fit_batch(batch_size: int, batching: Any, most: int | None = None) -> int:
+    """``batch_size``, or the nearest size below it (else above) that ``batching`` accepts: a
+    policy with ``check_batch_size`` (``WholeGroups``, ROLL's rules) takes whole groups only.
+    ``most``: look no higher than this where a smaller size fits."""
+    from pipesim.core.validate import FieldError
+
+    check = getattr(batching, "check_batch_size", None)
+    if check is None:
+        return batch_size
+    top = batch_size if most is None else min(batch_size, most)
+    for b in [*range(max(top, 1), 0, -1), *range(top + 1, 64 * max(top, 1) + 64)]:
+        try:
+            check(b)
+        except FieldError:
+            continue
+        return b
+    return batch_size  # none found: the scenario names the field
+
+
+def _break(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
+    """:func:`to_break` (``b + 2`` steps and more, a batch of at most half the slots), for a batch of
+    whole groups too: the slots are raised (within ``max_slots``) to hold two per episode of the
+    batch, and a batch that cannot stay whole groups is not reshaped."""
+    if getattr(sc.batching, "check_batch_size", None) is not None:
+        size = fit_batch(sc.pipeline.batch_size, sc.batching, most=max(1, max_slots // 2))
+        slots = max(sc.pipeline.n_slots, min(2 * size, max_slots))
+        if min(size, max(1, max(slots, min(4, max_slots)) // 2)) != size:
+            return sc  # as to_break would cut it: not whole groups
+        sc = sc.with_(batch_size=size, n_slots=slots)
+    return to_break(draw, sc, b, max_slots)
+
+
+def _cap_for(batching: Any, timeout: Any) -> Any:
+    """``timeout``, its cap at least 50 s beside ``DropOverlong``, which drops what the cap cuts:
+    a cap far below the durations cut nearly every episode and the pool ran out (8 draws in 54)."""
+    from pipesim.policies.batching import DropOverlong
+
+    if timeout is None or not isinstance(batching, DropOverlong) or timeout.cap_s >= 50.0:
+        return timeout
+    return dataclasses.replace(timeout, cap_s=50.0)
+
+
+def _drops(sc: Any) -> bool:
+    """:func:`~pipesim.testing.adjustments.drops_work`, and the batch policies that drop only in
+    some settings: ``WholeGroups`` filtering or dropping stale groups, ``DropOverlong`` under a
+    timeout (what it cuts is dropped)."""
+    from pipesim.policies.batching import DropOverlong
+    from pipesim.policies.groups import WholeGroups
+
+    b = sc.batching
+    return (
+        drops_work(sc)
+        or (isinstance(b, WholeGroups) and (b.drop_stale or b.filter_rate > 0))
+        or (isinstance(b, DropOverlong) and sc.timeout is not None)
     )
 
 
@@ -308,7 +397,8 @@ def policy_scenarios(
     check_sizes(max_slots, max_batch, max_steps)
     ad = as_strategy(admissions, kit.admissions(max_batch), ad_name)  # runnable at every batch drawn
     wu = as_strategy(weight_updates, kit.weight_updates(), wu_name)
-    ba = as_strategy(batchings, kit.batchings(min_capacity=max(12, max_batch)), ba_name)
+    groups = range(1, 1 + min(4, max_batch, max(1, max_slots // 2)))  # a batch of whole groups fits
+    ba = as_strategy(batchings, kit.batchings(max(12, max_batch), group_sizes=groups), ba_name)
     fa = as_strategy(failures, st.none() | failure_policies(), "failures")
     du = as_strategy(durations, duration_models(), "durations")
     routes = None if routings is None else replica_configs(as_strategy(routings, None, ro_name))
@@ -325,31 +415,36 @@ def policy_scenarios(
             # more replicas than slots: as many as there are slots where the routing is pinned
             pinned_routing = routes is not None
             replicas = dataclasses.replace(replicas, n_replicas=cfg.n_slots) if pinned_routing else None
+        durations, admission, weight_update, batching = draw(du), draw(ad), draw(wu), draw(ba)
+        batch = fit_batch(cfg.batch_size, batching, max_batch)  # whole groups
         sc = Scenario(
-            pipeline=dataclasses.replace(cfg, max_staleness=0),
-            durations=draw(du),
-            admission=draw(ad),
-            weight_update=draw(wu),
-            batching=draw(ba),
+            pipeline=dataclasses.replace(cfg, max_staleness=0, batch_size=batch),
+            durations=durations,
+            admission=admission,
+            weight_update=weight_update,
+            batching=batching,
             failures=draw(fa),
-            timeout=draw(st.none() | timeouts()) if with_timeouts else None,
+            timeout=_cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None),
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
         )
         sc = _at_staleness(sc, cfg.max_staleness)
-        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
+        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and _drops(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
         if k > 1 and weight_updates is None and getattr(sc.batching, "drops_work", False) is True:
             # a user's dropping batch policy keeps a bound of its own, which no max_staleness
             # moves: under SyncEveryK it may drop every episode, so it gets the inner update
             sc, k = sc.with_(weight_update=sc.weight_update.inner), 1
-        if isinstance(sc.batching, DropStale | EvictStalest) and k - 1 > sc.pipeline.max_staleness:
+        stale_out = getattr(sc.batching, "drop_stale", False) is True  # WholeGroups(drop_stale=True)
+        if (
+            stale_out or isinstance(sc.batching, DropStale | EvictStalest)
+        ) and k - 1 > sc.pipeline.max_staleness:
             # the trainer's version runs k - 1 ahead of the weights between real syncs, so every
             # episode is staler than eta and dropped: a dead end by construction, not a finding
             sc = _at_staleness(sc, k - 1)
         if max_steps is None and (b := pinned_bound(sc, pinned)) is not None:
-            sc = to_break(draw, sc, b, max_slots)
+            sc = _break(draw, sc, b, max_slots)
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
