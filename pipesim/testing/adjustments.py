@@ -10,7 +10,10 @@ some draws need a second look, and these rules give it:
 * **a promise put to the test**: :func:`pinned_bound` is the tightest staleness bound the pinned
   policies (:data:`ROLES`) promise, and :func:`to_break` reshapes three draws in four so that a
   slow episode can fall past it (``b + 2`` to ``b + STEPS_PAST_BOUND`` steps, a fast trainer, two
-  slots per episode of the batch), changing sizes and times only.
+  slots per episode of the batch), changing sizes and times only; :func:`break_whole` does it for
+  a batch of whole groups, which :func:`fit_batch` keeps whole;
+* **drawn together**: :func:`may_drop` adds the batch policies that drop only in some
+  settings, and :func:`cap_for` keeps a timeout beside ``DropOverlong`` from cutting everything.
 
 They read and change a finished scenario, never a strategy, so they live apart from the strategies
 that draw: the rules every draw obeys sit in one place, and the strategies stay a plain list of
@@ -19,6 +22,7 @@ what each family draws. Like the strategies, they import Hypothesis only when ca
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 
@@ -95,3 +99,60 @@ def pinned_bound(sc: Any, roles: tuple[str, ...]) -> int | None:
             if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
                 bounds.append(b)
     return min(bounds) if bounds else None
+
+
+def fit_batch(batch_size: int, batching: Any, most: int | None = None) -> int:
+    """``batch_size``, or the nearest size below it (else above) that ``batching`` accepts: a
+    policy with ``check_batch_size`` (``WholeGroups``, ROLL's rules) takes whole groups only.
+    ``most``: look no higher than this where a smaller size fits."""
+    from pipesim.core.validate import FieldError
+
+    check = getattr(batching, "check_batch_size", None)
+    if check is None:
+        return batch_size
+    top = batch_size if most is None else min(batch_size, most)
+    for b in [*range(max(top, 1), 0, -1), *range(top + 1, 64 * max(top, 1) + 64)]:
+        try:
+            check(b)
+        except FieldError:
+            continue
+        return b
+    return batch_size  # none found: the scenario names the field
+
+
+def break_whole(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
+    """:func:`to_break` (``b + 2`` steps and more, a batch of at most half the slots), for a batch of
+    whole groups too: the slots are raised (within ``max_slots``) to hold two per episode of the
+    batch, and a batch that cannot stay whole groups is not reshaped."""
+    if getattr(sc.batching, "check_batch_size", None) is not None:
+        size = fit_batch(sc.pipeline.batch_size, sc.batching, most=max(1, max_slots // 2))
+        slots = max(sc.pipeline.n_slots, min(2 * size, max_slots))
+        if min(size, max(1, max(slots, min(4, max_slots)) // 2)) != size:
+            return sc  # as to_break would cut it: not whole groups
+        sc = sc.with_(batch_size=size, n_slots=slots)
+    return to_break(draw, sc, b, max_slots)
+
+
+def cap_for(batching: Any, timeout: Any) -> Any:
+    """``timeout``, its cap at least 50 s beside ``DropOverlong``, which drops what the cap cuts:
+    a cap far below the durations cut nearly every episode and the pool ran out (8 draws in 54)."""
+    from pipesim.policies.batching import DropOverlong
+
+    if timeout is None or not isinstance(batching, DropOverlong) or timeout.cap_s >= 50.0:
+        return timeout
+    return dataclasses.replace(timeout, cap_s=50.0)
+
+
+def may_drop(sc: Any) -> bool:
+    """:func:`~pipesim.testing.adjustments.drops_work`, and the batch policies that drop only in
+    some settings: ``WholeGroups`` filtering or dropping stale groups, ``DropOverlong`` under a
+    timeout (what it cuts is dropped)."""
+    from pipesim.policies.batching import DropOverlong
+    from pipesim.policies.groups import WholeGroups
+
+    b = sc.batching
+    return (
+        drops_work(sc)
+        or (isinstance(b, WholeGroups) and (b.drop_stale or b.filter_rate > 0))
+        or (isinstance(b, DropOverlong) and sc.timeout is not None)
+    )

@@ -37,8 +37,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
-from pipesim.testing.adjustments import ROLES, _at_staleness, drops_work, pinned_bound, to_break
+from pipesim.testing.adjustments import ROLES, _at_staleness, break_whole, cap_for, may_drop, pinned_bound
 from pipesim.testing.adjustments import STEPS_PAST_BOUND as STEPS_PAST_BOUND  # re-exported
+from pipesim.testing.adjustments import fit_batch as fit_batch  # re-exported
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -123,7 +124,7 @@ def scenarios(
         )
         if (b := pinned_bound(sc, pinned)) is not None:
             # a rule promising b may start b versions ahead (LyingCap-like), more than eta
-            sc = _break(draw, sc, b, max_slots) if max_steps is None else sc
+            sc = break_whole(draw, sc, b, max_slots) if max_steps is None else sc
             if (more := pool_of(sc.pipeline, b) - pool) > 0:  # the trace replays in order
                 values = values + draw(duration_lists(more))
             sc = sc.with_(durations=TraceDurations.from_values(values), pool_size=len(values))
@@ -255,63 +256,6 @@ def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> Sear
     return st.one_of(*families)
 
 
-def fit_batch(batch_size: int, batching: Any, most: int | None = None) -> int:
-    """``batch_size``, or the nearest size below it (else above) that ``batching`` accepts: a
-    policy with ``check_batch_size`` (``WholeGroups``, ROLL's rules) takes whole groups only.
-    ``most``: look no higher than this where a smaller size fits."""
-    from pipesim.core.validate import FieldError
-
-    check = getattr(batching, "check_batch_size", None)
-    if check is None:
-        return batch_size
-    top = batch_size if most is None else min(batch_size, most)
-    for b in [*range(max(top, 1), 0, -1), *range(top + 1, 64 * max(top, 1) + 64)]:
-        try:
-            check(b)
-        except FieldError:
-            continue
-        return b
-    return batch_size  # none found: the scenario names the field
-
-
-def _break(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
-    """:func:`to_break` (``b + 2`` steps and more, a batch of at most half the slots), for a batch of
-    whole groups too: the slots are raised (within ``max_slots``) to hold two per episode of the
-    batch, and a batch that cannot stay whole groups is not reshaped."""
-    if getattr(sc.batching, "check_batch_size", None) is not None:
-        size = fit_batch(sc.pipeline.batch_size, sc.batching, most=max(1, max_slots // 2))
-        slots = max(sc.pipeline.n_slots, min(2 * size, max_slots))
-        if min(size, max(1, max(slots, min(4, max_slots)) // 2)) != size:
-            return sc  # as to_break would cut it: not whole groups
-        sc = sc.with_(batch_size=size, n_slots=slots)
-    return to_break(draw, sc, b, max_slots)
-
-
-def _cap_for(batching: Any, timeout: Any) -> Any:
-    """``timeout``, its cap at least 50 s beside ``DropOverlong``, which drops what the cap cuts:
-    a cap far below the durations cut nearly every episode and the pool ran out (8 draws in 54)."""
-    from pipesim.policies.batching import DropOverlong
-
-    if timeout is None or not isinstance(batching, DropOverlong) or timeout.cap_s >= 50.0:
-        return timeout
-    return dataclasses.replace(timeout, cap_s=50.0)
-
-
-def _drops(sc: Any) -> bool:
-    """:func:`~pipesim.testing.adjustments.drops_work`, and the batch policies that drop only in
-    some settings: ``WholeGroups`` filtering or dropping stale groups, ``DropOverlong`` under a
-    timeout (what it cuts is dropped)."""
-    from pipesim.policies.batching import DropOverlong
-    from pipesim.policies.groups import WholeGroups
-
-    b = sc.batching
-    return (
-        drops_work(sc)
-        or (isinstance(b, WholeGroups) and (b.drop_stale or b.filter_rate > 0))
-        or (isinstance(b, DropOverlong) and sc.timeout is not None)
-    )
-
-
 def failure_policies() -> SearchStrategy[Any]:
     from hypothesis import strategies as st
 
@@ -424,12 +368,12 @@ def policy_scenarios(
             weight_update=weight_update,
             batching=batching,
             failures=draw(fa),
-            timeout=_cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None),
+            timeout=cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None),
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
         )
         sc = _at_staleness(sc, cfg.max_staleness)
-        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and _drops(sc):
+        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and may_drop(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
         if k > 1 and weight_updates is None and getattr(sc.batching, "drops_work", False) is True:
@@ -444,7 +388,7 @@ def policy_scenarios(
             # episode is staler than eta and dropped: a dead end by construction, not a finding
             sc = _at_staleness(sc, k - 1)
         if max_steps is None and (b := pinned_bound(sc, pinned)) is not None:
-            sc = _break(draw, sc, b, max_slots)
+            sc = break_whole(draw, sc, b, max_slots)
         return sc.with_(pool_size=20 * sc.default_pool_size)
 
     return build()
