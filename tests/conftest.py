@@ -1,4 +1,5 @@
-"""Shared test setup: Hypothesis profiles, and a private run cache for ``pipesim plan``.
+"""Shared test setup: Hypothesis profiles, a private run cache for ``pipesim plan``, and fixtures
+(``one_thread``; ``dealt_once``, which the calibration coverage tests use).
 
 ``ci`` (used by ``make test``) is derandomized with a bounded number of examples, no deadline and
 no example database, so a CI run is the same run on any machine, loaded or not. ``dev`` draws
@@ -13,6 +14,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -53,3 +55,24 @@ def one_thread() -> Iterator[ThreadPoolExecutor]:
     finally:
         RELEASE.set()
         ex.shutdown(wait=True)
+
+
+@pytest.fixture
+def dealt_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For one test: :func:`pipesim.calibrate.trainer.dealt` simulates each (spec, steps, rows)
+    once. A coverage test fits dozens of logs against one spec, and each fit re-ran the same
+    seeded run to deal its samples (119 of 120 runs repeated one); the run depends only on the
+    spec's compared fields, so the cached batches are the ones each fit would have simulated. Each
+    call gets its own list (the rows are tuples). The library keeps no cache."""
+    import functools
+
+    from pipesim.calibrate import trainer, trainer_inputs
+
+    once = functools.cache(trainer_inputs.dealt)
+
+    def dealt(rs: Any, steps: int, per_row: int = 1) -> list[tuple[int, ...]] | None:
+        got = once(rs, steps, per_row)
+        return None if got is None else list(got)
+
+    for module in (trainer_inputs, trainer):  # the name each module calls it by
+        monkeypatch.setattr(module, "dealt", dealt)

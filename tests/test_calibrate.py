@@ -119,6 +119,7 @@ def _phase_log(profile_values: dict[str, float], t: np.ndarray) -> TrainingLog:
     return TrainingLog("mem", "0" * 64, pd.DataFrame(rows), step_includes_sync=False)
 
 
+@pytest.mark.usefixtures("dealt_once")  # one spec: its run deals every draw's batches alike
 @settings(max_examples=25, deadline=None)
 @given(
     fb=st.floats(0.1, 0.9),
@@ -140,6 +141,7 @@ def test_the_profile_fit_is_exact_on_a_noiseless_log(
     assert {k: got[k].value for k in truth} == pytest.approx(truth, rel=1e-6, abs=1e-6)
 
 
+@pytest.mark.usefixtures("dealt_once")  # the 60 logs share one spec and 20 steps: one run deals them
 def test_the_profile_intervals_cover_their_constants() -> None:
     """60 logs of 20 steps from the phase model with 3% multiplicative noise on each phase (a
     seeded generator): each constant's 95% interval holds it in at least 52 (87%; a 95% interval

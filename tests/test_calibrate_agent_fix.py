@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,12 +51,15 @@ def test_the_walkthrough_log_is_refused_naming_the_agent_keys(log: Path, tmp_pat
 
 
 def test_the_walkthrough_log_as_episodes_fits_a_turn_below_the_cap(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same log with the observations added (what verl logs of such a run) is fitted per turn:
     the median inside the per-turn cap, the simulated episode within the guard of the logged one,
     and the guard's verdict the same in the result, the printed text, the written spec and the exit
-    status."""
+    status. One calibration: the command's own (the Calibration it printed and wrote, caught on
+    its way out of ``pipesim.calibrate.calibrate``), where the test once fitted the log a second
+    time in process to get one to read (the command calls it as ``calibrate(log, rs, seed=0, ...)``,
+    the in-process call's defaults)."""
     frame = pd.read_csv(LOG)
     rs = load(SPEC)
     a = rs.plan.workload.agent
@@ -63,21 +67,43 @@ def test_the_walkthrough_log_as_episodes_fits_a_turn_below_the_cap(
     frame["response_length/mean"] += (a.turns - 1) * a.observation_tokens
     path = tmp_path / "episodes.csv"
     frame.to_csv(path, index=False)
-    cal = calibrate(read_log(path), rs)
+    cal, out, err = _calibrated_by_the_command(path, tmp_path, capsys, monkeypatch)
     median = cal.values["response_median_tokens"]
     turn = turn_means(frame["response_length/mean"].to_numpy(), rs.plan.workload).mean()
     assert (
         median.value < turn < rs.plan.workload.max_response_tokens
     )  # a log-normal's mean is above its median
     assert abs(cal.residuals["response_length/mean"]["mean"]) <= HELD_OUT_LIMIT
-    _guard_is_consistent(cal, path, tmp_path, capsys)
+    _guard_is_consistent(cal, out, err)
 
 
-def _guard_is_consistent(
-    cal: Calibration, log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _calibrated_by_the_command(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Calibration, Path, str]:
+    """``pipesim calibrate LOG --spec SPEC --out cal.toml --quiet`` (exit status 0: the spec is
+    written): the Calibration it computed, the spec it wrote and its stderr."""
+    import pipesim.calibrate
+
+    real = pipesim.calibrate.calibrate
+    seen: list[Calibration] = []
+
+    def calibrate_seen(*args: Any, **kwargs: Any) -> Calibration:
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(pipesim.calibrate, "calibrate", calibrate_seen)  # the name the command imports
+    out = tmp_path / "cal.toml"
+    capsys.readouterr()
+    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out), "--quiet"]) == 0
+    assert len(seen) == 1, "the command calibrated the log once"
+    printed = capsys.readouterr()
+    assert seen[0].text() in printed.out  # the Calibration caught is the one the command printed
+    return seen[0], out, printed.err
+
+
+def _guard_is_consistent(cal: Calibration, out: Path, err: str) -> None:
     """The guard's columns are those whose error passes the limit and the noise, and the text, the
-    spec written and the command's stderr say the same (its exit status 0: the spec is written)."""
+    spec written (``out``) and the command's stderr (``err``) say the same."""
     held = len(cal.held_out)
     expected = [
         c
@@ -89,10 +115,6 @@ def _guard_is_consistent(
     for c in expected:
         assert f"warning: held-out {c}:" in cal.text()
         assert any(n.startswith(f"warning: held-out {c}:") for n in cal.table()["not_identified"])
-    out = tmp_path / "cal.toml"
-    capsys.readouterr()
-    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(out), "--quiet"]) == 0
-    err = capsys.readouterr().err
     for c in GUARDED:
         assert (f"warning: {out}: held-out {c}:" in err) == (c in expected)
     assert out.exists() and ("warning: held-out" in out.read_text()) == bool(expected)

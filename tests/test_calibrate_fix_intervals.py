@@ -103,6 +103,7 @@ def _noisy_phase_log(t: np.ndarray, rng: np.random.Generator) -> TrainingLog:
     return TrainingLog("mem", "0" * 64, pd.DataFrame(rows), step_includes_sync=False)  # no sync in it
 
 
+@pytest.mark.usefixtures("dealt_once")  # the 60 logs share one spec and 5 steps: one run deals them
 def test_the_trainer_intervals_cover_their_constants_on_a_few_steps() -> None:
     """60 logs of 5 steps from the phase model with 3% noise (the steps' tokens spread as the
     sample's): each constant the fit gives an interval holds it in at least 51 of the logs that fit

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from pipesim.calibrate import calibrate, read_log
 from pipesim.calibrate.simulated import simulate, with_values
@@ -53,6 +54,7 @@ def _held(log_path: Path, truth: float) -> list[bool]:
     return out
 
 
+@pytest.mark.usefixtures("dealt_once")  # six calibrations of one log and spec: one run deals them
 def test_the_sample_log_overhead_interval_holds_the_truth_at_other_seeds() -> None:
     """The shipped sample, calibrated at seeds 1-6 (not its own run seed 0, which replays the log's
     draws): the true overhead lies in at least 5 of the 6 intervals (before: 5, seed 1 missing)."""
@@ -61,6 +63,7 @@ def test_the_sample_log_overhead_interval_holds_the_truth_at_other_seeds() -> No
     assert sum(held) >= NEED, held
 
 
+@pytest.mark.usefixtures("dealt_once")  # six calibrations of one log and spec: one run deals them
 def test_a_noiseless_gen_log_gets_the_simulations_noise(tmp_path: Path) -> None:
     """The sample log with every step's ``gen`` set to the expected mean ``gen`` of the true spec
     (the mean over 30 simulated runs at other seeds): the log itself then says the true overhead

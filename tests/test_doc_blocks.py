@@ -291,11 +291,23 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     """The check itself, on copies: a block that still runs passes; the same block with a stale
     name fails, naming the document and line; a block that needs an earlier section's names fails
     on its own; a listed block that went away is caught."""
+    tiny = tmp_path / "tiny"  # a good block and the same block with a stale name, on their own
+    tiny.mkdir()
+    (tiny / "names.md").write_text(
+        "# Names\n\ntext\n\n```python\nfrom json import dumps\n\nprint(dumps(1))\n```\n"
+    )
+    (good,) = python_blocks(tiny)
+    assert run_blocks([good], tmp_path) is None
+    (tiny / "names.md").write_text((tiny / "names.md").read_text().replace("import dumps", "import dumpz"))
+    (stale,) = python_blocks(tiny)
+    problem = run_blocks([stale], tmp_path)
+    assert problem is not None and f"tiny/names.md:{stale.line}" in problem and "ImportError" in problem
+
+    # a real document's block with a stale name: saved-runs.md's runs as written in
+    # test_the_block_runs, so only the broken copy runs here
     docs = tmp_path / "docs"
     docs.mkdir()
     shutil.copy(DOCS / "saved-runs.md", docs / "saved-runs.md")
-    (good,) = python_blocks(docs)
-    assert run_blocks([good], tmp_path) is None
     broken = docs / "saved-runs.md"
     broken.write_text(broken.read_text().replace("import UnverifiedRunWarning", "import UnverifiedWarning"))
     (bad,) = python_blocks(docs)

@@ -28,6 +28,8 @@ import torch  # noqa: E402
 from mismatch.checks import FieldError  # noqa: E402
 from mismatch.cli import main  # noqa: E402
 from mismatch.models import ModelSource, load_model  # noqa: E402
+from pipesim.compute.measured import read_measurements  # noqa: E402
+from pipesim.compute.profile_shapes import OPS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "mismatch" / "gpu_check.sh"
@@ -258,6 +260,22 @@ def test_gpu_check_default_out_is_under_the_repo_root(tmp_path: Path) -> None:
     assert not list((tmp_path / "cwd").iterdir())
 
 
+def test_gpu_check_only_profile_runs_the_profile_alone(tmp_path: Path) -> None:
+    """ONLY=profile (the profile's own CPU check) runs the profile and its roofline check, not the
+    probes; a stub python stands in (the smoke run below runs the real profile step)."""
+    calls = tmp_path / "calls.txt"
+    stub = tmp_path / "python"
+    stub.write_text(f'#!/bin/bash\nargs="$*"\necho "${{args//$\'\\n\'/ }}" >> {calls}\nexit 0\n')
+    stub.chmod(0o755)
+    done = _gpu_check(tmp_path, tmp_path, PYTHON=str(stub), OUT=str(tmp_path / "out"), ONLY="profile")
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0 and last.startswith("gpu_check: every step passed"), done.stdout[-3000:]
+    ran = calls.read_text()
+    assert "profile.py" in ran and "check-roofline" in ran, ran
+    assert "random06b" not in ran and "rerun.json" not in ran, ran
+    assert "== profile: rc=0" in (tmp_path / "out" / "log.txt").read_text()
+
+
 @pytest.mark.timeout(300)
 def test_gpu_check_cpu_smoke_run_from_outside_the_repo(tmp_path: Path) -> None:
     """The documented CPU smoke run, started outside the repository: every step passes."""
@@ -277,3 +295,9 @@ def test_gpu_check_cpu_smoke_run_from_outside_the_repo(tmp_path: Path) -> None:
         "determinism: rerun in a fresh process reproduced every sample and row: True"
         in (out / "log.txt").read_text()
     )
+    # the profile step (once tests/test_profile.py ran it alone, ONLY=profile, a second time): it
+    # passed, measured every op of the roofline but all_reduce (one device), and the check's table
+    # follows it
+    assert "== profile: rc=0" in (out / "log.txt").read_text()
+    assert {m.op for m in read_measurements(out / "profile.csv")} == set(OPS) - {"all_reduce"}
+    assert "decode_attention" in (out / "profile.txt").read_text()

@@ -169,21 +169,6 @@ def test_pipesim_check_roofline_prints_the_table(capsys: pytest.CaptureFixture[s
     assert main(["check-roofline", str(vidur), "--gpu", "no-such-gpu"]) == 2
 
 
-def test_gpu_check_script_profiles_on_cpu(tmp_path: Path) -> None:
-    """``mismatch/gpu_check.sh``'s profile step (``ONLY=profile``) on CPU: the CSV and the
-    check's table land under ``$OUT``."""
-    pytest.importorskip("torch")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    env |= {"ONLY": "profile", "DEVICE": "cpu", "PYTHON": sys.executable, "OUT": str(tmp_path / "out")}
-    done = subprocess.run(
-        ["bash", "mismatch/gpu_check.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=240
-    )
-    assert done.returncode == 0, done.stderr
-    assert "== profile: rc=0" in (tmp_path / "out" / "log.txt").read_text()
-    assert {m.op for m in read_measurements(tmp_path / "out" / "profile.csv")} == set(OPS) - {"all_reduce"}
-    assert "decode_attention" in (tmp_path / "out" / "profile.txt").read_text()
-
-
 def test_pipesim_profile_is_the_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``pipesim profile`` takes the script's options and writes the same rows; a bad option value
     is a one-line error naming it."""
