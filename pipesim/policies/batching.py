@@ -143,6 +143,13 @@ class DropOverlong(FullBatch):
     the episode timeout by the chapter's slots.
     """
 
+    def min_items(self, p: PipelineView) -> int:
+        """1, not a full batch's ``batch_size``: ``select`` discards what the cap cut whenever the
+        trainer asks, short of a batch too, so the engine must ask it from the first item (with
+        FullBatch's hint a cut episode was discarded only once B had finished: later, and the
+        testing kit's with-and-without-shortcuts check found the two runs' discard times differ)."""
+        return 1
+
     def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
         cut = [e for e in buffer if e.truncated]
         if cut:
