@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,17 +145,25 @@ def flows_note(trained: pd.DataFrame | None) -> str:
     return f" (no flow arrows: {n:,} trained episodes, more than the {MAX_FLOWS:,} a trace draws them for)"
 
 
+def _refuse_first(bad: Any, col: str, what: Callable[[int], str]) -> None:
+    """FieldError naming the first row where ``bad`` (a bool array over the rows) holds:
+    ``row R of the events {what(R)}``, its field ``col[R]``."""
+    rows = np.flatnonzero(bad)
+    if len(rows):
+        row = int(rows[0])
+        raise FieldError(f"row {row} of the events {what(row)}", f"{col}[{row}]")
+
+
 def _check_events(events: pd.DataFrame) -> None:
     """ValueError naming the first row whose kind, ids or times a run could not have written
     (an edited or foreign events file): they were truncated (1.5), kept as huge ints (1e300),
     clamped (end before start) or dropped (an unknown kind) without a word."""
-    bad = np.nonzero(~events["kind"].isin(EVENT_KINDS).to_numpy())[0]  # fast on a categorical
-    if len(bad):
-        row = int(bad[0])
-        kind = str(events["kind"].iloc[row])
-        raise FieldError(
-            f"row {row} of the events has kind = {shown(kind)}: need one of {EVENT_KINDS}", f"kind[{row}]"
-        )
+    kind = events["kind"]
+    _refuse_first(  # fast on a categorical
+        ~kind.isin(EVENT_KINDS).to_numpy(),
+        "kind",
+        lambda r: f"has kind = {shown(str(kind.iloc[r]))}: need one of {EVENT_KINDS}",
+    )
     # each column's integers and their range: a version counts from 0, a step's or sync's episode,
     # slot and replica are -1; slot and replica (not drawn, but part of the table) only where given
     ranges = {"version": (0, 2**53), "episode_id": (-1, 2**53), "slot": (-1, MAX_EVENT_SLOT)}
@@ -162,60 +171,43 @@ def _check_events(events: pd.DataFrame) -> None:
     for col, (lo, hi) in ranges.items():
         if col not in events.columns:
             continue
-        values = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
+        column = events[col]
+        values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
         ok = np.isfinite(values) & (values == np.round(values)) & (values >= lo) & (values < hi)
-        bad = np.nonzero(~ok)[0]
-        if len(bad):
-            row = int(bad[0])
-            value = str(events[col].iloc[row])
-            raise FieldError(
-                f"row {row} of the events has {col} = {shown(value)}: need an integer in [{lo}, {hi:,})",
-                f"{col}[{row}]",
-            )
+        _refuse_first(
+            ~ok,
+            col,
+            lambda r: f"has {col} = {shown(str(column.iloc[r]))}: need an integer in [{lo}, {hi:,})",  # noqa: B023
+        )
     if "complete" in events.columns and events["complete"].dtype != np.bool_:
-        flags = events["complete"].map(lambda v: isinstance(v, bool | np.bool_) or v in ("True", "False"))
-        bad = np.nonzero(~flags.to_numpy(dtype=bool))[0]
-        if len(bad):
-            row = int(bad[0])
-            raise FieldError(
-                f"row {row} of the events has complete = {shown(events['complete'].iloc[row])}: "
-                "need True or False",
-                f"complete[{row}]",
-            )
+        complete = events["complete"]
+        flags = complete.map(lambda v: isinstance(v, bool | np.bool_) or v in ("True", "False"))
+        _refuse_first(
+            ~flags.to_numpy(dtype=bool),
+            "complete",
+            lambda r: f"has complete = {shown(complete.iloc[r])}: need True or False",
+        )
     gen = events["kind"].isin(("gen", "pause")).to_numpy()  # their lane is their track's name
     named = events["lane"].map(lambda lane: isinstance(lane, str) and lane != "").to_numpy(dtype=bool)
-    bad = np.nonzero(gen & ~named)[0]
-    if len(bad):
-        row = int(bad[0])
-        value = events["lane"].iloc[row]
-        raise FieldError(
-            f"row {row} of the events has lane = {shown(value)}: need the slot's name (r0/slot0)",
-            f"lane[{row}]",
-        )
+    _refuse_first(
+        gen & ~named,
+        "lane",
+        lambda r: f"has lane = {shown(events['lane'].iloc[r])}: need the slot's name (r0/slot0)",
+    )
     start = pd.to_numeric(events["start_s"]).to_numpy(dtype=np.float64)
     end = pd.to_numeric(events["end_s"]).to_numpy(dtype=np.float64)
-    bad = np.nonzero(end < start)[0]
-    if len(bad):
-        row = int(bad[0])
-        raise FieldError(
-            f"row {row} of the events ends (end_s {end[row]}) before it starts ({start[row]})",
-            f"end_s[{row}]",
-        )
-    bad = np.nonzero(start < 0)[0]  # a run starts at t = 0; -10 s drew at ts = -10,000,000
-    if len(bad):
-        row = int(bad[0])
-        raise FieldError(
-            f"row {row} of the events starts before the run (start_s {start[row]}; a run starts at 0)",
-            f"start_s[{row}]",
-        )
-    bad = np.nonzero(end > MAX_TRACE_S)[0]  # end >= start here: the end is the later one
-    if len(bad):
-        row = int(bad[0])
-        raise FieldError(
-            f"row {row} of the events ends at end_s {end[row]:g}, past the {MAX_TRACE_S:.3g} s a trace's "
-            "microsecond timestamps hold (285 years: seconds in another unit?)",
-            f"end_s[{row}]",
-        )
+    _refuse_first(end < start, "end_s", lambda r: f"ends (end_s {end[r]}) before it starts ({start[r]})")
+    _refuse_first(  # a run starts at t = 0; -10 s drew at ts = -10,000,000
+        start < 0, "start_s", lambda r: f"starts before the run (start_s {start[r]}; a run starts at 0)"
+    )
+    _refuse_first(  # end >= start here: the end is the later one
+        end > MAX_TRACE_S,
+        "end_s",
+        lambda r: (
+            f"ends at end_s {end[r]:g}, past the {MAX_TRACE_S:.3g} s a trace's "
+            "microsecond timestamps hold (285 years: seconds in another unit?)"
+        ),
+    )
 
 
 def events_to_trace(
