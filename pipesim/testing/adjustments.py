@@ -12,8 +12,8 @@ some draws need a second look, and these rules give it:
   slow episode can fall past it (``b + 2`` to ``b + STEPS_PAST_BOUND`` steps, a fast trainer, two
   slots per episode of the batch), changing sizes and times only; :func:`break_whole` does it for
   a batch of whole groups, which :func:`fit_batch` keeps whole;
-* **drawn together**: :func:`may_drop` adds the batch policies that drop only in some
-  settings, and :func:`cap_for` keeps a timeout beside ``DropOverlong`` from cutting everything.
+* **drawn together**: :func:`cap_for` keeps a timeout beside ``DropOverlong`` from cutting
+  everything.
 
 They read and change a finished scenario, never a strategy, so they live apart from the strategies
 that draw: the rules every draw obeys sit in one place, and the strategies stay a plain list of
@@ -27,15 +27,22 @@ from typing import Any
 
 
 def drops_work(sc: Any) -> bool:
-    """Whether a scenario can drop launched episodes (so count-all admission could stall)."""
-    from pipesim.policies.batching import DropStale, EvictStalest
+    """Whether a scenario can drop launched episodes (so count-all admission could stall): its
+    failures, the policies that always drop, those that say so (``drops_work = True``), and the
+    batch policies that drop only in some settings: ``WholeGroups`` filtering or dropping stale
+    groups, ``DropOverlong`` under a timeout (what it cuts is dropped)."""
+    from pipesim.policies.batching import DropOverlong, DropStale, EvictStalest
+    from pipesim.policies.groups import WholeGroups
     from pipesim.policies.updates import AbortRestart
 
+    b = sc.batching
     return (
         sc.failures is not None
-        or isinstance(sc.batching, DropStale | EvictStalest)
+        or isinstance(b, DropStale | EvictStalest)
         or isinstance(sc.weight_update, AbortRestart)
-        or any(getattr(q, "drops_work", False) is True for q in (sc.batching, sc.weight_update))
+        or any(getattr(q, "drops_work", False) is True for q in (b, sc.weight_update))
+        or (isinstance(b, WholeGroups) and (b.drop_stale or b.filter_rate > 0))
+        or (isinstance(b, DropOverlong) and sc.timeout is not None)
     )
 
 
@@ -141,18 +148,3 @@ def cap_for(batching: Any, timeout: Any) -> Any:
     if timeout is None or not isinstance(batching, DropOverlong) or timeout.cap_s >= 50.0:
         return timeout
     return dataclasses.replace(timeout, cap_s=50.0)
-
-
-def may_drop(sc: Any) -> bool:
-    """:func:`~pipesim.testing.adjustments.drops_work`, and the batch policies that drop only in
-    some settings: ``WholeGroups`` filtering or dropping stale groups, ``DropOverlong`` under a
-    timeout (what it cuts is dropped)."""
-    from pipesim.policies.batching import DropOverlong
-    from pipesim.policies.groups import WholeGroups
-
-    b = sc.batching
-    return (
-        drops_work(sc)
-        or (isinstance(b, WholeGroups) and (b.drop_stale or b.filter_rate > 0))
-        or (isinstance(b, DropOverlong) and sc.timeout is not None)
-    )

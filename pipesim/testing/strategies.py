@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
-from pipesim.testing.adjustments import ROLES, _at_staleness, break_whole, cap_for, may_drop, pinned_bound
+from pipesim.testing.adjustments import ROLES, _at_staleness, break_whole, cap_for, drops_work, pinned_bound
 from pipesim.testing.adjustments import STEPS_PAST_BOUND as STEPS_PAST_BOUND  # re-exported
 from pipesim.testing.adjustments import fit_batch as fit_batch  # re-exported
 
@@ -373,7 +373,7 @@ def policy_scenarios(
             seed=draw(st.integers(0, 2**16)),
         )
         sc = _at_staleness(sc, cfg.max_staleness)
-        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and may_drop(sc):
+        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
         if k > 1 and weight_updates is None and getattr(sc.batching, "drops_work", False) is True:
