@@ -17,7 +17,7 @@ from pipesim.core.errors import MAX_DURATION_POOL, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
-from pipesim.core.validate import FieldError, int_shown, refuse, within
+from pipesim.core.validate import FieldError, across, int_shown, refuse, within
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -172,16 +172,16 @@ class Scenario:
                     "replicas",
                     f"must be a pipesim.policies.replicas.Replicas or None, got {shown(self.replicas)}",
                 )
-            with within("pipeline"):  # the field to change is the pipeline's n_slots
+            with across("pipeline"):  # the field to change is the pipeline's n_slots
                 self.replicas.slots_per_replica(self.pipeline.n_slots)  # validates n_slots >= n_replicas
         check = getattr(self.weight_update, "check_replicas", None)  # PerReplicaSync's times per replica
         if callable(check) and self.replicas is not None:  # none set: a compute run's cluster sets them
-            with within("weight_update"):
+            with across("weight_update"):
                 check(self.replicas.n_replicas)
         for role in _BATCH_CHECKED:  # a rule of whole groups: the batch must be whole groups
             check = getattr(getattr(self, role), "check_batch_size", None)
             if callable(check):
-                with within(role):
+                with across(role):
                     check(self.pipeline.batch_size)
         if why := unread_staleness(self):  # a label the run would not honour (sweeps, files, --set)
             raise UnreadStaleness(why)

@@ -98,6 +98,13 @@ class FieldTypeError(FieldError, TypeError):
     """A :class:`FieldError` that was a ``TypeError``: an argument of the wrong kind of object."""
 
 
+class CrossFieldError(FieldError):
+    """A value refused only beside another field's (a batch that is not whole groups of its batch
+    policy, fewer slots than replicas, a ``max_staleness`` no policy reads): changing either field
+    settles it, so a sequence of changes (``--set`` pairs) waits for the next one before it is the
+    error (:func:`pipesim.io.overrides.apply_overrides`)."""
+
+
 MAX_KEY_CHARS = 60
 """The most characters of a user's key (a file's, a spec's, a table's) an error names: a key is a
 word, and a 100 kB one (a slip, or a hostile file) must not make a 100 kB message."""
@@ -125,6 +132,19 @@ def within(prefix: str) -> Iterator[None]:
         yield
     except FieldError as exc:
         raise exc.nested(prefix) from None
+
+
+@contextmanager
+def across(prefix: str) -> Iterator[None]:
+    """:func:`within`, the error re-raised as a :class:`CrossFieldError`: for a check a config asks
+    of two of its fields together."""
+    try:
+        yield
+    except FieldError as exc:
+        err = exc.nested(prefix)
+        cross = CrossFieldError(str(err), err.field, err.file)
+        cross.__dict__.update({k: v for k, v in err.__dict__.items() if k not in ("field", "file")})
+        raise cross from None
 
 
 def float_hint(value: object) -> str:

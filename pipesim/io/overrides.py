@@ -29,10 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import FieldError, shown
-from pipesim.core.validate import key_shown
-from pipesim.policies.base import UnreadStaleness
+from pipesim.core.validate import CrossFieldError, key_shown
 from pipesim.policies.catalog import parse_policy, policy_classes
-from pipesim.policies.replicas import Replicas
 
 if TYPE_CHECKING:
     from pipesim.io.registry import Entry
@@ -228,10 +226,11 @@ def split_pair(pair: str, what: str = "override") -> tuple[str, str]:
 def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     """Apply ``key=value`` strings in order; returns the new scenario and the overrides as given.
 
-    A change refused only beside another field (:func:`_settles_later`: ``batching=WholeGroups(3)``
-    at ``batch_size`` 16, ``admission=RollGroupAdmission(1)`` on a design with an eta) waits for
-    the next, which may settle it (``batch_size=18``, ``max_staleness=0``), so the order of the two
-    does not matter; if none does, the first is the error."""
+    A change refused only beside another field (the scenario's
+    :class:`~pipesim.core.validate.CrossFieldError`: ``batching=WholeGroups(3)`` at ``batch_size``
+    16, ``admission=RollGroupAdmission(1)`` on a design with an eta) waits for the next, which may
+    settle it (``batch_size=18``, ``max_staleness=0``), so the order of the two does not matter; if
+    none does, the first is the error. A value refused alone (``batch_size=0``) is the error at once."""
     given: dict[str, str] = {}
     pending: dict[str, Any] = {}
     first: FieldError | None = None  # the refusal that began the pending changes
@@ -249,43 +248,13 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
         except (ValueError, TypeError) as exc:
             field = getattr(exc, "field", "") or key  # a pool too large: the key that derives it
             named = FieldError(f"{key}={key_shown(text)}: {exc}", key if field == "pool_size" else field)
-            if not _settles_later(exc, scenario, changes):
+            if not isinstance(exc, CrossFieldError):  # refused alone: the error at once
                 raise named from None
             first, pending = first or named, changes
         given[key] = text
     if first is not None:
         raise first
     return scenario, given
-
-
-def _settles_later(exc: Exception, scenario: Scenario, changes: dict[str, Any]) -> bool:
-    """Whether ``exc``, the scenario's refusal of ``changes``, is one across fields that a later
-    change may settle: ``max_staleness`` unread (:class:`~pipesim.policies.base.UnreadStaleness`),
-    or a check :class:`~pipesim.config.Scenario` asks of its parts together, asked again here: a
-    policy's ``check_batch_size`` (whole groups, a verl queue that holds a batch), and with
-    replicas ``slots_per_replica`` (``n_slots``) and the update's ``check_replicas``. A pipeline
-    value refused alone (``batch_size=0``) is the error at once."""
-    if isinstance(exc, UnreadStaleness):
-        return True
-    names = {f.name for f in dataclasses.fields(PipelineConfig)}
-    try:
-        pipe = dataclasses.replace(scenario.pipeline, **{k: v for k, v in changes.items() if k in names})
-    except (ValueError, TypeError):
-        return False
-    part = {name: changes.get(name, getattr(scenario, name)) for name in (*POLICY_FIELDS, "replicas")}
-    asks = [(getattr(part[r], "check_batch_size", None), pipe.batch_size) for r in POLICY_FIELDS]
-    if isinstance(rep := part["replicas"], Replicas):
-        asks += [
-            (rep.slots_per_replica, pipe.n_slots),
-            (getattr(part["weight_update"], "check_replicas", None), rep.n_replicas),
-        ]
-    for check, value in asks:
-        try:
-            if callable(check):
-                check(value)
-        except (ValueError, TypeError):
-            return True
-    return False
 
 
 POOL_KEYS = ("steps", "batch_size", "n_slots")

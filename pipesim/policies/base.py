@@ -37,7 +37,7 @@ from pipesim.core.port import StalenessPromise
 from pipesim.core.roles import Admission as Admission  # the roles live in core; re-exported
 from pipesim.core.roles import BatchPolicy as BatchPolicy
 from pipesim.core.roles import WeightUpdate as WeightUpdate
-from pipesim.core.validate import FieldError
+from pipesim.core.validate import CrossFieldError
 
 if TYPE_CHECKING:
     from pipesim.core.episode import Episode
@@ -65,7 +65,7 @@ def not_a_knob(name: str, owner: str, knob: str) -> str:
     return f"{name}: max_staleness is not a knob of {owner}; its staleness bound is {knob}"
 
 
-class UnreadStaleness(FieldError):
+class UnreadStaleness(CrossFieldError):
     """A scenario's ``max_staleness`` that none of its policies reads (:func:`unread_staleness`);
     its field is ``pipeline.max_staleness``."""
 
