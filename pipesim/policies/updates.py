@@ -36,15 +36,15 @@ from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number, shown
 from pipesim.core.port import PipelineView, pauses_only
 from pipesim.core.validate import refuse
-from pipesim.policies.base import CountThrottle, PartialRollout, WeightUpdate
+from pipesim.policies.base import Drain, PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
 
 if TYPE_CHECKING:
-    from pipesim.core.roles import RunSpec
+    pass
 
 
 @dataclass(frozen=True)
-class BatchDrain:
+class BatchDrain(Drain):
     """Drain at batch boundaries: every batch of B is generated under one version.
 
     OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py`` (HEAD 3c3be62): the generator
@@ -61,19 +61,9 @@ class BatchDrain:
       started), so mid-batch it waits for that pass (``p.settled()``); if the pass starts nothing
       and nothing runs, the admission rule stopped mid-batch and the sync goes ahead.
 
-    The promises are :class:`~pipesim.policies.base.Drain`'s: no episode spans two versions (the
-    sync runs on empty engines), and under the count throttle staleness <= eta.
+    The promises are :class:`~pipesim.policies.base.Drain`'s, inherited: no episode spans two
+    versions (the sync runs on empty engines), and under the count throttle staleness <= eta.
     """
-
-    def pauses_only(self) -> bool:
-        """Its sync waits for the drain, then pauses empty engines (a promise to the engine)."""
-        return True
-
-    def single_version(self, scenario: RunSpec) -> bool:
-        return True
-
-    def staleness_bound(self, scenario: RunSpec) -> int | None:
-        return scenario.pipeline.max_staleness if type(scenario.admission) is CountThrottle else None
 
     def blocks_admission(self, p: PipelineView) -> bool:
         return p.syncing or (p.sync_pending and p.started % p.batch_size == 0)
