@@ -130,8 +130,7 @@ def capped_mean(mu: float, s: float, cap: float) -> float:
     check_number("cap", cap, 0.0, strict=True)
     if s <= 0:
         return min(math.exp(mu), cap)
-    lc = math.log(cap)
-    return math.exp(mu + s * s / 2) * _N.cdf((lc - mu - s * s) / s) + cap * (1 - _N.cdf((lc - mu) / s))
+    return _formula(mu, s, cap)
 
 
 def _capped_mean(mu: float, s: float, cap: float) -> float:
@@ -139,9 +138,14 @@ def _capped_mean(mu: float, s: float, cap: float) -> float:
     a fit on arguments :func:`fit_lengths` checked once: three float comparisons instead of the
     three checks (half a fit's time). Anything they do not pass (``mu`` past +-700 or NaN, ``s``
     zero or not finite, ``cap`` not finite above 0) goes to :func:`capped_mean`, so its error and
-    its ``s == 0`` case are that function's; the formula is the same expression, bit for bit."""
+    its ``s == 0`` case are that function's; both evaluate :func:`_formula`."""
     if not (-700.0 <= mu <= 700.0 and 0.0 < s < math.inf and 0.0 < cap < math.inf):
         return capped_mean(mu, s, cap)
+    return _formula(mu, s, cap)
+
+
+def _formula(mu: float, s: float, cap: float) -> float:
+    """The capped mean's expression, for ``s > 0`` and arguments already checked."""
     lc = math.log(cap)
     return math.exp(mu + s * s / 2) * _N.cdf((lc - mu - s * s) / s) + cap * (1 - _N.cdf((lc - mu) / s))
 
