@@ -323,6 +323,7 @@ ROWS: list[tuple[str, Callable[[], Any], str]] = [
         "maxes",
     ),
     ("fit_lengths cap 0", lambda: fit_lengths(_MEAN, None, None, 0, 128, 0.3, 0.8, _rng()), "cap"),
+    ("fit_lengths cap 1e300", lambda: fit_lengths(_MEAN, None, None, 1e300, 128, 0.3, 0.8, _rng()), "cap"),
     ("fit_lengths batch 0", lambda: fit_lengths(_MEAN, None, _MEAN * 2, 4096, 0, 0.3, 0.8, _rng()), "batch"),
     (
         "fit_lengths sigma NaN",

@@ -36,6 +36,7 @@ import pandas as pd
 
 from pipesim.core.validate import FieldError, check_int, check_number, refuse, shown
 from pipesim.io.sweep_grid import t_quantile_975
+from pipesim.plan.checks import MAX_TOKENS
 
 __all__ = [
     "BOOTSTRAP",
@@ -204,8 +205,9 @@ def fit_lengths(
 ) -> tuple[dict[str, Fitted], list[str]]:
     """``response_median_tokens`` and ``response_sigma`` from per-step response statistics (module
     docstring), with bootstrap intervals; and what could not be identified. Each series is one
-    per step (a 1-D array of the same length, finite: lengths above 0, clip shares in [0, 1]); a
-    FieldError (a LogError for a series) names the argument otherwise."""
+    per step (a 1-D array of the same length, finite: lengths above 0, clip shares in [0, 1]),
+    ``cap`` at most a spec's bound (``MAX_TOKENS``); a FieldError (a LogError for a series) names
+    the argument otherwise."""
     from pipesim.calibrate.frame import check_kind, check_series
 
     mean = check_series("mean", mean, positive=True)
@@ -214,6 +216,8 @@ def fit_lengths(
     if clip is not None and (clip > 1).any():
         raise refuse("clip", f"must be shares in [0, 1], got {clip.max():g}")
     check_number("cap", cap, 0.0, strict=True)
+    if cap > MAX_TOKENS:  # ln(cap) + 10 bounds the median's bisection: keep it within exp's range
+        raise refuse("cap", f"must be at most {MAX_TOKENS} tokens (a response cap), got {cap:g}")
     check_int("batch", batch, 1)
     check_number("difficulty_sigma", difficulty_sigma, 0.0)
     check_number("sigma_prior", sigma_prior, 0.0)
