@@ -198,9 +198,10 @@ def run_compute(
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
-    ``seed`` (default: the scenario's) seeds the token lengths. A scenario field the cluster sets
-    instead (``n_slots``, ``train_time_s``, ``sync_time_s``, ``colocated``, ``replicas``,
-    ``durations``) must be left at its default (:mod:`pipesim.compute.overrides`).
+    ``seed`` (default: the scenario's) seeds the token lengths and a ``"shuffled"`` trainer's
+    batch order (its ``run_seed``). A scenario field the cluster sets instead (``n_slots``,
+    ``train_time_s``, ``sync_time_s``, ``colocated``, ``replicas``, ``durations``) must be left
+    at its default (:mod:`pipesim.compute.overrides`).
 
     ``trainer`` defaults to the engine's model on the cluster's trainer GPUs at the default MFU;
     one given (to set its MFU, old-log-prob recompute or reference model) must train that model on
@@ -214,13 +215,12 @@ def run_compute(
     ``slots_per_replica`` (default ``cluster.replica_slots``: ``Cluster.slots_per_replica``, else
     ``max_num_seqs``) is the episodes each replica takes at once; a multi-turn episode holds its
     slot through its tool calls (:class:`ToolSlotWarning` when that looks like the limit).
-    ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned
-    series (``ComputeRun.replica_timeline``). ``observer`` sees each batch the trainer takes
-    (:class:`~pipesim.core.seams.BatchObserver`: ``pipesim run SPEC`` shows its progress so).
-    ``routing`` picks the replica of each admitted
-    sample (default :class:`~pipesim.policies.replicas.LeastLoaded`, which spreads a group over the
-    replicas; ``GroupAffinity(workload.samples_per_prompt)`` keeps a prompt's samples together, so
-    that ``EngineConfig.share_group_prefix`` can share their prompt).
+    ``record`` keeps each replica's batch timeline (``ComputeRun.timelines``) and its binned series
+    (``ComputeRun.replica_timeline``). ``observer`` sees each batch the trainer takes
+    (:class:`~pipesim.core.seams.BatchObserver`: ``pipesim run SPEC`` shows its progress so). ``routing``
+    picks the replica of each admitted sample (default :class:`~pipesim.policies.replicas.LeastLoaded`,
+    which spreads a group over the replicas; ``GroupAffinity(workload.samples_per_prompt)`` keeps a
+    prompt's samples together, so that ``EngineConfig.share_group_prefix`` can share their prompt).
     """
     if not isinstance(scenario, Scenario):
         raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
@@ -288,7 +288,7 @@ def run_compute(
     scenario = scenario.with_(**changes)
     source = TokenSource(workload, np.random.default_rng(seed), context_tokens=eng.context_len)
     tcfg.check_longest_sample(workload.max_sequence_tokens, "trainer.")  # after the context's check
-    model_trainer = ComputeTrainer(tcfg, source, switch_s=switch)
+    model_trainer = ComputeTrainer(tcfg, source, switch_s=switch, run_seed=seed)
     cost = ReplicaCost(eng)
     engines: list[ComputeReplica] = []
     pools: list[EnvWorkers] = []

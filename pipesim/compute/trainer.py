@@ -30,9 +30,9 @@ How the older knobs fold into the profile:
   verl's colocated ``generate_sequences`` returns in prompt order, a prompt's samples adjacent), or
   ``"shuffled"``, in a random order drawn per step from ``numpy.random.default_rng((shuffle_seed,
   step, run_seed))`` (realhf, AReaL v0.3, shuffles each rank's share before splitting it into
-  mini-batches). ``run_seed`` is :class:`ComputeTrainer`'s (default 0, the stream of before: numpy
-  pads the entropy with zeros). ``run_compute`` does not pass the run's seed to it, so a compute
-  run deals one order at every run seed: vary ``shuffle_seed`` with the seed to vary it.
+  mini-batches). ``run_seed`` is :class:`ComputeTrainer`'s, which ``run_compute`` sets to the run's
+  seed, so each seed of a sweep deals its own orders; at seed 0 the order is the one
+  ``(shuffle_seed, step)`` seeded before (numpy pads the entropy with zeros), so no result moves there.
 
 Memory check: the weights, gradients and Adam state (``optimizer_bytes_per_param``, 16 bytes for
 bf16 weights and gradients with fp32 master weights and two moments) are sharded over the trainer
@@ -89,6 +89,7 @@ DEFAULT_PROFILE = "fsdp2-dense"
 
 BATCH_ORDERS = ("arrival", "submission", "shuffled")
 """The orders a batch can reach the framework in (module docstring, ``batch_order``)."""
+_episode_id = operator.attrgetter("id")  # a non-arrival order starts from the batch sorted by id
 
 ACTIVATION_BYTES_PER_TOKEN = 34
 """Bytes of one transformer layer's activations per token per unit of hidden size while it is
@@ -106,12 +107,13 @@ DEFAULT_MICRO_BATCH_TOKENS = 16384
 """Tokens per GPU per micro-batch when neither budget is given: verl's default
 ``ppo_max_token_len_per_gpu`` (``verl/trainer/config/actor/actor.yaml``)."""
 
-
 MAX_BUDGET = 2**53
 """The most samples or tokens a mini- or micro-batch budget may hold: the largest integer a float
 holds exactly. A budget past every batch means "no cap" (AReaL states ``max_tokens_per_mb`` as
 ``int(1e12)``), so the bound sits far above any batch, not at a context's int32."""
 _BUDGET_WHY = "2**53, the largest integer a float holds exactly; a budget past the batch is no cap"
+_TOKEN_BUDGETS = ("micro_batch_tokens", "log_prob_micro_batch_tokens")
+_BUDGETS = ("ppo_mini_batch_samples", "micro_batch_samples", *_TOKEN_BUDGETS)
 
 MAX_STEP_OVERHEAD_S = 7 * 86400.0
 """The most fixed seconds a step may add (``step_overhead_s``): a week, the longest step time a
@@ -166,12 +168,7 @@ class TrainerConfig:
                 raise refuse(name, f"must be at most {hi:g}, got {shown(getattr(self, name))}")
         # each a count of samples or tokens a float holds exactly: 10**308 overflowed the phases'
         # float arithmetic (an OverflowError, or a clock overflow naming no field)
-        for name in (
-            "ppo_mini_batch_samples",
-            "micro_batch_tokens",
-            "micro_batch_samples",
-            "log_prob_micro_batch_tokens",
-        ):
+        for name in _BUDGETS:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, MAX_BUDGET, _BUDGET_WHY)
         if self.micro_batch_tokens is not None and self.micro_batch_samples is not None:
@@ -268,14 +265,6 @@ class TrainerConfig:
             return None
         return DEFAULT_MICRO_BATCH_TOKENS if self.micro_batch_tokens is None else self.micro_batch_tokens
 
-    @functools.cached_property
-    def flops_per_token(self) -> float:
-        """Training FLOPs per token: forward and backward (6 per active parameter, per epoch), plus
-        2 each for recomputing the old log-probs and for the reference model where configured."""
-        n = self.model.n_active_params
-        passes = 6.0 * self.ppo_epochs + 2.0 * self.recompute_old_logp + 2.0 * self.reference_model
-        return passes * n
-
     def check_longest_sample(self, longest_tokens: int, prefix: str = "") -> None:
         """Refuse a token budget (``micro_batch_tokens``, ``log_prob_micro_batch_tokens``) that,
         times ``sequence_parallel``, is below ``longest_tokens``, the longest sample the workload
@@ -287,7 +276,7 @@ class TrainerConfig:
         theirs (a default budget is the trainer's, not the user's, and is left as it was)."""
         check_number("longest_tokens", longest_tokens, 0, strict=True)  # NaN passed every budget
         sp = self.sequence_parallel
-        for name in ("micro_batch_tokens", "log_prob_micro_batch_tokens"):
+        for name in _TOKEN_BUDGETS:
             budget = getattr(self, name)
             if budget is not None and budget * sp < longest_tokens:
                 raise FieldError(
@@ -351,9 +340,6 @@ def check_expert_parallel(model: ModelSpec, n_gpus: int, prof: FrameworkProfile)
         )
 
 
-_episode_id = operator.attrgetter("id")
-
-
 class ComputeTrainer:
     """The :class:`pipesim.TrainerModel` of a :class:`TrainerConfig`, reading the side table.
 
@@ -362,7 +348,7 @@ class ComputeTrainer:
     while the trainer trains. ``log`` holds ``(step, tokens, seconds)`` per step, ``seconds``
     being the training compute alone (the kernel's ``train_log`` spans compute and switch), and
     ``phase_log`` holds ``(step, tokens, {phase: seconds})`` (:data:`PHASES`, summing to ``seconds``).
-    ``run_seed`` joins ``shuffle_seed`` in a ``"shuffled"`` batch's order (module docstring).
+    ``run_seed`` (``run_compute`` passes the run's seed) joins ``shuffle_seed`` in a shuffled order.
     """
 
     def __init__(
