@@ -24,6 +24,14 @@ Not read for an agent spec: ``response_length/clip_ratio`` and ``response_length
 ratio is the share of episodes that fill the response window, its ``max`` the longest episode:
 neither is a turn's cap nor a turn's length), so the sigma is the spec's; a note says so.
 
+Not fitted: the tool latency (``agent.tool_latency_s`` and its sigma; verl logs no tool call's
+time). Generation waits on the tool calls, so the decode overhead fitted to ``gen`` afterwards
+(:func:`pipesim.calibrate.simulated.fit_overhead`) takes up whatever the spec's latency gets wrong:
+a log of 8 s tool calls calibrated against a spec of 4 s fitted 35.9 ms a decode iteration (the
+engine's own: 1 ms) and held its logged design, but predicted 7,223 samples/h for another split
+that ran 12,249. :func:`tool_note` says so in the notes, and
+:func:`pipesim.calibrate.predict.conditional_on` under the prediction's ranges.
+
 Refused (:func:`check_episodes`, from :func:`pipesim.calibrate.check_log`): a step whose episode
 mean is below the shortest episode the spec allows, ``turns`` tokens and the ``turns - 1``
 observations: a log of the turns' responses alone (a fork's ``response_length`` without the
@@ -41,7 +49,7 @@ from pipesim.calibrate.log import TrainingLog
 from pipesim.compute.workload import TokenWorkload
 from pipesim.plan.runspec import RunSpec
 
-__all__ = ["check_episodes", "length_notes", "shortest_episode", "turn_means"]
+__all__ = ["check_episodes", "length_notes", "shortest_episode", "tool_note", "turn_means"]
 
 
 def shortest_episode(wl: TokenWorkload) -> int:
@@ -103,3 +111,24 @@ def length_notes(log: TrainingLog, rs: RunSpec) -> list[str]:
             "turn's: the share filling the response window, the longest episode)"
         )
     return notes
+
+
+def tool_note(rs: RunSpec, overhead_fitted: bool) -> str | None:
+    """What an agent spec's calibration assumes of its tool calls (module docstring), where the
+    decode overhead was fitted (``overhead_fitted``) or not; None for one turn."""
+    a = rs.plan.workload.agent
+    if a is None:
+        return None
+    where = (
+        "any error in it lands in iteration_overhead_s, the per-iteration decode overhead fitted to the "
+        "logged time: the logged design is still reproduced, but a prediction for another design pays "
+        "the latency's error per decode iteration rather than per tool call"
+        if overhead_fitted
+        else "any error in it shows in the held-out gen and step"
+    )
+    return (
+        "agent.tool_latency_s: not fitted (verl logs no tool call's time): the spec's "
+        f"{a.tool_latency_s:g} s median (tool_latency_sigma {a.tool_latency_sigma:g}) is taken as "
+        f"the logged run's, and {where} "
+        "(docs/calibrate.md)"
+    )

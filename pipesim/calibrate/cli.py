@@ -6,7 +6,11 @@ written with the warning in its ``not_identified`` list, and the warning is prin
 with the results, and on stderr). On a
 terminal, one status line on stderr says which part and which simulation is running (a
 1,000-step log takes about 20 s; ``--quiet`` hides it). The written spec records the log
-(``[calibration] log``) relative to its own folder, as its other paths (:func:`recorded_log`)."""
+(``[calibration] log``) relative to its own folder, as its other paths (:func:`recorded_log`).
+``--out`` and ``--json`` are written together, under
+:func:`~pipesim.io.interrupts.deferred_interrupts` (a Ctrl-C between the two left a new spec beside
+an old table), and each file written is named. A decode overhead fitted far above the engine's
+own (:func:`pipesim.calibrate.fitspec.overhead_warning`) is warned of on stderr."""
 
 from __future__ import annotations
 
@@ -17,14 +21,15 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pipesim.io.cli_common import UsageError, check_distinct, check_output, one_line
-from pipesim.io.interrupts import write_text_atomic
+from pipesim.io.interrupts import deferred_interrupts, write_text_atomic
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from pipesim.calibrate import LogError, calibrate, calibrated_spec, read_columns_map, read_log
+    from pipesim.calibrate.fitspec import overhead_warning
     from pipesim.plan.checks import PlanError
     from pipesim.plan.runspec import dumps, load
 
@@ -69,30 +74,41 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     data = relocated(data, rs.base, args.out)  # its paths still resolve
     data["calibration"]["log"] = recorded_log(args.log, args.out)
-    write_text_atomic(args.out, dumps(data, fmt))
+    spec_text, json_text = dumps(data, fmt), _json_table(data, args) if args.json else None
+    # both files or neither: a Ctrl-C between the two would leave a new spec beside an old table
+    with deferred_interrupts():
+        write_text_atomic(args.out, spec_text)
+        if json_text is not None and args.json != "-":
+            write_text_atomic(args.json, json_text)
     print(
         f"wrote {args.out} (run it: pipesim run {args.out}; plan with it: pipesim plan {args.out})", file=out
     )
-    if args.json:
-        from pipesim.io.saved import json_number
-
-        def plain(v: object) -> object:  # an open interval's inf as "inf": valid JSON
-            if isinstance(v, dict):
-                return {k: plain(x) for k, x in v.items()}
-            if isinstance(v, list):
-                return [plain(x) for x in v]
-            return json_number(v) if isinstance(v, float) else v
-
-        table = {**data["calibration"], "log": recorded_log(args.log, "." if args.json == "-" else args.json)}
-        text = json.dumps(plain(table), indent=1, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
+    if json_text is not None and args.json == "-":
+        sys.stdout.write(json_text + "\n")
+    elif json_text is not None:
+        print(f"wrote {args.json} (the [calibration] table as JSON)", file=out)
     said = out is sys.stderr or (out.isatty() and sys.stderr.isatty())  # cal.text() said it on screen
     for w in [] if said else cal.misses:  # written, and said: the spec misses its held-out steps
         print(f"pipesim: warning: {args.out}: {w}", file=sys.stderr)
+    if (far := overhead_warning(cal.values)) is not None:  # a note on screen: a warning here, always
+        print(f"pipesim: warning: {args.out}: {far}", file=sys.stderr)
     return 0
+
+
+def _json_table(data: dict[str, Any], args: argparse.Namespace) -> str:
+    """``--json``'s text: the ``[calibration]`` table, its log relative to the JSON file's folder
+    (to the working folder for ``-``), an open interval's ``inf`` as ``"inf"`` (valid JSON)."""
+    from pipesim.io.saved import json_number
+
+    def plain(v: object) -> object:
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        return json_number(v) if isinstance(v, float) else v
+
+    table = {**data["calibration"], "log": recorded_log(args.log, "." if args.json == "-" else args.json)}
+    return json.dumps(plain(table), indent=1, allow_nan=False)
 
 
 def recorded_log(log: str, written: str) -> str:

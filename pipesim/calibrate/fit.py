@@ -12,6 +12,12 @@ one ``s`` (bisection). Otherwise with an uncapped ``response_length/max``: the m
 maximum of ``batch`` draws is ``exp(mu + s z_B)`` with ``z_B`` the normal quantile of
 ``0.5 ** (1 / batch)``, and the mean is ``exp(mu + s**2 / 2)``: a quadratic in ``s`` (taking draws
 as independent, which groups are not). Otherwise ``s`` is the spec's, and only the median is fitted.
+**At the cap** (the steps' mean within :data:`AT_CAP_SLACK` of ``max_response_tokens``: every
+response was cut there) no finite median gives that mean, and the median is known only to be at
+least the one whose capped mean reaches the cap to that slack: that bound is the value, its
+interval ``[bound, inf]`` (open above), and a note says so. Before, the bisection stopped at its
+bracket's top, ``e**10`` times the cap, and printed ``9.022e+07 [9.022e+07, 9.022e+07]`` tokens for
+a 4,096-token cap.
 Intervals: a bootstrap over steps (:data:`BOOTSTRAP` resamples, a seeded generator passed in),
 each end's distance from the value widened for a short log by :func:`small_sample` (the percentile
 bootstrap of ``n`` steps is a normal interval on the plug-in variance: too narrow for a few).
@@ -39,6 +45,7 @@ from pipesim.io.sweep_grid import t_quantile_975
 from pipesim.plan.checks import MAX_TOKENS
 
 __all__ = [
+    "AT_CAP_SLACK",
     "BOOTSTRAP",
     "MIN_DRIFT_STEPS",
     "MIN_TOKEN_SPREAD",
@@ -56,6 +63,10 @@ MIN_DRIFT_STEPS = 6
 """The fewest steps a length trajectory (``drift_per_version``) is fitted from."""
 MIN_TOKEN_SPREAD = 0.01
 """The least coefficient of variation of the steps' tokens that separates slope from intercept."""
+AT_CAP_SLACK = 1e-6
+"""How close (relative) the steps' mean response may come to the cap and still identify a median:
+within it, every response is at the cap (module docstring). The rounding a CSV's six decimals
+leave, the slack :func:`pipesim.calibrate.agent.check_episodes` allows a logged mean too."""
 
 _N = NormalDist()
 
@@ -223,6 +234,8 @@ def fit_lengths(
     check_number("sigma_prior", sigma_prior, 0.0)
     check_kind("rng", rng, np.random.Generator, "a numpy Generator (np.random.default_rng(seed))")
     s_prior = math.hypot(sigma_prior, difficulty_sigma)
+    if float(mean.mean()) >= cap * (1.0 - AT_CAP_SLACK):
+        return _at_cap(float(mean.mean()), cap, s_prior, sigma_prior)
 
     def one(idx: np.ndarray) -> tuple[float, float, str]:
         c = float(clip[idx].mean()) if clip is not None else None
@@ -239,13 +252,13 @@ def fit_lengths(
             "all of each episode: check agent.turns and agent.observation_tokens)",
             "response_length/mean",
         )
-    notes = []
-    if how.startswith("mean"):
+    notes = [_sigma_note(sigma_prior)] if how.startswith("mean") else []
+    if n >= 2 and all(x is None or np.ptp(x) == 0 for x in (mean, clip, maxes)):
         notes.append(
-            "response_sigma: no clip ratio in (0, 0.5) and no uncapped response_length/max; "
-            f"sigma kept from the spec ({sigma_prior:g}), and the median is fitted from the mean at "
-            "that sigma: its interval holds only given that sigma (another sigma moves the median "
-            "the same mean gives; docs/calibrate.md)"
+            f"response_length/mean: {float(mean[0]):g} at every step (and the clip ratio or max the "
+            "fit read): a bootstrap over the steps sees no spread, so the length intervals hold no "
+            "step-to-step noise (zero wide where nothing else widens them); a log of one mean "
+            "repeated, not of steps, tells no more than one step"
         )
     boots = [one(rng.integers(0, n, n))[:2] for _ in range(BOOTSTRAP)]
     med = np.exp([b[0] for b in boots])
@@ -257,6 +270,37 @@ def fit_lengths(
         lo, hi = small_sample(sigma, *_ends(sig), n)
         out["response_sigma"] = Fitted(sigma, max(lo, 0.0), hi, how)
     return out, notes
+
+
+def _sigma_note(sigma_prior: float) -> str:
+    return (
+        "response_sigma: no clip ratio in (0, 0.5) and no uncapped response_length/max; "
+        f"sigma kept from the spec ({sigma_prior:g}), and the median is fitted from the mean at "
+        "that sigma: its interval holds only given that sigma (another sigma moves the median "
+        "the same mean gives; docs/calibrate.md)"
+    )
+
+
+def _at_cap(mean: float, cap: float, s: float, sigma_prior: float) -> tuple[dict[str, Fitted], list[str]]:
+    """The median of responses all at the cap (module docstring): the least whose capped mean
+    (at the spec's sigma ``s``, difficulty folded in) is within :data:`AT_CAP_SLACK` of ``cap``,
+    open above; the sigma is the spec's."""
+    target = cap * (1.0 - AT_CAP_SLACK)
+    lc = math.log(cap)
+    mu = _bisect(lambda m: _capped_mean(m, s, cap) - target, lc, lc + 10.0 * s) if s > 0 else lc
+    m = math.exp(mu if mu is not None else lc)
+    note = (
+        f"response_median_tokens: the responses' mean is at the cap ({mean:g} tokens, "
+        f"workload.max_response_tokens = {cap:g}): every response was cut there, so the median is "
+        f"known only to be at least {m:.5g} tokens (the least whose capped mean reaches the cap, at "
+        f"the spec's sigma): written as that bound with its interval open above; a run of the "
+        "calibrated spec cuts every response at the cap, as the log's did. Was the run's cap "
+        "larger than the spec's?"
+    )
+    return {"response_median_tokens": Fitted(m, m, math.inf, "mean at the cap: a lower bound")}, [
+        note,
+        _sigma_note(sigma_prior),
+    ]
 
 
 def fit_drift(steps: np.ndarray, mean: np.ndarray) -> Fitted | None:

@@ -6,6 +6,12 @@ is :mod:`pipesim.calibrate`'s docstring: the lengths first (a multi-turn spec's 
 the episode verl logs: :mod:`pipesim.calibrate.agent`), then the trainer (dealt at those lengths),
 the weight sync, the asynchronous design's length bias (and the trainer again, at the corrected
 lengths), the decode overhead last (by simulation, with everything else in place).
+
+The decode overhead takes up every second of the fitted column the rest of the model misses (an
+agent spec's tool latency, which no column fits: :func:`pipesim.calibrate.agent.tool_note`). Where
+even its interval's low end is more than :data:`OVERHEAD_FAR_ABOVE` times the engine's own
+(:data:`ENGINE_OVERHEAD_S`), a note says the value is not a decode iteration's cost
+(:func:`overhead_warning`), and ``pipesim calibrate`` warns on stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.calibrate.agent import length_notes, turn_means
+from pipesim.calibrate.agent import length_notes, tool_note, turn_means
 from pipesim.calibrate.checks import outlier_notes, remainder_note
 from pipesim.calibrate.fit import MIN_DRIFT_STEPS, Fitted, fit_drift, fit_lengths, t95
 from pipesim.calibrate.frame import check_fitted
@@ -25,9 +31,45 @@ from pipesim.calibrate.rows import centres, max_draws, row_note, trainer_steps
 from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
 from pipesim.calibrate.steptime import includes_sync, step_note, sync_note
 from pipesim.calibrate.trainer import fit_trainer_profile, tokens
+from pipesim.compute.engine_config import EngineConfig
 from pipesim.plan.runspec import RunSpec
 
-__all__ = ["fit_spec", "validate", "with_lengths"]
+__all__ = [
+    "ENGINE_OVERHEAD_S",
+    "OVERHEAD_FAR_ABOVE",
+    "fit_spec",
+    "overhead_warning",
+    "validate",
+    "with_lengths",
+]
+
+ENGINE_OVERHEAD_S: float = EngineConfig.iteration_overhead_s  # the field's default
+"""The engine's own decode overhead (``EngineConfig.iteration_overhead_s``, 1 ms): what an
+uncalibrated run spec runs at (a spec has no key for it)."""
+OVERHEAD_FAR_ABOVE = 10.0
+"""How many times the engine's own decode overhead the fitted one's 95% interval must clear, at its
+low end, to be said to hold more than a decode iteration's fixed cost (scheduler, sampling,
+launches): an order of magnitude, which noise in the fit does not reach (the low end is above it)
+and a different engine or version alone hardly explains (the shipped sample fits 4.0 ms,
+[3.5, 4.5])."""
+
+
+def overhead_warning(values: dict[str, Fitted]) -> str | None:
+    """Why the fitted ``iteration_overhead_s`` in ``values`` is not a decode iteration's cost,
+    where its interval's low end is above :data:`OVERHEAD_FAR_ABOVE` x :data:`ENGINE_OVERHEAD_S`
+    (module docstring); None otherwise (or where it was not fitted)."""
+    check_fitted(values)
+    o = values.get("iteration_overhead_s")
+    bound = OVERHEAD_FAR_ABOVE * ENGINE_OVERHEAD_S
+    if o is None or not o.lo > bound:
+        return None
+    return (
+        f"iteration_overhead_s: {o.value * 1e3:.3g} ms, 95% [{o.lo * 1e3:.3g}, {o.hi * 1e3:.3g}] ms, is more "
+        f"than {OVERHEAD_FAR_ABOVE:g}x the engine's own {ENGINE_OVERHEAD_S * 1e3:g} ms even at its low end: "
+        "no decode iteration's fixed cost is that; it holds time the rest of the spec misses (a tool "
+        "latency, the trainer, a slower engine), paid per decode iteration, so a prediction for another "
+        "design can be far off though the logged one is reproduced: check the spec against the run"
+    )
 
 
 def with_lengths(rs: RunSpec, values: dict[str, Fitted]) -> RunSpec:
@@ -220,10 +262,14 @@ def fit_spec(
     horizon = int(np.max(predict)) + 1 if predict is not None else None
     overhead, why = fit_overhead(log, fitted, sim0, n_sim, seed, rng, horizon, over)
     notes += why
+    if (tool := tool_note(rs, overhead is not None)) is not None:
+        notes.append(tool)
     if overhead is not None:
         values["iteration_overhead_s"] = overhead
         current["iteration_overhead_s"] = overhead.value
         fitted = with_values(rs, current)
+        if (far := overhead_warning(values)) is not None:
+            notes.append(far)
     if predict is not None:  # the held-out steps' own versions (lengths may drift)
         sim0 = simulate(fitted, None, int(np.max(predict)) + 1, seed, predict, holds_sync=holds)
     elif overhead is not None and means:

@@ -26,7 +26,10 @@ narrow the interval.
 The ranges hold what the calibration measured, given the rest: a value the log did not identify
 is the spec's (its profile's constants for phases the log has no column for, the spec's sigma
 without a clip ratio) and is not drawn; :func:`conditional_on` names them, and the command prints
-it under the ranges.
+it under the ranges. So is a multi-turn spec's tool latency, which no log column fits: the decode
+overhead took up its error (:mod:`pipesim.calibrate.agent`), and another design pays that error
+per decode iteration, not per tool call (a 4 s latency for a logged 8 s: 7,223 samples/h, 95%
+[5,751, 8,020], for a true 12,249); :func:`conditional_on` says so for an agent spec.
 """
 
 from __future__ import annotations
@@ -118,9 +121,10 @@ _SHOWN = ("response_median_tokens", "response_sigma", *_TRAINER, "sync_time_s", 
 
 
 def conditional_on(rs: RunSpec) -> list[str]:
-    """What a calibrated spec's ranges hold fixed (module docstring): one line naming the values the
-    log did not identify (the spec's, not drawn), and one where the trainer's split between its
-    phases is the profile's (a log without phase columns); empty when every value was fitted.
+    """What a calibrated spec's ranges hold fixed (module docstring): for a multi-turn spec, a line
+    on its tool latency; one line naming the values the log did not identify (the spec's, not
+    drawn), and one where the trainer's split between its phases is the profile's (a log without
+    phase columns); empty when every value was fitted and the spec is single-turn.
     On logs of step and gen alone (the profile scaled) or of the step alone, the 4:4 split's 95%
     ranges of throughput, step and update_actor were about +-5% wide and held the true run in 0 or
     1 of 6 logs each (a user's walkthrough): the miss is the profile's split, not noise."""
@@ -129,6 +133,15 @@ def conditional_on(rs: RunSpec) -> list[str]:
         return []
     values, methods = cal["values"], cal.get("method") or {}
     lines = []
+    agent = rs.plan.workload.agent
+    if agent is not None:
+        lines.append(
+            "these ranges hold given the spec's tool latency (agent.tool_latency_s = "
+            f"{agent.tool_latency_s:g} s, tool_latency_sigma = {agent.tool_latency_sigma:g}; not "
+            "fitted, not drawn): an error in it "
+            "was fitted into iteration_overhead_s, which another design pays per decode iteration, "
+            "so the ranges can miss by more than their width (docs/calibrate.md)"
+        )
     kept = [k for k in _SHOWN if k not in values]
     if kept:
         lines.append(

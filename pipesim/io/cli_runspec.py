@@ -136,10 +136,11 @@ def run_spec(args: argparse.Namespace) -> int:
 
 
 def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
-    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`)."""
+    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`),
+    then a ``note:`` line for each thing they hold fixed (``conditional_on``)."""
     import numpy as np
 
-    from pipesim.calibrate.predict import predict
+    from pipesim.calibrate.predict import conditional_on, predict
     from pipesim.io.cli_common import fmt_number
 
     try:
@@ -153,6 +154,8 @@ def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
             f"{k:<{w}}  {fmt_number(v['value']):>10}  [{fmt_number(v['lo'])}, {fmt_number(v['hi'])}]",
             file=out,
         )
+    for line in conditional_on(rs):
+        print(f"note: {line}", file=out)
     return got
 
 
