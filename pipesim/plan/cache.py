@@ -39,7 +39,7 @@ __all__ = ["DiskCache", "canonical", "code_hash", "default_dir", "run_key", "spe
 
 # the PlanSpec fields a run does not read: limits and search settings
 _NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed", "method", "trials"}
-_NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour"}
+_NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour", "first_cut"}
 
 
 RUNS_FORMAT = 3
