@@ -40,6 +40,7 @@ writes the results (text, JSON, the QQ plot). Every public name of the parts is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -50,8 +51,16 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
-from pipesim.io.fit_choice import KS_REJECT_P, MEAN_TOLERANCE, choose_model, fit_problems, model_mean
-from pipesim.io.fit_intervals import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, with_intervals
+from pipesim.io.fit_choice import (
+    KS_REJECT_P,
+    MEAN_TOLERANCE,
+    SLOWEST_DECODE_TOK_S,
+    choose_model,
+    fit_problems,
+    model_mean,
+    unit_notes,
+)
+from pipesim.io.fit_intervals import BOOTSTRAP_RESAMPLES, INTERVAL_LEVEL, turn_choice_note, with_intervals
 from pipesim.io.fit_models import (
     AGENT_DRAWS,
     EMPIRICAL_MAX_VALUES,
@@ -68,7 +77,16 @@ from pipesim.io.fit_models import (
 from pipesim.io.fit_models import (
     _turn_moments as _turn_moments,  # the tests check the turn moments directly
 )
-from pipesim.io.fit_readers import MIN_VALUES, FitError, column_values, read_column, read_table, scaled
+from pipesim.io.fit_readers import (
+    MIN_VALUES,
+    Dropped,
+    FitError,
+    check_turns,
+    describe_dropped,
+    read_column,
+    read_fit_columns,
+    read_table,
+)
 from pipesim.workload.durations import AgentDurations
 
 FIT_RANGE_S = (1e-6, 1e9)
@@ -82,6 +100,8 @@ __all__ = [
     "EMPIRICAL_MAX_VALUES",
     "KS_REJECT_P",
     "MEAN_TOLERANCE",
+    "SLOWEST_DECODE_TOK_S",
+    "Dropped",
     "FitError",
     "FitResult",
     "INTERVAL_LEVEL",
@@ -131,6 +151,8 @@ class FitResult:
     chosen: str = "empirical"
     """The model ``--scenario-out`` writes without ``--model`` (:func:`choose_model`)."""
     chosen_why: str = ""
+    dropped: tuple[Dropped, ...] = ()
+    """Why rows of the trace were left out, by column and reason, the first few named."""
 
     def table(self) -> pd.DataFrame:
         rows = [
@@ -151,6 +173,7 @@ class FitResult:
             "column": self.column,
             "n": self.n,
             "n_dropped": self.n_dropped,
+            "dropped": [dataclasses.asdict(d) for d in self.dropped],
             "fits": {
                 k: {
                     "params": f.params,
@@ -159,6 +182,7 @@ class FitResult:
                     "ks_against": f.how,
                     "intervals": {name: list(lo_hi) for name, lo_hi in f.intervals.items()},
                     "intervals_how": f.interval_how,
+                    **({"turn_roots": [list(r) for r in f.turn_roots]} if f.turn_roots else {}),
                 }
                 for k, f in self.fits.items()
             },
@@ -182,6 +206,7 @@ def fit_values(
     base: AgentDurations | None = None,
     n_dropped: int = 0,
     seed: int = 0,
+    dropped: tuple[Dropped, ...] = (),
 ) -> FitResult:
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**64:
         raise FitError(f"seed must be an integer in [0, 2**64), got {shown(seed)}", "seed", source)
@@ -201,16 +226,8 @@ def fit_values(
         raise FitError(
             f"{where}: every value is {lo:.6g}: a constant has no distribution to fit", column, source
         )
-    cap = (base or AgentDurations()).max_turns
-    if turns is not None and len(turns) and float(np.max(turns)) > cap:
-        # the model caps an episode at max_turns: a trace above it read as the grid's edge
-        raise FitError(
-            f"{source}: the turn column goes up to {float(np.max(turns)):g} turns, above the agent "
-            f"model's max_turns ({cap}); fit against a base whose AgentDurations has max_turns >= "
-            f"{math.ceil(float(np.max(turns)))} (--base SCENARIO, or base= in the API)",
-            "turns",
-            source,
-        )
+    if turns is not None:
+        check_turns(np.asarray(turns, dtype=np.float64), (base or AgentDurations()).max_turns, source)
     fits = {
         "lognormal": fit_lognormal(x),
         "agent": fit_agent(x, base, turns, seed),
@@ -225,13 +242,10 @@ def fit_values(
             "latency's spread are kept from the base model (per-turn times would separate them)."
         )
     if "KS chose" in fits["agent"].how:
-        notes.append(
-            "agent model: the turn cap bends the spread back down, so two mean turn counts match the "
-            "mean and the spread of the totals; the one whose distribution fits better (KS) is reported."
-        )
-    notes += [f.note for f in fits.values() if f.note]
+        notes.append(turn_choice_note(fits["agent"]))
+    notes += [f.note for f in fits.values() if f.note] + unit_notes(fits["agent"])
     chosen, why = choose_model(fits, x)
-    return FitResult(source, column, len(x), n_dropped, x, fits, notes, chosen, why)
+    return FitResult(source, column, len(x), n_dropped, x, fits, notes, chosen, why, dropped)
 
 
 def fit_trace(
@@ -246,33 +260,17 @@ def fit_trace(
     """Read ``column`` (and optionally ``turns_column``) of a trace and fit every model."""
     if not (math.isfinite(scale) and scale > 0):
         raise FitError(f"--scale must be a finite number > 0, got {shown(scale)}", "--scale")
-    df = read_table(path)
-    col = scaled(column_values(df, path, column), scale, path, column)
-    keep = np.isfinite(col) & (col > 0)
-    turns = None
-    if turns_column is not None:
-        t = column_values(df, path, turns_column).to_numpy(dtype=np.float64)
-        keep &= np.isfinite(t) & (t >= 1)
-        turns = t[keep]
-    if keep.sum() < MIN_VALUES:
-        bad = column
-        if turns_column is not None and (np.isfinite(col) & (col > 0)).sum() >= MIN_VALUES:
-            bad = turns_column  # the durations are fine: the turn counts are not
-        need = f"{shown(column)} > 0" + (f", {shown(turns_column)} >= 1" if turns_column else "")
-        raise FitError(
-            f"{path}: column {shown(bad)} leaves {int(keep.sum())} usable rows ({need}); "
-            f"at least {MIN_VALUES} needed",
-            str(bad),
-            str(path),
-        )
+    cap = (base or AgentDurations()).max_turns
+    x, turns, n_dropped, dropped = read_fit_columns(path, column, turns_column, scale, cap)
     return fit_values(
-        col[keep],
+        x,
         source=str(path),
         column=column,
         turns=turns,
         base=base,
-        n_dropped=int((~keep).sum()),
+        n_dropped=n_dropped,
         seed=seed,
+        dropped=dropped,
     )
 
 
@@ -365,7 +363,8 @@ def format_result(result: FitResult) -> str:
     lines = [
         f"{result.source}: column {result.column!r}, {result.n:,} values"
         + (
-            f" ({result.n_dropped:,} rows dropped: missing, non-positive or not numbers)"
+            f" ({result.n_dropped:,} row{'' if result.n_dropped == 1 else 's'} dropped: "
+            f"{describe_dropped(result.dropped) or 'unusable'})"
             if result.n_dropped
             else ""
         )

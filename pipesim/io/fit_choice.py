@@ -11,7 +11,15 @@ import numpy as np
 from pipesim.io.fit_models import ModelFit, agent_moments
 from pipesim.workload.durations import AgentDurations, LogNormalDurations
 
-__all__ = ["KS_REJECT_P", "MEAN_TOLERANCE", "choose_model", "fit_problems", "model_mean"]
+__all__ = [
+    "KS_REJECT_P",
+    "MEAN_TOLERANCE",
+    "SLOWEST_DECODE_TOK_S",
+    "choose_model",
+    "fit_problems",
+    "model_mean",
+    "unit_notes",
+]
 
 KS_REJECT_P = 0.01
 """A fit whose KS p-value is below this is rejected: not chosen by default, and warned about."""
@@ -67,3 +75,25 @@ def choose_model(fits: dict[str, ModelFit], x: np.ndarray) -> tuple[str, str]:
         f"{fits[k].name}: {', '.join(fit_problems(fits[k], x))}" for k in ("lognormal", "agent") if k in fits
     )
     return "empirical", f"no parametric fit passes ({why})"
+
+
+SLOWEST_DECODE_TOK_S = 1.0
+"""The lowest decode rate a fit in seconds is taken to be: a token a second, slower than any LLM
+serves one sequence. Below it, a note asks whether the trace is in seconds, as ``pipesim calibrate``
+asks of a fitted constant outside what real runs fit (:data:`pipesim.calibrate.checks.PLAUSIBLE`,
+which has no decode rate): a trace in milliseconds fitted 0.0355 tok/s and a 2,253 s tool call,
+without a word. A note, not a refusal: the decode rate is the base's per-turn split scaled to the
+trace (the split is not identified), so a trace of very slow tool calls may reach it in seconds."""
+
+
+def unit_notes(agent: ModelFit) -> list[str]:
+    """A note where the agent fit's decode rate is below :data:`SLOWEST_DECODE_TOK_S`."""
+    rate = agent.params["decode_rate_tok_s"]
+    if rate >= SLOWEST_DECODE_TOK_S:
+        return []
+    return [
+        f"agent model: decode_rate_tok_s {rate:.3g} is below {SLOWEST_DECODE_TOK_S:g} token a second, "
+        f"slower than any LLM decodes (the base's split of a turn scaled to "
+        f"{agent.params['seconds_per_turn']:,.0f} s a turn); is the trace in seconds? (one in "
+        "milliseconds reads 1,000x slow: --scale 0.001 converts it)"
+    ]

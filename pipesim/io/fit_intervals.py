@@ -17,11 +17,22 @@ not which model is chosen. Every interval assumes that the trace's episodes are 
   rows drawn with replacement; with a turn column, a row's duration and turn count together) of the
   two identified parameters, ``mean_turns`` and ``seconds_per_turn``. Each resample's mean and
   spread are matched as the fit matches them, on the same grid (:func:`agent_cv2_curve`), but
-  without the fit's KS step: where the spread matches two turn counts the resample takes the one
-  nearer the fit's (it stays on the branch KS chose), and where it matches none, the closest, as the
-  fit does. The other parameters are kept from the base model (the token range) or move with
-  ``seconds_per_turn`` (the decode rate and tool median are its scaled copies), so they get none.
-  Percentile intervals are approximate (they cover 92-93% at 300 episodes in the tests).
+  without the fit's KS step. The model's spread (CV^2) rises with the turn count to a peak and falls
+  past it (the ``max_turns`` cap bends it back), so a spread below the peak matches one turn count
+  on each side of it, a *branch*; a resample takes the match on the branch it follows (where it
+  matches none there, that branch's closest, as the fit takes the closest). The intervals follow
+  the fit's branch alone where the choice is decided: one turn count matches, or KS rejects the
+  other (``p <`` :data:`~pipesim.io.fit_choice.KS_REJECT_P`, the rule that rejects a fit for
+  ``--scenario-out``) and not the reported one. Where it is not (KS rejects neither or both,
+  :func:`undecided_turns`; or the trace's
+  spread is above the peak, so the fit is pinned there), each interval is the hull of the two
+  branches' percentile intervals: the totals do not identify the turn count, and an interval on
+  the branch KS happened to choose excluded the truth whenever it chose wrong (at 3 true turns and
+  300 episodes it covered 82-88% of traces, not 95%). Reporting a set of two branches is the standard
+  answer for a parameter identified only up to a set: the hull covers the truth whenever the true
+  branch's interval does. The other parameters are kept from the base model (the token range) or
+  move with ``seconds_per_turn`` (the decode rate and tool median are its scaled copies), so they
+  get none. Percentile intervals are approximate: docs/usage.md gives the coverage measured.
 * **empirical**: no fitted parameters (it replays the data), so no interval.
 
 Randomness: the bootstrap draws only from a generator seeded from ``fit_values``' ``seed`` (a
@@ -35,6 +46,7 @@ import math
 
 import numpy as np
 
+from pipesim.io.fit_choice import KS_REJECT_P
 from pipesim.io.fit_models import ModelFit, _turn_moments, agent_cv2_curve, normal_ppf, turn_mean_curve
 from pipesim.io.sweep_grid import t_quantile_975
 from pipesim.workload.durations import AgentDurations
@@ -43,6 +55,8 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "INTERVAL_LEVEL",
     "agent_intervals",
+    "turn_choice_note",
+    "undecided_turns",
     "chi2_quantile",
     "lognormal_intervals",
     "with_intervals",
@@ -163,6 +177,52 @@ def _turns_from_spread(cv2: np.ndarray, grid: np.ndarray, curve: np.ndarray, at:
     return out
 
 
+def undecided_turns(fit: ModelFit) -> tuple[float, ...]:
+    """The mean turn counts other than the reported one that match the trace's mean and spread and
+    that KS does not rule out: a count is ruled out where KS rejects it (``p <``
+    :data:`~pipesim.io.fit_choice.KS_REJECT_P`, the rule that rejects a fit elsewhere) and does not
+    reject the reported one. Where KS rejects both, it does not choose between them either."""
+    at = fit.params.get("mean_turns")
+    p_at = dict(fit.turn_roots).get(at, 1.0) if at is not None else 1.0
+    return tuple(r for r, p in fit.turn_roots if r != at and (p >= KS_REJECT_P or p_at < KS_REJECT_P))
+
+
+def turn_choice_note(fit: ModelFit) -> str:
+    """Two mean turn counts match the totals: which one is reported, and whether KS decides."""
+    ps = ", ".join(f"{r:.3g} (KS p={p:.2g})" for r, p in fit.turn_roots)
+    head = (
+        "agent model: the turn cap bends the spread back down, so two mean turn counts match the mean "
+        f"and the spread of the totals, {ps}; the one whose distribution fits better (KS) is reported"
+    )
+    if undecided_turns(fit):
+        return (
+            f"{head}, but KS does not rule the other out (it rejects neither, or both, at p < "
+            f"{KS_REJECT_P:g}): the totals do not identify the turn count, and the intervals of "
+            "mean_turns and seconds_per_turn span both (--turns-column measures the turns)."
+        )
+    return f"{head}; KS rejects the other (p < {KS_REJECT_P:g}) and not it, so the intervals keep to it."
+
+
+def _branches(
+    at: float, others: tuple[float, ...], grid: np.ndarray, curve: np.ndarray
+) -> list[tuple[slice, float]]:
+    """The branches of the CV^2 curve the bootstrap follows, each as its slice of the grid and its
+    anchor (the fit's turn count on it, or the peak). The curve rises to a peak and falls (the cap
+    bends it back), so each branch matches a spread at most once. A turn count below the peak is on
+    the rising branch, above it on the falling one, and the peak itself (a spread above every turn
+    count's, pinned there) on both."""
+    peak_i = int(np.argmax(curve))
+    peak = float(grid[peak_i])
+    sides: dict[str, float] = {}
+    for v in (at, *others):
+        if v <= peak:
+            sides.setdefault("rising", v)
+        if v >= peak:
+            sides.setdefault("falling", v)
+    where = {"rising": slice(0, peak_i + 1), "falling": slice(peak_i, None)}
+    return [(where[k], v) for k, v in sides.items()]
+
+
 def agent_intervals(
     x: np.ndarray,
     fit: ModelFit,
@@ -170,9 +230,12 @@ def agent_intervals(
     turns: np.ndarray | None,
     rng: np.random.Generator,
     resamples: int = BOOTSTRAP_RESAMPLES,
+    others: tuple[float, ...] = (),
 ) -> tuple[dict[str, tuple[float, float]], int]:
     """Percentile-bootstrap 95% intervals of the agent fit's ``mean_turns`` and ``seconds_per_turn``,
-    and how many resamples had a spread no turn count reaches (the module docstring)."""
+    and how many resamples had a spread no turn count reaches (the module docstring). ``others``:
+    turn counts the trace fits as well as the fit's (:func:`undecided_turns`); the intervals span
+    the branches of all of them."""
     n = len(x)
     means, spread, turn_means = np.empty(resamples), np.empty(resamples), np.empty(resamples)
     for b in range(resamples):  # one resample at a time: memory stays O(n)
@@ -187,18 +250,29 @@ def agent_intervals(
     if turns is not None:
         grid, curve = turn_mean_curve(base.max_turns)
         idx = np.argmin(np.abs(curve[None, :] - turn_means[:, None]), axis=1)  # [resamples]
-        mean_turns, per_episode = grid[idx], curve[idx]
+        branches = [(grid[idx], curve[idx])]
     else:
         grid, curve = agent_cv2_curve(base)
         out_of_reach = int(((spread > curve.max()) | (spread < curve.min())).sum())
-        mean_turns = _turns_from_spread(spread, grid, curve, at)
-        per_episode = np.array([_turn_moments(base.max_turns, float(m))[0] for m in mean_turns])
+        branches = []
+        for part, anchor in _branches(at, others, grid, curve):
+            mean_turns = _turns_from_spread(spread, grid[part], curve[part], anchor)
+            per_episode = np.array([_turn_moments(base.max_turns, float(m))[0] for m in mean_turns])
+            branches.append((mean_turns, per_episode))
     pct = [50 * (1 - INTERVAL_LEVEL), 50 * (1 + INTERVAL_LEVEL)]
-    out = {}
-    for name, values in (("mean_turns", mean_turns), ("seconds_per_turn", means / per_episode)):
-        lo, hi = np.percentile(values, pct)
-        out[name] = (float(lo), float(hi))
+    out: dict[str, tuple[float, float]] = {}
+    for mean_turns, per_episode in branches:  # the hull of each branch's interval
+        for name, values in (("mean_turns", mean_turns), ("seconds_per_turn", means / per_episode)):
+            lo, hi = (float(v) for v in np.percentile(values, pct))
+            old = out.get(name, (lo, hi))
+            out[name] = (min(old[0], lo), max(old[1], hi))
     return out, out_of_reach
+
+
+def _at_peak(fit: ModelFit, base: AgentDurations) -> bool:
+    """Whether the fit is pinned at the peak of the model's spread (a trace's spread above it)."""
+    grid, curve = agent_cv2_curve(base)
+    return bool(fit.params["mean_turns"] == float(grid[int(np.argmax(curve))]))
 
 
 def with_intervals(
@@ -217,14 +291,27 @@ def with_intervals(
         )
     if "agent" in fits:
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))  # apart from the fit's
-        found, missed = agent_intervals(x, fits["agent"], base or AgentDurations(), turns, rng)
+        agent, shape = fits["agent"], base or AgentDurations()
+        others = undecided_turns(agent) if turns is None else ()
+        found, missed = agent_intervals(x, agent, shape, turns, rng, others=others)
         how = f"percentile bootstrap of the episodes, {BOOTSTRAP_RESAMPLES} resamples, seed {seed}"
+        if others:
+            how += (
+                f"; mean turns {', '.join(f'{r:.3g}' for r in (agent.params['mean_turns'], *others))} "
+                f"{'both' if len(others) == 1 else 'all'} fit (KS rules none out), so the intervals span "
+                "the bootstrap of each"
+            )
+        elif turns is None and not agent.turn_roots and _at_peak(agent, shape):
+            how += (
+                "; the spread is above every turn count's, so the intervals span the turn counts on "
+                "both sides of the peak"
+            )
         if missed:
             how += (
                 f"; {missed} of {BOOTSTRAP_RESAMPLES} resamples have a spread no turn count reaches, "
                 "pinned at the closest as the fit is, so the mean_turns interval understates its uncertainty"
             )
-        out["agent"] = dataclasses.replace(fits["agent"], intervals=found, interval_how=how)
+        out["agent"] = dataclasses.replace(agent, intervals=found, interval_how=how)
     if "empirical" in fits:
         out["empirical"] = dataclasses.replace(fits["empirical"], interval_how=EMPIRICAL_HOW)
     return out

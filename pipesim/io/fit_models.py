@@ -74,6 +74,11 @@ class ModelFit:
     """95% intervals of the identified parameters, by name (:mod:`pipesim.io.fit_intervals`)."""
     interval_how: str = ""
     """How :attr:`intervals` were found (exact, or a bootstrap), or why there are none."""
+    turn_roots: tuple[tuple[float, float], ...] = ()
+    """The agent fit without a turn column: each ``mean_turns`` whose mean and spread match the
+    trace's, with the KS p-value of its fit (two where the turn cap bends the spread back down;
+    empty where no turn count reaches the spread, and with a turn column). The intervals span every
+    one KS does not reject (:func:`pipesim.io.fit_intervals.undecided_turns`)."""
 
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -268,6 +273,7 @@ def fit_agent(
     """Fit the agent model by moments (see the module docstring for what is identified)."""
     base = base or AgentDurations()
     note = ""
+    turn_roots: tuple[tuple[float, float], ...] = ()
     mean, cv2 = float(x.mean()), float(x.var() / x.mean() ** 2)
     if turns is not None:
         target = float(np.mean(turns))
@@ -304,6 +310,9 @@ def fit_agent(
             for r in roots
         }
         mean_turns = float(min(ks_of, key=lambda r: ks_of[r]))
+        if not out_of_reach:
+            n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
+            turn_roots = tuple((float(r), kolmogorov_p(d, n_eff)) for r, d in ks_of.items())
         how = "20,000 draws of the fit"
         if len(roots) > 1:
             how += f" (mean turns {', '.join(f'{r:.3g}' for r in roots)} fit the mean and spread; KS chose)"
@@ -324,7 +333,7 @@ def fit_agent(
         "tokens_per_turn_hi": hi,
     }
     n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
-    return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how, note)
+    return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how, note, turn_roots=turn_roots)
 
 
 def fit_empirical(x: np.ndarray, seed: int = 0) -> ModelFit:
