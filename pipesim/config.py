@@ -10,6 +10,7 @@ and the CLI's ``--set key=value`` use.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,9 @@ rule mid-run, naming neither the policy's field nor the file."""
 
 POOL_DRAWS = ("whole", "stable")
 """How a set ``pool_size`` is drawn (:attr:`Scenario.pool_draw`)."""
+FILTER_POOL_MARGIN = 1.5
+"""The default pool of a filtering ``WholeGroups`` holds this many times the tasks its filter's
+mean rate needs (:meth:`Scenario.pool_for`): the filter's draws vary, and a run short of tasks stops."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ class Scenario:
     """A complete, runnable description of one pipeline design.
 
     ``pool_size`` is the number of durations drawn up front (default: enough for the count
-    throttle, ``(steps + max_staleness + 1) * batch_size + n_slots``). Policies that relaunch
+    throttle, ``(steps + max_staleness + 1) * batch_size + n_slots``, and room for the groups a
+    filtering ``WholeGroups`` relaunches: :meth:`pool_for`). Policies that relaunch
     work (restarts, retries, over-sampling) may need a larger pool; the run says so if it runs dry.
     A set pool below ``steps x batch_size`` is refused by :meth:`check_pool_size` before a run.
 
@@ -145,7 +150,8 @@ class Scenario:
             raise FieldError(
                 f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
                 f"((steps {int_shown(p.steps)} + "
-                f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots), more than the "
+                f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots, more where a "
+                "filter relaunches groups), more than the "
                 f"{MAX_DURATION_POOL:,} a run may draw: fewer steps, a smaller batch, or fewer slots "
                 f"(n_slots {int_shown(p.n_slots)}: replicas x max_num_seqs in a compute-grounded run)",
                 "pool_size",
@@ -238,8 +244,22 @@ class Scenario:
 
     @property
     def default_pool_size(self) -> int:
+        """The pool a scenario that sets no ``pool_size`` draws: :meth:`pool_for` its batching."""
+        return self.pool_for(self.batching)
+
+    def pool_for(self, batching: object) -> int:
+        """The default pool under ``batching``: ``(steps + max_staleness + 1) x batch_size +
+        n_slots``, what the count throttle launches when every episode is trained; for a
+        :class:`~pipesim.policies.groups.WholeGroups` that filters a share ``r`` of its groups (and
+        relaunches them), :data:`FILTER_POOL_MARGIN` times that over ``1 - r``, plus a batch. The
+        compute engine's ``run_compute(groups=...)`` passes its own group policy."""
+        from pipesim.policies.groups import WholeGroups
+
         p = self.pipeline
-        return (p.steps + p.max_staleness + 1) * p.batch_size + p.n_slots
+        base = (p.steps + p.max_staleness + 1) * p.batch_size + p.n_slots
+        if isinstance(batching, WholeGroups) and batching.filter_rate > 0:
+            return math.ceil(FILTER_POOL_MARGIN * base / (1.0 - batching.filter_rate)) + p.batch_size
+        return base
 
     def with_(self, **changes: Any) -> Scenario:
         """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``.

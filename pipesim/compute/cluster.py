@@ -47,7 +47,6 @@ figures.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -300,10 +299,8 @@ def run_compute(
         engines.append(e)
         return e
 
-    pool = scenario.pool_size or scenario.default_pool_size
-    if batching is not None and batching.filter_rate > 0 and scenario.pool_size is None:
-        # rejected groups are replaced: room for 1 / (1 - rate) times the tasks, and a margin
-        pool = math.ceil(1.5 * pool / (1.0 - batching.filter_rate)) + scenario.pipeline.batch_size
+    # a filter's rejected groups are replaced: the default pool has room for them (Scenario.pool_for)
+    pool = scenario.pool_size or scenario.pool_for(batching if batching is not None else scenario.batching)
     placeholder = [0.0] * pool
     p = Pipeline(
         scenario,

@@ -123,8 +123,8 @@ def _given_pool(scenario: Scenario, durations: npt.ArrayLike) -> npt.NDArray[np.
             f"holds {len(pool):,} episode durations but the run trains {need:,} (steps {cfg.steps:,} x "
             f"batch_size {cfg.batch_size:,}), each a duration of its own, consumed in order: pass at "
             f"least {need:,}, and more where the run launches more than it trains ("
-            f"{scenario.default_pool_size:,}, (steps + max_staleness + 1) x batch_size + n_slots, "
-            "covers the count throttle)",
+            f"{scenario.default_pool_size:,}, (steps + max_staleness + 1) x batch_size + n_slots, more "
+            "under a group filter, covers the count throttle)",
         )
     return pool
 

@@ -1,15 +1,15 @@
 """The default duration pool, drawn so that its first durations do not depend on its size.
 
-A scenario that sets no ``pool_size`` runs on ``(steps + max_staleness + 1) x batch_size +
-n_slots`` durations, a size that follows the design. :class:`~pipesim.workload.durations.AgentDurations`
-draws the turn counts, then the tokens, then the tool latencies of the whole pool, so one draw of
-another size changed every duration: two designs that differed in eta alone, or in steps, ran on
-different episodes, a second seed hidden in the design (``--set max_staleness=4`` and
-``--set max_head_offpolicyness=4`` gave 2,034.3 and 2,035.1 episodes/h). The chapter consumes one
-pool in order so that every design sees the same episodes; :func:`draw_stable` keeps that for the
-default pool, and for a set ``pool_size`` with ``pool_draw = "stable"`` (the system presets'). A
-set ``pool_size`` is otherwise one draw of that size, as the chapter's
-``agent_episode_durations(n, generator)``, so the chapter's tables are unchanged.
+A scenario that sets no ``pool_size`` runs on ``(steps + max_staleness + 1) x batch_size + n_slots``
+durations (more under a group filter: ``Scenario.pool_for``), a size that follows the design.
+:class:`~pipesim.workload.durations.AgentDurations` draws the turn counts, then the tokens, then the
+tool latencies of the whole pool, so one draw of another size changed every duration: two designs
+that differed in eta alone, or in steps, ran on different episodes, a second seed hidden in the
+design (``--set max_staleness=4`` and ``--set max_head_offpolicyness=4`` gave 2,034.3 and 2,035.1
+episodes/h). The chapter consumes one pool in order so that every design sees the same episodes;
+:func:`draw_stable` keeps that for the default pool, and for a set ``pool_size`` with ``pool_draw =
+"stable"`` (the system presets'). A set ``pool_size`` is otherwise one draw of that size, as the
+chapter's ``agent_episode_durations(n, generator)``, so the chapter's tables are unchanged.
 """
 
 from __future__ import annotations
