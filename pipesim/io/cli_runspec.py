@@ -154,6 +154,14 @@ def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
             f"{k:<{w}}  {fmt_number(v['value']):>10}  [{fmt_number(v['lo'])}, {fmt_number(v['hi'])}]",
             file=out,
         )
+    outside = [k for k, v in got.items() if not v["lo"] <= v["value"] <= v["hi"]]
+    if outside:  # the value is one run (the spec's seed), the range other seeds' runs
+        print(
+            f"note: {', '.join(outside)}: the value (the spec's own run, at seed {rs.seed}) lies "
+            f"outside its range, which spans {n} runs at other seeds with the values drawn: it is "
+            "not an interval around that one run (and a range of few runs is rough)",
+            file=out,
+        )
     for line in conditional_on(rs):
         print(f"note: {line}", file=out)
     return got
