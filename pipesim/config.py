@@ -149,10 +149,9 @@ class Scenario:
             p = self.pipeline
             raise FieldError(
                 f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
-                f"((steps {int_shown(p.steps)} + "
-                f"max_staleness + 1) x batch_size {int_shown(p.batch_size)} + n_slots, more where a "
-                "filter relaunches groups), more than the "
-                f"{MAX_DURATION_POOL:,} a run may draw: fewer steps, a smaller batch, or fewer slots "
+                f"((steps {int_shown(p.steps)} + max_staleness + 1) x batch_size "
+                f"{int_shown(p.batch_size)} + n_slots, or more), more than the {MAX_DURATION_POOL:,} a "
+                "run may draw: fewer steps, a smaller batch, or fewer slots "
                 f"(n_slots {int_shown(p.n_slots)}: replicas x max_num_seqs in a compute-grounded run)",
                 "pool_size",
             )
