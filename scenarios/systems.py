@@ -286,6 +286,16 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
 
 
+def slime_drain(**kw: Any) -> Scenario:
+    """slime ``train_async.py``: one rollout ahead, drained before each weight update (``slime``)."""
+    return slime("drain", **kw)
+
+
+def slime_fully_async(**kw: Any) -> Scenario:
+    """slime fully async: ``max_concurrent`` groups in flight, re-prefilled after each update."""
+    return slime("fully_async", **kw)
+
+
 def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **pipeline: Any) -> Scenario:
     """OpenRLHF ``--train.async_enable``: whole batches, at most ``--train.async_queue_size`` ahead.
 
@@ -397,8 +407,8 @@ PRESETS = {
     "verl_one_step_off_policy": verl_one_step_off_policy,
     "verl_fully_async": verl_fully_async,
     "areal": areal,
-    "slime_drain": lambda **kw: slime("drain", **kw),
-    "slime_fully_async": lambda **kw: slime("fully_async", **kw),
+    "slime_drain": slime_drain,
+    "slime_fully_async": slime_fully_async,
     "openrlhf_async": openrlhf_async,
     "roll": roll,
     "roll_rlvr": roll_rlvr,
