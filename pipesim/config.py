@@ -32,6 +32,7 @@ from pipesim.policies.base import (
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
 from pipesim.workload.durations import AgentDurations, DurationModel, check_chapter_seed
+from pipesim.workload.pools import check_whole_draw
 
 MAX_NAME_CHARS = 200
 """The longest scenario name: it labels tables, reports and saved runs."""
@@ -114,7 +115,9 @@ class Scenario:
     ``"stable"``, in the default pool's fixed chunks (:func:`pipesim.workload.pools.draw_stable`), so
     the first durations are the same whatever the size: scenarios whose pool follows their knobs
     (the system presets') then run on the same episodes at every knob value. The default pool is
-    always drawn stable.
+    always drawn stable. A whole draw past ``MAX_WHOLE_DRAW_CELLS`` turn cells (``pool_size x
+    durations.max_turns``) is refused here, a CrossFieldError naming ``pool_size``
+    (:func:`~pipesim.workload.pools.check_whole_draw`).
     """
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -157,6 +160,8 @@ class Scenario:
             )
         for name, protocol, what in _POLICY_SLOTS:
             check_policy(name, getattr(self, name), protocol, what)
+        if self.pool_size is not None and self.pool_draw == "whole":  # [pool_size, max_turns] at once
+            check_whole_draw(self.durations, self.pool_size)
         for name in ("timeout", "failures", "replicas"):
             value = getattr(self, name)
             if isinstance(value, type):

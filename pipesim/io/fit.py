@@ -1,4 +1,5 @@
-"""Calibrating from a trace: fit duration models to a column of a CSV or JSONL file.
+"""Calibrating from a trace: fit duration models to a column of a table file (CSV, TSV, JSON, JSONL,
+Parquet: :func:`~pipesim.io.fit_readers.read_table`).
 
 ``pipesim fit TRACE --column C`` (and :func:`fit_trace` in Python) fits three models to the
 positive values of one column (episode seconds, or token counts with ``--scale`` seconds per
@@ -65,6 +66,7 @@ from pipesim.io.fit_models import (
     AGENT_DRAWS,
     EMPIRICAL_MAX_VALUES,
     ModelFit,
+    agent_draws,
     agent_moments,
     fit_agent,
     fit_empirical,
@@ -180,8 +182,13 @@ class FitResult:
                     "ks": f.ks,
                     "p_value": f.p_value,
                     "ks_against": f.how,
-                    "intervals": {name: list(lo_hi) for name, lo_hi in f.intervals.items()},
+                    "intervals": {name: [_finite(v) for v in lo_hi] for name, lo_hi in f.intervals.items()},
                     "intervals_how": f.interval_how,
+                    **(
+                        {"turns_identified": not math.isnan(f.intervals["mean_turns"][0])}
+                        if "mean_turns" in f.intervals
+                        else {}
+                    ),
                     **({"turn_roots": [list(r) for r in f.turn_roots]} if f.turn_roots else {}),
                 }
                 for k, f in self.fits.items()
@@ -194,7 +201,14 @@ class FitResult:
 
 
 def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+    """4 significant figures below 1,000, whole and grouped from there: an interval's ends share a
+    style (``13,666 [1,980, 19,131]``, not ``[1980, 19,131]``), and 9,999.7 is 10,000, not 1e+04."""
+    return f"{v:,.0f}" if abs(v) >= 999.5 else f"{v:.4g}"
+
+
+def _finite(v: float) -> float | None:
+    """NaN (an interval the trace does not identify) as JSON's ``null``: ``NaN`` is not JSON."""
+    return None if math.isnan(v) else v
 
 
 def fit_values(
@@ -280,7 +294,8 @@ def model_quantiles(fit: ModelFit, p: np.ndarray, x: np.ndarray, seed: int = 0) 
         m = fit.model
         return m.median_s * np.exp(m.sigma * normal_ppf(p))  # type: ignore[no-any-return]
     if fit.name == "agent":
-        return np.quantile(fit.model.sample(AGENT_DRAWS, np.random.default_rng(seed)), p)  # type: ignore[no-any-return]
+        n = agent_draws(fit.model)  # type: ignore[arg-type]
+        return np.quantile(fit.model.sample(n, np.random.default_rng(seed)), p)  # type: ignore[no-any-return]
     half = np.random.default_rng(seed).permutation(x)[: len(x) // 2]
     return np.quantile(half, p)  # type: ignore[no-any-return]
 
@@ -386,7 +401,8 @@ def _interval_line(f: ModelFit, w: int) -> str:
     if not f.intervals:
         return f"  {'':<{w}}  {f.interval_how}"
     items = ", ".join(
-        f"{k} {_num(f.params[k])} [{_num(lo)}, {_num(hi)}]" for k, (lo, hi) in f.intervals.items()
+        f"{k} {_num(f.params[k])} " + ("[not identified]" if math.isnan(lo) else f"[{_num(lo)}, {_num(hi)}]")
+        for k, (lo, hi) in f.intervals.items()
     )
     return f"  {'':<{w}}  {INTERVAL_LEVEL:.0%} intervals: {items} ({f.interval_how})"
 

@@ -30,7 +30,14 @@ not which model is chosen. Every interval assumes that the trace's episodes are 
   the branch KS happened to choose excluded the truth whenever it chose wrong (at 3 true turns and
   300 episodes it covered 82-88% of traces, not 95%). Reporting a set of two branches is the standard
   answer for a parameter identified only up to a set: the hull covers the truth whenever the true
-  branch's interval does. The other parameters are kept from the base model (the token range) or
+  branch's interval does. Where, without a turn column, the ``mean_turns`` interval is one point (all but
+  under 2.5% of the resamples have a spread beyond the model's reach, pinned at the closest turn
+  count, e.g. a trace more spread than the peak), no turn count is within sampling error of the
+  trace: the totals do not identify it, and its interval is NaN at both ends (JSON ``null``, with
+  ``turns_identified`` false) rather than a point that claims certainty. A range of counts "near"
+  the peak would rest on the model fitting, which it then does not; ``seconds_per_turn``'s interval
+  is kept, given the reported turn count, and the line says so. The other parameters are kept from
+  the base model (the token range) or
   move with ``seconds_per_turn`` (the decode rate and tool median are its scaled copies), so they
   get none. Percentile intervals are approximate: docs/usage.md gives the coverage measured.
 * **empirical**: no fitted parameters (it replays the data), so no interval.
@@ -187,6 +194,18 @@ def undecided_turns(fit: ModelFit) -> tuple[float, ...]:
     return tuple(r for r, p in fit.turn_roots if r != at and (p >= KS_REJECT_P or p_at < KS_REJECT_P))
 
 
+def _ks_verdict(fit: ModelFit) -> str:
+    """Why KS leaves the turn counts of :func:`undecided_turns` undecided: it rejects none of them,
+    or it rejects the reported one too (KS reports the best fit, so then it rejects every one) and so
+    does not choose between them. The two read alike in a count and must not in words."""
+    at = fit.params.get("mean_turns")
+    p_at = dict(fit.turn_roots).get(at, 1.0) if at is not None else 1.0
+    every = "both" if len(fit.turn_roots) <= 2 else "all"
+    if p_at < KS_REJECT_P:
+        return f"KS rejects {every} (p < {KS_REJECT_P:g}), so it does not choose between them"
+    return f"KS rejects {'neither' if every == 'both' else 'none'} (p < {KS_REJECT_P:g})"
+
+
 def turn_choice_note(fit: ModelFit) -> str:
     """Two mean turn counts match the totals: which one is reported, and whether KS decides."""
     ps = ", ".join(f"{r:.3g} (KS p={p:.2g})" for r, p in fit.turn_roots)
@@ -196,9 +215,8 @@ def turn_choice_note(fit: ModelFit) -> str:
     )
     if undecided_turns(fit):
         return (
-            f"{head}, but KS does not rule the other out (it rejects neither, or both, at p < "
-            f"{KS_REJECT_P:g}): the totals do not identify the turn count, and the intervals of "
-            "mean_turns and seconds_per_turn span both (--turns-column measures the turns)."
+            f"{head}, but {_ks_verdict(fit)}: the totals do not identify the turn count, and the "
+            "intervals of mean_turns and seconds_per_turn span both (--turns-column measures the turns)."
         )
     return f"{head}; KS rejects the other (p < {KS_REJECT_P:g}) and not it, so the intervals keep to it."
 
@@ -295,18 +313,28 @@ def with_intervals(
         others = undecided_turns(agent) if turns is None else ()
         found, missed = agent_intervals(x, agent, shape, turns, rng, others=others)
         how = f"percentile bootstrap of the episodes, {BOOTSTRAP_RESAMPLES} resamples, seed {seed}"
+        lo, hi = found["mean_turns"]
+        identified = turns is not None or lo < hi
+        if not identified:  # every resample (but a tail under 2.5%) pinned at one turn count
+            found["mean_turns"] = (math.nan, math.nan)
         if others:
-            how += (
-                f"; mean turns {', '.join(f'{r:.3g}' for r in (agent.params['mean_turns'], *others))} "
-                f"{'both' if len(others) == 1 else 'all'} fit (KS rules none out), so the intervals span "
-                "the bootstrap of each"
-            )
-        elif turns is None and not agent.turn_roots and _at_peak(agent, shape):
+            counts = ", ".join(f"{r:.3g}" for r in (agent.params["mean_turns"], *others))
+            every = "both" if len(others) == 1 else "all"
+            how += f"; mean turns {counts} {every} match the mean and spread, and {_ks_verdict(agent)}: "
+            how += "the intervals span the bootstrap of each"
+        elif identified and turns is None and not agent.turn_roots and _at_peak(agent, shape):
             how += (
                 "; the spread is above every turn count's, so the intervals span the turn counts on "
                 "both sides of the peak"
             )
-        if missed:
+        if not identified:
+            how += (
+                f"; {missed} of {BOOTSTRAP_RESAMPLES} resamples have a spread no turn count reaches, "
+                "so no turn count is within sampling error: the totals do not identify mean_turns (no "
+                "interval); the seconds_per_turn interval holds mean_turns at the reported "
+                f"{agent.params['mean_turns']:.4g} (--turns-column measures the turns)"
+            )
+        elif missed:
             how += (
                 f"; {missed} of {BOOTSTRAP_RESAMPLES} resamples have a spread no turn count reaches, "
                 "pinned at the closest as the fit is, so the mean_turns interval understates its uncertainty"

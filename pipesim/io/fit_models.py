@@ -32,10 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.workload.durations import AgentDurations, LogNormalDurations, TraceDurations
+from pipesim.workload.durations import (
+    MAX_WHOLE_DRAW_CELLS,
+    AgentDurations,
+    LogNormalDurations,
+    TraceDurations,
+)
 
 __all__ = [
     "AGENT_DRAWS",
+    "agent_draws",
     "EMPIRICAL_MAX_VALUES",
     "ModelFit",
     "agent_cv2_curve",
@@ -52,6 +58,14 @@ __all__ = [
 ]
 
 AGENT_DRAWS = 20_000
+
+
+def agent_draws(model: AgentDurations) -> int:
+    """How many episodes the fit draws of ``model``: :data:`AGENT_DRAWS`, fewer where its
+    ``max_turns`` would pass the cells one draw may hold (:data:`MAX_WHOLE_DRAW_CELLS`; above
+    3,355 turns)."""
+    return min(AGENT_DRAWS, MAX_WHOLE_DRAW_CELLS // model.max_turns)
+
 
 EMPIRICAL_MAX_VALUES = 100_000
 """The most values an empirical fit replays: about 2 MB in a scenario file, whose limit is 16 MiB
@@ -272,6 +286,7 @@ def fit_agent(
 ) -> ModelFit:
     """Fit the agent model by moments (see the module docstring for what is identified)."""
     base = base or AgentDurations()
+    n_draws = agent_draws(base)
     note = ""
     turn_roots: tuple[tuple[float, float], ...] = ()
     mean, cv2 = float(x.mean()), float(x.var() / x.mean() ** 2)
@@ -279,7 +294,7 @@ def fit_agent(
         target = float(np.mean(turns))
         grid, means = turn_mean_curve(base.max_turns)
         mean_turns = float(grid[int(np.argmin(np.abs(means - target)))])
-        how = "20,000 draws of the fit (turns from the turn column)"
+        how = f"{n_draws:,} draws of the fit (turns from the turn column)"
         if target > float(means.max()) * 1.001:  # the cap bends the mean: the search's edge
             how += f" (a mean of {target:.3g} turns is beyond max_turns {base.max_turns}: the closest)"
     else:
@@ -306,21 +321,21 @@ def fit_agent(
         # the mean and the spread can fit two turn counts (the cap bends the spread back down):
         # the shape of the distribution (KS against draws) chooses between them
         ks_of = {
-            r: ks_statistic(x, other=_scaled(base, r, mean).sample(AGENT_DRAWS, np.random.default_rng(seed)))
+            r: ks_statistic(x, other=_scaled(base, r, mean).sample(n_draws, np.random.default_rng(seed)))
             for r in roots
         }
         mean_turns = float(min(ks_of, key=lambda r: ks_of[r]))
         if not out_of_reach:
-            n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
+            n_eff = len(x) * n_draws / (len(x) + n_draws)
             turn_roots = tuple((float(r), kolmogorov_p(d, n_eff)) for r, d in ks_of.items())
-        how = "20,000 draws of the fit"
+        how = f"{n_draws:,} draws of the fit"
         if len(roots) > 1:
             how += f" (mean turns {', '.join(f'{r:.3g}' for r in roots)} fit the mean and spread; KS chose)"
         note = _spread_note(x, cv2, grid, gap + cv2, out_of_reach)
         if out_of_reach:
             how += " (no turn count reaches the trace's spread: see the note)"
     model = _scaled(base, mean_turns, mean)
-    draws = model.sample(AGENT_DRAWS, np.random.default_rng(seed))
+    draws = model.sample(n_draws, np.random.default_rng(seed))
     d = ks_statistic(x, other=draws)
     lo, hi = model.tokens_per_turn
     turn_s = agent_moments(model)[0] / _turn_moments(model.max_turns, mean_turns)[0]
@@ -332,7 +347,7 @@ def fit_agent(
         "tokens_per_turn_lo": lo,
         "tokens_per_turn_hi": hi,
     }
-    n_eff = len(x) * AGENT_DRAWS / (len(x) + AGENT_DRAWS)
+    n_eff = len(x) * n_draws / (len(x) + n_draws)
     return ModelFit("agent", model, params, d, kolmogorov_p(d, n_eff), how, note, turn_roots=turn_roots)
 
 

@@ -291,6 +291,7 @@ def scenario(
         weight_update=update_policy(spec, d),
         seed=seed,
         pool_size=pool,
+        pool_draw="stable",  # never drawn (run_compute's tasks are tokens), so never one whole draw
         name=d.label(spec.n_gpus),
     )
 

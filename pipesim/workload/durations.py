@@ -53,6 +53,13 @@ if TYPE_CHECKING:
 
 MAX_AGENT_TURNS = 1 << 16
 """The most turns :class:`AgentDurations` allows: its draws hold ``max_turns`` columns per episode."""
+MAX_WHOLE_DRAW_CELLS = 1 << 26
+"""The most turn cells (durations x ``max_turns``) one :meth:`AgentDurations.sample_turns` draws
+at once: 67,108,864. A draw holds [n, max_turns] arrays and peaks at about 27 bytes a cell with the
+chapter's torch draws and 41 with numpy's (measured: a whole pool of 65,536 at max_turns 2,000 took
+3.5 GB and 5.4 GB), so the bound is 2**26 x 27 B = 1.8 GB (torch), 2.75 GB (numpy). The chapter's
+65,536 x 40 is 2.6M cells, 4% of it; a chunked pool (:mod:`pipesim.workload.pools`) draws at most
+``MAX_CHUNK_CELLS`` (2**24) a chunk. Past it, max_turns 8,000 met torch's raw allocation error."""
 
 
 @runtime_checkable
@@ -222,6 +229,13 @@ class AgentDurations:
         draws are the same numbers.
         """
         _check_count(n)
+        if n * self.max_turns > MAX_WHOLE_DRAW_CELLS:  # [n, max_turns] arrays: many GB, or torch's raw error
+            raise refuse(
+                "n",
+                f"({n:,}) x max_turns ({self.max_turns:,}) is {n * self.max_turns:,} turn cells, past the "
+                f"{MAX_WHOLE_DRAW_CELLS:,} one draw holds (MAX_WHOLE_DRAW_CELLS, about 2 GB): draw fewer at "
+                "a time (pipesim.workload.pools.draw_stable draws a pool in chunks) or fewer turns",
+            )
         lo, hi = float(self.tokens_per_turn[0]), float(self.tokens_per_turn[1])
         rate, median, sigma = float(self.decode_rate_tok_s), float(self.tool_median_s), float(self.tool_sigma)
         log_q = math.log(1 - 1 / self.mean_turns)

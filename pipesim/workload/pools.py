@@ -10,6 +10,11 @@ episodes/h). The chapter consumes one pool in order so that every design sees th
 :func:`draw_stable` keeps that for the default pool, and for a set ``pool_size`` with ``pool_draw =
 "stable"`` (the system presets'). A set ``pool_size`` is otherwise one draw of that size, as the
 chapter's ``agent_episode_durations(n, generator)``, so the chapter's tables are unchanged.
+
+A whole draw holds [pool_size, max_turns] arrays at once, so :func:`check_whole_draw` bounds its
+cells by :data:`~pipesim.workload.durations.MAX_WHOLE_DRAW_CELLS` when the scenario is built (a
+whole pool of 65,536 at ``durations.max_turns=4000`` took 6.7 GB; at 8,000 torch's raw allocation
+error); a chunk here holds at most ``MAX_CHUNK_CELLS``, within that bound, at any size.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.core.validate import CrossFieldError
 from pipesim.workload.durations import (
+    MAX_WHOLE_DRAW_CELLS,
     AgentDurations,
     DurationModel,
     _check_count,
@@ -28,7 +35,15 @@ from pipesim.workload.durations import (
 )
 from pipesim.workload.seconds import Array, as_durations
 
-__all__ = ["FIRST_CHUNK", "FIRST_CHUNK_CELLS", "MAX_CHUNK_CELLS", "chunk_sizes", "draw_stable"]
+__all__ = [
+    "FIRST_CHUNK",
+    "FIRST_CHUNK_CELLS",
+    "MAX_CHUNK_CELLS",
+    "check_whole_draw",
+    "chunk_sizes",
+    "draw_stable",
+    "whole_draw_cells",
+]
 
 FIRST_CHUNK = 64
 """Durations the first chunk holds; each next chunk holds twice the last, up to
@@ -40,7 +55,34 @@ FIRST_CHUNK_CELLS = 1 << 16
 """Turn cells the first chunk holds at most: 64 durations of up to 1,024 turns; one of 65,536
 turns (a pool of 10 at max_turns 65,536 drew 64 x 65,536 cells, 172 MB, for 27 MB drawn at once)."""
 MAX_CHUNK_CELLS = 1 << 24
-"""Turn cells (durations x ``max_turns``) one chunk holds at most: 419,430 durations of 40 turns."""
+"""Turn cells (durations x ``max_turns``) one chunk holds at most: 419,430 durations of 40 turns.
+At most ``MAX_WHOLE_DRAW_CELLS``, which ``AgentDurations.sample_turns`` refuses past."""
+assert FIRST_CHUNK_CELLS <= MAX_CHUNK_CELLS <= MAX_WHOLE_DRAW_CELLS  # every chunk is a draw allowed
+
+
+def whole_draw_cells(model: DurationModel, n: int) -> int:
+    """The turn cells one draw of ``n`` durations of ``model`` holds: ``n x max_turns`` for a model
+    that draws per-turn arrays (:class:`AgentDurations`), 0 for one that draws a value a duration."""
+    return n * model.max_turns if isinstance(model, AgentDurations) else 0
+
+
+def check_whole_draw(model: DurationModel, pool_size: int) -> None:
+    """CrossFieldError naming ``pool_size`` where one draw of ``pool_size`` durations of ``model``
+    (``pool_draw="whole"``) holds more than ``MAX_WHOLE_DRAW_CELLS`` turn cells: refused when the
+    scenario is built, before anything runs. Either field settles it (``--set pool_size=none`` after
+    ``--set durations.max_turns=4000`` on a chapter preset), and so does ``pool_draw="stable"``."""
+    cells = whole_draw_cells(model, pool_size)
+    if cells <= MAX_WHOLE_DRAW_CELLS:
+        return
+    turns = cells // pool_size  # a model with max_turns: the others hold no cells
+    raise CrossFieldError(
+        f"pool_size ({pool_size:,}) drawn whole (pool_draw 'whole') at durations.max_turns ({turns:,}) "
+        f"is {cells:,} turn cells, past the {MAX_WHOLE_DRAW_CELLS:,} one draw may hold "
+        "(MAX_WHOLE_DRAW_CELLS, about 2 GB): set pool_size none (the default pool is drawn in chunks), "
+        f"pool_draw 'stable', or fewer turns (durations.max_turns <= {MAX_WHOLE_DRAW_CELLS // pool_size:,} "
+        f"at this pool_size; pool_size <= {MAX_WHOLE_DRAW_CELLS // turns:,} at these turns)",
+        "pool_size",
+    )
 
 
 def chunk_sizes(max_turns: int) -> Iterator[int]:
