@@ -3,7 +3,12 @@
 Design: ``trace`` accepts whatever a run leaves behind and never needs more than it stores: a saved
 run (a directory, ``pipesim run --save``: its tables are read back, nothing reruns), an events
 table (``.parquet``/``.csv``), a run file (``--json``: the run is rebuilt from its recipe, which is
-exact because a run is deterministic given its seed), or a scenario to run now. ``report`` writes
+exact because a run is deterministic given its seed), or a scenario to run now. A run too large to
+trace (:data:`pipesim.io.trace.MAX_TRACE_EVENTS`) is refused before it is loaded where its count is
+known up front (the events of a saved run or a ``.parquet`` table, from the Parquet footer), and
+before it is rerun where its scenario bounds the count from below
+(:func:`pipesim.io.trace.min_events`); a run spec's compute run and a ``.csv`` events table are
+still run or read first. ``report`` writes
 the chapter's offline report (:func:`pipesim.io.report.build_report`) or, given a saved run, that
 run's summary and views (:func:`pipesim.io.viz.run_page`). Both write their output whole or not at
 all (:mod:`pipesim.io.interrupts`).
@@ -96,6 +101,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if src.is_dir():
         from pipesim.io.trace import events_to_trace
 
+        _check_rows(src, src / "events.parquet")  # before the run's tables are read
         saved = load_saved(args.run)
         check_distinct([("out", args.out)], inputs)
         trained = saved.trained
@@ -108,6 +114,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
         from pipesim.io.parquet import read_parquet
 
+        if suffix == ".parquet":
+            _check_rows(src, src)
         try:
             events = read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
@@ -146,9 +154,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if kept_spec is not None:  # a compute run: rebuilt from the spec the run file holds
             result = _run_runspec(spec, kept_spec, args.set, args.seed)
         elif recorded is None:
-            result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed)
+            result = _rerun(spec, [*sets, *args.set], args.seed if args.seed is not None else seed, str(src))
         else:  # the scenario moved or changed since the run: trace the run the file records
-            result = _run_recorded(recorded, args.set, args.seed)
+            result = _run_recorded(recorded, args.set, args.seed, src)
         write_atomic(args.out, lambda p: write_trace(result, p))
         trained = result.trained
     else:
@@ -158,6 +166,38 @@ def cmd_trace(args: argparse.Namespace) -> int:
         trained = result.trained
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing){flows_note(trained)}")
     return 0
+
+
+def _check_rows(src: Path, table: Path) -> None:
+    """UsageError naming ``src`` where the Parquet ``table`` holds more events than a trace takes,
+    read from its footer before the table is (nothing where it is no Parquet file: its reader says
+    why)."""
+    from pipesim.io.trace import check_event_count, parquet_rows
+
+    rows = parquet_rows(table) if table.is_file() else None
+    if rows is not None:
+        try:
+            check_event_count(rows)
+        except ValueError as exc:
+            raise UsageError(f"{src}: {one_line(exc)}") from None
+
+
+def _check_size(scenario: Any, spec: str) -> None:
+    """UsageError where ``scenario``'s run is sure to exceed the events a trace takes
+    (:func:`pipesim.io.trace.min_events`), before it runs: a run file's rerun of 11.6M events ran
+    34 s (1.8 GB) before the trace refused it."""
+    from pipesim.io.trace import MAX_TRACE_EVENTS, check_event_count, min_events
+
+    p = scenario.pipeline
+    fit = MAX_TRACE_EVENTS // (p.batch_size + 1)
+    how = (
+        f"({p.steps:,} steps x (batch_size {p.batch_size:,} + 1): a gen row per trained episode and "
+        f"a train row per step; at most --set steps={fit} could fit)"
+    )
+    try:
+        check_event_count(min_events(p.steps, p.batch_size), how)
+    except ValueError as exc:
+        raise UsageError(f"{spec}: {one_line(exc)}") from None
 
 
 def _names_a_path(spec: str) -> bool:
@@ -250,8 +290,9 @@ def _run_runspec(spec: str, kept: dict[str, Any], sets: list[str], seed: int | N
         raise UsageError(f"{spec}: the run cannot start: {one_line(exc)}") from None
 
 
-def _run_recorded(scenario: Any, sets: list[str], seed: int | None) -> Any:
-    """The recorded scenario's run, with the trace's own ``--set`` and ``--seed`` over it."""
+def _run_recorded(scenario: Any, sets: list[str], seed: int | None, src: Path) -> Any:
+    """The recorded scenario's run, with the trace's own ``--set`` and ``--seed`` over it (refused
+    before it runs where it is sure to be too large to trace: ``src`` is the run file)."""
     from pipesim.io.api import run
     from pipesim.io.overrides import apply_overrides
 
@@ -260,11 +301,14 @@ def _run_recorded(scenario: Any, sets: list[str], seed: int | None) -> Any:
         scenario, _ = apply_overrides(scenario, list(sets))
     except ValueError as exc:
         raise UsageError(one_line(exc)) from None
+    _check_size(scenario, str(src))
     return run(scenario if seed is None else scenario.with_(seed=seed))
 
 
-def _rerun(spec: str, sets: list[str], seed: int | None) -> Any:
-    """The run a scenario (or a run spec, ``kind = "compute"``: :mod:`pipesim.io.cli_runspec`) names."""
+def _rerun(spec: str, sets: list[str], seed: int | None, source: str | None = None) -> Any:
+    """The run a scenario (or a run spec, ``kind = "compute"``: :mod:`pipesim.io.cli_runspec`) names,
+    refused before it runs where it is sure to be too large to trace (a slot run: ``source``, the
+    run file the scenario came from, or the scenario, is named; a run spec's size is not bounded)."""
     from pipesim.io.api import run
     from pipesim.plan.runspec import is_runspec
 
@@ -273,4 +317,5 @@ def _rerun(spec: str, sets: list[str], seed: int | None) -> Any:
 
         return rerun(spec, sets, seed)
     scen, _ = build_scenario(spec, sets, seed)
+    _check_size(scen, source or spec)
     return run(scen)

@@ -17,10 +17,23 @@ CSV's, header included) or row (the other formats) with the cell as written (:cl
 Missing cells are dropped as before: a trace's gaps are common. A turn column's cell that is a
 number but not a whole one (2.5), or above the agent model's ``max_turns``, is refused naming the
 column and the line: it is no count of turns, or one the model cannot draw.
+
+Size: a trace is read whole, so a file above :data:`pipesim.core.readfile.LOG_MAX_BYTES` (256 MiB,
+the bound of every log the project reads) is refused before it is read, naming the file, its size
+and how to take a sample of its rows (:func:`read_table`; there is no option to read only some of
+them). A 30M-row CSV (245 MB) was read and fitted for 3 minutes in 2.7 GB, printing nothing, and
+a 1 GB one would have run past 10 minutes and 10 GB. The fit's time grows with the rows (about 5 s
+per million, most of it the agent fit's bootstrap, on a 2-core machine), so a trace near the bound
+still takes minutes: :func:`trace_rows` counts the rows cheaply (a scan for newlines, or Parquet's
+footer) so that ``pipesim fit`` can say so before it starts.
 """
 
 from __future__ import annotations
 
+import errno
+import io
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from pipesim.core.errors import shown
+from pipesim.core.readfile import LOG_MAX_BYTES, read_bytes
 from pipesim.core.validate import FieldError
 from pipesim.io.parquet import read_parquet
 
@@ -42,6 +56,7 @@ __all__ = [
     "read_table",
     "row_labels",
     "scaled",
+    "trace_rows",
 ]
 
 MIN_VALUES = 10
@@ -54,35 +69,95 @@ class FitError(FieldError):
     ``--scale``) and ``file`` the trace, ``""`` and the file where the whole file is refused."""
 
 
+TEXT_SUFFIXES = (".csv", ".tsv", ".txt", ".jsonl", ".ndjson")
+"""The formats with one row per line (a header line, in the CSVs)."""
+
+
+def _sample_hint(p: Path) -> str:
+    """How to cut a random sample of the rows of ``p``, in its format (no option reads fewer)."""
+    name, suffix = shown(str(p)), p.suffix.lower()
+    if suffix in (".csv", ".tsv", ".txt"):
+        cmd = f"(head -n 1 {name}; tail -n +2 {name} | shuf -n 1000000) > sample{suffix}"
+        return f"`{cmd}` (the header and a million random rows)"
+    if suffix in (".jsonl", ".ndjson"):
+        return f"`shuf -n 1000000 {name} > sample{suffix}` (a million random rows)"
+    return f"`df.sample(n=1_000_000, random_state=0)` of the table in pandas, written as {suffix}"
+
+
+def _read_capped(p: Path) -> bytes:
+    """The bytes of ``p``, refused (FitError naming the file, its size and the remedy) past
+    :data:`LOG_MAX_BYTES` before any is read: a FIFO, a device or a directory is refused too."""
+    try:
+        return read_bytes(p, "traces pipesim fit reads", LOG_MAX_BYTES)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EFBIG:
+            why += f"; fit a random sample of its rows, e.g. {_sample_hint(p)}"
+        raise FitError(f"{p}: cannot read: {why}", "", str(p)) from None
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
-    """The trace as a table, read by its suffix; FitError says why it cannot be read."""
+    """The trace as a table, read by its suffix; FitError says why it cannot be read (a file above
+    :data:`~pipesim.core.readfile.LOG_MAX_BYTES` is refused before it is read)."""
     p = Path(path)
     if not p.is_file():
         raise FitError(f"{p}: no such file", "", str(p))
     suffix = p.suffix.lower()
+    if suffix not in (*TEXT_SUFFIXES, ".json", ".parquet"):
+        raise FitError(
+            f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {shown(suffix or 'no suffix')}",
+            "",
+            str(p),
+        )
+    data = _read_capped(p)
     try:
-        if suffix in (".jsonl", ".ndjson"):
-            return _typed(pd.read_json(p, lines=True, dtype=False))  # a true stays a bool, not 1
+        if suffix in (".jsonl", ".ndjson"):  # a true stays a bool, not 1
+            return _typed(pd.read_json(io.BytesIO(data), lines=True, dtype=False))
         if suffix == ".json":
-            return _typed(pd.read_json(p, dtype=False))
-        if suffix in (".csv", ".tsv", ".txt"):
-            sep = "\t" if suffix == ".tsv" else ","
-            df = pd.read_csv(p, sep=sep)
-            # the header as written: pandas renames a repeated name (d, d.1), and the fit would
-            # read the first of two columns without a word (column_values refuses it)
-            df.attrs["header"] = list(pd.read_csv(p, sep=sep, header=None, nrows=1, dtype=str).iloc[0])
-            return df
+            return _typed(pd.read_json(io.BytesIO(data), dtype=False))
         if suffix == ".parquet":
-            return _typed(read_parquet(p))
+            return _typed(read_parquet(data))
+        sep = "\t" if suffix == ".tsv" else ","
+        df = pd.read_csv(io.BytesIO(data), sep=sep)
+        # the header as written: pandas renames a repeated name (d, d.1), and the fit would
+        # read the first of two columns without a word (column_values refuses it)
+        df.attrs["header"] = list(
+            pd.read_csv(io.BytesIO(data), sep=sep, header=None, nrows=1, dtype=str).iloc[0]
+        )
+        return df
     except (ValueError, OSError) as exc:
         raise FitError(
             f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(exc).split())}", "", str(p)
         ) from None
-    raise FitError(
-        f"{p}: give a .csv, .tsv, .jsonl, .json or .parquet file, got {shown(suffix or 'no suffix')}",
-        "",
-        str(p),
-    )
+
+
+def trace_rows(path: str | Path) -> int | None:
+    """About how many rows the trace at ``path`` holds, without reading it as a table: the lines of
+    a CSV or JSON-lines file (a scan in blocks of 16 MiB, about 0.2 s per 256 MiB; a header or a
+    blank line counts too), a Parquet file's row count from its footer. None where it cannot say
+    cheaply: a JSON array, a file :func:`read_table` refuses (past the cap, not a regular file)."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    suffix = p.suffix.lower()
+    if not stat.S_ISREG(st.st_mode) or st.st_size > LOG_MAX_BYTES:
+        return None
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.read_metadata(p).num_rows)  # the footer only: no table, no thread pool
+        if suffix in TEXT_SUFFIXES:
+            lines, last = 0, b"\n"
+            with p.open("rb") as f:
+                while block := f.read(16 << 20):
+                    lines, last = lines + block.count(b"\n"), block[-1:]
+            return lines + (last != b"\n")
+    except (OSError, ValueError):  # unreadable or no Parquet: read_table says why
+        return None
+    return None
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -103,22 +178,29 @@ def column_values(df: pd.DataFrame, path: str | Path, column: str) -> pd.Series:
         raise FitError(
             f"{path}: column {shown(column)} is given twice in the header; keep one", str(column), str(path)
         )
-    col = pd.to_numeric(df[column], errors="coerce")
-    if df.attrs.get("typed"):  # "12.5" in a JSON or Parquet table: text, which to_numeric reads
-        quoted = df[column].map(lambda v: isinstance(v, str)).astype(bool) & col.notna()
+    cells = df[column]
+    col = pd.to_numeric(cells, errors="coerce")
+    # a column of numbers holds no string and no flag: it is not scanned cell by cell (a CSV's
+    # float column: 5 s of a 10M-row fit's 44 s); objects, text and categories are
+    mixed = not pd.api.types.is_numeric_dtype(cells.dtype)
+    if df.attrs.get("typed") and mixed:  # "12.5" in a JSON or Parquet table: text, which to_numeric reads
+        quoted = cells.map(lambda v: isinstance(v, str)).astype(bool) & col.notna()
         if quoted.any():
             i = int(np.flatnonzero(quoted.to_numpy())[0])
             raise FitError(
-                f"{path}: column {shown(column)}, row {i + 1}: {shown(df[column].iloc[i])} is text, not a "
+                f"{path}: column {shown(column)}, row {i + 1}: {shown(cells.iloc[i])} is text, not a "
                 "number; write the column's numbers as numbers, not strings",
                 str(column),
                 str(path),
             )
     # a JSON true or false is no duration (pandas reads it as 1 or 0): dropped with the other
     # cells that are not numbers, and counted as such
-    flags = df[column].map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)
-    if flags.any():
-        col = col.mask(flags.to_numpy())
+    if pd.api.types.is_bool_dtype(cells.dtype):
+        col = col.mask(np.ones(len(col), dtype=bool))
+    elif mixed:
+        flags = cells.map(lambda v: isinstance(v, bool | np.bool_)).astype(bool)
+        if flags.any():
+            col = col.mask(flags.to_numpy())
     if col.notna().sum() == 0:
         raise FitError(f"{path}: column {shown(column)} holds no numbers", str(column), str(path))
     return col
@@ -251,7 +333,8 @@ def read_fit_columns(
         bad = turns_column if turns_column is not None and ok.sum() >= MIN_VALUES else column
         need = f"{shown(column)} > 0" + (f", {shown(turns_column)} >= 1" if turns_column else "")
         raise FitError(
-            f"{path}: column {shown(bad)} leaves {int(keep.sum())} usable rows ({need}); "
+            f"{path}: column {shown(bad)} {'leaves' if keep.sum() < len(df) else 'has'} "
+            f"{int(keep.sum())} usable row{'' if keep.sum() == 1 else 's'} ({need}); "
             f"at least {MIN_VALUES} needed",
             str(bad),
             str(path),
