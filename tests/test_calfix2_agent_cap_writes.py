@@ -217,7 +217,7 @@ def test_a_value_outside_its_range_is_explained(
         "staleness_mean": {"value": value, "lo": 0.4, "hi": 1.0},
         "timing_s/step": {"value": 2.0, "lo": 1, "hi": 3},
     }
-    monkeypatch.setattr(pred, "predict", lambda rs, n, rng: got)
+    monkeypatch.setattr(pred, "predict", lambda rs, n, rng, **kw: got)
     monkeypatch.setattr(pred, "conditional_on", lambda rs: [])
     out = io.StringIO()
     _intervals(load(SAMPLE_SPEC), 4, out)

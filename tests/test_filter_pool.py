@@ -47,6 +47,7 @@ def test_the_default_pool_grows_with_the_filter_rate_and_not_without_one(rate: f
 def test_the_first_durations_do_not_depend_on_the_filters_larger_pool() -> None:
     """The default pool is drawn in fixed chunks: a filtered run's episodes begin as an unfiltered
     run's do, so a filter compares designs on the same episodes."""
+
     def by_task(rate: float) -> np.ndarray:
         t = pipesim.run(_scenario(rate)).episode_table
         return t.drop_duplicates("task_id").sort_values("task_id")["duration_s"].to_numpy()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,15 @@ from pipesim.core.errors import check_int, shown
 from pipesim.plan.runspec import RunSpec, from_dict, run
 from pipesim.plan.runspec_calibration import value_range
 
-__all__ = ["MAX_DRAWS", "METRICS", "RECIPROCAL", "conditional_on", "draw_value", "predict"]
+__all__ = [
+    "MAX_DRAWS",
+    "METRICS",
+    "RECIPROCAL",
+    "PredictInterrupted",
+    "conditional_on",
+    "draw_value",
+    "predict",
+]
 
 MAX_DRAWS = 1000
 """The most runs ``--intervals`` takes: each is a whole run (a second or more), and percentiles of
@@ -162,9 +171,28 @@ def conditional_on(rs: RunSpec) -> list[str]:
     return lines
 
 
-def predict(rs: RunSpec, n: int, rng: np.random.Generator) -> dict[str, dict[str, float]]:
+class PredictInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, where the command maps it) during :func:`predict`: ``done`` of ``n`` draws
+    had finished, and ``ranges`` holds what predict returns computed over those ``done`` (None
+    when fewer than 2 had, or the spec's own run had not). A KeyboardInterrupt, so a caller that
+    does not know it still stops; before, an interrupt after 900 of 1,000 draws lost them all."""
+
+    def __init__(self, done: int, n: int, ranges: dict[str, dict[str, float]] | None) -> None:
+        super().__init__(f"interrupted after {done} of {n} draws")
+        self.done, self.n, self.ranges = done, n, ranges
+
+
+def predict(
+    rs: RunSpec,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    on_draw: Callable[[int], None] | None = None,
+) -> dict[str, dict[str, float]]:
     """Metric -> ``{"value", "lo", "hi"}``: the spec's own run and the 95% range of ``n`` runs with
-    the calibrated values drawn from their intervals (module docstring)."""
+    the calibrated values drawn from their intervals (module docstring). ``on_draw`` is called
+    with the number of draws finished after each (a progress bar); an interrupt raises
+    :class:`PredictInterrupted` with the ranges of the draws finished by then."""
     check_int("n", n, 2, MAX_DRAWS)
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {shown(rng)}")
@@ -173,16 +201,29 @@ def predict(rs: RunSpec, n: int, rng: np.random.Generator) -> dict[str, dict[str
         raise ValueError(
             "--intervals needs a calibrated spec: a [calibration] table with values (pipesim calibrate)"
         )
-    point = run(rs).summary()
-    draws = []
-    for i in range(n):
-        data = copy.deepcopy(rs.data)
-        data["calibration"]["values"] = _draw(
-            cal["values"], cal.get("intervals", {}), rng, cal.get("method", {})
-        )
-        data.setdefault("run", {})["seed"] = rs.seed + 1 + i
-        s = run(from_dict(data)).summary()
-        draws.append([float(s[m]) for m in METRICS])
+    point: dict[str, float] | None = None
+    draws: list[list[float]] = []
+    try:
+        point = run(rs).summary()
+        for i in range(n):
+            data = copy.deepcopy(rs.data)
+            data["calibration"]["values"] = _draw(
+                cal["values"], cal.get("intervals", {}), rng, cal.get("method", {})
+            )
+            data.setdefault("run", {})["seed"] = rs.seed + 1 + i
+            s = run(from_dict(data)).summary()
+            draws.append([float(s[m]) for m in METRICS])
+            if on_draw is not None:
+                on_draw(len(draws))
+    except KeyboardInterrupt:
+        ranges = _ranges(point, draws) if point is not None and len(draws) >= 2 else None
+        raise PredictInterrupted(len(draws), n, ranges) from None
+    assert point is not None
+    return _ranges(point, draws)
+
+
+def _ranges(point: dict[str, float], draws: list[list[float]]) -> dict[str, dict[str, float]]:
+    """Each metric's value in ``point`` and the 2.5th and 97.5th percentiles of ``draws``."""
     arr = np.array(draws)
     lo, hi = np.percentile(arr, [2.5, 97.5], axis=0)
     return {

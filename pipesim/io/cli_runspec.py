@@ -96,7 +96,10 @@ def run_spec(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)  # stdout stays the table: key and value per line
     intervals = None
     if getattr(args, "intervals", None) is not None:
-        intervals = _intervals(rs, args.intervals, out)
+        asked = [f"--{o} {getattr(args, o)}" for o in _OUTPUTS if getattr(args, o, None)]
+        intervals = _intervals(rs, args.intervals, out, getattr(args, "quiet", False), asked)
+        if intervals is None:  # interrupted: the ranges of the draws done are printed, partial
+            return 130
     result = crun.result
     payload: dict[str, Any] | None = None
     recipe = {"scenario": str(Path(args.scenario).resolve()), "set": list(args.set or ()), "seed": rs.seed}
@@ -135,19 +138,57 @@ def run_spec(args: argparse.Namespace) -> int:
     return 0
 
 
-def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
-    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`),
-    then a ``note:`` line for each thing they hold fixed (``conditional_on``)."""
-    import numpy as np
+_OUTPUTS = ("json", "html", "events", "trace", "save")
+"""``pipesim run``'s output options: what an interrupted ``--intervals`` leaves unwritten."""
 
-    from pipesim.calibrate.predict import conditional_on, predict
+
+def _intervals(
+    rs: Any, n: int, out: IO[str], quiet: bool = False, asked: list[str] | None = None
+) -> dict[str, dict[str, float]] | None:
+    """``--intervals N``: the calibrated prediction's 95% ranges (:mod:`pipesim.calibrate.predict`),
+    then a ``note:`` line for each thing they hold fixed (``conditional_on``). The draws have a
+    progress bar (1,000 draws ran minutes without a word). Ctrl-C or SIGTERM: the ranges of the
+    draws finished, headed as partial, a line on stderr naming what was not written (``asked``,
+    the outputs asked for), and None; a later signal is dropped while they print
+    (:func:`~pipesim.io.interrupts.interrupt_once`). Before, an interrupt lost every draw."""
+    import numpy as np
+    from tqdm import tqdm
+
+    from pipesim.calibrate.predict import PredictInterrupted, predict
+    from pipesim.io.interrupts import interrupt_once
+
+    with interrupt_once():
+        bar = tqdm(total=n, desc="draws", unit="run", leave=False, disable=not progress_wanted(quiet))
+        try:
+            got = predict(rs, n, np.random.default_rng(rs.seed), on_draw=lambda _: bar.update(1))
+        except ValueError as exc:
+            raise UsageError(one_line(exc)) from None
+        except PredictInterrupted as exc:
+            bar.close()  # its line cleared before the ranges
+            k = exc.done
+            if exc.ranges is None:
+                print(f"interrupted after {k} of {n} draws: too few for a range", file=out)
+            else:
+                head = f"interrupted after {k} of {n} draws: partial, 95% range over those {k}"
+                _print_ranges(rs, exc.ranges, k, head, out)
+            skipped = f"; not written: {', '.join(asked)}" if asked else ""
+            print(
+                f"pipesim: interrupted: --intervals stopped after {k} of {n} draws{skipped}", file=sys.stderr
+            )
+            return None
+        finally:
+            bar.close()
+        head = f"95% range over {n} runs with the calibrated values drawn from their intervals"
+        _print_ranges(rs, got, n, head, out)
+        return got
+
+
+def _print_ranges(rs: Any, got: dict[str, dict[str, float]], n: int, head: str, out: IO[str]) -> None:
+    """``head``, each metric's value and range over ``n`` runs, and the notes on what they hold."""
+    from pipesim.calibrate.predict import conditional_on
     from pipesim.io.cli_common import fmt_number
 
-    try:
-        got = predict(rs, n, np.random.default_rng(rs.seed))
-    except ValueError as exc:
-        raise UsageError(one_line(exc)) from None
-    print(f"95% range over {n} runs with the calibrated values drawn from their intervals:", file=out)
+    print(f"{head}:", file=out)
     w = max(len(k) for k in got)
     for k, v in got.items():
         print(
@@ -164,7 +205,6 @@ def _intervals(rs: Any, n: int, out: IO[str]) -> dict[str, dict[str, float]]:
         )
     for line in conditional_on(rs):
         print(f"note: {line}", file=out)
-    return got
 
 
 def rerun(path: str, sets: list[str], seed: int | None) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pipesim.io.cli_common import UsageError, progress_wanted
@@ -257,11 +258,26 @@ def main(argv: list[str] | None = None) -> int:
             return _main(argv)
         except PlanInterrupted as e:
             said = f"pipesim plan: interrupted: {runs_said(e.result)} done; {_kept(e.result, e)}"
+            _close_bars()
             print(said, file=sys.stderr)
             return 130
         except KeyboardInterrupt:
+            _close_bars()
             print("pipesim plan: interrupted before any design was run; nothing written", file=sys.stderr)
             return 130
+
+
+def _close_bars() -> None:
+    """Close the progress bars an interrupt left open, so that their last line comes before the
+    line that says so. A bar closes as its runs' iterator unwinds, but one held in a frame of the
+    interrupt's traceback (the NSGA-II screen's, before it closed itself; an evaluator's whose
+    interrupt landed between two runs) closed only when the exception was dropped, and printed one
+    more bar line under "interrupted". tqdm's registry of open bars (``tqdm._instances``, which
+    ``tqdm.write`` reads too) is read here only."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 def _kept(result: PlanResult, e: PlanInterrupted) -> str:
@@ -275,6 +291,18 @@ def _kept(result: PlanResult, e: PlanInterrupted) -> str:
     if not e.outputs_asked:  # no --json/--csv/--html/--parquet
         return f"{n} finished (no output was asked for)"
     return f"{n} written with partial: true"
+
+
+def _announcer(spec: PlanSpec) -> Callable[[int], None]:
+    """The line on stderr that says the space's size as soon as it is counted (before the designs
+    are enumerated, checked and ranked): 767,200 designs, a typo of 6400 GPUs for 64, went two
+    minutes on a terminal without a word before the first bar."""
+
+    def say(n: int) -> None:
+        then = "; the fluid first cut ranks them before the screening" if spec.first_cut and n > 1 else ""
+        print(f"pipesim plan: {n:,} design{'s' * (n != 1)} in the space{then}", file=sys.stderr)
+
+    return say
 
 
 def _cache_line(disk: Any, before: int) -> str:
@@ -339,6 +367,7 @@ def _main(argv: list[str] | None) -> int:
             with_sensitivity=not args.no_sensitivity,
             executor=executor,
             cache=disk,
+            announce=None if args.quiet else _announcer(spec),
         )
     except PlanInterrupted as e:
         from pipesim.io.interrupts import deferred_interrupts, stopping

@@ -100,7 +100,8 @@ def _program(spec: PlanSpec, d: Design) -> str:
             f"workload = {work}",
             f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "
             f"steps={spec.steps}, max_staleness={d.eta}), admission=pipesim.{sc.admission!r}, "
-            f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r})",
+            f"weight_update=pipesim.{sc.weight_update!r}, pool_size={sc.pool_size!r}"
+            + (f", pool_draw={sc.pool_draw!r})" if sc.pool_size is not None else ")"),
             f"trainer = TrainerConfig(model=engine.model, gpu=engine.gpu, "
             f"n_gpus={spec.n_gpus if d.colocated else d.trainer_gpus}, "
             + (f"mfu={tcfg.mfu}" if tcfg.profile is None else f"profile={tcfg.profile!r}")

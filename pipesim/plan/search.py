@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +32,14 @@ import numpy as np
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
 from pipesim.io.pools import stop_pool
-from pipesim.plan.build import TrainerMemoryWarning, candidates, check_fits, check_plan_pool, placements
+from pipesim.plan.build import (
+    TrainerMemoryWarning,
+    candidates,
+    check_fits,
+    check_plan_pool,
+    check_space_size,
+    placements,
+)
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
 from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
@@ -195,25 +202,27 @@ def _optuna_screen(
         from tqdm import tqdm
 
         bar = tqdm(total=target, desc=f"screen ({steps} steps, NSGA-II)", unit="design")
-    while len(seen) < target and asks < 20 * spec.trials:
-        trials = [study.ask(dists) for _ in range(spec.batch)]
-        asks += len(trials)
-        designs = [Design(**t.params) for t in trials]
-        new = [d for d in dict.fromkeys(designs) if d not in seen and d in allowed]
-        new = new[: target - len(seen)]
-        for e in ev.evaluate(new, steps, 1, bar=bar):
-            seen[e.design] = e
-        for t, d in zip(trials, designs, strict=True):
-            got = seen.get(d)
-            if got is None or got.metrics.get("failed"):
-                constrain(t, 1e9)
-                study.tell(t, [0.0, 1e9, 1.0])
-                continue
-            m = got.metrics
-            constrain(t, min(violation(spec.constraints, m), 1e9))
-            study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
-    if bar is not None:
-        bar.close()
+    try:
+        while len(seen) < target and asks < 20 * spec.trials:
+            trials = [study.ask(dists) for _ in range(spec.batch)]
+            asks += len(trials)
+            designs = [Design(**t.params) for t in trials]
+            new = [d for d in dict.fromkeys(designs) if d not in seen and d in allowed]
+            new = new[: target - len(seen)]
+            for e in ev.evaluate(new, steps, 1, bar=bar):
+                seen[e.design] = e
+            for t, d in zip(trials, designs, strict=True):
+                got = seen.get(d)
+                if got is None or got.metrics.get("failed"):
+                    constrain(t, 1e9)
+                    study.tell(t, [0.0, 1e9, 1.0])
+                    continue
+                m = got.metrics
+                constrain(t, min(violation(spec.constraints, m), 1e9))
+                study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
+    finally:  # an interrupt's too: its last line before the line that says so
+        if bar is not None:
+            bar.close()
     return [seen[d] for d in sorted(seen)]
 
 
@@ -229,16 +238,20 @@ def search(
     executor: Executor | None = None,
     progress: bool = False,
     cache: DiskCache | None = None,
+    announce: Callable[[int], None] | None = None,
 ) -> PlanResult:
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
     meets the constraints, PlanError when the model does not fit or the space is empty (or the
-    seed is not in [0, 2**32), the range of Optuna's sampler)."""
+    seed is not in [0, 2**32), the range of Optuna's sampler). ``announce`` is called once with
+    the number of designs in the space (:func:`space_size`), before they are enumerated."""
     check_seed(seed)
     t0 = time.perf_counter()
     if spec.baseline is not None:  # run last: a baseline that does not fit is refused before the search
         from pipesim.plan.runspec_checks import check_design
 
         check_design(spec, spec.baseline, "baseline")
+    if announce is not None:
+        announce(space_size(spec))
     pool = candidates(spec)
     if not pool:
         raise PlanError(f"space: {no_candidates(spec)}", "space")  # the space the constraints leave is empty
@@ -317,9 +330,12 @@ def first_cut(
 ) -> tuple[list[Design], Cut]:
     """The pool left by the fluid first cut, and what it did (:mod:`pipesim.plan.fluid`): the
     fastest proved designs are screened, and designs whose ceiling is below the floor they set are
-    dropped, a seeded sample of those screened anyway to measure the cut's error."""
+    dropped, a seeded sample of those screened anyway to measure the cut's error. The ceilings
+    have a bar of their own: 767,200 designs took a minute before the first run's bar."""
     memo: dict[Any, float] = {}
-    cut = Cut({d: ceiling(spec, d, memo) for d in pool})
+    shown = bool(getattr(ev, "progress", False))  # a stand-in evaluator may have no bar of its own
+    with _bar(pool, "fluid cut", "design", shown) as each:
+        cut = Cut({d: ceiling(spec, d, memo) for d in each})
     sure = sorted((d for d in pool if proved(spec, d)), key=lambda d: (-cut.ceilings[d], d))
     cut.anchors = sure[: max(spec.batch, 4)]
     if not cut.anchors:
@@ -336,6 +352,30 @@ def first_cut(
             cut.disagreed.append(e.design)
     dropped = set(cut.ruled_out) - set(cut.disagreed)
     return [d for d in pool if d not in dropped], cut
+
+
+def space_size(spec: PlanSpec) -> int:
+    """How many designs :func:`~pipesim.plan.build.candidates` enumerates, counted from the axes
+    without building one (the placements of each ``tp`` the model fits at, times the distinct
+    values of the other axes; its PlanErrors first, in its order): the command says the count
+    before the seconds the enumeration takes. Its tight-trainer warning is left to candidates."""
+    check_space_size(spec)
+    engines = check_fits(spec)
+    sp = spec.space
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrainerMemoryWarning)
+        places = sum(len(set(placements(spec, tp))) for tp in engines)
+    factors = {float(f) for f in sp.oversample} if spec.has_groups else {1.0}
+    return places * len(set(sp.eta)) * len(set(sp.update)) * len(set(sp.sync_every)) * len(factors)
+
+
+def _bar(items: Sequence[Design], desc: str, unit: str, enabled: bool) -> Any:
+    """``items`` under a tqdm bar (the evaluator's, :mod:`pipesim.plan.evaluate`), where
+    ``enabled`` (a terminal, not ``--quiet``): shown once a stage has taken half a second, so a
+    small space's instant stage leaves no line. A context manager: it closes on the way out."""
+    from tqdm import tqdm
+
+    return tqdm(items, total=len(items), desc=desc, unit=unit, disable=not enabled, delay=0.5)
 
 
 def _result(
@@ -371,17 +411,18 @@ def plan(
     with_sensitivity: bool = True,
     executor: Executor | None = None,
     cache: DiskCache | None = None,
+    announce: Callable[[int], None] | None = None,
 ) -> PlanResult:
     """Search ``spec``'s space (``workers`` processes; 1: in this process) and, optionally, the
     sensitivity of the recommendation. ``cache``: reuse and keep runs on disk
-    (:class:`~pipesim.plan.cache.DiskCache`). Ctrl-C raises :class:`PlanInterrupted` with what
-    finished."""
+    (:class:`~pipesim.plan.cache.DiskCache`); ``announce``: told the space's size first
+    (:func:`search`). Ctrl-C raises :class:`PlanInterrupted` with what finished."""
     check_seed(seed)
     integer("workers", workers, 1, max_workers())  # CPU-bound runs: 4 processes per CPU at most
     own = executor is None and workers > 1
     ex = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint) if own else executor
     try:
-        result = search(spec, seed=seed, executor=ex, progress=progress, cache=cache)
+        result = search(spec, seed=seed, executor=ex, progress=progress, cache=cache, announce=announce)
         if with_sensitivity:
             t0 = time.perf_counter()
             try:
