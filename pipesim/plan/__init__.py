@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             return _main(argv)
         except PlanInterrupted as e:
             said = f"pipesim plan: interrupted: {runs_said(e.result)} done; {_kept(e.result, e)}"
+            if "--no-cache" not in (argv if argv is not None else sys.argv[1:]):
+                said += "; the same command with --resume continues from the runs cached"
             _close_bars()
             print(said, file=sys.stderr)
             return 130

@@ -215,6 +215,14 @@ def best_heading(result: PlanResult, top: int) -> str:
     )
 
 
+LEGEND = (
+    "design: split T:R = trainer:rollout GPUs (colocated: both on every GPU), tpN = tensor parallel, "
+    "eta = the admission's staleness bound (partial rollouts and over-sampling carry samples past "
+    "a step: read mean/max staleness), k = a weight sync every k steps, os = over-sample factor"
+)
+"""Under the best designs' table: what a design's label says (:meth:`Design.label`)."""
+
+
 def text(result: PlanResult, top: int = 8) -> str:
     spec, best = result.spec, result.best
     c = spec.constraints
@@ -236,6 +244,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         "",
         best_heading(result, top) + ":",
         table(rows(result, result.feasible, top), header(result)),
+        LEGEND,
         *tie_lines(result),
         *verify_lines(result),
         *baseline_lines(result),
