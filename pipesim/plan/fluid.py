@@ -118,9 +118,20 @@ def _tool_s(spec: PlanSpec) -> float:
 
 def ceiling(spec: PlanSpec, d: Design, _memo: dict[Any, float] | None = None) -> float:
     """The fluid ceiling on ``d``'s trained samples per hour (module docstring)."""
-    import pipesim.compute as pc
 
     memo = {} if _memo is None else _memo
+    # the ceiling reads only the tp, the trainer GPUs and whether the design is synchronous (the
+    # rest of a design, its update, k and eta past 0, moves no term): one value per such key
+    key = ("ceiling", d.tp, d.trainer_gpus, d.eta == 0 and d.oversample <= 1)
+    if key in memo:
+        return memo[key]
+    memo[key] = _ceiling(spec, d, memo)
+    return memo[key]
+
+
+def _ceiling(spec: PlanSpec, d: Design, memo: dict[Any, float]) -> float:
+    import pipesim.compute as pc
+
     gen, trained = _sample_tokens(spec)
     if ("tps", d.tp) not in memo:
         eng = engine_config(spec, d.tp)
