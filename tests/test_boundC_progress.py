@@ -20,53 +20,18 @@ import pipesim.plan as plan
 import pipesim.plan.evaluate as ev
 from pipesim.calibrate.predict import predict
 from pipesim.io.cli import main
-from pipesim.plan.build import candidates
+from pipesim.plan.build import candidates, space_size
 from pipesim.plan.evaluate import Evaluator
 from pipesim.plan.runspec import dumps, from_dict
 from pipesim.plan.space import Space
+from tests.test_plan_outputs import TINY as PLAN_TINY
+from tests.test_plan_outputs import tiny_spec
+from tests.test_runspec import SPEC
 
-TINY = """
-[cluster]
-gpu = "h100-sxm"
-n_gpus = 4
-[model]
-name = "qwen3-0.6b"
-max_model_len = 4096
-max_num_seqs = 32
-[workload]
-prompts_per_step = 8
-samples_per_prompt = 4
-prompt_tokens = 128
-response = { median_tokens = 200, sigma = 0.6 }
-max_response_tokens = 1024
-[constraints]
-mean_staleness = 1.5
-max_staleness = 4
-[space]
-placement = [0, 2]
-eta = [0, 1]
-update = ["drain", "partial"]
-oversample = [1.0]
-[search]
-method = "grid"
-screen_steps = 2
-steps = 4
-seeds = 2
-min_full = 4
-"""
+TINY = PLAN_TINY.replace("seeds = 3", "seeds = 2")  # test_plan_outputs' plan, 2 seeds in full
 
-RUN_SPEC: dict[str, Any] = {
-    "kind": "compute",
-    "cluster": {"gpu": "h100-sxm", "n_gpus": 8},
-    "model": {"name": "qwen3-0.6b", "max_model_len": 4096},
-    "workload": {
-        "prompts_per_step": 4,
-        "samples_per_prompt": 4,
-        "prompt_tokens": 128,
-        "response": {"median_tokens": 200, "sigma": 0.5},
-        "max_response_tokens": 1024,
-    },
-    "design": {"placement": 4, "tp": 1, "eta": 1, "update": "partial", "sync_every": 1, "oversample": 1.0},
+RUN_SPEC: dict[str, Any] = {  # test_runspec's spec, 2 steps, calibrated
+    **SPEC,
     "run": {"steps": 2, "seed": 5},
     "calibration": {"values": {"mfu": 0.3}, "intervals": {"mfu": [0.2, 0.4]}},
 }
@@ -76,9 +41,7 @@ COUNT = re.compile(r"pipesim plan: ([\d,]+) designs? in the space")
 
 
 def _tiny(tmp_path: Path) -> Path:
-    p = tmp_path / "tiny.toml"
-    p.write_text(TINY)
-    return p
+    return tiny_spec(tmp_path, TINY)
 
 
 class Bar:
@@ -173,7 +136,7 @@ def test_the_space_size_is_the_number_of_candidates(tmp_path: Path, space: Space
     spec = plan.load(str(_tiny(tmp_path))).with_(space=space)
     if not groups:
         spec = spec.with_(workload=replace(spec.workload, samples_per_prompt=1))
-    assert search_mod.space_size(spec) == len(candidates(spec))
+    assert space_size(spec) == len(candidates(spec))
 
 
 # -- the fluid cut's bar ------------------------------------------------------------------------

@@ -16,11 +16,8 @@ import pytest
 
 import pipesim
 from pipesim import PipelineConfig, Scenario, TraceDurations, run
-from pipesim.compute import GPUS, MODELS
 from pipesim.compute import cluster as compute_cluster
 from pipesim.compute.cluster import Cluster, run_compute
-from pipesim.compute.cost import EngineConfig
-from pipesim.compute.workload import LogNormalLengths, TokenWorkload
 from pipesim.core.engine import Pipeline
 from pipesim.core.seams import EngineOptions
 from pipesim.policies.admission import AReaLThrottle, OverSample, QueueAhead
@@ -33,6 +30,7 @@ from pipesim.policies.updates import AbortRestart
 from pipesim.policies.verl import VerlRollouter, verl_put_accepted
 from pipesim.workload.durations import LogNormalDurations
 from scenarios.systems import roll_rlvr
+from tests.test_compute_overlong import ENGINE, WORK
 
 LN = LogNormalDurations(40.0, 1.0)
 
@@ -94,13 +92,7 @@ def test_abort_restart_relaunches_the_aborted_ahead_of_tasks_already_waiting() -
 
 # --- P30: DropOverlong's min_items hint is 1 -------------------------------------------------------
 
-ENGINE = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096, max_num_seqs=64)
-WORK = TokenWorkload(
-    response=LogNormalLengths(median_tokens=400, sigma=1.0),
-    prompt=64,
-    samples_per_prompt=4,
-    max_response_tokens=800,
-)
+# ENGINE and WORK: test_compute_overlong's, a heavy tail under a low cap
 
 
 def _overlong_run(monkeypatch: pytest.MonkeyPatch, options: EngineOptions | None) -> Any:

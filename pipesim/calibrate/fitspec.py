@@ -31,7 +31,7 @@ from pipesim.calibrate.rows import centres, max_draws, row_note, trainer_steps
 from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
 from pipesim.calibrate.steptime import includes_sync, step_note, sync_note
 from pipesim.calibrate.trainer import fit_trainer_profile, tokens
-from pipesim.compute.engine_config import EngineConfig
+from pipesim.compute.engine_config import DEFAULT_ITERATION_OVERHEAD_S
 from pipesim.plan.runspec import RunSpec
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "with_lengths",
 ]
 
-ENGINE_OVERHEAD_S: float = EngineConfig.iteration_overhead_s  # the field's default
+ENGINE_OVERHEAD_S: float = DEFAULT_ITERATION_OVERHEAD_S
 """The engine's own decode overhead (``EngineConfig.iteration_overhead_s``, 1 ms): what an
 uncalibrated run spec runs at (a spec has no key for it)."""
 OVERHEAD_FAR_ABOVE = 10.0

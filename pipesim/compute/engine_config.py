@@ -34,6 +34,10 @@ TOOL_KV = ("keep", "drop")
 """A multi-turn sequence's KV during a tool call (:attr:`EngineConfig.tool_kv`): ``keep`` (a prefix
 cache, ``kv_policy="preempt"`` only) or ``drop`` (recomputed on return)."""
 
+DEFAULT_ITERATION_OVERHEAD_S = 1e-3
+"""The default :attr:`EngineConfig.iteration_overhead_s`: what an uncalibrated run spec runs at
+(a spec has no key for it; ``pipesim calibrate`` fits another)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig:
@@ -68,7 +72,7 @@ class EngineConfig:
     it (``docs/compute.md``, "Shared prompt prefix"). Off: every sample prefills and holds its own."""
     watermark: float = 0.01
     """Share of the KV budget kept free when admitting under ``preempt`` (vLLM's watermark)."""
-    iteration_overhead_s: float = 1e-3
+    iteration_overhead_s: float = DEFAULT_ITERATION_OVERHEAD_S
     """Fixed seconds per decode or prefill iteration (scheduler, sampling, launches)."""
     allreduce_latency_s: float = 8e-6
     """Fixed seconds per tensor-parallel all-reduce through vLLM's custom all-reduce (the default

@@ -172,7 +172,8 @@ def _check_rows(src: Path, table: Path) -> None:
     """UsageError naming ``src`` where the Parquet ``table`` holds more events than a trace takes,
     read from its footer before the table is (nothing where it is no Parquet file: its reader says
     why)."""
-    from pipesim.io.trace import check_event_count, parquet_rows
+    from pipesim.io.parquet import parquet_rows
+    from pipesim.io.trace import check_event_count
 
     rows = parquet_rows(table) if table.is_file() else None
     if rows is not None:

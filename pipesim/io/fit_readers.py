@@ -146,9 +146,9 @@ def trace_rows(path: str | Path) -> int | None:
         return None
     try:
         if suffix == ".parquet":
-            import pyarrow.parquet as pq
+            from pipesim.io.parquet import parquet_rows
 
-            return int(pq.read_metadata(p).num_rows)  # the footer only: no table, no thread pool
+            return parquet_rows(p)  # the footer only
         if suffix in TEXT_SUFFIXES:
             lines, last = 0, b"\n"
             with p.open("rb") as f:

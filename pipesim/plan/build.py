@@ -249,6 +249,27 @@ def candidates(spec: PlanSpec) -> list[Design]:
     return sorted(set(out))
 
 
+def space_size(spec: PlanSpec) -> int:
+    """How many designs :func:`candidates` enumerates, counted from the axes without building one
+    (the placements of each ``tp`` the model fits at, times :func:`_per_place`; its PlanErrors
+    first, in its order): ``pipesim plan`` says the count before the seconds enumerating takes.
+    Its tight-trainer warning is left to candidates."""
+    check_space_size(spec)
+    engines = check_fits(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrainerMemoryWarning)
+        places = sum(len(set(placements(spec, tp))) for tp in engines)
+    return places * _per_place(spec)
+
+
+def _per_place(spec: PlanSpec) -> int:
+    """The designs of one placement and tp: the distinct values of the other axes (over-sampling
+    only with groups)."""
+    sp = spec.space
+    factors = len({float(f) for f in sp.oversample}) if spec.has_groups else 1
+    return len(set(sp.eta)) * len(set(sp.update)) * len(set(sp.sync_every)) * factors
+
+
 def valid(spec: PlanSpec, d: Design, engines: dict[int, EngineConfig]) -> bool:
     return d.tp in engines and d.trainer_gpus in placements(spec, d.tp)
 
@@ -356,10 +377,9 @@ def check_space_size(spec: PlanSpec) -> None:
         split = max((n - lo) // tp, 0)  # trainer counts t in [lo, n - tp] leaving a multiple of tp
         count = split + (n >= spec.constraints.min_trainer_gpus)
         places += count if chosen is None else min(count, len(chosen))
-    factors = len(set(sp.oversample)) if spec.has_groups else 1
-    per_place = len(set(sp.eta)) * len(set(sp.update)) * len(set(sp.sync_every)) * factors
-    total = places * per_place
+    total = places * _per_place(spec)
     if total > MAX_DESIGNS:
+        factors = len(set(sp.oversample)) if spec.has_groups else 1
         raise PlanError(
             f"space: about {total:,} designs ({places:,} placements over space.tp x {len(set(sp.eta))} "
             f"eta x {len(set(sp.update))} update x {len(set(sp.sync_every))} sync_every x {factors} "

@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipesim.compute import GPUS, MODELS, EngineConfig, LogNormalLengths, TrainerConfig
+from pipesim.compute import GPUS, MODELS, LogNormalLengths, TrainerConfig
+from pipesim.compute.engine_config import DEFAULT_ITERATION_OVERHEAD_S
 from pipesim.plan.build import (
     batch_knobs,
     design_cluster,
@@ -52,10 +53,7 @@ def code_note(runs: Sequence[Mapping[str, float]], seeds: Sequence[int]) -> str:
     )
 
 
-_DEFAULT_OVERHEAD_S = next(
-    f.default for f in dataclasses.fields(EngineConfig) if f.name == "iteration_overhead_s"
-)
-"""EngineConfig's own per-iteration overhead: a spec's other (calibrated) one is written out."""
+_DEFAULT_OVERHEAD_S = DEFAULT_ITERATION_OVERHEAD_S  # a spec's other (calibrated) one is written out
 
 
 def _program(spec: PlanSpec, d: Design) -> str:

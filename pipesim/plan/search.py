@@ -37,8 +37,8 @@ from pipesim.plan.build import (
     candidates,
     check_fits,
     check_plan_pool,
-    check_space_size,
     placements,
+    space_size,
 )
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
@@ -243,7 +243,8 @@ def search(
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
     meets the constraints, PlanError when the model does not fit or the space is empty (or the
     seed is not in [0, 2**32), the range of Optuna's sampler). ``announce`` is called once with
-    the number of designs in the space (:func:`space_size`), before they are enumerated."""
+    the number of designs in the space (:func:`~pipesim.plan.build.space_size`), before they are
+    enumerated."""
     check_seed(seed)
     t0 = time.perf_counter()
     if spec.baseline is not None:  # run last: a baseline that does not fit is refused before the search
@@ -352,21 +353,6 @@ def first_cut(
             cut.disagreed.append(e.design)
     dropped = set(cut.ruled_out) - set(cut.disagreed)
     return [d for d in pool if d not in dropped], cut
-
-
-def space_size(spec: PlanSpec) -> int:
-    """How many designs :func:`~pipesim.plan.build.candidates` enumerates, counted from the axes
-    without building one (the placements of each ``tp`` the model fits at, times the distinct
-    values of the other axes; its PlanErrors first, in its order): the command says the count
-    before the seconds the enumeration takes. Its tight-trainer warning is left to candidates."""
-    check_space_size(spec)
-    engines = check_fits(spec)
-    sp = spec.space
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TrainerMemoryWarning)
-        places = sum(len(set(placements(spec, tp))) for tp in engines)
-    factors = {float(f) for f in sp.oversample} if spec.has_groups else {1.0}
-    return places * len(set(sp.eta)) * len(set(sp.update)) * len(set(sp.sync_every)) * len(factors)
 
 
 def _bar(items: Sequence[Design], desc: str, unit: str, enabled: bool) -> Any:

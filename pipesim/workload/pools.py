@@ -72,9 +72,9 @@ def check_whole_draw(model: DurationModel, pool_size: int) -> None:
     scenario is built, before anything runs. Either field settles it (``--set pool_size=none`` after
     ``--set durations.max_turns=4000`` on a chapter preset), and so does ``pool_draw="stable"``."""
     cells = whole_draw_cells(model, pool_size)
-    if cells <= MAX_WHOLE_DRAW_CELLS:
+    if cells <= MAX_WHOLE_DRAW_CELLS or not isinstance(model, AgentDurations):
         return
-    turns = cells // pool_size  # a model with max_turns: the others hold no cells
+    turns = model.max_turns
     raise CrossFieldError(
         f"pool_size ({pool_size:,}) drawn whole (pool_draw 'whole') at durations.max_turns ({turns:,}) "
         f"is {cells:,} turn cells, past the {MAX_WHOLE_DRAW_CELLS:,} one draw may hold "
