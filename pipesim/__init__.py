@@ -85,6 +85,7 @@ __all__ = [
 from pipesim.policies.admission import (  # noqa: E402
     AReaLThrottle,
     AsyncRatio,
+    BatchThrottle,
     LagBound,
     OverSample,
     QueueAhead,
@@ -116,6 +117,7 @@ __all__ += [
     "AbortRestart",
     "AsyncRatio",
     "BatchDrain",
+    "BatchThrottle",
     "DropFailed",
     "DropOverlong",
     "DropStale",

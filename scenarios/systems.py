@@ -16,11 +16,11 @@ new label. AReaL's throttle reads it (it is ``max_head_offpolicyness``), so ther
 =====================  ===============================  ======================================
 system                 admission                        weight update / batch
 =====================  ===============================  ======================================
-verl one-step off      CountThrottle, eta=1             Drain
+verl one-step off      BatchThrottle, eta=1             Drain
 verl fully async       VerlRollouter                    AbortReprefill / Drain, every k;
                                                         VerlMessageQueue
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
-slime, drain           CountThrottle, eta=1             Drain
+slime, drain           BatchThrottle, eta=1             Drain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
 OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
@@ -39,9 +39,8 @@ from typing import Any
 from pipesim import PipelineConfig, Scenario
 from pipesim.core.errors import check_int
 from pipesim.core.validate import FieldError, refuse
-from pipesim.policies.admission import AReaLThrottle
+from pipesim.policies.admission import AReaLThrottle, BatchThrottle
 from pipesim.policies.base import (
-    CountThrottle,
     Drain,
     OwnStalenessBound,
     PartialRollout,
@@ -111,14 +110,15 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     ``_async_gen_next_batch``: each step awaits the batch generated during the previous step,
     syncs the weights to the rollout workers (``sync_rollout_weights``, then ``clear_kv_cache``),
     starts generating the next whole batch, and trains on the awaited one. So generation runs one
-    batch ahead (eta = 1, :class:`~pipesim.policies.base.CountThrottle`) and the sync waits for it to
-    finish (:class:`~pipesim.policies.base.Drain`): every episode after the first batch is exactly
-    one version stale (the first batch, generated before any step, is fresh) and none spans two
-    versions.
+    whole batch ahead (eta = 1, :class:`~pipesim.policies.admission.BatchThrottle`: no episode of
+    the next batch starts in the slots the current batch's stragglers leave free) and the sync
+    waits for it to finish (:class:`~pipesim.policies.base.Drain`): every episode after the first
+    batch is exactly one version stale (the first batch, generated before any step, is fresh) and
+    none spans two versions.
     """
     knob = "fixed at 1 (one step off-policy; verl_fully_async has a staleness_threshold)"
     return _scenario(
-        "verl one-step off-policy", pipeline, 1, knob, admission=CountThrottle(), weight_update=Drain()
+        "verl one-step off-policy", pipeline, 1, knob, admission=BatchThrottle(), weight_update=Drain()
     )
 
 
@@ -255,9 +255,10 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     """slime: ``mode="drain"`` or ``mode="fully_async"``, from its code.
 
     ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
-    current one trains (``rollout_manager.generate.remote(rollout_id + 1)``) and is waited for
-    before ``update_weights`` ("sync generate before update weights"): one step ahead, drained
-    before each update (:class:`~pipesim.policies.base.CountThrottle` with eta = 1 and
+    current one trains (``rollout_manager.generate.remote(rollout_id + 1)``, launched once rollout
+    ``rollout_id`` has returned) and is waited for before ``update_weights`` ("sync generate before
+    update weights"): one whole rollout ahead, drained before each update
+    (:class:`~pipesim.policies.admission.BatchThrottle` with eta = 1 and
     :class:`~pipesim.policies.base.Drain`).
 
     ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
@@ -274,7 +275,7 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     """
     if mode == "drain":
         knob = "fixed at 1 (one step ahead, drained)"
-        return _scenario("slime drain", pipeline, 1, knob, admission=CountThrottle(), weight_update=Drain())
+        return _scenario("slime drain", pipeline, 1, knob, admission=BatchThrottle(), weight_update=Drain())
     if mode == "fully_async":
         worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
         sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=AbortReprefill())

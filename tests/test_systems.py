@@ -81,6 +81,26 @@ def test_verl_one_step_off_policy_is_exactly_one_version_behind() -> None:
     assert (tr.loc[tr["step"] >= 1, "staleness"] == 1).all()
 
 
+@pytest.mark.parametrize("preset", [systems.verl_one_step_off_policy, systems.slime_drain])
+@pytest.mark.parametrize("n_slots", [4, 16])
+def test_one_step_presets_generate_whole_batches_after_the_sync(preset: Any, n_slots: int) -> None:
+    """verl ``fit`` launches batch k + 1 after awaiting batch k and syncing; slime's train_async
+    after rollout k returned and the update before it: no episode of batch k + 1 starts while one
+    of batch k runs (CountThrottle would fill the stragglers' free slots), nor before the sync
+    that follows the training of batch k - 1 ends."""
+    r = checked(preset(**{**SMALL, "n_slots": n_slots}))
+    eps = r.episode_table
+    batch = eps["episode_id"] // 8
+    first_start = eps.groupby(batch)["start_s"].min()
+    last_end = eps.groupby(batch)["end_s"].max()
+    synced = {u.version_after: u.end_s for u in r.updates if u.kind == "sync"}
+    for k in range(1, int(batch.max()) + 1):
+        assert first_start[k] >= last_end[k - 1]
+        if k >= 2:  # weights v_(k-1) (batch k - 2 trained) reached the engines before batch k
+            assert first_start[k] >= synced[k - 1]
+    assert r.trained["staleness"].max() == 1
+
+
 def test_verl_fully_async_caps_samples_per_version_and_syncs_every_k() -> None:
     r = checked(systems.verl_fully_async(staleness_threshold=0.25, **SMALL))
     assert r.episode_table["version"].value_counts().max() <= int(1.25 * 8)

@@ -63,6 +63,32 @@ class AReaLThrottle:
 
 
 @dataclass(frozen=True)
+class BatchThrottle:
+    """The chapter's count throttle in whole batches: a batch starts once the last one is done.
+
+    verl's one-step off-policy trainer (``recipe/one_step_off_policy/ray_trainer.py``, ``fit``)
+    awaits the batch in generation, syncs the weights, and only then launches the next whole
+    batch; slime's ``train_async.py`` launches rollout ``i + 1`` once rollout ``i`` has returned
+    and waits for it before each ``update_weights``. Neither starts an episode of the next batch
+    in the slots the current batch's stragglers leave free, as
+    :class:`~pipesim.policies.base.CountThrottle` does. So at a batch boundary (``started`` a
+    multiple of B) the next batch starts only when no episode is running and ``started < (v + 1 +
+    eta) * B`` (eta the pipeline's ``max_staleness``); within a batch every free slot starts the
+    next of its episodes. Every start counts, dropped or not, as in the chapter's throttle.
+    """
+
+    def admits(self, p: PipelineView) -> bool:
+        if p.started % p.batch_size:
+            return True  # the rest of the batch in generation
+        return p.n_running == 0 and not self.closed(p)
+
+    def closed(self, p: PipelineView) -> bool:
+        """At a boundary with the version bound reached: only a new version changes that (a
+        finishing episode can end the batch, so waiting for it never closes the rule)."""
+        return p.started % p.batch_size == 0 and p.started >= (p.version + 1 + p.max_staleness) * p.batch_size
+
+
+@dataclass(frozen=True)
 class QueueAhead(CountsOnly):
     """A bounded queue between generation and training (OpenRLHF ``async_queue_size``).
 
