@@ -99,11 +99,14 @@ def test_run_writes_its_other_outputs_before_a_refused_trace(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
 ) -> None:
     """``pipesim run --trace`` of a run too large to trace: the JSON and the saved run are kept
-    (the trace comes last), the command exits 2 naming events."""
+    (the trace comes last), the command exits 2 naming events. The bound is the run's lower
+    bound of events (checked before the run), under its real count: only the run can tell."""
     from pipesim.io import trace
     from pipesim.io.cli import main
+    from pipesim.io.cli_common import build_scenario
 
-    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", 10)
+    p = build_scenario("fig13.1-sync", [], None)[0].pipeline
+    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", trace.min_events(p.steps, p.batch_size))
     js, saved, tr = (tmp_path / n for n in ("r.json", "saved", "t.json"))  # type: ignore[operator]
     argv = ["run", "fig13.1-sync", "--json", str(js), "--save", str(saved), "--trace", str(tr)]
     assert main(argv) == 2

@@ -384,8 +384,9 @@ def write_run_outputs(
     """What ``pipesim run`` writes beside its summary, for a slot scenario and a run spec alike:
     ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--save`` (``saved``
     is the line it prints; ``save(path)`` where the run saves more than its tables), ``--html``
-    (``html_page()``) and, last, ``--trace`` (refused above
-    :data:`pipesim.io.trace.MAX_TRACE_EVENTS` once the others are written), each atomically."""
+    (``html_page()``) and, last, ``--trace`` (a run whose lower bound of events passes
+    :data:`pipesim.io.trace.MAX_TRACE_EVENTS` is refused before it runs; one whose real count
+    passes it, here, once the others are written), each atomically."""
     from pipesim.io.interrupts import write_atomic, write_text_atomic
 
     if args.json and payload is not None:

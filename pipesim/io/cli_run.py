@@ -2,8 +2,10 @@
 
 Design: each command is a thin layer over the library -- the registry (:func:`~pipesim.io.registry.resolve`,
 :func:`~pipesim.io.registry.build`), :func:`pipesim.run`, the scenario files -- so anything it does
-is one call in Python. ``run`` checks every output path before it runs, prints the summary (on
-standard error when ``--json -`` takes standard output), and writes each output it was asked for.
+is one call in Python. ``run`` checks every output path before it runs (and refuses a ``--trace``
+of a run sure to exceed what a trace takes: :func:`pipesim.io.cli_trace.check_trace_size`; without
+``--trace`` any size runs), prints the summary (on standard error when ``--json -`` takes standard
+output), and writes each output it was asked for.
 Its ``--json`` run file stores the summary, the scenario (as text and as scenario-file data) and
 the *recipe* (scenario, ``--set`` overrides and seed) from which ``pipesim trace RUN.json``
 rebuilds the run exactly: a run is deterministic given its seed. Every output is written whole or
@@ -102,6 +104,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if is_runspec(args.scenario):  # kind = "compute": the compute engine (pipesim.io.cli_runspec)
         from pipesim.io.cli_runspec import run_spec
 
+        if args.trace:
+            _check_spec_trace(args)
         return run_spec(args)
     if args.intervals is not None:
         raise UsageError('--intervals needs a calibrated run spec (kind = "compute", pipesim calibrate)')
@@ -114,6 +118,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = [(o, getattr(args, o)) for o in ("json", "html", "events", "trace", "save")]
     check_distinct(outputs, [("scenario file", args.scenario)])
     scen, given = build_scenario(args.scenario, args.set, args.seed)
+    if args.trace:  # before the run: one sure to be too large to trace is refused, not run
+        from pipesim.io.cli_trace import check_trace_size
+
+        check_trace_size(scen.pipeline.steps, scen.pipeline.batch_size, f"--trace {args.trace}")
     out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
     result = run(scen)
     summary = result.summary()
@@ -158,6 +166,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         html_page=html_page,
     )
     return 0
+
+
+def _check_spec_trace(args: argparse.Namespace) -> None:
+    """``--trace`` of a run spec refused before its run where the run is sure to be too large to
+    trace (:func:`pipesim.io.cli_trace.check_trace_size`: ``run.steps`` x its batch). A spec that
+    does not load is left to :func:`~pipesim.io.cli_runspec.run_spec`, which says why."""
+    from pipesim.io.cli_trace import check_trace_size
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import load
+
+    try:
+        rs = load(args.scenario, list(args.set or ()), args.seed)
+    except PlanError:
+        return
+    check_trace_size(rs.steps, rs.plan.batch_size, f"--trace {args.trace}", "run.steps")
 
 
 def _system_file(spec: str, given: dict[str, str]) -> dict[str, Any] | None:

@@ -5,10 +5,11 @@ run (a directory, ``pipesim run --save``: its tables are read back, nothing reru
 table (``.parquet``/``.csv``), a run file (``--json``: the run is rebuilt from its recipe, which is
 exact because a run is deterministic given its seed), or a scenario to run now. A run too large to
 trace (:data:`pipesim.io.trace.MAX_TRACE_EVENTS`) is refused before it is loaded where its count is
-known up front (the events of a saved run or a ``.parquet`` table, from the Parquet footer), and
-before it is rerun where its scenario bounds the count from below
-(:func:`pipesim.io.trace.min_events`); a run spec's compute run and a ``.csv`` events table are
-still run or read first. ``report`` writes
+known up front (the events of a saved run or a ``.parquet`` table, from the Parquet footer; a
+``.csv`` table's, from below by its line ends, :func:`pipesim.io.trace.csv_rows_at_least`), and
+before it is rerun where its scenario or run spec bounds the count from below
+(:func:`pipesim.io.trace.check_run_events`; ``pipesim run --trace`` asks the same before its run).
+``report`` writes
 the chapter's offline report (:func:`pipesim.io.report.build_report`) or, given a saved run, that
 run's summary and views (:func:`pipesim.io.viz.run_page`). Both write their output whole or not at
 all (:mod:`pipesim.io.interrupts`).
@@ -114,8 +115,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
         from pipesim.io.parquet import read_parquet
 
-        if suffix == ".parquet":
-            _check_rows(src, src)
+        _check_rows(src, src)
         try:
             events = read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
@@ -169,36 +169,55 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _check_rows(src: Path, table: Path) -> None:
-    """UsageError naming ``src`` where the Parquet ``table`` holds more events than a trace takes,
-    read from its footer before the table is (nothing where it is no Parquet file: its reader says
-    why)."""
-    from pipesim.io.parquet import parquet_rows
-    from pipesim.io.trace import check_event_count
+    """UsageError naming ``src`` where the events ``table`` holds more events than a trace takes,
+    counted before the table is read: a Parquet file's from its footer, a ``.csv`` file's from below
+    by its line ends, up to the bound (nothing where that gives no count: the reader says why)."""
+    from pipesim.io.trace import MAX_TRACE_EVENTS, check_event_count, csv_rows_at_least
 
-    rows = parquet_rows(table) if table.is_file() else None
+    rows, how = None, ""
+    if table.is_file() and table.suffix.lower() == ".csv":
+        rows, how = csv_rows_at_least(table, MAX_TRACE_EVENTS), "(its CSV lines past the header)"
+    elif table.is_file():
+        from pipesim.io.parquet import parquet_rows
+
+        rows = parquet_rows(table)
     if rows is not None:
         try:
-            check_event_count(rows)
+            check_event_count(rows, how)
         except ValueError as exc:
             raise UsageError(f"{src}: {one_line(exc)}") from None
 
 
-def _check_size(scenario: Any, spec: str) -> None:
-    """UsageError where ``scenario``'s run is sure to exceed the events a trace takes
-    (:func:`pipesim.io.trace.min_events`), before it runs: a run file's rerun of 11.6M events ran
-    34 s (1.8 GB) before the trace refused it."""
-    from pipesim.io.trace import MAX_TRACE_EVENTS, check_event_count, min_events
+def check_trace_size(steps: int, batch_size: int, source: str, steps_key: str = "steps") -> None:
+    """UsageError naming ``source`` where a run of ``steps`` x ``batch_size`` is sure to exceed the
+    events a trace takes (:func:`pipesim.io.trace.check_run_events`), before it runs: a run file's
+    rerun of 11.6M events ran 34 s (1.8 GB), and a run spec's of 2.0M 42 s (730 MB), before the
+    trace refused it. ``pipesim run --trace`` asks it too."""
+    from pipesim.io.trace import check_run_events
 
-    p = scenario.pipeline
-    fit = MAX_TRACE_EVENTS // (p.batch_size + 1)
-    how = (
-        f"({p.steps:,} steps x (batch_size {p.batch_size:,} + 1): a gen row per trained episode and "
-        f"a train row per step; at most --set steps={fit} could fit)"
-    )
     try:
-        check_event_count(min_events(p.steps, p.batch_size), how)
+        check_run_events(steps, batch_size, steps_key)
     except ValueError as exc:
-        raise UsageError(f"{spec}: {one_line(exc)}") from None
+        raise UsageError(f"{source}: {one_line(exc)}") from None
+
+
+def _check_size(scenario: Any, spec: str) -> None:
+    """:func:`check_trace_size` of a slot scenario's run."""
+    check_trace_size(scenario.pipeline.steps, scenario.pipeline.batch_size, spec)
+
+
+def _check_spec_size(spec: str, sets: list[str], seed: int | None, source: str) -> None:
+    """:func:`check_trace_size` of a run spec's compute run (``run.steps`` x its batch, samples a
+    step), read as :func:`pipesim.io.cli_runspec.rerun` reads it (a bad spec says so here, as there);
+    ``source`` is named."""
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import load
+
+    try:
+        rs = load(spec, sets, seed)
+    except PlanError as exc:
+        raise UsageError(one_line(exc)) from None
+    check_trace_size(rs.steps, rs.plan.batch_size, source, "run.steps")
 
 
 def _names_a_path(spec: str) -> bool:
@@ -273,7 +292,8 @@ def _say_recorded(why: str, src: Path, key: str) -> None:
 
 def _run_runspec(spec: str, kept: dict[str, Any], sets: list[str], seed: int | None) -> Any:
     """The kernel's result of the run spec ``kept`` (read relative to ``spec``'s folder), with the
-    trace's own ``--set`` pairs and ``--seed`` over it."""
+    trace's own ``--set`` pairs and ``--seed`` over it, refused before it runs where it is sure to
+    be too large to trace."""
     from pipesim.plan.checks import PlanError
     from pipesim.plan.runspec import apply_sets, from_dict, run
 
@@ -284,7 +304,9 @@ def _run_runspec(spec: str, kept: dict[str, Any], sets: list[str], seed: int | N
             if not isinstance(data.get("run", {}), dict):
                 raise PlanError("run must be a table", "run")
             data.setdefault("run", {})["seed"] = seed
-        return run(from_dict(data, Path(spec).parent)).result
+        rs = from_dict(data, Path(spec).parent)
+        check_trace_size(rs.steps, rs.plan.batch_size, f"{spec} (as the run file records it)", "run.steps")
+        return run(rs).result
     except PlanError as exc:
         raise UsageError(f"{spec} (as the run file records it): {one_line(exc)}") from None
     except ValueError as exc:
@@ -308,14 +330,15 @@ def _run_recorded(scenario: Any, sets: list[str], seed: int | None, src: Path) -
 
 def _rerun(spec: str, sets: list[str], seed: int | None, source: str | None = None) -> Any:
     """The run a scenario (or a run spec, ``kind = "compute"``: :mod:`pipesim.io.cli_runspec`) names,
-    refused before it runs where it is sure to be too large to trace (a slot run: ``source``, the
-    run file the scenario came from, or the scenario, is named; a run spec's size is not bounded)."""
+    refused before it runs where it is sure to be too large to trace (``source``, the run file the
+    scenario came from, or the scenario, is named)."""
     from pipesim.io.api import run
     from pipesim.plan.runspec import is_runspec
 
     if is_runspec(spec):
         from pipesim.io.cli_runspec import rerun
 
+        _check_spec_size(spec, sets, seed, source or spec)
         return rerun(spec, sets, seed)
     scen, _ = build_scenario(spec, sets, seed)
     _check_size(scen, source or spec)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,9 @@ MAX_EVENT_SLOT = 2**24
 def check_event_count(n: int, how: str = "") -> None:
     """FieldError (field ``events``) where a run of ``n`` events is too large to trace
     (:data:`MAX_TRACE_EVENTS`). Callers that know the count before loading or running the run ask
-    first: a saved run's events by their Parquet footer, a rerun by its scenario's lower bound
-    (:func:`min_events`; ``how`` says where that bound comes from, and makes ``n`` "at least").
+    first: a saved run's events by their Parquet footer, a CSV's from below by its line ends
+    (:func:`csv_rows_at_least`), a rerun by its scenario's or run spec's lower bound
+    (:func:`check_run_events`; ``how`` says where that bound comes from, and makes ``n`` "at least").
     A saved run of 11.6M events was loaded (23 s, 2.7 GB), and a run file's run rerun (34 s,
     1.8 GB), before this refused it."""
     if n > MAX_TRACE_EVENTS:
@@ -75,6 +77,49 @@ def min_events(steps: int, batch_size: int) -> int:
     :func:`pipesim.results.events.event_table`), and each step one train row. Its syncs, pauses,
     partial segments and the episodes not trained only add to it."""
     return steps * (batch_size + 1)
+
+
+def check_run_events(steps: int, batch_size: int, steps_key: str = "steps") -> None:
+    """:func:`check_event_count` of the fewest events a run of ``steps`` steps of ``batch_size``
+    episodes can have (:func:`min_events`), asked before the run: a slot scenario's and a run
+    spec's (``kind = "compute"``; ``steps_key`` ``run.steps``: its engine trains the same buffer's
+    batches, one train row a step) alike, for ``pipesim trace`` and ``pipesim run --trace``. The
+    remedy names the most steps that could fit."""
+    fit = MAX_TRACE_EVENTS // (batch_size + 1)
+    most = f"at most --set {steps_key}={fit} could fit" if fit else "not one step fits"
+    how = (
+        f"({steps:,} steps x (batch_size {batch_size:,} + 1): a gen row per trained episode and "
+        f"a train row per step; {most})"
+    )
+    check_event_count(min_events(steps, batch_size), how)
+
+
+_CHUNK_BYTES = 1 << 20
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+"""A line of white space alone, in either line end: pandas skips it, so it is no row."""
+
+
+def csv_rows_at_least(path: str | Path, cap: int) -> int | None:
+    """The data rows of the CSV at ``path`` from below, by its line ends, read in one streaming
+    pass of 1 MiB chunks that stops once past ``cap`` rows (nothing is parsed: a 3M-row events
+    CSV was parsed whole, 2 s and 680 MB, before the trace refused it). None where the line ends
+    are no bound on the rows pandas reads: a quote in what was read (a quoted field may hold a line
+    end), a blank line (pandas skips it), a NUL byte (no text table) or an unreadable file (the
+    reader that follows says why). The header is one line; a last row without a line end is not
+    counted."""
+    ends, carry = 0, b"\n"  # what a blank line may start with: the file's start reads as a line end
+    try:
+        with open(path, "rb") as f:
+            while ends <= cap + 1 and (chunk := f.read(_CHUNK_BYTES)):
+                text = carry + chunk
+                if b'"' in chunk or b"\x00" in chunk or _BLANK_LINE.search(text):
+                    return None
+                ends += chunk.count(b"\n")
+                k = text.rfind(b"\n")  # a last line of white space so far may end blank
+                carry = b"\n" if k >= 0 and not text[k:].strip() else b""
+    except OSError:
+        return None
+    return max(ends - 1, 0)
 
 
 def _meta(pid: int, name: str, tid: int | None = None) -> dict[str, Any]:
