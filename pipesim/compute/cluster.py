@@ -72,7 +72,7 @@ from pipesim.compute.workload import TokenWorkload
 from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
-from pipesim.core.seams import BatchObserver
+from pipesim.core.seams import BatchObserver, EngineOptions
 from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import WholeGroups
@@ -194,6 +194,7 @@ def run_compute(
     record: bool = False,
     routing: Routing | None = None,
     observer: BatchObserver | None = None,
+    options: EngineOptions | None = None,
 ) -> ComputeRun:
     """Run ``scenario``'s policies on ``cluster`` with ``workload`` (see the module docstring).
 
@@ -220,6 +221,9 @@ def run_compute(
     picks the replica of each admitted sample (default :class:`~pipesim.policies.replicas.LeastLoaded`,
     which spreads a group over the replicas; ``GroupAffinity(workload.samples_per_prompt)`` keeps a
     prompt's samples together, so that ``EngineConfig.share_group_prefix`` can share their prompt).
+    ``options`` (:class:`~pipesim.core.seams.EngineOptions`, default ``EngineOptions()``) is passed
+    to the kernel's pipeline, as a slot run's ``Pipeline(options=...)``: ``EngineOptions.plain()``
+    runs with every shortcut off, which must give the same run (``tests/test_small_compute_options.py``).
     """
     if not isinstance(scenario, Scenario):
         raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
@@ -243,6 +247,8 @@ def run_compute(
     seed = check_overridden(scenario, cluster.colocated, seed)  # fields the cluster sets instead
     if not isinstance(record, bool):
         raise refuse("record", f"must be a bool, got {shown(record)}")
+    if options is not None and not isinstance(options, EngineOptions):
+        raise refuse("options", f"must be a pipesim.EngineOptions or None, got {shown(options)}")
     eng = cluster.engine
     tcfg = _trainer_config(cluster, trainer)
     per = cluster.replica_slots if slots_per_replica is None else slots_per_replica
@@ -309,6 +315,7 @@ def run_compute(
         observer=observer,
         trainer=model_trainer,
         engine_factory=cast(Any, factory),
+        options=EngineOptions() if options is None else options,
     )
     p.run()
     for e in engines:

@@ -5,7 +5,11 @@ whose top level says ``kind = "compute"`` to this module; every other scenario (
 scenario file, ``module:factory``) keeps its path. Output paths are checked before the run, as for
 a slot run. The summary printed is :meth:`pipesim.compute.ComputeRun.summary`, the phases in verl's
 names (``timing_s/gen``, ``timing_s/param_sync``, ``timing_s/update_actor``, ``timing_s/step``)
-first. ``--json`` holds the summary, the run spec's data (``runspec``: what ``pipesim export``
+first, then the throughput and the GPUs' and engines' busy shares above ``gen_util``; a note under
+the table (on standard error: standard output stays ``key value`` lines) says that ``gen_util`` and
+the other slot metrics count the engines' ``max_num_seqs`` places, not GPU time (a busy engine's
+read 0.03 right under the throughput). ``--json`` holds the summary, the same word on each slot
+metric (``notes``), the run spec's data (``runspec``: what ``pipesim export``
 writes, its paths absolute so it reruns from any folder) and the recipe (the file, ``--set``
 pairs and seed); ``--save`` keeps the kernel's tables
 (:meth:`RunResult.save`); ``--html`` the timeline and the engines' KV and tokens/s views;
@@ -45,10 +49,41 @@ def _load(args: argparse.Namespace) -> Any:
         raise UsageError(one_line(exc)) from None
 
 
+HEAD = (*PHASES, "throughput_per_hour", "gpu_busy_share", "engine_busy_share")
+"""The summary's first rows: the phases, the throughput and the hardware's busy shares, which sit
+above ``gen_util`` so that a slot share (:data:`SLOT_SHARES`) is not read as the GPUs'."""
+SLOT_SHARES = ("gen_util", "gen_util_active", "gen_util_total", "slot_idle_ratio")
+"""The kernel's slot metrics: on the compute engine a replica's slots are its ``max_num_seqs``
+places, so they read low (and idle high) for an engine busy with a few dozen sequences."""
+SLOT_SHARE_NOTE = (
+    "counts the engines' max_num_seqs places (slots), not GPU time: "
+    "gpu_busy_share and engine_busy_share are the hardware's busy shares"
+)
+"""What each of :data:`SLOT_SHARES` is, in ``--json``'s ``notes`` (the keys keep their names:
+saved runs, sweeps and tests read them)."""
+
+
 def phases_first(summary: dict[str, float]) -> dict[str, float]:
-    """The summary with the phases (``timing_s/*``) first, then the rest in its order."""
-    head = {k: summary[k] for k in PHASES if k in summary}
+    """The summary with :data:`HEAD` first (the phases, throughput, GPU and engine busy shares),
+    then the rest in its order."""
+    head = {k: summary[k] for k in HEAD if k in summary}
     return head | {k: v for k, v in summary.items() if k not in head}
+
+
+def slot_share_note(summary: dict[str, Any]) -> str | None:
+    """The line under a compute run's table saying that ``gen_util`` counts slots, not GPU time,
+    with the GPU and engine busy shares to read instead (None where the summary lacks them)."""
+    from pipesim.io.cli_common import fmt_number
+
+    slots = [k for k in SLOT_SHARES if k in summary]
+    if not slots or "gpu_busy_share" not in summary or "engine_busy_share" not in summary:
+        return None
+    return (
+        f"note: {', '.join(slots)} count the engines' max_num_seqs places (slots), not GPU time: "
+        f"the GPUs were busy {fmt_number(summary['gpu_busy_share'])} of the time "
+        f"(gpu_busy_share), the engines {fmt_number(summary['engine_busy_share'])} "
+        "(engine_busy_share)"
+    )
 
 
 def run_spec(args: argparse.Namespace) -> int:
@@ -92,8 +127,10 @@ def run_spec(args: argparse.Namespace) -> int:
         file=out,
     )
     print(summary_table(summary), file=out)
-    if (note := verl_step_note(rs, summary)) is not None:
-        print(note, file=sys.stderr)  # stdout stays the table: key and value per line
+    out.flush()  # the notes below the table, where standard error shares its pipe
+    for note in (slot_share_note(summary), verl_step_note(rs, summary)):
+        if note is not None:
+            print(note, file=sys.stderr)  # stdout stays the table: key and value per line
     intervals = None
     if getattr(args, "intervals", None) is not None:
         asked = [f"--{o} {getattr(args, o)}" for o in _OUTPUTS if getattr(args, o, None)]
@@ -110,6 +147,7 @@ def run_spec(args: argparse.Namespace) -> int:
 
         payload = {
             "summary": {k: json_number(v) for k, v in summary.items()},
+            "notes": {k: SLOT_SHARE_NOTE for k in SLOT_SHARES if k in summary},
             **({"intervals": intervals} if intervals is not None else {}),
             "runspec": data,
             "recipe": recipe,

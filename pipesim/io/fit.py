@@ -41,7 +41,6 @@ writes the results (text, JSON, the QQ plot). Every public name of the parts is 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -82,6 +81,7 @@ from pipesim.io.fit_models import (
 from pipesim.io.fit_readers import (
     MIN_VALUES,
     Dropped,
+    DroppedRow,
     FitError,
     check_turns,
     describe_dropped,
@@ -104,6 +104,7 @@ __all__ = [
     "MEAN_TOLERANCE",
     "SLOWEST_DECODE_TOK_S",
     "Dropped",
+    "DroppedRow",
     "FitError",
     "FitResult",
     "INTERVAL_LEVEL",
@@ -175,7 +176,7 @@ class FitResult:
             "column": self.column,
             "n": self.n,
             "n_dropped": self.n_dropped,
-            "dropped": [dataclasses.asdict(d) for d in self.dropped],
+            "dropped": [_dropped_dict(d) for d in self.dropped],
             "fits": {
                 k: {
                     "params": f.params,
@@ -204,6 +205,21 @@ def _num(v: float) -> str:
     """4 significant figures below 1,000, whole and grouped from there: an interval's ends share a
     style (``13,666 [1,980, 19,131]``, not ``[1980, 19,131]``), and 9,999.7 is 10,000, not 1e+04."""
     return f"{v:,.0f}" if abs(v) >= 999.5 else f"{v:.4g}"
+
+
+def _dropped_dict(d: Dropped) -> dict[str, Any]:
+    """``--json``'s entry of a :class:`Dropped`: ``column``, ``reason``, ``count`` and the rows named,
+    each ``{"row", "line", "cell"}`` (:class:`~pipesim.io.fit_readers.DroppedRow`; a cell that is not
+    finite as its text, ``"inf"``: JSON has no infinity)."""
+    rows = [
+        {
+            "row": r.row,
+            "line": r.line,
+            "cell": f"{r.cell:g}" if isinstance(r.cell, float) and not math.isfinite(r.cell) else r.cell,
+        }
+        for r in d.rows
+    ]
+    return {"column": d.column, "reason": d.reason, "count": d.count, "rows": rows}
 
 
 def _finite(v: float) -> float | None:

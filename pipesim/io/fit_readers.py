@@ -13,7 +13,8 @@ its numbers are read from it). :mod:`pipesim.io.fit` re-exports these names.
 Dropped rows are never silent (:func:`read_fit_columns`): each is counted under why (``missing``,
 ``not a number`` for text such as ``12s`` or a JSON flag, ``not finite`` for ``inf``, ``not
 positive``, or, in a turn column, ``below 1``), and the first few of each are named by line (a
-CSV's, header included) or row (the other formats) with the cell as written (:class:`Dropped`).
+CSV's, header included) or row (the other formats) with the cell as written (:class:`Dropped`,
+its rows :class:`DroppedRow`: data that ``--json`` writes as such, not the printed phrase).
 Missing cells are dropped as before: a trace's gaps are common. A turn column's cell that is a
 number but not a whole one (2.5), or above the agent model's ``max_turns``, is refused naming the
 column and the line: it is no count of turns, or one the model cannot draw.
@@ -47,6 +48,7 @@ from pipesim.io.parquet import read_parquet
 
 __all__ = [
     "Dropped",
+    "DroppedRow",
     "FitError",
     "check_turns",
     "column_values",
@@ -55,6 +57,7 @@ __all__ = [
     "read_fit_columns",
     "read_table",
     "row_labels",
+    "row_lines",
     "scaled",
     "trace_rows",
 ]
@@ -242,21 +245,44 @@ SHOWN_ROWS = 3
 
 
 @dataclass(frozen=True)
+class DroppedRow:
+    """One dropped row named: its data row (1-based), its ``line`` in a CSV or TSV (None in the other
+    formats), and its ``cell``: None where missing, the cell as written where it is no number (text,
+    or a JSON true or false), else the number read (before ``--scale``; ``inf`` where not finite)."""
+
+    row: int
+    line: int | None
+    cell: str | float | bool | None
+
+    @property
+    def label(self) -> str:
+        """``line 5: '12s'``, ``line 9: inf``, ``row 3`` (missing): as the fit's first line names it."""
+        where = f"line {self.line}" if self.line is not None else f"row {self.row}"
+        if self.cell is None:
+            return where
+        return f"{where}: {self.cell:g}" if isinstance(self.cell, float) else f"{where}: {shown(self.cell)}"
+
+
+@dataclass(frozen=True)
 class Dropped:
     """Rows of a trace left out of a fit for one reason: ``count`` of them, the first
-    :data:`SHOWN_ROWS` named (``line 5: '12s'``)."""
+    :data:`SHOWN_ROWS` named (``rows``; ``first`` as printed, ``line 5: '12s'``)."""
 
     column: str
     reason: str
     count: int
-    first: tuple[str, ...]
+    rows: tuple[DroppedRow, ...]
+
+    @property
+    def first(self) -> tuple[str, ...]:
+        return tuple(r.label for r in self.rows)
 
 
-def row_labels(path: str | Path, rows: list[int]) -> dict[int, str]:
-    """Where each of ``rows`` (0-based data rows) is in the file: ``line N`` of a CSV or TSV (its
-    header is line 1; blank lines, which the reader skips, are counted), else ``row N`` (1-based)."""
+def row_lines(path: str | Path, rows: list[int]) -> dict[int, int | None]:
+    """The line of each of ``rows`` (0-based data rows) in a CSV or TSV (its header is line 1; blank
+    lines, which the reader skips, are counted); None for each in the other formats."""
     p = Path(path)
-    out = {i: f"row {i + 1}" for i in rows}
+    out: dict[int, int | None] = dict.fromkeys(rows)
     if p.suffix.lower() not in (".csv", ".tsv", ".txt") or not rows:
         return out
     want, k, last = set(rows), -1, max(rows)  # k: the data row of the next non-blank line (-1: header)
@@ -265,11 +291,17 @@ def row_labels(path: str | Path, rows: list[int]) -> dict[int, str]:
             if not line.strip():
                 continue
             if k in want:
-                out[k] = f"line {line_no}"
+                out[k] = line_no
             k += 1
             if k > last:
                 break
     return out
+
+
+def row_labels(path: str | Path, rows: list[int]) -> dict[int, str]:
+    """Where each of ``rows`` (0-based data rows) is in the file: ``line N`` of a CSV or TSV
+    (:func:`row_lines`), else ``row N`` (1-based)."""
+    return {i: f"row {i + 1}" if n is None else f"line {n}" for i, n in row_lines(path, rows).items()}
 
 
 def _rows(n: int) -> str:
@@ -345,21 +377,20 @@ def read_fit_columns(
             rows = np.flatnonzero(w == reason)
             if len(rows):
                 first = rows[:SHOWN_ROWS].tolist()
-                where = row_labels(path, first)
-                number = pd.to_numeric(df[name], errors="coerce")  # the cell's own number, before --scale
-                shown_rows = tuple(
-                    where[i]
-                    + (
-                        ""
-                        if reason == "missing"
-                        else f": {shown(df[name].iloc[i])}"
-                        if reason == "not a number"
-                        else f": {number.iloc[i]:g}"
-                    )
-                    for i in first
-                )
-                dropped.append(Dropped(name, reason, len(rows), shown_rows))
+                lines = row_lines(path, first)
+                named = tuple(DroppedRow(i + 1, lines[i], _cell(df[name], i, reason)) for i in first)
+                dropped.append(Dropped(name, reason, len(rows), named))
     return col[keep], turns, int((~keep).sum()), tuple(dropped)
+
+
+def _cell(cells: pd.Series, i: int, reason: str) -> str | float | bool | None:
+    """Row ``i``'s cell as :class:`DroppedRow` holds it (the number before ``--scale``)."""
+    if reason == "missing":
+        return None
+    cell = cells.iloc[i]
+    if reason != "not a number":
+        return float(pd.to_numeric(cell, errors="coerce"))
+    return bool(cell) if isinstance(cell, bool | np.bool_) else str(cell)
 
 
 def describe_dropped(dropped: tuple[Dropped, ...]) -> str:
