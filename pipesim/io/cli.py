@@ -1,4 +1,4 @@
-"""The ``pipesim`` command line: list, run, sweep, report, trace, fit, export.
+"""The ``pipesim`` command line: list, run, compare, sweep, report, trace, fit, export.
 
 Design: every subcommand is a thin layer over the library (registry, ``run``, ``sweep``,
 ``report.build_report``, ``trace``, ``scenario_files``), so anything the CLI does is also one call
@@ -24,8 +24,9 @@ The parts, each under about 300 lines:
 * :mod:`~pipesim.io.cli_options` -- the options several commands share, with ``pipesim plan``
   (scenario, ``--set``, ``--policies``, ``--seed``, ``--over``, ``--workers``, ``--dask``, ...);
 * :mod:`~pipesim.io.cli_common` -- :class:`UsageError`, checks before work, scenarios, numbers;
-* :mod:`~pipesim.io.cli_run` (list, run, export), :mod:`~pipesim.io.cli_sweep`,
-  :mod:`~pipesim.io.cli_trace` (trace, report), :mod:`~pipesim.io.cli_fit` -- the commands.
+* :mod:`~pipesim.io.cli_run` (list, run, export), :mod:`~pipesim.io.cli_compare`,
+  :mod:`~pipesim.io.cli_sweep`, :mod:`~pipesim.io.cli_trace` (trace, report),
+  :mod:`~pipesim.io.cli_fit` -- the commands.
 
 This module is the entry point (``python -m pipesim``, ``python -m pipesim.io.cli``; the console
 script goes through :mod:`pipesim_entry`, which answers a Ctrl-C while this is imported): it
@@ -52,6 +53,7 @@ from pipesim.io.cli_common import (
     register_policies,
     split_values,
 )
+from pipesim.io.cli_compare import cmd_compare
 from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import POLICIES_HELP, SCENARIO_HELP, SET_HELP
 from pipesim.io.cli_parser import Parser, build_parser
@@ -70,6 +72,7 @@ __all__ = [
     "build_parser",
     "build_scenario",
     "check_output",
+    "cmd_compare",
     "cmd_export",
     "cmd_fit",
     "cmd_list",

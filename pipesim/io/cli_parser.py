@@ -2,11 +2,12 @@
 
 Design: the parser only describes; every subcommand's work is in its own module
 (:mod:`~pipesim.io.cli_run`, :mod:`~pipesim.io.cli_sweep`, :mod:`~pipesim.io.cli_trace`,
-:mod:`~pipesim.io.cli_fit`), bound with ``set_defaults(func=...)``. Options that several commands
-take (scenario, ``--set``, ``--policies``, ``--seed``, ``--over``, ``--workers``, ``--dask``,
-``--quiet``, ``--json``, ``--html``) come from :mod:`pipesim.io.cli_options`, which ``pipesim plan``
-uses as well; only a command's own options are spelled out here. Every argument's help ends in an
-example and every command's ``--help`` ends in an ``examples:`` block (a test holds them to it).
+:mod:`~pipesim.io.cli_fit`, :mod:`~pipesim.io.cli_compare`), bound with ``set_defaults(func=...)``.
+Options that several commands take (scenario, ``--set``, ``--policies``, ``--seed``, ``--over``,
+``--workers``, ``--dask``, ``--quiet``, ``--json``, ``--html``) come from
+:mod:`pipesim.io.cli_options`, which ``pipesim plan`` uses as well; only a command's own options
+are spelled out here. Every argument's help ends in an example and every command's ``--help`` ends
+in an ``examples:`` block (a test holds them to it).
 Errors print a one-line usage (:class:`Parser`); the full usage is in ``--help``. ``plan`` is
 listed here but parses its own arguments (:func:`pipesim.plan.parser`).
 """
@@ -18,12 +19,15 @@ from typing import Any, NoReturn
 
 from pipesim.compute.profile_shapes import DESCRIPTION as PROFILE_DESCRIPTION
 from pipesim.compute.profile_shapes import add_arguments as add_profile_arguments
+from pipesim.io.argtypes import int_in
+from pipesim.io.cli_compare import cmd_compare
 from pipesim.io.cli_fit import cmd_fit
 from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
 from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
 from pipesim.io.cli_sweep import cmd_sweep
 from pipesim.io.cli_trace import cmd_report, cmd_trace
+from pipesim.io.compare_seeds import MAX_SEEDS
 from pipesim.io.sweep_resume import add_resume_option
 
 __all__ = ["Parser", "build_parser"]
@@ -135,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and print each metric's 95%% range; e.g. --intervals 20",
     )
     r.set_defaults(func=cmd_run)
+
+    add_compare(sub, fmt)
 
     s = sub.add_parser(
         "sweep",
@@ -343,3 +349,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cr.set_defaults(func=cmd_check_roofline)
     return p
+
+
+def add_compare(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    """``pipesim compare A B [C ...]`` (:mod:`pipesim.io.cli_compare`)."""
+    c = sub.add_parser(
+        "compare",
+        help="run two or more designs and set them side by side, with 95%% intervals over --seeds",
+        description=(
+            "Run two or more designs (or read saved runs) and print their headline metrics side by "
+            "side; with --seeds N, each design's mean and 95% Student t interval over seeds 0..N-1, "
+            "and each later design's paired difference with the first, marked distinguishable from "
+            "seed noise where its interval excludes 0."
+        ),
+        epilog=examples(
+            "pipesim compare fig13.1-sync fig13.1-async --seeds 5",
+            "pipesim compare synchronous async-eta2 --seeds 8 --html compare.html",
+            "pipesim compare my.toml runs/areal --json -   # the table as JSON on stdout",
+        ),
+        formatter_class=fmt,
+    )
+    c.add_argument(
+        "designs",
+        nargs="+",
+        metavar="DESIGN",
+        help="two or more designs, each once: a scenario as pipesim run takes it (a registered name, a "
+        "scenario file, module:factory, a run spec) or a saved run's directory (pipesim run ... --save "
+        "DIR); e.g. fig13.1-sync fig13.1-async runs/eta1",
+    )
+    c.add_argument(
+        "--seeds",
+        type=int_in(1, MAX_SEEDS),
+        default=1,
+        metavar="N",
+        help=f"run each design at seeds 0..N-1 and give 95%% intervals (1 to {MAX_SEEDS}; default 1: one "
+        "run each at its own seed); e.g. --seeds 5",
+    )
+    add_option(c, "html", help="write the comparison figure (plotly.js inlined); e.g. --html compare.html")
+    add_option(c, "json", help="write the table as JSON; - is stdout; e.g. --json compare.json")
+    add_option(c, "quiet")
+    c.set_defaults(func=cmd_compare)

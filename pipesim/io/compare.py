@@ -21,12 +21,27 @@ The rows and their labels follow the engine that ran the designs, as a run's own
   compute rows; designs that are all such results get none).
 - a mix of the two: the headline rows only (the rows every run has), the labels that differ
   between the engines naming both, and the slot figure.
+
+Seeds (``seeds=N``, at most :data:`~pipesim.io.compare_seeds.MAX_SEEDS`): with 1 (the default) a
+Scenario or a run spec (:class:`~pipesim.plan.runspec.RunSpec`, what ``runspec.load`` returns) runs
+once at its own seed and the table has one column of values per design, as it always had. With N
+> 1 each one runs at seeds 0..N-1 (the same seeds for every design, seed by seed, so an interrupt
+leaves whole seeds), and the table has, per design, the mean and a 95% Student t interval over
+seeds (``mean``, ``lo``, ``hi``), and for each later design its paired difference with the first
+(``"B - A"``: mean, lo, hi, and ``distinguishable``: whether the interval excludes 0); how they are
+computed is :mod:`pipesim.io.compare_seeds`. A design given as a run (a result or a loaded run)
+has one seed: it stands as its single value, and :attr:`Comparison.notes` says so. The figure
+draws the means with their intervals. ``pipesim compare A B ...`` is this function on the command
+line (:mod:`pipesim.io.cli_compare`). Ctrl-C raises :class:`CompareInterrupted`, which holds the
+comparison of the seeds every design had finished.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -37,9 +52,17 @@ from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.api import run
+from pipesim.io.compare_seeds import MAX_SEEDS, cell, notes, seed_table
 from pipesim.io.html import COMPUTE_GEN_UTIL_LABEL, COMPUTE_HEADLINE_KEYS, HEADLINE_KEYS, truncated_label
 
-__all__ = ["COMPUTE_FIGURE_METRICS", "Comparison", "FIGURE_METRICS", "compare"]
+__all__ = [
+    "COMPUTE_FIGURE_METRICS",
+    "CompareInterrupted",
+    "Comparison",
+    "FIGURE_METRICS",
+    "MAX_SEEDS",
+    "compare",
+]
 
 FIGURE_METRICS = (
     ("throughput_per_hour", "episodes / hour"),
@@ -63,11 +86,29 @@ MIXED_GEN_UTIL_LABEL = "slot utilisation (a compute run's: of its max_num_seqs p
 
 @dataclass(frozen=True)
 class Comparison:
-    """What :func:`compare` returns: the runs, the side-by-side table and the figure."""
+    """What :func:`compare` returns: the runs, the side-by-side table and the figure.
+
+    ``results``: each design's run (over several seeds, its first seed's). ``table``: one row per
+    metric; one column per design with ``seeds=1``, else the columns of
+    :func:`~pipesim.io.compare_seeds.seed_table`. ``seeds``: the seeds asked for; ``per_seed``: each
+    design's summaries, one row per run (index: its seed; a run given once: one row); ``keys``:
+    the summary key of each row of ``table``; ``notes``: what the table's reader must know (a
+    design given as one run); ``done``: the seeds every design finished (less than ``seeds`` in
+    the comparison a :class:`CompareInterrupted` holds)."""
 
     results: dict[str, Any]
     table: pd.DataFrame
     figure: go.Figure
+    seeds: int = 1
+    per_seed: dict[str, pd.DataFrame] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    done: int = 1
+
+    @property
+    def partial(self) -> bool:
+        """Whether an interrupt left fewer seeds than were asked for."""
+        return self.done < self.seeds
 
     def _repr_html_(self) -> str:
         from pipesim.io.cli_common import fmt_number  # 28,096 (",.4g" wrote 2.81e+04)
@@ -78,12 +119,63 @@ class Comparison:
         return iter((self.table, self.figure))
 
 
-def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
+class CompareInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, where the command maps it) during :func:`compare`: ``done`` of ``n``
+    seeds had finished for every design, and ``partial`` is the comparison over those (None when
+    none had). A KeyboardInterrupt, so a caller that does not know it still stops."""
+
+    def __init__(self, done: int, n: int, partial: Comparison | None) -> None:
+        super().__init__(f"interrupted after {done} of {n} seeds")
+        self.done, self.n, self.partial = done, n, partial
+
+
+def compare(
+    designs: Mapping[str, Any],
+    *,
+    metrics: Any = None,
+    seeds: int = 1,
+    on_run: Callable[[str, int | None], None] | None = None,
+) -> Comparison:
     """Run (where needed) and set two or more designs side by side.
 
     ``metrics``: the summary keys for the table's rows (default: the headline keys of
     :mod:`pipesim.io.html`, and its compute keys where every design is a compute run; they label
-    the rows, as the module's docstring says)."""
+    the rows, as the module's docstring says). ``seeds``: 1 (each design once, at its own seed) to
+    :data:`~pipesim.io.compare_seeds.MAX_SEEDS`; above 1 each Scenario or run spec runs at seeds
+    0..N-1, and the table gives each metric's mean, its 95% t interval and the paired difference
+    with the first design (the module's docstring). ``on_run(name, seed)`` is called after each
+    run (a progress bar; ``seed`` None: the design's own)."""
+    names = _check(designs, seeds)
+    if metrics is not None:
+        given = metrics
+        # a string is not a list of keys (it became one row per character)
+        metrics = list(metrics) if isinstance(metrics, Sequence) and not isinstance(metrics, str) else []
+        if not metrics or not all(isinstance(k, str) for k in metrics):
+            raise refuse("metrics", f"must be a non-empty list of summary keys, got {shown(given)}")
+    to_run = {name: d for name, d in zip(names, designs.values()) if _runnable(d)}
+    results: dict[str, Any] = {n: d for n, d in zip(names, designs.values()) if n not in to_run}
+    rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    order: list[int | None] = [None] if seeds == 1 else list(range(seeds))
+    done = 0
+    try:
+        for seed in order:  # seed by seed: an interrupt leaves whole seeds
+            for name, d in to_run.items():
+                r = _run(d, seed)
+                results.setdefault(name, r)
+                rows[name].append({"seed": _seed_of(r) if seed is None else seed, **r.summary()})
+                if on_run is not None:
+                    on_run(name, seed)
+            done += 1
+    except KeyboardInterrupt:
+        partial = None
+        if done and seeds > 1:
+            partial = _build(names, results, rows, done, seeds, metrics, to_run)
+        raise CompareInterrupted(done, len(order), partial) from None
+    return _build(names, results, rows, done, seeds, metrics, to_run)
+
+
+def _check(designs: Any, seeds: Any) -> list[str]:
+    """The designs' names as text; FieldError naming ``designs``, ``designs[name]`` or ``seeds``."""
     if not isinstance(designs, Mapping) or len(designs) < 2:
         raise FieldError("compare needs a mapping of two or more designs, e.g. {'A': s1, 'B': s2}", "designs")
     names = [str(name) for name in designs]
@@ -91,28 +183,66 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
         raise FieldError(
             f"compare: the designs' names must be distinct as text, got {shown(list(designs))}", "designs"
         )
-    if metrics is not None:
-        given = metrics
-        # a string is not a list of keys (it became one row per character)
-        metrics = list(metrics) if isinstance(metrics, Sequence) and not isinstance(metrics, str) else []
-        if not metrics or not all(isinstance(k, str) for k in metrics):
-            raise refuse("metrics", f"must be a non-empty list of summary keys, got {shown(given)}")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
+        raise refuse(
+            "seeds", f"must be an integer from 1 to {MAX_SEEDS} (runs per design), got {shown(seeds)}"
+        )
     from pipesim.compute.compute_run import ComputeRun
 
-    results: dict[str, Any] = {}
     for name, d in designs.items():
-        if isinstance(d, Scenario):
-            results[str(name)] = run(d)
-        elif isinstance(d, ComputeRun) or (hasattr(d, "summary") and hasattr(d, "scenario")):
-            results[str(name)] = d
-        else:
+        if not (
+            _runnable(d) or isinstance(d, ComputeRun) or (hasattr(d, "summary") and hasattr(d, "scenario"))
+        ):
             raise FieldError(
-                f"compare: designs[{shown(name)}] is a {type(d).__name__}; give a Scenario, a RunResult, "
-                "a ComputeRun or a loaded run",
+                f"compare: designs[{shown(name)}] is a {type(d).__name__}; give a Scenario, a run spec, "
+                "a RunResult, a ComputeRun or a loaded run",
                 f"designs[{shown(name)}]",
             )
-    summaries = {k: r.summary() for k, r in results.items()}  # a ComputeRun's: with the compute keys
+    return names
+
+
+def _runnable(d: Any) -> bool:
+    """Whether ``compare`` runs ``d`` (a Scenario or a run spec) rather than reading its results."""
+    from pipesim.plan.runspec import RunSpec
+
+    return isinstance(d, Scenario | RunSpec)
+
+
+def _run(d: Any, seed: int | None) -> Any:
+    """``d`` run at ``seed`` (None: its own): a RunResult, or a ComputeRun for a run spec."""
+    if isinstance(d, Scenario):
+        return run(d if seed is None else d.with_(seed=seed))
+    from pipesim.plan.runspec import run as run_spec
+
+    return run_spec(d if seed is None else dataclasses.replace(d, seed=seed))
+
+
+def _seed_of(r: Any) -> float:
+    """The seed a run given as a result ran at (NaN where it does not say)."""
+    inner = getattr(r, "result", r)
+    seed = getattr(getattr(inner, "scenario", None), "seed", None)
+    return float(seed) if isinstance(seed, int) else math.nan
+
+
+def _build(
+    names: list[str],
+    results: Mapping[str, Any],
+    rows: Mapping[str, list[dict[str, Any]]],
+    done: int,
+    seeds: int,
+    metrics: list[str] | None,
+    to_run: Mapping[str, Any],
+) -> Comparison:
+    """The comparison of the first ``done`` seeds of each design that ran, and the runs given."""
+    from pipesim.compute.compute_run import ComputeRun
+
+    per_seed: dict[str, pd.DataFrame] = {}
+    for n in names:
+        got = rows[n][:done] if n in to_run else [{"seed": _seed_of(results[n]), **results[n].summary()}]
+        per_seed[n] = pd.DataFrame(got).set_index("seed")
+    summaries = {n: results[n].summary() for n in names}  # a ComputeRun's: with the compute keys
     inner = {k: r.result if isinstance(r, ComputeRun) else r for k, r in results.items()}
+    inner = {n: inner[n] for n in names}
     kinds = {_engine(r) for r in inner.values()}  # "slots", "compute"
     compute, mixed = kinds == {"compute"}, len(kinds) > 1
     keys = list(metrics) if metrics is not None else _default_keys(summaries, compute)
@@ -121,12 +251,26 @@ def compare(designs: Mapping[str, Any], *, metrics: Any = None) -> Comparison:
         known = sorted(set().union(*summaries.values()))
         raise FieldError(f"metrics: unknown summary key(s) {unknown}; known: {', '.join(known)}", "metrics")
     labels = _labels(inner, compute, mixed)
-    table = pd.DataFrame(
-        {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},
-        index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
-    )
     panels = COMPUTE_FIGURE_METRICS if compute else FIGURE_METRICS
-    return Comparison(results=results, table=table, figure=_figure(summaries, panels))
+    common = dict(
+        results={n: results[n] for n in names}, seeds=seeds, per_seed=per_seed, keys=tuple(keys), done=done
+    )
+    if seeds == 1:
+        table = pd.DataFrame(
+            {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},
+            index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
+        )
+        return Comparison(table=table, figure=_figure(summaries, panels), **common)  # type: ignore[arg-type]
+    single = {n for n in names if n not in to_run}
+    table = seed_table(per_seed, keys, labels, single)
+    every = list(dict.fromkeys([*keys, *(k for k, _ in panels)]))
+    stats = seed_table(per_seed, every, {}, single)  # the figure's panels, by key
+    means = {n: {k: cell(stats, k, (n, "mean")) for k in every} for n in names}
+    bounds = {n: {k: (cell(stats, k, (n, "lo")), cell(stats, k, (n, "hi"))) for k in every} for n in names}
+    title = f"designs side by side (mean over {done} seed{'s' * (done != 1)}, 95% t interval)"
+    figure = _figure(means, panels, bounds, title)
+    said = tuple(notes(per_seed, keys, single, seeds))
+    return Comparison(table=table, figure=figure, notes=said, **common)  # type: ignore[arg-type]
 
 
 def _engine(result: Any) -> str:
@@ -158,24 +302,41 @@ def _labels(inner: Mapping[str, Any], compute: bool, mixed: bool) -> dict[str, s
     return labels
 
 
-def _figure(summaries: Mapping[str, Mapping[str, Any]], panels: tuple[tuple[str, str], ...]) -> go.Figure:
-    """One panel per metric of ``panels``, a bar per design."""
+def _figure(
+    summaries: Mapping[str, Mapping[str, Any]],
+    panels: tuple[tuple[str, str], ...],
+    bounds: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+    title: str = "designs side by side (one run each)",
+) -> go.Figure:
+    """One panel per metric of ``panels``, a bar per design; ``bounds``: each bar's interval (lo,
+    hi), drawn as an error bar (none where NaN)."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t in panels])
     from pipesim.io.viz.sweep import NUM, PALETTE
 
     names = list(summaries)
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     for j, (k, label) in enumerate(panels, start=1):
+        y = [float(summaries[n].get(k, float("nan"))) for n in names]
+        error = None
+        if bounds is not None:
+            lo_hi = [bounds[n].get(k, (math.nan, math.nan)) for n in names]
+            error = go.bar.ErrorY(
+                type="data",
+                symmetric=False,
+                array=[_gap(hi - v) for v, (_, hi) in zip(y, lo_hi)],
+                arrayminus=[_gap(v - lo) for v, (lo, _) in zip(y, lo_hi)],
+            )
         fig.add_trace(
             go.Bar(
                 x=names,
-                y=[summaries[n].get(k, float("nan")) for n in names],
+                y=y,
+                error_y=error,
                 marker_color=colors,
                 name=label,
                 showlegend=False,
                 hovertemplate="%{x}<br>" + label + ": %{y:" + NUM + "}<extra></extra>",
                 texttemplate="%{y:" + NUM + "}",  # the value on each bar: a zero is a visible 0
-                textposition="outside",
+                textposition="outside" if bounds is None else "inside",  # outside: under the error bar
                 cliponaxis=False,
             ),
             row=1,
@@ -184,5 +345,10 @@ def _figure(summaries: Mapping[str, Mapping[str, Any]], panels: tuple[tuple[str,
         if k in _SHARES:
             fig.update_yaxes(range=[0, 1.1], row=1, col=j)
     fig.update_yaxes(separatethousands=True, rangemode="tozero")
-    fig.update_layout(height=380, plot_bgcolor="white", title="designs side by side (one run each)")
+    fig.update_layout(height=380, plot_bgcolor="white", title=title)
     return fig
+
+
+def _gap(x: float) -> float | None:
+    """An error bar's length; None (no bar, not a bar of 0) where there is no interval."""
+    return float(x) if math.isfinite(x) else None

@@ -1,0 +1,250 @@
+"""``pipesim compare A B [C ...]``: two or more designs side by side, with 95% intervals over seeds.
+
+Design: the command is :func:`pipesim.compare` on the command line. Each argument is read as
+``pipesim run`` reads its scenario -- a registered name, a scenario file, ``module:factory``, a
+run spec (``kind = "compute"``) -- or is a saved run's directory (``pipesim run ... --save DIR``),
+and names its column. ``--seeds N`` runs each design that runs (a scenario, a run spec) at seeds
+0..N-1 and prints each metric's mean with its 95% Student t interval over seeds, and each later
+design's paired difference with the first, marked distinguishable from seed noise where its
+interval excludes 0 (:mod:`pipesim.io.compare_seeds`). A saved run is one run: it stands as its
+single value, and a note under the table says so. ``--json`` writes the table (``-``: standard
+output, the table then on standard error), ``--html`` the figure and the table on one page with
+plotly.js inlined once (it opens offline).
+
+Every argument is read, and every output path checked, before anything runs; a bad one is one
+line naming it (an unknown design, a design given twice, a directory that is no saved run). Ctrl-C
+or SIGTERM keeps the seeds every design had finished: their table is printed and written, headed
+as partial, and the command exits 130 (:func:`~pipesim.io.interrupts.interrupt_once`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pipesim.core.errors import shown
+from pipesim.io.cli_common import (
+    UsageError,
+    build_scenario,
+    check_distinct,
+    check_output,
+    fmt_number,
+    load_saved,
+    one_line,
+    progress_wanted,
+    read_inputs,
+)
+
+__all__ = ["cmd_compare", "comparison_json", "comparison_text", "read_design"]
+
+
+def read_design(arg: str) -> Any:
+    """What ``compare`` takes for the argument ``arg``: a loaded saved run, a run spec or a
+    scenario; UsageError naming ``arg`` when it is none of them."""
+    from pipesim.io.saved import is_saved_run
+    from pipesim.plan.checks import PlanError
+    from pipesim.plan.runspec import is_runspec, load
+
+    try:
+        if Path(arg).is_dir():
+            if not is_saved_run(arg):
+                raise UsageError(
+                    "a directory that is not a saved run (`pipesim run SCENARIO --save DIR` writes one)"
+                )
+            return load_saved(arg)
+        if is_runspec(arg):
+            return load(arg)
+        return build_scenario(arg, [], None)[0]
+    except (UsageError, PlanError) as exc:
+        raise UsageError(f"design {shown(arg)}: {one_line(exc)}") from None
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Two or more designs, each once, and writable outputs that are none of them: before any work."""
+    designs: list[str] = args.designs
+    if len(designs) < 2:
+        raise UsageError(f"compare needs two or more designs (DESIGN), got {len(designs)}: {shown(designs)}")
+    for i, d in enumerate(designs):
+        if d in designs[:i]:
+            first = designs.index(d) + 1
+            raise UsageError(
+                f"design {shown(d)} is given twice (arguments {first} and {i + 1}); each names a column, "
+                "so give each design once"
+            )
+    check_output("json", args.json, stdout=True)
+    check_output("html", args.html)
+    inputs = [inp for d in designs for inp in read_inputs(d)]
+    check_distinct([("json", args.json), ("html", args.html)], inputs)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pipesim.io.compare import CompareInterrupted, compare
+    from pipesim.io.interrupts import interrupt_once
+
+    _check_args(args)
+    designs = {d: read_design(d) for d in args.designs}
+    out: IO[str] = sys.stderr if args.json == "-" else sys.stdout
+    bar = _bar(sum(not Path(d).is_dir() for d in args.designs) * args.seeds, args.quiet)
+    with interrupt_once():
+        try:
+            cmp = compare(designs, seeds=args.seeds, on_run=lambda *_: bar.update(1) if bar else None)
+        except CompareInterrupted as exc:
+            if bar is not None:
+                bar.close()  # its line cleared before the table
+            return _interrupted(args, exc, out)
+        finally:
+            if bar is not None:
+                bar.close()
+        _show(args, cmp, out)
+    return 0
+
+
+def _bar(n: int, quiet: bool) -> Any:
+    """A tqdm bar of the ``n`` runs, where progress is shown (a terminal, not --quiet); else None."""
+    if not n or not progress_wanted(quiet):
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=n, desc="runs", unit="run", leave=False)
+
+
+def _interrupted(args: argparse.Namespace, exc: Any, out: IO[str]) -> int:
+    """Ctrl-C: the seeds every design finished, shown and written as partial; exit status 130."""
+    if exc.partial is None:
+        print(f"interrupted after {exc.done} of {exc.n} seeds: none finished for every design", file=out)
+        skipped = [f"--{o} {getattr(args, o)}" for o in ("json", "html") if getattr(args, o)]
+        print(
+            "pipesim: interrupted: compare stopped before a seed finished for every design"
+            + (f"; not written: {', '.join(skipped)}" if skipped else ""),
+            file=sys.stderr,
+        )
+        return 130
+    _show(args, exc.partial, out)
+    print(f"pipesim: interrupted: compare stopped after {exc.done} of {exc.n} seeds", file=sys.stderr)
+    return 130
+
+
+def _header(cmp: Any) -> str:
+    """The line above the table: what its numbers are."""
+    names = list(cmp.per_seed)
+    cut = (
+        f"interrupted after {cmp.done} of {cmp.seeds} seeds: partial, over those {cmp.done}; "
+        if cmp.partial
+        else ""
+    )
+    if cmp.seeds == 1:
+        return "each design run once at its own seed (--seeds N gives 95% intervals over N seeds)"
+    diffs = ", ".join(f"{b} - {names[0]}" for b in names[1:])
+    return (
+        f"{cut}mean [95% Student t interval] over seeds 0..{cmp.done - 1} of each design run here; "
+        f"{diffs}: the paired difference per seed, distinguishable from seed noise where its "
+        "interval excludes 0"
+    )
+
+
+def comparison_text(cmp: Any) -> str:
+    """The table as printed: a value per design (with ``--seeds N``, ``mean [lo, hi]``), the
+    differences and whether each is distinguishable (yes, no, or - where there is no interval)."""
+    t = cmp.table
+    if cmp.seeds == 1:
+        return str(t.to_string(float_format=fmt_number))
+    import pandas as pd
+
+    cells: dict[str, list[str]] = {}
+    columns = list(dict.fromkeys(t.columns.get_level_values(0)))
+    several = len(columns) - len(cmp.per_seed) > 1  # several differences: say whose
+    for col in columns:
+        cells[col] = [_interval(*row) for row in t[col][["mean", "lo", "hi"]].itertuples(index=False)]
+        if "distinguishable" in t[col]:
+            cells[f"{col}: distinguishable" if several else "distinguishable"] = [
+                {True: "yes", False: "no"}.get(v, "-") for v in t[col]["distinguishable"]
+            ]
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 60):
+        return str(pd.DataFrame(cells, index=t.index).to_string())
+
+
+def _interval(mean: float, lo: float, hi: float) -> str:
+    """``mean [lo, hi]``, or the mean alone where there is no interval."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return fmt_number(float(mean))
+    return f"{fmt_number(float(mean))} [{fmt_number(float(lo))}, {fmt_number(float(hi))}]"
+
+
+def comparison_json(cmp: Any) -> dict[str, Any]:
+    """The table as JSON: per row its summary key, label, each design's value (with ``--seeds N``:
+    ``{"mean", "lo", "hi"}``) and each difference (mean, lo, hi, distinguishable); NaN as
+    ``"nan"`` (JSON has none), as ``pipesim run --json`` writes it."""
+    from pipesim.io.saved import json_number
+
+    def num(x: Any) -> Any:
+        return json_number(float(x))
+
+    t, names = cmp.table, list(cmp.per_seed)
+    rows = []
+    for i, (key, label) in enumerate(zip(cmp.keys, t.index)):
+        row: dict[str, Any] = {"metric": key, "label": label}
+        if cmp.seeds == 1:
+            row["values"] = {n: num(t.iloc[i][n]) for n in names}
+        else:
+            r = t.iloc[i]
+            row["values"] = {n: {s: num(r[(n, s)]) for s in ("mean", "lo", "hi")} for n in names}
+            row["differences"] = {
+                c: {
+                    **{s: num(r[(c, s)]) for s in ("mean", "lo", "hi")},
+                    "distinguishable": _flag(r[(c, "distinguishable")]),
+                }
+                for c in dict.fromkeys(t.columns.get_level_values(0))
+                if c not in names
+            }
+        rows.append(row)
+    return {
+        "seeds": cmp.seeds,
+        "seeds_done": cmp.done,
+        "partial": cmp.partial,
+        "interval": "95% Student t over seeds; differences paired by seed" if cmp.seeds > 1 else None,
+        "designs": {n: {"runs": len(cmp.per_seed[n])} for n in names},
+        "rows": rows,
+        "notes": list(cmp.notes),
+    }
+
+
+def _flag(v: Any) -> bool | None:
+    """A distinguishable cell as JSON: true, false, or null where there is no interval."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
+
+
+def _show(args: argparse.Namespace, cmp: Any, out: IO[str]) -> None:
+    """Print the table and its notes; write ``--json`` and ``--html``."""
+    from pipesim.io.interrupts import write_text_atomic
+
+    print(_header(cmp), file=out)
+    print(comparison_text(cmp), file=out)
+    for note in cmp.notes:
+        print(f"note: {note}", file=out)
+    if args.json:
+        text = json.dumps(comparison_json(cmp), indent=2, allow_nan=False)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            write_text_atomic(args.json, text)
+            print(f"wrote {args.json}", file=out)
+    if args.html:
+        write_text_atomic(args.html, _page(args.designs, cmp))
+        print(f"wrote {args.html}", file=out)
+
+
+def _page(designs: Sequence[str], cmp: Any) -> str:
+    """The figure with the table and notes above it, plotly.js inlined once (no CDN)."""
+    from pipesim.io import viz
+
+    said = "".join(f"<p>note: {html.escape(n)}</p>" for n in cmp.notes)
+    table = f"<pre>{html.escape(comparison_text(cmp))}</pre>"
+    preamble = f"<p>{html.escape(_header(cmp))}</p>{table}{said}"
+    title = "pipesim compare " + " ".join(designs)
+    return viz.figures_to_html([cmp.figure], title=title, preamble=preamble)
