@@ -16,11 +16,11 @@ new label. AReaL's throttle reads it (it is ``max_head_offpolicyness``), so ther
 =====================  ===============================  ======================================
 system                 admission                        weight update / batch
 =====================  ===============================  ======================================
-verl one-step off      BatchThrottle, eta=1             Drain
+verl one-step off      BatchThrottle, eta=1             BatchDrain
 verl fully async       VerlRollouter                    AbortReprefill / Drain, every k;
                                                         VerlMessageQueue
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
-slime, drain           BatchThrottle, eta=1             Drain
+slime, drain           BatchThrottle, eta=1             BatchDrain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
 OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
@@ -112,13 +112,15 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     starts generating the next whole batch, and trains on the awaited one. So generation runs one
     whole batch ahead (eta = 1, :class:`~pipesim.policies.admission.BatchThrottle`: no episode of
     the next batch starts in the slots the current batch's stragglers leave free) and the sync
-    waits for it to finish (:class:`~pipesim.policies.base.Drain`): every episode after the first
-    batch is exactly one version stale (the first batch, generated before any step, is fresh) and
-    none spans two versions.
+    waits for the whole batch to finish (:class:`~pipesim.policies.updates.BatchDrain`: with fewer
+    slots than the batch, a sync asked for mid-batch waits for the batch's last episodes, where
+    ``Drain`` would sync between two halves of it): every episode after the first batch is exactly
+    one version stale (the first batch, generated before any step, is fresh) and none spans two
+    versions.
     """
     knob = "fixed at 1 (one step off-policy; verl_fully_async has a staleness_threshold)"
     return _scenario(
-        "verl one-step off-policy", pipeline, 1, knob, admission=BatchThrottle(), weight_update=Drain()
+        "verl one-step off-policy", pipeline, 1, knob, admission=BatchThrottle(), weight_update=BatchDrain()
     )
 
 
@@ -257,9 +259,9 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
     current one trains (``rollout_manager.generate.remote(rollout_id + 1)``, launched once rollout
     ``rollout_id`` has returned) and is waited for before ``update_weights`` ("sync generate before
-    update weights"): one whole rollout ahead, drained before each update
+    update weights"): one whole rollout ahead, the whole rollout drained before each update
     (:class:`~pipesim.policies.admission.BatchThrottle` with eta = 1 and
-    :class:`~pipesim.policies.base.Drain`).
+    :class:`~pipesim.policies.updates.BatchDrain`).
 
     ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
     at most ``max_concurrent`` groups in flight and stops topping up while as many completed
@@ -275,7 +277,9 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     """
     if mode == "drain":
         knob = "fixed at 1 (one step ahead, drained)"
-        return _scenario("slime drain", pipeline, 1, knob, admission=BatchThrottle(), weight_update=Drain())
+        return _scenario(
+            "slime drain", pipeline, 1, knob, admission=BatchThrottle(), weight_update=BatchDrain()
+        )
     if mode == "fully_async":
         worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
         sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=AbortReprefill())
