@@ -2,7 +2,9 @@
 and :class:`ToolSlotWarning`, which :func:`~pipesim.compute.cluster.run_compute` warns. An
 episode keeps its replica slot through its tool calls (vLLM runs only what is on the engine), so
 with the default ``max_num_seqs`` slots a replica whose episodes mostly wait on tools decodes a
-fraction of ``max_num_seqs`` (a run spec's ``model.episodes_per_replica`` raises it)."""
+fraction of ``max_num_seqs`` (a run or plan spec's ``model.episodes_per_replica`` raises it). A
+plan does not let its runs warn: it records each run's verdict and names the designs in its report
+(:mod:`pipesim.plan.slots`)."""
 
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ def tool_slot_note(run: ComputeRun) -> str | None:
         f"episodes waiting on tool calls held every slot ({per:,} per replica) for much of the run, "
         f"while each replica decoded under {TOOL_SLOT_RESIDENT_SHARE:.0%} of its max_num_seqs "
         f"({mns:,}) on average: an episode keeps its slot through a tool call, so the slots, not the "
-        "engines, may have limited the run; raise the slots per replica (a run spec's "
+        "engines, may have limited the run; raise the slots per replica (a run or plan spec's "
         "model.episodes_per_replica, run_compute's slots_per_replica; default max_num_seqs) "
         "(docs/compute.md, Multi-turn episodes)"
     )

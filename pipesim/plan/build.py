@@ -61,19 +61,28 @@ def design_cluster(
 ) -> tuple[EngineConfig, Any]:
     """Design ``d``'s engine settings and :class:`~pipesim.compute.cluster.Cluster`, as a plan's
     run, ``pipesim run`` of a run spec (with its engine ``options``, :func:`engine_config`; a run
-    spec's ``model.episodes_per_replica`` is the cluster's ``slots_per_replica``) and calibrate's
-    simulated sync all build them."""
+    spec's ``model.episodes_per_replica`` is the cluster's ``slots_per_replica``, as a plan spec's
+    is, :attr:`PlanSpec.episodes_per_replica`) and calibrate's simulated sync all build them.
+    Slots past what one run holds on this design's replicas: PlanError naming the key."""
     from pipesim.compute.cluster import Cluster
+    from pipesim.core.errors import FieldError
 
     eng = engine_config(spec, d.tp, options)
-    per = dict(options).get("episodes_per_replica")
-    cluster = Cluster(
-        engine=eng,
-        n_gpus=spec.n_gpus,
-        trainer_gpus=d.trainer_gpus,
-        env_workers=spec.env_workers,
-        slots_per_replica=per,
-    )
+    per = dict(options).get("episodes_per_replica", spec.episodes_per_replica)
+    try:
+        cluster = Cluster(
+            engine=eng,
+            n_gpus=spec.n_gpus,
+            trainer_gpus=d.trainer_gpus,
+            env_workers=spec.env_workers,
+            slots_per_replica=per,
+        )
+    except FieldError as e:  # too many slots on this design's replicas: the spec's key named
+        if e.field != "slots_per_replica":
+            raise
+        said = str(e).removeprefix("slots_per_replica").lstrip(": ")  # "N on R replicas is ..."
+        msg = f"model.episodes_per_replica {said} (design {d.label(spec.n_gpus)}); fewer per replica"
+        raise PlanError(msg, "model.episodes_per_replica") from None
     return eng, cluster
 
 
@@ -320,8 +329,9 @@ def scenario(
 def check_run_pool(spec: PlanSpec, d: Design, steps: int, per_replica: int | None = None) -> None:
     """:func:`check_pool` of a run spec's design at ``run.steps``, its replicas counted before any
     engine is built (a placement leaving no whole replica: ``check_design`` names it), each with
-    ``per_replica`` slots (``model.episodes_per_replica``; None: ``model.max_num_seqs``)."""
+    ``per_replica`` slots (``model.episodes_per_replica``; None: the spec's, else ``model.max_num_seqs``)."""
     rollout = spec.n_gpus - d.trainer_gpus
+    per_replica = spec.episodes_per_replica if per_replica is None else per_replica
     per = spec.max_num_seqs if per_replica is None else per_replica
     if rollout > 0 and rollout % d.tp == 0:
         replicas = rollout // d.tp
@@ -343,8 +353,7 @@ def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None
     verified hours later. Like :func:`check_space_size` it checks a plan, never a run spec."""
     steps, worst, fewest = horizon * spec.steps, None, (MAX_DURATION_POOL, 0)
     for d in designs:
-        eng, cluster = design_cluster(spec, d)
-        n_slots = cluster.n_replicas * eng.max_num_seqs
+        n_slots = design_cluster(spec, d)[1].n_slots  # model.episodes_per_replica, else max_num_seqs
         if pool_tasks(spec, d, steps, n_slots) > MAX_DURATION_POOL:
             top = max_steps(spec, d, n_slots)
             if worst is None or top < fewest[0]:

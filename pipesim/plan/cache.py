@@ -42,9 +42,10 @@ _NOT_RUN = {"constraints", "space", "steps", "screen_steps", "seeds", "sim_seed"
 _NOT_RUN |= {"grid_limit", "reduction", "min_full", "batch", "baseline", "cost_per_gpu_hour", "first_cut"}
 
 
-RUNS_FORMAT = 3
+RUNS_FORMAT = 4
 """The metrics a run records (:func:`pipesim.plan.evaluate.run_design`); part of every key, raised
-when they change, so a cache written by older code of the same version is not read as new."""
+when they change, so a cache written by older code of the same version is not read as new (4:
+``tool_slot_limited``, which a format-3 record lacks and would have read as "not limited")."""
 
 
 def version() -> str:

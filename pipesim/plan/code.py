@@ -12,7 +12,6 @@ from pipesim.compute.engine_config import DEFAULT_ITERATION_OVERHEAD_S
 from pipesim.plan.build import (
     batch_knobs,
     design_cluster,
-    engine_config,
     routing,
     scenario,
     sync_seconds,
@@ -58,9 +57,8 @@ _DEFAULT_OVERHEAD_S = DEFAULT_ITERATION_OVERHEAD_S  # a spec's other (calibrated
 
 def _program(spec: PlanSpec, d: Design) -> str:
     """:func:`scenario_code`'s program as built, one statement a line, the reprs' quotes kept."""
-    eng = engine_config(spec, d.tp)
-    n_rep = (spec.n_gpus - d.trainer_gpus) // d.tp
-    sc = scenario(spec, d, spec.steps, n_slots=n_rep * eng.max_num_seqs)
+    eng, cl = design_cluster(spec, d)  # its slots: model.episodes_per_replica, else max_num_seqs
+    sc = scenario(spec, d, spec.steps, n_slots=cl.n_slots)
     w = spec.workload
     if isinstance(w.response, LogNormalLengths):
         work = repr(w)
@@ -71,7 +69,7 @@ def _program(spec: PlanSpec, d: Design) -> str:
     if base is None and spec.sync_scale == 1:
         sync = "None"  # the cluster's default
     else:
-        sync = repr(sync_seconds(spec, d, design_cluster(spec, d)[1]))  # the run's, its trainer's
+        sync = repr(sync_seconds(spec, d, cl))  # the run's, its trainer's
     return "\n".join(
         [
             "import pipesim",
@@ -94,7 +92,9 @@ def _program(spec: PlanSpec, d: Design) -> str:
             )
             + ")",
             f"cluster = Cluster(engine=engine, n_gpus={spec.n_gpus}, trainer_gpus={d.trainer_gpus}"
-            + (f", env_workers={spec.env_workers})" if spec.env_workers is not None else ")"),
+            + (f", env_workers={spec.env_workers}" if spec.env_workers is not None else "")
+            + (f", slots_per_replica={cl.slots_per_replica}" if cl.slots_per_replica is not None else "")
+            + ")",
             f"workload = {work}",
             f"scenario = pipesim.Scenario(pipeline=pipesim.PipelineConfig(batch_size={spec.batch_size}, "
             f"steps={spec.steps}, max_staleness={d.eta}), admission=pipesim.{sc.admission!r}, "

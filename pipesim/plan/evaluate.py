@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -19,28 +20,37 @@ import numpy as np
 
 import pipesim
 import pipesim.compute as _compute
+from pipesim.compute.tool_slots import ToolSlotWarning
 from pipesim.plan.build import design_cluster, routing, scenario, sync_seconds, trainer_config
 from pipesim.plan.cache import DiskCache, run_key
+from pipesim.plan.slots import slot_limited
 from pipesim.plan.space import Constraints, Design, PlanSpec
 from pipesim.plan.stats import t95
 
 
 def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, float]:
-    """The metrics of one run of ``d`` for ``steps`` steps (``failed`` = 1 when the run fails)."""
+    """The metrics of one run of ``d`` for ``steps`` steps (``failed`` = 1 when the run fails).
+
+    ``tool_slot_limited`` is 1 where the run's slots, not its engines, looked like its limit
+    (:func:`pipesim.plan.slots.slot_limited`); the run's own
+    :class:`~pipesim.compute.tool_slots.ToolSlotWarning` is not raised (a worker process printed it
+    once, in any order, and a cached run never): the report says it once, per design."""
     run_compute: Any = _compute.run_compute  # a lazy attribute of pipesim.compute
-    eng, cluster = design_cluster(spec, d)
+    _, cluster = design_cluster(spec, d)
     sync = sync_seconds(spec, d, cluster)
-    sc = scenario(spec, d, steps, seed, n_slots=cluster.n_replicas * eng.max_num_seqs)
+    sc = scenario(spec, d, steps, seed, n_slots=cluster.n_slots)
     try:
-        run = run_compute(
-            sc,
-            cluster,
-            spec.workload,
-            seed=seed,
-            trainer=trainer_config(spec, d),
-            sync_time_s=sync,
-            routing=routing(spec),
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ToolSlotWarning)
+            run = run_compute(
+                sc,
+                cluster,
+                spec.workload,
+                seed=seed,
+                trainer=trainer_config(spec, d),
+                sync_time_s=sync,
+                routing=routing(spec),
+            )
     except (pipesim.PipelineError, ValueError) as e:
         return {"failed": 1.0, "error": str(e)}  # type: ignore[dict-item]
     s = run.summary()
@@ -70,6 +80,7 @@ def run_design(spec: PlanSpec, d: Design, steps: int, seed: int) -> dict[str, fl
         "preemptions": s["preemptions"],
         "sim_time_s": T,
         "ledger_closes": s["ledger_closes"],
+        "tool_slot_limited": float(slot_limited(spec, run)),
     }
     for k in ("generated", "trained", "discarded", "buffered", "in_flight"):
         m[f"tokens_{k}"] = s[f"tokens_{k}"]

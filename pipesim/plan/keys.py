@@ -149,6 +149,14 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "-",
         "KV kept or dropped during a tool call (the engine's cache policy)",
     ),
+    "model.episodes_per_replica": (
+        "-",
+        "-",
+        "-",
+        "-",
+        "episodes a replica holds at once, tool calls included (Cluster.slots_per_replica); default "
+        "max_num_seqs, which caps the resident ones; the systems' own keys for it were not traced",
+    ),
     "model.weight_dtype": (
         "-",
         "-",

@@ -42,7 +42,8 @@ def max_steps(spec: PlanSpec, d: Design, n_slots: int) -> int:
 def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: str = "search.steps") -> None:
     """PlanError naming ``steps_key`` where a run of ``d`` for ``steps`` steps draws more tasks than
     :data:`MAX_DURATION_POOL`, with the most steps it may run and the spec keys that size the pool;
-    ``model.max_num_seqs`` where no number of steps fits and the engines' sequences are the bulk."""
+    ``model.max_num_seqs`` (``model.episodes_per_replica`` where given) where no number of steps
+    fits and the engines' sequences are the bulk."""
     need = pool_tasks(spec, d, steps, n_slots)
     if need <= MAX_DURATION_POOL:
         return
@@ -54,17 +55,20 @@ def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: s
         else f"({batches} + {n_slots:,} engine sequences"
     )
     key, said = steps_key, f"{steps_key} ({steps:,})"
-    replicas, rest = divmod(n_slots, spec.max_num_seqs)
+    per, slots_key = spec.max_num_seqs, "model.max_num_seqs"
+    if spec.episodes_per_replica is not None:  # the slots a replica holds (PlanSpec's field)
+        per, slots_key = spec.episodes_per_replica, "model.episodes_per_replica"
+    replicas, rest = divmod(n_slots, per)
     if top < 1 and not rest and n_slots >= pool_tasks(spec, d, 1, 0):  # no step fits: not the steps
         key, said = (
-            "model.max_num_seqs",
-            f"model.max_num_seqs ({spec.max_num_seqs:,}) x {replicas:,} replicas (the engine GPUs of "
+            slots_key,
+            f"{slots_key} ({per:,}) x {replicas:,} replicas (the engine GPUs of "
             "cluster.n_gpus over design.tp)",
         )
     fix = f"at most {top:,} steps with this design" if top >= 1 else "no number of steps fits"
     raise PlanError(
         f"{said}: the run draws a task pool of {need:,} tasks ({sizes}), more than the "
         f"{MAX_DURATION_POOL:,} a run may draw: {fix}; or a smaller batch (workload.prompts_per_step x "
-        "workload.samples_per_prompt) or fewer engine sequences (model.max_num_seqs x the replicas)",
+        f"workload.samples_per_prompt) or fewer engine sequences ({slots_key} x the replicas)",
         key,
     )

@@ -28,6 +28,7 @@ from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report'
     unlimited_notes,
 )
 from pipesim.plan.search import PlanResult
+from pipesim.plan.slots import slot_json, slot_lines
 from pipesim.plan.space import PlanSpec
 from pipesim.plan.stats import merge_duplicates, merged_label, tied_with_best
 from pipesim.plan.verdicts import constraint_states, why_infeasible
@@ -245,6 +246,7 @@ def text(result: PlanResult, top: int = 8) -> str:
         best_heading(result, top) + ":",
         table(rows(result, result.feasible, top), header(result)),
         LEGEND,
+        *slot_lines(result, top),
         *tie_lines(result),
         *verify_lines(result),
         *baseline_lines(result),
@@ -337,6 +339,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
                 "code_note": code_note(best.runs, result.sim_seeds()).removeprefix("# "),
                 "notes": unlimited_notes(result),
             },
+            "tool_slots": slot_json(result),
             "baseline": None if result.baseline is None else _entry(result.baseline, spec),
             "tied_with_best": [_entry(e, spec) for e in tied_with_best(result)],
             "front": [_entry(e, spec) for e in result.front],

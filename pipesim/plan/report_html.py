@@ -11,6 +11,7 @@ from pipesim.plan.code import scenario_code, wrap_code
 from pipesim.plan.report import _fmt, _write, best_heading, header, rows, text
 from pipesim.plan.report_lines import conclusion, proved_twin
 from pipesim.plan.search import PlanResult
+from pipesim.plan.slots import slot_lines
 from pipesim.plan.verdicts import why_infeasible
 
 HOVER_X = {
@@ -197,6 +198,8 @@ def write_html(result: PlanResult, path: str) -> None:
         f"<h2>Best feasible designs</h2><p>{html.escape(best_heading(result, HTML_TOP))}:</p>",
         _html_table(result, rows(result, result.feasible, HTML_TOP)),
     ]
+    if slots := slot_lines(result, HTML_TOP):  # the designs held back by their tool-call slots
+        parts.append(_section("Tool-call slots", slots))
     # the conclusion, section by section, in the text's words (pipesim.plan.report_lines): the
     # paired test, verification and its fallback, the baseline's verdict and the infeasible full
     # runs with why under the first table, then the front, the recommendation (its tie and notes

@@ -112,8 +112,8 @@ class RunSpec:
     """``[model]``'s engine options (:data:`ENGINE_KEYS`: ``max_num_batched_tokens``,
     ``enforce_eager``, ``disable_custom_all_reduce``, ``kv_policy``, ``episodes_per_replica``) as
     ``(name, value)`` pairs, set on the design's :class:`~pipesim.compute.EngineConfig` (the last
-    on its :class:`~pipesim.compute.Cluster`, as ``slots_per_replica``; the plan spec has no such
-    keys)."""
+    on its :class:`~pipesim.compute.Cluster`, as ``slots_per_replica``, which a plan spec takes
+    too, :attr:`PlanSpec.episodes_per_replica`; the others it has not)."""
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     base: Path | None = field(default=None, compare=False)
     """The folder a relative path in ``data`` (``model.name``, ``workload.response_trace``) is read
@@ -270,8 +270,10 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
     check_tables(data)
     design = read_design(data["design"]) if "design" in data else None
     run_table(data)
-    if engine := read_engine(data):  # checked, and said: the plan's engines run without them
-        import warnings
+    engine = read_engine(data)
+    per = dict(engine).get("episodes_per_replica")  # a plan spec's key too: every design's slots
+    if engine := tuple((k, v) for k, v in engine if k != "episodes_per_replica"):
+        import warnings  # checked, and said: the plan's engines run without them
 
         keys = ", ".join(f"model.{k}" for k, _ in engine)
         warnings.warn(
@@ -286,7 +288,7 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
         spec = plan_spec(plan_tables(data), cal, base)
     except PlanError as e:  # the sync times are the run spec's [run] keys; the rest is the plan's
         raise as_run_key(e, cal, ("search.sync_time_s", "search.inflight_load_time_s")) from None
-    return _with_own_design(spec, design)
+    return _with_own_design(spec.with_(episodes_per_replica=per), design)
 
 
 def _with_own_design(spec: PlanSpec, design: Design | None) -> PlanSpec:

@@ -104,10 +104,11 @@ ENGINE_KEYS = (
 already models (:mod:`pipesim.compute.knobs`, ``kv_policy``), under its names and units, and
 ``episodes_per_replica``, the episodes each replica takes at once (the cluster's and
 ``run_compute``'s ``slots_per_replica``; default ``max_num_seqs``: an episode holds its place
-through its tool calls, ``docs/compute.md``). A plan spec's engines do not take them yet
-(``PlanSpec`` has no such fields), so :func:`read_engine` reads them beside the plan spec and
-:func:`~pipesim.plan.build.engine_config` puts them on the design's engine
-(:func:`~pipesim.plan.build.design_cluster` the last on its cluster)."""
+through its tool calls, ``docs/compute.md``). A plan spec's engines do not take the first four
+(``PlanSpec`` has no such fields; ``episodes_per_replica`` it takes, as
+:attr:`~pipesim.plan.space.PlanSpec.episodes_per_replica`), so :func:`read_engine` reads them
+beside the plan spec and :func:`~pipesim.plan.build.engine_config` puts them on the design's
+engine (:func:`~pipesim.plan.build.design_cluster` the last on its cluster)."""
 
 
 def read_design(data: Any) -> Design:

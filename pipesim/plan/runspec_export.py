@@ -124,6 +124,8 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     }
     if spec.tool_kv != "keep":
         model["tool_kv"] = spec.tool_kv
+    if spec.episodes_per_replica is not None:  # a run spec's key too (its cluster's slots)
+        model["episodes_per_replica"] = spec.episodes_per_replica
     for k in ("weight_dtype", "kv_dtype"):
         if getattr(spec, k) != "bf16":
             model[k] = getattr(spec, k)

@@ -186,6 +186,10 @@ class PlanSpec:
     agent's tool call waits for a free one; None: as many as there are calls."""
     tool_kv: str = "keep"
     """A sequence's KV during a tool call: ``keep`` or ``drop`` (``EngineConfig.tool_kv``)."""
+    episodes_per_replica: int | None = None
+    """Episodes each replica holds at once, tool calls included (``model.episodes_per_replica``, a
+    run spec's key of the same name: every design's ``Cluster.slots_per_replica``); None:
+    ``max_num_seqs``. A report's slot note (:mod:`pipesim.plan.slots`) says when to raise it."""
     weight_dtype: str = "bf16"
     """How the engines store the weights (``model.weight_dtype``: ``bf16``, ``fp8``, ``int8``,
     ``int4``, ... :data:`~pipesim.compute.models.DTYPE_BYTES`; ``EngineConfig.weight_dtype``,
@@ -306,6 +310,8 @@ class PlanSpec:
             check_baseline(self.baseline, self.n_gpus)
         if self.env_workers is not None:
             integer("cluster.env_workers", self.env_workers, 1, MAX_GPUS * 1024)
+        if self.episodes_per_replica is not None:  # the run spec's bounds (runspec_checks.read_engine)
+            integer("model.episodes_per_replica", self.episodes_per_replica, 1, MAX_SLOTS)
         if self.tool_kv not in ("keep", "drop"):
             hint = did_you_mean(str(self.tool_kv), ("keep", "drop"))
             msg = f"model.tool_kv must be 'keep' or 'drop', got {shown(self.tool_kv)}{hint}"

@@ -1,7 +1,8 @@
 """A plan spec from a TOML or YAML file (see ``docs/plan.md`` and ``examples/plan_qwen3_8b.toml``).
 
 Tables: ``[cluster]`` (``gpu``, ``n_gpus``), ``[model]`` (``name``, ``max_model_len``,
-``max_num_seqs``, ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``weight_dtype`` and
+``max_num_seqs``, ``episodes_per_replica`` (each replica's episodes, tool calls included; default
+``max_num_seqs``), ``gpu_memory_utilization``, ``mfu``, ``share_group_prefix``, ``weight_dtype`` and
 ``kv_dtype`` (the engines' storage types, default ``bf16``), ``framework``: a
 trainer profile of :mod:`pipesim.compute.profiles`, default the one-MFU model;
 ``recompute_old_logp``, default true; the trainer's batch knobs ``ppo_mini_batch_samples``,
@@ -34,7 +35,7 @@ from typing import Any
 
 from pipesim.compute import GPUSpec, ModelSpec
 from pipesim.compute.trainer import MIN_EFFICIENCY
-from pipesim.core.errors import shown
+from pipesim.core.errors import MAX_SLOTS, shown
 from pipesim.core.validate import key_shown
 from pipesim.plan.checks import PlanError, Table, as_int, did_you_mean, number
 from pipesim.plan.space import (
@@ -61,6 +62,7 @@ _TABLES = {
         "share_group_prefix",
         "framework",
         "tool_kv",
+        "episodes_per_replica",
         "weight_dtype",
         "kv_dtype",
         "recompute_old_logp",
@@ -266,6 +268,8 @@ def from_dict(data: dict[str, Any], base: Path | None = None) -> PlanSpec:
     for k in ("max_model_len", "max_num_seqs"):
         if k in mo:
             extra[k] = mo.integer(k)
+    if "episodes_per_replica" in mo:  # as a run spec reads it (runspec_checks.read_engine)
+        extra["episodes_per_replica"] = mo.integer("episodes_per_replica", lo=1, hi=MAX_SLOTS)
     if "gpu_memory_utilization" in mo:
         extra["gpu_memory_utilization"] = number(
             mo.name("gpu_memory_utilization"),
