@@ -16,9 +16,7 @@ import pytest
 
 import pipesim
 from pipesim import PipelineConfig, Scenario, TraceDurations, run
-from pipesim.compute import cluster as compute_cluster
 from pipesim.compute.cluster import Cluster, run_compute
-from pipesim.core.engine import Pipeline
 from pipesim.core.seams import EngineOptions
 from pipesim.policies.admission import AReaLThrottle, OverSample, QueueAhead
 from pipesim.policies.base import CountThrottle
@@ -95,9 +93,7 @@ def test_abort_restart_relaunches_the_aborted_ahead_of_tasks_already_waiting() -
 # ENGINE and WORK: test_compute_overlong's, a heavy tail under a low cap
 
 
-def _overlong_run(monkeypatch: pytest.MonkeyPatch, options: EngineOptions | None) -> Any:
-    if options is not None:  # run_compute has no options argument: give its Pipeline these
-        monkeypatch.setattr(compute_cluster, "Pipeline", lambda *a, **kw: Pipeline(*a, **kw, options=options))
+def _overlong_run(options: EngineOptions | None) -> Any:
     cfg = PipelineConfig(batch_size=16, steps=4, max_staleness=2)
     sc = Scenario(
         pipeline=cfg,
@@ -105,17 +101,16 @@ def _overlong_run(monkeypatch: pytest.MonkeyPatch, options: EngineOptions | None
         admission=AReaLThrottle(),
         weight_update=pipesim.PartialRollout(),
     )
-    out = run_compute(sc, Cluster(engine=ENGINE, n_gpus=2, trainer_gpus=1), WORK, seed=5)
-    monkeypatch.undo()
+    out = run_compute(sc, Cluster(engine=ENGINE, n_gpus=2, trainer_gpus=1), WORK, seed=5, options=options)
     return out.result
 
 
-def test_drop_overlong_hint_changes_nothing_on_the_compute_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drop_overlong_hint_changes_nothing_on_the_compute_engine() -> None:
     """DropOverlong discards a cut sample as soon as the trainer looks, so its ``min_items`` hint
     must be 1 (one buffered sample can be dropped): the run with hints acted on is the run with
     every shortcut off, discard times included."""
-    fast = _overlong_run(monkeypatch, None)
-    plain = _overlong_run(monkeypatch, EngineOptions(hints=False))
+    fast = _overlong_run(None)
+    plain = _overlong_run(EngineOptions(hints=False))
     table = fast.episode_table
     assert (table["status"] == "discarded").any()
     assert fast.sim_time_s == plain.sim_time_s
