@@ -87,6 +87,7 @@ CHANGED: dict[str, Callable[[Any], Any]] = {
     "tool_kv": lambda s: "drop",
     "weight_dtype": lambda s: "fp8",
     "kv_dtype": lambda s: "fp8",
+    "episodes_per_replica": lambda s: 32,
 }
 """A valid changed value for each PlanSpec field a run reads."""
 
