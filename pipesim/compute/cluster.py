@@ -42,7 +42,8 @@ run without group batching does not list them, and reads them as NaN:
 policies, batch size, eta and steps) on a cluster with a :class:`TokenWorkload`; the result, a
 :class:`~pipesim.compute.compute_run.ComputeRun` (its own module: the run's accounting, apart from
 its composition here), has a summary that is the kernel's plus the token ledger, engine and trainer
-figures.
+figures. What it accepts (the scenario, the placed trainer, the group batch policy) is checked in
+:mod:`pipesim.compute.run_inputs`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from pipesim.compute.ledger import token_ledger
 from pipesim.compute.offload import Offload
 from pipesim.compute.overrides import check_overridden
 from pipesim.compute.pool import EnvWorkers
+from pipesim.compute.run_inputs import check_scenario, group_policy, placed_trainer
 from pipesim.compute.series import replica_timeline
 from pipesim.compute.source import TokenSource
 from pipesim.compute.sync import SyncModel
@@ -76,7 +78,6 @@ from pipesim.core.seams import BatchObserver, EngineOptions
 from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import WholeGroups
-from pipesim.policies.missing import refuse_missing
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing, check_routing
 from pipesim.results.run import RunResult
 from pipesim.workload.chapter_torch import CHAPTER_SEEDS
@@ -225,19 +226,7 @@ def run_compute(
     to the kernel's pipeline, as a slot run's ``Pipeline(options=...)``: ``EngineOptions.plain()``
     runs with every shortcut off, which must give the same run (``tests/test_small_compute_options.py``).
     """
-    if not isinstance(scenario, Scenario):
-        raise refuse("scenario", f"must be a pipesim.Scenario, got {shown(scenario)}")
-    refuse_missing(scenario)  # a saved run's policy not rebuilt here: refused before any work
-    for name, instead in (
-        ("timeout", "cap a sample's tokens with TokenWorkload.max_response_tokens"),
-        ("failures", "run environment-worker failures on the chapter's slots (pipesim.run)"),
-    ):
-        if getattr(scenario, name) is not None:  # their draws compare against a duration up front
-            raise FieldError(
-                f"Scenario.{name} ({shown(getattr(scenario, name))}) is not modelled by the compute "
-                f"engine, whose samples have tokens, not a duration drawn at launch: {instead}",
-                name,
-            )
+    check_scenario(scenario)
     if not isinstance(cluster, Cluster):
         raise refuse("cluster", f"must be a Cluster, got {shown(cluster)}")
     if not isinstance(workload, TokenWorkload):
@@ -250,7 +239,7 @@ def run_compute(
     if options is not None and not isinstance(options, EngineOptions):
         raise refuse("options", f"must be a pipesim.EngineOptions or None, got {shown(options)}")
     eng = cluster.engine
-    tcfg = _trainer_config(cluster, trainer)
+    tcfg = placed_trainer(cluster, trainer)
     per = cluster.replica_slots if slots_per_replica is None else slots_per_replica
     check_int("slots_per_replica", per, 1, MAX_SLOTS, "each slot is a Python object")
     if cluster.n_replicas * per > MAX_SLOTS:
@@ -276,7 +265,7 @@ def run_compute(
     if routing is not None:  # refused here even where one replica never routes (a numpy value has .choose)
         check_routing("routing", routing)
     switch = cluster.switch_time_s() if switch_time_s is None else float(switch_time_s)
-    batching = _group_policy(scenario, workload, groups)
+    batching = group_policy(scenario, workload, groups)
     n_rep = cluster.n_replicas
     changes: dict[str, Any] = dict(
         n_slots=n_rep * per,
@@ -353,53 +342,3 @@ def run_compute(
     if workload.agent is not None and (note := tool_slot_note(run)) is not None:
         warnings.warn(note, ToolSlotWarning, stacklevel=2)
     return run
-
-
-def _trainer_config(cluster: Cluster, trainer: TrainerConfig | None) -> TrainerConfig:
-    """The trainer of a run on ``cluster``: ``trainer`` checked against the placement, or the default."""
-    eng, n = cluster.engine, cluster.n_trainer_gpus
-    where = "colocated on all n_gpus" if cluster.colocated else "on trainer_gpus"
-    if trainer is None:
-        try:
-            return TrainerConfig(model=eng.model, gpu=eng.gpu, n_gpus=n)
-        except ValueError as e:  # sized by the cluster: say which of its fields to change
-            field = "n_gpus" if cluster.colocated else "trainer_gpus"
-            raise FieldError(f"Cluster.{field} ({n}): {str(e).removeprefix('n_gpus: ')}", field) from None
-    if not isinstance(trainer, TrainerConfig):
-        raise refuse("trainer", f"must be a TrainerConfig or None, got {shown(trainer)}")
-    for name, same, got, want in (
-        ("n_gpus", trainer.n_gpus == n, trainer.n_gpus, n),
-        ("model", trainer.model == eng.model, trainer.model.name, eng.model.name),
-        ("gpu", trainer.gpu == eng.gpu, trainer.gpu.name, eng.gpu.name),
-    ):
-        if not same:
-            raise FieldError(
-                f"trainer.{name} ({got}) must be the cluster's ({want}): the trainer runs {where}, "
-                "training the model the engines serve, on their GPU type",
-                f"trainer.{name}",
-            )
-    return trainer
-
-
-def _group_policy(
-    scenario: Scenario, workload: TokenWorkload, groups: WholeGroups | bool
-) -> WholeGroups | None:
-    """The group batch policy of a run (None: the scenario's own, not group batching), checked."""
-    if groups is True:
-        policy: WholeGroups | None = WholeGroups(workload.samples_per_prompt)
-    elif groups is False:
-        policy = scenario.batching if isinstance(scenario.batching, WholeGroups) else None
-    elif isinstance(groups, WholeGroups):
-        policy = groups
-    else:
-        raise refuse("groups", f"must be a bool or a WholeGroups, got {shown(groups)}")
-    if policy is None:
-        return None
-    if policy.samples_per_group != workload.samples_per_prompt:
-        raise FieldError(
-            f"samples_per_group ({policy.samples_per_group}) must equal the workload's samples_per_prompt "
-            f"({workload.samples_per_prompt}): a group is one prompt's samples",
-            "samples_per_group",
-        )
-    policy.check_batch_size(scenario.pipeline.batch_size)
-    return policy

@@ -22,9 +22,8 @@ as 0 s (an all-reduce over one GPU, a decode over no cached tokens) is left out,
 measurement scores -100% against it, and :func:`report` says so; so is a row at a ``tp`` the
 roofline refuses for its shapes (:func:`refused_tp`: not dividing the KV heads nor a multiple of
 them, which older profiles measured), rather than refusing the whole file. ``pipesim check-roofline FILE``
-prints :func:`report` on the GPU :func:`pick_gpu` chooses (``--gpu NAME``, else the one the CSV's
-``device`` column names), after :func:`caveats`: rows measured on a CPU, in a dtype other than
-the roofline's bf16, by an interrupted profile, or on another GPU than the one scored.
+prints :func:`report` on the GPU :func:`pick_gpu` chooses, after :func:`caveats`: both read what
+measured the rows (:mod:`pipesim.compute.measured_gpu`, re-exported here).
 """
 
 from __future__ import annotations
@@ -37,8 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipesim.compute.gpus import GPUS, GPUSpec, normalize_gpu_name
-from pipesim.compute.gpus import gpu as catalog_gpu
+from pipesim.compute.gpus import GPUSpec
+from pipesim.compute.measured_gpu import caveats as caveats  # re-exported
+from pipesim.compute.measured_gpu import pick_gpu as pick_gpu  # re-exported
 from pipesim.compute.models import ModelSpec
 from pipesim.compute.profile_shapes import COLUMNS, OPS, PROVENANCE
 from pipesim.compute.roofline import (
@@ -333,79 +333,3 @@ def report(
             f"their shapes, as vLLM does (first: {first.where}, {first.op}: {why})"
         )
     return "\n".join(lines)
-
-
-# -- what measured the rows: the GPU to score against, and what to warn of ----------------------
-
-
-def _gpus_named(rows: Iterable[Measurement]) -> list[str]:
-    """The distinct GPU names of the rows' ``device`` column (not ``cpu``, not empty), in order."""
-    return list(dict.fromkeys(m.device for m in rows if m.device and m.device.lower() != "cpu"))
-
-
-def pick_gpu(path: str | Path, rows: list[Measurement], name: str | None) -> tuple[GPUSpec, str]:
-    """The catalog GPU to score ``rows`` against and a line saying why: ``--gpu name`` when given,
-    else the one GPU the ``device`` column names. FieldError naming ``gpu`` when neither does:
-    the rows were measured on a CPU, name no device (Vidur's extracts), name several GPUs, or one
-    the catalog lacks. No default: scoring against the wrong GPU's figures gives wrong numbers
-    (Vidur's A100 MLP rows: 3.0% median error on the A100, 55% on the H100)."""
-    valid = f"--gpu NAME (one of {', '.join(sorted(GPUS))})"
-    if name is not None:
-        return catalog_gpu(name), ""
-    named = _gpus_named(rows)
-    if not named and any(m.device.lower() == "cpu" for m in rows):
-        raise FieldError(
-            f"{path}: measured on the CPU (its device column says cpu): a GPU's roofline against CPU "
-            f"times checks nothing; profile on a GPU, or give {valid} to score it anyway",
-            "gpu",
-        )
-    if not named:
-        raise FieldError(
-            f"{path}: no device column names the GPU that measured it (Vidur's extracts have none); "
-            f"give {valid}",
-            "gpu",
-        )
-    if len(named) > 1:
-        raise FieldError(f"{path}: rows of several GPUs ({', '.join(named)}); give {valid}", "gpu")
-    if normalize_gpu_name(named[0]) not in GPUS:
-        raise FieldError(
-            f"{path}: measured on {named[0]}, which the GPU catalog lacks; give {valid} to score "
-            "it against that GPU's datasheet figures",
-            "gpu",
-        )
-    spec = catalog_gpu(named[0])
-    return (
-        spec,
-        f"GPU: {spec.name} (the CSV's device column: {named[0]}); --gpu NAME scores against another",
-    )
-
-
-def caveats(path: str | Path, rows: list[Measurement], gpu: GPUSpec) -> list[str]:
-    """What makes ``rows``' errors against ``gpu`` say less than they seem to, one line each: rows
-    measured on a CPU, on another GPU than ``gpu``, in a dtype other than the roofline's bf16, or
-    by an interrupted profile (``complete`` 0)."""
-    out = []
-    cpu = [m for m in rows if m.device.lower() == "cpu"]
-    if cpu:
-        ops = ", ".join(dict.fromkeys(m.op for m in cpu))
-        out.append(
-            f"{len(cpu)} of {len(rows)} rows ({ops}) were measured on the CPU (device cpu): their "
-            f"errors against {gpu.name}'s roofline say nothing about the roofline; profile on a GPU"
-        )
-    other = [d for d in _gpus_named(rows) if normalize_gpu_name(d) != gpu.name]
-    if other:
-        out.append(f"rows measured on {', '.join(other)} are scored against {gpu.name}'s datasheet figures")
-    dtypes = [d for d in dict.fromkeys(m.dtype for m in rows) if d and d != "bfloat16"]
-    if dtypes:
-        n = sum(m.dtype in dtypes for m in rows)
-        out.append(
-            f"{n} rows were measured in {', '.join(dtypes)}; the roofline assumes bfloat16 (2-byte "
-            "elements at the GPU's bf16 tensor-core peak), so their errors include the dtype's cost; "
-            "profile with --dtype bfloat16"
-        )
-    if any(m.complete is False for m in rows):
-        out.append(
-            f"{path} is an interrupted profile (complete=0): the shapes it would have measured "
-            "after the interruption are missing"
-        )
-    return out

@@ -19,23 +19,24 @@ and to warn. Ctrl-C or SIGTERM (``timeout``'s default signal), or a shape too la
 device's memory, writes the rows measured so far, marked incomplete, and never over a file already
 at ``--out`` (beside it instead). ``docs/decode.md`` has the details.
 
-Design: it must run where only torch is installed. Two files, this one (the measuring and the
-command) and :mod:`pipesim.compute.profile_shapes` (what is measured and written: the shapes, the
-catalog read, the options and the CSV format, which the roofline check reads without torch). Both
-import only the standard library at the top, ``torch`` only inside this file's measuring functions
-(so :mod:`pipesim.compute.measured` reads :data:`COLUMNS` without torch), and run as a file neither
-imports the ``pipesim`` package (which pulls in simpy, pandas and pyarrow). Inputs are constant
-tensors: nothing here is random, and timing does not depend on the values.
+Design: it must run where only torch is installed. Three files, this one (the measuring and the
+command), :mod:`pipesim.compute.profile_shapes` (what is measured and written: the shapes, the
+catalog read, the options and the CSV format, which the roofline check reads without torch) and
+:mod:`pipesim.compute.profile_stop` (stopping early on a signal or a shape too large, keeping the
+rows). All import only the standard library at the top, ``torch`` only inside this file's
+measuring functions (so :mod:`pipesim.compute.measured` reads :data:`COLUMNS` without torch), and
+run as a file none imports the ``pipesim`` package (which pulls in simpy, pandas and pyarrow).
+Inputs are constant tensors: nothing here is random, and timing does not depend on the values.
 
-How this file imports its sibling (the two branches below the imports): imported as
-``pipesim.compute.profile`` (``__package__`` is ``pipesim.compute``), through the package; run as
-a file (``__package__`` empty), as the top-level module ``profile_shapes``, with this folder first
-on ``sys.path`` for that import only. Only then, because on ``sys.path`` this folder lets this very
-file shadow the standard library's ``profile`` (which ``cProfile`` imports, for torch): the
-``__main__`` block removes the folder Python put there. And put there explicitly, not left to
-Python, because a process the all-reduce spawns (``torch.multiprocessing``) re-runs this file as
-``__mp_main__`` with the parent's ``sys.path``, which by then lacks the folder, before it unpickles
-:func:`_allreduce_worker`.
+How this file imports its siblings (the two branches below the imports): imported as
+``pipesim.compute.profile`` (``__package__`` is ``pipesim.compute``), through the package; run as a
+file (``__package__`` empty), as the top-level modules ``profile_shapes`` and ``profile_stop``,
+with this folder first on ``sys.path`` for those imports only. Only then, because on ``sys.path``
+this folder lets this very file shadow the standard library's ``profile`` (which ``cProfile``
+imports, for torch): the ``__main__`` block removes the folder Python put there. And put there
+explicitly, not left to Python, because a process the all-reduce spawns (``torch.multiprocessing``)
+re-runs this file as ``__mp_main__`` with the parent's ``sys.path``, which by then lacks the
+folder, before it unpickles :func:`_allreduce_worker`.
 """
 
 from __future__ import annotations
@@ -44,23 +45,25 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-if __package__:  # imported as pipesim.compute.profile: the sibling through the package
+if __package__:  # imported as pipesim.compute.profile: the siblings through the package
     from pipesim.compute import profile_shapes as ps
+    from pipesim.compute.profile_stop import STOP_SIGNALS as STOP_SIGNALS  # re-exported
+    from pipesim.compute.profile_stop import TooLarge, shape_guard, stop_once
 else:  # run as a file, or re-run by a process the all-reduce spawned (see the docstring)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
         import profile_shapes as ps  # type: ignore[no-redef]
+        from profile_stop import STOP_SIGNALS as STOP_SIGNALS  # type: ignore[no-redef]
+        from profile_stop import TooLarge, shape_guard, stop_once  # type: ignore[no-redef]
     finally:
         del sys.path[0]
 
@@ -108,27 +111,6 @@ class Timer:
         return statistics.median(times)
 
 
-class TooLarge(ValueError):
-    """A shape needs more memory than the device has: the option and the shape that asked for it
-    (the command writes the rows measured before it, as an interrupt does)."""
-
-
-@contextlib.contextmanager
-def _shape(option: str, shape: str, tp: int) -> Iterator[None]:
-    """Within the block, torch's allocator failing (a CUDA or CPU out-of-memory error) raises
-    :class:`TooLarge` naming ``option`` and ``shape``."""
-    try:
-        yield
-    except RuntimeError as e:  # torch.OutOfMemoryError is one
-        text = str(e).strip()
-        if "out of memory" not in text.lower() and "allocate" not in text.lower():
-            raise
-        first = text.splitlines()[0][:200] if text else type(e).__name__
-        raise TooLarge(
-            f"{option} {shape} (tp {tp}): needs more memory than the device has ({first}); give a smaller one"
-        ) from None
-
-
 def measure_gemms(
     shapes: ps.Shapes,
     tokens: Iterable[int],
@@ -143,7 +125,7 @@ def measure_gemms(
     rows: list[dict[str, object]] = [] if into is None else into
     for tp in (tp for tp in tps if shapes.tp_refusal(tp) is None):
         for n in tokens:
-            with _shape("--tokens", str(n), tp):
+            with shape_guard("--tokens", str(n), tp):
                 times = {
                     op: t.median_s(partial(torch.matmul, t.full(n, k), t.full(k, m)))
                     for op, (k, m) in shapes.gemms(tp).items()
@@ -192,12 +174,12 @@ def measure_attention(
     for tp in (tp for tp in tps if shapes.tp_refusal(tp) is None):
         hq, hkv = shapes.n_heads // tp, -(-shapes.n_kv_heads // tp)
         for b, kv in decode:
-            with _shape("--decode", f"{b}x{kv}", tp):
+            with shape_guard("--decode", f"{b}x{kv}", tp):
                 k = t.full(b, hkv, kv, d)
                 sec = t.median_s(partial(_sdpa, t.full(b, hq, 1, d), k, k, None))
             rows.append(shapes.row("decode_attention", tp, batch_size=b, kv_len=kv, median_s=f"{sec:.6g}"))
         for n, kv in prefill:
-            with _shape("--prefill", f"{n}x{kv}", tp):
+            with shape_guard("--prefill", f"{n}x{kv}", tp):
                 k = t.full(1, hkv, kv + n, d)
                 sec = t.median_s(partial(_sdpa, t.full(1, hq, n, d), k, k, kv))
             rows.append(shapes.row("prefill_attention", tp, n_tokens=n, kv_len=kv, median_s=f"{sec:.6g}"))
@@ -272,37 +254,6 @@ def measure_allreduce(
 
 
 # -- the command --------------------------------------------------------------------------------
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def stop_once() -> Iterator[None]:
-    """Within the block the first SIGINT or SIGTERM raises KeyboardInterrupt, so a profile stopped
-    by ``timeout`` (SIGTERM by default), a scheduler or Ctrl-C writes the rows it measured; every
-    later one is ignored until the block ends, so that the writing cannot be cut short (``timeout``
-    signals the process and then its whole process group: each signal comes twice). The handlers
-    before are restored after; outside the main thread this does nothing. A twin of
-    ``pipesim.io.interrupts.sigterm_as_interrupt`` and ``deferred_interrupts`` together: run as a
-    file this script imports nothing of pipesim (see the module docstring)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _stop(signum: int, frame: object) -> None:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    # a signal ignored from the start (a script's background job) stays ignored, as Python leaves it
-    before = {
-        sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _device(text: str | None) -> Any:

@@ -8,6 +8,7 @@ anything runs (:func:`check_output`, :func:`check_save_dir`), so a long run neve
 failed write. A scenario is named the same way in every subcommand (:func:`build_scenario`, through
 :func:`pipesim.io.registry.resolve` and :func:`~pipesim.io.registry.build`), and a run file's
 recipe stores it so that it rebuilds anywhere (:func:`recipe_source`: file paths made absolute).
+What ``pipesim run`` writes beside its summary is :mod:`pipesim.io.cli_outputs`.
 
 The subcommands themselves are :mod:`pipesim.io.cli_run` (list, run, export),
 :mod:`pipesim.io.cli_sweep`, :mod:`pipesim.io.cli_trace` (trace, report) and
@@ -18,15 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pipesim.core.errors import MAX_SEED, shown
+from pipesim.io.cli_outputs import write_run_outputs as write_run_outputs  # re-exported
 
 __all__ = [
     "MAX_SEED",
@@ -369,48 +370,3 @@ def register_policies(specs: Sequence[str]) -> None:
             catalog.register_module(name)
         except ValueError as exc:
             raise UsageError(f"--policies: {exc}") from None
-
-
-def write_run_outputs(
-    args: Any,
-    result: Any,
-    out: IO[str],
-    payload: dict[str, Any] | None,
-    *,
-    saved: str,
-    html_page: Callable[[], str],
-    save: Callable[[str], object] | None = None,
-) -> None:
-    """What ``pipesim run`` writes beside its summary, for a slot scenario and a run spec alike:
-    ``--json`` (``payload``; ``-`` is stdout), ``--events`` (CSV or Parquet), ``--save`` (``saved``
-    is the line it prints; ``save(path)`` where the run saves more than its tables), ``--html``
-    (``html_page()``) and, last, ``--trace`` (a run whose lower bound of events passes
-    :data:`pipesim.io.trace.MAX_TRACE_EVENTS` is refused before it runs; one whose real count
-    passes it, here, once the others are written), each atomically."""
-    from pipesim.io.interrupts import write_atomic, write_text_atomic
-
-    if args.json and payload is not None:
-        text = json.dumps(payload, indent=2, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
-            print(f"wrote {args.json}", file=out)
-    if args.events:
-        ev = result.events
-        if Path(args.events).suffix.lower() == ".parquet":
-            write_atomic(args.events, lambda p: ev.to_parquet(p, index=False))
-        else:
-            write_atomic(args.events, lambda p: ev.to_csv(p, index=False))
-        print(f"wrote {args.events}", file=out)
-    if args.save:
-        (save or result.save)(args.save)
-        print(saved, file=out)
-    if args.html:
-        write_text_atomic(args.html, html_page())
-        print(f"wrote {args.html}", file=out)
-    if args.trace:  # last: a run too large to trace is refused after the other outputs are kept
-        from pipesim.io.trace import flows_note, write_trace
-
-        write_atomic(args.trace, lambda p: write_trace(result, p))
-        print(f"wrote {args.trace}{flows_note(getattr(result, 'trained', None))}", file=out)

@@ -34,9 +34,10 @@ none for the empirical replay, which has no parameters. They assume independent 
 No scipy: the normal CDF is an erf approximation (Abramowitz and Stegun 7.1.26, error < 1.5e-7).
 
 The parts: :mod:`pipesim.io.fit_readers` reads a column of a trace, :mod:`pipesim.io.fit_models`
-fits the three models; this module runs them on one column (:func:`fit_values`,
-:func:`fit_trace`), explains what the trace could not identify (:attr:`FitResult.notes`), and
-writes the results (text, JSON, the QQ plot). Every public name of the parts is re-exported here.
+fits the three models, :mod:`pipesim.io.fit_qq` draws the QQ plot; this module runs them on one
+column (:func:`fit_values`, :func:`fit_trace`), explains what the trace could not identify
+(:attr:`FitResult.notes`), and writes the results as text and JSON. Every public name of the
+parts is re-exported here.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ from pipesim.io.fit_models import (
 from pipesim.io.fit_models import (
     _turn_moments as _turn_moments,  # the tests check the turn moments directly
 )
+from pipesim.io.fit_qq import log_ticks, model_quantiles, qq_figure, write_qq
 from pipesim.io.fit_readers import (
     MIN_VALUES,
     Dropped,
@@ -109,6 +111,7 @@ __all__ = [
     "FitResult",
     "INTERVAL_LEVEL",
     "ModelFit",
+    "agent_draws",
     "agent_moments",
     "choose_model",
     "fit_agent",
@@ -120,6 +123,7 @@ __all__ = [
     "format_result",
     "kolmogorov_p",
     "ks_statistic",
+    "log_ticks",
     "model_mean",
     "model_quantiles",
     "normal_cdf",
@@ -302,91 +306,6 @@ def fit_trace(
         seed=seed,
         dropped=dropped,
     )
-
-
-# -- the QQ plot -----------------------------------------------------------------------------------
-def model_quantiles(fit: ModelFit, p: np.ndarray, x: np.ndarray, seed: int = 0) -> np.ndarray:
-    if fit.name == "log-normal":
-        m = fit.model
-        return m.median_s * np.exp(m.sigma * normal_ppf(p))  # type: ignore[no-any-return]
-    if fit.name == "agent":
-        n = agent_draws(fit.model)  # type: ignore[arg-type]
-        return np.quantile(fit.model.sample(n, np.random.default_rng(seed)), p)  # type: ignore[no-any-return]
-    half = np.random.default_rng(seed).permutation(x)[: len(x) // 2]
-    return np.quantile(half, p)  # type: ignore[no-any-return]
-
-
-def qq_figure(result: FitResult, n_points: int = 200) -> Any:
-    """A Plotly QQ plot: each model's quantiles against the data's, on log axes, with y = x."""
-    import plotly.graph_objects as go
-
-    from pipesim.io.viz.sweep import NUM, PALETTE
-
-    x = result.values
-    p = (np.arange(1, n_points + 1) - 0.5) / n_points
-    data_q = np.quantile(x, p)
-    fig = go.Figure()
-    for i, f in enumerate(result.fits.values()):
-        fig.add_trace(
-            go.Scatter(
-                x=data_q,
-                y=model_quantiles(f, p, x),
-                mode="markers",
-                marker=dict(size=5, color=PALETTE[i % len(PALETTE)]),
-                name=f"{f.name} (KS D = {f.ks:.3f})",
-                hovertemplate=f"{f.name}<br>data %{{x:{NUM}}} s, model %{{y:{NUM}}} s<extra></extra>",
-            )
-        )
-    lo, hi = float(data_q.min()), float(data_q.max())
-    fig.add_trace(
-        go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x", line=dict(color="#999", dash="dash"))
-    )
-    drawn = [np.asarray(t.y if axis == "y" else t.x, dtype=np.float64) for t in fig.data for axis in "xy"]
-    vals = np.concatenate(drawn)
-    vals = vals[np.isfinite(vals) & (vals > 0)]
-    ticks = log_ticks(float(vals.min()), float(vals.max())) if len(vals) else []
-    fig.update_layout(
-        title=f"QQ plot of {result.column} ({result.source}, {result.n:,} values)",
-        xaxis_title=f"data quantile of {result.column} (s)",  # seconds, after --scale
-        yaxis_title="model quantile (s)",
-        legend_title_text="model",
-        height=560,
-        width=720,
-        plot_bgcolor="white",
-    )
-    # full values at 1-2-5 steps (decades over a wide span): plotly's own log ticks printed the
-    # minor ones as single digits, so 500 read "5" beside "100"
-    axis = dict(type="log", showgrid=True, gridcolor="#eee")
-    if ticks:
-        axis.update(tickmode="array", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
-    fig.update_xaxes(**axis)
-    fig.update_yaxes(**axis)
-    return fig
-
-
-def log_ticks(lo: float, hi: float, most: int = 12) -> list[float]:
-    """The ticks of a log axis over ``[lo, hi]`` (both > 0): the first of 1 to 9, of 1, 2 and 5,
-    and of 1 alone (decades) x 10^k that gives ``most`` ticks or fewer; the one beyond each end is
-    kept (the axis pads its range a little past the data)."""
-    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    ticks: list[float] = []
-    for mults in (range(1, 10), (1, 2, 5), (1,)):
-        every = [float(f"{m * 10.0**k:.12g}") for k in range(k0, k1 + 1) for m in mults]
-        below = [t for t in every if t <= lo][-1:]
-        above = [t for t in every if t >= hi][:1]
-        ticks = list(dict.fromkeys(below + [t for t in every if lo < t < hi] + above))
-        if len(ticks) <= most:
-            break
-    return ticks
-
-
-def write_qq(result: FitResult, path: str | Path) -> Path:
-    from pipesim.io.interrupts import write_text_atomic
-    from pipesim.io.viz import figures_to_html
-
-    p = Path(path)  # whole or not at all, as the other pages are written
-    write_text_atomic(p, figures_to_html([qq_figure(result)], title=f"QQ plot: {result.column}"))
-    return p
 
 
 def format_result(result: FitResult) -> str:

@@ -10,14 +10,11 @@ dropped and counted. In the typed formats (JSON, JSON lines, Parquet) a number w
 so a writer that quotes its numbers passed for one that does not (a CSV's cells are all text, and
 its numbers are read from it). :mod:`pipesim.io.fit` re-exports these names.
 
-Dropped rows are never silent (:func:`read_fit_columns`): each is counted under why (``missing``,
-``not a number`` for text such as ``12s`` or a JSON flag, ``not finite`` for ``inf``, ``not
-positive``, or, in a turn column, ``below 1``), and the first few of each are named by line (a
-CSV's, header included) or row (the other formats) with the cell as written (:class:`Dropped`,
-its rows :class:`DroppedRow`: data that ``--json`` writes as such, not the printed phrase).
-Missing cells are dropped as before: a trace's gaps are common. A turn column's cell that is a
-number but not a whole one (2.5), or above the agent model's ``max_turns``, is refused naming the
-column and the line: it is no count of turns, or one the model cannot draw.
+Dropped rows are never silent (:func:`read_fit_columns`): each is counted under why and the first
+few are named by line or row (:mod:`pipesim.io.fit_dropped`, whose names are re-exported here). A
+turn column's cell that is a number but not a whole one (2.5), or above the agent model's
+``max_turns``, is refused naming the column and the line: it is no count of turns, or one the
+model cannot draw.
 
 Size: a trace is read whole, so a file above :data:`pipesim.core.readfile.LOG_MAX_BYTES` (256 MiB,
 the bound of every log the project reads) is refused before it is read, naming the file, its size
@@ -35,7 +32,6 @@ import errno
 import io
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +40,20 @@ import pandas as pd
 from pipesim.core.errors import shown
 from pipesim.core.readfile import LOG_MAX_BYTES, read_bytes
 from pipesim.core.validate import FieldError
+from pipesim.io.fit_dropped import (
+    SHOWN_ROWS,
+    Dropped,
+    DroppedRow,
+    describe_dropped,
+    drop_reasons,
+    dropped_of,
+    row_labels,
+    row_lines,
+)
 from pipesim.io.parquet import read_parquet
 
 __all__ = [
+    "SHOWN_ROWS",
     "Dropped",
     "DroppedRow",
     "FitError",
@@ -239,84 +246,8 @@ def read_column(path: str | Path, column: str, scale: float = 1.0) -> tuple[np.n
     return col[keep], int((~keep).sum())
 
 
-# -- what was dropped, and where -------------------------------------------------------------------
-SHOWN_ROWS = 3
-"""How many rows of each kind of dropped cell a fit names (the rest are counted)."""
-
-
-@dataclass(frozen=True)
-class DroppedRow:
-    """One dropped row named: its data row (1-based), its ``line`` in a CSV or TSV (None in the other
-    formats), and its ``cell``: None where missing, the cell as written where it is no number (text,
-    or a JSON true or false), else the number read (before ``--scale``; ``inf`` where not finite)."""
-
-    row: int
-    line: int | None
-    cell: str | float | bool | None
-
-    @property
-    def label(self) -> str:
-        """``line 5: '12s'``, ``line 9: inf``, ``row 3`` (missing): as the fit's first line names it."""
-        where = f"line {self.line}" if self.line is not None else f"row {self.row}"
-        if self.cell is None:
-            return where
-        return f"{where}: {self.cell:g}" if isinstance(self.cell, float) else f"{where}: {shown(self.cell)}"
-
-
-@dataclass(frozen=True)
-class Dropped:
-    """Rows of a trace left out of a fit for one reason: ``count`` of them, the first
-    :data:`SHOWN_ROWS` named (``rows``; ``first`` as printed, ``line 5: '12s'``)."""
-
-    column: str
-    reason: str
-    count: int
-    rows: tuple[DroppedRow, ...]
-
-    @property
-    def first(self) -> tuple[str, ...]:
-        return tuple(r.label for r in self.rows)
-
-
-def row_lines(path: str | Path, rows: list[int]) -> dict[int, int | None]:
-    """The line of each of ``rows`` (0-based data rows) in a CSV or TSV (its header is line 1; blank
-    lines, which the reader skips, are counted); None for each in the other formats."""
-    p = Path(path)
-    out: dict[int, int | None] = dict.fromkeys(rows)
-    if p.suffix.lower() not in (".csv", ".tsv", ".txt") or not rows:
-        return out
-    want, k, last = set(rows), -1, max(rows)  # k: the data row of the next non-blank line (-1: header)
-    with p.open(newline="", errors="replace") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if k in want:
-                out[k] = line_no
-            k += 1
-            if k > last:
-                break
-    return out
-
-
-def row_labels(path: str | Path, rows: list[int]) -> dict[int, str]:
-    """Where each of ``rows`` (0-based data rows) is in the file: ``line N`` of a CSV or TSV
-    (:func:`row_lines`), else ``row N`` (1-based)."""
-    return {i: f"row {i + 1}" if n is None else f"line {n}" for i, n in row_lines(path, rows).items()}
-
-
 def _rows(n: int) -> str:
     return f"{n:,} row" + ("" if n == 1 else "s")
-
-
-def _reasons(cells: pd.Series, values: np.ndarray, usable: np.ndarray, below: str) -> np.ndarray:
-    """Per row, why it cannot be used (``""`` where it can)."""
-    missing = cells.isna().to_numpy()
-    why = np.full(len(values), "", dtype=object)
-    why[~usable & np.isinf(values)] = "not finite"
-    why[~usable & np.isfinite(values)] = below
-    why[np.isnan(values) & ~missing] = "not a number"
-    why[missing] = "missing"
-    return why
 
 
 def _turn_refusals(path: str | Path, t: np.ndarray, name: str, max_turns: int) -> None:
@@ -351,14 +282,16 @@ def read_fit_columns(
     df = read_table(path)
     col = scaled(column_values(df, path, column), scale, path, column)
     ok = np.isfinite(col) & (col > 0)
-    why = _reasons(df[column], col, ok, "not positive")
+    why = drop_reasons(df[column], col, ok, "not positive")
     keep, turns, t_ok = ok, None, ok
     whys = [(column, why)]
     if turns_column is not None:
         t = column_values(df, path, turns_column).to_numpy(dtype=np.float64)
         _turn_refusals(path, t, turns_column, max_turns)
         t_ok = np.isfinite(t) & (t >= 1)
-        whys.append((turns_column, np.where(why == "", _reasons(df[turns_column], t, t_ok, "below 1"), "")))
+        whys.append(
+            (turns_column, np.where(why == "", drop_reasons(df[turns_column], t, t_ok, "below 1"), ""))
+        )
         keep = ok & t_ok
         turns = t[keep]
     if keep.sum() < MIN_VALUES:
@@ -371,35 +304,7 @@ def read_fit_columns(
             str(bad),
             str(path),
         )
-    dropped = []
-    for name, w in whys:
-        for reason in ("missing", "not a number", "not finite", "not positive", "below 1"):
-            rows = np.flatnonzero(w == reason)
-            if len(rows):
-                first = rows[:SHOWN_ROWS].tolist()
-                lines = row_lines(path, first)
-                named = tuple(DroppedRow(i + 1, lines[i], _cell(df[name], i, reason)) for i in first)
-                dropped.append(Dropped(name, reason, len(rows), named))
-    return col[keep], turns, int((~keep).sum()), tuple(dropped)
-
-
-def _cell(cells: pd.Series, i: int, reason: str) -> str | float | bool | None:
-    """Row ``i``'s cell as :class:`DroppedRow` holds it (the number before ``--scale``)."""
-    if reason == "missing":
-        return None
-    cell = cells.iloc[i]
-    if reason != "not a number":
-        return float(pd.to_numeric(cell, errors="coerce"))
-    return bool(cell) if isinstance(cell, bool | np.bool_) else str(cell)
-
-
-def describe_dropped(dropped: tuple[Dropped, ...]) -> str:
-    """``'d': 1 missing (line 5), 2 not finite (line 9: inf, line 12: -inf)``, columns apart by ``;``."""
-    by_column: dict[str, list[str]] = {}
-    for d in dropped:
-        more = f", and {d.count - len(d.first):,} more" if d.count > len(d.first) else ""
-        by_column.setdefault(d.column, []).append(f"{d.count:,} {d.reason} ({', '.join(d.first)}{more})")
-    return "; ".join(f"{shown(c)}: {', '.join(parts)}" for c, parts in by_column.items())
+    return col[keep], turns, int((~keep).sum()), dropped_of(df, path, whys)
 
 
 def check_turns(turns: np.ndarray, cap: int, source: str) -> None:

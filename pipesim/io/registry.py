@@ -19,7 +19,10 @@ module is not importable is skipped.
 :func:`resolve` both read one :func:`registry` snapshot and report an unknown name with the same
 message (the closest names, then every valid one).
 
-Overrides (``--set key=value``, ``--over key=v1,v2``) are parsed in :mod:`pipesim.io.overrides`
+An entry (:class:`Entry`, and :class:`PresetFile` for a file naming a preset) is its own module,
+:mod:`pipesim.io.registry_entry`: its parameters, and building it with a refusal that names the
+parameter given. Overrides (``--set key=value``, ``--over key=v1,v2``) are parsed in
+:mod:`pipesim.io.overrides`
 (:func:`build`, :func:`parse_value`, :func:`valid_keys`, ...); they are re-exported here, where
 callers have always found them.
 """
@@ -30,10 +33,8 @@ import difflib
 import importlib.util
 import inspect
 import os
-import typing
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -56,6 +57,7 @@ from pipesim.io.overrides import (
     split_pair,
     valid_keys,
 )
+from pipesim.io.registry_entry import Entry, PresetFile
 from pipesim.io.user_code import const_factory as _const
 from pipesim.io.user_code import import_factory, is_module_path
 
@@ -87,86 +89,6 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "pipesim.scenarios"
 """The entry-point group through which packages register scenarios."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One registered scenario: a name, a one-line description and a factory.
-
-    The factory's named parameters (not ``**kwargs``) are the scenario's *parameters*: ``--set``
-    passes them to the factory (:meth:`build`).
-    """
-
-    name: str
-    description: str
-    factory: Callable[..., Scenario]
-
-    def parameters(self) -> dict[str, inspect.Parameter]:
-        """The factory's named parameters (those ``--set`` passes to it), by name."""
-        try:
-            sig = inspect.signature(self.factory)
-        except (TypeError, ValueError):
-            return {}
-        return {
-            n: p
-            for n, p in sig.parameters.items()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not n.startswith("_")
-        }
-
-    def takes_pipeline(self) -> bool:
-        """Whether the factory takes ``**pipeline`` (the presets' convention: PipelineConfig keys it
-        builds its pipeline from, and sizes its own task pool by)."""
-        try:
-            sig = inspect.signature(self.factory)
-        except (TypeError, ValueError):
-            return False
-        return any(p.kind is p.VAR_KEYWORD and n == "pipeline" for n, p in sig.parameters.items())
-
-    def parameter_hints(self) -> dict[str, Any]:
-        try:
-            return typing.get_type_hints(self.factory)
-        except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to the defaults' types
-            return {}
-
-    def build(self, **params: Any) -> Scenario:
-        """The factory's scenario for ``params``. A refusal names the parameter the caller gave,
-        not the field of whatever the factory built from it (``systems:roll`` with
-        ``async_generation_ratio=-1`` was refused as ``ratio``): see :meth:`_blame`."""
-        try:
-            s = self.factory(**params)
-        except (ValueError, TypeError) as exc:
-            msg = str(exc)
-            field = exc.field if isinstance(exc, FieldError) else ""
-            given = self._blame(params, field)
-            if given is not None:
-                msg, field = f"{given}={shown(params[given])}: {msg}", given
-            raise FieldError(
-                msg if msg.startswith(self.name) else f"scenario {shown(self.name)}: {msg}", field
-            ) from None
-        if not isinstance(s, Scenario):
-            raise FieldError(
-                f"scenario {shown(self.name)}: factory returned {type(s).__name__}, not a Scenario",
-                "scenario",
-            )
-        return s
-
-    def _blame(self, params: dict[str, Any], field: str) -> str | None:
-        """Which of ``params`` a refusal of ``field`` comes from, when ``field`` is not one of them
-        (a factory turns its parameters into other configs' fields: ROLL's
-        ``async_generation_ratio`` into ``ratio``, PipelineRL's ``batch_size`` into ``max_lag``):
-        the first that the factory refuses alone, with its defaults for the rest; None when the
-        field is a given parameter, or no single one is refused alone (then the refusal stands as
-        it is). Runs only on the error path; a factory is cheap to build."""
-        if not params or field in params or field.rsplit(".", 1)[-1] in params:
-            return None
-        for key, value in params.items():
-            if len(params) == 1:
-                return key
-            try:
-                self.factory(**{key: value})
-            except (ValueError, TypeError):
-                return key
-        return None
 
 
 def _builtin() -> list[Entry]:
@@ -339,34 +261,6 @@ def _factory_or_name(reg: Mapping[str, Entry], spec: str, where: str, attr: str)
         if _close_names(reg, spec) and not _importable(where):
             _named(reg, spec, f" ({shown(where)} is neither a registered prefix nor an importable module)")
         raise
-
-
-@dataclass(frozen=True)
-class PresetFile(Entry):
-    """A scenario file naming a preset (``pipesim export systems:areal``'s ``[system]`` table),
-    built as the preset is: its knobs are the preset's parameters with the file's values as their
-    defaults, so ``--set`` on the file does what it does on the preset's name (a knob goes to the
-    factory, and ``steps`` sizes the preset's task pool, :func:`pipesim.io.overrides.build`). Built
-    as written, it is the scenario the file's reader built (:func:`~pipesim.io.scenario_files.
-    read_scenario_file`, whose refusals name the file and key)."""
-
-    preset: Entry
-    knobs: Mapping[str, Any]
-    as_written: Scenario
-
-    def parameters(self) -> dict[str, inspect.Parameter]:
-        return {
-            n: p.replace(default=self.knobs[n]) if n in self.knobs else p
-            for n, p in self.preset.parameters().items()
-        }
-
-    def parameter_hints(self) -> dict[str, Any]:
-        return self.preset.parameter_hints()
-
-    def build(self, **params: Any) -> Scenario:
-        if not params:
-            return self.as_written
-        return self.preset.build(**{**self.knobs, **params})
 
 
 SCENARIO_FILE_SUFFIXES = (".toml", ".yaml", ".yml")
