@@ -8,8 +8,9 @@
    consecutive versions, :func:`~pipesim.io.viz.palette.version_band`, one trace a band);
 2. **buffer depth** -- finished episodes waiting for the trainer, the mean over each bin: an
    episode enters at its end and leaves when the training step that takes it starts (a dropped one
-   at the next step's start after its end, where the batch policy discards it; one still buffered
-   at the run's end);
+   when the batch policy discards it, the episode table's ``discarded_s``, as
+   :mod:`pipesim.io.trace` reads it; a table saved before that column, at the next step's start
+   after its end; one still buffered at the run's end);
 3. **slots generating** -- the share of slots generating, per time bin, and **trainer busy**,
    the share of each bin the trainer trains, both clipped to [0, 1];
 
@@ -22,10 +23,12 @@ partial rollout trains episodes continued across updates above it by design).
 Every series is a time-weighted mean per bin (:func:`binned_means`: one pass over the tables, no
 loop over episodes or versions), so a run of millions of segments draws in a second in ``n_bins``
 points a series (counts at each bin's middle drew a 2,500-step run's 5 s syncs as drops to zero
-in flight, and its buffer as noise). Count axes tick without repeats (:func:`count_ticks`); the
-version legend lies under the first panel, every entry shown. It works on a ``RunResult`` and on
-a run loaded with :func:`pipesim.load`; :func:`pipesim.io.viz.run_views` chooses it instead of the
-timeline above ``AGGREGATE_THRESHOLD`` slots.
+in flight, and its buffer as noise). Each is drawn as steps, its value over its own bin
+(:data:`STEP_SHAPE`), and its hover names the bin (``mean over 30 s to 60 s``). Count axes tick
+without repeats (:func:`count_ticks`); the version legend lies under the first panel, every
+entry shown. It works on a ``RunResult`` and on a run loaded with :func:`pipesim.load`;
+:func:`pipesim.io.viz.run_views` chooses it instead of the timeline above ``AGGREGATE_THRESHOLD``
+slots.
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ from pipesim.io.viz.binning import (  # moved there; importing them from here st
     COUNT_TICKS,
     _count_at,
     _support,
+    bin_middles,
+    bin_spans,
     binned_means,
     busy_share,
     count_ticks,
     mean_count,
 )
-from pipesim.io.viz.palette import TRAIN_COLOR, n_versions_of, version_colors
+from pipesim.io.viz.palette import TRAIN_COLOR, band_color, n_versions_of, version_colors
 from pipesim.io.viz.runs import band_label, eta_bounds, run_of  # eta_bounds: importable here too
 from pipesim.io.viz.traces import add_specs
 
@@ -61,6 +66,13 @@ N_BINS, MAX_BINS = 400, 100_000
 BUFFER_COLOR, UTIL_COLOR = "#7f7f7f", "#ff7f0e"
 STALENESS_SCALE = [[0.0, "#dadaeb"], [0.5, "#807dba"], [1.0, "#3f007d"]]
 """The heatmap's colours: its lightest (one episode) stays visible on white (no episodes)."""
+STEP_SHAPE = "hvh"
+"""The line shape of every per-bin series: a point at each bin's middle (``bin_middles``), the step
+between two points halfway, on the bin edge, so bin k's value is drawn over bin k (the first and
+last half bins excepted: a line ends at its last point). ``"hv"`` at the middles drew each value
+from its bin's middle to the next one's, half a bin late."""
+BIN_HOVER = "mean over %{customdata[0]:,.4~r} s to %{customdata[1]:,.4~r} s"
+"""The hover's bin, from ``customdata`` (each point's bin edges, :func:`bin_spans`)."""
 TIME_FORMAT = ",~r"
 """The d3 format of a time axis in seconds, here and in the timeline: thousands separators
 (``2,500``, ``50,000``; plotly's default printed ``2.5k`` and ``50k``) and a short run's
@@ -78,6 +90,8 @@ __all__ = [
     "eta_bounds",
     "in_flight",
     "in_flight_mean",
+    "bin_middles",
+    "bin_spans",
     "binned_means",
     "mean_count",
     "run_name",
@@ -113,6 +127,14 @@ def in_flight_mean(events: Any, edges: np.ndarray, key: Any = int) -> dict[Any, 
     return dict(zip(keys, means))
 
 
+def _discarded_at(ended: Any) -> np.ndarray:
+    """When each episode of ``ended`` was discarded (NaN where it was not, or where the table was
+    saved before it had ``discarded_s``)."""
+    if "discarded_s" not in ended.columns:
+        return np.full(len(ended), np.nan)
+    return ended["discarded_s"].to_numpy(dtype=np.float64, na_value=np.nan)  # type: ignore[no-any-return]
+
+
 def _buffered(result: Any) -> tuple[np.ndarray, np.ndarray]:
     """When each finished episode entered the buffer and left it (see the module docstring)."""
     eps = result.episode_table
@@ -131,6 +153,9 @@ def _buffered(result: Any) -> tuple[np.ndarray, np.ndarray]:
         dropped = (ended["status"] == "discarded").to_numpy()
         nxt = np.searchsorted(step_start, enter[dropped], side="left")
         leave[dropped] = np.where(nxt < len(step_start), step_start[np.minimum(nxt, len(step_start) - 1)], T)
+    gone = _discarded_at(ended)  # when the batch policy dropped it, where the table says
+    known = ~np.isnan(gone)
+    leave[known] = gone[known]
     return enter, np.maximum(leave, enter)
 
 
@@ -151,7 +176,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     ev, T = result.events, float(result.sim_time_s)
     n_slots = int(result.scenario.pipeline.n_slots)
     edges = np.linspace(0.0, T if T > 0 else 1.0, n_bins + 1)
-    mid = (edges[:-1] + edges[1:]) / 2
+    mid, spans = bin_middles(edges), bin_spans(edges)
     name = title or run_name(result)
     n_versions = n_versions_of(ev)
     colors = version_colors(n_versions)  # the timeline's colours for the same run
@@ -171,29 +196,31 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         ),
     )
     stack: list[dict[str, Any]] = []
-    for (lo, hi, label), counts in bands.items():
+    for (lo, _, label), counts in bands.items():
         keep = _support(counts)  # a band's own bins: the stack infers zero elsewhere
-        color = colors[((lo + hi) // 2) % len(colors)]
+        color = band_color(lo, colors)  # the timeline's legend swatch for the band
         stack.append(
             dict(
                 type="scatter",
                 x=mid[keep].tolist(),  # a few points each: lists are cheaper than arrays to add
                 y=counts[keep].tolist(),
+                customdata=spans[keep].tolist(),
                 mode="lines",
+                line_shape=STEP_SHAPE,
                 stackgroup="flight",
                 stackgaps="infer zero",
                 line=dict(width=0.5, color=color),
                 fillcolor=color,
                 name=label,
                 legendgroup=label,
-                hovertemplate=f"{label}: %{{y:,.1f}} in flight (bin mean) at %{{x:,.0f}} s<extra></extra>",
+                hovertemplate=f"{label}: %{{y:,.1f}} in flight, {BIN_HOVER}<extra></extra>",
             )
         )
     add_specs(fig, stack, row=1)  # one trace a version, thousands in a long run: added at once
     depth = buffer_mean(result, edges)
     gen, train = ev[ev["kind"] == "gen"], ev[ev["kind"] == "train"]
     for row, series, color, vals, hover in (
-        (2, "buffer depth", BUFFER_COLOR, depth, "%{y:,.1f} buffered (bin mean)"),
+        (2, "buffer depth", BUFFER_COLOR, depth, "%{y:,.1f} buffered"),
         (3, "slots generating", UTIL_COLOR, busy_share(edges, gen["start_s"], gen["end_s"], n_slots), ""),
         (3, "trainer busy", TRAIN_COLOR, busy_share(edges, train["start_s"], train["end_s"], 1.0), ""),
     ):
@@ -201,12 +228,13 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
             go.Scatter(
                 x=mid,
                 y=vals,
+                customdata=spans,
                 mode="lines",
-                line=dict(color=color, shape="hv"),
+                line=dict(color=color, shape=STEP_SHAPE),
                 name=series,
                 legendgroup="series",
                 legend="legend2",
-                hovertemplate=f"{hover or series + ': %{y:.0%}'} at %{{x:,.0f}} s<extra></extra>",
+                hovertemplate=f"{hover or series + ': %{y:.0%}'}, {BIN_HOVER}<extra></extra>",
             ),
             row=row,
             col=1,

@@ -14,7 +14,26 @@ import math
 
 import numpy as np
 
-__all__ = ["COUNT_TICKS", "binned_means", "busy_share", "count_ticks", "mean_count"]
+__all__ = [
+    "COUNT_TICKS",
+    "bin_middles",
+    "bin_spans",
+    "binned_means",
+    "busy_share",
+    "count_ticks",
+    "mean_count",
+]
+
+
+def bin_middles(edges: np.ndarray) -> np.ndarray:
+    """Where the aggregate view draws each bin's point (its middle; the line's steps fall halfway
+    between two points, on the bin edges: ``pipesim.io.viz.aggregate.STEP_SHAPE``)."""
+    return (edges[:-1] + edges[1:]) / 2  # type: ignore[no-any-return]
+
+
+def bin_spans(edges: np.ndarray) -> np.ndarray:
+    """``(n_bins, 2)``: each bin's first and last second (a hover's ``customdata``)."""
+    return np.column_stack([edges[:-1], edges[1:]])
 
 
 def _count_at(t: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@
   (:mod:`pipesim.io.viz.timeline`) and the aggregate view (:mod:`pipesim.io.viz.aggregate`) both
   use it, so version 3 has the same colour in both. Past :data:`MAX_VERSION_LEGEND` versions both
   list bands of consecutive versions in their legends (:func:`version_band`), the same bands in
-  both.
+  both, each in the one colour :func:`band_color` gives it (its first version's): the timeline's
+  legend swatch and the aggregate view's stacked band (which had the band's middle version's).
 * The timeline's lanes and marks: :data:`TRAIN_COLOR`, :data:`SYNC_COLOR`, :data:`PAUSE_COLOR`,
   :data:`MARKS` and the legend's title :data:`LEGEND_TITLE`.
 * Replicas: :func:`replica_colors`, the D3 colours for up to ten replicas (as before), then, for
@@ -19,6 +20,7 @@ seam: these are decisions about colour, not about how a run is laid out.
 from __future__ import annotations
 
 import colorsys
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -35,6 +37,7 @@ __all__ = [
     "PAUSE_COLOR",
     "SYNC_COLOR",
     "TRAIN_COLOR",
+    "band_color",
     "delta_e",
     "n_versions_of",
     "replica_colors",
@@ -79,6 +82,13 @@ def version_band(version: int, n_versions: int) -> tuple[int, int, str]:
     first = int(version) // width * width
     last = max(min(first + width, int(n_versions)) - 1, int(version))  # the last band may be short
     return first, last, f"v{first}" if width == 1 else f"v{first}-v{last}"
+
+
+def band_color(version: int, colors: Sequence[str]) -> str:
+    """The colour of the legend band of ``version`` in the palette ``colors`` (one a version,
+    :func:`version_colors`): its first version's colour. Both views ask it, so a band has one
+    colour in both; a band of one version is that version's colour."""
+    return colors[version_band(version, len(colors))[0] % len(colors)]
 
 
 def version_entries(n_versions: int) -> int:

@@ -3,21 +3,25 @@
 :func:`segments_frame` joins each generation segment of a run's events table (one per episode and
 policy version it generated under) with its episode's task, duration, versions, staleness at
 training and status, and gives it the row ``y`` of its (replica, slot) lane; :func:`retried_ids`
-names the episodes that relaunch a failed or aborted one. They are pandas and numpy only (no
+names the episodes that relaunch a failed or aborted one; :func:`version_groups` splits the segments
+by version, each with its legend band and that band's colour. They are pandas and numpy only (no
 plotly), split from :mod:`pipesim.io.viz.timeline`, which draws them, so that module stays a
 readable size and this part can be used (and tested) without a figure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pipesim.io.viz.palette import band_color
+from pipesim.io.viz.runs import band_label
 from pipesim.results.run import RunResult
 
-__all__ = ["episode_info", "lane_index", "retried_ids", "segments_frame"]
+__all__ = ["episode_info", "lane_index", "retried_ids", "segments_frame", "version_groups"]
 
 
 def lane_index(gen: pd.DataFrame) -> dict[tuple[int, int], int]:
@@ -76,3 +80,19 @@ def retried_ids(result: Any) -> np.ndarray:
     if lineage is not None and len(lineage):
         return lineage.loc[lineage["parent"] >= 0, "episode_id"].to_numpy()  # type: ignore[no-any-return]
     return np.zeros(0, dtype=np.int64)
+
+
+def version_groups(
+    seg: pd.DataFrame, colors: Sequence[str]
+) -> Iterator[tuple[int, pd.DataFrame, str, str | None]]:
+    """Per version of ``seg`` in order: the version, its segments, its legend band's label and,
+    where its trace would be the first to list its band but is not the band's first version, the
+    band's colour (:func:`~pipesim.io.viz.palette.band_color`) for a legend-only entry before it,
+    else None. A legend shows a band in the colour of the first trace in it: without the entry, a
+    band whose first version had no segment here showed another version's colour."""
+    seen: set[str] = set()
+    for v, g in seg.groupby("version", sort=True):
+        version = int(str(v))
+        lo, _, label = band_label(version, len(colors))
+        yield version, g, label, band_color(lo, colors) if label not in seen and version != lo else None
+        seen.add(label)

@@ -15,12 +15,13 @@ bound by design), plain where it did not, none where the admission rule has a bo
 aborted episode). Hover on a segment shows episode id, task, duration, versions (started, segment, newest),
 staleness at training and status.
 
-Scale: up to ``WEBGL_THRESHOLD`` segments, segments are SVG bars (crisp, with version labels on
-small runs). Above it (e.g. 1,024 slots x 20 steps, ~25k segments) segments are drawn as WebGL
-line segments (``Scattergl``, one trace per version) and hover comes from one WebGL marker trace
-at segment midpoints; pause bars are omitted (the gap plus the sync band shows the pause), and
-slot tick labels are thinned. For runs that large the aggregate view (:mod:`pipesim.io.viz.aggregate`)
-says more; :func:`pipesim.io.viz.run_views` picks it.
+Scale: up to ``WEBGL_THRESHOLD`` segments are SVG bars (crisp; up to 400 labelled with the version
+their episode *started* under, whence its staleness counts, coloured by their own version: a partial
+rollout's continued segment coloured v3 reads "v2"; the hover gives both). Above it (1,024 slots x 20
+steps, ~25k segments) segments are WebGL line segments (``Scattergl``, one trace per version), hover
+comes from one WebGL marker trace at segment midpoints, pause bars are omitted (the gap plus the sync
+band shows the pause), and slot tick labels are thinned. The aggregate view
+(:mod:`pipesim.io.viz.aggregate`) says more of such runs; :func:`pipesim.io.viz.run_views` picks it.
 
 This module draws. The frame of segments it draws (one row per segment, with its episode's
 details and its row) is built in :mod:`pipesim.io.viz.segments`, and the colours (versions, lanes,
@@ -53,9 +54,9 @@ from pipesim.io.viz.palette import (  # moved there; importing them from here st
     version_colors,
     version_entries,
 )
-from pipesim.io.viz.runs import band_label, named_runs
-from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame
-from pipesim.io.viz.traces import add_specs
+from pipesim.io.viz.runs import named_runs
+from pipesim.io.viz.segments import lane_index, retried_ids, segments_frame, version_groups
+from pipesim.io.viz.traces import add_specs, legend_entry
 
 WEBGL_THRESHOLD = 4_000
 """Generation segments above which a run is drawn with WebGL traces instead of SVG bars."""
@@ -73,8 +74,6 @@ HOVER = (
     "staleness at training: %{customdata[6]}<br>status: %{customdata[7]}"
     "<br>%{base:,.1f} s to %{customdata[8]:,.1f} s<extra></extra>"
 )
-
-
 LABEL_PX = 14
 """Fewest pixels between two slot tick labels (12 px text): closer ones overlap."""
 
@@ -128,8 +127,7 @@ def add_run(
             row=row,
             col=1,
         )
-    train = ev[ev["kind"] == "train"]
-    sync = ev[ev["kind"] == "sync"]
+    train, sync = ev[ev["kind"] == "train"], ev[ev["kind"] == "sync"]
     for df, y, color, name in [
         (train, 0, TRAIN_COLOR, "training step"),
         (sync, 1, SYNC_COLOR, "weight sync"),
@@ -177,35 +175,37 @@ def add_run(
                 col=1,
             )
         label_bars = len(seg) <= 400
-        bars = [
-            dict(
-                type="bar",
-                y=g["y"].to_numpy(),
-                x=(g["end_s"] - g["start_s"]).to_numpy(),
-                base=g["start_s"].to_numpy(),
-                orientation="h",
-                marker=dict(color=colors[int(str(v)) % len(colors)], line=dict(width=0.5, color="white")),
-                width=0.8,
-                name=band_label(int(str(v)), len(colors))[2],  # v3, or its band: v64-v127
-                legendgroup=band_label(int(str(v)), len(colors))[2],
-                showlegend=showlegend,
-                customdata=g[cd_cols].to_numpy(),
-                hovertemplate=HOVER,
-                text=[f"v{x}" for x in g["version_episode"]] if label_bars else None,
-                textposition="inside",
-                insidetextanchor="middle",
-                textangle=0,
+        bars: list[dict[str, Any]] = []
+        for v, g, label, swatch in version_groups(seg, colors):  # label: v3, or its band: v64-v127
+            bars += [legend_entry("bar", label, swatch, showlegend)] if swatch else []
+            bars.append(
+                dict(
+                    type="bar",
+                    y=g["y"].to_numpy(),
+                    x=(g["end_s"] - g["start_s"]).to_numpy(),
+                    base=g["start_s"].to_numpy(),
+                    orientation="h",
+                    marker=dict(color=colors[v % len(colors)], line=dict(width=0.5, color="white")),
+                    width=0.8,
+                    name=label,
+                    legendgroup=label,
+                    showlegend=showlegend,
+                    customdata=g[cd_cols].to_numpy(),
+                    hovertemplate=HOVER,
+                    text=[f"v{x}" for x in g["version_episode"]] if label_bars else None,
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textangle=0,
+                )
             )
-            for v, g in seg.groupby("version", sort=True)
-        ]
         add_specs(fig, bars, row)  # one trace a version, thousands in a long run: added at once
     else:
         width = float(np.clip(700 / max(n_rows, 1), 1, 6))
         lines: list[dict[str, Any]] = []
-        for v, g in seg.groupby("version", sort=True):
+        for v, g, label, swatch in version_groups(seg, colors):
+            lines += [legend_entry("scattergl", label, swatch, showlegend)] if swatch else []
             k = len(g)
-            xs = np.full(3 * k, np.nan)
-            ys = np.full(3 * k, np.nan)
+            xs, ys = np.full(3 * k, np.nan), np.full(3 * k, np.nan)
             xs[0::3], xs[1::3] = g["start_s"], g["end_s"]
             ys[0::3], ys[1::3] = g["y"], g["y"]
             lines.append(
@@ -214,9 +214,9 @@ def add_run(
                     x=xs,
                     y=ys,
                     mode="lines",
-                    line=dict(color=colors[int(str(v)) % len(colors)], width=width),
-                    name=band_label(int(str(v)), len(colors))[2],
-                    legendgroup=band_label(int(str(v)), len(colors))[2],
+                    line=dict(color=colors[v % len(colors)], width=width),
+                    name=label,
+                    legendgroup=label,
                     showlegend=showlegend,
                     hoverinfo="skip",
                     connectgaps=False,

@@ -15,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = ["add_specs", "subplot_axes"]
+__all__ = ["add_specs", "legend_entry", "subplot_axes"]
 
 
 def subplot_axes(fig: go.Figure, row: int, col: int = 1) -> dict[str, str]:
@@ -33,3 +33,13 @@ def add_specs(fig: go.Figure, specs: Sequence[dict[str, Any]], row: int, col: in
     ``fig``, in order, in one call."""
     axes = subplot_axes(fig, row, col)
     fig.add_traces([{**spec, **axes} for spec in specs])
+
+
+def legend_entry(kind: str, name: str, color: str, showlegend: bool = True) -> dict[str, Any]:
+    """A trace of ``kind`` (``"bar"``, ``"scattergl"``) that draws nothing and lists ``name`` in
+    ``color`` in the legend, in the legend group ``name`` (one point at None: plotly lists no trace
+    without points). The timeline lists a band of versions in :func:`~pipesim.io.viz.palette.band_color`
+    with it where the band's first version has no segment of its own."""
+    spec: dict[str, Any] = dict(type=kind, x=[None], y=[None], name=name, legendgroup=name)
+    style = dict(marker=dict(color=color)) if kind == "bar" else dict(mode="lines", line=dict(color=color))
+    return {**spec, **style, "showlegend": showlegend, "hoverinfo": "skip"}
