@@ -8,13 +8,17 @@ and names its column. ``--seeds N`` runs each design that runs (a scenario, a ru
 design's paired difference with the first, marked distinguishable from seed noise where its
 interval excludes 0 (:mod:`pipesim.io.compare_seeds`). A saved run is one run: it stands as its
 single value, and a note under the table says so. ``--json`` writes the table (``-``: standard
-output, the table then on standard error), ``--html`` the figure and the table on one page with
-plotly.js inlined once (it opens offline).
+output, the table then on standard error; a number that is not there, such as the interval of one
+run, is ``null``), ``--html`` the figure and the table on one page with plotly.js inlined once (it
+opens offline). Where a design's argument is long (over :data:`LONG_NAME` characters) the printed
+table heads its columns A, B, C ... and a line above it says which argument each letter is.
 
 Every argument is read, and every output path checked, before anything runs; a bad one is one
 line naming it (an unknown design, a design given twice, a directory that is no saved run). Ctrl-C
 or SIGTERM keeps the seeds every design had finished: their table is printed and written, headed
-as partial, and the command exits 130 (:func:`~pipesim.io.interrupts.interrupt_once`).
+as partial, and the command exits 130 (:func:`~pipesim.io.interrupts.interrupt_once`). A design
+whose run fails (a policy that raises, a run that stalls) does the same, and the command exits 2
+with one line naming the design and the seed (:class:`~pipesim.io.compare.CompareFailed`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import argparse
 import html
 import json
 import math
+import os
+import string
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +47,10 @@ from pipesim.io.cli_common import (
     read_inputs,
 )
 
-__all__ = ["cmd_compare", "comparison_json", "comparison_text", "read_design"]
+__all__ = ["LONG_NAME", "cmd_compare", "comparison_json", "comparison_text", "read_design"]
+
+LONG_NAME = 20
+"""The longest design argument the printed table heads a column with; past it, letters."""
 
 
 def read_design(arg: str) -> Any:
@@ -84,7 +93,7 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pipesim.io.compare import CompareInterrupted, compare
+    from pipesim.io.compare import CompareFailed, CompareInterrupted, compare
     from pipesim.io.interrupts import interrupt_once
 
     _check_args(args)
@@ -98,11 +107,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.close()  # its line cleared before the table
             return _interrupted(args, exc, out)
+        except CompareFailed as exc:
+            if bar is not None:
+                bar.close()
+            return _failed(args, exc, out)
         finally:
             if bar is not None:
                 bar.close()
         _show(args, cmp, out)
     return 0
+
+
+def _failed(args: argparse.Namespace, exc: Any, out: IO[str]) -> int:
+    """A design's run failed: the seeds every design finished, shown and written as partial, and
+    one line naming the design and the seed; exit status 2 (``PIPESIM_TRACEBACK=1``: the traceback
+    after the table)."""
+    if exc.partial is not None:
+        stopped = f"stopped by a failure after {exc.done} of {exc.n} seeds"
+        _show(args, exc.partial, out, stopped=stopped, error=one_line(exc))
+    else:
+        skipped = [f"--{o} {getattr(args, o)}" for o in ("json", "html") if getattr(args, o)]
+        if skipped:
+            print(f"not written: {', '.join(skipped)} (no seed finished for every design)", file=sys.stderr)
+    if os.environ.get("PIPESIM_TRACEBACK"):
+        raise exc
+    where = "" if isinstance(exc.error, ValueError) else " (PIPESIM_TRACEBACK=1 shows where)"
+    print(f"pipesim: error: {one_line(exc)}{where}", file=sys.stderr)
+    return 2
 
 
 def _bar(n: int, quiet: bool) -> Any:
@@ -125,22 +156,32 @@ def _interrupted(args: argparse.Namespace, exc: Any, out: IO[str]) -> int:
             file=sys.stderr,
         )
         return 130
-    _show(args, exc.partial, out)
+    _show(args, exc.partial, out, stopped=f"interrupted after {exc.done} of {exc.n} seeds")
     print(f"pipesim: interrupted: compare stopped after {exc.done} of {exc.n} seeds", file=sys.stderr)
     return 130
 
 
-def _header(cmp: Any) -> str:
-    """The line above the table: what its numbers are."""
+def _short(names: Sequence[str]) -> dict[str, str]:
+    """Each design's column head in the printed table: its argument, or where one is longer than
+    :data:`LONG_NAME`, a letter (A, B, ... Z, then D27, D28, ...)."""
+    if max(len(n) for n in names) <= LONG_NAME:
+        return {n: n for n in names}
+    return {n: string.ascii_uppercase[i] if i < 26 else f"D{i + 1}" for i, n in enumerate(names)}
+
+
+def _header(cmp: Any, stopped: str = "") -> str:
+    """The line above the table: what its numbers are (``stopped``: why it is partial)."""
     names = list(cmp.per_seed)
-    cut = (
-        f"interrupted after {cmp.done} of {cmp.seeds} seeds: partial, over those {cmp.done}; "
-        if cmp.partial
-        else ""
-    )
+    short = _short(names)
+    cut = f"{stopped}: partial, over those {cmp.done}; " if cmp.partial else ""
     if cmp.seeds == 1:
         return "each design run once at its own seed (--seeds N gives 95% intervals over N seeds)"
-    diffs = ", ".join(f"{b} - {names[0]}" for b in names[1:])
+    diffs = ", ".join(f"{short[b]} - {short[names[0]]}" for b in names[1:])
+    if cmp.done == 1:  # one seed gives no interval: the values as run, and their differences
+        return (
+            f"{cut}the value at seed 0 of each design run here (one seed: no interval, and none "
+            f"for {diffs}, so nothing is marked distinguishable)"
+        )
     return (
         f"{cut}mean [95% Student t interval] over seeds 0..{cmp.done - 1} of each design run here; "
         f"{diffs}: the paired difference per seed, distinguishable from seed noise where its "
@@ -150,40 +191,56 @@ def _header(cmp: Any) -> str:
 
 def comparison_text(cmp: Any) -> str:
     """The table as printed: a value per design (with ``--seeds N``, ``mean [lo, hi]``), the
-    differences and whether each is distinguishable (yes, no, or - where there is no interval)."""
-    t = cmp.table
-    if cmp.seeds == 1:
-        return str(t.to_string(float_format=fmt_number))
+    differences and whether each is distinguishable (yes, no, or - where there is no interval; a
+    difference the engines do not allow reads -). Long design arguments head their columns as
+    letters, with a line above the table that says which is which (:func:`_short`)."""
     import pandas as pd
 
+    t, names = cmp.table, list(cmp.per_seed)
+    short = _short(names)
+    legend = "" if all(short[n] == n for n in names) else "; ".join(f"{short[n]} = {n}" for n in names) + "\n"
+
+    def head(col: str) -> str:  # a design's name or a difference "B - A", in short
+        return short.get(col) or next(
+            (f"{short[b]} - {short[names[0]]}" for b in names[1:] if col.startswith(f"{b} - ")), col
+        )
+
+    if cmp.seeds == 1:
+        return legend + str(t.rename(columns=head).to_string(float_format=fmt_number))
     cells: dict[str, list[str]] = {}
     columns = list(dict.fromkeys(t.columns.get_level_values(0)))
     several = len(columns) - len(cmp.per_seed) > 1  # several differences: say whose
     for col in columns:
-        cells[col] = [_interval(*row) for row in t[col][["mean", "lo", "hi"]].itertuples(index=False)]
+        diff = col not in names
+        rows = t[col][["mean", "lo", "hi"]].itertuples(index=False)
+        cells[head(col)] = [_interval(m, lo, hi, dash=diff) for m, lo, hi in rows]
         if "distinguishable" in t[col]:
-            cells[f"{col}: distinguishable" if several else "distinguishable"] = [
+            cells[f"{head(col)}: distinguishable" if several else "distinguishable"] = [
                 {True: "yes", False: "no"}.get(v, "-") for v in t[col]["distinguishable"]
             ]
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 60):
-        return str(pd.DataFrame(cells, index=t.index).to_string())
+        return legend + str(pd.DataFrame(cells, index=t.index).to_string())
 
 
-def _interval(mean: float, lo: float, hi: float) -> str:
-    """``mean [lo, hi]``, or the mean alone where there is no interval."""
+def _interval(mean: float, lo: float, hi: float, dash: bool = False) -> str:
+    """``mean [lo, hi]``, or the mean alone where there is no interval (``dash``: - for no mean)."""
+    if dash and not math.isfinite(mean):
+        return "-"
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return fmt_number(float(mean))
     return f"{fmt_number(float(mean))} [{fmt_number(float(lo))}, {fmt_number(float(hi))}]"
 
 
-def comparison_json(cmp: Any) -> dict[str, Any]:
+def comparison_json(cmp: Any, error: str | None = None) -> dict[str, Any]:
     """The table as JSON: per row its summary key, label, each design's value (with ``--seeds N``:
-    ``{"mean", "lo", "hi"}``) and each difference (mean, lo, hi, distinguishable); NaN as
-    ``"nan"`` (JSON has none), as ``pipesim run --json`` writes it."""
+    ``{"mean", "lo", "hi"}``) and each difference (mean, lo, hi, distinguishable); a number that is
+    not there (NaN: the interval of one run, a difference two engines do not allow) as ``null``, as
+    ``pipesim fit --json`` writes one. ``error``: why a partial table stopped (a design's failure),
+    else null."""
     from pipesim.io.saved import json_number
 
     def num(x: Any) -> Any:
-        return json_number(float(x))
+        return None if isinstance(x, float | int) and math.isnan(float(x)) else json_number(float(x))
 
     t, names = cmp.table, list(cmp.per_seed)
     rows = []
@@ -211,6 +268,7 @@ def comparison_json(cmp: Any) -> dict[str, Any]:
         "designs": {n: {"runs": len(cmp.per_seed[n])} for n in names},
         "rows": rows,
         "notes": list(cmp.notes),
+        "error": error,
     }
 
 
@@ -219,32 +277,35 @@ def _flag(v: Any) -> bool | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
 
 
-def _show(args: argparse.Namespace, cmp: Any, out: IO[str]) -> None:
-    """Print the table and its notes; write ``--json`` and ``--html``."""
+def _show(
+    args: argparse.Namespace, cmp: Any, out: IO[str], stopped: str = "", error: str | None = None
+) -> None:
+    """Print the table and its notes; write ``--json`` and ``--html`` (``stopped``: why the table is
+    partial; ``error``: a design's failure, for the JSON)."""
     from pipesim.io.interrupts import write_text_atomic
 
-    print(_header(cmp), file=out)
+    print(_header(cmp, stopped), file=out)
     print(comparison_text(cmp), file=out)
     for note in cmp.notes:
         print(f"note: {note}", file=out)
     if args.json:
-        text = json.dumps(comparison_json(cmp), indent=2, allow_nan=False)
+        text = json.dumps(comparison_json(cmp, error), indent=2, allow_nan=False)
         if args.json == "-":
             sys.stdout.write(text + "\n")
         else:
             write_text_atomic(args.json, text)
             print(f"wrote {args.json}", file=out)
     if args.html:
-        write_text_atomic(args.html, _page(args.designs, cmp))
+        write_text_atomic(args.html, _page(args.designs, cmp, stopped))
         print(f"wrote {args.html}", file=out)
 
 
-def _page(designs: Sequence[str], cmp: Any) -> str:
+def _page(designs: Sequence[str], cmp: Any, stopped: str = "") -> str:
     """The figure with the table and notes above it, plotly.js inlined once (no CDN)."""
     from pipesim.io import viz
 
     said = "".join(f"<p>note: {html.escape(n)}</p>" for n in cmp.notes)
     table = f"<pre>{html.escape(comparison_text(cmp))}</pre>"
-    preamble = f"<p>{html.escape(_header(cmp))}</p>{table}{said}"
+    preamble = f"<p>{html.escape(_header(cmp, stopped))}</p>{table}{said}"
     title = "pipesim compare " + " ".join(designs)
     return viz.figures_to_html([cmp.figure], title=title, preamble=preamble)

@@ -34,6 +34,20 @@ has one seed: it stands as its single value, and :attr:`Comparison.notes` says s
 draws the means with their intervals. ``pipesim compare A B ...`` is this function on the command
 line (:mod:`pipesim.io.cli_compare`). Ctrl-C raises :class:`CompareInterrupted`, which holds the
 comparison of the seeds every design had finished.
+
+A design whose run fails (a policy that raises, a run that stalls with
+:class:`~pipesim.core.errors.PipelineError`) stops the comparison with :class:`CompareFailed`: its
+message names the design and the seed (``design 'B', seed 1: ...``), the original exception is its
+``error`` (and ``__cause__``), and ``partial`` holds the comparison of the seeds every design had
+finished, as an interrupt's does. A design refused as bad input (a
+:class:`~pipesim.core.validate.FieldError`, such as a saved compute run's stand-in scenario) raises
+:class:`CompareRefused`, which is both: a CompareFailed and a FieldError (a ``ValueError``) whose
+``field`` is ``designs['B'].`` and the design's own field. Either is a RuntimeError, as a stalled
+run's PipelineError is; ``except CompareFailed`` catches both.
+
+Where a run spent more than 10% of its simulated time after its last training step, a note says
+so per design (:func:`pipesim.io.sweep_outputs.tail_note`, as ``pipesim run`` and ``sweep`` do):
+throughput counts that tail.
 """
 
 from __future__ import annotations
@@ -57,7 +71,9 @@ from pipesim.io.html import COMPUTE_GEN_UTIL_LABEL, COMPUTE_HEADLINE_KEYS, HEADL
 
 __all__ = [
     "COMPUTE_FIGURE_METRICS",
+    "CompareFailed",
     "CompareInterrupted",
+    "CompareRefused",
     "Comparison",
     "FIGURE_METRICS",
     "MAX_SEEDS",
@@ -119,6 +135,51 @@ class Comparison:
         return iter((self.table, self.figure))
 
 
+class CompareFailed(RuntimeError):
+    """A design's run failed during :func:`compare`: ``design`` (its name), ``seed`` (the seed it
+    ran at), ``error`` (what it raised, also the ``__cause__``), ``done`` of ``n`` seeds every
+    design had finished, and ``partial``, the comparison over those (None when none had, or with
+    ``seeds=1``). The message names the design and the seed, then the error."""
+
+    def __init__(
+        self, design: str, seed: int | None, error: Exception, done: int, n: int, partial: Comparison | None
+    ) -> None:
+        at = f", seed {seed}" if seed is not None else ""
+        super().__init__(f"design {shown(design)}{at}: {_failure_text(error)}")
+        self.design, self.seed, self.error = design, seed, error
+        self.done, self.n, self.partial = done, n, partial
+
+
+class CompareRefused(CompareFailed, FieldError):
+    """A :class:`CompareFailed` whose design was refused as bad input: also the
+    :class:`~pipesim.core.validate.FieldError` (a ``ValueError``) it raised, its ``field`` under
+    ``designs[name]``."""
+
+    def __init__(
+        self, design: str, seed: int | None, error: Exception, done: int, n: int, partial: Comparison | None
+    ) -> None:
+        super().__init__(design, seed, error, done, n, partial)
+        inner = str(getattr(error, "field", "") or "")
+        self.field = f"designs[{shown(design)}]" + (f".{inner}" if inner else "")
+        self.file = getattr(error, "file", None)
+
+
+def _failure_text(exc: BaseException) -> str:
+    """``exc`` on one line, as ``pipesim`` prints a run's failure: a stalled run's
+    PipelineError as "the run cannot finish", a refusal as its message, a policy's exception with
+    its type and the note naming the policy."""
+    from pipesim.core.blame import NOTE_END
+    from pipesim.core.errors import PipelineError
+
+    text = "; ".join(ln.strip() for ln in str(exc).splitlines() if ln.strip()) or type(exc).__name__
+    if isinstance(exc, PipelineError):
+        return f"the run cannot finish: {text}"
+    if isinstance(exc, FieldError):
+        return text
+    culprit = [str(n) for n in getattr(exc, "__notes__", ()) if str(n).endswith(NOTE_END)]
+    return f"{type(exc).__name__}: {text}" + (f" ({' '.join(culprit[0].split())})" if culprit else "")
+
+
 class CompareInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM, where the command maps it) during :func:`compare`: ``done`` of ``n``
     seeds had finished for every design, and ``partial`` is the comparison over those (None when
@@ -144,7 +205,11 @@ def compare(
     :data:`~pipesim.io.compare_seeds.MAX_SEEDS`; above 1 each Scenario or run spec runs at seeds
     0..N-1, and the table gives each metric's mean, its 95% t interval and the paired difference
     with the first design (the module's docstring). ``on_run(name, seed)`` is called after each
-    run (a progress bar; ``seed`` None: the design's own)."""
+    run (a progress bar; ``seed`` None: the design's own). A design whose run fails raises
+    :class:`CompareFailed` (:class:`CompareRefused` for a refusal), naming it and the seed, with
+    the comparison of the seeds every design had finished."""
+    from pipesim.io.sweep_outputs import tail_share
+
     names = _check(designs, seeds)
     if metrics is not None:
         given = metrics
@@ -155,23 +220,35 @@ def compare(
     to_run = {name: d for name, d in zip(names, designs.values()) if _runnable(d)}
     results: dict[str, Any] = {n: d for n, d in zip(names, designs.values()) if n not in to_run}
     rows: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    tails: dict[str, list[float]] = {n: [] for n in names}  # each run's share after its last step
     order: list[int | None] = [None] if seeds == 1 else list(range(seeds))
     done = 0
+
+    def kept() -> Comparison | None:
+        """The comparison of the seeds every design finished (None: none, or one run each)."""
+        if not done or seeds == 1:
+            return None
+        return _build(names, results, rows, done, seeds, metrics, to_run, tails)
+
     try:
-        for seed in order:  # seed by seed: an interrupt leaves whole seeds
+        for seed in order:  # seed by seed: an interrupt or a failure leaves whole seeds
             for name, d in to_run.items():
-                r = _run(d, seed)
+                try:
+                    r = _run(d, seed)
+                    summary = r.summary()
+                except Exception as exc:  # a policy that raised, a stalled run: which design, which seed
+                    at = _own_seed(d) if seed is None else seed
+                    failed = CompareRefused if isinstance(exc, FieldError) else CompareFailed
+                    raise failed(name, at, exc, done, len(order), kept()) from exc
                 results.setdefault(name, r)
-                rows[name].append({"seed": _seed_of(r) if seed is None else seed, **r.summary()})
+                rows[name].append({"seed": _seed_of(r) if seed is None else seed, **summary})
+                tails[name].append(tail_share(getattr(r, "result", r)))
                 if on_run is not None:
                     on_run(name, seed)
             done += 1
     except KeyboardInterrupt:
-        partial = None
-        if done and seeds > 1:
-            partial = _build(names, results, rows, done, seeds, metrics, to_run)
-        raise CompareInterrupted(done, len(order), partial) from None
-    return _build(names, results, rows, done, seeds, metrics, to_run)
+        raise CompareInterrupted(done, len(order), kept()) from None
+    return _build(names, results, rows, done, seeds, metrics, to_run, tails)
 
 
 def _check(designs: Any, seeds: Any) -> list[str]:
@@ -217,6 +294,12 @@ def _run(d: Any, seed: int | None) -> Any:
     return run_spec(d if seed is None else dataclasses.replace(d, seed=seed))
 
 
+def _own_seed(d: Any) -> int | None:
+    """The seed a Scenario or a run spec runs at on its own (None where it does not say)."""
+    seed = getattr(d, "seed", None)
+    return seed if isinstance(seed, int) else None
+
+
 def _seed_of(r: Any) -> float:
     """The seed a run given as a result ran at (NaN where it does not say)."""
     inner = getattr(r, "result", r)
@@ -232,10 +315,13 @@ def _build(
     seeds: int,
     metrics: list[str] | None,
     to_run: Mapping[str, Any],
+    tails: Mapping[str, list[float]],
 ) -> Comparison:
-    """The comparison of the first ``done`` seeds of each design that ran, and the runs given."""
+    """The comparison of the first ``done`` seeds of each design that ran, and the runs given
+    (``tails``: each run's share of its time after its last training step, by design)."""
     from pipesim.compute.compute_run import ComputeRun
 
+    tails = {n: list(t[:done]) for n, t in tails.items()}  # the whole seeds', as the rows
     per_seed: dict[str, pd.DataFrame] = {}
     for n in names:
         got = rows[n][:done] if n in to_run else [{"seed": _seed_of(results[n]), **results[n].summary()}]
@@ -251,26 +337,44 @@ def _build(
         known = sorted(set().union(*summaries.values()))
         raise FieldError(f"metrics: unknown summary key(s) {unknown}; known: {', '.join(known)}", "metrics")
     labels = _labels(inner, compute, mixed)
-    panels = COMPUTE_FIGURE_METRICS if compute else FIGURE_METRICS
+    panels: tuple[tuple[str, str], ...] = COMPUTE_FIGURE_METRICS if compute else FIGURE_METRICS
+    if mixed:  # a panel's title carries the table row's qualifier
+        panels = tuple((k, MIXED_GEN_UTIL_LABEL if k == "gen_util" else t) for k, t in panels)
     common = dict(
         results={n: results[n] for n in names}, seeds=seeds, per_seed=per_seed, keys=tuple(keys), done=done
     )
+    engines = {n: _engine(r) for n, r in inner.items()}
     if seeds == 1:
         table = pd.DataFrame(
             {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},
             index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
         )
-        return Comparison(table=table, figure=_figure(summaries, panels), **common)  # type: ignore[arg-type]
+        figure = _figure(summaries, panels)
+        return Comparison(table=table, figure=figure, notes=_tail_notes(tails, results), **common)  # type: ignore[arg-type]
     single = {n for n in names if n not in to_run}
-    table = seed_table(per_seed, keys, labels, single)
+    table = seed_table(per_seed, keys, labels, single, engines)
     every = list(dict.fromkeys([*keys, *(k for k, _ in panels)]))
-    stats = seed_table(per_seed, every, {}, single)  # the figure's panels, by key
+    stats = seed_table(per_seed, every, {}, single, engines)  # the figure's panels, by key
     means = {n: {k: cell(stats, k, (n, "mean")) for k in every} for n in names}
     bounds = {n: {k: (cell(stats, k, (n, "lo")), cell(stats, k, (n, "hi"))) for k in every} for n in names}
-    title = f"designs side by side (mean over {done} seed{'s' * (done != 1)}, 95% t interval)"
-    figure = _figure(means, panels, bounds, title)
-    said = tuple(notes(per_seed, keys, single, seeds))
+    over = f"{done} seeds, 95% t interval" if done > 1 else "1 seed: no interval"
+    figure = _figure(means, panels, bounds, f"designs side by side (mean over {over})")
+    said = (*notes(per_seed, keys, single, seeds, engines), *_tail_notes(tails, results))
     return Comparison(table=table, figure=figure, notes=said, **common)  # type: ignore[arg-type]
+
+
+def _tail_notes(tails: Mapping[str, list[float]], results: Mapping[str, Any]) -> tuple[str, ...]:
+    """Per design whose runs spent more than 10% of their time after the last training step, the
+    note ``pipesim run`` and ``sweep`` print (:func:`~pipesim.io.sweep_outputs.tail_note`)."""
+    from pipesim.io.sweep_outputs import tail_note
+
+    out = []
+    for n, shares in tails.items():
+        one = float(getattr(getattr(results[n], "result", results[n]), "sim_time_s", math.nan))
+        note = tail_note(shares, one if len(shares) == 1 and math.isfinite(one) else None)
+        if note is not None:
+            out.append(f"{n}: {note.removeprefix('note: ')}")
+    return tuple(out)
 
 
 def _engine(result: Any) -> str:
@@ -309,9 +413,13 @@ def _figure(
     title: str = "designs side by side (one run each)",
 ) -> go.Figure:
     """One panel per metric of ``panels``, a bar per design; ``bounds``: each bar's interval (lo,
-    hi), drawn as an error bar (none where NaN)."""
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t in panels])
-    from pipesim.io.viz.sweep import NUM, PALETTE
+    hi), drawn as an error bar (none where NaN). Each bar's value is written as the table writes it
+    (:func:`_bar_label`), and the y axes with thousands separators (10,000, not 10k)."""
+    from pipesim.io.cli_common import fmt_number
+    from pipesim.io.viz.sweep import PALETTE
+
+    titles = [t.replace(" (", "<br>(", 1) if len(t) > 30 else t for _, t in panels]  # a long qualifier
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=titles)
 
     names = list(summaries)
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
@@ -334,8 +442,9 @@ def _figure(
                 marker_color=colors,
                 name=label,
                 showlegend=False,
-                hovertemplate="%{x}<br>" + label + ": %{y:" + NUM + "}<extra></extra>",
-                texttemplate="%{y:" + NUM + "}",  # the value on each bar: a zero is a visible 0
+                text=[_bar_label(v, fmt_number) for v in y],
+                hovertemplate="%{x}<br>" + label + ": %{text}<extra></extra>",
+                texttemplate="%{text}",  # the value on each bar: a zero is a visible 0
                 textposition="outside" if bounds is None else "inside",  # outside: under the error bar
                 cliponaxis=False,
             ),
@@ -344,9 +453,16 @@ def _figure(
         )
         if k in _SHARES:
             fig.update_yaxes(range=[0, 1.1], row=1, col=j)
-    fig.update_yaxes(separatethousands=True, rangemode="tozero")
+    fig.update_yaxes(tickformat=",", rangemode="tozero")  # 10,000 (separatethousands drew 10k)
     fig.update_layout(height=380, plot_bgcolor="white", title=title)
     return fig
+
+
+def _bar_label(v: float, fmt_number: Callable[[float], str]) -> str:
+    """A bar's value as the table writes it, its trailing zeros dropped (11,823 and 0.625, where the
+    table has 0.6250; d3's four digits wrote 11,820); none where there is no value."""
+    text = fmt_number(v) if math.isfinite(v) else ""
+    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
 
 
 def _gap(x: float) -> float | None:

@@ -19,6 +19,11 @@ and every such design runs at the same seeds. Per headline metric:
 - **a run given as a result** (a RunResult, a ComputeRun, a loaded saved run) has one seed: its
   value stands alone, with no interval, and a difference with it has none either (``lo``, ``hi``
   NaN, ``distinguishable`` None): one run says nothing of its own seed noise. :func:`notes` says so.
+- **across engines** (a slot run against a compute run) a seed is matched, not its draws: each
+  engine draws its own workload from it, so the pairing removes no shared noise (the interval is
+  still the t interval of the per-seed differences). The rows of :data:`ENGINE_BOUND_KEYS` mean
+  different things in the two engines, so such a pair has no difference there (mean, ``lo``,
+  ``hi`` NaN, ``distinguishable`` None), and :func:`notes` says why.
 """
 
 from __future__ import annotations
@@ -32,7 +37,17 @@ import pandas as pd
 
 from pipesim.io.sweep_grid import aggregate, shares_of, t975
 
-__all__ = ["MAX_SEEDS", "STATS", "cell", "difference", "diff_name", "notes", "seed_table", "repeated"]
+__all__ = [
+    "ENGINE_BOUND_KEYS",
+    "MAX_SEEDS",
+    "STATS",
+    "cell",
+    "diff_name",
+    "difference",
+    "notes",
+    "repeated",
+    "seed_table",
+]
 
 MAX_SEEDS = 64
 """The most seeds per design (each is a whole run of every design that runs)."""
@@ -40,6 +55,12 @@ STATS = ("mean", "lo", "hi")
 """A design's columns under its name in a table of several seeds."""
 DIFF_STATS = (*STATS, "distinguishable")
 """A difference's columns."""
+ENGINE_BOUND_KEYS = {
+    "gen_util": "a slot run's share of its slots, a compute run's share of its max_num_seqs places",
+    "episodes_truncated": "a slot run's episodes cut at its timeout, a compute run's cut at the response cap",
+}
+"""The summary keys whose meaning differs between the slot and the compute engine, and how: no
+difference is taken between a slot run's value and a compute run's."""
 
 
 def diff_name(b: str, a: str) -> str:
@@ -88,13 +109,20 @@ def difference(a: pd.Series, b: pd.Series) -> tuple[float, float, float]:
 
 
 def seed_table(
-    per_seed: Mapping[str, pd.DataFrame], keys: Sequence[str], labels: Mapping[str, str], single: set[str]
+    per_seed: Mapping[str, pd.DataFrame],
+    keys: Sequence[str],
+    labels: Mapping[str, str],
+    single: set[str],
+    engines: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """The table of a comparison over several seeds: one row per metric of ``keys`` (labelled by
     ``labels``); under each design's name its mean, lo and hi; under ``"B - A"`` (each later design
     with the first) the paired difference and whether it is distinguishable from seed noise (True,
-    False, or None where there is no interval). ``single``: the designs given as one run."""
+    False, or None where there is no interval). ``single``: the designs given as one run;
+    ``engines``: each design's engine (``"slots"``, ``"compute"``): a pair of two engines has no
+    difference in the rows of :data:`ENGINE_BOUND_KEYS`."""
     names = list(per_seed)
+    engines = engines or {}
     columns: dict[tuple[str, str], list[Any]] = {}
     stats = {n: _design_stats(per_seed[n], keys, n in single) for n in names}
     for n in names:
@@ -107,8 +135,11 @@ def seed_table(
         )
         col = diff_name(other, first)
         rows = []
+        across = engines.get(first, "slots") != engines.get(other, "slots")
         for k in keys:
-            if no_interval:
+            if across and k in ENGINE_BOUND_KEYS:  # a slot share less a share of places: no number
+                rows.append((math.nan, math.nan, math.nan))
+            elif no_interval:
                 gap = cell(stats[other], k, "mean") - cell(stats[first], k, "mean")
                 rows.append((gap, math.nan, math.nan))
             else:
@@ -139,11 +170,26 @@ def _column(runs: pd.DataFrame, key: str) -> pd.Series:
 
 
 def notes(
-    per_seed: Mapping[str, pd.DataFrame], keys: Sequence[str], single: set[str], seeds: int
+    per_seed: Mapping[str, pd.DataFrame],
+    keys: Sequence[str],
+    single: set[str],
+    seeds: int,
+    engines: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """What the reader of a table over several seeds must know: a design given as one run, and a
-    design whose seeds repeated one run."""
+    """What the reader of a table over several seeds must know: a design given as one run, a
+    design whose seeds repeated one run, and a pair of engines (``engines``: each design's)."""
     out = []
+    engines = engines or {}
+    names = list(per_seed)
+    across = [n for n in names[1:] if engines.get(n, "slots") != engines.get(names[0], "slots")]
+    bound = [k for k in keys if k in ENGINE_BOUND_KEYS]
+    if across and bound:
+        what = "; ".join(f"{k}: {ENGINE_BOUND_KEYS[k]}" for k in bound)
+        out.append(
+            f"{', '.join(diff_name(n, names[0]) for n in across)}: a slot run against a compute run, "
+            f"so no difference where the rows mean different things ({what}); the seeds are "
+            "matched, not the draws (each engine draws its own workload from a seed)"
+        )
     for n, runs in per_seed.items():
         if n in single:
             seed = float(runs.index[0]) if len(runs) else math.nan

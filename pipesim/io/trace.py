@@ -52,22 +52,49 @@ MAX_EVENT_SLOT = 2**24
 ``slot`` or ``replica`` of an events table is -1 (a step or a sync) or in ``[0, 2**24)``."""
 
 
-def check_event_count(n: int, how: str = "") -> None:
-    """FieldError (field ``events``) where a run of ``n`` events is too large to trace
-    (:data:`MAX_TRACE_EVENTS`). Callers that know the count before loading or running the run ask
-    first: a saved run's events by their Parquet footer, a CSV's from below by its line ends
+FIT_MARGIN = 0.9
+"""The share of :data:`MAX_TRACE_EVENTS` a suggested step count aims at: a run's events grow about
+linearly in its steps, plus a few (the episodes in flight at its end) that a shorter run keeps."""
+
+
+class TooManyEvents(FieldError):
+    """A run too large to trace (field ``events``). ``events``: its count of events, or the lower
+    bound of it asked before the run; ``steps_that_fit``: a step count whose run fits, from the
+    run's own events per step (None where that is not known: a bound before the run, a table with
+    no train rows)."""
+
+    events: int = 0
+    steps_that_fit: int | None = None
+
+
+def check_event_count(n: int, how: str = "", steps: int | None = None, steps_key: str = "steps") -> None:
+    """:class:`TooManyEvents` (a FieldError, field ``events``) where a run of ``n`` events is too large
+    to trace (:data:`MAX_TRACE_EVENTS`). Callers that know the count before loading or running the
+    run ask first: a saved run's events by their Parquet footer, a CSV's from below by its line ends
     (:func:`csv_rows_at_least`), a rerun by its scenario's or run spec's lower bound
     (:func:`check_run_events`; ``how`` says where that bound comes from, and makes ``n`` "at least").
     A saved run of 11.6M events was loaded (23 s, 2.7 GB), and a run file's run rerun (34 s,
-    1.8 GB), before this refused it."""
-    if n > MAX_TRACE_EVENTS:
-        count = f"at least {n:,} events {how}" if how else f"{n:,} events"
-        raise FieldError(
-            f"events: the run has {count}, more than the {MAX_TRACE_EVENTS:,} a trace takes "
-            f"(about {n * 300 / 1e9:.1f} GB of JSON, past what a viewer opens): trace fewer steps, "
-            "or draw the run with `pipesim run --html` (its aggregate view takes any size)",
-            "events",
-        )
+    1.8 GB), before this refused it. ``steps``: the steps the ``n`` events are of (a run's train
+    rows), where known: the refusal then names the ``steps_key`` count that fits, at the run's own
+    events per step with a margin (:data:`FIT_MARGIN`)."""
+    if n <= MAX_TRACE_EVENTS:
+        return
+    count = f"at least {n:,} events {how}" if how else f"{n:,} events"
+    fit = None
+    if steps:
+        fit = math.floor(MAX_TRACE_EVENTS * FIT_MARGIN * steps / n)
+        per = f"{n / steps:,.0f} events a step over its {steps:,} steps"
+        remedy = f"trace --set {steps_key}={fit:,} or fewer ({per})" if fit else f"not one step fits ({per})"
+    else:
+        remedy = "trace fewer steps"
+    err = TooManyEvents(
+        f"events: the run has {count}, more than the {MAX_TRACE_EVENTS:,} a trace takes "
+        f"(about {n * 300 / 1e9:.1f} GB of JSON, past what a viewer opens): {remedy}, "
+        "or draw the run with `pipesim run --html` (its aggregate view takes any size)",
+        "events",
+    )
+    err.events, err.steps_that_fit = n, fit or None
+    raise err
 
 
 def min_events(steps: int, batch_size: int) -> int:
@@ -83,13 +110,20 @@ def check_run_events(steps: int, batch_size: int, steps_key: str = "steps") -> N
     """:func:`check_event_count` of the fewest events a run of ``steps`` steps of ``batch_size``
     episodes can have (:func:`min_events`), asked before the run: a slot scenario's and a run
     spec's (``kind = "compute"``; ``steps_key`` ``run.steps``: its engine trains the same buffer's
-    batches, one train row a step) alike, for ``pipesim trace`` and ``pipesim run --trace``. The
-    remedy names the most steps that could fit."""
-    fit = MAX_TRACE_EVENTS // (batch_size + 1)
-    most = f"at most --set {steps_key}={fit} could fit" if fit else "not one step fits"
+    batches, one train row a step) alike, for ``pipesim trace`` and ``pipesim run --trace``. A
+    lower bound names no step count that fits: only the steps past which no run fits (the hint
+    "at most steps=1,949 could fit" was followed, and the run of 2,984,048 events, 30 s and 900 MB,
+    was refused after it ran). A run refused after it ran names a count (:func:`check_event_count`)."""
+    most = MAX_TRACE_EVENTS // (batch_size + 1)
+    bound = (
+        f"more than {most:,} steps can never fit, and far fewer may not: syncs, pauses and unfinished "
+        "episodes add events, and a traced run still too large names a count that fits"
+        if most
+        else "not one step fits"
+    )
     how = (
         f"({steps:,} steps x (batch_size {batch_size:,} + 1): a gen row per trained episode and "
-        f"a train row per step; {most})"
+        f"a train row per step; a lower bound, so {bound})"
     )
     check_event_count(min_events(steps, batch_size), how)
 
@@ -287,13 +321,16 @@ def events_to_trace(
     name: str = "pipesim",
     trained: pd.DataFrame | None = None,
     max_flows: int = MAX_FLOWS,
+    steps_key: str = "steps",
 ) -> dict[str, Any]:
     """Trace-event JSON (a dict) from a ``RunResult.events`` table and optional ``episode_table``
-    and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained)."""
+    and ``trained`` tables (the counter tracks need the episodes; the flow arrows the trained).
+    Too many events: :class:`TooManyEvents`, naming the ``steps_key`` count that fits."""
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
         raise FieldError(f"events table lacks columns {sorted(missing)}", sorted(missing)[0])
-    check_event_count(len(events))
+    if len(events) > MAX_TRACE_EVENTS:  # its train rows: a row a step, the count that fits
+        check_event_count(len(events), steps=int((events["kind"] == "train").sum()), steps_key=steps_key)
     for col in ("start_s", "end_s"):
         times = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
         bad = np.nonzero(~np.isfinite(times))[0]
@@ -376,7 +413,10 @@ def events_to_trace(
 
 def run_to_trace(result: RunResult) -> dict[str, Any]:
     """Trace-event JSON (a dict) of one run (discards from its episode table's ``discarded_s``)."""
-    return events_to_trace(result.events, result.episode_table, result.scenario.name, result.trained)
+    key = "run.steps" if result.engine == "compute" else "steps"  # a run spec's steps
+    return events_to_trace(
+        result.events, result.episode_table, result.scenario.name, result.trained, steps_key=key
+    )
 
 
 def write_trace(result: RunResult | pd.DataFrame, path: str | Path) -> Path:
