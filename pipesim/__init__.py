@@ -105,6 +105,7 @@ from pipesim.policies.synccost import WeightSyncCost  # noqa: E402
 from pipesim.policies.updates import (  # noqa: E402
     AbortReprefill,
     AbortRestart,
+    AfterNextBatch,
     BatchDrain,
     InFlightUpdate,
     OverlappedSwap,
@@ -115,6 +116,7 @@ __all__ += [
     "AReaLThrottle",
     "AbortReprefill",
     "AbortRestart",
+    "AfterNextBatch",
     "AsyncRatio",
     "BatchDrain",
     "BatchThrottle",

@@ -22,6 +22,7 @@ verl fully async       VerlRollouter                    AbortReprefill / Drain, 
 AReaL                  AReaLThrottle                    AbortReprefill (interruptible)
 slime, drain           BatchThrottle, eta=1             BatchDrain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
+                                                        after the next batch (AfterNextBatch)
 OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
 ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
@@ -58,7 +59,7 @@ from pipesim.policies.systems import (
     VerlMessageQueue,
     VerlRollouter,
 )
-from pipesim.policies.updates import AbortReprefill, BatchDrain, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, AfterNextBatch, BatchDrain, InFlightUpdate, SyncEveryK
 from scenarios.systems_checks import check_batch, renamed
 from scenarios.systems_pool import check_preset_pool, preset_pool_size
 from scenarios.systems_slime import april as april  # slime's knob names; re-exported here
@@ -273,7 +274,13 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`: on fixed-duration slots, which
     have no prompt lengths, the generated tokens only; the compute engine re-prefills prompt,
     observations and generated tokens). ``--partial-rollout`` only decides whether those
-    earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``).
+    earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``). ``train_async.py`` drives
+    both modes the same way: after training step i it waits for rollout i + 1 ("sync generate
+    before update weights"; with ``--rollout-function-path
+    fully_async_rollout.generate_rollout_fully_async`` that is the worker handing over the next
+    batch's completed groups) and only then updates the weights, so batch i + 1 is collected
+    under the old weights and trained after the update
+    (:class:`~pipesim.policies.updates.AfterNextBatch` around ``AbortReprefill``).
     """
     if mode == "drain":
         knob = "fixed at 1 (one step ahead, drained)"
@@ -282,7 +289,8 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
         )
     if mode == "fully_async":
         worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
-        sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=AbortReprefill())
+        wu = AfterNextBatch(AbortReprefill())  # the update waits for the next batch, as train_async.py
+        sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=wu)
         if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
             raise FieldError(
                 f"slime fully async: {why}", "batch_size"

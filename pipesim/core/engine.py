@@ -24,7 +24,8 @@ Processes
 * **trainer** -- takes a batch from the :class:`~pipesim.core.buffer.EpisodeBuffer` (a SimPy
   resource fed by the slots), trains for ``train_time_s``, then requests a weight sync and waits.
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
-  publishes the new version.
+  publishes the new version. A sync may first wait for the buffer to hold a batch
+  (``p.buffered_at_least``, fired where completions enter it: :mod:`pipesim.core.waits`).
 
 What the controller asks of the policies at every pass (blocked? admitted? which replica? may a
 batch form?) is :class:`~pipesim.core.decisions.Decisions`, the pipeline's base: it answers from
@@ -60,6 +61,7 @@ from pipesim.core.runbooks import RunBooks
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
 from pipesim.core.validate import FieldError
+from pipesim.core.waits import BufferWaits
 
 if TYPE_CHECKING:
     from pipesim.core.roles import RunSpec
@@ -68,7 +70,7 @@ _INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
 
 
-class Pipeline(Decisions, RunBooks):
+class Pipeline(Decisions, RunBooks, BufferWaits):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
     Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
@@ -225,6 +227,8 @@ class Pipeline(Decisions, RunBooks):
             for ep in episodes:
                 ep.status = BUFFERED
                 items.append(ep)
+            if self._buffer_waits is not None:  # a sync waits for the buffer: it resumes before the pass
+                self._fire_buffer_waits()
         if in_pass or self._pass_due:
             return  # a pass is running, or already due at the end of this instant
         if self.pass_in_place and self._free_until(now):
@@ -295,8 +299,8 @@ class Pipeline(Decisions, RunBooks):
         whose process the pass runs (from :meth:`on_finished`); it re-arms itself when the pass
         returns, so it needs no kick.
         """
-        if self.finished:
-            return
+        if self.finished or (self._buffer_waits is not None and self._fire_before_pass()):
+            return  # over, or deferred behind a sync that a replica's own completion woke
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.catch_up(now)  # policies and the results see every completion due by now
         if (version := self.version) >= self._steps:

@@ -16,7 +16,8 @@ exactly what a real scheduler can change:
   :meth:`PipelineView.end_sync`, :meth:`PipelineView.skip_sync`, and per replica
   :meth:`PipelineView.pause_replica` / :meth:`PipelineView.publish_replica`;
 * waiting: :meth:`PipelineView.timeout`, :meth:`PipelineView.all_of`,
-  :meth:`PipelineView.process`, :meth:`PipelineView.drained`, :meth:`PipelineView.settled`.
+  :meth:`PipelineView.process`, :meth:`PipelineView.drained`, :meth:`PipelineView.settled`,
+  :meth:`PipelineView.buffered_at_least`.
 
 Every action that can open admission (a requeue, a drop, a published version) asks the
 controller to look again at the end of the instant; a policy never has to. An action given what
@@ -163,6 +164,12 @@ class PipelineView(Protocol):
         than the batch "nothing runs" can be the instant before the rest of a batch starts
         (:class:`~pipesim.policies.updates.BatchDrain` waits on it); a loop of it stays at one
         instant and is refused as spinning, as any."""
+
+    def buffered_at_least(self, n: int) -> simpy.Event:
+        """Succeeds once the buffer holds at least ``n`` finished episodes (at once if it does),
+        fired as the completion that reaches ``n`` enters it, before that instant's controller
+        pass (:class:`~pipesim.policies.updates.AfterNextBatch` waits on it; :mod:`pipesim.core.waits`).
+        A wait nothing can satisfy ends the run as a stall naming the weight update."""
 
     # -- tasks and episodes ---------------------------------------------------------------------
     def requeue(self, tasks: Iterable[tuple[int, int]], first: bool = False) -> None:

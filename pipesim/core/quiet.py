@@ -9,8 +9,11 @@ quiet: a drain, or the report of a stalled run, waits for it.
 The slots process then sleeps until the first completion that matters and finishes the quiet
 ones later, each with its own end time (``Slots.catch_up``). Nothing can observe the difference,
 and a run with many completions per decision (eta = 0 above all) needs one wake-up per decision
-instead of one per episode. ``docs/policies.md`` ("Hints") lists the promises a policy makes to
-allow it; ``tests/test_engine_paths.py`` checks the traces against ``EngineOptions(hints=False)``.
+instead of one per episode. A sync waiting for the buffer to hold ``n`` episodes
+(``p.buffered_at_least``, :mod:`pipesim.core.waits`) makes the completion that reaches ``n``
+matter, as a waiting trainer does the one that completes its batch. ``docs/policies.md``
+("Hints") lists the promises a policy makes to allow it; ``tests/test_engine_paths.py`` checks
+the traces against ``EngineOptions(hints=False)``.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ def make_quiet(p: Pipeline, options: EngineOptions) -> Callable[[int], int] | No
             if type(n) is not int or n < 0:  # checked as the pass checks it (a numpy integer converted)
                 n = blame.count_answer(p.batching, "min_items", n)
             k = min(k, n - len(buffer.items) - 1)
+        if p._buffer_waits is not None and (need := p.buffer_need) is not None:
+            k = min(k, need - len(buffer.items) - 1)  # the completion that fires the wait
         return k if k > 0 else 0
 
     return quiet

@@ -3,7 +3,8 @@ nothing is left to happen before the last sync.
 
 It is read from the run's state once, at the stall (the hot path pays nothing), and names the
 likeliest culprit in order: books that do not close (an episode taken out of the buffer, a
-counter written), a sync begun and never ended, a weight update that blocks admission for good,
+counter written), a sync begun and never ended, a sync waiting for a batch the buffer never
+holds, a weight update that blocks admission for good,
 a batch policy that forms no batch, a paused replica or a routing rule that picks none, and,
 the common case, an admission rule that says no (with who dropped the episodes it still counts).
 It lives apart from :mod:`pipesim.core.errors`, which holds the messages of the other ways a run
@@ -25,6 +26,7 @@ from pipesim.core.errors import (
     _taken_from_buffer,
     _where,
     _written,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +63,14 @@ def _culprit(p: Pipeline) -> str:
             f"the weight update {wu}.sync began a sync at t={p._sync_start:g} and never ended it: it "
             "waits for an event that cannot come (drained() while it keeps the engines paused, "
             "say); a sync ends with end_sync"
+        )
+    if (need := p.buffer_need) is not None:  # a sync waits for a batch the buffer never holds
+        return (
+            f"the weight update {shown(p.weight_update)} waits for {need} buffered "
+            f"episodes before it syncs (buffered_at_least) and {len(p.buffer.items)} are buffered: "
+            f"the admission policy {type(p.admission).__name__} admits no further episode while the "
+            "trainer waits for that sync, so the next batch is never collected (an admission that "
+            "generates a batch ahead of the trainer, eta >= 1, lets it finish)"
         )
     try:
         blocked = p._blocked()

@@ -22,6 +22,8 @@ The chapter's two are in :mod:`pipesim.policies.base` (:class:`~pipesim.policies
   and swaps atomically at its end: generation never pauses (it costs memory for two copies).
 * :class:`SyncEveryK` -- weights move every ``k`` trainer steps (verl
   ``trigger_parameter_sync_step``); other steps only advance the trainer's version.
+* :class:`AfterNextBatch` -- the sync waits until the next batch is collected, then runs an
+  inner policy's (slime ``train_async.py``: "sync generate before update weights").
 
 Aborting costs O(in-flight) per sync, which its semantics require; the others cost O(1).
 """
@@ -34,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.core.episode import Episode
 from pipesim.core.errors import check_number, shown
-from pipesim.core.port import PipelineView, pauses_only
+from pipesim.core.port import PipelineView, SingleVersionPromise, pauses_only
 from pipesim.core.validate import refuse
 from pipesim.policies.base import Drain, PartialRollout, WeightUpdate
 from pipesim.policies.faults import check_positive
 
 if TYPE_CHECKING:
-    pass
+    from pipesim.core.roles import RunSpec
 
 
 @dataclass(frozen=True)
@@ -208,3 +210,56 @@ class SyncEveryK:
             yield from self.inner.sync(p)
         else:
             p.skip_sync()
+
+
+@dataclass(frozen=True)
+class AfterNextBatch:
+    """Sync only once the next batch has been collected, then run ``inner``'s sync.
+
+    THUDM/slime ``train_async.py``, ``train``: after training step i, ``if (rollout_id + 1) %
+    update_weights_interval == 0`` it first waits for the rollout generating meanwhile ("sync
+    generate before update weights": ``ray.get(rollout_data_next_future)``) and only then calls
+    ``update_weights()``; batch i + 1, collected before that update, is trained after it. With
+    ``fully_async_rollout.generate_rollout_fully_async`` that rollout returns once the worker's
+    queue holds the next batch's completed groups. Here the sync first waits until the buffer
+    holds ``p.batch_size`` finished episodes (``p.buffered_at_least``), then runs ``inner.sync``;
+    the trainer, waiting for the sync, takes nothing from the buffer meanwhile. So every episode
+    of that batch finished under weights at least one step older than the trainer's: for step
+    >= 1 the staleness by newest version is >= 1 (the engine's plain order syncs at once, and
+    episodes finishing after the update carry the new weights).
+
+    * ``blocks_admission``: never while it waits for the batch (its episodes must still start:
+      a ``Drain`` inner would block at the request), else ``inner``'s.
+    * After the last step it syncs at once: slime launches no rollout after the last one
+      (``if rollout_id + 1 < args.num_rollout``), so there is no batch to wait for.
+    * Promises: ``pauses_only`` and ``single_version`` are ``inner``'s (the wait touches no
+      episode); no staleness bound is passed on, as the wait changes what ``inner``'s assumed.
+    * With ``SyncEveryK(k, AfterNextBatch(...))`` it waits only before the real syncs, as slime's
+      ``update_weights_interval``. An admission that never lets the buffer hold a batch ahead of
+      the trainer (the count throttle at eta = 0) stalls, named in the error.
+    """
+
+    inner: WeightUpdate = field(default_factory=AbortReprefill)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.inner, type) or not isinstance(self.inner, WeightUpdate):
+            raise refuse("inner", f"must be a weight-update policy instance, got {shown(self.inner)}")
+
+    def pauses_only(self) -> bool:
+        """The wait touches no episode in flight; the sync is ``inner``'s."""
+        return pauses_only(self.inner)
+
+    def single_version(self, scenario: RunSpec) -> bool:
+        """``inner``'s promise (False where it makes none): the wait runs no episode across a version."""
+        inner = self.inner
+        return isinstance(inner, SingleVersionPromise) and inner.single_version(scenario) is True
+
+    def blocks_admission(self, p: PipelineView) -> bool:
+        if p.sync_pending and p.n_buffered < p.batch_size and p.version + 1 < p.config.steps:
+            return False  # waiting for the batch: its episodes start
+        return self.inner.blocks_admission(p)
+
+    def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
+        if p.version + 1 < p.config.steps:  # the last step has no next rollout to wait for
+            yield p.buffered_at_least(p.batch_size)
+        yield from self.inner.sync(p)
