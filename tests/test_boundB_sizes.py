@@ -161,7 +161,7 @@ def test_trace_refuses_a_large_run_before_loading_or_running_it(
     src = "async-eta2" if kind == "scenario" else str(made[kind])
     extra = SMALL if kind == "scenario" else []
     out = tmp_path / "t.json"
-    monkeypatch.setattr("pipesim.io.trace.MAX_TRACE_EVENTS", 10)  # below 27, the least such a run has
+    monkeypatch.setattr("pipesim.io.trace_bounds.MAX_TRACE_EVENTS", 10)  # below 27, the least such a run has
     monkeypatch.setattr(never, _never)
     assert main(["trace", src, *extra, "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -175,11 +175,11 @@ def test_trace_still_traces_a_run_below_the_bound(
 ) -> None:
     """The checks before the work refuse nothing a trace takes: with the bound at the run's own
     count of events, each source traces it."""
-    import pipesim.io.trace as trace_mod
+    import pipesim.io.trace_bounds as bounds_mod
     from pipesim.io.parquet import read_parquet
 
     n = len(read_parquet(made["parquet"]))
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", n)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", n)
     src = "async-eta2" if kind == "scenario" else str(made[kind])
     extra = SMALL if kind == "scenario" else []
     out = tmp_path / "t.json"

@@ -2,7 +2,8 @@
 before a run is a lower bound, so it names none (its hint was followed and refused after the run);
 the refusal after a run knows the run's events per step and names a count which, run, is traced.
 
-The bound (:data:`pipesim.io.trace.MAX_TRACE_EVENTS`) is monkeypatched low, so every run is small.
+The bound (:data:`pipesim.io.trace_bounds.MAX_TRACE_EVENTS`, where it is read) is monkeypatched
+low, so every run is small.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pipesim
-import pipesim.io.trace as trace_mod
+import pipesim.io.trace_bounds as bounds_mod
 from pipesim.io.cli import main
 from pipesim.io.registry import get_scenario
 from pipesim.io.trace import TooManyEvents, check_run_events, min_events, write_trace
@@ -39,7 +40,7 @@ def test_the_count_named_after_a_run_is_traced(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", bound)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", bound)
     assert min_events(steps, 8) <= bound  # the bound before the run lets it run
     scen = get_scenario("async-eta2").with_(n_slots=8, batch_size=8, steps=steps)
     with pytest.raises(TooManyEvents) as info:
@@ -57,7 +58,7 @@ def test_the_count_named_after_a_run_is_traced(
 def test_a_run_spec_is_told_its_run_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = {**SPEC, "run": {**SPEC["run"], "steps": 10}}
     result = runspec.run(runspec.from_dict(data)).result
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", len(result.events) // 2)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", len(result.events) // 2)
     with pytest.raises(TooManyEvents) as info:
         write_trace(result, tmp_path / "x.json")
     fit = info.value.steps_that_fit

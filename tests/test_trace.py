@@ -80,18 +80,18 @@ def test_a_trace_too_large_to_open_is_refused_naming_the_events(
     """Above MAX_TRACE_EVENTS the trace is refused before any JSON is built (a verl-scale run was
     gigabytes), one line naming ``events`` from the CLI; at the bound it is written."""
     from pipesim.core.validate import FieldError
-    from pipesim.io import trace
+    from pipesim.io import trace_bounds
     from pipesim.io.cli import main
 
     res = pipesim.run(pipesim.Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=3)))
-    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", len(res.events) - 1)
+    monkeypatch.setattr(trace_bounds, "MAX_TRACE_EVENTS", len(res.events) - 1)
     with pytest.raises(FieldError) as info:
         run_to_trace(res)
     assert info.value.field == "events"
     out = tmp_path / "t.json"  # type: ignore[operator]
     assert main(["trace", "fig13.1-sync", "--out", str(out)]) == 2
     assert not out.exists()
-    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", len(res.events))
+    monkeypatch.setattr(trace_bounds, "MAX_TRACE_EVENTS", len(res.events))
     assert run_to_trace(res)["traceEvents"]
 
 
@@ -101,12 +101,12 @@ def test_run_writes_its_other_outputs_before_a_refused_trace(
     """``pipesim run --trace`` of a run too large to trace: the JSON and the saved run are kept
     (the trace comes last), the command exits 2 naming events. The bound is the run's lower
     bound of events (checked before the run), under its real count: only the run can tell."""
-    from pipesim.io import trace
+    from pipesim.io import trace_bounds
     from pipesim.io.cli import main
     from pipesim.io.cli_common import build_scenario
 
     p = build_scenario("fig13.1-sync", [], None)[0].pipeline
-    monkeypatch.setattr(trace, "MAX_TRACE_EVENTS", trace.min_events(p.steps, p.batch_size))
+    monkeypatch.setattr(trace_bounds, "MAX_TRACE_EVENTS", trace_bounds.min_events(p.steps, p.batch_size))
     js, saved, tr = (tmp_path / n for n in ("r.json", "saved", "t.json"))  # type: ignore[operator]
     argv = ["run", "fig13.1-sync", "--json", str(js), "--save", str(saved), "--trace", str(tr)]
     assert main(argv) == 2

@@ -4,9 +4,9 @@ pandas reads it), of a run spec (``kind = "compute"``) or a compute run's run fi
 its batch), and ``pipesim run ... --trace`` of a slot scenario or a run spec (before the run; without
 ``--trace`` the same run goes ahead).
 
-The bound (:data:`pipesim.io.trace.MAX_TRACE_EVENTS`) is monkeypatched low, so every run here is a
-few steps. Where the point is that nothing is read or run, the reader or the run is replaced by one
-that fails the test if it is called.
+The bound (:data:`pipesim.io.trace_bounds.MAX_TRACE_EVENTS`, where it is read) is monkeypatched
+low, so every run here is a few steps. Where the point is that nothing is read or run, the reader
+or the run is replaced by one that fails the test if it is called.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import pipesim.io.trace as trace_mod
+import pipesim.io.trace_bounds as bounds_mod
 from pipesim.io.cli import main
 from pipesim.io.trace import csv_rows_at_least, min_events
 from pipesim.plan.runspec import dumps, load
@@ -67,7 +67,7 @@ def test_trace_refuses_a_large_run_before_reading_or_running_it(
     never: str,
 ) -> None:
     out = tmp_path / "t.json"
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", LOW)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", LOW)
     monkeypatch.setattr(never, _never)
     assert main(["trace", str(made[kind]), "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -88,7 +88,7 @@ def test_trace_still_traces_a_run_at_the_bound(
         from pipesim.plan.runspec import run
 
         n = len(run(load(made["spec"])).result.events)
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", n)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", n)
     out = tmp_path / "t.json"
     assert main(["trace", str(made[kind]), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["traceEvents"]
@@ -107,7 +107,7 @@ def test_run_refuses_a_trace_too_large_before_running(
     src, extra = ("async-eta2", SMALL) if kind == "scenario" else (str(made["spec"]), [])
     never = "pipesim.io.api.run" if kind == "scenario" else "pipesim.plan.runspec.run"
     trace, js = tmp_path / "t.json", tmp_path / "r.json"
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", LOW)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", LOW)
     monkeypatch.setattr(never, _never)
     assert main(["run", src, *extra, "--json", str(js), "--trace", str(trace)]) == 2
     err = capsys.readouterr().err
@@ -120,7 +120,7 @@ def test_run_without_trace_runs_past_the_bound(
     made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     src, extra = ("async-eta2", SMALL) if kind == "scenario" else (str(made["spec"]), [])
-    monkeypatch.setattr(trace_mod, "MAX_TRACE_EVENTS", LOW)
+    monkeypatch.setattr(bounds_mod, "MAX_TRACE_EVENTS", LOW)
     js = tmp_path / "r.json"
     assert main(["run", src, *extra, "--json", str(js)]) == 0
     assert json.loads(js.read_text())["summary"]
@@ -160,7 +160,7 @@ def test_csv_rows_at_least_never_exceeds_what_pandas_reads(
     text = "h,x\n" + "\n".join(lines) + ("\n" if trailing else "")
     path = tmp_path_factory.mktemp("csv") / "t.csv"
     path.write_bytes(text.encode())
-    with mock.patch.object(trace_mod, "_CHUNK_BYTES", chunk):
+    with mock.patch.object(bounds_mod, "_CHUNK_BYTES", chunk):
         got = csv_rows_at_least(path, cap)
     try:
         rows = len(pd.read_csv(io.StringIO(text)))
@@ -184,7 +184,7 @@ def test_csv_rows_at_least_gives_no_count_where_lines_are_not_rows(tmp_path: Pat
     path = tmp_path / "t.csv"
     path.write_bytes(text.encode())
     assert csv_rows_at_least(path, 100) is None
-    with mock.patch.object(trace_mod, "_CHUNK_BYTES", 1):
+    with mock.patch.object(bounds_mod, "_CHUNK_BYTES", 1):
         assert csv_rows_at_least(path, 100) is None
 
 
@@ -192,7 +192,7 @@ def test_csv_rows_at_least_stops_past_the_cap(tmp_path: Path) -> None:
     """It reads no further than the cap needs: a table of many rows counts just past it."""
     path = tmp_path / "t.csv"
     path.write_text("h\n" + "1\n" * 10_000)
-    with mock.patch.object(trace_mod, "_CHUNK_BYTES", 8):
+    with mock.patch.object(bounds_mod, "_CHUNK_BYTES", 8):
         got = csv_rows_at_least(path, 100)
     assert got is not None and 100 < got < 110
     assert csv_rows_at_least(path, 10**6) == 10_000

@@ -172,7 +172,7 @@ def _check_rows(src: Path, table: Path) -> None:
     """UsageError naming ``src`` where the events ``table`` holds more events than a trace takes,
     counted before the table is read: a Parquet file's from its footer, a ``.csv`` file's from below
     by its line ends, up to the bound (nothing where that gives no count: the reader says why)."""
-    from pipesim.io.trace import MAX_TRACE_EVENTS, check_event_count, csv_rows_at_least
+    from pipesim.io.trace_bounds import MAX_TRACE_EVENTS, check_event_count, csv_rows_at_least
 
     rows, how = None, ""
     if table.is_file() and table.suffix.lower() == ".csv":

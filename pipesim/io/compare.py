@@ -48,6 +48,10 @@ run's PipelineError is; ``except CompareFailed`` catches both.
 Where a run spent more than 10% of its simulated time after its last training step, a note says
 so per design (:func:`pipesim.io.sweep_outputs.tail_note`, as ``pipesim run`` and ``sweep`` do):
 throughput counts that tail.
+
+The figure (its panels per engine, the bars and their intervals and labels) is
+:mod:`pipesim.io.compare_figure`; :data:`FIGURE_METRICS` and :data:`COMPUTE_FIGURE_METRICS` are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -60,12 +64,12 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.api import run
+from pipesim.io.compare_figure import COMPUTE_FIGURE_METRICS, FIGURE_METRICS, comparison_figure
 from pipesim.io.compare_seeds import MAX_SEEDS, cell, notes, seed_table
 from pipesim.io.html import COMPUTE_GEN_UTIL_LABEL, COMPUTE_HEADLINE_KEYS, HEADLINE_KEYS, truncated_label
 
@@ -80,22 +84,6 @@ __all__ = [
     "compare",
 ]
 
-FIGURE_METRICS = (
-    ("throughput_per_hour", "episodes / hour"),
-    ("gen_util", "slot utilisation"),
-    ("staleness_mean", "mean staleness (versions)"),
-    ("length_bias", "length bias"),
-)
-"""The figure's panels for slot runs (and for a mix of slot and compute runs)."""
-COMPUTE_FIGURE_METRICS = (
-    ("throughput_per_hour", "episodes / hour"),
-    ("step_time_s_mean", "mean step (s)"),
-    ("decode_tokens_per_s", "decode tokens / s"),
-    ("engine_busy_share", "engine busy share"),
-    ("staleness_mean", "mean staleness (versions)"),
-)
-"""The figure's panels when every design is a compute run."""
-_SHARES = ("gen_util", "engine_busy_share")  # panels on [0, 1]
 MIXED_GEN_UTIL_LABEL = "slot utilisation (a compute run's: of its max_num_seqs places)"
 """``gen_util``'s label where slot and compute runs are compared (what a slot means differs)."""
 
@@ -349,7 +337,7 @@ def _build(
             {name: [float(s.get(k, float("nan"))) for k in keys] for name, s in summaries.items()},
             index=pd.Index([labels.get(k, k) for k in keys], name="metric"),
         )
-        figure = _figure(summaries, panels)
+        figure = comparison_figure(summaries, panels)
         return Comparison(table=table, figure=figure, notes=_tail_notes(tails, results), **common)  # type: ignore[arg-type]
     single = {n for n in names if n not in to_run}
     table = seed_table(per_seed, keys, labels, single, engines)
@@ -358,7 +346,7 @@ def _build(
     means = {n: {k: cell(stats, k, (n, "mean")) for k in every} for n in names}
     bounds = {n: {k: (cell(stats, k, (n, "lo")), cell(stats, k, (n, "hi"))) for k in every} for n in names}
     over = f"{done} seeds, 95% t interval" if done > 1 else "1 seed: no interval"
-    figure = _figure(means, panels, bounds, f"designs side by side (mean over {over})")
+    figure = comparison_figure(means, panels, bounds, f"designs side by side (mean over {over})")
     said = (*notes(per_seed, keys, single, seeds, engines), *_tail_notes(tails, results))
     return Comparison(table=table, figure=figure, notes=said, **common)  # type: ignore[arg-type]
 
@@ -404,67 +392,3 @@ def _labels(inner: Mapping[str, Any], compute: bool, mixed: bool) -> dict[str, s
     elif compute:
         labels["gen_util"] = COMPUTE_GEN_UTIL_LABEL
     return labels
-
-
-def _figure(
-    summaries: Mapping[str, Mapping[str, Any]],
-    panels: tuple[tuple[str, str], ...],
-    bounds: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
-    title: str = "designs side by side (one run each)",
-) -> go.Figure:
-    """One panel per metric of ``panels``, a bar per design; ``bounds``: each bar's interval (lo,
-    hi), drawn as an error bar (none where NaN). Each bar's value is written as the table writes it
-    (:func:`_bar_label`), and the y axes with thousands separators (10,000, not 10k)."""
-    from pipesim.io.cli_common import fmt_number
-    from pipesim.io.viz.sweep import PALETTE
-
-    titles = [t.replace(" (", "<br>(", 1) if len(t) > 30 else t for _, t in panels]  # a long qualifier
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=titles)
-
-    names = list(summaries)
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
-    for j, (k, label) in enumerate(panels, start=1):
-        y = [float(summaries[n].get(k, float("nan"))) for n in names]
-        error = None
-        if bounds is not None:
-            lo_hi = [bounds[n].get(k, (math.nan, math.nan)) for n in names]
-            error = go.bar.ErrorY(
-                type="data",
-                symmetric=False,
-                array=[_gap(hi - v) for v, (_, hi) in zip(y, lo_hi)],
-                arrayminus=[_gap(v - lo) for v, (lo, _) in zip(y, lo_hi)],
-            )
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=y,
-                error_y=error,
-                marker_color=colors,
-                name=label,
-                showlegend=False,
-                text=[_bar_label(v, fmt_number) for v in y],
-                hovertemplate="%{x}<br>" + label + ": %{text}<extra></extra>",
-                texttemplate="%{text}",  # the value on each bar: a zero is a visible 0
-                textposition="outside" if bounds is None else "inside",  # outside: under the error bar
-                cliponaxis=False,
-            ),
-            row=1,
-            col=j,
-        )
-        if k in _SHARES:
-            fig.update_yaxes(range=[0, 1.1], row=1, col=j)
-    fig.update_yaxes(tickformat=",", rangemode="tozero")  # 10,000 (separatethousands drew 10k)
-    fig.update_layout(height=380, plot_bgcolor="white", title=title)
-    return fig
-
-
-def _bar_label(v: float, fmt_number: Callable[[float], str]) -> str:
-    """A bar's value as the table writes it, its trailing zeros dropped (11,823 and 0.625, where the
-    table has 0.6250; d3's four digits wrote 11,820); none where there is no value."""
-    text = fmt_number(v) if math.isfinite(v) else ""
-    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
-
-
-def _gap(x: float) -> float | None:
-    """An error bar's length; None (no bar, not a bar of 0) where there is no interval."""
-    return float(x) if math.isfinite(x) else None

@@ -74,8 +74,9 @@ class Dropped:
 
 
 def row_lines(path: str | Path, rows: list[int]) -> dict[int, int | None]:
-    """The line of each of ``rows`` (0-based data rows) in a CSV or TSV (its header is line 1; blank
-    lines, which the reader skips, are counted); None for each in the other formats."""
+    """The line of each of ``rows`` (0-based data rows) in a CSV or TSV (its header is line 1; a
+    blank line before it is counted, and one after it is a row, as
+    :func:`~pipesim.io.fit_readers.read_table` reads it); None for each in the other formats."""
     p = Path(path)
     out: dict[int, int | None] = dict.fromkeys(rows)
     if p.suffix.lower() not in (".csv", ".tsv", ".txt") or not rows:
@@ -83,7 +84,7 @@ def row_lines(path: str | Path, rows: list[int]) -> dict[int, int | None]:
     want, k, last = set(rows), -1, max(rows)  # k: the data row of the next non-blank line (-1: header)
     with p.open(newline="", errors="replace") as f:
         for line_no, line in enumerate(f, 1):
-            if not line.strip():
+            if k < 0 and not line.strip():  # before the header: no row
                 continue
             if k in want:
                 out[k] = line_no

@@ -17,13 +17,17 @@ column existed leave discarded episodes out), and
 process 3's track the weights' version. Flow arrows ("s" / "f", one id per episode) run from the end of each
 trained episode's last segment to the training step that consumed it; above ``max_flows``
 trained episodes they are left out (a viewer slows down with hundreds of thousands of arrows).
+
+Size: a run of more than :data:`~pipesim.io.trace_bounds.MAX_TRACE_EVENTS` events is refused
+(:class:`~pipesim.io.trace_bounds.TooManyEvents`); the bound and its checks, asked before a run or
+a file's parse where the count is known, are :mod:`pipesim.io.trace_bounds`, re-exported here.
+Patch the bound there: this module reads it there too.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,14 +37,41 @@ import pandas as pd
 
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError
+from pipesim.io import trace_bounds
+from pipesim.io.trace_bounds import (
+    FIT_MARGIN,
+    MAX_TRACE_EVENTS,
+    TooManyEvents,
+    check_event_count,
+    check_run_events,
+    csv_rows_at_least,
+    min_events,
+)
 from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
 
+__all__ = [  # the size bound's names are re-exported from pipesim.io.trace_bounds
+    "FIT_MARGIN",
+    "GEN_PID",
+    "MAX_EVENT_SLOT",
+    "MAX_FLOWS",
+    "MAX_TRACE_EVENTS",
+    "MAX_TRACE_S",
+    "SYNC_PID",
+    "TRAIN_PID",
+    "US",
+    "TooManyEvents",
+    "check_event_count",
+    "check_run_events",
+    "csv_rows_at_least",
+    "events_to_trace",
+    "flows_note",
+    "min_events",
+    "run_to_trace",
+    "write_trace",
+]
+
 GEN_PID, TRAIN_PID, SYNC_PID = 1, 2, 3
-MAX_TRACE_EVENTS = 1_000_000
-"""The most events a trace takes: about 300 bytes of JSON each, so 300 MB, past what a browser's
-trace viewer opens (a verl-scale run has millions; the aggregate view of ``pipesim run --html``
-draws any run)."""
 US = 1_000_000.0
 MAX_TRACE_S = 2**53 / US
 """The latest time (seconds, about 9.0e9: 285 years) an event of a trace may start or end: trace
@@ -50,110 +81,6 @@ event without a word."""
 MAX_EVENT_SLOT = 2**24
 """The most slots (and replicas) one run holds (:data:`pipesim.core.errors.MAX_SLOTS`): a
 ``slot`` or ``replica`` of an events table is -1 (a step or a sync) or in ``[0, 2**24)``."""
-
-
-FIT_MARGIN = 0.9
-"""The share of :data:`MAX_TRACE_EVENTS` a suggested step count aims at: a run's events grow about
-linearly in its steps, plus a few (the episodes in flight at its end) that a shorter run keeps."""
-
-
-class TooManyEvents(FieldError):
-    """A run too large to trace (field ``events``). ``events``: its count of events, or the lower
-    bound of it asked before the run; ``steps_that_fit``: a step count whose run fits, from the
-    run's own events per step (None where that is not known: a bound before the run, a table with
-    no train rows)."""
-
-    events: int = 0
-    steps_that_fit: int | None = None
-
-
-def check_event_count(n: int, how: str = "", steps: int | None = None, steps_key: str = "steps") -> None:
-    """:class:`TooManyEvents` (a FieldError, field ``events``) where a run of ``n`` events is too large
-    to trace (:data:`MAX_TRACE_EVENTS`). Callers that know the count before loading or running the
-    run ask first: a saved run's events by their Parquet footer, a CSV's from below by its line ends
-    (:func:`csv_rows_at_least`), a rerun by its scenario's or run spec's lower bound
-    (:func:`check_run_events`; ``how`` says where that bound comes from, and makes ``n`` "at least").
-    A saved run of 11.6M events was loaded (23 s, 2.7 GB), and a run file's run rerun (34 s,
-    1.8 GB), before this refused it. ``steps``: the steps the ``n`` events are of (a run's train
-    rows), where known: the refusal then names the ``steps_key`` count that fits, at the run's own
-    events per step with a margin (:data:`FIT_MARGIN`)."""
-    if n <= MAX_TRACE_EVENTS:
-        return
-    count = f"at least {n:,} events {how}" if how else f"{n:,} events"
-    fit = None
-    if steps:
-        fit = math.floor(MAX_TRACE_EVENTS * FIT_MARGIN * steps / n)
-        per = f"{n / steps:,.0f} events a step over its {steps:,} steps"
-        remedy = f"trace --set {steps_key}={fit:,} or fewer ({per})" if fit else f"not one step fits ({per})"
-    else:
-        remedy = "trace fewer steps"
-    err = TooManyEvents(
-        f"events: the run has {count}, more than the {MAX_TRACE_EVENTS:,} a trace takes "
-        f"(about {n * 300 / 1e9:.1f} GB of JSON, past what a viewer opens): {remedy}, "
-        "or draw the run with `pipesim run --html` (its aggregate view takes any size)",
-        "events",
-    )
-    err.events, err.steps_that_fit = n, fit or None
-    raise err
-
-
-def min_events(steps: int, batch_size: int) -> int:
-    """The fewest events a slot run of ``steps`` steps of ``batch_size`` episodes can have: every
-    step trains ``batch_size`` episodes (the buffer refuses a batch of another size), each trained
-    episode has at least one gen row (an episode's only segment is kept even when empty:
-    :func:`pipesim.results.events.event_table`), and each step one train row. Its syncs, pauses,
-    partial segments and the episodes not trained only add to it."""
-    return steps * (batch_size + 1)
-
-
-def check_run_events(steps: int, batch_size: int, steps_key: str = "steps") -> None:
-    """:func:`check_event_count` of the fewest events a run of ``steps`` steps of ``batch_size``
-    episodes can have (:func:`min_events`), asked before the run: a slot scenario's and a run
-    spec's (``kind = "compute"``; ``steps_key`` ``run.steps``: its engine trains the same buffer's
-    batches, one train row a step) alike, for ``pipesim trace`` and ``pipesim run --trace``. A
-    lower bound names no step count that fits: only the steps past which no run fits (the hint
-    "at most steps=1,949 could fit" was followed, and the run of 2,984,048 events, 30 s and 900 MB,
-    was refused after it ran). A run refused after it ran names a count (:func:`check_event_count`)."""
-    most = MAX_TRACE_EVENTS // (batch_size + 1)
-    bound = (
-        f"more than {most:,} steps can never fit, and far fewer may not: syncs, pauses and unfinished "
-        "episodes add events, and a traced run still too large names a count that fits"
-        if most
-        else "not one step fits"
-    )
-    how = (
-        f"({steps:,} steps x (batch_size {batch_size:,} + 1): a gen row per trained episode and "
-        f"a train row per step; a lower bound, so {bound})"
-    )
-    check_event_count(min_events(steps, batch_size), how)
-
-
-_CHUNK_BYTES = 1 << 20
-_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
-"""A line of white space alone, in either line end: pandas skips it, so it is no row."""
-
-
-def csv_rows_at_least(path: str | Path, cap: int) -> int | None:
-    """The data rows of the CSV at ``path`` from below, by its line ends, read in one streaming
-    pass of 1 MiB chunks that stops once past ``cap`` rows (nothing is parsed: a 3M-row events
-    CSV was parsed whole, 2 s and 680 MB, before the trace refused it). None where the line ends
-    are no bound on the rows pandas reads: a quote in what was read (a quoted field may hold a line
-    end), a blank line (pandas skips it), a NUL byte (no text table) or an unreadable file (the
-    reader that follows says why). The header is one line; a last row without a line end is not
-    counted."""
-    ends, carry = 0, b"\n"  # what a blank line may start with: the file's start reads as a line end
-    try:
-        with open(path, "rb") as f:
-            while ends <= cap + 1 and (chunk := f.read(_CHUNK_BYTES)):
-                text = carry + chunk
-                if b'"' in chunk or b"\x00" in chunk or _BLANK_LINE.search(text):
-                    return None
-                ends += chunk.count(b"\n")
-                k = text.rfind(b"\n")  # a last line of white space so far may end blank
-                carry = b"\n" if k >= 0 and not text[k:].strip() else b""
-    except OSError:
-        return None
-    return max(ends - 1, 0)
 
 
 def _meta(pid: int, name: str, tid: int | None = None) -> dict[str, Any]:
@@ -329,7 +256,8 @@ def events_to_trace(
     missing = {"kind", "lane", "start_s", "end_s", "version", "episode_id"} - set(events.columns)
     if missing:
         raise FieldError(f"events table lacks columns {sorted(missing)}", sorted(missing)[0])
-    if len(events) > MAX_TRACE_EVENTS:  # its train rows: a row a step, the count that fits
+    # the bound read in trace_bounds, where a test lowers it; the train rows: a row a step
+    if len(events) > trace_bounds.MAX_TRACE_EVENTS:
         check_event_count(len(events), steps=int((events["kind"] == "train").sum()), steps_key=steps_key)
     for col in ("start_s", "end_s"):
         times = pd.to_numeric(events[col], errors="coerce").to_numpy(dtype=np.float64)
