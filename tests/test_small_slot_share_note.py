@@ -10,29 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pipesim.io.cli import main
 from pipesim.plan.runspec import dumps
+from tests.test_runspec import SPEC  # the same small spec
 
 SLOT_METRICS = ("gen_util", "gen_util_active", "gen_util_total", "slot_idle_ratio")
 """The kernel's slot metrics, which on the compute engine count ``max_num_seqs`` places."""
-SPEC: dict[str, Any] = {
-    "kind": "compute",
-    "cluster": {"gpu": "h100-sxm", "n_gpus": 8},
-    "model": {"name": "qwen3-0.6b", "max_model_len": 4096},
-    "workload": {
-        "prompts_per_step": 4,
-        "samples_per_prompt": 4,
-        "prompt_tokens": 128,
-        "response": {"median_tokens": 200, "sigma": 0.5},
-        "max_response_tokens": 1024,
-    },
-    "design": {"placement": 4, "tp": 1, "eta": 1, "update": "partial", "sync_every": 1, "oversample": 1.0},
-    "run": {"steps": 3, "seed": 5},
-}
 
 
 def _table(text: str) -> dict[str, str]:
