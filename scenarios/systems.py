@@ -13,6 +13,10 @@ fully asynchronous worker has none). Where the preset's admission rule never rea
 new ``max_staleness`` too, and so do sweeps and ``--set``: they ran the same design under the
 new label. AReaL's throttle reads it (it is ``max_head_offpolicyness``), so there it is swept.
 
+slime's presets (:func:`slime` and its two modes, and :func:`april`, in slime's own knob names)
+live in :mod:`scenarios.systems_slime` and are re-exported here, the same objects; the helpers
+every preset shares (:func:`_scenario`, ``CHAPTER``) stay here.
+
 =====================  ===============================  ======================================
 system                 admission                        weight update / batch
 =====================  ===============================  ======================================
@@ -55,14 +59,16 @@ from pipesim.policies.systems import (
     PipelineRLLag,
     RollGroupAdmission,
     RollGroupExpiry,
-    SlimeAsyncWorker,
     VerlMessageQueue,
     VerlRollouter,
 )
-from pipesim.policies.updates import AbortReprefill, AfterNextBatch, BatchDrain, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, BatchDrain, InFlightUpdate, SyncEveryK
 from scenarios.systems_checks import check_batch, renamed
 from scenarios.systems_pool import check_preset_pool, preset_pool_size
-from scenarios.systems_slime import april as april  # slime's knob names; re-exported here
+from scenarios.systems_slime import april as april  # slime's presets, re-exported here
+from scenarios.systems_slime import slime as slime
+from scenarios.systems_slime import slime_drain as slime_drain
+from scenarios.systems_slime import slime_fully_async as slime_fully_async
 
 CHAPTER = PipelineConfig(
     n_slots=64, batch_size=64, train_time_s=60.0, sync_time_s=10.0, max_staleness=0, steps=20
@@ -252,61 +258,6 @@ def areal(
         weight_update=AbortReprefill(),
         **extra,
     )
-
-
-def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: Any) -> Scenario:
-    """slime: ``mode="drain"`` or ``mode="fully_async"``, from its code.
-
-    ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
-    current one trains (``rollout_manager.generate.remote(rollout_id + 1)``, launched once rollout
-    ``rollout_id`` has returned) and is waited for before ``update_weights`` ("sync generate before
-    update weights"): one whole rollout ahead, the whole rollout drained before each update
-    (:class:`~pipesim.policies.admission.BatchThrottle` with eta = 1 and
-    :class:`~pipesim.policies.updates.BatchDrain`).
-
-    ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
-    at most ``max_concurrent`` groups in flight and stops topping up while as many completed
-    groups wait (:class:`~pipesim.policies.systems.SlimeAsyncWorker`; no version bound). A weight
-    update pauses the engines and aborts every request in flight; ``_make_done_cb`` puts the
-    aborted group back in the data buffer, and ``sglang_rollout.generate`` resends prompt plus
-    partial response (``sample.tokens``) with the remaining token budget. So the trajectory
-    continues under the new weights after re-prefilling its prefix: no work is lost, the prefix
-    is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`: on fixed-duration slots, which
-    have no prompt lengths, the generated tokens only; the compute engine re-prefills prompt,
-    observations and generated tokens). ``--partial-rollout`` only decides whether those
-    earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``). ``train_async.py`` drives
-    both modes the same way: after training step i it waits for rollout i + 1 ("sync generate
-    before update weights"; with ``--rollout-function-path
-    fully_async_rollout.generate_rollout_fully_async`` that is the worker handing over the next
-    batch's completed groups) and only then updates the weights, so batch i + 1 is collected
-    under the old weights and trained after the update
-    (:class:`~pipesim.policies.updates.AfterNextBatch` around ``AbortReprefill``).
-    """
-    if mode == "drain":
-        knob = "fixed at 1 (one step ahead, drained)"
-        return _scenario(
-            "slime drain", pipeline, 1, knob, admission=BatchThrottle(), weight_update=BatchDrain()
-        )
-    if mode == "fully_async":
-        worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
-        wu = AfterNextBatch(AbortReprefill())  # the update waits for the next batch, as train_async.py
-        sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=wu)
-        if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
-            raise FieldError(
-                f"slime fully async: {why}", "batch_size"
-            )  # at construction, not a stall mid-run
-        return sc
-    raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
-
-
-def slime_drain(**kw: Any) -> Scenario:
-    """slime ``train_async.py``: one rollout ahead, drained before each weight update (``slime``)."""
-    return slime("drain", **kw)
-
-
-def slime_fully_async(**kw: Any) -> Scenario:
-    """slime fully async: ``max_concurrent`` groups in flight, re-prefilled after each update."""
-    return slime("fully_async", **kw)
 
 
 def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **pipeline: Any) -> Scenario:

@@ -1,7 +1,11 @@
-"""The APRIL preset (active partial rollouts, in slime) in slime's own knob names.
+"""slime's presets: :func:`slime` (``drain`` and ``fully_async``, from ``train_async.py``) and APRIL.
 
-:func:`april` takes slime's command-line knobs under their own names, so the file
-``pipesim export systems:april`` writes reads as a slime launch script does:
+:func:`slime` models slime's two asynchronous loops; :func:`slime_drain` and
+:func:`slime_fully_async` are its two modes as zero-argument presets (``systems:slime_drain``,
+``systems:slime_fully_async``). Its docstring cites the code each mode was read from.
+
+:func:`april` (active partial rollouts, in slime) takes slime's command-line knobs under their own
+names, so the file ``pipesim export systems:april`` writes reads as a slime launch script does:
 
 ==============================  ===========================================  =====================
 knob                            slime                                        pipesim
@@ -19,8 +23,12 @@ The names this preset had before (``oversample_factor``, a factor of B; ``carry_
 names is refused, naming the new one (detected where the new name is off its default: a new name
 passed at its default value cannot be told from one not passed, and the old name's value wins).
 Old names are read from the keyword overrides, not the signature, so an exported file carries only
-slime's names. It is re-exported from :mod:`scenarios.systems` (``systems.april``); its helpers
-live there, imported when called (that module imports this one).
+slime's names.
+
+Every preset here is re-exported from :mod:`scenarios.systems` (``systems.slime``,
+``systems.april``, the same objects), whose ``PRESETS`` registers them; the helpers they share
+with the other presets (``_scenario``, ``CHAPTER``, ``_bool``) live there, imported when called
+(that module imports this one).
 """
 
 from __future__ import annotations
@@ -30,11 +38,70 @@ from typing import Any
 
 from pipesim import Scenario
 from pipesim.core.errors import check_int
-from pipesim.core.validate import check_number, refuse
-from pipesim.policies.admission import OverSample
+from pipesim.core.validate import FieldError, check_number, refuse
+from pipesim.policies.admission import BatchThrottle, OverSample
 from pipesim.policies.base import WeightUpdate
 from pipesim.policies.groups import WholeGroups
-from pipesim.policies.updates import AbortReprefill, AbortRestart
+from pipesim.policies.systems import SlimeAsyncWorker
+from pipesim.policies.updates import AbortReprefill, AbortRestart, AfterNextBatch, BatchDrain
+
+
+def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: Any) -> Scenario:
+    """slime: ``mode="drain"`` or ``mode="fully_async"``, from its code.
+
+    ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
+    current one trains (``rollout_manager.generate.remote(rollout_id + 1)``, launched once rollout
+    ``rollout_id`` has returned) and is waited for before ``update_weights`` ("sync generate before
+    update weights"): one whole rollout ahead, the whole rollout drained before each update
+    (:class:`~pipesim.policies.admission.BatchThrottle` with eta = 1 and
+    :class:`~pipesim.policies.updates.BatchDrain`).
+
+    ``fully_async`` -- ``slime/rollout/fully_async_rollout.py``: ``AsyncRolloutWorker._loop`` keeps
+    at most ``max_concurrent`` groups in flight and stops topping up while as many completed
+    groups wait (:class:`~pipesim.policies.systems.SlimeAsyncWorker`; no version bound). A weight
+    update pauses the engines and aborts every request in flight; ``_make_done_cb`` puts the
+    aborted group back in the data buffer, and ``sglang_rollout.generate`` resends prompt plus
+    partial response (``sample.tokens``) with the remaining token budget. So the trajectory
+    continues under the new weights after re-prefilling its prefix: no work is lost, the prefix
+    is recomputed (:class:`~pipesim.policies.updates.AbortReprefill`: on fixed-duration slots, which
+    have no prompt lengths, the generated tokens only; the compute engine re-prefills prompt,
+    observations and generated tokens). ``--partial-rollout`` only decides whether those
+    earlier tokens are masked (``--mask-offpolicy-in-partial-rollout``). ``train_async.py`` drives
+    both modes the same way: after training step i it waits for rollout i + 1 ("sync generate
+    before update weights"; with ``--rollout-function-path
+    fully_async_rollout.generate_rollout_fully_async`` that is the worker handing over the next
+    batch's completed groups) and only then updates the weights, so batch i + 1 is collected
+    under the old weights and trained after the update
+    (:class:`~pipesim.policies.updates.AfterNextBatch` around ``AbortReprefill``).
+    """
+    from scenarios.systems import _scenario  # that module imports this one
+
+    if mode == "drain":
+        knob = "fixed at 1 (one step ahead, drained)"
+        return _scenario(
+            "slime drain", pipeline, 1, knob, admission=BatchThrottle(), weight_update=BatchDrain()
+        )
+    if mode == "fully_async":
+        worker = SlimeAsyncWorker(max_concurrent)  # no version bound: max_staleness is refused
+        wu = AfterNextBatch(AbortReprefill())  # the update waits for the next batch, as train_async.py
+        sc = _scenario("slime fully async", pipeline, 0, admission=worker, weight_update=wu)
+        if why := worker.unformable(sc.pipeline.batch_size, sc.pipeline.n_slots):
+            raise FieldError(
+                f"slime fully async: {why}", "batch_size"
+            )  # at construction, not a stall mid-run
+        return sc
+    raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
+
+
+def slime_drain(**kw: Any) -> Scenario:
+    """slime ``train_async.py``: one rollout ahead, drained before each weight update (``slime``)."""
+    return slime("drain", **kw)
+
+
+def slime_fully_async(**kw: Any) -> Scenario:
+    """slime fully async: ``max_concurrent`` groups in flight, re-prefilled after each update."""
+    return slime("fully_async", **kw)
+
 
 #: APRIL's default over-sampling when ``over_sampling_batch_size`` is None: 1.5 x the rollout batch
 #: (the preset's default since it was written; slime's own default, None, means no over-sampling:

@@ -5,11 +5,12 @@ and run the survivors in full over several seeds.
   fluid balance split, probes slices at full length along the split axis and takes the full rung
   from the probes (:mod:`pipesim.plan.slices`); no successive halving.
 * ``grid`` screens every candidate; ``optuna`` screens ``trials`` designs chosen by Optuna's
-  NSGA-II (three objectives: throughput, mean staleness, discarded share; the constraints as
-  Optuna constraints), asked and told in batches of ``spec.batch`` in ask order, so neither the
-  worker count nor the order in which runs finish changes what is asked next.
-* A rung keeps ``max(ceil(n / reduction), min_full)`` designs: two thirds by throughput among those
-  feasible at that rung, then the rung's Pareto front, then the least infeasible.
+  NSGA-II (:func:`~pipesim.plan.rungs.optuna_screen`).
+* A rung keeps ``max(ceil(n / reduction), min_full)`` designs, chosen by
+  :func:`~pipesim.plan.rungs.promote` (the fastest proved, then throughput x the chance the
+  constraints hold, then the rung's Pareto layers, then the least infeasible). The rungs' lengths,
+  quotas, promotion and the NSGA-II screen live in :mod:`pipesim.plan.rungs` (``rung_steps`` and
+  ``promote`` are re-exported here); :func:`search` strings them together.
 * Verification (:mod:`pipesim.plan.verify`): before the fastest feasible full-run design is
   recommended, it is run ``HORIZON`` times as long on the same seeds unless a declared bound
   proves its staleness; a design that breaks a limit there is infeasible, and the next is tried.
@@ -19,9 +20,7 @@ and run the survivors in full over several seeds.
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -32,20 +31,16 @@ import numpy as np
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
 from pipesim.io.pools import stop_pool
-from pipesim.plan.build import (
-    TrainerMemoryWarning,
-    candidates,
-    check_fits,
-    check_plan_pool,
-    placements,
-    space_size,
-)
+from pipesim.plan.build import candidates, check_plan_pool, space_size
 from pipesim.plan.cache import DiskCache
 from pipesim.plan.checks import check_seed, integer
-from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated, violation
+from pipesim.plan.evaluate import Evaluated, Evaluator, nondominated
 from pipesim.plan.explain import infeasible_message, no_candidates, sensitivity
 from pipesim.plan.fluid import FLOOR_SHARE, Cut, audit_sample, ceiling, proved
 from pipesim.plan.judge import HORIZON
+from pipesim.plan.rungs import optuna_screen, rung_quota
+from pipesim.plan.rungs import promote as promote  # re-exported: callers found them here
+from pipesim.plan.rungs import rung_steps as rung_steps
 from pipesim.plan.slices import pick_full, slice_search
 from pipesim.plan.space import Design, PlanError, PlanSpec
 from pipesim.plan.verify import along_slices, needs_verification, verify
@@ -119,118 +114,6 @@ class PlanResult:
         return self.rungs[-1][1]
 
 
-def rung_steps(spec: PlanSpec) -> list[int]:
-    steps = [spec.screen_steps]
-    while steps[-1] * spec.reduction * 2 <= spec.steps:
-        steps.append(steps[-1] * spec.reduction)
-    if steps[-1] != spec.steps:
-        steps.append(spec.steps)
-    return steps
-
-
-def promote(spec: PlanSpec, evals: Sequence[Evaluated], quota: int) -> list[Design]:
-    """A third of the quota to the fastest designs whose constraints are proved (a floor the
-    recommendation can fall back on), up to two thirds by throughput x the chance the design's
-    constraints hold at full length (:func:`pipesim.plan.judge.p_met`: 1 proved, 0 shown broken,
-    between for what a short run cannot tell), the rest by layers of non-dominated sorting of the
-    designs not shown broken (the low-staleness end of the trade-off survives too), then the least
-    infeasible."""
-    c = spec.constraints
-    alive = [e for e in evals if e.p_feasible > 0]
-    sure = sorted((e for e in alive if e.p_feasible >= 1), key=lambda e: (-e.throughput, e.design))
-    chosen = [e.design for e in sure[: math.ceil(quota / 3)]]  # the fastest proved ones: a floor
-    ranked = sorted(
-        (e for e in alive if e.design not in chosen), key=lambda e: (-e.throughput * e.p_feasible, e.design)
-    )
-    chosen += [e.design for e in ranked[: max(math.ceil(2 * quota / 3) - len(chosen), 0)]]
-    rest = [e for e in alive if e.design not in chosen]
-    while rest and len(chosen) < quota:
-        layer = nondominated(rest, tol=(0.0, 0.0, 0.0))  # raw layers: the report's tolerance is for the front
-        chosen += [e.design for e in layer[: quota - len(chosen)]]
-        taken = {e.design for e in layer}
-        rest = [e for e in rest if e.design not in taken]
-    others = sorted(
-        (e for e in evals if e.design not in chosen),
-        key=lambda e: (violation(c, e.metrics), -e.throughput, e.design),
-    )
-    chosen += [e.design for e in others[: max(quota - len(chosen), 0)]]
-    return sorted(chosen)
-
-
-def _optuna_screen(
-    spec: PlanSpec, ev: Evaluator, pool: list[Design], seed: int, steps: int, pre: Sequence[Evaluated] = ()
-) -> list[Evaluated]:
-    """``pre``: designs screened already (the first cut's), counted in ``trials``."""
-    import optuna
-    from optuna.distributions import BaseDistribution, CategoricalDistribution
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sp = spec.space
-    engines = check_fits(spec)
-    with warnings.catch_warnings():  # candidates() warned of a tight trainer: once, not again here
-        warnings.simplefilter("ignore", TrainerMemoryWarning)
-        trainers = sorted({t for tp in engines for t in placements(spec, tp)})
-    choices: dict[str, list[Any]] = {
-        "trainer_gpus": trainers,
-        "tp": sorted(engines),
-        "eta": sorted(set(sp.eta)),
-        "update": list(dict.fromkeys(sp.update)),
-        "sync_every": sorted(set(sp.sync_every)),
-        "oversample": sorted({float(f) for f in sp.oversample}) if spec.has_groups else [1.0],
-    }
-    dists: dict[str, BaseDistribution] = {k: CategoricalDistribution(v) for k, v in choices.items()}
-    modern = hasattr(optuna.trial.Trial, "set_constraint")  # Optuna >= 5
-
-    def constrain(t: Any, v: float) -> None:
-        if modern:
-            t.set_constraint("violation", v)
-        else:
-            t.set_user_attr("c", [v])
-
-    sampler = optuna.samplers.NSGAIISampler(
-        population_size=max(spec.batch, 2),
-        seed=seed,
-        constraints_func=None if modern else (lambda t: t.user_attrs["c"]),
-    )
-    study = optuna.create_study(directions=["maximize", "minimize", "minimize"], sampler=sampler)
-    target = min(spec.trials, len(pool))
-    allowed = set(pool)  # valid and not ruled out by the first cut
-    seen: dict[Design, Evaluated] = {e.design: e for e in pre}
-    asks = 0
-    bar: Any = None
-    if ev.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=target, desc=f"screen ({steps} steps, NSGA-II)", unit="design")
-    try:
-        while len(seen) < target and asks < 20 * spec.trials:
-            trials = [study.ask(dists) for _ in range(spec.batch)]
-            asks += len(trials)
-            designs = [Design(**t.params) for t in trials]
-            new = [d for d in dict.fromkeys(designs) if d not in seen and d in allowed]
-            new = new[: target - len(seen)]
-            for e in ev.evaluate(new, steps, 1, bar=bar):
-                seen[e.design] = e
-            for t, d in zip(trials, designs, strict=True):
-                got = seen.get(d)
-                if got is None or got.metrics.get("failed"):
-                    constrain(t, 1e9)
-                    study.tell(t, [0.0, 1e9, 1.0])
-                    continue
-                m = got.metrics
-                constrain(t, min(violation(spec.constraints, m), 1e9))
-                study.tell(t, [m["throughput_per_hour"], m["staleness_mean"], m["discarded_share"]])
-    finally:  # an interrupt's too: its last line before the line that says so
-        if bar is not None:
-            bar.close()
-    return [seen[d] for d in sorted(seen)]
-
-
-def _quota(spec: PlanSpec, n: int) -> int:
-    """How many of a rung's ``n`` designs go on: ``n / reduction``, at least ``min_full``."""
-    return max(math.ceil(n / spec.reduction), min(spec.min_full, n))
-
-
 def search(
     spec: PlanSpec,
     *,
@@ -274,7 +157,7 @@ def search(
         if method == "slices":
             ceilings = cut.ceilings or {d: ceiling(spec, d, {}) for d in pool}
             screens, probes = slice_search(spec, ev, pool, ceilings, pre[: spec.trials])
-            keep = pick_full(spec, probes, _quota(spec, len(probes)))
+            keep = pick_full(spec, probes, rung_quota(spec, len(probes)))
             current = ev.evaluate(keep, spec.steps, spec.seeds, desc="full")
             screened, later = screens, []  # the rungs: the screen, the probes, the full runs
             rungs += [
@@ -286,13 +169,13 @@ def search(
             if method == "grid":
                 current = ev.evaluate(pool, steps[0], n_screen, desc=f"screen ({steps[0]} steps)")
             else:
-                current = _optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
+                current = optuna_screen(spec, ev, pool, seed, steps[0], pre[: spec.trials])
                 if len(steps) == 1:
                     current = ev.evaluate([e.design for e in current], steps[0], spec.seeds, desc="full")
             screened = current
             rungs.append((steps[0], len(current)))
         for i, st in enumerate(later, start=1):
-            keep = promote(spec, current, _quota(spec, len(current)))
+            keep = promote(spec, current, rung_quota(spec, len(current)))
             last = i == len(steps) - 1
             desc = "full" if last else f"rung {i} ({st} steps)"
             current = ev.evaluate(keep, st, spec.seeds if last else 1, desc=desc)
