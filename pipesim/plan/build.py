@@ -18,7 +18,8 @@ from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.context import context_key as context_key  # re-exported
 from pipesim.plan.context import context_problem
-from pipesim.plan.pools import check_pool, max_steps, pool_tasks
+from pipesim.plan.pools import check_pool, pool_tasks, worst_pool
+from pipesim.plan.pools import max_steps as max_steps  # re-exported (tests import it from here)
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
 
 CLUSTER_OPTIONS = ("episodes_per_replica",)
@@ -351,21 +352,19 @@ def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None
     baseline) ``horizon x search.steps`` steps long, verification's length, draws a pool a run
     refuses (:func:`check_pool`): checked before the search's first run, not when its pick is
     verified hours later. Like :func:`check_space_size` it checks a plan, never a run spec."""
-    steps, worst, fewest = horizon * spec.steps, None, (MAX_DURATION_POOL, 0)
-    for d in designs:
-        n_slots = design_cluster(spec, d)[1].n_slots  # model.episodes_per_replica, else max_num_seqs
-        if pool_tasks(spec, d, steps, n_slots) > MAX_DURATION_POOL:
-            top = max_steps(spec, d, n_slots)
-            if worst is None or top < fewest[0]:
-                worst, fewest = d, (top, n_slots)
-    if worst is None:
+    steps = horizon * spec.steps
+    # memoised by (tp, trainer_gpus) and the pool's inputs (pools.worst_pool); the slots are
+    # model.episodes_per_replica, else max_num_seqs, per replica
+    found = worst_pool(spec, designs, steps, lambda d: design_cluster(spec, d)[1].n_slots)
+    if found is None:
         return
-    if fewest[0] < horizon:  # not one plan step fits: the engines' places are the bulk (check_pool says)
-        check_pool(spec, worst, steps, fewest[1], "search.steps")
+    worst, top, n_slots = found
+    if top < horizon:  # not one plan step fits: the engines' places are the bulk (check_pool says)
+        check_pool(spec, worst, steps, n_slots, "search.steps")
     raise PlanError(
         f"search.steps ({spec.steps:,}): verifying a pick runs it {horizon}x as long ({steps:,} steps), "
         f"and design {worst.label(spec.n_gpus)} would then draw more than the {MAX_DURATION_POOL:,} "
-        f"tasks a run may; at most {fewest[0] // horizon:,} steps, or a smaller batch "
+        f"tasks a run may; at most {top // horizon:,} steps, or a smaller batch "
         "(workload.prompts_per_step x workload.samples_per_prompt)",
         "search.steps",
     )

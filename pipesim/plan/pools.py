@@ -4,17 +4,26 @@ over), :func:`max_steps` the most steps that stay within
 :data:`~pipesim.core.errors.MAX_DURATION_POOL`, and :func:`check_pool` refuses a run past it with a
 PlanError naming the key to change. :mod:`pipesim.plan.build` checks a run spec's pool and a plan's
 (``check_run_pool``, ``check_plan_pool``) with them; split from it to keep the arithmetic in one
-place."""
+place.
+
+:func:`worst_pool` is the plan's check over every design, memoised: a design's engine slots depend
+on its ``(tp, trainer_gpus)`` alone (its engine is the spec's at ``tp``, its replicas the GPUs
+``trainer_gpus`` leaves over ``tp``), and its pool and most steps on ``(slots, eta, over,
+oversample where over)`` alone (``over``: ``oversample > 1`` or ``update = "abort"``; :func:`pool_tasks`
+reads nothing else of a design). Building each design's engine and cluster took 12 s of 767,200
+designs (``cluster.n_gpus = 6400`` on ``examples/plan_qwen3_8b.toml``) before the plan said more than
+its count; ``tests/test_pool_memo.py`` checks every design's verdict equal without the memo."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 
 from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import PlanError
 from pipesim.plan.space import Design, PlanSpec
 
-__all__ = ["check_pool", "max_steps", "pool_tasks"]
+__all__ = ["check_pool", "max_steps", "pool_tasks", "pool_key", "worst_pool"]
 
 
 def pool_tasks(spec: PlanSpec, d: Design, steps: int, n_slots: int) -> int:
@@ -72,3 +81,40 @@ def check_pool(spec: PlanSpec, d: Design, steps: int, n_slots: int, steps_key: s
         f"workload.samples_per_prompt) or fewer engine sequences ({slots_key} x the replicas)",
         key,
     )
+
+
+def pool_key(d: Design, n_slots: int) -> tuple[int, int, bool, float]:
+    """What :func:`pool_tasks` and :func:`max_steps` read of ``d`` with ``n_slots`` slots: the slots,
+    ``eta``, whether the pool is the larger one, and ``oversample`` there (0.0 where unread)."""
+    over = d.oversample > 1 or d.update == "abort"
+    return n_slots, d.eta, over, d.oversample if over else 0.0
+
+
+def worst_pool(
+    spec: PlanSpec, designs: Iterable[Design], steps: int, n_slots_of: Callable[[Design], int]
+) -> tuple[Design, int, int] | None:
+    """The design of ``designs`` whose run of ``steps`` steps draws past :data:`MAX_DURATION_POOL`
+    with the fewest steps fitting (the first in order on a tie), that :func:`max_steps` and its slots;
+    None where every run fits. ``n_slots_of`` (a design's engine slots) is called once per
+    ``(tp, trainer_gpus)``, on the first design in order with them, so an error it raises names the
+    design the unmemoised loop named; the verdicts are memoised by :func:`pool_key` (module docstring)."""
+    slots: dict[tuple[int, int], int] = {}
+    tops: dict[tuple[int, int, bool, float], int | None] = {}  # None: the run fits
+    worst, fewest = None, (MAX_DURATION_POOL, 0)
+    for d in designs:
+        place = (d.tp, d.trainer_gpus)
+        n_slots = slots.get(place)
+        if n_slots is None:
+            n_slots = slots[place] = n_slots_of(d)
+        key = pool_key(d, n_slots)
+        if key in tops:
+            top = tops[key]
+        else:
+            top = tops[key] = (
+                max_steps(spec, d, n_slots)
+                if pool_tasks(spec, d, steps, n_slots) > MAX_DURATION_POOL
+                else None
+            )
+        if top is not None and (worst is None or top < fewest[0]):
+            worst, fewest = d, (top, n_slots)
+    return None if worst is None else (worst, fewest[0], fewest[1])
