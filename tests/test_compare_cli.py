@@ -221,3 +221,18 @@ def test_the_command_exits_130_with_the_partial_table(
     assert "partial" in cap.out and "interrupted" in cap.err
     payload = json.loads(out_json.read_text())
     assert payload["partial"] is True and payload["seeds_done"] == 2
+
+
+def test_one_file_given_by_two_paths_is_one_design(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``a.toml`` and ``./a.toml`` (or a link to it) name one design: refused as given twice,
+    before any run, as the same text is."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", SYNC, "--out", "a.toml"]) == 0
+    Path("b.toml").symlink_to("a.toml")
+    capsys.readouterr()
+    for other in ("./a.toml", "b.toml"):
+        assert main(["compare", "a.toml", other]) == 2
+        err = capsys.readouterr().err
+        assert "given twice" in err and other in err, err

@@ -74,14 +74,22 @@ def read_design(arg: str) -> Any:
         raise UsageError(f"design {shown(arg)}: {one_line(exc)}") from None
 
 
+def _identity(design: str) -> str:
+    """What a design argument names: an existing file or directory by its resolved path (so
+    ``a.toml``, ``./a.toml`` and a link to it are one), anything else by its text."""
+    path = Path(design)
+    return str(path.resolve()) if path.exists() else design
+
+
 def _check_args(args: argparse.Namespace) -> None:
     """Two or more designs, each once, and writable outputs that are none of them: before any work."""
     designs: list[str] = args.designs
     if len(designs) < 2:
         raise UsageError(f"compare needs two or more designs (DESIGN), got {len(designs)}: {shown(designs)}")
+    same = [_identity(d) for d in designs]  # a.toml and ./a.toml are one design
     for i, d in enumerate(designs):
-        if d in designs[:i]:
-            first = designs.index(d) + 1
+        if same[i] in same[:i]:
+            first = same.index(same[i]) + 1
             raise UsageError(
                 f"design {shown(d)} is given twice (arguments {first} and {i + 1}); each names a column, "
                 "so give each design once"
