@@ -171,6 +171,23 @@ def test_a_buffer_that_never_holds_a_batch_stalls_naming_the_wrapper() -> None:
     _stalls_named(err.value)
 
 
+@pytest.mark.parametrize(
+    ("update", "chain"),
+    [
+        (SyncEveryK(2, AfterNextBatch(AbortReprefill())), "SyncEveryK > AfterNextBatch > AbortReprefill"),
+        (AfterNextBatch(AbortReprefill(prefill_rate_tok_s=4321.0)), "AfterNextBatch > AbortReprefill"),
+    ],
+    ids=["wrapped", "long-arguments"],
+)
+def test_the_stall_names_every_policy_of_a_wrapped_wait(update: Any, chain: str) -> None:
+    """A shortened repr cut the waiting policy's name out of the middle of a nested one; the
+    stall names each class of the chain whole."""
+    cfg = PipelineConfig(n_slots=4, batch_size=4, train_time_s=1.0, sync_time_s=1.0, max_staleness=0, steps=5)
+    with pytest.raises(PipelineError) as err:
+        pipesim.run(Scenario(pipeline=cfg, admission=CountThrottle(), weight_update=update))
+    assert chain in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("inner", [3, None, "Drain", PartialRollout, CountThrottle()], ids=repr)
 def test_an_inner_that_is_no_weight_update_is_refused(inner: object) -> None:
     with pytest.raises(FieldError) as err:

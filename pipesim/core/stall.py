@@ -26,7 +26,6 @@ from pipesim.core.errors import (
     _taken_from_buffer,
     _where,
     _written,
-    shown,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +41,18 @@ def stalled(p: Pipeline) -> PipelineError:
         f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "
         f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; {_culprit(p)}"
     )
+
+
+def _chain(policy: object) -> str:
+    """A wrapped policy by its classes, outermost first (``SyncEveryK > AfterNextBatch >
+    AbortReprefill``): each one named whole, where a shortened repr may cut the one that waits."""
+    names = [type(policy).__name__]
+    for _ in range(8):  # a chain of wrappers; deeper ones are not named
+        policy = getattr(policy, "inner", None)
+        if policy is None or isinstance(policy, type):
+            break
+        names.append(type(policy).__name__)
+    return " > ".join(names)
 
 
 def _culprit(p: Pipeline) -> str:
@@ -66,7 +77,7 @@ def _culprit(p: Pipeline) -> str:
         )
     if (need := p.buffer_need) is not None:  # a sync waits for a batch the buffer never holds
         return (
-            f"the weight update {shown(p.weight_update)} waits for {need} buffered "
+            f"the weight update {_chain(p.weight_update)} waits for {need} buffered "
             f"episodes before it syncs (buffered_at_least) and {len(p.buffer.items)} are buffered: "
             f"the admission policy {type(p.admission).__name__} admits no further episode while the "
             "trainer waits for that sync, so the next batch is never collected (an admission that "

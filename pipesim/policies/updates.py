@@ -236,7 +236,9 @@ class AfterNextBatch:
       episode); no staleness bound is passed on, as the wait changes what ``inner``'s assumed.
     * With ``SyncEveryK(k, AfterNextBatch(...))`` it waits only before the real syncs, as slime's
       ``update_weights_interval``. An admission that never lets the buffer hold a batch ahead of
-      the trainer (the count throttle at eta = 0) stalls, named in the error.
+      the trainer (the count throttle at eta = 0) stalls, named in the error; at eta = 1 the batch
+      waited for is the last one admitted, so the wait is a drain (``async-eta1``: 528/h, against
+      506/h with ``Drain`` and 1,836/h with ``PartialRollout``).
     """
 
     inner: WeightUpdate = field(default_factory=AbortReprefill)
