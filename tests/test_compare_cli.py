@@ -236,3 +236,7 @@ def test_one_file_given_by_two_paths_is_one_design(
         assert main(["compare", "a.toml", other]) == 2
         err = capsys.readouterr().err
         assert "given twice" in err and other in err, err
+    Path("mine.py").write_text("import pipesim\n\ndef make():\n    return pipesim.Scenario()\n")
+    assert main(["compare", "mine.py:make", "./mine.py:make"]) == 2  # a factory by two paths
+    err = capsys.readouterr().err
+    assert "given twice" in err and "./mine.py:make" in err, err

@@ -45,6 +45,7 @@ from pipesim.io.cli_common import (
     one_line,
     progress_wanted,
     read_inputs,
+    recipe_source,
 )
 
 __all__ = ["LONG_NAME", "cmd_compare", "comparison_json", "comparison_text", "read_design"]
@@ -75,10 +76,12 @@ def read_design(arg: str) -> Any:
 
 
 def _identity(design: str) -> str:
-    """What a design argument names: an existing file or directory by its resolved path (so
-    ``a.toml``, ``./a.toml`` and a link to it are one), anything else by its text."""
+    """What a design argument names, as a run file's recipe stores it
+    (:func:`~pipesim.io.cli_common.recipe_source`: ``a.toml``, ``./a.toml`` and a link to it are
+    one, and so are ``mine.py:make`` and ``./mine.py:make``); a saved run's directory by its
+    resolved path."""
     path = Path(design)
-    return str(path.resolve()) if path.exists() else design
+    return str(path.resolve()) if path.is_dir() else recipe_source(design)
 
 
 def _check_args(args: argparse.Namespace) -> None:
