@@ -339,6 +339,6 @@ def run_compute(
         model_trainer.dealt_log,
         model_trainer.balanced_update_s,
     )
-    if workload.agent is not None and (note := tool_slot_note(run)) is not None:
+    if workload.agent is not None and (note := run.slot_note) is not None:
         warnings.warn(note, ToolSlotWarning, stacklevel=2)
     return run

@@ -16,6 +16,7 @@ metric can change here without touching how a run is built, and the other way ro
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,16 @@ class ComputeRun:
     balanced_update_s: list[float] = field(default_factory=list)
     """``update_actor`` seconds per dealt step had the ranks been exactly balanced
     (``ComputeTrainer.balanced_update_s``)."""
+
+    @functools.cached_property
+    def slot_note(self) -> str | None:
+        """Why the run looks held back by its slots rather than its engines, or None
+        (:func:`~pipesim.compute.tool_slots.tool_slot_note`), worked out once: ``run_compute``
+        warns it and a plan records it (:func:`pipesim.plan.slots.slot_limited`) from this one
+        answer."""
+        from pipesim.compute.tool_slots import tool_slot_note
+
+        return tool_slot_note(self)
 
     def summary(self) -> dict[str, float]:
         """The kernel's summary plus the ledger, engine and trainer figures (``docs/compute.md``).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipesim.compute.tool_slots import TOOL_SLOT_RESIDENT_SHARE, tool_slot_note
+from pipesim.compute.tool_slots import TOOL_SLOT_RESIDENT_SHARE
 
 if TYPE_CHECKING:
     from pipesim.plan.evaluate import Evaluated
@@ -37,7 +37,7 @@ NAMED = 6
 def slot_limited(spec: PlanSpec, run: Any) -> bool:
     """Whether ``run`` (a :class:`~pipesim.compute.compute_run.ComputeRun` of ``spec``) is one
     ``run_compute`` warns of: a multi-turn run held back by its slots (:func:`tool_slot_note`)."""
-    return spec.workload.agent is not None and tool_slot_note(run) is not None
+    return spec.workload.agent is not None and run.slot_note is not None  # run_compute's own answer
 
 
 def _share(e: Evaluated) -> float:
