@@ -28,7 +28,7 @@ slime, drain           BatchThrottle, eta=1             BatchDrain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
                                                         after the next batch (AfterNextBatch)
 OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
-ROLL                   RollGroupAdmission               PartialRollout; RollGroupExpiry
+ROLL                   RollGroupAdmission               PartialRollout; RollGroupQueue
 ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
 PipelineRL             PipelineRLLag                    PartialRollout / InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
@@ -58,7 +58,7 @@ from pipesim.policies.systems import (
     OpenRLHFBatches,
     PipelineRLLag,
     RollGroupAdmission,
-    RollGroupExpiry,
+    RollGroupQueue,
     VerlMessageQueue,
     VerlRollouter,
 )
@@ -286,30 +286,36 @@ def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, *
     """ROLL asynchronous training (``async_generation_ratio``; 0 = synchronous), from its code.
 
     Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
-    (``advance_step``, ``put``, ``get``). One pipesim episode is one group.
+    (``advance_step``, ``put``, ``get``) and ``GroupQueueManager.get_batch``. One pipesim episode
+    is one group.
 
     * Supply (:class:`~pipesim.policies.systems.RollGroupAdmission`): the first ``advance_step``
       creates ``async_generation_ratio`` extra steps of groups, each later one a step's worth, so
       by step v groups exist for ``(v + 1 + ratio) * B`` starts; expired groups are not replaced.
-    * Expiry (:class:`~pipesim.policies.systems.RollGroupExpiry`): ``advance_step(step)`` removes
-      every group with ``step - create_step > async_generation_ratio``; ``put`` ignores the
-      rollouts of a removed group. No trained episode is more than the ratio stale.
+    * Batch (:class:`~pipesim.policies.systems.RollGroupQueue`): ``GroupQueue.get`` hands over the
+      oldest group of its queue once complete, and ``get_batch`` takes one per env group per
+      round, so step k trains the groups created for it (tasks ``k B`` .. ``(k + 1) B - 1``),
+      waiting for the slowest; none is old enough for ``advance_step`` to expire
+      (``step - create_step > async_generation_ratio``). No trained episode is more than the ratio
+      stale. The number of env groups changes nothing here while the batch is a whole number of
+      groups per env group (``max_traj_per_env`` in ``agentic_config.py``; ROLL's async examples:
+      128 env groups x 8 = rollout_batch_size 1024).
     * In-flight episodes pause for the sync and continue (:class:`~pipesim.policies.base.PartialRollout`).
 
-    The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). With exactly
-    B groups per step, expired groups eat the headroom for good: after ``ratio * B`` expiries the
-    pipeline runs synchronously. ROLL's own slack -- ``max_traj_per_env`` rounded up, and
-    ``group_size_redundancy`` extra rollouts per group -- is not modelled. ``samples_per_prompt``
-    (``num_return_sequences_in_group``) > 1: one episode is one response and the trainer takes
-    whole groups, which expire whole.
+    The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). ROLL's own
+    slack -- ``max_traj_per_env`` rounded up, and ``group_size_redundancy`` extra rollouts per
+    group -- is not modelled, nor which env group runs which group: any free slot starts the next
+    task. ``samples_per_prompt`` (``num_return_sequences_in_group``) > 1: one episode is one
+    response and the trainer takes whole groups. The first B groups to finish, stragglers expired,
+    is :class:`~pipesim.policies.systems.RollGroupExpiry` (``.with_(batching=RollGroupExpiry(r))``).
     """
     ratio: Any = async_generation_ratio  # 1.0 is 1; 0.5 is refused by the policies
     if isinstance(ratio, float) and ratio.is_integer():
         ratio = int(ratio)
     check_int("samples_per_prompt", samples_per_prompt, 1)
     adm = RollGroupAdmission(ratio)
-    expiry = RollGroupExpiry(ratio, samples_per_prompt)
-    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout(), batching=expiry)
+    batches = RollGroupQueue(ratio, samples_per_prompt)
+    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout(), batching=batches)
 
 
 def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:

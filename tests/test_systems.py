@@ -272,7 +272,9 @@ def test_roll_expires_groups_older_than_the_ratio(ratio: int) -> None:
     episode is staler than the ratio (main's preset never expired anything: 14-22% of its trained
     episodes exceeded the ratio on these runs)."""
     for seed in range(3):
-        r = checked(systems.roll(ratio, seed=seed, **SMALL))
+        # the preset now follows GroupQueue.get's order (tests/test_roll_order.py); the
+        # first-finished order with expiry stays available as RollGroupExpiry
+        r = checked(systems.roll(ratio, seed=seed, **SMALL).with_(batching=RollGroupExpiry(ratio)))
         assert (r.trained["staleness"] <= ratio).all()
         assert r.summary()["episodes_discarded"] > 0  # the expired groups' rollouts were ignored
         for e in r.episodes:  # groups are not replaced: every start counts against the supply
@@ -484,7 +486,11 @@ def test_verl_queue_of_groups_evicts_the_oldest_group_and_roll_expires_groups_wh
     assert VerlMessageQueue(None, 0.5, 4, 16).group_capacity(2048) == 768  # int(128 * 1.5 * 4) prompts
     # ROLL: an expired group is gone whole; none of its samples is trained
     slow = {**SMALL, "n_slots": 32}
-    rr = checked(systems.roll(1, samples_per_prompt=n, **slow).with_(durations=LogNormalDurations(20.0, 1.0)))
+    rr = checked(
+        systems.roll(1, samples_per_prompt=n, **slow).with_(
+            durations=LogNormalDurations(20.0, 1.0), batching=RollGroupExpiry(1, n)
+        )
+    )
     gone = {e.task_id // n for e in rr.episodes if e.status == "discarded"}
     assert gone and not gone & {g for _, g in _trained_groups(rr, n)}
     assert rr.trained["staleness"].max() <= 1

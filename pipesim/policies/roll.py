@@ -2,7 +2,7 @@
 
 alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py`` (``ReplayBuffer``, ``ItemsGroup``),
 the scheduler of ROLL's RLVR pipeline (the agentic pipeline's ``GroupQueue`` is
-:class:`~pipesim.policies.systems.RollGroupExpiry`). With ``async_generation_ratio`` r (an integer
+:class:`~pipesim.policies.systems.RollGroupQueue`). With ``async_generation_ratio`` r (an integer
 here) and B prompts a step:
 
 * **Supply.** A prompt is sent while ``running_prompts + completed_prompts < batch_size``, where

@@ -9,8 +9,10 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
   It and the next two live in :mod:`pipesim.policies.verl` and are re-exported here.
 * :class:`VerlMessageQueue` -- verl fully async (``message_queue.py``, ``MessageQueue.put_sample``):
   a bounded queue that evicts its oldest sample when full; its freshness check (:func:`verl_put_accepted`).
-* :class:`RollGroupExpiry` -- ROLL (``GroupQueue.advance_step``): groups created more than
-  ``async_generation_ratio`` steps ago expire and their rollouts are ignored.
+* :class:`RollGroupQueue` -- ROLL (``GroupQueueManager.get_batch``, ``GroupQueue.get``): the
+  trainer takes whole groups in creation order, waiting for the oldest; the ``roll`` preset's.
+* :class:`RollGroupExpiry` -- the first B groups to finish, groups created more than
+  ``async_generation_ratio`` steps ago expired (``GroupQueue.advance_step``): not ROLL's order.
 * :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
   step and one step of groups at each step after, expired ones not replaced.
 * :class:`PipelineRLLag` -- PipelineRL (``pipelinerl/actor.py``, ``ActorLoop``): groups submitted
@@ -44,6 +46,7 @@ __all__ = [
     "PipelineRLLag",
     "RollGroupAdmission",
     "RollGroupExpiry",
+    "RollGroupQueue",
     "SlimeAsyncWorker",
     "VerlMessageQueue",
     "VerlRollouter",
@@ -96,22 +99,65 @@ class RollGroupAdmission:
 
 
 @dataclass(frozen=True)
-class RollGroupExpiry(RatioGroups):
-    """ROLL: groups older than ``async_generation_ratio`` steps expire; their rollouts are ignored.
+class RollGroupQueue(RatioGroups):
+    """ROLL agentic's batch: whole groups in creation order, the trainer waiting for the oldest.
 
-    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``: ``GroupQueue.advance_step(step)``
-    removes every group with ``step - group.create_step > async_generation_ratio`` (finished or
-    not), and ``GroupQueue.put`` ignores a rollout whose group is gone -- its environment has done
-    the work for nothing. The trainer then takes complete groups in order. Here, when the trainer
-    at version v asks for a batch, episodes whose group was created before ``v - ratio`` are
-    discarded (an expired one still running finishes and is discarded at the next request), then
-    the first B finished are taken. Promises staleness <= ratio, counted from the group's creation
-    step, which is never after the episode's start.
+    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``. ``GroupQueue.get`` takes
+    ``next(iter(self.groups))`` ("must consume the first group (smallest episode_id)") and waits
+    until it holds ``group_size`` rollouts; ``GroupQueueManager.get_batch`` starts one such ``get``
+    per env group and starts the next round only when every queue has handed over one group, until
+    ``rollout_batch_size`` rollouts; a group with ``current_step - create_step > ratio`` is skipped.
+    ``roll/pipeline/agentic/agentic_config.py`` sets ``max_traj_per_env`` to ``ceil(rollout_batch_size
+    / (num_env_groups * group_size))`` when async, and ``advance_step`` creates that many groups
+    per queue per step, so with ROLL's example configs (``examples/qwen2.5-0.5B-agentic/
+    agent_val_frozen_lake_async.yaml``: 128 env groups x group_size 8 = rollout_batch_size 1024)
+    a batch is exactly ``max_traj_per_env`` rounds: the groups created for its step, one step's
+    worth in creation order. The number of env groups does not change which groups: batch k (the
+    k-th request, at version k) takes groups ``k B/n`` .. ``(k + 1) B/n - 1``, waiting for the
+    slowest of them. Those were created at step ``k - ratio`` (:func:`roll_create_step`), so
+    ``advance_step`` never expires one and get_batch never skips one: this rule drops nothing.
+
+    Promises staleness <= ratio under :class:`RollGroupAdmission` (which never starts group g
+    before version ``g n / B - ratio``). Not modelled: a supply that is not a whole number of
+    groups per env group (``max_traj_per_env`` rounded up), where the surplus ages at the queue
+    heads and the round-robin over env groups decides what expires; and a group that never
+    completes (a dropped sample), on which ROLL and this rule wait for good.
+    """
+
+    MIN_RATIO = 0  # ratio 0: the batch is the groups of the current step (synchronous)
+
+    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
+        b, n = p.batch_size, self.samples_per_group
+        if len(buffer) < b:  # fewer than a batch finished: no batch (min_items' promise)
+            return None, []
+        book = group_book(p, n, b, "RollGroupQueue")
+        book.absorb(buffer)
+        first = p.batches_taken * (b // n)  # the oldest group not yet trained
+        wanted = range(first, first + b // n)
+        if any(g not in book.complete for g in wanted):
+            return None, []  # GroupQueue.get waits on the head of its queue
+        return book.remove(buffer, wanted), []
+
+
+@dataclass(frozen=True)
+class RollGroupExpiry(RatioGroups):
+    """The first B groups to finish, groups older than ``async_generation_ratio`` steps expired.
+
+    What the ``roll`` preset did before it took :class:`RollGroupQueue`'s order, kept to compare
+    the two: ROLL's ``GroupQueue.get`` hands groups over oldest first, so ROLL never trains a group
+    before an older one of its queue. alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``:
+    ``GroupQueue.advance_step(step)`` removes every group with ``step - group.create_step >
+    async_generation_ratio`` (finished or not), and ``GroupQueue.put`` ignores a rollout whose group
+    is gone. Here, when the trainer at version v asks for a batch, episodes whose group was created
+    before ``v - ratio`` are discarded (an expired one still running finishes and is discarded at
+    the next request), then the first B finished are taken: stragglers expire, and with exactly B
+    groups a step each expiry eats the ratio's headroom for good. Promises staleness <= ratio,
+    counted from the group's creation step, which is never after the episode's start.
 
     ``samples_per_group`` n > 1: one pipesim episode is one sample and a ROLL group is samples
-    ``g * n`` to ``g * n + n - 1`` (the compute workload's numbering). ``GroupQueue.get`` hands over
-    a group once ``group_size`` rollouts are in it, so the trainer takes the first B / n groups to
-    complete, whole; a group expires as a whole (its create step is that of its first sample).
+    ``g * n`` to ``g * n + n - 1`` (the compute workload's numbering). The trainer takes the first
+    B / n groups to complete, whole; a group expires as a whole (its create step is that of its
+    first sample). :class:`RollGroupQueue` numbers groups the same way.
     """
 
     MIN_RATIO = 0  # ratio 0: groups of the current step only
