@@ -24,8 +24,9 @@ and how to take a sample of its rows (:func:`read_table`; there is no option to 
 them). A 30M-row CSV (245 MB) was read and fitted for 3 minutes in 2.7 GB, printing nothing, and
 a 1 GB one would have run past 10 minutes and 10 GB. The fit's time grows with the rows (about 5 s
 per million, most of it the agent fit's bootstrap, on a 2-core machine), so a trace near the bound
-still takes minutes: :func:`trace_rows` counts the rows cheaply (a scan for newlines, or Parquet's
-footer) so that ``pipesim fit`` can say so before it starts.
+still takes minutes: :func:`trace_rows` counts the rows cheaply (a scan for line ends, or Parquet's
+footer) so that ``pipesim fit`` can say so before it starts. Lines are counted once, where pandas
+ends them (:func:`pipesim.io.trace_bounds.scan_lines`, which ``pipesim trace``'s bound asks too).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from pipesim.io.fit_dropped import (
     row_lines,
 )
 from pipesim.io.parquet import read_parquet
+from pipesim.io.trace_bounds import scan_lines
 
 __all__ = [
     "SHOWN_ROWS",
@@ -151,17 +153,18 @@ _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def _read_text_table(data: bytes, sep: str) -> pd.DataFrame:
-    """A CSV's or TSV's rows, a blank line among them a row of missing cells: in a one-column
+    r"""A CSV's or TSV's rows, a blank line among them a row of missing cells: in a one-column
     file a blank line is its missing cell, which pandas' default skipped without a word (a
     two-column file's ``,`` line was counted missing, the same gap written as an empty line was
     not). Blank lines before the header and after the last row are no rows (a file's final line
     end, or an editor's extra one, is no missing cell). A file without a blank line is read as
-    it always was: pandas' rows are then its lines past the header (a count of line ends, 30 ms
-    for 55 MB, where a regular expression for blank lines took 0.9 s); where they are not (a blank
-    line, or a quoted cell that holds a line end), it is read again with its blank lines kept."""
+    it always was: pandas' rows are then its lines past the header (a count of line ends where
+    pandas ends lines, :func:`~pipesim.io.trace_bounds.scan_lines`, 30 ms for 55 MB, where a
+    regular expression for blank lines took 0.9 s; a count of ``\n`` alone missed the blank line
+    of a file with a lone ``\r``); where they are not (a blank line, or a quoted cell that holds a
+    line end), it is read again with its blank lines kept."""
     df = pd.read_csv(io.BytesIO(data), sep=sep)
-    lines = data.count(b"\n") + (not data.endswith(b"\n"))
-    if len(df) == lines - 1:
+    if len(df) == scan_lines((data,)).lines - 1:
         return df
     start = _LEADING_BLANK.match(data).end()  # type: ignore[union-attr]  # it matches empty
     last = _LINE_END.search(data, len(data.rstrip(b" \t\r\f\v\n")))  # the last row's line end
@@ -182,9 +185,11 @@ def _read_text_table(data: bytes, sep: str) -> pd.DataFrame:
 
 def trace_rows(path: str | Path) -> int | None:
     """About how many rows the trace at ``path`` holds, without reading it as a table: the lines of
-    a CSV or JSON-lines file (a scan in blocks of 16 MiB, about 0.2 s per 256 MiB; a header or a
-    blank line counts too), a Parquet file's row count from its footer. None where it cannot say
-    cheaply: a JSON array, a file :func:`read_table` refuses (past the cap, not a regular file)."""
+    a CSV or JSON-lines file (:func:`~pipesim.io.trace_bounds.scan_lines` in blocks of 16 MiB,
+    about 0.2 s per 256 MiB; a header or a blank line counts too, since a note needs no more; the
+    bound that must not exceed pandas' rows is :func:`~pipesim.io.trace_bounds.csv_rows_at_least`),
+    a Parquet file's row count from its footer. None where it cannot say cheaply: a JSON array, a
+    file :func:`read_table` refuses (past the cap, not a regular file)."""
     p = Path(path)
     try:
         st = os.stat(p)
@@ -199,11 +204,8 @@ def trace_rows(path: str | Path) -> int | None:
 
             return parquet_rows(p)  # the footer only
         if suffix in TEXT_SUFFIXES:
-            lines, last = 0, b"\n"
             with p.open("rb") as f:
-                while block := f.read(16 << 20):
-                    lines, last = lines + block.count(b"\n"), block[-1:]
-            return lines + (last != b"\n")
+                return scan_lines(iter(lambda: f.read(16 << 20), b"")).lines
     except (OSError, ValueError):  # unreadable or no Parquet: read_table says why
         return None
     return None

@@ -41,11 +41,13 @@ from pipesim.io import trace_bounds
 from pipesim.io.trace_bounds import (
     FIT_MARGIN,
     MAX_TRACE_EVENTS,
+    LineScan,
     TooManyEvents,
     check_event_count,
     check_run_events,
     csv_rows_at_least,
     min_events,
+    scan_lines,
 )
 from pipesim.results.events import EVENT_KINDS
 from pipesim.results.run import RunResult
@@ -53,6 +55,7 @@ from pipesim.results.run import RunResult
 __all__ = [  # the size bound's names are re-exported from pipesim.io.trace_bounds
     "FIT_MARGIN",
     "GEN_PID",
+    "LineScan",
     "MAX_EVENT_SLOT",
     "MAX_FLOWS",
     "MAX_TRACE_EVENTS",
@@ -68,6 +71,7 @@ __all__ = [  # the size bound's names are re-exported from pipesim.io.trace_boun
     "flows_note",
     "min_events",
     "run_to_trace",
+    "scan_lines",
     "write_trace",
 ]
 
