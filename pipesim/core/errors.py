@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
-from pipesim.core.episode import ABORTED, DISCARDED, FAILED
+from pipesim.core.episode import FAILED
 from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
 from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
 from pipesim.core.validate import FieldError as FieldError  # re-exported
@@ -72,7 +72,7 @@ def no_batch(p: Pipeline, launched: int) -> PipelineError:
     and names the failure policy, its hazard and the share of episodes it failed."""
     head = (
         f"no progress: no batch formed in {launched:,} launches since the trainer last took a batch "
-        f"({_where(p)}; {p.n_dropped:,} dropped in all{_dropped_by(p, ': ')})"
+        f"({_where(p)}; {p.n_dropped:,} dropped in all{f': {by}' if (by := _droppers(p)) else ''})"
     )
     failures = p.scenario.failures
     if failures is None:
@@ -98,23 +98,12 @@ def _drop_counts(p: Pipeline) -> dict[str, int]:
     return counts(p)
 
 
-def _dropped_by(p: Pipeline, lead: str) -> str:
-    """The dropped episodes by cause, each naming the policy that dropped them (``lead`` before it),
-    or ``""`` where the status counts do not add up to ``n_dropped`` (a counter written)."""
-    if not p.n_dropped:
-        return ""
-    counts = _drop_counts(p)
-    update, batch = type(p.weight_update).__name__, type(p.batching).__name__
-    failures = p.scenario.failures
-    named = (
-        (FAILED, f"failed by the failure policy {type(failures).__name__}"),
-        (ABORTED, f"aborted by the weight update {update} (abort_running)"),
-        (DISCARDED, f"discarded by the batch policy {batch} or the weight update {update}"),
-    )
-    parts = [f"{counts.get(s, 0):,} {who}" for s, who in named if counts.get(s, 0)]
-    if sum(counts.get(s, 0) for s, _ in named) != p.n_dropped:
-        return ""
-    return lead + ", ".join(parts)
+def _droppers(p: Pipeline) -> str:
+    """Who dropped the run's episodes, each by its count, or ``""``: the stall's words
+    (:func:`pipesim.core.stall._droppers`), read once, at the error."""
+    from pipesim.core.stall import _droppers as droppers  # stall imports this module: at the error only
+
+    return droppers(p)
 
 
 def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
@@ -142,7 +131,7 @@ def pool_exhausted(p: Pipeline, pool_size: int) -> PipelineError:
                 f"most likely abort_running in {type(p.admission).__name__}.admits, which must only read)"
             )
         elif p.n_dropped:
-            by = _dropped_by(p, "") or (
+            by = _droppers(p) or (
                 f"the batch policy {type(p.batching).__name__} or the weight update "
                 f"{type(p.weight_update).__name__} dropped them"
             )

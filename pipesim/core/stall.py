@@ -100,8 +100,8 @@ def _culprit(p: Pipeline) -> str:
     if p.n_dropped:  # the common cause: dropped episodes still count as started, so none replaces them
         return (
             f"the admission policy {adm} admits no further episode {names}, and {p.n_dropped} "
-            f"dropped episode(s) ({_droppers(p)}) still count as started there, so none is replaced: "
-            f"{_remedies(p)}"
+            f"dropped episode(s){f' ({by})' if (by := _droppers(p, alone=True)) else ''} still count "
+            f"as started there, so none is replaced: {_remedies(p)}"
         )
     return f"the admission policy {adm} admits no further episode {names}"
 
@@ -153,25 +153,36 @@ def _drop_counts(p: Pipeline) -> dict[str, int]:
     return counts
 
 
-def _droppers(p: Pipeline) -> str:
-    """Who dropped a stalled run's episodes, by status (read once, at the stall): failed ones the
-    failure policy, aborted ones the weight update (``abort_running``), discarded ones the batch
-    policy (``select``) or the weight update (``p.drop``)."""
+def _droppers(p: Pipeline, alone: bool = False) -> str:
+    """Who dropped the run's episodes, by status, each with its count (read once, at an error):
+    failed ones the failure policy, aborted ones the weight update (``abort_running``), discarded
+    ones the batch policy (``select``) or a user's weight update (``p.drop``: pipesim's own never
+    call it). ``""`` where none was dropped, or where the statuses do not add up to ``n_dropped``
+    (a policy wrote a counter or a status: none can be named). ``alone``: where every dropped
+    episode failed, the failure policy's name alone (for a message that gives the count beside it).
+
+    The one wording of the stall's culprit and of :mod:`pipesim.core.errors`' refusals (a pool
+    exhausted, no batch formed): each had its own, and the errors' named pipesim's weight update
+    beside the batch policy for discards it cannot make."""
     from pipesim.core.episode import ABORTED, DISCARDED, FAILED
 
+    if not p.n_dropped:
+        return ""
     counts = _drop_counts(p)
+    if counts[FAILED] + counts[ABORTED] + counts[DISCARDED] != p.n_dropped:
+        return ""
     batch, update = type(p.batching).__name__, type(p.weight_update).__name__
     ours = type(p.weight_update).__module__.startswith("pipesim.")  # pipesim's own never p.drop
     by_drop = "" if ours else f" or {update}'s p.drop"
     failures = type(p.scenario.failures).__name__ if p.scenario.failures is not None else "the failure policy"
-    if counts[FAILED] == p.n_dropped:  # the common case, named by its policy alone
+    if alone and counts[FAILED] == p.n_dropped:  # the common case, named by its policy alone
         return failures
     named = (
         (FAILED, failures),
         (ABORTED, f"by {update}'s abort_running"),
         (DISCARDED, f"by {batch}.select{by_drop}"),
     )
-    return ", ".join(f"{counts[s]} {s} {who}" for s, who in named if counts[s])
+    return ", ".join(f"{counts[s]:,} {s} {who}" for s, who in named if counts[s])
 
 
 def _lost(p: Pipeline) -> str:
