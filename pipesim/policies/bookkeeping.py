@@ -64,13 +64,16 @@ class GroupBook:
         return out
 
 
-def check_whole_groups(batch_size: int, n: int) -> None:
+def check_whole_groups(batch_size: int, n: int, who: str = "") -> None:
     """:class:`FieldError` naming ``samples_per_group`` (``n``) unless ``batch_size`` is a whole
     number of groups of ``n``: such a rule takes whole groups, so no batch of ``batch_size`` could
-    form. The message names the batch too, since either may be the one to change."""
+    form. The message names the batch too, since either may be the one to change, and ``who``,
+    the rule, where given (:func:`group_book`'s guard mid-run; at construction the scenario names
+    the role)."""
     if batch_size % n:
+        rule = f"{who}: " if who else ""
         raise FieldError(
-            f"samples_per_group ({n}): batch_size ({batch_size:,} samples) must be a whole number of "
+            f"{rule}samples_per_group ({n}): batch_size ({batch_size:,} samples) must be a whole number of "
             f"groups of {n} (the trainer takes whole groups): give a samples_per_group that divides "
             f"batch_size, or a batch_size that is a multiple of {n}",
             "samples_per_group",
@@ -84,13 +87,12 @@ _BOOKS: WeakKeyDictionary[PipelineView, GroupBook] = WeakKeyDictionary()
 def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
     """The run's group book (created at the first call; keyed by the pipeline, not the policy).
     A scenario refuses a batch that is not whole groups when it is built (the rules'
-    ``check_batch_size``); this is the guard for a pipeline built some other way."""
+    ``check_batch_size``); this is the guard for a pipeline built some other way, the same check
+    (:func:`check_whole_groups`, naming ``who``): it had its own copy, which named ``batch_size``
+    where the scenario names ``samples_per_group``."""
     book = _BOOKS.get(p)
     if book is None:
-        if batch_size % n:
-            raise FieldError(
-                f"{who}: batch_size {batch_size} is not a whole number of groups of {n}", "batch_size"
-            )
+        check_whole_groups(batch_size, n, who)
         book = _BOOKS[p] = GroupBook(n)
     return book
 
