@@ -99,9 +99,10 @@ def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
 
 @dataclass(frozen=True)
 class RatioGroups:
-    """What ROLL's two batch rules share (``policies.roll.RollReplayBuffer``, RLVR's replay buffer;
-    ``policies.systems.RollGroupExpiry``, the agentic pipeline's group queue): ``ratio``
-    (``async_generation_ratio``) bounds staleness and is the rule's own promise, groups are
+    """What ROLL's batch rules share (``policies.roll.RollReplayBuffer``, RLVR's replay buffer;
+    ``policies.systems.RollGroupQueue``, the agentic pipeline's group queue; ``RollGroupExpiry``,
+    the first groups to finish): ``ratio`` (``async_generation_ratio``) bounds staleness and is the
+    rule's own promise, groups are
     ``samples_per_group`` consecutive samples, and a batch needs ``batch_size`` finished samples.
     ``MIN_RATIO``: the smallest ``ratio`` the rule accepts."""
 
