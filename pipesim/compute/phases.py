@@ -29,21 +29,15 @@ neither does the count of micro-batches once each rank's share fits one: the fix
 verl's ``update_actor`` from halving when its GPUs double.
 
 **The trainer's own communication** (exposed share ``1 - comm_overlap``; the rest hides behind
-compute). ``fsdp`` (FSDP2 / ZeRO-3, parameters sharded over all ``G``): each micro-batch all-gathers
-the bf16 parameters in the forward and again in the backward and reduce-scatters the gradients
-(``grad_reduce_bytes`` per parameter: verl's FSDP mixed precision reduces in fp32), each moving
-``(G - 1) / G`` of its bytes through one GPU's link (NVLink within a node of
-:data:`GPUS_PER_NODE`, the per-GPU network beyond: past one node a phase can slow as GPUs are
-added). ``megatron`` (distributed optimizer): once per optimizer step the gradients are
-reduce-scattered and the parameters all-gathered, each over its own group
-(:func:`optimizer_bytes_per_rank`): the non-expert ``P_d / (tp pp)`` shard over the ``dp`` ranks,
-the routed experts' ``P_e / (tp ep pp)`` over the ``G / (tp ep pp)`` expert-data-parallel ranks
-(nothing when that is 1). Per layer and micro-batch, tensor parallelism all-reduces the activations
-twice in the forward and twice in the backward (ring: ``2 (tp - 1) / tp`` of ``tokens x hidden x
-2`` bytes over NVLink), expert parallelism all-to-alls the routed tokens twice each way (``tokens x
-k x hidden x 2 x (ep - 1) / ep`` bytes), and pipeline parallelism idles ``(pp - 1) / m`` of the
-compute (the 1F1B bubble, ``m`` micro-batches per mini-batch). Attention's quadratic FLOPs are not
-counted: the efficiencies absorb them.
+compute) is priced in :mod:`pipesim.compute.phasecomm`. ``fsdp`` (FSDP2 / ZeRO-3) all-gathers the
+parameters for each micro-batch's forward and backward and reduce-scatters its gradients, past one
+node of :data:`GPUS_PER_NODE` over the slower network; ``megatron`` (distributed optimizer)
+reduce-scatters and all-gathers once per optimizer step (:func:`optimizer_bytes_per_rank`), and per
+layer and micro-batch tensor parallelism all-reduces the activations and expert parallelism
+all-to-alls the routed tokens. Pipeline parallelism idles ``(pp - 1) / m`` of the compute (the 1F1B
+bubble, ``m`` micro-batches per mini-batch). Attention's quadratic FLOPs are not counted: the
+efficiencies absorb them. (Those names, and :func:`link_bytes_per_s` and :func:`expert_params`,
+are still importable from here.)
 
 **Ranks wait for the busiest** (:mod:`pipesim.compute.balance`). Given the step's tokens per sample
 (``sample_tokens``, in batch order), a profile whose ``balance`` is not ``"exact"`` deals the
@@ -68,19 +62,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipesim.compute.balance import busiest, check_balance, loads_of, rank_samples
+from pipesim.compute.phasecomm import GPUS_PER_NODE as GPUS_PER_NODE  # re-exported: sync, cost, knobs
+from pipesim.compute.phasecomm import _comm_per_micro_s as _comm_per_micro_s  # re-exported: phaseref
+from pipesim.compute.phasecomm import _optimizer_comm_s as _optimizer_comm_s  # re-exported: phaseref
+from pipesim.compute.phasecomm import expert_params as expert_params  # re-exported: sync
+from pipesim.compute.phasecomm import link_bytes_per_s as link_bytes_per_s  # re-exported: sync, cost
+from pipesim.compute.phasecomm import optimizer_bytes_per_rank as optimizer_bytes_per_rank  # re-exported
 from pipesim.core.errors import check_int, check_number, shown
 from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
-    from pipesim.compute.gpus import GPUSpec
-    from pipesim.compute.models import ModelSpec
     from pipesim.compute.trainer import TrainerConfig
 
 PHASES = ("old_log_prob", "ref", "update_actor", "remainder")
 """The trainer's phases, in order; each step's seconds are their sum."""
-
-GPUS_PER_NODE = 8
-"""GPUs behind one NVLink domain (an HGX/DGX node): collectives within it use NVLink."""
 
 BACKENDS = ("fsdp", "megatron")
 
@@ -135,13 +130,6 @@ class FrameworkProfile:
             check_int(name, getattr(self, name), 1)
             if self.backend == "fsdp" and getattr(self, name) != 1:
                 raise refuse(name, "must be 1 for the fsdp backend (it shards, it does not split)")
-
-
-def link_bytes_per_s(gpu: GPUSpec, span: int) -> float:
-    """One direction of the link a collective over ``span`` GPUs crosses: NVLink within a node."""
-    if span <= GPUS_PER_NODE:
-        return gpu.nvlink_bandwidth_per_direction_bytes_per_s
-    return gpu.network_bandwidth_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -208,59 +196,6 @@ def batching(
         micro = tuple(max(1, math.ceil(t / (budget * sp) - 1e-9)) for t in top)
         fwd = max(1, math.ceil(top_total / (fwd_budget * sp) - 1e-9))
     return Batching(dp, sizes, micro, fwd, tuple(float(t) * dp for t in top), top_total * dp)
-
-
-def _comm_per_micro_s(config: TrainerConfig, tokens_per_micro: float, backward: bool) -> float:
-    """Seconds of one rank's collectives for one micro-batch (forward, and backward if asked)."""
-    prof, gpu, model = config.framework, config.gpu, config.model
-    if prof.backend == "fsdp":
-        g = config.n_gpus
-        if g == 1:
-            return 0.0
-        per_param = 2.0 * (2.0 if backward else 1.0) + (prof.grad_reduce_bytes if backward else 0.0)
-        return model.n_params * per_param * (g - 1) / g / link_bytes_per_s(gpu, g)
-    passes = 2.0 if backward else 1.0
-    layers = model.n_layers / prof.pp
-    act = tokens_per_micro * model.hidden_size * 2.0
-    seconds = 0.0
-    if prof.tp > 1:
-        tp_s = 2.0 * (prof.tp - 1) / prof.tp * act / link_bytes_per_s(gpu, prof.tp)
-        seconds += passes * 2.0 * layers * tp_s
-    if prof.ep > 1 and model.is_moe:
-        routed = act * model.n_active_experts * (prof.ep - 1) / prof.ep
-        seconds += passes * 2.0 * layers * routed / link_bytes_per_s(gpu, prof.tp * prof.ep)
-    return seconds
-
-
-def expert_params(model: ModelSpec) -> int:
-    """Parameters of the routed experts (0 if dense): what ``ep`` splits; the router and a shared
-    expert are replicated like attention (Megatron-Core's ``allreduce`` flag)."""
-    per_expert = (3 if model.gated_mlp else 2) * model.hidden_size * model.expert_intermediate_size
-    return model.n_layers * model.n_experts * per_expert
-
-
-def optimizer_bytes_per_rank(config: TrainerConfig, dp: int) -> tuple[float, float]:
-    """Bytes one rank moves per optimizer step, ``(non-expert, expert)``: Megatron-Core's
-    ``DistributedDataParallel`` (``megatron/core/distributed/distributed_data_parallel.py``) reduces
-    the ``allreduce`` parameters' buffers over the data-parallel group and the experts' over the
-    expert-data-parallel group of ``world / (expert tp x ep x pp)`` ranks (``parallel_state.py``;
-    expert tp defaults to tp). A rank holds ``1 / (tp pp)`` of the one and ``1 / (tp ep pp)`` of the
-    other, and a ring moves ``(k - 1) / k`` of it, ``grad_reduce_bytes + 2`` bytes a parameter."""
-    prof, model = config.framework, config.model
-    per = prof.grad_reduce_bytes + 2.0
-    experts = float(expert_params(model)) if prof.ep > 1 else 0.0
-    edp = config.n_gpus // (prof.tp * prof.ep * prof.pp)
-    dense = (model.n_params - experts) / (prof.tp * prof.pp) * per * (dp - 1) / dp
-    return dense, experts / (prof.tp * prof.ep * prof.pp) * per * (edp - 1) / edp
-
-
-def _optimizer_comm_s(config: TrainerConfig, dp: int) -> float:
-    """Megatron's distributed optimizer: a reduce-scatter and an all-gather per optimizer step
-    (:func:`optimizer_bytes_per_rank`), both groups within a pipeline stage's ``G / pp`` GPUs."""
-    if config.framework.backend != "megatron":
-        return 0.0
-    span = config.n_gpus // config.framework.pp  # pp is Megatron's outermost rank order
-    return sum(optimizer_bytes_per_rank(config, dp)) / link_bytes_per_s(config.gpu, span)
 
 
 def _bubble(config: TrainerConfig, micro: int) -> float:

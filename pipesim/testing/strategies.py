@@ -1,11 +1,13 @@
 """Hypothesis strategies for every policy family, re-exported by :mod:`pipesim.testing`.
 
 ``admissions()``, ``weight_updates()``, ``batchings()``, ``failure_policies()``, ``timeouts()``,
-``replica_configs()`` and ``duration_models()`` draw valid policy objects with small parameters;
-``policy_scenarios(...)`` composes them into runnable scenarios. Pass a list of objects or a
-strategy for any family to pin it, e.g. ``policy_scenarios(admissions=[MyRule()])`` to test a
-rule of your own against every other policy. (The names ``admissions_``, ``weight_updates_``,
-``batchings_`` and ``routings_`` of earlier releases still work, with a ``DeprecationWarning``.)
+``replica_configs()`` and ``duration_models()`` draw valid policy objects with small parameters
+(all but ``replica_configs`` live in :mod:`pipesim.testing.families`, the plain list of what each
+family draws, and are importable from here); ``policy_scenarios(...)`` composes them into runnable
+scenarios. Pass a list of objects or a strategy for any family to pin it, e.g.
+``policy_scenarios(admissions=[MyRule()])`` to test a rule of your own against every other policy.
+(The names ``admissions_``, ``weight_updates_``, ``batchings_`` and ``routings_`` of earlier
+releases still work, with a ``DeprecationWarning``.)
 
 **Sizes, and promises the draws can break.** Scenarios have 1-``max_slots`` slots (12), batches
 of 1-``max_batch`` (10) and 1-``max_steps`` steps (5), and run in milliseconds. A run of ``s``
@@ -33,13 +35,18 @@ imported lazily.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
 from pipesim.testing.adjustments import ROLES, _at_staleness, break_whole, cap_for, drops_work, pinned_bound
 from pipesim.testing.adjustments import STEPS_PAST_BOUND as STEPS_PAST_BOUND  # re-exported
 from pipesim.testing.adjustments import fit_batch as fit_batch  # re-exported
+from pipesim.testing.families import admissions as admissions  # re-exported, and called as kit.admissions
+from pipesim.testing.families import batchings as batchings
+from pipesim.testing.families import duration_models as duration_models
+from pipesim.testing.families import failure_policies as failure_policies
+from pipesim.testing.families import timeouts as timeouts
+from pipesim.testing.families import weight_updates as weight_updates
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -167,114 +174,6 @@ def as_strategy(x: Any, default: Any, name: str = "policies") -> Any:
     )
 
 
-def admissions(max_batch: int = 10) -> SearchStrategy[Any]:
-    """pipesim's admission rules with arguments every pipeline of a batch up to ``max_batch`` can
-    run (LagBound's lag at least the batch, or no batch fills)."""
-    from hypothesis import strategies as st
-
-    from pipesim.policies.admission import (
-        AReaLThrottle,
-        AsyncRatio,
-        LagBound,
-        OverSample,
-        QueueAhead,
-        StaleFraction,
-    )
-    from pipesim.policies.base import CountThrottle
-
-    return st.one_of(
-        st.just(CountThrottle()),
-        st.builds(AReaLThrottle, st.none() | st.integers(1, 16)),
-        st.builds(QueueAhead, st.floats(1.0, 3.0)),
-        st.builds(AsyncRatio, st.floats(0.0, 3.0)),
-        # >= the largest batch drawn, or no batch fills (10-40 at the default batches)
-        st.builds(LagBound, st.integers(max(10, max_batch), max(40, 4 * max_batch))),
-        st.builds(StaleFraction, st.floats(0.0, 1.0), st.integers(1, 2)),
-        st.builds(OverSample, st.floats(1.0, 2.0)),
-    )
-
-
-def weight_updates() -> SearchStrategy[Any]:
-    from hypothesis import strategies as st
-
-    from pipesim.policies.base import Drain, PartialRollout
-    from pipesim.policies.updates import (
-        AbortReprefill,
-        AbortRestart,
-        BatchDrain,
-        InFlightUpdate,
-        OverlappedSwap,
-        SyncEveryK,
-    )
-
-    return st.one_of(
-        st.sampled_from([PartialRollout(), Drain(), BatchDrain(), OverlappedSwap()]),
-        st.builds(AbortReprefill, st.floats(1.0, 100.0), st.floats(10.0, 10_000.0)),
-        st.builds(AbortRestart, st.booleans()),
-        st.builds(InFlightUpdate, st.floats(0.0, 5.0)),
-        st.builds(SyncEveryK, st.integers(1, 3), st.sampled_from([PartialRollout(), Drain()])),
-    )
-
-
-def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> SearchStrategy[Any]:
-    """pipesim's batch policies; ``EvictStalest`` keeps at least ``min_capacity`` episodes.
-
-    ``WholeGroups`` is drawn with ``samples_per_group`` from ``group_sizes``, filtering or not, and
-    with and without ``drop_stale`` (whose staleness bound is a promise the kit checks). A scenario
-    refuses it unless ``batch_size`` is a whole number of groups, so the default draws groups of 1,
-    which fit every batch; :func:`policy_scenarios` draws 1-4 (at most ``max_batch`` and half of
-    ``max_slots``), and it and :func:`scenarios` make a drawn batch a whole number of the batch
-    policy's groups (:func:`fit_batch`). ``group_sizes=()`` draws none."""
-    from hypothesis import strategies as st
-
-    from pipesim.core.validate import check_int
-    from pipesim.policies import batching as b
-    from pipesim.policies.base import OldestFinishedFirst
-    from pipesim.policies.groups import WholeGroups
-
-    families = [
-        st.sampled_from([OldestFinishedFirst(), b.LowestVersionFirst(), b.DropOverlong()]),
-        st.builds(b.WindowedFIFO, st.integers(1, 40)),
-        st.builds(b.DropStale, st.booleans()),
-        st.builds(b.EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
-    ]
-    for g in group_sizes:
-        check_int("group_sizes", g, 1)
-    if group_sizes:
-        rates = st.just(0.0) | st.floats(0.0, 0.5)
-        families.append(
-            st.booleans().flatmap(
-                lambda stale: st.builds(
-                    WholeGroups,
-                    st.sampled_from(list(group_sizes)),
-                    filter_rate=rates,
-                    drop_stale=st.just(stale),
-                    requeue=st.booleans() if stale else st.just(False),
-                )
-            )
-        )
-    return st.one_of(*families)
-
-
-def failure_policies() -> SearchStrategy[Any]:
-    from hypothesis import strategies as st
-
-    from pipesim.policies.faults import DropFailed, RequeueFailed, RetryFailed
-
-    hazard = st.floats(1e-4, 2e-3)  # mean life >= 500 s: most episodes survive
-    return st.one_of(
-        st.builds(DropFailed, hazard), st.builds(RetryFailed, hazard), st.builds(RequeueFailed, hazard)
-    )
-
-
-def timeouts() -> SearchStrategy[Any]:
-    from hypothesis import strategies as st
-
-    from pipesim.policies.faults import Timeout
-
-    return st.builds(Timeout, st.floats(1.0, 200.0))
-
-
 def replica_configs(routings: Any = None, **deprecated: Any) -> SearchStrategy[Any]:
     """``Replicas`` of 1-3 engines routed by one of ``routings`` (a list or a strategy; default:
     the built-in rules)."""
@@ -285,18 +184,6 @@ def replica_configs(routings: Any = None, **deprecated: Any) -> SearchStrategy[A
     ((routings, name),) = _renamed("replica_configs", {"routings": routings}, deprecated).values()
     builtin = [RoundRobin(), LeastLoaded(), GroupAffinity(2), GroupAffinity(4, RoundRobin())]
     return st.builds(Replicas, st.integers(1, 3), as_strategy(routings, st.sampled_from(builtin), name))
-
-
-def duration_models() -> SearchStrategy[Any]:
-    from hypothesis import strategies as st
-
-    from pipesim.workload.durations import AgentDurations, ExponentialDurations, LogNormalDurations
-
-    return st.one_of(
-        st.builds(ExponentialDurations, st.floats(1.0, 100.0)),
-        st.builds(LogNormalDurations, st.floats(1.0, 100.0), st.floats(0.0, 1.5)),
-        st.builds(AgentDurations, mean_turns=st.floats(1.5, 6.0), max_turns=st.integers(1, 10)),
-    )
 
 
 def policy_scenarios(
