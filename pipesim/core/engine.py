@@ -26,6 +26,7 @@ Processes
 * **weight sync** -- runs the weight-update policy's ``sync`` generator for each request and
   publishes the new version. A sync may first wait for the buffer to hold a batch
   (``p.buffered_at_least``, fired where completions enter it: :mod:`pipesim.core.waits`).
+  These two, the step, are the pipeline's mixin :class:`~pipesim.core.training.Training`.
 
 What the controller asks of the policies at every pass (blocked? admitted? which replica? may a
 batch form?) is :class:`~pipesim.core.decisions.Decisions`, the pipeline's base: it answers from
@@ -50,7 +51,7 @@ from pipesim.core import blame, errors
 from pipesim.core.buffer import EpisodeBuffer
 from pipesim.core.clock import Clock
 from pipesim.core.decisions import Decisions
-from pipesim.core.episode import BUFFERED, DISCARDED, TRAINED, Episode, UpdateRecord
+from pipesim.core.episode import BUFFERED, DISCARDED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError as PipelineError  # re-exported (pipesim, batching)
 from pipesim.core.errors import shown
 from pipesim.core.lifecycle import EpisodeLifecycle
@@ -60,6 +61,7 @@ from pipesim.core.records import EpisodeRecords
 from pipesim.core.runbooks import RunBooks
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
+from pipesim.core.training import Training
 from pipesim.core.validate import FieldError
 from pipesim.core.waits import BufferWaits
 
@@ -70,7 +72,7 @@ _INF = math.inf
 DEFAULT_OPTIONS = EngineOptions()
 
 
-class Pipeline(Decisions, RunBooks, BufferWaits):
+class Pipeline(Decisions, RunBooks, BufferWaits, Training):
     """One simulated run: builds the processes, runs them, and keeps the raw records.
 
     Versions: ``version`` is the trainer's (training steps handed to the weight sync, whether
@@ -176,7 +178,7 @@ class Pipeline(Decisions, RunBooks, BufferWaits):
             else None
         )
         """Several slot replicas: whichever looks at an instant first finishes every replica's
-        completions due then, in one order (:func:`pipesim.core.slots.finish_together`)."""
+        completions due then, in one order (:func:`pipesim.core.completions.finish_together`)."""
         self._bind_routing(replicas)
         self.lifecycle = EpisodeLifecycle.build(scenario) if scenario.needs_lifecycle else None
         self.reports_in_place = self.lifecycle is None and type(self).on_finished is Pipeline.on_finished
@@ -352,62 +354,3 @@ class Pipeline(Decisions, RunBooks, BufferWaits):
                 raise errors.version_written(self, version, "batch")
         if self.lazy_completions and (only := self.engines[0]).behind:
             only.kick()  # what is quiet may have changed (a new version, a waiting trainer)
-
-    def _trainer(self) -> Generator[simpy.Event, Any, None]:
-        colocated = self.config.colocated
-        for step in range(self.config.steps):
-            batch = yield self.buffer.get()
-            self.batches_taken += 1
-            self.n_trained += len(batch)
-            # the books at each step, from the engine's own state: every launched episode is
-            # trained, running, buffered or dropped (pipesim.testing checks it, step by step)
-            self.ledger_log.append(
-                (step, self.started, self.n_trained, self.n_running, len(self.buffer.items), self.n_dropped)
-            )
-            self._started_at_batch = self.started
-            self.poke()  # the buffer shrank: rules that count it (QueueAhead) may admit again
-            start, version = self.env.now, self.version
-            for ep in batch:  # an Episode checked first: a batch policy may hand back anything
-                if not isinstance(ep, Episode) or ep.status != BUFFERED:  # twice, trained, foreign
-                    raise errors.not_buffered(self, ep)
-                ep.status = TRAINED
-                ep.trained_step = step
-                ep.trained_version = version
-            if self.observer is not None:
-                self.observer.on_batch(step, version, batch, start)
-            self.episodes.archive(batch, step, version)  # final now: kept as arrays, not objects
-            if colocated:  # the engine shares the accelerators: it pauses while the trainer trains
-                for e in self.engines:
-                    e.pause()
-            if self.trainer is None:
-                train_s = self.config.train_time_s
-            else:  # its answer checked here, with an error naming the step
-                train_time_s: Callable[[int, list[Episode]], object] = self.trainer.train_time_s
-                got = train_time_s(step, batch)
-                if type(got) is float and 0.0 <= got < _INF:
-                    train_s = got
-                else:  # converted, or named (NaN fails the test)
-                    train_s = errors.seconds(got, f"the trainer model's time for step {step}")
-            yield self.env.timeout(train_s)
-            if self._clock() == math.inf:
-                raise errors.clock_overflow(self, f"train_time_s {shown(train_s)} at step {step}")
-            if colocated:
-                for e in self.engines:
-                    self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
-                    e.resume()
-            self.train_log.append((step, start, self.env.now, version))
-            self.sync_pending = True
-            self._sync_done = self.env.event()
-            self._sync_request.succeed()
-            yield self._sync_done
-
-    def _weight_sync(self) -> Generator[simpy.Event, Any, None]:
-        while True:
-            yield self._sync_request
-            self._sync_request = self.env.event()
-            before, name = self.version, type(self.weight_update).__name__
-            yield from self._checked(self.weight_update.sync(self), f"{name}.sync")
-            if self._clock() == math.inf:
-                raise errors.clock_overflow(self, f"the sync of {name}")
-            self._check_sync(before, name)  # one version published, no counter written
-            self._sync_done.succeed()

@@ -4,9 +4,9 @@
 :class:`PolicyPort` is a mixin of :class:`~pipesim.core.engine.Pipeline`. It holds no state of its own:
 each property reads the pipeline's records, each action changes them the one way the engine
 knows to be consistent (slots freed, episodes marked, the update log extended, the controller
-asked to look again), the weight sync's steps included (begin, pause, publish the next version to
-every replica and to the episode source, or skip). Keeping the actions here keeps the kernel
-module about the processes.
+asked to look again). The weight sync's steps (begin, pause, publish the next version to every
+replica and to the episode source, or skip) are its base :class:`~pipesim.core.port_sync.SyncActions`.
+Keeping the actions here keeps the kernel module about the processes.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, 
 from pipesim.core.errors import PipelineError, shown
 from pipesim.core.port_args import DROPPED as DROPPED  # re-exported
 from pipesim.core.port_args import PortArgs
+from pipesim.core.port_sync import SyncActions
 
 if TYPE_CHECKING:
     from pipesim.core.buffer import EpisodeBuffer
@@ -41,7 +42,7 @@ aborts. A weight update aborts once per sync (or per replica's sync), and a sync
 a real run makes one such call in a row; below this many, an exhausted pool says the same."""
 
 
-class PolicyPort(PortArgs):
+class PolicyPort(PortArgs, SyncActions):
     """What policies see and may do; every method here is part of :class:`~pipesim.core.port.PipelineView`.
 
     Users write policies, so every value a policy passes in is checked by the method it reaches,
@@ -313,100 +314,3 @@ class PolicyPort(PortArgs):
 
         for e in self.engines:
             e.stretch_all(charge)
-
-    # -- weight syncs ------------------------------------------------------------------------------
-    def begin_sync(self, pause: bool) -> None:
-        self.sync_pending = False
-        self.syncing = True
-        self._sync_start = self.env.now
-        self._pause_start = None
-        if pause:
-            self.pause_engines()
-
-    def pause_engines(self) -> None:
-        """Stop generation on every replica (during a sync that started without pausing, too)."""
-        self._pause_start = self.env.now
-        for e in self.engines:
-            e.pause()
-
-    def end_sync(self, engines: bool = True) -> None:
-        """Publish the next version; with ``engines`` the replicas switch to it now, and resume.
-
-        The update record spans the pause (from ``pause_engines``), or is an instant swap if
-        generation never paused. Per-replica syncs pass ``engines=False`` and record their own.
-        """
-        if not self.syncing:  # the sync log would take an old start, and the request stay pending
-            raise PipelineError(
-                f"{type(self.weight_update).__name__}.sync called end_sync with no sync begun at "
-                f"t={self.env.now:g}: a sync starts with begin_sync(pause=...) and ends with one "
-                "end_sync (or publishes with skip_sync alone)"
-            )
-        now = self.env.now
-        if self.source is not None:
-            self._publish_to_source(self.version + 1, engines)
-        self.version += 1
-        self.started_at_version.append(self.started)
-        if engines:
-            start = self._pause_start if self._pause_start is not None else now
-            self.updates.append(UpdateRecord(start, now, self.version, self._pause_start is not None))
-            for e in self.engines:
-                e.version = self.version
-                e.resume()
-        self.sync_log.append((self._sync_start, now, self.version))
-        self._pause_start = None
-        self.syncing = False
-        self.poke()
-
-    def _publish_to_source(self, version: int, engines: bool) -> None:
-        """Tell the episode source that ``version`` is published; re-cost what it says changed."""
-        assert self.source is not None
-        running = (
-            [(ep, e.generated_s(ep)) for e in self.engines for ep in e.running_episodes()]
-            if engines and self._source_reprices  # a FixedWork source reads none of them
-            else []
-        )
-        publish: Callable[[int, list[tuple[Episode, float]]], object] = self.source.publish
-        answer = publish(version, running)  # checked here: the error names the source
-        if not answer:
-            return
-        if not isinstance(answer, dict):
-            raise PipelineError(
-                f"{type(self.source).__name__}.publish must return a dict of episode id to seconds, "
-                f"got {shown(answer)}"
-            )
-        p = cast("Pipeline", self)
-        new_work = {i: errors.source_seconds(p, w, "publish") for i, w in answer.items()}
-        for ep, _ in running:
-            if ep.id in new_work:
-                ep.duration_s = new_work[ep.id]
-        for e in self.engines:
-            e.stretch_all(lambda ep, _g: new_work[ep.id] - ep.work_s if ep.id in new_work else 0.0)
-
-    def skip_sync(self) -> None:
-        """The trainer's version advances but no weights move (sync every k steps)."""
-        self.sync_pending = False
-        self.version += 1
-        self.started_at_version.append(self.started)
-        self.poke()
-
-    # -- weights, per replica ---------------------------------------------------------------------
-    def pause_replica(self, replica: int) -> None:
-        self.engines[self._replica(replica, "pause_replica")].pause()
-
-    def publish_replica(self, replica: int, version: int, since_s: float) -> None:
-        e = self.engines[self._replica(replica, "publish_replica")]
-        if (
-            isinstance(version, bool)
-            or not isinstance(version, int)
-            or not e.version <= version <= self.version + 1
-        ):
-            # + 1: the one being synced
-            raise PipelineError(
-                f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "
-                f"to the one being synced ({self.version + 1}), got {shown(version)}"
-            )
-        since = errors.seconds(since_s, "publish_replica's since_s")
-        self.updates.append(UpdateRecord(since, self.env.now, version, True, e.index))
-        e.version = version
-        e.resume()
-        self.poke()
