@@ -12,7 +12,8 @@
   :mod:`~pipesim.compute.driver` and the port), :mod:`~pipesim.compute.series` (a replica over
   time, verl's step metrics), :mod:`~pipesim.compute.workload` (:class:`TokenWorkload`, length
   models), :mod:`~pipesim.compute.source` (:class:`TokenSource`), :mod:`~pipesim.compute.trainer` (a step
-  in the phases of :mod:`~pipesim.compute.phases`, profiles in :mod:`~pipesim.compute.profiles`,
+  in the phases of :mod:`~pipesim.compute.phases`, its collectives in
+  :mod:`~pipesim.compute.phasecomm`, profiles in :mod:`~pipesim.compute.profiles`,
   fitted by :mod:`~pipesim.compute.phasefit`), :mod:`~pipesim.compute.sync` (the weight sync),
   :mod:`~pipesim.compute.ledger`, :mod:`~pipesim.compute.cluster` (:class:`Cluster`,
   :func:`run_compute`) and :mod:`~pipesim.compute.closedloop`. The modules that need the kernel
