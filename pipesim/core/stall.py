@@ -3,8 +3,8 @@ nothing is left to happen before the last sync.
 
 It is read from the run's state once, at the stall (the hot path pays nothing), and names the
 likeliest culprit in order: books that do not close (an episode taken out of the buffer, a
-counter written), a sync begun and never ended, a sync waiting for a batch the buffer never
-holds, a weight update that blocks admission for good,
+counter written), a sync begun and never ended, a sync waiting for more buffered episodes than
+the admission lets run ahead of the trainer, a weight update that blocks admission for good,
 a batch policy that forms no batch, a paused replica or a routing rule that picks none, and,
 the common case, an admission rule that says no (with who dropped the episodes it still counts).
 It lives apart from :mod:`pipesim.core.errors`, which holds the messages of the other ways a run
@@ -76,13 +76,7 @@ def _culprit(p: Pipeline) -> str:
             "say); a sync ends with end_sync"
         )
     if (need := p.buffer_need) is not None:  # a sync waits for a batch the buffer never holds
-        return (
-            f"the weight update {_chain(p.weight_update)} waits for {need} buffered "
-            f"episodes before it syncs (buffered_at_least) and {len(p.buffer.items)} are buffered: "
-            f"the admission policy {type(p.admission).__name__} admits no further episode while the "
-            "trainer waits for that sync, so the next batch is never collected (an admission that "
-            "generates a batch ahead of the trainer, eta >= 1, lets it finish)"
-        )
+        return _buffer_wait(p, need)
     try:
         blocked = p._blocked()
     except Exception:  # it raised, or answered no bool: the run would have said so already
@@ -104,6 +98,58 @@ def _culprit(p: Pipeline) -> str:
             f"as started there, so none is replaced: {_remedies(p)}"
         )
     return f"the admission policy {adm} admits no further episode {names}"
+
+
+def _buffer_wait(p: Pipeline, need: int) -> str:
+    """A sync waits for ``need`` buffered episodes (``p.buffered_at_least``) that never come: while
+    the trainer waits for that sync, the admission lets only the episodes it has admitted past the
+    trained ones (``ahead``: buffered or running, as the books close) exist, and it admits no more.
+    Under the count throttle that lead is eta * B (``max_staleness * batch_size``), so a wait for
+    more than it never ends, whatever eta is: the wording once assumed ``AfterNextBatch`` (whose
+    wait is B, so eta >= 1 was always the cure) and told a wait for 9 at eta 1, B 4 to use eta >= 1.
+    The remedy names both ends: wait for at most ``ahead``, or let the admission run ``need`` ahead
+    (the count throttle at ``max_staleness >= ceil(need / B)``; a rule with a bound of its own,
+    ``staleness_knob``, by that knob: it never reads ``max_staleness``)."""
+    wu, adm = _chain(p.weight_update), type(p.admission).__name__
+    ahead = p.started - p.n_dropped - p.n_trained  # buffered + running: the books closed above
+    eta, b = p.max_staleness, p.batch_size
+    head = (
+        f"the weight update {wu} waits for {need:,} buffered episodes before it syncs "
+        f"(buffered_at_least) and {len(p.buffer.items):,} are buffered"
+    )
+    try:
+        blocked = p._blocked()
+    except Exception:  # it raised, or answered no bool: the run would have said so already
+        blocked = False
+    if blocked:  # the weight update itself starts nothing while it waits
+        return (
+            f"{head}, but {type(p.weight_update).__name__}.blocks_admission says True while it "
+            "waits, so no episode starts to fill the buffer (let episodes start until the sync begins)"
+        )
+    try:  # a rule with a bound of its own (OwnStalenessBound) never reads max_staleness
+        knob = (
+            p.admission.staleness_knob() if callable(getattr(p.admission, "staleness_knob", None)) else None
+        )
+    except Exception:  # noqa: BLE001 - a user's method: the hint goes without it
+        knob = None
+    own = isinstance(knob, str)
+    count = (
+        f" (eta * B = {eta} * {b}, the count throttle's lead)" if not own and eta and ahead == eta * b else ""
+    )
+    bound = (
+        f"the admission policy {adm} admits no further episode while the trainer waits for that "
+        f"sync, so at most {ahead:,} episode(s) run ahead of the trainer{count}, fewer than the "
+        f"{need:,} waited for"
+    )
+    how = (
+        f"{adm}'s own bound: {knob}"
+        if own
+        else f"the count throttle at max_staleness >= {max(1, math.ceil(need / b))}: eta * B >= {need:,}"
+    )
+    cure = f"an admission that lets {need:,} run ahead of the trainer ({how}) lets it finish"
+    if ahead >= 1:
+        cure = f"wait for at most {ahead:,}, or {cure}"
+    return f"{head}: {bound}; {cure}"
 
 
 def _remedies(p: Pipeline) -> str:

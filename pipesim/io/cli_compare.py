@@ -3,7 +3,11 @@
 Design: the command is :func:`pipesim.compare` on the command line. Each argument is read as
 ``pipesim run`` reads its scenario -- a registered name, a scenario file, ``module:factory``, a
 run spec (``kind = "compute"``) -- or is a saved run's directory (``pipesim run ... --save DIR``),
-and names its column. ``--seeds N`` runs each design that runs (a scenario, a run spec) at seeds
+and names its column; a design that names a policy class of the user's own reads it from
+``--policies FILE``, registered before any design is read, as for ``pipesim run``
+(:func:`~pipesim.io.cli_common.register_policies`, which :mod:`pipesim.io.cli` calls for every
+command with the option; compare had none, though the unknown-policy error pointed to it).
+``--seeds N`` runs each design that runs (a scenario, a run spec) at seeds
 0..N-1 and prints each metric's mean with its 95% Student t interval over seeds, and each later
 design's paired difference with the first, marked distinguishable from seed noise where its
 interval excludes 0 (:mod:`pipesim.io.compare_seeds`). A saved run is one run: it stands as its
@@ -99,7 +103,7 @@ def _check_args(args: argparse.Namespace) -> None:
             )
     check_output("json", args.json, stdout=True)
     check_output("html", args.html)
-    inputs = [inp for d in designs for inp in read_inputs(d)]
+    inputs = [inp for d in designs for inp in read_inputs(d)] + read_inputs(None, args.policies)
     check_distinct([("json", args.json), ("html", args.html)], inputs)
 
 

@@ -366,6 +366,7 @@ def add_compare(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
             "pipesim compare fig13.1-sync fig13.1-async --seeds 5",
             "pipesim compare synchronous async-eta2 --seeds 8 --html compare.html",
             "pipesim compare my.toml runs/areal --json -   # the table as JSON on stdout",
+            "pipesim compare mine.yaml async-eta2 --policies mypol.py   # a class mine.yaml names",
         ),
         formatter_class=fmt,
     )
@@ -384,6 +385,12 @@ def add_compare(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         metavar="N",
         help=f"run each design at seeds 0..N-1 and give 95%% intervals (1 to {MAX_SEEDS}; default 1: one "
         "run each at its own seed); e.g. --seeds 5",
+    )
+    add_option(
+        c,
+        "policies",
+        help="a module of your own policy classes, by dotted name or .py path, that a design's scenario "
+        "file names (repeatable); e.g. --policies mypol.py",
     )
     add_option(c, "html", help="write the comparison figure (plotly.js inlined); e.g. --html compare.html")
     add_option(c, "json", help="write the table as JSON; - is stdout; e.g. --json compare.json")

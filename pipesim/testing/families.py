@@ -52,7 +52,10 @@ def admissions(max_batch: int = 10) -> SearchStrategy[Any]:
     )
 
 
-def weight_updates() -> SearchStrategy[Any]:
+def weight_updates(keep_work: bool = False) -> SearchStrategy[Any]:
+    """pipesim's weight updates. ``keep_work``: only those that drop no episode (no
+    ``AbortRestart``, which aborts what is in flight), to draw beside an admission rule that counts
+    dropped episodes against its cap (:func:`~pipesim.testing.strategies.policy_scenarios`)."""
     from hypothesis import strategies as st
 
     from pipesim.policies.base import Drain, PartialRollout
@@ -65,16 +68,19 @@ def weight_updates() -> SearchStrategy[Any]:
         SyncEveryK,
     )
 
+    aborts = [] if keep_work else [st.builds(AbortRestart, st.booleans())]  # it drops what it aborts
     return st.one_of(
         st.sampled_from([PartialRollout(), Drain(), BatchDrain(), OverlappedSwap()]),
         st.builds(AbortReprefill, st.floats(1.0, 100.0), st.floats(10.0, 10_000.0)),
-        st.builds(AbortRestart, st.booleans()),
+        *aborts,
         st.builds(InFlightUpdate, st.floats(0.0, 5.0)),
         st.builds(SyncEveryK, st.integers(1, 3), st.sampled_from([PartialRollout(), Drain()])),
     )
 
 
-def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> SearchStrategy[Any]:
+def batchings(
+    min_capacity: int = 12, group_sizes: Sequence[int] = (1,), keep_work: bool = False
+) -> SearchStrategy[Any]:
     """pipesim's batch policies; ``EvictStalest`` keeps at least ``min_capacity`` episodes.
 
     ``WholeGroups`` is drawn with ``samples_per_group`` from ``group_sizes``, filtering or not, and
@@ -83,7 +89,12 @@ def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> Sear
     which fit every batch; :func:`~pipesim.testing.strategies.policy_scenarios` draws 1-4 (at most
     ``max_batch`` and half of ``max_slots``), and it and :func:`~pipesim.testing.strategies.scenarios`
     make a drawn batch a whole number of the batch policy's groups
-    (:func:`~pipesim.testing.adjustments.fit_batch`). ``group_sizes=()`` draws none."""
+    (:func:`~pipesim.testing.adjustments.fit_batch`). ``group_sizes=()`` draws none.
+
+    ``keep_work``: only the batch policies that discard no episode, to draw beside an admission
+    rule that counts dropped episodes against its cap: no ``DropStale`` or ``EvictStalest``, no
+    ``DropOverlong`` (it drops what a timeout cuts, and a timeout may be drawn beside it), and
+    ``WholeGroups`` neither filtering nor dropping stale groups."""
     from hypothesis import strategies as st
 
     from pipesim.core.validate import check_int
@@ -91,15 +102,21 @@ def batchings(min_capacity: int = 12, group_sizes: Sequence[int] = (1,)) -> Sear
     from pipesim.policies.base import OldestFinishedFirst
     from pipesim.policies.groups import WholeGroups
 
-    families = [
-        st.sampled_from([OldestFinishedFirst(), b.LowestVersionFirst(), b.DropOverlong()]),
+    overlong = [] if keep_work else [b.DropOverlong()]
+    families: list[SearchStrategy[Any]] = [
+        st.sampled_from([OldestFinishedFirst(), b.LowestVersionFirst(), *overlong]),
         st.builds(b.WindowedFIFO, st.integers(1, 40)),
-        st.builds(b.DropStale, st.booleans()),
-        st.builds(b.EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
     ]
+    if not keep_work:
+        families += [
+            st.builds(b.DropStale, st.booleans()),
+            st.builds(b.EvictStalest, st.integers(min_capacity, 3 * min_capacity)),
+        ]
     for g in group_sizes:
         check_int("group_sizes", g, 1)
-    if group_sizes:
+    if group_sizes and keep_work:  # whole groups, every one trained
+        families.append(st.builds(WholeGroups, st.sampled_from(list(group_sizes))))
+    elif group_sizes:
         rates = st.just(0.0) | st.floats(0.0, 0.5)
         families.append(
             st.booleans().flatmap(

@@ -23,8 +23,15 @@ larger than ``max_batch``: a policy you pinned with groups of 8 gets batches of 
 
 Combinations that cannot make progress are not drawn: the chapter's ``CountThrottle`` and
 verl's ``StaleFraction`` count dropped episodes against their cap and can stall, so they are only
-combined with policies that never drop work. (Such a combination, built by hand, ends with
-a :class:`~pipesim.PipelineError`, never a hang.) pipesim knows its own policies that drop; a
+combined with policies that never drop work. Drawn (admissions not pinned), such a rule beside a
+dropping policy becomes ``AReaLThrottle``, which counts drops out; pinned (``admissions=
+[CountThrottle()]``), it stays, and the roles left unpinned are drawn from what drops nothing:
+the ``keep_work`` draws of :mod:`pipesim.testing.families` (no ``DropStale``, ``EvictStalest``,
+``DropOverlong``, filtering or stale-dropping ``WholeGroups``, ``AbortRestart``) and no failure
+policy. (They drew ``WholeGroups(1, filter_rate=0.5)`` beside a pinned ``CountThrottle``, which
+stalled a one-slot run.) A dropping policy pinned beside it is drawn as pinned. (Such a
+combination, built by hand, ends with a :class:`~pipesim.PipelineError`, never a hang.) pipesim
+knows its own policies that drop; a
 batch policy or weight update of yours that drops episodes says so with a class attribute
 ``drops_work = True``; such a batch policy is then not drawn under ``SyncEveryK`` either (the
 trainer runs ``k - 1`` versions ahead of the weights there, so a policy dropping what is older
@@ -211,13 +218,20 @@ def policy_scenarios(
 
     ``max_slots``, ``max_batch``, ``max_steps``: the largest pipeline drawn. ``max_steps`` left out
     is 5, or more where a policy pinned here promises a staleness bound, enough steps to break it
-    (see the module). The names ending in ``_`` of earlier releases still work, deprecated."""
+    (see the module). The names ending in ``_`` of earlier releases still work, deprecated.
+
+    An admission rule that counts dropped episodes against its cap (``CountThrottle``,
+    ``StaleFraction``) is never drawn beside a policy that drops work: drawn, it becomes
+    ``AReaLThrottle`` there; pinned, the weight updates, batch policies and failures you left
+    unpinned are drawn from those that drop nothing (see the module)."""
     from hypothesis import strategies as st
 
     from pipesim.config import Scenario
     from pipesim.policies.admission import AReaLThrottle, StaleFraction
     from pipesim.policies.base import CountThrottle
     from pipesim.policies.batching import DropStale, EvictStalest
+
+    counts_drops = CountThrottle | StaleFraction  # a dropped episode still counts: none replaces it
     from pipesim.policies.updates import SyncEveryK
     from pipesim.testing import strategies as kit
 
@@ -231,6 +245,10 @@ def policy_scenarios(
     groups = range(1, 1 + min(4, max_batch, max(1, max_slots // 2)))  # a batch of whole groups fits
     ba = as_strategy(batchings, kit.batchings(max(12, max_batch), group_sizes=groups), ba_name)
     fa = as_strategy(failures, st.none() | failure_policies(), "failures")
+    # beside a pinned admission that counts drops: the roles not pinned drop nothing
+    wu_kept = as_strategy(weight_updates, kit.weight_updates(keep_work=True), wu_name)
+    ba_kept = as_strategy(batchings, kit.batchings(max(12, max_batch), groups, keep_work=True), ba_name)
+    fa_kept = as_strategy(failures, st.none(), "failures")
     du = as_strategy(durations, duration_models(), "durations")
     routes = None if routings is None else replica_configs(as_strategy(routings, None, ro_name))
     pinned = tuple(role for role, x in zip(ROLES, (admissions, weight_updates, batchings)) if x is not None)
@@ -246,7 +264,10 @@ def policy_scenarios(
             # more replicas than slots: as many as there are slots where the routing is pinned
             pinned_routing = routes is not None
             replicas = dataclasses.replace(replicas, n_replicas=cfg.n_slots) if pinned_routing else None
-        durations, admission, weight_update, batching = draw(du), draw(ad), draw(wu), draw(ba)
+        durations, admission = draw(du), draw(ad)
+        # an admission you pinned that counts drops stays: what would drop beside it is not drawn
+        kept = admissions is not None and isinstance(admission, counts_drops)
+        weight_update, batching = draw(wu_kept if kept else wu), draw(ba_kept if kept else ba)
         batch = fit_batch(cfg.batch_size, batching, max_batch)  # whole groups
         sc = Scenario(
             pipeline=dataclasses.replace(cfg, max_staleness=0, batch_size=batch),
@@ -254,13 +275,13 @@ def policy_scenarios(
             admission=admission,
             weight_update=weight_update,
             batching=batching,
-            failures=draw(fa),
+            failures=draw(fa_kept if kept else fa),
             timeout=cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None),
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
         )
         sc = _at_staleness(sc, cfg.max_staleness)
-        if admissions is None and isinstance(sc.admission, CountThrottle | StaleFraction) and drops_work(sc):
+        if admissions is None and isinstance(sc.admission, counts_drops) and drops_work(sc):
             sc = sc.with_(admission=AReaLThrottle())
         k = getattr(sc.weight_update, "k", 1) if isinstance(sc.weight_update, SyncEveryK) else 1
         if k > 1 and weight_updates is None and getattr(sc.batching, "drops_work", False) is True:
