@@ -152,6 +152,21 @@ def returns_none(self: Any, p: Any) -> None:
     p.end_sync()
 
 
+def begins_twice(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=True)
+    yield p.timeout(1.0)
+    p.begin_sync(pause=True)  # a second sync while the first is open: its start would move
+    yield p.timeout(1.0)
+    p.end_sync()
+
+
+def pauses_outside_a_sync(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.pause_engines()  # no sync begun: the pause would be in no record
+    yield p.timeout(1.0)
+    p.begin_sync(pause=True)
+    p.end_sync()
+
+
 def asks_nan_seconds(self: Any, p: Any) -> Generator[Any, Any, None]:
     p.begin_sync(pause=True)
     yield p.timeout(float("nan"))
@@ -274,6 +289,18 @@ ROWS: list[Row] = [
         run(weight_update=UserUpdate(sync=returns_none)),
         PipelineError,
         ("UserUpdate", "sync"),
+    ),
+    (
+        "sync-begun-twice",
+        run(weight_update=UserUpdate(sync=begins_twice)),
+        PipelineError,
+        ("UserUpdate", "begin_sync", "end_sync"),
+    ),
+    (
+        "pause-outside-a-sync",
+        run(weight_update=UserUpdate(sync=pauses_outside_a_sync)),
+        PipelineError,
+        ("UserUpdate", "pause_engines"),
     ),
     (
         "sync-yields-number",

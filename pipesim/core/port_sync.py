@@ -12,13 +12,19 @@ update's ``sync`` generator composes them:
   it and resumes, the update record spans the pause (or is an instant swap where generation never
   paused), the episode source hears of it and may re-cost the episodes in flight
   (:meth:`~SyncActions._publish_to_source`; a :class:`~pipesim.core.port.FixedWork` source is
-  shown none of them), and the sync log gets its entry. An ``end_sync`` with no sync begun is
-  refused: the log would take an old start and the request stay pending.
+  shown none of them), and the sync log gets its entry. One sync is open at a time: an
+  ``end_sync`` with no sync begun is refused (the log would take an old start and the request
+  stay pending), and so are a second ``begin_sync`` before ``end_sync`` (the log's start would
+  move and the pause taken go unrecorded) and a ``pause_engines`` outside a sync (no
+  ``end_sync`` would record or end it). A second ``pause_engines`` is harmless, as a replica's
+  own pause is: the record keeps the first pause's start.
 * **a skipped sync** -- :meth:`~SyncActions.skip_sync`: the trainer's version advances and no
   weights move (sync every k steps).
 * **per replica** -- :meth:`~SyncActions.pause_replica` and :meth:`~SyncActions.publish_replica`,
   for updates that move one replica at a time and record their own updates; a replica may
-  publish any version from its own up to the one being synced.
+  publish any version from its own up to the one being synced. They keep no start of their own
+  to overwrite: ``pause_replica`` twice leaves the replica paused, and the record's start is the
+  ``since_s`` the policy passes.
 
 Every action that can open admission pokes the controller, so no policy has to. Publishing is
 the only way ``version`` moves: a pass or a sync that finds it written otherwise says so
@@ -70,6 +76,17 @@ class SyncActions:
         def _replica(self, replica: object, action: str) -> int: ...
 
     def begin_sync(self, pause: bool) -> None:
+        """Open the sync (the sync log's start) and, with ``pause``, stop generation now.
+
+        One sync at a time: a second ``begin_sync`` before ``end_sync`` is refused, as an
+        ``end_sync`` with none begun is -- it would move the log's start and drop the pause taken.
+        """
+        if self.syncing:
+            raise PipelineError(
+                f"{type(self.weight_update).__name__}.sync called begin_sync while a sync is open "
+                f"(begun at t={self._sync_start:g}) at t={self.env.now:g}: end it with end_sync "
+                "first; a sync starts with one begin_sync(pause=...) and ends with one end_sync"
+            )
         self.sync_pending = False
         self.syncing = True
         self._sync_start = self.env.now
@@ -78,9 +95,21 @@ class SyncActions:
             self.pause_engines()
 
     def pause_engines(self) -> None:
-        """Stop generation on every replica (during a sync that started without pausing, too)."""
-        self._pause_start = self.env.now
-        for e in self.engines:
+        """Stop generation on every replica, within a sync (one begun without pausing, too).
+
+        Idempotent, as a replica's own pause is (``pause_replica``): asked again while paused, the
+        replicas stay paused and the update record keeps the first pause's start, so it spans the
+        pause they took. Outside a sync it is refused: no ``end_sync`` would record or end it.
+        """
+        if not self.syncing:
+            raise PipelineError(
+                f"{type(self.weight_update).__name__}.sync called pause_engines with no sync begun "
+                f"at t={self.env.now:g}: pause within a sync, with begin_sync(pause=True) or "
+                "pause_engines() after begin_sync(pause=False), and end_sync resumes"
+            )
+        if self._pause_start is None:
+            self._pause_start = self.env.now
+        for e in self.engines:  # each is idempotent: a replica paused already keeps its start
             e.pause()
 
     def end_sync(self, engines: bool = True) -> None:
