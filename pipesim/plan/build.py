@@ -18,6 +18,7 @@ from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.context import context_key as context_key  # re-exported
 from pipesim.plan.context import context_problem
+from pipesim.plan.drops import SpaceDropWarning, check_values, drop_note, trainer_at
 from pipesim.plan.pools import check_pool, pool_tasks, worst_pool
 from pipesim.plan.pools import max_steps as max_steps  # re-exported (tests import it from here)
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
@@ -144,17 +145,19 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
     """The engine of each TP degree the model fits at; PlanError before any search when none does.
 
     A sample longer than the context is the workload's problem, not the GPU's: it is reported as
-    such (:func:`context_problem`), with the sum that gives the longest sample."""
-    engines, reasons = {}, []
-    for tp in spec.space.tp:
-        try:
-            engines[tp] = engine_config(spec, tp)
-        except ValueError as e:
-            reasons.append(f"tp={tp}: {e}")
+    such (:func:`context_problem`), with the sum that gives the longest sample. A ``space.tp`` or
+    ``space.placement`` no design could use is refused first, naming the key and the value
+    (:func:`pipesim.plan.drops.check_values`: ``space.tp = [3]`` for 28 heads was "does not fit")."""
+    check_values(spec)  # a TP degree or placement no design could use: refused by its key
+    engines, reasons = fitting_engines(spec)
     if not engines:
-        # the field is the TP list a user widens (each reason names its tp)
+        # the field is the TP list a user widens; the widest degree's reason is the nearest miss
+        tps = sorted(set(spec.space.tp))
+        where = " at" if len(tps) == 1 else " at any of them; at"
         raise PlanError(
-            f"{spec.model.name} does not fit on {spec.gpu.name}: " + "; ".join(reasons), "space.tp"
+            f"space.tp {tps}: {spec.model.name} does not fit on {spec.gpu.name}{where} tp={tps[-1]}: "
+            f"{reasons[tps[-1]]}",
+            "space.tp",
         )
     problem = context_problem(spec, next(iter(engines.values())).context_len)
     if problem is not None:
@@ -181,15 +184,7 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
     fits, tight = [], []
     for t in allowed:
         try:
-            cfg = TrainerConfig(  # with the framework's layout: a placement it refuses is skipped
-                model=spec.model,
-                gpu=spec.gpu,
-                n_gpus=t or n,
-                mfu=spec.mfu if spec.framework is None else None,
-                profile=spec.framework,
-                sequence_parallel=spec.sequence_parallel,
-                micro_batch_tokens=spec.micro_batch_tokens,
-            )
+            cfg = trainer_at(spec, t)  # with the framework's layout: a placement it refuses is skipped
         except ValueError:
             continue
         if t == 0 and n % tp:
@@ -243,11 +238,13 @@ def trainer_memory_note(spec: PlanSpec, d: Design) -> str | None:
 
 def candidates(spec: PlanSpec) -> list[Design]:
     """Every valid design of the space, sorted (PlanError naming ``space`` first when the space
-    holds more designs than a plan enumerates: :func:`check_space_size`)."""
+    holds more designs than a plan enumerates: :func:`check_space_size`). Listed values no design
+    uses are said once (:func:`pipesim.plan.drops.drop_note`)."""
     check_space_size(spec)
     engines = check_fits(spec)
     sp = spec.space
     factors = sp.oversample if spec.has_groups else (1.0,)
+    _, reasons = fitting_engines(spec)
     out = []
     for tp in sorted(engines):
         for t in placements(spec, tp):
@@ -256,7 +253,22 @@ def candidates(spec: PlanSpec) -> list[Design]:
                     for k in sp.sync_every:
                         for f in factors:
                             out.append(Design(t, tp, eta, u, k, float(f)))
+    note = drop_note(spec, engines, reasons)
+    if out and note is not None:  # an empty space is an error that says the same (no_candidates)
+        warnings.warn(note, SpaceDropWarning, stacklevel=2)
     return sorted(set(out))
+
+
+def fitting_engines(spec: PlanSpec) -> tuple[dict[int, EngineConfig], dict[int, str]]:
+    """The engine of each ``space.tp`` degree the model fits at, and the engine's reason for each
+    it does not (its weights, or no KV for one sequence, on the GPU)."""
+    engines, reasons = {}, {}
+    for tp in spec.space.tp:
+        try:
+            engines[tp] = engine_config(spec, tp)
+        except ValueError as e:
+            reasons[tp] = str(e)
+    return engines, reasons
 
 
 def space_size(spec: PlanSpec) -> int:

@@ -147,12 +147,19 @@ class Evaluated:
         return self.metrics.get("throughput_per_hour", 0.0)
 
 
-def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
+def aggregate(runs: Sequence[dict[str, float]], n_gpus: int | None = None) -> dict[str, float]:
     """Means over seeds; the maximum staleness is the maximum; the throughput gets the half-width
     of its 95% Student t interval, ``throughput_ci = t95(n - 1) sd / sqrt(n)`` (the same quantile
     table as the paired test, :func:`pipesim.plan.stats.t95`; the normal 1.96 is 12% too narrow
     at 11 seeds, t95(10) = 2.228). One seed has no interval: ``throughput_ci`` is NaN, never 0, and the
-    report prints ``(1 seed)`` (:mod:`pipesim.plan.report`)."""
+    report prints ``(1 seed)`` (:mod:`pipesim.plan.report`).
+
+    ``gpu_hours_per_mtok`` is a ratio, so it is not averaged: it is the cluster's ``n_gpus`` over
+    the mean trained Mtok/h (:func:`cost_ratio`), the number the table's ``Mtok/h`` column gives, so
+    ``GPU-h/Mtok x Mtok/h = n_gpus`` on every row and the ``cost_per_mtok`` limit judges it. The mean
+    of the per-seed ratios is larger (Jensen: 1/x is convex): 4.61 GPU-h/Mtok beside 14.1 Mtok/h on
+    64 GPUs, where 64 / 14.1 = 4.54. ``n_gpus`` None: read from the runs (each run's ratio times its
+    Mtok/h)."""
     if any(r.get("failed") for r in runs):
         bad = next(r for r in runs if r.get("failed"))
         return {
@@ -169,6 +176,8 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
     keys = [k for k, v in runs[0].items() if isinstance(v, int | float)]
     out = {k: statistics.fmean(r[k] for r in runs) for k in keys}
     out["staleness_max"] = top = max(r["staleness_max"] for r in runs)
+    if "gpu_hours_per_mtok" in out and "tokens_per_hour" in out:
+        out["gpu_hours_per_mtok"] = cost_ratio(runs, out["tokens_per_hour"], n_gpus)
     if "at_max" in runs[0]:  # the tail at the overall maximum: runs below it have none there
         at_top = [r for r in runs if r["staleness_max"] == top]
         out["at_max"] = sum(r["at_max"] for r in at_top) / len(runs)
@@ -178,6 +187,24 @@ def aggregate(runs: Sequence[dict[str, float]]) -> dict[str, float]:
     out["throughput_ci"] = t95(n - 1) * statistics.stdev(thr) / math.sqrt(n) if n > 1 else math.nan
     out["seeds"] = float(n)
     return out
+
+
+def cost_ratio(runs: Sequence[dict[str, float]], tokens_per_hour: float, n_gpus: int | None) -> float:
+    """GPU-hours per million trained tokens at the seeds' mean ``tokens_per_hour``: ``n_gpus`` GPUs
+    for an hour over the Mtok they train in it (inf when nothing is trained). Without ``n_gpus``,
+    the GPUs are each run's own ratio times its Mtok/h (the runs' definition, :func:`run_design`)."""
+    if n_gpus is None:
+        each = [
+            r["gpu_hours_per_mtok"] * r["tokens_per_hour"] / 1e6
+            for r in runs
+            if math.isfinite(r["gpu_hours_per_mtok"]) and r["tokens_per_hour"] > 0
+        ]
+        gpus = statistics.fmean(each) if each else math.nan
+    else:
+        gpus = float(n_gpus)
+    if not math.isfinite(gpus) or tokens_per_hour <= 0:
+        return math.inf
+    return gpus * 1e6 / tokens_per_hour
 
 
 def priced(m: dict[str, float], cost_per_gpu_hour: float | None) -> dict[str, float]:
@@ -250,7 +277,7 @@ class Evaluator:
         from pipesim.plan.judge import judge, p_met
 
         runs = [self.cache[(d, steps, s)] for s in seeds]
-        m = priced(aggregate(runs), self.spec.cost_per_gpu_hour)
+        m = priced(aggregate(runs, self.spec.n_gpus), self.spec.cost_per_gpu_hour)
         status = judge(self.spec, d, steps, m)
         ok = self.spec.constraints.feasible(m) and all(st == "met" for st, _ in status.values())
         return Evaluated(d, steps, runs, m, ok, status, p_met(self.spec, d, steps, m))

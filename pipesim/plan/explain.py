@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
-from pipesim.plan.build import trainer_config
+from pipesim.plan.build import check_fits, trainer_config
 from pipesim.plan.cache import DiskCache
+from pipesim.plan.drops import placement_reasons
 from pipesim.plan.evaluate import Evaluated, Evaluator
 from pipesim.plan.space import CONSTRAINT_METRICS, PlanSpec
 
@@ -21,10 +22,16 @@ __all__ = ["infeasible_message", "no_candidates", "sensitivity"]
 
 
 def no_candidates(spec: PlanSpec) -> str:
-    """Why the space has no valid design, per TP degree: a replica wider than the GPUs the trainer
-    leaves, colocated replicas that do not tile the cluster, or the minimum and the space's
-    placements together (the cause named, not only ``min_trainer_gpus``)."""
+    """Why the space has no valid design. With ``space.placement`` listed, per value and cause
+    (:func:`~pipesim.plan.drops.placement_reasons`: below ``min_trainer_gpus``, a trainer whose
+    memory cannot hold the model, rollout GPUs a TP degree does not tile; before, every cause read
+    "no split in space.placement [16, 24] leaves a multiple of 1"); otherwise per TP degree: a
+    replica wider than the GPUs the trainer leaves, colocated replicas that do not tile the
+    cluster, or no trainer of at least the minimum that holds the model."""
     n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    if spec.space.placement is not None:  # the listed values, each with its real cause
+        said = placement_reasons(spec, check_fits(spec), every=True)
+        return f"no candidate design of {n} GPUs: " + "; ".join(said)
     rollout = n - max(lo, 1)
     why = []
     for tp in sorted(set(spec.space.tp)):
@@ -34,14 +41,6 @@ def no_candidates(spec: PlanSpec) -> str:
                 f"a replica of tp={tp} needs {tp} GPUs, but min_trainer_gpus={lo} leaves at most "
                 f"{max(rollout, 0)} of the {n} GPUs for rollout"
             )
-        elif spec.space.placement is not None:
-            whole = [p for p in spec.space.placement if p and p >= n]  # trainer GPUs: none left
-            if whole:
-                parts.append(f"space.placement {whole} trains on all {n} GPUs, leaving none for rollout")
-            else:
-                parts.append(
-                    f"no split in space.placement {list(spec.space.placement)} leaves a multiple of {tp}"
-                )
         else:
             sp = spec.sequence_parallel
             dividing = f" on a multiple of model.sequence_parallel={sp} GPUs" if sp > 1 else ""
@@ -50,8 +49,6 @@ def no_candidates(spec: PlanSpec) -> str:
             parts.append(f"colocated trains on all {n} GPUs, fewer than min_trainer_gpus={lo}")
         elif n % tp:
             parts.append(f"colocated replicas of tp={tp} do not tile {n} GPUs")
-        elif spec.space.placement is not None and 0 not in spec.space.placement:
-            parts.append("space.placement leaves out colocated")
         why.append(f"tp={tp}: " + "; ".join(parts))
     return f"no candidate design of {n} GPUs: " + "; ".join(why)
 

@@ -21,8 +21,10 @@ from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report'
     baseline_lines,
     full_count,
     infeasible_lines,
+    no_pick_lines,
     proved_twin,
     recommended_lines,
+    rungs_said,
     sensitivity_lines,
     tie_lines,
     unlimited_notes,
@@ -234,14 +236,14 @@ def text(result: PlanResult, top: int = 8) -> str:
         f"plan: {spec.model.name} on {spec.n_gpus} x {spec.gpu.name}, {spec.batch_size} samples per step "
         f"({spec.workload.samples_per_prompt} per prompt); constraints: {limits or 'none'}, "
         f"min trainer GPUs {c.min_trainer_gpus}",
-        f"search: {result.method}, {result.n_candidates} candidates, "
-        + ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
-        + f" ({spec.seeds} seeds in full); {runs_said(result)} in {result.elapsed_s:.1f} s",
+        f"search: {result.method}, {result.n_candidates} candidates, {rungs_said(result)}; "
+        f"{runs_said(result)} in {result.elapsed_s:.1f} s",
         cut_line(result),
         "pipesim {pipesim_version}, spec {spec_hash}, simulation seeds {sim_seeds}, search seed "
         "{search_seed}{part}".format(
             **provenance(result), part=" (PARTIAL: interrupted)" if result.partial else ""
         ),
+        *no_pick_lines(result),
         "",
         best_heading(result, top) + ":",
         table(rows(result, result.feasible, top), header(result)),

@@ -28,9 +28,12 @@ __all__ = [
     "fresher_tie",
     "full_count",
     "infeasible_lines",
+    "no_pick_lines",
     "recommended_lines",
+    "rungs_said",
     "sensitivity_lines",
     "tie_lines",
+    "tool_bound_lines",
     "unlimited_notes",
 ]
 
@@ -58,6 +61,41 @@ def full_count(result: PlanResult) -> str:
         *(["splits along a slice"] if result.method == "slices" else []),
     ]
     return f"{n} run in full: the last rung's {rung} and {extra} more ({', '.join(why) or 'verification'})"
+
+
+def rungs_said(result: PlanResult) -> str:
+    """``64 run for 3 steps, 22 run for 8 steps (3 seeds in full)``: the rungs that ran. An
+    interrupted plan says what it got to: ``36 run for 3 steps (interrupted before any design ran
+    in full)``, or the full runs that finished before the full rung did (the header said "(3 seeds
+    in full)" of a plan that had run nothing in full)."""
+    spec = result.spec
+    said = ", ".join(f"{n} run for {s} steps" for s, n in result.rungs)
+    reached = any(s >= spec.steps for s, _ in result.rungs)
+    if result.partial and not result.full:
+        return f"{said} (interrupted before any design ran in full)"
+    if result.partial and not reached:
+        return f"{said}, {len(result.full)} run in full ({spec.seeds} seeds) before the interrupt"
+    return f"{said} ({spec.seeds} seeds in full)"
+
+
+def no_pick_lines(result: PlanResult) -> list[str]:
+    """The header's sentence when there is no recommendation (the tables are then empty): an
+    interrupted plan's (with ``--resume``) or one where no design met the constraints."""
+    if result.best is not None:
+        return []
+    if result.partial:
+        before = (
+            "any design ran in full"
+            if not result.full
+            else f"any of the {len(result.full)} designs it ran in full was judged feasible"
+        )
+        return [
+            f"no recommendation yet: the plan was interrupted before {before}; the same command with "
+            "--resume continues from the runs cached (not under --no-cache)"
+        ]
+    if result.full:
+        return ["no recommendation: no design run in full meets the constraints (see the infeasible runs)"]
+    return []
 
 
 def tie_lines(result: PlanResult) -> list[str]:
@@ -198,7 +236,43 @@ def recommended_lines(result: PlanResult) -> list[str]:
             f"staleness {stale:.2f} (the pick: {mine_off:.0%}, {mine_stale:.2f}): the pick is faster on "
             "these seeds, not proved faster"
         )
-    return out + unlimited_notes(result)
+    return out + tool_bound_lines(result) + unlimited_notes(result)
+
+
+TOOL_BOUND_SHARE = 0.5
+"""A recommendation whose run spends at least this share of its time with the trainer waiting for
+rollout *and* the engines idle (:func:`tool_bound_lines`) is said to be tool-latency bound: more
+than half of it is no GPU's work, so more GPUs cannot shorten the step."""
+
+
+def tool_bound_lines(result: PlanResult) -> list[str]:
+    """One line where the recommendation's step is bound by tool latency, not by its GPUs: a
+    workload with tool calls, and at least :data:`TOOL_BOUND_SHARE` of the run in which the
+    trainer waits for rollout while the engines sit idle. The rows carry the two shares, not their
+    overlap, so the overlap is their lower bound ``wait / step + (1 - engine busy) - 1`` (both
+    cannot be apart for longer than the run): no more is claimed than they show. The engines'
+    idle share is over replicas, so a last turn decoding on one replica of many counts as idle:
+    the step then waits on the slowest episodes' tool calls and turns. The walkthrough's pick,
+    colocated TP 2 eta 0 drain on 64 H100s, waited 151.2 s of a 155.7 s step with the engines 72%
+    idle: at least 69%."""
+    best = result.best
+    agent = result.spec.workload.agent
+    if best is None or agent is None or agent.turns < 2 or agent.tool_latency_s <= 0:
+        return []
+    m = proved_twin(result, best).metrics
+    step, wait, busy = (m.get(k, math.nan) for k in ("step_time_s", "wait_time_s", "engine_busy_share"))
+    if not all(math.isfinite(v) for v in (step, wait, busy)) or step <= 0:
+        return []
+    waits = min(wait / step, 1.0)
+    both = waits + (1.0 - busy) - 1.0
+    if both < TOOL_BOUND_SHARE:
+        return []
+    return [
+        f"  tool-latency bound: for at least {both:.0%} of the run the trainer waits for rollout while "
+        f"the engines sit idle (it waits {waits:.0%} of its mean {step:,.1f} s step; the engines are idle "
+        f"{1 - busy:.0%} of the run): the step waits on tool calls and the slowest episodes' turns, "
+        "not on GPU time, so more GPUs will not shorten it"
+    ]
 
 
 NOTE_DISCARDED_SHARE = 0.10
