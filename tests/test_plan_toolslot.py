@@ -184,7 +184,7 @@ def test_worker_processes_print_no_raw_warning(capfd: pytest.CaptureFixture[str]
     result = _plan(_spec(), workers=2)
     err = capfd.readouterr().err
     assert limited(result)  # the runs were slot-limited ...
-    assert "ToolSlotWarning" not in err and "held every slot" not in err  # ... and said nothing
+    assert "ToolSlotWarning" not in err and "waiting on tool calls" not in err  # ... and said nothing
 
 
 def test_more_slots_reach_the_runs_and_the_note_follows_them() -> None:

@@ -1,8 +1,9 @@
 """Which of a plan's reported designs ran short of tool-call slots, said once after the table.
 
 An agent's episode keeps its replica slot through its tool calls, so with ``max_num_seqs`` slots a
-replica whose episodes mostly wait on tools decodes a fraction of what it could
-(:func:`~pipesim.compute.tool_slots.tool_slot_note`, which ``run_compute`` warns as a
+replica whose episodes mostly wait on tools decodes a fraction of what it could while the episodes
+the admission rule let in wait for a slot (:func:`~pipesim.compute.tool_slots.tool_slot_note`,
+its criterion :func:`~pipesim.compute.tool_slots.slot_waits`; ``run_compute`` warns it as a
 :class:`~pipesim.compute.tool_slots.ToolSlotWarning`). In a plan that warning came from inside the
 runs: once per worker process, in any order, naming no design, never from a run the cache gave
 back, and never in ``--json``. Here each run records it instead
@@ -96,9 +97,9 @@ def slot_lines(result: PlanResult, top: int = 8) -> list[str]:
     names = [e.design.label(n) + (" (recommended)" if e.design == best else "") for e in found]
     more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
     return [
-        f"note: in {len(found)} of the {len(reported(result, top))} designs shown, episodes waiting on "
-        f"tool calls held every slot ({_per_replica(spec):,} per replica) for much of a run while each "
-        f"replica decoded under {TOOL_SLOT_RESIDENT_SHARE:.0%} of its max_num_seqs ({spec.max_num_seqs:,}): "
+        f"note: in {len(found)} of the {len(reported(result, top))} designs shown, episodes the admission "
+        f"rule had let in waited for a free slot ({_per_replica(spec):,} per replica) while each replica "
+        f"decoded under {TOOL_SLOT_RESIDENT_SHARE:.0%} of its max_num_seqs ({spec.max_num_seqs:,}): "
         f"{', '.join(names[:NAMED])}{more}. An episode keeps its slot through a tool call, so the slots, "
         f"not the engines, may have limited them; {_remedy(spec)}"
     ]
