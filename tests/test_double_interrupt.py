@@ -154,6 +154,7 @@ def test_a_plan_stopped_twice_writes_its_finished_designs_and_exits_130(tmp_path
     assert rc == 130 and len(lines) == 1, (rc, err[-3000:])
     assert lines[0] == (
         "pipesim plan: interrupted: 5 runs done; 5 designs (0 run in full) written with partial: true"
+        "; no recommendation yet"
     )
     data = json.loads(out.read_text())
     assert data["partial"] is True and len(data["screened"]) == 5

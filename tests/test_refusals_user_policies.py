@@ -167,6 +167,14 @@ def pauses_outside_a_sync(self: Any, p: Any) -> Generator[Any, Any, None]:
     p.end_sync()
 
 
+def publishes_from_the_future(self: Any, p: Any) -> Generator[Any, Any, None]:
+    p.begin_sync(pause=False)
+    p.pause_replica(0)
+    yield p.timeout(1.0)
+    p.publish_replica(0, p.version + 1, since_s=p.now + 5.0)  # the record would end before it began
+    p.end_sync(engines=False)
+
+
 def asks_nan_seconds(self: Any, p: Any) -> Generator[Any, Any, None]:
     p.begin_sync(pause=True)
     yield p.timeout(float("nan"))
@@ -301,6 +309,12 @@ ROWS: list[Row] = [
         run(weight_update=UserUpdate(sync=pauses_outside_a_sync)),
         PipelineError,
         ("UserUpdate", "pause_engines"),
+    ),
+    (
+        "publish-since-later-than-now",
+        run(weight_update=UserUpdate(sync=publishes_from_the_future)),
+        PipelineError,
+        ("UserUpdate", "publish_replica", "since_s"),
     ),
     (
         "sync-yields-number",

@@ -209,7 +209,8 @@ class PipelineView(Protocol):
     def skip_sync(self) -> None: ...
     def pause_replica(self, replica: int) -> None: ...
     def publish_replica(self, replica: int, version: int, since_s: float) -> None:
-        """Replica ``replica`` switches to ``version`` (its update began at ``since_s``) and resumes."""
+        """Replica ``replica`` switches to ``version`` (its update began at ``since_s``, at most now)
+        and resumes."""
 
 
 # -- promises -----------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ update's ``sync`` generator composes them:
   for updates that move one replica at a time and record their own updates; a replica may
   publish any version from its own up to the one being synced. They keep no start of their own
   to overwrite: ``pause_replica`` twice leaves the replica paused, and the record's start is the
-  ``since_s`` the policy passes.
+  ``since_s`` the policy passes, which is refused when later than now (a record would start after
+  it ends).
 
 Every action that can open admission pokes the controller, so no policy has to. Publishing is
 the only way ``version`` moves: a pass or a sync that finds it written otherwise says so
@@ -188,8 +189,14 @@ class SyncActions:
                 f"publish_replica: replica {replica} runs version {e.version}; it can publish one from there "
                 f"to the one being synced ({self.version + 1}), got {shown(version)}"
             )
-        since = errors.seconds(since_s, "publish_replica's since_s")
-        self.updates.append(UpdateRecord(since, self.env.now, version, True, e.index))
+        since, now = errors.seconds(since_s, "publish_replica's since_s"), self.env.now
+        if since > now:  # the record would start after it ends (its pause is in the past)
+            raise PipelineError(
+                f"{type(self.weight_update).__name__}.sync called publish_replica({replica}, {version}) "
+                f"with since_s={since:g}, later than now (t={now:g}): since_s is when the replica's "
+                "update began, at most p.now (the time it paused, or p.now for an instant swap)"
+            )
+        self.updates.append(UpdateRecord(since, now, version, True, e.index))
         e.version = version
         e.resume()
         self.poke()

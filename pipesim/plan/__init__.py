@@ -96,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Exit status 0, 2 for a user error (an option, an output path or the spec; one line on stderr
     naming the option or the file and key, before any search), 3 when no design meets the
-    constraints, 130 when Ctrl-C or SIGTERM stopped it: one line, and every requested output holds
-    the designs finished by then (``partial: true``). ``--json -`` / ``--html -`` / ``--csv -``
+    constraints, 130 when Ctrl-C or SIGTERM stopped it: one line (with ``no recommendation
+    yet`` when none had been judged feasible in full), and every requested output holds the designs finished
+    by then (``partial: true``). ``--json -`` / ``--html -`` / ``--csv -``
     write to standard output, and the text goes to stderr.
     """
     from pipesim.io.interrupts import interrupt_once
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             return _main(argv)
         except PlanInterrupted as e:
             said = f"pipesim plan: interrupted: {runs_said(e.result)} done; {_kept(e.result, e)}"
+            if e.result.best is None:  # before the resume hint: what ran, what it gave, what next
+                said += "; no recommendation yet"
             if "--no-cache" not in (argv if argv is not None else sys.argv[1:]):
                 said += "; the same command with --resume continues from the runs cached"
             _close_bars()

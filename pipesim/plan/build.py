@@ -1,7 +1,9 @@
 """What a plan spec's design builds: its engine, trainer, routing, scenario and the designs a
 space holds (:func:`candidates`), from a :class:`~pipesim.plan.space.PlanSpec` and a
 :class:`~pipesim.plan.space.Design`. Split from :mod:`pipesim.plan.space`, which keeps the
-spec's types and their validation."""
+spec's types and their validation; the placements a design may use and the listed values none
+can (:func:`placements`, :class:`TrainerMemoryWarning`, re-exported here) are
+:mod:`pipesim.plan.drops`."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ from typing import Any
 import pipesim
 from pipesim.compute import EngineConfig, TrainerConfig
 from pipesim.compute.profiles import profile
-from pipesim.compute.trainer import DEFAULT_MICRO_BATCH_TOKENS, check_expert_parallel
+from pipesim.compute.trainer import check_expert_parallel
 from pipesim.core.errors import MAX_DURATION_POOL
 from pipesim.plan.checks import MAX_DESIGNS, PlanError
 from pipesim.plan.context import context_key as context_key  # re-exported
 from pipesim.plan.context import context_problem
-from pipesim.plan.drops import SpaceDropWarning, check_values, drop_note, trainer_at
+from pipesim.plan.drops import SpaceDropWarning, check_values, drop_note, tight_words
+from pipesim.plan.drops import TrainerMemoryWarning as TrainerMemoryWarning  # re-exported
+from pipesim.plan.drops import placements as placements  # re-exported (tests, rungs import it here)
 from pipesim.plan.pools import check_pool, pool_tasks, worst_pool
 from pipesim.plan.pools import max_steps as max_steps  # re-exported (tests import it from here)
 from pipesim.plan.space import BATCH_KNOBS, Design, PlanSpec
@@ -174,57 +178,6 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
     return engines
 
 
-def placements(spec: PlanSpec, tp: int) -> list[int]:
-    """Trainer-GPU counts allowed with replicas of ``tp`` GPUs (0: colocated)."""
-    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
-    # colocated trains on all n GPUs, so it too must meet the trainer's minimum
-    allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
-    if spec.space.placement is not None:
-        allowed = [t for t in allowed if t in spec.space.placement]
-    fits, tight = [], []
-    for t in allowed:
-        try:
-            cfg = trainer_at(spec, t)  # with the framework's layout: a placement it refuses is skipped
-        except ValueError:
-            continue
-        if t == 0 and n % tp:
-            continue
-        fits.append(t)
-        if cfg.memory_short_bytes > 0:
-            tight.append(cfg)
-    if tight:
-        _warn_tight(spec, tight)
-    return fits
-
-
-class TrainerMemoryWarning(UserWarning):
-    """A trainer placement whose weights and optimizer state fit its GPUs but leave less than one
-    micro-batch's activations (an estimate, :attr:`~pipesim.compute.TrainerConfig.
-    activation_bytes_per_gpu`): kept in the space, since the estimate is not a measurement."""
-
-
-def _tight_words(spec: PlanSpec, tight: list[TrainerConfig], advice: str) -> str:
-    """The warning of trainers ``tight`` (:attr:`TrainerConfig.memory_short_bytes` > 0), one line."""
-    gib = 2**30
-    worst = min(tight, key=lambda c: c.n_gpus)
-    counts = ", ".join(str(c.n_gpus) for c in sorted(tight, key=lambda c: c.n_gpus))
-    return (
-        f"a trainer of {counts} x {spec.gpu.name} for {spec.model.name} holds its weights and "
-        f"optimizer state ({worst.state_bytes_per_gpu / gib:.1f} GiB per GPU on {worst.n_gpus}) but "
-        f"not also a micro-batch's activations (about {worst.activation_bytes_per_gpu / gib:.1f} GiB "
-        f"at {spec.micro_batch_tokens or DEFAULT_MICRO_BATCH_TOKENS} tokens) within "
-        f"{spec.gpu.hbm_bytes / gib:.0f} GiB; {advice}"
-    )
-
-
-def _warn_tight(spec: PlanSpec, tight: list[TrainerConfig]) -> None:
-    advice = (
-        "such placements stay in the space but may not run: raise constraints.min_trainer_gpus or "
-        "lower model.micro_batch_tokens"
-    )
-    warnings.warn(_tight_words(spec, tight, advice), TrainerMemoryWarning, stacklevel=3)
-
-
 def trainer_memory_note(spec: PlanSpec, d: Design) -> str | None:
     """The line ``pipesim run`` prints on stderr for a run spec whose trainer :func:`placements`
     warns of in a plan (state and a micro-batch's activations overfill a GPU); None: it fits."""
@@ -233,7 +186,7 @@ def trainer_memory_note(spec: PlanSpec, d: Design) -> str | None:
         return None
     where = "design.placement" if d.trainer_gpus else "cluster.n_gpus, colocated"
     advice = f"it may not run: more trainer GPUs ({where}) or a lower model.micro_batch_tokens"
-    return f"pipesim: warning: {_tight_words(spec, [cfg], advice)}"
+    return f"pipesim: warning: {tight_words(spec, [cfg], advice)}"
 
 
 def candidates(spec: PlanSpec) -> list[Design]:
@@ -385,7 +338,7 @@ def check_plan_pool(spec: PlanSpec, designs: list[Design], horizon: int) -> None
 def check_space_size(spec: PlanSpec) -> None:
     """The space holds at most :data:`~pipesim.plan.checks.MAX_DESIGNS` designs, counted from its
     axes' lengths before any is built (the placements per ``tp`` as
-    :func:`pipesim.plan.build.placements` allows them, before the fit checks): a plan enumerates
+    :func:`pipesim.plan.drops.placements` allows them, before the fit checks): a plan enumerates
     every design before its first run, and 4,096 GPUs x 1,025 etas x 4 tps made 33 million,
     gigabytes and minutes before anything ran. :func:`pipesim.plan.build.candidates` checks it, not
     a spec: a run spec's default space is never searched (a run on 65,536 GPUs is no plan)."""

@@ -1,5 +1,5 @@
-"""The values of a plan's space that no design can use, and why (split from
-:mod:`pipesim.plan.build`, whose :func:`~pipesim.plan.build.candidates` calls them).
+"""The placements of a plan's space a design can use, the values no design can use, and why
+(split from :mod:`pipesim.plan.build`, whose :func:`~pipesim.plan.build.candidates` calls them).
 
 A value the spec lists falls in one of two kinds:
 
@@ -16,6 +16,11 @@ A value the spec lists falls in one of two kinds:
   Before, both kinds vanished without a word (``space.placement = [16, 70, 13]`` with
   ``space.tp = [2]`` on 64 GPUs searched "1 design", and ``space.tp = [2, 3]`` dropped 3).
 
+What the second kind leaves in is :func:`placements`, per TP degree: the trainer-GPU counts a
+design may use. A trainer that holds its state but not also a micro-batch's activations (an
+estimate) stays in the space with a :class:`TrainerMemoryWarning` (:func:`tight_words`, which
+:func:`~pipesim.plan.build.trainer_memory_note` says for a run spec too).
+
 When nothing is left, :func:`placement_reasons` is what
 :func:`~pipesim.plan.explain.no_candidates` says for a listed ``space.placement``: the real
 cause per value (``space.placement 16, 24: below constraints.min_trainer_gpus=40``), not "no
@@ -24,14 +29,26 @@ split leaves a multiple of 1".
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 from pipesim.compute import TrainerConfig
 from pipesim.compute.roofline import check_tp
+from pipesim.compute.trainer import DEFAULT_MICRO_BATCH_TOKENS
 from pipesim.plan.checks import PlanError
 from pipesim.plan.space import PlanSpec
 
-__all__ = ["SpaceDropWarning", "check_values", "drop_note", "placement_reasons", "tiles", "trainer_at"]
+__all__ = [
+    "SpaceDropWarning",
+    "TrainerMemoryWarning",
+    "check_values",
+    "drop_note",
+    "placement_reasons",
+    "placements",
+    "tight_words",
+    "tiles",
+    "trainer_at",
+]
 
 SHOWN = 6
 """The most values one reason lists before ``and N more``: a note or refusal stays one short line."""
@@ -60,6 +77,60 @@ def tiles(spec: PlanSpec, tp: int, t: int) -> bool:
     """Replicas of ``tp`` GPUs tile what placement ``t`` leaves for rollout (all GPUs colocated)."""
     rollout = spec.n_gpus - t
     return rollout >= tp and rollout % tp == 0
+
+
+def placements(spec: PlanSpec, tp: int) -> list[int]:
+    """Trainer-GPU counts allowed with replicas of ``tp`` GPUs (0: colocated): the placements the
+    module's second kind leaves in. Those whose trainer holds its state but not a micro-batch's
+    activations stay, with a :class:`TrainerMemoryWarning` naming them."""
+    n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
+    # colocated trains on all n GPUs, so it too must meet the trainer's minimum
+    allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
+    if spec.space.placement is not None:
+        allowed = [t for t in allowed if t in spec.space.placement]
+    fits, tight = [], []
+    for t in allowed:
+        try:
+            cfg = trainer_at(spec, t)  # with the framework's layout: a placement it refuses is skipped
+        except ValueError:
+            continue
+        if t == 0 and n % tp:
+            continue
+        fits.append(t)
+        if cfg.memory_short_bytes > 0:
+            tight.append(cfg)
+    if tight:
+        _warn_tight(spec, tight)
+    return fits
+
+
+class TrainerMemoryWarning(UserWarning):
+    """A trainer placement whose weights and optimizer state fit its GPUs but leave less than one
+    micro-batch's activations (an estimate, :attr:`~pipesim.compute.TrainerConfig.
+    activation_bytes_per_gpu`): kept in the space, since the estimate is not a measurement."""
+
+
+def tight_words(spec: PlanSpec, tight: list[TrainerConfig], advice: str) -> str:
+    """The warning of trainers ``tight`` (:attr:`TrainerConfig.memory_short_bytes` > 0), one line."""
+    gib = 2**30
+    worst = min(tight, key=lambda c: c.n_gpus)
+    counts = ", ".join(str(c.n_gpus) for c in sorted(tight, key=lambda c: c.n_gpus))
+    return (
+        f"a trainer of {counts} x {spec.gpu.name} for {spec.model.name} holds its weights and "
+        f"optimizer state ({worst.state_bytes_per_gpu / gib:.1f} GiB per GPU on {worst.n_gpus}) but "
+        f"not also a micro-batch's activations (about {worst.activation_bytes_per_gpu / gib:.1f} GiB "
+        f"at {spec.micro_batch_tokens or DEFAULT_MICRO_BATCH_TOKENS} tokens) within "
+        f"{spec.gpu.hbm_bytes / gib:.0f} GiB; {advice}"
+    )
+
+
+def _warn_tight(spec: PlanSpec, tight: list[TrainerConfig]) -> None:
+    """The warning of :func:`placements`, on its caller's line (stacklevel 3)."""
+    advice = (
+        "such placements stay in the space but may not run: raise constraints.min_trainer_gpus or "
+        "lower model.micro_batch_tokens"
+    )
+    warnings.warn(tight_words(spec, tight, advice), TrainerMemoryWarning, stacklevel=3)
 
 
 def _tp_degrees(spec: PlanSpec) -> list[int]:

@@ -27,6 +27,7 @@ from pipesim.plan.report_lines import (  # noqa: F401  (re-exported: the report'
     rungs_said,
     sensitivity_lines,
     tie_lines,
+    tool_bound_lines,
     unlimited_notes,
 )
 from pipesim.plan.search import PlanResult
@@ -314,6 +315,14 @@ def _provisional(result: PlanResult) -> dict[str, Any]:
     return {"provisional": True, "verified": best.verified if held else PROVISIONAL}
 
 
+def json_notes(result: PlanResult) -> list[str]:
+    """The JSON's ``recommended.notes``: the text's notes under ``recommended:`` in its order, the
+    tool-latency bound line (:func:`tool_bound_lines`, unindented) and those of
+    :func:`unlimited_notes`. The JSON held only the latter, so a pick the text called tool-latency
+    bound read as GPU-bound to a script."""
+    return [line.strip() for line in tool_bound_lines(result)] + unlimited_notes(result)
+
+
 def as_json(result: PlanResult) -> dict[str, Any]:
     spec, best = result.spec, result.best
     n = spec.n_gpus
@@ -339,7 +348,7 @@ def as_json(result: PlanResult) -> dict[str, Any]:
                 **_provisional(result),
                 "code": wrap_code(scenario_code(spec, proved_twin(result, best).design)),
                 "code_note": code_note(best.runs, result.sim_seeds()).removeprefix("# "),
-                "notes": unlimited_notes(result),
+                "notes": json_notes(result),
             },
             "tool_slots": slot_json(result),
             "baseline": None if result.baseline is None else _entry(result.baseline, spec),
