@@ -221,14 +221,13 @@ def comparison_text(cmp: Any) -> str:
         )
 
     if cmp.seeds == 1:
-        return legend + str(t.rename(columns=head).to_string(float_format=fmt_number))
+        return legend + str(t.rename(columns=head).to_string(float_format=fmt_number, na_rep="-"))
     cells: dict[str, list[str]] = {}
     columns = list(dict.fromkeys(t.columns.get_level_values(0)))
     several = len(columns) - len(cmp.per_seed) > 1  # several differences: say whose
     for col in columns:
-        diff = col not in names
         rows = t[col][["mean", "lo", "hi"]].itertuples(index=False)
-        cells[head(col)] = [_interval(m, lo, hi, dash=diff) for m, lo, hi in rows]
+        cells[head(col)] = [_interval(m, lo, hi) for m, lo, hi in rows]
         if "distinguishable" in t[col]:
             cells[f"{head(col)}: distinguishable" if several else "distinguishable"] = [
                 {True: "yes", False: "no"}.get(v, "-") for v in t[col]["distinguishable"]
@@ -237,9 +236,11 @@ def comparison_text(cmp: Any) -> str:
         return legend + str(pd.DataFrame(cells, index=t.index).to_string())
 
 
-def _interval(mean: float, lo: float, hi: float, dash: bool = False) -> str:
-    """``mean [lo, hi]``, or the mean alone where there is no interval (``dash``: - for no mean)."""
-    if dash and not math.isfinite(mean):
+def _interval(mean: float, lo: float, hi: float) -> str:
+    """``mean [lo, hi]``, or the mean alone where there is no interval; - where there is no mean (a
+    metric a design's engine does not report, a difference two engines do not allow), in a
+    design's column as in a difference's (a design's printed ``nan`` before)."""
+    if not math.isfinite(mean):
         return "-"
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return fmt_number(float(mean))
