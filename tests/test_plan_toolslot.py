@@ -188,15 +188,24 @@ def test_worker_processes_print_no_raw_warning(capfd: pytest.CaptureFixture[str]
 
 
 def test_more_slots_reach_the_runs_and_the_note_follows_them() -> None:
-    """Four times the slots: the designs limited at 16 per replica run with 64 (faster), and the
-    note, where any design is still limited, says the slots it ran with."""
-    few, many = _plan(_spec()), _plan(_spec(episodes_per_replica=64))
-    thr = {e.design: e.throughput for e in many.full}
+    """More slots: the designs limited at 16 per replica run faster with 24, where eta 1 is still
+    limited and the note says the 24 slots it ran with (beside max_num_seqs 16) and doubles them in
+    its remedy; with 64 they run faster still and none is limited, so there is no note."""
+    few, more, plenty = (
+        _plan(_spec(**k)) for k in ({}, {"episodes_per_replica": 24}, {"episodes_per_replica": 64})
+    )
+    assert limited(few)
+    faster = {e.design: e.throughput for e in more.full}
+    fastest = {e.design: e.throughput for e in plenty.full}
     for e in limited(few):
-        assert thr[e.design] > e.throughput
-    for line in report.text(many).splitlines():
-        if "model.episodes_per_replica" in line:
-            assert "(64 per replica)" in line and "now: 64" in line
+        assert e.throughput < faster[e.design] < fastest[e.design]
+    assert limited(more)  # the note below is reached
+    notes = [line for line in report.text(more).splitlines() if "model.episodes_per_replica" in line]
+    assert len(notes) == 1
+    assert "(24 per replica)" in notes[0] and "max_num_seqs (16)" in notes[0]
+    assert "(now: 24; e.g. --set model.episodes_per_replica=48)" in notes[0]
+    assert limited(plenty) == []
+    assert not [line for line in report.text(plenty).splitlines() if "model.episodes_per_replica" in line]
 
 
 def test_the_recommended_code_and_the_export_carry_the_slots(tmp_path: Path) -> None:

@@ -49,12 +49,16 @@ def _share(e: Evaluated) -> float:
 def reported(result: PlanResult, top: int = 8) -> list[Evaluated]:
     """The designs the report shows, each once, in its order: the recommended one (the twin a
     bound proves, as the report names it), the ``top`` fastest feasible, the ones tied with it,
-    the Pareto front and the baseline."""
+    the Pareto front and the baseline. The table merges designs whose runs are identical into one
+    row (:func:`~pipesim.plan.stats.merge_duplicates`), so its ``top`` rows may hold more than
+    ``top`` designs: every design of those rows is reported (the first ``top`` designs alone left
+    a limited design in the table's last rows unnamed)."""
     from pipesim.plan.report_lines import proved_twin
-    from pipesim.plan.stats import tied_with_best
+    from pipesim.plan.stats import merge_duplicates, tied_with_best
 
     shown = [proved_twin(result, result.best)] if result.best is not None else []
-    shown += [*result.feasible[:top], *tied_with_best(result), *result.front]
+    rows = [e for first, same in merge_duplicates(result.feasible)[:top] for e in (first, *same)]
+    shown += [*rows, *tied_with_best(result), *result.front]
     shown += [result.baseline] if result.baseline is not None else []
     once: dict[Any, Evaluated] = {}
     for e in shown:
