@@ -87,8 +87,8 @@ _POLICY_SLOTS: tuple[tuple[str, type, str], ...] = (
 _BATCH_CHECKED = ("admission", "weight_update", "batching")
 """The policy slots whose ``check_batch_size(batch_size)``, where the policy has one, a scenario
 calls at construction, as it calls the weight update's ``check_replicas``: a rule that takes whole
-prompt groups (``WholeGroups``, ROLL's ``RollReplayBuffer`` and ``RollGroupExpiry``) refuses a
-``batch_size`` that is not whole groups, naming its own ``samples_per_group``
+prompt groups (``WholeGroups``, ROLL's ``RollReplayBuffer``, ``RollGroupQueue`` and
+``RollGroupExpiry``) refuses a ``batch_size`` that is not whole groups, naming its own ``samples_per_group``
 (``batching.samples_per_group`` here, and the file where one was loaded). It was refused by the
 rule mid-run, naming neither the policy's field nor the file."""
 
