@@ -73,8 +73,7 @@ __all__ = [
 def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, list[Any]]:
     """The ``--over`` axes over the scenario's own keys; an unknown key's error also lists (and
     suggests from) the parameters of ``entry``, the preset named, where it has any."""
-    from pipesim.io.overrides import over_keys, with_preset_params
-    from pipesim.io.registry import parse_value
+    from pipesim.io.overrides import axis_value, over_keys, with_preset_params
 
     over: dict[str, list[Any]] = {}
     for item in items:
@@ -84,7 +83,7 @@ def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, 
                 "--over does not take durations.FIELD keys; sweep durations=Model(...),Model(...)"
             )
         try:
-            over[key] = [parse_value(scen, key, v) for v in split_values(values)]
+            over[key] = [axis_value(scen, key, v) for v in split_values(values)]
         except ValueError as exc:
             raise UsageError(one_line(with_preset_params(exc, scen, entry, over_keys(scen)))) from None
         if not over[key]:
@@ -125,14 +124,16 @@ def cell_limit(text: str | None, dask: str | None) -> float | None:
 
 
 def _check_set_not_swept(sets: Sequence[str], overs: Sequence[str]) -> None:
-    """A key both ``--set`` and swept by ``--over`` (or one inside the other: ``--set
+    """A key both ``--set`` and swept by ``--over`` (or a field of the axis's: ``--set
     durations.tool_median_s=3`` with ``--over durations=...``) is refused: the axis's values would
-    replace the set value in every cell without a word."""
+    replace the set value in every cell without a word. An axis over a field of a table set
+    (``--set weight_update=SyncWhenBuffered() --over weight_update.n=16,64``) edits it, as a second
+    ``--set`` would."""
     set_keys = [s.split("=", 1)[0].strip() for s in sets if "=" in s]
     for item in overs:
         axis = item.split("=", 1)[0].strip()
         for key in set_keys:
-            if key == axis or key.startswith(axis + ".") or axis.startswith(key + "."):
+            if key == axis or key.startswith(axis + "."):
                 raise UsageError(
                     f"--set {shown(key)} and --over {shown(axis)}: the axis's values replace the set "
                     "value in every cell; give the key once (as an --over axis, or as a --set)"

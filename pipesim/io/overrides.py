@@ -8,7 +8,8 @@ or an ill-typed value fails with a message that names it and lists the valid key
 take a policy from the catalog (:mod:`pipesim.policies.catalog`), with arguments:
 ``weight_update=InFlightUpdate(load_time_s=2)``, ``replicas=Replicas(2, LeastLoaded())``,
 ``timeout=Timeout(cap_s=600)``, ``timeout=none``; ``durations=LogNormalDurations(median_s=60)``
-replaces the duration model and ``durations.FIELD=value`` changes one of its fields;
+replaces the duration model and ``durations.FIELD=value`` changes one of its fields, as
+``weight_update.load_time_s=3`` does one of the policy's (:mod:`pipesim.io.overrides_dotted`);
 ``sync_time_s=WeightSyncCost(8.2, 10)`` sets the sync time from a model size and a bandwidth. A key
 that is a named parameter of the scenario's factory (``max_head_offpolicyness`` of
 ``systems:areal``) is passed to the factory instead (:func:`build`).
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import FieldError, shown
 from pipesim.core.validate import CrossFieldError, key_shown
+from pipesim.io import overrides_dotted as dotted
 from pipesim.policies.catalog import parse_policy, policy_classes
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ __all__ = [
     "OPTIONAL_POLICY_FIELDS",
     "POLICY_FIELDS",
     "apply_overrides",
+    "axis_value",
     "build",
     "cell_label",
     "changes_for",
@@ -60,8 +63,8 @@ def valid_keys(scenario: Scenario | None = None, entry: Entry | None = None) -> 
     """Every key ``--set`` accepts, for error messages and ``pipesim list --keys``."""
     keys = [f.name for f in dataclasses.fields(PipelineConfig)]
     keys += [f.name for f in dataclasses.fields(Scenario) if f.name != "pipeline"]
-    if scenario is not None and dataclasses.is_dataclass(scenario.durations):
-        keys += [f"durations.{f.name}" for f in dataclasses.fields(scenario.durations)]
+    if scenario is not None:  # ROLE.FIELD of the duration model and of each policy that is a dataclass
+        keys += dotted.dotted_keys(scenario)
     if entry is not None:
         keys += [k for k in entry.parameters() if k not in keys]
     return keys
@@ -77,6 +80,16 @@ def over_keys(scenario: Scenario) -> list[str]:
     ``--seeds`` seeds in every cell) and ``durations.FIELD`` (an axis sweeps ``durations=Model(...)``
     instead), which its unknown-key message listed as valid and then refused."""
     return [k for k in valid_keys(scenario) if k != "seed" and not k.startswith("durations.")]
+
+
+def axis_value(scenario: Scenario, key: str, text: str) -> Any:
+    """One ``--over`` value: :func:`parse_value`'s, except that a dotted policy key
+    (``weight_update.n``) gives the field's value (16), checked on ``scenario``'s policy: the axis is
+    labelled by it, and each cell sets it on its own design's policy
+    (:func:`~pipesim.io.overrides_dotted.fold`)."""
+    if dotted.split(key) is not None:
+        return dotted.field_value(scenario, key, text.strip(), _coerce)
+    return parse_value(scenario, key, text)
 
 
 def unknown_key(
@@ -170,17 +183,11 @@ def _literal_or_text(text: str) -> Any:
 def parse_value(scenario: Scenario, key: str, text: str) -> Any:
     """The typed value of ``key=text`` for ``scenario``; ValueError names the key and lists valid keys."""
     text = text.strip()
-    if key.startswith("durations."):
-        model = scenario.durations
-        sub = key.split(".", 1)[1]
-        if not dataclasses.is_dataclass(model) or sub not in {f.name for f in dataclasses.fields(model)}:
+    if (parts := dotted.split(key)) is not None:  # ROLE.FIELD: the role's object, that field set
+        if parts[0] == "durations" and key not in dotted.dotted_keys(scenario, ("durations",)):
             raise unknown_key(key, scenario)
-        hints = typing.get_type_hints(type(model))
-        try:
-            return dataclasses.replace(model, **{sub: _coerce(key, text, hints[sub])})  # type: ignore[type-var]
-        except (TypeError, ValueError) as exc:
-            msg = str(exc)
-            raise FieldError(msg if msg.startswith(key) else f"{key}: {msg}", key) from None
+        value = dotted.field_value(scenario, key, text, _coerce)
+        return dotted.replace_field(getattr(scenario, parts[0]), key, value)
     if key in POLICY_FIELDS or key in OPTIONAL_POLICY_FIELDS or key == "durations":
         if key in OPTIONAL_POLICY_FIELDS and text.lower() in ("none", "null"):
             return None
@@ -212,8 +219,10 @@ def parse_parameter(entry: Entry, key: str, text: str) -> Any:
 
 
 def changes_for(scenario: Scenario, key: str, value: Any) -> dict[str, Any]:
-    """``Scenario.with_`` keyword arguments for one parsed override (``durations.x`` -> ``durations``)."""
-    return {"durations" if key.startswith("durations.") else key: value}
+    """``Scenario.with_`` keyword arguments for one parsed override (``durations.x`` -> ``durations``,
+    ``weight_update.n`` -> ``weight_update``: :func:`parse_value` gave the whole object)."""
+    parts = dotted.split(key)
+    return {key if parts is None else parts[0]: value}
 
 
 def split_pair(pair: str, what: str = "override") -> tuple[str, str]:

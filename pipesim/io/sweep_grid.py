@@ -29,6 +29,7 @@ from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.overrides import cell_label
+from pipesim.io.overrides_dotted import fold
 
 __all__ = [
     "Cell",
@@ -197,7 +198,9 @@ def grid(
     """The cells of a sweep: designs x product of ``over`` values x seeds.
 
     ``seeds`` as an int ``n`` means ``base.seed + i`` for ``i < n``. Values in ``over`` may be typed
-    values or policy objects; the label columns hold readable labels (see :func:`cell_label`).
+    values or policy objects; the label columns hold readable labels (see :func:`cell_label`). A
+    dotted key (``weight_update.n``: :mod:`~pipesim.io.overrides_dotted`) sets that field of each
+    design's own object; its column is the key, its labels the field's values.
     A bad key, or a value or seed given twice, fails here, before anything is submitted.
     """
     designs = {scenarios.name: scenarios} if isinstance(scenarios, Scenario) else dict(scenarios)
@@ -236,7 +239,7 @@ def grid(
         for combo in itertools.product(*over.values()):
             changes = dict(zip(over, combo))
             for seed in seed_list:
-                scen = base.with_(**changes, seed=seed)
+                scen = base.with_(**fold(base, changes), seed=seed)  # weight_update.n: on base's policy
                 labels = {"design": design, **{k: cell_label(v) for k, v in changes.items()}, "seed": seed}
                 cells.append(Cell(len(cells), labels, scen))
     return cells

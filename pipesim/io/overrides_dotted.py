@@ -1,0 +1,135 @@
+"""Dotted keys: ``ROLE.FIELD=value`` changes one field of a scenario's duration model or policy.
+
+Design: ``--set durations.median_s=60``, ``--set weight_update.load_time_s=3`` and ``--over
+weight_update.n=16,64`` name one field of the object a scenario holds in a role (:data:`ROLES`:
+the duration model and every policy role). The object must be a dataclass (the catalog's policies
+and duration models are frozen ones, and so is a user's ``--policies`` class written the usual way);
+the field is changed with :func:`dataclasses.replace`, so the class's own ``__post_init__``
+validates the new value, and a refusal is a :class:`~pipesim.core.validate.FieldError` whose field
+is the dotted key. Only the object's own fields are reached: ``weight_update.k`` of
+``SyncEveryK(k, inner=...)`` is one, and the wrapped policy is set whole
+(``weight_update=SyncEveryK(k=2, inner=InFlightUpdate(load_time_s=3))``), never by a longer key.
+
+A value is typed by the field's annotation (:func:`field_value`): a sweep axis holds those values
+(its column is the dotted key, its labels the numbers), and :func:`fold` turns a cell's dotted
+keys into whole objects on each design's own policy, so one axis sweeps a field of several designs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pipesim.config import Scenario
+from pipesim.core.errors import FieldError, shown
+
+__all__ = ["ROLES", "dotted_keys", "field_value", "fold", "replace_field", "split"]
+
+ROLES = ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas")
+"""The scenario fields whose object's fields a dotted key reaches (``ROLE.FIELD``)."""
+
+Coerce = Callable[[str, str, Any], Any]
+"""How a text is read as a type: :func:`pipesim.io.overrides._coerce` (key, text, type hint)."""
+
+
+def split(key: str) -> tuple[str, str] | None:
+    """``(role, field)`` of a dotted key whose head is one of :data:`ROLES`; None for any other key."""
+    role, dot, sub = key.partition(".")
+    return (role, sub) if dot and role in ROLES else None
+
+
+def dotted_keys(scenario: Scenario, roles: tuple[str, ...] = ROLES) -> list[str]:
+    """``ROLE.FIELD`` for every field of each of ``roles`` whose object is a dataclass."""
+    keys = []
+    for role in roles:
+        obj = getattr(scenario, role)
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            keys += [f"{role}.{f.name}" for f in dataclasses.fields(obj) if f.init]
+    return keys
+
+
+def _target(obj: Any, key: str) -> tuple[Any, str]:
+    """``obj`` (the object in ``key``'s role) and the field's name; FieldError (the key) where
+    ``obj`` has no such field to set."""
+    role, sub = split(key) or ("", "")
+    if obj is None:
+        raise FieldError(
+            f"{key}: {role} is none in this scenario, so it has no fields; give it whole: {role}=...", key
+        )
+    name = type(obj).__name__
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        raise FieldError(
+            f"{key}: {role} is {name}, not a dataclass, so its fields cannot be set by a dotted key; "
+            f"give the whole object: {role}={name}(...)",
+            key,
+        )
+    fields = [f.name for f in dataclasses.fields(obj) if f.init]
+    if sub not in fields:
+        has = f"its fields: {', '.join(fields)}" if fields else f"it has no fields; give {role} whole"
+        wrapped = (
+            f"; a dotted key reaches the outer policy's own fields, and a wrapped one is given whole: "
+            f"{role}={name}(..., {sub.split('.')[0]}=...)"
+            if "." in sub
+            else ""
+        )
+        raise FieldError(f"{key}: {role} is {name}, which has no field {shown(sub)}; {has}{wrapped}", key)
+    return obj, sub
+
+
+def _hint(obj: Any, sub: str) -> Any:
+    """The annotation of field ``sub`` of ``obj``; Any where a user's module leaves it unresolvable."""
+    try:
+        return typing.get_type_hints(type(obj))[sub]
+    except Exception:  # a name of a --policies module that get_type_hints cannot find
+        declared = next(f.type for f in dataclasses.fields(obj) if f.name == sub)
+        return Any if isinstance(declared, str) else declared
+
+
+def _plain(hint: Any) -> bool:
+    """Whether a text can hold a value of type ``hint`` (numbers, strings, Literals, optionals)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return all(a is type(None) or _plain(a) for a in args)
+    return hint in (int, float, bool, str, Any) or origin in (typing.Literal, tuple)
+
+
+def replace_field(obj: Any, key: str, value: Any) -> Any:
+    """``obj``, the object in ``key``'s role, with the field set to ``value``: ``dataclasses.replace``,
+    so the class validates it; its refusal is a FieldError naming ``key``."""
+    obj, sub = _target(obj, key)
+    try:
+        return dataclasses.replace(obj, **{sub: value})
+    except (TypeError, ValueError) as exc:
+        msg = str(exc)
+        raise FieldError(msg if msg.startswith(key) else f"{key}: {msg}", key) from None
+
+
+def field_value(scenario: Scenario, key: str, text: str, coerce: Coerce) -> Any:
+    """The value of ``key=text`` typed by the field's annotation, checked by setting it."""
+    obj, sub = _target(getattr(scenario, key.split(".", 1)[0]), key)
+    hint = _hint(obj, sub)
+    if not _plain(hint):
+        role = key.split(".", 1)[0]
+        raise FieldError(
+            f"{key}: {sub} of {type(obj).__name__} holds an object, not a number or a word; "
+            f"give {role} whole: {role}={type(obj).__name__}(..., {sub}=...)",
+            key,
+        )
+    value = coerce(key, text, hint)
+    replace_field(obj, key, value)
+    return value
+
+
+def fold(scenario: Scenario, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``changes`` as ``Scenario.with_`` keywords: each dotted key set on its role's object (the one
+    ``changes`` gives, else ``scenario``'s), so ``{"weight_update.n": 16}`` becomes
+    ``{"weight_update": replace(scenario.weight_update, n=16)}``."""
+    out = {k: v for k, v in changes.items() if split(k) is None}
+    for key, value in changes.items():
+        if (parts := split(key)) is not None:
+            role = parts[0]
+            out[role] = replace_field(out[role] if role in out else getattr(scenario, role), key, value)
+    return out
