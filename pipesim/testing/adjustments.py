@@ -13,7 +13,7 @@ some draws need a second look, and these rules give it:
   slots per episode of the batch), changing sizes and times only; :func:`break_whole` does it for
   a batch of whole groups, which :func:`fit_batch` keeps whole;
 * **drawn together**: :func:`cap_for` keeps a timeout beside ``DropOverlong`` from cutting
-  everything.
+  everything: its cap sits above the top of the durations drawn (:func:`upper_s`).
 
 They read and change a finished scenario, never a strategy, so they live apart from the strategies
 that draw: the rules every draw obeys sit in one place, and the strategies stay a plain list of
@@ -140,11 +140,42 @@ def break_whole(draw: Any, sc: Any, b: int, max_slots: int) -> Any:
     return to_break(draw, sc, b, max_slots)
 
 
-def cap_for(batching: Any, timeout: Any) -> Any:
-    """``timeout``, its cap at least 50 s beside ``DropOverlong``, which drops what the cap cuts:
-    a cap far below the durations cut nearly every episode and the pool ran out (8 draws in 54)."""
+def upper_s(durations: Any) -> float | None:
+    """The top of what a duration model draws, near enough: the 99.87% point of a log-normal
+    (``z = 3``), the 99.9% point of an exponential (``ln 1000 < 7``), a trace's longest value,
+    else the longest of 256 draws with a fixed numpy seed (any model that ``sample(n, rng)``
+    follows: ``AgentDurations``, a user's); None where none of these is read."""
+    import math
+
+    import numpy as np
+
+    from pipesim.workload.durations import ExponentialDurations, LogNormalDurations, TraceDurations
+
+    if isinstance(durations, LogNormalDurations):
+        return float(durations.median_s * math.exp(3.0 * durations.sigma))
+    if isinstance(durations, ExponentialDurations):
+        return float(7.0 * durations.mean_s)
+    if isinstance(durations, TraceDurations):
+        return float(max(durations.values))
+    try:
+        top = float(np.max(np.asarray(durations.sample(256, np.random.default_rng(0)), dtype=np.float64)))
+    except Exception:  # noqa: BLE001 - a model the kit cannot sample keeps the 50 s floor
+        return None
+    return top if math.isfinite(top) else None
+
+
+def cap_for(batching: Any, timeout: Any, durations: Any = None) -> Any:
+    """``timeout``, its cap raised beside ``DropOverlong``, which drops what the cap cuts: to at
+    least 50 s (a cap far below the durations cut nearly every episode and the pool ran out, 8
+    draws in 54), and above the top of ``durations`` (:func:`upper_s`, a quarter over it). A
+    fixed 50 s floor was not enough: ``LogNormalDurations(51.0, 0.0)`` lasts 51 s every time, so
+    every episode was cut and dropped and the pool ran out, a draw that could make no progress."""
     from pipesim.policies.batching import DropOverlong
 
-    if timeout is None or not isinstance(batching, DropOverlong) or timeout.cap_s >= 50.0:
+    if timeout is None or not isinstance(batching, DropOverlong):
         return timeout
-    return dataclasses.replace(timeout, cap_s=50.0)
+    top = None if durations is None else upper_s(durations)
+    floor = 50.0 if top is None else max(50.0, 1.25 * top)
+    if timeout.cap_s >= floor:
+        return timeout
+    return dataclasses.replace(timeout, cap_s=floor)

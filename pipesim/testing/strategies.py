@@ -276,7 +276,7 @@ def policy_scenarios(
             weight_update=weight_update,
             batching=batching,
             failures=draw(fa_kept if kept else fa),
-            timeout=cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None),
+            timeout=cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None, durations),
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
         )
