@@ -145,6 +145,27 @@ def test_sweep_over_a_policy_field_is_labelled_by_the_dotted_key(tmp_path: Path)
     assert first != second  # the field did change the run
 
 
+def test_sweep_over_a_duration_field_equals_sweeping_whole_models(tmp_path: Path) -> None:
+    """--over durations.FIELD is an axis like a policy's field (it was refused, while --set took
+    it): each cell's model is the design's own with the field changed."""
+    scen = tmp_path / "mine.yaml"
+    scen.write_text(
+        "schema_version: 1\nname: mine\npipeline: {n_slots: 8, batch_size: 8, steps: 2}\n"
+        "durations: {type: LogNormalDurations, median_s: 60.0, sigma: 0.8}\n"
+    )
+    tables = []
+    for axis in (
+        "durations.median_s=30,90",
+        "durations=LogNormalDurations(median_s=30, sigma=0.8),LogNormalDurations(median_s=90, sigma=0.8)",
+    ):
+        csv = tmp_path / f"d{len(tables)}.csv"
+        assert main(["sweep", str(scen), "--over", axis, "--workers", "1", "--quiet", "--csv", str(csv)]) == 0
+        tables.append(pd.read_csv(csv))
+    assert list(tables[0]["durations.median_s"]) == [30, 90]
+    assert tables[0]["throughput_per_hour"].tolist() == tables[1]["throughput_per_hour"].tolist()
+    assert tables[0]["throughput_per_hour"].nunique() == 2
+
+
 def test_one_axis_sets_the_field_of_each_designs_own_policy() -> None:
     designs = {
         "a": _small().with_(weight_update=InFlightUpdate(1.0)),
@@ -251,7 +272,6 @@ def test_the_valid_keys_list_the_fields_of_the_policies() -> None:
 
     scen = _small().with_(weight_update=SyncEveryK(k=2))
     assert {"weight_update.k", "weight_update.inner"} <= set(valid_keys(scen))
-    assert "weight_update.k" in over_keys(scen) and not any(
-        k.startswith("durations.") for k in over_keys(scen)
-    )
+    assert "weight_update.k" in over_keys(scen) and any(k.startswith("durations.") for k in over_keys(scen))
+    assert "seed" in valid_keys(scen) and "seed" not in over_keys(scen)
     assert not any(k.startswith("timeout.") for k in valid_keys(scen))  # none: no fields

@@ -78,10 +78,6 @@ def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, 
     over: dict[str, list[Any]] = {}
     for item in items:
         key, values = _axis(item, list(over))
-        if key.startswith("durations."):
-            raise UsageError(
-                "--over does not take durations.FIELD keys; sweep durations=Model(...),Model(...)"
-            )
         try:
             over[key] = [axis_value(scen, key, v) for v in split_values(values)]
         except ValueError as exc:

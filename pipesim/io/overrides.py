@@ -77,9 +77,9 @@ class UnknownKeyError(FieldError):
 
 def over_keys(scenario: Scenario) -> list[str]:
     """The scenario's keys ``--over`` takes: :func:`valid_keys` without ``seed`` (a sweep runs
-    ``--seeds`` seeds in every cell) and ``durations.FIELD`` (an axis sweeps ``durations=Model(...)``
-    instead), which its unknown-key message listed as valid and then refused."""
-    return [k for k in valid_keys(scenario) if k != "seed" and not k.startswith("durations.")]
+    ``--seeds`` seeds in every cell). ``durations.FIELD`` is an axis like a policy's field
+    (:func:`pipesim.io.overrides_dotted.fold` builds each cell's model from the design's own)."""
+    return [k for k in valid_keys(scenario) if k != "seed"]
 
 
 def axis_value(scenario: Scenario, key: str, text: str) -> Any:
