@@ -22,39 +22,10 @@ from pipesim.plan.slots import SLOT_KEY, limited, reported, slot_json, slot_line
 from pipesim.plan.space import PlanSpec
 from pipesim.plan.stats import tied_with_best
 from pipesim.plan.verify import needs_verification
+from tests.test_plan_toolslot import AGENT
 
-# 8 H100s of 4 replicas with max_num_seqs 16 (the agent spec of tests/test_plan_toolslot.py)
-SPEC = """
-[cluster]
-gpu = "h100-sxm"
-n_gpus = 8
-[model]
-name = "qwen3-0.6b"
-max_model_len = 16384
-max_num_seqs = 16
-[workload]
-prompts_per_step = 16
-samples_per_prompt = 4
-prompt_tokens = 512
-response = { median_tokens = 200, sigma = 0.5 }
-max_response_tokens = 1024
-agent = { turns = 4, tool_latency_s = 5.0, tool_latency_sigma = 0.5, observation_tokens = 200 }
-[constraints]
-max_staleness = 4
-min_trainer_gpus = 2
-[space]
-placement = [4]
-tp = [1]
-eta = [0, 1]
-update = ["partial"]
-oversample = [1.0]
-[search]
-method = "grid"
-screen_steps = 2
-steps = 4
-seeds = 2
-min_full = 2
-"""
+# 8 H100s of 4 replicas with max_num_seqs 16: the agent spec of tests/test_plan_toolslot.py
+SPEC = AGENT
 
 HEAD = "note: in {k} of the {n} designs shown, episodes the admission rule had let in waited for a free slot"
 WHY = "An episode keeps its slot through a tool call, so the slots, not the engines, may have limited them"
