@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean report fast test-compiled bench-compute
+.PHONY: demo test lint typecheck pytest test-full bench clean report fast test-compiled bench-compute
 
 # --no-compile: pip would byte-compile every module of every package (torch and transformers hold
 # thousands), 134 s of a 2-core machine's install against 37 s without; Python compiles the modules
@@ -32,6 +32,11 @@ typecheck: $(VENV_STAMP)
 PYTEST_WORKERS ?= 2
 pytest: $(VENV_STAMP)
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
+
+# The whole suite a CPU can run: the default run's tests, the variants marked full (another signal,
+# study or size of a path a default test covers; kept out of CI's 9 minutes) and the slow experiments.
+test-full: $(VENV_STAMP)
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -m 'not gpu and not benchmark' $(if $(filter 1,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS))
 
 bench: $(VENV_STAMP)
 	$(PY) benchmarks/bench_pipeline.py

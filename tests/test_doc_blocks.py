@@ -214,7 +214,20 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 RUN = [b for b in python_blocks() if (b.doc.name, b.key) not in NOT_RUN]
 
 
-@pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
+def run_by_test_usage(block: Block) -> bool:
+    """Whether tests/test_usage.py runs ``block`` too (a docs/usage.md block of a section it runs:
+    it runs every block of the section, in order, in a fresh namespace and directory). Such a block
+    runs here, in a fresh interpreter, under make test-full only."""
+    from tests.test_usage import SECTIONS
+
+    return block.doc.name == "usage.md" and block.section in SECTIONS
+
+
+@pytest.mark.parametrize(
+    "block",
+    [pytest.param(b, marks=pytest.mark.full) if run_by_test_usage(b) else b for b in RUN],
+    ids=lambda b: b.id,
+)
 def test_the_block_runs(block: Block, workdir: Path) -> None:
     if "../shared/" in block.code and not SHARED.is_dir():
         pytest.skip(f"{block.where} reads ../shared/, which is not checked out at {SHARED}")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -187,22 +188,36 @@ def test_cli_end_to_end_tiny(tmp_path: Path, capsys) -> None:
     assert "RANDOM weights" in capsys.readouterr().out
 
 
-def test_cli_tiny_on_the_cpu_runs_one_thread_unless_told(tmp_path: Path) -> None:
+def test_cli_tiny_on_the_cpu_runs_one_thread_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The tiny model's kernels are too small to split: by default --tiny on the CPU runs on one
-    torch thread (torch's default made it 7x slower on shared cores); --threads still decides."""
+    torch thread (torch's default made it 7x slower on shared cores); --threads still decides.
 
-    from mismatch.cli import main
+    The second command's probe is a stand-in that reads the threads it runs under: a real probe
+    on two threads of a shared 2-core machine took 13-18 s (the slowness the default avoids); the
+    first, real, run shows that the JSON records the threads the probe ran on."""
+
+    import mismatch.cli as cli
 
     before = torch.get_num_threads()
     out = tmp_path / "r.json"
     small = ["--tiny", "--prompts", "2", "--new-tokens", "2", "--no-knobs", "--json", str(out)]
     try:
         torch.set_num_threads(2)
-        assert main(small) == 0
-        assert json.loads(out.read_text())["env"]["cpu_threads"] == 1
+        assert cli.main(small) == 0
+        first = json.loads(out.read_text())
+        assert first["env"]["cpu_threads"] == 1
         if (os.cpu_count() or 1) >= 2:
-            assert main([*small, "--threads", "2"]) == 0
-            assert json.loads(out.read_text())["env"]["cpu_threads"] == 2
+            seen: list[int] = []
+
+            def probe(args: Any, partial: Any = None) -> dict[str, Any]:
+                seen.append(torch.get_num_threads())
+                return first
+
+            monkeypatch.setattr(cli, "run", probe)
+            assert cli.main([*small, "--threads", "2"]) == 0
+            assert seen == [2]
     finally:
         torch.set_num_threads(before)
 

@@ -367,16 +367,28 @@ def test_smoke_april(fresh_runs):
     assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
 
 
-def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(capsys, fresh_runs, tmp_path):
+def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(
+    capsys, fresh_runs, tmp_path, monkeypatch
+):
     """``--april-offpolicy``: APRIL's off-policy ratio over length scales and spreads (a held-out
     diagnosis), printed and, with ``--json``, written; its row at the entry's own lengths is the
-    scored run, gain for gain."""
+    scored run, gain for gain. The rows are the ones the command computed (caught on their way out
+    of ``offpolicy_sensitivity``; computing them a second time took half the test)."""
+    from scenarios.published import april
+
+    computed: list[list[dict[str, float]]] = []
+
+    def sensitivity() -> list[dict[str, float]]:
+        computed.append(offpolicy_sensitivity())
+        return computed[-1]
+
+    monkeypatch.setattr(april, "offpolicy_sensitivity", sensitivity)
     path = tmp_path / "april.json"
     assert published.main(["--april-offpolicy", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "off-policy ratio about 40% (held out)" in out
     assert len(out.strip().splitlines()) == 3 + len(SCALES) + len(SIGMAS)  # headers, the grid, spreads
-    rows = offpolicy_sensitivity()
+    (rows,) = computed
     assert json.loads(path.read_text()) == rows
     entry = length_spec(published.LENGTHS_QWEN3)
     own = (entry.sigma, entry.difficulty_sigma)

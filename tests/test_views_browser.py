@@ -59,6 +59,7 @@ def _colours(px: np.ndarray) -> int:
     return len({tuple(c) for c in (px[sat] // 32).tolist()})
 
 
+@pytest.mark.full  # test_timeline_marks_failures_retries_drops_and_timeouts draws this timeline and more
 def test_eight_slot_timeline(browser: str, shots: Path) -> None:
     res = run(get_scenario("fig13.1-async"))
     px = screenshot(browser, figures_to_html([timeline(res)]), shots / "timeline_8_slots.png")
