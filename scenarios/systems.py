@@ -56,14 +56,15 @@ from pipesim.policies.groups import WholeGroups
 from pipesim.policies.roll import RollReplayBuffer
 from pipesim.policies.systems import (
     OpenRLHFBatches,
-    PipelineRLLag,
     RollGroupAdmission,
     RollGroupQueue,
     VerlMessageQueue,
     VerlRollouter,
+    openrlhf_refusal,
 )
-from pipesim.policies.updates import AbortReprefill, BatchDrain, InFlightUpdate, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, BatchDrain, SyncEveryK
 from scenarios.systems_checks import check_batch, renamed
+from scenarios.systems_pipelinerl import pipelinerl as pipelinerl  # re-exported here
 from scenarios.systems_pool import check_preset_pool, preset_pool_size
 from scenarios.systems_slime import april as april  # slime's presets, re-exported here
 from scenarios.systems_slime import slime as slime
@@ -274,12 +275,22 @@ def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **p
     (``pause_generation``, vLLM ``mode="keep"``), and samples in flight continue
     (:class:`~pipesim.policies.base.PartialRollout`). Commit 67302219's names (``--async_train``,
     ``OPENRLHF_ASYNC_QUEUE_SIZE``, ``_broadcast_to_vllm``) were superseded by these.
+
+    Refused, naming the field (:func:`~pipesim.policies.systems.openrlhf_refusal`): ``colocated``
+    (async mode never shares the training GPUs with vLLM: ``train_ppo_ray.py`` 56, 75), here and
+    at the run; and, at the run's first start, as ``Scenario.with_`` adds them, ``failures``
+    (OpenRLHF has no per-sample retry or drop: a failed Ray task raises) and a filtering batch
+    policy (``batching.filter_rate``: OpenRLHF's dynamic filtering refills a batch under one
+    version, not modelled).
     """
     _bool("partial_rollout", partial_rollout)
     with renamed({"queue_size": "async_queue_size"}):
         adm = OpenRLHFBatches(async_queue_size)
     wu: WeightUpdate = PartialRollout() if partial_rollout else BatchDrain()
-    return _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=wu)
+    sc = _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=wu)
+    if (err := openrlhf_refusal(sc)) is not None:
+        raise err
+    return sc
 
 
 def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
@@ -339,38 +350,6 @@ def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pi
         weight_update=PartialRollout(),
         batching=RollReplayBuffer(async_generation_ratio, samples_per_prompt),
     )
-
-
-def pipelinerl(
-    max_lag: int | None = None, load_time_s: float | None = None, attempts: int = 1, **pipeline: Any
-) -> Scenario:
-    """PipelineRL: generation runs ahead under its lag bound; a weight update pauses the engines.
-
-    Source: ServiceNow/PipelineRL (HEAD 58d3934) ``pipelinerl/actor.py``, ``ActorLoop.run``
-    (lines 509-562; :class:`~pipesim.policies.systems.PipelineRLLag`): groups are submitted while
-    fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``. ``max_lag`` counts
-    samples; ``n_slots`` and B count groups (a pipesim episode is a group of ``attempts`` samples,
-    one duration draw), where ``actor.llm_max_rollouts`` counts rollouts. ``pipelinerl/vllm1.py``,
-    ``receive_weight_update`` (lines 155-182) wraps the NCCL receive and ``load_weights`` in
-    ``pause_generation(mode="keep")``: generation stops for the whole transfer, and sequences keep
-    their KV and continue (:class:`~pipesim.policies.base.PartialRollout`). The trainer's ZeRO-3
-    path, its default, gathers each parameter while the engines wait (``finetune_loop.py`` 205-243).
-
-    ``load_time_s`` seconds instead models a double-buffered transfer that overlaps generation,
-    each replica pausing only to load (:class:`~pipesim.policies.updates.InFlightUpdate`): what the
-    planner's ``inflight`` design assumes, not PipelineRL's code (20 steps: 2,293.8 episodes/h at
-    1 s against 2,114.8/h by default; 2,266.8 against 1,786.8 at ``sync_time_s=30``).
-
-    **Defaults are not PipelineRL's:** its ``max_lag: null`` (``conf/base.yaml`` line 106) is no
-    bound (``actor.py`` line 534), old data dropped by ``pop_old_data``: not modelled. The default
-    here, ``max_lag=None``, is ``2 * batch_size * attempts`` samples (two batches ahead); an export
-    writes it as the file's none marker, which in this preset means that bound, not PipelineRL's
-    null. Give ``max_lag`` as a number to pin it.
-    """
-    b = pipeline.get("batch_size", CHAPTER.batch_size)
-    lag = max_lag if max_lag is not None else 2 * b * attempts
-    wu: WeightUpdate = PartialRollout() if load_time_s is None else InFlightUpdate(load_time_s)
-    return _scenario("PipelineRL", pipeline, 0, admission=PipelineRLLag(lag, attempts), weight_update=wu)
 
 
 PRESETS = {

@@ -16,6 +16,7 @@ import pipesim.io.scenario_files as sf
 from pipesim.core.validate import FieldError
 from pipesim.io.registry import registry
 from pipesim.policies.base import PartialRollout
+from pipesim.policies.groups import WholeGroups
 from pipesim.policies.updates import InFlightUpdate
 from pipesim.testing import check_invariants
 from scenarios import systems
@@ -51,7 +52,7 @@ def test_a_bad_load_time_is_refused_by_name(bad: Any) -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(
-    attempts=st.integers(1, 8),
+    attempts=st.sampled_from([1, 2, 4, 8]),  # whole groups in the default batch of 64 samples
     lag=st.none() | st.integers(0, 512),
     load=st.none() | st.floats(0.0, 5.0),
     fmt=st.sampled_from(["toml", "yaml"]),
@@ -64,7 +65,7 @@ def test_export_loads_back_the_lag_and_update_it_runs(
         knobs["max_lag"] = lag
     data = sf.system_to_dict("systems:pipelinerl", **knobs)
     built = registry()["systems:pipelinerl"].build(**knobs)
-    assert built.admission.max_lag == (2 * 64 * attempts if lag is None else lag)
+    assert built.admission.max_lag == (2 * 64 if lag is None else lag)  # two batches of samples
     assert sf.loads(sf.dumps(data, fmt), fmt) == built
 
 
@@ -81,11 +82,14 @@ def test_the_default_max_lag_is_two_batches_through_an_export(tmp_path: Path, ba
 
 
 def test_files_written_before_still_load() -> None:
-    """Earlier exports wrote ``max_lag = "none"`` (2 x batch_size x attempts) and ``load_time_s = 1.0``
-    (the in-flight update then): both still build what they built."""
+    """Earlier exports wrote ``max_lag = "none"`` and ``load_time_s = 1.0`` (the in-flight update
+    then): both still load. Since one episode is one rollout, ``none`` is two batches of samples
+    (2 x batch_size) and the batch is whole groups of ``attempts`` (CHANGELOG: a file of
+    ``attempts`` > 1 reads ``batch_size`` as samples)."""
     text = (
         'schema_version = 1\n[system]\nname = "systems:pipelinerl"\n'
         'max_lag = "none"\nload_time_s = 1.0\nattempts = 2\n'
     )
     sc = sf.loads(text, "toml")
-    assert sc.admission.max_lag == 2 * 64 * 2 and sc.weight_update == InFlightUpdate(1.0)
+    assert sc.admission.max_lag == 2 * 64 and sc.weight_update == InFlightUpdate(1.0)
+    assert sc.batching == WholeGroups(2)

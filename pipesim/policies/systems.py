@@ -16,12 +16,14 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
 * :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
   step and one step of groups at each step after, expired ones not replaced.
 * :class:`PipelineRLLag` -- PipelineRL (``pipelinerl/actor.py``, ``ActorLoop``): groups submitted
-  while fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``.
+  while fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``; with ``attempts``
+  > 1 an episode is one rollout of a group.
 * :class:`SlimeAsyncWorker` -- slime (``slime/rollout/fully_async_rollout.py``,
   ``AsyncRolloutWorker._loop``): a pool of trajectories bounded by concurrency and by the queue
   of completed groups, no version bound.
 * :class:`OpenRLHFBatches` -- OpenRLHF (``openrlhf/trainer/ppo_trainer_async.py``,
-  ``GenerateSamplesActor.fit``): whole batches, one at a time, behind a bounded queue.
+  ``GenerateSamplesActor.fit``): whole batches, one at a time, behind a pool of queue tokens;
+  :func:`openrlhf_refusal` says what OpenRLHF's async trainer cannot be.
 
 Every admission rule here says when it is *closed* (no finishing episode can make it admit), and
 the batch policies give the ``ready`` / ``min_items`` hints, so the engine's shortcuts apply;
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import PipelineError
+from pipesim.core.validate import FieldError
 from pipesim.policies.bookkeeping import RatioGroups, check_int, group_book
 from pipesim.policies.verl import VerlMessageQueue, VerlRollouter, verl_put_accepted
 
@@ -50,6 +53,7 @@ __all__ = [
     "SlimeAsyncWorker",
     "VerlMessageQueue",
     "VerlRollouter",
+    "openrlhf_refusal",
     "roll_create_step",
     "verl_put_accepted",
 ]
@@ -187,15 +191,27 @@ class RollGroupExpiry(RatioGroups):
 
 @dataclass(frozen=True)
 class PipelineRLLag:
-    """PipelineRL's lag bound: submit groups while fewer than ``lag_groups + (v + 1) * B``.
+    """PipelineRL's lag bound: submit groups while fewer than ``lag_groups + (v + 1) * G``.
 
     ServiceNow/PipelineRL ``pipelinerl/actor.py``, ``ActorLoop.run``: ``can_submit_before_update``
     starts at ``lag_groups + groups_per_update`` with ``lag_groups = ceil(max_lag / attempts)``
     (``finetune.max_lag`` in samples, ``attempts`` samples per group) and grows by
-    ``groups_per_update`` at each new weight version; a problem is submitted while
-    ``submitted_groups < can_submit_before_update``. A pipesim episode is one group and B is
-    ``groups_per_update``. Nothing is subtracted for dropped work (PipelineRL drops none), and
-    ``max_lag = 0`` is synchronous: exactly one update's groups per version.
+    ``groups_per_update`` (G) at each new weight version; a problem is submitted while
+    ``submitted_groups < can_submit_before_update``. Nothing is subtracted for dropped work
+    (PipelineRL drops none), and ``max_lag = 0`` is synchronous: exactly one update's groups per
+    version.
+
+    ``attempts`` 1: a pipesim episode is a sample and a group, G is ``batch_size``, and the bound
+    counts starts (relaunches included). ``attempts`` n > 1: a pipesim episode is one rollout
+    (``schedule_rollouts`` gives each attempt its own ``llm_max_rollouts`` slot and tags it with the
+    version at its own start), group g is tasks ``g n`` .. ``g n + n - 1`` (the numbering of
+    :class:`~pipesim.policies.groups.WholeGroups`, which assembles the batch), G is ``batch_size /
+    n``. The scheduler launches a group's attempts one after another as slots free, before the next
+    problem's, so a group counts as submitted when its first attempt starts (PipelineRL counts it
+    when the problem enters the problem queue, which can run ahead of the slots by
+    ``problem_queue_size``: a group waiting there is tagged with the version at its start here as
+    there) and its other attempts start whatever the bound. Counted by tasks (``upcoming_task``),
+    so a relaunched or requeued attempt never counts as a new group.
     """
 
     max_lag: int = 0
@@ -209,11 +225,32 @@ class PipelineRLLag:
     def lag_groups(self) -> int:
         return math.ceil(self.max_lag / self.attempts)
 
+    def check_batch_size(self, batch_size: int) -> None:
+        """A batch is whole groups of ``attempts`` (the scenario asks at construction)."""
+        if batch_size % self.attempts:
+            raise FieldError(
+                f"attempts ({self.attempts}): batch_size ({batch_size:,} samples) must be a whole "
+                f"number of groups of {self.attempts} (the trainer takes whole groups)",
+                "attempts",
+            )
+
     def admits(self, p: PipelineView) -> bool:
-        return p.started < self.lag_groups + (p.version + 1) * p.batch_size
+        n = self.attempts
+        if n == 1:
+            return p.started < self.lag_groups + (p.version + 1) * p.batch_size
+        task = p.upcoming_task
+        if task % n:
+            return True  # the rest of a group already submitted
+        return task // n < self.lag_groups + (p.version + 1) * (p.batch_size // n)
 
     def closed(self, p: PipelineView) -> bool:
-        """Counts only starts and versions: no finishing episode changes its answer."""
+        """Counts only starts (tasks) and versions: no finishing episode changes its answer. With
+        ``attempts`` > 1 a finishing episode that requeues its task (``failures``, a filtering batch
+        policy) changes the next task, so the hint is withheld there."""
+        if self.attempts > 1:
+            filtering: float = getattr(p.scenario.batching, "filter_rate", 0.0)
+            if p.scenario.failures is not None or filtering > 0.0:
+                return False
         return not self.admits(p)
 
     def staleness_bound(self, scenario: RunSpec) -> int | None:
@@ -272,16 +309,62 @@ class SlimeAsyncWorker:
         return "none: the worker has no version bound (max_concurrent caps the work in flight)"
 
 
+def openrlhf_refusal(scenario: RunSpec) -> FieldError | None:
+    """Why OpenRLHF's async trainer cannot be ``scenario`` (None where it can): the field to change.
+
+    * ``failures``: OpenRLHF has no per-sample retry or drop (a failed Ray task raises), and
+      :class:`OpenRLHFBatches` finds batch edges by counting starts, so a relaunch or a lost sample
+      shifts every later edge: ``RetryFailed(1e-4)`` broke the queue bound (staleness 4 at
+      ``async_queue_size`` 1), ``DropFailed(1e-3)`` mixed versions in a step, and
+      ``RetryFailed(1e-3)`` ran the pool out at version 0.
+    * ``batching.filter_rate``: OpenRLHF's dynamic filtering (``samples_generator.py`` 168-195,
+      under ``VLLMLock``) replaces a dropped group within the same batch, under one version; a
+      filtering ``WholeGroups`` relaunches it into a later batch's count (steps mixed versions):
+      not modelled.
+    * ``colocated``: async mode never shares the training GPUs with vLLM (``train_ppo_ray.py``
+      56, 75: one placement group only with ``colocate_all`` and not ``async_enable``).
+    """
+    if scenario.failures is not None:
+        return FieldError(
+            f"OpenRLHF async has no per-sample retry or drop (a failed Ray task raises), got "
+            f"failures={type(scenario.failures).__name__}: its batches are counted by starts, so a "
+            "relaunch or a drop shifts every later batch edge (mixed versions, the async_queue_size "
+            "bound broken); leave failures=None",
+            "failures",
+        )
+    if getattr(scenario.batching, "filter_rate", 0.0):
+        return FieldError(
+            "OpenRLHF's dynamic filtering is not modelled: it replaces a filtered group within the "
+            "same batch under one version, where a filtering batch policy relaunches it into a later "
+            "batch; leave filter_rate at 0",
+            "batching.filter_rate",
+        )
+    if scenario.pipeline.colocated:
+        return FieldError(
+            "OpenRLHF async never puts vLLM on the training GPUs (train_ppo_ray.py: a shared "
+            "placement group only with colocate_all and not async_enable); leave colocated=False",
+            "colocated",
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class OpenRLHFBatches:
-    """OpenRLHF ``--async_train``: whole rollout batches, one at a time, behind a bounded queue.
+    """OpenRLHF ``--train.async_enable``: whole rollout batches, one at a time, ``async_queue_size`` ahead.
 
-    OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py``, ``GenerateSamplesActor.fit``: for
-    each prompt batch it waits while the ray ``Queue`` (``maxsize`` = ``OPENRLHF_ASYNC_QUEUE_SIZE``,
-    default 1) is full, then generates the whole batch (``generate_samples``) and puts it on the
-    queue; the trainer (``TrainingActor.fit``) takes one batch per step. So a new batch of B
-    starts only when no episode of the previous one is running and fewer than ``queue_size``
-    finished batches wait; the episodes of a batch start as slots allow.
+    OpenRLHF/OpenRLHF ``openrlhf/trainer/ppo_trainer_async.py`` (HEAD 3c3be62): a pool of
+    ``async_queue_size`` ``rollout_slots`` tokens (lines 287-297). ``GenerateSamplesActor.fit``
+    takes a token before each prompt batch (line 110), generates the whole batch
+    (``generate_samples``) and queues it; ``TrainingActor.fit`` returns the token as it takes the
+    batch (line 230). So a new batch of B starts only when no episode of the previous one is
+    running and fewer than ``queue_size`` finished batches wait; the episodes of a batch start as
+    slots allow. (Commit 67302219's ``--async_train``, ``OPENRLHF_ASYNC_QUEUE_SIZE`` and a
+    Queue-full wait were superseded by these.)
+
+    Batch edges are counted by starts (``started % B``), which holds while every start is a new
+    task and none is dropped, as in OpenRLHF. A run that relaunches or drops (failures, a filtering
+    batch policy, an aborting weight update) is refused: at its first start naming the field
+    (:func:`openrlhf_refusal`), else at the first batch edge that finds one (a PipelineError).
     """
 
     queue_size: int = 1
@@ -292,7 +375,20 @@ class OpenRLHFBatches:
     def admits(self, p: PipelineView) -> bool:
         if p.started % p.batch_size:
             return True  # the rest of the batch being generated
+        if p.started == 0 or p.n_dropped or p.upcoming_task != p.started:
+            self._check(p)  # every start a new task, none dropped
         return p.n_running == 0 and p.n_buffered < self.queue_size * p.batch_size
+
+    def _check(self, p: PipelineView) -> None:
+        if (err := openrlhf_refusal(p.scenario)) is not None:
+            raise err
+        if p.started == 0:
+            return
+        raise PipelineError(
+            f"OpenRLHFBatches: {p.started:,} starts ({p.n_dropped:,} dropped, next task "
+            f"{p.upcoming_task:,}): a start relaunched or dropped work, which OpenRLHF never does, "
+            "and its batch edges (counted by starts) no longer fall between batches"
+        )
 
     def closed(self, p: PipelineView) -> bool:
         """Between batches with the queue full: finishing episodes only fill it further."""

@@ -15,9 +15,11 @@ The chapter's two are in :mod:`pipesim.policies.base` (:class:`~pipesim.policies
 * :class:`AbortRestart` -- in-flight episodes are aborted and their work is lost. With
   ``restart=True`` the tasks are relaunched from scratch first after the sync (slime's fully
   async mode); with ``restart=False`` they are dropped (over-sampling with abort).
-* :class:`InFlightUpdate` -- PipelineRL: the weights stream to the engine while it generates;
-  generation pauses only for ``load_time_s`` per replica, and sequences continue under the new
-  weights (one sequence mixes versions).
+* :class:`InFlightUpdate` -- a double-buffered transfer: the weights stream to the engine while it
+  generates; generation pauses only for ``load_time_s`` per replica, and sequences continue under
+  the new weights (one sequence mixes versions). The planner's ``inflight`` design, not
+  PipelineRL's code: its ``vllm1.py`` ``receive_weight_update`` pauses generation for the whole
+  receive (lines 155-182), which is :class:`~pipesim.policies.base.PartialRollout`.
 * :class:`OverlappedSwap` -- the transfer overlaps generation into a second copy of the weights
   and swaps atomically at its end: generation never pauses (it costs memory for two copies).
 * :class:`SyncEveryK` -- weights move every ``k`` trainer steps (verl
@@ -45,6 +47,23 @@ if TYPE_CHECKING:
     from pipesim.core.roles import RunSpec
 
 
+def at_batch_edge(p: PipelineView) -> bool:
+    """Whether the next admitted episode would begin a new batch: the first task of a batch, with
+    no episode of an earlier task still to be relaunched.
+
+    Tasks are numbered in launch order and a relaunched or requeued episode keeps its task id, so
+    batch k is tasks ``k B`` .. ``k B + B - 1`` however often one of them is relaunched; counted
+    by starts (``p.started % B``), one relaunch shifted every later edge. ``p.upcoming_task`` is
+    the next new task, or the oldest requeued one. A requeued task that is the first of its batch
+    is no edge while other episodes of that batch live: launched - dropped (the live episodes,
+    which is the number of new tasks begun less those waiting in the requeue) then exceeds it.
+    Without relaunches it is ``p.started % B == 0``, bit for bit (``upcoming_task`` is
+    ``started`` and live work never exceeds it). O(1).
+    """
+    task = p.upcoming_task
+    return task % p.batch_size == 0 and p.started - p.n_dropped <= task
+
+
 @dataclass(frozen=True)
 class BatchDrain(Drain):
     """Drain at batch boundaries: every batch of B is generated under one version.
@@ -57,7 +76,8 @@ class BatchDrain(Drain):
     the batch it split one batch across two versions.
 
     * ``blocks_admission``: while syncing, and while a sync is pending at a batch boundary
-      (``p.started % B == 0``); the rest of a batch begun still starts.
+      (:func:`at_batch_edge`); the rest of a batch begun still starts, a relaunched task of it
+      included.
     * ``sync``: waits until nothing runs and the batch has wholly started. A drain succeeds before
       the controller's pass of its instant (slots freed together, the rest of the batch not yet
       started), so mid-batch it waits for that pass (``p.settled()``); if the pass starts nothing
@@ -65,17 +85,26 @@ class BatchDrain(Drain):
 
     The promises are :class:`~pipesim.policies.base.Drain`'s, inherited: no episode spans two
     versions (the sync runs on empty engines), and under the count throttle staleness <= eta.
+
+    Batch edges are counted by tasks, not starts (:func:`at_batch_edge`): batch k is tasks ``k B``
+    .. ``k B + B - 1``, and a relaunch (``RetryFailed``) or a requeued task (``RequeueFailed``,
+    ``AbortRestart``) keeps its task id, so it stays in its batch. Counted by starts, one retry
+    shifted every later edge and steps mixed two versions (``verl_one_step_off_policy`` with 32
+    slots and ``RetryFailed(1e-4)``: 17 of 20 steps), though no episode spans two versions. A
+    failure that drops its task (``DropFailed``) leaves its batch short of B, which no edge can
+    mend: :class:`~pipesim.policies.admission.BatchThrottle` refuses it. OpenRLHF has no
+    per-sample retry, and its preset refuses failures (:func:`~pipesim.policies.systems.openrlhf_refusal`).
     """
 
     def blocks_admission(self, p: PipelineView) -> bool:
-        return p.syncing or (p.sync_pending and p.started % p.batch_size == 0)
+        return p.syncing or (p.sync_pending and at_batch_edge(p))
 
     def sync(self, p: PipelineView) -> Generator[Any, Any, None]:
         while True:
             yield p.drained()
             if p.n_running:
                 continue  # started since the drain was signalled
-            if p.started % p.batch_size == 0:
+            if at_batch_edge(p):
                 break  # the batch is whole and done: the lock is free
             before = p.started
             yield p.settled()  # the controller's pass of this instant starts the rest
@@ -147,7 +176,14 @@ class AbortRestart:
 
 @dataclass(frozen=True)
 class InFlightUpdate:
-    """PipelineRL: transfer while generating, then pause each replica only for ``load_time_s``."""
+    """Transfer while generating, then pause each replica only for ``load_time_s``.
+
+    A double-buffered transfer, what the planner's ``inflight`` design assumes. PipelineRL's own
+    code does not do this: ``pipelinerl/vllm1.py``, ``receive_weight_update`` (HEAD 58d3934, lines
+    155-182) wraps the NCCL receive and ``load_weights`` in ``pause_generation(mode="keep")``, so
+    generation stops for the whole receive (the ``pipelinerl`` preset's default,
+    :class:`~pipesim.policies.base.PartialRollout`; ``load_time_s`` there opts into this one).
+    """
 
     load_time_s: float = 1.0
 
