@@ -72,9 +72,16 @@ __all__ = [
 
 def parse_over(scen: Any, items: Sequence[str], entry: Any = None) -> dict[str, list[Any]]:
     """The ``--over`` axes over the scenario's own keys; an unknown key's error also lists (and
-    suggests from) the parameters of ``entry``, the preset named, where it has any."""
+    suggests from) the parameters of ``entry``, the preset named, where it has any. An axis over a
+    role's whole object beside one over its field is refused before either is read
+    (:func:`~pipesim.io.overrides_dotted.whole_and_field`): the field's values were checked on the
+    base scenario's object, which no cell of the whole axis runs."""
     from pipesim.io.overrides import axis_value, over_keys, with_preset_params
+    from pipesim.io.overrides_dotted import whole_and_field, whole_and_field_refusal
 
+    keys = [i.split("=", 1)[0].strip() for i in items if "=" in i]
+    if (clash := whole_and_field(keys)) is not None:  # before a value is read off the base's object
+        raise UsageError(whole_and_field_refusal(*clash, lambda k: f"--over {shown(k)}"))
     over: dict[str, list[Any]] = {}
     for item in items:
         key, values = _axis(item, list(over))

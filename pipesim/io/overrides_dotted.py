@@ -13,6 +13,9 @@ is the dotted key. Only the object's own fields are reached: ``weight_update.k``
 A value is typed by the field's annotation (:func:`field_value`): a sweep axis holds those values
 (its column is the dotted key, its labels the numbers), and :func:`fold` turns a cell's dotted
 keys into whole objects on each design's own policy, so one axis sweeps a field of several designs.
+An axis over a role's whole object beside one over a field of it (``weight_update=A(1),A(2)`` and
+``weight_update.x=3,4``) is refused (:func:`whole_and_field`): the field's value would replace the
+listed objects' own in every cell, so cells labelled by different objects would run the same.
 """
 
 from __future__ import annotations
@@ -20,13 +23,22 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pipesim.config import Scenario
 from pipesim.core.errors import FieldError, shown
 
-__all__ = ["ROLES", "dotted_keys", "field_value", "fold", "replace_field", "split"]
+__all__ = [
+    "ROLES",
+    "dotted_keys",
+    "field_value",
+    "fold",
+    "replace_field",
+    "split",
+    "whole_and_field",
+    "whole_and_field_refusal",
+]
 
 ROLES = ("durations", "admission", "weight_update", "batching", "timeout", "failures", "replicas")
 """The scenario fields whose object's fields a dotted key reaches (``ROLE.FIELD``)."""
@@ -133,3 +145,28 @@ def fold(scenario: Scenario, changes: Mapping[str, Any]) -> dict[str, Any]:
             role = parts[0]
             out[role] = replace_field(out[role] if role in out else getattr(scenario, role), key, value)
     return out
+
+
+def whole_and_field(keys: Iterable[str]) -> tuple[str, str] | None:
+    """The first ``(ROLE, ROLE.FIELD)`` of a sweep's axis ``keys`` that sweep a role's whole object
+    and one of its fields, else None. Together they would mislabel the cells: :func:`fold` sets
+    the field on each object the whole axis lists, so ``weight_update=InFlightUpdate(1),
+    InFlightUpdate(2)`` with ``weight_update.load_time_s=30,60`` ran two cells labelled apart that
+    were one run (and ``--over`` read the field off the base scenario's object, which no cell runs,
+    naming a class the user had not asked for). Refused like a key both ``--set`` and swept."""
+    given = list(keys)
+    for key in given:
+        if (parts := split(key)) is not None and parts[0] in given:
+            return parts[0], key
+    return None
+
+
+def whole_and_field_refusal(whole: str, key: str, named: Callable[[str], str]) -> str:
+    """The message refusing axes ``whole`` and ``key`` (:func:`whole_and_field`), each as the
+    caller spells an axis (``named``: ``--over 'weight_update'``, ``over['weight_update']``)."""
+    sub = key.split(".", 1)[1]
+    return (
+        f"{named(whole)} and {named(key)}: the field axis's values would replace {sub} in every "
+        f"object the other axis lists, so cells labelled by different objects would run the same; "
+        f"sweep one or the other (or list whole objects only: {whole}=...({sub}=...),...)"
+    )

@@ -29,7 +29,7 @@ from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
 from pipesim.io.overrides import cell_label
-from pipesim.io.overrides_dotted import fold
+from pipesim.io.overrides_dotted import fold, whole_and_field, whole_and_field_refusal
 
 __all__ = [
     "Cell",
@@ -200,7 +200,8 @@ def grid(
     ``seeds`` as an int ``n`` means ``base.seed + i`` for ``i < n``. Values in ``over`` may be typed
     values or policy objects; the label columns hold readable labels (see :func:`cell_label`). A
     dotted key (``weight_update.n``: :mod:`~pipesim.io.overrides_dotted`) sets that field of each
-    design's own object; its column is the key, its labels the field's values.
+    design's own object; its column is the key, its labels the field's values. A dotted key beside
+    an axis over its role's whole object is refused (:func:`~pipesim.io.overrides_dotted.whole_and_field`).
     A bad key, or a value or seed given twice, fails here, before anything is submitted.
     """
     designs = {scenarios.name: scenarios} if isinstance(scenarios, Scenario) else dict(scenarios)
@@ -216,6 +217,9 @@ def grid(
             msg = f"over[{shown(k)}] must be a non-empty list of values, got {shown(vs)}"
             raise FieldError(msg, f"over.{k}")
         _check_unique(f"over[{shown(k)}]", vs, [cell_label(v) for v in vs], f"over.{k}")
+    if (clash := whole_and_field(over)) is not None:  # the field would overwrite the listed objects'
+        msg = whole_and_field_refusal(*clash, lambda k: f"over[{shown(k)}]")
+        raise FieldError(msg, f"over.{clash[1]}")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise refuse("seeds", f"must be >= 1, got {seeds}")
