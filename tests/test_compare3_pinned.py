@@ -278,7 +278,7 @@ def test_a_metric_a_design_lacks_is_drawn_as_no_bar() -> None:
     fig = comparison_figure({"a": {"throughput_per_hour": 12.5}, "b": {}}, (("throughput_per_hour", "t"),))
     bar = fig.data[0]
     assert bar.y[0] == 12.5 and math.isnan(bar.y[1])
-    assert list(bar.text) == ["12.5", ""]
+    assert list(bar.text) == ["12.50", ""]
 
 
 def test_the_progress_bar_counts_every_run_of_every_seed(

@@ -75,5 +75,5 @@ def test_the_figure_draws_a_bar_per_design_in_each_panel(small: pipesim.RunResul
     panels = [k for k, _ in compare.FIGURE_METRICS]
     assert len(cmp.figure.data) == len(panels)
     assert all(list(bar.x) == ["A", "B"] for bar in cmp.figure.data)
-    assert compare_figure.bar_label(0.625, lambda v: f"{v:.4f}") == "0.625"
+    assert compare_figure.bar_label(0.625, lambda v: f"{v:.4f}") == "0.6250"
     assert compare_figure.error_gap(float("nan")) is None and compare_figure.error_gap(0.5) == 0.5

@@ -52,7 +52,7 @@ from pipesim.io.cli_common import (
     recipe_source,
 )
 
-__all__ = ["LONG_NAME", "cmd_compare", "comparison_json", "comparison_text", "read_design"]
+__all__ = ["LONG_NAME", "cmd_compare", "comparison_json", "comparison_text", "failed_json", "read_design"]
 
 LONG_NAME = 20
 """The longest design argument the printed table heads a column with; past it, letters."""
@@ -140,10 +140,11 @@ def _failed(args: argparse.Namespace, exc: Any, out: IO[str]) -> int:
     if exc.partial is not None:
         stopped = f"stopped by a failure after {exc.done} of {exc.n} seeds"
         _show(args, exc.partial, out, stopped=stopped, error=one_line(exc))
-    else:
-        skipped = [f"--{o} {getattr(args, o)}" for o in ("json", "html") if getattr(args, o)]
-        if skipped:
-            print(f"not written: {', '.join(skipped)} (no seed finished for every design)", file=sys.stderr)
+    else:  # nothing to tabulate: the JSON still says what failed, for a script reading it
+        if args.json:
+            _write_json(args, failed_json(args.designs, args.seeds, one_line(exc)), out)
+        if args.html:
+            print(f"not written: --html {args.html} (no seed finished for every design)", file=sys.stderr)
     if os.environ.get("PIPESIM_TRACEBACK"):
         raise exc
     where = "" if isinstance(exc.error, ValueError) else " (PIPESIM_TRACEBACK=1 shows where)"
@@ -288,6 +289,23 @@ def comparison_json(cmp: Any, error: str | None = None) -> dict[str, Any]:
     }
 
 
+def failed_json(designs: Sequence[str], seeds: int, error: str) -> dict[str, Any]:
+    """:func:`comparison_json`'s shape for a comparison that failed before any seed finished for
+    every design: partial, no seed done, no rows, and ``error`` saying which design and seed
+    failed (a saved run's directory is its one run). No file was written before, though the
+    failure is what a script reading it wants to know."""
+    return {
+        "seeds": seeds,
+        "seeds_done": 0,
+        "partial": True,
+        "interval": "95% Student t over seeds; differences paired by seed" if seeds > 1 else None,
+        "designs": {d: {"runs": int(Path(d).is_dir())} for d in designs},
+        "rows": [],
+        "notes": [],
+        "error": error,
+    }
+
+
 def _flag(v: Any) -> bool | None:
     """A distinguishable cell as JSON: true, false, or null where there is no interval."""
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
@@ -305,15 +323,22 @@ def _show(
     for note in cmp.notes:
         print(f"note: {note}", file=out)
     if args.json:
-        text = json.dumps(comparison_json(cmp, error), indent=2, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
-            print(f"wrote {args.json}", file=out)
+        _write_json(args, comparison_json(cmp, error), out)
     if args.html:
         write_text_atomic(args.html, _page(args.designs, cmp, stopped))
         print(f"wrote {args.html}", file=out)
+
+
+def _write_json(args: argparse.Namespace, payload: dict[str, Any], out: IO[str]) -> None:
+    """``--json``: ``payload`` to the file (``-``: standard output), and a line saying so."""
+    from pipesim.io.interrupts import write_text_atomic
+
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    if args.json == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        write_text_atomic(args.json, text)
+        print(f"wrote {args.json}", file=out)
 
 
 def _page(designs: Sequence[str], cmp: Any, stopped: str = "") -> str:

@@ -47,7 +47,8 @@ run's PipelineError is; ``except CompareFailed`` catches both.
 
 Where a run spent more than 10% of its simulated time after its last training step, a note says
 so per design (:func:`pipesim.io.sweep_outputs.tail_note`, as ``pipesim run`` and ``sweep`` do):
-throughput counts that tail.
+throughput counts that tail. A warning a design's runs raise (a
+:class:`~pipesim.compute.tool_slots.ToolSlotWarning`) is passed on once per design, naming it.
 
 The figure (its panels per engine, the bars and their intervals and labels) is
 :mod:`pipesim.io.compare_figure`; :data:`FIGURE_METRICS` and :data:`COMPUTE_FIGURE_METRICS` are
@@ -56,7 +57,6 @@ re-exported here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,8 +68,8 @@ import plotly.graph_objects as go
 from pipesim.config import Scenario
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, refuse
-from pipesim.io.api import run
 from pipesim.io.compare_figure import COMPUTE_FIGURE_METRICS, FIGURE_METRICS, comparison_figure
+from pipesim.io.compare_runs import warned_once
 from pipesim.io.compare_seeds import MAX_SEEDS, cell, notes, seed_table
 from pipesim.io.html import COMPUTE_GEN_UTIL_LABEL, COMPUTE_HEADLINE_KEYS, HEADLINE_KEYS, truncated_label
 
@@ -211,6 +211,7 @@ def compare(
     tails: dict[str, list[float]] = {n: [] for n in names}  # each run's share after its last step
     order: list[int | None] = [None] if seeds == 1 else list(range(seeds))
     done = 0
+    said: set[tuple[str, type[Warning], str]] = set()  # the warnings passed on: once a design
 
     def kept() -> Comparison | None:
         """The comparison of the seeds every design finished (None: none, or one run each)."""
@@ -222,8 +223,7 @@ def compare(
         for seed in order:  # seed by seed: an interrupt or a failure leaves whole seeds
             for name, d in to_run.items():
                 try:
-                    r = _run(d, seed)
-                    summary = r.summary()
+                    r, summary = warned_once(name, said, d, seed)
                 except Exception as exc:  # a policy that raised, a stalled run: which design, which seed
                     at = _own_seed(d) if seed is None else seed
                     failed = CompareRefused if isinstance(exc, FieldError) else CompareFailed
@@ -271,15 +271,6 @@ def _runnable(d: Any) -> bool:
     from pipesim.plan.runspec import RunSpec
 
     return isinstance(d, Scenario | RunSpec)
-
-
-def _run(d: Any, seed: int | None) -> Any:
-    """``d`` run at ``seed`` (None: its own): a RunResult, or a ComputeRun for a run spec."""
-    if isinstance(d, Scenario):
-        return run(d if seed is None else d.with_(seed=seed))
-    from pipesim.plan.runspec import run as run_spec
-
-    return run_spec(d if seed is None else dataclasses.replace(d, seed=seed))
 
 
 def _own_seed(d: Any) -> int | None:

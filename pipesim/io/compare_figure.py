@@ -98,10 +98,10 @@ def comparison_figure(
 
 
 def bar_label(v: float, fmt_number: Callable[[float], str]) -> str:
-    """A bar's value as the table writes it, its trailing zeros dropped (11,823 and 0.625, where the
-    table has 0.6250; d3's four digits wrote 11,820); none where there is no value."""
-    text = fmt_number(v) if math.isfinite(v) else ""
-    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+    """A bar's value as the table writes it, character for character (11,823 and 0.7930; d3's
+    four digits wrote 11,820, and dropping trailing zeros wrote 0.793 beside the table's 0.7930);
+    none where there is no value."""
+    return fmt_number(v) if math.isfinite(v) else ""
 
 
 def error_gap(x: float) -> float | None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pipesim.plan.search import PlanResult
     from pipesim.plan.space import PlanSpec
 
-__all__ = ["SLOT_KEY", "limited", "slot_json", "slot_limited", "slot_lines"]
+__all__ = ["SLOT_KEY", "limited", "pick_slot_limited", "slot_json", "slot_limited", "slot_lines"]
 
 SLOT_KEY = "tool_slot_limited"
 """The metric a run records: 1 where its slots looked like its limit, else 0 (a design's: the share
@@ -76,6 +76,15 @@ def _recommended(result: PlanResult) -> Any:
 def limited(result: PlanResult, top: int = 8) -> list[Evaluated]:
     """The reported designs (:func:`reported`) with at least one slot-limited run."""
     return [e for e in reported(result, top) if _share(e) > 0]
+
+
+def pick_slot_limited(result: PlanResult) -> bool:
+    """Whether the recommended design, as the report names it, had a slot-limited run: the
+    recommendation's tool-latency line must then not say more GPUs will not help
+    (:func:`~pipesim.plan.report_lines.tool_bound_lines`)."""
+    from pipesim.plan.report_lines import proved_twin
+
+    return result.best is not None and _share(proved_twin(result, result.best)) > 0
 
 
 def _per_replica(spec: PlanSpec) -> int:
