@@ -5,7 +5,8 @@ The reason is an abort at interpreter exit: pyarrow's thread pools, started by a
 race with Python's shutdown (``terminate called without an active exception``, exit -6). It failed
 CI once in a docs example that loads a saved run, and it reproduces in about half of fresh
 interpreters that read a table with ``pyarrow.parquet.read_table``'s defaults. A flaky abort is no
-test, so this file holds what keeps it away: the one reader, and every read going through it.
+test, so this file holds what keeps it away: the one reader, every read going through it, and a
+count of the process's threads around a read (none started: nothing left to race the exit).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from pipesim.io.parquet import read_parquet
 
@@ -107,14 +109,41 @@ def test_a_script_that_reads_through_the_reader_exits_0(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_the_pandas_2_path_gives_the_same_table(tmp_path: Path, monkeypatch) -> None:
-    """Python 3.10 gets pandas 2, which has no ``to_pandas_kwargs``: the reader's other path
-    (pyarrow's read then conversion, both on the calling thread) gives the same table."""
-    import pipesim.io.parquet as reader
-
+def test_the_reader_keeps_the_frames_attrs_as_pandas_does(tmp_path: Path) -> None:
     df = frame()
+    df.attrs = {"run": "mine", "seed": 3}
     df.to_parquet(tmp_path / "t.parquet", index=False)
-    expected = pd.read_parquet(tmp_path / "t.parquet")
-    monkeypatch.setattr(reader, "_PANDAS_MAJOR", 2)
-    pd.testing.assert_frame_equal(reader.read_parquet(tmp_path / "t.parquet"), expected)
-    pd.testing.assert_frame_equal(reader.read_parquet((tmp_path / "t.parquet").read_bytes()), expected)
+    assert pd.read_parquet(tmp_path / "t.parquet").attrs == {"run": "mine", "seed": 3}
+    assert read_parquet(tmp_path / "t.parquet").attrs == {"run": "mine", "seed": 3}
+
+
+THREADS = """
+import os, sys
+from pipesim.io.parquet import read_parquet
+def threads():
+    return len(os.listdir("/proc/self/task"))
+source = sys.argv[1] if sys.argv[2] == "path" else open(sys.argv[1], "rb").read()
+before = threads()
+read_parquet(source)
+print(before, threads())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
+@pytest.mark.parametrize("given", ["path", "bytes"])
+def test_a_read_starts_no_thread(tmp_path: Path, given: str) -> None:
+    """The deterministic check behind the abort: a read that starts none of Arrow's pool threads
+    leaves none to race the interpreter's exit. (A threaded read, pandas' default, starts several;
+    ``use_threads=False, pre_buffer=False`` still started one I/O-pool worker, from a path and from
+    bytes wrapped in a Python file object; an in-memory Arrow buffer starts none.)"""
+    frame().to_parquet(tmp_path / "t.parquet", index=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", THREADS, str(tmp_path / "t.parquet"), given],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, after = map(int, proc.stdout.split())
+    assert after == before, f"the read started {after - before} thread(s)"
