@@ -384,6 +384,7 @@ _PIPELINE_FIELDS = (
     "max_staleness",
     "steps",
     "colocated",
+    "stream_batches",
 )
 _BAD_VALUES = st.one_of(
     st.integers(max_value=-1),

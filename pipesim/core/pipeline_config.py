@@ -37,6 +37,12 @@ class PipelineConfig:
     """Training steps to simulate; the run ends when the last step's sync finishes."""
     colocated: bool = False
     """Engine and trainer share accelerators: generation pauses while the trainer trains."""
+    stream_batches: bool = False
+    """The trainer streams its batch (gradient accumulation over a stream, as PipelineRL's does):
+    it trains on each episode of a step as the episode arrives, an equal share of the step's
+    time each, and steps once the batch is complete, so most of a step's training overlaps the
+    wait for its last episodes (:func:`pipesim.core.training.stream_end_s`). Refused with
+    ``colocated``: colocated engines pause while the trainer trains, which a stream cannot be."""
 
     def __post_init__(self) -> None:
         check_int("n_slots", self.n_slots, 1, MAX_SLOTS, "each slot is a Python object")
@@ -47,3 +53,11 @@ class PipelineConfig:
         check_int("steps", self.steps, 1)
         if not isinstance(self.colocated, bool):
             raise refuse("colocated", f"must be a bool, got {shown(self.colocated)}")
+        if not isinstance(self.stream_batches, bool):
+            raise refuse("stream_batches", f"must be a bool, got {shown(self.stream_batches)}")
+        if self.stream_batches and self.colocated:
+            raise refuse(
+                "stream_batches",
+                "cannot be True with colocated=True: colocated engines pause while the trainer "
+                "trains, and a streaming trainer trains while they generate its batch",
+            )

@@ -11,11 +11,29 @@ own (the pipeline's is declared below) and owns two SimPy processes that the pip
   records (final now: arrays, not objects), train for ``train_time_s`` or the trainer model's
   time, then request a weight sync and wait for it. With ``colocated`` the engines share the
   accelerators, so every replica pauses while the trainer trains (an update record of kind
-  ``"train"`` per replica).
+  ``"train"`` per replica). With ``stream_batches`` (below) it waits until the streamed step's
+  end instead of ``train_time_s`` from the handover.
 * **weight sync** (:meth:`Training._weight_sync`) -- runs the weight-update policy's ``sync``
   generator for each request, through the pipeline's checked runner (what it yields must be
   events; a spin is an error naming it), and then checks that it published exactly one version
   and wrote no counter of the view.
+
+**A streamed batch** (``PipelineConfig.stream_batches``, PipelineRL's trainer: it runs forward
+and backward on each packed micro-batch as it arrives and steps once the step's samples are in,
+``pipelinerl/finetune_loop.py``). No event per episode: at the handover the step's end follows
+in closed form (:func:`stream_end_s`). Episode ``i`` of the batch, in arrival order, takes an
+equal share ``c = train_s / B`` of the step's time and arrives at ``a_i = max(end_s, free)``,
+``free`` being when the trainer was free (the previous step's sync ended; 0 at step 0); then
+``f_0 = free``, ``f_i = max(f_(i-1), a_i) + c`` and the step ends at ``f_B``. The last arrival is
+taken as the handover itself (``now``): the batch is known complete only when the buffer serves
+it (a batch policy that selects or filters decides it then), so the step never ends before
+``now + c`` and the wait is never negative. Without gaps (every episode in before the trainer was
+free) it is ``now + train_s``, the batch trainer's end. The train log's interval is
+``[f_B - train_s, f_B)``: the step's compute packed against its end, a schedule the stream can
+always be rearranged into (each episode arrives before its share starts there, since
+``f_B >= a_i + (B - i + 1) c``), so ``end - start`` is the step's compute in both modes and
+every busy share read from the log (``trainer/idle_ratio``, the compute engine's GPU share and
+step phases) stays exact; the start may fall before the handover, which is the overlap.
 
 Users' answers are checked where they are used: a batch policy may hand back anything (each item
 must be a buffered :class:`~pipesim.core.episode.Episode`), and a trainer model's time must be
@@ -46,9 +64,32 @@ if TYPE_CHECKING:
     from pipesim.core.records import EpisodeRecords
     from pipesim.core.seams import EngineReplica
 
-__all__ = ["Training"]
+__all__ = ["Training", "stream_end_s"]
 
 _INF = math.inf
+
+
+def stream_end_s(arrivals_s: list[float], train_s: float, free_s: float, now_s: float) -> float:
+    """The end of a streamed step (module docstring): each of the ``B`` episodes, taken in arrival
+    order, trains ``train_s / B`` seconds once it has arrived and the trainer is free. Arrivals
+    before ``free_s`` count from it, none after ``now_s`` (the handover), and the last is ``now_s``:
+    the result is at least ``now_s + train_s / B`` and at most ``now_s + train_s``.
+
+    The recurrence ``f_i = max(f_(i-1), a_i) + c`` unrolled: the latest of ``free_s + train_s``
+    and, for each arrival, it plus the shares from it on (``k`` of them, ``k c`` written
+    ``train_s * k / B`` so that a whole batch in before ``free_s`` ends at exactly
+    ``free_s + train_s``, the batch trainer's end)."""
+    n = len(arrivals_s)
+    end = free_s + train_s
+    for i, a in enumerate(sorted(arrivals_s)[:-1]):  # k = n - i shares from the i-th arrival on
+        if a > free_s:  # (one before it counts from it: free_s + train_s covers it)
+            if a > now_s:  # (a finished episode's end is never after the handover)
+                a = now_s
+            rest = a + (train_s if i == 0 else train_s * (n - i) / n)
+            if rest > end:
+                end = rest
+    last = now_s + train_s / n  # the handover (>= free_s): the batch is known complete only now
+    return end if end > last else last
 
 
 class Training:
@@ -89,8 +130,9 @@ class Training:
         def _check_sync(self, before: int, name: str) -> None: ...
 
     def _trainer(self) -> Generator[simpy.Event, Any, None]:
-        colocated = self.config.colocated
+        colocated, stream = self.config.colocated, self.config.stream_batches
         for step in range(self.config.steps):
+            free = self.env.now  # the previous step's sync ended (0 at step 0)
             batch = yield self.buffer.get()
             self.batches_taken += 1
             self.n_trained += len(batch)
@@ -123,7 +165,13 @@ class Training:
                     train_s = got
                 else:  # converted, or named (NaN fails the test)
                     train_s = errors.seconds(got, f"the trainer model's time for step {step}")
-            yield self.env.timeout(train_s)
+            if stream:  # the step's end in closed form, at or after now + its last share
+                end = stream_end_s(
+                    [free if e.end_s is None else e.end_s for e in batch], train_s, free, start
+                )
+                yield self.env.wake_at(self.env.wake_up(), end)
+            else:
+                yield self.env.timeout(train_s)
             if self._clock() == math.inf:
                 raise errors.clock_overflow(
                     cast("Pipeline", self), f"train_time_s {shown(train_s)} at step {step}"
@@ -132,7 +180,8 @@ class Training:
                 for e in self.engines:
                     self.updates.append(UpdateRecord(start, self.env.now, e.version, True, e.index, "train"))
                     e.resume()
-            self.train_log.append((step, start, self.env.now, version))
+            end = self.env.now
+            self.train_log.append((step, max(end - train_s, free) if stream else start, end, version))
             self.sync_pending = True
             self._sync_done = self.env.event()
             self._sync_request.succeed()
