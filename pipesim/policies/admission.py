@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipesim.core.errors import check_int, check_number
+from pipesim.core.validate import FieldError
 from pipesim.policies.base import CountsOnly
+from pipesim.policies.faults import DropFailed
+from pipesim.policies.updates import at_batch_edge
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
@@ -71,21 +74,48 @@ class BatchThrottle:
     batch; slime's ``train_async.py`` launches rollout ``i + 1`` once rollout ``i`` has returned
     and waits for it before each ``update_weights``. Neither starts an episode of the next batch
     in the slots the current batch's stragglers leave free, as
-    :class:`~pipesim.policies.base.CountThrottle` does. So at a batch boundary (``started`` a
-    multiple of B) the next batch starts only when no episode is running and ``started < (v + 1 +
-    eta) * B`` (eta the pipeline's ``max_staleness``); within a batch every free slot starts the
-    next of its episodes. Every start counts, dropped or not, as in the chapter's throttle.
+    :class:`~pipesim.policies.base.CountThrottle` does. So at a batch boundary
+    (:func:`~pipesim.policies.updates.at_batch_edge`) the next batch starts only when no episode
+    is running and its first task is below ``(v + 1 + eta) * B`` (eta the pipeline's
+    ``max_staleness``); within a batch every free slot starts the next of its episodes.
+
+    Batches are counted in tasks, not starts: batch k is tasks ``k B`` .. ``k B + B - 1``, and a
+    failed episode relaunched (``RetryFailed``) or requeued (``RequeueFailed``) keeps its task, so
+    it runs within its batch and spends no budget; counted by starts, each relaunch shifted every
+    later edge (steps mixed two versions, and slime's drain preset trained episodes 3 versions
+    stale at eta 1), and each spent budget for good (``RequeueFailed(1e-3)`` stalled). Without
+    relaunches this is the count by starts, bit for bit. ``DropFailed`` is refused at the first
+    start (a :class:`~pipesim.core.validate.FieldError` naming ``failures``): a dropped task
+    leaves its batch short of B, so the trainer's step takes the next batch's first episode,
+    under another version, and the lost budget stalls the run after eta * B drops. Episodes a
+    batch policy discards are counted as started, as in the chapter's throttle.
     """
 
     def admits(self, p: PipelineView) -> bool:
-        if p.started % p.batch_size:
-            return True  # the rest of the batch in generation
+        task, b = p.upcoming_task, p.batch_size
+        if not at_batch_edge(p):
+            return task < (p.version + 1 + p.max_staleness) * b  # the rest of the batch in generation
+        if p.started == 0:
+            self._check(p)
         return p.n_running == 0 and not self.closed(p)
 
+    def _check(self, p: PipelineView) -> None:
+        if isinstance(p.scenario.failures, DropFailed):
+            raise FieldError(
+                "BatchThrottle counts whole batches of tasks, and DropFailed loses a task for good: "
+                "its batch falls short of batch_size, the trainer's step takes an episode of the next "
+                "batch (generated under another version), and each drop spends budget for good (the "
+                "run stalls after max_staleness * batch_size drops); use RetryFailed or "
+                "RequeueFailed, which relaunch the task within its batch",
+                "failures",
+            )
+
     def closed(self, p: PipelineView) -> bool:
-        """At a boundary with the version bound reached: only a new version changes that (a
-        finishing episode can end the batch, so waiting for it never closes the rule)."""
-        return p.started % p.batch_size == 0 and p.started >= (p.version + 1 + p.max_staleness) * p.batch_size
+        """The next task is past the version bound: only a new version changes that (a finishing
+        episode can end the batch, so waiting for it never closes the rule; a requeued task is
+        below the bound, as its batch was admitted). Without relaunches it is a boundary with the
+        bound reached, as the next task is ``started``."""
+        return p.upcoming_task >= (p.version + 1 + p.max_staleness) * p.batch_size
 
 
 @dataclass(frozen=True)

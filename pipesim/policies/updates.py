@@ -55,8 +55,8 @@ def at_batch_edge(p: PipelineView) -> bool:
     batch k is tasks ``k B`` .. ``k B + B - 1`` however often one of them is relaunched; counted
     by starts (``p.started % B``), one relaunch shifted every later edge. ``p.upcoming_task`` is
     the next new task, or the oldest requeued one. A requeued task that is the first of its batch
-    is no edge while other episodes of that batch live: launched - dropped (the live episodes,
-    which is the number of new tasks begun less those waiting in the requeue) then exceeds it.
+    is no edge while other episodes of that batch live: launched - dropped (the live episodes: new
+    tasks begun, less those waiting in the requeue and those dropped for good) then exceeds it.
     Without relaunches it is ``p.started % B == 0``, bit for bit (``upcoming_task`` is
     ``started`` and live work never exceeds it). O(1).
     """
