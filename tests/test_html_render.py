@@ -452,8 +452,9 @@ def test_hover_and_bar_labels_read_as_numbers(browser: str, tmp_path: Path) -> N
     )
     (hover,) = sweep["hover"]
     assert "28,100" in hover and "27,000 to 29,000" in hover and "e+" not in hover
-    staleness = f"{b.summary()['staleness_mean']:.4g}"
-    assert "0" in compare["bars"] and staleness in compare["bars"]  # a zero bar is a visible 0
+    staleness = b.summary()["staleness_mean"]  # its bar reads as the table writes it (0.6250)
+    assert "0" in compare["bars"]  # a zero bar is a visible 0
+    assert any(t and "e" not in t and abs(float(t) - staleness) < 5e-5 for t in compare["bars"])
 
 
 def test_truncated_episodes_are_named_by_what_cut_them() -> None:
