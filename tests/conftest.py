@@ -38,6 +38,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # `pipesim plan` keeps its runs in $PIPESIM_CACHE (default ~/.cache/pipesim/plan): a test session
 # gets a fresh one, so no test reads runs an earlier session (or other code) left there
 os.environ.setdefault("PIPESIM_CACHE", tempfile.mkdtemp(prefix="pipesim-plan-cache-"))
+# the chapter's torch draws kept on disk (pipesim.io.draw_cache): one fresh directory a session,
+# shared by its workers and the commands they start, so a run reads no pool an earlier session kept
+os.environ.setdefault("PIPESIM_DRAW_CACHE", tempfile.mkdtemp(prefix="pipesim-draw-cache-"))
 
 
 RELEASE = threading.Event()

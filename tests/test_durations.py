@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -80,6 +81,9 @@ def test_pipesim_imports_and_runs_without_torch() -> None:
         text=True,
         timeout=120,
         cwd=ROOT,
+        # no kept pool: a chapter pool an earlier test kept would run without torch (an install
+        # without torch keys its pools apart: pipesim.io.draw_cache)
+        env={**os.environ, "PIPESIM_DRAW_CACHE": "off"},
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 

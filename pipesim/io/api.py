@@ -17,6 +17,7 @@ from pipesim.core.errors import shown
 from pipesim.core.records import EpisodeRecords
 from pipesim.core.validate import refuse
 from pipesim.io import user_code as _user_code  # noqa: F401 - its finder: workers import users' files
+from pipesim.io.draw_cache import cached_pool
 from pipesim.policies.base import CountThrottle, Drain, PartialRollout
 from pipesim.policies.missing import refuse_missing
 from pipesim.results.columns import S_ABORTED, S_TRAINED, seq_sum
@@ -37,10 +38,15 @@ def draw_pool(scenario: Scenario) -> npt.NDArray[np.float64]:
     (:func:`~pipesim.workload.pools.draw_stable`): designs that differ in steps or eta run on
     the same episodes. A trace that does not cycle is the whole default pool where it is shorter
     (a run refused a 200-duration trace for a default pool of 208 though it launched 176).
+    The chapter's torch draws are kept on disk (:mod:`pipesim.io.draw_cache`): the same array, read
+    back without importing torch.
     """
+    model, seed = scenario.durations, scenario.seed
     if scenario.pool_size is not None and scenario.pool_draw == "whole":
-        return draw(scenario.durations, scenario.pool_size, scenario.seed)
-    return draw_stable(scenario.durations, pool_len(scenario), scenario.seed)
+        n = scenario.pool_size
+        return cached_pool(model, n, "whole", seed, lambda: draw(model, n, seed))
+    n = pool_len(scenario)
+    return cached_pool(model, n, "stable", seed, lambda: draw_stable(model, n, seed))
 
 
 def pool_len(scenario: Scenario) -> int:
