@@ -20,6 +20,7 @@ from weakref import WeakKeyDictionary
 from pipesim.core.errors import check_int as check_int  # re-exported: verl, systems
 from pipesim.core.errors import check_number as check_number  # re-exported: verl
 from pipesim.core.validate import FieldError
+from pipesim.policies.faults import DropFailed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -95,6 +96,21 @@ def group_book(p: PipelineView, n: int, batch_size: int, who: str) -> GroupBook:
         check_whole_groups(batch_size, n, who)
         book = _BOOKS[p] = GroupBook(n)
     return book
+
+
+def refuse_lost_samples(p: PipelineView, who: str) -> None:
+    """FieldError naming ``failures`` where they lose a sample of a group for good
+    (``DropFailed``), for a rule (``who``) that waits for the oldest groups whole: the run stalled
+    at its first failure with an error that named no failure."""
+    failures = p.scenario.failures
+    if isinstance(failures, DropFailed):
+        raise FieldError(
+            f"{who} waits for every sample of the oldest groups, as ROLL's GroupQueue.get does, and "
+            f"{type(failures).__name__} loses a sample for good, so the run would stall at the first "
+            "failure; run without failures, with RetryFailed or RequeueFailed (the task runs again), or "
+            "with batching=RollGroupExpiry(...) (the first groups to finish, stragglers expired)",
+            "failures",
+        )
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.verl",
     "pipesim.policies.groups",
     "pipesim.policies.roll",
+    "pipesim.policies.roll_agentic",
 )
 """pipesim's own policy modules, scanned for policy classes."""
 

@@ -11,8 +11,7 @@ port (:class:`pipesim.core.port.PipelineView`: ``started``, ``n_dropped``, ``ver
   a bounded queue that evicts its oldest sample when full; its freshness check (:func:`verl_put_accepted`).
 * :class:`RollGroupQueue` -- ROLL (``GroupQueueManager.get_batch``, ``GroupQueue.get``): the
   trainer takes whole groups in creation order, waiting for the oldest; the ``roll`` preset's.
-* :class:`RollGroupExpiry` -- the first B groups to finish, groups created more than
-  ``async_generation_ratio`` steps ago expired (``GroupQueue.advance_step``): not ROLL's order.
+* :class:`RollGroupExpiry` -- the first B groups to finish, older groups expired: not ROLL's order.
 * :class:`RollGroupAdmission` -- ROLL: ``(1 + ratio)`` steps of groups are created at the first
   step and one step of groups at each step after, expired ones not replaced.
 * :class:`PipelineRLLag` -- PipelineRL (``pipelinerl/actor.py``, ``ActorLoop``): groups submitted
@@ -41,7 +40,11 @@ from typing import TYPE_CHECKING
 
 from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError
-from pipesim.policies.bookkeeping import RatioGroups, check_int, group_book
+from pipesim.policies.bookkeeping import check_int
+from pipesim.policies.roll_agentic import RollGroupAdmission as RollGroupAdmission  # re-exported here
+from pipesim.policies.roll_agentic import RollGroupExpiry as RollGroupExpiry
+from pipesim.policies.roll_agentic import RollGroupQueue as RollGroupQueue
+from pipesim.policies.roll_agentic import roll_create_step as roll_create_step
 from pipesim.policies.verl import VerlMessageQueue, VerlRollouter, verl_put_accepted
 
 __all__ = [
@@ -59,134 +62,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from pipesim.core.episode import Episode
     from pipesim.core.port import PipelineView
     from pipesim.core.roles import RunSpec
-
-
-def roll_create_step(episode_index: int, batch_size: int, ratio: int) -> int:
-    """The step at which ROLL created the group the ``episode_index``-th start fills.
-
-    ``GroupQueue.advance_step`` creates ``(1 + ratio)`` steps' worth of groups at the first step
-    (all with ``create_step`` 0) and one step's worth at each later step ``s`` (``create_step`` s);
-    environments take groups oldest first, so the n-th start fills the n-th group created.
-    """
-    return max(0, episode_index // batch_size - ratio)
-
-
-@dataclass(frozen=True)
-class RollGroupAdmission:
-    """ROLL's group supply: groups exist for ``(v + 1 + ratio) * B`` starts by step v.
-
-    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue.advance_step``:
-    the first call creates ``async_generation_ratio`` extra steps of groups, every call one more
-    step's worth, and expired groups are removed without being replaced (only groups rejected by
-    the group filter are, in ``GroupQueue.put``). So every start counts, dropped or not: the
-    chapter's throttle with eta = ratio. ``async_generation_ratio`` is an integer (``range()``).
-    """
-
-    ratio: int = 1
-
-    def __post_init__(self) -> None:
-        check_int("ratio", self.ratio, 0)
-
-    def admits(self, p: PipelineView) -> bool:
-        return p.started < (p.version + 1 + self.ratio) * p.batch_size
-
-    def staleness_knob(self) -> str:
-        """Its ``ratio`` bounds staleness, not the pipeline's ``max_staleness`` (OwnStalenessBound)."""
-        return "async_generation_ratio"
-
-    def closed(self, p: PipelineView) -> bool:
-        """Counts only starts and versions: no finishing episode changes its answer."""
-        return not self.admits(p)
-
-
-@dataclass(frozen=True)
-class RollGroupQueue(RatioGroups):
-    """ROLL agentic's batch: whole groups in creation order, the trainer waiting for the oldest.
-
-    alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``. ``GroupQueue.get`` takes
-    ``next(iter(self.groups))`` ("must consume the first group (smallest episode_id)") and waits
-    until it holds ``group_size`` rollouts; ``GroupQueueManager.get_batch`` starts one such ``get``
-    per env group and starts the next round only when every queue has handed over one group, until
-    ``rollout_batch_size`` rollouts; a group with ``current_step - create_step > ratio`` is skipped.
-    ``roll/pipeline/agentic/agentic_config.py`` sets ``max_traj_per_env`` to ``ceil(rollout_batch_size
-    / (num_env_groups * group_size))`` when async, and ``advance_step`` creates that many groups
-    per queue per step, so with ROLL's example configs (``examples/qwen2.5-0.5B-agentic/
-    agent_val_frozen_lake_async.yaml``: 128 env groups x group_size 8 = rollout_batch_size 1024)
-    a batch is exactly ``max_traj_per_env`` rounds: the groups created for its step, one step's
-    worth in creation order. The number of env groups does not change which groups: batch k (the
-    k-th request, at version k) takes groups ``k B/n`` .. ``(k + 1) B/n - 1``, waiting for the
-    slowest of them. Those were created at step ``k - ratio`` (:func:`roll_create_step`), so
-    ``advance_step`` never expires one and get_batch never skips one: this rule drops nothing.
-
-    Promises staleness <= ratio under :class:`RollGroupAdmission` (which never starts group g
-    before version ``g n / B - ratio``). Not modelled: a supply that is not a whole number of
-    groups per env group (``max_traj_per_env`` rounded up), where the surplus ages at the queue
-    heads and the round-robin over env groups decides what expires; and a group that never
-    completes (a dropped sample), on which ROLL and this rule wait for good.
-    """
-
-    MIN_RATIO = 0  # ratio 0: the batch is the groups of the current step (synchronous)
-
-    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
-        b, n = p.batch_size, self.samples_per_group
-        if len(buffer) < b:  # fewer than a batch finished: no batch (min_items' promise)
-            return None, []
-        book = group_book(p, n, b, "RollGroupQueue")
-        book.absorb(buffer)
-        first = p.batches_taken * (b // n)  # the oldest group not yet trained
-        wanted = range(first, first + b // n)
-        if any(g not in book.complete for g in wanted):
-            return None, []  # GroupQueue.get waits on the head of its queue
-        return book.remove(buffer, wanted), []
-
-
-@dataclass(frozen=True)
-class RollGroupExpiry(RatioGroups):
-    """The first B groups to finish, groups older than ``async_generation_ratio`` steps expired.
-
-    What the ``roll`` preset did before it took :class:`RollGroupQueue`'s order, kept to compare
-    the two: ROLL's ``GroupQueue.get`` hands groups over oldest first, so ROLL never trains a group
-    before an older one of its queue. alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``:
-    ``GroupQueue.advance_step(step)`` removes every group with ``step - group.create_step >
-    async_generation_ratio`` (finished or not), and ``GroupQueue.put`` ignores a rollout whose group
-    is gone. Here, when the trainer at version v asks for a batch, episodes whose group was created
-    before ``v - ratio`` are discarded (an expired one still running finishes and is discarded at
-    the next request), then the first B finished are taken: stragglers expire, and with exactly B
-    groups a step each expiry eats the ratio's headroom for good. Promises staleness <= ratio,
-    counted from the group's creation step, which is never after the episode's start.
-
-    ``samples_per_group`` n > 1: one pipesim episode is one sample and a ROLL group is samples
-    ``g * n`` to ``g * n + n - 1`` (the compute workload's numbering). The trainer takes the first
-    B / n groups to complete, whole; a group expires as a whole (its create step is that of its
-    first sample). :class:`RollGroupQueue` numbers groups the same way.
-    """
-
-    MIN_RATIO = 0  # ratio 0: groups of the current step only
-
-    def select(self, buffer: list[Episode], p: PipelineView) -> tuple[list[Episode] | None, list[Episode]]:
-        b, oldest_ok = p.batch_size, p.version - self.ratio
-        if len(buffer) < b:  # no request to serve yet: nothing expires (min_items' promise)
-            return None, []
-        n = self.samples_per_group
-        if n > 1:
-            book = group_book(p, n, b, "RollGroupExpiry")
-            book.absorb(buffer)
-            gone = [g for g in book.members if roll_create_step(g * n, b, self.ratio) < oldest_ok]
-            dropped = book.remove(buffer, gone)
-            if len(book.complete) < b // n:
-                return None, dropped
-            return book.remove(buffer, list(book.complete)[: b // n]), dropped
-        expired = [e for e in buffer if roll_create_step(e.id, b, self.ratio) < oldest_ok]
-        if expired:
-            buffer[:] = [e for e in buffer if roll_create_step(e.id, b, self.ratio) >= oldest_ok]
-        if len(buffer) < b:
-            return None, expired
-        batch = buffer[:b]
-        del buffer[:b]
-        return batch, expired
 
 
 @dataclass(frozen=True)
@@ -312,15 +189,12 @@ class SlimeAsyncWorker:
 def openrlhf_refusal(scenario: RunSpec) -> FieldError | None:
     """Why OpenRLHF's async trainer cannot be ``scenario`` (None where it can): the field to change.
 
-    * ``failures``: OpenRLHF has no per-sample retry or drop (a failed Ray task raises), and
-      :class:`OpenRLHFBatches` finds batch edges by counting starts, so a relaunch or a lost sample
-      shifts every later edge: ``RetryFailed(1e-4)`` broke the queue bound (staleness 4 at
-      ``async_queue_size`` 1), ``DropFailed(1e-3)`` mixed versions in a step, and
-      ``RetryFailed(1e-3)`` ran the pool out at version 0.
-    * ``batching.filter_rate``: OpenRLHF's dynamic filtering (``samples_generator.py`` 168-195,
-      under ``VLLMLock``) replaces a dropped group within the same batch, under one version; a
-      filtering ``WholeGroups`` relaunches it into a later batch's count (steps mixed versions):
-      not modelled.
+    * ``failures``: OpenRLHF has no per-sample retry or drop (a failed Ray task raises); counted by
+      starts, a relaunch shifted every later batch edge (``RetryFailed(1e-4)``: staleness 4 at
+      ``async_queue_size`` 1).
+    * ``batching.filter_rate``: OpenRLHF's dynamic filtering (``samples_generator.py`` 168-195)
+      refills a batch under one version, where a filtering ``WholeGroups`` relaunches into a later
+      batch: not modelled.
     * ``colocated``: async mode never shares the training GPUs with vLLM (``train_ppo_ray.py``
       56, 75: one placement group only with ``colocate_all`` and not ``async_enable``).
     """
