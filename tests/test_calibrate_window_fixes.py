@@ -67,7 +67,8 @@ def where(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.parametrize(
     ("seed", "cut"),
-    [(1, "6:"), (2, "1:"), pytest.param(3, "6:", marks=pytest.mark.full)],  # seed 3: cut 6: at another seed
+    # one cut in the default run; another cut and another seed under make test-full
+    [(1, "6:"), pytest.param(2, "1:", marks=pytest.mark.full), pytest.param(3, "6:", marks=pytest.mark.full)],
 )
 def test_a_front_cut_recovers_the_overhead_as_well_as_no_cut(seed: int, cut: str, where: str) -> None:
     """On a noiseless async log of a 4 ms overhead, ``--steps A:`` recovers it as closely as the

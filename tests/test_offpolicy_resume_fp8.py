@@ -66,9 +66,10 @@ def counting(module: ModuleType, monkeypatch: pytest.MonkeyPatch, stop_at: int |
     return calls
 
 
-# lr_sweep's case runs the loop, the training and the table writer the other two run (FRESH's
-# docstring): it is one more script through them, run by make test-full
-RESUMED = [pytest.param(n, marks=pytest.mark.full) if n == "lr_sweep" else n for n in SCRIPTS]
+# lr_sweep's and fp8's cases run the loop, the training and the table writer staleness's runs
+# (FRESH's docstring): one more script each through them, run by make test-full; fp8's resume is
+# also run whole, from a real SIGINT, by test_sigint_then_resume_of_fp8_keeps_the_finished_runs
+RESUMED = [pytest.param(n, marks=pytest.mark.full) if n != FRESH else n for n in SCRIPTS]
 
 
 @pytest.mark.parametrize("name", RESUMED)

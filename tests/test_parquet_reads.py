@@ -88,6 +88,7 @@ def test_the_reader_gives_pandas_default_table_from_bytes_and_from_a_path(tmp_pa
     assert isinstance(read_parquet(buf.getvalue())["kind"].dtype, pd.CategoricalDtype)
 
 
+@pytest.mark.full  # the deterministic check of its cause: test_a_read_starts_no_thread
 def test_a_script_that_reads_through_the_reader_exits_0(tmp_path: Path) -> None:
     """Five fresh interpreters read a table through the reader and exit; each exits 0. (With
     ``pyarrow.parquet.read_table``'s defaults about half of them abort here; through pandas'
