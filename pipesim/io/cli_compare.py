@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import math
 import os
 import string
@@ -51,6 +50,7 @@ from pipesim.io.cli_common import (
     read_inputs,
     recipe_source,
 )
+from pipesim.io.cli_outputs import write_json
 
 __all__ = ["LONG_NAME", "cmd_compare", "comparison_json", "comparison_text", "failed_json", "read_design"]
 
@@ -142,7 +142,7 @@ def _failed(args: argparse.Namespace, exc: Any, out: IO[str]) -> int:
         _show(args, exc.partial, out, stopped=stopped, error=one_line(exc))
     else:  # nothing to tabulate: the JSON still says what failed, for a script reading it
         if args.json:
-            _write_json(args, failed_json(args.designs, args.seeds, one_line(exc)), out)
+            write_json(args.json, failed_json(args.designs, args.seeds, one_line(exc)), out)
         if args.html:
             print(f"not written: --html {args.html} (no seed finished for every design)", file=sys.stderr)
     if os.environ.get("PIPESIM_TRACEBACK"):
@@ -323,22 +323,10 @@ def _show(
     for note in cmp.notes:
         print(f"note: {note}", file=out)
     if args.json:
-        _write_json(args, comparison_json(cmp, error), out)
+        write_json(args.json, comparison_json(cmp, error), out)
     if args.html:
         write_text_atomic(args.html, _page(args.designs, cmp, stopped))
         print(f"wrote {args.html}", file=out)
-
-
-def _write_json(args: argparse.Namespace, payload: dict[str, Any], out: IO[str]) -> None:
-    """``--json``: ``payload`` to the file (``-``: standard output), and a line saying so."""
-    from pipesim.io.interrupts import write_text_atomic
-
-    text = json.dumps(payload, indent=2, allow_nan=False)
-    if args.json == "-":
-        sys.stdout.write(text + "\n")
-    else:
-        write_text_atomic(args.json, text)
-        print(f"wrote {args.json}", file=out)
 
 
 def _page(designs: Sequence[str], cmp: Any, stopped: str = "") -> str:

@@ -19,7 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["write_run_outputs"]
+__all__ = ["write_json", "write_run_outputs"]
+
+
+def write_json(target: str, payload: dict[str, Any], out: IO[str]) -> None:
+    """``--json``: ``payload`` to the file ``target`` atomically, and a line on ``out`` saying so;
+    ``-`` is standard output (``pipesim run`` and ``pipesim compare``)."""
+    from pipesim.io.interrupts import write_text_atomic
+
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        write_text_atomic(target, text)
+        print(f"wrote {target}", file=out)
 
 
 def write_run_outputs(
@@ -41,12 +54,7 @@ def write_run_outputs(
     from pipesim.io.interrupts import write_atomic, write_text_atomic
 
     if args.json and payload is not None:
-        text = json.dumps(payload, indent=2, allow_nan=False)
-        if args.json == "-":
-            sys.stdout.write(text + "\n")
-        else:
-            write_text_atomic(args.json, text)
-            print(f"wrote {args.json}", file=out)
+        write_json(args.json, payload, out)
     if args.events:
         ev = result.events
         if Path(args.events).suffix.lower() == ".parquet":
