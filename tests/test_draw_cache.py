@@ -4,6 +4,7 @@ and a broken or unwritable one changes nothing but the time."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -78,6 +79,14 @@ def test_each_key_part_keeps_its_own_pool(where: Path) -> None:
     draw_pool(Scenario(pipeline=CFG, durations=LogNormalDurations(40.0, 1.0), pool_size=100))
     draw_pool(Scenario(pipeline=CFG, durations=AgentDurations(draws="numpy"), pool_size=100))
     assert len(list(where.glob("*.npy"))) == 5  # numpy's draws are not kept
+
+    @dataclasses.dataclass(frozen=True)
+    class Longer(AgentDurations):  # a subclass's own drawing code is not in the key
+        def sample(self, n, generator):  # type: ignore[no-untyped-def, override]
+            return AgentDurations.sample(self, n, generator) * 2.0
+
+    assert draw_pool(base.with_(durations=Longer())).tobytes() == (2.0 * fresh(base)).tobytes()
+    assert len(list(where.glob("*.npy"))) == 5
 
 
 @pytest.mark.parametrize("damage", [b"", b"not an array", None])

@@ -9,7 +9,8 @@ stable, :func:`pipesim.io.api.draw_pool`), the seed, torch's version and the dra
 :func:`cached_pool` keeps each such pool as one ``.npy`` file named by the SHA-256 of exactly
 those (the code as the bytes of ``pipesim/workload/*.py``): a later run, in any process, reads the
 same float64 array back, bit for bit, and the same seed gives the same events. Pools the numpy
-generator draws are not kept (numpy draws them in milliseconds).
+generator draws are not kept (numpy draws them in milliseconds), nor a subclass's, whose code the
+key does not hold.
 
 Where: ``$PIPESIM_DRAW_CACHE``, else ``~/.cache/pipesim/draws``; ``PIPESIM_DRAW_CACHE=off`` (or
 empty) keeps nothing. Bounded: a pool of more than :data:`MAX_CACHED` durations is drawn, not kept,
@@ -77,7 +78,8 @@ def cached_pool(
     """The pool ``draw()`` returns (``n`` durations of ``model`` at ``seed``, drawn ``how``), read
     from the cache where a run kept it, else drawn and kept (module docstring)."""
     where = cache_dir()
-    torch_drawn = isinstance(model, AgentDurations) and model.draws == "chapter"
+    # AgentDurations itself: a subclass's drawing code is not in the key
+    torch_drawn = type(model) is AgentDurations and model.draws == "chapter"
     if where is None or n > MAX_CACHED or not torch_drawn:
         return draw()
     path = where / f"{_key(model, n, how, seed)}.npy"
