@@ -295,6 +295,7 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
         rest.append(pair)
     scenario = entry.build(**factory_args)
     _check_knob_kept(entry, factory_args, scenario, rest)
+    dotted.check_not_owned(entry, factory_args, [split_pair(p)[0] for p in rest if "=" in p], "--set")
     if pipeline_text:  # each value read as the scenario's own key, then the preset built with them
         try:
             sized = {k: parse_value(scenario, k, t) for k, t in pipeline_text.items()}
@@ -330,6 +331,7 @@ def check_axes_kept(entry: Entry, pairs: list[str], keys: list[str]) -> None:
             args[key] = parse_parameter(entry, key, split_pair(pair)[1])
     if args and keys:
         _check_knob_kept(entry, args, entry.build(**args), [f"{k}=axis" for k in keys])
+    dotted.check_not_owned(entry, args, keys, "--over")
 
 
 def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, rest: list[str]) -> None:

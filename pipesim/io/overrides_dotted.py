@@ -23,17 +23,22 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pipesim.config import Scenario
 from pipesim.core.errors import FieldError, shown
 
+if TYPE_CHECKING:
+    from pipesim.io.registry import Entry
+
 __all__ = [
     "ROLES",
+    "check_not_owned",
     "dotted_keys",
     "field_value",
     "fold",
+    "parameter_owning",
     "replace_field",
     "split",
     "whole_and_field",
@@ -170,3 +175,46 @@ def whole_and_field_refusal(whole: str, key: str, named: Callable[[str], str]) -
         f"object the other axis lists, so cells labelled by different objects would run the same; "
         f"sweep one or the other (or list whole objects only: {whole}=...({sub}=...),...)"
     )
+
+
+def parameter_owning(entry: Entry, key: str, given: Mapping[str, Any]) -> str | None:
+    """The factory parameter that sets the policy field ``key`` (``ROLE.FIELD``), or None.
+
+    A parameter owns a field when building with another value of it (an int or float one more, a
+    bool flipped; the value ``given``, else its default) changes that field of that role's object,
+    the object's class unchanged. ``systems:roll`` builds its supply and its batch rule both from
+    ``async_generation_ratio``, so ``--set admission.ratio=2`` alone gave a design whose two halves
+    disagreed (it broke the staleness bound its batch rule promised) and ``--set batching.ratio=0``
+    changed nothing: a dotted key into an owned field is refused, naming the parameter."""
+    parts = split(key)
+    if parts is None:
+        return None
+    role, field = parts
+    for name, param in entry.parameters().items():
+        value = given.get(name, param.default)
+        if isinstance(value, bool):
+            other: Any = not value
+        elif isinstance(value, int | float):
+            other = value + 1
+        else:
+            continue
+        try:
+            here = getattr(entry.build(**{**given, name: value}), role)
+            there = getattr(entry.build(**{**given, name: other}), role)
+        except (ValueError, TypeError, AttributeError):
+            continue
+        same_class = type(here) is type(there) and dataclasses.is_dataclass(here)
+        if same_class and getattr(here, field, None) != getattr(there, field, None):
+            return name
+    return None
+
+
+def check_not_owned(entry: Entry, args: Mapping[str, Any], keys: Sequence[str], flag: str) -> None:
+    """Refuse a dotted key into a field a factory parameter sets (:func:`parameter_owning`)."""
+    for key in keys:
+        if (name := parameter_owning(entry, key, args)) is not None:
+            raise FieldError(
+                f"{flag} {key}: {entry.name} sets it from its parameter {name}, with the fields "
+                f"that must agree with it; {flag} {name}=... instead",
+                key,
+            )
