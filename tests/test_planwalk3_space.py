@@ -18,29 +18,11 @@ from pipesim.plan import specfile
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import PlanError
 from pipesim.plan.drops import SpaceDropWarning
+from tests.test_toolslots2_criterion import WALK  # the walkthrough's cluster, model and workload
 
-SPEC = """
-[cluster]
-gpu = "h100"
-n_gpus = 64
-[model]
-name = "qwen2.5-7b"
-max_model_len = 32768
-max_num_seqs = 256
-mfu = 0.4
-[workload]
-prompts_per_step = 32
-samples_per_prompt = 8
-prompt_tokens = 1024
-response = { median_tokens = 400, sigma = 1.0 }
-max_response_tokens = 2048
-agent = { turns = 4, tool_latency_s = 5.0, tool_latency_sigma = 1.0, observation_tokens = 600 }
-[constraints]
-mean_staleness = 1.0
-max_staleness = 3
-discarded_share = 0.05
-min_trainer_gpus = 8
-[space]
+SPEC = (
+    WALK.split("[space]", 1)[0]
+    + """[space]
 placement = ["colocated", 16, 24, 32]
 tp = [1, 2]
 eta = [0, 1]
@@ -51,6 +33,7 @@ screen_steps = 3
 steps = 8
 seeds = 3
 """
+)
 
 SHORT = 300  # characters: a refusal stays one short line
 

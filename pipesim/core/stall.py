@@ -77,11 +77,7 @@ def _culprit(p: Pipeline) -> str:
         )
     if (need := p.buffer_need) is not None:  # a sync waits for a batch the buffer never holds
         return _buffer_wait(p, need)
-    try:
-        blocked = p._blocked()
-    except Exception:  # it raised, or answered no bool: the run would have said so already
-        blocked = False
-    if blocked:
+    if _blocks(p):
         return f"the weight update {type(p.weight_update).__name__}.blocks_admission says True for good"
     if no_batch := _no_batch_yet(p):
         return no_batch[len("; but ") :]
@@ -98,6 +94,15 @@ def _culprit(p: Pipeline) -> str:
             f"as started there, so none is replaced: {_remedies(p)}"
         )
     return f"the admission policy {adm} admits no further episode {names}"
+
+
+def _blocks(p: Pipeline) -> bool:
+    """Whether the weight update blocks admission now (``p._blocked()``); False where its
+    ``blocks_admission`` raised or answered no bool: the run would have said so already."""
+    try:
+        return bool(p._blocked())
+    except Exception:
+        return False
 
 
 def _buffer_wait(p: Pipeline, need: int) -> str:
@@ -117,11 +122,7 @@ def _buffer_wait(p: Pipeline, need: int) -> str:
         f"the weight update {wu} waits for {need:,} buffered episodes before it syncs "
         f"(buffered_at_least) and {len(p.buffer.items):,} are buffered"
     )
-    try:
-        blocked = p._blocked()
-    except Exception:  # it raised, or answered no bool: the run would have said so already
-        blocked = False
-    if blocked:  # the weight update itself starts nothing while it waits
+    if _blocks(p):  # the weight update itself starts nothing while it waits
         return (
             f"{head}, but {type(p.weight_update).__name__}.blocks_admission says True while it "
             "waits, so no episode starts to fill the buffer (let episodes start until the sync begins)"

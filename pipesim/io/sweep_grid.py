@@ -242,8 +242,9 @@ def grid(
         seed_list = list(range(base.seed, base.seed + seeds)) if isinstance(seeds, int) else list(seeds)
         for combo in itertools.product(*over.values()):
             changes = dict(zip(over, combo))
+            folded = fold(base, changes)  # weight_update.n: set on base's own policy
             for seed in seed_list:
-                scen = base.with_(**fold(base, changes), seed=seed)  # weight_update.n: on base's policy
+                scen = base.with_(**folded, seed=seed)
                 labels = {"design": design, **{k: cell_label(v) for k, v in changes.items()}, "seed": seed}
                 cells.append(Cell(len(cells), labels, scen))
     return cells

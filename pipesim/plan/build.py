@@ -152,6 +152,12 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
     such (:func:`context_problem`), with the sum that gives the longest sample. A ``space.tp`` or
     ``space.placement`` no design could use is refused first, naming the key and the value
     (:func:`pipesim.plan.drops.check_values`: ``space.tp = [3]`` for 28 heads was "does not fit")."""
+    return _checked_fits(spec)[0]
+
+
+def _checked_fits(spec: PlanSpec) -> tuple[dict[int, EngineConfig], dict[int, str]]:
+    """:func:`check_fits`, with the engine's reason for each degree it leaves out
+    (:func:`fitting_engines`), which :func:`candidates` says: each engine built once."""
     check_values(spec)  # a TP degree or placement no design could use: refused by its key
     engines, reasons = fitting_engines(spec)
     if not engines:
@@ -175,7 +181,7 @@ def check_fits(spec: PlanSpec) -> dict[int, EngineConfig]:
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=spec.n_gpus, mfu=spec.mfu)
     except ValueError as e:
         raise PlanError(f"{spec.model.name} cannot be trained on the whole cluster: {e}") from None
-    return engines
+    return engines, reasons
 
 
 def trainer_memory_note(spec: PlanSpec, d: Design) -> str | None:
@@ -194,10 +200,9 @@ def candidates(spec: PlanSpec) -> list[Design]:
     holds more designs than a plan enumerates: :func:`check_space_size`). Listed values no design
     uses are said once (:func:`pipesim.plan.drops.drop_note`)."""
     check_space_size(spec)
-    engines = check_fits(spec)
+    engines, reasons = _checked_fits(spec)
     sp = spec.space
     factors = sp.oversample if spec.has_groups else (1.0,)
-    _, reasons = fitting_engines(spec)
     out = []
     for tp in sorted(engines):
         for t in placements(spec, tp):

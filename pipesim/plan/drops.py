@@ -85,7 +85,7 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
     activations stay, with a :class:`TrainerMemoryWarning` naming them."""
     n, lo = spec.n_gpus, spec.constraints.min_trainer_gpus
     # colocated trains on all n GPUs, so it too must meet the trainer's minimum
-    allowed = [0] * (n >= lo) + [t for t in range(max(lo, 1), n - tp + 1) if (n - t) % tp == 0]
+    allowed = [t for t in [0] * (n >= lo) + list(range(max(lo, 1), n)) if tiles(spec, tp, t)]
     if spec.space.placement is not None:
         allowed = [t for t in allowed if t in spec.space.placement]
     fits, tight = [], []
@@ -93,8 +93,6 @@ def placements(spec: PlanSpec, tp: int) -> list[int]:
         try:
             cfg = trainer_at(spec, t)  # with the framework's layout: a placement it refuses is skipped
         except ValueError:
-            continue
-        if t == 0 and n % tp:
             continue
         fits.append(t)
         if cfg.memory_short_bytes > 0:
