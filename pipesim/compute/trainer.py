@@ -372,6 +372,10 @@ class ComputeTrainer:
     def batch_tokens(self, batch: list[Episode]) -> float:
         return float(self.source.batch_tokens(batch))
 
+    def sample_weights(self, step: int, batch: list[Episode]) -> list[float]:
+        """A streamed step's share of each sample (:mod:`pipesim.core.training`): its tokens."""
+        return [float(t) for t in self.source.sample_tokens(batch)]
+
     def train_time_s(self, step: int, batch: list[Episode]) -> float:
         config = self.config
         n = len(batch)

@@ -88,6 +88,8 @@ class TrainerModel(Protocol):
     """How long the trainer takes for a batch (default: the pipeline's fixed ``train_time_s``).
 
     A compute-grounded trainer derives it from the batch's tokens, the model and the trainer GPUs.
+    Optional: ``sample_weights(step, batch) -> list[float]``, each sample's relative cost, which a
+    streamed step (``PipelineConfig.stream_batches``) splits the time by (equal shares without it).
     """
 
     def train_time_s(self, step: int, batch: list[Episode]) -> float: ...

@@ -21,17 +21,22 @@ own (the pipeline's is declared below) and owns two SimPy processes that the pip
 **A streamed batch** (``PipelineConfig.stream_batches``, PipelineRL's trainer: it runs forward
 and backward on each packed micro-batch as it arrives and steps once the step's samples are in,
 ``pipelinerl/finetune_loop.py``). No event per episode: at the handover the step's end follows
-in closed form (:func:`stream_end_s`). Episode ``i`` of the batch, in arrival order, takes an
-equal share ``c = train_s / B`` of the step's time and arrives at ``a_i = max(end_s, free)``,
-``free`` being when the trainer was free (the previous step's sync ended; 0 at step 0); then
-``f_0 = free``, ``f_i = max(f_(i-1), a_i) + c`` and the step ends at ``f_B``. The last arrival is
+in closed form (:func:`stream_end_s`). Episode ``i`` of the batch, in arrival order, takes a
+share ``c_i`` of the step's time and arrives at ``a_i = max(end_s, free)``, ``free`` being when
+the trainer was free (the previous step's sync ended; 0 at step 0); then ``f_0 = free``,
+``f_i = max(f_(i-1), a_i) + c_i`` and the step ends at ``f_B``. The shares are equal
+(``train_s / B``) unless the trainer model weighs its samples: a model with a
+``sample_weights(step, batch)`` method (one finite weight >= 0 per episode, in the batch's order)
+gives episode ``i`` the share ``train_s w_i / sum(w)``. The compute trainer weighs by each sample's
+tokens, as PipelineRL's packed micro-batches cost, so a long sample arriving last holds the step
+longer than a short one would. The last arrival is
 taken as the handover itself (``now``): the batch is known complete only when the buffer serves
 it (a batch policy that selects or filters decides it then), so the step never ends before
-``now + c`` and the wait is never negative. Without gaps (every episode in before the trainer was
+``now + c_last`` and the wait is never negative. Without gaps (every episode in before the trainer was
 free) it is ``now + train_s``, the batch trainer's end. The train log's interval is
 ``[f_B - train_s, f_B)``: the step's compute packed against its end, a schedule the stream can
 always be rearranged into (each episode arrives before its share starts there, since
-``f_B >= a_i + (B - i + 1) c``), so ``end - start`` is the step's compute in both modes and
+``f_B >= a_i + c_i + ... + c_B``), so ``end - start`` is the step's compute in both modes and
 every busy share read from the log (``trainer/idle_ratio``, the compute engine's GPU share and
 step phases) stays exact; the start may fall before the handover, which is the overlap.
 
@@ -69,26 +74,43 @@ __all__ = ["Training", "stream_end_s"]
 _INF = math.inf
 
 
-def stream_end_s(arrivals_s: list[float], train_s: float, free_s: float, now_s: float) -> float:
+def stream_end_s(
+    arrivals_s: list[float],
+    train_s: float,
+    free_s: float,
+    now_s: float,
+    weights: list[float] | None = None,
+) -> float:
     """The end of a streamed step (module docstring): each of the ``B`` episodes, taken in arrival
-    order, trains ``train_s / B`` seconds once it has arrived and the trainer is free. Arrivals
-    before ``free_s`` count from it, none after ``now_s`` (the handover), and the last is ``now_s``:
-    the result is at least ``now_s + train_s / B`` and at most ``now_s + train_s``.
+    order (ties in the batch's order), trains its share of ``train_s`` once it has arrived and the
+    trainer is free: ``train_s / B`` each, or ``train_s * w_i / sum(w)`` with ``weights`` (one per
+    arrival, >= 0; all zero are equal shares). Arrivals before ``free_s`` count from it, none after
+    ``now_s`` (the handover), and the last is ``now_s``: the result is at least ``now_s`` plus the
+    last arrival's share and at most ``now_s + train_s``.
 
-    The recurrence ``f_i = max(f_(i-1), a_i) + c`` unrolled: the latest of ``free_s + train_s``
-    and, for each arrival, it plus the shares from it on (``k`` of them, ``k c`` written
-    ``train_s * k / B`` so that a whole batch in before ``free_s`` ends at exactly
-    ``free_s + train_s``, the batch trainer's end)."""
+    The recurrence ``f_i = max(f_(i-1), a_i) + c_i`` unrolled: the latest of ``free_s + train_s``
+    and, for each arrival, it plus the shares from it on (written ``train_s * rest / total``, the
+    first arrival's as ``train_s`` itself, so that a whole batch in before ``free_s`` ends at
+    exactly ``free_s + train_s``, the batch trainer's end)."""
     n = len(arrivals_s)
+    # scaled to the heaviest (equal weights are then the equal split to the last bit, and no
+    # product of a tiny weight and train_s rounds to a subnormal); none or all zero: equal
+    top = 0.0 if weights is None else max(weights)
+    weights = [w / top for w in weights] if weights is not None and top > 0.0 else [1.0] * n
+    order = sorted(range(n), key=arrivals_s.__getitem__)
+    total = math.fsum(weights)
     end = free_s + train_s
-    for i, a in enumerate(sorted(arrivals_s)[:-1]):  # k = n - i shares from the i-th arrival on
+    rest = total
+    for k, i in enumerate(order[:-1]):  # rest: the weight of the arrivals from the k-th on
+        a = arrivals_s[i]
         if a > free_s:  # (one before it counts from it: free_s + train_s covers it)
             if a > now_s:  # (a finished episode's end is never after the handover)
                 a = now_s
-            rest = a + (train_s if i == 0 else train_s * (n - i) / n)
-            if rest > end:
-                end = rest
-    last = now_s + train_s / n  # the handover (>= free_s): the batch is known complete only now
+            t = a + (train_s if k == 0 else train_s * rest / total)
+            if t > end:
+                end = t
+        rest -= weights[i]
+    last = now_s + train_s * weights[order[-1]] / total  # the handover (>= free_s)
     return end if end > last else last
 
 
@@ -167,7 +189,11 @@ class Training:
                     train_s = errors.seconds(got, f"the trainer model's time for step {step}")
             if stream:  # the step's end in closed form, at or after now + its last share
                 end = stream_end_s(
-                    [free if e.end_s is None else e.end_s for e in batch], train_s, free, start
+                    [free if e.end_s is None else e.end_s for e in batch],
+                    train_s,
+                    free,
+                    start,
+                    self._sample_weights(step, batch),
                 )
                 yield self.env.wake_at(self.env.wake_up(), end)
             else:
@@ -186,6 +212,28 @@ class Training:
             self._sync_done = self.env.event()
             self._sync_request.succeed()
             yield self._sync_done
+
+    def _sample_weights(self, step: int, batch: list[Episode]) -> list[float] | None:
+        """The trainer model's weights of the batch's samples for a streamed step (None: equal
+        shares), checked here with an error naming the model and the step: one finite number
+        >= 0 per episode; all zero means equal shares."""
+        weigh = getattr(self.trainer, "sample_weights", None)
+        if weigh is None:
+            return None
+        what = f"{type(self.trainer).__name__}.sample_weights at step {step}"
+        got = weigh(step, batch)
+        try:
+            weights = [errors.seconds(w, f"each of {what}", "numbers") for w in got]
+        except TypeError:
+            raise errors.PipelineError(
+                f"{what} must return one number per episode, got {shown(got)}"
+            ) from None
+        if len(weights) != len(batch):
+            raise errors.PipelineError(
+                f"{what} must return one number per episode ({len(batch)}), got {len(weights)}"
+            )
+        top = max(weights, default=0.0)
+        return [w / top for w in weights] if top > 0.0 else None  # scaled: the sum stays finite
 
     def _weight_sync(self) -> Generator[simpy.Event, Any, None]:
         while True:

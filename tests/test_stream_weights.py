@@ -1,0 +1,211 @@
+"""A streamed step split by the trainer model's sample weights (``sample_weights``; the compute
+trainer's are tokens): the closed form is the one-at-a-time recurrence with weighted shares, equal
+weights are the equal split, a pipeline's step ends agree with a slow SimPy trainer fed the same
+arrivals and weights, and bad weights are refused naming the method and the step."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import simpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pipesim
+from pipesim import PartialRollout, Scenario
+from pipesim.core.engine import Pipeline
+from pipesim.core.errors import PipelineError
+from pipesim.core.training import stream_end_s
+from pipesim.io.api import draw_pool
+from pipesim.testing import check_invariants, scenarios
+
+TOL = 1e-9
+pytestmark = pytest.mark.filterwarnings("ignore:the run ended at")
+
+times = st.floats(0, 100, allow_nan=False)
+weights_st = st.floats(0, 1e6, allow_nan=False)
+
+
+@st.composite
+def arrivals_weights(draw: st.DrawFn) -> tuple[list[float], list[float]]:
+    n = draw(st.integers(1, 12))
+    arrivals = draw(st.lists(times, min_size=n, max_size=n))
+    weights = draw(st.lists(weights_st, min_size=n, max_size=n).filter(lambda w: sum(w) > 0))
+    return arrivals, weights
+
+
+@given(arrivals_weights(), st.floats(0, 50, allow_nan=False), times)
+def test_the_weighted_closed_form_is_the_recurrence(
+    aw: tuple[list[float], list[float]], train_s: float, free_s: float
+) -> None:
+    arrivals, weights = aw
+    now = max([free_s, *arrivals])
+    total = math.fsum(weights)
+    order = sorted(range(len(arrivals)), key=arrivals.__getitem__)  # ties in the batch's order
+    f = free_s
+    for k, i in enumerate(order):
+        a = now if k == len(order) - 1 else arrivals[i]
+        f = max(f, a) + train_s * weights[i] / total
+    got = stream_end_s(arrivals, train_s, free_s, now, weights)
+    assert math.isclose(got, f, rel_tol=1e-9, abs_tol=1e-9)
+    last = train_s * weights[order[-1]] / total
+    assert now + last - 1e-9 <= got <= now + train_s + 1e-9
+
+
+@given(st.lists(times, min_size=1, max_size=12), st.floats(0, 50, allow_nan=False), times, weights_st)
+def test_equal_weights_are_the_equal_split(
+    arrivals: list[float], train_s: float, free_s: float, w: float
+) -> None:
+    now = max([free_s, *arrivals])
+    plain = stream_end_s(arrivals, train_s, free_s, now)
+    assert stream_end_s(arrivals, train_s, free_s, now, [1.0] * len(arrivals)) == plain
+    if w > 0:
+        assert math.isclose(
+            stream_end_s(arrivals, train_s, free_s, now, [w] * len(arrivals)),
+            plain,
+            rel_tol=1e-12,
+            abs_tol=1e-12,
+        )
+
+
+class DurationWeighted:
+    """A user's trainer model: a fixed step time, split by each episode's generation seconds (+1,
+    so that none weighs nothing); records the weights it gave."""
+
+    def __init__(self, train_s: float) -> None:
+        self.train_s = train_s
+        self.given: list[list[float]] = []
+
+    def train_time_s(self, step: int, batch: list[Any]) -> float:
+        return self.train_s
+
+    def sample_weights(self, step: int, batch: list[Any]) -> list[float]:
+        w = [1.0 + e.duration_s for e in batch]
+        self.given.append(w)
+        return w
+
+
+class Handovers:
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, list[float]]] = []
+
+    def on_batch(self, step: int, version: int, batch: list[Any], now_s: float) -> None:
+        self.rows.append((now_s, [float(e.end_s) for e in batch]))
+
+
+def reference_ends(
+    rows: list[tuple[float, list[float]]], weights: list[list[float]], frees: list[float], train_s: float
+) -> list[float]:
+    """The slow reference: one SimPy process per step takes each episode when it arrives (the
+    last at the handover), in arrival order, and trains its weighted share."""
+    env = simpy.Environment()
+    ends: list[float] = []
+
+    def trainer() -> Any:
+        for k, (handover, arrivals) in enumerate(rows):
+            w = weights[k]
+            total = math.fsum(w)
+            order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
+            yield env.timeout(max(0.0, frees[k] - env.now))
+            for j, i in enumerate(order):
+                at = handover if j == len(order) - 1 else arrivals[i]
+                if env.now < at:
+                    yield env.timeout(at - env.now)
+                yield env.timeout(train_s * w[i] / total)
+            ends.append(env.now)
+
+    env.process(trainer())
+    env.run()
+    return ends
+
+
+@given(scenarios(weight_updates=[PartialRollout()], max_slots=8, max_batch=6))
+def test_a_pipeline_splits_each_step_by_the_models_weights(sc: Scenario) -> None:
+    sc = sc.with_(stream_batches=True)
+    trainer, obs = DurationWeighted(sc.pipeline.train_time_s), Handovers()
+    p = Pipeline(sc, draw_pool(sc).tolist(), trainer=trainer, observer=obs)
+    p.run()
+    frees = [0.0] + [end for _, end, _ in p.sync_log[:-1]]
+    scale = [[x / max(w) for x in w] for w in trainer.given]
+    ref = reference_ends(obs.rows, scale, frees, sc.pipeline.train_time_s)
+    got = [end for _, _, end, _ in p.train_log]
+    assert len(got) == len(ref) == sc.pipeline.steps
+    for a, b in zip(got, ref):
+        assert math.isclose(a, b, rel_tol=1e-7, abs_tol=1e-7), (got, ref)
+    for _, start, end, _ in p.train_log:  # the log's spans are the step's compute
+        assert math.isclose(end - start, sc.pipeline.train_time_s, rel_tol=1e-9, abs_tol=1e-9)
+
+
+class BadWeights:
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def train_time_s(self, step: int, batch: list[Any]) -> float:
+        return 1.0
+
+    def sample_weights(self, step: int, batch: list[Any]) -> object:
+        return self.answer(batch) if callable(self.answer) else self.answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda b: [1.0] * (len(b) + 1),  # one too many
+        lambda b: [math.nan] * len(b),
+        lambda b: [-1.0] * len(b),
+        lambda b: [math.inf] * len(b),
+        lambda b: ["1"] * len(b),
+        None,  # not a list
+        3.0,
+    ],
+    ids=["length", "nan", "negative", "inf", "text", "none", "scalar"],
+)
+def test_bad_weights_are_refused_naming_the_method_and_the_step(answer: object) -> None:
+    sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2, stream_batches=True))
+    p = Pipeline(sc, draw_pool(sc).tolist(), trainer=BadWeights(answer))
+    with pytest.raises(PipelineError, match=r"BadWeights\.sample_weights at step 0"):
+        p.run()
+
+
+def test_all_zero_weights_are_the_equal_split() -> None:
+    sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=3, stream_batches=True))
+    a = Pipeline(sc, draw_pool(sc).tolist(), trainer=BadWeights(lambda b: [0.0] * len(b)))
+    b = Pipeline(sc, draw_pool(sc).tolist(), trainer=BadWeights(lambda b: [1.0] * len(b)))
+    a.run()
+    b.run()
+    assert a.train_log == b.train_log
+
+
+def test_the_compute_trainer_splits_a_streamed_step_by_its_samples_tokens() -> None:
+    """A streamed compute run (a disaggregated cluster, batches taken in arrival order): each step
+    ends where the slow reference puts it with the trainer's seconds split by the dealt samples'
+    tokens, and the run keeps the kit's invariants and closes its token ledger (run_compute
+    refuses one that does not)."""
+    from pipesim.compute import (
+        GPUS,
+        MODELS,
+        Cluster,
+        EngineConfig,
+        LogNormalLengths,
+        TokenWorkload,
+    )
+    from pipesim.compute.cluster import run_compute
+
+    eng = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], max_model_len=4096)
+    work = TokenWorkload(response=LogNormalLengths(300.0, 1.2), prompt=64, max_response_tokens=3000)
+    sc = Scenario(
+        pipeline=pipesim.PipelineConfig(batch_size=32, steps=4, max_staleness=1, stream_batches=True)
+    )
+    obs = Handovers()
+    run = run_compute(sc, Cluster(engine=eng, n_gpus=8, trainer_gpus=4), work, seed=3, observer=obs)
+    check_invariants(run.result)
+    tokens = {step: [float(t) for t in dealt] for step, dealt in run.dealt_log}
+    assert len(tokens) == sc.pipeline.steps
+    assert any(len(set(t)) > 1 for t in tokens.values())  # the samples differ: weights matter
+    frees = [0.0] + [end for _, end, _ in run.result.sync_log[:-1]]
+    for k, (_, start, end, _) in enumerate(run.result.train_log):
+        train_s = end - start
+        ref = reference_ends([obs.rows[k]], [tokens[k]], [frees[k]], train_s)
+        assert math.isclose(end, ref[0], rel_tol=1e-9, abs_tol=1e-6), (k, end, ref)
