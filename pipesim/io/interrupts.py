@@ -12,6 +12,9 @@ written in place, since renaming over it would replace the device rather than wr
 A command that saves what it finished when it is stopped (``pipesim sweep``, ``pipesim plan``)
 runs under :func:`interrupt_once`: the first signal stops it, and later ones are dropped until it
 has written its outputs (a second Ctrl-C 30 ms after the first used to cut that writing).
+Both blocks whose handlers raise (:func:`sigterm_as_interrupt`, :func:`interrupt_once`) run under
+:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`: a stop raised inside a ``__del__`` was
+printed as "Exception ignored" and lost, and the command ran on to its end.
 
 Once a command has returned, its outputs are complete: :func:`command_finished` records a Ctrl-C or
 SIGTERM from then on and says so in one line, keeping the exit status (one just after ``pipesim run
@@ -36,6 +39,7 @@ from types import FrameType
 from typing import Any
 
 from pipesim.core.atomic import write_atomic, write_text_atomic, writes_in_place
+from pipesim.io.finalizer_stop import stops_from_finalizers
 
 __all__ = [
     "Finished",
@@ -248,12 +252,13 @@ def interrupt_once() -> Iterator[Once]:
     covers the whole way out. An interrupt that comes as no signal (a worker's KeyboardInterrupt,
     raised again in the parent) marks the command stopping through :func:`stopping`. The handlers
     are restored when the block ends (a caller in the same process gets Ctrl-C back); outside the
-    main thread this does nothing."""
+    main thread this does nothing. A stop that lands in a finalizer still stops the block
+    (:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`)."""
     global _EXITING
     once = Once()
     _ONCE.append(once)
     try:
-        with signals_to(once):
+        with stops_from_finalizers(), signals_to(once):
             try:
                 yield once
             finally:
@@ -357,7 +362,11 @@ def stopping() -> None:
         once.stopping = True
 
 
-def sigterm_as_interrupt() -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does; the previous handler is
-    restored after. Only the main thread can set a handler, so elsewhere this does nothing."""
-    return signals_to(_raise_interrupt, (signal.SIGTERM,))
+    restored after. Either one raised inside a finalizer still stops the block
+    (:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`). Only the main thread can set a
+    handler, so elsewhere this does nothing."""
+    with stops_from_finalizers(), signals_to(_raise_interrupt, (signal.SIGTERM,)):
+        yield
