@@ -1,8 +1,11 @@
-"""slime's presets: :func:`slime` (``drain`` and ``fully_async``, from ``train_async.py``) and APRIL.
+"""slime's presets: :func:`slime` (``drain`` and ``fully_async``, from ``train_async.py``; ``sync``,
+from ``train.py``) and APRIL.
 
-:func:`slime` models slime's two asynchronous loops; :func:`slime_drain` and
-:func:`slime_fully_async` are its two modes as zero-argument presets (``systems:slime_drain``,
-``systems:slime_fully_async``). Its docstring cites the code each mode was read from.
+:func:`slime` models slime's two asynchronous loops and its synchronous one; :func:`slime_drain`
+and :func:`slime_fully_async` are the two asynchronous modes as zero-argument presets
+(``systems:slime_drain``, ``systems:slime_fully_async``). Its docstring cites the code each mode
+was read from. ``slime("sync")`` and :func:`april` take a ``filter_rate``: DAPO's dynamic-sampling
+filter, run through slime's submit loop (:class:`~pipesim.policies.slime_submit.SlimeSubmit`).
 
 :func:`april` (active partial rollouts, in slime) takes slime's command-line knobs under their own
 names, so the file ``pipesim export systems:april`` writes reads as a slime launch script does:
@@ -33,6 +36,7 @@ with the other presets (``_scenario``, ``CHAPTER``, ``_bool``) live there, impor
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -40,14 +44,43 @@ from pipesim import Scenario
 from pipesim.core.errors import check_int
 from pipesim.core.validate import FieldError, check_number, refuse
 from pipesim.policies.admission import BatchThrottle, OverSample
-from pipesim.policies.base import WeightUpdate
+from pipesim.policies.base import CountThrottle, Drain, WeightUpdate
 from pipesim.policies.groups import WholeGroups
+from pipesim.policies.slime_submit import SlimeSubmit
 from pipesim.policies.systems import SlimeAsyncWorker
 from pipesim.policies.updates import AbortReprefill, AbortRestart, AfterNextBatch, BatchDrain
 
 
-def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: Any) -> Scenario:
-    """slime: ``mode="drain"`` or ``mode="fully_async"``, from its code.
+def slime(
+    mode: str = "drain",
+    max_concurrent: int | None = None,
+    filter_rate: float = 0.0,
+    n_samples_per_prompt: int = 1,
+    over_sampling_batch_size: int | None = None,
+    **pipeline: Any,
+) -> Scenario:
+    """slime: ``mode="drain"``, ``mode="fully_async"`` or ``mode="sync"``, from its code.
+
+    ``sync`` -- THUDM/slime ``train.py``: generate a rollout, train on it, update the weights, with
+    ``--colocate`` (colocated by default here: nothing is generated during training; eta 0). A
+    rollout is ``generate_rollout_async`` (RLsys-Foundation/APRIL ``slime/rollout/sglang_example.py``
+    at a72b585; THUDM/slime 624b824 the same), with ``filter_rate`` the share of prompt groups
+    DAPO's dynamic-sampling filter (``--dynamic-sampling-filter-path ...check_reward_nonzero_std``)
+    rejects. No source gives that rate; it is the user's (0 by default: no filter). With no filter
+    and ``over_sampling_batch_size`` at the rollout batch (slime's default, None here;
+    ``utils/arguments.py``:929-930) the round is one batch of groups, generated whole
+    (:class:`~pipesim.policies.base.CountThrottle` at eta 0, :class:`~pipesim.policies.base.Drain`,
+    the published APRIL row's baseline). Otherwise the round over-samples as slime does
+    (:class:`~pipesim.policies.slime_submit.SlimeSubmit`): a chunk of ``over_sampling_batch_size``
+    groups at once (:242-245), another whenever rejected groups (:260-262) leave fewer than the
+    batch to come, and once ``batch_size / n_samples_per_prompt`` groups are accepted ``abort``
+    (:277) drops every unfinished group, its finished samples included (:194-195;
+    :class:`~pipesim.policies.updates.AbortRestart` with ``restart=False`` and
+    :class:`~pipesim.policies.groups.WholeGroups` with ``drop_stale``): the round never waits for
+    its tail. ``filter_rate``, ``n_samples_per_prompt`` and ``over_sampling_batch_size`` are
+    refused in the other modes, naming the field (their batches are not groups here; a filter in
+    ``train_async.py``'s loop would need its wait, "sync generate before update weights", to
+    count accepted groups, which :class:`~pipesim.policies.updates.AfterNextBatch` does not).
 
     ``drain`` -- THUDM/slime ``train_async.py``, ``train``: the next rollout is generated while the
     current one trains (``rollout_manager.generate.remote(rollout_id + 1)``, launched once rollout
@@ -76,6 +109,19 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
     """
     from scenarios.systems import _scenario  # that module imports this one
 
+    WholeGroups(1, filter_rate=filter_rate)  # refused naming filter_rate, in every mode
+    check_int("n_samples_per_prompt", n_samples_per_prompt, 1)
+    if over_sampling_batch_size is not None:
+        check_int("over_sampling_batch_size", over_sampling_batch_size, 1)
+    if mode == "sync":
+        return _slime_sync(filter_rate, n_samples_per_prompt, over_sampling_batch_size, pipeline)
+    for name, off in (
+        ("filter_rate", filter_rate == 0.0),
+        ("n_samples_per_prompt", n_samples_per_prompt == 1),
+        ("over_sampling_batch_size", over_sampling_batch_size is None),
+    ):
+        if not off and mode in ("drain", "fully_async"):
+            raise refuse(name, f"is modelled in slime's mode='sync' only (train.py's loop), not {mode!r}")
     if mode == "drain":
         knob = "fixed at 1 (one step ahead, drained)"
         return _scenario(
@@ -90,7 +136,36 @@ def slime(mode: str = "drain", max_concurrent: int | None = None, **pipeline: An
                 f"slime fully async: {why}", "batch_size"
             )  # at construction, not a stall mid-run
         return sc
-    raise refuse("mode", f"must be 'drain' or 'fully_async', got {mode!r}")
+    raise refuse("mode", f"must be 'drain', 'fully_async' or 'sync', got {mode!r}")
+
+
+def _slime_sync(filter_rate: float, n: int, over_sampling: int | None, pipeline: dict[str, Any]) -> Scenario:
+    """``slime("sync")``: the published baseline's policies, or slime's submit loop (see ``slime``)."""
+    from scenarios.systems import CHAPTER, _scenario  # that module imports this one
+
+    pipeline.setdefault("colocated", True)
+    knob = "fixed at 0 (train.py: generate, train, update)"
+    prompts = max(1, pipeline.get("batch_size", CHAPTER.batch_size) // n)
+    if filter_rate == 0.0 and over_sampling in (None, prompts):
+        return _scenario(
+            "slime sync",
+            pipeline,
+            0,
+            knob,
+            "n_samples_per_prompt",
+            admission=CountThrottle(),
+            weight_update=Drain(),
+        )
+    return _scenario(
+        "slime sync",
+        pipeline,
+        0,
+        knob,
+        "n_samples_per_prompt",
+        admission=SlimeSubmit(over_sampling),
+        weight_update=AbortRestart(restart=False),
+        batching=WholeGroups(n, filter_rate=filter_rate, drop_stale=True),
+    )
 
 
 def slime_drain(**kw: Any) -> Scenario:
@@ -139,6 +214,7 @@ def april(
     over_sampling_batch_size: int | None = None,
     partial_rollout: bool = True,
     n_samples_per_prompt: int = 1,
+    filter_rate: float = 0.0,
     **pipeline: Any,
 ) -> Scenario:
     """APRIL (active partial rollouts, in slime): over-sample, train the first B/n groups to finish.
@@ -171,6 +247,17 @@ def april(
     rollout's abort and the next rollout, so the preset is ``colocated`` by default: generation
     pauses while the trainer trains, from the instant the batch forms, which is when slime calls
     ``abort``. Pass ``colocated=False`` to let the carried-over requests run on during training.
+
+    ``filter_rate``: the share of prompt groups DAPO's dynamic-sampling filter rejects
+    (``--dynamic-sampling-filter-path``; ``generate_rollout_async`` at a72b585, :260-262: a
+    rejected group lowers ``remaining_batch_size``, and while it is below ``--rollout-batch-size``
+    another ``--over-sampling-batch-size`` groups are submitted, :242-245; ``abort`` at :277 runs
+    unconditionally). No source gives the rate; 0 (the default) is no filter and the preset above,
+    unchanged. With a filter the admission is slime's submit loop
+    (:class:`~pipesim.policies.slime_submit.SlimeSubmit`: chunks of ``over_sampling_batch_size``
+    groups, the default 1.5 x B / n rounded up, until B / n groups are accepted), and with
+    ``partial_rollout`` the carried groups (``buffer.py``:166-176, fetched first at :20-24) count
+    as submitted in the next round.
     """
     from scenarios.systems import CHAPTER, _bool, _scenario  # that module imports this one
 
@@ -207,14 +294,20 @@ def april(
         factor = over_sampling_batch_size * n_samples_per_prompt / batch
     pipeline.setdefault("colocated", True)
     wu: WeightUpdate = AbortReprefill() if partial_rollout else AbortRestart(restart=False)
-    groups = WholeGroups(n_samples_per_prompt, drop_stale=not partial_rollout)
+    groups = WholeGroups(n_samples_per_prompt, filter_rate=filter_rate, drop_stale=not partial_rollout)
+    admission: OverSample | SlimeSubmit = OverSample(factor)
+    if filter_rate > 0.0:
+        chunk = over_sampling_batch_size
+        if chunk is None:  # a factor of B (the default, or the old name): whole groups, rounded up
+            chunk = math.ceil(factor * batch / n_samples_per_prompt - 1e-9)
+        admission = SlimeSubmit(chunk, partial_rollout)
     return _scenario(
         "APRIL",
         pipeline,
         0,
         "fixed at 0 (over-sampled, aborted at each batch)",
         "n_samples_per_prompt",
-        admission=OverSample(factor),
+        admission=admission,
         weight_update=wu,
         batching=groups,
     )

@@ -84,6 +84,7 @@ POLICY_MODULES: tuple[str, ...] = (
     "pipesim.policies.groups",
     "pipesim.policies.roll",
     "pipesim.policies.roll_agentic",
+    "pipesim.policies.slime_submit",
 )
 """pipesim's own policy modules, scanned for policy classes."""
 

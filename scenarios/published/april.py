@@ -55,7 +55,6 @@ def april_run(partial: bool, steps: int = 8, v: Variant = POINT) -> Measured:
 
 
 def _april(partial: bool, steps: int, v: Variant, wl: TokenWorkload) -> Measured:
-    eng = april_engine()
     batch = APRIL_PROMPTS * APRIL_N
     if partial:
         sc = systems.april(
@@ -69,6 +68,12 @@ def _april(partial: bool, steps: int, v: Variant, wl: TokenWorkload) -> Measured
         sc = pipesim.Scenario(
             pipeline=cfg, name="slime sync", admission=pipesim.CountThrottle(), weight_update=pipesim.Drain()
         )
+    return _on_8_gpus(sc, v, wl)
+
+
+def _on_8_gpus(sc: pipesim.Scenario, v: Variant, wl: TokenWorkload) -> Measured:
+    """``sc`` on the script's 8 H100s, colocated, with the reference model's forward counted."""
+    eng = april_engine()
     cl = _cluster(eng, 8, 0)
     tr = _trainer(eng, 8, old_logp=True, reference=True, v=v)
     return common.measure(sc, cl, wl, tr, warmup=2, seed=v.seed)
@@ -145,3 +150,105 @@ def offpolicy_report(rows: list[dict[str, float]] | None = None) -> str:
                 f"{r['gain']:.2f}/{r['off_policy_ratio']:.2f}"
             )
     return "\n".join(lines)
+
+
+DAPO_FILTER_RATES = (0.0, 0.25, 0.4)
+"""Shares of prompt groups DAPO's dynamic-sampling filter rejects, tried for the DAPO arm. No
+source gives the rate: the paper and README report only the gains."""
+APRIL_README_ROWS = {"DAPO-Math-17k": 1.17, "DeepScaleR": 1.21, "DeepMath-103K": 1.35}
+"""APRIL's README, its three Qwen3-4B rollout-throughput rows, by dataset (+17%, +21%, +35%; mean
+24.3%). The abstract's 22.5% is an average "across ... GRPO, DAPO, GSPO" (arXiv 2509.18521 v3);
+no source read here gives each arm's gain. Shown beside the diagnosis, never scored."""
+
+
+def dapo_run(partial: bool, filter_rate: float, steps: int = 8, v: Variant = POINT) -> Measured:
+    """The DAPO arm's pair at ``filter_rate``: both arms run slime's dynamic-sampling filter
+    (``--dynamic-sampling-filter-path``). The baseline is ``slime("sync")``: chunks of 32 groups
+    (``--over-sampling-batch-size`` defaults to the rollout batch) until 32 are accepted, then
+    ``abort`` drops the unfinished ones; APRIL submits chunks of 64 and carries them
+    (:class:`~pipesim.policies.slime_submit.SlimeSubmit`). At 0 the baseline is the scored row's."""
+    batch = APRIL_PROMPTS * APRIL_N
+    if partial:
+        sc = systems.april(APRIL_OVERSAMPLE, True, APRIL_N, filter_rate, batch_size=batch, steps=steps)
+    else:
+        sc = systems.slime(
+            "sync", filter_rate=filter_rate, n_samples_per_prompt=APRIL_N, batch_size=batch, steps=steps
+        )
+    return _on_8_gpus(sc, v, math_workload(LENGTHS_QWEN3, 16384, APRIL_N, v))
+
+
+def dapo_filter_gains(
+    rates: tuple[float, ...] = DAPO_FILTER_RATES, seeds: tuple[int, ...] = (0,)
+) -> list[dict[str, float]]:
+    """The DAPO arm's gain (rollout throughput, as the table scores the GRPO arm) at each filter
+    rate and seed, with the baseline's aborted and filtered token shares. A diagnosis, not a
+    prediction: nothing here is scored or fitted (``python -m scenarios.published --april-dapo``)."""
+    rows = []
+    for f in rates:
+        for seed in seeds:
+            v = dataclasses.replace(POINT, seed=seed)
+            a, b = dapo_run(True, f, v=v), dapo_run(False, f, v=v)
+            gen = b.summary["tokens_generated"]
+            rows.append(
+                {
+                    "filter_rate": f,
+                    "seed": seed,
+                    "gain": rollout_throughput(a) / rollout_throughput(b),
+                    "sync_aborted_token_share": b.summary["tokens_discarded_aborted"] / gen,
+                    "sync_filtered_token_share": b.summary["tokens_discarded_filtered"] / gen,
+                }
+            )
+    return rows
+
+
+def dapo_report(rows: list[dict[str, float]] | None = None) -> str:
+    """``rows`` (default: :func:`dapo_filter_gains`'s) beside the scored GRPO arm and the README's rows."""
+    rows = dapo_filter_gains() if rows is None else rows
+    grpo = rollout_throughput(april_run(True)) / rollout_throughput(april_run(False))
+    readme = ", ".join(f"{k} {v:.2f}" for k, v in APRIL_README_ROWS.items())
+    lines = [
+        f"APRIL, published: gain {APRIL_GAIN_README:.3f} (abstract: mean over GRPO, DAPO, GSPO); "
+        f"README Qwen3-4B: {readme}",
+        f"model, scored GRPO arm (no filter, seed 0): {grpo:.2f}",
+        "model, DAPO arm (filter in both arms; rate given by no source): diagnosis, not scored",
+        "filter_rate  seed   gain  sync aborted tokens  sync filtered tokens",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['filter_rate']:11.2f}  {r['seed']:4d}  {r['gain']:5.2f}  "
+            f"{r['sync_aborted_token_share']:19.1%}  {r['sync_filtered_token_share']:20.1%}"
+        )
+    return "\n".join(lines)
+
+
+def dapo_main(argv: list[str]) -> int:
+    """``python -m scenarios.published --april-dapo [--seeds N] [--json FILE]``: :func:`dapo_report`
+    over seeds 0 .. N - 1 (default 1), its rows as JSON with ``--json``; an interrupt is one line."""
+    import argparse
+    import sys
+
+    from pipesim.io.interrupts import sigterm_as_interrupt
+    from scenarios.outputs import check_output
+    from scenarios.published.table import _dump_json  # table imports this module
+
+    ap = argparse.ArgumentParser(
+        prog="python -m scenarios.published --april-dapo", description=dapo_report.__doc__
+    )
+    ap.add_argument("--april-dapo", action="store_true", help="this report (the flag that chose it)")
+    ap.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds 0 .. N - 1 (default 1)")
+    ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
+    args = ap.parse_args(argv)
+    if args.seeds < 1:
+        ap.error(f"--seeds must be at least 1, got {args.seeds}")
+    check_output(ap, "--json", args.json)
+    try:
+        with sigterm_as_interrupt():
+            rows = dapo_filter_gains(seeds=tuple(range(args.seeds)))
+            print(dapo_report(rows))
+            if args.json:
+                _dump_json(rows, args.json)
+    except KeyboardInterrupt:
+        kept = f"; {args.json} was not written" if args.json else ""
+        print(f"{ap.prog}: interrupted{kept}", file=sys.stderr)
+        return 130
+    return 0
