@@ -210,7 +210,10 @@ def lookup(name: str, kind: str | None = None) -> type:
     )
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     what, plural = ("duration model", "duration models") if kind == "durations" else ("policy", "policies")
-    plugin = "; a class of your own: --policies FILE (the command line) or register_module (Python)"
+    plugin = (
+        "; a class of your own: --policies FILE (the command line) or "
+        "pipesim.policies.catalog.register_module('MODULE') (Python)"
+    )
     raise UnknownPolicyError(
         f"unknown {what} {shown(name)}{hint}; valid {plural}: {', '.join(pool)}{plugin}", "type"
     )
