@@ -15,6 +15,7 @@ own (:func:`pipesim.calibrate.fitspec.overhead_warning`) is warned of on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -49,14 +50,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         log = read_log(args.log, read_columns_map(args.columns), args.steps, args.first_step)
         holds = {None: None, "yes": True, "no": False}[args.step_includes_sync]
-        cal = calibrate(
-            log,
-            rs,
-            seed=args.seed or 0,
-            progress=status,
-            step_includes_sync=holds,
-            trainer_steps_per_row=args.trainer_steps_per_row,
+        # the rows' steps set on the log itself: calibrate's checks of the steps its simulations
+        # run (the spec's task pool: frame.check_calibrate_args) count each row's trainer steps
+        log = dataclasses.replace(
+            log, step_includes_sync=holds, trainer_steps_per_row=args.trainer_steps_per_row
         )
+        cal = calibrate(log, rs, seed=args.seed or 0, progress=status)
     except LogError as exc:
         flag = {"trainer_steps_per_row": "--trainer-steps-per-row", "first_step": "--first-step"}.get(
             str(getattr(exc, "field", ""))
@@ -166,7 +165,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("log", help="the log: .csv, .tsv or .jsonl, a step column; e.g. verl_log.csv")
+    from pipesim.calibrate.log import LOG_SUFFIXES_SAID
+
+    c.add_argument("log", help=f"the log: {LOG_SUFFIXES_SAID}, a step column; e.g. verl_log.csv")
     c.add_argument(
         "--spec",
         required=True,

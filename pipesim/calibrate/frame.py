@@ -8,8 +8,9 @@ float dtype (no bools, no objects: ``frame.astype(float)`` converts), complete (
 cell: drop the column, as ``read_log`` does), with the cells' rules of ``read_log``; its steps are
 distinct and sorted; a trainer phase (:data:`~pipesim.calibrate.cells.PHASES`) is not 0 s at any step;
 a step's ``response_length/max`` is not below its mean (a file read by ``read_log`` too); at most
-:data:`MAX_LOG_STEPS` steps. ``path`` is a string (or a path), ``sha256`` 64 hex digits,
-``notes`` a tuple of strings.
+:data:`MAX_LOG_STEPS` steps, the last numbered below it (a log's step ``s`` is the run's step ``s``, and
+every simulation runs the run through the last: :func:`reach_error`). ``path`` is a string (or a
+path), ``sha256`` 64 hex digits, ``notes`` a tuple of strings.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LOG_STEPS",
+    "reach_error",
+    "too_many",
     "check_calibrate_args",
     "check_calibration",
     "check_fitted",
@@ -83,12 +86,12 @@ def check_log_frame(path: str, frame: object) -> pd.DataFrame:
         raise LogError(f"{path}: frame column {dup[0]!r} is given twice", str(dup[0]))
     if "step" not in frame.columns:
         raise LogError(f"{path}: frame has no 'step' column (one row per step needs its number)", "step")
-    if not 1 <= len(frame) <= MAX_LOG_STEPS:
+    if len(frame) == 0:
         raise LogError(
-            f"{path}: {len(frame)} steps; a log holds 1 to {MAX_LOG_STEPS:,} (a calibration at least "
-            f"{MIN_STEPS}; cut a long log to the steps to fit: --steps A:B)",
-            "steps",
+            f"{path}: frame has no steps; a calibration takes {MIN_STEPS} to {MAX_LOG_STEPS:,}", "steps"
         )
+    if len(frame) > MAX_LOG_STEPS:
+        raise LogError(too_many(path, len(frame)), "steps")
     out = {}
     for c in frame.columns:
         col = frame[c]
@@ -121,6 +124,8 @@ def check_log_frame(path: str, frame: object) -> pd.DataFrame:
             "sorted: frame.sort_values('step'))",
             "step",
         )
+    if steps[-1] + 1 > MAX_LOG_STEPS:  # every simulation runs the run through the last step
+        raise reach_error(path, int(steps[-1]))
     for c in PHASES:
         if c in out and (out[c] == 0).any():
             i = int(np.flatnonzero(out[c] == 0)[0])
@@ -140,9 +145,56 @@ def check_log_frame(path: str, frame: object) -> pd.DataFrame:
     return pd.DataFrame(out, columns=list(frame.columns))
 
 
+def too_many(path: str | os.PathLike[str], n: int) -> str:
+    """What a log of ``n`` steps, more than :data:`MAX_LOG_STEPS`, is told (its field: ``steps``).
+    Before: "200000 steps; a log holds 1 to 5,000 (a calibration at least 3; ...)"."""
+    return (
+        f"{path}: {n:,} steps: a calibration takes {MIN_STEPS} to {MAX_LOG_STEPS:,}, numbered below "
+        f"{MAX_LOG_STEPS:,} (it simulates the run through the last); pick a window with --steps A:B"
+    )
+
+
+def reach_error(
+    path: str | os.PathLike[str],
+    last: int,
+    per_row: int = 1,
+    most: int = MAX_LOG_STEPS,
+    why: str = "",
+    cut: str | None = None,
+    first_step: int = 0,
+    field: str = "steps",
+) -> LogError:
+    """The LogError (naming ``field``) of a log whose last step ``last`` (the run's number, the
+    log's less ``first_step``; rows of ``per_row`` trainer steps) takes every simulation past
+    ``most`` steps: a log's step ``s`` is the run's step ``s``, and the simulations run the run from
+    its step 0 through it. ``why``: what sets ``most`` (default: :data:`MAX_LOG_STEPS`, a
+    calibration's time); ``cut``: the ``--steps`` that kept the steps. Before, ``--steps 199900:``
+    of a long log was refused as ``run.steps (199,975): the run draws a task pool ...``, a key the
+    user never set, and a log numbered up to 4,100 simulated 4,100 steps without a word."""
+    need = (last + 1) * per_row
+    said = f"--steps {cut} keeps steps up to" if cut else "the log's steps run to"
+    said += f" {last + first_step:,}"
+    if first_step:
+        said += f", the run's step {last:,} (--first-step {first_step})"
+    run = f"steps 0 to {last:,}"
+    if per_row > 1:
+        run = f"trainer steps 0 to {need - 1:,} (trainer_steps_per_row {per_row}: rows of {per_row})"
+    why = why or f"a calibration simulates at most {most:,}"
+    return LogError(
+        f"{path}: {said}, and a log's step s is the run's step s: every simulation would run the run's "
+        f"{run}, {need:,} steps, where {why}. Fit steps below {most // per_row + first_step:,} "
+        "(--steps A:B), or write the rows to fit to a file of their own, numbered as the run's steps "
+        "they stand for (docs/calibrate.md, 'The log')",
+        field,
+    )
+
+
 def check_calibrate_args(log: Any, rs: Any, seed: Any = 0, min_steps: int = MIN_STEPS) -> None:
     """LogError naming ``log``, ``rs`` or ``seed`` where it is not a :class:`TrainingLog` of at
-    least ``min_steps`` steps, a run spec, an integer in [0, 2**32)."""
+    least ``min_steps`` steps, a run spec, an integer in [0, 2**32). For a calibration
+    (``min_steps`` the default), a LogError naming ``steps`` where the log's last step takes the
+    simulations past the steps a run of the spec's design may draw (its task pool,
+    :func:`pipesim.plan.pools.max_steps`): before, the run refused it as ``run.steps``."""
     from pipesim.calibrate.log import TrainingLog
     from pipesim.plan.runspec import RunSpec
 
@@ -155,6 +207,24 @@ def check_calibrate_args(log: Any, rs: Any, seed: Any = 0, min_steps: int = MIN_
     if len(log) < min_steps:
         need = STEPS_NEEDED if min_steps == MIN_STEPS else f"at least {min_steps} needed"
         raise LogError(f"{log.path}: {len(log)} step{'' if len(log) == 1 else 's'}; {need}", "steps")
+    if min_steps == MIN_STEPS:
+        _check_pool(log, rs)
+
+
+def _check_pool(log: TrainingLog, rs: Any) -> None:
+    """LogError naming ``steps`` where a calibration's simulations, the run from its step 0 through
+    the log's last trainer step (at least 4, as :func:`pipesim.calibrate.fitspec.fit_spec` runs),
+    draw a task pool past what a run of ``rs``'s design may (:func:`reach_error`)."""
+    from pipesim.plan.build import design_cluster
+    from pipesim.plan.pools import max_steps
+
+    last = int(log.steps.max())
+    need = max((last + 1) * log.per_row, 4)
+    _, cluster = design_cluster(rs.plan, rs.design, rs.engine)
+    top = max_steps(rs.plan, rs.design, cluster.n_slots)
+    if need > top:
+        why = f"a run of this spec's design runs at most {top:,} (its task pool)"
+        raise reach_error(log.path, last, log.per_row, top, why)
 
 
 def check_spec(rs: Any) -> None:

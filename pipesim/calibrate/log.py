@@ -4,7 +4,8 @@ time, a length, a share) is :mod:`pipesim.calibrate.cells`, whose names this mod
 here, what a log is as a whole: its steps (cut, merged, renumbered), its columns (mapped, with gaps
 left out) and the phases it did not time.
 
-A log is CSV (``.csv``, ``.tsv``) or JSON lines (``.jsonl``, ``.ndjson``), one row per training
+A log is CSV (``.csv``, ``.tsv``) or JSON lines (``.jsonl``, ``.ndjson``): :data:`LOG_SUFFIXES`, the
+one list the reader, its errors and ``--help`` take. One row per training
 step, with a ``step`` column and any of :data:`COLUMNS` (verl's names, seconds and tokens). Columns
 may be missing: the fit uses what is there and says what it could not identify. A column with an
 empty cell in the steps used is left out, and said so. Other columns are ignored.
@@ -15,12 +16,17 @@ keys are verl's names and whose values the log's (``"timing_s/gen" = "timing/rol
 Every problem is one :class:`LogError` naming the file and the column (its :attr:`~LogError.field`
 holds the column or key): no such file, an unknown suffix, no ``step`` column, a cell that is not a
 finite number (with its row; in a JSON-lines log, a number written as text), a step that is not an
-integer up to :data:`MAX_STEP`, a step given twice, a negative time or length, a time above
-:data:`MAX_TIMING_S` (or below :data:`MIN_TIMING_S` but not 0), a length (response mean or max,
-prompt mean) below 1 token, a step's response max below its mean, a clip ratio above 1, a trainer
-phase of 0 s where other steps time it (a phase column of 0 s at every step is left out, and said
-so), a mapped column the log does not have, too few steps, more than
-:data:`~pipesim.calibrate.frame.MAX_LOG_STEPS` steps (cut with ``--steps``).
+integer up to :data:`MAX_STEP`, a step given twice with two values of a column (records of one
+step that add columns are one row; a row given again with the same values is read once, with a
+note: :func:`pipesim.calibrate.logfile.merged_records`), a row short of the header's fields (but
+the file's last line cut mid-write, with no newline after it, which is left out with a note), a
+negative time or length, a time above :data:`MAX_TIMING_S` (or below :data:`MIN_TIMING_S` but not
+0), a length (response mean or max, prompt mean) below 1 token, a step's response max below its
+mean, a clip ratio above 1, a trainer phase of 0 s where other steps time it (a phase column of 0 s
+at every step is left out, and said so), a mapped column the log does not have, too few steps, more than
+:data:`~pipesim.calibrate.frame.MAX_LOG_STEPS` steps (cut with ``--steps``), a last step of
+``MAX_LOG_STEPS`` or more (a log's step ``s`` is the run's step ``s``: every simulation runs the run from
+its step 0 through the log's last step, :func:`pipesim.calibrate.frame.reach_error`).
 :func:`pipesim.calibrate.check_log` then refuses a length above what the spec allows, or a mean
 below what the clip ratio's samples at the cap give (the log is of another run). A
 :class:`TrainingLog` built in Python from a DataFrame is checked by the same rules
@@ -57,6 +63,16 @@ from pipesim.core.readfile import LOG_MAX_BYTES, SPEC_MAX_BYTES, read_bytes, rea
 
 __all__ = ["COLUMNS", "SUMMED", "LogError", "TrainingLog", "parse_steps", "read_columns_map", "read_log"]
 __all__ += ["MAX_STEP", "MAX_TIMING_S", "MIN_TIMING_S"]  # cells.py's, as they were here
+__all__ += ["LOG_SUFFIXES"]
+
+CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+"""The CSV suffixes a log may have, each with its separator."""
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+"""The JSON-lines suffixes a log may have (one JSON object per line)."""
+LOG_SUFFIXES = (*CSV_SUFFIXES, *JSONL_SUFFIXES)
+"""Every suffix a log may have: what the reader takes, its error and ``--help`` list (one place)."""
+LOG_SUFFIXES_SAID = ", ".join(LOG_SUFFIXES[:-1]) + f" or {LOG_SUFFIXES[-1]}"
+""":data:`LOG_SUFFIXES` as a sentence says them: ``.csv, .tsv, .jsonl or .ndjson``."""
 
 MIN_STEPS = 3
 """The fewest steps a calibration accepts (a line through the trainer's times needs three)."""
@@ -114,13 +130,10 @@ class TrainingLog:
                     f"steps a row covers: verl's trigger_parameter_sync_step), or None (one), got {shown(k)}",
                     "trainer_steps_per_row",
                 )
-            if len(self) * int(k) > MAX_LOG_STEPS:
-                raise LogError(
-                    f"{self.path}: trainer_steps_per_row {int(k)}: {len(self)} rows of {int(k)} trainer "
-                    f"steps are {len(self) * int(k):,} steps; a calibration simulates at most "
-                    f"{MAX_LOG_STEPS:,} (cut the log: --steps A:B)",
-                    "trainer_steps_per_row",
-                )
+            if (int(self.steps.max()) + 1) * int(k) > MAX_LOG_STEPS:  # every simulation runs this far
+                from pipesim.calibrate.frame import reach_error
+
+                raise reach_error(self.path, int(self.steps.max()), int(k), field="trainer_steps_per_row")
             object.__setattr__(self, "trainer_steps_per_row", int(k))
 
     @property
@@ -264,6 +277,8 @@ def read_log(
         READ_NOTES,
         column_mapping,
         inside_step,
+        merged_records,
+        reach,
         read_frame,
         renumbered,
         repeated_columns,
@@ -305,8 +320,9 @@ def read_log(
     if frame["step"].isna().any():
         i = int(np.flatnonzero(frame["step"].isna().to_numpy())[0])
         raise LogError(f"{path}: column {shown(mapping['step'])}, {row_name(df, i)}: no step number", "step")
+    merged: list[str] = []
     if frame["step"].duplicated().any():
-        frame = _merged_records(path, frame)
+        frame, merged = merged_records(path, frame)
     lo, hi = parse_steps(steps)
     start = float(frame["step"].min())  # the log's first step, before the cut (renumbered reads it)
     frame = frame[(frame["step"] >= lo) & (frame["step"] < hi)].sort_values("step").reset_index(drop=True)
@@ -316,14 +332,14 @@ def read_log(
         for name, source in shadowed(columns or {}).items()
         if source in df.columns
     ]
-    origin = renumbered(path, frame, first_step, start)
+    origin = renumbered(path, frame, first_step, start) + reach(path, frame, steps, first_step)
     frame, gaps = _gaps(path, frame, steps)
     frame, zeros = _phases(path, frame)
     return TrainingLog(
         str(path),
         hashlib.sha256(raw).hexdigest(),
         frame,
-        tuple(read_notes + origin + inside + notes + gaps + zeros),
+        tuple(read_notes + merged + origin + inside + notes + gaps + zeros),
     )
 
 
@@ -370,24 +386,3 @@ def _check_enough(path: str | Path, n: int, steps: str | None, what: str) -> Non
         cut = f" in --steps {steps}" if steps else ""
         said = what if n != 1 else what.replace("steps have", "step has").replace("steps", "step")
         raise LogError(f"{path}: {n} {said}{cut}; {STEPS_NEEDED}", "steps")
-
-
-def _merged_records(path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
-    """Records of one step that hold different columns, as one row: verl's fully-async trainer
-    logs a parameter version in two calls at the same step, the aggregated metrics and then
-    ``timing_s/wait_last_valid`` and ``timing_s/param_sync`` (``fully_async_trainer.py``,
-    ``_trigger_parameter_sync_after_step``, lines 525-567 at volcengine/verl b178a3c). A column
-    given two different values at one step (a restarted run logging a step again) is refused."""
-    by = frame.groupby("step", sort=False)
-    for c in frame.columns:
-        if c == "step":
-            continue
-        n = by[c].nunique(dropna=True)
-        if (n > 1).any():
-            step = float(n.index[(n > 1).to_numpy()][0])
-            raise LogError(
-                f"{path}: column 'step': step {step:g} is given twice, with two values of {shown(c)} "
-                "(records of one step may add columns, not change them)",
-                "step",
-            )
-    return by.first().reset_index()

@@ -19,27 +19,37 @@ import numpy as np
 import pandas as pd
 
 from pipesim.calibrate.cells import COLUMNS, TYPED, LogError, column_numbers, row_name
-from pipesim.calibrate.log import listed_steps
+from pipesim.calibrate.log import (
+    CSV_SUFFIXES,
+    JSONL_SUFFIXES,
+    LOG_SUFFIXES,
+    LOG_SUFFIXES_SAID,
+    listed_steps,
+)
 from pipesim.core.errors import shown
 
-__all__ = ["READ_NOTES", "column_mapping", "json_records", "read_frame", "repeated_columns", "shadowed"]
+__all__ = ["READ_NOTES", "column_mapping", "complete_rows", "json_records", "merged_records", "reach"]
+__all__ += ["read_frame", "repeated_columns", "shadowed"]
 
 
 def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
     """The log's cells: a CSV's or TSV's as strings (its numbers are read from them), a JSON line's
     as parsed, marked :data:`~pipesim.calibrate.cells.TYPED` (a number written as a string is
-    refused there)."""
+    refused there). The suffixes are :data:`~pipesim.calibrate.log.LOG_SUFFIXES`."""
     import io
 
     suffix = p.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".csv", ".tsv") and not raw.strip():
+    if suffix not in LOG_SUFFIXES:
+        hint = " (JSON lines, one object per step, are named .jsonl)" if suffix == ".json" else ""
+        raise LogError(f"{p}: a log is {LOG_SUFFIXES_SAID}, got {shown(suffix or 'no suffix')}{hint}", "log")
+    if not raw.strip():
         raise LogError(f"{p}: the file is empty (no header, no rows)", "log")
-    if suffix in (".jsonl", ".ndjson") and raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+    if suffix in JSONL_SUFFIXES and raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
         raise LogError(
             f"{p}: holds a JSON array, not JSON lines: write one JSON object per line (one per step)", "log"
         )
     try:
-        if suffix in (".jsonl", ".ndjson"):
+        if suffix in JSONL_SUFFIXES:
             raw, records, notes = json_records(p, raw)
             frame = (
                 pd.DataFrame.from_records(records)
@@ -47,18 +57,16 @@ def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
                 else pd.read_json(io.BytesIO(raw), lines=True, dtype=False)
             )
             frame.attrs[TYPED] = True  # its cells have types: a quoted number is text (cells.py)
-            frame.attrs[READ_NOTES] = notes
-            return frame
-        if suffix in (".csv", ".tsv"):
-            sep = "\t" if suffix == ".tsv" else ","
+        else:
+            sep = CSV_SUFFIXES[suffix]
+            raw, notes = complete_rows(p, raw, sep)
             frame = pd.read_csv(io.BytesIO(raw), sep=sep, dtype=str)
-            _short_row(raw, sep)
-            return frame
+        frame.attrs[READ_NOTES] = notes
+        return frame
     except LogError:
         raise
     except (ValueError, pd.errors.ParserError) as e:
         raise LogError(f"{p}: cannot read it as {suffix[1:]}: {' '.join(str(e).split())}", "log") from None
-    raise LogError(f"{p}: a log is .csv, .tsv or .jsonl, got {shown(suffix or 'no suffix')}", "log")
 
 
 READ_NOTES = "pipesim_read_notes"
@@ -130,18 +138,50 @@ def json_records(p: Path, raw: bytes) -> tuple[bytes, list[dict[str, Any]] | Non
     return raw, records, notes
 
 
-def _short_row(raw: bytes, sep: str) -> None:
-    """ValueError naming the first line with fewer fields than the header, worded as pandas' for
-    one with more (:func:`read_frame` refuses both alike): pandas fills a short row's last cells
-    with NaN, and the fit went on without them."""
+def complete_rows(p: Path, raw: bytes, sep: str) -> tuple[bytes, list[str]]:
+    """A CSV's bytes without a last row cut mid-write, and the note saying so; a LogError naming
+    any other row with fewer fields than the header (pandas fills a short row's last cells with
+    NaN, and the fit went on without them; a long row pandas refuses itself).
+
+    The last line short of the header with no newline after it is a run killed while writing it
+    (a logger writes a row and its newline together): it is left out, with a note, and the
+    complete rows before it are read, as a JSON-lines log's cut last line is (:func:`json_records`).
+    Before, the file was refused ("Expected 9 fields in line 25, saw 6"), leaving a killed run's
+    log unusable. A short row anywhere else, or one ended by a newline, was written whole and is
+    refused, naming its line."""
     import csv
     import io
 
     rows = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace")), delimiter=sep)
     n = len(next(rows, []))
+    short: tuple[int, int] | None = None  # (line, fields) of the first short row
+    whole = 0
     for row in rows:
-        if len(row) < n and "".join(row).strip():  # a blank line (pandas skips it) is no row
-            raise ValueError(f"Expected {n} fields in line {rows.line_num}, saw {len(row)}")
+        if not "".join(row).strip():  # a blank line (pandas skips it) is no row
+            continue
+        if short is not None:  # a row after the short one: it was not the last
+            break
+        if len(row) < n:
+            short = (rows.line_num, len(row))
+        else:
+            whole += 1
+    if short is None:
+        return raw, []
+    line, k = short
+    last = line == rows.line_num and not raw.endswith((b"\n", b"\r"))
+    if not last:
+        ends = " (it ends in a newline: written whole)" if line == rows.line_num else ""
+        raise LogError(
+            f"{p}: a short row at line {line}, saw {k} of the header's {n} fields{ends}: every row gives "
+            "every column (an empty cell where there is no value); only a last line cut mid-write, with "
+            "no newline after it, is left out",
+            "log",
+        )
+    note = (
+        f"log: its last line ({line}) is cut mid-write ({k} of the header's {n} fields, no newline after "
+        f"it: a run stopped while writing it?) and is left out; the {whole} complete rows are read"
+    )
+    return raw[: max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1], [note]
 
 
 def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:
@@ -153,10 +193,8 @@ def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:
     import json
 
     text = raw.decode("utf-8-sig", errors="replace")
-    if p.suffix.lower() in (".csv", ".tsv"):
-        header = next(
-            csv.reader(io.StringIO(text), delimiter="\t" if p.suffix.lower() == ".tsv" else ","), []
-        )
+    if p.suffix.lower() in CSV_SUFFIXES:
+        header = next(csv.reader(io.StringIO(text), delimiter=CSV_SUFFIXES[p.suffix.lower()]), [])
         seen: set[str] = set()
         for name in header:
             if name in seen and name in used:
@@ -271,3 +309,68 @@ def renumbered(
             "trainer's constants move with the numbering: --first-step 1 reads verl's step 1 as the first"
         ]
     return []
+
+
+def merged_records(path: str | Path, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Records of one step as one row, and a note naming the steps logged again with equal values.
+
+    Records that hold different columns are verl's fully-async trainer, which logs a parameter
+    version in two calls at the same step: the aggregated metrics, then
+    ``timing_s/wait_last_valid`` and ``timing_s/param_sync`` (``fully_async_trainer.py``,
+    ``_trigger_parameter_sync_after_step``, lines 525-567 at volcengine/verl b178a3c). A column
+    given again with the same value is a row written twice (a logger resumed from a checkpoint
+    writes its step again): read once, with a note naming the step (before: silently). A column
+    given two different values at one step (a restarted run logging a step anew) is refused: which
+    is the log's is the user's to say."""
+    by = frame.groupby("step", sort=False)
+    for c in frame.columns:
+        if c == "step":
+            continue
+        n = by[c].nunique(dropna=True)
+        if (n > 1).any():
+            step = float(n.index[(n > 1).to_numpy()][0])
+            raise LogError(
+                f"{path}: column 'step': step {step:g} is given twice, with two values of {shown(c)} "
+                "(records of one step may add columns, or repeat them, not change them)",
+                "step",
+            )
+    counts = by.count()  # each column's values at each step (NaN not counted)
+    again = pd.Series(sorted(counts.index[(counts > 1).any(axis=1).to_numpy()]), dtype=float)
+    notes = []
+    if len(again):
+        said = "step" if len(again) == 1 else "steps"
+        notes.append(
+            f"step: {said} {listed_steps(again)} given again with the same values (a logger writing a row "
+            "again, after a resume?); read once"
+        )
+    return by.first().reset_index(), notes
+
+
+REACH_NOTE_STEPS = 200
+"""The fewest steps before a log's first step (the run's steps each simulation runs and the fit
+does not use) that :func:`reach` notes, where they also outnumber the log's own steps."""
+
+
+def reach(path: str | Path, frame: pd.DataFrame, steps: str | None, first_step: int) -> list[str]:
+    """The steps ``frame`` (the run's step numbers, renumbered by ``first_step``) makes every
+    simulation run, checked: a log's step ``s`` is the run's step ``s``, so each simulation runs
+    the run from its step 0 through the log's last step. A LogError naming ``steps`` past
+    :data:`~pipesim.calibrate.frame.MAX_LOG_STEPS` (:func:`~pipesim.calibrate.frame.reach_error`;
+    before, ``--steps 199900:`` ran into the run's task pool, refused as ``run.steps (199,975)``, a
+    key the user never set); a note where the steps before the log's first outnumber its own
+    (calibrate's time grows with the steps run, not the steps kept)."""
+    from pipesim.calibrate.frame import MAX_LOG_STEPS, reach_error, too_many
+
+    if len(frame) > MAX_LOG_STEPS:
+        raise LogError(too_many(path, len(frame)), "steps")
+    first, last = int(frame["step"].min()), int(frame["step"].max())
+    if last + 1 > MAX_LOG_STEPS:
+        raise reach_error(path, last, cut=steps, first_step=first_step)
+    if first < max(len(frame), REACH_NOTE_STEPS):
+        return []
+    return [
+        f"step: a log's step s is the run's step s, so each simulation runs the run's steps 0 to {last:,}, "
+        f"{(last + 1) / len(frame):.0f}x the {len(frame)} kept (from step {first:,}), and calibrate's time "
+        "grows with them (docs/calibrate.md, 'The log': 100 steps from step 4,000 took 18 times as long "
+        "as from step 0)"
+    ]
