@@ -28,7 +28,7 @@ SimPy is pinned to the versions tested (``pyproject.toml``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from heapq import heappop, heappush
 from typing import Any
 
@@ -158,6 +158,15 @@ class Clock(simpy.Environment):
         left to happen but what its waiter does (a policy's generator spinning in a stalled run)."""
         queue = self.queue
         return len(queue) == 1 and queue[0][3] is event
+
+    def alone_among(self, event: object, waited: Container[int], most: int) -> bool:
+        """Whether the queue holds nothing but ``event`` and events whose ``id`` is in ``waited``
+        (at most ``most`` of them): nothing else can happen but what their waiters do. The
+        queue's length is compared first, so a busy run pays one comparison."""
+        queue = self.queue
+        if len(queue) > most + 1:
+            return False
+        return all(entry[3] is event or id(entry[3]) in waited for entry in queue)
 
     def run_until(self, done: simpy.Event) -> bool:
         """Run until ``done`` is processed or nothing is left to happen; return whether ``done``

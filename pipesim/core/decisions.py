@@ -21,6 +21,19 @@ thing left in the queue (nothing else can ever happen: the stall of a run whose 
 otherwise have run dry) -- is a ``PipelineError`` naming it, not a run that never returns. Syncs
 yield a few events a step, so the wrapper costs nothing measurable; the episodes' own events never
 pass through it.
+
+Who is to blame for such a spin depends on who spins. The weight update's ``sync`` spinning is the
+culprit itself (a sync that never ends: the trainer waits for it). A helper process started with
+``p.process`` spinning alone is usually innocent: a heartbeat that loops forever only keeps the
+queue from running dry, and the real cause is whatever stalled the run when everything else ran
+out (an admission rule that admits no more, say). So a helper's spin alone is reported as that
+stall, diagnosed by :func:`pipesim.core.stall.stalled` as of the moment the other events ran out
+(:func:`pipesim.core.stall.kept_going`), with the helper named as what kept the run going (it
+once read as the helper's fault, at t=100,218 s, and the admission rule that stalled the run at
+t=218 s went unnamed). "Alone" for a helper also counts several helpers left with one another
+(two heartbeats, one per sync, once hung the run: neither was ever the only event), but only
+while no sync is under way, whose own timeout may be what they wait beside. A process is a helper by the name
+:meth:`~pipesim.core.port_impl.PolicyPort.process` gives it (``"the process ..."``).
 """
 
 from __future__ import annotations
@@ -30,10 +43,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import simpy
 
-from pipesim.core import blame, errors
+from pipesim.core import blame, errors, stall
 from pipesim.core.errors import shown
 from pipesim.core.port import BindsPipeline, MinItemsHint, warn_dropped_hints
-from pipesim.core.port_impl import PolicyPort
+from pipesim.core.port_impl import HELPER_PREFIX, PolicyPort
 
 SPIN_LIMIT = 100_000
 """How many events in a row a policy's generator may yield at one instant, or as the only event
@@ -72,6 +85,8 @@ class Decisions(PolicyPort):
             ("batch policy", self.batching),
         ):
             warn_dropped_hints(policy, role)
+        self._helper_waits: dict[int, int] = {}  # the events helper processes wait on, by id
+        self._syncs_open = 0  # weight-update syncs under way (each checked generator not a helper)
         self._admits = self.admission.admits
         self._blocks = self.weight_update.blocks_admission
         batching = self.batching
@@ -104,11 +119,23 @@ class Decisions(PolicyPort):
         (:func:`~pipesim.core.errors.view_written`), and the sync published exactly one version."""
         if (err := errors.view_written(cast("Any", self))) is not None:
             raise err
-        if self.version != before + 1:  # end_sync or skip_sync, once
-            raise errors.PipelineError(
-                f"{name}.sync moved the trainer's version from {before} to {self.version}: a sync "
-                "publishes exactly one version (one end_sync or skip_sync)"
+        if self.version == before + 1:  # end_sync or skip_sync, once
+            return
+        if self.version == before:  # the common slip: no end_sync (begun and left open, or never begun)
+            left = (
+                f"it began a sync at t={self._sync_start:g} and left it open"
+                if self.syncing
+                else "it neither began nor skipped one"
             )
+            raise errors.PipelineError(
+                f"{name}.sync returned without end_sync or skip_sync at t={self.env.now:g} ({left}; "
+                f"version still {before}): a sync publishes exactly one version, so it must end "
+                "with one end_sync (after begin_sync) or skip_sync"
+            )
+        raise errors.PipelineError(
+            f"{name}.sync moved the trainer's version from {before} to {self.version}: a sync "
+            "publishes exactly one version (one end_sync or skip_sync)"
+        )
 
     def _check_choice(self, engine: object) -> None:
         """The launch on the replica the routing rule chose failed: a ``PipelineError`` naming the
@@ -140,33 +167,64 @@ class Decisions(PolicyPort):
         if not isinstance(steps, Generator):
             raise errors.PipelineError(f"{what} must be a generator (yield its events), got {shown(steps)}")
         env, spins, last = self.env, 0, -1.0
+        helper = what.startswith(HELPER_PREFIX)  # started with p.process (module docstring)
+        waits = self._helper_waits
+        alone_at: float | None = None  # when this generator was first left alone, in this spin
+        busy_at = -1.0  # when it last yielded with something else left to happen
         send: Any = None
         thrown: Exception | None = None
-        while True:
-            try:
-                ev = steps.send(send) if thrown is None else steps.throw(thrown)
-            except StopIteration:
-                return
-            except errors.PipelineError:
-                raise
-            except Exception as exc:  # the policy's own error: say whose (its frames may not)
-                blame.note_culprit(exc, what)
-                raise
-            if not isinstance(ev, simpy.Event):
-                raise errors.PipelineError(
-                    f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield what "
-                    "p.timeout, p.drained, p.all_of or p.process return"
-                )
-            now = env.now
-            spins = spins + 1 if now == last or env.alone(ev) else 0
-            last = now
-            if spins >= SPIN_LIMIT:
-                raise errors.spinning(cast("Any", self), what, spins)
-            send, thrown = None, None
-            try:
-                send = yield ev
-            except Exception as exc:  # the event failed: the generator handles it, or raises it
-                thrown = exc
+        if not helper:
+            self._syncs_open += 1
+        try:
+            while True:
+                try:
+                    ev = steps.send(send) if thrown is None else steps.throw(thrown)
+                except StopIteration:
+                    return
+                except errors.PipelineError:
+                    raise
+                except Exception as exc:  # the policy's own error: say whose (its frames may not)
+                    blame.note_culprit(exc, what)
+                    raise
+                if not isinstance(ev, simpy.Event):
+                    raise errors.PipelineError(
+                        f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield "
+                        "what p.timeout, p.drained, p.all_of or p.process return"
+                    )
+                now = env.now
+                alone = env.alone(ev) or (helper and self._helpers_alone(ev))
+                if alone:
+                    alone_at = now if alone_at is None else alone_at
+                else:
+                    alone_at, busy_at = None, now
+                spins = spins + 1 if now == last or alone else 0
+                last = now
+                if spins >= SPIN_LIMIT:
+                    if helper and alone_at is not None and alone_at < now:  # kept a stalled run going
+                        since = (max(busy_at, 0.0), alone_at)  # the others ran out in between
+                        raise stall.kept_going(cast("Any", self), what, spins, since)
+                    raise errors.spinning(cast("Any", self), what, spins)
+                send, thrown = None, None
+                if helper:
+                    waits[id(ev)] = waits.get(id(ev), 0) + 1  # by id: an event's own == is not asked
+                try:
+                    send = yield ev
+                except Exception as exc:  # the event failed: the generator handles it, or raises it
+                    thrown = exc
+                finally:
+                    if helper:
+                        _forget(waits, id(ev))
+        finally:
+            if not helper:
+                self._syncs_open -= 1
+
+    def _helpers_alone(self, ev: simpy.Event) -> bool:
+        """Whether the queue holds nothing but ``ev`` and events that helper processes
+        (``p.process``) wait on, while no sync is under way: only those helpers can act, so the run
+        is stalled unless one of them ends it (module docstring). The queue's length is compared
+        first, so a run with episodes in flight pays one comparison."""
+        waits = self._helper_waits
+        return not self._syncs_open and self.env.alone_among(ev, waits, len(waits))
 
     def _admitted(self) -> bool:
         """Whether the admission rule lets one more episode start now."""
@@ -199,3 +257,13 @@ class Decisions(PolicyPort):
             if e.accepting:
                 return self._admitted()
         return False
+
+
+def _forget(waits: dict[int, int], key: int) -> None:
+    """One helper process no longer waits on the event of id ``key`` (it came, or the generator
+    was closed): the event is alive while waited on, so its id names no other."""
+    n = waits.get(key, 0)
+    if n > 1:
+        waits[key] = n - 1
+    else:
+        waits.pop(key, None)

@@ -49,8 +49,9 @@ run of async-eta2 over its pool): 2**22 tasks is about 7 GB, and the earlier bou
 brought down (``systems:areal --set steps=400000``, 16 GB). A million-episode run draws 1M."""
 
 
-def _where(p: Pipeline) -> str:
-    return f"t={p.env.now:.6g} s, version {p.version} of {p.config.steps}"
+def _where(p: Pipeline, at: float | None = None) -> str:
+    """When and where in the run (``at``: a time before now, where the error names it)."""
+    return f"t={p.env.now if at is None else at:.6g} s, version {p.version} of {p.config.steps}"
 
 
 def _policies(p: Pipeline) -> str:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 FINAL = frozenset((TRAINED, DISCARDED, ABORTED, FAILED))
 """Statuses an episode never leaves: the records keep such an episode once (pipesim.core.records)."""
+HELPER_PREFIX = "the process "
+"""How a policy's own process (:meth:`PolicyPort.process`) is named in messages; the checked
+runner (``pipesim.core.decisions``) tells a helper from a sync by it."""
+
 ABORT_LOOP_LIMIT = 100
 """How many ``abort_running`` calls in a row at one instant, each after new starts and with no
 batch taken between them, are refused (beyond one per replica) as a zero-time loop of starts and
@@ -141,7 +145,7 @@ class PolicyPort(PortArgs, SyncActions):
     def process(self, generator: Generator[Any, Any, None]) -> simpy.Event:
         """A policy's own process, checked as the sync is (``Decisions._checked``): what it yields
         must be events, and a process that spins alone is an error naming it, not a hang."""
-        what = f"the process {getattr(generator, '__qualname__', type(generator).__name__)}"
+        what = f"{HELPER_PREFIX}{getattr(generator, '__qualname__', type(generator).__name__)}"
         return self.env.process(self._checked(generator, what))
 
     def _checked(self, steps: object, what: str) -> Generator[simpy.Event, Any, None]:

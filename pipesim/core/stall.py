@@ -31,15 +31,39 @@ from pipesim.core.errors import (
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
 
-__all__ = ["stalled"]
+__all__ = ["kept_going", "stalled"]
 
 
-def stalled(p: Pipeline) -> PipelineError:
+def stalled(p: Pipeline, at: float | None = None) -> PipelineError:
     """Nothing is left to happen before the last sync; the message names the likeliest culprit,
-    read from the run's state (only here, once: the hot path pays nothing)."""
+    read from the run's state (only here, once: the hot path pays nothing). ``at``: when the run
+    stalled, where that was before now (:func:`kept_going`)."""
     return PipelineError(
-        f"the pipeline stalled at {_where(p)}: {p.n_running} running, {len(p.buffer.items)} episodes "
+        f"the pipeline stalled at {_where(p, at)}: {p.n_running} running, {len(p.buffer.items)} episodes "
         f"buffered (batch_size {p.batch_size}), {p.started} started, {p.n_dropped} dropped; {_culprit(p)}"
+    )
+
+
+def kept_going(p: Pipeline, what: str, spins: int, since: tuple[float, float]) -> PipelineError:
+    """A helper process (``what``, started with ``p.process``) that never ends went on alone,
+    ``spins`` events in a row: the run stalled when everything else ran out, and the process only
+    kept the queue from running dry (:meth:`pipesim.core.decisions.Decisions._checked`). The stall
+    is named as it would have been then (the helper's own timeouts change none of the state read),
+    with the process as what kept the run going: blaming the process alone hid the cause.
+
+    ``since``: the helper last yielded with another event left at ``since[0]`` and was first alone
+    at ``since[1]``, so the others ran out in between; when exactly is the run's latest record
+    there (an episode's end, a step's or a sync's end: the last events of a slots run), else
+    ``since[0]``."""
+    lo, hi = since
+    ends = [ep.end_s for ep in p.episodes.live.values() if ep.end_s is not None]
+    ends += [t for *_, t, _v in p.train_log[-1:]] + [t for _, t, _v in p.sync_log[-1:]]
+    ends += [u.end_s for u in p.updates[-1:]]
+    at = max([lo, *(t for t in ends if t <= hi)])
+    return PipelineError(
+        f"{stalled(p, at=at)}; {what} kept the run going after that, alone ({spins:,} events in a "
+        f"row, to t={p.env.now:.6g} s): it never ends, so the run could not stop at the stall (give "
+        "it an end, a condition it checks each turn)"
     )
 
 

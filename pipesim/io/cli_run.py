@@ -97,6 +97,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def staleness_note(result: Any) -> str | None:
+    """One line on standard error where a policy of the run promises a staleness bound
+    (``staleness_bound``) and the run trained an episode staler than it; None otherwise.
+
+    A plain ``pipesim run`` of a user's policy that promised staleness <= 1 and trained episodes
+    3 versions stale printed ``staleness_max 3`` with no remark: only
+    ``pipesim.testing.check_invariants`` named the broken promise. The note says it beside the
+    summary, as the drain-tail note does. It reads the promise as the kit does, but never fails
+    the run over it: a promise that raises or is no int >= 0 gets no note here (the kit names it)."""
+    import numbers
+
+    from pipesim.core.port import StalenessPromise
+
+    sc, tr = result.scenario, result.trained
+    if not len(tr):
+        return None
+    worst = int(tr["staleness"].max())
+    for policy in (sc.admission, sc.weight_update, sc.batching):
+        if not isinstance(policy, StalenessPromise):
+            continue
+        try:
+            bound = policy.staleness_bound(sc)
+        except Exception:  # noqa: BLE001 - a user's method: check_invariants names what it raised
+            continue
+        if isinstance(bound, numbers.Integral) and not isinstance(bound, bool) and 0 <= bound < worst:
+            past = int((tr["staleness"] > bound).sum())
+            return (
+                f"note: {type(policy).__name__}.staleness_bound promises staleness <= {int(bound)}, but "
+                f"the run trained episodes up to {worst} versions stale ({past:,} of {len(tr):,} past "
+                "the bound); pipesim.testing.check_invariants names the first (docs/testing.md)"
+            )
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from pipesim.io.api import run
     from pipesim.plan.runspec import is_runspec
@@ -132,6 +166,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if (note := tail_note([tail_share(result)], float(result.sim_time_s))) is not None:
         print(note, file=sys.stderr)  # throughput counts the final drain and sync: say so on a short run
+    if (broken := staleness_note(result)) is not None:
+        print(broken, file=sys.stderr)  # a promise the run broke: check_invariants alone said so
     payload: dict[str, Any] | None = None
     if args.json:
         from pipesim.io.saved import json_number

@@ -178,9 +178,15 @@ def check_invariants(result: RunResult | ComputeRun, scenario: Scenario | None =
         who = [
             f"{type(q).__name__}.staleness_bound" for q, b in _declared_bounds(result.scenario) if b == bound
         ]
+        over = tr[tr["staleness"] > bound]
+        row = over.iloc[0]  # the first trained past the bound: the one to trace
         _fail(
             "promised staleness bound",
-            f"max staleness {tr['staleness'].max()} > {bound}, the bound {' and '.join(who)} promised",
+            f"max staleness {tr['staleness'].max()} > {bound}, the bound {' and '.join(who)} promised; "
+            f"first past it: episode {int(row['episode_id'])}, started under version "
+            f"{int(row['version'])} and trained at step {int(row['step'])} under version "
+            f"{int(row['trained_version'])} ({int(row['staleness'])} stale; {len(over):,} of "
+            f"{len(tr):,} trained episodes past the bound)",
         )
 
 
