@@ -114,7 +114,11 @@ def test_a_lying_staleness_promise_is_caught(bound: int, pins: str, at_seed: int
 
 @pytest.mark.parametrize("bound", [2, 4])
 def test_the_chapter_strategy_catches_a_lying_promise_too(bound: int) -> None:
-    err = first_lie_caught(scenarios(admissions=[LyingCap(bound)]), 0)
+    """Within three seeds' draws (a user's test runs at a fresh seed each time): seed 0 alone
+    caught bound 4 standalone but missed it in one subset of the suite, whose imported modules'
+    constants changed the draws (EXAMPLES)."""
+    errs = (first_lie_caught(scenarios(admissions=[LyingCap(bound)]), s) for s in range(3))
+    err = next((e for e in errs if e is not None), None)
     assert err is not None and err.invariant == "promised staleness bound"
 
 
