@@ -157,6 +157,16 @@ REACH: list[tuple[str, Callable[[Path], Any], str, str]] = [
         "steps",
         "runs at most 2,038",
     ),
+    (
+        "rows of 5 trainer steps past the task pool, K given to calibrate",
+        lambda d: calibrate(
+            TrainingLog("mem", SHA, _frame(range(500, 510))),
+            load(ROOT / "examples/published/verl_async_128.toml"),
+            trainer_steps_per_row=5,
+        ),
+        "steps",
+        "2,038",
+    ),
 ]
 
 

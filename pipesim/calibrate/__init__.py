@@ -136,6 +136,8 @@ def calibrate(
         log = dataclasses.replace(log, step_includes_sync=step_includes_sync)  # checked: a LogError
     if trainer_steps_per_row is not None:
         log = dataclasses.replace(log, trainer_steps_per_row=trainer_steps_per_row)  # checked likewise
+    if step_includes_sync is not None or trainer_steps_per_row is not None:
+        check_calibrate_args(log, rs, seed)  # again: the rows' trainer steps reach the pool check
     check_log(log, rs)
     with reporting(progress), reusing():
         return _calibrate(log, rs, seed)
