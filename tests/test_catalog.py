@@ -34,7 +34,11 @@ PIPESIM_DIR = Path(pipesim.__file__).parent
 
 @pytest.fixture
 def clean_catalog() -> Iterator[None]:
+    """A catalog as a fresh process has it (no module registered: an earlier test's in-process
+    ``--policies`` run leaves its module there, e.g. test_cli's examples/headroom.py, whose
+    HeadroomThrottle then resolved where this file expects it unknown), restored afterwards."""
     saved = list(catalog._registered)
+    catalog._registered.clear()
     catalog._cache = None
     yield
     catalog._registered[:] = saved
