@@ -53,7 +53,12 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9
     """Fraction of each GPU's HBM the engine may use for weights and KV cache (vLLM's name)."""
     max_num_seqs: int = 256
-    """Most sequences decoded together (vLLM's ``max_num_seqs``)."""
+    """Most sequences decoded together (vLLM's ``max_num_seqs``). vLLM's own default is 256 on
+    most GPUs but 1,024 on GPUs of 70 GiB or more other than the A100 (H100, H200:
+    ``engine/arg_utils.py`` 1605-1623 at vllm 0.11.0, 3010-3042 at 0.34.0); RL frameworks usually
+    set it. It binds only where more than 256 sequences could be resident: a closed loop at 1,024
+    concurrent, Qwen2.5-7B (a small KV per token), gained 12-14% tokens/s at 1,024; Qwen3-8B, KV
+    bound near 180 resident, nothing (``docs/compute.md``, "Where the engine departs from vLLM")."""
     max_model_len: int | None = None
     """Longest sequence (prompt + response) served; default the model's context."""
     kv_policy: str = "preempt"
@@ -69,9 +74,17 @@ class EngineConfig:
     """Samples of one prompt group on one replica share their prompt's KV (vLLM's automatic prefix
     caching, SGLang's RadixAttention): a sample whose group's prompt is resident there prefills
     only its own tokens, and the prompt's KV counts once per (replica, group) while a member holds
-    it (``docs/compute.md``, "Shared prompt prefix"). Off: every sample prefills and holds its own."""
+    it (``docs/compute.md``, "Shared prompt prefix"). Off: every sample prefills and holds its own.
+    Off by default although vLLM V1 turns prefix caching on by default: what it saves depends on
+    the routing of a group's samples and on the prompt's share of the context, so a design says
+    it (with 2,048-token prompts x 16 samples it took 8-15% off a step, ``docs/compute.md``)."""
     watermark: float = 0.01
-    """Share of the KV budget kept free when admitting under ``preempt`` (vLLM's watermark)."""
+    """Share of the KV budget kept free when admitting under ``preempt``: vLLM V0's block-manager
+    watermark (0.01). vLLM V1 keeps none (0.11.0 admits on free blocks alone,
+    ``v1/core/kv_cache_manager.py`` 271; 0.34.0 has a setting defaulting to 0.0); at 0 the
+    ``docs/compute.md`` Qwen3-8B step ran 4.8% longer with 5.5x the preemptions, since admission
+    then fills the cache to the last block (``docs/compute.md``, "Where the engine departs from
+    vLLM")."""
     iteration_overhead_s: float = DEFAULT_ITERATION_OVERHEAD_S
     """Fixed seconds per decode or prefill iteration (scheduler, sampling, launches)."""
     allreduce_latency_s: float = 8e-6
