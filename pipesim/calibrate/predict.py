@@ -11,17 +11,22 @@ back. Before, every value was one normal with ``sd = (below + above) / 3.92``: a
 0.2586, 95% [0.1537, 0.8153] (symmetric about its reciprocal, not about itself), drew 26.8% of its
 draws below 0.1537 and 6% at the 0.001 floor (a trainer 250 times slower), and a 4:4 prediction
 read 620 to 32,037 samples/h. An end that is open (``inf``: an efficiency whose reciprocal's
-interval reaches 0) counts as the other end's distance. Each draw is cut to the value's valid range
-(:func:`pipesim.plan.runspec_calibration.value_range`, inside an open bound: a drift above -1, a
-median above 0), and each run has its own seed (``run.seed + 1 + i``), so the spread holds both the
-calibration's uncertainty and the run's own randomness. The interval of a metric is the 2.5th and
-97.5th percentiles of the draws. Values are drawn independently: the fit's correlations (the
-efficiency's with the fixed costs, for one) are not kept, which widens the trainer's interval
-somewhat. Except where they are one value: the constants of a profile scaled as a whole
-(:mod:`pipesim.calibrate.scale`, their ``method`` says so) share one normal draw, so a draw makes
-the whole trainer slower or faster, as the one fitted scale does (a fixed cost and an efficiency's
-reciprocal both grow with it); drawn apart, five constants of one scale would average out and
-narrow the interval.
+interval reaches 0) counts as the other end's distance. A value with no interval, or outside its
+interval (a what-if, ``--set calibration.values.KEY``), is held at itself, not drawn
+(:func:`held_values`; the ranges' head counts what was drawn and :func:`conditional_on` names the
+rest): the interval measured the fitted value, and nothing measured says how far another one may
+move. Before, a value above its interval drew every draw below it (``step_s`` 30 with [2.944,
+3.044]: a throughput of 5,203 printed with the range [5,277, 7,876]). Each draw is cut to the
+value's valid range (:func:`pipesim.plan.runspec_calibration.value_range`, inside an open bound: a
+drift above -1, a median above 0), and each run has its own seed (``run.seed + 1 + i``), so the
+spread holds both the calibration's uncertainty and the run's own randomness. The interval of a
+metric is the 2.5th and 97.5th percentiles of the draws. Values are drawn independently: the fit's
+correlations (the efficiency's with the fixed costs, for one) are not kept, which widens the
+trainer's interval somewhat. Except where they are one value: the constants of a profile scaled as
+a whole (:mod:`pipesim.calibrate.scale`, their ``method`` says so) share one normal draw, so a draw
+makes the whole trainer slower or faster, as the one fitted scale does (a fixed cost and an
+efficiency's reciprocal both grow with it); drawn apart, five constants of one scale would average
+out and narrow the interval.
 
 The ranges hold what the calibration measured, given the rest: a value the log did not identify
 is the spec's (its profile's constants for phases the log has no column for, the spec's sigma
@@ -53,7 +58,10 @@ __all__ = [
     "PredictInterrupted",
     "conditional_on",
     "draw_value",
+    "held_values",
+    "outside",
     "predict",
+    "ranges_head",
 ]
 
 MAX_DRAWS = 1000
@@ -83,12 +91,28 @@ _Z95 = 1.959963984540054
 """The standard normal's 97.5th percentile: an end's distance over it is that side's sd."""
 
 
+def outside(value: float, interval: Any) -> bool:
+    """Whether ``value`` lies outside ``interval`` (``[lo, hi]``; None holds nothing: False), a
+    what-if ``--set calibration.values.KEY`` put there: :func:`draw_value` holds it."""
+    if not interval:
+        return False
+    lo, hi = (float(x) for x in interval[:2])
+    return not lo <= float(value) <= hi
+
+
 def draw_value(key: str, value: float, interval: Any, z: float) -> float:
     """``key``'s draw at the standard normal ``z``: the two-piece normal whose 2.5th and 97.5th
     percentiles are ``interval``'s ends (on the reciprocal for :data:`RECIPROCAL`), cut to the
-    value's range (the module docstring). ``interval`` None: the value itself."""
+    value's range (the module docstring). ``interval`` None, or a value outside it (a what-if,
+    :func:`outside`): the value itself, held. Before, a value above its interval's upper end had a
+    negative upper side, so every draw fell below it (``step_s`` 30 with [2.944, 3.044] put none of
+    its draws above 30, and the range of a what-if's throughput left out its own value)."""
+    if outside(value, interval):
+        interval = None  # the fit measured another value: nothing says how far this one may move
     lo, hi = (float(x) for x in (interval or [value, value])[:2])
-    if key in RECIPROCAL and value > 0:
+    if not interval:
+        x = below = above = value  # held: the value itself (not 1 / (1 / value), a bit off it)
+    elif key in RECIPROCAL and value > 0:
         r = 1.0 / value
         r_lo = 0.0 if math.isinf(hi) else 1.0 / hi if hi > 0 else math.inf  # the ends swap
         r_hi = 1.0 / lo if lo > 0 else math.inf
@@ -157,6 +181,11 @@ def conditional_on(rs: RunSpec) -> list[str]:
             "these ranges hold given the spec's own values for what the log did not identify (not "
             f"drawn): {', '.join(kept)}"
         )
+    if held := held_values(rs):
+        lines.append(
+            "these calibrated values are held, not drawn: "
+            + "; ".join(f"{k} = {values[k]:g} ({why})" for k, why in held.items())
+        )
     if not any(k in values and methods.get(k) != SCALE_METHOD for k in _TRAINER[:2]):
         what = (
             "scaled as a whole to the logged step less gen"
@@ -169,6 +198,48 @@ def conditional_on(rs: RunSpec) -> list[str]:
             "these ranges can miss by more than their width (docs/calibrate.md)"
         )
     return lines
+
+
+def held_values(rs: RunSpec) -> dict[str, str]:
+    """The ``[calibration.values]`` that ``--intervals`` holds at their value, each with why: no
+    interval in ``[calibration.intervals]``, or a value outside its interval (a what-if,
+    :func:`draw_value`). Every other value is drawn."""
+    cal = rs.data.get("calibration") if isinstance(rs, RunSpec) else None
+    values = cal.get("values") if isinstance(cal, dict) else None
+    if not isinstance(cal, dict) or not isinstance(values, dict):
+        return {}
+    got = cal.get("intervals")
+    intervals: dict[str, Any] = got if isinstance(got, dict) else {}
+    out = {}
+    for k, v in values.items():
+        iv = intervals.get(k)
+        if not iv:
+            out[k] = "no interval"
+        elif outside(v, iv):
+            out[k] = f"outside its interval [{float(iv[0]):g}, {float(iv[1]):g}]: a what-if"
+    return out
+
+
+def ranges_head(rs: RunSpec, n: int) -> str:
+    """The line above ``--intervals``' ranges: what the ``n`` runs drew (:func:`held_values`).
+    Before, a spec whose values had no interval was said to draw them, and its range was the
+    runs' seed-to-seed spread alone."""
+    cal = rs.data.get("calibration") if isinstance(rs, RunSpec) else None
+    got = cal.get("values") if isinstance(cal, dict) else None
+    values: dict[str, Any] = got if isinstance(got, dict) else {}
+    held = held_values(rs)
+    drawn = [k for k in values if k not in held]
+    if not drawn:
+        return (
+            f"95% range over {n} runs at other seeds, no calibrated value drawn (none has an interval "
+            "it lies in: notes below): the runs' own seed-to-seed spread"
+        )
+    if not held:
+        return f"95% range over {n} runs with the calibrated values drawn from their intervals"
+    return (
+        f"95% range over {n} runs with {len(drawn)} of the {len(values)} calibrated values drawn from "
+        f"their intervals ({', '.join(drawn)}; the rest held: notes below)"
+    )
 
 
 class PredictInterrupted(KeyboardInterrupt):

@@ -192,7 +192,7 @@ def _intervals(
     import numpy as np
     from tqdm import tqdm
 
-    from pipesim.calibrate.predict import PredictInterrupted, predict
+    from pipesim.calibrate.predict import PredictInterrupted, predict, ranges_head
     from pipesim.io.interrupts import interrupt_once
 
     with interrupt_once():
@@ -216,7 +216,7 @@ def _intervals(
             return None
         finally:
             bar.close()
-        head = f"95% range over {n} runs with the calibrated values drawn from their intervals"
+        head = ranges_head(rs, n)  # what was drawn: values without an interval, or outside it, are held
         _print_ranges(rs, got, n, head, out)
         return got
 

@@ -18,7 +18,8 @@ too), with ``kind = "compute"`` at the top and, in place of ``[space]`` and ``[s
   (``model.mfu``), ``step_overhead_s`` (the trainer's fixed seconds per step, no table key),
   ``iteration_overhead_s`` (the engine's per-iteration seconds, no table key),
   ``response_median_tokens`` and ``response_sigma`` (``workload.response``), ``sync_time_s``
-  (``run.sync_time_s``: the seconds of one weight sync), ``drift_per_version``
+  (``run.sync_time_s``, the seconds of one weight sync, at the logged design, and a factor on the
+  sync model's at another: :func:`~pipesim.plan.runspec_calibration.calibrated_sync`), ``drift_per_version``
   (``workload.drift_per_version``), and the framework profile's constants (:data:`PROFILE_KEYS`:
   ``fwd_bwd_efficiency``, ``fwd_efficiency``, ``micro_batch_s``, ``optimizer_step_s``, ``step_s``,
   ``sample_s``) in place of ``model.framework``'s (of the one-MFU ``ideal`` profile at ``model.mfu``
@@ -56,7 +57,14 @@ from pipesim.plan.build import check_run_pool, design_cluster, routing, scenario
 from pipesim.plan.checks import PlanError
 from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-exported
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
-from pipesim.plan.runspec_calibration import PROFILE_KEYS, calibrated, check_sets_not_calibrated
+from pipesim.plan.runspec_calibration import (
+    PROFILE_KEYS,
+    calibrated,
+    calibrated_sync,
+    check_sets_not_calibrated,
+    logged_design,
+    with_logged_design,
+)
 from pipesim.plan.runspec_checks import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported
 from pipesim.plan.runspec_checks import DESIGN_KEYS as DESIGN_KEYS  # re-exported
 from pipesim.plan.runspec_checks import ENGINE_KEYS as ENGINE_KEYS  # re-exported
@@ -188,8 +196,7 @@ def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(run_t, Mapping)
         else {}
     )
-    if "sync_time_s" in cal:
-        search["sync_time_s"] = cal["sync_time_s"]
+    # a calibrated sync_time_s is a factor on the model's sync (runspec_calibration.calibrated_sync)
     if search:
         out["search"] = search
     return out
@@ -215,7 +222,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         "sim_seed": seed,
     }
     try:
-        spec = plan_spec(tables, cal, base)
+        spec = plan_spec(tables, cal, base, logged_design(data))
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
     check_design(spec, design, engine=engine)  # first: a cluster too large names cluster.n_gpus
@@ -231,15 +238,22 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
     )
 
 
-def plan_spec(tables: Mapping[str, Any], cal: Mapping[str, float], base: Path | None = None) -> PlanSpec:
+def plan_spec(
+    tables: Mapping[str, Any],
+    cal: Mapping[str, float],
+    base: Path | None = None,
+    logged: Design | None = None,
+) -> PlanSpec:
     """The :class:`PlanSpec` of plan-spec ``tables`` (:func:`plan_tables`) with the calibrated
-    overheads ``cal`` applied (the ones no table key holds)."""
+    overheads ``cal`` applied (the ones no table key holds), and the calibrated sync as a factor on
+    the model's sync at the ``logged`` design (:func:`~pipesim.plan.runspec_calibration.calibrated_sync`)."""
     spec = specfile.from_dict(dict(tables), base)
-    return spec.with_(
+    spec = spec.with_(
         step_overhead_s=cal.get("step_overhead_s", 0.0),
         iteration_overhead_s=cal.get("iteration_overhead_s"),
         framework=_fitted_profile(spec, cal),
     )
+    return calibrated_sync(spec, cal, logged)
 
 
 def _fitted_profile(spec: PlanSpec, cal: Mapping[str, float]) -> Any:
@@ -285,7 +299,7 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
         )
     cal = calibrated(data)
     try:
-        spec = plan_spec(plan_tables(data), cal, base)
+        spec = plan_spec(plan_tables(data), cal, base, logged_design(data))
     except PlanError as e:  # the sync times are the run spec's [run] keys; the rest is the plan's
         raise as_run_key(e, cal, ("search.sync_time_s", "search.inflight_load_time_s")) from None
     return _with_own_design(spec.with_(episodes_per_replica=per), design)
@@ -323,7 +337,7 @@ def load(path: str | Path, sets: Sequence[str] = (), seed: int | None = None) ->
     data = read(path)
     try:
         check_sets_not_calibrated(data, sets)
-        data = apply_sets(data, sets)
+        data = apply_sets(with_logged_design(data, sets), sets)  # the sync was measured on the file's design
         if seed is not None:
             data.setdefault("run", {})
             if not isinstance(data["run"], dict):

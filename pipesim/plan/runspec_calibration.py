@@ -40,7 +40,10 @@ __all__ = [
     "MAX_STEP_TIME_S",
     "RANGES",
     "calibrated",
+    "calibrated_sync",
     "check_value",
+    "logged_design",
+    "with_logged_design",
     "value_range",
 ]
 
@@ -54,6 +57,7 @@ CALIBRATION_KEYS = (
     "steps",
     "not_identified",
     "seed",
+    "design",
 )
 PROFILE_KEYS = (
     "fwd_bwd_efficiency",
@@ -208,3 +212,65 @@ def check_sets_not_calibrated(data: Mapping[str, Any], sets: Sequence[str]) -> N
                 f"--set would change nothing; --set calibration.values.{ck}=... changes the run",
                 key,
             )
+
+
+def logged_design(data: Mapping[str, Any]) -> Any:
+    """The design the calibration's log was measured on (a :class:`~pipesim.plan.space.Design`):
+    ``calibration.design`` where the table names one (:func:`with_logged_design` writes it before
+    a ``--set design.KEY`` moves the spec's own), else the spec's ``[design]``, which ``pipesim
+    calibrate`` writes as it fitted; None without either. PlanError naming
+    ``calibration.design.KEY`` for a bad one."""
+    from pipesim.plan.runspec_checks import read_design
+
+    cal = data.get("calibration")
+    if isinstance(cal, Mapping) and "design" in cal:
+        try:
+            return read_design(cal["design"])
+        except PlanError as e:
+            where = f"calibration.{e.field}" if e.field else "calibration.design"
+            raise PlanError(str(e).replace("design", "calibration.design", 1), where) from None
+    return None if data.get("design") is None else read_design(data["design"])
+
+
+def with_logged_design(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """``data`` with its ``[design]`` kept as ``calibration.design`` where a calibrated weight sync
+    is there to scale and a ``--set`` pair is about to change the design (``design.KEY=...``): the
+    sync was measured on the file's design, not on the one set (:func:`calibrated_sync`)."""
+    out = dict(data)
+    cal = out.get("calibration")
+    if not isinstance(cal, Mapping) or "design" in cal or not isinstance(out.get("design"), Mapping):
+        return out
+    values = cal.get("values")
+    moves = any(p.partition("=")[0].strip().split(".")[0] == "design" for p in sets)
+    if moves and isinstance(values, Mapping) and "sync_time_s" in values:
+        out["calibration"] = {**cal, "design": dict(out["design"])}
+    return out
+
+
+def calibrated_sync(spec: Any, cal: Mapping[str, float], logged: Any) -> Any:
+    """``spec`` (a :class:`~pipesim.plan.space.PlanSpec`) with the calibrated ``sync_time_s``
+    applied as a factor on the weight-sync model: ``sync_scale`` times ``measured / modelled``, the
+    modelled sync (:func:`pipesim.plan.build.sync_seconds`: ``run.sync_time_s`` where given, else
+    the cluster's :class:`~pipesim.compute.sync.SyncModel`) of the ``logged`` design. The logged
+    design then syncs in the measured seconds, and every other design in its modelled seconds
+    times the same factor: the sync model's gather, transfer and load move with the trainer's GPU
+    count, the placement and the engine's tp, which the one measurement does not see. Before, the
+    measured seconds replaced every design's sync: a 12:4 split of a log measured colocated
+    (1.02 s) ran its 1.98 s sync at 0.97 s. Where there is no model to scale (no logged design,
+    one that does not fit the cluster, a modelled or measured 0 s), the measured seconds are every
+    design's, as before."""
+    measured = cal.get("sync_time_s")
+    if measured is None:
+        return spec
+    modelled = 0.0
+    if logged is not None:
+        from pipesim.plan.build import design_cluster, sync_seconds
+
+        try:
+            _, cluster = design_cluster(spec, logged)
+            modelled = float(sync_seconds(spec, logged, cluster))
+        except (PlanError, ValueError):
+            modelled = 0.0
+    if not (measured > 0 and 0 < modelled < math.inf):
+        return spec.with_(sync_time_s=measured)
+    return spec.with_(sync_scale=spec.sync_scale * measured / modelled)
