@@ -27,7 +27,7 @@ AReaL                  AReaLThrottle                    AbortReprefill (interrup
 slime, drain           BatchThrottle, eta=1             BatchDrain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
                                                         after the next batch (AfterNextBatch)
-OpenRLHF async         OpenRLHFBatches                  BatchDrain / PartialRollout
+OpenRLHF async         OpenRLHFBatches                  BatchDrain / AbortReprefill
 ROLL                   RollGroupAdmission               PartialRollout; RollGroupQueue
 ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
 PipelineRL             PipelineRLLag                    PartialRollout / InFlightUpdate
@@ -270,11 +270,25 @@ def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **p
     returns the token as it takes the batch (227-232): :class:`~pipesim.policies.systems.OpenRLHFBatches`.
     The generator holds ``VLLMLock`` (19-34) for the whole batch (128-140) and ``broadcast_to_vllm``
     takes it too (255-265): a broadcast asked for mid-batch waits, so each batch runs under one
-    version (:class:`~pipesim.policies.updates.BatchDrain`). ``partial_rollout``
-    (``--train.partial_rollout_enable``): no lock; the broadcast pauses the engines, KV kept
-    (``pause_generation``, vLLM ``mode="keep"``), and samples in flight continue
-    (:class:`~pipesim.policies.base.PartialRollout`). Commit 67302219's names (``--async_train``,
-    ``OPENRLHF_ASYNC_QUEUE_SIZE``, ``_broadcast_to_vllm``) were superseded by these.
+    version (:class:`~pipesim.policies.updates.BatchDrain`). Commit 67302219's names
+    (``--async_train``, ``OPENRLHF_ASYNC_QUEUE_SIZE``, ``_broadcast_to_vllm``) were superseded by
+    these.
+
+    ``partial_rollout`` (``--train.partial_rollout_enable``): no lock; the broadcast pauses the
+    engines (255-265), and the samples in flight **lose their KV and re-prefill** on resume
+    (:class:`~pipesim.policies.updates.AbortReprefill`), not pause and continue.
+    ``ray/vllm_engine.py`` line 133 calls ``self.llm.pause_generation(mode="keep")`` (an
+    ``AsyncLLM``, line 64), leaving ``clear_cache`` at its default ``True``, under the vLLM that
+    ``setup.py`` pins (line 77, ``vllm==0.27.1``). In vLLM 0.27.1 ``AsyncLLM.pause_generation``
+    (``v1/engine/async_llm.py`` 770-813, ``clear_cache: bool = True`` at 775) sends it to
+    ``EngineCoreProc.pause_scheduler`` (``v1/engine/core.py`` 1838-1878): ``keep`` freezes the
+    scheduler (``PAUSED_ALL``: ``scheduler.py`` 460-462 schedules nothing, 2382-2384 counts no
+    work, so the engine idles after the step in flight) and the idle callback runs
+    ``_reset_caches`` (814-827), ``reset_prefix_cache(reset_running_requests=True)``: every
+    running request is preempted (``scheduler.py`` 2441-2443), its blocks freed and
+    ``num_computed_tokens = 0`` (1290-1294), back to the waiting queue. After the load each
+    recomputes its prompt and the tokens it generated under the new weights. (PipelineRL passes
+    ``clear_cache=False`` and keeps the KV: :func:`~scenarios.systems_pipelinerl.pipelinerl`.)
 
     Refused, naming the field (:func:`~pipesim.policies.systems.openrlhf_refusal`): ``colocated``
     (async mode never shares the training GPUs with vLLM: ``train_ppo_ray.py`` 56, 75), here and
@@ -286,7 +300,7 @@ def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **p
     _bool("partial_rollout", partial_rollout)
     with renamed({"queue_size": "async_queue_size"}):
         adm = OpenRLHFBatches(async_queue_size)
-    wu: WeightUpdate = PartialRollout() if partial_rollout else BatchDrain()
+    wu: WeightUpdate = AbortReprefill() if partial_rollout else BatchDrain()
     sc = _scenario("OpenRLHF async", pipeline, 0, admission=adm, weight_update=wu)
     if (err := openrlhf_refusal(sc)) is not None:
         raise err

@@ -29,9 +29,16 @@ def pipelinerl(
     (lines 509-562; :class:`~pipesim.policies.systems.PipelineRLLag`): groups are submitted while
     fewer than ``ceil(max_lag / attempts) + (v + 1) * groups_per_update``. ``max_lag`` counts
     samples. ``pipelinerl/vllm1.py``, ``receive_weight_update`` (lines 155-182) wraps the NCCL
-    receive and ``load_weights`` in ``pause_generation(mode="keep")``: generation stops for the
-    whole transfer, and sequences keep their KV and continue
-    (:class:`~pipesim.policies.base.PartialRollout`). The trainer's ZeRO-3 path, its default,
+    receive and ``load_weights`` in ``pause_generation(mode="keep", clear_cache=False)`` (line
+    160): generation stops for the whole transfer, and sequences keep their KV and continue
+    (:class:`~pipesim.policies.base.PartialRollout`). Under the vLLM ``pyproject.toml`` pins (line
+    23, ``vllm==0.18.1``), ``keep`` freezes the scheduler (``PAUSED_ALL``: its
+    ``scheduler.py`` 358-360 schedules no token) with the requests left running, blocks held, and
+    ``EngineCoreProc.pause_scheduler`` (``v1/engine/core.py`` 1499-1538) resets the caches only
+    ``if clear_cache`` (1519, 1532), whose default ``True`` (``v1/engine/async_llm.py`` 731)
+    would preempt every running request (``reset_running_requests=True``, 599-600) and make it
+    recompute its context on resume, as OpenRLHF's call does
+    (:func:`~scenarios.systems.openrlhf_async`). The trainer's ZeRO-3 path, its default,
     gathers each parameter while the engines wait (``finetune_loop.py`` 205-243).
 
     ``attempts`` (PipelineRL's ``attempts``, samples per problem): a pipesim episode is one rollout.

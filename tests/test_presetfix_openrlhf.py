@@ -1,5 +1,6 @@
 """OpenRLHF async: every batch is generated under one version (``VLLMLock``), also with fewer
-slots than the batch; ``partial_rollout`` pauses instead; ``BatchDrain`` under every family.
+slots than the batch; ``partial_rollout`` re-prefills the samples in flight instead; ``BatchDrain``
+under every family.
 
 OpenRLHF ``ppo_trainer_async.py`` (HEAD 3c3be62): the generator holds ``VLLMLock`` for a whole
 ``generate_samples`` batch and ``broadcast_to_vllm`` waits on it. The preset's ``Drain`` blocked
@@ -21,8 +22,7 @@ import pipesim
 from pipesim import TraceDurations
 from pipesim.core.errors import PipelineError
 from pipesim.core.validate import FieldError
-from pipesim.policies.base import PartialRollout
-from pipesim.policies.updates import BatchDrain, SyncEveryK
+from pipesim.policies.updates import AbortReprefill, BatchDrain, SyncEveryK
 from pipesim.results.run import RunResult
 from pipesim.testing import check_invariants, check_promises, policy_scenarios
 from pipesim.workload.durations import LogNormalDurations
@@ -88,11 +88,12 @@ def test_every_trained_batch_has_one_version(
     assert all(set(tr.loc[tr["step"] == s, "episode_id"] // batch) == {s} for s in range(5))
 
 
-def test_partial_rollout_pauses_and_keeps_the_batches() -> None:
+def test_partial_rollout_reprefills_and_keeps_the_batches() -> None:
     """``--train.partial_rollout_enable``: no lock; the broadcast pauses generation for the sync
-    and in-flight samples continue under the new weights. Admission is unchanged."""
+    and in-flight samples re-prefill under the new weights (vLLM's ``pause_generation`` with its
+    default ``clear_cache=True``: tests/test_pause_kv.py). Admission is unchanged."""
     sc = systems.openrlhf_async(partial_rollout=True, n_slots=32, batch_size=64, steps=6)
-    assert isinstance(sc.weight_update, PartialRollout)
+    assert isinstance(sc.weight_update, AbortReprefill)
     assert isinstance(systems.openrlhf_async().weight_update, BatchDrain)
     r = pipesim.run(sc)
     check_invariants(r, sc)

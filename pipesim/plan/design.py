@@ -12,7 +12,8 @@ Weight-update policies (``update``, :data:`UPDATES`):
 * ``partial`` -- :class:`pipesim.PartialRollout`: pause, sync, resume with the KV cache kept;
 * ``abort_reprefill`` -- :class:`pipesim.AbortReprefill`: partial rollout with the KV cache dropped
   (every sequence in flight re-prefills what it holds after the sync);
-* ``inflight`` -- :class:`pipesim.InFlightUpdate` (PipelineRL): weights stream while generating;
+* ``inflight`` -- :class:`pipesim.InFlightUpdate`: weights stream while generating, each replica
+  pausing only to load (a double-buffered transfer; PipelineRL's code pauses for the whole receive);
 * ``abort`` -- :class:`pipesim.AbortRestart` ``(restart=False)``: in-flight episodes are dropped at
   the sync (with over-sampling: APRIL); their tokens count as discarded.
 
