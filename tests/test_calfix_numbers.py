@@ -229,3 +229,24 @@ def test_a_calibrated_sync_with_no_model_to_scale_is_every_designs() -> None:
     with pytest.raises(PlanError) as e:
         from_dict(bad)
     assert e.value.field == "calibration.design.placement"
+
+
+def test_an_exported_design_keeps_the_logged_design_its_sync_was_measured_on() -> None:
+    """``pipesim plan --export-best`` of a calibrated run spec: the exported best design is not the
+    logged one, so the export names the logged design (``calibration.design``) and its run syncs
+    as the plan ran it, the factor times its own modelled sync. Before, the export dropped it and
+    the best design ran the logged design's measured seconds."""
+    from pipesim.plan.runspec import load_plan_spec
+    from pipesim.plan.runspec_export import design_to_runspec
+
+    data = _data(3, 0)
+    truth = from_dict(data)
+    coloc_s = _sync_s(truth.plan, truth.design)
+    data["calibration"] = {"values": {**TRUE, "sync_time_s": 2.5 * coloc_s}}
+    split = from_dict({**_data(3, 0), "design": {**_data(3, 0)["design"], "placement": 4}}).design
+    planned = load_plan_spec(data)
+    out = design_to_runspec(data, split)
+    assert out["calibration"]["design"] == data["design"]
+    exported = from_dict(out)
+    assert exported.design == split
+    assert _sync_s(exported.plan, exported.design) == pytest.approx(_sync_s(planned, split), rel=1e-9)

@@ -228,7 +228,12 @@ def design_to_runspec(
             run_t[k] = source_run[k]
     out["run"] = run_t
     if data.get("kind") == KIND and isinstance(data.get("calibration"), Mapping):
-        out["calibration"] = copy.deepcopy(dict(data["calibration"]))
+        cal = copy.deepcopy(dict(data["calibration"]))
+        values, logged = cal.get("values"), data.get("design")
+        measured = isinstance(values, Mapping) and "sync_time_s" in values
+        if measured and "design" not in cal and isinstance(logged, Mapping):
+            cal["design"] = copy.deepcopy(dict(logged))  # the sync was measured there, not on this one
+        out["calibration"] = cal
     return out
 
 
