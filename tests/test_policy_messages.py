@@ -263,3 +263,23 @@ def test_the_note_skips_a_promise_that_raises() -> None:
     result = pipesim.run(LYING.with_(admission=Raises(1)))
     assert staleness_note(result) is None
     assert staleness_note(pipesim.run(LYING)) is not None
+
+
+def test_a_compute_run_spec_prints_the_staleness_note_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pipesim run SPEC.toml`` (the compute engine) asks the same note of its result as a slot
+    run does, and prints it on standard error below the table."""
+    from pipesim.io import cli_run
+    from pipesim.io.cli import main
+
+    asked: list[object] = []
+
+    def note(result: object) -> str:
+        asked.append(result)
+        return "note: the promise was broken"
+
+    monkeypatch.setattr(cli_run, "staleness_note", note)
+    spec = Path(__file__).resolve().parents[1] / "examples" / "run_qwen3_8b.toml"
+    assert main(["run", str(spec), "--set", "run.steps=2"]) == 0
+    assert len(asked) == 1 and "note: the promise was broken" in capsys.readouterr().err

@@ -128,7 +128,9 @@ def run_spec(args: argparse.Namespace) -> int:
     )
     print(summary_table(summary), file=out)
     out.flush()  # the notes below the table, where standard error shares its pipe
-    for note in (slot_share_note(summary), verl_step_note(rs, summary)):
+    from pipesim.io.cli_run import staleness_note  # (cli_run imports this module when called)
+
+    for note in (slot_share_note(summary), verl_step_note(rs, summary), staleness_note(crun.result)):
         if note is not None:
             print(note, file=sys.stderr)  # stdout stays the table: key and value per line
     intervals = None
