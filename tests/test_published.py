@@ -206,7 +206,7 @@ def test_trend_claim_checks_every_eta(recorded, monkeypatch):
 def _dummy(step_s: float) -> published.Measured:
     return published.Measured(
         steps=3, warmup=1, ends=(step_s, 2 * step_s, 3 * step_s), train_s=(1.0,) * 3, sync_s=0.0,
-        syncs=0, tokens_trained=0.0, wall_s=0.0,
+        syncs=0, tokens_trained=3e6, wall_s=0.0, train_tokens=(1e6,) * 3,
     )  # fmt: skip
 
 
@@ -410,7 +410,7 @@ def test_full_table(tmp_path: Path, fresh_runs):
     trend = next(r for r in data if r["unit"].startswith("trend"))
     steps = published.areal_trend()
     assert len(steps) == len(published.AREAL_TREND_ETAS) - 1
-    assert trend["predicted"] == (1.0 if all(r.verdict == "rises" for r in steps) else 0.0)
+    assert trend["predicted"] == (1.0 if published.areal.areal_trend_verdict().holds else 0.0)
     assert all(math.isfinite(r["predicted"]) for r in data)
     assert all(r["predicted"] > 0 for r in data if r is not trend)
     assert all(set(r) == KEYS and r["low"] <= r["predicted"] <= r["high"] for r in data)

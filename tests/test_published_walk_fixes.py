@@ -32,12 +32,13 @@ def fresh_runs():
 def _steady(step_s: float) -> published.Measured:
     return published.Measured(
         steps=3, warmup=1, ends=(step_s, 2 * step_s, 3 * step_s), train_s=(1.0,) * 3, sync_s=0.0,
-        syncs=0, tokens_trained=0.0, wall_s=0.0,
+        syncs=0, tokens_trained=3e6, wall_s=0.0, train_tokens=(1e6,) * 3,
     )  # fmt: skip
 
 
 def _fake_runs(monkeypatch, steps_per_hour: dict[tuple[int, int], float]) -> None:
-    """``areal.areal_run`` replaced: (eta, seed) -> steps per hour."""
+    """``areal.areal_run`` replaced: (eta, seed) -> steps per hour, each step 1e6 tokens (the
+    trend reads tokens per second: here steps per hour x 1e6 / 3600)."""
 
     def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False):
         return _steady(3600.0 / steps_per_hour[(eta, v.seed)])
@@ -50,29 +51,41 @@ def test_rise_verdict_is_the_paired_interval():
     assert published.Rise(0, 1, up, 10.0).verdict == "rises"
     down = paired([9.0, 9.5, 8.0, 9.2], [10.0, 10.0, 10.0, 10.0])
     assert published.Rise(0, 1, down, 10.0).verdict == "falls"
-    # the model's eta 2 -> 4 on seeds 0-3: -0.3%, +2.1%, -0.6%, -1.0%
-    mixed = paired([66.38, 66.13, 66.42, 65.56], [66.57, 64.77, 66.81, 66.25])
-    r = published.Rise(2, 4, mixed, 66.1)
+    # the model's eta 2 -> 4 on seeds 0-3 (steps per hour before the trend read tokens per second:
+    # -0.3%, +2.1%, -0.6%, -1.0%), here as tokens per second
+    k = 1e6 / 3600
+    mixed = paired(
+        [k * x for x in (66.38, 66.13, 66.42, 65.56)], [k * x for x in (66.57, 64.77, 66.81, 66.25)]
+    )
+    r = published.Rise(2, 4, mixed, k * 66.1)
     assert r.verdict == "flat within noise"
     assert re.search(
-        r"eta 2->4 [+-]\d+\.\d steps/h \([+-]\d+\.\d%\) \[-\d.*, \+\d.*\] flat within noise", str(r)
+        r"eta 2->4 [+-]\d+\.\dk tokens/s \([+-]\d+\.\d%\) \[-\d.*k, \+\d.*k\] flat within noise", str(r)
     )
     # one seed gives no interval: never a rise, however large
     assert published.Rise(0, 1, paired([20.0], [10.0]), 10.0).verdict == "flat within noise"
 
 
-def test_trend_needs_every_step_to_rise_on_the_seeds_not_on_seed_0(monkeypatch, fresh_runs):
-    """Seed 0 rises at every eta, seeds 1-3 fall at 2 -> 4: the seed-0 rule passed it, the paired
-    rule does not; rising on every seed passes."""
+def test_trend_pairs_the_seeds_a_flat_step_holds_a_falling_one_fails(monkeypatch, fresh_runs):
+    """Seed 0 rises at every eta, seeds 1-3 fall at 2 -> 4: the seed-0 rule passed it; paired over
+    the seeds the step is flat within noise, which the rule allows (Fig. 7 is flat from 2 to 4)
+    and the rule before (every step rises) did not. Every seed falling at 2 -> 4 fails the row;
+    rising on every seed passes it."""
     base = {0: 20.0, 1: 40.0, 2: 60.0, 4: 61.0, 8: 70.0}
     seeds = published.AREAL_TREND_SEEDS
     mixed = {(e, s): base[e] - (2.0 if (e == 4 and s != 0) else 0.0) + 0.1 * s for e in base for s in seeds}
     _fake_runs(monkeypatch, mixed)
-    assert published._areal_trend() == 0.0
     steps = published.areal_trend()
     assert [(r.lo, r.hi) for r in steps] == list(zip(base, list(base)[1:], strict=False))
+    assert {(r.lo, r.hi): r.verdict for r in steps}[(2, 4)] == "flat within noise"
     assert {r.verdict for r in steps if (r.lo, r.hi) != (2, 4)} == {"rises"}
-    assert "eta 2->4" in published.claims._areal_trend_diag()
+    assert published._areal_trend() == 1.0
+    diag = published.claims._areal_trend_diag()
+    assert "eta 2->4" in diag and "every step rises (the rule before): fails" in diag
+    falling = {(e, s): base[e] - (2.0 if e == 4 else 0.0) + 0.1 * s for e in base for s in seeds}
+    _fake_runs(monkeypatch, falling)
+    assert {(r.lo, r.hi): r.verdict for r in published.areal_trend()}[(2, 4)] == "falls"
+    assert published._areal_trend() == 0.0
     rising = {(e, s): base[e] + 0.1 * s * (1 + e) for e in base for s in seeds}
     _fake_runs(monkeypatch, rising)
     assert published._areal_trend() == 1.0

@@ -27,8 +27,8 @@ published value, the predicted point and range and their ratio; every verl step 
 "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high",
 "calibration"}`` (``calibration``: shown, not scored). A row is within 25% when
 ``abs(predicted / published - 1) <= 0.25``. AReaL's "throughput grows with eta" is a trend row:
-``predicted`` is 1.0 when every eta step's paired 95% interval over seeds lies above 0
-(:func:`~scenarios.published.areal.areal_trend`), else 0.0.
+``predicted`` is 1.0 when, in trained tokens per second paired over seeds (95% t intervals), no
+eta step falls and the whole range rises (:class:`~scenarios.published.areal.Trend`), else 0.0.
 
 The package, by module: :mod:`~scenarios.published.common` (the choices made once, measuring a
 run, the memoised runs), :mod:`~scenarios.published.fit` (the trainer's constants), one module

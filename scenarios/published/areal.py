@@ -8,6 +8,7 @@ AReaL's README and its nightly runner (named beside each value). The preset is
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pipesim.compute import GPUS, MODELS, EngineConfig, TokenWorkload, TrainerConfig
@@ -82,6 +83,15 @@ AREAL_MAX_TOKENS_PER_MB = 30720
 """``actor_train.mb_spec.max_tokens_per_mb=30720`` (the runner and ``async-ppo.yaml``): the
 training micro-batch's token budget per GPU; ``async-ppo.yaml`` sets ``actor_inf`` (the proximal
 log-probs' recompute) to the same."""
+AREAL_MAX_CONCURRENT_ROLLOUTS = AREAL_PROMPTS * 16
+"""AReaL's default cap on rollouts in flight: one training batch. At v0.3.0 (the blog's code)
+``realhf/experiments/async_exp/async_rl_exp.py`` lines 307-309 set ``max_concurrent_rollouts``,
+when None, to ``train_rpcs[0].n_seqs`` (512 prompts, each rolled out as its 16 samples: 8,192
+sequences), and ``training/configs/async-ppo.yaml`` lines 40-42 leave it null; at HEAD 4aef98d8
+``areal/infra/workflow_executor.py`` lines 760-761 keep it (``max_concurrent_rollouts or
+consumer_batch_size``). :func:`scenarios.systems.areal`'s own None is the slot count instead, so
+every run here passes this (the synchronous run too: the same code's default, and at eta 0 the
+staleness bound admits at most one batch anyway)."""
 AREAL_SYNC_LOG_PROB_TOKENS = 10**12
 """The nightly runner leaves ``actor_inf.mb_spec`` at realhf's default ``MicroBatchSpec``
 (``n_mbs=1``, ``max_tokens_per_mb=int(1e12)``): one forward micro-batch per rank in the sync run."""
@@ -118,12 +128,20 @@ def areal_run(
     """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
     ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
     eta = 0 runs one phase at a time (AReaL's docs: ``max_head_offpolicyness=0`` "will essentially
-    replicate the behavior of synchronous PPO"). Decoupled PPO recomputes the proximal log-probs.
+    replicate the behavior of synchronous PPO"). At most one training batch of rollouts is in flight
+    (:data:`AREAL_MAX_CONCURRENT_ROLLOUTS`, AReaL's default). Decoupled PPO recomputes the proximal
+    log-probs.
     ``sync_runner``: the synchronous nightly runner's trainer (:func:`areal_trainer`)."""
     eng = areal_engine()
     batch = AREAL_PROMPTS * 16
     # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
-    sc = systems.areal(max_head_offpolicyness=eta, samples_per_prompt=16, batch_size=batch, steps=steps)
+    sc = systems.areal(
+        max_head_offpolicyness=eta,
+        max_concurrent_rollouts=AREAL_MAX_CONCURRENT_ROLLOUTS,
+        samples_per_prompt=16,
+        batch_size=batch,
+        steps=steps,
+    )
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
     tr = areal_trainer(train_gpus, sync_runner, v)
     return common.measure(sc, cl, areal_workload(v), tr, warmup=min(2, steps - 1), seed=v.seed)
@@ -135,8 +153,17 @@ def areal_sync(v: Variant = POINT) -> Measured:
 
 
 def areal_throughput(m: Measured) -> float:
-    """Trained samples per hour at steady state (one step is 512 x 16 samples)."""
+    """Steps per hour at steady state (one step is 512 x 16 samples)."""
     return 3600.0 / m.steady_step_s
+
+
+def areal_tokens_per_s(m: Measured) -> float:
+    """Trained tokens per second at steady state (prompt and response tokens of the samples
+    trained, over the steady window): Fig. 7's "Effective Training Throughput (k tokens/s)".
+    Steps per hour tracks it only while the trained samples are as long as the generated ones;
+    a window that trains the short samples of a long run-ahead first shows more steps, not more
+    tokens."""
+    return m.steady_tokens / m.steady_step_s
 
 
 AREAL_TREND_ETAS = (0, 1, 2, 4, 8)
@@ -147,14 +174,15 @@ AREAL_TREND_SEEDS = (0, 1, 2, 3)
 
 @dataclass(frozen=True)
 class Rise:
-    """One step of the trend, eta ``lo`` to ``hi``: the paired difference of steps per hour over
-    :data:`AREAL_TREND_SEEDS` (``hi`` minus ``lo``, seed by seed) and its 95% t interval."""
+    """One step of the trend, eta ``lo`` to ``hi``: the paired difference of trained tokens per
+    second (:func:`areal_tokens_per_s`) over :data:`AREAL_TREND_SEEDS` (``hi`` minus ``lo``, seed
+    by seed) and its 95% t interval."""
 
     lo: int
     hi: int
     diff: Paired
     base: float
-    """Mean steps per hour at ``lo`` (to show the difference as a share)."""
+    """Mean tokens per second at ``lo`` (to show the difference as a share)."""
 
     @property
     def verdict(self) -> str:
@@ -166,24 +194,85 @@ class Rise:
         return "rises" if d - h > 0 else "falls" if d + h < 0 else "flat within noise"
 
     def __str__(self) -> str:
-        d, h = self.diff.mean_diff, self.diff.half_width
+        d, h = self.diff.mean_diff / 1e3, self.diff.half_width / 1e3
         return (
-            f"eta {self.lo}->{self.hi} {d:+.1f} steps/h ({100 * d / self.base:+.1f}%) "
-            f"[{d - h:+.1f}, {d + h:+.1f}] {self.verdict}"
+            f"eta {self.lo}->{self.hi} {d:+.1f}k tokens/s ({100 * d * 1e3 / self.base:+.1f}%) "
+            f"[{d - h:+.1f}k, {d + h:+.1f}k] {self.verdict}"
         )
 
 
-def areal_trend(v: Variant = POINT) -> tuple[Rise, ...]:
-    """The trend's steps: :func:`areal_run` at each eta of :data:`AREAL_TREND_ETAS` on each seed
-    of :data:`AREAL_TREND_SEEDS` (``v``'s lengths and trainer; its seed is replaced)."""
-    tp = {
-        eta: [
-            areal_throughput(areal_run(eta, 8, AREAL_TRAIN_GPUS, dataclasses.replace(v, seed=s)))
-            for s in AREAL_TREND_SEEDS
-        ]
-        for eta in AREAL_TREND_ETAS
-    }
-    return tuple(
-        Rise(lo, hi, paired(tp[hi], tp[lo]), sum(tp[lo]) / len(tp[lo]))
-        for lo, hi in zip(AREAL_TREND_ETAS, AREAL_TREND_ETAS[1:], strict=False)
+@dataclass(frozen=True)
+class Trend:
+    """The trend row's verdict: each step between neighbouring etas and the whole range (the
+    smallest eta to the largest), each a :class:`Rise`.
+
+    The claim, "throughput grows with eta", is read as Fig. 7 shows it: its bars never fall and
+    rise overall, with a flat step (eta 2 and 4 both 356.6k tokens/s). :attr:`holds` is that
+    rule: no step falls and the whole range rises. The rule before it, every step rises
+    (:attr:`every_step_rises`), fails the figure itself; it is kept in the diagnosis beside the
+    row's rule (``docs/published.md``, "The trend", says when and why the rule changed)."""
+
+    steps: tuple[Rise, ...]
+    whole: Rise
+
+    @property
+    def holds(self) -> bool:
+        """No step falls, and the whole range rises."""
+        return self.whole.verdict == "rises" and all(r.verdict != "falls" for r in self.steps)
+
+    @property
+    def every_step_rises(self) -> bool:
+        """The rule before: every step rises (a flat step fails it)."""
+        return all(r.verdict == "rises" for r in self.steps)
+
+    def __str__(self) -> str:
+        def said(ok: bool) -> str:
+            return "holds" if ok else "fails"
+
+        return (
+            f"no step falls and the whole range rises: {said(self.holds)} ({self.whole}); "
+            f"every step rises (the rule before): {said(self.every_step_rises)}; "
+            + "; ".join(str(r) for r in self.steps)
+        )
+
+
+def trend_of(tokens_per_s: Mapping[int, Sequence[float]]) -> Trend:
+    """The :class:`Trend` of throughputs by eta (in ascending eta order, one value per shared
+    seed at each): each neighbouring step and the whole range, paired seed by seed."""
+    etas = list(tokens_per_s)
+    if len(etas) < 2 or etas != sorted(etas):
+        raise ValueError(f"tokens_per_s: need two or more etas in ascending order, got {etas}")
+
+    def rise(lo: int, hi: int) -> Rise:
+        base = tokens_per_s[lo]
+        return Rise(lo, hi, paired(tokens_per_s[hi], base), sum(base) / len(base))
+
+    steps = tuple(rise(lo, hi) for lo, hi in zip(etas, etas[1:], strict=False))
+    return Trend(steps, rise(etas[0], etas[-1]))
+
+
+def areal_trend_verdict(v: Variant = POINT) -> Trend:
+    """The trend: :func:`areal_run` at each eta of :data:`AREAL_TREND_ETAS` on each seed of
+    :data:`AREAL_TREND_SEEDS` (``v``'s lengths and trainer; its seed is replaced), its trained
+    tokens per second (:func:`areal_tokens_per_s`) under :func:`trend_of`.
+
+    The window is the table's 8 steps after 2. From eta 2 on the runs are trainer-bound and
+    tokens per second is flat to within 1%, so a step's sign there follows how far the window
+    is from steady state (trained samples shorter or longer than generated, ``length_bias``):
+    measured on seeds 0-3, 8 and 32 steps give eta 2 -> 4 and 4 -> 8 flat within noise, 16 steps
+    gives 4 -> 8 falling 0.6% (eta 4's ``length_bias`` 1.01-1.03, eta 8's 0.98-0.99). A window
+    of 16 or more would take the table past 3 minutes on 2 cores."""
+    return trend_of(
+        {
+            eta: [
+                areal_tokens_per_s(areal_run(eta, 8, AREAL_TRAIN_GPUS, dataclasses.replace(v, seed=s)))
+                for s in AREAL_TREND_SEEDS
+            ]
+            for eta in AREAL_TREND_ETAS
+        }
     )
+
+
+def areal_trend(v: Variant = POINT) -> tuple[Rise, ...]:
+    """The trend's steps between neighbouring etas (:func:`areal_trend_verdict`)."""
+    return areal_trend_verdict(v).steps

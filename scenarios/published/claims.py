@@ -75,15 +75,17 @@ VERL_PROFILE_ROW = "verl 64 GPUs colocate sync"
 
 
 def _areal_trend(v: Variant = POINT) -> float:
-    """1.0 when every eta step of :func:`~scenarios.published.areal.areal_trend` rises (its paired
-    95% interval above 0), else 0.0 (``areal.areal_run`` is looked up on its module, so a test can
-    replace it)."""
-    return 1.0 if all(r.verdict == "rises" for r in areal.areal_trend(v)) else 0.0
+    """1.0 when the trend holds (:attr:`~scenarios.published.areal.Trend.holds`: no eta step of
+    :func:`~scenarios.published.areal.areal_trend_verdict` falls, its paired 95% interval below 0,
+    and the whole range rises), else 0.0 (``areal.areal_run`` is looked up on its module, so a
+    test can replace it)."""
+    return 1.0 if areal.areal_trend_verdict(v).holds else 0.0
 
 
 def _areal_trend_diag(v: Variant = POINT) -> str:
+    """The rule's verdict and the rule before's (every step rises), then each step."""
     seeds = ",".join(str(s) for s in areal.AREAL_TREND_SEEDS)
-    return f"paired over seeds {seeds}, 95% t: " + "; ".join(str(r) for r in areal.areal_trend(v))
+    return f"trained tokens/s paired over seeds {seeds}, 95% t: {areal.areal_trend_verdict(v)}"
 
 
 def _areal_diag(m: Measured, eta: int) -> str:
