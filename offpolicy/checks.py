@@ -133,10 +133,12 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
     directory or one this user cannot write must fail before. ``os.access`` is not enough (root
     passes it on ``/proc``), so the check writes as the script will: it opens the file for
     appending (and removes it if it was not there), or, where ``replace`` (the results JSON, which
-    ``write_json`` replaces through a temporary file and a rename, making its directory first),
-    makes the directory and a temporary file in it, removed again. An empty path (``--json ''``,
-    an unset shell variable) is refused by name (:func:`refuse_empty_path`), never taken as "not
-    given" nor as the current directory."""
+    ``write_json`` replaces through a temporary file and a rename), makes a temporary file in its
+    directory, removed again. A missing directory is refused for every flag, as
+    ``scenarios.outputs.check_output`` refuses it: the results JSON's was made silently (a typo in
+    the directory wrote the study somewhere unexpected) while ``--html`` and ``--out`` refused
+    theirs. An empty path (``--json ''``, an unset shell variable) is refused by name
+    (:func:`refuse_empty_path`), never taken as "not given" nor as the current directory."""
     if path is None:
         return
     refuse_empty_path(parser, flag, path)
@@ -146,11 +148,6 @@ def check_output(parser: argparse.ArgumentParser, flag: str, path: str | None, r
         return
     target = Path(path).resolve()
     folder = target.parent
-    if replace:
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            parser.error(f"{flag} {path}: cannot make its directory {folder} ({exc.strerror})")
     if not folder.is_dir():
         parser.error(f"{flag} {path}: no directory {folder}")
     if target.is_dir():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +29,43 @@ so a ``--seed-list`` seed is at most ``SEED_MAX - EVAL_SEED``."""
 def resume_mismatch(stored: Sequence[dict[str, Any]], args: argparse.Namespace) -> str | None:
     """Why the runs of a ``--json`` file cannot be resumed with ``args`` (None: they can): a run
     of other steps or, where the command has one learning rate, another lr would be tabled in the
-    same cell as the new runs (a seed counted twice, 5- and 6-step runs pooled)."""
+    same cell as the new runs (a seed counted twice, 5- and 6-step runs pooled). Said plainly
+    (``holds runs of 8 steps, not --steps 6``; it printed the stored values as a list of strings)."""
     steps = {r.get("steps") for r in stored}
     if stored and steps != {args.steps}:
-        return f"holds runs of --steps {sorted(map(str, steps))}, not {args.steps}: resume with its settings"
+        fix = f"--steps {next(iter(steps))}" if len(steps) == 1 and None not in steps else "its settings"
+        return f"holds runs of {held_values(steps)} steps, not --steps {args.steps}: resume with {fix}"
     lr = getattr(args, "lr", None)
     if not hasattr(args, "lrs") and stored:  # one lr a command (the lr sweep has it as an axis)
         want = lr if lr is not None else RLConfig().lr
         lrs = {r.get("lr") for r in stored}
         if lrs != {want}:
-            return f"holds runs at --lr {sorted(map(str, lrs))}, not {want:g}: resume with its settings"
+            fix = f"--lr {next(iter(lrs)):g}" if len(lrs) == 1 and None not in lrs else "its settings"
+            return f"holds runs at lr {held_values(lrs)}, not --lr {want:g}: resume with {fix}"
     return None
+
+
+def held_values(values: Collection[object]) -> str:
+    """The values stored runs hold, as a sentence says them: ``8``, ``6 and 8``, ``0.0003 and
+    unrecorded`` (a run without the field)."""
+    known = sorted(f"{v:g}" if isinstance(v, float) else str(v) for v in values if v is not None)
+    said = known + ["unrecorded"] * (None in values)
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + f" and {said[-1]}"
+
+
+TABLE_READS_COMMON = ("steps", "heldout.pass_rate", "history.reward", "history.mismatch", "history.over_cap")
+"""What every script's table reads in each stored run (beside the key fields of
+:data:`offpolicy.runfile.RUN_KEYS`)."""
+
+TABLE_READS = {
+    "python -m offpolicy.staleness": (*TABLE_READS_COMMON, "lag", "heldout.reads", "history.clip_frac"),
+    "python -m offpolicy.fp8": (*TABLE_READS_COMMON, "sampler", "history.health_p99", "history.health_max"),
+    "python -m offpolicy.lr_sweep": (*TABLE_READS_COMMON, "lr", "lag", "heldout.reads"),
+}
+"""The fields of a stored run each script's table (and figure) reads, by the script's ``prog``:
+``--table-only`` refuses a run without one by index and field (:func:`offpolicy.runfile.read_runs`),
+where the table raised a ``KeyError``. ``--resume`` checks only the values present: it trains again
+a run that lacks its held-out result (:func:`offpolicy.runfile.complete`)."""
 
 
 CLI_LIMITS = {"steps": 100_000, "seeds": 1_000}
@@ -101,8 +127,8 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if getattr(args, "table_only", False):
         if not Path(args.json).is_file():
             parser.error(f"--table-only reads --json {args.json}, which does not exist")
-        try:
-            stored = read_runs(args.json)
+        try:  # every value the table reads, checked here: not a traceback (or a wrong row) in it
+            stored = read_runs(args.json, TABLE_READS.get(parser.prog, TABLE_READS_COMMON))
         except ValueError as exc:
             parser.error(f"--table-only: {exc}")
         if not stored:

@@ -46,25 +46,16 @@ from offpolicy.cli_checks import (  # noqa: F401  (re-exported: the CLIs' checks
 from offpolicy.gym import DEFAULT_GYM, Tokenizer, build_tokenizer, make_tasks
 from offpolicy.rl import EvalSpec, RLConfig, evaluate
 from offpolicy.rollout import Diverged
-from offpolicy.runfile import write_text
+from offpolicy.runfile import METRIC_BOUNDS, write_text
 from offpolicy.update import Sampler, train_offpolicy
 
 COLLAPSED = stats.COLLAPSED
 MIN_CLAIM_SEEDS = 10  # a paired difference over fewer seeds is printed but not claimed
 
-METRIC_BOUNDS: dict[str, stats.Bounds] = {
-    **dict.fromkeys(("reward", "pass_rate", "eval_pass_rate", "invalid", "eval_invalid"), stats.RATE),
-    **dict.fromkeys(("over_cap", "clip_frac", "out_of_band", "at_cap"), stats.RATE),  # token shares
-    **dict.fromkeys(("mismatch", "reads", "eval_reads"), stats.NONNEGATIVE),
-    **dict.fromkeys(("health_mean", "health_p99", "health_max"), stats.NONNEGATIVE),
-}
-"""What each run metric can take: every episode's reward is 0 or 1 (:mod:`offpolicy.gym`), so a
-reward or pass-rate mean is a rate; ``over_cap`` and the like are shares of tokens; ``mismatch`` and
-``health_*`` are means of ``|log pi - log mu|``, ``reads`` a count per episode."""
-
 
 def bounds_of(metric: str) -> stats.Bounds:
-    """The bounds of ``metric`` (:data:`METRIC_BOUNDS`); none for a metric it does not list."""
+    """The bounds of ``metric`` (:data:`offpolicy.runfile.METRIC_BOUNDS`, which a stored run's
+    values are checked against too); none for a metric it does not list."""
     return METRIC_BOUNDS.get(metric, stats.UNBOUNDED)
 
 
@@ -137,8 +128,10 @@ def paired_table(
     interval's side of 0 before, and ``+0.06 [+0.002, +0.112] | p=0.059 | significant`` was
     printable. The t interval is descriptive: on these skewed, bimodal outcomes it holds the mean
     less often than 95% (:func:`offpolicy.stats.resampled_coverage`), and it may exclude 0 where the
-    exact test does not reject. A row of fewer seeds makes no claim; it still says which side of
-    0.05 the interval's t-test falls, labelled as such."""
+    exact test does not reject. A row of fewer seeds makes no claim and prints no verdict, only
+    ``no claim (n < 10)``: it printed the interval's t-test (``p=0.250 | t-test p < 0.05 (n < 10:
+    no claim)``), a second test's "p < 0.05" beside the first's p, under a header that says the
+    verdict is the printed p; whether the interval excludes 0 is in the interval itself."""
     groups = group_runs(runs, keys)
     lines = [
         f"paired held-out {metric} difference, a - b over shared seeds (95% t interval, descriptive; "
@@ -162,8 +155,8 @@ def paired_table(
         drawn = f" (from {stats.FLIP_DRAWS:,} random flips)" if iv.n > stats.MAX_EXACT_FLIPS else ""
         if iv.n < 2:  # one seed's difference is its own interval: it cannot say noise from effect
             verdict = "one seed: no interval, no claim"
-        elif iv.n < MIN_CLAIM_SEEDS:  # the interval's t-test, not the sign-flip p printed before it
-            verdict = f"t-test p {'<' if iv.excludes_zero else '>='} 0.05 (n < {MIN_CLAIM_SEEDS}: no claim)"
+        elif iv.n < MIN_CLAIM_SEEDS:  # no verdict: a t-test's "p < 0.05" beside p=0.250 read as one
+            verdict = f"no claim (n < {MIN_CLAIM_SEEDS})"
         name_a, name_b = " ".join(map(str, a)), " ".join(map(str, b))
         name = f"{name_a} - {name_b}"
         if iv.n >= MIN_CLAIM_SEEDS and not math.isnan(p):

@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corrections", nargs="+", default=["none", "tis"])
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument("--seed-list", type=int, nargs="+", default=None, help="run exactly these seeds")
-    parser.add_argument("--eval-every", type=int, default=5, help="evaluate the current policy every k steps")
+    parser.add_argument(
+        "--eval-every", type=int, default=5, help="evaluate the current policy every k steps (0: never)"
+    )
     parser.add_argument("--gym", choices=list(GYMS), default=DEFAULT_GYM, help="which bug-fix gym")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default: RLConfig's)")

@@ -3,7 +3,9 @@
 A grid of runs can take hours, so ``lr_sweep``, ``staleness`` and ``fp8`` write the whole file
 after each run, atomically (a temporary file and a rename: Ctrl-C mid-write leaves the previous
 file, never half of one), and ``--resume`` reads it back. :func:`read_runs` refuses a file of
-another shape by name, so a wrong ``--json`` path fails before hours of work, not inside a table.
+another shape by name, so a wrong ``--json`` path fails before hours of work, not inside a table,
+and a run record with a value no table can read (:func:`record_problem`: a seed ``"5"``, a lag -3,
+a held-out pass rate 1.7) by its index and field, as ``scenarios.cosim`` refuses its own.
 
 Resuming is one loop shared by the three scripts (:func:`run_cells`). A script lists its grid as
 :class:`Cell` s, each the values of its key fields (``staleness``: lag, correction, seed, lr,
@@ -29,8 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offpolicy.checks import FieldError
+from offpolicy import stats
+from offpolicy.checks import LR_MAX, SEED_MAX, FieldError, shown
+from offpolicy.gym import GYMS
 from offpolicy.interrupts import Kept
+from offpolicy.update import CORRECTIONS
 
 
 def write_json(path: str | Path, payload: dict[str, Any]) -> None:
@@ -99,11 +104,13 @@ def read_payload(path: str | Path, name: str, field: str = "") -> object:
     return {} if payload in ({}, []) else payload
 
 
-def read_runs(path: str | Path) -> list[dict[str, Any]]:
+def read_runs(path: str | Path, needs: Collection[str] = ()) -> list[dict[str, Any]]:
     """Runs stored in a results JSON (empty when the file does not exist, or holds nothing:
     :func:`read_payload`); a file of another shape is a ``ValueError`` naming it (not a
     ``KeyError`` or ``min()`` of nothing in a table), and naming the command that wrote it where
-    :func:`writer_of` knows it (a ``scenarios.cosim`` file)."""
+    :func:`writer_of` knows it (a ``scenarios.cosim`` file). Every record's values are checked as
+    well (:func:`record_problem`, with ``needs``: the fields a table will read): a bad one is a
+    FieldError ``path: runs[i].field ...`` whose ``field`` is ``runs[i].field``."""
     path = Path(path)
     if not path.exists():
         return []
@@ -120,7 +127,109 @@ def read_runs(path: str | Path) -> list[dict[str, Any]]:
         raise FieldError(
             f"{path}: not a results file of these scripts (a 'runs' list of run records)", "runs", str(path)
         )
+    for i, run in enumerate(runs):
+        if (problem := record_problem(run, needs)) is not None:
+            field, what = problem
+            raise FieldError(f"{path}: runs[{i}].{field} {what}", f"runs[{i}].{field}", str(path))
     return list(runs)
+
+
+METRIC_BOUNDS: dict[str, stats.Bounds] = {
+    **dict.fromkeys(("reward", "pass_rate", "eval_pass_rate", "invalid", "eval_invalid"), stats.RATE),
+    **dict.fromkeys(("over_cap", "clip_frac", "out_of_band", "at_cap"), stats.RATE),  # token shares
+    **dict.fromkeys(("mismatch", "reads", "eval_reads"), stats.NONNEGATIVE),
+    **dict.fromkeys(("health_mean", "health_p99", "health_max"), stats.NONNEGATIVE),
+}
+"""What each run metric can take: every episode's reward is 0 or 1 (:mod:`offpolicy.gym`), so a
+reward or pass-rate mean is a rate; ``over_cap`` and the like are shares of tokens; ``mismatch`` and
+``health_*`` are means of ``|log pi - log mu|``, ``reads`` a count per episode. The tables cut their
+intervals there (:func:`offpolicy.experiment.bounds_of`), and a stored value outside is refused
+(:func:`record_problem`)."""
+
+SAMPLERS = ("exact", "fp8")
+"""The ``sampler`` of an fp8 run; the other scripts' runs record None."""
+
+
+def record_problem(run: Mapping[str, Any], needs: Collection[str] = ()) -> tuple[str, str] | None:
+    """What is wrong in one stored run record, as (its dotted field, what is wrong: ``'5' is not
+    an integer >= 0``); None: nothing. The tables group, pair and average these values, so a bad
+    one printed a wrong row (a seed ``"5"`` stopped pairing, a lag -3 got its own row) or failed
+    deep in :mod:`offpolicy.stats`. A value is checked wherever it is present: the key fields (a
+    seed an integer, not a bool; a lag from 0 to below ``steps``; a known correction, sampler and
+    gym; a learning rate as :func:`offpolicy.checks.check_lr` takes it), the held-out pass rate and
+    every history value of :data:`METRIC_BOUNDS` (finite, in its bounds). A held-out pass rate
+    that is absent or None is an unfinished run (:func:`complete`: ``--resume`` trains it again),
+    unless ``needs`` names it: ``needs`` are the fields a table reads (``lag``,
+    ``heldout.pass_rate``, ``history.reward``: every step's), each of which must then be there."""
+    for name in sorted(n for n in needs if "." not in n):
+        if name not in run:
+            return name, "is missing (the table reads it)"
+    for name, least in (("seed", 0), ("lag", 0), ("steps", 1)):
+        if name in run and (problem := _integer_problem(run[name], least)) is not None:
+            return name, problem
+    if not isinstance(run["seed"], bool) and isinstance(run["seed"], int) and run["seed"] > SEED_MAX:
+        return "seed", f"{run['seed']} is not an integer in [0, {SEED_MAX}]"
+    if isinstance(run.get("steps"), int) and isinstance(run.get("lag"), int) and run["lag"] >= run["steps"]:
+        return "lag", f"{run['lag']} is not below steps {run['steps']} (a lag of a run is at most steps - 1)"
+    for name, known in (("correction", CORRECTIONS), ("gym", GYMS), ("sampler", (None, *SAMPLERS))):
+        if name in run and (not (run[name] is None or isinstance(run[name], str)) or run[name] not in known):
+            return name, f"{shown(run[name])} is not one of {', '.join(map(str, known))}"
+    if "lr" in run and (not _within(run["lr"], (0.0, LR_MAX)) or run["lr"] == 0):
+        return "lr", f"{shown(run['lr'])} is not a learning rate in (0, {LR_MAX:g}]"
+    if run.get("diverged") is not None and not isinstance(run["diverged"], dict):
+        return "diverged", f"{shown(run['diverged'])} is not null or a record of where the run diverged"
+    held = run["heldout"]
+    if not isinstance(held, dict):
+        return "heldout", f"{shown(held)} is not a record of held-out results"
+    want = {n.split(".", 1)[1] for n in needs if n.startswith("heldout.")}
+    for name in sorted(want | held.keys()):
+        value = held.get(name)
+        if name in want and value is None:
+            return f"heldout.{name}", "is missing (the table reads it)"
+        unfinished = value is None and name == "pass_rate"  # complete() says so: --resume trains it again
+        problem = None if unfinished or name not in METRIC_BOUNDS else _metric_problem(name, value)
+        if problem is not None:
+            return f"heldout.{name}", problem
+    history = run["history"]
+    if not isinstance(history, list):
+        return "history", f"{shown(history)} is not a list of step records"
+    want = {n.split(".", 1)[1] for n in needs if n.startswith("history.")}
+    for j, step in enumerate(history):
+        if not isinstance(step, dict):
+            return f"history[{j}]", f"{shown(step)} is not a step record"
+        if missing := sorted(want - step.keys()):
+            return f"history[{j}].{missing[0]}", "is missing (the table reads it)"
+        if "step" in step and (problem := _integer_problem(step["step"], 0)) is not None:
+            return f"history[{j}].step", problem
+        for name in METRIC_BOUNDS.keys() & step.keys():
+            if (problem := _metric_problem(name, step[name])) is not None:
+                return f"history[{j}].{name}", problem
+    return None
+
+
+def _integer_problem(value: object, least: int) -> str | None:
+    """``'5' is not an integer >= 0`` for a value that is not an int (a bool is not) >= ``least``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        return f"{shown(value)} is not an integer >= {least}"
+    return None
+
+
+def _within(value: object, bounds: stats.Bounds) -> bool:
+    """Whether ``value`` is a finite int or float (not a bool) in ``bounds`` (closed)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    return bounds[0] <= value <= bounds[1]
+
+
+def _metric_problem(name: str, value: object) -> str | None:
+    """``1.7 is not a pass rate in [0, 1]`` for a value of metric ``name`` outside its
+    :data:`METRIC_BOUNDS` (or not a finite number); None when it is one."""
+    bounds = METRIC_BOUNDS[name]
+    if _within(value, bounds):
+        return None
+    what = "a pass rate" if name.endswith("pass_rate") else "a finite number"
+    where = f"in [{bounds[0]:g}, {bounds[1]:g}]" if math.isfinite(bounds[1]) else f">= {bounds[0]:g}"
+    return f"{shown(value)} is not {what} {where}"
 
 
 #: The value of a setting in runs written before the scripts recorded it: every run without a
@@ -131,8 +240,10 @@ UNRECORDED = {"gym": "defect"}
 def resume_refusal(path: str | Path, settings: Mapping[str, Collection[object]]) -> str | None:
     """Why ``--resume`` cannot add runs to ``path`` (None: it can): a run whose recorded setting
     (``settings``: field -> the values this command trains) is another, named with the field
-    (``gym``: ``holds runs of --gym ['defect'], not issue``). Its runs would share cells with the
-    new ones; :mod:`offpolicy.cli_checks` refuses other ``--steps`` and ``--lr`` the same way."""
+    (``gym``: ``holds runs of the defect gym, not --gym issue``; ``sampler``: ``holds runs of
+    offpolicy.fp8 (sampler exact), not of offpolicy.staleness or lr_sweep``). Its runs would share
+    cells with the new ones; :mod:`offpolicy.cli_checks` refuses other ``--steps`` and ``--lr`` the
+    same way."""
     try:
         stored = read_runs(path)
     except ValueError:  # another shape: check_cli_args has refused it already
@@ -141,12 +252,23 @@ def resume_refusal(path: str | Path, settings: Mapping[str, Collection[object]])
         found = {r.get(field, UNRECORDED.get(field)) for r in stored}
         if found <= set(wanted):
             continue
-        held = sorted(map(str, found))
         if field == "sampler":  # fp8's runs are 'exact' or 'fp8', the other scripts' None
-            return f"{path} holds runs of sampler {held}, another script's: give --json another path"
-        want = " or ".join(map(str, wanted))
-        return f"{path} holds runs of --{field} {held}, not {want}: resume with its settings"
+            held, want = (_writer_by_sampler(s) for s in (found, set(wanted)))
+            return f"{path} holds runs of {held}, not of {want}: give --json another path"
+        held, want = " and ".join(sorted(map(str, found))), " or ".join(map(str, wanted))
+        held = f"the {held} gym" if field == "gym" else f"{field} {held}"
+        return f"{path} holds runs of {held}, not --{field} {want}: resume with its settings"
     return None
+
+
+def _writer_by_sampler(samplers: Collection[object]) -> str:
+    """The script whose runs record these ``sampler`` values, said with them: an fp8 run's is
+    ``exact`` or ``fp8``, a staleness or lr-sweep run's None."""
+    fp8 = sorted(str(s) for s in samplers if s is not None)
+    if not fp8:
+        return "offpolicy.staleness or lr_sweep (no sampler)"
+    also = " and of offpolicy.staleness or lr_sweep" if None in samplers else ""
+    return f"offpolicy.fp8 (sampler {', '.join(fp8)}){also}"
 
 
 def check_resume(

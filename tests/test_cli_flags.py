@@ -87,7 +87,7 @@ CASES: list[tuple[str, Main, list[str], str]] = [
         "staleness-json",
         staleness.main,
         ["--json", "/proc/x/s.json"],
-        "--json /proc/x/s.json: cannot make its directory",
+        "--json /proc/x/s.json: no directory /proc/x",
     ),
     ("staleness-dup-lags", staleness.main, ["--lags", "0", "0"], "--lags: values must be distinct"),
     ("lr-sweep-dup", lr_sweep.main, ["--lrs", "1e-3", "1e-3"], "--lrs: values must be distinct"),
@@ -187,7 +187,7 @@ OUTPUTS: list[tuple[str, Main, object, str, str, list[str]]] = [
     ("mismatch-html", mismatch_main, mismatch_cli, "run", "--html", []),
     ("estimator-out", estimator.main, estimator, "estimator_table", "--out", []),
     ("staleness-json", staleness.main, staleness, "load_base", "--json", ["--seeds", "1"]),
-    ("staleness-html", staleness.main, staleness, "load_base", "--html", ["--seeds", "1"]),
+    ("staleness-html", staleness.main, staleness, "load_base", "--html", ["--seeds", "1", "--json", "s.j"]),
     ("lr-sweep-json", lr_sweep.main, lr_sweep, "load_base", "--json", ["--seeds", "1"]),
     ("fp8-json", fp8.main, fp8, "load_base", "--json", ["--seeds", "1"]),
 ]

@@ -5,7 +5,8 @@ figure, ``.html``, likewise), ``--html`` equal to ``--json`` by the figure, and 
 ``--resume`` onto a results file silently kept only its own runs: each is now a usage error (exit
 2) naming the flag, made before any training, and the file is left byte for byte as it was. Also:
 a cosim run that never reached its target says so (not ``target at nan h``), and a paired row of
-fewer than 10 seeds says ``t-test p < 0.05 (n < 10: no claim)``, not ``significant (...)``.
+fewer than 10 seeds says ``no claim (n < 10)``, not ``significant (...)`` (nor, later, a t-test's
+``p < 0.05`` beside a sign-flip ``p=0.250``).
 """
 
 from __future__ import annotations
@@ -209,6 +210,6 @@ def test_a_paired_row_under_ten_seeds_makes_no_significance_claim() -> None:
     runs = [run(0, s, 0.8 + 0.01 * s) for s in range(3)] + [run(8, s, 0.2 + 0.02 * s) for s in range(3)]
     runs += [run(4, s, r) for s, r in enumerate((0.9, 0.7, 0.85))]
     lines = paired_table(runs, [((8, "none"), (0, "none")), ((4, "none"), (0, "none"))]).splitlines()
-    assert lines[1].endswith("| t-test p < 0.05 (n < 10: no claim)")  # p=0.250 printed before it
-    assert lines[2].endswith("| t-test p >= 0.05 (n < 10: no claim)")
+    assert lines[1].endswith("| p=0.250 | no claim (n < 10)")
+    assert lines[2].endswith("| no claim (n < 10)")
     assert not any("significant" in line for line in lines)
