@@ -191,7 +191,7 @@ def test_trend_claim_checks_every_eta(recorded, monkeypatch):
     published.areal_run.cache_clear()
 
     def fake(step: dict[int, float]):
-        return lambda eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False: _dummy(
+        return lambda eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False, **kw: _dummy(
             step[eta] * (1 + 0.001 * v.seed)
         )
 

@@ -96,7 +96,7 @@ def test_the_trend_is_trained_tokens_per_second_not_steps_per_hour(monkeypatch, 
     step_s = {0: 100.0, 1: 60.0, 2: 50.0, 4: 48.0, 8: 48.0 * 0.9}
     tokens = {0: 5e6, 1: 5e6, 2: 5e6, 4: 5e6, 8: 5e6 * 0.9}
 
-    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False):
+    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False, max_new_tokens=27 * 1024):
         return _run(step_s[eta] * (1 + 0.01 * v.seed), tokens[eta] * (1 + 0.01 * v.seed))
 
     monkeypatch.setattr(areal, "areal_run", run)
@@ -130,7 +130,7 @@ def test_the_row_holds_on_fig7_s_bars_and_shows_both_rules(monkeypatch, fresh_ru
     """The row (``claims._areal_trend``) on runs whose tokens per second are Fig. 7's bars, each
     seed alike: 1.0 (the rule before gave 0.0: the flat eta 2 -> 4 step), both verdicts shown."""
 
-    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False):
+    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False, max_new_tokens=27 * 1024):
         return _run(100.0, FIG7[eta] * 100.0)
 
     monkeypatch.setattr(areal, "areal_run", run)
@@ -140,3 +140,22 @@ def test_the_row_holds_on_fig7_s_bars_and_shows_both_rules(monkeypatch, fresh_ru
         "trained tokens/s paired over seeds 0,1,2,3, 95% t: no step falls and the whole range rises: holds "
     )
     assert "every step rises (the rule before): fails" in diag
+
+
+def test_the_trend_runs_at_the_staleness_experiments_stated_cap(monkeypatch, fresh_runs):
+    """The blog's note on its staleness experiments (Table 3, Fig. 7) states ``max_new_tokens=8192``:
+    every trend run (each eta and seed) caps responses there; Table 2's runs keep their 27,648."""
+    caps: list[tuple[int, int]] = []
+
+    def fake(scenario, cluster, workload, trainer, warmup, seed=0, routing=None):
+        caps.append((scenario.pipeline.max_staleness, workload.max_response_tokens))
+        return common.PLACEHOLDER
+
+    monkeypatch.setattr(common, "measure", fake)
+    for c in published.CLAIMS:
+        if c.system == "AReaL":
+            c.predict(published.POINT)
+    trend = [cap for _, cap in caps if cap == areal.AREAL_TREND_MAX_NEW_TOKENS == 8192]
+    assert len(trend) == len(areal.AREAL_TREND_ETAS) * len(areal.AREAL_TREND_SEEDS)
+    assert {cap for _, cap in caps} == {8192, 27 * 1024}
+    assert {eta for eta, cap in caps if cap == 8192} == set(areal.AREAL_TREND_ETAS)

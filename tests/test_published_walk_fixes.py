@@ -40,7 +40,7 @@ def _fake_runs(monkeypatch, steps_per_hour: dict[tuple[int, int], float]) -> Non
     """``areal.areal_run`` replaced: (eta, seed) -> steps per hour, each step 1e6 tokens (the
     trend reads tokens per second: here steps per hour x 1e6 / 3600)."""
 
-    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False):
+    def run(eta, steps=8, train_gpus=32, v=published.POINT, sync_runner=False, max_new_tokens=27 * 1024):
         return _steady(3600.0 / steps_per_hour[(eta, v.seed)])
 
     monkeypatch.setattr(areal, "areal_run", run)

@@ -34,7 +34,16 @@ AREAL_ETA = 4
 minimal impact", and AReaL's async-PPO examples use ``max_head_offpolicyness=4``."""
 
 
-def areal_engine() -> EngineConfig:
+AREAL_MAX_NEW_TOKENS = 27 * 1024
+"""``ppo.gen.max_new_tokens`` of the 1.5B run of Table 2 (the nightly runner's 27,648)."""
+AREAL_TREND_MAX_NEW_TOKENS = 8192
+"""``max_new_tokens`` of the staleness experiments: the blog's note before Table 3 and Fig. 7
+(``blog/AReaL_v0_3.md`` at HEAD 4aef98d8, lines 237-238: "we follow a large batch size setting
+with ``batch_size=512``, ``n_rollouts=16``, ``n_mini_batch=4``, ``max_new_tokens=8192``"). The
+trend row runs at it; its GPUs and split are not stated, so the row keeps Table 2's 96:32."""
+
+
+def areal_engine(max_new_tokens: int = AREAL_MAX_NEW_TOKENS) -> EngineConfig:
     # actor.bf16=False in the nightly runner: fp16 with loss scaling, not fp32 (realhf/api/cli_args.py
     # v0.3.0, ModelTrainEvalConfig.bf16: "Use bf16 precision (otherwise fp16)"); an H800's fp16
     # and bf16 dense peaks are the same, so the trainer counts the bf16 peak
@@ -42,13 +51,13 @@ def areal_engine() -> EngineConfig:
         model=MODELS["deepseek-r1-distill-qwen-1.5b"],  # blog: R1-Distill-Qwen-1.5B
         gpu=GPUS["h800"],  # AReaL's README: "16 nodes, each equipped with 8 H800 GPUs"
         tp=1,  # one GPU per SGLang server (allocation_mode sglang.d96p1t1)
-        max_model_len=PROMPT_TOKENS + 27 * 1024,
+        max_model_len=PROMPT_TOKENS + max_new_tokens,
     )
 
 
-def areal_workload(v: Variant = POINT) -> TokenWorkload:
+def areal_workload(v: Variant = POINT, max_new_tokens: int = AREAL_MAX_NEW_TOKENS) -> TokenWorkload:
     # 16 responses per question, 27K maximum generation length (blog; 27 x 1024 = the runner's 27,648)
-    return math_workload(LENGTHS_DISTILL, 27 * 1024, 16, v)
+    return math_workload(LENGTHS_DISTILL, max_new_tokens, 16, v)
 
 
 AREAL_GPUS = 128  # 16 nodes x 8
@@ -124,6 +133,7 @@ def areal_run(
     train_gpus: int = AREAL_TRAIN_GPUS,
     v: Variant = POINT,
     sync_runner: bool = False,
+    max_new_tokens: int = AREAL_MAX_NEW_TOKENS,
 ) -> Measured:
     """AReaL on 128 H800s (``train_gpus`` training, the rest SGLang servers) at staleness bound
     ``eta``: interruptible rollouts under its staleness throttle (:func:`scenarios.systems.areal`).
@@ -131,8 +141,10 @@ def areal_run(
     replicate the behavior of synchronous PPO"). At most one training batch of rollouts is in flight
     (:data:`AREAL_MAX_CONCURRENT_ROLLOUTS`, AReaL's default). Decoupled PPO recomputes the proximal
     log-probs.
-    ``sync_runner``: the synchronous nightly runner's trainer (:func:`areal_trainer`)."""
-    eng = areal_engine()
+    ``sync_runner``: the synchronous nightly runner's trainer (:func:`areal_trainer`).
+    ``max_new_tokens``: the response cap (Table 2's by default; the trend's is
+    :data:`AREAL_TREND_MAX_NEW_TOKENS`)."""
+    eng = areal_engine(max_new_tokens)
     batch = AREAL_PROMPTS * 16
     # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
     sc = systems.areal(
@@ -144,7 +156,8 @@ def areal_run(
     )
     cl = _cluster(eng, AREAL_GPUS, train_gpus)
     tr = areal_trainer(train_gpus, sync_runner, v)
-    return common.measure(sc, cl, areal_workload(v), tr, warmup=min(2, steps - 1), seed=v.seed)
+    wl = areal_workload(v, max_new_tokens)
+    return common.measure(sc, cl, wl, tr, warmup=min(2, steps - 1), seed=v.seed)
 
 
 def areal_sync(v: Variant = POINT) -> Measured:
@@ -253,7 +266,8 @@ def trend_of(tokens_per_s: Mapping[int, Sequence[float]]) -> Trend:
 
 def areal_trend_verdict(v: Variant = POINT) -> Trend:
     """The trend: :func:`areal_run` at each eta of :data:`AREAL_TREND_ETAS` on each seed of
-    :data:`AREAL_TREND_SEEDS` (``v``'s lengths and trainer; its seed is replaced), its trained
+    :data:`AREAL_TREND_SEEDS` at the staleness experiments' :data:`AREAL_TREND_MAX_NEW_TOKENS`
+    (``v``'s lengths and trainer; its seed is replaced), its trained
     tokens per second (:func:`areal_tokens_per_s`) under :func:`trend_of`.
 
     The window is the table's 8 steps after 2. From eta 2 on the runs are trainer-bound and
@@ -265,7 +279,15 @@ def areal_trend_verdict(v: Variant = POINT) -> Trend:
     return trend_of(
         {
             eta: [
-                areal_tokens_per_s(areal_run(eta, 8, AREAL_TRAIN_GPUS, dataclasses.replace(v, seed=s)))
+                areal_tokens_per_s(
+                    areal_run(
+                        eta,
+                        8,
+                        AREAL_TRAIN_GPUS,
+                        dataclasses.replace(v, seed=s),
+                        max_new_tokens=AREAL_TREND_MAX_NEW_TOKENS,
+                    )
+                )
                 for s in AREAL_TREND_SEEDS
             ]
             for eta in AREAL_TREND_ETAS
