@@ -265,3 +265,23 @@ def test_april_dapo_diagnosis_keeps_the_scored_pair_at_zero_and_prints(tmp_path,
     assert 1.0 < filtered["gain"] < zero["gain"]
     with pytest.raises(SystemExit):
         april.dapo_main(["--april-dapo", "--seeds", "0"])
+
+
+def test_the_tables_help_lists_the_dapo_diagnosis_and_main_dispatches_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m scenarios.published --help`` names ``--april-dapo``, and the table's ``main``
+    hands that flag (with its own ``--seeds``) to ``april.dapo_main``."""
+    import importlib
+
+    from scenarios.published import april
+
+    table = importlib.import_module("scenarios.published.table")  # (the package's table is a function)
+
+    with pytest.raises(SystemExit):
+        table.main(["--help"])
+    assert "--april-dapo" in capsys.readouterr().out
+    got: list[list[str]] = []
+    monkeypatch.setattr(april, "dapo_main", lambda argv: got.append(argv) or 0)
+    assert table.main(["--april-dapo", "--seeds", "2"]) == 0
+    assert got == [["--april-dapo", "--seeds", "2"]]

@@ -271,12 +271,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write the rows as a JSON list")
     ap.add_argument("--workers", type=int, default=1, metavar="N", help="processes for the runs (default 1)")
     ap.add_argument(
+        "--april-dapo",
+        action="store_true",
+        help="instead of the table: APRIL's gain with DAPO's dynamic-sampling filter in both arms, "
+        "over filter rates (a diagnosis, not scored; about 6 s; --seeds N, --json FILE)",
+    )
+    ap.add_argument(
         "--april-offpolicy",
         action="store_true",
         help="instead of the table: APRIL's off-policy ratio against its README's, over length scales "
         "and spreads (held out, about 4 s in one process; --json writes its rows)",
     )
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    if "--april-dapo" in given:  # its own flags (--seeds): scenarios.published.april.dapo_main
+        from scenarios.published.april import dapo_main
+
+        return dapo_main(list(given))
+    args = ap.parse_args(given)
     if (problem := workers_problem(args.workers)) is not None:
         ap.error(problem)
     check_output(ap, "--json", args.json)  # before the runs
