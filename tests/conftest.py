@@ -79,3 +79,16 @@ def dealt_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for module in (trainer_inputs, trainer):  # the name each module calls it by
         monkeypatch.setattr(module, "dealt", dealt)
+
+
+@pytest.fixture
+def fresh_runs() -> Iterator[None]:
+    """The published table's memoised runs cleared before and after the test
+    (``scenarios.published.RUNS``), so a test that replaces a run function sees it called."""
+    import scenarios.published as published
+
+    for f in published.RUNS:
+        f.cache_clear()
+    yield
+    for f in published.RUNS:
+        f.cache_clear()

@@ -77,15 +77,6 @@ ENGINE_EXCEPTIONS = {
 }
 
 
-@pytest.fixture
-def fresh_runs():
-    for f in published.RUNS:
-        f.cache_clear()
-    yield
-    for f in published.RUNS:
-        f.cache_clear()
-
-
 def _fake_measured(scenario: Any, trainer: Any = None) -> published.Measured:
     steps = scenario.pipeline.steps
     ends = tuple(100.0 * (i + 1) for i in range(steps))

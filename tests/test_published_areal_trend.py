@@ -81,15 +81,6 @@ def test_tokens_per_second_is_the_steady_window_s_tokens_over_its_span():
     assert areal.areal_tokens_per_s(m) == pytest.approx((3e6 + 5e6) / (200.0 - 100.0))
 
 
-@pytest.fixture
-def fresh_runs():
-    for f in published.RUNS:
-        f.cache_clear()
-    yield
-    for f in published.RUNS:
-        f.cache_clear()
-
-
 def test_the_trend_is_trained_tokens_per_second_not_steps_per_hour(monkeypatch, fresh_runs):
     """From eta 4 to 8 the steps get 10% shorter and 10% fewer tokens (shorter samples trained):
     more steps per hour, the same tokens per second; the step is flat, not a rise."""

@@ -20,15 +20,6 @@ from scenarios.published import areal, common
 DOCS = Path(__file__).parents[1] / "docs" / "published.md"
 
 
-@pytest.fixture
-def fresh_runs():
-    for f in published.RUNS:
-        f.cache_clear()
-    yield
-    for f in published.RUNS:
-        f.cache_clear()
-
-
 def _steady(step_s: float) -> published.Measured:
     return published.Measured(
         steps=3, warmup=1, ends=(step_s, 2 * step_s, 3 * step_s), train_s=(1.0,) * 3, sync_s=0.0,
