@@ -16,6 +16,7 @@ episode named), not the wording.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections.abc import Generator, Iterator
@@ -27,6 +28,7 @@ import pytest
 
 import pipesim
 from pipesim import PipelineError
+from pipesim.core.decisions import SPIN_LIMIT
 from pipesim.testing import InvariantError, check_invariants
 
 BASE = pipesim.Scenario(
@@ -84,7 +86,7 @@ class PollsForever:
         p.end_sync()
 
 
-def _stall_time(err: BaseException) -> str:
+def _stall_time(err: BaseException | str) -> str:
     found = re.search(r"stalled at t=([0-9.e+]+) s", str(err))
     assert found is not None, str(err)
     return found.group(1)
@@ -121,6 +123,117 @@ def test_a_sync_that_polls_forever_is_still_named_itself() -> None:
         pipesim.run(BASE.with_(weight_update=PollsForever()))
     assert "PollsForever.sync" in str(info.value)
     assert "stalled" not in str(info.value)
+    assert f"{SPIN_LIMIT:,} events" in str(info.value)  # refused at the limit, not one event later
+
+
+def _poll(p: Any) -> Generator[Any, Any, None]:
+    while True:  # a second at a time while work runs; once nothing runs, at one instant forever
+        yield p.timeout(1.0 if p.n_running else 0.0)
+
+
+def _slow_beat(p: Any) -> Generator[Any, Any, None]:
+    while True:  # its last beat with the run still going comes long before the stall
+        yield p.timeout(1000.0)
+
+
+def _waits_on(event: Any) -> Generator[Any, Any, None]:
+    yield event
+
+
+@dataclass(frozen=True)
+class HelperSync:
+    """A paused sync of ``sync_time_s`` beside the helpers a case names: ``poll`` (:func:`_poll`),
+    ``slow`` (:func:`_slow_beat`, at the first sync only), ``beats`` heartbeats and a helper that
+    waits on the sync's own timeout (``shared``); ``drain``: it waits for a drain that cannot come
+    while the engines are paused; ``skip``: it publishes with skip_sync alone."""
+
+    poll: bool = False
+    slow: bool = False
+    beats: int = 0
+    shared: bool = False
+    drain: bool = False
+    skip: bool = False
+
+    def blocks_admission(self, p: Any) -> bool:
+        return bool(p.syncing)
+
+    def sync(self, p: Any) -> Generator[Any, Any, None]:
+        if self.poll:
+            p.process(_poll(p))
+        if self.slow and p.version == 0:
+            p.process(_slow_beat(p))
+        for _ in range(self.beats):
+            p.process(_beat(p))
+        if self.skip:
+            p.skip_sync()
+            return
+        p.begin_sync(pause=True)
+        own = p.drained() if self.drain else p.timeout(p.config.sync_time_s)
+        if self.shared:
+            p.process(_waits_on(own))
+        yield own
+        p.end_sync()
+
+
+@dataclass(frozen=True)
+class ExactBatches:
+    """Admits exactly ``n`` batches: the trainer then waits for one more, after the last sync."""
+
+    n: int = 2
+
+    def admits(self, p: Any) -> bool:
+        return bool(p.started < self.n * p.batch_size)
+
+
+def _stalls(scenario: pipesim.Scenario) -> str:
+    with pytest.raises(PipelineError) as info:
+        pipesim.run(scenario)
+    return str(info.value)
+
+
+@pytest.mark.timeout(60)  # the guard: two beats hung the run
+@pytest.mark.parametrize("beats", [1, 2])
+def test_heartbeats_beside_a_sync_that_waits_forever_end_the_run_with_its_stall(beats: int) -> None:
+    """A sync that waits for a drain while it keeps the engines paused: its stall, named, at the
+    time the run gives without heartbeats (one reported the last beat before, 121.821 s for
+    122.015 s: a superseded wake-up fired after it), with the heartbeats as what kept it going."""
+    alone = _stalls(BASE.with_(weight_update=HelperSync(drain=True)))
+    said = _stalls(BASE.with_(weight_update=HelperSync(drain=True, beats=beats)))
+    assert "HelperSync.sync began a sync" in said and "_beat kept the run going" in said, said
+    assert _stall_time(said) == _stall_time(alone), said
+
+
+def test_a_helper_waiting_on_the_syncs_own_timeout_is_no_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync's timeout is queued (a helper waits on it too), so the heartbeat beside it is not
+    alone: the run ends, however many beats the sync lasts (here past the spin limit)."""
+    from pipesim.core import decisions
+
+    monkeypatch.setattr(decisions, "SPIN_LIMIT", 50)
+    long_sync = BASE.with_(pipeline=dataclasses.replace(BASE.pipeline, sync_time_s=200.0))
+    result = pipesim.run(long_sync.with_(weight_update=HelperSync(beats=1, shared=True)))
+    assert sorted(set(result.trained["step"])) == [0, 1, 2, 3]
+
+
+def test_a_helper_polling_at_one_instant_after_the_stall_is_the_stall() -> None:
+    """Once nothing runs the poller spins without time advancing, but alone: the stall
+    FirstBatchOnly causes is reported, at its time, not the poller's spin."""
+    alone = _stalls(BASE.with_(admission=FirstBatchOnly(), weight_update=HelperSync()))
+    said = _stalls(BASE.with_(admission=FirstBatchOnly(), weight_update=HelperSync(poll=True)))
+    assert "FirstBatchOnly" in said and "_poll kept the run going" in said, said
+    assert f"({SPIN_LIMIT:,} events in a row" in said, said
+    assert _stall_time(said) == _stall_time(alone), said
+
+
+@pytest.mark.parametrize("skip", [False, True], ids=["sync-end", "train-end"])
+def test_a_slow_helper_stall_is_timed_by_the_runs_last_record(skip: bool) -> None:
+    """The helper's last beat beside other events came long before the stall, so the run's last
+    record times it: the last sync's end (its log and the update record), or with skip_sync the
+    last step's end in the train log."""
+    run = BASE.with_(admission=ExactBatches(2))
+    alone = _stalls(run.with_(weight_update=HelperSync(skip=skip)))
+    said = _stalls(run.with_(weight_update=HelperSync(skip=skip, slow=True)))
+    assert "_slow_beat kept the run going" in said, said
+    assert _stall_time(said) == _stall_time(alone), said
 
 
 BEGUN: list[float] = []

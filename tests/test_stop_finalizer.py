@@ -14,6 +14,7 @@ raises the signal (the handler runs inside it, at once) and then works on for up
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -320,3 +321,143 @@ def test_the_profile_run_on_torch_alone_stops_with_nothing_printed(tmp_path: Pat
     proc = _fresh(DEL.format(sig="SIGTERM", work_s=WORK_S) + PROFILE_ALONE, tmp_path)
     assert proc.returncode == 0 and proc.stdout == "stopped: signal SIGTERM\n", proc.stderr[-3000:]
     assert proc.stderr == ""
+
+
+# the block's own cases (pipesim.io.finalizer_stop's docstring), each in a fresh process: a stop is
+# sent back as a SIGINT after DELAY_S, and some cases leave a handler of their own in place
+
+CASES = """
+import importlib.util, json, signal, sys, threading, time
+
+spec = importlib.util.spec_from_file_location("finalizer_stop", {path!r})
+fs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fs)
+seen = []  # what reached the hook before the block, and what other handlers took
+sys.unraisablehook = lambda u: seen.append(type(u.exc_value).__name__)
+
+
+class Stop:
+    def __del__(self):
+        raise KeyboardInterrupt("stop")  # a stop handler's, landed in a finalizer
+
+
+def work(s=5.0, until=lambda: False):  # a stop sent back (after DELAY_S) ends it early
+    deadline = time.monotonic() + s
+    while time.monotonic() < deadline and not until():
+        pass
+
+
+def held(signum, frame):  # another block's handler (polled_interrupts' hold): it takes the SIGINT
+    seen.append("held")
+
+
+def taken_by_other():  # the one-shot replaced before the stop is sent: that handler takes it
+    with fs.stops_from_finalizers():
+        Stop()
+        old = signal.signal(signal.SIGINT, held)
+        work(until=lambda: "held" in seen)
+        signal.signal(signal.SIGINT, old)
+
+
+def second_while_replaced():  # a second stop while the one-shot is replaced: it is sent too
+    with fs.stops_from_finalizers():
+        Stop()
+        signal.signal(signal.SIGINT, held)
+        Stop()
+        work()
+
+
+def again_after_putback():  # the spent one-shot put back by a block, then a new stop
+    with fs.stops_from_finalizers():
+        Stop()
+        one_shot = signal.getsignal(signal.SIGINT)
+        try:
+            work()
+        except KeyboardInterrupt:
+            seen.append("first")
+        signal.signal(signal.SIGINT, one_shot)
+        Stop()
+        work()
+
+
+def second_stop():  # the first stop raised and caught (the command saves), then another
+    with fs.stops_from_finalizers():
+        Stop()
+        try:
+            work()
+        except KeyboardInterrupt:
+            seen.append("first")
+        Stop()
+        work()
+
+
+def off_main_thread():  # no handler can be set there: the hook before takes it
+    with fs.stops_from_finalizers():
+        t = threading.Thread(target=Stop)
+        t.start()
+        t.join()
+        work(0.3)  # six times DELAY_S: nothing is sent
+
+
+def other_error():  # the block raises another error while the stop is on its way: that one stands
+    try:
+        with fs.stops_from_finalizers():
+            Stop()
+            raise ValueError("x")
+    except ValueError:
+        seen.append("ValueError")
+    work(0.3)  # six times DELAY_S: nothing is sent
+
+
+try:
+    {case}()
+    outcome = "ended"
+except KeyboardInterrupt as stop:
+    outcome = f"raised {{stop}}"
+default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print(json.dumps({{"outcome": outcome, "seen": seen, "default_sigint": default}}))
+"""
+
+FINALIZER_STOP = ROOT / "pipesim" / "io" / "finalizer_stop.py"
+
+
+@pytest.mark.parametrize(
+    ("case", "outcome", "seen"),
+    [
+        ("taken_by_other", "ended", ["held"]),
+        ("second_while_replaced", "raised stop", []),
+        ("again_after_putback", "raised stop", ["first"]),
+        ("second_stop", "raised stop", ["first"]),
+        ("off_main_thread", "ended", ["KeyboardInterrupt"]),
+        ("other_error", "ended", ["ValueError"]),
+    ],
+)
+def test_the_blocks_cases_each_stop_once(case: str, outcome: str, seen: list[str], tmp_path: Path) -> None:
+    """A stop another handler took is not raised again at the block's end; a second stop, after a
+    first one was taken or while the one-shot is replaced, is raised; one off the main thread goes
+    to the hook before; a block that raises another error sends nothing after it, and leaves
+    Python's SIGINT handler in place."""
+    script = tmp_path / f"{case}.py"
+    script.write_text(CASES.format(path=str(FINALIZER_STOP), case=case))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-3000:]
+    got = json.loads(proc.stdout)
+    assert (got["outcome"], got["seen"]) == (outcome, seen), got
+    if case in ("other_error", "second_stop", "again_after_putback", "off_main_thread"):
+        assert got["default_sigint"], got  # the one-shot, spent or cancelled, is gone
+
+
+def test_a_hook_set_inside_the_block_is_kept() -> None:
+    from pipesim.io.finalizer_stop import stops_from_finalizers
+
+    before = sys.unraisablehook
+
+    def mine(unraisable: Any) -> None:
+        pass
+
+    try:
+        with stops_from_finalizers():
+            sys.unraisablehook = mine
+        assert sys.unraisablehook is mine  # the block puts back its own hook only
+    finally:
+        sys.unraisablehook = before

@@ -159,14 +159,30 @@ class Clock(simpy.Environment):
         queue = self.queue
         return len(queue) == 1 and queue[0][3] is event
 
-    def alone_among(self, event: object, waited: Container[int], most: int) -> bool:
+    def alone_among(
+        self, event: object, waited: Container[int], most: int, busy: Container[int] = ()
+    ) -> bool:
         """Whether the queue holds nothing but ``event`` and events whose ``id`` is in ``waited``
-        (at most ``most`` of them): nothing else can happen but what their waiters do. The
-        queue's length is compared first, so a busy run pays one comparison."""
+        (at most ``most`` of them), none of them one whose ``id`` is in ``busy`` (awaited by
+        someone else too): nothing else can happen but what their waiters do. The queue's length
+        is compared first, so a busy run pays one comparison."""
         queue = self.queue
         if len(queue) > most + 1:
             return False
-        return all(entry[3] is event or id(entry[3]) in waited for entry in queue)
+        return all(
+            (entry[3] is event or id(entry[3]) in waited) and id(entry[3]) not in busy for entry in queue
+        )
+
+    def latest_besides(self, event: object, waited: Container[int], most: int) -> float | None:
+        """The latest time scheduled for an event other than ``event`` and those whose ``id`` is in
+        ``waited``, where the queue holds at most ``most + 1`` entries (None where it holds more,
+        or none is other): those are processed before only the waited ones can be left. The
+        queue's length is compared first, so a busy run pays one comparison."""
+        queue = self.queue
+        if len(queue) > most + 1:
+            return None
+        times = [float(t) for t, _, _, ev in queue if ev is not event and id(ev) not in waited]
+        return max(times) if times else None
 
     def run_until(self, done: simpy.Event) -> bool:
         """Run until ``done`` is processed or nothing is left to happen; return whether ``done``

@@ -30,10 +30,22 @@ out (an admission rule that admits no more, say). So a helper's spin alone is re
 stall, diagnosed by :func:`pipesim.core.stall.stalled` as of the moment the other events ran out
 (:func:`pipesim.core.stall.kept_going`), with the helper named as what kept the run going (it
 once read as the helper's fault, at t=100,218 s, and the admission rule that stalled the run at
-t=218 s went unnamed). "Alone" for a helper also counts several helpers left with one another
-(two heartbeats, one per sync, once hung the run: neither was ever the only event), but only
-while no sync is under way, whose own timeout may be what they wait beside. A process is a helper by the name
-:meth:`~pipesim.core.port_impl.PolicyPort.process` gives it (``"the process ..."``).
+t=218 s went unnamed). That holds at one instant too: a helper that polls with ``timeout(0)`` once
+nothing runs spins without time advancing, but alone, so it is the stall's report as well (it
+once took the blame). "Alone" for a helper also counts several helpers left with one another
+(two heartbeats, one per sync, once hung the run: neither was ever the only event), unless a
+queued event is one a sync waits on (its own timeout, which a helper may wait on beside it: the
+sync goes on when it comes). A sync waiting on an event that is not queued (``drained()`` while it
+keeps the engines paused) counts for nothing: a blanket "no sync under way" once hung such a run
+beside two heartbeats. A sync waiting on a helper's own process is that helper's wait: beside a
+heartbeat it reads as a stall after :data:`SPIN_LIMIT` of its beats (a 1 s beat: 28 hours of
+waiting). A process is a helper by the name :meth:`~pipesim.core.port_impl.PolicyPort.process`
+gives it (``"the process ..."``).
+
+When such a stall happened is read as :func:`pipesim.core.stall.kept_going` says, from no earlier
+than the helper's last yield with other events queued and the latest of those (read where the
+queue is short, :data:`SHORT_QUEUE`: a stalled run's last events are few, a superseded wake-up
+among them), so the time is the one the run without the helper reports.
 """
 
 from __future__ import annotations
@@ -52,6 +64,11 @@ SPIN_LIMIT = 100_000
 """How many events in a row a policy's generator may yield at one instant, or as the only event
 left in the run, before it is refused as spinning (about a second of SimPy events; a real sync
 yields a handful per step)."""
+
+SHORT_QUEUE = 16
+"""How many events besides the helpers' own may be queued for a helper's yield to note the latest
+of them (when the run stalled, where the helper then spins alone); a longer queue costs one
+comparison."""
 
 if TYPE_CHECKING:
     from pipesim.core.clock import Clock
@@ -86,7 +103,7 @@ class Decisions(PolicyPort):
         ):
             warn_dropped_hints(policy, role)
         self._helper_waits: dict[int, int] = {}  # the events helper processes wait on, by id
-        self._syncs_open = 0  # weight-update syncs under way (each checked generator not a helper)
+        self._sync_waits: dict[int, int] = {}  # the events syncs (checked, not helpers) wait on
         self._admits = self.admission.admits
         self._blocks = self.weight_update.blocks_admission
         batching = self.batching
@@ -169,62 +186,58 @@ class Decisions(PolicyPort):
         env, spins, last = self.env, 0, -1.0
         helper = what.startswith(HELPER_PREFIX)  # started with p.process (module docstring)
         waits = self._helper_waits
+        mine = waits if helper else self._sync_waits  # where this generator's waits are kept
         alone_at: float | None = None  # when this generator was first left alone, in this spin
-        busy_at = -1.0  # when it last yielded with something else left to happen
+        busy_at = -1.0  # the others run out no earlier: its last yield beside them, or their latest
         send: Any = None
         thrown: Exception | None = None
-        if not helper:
-            self._syncs_open += 1
-        try:
-            while True:
-                try:
-                    ev = steps.send(send) if thrown is None else steps.throw(thrown)
-                except StopIteration:
-                    return
-                except errors.PipelineError:
-                    raise
-                except Exception as exc:  # the policy's own error: say whose (its frames may not)
-                    blame.note_culprit(exc, what)
-                    raise
-                if not isinstance(ev, simpy.Event):
-                    raise errors.PipelineError(
-                        f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield "
-                        "what p.timeout, p.drained, p.all_of or p.process return"
-                    )
-                now = env.now
-                alone = env.alone(ev) or (helper and self._helpers_alone(ev))
-                if alone:
-                    alone_at = now if alone_at is None else alone_at
-                else:
-                    alone_at, busy_at = None, now
-                spins = spins + 1 if now == last or alone else 0
-                last = now
-                if spins >= SPIN_LIMIT:
-                    if helper and alone_at is not None and alone_at < now:  # kept a stalled run going
-                        since = (max(busy_at, 0.0), alone_at)  # the others ran out in between
-                        raise stall.kept_going(cast("Any", self), what, spins, since)
-                    raise errors.spinning(cast("Any", self), what, spins)
-                send, thrown = None, None
-                if helper:
-                    waits[id(ev)] = waits.get(id(ev), 0) + 1  # by id: an event's own == is not asked
-                try:
-                    send = yield ev
-                except Exception as exc:  # the event failed: the generator handles it, or raises it
-                    thrown = exc
-                finally:
-                    if helper:
-                        _forget(waits, id(ev))
-        finally:
-            if not helper:
-                self._syncs_open -= 1
+        while True:
+            try:
+                ev = steps.send(send) if thrown is None else steps.throw(thrown)
+            except StopIteration:
+                return
+            except errors.PipelineError:
+                raise
+            except Exception as exc:  # the policy's own error: say whose (its frames may not)
+                blame.note_culprit(exc, what)
+                raise
+            if not isinstance(ev, simpy.Event):
+                raise errors.PipelineError(
+                    f"{what} yielded {shown(ev)} ({type(ev).__name__}), not a SimPy event: yield "
+                    "what p.timeout, p.drained, p.all_of or p.process return"
+                )
+            now = env.now
+            alone = env.alone(ev) or (helper and self._helpers_alone(ev))
+            if alone:
+                alone_at = now if alone_at is None else alone_at
+            else:
+                alone_at, busy_at = None, now
+                later = env.latest_besides(ev, waits, len(waits) + SHORT_QUEUE) if helper else None
+                if later is not None:
+                    busy_at = max(now, later)  # those events come before the run can stall
+            spins = spins + 1 if now == last or alone else 0
+            last = now
+            if spins >= SPIN_LIMIT:
+                if helper and alone_at is not None:  # kept a stalled run going (module docstring)
+                    since = (min(max(busy_at, 0.0), alone_at), alone_at)  # the others ran out in between
+                    raise stall.kept_going(cast("Any", self), what, spins, since)
+                raise errors.spinning(cast("Any", self), what, spins)
+            send, thrown = None, None
+            mine[id(ev)] = mine.get(id(ev), 0) + 1  # by id: an event's own == is not asked
+            try:
+                send = yield ev
+            except Exception as exc:  # the event failed: the generator handles it, or raises it
+                thrown = exc
+            finally:
+                _forget(mine, id(ev))
 
     def _helpers_alone(self, ev: simpy.Event) -> bool:
         """Whether the queue holds nothing but ``ev`` and events that helper processes
-        (``p.process``) wait on, while no sync is under way: only those helpers can act, so the run
-        is stalled unless one of them ends it (module docstring). The queue's length is compared
-        first, so a run with episodes in flight pays one comparison."""
+        (``p.process``) wait on, none of them one a sync waits on too: only those helpers can act,
+        so the run is stalled unless one of them ends it (module docstring). The queue's length is
+        compared first, so a run with episodes in flight pays one comparison."""
         waits = self._helper_waits
-        return not self._syncs_open and self.env.alone_among(ev, waits, len(waits))
+        return self.env.alone_among(ev, waits, len(waits), self._sync_waits)
 
     def _admitted(self) -> bool:
         """Whether the admission rule lets one more episode start now."""

@@ -51,10 +51,11 @@ def kept_going(p: Pipeline, what: str, spins: int, since: tuple[float, float]) -
     is named as it would have been then (the helper's own timeouts change none of the state read),
     with the process as what kept the run going: blaming the process alone hid the cause.
 
-    ``since``: the helper last yielded with another event left at ``since[0]`` and was first alone
-    at ``since[1]``, so the others ran out in between; when exactly is the run's latest record
-    there (an episode's end, a step's or a sync's end: the last events of a slots run), else
-    ``since[0]``."""
+    ``since``: the others ran out no earlier than ``since[0]`` (the helper's last yield with another
+    event left, or the latest of those events, read where the queue was short: a superseded
+    wake-up among them) and no later than ``since[1]``, when it was first alone; when exactly is
+    the run's latest record there (an episode's end, a step's or a sync's end: the last events of a
+    slots run, created after the helper last looked), else ``since[0]``."""
     lo, hi = since
     ends = [ep.end_s for ep in p.episodes.live.values() if ep.end_s is not None]
     ends += [t for *_, t, _v in p.train_log[-1:]] + [t for _, t, _v in p.sync_log[-1:]]
