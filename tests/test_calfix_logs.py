@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from pipesim.calibrate import LogError, calibrate, read_log
-from pipesim.calibrate.frame import MAX_LOG_STEPS
+from pipesim.calibrate.frame import MAX_LOG_STEPS, check_calibrate_args, reach_error
 from pipesim.calibrate.log import LOG_SUFFIXES, TrainingLog
 from pipesim.io.cli import main
 from pipesim.plan.runspec import load
@@ -105,6 +105,43 @@ def test_any_other_short_row_is_refused_naming_its_line(
     path.write_bytes(text.encode())
     msg = _refused(lambda: read_log(path), "log")
     assert f"short row at line {line}," in msg and "Expected" not in msg, msg
+
+
+def test_a_cr_only_log_reads_as_the_lf_one(tmp_path: Path) -> None:
+    """Line ends of a bare CR (classic Mac tools): the rows are the LF log's, a cut last row is left
+    out with the note, a short last row ended by its CR is refused, and a column given twice is
+    named. Before, ``csv`` read the file as one line and raised its own ``_csv.Error`` ("new-line
+    character seen in unquoted field"), no LogError."""
+    lines = [HEADER, *_rows(range(6))]
+    (tmp_path / "lf.csv").write_bytes(("\n".join(lines) + "\n").encode())
+    (tmp_path / "cr.csv").write_bytes(("\r".join(lines) + "\r").encode())
+    pd.testing.assert_frame_equal(read_log(tmp_path / "cr.csv").frame, read_log(tmp_path / "lf.csv").frame)
+    path = tmp_path / "cut.csv"
+    path.write_bytes("\r".join([*lines, "6,4.06"]).encode())
+    log = read_log(path)
+    assert list(log.steps) == list(range(6)) and log.frame.notna().all().all()
+    assert any("last line (8) is cut mid-write" in n and "6 complete rows" in n for n in log.notes), log.notes
+    path.write_bytes(("\r".join([*lines, "6,4.06"]) + "\r").encode())
+    assert "short row at line 8," in _refused(lambda: read_log(path), "log")
+    path.write_bytes(
+        ("\r".join([HEADER + ",timing_s/gen", *(r + ",4.0" for r in _rows(range(6)))]) + "\r").encode()
+    )
+    _refused(lambda: read_log(path), "timing_s/gen")
+
+
+def test_a_blank_line_mid_file_is_no_row(tmp_path: Path) -> None:
+    rows = _rows(range(6))
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join([HEADER, *rows[:3], "", *rows[3:]]) + "\n")
+    log = read_log(path)
+    assert list(log.steps) == list(range(6)) and not log.notes, log.notes
+
+
+def test_a_long_last_row_is_refused_not_left_out_as_cut(tmp_path: Path) -> None:
+    """A row with more cells than the header is no write cut short, even last with no newline."""
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join([HEADER, *_rows(range(6)), "6,4.06,20.06,706,99"]))
+    _refused(lambda: read_log(path), "log")
 
 
 # -- 2. the log's step numbers are the run's ---------------------------------------------------
@@ -216,6 +253,30 @@ def test_steps_far_into_the_run_are_noted(
     assert bool(said) is noted, log.notes
     if noted:
         assert "steps 0 to 309, 31x the 10 kept (from step 300)" in said[0], said
+
+
+def test_the_first_step_of_the_note_is_included(tmp_path: Path) -> None:
+    """REACH_NOTE_STEPS (200) steps before the log's first are noted, as more are."""
+    log = read_log(_log_file(tmp_path, range(200, 210)))
+    assert any("steps 0 to 209, 21x the 10 kept (from step 200)" in n for n in log.notes), log.notes
+
+
+def test_the_last_steps_a_calibration_takes_are_accepted(tmp_path: Path) -> None:
+    """The edges: 5,000 rows (steps 0 to 4,999) are read, a last step of 5,000 is refused; a log
+    to step 2,037 on a spec whose task pool runs 2,038 steps is accepted."""
+    assert len(read_log(_log_file(tmp_path, range(MAX_LOG_STEPS)))) == MAX_LOG_STEPS
+    assert len(TrainingLog("mem", SHA, _frame(range(MAX_LOG_STEPS)))) == MAX_LOG_STEPS
+    last = [*range(MAX_LOG_STEPS - 1), MAX_LOG_STEPS]
+    assert "steps run to 5,000" in _refused(lambda: TrainingLog("mem", SHA, _frame(last)), "steps")
+    assert "steps run to 5,000" in _refused(lambda: read_log(_log_file(tmp_path, last)), "steps")
+    spec = load(ROOT / "examples/published/verl_async_128.toml")
+    check_calibrate_args(TrainingLog("mem", SHA, _frame(range(2028, 2038))), spec)
+    _refused(lambda: check_calibrate_args(TrainingLog("mem", SHA, _frame(range(2029, 2039))), spec), "steps")
+
+
+def test_the_range_to_fit_is_in_the_logs_numbers() -> None:
+    """With --first-step 100 the log's steps below 5,100 are the run's below 5,000."""
+    assert "Fit steps below 5,100 (--steps A:B)" in str(reach_error("log.csv", 5000, first_step=100))
 
 
 # -- 3. one list of suffixes ------------------------------------------------------------------

@@ -22,7 +22,7 @@ import pipesim
 from pipesim import PipelineConfig, Scenario
 from pipesim.core.validate import FieldError
 from pipesim.policies.admission import BatchThrottle, OverSample
-from pipesim.policies.base import CountThrottle, Drain
+from pipesim.policies.base import CountThrottle, Drain, WeightUpdate
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.slime_submit import SlimeSubmit, slime_round_groups
 from pipesim.policies.updates import AbortReprefill, AbortRestart, BatchDrain
@@ -43,11 +43,12 @@ def rounds(result: pipesim.RunResult, n: int, partial: bool = True) -> list[tupl
     for g, rows in groups:
         first[g] = float(rows["start_s"].min())
         steps = rows["episode_id"].map(step_of)
-        done = rows["status"].isin(["trained", "discarded"])
         if steps.notna().all():
             resolved[g] = taken[int(steps.iloc[0])]
-        elif done.all():
-            resolved[g] = float(rows["discarded_s"].max())
+        elif (rows["status"] == "discarded").any():
+            # a group is gone at its first discard: the filter rejects it whole, and a stale sample
+            # (drop_stale) drops it whole, its samples still in flight discarded as they arrive
+            resolved[g] = float(rows["discarded_s"].min())
         else:
             resolved[g] = math.inf  # aborted (dropped at the sync), running or buffered at the end
         complete = len(rows) == n and rows["end_s"].notna().all() and (rows["status"] == "discarded").all()
@@ -65,16 +66,56 @@ def rounds(result: pipesim.RunResult, n: int, partial: bool = True) -> list[tupl
     return out
 
 
-def _scenario(chunk: int, n: int, prompts: int, rate: float, partial: bool, seed: int) -> Scenario:
-    cfg = PipelineConfig(n_slots=48, batch_size=prompts * n, steps=5, colocated=True)
+def whole_starts(result: pipesim.RunResult, n: int) -> list[tuple[int, int]]:
+    """Per round, two counts of its fresh groups (first sample begun in it): those with fewer than
+    their n samples begun by its end, and those with a sample left waiting while a slot was free.
+    slime submits a group whole, so its samples take the next free slots. A slot is free after an
+    episode's end ``e`` where fewer than ``n_slots`` episodes run (begun by ``e``, ending after it);
+    a sample waited if such an ``e`` falls between its group's first start and its own (and before
+    the round's end, where generation pauses)."""
+    table = result.episode_table
+    taken = [row[1] for row in result.train_log]
+    start = np.sort(table["start_s"].to_numpy(float))
+    end = table["end_s"].to_numpy(float)
+    ends = np.unique(end[~np.isnan(end)])
+    running = np.searchsorted(start, ends, "right") - np.searchsorted(np.sort(end), ends, "right")
+    free = ends[running < result.scenario.pipeline.n_slots]
+    starts = table.assign(group=table["task_id"] // n).groupby("group")["start_s"]
+    first, last, count = starts.min(), starts.max(), starts.count()
+    out = []
+    for r, t1 in enumerate(taken):
+        t0 = taken[r - 1] if r else -math.inf
+        split = waited = 0
+        for g in first.index[((first > t0) & (first <= t1)).to_numpy()]:
+            begun = last[g] if count[g] == n else math.inf
+            split += begun > t1
+            waited += bool(((free >= first[g]) & (free < min(begun, t1))).any())
+        out.append((split, waited))
+    return out
+
+
+def _scenario(
+    chunk: int,
+    n: int,
+    prompts: int,
+    rate: float,
+    partial: bool,
+    seed: int,
+    n_slots: int = 48,
+    pool_size: int = 4000,
+) -> Scenario:
+    cfg = PipelineConfig(n_slots=n_slots, batch_size=prompts * n, steps=5, colocated=True)
     wu = AbortReprefill() if partial else AbortRestart(restart=False)
     groups = WholeGroups(n, filter_rate=rate, drop_stale=not partial)
     policies = dict(admission=SlimeSubmit(chunk, partial), weight_update=wu, batching=groups)
-    return Scenario(pipeline=cfg, seed=seed, pool_size=4000, **policies)  # over-sampling: a large pool
+    return Scenario(pipeline=cfg, seed=seed, pool_size=pool_size, **policies)  # over-sampling: a large pool
 
 
 def check_slime_rounds(result: pipesim.RunResult, chunk: int, n: int, prompts: int, partial: bool) -> None:
-    for fresh, carried, filtered, full in rounds(result, n, partial):
+    for (fresh, carried, filtered, full), (split, waited) in zip(
+        rounds(result, n, partial), whole_starts(result, n), strict=True
+    ):
+        assert (split == 0 or full) and waited == 0, (fresh, carried, filtered, split, waited)
         slime = max(0, slime_round_groups(chunk, prompts, filtered) - carried)
         # a group submitted but not begun when the round ends (every slot busy) has nothing to
         # lose or carry: slime's abort returns it untouched, and here it is begun next round
@@ -93,11 +134,41 @@ def check_slime_rounds(result: pipesim.RunResult, chunk: int, n: int, prompts: i
     rate=st.sampled_from([0.0, 0.2, 0.4, 0.6]),
     partial=st.booleans(),
     seed=st.integers(0, 50),
+    n_slots=st.integers(2, 48),
 )
 def test_each_round_submits_slimes_chunks(
-    chunk: int, n: int, prompts: int, rate: float, partial: bool, seed: int
+    chunk: int, n: int, prompts: int, rate: float, partial: bool, seed: int, n_slots: int
 ) -> None:
-    sc = _scenario(chunk, n, prompts, rate, partial, seed)
+    sc = _scenario(chunk, n, prompts, rate, partial, seed, n_slots)
+    result = pipesim.run(sc)
+    check_invariants(result, sc)
+    check_slime_rounds(result, chunk, n, prompts, partial)
+
+
+MIXES: dict[str, WeightUpdate] = {"reprefill": AbortReprefill(), "restart": AbortRestart(restart=False)}
+
+
+@pytest.mark.parametrize(
+    ("chunk", "n", "prompts", "rate", "partial", "seed", "n_slots", "mix"),
+    [
+        # a round begins with a group part begun (every slot was busy): it is not a fresh group
+        (5, 4, 2, 0.0, False, 84, 7, None),
+        # a carried group's unbegun samples are not fresh: the fresh groups start whole
+        (10, 4, 5, 0.3, True, 40, 11, None),
+        # a user's mix: partial rollout with WholeGroups(drop_stale=True), whose expired groups
+        # are no longer carried
+        (10, 2, 3, 0.6, True, 32, 8, "reprefill"),
+        (10, 2, 3, 0.6, True, 32, 8, "restart"),
+    ],
+    ids=["part-begun-group", "carried-unbegun-samples", "mix-reprefill", "mix-restart"],
+)
+def test_rounds_at_few_slots_keep_slimes_chunks(
+    chunk: int, n: int, prompts: int, rate: float, partial: bool, seed: int, n_slots: int, mix: str | None
+) -> None:
+    sc = _scenario(chunk, n, prompts, rate, partial, seed, n_slots, pool_size=2000)  # the audit's runs
+    if mix is not None:
+        groups = WholeGroups(n, filter_rate=rate, drop_stale=True)
+        sc = dataclasses.replace(sc, weight_update=MIXES[mix], batching=groups)
     result = pipesim.run(sc)
     check_invariants(result, sc)
     check_slime_rounds(result, chunk, n, prompts, partial)
@@ -173,6 +244,31 @@ def test_filter_rate_zero_is_todays_presets() -> None:
     assert (sync.admission, sync.weight_update, sync.pipeline.colocated) == (CountThrottle(), Drain(), True)
     a, b = pipesim.run(systems.april(**kw)), pipesim.run(systems.april(filter_rate=0.0, **kw))
     assert a.episode_table.equals(b.episode_table) and a.train_log == b.train_log
+
+
+def test_presets_build_slimes_knobs() -> None:
+    """The knobs' edges, by value: the sync baseline with a filter drops an aborted group's finished
+    samples (``abort`` at :194-195; kept, they stayed buffered for good); APRIL's default chunk with
+    a filter is 1.5 x B / n rounded up; ``over_sampling_batch_size`` equal to the batch's prompts is
+    slime's default (no over-sampling) in both presets."""
+    sync = systems.slime("sync", filter_rate=0.4, n_samples_per_prompt=8, batch_size=64)
+    assert sync.batching == WholeGroups(8, filter_rate=0.4, drop_stale=True)
+    assert systems.april(filter_rate=0.2, n_samples_per_prompt=4, batch_size=36).admission == SlimeSubmit(
+        14, True
+    )  # 1.5 x 9 = 13.5 groups
+    assert systems.april(over_sampling_batch_size=8, n_samples_per_prompt=4, batch_size=32).admission == (
+        OverSample(1.0)
+    )
+    kw = dict(n_samples_per_prompt=8, batch_size=64)
+    assert systems.slime("sync", over_sampling_batch_size=8, **kw) == systems.slime("sync", **kw)
+
+
+@pytest.mark.parametrize("mode", ["drain", "fully_async", "sync"])
+def test_a_nan_filter_rate_is_refused_as_out_of_range_in_every_mode(mode: str) -> None:
+    """Refused by the filter's own check before the mode's ("sync only"), which says what it takes."""
+    with pytest.raises(FieldError) as err:
+        systems.slime(mode, filter_rate=float("nan"))
+    assert err.value.field == "filter_rate" and "a number in [0, 1)" in str(err.value), str(err.value)
 
 
 def test_filtered_baseline_drops_and_april_carries() -> None:

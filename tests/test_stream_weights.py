@@ -36,12 +36,12 @@ def arrivals_weights(draw: st.DrawFn) -> tuple[list[float], list[float]]:
     return arrivals, weights
 
 
-@given(arrivals_weights(), st.floats(0, 50, allow_nan=False), times)
+@given(arrivals_weights(), st.floats(0, 50, allow_nan=False), times, st.floats(0, 50, allow_nan=False))
 def test_the_weighted_closed_form_is_the_recurrence(
-    aw: tuple[list[float], list[float]], train_s: float, free_s: float
+    aw: tuple[list[float], list[float]], train_s: float, free_s: float, later_s: float
 ) -> None:
     arrivals, weights = aw
-    now = max([free_s, *arrivals])
+    now = max([free_s, *arrivals]) + later_s  # the handover at or after the last arrival
     total = math.fsum(weights)
     order = sorted(range(len(arrivals)), key=arrivals.__getitem__)  # ties in the batch's order
     f = free_s
@@ -61,13 +61,50 @@ def test_equal_weights_are_the_equal_split(
     now = max([free_s, *arrivals])
     plain = stream_end_s(arrivals, train_s, free_s, now)
     assert stream_end_s(arrivals, train_s, free_s, now, [1.0] * len(arrivals)) == plain
-    if w > 0:
-        assert math.isclose(
-            stream_end_s(arrivals, train_s, free_s, now, [w] * len(arrivals)),
-            plain,
-            rel_tol=1e-12,
-            abs_tol=1e-12,
-        )
+    if w > 0:  # scaled to the heaviest: each weight is 1.0, to the bit
+        assert stream_end_s(arrivals, train_s, free_s, now, [w] * len(arrivals)) == plain
+
+
+def test_tied_arrivals_train_in_the_batchs_order() -> None:
+    """Two episodes in at 1 s, weights 1 and 3 of 10 s: the first trains 2.5 s (to 3.5 s), the
+    second, the last, from the handover at 10 s for 7.5 s. In the other order the step would end
+    at 12.5 s."""
+    assert stream_end_s([1.0, 1.0], 10.0, 0.0, 10.0, [1.0, 3.0]) == 17.5
+
+
+def test_an_arrival_after_the_handover_counts_from_it() -> None:
+    """Arrivals 1, 5 and 6 s, a handover at 3 s: 5 s counts as 3 s, so the second of three equal
+    shares of 4 s starts there and the step ends at 3 + 2 x 4/3 s (not 5 + 8/3)."""
+    assert math.isclose(stream_end_s([5.0, 6.0, 1.0], 4.0, 0.0, 3.0), 3.0 + 8.0 / 3.0, rel_tol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("w", "arrivals", "train_s", "free_s"),
+    [
+        (468109.6, [8.09, 5.19, 5.61, 4.26, 0.56, 8.7], 11.44, 1.0),
+        (0.1, [0.38, 8.54, 8.0, 1.26, 9.7], 4.96, 1.09),
+        (1e-300, [1.97, 8.25, 8.67], 8.72, 0.17),
+    ],
+)
+def test_equal_weights_of_any_size_are_the_equal_split_to_the_bit(
+    w: float, arrivals: list[float], train_s: float, free_s: float
+) -> None:
+    """Scaled to the heaviest, equal weights are each 1.0; unscaled, these runs' shares rounded
+    otherwise (the first ended at 13.793333333333331 s for 13.793333333333333)."""
+    now = max(arrivals)
+    plain = stream_end_s(arrivals, train_s, free_s, now)
+    assert stream_end_s(arrivals, train_s, free_s, now, [w] * len(arrivals)) == plain
+
+
+def test_a_tiny_weight_is_a_whole_share() -> None:
+    """One episode of weight 5e-324 (the least subnormal) trains the whole step: 2 + 6.5 s. Unscaled,
+    6.5 x 5e-324 rounds to a multiple of 5e-324 and the share came out 6 s."""
+    assert stream_end_s([0.0], 6.5, 1.0, 2.0, [5e-324]) == 8.5
+
+
+def test_all_zero_weights_in_the_closed_form_are_the_equal_split() -> None:
+    arrivals = [0.5, 2.0, 7.25]
+    assert stream_end_s(arrivals, 3.0, 1.0, 7.25, [0.0] * 3) == stream_end_s(arrivals, 3.0, 1.0, 7.25)
 
 
 class DurationWeighted:
@@ -153,6 +190,8 @@ class BadWeights:
     "answer",
     [
         lambda b: [1.0] * (len(b) + 1),  # one too many
+        lambda b: [1.0] * (len(b) - 1),  # one too few
+        lambda b: [],
         lambda b: [math.nan] * len(b),
         lambda b: [-1.0] * len(b),
         lambda b: [math.inf] * len(b),
@@ -160,7 +199,7 @@ class BadWeights:
         None,  # not a list
         3.0,
     ],
-    ids=["length", "nan", "negative", "inf", "text", "none", "scalar"],
+    ids=["long", "short", "empty", "nan", "negative", "inf", "text", "none", "scalar"],
 )
 def test_bad_weights_are_refused_naming_the_method_and_the_step(answer: object) -> None:
     sc = Scenario(pipeline=pipesim.PipelineConfig(n_slots=4, batch_size=4, steps=2, stream_batches=True))

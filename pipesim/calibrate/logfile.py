@@ -152,7 +152,9 @@ def complete_rows(p: Path, raw: bytes, sep: str) -> tuple[bytes, list[str]]:
     import csv
     import io
 
-    rows = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace")), delimiter=sep)
+    # newline="": the csv module's own line splitting, which takes a bare CR as a line end (without
+    # it, a CR-only log, as classic Mac tools write, raised csv.Error, not a LogError)
+    rows = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""), delimiter=sep)
     n = len(next(rows, []))
     short: tuple[int, int] | None = None  # (line, fields) of the first short row
     whole = 0
@@ -194,7 +196,7 @@ def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:
 
     text = raw.decode("utf-8-sig", errors="replace")
     if p.suffix.lower() in CSV_SUFFIXES:
-        header = next(csv.reader(io.StringIO(text), delimiter=CSV_SUFFIXES[p.suffix.lower()]), [])
+        header = next(csv.reader(io.StringIO(text, newline=""), delimiter=CSV_SUFFIXES[p.suffix.lower()]), [])
         seen: set[str] = set()
         for name in header:
             if name in seen and name in used:
