@@ -250,3 +250,22 @@ def test_an_exported_design_keeps_the_logged_design_its_sync_was_measured_on() -
     exported = from_dict(out)
     assert exported.design == split
     assert _sync_s(exported.plan, exported.design) == pytest.approx(_sync_s(planned, split), rel=1e-9)
+
+
+def test_a_plan_of_a_calibrated_spec_with_a_design_set_keeps_the_logged_design(tmp_path: Path) -> None:
+    """``pipesim plan cal.toml --set design.placement=4``: the plan's designs sync at the factor
+    times their own modelled sync, the factor still taken at the file's (logged) design. Before,
+    the pair moved the logged design too, so the measured seconds were read as the 4:4 split's."""
+    from pipesim.plan.runspec import dumps, load_plan_spec
+    from pipesim.plan.specfile import load as load_spec
+
+    data = _data(3, 0)
+    truth = from_dict(data)
+    coloc_s = _sync_s(truth.plan, truth.design)
+    data["calibration"] = {"values": {**TRUE, "sync_time_s": 2.5 * coloc_s}}
+    split = from_dict({**_data(3, 0), "design": {**_data(3, 0)["design"], "placement": 4}}).design
+    path = tmp_path / "cal.toml"
+    path.write_text(dumps(data))
+    planned = load_spec(path, ["design.placement=4"])
+    assert _sync_s(planned, split) == pytest.approx(_sync_s(load_plan_spec(data), split), rel=1e-9)
+    assert _sync_s(planned, truth.design) == pytest.approx(2.5 * coloc_s, rel=1e-9)

@@ -383,6 +383,10 @@ def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     tables = SET_TABLES if run else tuple(_TABLES)
     try:
         check_sets(sets)
+        if run:  # a calibrated sync was measured on the file's design, not on one a pair sets
+            from pipesim.plan.runspec_calibration import with_logged_design
+
+            data = with_logged_design(data, sets)
         data = apply_sets(data, sets, tables, "a run spec" if run else "a plan spec")
     except PlanError as e:
         raise PlanError(f"{path}: {e}", e.field, str(path)) from None
