@@ -6,7 +6,7 @@ temporary file and a rename, so an interrupt never leaves it half-written). Stop
 SIGTERM they print one line saying what the file holds and exit 130, as ``pipesim`` and
 ``python -m scenarios.published`` do, never a traceback. ``offpolicy`` does not import pipesim,
 so :func:`sigterm_as_interrupt` is a twin of ``pipesim.io.interrupts.sigterm_as_interrupt``, and
-:func:`stops_from_finalizers` of ``pipesim.io.finalizer_stop``'s (its docstring has the design): a
+:func:`stops_from_finalizers` of ``pipesim.compute.finalizer_stop``'s (its docstring has the design): a
 Ctrl-C or SIGTERM whose KeyboardInterrupt was raised inside a finalizer (a ``__del__`` the garbage
 collector ran) was printed as "Exception ignored" and lost, and the script trained on; it is now
 raised again in the main code, about 0.05 s later, and the script stops as for any other.
@@ -49,7 +49,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 class _Redelivery:
     """A stop a finalizer swallowed, on its way back to the main code: a one-shot SIGINT handler
     raises it again, sent from a thread once the finalizer has returned (twin of
-    ``pipesim.io.finalizer_stop.Redelivery``)."""
+    ``pipesim.compute.finalizer_stop.Redelivery``)."""
 
     def __init__(self, stop: KeyboardInterrupt) -> None:
         self.args = stop.args

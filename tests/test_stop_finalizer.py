@@ -6,7 +6,7 @@ to its end, its Ctrl-C or ``timeout``'s SIGTERM lost (CI saw it in ``mismatch``;
 tests/test_mismatch_stop_finalizer.py). pipesim's raising blocks (``sigterm_as_interrupt``,
 ``interrupt_once``), offpolicy's and the profile's (``stop_once``, also run on torch alone as the
 top-level ``profile_stop``) now raise it again in the main code
-(:mod:`pipesim.io.finalizer_stop` and its twins). Each case drops an object whose ``__del__``
+(:mod:`pipesim.compute.finalizer_stop` and its twins). Each case drops an object whose ``__del__``
 raises the signal (the handler runs inside it, at once) and then works on for up to
 :data:`WORK_S`; the stop comes back within about 0.05 s. Before, the work ran to its end.
 """
@@ -323,7 +323,7 @@ def test_the_profile_run_on_torch_alone_stops_with_nothing_printed(tmp_path: Pat
     assert proc.stderr == ""
 
 
-# the block's own cases (pipesim.io.finalizer_stop's docstring), each in a fresh process: a stop is
+# the block's own cases (pipesim.compute.finalizer_stop's docstring), each in a fresh process: a stop is
 # sent back as a SIGINT after DELAY_S, and some cases leave a handler of their own in place
 
 CASES = """
@@ -418,7 +418,7 @@ default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
 print(json.dumps({{"outcome": outcome, "seen": seen, "default_sigint": default}}))
 """
 
-FINALIZER_STOP = ROOT / "pipesim" / "io" / "finalizer_stop.py"
+FINALIZER_STOP = ROOT / "pipesim" / "compute" / "finalizer_stop.py"
 
 
 @pytest.mark.parametrize(
@@ -448,7 +448,7 @@ def test_the_blocks_cases_each_stop_once(case: str, outcome: str, seen: list[str
 
 
 def test_a_hook_set_inside_the_block_is_kept() -> None:
-    from pipesim.io.finalizer_stop import stops_from_finalizers
+    from pipesim.compute.finalizer_stop import stops_from_finalizers
 
     before = sys.unraisablehook
 

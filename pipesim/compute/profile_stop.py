@@ -8,8 +8,8 @@ and lets the exception go on. Two things stop it:
   scheduler's, Ctrl-C) into ``KeyboardInterrupt`` and ignores the rest until the rows are
   written; one raised inside a finalizer (a ``__del__`` the garbage collector ran when the
   signal came) was printed as "Exception ignored" and lost, and the profile measured on to its end:
-  :func:`stops_from_finalizers` raises it again in the main code, about 0.05 s later (a twin of
-  ``pipesim.io.finalizer_stop``, whose docstring has the design);
+  :func:`stops_from_finalizers` (:mod:`pipesim.compute.finalizer_stop`, imported beside this
+  file as this file is, re-exported here) raises it again in the main code, about 0.05 s later;
 * **a shape too large for the device's memory**: inside :func:`shape_guard`, torch's allocator
   failing (a ``RuntimeError`` that says so) becomes :class:`TooLarge`, a ``ValueError`` naming
   the option and the shape that asked for it; any other ``RuntimeError`` goes on as it was.
@@ -23,15 +23,15 @@ every name here.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import signal
-import sys
 import threading
-import time
 from collections.abc import Iterator
-from types import FrameType
-from typing import Any
+
+if __package__:  # imported as pipesim.compute.profile_stop: its sibling through the package
+    from pipesim.compute.finalizer_stop import stops_from_finalizers as stops_from_finalizers
+else:  # the top-level module profile_stop (pipesim.compute.profile run as a file): from this folder
+    from finalizer_stop import stops_from_finalizers as stops_from_finalizers  # type: ignore[no-redef]
 
 __all__ = ["STOP_SIGNALS", "TooLarge", "shape_guard", "stop_once", "stops_from_finalizers"]
 
@@ -58,87 +58,6 @@ def shape_guard(option: str, shape: str, tp: int) -> Iterator[None]:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class _Redelivery:
-    """A stop a finalizer swallowed, on its way back to the main code: a one-shot SIGINT handler
-    raises it again, sent from a thread once the finalizer has returned (twin of
-    ``pipesim.io.finalizer_stop.Redelivery``)."""
-
-    def __init__(self, stop: KeyboardInterrupt) -> None:
-        self.args = stop.args
-        self.sent = self.over = False  # the thread has sent it; it was raised, or is not wanted
-        self.handler = self._raise  # one bound method, to know it again in getsignal
-        self.before: Any = signal.signal(signal.SIGINT, self.handler)
-        threading.Thread(target=self._send, name="profile-stop", daemon=True).start()
-
-    def _raise(self, signum: int, frame: FrameType | None) -> None:
-        if self.over:  # a copy a block put back after the stop: the handler before takes the signal
-            if callable(self.before):
-                self.before(signum, frame)
-            return
-        self.cancel()
-        raise KeyboardInterrupt(*self.args)
-
-    def _send(self) -> None:
-        time.sleep(0.05)  # the finalizer and the hook have returned: raised in the main code
-        if not self.over:
-            self.sent = True
-            _thread.interrupt_main(signal.SIGINT)  # whatever handles SIGINT now takes it
-
-    @property
-    def armed(self) -> bool:
-        """The one-shot handler is in place and will raise the stop."""
-        return not self.over and signal.getsignal(signal.SIGINT) == self.handler
-
-    def cancel(self) -> None:
-        """Nothing more is sent; the SIGINT handler before is back where the one-shot still is."""
-        self.over = True
-        if signal.getsignal(signal.SIGINT) == self.handler:
-            signal.signal(signal.SIGINT, self.before)
-
-
-@contextlib.contextmanager
-def stops_from_finalizers() -> Iterator[None]:
-    """Within the block a KeyboardInterrupt raised inside a finalizer is raised again in the main
-    code, printing nothing (one the block outlives is raised as it ends); any other exception a
-    finalizer raises goes to the unraisable hook before, restored at the end. Main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = sys.unraisablehook
-    pending: list[_Redelivery] = []
-
-    def hook(unraisable: Any) -> None:
-        stop = unraisable.exc_value
-        if (
-            not isinstance(stop, KeyboardInterrupt)
-            or threading.current_thread() is not threading.main_thread()
-        ):
-            before(unraisable)
-        elif pending and pending[-1].armed:
-            return  # one stop on its way already (timeout signals the process, then its group)
-        elif signal.getsignal(signal.SIGINT) is None:  # a handler not set from Python: no way back
-            before(unraisable)
-        else:
-            pending.append(_Redelivery(stop))
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    except BaseException:
-        for back in pending:
-            back.cancel()
-        raise
-    else:
-        late = [back for back in pending if not (back.sent or back.over)]
-        for back in pending:
-            back.cancel()
-        if late:
-            raise KeyboardInterrupt(*late[0].args)
-    finally:
-        if sys.unraisablehook is hook:
-            sys.unraisablehook = before
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ A command that saves what it finished when it is stopped (``pipesim sweep``, ``p
 runs under :func:`interrupt_once`: the first signal stops it, and later ones are dropped until it
 has written its outputs (a second Ctrl-C 30 ms after the first used to cut that writing).
 Both blocks whose handlers raise (:func:`sigterm_as_interrupt`, :func:`interrupt_once`) run under
-:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`: a stop raised inside a ``__del__`` was
+:func:`~pipesim.compute.finalizer_stop.stops_from_finalizers`: a stop raised inside a ``__del__`` was
 printed as "Exception ignored" and lost, and the command ran on to its end.
 
 Once a command has returned, its outputs are complete: :func:`command_finished` records a Ctrl-C or
@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from pipesim.compute.finalizer_stop import stops_from_finalizers
 from pipesim.core.atomic import write_atomic, write_text_atomic, writes_in_place
-from pipesim.io.finalizer_stop import stops_from_finalizers
 
 __all__ = [
     "Finished",
@@ -253,7 +253,7 @@ def interrupt_once() -> Iterator[Once]:
     raised again in the parent) marks the command stopping through :func:`stopping`. The handlers
     are restored when the block ends (a caller in the same process gets Ctrl-C back); outside the
     main thread this does nothing. A stop that lands in a finalizer still stops the block
-    (:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`)."""
+    (:func:`~pipesim.compute.finalizer_stop.stops_from_finalizers`)."""
     global _EXITING
     once = Once()
     _ONCE.append(once)
@@ -366,7 +366,7 @@ def stopping() -> None:
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block SIGTERM raises KeyboardInterrupt, as Ctrl-C does; the previous handler is
     restored after. Either one raised inside a finalizer still stops the block
-    (:func:`~pipesim.io.finalizer_stop.stops_from_finalizers`). Only the main thread can set a
+    (:func:`~pipesim.compute.finalizer_stop.stops_from_finalizers`). Only the main thread can set a
     handler, so elsewhere this does nothing."""
     with stops_from_finalizers(), signals_to(_raise_interrupt, (signal.SIGTERM,)):
         yield

@@ -40,9 +40,12 @@ The cases around it:
 One limit: :func:`_thread.interrupt_main` wakes no blocking system call, so a main thread asleep
 in one (``time.sleep``) takes the stop when the call returns; pipesim's waits are short polls.
 
-Standard library only. ``offpolicy`` and ``python pipesim/compute/profile.py`` (run on torch alone)
-import nothing of pipesim, so :mod:`offpolicy.interrupts` and :mod:`pipesim.compute.profile_stop`
-twin this module, as ``mismatch.cliio`` did first.
+Standard library only, and the one copy pipesim has: :mod:`pipesim.io.interrupts` imports it
+through the package, and :mod:`pipesim.compute.profile_stop` too, or, where ``python
+pipesim/compute/profile.py`` runs on torch alone, as the top-level module ``finalizer_stop`` from
+this folder (see :mod:`pipesim.compute.profile`): that is why it lives beside the profile, not in
+``pipesim.io`` (``compute`` may not import ``io``). ``offpolicy`` imports nothing of pipesim, so
+:mod:`offpolicy.interrupts` twins it, as ``mismatch.cliio`` did first.
 """
 
 from __future__ import annotations
