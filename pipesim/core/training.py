@@ -216,7 +216,7 @@ class Training:
     def _sample_weights(self, step: int, batch: list[Episode]) -> list[float] | None:
         """The trainer model's weights of the batch's samples for a streamed step (None: equal
         shares), checked here with an error naming the model and the step: one finite number
-        >= 0 per episode; all zero means equal shares."""
+        >= 0 per episode (:func:`stream_end_s` reads all zero as equal shares)."""
         weigh = getattr(self.trainer, "sample_weights", None)
         if weigh is None:
             return None
@@ -232,8 +232,7 @@ class Training:
             raise errors.PipelineError(
                 f"{what} must return one number per episode ({len(batch)}), got {len(weights)}"
             )
-        top = max(weights, default=0.0)
-        return [w / top for w in weights] if top > 0.0 else None  # scaled: the sum stays finite
+        return weights  # stream_end_s scales them to the heaviest (all zero: equal shares)
 
     def _weight_sync(self) -> Generator[simpy.Event, Any, None]:
         while True:
