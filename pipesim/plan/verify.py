@@ -13,6 +13,11 @@ on one of five 48-step runs. So before a design is recommended:
   ceiling its run can show (``open`` at the full rung: :func:`tail_open`), is verified too, on
   twice the plan's seeds (the selection's and as many more: on the agent spec a pick at its
   limit held on seeds 0-4 and broke on seed 11);
+* so is a full run that meets every limit but whose settled mean staleness sits above the limit
+  by no more than its error (``open`` at the full rung: :func:`mean_open`), on the plan's seeds;
+  the longer runs' settled estimate (:func:`pipesim.plan.judge.mean_estimate`, over the seeds)
+  is final: above the limit by any margin, it breaks (``broke mean_staleness at 48 steps
+  (settled mean 2.01 > 2), seeds 0-2``), so nothing stays open;
 * a design every one of whose staleness constraints (mean, maximum) is proved by its declared
   bound (:func:`needs_verification` is False) is taken as it is: it is never re-run; where the
   spec sets no staleness limit, no design needs verifying, and the note says there is nothing to
@@ -51,7 +56,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pipesim.plan.evaluate import Evaluated, Evaluator, priced
-from pipesim.plan.judge import HORIZON, bound
+from pipesim.plan.judge import HORIZON, bound, mean_estimate, warmup_steps
 from pipesim.plan.space import CONSTRAINT_METRICS, Design, PlanSpec
 
 if TYPE_CHECKING:
@@ -64,6 +69,8 @@ __all__ = [
     "TAKEN",
     "along_slices",
     "broken",
+    "mean_broken",
+    "mean_open",
     "needs_verification",
     "taken_note",
     "untested_share",
@@ -117,16 +124,49 @@ def broken(spec: PlanSpec, runs: Sequence[dict[str, float]], steps: int, seeds: 
     return None
 
 
+def mean_broken(
+    spec: PlanSpec, d: Design, m: dict[str, float], steps: int, seeds: Sequence[int]
+) -> str | None:
+    """Why the settled mean estimate of ``d``'s runs of ``steps`` steps (aggregated metrics ``m``,
+    over ``seeds``) breaks the mean limit; None when it meets it. Final: above the limit by any
+    margin breaks, its error notwithstanding (the judge left it open once)."""
+    lim = spec.constraints.mean_staleness
+    if lim is None:
+        return None
+    est, _ = mean_estimate(m, bound(spec, d), steps)
+    if est <= float(lim) + 1e-12:
+        return None
+    settled = f"settled mean {est:.4g} > {float(lim):g}"
+    return f"broke mean_staleness at {steps} steps ({settled}), seeds {_span(seeds)}"
+
+
 def tail_open(spec: PlanSpec, e: Evaluated) -> bool:
-    """A full run meeting every limit whose only open constraint is a maximum the tail estimate
-    doubts: verification decides it by running it longer."""
-    states = dict(e.status)
-    return (
-        not e.feasible
-        and spec.constraints.feasible(e.metrics)
-        and states.get("max_staleness", ("", 0.0))[0] == "open"
-        and all(st == "met" for name, (st, _) in states.items() if name != "max_staleness")
-    )
+    """A full run meeting every limit whose open constraints are a maximum the tail estimate
+    doubts (and perhaps a mean, :func:`mean_open`): verification decides it by running it longer."""
+    return "max_staleness" in _decided_longer(spec, e)
+
+
+def mean_open(spec: PlanSpec, e: Evaluated) -> bool:
+    """A full, settled run meeting every limit whose open constraints are a settled mean above the
+    limit by no more than its error (and perhaps a maximum, :func:`tail_open`): verification
+    decides it by the longer runs' estimate."""
+    return "mean_staleness" in _decided_longer(spec, e)
+
+
+def _decided_longer(spec: PlanSpec, e: Evaluated) -> set[str]:
+    """The open constraints of ``e`` that verification decides: every constraint met but the
+    maximum and a settled full-run mean, which are open (none: it is not verified). A mean is
+    open at the full rung also when the run is shorter than the design's warm-up; that one stays
+    open, as before (the estimate never meets it)."""
+    if e.feasible or not spec.constraints.feasible(e.metrics):
+        return set()
+    states = {name: st for name, (st, _) in e.status.items()}
+    unmet = {name for name, st in states.items() if st != "met"}
+    settled = e.steps >= spec.steps and e.steps >= warmup_steps(e.design)
+    allowed = {"max_staleness", *(("mean_staleness",) if settled else ())}
+    if not unmet or not unmet <= allowed or any(states[name] != "open" for name in unmet):
+        return set()
+    return unmet
 
 
 def verify(
@@ -167,7 +207,7 @@ def _check(
     recommendation if none of them holds), fastest first. The fastest is verified first; if it
     breaks, the rest are searched by bisection for the fastest that holds (module docstring)."""
     order = sorted(
-        (e for e in full if e.feasible or tail_open(spec, e)), key=lambda e: (-e.throughput, e.design)
+        (e for e in full if e.feasible or _decided_longer(spec, e)), key=lambda e: (-e.throughput, e.design)
     )
     todo: list[Evaluated] = []
     for e in order:
@@ -181,7 +221,9 @@ def _check(
     def holds(e: Evaluated) -> bool:
         # a maximum the tail doubts is held to twice the seeds: on the agent spec a pick at its
         # limit held on seeds 0-4 and broke on seed 11 (verification on the selection's seeds alone)
-        out[e.design] = checked = _run_longer(spec, ev, e, 2 if tail_open(spec, e) else 1)
+        # an open mean is decided by the longer runs' settled estimate (module docstring)
+        more = 2 if tail_open(spec, e) else 1
+        out[e.design] = checked = _run_longer(spec, ev, e, more, mean_open(spec, e))
         ran.add(e.design)
         return checked.feasible
 
@@ -244,12 +286,15 @@ def along_slices(
     return list(out.values())
 
 
-def _run_longer(spec: PlanSpec, ev: Evaluator, e: Evaluated, more: int = 1) -> Evaluated:
+def _run_longer(spec: PlanSpec, ev: Evaluator, e: Evaluated, more: int = 1, mean: bool = False) -> Evaluated:
     """``e`` run ``HORIZON x steps`` steps on the plan's seeds (``more`` times as many): feasible when
-    every run meets every limit, with the note saying which held or what broke."""
+    every run meets every limit (and, with ``mean``, the runs' settled mean estimate meets the mean
+    limit: :func:`mean_broken`), with the note saying which held or what broke."""
     seeds, steps = ev.seeds(more * spec.seeds), HORIZON * spec.steps
-    runs = ev.evaluate([e.design], steps, more * spec.seeds, desc="verify")[0].runs
-    why = broken(spec, runs, steps, seeds)
+    longer = ev.evaluate([e.design], steps, more * spec.seeds, desc="verify")[0]
+    why = broken(spec, longer.runs, steps, seeds)
+    if why is None and mean:
+        why = mean_broken(spec, e.design, longer.metrics, steps, seeds)
     note = f"verified: {why}" if why else f"held at {steps} steps on seeds {_span(seeds)}"
     return replace(e, feasible=why is None, verified=note)
 
