@@ -2,7 +2,11 @@
 
 Importing the command loads torch, which takes seconds: Ctrl-C (or SIGTERM) then is one line and
 exit status 130, not a traceback from inside torch's import. ``import mismatch`` loads nothing
-heavy, so the handlers below are in place before torch starts to load.
+heavy, so the handlers below are in place before torch starts to load. Both the import and the
+command run under :func:`mismatch.finalizer_stop.stops_from_finalizers` (standard library only): a
+stop whose handler ran inside a finalizer (a ``__del__`` the garbage collector ran during the
+import) was printed as "Exception ignored" and lost, and the probe ran; it is raised again in the
+main code, the same one line and 130.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+
+from mismatch.finalizer_stop import stops_from_finalizers
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -20,7 +26,8 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
     if signal.getsignal(_sig) is not signal.SIG_IGN:  # one ignored from the start stays ignored
         signal.signal(_sig, _stop)
 try:
-    from mismatch.cli import main
+    with stops_from_finalizers():  # a stop raised in a __del__ is raised again here
+        from mismatch.cli import main
 except KeyboardInterrupt:
     print(
         "python -m mismatch: interrupted while starting (importing torch): nothing written", file=sys.stderr
@@ -28,7 +35,8 @@ except KeyboardInterrupt:
     sys.exit(130)
 
 try:
-    sys.exit(main())
+    with stops_from_finalizers():  # parsing the flags, before main() sets its own handlers
+        sys.exit(main())
 except KeyboardInterrupt:  # between the import and main()'s own handling (parsing the flags)
     print("python -m mismatch: interrupted: nothing written", file=sys.stderr)
     sys.exit(130)

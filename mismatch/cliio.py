@@ -2,12 +2,12 @@
 signals that interrupt once.
 
 ``mismatch`` does not import pipesim (it runs where pipesim's dependencies are absent), so these
-twin :mod:`pipesim.io.interrupts`' helpers in a few lines each.
+twin :mod:`pipesim.io.interrupts`' helpers in a few lines each; the finalizer-stop block they use
+is :mod:`mismatch.finalizer_stop`, pipesim's line for line.
 """
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import os
 import signal
@@ -15,10 +15,11 @@ import stat
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from mismatch.finalizer_stop import stops_from_finalizers
 
 
 class DropOnClosedPipe:
@@ -98,8 +99,6 @@ def write_atomic(path: str, write: Any) -> None:
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_STOP_TAG = "signal "
-"""How a stop's KeyboardInterrupt begins ("signal SIGTERM"), to tell it from another exception."""
 
 
 @contextlib.contextmanager
@@ -108,8 +107,11 @@ def interrupts_stop_once() -> Iterator[None]:
     does), and every later one is ignored until the block ends, so that saving what the first left
     cannot be cut short: ``timeout`` signals the process and then its whole process group, so the
     probe gets each of its signals twice (``timeout`` gives its command the default SIGINT handler,
-    so ``timeout -s INT`` stops a probe even from a background job). Main thread only; the handlers
-    before are restored at the end."""
+    so ``timeout -s INT`` stops a probe even from a background job). A stop raised inside a
+    finalizer (a ``__del__`` the garbage collector ran when the signal came) is raised again in the
+    main code (:func:`mismatch.finalizer_stop.stops_from_finalizers`): CI saw one printed as
+    "Exception ignored" and lost, and the probe ran to its end and exited 0. Main thread only; the
+    handlers before are restored at the end."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -117,46 +119,20 @@ def interrupts_stop_once() -> Iterator[None]:
     def _stop(signum: int, frame: Any) -> None:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt(f"{_STOP_TAG}{signal.Signals(signum).name}")
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    hook = sys.unraisablehook
-
-    def _again(u: Any) -> None:
-        """A stop raised inside a finalizer (a ``__del__`` the garbage collector ran when the signal
-        came) is printed as "Exception ignored" and lost: the probe ran on to the end and exited 0
-        (a CI run, SIGTERM inside ``regex``'s ``Group.__del__``). Deliver it again instead, raised
-        at the next line the main code runs."""
-        exc = u.exc_value
-        if not (isinstance(exc, KeyboardInterrupt) and str(exc).startswith(_STOP_TAG)):
-            hook(u)
-            return
-
-        def _raise(signum: int, frame: Any) -> None:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            raise KeyboardInterrupt(str(exc))
-
-        def _deliver() -> None:  # from another thread, once this hook (a finalizer's) has returned:
-            time.sleep(0.05)  # a signal raised here would run its handler inside the hook
-            _thread.interrupt_main(signal.SIGINT)
-
+    with stops_from_finalizers():
+        # a signal ignored from the start (a script's background job) stays ignored, as Python leaves it
+        previous = {
+            sig: signal.signal(sig, _stop)
+            for sig in STOP_SIGNALS
+            if signal.getsignal(sig) is not signal.SIG_IGN
+        }
         try:
-            signal.signal(signal.SIGINT, _raise)
-        except ValueError:  # the collector ran in another thread, where no handler can be set
-            hook(u)
-            return
-        threading.Thread(target=_deliver, name="mismatch-stop", daemon=True).start()
-
-    # a signal ignored from the start (a script's background job) stays ignored, as Python leaves it
-    previous = {
-        sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN
-    }
-    sys.unraisablehook = _again
-    try:
-        yield
-    finally:
-        sys.unraisablehook = hook
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def special_path(path: str) -> bool:

@@ -44,8 +44,11 @@ Standard library only, and the one copy pipesim has: :mod:`pipesim.io.interrupts
 through the package, and :mod:`pipesim.compute.profile_stop` too, or, where ``python
 pipesim/compute/profile.py`` runs on torch alone, as the top-level module ``finalizer_stop`` from
 this folder (see :mod:`pipesim.compute.profile`): that is why it lives beside the profile, not in
-``pipesim.io`` (``compute`` may not import ``io``). ``offpolicy`` imports nothing of pipesim, so
-:mod:`offpolicy.interrupts` twins it, as ``mismatch.cliio`` did first.
+``pipesim.io`` (``compute`` may not import ``io``). ``pipesim_entry`` loads this file under a
+private name during the console script's import window (importing it through the package would run
+``pipesim/__init__.py``). ``offpolicy`` and ``mismatch`` import nothing of pipesim, so
+:mod:`offpolicy.interrupts` twins it, and so does :mod:`mismatch.finalizer_stop`, line for line
+(``tests/test_mismatch_stop_finalizer.py`` checks the twin equal).
 """
 
 from __future__ import annotations
