@@ -17,8 +17,13 @@ import sys
 
 from mismatch.finalizer_stop import stops_from_finalizers
 
+_CAME: list[int] = []
+"""The stop signals that came: an error out of the import after one came is that stop (C code such
+as numpy's turns a KeyboardInterrupt raised while it imports into its own ImportError)."""
+
 
 def _stop(signum: int, frame: object) -> None:
+    _CAME.append(signum)
     raise KeyboardInterrupt
 
 
@@ -28,7 +33,9 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
 try:
     with stops_from_finalizers():  # a stop raised in a __del__ is raised again here
         from mismatch.cli import main
-except KeyboardInterrupt:
+except (KeyboardInterrupt, Exception) as _error:
+    if not isinstance(_error, KeyboardInterrupt) and not _CAME:  # an import that failed on its own
+        raise
     print(
         "python -m mismatch: interrupted while starting (importing torch): nothing written", file=sys.stderr
     )

@@ -214,3 +214,48 @@ def test_the_twin_is_pipesims_mechanism_line_for_line() -> None:
     """mismatch may not import pipesim, so it carries a copy; a change to either is made to both."""
     theirs = _code(ROOT / "pipesim" / "compute" / "finalizer_stop.py")
     assert _code(ROOT / "mismatch" / "finalizer_stop.py") == theirs
+
+
+IMPORT_CUT_IN_C = """
+import runpy, signal, sys
+
+class Fails:  # torch fails to import: with no signal, or as a stop came (numpy's C code does this)
+    def __init__(self, stop):
+        self.stop = stop
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            try:
+                if self.stop:
+                    signal.raise_signal(signal.SIGTERM)
+            except KeyboardInterrupt:
+                raise ImportError("cannot load module more than once per process") from None
+            raise ImportError("broken install")
+        return None
+
+sys.meta_path.insert(0, Fails({stop}))
+sys.argv = ["mismatch", "--help"]
+runpy.run_module("mismatch", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("stop", [False, True])
+def test_an_import_error_a_stop_caused_is_the_stop_one_without_is_raised(stop: bool, tmp_path: Path) -> None:
+    """A Ctrl-C at random moments of ``python -m mismatch --help`` was about 1 in 100 turned by numpy
+    into an ImportError traceback; an import error that follows a stop signal is that stop."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(IMPORT_CUT_IN_C.format(stop=stop))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if stop:
+        said = "python -m mismatch: interrupted while starting (importing torch): nothing written\n"
+        assert proc.returncode == 130 and proc.stderr == said, proc.stderr[-3000:]
+    else:
+        assert proc.returncode == 1 and "ImportError: broken install" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stdout == ""
