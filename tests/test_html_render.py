@@ -380,7 +380,8 @@ PROBE = """<script>window.addEventListener('load', function () { setTimeout(func
         gd.querySelectorAll('.hovertext').forEach(function (n) { hover.push(n.textContent); });
       }
     });
-    var bars = Array.from(gd.querySelectorAll('.bartext')).map(function (n) { return n.textContent; });
+    var bars = Array.from(gd.querySelectorAll('.bartext, .textpoint')).map(function (n) {
+      return n.textContent; });
     out.push({left: svg.left, right: svg.right, legends: legends, hover: hover, bars: bars});
   });
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);

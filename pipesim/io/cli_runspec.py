@@ -8,7 +8,8 @@ names (``timing_s/gen``, ``timing_s/param_sync``, ``timing_s/update_actor``, ``t
 first, then the throughput and the GPUs' and engines' busy shares above ``gen_util``; a note under
 the table (on standard error: standard output stays ``key value`` lines) says that ``gen_util`` and
 the other slot metrics count the engines' ``max_num_seqs`` places, not GPU time (a busy engine's
-read 0.03 right under the throughput). ``--json`` holds the summary, the same word on each slot
+read 0.03 right under the throughput), and one that ``timing_s/param_sync`` is per step, as verl
+logs it, with a sync's own time beside it. ``--json`` holds the summary, the same word on each slot
 metric (``notes``), the run spec's data (``runspec``: what ``pipesim export``
 writes, its paths absolute so it reruns from any folder) and the recipe (the file, ``--set``
 pairs and seed); ``--save`` keeps the kernel's tables
@@ -130,7 +131,8 @@ def run_spec(args: argparse.Namespace) -> int:
     out.flush()  # the notes below the table, where standard error shares its pipe
     from pipesim.io.cli_run import staleness_note  # (cli_run imports this module when called)
 
-    for note in (slot_share_note(summary), verl_step_note(rs, summary), staleness_note(crun.result)):
+    notes = (slot_share_note(summary), param_sync_note(crun.result, summary))
+    for note in (*notes, verl_step_note(rs, summary), staleness_note(crun.result)):
         if note is not None:
             print(note, file=sys.stderr)  # stdout stays the table: key and value per line
     intervals = None
@@ -280,6 +282,24 @@ def export_spec(args: argparse.Namespace) -> int:
         write_text_atomic(args.out, text)
         print(f"wrote {args.out} (run it: pipesim run {args.out})")
     return 0
+
+
+def param_sync_note(result: Any, summary: dict[str, Any]) -> str | None:
+    """``timing_s/param_sync`` is per step, as verl logs it (the sync seconds inside the steps over
+    the steps, :func:`~pipesim.compute.series.step_breakdown`): 1.089 beside syncs of 1.188 s each
+    (11 of 12 inside the steps) read as a wrong sync time. The note gives a sync's own time; None
+    where the run has no sync or the summary no ``timing_s/param_sync``."""
+    from pipesim.io.cli_common import fmt_number
+
+    syncs = [b - a for a, b, _ in result.sync_log]
+    steps = len(result.train_log)  # the rows the summary's mean is over
+    if not syncs or not steps or "timing_s/param_sync" not in summary:
+        return None
+    each = fmt_number(sum(syncs) / len(syncs))
+    return (
+        f"note: timing_s/param_sync is per step (verl's: sync time inside steps / {steps:,} steps); "
+        f"a sync took {each} s on average ({len(syncs):,} syncs)"
+    )
 
 
 def verl_step_note(rs: Any, summary: dict[str, Any]) -> str | None:

@@ -12,8 +12,12 @@ Design notes:
 - One run per design: a bar of its value. Several seeds: a bar of the mean and an error bar of the
   95% t interval (none where there is no interval: one seed, or a design given as one run).
 - A bar carries its value as the table writes it (:func:`bar_label`): d3's four significant digits
-  wrote 11,820 for 11,823, and a zero bar was invisible without its 0. The y axes use thousands
-  separators (10,000, not 10k).
+  wrote 11,820 for 11,823. The y axes use thousands separators (10,000, not 10k).
+- The values are written by a text trace per panel, drawn after the bars (``fig.data`` starts with
+  one bar trace per panel), each value above the top of its bar and of its error bar
+  (:func:`_label_height`). A bar's own text cannot do this: inside the bar the lower whisker crossed
+  it (5,011 read ",011") and a zero bar had no room for its 0; outside, the upper whisker crosses it.
+  Above the whisker, a zero reads as a visible 0 with or without an interval.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def comparison_figure(
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=titles)
 
     names = list(summaries)
+    labels: list[tuple[int, str, list[float], list[str]]] = []  # per panel: column, name, heights, values
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     for j, (k, label) in enumerate(panels, start=1):
         y = [float(summaries[n].get(k, float("nan"))) for n in names]
@@ -73,6 +78,7 @@ def comparison_figure(
                 array=[error_gap(hi - v) for v, (_, hi) in zip(y, lo_hi)],
                 arrayminus=[error_gap(v - lo) for v, (lo, _) in zip(y, lo_hi)],
             )
+        text = [bar_label(v, fmt_number) for v in y]
         fig.add_trace(
             go.Bar(
                 x=names,
@@ -81,17 +87,38 @@ def comparison_figure(
                 marker_color=colors,
                 name=label,
                 showlegend=False,
-                text=[bar_label(v, fmt_number) for v in y],
+                text=text,
                 hovertemplate="%{x}<br>" + label + ": %{text}<extra></extra>",
-                texttemplate="%{text}",  # the value on each bar: a zero is a visible 0
-                textposition="outside" if bounds is None else "inside",  # outside: under the error bar
+                textposition="none",  # written by the panel's text trace, above the error bar
+            ),
+            row=1,
+            col=j,
+        )
+        tops = [_label_height(v, e) for v, e in zip(y, _plus(error, len(y)))]
+        labels.append((j, label, tops, text))
+        if k in _SHARES:
+            fig.update_yaxes(range=[0, 1.1], row=1, col=j)
+        else:  # room above the highest label: autorange leaves none for text
+            top = max((t for t in tops if math.isfinite(t)), default=math.nan)
+            if top > 0:
+                fig.update_yaxes(autorangeoptions={"include": [top * 1.18]}, row=1, col=j)
+    for j, label, tops, text in labels:  # after every bar: fig.data[:len(panels)] are the panels' bars
+        fig.add_trace(
+            go.Scatter(
+                x=names,
+                y=tops,
+                text=text,
+                mode="markers+text",
+                marker={"size": 6, "opacity": 0},  # unseen: its radius is the text's gap above
+                textposition="top center",  # above the bar and its upper whisker: a zero is a 0
+                name=label,
+                showlegend=False,
+                hoverinfo="skip",
                 cliponaxis=False,
             ),
             row=1,
             col=j,
         )
-        if k in _SHARES:
-            fig.update_yaxes(range=[0, 1.1], row=1, col=j)
     fig.update_yaxes(tickformat=",", rangemode="tozero")  # 10,000 (separatethousands drew 10k)
     fig.update_layout(height=380, plot_bgcolor="white", title=title)
     return fig
@@ -107,3 +134,18 @@ def bar_label(v: float, fmt_number: Callable[[float], str]) -> str:
 def error_gap(x: float) -> float | None:
     """An error bar's length; None (no bar, not a bar of 0) where there is no interval."""
     return float(x) if math.isfinite(x) else None
+
+
+def _label_height(v: float, plus: float | None) -> float:
+    """Where a bar's value is written: at the top of the bar or of its upper whisker, whichever is
+    higher (``plus``: the whisker's length, None where there is none), so no whisker crosses it; at
+    0 for a bar below the axis; NaN (no label) where there is no value."""
+    if not math.isfinite(v):
+        return math.nan
+    top = v + plus if plus is not None and math.isfinite(plus) and plus > 0 else v
+    return max(top, 0.0)
+
+
+def _plus(error: go.bar.ErrorY | None, n: int) -> list[float | None]:
+    """The upper whiskers' lengths of a panel's ``n`` bars (None where a bar has none)."""
+    return [None] * n if error is None else list(error.array)

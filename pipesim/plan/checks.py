@@ -15,7 +15,7 @@ that never ends:
 
 * :data:`MAX_GPUS` (65,536): ``cluster.n_gpus``, ``space.tp``, ``space.placement``,
   ``constraints.min_trainer_gpus``;
-* :data:`MAX_ETA` (1,024): ``space.eta`` (the staleness bound; runs draw a pool of durations
+* :data:`MAX_ETA` (1,024): ``space.eta`` (the admission's lead; runs draw a pool of durations
   that grows with it, and a bound beyond a run's steps bounds nothing);
 * :data:`MAX_OVERSAMPLE` (16): ``space.oversample`` (the pool grows with it too);
 * :data:`MAX_SYNC_EVERY` (2**28, the most steps a run may take): ``space.sync_every``,

@@ -221,8 +221,9 @@ def best_heading(result: PlanResult, top: int) -> str:
 
 LEGEND = (
     "design: split T:R = trainer:rollout GPUs (colocated: both on every GPU), tpN = tensor parallel, "
-    "eta = the admission's staleness bound (partial rollouts and over-sampling carry samples past "
-    "a step: read mean/max staleness), k = a weight sync every k steps, os = over-sample factor"
+    "eta = the admission's lead (how many batches generation may run ahead of training; a staleness "
+    "bound only under drain: read mean/max staleness), k = a weight sync every k steps, "
+    "os = over-sample factor"
 )
 """Under the best designs' table: what a design's label says (:meth:`Design.label`)."""
 

@@ -13,6 +13,7 @@ exists. ``pipesim plan RUN.toml`` runs the same checks, so a typo is refused rat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,6 +149,24 @@ def read_design(data: Any) -> Design:
     )
 
 
+_DIVIDES = re.compile(r"(tp|ep) \((\d+)\) (.*)", re.DOTALL)
+"""The roofline's divisibility refusals (:func:`~pipesim.compute.roofline.check_tp`, ``check_ep``):
+``tp (3) must divide the model's n_heads (32)``."""
+
+
+def _engine_refusal(model: str, text: str) -> str:
+    """Why the engine refused the model at a design's tp, after ``design.tp (3): ``: a divisibility
+    rule says ``cannot run at tp=3: tp must divide ...`` ("does not fit" read as memory when it
+    was a head count); memory says ``does not fit``, with the engine's own opening said once."""
+    said = f"model {model} does not fit: "
+    if text.startswith(said):
+        return f"{model} does not fit: {text[len(said) :]}"
+    if rule := _DIVIDES.fullmatch(text):
+        key, value, why = rule.groups()
+        return f"{model} cannot run at {key}={value}: {key} {why}"
+    return f"{model} does not fit: {text}"  # the KV budget: memory too
+
+
 def check_design(
     spec: PlanSpec, d: Design, table: str = "design", engine: Sequence[tuple[str, Any]] = ()
 ) -> None:
@@ -184,10 +203,9 @@ def check_design(
             text = _CONTEXT_KEYS[inner] + text[len(inner) :]
         if inner == "max_model_len":  # longer than the model's context: no tp changes that
             raise PlanError(text, "model.max_model_len") from None
-        said = f"model {spec.model.name} does not fit: "  # the engine's own opening: said once
-        text = text[len(said) :] if text.startswith(said) else text
-        msg = f"{table}.tp ({d.tp}): {spec.model.name} does not fit: {text}"
-        raise PlanError(msg, f"{table}.tp") from None
+        raise PlanError(
+            f"{table}.tp ({d.tp}): {_engine_refusal(spec.model.name, text)}", f"{table}.tp"
+        ) from None
     per = dict(engine).get("episodes_per_replica")
     try:
         Cluster(engine=eng, n_gpus=n, trainer_gpus=d.trainer_gpus, slots_per_replica=per)
