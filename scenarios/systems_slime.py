@@ -156,6 +156,7 @@ def _slime_sync(filter_rate: float, n: int, over_sampling: int | None, pipeline:
             admission=CountThrottle(),
             weight_update=Drain(),
         )
+    _colocated_for_the_abort(pipeline, "slime('sync') with a filter or over-sampling")
     return _scenario(
         "slime sync",
         pipeline,
@@ -166,6 +167,22 @@ def _slime_sync(filter_rate: float, n: int, over_sampling: int | None, pipeline:
         weight_update=AbortRestart(restart=False),
         batching=WholeGroups(n, filter_rate=filter_rate, drop_stale=True),
     )
+
+
+def _colocated_for_the_abort(pipeline: dict[str, Any], who: str) -> None:
+    """slime's submit loop dropping the unfinished groups at each batch
+    (``AbortRestart(restart=False)``) needs ``colocated``: split, the sync falls inside a round and
+    drops the round's own groups unseen, and :class:`~pipesim.policies.slime_submit.SlimeSubmit`
+    refuses it at the first start, naming ``weight_update``, which a preset's user never set. So
+    the preset refuses it at once, naming ``colocated``."""
+    if not pipeline.get("colocated", True):
+        raise refuse(
+            "colocated",
+            f"must be True for {who}: its abort drops the unfinished groups at each batch, and with "
+            "colocated=False the sync falls inside a round and drops the round's own groups, which "
+            "slime's submit loop cannot see, so rounds run out of groups (slime's train.py generates "
+            "nothing during training)",
+        )
 
 
 def slime_drain(**kw: Any) -> Scenario:
@@ -301,6 +318,8 @@ def april(
         if chunk is None:  # a factor of B (the default, or the old name): whole groups, rounded up
             chunk = math.ceil(factor * batch / n_samples_per_prompt - 1e-9)
         admission = SlimeSubmit(chunk, partial_rollout)
+        if not partial_rollout:
+            _colocated_for_the_abort(pipeline, "april(partial_rollout=False) with a filter")
     return _scenario(
         "APRIL",
         pipeline,

@@ -145,7 +145,9 @@ def test_each_round_submits_slimes_chunks(
     check_slime_rounds(result, chunk, n, prompts, partial)
 
 
-MIXES: dict[str, WeightUpdate] = {"reprefill": AbortReprefill(), "restart": AbortRestart(restart=False)}
+MIXES: dict[str, WeightUpdate] = {"reprefill": AbortReprefill()}
+"""Partial rollout with ``AbortRestart(restart=False)`` is refused (``tests/test_slime_stale_mix.py``):
+its case here passed at one seed while counting the groups the abort drops as carried for good."""
 
 
 @pytest.mark.parametrize(
@@ -158,9 +160,8 @@ MIXES: dict[str, WeightUpdate] = {"reprefill": AbortReprefill(), "restart": Abor
         # a user's mix: partial rollout with WholeGroups(drop_stale=True), whose expired groups
         # are no longer carried
         (10, 2, 3, 0.6, True, 32, 8, "reprefill"),
-        (10, 2, 3, 0.6, True, 32, 8, "restart"),
     ],
-    ids=["part-begun-group", "carried-unbegun-samples", "mix-reprefill", "mix-restart"],
+    ids=["part-begun-group", "carried-unbegun-samples", "mix-reprefill"],
 )
 def test_rounds_at_few_slots_keep_slimes_chunks(
     chunk: int, n: int, prompts: int, rate: float, partial: bool, seed: int, n_slots: int, mix: str | None

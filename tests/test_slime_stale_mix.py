@@ -7,19 +7,30 @@ later). The loop counts a carried group as one of the round's submitted groups, 
 the ones that expire, as slime's loop replaces the ones its filter rejects (``remaining -= 1``):
 otherwise a round can run out of groups below its batch and the run stalls. These mixes run to
 their last step and keep ``drop_stale``'s promise: no trained sample is older than eta.
+
+Without partial rollout, generating through the sync (``colocated=False``), the groups a round
+began before the sync expire in that round: the loop replaces the drops beyond its leftovers (the
+groups alive at its start, which it does not count). An abort that drops the groups the loop
+counts (``AbortRestart(restart=False)`` with partial rollout, or mid-round) is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pipesim
 from pipesim import PipelineConfig, Scenario
+from pipesim.core.validate import FieldError
+from pipesim.policies.base import WeightUpdate
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.slime_submit import SlimeSubmit
-from pipesim.policies.updates import AbortReprefill, AbortRestart
+from pipesim.policies.updates import AbortReprefill, AbortRestart, AfterNextBatch, SyncEveryK
 from pipesim.testing import check_invariants
+from scenarios.systems_slime import april, slime
 
 
 def _mix(
@@ -33,6 +44,7 @@ def _mix(
     colocated: bool = True,
     restart: bool = False,
     steps: int = 5,
+    partial: bool = True,
 ) -> Scenario:
     cfg = PipelineConfig(
         n_slots=n_slots, batch_size=prompts * n, steps=steps, max_staleness=eta, colocated=colocated
@@ -41,7 +53,7 @@ def _mix(
         pipeline=cfg,
         seed=seed,
         pool_size=2000,  # over-sampling: a large pool
-        admission=SlimeSubmit(chunk, partial_rollout=True),
+        admission=SlimeSubmit(chunk, partial_rollout=partial),
         weight_update=AbortRestart() if restart else AbortReprefill(),  # both keep an aborted group
         batching=WholeGroups(n, filter_rate=rate, drop_stale=True),
     )
@@ -104,3 +116,88 @@ def test_the_promise_is_checked_where_it_can_break() -> None:
         for seed in range(4)
     ]
     assert max(stalest) == 1, stalest
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    chunk=st.integers(1, 12),
+    n=st.sampled_from([1, 2, 4]),
+    prompts=st.integers(1, 6),
+    rate=st.sampled_from([0.0, 0.2, 0.4, 0.6]),
+    eta=st.sampled_from([0, 0, 1, 2]),
+    seed=st.integers(0, 10**6),
+    n_slots=st.integers(2, 32),
+    restart=st.booleans(),
+)
+def test_without_partial_rollout_a_round_replaces_groups_expiring_in_it(
+    chunk: int, n: int, prompts: int, rate: float, eta: int, seed: int, n_slots: int, restart: bool
+) -> None:
+    """Generating through the sync, a round's groups begun before it expire in the round (at eta 0
+    their finished samples are a version old); before the fix about half of these draws stalled."""
+    sc = _mix(chunk, n, prompts, rate, eta, seed, n_slots, colocated=False, restart=restart, partial=False)
+    check_runs_and_keeps_the_bound(sc)
+
+
+def test_a_round_without_partial_rollout_replaces_its_own_expired_groups() -> None:
+    """One draw of the property above that stalled at version 1 of 5 before the fix."""
+    check_runs_and_keeps_the_bound(_mix(10, 2, 6, 0.4, 0, 881168, 16, colocated=False, partial=False))
+
+
+DROPPING = AbortRestart(restart=False)
+
+
+@pytest.mark.parametrize(
+    ("partial", "colocated", "weight_update"),
+    [
+        (True, True, DROPPING),
+        (True, False, DROPPING),
+        (False, False, DROPPING),
+        (True, True, SyncEveryK(2, DROPPING)),
+        (False, False, AfterNextBatch(DROPPING)),
+    ],
+)
+def test_an_abort_that_drops_the_groups_the_loop_counts_is_refused(
+    partial: bool, colocated: bool, weight_update: WeightUpdate
+) -> None:
+    """partial_rollout counts the aborted groups as carried, and with colocated=False the sync
+    aborts a round's own groups mid-round: AbortRestart(restart=False) drops them unseen and the
+    round runs out of groups (most draws stalled), so the mix is refused at the first start."""
+    sc = _mix(4, 2, 3, 0.4, 0, 7, 8, colocated=colocated, partial=partial)
+    with pytest.raises(FieldError) as err:
+        pipesim.run(dataclasses.replace(sc, weight_update=weight_update))
+    assert err.value.field == "weight_update"
+
+
+def test_slime_sync_drops_its_leftovers_between_rounds() -> None:
+    """Not refused: colocated, without partial rollout (``slime("sync")``), the abort falls
+    between rounds and drops only leftovers the loop does not count."""
+    sc = _mix(4, 2, 3, 0.4, 0, 7, 8, partial=False)
+    check_runs_and_keeps_the_bound(dataclasses.replace(sc, weight_update=DROPPING))
+
+
+PRESETS_SPLIT = {
+    "slime sync, a filter": lambda: slime(
+        "sync", filter_rate=0.3, n_samples_per_prompt=4, batch_size=16, colocated=False
+    ),
+    "slime sync, over-sampled": lambda: slime(
+        "sync", n_samples_per_prompt=4, over_sampling_batch_size=6, batch_size=16, colocated=False
+    ),
+    "april, no partial rollout": lambda: april(
+        filter_rate=0.3, partial_rollout=False, n_samples_per_prompt=4, batch_size=16, colocated=False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PRESETS_SPLIT))
+def test_a_preset_whose_abort_needs_colocated_refuses_split_at_once_naming_colocated(name: str) -> None:
+    """The presets set the abort themselves, so the refusal names what their user set, at once,
+    rather than weight_update at the run's first start."""
+    with pytest.raises(FieldError) as e:
+        PRESETS_SPLIT[name]()
+    assert e.value.field == "colocated"
+
+
+def test_the_presets_that_carry_or_colocate_are_not_refused() -> None:
+    assert april(filter_rate=0.3, n_samples_per_prompt=4, batch_size=16, colocated=False).name == "APRIL"
+    assert slime("sync", filter_rate=0.3, n_samples_per_prompt=4, batch_size=16).name == "slime sync"
+    assert slime("sync", batch_size=16, colocated=False).name == "slime sync"  # no filter: Drain

@@ -34,11 +34,13 @@ and a free slot starts the next task while
 
 carried = the groups alive at the round's start (in flight or partly buffered) with
 ``partial_rollout``, else 0; the unbegun samples of a carried group start whenever a slot is free.
-f counts the groups the filter rejected (slime's ``remaining -= 1``) and, with ``partial_rollout``,
-the ones :class:`~pipesim.policies.groups.WholeGroups` dropped whole: expired by ``drop_stale`` (a
-carried group's samples from the old weights, at the sync or eta versions later) or abandoned. slime
-has no stale drop; a group that can no longer be trained is to its loop what a rejected one is, so
-the loop goes on submitting chunks until the round has its batch.
+f counts the groups the filter rejected (slime's ``remaining -= 1``) and the ones
+:class:`~pipesim.policies.groups.WholeGroups` dropped whole since the round began (expired by
+``drop_stale``: samples from old weights, at the sync or eta versions later; or abandoned), less
+the round's leftovers: f = rejected + max(0, dropped - leftovers), leftovers = the groups alive at
+the round's start without ``partial_rollout`` (which the round does not count), else 0. slime has
+no stale drop; a group that can no longer be trained is to its loop what a rejected one is, so the
+loop goes on submitting chunks until the round has its batch.
 So f = 0 with chunk = target submits exactly one batch of groups. A group submitted but not begun
 when the round ends (every slot busy) has no progress to lose or carry: slime aborts it or carries
 it untouched, and here it is simply submitted again in the next round.
@@ -56,19 +58,26 @@ in the same instant). The rule promises no staleness bound; ``WholeGroups(drop_s
 gives one, at eta 0 without ``partial_rollout`` (``slime("sync")``) and with it (``april``'s
 policies with ``drop_stale=True``, which no preset uses; ``tests/test_slime_stale_mix.py``).
 
-Why dropped groups count only with ``partial_rollout``: then every group alive at the round's
-start is one of its carried groups, so every group dropped after the start is one of the round's.
-Without it the groups that expire are mostly the previous round's aborted leftovers, not the
-round's (slime's ``abort`` already removed them): counting them would over-submit, and counts
-cannot tell them from the round's own. Counting changes no run that finished without it: at
-filter rate 0 rejections never raise S, and without ``drop_stale`` a group is abandoned only when
-nothing can complete; either way, once a drop takes S - f below the target, the round could never
-have reached its batch and the run stalled. With a filter and ``drop_stale`` the next chunk now goes
-out when a group expires, where it waited for a later rejection, so such runs change.
-Two mixes still stall: ``partial_rollout`` with ``AbortRestart(restart=False)``, which drops the
-groups the loop counts as carried (a group whose begun samples were all aborted stays counted), and
-``drop_stale`` expiring groups in their own round without ``partial_rollout`` (generated through the
-sync, ``colocated=False``).
+Why drops count beyond the leftovers: the groups that can still fill the round's batch are its S
+submitted and (without ``partial_rollout``) its leftovers, less those rejected or dropped since it
+began, so the batch needs S + leftovers - rejected - dropped >= target. Counting rejections alone
+is at least as cautious while dropped <= leftovers, so those rounds run as before. With
+``partial_rollout`` every group alive at the round's start is carried (in S), so every drop
+counts. Without it, generating through the sync (``colocated=False``), the round's groups begun
+before the sync expire in the round (at eta 0 their samples are a version old), mixed with the
+previous round's leftovers, whose drops the leftovers cover; the counts cannot tell them apart, and
+need not. So counting changes no run that finished without it, except where a later rejection's
+chunk rescued a round already short of groups: that chunk now goes out at the drop (with a filter
+and ``drop_stale``, as with the carried groups' expiry).
+Refused at the first start, naming ``weight_update``: ``AbortRestart(restart=False)`` (under
+``SyncEveryK`` or ``AfterNextBatch`` too) with ``partial_rollout``, which drops the very groups
+the loop counts as carried (one whose begun samples were all aborted is never seen by
+``WholeGroups``, so it stays counted and each round has less room), and with ``colocated=False``,
+where the sync falls mid-round and drops the round's own groups unseen. Most such runs stalled; the
+port says how many episodes were dropped, not which groups. One mix still stalls:
+``AbortRestart(restart=True)`` without ``partial_rollout``, colocated: the round begins after the
+sync, when ``p.upcoming_task`` is a relaunched task, so the round's first fresh task is read too
+low (with ``partial_rollout`` the carried count is low by as much, and the two cancel).
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ from weakref import WeakKeyDictionary
 from pipesim.core.errors import shown
 from pipesim.core.validate import FieldError, check_int, refuse
 from pipesim.policies.groups import GroupStats, WholeGroups
+from pipesim.policies.updates import AbortRestart, AfterNextBatch, SyncEveryK
 
 if TYPE_CHECKING:
     from pipesim.core.port import PipelineView
@@ -97,13 +107,17 @@ def slime_round_groups(chunk: int, target: int, filtered: int) -> int:
 
 
 class _Round:
-    """One run's round: its index, the task and the filtered and dropped counts it began at, its
-    carried groups."""
+    """One run's round: its index, the task it began at (its first fresh group's first), its
+    carried groups, the groups alive at its start that it does not count as submitted (its
+    leftovers, without ``partial_rollout``), and the filtered and dropped counts it began at."""
 
-    __slots__ = ("carried", "dropped0", "filtered0", "index", "task0")
+    __slots__ = ("carried", "dropped0", "filtered0", "index", "leftovers", "task0")
 
-    def __init__(self, index: int, task0: int, carried: int, filtered0: int, dropped0: int) -> None:
-        self.index, self.task0, self.carried = index, task0, carried
+    def __init__(
+        self, index: int, task0: int, alive: int, partial: bool, filtered0: int, dropped0: int
+    ) -> None:
+        self.index, self.task0 = index, task0
+        self.carried, self.leftovers = (alive, 0) if partial else (0, max(alive, 0))
         self.filtered0, self.dropped0 = filtered0, dropped0
 
 
@@ -122,11 +136,12 @@ class SlimeSubmit:
 
     See the module docstring. ``over_sampling_batch_size`` is slime's knob, in groups (prompts)
     per submit; None is slime's default, the rollout batch (B / n). ``partial_rollout``: groups
-    carried over by the abort count as submitted in the next round (``--partial-rollout``), and
-    the round's groups that ``WholeGroups`` drops whole (``drop_stale``) are replaced as the ones
-    the filter rejects are.
+    carried over by the abort count as submitted in the next round (``--partial-rollout``). The
+    groups ``WholeGroups`` drops whole (``drop_stale``) are replaced as the ones the filter
+    rejects are, beyond the leftovers a round does not count.
     Needs :class:`~pipesim.policies.groups.WholeGroups` as the scenario's batch policy (refused at
-    the first start, naming ``batching``).
+    the first start, naming ``batching``), and refuses ``AbortRestart(restart=False)`` with
+    ``partial_rollout`` or ``colocated=False`` (at the first start, naming ``weight_update``).
     """
 
     over_sampling_batch_size: int | None = None
@@ -151,29 +166,57 @@ class SlimeSubmit:
     def _round(self, p: PipelineView, groups: WholeGroups) -> _Round:
         r = _ROUNDS.get(p)
         if r is None or r.index != p.batches_taken:
+            if r is None:  # the run's first start
+                self._check_weight_update(p)
             stats = groups.stats(p)
             begun = -(-p.upcoming_task // groups.samples_per_group)  # groups with a sample begun
-            gone = (
-                stats.groups_trained + stats.groups_filtered + stats.groups_expired + stats.groups_abandoned
-            )
-            carried = begun - gone if self.partial_rollout else 0  # alive: in flight or partly buffered
+            gone = stats.groups_trained + stats.groups_filtered + _dropped(stats)
+            alive = begun - gone  # in flight or partly buffered: carried with partial_rollout
             task0 = begun * groups.samples_per_group  # a carried group's unbegun samples are not fresh
-            r = _ROUNDS[p] = _Round(p.batches_taken, task0, carried, stats.groups_filtered, _dropped(stats))
+            r = _ROUNDS[p] = _Round(
+                p.batches_taken, task0, alive, self.partial_rollout, stats.groups_filtered, _dropped(stats)
+            )
         return r
+
+    def _check_weight_update(self, p: PipelineView) -> None:
+        """Refuse an abort that drops the groups the loop counts (module docstring): with
+        ``partial_rollout`` the carried ones, without it those begun before a sync that falls
+        mid-round (``colocated=False``)."""
+        wu = p.scenario.weight_update
+        while isinstance(wu, SyncEveryK | AfterNextBatch):
+            wu = wu.inner
+        if not isinstance(wu, AbortRestart) or wu.restart:
+            return
+        if self.partial_rollout:
+            why = (
+                "partial_rollout carries the groups the abort interrupts into the next round, and "
+                "AbortRestart(restart=False) drops them: the loop would count them as submitted for good"
+            )
+        elif not p.config.colocated:
+            why = (
+                "with colocated=False the sync falls inside a round, and AbortRestart(restart=False) "
+                "drops the round's own groups in flight there, which the loop cannot see"
+            )
+        else:
+            return
+        raise FieldError(
+            f"SlimeSubmit: {why}, so a round runs out of groups and the run stalls; use AbortReprefill "
+            "(or AbortRestart(restart=True)) to carry them, or drop them with partial_rollout=False "
+            "and colocated=True",
+            "weight_update",
+        )
 
     def submitted(self, p: PipelineView) -> int:
         """Groups submitted in the current round so far, carried ones included (slime's count):
-        each rejected group lowers slime's ``remaining``, and with ``partial_rollout`` so does each
-        of the round's groups dropped whole (every group alive at the round's start is carried)."""
+        each rejected group lowers slime's ``remaining``, and so does each group dropped whole
+        since the round began, beyond the leftovers alive at its start that it does not count."""
         groups = self._groups(p)
         r = self._round(p, groups)
         target = p.batch_size // groups.samples_per_group
         chunk = target if self.over_sampling_batch_size is None else self.over_sampling_batch_size
         stats = groups.stats(p)
-        gone = stats.groups_filtered - r.filtered0
-        if self.partial_rollout:
-            gone += _dropped(stats) - r.dropped0
-        return slime_round_groups(chunk, target, gone)
+        dropped = max(0, _dropped(stats) - r.dropped0 - r.leftovers)
+        return slime_round_groups(chunk, target, stats.groups_filtered - r.filtered0 + dropped)
 
     def admits(self, p: PipelineView) -> bool:
         groups = self._groups(p)
