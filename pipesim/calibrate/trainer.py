@@ -17,7 +17,9 @@ profile (:mod:`pipesim.compute.profiles`; none named: the one-MFU ``ideal`` prof
   the remainder would absorb a missing phase).
 
 Each step's tokens, the remainder and the samples dealt to the ranks are read in
-:mod:`pipesim.calibrate.trainer_inputs`; this module fits them.
+:mod:`pipesim.calibrate.trainer_inputs` (the dealing drawn without the engines where the draws
+alone decide it, a synchronous colocated design's: :mod:`pipesim.calibrate.dealing`; else the spec's
+run); this module fits them.
 
 :func:`pipesim.compute.phasefit.fit_profile` solves them together by least squares, with normal
 intervals (95%, widened to Student's t at the residual degrees of freedom of the phases that hold
@@ -248,7 +250,10 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
 
 DEALING_SEEDS = 4
 """Other dealings :func:`dealing_spread` refits the trainer on (the spec's run at seeds
-``seed + 1 .. seed + DEALING_SEEDS``)."""
+``seed + 1 .. seed + DEALING_SEEDS``). Each was a run of the spec through the log's last step,
+which made a 1,000-step calibration of the sample spec 1.4-1.7x slower; a synchronous colocated
+design's are drawn without the engines (:mod:`pipesim.calibrate.dealing`, the same samples), so
+there the note costs the four fits."""
 
 
 def dealing_spread(log: TrainingLog, rs: RunSpec, t: np.ndarray, values: dict[str, Fitted]) -> str | None:
