@@ -59,6 +59,7 @@ from pipesim.plan.runspec_calibration import CALIBRATED as CALIBRATED  # re-expo
 from pipesim.plan.runspec_calibration import CALIBRATION_KEYS as CALIBRATION_KEYS  # re-exported
 from pipesim.plan.runspec_calibration import (
     PROFILE_KEYS,
+    LoggedSetup,
     calibrated,
     calibrated_sync,
     check_sets_not_calibrated,
@@ -222,7 +223,7 @@ def from_dict(data: Mapping[str, Any], base: Path | None = None) -> RunSpec:
         "sim_seed": seed,
     }
     try:
-        spec = plan_spec(tables, cal, base, logged_design(data))
+        spec = plan_spec(tables, cal, base, logged_design(data, base))
     except PlanError as e:
         raise as_run_key(e, cal, tuple(RUN_IN_SEARCH)) from None
     check_design(spec, design, engine=engine)  # first: a cluster too large names cluster.n_gpus
@@ -242,11 +243,12 @@ def plan_spec(
     tables: Mapping[str, Any],
     cal: Mapping[str, float],
     base: Path | None = None,
-    logged: Design | None = None,
+    logged: Design | LoggedSetup | None = None,
 ) -> PlanSpec:
     """The :class:`PlanSpec` of plan-spec ``tables`` (:func:`plan_tables`) with the calibrated
-    overheads ``cal`` applied (the ones no table key holds), and the calibrated sync as a factor on
-    the model's sync at the ``logged`` design (:func:`~pipesim.plan.runspec_calibration.calibrated_sync`)."""
+        overheads ``cal`` applied (the ones no table key holds), and the calibrated sync as a factor on
+        the model's sync at the ``logged`` design, on the logged cluster and model where they moved
+    (:func:`~pipesim.plan.runspec_calibration.calibrated_sync`)."""
     spec = specfile.from_dict(dict(tables), base)
     spec = spec.with_(
         step_overhead_s=cal.get("step_overhead_s", 0.0),
@@ -299,7 +301,7 @@ def load_plan_spec(data: Mapping[str, Any], base: Path | None = None) -> PlanSpe
         )
     cal = calibrated(data)
     try:
-        spec = plan_spec(plan_tables(data), cal, base, logged_design(data))
+        spec = plan_spec(plan_tables(data), cal, base, logged_design(data, base))
     except PlanError as e:  # the sync times are the run spec's [run] keys; the rest is the plan's
         raise as_run_key(e, cal, ("search.sync_time_s", "search.inflight_load_time_s")) from None
     return _with_own_design(spec.with_(episodes_per_replica=per), design)

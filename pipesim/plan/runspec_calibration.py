@@ -19,14 +19,20 @@ the same one.
   value: ``--set calibration.values.KEY`` asks what-ifs outside it, and ``--intervals`` draws values
   outside it.
 
+* ``design``, ``cluster``, ``model``: the setup a calibrated ``sync_time_s`` was measured on,
+  where the spec's own tables are another (:func:`with_logged_design` writes them before a
+  ``--set`` moves those); the sync is a factor on the sync model taken there (:func:`calibrated_sync`).
+
 Every error is a :class:`~pipesim.plan.checks.PlanError` naming ``calibration.values.KEY`` or
-``calibration.intervals.KEY``.
+``calibration.intervals.KEY`` (``calibration.design.KEY``, ... for the logged setup).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipesim.compute.roofline import MAX_FIXED_COST_S
@@ -36,6 +42,8 @@ from pipesim.plan.checks import PlanError, Table, is_number, number
 __all__ = [
     "CALIBRATED",
     "CALIBRATION_KEYS",
+    "LOGGED_TABLES",
+    "LoggedSetup",
     "PROFILE_KEYS",
     "MAX_STEP_TIME_S",
     "RANGES",
@@ -58,6 +66,8 @@ CALIBRATION_KEYS = (
     "not_identified",
     "seed",
     "design",
+    "cluster",
+    "model",
 )
 PROFILE_KEYS = (
     "fwd_bwd_efficiency",
@@ -214,36 +224,109 @@ def check_sets_not_calibrated(data: Mapping[str, Any], sets: Sequence[str]) -> N
             )
 
 
-def logged_design(data: Mapping[str, Any]) -> Any:
+LOGGED_TABLES = ("design", "cluster", "model")
+"""The tables a calibrated weight sync was measured on: the design, and the cluster and model the
+sync model reads (the GPUs, their count and links, the weights, the trainer's profile). A ``--set``
+pair that moves one keeps the file's as ``calibration.TABLE`` first (:func:`with_logged_design`)."""
+
+
+@dataclass(frozen=True)
+class LoggedSetup:
+    """The setup a calibration's log was measured on where ``calibration.cluster`` or
+    ``calibration.model`` names it (:func:`logged_design`): the logged ``design``, and ``data``,
+    the run spec's tables with those in place of ``[cluster]`` and ``[model]`` (``base`` resolves
+    their relative paths)."""
+
+    design: Any
+    data: Mapping[str, Any]
+    base: Path | None = None
+
+    def spec(self, cal: Mapping[str, float]) -> Any:
+        """The :class:`~pipesim.plan.space.PlanSpec` of the logged setup, every calibrated value
+        but the sync applied (:func:`pipesim.plan.runspec.plan_spec`); PlanError naming
+        ``calibration.cluster.KEY`` or ``calibration.model.KEY`` for a bad one. None where another
+        table fails, or a relative ``calibration.model.name`` without ``base`` (a path read from
+        the working folder): the run spec's own tables read, so the factor is taken on its setup,
+        as before ``calibration.cluster`` was written."""
+        from pipesim.plan.runspec import plan_spec, plan_tables
+
+        rest = {k: v for k, v in cal.items() if k != "sync_time_s"}
+        try:
+            return plan_spec(plan_tables(self.data), rest, self.base)
+        except PlanError as e:
+            table = (e.field or "").split(".")[0]
+            cal_t = self.data.get("calibration")
+            if table not in ("cluster", "model") or not isinstance(cal_t, Mapping) or table not in cal_t:
+                return None
+            name = self.data["model"].get("name") if isinstance(self.data.get("model"), Mapping) else None
+            if e.field == "model.name" and self.base is None and _maybe_relative_path(name):
+                return None
+            where = f"calibration.{e.field}"
+            msg = str(e).replace(e.field, where, 1) if e.field in str(e) else f"{where}: {e}"
+            raise PlanError(f"{msg} (the setup the calibrated sync_time_s was measured on)", where) from None
+
+
+def _maybe_relative_path(name: object) -> bool:
+    """Whether a ``model.name`` may be a relative path (a ``config.json`` or its folder)."""
+    return isinstance(name, str) and not Path(name).is_absolute() and ("/" in name or name.endswith(".json"))
+
+
+def logged_design(data: Mapping[str, Any], base: Path | None = None) -> Any:
     """The design the calibration's log was measured on (a :class:`~pipesim.plan.space.Design`):
     ``calibration.design`` where the table names one (:func:`with_logged_design` writes it before
     a ``--set design.KEY`` moves the spec's own), else the spec's ``[design]``, which ``pipesim
-    calibrate`` writes as it fitted; None without either. PlanError naming
-    ``calibration.design.KEY`` for a bad one."""
+    calibrate`` writes as it fitted; None without either. Where ``calibration.cluster`` or
+    ``calibration.model`` names the cluster or model it was measured on (written before a ``--set
+    cluster.KEY`` or ``model.KEY``), a :class:`LoggedSetup` of that design on them (``base``
+    resolves their relative paths). PlanError naming ``calibration.design.KEY`` for a bad design,
+    ``calibration.cluster`` or ``calibration.model`` for one that is not a table."""
     from pipesim.plan.runspec_checks import read_design
 
     cal = data.get("calibration")
+    design = None if data.get("design") is None else read_design(data["design"])
     if isinstance(cal, Mapping) and "design" in cal:
         try:
-            return read_design(cal["design"])
+            design = read_design(cal["design"])
         except PlanError as e:
             where = f"calibration.{e.field}" if e.field else "calibration.design"
             raise PlanError(str(e).replace("design", "calibration.design", 1), where) from None
-    return None if data.get("design") is None else read_design(data["design"])
+    if design is None or not isinstance(cal, Mapping) or not any(k in cal for k in ("cluster", "model")):
+        return design
+    tables = dict(data)
+    for k in ("cluster", "model"):
+        if k in cal:
+            if not isinstance(cal[k], Mapping):
+                raise PlanError(
+                    f"calibration.{k} must be a table (the [{k}] keys the log was measured on), "
+                    f"got {shown(cal[k])}",
+                    f"calibration.{k}",
+                )
+            tables[k] = dict(cal[k])
+    return LoggedSetup(design, tables, base)
 
 
 def with_logged_design(data: Mapping[str, Any], sets: Sequence[str]) -> dict[str, Any]:
-    """``data`` with its ``[design]`` kept as ``calibration.design`` where a calibrated weight sync
-    is there to scale and a ``--set`` pair is about to change the design (``design.KEY=...``): the
-    sync was measured on the file's design, not on the one set (:func:`calibrated_sync`)."""
+    """``data`` with each of its :data:`LOGGED_TABLES` (``[design]``, ``[cluster]``, ``[model]``)
+    that a ``--set`` pair is about to change (``design.KEY=...``) kept as ``calibration.TABLE``,
+    where a calibrated weight sync is there to scale and the calibration names none yet: the sync
+    was measured on the file's setup, not on the one set (:func:`calibrated_sync`). Before, only
+    the design was kept: ``--set cluster.n_gpus=16`` on a spec logged on 8 GPUs took the factor on
+    16, and synced in 0.29 s for the 2.54 s the factor times the 16-GPU model gives."""
     out = dict(data)
     cal = out.get("calibration")
-    if not isinstance(cal, Mapping) or "design" in cal or not isinstance(out.get("design"), Mapping):
+    if not isinstance(cal, Mapping):
         return out
     values = cal.get("values")
-    moves = any(p.partition("=")[0].strip().split(".")[0] == "design" for p in sets)
-    if moves and isinstance(values, Mapping) and "sync_time_s" in values:
-        out["calibration"] = {**cal, "design": dict(out["design"])}
+    if not isinstance(values, Mapping) or "sync_time_s" not in values:
+        return out
+    moved = {p.partition("=")[0].strip().split(".")[0] for p in sets}
+    kept = {
+        k: dict(out[k])
+        for k in LOGGED_TABLES
+        if k in moved and k not in cal and isinstance(out.get(k), Mapping)
+    }
+    if kept:
+        out["calibration"] = {**cal, **kept}
     return out
 
 
@@ -251,24 +334,29 @@ def calibrated_sync(spec: Any, cal: Mapping[str, float], logged: Any) -> Any:
     """``spec`` (a :class:`~pipesim.plan.space.PlanSpec`) with the calibrated ``sync_time_s``
     applied as a factor on the weight-sync model: ``sync_scale`` times ``measured / modelled``, the
     modelled sync (:func:`pipesim.plan.build.sync_seconds`: ``run.sync_time_s`` where given, else
-    the cluster's :class:`~pipesim.compute.sync.SyncModel`) of the ``logged`` design. The logged
-    design then syncs in the measured seconds, and every other design in its modelled seconds
-    times the same factor: the sync model's gather, transfer and load move with the trainer's GPU
-    count, the placement and the engine's tp, which the one measurement does not see. Before, the
-    measured seconds replaced every design's sync: a 12:4 split of a log measured colocated
-    (1.02 s) ran its 1.98 s sync at 0.97 s. Where there is no model to scale (no logged design,
-    one that does not fit the cluster, a modelled or measured 0 s), the measured seconds are every
-    design's, as before."""
+    the cluster's :class:`~pipesim.compute.sync.SyncModel`) of the ``logged`` design (a
+    :class:`LoggedSetup`: that design on the cluster and model the log was measured on; a design:
+    on ``spec``'s). The logged setup then syncs in the measured seconds, and every other design,
+    cluster or model in its modelled seconds times the same factor: the sync model's gather,
+    transfer and load move with the trainer's GPU count, the placement, the engine's tp, the GPUs,
+    their links and the weights, which the one measurement does not see. Before, the measured
+    seconds replaced every design's sync: a 12:4 split of a log measured colocated (1.02 s) ran its
+    1.98 s sync at 0.97 s. Where there is no model to scale (no logged design, one that does not
+    fit its cluster, a modelled or measured 0 s), the measured seconds are every design's, as
+    before."""
     measured = cal.get("sync_time_s")
     if measured is None:
         return spec
+    at, design = spec, logged
+    if isinstance(logged, LoggedSetup):
+        at, design = logged.spec(cal) or spec, logged.design
     modelled = 0.0
-    if logged is not None:
+    if design is not None:
         from pipesim.plan.build import design_cluster, sync_seconds
 
         try:
-            _, cluster = design_cluster(spec, logged)
-            modelled = float(sync_seconds(spec, logged, cluster))
+            _, cluster = design_cluster(at, design)
+            modelled = float(sync_seconds(at, design, cluster))
         except (PlanError, ValueError):
             modelled = 0.0
     if not (measured > 0 and 0 < modelled < math.inf):

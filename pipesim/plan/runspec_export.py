@@ -44,7 +44,7 @@ def _is_model_path(name: str, base: Path) -> bool:
 
 def _with_paths(data: Mapping[str, Any], base: Path | None, move: Callable[[Path], str]) -> dict[str, Any]:
     """A deep copy of a spec's tables with each relative path it holds (``model.name`` naming a
-    file, ``workload.response_trace.path``, ``calibration.log``) replaced by
+    file, ``calibration.model.name`` too, ``workload.response_trace.path``, ``calibration.log``) replaced by
     ``move(absolute path)``; absolute paths and everything else stay as written."""
     root = Path(os.path.abspath(base if base is not None else Path.cwd()))
     out = copy.deepcopy(dict(data))
@@ -52,14 +52,17 @@ def _with_paths(data: Mapping[str, Any], base: Path | None, move: Callable[[Path
     def fix(p: str) -> str:
         return p if Path(p).is_absolute() else move(Path(os.path.abspath(root / p)))
 
-    model = out.get("model")
-    if isinstance(model, dict) and isinstance(model.get("name"), str) and _is_model_path(model["name"], root):
-        model["name"] = fix(model["name"])
+    cal = out.get("calibration")
+    # the model the calibrated sync was measured on (runspec_calibration.LoggedSetup) too
+    for model in (out.get("model"), cal.get("model") if isinstance(cal, dict) else None):
+        name = model.get("name") if isinstance(model, dict) else None
+        if isinstance(model, dict) and isinstance(name, str) and _is_model_path(name, root):
+            model["name"] = fix(name)
     wl = out.get("workload")
     trace = wl.get("response_trace") if isinstance(wl, dict) else None
     if isinstance(trace, dict) and isinstance(trace.get("path"), str):
         trace["path"] = fix(trace["path"])
-    cal = out.get("calibration")  # the log it was fitted to: provenance, relative to the spec's folder
+    # the log it was fitted to: provenance, relative to the spec's folder
     if isinstance(cal, dict) and isinstance(cal.get("log"), str) and cal["log"]:
         cal["log"] = fix(cal["log"])
     return out
