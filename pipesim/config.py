@@ -10,7 +10,6 @@ and the CLI's ``--set key=value`` use.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,7 @@ from pipesim.core.errors import MAX_DURATION_POOL, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
-from pipesim.core.validate import FieldError, across, int_shown, refuse, within
+from pipesim.core.validate import FieldError, across, refuse, within
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -32,6 +31,8 @@ from pipesim.policies.base import (
 from pipesim.policies.faults import FailurePolicy, Timeout
 from pipesim.policies.replicas import Replicas
 from pipesim.workload.durations import AgentDurations, DurationModel, check_chapter_seed
+from pipesim.workload.pool_bound import FILTER_POOL_MARGIN as FILTER_POOL_MARGIN  # re-exported
+from pipesim.workload.pool_bound import pool_tasks, pool_too_big
 from pipesim.workload.pools import check_whole_draw
 
 MAX_NAME_CHARS = 200
@@ -93,11 +94,16 @@ prompt groups (``WholeGroups``, ROLL's ``RollReplayBuffer``, ``RollGroupQueue`` 
 rule mid-run, naming neither the policy's field nor the file."""
 
 
+def filter_rate_of(batching: object) -> float:
+    """The share of groups ``batching`` filters (and relaunches): a
+    :class:`~pipesim.policies.groups.WholeGroups`'s ``filter_rate``, else 0."""
+    from pipesim.policies.groups import WholeGroups
+
+    return float(batching.filter_rate) if isinstance(batching, WholeGroups) else 0.0
+
+
 POOL_DRAWS = ("whole", "stable")
 """How a set ``pool_size`` is drawn (:attr:`Scenario.pool_draw`)."""
-FILTER_POOL_MARGIN = 1.5
-"""The default pool of a filtering ``WholeGroups`` holds this many times the tasks its filter's
-mean rate needs (:meth:`Scenario.pool_for`): the filter's draws vary, and a run short of tasks stops."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,9 @@ class Scenario:
     (the system presets') then run on the same episodes at every knob value. The default pool is
     always drawn stable. A whole draw past ``MAX_WHOLE_DRAW_CELLS`` turn cells (``pool_size x
     durations.max_turns``) is refused here, a CrossFieldError naming ``pool_size``
-    (:func:`~pipesim.workload.pools.check_whole_draw`).
+    (:func:`~pipesim.workload.pools.check_whole_draw`), and so is a default pool (``pool_size``
+    unset) past ``MAX_DURATION_POOL``, naming the field of its largest term
+    (:func:`~pipesim.workload.pool_bound.pool_too_big`).
     """
 
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
@@ -148,16 +156,8 @@ class Scenario:
             raise refuse("pool_draw", f"must be one of {', '.join(POOL_DRAWS)}, got {shown(self.pool_draw)}")
         if self.pool_size is not None:
             check_int("pool_size", self.pool_size, 1, MAX_DURATION_POOL, "a pool larger is out of memory")
-        elif self.default_pool_size > MAX_DURATION_POOL:
-            p = self.pipeline
-            raise FieldError(
-                f"this scenario needs a pool (pool_size) of {int_shown(self.default_pool_size)} tasks "
-                f"((steps {int_shown(p.steps)} + max_staleness + 1) x batch_size "
-                f"{int_shown(p.batch_size)} + n_slots, or more), more than the {MAX_DURATION_POOL:,} a "
-                "run may draw: fewer steps, a smaller batch, or fewer slots "
-                f"(n_slots {int_shown(p.n_slots)}: replicas x max_num_seqs in a compute-grounded run)",
-                "pool_size",
-            )
+        elif self.default_pool_size > MAX_DURATION_POOL:  # beside the fields that size it
+            raise pool_too_big(self, filter_rate_of(self.batching))
         for name, protocol, what in _POLICY_SLOTS:
             check_policy(name, getattr(self, name), protocol, what)
         if self.pool_size is not None and self.pool_draw == "whole":  # [pool_size, max_turns] at once
@@ -257,13 +257,8 @@ class Scenario:
         :class:`~pipesim.policies.groups.WholeGroups` that filters a share ``r`` of its groups (and
         relaunches them), :data:`FILTER_POOL_MARGIN` times that over ``1 - r``, plus a batch. The
         compute engine's ``run_compute(groups=...)`` passes its own group policy."""
-        from pipesim.policies.groups import WholeGroups
-
         p = self.pipeline
-        base = (p.steps + p.max_staleness + 1) * p.batch_size + p.n_slots
-        if isinstance(batching, WholeGroups) and batching.filter_rate > 0:
-            return math.ceil(FILTER_POOL_MARGIN * base / (1.0 - batching.filter_rate)) + p.batch_size
-        return base
+        return pool_tasks(p.steps, p.max_staleness, p.batch_size, p.n_slots, filter_rate_of(batching))
 
     def with_(self, **changes: Any) -> Scenario:
         """Copy with fields replaced; keys of :class:`PipelineConfig` go to ``pipeline``.

@@ -321,12 +321,12 @@ BIG_INT_ROWS: list[tuple[str, Callable[[], Any], str]] = [
     (
         "scenario-pool-steps-1e308",
         lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**308)),
-        "pool_size",
+        "pipeline.steps",
     ),
     (
         "scenario-pool-steps-5000-digits",
         lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**5_000)),
-        "pool_size",
+        "pipeline.steps",
     ),
 ]
 
@@ -344,7 +344,7 @@ def test_an_ordinary_int_keeps_its_separators() -> None:
     err = refused(lambda: PipelineConfig(batch_size=10**8), FieldError, "batch_size")
     assert str(err).endswith("got 100,000,000"), str(err)
     err = refused(
-        lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**8)), FieldError, "pool_size"
+        lambda: Scenario(pipeline=PipelineConfig(batch_size=8, steps=10**8)), FieldError, "pipeline.steps"
     )
     assert "steps 100,000,000" in str(err), str(err)
 

@@ -24,7 +24,15 @@ import pipesim
 from pipesim import PipelineConfig, Scenario, TraceDurations, simulate_pipeline
 from pipesim.core.engine import Pipeline
 from pipesim.core.seams import EngineOptions
-from pipesim.core.validate import FieldError, FieldTypeError, check_int, check_number, refuse, within
+from pipesim.core.validate import (
+    CrossFieldError,
+    FieldError,
+    FieldTypeError,
+    check_int,
+    check_number,
+    refuse,
+    within,
+)
 from pipesim.policies.systems import RollGroupAdmission
 from pipesim.workload.durations import AgentDurations, ExponentialDurations, LogNormalDurations
 
@@ -121,7 +129,14 @@ WITH: list[Row] = [  # Scenario.with_: a PipelineConfig refused inside a scenari
     ("pool_size-huge", lambda: _small().with_(pool_size=10**10), FieldError, "pool_size"),
     # 2**28 was accepted and died in a 40 GB allocation (about 1.1-1.7 KB a task): core.errors.MAX_POOL_TASKS
     ("pool_size-past-memory", lambda: _small().with_(pool_size=2**28), FieldError, "pool_size"),
-    ("steps-need-a-huge-pool", lambda: _small().with_(steps=10**12), FieldError, "pool_size"),
+    # a default pool past MAX_DURATION_POOL: refused beside the sizes, naming the largest term's field
+    ("steps-need-a-huge-pool", lambda: _small().with_(steps=10**12), CrossFieldError, "pipeline.steps"),
+    (
+        "max_staleness-need-a-huge-pool",
+        lambda: _small().with_(max_staleness=10**12),
+        CrossFieldError,
+        "pipeline.max_staleness",
+    ),
     ("pipeline-not-config", lambda: _small().with_(pipeline=3, n_slots=2), FieldError, "pipeline"),
     (
         "max_staleness-unread",

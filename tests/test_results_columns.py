@@ -54,8 +54,10 @@ def _normalised(new: pd.DataFrame, old: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     for col in new.columns:
         if isinstance(new[col].dtype, pd.CategoricalDtype):
             new[col] = new[col].astype(str)
-        if new[col].dtype == np.float64 and old[col].dtype == np.int64:
-            old[col] = old[col].astype(np.float64)
+        if new[col].dtype == np.float64 and old[col].dtype in (np.int64, object):  # a list of None:
+            old[col] = old[col].astype(np.float64)  # the table's float columns are float64 NaN there
+        if len(old) == 0:  # the reference's empty columns are object; the table's keep their types
+            old[col] = old[col].astype(new[col].dtype)
         if new[col].dtype == np.int32 and old[col].dtype == np.int64:  # ints are int32 where they fit
             new[col] = new[col].astype(np.int64)
     return new, old

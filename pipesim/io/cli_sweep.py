@@ -35,9 +35,11 @@ from pipesim.io.cli_common import (
 from pipesim.io.cli_options import DaskError, close_dask, open_dask, workers_problem
 from pipesim.io.sweep_dask import quiet_dask_shutdown, workers_ignore_interrupts
 from pipesim.io.sweep_outputs import (
+    cell_refusal,
     failures_line,
     interrupted,
     no_interval_note,
+    summary_table,
     sweep_preamble,
     tail_note,
     tail_share,
@@ -224,8 +226,8 @@ def _sweep(args: argparse.Namespace) -> int:
     _check_seed_range(designs, args.seeds)
     try:
         cells = grid(designs, over, args.seeds)  # validates every cell before any worker starts
-    except ValueError as exc:
-        raise UsageError(one_line(exc)) from None
+    except ValueError as exc:  # headed by the axis values of the cell refused
+        raise UsageError(cell_refusal(designs, over, exc)) from None
     book = SweepBook(cells, args, knobs, SIGNED_SUMMARY)
     done = _resumed(args, book)
     client = cluster = None
@@ -261,8 +263,9 @@ def _sweep(args: argparse.Namespace) -> int:
         from pipesim.io.interrupts import stopping
 
         stopping()  # it may have come as no signal (a worker's): a signal now must not cut the saving
-        if exc.result is None or len(exc.result.runs) < exc.total:
-            return interrupted(exc, args.csv, book)
+        if exc.result is None or len(exc.result.runs) < exc.total:  # the finished cells, as partial
+            shown = None if exc.result is None else with_knobs(exc.result.with_signed(SIGNED_SUMMARY), knobs)
+            return interrupted(exc, args.csv, book, shown)
         res = exc.result.with_signed(SIGNED_SUMMARY)  # every cell had finished: the outputs are whole
     finally:
         with quiet_dask_shutdown(client):
@@ -312,14 +315,8 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, book: SweepBook) -> 
 
     held: list[int] = []
     with signals_to(lambda signum, frame: held.append(signum)):
-        agg = res.aggregate
-        cols = [*res.keys, "n_seeds"] + [
-            c
-            for m in ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
-            for c in (f"{m}_mean", f"{m}_lo", f"{m}_hi")
-            if c in agg
-        ]
-        print(table(agg[cols]))
+        agg, printed = res.aggregate, summary_table(res)
+        print(table(printed))
         if (agg["n_seeds"] < 2).any():
             print(no_interval_note(agg), file=sys.stderr)
         notes = _notes(book.cells, res, args.seeds)
@@ -333,7 +330,7 @@ def _outputs(args: argparse.Namespace, res: Any, over: Any, book: SweepBook) -> 
             _drop_sidecars(args.csv, book)
             print(f"wrote {args.csv}")
         if args.html:
-            write_html(args, res, over, agg[cols], notes)
+            write_html(args, res, over, printed, notes)
             print(f"wrote {args.html}")
         # complete: a Ctrl-C from here to the exit is recorded, not raised (interrupts.Finished)
         command_finished("sweep", 0)

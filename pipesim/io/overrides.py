@@ -239,10 +239,14 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
     :class:`~pipesim.core.validate.CrossFieldError`: ``batching=WholeGroups(3)`` at ``batch_size``
     16, ``admission=RollGroupAdmission(1)`` on a design with an eta) waits for the next, which may
     settle it (``batch_size=18``, ``max_staleness=0``), so the order of the two does not matter; if
-    none does, the first is the error. A value refused alone (``batch_size=0``) is the error at once."""
+    none does, the error is the scenario's refusal of every value given (its message shows the final
+    values: ``--set max_staleness=100000 --set steps=5`` names steps 5, as the reverse order does),
+    headed by the pair that began the wait. A value refused alone (``batch_size=0``) is the error
+    at once."""
     given: dict[str, str] = {}
     pending: dict[str, Any] = {}
-    first: FieldError | None = None  # the refusal that began the pending changes
+    began: tuple[str, str] | None = None  # the pair whose refusal began the pending changes
+    last: Exception | None = None  # the refusal of every pending change together
     for pair in pairs:
         if "=" not in pair:
             raise ValueError(
@@ -253,17 +257,22 @@ def apply_overrides(scenario: Scenario, pairs: list[str]) -> tuple[Scenario, dic
         changes = {**pending, **changes_for(scenario, key, value)}
         try:
             scenario = scenario.with_(**changes)
-            pending, first = {}, None
+            pending, began, last = {}, None, None
         except (ValueError, TypeError) as exc:
-            field = getattr(exc, "field", "") or key  # a pool too large: the key that derives it
-            named = FieldError(f"{key}={key_shown(text)}: {exc}", key if field == "pool_size" else field)
             if not isinstance(exc, CrossFieldError):  # refused alone: the error at once
-                raise named from None
-            first, pending = first or named, changes
+                raise _named(key, text, exc) from None
+            began, pending, last = began or (key, text), changes, exc
         given[key] = text
-    if first is not None:
-        raise first
+    if began is not None and last is not None:
+        raise _named(*began, last)
     return scenario, given
+
+
+def _named(key: str, text: str, exc: Exception) -> FieldError:
+    """``exc`` headed by the ``--set`` pair ``key=text``; a refusal naming ``pool_size`` (one the
+    pair's key derives: a whole draw past its bound) names the key."""
+    field = getattr(exc, "field", "") or key
+    return FieldError(f"{key}={key_shown(text)}: {exc}", key if field == "pool_size" else field)
 
 
 POOL_KEYS = ("steps", "batch_size", "n_slots")

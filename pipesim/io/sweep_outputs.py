@@ -13,26 +13,30 @@ from __future__ import annotations
 
 import argparse
 import html
+import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import shown
-from pipesim.io.cli_common import fmt_number
+from pipesim.io.cli_common import fmt_number, one_line, table
 from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_place
 
 __all__ = [
     "TAIL_NOTE_SHARE",
+    "cell_refusal",
     "failures_line",
     "failures_note",
     "interrupted",
     "no_interval_note",
     "partial_path",
+    "print_partial",
     "seeds_text",
+    "summary_table",
+    "sweep_label",
     "sweep_preamble",
     "tail_note",
-    "sweep_label",
     "tail_share",
     "trace_note",
     "write_html",
@@ -70,8 +74,36 @@ def partial_path(path: str) -> str:
     return str(p.with_name(f"{p.stem}.partial{p.suffix}"))
 
 
-def interrupted(exc: Any, csv: str | None, book: Any = None) -> int:
-    """Ctrl-C or SIGTERM during the sweep: the finished cells go to ``--csv`` (partial=True; beside
+SUMMARY_METRICS = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
+"""The metrics of the table ``pipesim sweep`` prints (each as ``_mean``, ``_lo`` and ``_hi``)."""
+
+
+def summary_table(res: Any) -> Any:
+    """The table ``pipesim sweep`` prints and its page shows: per cell of ``res`` (a
+    :class:`~pipesim.io.sweeps.SweepResult`) its keys, ``n_seeds`` and the mean and interval of each
+    of :data:`SUMMARY_METRICS` the cell function gave; a complete sweep's and an interrupted one's."""
+    agg = res.aggregate
+    metrics = [f"{m}_{part}" for m in SUMMARY_METRICS for part in ("mean", "lo", "hi")]
+    return agg[[*res.keys, "n_seeds", *(c for c in metrics if c in agg)]]
+
+
+def print_partial(res: Any, done: int, total: int) -> None:
+    """The finished cells' table on standard output, as a complete sweep prints it, headed as
+    partial: ``res`` holds the ``done`` cells of ``total`` that had finished. Before, a sweep
+    interrupted without ``--csv`` printed nothing and its finished cells were lost."""
+    ok = int((res.runs["status"] == "ok").sum())
+    print(
+        f"partial: interrupted after {done} of {total} cells had finished; the table holds those "
+        f"({ok} ran ok; n_seeds counts each cell's seeds that finished)"
+    )
+    if ok:
+        print(table(summary_table(res)))
+
+
+def interrupted(exc: Any, csv: str | None, book: Any = None, printed: Any = None) -> int:
+    """Ctrl-C or SIGTERM during the sweep: the finished cells' table is printed on standard output,
+    headed as partial (:func:`print_partial`; ``printed``: the result to print, the preset axes'
+    columns added, else ``exc.result``), the cells go to ``--csv`` (partial=True; beside
     it where a file is there already, or merged with a partial table of the same sweep there:
     :func:`pipesim.io.sweep_resume.write_partial` where ``book``, the sweep's
     :class:`~pipesim.io.sweep_resume.SweepBook`, is given; else :func:`partial_path`), one line on
@@ -79,6 +111,8 @@ def interrupted(exc: Any, csv: str | None, book: Any = None) -> int:
     shell's for an interrupt)."""
     res, total = exc.result, exc.total
     done = 0 if res is None else len(res.runs)
+    if res is not None:
+        print_partial(res if printed is None else printed, done, total)
     if csv is None:
         kept = "nothing written (no --csv)"
     elif res is None:
@@ -96,6 +130,32 @@ def interrupted(exc: Any, csv: str | None, book: Any = None) -> int:
             kept += f" (--csv {csv} already existed and is left as it was)"
     print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
     return 130
+
+
+def cell_refusal(designs: Any, over: Mapping[str, Sequence[Any]], exc: Exception) -> str:
+    """The line for a grid that refused one of its cells (:func:`~pipesim.io.sweeps.grid` builds
+    every cell before a worker starts): ``exc``, headed by the ``--over`` values of the first cell
+    refused (and its design, where the sweep has several), which the scenario's own message cannot
+    name (``--over max_staleness=100000: max_staleness is the largest term of ...``); ``exc`` alone
+    where the grid itself was refused (its ``over``, ``seeds``: asked before any cell, so a grid
+    past ``MAX_CELLS`` is never walked here) or no cell's values are."""
+    from pipesim.io.overrides import cell_label
+    from pipesim.io.overrides_dotted import fold
+
+    field = str(getattr(exc, "field", ""))
+    if field.split(".")[0].split("[")[0] in ("over", "seeds", "scenarios"):
+        return one_line(exc)
+    bases = designs if isinstance(designs, Mapping) else {designs.name: designs}
+    for design, base in bases.items():  # in the grid's order, so the first refused is its refusal
+        for combo in itertools.product(*over.values()):
+            changes = dict(zip(over, combo))
+            try:
+                base.with_(**fold(base, changes))
+            except (ValueError, TypeError):
+                where = ", ".join(f"{k}={cell_label(v)}" for k, v in changes.items())
+                of = f" (design {design})" if len(bases) > 1 else ""
+                return f"--over {where}{of}: {one_line(exc)}"
+    return one_line(exc)
 
 
 def _timed_out(failures: Any) -> int:

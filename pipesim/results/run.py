@@ -4,7 +4,11 @@ The engine keeps its episodes as arrays once they are trained and as objects unt
 (:mod:`pipesim.core.records`); :class:`RunResult` reads them as numpy columns
 (:mod:`pipesim.results.columns`, one array per attribute, on first use: the records' own arrays,
 with the live objects' values written in) and computes every table and the summary from those
-arrays, vectorised. Integer table columns are int32 where every value fits, else int64. Tables
+arrays, vectorised. The integer columns of ``events`` and ``trained`` are int32 where every value
+fits, else int64 (:func:`~pipesim.results.columns.int_dtype`); in ``episode_table`` the ids,
+slots and ``version`` are int64 in every run (as saved runs hold them) and ``newest_version``
+follows the int32 rule, and its float columns are float64, NaN where there is no value (``end_s``
+of an episode in flight, ``discarded_s`` of one not discarded): :data:`EPISODE_DTYPES`. Tables
 are built on first access and cached, so a sweep that only needs ``summary()`` never builds the
 event table. In ``events`` the ``kind`` and ``lane`` columns are pandas Categoricals (a few
 distinct strings over millions of rows).
@@ -75,20 +79,23 @@ TRAINED_COLUMNS = [
     "versions_spanned",
     "truncated",
 ]
-EPISODE_COLUMNS = [
-    "episode_id",
-    "task_id",
-    "duration_s",
-    "status",
-    "slot",
-    "replica",
-    "start_s",
-    "end_s",
-    "version",
-    "newest_version",
-    "truncated",
-    "discarded_s",
-]
+EPISODE_DTYPES: dict[str, Any] = {
+    "episode_id": np.int64,
+    "task_id": np.int64,
+    "duration_s": np.float64,
+    "status": str,
+    "slot": np.int64,
+    "replica": np.int64,
+    "start_s": np.float64,
+    "end_s": np.float64,
+    "version": np.int64,
+    "newest_version": np.int32,  # int64 past 2**31 - 1 (columns.int_dtype), as in ``trained``
+    "truncated": bool,
+    "discarded_s": np.float64,
+}
+"""``episode_table``'s columns and types, the same in every run: ``discarded_s`` where nothing was
+discarded is float64 NaN (it was object None), so two runs' tables concatenate as they are."""
+EPISODE_COLUMNS = list(EPISODE_DTYPES)
 
 
 @dataclass(frozen=True)
@@ -180,10 +187,8 @@ class RunResult:
         """One row per launched episode with its status, times and versions."""
         c = self.columns
         if c.n == 0:
-            return pd.DataFrame({name: [] for name in EPISODE_COLUMNS})
-        end: Any = c.end_s if c.ended.any() else [None] * c.n
-        disc = c.discarded_s
-        dropped: Any = disc if (~np.isnan(disc)).any() else [None] * c.n  # as pandas reads a list of None
+            return pd.DataFrame({name: pd.Series([], dtype=t) for name, t in EPISODE_DTYPES.items()})
+        newest = self.newest_versions
         return pd.DataFrame(
             {
                 "episode_id": c.id.astype(np.int64),
@@ -193,11 +198,11 @@ class RunResult:
                 "slot": c.slot.astype(np.int64),
                 "replica": c.replica.astype(np.int64),
                 "start_s": c.start_s,
-                "end_s": end,
+                "end_s": c.end_s,  # NaN: still running; float64 even where no episode has ended
                 "version": c.version.astype(np.int64),
-                "newest_version": self.newest_versions,
+                "newest_version": newest.astype(int_dtype(newest), copy=False),  # as in ``trained``
                 "truncated": self.truncated,
-                "discarded_s": dropped,
+                "discarded_s": c.discarded_s,  # NaN: not discarded, in every run
             }
         )
 
