@@ -103,3 +103,38 @@ def test_a_long_tail_after_the_last_step_gets_the_note_per_design() -> None:
         cmp = pipesim.compare({"drain": drain, "sync": get_scenario("fig13.1-sync")}, seeds=seeds)
         tail = [n for n in cmp.notes if "last training step" in n]
         assert len(tail) == 1 and tail[0].startswith("drain:"), cmp.notes
+
+
+def test_a_terminals_width_wraps_the_table_into_blocks_with_the_same_cells() -> None:
+    """Five designs over seeds made a table about 600 characters wide: at a terminal's width the
+    columns wrap into blocks, each line within the width and each block headed by the metric
+    names again, every cell still there once; no width (a file, a pipe) is one block."""
+    designs = {"sync": get_scenario("fig13.1-sync").with_(steps=2)}
+    for eta in (1, 2):
+        designs[f"async-eta{eta}"] = get_scenario("fig13.1-async").with_(steps=2, max_staleness=eta)
+    cmp = pipesim.compare(designs, seeds=2)
+    whole, wrapped = comparison_text(cmp), comparison_text(cmp, width=120)
+    assert max(len(line) for line in whole.splitlines()) > 120
+    assert max(len(line) for line in wrapped.splitlines()) <= 120
+    blocks = wrapped.count(cmp.table.index[0])
+    assert blocks > 1
+    again = [w for name in [cmp.table.index.name, *cmp.table.index] for w in str(name).split()]
+    got = sorted(w for w in wrapped.split() if w != "\\")  # pandas' mark of a block going on
+    assert got == sorted(whole.split() + again * (blocks - 1))
+    assert comparison_text(cmp, width=None) == whole
+
+
+def test_the_command_wraps_at_a_terminals_width_and_not_for_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import os
+    import shutil
+
+    from pipesim.io import cli_compare
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda *a: os.terminal_size((97, 40)))
+    assert cli_compare._terminal_width(Tty()) == 97
+    assert cli_compare._terminal_width(io.StringIO()) is None

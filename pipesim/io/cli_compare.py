@@ -205,11 +205,14 @@ def _header(cmp: Any, stopped: str = "") -> str:
     )
 
 
-def comparison_text(cmp: Any) -> str:
+def comparison_text(cmp: Any, width: int | None = None) -> str:
     """The table as printed: a value per design (with ``--seeds N``, ``mean [lo, hi]``), the
     differences and whether each is distinguishable (yes, no, or - where there is no interval; a
     difference the engines do not allow reads -). Long design arguments head their columns as
-    letters, with a line above the table that says which is which (:func:`_short`)."""
+    letters, with a line above the table that says which is which (:func:`_short`). ``width``:
+    the columns wrap into blocks of at most that many characters, each with the metric names (the
+    command passes its terminal's width; five designs over seeds made a table about 600 characters
+    wide); None, one block, as a file or pipe gets it."""
     import pandas as pd
 
     t, names = cmp.table, list(cmp.per_seed)
@@ -222,7 +225,8 @@ def comparison_text(cmp: Any) -> str:
         )
 
     if cmp.seeds == 1:
-        return legend + str(t.rename(columns=head).to_string(float_format=fmt_number, na_rep="-"))
+        one = t.rename(columns=head).to_string(float_format=fmt_number, na_rep="-", line_width=width)
+        return legend + str(one)
     cells: dict[str, list[str]] = {}
     columns = list(dict.fromkeys(t.columns.get_level_values(0)))
     several = len(columns) - len(cmp.per_seed) > 1  # several differences: say whose
@@ -234,7 +238,7 @@ def comparison_text(cmp: Any) -> str:
                 {True: "yes", False: "no"}.get(v, "-") for v in t[col]["distinguishable"]
             ]
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 60):
-        return legend + str(pd.DataFrame(cells, index=t.index).to_string())
+        return legend + str(pd.DataFrame(cells, index=t.index).to_string(line_width=width))
 
 
 def _interval(mean: float, lo: float, hi: float) -> str:
@@ -306,6 +310,17 @@ def failed_json(designs: Sequence[str], seeds: int, error: str) -> dict[str, Any
     }
 
 
+def _terminal_width(out: IO[str]) -> int | None:
+    """The width to wrap the table at: a terminal's columns, None for a file or a pipe (one block,
+    as scripts read it)."""
+    import shutil
+
+    try:
+        return shutil.get_terminal_size().columns if out.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def _flag(v: Any) -> bool | None:
     """A distinguishable cell as JSON: true, false, or null where there is no interval."""
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
@@ -319,7 +334,7 @@ def _show(
     from pipesim.io.interrupts import write_text_atomic
 
     print(_header(cmp, stopped), file=out)
-    print(comparison_text(cmp), file=out)
+    print(comparison_text(cmp, _terminal_width(out)), file=out)
     for note in cmp.notes:
         print(f"note: {note}", file=out)
     if args.json:
