@@ -182,3 +182,70 @@ def test_the_sensitivity_keeps_a_variant_whose_mean_is_open_as_still_feasible(mo
     rows = explain.sensitivity(result, top=1)  # type: ignore[arg-type]
     assert rows and all(r["still_feasible"] for r in rows)
     assert all(r["best_after"] == D.label(spec.n_gpus) for r in rows)
+
+
+# What a mutation audit of the rule found unguarded (each fails under its one-line mutant).
+
+
+def _evaluated(
+    spec: plan.PlanSpec, steps: int, late: float, se: float, whole: float = 1.93, **m: float
+) -> Evaluated:
+    metrics = {
+        "throughput_per_hour": 6000.0,
+        "staleness_mean": whole,
+        "staleness_late_mean": late,
+        "staleness_late_se": se,
+        "staleness_slope": 0.0,
+        "staleness_max": 4.0,
+        "discarded_share": 0.0,
+        **m,
+    }
+    status = judge(spec, D, steps, metrics)
+    feasible = all(st == "met" for st, _ in status.values())
+    return Evaluated(D, steps, [], metrics, feasible, status)
+
+
+def test_the_open_boundary_is_above_by_no_more_than_the_error() -> None:
+    assert judge(_spec(), D, 12, _evaluated(_spec(), 12, 2.5, 0.5).metrics)["mean_staleness"][0] == "open"
+
+
+def test_a_full_run_shorter_than_its_warm_up_is_not_verified_on_its_mean() -> None:
+    spec = _spec(4)  # D's warm-up is 5 steps
+    e = _evaluated(spec, 4, 1.9, 0.05, whole=1.5)
+    assert e.status["mean_staleness"][0] == "open"
+    assert not mean_open(spec, e) and not tail_open(spec, e)
+
+
+def test_a_violated_mean_is_not_verified() -> None:
+    spec = _spec()
+    e = _evaluated(spec, 12, 2.2, 0.091)
+    assert e.status["mean_staleness"][0] == "violated"
+    assert not mean_open(spec, e) and not tail_open(spec, e)
+
+
+def test_the_longer_runs_rise_is_scaled_by_their_own_length() -> None:
+    """The settled estimate raises the later half by the slope times a quarter of the run: 48 steps
+    here, not the plan's 12 (1.95 + 0.01 x 12 = 2.07 breaks; x 3 would hold)."""
+    from pipesim.plan.verify import mean_broken
+
+    spec = _spec()
+    m = {
+        "staleness_mean": 1.9,
+        "staleness_late_mean": 1.95,
+        "staleness_late_se": 0.01,
+        "staleness_slope": 0.01,
+    }
+    why = mean_broken(spec, D, {**m, "staleness_max": 4.0}, 48, [0, 1, 2])
+    assert why is not None and "settled mean 2.07 > 2" in why
+
+
+def test_a_met_mean_is_held_to_its_runs_not_to_the_settled_estimate() -> None:
+    """Only an open mean is decided by the longer runs' estimate: a met one verified (its maximum
+    open, or feasible) holds where its longer runs meet the limit, whatever their later halves."""
+    spec = small_spec(steps=12, seeds=3, constraints=plan.Constraints(mean_staleness=LIMIT, max_staleness=4))
+    met = _evaluated(spec, 12, 1.95, 0.01)
+    met.status["max_staleness"] = ("open", 4.0)
+    met = Evaluated(D, 12, [], met.metrics, False, met.status)
+    assert tail_open(spec, met) and not mean_open(spec, met)
+    (checked,) = verify(spec, _Longer(2.3), [met])  # type: ignore[arg-type]
+    assert checked.feasible and checked.verified == "held at 48 steps on seeds 0-5"

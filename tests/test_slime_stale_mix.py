@@ -201,3 +201,22 @@ def test_the_presets_that_carry_or_colocate_are_not_refused() -> None:
     assert april(filter_rate=0.3, n_samples_per_prompt=4, batch_size=16, colocated=False).name == "APRIL"
     assert slime("sync", filter_rate=0.3, n_samples_per_prompt=4, batch_size=16).name == "slime sync"
     assert slime("sync", batch_size=16, colocated=False).name == "slime sync"  # no filter: Drain
+
+
+def test_a_round_replaces_the_groups_a_failure_abandons() -> None:
+    """A failed sample leaves its group incomplete; WholeGroups abandons it, and the round replaces
+    it as a rejected one (before the abandoned count was added, this run stalled at version 3)."""
+    from pipesim.policies.faults import DropFailed
+
+    sc = Scenario(
+        pipeline=PipelineConfig(n_slots=2, batch_size=20, steps=5, max_staleness=0, colocated=True),
+        seed=665845,
+        pool_size=2000,
+        admission=SlimeSubmit(4, partial_rollout=False),
+        weight_update=AbortReprefill(),
+        batching=WholeGroups(4, filter_rate=0.4, drop_stale=False),
+        failures=DropFailed(hazard_per_s=0.001),
+    )
+    r = pipesim.run(sc)
+    assert len(r.train_log) == 5
+    assert r.summary()["episodes_failed"] > 0

@@ -130,3 +130,23 @@ def test_pipesim_run_prints_the_note_and_keeps_the_number(capsys: pytest.Capture
     assert "timing_s/param_sync" in rows  # the column keeps its name and its number
     (note,) = [ln for ln in got.err.splitlines() if ln.startswith("note: timing_s/param_sync is per step")]
     assert "a sync took" in note
+
+
+def test_a_kv_budget_short_of_one_sequence_still_does_not_fit() -> None:
+    sets = ['model.name="qwen3-32b"', "model.max_model_len=16384", "model.gpu_memory_utilization=0.8"]
+    with pytest.raises(PlanError) as info:
+        runspec.load(Path(__file__).resolve().parents[1] / "examples" / "run_verl_8gpu.toml", sets)
+    said = str(info.value)
+    assert info.value.field == "design.tp"
+    assert "does not fit" in said and "KV budget" in said and "cannot run" not in said, said
+
+
+def test_the_labels_are_not_clipped_and_the_axis_holds_the_highest() -> None:
+    summaries = {"a": {"throughput_per_hour": 5011.0}, "b": {"throughput_per_hour": 6048.0}}
+    bounds = {"a": {"throughput_per_hour": (3000.0, 7000.0)}, "b": {"throughput_per_hour": (5299.0, 6797.0)}}
+    fig = comparison_figure(summaries, PANELS[:1], bounds)
+    (text,) = _labels(fig).values()
+    assert text.cliponaxis is False
+    include = fig.layout.yaxis.autorangeoptions.include
+    top = max(include) if isinstance(include, (list, tuple)) else include
+    assert top > max(text.y)  # room above the highest label
