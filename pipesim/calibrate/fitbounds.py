@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from pipesim.calibrate.fit import t95
-from pipesim.compute.phasefit import PhaseObservation, ProfileFit, predicted_s, solve_unbounded
+from pipesim.compute.phasefit import PhaseObservation, ProfileFit, predictions_s, solve_unbounded
 from pipesim.compute.phases import FrameworkProfile
 
 __all__ = ["hull", "phase_dof", "phase_weights", "unbounded_note", "unfloored", "widen"]
@@ -58,8 +58,8 @@ def phase_weights(fit: ProfileFit, obs: list[tuple[PhaseObservation, ...]]) -> l
     longest), each phase's variance over its own degrees of freedom (:func:`phase_dof`); None when
     a phase has none left or every residual is 0."""
     resid: dict[str, list[float]] = {}
-    for g in obs:
-        resid.setdefault(g[0].phase, []).append(g[0].seconds - predicted_s(g, fit.profile))
+    for g, predicted in zip(obs, predictions_s(obs, fit.profile), strict=True):
+        resid.setdefault(g[0].phase, []).append(g[0].seconds - predicted)
     dof = phase_dof(fit.fitted, obs)
     if min(dof.values()) < 1:
         return None

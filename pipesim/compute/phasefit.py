@@ -23,20 +23,27 @@ writes it (verl's fully-async trainer logs a row per parameter version). Its row
 mean of its members' rows, each with its own tokens and dealing (hence its own whole micro-batch
 counts: one step at the mean tokens stands for none of them), and its known terms the mean of
 theirs. A group of one is that observation.
+
+A row reads the profile only through the fields that are not fitted (the batch split and the
+collectives), so each observation's parts are made once per profile shape and kept on it
+(:func:`_parts`): a trainer's fit passes over the same observations several times
+(:func:`fit_profile` twice, the weights' :func:`predictions_s`, a refit with a constant floored),
+and dealing a step's samples to the ranks was two thirds of its cost. The values are those of
+the per-pass code to the bit (``tests/test_phasefit_speed.py`` keeps it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts, phase_times_s
+from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
@@ -95,26 +102,111 @@ def members(obs: Observed) -> list[PhaseObservation]:
 
 def predicted_s(obs: Observed, profile: FrameworkProfile) -> float:
     """The seconds ``profile`` predicts for an observation: its phase's, or its group's mean."""
-    times = []
-    for o in members(obs):
-        cfg = dataclasses.replace(o.config, profile=profile)
-        times.append(phase_times_s(cfg, o.tokens, o.samples, o.sample_tokens)[o.phase])
-    return float(np.mean(times))
+    return predictions_s([obs], profile)[0]
 
 
-def _group_row(profile: FrameworkProfile, obs: Observed) -> tuple[np.ndarray, float]:
+def predictions_s(observations: Sequence[Observed], profile: FrameworkProfile) -> list[float]:
+    """:func:`predicted_s` of each observation: ``phase_times_s`` of each member under its config
+    with ``profile`` (its ``mfu`` kept), in the same float operations, from the member's
+    :func:`_parts` (the batch split once per observation and profile shape, not once per call)."""
+    config, shape = _configs(profile), _shape(profile)
+    out = []
+    for obs in observations:
+        times = [_time_s(o, config(o.config), shape) for o in members(obs)]
+        out.append(float(np.mean(times)))
+    return out
+
+
+def _time_s(obs: PhaseObservation, config: TrainerConfig, shape: tuple[object, ...]) -> float:
+    """``phase_times_s(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]``: its
+    expression for that phase, term by term (the parts are built for every phase, as it builds
+    them, so a split that fails fails here too)."""
+    prof = config.framework
+    p = _parts(obs, config, shape)
+    if obs.phase == "remainder":
+        return prof.step_s + obs.samples * prof.sample_s + config.step_overhead_s
+    eff = prof.fwd_bwd_efficiency if obs.phase == "update_actor" else prof.fwd_efficiency
+    return (
+        p["compute_flop_s"] / eff + p["micro"] * prof.micro_batch_s + p["opt"] * prof.optimizer_step_s
+    ) + p["comm_s"]
+
+
+_SHAPE = tuple(f.name for f in dataclasses.fields(FrameworkProfile) if f.name not in FITTED)
+"""The profile's fields other than :data:`FITTED`: all that ``phase_parts`` may read of it (the
+backend, parallelism, ``comm_overlap``, ``grad_reduce_bytes``, ``balance``; the name and source
+besides, to be safe)."""
+
+_PARTS = "_phasefit_parts"
+"""Where :func:`_parts` keeps an observation's parts, in its instance ``__dict__`` (as
+``functools.cached_property`` keeps a value on a frozen dataclass: not a field, so no part of its
+equality, hash or repr)."""
+
+
+def _shape(profile: FrameworkProfile) -> tuple[object, ...]:
+    """The key of an observation's parts under ``profile``: its :data:`_SHAPE` values (typed, so
+    ``4`` and ``4.0`` bytes are not taken for one another)."""
+    return tuple((type(v), v) for v in (getattr(profile, name) for name in _SHAPE))
+
+
+def _configs(profile: FrameworkProfile, **more: Any) -> Callable[[TrainerConfig], TrainerConfig]:
+    """``dataclasses.replace(config, profile=profile, **more)``, made (and so checked) once per
+    config of a call's observations rather than once per observation."""
+    made: dict[int, tuple[TrainerConfig, TrainerConfig]] = {}
+
+    def get(config: TrainerConfig) -> TrainerConfig:
+        hit = made.get(id(config))
+        if hit is None or hit[0] is not config:
+            hit = made[id(config)] = (config, dataclasses.replace(config, profile=profile, **more))
+        return hit[1]
+
+    return get
+
+
+def _parts(obs: PhaseObservation, config: TrainerConfig, shape: tuple[object, ...]) -> Mapping[str, float]:
+    """``phase_parts(config, ...)[obs.phase]`` for ``config`` (``obs.config`` with a profile of
+    ``shape``), kept on ``obs`` per shape: the parts (the rank split above all) read none of the
+    fitted constants, nor ``mfu``, so a fit's passes (:func:`fit_profile` twice, the weights'
+    :func:`predictions_s`, a refit) split each observation once. Only parts whose arithmetic
+    raised no floating-point flag are kept: one that did is made again in the caller's
+    ``np.errstate`` (an error under :func:`_solve_raising`, a warning elsewhere), as before."""
+    kept: dict[tuple[object, ...], Mapping[str, float]] = obs.__dict__.setdefault(_PARTS, {})
+    parts = kept.get(shape)
+    if parts is None:
+        try:
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                parts = kept[shape] = _made_parts(obs, config)
+        except FloatingPointError:
+            return _made_parts(obs, config)
+    return parts
+
+
+def _made_parts(obs: PhaseObservation, config: TrainerConfig) -> Mapping[str, float]:
+    return phase_parts(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]
+
+
+def _design(profile: FrameworkProfile, observations: Sequence[Observed]) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` and ``y`` of the module docstring: a row per observation (:func:`_group_row`)."""
+    config, shape = _configs(profile, mfu=None), _shape(profile)
+    rows = [_group_row(obs, config, shape) for obs in observations]
+    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+
+def _group_row(
+    obs: Observed, config: Callable[[TrainerConfig], TrainerConfig], shape: tuple[object, ...]
+) -> tuple[np.ndarray, float]:
     """A group's row of ``X`` and its ``y``: the means of its members' (a single phase's own)."""
-    rows = [_row(profile, o) for o in members(obs)]
+    rows = [_row(o, config(o.config), shape) for o in members(obs)]
     if len(rows) == 1:
         return np.asarray(rows[0][0], float), rows[0][1]
     return np.mean([r[0] for r in rows], axis=0), float(np.mean([r[1] for r in rows]))
 
 
-def _row(profile: FrameworkProfile, obs: PhaseObservation) -> tuple[list[float], float]:
-    config = dataclasses.replace(obs.config, profile=profile, mfu=None)
+def _row(
+    obs: PhaseObservation, config: TrainerConfig, shape: tuple[object, ...]
+) -> tuple[list[float], float]:
     if obs.phase == "remainder":
         return [0.0, 0.0, 0.0, 0.0, 1.0, float(obs.samples)], obs.seconds - config.step_overhead_s
-    p = phase_parts(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]
+    p = _parts(obs, config, shape)
     if obs.phase == "update_actor":
         x = [p["compute_flop_s"], 0.0, p["micro"], p["opt"], 0.0, 0.0]
     else:
@@ -223,9 +315,7 @@ def _solve(
 ) -> tuple[dict[str, float], dict[str, tuple[float, float]], float, list[int]]:
     """The least squares of :func:`fit_profile`: the fitted values, their intervals, the RMS
     residual and the indices of :data:`FITTED` fitted (run under ``np.errstate(... "raise")``)."""
-    rows = [_group_row(profile, o) for o in observations]
-    x = np.array([r[0] for r in rows])
-    y = np.array([r[1] for r in rows])
+    x, y = _design(profile, observations)
     theta = _theta(profile)
     free = [i for i, name in enumerate(FITTED) if name not in fix and np.any(x[:, i] != 0.0)]
     kept = [i for i in range(len(FITTED)) if i not in free]
