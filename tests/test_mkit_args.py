@@ -74,6 +74,7 @@ def test_a_parameter_is_typed_by_its_default(factory: str) -> None:
 
 
 def test_a_steps_too_large_for_the_pool_is_refused_naming_steps() -> None:
-    """The pool that ``steps`` derives is too large: the key the user gave is blamed, not the
-    derived ``pool_size``."""
-    check_refusal(lambda: apply_overrides(_scenario(), ["steps=1000000000"]), FieldError, "steps")
+    """The pool that ``steps`` derives is too large: the field the user gave is blamed, as
+    ``--set steps=0`` names it (``pipeline.steps``), not the derived ``pool_size``."""
+    check_refusal(lambda: apply_overrides(_scenario(), ["steps=1000000000"]), FieldError, "pipeline.steps")
+    check_refusal(lambda: apply_overrides(_scenario(), ["steps=0"]), FieldError, "pipeline.steps")
