@@ -45,6 +45,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "16 split": ["design.placement=8", "cluster.n_gpus=16"],
         "14b": ["model.name=qwen3-14b"],
         "a100": ["cluster.gpu=a100-80gb"],
+        "megatron": ["model.framework=megatron-dense"],
     }.items():
         rs = load(raw, sets)
         model_s[name] = _sync_s(rs.plan, rs.design)
@@ -62,6 +63,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         (["design.placement=8", "cluster.n_gpus=16"], "16 split"),
         (["model.name=qwen3-14b"], "14b"),
         (["cluster.gpu=a100-80gb"], "a100"),
+        (["model.framework=megatron-dense"], "megatron"),  # the logged sync under the file's profile
     ],
 )
 def test_a_set_cluster_or_model_syncs_at_the_factor_times_its_own_model(
@@ -70,7 +72,7 @@ def test_a_set_cluster_or_model_syncs_at_the_factor_times_its_own_model(
     """The run syncs in FACTOR x its own setup's modelled sync (before: 0.285 s for 16 GPUs'
     2.54 s, 0.334 s for 8:8 on 16's 2.97 s), and the file's own setup in the measured seconds."""
     model_s = files["model_s"]
-    assert abs(model_s[setup] / model_s["8"] - 1) > 0.3  # the moved setup's model differs
+    assert abs(model_s[setup] / model_s["8"] - 1) > 0.1  # the moved setup's model differs
     rs = load(files["cal"])
     assert _sync_s(rs.plan, rs.design) == pytest.approx(FACTOR * model_s["8"], rel=1e-9)
     moved = load(files["cal"], sets)
