@@ -492,7 +492,6 @@ HF_CONFIG: Rows = [
             ("num_experts", 1e20),
             ("num_experts_per_tok", 1e20),
             ("moe_intermediate_size", 1e20),
-            ("shared_expert_intermediate_size", 1e20),
             ("decoder_sparse_step", None),
             ("decoder_sparse_step", 0),
             ("decoder_sparse_step", 1.5),

@@ -255,18 +255,29 @@ class ModelSpec:
         """The spec of a Hugging Face ``config.json`` (as a dict) for ``model_type`` ``"llama"``,
         ``"qwen2"``, ``"qwen3"`` or ``"qwen3_moe"``.
 
-        ``head_dim`` is read when present (Qwen3's differs from ``hidden_size / num_attention_heads``)
-        and defaults to that ratio otherwise (where the heads do not divide ``hidden_size``,
-        ``transformers`` would floor it, and a typo in either key would pass unseen, so the config
-        must then give ``head_dim`` itself: :func:`~pipesim.compute.models_hf._default_head_dim`);
-        ``num_key_value_heads`` defaults to the head count (multi-head attention) and
-        ``tie_word_embeddings`` to false, as in ``transformers``. Qwen2 always has QKV biases, Qwen3
+        A missing optional key reads as that ``model_type``'s ``transformers`` config class
+        reads it (``transformers`` 5.25.0: ``num_key_value_heads`` 32 for ``qwen2`` and ``qwen3``,
+        4 for ``qwen3_moe``, the head count for ``llama``; ``head_dim`` 128 for ``qwen3``,
+        ``hidden_size / num_attention_heads`` for the others; ``tie_word_embeddings`` and
+        ``attention_bias`` false), with a one-line :class:`UserWarning` naming the key and the
+        default where it changes the model's size (``num_key_value_heads``,
+        ``tie_word_embeddings``, Qwen3's ``head_dim``): a real config gives those, so a missing one
+        is likely a typo. Keys the class ignores are ignored with a warning naming them
+        (``shared_expert_intermediate_size`` under ``qwen3_moe``, expert keys under a dense type,
+        ``use_sliding_window``: every layer is simulated with full attention). Where the heads do
+        not divide ``hidden_size`` and the config gives no ``head_dim``, ``transformers`` would
+        floor it and a typo in either key would pass unseen, so the config is refused
+        (:func:`~pipesim.compute.models_hf._default_head_dim`). ``max_context_len`` is
+        ``max_position_embeddings`` scaled by ``rope_scaling`` as vLLM derives its maximum length
+        (YaRN: ``original_max_position_embeddings * factor``;
+        :func:`~pipesim.compute.models_hf._rope_max_len`). Qwen2 always has QKV biases, Qwen3
         always has q/k norms. An unknown ``model_type`` or a missing required key raises
         ``ValueError`` naming it; so does an integer key that is not an integer in ``[minimum,
         MAX_MODEL_DIM]`` and a Qwen3-MoE config with dense layers (``mlp_only_layers`` not empty or
         ``decoder_sparse_step`` other than 1), which this spec cannot hold. A null optional key reads
-        as its default, as in ``transformers``, except ``decoder_sparse_step``: ``transformers``
-        divides by it, so null is an error there too.
+        as its default (a null ``num_key_value_heads`` as the head count, as ``transformers``'
+        ``__post_init__`` does), except ``decoder_sparse_step``, which ``transformers`` divides by,
+        and ``num_key_value_heads`` under ``qwen3_moe``, which ``transformers`` refuses.
         """
         from pipesim.compute.models_hf import spec_from_hf_config
 

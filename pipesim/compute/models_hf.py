@@ -2,16 +2,22 @@
 :class:`~pipesim.compute.models.ModelSpec`: :meth:`ModelSpec.from_hf_config
 <pipesim.compute.models.ModelSpec.from_hf_config>`, whose docstring lists what is read.
 
-Design: nothing here imports ``transformers``; where a key is missing or null it reads as
-``transformers`` reads it (``head_dim`` from the heads, ``num_key_value_heads`` the head count,
-``tie_word_embeddings`` false), and where ``transformers`` would quietly floor or divide by a bad
-value (``hidden_size`` not a multiple of the heads without ``head_dim``, a null
-``decoder_sparse_step``) the config is refused instead. Every refusal is a
-:class:`~pipesim.core.validate.FieldError` naming the key as ``config.json`` spells it: the spec's
-own checks are reworded from its field names into the file's keys (:data:`_HF_KEYS`), and an
-integer key is bounded by :data:`~pipesim.compute.models.MAX_MODEL_DIM` as every spec field is.
-The model types read are :data:`_HF_MODEL_TYPES`; a Qwen3-MoE config with dense layers is refused,
-since a spec holds one MLP kind for every layer.
+Design: nothing here imports ``transformers``; a missing optional key reads as that
+``model_type``'s ``transformers`` config class reads it (:data:`_HF_DEFAULTS`, copied from
+``transformers`` 5.25.0: ``Qwen3Config`` defaults ``num_key_value_heads`` to 32 and ``head_dim`` to
+128, ``Qwen3MoeConfig`` ``num_key_value_heads`` to 4, only ``LlamaConfig`` to the head count), and
+one whose default changes the model's size (:data:`_WARN_MISSING`) also raises a one-line
+:class:`UserWarning` naming the key and the default: a real config gives it, so a missing one is
+likely a typo. A key the class ignores (a shared expert under ``qwen3_moe``, experts under a dense
+type, ``use_sliding_window``) is ignored with a warning naming it. ``max_position_embeddings`` is
+scaled by ``rope_scaling`` as vLLM derives its maximum length (:func:`_rope_max_len`). Where
+``transformers`` would quietly floor or divide by a bad value (``hidden_size`` not a multiple of the
+heads without ``head_dim``, a null ``decoder_sparse_step``) the config is refused instead. Every
+refusal is a :class:`~pipesim.core.validate.FieldError` naming the key as ``config.json`` spells
+it: the spec's own checks are reworded from its field names into the file's keys
+(:data:`_HF_KEYS`), and an integer key is bounded by :data:`~pipesim.compute.models.MAX_MODEL_DIM`
+as every spec field is. The model types read are :data:`_HF_MODEL_TYPES`; a Qwen3-MoE config with
+dense layers is refused, since a spec holds one MLP kind for every layer.
 
 Split from :mod:`pipesim.compute.models`, whose :meth:`ModelSpec.from_hf_config` calls
 :func:`spec_from_hf_config`.
@@ -20,6 +26,8 @@ Split from :mod:`pipesim.compute.models`, whose :meth:`ModelSpec.from_hf_config`
 from __future__ import annotations
 
 import re
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -75,9 +83,9 @@ def spec_from_hf_config(cls: type[ModelSpec], d: Mapping[str, Any], name: str | 
         return int(value)
 
     def flag(key: str) -> bool:
-        value = d.get(key, False)
+        value = d.get(key)
         if value is None:
-            return False
+            return bool(default(key))
         if not isinstance(value, bool):
             raise FieldError(f"config key {shown(key)} must be true or false, got {shown(value)}", key)
         return value
@@ -88,8 +96,34 @@ def spec_from_hf_config(cls: type[ModelSpec], d: Mapping[str, Any], name: str | 
             f"unsupported model_type {shown(model_type)}; supported: {', '.join(sorted(_HF_MODEL_TYPES))}",
             "model_type",
         )
+    defaults = _HF_DEFAULTS[model_type]
+
+    def default(key: str) -> Any:
+        """``key``'s default under ``model_type`` (:data:`_HF_DEFAULTS`), warned of where it is
+        missing (not null) and changes the model's size (:data:`_WARN_MISSING`)."""
+        value = defaults[key]
+        if key not in d and key in _WARN_MISSING.get(model_type, ()):
+            said = f"num_attention_heads ({heads})" if value is _HEADS else value
+            _warn(
+                f"config key {shown(key)} missing: read as transformers' "
+                f"{_HF_CLASS[model_type]} default {said}"
+            )
+        return heads if value is _HEADS else hidden // heads if value is _RATIO else value
+
     heads = integer("num_attention_heads")
     hidden = integer("hidden_size")
+    _warn_ignored(model_type, d)
+    kv_heads = default("num_key_value_heads")
+    if d.get("num_key_value_heads", 0) is None:  # null: the head count, as the classes' __post_init__
+        if model_type == "qwen3_moe":  # Qwen3MoeConfig has no such step: transformers refuses null
+            raise FieldError(
+                "config key 'num_key_value_heads' is null: it must be an integer >= 1", "num_key_value_heads"
+            )
+        kv_heads = heads
+    if "head_dim" in d or defaults["head_dim"] is _RATIO:  # null reads as hidden_size / heads
+        head_dim = _default_head_dim(hidden, heads, d)
+    else:  # Qwen3Config's constant
+        head_dim = default("head_dim")
     moe: dict[str, int] = {}
     if model_type == "qwen3_moe":
         step = integer("decoder_sparse_step", 1, nullable=False)
@@ -113,7 +147,6 @@ def spec_from_hf_config(cls: type[ModelSpec], d: Mapping[str, Any], name: str | 
             "n_experts": integer("num_experts"),
             "n_active_experts": integer("num_experts_per_tok"),
             "expert_intermediate_size": integer("moe_intermediate_size"),
-            "shared_expert_intermediate_size": integer("shared_expert_intermediate_size", 0, 0),
         }
     spec_name = name if name is not None else str(d.get("_name_or_path") or model_type)
     try:
@@ -122,11 +155,11 @@ def spec_from_hf_config(cls: type[ModelSpec], d: Mapping[str, Any], name: str | 
             n_layers=integer("num_hidden_layers"),
             hidden_size=hidden,
             n_heads=heads,
-            n_kv_heads=integer("num_key_value_heads", heads),
-            head_dim=integer("head_dim", _default_head_dim(hidden, heads, d)),
+            n_kv_heads=integer("num_key_value_heads", kv_heads),
+            head_dim=integer("head_dim", head_dim),
             intermediate_size=integer("intermediate_size"),
             vocab_size=integer("vocab_size"),
-            max_context_len=integer("max_position_embeddings"),
+            max_context_len=_rope_max_len(d, integer("max_position_embeddings")),
             gated_mlp=True,
             tied_embeddings=flag("tie_word_embeddings"),
             attention_bias=model_type == "qwen2" or flag("attention_bias"),
@@ -135,7 +168,10 @@ def spec_from_hf_config(cls: type[ModelSpec], d: Mapping[str, Any], name: str | 
         )
     except ValueError as exc:  # the spec's own checks, worded in config.json's keys
         field = getattr(exc, "field", "")
-        raise FieldError(_in_hf_keys(str(exc)), _HF_KEYS.get(field, field)) from None
+        message = _in_hf_keys(str(exc))
+        if "num_key_value_heads" not in d and "num_key_value_heads" in message:
+            message += f" (a missing num_key_value_heads reads as {_HF_CLASS[model_type]}'s default)"
+        raise FieldError(message, _HF_KEYS.get(field, field)) from None
 
 
 _HF_KEYS = {
@@ -158,7 +194,128 @@ def _in_hf_keys(message: str) -> str:
     return message
 
 
-_HF_MODEL_TYPES = frozenset({"llama", "qwen2", "qwen3", "qwen3_moe"})
+_HEADS, _RATIO = object(), object()  # num_attention_heads; hidden_size // num_attention_heads
+
+_HF_DEFAULTS: dict[str, dict[str, Any]] = {
+    # transformers 5.25.0, models/<type>/configuration_<type>.py: each class's field default
+    # (LlamaConfig.__post_init__ fills num_key_value_heads and head_dim from the heads); a key the
+    # class lacks (head_dim of Qwen2Config and Qwen3MoeConfig) is modeling_<type>.py's
+    # getattr(config, "head_dim", hidden_size // num_attention_heads). Qwen2's attention_bias is no
+    # field: modeling_qwen2.py always biases q/k/v.
+    "llama": {
+        "num_key_value_heads": _HEADS,
+        "head_dim": _RATIO,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+    },
+    "qwen2": {
+        "num_key_value_heads": 32,
+        "head_dim": _RATIO,
+        "tie_word_embeddings": False,
+        "attention_bias": True,
+    },
+    "qwen3": {
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+    },
+    "qwen3_moe": {
+        "num_key_value_heads": 4,
+        "head_dim": _RATIO,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+    },
+}
+"""Each model type's default of each optional key read, as its ``transformers`` class has it."""
+
+_HF_CLASS = {
+    "llama": "LlamaConfig",
+    "qwen2": "Qwen2Config",
+    "qwen3": "Qwen3Config",
+    "qwen3_moe": "Qwen3MoeConfig",
+}
+
+_WARN_MISSING = {
+    # keys whose default changes the model's size (KV per token, parameters), warned of where
+    # missing; head_dim only where the default is a constant, not hidden_size / heads
+    "llama": ("num_key_value_heads", "tie_word_embeddings"),
+    "qwen2": ("num_key_value_heads", "tie_word_embeddings"),
+    "qwen3": ("num_key_value_heads", "head_dim", "tie_word_embeddings"),
+    "qwen3_moe": ("num_key_value_heads", "tie_word_embeddings"),
+}
+
+_HF_MODEL_TYPES = frozenset(_HF_DEFAULTS)
+
+_MOE_KEYS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size")
+
+
+def _warn(message: str) -> None:
+    """A UserWarning pointing at the first caller outside these two modules."""
+    level, frame = 2, sys._getframe(1)  # level 2: _warn's caller
+    while frame is not None and frame.f_code.co_filename in _HERE:
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
+_HERE = {__file__, __file__.replace("models_hf.py", "models.py")}
+
+
+def _warn_ignored(model_type: str, d: Mapping[str, Any]) -> None:
+    """A warning naming each key given that ``model_type``'s ``transformers`` class ignores and
+    this reader ignores with it."""
+    if model_type == "qwen3_moe":
+        if d.get("shared_expert_intermediate_size"):
+            _warn(
+                "config key 'shared_expert_intermediate_size' ignored: transformers' Qwen3MoeConfig has "
+                "no shared expert (that key is qwen2_moe's)"
+            )
+    elif given := [k for k in _MOE_KEYS if d.get(k) is not None]:
+        keys = ", ".join(shown(k) for k in given)
+        _warn(
+            f"config key{'s' * (len(given) > 1)} {keys} ignored: model_type {shown(model_type)} is dense "
+            f"in transformers ({_HF_CLASS[model_type]} has no experts); a mixture of experts is "
+            "model_type 'qwen3_moe'"
+        )
+    if d.get("use_sliding_window") is True:
+        _warn(
+            "config key 'use_sliding_window' ignored: every layer is simulated with full attention "
+            "(its KV cache holds the whole context)"
+        )
+
+
+_ROPE_UNSCALED = ("su", "longrope", "llama3")
+"""rope types whose factor vLLM does not apply to the maximum length."""
+
+
+def _rope_max_len(d: Mapping[str, Any], max_positions: int) -> int:
+    """``max_position_embeddings`` scaled by ``rope_scaling`` (or transformers 5's
+    ``rope_parameters``) as vLLM's ``_get_and_verify_max_len`` (vllm/config.py) derives the
+    longest context: for a rope type other than ``su``, ``longrope`` and ``llama3``, times its
+    ``factor`` (1 if none), from ``original_max_position_embeddings`` for ``yarn``. A Qwen3 config
+    with YaRN factor 4 over 32,768 original positions thus serves 131,072 tokens."""
+    key = "rope_scaling" if d.get("rope_scaling") is not None else "rope_parameters"
+    rope = d.get(key)
+    if rope is None:
+        return max_positions
+    if not isinstance(rope, Mapping):
+        raise FieldError(f"config key {shown(key)} must be an object, got {shown(rope)}", key)
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind in _ROPE_UNSCALED:
+        return max_positions
+    factor = rope.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor <= MAX_MODEL_DIM:
+        raise FieldError(f"config key {shown(key)}: factor must be a number >= 1, got {shown(factor)}", key)
+    base = max_positions
+    if kind == "yarn" and rope.get("original_max_position_embeddings") is not None:
+        base = rope["original_max_position_embeddings"]
+        if isinstance(base, bool) or not isinstance(base, int) or not 1 <= base <= MAX_MODEL_DIM:
+            raise FieldError(
+                f"config key {shown(key)}: original_max_position_embeddings must be an integer >= 1, "
+                f"got {shown(base)}",
+                key,
+            )
+    return min(int(base * factor), MAX_MODEL_DIM)
 
 
 def _default_head_dim(hidden: int, heads: int, d: Mapping[str, Any]) -> int:

@@ -307,7 +307,8 @@ def check_tables(data: Mapping[str, Any]) -> None:
     if isinstance(model := data.get("model"), Mapping):  # a typo among the plan spec's and the run
         from pipesim.plan.specfile import _TABLES  # spec's own keys (the plan's reader knew its own)
 
-        Table("model", model, (*_TABLES["model"], *ENGINE_KEYS))
+        keys = tuple(dict.fromkeys((*_TABLES["model"], *ENGINE_KEYS)))  # a key in both listed once
+        Table("model", model, keys)
 
 
 def missing_kind(data: Mapping[str, Any]) -> str | None:

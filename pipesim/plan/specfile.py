@@ -145,7 +145,9 @@ def _model(name: str, base: Path | None) -> ModelSpec:
         if not isinstance(cfg, dict):
             raise PlanError(f"model.name: {path} is not a config.json object", "model.name")
         try:
-            return ModelSpec.from_hf_config(cfg, name=path.parent.name or path.stem)
+            # a checkout's config.json is named as the checkout is; any other file by its stem
+            named = path.absolute().parent.name if path.name == "config.json" else path.stem
+            return ModelSpec.from_hf_config(cfg, name=named or path.stem)
         except (KeyError, TypeError, ValueError) as e:
             raise PlanError(f"model.name: {path}: {e}", "model.name") from None
     return resolve_model(name)
