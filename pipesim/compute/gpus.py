@@ -144,6 +144,15 @@ NOT_CATALOGUED: Mapping[str, str] = MappingProxyType(
 """GPUs often named that the catalog does not hold, and why none of its entries stands in."""
 
 
+OWN_GPU = (
+    "a GPU outside the catalog takes its datasheet figures: in Python a GPUSpec(name=..., "
+    "bf16_flops_per_s=..., hbm_bytes=..., hbm_bandwidth_bytes_per_s=..., nvlink_bandwidth_bytes_per_s=..., "
+    "network_bandwidth_bytes_per_s=...) (docs/compute.md), in a run or plan spec file [cluster] gpu as "
+    "an inline table of those fields (docs/runspec.md)"
+)
+"""How to give a GPU the catalog does not hold, both ways; said where a name is not catalogued."""
+
+
 def normalize_gpu_name(name: str) -> str:
     """``name`` as the catalog and :data:`GPU_ALIASES` spell keys: lowercase, without a leading
     ``nvidia``, spaces and underscores as ``-`` (``"NVIDIA H100 80GB HBM3"`` -> ``h100-80gb-hbm3``)."""
@@ -165,7 +174,7 @@ def gpu(name: str) -> GPUSpec:
         return GPUS[key]
     except (KeyError, TypeError):
         why = NOT_CATALOGUED.get(key, "") if isinstance(key, str) else ""
-        own = f"{why}: give its datasheet figures as a GPUSpec (docs/compute.md); " if why else ""
+        own = f"{why}; " if why else ""
         raise FieldError(
-            f"unknown GPU {shown(name)}; {own}valid names: {', '.join(sorted(GPUS))}", "gpu"
+            f"unknown GPU {shown(name)}; {own}valid names: {', '.join(sorted(GPUS))}; {OWN_GPU}", "gpu"
         ) from None

@@ -22,8 +22,13 @@ from pipesim.plan.space import Design, PlanSpec
 __all__ = ["code_note", "scenario_code", "wrap_code"]
 
 
-def _key(table: Mapping[str, Any], value: Any) -> str:
-    return next((k for k, v in table.items() if v == value), getattr(value, "name", "?"))
+def _entry(table: Mapping[str, Any], table_name: str, value: Any) -> str:
+    """``value`` as code: ``MODELS["qwen3-8b"]`` where the catalog ``table`` holds it, else its
+    constructor's literal (``ModelSpec(...)``, ``GPUSpec(...)``: a frozen dataclass whose repr
+    builds it again, every field a number, string or bool). A model read from a ``config.json``
+    or a GPU given by its figures is no catalog entry, and its name alone raised ``KeyError``."""
+    key = next((k for k, v in table.items() if v == value), None)
+    return f"{table_name}[{key!r}]" if key is not None else repr(value)
 
 
 def scenario_code(spec: PlanSpec, d: Design) -> str:
@@ -74,8 +79,8 @@ def _program(spec: PlanSpec, d: Design) -> str:
         [
             "import pipesim",
             "from pipesim.compute import *",
-            f"engine = EngineConfig(model=MODELS[{_key(MODELS, spec.model)!r}], "
-            f"gpu=GPUS[{_key(GPUS, spec.gpu)!r}], "
+            f"engine = EngineConfig(model={_entry(MODELS, 'MODELS', spec.model)}, "
+            f"gpu={_entry(GPUS, 'GPUS', spec.gpu)}, "
             f"tp={d.tp}, max_model_len={eng.max_model_len!r}, max_num_seqs={eng.max_num_seqs}, "
             f"gpu_memory_utilization={eng.gpu_memory_utilization}"
             + (", share_group_prefix=True" if eng.share_group_prefix else "")

@@ -14,21 +14,18 @@ __all__ = ["resolve_gpu", "resolve_model"]
 def resolve_gpu(name: str | GPUSpec) -> GPUSpec:
     if isinstance(name, GPUSpec):
         return name
-    from pipesim.compute.gpus import GPU_ALIASES, NOT_CATALOGUED, normalize_gpu_name
+    from pipesim.compute.gpus import GPU_ALIASES, NOT_CATALOGUED, OWN_GPU, normalize_gpu_name
 
     key = normalize_gpu_name(str(name))
     if key not in GPUS:
         # a GPU often named that no entry stands in for: say why, and suggest none of them (the
         # closest spelling of 'h100-nvl' is 'h100', the substitution NOT_CATALOGUED explains is wrong)
         why = NOT_CATALOGUED.get(key)
-        hint = (
-            f"; {why}: give its datasheet figures as a GPUSpec (docs/compute.md)"
-            if why
-            else did_you_mean(key, [*GPUS, *GPU_ALIASES])
-        )
+        hint = f"; {why}" if why else did_you_mean(key, [*GPUS, *GPU_ALIASES])
         raise PlanError(
             f"cluster.gpu: unknown GPU {shown(name)}{hint} (choose from {sorted(GPUS)}, "
-            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3')",
+            "or Vidur's and the vendors' spellings such as 'h100', 'a100', 'NVIDIA H100 80GB HBM3'); "
+            f"{OWN_GPU}",
             "cluster.gpu",
         )
     return GPUS[key]

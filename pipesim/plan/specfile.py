@@ -48,7 +48,7 @@ from pipesim.plan.space import (
     resolve_gpu,
     resolve_model,
 )
-from pipesim.plan.specread import NEEDS, SUFFIXES, read  # noqa: F401  (read, SUFFIXES: kept as specfile.read)
+from pipesim.plan.specread import NEEDS, SUFFIXES, gpu_table, read  # noqa: F401  (read, SUFFIXES: kept as specfile.read)
 from pipesim.plan.specworkload import read_workload
 
 _TABLES = {
@@ -174,11 +174,12 @@ def _baseline(b: Table) -> Design:
 
 
 def read_cluster(cl: Table) -> tuple[GPUSpec, int]:
-    """``[cluster]``'s GPU (a catalog name or an alias) and GPU count; for the run specs too
-    (stable name). The optional keys (``env_workers``, ``cost_per_gpu_hour``) are read by
-    :func:`from_dict`."""
+    """``[cluster]``'s GPU (a catalog name, an alias, or a table of GPUSpec's fields:
+    :func:`~pipesim.plan.specread.gpu_table`) and GPU count; for the run specs too (stable name).
+    The optional keys (``env_workers``, ``cost_per_gpu_hour``) are read by :func:`from_dict`."""
     cl.require("gpu", "n_gpus", why=NEEDS)
-    return resolve_gpu(cl.string("gpu")), cl.integer("n_gpus")
+    gpu = gpu_table(cl) or resolve_gpu(cl.string("gpu"))
+    return gpu, cl.integer("n_gpus")
 
 
 def read_model(mo: Table, base: Path | None = None) -> ModelSpec:

@@ -8,6 +8,7 @@ YAML key given twice is an error, as in TOML; YAML's ``null`` is a key not given
 nested more than :data:`~pipesim.core.validate.MAX_NESTING` levels are refused (the parser's own
 RecursionError included). Every refusal is a :class:`~pipesim.plan.checks.PlanError` naming the file.
 :mod:`pipesim.plan.specfile` reads a plan spec's tables from here, and so do the run specs.
+:func:`gpu_table` reads ``[cluster] gpu`` given as a table of a GPU's datasheet figures.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from pipesim.core.errors import shown
 from pipesim.core.readfile import SPEC_MAX_BYTES, read_bytes
 from pipesim.core.validate import MAX_NESTING, nested_too_deep
-from pipesim.plan.checks import PlanError
+from pipesim.plan.checks import PlanError, Table
 
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 NEEDS = "a plan spec needs [cluster] gpu and n_gpus, and [model] name"
@@ -106,3 +107,27 @@ def _yaml_problem(e: Any) -> str:
     if problem is None:
         return " ".join(str(e).split())
     return f"{problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else "")
+
+
+def gpu_table(cl: Table) -> Any:
+    """``[cluster] gpu`` given as an inline table of :class:`~pipesim.compute.GPUSpec`'s fields (a
+    GPU the catalog does not hold, by its datasheet figures in the fields' SI units), as a
+    GPUSpec; None where ``gpu`` is not a table (a catalog name, read by the caller). Every field
+    is required, a key the GPUSpec lacks is refused, each named ``cluster.gpu.KEY``."""
+    from dataclasses import fields
+
+    from pipesim.compute import GPUSpec
+
+    raw = cl.raw("gpu")
+    if not isinstance(raw, dict):
+        return None
+    keys = [f.name for f in fields(GPUSpec)]
+    t = cl.table("gpu", keys, "a table")
+    t.require(*keys, why="a GPU outside the catalog gives every GPUSpec field (docs/runspec.md)")
+    kw: dict[str, Any] = {"name": t.string("name")}
+    for k in keys[1:]:
+        v = t.number(k, above=0)
+        kw[k] = int(v) if k == "hbm_bytes" and float(v).is_integer() else v
+    if not kw["name"]:
+        raise PlanError("cluster.gpu.name must be a non-empty string, got ''", "cluster.gpu.name")
+    return GPUSpec(**kw)
