@@ -143,3 +143,39 @@ def test_an_unknown_gpu_name_says_both_ways_to_give_one() -> None:
     with pytest.raises(ValueError) as e:
         gpu("h100-nvl")
     assert "GPUSpec(" in str(e.value) and "[cluster] gpu" in str(e.value)
+
+
+def test_a_python_planspec_with_its_own_gpu_exports_as_a_table(tmp_path: Path) -> None:
+    """design_to_runspec of a PlanSpec whose GPU is outside the catalog writes ``[cluster] gpu`` as
+    the table a spec file reads back (it was refused: "not in the catalog")."""
+    from pipesim.plan.runspec import dumps, load
+    from pipesim.plan.runspec_export import design_to_runspec
+
+    spec = plan.PlanSpec(
+        gpu=MY_GPU,
+        n_gpus=4,
+        model=MODELS["qwen3-0.6b"],
+        workload=TokenWorkload(
+            LogNormalLengths(200.0, 0.5), prompt=128, samples_per_prompt=4, max_response_tokens=1024
+        ),
+        batch_size=32,
+        max_model_len=4096,
+        max_num_seqs=32,
+        steps=2,
+        screen_steps=1,
+        space=plan.Space(placement=(0, 2), eta=(1,), update=("partial",), oversample=(1.0,)),
+    )
+    data = design_to_runspec(spec, plan.candidates(spec)[0])
+    assert data["cluster"]["gpu"] == {
+        "name": "my-b300",
+        "bf16_flops_per_s": 2.5e15,
+        "hbm_bytes": 288 * 2**30,
+        "hbm_bandwidth_bytes_per_s": 8e12,
+        "nvlink_bandwidth_bytes_per_s": 1.8e12,
+        "network_bandwidth_bytes_per_s": 1e11,
+    }
+    path = tmp_path / "run.toml"
+    path.write_text(dumps(data))
+    assert load(path).plan.gpu == MY_GPU
+    catalog = design_to_runspec(spec.with_(gpu=GPUS["h100-sxm"]), plan.candidates(spec)[0])
+    assert catalog["cluster"]["gpu"] == "h100-sxm"

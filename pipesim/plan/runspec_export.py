@@ -99,6 +99,16 @@ def _name(catalog: Mapping[str, Any], value: Any, where: str) -> str:
     )
 
 
+def _gpu(gpu: Any) -> Any:
+    """``[cluster] gpu`` as a spec file writes it: a catalog entry's name, else the table of its
+    ``GPUSpec`` fields (:func:`pipesim.plan.specread.gpu_table` reads it back)."""
+    import dataclasses
+
+    if any(v == gpu for v in GPUS.values()):
+        return _name(GPUS, gpu, "cluster.gpu")
+    return dataclasses.asdict(gpu)
+
+
 def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     """A :class:`PlanSpec`'s ``[cluster]``, ``[model]``, ``[workload]`` and the ``[search]`` keys a
     run takes (``sync_time_s``, ``inflight_load_time_s``, ``steps``), as a spec file writes them."""
@@ -164,7 +174,7 @@ def spec_tables(spec: PlanSpec) -> dict[str, Any]:
     }
     if wl.agent is not None:
         workload["agent"] = dataclasses.asdict(wl.agent)
-    cluster: dict[str, Any] = {"gpu": _name(GPUS, spec.gpu, "cluster.gpu"), "n_gpus": spec.n_gpus}
+    cluster: dict[str, Any] = {"gpu": _gpu(spec.gpu), "n_gpus": spec.n_gpus}
     if spec.env_workers is not None:
         cluster["env_workers"] = spec.env_workers
     if spec.cost_per_gpu_hour is not None:
