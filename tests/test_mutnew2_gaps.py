@@ -95,3 +95,22 @@ def test_the_command_passes_a_terminals_width(monkeypatch: pytest.MonkeyPatch) -
 
     cli_compare._show(SimpleNamespace(json=None, html=None, designs=["a", "b"]), cmp, Tty())
     assert seen == [60]
+
+
+@pytest.mark.parametrize("name", ["my_models/config.json", "config.json"])
+def test_a_relative_logged_model_path_without_a_base_falls_back_to_the_measured_sync(name: str) -> None:
+    """A calibration.model naming a relative config.json, read without the file's folder (from_dict
+    with no base): the logged setup cannot be built, so the measured seconds stand (not a PlanError
+    out of reading the path)."""
+    from pathlib import Path
+
+    from pipesim.plan.build import design_cluster, sync_seconds
+    from pipesim.plan.runspec import from_dict, read
+
+    data = read(Path(__file__).resolve().parents[1] / "examples" / "run_verl_8gpu.toml")
+    data["run"] = {"steps": 3, "seed": 0}
+    data["calibration"] = {"values": {"sync_time_s": 0.3}, "model": {**data["model"], "name": name}}
+    rs = from_dict(data)
+    assert float(sync_seconds(rs.plan, rs.design, design_cluster(rs.plan, rs.design)[1])) == pytest.approx(
+        0.3
+    )
