@@ -18,39 +18,51 @@ Writing each log runs the spec once (not timed).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-TRUE_VALUES = {  # examples/make_verl_sample_log.py
-    "fwd_bwd_efficiency": 0.35,
-    "fwd_efficiency": 0.25,
-    "micro_batch_s": 0.3,
-    "optimizer_step_s": 1.0,
-    "step_s": 2.0,
-    "iteration_overhead_s": 0.004,
-    "response_median_tokens": 700.0,
-    "response_sigma": 0.7,
-}
 
 
-def _row(steps: int) -> tuple[int, float, float, int, int]:
-    """(steps, CPU s, wall s, simulations, simulated steps) of one calibration."""
+def true_values() -> dict[str, float]:
+    """The constants ``examples/make_verl_sample_log.py`` makes the shipped sample with (read from
+    the script, not copied: the sample and these logs stay the same setup)."""
+    spec = importlib.util.spec_from_file_location(
+        "_make_verl_sample_log", ROOT / "examples" / "make_verl_sample_log.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.TRUE_VALUES)
+
+
+def sample_calibration(steps: int) -> tuple[Any, Any]:
+    """The sample spec (``examples/run_verl_8gpu.toml``) and its ``steps``-long sample log, written
+    with :func:`true_values` (3% noise, noise seed 11; the run at seed 0), as a ``TrainingLog``."""
     import pandas as pd
 
-    from pipesim.calibrate import TrainingLog, calibrate
+    from pipesim.calibrate import TrainingLog
     from pipesim.calibrate.sample import sample_log
     from pipesim.plan.runspec import from_dict, read
 
     data = read(ROOT / "examples" / "run_verl_8gpu.toml")
     spec = from_dict(dict(data), ROOT / "examples")
-    made = {**data, "calibration": {"values": dict(TRUE_VALUES)}, "run": {"steps": steps, "seed": 0}}
+    made = {**data, "calibration": {"values": true_values()}, "run": {"steps": steps, "seed": 0}}
     frame = sample_log(from_dict(made, ROOT / "examples"), np.random.default_rng(11)).round(6)
-    log = TrainingLog(f"sample_{steps}.csv", "0" * 64, pd.DataFrame(frame))
+    return TrainingLog(f"sample_{steps}.csv", "0" * 64, pd.DataFrame(frame)), spec
+
+
+def _row(steps: int) -> tuple[int, float, float, int, int]:
+    """(steps, CPU s, wall s, simulations, simulated steps) of one calibration."""
+    from pipesim.calibrate import calibrate
+
+    log, spec = sample_calibration(steps)
     lines: list[str] = []
     cpu, wall = time.process_time(), time.perf_counter()
     calibrate(log, spec, progress=lines.append)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -34,35 +35,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TRUE_VALUES = {  # examples/make_verl_sample_log.py
-    "fwd_bwd_efficiency": 0.35,
-    "fwd_efficiency": 0.25,
-    "micro_batch_s": 0.3,
-    "optimizer_step_s": 1.0,
-    "step_s": 2.0,
-    "iteration_overhead_s": 0.004,
-    "response_median_tokens": 700.0,
-    "response_sigma": 0.7,
-}
 
 
 def one(steps: int) -> dict[str, object]:
     """One calibration of the ``steps``-long sample log by the ``pipesim`` this process imports:
     its CPU and wall seconds, engine runs, simulated steps, dealing note and a digest of the result."""
-    import numpy as np
-    import pandas as pd
+    from pipesim.calibrate import calibrate
 
-    from pipesim.calibrate import TrainingLog, calibrate
-    from pipesim.calibrate.sample import sample_log
-    from pipesim.plan.runspec import from_dict, read
-
-    data = read(ROOT / "examples" / "run_verl_8gpu.toml")
-    spec = from_dict(dict(data), ROOT / "examples")
-    made = {**data, "calibration": {"values": dict(TRUE_VALUES)}, "run": {"steps": steps, "seed": 0}}
-    frame = sample_log(from_dict(made, ROOT / "examples"), np.random.default_rng(11)).round(6)
-    log = TrainingLog(f"sample_{steps}.csv", "0" * 64, pd.DataFrame(frame))
+    log, spec = _bench_calibrate().sample_calibration(steps)  # the log bench_calibrate.py times
     lines: list[str] = []
     cpu, wall = time.process_time(), time.perf_counter()
     cal = calibrate(log, spec, progress=lines.append)
@@ -79,6 +62,18 @@ def one(steps: int) -> dict[str, object]:
         "note": note,
         "digest": hashlib.sha256(result.encode()).hexdigest()[:12],
     }
+
+
+def _bench_calibrate() -> Any:
+    """``benchmarks/bench_calibrate.py`` beside this script, imported under a name of its own (this
+    script may itself be imported from elsewhere, as tests/test_bench_args.py does)."""
+    spec = importlib.util.spec_from_file_location(
+        "_bench_calibrate", Path(__file__).with_name("bench_calibrate.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _measure(tree: Path, steps: int) -> dict[str, object]:

@@ -27,19 +27,11 @@ from pipesim.calibrate import trainer as trainer_module
 from pipesim.calibrate.sample import sample_log
 from pipesim.calibrate.trainer import dealing_spread, fit_trainer_profile, tokens
 from pipesim.plan.runspec import RunSpec, from_dict, read, run
+from tests.test_calnoise_overhead_interval import _true_values
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SPEC = EXAMPLES / "run_verl_8gpu.toml"
-TRUE = {  # examples/make_verl_sample_log.py's constants
-    "fwd_bwd_efficiency": 0.35,
-    "fwd_efficiency": 0.25,
-    "micro_batch_s": 0.3,
-    "optimizer_step_s": 1.0,
-    "step_s": 2.0,
-    "iteration_overhead_s": 0.004,
-    "response_median_tokens": 700.0,
-    "response_sigma": 0.7,
-}
+TRUE = _true_values()  # examples/make_verl_sample_log.py's constants, read from the script
 
 
 def _spec(edits: dict[str, dict[str, Any]] | None = None, values: dict[str, float] | None = None) -> RunSpec:

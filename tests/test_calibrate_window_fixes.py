@@ -17,18 +17,10 @@ import pytest
 from pipesim.calibrate import Calibration, LogError, calibrate, read_log
 from pipesim.calibrate.sample import sample_log
 from pipesim.plan.runspec import RunSpec, from_dict, load, read
+from tests.test_calnoise_overhead_interval import _true_values
 
 SPEC = Path(__file__).resolve().parents[1] / "examples" / "run_verl_8gpu.toml"
-TRUE = {
-    "fwd_bwd_efficiency": 0.35,
-    "fwd_efficiency": 0.25,
-    "micro_batch_s": 0.3,
-    "optimizer_step_s": 1.0,
-    "step_s": 2.0,
-    "iteration_overhead_s": 0.004,
-    "response_median_tokens": 700.0,
-    "response_sigma": 0.7,
-}
+TRUE = _true_values()  # examples/make_verl_sample_log.py's constants, read from the script
 SPLIT = {"placement": 4, "eta": 1, "update": "partial", "sync_every": 2}
 """A fully-async 4:4 design: its first steps fill the pipeline (step 0's ``gen`` is 2.4x the rest)."""
 
