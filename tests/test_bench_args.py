@@ -31,6 +31,7 @@ SCRIPTS = (
     "bench_compute",
     "bench_results",
     "bench_calibrate",
+    "calibrate_dealing",
     "bench_pipeline",
     "fluid_reference",
 )
@@ -64,6 +65,8 @@ CASES: list[tuple[str, str, int | None, tuple[str, ...]]] = [
     ("bench_results", "--slots", 10_240, BAD),
     ("bench_results", "--rounds", 100, BAD),
     ("bench_calibrate", "--steps", 20_000, BAD),
+    ("calibrate_dealing", "--steps", 20_000, BAD),
+    ("calibrate_dealing", "--rounds", 20, BAD),
     ("bench_pipeline", "--rounds", 100, BAD),
     ("bench_pipeline", "--sizes", 65_536, (*BAD, "64,0", "64,x")),
     ("fluid_reference", "--seed", 2**64 - 1, (NON_NUMERIC, NEGATIVE, "1.5", "1e3")),
