@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts
+from pipesim.compute.phases import PHASES, FrameworkProfile, phase_parts, phase_time_s
 from pipesim.compute.trainer import TrainerConfig
 from pipesim.core.errors import FieldError, check_int, check_number, shown
 from pipesim.core.validate import refuse
@@ -118,17 +118,10 @@ def predictions_s(observations: Sequence[Observed], profile: FrameworkProfile) -
 
 
 def _time_s(obs: PhaseObservation, config: TrainerConfig, shape: tuple[object, ...]) -> float:
-    """``phase_times_s(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]``: its
-    expression for that phase, term by term (the parts are built for every phase, as it builds
-    them, so a split that fails fails here too)."""
-    prof = config.framework
-    p = _parts(obs, config, shape)
-    if obs.phase == "remainder":
-        return prof.step_s + obs.samples * prof.sample_s + config.step_overhead_s
-    eff = prof.fwd_bwd_efficiency if obs.phase == "update_actor" else prof.fwd_efficiency
-    return (
-        p["compute_flop_s"] / eff + p["micro"] * prof.micro_batch_s + p["opt"] * prof.optimizer_step_s
-    ) + p["comm_s"]
+    """``phase_times_s(config, obs.tokens, obs.samples, obs.sample_tokens)[obs.phase]``, by the same
+    :func:`~pipesim.compute.phases.phase_time_s` from the kept parts (built for every phase, as it
+    builds them, so a split that fails fails here too)."""
+    return phase_time_s(config, obs.phase, _parts(obs, config, shape), obs.samples)
 
 
 _SHAPE = tuple(f.name for f in dataclasses.fields(FrameworkProfile) if f.name not in FITTED)

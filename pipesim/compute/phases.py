@@ -55,7 +55,7 @@ their calibration live in :mod:`pipesim.compute.profiles`; fitting one to data, 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -248,17 +248,24 @@ def phase_times_s(
     config: TrainerConfig, tokens: float, samples: int, sample_tokens: Sequence[float] | None = None
 ) -> dict[str, float]:
     """Seconds of each of :data:`PHASES` for one step (closed form; see the module docstring)."""
-    prof = config.framework
     parts = phase_parts(config, tokens, samples, sample_tokens)
-    out = {}
-    for phase in ("old_log_prob", "ref", "update_actor"):
-        p = parts[phase]
-        eff = prof.fwd_bwd_efficiency if phase == "update_actor" else prof.fwd_efficiency
-        out[phase] = (
-            p["compute_flop_s"] / eff + p["micro"] * prof.micro_batch_s + p["opt"] * prof.optimizer_step_s
-        ) + p["comm_s"]
-    out["remainder"] = prof.step_s + samples * prof.sample_s + config.step_overhead_s
-    return out
+    return {phase: phase_time_s(config, phase, parts[phase], samples) for phase in PHASES}
+
+
+def phase_time_s(config: TrainerConfig, phase: str, parts: Mapping[str, float], samples: int) -> float:
+    """One phase's seconds from its :func:`phase_parts` entry: the compute at the phase's
+    efficiency, the fixed costs per micro-batch and optimizer step, and the exposed communication;
+    the remainder's are per step and per sample (:func:`pipesim.compute.phasefit.predictions_s`
+    calls it with the parts it keeps)."""
+    prof = config.framework
+    if phase == "remainder":
+        return prof.step_s + samples * prof.sample_s + config.step_overhead_s
+    eff = prof.fwd_bwd_efficiency if phase == "update_actor" else prof.fwd_efficiency
+    return (
+        parts["compute_flop_s"] / eff
+        + parts["micro"] * prof.micro_batch_s
+        + parts["opt"] * prof.optimizer_step_s
+    ) + parts["comm_s"]
 
 
 def reference_phase_times_s(config: TrainerConfig, tokens: float, samples: int) -> dict[str, float]:
