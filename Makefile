@@ -5,6 +5,12 @@ VENV_STAMP := .venv/.installed
 
 .PHONY: demo test lint typecheck pytest test-full bench clean report fast test-compiled bench-compute
 
+# Imports cache their bytecode: a PYTHONDONTWRITEBYTECODE=1 in the caller's environment (this
+# machine's image sets it) would make every process of the suite, each pytest worker and each CLI
+# test's subprocess, recompile torch, pandas and pipesim from source; a clean clone's suite took
+# about 120 s longer for it. The cache lies beside the sources, in .venv and the checkout.
+unexport PYTHONDONTWRITEBYTECODE
+
 # --no-compile: pip would byte-compile every module of every package (torch and transformers hold
 # thousands), 134 s of a 2-core machine's install against 37 s without; Python compiles the modules
 # a run imports the first time it imports them, and caches them as pip would have.
