@@ -30,7 +30,7 @@ from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_pla
 from pipesim.io.registry import get_scenario
 from pipesim.io.saved import load
 from pipesim.io.sweep_grid import SweepResult
-from pipesim.io.sweep_outputs import failures_note, partial_path
+from pipesim.io.sweep_outputs import failures_note
 from tests.test_sweep_interrupts import SWEEP, _on_threads, interrupt_on_eta2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -355,11 +355,3 @@ def test_an_interrupted_rerun_writes_beside_an_existing_csv(
     assert list(runs["max_staleness"]) == [0, 1] and runs["partial"].all()
     err = capsys.readouterr().err
     assert str(beside) in err and "--csv" in err
-
-
-def test_partial_path_is_the_path_itself_when_nothing_is_there(tmp_path: Path) -> None:
-    assert partial_path(str(tmp_path / "new.csv")) == str(tmp_path / "new.csv")
-    (tmp_path / "old.csv").write_text("x")
-    assert partial_path(str(tmp_path / "old.csv")) == str(tmp_path / "old.partial.csv")
-    (tmp_path / "noext").write_text("x")
-    assert partial_path(str(tmp_path / "noext")) == str(tmp_path / "noext.partial")

@@ -6,7 +6,7 @@ sweep's result says which cells failed or timed out, and so does everything writ
 CSV has their rows, standard error counts them, and the page says so above its table
 (:func:`failures_note`), since its figures and table hold only the cells that ran. An interrupted
 sweep never replaces a complete file it finds at ``--csv``: its partial table goes beside it
-(:func:`partial_path`), so a rerun stopped early keeps the earlier result.
+(:func:`pipesim.io.sweep_resume.write_partial`), so a rerun stopped early keeps the earlier result.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import html
 import itertools
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import shown
 from pipesim.io.cli_common import fmt_number, one_line, table
-from pipesim.io.interrupts import write_atomic, write_text_atomic, writes_in_place
+from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 __all__ = [
     "TAIL_NOTE_SHARE",
@@ -30,7 +29,6 @@ __all__ = [
     "failures_note",
     "interrupted",
     "no_interval_note",
-    "partial_path",
     "print_partial",
     "seeds_text",
     "summary_table",
@@ -62,18 +60,6 @@ def write_runs(runs: Any, path: str, partial: bool) -> None:
     write_atomic(path, lambda p: table_.to_csv(p, index=False))
 
 
-def partial_path(path: str) -> str:
-    """Where an interrupted sweep writes its partial table for the output ``path``: ``path``
-    itself, unless a regular file is there already (a complete table of an earlier sweep, which a
-    rerun stopped early used to replace with a few rows); then beside it, ``keep.csv`` ->
-    ``keep.partial.csv`` (an earlier partial table there is replaced). A pipe or a device is
-    written in place."""
-    p = Path(path)
-    if writes_in_place(p) or not p.exists():
-        return path
-    return str(p.with_name(f"{p.stem}.partial{p.suffix}"))
-
-
 SUMMARY_METRICS = ("throughput_per_hour", "gen_util", "staleness_mean", "staleness_max")
 """The metrics of the table ``pipesim sweep`` prints (each as ``_mean``, ``_lo`` and ``_hi``)."""
 
@@ -100,15 +86,17 @@ def print_partial(res: Any, done: int, total: int) -> None:
         print(table(summary_table(res)))
 
 
-def interrupted(exc: Any, csv: str | None, book: Any = None, printed: Any = None) -> int:
+def interrupted(exc: Any, csv: str | None, book: Any, printed: Any = None) -> int:
     """Ctrl-C or SIGTERM during the sweep: the finished cells' table is printed on standard output,
     headed as partial (:func:`print_partial`; ``printed``: the result to print, the preset axes'
-    columns added, else ``exc.result``), the cells go to ``--csv`` (partial=True; beside
-    it where a file is there already, or merged with a partial table of the same sweep there:
-    :func:`pipesim.io.sweep_resume.write_partial` where ``book``, the sweep's
-    :class:`~pipesim.io.sweep_resume.SweepBook`, is given; else :func:`partial_path`), one line on
-    standard error says so, and the exit status is 130 (the
-    shell's for an interrupt)."""
+    columns added, else ``exc.result``), the cells go to ``--csv`` (partial=True; beside it where a
+    file is there already, or merged with a partial table of the same sweep there:
+    :func:`pipesim.io.sweep_resume.write_partial`, with ``book``, the sweep's
+    :class:`~pipesim.io.sweep_resume.SweepBook`, which writes the preset axes' columns and the
+    sidecar ``--resume`` reads), one line on standard error says so, and the exit status is 130
+    (the shell's for an interrupt)."""
+    from pipesim.io.sweep_resume import write_partial
+
     res, total = exc.result, exc.total
     done = 0 if res is None else len(res.runs)
     if res is not None:
@@ -117,17 +105,9 @@ def interrupted(exc: Any, csv: str | None, book: Any = None, printed: Any = None
         kept = "nothing written (no --csv)"
     elif res is None:
         kept = f"nothing written to {csv}"
-    elif book is not None:
-        from pipesim.io.sweep_resume import write_partial
-
+    else:
         target, note = write_partial(book.results_of(res.runs), csv, book)
         kept = f"wrote them to {target} with partial=True{note}; the same command with --resume runs the rest"
-    else:
-        target = partial_path(csv)
-        write_runs(res.runs, target, partial=True)
-        kept = f"wrote them to {target} with partial=True"
-        if target != csv:
-            kept += f" (--csv {csv} already existed and is left as it was)"
     print(f"pipesim: interrupted: {done} of {total} cells had finished; {kept}", file=sys.stderr)
     return 130
 
