@@ -32,6 +32,7 @@ from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import FieldError, shown
 from pipesim.core.validate import CrossFieldError, key_shown
 from pipesim.io import overrides_dotted as dotted
+from pipesim.io import overrides_factory as factory
 from pipesim.policies.catalog import parse_policy, policy_classes
 
 if TYPE_CHECKING:
@@ -284,12 +285,13 @@ left the pool the preset had drawn for its own steps, and the run ran dry part-w
 def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
     """Build ``entry`` with ``key=value`` overrides: keys that are the factory's named parameters go
     to the factory, and so do :data:`POOL_KEYS` where it takes ``**pipeline``; the others are
-    applied to the scenario it returns, in order."""
+    applied to the scenario it returns, in order. A parameter that is its scenario key, refused
+    beside another field, is applied as that key instead, in its place, so a later ``--set`` may
+    settle it (:func:`~pipesim.io.overrides_factory.waiting_fields`)."""
     params = entry.parameters()
     to_pipeline = entry.takes_pipeline()
     factory_args: dict[str, Any] = {}
     pipeline_text: dict[str, str] = {}
-    rest: list[str] = []
     given: dict[str, str] = {}
     for pair in pairs:
         if "=" in pair:
@@ -297,14 +299,22 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             if key in params:  # the factory's meaning wins over a scenario key of the same name
                 factory_args[key] = parse_parameter(entry, key, text)
                 given[key] = text
-                continue
-            if to_pipeline and key in POOL_KEYS:
+            elif to_pipeline and key in POOL_KEYS:
                 pipeline_text[key] = given[key] = text
-                continue
-        rest.append(pair)
-    scenario = entry.build(**factory_args)
-    _check_knob_kept(entry, factory_args, scenario, rest)
-    dotted.check_not_owned(entry, factory_args, [split_pair(p)[0] for p in rest if "=" in p], "--set")
+    later = [p for p in pairs if "=" not in p or split_pair(p)[0] not in {*factory_args, *pipeline_text}]
+    refusal: FieldError | None = None
+    try:
+        scenario = entry.build(**factory_args)
+    except FieldError as exc:
+        waits = factory.waiting_fields(entry, factory_args, exc, later)
+        if waits is None:
+            raise
+        (scenario, held), refusal = waits, exc
+        factory_args = {k: v for k, v in factory_args.items() if k not in held}
+        later = [p for p in pairs if p in later or ("=" in p and split_pair(p)[0] in held)]
+    rest_keys = [split_pair(p)[0] for p in later if "=" in p]
+    factory.check_knob_kept(entry, factory_args, scenario, rest_keys)
+    dotted.check_not_owned(entry, factory_args, rest_keys, "--set")
     if pipeline_text:  # each value read as the scenario's own key, then the preset built with them
         try:
             sized = {k: parse_value(scenario, k, t) for k, t in pipeline_text.items()}
@@ -312,8 +322,10 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             raise FieldError(str(exc), getattr(exc, "field", "") or next(iter(pipeline_text))) from None
         scenario = entry.build(**factory_args, **sized)
     try:
-        scenario, more = apply_overrides(scenario, rest)
+        scenario, more = apply_overrides(scenario, later)
     except ValueError as exc:
+        if refusal is not None and factory.same_refusal(refusal, exc):  # no later --set changed it
+            raise refusal from None
         if (better := with_preset_params(exc, scenario, entry)) is not exc:
             raise better from None
         raise
@@ -332,42 +344,16 @@ def check_axes_kept(entry: Entry, pairs: list[str], keys: list[str]) -> None:
     """Refuse a sweep axis (``--over KEY=...``) over a field that a factory parameter given in
     ``pairs`` (``--set``) sets: each cell set the field after the factory, so ``--set
     max_head_offpolicyness=3 --over max_staleness=0,1`` ran eta 0 and 1 without a word, as a
-    ``--set`` of the field after the parameter did (:func:`_check_knob_kept`)."""
+    ``--set`` of the field after the parameter did
+    (:func:`~pipesim.io.overrides_factory.check_knob_kept`)."""
     params = entry.parameters()
     args = {}
     for pair in pairs:
         if "=" in pair and (key := split_pair(pair)[0]) in params:
             args[key] = parse_parameter(entry, key, split_pair(pair)[1])
     if args and keys:
-        _check_knob_kept(entry, args, entry.build(**args), [f"{k}=axis" for k in keys])
+        factory.check_knob_kept(entry, args, entry.build(**args), keys)
     dotted.check_not_owned(entry, args, keys, "--over")
-
-
-def _check_knob_kept(entry: Entry, args: dict[str, Any], scenario: Scenario, rest: list[str]) -> None:
-    """Refuse a key that sets a field one of the factory's parameters set: applied after the
-    factory, it undid the parameter without a word (``--set max_head_offpolicyness=1 --set
-    max_staleness=4`` on ``systems:areal`` exported eta 4). A parameter's fields are those that
-    differ from the scenario built without it (so a parameter given its default value sets none)."""
-    keys = {split_pair(p)[0].split(".")[0]: split_pair(p)[0] for p in rest if "=" in p}
-    if not keys or not args:
-        return
-    for name, value in args.items():
-        base = entry.build(**{k: v for k, v in args.items() if k != name})
-        changed = {
-            f.name
-            for f in dataclasses.fields(scenario.pipeline)
-            if getattr(base.pipeline, f.name) != getattr(scenario.pipeline, f.name)
-        } | {
-            f.name
-            for f in dataclasses.fields(scenario)
-            if f.name not in ("pipeline", "name", "pool_size")  # a pool sized for the design: not a knob
-            and getattr(base, f.name) != getattr(scenario, f.name)
-        }
-        for field in sorted(changed & set(keys)):
-            raise FieldError(
-                f"{keys[field]} would undo {name}={value!r}, which sets {field}: give one of them",
-                keys[field],
-            )
 
 
 NONE_LABEL = "none"
