@@ -14,7 +14,8 @@ new ``max_staleness`` too, and so do sweeps and ``--set``: they ran the same des
 new label. AReaL's throttle reads it (it is ``max_head_offpolicyness``), so there it is swept.
 
 slime's presets (:func:`slime` and its two modes, and :func:`april`, in slime's own knob names)
-live in :mod:`scenarios.systems_slime` and are re-exported here, the same objects; the helpers
+live in :mod:`scenarios.systems_slime` and are re-exported here, the same objects, as are ROLL's
+(:func:`roll`, :func:`roll_rlvr`: :mod:`scenarios.systems_roll`) and PipelineRL's; the helpers
 every preset shares (:func:`_scenario`, ``CHAPTER``) stay here.
 
 =====================  ===============================  ======================================
@@ -28,8 +29,10 @@ slime, drain           BatchThrottle, eta=1             BatchDrain
 slime, fully async     SlimeAsyncWorker                 AbortReprefill (abort, resend prefix)
                                                         after the next batch (AfterNextBatch)
 OpenRLHF async         OpenRLHFBatches                  BatchDrain / AbortReprefill
-ROLL                   RollGroupAdmission               PartialRollout; RollGroupQueue
-ROLL RLVR              AReaLThrottle, eta=ratio         PartialRollout; RollReplayBuffer
+ROLL                   RollGroupAdmission               AbortReprefill (abort, resend);
+                                                        RollGroupQueue
+ROLL RLVR              AReaLThrottle, eta=ratio         AbortReprefill (abort, resend);
+                                                        RollReplayBuffer
 PipelineRL             PipelineRLLag                    PartialRollout / InFlightUpdate
 APRIL                  OverSample, eta=0 (colocated)    AbortReprefill (carry over) / abort;
                                                         WholeGroups
@@ -48,16 +51,12 @@ from pipesim.policies.admission import AReaLThrottle, BatchThrottle
 from pipesim.policies.base import (
     Drain,
     OwnStalenessBound,
-    PartialRollout,
     WeightUpdate,
     not_a_knob,
 )
 from pipesim.policies.groups import WholeGroups
-from pipesim.policies.roll import RollReplayBuffer
 from pipesim.policies.systems import (
     OpenRLHFBatches,
-    RollGroupAdmission,
-    RollGroupQueue,
     VerlMessageQueue,
     VerlRollouter,
     openrlhf_refusal,
@@ -66,6 +65,8 @@ from pipesim.policies.updates import AbortReprefill, BatchDrain, SyncEveryK
 from scenarios.systems_checks import check_batch, renamed
 from scenarios.systems_pipelinerl import pipelinerl as pipelinerl  # re-exported here
 from scenarios.systems_pool import check_preset_pool, preset_pool_size
+from scenarios.systems_roll import roll as roll  # ROLL's presets, re-exported here
+from scenarios.systems_roll import roll_rlvr as roll_rlvr
 from scenarios.systems_slime import april as april  # slime's presets, re-exported here
 from scenarios.systems_slime import slime as slime
 from scenarios.systems_slime import slime_drain as slime_drain
@@ -115,7 +116,9 @@ def verl_one_step_off_policy(**pipeline: Any) -> Scenario:
     """verl one-step off-policy: batch n+1 is generated with weights v_n while batch n trains.
 
     Source: volcengine/verl ``recipe/one_step_off_policy/ray_trainer.py``, ``fit`` and
-    ``_async_gen_next_batch``: each step awaits the batch generated during the previous step,
+    ``_async_gen_next_batch`` (verl moved the recipe to
+    ``verl/experimental/one_step_off_policy/ray_trainer.py``; at b178a3c ``fit`` is lines 412-515,
+    the same code under the new path): each step awaits the batch generated during the previous step,
     syncs the weights to the rollout workers (``sync_rollout_weights``, then ``clear_kv_cache``),
     starts generating the next whole batch, and trains on the awaited one. So generation runs one
     whole batch ahead (eta = 1, :class:`~pipesim.policies.admission.BatchThrottle`: no episode of
@@ -225,27 +228,49 @@ def areal(
     ``areal/infra/staleness_manager.py``), ``StalenessManager.get_capacity``:
     capacity = min(max_concurrent_rollouts - running, (max_head_offpolicyness + v + 1) * B -
     (accepted + running)), rejected rollouts leaving both counts
-    (:class:`~pipesim.policies.admission.AReaLThrottle`). ``areal/engine/sglang_remote.py``:
-    ``update_weights`` pauses generation and aborts every request (``abort_all_requests``);
-    ``agenerate`` appends the tokens generated so far to ``input_ids`` and resubmits once
-    generation resumes, so each interrupted rollout re-prefills its prefix under the new weights
-    and continues (:class:`~pipesim.policies.updates.AbortReprefill`).
+    (:class:`~pipesim.policies.admission.AReaLThrottle`). The weight update aborts every request
+    (``abort_all_requests`` in the update requests ``SGLangBackend`` builds,
+    ``areal/engine/sglang_remote.py``); ``agenerate``'s resubmit loop (``RemoteInfEngine.agenerate``,
+    ``areal/infra/remote_inf_engine.py`` lines 719-860 at 4aef98d, formerly in
+    ``sglang_remote.py``) waits while the executor is paused, appends the tokens generated so far to
+    ``input_ids`` and resubmits, so each interrupted rollout re-prefills its prefix under the new
+    weights and continues (:class:`~pipesim.policies.updates.AbortReprefill`).
 
-    ``samples_per_prompt`` > 1: one episode is one response; AReaL's RLVR workflow
-    (``areal/workflow/rlvr.py``, ``RLVRWorkflow.arun_episode``) generates a prompt's
-    ``n_samples`` together and returns them as one trajectory group, so the trainer takes whole
-    groups (:class:`~pipesim.policies.groups.WholeGroups`).
+    ``samples_per_prompt`` > 1: one episode is one response. AReaL's ``GroupedRolloutWorkflow``
+    (``areal/infra/remote_inf_engine.py`` lines 70-89) runs the workflow's ``arun_episode`` (one
+    sample each: ``RLVRWorkflow``, ``areal/workflow/rlvr.py``, makes one since AReaL commit
+    94974370d moved the grouping out of it) ``n_samples`` times together and returns them as one
+    trajectory group, so the trainer takes whole groups
+    (:class:`~pipesim.policies.groups.WholeGroups`).
+
+    **Units:** ``max_concurrent_rollouts`` counts rollout tasks as AReaL's does: one task per prompt
+    group (``GroupedRolloutWorkflow``; ``StalenessManager`` counts one per task). The throttle
+    compares its cap with the running responses, so it gets ``max_concurrent_rollouts *
+    samples_per_prompt``.
+
+    **Departure:** AReaL's ``wait_results`` (``areal/infra/workflow_executor.py`` lines 588-592)
+    hands the trainer the finished results oldest by task creation time; this preset takes them
+    in completion order (the first episodes, or with ``samples_per_prompt`` > 1 the first whole
+    groups, to finish). The difference measured negligible: mean staleness 3.336 and 3.370 under
+    the two orders on the published AReaL run at eta 4 (``scenarios/published/areal.py``), and
+    the same at the chapter's sizes (1.482 at eta 4, seed 0).
 
     **Defaults are not AReaL's:** ``max_concurrent_rollouts`` None is the slot count here, where
-    AReaL's None is ``consumer_batch_size`` (``workflow_executor.py``: ``max_concurrent_rollouts or
-    consumer_batch_size``), and AReaL's ``max_head_offpolicyness`` defaults to 0 (``cli_args.py``)
-    where this preset takes the chapter's 2. They agree at the chapter's 64 slots and batch 64; with
-    more slots than the batch pass ``max_concurrent_rollouts=batch_size`` to model AReaL's default
-    (128 slots, batch 64: 2,864 episodes/h uncapped, 1,982/h capped at 64).
+    AReaL's None is ``consumer_batch_size`` (``workflow_executor.py`` lines 760-761:
+    ``max_concurrent_rollouts or consumer_batch_size``), and AReaL's ``max_head_offpolicyness``
+    defaults to 0 (``cli_args.py``) where this preset takes the chapter's 2. They agree at the
+    chapter's 64 slots and batch 64; with more slots than the batch pass
+    ``max_concurrent_rollouts=batch_size // samples_per_prompt`` to model AReaL's default (128
+    slots, batch 64: 3,016 episodes/h uncapped, 2,098/h capped at 64).
     """
-    with renamed({"max_concurrent": "max_concurrent_rollouts"}):
-        adm = AReaLThrottle(max_concurrent_rollouts)
+    if max_concurrent_rollouts is not None:
+        check_int("max_concurrent_rollouts", max_concurrent_rollouts, 1)
     check_int("samples_per_prompt", samples_per_prompt, 1)
+    cap = None  # AReaL counts tasks (prompt groups); the throttle counts running responses
+    if max_concurrent_rollouts is not None:
+        cap = max_concurrent_rollouts * samples_per_prompt
+    with renamed({"max_concurrent": "max_concurrent_rollouts"}):
+        adm = AReaLThrottle(cap)
     check_int("max_head_offpolicyness", max_head_offpolicyness, 0)
     extra: dict[str, Any] = {}
     if samples_per_prompt > 1:
@@ -305,65 +330,6 @@ def openrlhf_async(async_queue_size: int = 1, partial_rollout: bool = False, **p
     if (err := openrlhf_refusal(sc)) is not None:
         raise err
     return sc
-
-
-def roll(async_generation_ratio: int | float = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
-    """ROLL asynchronous training (``async_generation_ratio``; 0 = synchronous), from its code.
-
-    Source: alibaba/ROLL ``roll/distributed/scheduler/rollout_scheduler.py``, ``GroupQueue``
-    (``advance_step``, ``put``, ``get``) and ``GroupQueueManager.get_batch``. One pipesim episode
-    is one group.
-
-    * Supply (:class:`~pipesim.policies.systems.RollGroupAdmission`): the first ``advance_step``
-      creates ``async_generation_ratio`` extra steps of groups, each later one a step's worth, so
-      by step v groups exist for ``(v + 1 + ratio) * B`` starts; expired groups are not replaced.
-    * Batch (:class:`~pipesim.policies.systems.RollGroupQueue`): ``GroupQueue.get`` hands over the
-      oldest group of its queue once complete, and ``get_batch`` takes one per env group per
-      round, so step k trains the groups created for it (tasks ``k B`` .. ``(k + 1) B - 1``),
-      waiting for the slowest; none is old enough for ``advance_step`` to expire
-      (``step - create_step > async_generation_ratio``). No trained episode is more than the ratio
-      stale. The number of env groups changes nothing here while the batch is a whole number of
-      groups per env group (``max_traj_per_env`` in ``agentic_config.py``; ROLL's async examples:
-      128 env groups x 8 = rollout_batch_size 1024).
-    * In-flight episodes pause for the sync and continue (:class:`~pipesim.policies.base.PartialRollout`).
-
-    The ratio is an integer (``range(async_generation_ratio)`` in ``advance_step``). ROLL's own
-    slack -- ``max_traj_per_env`` rounded up, and ``group_size_redundancy`` extra rollouts per
-    group -- is not modelled, nor which env group runs which group: any free slot starts the next
-    task. ``samples_per_prompt`` (``num_return_sequences_in_group``) > 1: one episode is one
-    response and the trainer takes whole groups. The first B groups to finish, stragglers expired,
-    is :class:`~pipesim.policies.systems.RollGroupExpiry` (``.with_(batching=RollGroupExpiry(r))``).
-    """
-    ratio: Any = async_generation_ratio  # 1.0 is 1; 0.5 is refused by the policies
-    if isinstance(ratio, float) and ratio.is_integer():
-        ratio = int(ratio)
-    check_int("samples_per_prompt", samples_per_prompt, 1)
-    adm = RollGroupAdmission(ratio)
-    batches = RollGroupQueue(ratio, samples_per_prompt)
-    return _scenario("ROLL", pipeline, 0, admission=adm, weight_update=PartialRollout(), batching=batches)
-
-
-def roll_rlvr(async_generation_ratio: int = 1, samples_per_prompt: int = 1, **pipeline: Any) -> Scenario:
-    """ROLL's RLVR pipeline asynchronous (``async_generation_ratio`` >= 1), from its code.
-
-    Source: alibaba/ROLL ``roll/distributed/scheduler/generate_scheduler.py``, ``ReplayBuffer`` and
-    ``ItemsGroup`` (:func:`roll` is the agentic pipeline's ``GroupQueue``): aborted prompts are sent
-    again (:class:`~pipesim.policies.admission.AReaLThrottle` at eta = ratio); batches take the
-    oldest start step first, waiting on its running prompts, then expire steps ``<= v - ratio``
-    (:class:`~pipesim.policies.roll.RollReplayBuffer`, whose docstring has the rules and its one
-    departure); in-flight samples pause for the sync and continue (``PartialRollout``).
-    """
-    check_int("async_generation_ratio", async_generation_ratio, 1)
-    check_int("samples_per_prompt", samples_per_prompt, 1)
-    return _scenario(
-        "ROLL RLVR",
-        pipeline,
-        async_generation_ratio,
-        "async_generation_ratio",
-        admission=AReaLThrottle(),
-        weight_update=PartialRollout(),
-        batching=RollReplayBuffer(async_generation_ratio, samples_per_prompt),
-    )
 
 
 PRESETS = {

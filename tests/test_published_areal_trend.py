@@ -114,7 +114,8 @@ def test_every_areal_run_caps_rollouts_at_one_training_batch(monkeypatch, fresh_
     assert {gpus for _, gpus in calls} == {areal.AREAL_SYNC_TRAIN_GPUS, areal.AREAL_TRAIN_GPUS}
     assert len(calls) >= 1 + len(areal.AREAL_TREND_ETAS) * len(areal.AREAL_TREND_SEEDS)
     assert {sc.admission.max_concurrent for sc, _ in calls} == {8192}
-    assert areal.AREAL_MAX_CONCURRENT_ROLLOUTS == areal.AREAL_PROMPTS * 16 == 8192
+    # AReaL's unit: 512 rollout tasks (prompt groups), 8,192 running responses in the throttle
+    assert areal.AREAL_MAX_CONCURRENT_ROLLOUTS == areal.AREAL_PROMPTS == 512
 
 
 def test_the_row_holds_on_fig7_s_bars_and_shows_both_rules(monkeypatch, fresh_runs):

@@ -26,11 +26,11 @@ __all__ = ["system_knobs", "system_scenario", "system_to_dict"]
 def system_to_dict(preset: str, **knobs: Any) -> dict[str, Any]:
     """A file naming a registered preset (``systems:areal``) by its system's own knob names: a
     ``[system]`` table with ``name`` and every knob the preset's factory takes (``knobs`` over its
-    defaults; a knob at None, such as AReaL's uncapped ``max_concurrent_rollouts``, is written as the
-    file's none marker). The reader builds the preset from the table (the knobs, plus any
-    :class:`PipelineConfig` field the preset passes to its pipeline). The reader builds the preset
-    from it (:func:`scenario_from_dict`), so the file loads back to the scenario the preset builds,
-    and an edited knob changes the scenario as the system's own knob would."""
+    defaults; a knob at None, such as the AReaL preset's ``max_concurrent_rollouts`` (None there: the
+    slot count), is written as the file's none marker). The reader (:func:`scenario_from_dict`)
+    builds the preset from the table (the knobs, plus any :class:`PipelineConfig` field the preset
+    passes to its pipeline), so the file loads back to the scenario the preset builds, and an
+    edited knob changes the scenario as the system's own knob would."""
     from pipesim.io.registry import resolve
     from pipesim.io.scenario_files import SCHEMA_VERSION, _data
 

@@ -176,21 +176,23 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
         "data.train_batch_size",
         "train_dataset.batch_size",
         "--rollout-batch-size",
-        "rollout_batch_size",
-        "prompts; verl's ppo_mini_batch_size and slime's --global-batch-size split a step further",
+        "rollout_batch_size (RLVR); rollout_batch_size / train_env_manager.group_size (agentic)",
+        "prompts; verl's ppo_mini_batch_size and slime's --global-batch-size split a step further; "
+        "ROLL's agentic rollout_batch_size counts trajectories, its RLVR one prompts",
     ),
     "workload.batch_size": (
         "data.train_batch_size x actor_rollout_ref.rollout.n",
         "train_dataset.batch_size x gconfig.n_samples",
         "--rollout-batch-size x --n-samples-per-prompt",
-        "rollout_batch_size x num_return_sequences_in_group",
-        "samples (not prompts) per step",
+        "rollout_batch_size x num_return_sequences_in_group (RLVR); rollout_batch_size (agentic)",
+        "samples (not prompts) per step; ROLL's agentic get_batch collects rollout_batch_size "
+        "trajectories in whole groups",
     ),
     "workload.samples_per_prompt": (
         "actor_rollout_ref.rollout.n",
         "gconfig.n_samples",
         "--n-samples-per-prompt",
-        "num_return_sequences_in_group (agentic: group_size)",
+        "num_return_sequences_in_group (agentic: train_env_manager.group_size)",
         "",
     ),
     "workload.prompt_tokens": (

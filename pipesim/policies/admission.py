@@ -69,7 +69,8 @@ class AReaLThrottle:
 class BatchThrottle:
     """The chapter's count throttle in whole batches: a batch starts once the last one is done.
 
-    verl's one-step off-policy trainer (``recipe/one_step_off_policy/ray_trainer.py``, ``fit``)
+    verl's one-step off-policy trainer (``recipe/one_step_off_policy/ray_trainer.py``, ``fit``;
+    at verl b178a3c ``verl/experimental/one_step_off_policy/ray_trainer.py``, lines 412-515)
     awaits the batch in generation, syncs the weights, and only then launches the next whole
     batch; slime's ``train_async.py`` launches rollout ``i + 1`` once rollout ``i`` has returned
     and waits for it before each ``update_weights``. Neither starts an episode of the next batch

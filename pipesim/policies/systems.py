@@ -145,8 +145,12 @@ class SlimeAsyncWorker:
     THUDM/slime ``slime/rollout/fully_async_rollout.py``, ``AsyncRolloutWorker._loop``: the worker
     tops up while ``len(active_tasks) < max_concurrent`` and ``output_queue.qsize() <
     max_concurrent`` -- concurrency and the completed-but-unconsumed queue are its only bounds;
-    no version bound (``max_concurrent`` is ``sglang_server_concurrency * engines /
-    n_samples_per_prompt``; None here: the slot count).
+    no version bound. ``max_concurrent`` is ``sglang_server_concurrency * get_rollout_num_engines``
+    (``_get_global_worker``, line 59), counted in groups: one active task and one queue item per
+    prompt group (the slime preset's fully asynchronous mode refuses ``n_samples_per_prompt`` > 1,
+    so here a group is one episode); None here: the slot count. Not modelled: the worker reaps and
+    tops up once every ``poll_interval`` = 1.0 s (lines 91, 171), where this rule starts an
+    episode the moment a slot frees.
     """
 
     max_concurrent: int | None = None

@@ -92,15 +92,18 @@ AREAL_MAX_TOKENS_PER_MB = 30720
 """``actor_train.mb_spec.max_tokens_per_mb=30720`` (the runner and ``async-ppo.yaml``): the
 training micro-batch's token budget per GPU; ``async-ppo.yaml`` sets ``actor_inf`` (the proximal
 log-probs' recompute) to the same."""
-AREAL_MAX_CONCURRENT_ROLLOUTS = AREAL_PROMPTS * 16
-"""AReaL's default cap on rollouts in flight: one training batch. At v0.3.0 (the blog's code)
+AREAL_MAX_CONCURRENT_ROLLOUTS = AREAL_PROMPTS
+"""AReaL's default cap on rollouts in flight: one training batch, 512 rollout tasks. A task is one
+prompt group (``GroupedRolloutWorkflow`` runs its 16 samples together; ``StalenessManager`` counts
+tasks), and :func:`scenarios.systems.areal` takes the cap in that unit, capping the running
+responses at 512 x 16 = 8,192. At v0.3.0 (the blog's code)
 ``realhf/experiments/async_exp/async_rl_exp.py`` lines 307-309 set ``max_concurrent_rollouts``,
 when None, to ``train_rpcs[0].n_seqs`` (512 prompts, each rolled out as its 16 samples: 8,192
 sequences), and ``training/configs/async-ppo.yaml`` lines 40-42 leave it null; at HEAD 4aef98d8
 ``areal/infra/workflow_executor.py`` lines 760-761 keep it (``max_concurrent_rollouts or
-consumer_batch_size``). :func:`scenarios.systems.areal`'s own None is the slot count instead, so
-every run here passes this (the synchronous run too: the same code's default, and at eta 0 the
-staleness bound admits at most one batch anyway)."""
+consumer_batch_size``, both counted in tasks). :func:`scenarios.systems.areal`'s own None is the
+slot count instead, so every run here passes this (the synchronous run too: the same code's
+default, and at eta 0 the staleness bound admits at most one batch anyway)."""
 AREAL_SYNC_LOG_PROB_TOKENS = 10**12
 """The nightly runner leaves ``actor_inf.mb_spec`` at realhf's default ``MicroBatchSpec``
 (``n_mbs=1``, ``max_tokens_per_mb=int(1e12)``): one forward micro-batch per rank in the sync run."""
@@ -146,7 +149,7 @@ def areal_run(
     :data:`AREAL_TREND_MAX_NEW_TOKENS`)."""
     eng = areal_engine(max_new_tokens)
     batch = AREAL_PROMPTS * 16
-    # RLVRWorkflow.arun_episode gathers a prompt's 16 samples: the trainer takes whole groups
+    # GroupedRolloutWorkflow gathers a prompt's 16 samples: the trainer takes whole groups
     sc = systems.areal(
         max_head_offpolicyness=eta,
         max_concurrent_rollouts=AREAL_MAX_CONCURRENT_ROLLOUTS,
