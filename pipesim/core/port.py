@@ -151,6 +151,12 @@ class PipelineView(Protocol):
         """The task the next admitted episode starts: the oldest requeued task, else the next new
         one (what a routing rule that keeps a prompt group together needs to know)."""
 
+    @property
+    def next_new_task(self) -> int:
+        """The next new task: the one the next start takes when no requeued task waits (then it
+        is ``upcoming_task``). Tasks below it have each been launched; what a rule that counts
+        fresh tasks needs while relaunches wait ahead of them (``SlimeSubmit``)."""
+
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event: ...
     def all_of(self, events: Iterable[simpy.Event]) -> simpy.Event: ...

@@ -125,6 +125,10 @@ class PolicyPort(PortArgs, SyncActions):
         requeued = self.requeued
         return requeued[0][0] if requeued else self.next_task
 
+    @property
+    def next_new_task(self) -> int:
+        return self.next_task
+
     # -- waiting ----------------------------------------------------------------------------------
     def timeout(self, delay_s: float) -> simpy.Event:
         # SimPy gets the value as given (a numpy float included)

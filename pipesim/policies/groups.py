@@ -49,9 +49,14 @@ Rules, in the order a request sees them:
    failure (``DropFailed``), or a relaunch that the admission rule will not start while the
    group's other samples hold its budget. Every incomplete group is then dropped whole (its
    samples discarded, counted as stale; ``groups_abandoned``), which frees the admission budget
-   of rules that subtract drops. So a group with a dropped sample never deadlocks the run; a
-   run that still cannot form a batch (a rule that counts every start) stops with a
-   :class:`~pipesim.core.errors.PipelineError` naming its policies, never hangs.
+   of rules that subtract drops. Where none has a sample buffered, a group begun (a task
+   below the port's ``next_new_task``) whose every begun sample was lost before it finished is
+   dropped so, while no requeued task waits: it has nothing to discard, but it is counted (a
+   rule that counts groups, ``SlimeSubmit``, replaces it), its later arrivals are discarded,
+   and the controller is asked for another pass (``p.settled()``). So a group with a dropped
+   sample never deadlocks the run; a run that still cannot form a batch (a rule that counts
+   every start) stops with a :class:`~pipesim.core.errors.PipelineError` naming its policies,
+   never hangs.
 5. **The batch**: the first ``B / n`` accepted complete groups in completion order, each group's
    samples in finishing order.
 
@@ -60,8 +65,9 @@ Admission must let filtered and dropped work be replaced: a rule that counts eve
 Use one that subtracts drops (``AReaLThrottle``, ``AsyncRatio``, ``LagBound``, ``OverSample``).
 A group that loses a sample for good to a failure (``DropFailed``) never completes; with
 ``drop_stale`` it expires like any stale group, without it its samples stay buffered until rule 4
-abandons it. With ``requeue`` its other samples are re-run each time they go stale, so pair
-``requeue`` with a failure policy that relaunches (``RetryFailed``, ``RequeueFailed``).
+abandons it; one of which no sample finished only rule 4 abandons. With ``requeue`` its other
+samples are re-run each time they go stale, so pair ``requeue`` with a failure policy that
+relaunches (``RetryFailed``, ``RequeueFailed``).
 
 The policy's per-run bookkeeping (which groups are complete, rejected or dropped) lives beside
 the run, keyed by the pipeline, never in the frozen policy object, so one policy serves many
@@ -132,6 +138,8 @@ class _State:
         self.members: dict[int, dict[int, Episode]] = {}  # group -> task -> buffered episode
         self.complete: dict[int, None] = {}  # accepted complete groups, in completion order
         self.dead: set[int] = set()  # rejected or expired: later arrivals are discarded
+        self.trained: set[int] = set()  # groups trained, at or above ``unseen_from``
+        self.unseen_from = 0  # every group below it was trained or dropped (:meth:`_unseen`)
         self.pending: list[Episode] = []  # decided discards not yet handed back
         self.requeue: list[tuple[int, int]] = []
         self.checked_version = p.version
@@ -239,17 +247,48 @@ class _State:
     def stuck(self, p: PipelineView) -> bool:
         """No batch, nothing to hand back, nothing in flight, every replica free to start work:
         admission has had its turn (it runs before the batch policy in a controller pass) and
-        started nothing, so the incomplete groups can never complete."""
-        if self.pending or len(self.complete) >= self.per_batch or len(self.members) <= len(self.complete):
+        started nothing, so the incomplete groups can never complete: those with a sample
+        buffered, and those begun whose every begun sample was lost (:meth:`_unseen`, asked only
+        then)."""
+        if self.pending or len(self.complete) >= self.per_batch:
             return False
-        return p.n_running == 0 and not p.syncing and all(r.accepting for r in p.replicas)
+        buffered = len(self.members) > len(self.complete)  # an incomplete group has a sample buffered
+        idle = p.n_running == 0 and not p.syncing and all(r.accepting for r in p.replicas)
+        return idle and (buffered or bool(self._unseen(p)))
 
-    def abandon(self) -> None:
-        """Drop every incomplete group whole (see :meth:`stuck`)."""
-        for g in [g for g in self.members if g not in self.complete]:
+    def _unseen(self, p: PipelineView) -> list[int]:
+        """Groups begun (a task below ``p.next_new_task``) with nothing buffered, never trained nor
+        dropped: every sample begun was lost (failed, aborted) before it finished. None while a
+        requeued task waits (its group may be one: admission may start it once budget frees).
+        Groups below ``unseen_from`` are settled; the scan moves it past those it meets first."""
+        if p.upcoming_task != p.next_new_task:
+            return []
+        begun = -(-p.next_new_task // self.policy.samples_per_group)
+        members, dead, trained = self.members, self.dead, self.trained
+        g = self.unseen_from
+        while g < begun and (g in dead or g in trained):
+            trained.discard(g)
+            g += 1
+        self.unseen_from = g
+        return [g for g in range(g, begun) if g not in members and g not in dead and g not in trained]
+
+    def abandon(self, p: PipelineView) -> None:
+        """Drop every incomplete group whole (see :meth:`stuck`): those with a sample buffered,
+        else the unseen ones. Their discards ask the controller for another pass, which abandons
+        the unseen ones if the run is stuck still. An unseen group is counted
+        (``groups_abandoned``) and its later arrivals discarded, but it has no episode to hand
+        back, so the pass is asked for here (``p.settled()``): what an admission rule counts of
+        the groups (``SlimeSubmit``) has changed."""
+        incomplete = [g for g in self.members if g not in self.complete]
+        for g in incomplete:
             self.pending.extend(self.members.pop(g).values())
             self.dead.add(g)
             self.stats.groups_abandoned += 1
+        if not incomplete:
+            unseen = self._unseen(p)
+            self.dead.update(unseen)
+            self.stats.groups_abandoned += len(unseen)
+            p.settled()
 
     def ready(self, p: PipelineView) -> bool:
         return bool(self.pending) or len(self.complete) >= self.per_batch or self.stuck(p)
@@ -326,7 +365,7 @@ class WholeGroups:
         s = self._state(p)
         s.absorb(buffer, p)
         if s.stuck(p):
-            s.abandon()
+            s.abandon(p)
         discarded, s.pending = s.pending, []
         if s.requeue:
             p.requeue(s.requeue)
@@ -337,6 +376,7 @@ class WholeGroups:
             batch = []
             for g in groups:
                 del s.complete[g]
+                s.trained.add(g)
                 batch.extend(sorted(s.members.pop(g).values(), key=_finish_key))
             s.stats.groups_trained += len(groups)
         if discarded or batch:

@@ -36,11 +36,12 @@ carried = the groups alive at the round's start (in flight or partly buffered) w
 ``partial_rollout``, else 0; the unbegun samples of a carried group start whenever a slot is free.
 f counts the groups the filter rejected (slime's ``remaining -= 1``) and the ones
 :class:`~pipesim.policies.groups.WholeGroups` dropped whole since the round began (expired by
-``drop_stale``: samples from old weights, at the sync or eta versions later; or abandoned), less
-the round's leftovers: f = rejected + max(0, dropped - leftovers), leftovers = the groups alive at
-the round's start without ``partial_rollout`` (which the round does not count), else 0. slime has
-no stale drop; a group that can no longer be trained is to its loop what a rejected one is, so the
-loop goes on submitting chunks until the round has its batch.
+``drop_stale``: samples from old weights, at the sync or eta versions later; or abandoned, one whose
+every begun sample failed included), less the round's leftovers: f = rejected + max(0, dropped -
+leftovers), leftovers = the groups alive at the round's start without ``partial_rollout`` (which the
+round does not count), else 0. slime has no stale drop; a group that can no longer be trained is to
+its loop what a rejected one is, so the loop goes on submitting chunks until the round has its
+batch.
 So f = 0 with chunk = target submits exactly one batch of groups. A group submitted but not begun
 when the round ends (every slot busy) has no progress to lose or carry: slime aborts it or carries
 it untouched, and here it is simply submitted again in the next round.
@@ -70,17 +71,33 @@ need not. So counting changes no run that finished without it, except where a la
 chunk rescued a round already short of groups: that chunk now goes out at the drop (with a filter
 and ``drop_stale``, as with the carried groups' expiry).
 Refused at the first start, naming ``weight_update``: ``AbortRestart(restart=False)`` (under
-``SyncEveryK`` or ``AfterNextBatch`` too) with ``partial_rollout``, which drops the very groups
-the loop counts as carried (one whose begun samples were all aborted is never seen by
-``WholeGroups``, so it stays counted and each round has less room), and with ``colocated=False``,
-where the sync falls mid-round and drops the round's own groups unseen. Most such runs stalled; the
-port says how many episodes were dropped, not which groups. One mix still stalls:
-``AbortRestart(restart=True)`` without ``partial_rollout``, colocated: the round begins after the
-sync, when ``p.upcoming_task`` is a relaunched task, so the round's first fresh task is read too
-low (with ``partial_rollout`` the carried count is low by as much, and the two cancel). With
-failures (``DropFailed``) many mixes stall too (24 of 40 random ones in a mutation audit, each with
-the stall ``PipelineError``), though a group a failure leaves incomplete is abandoned and
-replaced; why the rest stall is not yet analysed.
+``SyncEveryK`` or ``AfterNextBatch`` too) with ``partial_rollout``, which drops the very groups the
+loop counts as carried (one whose begun samples were all aborted is never seen by ``WholeGroups``
+until the run is stuck, so it stays counted and rounds have less room), and with
+``colocated=False``, where the sync falls mid-round and drops the round's own groups unseen. Most
+such runs stalled; the port says how many episodes were dropped, not which groups.
+
+The round's first fresh task is ``p.next_new_task``, not ``p.upcoming_task``: in a colocated run
+the round begins after the sync, and ``AbortRestart(restart=True)`` has requeued the aborted
+samples there, so ``upcoming_task`` is a relaunch (a task of a leftover group). Read from it,
+without ``partial_rollout``, the round put its fresh groups too low and submitted fewer than
+slime's chunks: 18 of 41 random draws of that mix stalled, and the rest trained on fewer fresh
+groups (``tests/test_slime_stall_mixes.py``). With ``partial_rollout`` the carried count was low
+by as much and the two cancel, so those runs are unchanged; so is every run whose rounds begin
+with no relaunch waiting.
+
+Failures (:class:`~pipesim.policies.faults.DropFailed`): a group that loses a sample for good
+never completes. One with a sample buffered is expired (``drop_stale``) or abandoned once the
+run is stuck (``WholeGroups`` rule 4) and replaced as a dropped group; one whose every begun
+sample failed (always so with one sample a group) never reaches the buffer, and the loop counted
+it alive for good: carried with ``partial_rollout`` (each round had one fresh group less), a
+leftover without (covering a drop that was the round's own), so rounds ran out of groups and
+most such mixes stalled (24 of 40 random ones in an audit). ``WholeGroups`` abandons these unseen
+groups too, found from ``p.next_new_task`` when the run is stuck, and the loop replaces them. The
+replacement waits for that moment (nothing running, the trainer waiting): a bubble slime, which
+has no failed-sample model, has no counterpart of. Where failures leave too few whole groups for
+the pool (a hazard of 0.01 to 0.03 per second with four samples a group), the run ends with the
+pool-exhausted ``PipelineError`` naming the failures, as ``OverSample`` does on most of them.
 """
 
 from __future__ import annotations
@@ -172,7 +189,8 @@ class SlimeSubmit:
             if r is None:  # the run's first start
                 self._check_weight_update(p)
             stats = groups.stats(p)
-            begun = -(-p.upcoming_task // groups.samples_per_group)  # groups with a sample begun
+            # groups with a sample begun: relaunches waiting in the queue belong to older groups
+            begun = -(-p.next_new_task // groups.samples_per_group)
             gone = stats.groups_trained + stats.groups_filtered + _dropped(stats)
             alive = begun - gone  # in flight or partly buffered: carried with partial_rollout
             task0 = begun * groups.samples_per_group  # a carried group's unbegun samples are not fresh
