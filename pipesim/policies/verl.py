@@ -49,7 +49,11 @@ class VerlRollouter:
     trainer steps), the trainer has taken ``V * B`` episodes when it is published, so the work in
     flight and queued then is ``started_at_version[V] - dropped - V * B`` and the counter now is
     ``started - dropped - V * B``. Dropped episodes are subtracted at once rather than at the
-    next reset (the verl presets drop nothing, so for them the count is exact).
+    next reset. The count is exact while nothing is dropped: with verl's default queue size the
+    queue never overflows, and the freshness check never fires (:class:`VerlMessageQueue`). With
+    a smaller ``max_queue_size`` the queue evicts, and verl keeps counting an evicted sample
+    until the next reset, so between an eviction and that reset this counter is lower than
+    verl's by the samples evicted since the last update, and may admit a sample verl would hold.
 
     The cancel queue (``pause``, ``_processor_worker``): with ``partial_rollout`` the sync cancels
     the samples in flight into ``cancel_queue``; after ``resume`` the processor takes them back
