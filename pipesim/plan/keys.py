@@ -26,7 +26,13 @@ __all__ = ["KEYS", "explain"]
 
 # spec key -> (verl, AReaL, slime, ROLL, where the meaning differs)
 KEYS: dict[str, tuple[str, str, str, str, str]] = {
-    "cluster.gpu": ("-", "-", "-", "-", "the hardware; aliases as Vidur and nvidia-smi spell them"),
+    "cluster.gpu": (
+        "-",
+        "-",
+        "-",
+        "-",
+        "the hardware; aliases as Vidur and nvidia-smi spell them, or a table of `GPUSpec`'s fields",
+    ),
     "cluster.n_gpus": (
         "trainer.nnodes x trainer.n_gpus_per_node (+ rollout.* in fully async)",
         "cluster.n_nodes x cluster.n_gpus_per_node",
@@ -218,11 +224,12 @@ KEYS: dict[str, tuple[str, str, str, str, str]] = {
     ),
     "workload.response_trace": ("-", "-", "-", "-", "observed lengths (a CSV)"),
     "workload.max_response_tokens": (
-        "data.max_response_length (per turn: rollout.response_length)",
+        "data.max_response_length",
         "gconfig.max_new_tokens",
         "--rollout-max-response-len",
         "actor_infer.generating_args.max_new_tokens",
-        "",
+        "per response; verl's agent loop caps a whole episode's response with it "
+        '(`rollout.response_length`), which pipesim does not model (docs/compute.md, "Not modelled yet")',
     ),
     "workload.difficulty_sigma": ("-", "-", "-", "-", "per-prompt spread of lengths"),
     "workload.drift_per_version": ("-", "-", "-", "-", "lengths growing as training goes"),
