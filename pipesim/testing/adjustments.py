@@ -179,3 +179,18 @@ def cap_for(batching: Any, timeout: Any, durations: Any = None) -> Any:
     if timeout.cap_s >= floor:
         return timeout
     return dataclasses.replace(timeout, cap_s=floor)
+
+
+def hazard_for(failures: Any, durations: Any = None) -> Any:
+    """``failures`` (a drawn failure policy), its hazard lowered to at most one over the top of
+    ``durations`` (:func:`upper_s`), so the longest episode the model draws survives a launch
+    with odds of at least 1 in e. The kit's hazards (:func:`~pipesim.testing.families.failure_policies`,
+    a mean life of 500 s or more) assume most episodes survive, which a long tail breaks:
+    ``LogNormalDurations(46.0, 1.5)`` beside ``RetryFailed(0.00195)`` relaunched its longest task
+    (a task keeps its duration) until the run stopped with "no progress", under the README's own
+    example, on 2 seeds of 10 (a draw that could make no progress, not a policy's fault)."""
+    hazard = getattr(failures, "hazard_per_s", None)
+    top = None if durations is None else upper_s(durations)
+    if hazard is None or top is None or top <= 0.0 or hazard * top <= 1.0:
+        return failures
+    return dataclasses.replace(failures, hazard_per_s=1.0 / top)

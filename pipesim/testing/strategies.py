@@ -45,7 +45,15 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from pipesim.testing.adjustments import MAX_PROMISE_STEPS as MAX_PROMISE_STEPS  # re-exported
-from pipesim.testing.adjustments import ROLES, _at_staleness, break_whole, cap_for, drops_work, pinned_bound
+from pipesim.testing.adjustments import (
+    ROLES,
+    _at_staleness,
+    break_whole,
+    cap_for,
+    drops_work,
+    hazard_for,
+    pinned_bound,
+)
 from pipesim.testing.adjustments import STEPS_PAST_BOUND as STEPS_PAST_BOUND  # re-exported
 from pipesim.testing.adjustments import fit_batch as fit_batch  # re-exported
 from pipesim.testing.families import admissions as admissions  # re-exported, and called as kit.admissions
@@ -212,9 +220,11 @@ def policy_scenarios(
 
     ``admissions``, ``weight_updates``, ``batchings``: the policies of each role to draw from
     (default: the built-in ones); ``failures`` and ``durations``: strategies of failure policies
-    and duration models; ``with_timeouts`` / ``with_replicas``: whether a timeout / several
-    replicas may be drawn; ``routings``: the routing rules the replicas draw from (default: the
-    built-in ones; giving it makes every scenario have replicas, 1-3 of them).
+    and duration models (a failure policy the kit draws has its hazard capped at one over the
+    top of the drawn durations, :func:`~pipesim.testing.adjustments.hazard_for`, so the longest
+    task can finish; yours is kept as given); ``with_timeouts`` / ``with_replicas``: whether a
+    timeout / several replicas may be drawn; ``routings``: the routing rules the replicas draw
+    from (default: the built-in ones; giving it makes every scenario have replicas, 1-3 of them).
 
     ``max_slots``, ``max_batch``, ``max_steps``: the largest pipeline drawn. ``max_steps`` left out
     is 5, or more where a policy pinned here promises a staleness bound, enough steps to break it
@@ -268,6 +278,7 @@ def policy_scenarios(
         # an admission you pinned that counts drops stays: what would drop beside it is not drawn
         kept = admissions is not None and isinstance(admission, counts_drops)
         weight_update, batching = draw(wu_kept if kept else wu), draw(ba_kept if kept else ba)
+        failure = draw(fa_kept if kept else fa)
         batch = fit_batch(cfg.batch_size, batching, max_batch)  # whole groups
         sc = Scenario(
             pipeline=dataclasses.replace(cfg, max_staleness=0, batch_size=batch),
@@ -275,7 +286,7 @@ def policy_scenarios(
             admission=admission,
             weight_update=weight_update,
             batching=batching,
-            failures=draw(fa_kept if kept else fa),
+            failures=failure if failures is not None else hazard_for(failure, durations),  # yours kept
             timeout=cap_for(batching, draw(st.none() | timeouts()) if with_timeouts else None, durations),
             replicas=replicas,
             seed=draw(st.integers(0, 2**16)),
