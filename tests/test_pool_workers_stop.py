@@ -90,7 +90,7 @@ def test_a_block_left_normally_waits_for_every_task() -> None:
 
 
 SCRIPT = """
-import sys, time
+import faulthandler, signal, sys, time
 from pathlib import Path
 from scenarios.published import common
 from scenarios.published.table import run_all
@@ -105,6 +105,7 @@ def slow(i):
     raise AssertionError("not stopped")
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's view of a hang
     keys = [("__main__", "slow", (i,)) for i in range(8)]
     try:
         with sigterm_as_interrupt():
@@ -135,7 +136,14 @@ def test_the_published_table_stops_its_workers_at_ctrl_c(tmp_path: Path) -> None
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         t0 = time.monotonic()
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a hang: fail with where every thread of the command was
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(1.0)
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"the command did not exit 30 s after Ctrl-C; its threads then:\n{err}")
         assert time.monotonic() - t0 < 15
     finally:
         if proc.poll() is None:
