@@ -32,6 +32,17 @@ from pipesim.policies.updates import AbortReprefill, AbortRestart
 from pipesim.testing import check_invariants
 from tests.test_slime_filter import rounds
 
+MIX = {
+    "chunk": st.integers(1, 12),
+    "n": st.sampled_from([1, 2, 4]),
+    "prompts": st.integers(1, 6),
+    "rate": st.sampled_from([0.0, 0.2, 0.4, 0.6]),
+    "eta": st.sampled_from([0, 0, 1, 2]),
+    "seed": st.integers(0, 10**6),
+    "n_slots": st.integers(2, 32),
+}
+"""The mix both properties draw: chunk, group size, prompts per step, filter rate, eta, seed, slots."""
+
 UPDATES: dict[str, WeightUpdate] = {
     "reprefill": AbortReprefill(),
     "restart": AbortRestart(),
@@ -87,13 +98,7 @@ def check_fresh_groups_reach_slimes_chunks(
 
 @settings(max_examples=10, deadline=None)
 @given(
-    chunk=st.integers(1, 12),
-    n=st.sampled_from([1, 2, 4]),
-    prompts=st.integers(1, 6),
-    rate=st.sampled_from([0.0, 0.2, 0.4, 0.6]),
-    eta=st.sampled_from([0, 0, 1, 2]),
-    seed=st.integers(0, 10**6),
-    n_slots=st.integers(2, 32),
+    **MIX,
     stale=st.booleans(),
 )
 def test_restart_without_partial_rollout_runs_slimes_rounds(
@@ -115,13 +120,7 @@ def test_a_restarted_round_reads_its_first_fresh_task_past_the_relaunches() -> N
 
 @settings(max_examples=10, deadline=None)
 @given(
-    chunk=st.integers(1, 12),
-    n=st.sampled_from([1, 2, 4]),
-    prompts=st.integers(1, 6),
-    rate=st.sampled_from([0.0, 0.2, 0.4, 0.6]),
-    eta=st.sampled_from([0, 0, 1, 2]),
-    seed=st.integers(0, 10**6),
-    n_slots=st.integers(2, 32),
+    **MIX,
     update=st.sampled_from(sorted(UPDATES)),
     partial=st.booleans(),
     colocated=st.booleans(),
