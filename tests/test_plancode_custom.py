@@ -71,6 +71,24 @@ def _runs_as_printed(spec: plan.PlanSpec) -> None:
     )
 
 
+def _python_spec(model: ModelSpec) -> plan.PlanSpec:
+    """The spec file's plan (:data:`SPEC`) as a Python ``PlanSpec`` on :data:`MY_GPU` with ``model``."""
+    return plan.PlanSpec(
+        gpu=MY_GPU,
+        n_gpus=4,
+        model=model,
+        workload=TokenWorkload(
+            LogNormalLengths(200.0, 0.5), prompt=128, samples_per_prompt=4, max_response_tokens=1024
+        ),
+        batch_size=32,
+        max_model_len=4096,
+        max_num_seqs=32,
+        steps=2,
+        screen_steps=1,
+        space=plan.Space(placement=(0, 2), eta=(1,), update=("partial",), oversample=(1.0,)),
+    )
+
+
 def test_the_code_for_a_config_json_model_on_a_catalog_gpu_runs(tmp_path: Path) -> None:
     _config_json(tmp_path)
     path = tmp_path / "plan.toml"
@@ -83,21 +101,7 @@ def test_the_code_for_a_config_json_model_on_a_catalog_gpu_runs(tmp_path: Path) 
 
 def test_the_code_for_a_python_planspec_with_its_own_gpu_and_model_runs() -> None:
     model = ModelSpec.from_hf_config({**HF_CONFIGS["qwen3-0.6b"], "num_hidden_layers": 14}, name="my-model")
-    work = TokenWorkload(
-        LogNormalLengths(200.0, 0.5), prompt=128, samples_per_prompt=4, max_response_tokens=1024
-    )
-    spec = plan.PlanSpec(
-        gpu=MY_GPU,
-        n_gpus=4,
-        model=model,
-        workload=work,
-        batch_size=32,
-        max_model_len=4096,
-        max_num_seqs=32,
-        steps=2,
-        screen_steps=1,
-        space=plan.Space(placement=(0, 2), eta=(1,), update=("partial",), oversample=(1.0,)),
-    )
+    spec = _python_spec(model)
     _runs_as_printed(spec)
     assert 'model=MODELS["qwen3-0.6b"]' in scenario_code(
         spec.with_(model=MODELS["qwen3-0.6b"]), plan.candidates(spec)[0]
@@ -151,20 +155,7 @@ def test_a_python_planspec_with_its_own_gpu_exports_as_a_table(tmp_path: Path) -
     from pipesim.plan.runspec import dumps, load
     from pipesim.plan.runspec_export import design_to_runspec
 
-    spec = plan.PlanSpec(
-        gpu=MY_GPU,
-        n_gpus=4,
-        model=MODELS["qwen3-0.6b"],
-        workload=TokenWorkload(
-            LogNormalLengths(200.0, 0.5), prompt=128, samples_per_prompt=4, max_response_tokens=1024
-        ),
-        batch_size=32,
-        max_model_len=4096,
-        max_num_seqs=32,
-        steps=2,
-        screen_steps=1,
-        space=plan.Space(placement=(0, 2), eta=(1,), update=("partial",), oversample=(1.0,)),
-    )
+    spec = _python_spec(MODELS["qwen3-0.6b"])
     data = design_to_runspec(spec, plan.candidates(spec)[0])
     assert data["cluster"]["gpu"] == {
         "name": "my-b300",
