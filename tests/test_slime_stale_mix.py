@@ -17,6 +17,7 @@ counts (``AbortRestart(restart=False)`` with partial rollout, or mid-round) is r
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -32,6 +33,18 @@ from pipesim.policies.updates import AbortReprefill, AbortRestart, AfterNextBatc
 from pipesim.testing import check_invariants
 from scenarios.systems_slime import april, slime
 
+MIX = {
+    "chunk": st.integers(1, 12),
+    "n": st.sampled_from([1, 2, 4]),
+    "prompts": st.integers(1, 6),
+    "rate": st.sampled_from([0.0, 0.2, 0.4, 0.6]),
+    "eta": st.sampled_from([0, 0, 1, 2]),
+    "seed": st.integers(0, 10**6),
+    "n_slots": st.integers(2, 32),
+}
+"""A random mix: chunk, group size, prompts per step, filter rate, eta, seed, slots (these
+properties and tests/test_slime_stall_mixes.py's draw it)."""
+
 
 def _mix(
     chunk: int,
@@ -45,7 +58,14 @@ def _mix(
     restart: bool = False,
     steps: int = 5,
     partial: bool = True,
+    *,
+    update: WeightUpdate | None = None,
+    stale: bool = True,
+    failures: Any = None,
 ) -> Scenario:
+    """slime's submit loop over ``prompts`` groups of ``n`` a step, filtered at ``rate``; the weight
+    update ``update``, else ``AbortRestart()`` with ``restart`` and ``AbortReprefill()`` without
+    (both keep an aborted group); ``drop_stale`` as ``stale``."""
     cfg = PipelineConfig(
         n_slots=n_slots, batch_size=prompts * n, steps=steps, max_staleness=eta, colocated=colocated
     )
@@ -54,15 +74,21 @@ def _mix(
         seed=seed,
         pool_size=2000,  # over-sampling: a large pool
         admission=SlimeSubmit(chunk, partial_rollout=partial),
-        weight_update=AbortRestart() if restart else AbortReprefill(),  # both keep an aborted group
-        batching=WholeGroups(n, filter_rate=rate, drop_stale=True),
+        weight_update=update if update is not None else AbortRestart() if restart else AbortReprefill(),
+        batching=WholeGroups(n, filter_rate=rate, drop_stale=stale),
+        failures=failures,
     )
 
 
-def check_runs_and_keeps_the_bound(sc: Scenario) -> pipesim.RunResult:
+def check_runs(sc: Scenario) -> pipesim.RunResult:
     result = pipesim.run(sc)  # before the fix: PipelineError, the pipeline stalled
     check_invariants(result, sc)  # conservation, full batches, and the staleness bound promised
     assert len(result.train_log) == sc.pipeline.steps
+    return result
+
+
+def check_runs_and_keeps_the_bound(sc: Scenario) -> pipesim.RunResult:
+    result = check_runs(sc)
     assert int(result.trained["staleness"].max()) <= sc.pipeline.max_staleness
     return result
 
@@ -119,16 +145,7 @@ def test_the_promise_is_checked_where_it_can_break() -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(
-    chunk=st.integers(1, 12),
-    n=st.sampled_from([1, 2, 4]),
-    prompts=st.integers(1, 6),
-    rate=st.sampled_from([0.0, 0.2, 0.4, 0.6]),
-    eta=st.sampled_from([0, 0, 1, 2]),
-    seed=st.integers(0, 10**6),
-    n_slots=st.integers(2, 32),
-    restart=st.booleans(),
-)
+@given(**MIX, restart=st.booleans())
 def test_without_partial_rollout_a_round_replaces_groups_expiring_in_it(
     chunk: int, n: int, prompts: int, rate: float, eta: int, seed: int, n_slots: int, restart: bool
 ) -> None:

@@ -22,26 +22,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pipesim
-from pipesim import PipelineConfig, Scenario
+from pipesim import Scenario
 from pipesim.core.validate import FieldError
 from pipesim.policies.base import WeightUpdate
 from pipesim.policies.faults import DropFailed
-from pipesim.policies.groups import WholeGroups
-from pipesim.policies.slime_submit import SlimeSubmit, slime_round_groups
+from pipesim.policies.slime_submit import slime_round_groups
 from pipesim.policies.updates import AbortReprefill, AbortRestart
-from pipesim.testing import check_invariants
 from tests.test_slime_filter import rounds
-
-MIX = {
-    "chunk": st.integers(1, 12),
-    "n": st.sampled_from([1, 2, 4]),
-    "prompts": st.integers(1, 6),
-    "rate": st.sampled_from([0.0, 0.2, 0.4, 0.6]),
-    "eta": st.sampled_from([0, 0, 1, 2]),
-    "seed": st.integers(0, 10**6),
-    "n_slots": st.integers(2, 32),
-}
-"""The mix both properties draw: chunk, group size, prompts per step, filter rate, eta, seed, slots."""
+from tests.test_slime_stale_mix import MIX, check_runs
+from tests.test_slime_stale_mix import _mix as slime_mix
 
 UPDATES: dict[str, WeightUpdate] = {
     "reprefill": AbortReprefill(),
@@ -65,25 +54,22 @@ def _mix(
     stale: bool = False,
     hazard_per_s: float | None = None,
 ) -> Scenario:
-    cfg = PipelineConfig(
-        n_slots=n_slots, batch_size=prompts * n, steps=5, max_staleness=eta, colocated=colocated
-    )
-    return Scenario(
-        pipeline=cfg,
-        seed=seed,
-        pool_size=2000,  # over-sampling: a large pool
-        admission=SlimeSubmit(chunk, partial_rollout=partial),
-        weight_update=UPDATES[update],
-        batching=WholeGroups(n, filter_rate=rate, drop_stale=stale),
+    """:func:`tests.test_slime_stale_mix._mix` with the weight update named in :data:`UPDATES`,
+    without partial rollout or ``drop_stale`` by default, and ``DropFailed(hazard_per_s)``."""
+    return slime_mix(
+        chunk,
+        n,
+        prompts,
+        rate,
+        eta,
+        seed,
+        n_slots,
+        colocated,
+        partial=partial,
+        update=UPDATES[update],
+        stale=stale,
         failures=None if hazard_per_s is None else DropFailed(hazard_per_s),
     )
-
-
-def check_runs(sc: Scenario) -> pipesim.RunResult:
-    result = pipesim.run(sc)  # before the fix: PipelineError, the pipeline stalled
-    check_invariants(result, sc)  # conservation, full batches, and the staleness bound promised
-    assert len(result.train_log) == sc.pipeline.steps
-    return result
 
 
 def check_fresh_groups_reach_slimes_chunks(
