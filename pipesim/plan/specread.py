@@ -125,7 +125,7 @@ def gpu_table(cl: Table) -> Any:
     t = cl.table("gpu", keys, "a table")
     t.require(*keys, why="a GPU outside the catalog gives every GPUSpec field (docs/runspec.md)")
     kw: dict[str, Any] = {"name": t.string("name")}
-    for k in keys[1:]:
+    for k in (k for k in keys if k != "name"):  # the figures, each a number above 0
         v = t.number(k, above=0)
         kw[k] = int(v) if k == "hbm_bytes" and float(v).is_integer() else v
     if not kw["name"]:
