@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.interpreters import Interpreters
+
 settings.register_profile(
     "ci",
     deadline=None,
@@ -92,3 +94,13 @@ def fresh_runs() -> Iterator[None]:
     yield
     for f in published.RUNS:
         f.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def interpreters() -> Iterator[Interpreters]:
+    """Fresh interpreters forked from one that has imported pipesim (tests/interpreters.py): each
+    docs block and ``pipesim`` command still runs in a process of its own, without paying that
+    import again. One server a module, so one a pytest-xdist worker at a time."""
+    server = Interpreters()
+    yield server
+    server.close()

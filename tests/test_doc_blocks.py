@@ -1,8 +1,9 @@
 """The code blocks of docs/*.md run as written.
 
-Every ```python block of ``docs/*.md`` is run here, each in a fresh interpreter (a subprocess with a
-time limit) with a shared temporary directory as its working directory, as a reader who copies it
-into a new session would run it; or it is named in ``NOT_RUN`` with why. A block that uses names of
+Every ```python block of ``docs/*.md`` is run here, each in a fresh interpreter (a process of its
+own with a time limit, forked from one that has imported pipesim: tests/interpreters.py) with a
+shared temporary directory as its working directory, as a reader who copies it into a new session
+would run it; or it is named in ``NOT_RUN`` with why. A block that uses names of
 an earlier block of the same section is run after it in the same interpreter, and says so in
 ``CONTINUES``; a block that uses names of another section's block fails, as it would for a reader
 who copies that block alone (docs/viz.md's blocks once did: ``run`` and ``get_scenario`` came from
@@ -25,16 +26,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.test_readme import shell
+from tests.interpreters import Interpreters
 from tests.test_testing_kit import DOCS as KIT_DOCS
 from tests.test_testing_kit import readme_example
 
@@ -171,29 +171,21 @@ for where, code in json.load(open(sys.argv[1])):
 a traceback names them; ``-c``, as a reader would paste them (a sweep needs no main guard there)."""
 
 
-def run_blocks(chain: list[Block], cwd: Path, timeout: float = TIMEOUT_S) -> str | None:
+def run_blocks(
+    chain: list[Block], cwd: Path, interpreters: Interpreters, timeout: float = TIMEOUT_S
+) -> str | None:
     """Run ``chain`` in a fresh interpreter in ``cwd``; None when it ran, else what went wrong."""
     pieces = [(b.where, b.code.replace("../shared/", f"{SHARED}/")) for b in chain]
     script = cwd / f".blocks-{os.getpid()}.json"
     script.write_text(json.dumps(pieces))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's packages, from any directory
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", RUNNER, str(script)],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return f"{chain[-1].where}: did not finish in {timeout:.0f} s"
+        status, stdout, stderr = interpreters.run(["-c", RUNNER, str(script)], cwd, timeout)
     finally:
         script.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        return (
-            f"{chain[-1].where}: exit status {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
-        )
+    if status is None:
+        return f"{chain[-1].where}: did not finish in {timeout:.0f} s"
+    if status != 0:
+        return f"{chain[-1].where}: exit status {status}\n{stdout[-1500:]}\n{stderr[-3000:]}"
     return None
 
 
@@ -228,10 +220,10 @@ def run_by_test_usage(block: Block) -> bool:
     [pytest.param(b, marks=pytest.mark.full) if run_by_test_usage(b) else b for b in RUN],
     ids=lambda b: b.id,
 )
-def test_the_block_runs(block: Block, workdir: Path) -> None:
+def test_the_block_runs(block: Block, workdir: Path, interpreters: Interpreters) -> None:
     if "../shared/" in block.code and not SHARED.is_dir():
         pytest.skip(f"{block.where} reads ../shared/, which is not checked out at {SHARED}")
-    problem = run_blocks(chain(block), workdir)
+    problem = run_blocks(chain(block), workdir, interpreters)
     assert problem is None, problem
 
 
@@ -285,9 +277,15 @@ def command_found(doc: str, command: str) -> bool:
 @pytest.mark.parametrize(
     "doc,command", CHEAP_COMMANDS, ids=[f"{d}-{c.split()[1]}-{i}" for i, (d, c) in enumerate(CHEAP_COMMANDS)]
 )
-def test_the_cheap_command_runs(doc: str, command: str, workdir: Path) -> None:
+def test_the_cheap_command_runs(doc: str, command: str, workdir: Path, interpreters: Interpreters) -> None:
     assert command_found(doc, command), f"docs/{doc} no longer runs {command!r}: update CHEAP_COMMANDS"
-    stdout = shell(command, workdir, TIMEOUT_S)  # the README's runner: the environment active
+    program, *argv = shlex.split(command)
+    assert program == "pipesim", f"{command!r}: CHEAP_COMMANDS holds pipesim commands only"
+    # the console script's body in a fresh interpreter (the script itself on the PATH:
+    # tests/test_readme.py's test_the_path_block_runs)
+    status, stdout, stderr = interpreters.run(["pipesim", *argv], workdir, TIMEOUT_S)
+    assert status == 0, f"{command}: exit status {status}\n{stdout[-1500:]}\n{stderr[-1500:]}"
+    assert "Traceback" not in stderr
     if "check-roofline" in command:  # docs/decode.md's table holds the rows it prints
         table = (DOCS / "decode.md").read_text()
         rows = re.findall(r"^(\w+)\s+(\d+)\s+([\d.]+%)\s+([\d.]+%)\s+([+-][\d.]+%)\s+(\d+%)$", stdout, re.M)
@@ -300,7 +298,7 @@ def test_the_cheap_command_runs(doc: str, command: str, workdir: Path) -> None:
             )
 
 
-def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
+def test_the_checker_finds_what_is_broken(tmp_path: Path, interpreters: Interpreters) -> None:
     """The check itself, on copies: a block that still runs passes; the same block with a stale
     name fails, naming the document and line; a block that needs an earlier section's names fails
     on its own; a listed block that went away is caught."""
@@ -310,10 +308,10 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
         "# Names\n\ntext\n\n```python\nfrom json import dumps\n\nprint(dumps(1))\n```\n"
     )
     (good,) = python_blocks(tiny)
-    assert run_blocks([good], tmp_path) is None
+    assert run_blocks([good], tmp_path, interpreters) is None
     (tiny / "names.md").write_text((tiny / "names.md").read_text().replace("import dumps", "import dumpz"))
     (stale,) = python_blocks(tiny)
-    problem = run_blocks([stale], tmp_path)
+    problem = run_blocks([stale], tmp_path, interpreters)
     assert problem is not None and f"tiny/names.md:{stale.line}" in problem and "ImportError" in problem
 
     # a real document's block with a stale name: saved-runs.md's runs as written in
@@ -324,7 +322,7 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     broken = docs / "saved-runs.md"
     broken.write_text(broken.read_text().replace("import UnverifiedRunWarning", "import UnverifiedWarning"))
     (bad,) = python_blocks(docs)
-    problem = run_blocks([bad], tmp_path)
+    problem = run_blocks([bad], tmp_path, interpreters)
     assert problem is not None and f"docs/saved-runs.md:{bad.line}" in problem and "ImportError" in problem
 
     (docs / "two.md").write_text(
@@ -333,9 +331,9 @@ def test_the_checker_finds_what_is_broken(tmp_path: Path) -> None:
     )
     first, second = blocks(docs / "two.md")
     assert (first.section, second.section, second.key) == ("First", "Second", "print(x)")
-    assert run_blocks([first], tmp_path) is None
-    assert "NameError" in (run_blocks([second], tmp_path) or "")
-    assert run_blocks([first, second], tmp_path) is None
+    assert run_blocks([first], tmp_path, interpreters) is None
+    assert "NameError" in (run_blocks([second], tmp_path, interpreters) or "")
+    assert run_blocks([first, second], tmp_path, interpreters) is None
 
     listed = [
         ("saved-runs.md", 'warnings.simplefilter("ignore", UnverifiedRunWarning)'),

@@ -158,6 +158,24 @@ def test_readme_scenario_example_runs() -> None:
     assert {"gen", "pause", "train", "sync"} <= set(result.events["kind"])
 
 
+def commands(code: str) -> list[str]:
+    return [line.split("  #")[0].strip() for line in code.splitlines() if line.strip()]
+
+
+def test_the_config_file_block_is_run_by_test_usage() -> None:
+    """The block's commands are, in order, commands of docs/usage.md's first block of the same
+    section, which tests/test_usage.py runs and checks as the test below does."""
+    from tests.test_usage import blocks as usage_blocks
+
+    kind, code = usage_blocks(FILE)[0]
+    ours, theirs = commands(block(FILE, "bash")), iter(commands(code))
+    assert kind == "bash" and all(command in theirs for command in ours), (
+        "the README's config-file commands are no longer run by tests/test_usage.py: unmark "
+        "test_the_config_file_block_runs"
+    )
+
+
+@pytest.mark.full  # test_the_config_file_block_is_run_by_test_usage: test_usage.py runs these commands
 def test_the_config_file_block_runs(tmp_path: Path) -> None:
     out = shell(block(FILE, "bash"), tmp_path)
     text = (tmp_path / "areal.toml").read_text()
