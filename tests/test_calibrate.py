@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipesim.calibrate import LogError, TrainingLog, calibrate, read_columns_map, read_log
+from pipesim.calibrate import Calibration, LogError, TrainingLog, calibrate, read_columns_map, read_log
 from pipesim.calibrate.fit import _lengths, capped_mean
 from pipesim.calibrate.sample import sample_log
 from pipesim.calibrate.trainer import config, fit_trainer_profile, spread, switch_s
@@ -208,9 +208,16 @@ def test_a_noiseless_log_gives_back_the_trainer_constants(tmp_path: Path) -> Non
         assert abs(cal.residuals[phase]["mean"]) < 5e-3, (phase, cal.residuals[phase])
 
 
-def test_a_noisy_log_gives_intervals_holding_the_constants(tmp_path: Path) -> None:
-    log = read_log(_write(tmp_path, _log(20, 0.03)))
-    cal = calibrate(log, _spec())
+@pytest.fixture(scope="module")
+def noisy20(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Calibration]:
+    """The 20-step log with 3% noise as a CSV, and its calibration against the spec at the log's
+    seed: one fit that four tests read (none changes it)."""
+    path = _write(tmp_path_factory.mktemp("noisy20"), _log(20, 0.03))
+    return path, calibrate(read_log(path), _spec())
+
+
+def test_a_noisy_log_gives_intervals_holding_the_constants(noisy20: tuple[Path, Calibration]) -> None:
+    _, cal = noisy20
     for k, true in TRUE.items():
         v = cal.values[k]
         assert v.lo <= true <= v.hi, (k, v)
@@ -224,10 +231,9 @@ def test_a_noisy_log_gives_intervals_holding_the_constants(tmp_path: Path) -> No
     assert cal.held_out == list(range(15, 20))
 
 
-def test_twenty_steps_narrow_the_intervals_of_ten(tmp_path: Path) -> None:
-    path = _write(tmp_path, _log(20, 0.03))
-    rs = _spec()
-    ten, twenty = calibrate(read_log(path, steps=":10"), rs), calibrate(read_log(path), rs)
+def test_twenty_steps_narrow_the_intervals_of_ten(noisy20: tuple[Path, Calibration]) -> None:
+    path, twenty = noisy20
+    ten = calibrate(read_log(path, steps=":10"), _spec())
     assert len(ten.log) == 10 and len(twenty.log) == 20
     for k in (*PROFILE_TRUE, "iteration_overhead_s", "response_median_tokens"):
         assert twenty.values[k].width < ten.values[k].width, (k, ten.values[k], twenty.values[k])
@@ -429,12 +435,12 @@ def test_a_spec_that_does_not_fit_is_one_line(
     assert len(err) == 1 and key in err[0] and str(spec) in err[0], err
 
 
-def test_held_out_means_are_predicted_within_their_noise(tmp_path: Path) -> None:
+def test_held_out_means_are_predicted_within_their_noise(noisy20: tuple[Path, Calibration]) -> None:
     """The held-out steps' mean gen and step time lie within three standard errors of the
     prediction made from the other steps (the per-step spread over the held-out count, twice: the
     prediction is the mean of as many simulated steps)."""
     df = _log(20, 0.03)
-    cal = calibrate(read_log(_write(tmp_path, df)), _spec())
+    _, cal = noisy20
     k = len(cal.held_out)
     for col in ("timing_s/gen", "timing_s/step"):
         x = df[col].to_numpy()
@@ -443,7 +449,9 @@ def test_held_out_means_are_predicted_within_their_noise(tmp_path: Path) -> None
         assert abs(cal.residuals[col]["mean"]) * held < 3 * se, (col, cal.residuals[col], se)
 
 
-def test_a_calibrated_prediction_of_another_split_holds_the_true_run() -> None:
+def test_a_calibrated_prediction_of_another_split_holds_the_true_run(
+    noisy20: tuple[Path, Calibration],
+) -> None:
     """Calibrate on a 20-step colocated log, predict a 4:4 asynchronous split with intervals, and
     compare with that split run at the constants the log was made with. (On the shipped sample,
     whose update_actor efficiency lies just outside its interval, the throughput's range misses:
@@ -452,7 +460,7 @@ def test_a_calibrated_prediction_of_another_split_holds_the_true_run() -> None:
     from pipesim.calibrate.predict import predict
 
     rs = _spec()
-    cal = calibrate(TrainingLog("mem", "0" * 64, _log(20, 0.03)), rs)
+    _, cal = noisy20
     data = calibrated_spec(rs, cal)
     data["design"].update(placement=4, eta=1, update="partial")
     got = predict(from_dict(data), 12, np.random.default_rng(0))

@@ -165,8 +165,8 @@ def _log(steps: int, seed: int = 0) -> TrainingLog:
 
 def test_the_dealing_note_is_the_old_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """The note's ranges, to the digit, and each seed's fitted constants, to the bit, as when every
-    dealing was a run."""
-    log = _log(30)
+    dealing was a run (a 16-step log: each seed's dealing compared step by step)."""
+    log = _log(16)
     rs = _spec(values={k: TRUE[k] for k in ("response_median_tokens", "response_sigma")})
     t = tokens(log, rs)
     assert t is not None
@@ -181,9 +181,9 @@ def test_the_dealing_note_is_the_old_paths(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_calibration_is_the_old_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole calibration of a 24-step log (its values and intervals to the bit, its notes and
+    """The whole calibration of a 12-step log (its values and intervals to the bit, its notes and
     held-out residuals) as when every dealing was a run."""
-    log, rs = _log(24), _spec()
+    log, rs = _log(12), _spec()
     new = calibrate(log, rs)
     _the_old_path(monkeypatch)
     old = calibrate(log, rs)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipesim.calibrate import calibrate, read_log
+from pipesim.calibrate import Calibration, calibrate, read_log
 from pipesim.calibrate.checks import PLAUSIBLE, implausible
 from pipesim.calibrate.fit import Fitted
 from pipesim.calibrate.log import LogError
@@ -58,18 +58,27 @@ def test_a_constant_outside_what_real_runs_fit_is_said_and_one_inside_is_not(nam
     assert len(notes) == 1 and name in notes[0]
 
 
-def test_a_log_in_milliseconds_is_said_and_the_same_log_in_seconds_is_not(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def plain() -> Calibration:
+    """The shipped sample log calibrated against its spec, as it is (read only: two tests compare
+    with it)."""
+    return calibrate(read_log(LOG), load(SPEC))
+
+
+def test_a_log_in_milliseconds_is_said_and_the_same_log_in_seconds_is_not(
+    tmp_path: Path, plain: Calibration
+) -> None:
     df = pd.read_csv(LOG)
     ms = df.assign(**{c: df[c] * 1000 for c in df.columns if c.startswith("timing_s/")})
     path = tmp_path / "ms.csv"
     ms.to_csv(path, index=False)
     slow = [n for n in calibrate(read_log(path), load(SPEC)).not_identified if "milliseconds" in n]
     assert slow  # the efficiencies (or the overhead) fall outside every real run's
-    assert not [n for n in calibrate(read_log(LOG), load(SPEC)).not_identified if "milliseconds" in n]
+    assert not [n for n in plain.not_identified if "milliseconds" in n]
 
 
 def test_a_log_numbered_from_1_read_with_first_step_1_calibrates_as_the_log_numbered_from_0(
-    tmp_path: Path,
+    tmp_path: Path, plain: Calibration
 ) -> None:
     """Each step's samples are dealt as the spec's run dealt that step, so verl's numbering from 1,
     read from 0, moved the trainer's constants (fwd_bwd_efficiency 0.545 for 0.450 on a noiseless
@@ -79,7 +88,7 @@ def test_a_log_numbered_from_1_read_with_first_step_1_calibrates_as_the_log_numb
     assert int(df["step"].min()) == 0
     path = tmp_path / "from1.csv"
     df.assign(step=df["step"] + 1).to_csv(path, index=False)
-    plain, shifted = calibrate(read_log(LOG), load(SPEC)), calibrate(read_log(path, first_step=1), load(SPEC))
+    shifted = calibrate(read_log(path, first_step=1), load(SPEC))
     assert {k: v.value for k, v in shifted.values.items()} == {k: v.value for k, v in plain.values.items()}
     assert any("--first-step 1" in n for n in read_log(path).notes)
     assert not any("--first-step" in n for n in read_log(LOG).notes)

@@ -62,7 +62,9 @@ def test_the_status_line_rewrites_itself_and_clears_at_the_end() -> None:
 def test_off_a_terminal_the_command_prints_no_progress(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["calibrate", str(LOG), "--spec", str(SPEC), "--out", str(tmp_path / "c.toml")]) == 0
+    log = tmp_path / "log.csv"  # the sample's first 8 steps: the printing is the point, not the fit
+    log.write_text("".join(LOG.read_text().splitlines(keepends=True)[:9]))
+    assert main(["calibrate", str(log), "--spec", str(SPEC), "--out", str(tmp_path / "c.toml")]) == 0
     captured = capsys.readouterr()
     assert "\r" not in captured.err + captured.out and "calibrate [" not in captured.err
     assert "wrote" in captured.out
