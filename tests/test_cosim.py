@@ -67,6 +67,19 @@ def run_small(cfg: CosimConfig) -> CosimResult:
     return run_cosim(cfg, copy.deepcopy(_tok_base()[1]))
 
 
+@cache
+def shared_run(cfg: CosimConfig) -> CosimResult:
+    """``run_small(cfg)`` once per process, for a run several tests read and none changes (the
+    invariants' runs, and the partial ones whose versions and pre-sampling tests check)."""
+    return run_small(cfg)
+
+
+def invariant_run(design: str) -> CosimResult:
+    """The run of ``design`` that test_every_design_keeps_every_pipeline_invariant checks (TIS,
+    4 steps); the tests of what only partial rollouts do read its sync and one-step runs too."""
+    return shared_run(small(design, "tis", steps=4))
+
+
 # -- episodes: duration model and cutting --------------------------------------------------------
 def _episodes(n: int = 16) -> list:  # type: ignore[type-arg]
     tok, base = _tok_base()
@@ -104,7 +117,7 @@ def test_batch_advantages_equal_group_advantages_for_whole_groups_and_zero_for_l
 # -- the co-simulated pipeline ----------------------------------------------------------------------
 @pytest.mark.parametrize("design", list(DESIGNS))
 def test_every_design_keeps_every_pipeline_invariant(design: str) -> None:
-    r = run_small(small(design, "tis", steps=4))
+    r = invariant_run(design)
     check_invariants(r.run)
     assert len(r.steps) == 4 and all(s["staleness_max"] <= 4 + 1 for s in r.steps)
 
@@ -123,19 +136,19 @@ def test_eta0_is_exactly_train_rl() -> None:
 
 
 def test_mixed_versions_only_under_partial_rollouts() -> None:
-    partial = run_small(small("async-eta2", steps=5))
+    partial = shared_run(small("async-eta2", steps=5))
     assert sum(s["mixed_share"] for s in partial.steps) > 0  # it does happen, so the check below can fail
     assert partial.counts["continued"] > 0
     continuation_calls = partial.counts["sample_calls"] - partial.counts["presample_calls"]
     assert continuation_calls <= 5  # one batched continuation per sync
     for design in ("sync", "one-step"):
-        r = run_small(small(design, steps=5))
+        r = invariant_run(design)
         assert all(s["mixed_share"] == 0 for s in r.steps), design
         assert r.counts["continued"] == 0
 
 
 def test_mixed_episodes_carry_consecutive_versions_and_durations_stay_positive() -> None:
-    r = run_small(small("async-eta4", steps=5))
+    r = shared_run(small("async-eta4", steps=5))
     trained = [e for e in r.run.episodes if e.status == "trained"]
     assert all(e.duration_s > 0 and e.end_s is not None and e.end_s >= e.start_s for e in trained)
     assert any(e.newest_version(r.run.updates) > e.version for e in trained)
@@ -224,7 +237,7 @@ def test_cli_rejects_unknown_names_listing_valid_ones(capsys: pytest.CaptureFixt
 
 
 def test_token_versions_never_decrease_and_never_exceed_the_trained_version() -> None:
-    r = run_small(small("async-eta4", steps=4))
+    r = shared_run(small("async-eta4", steps=5))
     trained = [e for e in r.run.episodes if e.status == "trained"]
     n_mixed = 0
     for e in trained:
@@ -252,11 +265,11 @@ def test_full_size_run_keeps_invariants_and_costs_at_most_1_5x_train_rl() -> Non
 def test_presampling_wastes_at_most_one_group_per_version_and_sync_uses_full_chunks() -> None:
     """A version's first chunk is a full training step's worth; later chunks are one group each,
     so the pre-sampled episodes no slot ever starts are fewer than a group per version."""
-    r = run_small(small("async-eta2", steps=5))
+    r = shared_run(small("async-eta2", steps=5))
     versions = len(r.run.updates) + 1
     assert r.counts["launched"] <= r.counts["presampled"] < r.counts["launched"] + versions * RL.group_size
-    s = run_small(small("sync", steps=3))
-    assert s.counts["presampled"] == s.counts["launched"] == 3 * RL.episodes_per_step
+    s = invariant_run("sync")  # 4 steps
+    assert s.counts["presampled"] == s.counts["launched"] == 4 * RL.episodes_per_step
 
 
 def test_bucketed_continuation_samples_what_the_padded_one_does() -> None:
@@ -348,7 +361,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_exits_130(tmp_path: Path) -> None:
     from tests.test_offpolicy_interrupts import check_one_line, interrupt_after_first_run
 
     out = tmp_path / "runs.json"
-    argv = ["--designs", "sync", "--corrections", "none", "--seeds", "50", "--steps", "2"]
+    argv = ["--designs", "sync", "--corrections", "none", "--seeds", "50", "--steps", "1"]
     rc, err, runs, seen = interrupt_after_first_run("scenarios.cosim", [*argv, "--json", str(out)], out)
     check_one_line(rc, err, runs, seen, "python -m scenarios.cosim", out)
 

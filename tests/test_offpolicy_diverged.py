@@ -27,7 +27,6 @@ from offpolicy.experiment import (
     DIVERGED_HELDOUT,
     fmt_ci,
     history_mean,
-    load_base,
     run_one,
     summary_table,
     write_reward_figure,
@@ -37,6 +36,7 @@ from offpolicy.model import TinyAgent
 from offpolicy.rl import RLConfig
 from offpolicy.rollout import sample_episodes
 from offpolicy.update import train_offpolicy
+from tests.test_offpolicy_resume_fp8 import shared_load_base
 
 torch.set_num_threads(1)
 HUGE_LR = 1e6  # TinyAgent's forward overflows from about 1e5; the first update takes it there
@@ -46,7 +46,7 @@ SMALL = RLConfig(episodes_per_step=16, group_size=4, minibatches=2, seed=13, lr=
 
 @cache
 def _base() -> tuple[TinyAgent, Tokenizer]:
-    base, tok, _ = load_base()
+    base, tok, _ = shared_load_base()  # load_base, once per process for the scripts below too
     return base, tok
 
 
@@ -75,7 +75,7 @@ def test_a_diverged_run_is_recorded_as_collapsed_and_the_tables_still_read_it(tm
     assert run["diverged"] is not None and run["diverged"]["step"] < 2
     assert run["heldout"] == DIVERGED_HELDOUT and len(run["history"]) == run["diverged"]["step"]
     json.dumps(run)  # stored as it is
-    healthy = run_one(base, tok, 0, "none", 1, 2, 3e-4, eval_every=0)
+    healthy = run_one(base, tok, 0, "none", 1, 2, 3e-4, eval_every=0, eval_episodes=2)  # 80 held out
     assert healthy["diverged"] is None and len(healthy["history"]) == 2
     lines = summary_table([run, healthy], keys=("lr",)).splitlines()
     assert lines[1].endswith("| 1/1") and lines[2].endswith("| 0/1")  # the diverged lr: collapsed
@@ -95,9 +95,15 @@ SCRIPTS = [  # each script that trains at a learning rate given on its command l
 
 @pytest.mark.parametrize(("script", "args"), SCRIPTS, ids=[s for s, _ in SCRIPTS])
 def test_each_script_finishes_a_diverging_run_and_keeps_it(
-    script: str, args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    script: str,
+    args: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    main = importlib.import_module(f"offpolicy.{script}").main
+    module = importlib.import_module(f"offpolicy.{script}")
+    monkeypatch.setattr(module, "load_base", shared_load_base)
+    main = module.main
     out = tmp_path / "runs.json"
     assert main([*args, "--steps", "2", "--seeds", "1", "--eval-every", "0", "--json", str(out)]) == 0
     runs = json.loads(out.read_text())["runs"]

@@ -108,9 +108,11 @@ SCRIPTS = [  # (module, its arguments): many short runs, so the signal lands mid
 # The three scripts stop through one handler (offpolicy.interrupts.run_keeping, SIGTERM as Ctrl-C)
 # around one loop (offpolicy.runfile.run_cells). In the default run a real Ctrl-C (SIGINT to the
 # process group) stops fp8 in tests/test_offpolicy_resume_fp8.py::
-# test_sigint_then_resume_of_fp8_keeps_the_finished_runs (the same check_one_line, then a resume)
-# and SIGTERM stops staleness below; these three cases are the same stop once more per script,
-# run by make test-full.
+# test_sigint_then_resume_of_fp8_keeps_the_finished_runs (the same check_one_line, then a resume),
+# and a real SIGTERM stops a fresh process inside run_keeping in tests/test_stop_finalizer.py::
+# test_a_fresh_offpolicy_script_stops_with_only_its_line (exit 130, only the line naming the file
+# and --resume); these cases are the same stop once more per script and signal, run by make
+# test-full.
 CTRL_C = [pytest.param(m, a, id=m.split(".")[1], marks=pytest.mark.full) for m, a in SCRIPTS]
 
 
@@ -122,6 +124,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_exits_130(module: str, args: list[st
     check_one_line(rc, err, runs, seen, f"python -m {module}", out)
 
 
+@pytest.mark.full  # SIGTERM beside the default SIGINT of fp8: see the comment above CTRL_C
 def test_sigterm_stops_staleness_as_ctrl_c_does_and_points_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "runs.json"
     argv = [*SCRIPTS[0][1], "--steps", "2", "--eval-every", "0", "--json", str(out)]

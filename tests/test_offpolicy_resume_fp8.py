@@ -18,27 +18,29 @@ training is deterministic here, so the tables are equal to the digit) for one sc
 
 from __future__ import annotations
 
+import copy
 import json
-import subprocess
-import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from offpolicy import fp8, lr_sweep, staleness
+from offpolicy import experiment, fp8, lr_sweep, staleness
+from offpolicy.gym import DEFAULT_GYM
 from offpolicy.interrupts import INTERRUPTED
 from offpolicy.runfile import complete, read_runs, write_json
-from tests.test_offpolicy_interrupts import ROOT, check_one_line, interrupt_after_first_run
+from tests.test_offpolicy_interrupts import check_one_line, interrupt_after_first_run
 
 TINY = ["--seed-list", "0", "1", "--steps", "2", "--eval-every", "0"]
-SCRIPTS: dict[str, tuple[ModuleType, list[str], int]] = {  # module, its grid flags, runs in the grid
-    "fp8": (fp8, ["--corrections", "none", "tis"], 6),
-    "lr_sweep": (lr_sweep, ["--lrs", "3e-4", "1e-3", "--lags", "0"], 4),
-    "staleness": (staleness, ["--lags", "0", "1", "--corrections", "none"], 4),  # lags < --steps 2
-}
+ONE_SEED = ["--seed-list", "0", *TINY[3:]]
+SCRIPTS: dict[str, tuple[ModuleType, list[str], int]] = {  # module, its grid flags, runs per seed
+    "fp8": (fp8, ["--corrections", "none", "tis"], 3),  # the exact sampler's run and fp8's two
+    "lr_sweep": (lr_sweep, ["--lrs", "3e-4", "1e-3", "3e-3", "--lags", "0"], 3),
+    "staleness": (staleness, ["--lags", "0", "1", "--corrections", "none", "tis"], 3),  # cross: 0 none,
+}  # 1 none, 1 tis (lags < --steps 2)
 
 
 FRESH = "staleness"
@@ -50,9 +52,36 @@ own. So the others check their printed table against ``--table-only`` on the res
 same layout of the same runs read back, with no training."""
 
 
+@cache
+def _built_base(gym: str) -> tuple[Any, Any, dict[str, float]]:
+    return experiment.load_base(gym)
+
+
+def shared_load_base(gym: str = DEFAULT_GYM) -> tuple[Any, Any, dict[str, float]]:
+    """:func:`offpolicy.experiment.load_base`, made once per process (its held-out evaluation of
+    the base is most of a tiny study's start): each call gets its own copy of the model, the
+    tokenizer and the stats, so no test sees what another did to them."""
+    base, tok, held = _built_base(gym)
+    return copy.deepcopy(base), copy.deepcopy(tok), dict(held)
+
+
+@pytest.fixture(autouse=True)
+def shared_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripts load the base through :func:`shared_load_base` (a test may patch it again)."""
+    for module in (fp8, lr_sweep, staleness):
+        monkeypatch.setattr(module, "load_base", shared_load_base)
+
+
+EVAL_EPISODES = 1
+"""Held-out episodes per task of each run trained through :func:`counting` (the scripts' run_one
+evaluates 8 per task, 320 in all, most of a 2-step run's time): 40 episodes still give each run its
+own pass rate, and every table compared here is made of runs evaluated alike."""
+
+
 def counting(module: ModuleType, monkeypatch: pytest.MonkeyPatch, stop_at: int | None = None) -> list[int]:
-    """Wrap ``module.run_one``: -> a list that grows by one per run trained; with ``stop_at``,
-    the ``stop_at``-th run raises KeyboardInterrupt (Ctrl-C in the middle of that run)."""
+    """Wrap ``module.run_one``: -> a list that grows by one per run trained (evaluated on
+    :data:`EVAL_EPISODES` per task); with ``stop_at``, the ``stop_at``-th run raises
+    KeyboardInterrupt (Ctrl-C in the middle of that run)."""
     real: Callable[..., dict[str, Any]] = module.run_one
     calls: list[int] = []
 
@@ -60,7 +89,7 @@ def counting(module: ModuleType, monkeypatch: pytest.MonkeyPatch, stop_at: int |
         calls.append(1)
         if stop_at is not None and len(calls) == stop_at:
             raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        return real(*args, **kwargs, eval_episodes=EVAL_EPISODES)
 
     monkeypatch.setattr(module, "run_one", run_one)
     return calls
@@ -76,11 +105,11 @@ RESUMED = [pytest.param(n, marks=pytest.mark.full) if n != FRESH else n for n in
 def test_an_interrupted_study_resumes_without_redoing_a_run_and_prints_the_same_table(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module, grid, total = SCRIPTS[name]
+    module, grid, total = SCRIPTS[name]  # one seed: a grid of 3 runs, 2 finished when stopped
     out, full = tmp_path / "runs.json", tmp_path / "full.json"
     with monkeypatch.context() as m:
         counting(module, m, stop_at=3)
-        assert module.main([*grid, *TINY, "--json", str(out)]) == INTERRUPTED
+        assert module.main([*grid, *ONE_SEED, "--json", str(out)]) == INTERRUPTED
     assert "--resume continues" in capsys.readouterr().err
     finished = read_runs(out)  # the file parses: never half-written
     assert len(finished) == 2 and all(complete(r, module.KEY_FIELDS) for r in finished)
@@ -88,38 +117,39 @@ def test_an_interrupted_study_resumes_without_redoing_a_run_and_prints_the_same_
 
     with monkeypatch.context() as m:
         calls = counting(module, m)
-        assert module.main([*grid, *TINY, "--json", str(out), "--resume"]) == 0
+        assert module.main([*grid, *ONE_SEED, "--json", str(out), "--resume"]) == 0
     assert len(calls) == total - 2  # the two finished runs were not trained again
     resumed = read_runs(out)
     assert resumed[:2] == finished and len(resumed) == total  # kept as they were (same train_seconds)
 
     table = out.with_suffix(".txt").read_text()
     if name == FRESH:  # the uninterrupted study, trained again, prints the same table
-        assert module.main([*grid, *TINY, "--json", str(full)]) == 0
+        with monkeypatch.context() as m:
+            counting(module, m)  # its runs evaluated as the resumed study's were
+            assert module.main([*grid, *ONE_SEED, "--json", str(full)]) == 0
         assert table == full.with_suffix(".txt").read_text()
     else:  # the table printed is the script's table of the runs the file holds, re-rendered alone
-        assert module.main([*grid, *TINY, "--json", str(out), "--table-only"]) == 0
+        assert module.main([*grid, *ONE_SEED, "--json", str(out), "--table-only"]) == 0
         assert out.with_suffix(".txt").read_text() == table
 
 
-def test_sigint_then_resume_of_fp8_keeps_the_finished_runs(tmp_path: Path) -> None:
-    """A real Ctrl-C (SIGINT to the process group) and a resume in a fresh interpreter: 4 runs of
-    2 steps (the exact and the fp8 sampler, 2 seeds); the signal lands after the first."""
+def test_sigint_then_resume_of_fp8_keeps_the_finished_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real Ctrl-C (SIGINT to the process group) of ``python -m offpolicy.fp8``: 4 runs of 1
+    step (the exact and the fp8 sampler, 2 seeds); the signal lands after the first. Then the
+    resume of the file that process left, in this process (the signal is the process's part;
+    ``main`` is what ``python -m`` runs), training only the runs the file lacks."""
     out = tmp_path / "runs.json"
-    argv = ["--corrections", "none", "--seed-list", "0", "1", "--steps", "2", "--eval-every", "0"]
+    argv = ["--corrections", "none", "--seed-list", "0", "1", "--steps", "1", "--eval-every", "0"]
     rc, err, runs, seen = interrupt_after_first_run("offpolicy.fp8", [*argv, "--json", str(out)], out)
     check_one_line(rc, err, runs, seen, "python -m offpolicy.fp8", out)
     assert "--resume" in err
-    done = subprocess.run(
-        [sys.executable, "-m", "offpolicy.fp8", *argv, "--json", str(out), "--resume"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    calls = counting(fp8, monkeypatch)
+    assert fp8.main([*argv, "--json", str(out), "--resume"]) == 0
     after = read_runs(out)
     assert after[: len(runs)] == runs and len(after) == 4  # the finished ones untouched, the rest added
+    assert len(calls) == 4 - len(runs)  # and only the rest trained
 
 
 def run_record(sampler: str | None, seed: int, **over: Any) -> dict[str, Any]:
