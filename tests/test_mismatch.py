@@ -222,6 +222,13 @@ def test_cli_tiny_on_the_cpu_runs_one_thread_unless_told(
         torch.set_num_threads(before)
 
 
+# The same handler (mismatch.cliio.interrupts_stop_once, one for SIGINT and SIGTERM) stops a running
+# probe process in the default run in tests/test_mismatch_gpu_review.py::
+# test_a_probe_stopped_as_timeout_stops_it_writes_the_result_so_far[SIGTERM] (one line, exit 130, no
+# traceback), and "nothing written" before the main rows in its
+# test_nothing_is_written_when_the_run_stops_before_the_main_rows; this real Ctrl-C (a probe process
+# of its own, about 6 s of CPU) is the same path under SIGINT once more, run by make test-full.
+@pytest.mark.full
 @pytest.mark.timeout(120)
 def test_cli_interrupted_says_so_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
     """Ctrl-C in a probe run printed a KeyboardInterrupt traceback from inside torch; now one line
