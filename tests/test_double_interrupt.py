@@ -111,6 +111,10 @@ def test_a_sweep_stopped_twice_writes_its_finished_cells_and_exits_130(tmp_path:
     assert not list(tmp_path.glob(".*.tmp")), "a temporary file was left behind"
 
 
+# pipesim plan stops under the same interrupt_once block and command_signals exit as pipesim sweep:
+# test_a_sweep_stopped_twice_writes_its_finished_cells_and_exits_130 lands the same three signals in
+# a slow write and a slow exit by default. This command's case is run by make test-full.
+@pytest.mark.full
 @pytest.mark.timeout(60)
 def test_a_plan_stopped_twice_writes_its_finished_designs_and_exits_130(tmp_path: Path) -> None:
     mark, out = tmp_path / "five-runs-done", tmp_path / "p.json"
@@ -178,12 +182,16 @@ def test_a_sweep_stopped_while_writing_its_finished_table_writes_it_whole(tmp_pa
 
             if __name__ == "__main__":
                 import sys
+                from concurrent.futures import ThreadPoolExecutor
                 import pipesim.io.cli_sweep as cli_sweep
                 import pipesim.io.sweeps as sweeps
                 from pipesim.io.cli import main
 
                 real_sweep, real_write = sweeps.sweep, cli_sweep.write_runs
-                sweeps.sweep = lambda *a, **kw: real_sweep(*a, **{{**kw, "fn": quick}})
+                # every cell is done before the signals: they run on a thread (a process pool's
+                # forkserver imports torch, seconds); the stop mid-pool is the test above
+                threads = {{"fn": quick, "executor": ThreadPoolExecutor(1), "timeout_s": None}}
+                sweeps.sweep = lambda *a, **kw: real_sweep(*a, **{{**kw, **threads}})
 
                 def slow_write(*a, **kw):
                     Path({str(mark)!r}).touch()

@@ -250,6 +250,15 @@ def test_a_regular_file_and_a_link_to_one_are_still_replaced_whole(tmp_path: Pat
 )
 def test_dev_stdout_on_a_pipe_is_written(argv: list[str]) -> None:
     code = f"import sys; from pipesim.io.cli import main; sys.exit(main({argv!r}))"
+    if argv[0] == "sweep":  # the CSV's writer is the point, not the pool: cells on a thread (a
+        # process pool would start a forkserver and import torch in it, seconds for two tiny cells)
+        code = (
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "import pipesim.io.sweeps as sweeps\n"
+            "real, threads = sweeps.sweep, {'executor': ThreadPoolExecutor(1), 'timeout_s': None}\n"
+            "sweeps.sweep = lambda *a, **kw: real(*a, **{**kw, **threads})\n"
+            f"{code}\n"
+        )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
