@@ -7,7 +7,7 @@ against the module's promise that combinations which cannot make progress are no
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import pipesim
@@ -20,6 +20,9 @@ from pipesim.testing.adjustments import drops_work
 from pipesim.testing.families import batchings, weight_updates
 
 MANY = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+PINNED = settings(MANY, max_examples=60)
+"""For the pinned rules' draws: without the pinned rule's kept roles (the bug of the module
+docstring), 36-37 of 48 draws (8 seeded runs of 6) drop work; 200 draws a test had cost 1 s."""
 
 
 def test_the_combination_the_kit_drew_stalls() -> None:
@@ -35,30 +38,38 @@ def test_the_combination_the_kit_drew_stalls() -> None:
         pipesim.run(sc)
 
 
-@MANY
+@PINNED
 @given(policy_scenarios(admissions=[CountThrottle()]))
 def test_a_pinned_count_throttle_is_drawn_beside_nothing_that_drops(sc: Scenario) -> None:
     assert isinstance(sc.admission, CountThrottle)  # pinned: kept, not swapped
     assert not drops_work(sc), sc
 
 
-@MANY
+@PINNED
 @given(policy_scenarios(admissions=st.sampled_from([StaleFraction(0.5, 1), StaleFraction(0.0, 2)])))
 def test_a_pinned_stale_fraction_is_drawn_beside_nothing_that_drops(sc: Scenario) -> None:
     assert isinstance(sc.admission, StaleFraction)
     assert not drops_work(sc), sc
 
 
+class _Dropper(Exception):
+    """Raised at the first draw that can drop work: one is all the test below needs."""
+
+
 def test_a_pinned_rule_that_counts_drops_out_still_meets_policies_that_drop() -> None:
-    """AReaLThrottle counts drops out: pinned, the roles left unpinned still draw droppers."""
+    """AReaLThrottle counts drops out: pinned, the roles left unpinned still draw droppers (one
+    of up to 200 draws; the search stops at the first, it never needed the rest)."""
     seen = []
 
-    @settings(max_examples=200, deadline=None, database=None)
+    @settings(max_examples=200, deadline=None, database=None, phases=[Phase.generate])
     @given(policy_scenarios(admissions=[AReaLThrottle()]))
     def collect(sc: Scenario) -> None:
         seen.append(drops_work(sc))
+        if seen[-1]:
+            raise _Dropper
 
-    collect()
+    with pytest.raises(_Dropper):
+        collect()
     assert any(seen)
 
 

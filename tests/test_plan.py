@@ -51,9 +51,21 @@ def small_spec(**changes: object) -> plan.PlanSpec:
     return base.with_(**changes)
 
 
+_GRID: list[plan.PlanResult] = []
+
+
+def grid_plan() -> plan.PlanResult:
+    """``small_spec``'s grid plan (seed 0, no sensitivity), computed once per process: read only,
+    by the ``grid`` fixture here and by ``tests/test_plan_judge.py``, which import it as
+    ``tests.test_plan``."""
+    if not _GRID:
+        _GRID.append(plan.plan(small_spec(method="grid"), seed=0, with_sensitivity=False))
+    return _GRID[0]
+
+
 @pytest.fixture(scope="module")
 def grid() -> plan.PlanResult:
-    return plan.plan(small_spec(method="grid"), seed=0, with_sensitivity=False)
+    return grid_plan()
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -4,9 +4,6 @@ constraint at any length, and what the full rung judges feasible holds in a run 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,9 +11,7 @@ from hypothesis import strategies as st
 import pipesim.plan as plan
 from pipesim.plan.evaluate import Evaluator, run_design
 from pipesim.plan.judge import HORIZON, bound, exceed_expected, p_met
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_plan import small_spec  # noqa: E402
+from tests.test_plan import grid_plan, small_spec
 
 
 def test_a_mean_that_binds_only_after_many_steps_is_not_feasible_from_a_short_screen() -> None:
@@ -61,9 +56,9 @@ def test_a_declared_bound_holds_at_any_length_and_proves_the_constraint(eta: int
 
 
 def test_what_the_full_rung_judges_feasible_holds_in_a_run_four_times_as_long() -> None:
-    spec = small_spec(method="grid")
-    result = plan.plan(spec, with_sensitivity=False)
-    assert result.feasible
+    result = grid_plan()  # plan.plan(small_spec(method="grid"), with_sensitivity=False), shared
+    spec = result.spec
+    assert spec == small_spec(method="grid") and result.feasible
     for e in result.feasible[:4]:
         for seed in range(spec.seeds):
             m = run_design(spec, e.design, spec.steps * HORIZON, spec.sim_seed + seed)

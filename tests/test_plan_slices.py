@@ -51,7 +51,10 @@ def ridge_spec(**changes: object) -> plan.PlanSpec:
     return base.with_(**changes)
 
 
-def _run(spec: plan.PlanSpec) -> tuple[SliceTrace, list[plan.Evaluated], list[plan.Evaluated], Evaluator]:
+Searched = tuple[SliceTrace, list[plan.Evaluated], list[plan.Evaluated], Evaluator]
+
+
+def _run(spec: plan.PlanSpec) -> Searched:
     ev = Evaluator(spec)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
@@ -60,12 +63,28 @@ def _run(spec: plan.PlanSpec) -> tuple[SliceTrace, list[plan.Evaluated], list[pl
     return trace, screens, probes, ev
 
 
+@pytest.fixture(scope="module")
+def searched() -> dict[int, Searched]:
+    """The slice search of the ridge spec at 40 trials, run once for the two tests that read it
+    (neither changes what it returns)."""
+    return {40: _run(ridge_spec(trials=40))}
+
+
+@pytest.fixture(scope="module")
+def planned() -> plan.PlanResult:
+    """``plan.plan`` of the ridge spec at 5 trials on one worker (the default), for the probe
+    budget's check and as the one-worker side of the two-worker comparison (read only)."""
+    return plan.plan(ridge_spec(trials=5), seed=0, with_sensitivity=False)
+
+
 @pytest.mark.parametrize("trials", [3, 12, 40])
-def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(trials: int) -> None:
+def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(
+    trials: int, searched: dict[int, Searched]
+) -> None:
     spec = ridge_spec(trials=trials)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
-    trace, screens, probes, ev = _run(spec)
+    trace, screens, probes, ev = searched[trials] if trials in searched else _run(spec)
     groups = list(slices(pool).values()) + [[d] for d in pool if d.colocated]
     groups.sort(key=lambda g: -max(ceilings[d] for d in g))  # stable: as the search sorts them
     expected = list(dict.fromkeys(g[balance(g, ceilings)] for g in groups))[:trials]
@@ -76,7 +95,9 @@ def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(tr
     assert ev.runs == len(screens) + len(probes)  # nothing run twice
 
 
-def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_around_its_fastest() -> None:
+def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_around_its_fastest(
+    searched: dict[int, Searched],
+) -> None:
     """Within a slice the first probe is its lowest split and the second its balance; no split
     is probed twice or at or above a split known to break the limits; a later probe lies above
     the fastest probe that meets them (a step up, or the gap to the next probe above), or below
@@ -84,7 +105,7 @@ def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_arou
     spec = ridge_spec(trials=40)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
-    trace, _, probes, _ = _run(spec)
+    trace, _, probes, _ = searched[40]
     got = {e.design: e for e in probes}
     groups = slices(pool)
     seen: dict[object, list[int]] = {}
@@ -111,23 +132,25 @@ def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_arou
     assert any(len(v) > 2 for v in seen.values())  # some slice was searched past its balance
 
 
-def test_the_probe_budget_is_a_cap() -> None:
+def test_the_probe_budget_is_a_cap(planned: plan.PlanResult) -> None:
     for trials in (1, 5):
         spec = ridge_spec(trials=trials)
         _, _, probes, _ = _run(spec)
         assert len(probes) <= trials
-    result = plan.plan(ridge_spec(trials=5), seed=0, with_sensitivity=False)
+    result = planned  # plan.plan(ridge_spec(trials=5), seed=0, with_sensitivity=False)
     probe_rung = result.rungs[1]
     assert probe_rung[0] == 8 and probe_rung[1] <= 5
     assert result.n_full <= max(math.ceil(probe_rung[1] / 3), 4)
 
 
-def test_two_workers_give_the_same_search_as_one() -> None:
+def test_two_workers_give_the_same_search_as_one(planned: plan.PlanResult) -> None:
     """Probes go in rounds of ``batch`` and results come back in submission order, so the worker
-    count changes nothing the search decides."""
-    spec = ridge_spec(trials=10)
-    one = plan.plan(spec, seed=0, workers=1, with_sensitivity=False)
-    two = plan.plan(spec, seed=0, workers=2, with_sensitivity=False)
+    count changes nothing the search decides. (At 5 trials, the probe budget's plan: each rung
+    still sends several runs to the pool at once, 5 screens, 5 probes and 4 full designs of 3
+    seeds, so results that came back out of order would reach the search.)"""
+    one = planned
+    two = plan.plan(ridge_spec(trials=5), seed=0, workers=2, with_sensitivity=False)
+    assert len(one.screened) > 1 and len(one.full) > 1
     assert one.rungs == two.rungs
     assert [e.design for e in one.screened] == [e.design for e in two.screened]
     assert [(e.design, e.metrics) for e in one.full] == [(e.design, e.metrics) for e in two.full]

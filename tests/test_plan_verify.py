@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,12 +42,22 @@ def ridge_spec(**changes: object) -> plan.PlanSpec:
     return spec.with_(**changes)
 
 
-def test_a_fastest_design_that_breaks_its_limit_at_four_times_the_steps_is_not_recommended() -> None:
+@pytest.fixture(scope="module")
+def ridge_planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[plan.PlanResult, Path]:
+    """``plan.plan(ridge_spec())`` on an empty disk cache, and the cache's folder: the plan the two
+    tests below read (neither changes it; the second re-plans on the cache, which adds nothing)."""
+    folder = tmp_path_factory.mktemp("ridge_cache")
+    return plan.plan(ridge_spec(), with_sensitivity=False, cache=DiskCache(folder)), folder
+
+
+def test_a_fastest_design_that_breaks_its_limit_at_four_times_the_steps_is_not_recommended(
+    ridge_planned: tuple[plan.PlanResult, Path],
+) -> None:
     """The colocated designs pass the 6-step judgement (every constraint ``met``) and are the
     fastest, but a run 4x as long breaks the maximum on a seed (checked here independently with
     ``run_design``): they are not recommended, and the text, JSON and DataFrame say why."""
     spec = ridge_spec()
-    result = plan.plan(spec, with_sensitivity=False)
+    result, _ = ridge_planned
     assert result.best is not None
     longer = HORIZON * spec.steps
     broke = [e for e in result.full if e.verified.startswith("verified: broke")]
@@ -96,12 +107,12 @@ def test_a_design_proved_by_a_bound_is_never_rerun_and_the_budget_falls_back_to_
     assert {e.verified.split(":")[0] for e in above} == {"verified", "not verified"}
 
 
-def test_a_rerun_with_the_cache_does_no_new_long_runs(tmp_path: Path) -> None:
+def test_a_rerun_with_the_cache_does_no_new_long_runs(ridge_planned: tuple[plan.PlanResult, Path]) -> None:
     """The verification runs are counted in the plan's runs and kept in the disk cache: a re-run
     (here with a changed constraint that keeps the same designs) simulates nothing and reaches the
     same verdicts."""
     spec = ridge_spec()
-    first = plan.plan(spec, with_sensitivity=False, cache=DiskCache(tmp_path))
+    first, tmp_path = ridge_planned  # plan.plan(spec, with_sensitivity=False, cache=DiskCache(tmp_path))
     n_plain = sum(n * (spec.seeds if st == spec.steps else 1) for st, n in first.rungs)
     verified = [e for e in first.full if e.verified.startswith(("verified:", "held"))]  # those run
     assert first.runs == n_plain + spec.seeds * len(verified) > n_plain

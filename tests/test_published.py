@@ -36,7 +36,7 @@ from pipesim.compute.profiles import CALIBRATION_ROW, CALIBRATION_SECONDS, profi
 from pipesim.compute.sync import SyncModel
 from pipesim.core.validate import FieldError
 from scenarios import published
-from scenarios.published.april import SCALES, SIGMAS, offpolicy_sensitivity
+from scenarios.published.april import DIFFICULTIES, SCALES, SIGMAS, offpolicy_sensitivity
 
 KEYS = {
     "claim", "system", "source", "unit", "published", "predicted", "protocol", "phase", "low", "high",
@@ -102,9 +102,29 @@ class _Calls(list):  # type: ignore[type-arg]
         self.routing: dict[str, Any] = {}
 
 
+def quick_calibration(monkeypatch) -> None:
+    """``pipesim calibrate`` of the transfer's calibration log replaced by fixed fitted values, so
+    that :func:`scenarios.published.calpath.transfer_fit` still loads the spec and builds the
+    transfer profile from them (:func:`pipesim.calibrate.trainer.fitted_profile`) without the
+    calibration's simulations (10 s, the setup's whole cost): the tests using it check which runs
+    the claims ask for, not the fit. The real fit is tested in ``tests/test_published_calpath.py``
+    (``transfer_fit`` against the direct fit) and through the whole table in ``test_full_table``."""
+    from types import SimpleNamespace
+
+    from pipesim.plan.runspec import load
+    from scenarios.published import calpath
+
+    values = {"fwd_bwd_efficiency": 0.4321, "sample_s": 0.0123}  # no registry profile's
+    monkeypatch.setattr(
+        calpath, "_calibrated", lambda spec, log: (load(spec), SimpleNamespace(values=values))
+    )
+
+
 @pytest.fixture
 def recorded(monkeypatch, fresh_runs):
-    """Every run the claims ask for, recorded instead of simulated (a fixed fake result)."""
+    """Every run the claims ask for, recorded instead of simulated (a fixed fake result), with the
+    transfer profile from fixed fitted values (:func:`quick_calibration`)."""
+    quick_calibration(monkeypatch)
     calls: _Calls = _Calls()
 
     def fake(scenario, cluster, workload, trainer, warmup, seed=0, routing=None):
@@ -205,7 +225,8 @@ def test_no_scenario_overrides_the_efficiency_constants(recorded):
     calls, rows = recorded
     defaults = EngineConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"])
     trainer_defaults = TrainerConfig(model=MODELS["qwen3-0.6b"], gpu=GPUS["h100-sxm"], n_gpus=1)
-    fit = published.verl_fit()  # on the recorded (fake) calibration run
+    fit = published.verl_fit()  # from the fixed fitted values of quick_calibration
+    assert fit.profile.fwd_bwd_efficiency == 0.4321  # the transfer profile is the fixture's
     assert calls
     fitted = 0
     for sc, cluster, _, trainer in calls:
@@ -338,28 +359,18 @@ def test_extrapolation():
     assert m.total_s(100) == pytest.approx(30.0 + 99 * 10.0)
 
 
-def test_smoke_april(fresh_runs):
-    """The smallest claim, simulated: APRIL against slime's synchronous loop on 8 GPUs."""
-    claim = next(c for c in published.CLAIMS if c.system == "APRIL")
-    rows = published.predict((claim,))
-    assert len(rows) == 1 and math.isfinite(rows[0]["predicted"])
-    base, april = published.april_run(False), published.april_run(True)
-    assert base.steps == april.steps == 8
-    assert published.rollout_throughput(april) > published.rollout_throughput(base)
-    assert re.search(r"APRIL", published.table(rows))
-    # the held-out off-policy ratio (README: about 40%) is shown beside the run's, never scored:
-    # slime's loop trains on-policy; APRIL's carried-over samples are generated partly (or wholly,
-    # a finished sample whose group was still running) by an older policy
-    assert base.summary["offpolicy_token_share"] == base.summary["partial_rollout/off_policy_ratio"] == 0.0
-    assert (
-        0.0 < april.summary["partial_rollout/off_policy_ratio"] < april.summary["offpolicy_token_share"] < 1.0
-    )
-    assert april.summary["mixed_version_share"] > 0.0
-    assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
-
-
+@pytest.mark.parametrize(
+    "grid",
+    [
+        # the entry's own scale and difficulty (the scored point), the grid's largest scale and
+        # both ends of its difficulties (its lowest and highest off-policy ratios), one spread
+        pytest.param(((1.0, 3.0), (0.0, 0.5, 2.0), (0.9,)), id="corners"),
+        # the whole grid (64 runs, 4 s); "corners" runs the same command, report and checks
+        pytest.param((SCALES, DIFFICULTIES, SIGMAS), id="whole grid", marks=pytest.mark.full),
+    ],
+)
 def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(
-    capsys, fresh_runs, tmp_path, monkeypatch
+    capsys, fresh_runs, tmp_path, monkeypatch, grid
 ):
     """``--april-offpolicy``: APRIL's off-policy ratio over length scales and spreads (a held-out
     diagnosis), printed and, with ``--json``, written; its row at the entry's own lengths is the
@@ -367,6 +378,8 @@ def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(
     of ``offpolicy_sensitivity``; computing them a second time took half the test)."""
     from scenarios.published import april
 
+    for name, values in zip(("SCALES", "DIFFICULTIES", "SIGMAS"), grid, strict=True):
+        monkeypatch.setattr(april, name, values)
     computed: list[list[dict[str, float]]] = []
 
     def sensitivity() -> list[dict[str, float]]:
@@ -378,8 +391,10 @@ def test_april_offpolicy_sensitivity_runs_the_scored_point_and_prints(
     assert published.main(["--april-offpolicy", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "off-policy ratio about 40% (held out)" in out
-    assert len(out.strip().splitlines()) == 3 + len(SCALES) + len(SIGMAS)  # headers, the grid, spreads
+    scales, difficulties, sigmas = grid
+    assert len(out.strip().splitlines()) == 3 + len(scales) + len(sigmas)  # headers, the grid, spreads
     (rows,) = computed
+    assert len(rows) == len(scales) * len(difficulties) + len(sigmas)
     assert json.loads(path.read_text()) == rows
     entry = length_spec(published.LENGTHS_QWEN3)
     own = (entry.sigma, entry.difficulty_sigma)
@@ -520,19 +535,36 @@ def test_verl_workload_is_the_profile_calibration_workload():
     assert profiles.mean_sample_tokens(wl) == profiles.CALIBRATION_TOKENS_PER_SAMPLE
 
 
-def test_ranges_and_worker_processes_agree(fresh_runs):
-    """APRIL's row as a range over the length band and seeds (low < high), and the same numbers
-    whether its runs go to two worker processes or run here."""
+def test_smoke_april_ranges_and_worker_processes_agree(fresh_runs):
+    """The smallest claim, simulated: APRIL against slime's synchronous loop on 8 GPUs; its row as
+    a range over the length band and seeds (low < high), and the same numbers whether its runs go
+    to two worker processes or run here. (One test: the smoke run was the in-process run here.)"""
     claim = next(c for c in published.CLAIMS if c.system == "APRIL")
     seen: list[str] = []
     two = published.predict((claim,), workers=2, progress=seen.append)
     assert len(seen) == 6 and seen[-1].startswith("[6/6]")  # 2 runs x (point, 2 band ends), progress
     for f in published.RUNS:
         f.cache_clear()
-    one = published.predict((claim,), workers=1)
+    one = published.predict((claim,))  # workers=1, the default
     assert [(r["predicted"], r["low"], r["high"]) for r in two] == [
         (r["predicted"], r["low"], r["high"]) for r in one
     ]
     (row,) = one
     assert row["low"] < row["high"] and row["low"] <= row["predicted"] <= row["high"]
     assert row["protocol"] == "stated"
+    # the smoke run: the row is finite, APRIL's rollouts faster than slime's synchronous loop's
+    rows = one
+    assert len(rows) == 1 and math.isfinite(rows[0]["predicted"])
+    base, april = published.april_run(False), published.april_run(True)
+    assert base.steps == april.steps == 8
+    assert published.rollout_throughput(april) > published.rollout_throughput(base)
+    assert re.search(r"APRIL", published.table(rows))
+    # the held-out off-policy ratio (README: about 40%) is shown beside the run's, never scored:
+    # slime's loop trains on-policy; APRIL's carried-over samples are generated partly (or wholly,
+    # a finished sample whose group was still running) by an older policy
+    assert base.summary["offpolicy_token_share"] == base.summary["partial_rollout/off_policy_ratio"] == 0.0
+    assert (
+        0.0 < april.summary["partial_rollout/off_policy_ratio"] < april.summary["offpolicy_token_share"] < 1.0
+    )
+    assert april.summary["mixed_version_share"] > 0.0
+    assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
