@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -116,8 +118,30 @@ if __name__ == "__main__":
 """
 
 
+def _signal_masks(pid: int | str) -> str:
+    """Each thread of ``pid``'s pending, blocked, ignored and caught signals (hex masks, bit
+    ``signum - 1``), from /proc: a hang after a signal shows whether it was blocked or never came."""
+    keys = ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        with contextlib.suppress(OSError):
+            fields = dict(
+                ln.split(":\t", 1) for ln in (task / "status").read_text().splitlines() if ":\t" in ln
+            )
+            lines.append(
+                f"thread {task.name}: " + " ".join(f"{k}={fields.get(k, '?').strip()}" for k in keys)
+            )
+    return "\n".join(lines)
+
+
 def test_the_published_table_stops_its_workers_at_ctrl_c(tmp_path: Path) -> None:
     """Ctrl-C from a terminal reaches the whole process group; the command exits at once."""
+    # a child inherits its parent thread's blocked and ignored signals: a SIGINT blocked or ignored
+    # here (left so by an earlier test of this process) would reach no thread of the command
+    mine = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+    masks = {k: int(v, 16) for k, v in re.findall(r"^(SigBlk|SigIgn):\t([0-9a-f]+)$", mine, re.M)}
+    inherited = [k for k, mask in masks.items() if mask >> (signal.SIGINT - 1) & 1]
+    assert not inherited, f"this test process has SIGINT in its {inherited}: an earlier test left it so"
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(SCRIPT))
     proc = subprocess.Popen(
@@ -139,11 +163,12 @@ def test_the_published_table_stops_its_workers_at_ctrl_c(tmp_path: Path) -> None
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:  # a hang: fail with where every thread of the command was
+            masks = _signal_masks(proc.pid)
             os.kill(proc.pid, signal.SIGUSR1)
             time.sleep(1.0)
             os.killpg(proc.pid, signal.SIGKILL)
             _, err = proc.communicate(timeout=10)
-            pytest.fail(f"the command did not exit 30 s after Ctrl-C; its threads then:\n{err}")
+            pytest.fail(f"the command did not exit 30 s after Ctrl-C; its threads then:\n{err}\n{masks}")
         assert time.monotonic() - t0 < 15
     finally:
         if proc.poll() is None:
