@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pipesim.io.interrupts import reader_may_leave
+    from pipesim.io.interrupts import ignore_interrupts_at_exit, reader_may_leave
 
-    sys.exit(reader_may_leave(lambda: main(sys.argv[1:])))
+    status = reader_may_leave(lambda: main(sys.argv[1:]))
+    ignore_interrupts_at_exit()  # said and written: a late Ctrl-C cannot change the status
+    sys.exit(status)
