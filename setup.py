@@ -71,4 +71,12 @@ if os.environ.get("PIPESIM_COMPILE") == "1":
         ["--config-file", mypy_config(), *COMPILED], opt_level="3", debug_level="0", separate=True
     )
 
-setup(ext_modules=ext_modules, options={"build_ext": {"parallel": os.cpu_count() or 1}})
+options: dict[str, dict[str, object]] = {"build_ext": {"parallel": os.cpu_count() or 1}}
+if ext_modules:
+    # the compiled build writes its metadata under build/, not as ./pipesim.egg-info: the test suite
+    # runs beside it (.ci/run) with the checkout on sys.path, and importlib.metadata read the
+    # entry points from that directory while the build rewrote it (``systems:roll`` was missing
+    # from the registry once, a KeyError in a test)
+    Path("build").mkdir(exist_ok=True)
+    options["egg_info"] = {"egg_base": "build"}
+setup(ext_modules=ext_modules, options=options)
