@@ -209,15 +209,18 @@ def test_a_noiseless_log_gives_back_the_trainer_constants(tmp_path: Path) -> Non
 
 
 @pytest.fixture(scope="module")
-def noisy20(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Calibration]:
-    """The 20-step log with 3% noise as a CSV, and its calibration against the spec at the log's
-    seed: one fit that four tests read (none changes it)."""
-    path = _write(tmp_path_factory.mktemp("noisy20"), _log(20, 0.03))
-    return path, calibrate(read_log(path), _spec())
+def noisy20(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame, Calibration]:
+    """The 20-step log with 3% noise, as a CSV and as made, and its calibration against the spec at
+    the log's seed: one log and one fit that four tests read (none changes them)."""
+    df = _log(20, 0.03)
+    path = _write(tmp_path_factory.mktemp("noisy20"), df)
+    return path, df, calibrate(read_log(path), _spec())
 
 
-def test_a_noisy_log_gives_intervals_holding_the_constants(noisy20: tuple[Path, Calibration]) -> None:
-    _, cal = noisy20
+def test_a_noisy_log_gives_intervals_holding_the_constants(
+    noisy20: tuple[Path, pd.DataFrame, Calibration],
+) -> None:
+    _, _, cal = noisy20
     for k, true in TRUE.items():
         v = cal.values[k]
         assert v.lo <= true <= v.hi, (k, v)
@@ -231,8 +234,8 @@ def test_a_noisy_log_gives_intervals_holding_the_constants(noisy20: tuple[Path, 
     assert cal.held_out == list(range(15, 20))
 
 
-def test_twenty_steps_narrow_the_intervals_of_ten(noisy20: tuple[Path, Calibration]) -> None:
-    path, twenty = noisy20
+def test_twenty_steps_narrow_the_intervals_of_ten(noisy20: tuple[Path, pd.DataFrame, Calibration]) -> None:
+    path, _, twenty = noisy20
     ten = calibrate(read_log(path, steps=":10"), _spec())
     assert len(ten.log) == 10 and len(twenty.log) == 20
     for k in (*PROFILE_TRUE, "iteration_overhead_s", "response_median_tokens"):
@@ -435,12 +438,13 @@ def test_a_spec_that_does_not_fit_is_one_line(
     assert len(err) == 1 and key in err[0] and str(spec) in err[0], err
 
 
-def test_held_out_means_are_predicted_within_their_noise(noisy20: tuple[Path, Calibration]) -> None:
+def test_held_out_means_are_predicted_within_their_noise(
+    noisy20: tuple[Path, pd.DataFrame, Calibration],
+) -> None:
     """The held-out steps' mean gen and step time lie within three standard errors of the
     prediction made from the other steps (the per-step spread over the held-out count, twice: the
     prediction is the mean of as many simulated steps)."""
-    df = _log(20, 0.03)
-    _, cal = noisy20
+    _, df, cal = noisy20
     k = len(cal.held_out)
     for col in ("timing_s/gen", "timing_s/step"):
         x = df[col].to_numpy()
@@ -450,7 +454,7 @@ def test_held_out_means_are_predicted_within_their_noise(noisy20: tuple[Path, Ca
 
 
 def test_a_calibrated_prediction_of_another_split_holds_the_true_run(
-    noisy20: tuple[Path, Calibration],
+    noisy20: tuple[Path, pd.DataFrame, Calibration],
 ) -> None:
     """Calibrate on a 20-step colocated log, predict a 4:4 asynchronous split with intervals, and
     compare with that split run at the constants the log was made with. (On the shipped sample,
@@ -460,7 +464,7 @@ def test_a_calibrated_prediction_of_another_split_holds_the_true_run(
     from pipesim.calibrate.predict import predict
 
     rs = _spec()
-    _, cal = noisy20
+    _, _, cal = noisy20
     data = calibrated_spec(rs, cal)
     data["design"].update(placement=4, eta=1, update="partial")
     got = predict(from_dict(data), 12, np.random.default_rng(0))

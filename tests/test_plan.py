@@ -3,6 +3,7 @@ known best split, the front's feasibility and non-dominance, and bad input. Smal
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -51,16 +52,12 @@ def small_spec(**changes: object) -> plan.PlanSpec:
     return base.with_(**changes)
 
 
-_GRID: list[plan.PlanResult] = []
-
-
+@functools.cache
 def grid_plan() -> plan.PlanResult:
     """``small_spec``'s grid plan (seed 0, no sensitivity), computed once per process: read only,
     by the ``grid`` fixture here and by ``tests/test_plan_judge.py``, which import it as
     ``tests.test_plan``."""
-    if not _GRID:
-        _GRID.append(plan.plan(small_spec(method="grid"), seed=0, with_sensitivity=False))
-    return _GRID[0]
+    return plan.plan(small_spec(method="grid"), seed=0, with_sensitivity=False)
 
 
 @pytest.fixture(scope="module")

@@ -64,10 +64,10 @@ def _run(spec: plan.PlanSpec) -> Searched:
 
 
 @pytest.fixture(scope="module")
-def searched() -> dict[int, Searched]:
+def searched40() -> Searched:
     """The slice search of the ridge spec at 40 trials, run once for the two tests that read it
     (neither changes what it returns)."""
-    return {40: _run(ridge_spec(trials=40))}
+    return _run(ridge_spec(trials=40))
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +79,12 @@ def planned() -> plan.PlanResult:
 
 @pytest.mark.parametrize("trials", [3, 12, 40])
 def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(
-    trials: int, searched: dict[int, Searched]
+    trials: int, searched40: Searched
 ) -> None:
     spec = ridge_spec(trials=trials)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
-    trace, screens, probes, ev = searched[trials] if trials in searched else _run(spec)
+    trace, screens, probes, ev = searched40 if trials == 40 else _run(spec)
     groups = list(slices(pool).values()) + [[d] for d in pool if d.colocated]
     groups.sort(key=lambda g: -max(ceilings[d] for d in g))  # stable: as the search sorts them
     expected = list(dict.fromkeys(g[balance(g, ceilings)] for g in groups))[:trials]
@@ -96,7 +96,7 @@ def test_screens_go_to_each_slices_balance_in_ceiling_order_within_the_budget(
 
 
 def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_around_its_fastest(
-    searched: dict[int, Searched],
+    searched40: Searched,
 ) -> None:
     """Within a slice the first probe is its lowest split and the second its balance; no split
     is probed twice or at or above a split known to break the limits; a later probe lies above
@@ -105,7 +105,7 @@ def test_a_slice_is_probed_from_its_least_stale_split_then_its_balance_then_arou
     spec = ridge_spec(trials=40)
     pool = plan.candidates(spec)
     ceilings = {d: ceiling(spec, d) for d in pool}
-    trace, _, probes, _ = searched[40]
+    trace, _, probes, _ = searched40
     got = {e.design: e for e in probes}
     groups = slices(pool)
     seen: dict[object, list[int]] = {}

@@ -112,11 +112,11 @@ def test_a_rerun_with_the_cache_does_no_new_long_runs(ridge_planned: tuple[plan.
     (here with a changed constraint that keeps the same designs) simulates nothing and reaches the
     same verdicts."""
     spec = ridge_spec()
-    first, tmp_path = ridge_planned  # plan.plan(spec, with_sensitivity=False, cache=DiskCache(tmp_path))
+    first, folder = ridge_planned  # plan.plan(spec, with_sensitivity=False, cache=DiskCache(folder))
     n_plain = sum(n * (spec.seeds if st == spec.steps else 1) for st, n in first.rungs)
     verified = [e for e in first.full if e.verified.startswith(("verified:", "held"))]  # those run
     assert first.runs == n_plain + spec.seeds * len(verified) > n_plain
-    again = plan.plan(spec.with_(min_full=5), with_sensitivity=False, cache=DiskCache(tmp_path))
+    again = plan.plan(spec.with_(min_full=5), with_sensitivity=False, cache=DiskCache(folder))
     assert again.runs == 0
     assert [(e.design, e.verified) for e in again.full] == [(e.design, e.verified) for e in first.full]
 

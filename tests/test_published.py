@@ -553,12 +553,11 @@ def test_smoke_april_ranges_and_worker_processes_agree(fresh_runs):
     assert row["low"] < row["high"] and row["low"] <= row["predicted"] <= row["high"]
     assert row["protocol"] == "stated"
     # the smoke run: the row is finite, APRIL's rollouts faster than slime's synchronous loop's
-    rows = one
-    assert len(rows) == 1 and math.isfinite(rows[0]["predicted"])
+    assert math.isfinite(row["predicted"])
     base, april = published.april_run(False), published.april_run(True)
     assert base.steps == april.steps == 8
     assert published.rollout_throughput(april) > published.rollout_throughput(base)
-    assert re.search(r"APRIL", published.table(rows))
+    assert re.search(r"APRIL", published.table(one))
     # the held-out off-policy ratio (README: about 40%) is shown beside the run's, never scored:
     # slime's loop trains on-policy; APRIL's carried-over samples are generated partly (or wholly,
     # a finished sample whose group was still running) by an older policy
@@ -567,4 +566,4 @@ def test_smoke_april_ranges_and_worker_processes_agree(fresh_runs):
         0.0 < april.summary["partial_rollout/off_policy_ratio"] < april.summary["offpolicy_token_share"] < 1.0
     )
     assert april.summary["mixed_version_share"] > 0.0
-    assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", rows[0]["_diagnosis"])
+    assert re.search(r"off-policy ratio \d+% \(README: about 40%\)", row["_diagnosis"])
