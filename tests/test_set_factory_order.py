@@ -132,3 +132,35 @@ def test_a_parameter_that_sets_more_than_its_field_keeps_the_factorys_refusal() 
             build(entry, order)
         assert info.value.field == "pipeline.max_staleness"
         assert str(info.value).startswith("scenario 'sync-grows': max_staleness is the largest term")
+
+
+# (id, the --set pairs, the pool the scenario gets or the field the refusal names)
+PRESET_POOL_CASES: list[tuple[str, list[str], int | str]] = [
+    ("steps-then-pool", ["steps=20000", "pool_size=2000000"], 2_000_000),
+    ("steps-alone", ["steps=20000"], "steps"),  # the preset's own pool is past the bound
+    ("pool-too-small", ["steps=20000", "pool_size=1000"], "pool_size"),
+    ("pool-not-a-number", ["steps=20000", "pool_size=abc"], "pool_size"),
+    ("pool-then-batch", ["batch_size=4096", "steps=400", "pool_size=2000000"], 2_000_000),
+]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "expect"), [c[1:] for c in PRESET_POOL_CASES], ids=[c[0] for c in PRESET_POOL_CASES]
+)
+def test_a_preset_sizing_its_pool_from_steps_takes_a_pool_size_in_either_order(
+    pairs: list[str], expect: int | str
+) -> None:
+    """``systems:areal`` sizes its pool from ``steps`` itself, so ``--set steps=20000`` (a pool of
+    5,121,280 tasks, past the bound) was refused before ``--set pool_size=2000000`` could settle it,
+    in both orders. Every order now gives the one factory call with both values, or one refusal."""
+    entry = get_entry("systems:areal")
+    for order in itertools.permutations(pairs):
+        if isinstance(expect, str):
+            with pytest.raises(FieldError) as info:
+                build(entry, list(order))
+            assert info.value.field == expect, order
+            continue
+        scenario, _ = build(entry, list(order))
+        values = dict(p.split("=") for p in pairs)
+        assert scenario == entry.factory(**{k: int(v) for k, v in values.items()}), order
+        assert scenario.pool_size == expect

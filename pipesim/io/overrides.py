@@ -320,7 +320,7 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             sized = {k: parse_value(scenario, k, t) for k, t in pipeline_text.items()}
         except ValueError as exc:
             raise FieldError(str(exc), getattr(exc, "field", "") or next(iter(pipeline_text))) from None
-        scenario = entry.build(**factory_args, **sized)
+        scenario = _sized(entry, factory_args, sized, scenario, later)
     try:
         scenario, more = apply_overrides(scenario, later)
     except ValueError as exc:
@@ -338,6 +338,29 @@ def build(entry: Entry, pairs: list[str]) -> tuple[Scenario, dict[str, str]]:
             raise
         raise FieldError(f"{grew[0]}={given[grew[0]]}: {exc}", grew[0]) from None
     return scenario, given
+
+
+def _sized(
+    entry: Entry, args: dict[str, Any], sized: dict[str, Any], scenario: Scenario, later: list[str]
+) -> Scenario:
+    """The preset built with the :data:`POOL_KEYS` given (``sized``). Where the factory refuses the
+    pool it sizes from them (``--set steps=20000`` on ``systems:areal``: 5,121,280 tasks, past the
+    bound) and a later pair sets ``pool_size``, it is built with that pool, so it sizes none and the
+    pairs run in either order; its refusal stands where the factory takes no ``pool_size``."""
+    try:
+        return entry.build(**args, **sized)
+    except FieldError as refusal:
+        pools = [split_pair(p)[1] for p in later if "=" in p and split_pair(p)[0] == "pool_size"]
+        if not pools:
+            raise
+        try:
+            pool = parse_value(scenario, "pool_size", pools[-1])
+        except ValueError as exc:
+            raise _named("pool_size", pools[-1], exc) from None
+        try:
+            return entry.build(**args, **sized, pool_size=pool)
+        except TypeError:
+            raise refusal from None
 
 
 def check_axes_kept(entry: Entry, pairs: list[str], keys: list[str]) -> None:
