@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipesim import Episode, PipelineConfig, PipelineError, Scenario, TraceDurations, run
 from pipesim.core.validate import FieldError
@@ -235,6 +236,20 @@ def test_dropping_everything_forever_is_detected_not_simulated_forever() -> None
 )
 def test_bad_parameters_name_the_field(make: object, field: str) -> None:
     check_refusal(make, FieldError, field)  # type: ignore[arg-type]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 64))
+def test_a_lag_bound_below_the_batch_is_refused_at_construction(lag: int, batch: int) -> None:
+    """A lag bound below the batch could never start a whole batch: refused when the scenario is
+    built, naming ``admission.max_lag_samples`` (the run stalled with a PipelineError before); at
+    or above the batch it runs."""
+    cfg = PipelineConfig(n_slots=16, batch_size=batch, train_time_s=20.0, sync_time_s=5.0, steps=2)
+    make = lambda: small(pipeline=cfg, admission=LagBound(lag))  # noqa: E731
+    if lag < batch:
+        check_refusal(make, FieldError, "admission.max_lag_samples")
+    else:
+        check_invariants(run(make()))
 
 
 @settings(max_examples=30, deadline=None)

@@ -172,6 +172,18 @@ class LagBound(CountsOnly):
     def __post_init__(self) -> None:
         check_int("max_lag_samples", self.max_lag_samples, 1)
 
+    def check_batch_size(self, batch_size: int) -> None:
+        """``FieldError`` naming ``max_lag_samples`` below ``batch_size``: the rule could never
+        start a whole batch, so the first step would never train (the scenario asks at
+        construction; the run stalled with a ``PipelineError`` before)."""
+        if self.max_lag_samples < batch_size:
+            raise FieldError(
+                f"max_lag_samples ({self.max_lag_samples:,}) is below batch_size ({batch_size:,}): "
+                "the rule starts at most max_lag_samples samples past what the trainer has taken, "
+                "so no batch could fill; give max_lag_samples >= batch_size (equal is synchronous)",
+                "max_lag_samples",
+            )
+
     def admits(self, p: PipelineView) -> bool:
         return p.started - p.n_dropped - p.version * p.batch_size < self.max_lag_samples
 
