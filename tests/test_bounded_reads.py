@@ -213,3 +213,25 @@ def test_the_apis_csv_readers_refuse_a_special_path_at_once(tmp_path: Path, read
         read[reader](path)
     assert time.perf_counter() - t0 < 10
     assert "t.csv" in str(info.value) and KINDS[kind] in str(info.value)
+
+
+@pytest.mark.parametrize("reader", ["lengths", "trajectory", "durations"])
+@pytest.mark.parametrize("content", ["", "\n"])
+def test_the_apis_csv_readers_call_an_empty_file_empty(tmp_path: Path, reader: str, content: str) -> None:
+    """An empty CSV (no header line) is refused as empty, naming ``path``: it was "column
+    'response_tokens' not in x.csv (columns: None)", which sent a user looking for a column."""
+    from pipesim.compute.trajectory import LengthTrajectory
+    from pipesim.compute.workload import EmpiricalLengths
+    from pipesim.workload.durations import TraceDurations
+
+    read: dict[str, Callable[[Path], object]] = {
+        "lengths": lambda p: EmpiricalLengths.from_csv(p, "tokens"),
+        "trajectory": LengthTrajectory.from_csv,
+        "durations": lambda p: TraceDurations.from_csv(p, "seconds"),
+    }
+    path = tmp_path / "t.csv"
+    path.write_text(content)
+    with pytest.raises(FieldError) as info:
+        read[reader](path)
+    assert info.value.field == "path"
+    assert "t.csv" in str(info.value) and "empty" in str(info.value)

@@ -266,7 +266,9 @@ class LengthTrajectory:
             raise FieldError(str(e), "path", str(path)) from None
         with io.StringIO(text, newline="") as f:
             reader = csv.DictReader(f)
-            names = list(reader.fieldnames or [])
+            if not reader.fieldnames:  # not even a header line
+                raise FieldError(f"{path}: the file is empty (no header line)", "path", str(path))
+            names = list(reader.fieldnames)
             _columns(path, names)
             capped = "mean_capped_tokens" in names
             points: list[LengthPoint] = []

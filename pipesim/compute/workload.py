@@ -113,7 +113,9 @@ class EmpiricalLengths:
         # a regular file under the logs' cap: a FIFO hung here, /dev/zero filled the memory
         with io.StringIO(read_text(path, "trace CSVs", LOG_MAX_BYTES), newline="") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames is None or column not in reader.fieldnames:
+            if not reader.fieldnames:  # not even a header line
+                raise FieldError(f"{path}: the file is empty (no header line)", "path", str(path))
+            if column not in reader.fieldnames:
                 raise FieldError(
                     f"column {shown(column)} not in {path} (columns: {reader.fieldnames})",
                     "column",

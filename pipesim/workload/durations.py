@@ -337,7 +337,9 @@ class TraceDurations:
     def from_csv(cls, path: str | Path, column: str, cycle: bool = False) -> TraceDurations:
         with io.StringIO(read_text(path, "trace CSVs", LOG_MAX_BYTES, encoding="utf-8"), newline="") as fh:
             reader = csv.DictReader(fh)
-            if reader.fieldnames is None or column not in reader.fieldnames:
+            if not reader.fieldnames:  # not even a header line
+                raise FieldError(f"{path}: the file is empty (no header line)", "path")
+            if column not in reader.fieldnames:
                 raise FieldError(
                     f"column {shown(column)} not in {path}; columns are {reader.fieldnames}",
                     "column",
