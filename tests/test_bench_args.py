@@ -34,6 +34,7 @@ SCRIPTS = (
     "calibrate_dealing",
     "bench_pipeline",
     "fluid_reference",
+    "verl_sample_assembly",
 )
 
 
@@ -70,6 +71,12 @@ CASES: list[tuple[str, str, int | None, tuple[str, ...]]] = [
     ("bench_pipeline", "--rounds", 100, BAD),
     ("bench_pipeline", "--sizes", 65_536, (*BAD, "64,0", "64,x")),
     ("fluid_reference", "--seed", 2**64 - 1, (NON_NUMERIC, NEGATIVE, "1.5", "1e3")),
+    ("verl_sample_assembly", "--prompts", 256, BAD),
+    ("verl_sample_assembly", "--n", 128, BAD),
+    ("verl_sample_assembly", "--prompt-len", 32768, BAD),
+    ("verl_sample_assembly", "--response-len", 131072, BAD),
+    ("verl_sample_assembly", "--rounds", 100, BAD),
+    ("verl_sample_assembly", "--per-step", 1 << 20, BAD),
 ]
 # flags whose product is bounded as well: each within its own range, together too big
 PRODUCTS = [
@@ -102,6 +109,26 @@ def test_a_run_too_big_in_all_is_refused_naming_both_flags(
 ) -> None:
     err = refusal(name, argv, capsys)
     assert "--steps" in err and "--slots" in err, err
+
+
+def test_a_sample_assembly_round_too_big_is_refused_naming_its_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each flag within its range, a round's padded prompts together past the memory bound."""
+    err = refusal("verl_sample_assembly", ["--prompts", "256", "--response-len", "131072"], capsys)
+    assert "--prompts" in err and "--response-len" in err, err
+
+
+def test_the_sample_assembly_sizes_a_prompt_as_verl_pads_it() -> None:
+    """21.2 MB a prompt at the README's 2K + 28K tokens and n 16: six int64 tensors and one float32
+    log-prob tensor, counted from the tensors the script builds."""
+    mod = script("verl_sample_assembly")
+    for n, prompt, response in ((16, 2048, 28 * 1024), (3, 5, 7)):
+        made = mod.one_prompt(n, prompt, response, seed=0)
+        assert sum(t.numel() * t.element_size() for t in made.values()) == mod.prompt_bytes(
+            n, prompt, response
+        )
+    assert round(mod.prompt_bytes(16, 2048, 28 * 1024) / 1e6, 1) == 21.2
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

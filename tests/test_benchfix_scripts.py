@@ -233,3 +233,11 @@ def test_bench_compute_labels_the_verl_line_by_its_clock(capsys: pytest.CaptureF
         bench_compute.clock = __import__("time").perf_counter
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "samples launched" in ln)
     assert "CPU" in line and "wall" not in line, line
+
+
+def test_verl_sample_assembly_interrupted_says_so_without_a_row() -> None:
+    argv = ["verl_sample_assembly.py", "--prompts", "2", "--rounds", "100"]
+    rc, out, err = interrupted(argv, "median of 100 rounds")
+    assert rc == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err, err
+    assert "ms/prompt" not in out, out
