@@ -78,7 +78,13 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     """The checks the training CLIs (``offpolicy.staleness``, ``lr_sweep``, ``fp8``) share, made
     before any training: a bad value is ``parser.error`` (usage, exit 2) naming the flag, not a
     traceback, and never an error raised after minutes of training (``--steps 0`` divided by
-    zero in the report). Flags a CLI does not have are skipped."""
+    zero in the report). Flags a CLI does not have are skipped.
+
+    Each flag's own refusal comes first, the cross-check of ``--lags`` against ``--steps``
+    (:func:`check_lags`) last: the default lags reach up to 8, so with ``--steps 4`` that check,
+    made first, hid the real error (``--corrections tiss``, ``--lrs -1e-3``, a ``--json`` path with
+    no directory) behind a complaint about a flag the user never gave. ``--grid chapter`` runs
+    its own lags, which its script checks after this."""
     for dest in ("json", "html"):  # first: --json '' is '.', which --resume read as a file
         refuse_empty_path(parser, f"--{dest}", getattr(args, dest, None))
     for flag in ("steps", "seeds", "eval_every"):
@@ -101,8 +107,6 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         values = getattr(args, flag, None) or []
         if len(set(values)) != len(values):
             parser.error(f"--{flag.replace('_', '-')}: values must be distinct, got {values}")
-    if not getattr(args, "table_only", False) and getattr(args, "grid", None) != "chapter":
-        check_lags(parser, getattr(args, "lags", None) or (), args.steps, "--lags")  # chapter: its own
     unknown = [c for c in getattr(args, "corrections", None) or () if c not in CORRECTIONS]
     if unknown:
         known = ", ".join(CORRECTIONS)
@@ -162,10 +166,21 @@ def check_cli_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             check_output(parser, flag, path)
     if unread:  # after the clashes above: --json run.txt is first the table's own path
         parser.error(unread)
+    lags = getattr(args, "lags", None)  # last: a cross-check of two flags, one of them maybe a default
+    if lags and not getattr(args, "table_only", False) and getattr(args, "grid", None) != "chapter":
+        check_lags(parser, lags, args.steps, "--lags", given=lags is not parser.get_default("lags"))
 
 
-def check_lags(parser: argparse.ArgumentParser, lags: Sequence[int], steps: int, flag: str) -> None:
+def check_lags(
+    parser: argparse.ArgumentParser, lags: Sequence[int], steps: int, flag: str, given: bool = True
+) -> None:
     """``parser.error`` naming ``flag`` and ``--steps`` for a lag of ``steps`` or more.
+
+    ``given=False``: ``lags`` are the script's default ``--lags`` (the user gave ``--steps`` and
+    no ``--lags``), and the error opens with ``--steps``, says the lags are the default ones and
+    suggests ``--lags`` below ``--steps``. :func:`check_cli_args` tells the two apart by identity:
+    argparse puts the default list itself in the namespace when the flag is absent, and a new list
+    when it is given (even with the default's values).
 
     At update t the behaviour policy is version ``max(0, t - lag)``
     (:func:`offpolicy.update.train_offpolicy`), so in a run of ``steps`` updates it is never more
@@ -174,6 +189,14 @@ def check_lags(parser: argparse.ArgumentParser, lags: Sequence[int], steps: int,
     or more is therefore refused rather than warned about: the table would print it under a label
     it never had. Lags below ``steps`` all give different behaviour schedules."""
     lag = max(lags, default=0)
+    if lag >= steps and not given:
+        below = " ".join(map(str, sorted({*(x for x in lags if x < steps), steps - 1})))
+        parser.error(
+            f"--steps {steps}: the default --lags {' '.join(map(str, lags))} (--lags not given) include "
+            f"lag {lag}, not below --steps {steps}: in {steps} update(s) the behaviour policy is never more "
+            f"than {steps - 1} update(s) old; give --lags below {steps} (such as --lags {below}), "
+            f"or --steps {lag + 1} or more"
+        )
     if lag >= steps:
         parser.error(
             f"{flag}: lag {lag} is not below --steps {steps}: in {steps} update(s) the behaviour policy "

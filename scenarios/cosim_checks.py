@@ -162,21 +162,30 @@ def _same_settings(record: dict[str, Any], base: CosimConfig) -> bool:
     return _settings_mismatch(record, base) is None
 
 
-def _stored_runs(path: str, flag: str = "--retable") -> list[dict[str, Any]]:
-    """The runs of a ``--json`` file written before (``--retable``, or ``--json`` with
-    ``--resume``): ValueError naming the flag and the file."""
-    return list(_stored(path, flag)["runs"])
+def _stored_runs(path: str, flag: str = "--json") -> list[dict[str, Any]]:
+    """The runs of a ``--json`` file ``--resume`` continues: ValueError naming the flag and the
+    file. A file with nothing in it, or an empty ``runs`` list, holds no runs: the grid starts
+    afresh."""
+    return list(_stored(path, flag, empty_ok=True)["runs"])
 
 
-def _stored(path: str, flag: str) -> dict[str, Any]:
+def _stored(path: str, flag: str, empty_ok: bool = False) -> dict[str, Any]:
     """A ``--json`` file written before, read once: its ``runs`` checked (ValueError naming the
     flag, the file and, for a malformed run, its index and field: :func:`_record_problem`), its
-    ``table`` as stored. A file with nothing in it (:func:`~offpolicy.runfile.read_payload`)
-    holds no runs."""
+    ``table`` as stored. A file with nothing in it (blank, ``{}`` or ``[]``:
+    :func:`~offpolicy.runfile.read_payload`) or with an empty ``runs`` list is refused like any
+    file without run records, unless ``empty_ok`` (``--resume``: no run yet, start afresh).
+    ``--retable`` reads one to print its table, and no file this command writes is empty: the grid
+    writes after each finished run, and ``--retable A --json B`` writes only A's runs. It printed
+    the tables' headers with no row under them, exit 0, and advice about the missing rows."""
     payload = read_payload(path, f"{flag} {path}", flag)
-    if payload == {}:
+    if payload == {} and empty_ok:
         return {"runs": []}
-    _runs_of(payload, path, flag, deep=True)
+    runs = _runs_of(payload, path, flag, deep=True)
+    if not runs and not empty_ok:
+        raise FieldError(
+            f"{flag} {path}: not a --json file of this command (its 'runs' list is empty)", flag, path
+        )
     assert isinstance(payload, dict)  # _runs_of refused anything else
     return dict(payload)
 
