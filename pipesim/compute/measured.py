@@ -91,16 +91,19 @@ class Measurement:
 def read_measurements(path: str | Path) -> list[Measurement]:
     """The rows of a measurement CSV; ``ValueError`` naming the file, line and column of the first
     bad cell (a missing column, an unknown op, a field the op needs left empty or not a positive
-    integer, a time that is not a positive number), or that it is not UTF-8 or holds no rows."""
+    integer, a time that is not a positive number), or that it is not UTF-8, holds no rows or is
+    no regular file (a FIFO, a device link: named as such, field ``csv``)."""
     path = Path(path)
     if path.is_dir():
         raise FieldError(f"{path}: a directory; give a measurement CSV in it, e.g. {path / 'gpu.csv'}", "csv")
-    if not os.path.lexists(path):  # a FIFO or a device link: read_table_text says which
+    if not os.path.lexists(path):  # a FIFO or a device link: read_text says which, below
         raise FieldError(f"{path}: no such file (a measurement CSV, e.g. pipesim profile's --out)", "csv")
     try:
         return _read_rows(path)
     except UnicodeDecodeError:
         raise FieldError(f"{path}: not UTF-8 text (a measurement CSV)", "csv", str(path)) from None
+    except OSError as exc:  # a FIFO, a device link, a loop, past the cap: said as the other readers say it
+        raise FieldError(f"{path}: cannot read: {exc.strerror or exc}", "csv", str(path)) from None
 
 
 def _read_rows(path: Path) -> list[Measurement]:

@@ -20,14 +20,17 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
 
 __all__ = [
     "LOG_MAX_BYTES",
+    "RUN_FILE_MAX_BYTES",
     "SCENARIO_MAX_BYTES",
     "SPEC_MAX_BYTES",
     "NotAFile",
     "NotText",
+    "check_file",
     "read_bytes",
     "read_text",
 ]
@@ -51,7 +54,21 @@ LOG_MAX_BYTES = 256 * MiB
 """The largest training log ``pipesim calibrate`` reads. A calibration takes at most 5,000 steps
 (:data:`pipesim.calibrate.frame.MAX_LOG_STEPS`, ``docs/calibrate.md``), but a longer log may be
 cut with ``--steps A:B``: 256 MiB is about 40,000 rows of verl's ~150 metrics (about 6 KB a row of
-JSON lines), or a million rows of a CSV of the fit's columns."""
+JSON lines), or a million rows of a CSV of the fit's columns. The other tables read whole are held
+to it too: ``pipesim fit``'s traces, ``check-roofline``'s measurement CSVs and ``pipesim trace``'s
+events tables (a trace takes at most :data:`pipesim.io.trace_bounds.MAX_TRACE_EVENTS`, a million
+events, about 70-100 MB as CSV and 16 MB as Parquet, so a larger file is past that bound anyway)."""
+
+RUN_FILE_MAX_BYTES = 256 * MiB
+"""The largest run file (``pipesim run --json``) ``pipesim trace`` reads. A run file holds its
+scenario twice (``scenario`` and ``scenario_file``), a trace's durations in each: about 4.7 MB for
+an empirical fit's 100,000 values, and about 20 bytes a value of JSON. A scenario from a file (at
+most :data:`SCENARIO_MAX_BYTES`) makes a run file of about 35 MiB; one built in Python may draw from
+a pool of up to :data:`pipesim.core.errors.MAX_DURATION_POOL` (4,194,304) durations, about 170 MB
+for both copies, which 256 MiB holds. ``json.loads`` reads that in a few seconds."""
+
+
+_LOOP = "is a symlink loop (a link leading back to itself)"
 
 
 class NotAFile(OSError):
@@ -104,6 +121,21 @@ def _checked(path: Path, st: os.stat_result, max_bytes: int, what: str) -> None:
         raise NotAFile(errno.EFBIG, why, str(path))
 
 
+def check_file(path: str | os.PathLike[str]) -> None:
+    """OSError where ``path`` is no regular file, without opening it (as :func:`read_bytes` refuses
+    it: ``FileNotFoundError`` where nothing is there, :class:`NotAFile` for a directory, a FIFO, a
+    device or a symlink loop). For a file another reader opens: Python's import of a user's ``.py``
+    (``./fifo.py:make`` and ``--policies fifo.py`` were called "no such file"; imported, a FIFO
+    waits for a writer that never comes)."""
+    p = Path(path)
+    try:
+        _checked(p, os.stat(p), sys.maxsize, "files")  # no cap: the reader reads what it reads
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotAFile(errno.ELOOP, _LOOP, str(p)) from None
+        raise
+
+
 def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
     """The bytes of the regular file at ``path`` (a symlink is followed), at most ``max_bytes``.
 
@@ -117,7 +149,7 @@ def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise NotAFile(errno.ELOOP, "is a symlink loop (a link leading back to itself)", str(p)) from None
+            raise NotAFile(errno.ELOOP, _LOOP, str(p)) from None
         raise
     with os.fdopen(fd, "rb") as f:
         _checked(p, os.fstat(fd), max_bytes, what)  # the file opened, not the one looked at

@@ -61,6 +61,7 @@ LONG_NAME = 20
 def read_design(arg: str) -> Any:
     """What ``compare`` takes for the argument ``arg``: a loaded saved run, a run spec or a
     scenario; UsageError naming ``arg`` when it is none of them."""
+    from pipesim.io.registry import names_a_path
     from pipesim.io.saved import is_saved_run
     from pipesim.plan.checks import PlanError
     from pipesim.plan.runspec import is_runspec, load
@@ -74,6 +75,11 @@ def read_design(arg: str) -> Any:
             return load_saved(arg)
         if is_runspec(arg):
             return load(arg)
+        if names_a_path(arg) and not os.path.lexists(arg):  # runs/nosuch: no unknown scenario
+            raise UsageError(
+                "no such file or directory (a design is a saved run's directory, "
+                "`pipesim run SCENARIO --save DIR`, a run spec or a scenario)"
+            )
         return build_scenario(arg, [], None)[0]
     except (UsageError, PlanError) as exc:
         raise UsageError(f"design {shown(arg)}: {one_line(exc)}") from None

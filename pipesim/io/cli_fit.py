@@ -3,7 +3,9 @@
 Design: the command only reads arguments and writes outputs; the fitting is
 :func:`pipesim.io.fit.fit_trace`. Output paths (``--qq``, ``--json``, ``--scenario-out``) are
 checked first, and every output is written whole or not at all (:mod:`pipesim.io.interrupts`).
-The agent fit keeps the per-turn shape of ``--base``'s agent model when it has one;
+The agent fit keeps the per-turn shape of ``--base``'s agent model when it has one; without
+``--scenario-out``, a ``--base`` whose agent model is the default's (every built-in scenario's)
+would change nothing, and is refused as ``--model`` is (it was ignored without a word).
 ``--scenario-out`` writes ``--base`` with the fitted ``--model`` as its durations, or without
 ``--model`` the fit :func:`pipesim.io.fit.choose_model` picks (the command says which and why), and
 warns where the model written is a poor stand-in (:func:`pipesim.io.fit.fit_problems`: KS rejects
@@ -71,6 +73,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from pipesim.workload.durations import AgentDurations
 
     agent_base = base.durations if base is not None and isinstance(base.durations, AgentDurations) else None
+    if args.scenario_out is None and args.base != "synchronous" and agent_base in (None, AgentDurations()):
+        # without --scenario-out, --base only lends the agent fit its shape: the default's is no change
+        why = "it has no agent model" if agent_base is None else "its agent model is the default's"
+        raise UsageError(
+            f"--base {args.base} chooses the scenario --scenario-out writes, and the fit is the same "
+            f"without it ({why}); give --scenario-out FILE"
+        )
     _note_rows(args.trace)
     try:
         result = fit_trace(

@@ -18,12 +18,15 @@ all (:mod:`pipesim.io.interrupts`).
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from pipesim.core.errors import MAX_SEED, shown
+from pipesim.core.readfile import LOG_MAX_BYTES, RUN_FILE_MAX_BYTES
 from pipesim.io.cli_common import (
     UsageError,
     build_scenario,
@@ -77,12 +80,13 @@ def _saved_name(saved: Any) -> str:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from pipesim.io.registry import names_a_path
     from pipesim.io.trace import flows_note, write_trace
 
     check_output("out", args.out)
     src = Path(args.run)
     suffix = src.suffix.lower()
-    if not src.exists() and (suffix in (".json", ".parquet", ".csv") or _names_a_path(args.run)):
+    if not os.path.lexists(src) and (suffix in (".json", ".parquet", ".csv") or names_a_path(args.run)):
         raise UsageError(f"{src}: no such file or directory")
     # the trace over the run file or events table it was made from replaced its own input: refused
     # once the input has been read (a broken one says so first), before anything runs or is written
@@ -116,8 +120,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from pipesim.io.parquet import read_parquet
 
         _check_rows(src, src)
+        data = _read_input(src, "events tables", LOG_MAX_BYTES)
+        if not data.strip():
+            raise UsageError(f"{src}: not an events table (the file is empty)")
         try:
-            events = read_parquet(src) if suffix == ".parquet" else pd.read_csv(src)
+            events = read_parquet(data) if suffix == ".parquet" else pd.read_csv(io.BytesIO(data))
         except (ValueError, UnicodeDecodeError, OSError) as exc:  # empty, binary, not a table
             raise UsageError(f"{src}: not an events table ({one_line(exc)})") from None
         check_distinct([("out", args.out)], inputs)
@@ -126,8 +133,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"{src}: {one_line(exc)}") from None
     elif suffix == ".json":
+        raw = _read_input(src, "run files", RUN_FILE_MAX_BYTES)
         try:
-            data = json.loads(src.read_text())
+            data = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             why = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
             raise UsageError(f"{src}: {why} (a run file written by `pipesim run --json`)") from None
@@ -166,6 +174,21 @@ def cmd_trace(args: argparse.Namespace) -> int:
         trained = result.trained
     print(f"wrote {args.out} (open it in https://ui.perfetto.dev or chrome://tracing){flows_note(trained)}")
     return 0
+
+
+def _read_input(src: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of the run file or events table ``src``, read as every command reads a user's file
+    (:func:`pipesim.core.readfile.read_bytes`): a FIFO was waited on, and a link to ``/dev/zero``
+    read until memory ran out; each is refused naming what the path is, as is a file past its cap
+    (:data:`~pipesim.core.readfile.RUN_FILE_MAX_BYTES` for a run file,
+    :data:`~pipesim.core.readfile.LOG_MAX_BYTES` for an events table, far past the million events
+    a trace takes)."""
+    from pipesim.core.readfile import read_bytes
+
+    try:
+        return read_bytes(src, what, max_bytes)
+    except OSError as exc:
+        raise UsageError(f"{src}: cannot read: {exc.strerror or exc}") from None
 
 
 def _check_rows(src: Path, table: Path) -> None:
@@ -218,14 +241,6 @@ def _check_spec_size(spec: str, sets: list[str], seed: int | None, source: str) 
     except PlanError as exc:
         raise UsageError(one_line(exc)) from None
     check_trace_size(rs.steps, rs.plan.batch_size, source, "run.steps")
-
-
-def _names_a_path(spec: str) -> bool:
-    """Whether a missing ``spec`` was meant as a file or directory (``runs/missing``), not a scenario
-    name: it has a ``/`` and is no scenario file (``mine.toml``, ``file.py:name``: the scenario's
-    builder says that such a file is missing)."""
-    scenario_file = Path(spec.partition(".py:")[0]).suffix.lower() in (".toml", ".yaml", ".yml", ".py")
-    return ("/" in spec or "\\" in spec) and ".py:" not in spec and not scenario_file
 
 
 def _recorded(src: Path, data: dict[str, Any], spec: str, sets: list[str], seed: int | None) -> Any:

@@ -117,7 +117,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     :data:`~pipesim.core.readfile.LOG_MAX_BYTES` is refused before it is read). A CSV's or TSV's
     blank line among its rows is a row of missing cells (:func:`_read_text_table`)."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):  # a directory, a FIFO, a device link: _read_capped says which
         raise FitError(f"{p}: no such file", "", str(p))
     suffix = p.suffix.lower()
     if suffix not in (*TEXT_SUFFIXES, ".json", ".parquet"):
@@ -127,6 +127,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
             str(p),
         )
     data = _read_capped(p)
+    if not data.strip():  # pandas said "No columns to parse from file", or "Expected object or value"
+        what = " (no header, no rows)" if suffix in (".csv", ".tsv", ".txt") else ""
+        raise FitError(f"{p}: the file is empty{what}", "", str(p))
     try:
         if suffix in (".jsonl", ".ndjson"):  # a true stays a bool, not 1
             return _typed(pd.read_json(io.BytesIO(data), lines=True, dtype=False))

@@ -239,8 +239,8 @@ def _close_names(reg: Mapping[str, Entry], name: str) -> list[str]:
 def _importable(where: str) -> bool:
     """Whether ``where`` (of ``where:factory``) names a file or a module that exists; imports nothing
     but the parent packages of a dotted name."""
-    if where.endswith(".py"):
-        return Path(where).is_file()
+    if where.endswith(".py"):  # a FIFO or a directory is there too: the importer says what it is
+        return os.path.lexists(where)
     try:
         return importlib.util.find_spec(where) is not None
     except (ImportError, ValueError):  # a parent package that is missing, or not a package
@@ -297,4 +297,48 @@ def resolve(spec: str) -> Entry:
                 "scenario",
                 spec,
             )
+        if (problem := path_problem(spec)) is not None:
+            raise FieldError(
+                f"{spec}: {problem}; a scenario is a registered name, a scenario file "
+                f"({', '.join(SCENARIO_FILE_SUFFIXES)}) or path/to/file.py:factory; "
+                f"valid scenarios: {', '.join(reg)}",
+                "scenario",
+                spec,
+            )
     return _named(reg, spec)
+
+
+def path_problem(spec: str) -> str | None:
+    """What ``spec`` is, where it names a path that is no file: ``is a directory`` (``is a saved
+    run's directory`` where it is one), ``is a FIFO (a named pipe), not a file`` (as
+    :mod:`pipesim.core.readfile` says it), or ``no such file or directory`` where it holds a path
+    separator and nothing is there. None for anything else: a name (``asynk-eta1`` is a misspelt
+    scenario, with the closest names), or a regular file (its reader says what it is). ``pipesim
+    run /tmp`` and ``pipesim compare A runs/nosuch`` called the path an unknown scenario."""
+    from pipesim.core.readfile import check_file
+
+    if not os.path.lexists(spec):
+        return "no such file or directory" if "/" in spec or "\\" in spec else None
+    if Path(spec).is_dir():
+        from pipesim.io.saved import is_saved_run
+
+        return (
+            "is a saved run's directory (pipesim report, trace and compare read it)"
+            if is_saved_run(spec)
+            else "is a directory"
+        )
+    try:
+        check_file(spec)
+    except FileNotFoundError:  # a link to nothing
+        return "no such file or directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def names_a_path(spec: str) -> bool:
+    """Whether a missing ``spec`` was meant as a file or directory (``runs/missing``), not a scenario
+    name: it has a ``/`` and is no scenario file (``mine.toml``, ``file.py:name``: the scenario's
+    builder says that such a file is missing). ``pipesim trace`` and ``pipesim compare`` ask it."""
+    scenario_file = Path(spec.partition(".py:")[0]).suffix.lower() in (*SCENARIO_FILE_SUFFIXES, ".py")
+    return ("/" in spec or "\\" in spec) and ".py:" not in spec and not scenario_file

@@ -26,7 +26,9 @@ Every check reads :data:`MAX_TRACE_EVENTS` from this module at call time (as doe
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,12 +200,15 @@ def csv_rows_at_least(path: str | Path, cap: int) -> int | None:
     in one streaming pass of 1 MiB chunks that stops once past ``cap`` rows (nothing is parsed: a
     3M-row events CSV was parsed whole, 2 s and 680 MB, before the trace refused it). None where the
     line ends are no bound on the rows pandas reads: a quote in what was read (a quoted field may
-    hold a line end), a blank line (pandas skips it), a NUL byte (no text table) or an unreadable
-    file (the reader that follows says why). The header is one line; a last row without a line
-    end is not counted (it may be blank, which pandas skips). The bound only: an exact count of a
-    whole file, blank lines and all, is :func:`pipesim.io.fit_readers.trace_rows`."""
-    try:
-        with open(path, "rb") as f:
+    hold a line end), a blank line (pandas skips it), a NUL byte (no text table), or a file that
+    is unreadable or no regular file, a FIFO or a device (the reader that follows says why). The
+    header is one line; a last row without a line end is not counted (it may be blank, which pandas
+    skips). The bound only: an exact count of a whole file, blank lines and all, is
+    :func:`pipesim.io.fit_readers.trace_rows`."""
+    try:  # opened without blocking (a FIFO's open waits for a writer), and read only if regular
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None  # a FIFO, a device: read_bytes refuses it by name
             scan = scan_lines(iter(lambda: f.read(_CHUNK_BYTES), b""), cap + 1, rows=True)
     except OSError:
         return None

@@ -96,6 +96,23 @@ def import_file(path: Path) -> ModuleType:
     return mod
 
 
+def user_file_problem(path: str | Path) -> str | None:
+    """What keeps the user's ``.py`` at ``path`` (as given) from being imported, as the readers of
+    :mod:`pipesim.core.readfile` say it (``no such file 'x.py'``, ``'fifo.py' is a FIFO (a named
+    pipe), not a file``, ``'d.py' is a directory``), or None for a regular file. Checked without
+    opening it: a directory, a FIFO or a device link was called "no such file", and Python's import
+    of a FIFO waits for a writer. ``pipesim run x.py:make`` and ``--policies x.py`` ask it."""
+    from pipesim.core.readfile import check_file
+
+    try:
+        check_file(path)
+    except FileNotFoundError:
+        return f"no such file {shown(str(path))}"
+    except OSError as exc:
+        return f"{shown(str(path))} {exc.strerror or exc}"
+    return None
+
+
 def is_module_path(where: str) -> bool:
     """Whether ``where`` (of ``where:factory``) can name a factory: a ``.py`` path or a dotted module name."""
     return where.endswith(".py") or all(part.isidentifier() for part in where.split("."))
@@ -109,8 +126,8 @@ def import_factory(where: str, attr: str, spec: str) -> Callable[..., Scenario]:
     """
     if where.endswith(".py"):
         path = Path(where)
-        if not path.is_file():
-            raise FieldError(f"{spec}: no such file {shown(where)}", spec)
+        if (problem := user_file_problem(where)) is not None:
+            raise FieldError(f"{spec}: {problem}", spec)
         try:
             mod = import_file(path)
         except Exception as exc:  # noqa: BLE001 - the user's file: report, do not crash
