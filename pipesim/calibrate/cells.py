@@ -38,6 +38,7 @@ __all__ = [
     "LogError",
     "column_numbers",
     "first_bad",
+    "near_misses",
     "not_a_column",
 ]
 
@@ -98,6 +99,42 @@ def not_a_column(name: object) -> str:
     close = difflib.get_close_matches(name, valid, n=1) if isinstance(name, str) else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"not a verl metric name{hint} (valid: {', '.join(valid)})"
+
+
+OTHER_METRICS = (
+    *(f"timing_s/{k}" for k in ("reward", "values", "adv", "update_critic", "testing", "save_checkpoint")),
+    *(f"{k}_length/{s}" for k in ("response", "prompt") for s in ("mean", "max", "min", "clip_ratio")),
+)
+"""verl's metric names that calibrate does not read, and that a log holds beside :data:`COLUMNS`:
+each is itself, never a misspelling of one of them (:func:`near_misses`)."""
+NEAR = 0.85
+"""How like a verl name (difflib's ratio, case ignored) a log's column is to be named as its likely
+misspelling: ``timing_s/update_acter`` is 0.95 like ``timing_s/update_actor``."""
+
+
+def near_misses(log_columns: list[str], mapping: dict[str, str]) -> list[str]:
+    """A note for each verl column calibrate reads under its own name (``mapping``: verl name ->
+    the log's column) that the log lacks, where a column the log has and nothing reads is likely
+    that name misspelt: more like it than like any other verl name (:data:`OTHER_METRICS`), by
+    :data:`NEAR`. Before, a log headed ``timing_s/update_acter`` calibrated without the phase, and
+    only said "no timing_s/update_actor column"."""
+    import difflib
+
+    unread = [c for c in map(str, log_columns) if c not in mapping.values()]
+    known = [k.lower() for k in (*COLUMNS, *OTHER_METRICS)]
+    notes = []
+    for name, source in mapping.items():
+        if source != name or name in log_columns:
+            continue
+        for c in unread:
+            like = [difflib.SequenceMatcher(None, c.lower(), k).ratio() for k in known]
+            if like[known.index(name.lower())] >= max(NEAR, *like):
+                notes.append(
+                    f"{name}: the log has no such column, and its column {c!r} is not read: {name} "
+                    f'misspelt? rename the column, or map it with --columns ([columns] "{name}" = {c!r})'
+                )
+                break
+    return notes
 
 
 STEP_SOURCE = "step_source"

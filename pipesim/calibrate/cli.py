@@ -45,7 +45,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         rs = load(args.spec)
     except PlanError as exc:
-        raise UsageError(f"--spec {one_line(exc)}") from None
+        raise UsageError(f"--spec {one_line(exc)}{_log_as_spec(args.spec)}") from None
     status = _StatusLine(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
     try:
         log = read_log(args.log, read_columns_map(args.columns), args.steps, args.first_step)
@@ -92,6 +92,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if (far := overhead_warning(cal.values)) is not None:  # a note on screen: a warning here, always
         print(f"pipesim: warning: {args.out}: {far}", file=sys.stderr)
     return 0
+
+
+def _log_as_spec(spec: str) -> str:
+    """What a refusal of ``--spec`` adds where the file has a log's suffix: the log is the first
+    argument, and ``--spec`` takes the run spec of the logged run."""
+    from pipesim.calibrate.log import LOG_SUFFIXES
+
+    if Path(spec).suffix.lower() not in LOG_SUFFIXES:
+        return ""
+    return (
+        " (a training log? calibrate takes the log first and the run spec of the logged run as "
+        "--spec: pipesim calibrate LOG --spec RUN.toml --out CALIBRATED.toml)"
+    )
 
 
 def _json_table(data: dict[str, Any], args: argparse.Namespace) -> str:

@@ -55,6 +55,7 @@ from pipesim.calibrate.cells import (
     SUMMED,
     LogError,
     column_numbers,
+    near_misses,
     not_a_column,
     row_name,
 )
@@ -331,7 +332,7 @@ def read_log(
         f"{name}: the log's column {source!r} is {mapped[source]} (--columns); {name} is not read"
         for name, source in shadowed(columns or {}).items()
         if source in df.columns
-    ]
+    ] + near_misses(list(df.columns), mapping)  # timing_s/update_acter: the phase's column misspelt
     origin = renumbered(path, frame, first_step, start) + reach(path, frame, steps, first_step)
     frame, gaps = _gaps(path, frame, steps)
     frame, zeros = _phases(path, frame)

@@ -13,9 +13,13 @@ the last value used to win without a word (``--set run.steps=10 --set run.steps=
 key that replaces a table an earlier key changed inside (``durations.median_s=60`` then
 ``durations=...``) is refused too; a table first and then one of its fields edits the table set.
 ``pipesim plan``, whose parser is its own, has the same check where it reads the spec
-(:func:`pipesim.plan.specfile.check_sets`). The readers of pairs (``apply_overrides``,
-``runspec.load``) keep the last value: ``pipesim trace RUN.json --set`` lays the user's pairs over
-the recipe's, and there the last is meant to win.
+(:func:`pipesim.plan.specfile.check_sets`). ``--seed`` beside ``--set seed=`` (or ``run.seed=``)
+gives one key twice as well, and is refused the same way (:func:`seed_given_twice`). The readers
+of pairs (``apply_overrides``, ``runspec.load``) keep the last value: ``pipesim trace RUN.json
+--set`` lays the user's pairs over the recipe's, and there the last is meant to win.
+
+:class:`Parser` is every ``pipesim`` command's parser (``pipesim plan`` has its own): a one-line
+usage on errors, no prefix matching, and the seed refused where both ``--seed`` and ``--set`` give it.
 
 ``--dask`` means the same in both: ``local`` starts a LocalCluster of one-thread worker
 processes, anything else is a scheduler address; :func:`open_dask` connects (or raises
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from pipesim.core.validate import key_shown
 from pipesim.io.cli_common import one_line
@@ -40,14 +44,17 @@ __all__ = [
     "SCENARIO_HELP",
     "SET_HELP",
     "DaskError",
+    "Parser",
     "SetPairs",
     "add_option",
     "add_options",
     "close_dask",
     "examples",
     "open_dask",
+    "policies_help",
     "repeated_key",
     "repeated_problem",
+    "seed_given_twice",
 ]
 
 WORKERS_PER_CPU = 4
@@ -93,6 +100,44 @@ POLICIES_HELP = (
     "a module of your own policy classes, by dotted name or .py path, to name them in --set and "
     "--over (repeatable); e.g. --policies headroom.py"
 )
+POLICIES_USE = {
+    "set": "to name them in --set and in a scenario file",
+    "list": "for --keys to list them and SCENARIO to name them",
+    "report": "that the saved run's scenario names",
+}
+"""What ``--policies`` is for in a command without ``--over`` (:func:`policies_help`): its help
+named ``--over`` on run, trace and export, and ``--set`` and ``--over`` on list and report."""
+
+
+def policies_help(use: str) -> str:
+    """``--policies``'s help where its classes are used as :data:`POLICIES_USE` ``[use]`` says."""
+    return (
+        f"a module of your own policy classes, by dotted name or .py path, {POLICIES_USE[use]} "
+        "(repeatable); e.g. --policies headroom.py"
+    )
+
+
+SEED_KEYS = ("seed", "run.seed")
+"""The ``--set`` keys that give what ``--seed`` gives: a scenario's seed and a run spec's."""
+
+
+def seed_given_twice(sets: Sequence[str], seed: int | None) -> str | None:
+    """The refusal of ``--seed`` beside a ``--set`` of the seed (:data:`SEED_KEYS`), naming the
+    key; None where at most one of them gives it. Before, ``--seed`` won without a word: ``pipesim
+    run async-eta2 --set seed=4 --seed 3`` ran seed 3 under the header ``(seed 3) with seed=4``."""
+    if seed is None:
+        return None
+    for pair in sets:
+        key, eq, value = pair.partition("=")
+        if eq and key.strip() in SEED_KEYS:
+            key = key.strip()
+            return (
+                f"{key} is given twice, by --set {key}={value.strip()[:40]} and by --seed {seed}; give "
+                "the seed once (--seed would replace the --set without a word)"
+            )
+    return None
+
+
 OVER_HELP = (
     "an axis of the grid; repeatable; e.g. --over max_staleness=0,1,2 or "
     "--over 'weight_update=Drain(),InFlightUpdate(load_time_s=2)'"
@@ -141,6 +186,31 @@ class SetPairs(argparse.Action):
         if found is not None:
             raise argparse.ArgumentError(self, repeated_problem(*found))
         setattr(namespace, self.dest, pairs)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage on errors (the full usage is in ``--help``), and without
+    prefix matching: ``--seed 3`` of ``sweep`` (which has only ``--seeds``) is an error, not 3 seeds.
+    A command given its seed twice, by ``--seed`` and by ``--set seed=`` (a run spec's
+    ``run.seed=``), is refused as a ``--set`` key given twice is
+    (:func:`~pipesim.io.cli_options.seed_given_twice`), whichever comes first."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # the subcommands' parsers are of this class too
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        problem = seed_given_twice(getattr(parsed, "set", None) or (), getattr(parsed, "seed", None))
+        if problem is not None:  # the pair is known only once both are parsed, in either order
+            self.error(problem)
+        return parsed, extra
+
+    def error(self, message: str) -> NoReturn:
+        usage = " ".join(self.format_usage().split())
+        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
 
 
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {

@@ -8,21 +8,21 @@ Options that several commands take (scenario, ``--set``, ``--policies``, ``--see
 :mod:`pipesim.io.cli_options`, which ``pipesim plan`` uses as well; only a command's own options
 are spelled out here. Every argument's help ends in an example and every command's ``--help`` ends
 in an ``examples:`` block (a test holds them to it).
-Errors print a one-line usage (:class:`Parser`); the full usage is in ``--help``. ``plan`` is
-listed here but parses its own arguments (:func:`pipesim.plan.parser`).
+Errors print a one-line usage (:class:`~pipesim.io.cli_options.Parser`, re-exported here); the
+full usage is in ``--help``. ``plan`` is listed here but parses its own (:func:`pipesim.plan.parser`).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn
+from typing import Any
 
 from pipesim.compute.profile_shapes import DESCRIPTION as PROFILE_DESCRIPTION
 from pipesim.compute.profile_shapes import add_arguments as add_profile_arguments
 from pipesim.io.argtypes import int_in
 from pipesim.io.cli_compare import cmd_compare
 from pipesim.io.cli_fit import cmd_fit
-from pipesim.io.cli_options import SCENARIO_HELP, add_option, add_options, examples
+from pipesim.io.cli_options import SCENARIO_HELP, Parser, add_option, add_options, examples, policies_help
 from pipesim.io.cli_profile import cmd_check_roofline, cmd_profile
 from pipesim.io.cli_run import cmd_export, cmd_list, cmd_run
 from pipesim.io.cli_sweep import cmd_sweep
@@ -30,20 +30,13 @@ from pipesim.io.cli_trace import cmd_report, cmd_trace
 from pipesim.io.compare_seeds import MAX_SEEDS
 from pipesim.io.sweep_resume import add_resume_option
 
-__all__ = ["Parser", "build_parser"]
+__all__ = ["FIT_SUFFIXES", "Parser", "build_parser"]
 
-
-class Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage on errors (the full usage is in ``--help``), and without
-    prefix matching: ``--seed 3`` of ``sweep`` (which has only ``--seeds``) is an error, not 3 seeds."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)  # the subcommands' parsers are of this class too
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        usage = " ".join(self.format_usage().split())
-        self.exit(2, f"{usage}\n{self.prog}: error: {message}\n")
+FIT_SUFFIXES = (".csv", ".txt", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet")
+"""The suffixes ``pipesim fit`` reads (:func:`pipesim.io.fit_readers.read_table`; a test holds the
+two lists together), spelled out here so that ``--help`` imports no reader."""
+FIT_SUFFIXES_SAID = ", ".join(FIT_SUFFIXES[:-1]) + f" or {FIT_SUFFIXES[-1]}"
+FIT_INPUTS = "CSV, TSV, JSON, JSON lines or Parquet"
 
 
 def _version() -> str:
@@ -88,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--keys", action="store_true", help="also list the keys --set accepts and every policy; e.g. --keys"
     )
-    add_options(ls, "policies")  # --keys lists the classes a --policies module adds
+    add_option(ls, "policies", help=policies_help("list"))  # --keys lists the classes a module adds
     ls.set_defaults(func=cmd_list)
 
     r = sub.add_parser(
@@ -107,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=fmt,
     )
-    add_options(r, "scenario", "set", "policies")
+    add_options(r, "scenario", "set")
+    add_option(r, "policies", help=policies_help("set"))
     add_option(
         r, "seed", metavar=None, help="the duration pool's seed, an integer in [0, 2**64); e.g. --seed 3"
     )
@@ -154,7 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_options(s, "scenario", "set", "policies", "over")
     s.add_argument(
-        "--seeds", type=int, default=1, metavar="N", help="seeds per grid point (>= 1); e.g. --seeds 5"
+        "--seeds",
+        type=int_in(1, MAX_SEEDS),
+        default=1,
+        metavar="N",
+        help=f"seeds per grid point (1 to {MAX_SEEDS}, as compare's --seeds; default 1); e.g. --seeds 5",
     )
     g = s.add_mutually_exclusive_group()
     add_option(g, "workers", help="local process pool size (>= 1; default: CPUs); e.g. --workers 4")
@@ -192,9 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a saved run (`pipesim run --save DIR`): write its summary and views instead of the "
         "chapter's report; e.g. pipesim report runs/areal --out areal.html",
     )
-    rep.add_argument(
-        "--out", default="report.html", metavar="PATH", help="the page to write; e.g. --out report.html"
-    )
+    out_help = "the page to write (default report.html); e.g. --out areal.html"
+    rep.add_argument("--out", default="report.html", metavar="PATH", help=out_help)
     rep.add_argument(
         "--seeds",
         type=int,
@@ -202,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="seeds per banded point of the chapter's report (>= 1, default 3); e.g. --seeds 3",
     )
-    add_options(rep, "workers", "quiet", "policies")
+    add_options(rep, "workers", "quiet")
+    add_option(rep, "policies", help=policies_help("report"))
     rep.set_defaults(func=cmd_report)
 
     t = sub.add_parser(
@@ -225,15 +223,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--out", required=True, metavar="PATH", help="the trace file to write; e.g. --out trace.json"
     )
-    add_options(t, "set", "policies", "seed")
+    add_option(t, "set")
+    add_option(t, "policies", help=policies_help("set"))
+    add_option(t, "seed")
     t.set_defaults(func=cmd_trace)
 
     f = sub.add_parser(
         "fit",
-        help="fit duration models to a column of a trace (CSV or JSONL)",
+        help=f"fit duration models to a column of a trace ({FIT_INPUTS})",
         description=(
             "Fit log-normal, agent and empirical models to the positive values of one column of a "
-            "CSV or JSONL trace (episode seconds, or token counts with --scale); print parameters and "
+            f"trace ({FIT_INPUTS}; episode seconds, or token counts with --scale); print parameters and "
             "Kolmogorov-Smirnov goodness of fit; write a QQ plot and, optionally, a scenario file "
             "with the fitted model (see pipesim.io.fit)."
         ),
@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=fmt,
     )
-    f.add_argument("trace", help="the trace: .csv, .tsv, .jsonl, .json or .parquet; e.g. episodes.csv")
+    f.add_argument("trace", help=f"the trace: {FIT_SUFFIXES_SAID}; e.g. episodes.csv")
     f.add_argument("--column", required=True, help="the column to fit; e.g. --column duration_s")
     f.add_argument(
         "--turns-column",
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         metavar="X",
-        help="multiply every value (e.g. seconds per token for token counts); e.g. --scale 0.025",
+        help="multiply every value by X (default 1; seconds per token for token counts); e.g. --scale 0.025",
     )
     f.add_argument("--qq", metavar="PATH", help="write a QQ plot of every model (.html); e.g. --qq qq.html")
     add_option(f, "json", help="write the fits as JSON; - is stdout; e.g. --json fit.json")
@@ -277,8 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--base",
         default="synchronous",
         metavar="SCENARIO",
-        help=f"the scenario --scenario-out starts from (its agent model is the agent fit's shape): "
-        f"{SCENARIO_HELP}; e.g. --base systems:areal",
+        help=f"the scenario --scenario-out starts from (its agent model is the agent fit's shape; "
+        f"default synchronous): {SCENARIO_HELP}; e.g. --base systems:areal",
     )
     add_option(
         f,
@@ -310,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", required=True, help="the file (.toml, .yaml, .yml), or - for stdout; e.g. --out my.toml"
     )
     x.add_argument("--format", choices=("toml", "yaml"), help="the format for --out -; e.g. --format yaml")
-    add_options(x, "set", "policies")
+    add_option(x, "set")
+    add_option(x, "policies", help=policies_help("set"))
     add_option(x, "seed", help="the seed written into the file; e.g. --seed 3")
     x.set_defaults(func=cmd_export)
 

@@ -9,7 +9,9 @@ two values); an axis over a parameter of the scenario's factory (``max_head_offp
 ``--dask`` runs on a cluster through :mod:`pipesim.io.cli_options`; a sweep whose every cell fails
 is one line naming the first failure (:func:`sweep_failure`). Outputs are checked before anything
 runs (none over the scenario file or over another output); what is written, and where an
-interrupted sweep puts its partial table, is :mod:`pipesim.io.sweep_outputs`.
+interrupted sweep puts its partial table, is :mod:`pipesim.io.sweep_outputs`. ``--seeds`` is at
+most :data:`~pipesim.io.compare_seeds.MAX_SEEDS` per grid point, as ``pipesim compare``'s: 100,000
+was taken, and ran for about four hours.
 """
 
 from __future__ import annotations
@@ -187,12 +189,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from pipesim.io.compare_seeds import MAX_SEEDS
     from pipesim.io.registry import resolve
     from pipesim.io.sweep_exec import SIGNED_SUMMARY
     from pipesim.io.sweeps import SweepError, SweepInterrupted, grid, sweep
 
-    if args.seeds < 1:
-        raise UsageError(f"--seeds must be >= 1, got {args.seeds}")
+    if not 1 <= args.seeds <= MAX_SEEDS:  # the parser's bound (compare's): 100,000 ran for hours
+        raise UsageError(f"--seeds must be an integer from 1 to {MAX_SEEDS}, got {args.seeds:,}")
     if (problem := workers_problem(args.workers)) is not None:
         raise UsageError(problem)
     timeout_s = cell_limit(args.timeout_s, args.dask)

@@ -102,6 +102,16 @@ def _range(lo: float | None, hi: float | None) -> str:
     return f" <= {_fmt(hi)}" if hi is not None else ""
 
 
+def _bounds(lo: float | None, hi: float | None, above: float | None) -> str:
+    """:func:`_range` with an open lower bound ``above``: ``in (0, 10]``, ``> 0``, or ``> 0 and in
+    [1, 10]``. Joined bare, ``above=0`` and ``hi`` read ``a finite number > 0 <= 2147483647``."""
+    if above is None:
+        return _range(lo, hi)
+    if lo is None and hi is not None:
+        return f" in ({_fmt(above)}, {_fmt(hi)}]"
+    return f" > {_fmt(above)}" + (f" and{_range(lo, hi)}" if lo is not None else "")
+
+
 def is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -147,7 +157,7 @@ def number(
         f = float(v)  # type: ignore[arg-type]
         ok = (lo is None or f >= lo) and (hi is None or f <= hi) and (above is None or f > above)
     if not ok:
-        bounds = what or (f" > {above:g}" if above is not None else "") + _range(lo, hi)
+        bounds = what or _bounds(lo, hi, above)
         raise PlanError(f"{where} must be a finite number{bounds}, got {shown(v)}", where)
     return float(v)  # type: ignore[arg-type]
 

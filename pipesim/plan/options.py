@@ -34,6 +34,8 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         "  pipesim plan examples/plan_qwen3_8b.toml --workers 2 --html plan.html --json plan.json\n"
         "  pipesim plan my_cluster.yaml --method grid --no-sensitivity --quiet",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # SPEC is optional to argparse only for --explain-keys; the usage said [SPEC]
+        usage="%(prog)s SPEC [options]\n       %(prog)s --explain-keys",
     )
     ap.add_argument(
         "spec",

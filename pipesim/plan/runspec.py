@@ -78,6 +78,7 @@ from pipesim.plan.runspec_checks import (
     check_design,
     check_tables,
     missing_kind,
+    not_a_spec_file,
     read_design,
     read_engine,
     run_table,
@@ -161,8 +162,9 @@ def is_runspec(path: str | Path) -> bool:
 
 def read(path: str | Path) -> dict[str, Any]:
     """The tables of a run-spec file (PlanError naming the file when it cannot be read)."""
-    data = specfile.read(path)
-    return data
+    if (refusal := not_a_spec_file(path)) is not None:  # what a run spec is, and what the file is
+        raise refusal
+    return specfile.read(path)
 
 
 def plan_tables(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pipesim.compute.engine_config import KV_POLICIES
@@ -40,6 +41,7 @@ __all__ = [
     "check_design",
     "check_tables",
     "missing_kind",
+    "not_a_spec_file",
     "read_design",
     "read_engine",
     "run_table",
@@ -288,6 +290,13 @@ def check_tables(data: Mapping[str, Any]) -> None:
             f'kind = "{KIND}" and holds one [design] (pipesim plan SPEC --export-best RUN.toml writes one)',
             "kind",
         )
+    if data.get("kind") is None and "schema_version" in data:  # said "kind must be ..., got None"
+        raise PlanError(
+            "kind: this is a scenario file of the slot simulator (it has schema_version; pipesim export "
+            f'writes one and pipesim run runs it), not a run spec: a run spec says kind = "{KIND}" and '
+            "holds a [cluster], a [model], a [workload] and one [design] (docs/runspec.md)",
+            "kind",
+        )
     if data.get("kind") != KIND:
         raise PlanError(
             f'kind must be "{KIND}" (a run spec of the compute engine), got {shown(data.get("kind"))}', "kind"
@@ -309,6 +318,21 @@ def check_tables(data: Mapping[str, Any]) -> None:
 
         keys = tuple(dict.fromkeys((*_TABLES["model"], *ENGINE_KEYS)))  # a key in both listed once
         Table("model", model, keys)
+
+
+def not_a_spec_file(path: str | Path) -> PlanError | None:
+    """The refusal of a run spec's file by its suffix (a run spec is TOML or YAML), saying what the
+    file is instead; None for a suffix a spec may have. The reader's own said "a plan spec is TOML"
+    of a log given to ``pipesim calibrate --spec``, which takes a run spec."""
+    from pipesim.plan.specread import SUFFIXES
+
+    suffix = Path(path).suffix.lower()
+    if suffix in SUFFIXES:
+        return None
+    what = f"a {suffix} file" if suffix else "a file without a suffix"
+    hint = " (JSON is YAML: name the file .yaml)" if suffix == ".json" else ""
+    msg = f"{path}: a run spec is TOML (.toml) or YAML (.yaml, .yml), and this is {what}{hint}"
+    return PlanError(msg, "", str(path))
 
 
 def missing_kind(data: Mapping[str, Any]) -> str | None:

@@ -27,7 +27,8 @@ hashable -- and nested catalogued calls). Nothing is evaluated, executed or impo
 is not in the catalog is an error that lists the closest names. A bare name (``Drain``, or
 ``drain``, case and ``-``/``_`` ignored) means the class called without arguments. Bad arguments
 give the class's own message prefixed with the call (``AReaLThrottle(max_concurrent=0):
-max_concurrent must be an integer >= 1, got 0``).
+max_concurrent must be an integer >= 1, got 0``). A keyword given twice in one call is refused
+naming it, as Python refuses it (:mod:`ast` parses it; the last value used to win without a word).
 
 :class:`pipesim.policies.missing.MissingPolicy` stands in a scenario loaded from a saved run for a
 policy this process cannot build (its module not registered here).
@@ -277,6 +278,10 @@ def _literal(node: ast.expr, text: str) -> Any:
             raise _Reject(f"call a catalogued name, got {shown(ast.get_source_segment(text, node.func))}")
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise _Reject("*args and **kwargs are not accepted")
+        names = [k.arg for k in node.keywords]
+        if (twice := next((k for i, k in enumerate(names) if k in names[:i]), None)) is not None:
+            call = ast.get_source_segment(text, node)  # ast parses it; Python's compiler refuses it
+            raise FieldError(f"{call}: keyword argument {twice} is repeated; give it once", str(twice))
         args = [_literal(a, text) for a in node.args]
         kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg is not None}
         return _construct(node.func.id, args, kwargs, text)
