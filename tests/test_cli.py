@@ -156,7 +156,7 @@ def _err_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
         (["sweep", "fig13.1-sync", "--workers", "-1"], "--workers must be at least 1"),
         (["sweep", "fig13.1-sync", "--workers", "100000"], "--workers 100,000: at most"),  # processes
         (["sweep", "fig13.1-sync", "--csv", "no/such/dir/x.csv"], "--csv: directory"),
-        (["report", "--seeds", "0"], "--seeds must be >= 1"),
+        (["report", "--seeds", "0"], "--seeds must be an integer from 1 to"),
         (
             ["run", "fig13.1-sync", "--set", "weight_update=InFlightUpdat(load_time_s=2)"],
             "did you mean InFlightUpdate",

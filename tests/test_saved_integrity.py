@@ -180,7 +180,7 @@ REFUSALS: list[tuple[str, Callable[[Path], None], str, str]] = [
         "manifest-a-dir",
         lambda d: ((d / "manifest.json").unlink(), (d / "manifest.json").mkdir()),
         "manifest.json",
-        "Is a directory",
+        "is a directory",
     ),
     (
         "manifest-own-hash",

@@ -310,28 +310,32 @@ def check_out(path: str) -> None:
         raise ValueError(f"--out {path}: the folder {str(p.parent)!r} is not writable")
 
 
-_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
-    ("--model", None, "a catalog model name (docs/compute.md) or 'tiny', e.g. qwen3-8b"),
-    ("--config", None, "a Hugging Face config.json instead of --model, e.g. ./config.json"),
-    ("--device", None, "cuda or cpu, default cuda when available; e.g. cpu"),
-    ("--tokens", ",".join(map(str, DEFAULT_TOKENS)), "GEMM token counts, e.g. 1,64,4096"),
-    ("--tp", ",".join(map(str, DEFAULT_TP)), "TP degrees to shard for, e.g. 1,2"),
-    ("--decode", ",".join(f"{b}x{k}" for b, k in DEFAULT_DECODE), "decode BATCHxKV_LEN pairs, e.g. 64x4096"),
-    ("--prefill", ",".join(f"{n}x{k}" for n, k in DEFAULT_PREFILL), "prefill NEWxCACHED pairs, e.g. 2048x0"),
-    ("--allreduce-bytes", ",".join(map(str, DEFAULT_ALLREDUCE_BYTES)), "all-reduce sizes, e.g. 4096,1048576"),
-    ("--allreduce-gpus", None, "all-reduce process counts, default 2/4/8 up to the GPUs; e.g. 2,4"),
-    ("--allreduce-backend", "nccl", "nccl (GPUs) or gloo (CPU processes, for tests); e.g. gloo"),
-    ("--dtype", "bfloat16", "the tensors' dtype: bfloat16 (the roofline's), float16, float32; e.g. float32"),
+_OPTIONS: tuple[tuple[str, str | None, str, str], ...] = (  # flag, default (None: as said), what, e.g.
+    ("--model", None, "a catalog model (docs/compute.md) or 'tiny' (no default; else --config)", "qwen3-8b"),
+    ("--config", None, "a Hugging Face config.json instead of --model (default none)", "./config.json"),
+    ("--device", None, "cuda or cpu (default cuda when available, else cpu)", "cpu"),
+    ("--tokens", ",".join(map(str, DEFAULT_TOKENS)), "GEMM token counts", "1,64,4096"),
+    ("--tp", ",".join(map(str, DEFAULT_TP)), "TP degrees to shard for", "1,2"),
+    ("--decode", ",".join(f"{b}x{k}" for b, k in DEFAULT_DECODE), "decode BATCHxKV_LEN pairs", "64x4096"),
+    ("--prefill", ",".join(f"{n}x{k}" for n, k in DEFAULT_PREFILL), "prefill NEWxCACHED pairs", "2048x0"),
+    ("--allreduce-bytes", ",".join(map(str, DEFAULT_ALLREDUCE_BYTES)), "all-reduce sizes", "4096,1048576"),
+    ("--allreduce-gpus", None, "all-reduce process counts (default 2,4,8 up to the GPUs)", "2,4"),
+    ("--allreduce-backend", "nccl", "nccl (GPUs) or gloo (CPU processes, for tests)", "gloo"),
+    ("--dtype", "bfloat16", "the tensors' dtype: bfloat16 (the roofline's), float16, float32", "float32"),
+    ("--warmup", "5", "untimed runs before each measurement", "3"),
+    ("--repeats", "20", "timed runs per measurement, their median kept", "50"),
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The profiler's options on ``p`` (this file's parser and ``pipesim profile``'s)."""
-    p.add_argument("--out", required=True, help="the CSV to write, e.g. gpu.csv")
-    for flag, default, text in _OPTIONS:
-        p.add_argument(flag, default=default, help=text)
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs before each measurement, e.g. 5")
-    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement (median), e.g. 20")
+    """The profiler's options on ``p`` (this file's parser and ``pipesim profile``'s); each help
+    states the option's default (a list's with spaces after its commas, so that it wraps)."""
+    p.add_argument("--out", required=True, help="the CSV to write (required); e.g. gpu.csv")
+    for flag, default, text, example in _OPTIONS:
+        said = "" if default is None else f" (default {default.replace(',', ', ')})"
+        kind: Any = int if flag in ("--warmup", "--repeats") else str
+        value = None if default is None else kind(default)
+        p.add_argument(flag, type=kind, default=value, help=f"{text}{said}; e.g. {example}")
 
 
 def parser(prog: str = "python pipesim/compute/profile.py") -> argparse.ArgumentParser:

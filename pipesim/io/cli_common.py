@@ -351,15 +351,18 @@ def table(df: Any) -> str:
 
 
 def register_policies(specs: Sequence[str]) -> None:
-    """Add the policy classes of each user module named on the command line to the catalog."""
-    from pipesim.io.user_code import import_file
+    """Add the policy classes of each user module named on the command line to the catalog. A
+    ``.py`` that is no regular file is refused as what it is (:func:`~pipesim.io.user_code.
+    user_file_problem`: a FIFO, a directory, a device link; it was "no such file"), before it is
+    imported (Python's import of a FIFO waits for a writer)."""
+    from pipesim.io.user_code import import_file, user_file_problem
     from pipesim.policies import catalog
 
     for spec in specs:
         if spec.endswith(".py"):
             path = Path(spec)
-            if not path.is_file():
-                raise UsageError(f"--policies: no such file {shown(spec)}")
+            if (problem := user_file_problem(spec)) is not None:  # a FIFO or a directory: named so
+                raise UsageError(f"--policies: {problem}")
             try:
                 name = import_file(path).__name__
             except Exception as exc:  # noqa: BLE001 - the user's file: report it in one line

@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="seeds per banded point of the chapter's report (>= 1, default 3); e.g. --seeds 3",
+        help=f"seeds per banded point of the chapter's report (1 to {MAX_SEEDS}, default 3); e.g. --seeds 3",
     )
     add_options(rep, "workers", "quiet")
     add_option(rep, "policies", help=policies_help("report"))

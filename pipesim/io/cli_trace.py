@@ -43,6 +43,7 @@ from pipesim.io.interrupts import write_atomic, write_text_atomic
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from pipesim.io.compare_seeds import MAX_SEEDS
     from pipesim.io.report import build_report
 
     if args.run is not None and (args.seeds is not None or args.workers is not None):
@@ -53,8 +54,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             "chapter's report (pipesim report --out report.html)"
         )
     seeds = 3 if args.seeds is None else args.seeds
-    if seeds < 1:
-        raise UsageError(f"--seeds must be >= 1, got {seeds}")
+    if not 1 <= seeds <= MAX_SEEDS:  # compare's and sweep's bound: each seed reruns every figure
+        raise UsageError(f"--seeds must be an integer from 1 to {MAX_SEEDS}, got {seeds:,}")
     if (problem := workers_problem(args.workers)) is not None:
         raise UsageError(problem)
     check_output("out", args.out)
@@ -168,6 +169,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         write_atomic(args.out, lambda p: write_trace(result, p))
         trained = result.trained
     else:
+        _check_traceable(args.run)
         check_distinct([("out", args.out)], inputs)
         result = _rerun(args.run, args.set, args.seed)
         write_atomic(args.out, lambda p: write_trace(result, p))
@@ -189,6 +191,30 @@ def _read_input(src: Path, what: str, max_bytes: int) -> bytes:
         return read_bytes(src, what, max_bytes)
     except OSError as exc:
         raise UsageError(f"{src}: cannot read: {exc.strerror or exc}") from None
+
+
+def _check_traceable(spec: str) -> None:
+    """UsageError where ``spec`` is a regular file that trace reads as none of its inputs (a
+    ``README.md``, a ``run.json.bak``): the message says everything trace takes, where the
+    scenario builder's said only what a scenario file is (``pipesim run``'s message)."""
+    from pipesim.io.registry import SCENARIO_FILE_SUFFIXES, registry
+    from pipesim.io.user_code import is_module_path
+
+    where, _, attr = spec.rpartition(":")
+    if (
+        not Path(spec).is_file()  # a name, a factory, or a missing path: the builder says which
+        or spec.lower().endswith(SCENARIO_FILE_SUFFIXES)
+        or (where and attr.isidentifier() and is_module_path(where))
+        or spec in registry()
+    ):
+        return
+    *most, last = SCENARIO_FILE_SUFFIXES
+    raise UsageError(
+        f"{shown(spec)} is a file but not one trace reads: trace takes RUN.json (pipesim run --json), "
+        "a saved run's directory (pipesim run --save DIR), an events table (EVENTS.parquet or "
+        f"EVENTS.csv), or a scenario or run spec (a {', '.join(most)} or {last} file; a registered "
+        "name; path/to/file.py:factory)"
+    )
 
 
 def _check_rows(src: Path, table: Path) -> None:

@@ -21,7 +21,9 @@ safe on such a run (no code is executed, nothing is unpickled, and every read go
 
 **Every read through one wrapper.** :func:`reading` turns any error that reading or parsing a file
 raises (a JSON error, a Parquet error of pyarrow, an unreadable file, a missing key) into a
-:class:`SavedRunError` whose message starts with the file's path.
+:class:`SavedRunError` whose message starts with the file's path. Every file is read bounded
+(:func:`read_bytes`, at most :data:`SAVED_FILE_MAX_BYTES`): a FIFO or a device link in a file's
+place is refused as what it is, not waited on or read until memory runs out.
 
 **Atomic saves.** :func:`write_run_dir` writes the files and the manifest into a new directory
 next to the target (``.NAME.saving-XXXX``), flushes each to disk, and renames it into place. An
@@ -41,6 +43,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +55,24 @@ from pipesim.core.validate import FieldError, refuse
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "pipesim-run-manifest"
 ALGORITHM = "sha256"
+
+SAVED_FILE_MAX_BYTES = 4 << 30
+"""The largest file of a saved run read (4 GiB): its tables, its JSON. Nothing bounds a table's rows
+but the memory of the run that wrote it: one row per episode of ``episodes``, ``trained`` and
+``lineage`` (a slot run launches its pool's tasks, at most
+:data:`pipesim.core.errors.MAX_DURATION_POOL`, 2**22, plus relaunches), and in ``events`` a row per
+segment and pause, which grows as slots x weight updates. Measured (``pipesim run async-eta2
+--save``): up to 36 bytes an episode in a table (410,414 episodes: events 14.6 MB, episodes 13.1 MB,
+trained 5.6 MB), so at most about 150 MB a table at the pool's bound; and 1.45 bytes a row for the
+pause rows of a run with many slots per update (4,096 slots, batch 64, 4,000 steps: 33.0M rows in 48
+MB, a run of 1.6 GB whose load took 5.2 GB). At that rate the 256 MiB of
+:data:`~pipesim.core.readfile.LOG_MAX_BYTES` is about 185M rows, a run of about 6 GB that a 16 GB
+machine writes and a 64 GB one loads (about 30 GB): a real run, which that cap would refuse. 4 GiB
+is about 3 billion rows, a run of about 90 GB whose load would take about 500 GB: no real run's
+table; a file that large is refused before it is read. In a run with a manifest each file must also
+be the size the manifest lists, checked before it is read (:func:`verified_files`)."""
+MANIFEST_MAX_BYTES = 1 << 20
+"""The largest ``manifest.json`` read (1 MiB): a run's lists its at most eight files, about 1 KB."""
 
 
 class SavedRunError(FieldError):
@@ -113,9 +134,29 @@ def reading(path: Path) -> Iterator[None]:
         raise SavedRunError(f"{path}: {first[:300]}", field, str(path)) from None
 
 
-def read_bytes(path: Path) -> bytes:
-    with reading(path):
-        return path.read_bytes()
+def read_bytes(path: Path, max_bytes: int | None = None, what: str = "saved-run files") -> bytes:
+    """The bytes of the saved run's file at ``path``, read as every command reads a user's file
+    (:func:`pipesim.core.readfile.read_bytes`): a FIFO in its place was waited on (``pipesim trace
+    DIR`` hung), a link to ``/dev/zero`` read until memory ran out, and a file past ``max_bytes``
+    is not read at all (``what`` names such files in that refusal; ``max_bytes`` is
+    :data:`SAVED_FILE_MAX_BYTES` where not given, read when called). Each is a
+    :class:`SavedRunError` naming the file and what it is."""
+    from pipesim.core.readfile import read_bytes as read_bounded
+
+    try:
+        return read_bounded(path, what, SAVED_FILE_MAX_BYTES if max_bytes is None else max_bytes)
+    except OSError as exc:
+        raise SavedRunError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
+
+
+def _size_on_disk(path: Path) -> int | None:
+    """The size of the regular file at ``path``; None for anything else (:func:`read_bytes` says
+    what it is)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def sha256_hex(data: bytes) -> str:
@@ -186,7 +227,7 @@ def verified_files(directory: Path) -> dict[str, bytes]:
     """The contents of every file the manifest of ``directory`` lists, each checked against its
     hash; a :class:`SavedRunError` naming the first file that is missing, added or changed."""
     manifest = directory / MANIFEST
-    listed = _listed_files(manifest, read_bytes(manifest))
+    listed = _listed_files(manifest, read_bytes(manifest, MANIFEST_MAX_BYTES, "saved-run manifests"))
     with reading(directory):
         present = {entry.name for entry in directory.iterdir()} - {MANIFEST}
     added = sorted(present - listed.keys())
@@ -200,6 +241,10 @@ def verified_files(directory: Path) -> dict[str, bytes]:
         raise SavedRunError(f"{directory / missing[0]}: listed in {MANIFEST} but missing")
     contents, bad = {}, []
     for name in sorted(listed):
+        size = _size_on_disk(directory / name)
+        if size is not None and size != listed[name]["bytes"]:  # changed: refused without reading it
+            bad.append(name)
+            continue
         data = read_bytes(directory / name)
         if len(data) != listed[name]["bytes"] or sha256_hex(data) != listed[name][ALGORITHM]:
             bad.append(name)

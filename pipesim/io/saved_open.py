@@ -10,6 +10,7 @@ executes code and never unpickles.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,11 @@ class _Files:
         self.dir, self.verified = directory, verified
 
     def has(self, name: str) -> bool:
-        return name in self.verified if self.verified is not None else (self.dir / name).exists()
+        """Whether the run holds ``name``: a link that leads nowhere (a loop) is there, and read
+        as what it is, not called missing."""
+        if self.verified is not None:
+            return name in self.verified
+        return os.path.lexists(self.dir / name)
 
     def raw(self, name: str) -> bytes:
         if self.verified is not None:

@@ -41,7 +41,9 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         "spec",
         nargs="?",
         metavar="SPEC",
-        help="plan spec, TOML or YAML (see docs/plan.md); e.g. examples/plan_qwen3_8b.toml",
+        help='a plan spec, or a run spec (kind = "compute": its design runs as the baseline; '
+        "docs/runspec.md), TOML or YAML (see docs/plan.md); e.g. examples/plan_qwen3_8b.toml or "
+        "examples/run_qwen3_8b.toml",
     )
     # the options pipesim's own commands take too come from one place (pipesim.io.cli_options)
     add_option(
