@@ -62,6 +62,26 @@ class UserPausesOnly(UserUpdate):
         return None
 
 
+class LyingPausesOnly(UserUpdate):
+    """Promises ``pauses_only`` and its sync aborts (or stretches) every episode in flight."""
+
+    def __init__(self, action: str = "abort", promise: bool = True) -> None:
+        super().__init__(sync=lambda me, p: me.touching_sync(p))
+        self.action, self.promise = action, promise
+
+    def pauses_only(self) -> bool:
+        return self.promise
+
+    def touching_sync(self, p: Any) -> Generator[Any, None, None]:
+        p.begin_sync(pause=True)
+        if self.action == "abort":
+            p.requeue([(ep.task_id, ep.id) for ep in p.abort_running()], first=True)
+        else:
+            p.stretch_running(lambda ep, g: (1.0, 0.0))
+        yield p.timeout(p.config.sync_time_s)
+        p.end_sync()
+
+
 class UserBatch:
     """Takes the oldest ``batch_size``, or answers what ``answer(buffer, p)`` returns."""
 
@@ -287,6 +307,19 @@ ROWS: list[Row] = [
         run(weight_update=UserPausesOnly()),
         PipelineError,
         ("UserPausesOnly", "pauses_only"),
+    ),
+    # a promise the sync breaks: it changed no trace, so only the port can see it
+    (
+        "pauses-only-but-aborts",
+        run(weight_update=LyingPausesOnly("abort")),
+        PipelineError,
+        ("LyingPausesOnly", "abort_running", "pauses_only"),
+    ),
+    (
+        "pauses-only-but-stretches",
+        run(weight_update=LyingPausesOnly("stretch")),
+        PipelineError,
+        ("LyingPausesOnly", "stretch_running", "pauses_only"),
     ),
     ("min-items-float", run(batching=UserMinItems(4.0)), PipelineError, ("UserMinItems", "min_items")),
     ("min-items-inf", run(batching=UserMinItems(float("inf"))), PipelineError, ("UserMinItems", "min_items")),
@@ -586,3 +619,14 @@ def test_a_nondeterministic_policy_is_named_as_such_not_as_a_lying_promise() -> 
         for _ in range(5):  # two runs may agree by chance; five in a row at 0.7 per admission do not
             check_promises(scenario)
     assert info.value.invariant == "runs are deterministic" and "CoinAdmission" in str(info.value)
+
+
+@pytest.mark.parametrize("action", ["abort", "stretch"])
+def test_a_sync_that_aborts_or_stretches_runs_when_it_promises_nothing(action: str) -> None:
+    """The refusal above is of the promise, not of the action: the same sync without
+    ``pauses_only`` runs, and passes the kit."""
+    from pipesim.testing import check_invariants, check_promises
+
+    scenario = Scenario(pipeline=CFG, weight_update=LyingPausesOnly(action, promise=False))
+    check_invariants(pipesim.run(scenario))
+    check_promises(scenario)

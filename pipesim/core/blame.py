@@ -76,6 +76,18 @@ def calling_policy(p: Pipeline) -> str:
     return _policy_of(frames, p._roles()) or "a policy"
 
 
+def called_by(obj: object) -> bool:
+    """Whether a frame on the stack runs code of ``obj`` (a method of its class, or a function
+    whose ``self`` it is): the port asks it before refusing an action a promise rules out for that
+    policy alone. Walks the stack, so ask only where the answer may refuse."""
+    frame: FrameType | None = sys._getframe(1)
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return _policy_of(frames, [("", obj)]) is not None
+
+
 def _policy_of(frames: Iterable[FrameType], roles: list[tuple[str, object]]) -> str | None:
     """The first of ``frames`` (innermost first) that runs code of one of ``roles``' objects
     (a method of its class, or any function whose ``self`` is the object), named by role (the

@@ -22,6 +22,7 @@ from pipesim.core import blame, errors
 from pipesim.core.clock import Clock
 from pipesim.core.episode import ABORTED, BUFFERED, DISCARDED, FAILED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import PipelineError, shown
+from pipesim.core.port import pauses_only
 from pipesim.core.port_args import DROPPED as DROPPED  # re-exported
 from pipesim.core.port_args import PortArgs
 from pipesim.core.port_sync import SyncActions
@@ -274,6 +275,7 @@ class PolicyPort(PortArgs, SyncActions):
             self.poke()  # dropped work frees admission budget for rules that subtract it
 
     def abort_running(self) -> list[Episode]:
+        self._check_pauses_only("abort_running")
         self._check_abort_loop()
         aborted = []
         for e in self.engines:
@@ -303,7 +305,24 @@ class PolicyPort(PortArgs, SyncActions):
                 "in a weight update's sync"
             )
 
+    def _check_pauses_only(self, action: str) -> None:
+        """Refuse ``action``, which touches episodes in flight otherwise than by pausing them all,
+        called from the weight update's own code where it promises ``pauses_only()``
+        (:class:`~pipesim.core.port.PausesOnly`). Such a lie changed no trace (every action first
+        finishes the completions the engine slept past), so comparing runs with the shortcut and
+        without never caught it: a sync that aborted every episode in flight passed the kit.
+        Asked only of a weight update that promises it; the stack is walked only then."""
+        wu = self.weight_update
+        if pauses_only(wu) and blame.called_by(wu):
+            raise PipelineError(
+                f"the weight update policy {type(wu).__name__} called {action}, but its pauses_only() "
+                "is True: a weight update that promises pauses_only touches episodes in flight only by "
+                "pausing them all; return False from pauses_only (or leave it out) for a sync that "
+                "aborts or stretches them"
+            )
+
     def stretch_running(self, extra: Callable[[Episode, float], object]) -> None:
+        self._check_pauses_only("stretch_running")
         if not callable(extra):
             raise self._refused(
                 f"stretch_running with {shown(extra)} ({type(extra).__name__}): extra must be a callable "

@@ -29,7 +29,8 @@
 (``closed``, ``min_items``, ``pauses_only``; :mod:`pipesim.core.port`; the per-start hints of
 pipesim 0.1, ``ready`` among them, are no longer read): it runs the scenario on the slots engine
 (``pipesim.run``'s) with the shortcuts and without, and compares the event traces
-(:mod:`pipesim.testing.promises`).
+(:mod:`pipesim.testing.promises`). A ``pauses_only`` whose sync aborts or stretches episodes in
+flight changes no trace; the port refuses that action in every run instead.
 
 A compute run (:func:`pipesim.compute.run_compute`) is checked too: ``check_invariants(run)``
 takes its ``run.result``. ``run_compute`` rewrites the scenario it is given from the cluster
