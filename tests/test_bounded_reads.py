@@ -27,6 +27,10 @@ from pipesim.io.cli import main
 from pipesim.io.scenario_schema import ScenarioFileError
 from pipesim.plan import runspec
 from pipesim.plan.checks import PlanError
+from tests.special_paths import KINDS as SPECIAL
+from tests.special_paths import make_special
+
+KINDS: dict[str, str] = {**SPECIAL, "over-the-cap": "at most"}  # the kind of path -> a word its refusal says
 
 pytestmark = [
     pytest.mark.timeout(20),
@@ -36,35 +40,6 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 RUN_SPEC = ROOT / "examples" / "run_verl_8gpu.toml"
 LOG = ROOT / "examples" / "verl_sample_log.csv"
-
-
-def _special(path: Path, kind: str, cap: int) -> Path:
-    """Make ``path`` the ``kind`` of path; returns it."""
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "directory":
-        path.mkdir()
-    elif kind == "symlink-loop":
-        other = path.with_name("other" + path.suffix)
-        path.symlink_to(other)
-        other.symlink_to(path)
-    elif kind == "over-the-cap":
-        with open(path, "wb") as f:  # sparse: no disk, and never read
-            f.truncate(cap + 1)
-    else:
-        raise AssertionError(kind)
-    return path
-
-
-KINDS: dict[str, str] = {  # the kind of path -> a word its refusal says
-    "fifo": "FIFO",
-    "dev-zero": "character device",
-    "directory": "directory",
-    "symlink-loop": "symlink loop",
-    "over-the-cap": "at most",
-}
 
 
 def _model_spec(tmp_path: Path, name: str) -> Path:
@@ -103,7 +78,7 @@ def test_a_path_that_is_no_regular_file_or_too_large_is_refused_at_once(
     name, cap, read, error, field = READERS[reader]
     if reader == "model-config" and kind == "directory":
         pytest.skip("a model.name directory is read as its config.json (test_plan_input's rows)")
-    path = _special(tmp_path / name, kind, cap)
+    path = make_special(tmp_path / name, kind, cap)
     t0 = time.perf_counter()
     with pytest.raises(error) as info:
         read(path)
@@ -136,7 +111,7 @@ CLI: list[tuple[str, str, list[str]]] = [  # id, the file made special, the comm
 def test_the_cli_says_one_line_and_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, argv: list[str], kind: str
 ) -> None:
-    path = _special(tmp_path / name, kind, 0)
+    path = make_special(tmp_path / name, kind, 0)
     args = [a.format(path, out=tmp_path / "out.toml") for a in argv]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
@@ -145,7 +120,7 @@ def test_the_cli_says_one_line_and_exits_2(
 
 
 def test_pipesim_plan_refuses_a_fifo_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _special(tmp_path / "p.toml", "fifo", 0)
+    path = make_special(tmp_path / "p.toml", "fifo", 0)
     assert plan.main([str(path), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "p.toml" in err and "FIFO" in err, err
@@ -183,7 +158,7 @@ def test_a_socket_is_refused() -> None:
 
 
 def test_a_dev_zero_link_names_its_target(tmp_path: Path) -> None:
-    path = _special(tmp_path / "z.csv", "dev-zero", 0)
+    path = make_special(tmp_path / "z.csv", "dev-zero", 0)
     with pytest.raises(NotAFile) as info:
         read_bytes(path, "logs", LOG_MAX_BYTES)
     assert info.value.strerror == "is a symlink to /dev/zero, which is a character device, not a file"
@@ -207,7 +182,7 @@ def test_the_apis_csv_readers_refuse_a_special_path_at_once(tmp_path: Path, read
         "measured": read_measurements,
         "durations": lambda p: TraceDurations.from_csv(p, "seconds"),
     }
-    path = _special(tmp_path / "t.csv", kind, LOG_MAX_BYTES)
+    path = make_special(tmp_path / "t.csv", kind, LOG_MAX_BYTES)
     t0 = time.perf_counter()
     with pytest.raises((OSError, FieldError)) as info:
         read[reader](path)

@@ -22,41 +22,18 @@ from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
 from pipesim.io.fit_readers import FitError, read_table
 from pipesim.io.user_code import import_factory
+from tests.special_paths import KINDS, make_special
 
 pytestmark = [
     pytest.mark.timeout(30),
     pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX's"),
 ]
 
-KINDS = {
-    "directory": "directory",
-    "fifo": "FIFO",
-    "dev-zero": "character device",
-    "symlink-loop": "symlink loop",
-}
-"""The kind of path -> the word its refusal says."""
-
-
-def _special(path: Path, kind: str) -> Path:
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "symlink-loop":
-        other = path.with_name("other" + path.suffix)
-        path.symlink_to(other)
-        other.symlink_to(path)
-    else:
-        raise AssertionError(kind)
-    return path
-
 
 @pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_a_trace_that_is_no_file_is_named_as_what_it_is(tmp_path: Path, suffix: str, kind: str) -> None:
-    path = _special(tmp_path / f"t{suffix}", kind)
+    path = make_special(tmp_path / f"t{suffix}", kind)
     t0 = time.perf_counter()
     with pytest.raises(FitError) as info:
         read_table(path)
@@ -76,7 +53,7 @@ def test_a_missing_trace_is_still_no_such_file(tmp_path: Path) -> None:
 def test_the_cli_names_the_trace_as_what_it_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
-    path = _special(tmp_path / "t.csv", kind)
+    path = make_special(tmp_path / "t.csv", kind)
     assert main(["fit", str(path), "--column", "x"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err and KINDS[kind] in err, err
@@ -84,7 +61,7 @@ def test_the_cli_names_the_trace_as_what_it_is(
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_user_code_that_is_no_file_is_named_as_what_it_is(tmp_path: Path, kind: str) -> None:
-    path = _special(tmp_path / "mine.py", kind)
+    path = make_special(tmp_path / "mine.py", kind)
     spec = f"{path}:make"
     t0 = time.perf_counter()
     with pytest.raises(FieldError) as info:

@@ -15,28 +15,15 @@ import pytest
 
 from pipesim.core.validate import FieldError
 from pipesim.io.cli import main
+from tests.special_paths import KINDS as SPECIAL
+from tests.special_paths import make_special
+
+KINDS = {k: word for k, word in SPECIAL.items() if k != "directory"}  # a directory is a saved run
 
 pytestmark = [
     pytest.mark.timeout(30),
     pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX's"),
 ]
-
-KINDS = {"fifo": "FIFO", "dev-zero": "character device", "symlink-loop": "symlink loop"}
-"""The kind of path -> the word its refusal says."""
-
-
-def _special(path: Path, kind: str) -> Path:
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "symlink-loop":
-        other = path.with_name("other" + path.suffix)
-        path.symlink_to(other)
-        other.symlink_to(path)
-    else:
-        raise AssertionError(kind)
-    return path
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -44,7 +31,7 @@ def _special(path: Path, kind: str) -> Path:
 def test_trace_refuses_a_path_that_is_no_file_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, kind: str
 ) -> None:
-    src = _special(tmp_path / f"in{suffix}", kind)
+    src = make_special(tmp_path / f"in{suffix}", kind)
     out = tmp_path / "t.json"
     t0 = time.perf_counter()
     assert main(["trace", str(src), "--out", str(out)]) == 2
@@ -85,7 +72,7 @@ def test_the_csv_row_bound_does_not_wait_on_a_fifo(tmp_path: Path) -> None:
     from pipesim.io.trace_bounds import csv_rows_at_least
 
     for kind in KINDS:
-        assert csv_rows_at_least(_special(tmp_path / f"{kind}.csv", kind), 10) is None
+        assert csv_rows_at_least(make_special(tmp_path / f"{kind}.csv", kind), 10) is None
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -94,7 +81,7 @@ def test_check_roofline_names_the_path_not_an_errno(
 ) -> None:
     from pipesim.compute.measured import read_measurements
 
-    src = _special(tmp_path / "m.csv", kind)
+    src = make_special(tmp_path / "m.csv", kind)
     with pytest.raises(FieldError) as info:
         read_measurements(src)
     assert info.value.field == "csv" and info.value.file == str(src)

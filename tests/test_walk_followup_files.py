@@ -27,6 +27,7 @@ import pytest
 from pipesim.io import saved_files
 from pipesim.io.cli import main
 from pipesim.io.saved import SavedRunError, UnverifiedRunWarning, load
+from tests.special_paths import KINDS, make_special
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -35,33 +36,6 @@ pytestmark = [
 
 V1_FIXTURE = Path(__file__).parent / "data" / "saved-run-v1"
 """A run saved by pipesim's format-1 writer (no manifest: its files are read on demand)."""
-
-KINDS = {
-    "directory": "directory",
-    "fifo": "FIFO",
-    "dev-zero": "character device",
-    "symlink-loop": "symlink loop",
-}
-"""The kind of path -> the word its refusal says (as :mod:`pipesim.core.readfile` says it)."""
-
-
-def _special(path: Path, kind: str) -> Path:
-    """Put a path of ``kind`` at ``path`` (whatever was there is removed)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "symlink-loop":
-        other = path.parent.parent / f"loop-{path.name}"  # outside a run's directory: no file added to it
-        path.symlink_to(other)
-        other.symlink_to(path)
-    else:
-        raise AssertionError(kind)
-    return path
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -78,7 +52,7 @@ def test_policies_names_a_path_that_is_no_file_as_what_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    _special(tmp_path / "mine.py", kind)
+    make_special(tmp_path / "mine.py", kind)
     t0 = time.perf_counter()
     assert main(["run", "fig13.1-async", "--policies", "mine.py"]) == 2
     assert time.perf_counter() - t0 < 10  # a FIFO is not opened (an import would wait for a writer)
@@ -131,7 +105,7 @@ def test_a_saved_runs_file_that_is_no_file_is_refused_naming_it(
     saved_once: Path, tmp_path: Path, fmt: int, name: str, kind: str
 ) -> None:
     d = _copy(saved_once if fmt == 2 else V1_FIXTURE, tmp_path / "run")
-    path = _special(d / name, kind)
+    path = make_special(d / name, kind, loop_dir=d.parent)
     t0 = time.perf_counter()
     with pytest.raises(SavedRunError) as info:
         _load(d)
@@ -147,7 +121,7 @@ def test_trace_report_and_compare_refuse_a_saved_run_whose_table_is_no_file(
     saved_once: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, kind: str
 ) -> None:
     d = _copy(saved_once, tmp_path / "run")
-    table = _special(d / "events.parquet", kind)
+    table = make_special(d / "events.parquet", kind, loop_dir=d.parent)
     out = tmp_path / ("t.json" if command == "trace" else "r.html")
     argv = {
         "trace": ["trace", str(d), "--out", str(out)],
