@@ -146,7 +146,7 @@ def _scenario(batching: object, **kw: Any) -> Scenario:
         (NotRemoved(), r"in its batch without taking them out of the buffer"),
         (DiscardNotRemoved(), r"returned episode \d+ as discarded without taking it out of the buffer"),
         (LosesEpisodes(), r"took episodes [\d, ]+ out of the buffer and returned them neither"),
-        (TwiceBatch(), r"in its batch .* which is not a buffered episode \(returned twice"),
+        (TwiceBatch(), r"returned Episode\(id=\d+.*\) twice in its batch"),
     ],
     ids=lambda x: type(x).__name__ if not isinstance(x, str) else "",
 )

@@ -165,7 +165,7 @@ class _Select:
     [
         ("keep-discarded", "as discarded without taking it out of the buffer"),  # it looped forever
         ("empty", "must return a non-empty list as its batch"),
-        ("twice", "is not a buffered episode"),
+        ("twice", "twice in its batch"),
         ("leave-in-buffer", "without taking (it|them) out of the buffer"),
         ("none", r"must return \(batch or None, discarded\)"),
     ],

@@ -31,7 +31,7 @@ import simpy
 from simpy.resources.base import BaseResource, Get, Put
 
 from pipesim.core.episode import BUFFERED, DISCARDED, Episode
-from pipesim.core.errors import PipelineError, _state_written, not_buffered, shown
+from pipesim.core.errors import PipelineError, _state_written, episode_shown, not_buffered, shown
 
 if TYPE_CHECKING:
     from pipesim.core.engine import Pipeline
@@ -156,9 +156,9 @@ def _check_taken(p: Pipeline, gone: int, batch: list[Episode], discarded: list[E
 
     O(returned + buffer), all in C (``map``, and sets of the episodes, hashed by identity): about
     0.1 us a trained episode, against the microseconds each costs the engine. Only where that
-    finds something wrong does the loop in Python say what (:func:`not_buffered` for an episode
-    given twice, trained or dropped already; :func:`_taken_wrong` for copies, episodes left in the
-    buffer and lost ones)."""
+    finds something wrong does the loop in Python say what (:func:`returned_twice` for an episode
+    given twice, :func:`not_buffered` for one trained or dropped already, :func:`_taken_wrong`
+    for copies, episodes left in the buffer and lost ones)."""
     live, returned = p.episodes.live, batch + discarded
     try:  # the common case, all in C: each the live episode of its id (so an Episode, hashed by
         # identity), distinct, buffered (the trainer checks the batch's status as it marks it), and
@@ -173,13 +173,15 @@ def _check_taken(p: Pipeline, gone: int, batch: list[Episode], discarded: list[E
             return
     except (AttributeError, TypeError):  # no episode (no id, or an unhashable one): named below
         pass
-    seen = set()
+    seen: dict[int, str] = {}  # where each returned episode was first returned, by identity
     foreign: list[tuple[Episode, str]] = []
     for how, eps in (("in its batch", batch), ("as discarded", discarded)):
         for ep in eps:
-            if not isinstance(ep, Episode) or id(ep) in seen:
-                raise not_buffered(p, ep, how)  # twice, or no episode at all
-            seen.add(id(ep))
+            if not isinstance(ep, Episode):
+                raise not_buffered(p, ep, how)  # no episode at all
+            if (first := seen.get(id(ep))) is not None:
+                raise returned_twice(p, ep, first, how)
+            seen[id(ep)] = how
             if (own := live.get(ep.id)) is not ep and (
                 ep.status == BUFFERED or (own is not None and own.status == BUFFERED)
             ):
@@ -232,6 +234,18 @@ def _taken_wrong(
         f"{p.version}: {'; '.join(wrong)}. select must take out of its buffer exactly the episodes "
         "it returns, in its batch or as discarded, and return the buffered episodes themselves "
         "(to wait, return None and leave the buffer as it was)"
+    )
+
+
+def returned_twice(p: Pipeline, ep: Episode, first: str, then: str) -> PipelineError:
+    """``select`` returned the episode ``ep`` twice: ``first`` where it first returned it (in its
+    batch, or as discarded), ``then`` where again. Said as that: the episode is buffered, and the
+    error once called it "not a buffered episode (returned twice, trained already, ...)"."""
+    where = f"twice {first}" if first == then else f"{first} and again {then}"
+    return PipelineError(
+        f"the batch policy {type(p.batching).__name__}.select returned {episode_shown(ep)} {where} at "
+        f"t={p.env.now:.6g} s, version {p.version}: each buffered episode goes at most once into "
+        "the batch or the discarded list (a batch of distinct episodes, each taken out of the buffer)"
     )
 
 

@@ -79,6 +79,20 @@ class Clock(simpy.Environment):
         self.queue: list[tuple[float, EventPriority, int, simpy.Event]] = self._queue  # type: ignore[attr-defined]
         """SimPy's event heap (the same list: SimPy never rebinds it), read by :meth:`free_until`."""
 
+    def schedule(self, event: simpy.Event, priority: EventPriority = NORMAL, delay: Any = 0) -> None:
+        """SimPy's own ``schedule`` (the same push, at the same cost), refusing a time that is NaN
+        where it is made. ``p.env.timeout(float("nan"))`` passes SimPy's own check (``delay <
+        0`` is false for NaN), and the NaN entry then broke the queue's order and the clock: the
+        run stopped later, blaming "an episode's end" for an overflow. Raised here, the error
+        comes from the code that made the event (a sync, which the note then names)."""
+        at = self._now + delay
+        if at != at:  # NaN, and only NaN, differs from itself
+            raise ValueError(
+                f"an event scheduled {shown_delay(delay)} s after t={self._now:g}: a delay must be a "
+                "number of seconds >= 0, not NaN (p.timeout checks its delay and names the policy)"
+            )
+        heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[attr-defined]
+
     # -- wake-ups --------------------------------------------------------------------------------
     def wake_up(self) -> simpy.Event:
         """A fresh wake-up: an event already triggered (value None), not yet scheduled."""
@@ -190,3 +204,9 @@ class Clock(simpy.Environment):
         done.callbacks.append(StopSimulation.callback)  # type: ignore[union-attr]  # SimPy's own stop
         self.run()
         return bool(done.triggered)
+
+
+def shown_delay(delay: object) -> str:
+    """A delay as an error quotes it: short, whatever its type."""
+    text = repr(delay)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
-from pipesim.core.episode import FAILED
+from pipesim.core.episode import FAILED, Episode
 from pipesim.core.validate import MAX_SHOWN_CHARS as MAX_SHOWN_CHARS  # re-exported
 from pipesim.core.validate import TAIL_SIGMAS as TAIL_SIGMAS  # re-exported
 from pipesim.core.validate import FieldError as FieldError  # re-exported
@@ -210,12 +210,31 @@ def _why_no_batch(p: Pipeline, n: int) -> str:
 
 
 def not_buffered(p: Pipeline, ep: object, how: str = "in a batch") -> PipelineError:
-    """``select`` returned ``ep`` (``how``: in a batch, or as discarded) though it is not buffered."""
+    """``select`` returned ``ep`` (``how``: in a batch, or as discarded) though it is not buffered
+    (an episode returned twice is :func:`pipesim.core.buffer.returned_twice`'s)."""
     return PipelineError(
-        f"the batch policy {type(p.batching).__name__} returned {shown(ep)} {how} at {_where(p)}, "
-        "which is not a buffered episode (returned twice, trained already, dropped, or not "
-        "from the buffer): select must return buffered episodes and take them out of the buffer"
+        f"the batch policy {type(p.batching).__name__} returned {episode_shown(ep)} {how} at "
+        f"{_where(p)}, which is not a buffered episode (trained already, dropped, or not from the "
+        "buffer): select must return buffered episodes and take them out of the buffer"
     )
+
+
+def episode_shown(ep: object) -> str:
+    """An episode as an error names it: its repr where that fits :data:`MAX_SHOWN_CHARS`, else
+    cut at a field boundary, its first fields and its last (the status) kept:
+    ``Episode(id=43, v=0, d=6.63s, start=91.8, ..., status=buffered)``. :func:`shown` cuts any
+    long repr in its middle, which read ``d=6.63s,...22105407715, status=buffered``: an end time
+    cut inside its digits. Anything else, or an episode whose repr has no fields, as ``shown``."""
+    if not isinstance(ep, Episode):
+        return shown(ep)
+    text = shown(ep) if type(ep).__repr__ is not Episode.__repr__ else repr(ep)
+    if len(text) <= MAX_SHOWN_CHARS or ", " not in text:
+        return text
+    head, _, last = text.rpartition(", ")
+    fields = head.split(", ")
+    while len(fields) > 1 and len(", ".join(fields)) + len(", ..., ") + len(last) > MAX_SHOWN_CHARS:
+        fields.pop()
+    return f"{', '.join(fields)}, ..., {last}"
 
 
 def bad_parent(task: int, parent: int, n: int, found: tuple[str, int] | None) -> str:

@@ -76,8 +76,9 @@ def check_promises(scenario: Scenario) -> None:
     Runs ``scenario``, and its plain twin where that differs, with the engine's shortcuts on and
     with every shortcut off (``EngineOptions.plain()``), and compares the event traces. A promise
     that lies -- a ``closed`` that says no while a completion could make the rule admit -- shows
-    up as a difference; :class:`~pipesim.testing.InvariantError` names the first, and the twin
-    where it was the twin that showed it.
+    up as a difference; :class:`~pipesim.testing.InvariantError` names the first, the twin
+    where it was the twin that showed it, and the hint whose shortcut makes the difference
+    (:mod:`pipesim.testing.hint_blame`: the runs are repeated with one hint hidden at a time).
 
     The runs are on the slots engine (``pipesim.run``'s), whatever engine the scenario is meant
     for: ``check_promises(sc)`` for a scenario given to ``run_compute`` checks its policies' promises
@@ -146,6 +147,7 @@ def _compare(scenario: Scenario, where: str, state_kept: Callable[[], None]) -> 
     policy keeps between runs makes every run differ from the one before, which the repeats below
     would otherwise name as an unseeded source."""
     from pipesim.core.seams import EngineOptions
+    from pipesim.testing.hint_blame import blame_hints
     from pipesim.testing.invariants import _fail
 
     fast, plain = run_trace(scenario), run_trace(scenario, EngineOptions.plain())
@@ -170,7 +172,7 @@ def _compare(scenario: Scenario, where: str, state_kept: Callable[[], None]) -> 
         _fail(
             "promises hold",
             f"with the shortcuts the run {_outcome(fast)}; without them it {_outcome(plain)}{where}; "
-            f"{_hints(scenario)}",
+            f"{blame_hints(scenario, plain, run_trace)}",
         )
     names = ["end time", "episodes", "training steps", "syncs", "updates", "drops"]
     for name, a, b in zip(names, fast, plain, strict=True):
@@ -178,7 +180,8 @@ def _compare(scenario: Scenario, where: str, state_kept: Callable[[], None]) -> 
             detail = _episode_diff(a, b) if name == "episodes" else f"{a!r:.200} vs {b!r:.200}"
             _fail(
                 "promises hold",
-                f"the shortcuts change the {name} (with vs without){where}: {detail}; {_hints(scenario)}",
+                f"the shortcuts change the {name} (with vs without){where}: {detail}; "
+                f"{blame_hints(scenario, plain, run_trace)}",
             )
 
 
@@ -219,28 +222,6 @@ def _outcome(trace: tuple[Any, ...]) -> str:
     return (
         f"ended at t={end_s:g} s, having launched {len(episodes)} episodes and trained {trained} in "
         f"{len(train_log)} steps and {len(sync_log)} syncs ({dropped} dropped)"
-    )
-
-
-def _hints(scenario: Scenario) -> str:
-    """Which promises the engine acted on: one of them promises more than its policy keeps."""
-    from pipesim.core.port import ClosedHint, MinItemsHint, pauses_only
-
-    held = [
-        f"{type(policy).__name__}.{method}"
-        for policy, hint, method in (
-            (scenario.admission, ClosedHint, "closed"),
-            (scenario.batching, MinItemsHint, "min_items"),
-        )
-        if isinstance(policy, hint)
-    ]
-    if pauses_only(scenario.weight_update):  # as the engine reads it: a False answer promises nothing
-        held.append(f"{type(scenario.weight_update).__name__}.pauses_only")
-    if not held:
-        return "no policy declares a hint, so the engine's own shortcut is wrong: please report it"
-    return (
-        f"the hints the engine acted on: {', '.join(held)}; one promises more than its policy keeps "
-        "(docs/policies.md, 'Hints that make runs faster')"
     )
 
 
