@@ -187,3 +187,24 @@ def test_the_manifest_is_read_bounded(saved_once: Path, tmp_path: Path) -> None:
     with pytest.raises(SavedRunError) as info:
         load(d)
     assert (info.value.file, info.value.field) == (str(manifest), ""), str(info.value)
+
+
+def test_is_saved_run_reads_a_large_meta_file_no_further_than_a_manifest(tmp_path: Path) -> None:
+    """``is_saved_run`` (asked of every directory a command is given) read meta.json and the
+    manifest whole: a 64 MiB file in meta.json's place was read into memory to find it is no saved
+    run. It is read bounded now, as the manifest is: refused unread past 1 MiB."""
+    import tracemalloc
+
+    from pipesim.io.saved import is_saved_run
+
+    d = tmp_path / "run"
+    d.mkdir()
+    with open(d / "meta.json", "wb") as f:  # sparse: no disk
+        f.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        assert is_saved_run(d) is False
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak

@@ -74,8 +74,10 @@ from pipesim.io.saved_checks import (
 from pipesim.io.saved_files import (
     MANIFEST,
     MANIFEST_FORMAT,
+    MANIFEST_MAX_BYTES,
     SavedRunError,
     UnverifiedRunWarning,
+    read_bytes,
     reading,
     write_run_dir,
 )
@@ -184,11 +186,12 @@ def _lineage(result: Any) -> pd.DataFrame | None:
 
 def is_saved_run(path: str | Path) -> bool:
     """Whether ``path`` is a directory written by :func:`save` (its meta.json, or its manifest,
-    says so; a run whose meta.json is damaged is still one, to be replaced or refused by load)."""
+    says so; a run whose meta.json is damaged is still one, to be replaced or refused by load).
+    Each is read bounded, as a manifest is (a few KB; a large file in its place is not one)."""
     for name, key, value in (("meta.json", "format", FORMAT), (MANIFEST, "format", MANIFEST_FORMAT)):
         f = Path(path) / name
         try:
-            if f.is_file() and json.loads(f.read_bytes()).get(key) == value:
+            if f.is_file() and json.loads(read_bytes(f, MANIFEST_MAX_BYTES, "manifests")).get(key) == value:
                 return True
         except (ValueError, AttributeError, OSError, RecursionError):
             continue
