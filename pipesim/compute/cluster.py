@@ -75,6 +75,7 @@ from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
 from pipesim.core.seams import BatchObserver, EngineOptions
+from pipesim.core.training import check_seam
 from pipesim.core.validate import refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import WholeGroups
@@ -238,6 +239,8 @@ def run_compute(
         raise refuse("record", f"must be a bool, got {shown(record)}")
     if options is not None and not isinstance(options, EngineOptions):
         raise refuse("options", f"must be a pipesim.EngineOptions or None, got {shown(options)}")
+    if observer is not None:  # before the cluster's setup, not at the first batch
+        check_seam("observer", observer, BatchObserver, "a batch observer")
     eng = cluster.engine
     tcfg = placed_trainer(cluster, trainer)
     per = cluster.replica_slots if slots_per_replica is None else slots_per_replica

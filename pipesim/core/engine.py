@@ -61,7 +61,7 @@ from pipesim.core.records import EpisodeRecords
 from pipesim.core.runbooks import RunBooks
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
-from pipesim.core.training import Training
+from pipesim.core.training import Training, check_seam
 from pipesim.core.validate import FieldError
 from pipesim.core.waits import BufferWaits
 
@@ -111,6 +111,17 @@ class Pipeline(Decisions, RunBooks, BufferWaits, Training):
         chapter's slots). ``options`` switches the one shortcut."""
         if not isinstance(options, EngineOptions):
             raise FieldError(f"options must be a pipesim.EngineOptions, got {shown(options)}", "options")
+        for name, seam, protocol, what in (
+            ("source", source, EpisodeSource, "an episode source"),
+            ("observer", observer, BatchObserver, "a batch observer"),
+            ("trainer", trainer, TrainerModel, "a trainer model"),
+        ):
+            if seam is not None:  # named now, not by an AttributeError at the first batch or sync
+                check_seam(name, seam, protocol, what)
+        if engine_factory is not None and not callable(engine_factory):
+            raise FieldError(
+                f"engine_factory must be callable, got {shown(engine_factory)}", "engine_factory"
+            )
         self.scenario = scenario
         self.options = options
         self.source = source
@@ -172,6 +183,11 @@ class Pipeline(Decisions, RunBooks, BufferWaits, Training):
             Slots if engine_factory is None else engine_factory
         )
         self.engines: list[EngineReplica] = [build(self, n, i) for i, n in enumerate(sizes)]
+        if engine_factory is not None:
+            for i, e in enumerate(self.engines):
+                check_seam(
+                    "engine_factory", e, EngineReplica, "a factory of engine replicas", f" as replica {i}"
+                )
         self.slot_group: list[Slots] | None = (
             cast(list[Slots], self.engines)
             if len(self.engines) > 1 and all(type(e) is Slots for e in self.engines)

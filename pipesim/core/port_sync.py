@@ -151,15 +151,27 @@ class SyncActions:
         )
         publish: Callable[[int, list[tuple[Episode, float]]], object] = self.source.publish
         answer = publish(version, running)  # checked here: the error names the source
+        who = f"{type(self.source).__name__}.publish (version {version})"
+        if not isinstance(answer, dict):  # None too: the seam says a dict, {} for no change
+            raise PipelineError(
+                f"{who} must return a dict of episode id to seconds ({{}}: no change), got {shown(answer)}"
+            )
         if not answer:
             return
-        if not isinstance(answer, dict):
-            raise PipelineError(
-                f"{type(self.source).__name__}.publish must return a dict of episode id to seconds, "
-                f"got {shown(answer)}"
-            )
         p = cast("Pipeline", self)
         new_work = {i: errors.source_seconds(p, w, "publish") for i, w in answer.items()}
+        handed = {ep.id: g for ep, g in running}
+        for i, w in new_work.items():  # a re-costed episode is one handed, and keeps what it made
+            if (g := handed.get(i)) is None:
+                raise PipelineError(
+                    f"{who} answered episode id {shown(i)}, which is not one of the {len(running)} "
+                    "episodes in flight it was handed: it may re-cost only those"
+                )
+            if w < g:
+                raise PipelineError(
+                    f"{who} gave episode {i} a total work of {w:g} s, below the {g:g} s it has "
+                    "already generated: the new total counts what was generated (at least that)"
+                )
         for ep, _ in running:
             if ep.id in new_work:
                 ep.duration_s = new_work[ep.id]

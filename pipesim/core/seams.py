@@ -17,6 +17,10 @@ outside object, each a small Protocol, and to nothing else:
 * :class:`TrainerModel` -- the seconds a training step takes for its batch (default: the fixed
   ``train_time_s`` of the chapter).
 
+The pipeline checks each seam it is given when it is built (``FieldError`` naming ``source``,
+``observer``, ``trainer`` or ``engine_factory``, whose replicas are checked as it builds them):
+an instance with every member of its Protocol, not a class nor an object lacking one.
+
 No one subclasses the engine: a run is configured by its scenario, these seams and the
 :class:`EngineOptions`, the declared switch of the engine's one shortcut.
 """
@@ -81,7 +85,10 @@ class EpisodeSource(Protocol):
     def publish(self, version: int, running: Sequence[tuple[Episode, float]]) -> dict[int, float]:
         """Weights ``version`` are published; ``running`` pairs each episode in flight on a replica
         switching to them with the seconds it generated. Return the new total work seconds of the
-        episodes whose work changes (by episode id); the others keep theirs."""
+        episodes whose work changes (by episode id); the others keep theirs (``{}``: none changes).
+        The kernel refuses (``PipelineError`` naming the source) anything but a dict (``None``
+        too), an id not among ``running``, and a total below the seconds that episode generated
+        (a total equal to them ends it now)."""
 
 
 class TrainerModel(Protocol):
