@@ -22,6 +22,7 @@ from pipesim import PipelineError
 from pipesim.core.clock import Clock
 from pipesim.core.episode import Episode
 from pipesim.core.errors import MAX_SHOWN_CHARS, shown
+from tests.test_batch_identity import TwiceBatch  # its batch repeats its first episode last
 
 CFG = pipesim.PipelineConfig(
     n_slots=16, batch_size=8, train_time_s=20, sync_time_s=5, max_staleness=2, steps=10
@@ -44,19 +45,6 @@ class EnvNaN:
         p.begin_sync(pause=True)
         yield p.env.timeout(float("nan"))
         p.end_sync()
-
-
-@dataclass(frozen=True)
-class DupFirst:
-    """Oldest finished first, but the batch repeats its first episode in the last place."""
-
-    def select(self, buffer: Any, p: Any) -> Any:
-        b = p.batch_size
-        if len(buffer) < b:
-            return None, []
-        batch = buffer[: b - 1] + [buffer[0]]
-        del buffer[: b - 1]
-        return batch, []
 
 
 @dataclass(frozen=True)
@@ -91,7 +79,7 @@ def test_the_clock_refuses_a_nan_time_where_the_event_is_made() -> None:
 
 
 @pytest.mark.parametrize(
-    ("policy", "where"), [(DupFirst(), "twice in its batch"), (DupAcross(), "again as discarded")]
+    ("policy", "where"), [(TwiceBatch(), "twice in its batch"), (DupAcross(), "again as discarded")]
 )
 def test_an_episode_returned_twice_is_said_to_be_returned_twice(policy: object, where: str) -> None:
     with pytest.raises(PipelineError) as info:
