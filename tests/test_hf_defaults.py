@@ -137,6 +137,30 @@ def test_yarn_rope_scaling_scales_the_context_as_vllm_does() -> None:
     assert err.value.field == "rope_scaling"
 
 
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "yarn", "factor": 4.0},  # no original_max_position_embeddings: read as 163,840
+        {"rope_type": "yarn", "factr": 4.0, "original_max_position_embeddings": 32768},  # read as 32,768
+        {"type": "linear", "scaling_factor": 2.0},  # a factor under another name: read as 1
+    ],
+    ids=["yarn-no-original", "factor-misspelt", "linear-no-factor"],
+)
+def test_a_rope_scaling_vllm_refuses_is_refused_not_read_silently(rope: dict[str, object]) -> None:
+    """vLLM's _get_and_verify_max_len asserts a scaling type's ``factor`` and reads YaRN's
+    ``original_max_position_embeddings``: a config without them fails there. They were read here
+    as a factor of 1 or as max_position_embeddings, a context vLLM would not serve."""
+    with pytest.raises(FieldError) as err:
+        ModelSpec.from_hf_config({**BASES["qwen3"], "rope_scaling": rope})
+    assert err.value.field == "rope_scaling"
+
+
+def test_a_rope_without_scaling_needs_no_factor() -> None:
+    """transformers 5's ``rope_parameters`` of type ``default`` (an unscaled model) has no factor."""
+    plain = {**BASES["qwen3"], "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    assert ModelSpec.from_hf_config(plain).max_context_len == BASES["qwen3"]["max_position_embeddings"]
+
+
 def test_a_config_file_is_named_by_its_stem_and_config_json_by_its_folder(tmp_path: Path) -> None:
     import json
 

@@ -286,6 +286,10 @@ def _warn_ignored(model_type: str, d: Mapping[str, Any]) -> None:
 
 _ROPE_UNSCALED = ("su", "longrope", "llama3")
 """rope types whose factor vLLM does not apply to the maximum length."""
+_ROPE_NO_FACTOR = ("default", "mrope")
+"""rope types with no ``factor``: transformers 5 writes ``rope_parameters`` of type ``default``
+for an unscaled model; vLLM takes ``mrope``'s factor as 1. Any other type needs one (vLLM
+asserts it), so a misspelt ``factor`` is refused rather than read as 1."""
 
 
 def _rope_max_len(d: Mapping[str, Any], max_positions: int) -> int:
@@ -303,11 +307,23 @@ def _rope_max_len(d: Mapping[str, Any], max_positions: int) -> int:
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind in _ROPE_UNSCALED:
         return max_positions
+    if kind not in _ROPE_NO_FACTOR and "factor" not in rope:  # vLLM asserts it is there
+        raise FieldError(
+            f"config key {shown(key)}: rope type {shown(kind)} scales the context by its 'factor', "
+            f"which is missing (keys: {', '.join(map(str, rope))})",
+            key,
+        )
+    if kind == "yarn" and rope.get("original_max_position_embeddings") is None:  # vLLM reads it
+        raise FieldError(
+            f"config key {shown(key)}: rope type 'yarn' scales its original_max_position_embeddings, "
+            "which is missing: vLLM derives the context from it (a Qwen3 YaRN config gives 32768)",
+            key,
+        )
     factor = rope.get("factor", 1.0)
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor <= MAX_MODEL_DIM:
         raise FieldError(f"config key {shown(key)}: factor must be a number >= 1, got {shown(factor)}", key)
     base = max_positions
-    if kind == "yarn" and rope.get("original_max_position_embeddings") is not None:
+    if kind == "yarn":
         base = rope["original_max_position_embeddings"]
         if isinstance(base, bool) or not isinstance(base, int) or not 1 <= base <= MAX_MODEL_DIM:
             raise FieldError(
