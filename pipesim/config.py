@@ -17,7 +17,7 @@ from pipesim.core.errors import MAX_DURATION_POOL, MAX_SEED, shown
 from pipesim.core.errors import check_int as check_int  # re-exported: io.api
 from pipesim.core.pipeline_config import PipelineConfig as PipelineConfig  # re-exported
 from pipesim.core.pipeline_config import check_time as check_time  # re-exported: io.api
-from pipesim.core.validate import FieldError, across, refuse, within
+from pipesim.core.validate import FieldError, across, protocol_lacks, refuse, within
 from pipesim.policies.base import (
     Admission,
     BatchPolicy,
@@ -65,7 +65,7 @@ def check_policy(name: str, value: Any, protocol: type, what: str) -> None:
             name, f"must be {what} instance, got the class {value.__name__}; call it: {value.__name__}()"
         )
     if not isinstance(value, protocol):
-        missing = [m for m in _protocol_members(protocol) if not callable(getattr(value, m, None))]
+        missing = sorted(protocol_lacks(value, protocol))
         raise refuse(
             name,
             f"must be {what} (with {', '.join(_protocol_members(protocol))}), got "

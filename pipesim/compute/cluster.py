@@ -75,8 +75,7 @@ from pipesim.config import Scenario
 from pipesim.core.engine import Pipeline
 from pipesim.core.errors import MAX_SEED, MAX_SLOTS, FieldError, PipelineError, check_int, check_number, shown
 from pipesim.core.seams import BatchObserver, EngineOptions
-from pipesim.core.training import check_seam
-from pipesim.core.validate import refuse
+from pipesim.core.validate import check_seam, refuse
 from pipesim.policies.batching import DropOverlong
 from pipesim.policies.groups import WholeGroups
 from pipesim.policies.replicas import LeastLoaded, Replicas, Routing, check_routing

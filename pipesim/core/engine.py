@@ -61,8 +61,8 @@ from pipesim.core.records import EpisodeRecords
 from pipesim.core.runbooks import RunBooks
 from pipesim.core.seams import BatchObserver, EngineOptions, EngineReplica, EpisodeSource, TrainerModel
 from pipesim.core.slots import Slots
-from pipesim.core.training import Training, check_seam
-from pipesim.core.validate import FieldError
+from pipesim.core.training import Training
+from pipesim.core.validate import FieldError, check_seam
 from pipesim.core.waits import BufferWaits
 
 if TYPE_CHECKING:

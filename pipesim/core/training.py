@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any, cast
 from pipesim.core import errors
 from pipesim.core.episode import BUFFERED, TRAINED, Episode, UpdateRecord
 from pipesim.core.errors import shown
-from pipesim.core.validate import refuse
 
 if TYPE_CHECKING:
     import simpy
@@ -70,7 +69,7 @@ if TYPE_CHECKING:
     from pipesim.core.records import EpisodeRecords
     from pipesim.core.seams import EngineReplica
 
-__all__ = ["Training", "check_seam", "stream_end_s"]
+__all__ = ["Training", "stream_end_s"]
 
 _INF = math.inf
 
@@ -113,30 +112,6 @@ def stream_end_s(
         rest -= weights[i]
     last = now_s + train_s * weights[order[-1]] / total  # the handover (>= free_s)
     return end if end > last else last
-
-
-def check_seam(name: str, value: object, protocol: type, what: str, got: str = "") -> None:
-    """Raise a FieldError for ``name`` unless ``value`` is an instance with every member of the
-    seam's ``protocol`` (:mod:`pipesim.core.seams`; not runtime-checkable: its methods callable,
-    its attributes and properties present), as :func:`pipesim.config.check_policy` checks a
-    policy. Called where the pipeline is built, so a wrong object is named before the run, not by
-    an AttributeError from inside the kernel at its first batch or sync. ``got``: where ``value``
-    came from (a factory's answer)."""
-    if isinstance(value, type):
-        raise refuse(name, f"must be {what} instance, got the class {value.__name__}{got}; call it")
-    own = vars(protocol)
-    members = [n for n in (*own.get("__annotations__", {}), *own) if not n.startswith("_")]
-    missing = [
-        n
-        for n in dict.fromkeys(members)
-        if not (callable(getattr(value, n, None)) if callable(own.get(n)) else hasattr(value, n))
-    ]
-    if missing:
-        raise refuse(
-            name,
-            f"must be {what} ({protocol.__module__}.{protocol.__name__}), got {shown(value)}{got}, "
-            f"which lacks {', '.join(missing)}",
-        )
 
 
 class Training:

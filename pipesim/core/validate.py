@@ -125,6 +125,36 @@ def refuse(field: str, problem: str, kind: type[FieldError] = FieldError) -> Fie
     return kind(f"{field} {problem}", field)
 
 
+def protocol_lacks(value: object, protocol: type) -> list[str]:
+    """The members of ``protocol`` that ``value`` lacks, in the order declared: a method it has
+    no callable of that name for, an attribute (annotated) or property it does not have. A policy
+    slot's Protocol (:func:`pipesim.config.check_policy`) holds methods only; a seam's
+    (:mod:`pipesim.core.seams`, not runtime-checkable) attributes too."""
+    own = vars(protocol)
+    members = dict.fromkeys(n for n in (*own.get("__annotations__", {}), *own) if not n.startswith("_"))
+    return [
+        n
+        for n in members
+        if not (callable(getattr(value, n, None)) if callable(own.get(n)) else hasattr(value, n))
+    ]
+
+
+def check_seam(name: str, value: object, protocol: type, what: str, got: str = "") -> None:
+    """Raise a FieldError for ``name`` unless ``value`` is an instance with every member of the
+    seam's ``protocol`` (:func:`protocol_lacks`), as :func:`pipesim.config.check_policy` checks a
+    policy. Called where the pipeline is built, so a wrong object is named before the run, not by
+    an AttributeError from inside the kernel at its first batch or sync. ``got``: where ``value``
+    came from (a factory's answer)."""
+    if isinstance(value, type):
+        raise refuse(name, f"must be {what} instance, got the class {value.__name__}{got}; call it")
+    if missing := protocol_lacks(value, protocol):
+        raise refuse(
+            name,
+            f"must be {what} ({protocol.__module__}.{protocol.__name__}), got {shown(value)}{got}, "
+            f"which lacks {', '.join(missing)}",
+        )
+
+
 @contextmanager
 def within(prefix: str) -> Iterator[None]:
     """Re-raise a :class:`FieldError` raised inside as :meth:`FieldError.nested` under ``prefix``."""
