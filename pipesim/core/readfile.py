@@ -22,6 +22,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "LOG_MAX_BYTES",
@@ -31,6 +32,7 @@ __all__ = [
     "NotAFile",
     "NotText",
     "check_file",
+    "open_regular",
     "read_bytes",
     "read_text",
 ]
@@ -136,13 +138,12 @@ def check_file(path: str | os.PathLike[str]) -> None:
         raise
 
 
-def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
-    """The bytes of the regular file at ``path`` (a symlink is followed), at most ``max_bytes``.
-
-    ``what`` names such files in a refusal (``"scenario files"``: "is 50.0 MiB; scenario files
-    are at most 16 MiB"). OSError when the path cannot be read: missing or unreadable (the system's
-    own error), a symlink loop, or not a regular file or too large (:class:`NotAFile`); each one's
-    ``strerror`` says why, in a few words."""
+def open_regular(path: str | os.PathLike[str], what: str, max_bytes: int) -> BinaryIO:
+    """The regular file at ``path`` (a symlink is followed) of at most ``max_bytes``, opened for
+    reading in binary; the caller closes it (``with``). Checked before it is opened (opening a
+    FIFO blocks) and again once open (the file opened, not the one looked at); opened without
+    blocking. OSError as :func:`read_bytes` says it. For a reader that streams the file
+    (:func:`pipesim.io.trace_bounds.csv_rows_at_least`) rather than reading it whole."""
     p = Path(path)
     try:
         _checked(p, os.stat(p), max_bytes, what)  # before open: opening a FIFO blocks
@@ -151,9 +152,25 @@ def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes
         if e.errno == errno.ELOOP:
             raise NotAFile(errno.ELOOP, _LOOP, str(p)) from None
         raise
-    with os.fdopen(fd, "rb") as f:
-        _checked(p, os.fstat(fd), max_bytes, what)  # the file opened, not the one looked at
+    f = os.fdopen(fd, "rb")
+    try:
+        _checked(p, os.fstat(fd), max_bytes, what)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path`` (a symlink is followed), at most ``max_bytes``.
+
+    ``what`` names such files in a refusal (``"scenario files"``: "is 50.0 MiB; scenario files
+    are at most 16 MiB"). OSError when the path cannot be read: missing or unreadable (the system's
+    own error), a symlink loop, or not a regular file or too large (:class:`NotAFile`); each one's
+    ``strerror`` says why, in a few words."""
+    with open_regular(path, what, max_bytes) as f:
         data = f.read(max_bytes + 1)  # bounded: a file grown since cannot be read past its cap
+    p = Path(path)
     if len(data) > max_bytes:
         raise NotAFile(errno.EFBIG, f"grew past {_cap(max_bytes)}, the most {what} may be", str(p))
     return data

@@ -26,9 +26,8 @@ Every check reads :data:`MAX_TRACE_EVENTS` from this module at call time (as doe
 from __future__ import annotations
 
 import math
-import os
 import re
-import stat
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,11 +204,11 @@ def csv_rows_at_least(path: str | Path, cap: int) -> int | None:
     header is one line; a last row without a line end is not counted (it may be blank, which pandas
     skips). The bound only: an exact count of a whole file, blank lines and all, is
     :func:`pipesim.io.fit_readers.trace_rows`."""
-    try:  # opened without blocking (a FIFO's open waits for a writer), and read only if regular
-        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None  # a FIFO, a device: read_bytes refuses it by name
+    from pipesim.core.readfile import open_regular
+
+    try:  # a regular file only, opened as the readers open it: a FIFO's open waits for a writer
+        with open_regular(path, "events tables", sys.maxsize) as f:  # the reader after caps the size
             scan = scan_lines(iter(lambda: f.read(_CHUNK_BYTES), b""), cap + 1, rows=True)
-    except OSError:
+    except OSError:  # a FIFO, a device: read_bytes refuses it by name
         return None
     return max(scan.ends - 1, 0) if scan.plain else None
