@@ -68,24 +68,24 @@ def calling_policy(p: Pipeline) -> str:
     the stack that runs a method of one of the run's policies or seams, found as
     :func:`from_user_code` finds the culprit of an exception; "a policy" where none does (a call
     from outside the run). Walks the stack, so only an error pays for it."""
-    frames = []
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:  # innermost first
-        frames.append(frame)
-        frame = frame.f_back
-    return _policy_of(frames, p._roles()) or "a policy"
+    return _policy_of(_stack(), p._roles()) or "a policy"
 
 
 def called_by(obj: object) -> bool:
     """Whether a frame on the stack runs code of ``obj`` (a method of its class, or a function
     whose ``self`` it is): the port asks it before refusing an action a promise rules out for that
     policy alone. Walks the stack, so ask only where the answer may refuse."""
-    frame: FrameType | None = sys._getframe(1)
+    return _policy_of(_stack(), [("", obj)]) is not None
+
+
+def _stack() -> list[FrameType]:
+    """The frames of the caller's caller and outward, innermost first."""
     frames = []
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         frames.append(frame)
         frame = frame.f_back
-    return _policy_of(frames, [("", obj)]) is not None
+    return frames
 
 
 def _policy_of(frames: Iterable[FrameType], roles: list[tuple[str, object]]) -> str | None:

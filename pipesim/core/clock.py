@@ -36,6 +36,8 @@ import simpy
 from simpy.core import StopSimulation
 from simpy.events import NORMAL, EventPriority
 
+from pipesim.core.validate import shown
+
 __all__ = ["END_OF_INSTANT", "Clock", "EndOfInstant", "Wakeup"]
 
 END_OF_INSTANT = EventPriority(NORMAL + 1)
@@ -88,7 +90,7 @@ class Clock(simpy.Environment):
         at = self._now + delay
         if at != at:  # NaN, and only NaN, differs from itself
             raise ValueError(
-                f"an event scheduled {shown_delay(delay)} s after t={self._now:g}: a delay must be a "
+                f"an event scheduled {shown(delay)} s after t={self._now:g}: a delay must be a "
                 "number of seconds >= 0, not NaN (p.timeout checks its delay and names the policy)"
             )
         heappush(self._queue, (at, priority, next(self._eid), event))  # type: ignore[attr-defined]
@@ -204,9 +206,3 @@ class Clock(simpy.Environment):
         done.callbacks.append(StopSimulation.callback)  # type: ignore[union-attr]  # SimPy's own stop
         self.run()
         return bool(done.triggered)
-
-
-def shown_delay(delay: object) -> str:
-    """A delay as an error quotes it: short, whatever its type."""
-    text = repr(delay)
-    return text if len(text) <= 40 else text[:37] + "..."

@@ -74,10 +74,9 @@ from pipesim.io.saved_checks import (
 from pipesim.io.saved_files import (
     MANIFEST,
     MANIFEST_FORMAT,
-    MANIFEST_MAX_BYTES,
     SavedRunError,
     UnverifiedRunWarning,
-    read_bytes,
+    read_manifest,
     reading,
     write_run_dir,
 )
@@ -191,7 +190,7 @@ def is_saved_run(path: str | Path) -> bool:
     for name, key, value in (("meta.json", "format", FORMAT), (MANIFEST, "format", MANIFEST_FORMAT)):
         f = Path(path) / name
         try:
-            if f.is_file() and json.loads(read_bytes(f, MANIFEST_MAX_BYTES, "manifests")).get(key) == value:
+            if f.is_file() and json.loads(read_manifest(f)).get(key) == value:
                 return True
         except (ValueError, AttributeError, OSError, RecursionError):
             continue

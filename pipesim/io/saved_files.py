@@ -149,6 +149,12 @@ def read_bytes(path: Path, max_bytes: int | None = None, what: str = "saved-run 
         raise SavedRunError(f"{path}: cannot read: {exc.strerror or exc}", "", str(path)) from None
 
 
+def read_manifest(path: Path) -> bytes:
+    """The bytes of a ``manifest.json`` (or of the ``meta.json`` beside it), read bounded at
+    :data:`MANIFEST_MAX_BYTES`: a large file in its place is no saved run's."""
+    return read_bytes(path, MANIFEST_MAX_BYTES, "saved-run manifests")
+
+
 def _size_on_disk(path: Path) -> int | None:
     """The size of the regular file at ``path``; None for anything else (:func:`read_bytes` says
     what it is)."""
@@ -227,7 +233,7 @@ def verified_files(directory: Path) -> dict[str, bytes]:
     """The contents of every file the manifest of ``directory`` lists, each checked against its
     hash; a :class:`SavedRunError` naming the first file that is missing, added or changed."""
     manifest = directory / MANIFEST
-    listed = _listed_files(manifest, read_bytes(manifest, MANIFEST_MAX_BYTES, "saved-run manifests"))
+    listed = _listed_files(manifest, read_manifest(manifest))
     with reading(directory):
         present = {entry.name for entry in directory.iterdir()} - {MANIFEST}
     added = sorted(present - listed.keys())
