@@ -96,17 +96,15 @@ SET_HELP = (
     "--set n_slots=8, --set 'weight_update=InFlightUpdate(load_time_s=2)', "
     "--set 'replicas=Replicas(2, LeastLoaded())', --set timeout=none, --set max_head_offpolicyness=4"
 )
-POLICIES_HELP = (
-    "a module of your own policy classes, by dotted name or .py path, to name them in --set and "
-    "--over (repeatable); e.g. --policies headroom.py"
-)
 POLICIES_USE = {
+    "over": "to name them in --set and --over",
     "set": "to name them in --set and in a scenario file",
     "list": "for --keys to list them and SCENARIO to name them",
     "report": "that the saved run's scenario names",
 }
-"""What ``--policies`` is for in a command without ``--over`` (:func:`policies_help`): its help
-named ``--over`` on run, trace and export, and ``--set`` and ``--over`` on list and report."""
+"""What ``--policies`` is for, by command (:func:`policies_help`): ``over`` where the command has
+``--over`` (sweep); its help named ``--over`` on run, trace and export, and ``--set`` and ``--over``
+on list and report, which have neither."""
 
 
 def policies_help(use: str) -> str:
@@ -115,6 +113,10 @@ def policies_help(use: str) -> str:
         f"a module of your own policy classes, by dotted name or .py path, {POLICIES_USE[use]} "
         "(repeatable); e.g. --policies headroom.py"
     )
+
+
+POLICIES_HELP = policies_help("over")
+"""``--policies``'s default help: the option table's, which sweep takes as it is."""
 
 
 SEED_KEYS = ("seed", "run.seed")
