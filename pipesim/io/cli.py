@@ -114,21 +114,26 @@ def _main(argv: list[str]) -> int:
     command had finished, where it had (before, one there gave 130 and "stopped before it
     finished" after the outputs were complete)."""
     if argv[:1] == ["plan"]:  # the planner parses its own arguments (pipesim plan --help)
-        from pipesim.plan import main as plan_main
-
+        try:
+            with sigterm_as_interrupt():
+                from pipesim.plan import main as plan_main
+        except KeyboardInterrupt:
+            return _not_started("plan")
         try:
             with pause_collector_during_runs():
                 return _finished("plan", plan_main(argv[1:]))
         except BrokenPipeError:  # `pipesim plan ... | head`: the reader left; nothing to report
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - as below
             return 0
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = None  # the parsed command line, once the command has started
     status = None  # the command's, once it has returned
     try:
         # SIGTERM unwinds like Ctrl-C (nothing is left half-written); this process is the
         # command's, so its runs pause the cyclic collector while they run
         with sigterm_as_interrupt(), pause_collector_during_runs():
+            # built in here: the parser imports the planner and calibration (~0.3 s, seconds
+            # under load), and a Ctrl-C there was a raw traceback, a SIGTERM a silent 143
+            args = build_parser().parse_args(argv)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 register_policies(getattr(args, "policies", None) or [])
@@ -140,6 +145,8 @@ def _main(argv: list[str]) -> int:
     except UsageError as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:  # `pipesim sweep` says what it kept itself
+        if args is None:  # while the parser was built or read: nothing had started
+            return _not_started(argv[0] if argv and not argv[0].startswith("-") else "pipesim")
         if status is not None:  # it came after the command returned (its frame's clean-up takes ms)
             return _finished(argv[0], status, interrupted=True)
         command_finished(argv[0], 130)  # a second Ctrl-C must not cut the line below
@@ -196,6 +203,14 @@ def _finished(command: str, status: int | None, interrupted: bool = False) -> in
     are complete) rather than unwinding the command's way out; ``interrupted``: one came already."""
     command_finished(command, int(status or 0), interrupted)
     return int(status or 0)
+
+
+def _not_started(command: str) -> int:
+    """The one line a Ctrl-C or SIGTERM before ``command`` started prints (the console script's,
+    :mod:`pipesim_entry`, for one during the import before) -> its exit status, 130."""
+    command_finished(command, 130)  # a second Ctrl-C must not cut the line below
+    print(f"pipesim: interrupted before {command} started; nothing was written", file=sys.stderr)
+    return 130
 
 
 def _fail(message: str) -> int:

@@ -204,11 +204,18 @@ def _header(cmp: Any, stopped: str = "") -> str:
             f"{cut}the value at seed 0 of each design run here (one seed: no interval, and none "
             f"for {diffs}, so nothing is marked distinguishable)"
         )
-    return (
-        f"{cut}mean [95% Student t interval] over seeds 0..{cmp.done - 1} of each design run here; "
-        f"{diffs}: the paired difference per seed, distinguishable from seed noise where its "
-        "interval excludes 0"
-    )
+    single = {n for n in names if len(cmp.per_seed[n]) == 1}  # a saved run or result: one run
+    paired = ", ".join(f"{short[b]} - {short[names[0]]}" for b in names[1:] if not {b, names[0]} & single)
+    alone = ", ".join(f"{short[b]} - {short[names[0]]}" for b in names[1:] if {b, names[0]} & single)
+    said = [f"{cut}mean [95% Student t interval] over seeds 0..{cmp.done - 1} of each design run here"]
+    if paired:
+        said.append(
+            f"{paired}: the paired difference per seed, distinguishable from seed noise where its "
+            "interval excludes 0"
+        )
+    if alone:  # one run less a mean over seeds: nothing to pair, no interval
+        said.append(f"{alone}: a one-run design's value (seed 0) against the other's mean, not paired")
+    return "; ".join(said)
 
 
 def comparison_text(cmp: Any, width: int | None = None) -> str:

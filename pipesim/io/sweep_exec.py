@@ -30,6 +30,7 @@ module: it reads the caller's stack and source, and runs nothing).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -202,6 +203,46 @@ def start_forkserver() -> None:
 
     with signals_to(signal.SIG_IGN, (signal.SIGINT,)):
         forkserver.ensure_running()
+    _await_preload(getattr(forkserver, "_forkserver", None))
+
+
+_READY: set[int] = set()  # the forkservers (pids) whose preload has finished
+
+
+def _await_preload(server: Any) -> None:
+    """Wait, taking Ctrl-C and SIGTERM every :data:`_POLL_S`, until ``server`` has finished its
+    preload: it forks a process that only exits. The pool's first ``submit`` waited for the preload
+    instead (seconds: 8.5 s under load), with interrupts held (:func:`run_cells`), so a stop in a
+    sweep's first seconds took 8-12 s to exit. The probe starts on a thread, never cut half-way; on
+    a stop the server is killed (its would-be children with it) and reaped, and a later sweep in
+    this process starts a fresh one."""
+    pid = getattr(server, "_forkserver_pid", None)  # CPython's (3.8 on); absent: the pool waits
+    if pid is None or pid in _READY:
+        return
+    probe = multiprocessing.get_context("forkserver").Process(target=ignore_sigint, daemon=True)
+    starting = threading.Thread(target=_start_quietly, args=(probe,), daemon=True)
+    with polled_interrupts() as check:
+        starting.start()
+        try:
+            while starting.is_alive():
+                check()
+                starting.join(_POLL_S)
+        except BaseException:
+            os.kill(pid, signal.SIGKILL)
+            starting.join(_POLL_S)  # its read ends as the server dies: EOF
+            if callable(stop := getattr(server, "_stop", None)):
+                stop()
+            raise
+    if probe.pid is not None:  # else it failed on its own: the pool's start says why
+        probe.join()
+        _READY.add(pid)
+
+
+def _start_quietly(probe: multiprocessing.process.BaseProcess) -> None:
+    """``probe.start()``; an error (the server killed under it, a stopped sweep) is dropped: the
+    sweep that stopped says so, and a probe that failed on its own fails the pool's start after."""
+    with contextlib.suppress(Exception):  # the caller reports the stop
+        probe.start()
 
 
 # -- running cells -----------------------------------------------------------------------------------

@@ -244,6 +244,30 @@ def _check_events(events: pd.DataFrame) -> None:
             "microsecond timestamps hold (285 years: seconds in another unit?)"
         ),
     )
+    _refuse_overlap(events, start, end)
+
+
+def _refuse_overlap(events: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> None:
+    """FieldError naming two rows that overlap on one track (a slot's lane, the trainer's, the
+    sync's): a trace's slices on one thread must nest, and an edited events file whose episode was
+    moved onto a busy slot drew them overlapped. A run's own never do: a slot runs one episode at a
+    time, its pauses between that episode's segments, and the trainer and the sync one step each.
+    Sorted per track by start, each row must start at or after the row before it ends (then, by
+    induction, after every earlier row ends)."""
+    kind = events["kind"].to_numpy()
+    lane_code, lanes = pd.factorize(events["lane"])  # integer codes: 1M rows in ~0.1 s
+    track = np.where(kind == "train", -2, np.where(kind == "sync", -3, lane_code))
+    order = np.lexsort((end, start, track))  # by track, then start, then end
+    t, s, e = track[order], start[order], end[order]
+    bad = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] < e[:-1]))
+    if len(bad):
+        row, prev = int(order[bad[0] + 1]), int(order[bad[0]])
+        name = {-2: "trainer", -3: "sync"}.get(int(t[bad[0]])) or str(lanes[t[bad[0]]])
+        raise FieldError(
+            f"row {row} of the events (start_s {start[row]:g}) starts before row {prev} on the same "
+            f"track ({shown(name)}) ends (end_s {end[prev]:g}): a track runs one interval at a time",
+            f"start_s[{row}]",
+        )
 
 
 def events_to_trace(

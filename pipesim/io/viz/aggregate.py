@@ -51,7 +51,7 @@ from pipesim.io.viz.binning import (  # moved there; importing them from here st
     count_ticks,
     mean_count,
 )
-from pipesim.io.viz.palette import TRAIN_COLOR, band_color, n_versions_of, version_colors
+from pipesim.io.viz.palette import TRAIN_COLOR, band_color, n_versions_of, short_title, version_colors
 from pipesim.io.viz.runs import band_label, eta_bounds, run_of  # eta_bounds: importable here too
 from pipesim.io.viz.traces import add_specs
 
@@ -188,7 +188,9 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
         vertical_spacing=0.085,
         row_heights=[0.34, 0.18, 0.18, 0.30],
         subplot_titles=(
-            f"{name}: episodes in flight by version (on a slot, generating or paused; "
+            # the run's name on a line of its own, cut (a preset with its --set pairs ran off both
+            # sides of the page): the panel's own description below it is never cut
+            f"{short_title(name)}<br>episodes in flight by version (on a slot, generating or paused; "
             f"mean per bin; {n_slots:,} slots)",
             "buffer depth (finished, waiting for the trainer; mean per bin)",
             "slots generating and trainer busy (share of each bin)",
@@ -326,7 +328,7 @@ def aggregate_view(result: Any, title: str | None = None, *, n_bins: int = N_BIN
     return fig
 
 
-ROW_PX, GAP_PX, LEGEND_ROW_PX, MARGIN_PX = (213, 113, 113, 188), 71, 22, (50, 110)
+ROW_PX, GAP_PX, LEGEND_ROW_PX, MARGIN_PX = (213, 113, 113, 188), 71, 22, (70, 110)  # t: two lines
 AXIS_TITLE_PX = 24
 """Added to the gap under the share panel: its "simulated seconds" title, which touched the
 staleness panel's title in the 71 px the other gaps have."""
