@@ -5,7 +5,10 @@ Three ways to get weights, all ending in a ``LabelledModel`` (the module plus a 
 the real model):
 
 * ``load_model(path_or_id, ...)``: a local directory or an entry of the Hugging Face cache, loaded
-  with ``local_files_only=True``. Nothing is downloaded; absent weights raise ``FileNotFoundError``.
+  with ``local_files_only=True``. Nothing is downloaded: a hub id not in the cache raises
+  ``FileNotFoundError``. A directory without a weights file, or with a damaged or truncated one
+  (an interrupted download), raises ``FieldError`` (field ``model``, naming ``--model`` and the
+  file), checked by :func:`check_weights` before the tokenizer or the model is loaded.
   Only Qwen3 checkpoints (config.json ``model_type`` ``qwen3``) are taken: the probe is about that
   architecture, and ``AutoModelForCausalLM`` would otherwise run any causal LM (or give a BERT a
   randomly initialised LM head) under a "REAL weights" label.
@@ -49,6 +52,8 @@ from mismatch.checkpoint import (
 from mismatch.checks import FieldError, refuse
 from mismatch.prompts import ByteTokenizer, Tokenizer, make_prompts
 from mismatch.sampling import engine_sample
+from mismatch.weightfiles import WEIGHTS_FILES as WEIGHTS_FILES  # importable from here too
+from mismatch.weightfiles import check_weights, load_errors, model_error
 
 TARGET_MEAN_PROB = 0.35  # mean probability of a sampled token, about the chapter's Qwen3-0.6B value
 CALIBRATION_STEPS = 12  # bisection steps on log(alpha) in [log 0.5, log 200]
@@ -116,16 +121,24 @@ def load_model(
     attn_implementation: str = "sdpa",
 ) -> LabelledModel:
     """Load a real Qwen3 checkpoint from a local directory or the HF cache (never the network);
-    FieldError (field ``model``) for a config.json that is not valid JSON or not a Qwen3's."""
+    FieldError (field ``model``) for a config.json that is not valid JSON or not a Qwen3's, and
+    for weights that are missing, damaged or cut short (:func:`check_weights`)."""
     _check_attn(attn_implementation)
     dev = resolve_device(device)
     path = resolve_local(name_or_path)
-    check_architecture(name_or_path, read_config(name_or_path, path), os.path.join(path, "config.json"))
+    cfg = read_config(name_or_path, path)
+    check_architecture(name_or_path, cfg, os.path.join(path, "config.json"))
+    weights = check_weights(name_or_path, path, cfg)
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(
-        path, dtype=dtype, attn_implementation=attn_implementation, local_files_only=True
-    )
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, attn_implementation=attn_implementation, local_files_only=True
+        )
+    except load_errors() as exc:  # damage past the header (or a legacy pickle's): named, exit 2
+        raise model_error(
+            name_or_path, f"cannot load the weights in {weights} ({type(exc).__name__}: {exc})", weights
+        ) from exc
     model.to(dev)
     model.eval()
     cfg = model.config
@@ -285,6 +298,7 @@ class ModelSource:
         path = resolve_local(name_or_path)  # fail before anything heavy happens
         cfg = read_config(name_or_path, path)
         check_architecture(name_or_path, cfg, os.path.join(path, "config.json"))
+        check_weights(name_or_path, path, cfg)  # before the tokenizer: a missing file fails at once
         tokenizer = load_tokenizer(name_or_path)
         check_vocab(
             name_or_path, config_vocab_size(cfg), getattr(tokenizer, "n_tokens", None), tokenizer.pad_id

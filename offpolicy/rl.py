@@ -33,8 +33,16 @@ import torch
 
 from offpolicy.checks import FieldError, check_int, check_lr, check_real, check_seed, refuse, shown
 from offpolicy.functional import group_advantages, ppo_policy_loss, selected_log_probs
-from offpolicy.gym import Task, Tokenizer
+from offpolicy.gym import Task, Tokenizer, max_episode_len
 from offpolicy.rollout import Diverged, Episode, behavior_stats, collate, pick_tasks, sample_episodes
+
+#: The most episodes one step samples. A step holds all of them at once (one batched sampling, a
+#: collated [B, T] batch, one no-grad forward for pi_old over the whole batch). Measured peak RSS
+#: of one step of ``train_rl`` at the default ``max_turns``: 0.7 GB at 1,024 episodes, 1.4 GB at
+#: 4,096, 3.5 GB at 16,384 and 6.0 GB at 32,768 (about 0.16 MB more per episode; one thread, about
+#: 7 ms per episode), so 65,536 needs about 11 GB and 8 minutes a step on one core: a CPU run holds
+#: it. 8e8 died in ``std::bad_alloc``, and 1e12 in torch's allocator.
+MAX_EPISODES_PER_STEP = 2**16
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,8 @@ class RLConfig:
     """Hyper-parameters of RL on TinyAgent.
 
     Attributes:
-        episodes_per_step: episodes sampled per training step (a multiple of group_size).
+        episodes_per_step: episodes sampled per training step (a multiple of group_size), at
+            most ``MAX_EPISODES_PER_STEP`` (65,536: a step holds them all in memory).
         group_size: episodes per task in a step (>= 2); they share the group baseline, so a
             group of one would have no advantage to learn from.
         lr: Adam learning rate. 3e-4 since the issue gym's lr sweep (``docs/offpolicy.md``:
@@ -54,7 +63,10 @@ class RLConfig:
         clip_low: PPO clip, lower side: ratio >= 1 - clip_low.
         clip_high: PPO clip, upper side: ratio <= 1 + clip_high ("clip-higher").
         max_grad_norm: gradient-norm clip per minibatch step.
-        max_turns: actions per episode before truncation.
+        max_turns: actions per episode before truncation. An episode of ``max_turns`` actions
+            can reach ``gym.max_episode_len(max_turns)`` tokens, which must fit the model's
+            ``max_len`` (96 for the RL bases: max_turns <= 3); the training loops and
+            :func:`evaluate` check it against the model they are given (:func:`check_context`).
         normalize_std: divide advantages by the group's reward std (off by default).
         seed: seed of the generator that drives task draws, sampling and minibatch order.
     """
@@ -72,7 +84,8 @@ class RLConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("episodes_per_step", "minibatches", "max_turns"):
+        check_int("episodes_per_step", self.episodes_per_step, 1, MAX_EPISODES_PER_STEP)
+        for name in ("minibatches", "max_turns"):
             check_int(name, getattr(self, name), 1)
         # a group is its own baseline: one episode's advantage is 0 and trains nothing
         check_int("group_size", self.group_size, 2)
@@ -92,6 +105,26 @@ class RLConfig:
             )
         if self.minibatches > self.episodes_per_step:
             raise refuse("minibatches", f"must be in [1, episodes_per_step], got {self.minibatches}")
+
+
+def check_context(model: torch.nn.Module, cfg: RLConfig) -> None:
+    """FieldError naming ``max_turns`` when an episode of ``cfg.max_turns`` actions can outgrow the
+    model's context (``model.cfg.max_len``): sampling would fail part-way through training with
+    "ids: length 108 exceeds max_len=96". A model without ``cfg.max_len`` is not checked."""
+    max_len = getattr(getattr(model, "cfg", None), "max_len", None)
+    need = max_episode_len(cfg.max_turns)
+    if not isinstance(max_len, int) or need <= max_len:
+        return
+    lo, hi = 0, cfg.max_turns  # the most turns that fit: max_episode_len grows with the turns
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if max_episode_len(mid) <= max_len else (lo, mid)
+    fix = f"use max_turns <= {lo}, or" if lo else "use"
+    raise FieldError(
+        f"max_turns={cfg.max_turns}: gym.max_episode_len({cfg.max_turns})={need} tokens exceeds the "
+        f"model's max_len {max_len}; {fix} a model with max_len >= {need}",
+        "max_turns",
+    )
 
 
 def compute_advantages(batch: dict[str, torch.Tensor], cfg: RLConfig) -> torch.Tensor:
@@ -226,6 +259,7 @@ def train_rl(
     ``eval_pass_rate`` / ``eval_invalid`` / ``eval_reads`` (see the module docstring).
     """
     check_int("steps", steps, 1)
+    check_context(model, cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     history: list[dict[str, Any]] = []
@@ -264,6 +298,7 @@ def evaluate(
     if not tasks:  # a pass rate of no episodes is not 0.0
         raise FieldError("tasks: need at least one task to evaluate on", "tasks")
     check_int("episodes_per_task", episodes_per_task, 1)
+    check_context(model, cfg)
     eps = sample_episodes(model, tasks, tok, generator, episodes_per_task, cfg.temperature, cfg.max_turns)
     stats = behavior_stats(eps)
     return {"pass_rate": stats["reward"], "reads": stats["reads"], "invalid": stats["invalid"]}

@@ -14,9 +14,11 @@ Corrections: ``none`` (w = mask: mu is ignored, the update is ``rl_update``), ``
 per episode, min(prod_t pi_old/mu, cap)).
 
 ``train_offpolicy`` keeps the last ``lag + 1`` weight versions and samples each step with the
-oldest, optionally transformed by ``sampler`` (e.g. :func:`fp8_copy`). It draws from its
-generator in the same order as ``train_rl``, so ``lag=0, correction='none'`` reproduces
-``train_rl`` exactly.
+oldest, version ``max(0, step - lag)``: steps 0 to ``lag`` all sample the starting weights, so
+the first ``lag`` steps are less stale than ``lag`` (staleness 0, 1, 2, 3, 3, 3 ... at lag 3).
+The behaviour policy is optionally transformed by ``sampler`` (e.g. :func:`fp8_copy`). It
+draws from its generator in the same order as ``train_rl``, so ``lag=0, correction='none'``
+reproduces ``train_rl`` exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from offpolicy.gym import Task, Tokenizer
 from offpolicy.rl import (
     EvalSpec,
     RLConfig,
+    check_context,
     compute_advantages,
     diverged_at,
     eval_record,
@@ -188,6 +191,8 @@ def train_offpolicy(
     policy ``lag`` updates old and can hide a collapse that these show when it happens.
     ``lag`` must be below ``steps`` (a FieldError naming ``lag``): every larger lag is the run of
     lag ``steps - 1`` draw for draw, so a caller that records its ``lag`` would mislabel it.
+    Step ``s`` samples with version ``max(0, s - lag)``: steps 0 to ``lag`` use the starting
+    weights, so the first ``lag`` records have ``staleness`` ``s``, below ``lag``.
     """
     check_int("steps", steps, 1)
     check_int("lag", lag, 0)
@@ -199,6 +204,7 @@ def train_offpolicy(
             "another label",
         )
     check_correction_args(correction, cap, band)
+    check_context(model, cfg)
     gen = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     versions = [take_snapshot(model, 0)]

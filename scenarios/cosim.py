@@ -62,6 +62,7 @@ from offpolicy import (
 from offpolicy.base import base_config
 from offpolicy.checks import SEED_MAX, check_real, refuse, shown
 from offpolicy.gym import DEFAULT_GYM, GYMS
+from offpolicy.rl import check_context
 from offpolicy.rollout import Diverged
 from offpolicy.rollout import Episode as RealEpisode
 from pipesim.config import PipelineConfig, Scenario
@@ -101,7 +102,10 @@ class CosimConfig:
     train_time_s: float = 60.0
     sync_time_s: float = 10.0
     eval_every_steps: int = 5
-    """Held-out evaluation every k training steps (and at step 0); 0 disables evaluation."""
+    """Held-out evaluation every k training steps (and at step 0 and after the last step). 0
+    disables evaluation, for runs that only time the pipeline (:mod:`scenarios.cosim_perf`): the
+    result then has no ``evals``, and its ``final_pass_rate`` and ``time_to_target_h`` are NaN
+    (nothing was measured). The CLI, whose tables read them, refuses ``--eval-every 0``."""
     eval_episodes_per_task: int = 8
     """Episodes per held-out task at each evaluation (8 x the issue gym's 40 tasks = 320; the
     defect gym's 10 tasks had 32 each, the same 320 episodes)."""
@@ -166,6 +170,7 @@ class CosimDriver:
 
     def __init__(self, cfg: CosimConfig, model: TinyAgent, tok: Any) -> None:
         self.cfg, self.tok, self.model = cfg, tok, model
+        check_context(model, cfg.rl)  # before any sampling: max_turns must fit the model's max_len
         self.train_time_s = cfg.train_time_s
         self.train_tasks, self.heldout = make_tasks("train", cfg.gym), make_tasks("heldout", cfg.gym)
         self.gen = torch.Generator().manual_seed(cfg.rl.seed)
@@ -312,11 +317,14 @@ class CosimResult:
     training steps done, the simulated second, what was found; None for a run that did not."""
 
     def time_to_target_h(self, target: float | None = None) -> float:
-        """Simulated hours at the first evaluation reaching ``target`` (NaN if none did)."""
+        """Simulated hours at the first evaluation reaching ``target`` (NaN if none did, and for a
+        run without evaluation, ``eval_every_steps=0``)."""
         t = self.config.target_pass_rate if target is None else target
         return next((e["sim_h"] for e in self.evals if e["pass_rate"] >= t), math.nan)
 
     def summary(self) -> dict[str, float]:
+        """The run in one row. ``final_pass_rate`` and ``time_to_target_h`` are NaN for a run
+        configured without evaluation (``eval_every_steps=0``); a diverged run's pass rate is 0."""
         s = self.run.summary()
 
         def mean(k: str) -> float:  # NaN: a run that diverged in its first step has none
