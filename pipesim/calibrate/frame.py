@@ -235,17 +235,19 @@ def check_spec(rs: Any) -> None:
 
 
 def check_steps(steps: object, n: int | None) -> np.ndarray:
-    """``steps`` as ``n`` step numbers (integers of magnitude up to ``MAX_STEP``; ``n`` None: one,
-    not in a sequence), or a LogError naming ``steps``: the rows of the spec's dealing they take."""
+    """``steps`` as ``n`` step numbers (integers from 0 to ``MAX_STEP``; ``n`` None: one, not in a
+    sequence), or a LogError naming ``steps``: the rows of the spec's dealing they take (a negative
+    step took a row counted from the dealing's end)."""
     from pipesim.calibrate.cells import MAX_STEP
 
     seq = np.ndarray | pd.Series | list | tuple | range
     one = n is None and isinstance(steps, int | np.integer) and not isinstance(steps, bool)
     arr = np.asarray([steps] if one else steps) if one or (n is not None and isinstance(steps, seq)) else None
     x = arr.astype(float) if arr is not None and arr.dtype.kind in "iuf" else None
-    if x is None or x.shape != (n or 1,) or not ((x == np.round(x)) & (abs(x) <= MAX_STEP)).all():
+    if x is None or x.shape != (n or 1,) or not ((x == np.round(x)) & (x >= 0) & (x <= MAX_STEP)).all():
         what = "a step number" if n is None else f"{n} step numbers (one per step)"
-        raise LogError(f"steps must be {what}, integers up to {MAX_STEP:.0e}, got {shown(steps)}", "steps")
+        said = f"integers from 0 to {MAX_STEP:.0e}"
+        raise LogError(f"steps must be {what}, {said}, got {shown(steps)}", "steps")
     return x.astype(np.int64)
 
 

@@ -286,9 +286,9 @@ def read_log(
         shadowed,
     )
 
-    df = read_frame(p, raw)
-    read_notes = list(df.attrs.get(READ_NOTES, []))  # a partial last line dropped, records flattened
     mapping, mapped = column_mapping(path, columns or {})
+    df = read_frame(p, raw, mapping["step"], steps)  # a long log's steps counted first
+    read_notes = list(df.attrs.get(READ_NOTES, []))  # a partial last line dropped, records flattened
     repeated_columns(p, raw, set(mapping.values()))
     for name, source in (columns or {}).items():
         if source not in df.columns:

@@ -32,11 +32,15 @@ __all__ = ["READ_NOTES", "column_mapping", "complete_rows", "json_records", "mer
 __all__ += ["read_frame", "repeated_columns", "shadowed"]
 
 
-def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
+def read_frame(p: Path, raw: bytes, step: str | None = None, steps: str | None = None) -> pd.DataFrame:
     """The log's cells: a CSV's or TSV's as strings (its numbers are read from them), a JSON line's
     as parsed, marked :data:`~pipesim.calibrate.cells.TYPED` (a number written as a string is
-    refused there). The suffixes are :data:`~pipesim.calibrate.log.LOG_SUFFIXES`."""
+    refused there). The suffixes are :data:`~pipesim.calibrate.log.LOG_SUFFIXES`; the bytes UTF-8
+    (:func:`~pipesim.calibrate.logscan.check_utf8`). ``step`` (the log's step column) and ``steps``
+    (``--steps``): a long log's steps are counted first (:func:`~pipesim.calibrate.logscan.precount`)."""
     import io
+
+    from pipesim.calibrate.logscan import check_utf8, precount
 
     suffix = p.suffix.lower()
     if suffix not in LOG_SUFFIXES:
@@ -48,6 +52,9 @@ def read_frame(p: Path, raw: bytes) -> pd.DataFrame:
         raise LogError(
             f"{p}: holds a JSON array, not JSON lines: write one JSON object per line (one per step)", "log"
         )
+    check_utf8(p, raw)
+    if step is not None:
+        precount(p, raw, step, steps)
     try:
         if suffix in JSONL_SUFFIXES:
             raw, records, notes = json_records(p, raw)
@@ -149,30 +156,14 @@ def complete_rows(p: Path, raw: bytes, sep: str) -> tuple[bytes, list[str]]:
     Before, the file was refused ("Expected 9 fields in line 25, saw 6"), leaving a killed run's
     log unusable. A short row anywhere else, or one ended by a newline, was written whole and is
     refused, naming its line."""
-    import csv
-    import io
+    from pipesim.calibrate.logscan import short_row
 
-    # newline="": the csv module's own line splitting, which takes a bare CR as a line end (without
-    # it, a CR-only log, as classic Mac tools write, raised csv.Error, not a LogError)
-    rows = csv.reader(io.StringIO(raw.decode("utf-8-sig", errors="replace"), newline=""), delimiter=sep)
-    n = len(next(rows, []))
-    short: tuple[int, int] | None = None  # (line, fields) of the first short row
-    whole = 0
-    for row in rows:
-        if not "".join(row).strip():  # a blank line (pandas skips it) is no row
-            continue
-        if short is not None:  # a row after the short one: it was not the last
-            break
-        if len(row) < n:
-            short = (rows.line_num, len(row))
-        else:
-            whole += 1
+    n, short, whole, at_end = short_row(raw, sep)
     if short is None:
         return raw, []
     line, k = short
-    last = line == rows.line_num and not raw.endswith((b"\n", b"\r"))
-    if not last:
-        ends = " (it ends in a newline: written whole)" if line == rows.line_num else ""
+    if not at_end or raw.endswith((b"\n", b"\r")):  # not the last line, or ended by a newline
+        ends = " (it ends in a newline: written whole)" if at_end else ""
         raise LogError(
             f"{p}: a short row at line {line}, saw {k} of the header's {n} fields{ends}: every row gives "
             "every column (an empty cell where there is no value); only a last line cut mid-write, with "
@@ -194,9 +185,12 @@ def repeated_columns(p: Path, raw: bytes, used: set[str]) -> None:
     import io
     import json
 
+    from pipesim.calibrate.logscan import wide_fields
+
     text = raw.decode("utf-8-sig", errors="replace")
-    if p.suffix.lower() in CSV_SUFFIXES:
-        header = next(csv.reader(io.StringIO(text, newline=""), delimiter=CSV_SUFFIXES[p.suffix.lower()]), [])
+    if (sep := CSV_SUFFIXES.get(p.suffix.lower())) is not None:
+        with wide_fields(raw):
+            header = next(csv.reader(io.StringIO(text, newline=""), delimiter=sep), [])
         seen: set[str] = set()
         for name in header:
             if name in seen and name in used:

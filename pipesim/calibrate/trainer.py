@@ -40,14 +40,16 @@ profile's value, with a note:
   ``micro_batch_s`` when the micro-batch count cannot be told from the optimizer steps (no
   forward-only phase: both are constant per step); a fixed cost the fit puts below 0 (none seen,
   or noise) is set to 0 and the rest refitted; should a fit still fail (an efficiency above 1: the
-  log's trainer is faster than peak), the fixed costs are kept one by one until it does not.
+  log's trainer is faster than peak), the fixed costs are kept one by one until it does not; and
+  should it fail even so, the phase that holds that efficiency (``update_actor``; ``old_log_prob``
+  and ``ref``) is left out, the constants only it holds keep the profile's values, and the rest
+  are fitted without it (:func:`pipesim.calibrate.trainer_notes.left_out`). An efficiency at or
+  below 0 is a phase shorter than the model's fixed terms alone: faster than peak too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,11 @@ from pipesim.calibrate.trainer_inputs import (
     tokens,
 )
 from pipesim.calibrate.trainer_inputs import Member as Member  # re-exported
+from pipesim.calibrate.trainer_notes import HOLDS, left_out, too_fast
+from pipesim.calibrate.trainer_notes import absent as _absent
+from pipesim.calibrate.trainer_notes import fails as _fails  # re-exported, as it was named
+from pipesim.calibrate.trainer_notes import faster_than_peak as _faster_than_peak
+from pipesim.calibrate.trainer_notes import recompute_note as _recompute_note
 from pipesim.compute.phasefit import (
     FITTED,
     PhaseObservation,
@@ -158,45 +165,27 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
             "micro_batch_s, optimizer_step_s: the steps' tokens barely vary, so a fixed cost cannot be "
             "told from the efficiency; the profile's kept"
         )
-    prof, fixed, zeroed, moved = base, set(fix), [], False
-    fallback = iter(("micro_batch_s", "optimizer_step_s", "step_s"))
-    fit: ProfileFit | None = None
-    why = ""
-    reasons: dict[str, str] = {}  # a constant the fallback fixed: the failure that fixed it
-    for _ in range(2 * len(FITTED)):
-        try:
-            fit = fit_profile(prof, obs, fix=sorted(fixed))
-            fit = fit_profile(prof, obs, fix=sorted(fixed), weights=phase_weights(fit, obs))
+    solved = first = _solve(base, obs, fix)
+    gone: list[str] = []  # constants only a phase left out held (faster than peak): noted with it
+    left: list[str] = []  # the notes on the phases left out
+    while solved.fit is None and (fast := too_fast(solved.why)) is not None:
+        rest = [g for g in obs if g[0].phase not in HOLDS[fast[0]]]
+        if not rest or len(rest) == len(obs):  # no phase left to fit: the profile kept (below)
             break
-        except ValueError as e:
-            fit, why = None, str(e).removeprefix("observations: ")
-        bad = next((k for k in FITTED if k in why), None)
-        if bad == "step_s" and "out of range" in why and "sample_s" in fix and "step_s" not in fixed:
-            # the remainder is shorter than the profile's per-sample part: it is per sample (step_s 0)
-            prof = dataclasses.replace(prof, step_s=0.0)
-            fixed, fix = (fixed - {"sample_s"}) | {"step_s"}, [k for k in fix if k != "sample_s"]
-            moved, why = True, ""
-            zeroed.append("step_s")
-            continue
-        bad = next((k for k in FITTED if k in why), None)
-        if bad in _FIXED_COSTS and "out of range" in why and bad not in fixed:
-            zero: dict[str, Any] = {bad: 0.0}  # a fixed cost below 0: none seen
-            prof = dataclasses.replace(prof, **zero)
-            fixed.add(bad)
-            zeroed.append(bad)
-            continue
-        nxt = next((k for k in fallback if k not in fixed), None)
-        if nxt is None:
-            break
-        fixed.add(nxt)
-        reasons[nxt] = _fails(why)
+        dropped = [p for p in HOLDS[fast[0]] if any(g[0].phase == p for g in obs)]
+        note, held = left_out(solved.why, dropped, {g[0].phase for g in rest}, fix, base)
+        left.append(note)
+        gone += held
+        obs, solved = rest, _solve(base, rest, fix)
+    fit, prof, fixed, fix = solved.fit, solved.prof, solved.fixed, solved.fix
+    zeroed, moved, reasons = solved.zeroed, solved.moved, solved.reasons
     notes += _recompute_note(log, rs)
-    if fit is None:
-        fast = _faster_than_peak(why)
-        said = fast if fast is not None else f"({why})"
+    if fit is None:  # told by the first failure: with every phase in it (faster than peak, above all)
+        said = _faster_than_peak(first.why) or f"({first.why})"
         return {}, [*notes, f"trainer: the profile's constants could not be fitted {said}; the profile kept"]
+    notes += left
     for k in FITTED:
-        if k in fit.fitted or k in fix:
+        if k in fit.fitted or k in fix or k in gone:
             continue
         if k in zeroed:
             notes.append(f"{k}: fitted below 0 (no such fixed cost seen); set to 0")
@@ -248,6 +237,62 @@ def fit_trainer_profile(log: TrainingLog, rs: RunSpec, t: np.ndarray) -> tuple[d
     return values, notes
 
 
+@dataclasses.dataclass
+class _Solved:
+    """What :func:`_solve` ends with: the fit (None: every try failed, ``why`` says how), the
+    profile and the constants fixed it ended at, the constants floored at 0, whether the remainder
+    moved to ``sample_s``, and why the fallback fixed each constant it fixed."""
+
+    fit: ProfileFit | None
+    why: str
+    prof: FrameworkProfile
+    fixed: set[str]
+    fix: list[str]
+    zeroed: list[str]
+    moved: bool
+    reasons: dict[str, str]
+
+
+def _solve(base: FrameworkProfile, obs: list[tuple[PhaseObservation, ...]], fix: list[str]) -> _Solved:
+    """The weighted fit of ``obs`` with ``fix`` kept at ``base``'s values, tried again with a fixed
+    cost below 0 set to 0 and, while it still fails, with the fixed costs kept one by one (the
+    module docstring)."""
+    fix = list(fix)
+    prof, fixed, zeroed, moved = base, set(fix), [], False
+    fallback = iter(("micro_batch_s", "optimizer_step_s", "step_s"))
+    fit: ProfileFit | None = None
+    why = ""
+    reasons: dict[str, str] = {}  # a constant the fallback fixed: the failure that fixed it
+    for _ in range(2 * len(FITTED)):
+        try:
+            fit = fit_profile(prof, obs, fix=sorted(fixed))
+            fit = fit_profile(prof, obs, fix=sorted(fixed), weights=phase_weights(fit, obs))
+            break
+        except ValueError as e:
+            fit, why = None, str(e).removeprefix("observations: ")
+        bad = next((k for k in FITTED if k in why), None)
+        if bad == "step_s" and "out of range" in why and "sample_s" in fix and "step_s" not in fixed:
+            # the remainder is shorter than the profile's per-sample part: it is per sample (step_s 0)
+            prof = dataclasses.replace(prof, step_s=0.0)
+            fixed, fix = (fixed - {"sample_s"}) | {"step_s"}, [k for k in fix if k != "sample_s"]
+            moved, why = True, ""
+            zeroed.append("step_s")
+            continue
+        bad = next((k for k in FITTED if k in why), None)
+        if bad in _FIXED_COSTS and "out of range" in why and bad not in fixed:
+            zero: dict[str, Any] = {bad: 0.0}  # a fixed cost below 0: none seen
+            prof = dataclasses.replace(prof, **zero)
+            fixed.add(bad)
+            zeroed.append(bad)
+            continue
+        nxt = next((k for k in fallback if k not in fixed), None)
+        if nxt is None:
+            break
+        fixed.add(nxt)
+        reasons[nxt] = _fails(why)
+    return _Solved(fit, why, prof, fixed, fix, zeroed, moved, reasons)
+
+
 DEALING_SEEDS = 4
 """Other dealings :func:`dealing_spread` refits the trainer on (the spec's run at seeds
 ``seed + 1 .. seed + DEALING_SEEDS``). Each was a run of the spec through the log's last step,
@@ -285,70 +330,3 @@ def fitted_profile(rs: RunSpec, values: dict[str, Any]) -> FrameworkProfile:
     """The spec's profile with the fitted constants in place."""
     fitted: dict[str, Any] = {k: float(getattr(v, "value", v)) for k, v in values.items() if k in FITTED}
     return dataclasses.replace(config(rs).framework, **fitted)
-
-
-def _faster_than_peak(why: str) -> str | None:
-    """The user's words for a fit that put an efficiency above 1 (the solver's message ``... efficiency
-    must be in (0, 1], got 1.48``): the logged trainer is faster than peak; None for another failure.
-    Before, the validator's text was the note."""
-    m = re.search(r"(\w*efficiency) must be .*, got (\S+)$", why)
-    try:
-        got = float(m.group(2)) if m is not None else math.nan
-    except ValueError:
-        return None
-    if m is None or not got > 1:
-        return None
-    return (
-        f"(the logged trainer is faster than peak: {m.group(1)} would be {got:.3g}, above 1; check the "
-        "spec's GPU, model or GPU count against the logged run's)"
-    )
-
-
-def _recompute_note(log: TrainingLog, rs: RunSpec) -> list[str]:
-    """A note when the spec's trainer recomputes the old log-probs and the log, which times other
-    phases, has no ``old_log_prob`` column (the remainder and ``fwd_efficiency`` then go unfitted)."""
-    if not config(rs).recompute_old_logp or log.has("timing_s/old_log_prob"):
-        return []
-    return [
-        "timing_s/old_log_prob: the spec's trainer recomputes the old log-probs (model.recompute_old_logp, "
-        "default true) but the log has no such column: the remainder (step_s) is not fitted, and a run "
-        "of the spec times old_log_prob from the profile; a trainer that uses the rollout's log-probs "
-        "(verl's use_rollout_log_probs): set model.recompute_old_logp = false in the spec"
-    ]
-
-
-def _absent(k: str, log: TrainingLog, rs: RunSpec) -> str:
-    """Why ``k`` is in no observation of the fit: which logged phase would hold it."""
-    if k in ("fwd_bwd_efficiency", "optimizer_step_s"):
-        return "no timing_s/update_actor column, the phase that holds it"
-    if k == "fwd_efficiency":
-        return "no timing_s/old_log_prob or timing_s/ref column, the phases that hold it"
-    if k == "micro_batch_s":
-        return "no logged phase holds it"
-    if k == "step_s":
-        tcfg = config(rs)
-        need = ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]
-        need += ["timing_s/old_log_prob"] * tcfg.recompute_old_logp + ["timing_s/ref"] * tcfg.reference_model
-        missing = [c for c in need if not log.has(c)]
-        if missing:
-            return (
-                f"the remainder, step less gen and the phases, needs {', '.join(missing)}: without "
-                "it the remainder would absorb the missing phase"
-            )
-    return "no logged phase holds it"
-
-
-def _fails(why: str) -> str:
-    """Why a fit with a constant failed, in the user's terms where the solver's message allows: the
-    constant it put out of range and the value (the solver's own message otherwise)."""
-    fast = _faster_than_peak(why)
-    if fast is not None:
-        return f"a fit with it fails {fast}"
-    m = re.search(r"(\w+) must be .*, got (\S+)$", why)
-    if m is None:
-        return f"a fit with it fails: {why}"
-    try:
-        got = f"{float(m.group(2)):.4g}"
-    except ValueError:
-        got = m.group(2)
-    return f"fitted with it, {m.group(1)} comes out {got}, outside its range"
