@@ -9,7 +9,9 @@ columns identify:
 * the response lengths (``response_length/*``): median and log-space sigma, closed-form
   (:func:`~pipesim.calibrate.fit.fit_lengths`), and, for a synchronous design (``eta = 0``), their
   trajectory (``drift_per_version``, :func:`~pipesim.calibrate.fit.fit_drift`, kept where its
-  interval excludes 0, the median then taken back to the first logged step); then corrected once
+  interval excludes 0, the median then taken back to the first logged step; where a step is
+  clipped, the median, sigma and drift are fitted together with the cap from every step's mean and
+  clip ratio, :func:`~pipesim.calibrate.trajfit.fit_trajectory`); then corrected once
   by simulation for the length bias of the trained batch when the design is asynchronous
   (``eta > 0``: short samples are trained first): the median is scaled by the logged mean over the
   simulated trained mean, and the sigma by itself over the sigma the same fit finds on the

@@ -24,8 +24,11 @@ bootstrap of ``n`` steps is a normal interval on the plug-in variance: too narro
 
 **Length trajectory** (:func:`fit_drift`): the workload's ``drift_per_version`` scales lengths by
 ``(1 + d) ** version``, so ``ln`` of the step's mean length is linear in the step with slope
-``ln(1 + d)``: least squares over the steps, a t interval on the slope. (Where many samples hit the
-cap, the capped mean grows more slowly than the lengths: the fit then understates the drift.)
+``ln(1 + d)``: least squares over the steps, a t interval on the slope. Where samples hit the cap,
+the capped mean grows more slowly than the lengths and this slope understates the drift (and the
+pooled length fit above reads the growth as spread): with a clip ratio above 0 at some step, a
+synchronous calibration fits the drift, median and sigma together with the cap instead
+(:mod:`pipesim.calibrate.trajfit`); without one, a note says which way the values are biased.
 
 **Decode overhead** and **weight sync**: see :mod:`pipesim.calibrate` (they need simulation).
 """

@@ -31,6 +31,7 @@ from pipesim.calibrate.rows import centres, max_draws, row_note, trainer_steps
 from pipesim.calibrate.simulated import OVERHEAD_PROBE_S, Sim, fit_overhead, simulate, with_values
 from pipesim.calibrate.steptime import includes_sync, step_note, sync_note
 from pipesim.calibrate.trainer import fit_trainer_profile, tokens
+from pipesim.calibrate.trajfit import cap_seen, capped_drift_note, fit_trajectory
 from pipesim.compute.engine_config import DEFAULT_ITERATION_OVERHEAD_S
 from pipesim.plan.runspec import RunSpec
 
@@ -111,27 +112,65 @@ def _sigma_bias(rs: RunSpec, sim: Sim, values: dict[str, Fitted], log: TrainingL
     return None
 
 
-def _drift(log: TrainingLog, values: dict[str, Fitted], mean: np.ndarray) -> list[str]:
+def _drift(
+    log: TrainingLog,
+    values: dict[str, Fitted],
+    mean: np.ndarray,
+    clip: np.ndarray | None,
+    maxes: np.ndarray | None,
+    rs: RunSpec,
+    rng: np.random.Generator,
+) -> tuple[list[str], bool]:
     """Fit the length trajectory to the steps' mean response (a turn's, for an agent spec:
-    ``mean``); where its interval excludes 0, keep it and move the median back to the first step's
-    version (the run starts there, at step 0: a log cut at the front is compared with the run's
-    own steps, :func:`fit_spec`); else say none was seen."""
+    ``mean``); where its interval excludes 0, keep it with the median at the first step's version
+    (the run starts there, at step 0: a log cut at the front is compared with the run's own steps,
+    :func:`fit_spec`); else say none was seen. Returns the notes and whether the lengths in
+    ``values`` were replaced by the joint fit's.
+
+    Where a step is clipped, the drift, median and sigma are fitted together with the cap
+    (:func:`~pipesim.calibrate.trajfit.fit_trajectory`), and replace the pooled ones when its drift
+    is seen: its median is at step 0 already (not scaled back again). Otherwise the least-squares
+    slope of ``ln`` mean (:func:`~pipesim.calibrate.fit.fit_drift`), the pooled median scaled back
+    by ``(1 + d) ** mean step``, and a note where the responses reach the cap (it is then biased,
+    :func:`~pipesim.calibrate.trajfit.capped_drift_note`). The asynchronous design's corrections
+    (the median's ratio, :func:`_sigma_bias`) never meet these: they run at ``eta > 0``, this at 0."""
     at = centres(log)  # the trainer step each row's mean sits at (a row per step: its step)
     d = fit_drift(at, mean)
     if d is None:
-        return [f"drift_per_version: fewer than {MIN_DRIFT_STEPS} steps for a length trajectory"]
+        return [f"drift_per_version: fewer than {MIN_DRIFT_STEPS} steps for a length trajectory"], False
+    wl = rs.plan.workload
+    cap = float(wl.max_response_tokens)
+    joint = None
+    if clip is not None and (clip > 0).any():  # a child stream: the later fits draw what they drew
+        joint = fit_trajectory(at, mean, clip, cap, wl.difficulty_sigma, rng.spawn(1)[0])
+        d = joint["drift_per_version"] if joint is not None else d
     if d.lo <= 0.0 <= d.hi:
         return [
             f"drift_per_version: none seen (95% interval [{d.lo:.3g}, {d.hi:.3g}] holds 0); the spec's kept"
-        ]
+        ], False
     values["drift_per_version"] = d
-    back = (1.0 + d.value) ** float(np.mean(at))
+    if joint is not None:
+        values.update(joint)
+        return [], True
+    notes = []
     m = values.get("response_median_tokens")
     if m is not None:
-        values["response_median_tokens"] = Fitted(
+        back = (1.0 + d.value) ** float(np.mean(at))
+        values["response_median_tokens"] = m = Fitted(
             m.value / back, m.lo / back, m.hi / back, m.how + ", at the first step"
         )
-    return []
+        sg = values.get("response_sigma")
+        sigma = sg.value if sg is not None else float(getattr(wl.response, "sigma", 0.0))
+        seen = cap_seen(at, clip, maxes, cap, (m.value, math.hypot(sigma, wl.difficulty_sigma), d.value))
+        if seen is not None:
+            why = (
+                "the fit with the cap found no solution"
+                if clip is not None
+                else "the log has no clip ratio to fit it with the cap"
+            )
+            pooled = sg is not None and sg.how.startswith("clip ratio")
+            notes.append(capped_drift_note(d, seen, cap, why, pooled))
+    return notes, False
 
 
 def fit_spec(
@@ -191,10 +230,12 @@ def fit_spec(
             rng,
         )
         values.update(got)
-        notes += why
         if rs.design.eta == 0:
-            notes += _drift(log, values, turn)
+            drift_notes, joint = _drift(log, values, turn, clip, mx, rs, rng)
+            # the joint fit read sigma from every step: the pooled fit's "sigma kept" is not so
+            notes += [n for n in why if not (joint and n.startswith("response_sigma:"))] + drift_notes
         else:
+            notes += why
             notes.append(
                 "drift_per_version: not fitted for an asynchronous design (its first steps train the "
                 "short samples first, a trend of their own)"
