@@ -32,7 +32,7 @@ from pipesim.io.cli_options import DaskError, close_dask, open_dask
 from pipesim.plan.build import candidates
 from pipesim.plan.checks import plain_warnings
 from pipesim.plan.evaluate import Evaluated, nondominated, run_design
-from pipesim.plan.options import check_args
+from pipesim.plan.options import check_args, trials_problem
 from pipesim.plan.options import parser as parser  # re-exported: callers found it here
 from pipesim.plan.search import PlanInfeasible, PlanInterrupted, PlanResult, plan, search, sensitivity
 from pipesim.plan.space import Constraints, Design, PlanError, PlanSpec, Space
@@ -200,6 +200,8 @@ def _main(argv: list[str] | None) -> int:
             spec = spec.with_(method=args.method)
     except PlanError as e:
         return _error(str(e))
+    if (problem := trials_problem(spec.method, args.trials)) is not None:  # the spec's method grid
+        return _error(problem)
     from pipesim.plan import report
     from pipesim.plan.cache import DiskCache
 

@@ -102,7 +102,8 @@ def parser(prog: str = "pipesim plan") -> argparse.ArgumentParser:
         "--trials",
         metavar="N",
         type=int,
-        help="designs to screen with Optuna (overrides the spec); e.g. --trials 200",
+        help="designs Optuna screens, or the slice search's screens and probes, each at most "
+        "(overrides search.trials; not with --method grid, which screens every design); e.g. --trials 200",
     )
     ap.add_argument(
         "--method",
@@ -137,6 +138,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--seed must be an integer in [0, 2**32) (the range of Optuna's sampler), got {args.seed}"
     if args.trials is not None and args.trials < 1:
         return f"--trials must be at least 1, got {args.trials}"
+    if (problem := trials_problem(args.method, args.trials)) is not None:
+        return problem
     if args.spec is None:
         return "the following arguments are required: SPEC"
     outs = [o for o in ("json", "html", "csv") if getattr(args, o) == "-"]
@@ -160,6 +163,19 @@ def check_args(args: argparse.Namespace) -> str | None:
         check_distinct(outputs, [("spec", args.spec)])
     except UsageError as e:
         return str(e)
+    return None
+
+
+def trials_problem(method: str | None, trials: int | None) -> str | None:
+    """Why ``--trials`` cannot go with the search ``method`` (``--method``, or the spec's once it is
+    read), or None: the grid screens every design and reads no ``trials``, so ``--method grid
+    --trials 5`` ran the whole grid without a word. Optuna and the slice search read it; ``auto``
+    may become either."""
+    if method == "grid" and trials is not None:
+        return (
+            f"--trials {trials} sets the designs Optuna or the slice search screens; the grid "
+            "search (method grid) screens every design, so it takes no --trials"
+        )
     return None
 
 

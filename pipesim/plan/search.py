@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pipesim.core.errors import shown
 from pipesim.io.cli_options import max_workers
 from pipesim.io.interrupts import deferred_interrupts, ignore_sigint
 from pipesim.io.pools import stop_pool
@@ -114,6 +115,16 @@ class PlanResult:
         return self.rungs[-1][1]
 
 
+def check_spec(spec: object) -> None:
+    """PlanError naming ``spec`` unless it is a :class:`PlanSpec`: a path handed to :func:`plan`
+    failed inside the search (``'str' object has no attribute 'baseline'``)."""
+    if not isinstance(spec, PlanSpec):
+        raise PlanError(
+            f"spec must be a PlanSpec, got {shown(spec)}: read a spec file with pipesim.plan.load(path)",
+            "spec",
+        )
+
+
 def search(
     spec: PlanSpec,
     *,
@@ -125,9 +136,10 @@ def search(
 ) -> PlanResult:
     """Screen, halve, run in full; see the module docstring. Raises PlanInfeasible when no design
     meets the constraints, PlanError when the model does not fit or the space is empty (or the
-    seed is not in [0, 2**32), the range of Optuna's sampler). ``announce`` is called once with
-    the number of designs in the space (:func:`~pipesim.plan.build.space_size`), before they are
-    enumerated."""
+    seed is not in [0, 2**32), the range of Optuna's sampler, or ``spec`` is no PlanSpec).
+    ``announce`` is called once with the number of designs in the space
+    (:func:`~pipesim.plan.build.space_size`), before they are enumerated."""
+    check_spec(spec)
     check_seed(seed)
     t0 = time.perf_counter()
     if spec.baseline is not None:  # run last: a baseline that does not fit is refused before the search
@@ -286,6 +298,7 @@ def plan(
     sensitivity of the recommendation. ``cache``: reuse and keep runs on disk
     (:class:`~pipesim.plan.cache.DiskCache`); ``announce``: told the space's size first
     (:func:`search`). Ctrl-C raises :class:`PlanInterrupted` with what finished."""
+    check_spec(spec)
     check_seed(seed)
     integer("workers", workers, 1, max_workers())  # CPU-bound runs: 4 processes per CPU at most
     own = executor is None and workers > 1

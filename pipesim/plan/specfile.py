@@ -376,6 +376,9 @@ def edited(path: str | Path, sets: Sequence[str] = ()) -> dict[str, Any]:
     tables, or a run spec's when the file says ``kind = "compute"``; PlanError naming the file
     (and the key: one given twice is refused, :func:`check_sets`). With pairs, the relative paths
     are made absolute (read from the file's folder): the tables no longer say where they came from."""
+    bad = isinstance(sets, str | bytes) or not isinstance(sets, Sequence)  # a str went by character
+    if bad or not all(isinstance(p, str) for p in sets):
+        raise PlanError(f"sets must be a list of TABLE.KEY=VALUE strings, got {shown(sets)}", "sets")
     data = read(path)
     if not sets:
         return data

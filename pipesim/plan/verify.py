@@ -26,23 +26,46 @@ on one of five 48-step runs. So before a design is recommended:
   *holds* when every seed's run meets every limit (mean staleness, maximum staleness, discarded
   share: the metrics the judge reads, :meth:`~pipesim.plan.space.Constraints.violations`);
 * a design that breaks is marked infeasible with the reason (``broke max_staleness at 48 steps
-  (5 > 4), seed 2``). The fastest is verified first; when it breaks, the designs between it and
-  the fastest design proved by a bound are searched by **bisection** for the fastest that holds,
-  up to ``budget`` verifications in all (:data:`BUDGET`). Bisection assumes that a faster design
-  breaks more easily, as on that agent spec: there the designs that break at 48 steps are
-  the fastest of a family whose 12-step runs look alike (``benchmarks/plan_reference.py``:
+  (5 > 4), seed 2``). The order (:func:`_next`), up to ``budget`` verifications in all
+  (:data:`BUDGET`): the fastest first (if it holds, nothing beats it); while none has held, next
+  the fastest design of a lower eta than every design that broke (the **floor**: eta is the
+  admission bound, so a design of a lower eta admits samples fewer versions ahead; on the
+  walkthrough spec below a whole eta broke at each loose limit where the next one down held);
+  with none, and once one has held, **bisection**: the middle of the designs still undecided
+  above the best that held;
+* a design that breaks speaks only for its **family** (:func:`family`: the same eta, update,
+  sync interval and over-sampling, differing in placement and TP): the faster designs of its
+  family are refused without a run (``not verified: a slower design of its family broke (split
+  12:4 tp1 eta=1 partial)``), a design of another family never is. Bisection assumes that a
+  faster design breaks more easily, as on the agent spec: there the designs that break at 48
+  steps are the fastest of a family whose 12-step runs look alike (``benchmarks/plan_reference.py``:
   33 of 155 broke, at 10,197-12,965 samples/h; 122 held, at up to 11,550), and walking down from
-  the fastest spent the whole budget on designs that broke. A design faster than one that broke
-  is refused without a run (``not verified: a slower design broke``);
+  the fastest spent the whole budget on designs that broke. Across families the throughput order
+  says nothing: on a walkthrough spec (16 H100s, Qwen3-8B, 8 steps, ``max_staleness = 8``) eta-1
+  partial designs broke at 19,397-34,901 samples/h (maxima 10-12), and refusing every design
+  faster than one that broke refused an eta-0 over-sampled one at 20,850 whose runs showed a
+  maximum of 5; the plan fell back to 7,401, where ``max_staleness = 5`` picked 20,850. Its floor
+  now verifies that design second, and it holds;
 * with the slice search, :func:`along_slices` then bisects the slice of the fastest design that
   broke (if it beat the recommendation) below it: its smaller splits age samples by fewer
   versions (:mod:`pipesim.plan.slices`), and on the agent spec the rung held only each slice's
   fastest, which broke, while slower splits of the same slices held;
 * the feasible designs left unverified above the recommendation are marked infeasible (``not
-  verified: verification budget (3) spent``); when none holds, the recommendation falls back to
-  the fastest design proved by a bound, and the page says so. If the full rung has none, the
-  fastest screened designs proved by their bounds are run in full (``fallback``) until one is
+  verified: verification budget (3) spent``): a design is never recommended on its full runs'
+  estimate alone, however much room they leave (on the agent spec designs met at 12 steps broke
+  at 48: the estimate is what verification checks), so when none holds, the recommendation falls
+  back to the fastest design proved by a bound, and the page says so. If the full rung has none,
+  the fastest screened designs proved by their bounds are run in full (``fallback``) until one is
   judged feasible; if none is, the plan has no feasible design.
+
+**Limits.** A looser limit keeps every design a stricter one judged feasible or open (the judge
+is monotone in each limit, and a run that holds a limit holds a looser one) and may add designs
+above them, usually of a higher eta: when those break, the floor steps down an eta at a time,
+toward the designs the stricter limit picked from, instead of bisecting across them. So over the
+same full rung and seeds a stricter limit should not recommend a faster design than a looser one.
+That is measured (``docs/plan.md``, item 6: the walkthrough spec's maximum limits 0-20 and mean
+limits 0.3-3), not proved: a budget can run out on designs that break within one eta, and the
+full rung itself depends on the limits (promotion reads :func:`pipesim.plan.judge.p_met`).
 
 The verification runs go through the plan's :class:`~pipesim.plan.evaluate.Evaluator`: they are
 counted in its runs and kept in its run cache (memory and disk), so a re-run of the plan reuses
@@ -69,6 +92,7 @@ __all__ = [
     "TAKEN",
     "along_slices",
     "broken",
+    "family",
     "mean_broken",
     "mean_open",
     "needs_verification",
@@ -198,14 +222,21 @@ def verify(
     return [*(out[e.design] for e in full), *extra]
 
 
+def family(d: Design) -> tuple[int, str, int, float]:
+    """The designs whose verdicts speak for one another (module docstring): the same eta, weight
+    update, sync interval and over-sampling, differing in placement and TP. Within one, a faster
+    design ages samples more (a larger trainer share: :mod:`pipesim.plan.slices`)."""
+    return (d.eta, d.update, d.sync_every, d.oversample)
+
+
 def _check(
     spec: PlanSpec, ev: Evaluator, full: Sequence[Evaluated], budget: int, out: dict[Design, Evaluated]
 ) -> bool:
     """Verify ``full``'s feasible designs into ``out``; True when one is left to recommend.
 
-    The designs to verify are the feasible ones above the fastest design proved by a bound (the
-    recommendation if none of them holds), fastest first. The fastest is verified first; if it
-    breaks, the rest are searched by bisection for the fastest that holds (module docstring)."""
+    The designs to verify are the feasible (or open) ones above the fastest design proved by a
+    bound (the recommendation if none of them holds), fastest first; they are verified in the
+    order :func:`_next` gives (module docstring)."""
     order = sorted(
         (e for e in full if e.feasible or _decided_longer(spec, e)), key=lambda e: (-e.throughput, e.design)
     )
@@ -216,38 +247,54 @@ def _check(
             break
         todo.append(e)
     proved = len(todo) < len(order)
-    ran: set[Design] = set()
-
-    def holds(e: Evaluated) -> bool:
+    ran: set[int] = set()
+    refuted: dict[int, int] = {}  # a design not run -> the slower design of its family that broke
+    best: int | None = None
+    while len(ran) < budget and (i := _next(todo, best, ran, refuted)) is not None:
+        e = todo[i]
         # a maximum the tail doubts is held to twice the seeds: on the agent spec a pick at its
         # limit held on seeds 0-4 and broke on seed 11 (verification on the selection's seeds alone)
         # an open mean is decided by the longer runs' settled estimate (module docstring)
         more = 2 if tail_open(spec, e) else 1
         out[e.design] = checked = _run_longer(spec, ev, e, more, mean_open(spec, e))
-        ran.add(e.design)
-        return checked.feasible
-
-    best: int | None = None
-    spent, lo, hi = 0, 1, len(todo) - 1
-    if todo and budget > 0:
-        spent = 1
-        best = 0 if holds(todo[0]) else None
-        while best is None or best > 0:  # bisect [lo, hi] for the fastest that holds
-            if lo > hi or spent >= budget:
-                break
-            mid = (lo + hi) // 2
-            spent += 1
-            if holds(todo[mid]):
-                best, hi = mid, mid - 1
-            else:
-                lo = mid + 1
+        ran.add(i)
+        if checked.feasible:
+            best = i
+        else:  # the faster designs of its family are taken to break too
+            for j in range(i):
+                if j not in ran and j not in refuted and family(todo[j].design) == family(e.design):
+                    refuted[j] = i
+    n = spec.n_gpus
     for i, e in enumerate(todo[: len(todo) if best is None else best]):
-        if e.design in ran:  # verified, and broke
+        if i in ran:  # verified, and broke
             continue
-        # faster than a design that broke (assumed to break too), or never reached
-        why = "a slower design broke" if spent and i < lo else f"verification budget ({budget}) spent"
+        b = refuted.get(i)
+        why = (
+            f"verification budget ({budget}) spent"
+            if b is None
+            else f"a slower design of its family broke ({todo[b].design.label(n)})"
+        )
         out[e.design] = replace(e, feasible=False, verified=f"not verified: {why}")
     return best is not None or proved
+
+
+def _next(todo: Sequence[Evaluated], best: int | None, ran: set[int], refuted: dict[int, int]) -> int | None:
+    """The index in ``todo`` (fastest first) to verify next; None: nothing left above ``best``.
+
+    First the fastest. While none has held, next the fastest design of a lower eta than every
+    design that broke (the floor, module docstring); with none, and once one has held, the middle
+    of the designs still undecided above the best that held: bisection, exact over one family."""
+    left = [j for j in range(len(todo) if best is None else best) if j not in ran and j not in refuted]
+    if not left:
+        return None
+    if not ran:
+        return left[0]
+    if best is None:
+        low = min(todo[j].design.eta for j in ran)
+        floor = next((j for j in left if todo[j].design.eta < low), None)
+        if floor is not None:
+            return floor
+    return left[(len(left) - 1) // 2]
 
 
 def along_slices(
