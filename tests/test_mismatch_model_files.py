@@ -30,6 +30,7 @@ import torch  # noqa: E402
 from mismatch.checks import FieldError  # noqa: E402
 from mismatch.cli import main  # noqa: E402
 from mismatch.models import WEIGHTS_FILES, ModelSource, check_weights, load_model  # noqa: E402
+from tests.tiny_checkpoint import tiny_checkpoint  # noqa: E402
 
 SHARD = "model-00001-of-00002.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -38,32 +39,7 @@ INDEX = "model.safetensors.index.json"
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A complete checkpoint: config.json, model.safetensors and a tokenizer (about 0.1 MB)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
-
-    path = tmp_path_factory.mktemp("ckpt") / "good"
-    words = {f"w{i}": i for i in range(62)} | {"<unk>": 62, "<eos>": 63}
-    raw = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=raw, unk_token="<unk>", eos_token="<eos>", pad_token="<eos>"
-    )
-    tok.save_pretrained(path)
-    cfg = Qwen3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").save_pretrained(path)
-    return path
+    return tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "good", max_position=128, seed=0)
 
 
 def _halve(file: Path) -> None:

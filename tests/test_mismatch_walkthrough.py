@@ -30,6 +30,7 @@ from mismatch.cli import main  # noqa: E402
 from mismatch.models import ModelSource, load_model  # noqa: E402
 from pipesim.compute.measured import read_measurements  # noqa: E402
 from pipesim.compute.profile_shapes import OPS  # noqa: E402
+from tests.tiny_checkpoint import tiny_checkpoint  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "mismatch" / "gpu_check.sh"
@@ -38,34 +39,6 @@ SAVED = REPO / "results" / "mismatch" / "tiny_cpu.json"
 
 class WorkStarted(Exception):
     """Raised in place of loading weights: the check came too late."""
-
-
-def _checkpoint(path: Path, vocab_size: int, n_tokens: int) -> Path:
-    """A one-layer Qwen3 with ``vocab_size`` rows and a word-level tokenizer of ``n_tokens``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
-
-    words = {f"w{i}": i for i in range(n_tokens - 2)} | {"<unk>": n_tokens - 2, "<eos>": n_tokens - 1}
-    raw = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=raw, unk_token="<unk>", eos_token="<eos>", pad_token="<eos>"
-    )
-    tok.save_pretrained(path)
-    cfg = Qwen3Config(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-    )
-    with torch.random.fork_rng(devices=[]):
-        AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").save_pretrained(path)
-    return path
 
 
 def _one_error_line(err: str) -> str:
@@ -80,7 +53,7 @@ def _one_error_line(err: str) -> str:
 def test_a_tokenizer_larger_than_the_vocabulary_is_one_error_line_before_any_weights(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = _checkpoint(tmp_path / "ckpt", vocab_size=1000, n_tokens=1019)
+    path = tiny_checkpoint(tmp_path / "ckpt", vocab_size=1000, n_tokens=1019)
     capsys.readouterr()  # save_pretrained's progress bar
     monkeypatch.setattr("mismatch.models.load_model", lambda *a, **k: (_ for _ in ()).throw(WorkStarted()))
     assert main(["--model", str(path), "--prompts", "3", "--new-tokens", "4"]) == 2
@@ -93,7 +66,7 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_one_error_line_before_any_wei
 
 def test_a_tokenizer_smaller_than_the_vocabulary_is_fine(tmp_path: Path) -> None:
     """Qwen3 pads its embedding table past the tokenizer: that is not refused."""
-    path = _checkpoint(tmp_path / "ckpt", vocab_size=1000, n_tokens=900)
+    path = tiny_checkpoint(tmp_path / "ckpt", vocab_size=1000, n_tokens=900)
     assert ModelSource.real(str(path)).tokenizer.pad_id == 899
 
 
