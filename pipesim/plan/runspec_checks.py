@@ -240,7 +240,9 @@ def check_design(
         TrainerConfig(model=spec.model, gpu=spec.gpu, n_gpus=t, mfu=spec.mfu)
     except ValueError as e:
         inner = getattr(e, "field", "")
-        if (key := _TRAINER_KEYS.get(inner.split(".")[0])) is not None:  # a value, not the placement
+        first = inner.split(".")[0]
+        if (key := _TRAINER_KEYS.get(first)) is not None:  # a value, not the placement
+            key += inner[len(first) :]  # gpu.nvlink_bandwidth_bytes_per_s: cluster.gpu.nvlink_...
             text = str(e)
             text = key + text[len(inner) :] if text.startswith(inner) else f"{key}: {text}"
             raise PlanError(text, key) from None
