@@ -13,11 +13,15 @@ partial rollout, one rollout replica and 4 trainer GPUs, 4 steps, seed 0. ``max_
 only where more than 256 sequences could be resident, so it is shown on a closed loop of 1,024
 concurrent sequences of Qwen2.5-7B (a small KV per token) and Qwen3-8B.
 
-Run: ``.venv/bin/python benchmarks/engine_vllm_defaults.py`` (a few seconds).
+Run: ``.venv/bin/python benchmarks/engine_vllm_defaults.py`` (a few seconds). It takes no flags
+but ``--help``: anything else is a usage error (exit 2); Ctrl-C or SIGTERM stops it with one line
+and exit 130.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
 from typing import Any
 
@@ -55,7 +59,23 @@ def step_row(label: str, **engine: Any) -> tuple[str, float, float, int, float]:
     return label, s["step_time_s_mean"], s["concurrency_mean"], int(s["preemptions"]), time.perf_counter() - t
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, 2 for a usage error (any flag but ``--help``), 130 when Ctrl-C or SIGTERM
+    stopped it (it writes no file)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.parse_args(argv)
+    from pipesim.io.interrupts import interrupt_once
+
+    with interrupt_once():  # SIGTERM as Ctrl-C
+        try:
+            _tables()
+        except KeyboardInterrupt:
+            print("engine_vllm_defaults: interrupted (it writes no file)", file=sys.stderr)
+            return 130
+    return 0
+
+
+def _tables() -> None:
     rows = [step_row(label, **kw) for label, kw in VARIANTS]
     base = rows[0][1]
     print("engine setting                  step s   vs default  concurrency  preemptions  wall s")
@@ -82,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

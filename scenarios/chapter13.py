@@ -252,14 +252,18 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-def cli() -> int:
-    """``python -m scenarios.chapter13``: Ctrl-C or SIGTERM stops it with one line and status 130
-    (it printed a torch traceback from inside the chapter's draws); it writes no file."""
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m scenarios.chapter13``: the process's arguments (``argv``, default
+    ``sys.argv[1:]``) go to :func:`main`, so ``--help`` prints its usage and anything else is a
+    usage error, exit 2 (it called ``main()`` with none and ran every table whatever was given).
+    Ctrl-C or SIGTERM stops it with one line and status 130 (it printed a torch traceback from
+    inside the chapter's draws); it writes no file."""
     from pipesim.io.interrupts import reader_may_leave, sigterm_as_interrupt
 
+    args = sys.argv[1:] if argv is None else argv
     try:
         with sigterm_as_interrupt():
-            return reader_may_leave(main)
+            return reader_may_leave(lambda: main(args))
     except KeyboardInterrupt:
         print("python -m scenarios.chapter13: interrupted (it writes no file)", file=sys.stderr)
         return 130

@@ -282,12 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         help="instead of the table: APRIL's off-policy ratio against its README's, over length scales "
         "and spreads (held out, about 4 s in one process; --json writes its rows)",
     )
+    ap.add_argument(  # listed here so --help shows it; --april-dapo's own parser reads it
+        "--seeds", type=int, metavar="N", help="with --april-dapo only: seeds 0 .. N - 1 (default 1)"
+    )
     given = sys.argv[1:] if argv is None else argv
     if "--april-dapo" in given:  # its own flags (--seeds): scenarios.published.april.dapo_main
         from scenarios.published.april import dapo_main
 
         return dapo_main(list(given))
     args = ap.parse_args(given)
+    if args.seeds is not None:
+        ap.error("--seeds goes with --april-dapo only (the table and --april-offpolicy fix their seeds)")
     if (problem := workers_problem(args.workers)) is not None:
         ap.error(problem)
     check_output(ap, "--json", args.json)  # before the runs

@@ -1,0 +1,61 @@
+"""Scripts read the arguments they are given: ``python -m scenarios.chapter13`` ran every table
+whatever it was given (``--help`` printed no usage, ``--bogus`` exited 0),
+``benchmarks/engine_vllm_defaults.py`` had no parser at all, and ``python -m scenarios.published``
+refused ``--seeds`` that its own help text mentioned, without listing it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {
+    "chapter13": [sys.executable, "-m", "scenarios.chapter13"],
+    "engine_vllm_defaults": [sys.executable, str(ROOT / "benchmarks" / "engine_vllm_defaults.py")],
+}
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_an_unknown_flag_is_a_usage_error_and_runs_nothing(name: str) -> None:
+    got = _run([*SCRIPTS[name], "--bogus"])
+    assert got.returncode == 2, got.stderr
+    assert "unrecognized arguments: --bogus" in got.stderr
+    assert got.stdout == ""  # no table was printed
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_help_prints_the_usage_and_runs_nothing(name: str) -> None:
+    got = _run([*SCRIPTS[name], "--help"])
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.startswith("usage:"), got.stdout[:200]
+    assert "13.1 weight sync" not in got.stdout and "step s" not in got.stdout  # neither table
+
+
+def test_chapter13_cli_passes_its_arguments_to_main() -> None:
+    from scenarios import chapter13
+
+    with pytest.raises(SystemExit) as info:
+        chapter13.cli(["--steps", "3"])
+    assert info.value.code == 2
+
+
+def test_published_lists_seeds_and_refuses_it_without_april_dapo(capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios.published.table import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    assert "--seeds N" in capsys.readouterr().out
+    for argv in (["--seeds", "2"], ["--april-offpolicy", "--seeds", "2"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "--seeds" in err and "--april-dapo" in err, err
