@@ -59,3 +59,21 @@ def test_published_lists_seeds_and_refuses_it_without_april_dapo(capsys: pytest.
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert "--seeds" in err and "--april-dapo" in err, err
+
+
+def test_a_files_pool_too_small_for_its_steps_is_named_with_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every other error of a scenario file starts with the file; this one, a check of the whole
+    scenario rather than of one key, did not."""
+    from pipesim.io.cli import main
+
+    path = tmp_path / "a.toml"
+    assert main(["export", "async-eta2", "--out", str(path)]) == 0
+    text = path.read_text()
+    assert "steps = 20\n" in text
+    path.write_text(text.replace("steps = 20\n", "steps = 1100\n", 1))
+    capsys.readouterr()
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pipesim: error: {path}: pool_size (65,536)"), err

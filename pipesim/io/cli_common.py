@@ -113,7 +113,10 @@ def build_scenario(spec: str, sets: Sequence[str], seed: int | None) -> tuple[An
             raise UsageError(
                 f"{spec}: a plan spec (docs/plan.md), not a scenario: `pipesim plan {spec}` searches it"
             ) from None
-        raise UsageError(one_line(exc)) from None
+        msg = one_line(exc)
+        if Path(spec).is_file() and not msg.startswith(spec):  # a check of the whole scenario
+            msg = f"{spec}: {msg}"  # (a pool too small for its steps), not of one of its keys
+        raise UsageError(msg) from None
     return scen, given
 
 
