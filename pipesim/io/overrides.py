@@ -33,6 +33,7 @@ from pipesim.core.errors import FieldError, shown
 from pipesim.core.validate import CrossFieldError, key_shown
 from pipesim.io import overrides_dotted as dotted
 from pipesim.io import overrides_factory as factory
+from pipesim.io import overrides_policy as policy_text
 from pipesim.policies.catalog import parse_policy, policy_classes
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _coerce(key: str, text: str, hint: Any) -> Any:
         if hint is str:
             return text
         if origin is tuple:
-            return tuple(float(x) for x in text.strip("()").replace(":", ",").split(",") if x.strip())
+            return tuple(float(x) for x in text.strip("()[]").replace(":", ",").split(",") if x.strip())
     except ValueError:
         raise FieldError(f"{key}: expected {_type_name(hint)}, got {shown(text)}", key) from None
     if hint is Any or hint is None:
@@ -193,12 +194,12 @@ def parse_value(scenario: Scenario, key: str, text: str) -> Any:
         if key in OPTIONAL_POLICY_FIELDS and text.lower() in ("none", "null"):
             return None
         try:
-            return parse_policy(text, kind=key)
+            return parse_policy(policy_text.none_words(text), kind=key)
         except ValueError as exc:
-            raise FieldError(f"{key}: {exc}", key) from None
+            raise policy_text.inner_unknown(text, key) or FieldError(f"{key}: {exc}", key) from None
     if key == "sync_time_s" and "(" in text:
         try:
-            cost = parse_policy(text, kind="sync_cost")
+            cost = parse_policy(policy_text.none_words(text), kind="sync_cost")
         except ValueError as exc:  # named by the key the user set, not the policy kind it reads
             raise FieldError(f"{key}: {exc}", key) from None
         return float(cost.sync_time_s)

@@ -1,4 +1,4 @@
-"""YAML as pipesim's files read it: PyYAML's safe loader, stricter in three ways.
+"""YAML as pipesim's files read it: PyYAML's safe loader, stricter in four ways.
 
 * Plain scalars are resolved as YAML 1.2's core schema reads them, not PyYAML's YAML 1.1: a
   number is a decimal integer (an optional sign, then digits) or a float (``1.5``, ``.5``,
@@ -15,7 +15,11 @@
   other without a word (``n_gpus: 010`` ran on 8 GPUs).
   ``!!int`` and ``!!float`` given explicitly take the same forms only.
 * A key given twice in one mapping is an error (PyYAML keeps the last one silently; TOML refuses
-  it, so a YAML file must too: a second ``pipeline:`` table would otherwise replace the first).
+  it, so a YAML file must too: a second ``pipeline:`` table would otherwise replace the first),
+  ``<<`` included.
+* A merge key (``<<: *base``, ``<<: [*a, *b]``, a YAML 1.1 type kept for anchors' sake) merges as
+  its spec says: the mapping's own keys win, then the mappings in the order listed. PyYAML 6.0.4
+  let the last one listed win (yaml/pyyaml#953: ``<<: [{steps: 2}, {steps: 4}]`` read 4).
 
 Errors are :class:`yaml.YAMLError`, as the safe loader's are, so callers keep one ``except``; a
 refusal of one value (:class:`NodeError`: a repeated key, an ambiguous number) has ``path``, the
@@ -186,6 +190,7 @@ class StrictLoader(_Base):  # type: ignore[misc]
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self._text = stream  # to name the key where a file holds too many values
+        self._flat: dict[int, Any] = {}  # a mapping node's pairs with its ``<<`` merged in
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is ScalarNode:  # counted as each node is made: a bound before millions are built
@@ -221,13 +226,19 @@ class StrictLoader(_Base):  # type: ignore[misc]
         return float(text)
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self._check_repeats(node)
+        flat = MappingNode(node.tag, self._flattened(node), node.start_mark, node.end_mark)
+        return dict(yaml.constructor.BaseConstructor.construct_mapping(self, flat, deep=deep))
+
+    def _check_repeats(self, node: MappingNode) -> None:
+        """RepeatedKey where ``node`` gives one key twice, ``<<`` included (a second merge key
+        replaced the first silently)."""
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor``: its keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=True)
+            merge = key_node.tag == MERGE
+            key = "<<" if merge else self.construct_object(key_node, deep=True)
             try:
-                duplicate = key in seen
+                duplicate = (MERGE if merge else key) in seen
             except TypeError:  # an unhashable key: the safe loader says so itself
                 break
             if duplicate:
@@ -239,8 +250,54 @@ class StrictLoader(_Base):  # type: ignore[misc]
                     f"the key {shown(key)} is given twice",
                     key_node.start_mark,
                 )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+            seen.add(MERGE if merge else key)
+
+    def _flattened(self, node: MappingNode) -> list[tuple[Node, Node]]:
+        """``node``'s pairs with its ``<<`` merged in as the merge key's spec orders them: the
+        mapping's own keys win, then the merged mappings in the order listed (``<<: [*a, *b]``
+        takes a key from ``a`` before ``b``). PyYAML 6.0.4 let the last mapping listed win
+        (yaml/pyyaml#953) and rewrote the node in place; this reads the nodes without changing
+        them, once each (an alias merged many times is flattened once)."""
+        done = self._flat.get(id(node))
+        if done is _BUSY:
+            raise ConstructorError(None, None, "a mapping merges itself (<<)", node.start_mark)
+        if done is not None:
+            return list(done)
+        self._flat[id(node)] = _BUSY
+        own: list[tuple[Node, Node]] = []
+        merged: list[tuple[Node, Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != MERGE:
+                if key_node.tag == "tag:yaml.org,2002:value":
+                    key_node.tag = "tag:yaml.org,2002:str"
+                own.append((key_node, value_node))
+                continue
+            listed = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+            for sub in listed:
+                if not isinstance(sub, MappingNode):
+                    why = f"<< merges a mapping or a list of mappings, not a {sub.id}"
+                    raise self._refuse(sub, why)
+                self._check_repeats(sub)
+                merged += self._flattened(sub)
+        kept = {_identity(k) for k, _ in own}
+        pairs: list[tuple[Node, Node]] = []
+        for pair in merged:  # the first mapping listed that gives a key wins
+            if (key := _identity(pair[0])) not in kept:
+                kept.add(key)
+                pairs.append(pair)
+        self._flat[id(node)] = pairs + own
+        return pairs + own
+
+
+def _identity(key: Node) -> Any:
+    """A key node as a merge compares it: a scalar by its tag and text, anything else by itself."""
+    return (key.tag, key.value) if isinstance(key, ScalarNode) else id(key)
+
+
+MERGE = "tag:yaml.org,2002:merge"
+_BUSY: Any = object()
+"""What :meth:`StrictLoader._flattened` holds for a mapping it is flattening (one that merges
+itself is refused)."""
 
 
 class SafeDumper(yaml.SafeDumper):
