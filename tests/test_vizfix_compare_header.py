@@ -38,3 +38,21 @@ def test_only_differences_of_designs_run_over_seeds_are_called_paired(
     said = {part.split(": ", 1)[0]: part for part in _header(_cmp(rows)).split("; ")[1:]}
     assert sorted(k for k, v in said.items() if PAIRED in v) == paired
     assert sorted(k for k, v in said.items() if ALONE in v) == alone
+
+
+@pytest.mark.parametrize(
+    ("runs", "seeds", "paired_only"),
+    [([3, 3], 3, True), ([3, 1], 3, False), ([1, 3, 3], 3, False), ([1, 1], 1, None)],
+)
+def test_the_json_interval_says_paired_only_where_every_design_ran_over_seeds(
+    runs: list[int], seeds: int, paired_only: bool | None
+) -> None:
+    """``compare --json``'s ``interval`` said "differences paired by seed" of a saved run too."""
+    from pipesim.io.cli_compare import _interval_note
+
+    note = _interval_note(seeds, runs)
+    if paired_only is None:
+        assert note is None
+    else:
+        assert note is not None and "paired by seed" in note
+        assert ("not paired" in note) is (not paired_only), note

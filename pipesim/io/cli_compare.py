@@ -298,12 +298,26 @@ def comparison_json(cmp: Any, error: str | None = None) -> dict[str, Any]:
         "seeds": cmp.seeds,
         "seeds_done": cmp.done,
         "partial": cmp.partial,
-        "interval": "95% Student t over seeds; differences paired by seed" if cmp.seeds > 1 else None,
+        "interval": _interval_note(cmp.seeds, [len(cmp.per_seed[n]) for n in names]),
         "designs": {n: {"runs": len(cmp.per_seed[n])} for n in names},
         "rows": rows,
         "notes": list(cmp.notes),
         "error": error,
     }
+
+
+def _interval_note(seeds: int, runs: Sequence[int]) -> str | None:
+    """What the JSON's intervals are: paired by seed where every design ran over the seeds; a
+    design of one run (a saved run) has its difference as one value against the other's mean, as
+    the printed header says."""
+    if seeds <= 1:
+        return None
+    if all(r > 1 for r in runs):
+        return "95% Student t over seeds; differences paired by seed"
+    return (
+        "95% Student t over seeds; differences paired by seed between designs run over seeds, "
+        "a one-run design's (seed 0) against the other's mean, not paired and with no interval"
+    )
 
 
 def failed_json(designs: Sequence[str], seeds: int, error: str) -> dict[str, Any]:
