@@ -39,21 +39,17 @@ _ROWS = 1 << 20
 
 def check_utf8(p: Path, raw: bytes) -> None:
     """LogError naming the line (and byte) where ``raw`` (a UTF-8 byte-order mark allowed) is not
-    UTF-8 text. Before, pandas' decoder said "'utf-8' codec can't decode byte 0xe9 in position 3:
-    unexpected end of data", a position in its own buffer, and no line."""
-    if raw.isascii():
-        return
-    start = len(_BOM) if raw.startswith(_BOM) else 0
-    try:
-        raw[start:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        at = start + e.start
-        line = (raw.count(b"\n", 0, at) or raw.count(b"\r", 0, at)) + 1
+    UTF-8 text (:func:`pipesim.core.readfile.not_utf8`). Before, pandas' decoder said "'utf-8'
+    codec can't decode byte 0xe9 in position 3: unexpected end of data", a position in its own
+    buffer, and no line."""
+    from pipesim.core.readfile import not_utf8
+
+    if (where := not_utf8(raw)) is not None:
         raise LogError(
-            f"{p}: line {line} is not UTF-8 text: byte {at:,} is 0x{raw[at]:02x} ({e.reason}); a log is "
-            "UTF-8 (save it as UTF-8: a spreadsheet's 'CSV UTF-8', iconv -f latin1 -t utf-8)",
+            f"{p}: {where}; a log is UTF-8 (save it as UTF-8: a spreadsheet's 'CSV UTF-8', iconv -f "
+            "latin1 -t utf-8)",
             "log",
-        ) from None
+        )
 
 
 @contextlib.contextmanager

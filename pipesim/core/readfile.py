@@ -32,6 +32,7 @@ __all__ = [
     "NotAFile",
     "NotText",
     "check_file",
+    "not_utf8",
     "open_regular",
     "read_bytes",
     "read_text",
@@ -184,6 +185,23 @@ class NotText(UnicodeDecodeError):
         return self.message
 
     message: str
+
+
+def not_utf8(raw: bytes) -> str | None:
+    """Where ``raw`` (a UTF-8 byte-order mark allowed) stops being UTF-8 text, as a line and a byte
+    counted from the file's start (``line 3 is not UTF-8 text: byte 41 is 0xe9 (invalid
+    continuation byte)``; lines split by ``\r`` alone are counted too), or None where it is text.
+    A log's reader and a scenario file's add their own advice."""
+    if raw.isascii():
+        return None
+    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        raw[start:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = start + e.start
+        line = (raw.count(b"\n", 0, at) or raw.count(b"\r", 0, at)) + 1
+        return f"line {line} is not UTF-8 text: byte {at:,} is 0x{raw[at]:02x} ({e.reason})"
+    return None
 
 
 def read_text(path: str | os.PathLike[str], what: str, max_bytes: int, encoding: str = "utf-8-sig") -> str:

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipesim.config import PipelineConfig, Scenario
 from pipesim.core.errors import MAX_DURATION_POOL, shown
-from pipesim.core.readfile import SCENARIO_MAX_BYTES, read_bytes
+from pipesim.core.readfile import SCENARIO_MAX_BYTES, not_utf8, read_bytes
 from pipesim.core.validate import MAX_NESTING, FieldError, nested_too_deep, refuse
 from pipesim.io.scenario_schema import NONE, Reader, ScenarioFileError, field_default, type_hints
 from pipesim.io.scenario_system import system_knobs, system_scenario, system_to_dict
@@ -236,25 +236,15 @@ def loads(text: str | bytes, fmt: str = "toml", source: str = "<string>") -> Sce
     return scenario_from_dict(_parse(text, fmt, source), source)
 
 
-def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
-    """Where ``raw`` stops being UTF-8 (``line 3 is not UTF-8 text: byte 41 is 0xe9 (invalid
-    continuation byte)``), as :func:`pipesim.calibrate.logscan.check_utf8` says it of a log."""
-    at = exc.start + (3 if raw.startswith(b"\xef\xbb\xbf") else 0)  # utf-8-sig counts after its mark
-    line = (raw.count(b"\n", 0, at) or raw.count(b"\r", 0, at)) + 1
-    return (
-        f"line {line} is not UTF-8 text: byte {at:,} is 0x{raw[at]:02x} ({exc.reason}); "
-        "save the file as UTF-8 (iconv -f latin1 -t utf-8)"
-    )
-
-
 def _parse(text: str | bytes, fmt: str, source: str) -> Any:
     """The file's content (tables, arrays, scalars) before any scenario key is read."""
     if isinstance(text, bytes):
         raw = text
         try:
             text = raw.decode("utf-8-sig")  # a byte-order mark, as some editors write, is dropped
-        except UnicodeDecodeError as exc:
-            raise ScenarioFileError(f"{source}: {_not_utf8(raw, exc)}", "", source) from None
+        except UnicodeDecodeError:
+            where = f"{not_utf8(raw)}; save the file as UTF-8 (iconv -f latin1 -t utf-8)"
+            raise ScenarioFileError(f"{source}: {where}", "", source) from None
     text = text.removeprefix("\ufeff")
     if fmt == "toml":
         try:
